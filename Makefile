@@ -1,0 +1,41 @@
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+export SKEWTAPE_HOME ?= $(CURDIR)/data
+
+.PHONY: venv demo test lint format ui bench clean
+
+$(VENV)/.installed: pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; set PYTHON=/path/to/python3.11"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+demo: venv
+	$(PY) -m skewtape_pipeline.demo "$(SKEWTAPE_HOME)"
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: venv
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+test: lint
+	$(VENV)/bin/pytest -q
+
+ui: venv
+	mkdir -p "$(SKEWTAPE_HOME)/dagster_home"
+	cp dagster.yaml "$(SKEWTAPE_HOME)/dagster_home/dagster.yaml"
+	@test -d "$(SKEWTAPE_HOME)/history" || $(VENV)/bin/skewtape-pipeline sample "$(SKEWTAPE_HOME)"
+	DAGSTER_HOME="$(SKEWTAPE_HOME)/dagster_home" $(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+bench:
+	$(MAKE) -C benchmarks bench
+
+clean:
+	rm -rf $(VENV) data .pytest_cache .ruff_cache .hypothesis

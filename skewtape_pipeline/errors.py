@@ -1,0 +1,131 @@
+"""The exception tree of skewtape_pipeline.
+
+Every error the package raises on purpose is a :class:`SkewtapeError`. Messages name the file,
+the field or row, the value found and what was expected, so a user can act on one line of stderr.
+Raising one of these never leaves a half-written file behind: the code that raises has either not
+touched the disk yet or rolls forward on the next run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class SkewtapeError(Exception):
+    """Base class of every deliberate error in skewtape_pipeline."""
+
+
+# --- the mirror: deltas and snapshots -------------------------------------------------------
+
+
+class DeltaRefusedError(SkewtapeError):
+    """A delta was refused before anything was written. Subclasses say why.
+
+    Parameters
+    ----------
+    message
+        What is wrong and what was expected.
+    path
+        The delta file (or folder) the problem is in, when there is one.
+    field
+        The manifest field or entry concerned, e.g. ``files[3].path``.
+    """
+
+    def __init__(self, message: str, *, path: Path | str | None = None, field: str | None = None):
+        self.path = Path(path) if path is not None else None
+        self.field = field
+        where = ", ".join(
+            part
+            for part in (f"{self.path}" if self.path else "", f"field {field}" if field else "")
+            if part
+        )
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class ManifestError(DeltaRefusedError):
+    """A manifest is missing a field, has a field of the wrong type or breaks the format's rules."""
+
+
+class UnsafePathError(DeltaRefusedError):
+    """A path leaves its folder, is absolute, has backslashes or a drive letter, or is a link."""
+
+
+class ChecksumMismatchError(DeltaRefusedError):
+    """A file's sha256 differs from the one its CHECKSUMS.sha256 line or manifest entry names."""
+
+
+class ChangeFileError(DeltaRefusedError):
+    """A ``changes/<table>.parquet`` file lacks ``op``/``row``, has an unknown op or null keys."""
+
+
+class SnapshotMismatchError(SkewtapeError):
+    """The snapshot folder holds neither the delta's parent nor its next snapshot."""
+
+
+class VerificationError(SkewtapeError):
+    """A snapshot does not match its CHECKSUMS.sha256 and manifest.
+
+    ``problems`` lists every finding (one line each); the message shows the first few.
+    """
+
+    def __init__(self, snapshot: Path | str, problems: list[str]):
+        self.snapshot = Path(snapshot)
+        self.problems = list(problems)
+        shown = "; ".join(self.problems[:5])
+        more = f" (+{len(self.problems) - 5} more)" if len(self.problems) > 5 else ""
+        super().__init__(f"{self.snapshot} does not verify: {shown}{more}")
+
+
+class ApplyInProgressError(SkewtapeError):
+    """Another process holds the apply lock of this history folder."""
+
+
+class ChainError(SkewtapeError):
+    """A chain of deltas has a gap, or a delta's parent is not the current snapshot."""
+
+
+class AuditLogError(SkewtapeError):
+    """The audit log is malformed or its hash chain is broken (a line was altered or removed)."""
+
+
+# --- the tick archive ------------------------------------------------------------------------
+
+
+class TickError(SkewtapeError):
+    """Base class of tick archive errors."""
+
+
+class TickValidationError(TickError):
+    """A batch of ticks breaks a validation rule; names the row, the field and the value.
+
+    Parameters
+    ----------
+    message
+        What is wrong and what was expected.
+    row
+        0-based index of the offending row in the batch as given, when there is one.
+    field
+        The column concerned (``timestamp_nanos``, ``price``, ``quantity``, ``side`` ...).
+    """
+
+    def __init__(self, message: str, *, row: int | None = None, field: str | None = None):
+        self.row = row
+        self.field = field
+        where = ", ".join(
+            part
+            for part in (f"row {row}" if row is not None else "", f"field {field}" if field else "")
+            if part
+        )
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class PrecisionLossError(TickValidationError):
+    """A price or quantity has more decimals than the configured scale and loss was not allowed."""
+
+
+class RoundTripError(TickError):
+    """A written archive file did not read back equal to the ticks that were written."""
+
+
+class ConfigError(SkewtapeError):
+    """A configuration value is invalid; the message names the key, the value and what is allowed."""

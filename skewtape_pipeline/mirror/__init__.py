@@ -1,0 +1,1 @@
+"""The snapshot mirror: the Skewtape delta format and the engine that applies deltas."""

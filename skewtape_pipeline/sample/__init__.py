@@ -1,0 +1,1 @@
+"""The sample publisher: a realistic Skewtape history and its chain of monthly deltas."""

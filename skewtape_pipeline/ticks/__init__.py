@@ -1,0 +1,1 @@
+"""The tick archive: validation, exact Parquet compaction, verification, reports and tiers."""
