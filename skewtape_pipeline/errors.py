@@ -128,4 +128,7 @@ class RoundTripError(TickError):
 
 
 class ConfigError(SkewtapeError):
-    """A configuration value is invalid; the message names the key, the value and what is allowed."""
+    """An invalid configuration value; the message names the key, the value and what is allowed.
+
+    Raised when options are built, never halfway through a run.
+    """
