@@ -76,6 +76,21 @@ class VerificationError(SkewtapeError):
         super().__init__(f"{self.snapshot} does not verify: {shown}{more}")
 
 
+class SnapshotError(SkewtapeError):
+    """A snapshot folder cannot be sealed or read: a Parquet file that does not open, a table
+    without its key columns. The message names the file."""
+
+
+class LocalStateError(SnapshotError):
+    """A snapshot's local state folder (``.skewtape/``) holds a damaged file or is given an
+    invalid update (e.g. a merged-table record for a path that is not a reference table)."""
+
+
+class DeltaBuildError(SkewtapeError):
+    """A delta cannot be built: the output folder is not empty, is a file or lies inside a
+    snapshot; a table to ship whole holds locally merged bytes; rows cannot be compared."""
+
+
 class ApplyInProgressError(SkewtapeError):
     """Another process holds the apply lock of this history folder."""
 
@@ -109,6 +124,7 @@ class TickValidationError(TickError):
     """
 
     def __init__(self, message: str, *, row: int | None = None, field: str | None = None):
+        self.detail = message
         self.row = row
         self.field = field
         where = ", ".join(
@@ -127,8 +143,20 @@ class RoundTripError(TickError):
     """A written archive file did not read back equal to the ticks that were written."""
 
 
+class TickFormatError(TickError):
+    """A tick archive buffer or file is malformed: bad magic, unsupported version, wrong length."""
+
+
 class ConfigError(SkewtapeError):
     """An invalid configuration value; the message names the key, the value and what is allowed.
 
     Raised when options are built, never halfway through a run.
     """
+
+
+# --- the sample publisher ----------------------------------------------------------------------
+
+
+class SampleRootError(SkewtapeError):
+    """The sample publisher refused its root: it already holds a history or deltas (or the
+    snapshots folder already holds one of the months). Nothing was written."""

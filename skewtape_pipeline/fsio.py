@@ -41,7 +41,25 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+_publish_hook: Callable[[Path, Path], None] | None = None
+
+
+def set_publish_hook(
+    hook: Callable[[Path, Path], None] | None,
+) -> Callable[[Path, Path], None] | None:
+    """Install ``hook(temp, target)``, called just before every atomic rename; returns the old one.
+
+    A testing seam for crash injection: a hook that raises leaves the written temporary file
+    behind, exactly as a crash between writing and renaming would. ``None`` removes the hook.
+    """
+    global _publish_hook
+    previous, _publish_hook = _publish_hook, hook
+    return previous
+
+
 def _publish(temp: Path, target: Path) -> None:
+    if _publish_hook is not None:
+        _publish_hook(temp, target)
     os.replace(temp, target)
     fsync_dir(target.parent)
 

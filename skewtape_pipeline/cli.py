@@ -1,0 +1,285 @@
+"""The ``skewtape-pipeline`` command line: a thin shell over the core functions.
+
+Exit codes: 0 on success, 2 when the input is refused (a one-line ``error: ...`` on stderr, nothing
+changed on disk), 1 on an unexpected operating-system error. ``--json`` prints the result object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from skewtape_pipeline.errors import ConfigError, SkewtapeError
+
+AUDIT_LOG_NAME = "audit.jsonl"
+
+
+def default_audit_log(history: Path) -> Path:
+    """The data root's audit log: ``<root>/audit.jsonl`` for snapshots in ``<root>/history/``."""
+    return history.resolve().parent / AUDIT_LOG_NAME
+
+
+def _audit_log(args: argparse.Namespace, history: Path) -> Path | None:
+    if args.no_audit:
+        return None
+    return Path(args.audit_log) if args.audit_log else default_audit_log(history)
+
+
+def _print_result(args: argparse.Namespace, result: Any, summary: str) -> None:
+    if args.json:
+        print(json.dumps(_as_json(result), indent=2, default=str))
+    else:
+        print(summary)
+
+
+def _as_json(result: Any) -> Any:
+    if isinstance(result, list):
+        return [_as_json(item) for item in result]
+    return result.to_dict() if hasattr(result, "to_dict") else result
+
+
+# --- mirror commands ------------------------------------------------------------------------
+
+
+def cmd_apply_delta(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.mirror.apply import apply_delta
+
+    snapshot = Path(args.snapshot)
+    into = Path(args.into) if args.into else None
+    result = apply_delta(
+        snapshot,
+        Path(args.delta),
+        into=into,
+        audit_log=_audit_log(args, (into or snapshot).resolve().parent),
+        lock_timeout=args.wait,
+        link_sources=not args.copy,
+    )
+    _print_result(args, result, _describe_apply(result))
+
+
+def _describe_apply(result: Any) -> str:
+    if result.already_applied:
+        return f"{result.snapshot}: already holds {result.next_bundle_id}; nothing to do"
+    rows = sum(result.rows_upserted.values()), sum(result.rows_deleted.values())
+    return (
+        f"{result.snapshot}: {result.parent_bundle_id} -> {result.next_bundle_id} ({result.mode}); "
+        f"files +{len(result.files_added)} ~{len(result.files_replaced)} "
+        f"-{len(result.files_deleted)}; rows upserted {rows[0]}, deleted {rows[1]}; "
+        f"{sum(result.seconds.values()):.2f} s"
+    )
+
+
+def cmd_verify(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.mirror.verify import verify_snapshot
+
+    result = verify_snapshot(Path(args.snapshot), full=args.full)
+    _print_result(
+        args,
+        result,
+        f"{result.snapshot}: {result.bundle_id} verified ({result.files_checked} files, "
+        f"{result.files_hashed} hashed{', full scrub' if args.full else ''})",
+    )
+
+
+def cmd_catch_up(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.mirror.catchup import catch_up
+
+    history = Path(args.history)
+    results = catch_up(
+        history,
+        Path(args.deltas),
+        mode="in_place" if args.in_place else "versioned",
+        audit_log=_audit_log(args, history),
+        lock_timeout=args.wait,
+    )
+    lines = [_describe_apply(result) for result in results] or [f"{history}: already current"]
+    _print_result(args, results, "\n".join(lines))
+
+
+def cmd_sample(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.sample.publisher import publish_sample
+
+    result = publish_sample(
+        Path(args.root),
+        seed=args.seed,
+        months=args.months,
+        snapshots_dir=Path(args.keep_snapshots) if args.keep_snapshots else None,
+    )
+    _print_result(args, result, f"sample written to {Path(args.root).resolve()}")
+
+
+def cmd_diff(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.mirror.diff import build_delta
+
+    manifest = build_delta(Path(args.parent), Path(args.next), Path(args.out))
+    counts: dict[str, int] = {}
+    for entry in manifest.files:
+        counts[entry.op] = counts.get(entry.op, 0) + 1
+    summary = ", ".join(f"{op} {n}" for op, n in sorted(counts.items()))
+    _print_result(
+        args,
+        json.loads(manifest.to_json()),
+        f"{args.out}: {manifest.parent.bundle_id} -> {manifest.next.bundle_id} ({summary})",
+    )
+
+
+def cmd_audit_verify(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.audit import verify_audit_log
+
+    lines = verify_audit_log(Path(args.log))
+    _print_result(
+        args, {"log": args.log, "lines": lines}, f"{args.log}: {lines} lines, chain intact"
+    )
+
+
+# --- tick archive commands ------------------------------------------------------------------
+
+
+def parse_side_map(text: str | None) -> dict[str, str] | None:
+    """``yes=BUY,no=SELL`` -> {"yes": "BUY", "no": "SELL"}; ConfigError on a malformed pair."""
+    if not text:
+        return None
+    mapping: dict[str, str] = {}
+    for pair in text.split(","):
+        raw, sep, side = pair.partition("=")
+        if not sep or not raw or side not in ("BUY", "SELL", "UNKNOWN"):
+            raise ConfigError(
+                f"--side-map entry {pair!r}: expected RAW=BUY, RAW=SELL or RAW=UNKNOWN"
+            )
+        mapping[raw] = side
+    return mapping
+
+
+def _parse_day(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(f"--as-of is {text!r}; expected a date YYYY-MM-DD") from None
+
+
+def cmd_compact_ticks(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.ticks.compact import compact_ticks
+    from skewtape_pipeline.ticks.tiers import load_tier_policy
+
+    reports = compact_ticks(
+        Path(args.input),
+        out=Path(args.out),
+        as_of=_parse_day(args.as_of),
+        price_scale=args.price_scale,
+        quantity_scale=args.quantity_scale,
+        side_map=parse_side_map(args.side_map),
+        symbol=args.symbol,
+        tier_policy=load_tier_policy(Path(args.tier_policy)) if args.tier_policy else None,
+        allow_precision_loss=args.allow_precision_loss,
+    )
+    for report in reports:
+        print(json.dumps(report.to_dict(), default=str))
+    ticks = sum(report.tick_count for report in reports)
+    raw = sum(report.raw_size_bytes for report in reports)
+    packed = sum(report.compacted_size_bytes for report in reports)
+    ratio = raw / packed if packed else 0.0
+    print(
+        f"compacted {ticks} ticks in {len(reports)} symbol-days into {args.out}: "
+        f"{raw} -> {packed} bytes ({ratio:.2f}x)",
+        file=sys.stderr,
+    )
+
+
+# --- parser ---------------------------------------------------------------------------------
+
+
+def _add_audit_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--audit-log",
+        help="append-only audit log (default: audit.jsonl in the data root, the folder "
+        "that holds history/)",
+    )
+    parser.add_argument("--no-audit", action="store_true", help="do not write an audit log")
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait this long for another apply to release the lock (default: refuse at once)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="skewtape-pipeline", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, handler: Callable[[argparse.Namespace], None], help_text: str):
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub.add_argument("--json", action="store_true", help="print the result object as JSON")
+        sub.set_defaults(handler=handler)
+        return sub
+
+    apply = command("apply-delta", cmd_apply_delta, "apply a monthly delta to a snapshot")
+    apply.add_argument("snapshot", help="the parent snapshot folder (changed in place by default)")
+    apply.add_argument("delta", help="the delta folder")
+    apply.add_argument("--into", help="build the next snapshot in this new folder (versioned)")
+    apply.add_argument("--copy", action="store_true", help="copy delta files, never hard-link")
+    _add_audit_options(apply)
+
+    verify = command("verify", cmd_verify, "verify a snapshot against its checksums and manifest")
+    verify.add_argument("snapshot")
+    verify.add_argument("--full", action="store_true", help="re-hash every file (a scrub)")
+
+    catch = command("catch-up", cmd_catch_up, "apply every pending delta in month order")
+    catch.add_argument("history", help="folder of month snapshots (history/<YYYY-MM>/)")
+    catch.add_argument("deltas", help="folder of deltas (deltas/<YYYY-MM>/)")
+    catch.add_argument("--in-place", action="store_true", help="advance the newest month in place")
+    _add_audit_options(catch)
+
+    sample = command("sample", cmd_sample, "write the sample Skewtape history and delta chain")
+    sample.add_argument("root", help="data root to create (history/ and deltas/ inside)")
+    sample.add_argument("--seed", type=int, default=7)
+    sample.add_argument("--months", type=int, default=4, help="months in the chain (>= 4)")
+    sample.add_argument("--keep-snapshots", help="also keep every month's full snapshot here")
+
+    diff = command("diff", cmd_diff, "build the delta between two snapshot folders")
+    diff.add_argument("parent")
+    diff.add_argument("next")
+    diff.add_argument("out", help="the new delta folder")
+
+    audit = command("audit-verify", cmd_audit_verify, "check the audit log's hash chain")
+    audit.add_argument("log")
+
+    ticks = command("compact-ticks", cmd_compact_ticks, "compact trades into the Parquet archive")
+    ticks.add_argument("input", help="CSV or Parquet: timestamp_nanos,price,quantity,side[,symbol]")
+    ticks.add_argument("--out", required=True, help="archive root")
+    ticks.add_argument("--as-of", required=True, help="today's date for tiering (YYYY-MM-DD)")
+    ticks.add_argument("--price-scale", type=int, required=True, help="decimals of price")
+    ticks.add_argument("--quantity-scale", type=int, default=0, help="decimals of quantity")
+    ticks.add_argument("--side-map", help="e.g. yes=BUY,no=SELL (default: BUY/SELL/UNKNOWN)")
+    ticks.add_argument("--symbol", help="the symbol when the input has no symbol column")
+    ticks.add_argument("--tier-policy", help="tier policy file (JSON)")
+    ticks.add_argument(
+        "--allow-precision-loss",
+        action="store_true",
+        help="quantize digits beyond the scales (counted in the report) instead of refusing",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        args.handler(args)
+    except SkewtapeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,378 @@
+"""Verifying a snapshot folder against its CHECKSUMS.sha256 and manifest, and its local state.
+
+What is checked (every finding is collected, then one :class:`VerificationError` lists them all):
+
+- ``manifest.json``'s sha256 is its line in CHECKSUMS.sha256;
+- the manifest's files and CHECKSUMS.sha256's entries (minus manifest.json) are the same paths
+  with the same sha256;
+- every listed file is present with its sha256, and no other file is there (``.skewtape/`` is
+  ignored; a leftover temporary file or a link is a problem);
+- each of the four reference tables has the manifest's columns and rows, and unique, non-null
+  keys.
+
+Where hashes come from: ``known_hashes`` (files the caller hashed while writing them), else the
+hash cache ``.skewtape/hashes.json`` (trusted while a file's inode, size and mtime_ns hold, as
+git's index does), else the file is hashed. ``full=True`` is a scrub: it hashes every file.
+
+Merged tables: applying row changes with DuckDB writes new Parquet bytes, so a merged table's
+sha256 is not the published one. Such a table is accepted only when ``.skewtape/merged.json``
+records the sha256 of the bytes our merge wrote and the table passes the row checks; any other
+difference is a local modification.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from skewtape_pipeline.errors import (
+    LocalStateError,
+    ManifestError,
+    UnsafePathError,
+    VerificationError,
+)
+from skewtape_pipeline.fsio import atomic_write_bytes
+from skewtape_pipeline.hashing import (
+    FileStamp,
+    HashCache,
+    is_sha256_hex,
+    sha256_bytes,
+    sha256_files,
+)
+from skewtape_pipeline.mirror.format import (
+    CHECKSUMS,
+    LOCAL_STATE_DIR,
+    MANIFEST,
+    SnapshotFileEntry,
+    SnapshotManifest,
+    safe_relpath,
+)
+from skewtape_pipeline.mirror.snapshot import list_folder, read_checksums
+from skewtape_pipeline.mirror.tables import check_table, is_table
+
+HASH_CACHE = "hashes.json"
+MERGED_TABLES = "merged.json"
+
+
+@dataclass
+class VerifyResult:
+    """What :func:`verify_snapshot` checked; ``problems`` is empty on success."""
+
+    snapshot: Path
+    bundle_id: str | None = None
+    files_checked: int = 0
+    """Listed files found and compared with their sha256."""
+    files_hashed: int = 0
+    """Files actually read and hashed in this run (the rest came from the cache or caller)."""
+    bytes_hashed: int = 0
+    tables: dict[str, int] = field(default_factory=dict)
+    """Rows of each reference table that could be read."""
+    seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict of the result (for reports and orchestration metadata)."""
+        data = asdict(self)
+        data["snapshot"] = str(self.snapshot)
+        return data
+
+
+def hash_cache_path(snapshot: Path) -> Path:
+    """Where the hash cache of ``snapshot`` lives."""
+    return Path(snapshot) / LOCAL_STATE_DIR / HASH_CACHE
+
+
+def merged_tables_path(snapshot: Path) -> Path:
+    """Where the merged-table records of ``snapshot`` live."""
+    return Path(snapshot) / LOCAL_STATE_DIR / MERGED_TABLES
+
+
+def merged_tables(snapshot: Path) -> dict[str, str]:
+    """{table path: sha256 of the bytes our merge wrote} recorded for ``snapshot``.
+
+    Empty when nothing was recorded. Raises :class:`LocalStateError` naming ``merged.json`` when
+    it is not a JSON object of reference-table paths to sha256 hex digests.
+    """
+    path = merged_tables_path(snapshot)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise LocalStateError(f"{path}: is not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise LocalStateError(f"{path}: expected a JSON object of table path to sha256")
+    for rel, digest in data.items():
+        _check_merged_entry(path, rel, digest)
+    return dict(data)
+
+
+def _check_merged_entry(path: Path, rel: object, digest: object) -> None:
+    if not isinstance(rel, str) or not is_table(rel):
+        raise LocalStateError(f"{path}: {rel!r} is not a reference table; nothing else is merged")
+    if not is_sha256_hex(digest):
+        raise LocalStateError(f"{path}: {rel}: {digest!r} is not 64 lowercase hex digits")
+
+
+def record_merged_table(snapshot: Path, rel: str, sha256: str) -> None:
+    """Record that ``rel`` of ``snapshot`` now holds bytes our merge wrote, hashing to ``sha256``.
+
+    Atomic (the whole ``merged.json`` is rewritten by rename) and idempotent. Call it after the
+    merged table was renamed into place; callers hold the apply lock, so there is one writer.
+    Raises :class:`LocalStateError` when ``rel`` is not a reference table, ``sha256`` is not
+    a hex digest, or the existing ``merged.json`` is damaged (nothing is written then).
+    """
+    path = merged_tables_path(snapshot)
+    _check_merged_entry(path, rel, sha256)
+    records = merged_tables(snapshot)
+    records[rel] = sha256
+    atomic_write_bytes(path, (json.dumps(records, indent=2, sort_keys=True) + "\n").encode())
+
+
+def verify_snapshot(
+    snapshot: Path,
+    *,
+    full: bool = False,
+    known_hashes: Mapping[str, str] | None = None,
+    save_cache: bool = True,
+) -> VerifyResult:
+    """Check that ``snapshot`` is exactly what its CHECKSUMS.sha256 and manifest describe.
+
+    Parameters
+    ----------
+    snapshot
+        The snapshot folder.
+    full
+        Scrub: hash every file, ignoring the cache and ``known_hashes``.
+    known_hashes
+        {path: sha256} of files the caller hashed while writing them; trusted as is.
+    save_cache
+        Record every hash used in ``.skewtape/hashes.json`` (atomically). A folder that cannot be
+        written to is verified all the same; the cache is then not saved.
+
+    Returns
+    -------
+    VerifyResult
+        Counts of files checked and hashed, table rows, time taken. Read-only apart from the cache.
+
+    Raises
+    ------
+    VerificationError
+        Listing every problem found (the cache is saved first, so a rerun does not rehash).
+    """
+    started = time.perf_counter()
+    snapshot = Path(snapshot)
+    result = VerifyResult(snapshot=snapshot)
+    if not snapshot.is_dir():
+        raise VerificationError(snapshot, [f"{snapshot} is not a folder"])
+    manifest, checksums, problems = _read_seal(snapshot)
+    result.bundle_id = manifest.bundle_id if manifest else None
+    expected = _expected_files(manifest, checksums)
+    problems += _compare_seal(manifest, checksums)
+    listed_in = MANIFEST if manifest is not None else CHECKSUMS
+    present, listing_problems = _present_files(snapshot, expected, listed_in=listed_in)
+    problems += listing_problems
+    cache = HashCache(hash_cache_path(snapshot))
+    found = _hash_files(snapshot, present, cache, result, full=full, known=known_hashes or {})
+    merged, merged_problems = _merged_records(snapshot)
+    problems += merged_problems
+    for rel in present:
+        problems += _compare_hash(rel, found.get(rel), expected[rel], merged)
+    problems += _check_tables(snapshot, present, manifest, result)
+    for rel in cache.entries():
+        if rel not in present:
+            cache.forget(rel)
+    if save_cache:
+        _save_quietly(cache)
+    result.files_checked = len(present)
+    result.problems = problems
+    result.seconds = time.perf_counter() - started
+    if problems:
+        raise VerificationError(snapshot, problems)
+    return result
+
+
+def _read_seal(snapshot: Path) -> tuple[SnapshotManifest | None, dict[str, str] | None, list[str]]:
+    problems: list[str] = []
+    manifest = checksums = raw = None
+    try:
+        raw = (snapshot / MANIFEST).read_bytes()
+        manifest = SnapshotManifest.parse(raw, source=snapshot / MANIFEST)
+    except FileNotFoundError:
+        problems.append(f"{MANIFEST}: is missing")
+    except OSError as exc:
+        problems.append(f"{MANIFEST}: cannot be read ({exc.strerror})")
+    except ManifestError as exc:
+        problems.append(f"{MANIFEST}: {exc}")
+    try:
+        checksums = read_checksums(snapshot / CHECKSUMS)
+    except ManifestError as exc:
+        problems.append(f"{CHECKSUMS}: {exc}")
+    else:
+        for rel in [rel for rel in checksums if not _is_safe(rel)]:
+            problems.append(f"{CHECKSUMS}: lists the unsafe path {rel!r}; it is not checked")
+            del checksums[rel]
+    if raw is not None and checksums is not None:
+        listed, actual = checksums.get(MANIFEST), sha256_bytes(raw)
+        if listed is None:
+            problems.append(f"{CHECKSUMS}: does not list {MANIFEST}")
+        elif listed != actual:
+            problems.append(
+                f"{MANIFEST}: has sha256 {actual}; expected {listed} (its {CHECKSUMS} line)"
+            )
+    return manifest, checksums, problems
+
+
+def _is_safe(rel: str) -> bool:
+    try:
+        safe_relpath(rel, field_name="path")
+    except UnsafePathError:
+        return False
+    return True
+
+
+def _expected_files(
+    manifest: SnapshotManifest | None, checksums: dict[str, str] | None
+) -> dict[str, str]:
+    """{path: expected sha256} of the files besides the two seal files."""
+    if manifest is not None:
+        return {entry.path: entry.sha256 for entry in manifest.files}
+    if checksums is not None:
+        return {rel: sha for rel, sha in checksums.items() if rel != MANIFEST}
+    return {}
+
+
+def _compare_seal(manifest: SnapshotManifest | None, checksums: dict[str, str] | None) -> list[str]:
+    if manifest is None or checksums is None:
+        return []
+    listed = {rel: sha for rel, sha in checksums.items() if rel != MANIFEST}
+    described = {entry.path: entry.sha256 for entry in manifest.files}
+    problems = [
+        f"{rel}: is in {MANIFEST} but not in {CHECKSUMS}"
+        for rel in sorted(described.keys() - listed)
+    ]
+    problems += [
+        f"{rel}: is in {CHECKSUMS} but not in {MANIFEST}"
+        for rel in sorted(listed.keys() - described)
+    ]
+    problems += [
+        f"{rel}: {MANIFEST} says sha256 {described[rel]} but {CHECKSUMS} says {listed[rel]}"
+        for rel in sorted(described.keys() & listed.keys())
+        if described[rel] != listed[rel]
+    ]
+    return problems
+
+
+def _present_files(
+    snapshot: Path, expected: Mapping[str, str], *, listed_in: str
+) -> tuple[list[str], list[str]]:
+    listing = list_folder(snapshot)
+    on_disk = set(listing.files)
+    problems = [f"{rel}: is missing" for rel in sorted(expected.keys() - on_disk)]
+    problems += [
+        f"{rel}: is an extra file, not listed in {listed_in}"
+        for rel in sorted(on_disk - expected.keys() - {MANIFEST, CHECKSUMS})
+    ]
+    problems += [
+        f"{rel}: is a leftover temporary file of an interrupted write" for rel in listing.temps
+    ]
+    problems += [
+        f"{rel}: is a link; a snapshot holds regular files only" for rel in listing.symlinks
+    ]
+    problems += [f"{rel}: is not a regular file" for rel in listing.others]
+    return sorted(expected.keys() & on_disk), problems
+
+
+def _hash_files(
+    snapshot: Path,
+    rels: list[str],
+    cache: HashCache,
+    result: VerifyResult,
+    *,
+    full: bool,
+    known: Mapping[str, str],
+) -> dict[str, str]:
+    """sha256 of each file in ``rels``: from ``known``, the cache, or by hashing it now."""
+    found: dict[str, str] = {}
+    to_hash: dict[str, FileStamp] = {}
+    for rel in rels:
+        path = snapshot / rel
+        digest = None if full else known.get(rel) or cache.lookup(rel, path)
+        if digest is not None:
+            found[rel] = digest
+            if rel in known:
+                cache.record(rel, path, digest)
+        else:
+            to_hash[rel] = FileStamp.of(path)
+    hashed = sha256_files(snapshot / rel for rel in to_hash)
+    for rel, before in to_hash.items():
+        path = snapshot / rel
+        found[rel] = hashed[path]
+        result.files_hashed += 1
+        result.bytes_hashed += before.size
+        if FileStamp.of(path) == before:  # not written to while we read it
+            cache.record(rel, path, hashed[path])
+        else:
+            cache.forget(rel)
+    return found
+
+
+def _merged_records(snapshot: Path) -> tuple[dict[str, str], list[str]]:
+    try:
+        return merged_tables(snapshot), []
+    except LocalStateError as exc:
+        return {}, [f"{LOCAL_STATE_DIR}/{MERGED_TABLES}: {exc}; no merged table is accepted"]
+
+
+def _compare_hash(
+    rel: str, actual: str | None, expected: str, merged: Mapping[str, str]
+) -> list[str]:
+    if actual is None or actual == expected:
+        return []
+    if is_table(rel):
+        if merged.get(rel) == actual:
+            return []  # our merge wrote it; the row checks decide
+        return [
+            f"{rel}: modified locally: sha256 {actual}, expected the published {expected} "
+            f"or a merge recorded in {LOCAL_STATE_DIR}/{MERGED_TABLES}"
+        ]
+    return [f"{rel}: has sha256 {actual}; expected {expected}"]
+
+
+def _check_tables(
+    snapshot: Path, present: list[str], manifest: SnapshotManifest | None, result: VerifyResult
+) -> list[str]:
+    entries: dict[str, SnapshotFileEntry] = manifest.by_path() if manifest else {}
+    problems: list[str] = []
+    for rel in present:
+        if not is_table(rel):
+            continue
+        entry = entries.get(rel)
+        if entry is not None and entry.columns is None:
+            problems.append(f"{rel}: {MANIFEST} records no columns; expected them for a table")
+        rows, found = check_table(
+            snapshot / rel,
+            rel,
+            columns=entry.columns if entry else None,
+            rows=entry.rows if entry else None,
+        )
+        if rows is not None:
+            result.tables[rel] = rows
+        problems += found
+    return problems
+
+
+def _save_quietly(cache: HashCache) -> None:
+    with contextlib.suppress(OSError):  # a read-only mirror verifies all the same
+        cache.save()
