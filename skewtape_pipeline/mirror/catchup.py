@@ -1,0 +1,150 @@
+"""Catch a history folder up with every delta that arrived since its newest snapshot.
+
+Layout: ``history/<YYYY-MM>/`` snapshot folders and ``deltas/<YYYY-MM>/`` delta folders. The
+chain is checked whole before anything is applied: the months must follow one another without
+a gap, and each delta's parent must be the snapshot the previous step leads to.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from skewtape_pipeline import fsio
+from skewtape_pipeline.errors import ChainError, ConfigError, ManifestError
+from skewtape_pipeline.hashing import sha256_file
+from skewtape_pipeline.mirror.apply import ApplyResult, apply_locked, lock_file_for
+from skewtape_pipeline.mirror.format import MANIFEST, MONTH_RE, SnapshotManifest
+from skewtape_pipeline.mirror.preflight import DeltaHead, read_delta_head
+
+MODES = ("versioned", "in_place")
+
+
+def next_month(month: str) -> str:
+    """The month after ``month`` (YYYY-MM)."""
+    year, mon = int(month[:4]), int(month[5:])
+    return f"{year + 1:04d}-01" if mon == 12 else f"{year:04d}-{mon + 1:02d}"
+
+
+def month_folders(folder: Path) -> list[str]:
+    """Names of the ``YYYY-MM`` sub-folders of ``folder``, sorted (other names skipped)."""
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.iterdir() if p.is_dir() and MONTH_RE.match(p.name))
+
+
+def catch_up(
+    history: Path,
+    deltas: Path,
+    *,
+    mode: str = "versioned",
+    audit_log: Path | None = None,
+    lock_timeout: float = 0.0,
+) -> list[ApplyResult]:
+    """Apply, in month order, every delta later than the newest snapshot in ``history``.
+
+    Parameters
+    ----------
+    history
+        Folder of ``<YYYY-MM>/`` snapshots; the newest one (by folder name) is the start.
+    deltas
+        Folder of ``<YYYY-MM>/`` deltas.
+    mode
+        ``versioned``: each month becomes a new folder ``history/<month>/`` (hard links to the
+        previous month for unchanged files). ``in_place``: the newest folder is advanced in place
+        and keeps its name; the month it holds is read from its manifest.
+    audit_log, lock_timeout
+        As for :func:`~skewtape_pipeline.mirror.apply.apply_delta`; one lock is held for the
+        whole catch-up.
+
+    Returns
+    -------
+    list[ApplyResult]
+        One per delta applied, in order; empty when the history is current.
+
+    Idempotent and resumable: a catch-up interrupted at any point is finished by running it
+    again (the interrupted delta is resumed, then the rest applied).
+
+    Raises
+    ------
+    DeltaRefusedError
+        A pending delta's manifest or CHECKSUMS.sha256 is unreadable or inconsistent.
+    ConfigError
+        ``mode`` is not ``versioned`` or ``in_place``.
+    ChainError
+        ``history`` holds no snapshot, a month is missing between the current one and a later
+        delta, a delta's parent is not the snapshot before it, or a delta's next snapshot is not
+        of its folder's month. Raised before anything is written.
+    """
+    if mode not in MODES:
+        raise ConfigError(f"mode={mode!r}; expected one of {', '.join(MODES)}")
+    history, deltas = Path(history), Path(deltas)
+    lock = lock_file_for(history / "any-month")
+    with fsio.exclusive_lock(lock, timeout=lock_timeout, what="catching up"):
+        current = _current_snapshot(history)
+        chain = plan_chain(current, deltas)
+        results = []
+        for month, head in chain:
+            into = None if mode == "in_place" else history / month
+            results.append(apply_locked(current, head.folder, into=into, audit_log=audit_log))
+            current = into if into is not None else current
+        return results
+
+
+def _current_snapshot(history: Path) -> Path:
+    months = [m for m in month_folders(history) if (history / m / MANIFEST).is_file()]
+    if not months:
+        raise ChainError(
+            f"{history} holds no snapshot folder <YYYY-MM>/ with a {MANIFEST}; "
+            "expected at least the snapshot to start from"
+        )
+    return history / months[-1]
+
+
+def plan_chain(current: Path, deltas: Path) -> list[tuple[str, DeltaHead]]:
+    """The deltas to apply to the snapshot ``current``, in order, checked as one chain.
+
+    Reads only the manifests (no file is hashed here; each apply checks its delta in full).
+    Raises :class:`ChainError` on a gap, a broken parent link or a month mismatch.
+    """
+    raw = (current / MANIFEST).read_bytes()
+    month = SnapshotManifest.parse(raw, source=current / MANIFEST).month
+    expected_parent, expected_from = sha256_file(current / MANIFEST), current
+    chain: list[tuple[str, DeltaHead]] = []
+    for delta_month in [m for m in month_folders(deltas) if m > month]:
+        wanted = next_month(month)
+        if delta_month != wanted:
+            raise ChainError(
+                f"{deltas} has no delta for {wanted}: the snapshot {current} holds {month} and "
+                f"the next delta found is {deltas / delta_month}; expected every month in between"
+            )
+        head = read_delta_head(deltas / delta_month)
+        parent = head.manifest.parent
+        if parent.manifest_sha256 != expected_parent:
+            raise ChainError(
+                f"{head.folder}: its parent is {parent.bundle_id} (manifest sha256 "
+                f"{parent.manifest_sha256}), but {expected_from} leads to a snapshot whose "
+                f"manifest sha256 is {expected_parent}"
+            )
+        next_month_found = _next_snapshot_month(head)
+        if next_month_found != delta_month:
+            raise ChainError(
+                f"{head.folder}: leads to a snapshot of {next_month_found}; expected "
+                f"{delta_month}, the month its folder is named after"
+            )
+        chain.append((delta_month, head))
+        month, expected_parent = delta_month, head.manifest.next.manifest_sha256
+        expected_from = head.folder
+    return chain
+
+
+def _next_snapshot_month(head: DeltaHead) -> str:
+    source = head.manifest.files[-1].source
+    assert source is not None
+    path = head.folder / source
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ManifestError(
+            f"cannot be read ({exc.strerror}); expected the next snapshot's manifest", path=path
+        ) from None
+    return SnapshotManifest.parse(raw, source=path).month

@@ -1,0 +1,457 @@
+"""Checks that run before a delta touches anything: the delta's integrity and safety.
+
+Nothing in this module writes to disk. Every check raises a typed
+:class:`~skewtape_pipeline.errors.DeltaRefusedError` subclass naming the delta file or manifest
+entry, the value found and what was expected.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from skewtape_pipeline.errors import (
+    ChangeFileError,
+    ChecksumMismatchError,
+    ManifestError,
+    UnsafePathError,
+)
+from skewtape_pipeline.hashing import (
+    FileStamp,
+    parse_checksums,
+    sha256_bytes,
+    sha256_files,
+)
+from skewtape_pipeline.mirror.format import (
+    CHECKSUMS,
+    MANIFEST,
+    TABLE_KEYS,
+    DeltaManifest,
+    SnapshotManifest,
+    safe_relpath,
+)
+
+CHANGE_OPS = ("upsert", "delete")
+
+
+@dataclass(frozen=True)
+class ChangeStats:
+    """How many rows a change file upserts and deletes."""
+
+    upserts: int
+    deletes: int
+
+
+@dataclass(frozen=True)
+class DeltaHead:
+    """A delta's manifest and CHECKSUMS.sha256, read and cross-checked (cheap: no file hashing)."""
+
+    folder: Path
+    manifest: DeltaManifest
+    manifest_sha256: str
+    listed: dict[str, str]
+    """{delta-relative path: sha256} from the delta's CHECKSUMS.sha256."""
+
+
+@dataclass
+class CheckedDelta:
+    """A delta whose every file was hashed and checked; what the applier needs to proceed."""
+
+    head: DeltaHead
+    hashes: dict[str, str]
+    """{delta-relative path: sha256} of every file listed in CHECKSUMS.sha256, as hashed."""
+    stamps: dict[str, FileStamp]
+    """The (inode, size, mtime) of each hashed file, taken before it was hashed."""
+    next_manifest: SnapshotManifest | None = None
+    """The next snapshot's manifest, as the delta ships it."""
+    change_stats: dict[str, ChangeStats] = field(default_factory=dict)
+    """{table path in the snapshot: row counts} for every ``change`` entry."""
+    column_order: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """{table path: the next manifest's column order} for every ``change`` entry."""
+    bytes_hashed: int = 0
+
+    @property
+    def manifest(self) -> DeltaManifest:
+        return self.head.manifest
+
+
+def _regular_file(path: Path, *, what: str, field_name: str, source: Path) -> os.stat_result:
+    """lstat ``path``; refuse a symlink, a missing file or anything but a regular file."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        raise ManifestError(
+            f"{what} {path} does not exist", path=source, field=field_name
+        ) from None
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafePathError(
+            f"{what} {path} is a symbolic link; expected a regular file",
+            path=source,
+            field=field_name,
+        )
+    if not stat.S_ISREG(st.st_mode):
+        raise ManifestError(f"{what} {path} is not a regular file", path=source, field=field_name)
+    return st
+
+
+def read_delta_head(delta: Path) -> DeltaHead:
+    """Read the delta's manifest.json and CHECKSUMS.sha256 and check they agree.
+
+    Raises
+    ------
+    ManifestError
+        A file is missing or malformed.
+    ChecksumMismatchError
+        CHECKSUMS.sha256 does not list manifest.json, or lists another sha256 for it.
+    UnsafePathError
+        Either file is a symbolic link, or CHECKSUMS.sha256 lists an unsafe path.
+    """
+    if not delta.is_dir():
+        raise ManifestError("is not a delta folder (no such directory)", path=delta)
+    manifest_path, checksums_path = delta / MANIFEST, delta / CHECKSUMS
+    _regular_file(manifest_path, what="the delta's", field_name=MANIFEST, source=delta)
+    _regular_file(checksums_path, what="the delta's", field_name=CHECKSUMS, source=delta)
+    raw = manifest_path.read_bytes()
+    listed = parse_checksums(checksums_path.read_bytes(), source=checksums_path)
+    for rel in listed:
+        safe_relpath(rel, field_name=f"line for {rel!r}", source=checksums_path)
+    actual = sha256_bytes(raw)
+    if MANIFEST not in listed:
+        raise ChecksumMismatchError(
+            f"does not list {MANIFEST}; expected a line '{actual}  {MANIFEST}'",
+            path=checksums_path,
+            field=MANIFEST,
+        )
+    if listed[MANIFEST] != actual:
+        raise ChecksumMismatchError(
+            f"lists {MANIFEST} with sha256 {listed[MANIFEST]}, but the file hashes to {actual}",
+            path=checksums_path,
+            field=MANIFEST,
+        )
+    manifest = DeltaManifest.parse(raw, source=manifest_path)
+    return DeltaHead(folder=delta, manifest=manifest, manifest_sha256=actual, listed=listed)
+
+
+def refuse_symlinks_in(folder: Path) -> None:
+    """Refuse any symbolic link anywhere below ``folder`` (files and folders alike)."""
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        for name in (*dirs, *files):
+            path = Path(root, name)
+            if path.is_symlink():
+                rel = path.relative_to(folder).as_posix()
+                raise UnsafePathError(
+                    f"{rel!r} is a symbolic link; a delta holds regular files only",
+                    path=folder,
+                    field=rel,
+                )
+
+
+def check_delta_files(head: DeltaHead) -> CheckedDelta:
+    """Hash every file the delta lists (once each, in parallel) and check every entry.
+
+    Checks, in order: no symbolic link in the delta; every entry's source exists, is a regular
+    file and is listed in CHECKSUMS.sha256; every listed file exists; every file hashes to its
+    CHECKSUMS.sha256 line and to its manifest entry; the next snapshot's manifest.json hashes to
+    ``next.manifest_sha256`` and names ``next.bundle_id``; its CHECKSUMS.sha256 parses; every
+    add/replace/delete agrees with the next manifest (same sha256; a deleted path unlisted).
+    """
+    delta, manifest, listed = head.folder, head.manifest, head.listed
+    manifest_path = delta / MANIFEST
+    refuse_symlinks_in(delta)
+    for index, entry in enumerate(manifest.files):
+        if entry.source is None:
+            continue
+        where = f"files[{index}].source"
+        _regular_file(
+            delta / entry.source, what="the source", field_name=where, source=manifest_path
+        )
+        if entry.source not in listed:
+            raise ChecksumMismatchError(
+                f"the source {entry.source!r} of {entry.path!r} is not listed in {CHECKSUMS}",
+                path=manifest_path,
+                field=where,
+            )
+    paths = {rel: delta / rel for rel in listed if rel != MANIFEST}
+    for rel, path in paths.items():
+        _regular_file(path, what="the listed file", field_name=rel, source=delta / CHECKSUMS)
+    stamps = {rel: FileStamp.of(path) for rel, path in paths.items()}
+    by_path = sha256_files(paths.values())
+    hashes = {rel: by_path[path] for rel, path in paths.items()}
+    hashes[MANIFEST] = head.manifest_sha256
+    for rel, digest in hashes.items():
+        if digest != listed[rel]:
+            raise ChecksumMismatchError(
+                f"{rel!r} hashes to {digest}; {CHECKSUMS} lists {listed[rel]}",
+                path=delta / CHECKSUMS,
+                field=rel,
+            )
+    for index, entry in enumerate(manifest.files):
+        if entry.source is not None and hashes[entry.source] != entry.sha256:
+            raise ChecksumMismatchError(
+                f"the source {entry.source!r} of {entry.path!r} hashes to "
+                f"{hashes[entry.source]}; the manifest names {entry.sha256}",
+                path=manifest_path,
+                field=f"files[{index}].sha256",
+            )
+    next_manifest = _check_next_snapshot_files(head)
+    _check_entries_against_next(manifest, next_manifest, manifest_path)
+    return CheckedDelta(
+        head=head,
+        hashes=hashes,
+        stamps=stamps,
+        next_manifest=next_manifest,
+        bytes_hashed=sum(stamp.size for stamp in stamps.values()),
+    )
+
+
+def _check_entries_against_next(
+    manifest: DeltaManifest, next_manifest: SnapshotManifest, source: Path
+) -> None:
+    listed = next_manifest.by_path()
+    for index, entry in enumerate(manifest.files[:-2]):
+        where = f"files[{index}]"
+        found = listed.get(entry.path)
+        if entry.op == "delete" and found is not None:
+            raise ManifestError(
+                f"deletes {entry.path!r}, which the next snapshot's manifest still lists",
+                path=source,
+                field=where + ".path",
+            )
+        if entry.op != "delete" and found is None:
+            raise ManifestError(
+                f"{entry.op}s {entry.path!r}, which the next snapshot's manifest does not list",
+                path=source,
+                field=where + ".path",
+            )
+        if entry.op in ("add", "replace") and found is not None and found.sha256 != entry.sha256:
+            raise ManifestError(
+                f"ships {entry.path!r} with sha256 {entry.sha256}; the next snapshot's "
+                f"manifest lists {found.sha256}",
+                path=source,
+                field=where + ".sha256",
+            )
+
+
+def _check_next_snapshot_files(head: DeltaHead) -> SnapshotManifest:
+    manifest, delta = head.manifest, head.folder
+    manifest_path = delta / MANIFEST
+    checksums_entry, manifest_entry = manifest.files[-2], manifest.files[-1]
+    last = len(manifest.files) - 1
+    if manifest_entry.sha256 != manifest.next.manifest_sha256:
+        raise ManifestError(
+            f"the next snapshot's {MANIFEST} has sha256 {manifest_entry.sha256}, but "
+            f"next.manifest_sha256 is {manifest.next.manifest_sha256}; they must be equal",
+            path=manifest_path,
+            field=f"files[{last}].sha256",
+        )
+    assert manifest_entry.source is not None and checksums_entry.source is not None
+    next_manifest_path = delta / manifest_entry.source
+    next_manifest = SnapshotManifest.parse(
+        next_manifest_path.read_bytes(), source=next_manifest_path
+    )
+    if next_manifest.bundle_id != manifest.next.bundle_id:
+        raise ManifestError(
+            f"is {next_manifest.bundle_id!r}; the delta's next.bundle_id is "
+            f"{manifest.next.bundle_id!r}",
+            path=next_manifest_path,
+            field="bundle_id",
+        )
+    next_checksums = delta / checksums_entry.source
+    parse_checksums(next_checksums.read_bytes(), source=next_checksums)
+    return next_manifest
+
+
+# --- change files -------------------------------------------------------------------------------
+
+
+def check_change_files(
+    checked: CheckedDelta, con: duckdb.DuckDBPyConnection, *, base_root: Path
+) -> None:
+    """Validate every ``change`` entry's file and the table it applies to; fill ``change_stats``.
+
+    A change file must have an ``op`` string column holding only ``upsert``/``delete`` and a
+    ``row`` struct column holding the table's key columns, never null, each key at most once.
+    The table must exist in ``base_root`` with the same key columns, of the same kind, and the
+    merge must give the columns the next snapshot's manifest lists for the table.
+    Raises :class:`ChangeFileError` naming the file, the column or row and the value.
+    """
+    expected = checked.next_manifest.by_path() if checked.next_manifest else {}
+    for index, entry in enumerate(checked.manifest.files):
+        if entry.op != "change":
+            continue
+        assert entry.source is not None
+        changes = checked.head.folder / entry.source
+        keys = TABLE_KEYS[entry.path]
+        row_type = _check_change_schema(changes, keys)
+        base = _check_base_table(base_root / entry.path, row_type, keys, changes, index)
+        merged = list(base.names) + [
+            row_type.field(i).name
+            for i in range(row_type.num_fields)
+            if row_type.field(i).name not in base.names
+        ]
+        columns = expected[entry.path].columns if entry.path in expected else None
+        if columns is not None:
+            names = tuple(name for name, _ in columns)
+            if sorted(names) != sorted(merged):
+                raise ChangeFileError(
+                    f"merging it into {entry.path} gives the columns {merged}; the next "
+                    f"snapshot's manifest lists {list(names)}",
+                    path=changes,
+                    field="row",
+                )
+            checked.column_order[entry.path] = names
+        checked.change_stats[entry.path] = _check_change_rows(con, changes, keys)
+
+
+def _check_change_schema(changes: Path, keys: tuple[str, ...]) -> pa.StructType:
+    try:
+        schema = pq.read_schema(changes)
+    except (pa.ArrowException, OSError) as exc:
+        raise ChangeFileError(f"is not a readable Parquet file ({exc})", path=changes) from None
+    for name in ("op", "row"):
+        if schema.get_field_index(name) < 0:
+            raise ChangeFileError(
+                f"has columns {schema.names}; expected an 'op' and a 'row' column",
+                path=changes,
+                field=name,
+            )
+    op_type, row_type = schema.field("op").type, schema.field("row").type
+    if not (pa.types.is_string(op_type) or pa.types.is_large_string(op_type)):
+        raise ChangeFileError(f"has type {op_type}; expected a string", path=changes, field="op")
+    if not pa.types.is_struct(row_type):
+        raise ChangeFileError(f"has type {row_type}; expected a struct", path=changes, field="row")
+    names = {row_type.field(i).name for i in range(row_type.num_fields)}
+    missing = [key for key in keys if key not in names]
+    if missing:
+        raise ChangeFileError(
+            f"lacks the key columns {missing}; expected the keys {list(keys)} in the row struct",
+            path=changes,
+            field="row",
+        )
+    return row_type
+
+
+def _kind(arrow_type: pa.DataType) -> str:
+    for name, test in (
+        ("integer", pa.types.is_integer),
+        ("string", lambda t: pa.types.is_string(t) or pa.types.is_large_string(t)),
+        ("timestamp", pa.types.is_timestamp),
+        ("date", pa.types.is_date),
+        ("number", lambda t: pa.types.is_floating(t) or pa.types.is_decimal(t)),
+    ):
+        if test(arrow_type):
+            return name
+    return str(arrow_type)
+
+
+def _check_base_table(
+    table: Path, row_type: pa.StructType, keys: tuple[str, ...], changes: Path, index: int
+) -> pa.Schema:
+    if table.is_symlink() or not table.is_file():
+        raise ChangeFileError(
+            f"changes the table {table}, which the snapshot does not hold as a regular file",
+            path=changes,
+            field=f"files[{index}].path",
+        )
+    try:
+        schema = pq.read_schema(table)
+    except (pa.ArrowException, OSError) as exc:
+        raise ChangeFileError(
+            f"changes the table {table}, which is not a readable Parquet file ({exc})",
+            path=changes,
+        ) from None
+    for key in keys:
+        if schema.get_field_index(key) < 0:
+            raise ChangeFileError(
+                f"changes the table {table}, which has no key column {key!r}",
+                path=changes,
+                field=f"row.{key}",
+            )
+        base_kind, change_kind = _kind(schema.field(key).type), _kind(row_type.field(key).type)
+        if base_kind != change_kind:
+            raise ChangeFileError(
+                f"has the key {key!r} as {row_type.field(key).type}; the table {table} "
+                f"has it as {schema.field(key).type}",
+                path=changes,
+                field=f"row.{key}",
+            )
+    return schema
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _check_change_rows(
+    con: duckdb.DuckDBPyConnection, changes: Path, keys: tuple[str, ...]
+) -> ChangeStats:
+    key_nulls = " OR ".join(f"row.{_quote(key)} IS NULL" for key in keys)
+    which_null = " ".join(f"WHEN row.{_quote(key)} IS NULL THEN '{key}'" for key in keys)
+    upserts, deletes, bad_op_row, bad_op, null_key_row, null_key = con.execute(
+        f"""
+        SELECT
+          count(*) FILTER (WHERE op = 'upsert'),
+          count(*) FILTER (WHERE op = 'delete'),
+          min(file_row_number) FILTER (WHERE op IS NULL OR op NOT IN ('upsert', 'delete')),
+          arg_min(coalesce(op, '<null>'), file_row_number)
+            FILTER (WHERE op IS NULL OR op NOT IN ('upsert', 'delete')),
+          min(file_row_number) FILTER (WHERE row IS NULL OR {key_nulls}),
+          arg_min(CASE WHEN row IS NULL THEN 'row' {which_null} END, file_row_number)
+            FILTER (WHERE row IS NULL OR {key_nulls})
+        FROM read_parquet($changes, file_row_number = true)
+        """,
+        {"changes": str(changes)},
+    ).fetchone()
+    if bad_op_row is not None:
+        raise ChangeFileError(
+            f"row {bad_op_row} has op {bad_op!r}; expected one of {', '.join(CHANGE_OPS)}",
+            path=changes,
+            field="op",
+        )
+    if null_key_row is not None:
+        raise ChangeFileError(
+            f"row {null_key_row} has a null {null_key!r}; every row needs the keys {list(keys)}",
+            path=changes,
+            field="row",
+        )
+    key_list = ", ".join(f"row.{_quote(key)}::VARCHAR" for key in keys)
+    duplicate = con.execute(
+        f"""
+        SELECT [{key_list}], list(file_row_number ORDER BY file_row_number)
+        FROM read_parquet($changes, file_row_number = true)
+        GROUP BY ALL HAVING count(*) > 1 LIMIT 1
+        """,
+        {"changes": str(changes)},
+    ).fetchone()
+    if duplicate is not None:
+        raise ChangeFileError(
+            f"the key {dict(zip(keys, duplicate[0], strict=True))} appears in rows "
+            f"{duplicate[1][:5]}; each key may change once per delta",
+            path=changes,
+            field="row",
+        )
+    return ChangeStats(upserts=int(upserts), deletes=int(deletes))
+
+
+# --- the snapshot side ----------------------------------------------------------------------------
+
+
+def refuse_symlinked_components(root: Path, rel: str, *, source: Path, field_name: str) -> None:
+    """Refuse ``rel`` if any existing component of ``root / rel`` is a symbolic link."""
+    current = root
+    for part in rel.split("/"):
+        current = current / part
+        if current.is_symlink():
+            raise UnsafePathError(
+                f"{current} is a symbolic link; refusing to write {rel!r} through it",
+                path=source,
+                field=field_name,
+            )
+        if not current.exists():
+            return

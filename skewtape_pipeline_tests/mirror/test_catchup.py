@@ -1,0 +1,140 @@
+"""Catching a history folder up with a chain of monthly deltas."""
+
+from __future__ import annotations
+
+import pytest
+
+from skewtape_pipeline.errors import ChainError, ConfigError
+from skewtape_pipeline.mirror import faults
+from skewtape_pipeline.mirror.apply import LOCK_FILE
+from skewtape_pipeline.mirror.catchup import catch_up, next_month
+from skewtape_pipeline.mirror.diff import build_delta
+from skewtape_pipeline.mirror.snapshot import read_snapshot
+from skewtape_pipeline.mirror.verify import merged_tables, verify_snapshot
+from skewtape_pipeline_tests.conftest import make_snapshot
+from skewtape_pipeline_tests.mirror.apply_support import (
+    assert_same_snapshot,
+    edit_manifest,
+    evolve_snapshot,
+    tree_state,
+)
+
+MONTHS = ("2026-12", "2027-01")
+
+
+def history_state(root):
+    """Every entry of the history folder but the apply lock file (rewritten by each run)."""
+    state = tree_state(root / "history")
+    state.pop(LOCK_FILE, None)
+    return state
+
+
+@pytest.fixture
+def chain(tmp_path):
+    """history/2026-11, published 2026-12 and 2027-01, and deltas/<month> for both.
+
+    2027-01 changes fees only, so the markets table merged in 2026-12 is carried unchanged.
+    """
+    previous = make_snapshot(tmp_path, month="2026-11", venues=("kalshi",))
+    published = {}
+    for month, tables in zip(MONTHS, (("markets.parquet", "fees.parquet"), ("fees.parquet",)),
+                             strict=True):  # fmt: skip
+        published[month] = evolve_snapshot(
+            previous,
+            tmp_path / "published" / month,
+            month=month,
+            deleted="fills/kalshi/2026-10.parquet",
+            tables=tables,
+        )
+        build_delta(previous, published[month], tmp_path / "deltas" / month)
+        previous = published[month]
+    return tmp_path, published
+
+
+def test_next_month_when_december_rolls_over_the_year():
+    assert next_month("2026-12") == "2027-01"
+    assert next_month("2027-01") == "2027-02"
+
+
+def test_catch_up_when_versioned_adds_one_verified_folder_per_month(chain):
+    root, published = chain
+    before = tree_state(root / "history" / "2026-11")
+    results = catch_up(root / "history", root / "deltas")
+    assert [r.next_bundle_id for r in results] == [f"skewtape-history-{m}" for m in MONTHS]
+    for month in MONTHS:
+        assert_same_snapshot(root / "history" / month, published[month])
+        verify_snapshot(root / "history" / month, full=True)
+    assert tree_state(root / "history" / "2026-11") == before
+    assert "markets.parquet" in merged_tables(root / "history" / "2027-01")  # carried record
+
+
+def test_catch_up_when_in_place_advances_the_newest_folder(chain):
+    root, published = chain
+    results = catch_up(root / "history", root / "deltas", mode="in_place")
+    newest = root / "history" / "2026-11"
+    assert [r.snapshot for r in results] == [newest, newest]
+    assert_same_snapshot(newest, published["2027-01"])
+    assert read_snapshot(newest)[0].month == "2027-01"
+    assert not (root / "history" / "2026-12").exists()
+
+
+@pytest.mark.parametrize("mode", ["versioned", "in_place"])
+def test_catch_up_when_history_is_current_returns_nothing(chain, mode):
+    root, _ = chain
+    catch_up(root / "history", root / "deltas", mode=mode)
+    before = history_state(root)
+    assert catch_up(root / "history", root / "deltas", mode=mode) == []
+    assert history_state(root) == before
+
+
+def test_catch_up_when_a_month_is_missing_raises_chain_error_and_applies_nothing(chain):
+    root, _ = chain
+    (root / "deltas" / "2026-12").rename(root / "parked-2026-12")
+    before = history_state(root)
+    with pytest.raises(ChainError, match="no delta for 2026-12"):
+        catch_up(root / "history", root / "deltas")
+    assert history_state(root) == before
+
+
+def test_catch_up_when_parent_link_broken_raises_chain_error_and_applies_nothing(chain):
+    root, _ = chain
+
+    def other_parent(data):
+        data["parent"]["manifest_sha256"] = "3" * 64
+
+    edit_manifest(root / "deltas" / "2027-01", other_parent)
+    before = history_state(root)
+    with pytest.raises(ChainError, match="2027-01") as info:
+        catch_up(root / "history", root / "deltas")
+    assert "3" * 64 in str(info.value)
+    assert history_state(root) == before
+
+
+def test_catch_up_when_history_is_empty_raises_chain_error(tmp_path):
+    (tmp_path / "history").mkdir()
+    with pytest.raises(ChainError, match="holds no snapshot"):
+        catch_up(tmp_path / "history", tmp_path / "deltas")
+
+
+def test_catch_up_when_mode_unknown_raises_config_error(chain):
+    root, _ = chain
+    with pytest.raises(ConfigError, match="'sideways'"):
+        catch_up(root / "history", root / "deltas", mode="sideways")
+
+
+@pytest.mark.parametrize("mode", ["versioned", "in_place"])
+def test_catch_up_when_interrupted_in_second_month_rerun_finishes(chain, mode):
+    root, published = chain
+    seen: list[str] = []
+
+    def crash_in_second_merge(name: str) -> None:
+        seen.append(name)
+        if name == "fees.parquet:written" and seen.count(name) == 2:
+            raise RuntimeError("simulated crash")
+
+    with faults.installed(crash_in_second_merge), pytest.raises(RuntimeError):
+        catch_up(root / "history", root / "deltas", mode=mode)
+    results = catch_up(root / "history", root / "deltas", mode=mode)
+    assert [r.next_bundle_id for r in results] == ["skewtape-history-2027-01"]
+    newest = root / "history" / ("2027-01" if mode == "versioned" else "2026-11")
+    assert_same_snapshot(newest, published["2027-01"])

@@ -1,0 +1,252 @@
+"""Every refusal of the delta applier: a typed error naming the entry, and nothing written."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from skewtape_pipeline.errors import (
+    ChangeFileError,
+    ChecksumMismatchError,
+    ManifestError,
+    SkewtapeError,
+    SnapshotMismatchError,
+    UnsafePathError,
+)
+from skewtape_pipeline.hashing import format_checksums, parse_checksums
+from skewtape_pipeline.mirror.apply import apply_delta, staging_folder
+from skewtape_pipeline.mirror.format import CHECKSUMS, MANIFEST
+from skewtape_pipeline_tests.conftest import copy_snapshot, make_snapshot
+from skewtape_pipeline_tests.mirror.apply_support import (
+    ADDED,
+    REPLACED,
+    edit_manifest,
+    entry_index,
+    make_case,
+    null_first_key,
+    replace_file,
+    reseal_delta,
+    rewrite_change_file,
+    tree_state,
+)
+
+
+@pytest.fixture
+def case(tmp_path):
+    return make_case(tmp_path)
+
+
+def assert_refused(case, error: type[SkewtapeError], *names: str, versioned: bool = False):
+    """Apply (in place on a copy, or versioned), expect ``error`` naming ``names``, and check
+    that neither the snapshot nor the delta changed and no target folder appeared."""
+    mirror = copy_snapshot(case.parent, case.root / "mirror")
+    into = case.root / "history" / "2026-12" if versioned else None
+    before, delta_before = tree_state(mirror), tree_state(case.delta)
+    with pytest.raises(error) as info:
+        apply_delta(mirror, case.delta, into=into)
+    for name in names:
+        assert name in str(info.value)
+    assert tree_state(mirror) == before
+    assert tree_state(case.delta) == delta_before
+    if into is not None:
+        assert not into.exists() and not staging_folder(into).exists()
+    return info.value
+
+
+def set_entry(case, rel: str, **fields):
+    index = entry_index(case.delta, rel)
+
+    def edit(data):
+        data["files"][index].update(fields)
+
+    edit_manifest(case.delta, edit)
+    return f"files[{index}]"
+
+
+@pytest.mark.parametrize(
+    "bad_path", ["../escape.md", "/etc/passwd", "C:/evil.md", "fills\\kalshi.md", "fills//x.md"]
+)
+def test_apply_delta_when_path_unsafe_raises_unsafe_path_error(case, bad_path):
+    field = set_entry(case, REPLACED, path=bad_path)
+    assert_refused(case, UnsafePathError, field, repr(bad_path))
+
+
+def test_apply_delta_when_source_path_unsafe_raises_unsafe_path_error(case):
+    field = set_entry(case, REPLACED, source="../outside.md")
+    assert_refused(case, UnsafePathError, f"{field}.source")
+
+
+def test_apply_delta_when_delta_holds_symlink_raises_unsafe_path_error(case):
+    source = case.delta / "snapshot" / REPLACED
+    real = case.root / "elsewhere.md"
+    real.write_bytes(source.read_bytes())
+    source.unlink()
+    source.symlink_to(real)
+    assert_refused(case, UnsafePathError, "snapshot/README.md", "symbolic link")
+
+
+def test_apply_delta_when_written_path_in_snapshot_is_symlink_raises_unsafe_path_error(case):
+    mirror = copy_snapshot(case.parent, case.root / "mirror")
+    outside = case.root / "outside-kalshi"
+    (mirror / "fills" / "kalshi").rename(outside)
+    (mirror / "fills" / "kalshi").symlink_to(outside, target_is_directory=True)
+    before = tree_state(mirror), tree_state(outside)
+    with pytest.raises(UnsafePathError) as info:
+        apply_delta(mirror, case.delta)
+    assert "fills/kalshi" in str(info.value) and "symbolic link" in str(info.value)
+    assert (tree_state(mirror), tree_state(outside)) == before
+
+
+def test_apply_delta_when_path_listed_twice_raises_manifest_error(case):
+    def duplicate(data):
+        data["files"].insert(0, dict(data["files"][entry_index(case.delta, REPLACED)]))
+
+    edit_manifest(case.delta, duplicate)
+    assert_refused(case, ManifestError, "appears twice", REPLACED)
+
+
+def test_apply_delta_when_op_unknown_raises_manifest_error(case):
+    field = set_entry(case, REPLACED, op="move")
+    assert_refused(case, ManifestError, f"{field}.op", "'move'")
+
+
+def test_apply_delta_when_change_of_table_without_key_raises_manifest_error(case):
+    field = set_entry(case, ADDED[0], op="change")
+    assert_refused(case, ManifestError, f"{field}.path", "no known key")
+
+
+def test_apply_delta_when_tail_out_of_order_raises_manifest_error(case):
+    def swap(data):
+        data["files"][-2], data["files"][-1] = data["files"][-1], data["files"][-2]
+
+    edit_manifest(case.delta, swap)
+    assert_refused(case, ManifestError, "last two entries", CHECKSUMS, MANIFEST)
+
+
+def test_apply_delta_when_change_file_lacks_op_column_raises_change_file_error(case):
+    rewrite_change_file(case.delta, "markets.parquet", lambda t: t.rename_columns(["kind", "row"]))
+    assert_refused(case, ChangeFileError, "changes/markets.parquet", "'op'")
+
+
+def test_apply_delta_when_change_file_lacks_row_column_raises_change_file_error(case):
+    rewrite_change_file(case.delta, "markets.parquet", lambda t: t.select(["op"]))
+    assert_refused(case, ChangeFileError, "changes/markets.parquet", "'row'")
+
+
+def test_apply_delta_when_change_op_unknown_raises_change_file_error(case):
+    def bad_op(table: pa.Table) -> pa.Table:
+        ops = table.column("op").to_pylist()
+        ops[-1] = "merge"
+        return table.set_column(0, "op", pa.array(ops))
+
+    rewrite_change_file(case.delta, "markets.parquet", bad_op)
+    assert_refused(case, ChangeFileError, "changes/markets.parquet", "'merge'")
+
+
+def test_apply_delta_when_change_key_null_raises_change_file_error(case):
+    rewrite_change_file(case.delta, "markets.parquet", lambda t: null_first_key(t, "market_id"))
+    assert_refused(case, ChangeFileError, "changes/markets.parquet", "row 0", "null")
+
+
+def test_apply_delta_when_change_row_lacks_key_column_raises_change_file_error(case):
+    def drop_key(table: pa.Table) -> pa.Table:
+        rows = table.column("row").combine_chunks()
+        kept = [rows.type.field(i) for i in range(rows.type.num_fields)]
+        kept = [f for f in kept if f.name != "market_id"]
+        struct = pa.StructArray.from_arrays([rows.field(f.name) for f in kept], fields=kept)
+        return table.set_column(1, "row", struct)
+
+    rewrite_change_file(case.delta, "markets.parquet", drop_key)
+    assert_refused(case, ChangeFileError, "changes/markets.parquet", "market_id")
+
+
+def test_apply_delta_when_change_key_repeated_raises_change_file_error(case):
+    rewrite_change_file(case.delta, "markets.parquet", lambda t: pa.concat_tables([t, t]))
+    assert_refused(case, ChangeFileError, "changes/markets.parquet", "appears in rows")
+
+
+def test_apply_delta_when_file_differs_from_checksums_raises_checksum_mismatch(case):
+    source = case.delta / "snapshot" / REPLACED
+    replace_file(source, b"tampered\n")
+    set_entry(case, REPLACED, sha256="0" * 64)  # reseals CHECKSUMS with the tampered file...
+    checksums = case.delta / CHECKSUMS
+    listed = parse_checksums(checksums.read_bytes(), source=checksums)
+    listed[f"snapshot/{REPLACED}"] = "1" * 64  # ...then its line is made to disagree
+    replace_file(checksums, format_checksums(listed))
+    assert_refused(case, ChecksumMismatchError, f"snapshot/{REPLACED}", CHECKSUMS)
+
+
+def test_apply_delta_when_file_differs_from_manifest_raises_checksum_mismatch(case):
+    field = set_entry(case, REPLACED, sha256="0" * 64)
+    assert_refused(case, ChecksumMismatchError, f"{field}.sha256", "0" * 64)
+
+
+def test_apply_delta_when_checksums_omit_manifest_raises_checksum_mismatch(case):
+    checksums = case.delta / CHECKSUMS
+    listed = parse_checksums(checksums.read_bytes(), source=checksums)
+    del listed[MANIFEST]
+    replace_file(checksums, format_checksums(listed))
+    assert_refused(case, ChecksumMismatchError, "does not list", MANIFEST)
+
+
+def test_apply_delta_when_manifest_edited_after_sealing_raises_checksum_mismatch(case):
+    raw = (case.delta / MANIFEST).read_bytes()
+    replace_file(
+        case.delta / MANIFEST, raw.replace(b'"schema_break": false', b'"schema_break": true')
+    )
+    assert_refused(case, ChecksumMismatchError, MANIFEST, "hashes to")
+
+
+def test_apply_delta_when_source_missing_raises_manifest_error(case):
+    (case.delta / "snapshot" / ADDED[0]).unlink()
+    index = entry_index(case.delta, ADDED[0])
+    assert_refused(case, ManifestError, f"files[{index}].source", "does not exist")
+
+
+def test_apply_delta_when_listed_file_missing_raises_manifest_error(case):
+    extra = case.delta / "snapshot" / "NOTES.md"
+    extra.write_text("listed, then lost")
+    reseal_delta(case.delta)
+    extra.unlink()
+    assert_refused(case, ManifestError, "snapshot/NOTES.md", "does not exist")
+
+
+def test_apply_delta_when_snapshot_holds_neither_raises_snapshot_mismatch(case):
+    make_snapshot(case.root, month="2025-01", folder_name="unrelated")
+    other = case.root / "unrelated"
+    before = tree_state(other)
+    with pytest.raises(SnapshotMismatchError) as info:
+        apply_delta(other, case.delta)
+    assert "skewtape-history-2026-11" in str(info.value)
+    assert "skewtape-history-2026-12" in str(info.value)
+    assert tree_state(other) == before
+
+
+def test_apply_delta_when_refused_in_versioned_mode_creates_nothing(case):
+    field = set_entry(case, REPLACED, sha256="0" * 64)
+    assert_refused(case, ChecksumMismatchError, field, versioned=True)
+
+
+def test_apply_delta_when_next_manifest_sha_disagrees_raises_manifest_error(case):
+    def edit(data):
+        data["next"]["manifest_sha256"] = "2" * 64
+
+    edit_manifest(case.delta, edit)
+    assert_refused(case, ManifestError, "next.manifest_sha256")
+
+
+def test_apply_delta_when_delta_folder_missing_raises_manifest_error(case, tmp_path):
+    mirror = copy_snapshot(case.parent, case.root / "mirror")
+    with pytest.raises(ManifestError, match="no such directory"):
+        apply_delta(mirror, tmp_path / "nowhere")
+    assert not os.path.exists(tmp_path / "nowhere")
+
+
+def test_apply_delta_when_refused_leaves_no_local_state(case):
+    field = set_entry(case, REPLACED, sha256="0" * 64)
+    error = assert_refused(case, ChecksumMismatchError, field)
+    assert isinstance(error.path, Path)
+    assert not (case.root / "mirror" / ".skewtape").exists()
