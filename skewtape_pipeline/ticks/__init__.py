@@ -1,1 +1,15 @@
-"""The tick archive: validation, exact Parquet compaction, verification, reports and tiers."""
+"""The tick archive: validation, exact Parquet compaction, verification, reports and tiers.
+
+Modules (import them directly; this package imports nothing so that the stdlib-only parts
+stay importable without pyarrow):
+
+- ``sides``: explicit side vocabularies (BUY/SELL/UNKNOWN codes), stdlib only.
+- ``tkc1``: the TKC1 reference model (encoder, decoder, codecs that record themselves), stdlib.
+- ``report``: :class:`TickStorageCompactionReport` and the raw-size bases, stdlib only.
+- ``tiers``: :class:`TierPolicy` (age thresholds, Parquet settings per tier), stdlib only.
+- ``model``: :class:`TickBatch` and the exact conversions (strings, decimals, floats, sides).
+- ``validate``: batch rules (order, signs, side codes, day bounds).
+- ``sources``: readers (canonical CSV/Parquet, Kalshi, Tardis, LOBSTER), canonical CSV form.
+- ``parquet_store``: archive layout, writer, verifier, facts read from the written file.
+- ``compact``: ``compact_ticks``, ``compact_source``, ``compact_symbol_day``, ``sort_batch``.
+"""

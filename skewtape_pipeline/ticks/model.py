@@ -1,0 +1,566 @@
+"""TickBatch: ticks as exact pyarrow columns, and the exact conversions that build one.
+
+A :class:`TickBatch` holds four int columns: ``ts_ns`` (nanoseconds since the epoch, UTC),
+``price`` and ``quantity`` as integers scaled by ``10**price_scale`` / ``10**quantity_scale``,
+and ``side`` codes (0 UNKNOWN, 1 BUY, 2 SELL). Nothing in it is a float.
+
+The converters turn whatever a source holds into those integers without ever passing a decimal
+string or decimal value through a float, vectorized with pyarrow.compute:
+
+- decimal strings and decimal columns are exact: any discarded non-zero digit is loss;
+- float columns are judged with a noise bound (``150.15000000000003`` at 4 decimals is
+  representation noise, ``1.23456`` at 4 decimals is loss);
+- loss raises :class:`~skewtape_pipeline.errors.PrecisionLossError` unless allowed; allowed
+  loss rounds half to even and is counted per row (``price_lossy``/``quantity_lossy``).
+
+Scaled values must fit 18 decimal digits, the capacity of the archive's ``decimal(18, s)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from skewtape_pipeline.errors import ConfigError, PrecisionLossError, TickValidationError
+from skewtape_pipeline.ticks.sides import CANONICAL_SIDES, SIDE_NAMES, resolve_side_map
+from skewtape_pipeline.ticks.tkc1 import quantize_price
+
+MAX_SCALE = 18
+MAX_DIGITS = 18
+MAX_UNITS = 10**MAX_DIGITS - 1
+"""Largest magnitude of a scaled value: 18 digits, the capacity of decimal(18, s) on INT64."""
+
+FLOAT_NOISE_RELATIVE = 1e-12
+FLOAT_NOISE_ABSOLUTE = 1e-9
+_FLOAT_EXACT_LIMIT = 2.0**53
+
+_NUMBER_PATTERN = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
+_INTEGER_PATTERN = r"^[+-]?\d+$"
+_NON_FINITE_WORDS = {
+    "nan",
+    "+nan",
+    "-nan",
+    "inf",
+    "+inf",
+    "-inf",
+    "infinity",
+    "+infinity",
+    "-infinity",
+}
+
+
+def check_scale(scale: object, *, name: str) -> int:
+    """Return ``scale`` if it is an integer in 0..18, else raise ConfigError naming ``name``."""
+    if not isinstance(scale, int) or isinstance(scale, bool) or not 0 <= scale <= MAX_SCALE:
+        raise ConfigError(f"{name} = {scale!r}: expected an integer in 0..{MAX_SCALE}")
+    return scale
+
+
+@dataclass(frozen=True, eq=False)
+class TickBatch:
+    """Exact tick columns of one batch (see the module docstring).
+
+    ``price_lossy``/``quantity_lossy`` mark rows rounded to the scale (only when the caller
+    allowed loss); None means no row was rounded. Immutable; ``take``/``slice`` return new
+    batches. Raises ConfigError on a bad scale, TickValidationError on mismatched columns.
+    """
+
+    ts_ns: pa.Array
+    price: pa.Array
+    quantity: pa.Array
+    side: pa.Array
+    price_scale: int
+    quantity_scale: int
+    price_lossy: pa.Array | None = None
+    quantity_lossy: pa.Array | None = None
+
+    def __post_init__(self) -> None:
+        check_scale(self.price_scale, name="price_scale")
+        check_scale(self.quantity_scale, name="quantity_scale")
+        expected = {
+            "ts_ns": pa.int64(),
+            "price": pa.int64(),
+            "quantity": pa.int64(),
+            "side": pa.int8(),
+            "price_lossy": pa.bool_(),
+            "quantity_lossy": pa.bool_(),
+        }
+        length = len(self.ts_ns)
+        for name, type_ in expected.items():
+            column = getattr(self, name)
+            if column is None:
+                continue
+            if isinstance(column, pa.ChunkedArray):
+                column = column.combine_chunks()
+                object.__setattr__(self, name, column)
+            if not isinstance(column, pa.Array) or column.type != type_:
+                raise TickValidationError(
+                    f"TickBatch.{name} must be a pyarrow {type_} array, got "
+                    f"{getattr(column, 'type', type(column).__name__)}",
+                    field=name,
+                )
+            if len(column) != length:
+                raise TickValidationError(
+                    f"TickBatch.{name} has {len(column)} rows; ts_ns has {length}", field=name
+                )
+
+    def __len__(self) -> int:
+        return len(self.ts_ns)
+
+    @classmethod
+    def from_units(
+        cls,
+        ts_ns: Sequence[int] | pa.Array,
+        price: Sequence[int] | pa.Array,
+        quantity: Sequence[int] | pa.Array,
+        side: Sequence[int] | pa.Array,
+        *,
+        price_scale: int,
+        quantity_scale: int = 0,
+    ) -> TickBatch:
+        """Build a batch from already-scaled integers and side codes (no rounding, no checks
+        beyond types: run :func:`~skewtape_pipeline.ticks.validate.validate_batch`)."""
+        return cls(
+            ts_ns=pa.array(ts_ns, pa.int64()),
+            price=pa.array(price, pa.int64()),
+            quantity=pa.array(quantity, pa.int64()),
+            side=pa.array(side, pa.int8()),
+            price_scale=price_scale,
+            quantity_scale=quantity_scale,
+        )
+
+    @property
+    def price_precision_loss_ticks(self) -> int:
+        """Rows whose price was rounded to ``price_scale`` (0 unless loss was allowed)."""
+        return _count_true(self.price_lossy)
+
+    @property
+    def quantity_precision_loss_ticks(self) -> int:
+        """Rows whose quantity was rounded to ``quantity_scale`` (0 unless loss was allowed)."""
+        return _count_true(self.quantity_lossy)
+
+    def take(self, indices: pa.Array) -> TickBatch:
+        """The rows at ``indices``, in that order."""
+        return self._map(lambda column: pc.take(column, indices))
+
+    def slice(self, offset: int, length: int | None = None) -> TickBatch:
+        """Rows ``offset .. offset + length`` (zero-copy)."""
+        return self._map(lambda column: column.slice(offset, length))
+
+    def _map(self, fn: Any) -> TickBatch:
+        return TickBatch(
+            ts_ns=fn(self.ts_ns),
+            price=fn(self.price),
+            quantity=fn(self.quantity),
+            side=fn(self.side),
+            price_scale=self.price_scale,
+            quantity_scale=self.quantity_scale,
+            price_lossy=None if self.price_lossy is None else fn(self.price_lossy),
+            quantity_lossy=None if self.quantity_lossy is None else fn(self.quantity_lossy),
+        )
+
+    def side_names(self) -> pa.Array:
+        """The side codes as BUY/SELL/UNKNOWN strings."""
+        return pc.take(pa.array(SIDE_NAMES, pa.string()), self.side)
+
+    def first_difference(self, other: TickBatch) -> str | None:
+        """None when both batches hold the same ticks at the same scales; else what differs
+        first (column and row), for error messages. Ignores the loss markers."""
+        if (self.price_scale, self.quantity_scale) != (other.price_scale, other.quantity_scale):
+            return (
+                f"scales differ: price {self.price_scale} vs {other.price_scale}, "
+                f"quantity {self.quantity_scale} vs {other.quantity_scale}"
+            )
+        if len(self) != len(other):
+            return f"row counts differ: {len(self)} vs {len(other)}"
+        for name in ("ts_ns", "price", "quantity", "side"):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if not mine.equals(theirs):
+                row = first_true(pc.fill_null(pc.not_equal(mine, theirs), True))
+                row_value = mine[row].as_py() if row is not None else None
+                other_value = theirs[row].as_py() if row is not None else None
+                return f"column {name} differs first at row {row}: {row_value!r} vs {other_value!r}"
+        return None
+
+    def equals(self, other: TickBatch) -> bool:
+        """True when both batches hold exactly the same ticks at the same scales."""
+        return self.first_difference(other) is None
+
+
+def _count_true(mask: pa.Array | None) -> int:
+    if mask is None:
+        return 0
+    return int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)
+
+
+def first_true(mask: pa.Array | pa.ChunkedArray) -> int | None:
+    """Index of the first True in a boolean array, or None."""
+    if not pc.any(mask).as_py():
+        return None
+    index = pc.index(mask, True).as_py()
+    return None if index < 0 else index
+
+
+def _as_array(values: Any, *, field: str) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):
+        return values.combine_chunks()
+    if isinstance(values, pa.Array):
+        return values
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
+        raise TickValidationError(f"cannot read the {field} column: {exc}", field=field) from None
+
+
+def _refuse_nulls(values: pa.Array, *, field: str) -> None:
+    if values.null_count:
+        row = first_true(pc.is_null(values))
+        raise TickValidationError(
+            f"{field} is missing (null); every tick needs one", row=row, field=field
+        )
+
+
+def _decode_dictionary(values: pa.Array) -> pa.Array:
+    return values.dictionary_decode() if pa.types.is_dictionary(values.type) else values
+
+
+# --- timestamps ---------------------------------------------------------------------------------
+
+
+def timestamps_ns(values: Any, *, field: str = "timestamp_nanos") -> pa.Array:
+    """Exact int64 nanoseconds (UTC) from integers, Arrow timestamps or integer strings.
+
+    Raises
+    ------
+    TickValidationError
+        A null, a float column (cannot hold nanoseconds exactly), a non-integer string or a
+        value outside int64 (names the row).
+    """
+    values = _decode_dictionary(_as_array(values, field=field))
+    _refuse_nulls(values, field=field)
+    type_ = values.type
+    if pa.types.is_timestamp(type_):
+        try:
+            as_ns = pc.cast(values, pa.timestamp("ns", type_.tz))
+        except pa.ArrowInvalid:
+            raise TickValidationError(
+                f"{field} holds a {type_} value outside the nanosecond range", field=field
+            ) from None
+        return pc.cast(as_ns, pa.int64())
+    if pa.types.is_integer(type_):
+        return _integers_to_int64(values, field=field)
+    if pa.types.is_string(type_) or pa.types.is_large_string(type_):
+        text = pc.utf8_trim_whitespace(values)
+        bad = first_true(pc.invert(pc.match_substring_regex(text, _INTEGER_PATTERN)))
+        if bad is not None:
+            raise TickValidationError(
+                f"{field} {values[bad].as_py()!r} is not an integer number of nanoseconds",
+                row=bad,
+                field=field,
+            )
+        try:
+            return pc.cast(text, pa.int64())
+        except pa.ArrowInvalid:
+            row = next(i for i, v in enumerate(text.to_pylist()) if abs(int(v)) >= 2**63)
+            raise TickValidationError(
+                f"{field} {values[row].as_py()!r} does not fit int64 nanoseconds",
+                row=row,
+                field=field,
+            ) from None
+    raise TickValidationError(
+        f"{field} column has type {type_}; expected integer nanoseconds or a timestamp "
+        "(a float cannot hold nanoseconds exactly)",
+        field=field,
+    )
+
+
+def _integers_to_int64(values: pa.Array, *, field: str) -> pa.Array:
+    try:
+        return pc.cast(values, pa.int64())
+    except pa.ArrowInvalid:
+        row = first_true(pc.greater(values, 2**63 - 1))
+        raise TickValidationError(
+            f"{field} {values[row].as_py()!r} does not fit int64", row=row, field=field
+        ) from None
+
+
+# --- exact scaled numbers -----------------------------------------------------------------------
+
+
+def exact_units(
+    values: Any, *, scale: int, field: str, allow_precision_loss: bool = False
+) -> tuple[pa.Array, pa.Array | None]:
+    """Scale a numeric column to int64 units of ``10**-scale``, exactly.
+
+    Returns ``(units, lossy)`` where ``lossy`` marks rows rounded (half to even) to the scale,
+    or None when no row was. Accepts integer, decimal, float and decimal-string columns.
+
+    Raises
+    ------
+    TickValidationError
+        A null, a non-finite or non-numeric value, or a value that needs more than 18 digits
+        at ``scale`` (names the row and the value).
+    PrecisionLossError
+        A value has more decimals than ``scale`` and ``allow_precision_loss`` is False.
+    """
+    check_scale(scale, name=f"{field} scale")
+    values = _decode_dictionary(_as_array(values, field=field))
+    _refuse_nulls(values, field=field)
+    type_ = values.type
+    if pa.types.is_integer(type_):
+        units, lossy = _units_from_integers(values, scale=scale, field=field), None
+    elif pa.types.is_floating(type_):
+        units, lossy = _units_from_floats(values, scale=scale, field=field)
+    elif pa.types.is_decimal(type_):
+        units, lossy = _units_from_decimals(values, scale=scale, field=field)
+    elif pa.types.is_string(type_) or pa.types.is_large_string(type_):
+        units, lossy = _units_from_strings(values, scale=scale, field=field)
+    else:
+        raise TickValidationError(
+            f"{field} column has type {type_}; expected integer, decimal, float or decimal text",
+            field=field,
+        )
+    _check_capacity(units, values, scale=scale, field=field)
+    if lossy is not None:
+        row = first_true(lossy)
+        if row is None:
+            lossy = None
+        elif not allow_precision_loss:
+            count = _count_true(lossy)
+            raise PrecisionLossError(
+                f"{field} {values[row].as_py()!r} has more than {scale} decimals "
+                f"({count} such row(s)); raise the {field} scale or allow the loss explicitly",
+                row=row,
+                field=field,
+            )
+    return units, lossy
+
+
+def _check_capacity(units: pa.Array, values: pa.Array, *, scale: int, field: str) -> None:
+    out = pc.or_(pc.greater(units, MAX_UNITS), pc.less(units, -MAX_UNITS))
+    row = first_true(out)
+    if row is not None:
+        _raise_capacity(values[row].as_py(), row=row, scale=scale, field=field)
+
+
+def _raise_capacity(value: Any, *, row: int | None, scale: int, field: str) -> None:
+    raise TickValidationError(
+        f"{field} {value!r} needs more than {MAX_DIGITS} digits at scale {scale} "
+        f"(decimal({MAX_DIGITS}, {scale}))",
+        row=row,
+        field=field,
+    )
+
+
+def _units_from_integers(values: pa.Array, *, scale: int, field: str) -> pa.Array:
+    as_int = _integers_to_int64(values, field=field)
+    limit = MAX_UNITS // 10**scale
+    row = first_true(pc.or_(pc.greater(as_int, limit), pc.less(as_int, -limit)))
+    if row is not None:
+        _raise_capacity(values[row].as_py(), row=row, scale=scale, field=field)
+    return pc.multiply(as_int, 10**scale)
+
+
+def _decimal_units(exact: pa.Array) -> pa.Array:
+    """Unscaled int64 values of a decimal128 array (whose values fit int64)."""
+    raw = pa.Array.from_buffers(
+        pa.decimal128(38, 0), len(exact), exact.buffers(), exact.null_count, exact.offset
+    )
+    return pc.cast(raw, pa.int64())
+
+
+def _units_from_decimals(
+    values: pa.Array, *, scale: int, field: str, original: pa.Array | None = None
+) -> tuple[pa.Array, pa.Array | None]:
+    source_scale = values.type.scale
+    try:
+        work = pc.cast(values, pa.decimal128(38, source_scale))
+        lossy = None
+        if source_scale > scale:
+            rounded = pc.round(work, ndigits=scale, round_mode="half_to_even")
+            lossy = pc.not_equal(work, rounded)
+            work = rounded
+        return _decimal_units(pc.cast(work, pa.decimal128(38, scale))), lossy
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return _units_python(values if original is None else original, scale=scale, field=field)
+
+
+def _units_from_strings(
+    values: pa.Array, *, scale: int, field: str
+) -> tuple[pa.Array, pa.Array | None]:
+    text = pc.utf8_trim_whitespace(values)
+    bad = first_true(pc.invert(pc.match_substring_regex(text, _NUMBER_PATTERN)))
+    if bad is not None:
+        raw = values[bad].as_py()
+        if raw.strip().lower() in _NON_FINITE_WORDS:
+            problem = "is not finite; expected a finite decimal number"
+        else:
+            problem = "is not a decimal number"
+        raise TickValidationError(f"{field} {raw!r} {problem}", row=bad, field=field)
+    try:
+        return _decimal_units(pc.cast(text, pa.decimal128(38, scale))), None
+    except pa.ArrowInvalid:
+        pass
+    if scale < MAX_SCALE:
+        try:
+            wide = pc.cast(text, pa.decimal128(38, MAX_SCALE))
+        except pa.ArrowInvalid:
+            pass
+        else:
+            return _units_from_decimals(wide, scale=scale, field=field, original=text)
+    return _units_python(text, scale=scale, field=field)
+
+
+def _units_from_floats(
+    values: pa.Array, *, scale: int, field: str
+) -> tuple[pa.Array, pa.Array | None]:
+    floats = pc.cast(values, pa.float64())
+    bad = first_true(pc.invert(pc.is_finite(floats)))
+    if bad is not None:
+        raise TickValidationError(
+            f"{field} {floats[bad].as_py()!r} is not finite; expected a finite number",
+            row=bad,
+            field=field,
+        )
+    scaled = pc.multiply(floats, float(10**scale))
+    magnitude = pc.abs(scaled)
+    row = first_true(pc.greater(magnitude, float(MAX_UNITS)))
+    if row is not None:
+        _raise_capacity(floats[row].as_py(), row=row, scale=scale, field=field)
+    rounded = pc.round(scaled, ndigits=0, round_mode="half_to_even")
+    residual = pc.abs(pc.subtract(scaled, rounded))
+    bound = pc.add(pc.multiply(magnitude, FLOAT_NOISE_RELATIVE), FLOAT_NOISE_ABSOLUTE)
+    lossy = pc.greater(residual, bound)
+    units = pc.cast(rounded, pa.int64())
+    # Decide exactly (Decimal of the shortest repr) where float arithmetic cannot: values beyond
+    # 2**53 units, and rows that lose digits (their rounding must be that of the decimal value).
+    slow = pc.or_(pc.greater_equal(magnitude, _FLOAT_EXACT_LIMIT), lossy)
+    slow_rows = pc.indices_nonzero(slow)
+    if len(slow_rows):
+        exact = [
+            quantize_price(float(v), scale, field=field)
+            for v in pc.take(floats, slow_rows).to_pylist()
+        ]
+        units = pc.replace_with_mask(units, slow, pa.array([u for u, _ in exact], pa.int64()))
+        lossy = pc.replace_with_mask(lossy, slow, pa.array([x for _, x in exact], pa.bool_()))
+    return units, lossy
+
+
+def _units_python(values: pa.Array, *, scale: int, field: str) -> tuple[pa.Array, pa.Array]:
+    """Exact per-row fallback for values the vectorized casts cannot hold (error paths, exponents
+    with many digits): same rules, names the first bad row."""
+    units: list[int] = []
+    lossy: list[bool] = []
+    for row, value in enumerate(values.to_pylist()):
+        magnitude = _decimal_or_none(value)
+        if magnitude is not None and abs(magnitude).scaleb(scale) > MAX_UNITS:
+            _raise_capacity(value, row=row, scale=scale, field=field)
+        unit, was_lossy = quantize_price(value, scale, row=row, field=field)
+        if abs(unit) > MAX_UNITS:
+            _raise_capacity(value, row=row, scale=scale, field=field)
+        units.append(unit)
+        lossy.append(was_lossy)
+    return pa.array(units, pa.int64()), pa.array(lossy, pa.bool_())
+
+
+def _decimal_or_none(value: Any) -> Decimal | None:
+    try:
+        number = Decimal(value.strip() if isinstance(value, str) else value)
+    except (InvalidOperation, TypeError, ValueError):
+        return None
+    return number if number.is_finite() else None
+
+
+# --- sides --------------------------------------------------------------------------------------
+
+
+def side_codes(
+    values: Any, side_map: Mapping[str, str] | None = None, *, field: str = "side"
+) -> pa.Array:
+    """Map raw side values to codes through an explicit vocabulary (default: the canonical
+    BUY/SELL/UNKNOWN names). Integer columns are matched by their decimal text.
+
+    Raises
+    ------
+    ConfigError
+        The vocabulary itself is invalid.
+    TickValidationError
+        A null, or a value the vocabulary does not list (never defaulted; names the row).
+    """
+    vocabulary = resolve_side_map(CANONICAL_SIDES if side_map is None else side_map)
+    values = _decode_dictionary(_as_array(values, field=field))
+    _refuse_nulls(values, field=field)
+    if pa.types.is_integer(values.type):
+        values = pc.cast(values, pa.string())
+    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
+        raise TickValidationError(
+            f"{field} column has type {values.type}; expected text", field=field
+        )
+    keys = list(vocabulary)
+    positions = pc.index_in(values, value_set=pa.array(keys, values.type))
+    if positions.null_count:
+        row = first_true(pc.is_null(positions))
+        raise TickValidationError(
+            f"{field} {values[row].as_py()!r} is not in the side vocabulary "
+            f"{sorted(keys)}; map it explicitly (an unmapped side is never defaulted)",
+            row=row,
+            field=field,
+        )
+    return pc.take(pa.array(list(vocabulary.values()), pa.int8()), positions)
+
+
+# --- a whole batch ------------------------------------------------------------------------------
+
+
+def batch_from_columns(
+    timestamps: Any,
+    prices: Any,
+    quantities: Any,
+    sides: Any,
+    *,
+    price_scale: int,
+    quantity_scale: int = 0,
+    side_map: Mapping[str, str] | None = None,
+    allow_precision_loss: bool = False,
+) -> TickBatch:
+    """Build an exact :class:`TickBatch` from raw columns (pyarrow arrays or Python lists).
+
+    Does not check order or signs: run :func:`~skewtape_pipeline.ticks.validate.validate_batch`
+    (or sort first with :func:`~skewtape_pipeline.ticks.compact.sort_batch`).
+
+    Raises
+    ------
+    ConfigError
+        A bad scale or side vocabulary.
+    TickValidationError, PrecisionLossError
+        As :func:`timestamps_ns`, :func:`exact_units` and :func:`side_codes`; also columns of
+        different lengths.
+    """
+    check_scale(price_scale, name="price_scale")
+    check_scale(quantity_scale, name="quantity_scale")
+    ts = timestamps_ns(timestamps)
+    price, price_lossy = exact_units(
+        prices, scale=price_scale, field="price", allow_precision_loss=allow_precision_loss
+    )
+    quantity, quantity_lossy = exact_units(
+        quantities,
+        scale=quantity_scale,
+        field="quantity",
+        allow_precision_loss=allow_precision_loss,
+    )
+    side = side_codes(sides, side_map)
+    return TickBatch(
+        ts_ns=ts,
+        price=price,
+        quantity=quantity,
+        side=side,
+        price_scale=price_scale,
+        quantity_scale=quantity_scale,
+        price_lossy=price_lossy,
+        quantity_lossy=quantity_lossy,
+    )

@@ -1,0 +1,502 @@
+"""The Parquet tick archive: layout, writer, verifier, and facts read from the written file.
+
+Layout (Hive style, one file per symbol-day; the date is the UTC calendar day)::
+
+    <root>/symbol=<S>/year=<YYYY>/month=<MM>/date=<YYYY-MM-DD>/part-0.parquet
+
+``<S>`` is the symbol percent-encoded (RFC 3986, UTF-8): every byte except ``A-Z a-z 0-9 - _ .
+~`` becomes ``%XX``, and a leading ``.`` becomes ``%2E`` so no folder is hidden or special.
+The encoding is reversible (:func:`decode_symbol`) and is what DuckDB, pyarrow and Spark decode
+in Hive partition values, so ``symbol`` reads back as the original string.
+
+Columns, readable without this package: ``ts`` (timestamp ns, UTC), ``price`` (decimal(18, P)
+on INT64), ``quantity`` (int64 at scale 0, else decimal(18, Q) on INT64), ``side`` (string
+BUY/SELL/UNKNOWN, dictionary encoded). The schema depends only on the scales, never on the data.
+
+Encodings: ``ts`` DELTA_BINARY_PACKED (sorted); price and quantity get whichever of PLAIN,
+DELTA_BINARY_PACKED and dictionary (and BYTE_STREAM_SPLIT for a plain int64 quantity, never
+for decimals, which DuckDB cannot read) is smallest, measured on a sample of the batch with the
+tier's codec. Page checksums, the page index, statistics and ``sorting_columns`` (``ts``) are
+written. Parquet does not record a compression level, so the writer stores it (with the scales,
+symbol and date) in the file's key-value metadata, from where the report reads it back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import date
+from pathlib import Path
+from urllib.parse import quote, unquote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from skewtape_pipeline import fsio
+from skewtape_pipeline.errors import (
+    ConfigError,
+    RoundTripError,
+    TickFormatError,
+    TickValidationError,
+)
+from skewtape_pipeline.ticks.model import TickBatch
+from skewtape_pipeline.ticks.sides import SIDE_CODES, SIDE_NAMES
+from skewtape_pipeline.ticks.sources import units_as_decimal
+from skewtape_pipeline.ticks.tiers import TierSettings
+
+PART_FILE_NAME = "part-0.parquet"
+ARCHIVE_MARKER = "_skewtape_archive.json"
+ARCHIVE_FORMAT = "skewtape-ticks"
+ARCHIVE_FORMAT_VERSION = "1"
+MAX_SYMBOL_SEGMENT_BYTES = 200
+DATASET_READ_MIN_ROWS = 1_000_000
+"""Files with at least this many rows are read back through the dataset reader, which can
+read decimals as decimal64 (zero-copy to int64); smaller ones through the lighter file reader."""
+
+META_PREFIX = "skewtape."
+META_FORMAT = META_PREFIX + "format"
+META_FORMAT_VERSION = META_PREFIX + "format_version"
+META_SYMBOL = META_PREFIX + "symbol"
+META_DATE = META_PREFIX + "date"
+META_PRICE_SCALE = META_PREFIX + "price_scale"
+META_QUANTITY_SCALE = META_PREFIX + "quantity_scale"
+META_COMPRESSION_LEVEL = META_PREFIX + "compression_level"
+
+TS_ENCODING = "DELTA_BINARY_PACKED"
+DICTIONARY = "RLE_DICTIONARY"
+BYTE_STREAM_SPLIT = "BYTE_STREAM_SPLIT"
+_DECIMAL_CANDIDATES = ("DELTA_BINARY_PACKED", "PLAIN", DICTIONARY)
+_INTEGER_CANDIDATES = ("DELTA_BINARY_PACKED", "PLAIN", BYTE_STREAM_SPLIT, DICTIONARY)
+
+
+# --- layout -------------------------------------------------------------------------------------
+
+
+def encode_symbol(symbol: str) -> str:
+    """Percent-encode ``symbol`` for a path segment (see the module docstring).
+
+    Raises TickValidationError for an empty or non-string symbol, or one whose encoding is
+    longer than 200 bytes.
+    """
+    if not isinstance(symbol, str) or not symbol:
+        raise TickValidationError(f"symbol {symbol!r}: expected a non-empty string", field="symbol")
+    encoded = quote(symbol, safe="", encoding="utf-8")
+    if encoded.startswith("."):
+        encoded = "%2E" + encoded[1:]
+    if len(encoded) > MAX_SYMBOL_SEGMENT_BYTES:
+        raise TickValidationError(
+            f"symbol {symbol!r} encodes to {len(encoded)} bytes; at most "
+            f"{MAX_SYMBOL_SEGMENT_BYTES} fit a folder name",
+            field="symbol",
+        )
+    return encoded
+
+
+def decode_symbol(segment: str) -> str:
+    """The symbol a path segment made by :func:`encode_symbol` stands for."""
+    return unquote(segment, encoding="utf-8", errors="strict")
+
+
+def partition_dir(root: Path, symbol: str, day: date) -> Path:
+    """``<root>/symbol=<S>/year=<YYYY>/month=<MM>/date=<YYYY-MM-DD>``."""
+    return (
+        Path(root)
+        / f"symbol={encode_symbol(symbol)}"
+        / f"year={day.year:04d}"
+        / f"month={day.month:02d}"
+        / f"date={day.isoformat()}"
+    )
+
+
+def partition_file(root: Path, symbol: str, day: date) -> Path:
+    """The archive file of one symbol-day."""
+    return partition_dir(root, symbol, day) / PART_FILE_NAME
+
+
+def ensure_archive_schema(root: Path, *, price_scale: int, quantity_scale: int) -> None:
+    """Record the archive's scales in ``<root>/_skewtape_archive.json``, or check them against it.
+
+    One archive root holds one schema: a reader globbing ``**/*.parquet`` takes the first file's
+    decimal scale and casts the rest to it, so a root mixing ``decimal(18, 2)`` and
+    ``decimal(18, 4)`` prices would silently round. The first writer creates the marker
+    without clobbering (hard link of a finished temp file); later writers must match it.
+    The name starts with ``_`` so Parquet readers and globs skip it.
+
+    Raises
+    ------
+    ConfigError
+        The root already holds an archive with other scales (or an unreadable marker).
+    """
+    root = Path(root)
+    marker = root / ARCHIVE_MARKER
+    wanted = {
+        "format": ARCHIVE_FORMAT,
+        "format_version": ARCHIVE_FORMAT_VERSION,
+        "price_scale": price_scale,
+        "quantity_scale": quantity_scale,
+    }
+    if not marker.exists():
+        root.mkdir(parents=True, exist_ok=True)
+        temp = fsio.temp_path_for(marker)
+        with open(temp, "w", encoding="utf-8") as handle:
+            json.dump(wanted, handle, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(temp, marker)
+        except FileExistsError:
+            pass
+        finally:
+            temp.unlink(missing_ok=True)
+        fsio.fsync_dir(root)
+    try:
+        found = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{marker}: unreadable archive marker ({exc})") from None
+    if found != wanted:
+        raise ConfigError(
+            f"{marker}: this archive holds price_scale {found.get('price_scale')!r} and "
+            f"quantity_scale {found.get('quantity_scale')!r}; the batch has {price_scale} and "
+            f"{quantity_scale}. One root holds one schema (readers would cast silently): use "
+            "the same scales or another root"
+        )
+
+
+# --- schema -------------------------------------------------------------------------------------
+
+
+def archive_schema(price_scale: int, quantity_scale: int) -> pa.Schema:
+    """The Arrow schema written for these scales (side as an int8 dictionary of strings)."""
+    quantity_type = pa.int64() if quantity_scale == 0 else pa.decimal64(18, quantity_scale)
+    return pa.schema(
+        [
+            pa.field("ts", pa.timestamp("ns", "UTC"), nullable=False),
+            pa.field("price", pa.decimal64(18, price_scale), nullable=False),
+            pa.field("quantity", quantity_type, nullable=False),
+            pa.field("side", pa.dictionary(pa.int8(), pa.string()), nullable=False),
+        ]
+    )
+
+
+def archive_table(batch: TickBatch) -> pa.Table:
+    """The batch as archive columns; zero-copy views of its integer columns."""
+    n = len(batch)
+    ts = pa.Array.from_buffers(
+        pa.timestamp("ns", "UTC"), n, batch.ts_ns.buffers(), 0, batch.ts_ns.offset
+    )
+    quantity = (
+        batch.quantity
+        if batch.quantity_scale == 0
+        else units_as_decimal(batch.quantity, batch.quantity_scale)
+    )
+    side = pa.DictionaryArray.from_arrays(batch.side, pa.array(SIDE_NAMES, pa.string()))
+    return pa.Table.from_arrays(
+        [ts, units_as_decimal(batch.price, batch.price_scale), quantity, side],
+        schema=archive_schema(batch.price_scale, batch.quantity_scale),
+    )
+
+
+# --- encoding choice ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EncodingChoice:
+    """Per-column encodings to request, and the measured trial sizes that chose them."""
+
+    column_encoding: dict[str, str]
+    dictionary_columns: list[str]
+    trial_bytes: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def choose_encodings(table: pa.Table, settings: TierSettings) -> EncodingChoice:
+    """Measure candidate encodings of ``price`` and ``quantity`` and keep the smallest.
+
+    The first ``settings.encoding_sample_rows`` rows (all rows when 0) of each column are
+    written once per candidate, all in one trial file with the tier's codec and level; each
+    candidate is measured by the compressed size of its column chunks (dictionary page
+    included). Ties go to the earlier candidate. ``ts`` is always DELTA_BINARY_PACKED and
+    ``side`` always dictionary encoded.
+    """
+    sample = table.slice(0, settings.encoding_sample_rows or table.num_rows)
+    trial_columns: dict[tuple[str, str], pa.Array] = {}
+    for name in ("price", "quantity"):
+        is_decimal = pa.types.is_decimal(table.schema.field(name).type)
+        for encoding in _DECIMAL_CANDIDATES if is_decimal else _INTEGER_CANDIDATES:
+            if encoding == BYTE_STREAM_SPLIT and not settings.byte_stream_split:
+                continue
+            trial_columns[(name, encoding)] = sample.column(name)
+    sizes = _trial_sizes(trial_columns, settings)
+    trials: dict[str, dict[str, int]] = {}
+    for (name, encoding), size in sizes.items():
+        trials.setdefault(name, {})[encoding] = size
+    column_encoding = {"ts": TS_ENCODING}
+    dictionary_columns = ["side"]
+    for name, measured in trials.items():
+        best = min(measured, key=measured.__getitem__)
+        if best == DICTIONARY:
+            dictionary_columns.append(name)
+        else:
+            column_encoding[name] = best
+    return EncodingChoice(column_encoding, dictionary_columns, trials)
+
+
+def _trial_sizes(
+    columns: Mapping[tuple[str, str], pa.ChunkedArray], settings: TierSettings
+) -> dict[tuple[str, str], int]:
+    """Compressed bytes of each ``(column, encoding)`` trial, written side by side."""
+    keys = list(columns)
+    names = [f"{name}|{encoding}" for name, encoding in keys]
+    sink = pa.BufferOutputStream()
+    pq.write_table(
+        pa.table(dict(zip(names, columns.values(), strict=True))),
+        sink,
+        compression=settings.compression,
+        compression_level=settings.compression_level,
+        store_decimal_as_integer=True,
+        store_schema=False,
+        write_statistics=False,
+        use_dictionary=[n for n, (_, enc) in zip(names, keys, strict=True) if enc == DICTIONARY],
+        column_encoding={
+            n: enc for n, (_, enc) in zip(names, keys, strict=True) if enc != DICTIONARY
+        },
+    )
+    meta = pq.read_metadata(pa.BufferReader(sink.getvalue()))
+    sizes = dict.fromkeys(keys, 0)
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            sizes[keys[c]] += group.column(c).total_compressed_size
+    return sizes
+
+
+# --- write and verify ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    """What a written archive file says about itself (its footer and key-value metadata)."""
+
+    path: Path
+    size_bytes: int
+    num_rows: int
+    codec: str
+    compression_level: int | None
+    encodings: dict[str, list[str]]
+    sorting_columns: list[str]
+    metadata: dict[str, str]
+
+
+def write_archive_file(
+    batch: TickBatch,
+    target: Path,
+    *,
+    settings: TierSettings,
+    metadata: Mapping[str, str],
+) -> FileFacts:
+    """Write ``batch`` to ``target`` atomically, verified before it is published.
+
+    The file is written to a temporary name in the same folder, read back in full (page
+    checksums checked) and compared field for field with ``batch``; only then is it renamed
+    over ``target``. Any other ``*.parquet`` in the folder is then removed, so a rewritten
+    partition holds exactly this file. Idempotent: writing the same batch again gives an equal
+    archive.
+
+    Raises
+    ------
+    RoundTripError
+        The file did not read back equal; nothing is published (an older file stays).
+    """
+    table = archive_table(batch)
+    choice = choose_encodings(table, settings)
+    key_values = {
+        **metadata,
+        META_FORMAT: ARCHIVE_FORMAT,
+        META_FORMAT_VERSION: ARCHIVE_FORMAT_VERSION,
+        META_PRICE_SCALE: str(batch.price_scale),
+        META_QUANTITY_SCALE: str(batch.quantity_scale),
+        META_COMPRESSION_LEVEL: (
+            "" if settings.compression_level is None else str(settings.compression_level)
+        ),
+    }
+
+    verified: list[FileFacts] = []
+
+    def write_and_verify(temp: Path) -> None:
+        _write_parquet(table, temp, settings=settings, choice=choice, key_values=key_values)
+        verified.append(verify_archive_file(temp, batch, expected_metadata=key_values))
+
+    fsio.atomic_write_with(target, write_and_verify)
+    for other in target.parent.glob("*.parquet"):
+        if other.name != target.name:
+            fsio.atomic_unlink(other)
+    # The facts were read from the very bytes now renamed to ``target``.
+    return replace(verified[0], path=target)
+
+
+def _write_parquet(
+    table: pa.Table,
+    path: Path,
+    *,
+    settings: TierSettings,
+    choice: EncodingChoice,
+    key_values: Mapping[str, str],
+) -> None:
+    with pq.ParquetWriter(
+        path,
+        table.schema,
+        version="2.6",
+        use_dictionary=choice.dictionary_columns,
+        column_encoding=choice.column_encoding,
+        compression=settings.compression,
+        compression_level=settings.compression_level,
+        write_statistics=True,
+        write_page_index=True,
+        write_page_checksum=True,
+        sorting_columns=[pq.SortingColumn(0)],
+        store_decimal_as_integer=True,
+        store_schema=False,
+    ) as writer:
+        writer.write_table(table, row_group_size=settings.row_group_size)
+        writer.add_key_value_metadata(dict(key_values))
+
+
+def verify_archive_file(
+    path: Path, expected: TickBatch, *, expected_metadata: Mapping[str, str] | None = None
+) -> FileFacts:
+    """Read ``path`` back in full, compare it field for field with ``expected`` and return the
+    facts its footer records.
+
+    Raises RoundTripError naming the file and the first difference (also for a file that does
+    not open, fails a page checksum or carries different key-value metadata).
+    """
+    try:
+        back = read_archive_batch(path)
+        facts = read_file_facts(path)
+    except (TickFormatError, OSError, pa.ArrowException) as exc:
+        raise RoundTripError(f"{path}: written file does not read back: {exc}") from None
+    difference = expected.first_difference(back)
+    if difference is not None:
+        raise RoundTripError(f"{path}: written file differs from the batch: {difference}")
+    if facts.sorting_columns != ["ts"]:
+        raise RoundTripError(f"{path}: sorting_columns are {facts.sorting_columns}, not ['ts']")
+    for key, value in (expected_metadata or {}).items():
+        if facts.metadata.get(key) != value:
+            raise RoundTripError(
+                f"{path}: metadata {key} reads back {facts.metadata.get(key)!r}, wrote {value!r}"
+            )
+    return facts
+
+
+def read_archive_batch(path: Path) -> TickBatch:
+    """Read one archive file back into an exact TickBatch (page checksums verified).
+
+    Raises TickFormatError when the file lacks the archive's metadata or columns.
+    """
+    footer = pq.read_metadata(path)
+    metadata = {k.decode(): v.decode() for k, v in (footer.metadata or {}).items()}
+    if metadata.get(META_FORMAT) != ARCHIVE_FORMAT:
+        raise TickFormatError(f"{path}: not a tick archive file ({META_FORMAT} missing)")
+    try:
+        price_scale = int(metadata[META_PRICE_SCALE])
+        quantity_scale = int(metadata[META_QUANTITY_SCALE])
+    except (KeyError, ValueError):
+        raise TickFormatError(f"{path}: price/quantity scale metadata missing or invalid") from None
+    schema = archive_schema(price_scale, quantity_scale)
+    if footer.schema.names != schema.names:
+        raise TickFormatError(f"{path}: columns {footer.schema.names}, expected {schema.names}")
+    if footer.num_rows < DATASET_READ_MIN_ROWS:
+        table = pq.ParquetFile(
+            path, metadata=footer, read_dictionary=["side"], page_checksum_verification=True
+        ).read(use_threads=False)
+    else:
+        table = pq.read_table(path, schema=schema, page_checksum_verification=True)
+    _check_types(path, table.schema, schema)
+    return TickBatch(
+        ts_ns=pc.cast(table.column("ts").combine_chunks(), pa.int64()),
+        price=_units(table.column("price").combine_chunks()),
+        quantity=_units(table.column("quantity").combine_chunks()),
+        side=_side_codes(table.column("side"), path),
+        price_scale=price_scale,
+        quantity_scale=quantity_scale,
+    )
+
+
+def _check_types(path: Path, found: pa.Schema, expected: pa.Schema) -> None:
+    """Same names, and the same logical types (decimal width and dictionary index aside)."""
+    if found.names != expected.names:
+        raise TickFormatError(f"{path}: columns {found.names}, expected {expected.names}")
+    for got, want in zip(found, expected, strict=True):
+        got_type, want_type = got.type, want.type
+        if pa.types.is_dictionary(got_type) and pa.types.is_dictionary(want_type):
+            same = got_type.value_type == want_type.value_type
+        elif pa.types.is_decimal(got_type) and pa.types.is_decimal(want_type):
+            same = (got_type.precision, got_type.scale) == (want_type.precision, want_type.scale)
+        else:
+            same = got_type == want_type
+        if not same:
+            raise TickFormatError(f"{path}: column {got.name} is {got_type}, expected {want_type}")
+
+
+def _units(column: pa.Array) -> pa.Array:
+    if pa.types.is_integer(column.type):
+        return pc.cast(column, pa.int64())
+    if column.type.bit_width == 64:
+        return pa.Array.from_buffers(
+            pa.int64(), len(column), column.buffers(), column.null_count, column.offset
+        )
+    raw = pa.Array.from_buffers(
+        pa.decimal128(38, 0), len(column), column.buffers(), column.null_count, column.offset
+    )
+    return pc.cast(raw, pa.int64())
+
+
+def _side_codes(column: pa.ChunkedArray, path: Path) -> pa.Array:
+    pieces = []
+    for chunk in column.chunks:
+        if not pa.types.is_dictionary(chunk.type):
+            chunk = chunk.dictionary_encode()
+        names = chunk.dictionary.to_pylist()
+        if names == list(SIDE_NAMES[: len(names)]):
+            pieces.append(pc.cast(chunk.indices, pa.int8()))
+            continue
+        unknown = [name for name in names if name not in SIDE_CODES]
+        if unknown:
+            raise TickFormatError(f"{path}: side values {unknown} are not BUY/SELL/UNKNOWN")
+        codes = pa.array([SIDE_CODES[name] for name in names], pa.int8())
+        pieces.append(pc.take(codes, chunk.indices))
+    if not pieces:
+        return pa.array([], pa.int8())
+    return pa.concat_arrays(pieces)
+
+
+def read_file_facts(path: Path) -> FileFacts:
+    """Codec, level, encodings and sorting columns as recorded in ``path``'s own footer."""
+    parquet = pq.ParquetFile(path)
+    meta = parquet.metadata
+    codecs: set[str] = set()
+    encodings: dict[str, set[str]] = {}
+    sorting: list[str] = []
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            column = group.column(c)
+            codecs.add(column.compression)
+            encodings.setdefault(column.path_in_schema, set()).update(column.encodings)
+        if g == 0 and group.sorting_columns:
+            names = meta.schema.names
+            sorting = [names[s.column_index] for s in group.sorting_columns]
+    key_values = {k.decode(): v.decode() for k, v in (meta.metadata or {}).items()}
+    level_text = key_values.get(META_COMPRESSION_LEVEL, "")
+    return FileFacts(
+        path=path,
+        size_bytes=path.stat().st_size,
+        num_rows=meta.num_rows,
+        codec=",".join(sorted(codecs)) if codecs else "NONE",
+        compression_level=int(level_text) if level_text else None,
+        encodings={name: sorted(values) for name, values in encodings.items()},
+        sorting_columns=sorting,
+        metadata={k: v for k, v in key_values.items() if k.startswith(META_PREFIX)},
+    )

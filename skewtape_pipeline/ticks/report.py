@@ -1,0 +1,149 @@
+"""The per-symbol-day compaction report, and the honest compression ratio it carries.
+
+A ratio is a statement about two measured numbers; the report says which baseline the raw size
+is (``raw_size_basis``) and whether the stated target was met. Standard library only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from skewtape_pipeline.errors import ConfigError
+
+DEFAULT_TARGET_RATIO = 5.0
+
+RAW_SIZE_BASIS_SOURCE_FILE = "source_file"
+"""The whole source file's bytes (the file held exactly this symbol-day)."""
+RAW_SIZE_BASIS_SOURCE_ROWS = "source_file_rows"
+"""The bytes of the source file's lines that hold this symbol-day's ticks (header excluded)."""
+RAW_SIZE_BASIS_SUPPLIED = "supplied"
+"""A size the caller measured and passed in."""
+RAW_SIZE_BASIS_CANONICAL_CSV = "canonical_csv"
+"""The canonical CSV (``timestamp_nanos,price,quantity,side``, header) serialized and measured."""
+
+RAW_SIZE_BASES = (
+    RAW_SIZE_BASIS_SOURCE_FILE,
+    RAW_SIZE_BASIS_SOURCE_ROWS,
+    RAW_SIZE_BASIS_SUPPLIED,
+    RAW_SIZE_BASIS_CANONICAL_CSV,
+)
+
+
+@dataclass(frozen=True)
+class TickStorageCompactionReport:
+    """What one compaction wrote, measured from the written bytes.
+
+    ``codec``, ``compression_level`` and ``encodings`` come from the written file's own metadata
+    (Parquet footer; for TKC1 the blob's recorded codec), never from what was requested.
+    ``compression_ratio`` is ``raw_size_bytes / compacted_size_bytes`` and means nothing without
+    ``raw_size_basis``.
+    """
+
+    symbol: str
+    date: str | None
+    tick_count: int
+    raw_size_bytes: int
+    raw_size_basis: str
+    compacted_size_bytes: int
+    compression_ratio: float
+    target_compression_ratio: float
+    meets_compression_target: bool
+    archive_format: str
+    codec: str
+    compression_level: int | None
+    encodings: dict[str, list[str]]
+    price_scale: int
+    quantity_scale: int
+    price_precision_loss_ticks: int
+    quantity_precision_loss_ticks: int
+    reordered_ticks: int
+    tier: str
+    age_days: int
+    tier_policy: dict[str, Any]
+    round_trip_verified: bool
+    path: str | None
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def precision_loss_ticks(self) -> int:
+        """Ticks whose price or quantity was rounded to the configured scale (loss allowed)."""
+        return self.price_precision_loss_ticks + self.quantity_precision_loss_ticks
+
+    @property
+    def space_savings_pct(self) -> float:
+        """``(1 - compacted / raw) * 100``."""
+        return (1.0 - self.compacted_size_bytes / self.raw_size_bytes) * 100.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field plus the derived savings and total loss count."""
+        data = asdict(self)
+        data["space_savings_pct"] = self.space_savings_pct
+        data["precision_loss_ticks"] = self.precision_loss_ticks
+        return data
+
+
+def report_notes(
+    *,
+    price_precision_loss_ticks: int,
+    quantity_precision_loss_ticks: int,
+    price_scale: int,
+    quantity_scale: int,
+    reordered_ticks: int,
+    ratio: float,
+    target: float,
+    raw_size_basis: str,
+) -> list[str]:
+    """One line for each thing a reader of the report should not miss."""
+    notes = []
+    if price_precision_loss_ticks:
+        notes.append(
+            f"{price_precision_loss_ticks} price(s) rounded half-even to {price_scale} decimals "
+            "(loss allowed by the caller; the dropped digits are not recoverable)"
+        )
+    if quantity_precision_loss_ticks:
+        notes.append(
+            f"{quantity_precision_loss_ticks} quantity(ies) rounded half-even to "
+            f"{quantity_scale} decimals (loss allowed by the caller)"
+        )
+    if reordered_ticks:
+        notes.append(f"{reordered_ticks} tick(s) moved by the explicit timestamp sort")
+    if ratio < target:
+        notes.append(
+            f"compression ratio {ratio:.2f} is below the target {target:.2f} "
+            f"(baseline: {raw_size_basis})"
+        )
+    return notes
+
+
+def check_raw_size(raw_size_bytes: object) -> int:
+    """Return ``raw_size_bytes`` if it is a positive integer, else raise ConfigError."""
+    if (
+        not isinstance(raw_size_bytes, int)
+        or isinstance(raw_size_bytes, bool)
+        or raw_size_bytes <= 0
+    ):
+        raise ConfigError(
+            f"raw_size_bytes = {raw_size_bytes!r}: expected a measured size, an integer > 0"
+        )
+    return raw_size_bytes
+
+
+def check_target_ratio(target: object) -> float:
+    """Return ``target`` as a float if it is a finite number > 0, else raise ConfigError."""
+    if (
+        not isinstance(target, int | float)
+        or isinstance(target, bool)
+        or not 0 < float(target) < float("inf")
+    ):
+        raise ConfigError(f"target_ratio = {target!r}: expected a finite number > 0")
+    return float(target)
+
+
+def compression_ratio(raw_size_bytes: int, compacted_size_bytes: int) -> float:
+    """``raw / compacted``; both must be positive (ConfigError otherwise)."""
+    check_raw_size(raw_size_bytes)
+    if compacted_size_bytes <= 0:
+        raise ConfigError(f"compacted_size_bytes = {compacted_size_bytes!r}: expected > 0")
+    return raw_size_bytes / compacted_size_bytes

@@ -1,0 +1,268 @@
+"""Storage tiers by age: explicit, validated configuration, recorded on every report.
+
+A batch's tier follows from its real age in days (``age_days`` has no default anywhere): up to
+``hot_max_age_days`` it is HOT, up to ``warm_max_age_days`` WARM, older COLD. Each tier carries
+its own Parquet settings: hot favours speed (a low zstd level, encodings chosen on a small
+sample), cold favours size (a high level, encodings chosen on a large sample).
+
+Configuration file (TOML or JSON, every key optional)::
+
+    hot_max_age_days = 7
+    warm_max_age_days = 90
+    [hot]
+    compression = "zstd"
+    compression_level = 1
+    encoding_sample_rows = 65536   # 0: measure candidate encodings on the whole batch
+    row_group_size = 1048576
+    byte_stream_split = true       # candidate for a plain int64 quantity (never for decimals)
+    [warm]
+    ...
+    [cold]
+    ...
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from skewtape_pipeline.errors import ConfigError
+
+HOT = "HOT"
+WARM = "WARM"
+COLD = "COLD"
+TIERS: tuple[str, ...] = (HOT, WARM, COLD)
+
+COMPRESSION_LEVELS: Mapping[str, tuple[int, int] | None] = {
+    "zstd": (1, 22),
+    "gzip": (1, 9),
+    "brotli": (0, 11),
+    "lz4": None,
+    "snappy": None,
+    "none": None,
+}
+"""Parquet codecs a tier may name, with their level range (None: the codec takes no level)."""
+
+
+@dataclass(frozen=True)
+class TierSettings:
+    """How one tier writes its Parquet files.
+
+    Parameters
+    ----------
+    compression
+        Parquet codec, one of :data:`COMPRESSION_LEVELS` (default ``zstd``).
+    compression_level
+        Codec level; must be None for codecs without levels.
+    encoding_sample_rows
+        Rows (from the start of the batch) on which candidate encodings of price and quantity
+        are measured; 0 measures on the whole batch.
+    row_group_size
+        Maximum rows per Parquet row group.
+    byte_stream_split
+        Offer BYTE_STREAM_SPLIT as a candidate for a plain int64 quantity (scale 0; never for
+        decimals). Turn it off when the archive must be read by engines that predate Parquet
+        format 2.11's integer BYTE_STREAM_SPLIT (e.g. Spark before 4.0).
+
+    Raises
+    ------
+    ConfigError
+        On an unknown codec, a level outside the codec's range, or a negative/zero size.
+    """
+
+    compression: str = "zstd"
+    compression_level: int | None = 3
+    encoding_sample_rows: int = 65_536
+    row_group_size: int = 1_048_576
+    byte_stream_split: bool = True
+
+    def __post_init__(self) -> None:
+        if self.compression not in COMPRESSION_LEVELS:
+            raise ConfigError(
+                f"compression = {self.compression!r}: expected one of "
+                f"{', '.join(COMPRESSION_LEVELS)}"
+            )
+        level_range = COMPRESSION_LEVELS[self.compression]
+        level = self.compression_level
+        if level_range is None:
+            if level is not None:
+                raise ConfigError(
+                    f"compression_level = {level!r}: {self.compression} takes no level; omit it"
+                )
+        elif not _is_int(level) or not level_range[0] <= level <= level_range[1]:
+            raise ConfigError(
+                f"compression_level = {level!r}: expected an integer in "
+                f"{level_range[0]}..{level_range[1]} for {self.compression}"
+            )
+        if not _is_int(self.encoding_sample_rows) or self.encoding_sample_rows < 0:
+            raise ConfigError(
+                f"encoding_sample_rows = {self.encoding_sample_rows!r}: "
+                "expected an integer >= 0 (0: the whole batch)"
+            )
+        if not _is_int(self.row_group_size) or self.row_group_size < 1:
+            raise ConfigError(f"row_group_size = {self.row_group_size!r}: expected an integer >= 1")
+        if not isinstance(self.byte_stream_split, bool):
+            raise ConfigError(
+                f"byte_stream_split = {self.byte_stream_split!r}: expected true/false"
+            )
+
+
+def _default_hot() -> TierSettings:
+    return TierSettings(compression_level=1, encoding_sample_rows=65_536)
+
+
+def _default_warm() -> TierSettings:
+    return TierSettings(compression_level=9, encoding_sample_rows=262_144)
+
+
+def _default_cold() -> TierSettings:
+    return TierSettings(compression_level=19, encoding_sample_rows=1_048_576)
+
+
+@dataclass(frozen=True)
+class TierPolicy:
+    """Age thresholds (inclusive, in days) and the Parquet settings of each tier.
+
+    The defaults are house choices (7 and 90 days), not a standard; calibrate them against
+    query patterns and storage prices and write them down in a config file.
+
+    Raises
+    ------
+    ConfigError
+        When a threshold is negative or ``warm_max_age_days <= hot_max_age_days``.
+    """
+
+    hot_max_age_days: int = 7
+    warm_max_age_days: int = 90
+    hot: TierSettings = field(default_factory=_default_hot)
+    warm: TierSettings = field(default_factory=_default_warm)
+    cold: TierSettings = field(default_factory=_default_cold)
+
+    def __post_init__(self) -> None:
+        if not _is_int(self.hot_max_age_days) or self.hot_max_age_days < 0:
+            raise ConfigError(
+                f"hot_max_age_days = {self.hot_max_age_days!r}: expected an integer >= 0"
+            )
+        if not _is_int(self.warm_max_age_days) or self.warm_max_age_days <= self.hot_max_age_days:
+            raise ConfigError(
+                f"warm_max_age_days = {self.warm_max_age_days!r}: expected an integer greater "
+                f"than hot_max_age_days ({self.hot_max_age_days})"
+            )
+        for name in ("hot", "warm", "cold"):
+            if not isinstance(getattr(self, name), TierSettings):
+                raise ConfigError(f"{name}: expected TierSettings, got {getattr(self, name)!r}")
+
+    def tier_for(self, age_days: int) -> str:
+        """The tier of a batch that is ``age_days`` old (HOT, WARM or COLD).
+
+        Raises
+        ------
+        ConfigError
+            When ``age_days`` is missing (None), not an integer, or negative.
+        """
+        check_age_days(age_days)
+        if age_days <= self.hot_max_age_days:
+            return HOT
+        if age_days <= self.warm_max_age_days:
+            return WARM
+        return COLD
+
+    def settings_for(self, tier: str) -> TierSettings:
+        """The Parquet settings of ``tier``; ConfigError for an unknown tier name."""
+        if tier not in TIERS:
+            raise ConfigError(f"tier = {tier!r}: expected one of {', '.join(TIERS)}")
+        return getattr(self, tier.lower())
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict that :meth:`from_dict` turns back into an equal policy."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "tier policy") -> TierPolicy:
+        """Build a policy from a mapping; unknown keys are errors, missing keys take defaults.
+
+        Raises
+        ------
+        ConfigError
+            Naming ``source`` and the key on an unknown key, a wrong type or a bad value.
+        """
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{source}: expected a table of settings, got {type(data).__name__}")
+        top_keys = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - top_keys)
+        if unknown:
+            raise ConfigError(
+                f"{source}: unknown key(s) {', '.join(unknown)}; expected {', '.join(top_keys)}"
+            )
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            if key in ("hot", "warm", "cold"):
+                kwargs[key] = _settings_from_dict(value, source=f"{source}: [{key}]")
+            else:
+                kwargs[key] = value
+        try:
+            return cls(**kwargs)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+
+    @classmethod
+    def load(cls, path: Path | str) -> TierPolicy:
+        """Read a policy from a ``.toml`` or ``.json`` file.
+
+        Raises
+        ------
+        ConfigError
+            The file is missing, unreadable, not valid TOML/JSON, or holds an invalid value.
+        """
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read tier policy ({exc.strerror})") from None
+        try:
+            if path.suffix == ".toml":
+                data = tomllib.loads(text)
+            elif path.suffix == ".json":
+                data = json.loads(text)
+            else:
+                raise ConfigError(f"{path}: expected a .toml or .json tier policy file")
+        except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"{path}: not valid {path.suffix[1:].upper()}: {exc}") from None
+        return cls.from_dict(data, source=str(path))
+
+
+def _settings_from_dict(data: Any, *, source: str) -> TierSettings:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: expected a table of settings, got {type(data).__name__}")
+    known = {f.name for f in fields(TierSettings)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown key(s) {', '.join(unknown)}; expected {', '.join(sorted(known))}"
+        )
+    try:
+        return TierSettings(**data)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def check_age_days(age_days: object) -> int:
+    """Return ``age_days`` if it is an integer >= 0, else raise ConfigError (no default)."""
+    if age_days is None:
+        raise ConfigError(
+            "age_days is required: the tier follows from the batch's real age, and a guessed "
+            "age gives a confident tier that can be wrong by two tiers"
+        )
+    if not _is_int(age_days) or age_days < 0:  # type: ignore[operator]
+        raise ConfigError(f"age_days = {age_days!r}: expected an integer >= 0")
+    return age_days  # type: ignore[return-value]
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

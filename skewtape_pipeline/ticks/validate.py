@@ -1,0 +1,111 @@
+"""Validation of a TickBatch before anything is encoded (vectorized, no per-tick Python).
+
+Rules (each failure a :class:`~skewtape_pipeline.errors.TickValidationError` naming the row):
+
+- timestamps never go backwards; duplicates are valid (one aggressor sweeping several resting
+  orders). Sorting is an explicit, counted step upstream
+  (:func:`~skewtape_pipeline.ticks.compact.sort_batch`), never done silently here;
+- quantities are not negative (zero is valid); prices may be negative (WTI, April 2020);
+- scaled prices and quantities fit 18 digits (decimal(18, s));
+- side codes are 0, 1 or 2; no column has nulls.
+
+Non-finite prices, unmapped sides and precision loss are caught earlier, when raw columns are
+turned into exact integers (:mod:`skewtape_pipeline.ticks.model`): a TickBatch cannot hold them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+
+import pyarrow.compute as pc
+
+from skewtape_pipeline.errors import TickValidationError
+from skewtape_pipeline.ticks.model import MAX_UNITS, TickBatch, first_true
+from skewtape_pipeline.ticks.sides import SIDE_NAMES
+
+NANOS_PER_DAY = 86_400 * 10**9
+
+
+def validate_batch(batch: TickBatch) -> None:
+    """Check every rule above; returns None or raises TickValidationError for the first row."""
+    for name in ("ts_ns", "price", "quantity", "side"):
+        column = getattr(batch, name)
+        if column.null_count:
+            row = first_true(pc.is_null(column))
+            raise TickValidationError(f"{name} is null", row=row, field=name)
+    _check_non_decreasing(batch)
+    row = first_true(pc.less(batch.quantity, 0))
+    if row is not None:
+        raise TickValidationError(
+            f"quantity {batch.quantity[row].as_py()} (scale {batch.quantity_scale}) is negative; "
+            "expected >= 0",
+            row=row,
+            field="quantity",
+        )
+    for name in ("price", "quantity"):
+        column = getattr(batch, name)
+        row = first_true(pc.or_(pc.greater(column, MAX_UNITS), pc.less(column, -MAX_UNITS)))
+        if row is not None:
+            raise TickValidationError(
+                f"{name} {column[row].as_py()} (scaled) needs more than 18 digits",
+                row=row,
+                field=name,
+            )
+    row = first_true(pc.or_(pc.less(batch.side, 0), pc.greater(batch.side, len(SIDE_NAMES) - 1)))
+    if row is not None:
+        raise TickValidationError(
+            f"side code {batch.side[row].as_py()} is not 0 (UNKNOWN), 1 (BUY) or 2 (SELL)",
+            row=row,
+            field="side",
+        )
+
+
+def _check_non_decreasing(batch: TickBatch) -> None:
+    if len(batch) < 2:
+        return
+    ts = batch.ts_ns
+    backwards = pc.less(ts.slice(1), ts.slice(0, len(ts) - 1))
+    row = first_true(backwards)
+    if row is not None:
+        row += 1
+        raise TickValidationError(
+            f"timestamp {ts[row].as_py()} is before the previous tick's {ts[row - 1].as_py()}; "
+            "sort the batch explicitly (sort_batch counts the reordering) before encoding",
+            row=row,
+            field="timestamp_nanos",
+        )
+
+
+def is_sorted(batch: TickBatch) -> bool:
+    """True when the timestamps never go backwards."""
+    if len(batch) < 2:
+        return True
+    ts = batch.ts_ns
+    return first_true(pc.less(ts.slice(1), ts.slice(0, len(ts) - 1))) is None
+
+
+def day_of_ns(ts_ns: int) -> date:
+    """The UTC calendar day of a nanosecond timestamp."""
+    return datetime.fromtimestamp(ts_ns // NANOS_PER_DAY * 86_400, UTC).date()
+
+
+def day_start_ns(day: date) -> int:
+    """Nanoseconds at 00:00 UTC of ``day``."""
+    return (day - date(1970, 1, 1)).days * NANOS_PER_DAY
+
+
+def check_within_day(batch: TickBatch, day: date) -> None:
+    """Every tick falls on ``day`` (UTC); otherwise TickValidationError naming the first row."""
+    start = day_start_ns(day)
+    outside = pc.or_(
+        pc.less(batch.ts_ns, start), pc.greater_equal(batch.ts_ns, start + NANOS_PER_DAY)
+    )
+    row = first_true(outside)
+    if row is not None:
+        ts = batch.ts_ns[row].as_py()
+        raise TickValidationError(
+            f"timestamp {ts} falls on {day_of_ns(ts).isoformat()} (UTC), not on the batch's "
+            f"day {day.isoformat()}",
+            row=row,
+            field="timestamp_nanos",
+        )

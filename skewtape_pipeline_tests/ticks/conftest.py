@@ -1,0 +1,65 @@
+"""Builders for tick archive tests: small exact batches, canonical CSV text, real-file paths."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from skewtape_pipeline.ticks.model import TickBatch
+from skewtape_pipeline.ticks.validate import day_start_ns
+
+REAL_TICKS = Path(__file__).resolve().parents[3] / "shared" / "data" / "real-ticks"
+KALSHI_FILE = REAL_TICKS / "jdkatz21__Prediction_Markets_Public__trade_level_data_payrolls.csv"
+TARDIS_FILE = REAL_TICKS / "nautechsystems__nautilus_trader__tardis_trades.csv"
+LOBSTER_FILE = REAL_TICKS / "aronbencsiknu__KV6003-thesis__Amazon__message.csv"
+
+DAY = date(2026, 11, 20)
+DAY_NS = day_start_ns(DAY)
+
+
+def make_batch(
+    rows: list[tuple[int, int, int, int]], *, price_scale: int = 4, quantity_scale: int = 0
+) -> TickBatch:
+    """A batch from ``(ts_ns, price_units, quantity_units, side_code)`` rows."""
+    ts, price, qty, side = zip(*rows, strict=True) if rows else ((), (), (), ())
+    return TickBatch.from_units(
+        list(ts), list(price), list(qty), list(side),
+        price_scale=price_scale, quantity_scale=quantity_scale,
+    )  # fmt: skip
+
+
+def day_batch(n: int = 50, *, start: int = DAY_NS, price_scale: int = 4) -> TickBatch:
+    """``n`` sorted ticks on :data:`DAY` with a duplicate timestamp and every side."""
+    rows = []
+    for i in range(n):
+        ts = start + 7_000 * (i // 2)
+        rows.append((ts, 1_500_000 + (i * 37) % 11 - 5, 1 + (i * 13) % 97, i % 3))
+    return make_batch(rows, price_scale=price_scale)
+
+
+def write_text(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def duckdb_archive(root: Path) -> pa.Table:
+    """Everything DuckDB reads from the archive under ``root`` (plain glob + hive partitions)."""
+    query = f"SELECT * FROM read_parquet('{root}/**/*.parquet', hive_partitioning=true)"
+    return duckdb.sql(query).to_arrow_table()
+
+
+def archive_rows(table: pa.Table) -> list[tuple]:
+    """Sorted ``(symbol, ts_ns, price, quantity, side)`` tuples from a DuckDB result."""
+    ts = table.column("ts").cast(pa.int64()).to_pylist()
+    rows = zip(
+        table.column("symbol").to_pylist(),
+        ts,
+        table.column("price").to_pylist(),
+        table.column("quantity").to_pylist(),
+        table.column("side").to_pylist(),
+        strict=True,
+    )
+    return sorted(rows)
