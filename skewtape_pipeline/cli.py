@@ -164,7 +164,7 @@ def _parse_day(text: str) -> date:
 
 def cmd_compact_ticks(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.compact import compact_ticks
-    from skewtape_pipeline.ticks.tiers import load_tier_policy
+    from skewtape_pipeline.ticks.tiers import TierPolicy
 
     reports = compact_ticks(
         Path(args.input),
@@ -174,7 +174,7 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
         quantity_scale=args.quantity_scale,
         side_map=parse_side_map(args.side_map),
         symbol=args.symbol,
-        tier_policy=load_tier_policy(Path(args.tier_policy)) if args.tier_policy else None,
+        tier_policy=TierPolicy.load(Path(args.tier_policy)) if args.tier_policy else None,
         allow_precision_loss=args.allow_precision_loss,
     )
     for report in reports:

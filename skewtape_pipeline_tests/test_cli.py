@@ -1,0 +1,181 @@
+"""The command line end to end: the whole sample chain in both modes, refusals, ticks."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from skewtape_pipeline.cli import main, parse_side_map
+from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.sample.publisher import publish_sample
+from skewtape_pipeline_tests.mirror.apply_support import assert_same_snapshot, tree_state
+
+FILLS = 1_200
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[str]]:
+    """A published sample (root with history/ and deltas/) and its oracle snapshots."""
+    base = tmp_path_factory.mktemp("cli-sample")
+    summary = publish_sample(
+        base / "root", fills_per_venue_month=FILLS, snapshots_dir=base / "oracle"
+    )
+    return base / "root", base / "oracle", summary.months
+
+
+@pytest.fixture()
+def root(published, tmp_path: Path) -> Path:
+    """A private copy of the published root (history/ and deltas/)."""
+    copy = tmp_path / "data"
+    shutil.copytree(published[0], copy)
+    return copy
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_apply_delta_when_in_place_over_whole_chain_reaches_each_published_month(
+    published, root, capsys
+):
+    _, oracle, months = published
+    snapshot = root / "history" / months[0]
+    for month in months[1:]:
+        code, out, err = run(capsys, "apply-delta", str(snapshot), str(root / "deltas" / month))
+        assert code == 0, err
+        assert f"skewtape-history-{month}" in out
+        assert_same_snapshot(snapshot, oracle / month)
+    assert (root / "audit.jsonl").exists()
+    code, out, _ = run(capsys, "audit-verify", str(root / "audit.jsonl"), "--json")
+    assert code == 0 and json.loads(out)["lines"] > 0
+
+
+def test_cli_apply_delta_when_versioned_keeps_every_month_readable(published, root, capsys):
+    _, oracle, months = published
+    history = root / "history"
+    for parent, month in itertools.pairwise(months):
+        code, out, err = run(
+            capsys,
+            "apply-delta",
+            str(history / parent),
+            str(root / "deltas" / month),
+            "--into",
+            str(history / month),
+            "--json",
+        )
+        assert code == 0, err
+        result = json.loads(out)
+        assert result["mode"] == "versioned" and result["already_applied"] is False
+    for month in months:
+        assert_same_snapshot(history / month, oracle / month)
+
+
+def test_cli_catch_up_when_versioned_applies_chain_then_reports_current(published, root, capsys):
+    _, oracle, months = published
+    code, out, err = run(capsys, "catch-up", str(root / "history"), str(root / "deltas"), "--json")
+    assert code == 0, err
+    assert [r["next_bundle_id"] for r in json.loads(out)] == [
+        f"skewtape-history-{m}" for m in months[1:]
+    ]
+    assert_same_snapshot(root / "history" / months[-1], oracle / months[-1])
+    code, out, _ = run(capsys, "catch-up", str(root / "history"), str(root / "deltas"))
+    assert code == 0 and "already current" in out
+
+
+def test_cli_apply_delta_when_delta_tampered_exits_2_with_one_line_and_changes_nothing(
+    published, root, capsys
+):
+    months = published[2]
+    snapshot, delta = root / "history" / months[0], root / "deltas" / months[1]
+    victim = next((delta / "snapshot" / "fills").rglob("*.parquet"))
+    victim.chmod(0o644)
+    victim.write_bytes(victim.read_bytes()[:-1] + b"\x00")
+    before = tree_state(snapshot)
+    code, out, err = run(capsys, "apply-delta", str(snapshot), str(delta))
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert victim.name in err
+    assert tree_state(snapshot) == before
+    assert sorted(p.name for p in (root / "history").iterdir()) == [
+        ".skewtape-apply.lock",
+        months[0],
+    ]
+
+
+def test_cli_verify_when_file_changed_exits_2_naming_it(published, root, capsys):
+    snapshot = root / "history" / published[2][0]
+    code, out, _ = run(capsys, "verify", str(snapshot), "--full")
+    assert code == 0 and "verified" in out
+    readme = snapshot / "README.md"
+    readme.chmod(0o644)
+    readme.write_text("edited locally\n")
+    code, _, err = run(capsys, "verify", str(snapshot))
+    assert code == 2 and "README.md" in err
+
+
+def test_cli_diff_when_applied_reproduces_next_snapshot(published, tmp_path, capsys):
+    _, oracle, months = published
+    delta = tmp_path / "delta"
+    code, out, err = run(
+        capsys, "diff", str(oracle / months[0]), str(oracle / months[1]), str(delta)
+    )
+    assert code == 0, err
+    assert "change" in out
+    snapshot = tmp_path / "snap"
+    shutil.copytree(oracle / months[0], snapshot)
+    code, _, err = run(capsys, "apply-delta", str(snapshot), str(delta), "--no-audit")
+    assert code == 0, err
+    assert_same_snapshot(snapshot, oracle / months[1])
+
+
+def test_cli_compact_ticks_when_canonical_csv_archives_exact_ticks(tmp_path, capsys):
+    source = tmp_path / "ticks.csv"
+    source.write_text(
+        "timestamp_nanos,price,quantity,side,symbol\n"
+        "1764547200000000000,0.55,10,yes,KX-A\n"
+        "1764547200000000000,0.56,3,no,KX-A\n"
+        "1764547260123456000,0.54,700,yes,KX-B\n"
+    )
+    out = tmp_path / "archive"
+    code, stdout, err = run(
+        capsys, "compact-ticks", str(source), "--out", str(out), "--as-of", "2025-12-31",
+        "--price-scale", "2", "--side-map", "yes=BUY,no=SELL",
+    )  # fmt: skip
+    assert code == 0, err
+    reports = [json.loads(line) for line in stdout.splitlines()]
+    assert sorted(r["symbol"] for r in reports) == ["KX-A", "KX-B"]
+    assert all(r["round_trip_verified"] for r in reports)
+    rows = duckdb.sql(
+        f"SELECT symbol, price::VARCHAR, quantity::VARCHAR, side FROM read_parquet("
+        f"'{out}/**/*.parquet', hive_partitioning=true) ORDER BY symbol, ts, price"
+    ).fetchall()
+    assert rows == [
+        ("KX-A", "0.55", "10", "BUY"),
+        ("KX-A", "0.56", "3", "SELL"),
+        ("KX-B", "0.54", "700", "BUY"),
+    ]
+
+
+def test_cli_compact_ticks_when_side_unmapped_exits_2_and_writes_nothing(tmp_path, capsys):
+    source = tmp_path / "ticks.csv"
+    source.write_text("timestamp_nanos,price,quantity,side\n1764547200000000000,0.55,10,maybe\n")
+    out = tmp_path / "archive"
+    code, _, err = run(
+        capsys, "compact-ticks", str(source), "--out", str(out), "--as-of", "2025-12-31",
+        "--price-scale", "2", "--symbol", "KX-A", "--side-map", "yes=BUY,no=SELL",
+    )  # fmt: skip
+    assert code == 2 and "maybe" in err and "side" in err
+    assert not out.exists() or not list(out.rglob("*.parquet"))
+
+
+def test_parse_side_map_when_side_not_canonical_raises_config_error():
+    assert parse_side_map("yes=BUY,no=SELL") == {"yes": "BUY", "no": "SELL"}
+    with pytest.raises(ConfigError, match="expected RAW=BUY"):
+        parse_side_map("yes=LONG")
