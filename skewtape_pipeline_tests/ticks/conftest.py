@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import date
 from pathlib import Path
 
@@ -11,7 +12,11 @@ import pyarrow as pa
 from skewtape_pipeline.ticks.model import TickBatch
 from skewtape_pipeline.ticks.validate import day_start_ns
 
-REAL_TICKS = Path(__file__).resolve().parents[3] / "shared" / "data" / "real-ticks"
+REAL_TICKS = Path(
+    os.environ.get("SKEWTAPE_REAL_TICKS")
+    or Path(__file__).resolve().parents[3] / "shared" / "data" / "real-ticks"
+)
+"""The real trade files: ../shared/data/real-ticks beside the repo, or $SKEWTAPE_REAL_TICKS."""
 KALSHI_FILE = REAL_TICKS / "jdkatz21__Prediction_Markets_Public__trade_level_data_payrolls.csv"
 TARDIS_FILE = REAL_TICKS / "nautechsystems__nautilus_trader__tardis_trades.csv"
 LOBSTER_FILE = REAL_TICKS / "aronbencsiknu__KV6003-thesis__Amazon__message.csv"
