@@ -71,6 +71,8 @@ from skewtape_pipeline.mirror.verify import (
 LOCK_FILE = ".skewtape-apply.lock"
 """The apply lock, in the folder that holds the snapshot being written (the history folder)."""
 PHASES = ("verify_delta", "file_ops", "merges", "publish", "verify_snapshot")
+STEPS = ("verify_delta", "file_ops", "merges")
+"""Where ``apply_delta(stop_after=...)`` may stop; the rest (publish, verify) ends an apply."""
 AUDIT_EVENT = "apply"
 
 
@@ -97,6 +99,8 @@ class ApplyResult:
     bytes_written: int = 0
     files_linked: int = 0
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+    stopped_after: str | None = None
+    """The step this call stopped after (``stop_after``); None when the apply is complete."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict of the result (for reports and orchestration metadata)."""
@@ -129,6 +133,8 @@ def apply_delta(
     audit_log: Path | None = None,
     lock_timeout: float = 0.0,
     link_sources: bool = True,
+    prechecked: CheckedDelta | None = None,
+    stop_after: str | None = None,
 ) -> ApplyResult:
     """Bring ``snapshot`` (or a new folder ``into``) to the snapshot the delta leads to.
 
@@ -149,6 +155,13 @@ def apply_delta(
     link_sources
         Hard-link the delta's whole files into the snapshot instead of copying them (falls back
         to a copy across file systems). The delta's files then become read-only.
+    prechecked
+        The result of :func:`check_delta` for this delta: its hashes are reused for files
+        whose (inode, size, mtime) stamp is unchanged; everything else is checked again.
+    stop_after
+        Stop after this step (one of :data:`STEPS`: ``file_ops`` applies the add, replace and
+        delete entries, ``merges`` also the table changes); a later call without it finishes.
+        The steps are journaled, so a pipeline can run them as separate tasks.
 
     Returns
     -------
@@ -180,8 +193,42 @@ def apply_delta(
         what=f"applying {delta}",
     ):
         return apply_locked(
-            snapshot, delta, into=into, audit_log=audit_log, link_sources=link_sources
+            snapshot,
+            delta,
+            into=into,
+            audit_log=audit_log,
+            link_sources=link_sources,
+            prechecked=prechecked,
+            stop_after=stop_after,
         )
+
+
+def check_delta(
+    snapshot: Path, delta: Path, *, into: Path | None = None, lock_timeout: float = 0.0
+) -> CheckedDelta | None:
+    """Run every check :func:`apply_delta` runs before writing, and write nothing.
+
+    Returns the checked delta (pass it to ``apply_delta(prechecked=...)`` to skip rehashing
+    unchanged files), or None when the target already holds the next snapshot. Raises the same
+    refusals as :func:`apply_delta`.
+    """
+    snapshot, delta = Path(snapshot), Path(delta)
+    into = Path(into) if into is not None else None
+    with fsio.exclusive_lock(
+        lock_file_for(into if into is not None else snapshot),
+        timeout=lock_timeout,
+        what=f"checking {delta}",
+    ):
+        _check_into(snapshot, into)
+        head = read_delta_head(delta)
+        if _next_already_in_place(snapshot, into, head):
+            return None
+        con = merge.connect()
+        try:
+            checked, _ = _preflight(head, snapshot, into, con)
+        finally:
+            con.close()
+        return checked
 
 
 def lock_file_for(target: Path) -> Path:
@@ -216,8 +263,12 @@ def apply_locked(
     into: Path | None = None,
     audit_log: Path | None = None,
     link_sources: bool = True,
+    prechecked: CheckedDelta | None = None,
+    stop_after: str | None = None,
 ) -> ApplyResult:
     """:func:`apply_delta` for a caller that already holds the history folder's apply lock."""
+    if stop_after is not None and stop_after not in STEPS:
+        raise ConfigError(f"stop_after is {stop_after!r}; expected one of {', '.join(STEPS)}")
     _check_into(snapshot, into)
     faults.checkpoint("locked")
     target = into if into is not None else snapshot
@@ -243,10 +294,11 @@ def apply_locked(
     con = merge.connect()
     try:
         with clock.phase("verify_delta"):
-            checked = check_delta_files(head)
-            check_change_files(checked, con, base_root=snapshot)
-            parent_files = _check_snapshot_side(snapshot, into, checked)
+            checked, parent_files = _preflight(head, snapshot, into, con, trusted=prechecked)
         faults.checkpoint("preflight")
+        if stop_after == "verify_delta":
+            result.stopped_after = stop_after
+            return result
         run = _Run(
             checked,
             snapshot,
@@ -257,11 +309,29 @@ def apply_locked(
             link_sources=link_sources,
             hash_before=audit_log is not None,
         )
-        run.execute(parent_files)
+        run.execute(parent_files, include_changes=stop_after != "file_ops")
+        if stop_after is not None:
+            run.pause()
+            result.stopped_after = stop_after
+            return result
         run.publish(audit_log)
     finally:
         con.close()
     return result
+
+
+def _preflight(
+    head: DeltaHead,
+    snapshot: Path,
+    into: Path | None,
+    con: duckdb.DuckDBPyConnection,
+    *,
+    trusted: CheckedDelta | None = None,
+) -> tuple[CheckedDelta, list[str]]:
+    """Every check before a write: delta files, change files, the snapshot side."""
+    checked = check_delta_files(head, trusted=trusted)
+    check_change_files(checked, con, base_root=snapshot)
+    return checked, _check_snapshot_side(snapshot, into, checked)
 
 
 def _manifest_sha(folder: Path) -> str | None:
@@ -368,14 +438,19 @@ class _Run:
 
     # -- setting up
 
-    def execute(self, parent_files: list[str]) -> None:
-        """Prepare the folder being written, journal the plan, apply all entries but the tail."""
+    def execute(self, parent_files: list[str], *, include_changes: bool = True) -> None:
+        """Prepare the folder being written, journal the plan, apply all entries but the tail.
+
+        ``include_changes=False`` skips the table merges (a later call does them).
+        """
         with self.clock.phase("file_ops"):
             self._open_work_folder()
             if self.into is not None:
                 self._populate(parent_files)
             self._journal_plan()
         for index, entry in enumerate(self.checked.manifest.files[:-2]):
+            if entry.op == "change" and not include_changes:
+                continue
             phase = "merges" if entry.op == "change" else "file_ops"
             with self.clock.phase(phase):
                 faults.checkpoint(f"entry[{index}]:{entry.path}:begin")
@@ -581,6 +656,10 @@ class _Run:
         if merged_tables(self.work).get(rel) != digest:
             record_merged_table(self.work, rel, digest)
         self.known[rel] = digest
+
+    def pause(self) -> None:
+        """Save what this call verified, for the call that continues the apply."""
+        self.cache.save()
 
     # -- publishing
 

@@ -152,7 +152,7 @@ def refuse_symlinks_in(folder: Path) -> None:
                 )
 
 
-def check_delta_files(head: DeltaHead) -> CheckedDelta:
+def check_delta_files(head: DeltaHead, *, trusted: CheckedDelta | None = None) -> CheckedDelta:
     """Hash every file the delta lists (once each, in parallel) and check every entry.
 
     Checks, in order: no symbolic link in the delta; every entry's source exists, is a regular
@@ -160,6 +160,10 @@ def check_delta_files(head: DeltaHead) -> CheckedDelta:
     CHECKSUMS.sha256 line and to its manifest entry; the next snapshot's manifest.json hashes to
     ``next.manifest_sha256`` and names ``next.bundle_id``; its CHECKSUMS.sha256 parses; every
     add/replace/delete agrees with the next manifest (same sha256; a deleted path unlisted).
+
+    ``trusted``: an earlier check of the same delta (e.g. by a previous pipeline step). Its
+    hashes are reused for files whose (inode, size, mtime) stamp is unchanged; every other file
+    is hashed again. All checks run either way.
     """
     delta, manifest, listed = head.folder, head.manifest, head.listed
     manifest_path = delta / MANIFEST
@@ -181,8 +185,10 @@ def check_delta_files(head: DeltaHead) -> CheckedDelta:
     for rel, path in paths.items():
         _regular_file(path, what="the listed file", field_name=rel, source=delta / CHECKSUMS)
     stamps = {rel: FileStamp.of(path) for rel, path in paths.items()}
-    by_path = sha256_files(paths.values())
-    hashes = {rel: by_path[path] for rel, path in paths.items()}
+    hashes = _reusable_hashes(head, stamps, trusted)
+    fresh = {rel: path for rel, path in paths.items() if rel not in hashes}
+    by_path = sha256_files(fresh.values())
+    hashes.update({rel: by_path[path] for rel, path in fresh.items()})
     hashes[MANIFEST] = head.manifest_sha256
     for rel, digest in hashes.items():
         if digest != listed[rel]:
@@ -206,8 +212,21 @@ def check_delta_files(head: DeltaHead) -> CheckedDelta:
         hashes=hashes,
         stamps=stamps,
         next_manifest=next_manifest,
-        bytes_hashed=sum(stamp.size for stamp in stamps.values()),
+        bytes_hashed=sum(stamps[rel].size for rel in fresh),
     )
+
+
+def _reusable_hashes(
+    head: DeltaHead, stamps: dict[str, FileStamp], trusted: CheckedDelta | None
+) -> dict[str, str]:
+    """Hashes of ``trusted`` (same delta manifest) for files whose stamp has not changed."""
+    if trusted is None or trusted.head.manifest_sha256 != head.manifest_sha256:
+        return {}
+    return {
+        rel: trusted.hashes[rel]
+        for rel, stamp in stamps.items()
+        if rel in trusted.hashes and trusted.stamps.get(rel) == stamp
+    }
 
 
 def _check_entries_against_next(
