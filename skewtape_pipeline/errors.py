@@ -147,6 +147,25 @@ class TickFormatError(TickError):
     """A tick archive buffer or file is malformed: bad magic, unsupported version, wrong length."""
 
 
+class WriteOnceError(TickError):
+    """An archive in ``books_and_records`` mode refused to delete or overwrite a file.
+
+    Parameters
+    ----------
+    message
+        What was attempted and why it is refused.
+    path
+        The archive file the attempt concerned.
+    operation
+        ``delete``, ``overwrite`` or ``disable`` (turning the mode off).
+    """
+
+    def __init__(self, message: str, *, path: Path | str | None = None, operation: str = ""):
+        self.path = Path(path) if path is not None else None
+        self.operation = operation
+        super().__init__(f"{self.path}: {message}" if self.path else message)
+
+
 class ConfigError(SkewtapeError):
     """An invalid configuration value; the message names the key, the value and what is allowed.
 

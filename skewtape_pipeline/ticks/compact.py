@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from skewtape_pipeline.errors import ConfigError, TickValidationError
+from skewtape_pipeline.ticks.books import check_may_write
 from skewtape_pipeline.ticks.model import TickBatch, first_true
 from skewtape_pipeline.ticks.parquet_store import (
     META_DATE,
@@ -278,6 +279,8 @@ def compact_symbol_day(
         An empty or invalid batch (names the row), a tick outside ``day``, a bad symbol.
     RoundTripError
         The written file did not read back equal (nothing is published).
+    WriteOnceError
+        The archive is in ``books_and_records`` mode and the symbol-day's file exists.
     """
     started = time.perf_counter()
     check_age_days(age_days)
@@ -305,6 +308,7 @@ def compact_symbol_day(
         Path(out), price_scale=batch.price_scale, quantity_scale=batch.quantity_scale
     )
     path = partition_file(Path(out), symbol, day)
+    check_may_write(Path(out), path)  # refused in books_and_records mode when it exists
     facts = write_archive_file(
         batch,
         path,

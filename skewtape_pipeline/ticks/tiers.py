@@ -5,6 +5,14 @@ A batch's tier follows from its real age in days (``age_days`` has no default an
 its own Parquet settings: hot favours speed (a low zstd level, encodings chosen on a small
 sample), cold favours size (a high level, encodings chosen on a large sample).
 
+Each tier also has a layout and a storage root. HOT holds one file per symbol-day under the
+archive root (where compaction writes). WARM and COLD hold consolidated files, one per period
+(``month`` or ``year``) of the archive, rows sorted by symbol then time, packed into row groups
+of about ``consolidated_row_group_size`` rows that end on symbol-day boundaries; re-tiering
+(``ticks.lifecycle``) moves symbol-days into them as they age. A layout left unset takes the
+tier's default (:data:`DEFAULT_LAYOUTS`); a root left unset is a folder beside the archive root
+(``<archive>-warm``, ``<archive>-cold``); a relative root is taken from the archive root's parent.
+
 Configuration file (TOML or JSON, every key optional)::
 
     hot_max_age_days = 7
@@ -16,6 +24,9 @@ Configuration file (TOML or JSON, every key optional)::
     row_group_size = 1048576
     byte_stream_split = true       # candidate for a plain int64 quantity (never for decimals)
     [warm]
+    layout = "month"               # hot: "symbol-day"; warm and cold: "month" or "year"
+    consolidated_row_group_size = 2048
+    root = "archive-warm"          # default: beside the archive root
     ...
     [cold]
     ...
@@ -29,7 +40,7 @@ import json
 import tomllib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from skewtape_pipeline.errors import ConfigError
@@ -38,6 +49,15 @@ HOT = "HOT"
 WARM = "WARM"
 COLD = "COLD"
 TIERS: tuple[str, ...] = (HOT, WARM, COLD)
+"""Tier names from the newest data to the oldest (a tier later in the tuple is colder)."""
+
+LAYOUT_SYMBOL_DAY = "symbol-day"
+LAYOUT_MONTH = "month"
+LAYOUT_YEAR = "year"
+LAYOUTS: tuple[str, ...] = (LAYOUT_SYMBOL_DAY, LAYOUT_MONTH, LAYOUT_YEAR)
+CONSOLIDATED_LAYOUTS: tuple[str, ...] = (LAYOUT_MONTH, LAYOUT_YEAR)
+DEFAULT_LAYOUTS: Mapping[str, str] = {HOT: LAYOUT_SYMBOL_DAY, WARM: LAYOUT_MONTH, COLD: LAYOUT_YEAR}
+"""The layout of a tier whose settings leave ``layout`` unset."""
 
 COMPRESSION_LEVELS: Mapping[str, tuple[int, int] | None] = {
     "zstd": (1, 22),
@@ -69,6 +89,17 @@ class TierSettings:
         Offer BYTE_STREAM_SPLIT as a candidate for a plain int64 quantity (scale 0; never for
         decimals). Turn it off when the archive must be read by engines that predate Parquet
         format 2.11's integer BYTE_STREAM_SPLIT (e.g. Spark before 4.0).
+    layout
+        ``symbol-day`` (hot only), ``month`` or ``year`` (warm and cold: one consolidated file
+        per period); None takes the tier's default (:data:`DEFAULT_LAYOUTS`).
+    consolidated_row_group_size
+        Target rows per row group of a consolidated file; groups end on symbol-day boundaries
+        (a symbol-day larger than the target gets groups of its own, at most
+        ``row_group_size`` rows each). Small groups let readers skip to a symbol and a date
+        by row-group statistics; each costs a few hundred bytes of footer.
+    root
+        Folder of the tier's consolidated files (warm and cold only); None: beside the
+        archive root. A relative path is taken from the archive root's parent.
 
     Raises
     ------
@@ -81,6 +112,9 @@ class TierSettings:
     encoding_sample_rows: int = 65_536
     row_group_size: int = 1_048_576
     byte_stream_split: bool = True
+    layout: str | None = None
+    consolidated_row_group_size: int = 2_048
+    root: str | None = None
 
     def __post_init__(self) -> None:
         if self.compression not in COMPRESSION_LEVELS:
@@ -111,6 +145,13 @@ class TierSettings:
             raise ConfigError(
                 f"byte_stream_split = {self.byte_stream_split!r}: expected true/false"
             )
+        if self.layout is not None and self.layout not in LAYOUTS:
+            raise ConfigError(f"layout = {self.layout!r}: expected one of {', '.join(LAYOUTS)}")
+        size = self.consolidated_row_group_size
+        if not _is_int(size) or size < 1:
+            raise ConfigError(f"consolidated_row_group_size = {size!r}: expected an integer >= 1")
+        if self.root is not None and (not isinstance(self.root, str) or not self.root.strip()):
+            raise ConfigError(f"root = {self.root!r}: expected a folder path (or leave it unset)")
 
 
 def _default_hot() -> TierSettings:
@@ -157,6 +198,23 @@ class TierPolicy:
         for name in ("hot", "warm", "cold"):
             if not isinstance(getattr(self, name), TierSettings):
                 raise ConfigError(f"{name}: expected TierSettings, got {getattr(self, name)!r}")
+        if self.hot.layout not in (None, LAYOUT_SYMBOL_DAY):
+            raise ConfigError(
+                f"[hot] layout = {self.hot.layout!r}: the hot tier holds one file per symbol-day "
+                f"(where compaction writes); expected {LAYOUT_SYMBOL_DAY!r}"
+            )
+        if self.hot.root is not None:
+            raise ConfigError(
+                f"[hot] root = {self.hot.root!r}: hot files live in the archive root itself "
+                "(the folder compaction writes to); leave it unset"
+            )
+        for name in ("warm", "cold"):
+            layout = getattr(self, name).layout
+            if layout not in (None, *CONSOLIDATED_LAYOUTS):
+                raise ConfigError(
+                    f"[{name}] layout = {layout!r}: {name} holds consolidated files; expected "
+                    f"one of {', '.join(CONSOLIDATED_LAYOUTS)}"
+                )
 
     def tier_for(self, age_days: int) -> str:
         """The tier of a batch that is ``age_days`` old (HOT, WARM or COLD).
@@ -178,6 +236,24 @@ class TierPolicy:
         if tier not in TIERS:
             raise ConfigError(f"tier = {tier!r}: expected one of {', '.join(TIERS)}")
         return getattr(self, tier.lower())
+
+    def layout_for(self, tier: str) -> str:
+        """The layout of ``tier``: its ``layout`` setting, else :data:`DEFAULT_LAYOUTS`."""
+        return self.settings_for(tier).layout or DEFAULT_LAYOUTS[tier]
+
+    def root_for(self, tier: str, archive_root: Path) -> Path:
+        """The folder of ``tier``'s files for the archive at ``archive_root``.
+
+        HOT is the archive root itself; WARM and COLD use their ``root`` setting (relative to
+        the archive root's parent) or, unset, ``<archive root>-warm`` / ``-cold`` beside it.
+        """
+        archive_root = Path(archive_root)
+        if tier == HOT:
+            return archive_root
+        configured = self.settings_for(tier).root
+        if configured is None:
+            return archive_root.with_name(f"{archive_root.name}-{tier.lower()}")
+        return archive_root.parent / PurePath(configured)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict that :meth:`from_dict` turns back into an equal policy."""
@@ -250,6 +326,11 @@ def _settings_from_dict(data: Any, *, source: str) -> TierSettings:
         return TierSettings(**data)
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
+
+
+def is_colder(tier: str, than: str) -> bool:
+    """True when ``tier`` comes after ``than`` in :data:`TIERS` (holds older data)."""
+    return TIERS.index(tier) > TIERS.index(than)
 
 
 def check_age_days(age_days: object) -> int:

@@ -1,0 +1,173 @@
+"""The ``books_and_records`` mode: an archive whose files are write-once.
+
+When a tick archive is a firm's own books and records (not vendor market data), the rules that
+govern its preservation allow no silent modification or deletion. In this mode:
+
+- re-tiering writes new consolidated copies and never deletes or overwrites a file (the files
+  it supersedes stay on disk, unreachable from the query view, and are counted as retained);
+- any attempt to delete an archive file, to overwrite a symbol-day file, or to turn the mode
+  off raises :class:`~skewtape_pipeline.errors.WriteOnceError`, and the refusal itself is
+  appended to the audit log;
+- files written in the mode lose their write permission bits.
+
+The mode is a property of the archive, not of a call: it is recorded once in
+``<archive root>/_skewtape_books_and_records.json`` (created without clobbering, never removed),
+so no caller can forget it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from skewtape_pipeline import fsio
+from skewtape_pipeline.audit import AuditLog
+from skewtape_pipeline.errors import ConfigError, WriteOnceError
+
+BOOKS_MARKER = "_skewtape_books_and_records.json"
+MODE = "books_and_records"
+AUDIT_ACTOR = "tick-archive"
+EVENT_ENABLED = "tick-archive-write-once-enabled"
+EVENT_REFUSED = "tick-archive-refused"
+
+
+def default_audit_log(archive_root: Path) -> Path:
+    """``<archive root>/../audit.jsonl``: the audit log beside the archive root."""
+    return Path(archive_root).absolute().parent / "audit.jsonl"
+
+
+def is_books_and_records(archive_root: Path) -> bool:
+    """True when the archive at ``archive_root`` is in ``books_and_records`` mode.
+
+    Raises ConfigError when the marker exists but is not the mode's marker.
+    """
+    marker = Path(archive_root) / BOOKS_MARKER
+    if not marker.exists():
+        return False
+    try:
+        found = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{marker}: unreadable write-once marker ({exc})") from None
+    if not isinstance(found, dict) or found.get("mode") != MODE:
+        raise ConfigError(f"{marker}: expected {{'mode': {MODE!r}}}, found {found!r}")
+    return True
+
+
+def enable_books_and_records(
+    archive_root: Path, *, audit_log: Path | None = None, reason: str = ""
+) -> bool:
+    """Put the archive at ``archive_root`` in ``books_and_records`` mode, for good.
+
+    Idempotent: returns True when this call turned the mode on, False when it already was.
+    The marker is written to a temporary file and hard-linked into place, so two callers
+    cannot clobber each other; the change is appended to the audit log.
+    """
+    root = Path(archive_root)
+    if is_books_and_records(root):
+        return False
+    root.mkdir(parents=True, exist_ok=True)
+    marker = root / BOOKS_MARKER
+    body = {"mode": MODE, "since": datetime.now(UTC).isoformat(timespec="seconds")}
+    temp = fsio.temp_path_for(marker)
+    with open(temp, "w", encoding="utf-8") as handle:
+        json.dump(body, handle, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+    try:
+        os.link(temp, marker)
+        created = True
+    except FileExistsError:
+        created = False
+    finally:
+        temp.unlink(missing_ok=True)
+    fsio.fsync_dir(root)
+    if created:
+        fsio.make_read_only(marker)
+        audit(
+            root,
+            audit_log,
+            [{"event": EVENT_ENABLED, "archive": str(root.absolute()), "reason": reason}],
+        )
+    return created
+
+
+def disable_books_and_records(archive_root: Path, *, audit_log: Path | None = None) -> None:
+    """Always refused: the mode cannot be turned off (the refusal is audited).
+
+    Raises
+    ------
+    WriteOnceError
+        Always, naming the marker file.
+    """
+    root = Path(archive_root)
+    refuse(
+        root,
+        root / BOOKS_MARKER,
+        operation="disable",
+        why="books_and_records mode cannot be turned off once on",
+        audit_log=audit_log,
+    )
+
+
+def refuse(
+    archive_root: Path,
+    path: Path,
+    *,
+    operation: str,
+    why: str,
+    audit_log: Path | None = None,
+) -> None:
+    """Append a refusal record to the audit log, then raise WriteOnceError for ``path``."""
+    audit(
+        archive_root,
+        audit_log,
+        [
+            {
+                "event": EVENT_REFUSED,
+                "archive": str(Path(archive_root).absolute()),
+                "file": str(Path(path).absolute()),
+                "operation": operation,
+                "why": why,
+            }
+        ],
+    )
+    raise WriteOnceError(f"{operation} refused: {why}", path=path, operation=operation)
+
+
+def check_may_delete(
+    archive_root: Path, path: Path, *, why: str = "", audit_log: Path | None = None
+) -> None:
+    """Raise WriteOnceError (audited) if the archive is write-once; else return.
+
+    ``why`` says what the deletion was for; it goes into the refusal.
+    """
+    if is_books_and_records(archive_root):
+        refuse(
+            archive_root,
+            path,
+            operation="delete",
+            why=f"the archive is in books_and_records mode (write-once){': ' + why if why else ''}",
+            audit_log=audit_log,
+        )
+
+
+def check_may_write(archive_root: Path, path: Path, *, audit_log: Path | None = None) -> None:
+    """Raise WriteOnceError (audited) if the archive is write-once and ``path`` exists."""
+    if Path(path).exists() and is_books_and_records(archive_root):
+        refuse(
+            archive_root,
+            path,
+            operation="overwrite",
+            why="the archive is in books_and_records mode (write-once) and the file exists",
+            audit_log=audit_log,
+        )
+
+
+def audit(archive_root: Path, audit_log: Path | None, records: list[Mapping[str, Any]]) -> int:
+    """Append ``records`` (actor added) to ``audit_log`` or the archive's default log."""
+    log = AuditLog(Path(audit_log) if audit_log is not None else default_audit_log(archive_root))
+    return log.append([{"actor": AUDIT_ACTOR, **record} for record in records])

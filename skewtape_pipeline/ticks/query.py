@@ -1,0 +1,230 @@
+"""One logical table over every tier: the DuckDB view ``ticks``.
+
+Columns: ``symbol`` (VARCHAR), ``date`` (DATE, the UTC day), ``ts``, ``price``, ``quantity``,
+``side`` (as stored), and ``tier`` (HOT, WARM or COLD). So::
+
+    SELECT ts, price FROM ticks WHERE symbol = ? AND date BETWEEN ? AND ?
+
+answers whatever tier each day is in. The view is built from one reading of the archive's state
+(``catalog.archive_state``): the hot symbol-day files that are the current copy of their day,
+read with Hive partitioning (a ``symbol``/``date`` filter skips files by their folder names,
+without opening them), and the warm and cold consolidated files the catalog lists (a filter
+skips row groups by their ``symbol``/``date`` statistics). Files the catalog does not list and
+hot files it supersedes are never read, so every tick appears exactly once.
+
+The view lists files; open it again (or use :func:`run_query`, which does) after the archive
+changes, e.g. after re-tiering removed the files an older view names.
+
+Plain DuckDB equivalent of one archive's view (what :func:`ticks_view_sql` returns)::
+
+    CREATE VIEW ticks AS
+    SELECT symbol, date, ts, price, quantity, side, 'HOT' AS tier
+      FROM read_parquet([<hot files>], hive_partitioning = true,
+                        hive_types = {'symbol': VARCHAR, 'year': INTEGER, 'month': INTEGER,
+                                      'date': DATE})
+    UNION ALL BY NAME
+    SELECT symbol, date, ts, price, quantity, side, 'COLD' AS tier
+      FROM read_parquet([<cold files>], hive_partitioning = false)
+    ...
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.ticks.catalog import archive_state, resolve
+from skewtape_pipeline.ticks.parquet_store import ARCHIVE_MARKER
+from skewtape_pipeline.ticks.tiers import COLD, HOT, WARM
+
+VIEW_NAME = "ticks"
+VIEW_COLUMNS = ("symbol", "date", "ts", "price", "quantity", "side", "tier")
+HIVE_TYPES = "{'symbol': 'VARCHAR', 'year': 'INTEGER', 'month': 'INTEGER', 'date': 'DATE'}"
+
+Roots = Path | str | Sequence[Path | str]
+
+
+def ticks_view_sql(roots: Roots, *, name: str = VIEW_NAME) -> str:
+    """The ``CREATE OR REPLACE VIEW`` statement of the archive(s) at ``roots`` (reads only).
+
+    Raises
+    ------
+    ConfigError
+        No roots, a root that is not a folder, or a view name that is not an identifier.
+    TickFormatError
+        A damaged catalog.
+    """
+    if not name.isidentifier():
+        raise ConfigError(f"name = {name!r}: expected an SQL identifier")
+    branches = []
+    for root in _roots(roots):
+        state = archive_state(root)
+        hot = [str(h.path.absolute()) for h in state.hot_live]
+        if hot:
+            branches.append(
+                f"SELECT symbol, date, ts, price, quantity, side, '{HOT}' AS tier "
+                f"FROM read_parquet({_list(hot)}, hive_partitioning = true, "
+                f"hive_types = {HIVE_TYPES})"
+            )
+        hidden = sorted(state.overridden)
+        for tier in (WARM, COLD):
+            files = [str(resolve(root, rel)) for rel in state.consolidated_files(tier)]
+            if files:
+                branches.append(
+                    f"SELECT symbol, date, ts, price, quantity, side, '{tier}' AS tier "
+                    f"FROM read_parquet({_list(files)}, hive_partitioning = false)" + _hide(hidden)
+                )
+    if not branches:
+        branches.append(_empty_select(_roots(roots)))
+    return f"CREATE OR REPLACE VIEW {name} AS\n" + "\nUNION ALL BY NAME\n".join(branches)
+
+
+def open_ticks_view(
+    con: duckdb.DuckDBPyConnection, roots: Roots, *, name: str = VIEW_NAME
+) -> duckdb.DuckDBPyConnection:
+    """Create (or replace) the view ``name`` over the archive(s) at ``roots`` on ``con``.
+
+    Returns ``con``. See :func:`ticks_view_sql` for what it raises.
+    """
+    con.execute(ticks_view_sql(roots, name=name))
+    return con
+
+
+def run_query(
+    sql: str, roots: Roots, *, parameters: Sequence[Any] | None = None, threads: int | None = None
+) -> pa.Table:
+    """Run ``sql`` against a fresh in-memory DuckDB with the ``ticks`` view; return the rows.
+
+    ``parameters`` fill ``?`` placeholders. Raises ConfigError naming the query when DuckDB
+    rejects it.
+    """
+    con = _connect(roots, threads)
+    try:
+        return con.sql(sql, params=parameters or None).to_arrow_table()
+    except duckdb.Error as exc:
+        raise ConfigError(f"query {sql!r}: {exc}") from None
+    finally:
+        con.close()
+
+
+@dataclass(frozen=True)
+class ScanStats:
+    """What DuckDB read to answer one query (its EXPLAIN ANALYZE profile).
+
+    ``files_scanned``/``files_total`` count files after Hive pruning, ``row_groups_*`` the row
+    groups after statistics pruning, summed over every Parquet scan; ``bytes_read`` is all
+    bytes read from disk (footers included).
+    """
+
+    files_scanned: int
+    files_total: int
+    row_groups_scanned: int
+    row_groups_total: int
+    bytes_read: int
+    rows: int
+
+
+def scan_stats(sql: str, roots: Roots, *, parameters: Sequence[Any] | None = None) -> ScanStats:
+    """Run ``sql`` under ``EXPLAIN ANALYZE`` on one thread and report what it read."""
+    con = _connect(roots, 1)
+    try:
+        (row,) = con.execute(f"EXPLAIN (ANALYZE, FORMAT json) {sql}", parameters or []).fetchall()
+        profile = json.loads(row[1])
+        rows = len(con.execute(sql, parameters or []).fetchall())
+    except duckdb.Error as exc:
+        raise ConfigError(f"query {sql!r}: {exc}") from None
+    finally:
+        con.close()
+    scans = list(_parquet_scans(profile.get("operator", [])))
+    files = [_fraction(s.get("extra_info", {}).get("Scanning Files")) for s in scans]
+    return ScanStats(
+        files_scanned=sum(f[0] for f in files),
+        files_total=sum(f[1] for f in files),
+        row_groups_scanned=sum(int(s.get("row_groups_scanned", 0)) for s in scans),
+        row_groups_total=sum(int(s.get("total_row_groups_to_scan", 0)) for s in scans),
+        bytes_read=int(profile.get("io", {}).get("total_bytes_read", 0)),
+        rows=rows,
+    )
+
+
+def _parquet_scans(operators: list[dict[str, Any]]):
+    for op in operators:
+        if op.get("type") == "TABLE_SCAN" and "row_groups_scanned" in op:
+            yield op
+        yield from _parquet_scans(op.get("children", []))
+
+
+def _fraction(text: str | None) -> tuple[int, int]:
+    """``"1/6"`` -> (1, 6); absent (no Hive pruning shown): (0, 0)."""
+    if not text or "/" not in text:
+        return (0, 0)
+    scanned, total = text.split("/", 1)
+    return int(scanned), int(total)
+
+
+def _connect(roots: Roots, threads: int | None) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
+    if threads is not None:
+        con.execute(f"SET threads = {int(threads)}")
+    try:
+        open_ticks_view(con, roots)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _roots(roots: Roots) -> list[Path]:
+    items = [roots] if isinstance(roots, str | Path) else list(roots)
+    if not items:
+        raise ConfigError("roots: expected at least one archive root")
+    out = []
+    for item in items:
+        path = Path(item)
+        if not path.is_dir():
+            raise ConfigError(f"{path}: not a folder; expected a tick archive root")
+        out.append(path)
+    return out
+
+
+def _list(paths: Sequence[str]) -> str:
+    return "[" + ", ".join(_quote(p) for p in paths) + "]"
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _hide(keys: Sequence[tuple[str, Any]]) -> str:
+    """A WHERE clause hiding catalogued symbol-days that a newer hot file overrides."""
+    if not keys:
+        return ""
+    terms = " OR ".join(
+        f"(symbol = {_quote(symbol)} AND date = DATE '{day.isoformat()}')" for symbol, day in keys
+    )
+    return f" WHERE NOT ({terms})"
+
+
+def _empty_select(roots: list[Path]) -> str:
+    """A typed, empty select for an archive with no files yet (scales from its marker)."""
+    price_scale, quantity_scale = 0, 0
+    for root in roots:
+        marker = root / ARCHIVE_MARKER
+        if marker.exists():
+            found = json.loads(marker.read_text(encoding="utf-8"))
+            price_scale, quantity_scale = found["price_scale"], found["quantity_scale"]
+            break
+    quantity = "BIGINT" if quantity_scale == 0 else f"DECIMAL(18, {quantity_scale})"
+    return (
+        "SELECT NULL::VARCHAR AS symbol, NULL::DATE AS date, "
+        "NULL::TIMESTAMP_NS AS ts, "
+        f"NULL::DECIMAL(18, {price_scale}) AS price, NULL::{quantity} AS quantity, "
+        "NULL::VARCHAR AS side, NULL::VARCHAR AS tier WHERE false"
+    )

@@ -1,0 +1,122 @@
+"""Builders for archive lifecycle tests: a small hot archive of thin symbols, and readers of it.
+
+:func:`build_archive` compacts a few symbols over days spread across the tiers of
+:data:`POLICY` (hot 2 days, warm 10 days) into ``<folder>/archive``; thin symbol-days of 1 to 5
+ticks and one busy day larger than the consolidated row-group target. :func:`view_rows` reads
+everything the ``ticks`` view returns, as comparable tuples (duplicates kept).
+"""
+
+from __future__ import annotations
+
+import shutil
+from datetime import date, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+
+from skewtape_pipeline.ticks.compact import compact_symbol_day
+from skewtape_pipeline.ticks.model import TickBatch
+from skewtape_pipeline.ticks.query import run_query
+from skewtape_pipeline.ticks.sides import SIDE_NAMES
+from skewtape_pipeline.ticks.tiers import TierPolicy, TierSettings
+from skewtape_pipeline.ticks.validate import day_start_ns
+
+SYMBOLS = ("CL/F", "ES", "KX-25MAR")
+FIRST_DAY = date(2026, 1, 27)
+DAYS = tuple(FIRST_DAY + timedelta(days=i) for i in (0, 3, 6, 9, 12, 15))
+BUSY = ("ES", DAYS[1])
+POLICY = TierPolicy(
+    hot_max_age_days=2,
+    warm_max_age_days=10,
+    warm=TierSettings(compression_level=3, consolidated_row_group_size=8),
+    cold=TierSettings(compression_level=9, consolidated_row_group_size=8),
+)
+
+
+def day_ticks(symbol: str, day: date) -> TickBatch:
+    """A few sorted ticks of ``symbol`` on ``day`` (a duplicate timestamp, every side)."""
+    n = 40 if (symbol, day) == BUSY else 1 + (len(symbol) + day.day) % 5
+    start = day_start_ns(day) + 3_600 * 10**9
+    seed = sum(map(ord, symbol))
+    rows = [
+        (start + 1_000 * (i // 2), 5_000 + (seed + 7 * i) % 90, 1 + (seed * i) % 13, i % 3)
+        for i in range(n)
+    ]
+    ts, price, quantity, side = zip(*rows, strict=True)
+    return TickBatch.from_units(list(ts), list(price), list(quantity), list(side), price_scale=2)
+
+
+def build_archive(folder: Path, *, as_of: date, days: tuple[date, ...] = DAYS) -> Path:
+    """Compact every symbol on every day of ``days`` into ``<folder>/archive``; return it."""
+    root = folder / "archive"
+    for symbol in SYMBOLS:
+        for day in days:
+            compact_symbol_day(
+                day_ticks(symbol, day),
+                symbol=symbol,
+                day=day,
+                out=root,
+                age_days=(as_of - day).days,
+                policy=POLICY,
+            )
+    return root
+
+
+def expected_rows(days: tuple[date, ...] = DAYS) -> list[tuple]:
+    """What the view must return for an archive built by :func:`build_archive`."""
+    out = []
+    for symbol in SYMBOLS:
+        for day in days:
+            batch = day_ticks(symbol, day)
+            for ts, price, quantity, side in zip(
+                batch.ts_ns.to_pylist(),
+                batch.price.to_pylist(),
+                batch.quantity.to_pylist(),
+                batch.side.to_pylist(),
+                strict=True,
+            ):
+                out.append((symbol, day, ts, Decimal(price).scaleb(-2), quantity, SIDE_NAMES[side]))
+    return sorted(out)
+
+
+def view_rows(root: Path) -> list[tuple]:
+    """Every row of the ``ticks`` view, sorted, as (symbol, date, ts_ns, price, qty, side)."""
+    table = run_query("SELECT symbol, date, ts, price, quantity, side FROM ticks", root)
+    ts = table.column("ts").cast(pa.int64()).to_pylist()
+    return sorted(
+        zip(
+            table.column("symbol").to_pylist(),
+            table.column("date").to_pylist(),
+            ts,
+            table.column("price").to_pylist(),
+            table.column("quantity").to_pylist(),
+            table.column("side").to_pylist(),
+            strict=True,
+        )
+    )
+
+
+def tiers_by_day(root: Path) -> dict[tuple[str, date], str]:
+    """The tier the view reports for each symbol-day."""
+    table = run_query("SELECT DISTINCT symbol, date, tier FROM ticks", root)
+    return {
+        (s, d): t
+        for s, d, t in zip(
+            table.column("symbol").to_pylist(),
+            table.column("date").to_pylist(),
+            table.column("tier").to_pylist(),
+            strict=True,
+        )
+    }
+
+
+def copy_data(source: Path, target: Path) -> Path:
+    """Copy a data folder (archive, tier roots, audit log); returns the copy's archive root."""
+    shutil.copytree(source, target)
+    return target / "archive"
+
+
+def files_under(folder: Path) -> list[str]:
+    """Relative paths of every file below ``folder``."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
