@@ -190,6 +190,38 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
     )
 
 
+def cmd_retier(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.ticks.lifecycle import retier
+    from skewtape_pipeline.ticks.tiers import TierPolicy
+
+    result = retier(
+        Path(args.archive),
+        as_of=_parse_day(args.as_of),
+        policy=TierPolicy.load(Path(args.tier_policy)) if args.tier_policy else None,
+        audit_log=Path(args.audit_log) if args.audit_log else None,
+        lock_timeout=args.wait,
+    )
+    metrics = result.metrics()
+    _print_result(
+        args,
+        metrics,
+        f"{args.archive}: moved {metrics['symbol_days_moved']} symbol-days "
+        f"({metrics['ticks_moved']} ticks); generation {metrics['generation']}",
+    )
+
+
+def cmd_query(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.ticks.query import run_query
+
+    table = run_query(args.sql, [Path(root) for root in args.archive])
+    if args.json:
+        print(json.dumps(table.to_pylist(), default=str))
+        return
+    print("\t".join(table.column_names))
+    for row in table.to_pylist():
+        print("\t".join("" if value is None else str(value) for value in row.values()))
+
+
 # --- parser ---------------------------------------------------------------------------------
 
 
@@ -263,6 +295,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-precision-loss",
         action="store_true",
         help="quantize digits beyond the scales (counted in the report) instead of refusing",
+    )
+    retier = command("retier", cmd_retier, "move symbol-days to the tier their age calls for")
+    retier.add_argument("archive", help="archive root (its hot tier)")
+    retier.add_argument("--as-of", required=True, help="today's date for ages (YYYY-MM-DD)")
+    retier.add_argument("--tier-policy", help="tier policy file (TOML or JSON)")
+    retier.add_argument("--audit-log", help="audit log (default: audit.jsonl beside the archive)")
+    retier.add_argument("--wait", type=float, default=0.0, metavar="SECONDS")
+
+    query = command("query", cmd_query, "run SQL over the view `ticks` spanning every tier")
+    query.add_argument("sql", help="e.g. \"SELECT count(*) FROM ticks WHERE symbol = 'X'\"")
+    query.add_argument(
+        "--archive", action="append", required=True, help="archive root (repeatable)"
     )
     return parser
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.cli import main, parse_side_map
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.sample.publisher import publish_sample
@@ -179,3 +180,33 @@ def test_parse_side_map_when_side_not_canonical_raises_config_error():
     assert parse_side_map("yes=BUY,no=SELL") == {"yes": "BUY", "no": "SELL"}
     with pytest.raises(ConfigError, match="expected RAW=BUY"):
         parse_side_map("yes=LONG")
+
+
+def test_cli_retier_then_query_when_days_age_answers_same_rows_from_cold_tier(tmp_path, capsys):
+    day_ns = 86_400 * 10**9
+    start = 1_764_547_200 * 10**9  # 2025-12-01
+    lines = ["timestamp_nanos,price,quantity,side,symbol"]
+    lines += [f"{start + d * day_ns + i},0.{50 + i},{i + 1},BUY,KX-{d % 2}" for d in range(4)
+              for i in range(3)]  # fmt: skip
+    source = tmp_path / "ticks.csv"
+    source.write_text("\n".join(lines) + "\n")
+    archive = tmp_path / "data" / "archive"
+    code, _, err = run(
+        capsys, "compact-ticks", str(source), "--out", str(archive), "--as-of", "2025-12-05",
+        "--price-scale", "2",
+    )  # fmt: skip
+    assert code == 0, err
+    count = "SELECT tier, count(*) AS n, sum(quantity) AS q FROM ticks GROUP BY tier"
+    code, before, err = run(capsys, "query", count, "--archive", str(archive), "--json")
+    assert code == 0, err
+    assert [(r["tier"], r["n"]) for r in json.loads(before)] == [("HOT", 12)]
+    code, out, err = run(capsys, "retier", str(archive), "--as-of", "2027-01-01")
+    assert code == 0, err
+    assert "moved 4 symbol-days" in out
+    code, after, _ = run(capsys, "query", count, "--archive", str(archive), "--json")
+    assert [(r["tier"], r["n"], r["q"]) for r in json.loads(after)] == [
+        ("COLD", 12, json.loads(before)[0]["q"])
+    ]
+    assert verify_audit_log(tmp_path / "data" / "audit.jsonl") > 0
+    code, _, err = run(capsys, "query", "SELECT nope FROM ticks", "--archive", str(archive))
+    assert code == 2 and "nope" in err
