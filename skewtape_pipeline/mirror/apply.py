@@ -34,7 +34,7 @@ from typing import Any
 
 import duckdb
 
-from skewtape_pipeline import fsio
+from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.audit import AuditLog
 from skewtape_pipeline.errors import (
     ConfigError,
@@ -43,7 +43,7 @@ from skewtape_pipeline.errors import (
     VerificationError,
 )
 from skewtape_pipeline.hashing import FileStamp, HashCache, sha256_file
-from skewtape_pipeline.mirror import faults, merge
+from skewtape_pipeline.mirror import merge
 from skewtape_pipeline.mirror.format import (
     CHECKSUMS,
     LOCAL_STATE_DIR,

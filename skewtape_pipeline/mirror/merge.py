@@ -12,8 +12,7 @@ from pathlib import Path
 
 import duckdb
 
-from skewtape_pipeline import fsio
-from skewtape_pipeline.mirror import faults
+from skewtape_pipeline import faults, fsio
 
 DUCKDB_THREADS = 2
 

@@ -25,11 +25,10 @@ as a backfill (``months`` limits a run to the symbol-days of some months), and
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime
 from pathlib import Path
@@ -37,7 +36,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from skewtape_pipeline import fsio
+from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.errors import ConfigError, TickFormatError
 from skewtape_pipeline.hashing import sha256_bytes, sha256_file
 from skewtape_pipeline.ticks.books import audit, check_may_delete, is_books_and_records
@@ -87,39 +86,6 @@ EVENT_REMOVE = "tick-archive-remove"
 
 TargetKey = tuple[str, str]
 """(tier, period) of a consolidated file."""
-
-
-# --- crash injection ----------------------------------------------------------------------------
-
-_hook: Callable[[str], None] | None = None
-
-
-def _checkpoint(name: str) -> None:
-    if _hook is not None:
-        _hook(name)
-
-
-def _before_publish(temp: Path, target: Path) -> None:
-    _checkpoint(f"publish:{target.name}")
-
-
-@contextlib.contextmanager
-def crash_points(hook: Callable[[str], None]) -> Iterator[None]:
-    """Call ``hook(name)`` at every step boundary of :func:`retier` (tests only; one thread).
-
-    Names: ``publish:<file>`` before a consolidated file or the catalog appears,
-    ``wrote:<file>`` after a rewrite is audited, ``committed``, ``audited-removals``,
-    ``removed:<file>``. A hook that raises simulates a crash at that point.
-    """
-    global _hook
-    previous = _hook
-    previous_publish = fsio.set_publish_hook(_before_publish)
-    _hook = hook
-    try:
-        yield
-    finally:
-        _hook = previous
-        fsio.set_publish_hook(previous_publish)
 
 
 # --- the plan -----------------------------------------------------------------------------------
@@ -494,7 +460,7 @@ def _write_rewrite(
             "skewtape.period": rewrite.period,
             "skewtape.layout_granularity": policy.layout_for(rewrite.tier),
         },
-        checkpoint=_checkpoint,
+        checkpoint=faults.checkpoint,
     )
     rel = relative_to_root(root, written.path)
     partitions, moves = [], []
@@ -532,7 +498,7 @@ def _write_rewrite(
             }
         ],
     )
-    _checkpoint(f"wrote:{written.path.name}")
+    faults.checkpoint(f"wrote:{written.path.name}")
     return _Written(rewrite, written, partitions, moves)
 
 
@@ -640,7 +606,7 @@ def _commit(
             }
         ],
     )
-    _checkpoint("committed")
+    faults.checkpoint("committed")
 
 
 def _next_catalog(root: Path, plan: RetierPlan, written: Sequence[_Written]) -> Catalog:
@@ -734,13 +700,13 @@ def _remove(root: Path, garbage: list[tuple[Path, str]], audit_log: Path | None)
             }
         )
     audit(root, audit_log, records)
-    _checkpoint("audited-removals")
+    faults.checkpoint("audited-removals")
     removed = []
     for path, _ in garbage:
         if fsio.atomic_unlink(path):
             removed.append(path)
         _remove_empty_partition_folders(path.parent)
-        _checkpoint(f"removed:{path.name}")
+        faults.checkpoint(f"removed:{path.name}")
     return removed
 
 

@@ -15,7 +15,7 @@ APPLIER = """
 import sys, time
 from pathlib import Path
 from skewtape_pipeline.errors import ApplyInProgressError
-from skewtape_pipeline.mirror import faults
+from skewtape_pipeline import faults
 from skewtape_pipeline.mirror.apply import apply_delta
 
 snapshot, delta, timeout, flags, hold = sys.argv[1:6]

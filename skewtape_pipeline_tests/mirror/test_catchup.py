@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from skewtape_pipeline import faults
 from skewtape_pipeline.errors import ChainError, ConfigError
-from skewtape_pipeline.mirror import faults
 from skewtape_pipeline.mirror.apply import LOCK_FILE
 from skewtape_pipeline.mirror.catchup import catch_up, next_month
 from skewtape_pipeline.mirror.diff import build_delta

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from skewtape_pipeline import faults
 from skewtape_pipeline.audit import verify_audit_log
-from skewtape_pipeline.mirror import faults
 from skewtape_pipeline.mirror.apply import apply_delta, staging_folder
 from skewtape_pipeline.mirror.verify import verify_snapshot
 from skewtape_pipeline_tests.conftest import copy_snapshot
@@ -109,7 +109,7 @@ def test_apply_delta_when_crashed_at_any_checkpoint_rerun_gives_next_snapshot(
 KILLER = """
 import os, signal, sys
 from pathlib import Path
-from skewtape_pipeline.mirror import faults
+from skewtape_pipeline import faults
 from skewtape_pipeline.mirror.apply import apply_delta
 
 snapshot, delta, into, kill_at = sys.argv[1:5]

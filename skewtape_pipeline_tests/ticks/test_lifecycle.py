@@ -9,7 +9,7 @@ from datetime import date, timedelta
 import pyarrow.parquet as pq
 import pytest
 
-from skewtape_pipeline import fsio
+from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.errors import ApplyInProgressError, ConfigError, TickFormatError
 from skewtape_pipeline.ticks.catalog import (
@@ -26,7 +26,6 @@ from skewtape_pipeline.ticks.lifecycle import (
     EVENT_REMOVE,
     EVENT_REWRITE,
     LOCK_FILE,
-    crash_points,
     plan_retier,
     relocated_report,
     retier,
@@ -156,7 +155,7 @@ def test_retier_when_crashing_at_each_step_keeps_every_tick_once_and_rerun_finis
     as_of = STAGE_1 if stage == 1 else STAGE_2
     clean = copy_data(base.parent, tmp_path / "clean")
     names: list[str] = []
-    with crash_points(names.append):
+    with faults.installed(names.append):
         retier(clean, as_of=as_of, policy=POLICY)
     removals = [i for i, n in enumerate(names) if n.startswith("removed:")]
     points = [i for i, n in enumerate(names) if not n.startswith("removed:")]
@@ -166,7 +165,7 @@ def test_retier_when_crashing_at_each_step_keeps_every_tick_once_and_rerun_finis
     for point in points:
         work = copy_data(base.parent, tmp_path / f"crash-{point}")
         crash = _crash_at(point)
-        with pytest.raises(Crash), crash_points(crash):
+        with pytest.raises(Crash), faults.installed(crash):
             retier(work, as_of=as_of, policy=POLICY)
         assert view_rows(work) == expected_rows(), f"after a crash at {names[point]}"
         retier(work, as_of=as_of, policy=POLICY)

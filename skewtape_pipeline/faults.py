@@ -1,9 +1,10 @@
-"""Crash-injection seam: named checkpoints at every step boundary of the delta applier.
+"""Crash-injection seam: named checkpoints at every step boundary of the writers.
 
 :func:`checkpoint` is a no-op unless a test installs a hook with :func:`installed`. The hook is
 also called just before every atomic rename made through :mod:`skewtape_pipeline.fsio`
-(named ``publish:<file name>``), so a hook that raises simulates a crash between writing a
-temporary file and renaming it, leaving the temporary file behind as a real crash would.
+(named ``publish:<file name>``). The delta applier and the re-tiering job call it. A hook
+that raises simulates a crash between writing a temporary file and renaming it, leaving the
+temporary file behind as a real crash would.
 """
 
 from __future__ import annotations
