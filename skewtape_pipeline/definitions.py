@@ -1,0 +1,36 @@
+"""The Dagster code location: ``dagster dev -m skewtape_pipeline.definitions`` (or workspace.yaml).
+
+Nothing is read from the environment here: ``SKEWTAPE_HOME`` is resolved by Dagster when a run,
+sensor tick or schedule tick starts.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from skewtape_pipeline.orchestration.checks import month_checks
+from skewtape_pipeline.orchestration.jobs import apply_month_job
+from skewtape_pipeline.orchestration.resources import ArchiveSettings, SkewtapeHome
+from skewtape_pipeline.orchestration.schedules import monthly_apply_schedule
+from skewtape_pipeline.orchestration.sensors import delta_arrival_sensor
+from skewtape_pipeline.orchestration.snapshot_asset import history_snapshot
+from skewtape_pipeline.orchestration.tick_asset import archive_ticks_job, tick_archive
+from skewtape_pipeline.orchestration.tick_sensors import tick_corrections_sensor
+
+
+def build_definitions(
+    skewtape: SkewtapeHome, archive: ArchiveSettings | None = None
+) -> dg.Definitions:
+    """The definitions, with ``skewtape`` as the data root (the demo passes a fixed folder)."""
+    return dg.Definitions(
+        assets=[history_snapshot, tick_archive],
+        asset_checks=month_checks,
+        jobs=[apply_month_job, archive_ticks_job],
+        sensors=[delta_arrival_sensor, tick_corrections_sensor],
+        schedules=[monthly_apply_schedule],
+        resources={"skewtape": skewtape, "archive": archive or ArchiveSettings()},
+        executor=dg.in_process_executor,
+    )
+
+
+defs = build_definitions(SkewtapeHome(root=dg.EnvVar("SKEWTAPE_HOME")))

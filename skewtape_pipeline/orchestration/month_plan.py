@@ -1,0 +1,72 @@
+"""What a month's run has to do, decided from the data root alone (no dagster here).
+
+A month is one of:
+
+- ``bootstrap``: no delta for it, but ``history/<month>/`` holds a full snapshot published whole;
+  the run only verifies it;
+- ``apply``: ``deltas/<month>/`` exists, and ``history/<previous month>/`` is there to apply it
+  to or ``history/<month>/`` already holds the delta's result (the core's applier then reports
+  it as already applied and does nothing).
+
+Anything else is refused with a :class:`~skewtape_pipeline.errors.ChainError` that says which
+month to materialize first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from skewtape_pipeline.errors import ChainError
+from skewtape_pipeline.mirror.format import MANIFEST
+from skewtape_pipeline.mirror.preflight import read_delta_head
+from skewtape_pipeline.orchestration.arrivals import holds_snapshot
+
+Kind = Literal["bootstrap", "apply"]
+
+
+@dataclass(frozen=True)
+class MonthPlan:
+    """The decision for one month: what kind of run, and the folders involved."""
+
+    month: str
+    kind: Kind
+    snapshot: Path
+    """``history/<month>/``: where the month's snapshot is (or will be)."""
+    parent: Path | None = None
+    """``history/<previous month>/``, the snapshot the delta applies to (apply only)."""
+    delta: Path | None = None
+    """``deltas/<month>/`` when there is one."""
+
+
+def plan_month(history: Path, deltas: Path, month: str, previous: str) -> MonthPlan:
+    """Decide what the run of ``month`` does; read-only.
+
+    Raises
+    ------
+    ChainError
+        There is neither a delta nor a snapshot for ``month``, or the delta's parent month
+        ``previous`` was never applied (the message names the month to materialize first).
+    ManifestError, ChecksumMismatchError, UnsafePathError
+        The delta's manifest or CHECKSUMS.sha256 cannot be read (only when the previous month
+        is missing and the plan depends on the manifest).
+    """
+    snapshot, delta, parent = history / month, deltas / month, history / previous
+    if not delta.is_dir():
+        if (snapshot / MANIFEST).is_file():
+            return MonthPlan(month, "bootstrap", snapshot)
+        raise ChainError(
+            f"month {month}: there is no delta {delta} and no full snapshot {snapshot}; "
+            f"expected one of them"
+        )
+    can_apply = (parent / MANIFEST).is_file() or holds_snapshot(
+        snapshot, read_delta_head(delta).manifest.next.manifest_sha256
+    )
+    if can_apply:
+        return MonthPlan(month, "apply", snapshot, parent=parent, delta=delta)
+    raise ChainError(
+        f"month {month}: its delta {delta} applies to {parent}, the snapshot of {previous}, "
+        f"which was never applied; materialize {previous} first (a backfill only waits for "
+        f"months inside the backfill)"
+    )

@@ -1,0 +1,80 @@
+"""Resources: where the data root is, read from configuration when a run starts, never at import."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+from pydantic import Field
+
+from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.ticks.tiers import TierPolicy
+
+AUDIT_LOG_NAME = "audit.jsonl"
+
+
+class SkewtapeHome(dg.ConfigurableResource):
+    """The data root: ``history/<YYYY-MM>/`` snapshots, ``deltas/<YYYY-MM>/`` arriving deltas,
+    the tick archive and the audit log. Everything a run writes lives under it.
+
+    Configure it with ``SkewtapeHome(root=dg.EnvVar("SKEWTAPE_HOME"))``; the variable is read when
+    a run, sensor tick or schedule tick starts.
+    """
+
+    root: str = Field(description="The data root folder (SKEWTAPE_HOME).")
+    lock_timeout: float = Field(
+        default=60.0,
+        description="Seconds an apply waits for another apply of the same history to finish.",
+    )
+    link_sources: bool = Field(
+        default=True,
+        description="Hard-link unchanged and delivered files instead of copying them.",
+    )
+
+    @property
+    def root_dir(self) -> Path:
+        """The data root as an absolute path; ConfigError when it is empty."""
+        if not self.root.strip():
+            raise ConfigError("SkewtapeHome.root is empty; expected the data root folder")
+        return Path(self.root).expanduser().absolute()
+
+    @property
+    def history_dir(self) -> Path:
+        return self.root_dir / "history"
+
+    @property
+    def deltas_dir(self) -> Path:
+        return self.root_dir / "deltas"
+
+    @property
+    def archive_dir(self) -> Path:
+        return self.root_dir / "archive"
+
+    @property
+    def audit_log(self) -> Path:
+        return self.root_dir / AUDIT_LOG_NAME
+
+    def snapshot_dir(self, month: str) -> Path:
+        """``history/<month>/``: the snapshot of ``month`` (it may not exist yet)."""
+        return self.history_dir / month
+
+    def delta_dir(self, month: str) -> Path:
+        """``deltas/<month>/``: the delta leading to ``month`` (it may not exist yet)."""
+        return self.deltas_dir / month
+
+
+class ArchiveSettings(dg.ConfigurableResource):
+    """How the tick archive writes: the tier policy (explicit, recorded in every report) and
+    the compression target each report is measured against."""
+
+    tier_policy_file: str | None = Field(
+        default=None,
+        description="A TOML or JSON tier policy; the built-in defaults when not given.",
+    )
+    target_ratio: float = Field(default=5.0, description="Compression ratio each report asserts.")
+
+    def policy(self) -> TierPolicy:
+        """The tier policy (ConfigError naming the file when it is invalid)."""
+        if self.tier_policy_file:
+            return TierPolicy.load(Path(self.tier_policy_file))
+        return TierPolicy()

@@ -1,0 +1,82 @@
+"""The code location loads, and its job, pool and partition mapping are what the runs rely on."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+
+from skewtape_pipeline.definitions import defs
+from skewtape_pipeline.orchestration.jobs import HISTORY_SNAPSHOT
+from skewtape_pipeline.orchestration.snapshot_asset import APPLY_POOL
+from skewtape_pipeline.orchestration.tick_asset import TICK_ARCHIVE
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_definitions_when_loaded_validate_and_expose_jobs_sensors_schedule():
+    dg.Definitions.validate_loadable(defs)
+    assert defs.resolve_sensor_def("delta_arrival_sensor").job_name == "apply_month"
+    assert defs.resolve_schedule_def("monthly_apply_schedule").job_name == "apply_month"
+    assert defs.resolve_sensor_def("tick_corrections_sensor").job_name == "archive_ticks"
+
+
+def test_definitions_when_loaded_tick_archive_depends_on_the_month_of_its_day():
+    asset_graph = defs.resolve_asset_graph()
+    assert asset_graph.get(TICK_ARCHIVE).parent_keys == {HISTORY_SNAPSHOT}
+    with dg.DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions("symbols", ["kalshi:A"])
+        with dg.partition_loading_context(dynamic_partitions_store=instance):
+            upstream = asset_graph.get_parent_partition_keys_for_child(
+                "2026-10-05|kalshi:A", HISTORY_SNAPSHOT, TICK_ARCHIVE
+            )
+    assert set(upstream.partitions_subset.get_partition_keys()) == {"2026-10"}
+
+
+def test_definitions_when_loaded_every_apply_op_is_in_the_apply_pool():
+    job = defs.resolve_job_def("apply_month")
+    ops = [
+        node.definition
+        for node in job.graph.node_dict["history_snapshot"].definition.node_dict.values()
+    ]
+    assert [op.name for op in ops] == [
+        "verify_delta",
+        "apply_month_delta",
+        "verify_month_snapshot",
+    ]
+    assert {op.pool for op in ops} == {APPLY_POOL}
+
+
+def test_definitions_when_loaded_each_month_depends_on_the_previous_month():
+    asset_graph = defs.resolve_asset_graph()
+    node = asset_graph.get(HISTORY_SNAPSHOT)
+    assert node.parent_keys == {HISTORY_SNAPSHOT}
+    mapping = asset_graph.get_partition_mapping(HISTORY_SNAPSHOT, HISTORY_SNAPSHOT)
+    assert (mapping.start_offset, mapping.end_offset) == (-1, -1)
+
+
+def test_dagster_yaml_when_loaded_limits_pools_to_one_run_and_disables_telemetry(tmp_path: Path):
+    shutil.copy(REPO / "dagster.yaml", tmp_path / "dagster.yaml")
+    with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
+        pools = instance.get_concurrency_config().pool_config
+        assert (pools.pool_granularity.value, pools.default_pool_limit) == ("run", 1)
+        assert instance.telemetry_enabled is False
+
+
+def test_dagster_definitions_validate_when_run_on_the_workspace_succeeds(tmp_path: Path):
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path)}
+    env.pop("SKEWTAPE_HOME", None)
+    command = [sys.executable, "-m", "dagster", "definitions", "validate"]
+    completed = subprocess.run(
+        [*command, "-w", str(REPO / "workspace.yaml")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr

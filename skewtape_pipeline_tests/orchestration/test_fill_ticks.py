@@ -1,0 +1,166 @@
+"""Reading snapshot fills as ticks, finding corrected symbol-days, archiving and reading back."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from skewtape_pipeline.errors import ChainError
+from skewtape_pipeline.orchestration import fill_ticks
+from skewtape_pipeline.orchestration.fill_ticks import (
+    archive_read_back_problems,
+    archive_symbol_days,
+    changed_symbol_days,
+    corrected_symbol_days,
+    new_symbols,
+    symbols_in,
+)
+from skewtape_pipeline.ticks.parquet_store import partition_file
+from skewtape_pipeline.ticks.tiers import TierPolicy
+
+AS_OF = date(2026, 11, 29)
+
+
+def busiest_symbol_days(fills_file: Path, count: int) -> list[tuple[str, date]]:
+    rows = duckdb.sql(
+        "SELECT venue || ':' || market_id, (ts AT TIME ZONE 'UTC')::DATE, count(*) AS n "
+        "FROM read_parquet($f) GROUP BY ALL ORDER BY n DESC, 1, 2 LIMIT $count",
+        params={"f": str(fills_file), "count": count},
+    ).fetchall()
+    return [(symbol, day) for symbol, day, _ in rows]
+
+
+def test_changed_symbol_days_when_one_row_changes_names_only_its_symbol_day(
+    published_full_snapshots: Path, tmp_path: Path
+):
+    old = published_full_snapshots / "2026-09" / "fills" / "polymarket" / "2026-09.parquet"
+    table = pq.read_table(old)
+    row = table.num_rows // 2
+    quantity = table.column("quantity").to_pylist()
+    quantity[row] += 1
+    new = tmp_path / "new.parquet"
+    pq.write_table(table.set_column(5, "quantity", pa.array(quantity, pa.int64())), new)
+    changed = changed_symbol_days(old, new)
+    venue, market, ts = (table.column(c)[row].as_py() for c in ("venue", "market_id", "ts"))
+    assert changed == [(f"{venue}:{market}", ts.date())]
+    assert changed_symbol_days(old, old) == []
+
+
+def test_changed_symbol_days_when_rows_are_only_reordered_finds_nothing(
+    published_full_snapshots: Path, tmp_path: Path
+):
+    old = published_full_snapshots / "2026-09" / "fills" / "kalshi" / "2026-09.parquet"
+    table = pq.read_table(old)
+    shuffled = tmp_path / "shuffled.parquet"
+    pq.write_table(table.take(pc.sort_indices(table, [("trade_id", "descending")])), shuffled)
+    assert changed_symbol_days(old, shuffled) == []
+
+
+def test_corrected_symbol_days_when_month_replaces_earlier_fills_matches_the_row_diff(
+    applied_chain: Path,
+):
+    history = applied_chain / "history"
+    corrected = corrected_symbol_days(history, "2026-11")
+    replaced = Path("fills/kalshi/2026-09.parquet")
+    expected = changed_symbol_days(history / "2026-10" / replaced, history / "2026-11" / replaced)
+    assert corrected == expected
+    assert corrected, "the sample's 2026-11 delta corrects September's kalshi fills"
+    assert corrected_symbol_days(history, "2026-10") == []
+    assert corrected_symbol_days(history, "2026-09") == []
+
+
+def test_new_symbols_when_first_month_lists_every_symbol_of_its_fills(applied_chain: Path):
+    snapshot = applied_chain / "history" / "2026-09"
+    expected = sorted({s for f in snapshot.glob("fills/*/*.parquet") for s in symbols_in(f)})
+    assert new_symbols(applied_chain / "history", "2026-09") == expected
+
+
+def test_archive_symbol_days_when_ticks_exist_writes_reports_that_read_back_equal(
+    applied_chain: Path, tmp_path: Path
+):
+    history = applied_chain / "history"
+    wanted = busiest_symbol_days(history / "2026-10" / "fills/kalshi/2026-10.parquet", 5)
+    out = tmp_path / "archive"
+    results = archive_symbol_days(history, wanted, out=out, as_of=AS_OF, policy=TierPolicy())
+    assert [(r.symbol, r.day) for r in results] == wanted
+    for result in results:
+        assert result.report is not None and result.report.round_trip_verified
+        assert result.source.bundle_id == "skewtape-history-2026-11"
+        assert result.source.path == "fills/kalshi/2026-10.parquet"
+        assert Path(result.report.path) == partition_file(out, result.symbol, result.day)
+    assert archive_read_back_problems(results, out=out) == []
+
+
+def test_archive_read_back_when_a_file_was_altered_names_the_symbol(
+    applied_chain: Path, tmp_path: Path
+):
+    history = applied_chain / "history"
+    wanted = busiest_symbol_days(history / "2026-10" / "fills/kalshi/2026-10.parquet", 2)
+    out = tmp_path / "archive"
+    results = archive_symbol_days(history, wanted, out=out, as_of=AS_OF, policy=TierPolicy())
+    victim = partition_file(out, *wanted[0])
+    table = pq.read_table(victim)
+    pq.write_table(table.slice(1), victim)
+    problems = archive_read_back_problems(results, out=out)
+    assert len(problems) == 1 and wanted[0][0] in problems[0]
+
+
+def test_archive_symbol_days_when_symbol_day_lost_its_ticks_removes_its_file(
+    applied_chain: Path, tmp_path: Path
+):
+    history = applied_chain / "history"
+    fills = history / "2026-11" / "fills" / "kalshi" / "2026-10.parquet"
+    [(symbol, day)] = busiest_symbol_days(fills, 1)
+    out = tmp_path / "archive"
+    archive_symbol_days(history, [(symbol, day)], out=out, as_of=AS_OF, policy=TierPolicy())
+    assert partition_file(out, symbol, day).exists()
+    table = pq.read_table(fills)
+    fills.chmod(0o644)
+    pq.write_table(
+        table.filter(pc.not_equal(table.column("market_id"), symbol.split(":")[1])), fills
+    )
+    [gone] = archive_symbol_days(
+        history, [(symbol, day)], out=out, as_of=AS_OF, policy=TierPolicy()
+    )
+    assert gone.report is None and gone.removed_file
+    assert not partition_file(out, symbol, day).exists()
+
+
+def test_archive_symbol_days_when_symbol_never_traded_that_day_reports_no_ticks(
+    applied_chain: Path, tmp_path: Path
+):
+    [result] = archive_symbol_days(
+        applied_chain / "history",
+        [("kalshi:NO-SUCH-MARKET", date(2026, 10, 1))],
+        out=tmp_path / "archive",
+        as_of=AS_OF,
+        policy=TierPolicy(),
+    )
+    assert result.report is None and not result.removed_file
+    assert result.source.path == "fills/kalshi/2026-10.parquet"
+
+
+def test_archive_symbol_days_when_month_not_applied_refuses_naming_it(applied_chain: Path):
+    with pytest.raises(ChainError, match="2026-12"):
+        archive_symbol_days(
+            applied_chain / "history",
+            [("kalshi:X", date(2026, 12, 3))],
+            out=applied_chain / "archive",
+            as_of=date(2026, 12, 31),
+            policy=TierPolicy(),
+        )
+
+
+def test_read_fills_ticks_when_rows_selected_keeps_file_order_and_rows(applied_chain: Path):
+    fills = applied_chain / "history" / "2026-10" / "fills/kalshi/2026-10.parquet"
+    wanted = busiest_symbol_days(fills, 3)
+    ticks = fill_ticks.read_fills_ticks(fills, wanted)
+    rows = ticks.row_numbers.to_pylist()
+    assert rows == sorted(rows)
+    assert ticks.table.num_rows == len(rows) > 0
