@@ -27,8 +27,8 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import asdict, astuple, dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, astuple, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +107,20 @@ class ApplyResult:
         data = asdict(self)
         data["snapshot"] = str(self.snapshot)
         return data
+
+
+def combine_steps(steps: Sequence[ApplyResult]) -> ApplyResult:
+    """One result for an apply run as several calls (``stop_after``): the last call's lists
+    (which cover the whole apply), with bytes, links and seconds per phase summed over calls."""
+    last = steps[-1]
+    seconds = {phase: sum(step.seconds.get(phase, 0.0) for step in steps) for phase in PHASES}
+    return replace(
+        last,
+        bytes_read=sum(step.bytes_read for step in steps),
+        bytes_written=sum(step.bytes_written for step in steps),
+        files_linked=sum(step.files_linked for step in steps),
+        seconds=seconds,
+    )
 
 
 class _Clock:

@@ -45,7 +45,9 @@ def test_definitions_when_loaded_every_apply_op_is_in_the_apply_pool():
     ]
     assert [op.name for op in ops] == [
         "verify_delta",
-        "apply_month_delta",
+        "apply_file_ops",
+        "merge_tables",
+        "publish_snapshot",
         "verify_month_snapshot",
     ]
     assert {op.pool for op in ops} == {APPLY_POOL}

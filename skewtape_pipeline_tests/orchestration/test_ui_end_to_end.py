@@ -41,7 +41,7 @@ query {
 
 RUN_TIMES = """
 query ($runId: ID!) {
-  runOrError(runId: $runId) { ... on Run { startTime endTime } }
+  runOrError(runId: $runId) { ... on Run { stepStats { startTime endTime } } }
 }
 """
 
@@ -224,8 +224,9 @@ def test_dagster_dev_when_month_launched_twice_over_graphql_applies_once_and_rec
 
 
 def run_times(port: int, run_ids: list[str]) -> list[tuple[float, float]]:
+    """(first step start, last step end) of each run: the span in which it holds the pool."""
     times = []
     for run_id in run_ids:
-        data = graphql(port, RUN_TIMES, {"runId": run_id})
-        times.append((data["runOrError"]["startTime"], data["runOrError"]["endTime"]))
+        steps = graphql(port, RUN_TIMES, {"runId": run_id})["runOrError"]["stepStats"]
+        times.append((min(s["startTime"] for s in steps), max(s["endTime"] for s in steps)))
     return times
