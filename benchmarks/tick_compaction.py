@@ -1,0 +1,233 @@
+"""Tick archive benchmark: bytes per tick and ticks per second, ours against the anchors.
+
+Run with ``make bench`` (it builds ``.bench-venv`` with the anchors) or directly::
+
+    .bench-venv/bin/python benchmarks/tick_compaction.py [--ticks N] [--workdir DIR]
+
+Prints one markdown table per dataset (the whole file, and split per symbol-day when the file
+holds more than one), the ratio of our bytes per tick to the best anchor's, and PASS/FAIL for
+the bars. Everything runs on one pinned CPU; scratch files go under ``--workdir`` (a fresh
+temporary folder by default) and are removed unless ``--keep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_util import (
+    fmt_float,
+    fmt_int,
+    fmt_rate,
+    fmt_ratio,
+    geomean,
+    markdown_table,
+    pin_to_one_core,
+    timed,
+)
+from tick_anchors import ANCHORS, YARDSTICKS, Part, fresh_dir
+from tick_data import REAL_LOADERS, Ticks, symbol_days, synthetic_ticks
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "real-ticks"
+COLD_BAR_EACH = 0.9
+COLD_BAR_GEOMEAN = 0.8
+HOT_BAR_TICKS_PER_S = 3_000_000
+
+
+@dataclasses.dataclass
+class Result:
+    name: str
+    bytes: int
+    seconds: float
+    kind: str  # "ours", "anchor" or "yardstick"
+    error: str | None = None
+
+
+def whole_parts(ticks: Ticks) -> list[Part]:
+    multi = ticks.symbols is not None
+    return [Part("whole", ticks.symbol, None, ticks, with_symbol=multi)]
+
+
+def split_parts(ticks: Ticks) -> list[Part]:
+    return [Part(f"{s}/{d}", s, d, t, with_symbol=False) for s, d, t in symbol_days(ticks)]
+
+
+def run_contenders(
+    parts: list[Part],
+    workdir: Path,
+    ours: dict[str, object],
+    skip: set[str],
+    extra_yardsticks: dict[str, object] | None = None,
+) -> list[Result]:
+    results = []
+    yardsticks = {**YARDSTICKS, **(extra_yardsticks or {})}
+    for kind, contenders in (("ours", ours), ("anchor", ANCHORS), ("yardstick", yardsticks)):
+        for name, fn in contenders.items():
+            if any(s.lower() in name.lower() for s in skip):
+                continue
+            scratch = fresh_dir(workdir / "scratch")
+            if hasattr(fn, "prepare"):
+                fn.prepare(parts)  # untimed set-up (conversion, raw-size measurement)
+            try:
+                size, seconds = timed(lambda fn=fn, scratch=scratch: fn(parts, scratch))
+            except Exception as exc:  # a contender that fails is reported, not fatal
+                error = f"{type(exc).__name__}: {exc}"
+                results.append(Result(name, 0, 0.0, kind, error=error))
+                print(f"  {name}: FAILED {error}", file=sys.stderr, flush=True)
+                continue
+            results.append(Result(name, size, seconds, kind))
+            print(f"  {name}: {size:,} B in {seconds:.2f} s", file=sys.stderr, flush=True)
+    shutil.rmtree(workdir / "scratch", ignore_errors=True)
+    return results
+
+
+def best_anchor(results: list[Result]) -> Result:
+    return min((r for r in results if r.kind == "anchor" and not r.error), key=lambda r: r.bytes)
+
+
+def best_ours(results: list[Result]) -> Result | None:
+    mine = [r for r in results if r.kind == "ours" and not r.error]
+    return min(mine, key=lambda r: r.bytes) if mine else None
+
+
+def render(title: str, n: int, source_bytes: int | None, results: list[Result]) -> str:
+    best = best_anchor(results)
+    rows = []
+    for r in sorted(
+        results, key=lambda r: ({"ours": 0, "anchor": 1, "yardstick": 2}[r.kind], r.bytes)
+    ):
+        if r.error:
+            rows.append([f"**{r.name}**", "failed", "", "", "", r.error[:120].replace("|", "/")])
+            continue
+        rows.append(
+            [
+                f"**{r.name}**" if r.kind == "ours" else r.name,
+                fmt_int(r.bytes),
+                fmt_float(r.bytes / n, 2),
+                fmt_ratio(r.bytes / best.bytes),
+                fmt_float(source_bytes / r.bytes, 1) + "x" if source_bytes else "",
+                fmt_rate(n, r.seconds),
+            ]
+        )
+    headers = ["contender", "bytes", "bytes/tick", "vs best anchor", "vs source", "ticks/s"]
+    return f"#### {title} ({n:,} ticks)\n\n" + markdown_table(headers, rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ticks", type=int, default=10_000_000, help="synthetic batch size")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder of real files")
+    parser.add_argument("--workdir", type=Path, default=None, help="scratch folder (default: temp)")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch files")
+    parser.add_argument("--cpu", type=int, default=None, help="CPU to pin to (default: last)")
+    parser.add_argument("--skip", action="append", default=[], help="skip contenders matching")
+    parser.add_argument("--no-synthetic", action="store_true", help="real files only")
+    args = parser.parse_args(argv)
+
+    print(pin_to_one_core(args.cpu), file=sys.stderr)
+    if args.workdir is not None:
+        args.workdir.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="tick-bench-", dir=args.workdir))
+    skip = set(args.skip)
+    try:
+        import tick_ours
+    except ImportError as exc:  # our tick engine not importable: anchors only
+        print(f"our tick engine is not available ({exc}); anchors only", file=sys.stderr)
+        tick_ours = None
+    ours_contenders = tick_ours.ours_contenders if tick_ours else None
+    throughput_check = tick_ours.throughput_check if tick_ours else None
+
+    datasets: list[tuple[Ticks, bool]] = []
+    if not args.no_synthetic:
+        datasets.append((synthetic_ticks(args.ticks), False))
+    for filename, loader in REAL_LOADERS.items():
+        path = args.data / filename
+        if path.exists():
+            ticks = loader(path)
+            datasets.append((ticks, True))
+            if tick_ours:
+                verdict = tick_ours.check_readers_match_ours(ticks, path)
+                print(
+                    f"{ticks.name}: project reader vs benchmark loader: {verdict}", file=sys.stderr
+                )
+                tick_ours.check_tkc1_matches_ours(ticks)
+        else:
+            print(f"missing real file {path}; skipped", file=sys.stderr)
+
+    out: list[str] = []
+    cold_ratios: list[tuple[str, float | None]] = []
+    try:
+        for ticks, real in datasets:
+            print(f"{ticks.name}: whole file", file=sys.stderr)
+            ours = ours_contenders("whole") if ours_contenders else {}
+            extra = tick_ours.ours_yardsticks(ticks) if tick_ours else {}
+            whole = run_contenders(whole_parts(ticks), workdir, ours, skip, extra)
+            title = f"{ticks.name}: whole file"
+            out.append(render(title, len(ticks), ticks.source_bytes, whole))
+            if ours and real:
+                mine = best_ours(whole)
+                ratio = None if mine is None else mine.bytes / best_anchor(whole).bytes
+                cold_ratios.append((ticks.name, ratio))
+            parts = split_parts(ticks)
+            if len(parts) > 1:
+                print(f"{ticks.name}: {len(parts)} symbol-days", file=sys.stderr)
+                ours = ours_contenders("split") if ours_contenders else {}
+                split = run_contenders(parts, workdir, ours, skip)
+                title = f"{ticks.name}: split into {len(parts):,} symbol-days"
+                out.append(render(title, len(ticks), ticks.source_bytes, split))
+        out.append(bars(cold_ratios, datasets, throughput_check, workdir))
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    print("\n\n".join(out))
+    return 0
+
+
+def bars(cold_ratios, datasets, throughput_check, workdir: Path) -> str:
+    lines = ["#### Bars"]
+    if not cold_ratios:
+        lines.append("- our tick engine not available: no bar evaluated")
+        return "\n".join(lines)
+    for name, ratio in cold_ratios:
+        if ratio is None:
+            lines.append(f"- FAIL cold, {name}: ours failed (see its table)")
+            continue
+        verdict = "PASS" if ratio <= COLD_BAR_EACH else "FAIL"
+        lines.append(
+            f"- {verdict} cold, {name}: {ratio:.3f}x the best anchor's bytes/tick "
+            f"(bar <= {COLD_BAR_EACH}x)"
+        )
+    measured = [r for _, r in cold_ratios if r is not None]
+    if len(measured) == len(cold_ratios):
+        gm = geomean(measured)
+        verdict = "PASS" if gm <= COLD_BAR_GEOMEAN else "FAIL"
+        lines.append(
+            f"- {verdict} cold, geometric mean over the real files: {gm:.3f}x "
+            f"(bar <= {COLD_BAR_GEOMEAN}x)"
+        )
+    else:
+        lines.append("- FAIL cold, geometric mean: ours failed on a real file")
+    synthetic = next((t for t, real in datasets if not real), None)
+    if throughput_check is not None and synthetic is not None:
+        try:
+            rate, detail = throughput_check(synthetic, workdir)
+        except Exception as exc:  # reported as a failed bar
+            lines.append(f"- FAIL hot throughput: ours failed ({type(exc).__name__}: {exc})")
+        else:
+            verdict = "PASS" if rate >= HOT_BAR_TICKS_PER_S else "FAIL"
+            lines.append(
+                f"- {verdict} hot, validate + encode + write + verify on one core: "
+                f"{rate / 1e6:.2f} M ticks/s (bar >= 3 M) {detail}"
+            )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
