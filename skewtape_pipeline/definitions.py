@@ -16,6 +16,12 @@ from skewtape_pipeline.orchestration.sensors import delta_arrival_sensor
 from skewtape_pipeline.orchestration.snapshot_asset import history_snapshot
 from skewtape_pipeline.orchestration.tick_asset import archive_ticks_job, tick_archive
 from skewtape_pipeline.orchestration.tick_sensors import tick_corrections_sensor
+from skewtape_pipeline.orchestration.tier_assets import (
+    retier_ticks_job,
+    tick_archive_stats,
+    tick_archive_tiers,
+)
+from skewtape_pipeline.orchestration.tier_schedule import daily_retier_schedule
 
 
 def build_definitions(
@@ -23,11 +29,11 @@ def build_definitions(
 ) -> dg.Definitions:
     """The definitions, with ``skewtape`` as the data root (the demo passes a fixed folder)."""
     return dg.Definitions(
-        assets=[history_snapshot, tick_archive],
+        assets=[history_snapshot, tick_archive, tick_archive_tiers, tick_archive_stats],
         asset_checks=month_checks,
-        jobs=[apply_month_job, archive_ticks_job],
+        jobs=[apply_month_job, archive_ticks_job, retier_ticks_job],
         sensors=[delta_arrival_sensor, tick_corrections_sensor],
-        schedules=[monthly_apply_schedule],
+        schedules=[monthly_apply_schedule, daily_retier_schedule],
         resources={"skewtape": skewtape, "archive": archive or ArchiveSettings()},
         executor=dg.in_process_executor,
     )

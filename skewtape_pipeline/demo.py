@@ -5,8 +5,12 @@ of the code location in process (no daemon, an ephemeral instance) for every mon
 that has a snapshot or a delta, oldest first, and prints what was materialized and where. Then
 it runs the ``archive_ticks`` job for the busiest complete day of each applied month over all
 registered symbols (one run per day, as a UI backfill does) and prints the compaction reports.
-Rerunning it is safe: months already applied are verified and reported as such, symbol-days
-are rewritten in place.
+Last, it runs the ``retier_ticks`` job over those months twice, as of two days in the future
+(the newest archived day aged just past the hot, then the warm limit), so the archived days
+move hot -> warm -> cold, and prints the tiers and a query through the ``ticks`` view at each
+stage. Rerunning it is safe: months already applied are verified and reported as such,
+symbol-days are rewritten in place, and re-tiering finds their rows already moved (the same
+bytes), so it only removes the rewritten copies.
 """
 
 from __future__ import annotations
@@ -15,19 +19,29 @@ import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import date, timedelta
 from pathlib import Path
 
 import dagster as dg
 
 from skewtape_pipeline.definitions import build_definitions
-from skewtape_pipeline.orchestration.arrivals import delta_months
-from skewtape_pipeline.orchestration.fill_ticks import days_by_activity
+from skewtape_pipeline.mirror.arrivals import delta_months
 from skewtape_pipeline.orchestration.partitions import month_partitions
-from skewtape_pipeline.orchestration.resources import SkewtapeHome
+from skewtape_pipeline.orchestration.resources import ArchiveSettings, SkewtapeHome
 from skewtape_pipeline.orchestration.tick_partitions import SYMBOLS, day_partitions
+from skewtape_pipeline.orchestration.tier_assets import retier_run_config
 from skewtape_pipeline.sample.publisher import publish_sample
+from skewtape_pipeline.ticks.catalog import archive_metrics
+from skewtape_pipeline.ticks.query import run_query
+from skewtape_pipeline.ticks.snapshot_fills import days_by_activity
+from skewtape_pipeline.ticks.tiers import TIERS
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+VIEW_BY_TIER = "SELECT tier, count(*) AS ticks, sum(quantity) AS contracts FROM ticks GROUP BY tier"
+VIEW_SYMBOL_DAY = (
+    "SELECT tier, count(*) AS ticks, sum(quantity) AS contracts, min(ts) AS first, "
+    "max(ts) AS last FROM ticks WHERE symbol = ? AND date BETWEEN ? AND ? GROUP BY tier"
+)
 DEMO_FILLS_PER_VENUE_MONTH = 2_000
 """Fills per venue and month when the demo publishes the sample itself: a few hundred symbols,
 so archiving a day over all of them takes seconds (each partition costs Dagster ~10 ms)."""
@@ -54,13 +68,37 @@ def months_to_run(skewtape: SkewtapeHome) -> tuple[list[str], list[str]]:
 
 
 @dataclass
+class TierStage:
+    """The archive after one step: its numbers per tier and what the ``ticks`` view returns."""
+
+    name: str
+    as_of: str
+    success: bool = True
+    moved: int = 0
+    stats: dict[str, object] = field(default_factory=dict)
+    """``tick_archive_stats`` metadata (``hot_files``, ``cold_bytes``, ...)."""
+    view: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """{tier: (ticks, contracts)} through the view."""
+    query: tuple[str, str] = ("", "")
+    """(symbol, date) of the busiest archived symbol-day, asked through the view."""
+    answer: list[dict[str, object]] = field(default_factory=list)
+    """What the view returns for it with :data:`VIEW_SYMBOL_DAY` (one row per tier)."""
+
+
+@dataclass
 class DemoResult:
-    """The months run and the tick archive reports (one dict of metadata per symbol-day)."""
+    """The months run, the tick archive reports (one dict of metadata per symbol-day) and the
+    re-tiering stages (as archived, then after each re-tiering run)."""
 
     months: list[MonthOutcome]
     days: list[str] = field(default_factory=list)
     reports: list[dict[str, object]] = field(default_factory=list)
     archive_ok: bool = True
+    stages: list[TierStage] = field(default_factory=list)
+
+    @property
+    def tiers_ok(self) -> bool:
+        return all(stage.success for stage in self.stages)
 
 
 def run_demo(root: Path, *, fills_per_venue_month: int = DEMO_FILLS_PER_VENUE_MONTH) -> DemoResult:
@@ -110,7 +148,68 @@ def run_demo(root: Path, *, fills_per_venue_month: int = DEMO_FILLS_PER_VENUE_MO
                 metadata = {k: getattr(v, "value", v) for k, v in event.metadata.items()}
                 if metadata.get("tick_count"):
                     demo.reports.append(metadata)
+        if demo.reports:
+            demo.stages = retier_stages(defs, instance, skewtape, demo)
     return demo
+
+
+def retier_stages(
+    defs: dg.Definitions, instance: dg.DagsterInstance, skewtape: SkewtapeHome, demo: DemoResult
+) -> list[TierStage]:
+    """Re-tier the archived months twice (one ``retier_ticks`` run each, over all of them, as a
+    UI backfill does): as of the newest day aged past the hot limit, then past the warm limit.
+
+    Returns the archive as archived and after each run (stopping at a failed run).
+    """
+    policy = ArchiveSettings().policy()
+    busiest = max(demo.reports, key=lambda r: (int(r["tick_count"]), str(r["symbol"])))
+    symbol_day = (str(busiest["symbol"]), str(busiest["date"]))
+    archived = archive_metrics(skewtape.archive_dir, policy=policy).to_dict()
+    stages = [_stage(TierStage("archived", "-", stats=archived), skewtape, symbol_day)]
+    months = sorted({day[:7] for day in demo.days})
+    newest = date.fromisoformat(max(demo.days))
+    steps = (("hot -> warm", policy.hot_max_age_days), ("warm -> cold", policy.warm_max_age_days))
+    for name, limit in steps:
+        stage = _retier_run(defs, instance, months, newest + timedelta(days=limit + 1), name)
+        stages.append(_stage(stage, skewtape, symbol_day))
+        if not stage.success:
+            break
+    return stages
+
+
+def _retier_run(
+    defs: dg.Definitions, instance: dg.DagsterInstance, months: list[str], as_of: date, name: str
+) -> TierStage:
+    """One ``retier_ticks`` run over ``months`` as of ``as_of``: moves counted, stats kept."""
+    result = defs.resolve_job_def("retier_ticks").execute_in_process(
+        instance=instance,
+        run_config={**QUIET_LOGS, **retier_run_config(as_of)},
+        raise_on_error=False,
+        tags={
+            "dagster/asset_partition_range_start": months[0],
+            "dagster/asset_partition_range_end": months[-1],
+        },
+    )
+    stage = TierStage(name, as_of.isoformat(), success=result.success)
+    for event in result.get_asset_materialization_events():
+        materialization = event.materialization
+        values = {k: getattr(v, "value", v) for k, v in materialization.metadata.items()}
+        if materialization.asset_key.path[-1] == "tick_archive_stats":
+            stage.stats = values
+        else:
+            stage.moved += int(values.get("symbol_days_moved", 0))
+    return stage
+
+
+def _stage(stage: TierStage, skewtape: SkewtapeHome, symbol_day: tuple[str, str]) -> TierStage:
+    """``stage`` with what the ``ticks`` view returns now (per tier, and for ``symbol_day``)."""
+    rows = run_query(VIEW_BY_TIER, skewtape.archive_dir).to_pylist()
+    stage.view = {str(r["tier"]): (int(r["ticks"]), int(r["contracts"])) for r in rows}
+    symbol, day = stage.query = symbol_day
+    stage.answer = run_query(
+        VIEW_SYMBOL_DAY, skewtape.archive_dir, parameters=[symbol, day, day]
+    ).to_pylist()
+    return stage
 
 
 def _outcome(month: str, result: dg.ExecuteInProcessResult) -> MonthOutcome:
@@ -186,6 +285,46 @@ def format_reports(reports: Sequence[dict[str, object]], *, shown: int = 12) -> 
     return "\n".join(lines)
 
 
+def format_stages(stages: Sequence[TierStage]) -> str:
+    """The archive per tier after each stage (files, bytes, ticks from ``tick_archive_stats``;
+    ticks and contracts through the ``ticks`` view), then the busiest symbol-day's query."""
+    header = (
+        f"{'stage':<13} {'as_of':<10} {'moved':>5}  {'tier':<4} {'files':>5} {'bytes':>8} "
+        f"{'ticks':>6} {'B/tick':>7}  {'view ticks':>10} {'contracts':>9}"
+    )
+    lines = [header, "-" * len(header)]
+    for stage in stages:
+        moved = "-" if stage.name == "archived" else str(stage.moved)
+        first = f"{stage.name:<13} {stage.as_of:<10} {moved:>5}"
+        if not stage.success:
+            lines.append(f"{first}  FAILED")
+            continue
+        for index, tier in enumerate(TIERS):
+            prefix = first if index == 0 else " " * len(first)
+            name = tier.lower()
+            ticks, nbytes = (
+                int(stage.stats.get(f"{name}_ticks", 0)),
+                int(stage.stats.get(f"{name}_bytes", 0)),
+            )
+            per_tick = f"{nbytes / ticks:.1f}" if ticks else "-"
+            view_ticks, contracts = stage.view.get(tier, (0, 0))
+            lines.append(
+                f"{prefix}  {tier:<4} {stage.stats.get(f'{name}_files', 0):>5} {nbytes:>8} "
+                f"{ticks:>6} {per_tick:>7}  {view_ticks:>10} {contracts:>9}"
+            )
+    if stages and stages[0].query[0]:
+        symbol, day = stages[0].query
+        lines += ["", f"{VIEW_SYMBOL_DAY}", f"  with symbol = {symbol!r}, date {day} .. {day}:"]
+        for stage in stages:
+            answers = "; ".join(
+                f"{r['tier']}: {r['ticks']} ticks, {r['contracts']} contracts, "
+                f"{r['first']} .. {r['last']}"
+                for r in stage.answer
+            )
+            lines.append(f"  {stage.name:<13} {answers or '(no rows)'}")
+    return "\n".join(lines)
+
+
 def _result_word(outcome: MonthOutcome) -> str:
     if not outcome.success:
         return "FAILED"
@@ -210,8 +349,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\nMaterialized tick_archive for {', '.join(demo.days)} over all symbols "
               f"into {archive}:")  # fmt: skip
         print(format_reports(demo.reports))
+    if demo.stages:
+        months = sorted({day[:7] for day in demo.days})
+        print(f"\nMaterialized tick_archive_tiers for {months[0]}..{months[-1]} twice, each "
+              "time with tick_archive_stats (tiers as measured; view: what the ticks view "
+              "returns):")  # fmt: skip
+        print(format_stages(demo.stages))
     months_ok = bool(demo.months) and all(o.success for o in demo.months)
-    return 0 if months_ok and demo.archive_ok else 1
+    return 0 if months_ok and demo.archive_ok and demo.tiers_ok else 1
 
 
 if __name__ == "__main__":

@@ -4,6 +4,10 @@
 reference tables, a README.md, and seals the folder. Tests that need a second snapshot copy one
 with :func:`copy_snapshot`, change it, and seal it again with :func:`reseal`. Import them with
 ``from skewtape_pipeline_tests.conftest import make_snapshot``.
+
+Fixtures for every folder: ``published_sample`` (a small sample chain published once a session:
+the first month's full snapshot and the deltas), ``published_full_snapshots`` (every month's
+full snapshot as published) and ``sample_root`` (a private copy of the chain a test may change).
 """
 
 from __future__ import annotations
@@ -15,15 +19,22 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from skewtape_pipeline.mirror.format import LOCAL_STATE_DIR
 from skewtape_pipeline.mirror.snapshot import read_snapshot, seal_snapshot
+from skewtape_pipeline.sample.publisher import publish_sample
 
 VENUES = ("kalshi", "polymarket")
 MARKETS_PER_VENUE = 3
 NS = 1_000_000_000
 UTC_NS = pa.timestamp("ns", tz="UTC")
 PRICE = pa.decimal128(8, 4)
+
+SAMPLE_FIRST_MONTH = "2026-09"
+SAMPLE_MONTHS = 4
+SAMPLE_FILLS = 500
+"""Fills per venue and month of the session's sample chain: small, published in a second or two."""
 
 
 def month_start_ns(month: str) -> int:
@@ -203,3 +214,41 @@ def reseal(folder: Path, *, month: str, venues: Sequence[str] | None = None,
         omitted_venues=omitted_venues,
     )
     return folder
+
+
+# --- the sample chain, published once a session ------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def published_chain(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(data root with the first full snapshot and the deltas, every month's full snapshot)."""
+    base = tmp_path_factory.mktemp("sample")
+    root, full = base / "data", base / "full"
+    publish_sample(
+        root,
+        first_month=SAMPLE_FIRST_MONTH,
+        months=SAMPLE_MONTHS,
+        fills_per_venue_month=SAMPLE_FILLS,
+        snapshots_dir=full,
+    )
+    return root, full
+
+
+@pytest.fixture(scope="session")
+def published_sample(published_chain: tuple[Path, Path]) -> Path:
+    """The published data root (never modified; copy it with ``sample_root``)."""
+    return published_chain[0]
+
+
+@pytest.fixture(scope="session")
+def published_full_snapshots(published_chain: tuple[Path, Path]) -> Path:
+    """``<month>/``: every month's full snapshot as published (never modified)."""
+    return published_chain[1]
+
+
+@pytest.fixture
+def sample_root(published_sample: Path, tmp_path: Path) -> Path:
+    """A private copy of the published sample that a test may change."""
+    root = tmp_path / "data"
+    shutil.copytree(published_sample, root, symlinks=True)
+    return root

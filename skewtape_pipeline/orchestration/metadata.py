@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -125,7 +126,7 @@ def problems_metadata(problems: Sequence[str]) -> dict[str, dg.MetadataValue]:
 def symbol_day_metadata(result: Any) -> dict[str, dg.MetadataValue]:
     """Metadata of one archived symbol-day: its source and, when it has ticks, its report.
 
-    ``result`` is a :class:`~skewtape_pipeline.orchestration.fill_ticks.SymbolDayResult`.
+    ``result`` is a :class:`~skewtape_pipeline.ticks.snapshot_fills.SymbolDayResult`.
     """
     source = result.source
     metadata: dict[str, dg.MetadataValue] = {
@@ -162,3 +163,111 @@ def _scalar(value: Any) -> dg.MetadataValue:
     if isinstance(value, float):
         return dg.MetadataValue.float(value)
     return dg.MetadataValue.text("" if value is None else str(value))
+
+
+# --- re-tiering and the archive as a whole ------------------------------------------------------
+
+MAX_MOVES_LISTED = 200
+"""How many moved symbol-days a partition's ``moves`` table shows (the catalog has them all)."""
+
+
+def moves_by_month(moves: Sequence[Any]) -> dict[str, list[Any]]:
+    """``{YYYY-MM: [PartitionMove, ...]}``: re-tiering moves grouped by the month of their day."""
+    by_month: dict[str, list[Any]] = {}
+    for move in moves:
+        by_month.setdefault(f"{move.date.year:04d}-{move.date.month:02d}", []).append(move)
+    return by_month
+
+
+def retier_run_metadata(result: Any) -> dict[str, dg.MetadataValue]:
+    """Metadata every partition of a re-tiering run shares: the run's numbers (``run.*``) and
+    zero moves, which :func:`moves_metadata` overrides for the months that moved something.
+
+    ``result`` is the core's ``RetierResult``.
+    """
+    metrics = result.metrics()
+    metadata: dict[str, dg.MetadataValue] = {
+        "as_of": dg.MetadataValue.text(result.as_of.isoformat()),
+        "books_and_records": dg.MetadataValue.bool(result.books_and_records),
+        "catalog_generation": dg.MetadataValue.int(result.generation),
+    }
+    for name in ("files_written", "files_reused", "files_removed", "files_retained"):
+        metadata[f"run.{name}"] = dg.MetadataValue.int(metrics[name])
+    metadata["run.symbol_days_moved"] = dg.MetadataValue.int(metrics["symbol_days_moved"])
+    metadata["run.symbol_days_held"] = dg.MetadataValue.int(metrics["symbol_days_held"])
+    metadata["run.seconds"] = dg.MetadataValue.float(float(metrics["seconds"]))
+    return metadata | moves_metadata([])
+
+
+def moves_metadata(moves: Sequence[Any]) -> dict[str, dg.MetadataValue]:
+    """Metadata of one month's moved symbol-days: counts, bytes before and after, the files
+    they now live in (``files``: path -> tier, symbol-days, bytes of theirs) and a table of
+    where each went (tier, byte share, file name), the first :data:`MAX_MOVES_LISTED` of them.
+
+    ``moves`` are the core's ``PartitionMove`` objects of one month.
+    """
+    before = sum(m.bytes_before for m in moves)
+    after = sum(m.byte_share for m in moves)
+    metadata: dict[str, dg.MetadataValue] = {
+        "symbol_days_moved": dg.MetadataValue.int(len(moves)),
+        "ticks_moved": dg.MetadataValue.int(sum(m.rows for m in moves)),
+        "bytes_before": dg.MetadataValue.int(before),
+        "bytes_after": dg.MetadataValue.int(after),
+        "bytes_ratio": dg.MetadataValue.float(before / after if after else 0.0),
+    }
+    if not moves:
+        return metadata
+    files: dict[str, dict[str, Any]] = {}
+    for m in moves:
+        entry = files.setdefault(m.to_path, {"tier": m.to_tier, "symbol_days": 0, "bytes": 0})
+        entry["symbol_days"] += 1
+        entry["bytes"] += m.byte_share
+    metadata["files"] = dg.MetadataValue.json(files)
+    metadata["moves"] = dg.MetadataValue.md(_moves_table(moves))
+    return metadata
+
+
+def _moves_table(moves: Sequence[Any]) -> str:
+    lines = [
+        "| symbol | date | from | to | rows | byte share | file |",
+        "|---|---|---|---|---:|---:|---|",
+    ]
+    for m in moves[:MAX_MOVES_LISTED]:
+        lines.append(
+            f"| {m.symbol} | {m.date.isoformat()} | {m.from_tier} | {m.to_tier} | {m.rows} | "
+            f"{m.byte_share} | {Path(m.to_path).name} |"
+        )
+    if len(moves) > MAX_MOVES_LISTED:
+        lines.append(
+            f"\n... and {len(moves) - MAX_MOVES_LISTED} more (the archive catalog locates every "
+            "symbol-day)."
+        )
+    return "\n".join(lines)
+
+
+def archive_metrics_metadata(metrics: Any) -> dict[str, dg.MetadataValue]:
+    """Numeric metadata of the archive as a whole (``hot_bytes``, ``cold_ticks``, ...), which the
+    UI plots over materializations, and a markdown table of the tiers.
+
+    ``metrics`` is the core's ``ArchiveMetrics``.
+    """
+    flat = metrics.to_dict()
+    metadata: dict[str, dg.MetadataValue] = {
+        name: dg.MetadataValue.int(value) for name, value in flat.items()
+    }
+    lines = [
+        "| tier | files | bytes | ticks | symbol-days | bytes per tick |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for tier, numbers in metrics.tiers.items():
+        per_tick = f"{numbers.bytes / numbers.ticks:.2f}" if numbers.ticks else "-"
+        lines.append(
+            f"| {tier} | {numbers.files} | {numbers.bytes} | {numbers.ticks} | "
+            f"{numbers.symbol_days} | {per_tick} |"
+        )
+    lines.append(
+        f"\n{flat['retained_files']} superseded file(s), {flat['retained_bytes']} bytes, "
+        "retained on disk (outside the query view)."
+    )
+    metadata["summary"] = dg.MetadataValue.md("\n".join(lines))
+    return metadata

@@ -8,6 +8,7 @@ import dagster as dg
 from pydantic import Field
 
 from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.ticks.books import enable_books_and_records
 from skewtape_pipeline.ticks.tiers import TierPolicy
 
 AUDIT_LOG_NAME = "audit.jsonl"
@@ -64,17 +65,38 @@ class SkewtapeHome(dg.ConfigurableResource):
 
 
 class ArchiveSettings(dg.ConfigurableResource):
-    """How the tick archive writes: the tier policy (explicit, recorded in every report) and
-    the compression target each report is measured against."""
+    """How the tick archive writes and re-tiers: the tier policy (explicit, recorded in every
+    report), the compression target each report is measured against, and the write-once mode."""
 
     tier_policy_file: str | None = Field(
         default=None,
         description="A TOML or JSON tier policy; the built-in defaults when not given.",
     )
     target_ratio: float = Field(default=5.0, description="Compression ratio each report asserts.")
+    books_and_records: bool = Field(
+        default=False,
+        description="Put the archive in books_and_records mode (write-once, for good) before "
+        "compacting or re-tiering: superseded files are retained, and any overwrite or "
+        "deletion is refused (and audited). False does not turn the mode off: an archive "
+        "already in it stays write-once.",
+    )
+    lock_timeout: float = Field(
+        default=60.0,
+        description="Seconds a re-tiering waits for another one of the same archive (e.g. "
+        "started from the command line) to finish.",
+    )
 
     def policy(self) -> TierPolicy:
         """The tier policy (ConfigError naming the file when it is invalid)."""
         if self.tier_policy_file:
             return TierPolicy.load(Path(self.tier_policy_file))
         return TierPolicy()
+
+    def prepare(self, archive_dir: Path, *, audit_log: Path) -> Path:
+        """Turn ``books_and_records`` mode on for ``archive_dir`` when configured (idempotent;
+        the change is audited); returns ``archive_dir``."""
+        if self.books_and_records:
+            enable_books_and_records(
+                archive_dir, audit_log=audit_log, reason="ArchiveSettings.books_and_records"
+            )
+        return archive_dir

@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from skewtape_pipeline.orchestration.arrivals import inspect_delta
+from skewtape_pipeline.mirror.arrivals import inspect_delta
 from skewtape_pipeline.orchestration.jobs import apply_month_job
 from skewtape_pipeline.orchestration.partitions import is_month_partition, month_of, previous_month
 from skewtape_pipeline.orchestration.resources import SkewtapeHome

@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from skewtape_pipeline.orchestration.arrivals import delta_months, holds_snapshot, inspect_delta
+from skewtape_pipeline.mirror.arrivals import delta_months, holds_snapshot, inspect_delta
 from skewtape_pipeline.orchestration.jobs import apply_month_job
 from skewtape_pipeline.orchestration.partitions import FIRST_MONTH, is_month_partition
 from skewtape_pipeline.orchestration.resources import SkewtapeHome

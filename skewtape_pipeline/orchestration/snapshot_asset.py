@@ -15,19 +15,19 @@ from typing import Any
 import dagster as dg
 
 from skewtape_pipeline.mirror.apply import ApplyResult, apply_delta, check_delta, combine_steps
+from skewtape_pipeline.mirror.months import MonthPlan, plan_month
 from skewtape_pipeline.mirror.preflight import CheckedDelta
 from skewtape_pipeline.mirror.verify import verify_snapshot
-from skewtape_pipeline.orchestration.fill_ticks import new_symbols
 from skewtape_pipeline.orchestration.jobs import HISTORY_SNAPSHOT
 from skewtape_pipeline.orchestration.metadata import (
     apply_metadata,
     bootstrap_metadata,
     verify_metadata,
 )
-from skewtape_pipeline.orchestration.month_plan import MonthPlan, plan_month
 from skewtape_pipeline.orchestration.partitions import month_partitions, previous_month
 from skewtape_pipeline.orchestration.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.tick_partitions import register_symbols
+from skewtape_pipeline.ticks.snapshot_fills import new_symbols
 
 APPLY_POOL = "skewtape_apply"
 """The concurrency pool of every op that writes to ``history/``."""

@@ -3,24 +3,28 @@
 A run may cover many symbol-days (a backfill runs one day over all symbols in one run); each
 gets its own materialization metadata (the report and its source). Two checks per run: DuckDB
 reads every written file back equal to the fills, and each symbol-day meets the compression
-target (a warning: small symbol-days rarely do, and the report says so honestly).
+target (a warning: small symbol-days rarely do, and the report says so honestly). Runs that
+write the archive share one concurrency pool (:data:`ARCHIVE_POOL`): a compaction never races
+a re-tiering of the same archive.
 """
 
 import warnings
 
 import dagster as dg
 
-from skewtape_pipeline.orchestration.fill_ticks import (
-    archive_read_back_problems,
-    archive_symbol_days,
-    today_utc,
-)
 from skewtape_pipeline.orchestration.jobs import HISTORY_SNAPSHOT
 from skewtape_pipeline.orchestration.metadata import problems_metadata, symbol_day_metadata
 from skewtape_pipeline.orchestration.resources import ArchiveSettings, SkewtapeHome
 from skewtape_pipeline.orchestration.tick_partitions import symbol_day_of, symbol_day_partitions
+from skewtape_pipeline.ticks.snapshot_fills import (
+    archive_read_back_problems,
+    archive_symbol_days,
+    today_utc,
+)
 
 TICK_ARCHIVE = dg.AssetKey("tick_archive")
+ARCHIVE_POOL = "skewtape_archive"
+"""The concurrency pool of every asset that writes or measures the tick archive."""
 ROUND_TRIP = "round_trip_read_back"
 TARGET_MET = "compression_target_met"
 
@@ -37,6 +41,7 @@ with warnings.catch_warnings():
         partitions_def=symbol_day_partitions,
         deps=[HISTORY_SNAPSHOT],
         backfill_policy=dg.BackfillPolicy.single_run(),
+        pool=ARCHIVE_POOL,
         group_name="ticks",
         kinds={"parquet"},
         check_specs=[
@@ -64,7 +69,7 @@ def tick_archive(
     results = archive_symbol_days(
         skewtape.history_dir,
         [symbol_day_of(key) for key in keys],
-        out=skewtape.archive_dir,
+        out=archive.prepare(skewtape.archive_dir, audit_log=skewtape.audit_log),
         as_of=today_utc(),
         policy=archive.policy(),
         target_ratio=archive.target_ratio,

@@ -3,7 +3,6 @@ exactly the symbol-days whose ticks changed, so the archive never keeps correcte
 
 import dagster as dg
 
-from skewtape_pipeline.orchestration.fill_ticks import applied_months, corrected_symbol_days
 from skewtape_pipeline.orchestration.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.tick_asset import archive_ticks_job
 from skewtape_pipeline.orchestration.tick_partitions import (
@@ -12,6 +11,7 @@ from skewtape_pipeline.orchestration.tick_partitions import (
     symbol_day_key,
     symbol_key,
 )
+from skewtape_pipeline.ticks.snapshot_fills import applied_months, corrected_symbol_days
 
 
 @dg.sensor(

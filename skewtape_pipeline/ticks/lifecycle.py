@@ -155,6 +155,12 @@ class RetierPlan:
         """True when running the plan changes where some symbol-day lives (or a stamp)."""
         return bool(self.rewrites or self.emptied or self.refreshed)
 
+    def months(self) -> list[str]:
+        """``YYYY-MM`` of the symbol-days the plan moves or drops, sorted: the months a run
+        limited by ``months`` must cover to carry the plan out."""
+        days = [m.date for m in self.moves] + [day for _, day in self.dropped]
+        return sorted({f"{day.year:04d}-{day.month:02d}" for day in days})
+
     def summary(self) -> dict[str, int]:
         """Counts for logs and metadata."""
         return {

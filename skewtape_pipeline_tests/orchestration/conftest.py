@@ -1,6 +1,7 @@
-"""Builders for the orchestration tests: a published sample chain copied into ``tmp_path``.
+"""Builders for the orchestration tests: definitions over a copy of the sample chain.
 
-The sample is published once per session (small fills) and copied for each test that changes it.
+The sample chain itself (``published_sample``, ``sample_root``, ...) comes from the package's
+root conftest; here it is applied month by month through the ``apply_month`` job.
 """
 
 from __future__ import annotations
@@ -13,47 +14,6 @@ import pytest
 
 from skewtape_pipeline.definitions import build_definitions
 from skewtape_pipeline.orchestration.resources import SkewtapeHome
-from skewtape_pipeline.sample.publisher import publish_sample
-
-SAMPLE_FIRST_MONTH = "2026-09"
-SAMPLE_MONTHS = 4
-SAMPLE_FILLS = 500
-"""Fills per venue and month: small, so a session publishes in a second or two."""
-
-
-@pytest.fixture(scope="session")
-def published(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(data root with the first full snapshot and the deltas, every month's full snapshot)."""
-    base = tmp_path_factory.mktemp("sample")
-    root, full = base / "data", base / "full"
-    publish_sample(
-        root,
-        first_month=SAMPLE_FIRST_MONTH,
-        months=SAMPLE_MONTHS,
-        fills_per_venue_month=SAMPLE_FILLS,
-        snapshots_dir=full,
-    )
-    return root, full
-
-
-@pytest.fixture(scope="session")
-def published_sample(published: tuple[Path, Path]) -> Path:
-    """The published data root (never modified; copy it with ``sample_root``)."""
-    return published[0]
-
-
-@pytest.fixture(scope="session")
-def published_full_snapshots(published: tuple[Path, Path]) -> Path:
-    """``<month>/``: every month's full snapshot as published (never modified)."""
-    return published[1]
-
-
-@pytest.fixture
-def sample_root(published_sample: Path, tmp_path: Path) -> Path:
-    """A private copy of the published sample that a test may change."""
-    root = tmp_path / "data"
-    shutil.copytree(published_sample, root, symlinks=True)
-    return root
 
 
 @pytest.fixture
@@ -75,12 +35,10 @@ def run_month(
 
 
 @pytest.fixture(scope="session")
-def applied_chain_once(
-    published: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
-) -> Path:
+def applied_chain_once(published_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A data root whose first three months are applied (history/2026-09..11), once a session."""
     root = tmp_path_factory.mktemp("applied") / "data"
-    shutil.copytree(published[0], root, symlinks=True)
+    shutil.copytree(published_sample, root, symlinks=True)
     defs = build_definitions(SkewtapeHome(root=str(root)))
     with dg.DagsterInstance.ephemeral() as instance:
         for month in ("2026-09", "2026-10", "2026-11"):

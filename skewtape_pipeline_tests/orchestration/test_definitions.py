@@ -13,7 +13,8 @@ import dagster as dg
 from skewtape_pipeline.definitions import defs
 from skewtape_pipeline.orchestration.jobs import HISTORY_SNAPSHOT
 from skewtape_pipeline.orchestration.snapshot_asset import APPLY_POOL
-from skewtape_pipeline.orchestration.tick_asset import TICK_ARCHIVE
+from skewtape_pipeline.orchestration.tick_asset import ARCHIVE_POOL, TICK_ARCHIVE
+from skewtape_pipeline.orchestration.tier_assets import TICK_ARCHIVE_STATS, TICK_ARCHIVE_TIERS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,6 +24,15 @@ def test_definitions_when_loaded_validate_and_expose_jobs_sensors_schedule():
     assert defs.resolve_sensor_def("delta_arrival_sensor").job_name == "apply_month"
     assert defs.resolve_schedule_def("monthly_apply_schedule").job_name == "apply_month"
     assert defs.resolve_sensor_def("tick_corrections_sensor").job_name == "archive_ticks"
+    assert defs.resolve_schedule_def("daily_retier_schedule").job_name == "retier_ticks"
+    retier_job = defs.resolve_job_def("retier_ticks")
+    assert retier_job.asset_layer.executable_asset_keys == {TICK_ARCHIVE_TIERS, TICK_ARCHIVE_STATS}
+
+
+def test_definitions_when_loaded_every_archive_writer_is_in_the_archive_pool():
+    for key in (TICK_ARCHIVE, TICK_ARCHIVE_TIERS, TICK_ARCHIVE_STATS):
+        assert defs.resolve_assets_def(key).op.pool == ARCHIVE_POOL
+    assert ARCHIVE_POOL != APPLY_POOL
 
 
 def test_definitions_when_loaded_tick_archive_depends_on_the_month_of_its_day():

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import date
 from pathlib import Path
 
 import pytest
 
 from skewtape_pipeline.demo import main, run_demo
 from skewtape_pipeline.mirror.verify import verify_snapshot
+from skewtape_pipeline.ticks.catalog import locate
+from skewtape_pipeline.ticks.parquet_store import partition_file
 
 
 def test_run_demo_when_root_is_empty_publishes_and_materializes_months_in_order(tmp_path: Path):
@@ -37,15 +40,33 @@ def test_demo_main_when_rerun_reports_applied_months_unchanged(
     assert "bootstrap" in line_of["2026-09"]
 
 
-def test_run_demo_when_months_applied_archives_one_day_per_month_with_reports(
+def test_run_demo_when_months_applied_archives_a_day_each_then_moves_it_hot_warm_cold(
     sample_root: Path,
 ):
     demo = run_demo(sample_root)
-    assert demo.archive_ok
+    assert demo.archive_ok and demo.tiers_ok
     assert [day[:7] for day in demo.days] == ["2026-09", "2026-10", "2026-11"][: len(demo.days)]
     assert len(demo.days) >= 2
     assert demo.reports
+    archive = sample_root / "archive"
     for report in demo.reports:
+        symbol, day = str(report["symbol"]), date.fromisoformat(str(report["date"]))
         assert report["date"] in demo.days
-        assert Path(str(report["path"])).is_file()
+        assert Path(str(report["path"])) == partition_file(archive, symbol, day)
         assert report["round_trip_verified"] is True
+        location = locate(archive, symbol, day)  # the hot file's rows moved on to the cold tier
+        assert location.tier == "COLD" and location.path.is_file()
+        assert location.rows == report["tick_count"]
+    archived, warm, cold = demo.stages
+    assert [stage.name for stage in demo.stages] == ["archived", "hot -> warm", "warm -> cold"]
+    assert set(archived.view) == {"HOT"}
+    assert "WARM" in warm.view and "HOT" not in warm.view
+    assert set(cold.view) == {"COLD"}
+    ticks = sum(int(report["tick_count"]) for report in demo.reports)
+    for stage in demo.stages:
+        assert sum(t for t, _ in stage.view.values()) == ticks == stage.stats["total_ticks"]
+        assert sum(c for _, c in stage.view.values()) == sum(c for _, c in archived.view.values())
+        assert sum(int(row["ticks"]) for row in stage.answer) == max(
+            int(report["tick_count"]) for report in demo.reports
+        )
+    assert warm.moved == cold.moved == len(demo.reports)

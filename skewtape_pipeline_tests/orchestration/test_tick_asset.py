@@ -8,9 +8,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from skewtape_pipeline.orchestration.fill_ticks import new_symbols
 from skewtape_pipeline.orchestration.tick_asset import ROUND_TRIP, TARGET_MET, TICK_ARCHIVE
 from skewtape_pipeline.orchestration.tick_partitions import SYMBOLS, symbol_day_of, symbol_key
+from skewtape_pipeline.ticks.snapshot_fills import new_symbols
 from skewtape_pipeline_tests.orchestration.conftest import run_month
 
 DAY = "2026-10-05"

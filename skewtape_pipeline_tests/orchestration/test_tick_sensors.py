@@ -8,10 +8,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from skewtape_pipeline.orchestration.fill_ticks import corrected_symbol_days, new_symbols
 from skewtape_pipeline.orchestration.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.tick_partitions import register_symbols, symbol_day_key
 from skewtape_pipeline.orchestration.tick_sensors import tick_corrections_sensor
+from skewtape_pipeline.ticks.snapshot_fills import corrected_symbol_days, new_symbols
 
 
 @pytest.fixture

@@ -1,14 +1,18 @@
-"""Builders for tick archive tests: small exact batches, canonical CSV text, real-file paths."""
+"""Builders for tick archive tests: small exact batches, canonical CSV text, real-file paths,
+and the sample chain with its first three months applied by the core (``applied_chain``)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 from datetime import date
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pytest
 
+from skewtape_pipeline.mirror.apply import apply_delta
 from skewtape_pipeline.ticks.model import TickBatch
 from skewtape_pipeline.ticks.validate import day_start_ns
 
@@ -68,3 +72,32 @@ def archive_rows(table: pa.Table) -> list[tuple]:
         strict=True,
     )
     return sorted(rows)
+
+
+APPLIED_MONTHS = ("2026-10", "2026-11")
+"""The months the applied chain applies (after the published first month, 2026-09)."""
+
+
+@pytest.fixture(scope="session")
+def applied_chain_once(published_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data root whose first three months are applied (history/2026-09..11), once a session."""
+    root = tmp_path_factory.mktemp("applied") / "data"
+    shutil.copytree(published_sample, root, symlinks=True)
+    history, parent = root / "history", "2026-09"
+    for month in APPLIED_MONTHS:
+        apply_delta(
+            history / parent,
+            root / "deltas" / month,
+            into=history / month,
+            audit_log=root / "audit.jsonl",
+        )
+        parent = month
+    return root
+
+
+@pytest.fixture
+def applied_chain(applied_chain_once: Path, tmp_path: Path) -> Path:
+    """A private copy of the applied chain (hard links kept as copies) that a test may change."""
+    root = tmp_path / "applied"
+    shutil.copytree(applied_chain_once, root, symlinks=True)
+    return root

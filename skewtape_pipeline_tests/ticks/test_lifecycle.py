@@ -266,6 +266,15 @@ def test_plan_retier_when_as_of_before_ticks_raises(tmp_path, no_fsync):
         plan_retier(root, as_of=STAGE_1, policy=POLICY, months=["2026-13"])
 
 
+def test_plan_retier_months_when_days_are_due_names_exactly_their_months(tmp_path, no_fsync):
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    assert plan_retier(root, as_of=STAGE_1, policy=POLICY).months() == ["2026-01", "2026-02"]
+    retier(root, as_of=STAGE_1, policy=POLICY)
+    assert plan_retier(root, as_of=STAGE_1, policy=POLICY).months() == []
+    between = STAGE_1 + timedelta(days=4)  # only February's days change tier
+    assert plan_retier(root, as_of=between, policy=POLICY).months() == ["2026-02"]
+
+
 def test_plan_retier_when_policy_makes_tiers_warmer_holds_symbol_days(tmp_path, no_fsync):
     from dataclasses import replace
 

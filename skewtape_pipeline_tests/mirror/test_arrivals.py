@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 from skewtape_pipeline.hashing import sha256_file
+from skewtape_pipeline.mirror.arrivals import delta_months, holds_snapshot, inspect_delta
 from skewtape_pipeline.mirror.format import CHECKSUMS, MANIFEST
-from skewtape_pipeline.orchestration.arrivals import delta_months, holds_snapshot, inspect_delta
 
 
 def largest_listed_file(delta: Path) -> Path:

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Literal
 
 from skewtape_pipeline.errors import ChainError
+from skewtape_pipeline.mirror.arrivals import holds_snapshot
 from skewtape_pipeline.mirror.format import MANIFEST
 from skewtape_pipeline.mirror.preflight import read_delta_head
-from skewtape_pipeline.orchestration.arrivals import holds_snapshot
 
 Kind = Literal["bootstrap", "apply"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from skewtape_pipeline.errors import ChainError
-from skewtape_pipeline.orchestration.month_plan import plan_month
+from skewtape_pipeline.mirror.months import plan_month
 
 
 def plan(root: Path, month: str, previous: str):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import date
 from pathlib import Path
 
@@ -11,9 +12,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from skewtape_pipeline.errors import ChainError
-from skewtape_pipeline.orchestration import fill_ticks
-from skewtape_pipeline.orchestration.fill_ticks import (
+from skewtape_pipeline.errors import ChainError, WriteOnceError
+from skewtape_pipeline.ticks import snapshot_fills
+from skewtape_pipeline.ticks.books import EVENT_REFUSED, enable_books_and_records
+from skewtape_pipeline.ticks.parquet_store import partition_file
+from skewtape_pipeline.ticks.snapshot_fills import (
     archive_read_back_problems,
     archive_symbol_days,
     changed_symbol_days,
@@ -21,7 +24,6 @@ from skewtape_pipeline.orchestration.fill_ticks import (
     new_symbols,
     symbols_in,
 )
-from skewtape_pipeline.ticks.parquet_store import partition_file
 from skewtape_pipeline.ticks.tiers import TierPolicy
 
 AS_OF = date(2026, 11, 29)
@@ -160,7 +162,44 @@ def test_archive_symbol_days_when_month_not_applied_refuses_naming_it(applied_ch
 def test_read_fills_ticks_when_rows_selected_keeps_file_order_and_rows(applied_chain: Path):
     fills = applied_chain / "history" / "2026-10" / "fills/kalshi/2026-10.parquet"
     wanted = busiest_symbol_days(fills, 3)
-    ticks = fill_ticks.read_fills_ticks(fills, wanted)
+    ticks = snapshot_fills.read_fills_ticks(fills, wanted)
     rows = ticks.row_numbers.to_pylist()
     assert rows == sorted(rows)
     assert ticks.table.num_rows == len(rows) > 0
+
+
+def test_archive_symbol_days_when_books_and_records_and_a_file_exists_refuses_before_writing(
+    applied_chain: Path, tmp_path: Path
+):
+    history = applied_chain / "history"
+    wanted = busiest_symbol_days(history / "2026-10" / "fills/kalshi/2026-10.parquet", 3)
+    out = tmp_path / "archive"
+    archive_symbol_days(history, wanted[1:2], out=out, as_of=AS_OF, policy=TierPolicy())
+    enable_books_and_records(out)
+    kept = partition_file(out, *wanted[1]).read_bytes()
+    with pytest.raises(WriteOnceError, match="overwrite refused") as refused:
+        archive_symbol_days(history, wanted, out=out, as_of=AS_OF, policy=TierPolicy())
+    assert refused.value.path == partition_file(out, *wanted[1])
+    assert not partition_file(out, *wanted[0]).exists()  # refused before the first write
+    assert partition_file(out, *wanted[1]).read_bytes() == kept
+    events = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert events[-1]["event"] == EVENT_REFUSED and events[-1]["operation"] == "overwrite"
+
+
+def test_archive_symbol_days_when_books_and_records_and_ticks_corrected_away_keeps_the_file(
+    applied_chain: Path, tmp_path: Path
+):
+    history = applied_chain / "history"
+    fills = history / "2026-11" / "fills" / "kalshi" / "2026-10.parquet"
+    [(symbol, day)] = busiest_symbol_days(fills, 1)
+    out = tmp_path / "archive"
+    archive_symbol_days(history, [(symbol, day)], out=out, as_of=AS_OF, policy=TierPolicy())
+    enable_books_and_records(out)
+    table = pq.read_table(fills)
+    fills.chmod(0o644)
+    pq.write_table(
+        table.filter(pc.not_equal(table.column("market_id"), symbol.split(":")[1])), fills
+    )
+    with pytest.raises(WriteOnceError, match="delete refused"):
+        archive_symbol_days(history, [(symbol, day)], out=out, as_of=AS_OF, policy=TierPolicy())
+    assert partition_file(out, symbol, day).exists()

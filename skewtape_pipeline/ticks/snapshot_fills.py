@@ -14,7 +14,7 @@ Everything but :func:`archive_symbol_days` (which writes the archive through the
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -27,6 +27,7 @@ from skewtape_pipeline.errors import ChainError, ConfigError, TickValidationErro
 from skewtape_pipeline.fsio import atomic_unlink
 from skewtape_pipeline.mirror.format import MANIFEST, MONTH_RE, SnapshotManifest
 from skewtape_pipeline.mirror.snapshot import read_snapshot
+from skewtape_pipeline.ticks.books import check_may_delete, check_may_write, is_books_and_records
 from skewtape_pipeline.ticks.compact import compact_symbol_day, plan_symbol_days
 from skewtape_pipeline.ticks.parquet_store import partition_file
 from skewtape_pipeline.ticks.report import DEFAULT_TARGET_RATIO, TickStorageCompactionReport
@@ -261,6 +262,9 @@ def archive_symbol_days(
         A bad symbol, or invalid ticks (naming the month file and its row); nothing written.
     RoundTripError
         A written file did not read back equal (that symbol-day is not published).
+    WriteOnceError
+        The archive is in ``books_and_records`` mode and a wanted symbol-day's file exists
+        (it would be overwritten or removed); refused before anything is written, and audited.
     """
     sources = newest_sources(history, wanted)
     planned = {}
@@ -277,6 +281,7 @@ def archive_symbol_days(
                 ticks, as_of=as_of, price_scale=price_scale, side_map=FILLS_SIDE_MAP
             ):
                 planned[(item.symbol, item.day)] = item
+    _check_write_once(out, wanted, planned)
     results = []
     for key in wanted:
         item = planned.get(key)
@@ -298,6 +303,19 @@ def archive_symbol_days(
         )
         results.append(SymbolDayResult(*key, sources[key], report))
     return results
+
+
+def _check_write_once(out: Path, wanted: Sequence[SymbolDay], planned: Mapping) -> None:
+    """In ``books_and_records`` mode, refuse (audited) before the first write when a wanted
+    symbol-day's file exists: it would be overwritten, or removed for lack of ticks."""
+    if not is_books_and_records(out):
+        return
+    for key in wanted:
+        target = partition_file(out, *key)
+        if key in planned:
+            check_may_write(out, target)
+        elif target.exists():
+            check_may_delete(out, target, why="the snapshot holds no ticks for it any more")
 
 
 def read_fills_ticks(fills_file: Path, wanted: Iterable[SymbolDay]) -> SourceTicks:

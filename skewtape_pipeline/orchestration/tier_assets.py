@@ -1,0 +1,115 @@
+"""Re-tiering the tick archive by age, and the archive as a whole, as Dagster assets.
+
+``tick_archive_tiers`` is partitioned by month (the keys of ``history_snapshot``): materializing
+a month moves that month's symbol-days to the tier their age calls for (the core's
+``retier(..., months=...)``: verified copies, one atomic catalog commit, audited removals). A
+backfill over months is one run (one lock, one commit). Each month's materialization records
+where its moved symbol-days now live; the run's own numbers are shared by every month of it.
+
+``tick_archive_stats`` (not partitioned) measures the whole archive: bytes, files, ticks and
+symbol-days per tier as numbers the UI plots over time. Both run in the archive pool, so they
+never race a compaction (the core also holds a lock of its own).
+"""
+
+import warnings
+from datetime import UTC, date, datetime
+
+import dagster as dg
+from pydantic import Field
+
+from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.orchestration.metadata import (
+    archive_metrics_metadata,
+    moves_by_month,
+    moves_metadata,
+    retier_run_metadata,
+)
+from skewtape_pipeline.orchestration.partitions import month_partitions
+from skewtape_pipeline.orchestration.resources import ArchiveSettings, SkewtapeHome
+from skewtape_pipeline.orchestration.tick_asset import ARCHIVE_POOL
+from skewtape_pipeline.ticks.catalog import archive_metrics
+from skewtape_pipeline.ticks.lifecycle import retier
+
+TICK_ARCHIVE_TIERS = dg.AssetKey("tick_archive_tiers")
+TICK_ARCHIVE_STATS = dg.AssetKey("tick_archive_stats")
+
+
+class RetierConfig(dg.Config):
+    """Run configuration of a re-tiering."""
+
+    as_of: str = Field(
+        default="",
+        description="The day ages are counted to (YYYY-MM-DD); empty: today in UTC.",
+    )
+
+    def as_of_date(self) -> date:
+        """``as_of`` as a date (today in UTC when empty); ConfigError when it is not a date."""
+        if not self.as_of:
+            return datetime.now(UTC).date()
+        try:
+            return date.fromisoformat(self.as_of)
+        except ValueError:
+            raise ConfigError(f"as_of = {self.as_of!r}: expected a YYYY-MM-DD date") from None
+
+
+def retier_run_config(as_of: date) -> dict:
+    """The run configuration of a re-tiering run at ``as_of`` (the schedule's and the demo's)."""
+    return {"ops": {TICK_ARCHIVE_TIERS.path[-1]: {"config": {"as_of": as_of.isoformat()}}}}
+
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", dg.BetaWarning)  # backfill_policy is beta in 1.13
+    _tiers_asset = dg.asset(
+        key=TICK_ARCHIVE_TIERS,
+        partitions_def=month_partitions,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        pool=ARCHIVE_POOL,
+        group_name="ticks",
+        kinds={"parquet"},
+        description="The tick archive's symbol-days of each month in the tier their age calls "
+        "for: hot symbol-day files, warm and cold consolidated files (moved, verified row for "
+        "row, committed atomically, audited).",
+    )
+
+
+@_tiers_asset
+def tick_archive_tiers(
+    context: dg.AssetExecutionContext,
+    config: RetierConfig,
+    skewtape: SkewtapeHome,
+    archive: ArchiveSettings,
+) -> dg.MaterializeResult:
+    result = retier(
+        archive.prepare(skewtape.archive_dir, audit_log=skewtape.audit_log),
+        as_of=config.as_of_date(),
+        policy=archive.policy(),
+        months=context.partition_keys,
+        audit_log=skewtape.audit_log,
+        lock_timeout=archive.lock_timeout,
+    )
+    context.add_asset_metadata(retier_run_metadata(result))
+    for month, moves in moves_by_month(result.moved).items():
+        context.add_asset_metadata(moves_metadata(moves), partition_key=month)
+    return dg.MaterializeResult()
+
+
+@dg.asset(
+    key=TICK_ARCHIVE_STATS,
+    deps=[TICK_ARCHIVE_TIERS],
+    pool=ARCHIVE_POOL,
+    group_name="ticks",
+    description="The tick archive as a whole: files, bytes, ticks and symbol-days per tier "
+    "(numbers plotted over time), and the superseded files retained on disk.",
+)
+def tick_archive_stats(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.MaterializeResult:
+    metrics = archive_metrics(skewtape.archive_dir, policy=archive.policy())
+    return dg.MaterializeResult(metadata=archive_metrics_metadata(metrics))
+
+
+retier_ticks_job = dg.define_asset_job(
+    name="retier_ticks",
+    selection=dg.AssetSelection.assets(TICK_ARCHIVE_TIERS, TICK_ARCHIVE_STATS),
+    description="Move the symbol-days of the selected months to the tier their age calls for, "
+    "then measure the archive.",
+    executor_def=dg.in_process_executor,
+)
