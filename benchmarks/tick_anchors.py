@@ -310,120 +310,6 @@ def pcodec_level12(parts: list[Part], workdir: Path) -> int:
     return file_bytes(workdir)
 
 
-# --- a tuned Parquet recipe (what our writer could do; see the README's findings) ----------
-
-RECIPE_CANDIDATES = ("PLAIN", "DELTA_BINARY_PACKED", "BYTE_STREAM_SPLIT")
-RECIPE_SAMPLE_ROWS = 1 << 20
-
-
-def coarsest_unit(ts_ns: np.ndarray) -> tuple[str, int]:
-    """The coarsest Parquet timestamp unit that holds every value exactly."""
-    for unit, factor in (("ms", 10**6), ("us", 10**3)):
-        if not np.any(ts_ns % factor):
-            return unit, factor
-    return "ns", 1
-
-
-def power_of_ten_step(units: np.ndarray, scale: int) -> int:
-    """How many trailing decimal digits are zero in every value (at most ``scale``)."""
-    k = 0
-    while k < scale and not np.any(units % 10 ** (k + 1)):
-        k += 1
-    return k
-
-
-def _smallest_encoding(column: pa.Array, level: int) -> str:
-    sizes = {}
-    for encoding in RECIPE_CANDIDATES:
-        sink = pa.BufferOutputStream()
-        pq.write_table(
-            pa.table({"c": column}),
-            sink,
-            use_dictionary=False,
-            column_encoding={"c": encoding},
-            compression="zstd",
-            compression_level=level,
-            store_decimal_as_integer=True,
-            store_schema=False,
-        )
-        sizes[encoding] = len(sink.getvalue())
-    return min(RECIPE_CANDIDATES, key=sizes.__getitem__)
-
-
-def recipe_table(part: Part, *, price_step: bool) -> pa.Table:
-    """Archive columns with the lossless tricks: coarsest ts unit, optionally price step."""
-    t = part.ticks
-    unit, factor = coarsest_unit(t.ts_ns)
-    k = power_of_ten_step(t.price, t.price_scale) if price_step else 0
-    price_scale = t.price_scale - k
-    columns: dict[str, pa.Array] = {}
-    if part.with_symbol:
-        columns["symbol"] = pa.array(t.symbols, pa.string())
-    columns["ts"] = pa.array(t.ts_ns // factor, pa.int64()).view(pa.timestamp(unit, tz="UTC"))
-    columns["price"] = decimal_array(t.price // 10**k, price_scale).cast(
-        pa.decimal128(18, price_scale)
-    )
-    if t.quantity_scale:
-        columns["quantity"] = decimal_array(t.quantity, t.quantity_scale).cast(
-            pa.decimal128(18, t.quantity_scale)
-        )
-    else:
-        columns["quantity"] = pa.array(t.quantity, pa.int64())
-    columns["side"] = pa.array(np.array(SIDE_NAMES, dtype=object)[t.side], pa.string())
-    return pa.table(columns)
-
-
-def parquet_recipe(parts: list[Part], workdir: Path, *, price_step: bool, level: int = 19) -> int:
-    """zstd-19; ts, price, quantity each the smallest of PLAIN/DELTA/BYTE_STREAM_SPLIT
-    (measured on the first 2**20 rows); side and symbol dictionary; statistics, page index, page
-    checksums, sorting columns and the same kind of key-value metadata as ours."""
-    for i, part in enumerate(parts):
-        table = recipe_table(part, price_step=price_step)
-        encodings = {
-            name: _smallest_encoding(
-                table.column(name).slice(0, RECIPE_SAMPLE_ROWS).combine_chunks(), level
-            )
-            for name in ("ts", "price", "quantity")
-        }
-        keys = ["symbol", "ts"] if part.with_symbol else ["ts"]
-        with pq.ParquetWriter(
-            workdir / f"{i}.parquet",
-            table.schema,
-            use_dictionary=["side", "symbol"] if part.with_symbol else ["side"],
-            column_encoding=encodings,
-            compression="zstd",
-            compression_level=level,
-            write_statistics=True,
-            write_page_index=True,
-            write_page_checksum=True,
-            sorting_columns=[pq.SortingColumn(table.schema.get_field_index(k)) for k in keys],
-            store_decimal_as_integer=True,
-            store_schema=False,
-        ) as writer:
-            writer.write_table(table, row_group_size=1 << 20)
-            writer.add_key_value_metadata(
-                {
-                    "skewtape.format": "skewtape-ticks",
-                    "skewtape.format_version": "1",
-                    "skewtape.symbol": part.symbol,
-                    "skewtape.date": part.date or "",
-                    "skewtape.price_scale": str(part.ticks.price_scale),
-                    "skewtape.quantity_scale": str(part.ticks.quantity_scale),
-                    "skewtape.compression_level": str(level),
-                    "skewtape.tier": "COLD",
-                }
-            )
-    return file_bytes(workdir)
-
-
-def recipe_ts_unit(parts: list[Part], workdir: Path) -> int:
-    return parquet_recipe(parts, workdir, price_step=False)
-
-
-def recipe_price_step(parts: list[Part], workdir: Path) -> int:
-    return parquet_recipe(parts, workdir, price_step=True)
-
-
 Anchor = Callable[[list[Part], Path], int]
 
 ANCHORS: dict[str, Anchor] = {
@@ -438,8 +324,6 @@ ANCHORS: dict[str, Anchor] = {
 }
 YARDSTICKS: dict[str, Anchor] = {
     "pcodec level 12 (yardstick)": pcodec_level12,
-    "recipe A: ts unit + BYTE_STREAM_SPLIT (yardstick)": recipe_ts_unit,
-    "recipe B: A + price step (yardstick)": recipe_price_step,
 }
 
 

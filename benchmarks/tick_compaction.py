@@ -6,8 +6,10 @@ Run with ``make bench`` (it builds ``.bench-venv`` with the anchors) or directly
 
 Prints one markdown table per dataset (the whole file, and split per symbol-day when the file
 holds more than one), the ratio of our bytes per tick to the best anchor's, and PASS/FAIL for
-the bars. Everything runs on one pinned CPU; scratch files go under ``--workdir`` (a fresh
-temporary folder by default) and are removed unless ``--keep``.
+the bars. Ours uses the configuration a user would pass for each source (timestamp unit and
+scales, checked exact on the data); the line under each table title says which. Everything
+runs on one pinned CPU; scratch files go under ``--workdir`` (a fresh temporary folder by
+default) and are removed unless ``--keep``.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class Result:
     seconds: float
     kind: str  # "ours", "anchor" or "yardstick"
     error: str | None = None
+    counted: bool = True  # False: an "ours" row printed for information, never for a bar
 
 
 def whole_parts(ticks: Ticks) -> list[Part]:
@@ -60,15 +63,10 @@ def split_parts(ticks: Ticks) -> list[Part]:
 
 
 def run_contenders(
-    parts: list[Part],
-    workdir: Path,
-    ours: dict[str, object],
-    skip: set[str],
-    extra_yardsticks: dict[str, object] | None = None,
+    parts: list[Part], workdir: Path, ours: dict[str, object], skip: set[str]
 ) -> list[Result]:
     results = []
-    yardsticks = {**YARDSTICKS, **(extra_yardsticks or {})}
-    for kind, contenders in (("ours", ours), ("anchor", ANCHORS), ("yardstick", yardsticks)):
+    for kind, contenders in (("ours", ours), ("anchor", ANCHORS), ("yardstick", YARDSTICKS)):
         for name, fn in contenders.items():
             if any(s.lower() in name.lower() for s in skip):
                 continue
@@ -82,7 +80,8 @@ def run_contenders(
                 results.append(Result(name, 0, 0.0, kind, error=error))
                 print(f"  {name}: FAILED {error}", file=sys.stderr, flush=True)
                 continue
-            results.append(Result(name, size, seconds, kind))
+            counted = getattr(fn, "counted", True)
+            results.append(Result(name, size, seconds, kind, counted=counted))
             print(f"  {name}: {size:,} B in {seconds:.2f} s", file=sys.stderr, flush=True)
     shutil.rmtree(workdir / "scratch", ignore_errors=True)
     return results
@@ -92,12 +91,17 @@ def best_anchor(results: list[Result]) -> Result:
     return min((r for r in results if r.kind == "anchor" and not r.error), key=lambda r: r.bytes)
 
 
-def best_ours(results: list[Result]) -> Result | None:
-    mine = [r for r in results if r.kind == "ours" and not r.error]
-    return min(mine, key=lambda r: r.bytes) if mine else None
+def counted_ours(results: list[Result]) -> Result | None:
+    """The row of ours that counts for the bars (failed: None)."""
+    mine = [r for r in results if r.kind == "ours" and r.counted]
+    if not mine or mine[0].error:
+        return None
+    return mine[0]
 
 
-def render(title: str, n: int, source_bytes: int | None, results: list[Result]) -> str:
+def render(
+    title: str, n: int, source_bytes: int | None, results: list[Result], note: str = ""
+) -> str:
     best = best_anchor(results)
     rows = []
     for r in sorted(
@@ -117,7 +121,8 @@ def render(title: str, n: int, source_bytes: int | None, results: list[Result]) 
             ]
         )
     headers = ["contender", "bytes", "bytes/tick", "vs best anchor", "vs source", "ticks/s"]
-    return f"#### {title} ({n:,} ticks)\n\n" + markdown_table(headers, rows)
+    lead = f"#### {title} ({n:,} ticks)\n\n" + (f"{note}\n\n" if note else "")
+    return lead + markdown_table(headers, rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,22 +171,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for ticks, real in datasets:
             print(f"{ticks.name}: whole file", file=sys.stderr)
-            ours = ours_contenders("whole") if ours_contenders else {}
-            extra = tick_ours.ours_yardsticks(ticks) if tick_ours else {}
-            whole = run_contenders(whole_parts(ticks), workdir, ours, skip, extra)
+            ours, note = ours_contenders("whole", ticks) if ours_contenders else ({}, "")
+            whole = run_contenders(whole_parts(ticks), workdir, ours, skip)
             title = f"{ticks.name}: whole file"
-            out.append(render(title, len(ticks), ticks.source_bytes, whole))
+            out.append(render(title, len(ticks), ticks.source_bytes, whole, note))
             if ours and real:
-                mine = best_ours(whole)
+                mine = counted_ours(whole)
                 ratio = None if mine is None else mine.bytes / best_anchor(whole).bytes
                 cold_ratios.append((ticks.name, ratio))
             parts = split_parts(ticks)
             if len(parts) > 1:
                 print(f"{ticks.name}: {len(parts)} symbol-days", file=sys.stderr)
-                ours = ours_contenders("split") if ours_contenders else {}
+                ours, note = ours_contenders("split", ticks) if ours_contenders else ({}, "")
                 split = run_contenders(parts, workdir, ours, skip)
                 title = f"{ticks.name}: split into {len(parts):,} symbol-days"
-                out.append(render(title, len(ticks), ticks.source_bytes, split))
+                out.append(render(title, len(ticks), ticks.source_bytes, split, note))
         out.append(bars(cold_ratios, datasets, throughput_check, workdir))
     finally:
         if not args.keep:

@@ -176,6 +176,7 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
         symbol=args.symbol,
         tier_policy=TierPolicy.load(Path(args.tier_policy)) if args.tier_policy else None,
         allow_precision_loss=args.allow_precision_loss,
+        timestamp_unit=args.timestamp_unit,
     )
     for report in reports:
         print(json.dumps(report.to_dict(), default=str))
@@ -290,6 +291,12 @@ def build_parser() -> argparse.ArgumentParser:
     ticks.add_argument("--quantity-scale", type=int, default=0, help="decimals of quantity")
     ticks.add_argument("--side-map", help="e.g. yes=BUY,no=SELL (default: BUY/SELL/UNKNOWN)")
     ticks.add_argument("--symbol", help="the symbol when the input has no symbol column")
+    ticks.add_argument(
+        "--timestamp-unit",
+        choices=("ns", "us", "ms", "s"),
+        default="ns",
+        help="unit ts is stored at; a finer timestamp is refused (default: ns)",
+    )
     ticks.add_argument("--tier-policy", help="tier policy file (JSON)")
     ticks.add_argument(
         "--allow-precision-loss",

@@ -210,3 +210,20 @@ def test_cli_retier_then_query_when_days_age_answers_same_rows_from_cold_tier(tm
     assert verify_audit_log(tmp_path / "data" / "audit.jsonl") > 0
     code, _, err = run(capsys, "query", "SELECT nope FROM ticks", "--archive", str(archive))
     assert code == 2 and "nope" in err
+
+
+def test_cli_compact_ticks_when_timestamp_finer_than_unit_exits_2_naming_the_row(tmp_path, capsys):
+    source = tmp_path / "ticks.csv"
+    source.write_text(
+        "timestamp_nanos,price,quantity,side\n"
+        "1764547200000000000,0.55,10,BUY\n"
+        "1764547200000000500,0.56,3,SELL\n"
+    )
+    out = tmp_path / "archive"
+    args = ["compact-ticks", str(source), "--out", str(out), "--as-of", "2025-12-31",
+            "--price-scale", "2", "--symbol", "KX-A"]  # fmt: skip
+    code, _, err = run(capsys, *args, "--timestamp-unit", "us")
+    assert code == 2 and "row" in err
+    assert not out.exists() or not list(out.rglob("*.parquet"))
+    code, _, err = run(capsys, *args, "--timestamp-unit", "ns")
+    assert code == 0, err

@@ -11,6 +11,12 @@ Entry points:
 
 Bad input changes nothing on disk: every symbol-day of an input is converted and validated
 before the first file is written.
+
+``timestamp_unit`` (``ns`` by default, or ``us``, ``ms``, ``s``) is archive configuration like
+the price and quantity scales: the archive root records it and refuses a batch at another one,
+and a timestamp finer than it is refused with PrecisionLossError naming the row, never
+truncated. Configure it per source (Kalshi stamps in microseconds, Binance exchange time in
+milliseconds).
 """
 
 from __future__ import annotations
@@ -101,6 +107,7 @@ def plan_symbol_days(
     side_map: Mapping[str, str] | None = None,
     symbol: str | None = None,
     allow_precision_loss: bool = False,
+    timestamp_unit: str = "ns",
 ) -> list[SymbolDay]:
     """Convert, split into symbol-days (UTC), sort each (counted) and validate everything.
 
@@ -111,9 +118,10 @@ def plan_symbol_days(
     Raises
     ------
     ConfigError
-        A bad scale or vocabulary, no symbol at all, ``as_of`` not a date.
+        A bad scale, timestamp unit or vocabulary, no symbol at all, ``as_of`` not a date.
     TickValidationError, PrecisionLossError
-        Any invalid row (named by its file row), no ticks, or ticks dated after ``as_of``.
+        Any invalid row (named by its file row; a timestamp finer than ``timestamp_unit`` is a
+        PrecisionLossError), no ticks, or ticks dated after ``as_of``.
     """
     as_of = _check_date(as_of, name="as_of")
     source, symbols = _select_symbol(source, symbol)
@@ -124,6 +132,7 @@ def plan_symbol_days(
         quantity_scale=quantity_scale,
         side_map=side_map,
         allow_precision_loss=allow_precision_loss,
+        timestamp_unit=timestamp_unit,
     )
     encoded = pc.dictionary_encode(symbols)
     days = _utc_days(batch.ts_ns)
@@ -261,6 +270,7 @@ def compact_symbol_day(
     raw_size_basis: str | None = None,
     reordered_ticks: int = 0,
     target_ratio: float = DEFAULT_TARGET_RATIO,
+    timestamp_unit: str = "ns",
 ) -> TickStorageCompactionReport:
     """Validate one symbol-day, write it to the archive under ``out``, verify it, report on it.
 
@@ -268,13 +278,17 @@ def compact_symbol_day(
     ``reordered_ticks``) and fall on ``day`` (UTC). ``raw_size_bytes`` is the measured size of
     what the archive replaces (``raw_size_basis`` says what it is, default ``supplied``);
     without it the canonical CSV is serialized and measured. The tier follows from ``age_days``
-    under ``policy``. Atomic and idempotent: rewriting a symbol-day replaces its file.
+    under ``policy``. Timestamps are stored at ``timestamp_unit`` (the archive's configured
+    unit; the report records the unit read back from the written file). Atomic and
+    idempotent: rewriting a symbol-day replaces its file.
 
     Raises
     ------
     ConfigError
-        ``age_days`` missing/negative, a bad policy, target, raw size or basis, or scales
-        that differ from the archive's (:func:`ensure_archive_schema`).
+        ``age_days`` missing/negative, a bad policy, target, raw size, basis or timestamp
+        unit, or scales or a unit that differ from the archive's (:func:`ensure_archive_schema`).
+    PrecisionLossError
+        A timestamp finer than ``timestamp_unit`` (names the row; nothing is written).
     TickValidationError
         An empty or invalid batch (names the row), a tick outside ``day``, a bad symbol.
     RoundTripError
@@ -299,13 +313,17 @@ def compact_symbol_day(
         )
     if len(batch) == 0:
         raise TickValidationError(f"{symbol} {day.isoformat()}: the batch is empty")
+    batch = batch.with_timestamp_unit(timestamp_unit)
     validate_batch(batch)
     check_within_day(batch, day)
     if raw_size_bytes is None:
         raw_size_bytes, basis = canonical_csv_size_bytes(batch), RAW_SIZE_BASIS_CANONICAL_CSV
     tier = policy.tier_for(age_days)
     ensure_archive_schema(
-        Path(out), price_scale=batch.price_scale, quantity_scale=batch.quantity_scale
+        Path(out),
+        price_scale=batch.price_scale,
+        quantity_scale=batch.quantity_scale,
+        timestamp_unit=batch.timestamp_unit,
     )
     path = partition_file(Path(out), symbol, day)
     check_may_write(Path(out), path)  # refused in books_and_records mode when it exists
@@ -357,6 +375,7 @@ def compact_symbol_day(
         round_trip_verified=True,
         path=str(path),
         seconds=time.perf_counter() - started,
+        timestamp_unit=facts.timestamp_unit,
         notes=notes,
     )
 
@@ -373,6 +392,7 @@ def compact_source(
     tier_policy: TierPolicy | None = None,
     allow_precision_loss: bool = False,
     target_ratio: float = DEFAULT_TARGET_RATIO,
+    timestamp_unit: str = "ns",
 ) -> list[TickStorageCompactionReport]:
     """Compact every symbol-day of ``source`` (see :func:`compact_ticks`)."""
     policy = TierPolicy() if tier_policy is None else tier_policy
@@ -387,6 +407,7 @@ def compact_source(
         side_map=side_map,
         symbol=symbol,
         allow_precision_loss=allow_precision_loss,
+        timestamp_unit=timestamp_unit,
     )
     return [
         compact_symbol_day(
@@ -400,6 +421,7 @@ def compact_source(
             raw_size_basis=item.raw_size_basis,
             reordered_ticks=item.reordered_ticks,
             target_ratio=target_ratio,
+            timestamp_unit=timestamp_unit,
         )
         for item in plan
     ]
@@ -417,6 +439,7 @@ def compact_ticks(
     tier_policy: TierPolicy | None = None,
     allow_precision_loss: bool = False,
     target_ratio: float = DEFAULT_TARGET_RATIO,
+    timestamp_unit: str = "ns",
 ) -> list[TickStorageCompactionReport]:
     """Compact a canonical tick file into the archive under ``out``; one report per symbol-day.
 
@@ -425,14 +448,17 @@ def compact_ticks(
     reported), validated, written atomically, read back and compared, and reported with its
     measured raw size: the whole file's bytes when it holds exactly one symbol-day, else the
     bytes of that symbol-day's CSV lines, else (Parquet) the canonical CSV serialized and
-    measured. The tier follows from each day's age at ``as_of``. Idempotent.
+    measured. The tier follows from each day's age at ``as_of``. Timestamps are stored at
+    ``timestamp_unit`` (archive configuration, like the scales). Idempotent.
 
     Raises
     ------
     ConfigError
-        A bad scale, vocabulary, policy or target, or no symbol for an input without one.
+        A bad scale, timestamp unit, vocabulary, policy or target, no symbol for an input
+        without one, or a configuration that differs from the archive's.
     TickValidationError, PrecisionLossError
-        Invalid input, named by file, row and column. Nothing is written for any symbol-day.
+        Invalid input, named by file, row and column (a timestamp finer than
+        ``timestamp_unit`` is a PrecisionLossError). Nothing is written for any symbol-day.
     RoundTripError
         A written file did not read back equal (that symbol-day is not published).
     """
@@ -448,6 +474,7 @@ def compact_ticks(
         tier_policy=tier_policy,
         allow_precision_loss=allow_precision_loss,
         target_ratio=target_ratio,
+        timestamp_unit=timestamp_unit,
     )
 
 

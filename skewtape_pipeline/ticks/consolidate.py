@@ -7,7 +7,8 @@ older symbol-days are rewritten into one file per archive and period (``month`` 
     <tier root>/year=<YYYY>/part-<sha256[:16]>.parquet                (layout "year")
 
 Columns: ``symbol`` (string, dictionary), ``date`` (the UTC day, date32), then the archive's
-own ``ts``, ``price``, ``quantity``, ``side`` (see ``parquet_store``). Rows are sorted by
+own ``ts`` (at the archive's timestamp unit), ``price``, ``quantity``, ``side`` (see
+``parquet_store``). Rows are sorted by
 symbol, then date and time (``sorting_columns`` says so); row groups of about the tier's
 ``consolidated_row_group_size`` rows end on symbol-day boundaries, and carry min/max
 statistics for ``symbol``, ``date`` and ``ts`` only, which is what lets DuckDB skip to a symbol
@@ -53,10 +54,13 @@ from skewtape_pipeline.ticks.parquet_store import (
     META_PREFIX,
     META_PRICE_SCALE,
     META_QUANTITY_SCALE,
+    META_TIMESTAMP_UNIT,
     FileFacts,
     archive_table,
     choose_encodings,
     read_file_facts,
+    stored_timestamp_unit,
+    timestamps_as_ns,
 )
 from skewtape_pipeline.ticks.tiers import LAYOUT_MONTH, LAYOUT_YEAR, TierSettings
 from skewtape_pipeline.ticks.validate import check_within_day, validate_batch
@@ -66,7 +70,6 @@ META_TIER = META_PREFIX + "tier"
 META_PERIOD = META_PREFIX + "period"
 CONSOLIDATED = "consolidated"
 STATISTICS_COLUMNS = ["symbol", "date", "ts"]
-_TS_CANDIDATES = ("DELTA_BINARY_PACKED", "PLAIN", parquet_store.BYTE_STREAM_SPLIT)
 _DATE_CANDIDATES = ("PLAIN", "DELTA_BINARY_PACKED", DICTIONARY)
 
 Checkpoint = Callable[[str], None]
@@ -146,7 +149,7 @@ def write_consolidated_file(
     Raises
     ------
     ConfigError
-        No parts, parts out of order or repeated, or scales that differ.
+        No parts, parts out of order or repeated, or scales or timestamp units that differ.
     TickValidationError
         A batch that is empty, unsorted or outside its day.
     RoundTripError
@@ -168,6 +171,7 @@ def write_consolidated_file(
         META_LAYOUT: CONSOLIDATED,
         META_PRICE_SCALE: str(parts[0].batch.price_scale),
         META_QUANTITY_SCALE: str(parts[0].batch.quantity_scale),
+        META_TIMESTAMP_UNIT: parts[0].batch.timestamp_unit,
         META_COMPRESSION_LEVEL: (
             "" if settings.compression_level is None else str(settings.compression_level)
         ),
@@ -198,12 +202,17 @@ def write_consolidated_file(
 
 
 def check_parts(parts: Sequence[SymbolDayRows]) -> None:
-    """Refuse an empty, unordered or mixed-scale list of symbol-days (see the writer)."""
+    """Refuse an empty, unordered or mixed-schema list of symbol-days (see the writer)."""
     if not parts:
         raise ConfigError("parts: a consolidated file needs at least one symbol-day")
     scales = {(p.batch.price_scale, p.batch.quantity_scale) for p in parts}
     if len(scales) != 1:
         raise ConfigError(f"parts: one file holds one schema; found scales {sorted(scales)}")
+    units = {p.batch.timestamp_unit for p in parts}
+    if len(units) != 1:
+        raise ConfigError(
+            f"parts: one file holds one schema; found timestamp units {sorted(units)}"
+        )
     for before, after in itertools.pairwise(parts):
         if (before.symbol, before.day) >= (after.symbol, after.day):
             raise ConfigError(
@@ -231,10 +240,14 @@ def consolidated_table(parts: Sequence[SymbolDayRows]) -> pa.Table:
 
 
 def concat_batches(batches: Sequence[TickBatch]) -> TickBatch:
-    """One batch holding ``batches`` one after the other (same scales; ConfigError if not)."""
+    """One batch holding ``batches`` one after the other (same scales and timestamp unit;
+    ConfigError if not)."""
     scales = {(b.price_scale, b.quantity_scale) for b in batches}
     if len(scales) != 1:
         raise ConfigError(f"batches have different scales {sorted(scales)}; expected one")
+    units = {b.timestamp_unit for b in batches}
+    if len(units) != 1:
+        raise ConfigError(f"batches have different timestamp units {sorted(units)}; expected one")
     (price_scale, quantity_scale) = scales.pop()
     return TickBatch(
         ts_ns=pa.concat_arrays([b.ts_ns for b in batches]),
@@ -243,6 +256,7 @@ def concat_batches(batches: Sequence[TickBatch]) -> TickBatch:
         side=pa.concat_arrays([b.side for b in batches]),
         price_scale=price_scale,
         quantity_scale=quantity_scale,
+        timestamp_unit=units.pop(),
     )
 
 
@@ -307,25 +321,22 @@ def _write_table(
 
 
 def _choose_all_encodings(table: pa.Table, settings: TierSettings) -> tuple[dict[str, str], list]:
-    """Smallest measured encodings: price and quantity as for symbol-day files, ts and date here."""
-    choice = choose_encodings(table.select(["ts", "price", "quantity", "side"]), settings)
-    encodings = {k: v for k, v in choice.column_encoding.items() if k != "ts"}
+    """Smallest measured encodings: ts (restarting at every symbol), price and quantity as
+    ``choose_encodings`` measures them; date here."""
+    choice = choose_encodings(
+        table.select(["ts", "price", "quantity", "side"]), settings, ts_sorted=False
+    )
+    encodings = dict(choice.column_encoding)
     dictionary = ["symbol", *choice.dictionary_columns]
     sample = table.slice(0, settings.encoding_sample_rows or table.num_rows)
-    trials = {}
-    for encoding in _TS_CANDIDATES:
-        if encoding != parquet_store.BYTE_STREAM_SPLIT or settings.byte_stream_split:
-            trials[("ts", encoding)] = sample.column("ts")
-    for encoding in _DATE_CANDIDATES:
-        trials[("date", encoding)] = sample.column("date")
+    trials = {("date", encoding): sample.column("date") for encoding in _DATE_CANDIDATES}
     sizes = parquet_store._trial_sizes(trials, settings)
-    for name in ("ts", "date"):
-        measured = {enc: size for (col, enc), size in sizes.items() if col == name}
-        best = min(measured, key=measured.__getitem__)
-        if best == DICTIONARY:
-            dictionary.append(name)
-        else:
-            encodings[name] = best
+    measured = {enc: size for (_, enc), size in sizes.items()}
+    best = min(measured, key=measured.__getitem__)
+    if best == DICTIONARY:
+        dictionary.append("date")
+    else:
+        encodings["date"] = best
     return encodings, dictionary
 
 
@@ -374,6 +385,7 @@ def read_consolidated_file(path: Path) -> list[SymbolDayRows]:
             raise TickFormatError(f"{path}: not a consolidated tick file ({META_LAYOUT} missing)")
         price_scale = int(metadata[META_PRICE_SCALE])
         quantity_scale = int(metadata[META_QUANTITY_SCALE])
+        timestamp_unit = stored_timestamp_unit(path, parquet.metadata)
         table = parquet.read(use_threads=False)
     except (OSError, KeyError, ValueError, pa.ArrowException) as exc:
         raise TickFormatError(f"{path}: does not read as a consolidated tick file: {exc}") from None
@@ -381,12 +393,13 @@ def read_consolidated_file(path: Path) -> list[SymbolDayRows]:
     if table.column_names != expected:
         raise TickFormatError(f"{path}: columns {table.column_names}, expected {expected}")
     batch = TickBatch(
-        ts_ns=pc.cast(table.column("ts").combine_chunks(), pa.int64()),
+        ts_ns=timestamps_as_ns(table.column("ts").combine_chunks()),
         price=parquet_store._units(table.column("price").combine_chunks()),
         quantity=parquet_store._units(table.column("quantity").combine_chunks()),
         side=parquet_store._side_codes(table.column("side"), path),
         price_scale=price_scale,
         quantity_scale=quantity_scale,
+        timestamp_unit=timestamp_unit,
     )
     symbols = pc.cast(table.column("symbol").combine_chunks(), pa.string())
     days = table.column("date").combine_chunks()

@@ -455,6 +455,7 @@ def _write_rewrite(
         tier_root,
         price_scale=parts[0].batch.price_scale,
         quantity_scale=parts[0].batch.quantity_scale,
+        timestamp_unit=parts[0].batch.timestamp_unit,
     )
     settings = policy.settings_for(rewrite.tier)
     written = write_consolidated_file(

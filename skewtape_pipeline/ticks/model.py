@@ -2,7 +2,10 @@
 
 A :class:`TickBatch` holds four int columns: ``ts_ns`` (nanoseconds since the epoch, UTC),
 ``price`` and ``quantity`` as integers scaled by ``10**price_scale`` / ``10**quantity_scale``,
-and ``side`` codes (0 UNKNOWN, 1 BUY, 2 SELL). Nothing in it is a float.
+and ``side`` codes (0 UNKNOWN, 1 BUY, 2 SELL). Nothing in it is a float. Its
+``timestamp_unit`` (``ns``, ``us``, ``ms`` or ``s``) is the precision the archive stores the
+timestamps at; every timestamp of the batch is a whole number of that unit (a finer one is
+refused with :class:`~skewtape_pipeline.errors.PrecisionLossError`, never truncated).
 
 The converters turn whatever a source holds into those integers without ever passing a decimal
 string or decimal value through a float, vectorized with pyarrow.compute:
@@ -19,7 +22,7 @@ Scaled values must fit 18 decimal digits, the capacity of the archive's ``decima
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -54,6 +57,53 @@ _NON_FINITE_WORDS = {
 }
 
 
+TIMESTAMP_UNITS: Mapping[str, int] = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+"""Timestamp units an archive may store, with their length in nanoseconds (finest first)."""
+DEFAULT_TIMESTAMP_UNIT = "ns"
+
+
+def check_timestamp_unit(unit: object, *, name: str = "timestamp_unit") -> str:
+    """Return ``unit`` if it is one of :data:`TIMESTAMP_UNITS`, else raise ConfigError."""
+    if not isinstance(unit, str) or unit not in TIMESTAMP_UNITS:
+        raise ConfigError(f"{name} = {unit!r}: expected one of {', '.join(TIMESTAMP_UNITS)}")
+    return unit
+
+
+def check_timestamps_fit_unit(
+    ts_ns: pa.Array, unit: str, *, field: str = "timestamp_nanos"
+) -> None:
+    """Refuse nanosecond timestamps that are not whole multiples of ``unit``.
+
+    Raises
+    ------
+    ConfigError
+        ``unit`` is not one of :data:`TIMESTAMP_UNITS`.
+    PrecisionLossError
+        Naming the first row whose timestamp is finer than ``unit`` (storing it would truncate).
+    """
+    factor = TIMESTAMP_UNITS[check_timestamp_unit(unit)]
+    if factor == 1 or len(ts_ns) == 0:
+        return
+    as_timestamps = pa.Array.from_buffers(
+        pa.timestamp("ns"), len(ts_ns), ts_ns.buffers(), ts_ns.null_count, ts_ns.offset
+    )
+    try:  # a safe cast refuses truncation, vectorized; the row is found only on failure
+        pc.cast(as_timestamps, pa.timestamp(unit), safe=True)
+        return
+    except pa.ArrowInvalid:
+        pass
+    finer = pc.not_equal(pc.subtract(ts_ns, pc.multiply(pc.divide(ts_ns, factor), factor)), 0)
+    row = first_true(finer)
+    count = _count_true(finer)
+    raise PrecisionLossError(
+        f"{field} {ts_ns[row].as_py()} is finer than the timestamp unit {unit!r} "
+        f"(not a whole number of {unit}; {count} such row(s)); storing it would truncate. "
+        "Configure a finer timestamp_unit",
+        row=row,
+        field=field,
+    )
+
+
 def check_scale(scale: object, *, name: str) -> int:
     """Return ``scale`` if it is an integer in 0..18, else raise ConfigError naming ``name``."""
     if not isinstance(scale, int) or isinstance(scale, bool) or not 0 <= scale <= MAX_SCALE:
@@ -66,8 +116,10 @@ class TickBatch:
     """Exact tick columns of one batch (see the module docstring).
 
     ``price_lossy``/``quantity_lossy`` mark rows rounded to the scale (only when the caller
-    allowed loss); None means no row was rounded. Immutable; ``take``/``slice`` return new
-    batches. Raises ConfigError on a bad scale, TickValidationError on mismatched columns.
+    allowed loss); None means no row was rounded. ``timestamp_unit`` is the precision the
+    timestamps are stored at (``ts_ns`` stays in nanoseconds). Immutable; ``take``/``slice``
+    return new batches. Raises ConfigError on a bad scale or unit, TickValidationError on
+    mismatched columns, PrecisionLossError on a timestamp finer than ``timestamp_unit``.
     """
 
     ts_ns: pa.Array
@@ -78,10 +130,12 @@ class TickBatch:
     quantity_scale: int
     price_lossy: pa.Array | None = None
     quantity_lossy: pa.Array | None = None
+    timestamp_unit: str = DEFAULT_TIMESTAMP_UNIT
 
     def __post_init__(self) -> None:
         check_scale(self.price_scale, name="price_scale")
         check_scale(self.quantity_scale, name="quantity_scale")
+        check_timestamp_unit(self.timestamp_unit)
         expected = {
             "ts_ns": pa.int64(),
             "price": pa.int64(),
@@ -108,6 +162,7 @@ class TickBatch:
                 raise TickValidationError(
                     f"TickBatch.{name} has {len(column)} rows; ts_ns has {length}", field=name
                 )
+        check_timestamps_fit_unit(self.ts_ns, self.timestamp_unit)
 
     def __len__(self) -> int:
         return len(self.ts_ns)
@@ -122,9 +177,11 @@ class TickBatch:
         *,
         price_scale: int,
         quantity_scale: int = 0,
+        timestamp_unit: str = DEFAULT_TIMESTAMP_UNIT,
     ) -> TickBatch:
         """Build a batch from already-scaled integers and side codes (no rounding, no checks
-        beyond types: run :func:`~skewtape_pipeline.ticks.validate.validate_batch`)."""
+        beyond types and the timestamp unit: run
+        :func:`~skewtape_pipeline.ticks.validate.validate_batch`)."""
         return cls(
             ts_ns=pa.array(ts_ns, pa.int64()),
             price=pa.array(price, pa.int64()),
@@ -132,7 +189,22 @@ class TickBatch:
             side=pa.array(side, pa.int8()),
             price_scale=price_scale,
             quantity_scale=quantity_scale,
+            timestamp_unit=timestamp_unit,
         )
+
+    def with_timestamp_unit(self, unit: str) -> TickBatch:
+        """The same ticks to be stored at timestamp ``unit`` (the batch itself if unchanged).
+
+        Raises
+        ------
+        ConfigError
+            An unknown unit.
+        PrecisionLossError
+            A timestamp finer than ``unit`` (names the first such row; nothing is truncated).
+        """
+        if check_timestamp_unit(unit) == self.timestamp_unit:
+            return self
+        return replace(self, timestamp_unit=unit)
 
     @property
     def price_precision_loss_ticks(self) -> int:
@@ -162,6 +234,7 @@ class TickBatch:
             quantity_scale=self.quantity_scale,
             price_lossy=None if self.price_lossy is None else fn(self.price_lossy),
             quantity_lossy=None if self.quantity_lossy is None else fn(self.quantity_lossy),
+            timestamp_unit=self.timestamp_unit,
         )
 
     def side_names(self) -> pa.Array:
@@ -169,13 +242,16 @@ class TickBatch:
         return pc.take(pa.array(SIDE_NAMES, pa.string()), self.side)
 
     def first_difference(self, other: TickBatch) -> str | None:
-        """None when both batches hold the same ticks at the same scales; else what differs
-        first (column and row), for error messages. Ignores the loss markers."""
+        """None when both batches hold the same ticks at the same scales and timestamp unit;
+        else what differs first (column and row), for error messages. Ignores the loss
+        markers."""
         if (self.price_scale, self.quantity_scale) != (other.price_scale, other.quantity_scale):
             return (
                 f"scales differ: price {self.price_scale} vs {other.price_scale}, "
                 f"quantity {self.quantity_scale} vs {other.quantity_scale}"
             )
+        if self.timestamp_unit != other.timestamp_unit:
+            return f"timestamp units differ: {self.timestamp_unit} vs {other.timestamp_unit}"
         if len(self) != len(other):
             return f"row counts differ: {len(self)} vs {len(other)}"
         for name in ("ts_ns", "price", "quantity", "side"):
@@ -527,8 +603,12 @@ def batch_from_columns(
     quantity_scale: int = 0,
     side_map: Mapping[str, str] | None = None,
     allow_precision_loss: bool = False,
+    timestamp_unit: str = DEFAULT_TIMESTAMP_UNIT,
 ) -> TickBatch:
     """Build an exact :class:`TickBatch` from raw columns (pyarrow arrays or Python lists).
+
+    ``timestamp_unit`` is the precision the timestamps will be stored at; a timestamp finer
+    than it is refused (``allow_precision_loss`` concerns prices and quantities only).
 
     Does not check order or signs: run :func:`~skewtape_pipeline.ticks.validate.validate_batch`
     (or sort first with :func:`~skewtape_pipeline.ticks.compact.sort_batch`).
@@ -536,14 +616,16 @@ def batch_from_columns(
     Raises
     ------
     ConfigError
-        A bad scale or side vocabulary.
+        A bad scale, timestamp unit or side vocabulary.
     TickValidationError, PrecisionLossError
         As :func:`timestamps_ns`, :func:`exact_units` and :func:`side_codes`; also columns of
-        different lengths.
+        different lengths, or a timestamp finer than ``timestamp_unit``.
     """
     check_scale(price_scale, name="price_scale")
     check_scale(quantity_scale, name="quantity_scale")
+    check_timestamp_unit(timestamp_unit)
     ts = timestamps_ns(timestamps)
+    check_timestamps_fit_unit(ts, timestamp_unit)
     price, price_lossy = exact_units(
         prices, scale=price_scale, field="price", allow_precision_loss=allow_precision_loss
     )
@@ -563,4 +645,5 @@ def batch_from_columns(
         quantity_scale=quantity_scale,
         price_lossy=price_lossy,
         quantity_lossy=quantity_lossy,
+        timestamp_unit=timestamp_unit,
     )

@@ -9,26 +9,35 @@ Layout (Hive style, one file per symbol-day; the date is the UTC calendar day)::
 The encoding is reversible (:func:`decode_symbol`) and is what DuckDB, pyarrow and Spark decode
 in Hive partition values, so ``symbol`` reads back as the original string.
 
-Columns, readable without this package: ``ts`` (timestamp ns, UTC), ``price`` (decimal(18, P)
-on INT64), ``quantity`` (int64 at scale 0, else decimal(18, Q) on INT64), ``side`` (string
-BUY/SELL/UNKNOWN, dictionary encoded). The schema depends only on the scales, never on the data.
+Columns, readable without this package: ``ts`` (Parquet timestamp, UTC, at the archive's
+timestamp unit), ``price`` (decimal(18, P) on INT64), ``quantity`` (int64 at scale 0, else
+decimal(18, Q) on INT64), ``side`` (string BUY/SELL/UNKNOWN, dictionary encoded). The schema
+depends only on the archive's configuration (scales and timestamp unit), never on the data.
+
+Timestamp unit: ``ns`` (default), ``us``, ``ms`` or ``s``, configured per archive (a venue that
+stamps in microseconds loses nothing at ``us`` and its timestamp column shrinks by a quarter or
+more). Parquet has no seconds unit, so ``s`` is stored as a MILLIS column of whole seconds. A
+batch with a finer timestamp is refused (PrecisionLossError), never truncated.
 
 Encodings: ``ts`` DELTA_BINARY_PACKED (sorted); price and quantity get whichever of PLAIN,
-DELTA_BINARY_PACKED and dictionary (and BYTE_STREAM_SPLIT for a plain int64 quantity, never
-for decimals, which DuckDB cannot read) is smallest, measured on a sample of the batch with the
-tier's codec. Page checksums, the page index, statistics and ``sorting_columns`` (``ts``) are
-written. Parquet does not record a compression level, so the writer stores it (with the scales,
-symbol and date) in the file's key-value metadata, from where the report reads it back.
+DELTA_BINARY_PACKED, BYTE_STREAM_SPLIT (when the tier allows it) and dictionary is smallest,
+measured on a sample of the batch with the tier's codec. BYTE_STREAM_SPLIT on INT64 columns,
+decimals included, is Parquet format 2.11; DuckDB 2.0 and pyarrow read it exactly (Spark needs
+parquet-java 1.14+; turn ``byte_stream_split`` off for older readers). Page checksums, the page
+index, statistics and ``sorting_columns`` (``ts``) are written. Parquet does not record a
+compression level, so the writer stores it (with the scales, timestamp unit, symbol and date)
+in the file's key-value metadata, from where the report reads it back.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, unquote
 
 import pyarrow as pa
@@ -42,7 +51,12 @@ from skewtape_pipeline.errors import (
     TickFormatError,
     TickValidationError,
 )
-from skewtape_pipeline.ticks.model import TickBatch
+from skewtape_pipeline.ticks.model import (
+    DEFAULT_TIMESTAMP_UNIT,
+    TIMESTAMP_UNITS,
+    TickBatch,
+    check_timestamp_unit,
+)
 from skewtape_pipeline.ticks.sides import SIDE_CODES, SIDE_NAMES
 from skewtape_pipeline.ticks.sources import units_as_decimal
 from skewtape_pipeline.ticks.tiers import TierSettings
@@ -64,12 +78,15 @@ META_DATE = META_PREFIX + "date"
 META_PRICE_SCALE = META_PREFIX + "price_scale"
 META_QUANTITY_SCALE = META_PREFIX + "quantity_scale"
 META_COMPRESSION_LEVEL = META_PREFIX + "compression_level"
+META_TIMESTAMP_UNIT = META_PREFIX + "timestamp_unit"
 
 TS_ENCODING = "DELTA_BINARY_PACKED"
 DICTIONARY = "RLE_DICTIONARY"
 BYTE_STREAM_SPLIT = "BYTE_STREAM_SPLIT"
-_DECIMAL_CANDIDATES = ("DELTA_BINARY_PACKED", "PLAIN", DICTIONARY)
-_INTEGER_CANDIDATES = ("DELTA_BINARY_PACKED", "PLAIN", BYTE_STREAM_SPLIT, DICTIONARY)
+_VALUE_CANDIDATES = ("DELTA_BINARY_PACKED", "PLAIN", BYTE_STREAM_SPLIT, DICTIONARY)
+"""Encodings measured for price and quantity (INT64, plain or decimal), ties to the earlier."""
+_TS_CANDIDATES = (TS_ENCODING, "PLAIN", BYTE_STREAM_SPLIT)
+"""Encodings measured for ``ts`` when it is not sorted across the whole file."""
 
 
 # --- layout -------------------------------------------------------------------------------------
@@ -116,19 +133,28 @@ def partition_file(root: Path, symbol: str, day: date) -> Path:
     return partition_dir(root, symbol, day) / PART_FILE_NAME
 
 
-def ensure_archive_schema(root: Path, *, price_scale: int, quantity_scale: int) -> None:
-    """Record the archive's scales in ``<root>/_skewtape_archive.json``, or check them against it.
+def ensure_archive_schema(
+    root: Path,
+    *,
+    price_scale: int,
+    quantity_scale: int,
+    timestamp_unit: str = DEFAULT_TIMESTAMP_UNIT,
+) -> None:
+    """Record the archive's scales and timestamp unit in ``<root>/_skewtape_archive.json``, or
+    check them against it.
 
     One archive root holds one schema: a reader globbing ``**/*.parquet`` takes the first file's
-    decimal scale and casts the rest to it, so a root mixing ``decimal(18, 2)`` and
-    ``decimal(18, 4)`` prices would silently round. The first writer creates the marker
-    without clobbering (hard link of a finished temp file); later writers must match it.
-    The name starts with ``_`` so Parquet readers and globs skip it.
+    types and casts the rest to them, so a root mixing ``decimal(18, 2)`` and ``decimal(18, 4)``
+    prices, or ``timestamp[ms]`` and ``timestamp[ns]`` times, would silently round. The first
+    writer creates the marker without clobbering (hard link of a finished temp file); later
+    writers must match it. A marker written before timestamp units existed means ``ns``. The
+    name starts with ``_`` so Parquet readers and globs skip it.
 
     Raises
     ------
     ConfigError
-        The root already holds an archive with other scales (or an unreadable marker).
+        The root already holds an archive with other scales or another timestamp unit (or an
+        unreadable marker), or ``timestamp_unit`` is unknown.
     """
     root = Path(root)
     marker = root / ARCHIVE_MARKER
@@ -137,6 +163,7 @@ def ensure_archive_schema(root: Path, *, price_scale: int, quantity_scale: int) 
         "format_version": ARCHIVE_FORMAT_VERSION,
         "price_scale": price_scale,
         "quantity_scale": quantity_scale,
+        "timestamp_unit": check_timestamp_unit(timestamp_unit),
     }
     if not marker.exists():
         root.mkdir(parents=True, exist_ok=True)
@@ -152,28 +179,53 @@ def ensure_archive_schema(root: Path, *, price_scale: int, quantity_scale: int) 
         finally:
             temp.unlink(missing_ok=True)
         fsio.fsync_dir(root)
+    found = read_archive_marker(root)
+    if found != wanted:
+        raise ConfigError(
+            f"{marker}: this archive holds price_scale {found.get('price_scale')!r}, "
+            f"quantity_scale {found.get('quantity_scale')!r} and timestamp_unit "
+            f"{found.get('timestamp_unit')!r}; the batch has {price_scale}, {quantity_scale} "
+            f"and {timestamp_unit!r}. One root holds one schema (readers would cast silently): "
+            "use the same configuration or another root"
+        )
+
+
+def read_archive_marker(root: Path) -> dict[str, object]:
+    """The configuration recorded in ``<root>/_skewtape_archive.json`` (``timestamp_unit``
+    filled in as ``ns`` for a marker that predates it).
+
+    Raises ConfigError when the marker is missing or unreadable.
+    """
+    marker = Path(root) / ARCHIVE_MARKER
     try:
         found = json.loads(marker.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{marker}: unreadable archive marker ({exc})") from None
-    if found != wanted:
-        raise ConfigError(
-            f"{marker}: this archive holds price_scale {found.get('price_scale')!r} and "
-            f"quantity_scale {found.get('quantity_scale')!r}; the batch has {price_scale} and "
-            f"{quantity_scale}. One root holds one schema (readers would cast silently): use "
-            "the same scales or another root"
-        )
+    if not isinstance(found, dict):
+        raise ConfigError(f"{marker}: unreadable archive marker (not a JSON object)")
+    found.setdefault("timestamp_unit", DEFAULT_TIMESTAMP_UNIT)
+    return found
 
 
 # --- schema -------------------------------------------------------------------------------------
 
 
-def archive_schema(price_scale: int, quantity_scale: int) -> pa.Schema:
-    """The Arrow schema written for these scales (side as an int8 dictionary of strings)."""
+def parquet_timestamp_unit(timestamp_unit: str) -> str:
+    """The Arrow/Parquet unit of the ``ts`` column for an archive unit (``s`` is stored as
+    ``ms``: Parquet has no seconds unit)."""
+    return "ms" if check_timestamp_unit(timestamp_unit) == "s" else timestamp_unit
+
+
+def archive_schema(
+    price_scale: int, quantity_scale: int, timestamp_unit: str = DEFAULT_TIMESTAMP_UNIT
+) -> pa.Schema:
+    """The Arrow schema written for this configuration (side as an int8 dictionary of
+    strings)."""
     quantity_type = pa.int64() if quantity_scale == 0 else pa.decimal64(18, quantity_scale)
+    ts_type = pa.timestamp(parquet_timestamp_unit(timestamp_unit), "UTC")
     return pa.schema(
         [
-            pa.field("ts", pa.timestamp("ns", "UTC"), nullable=False),
+            pa.field("ts", ts_type, nullable=False),
             pa.field("price", pa.decimal64(18, price_scale), nullable=False),
             pa.field("quantity", quantity_type, nullable=False),
             pa.field("side", pa.dictionary(pa.int8(), pa.string()), nullable=False),
@@ -182,20 +234,45 @@ def archive_schema(price_scale: int, quantity_scale: int) -> pa.Schema:
 
 
 def archive_table(batch: TickBatch) -> pa.Table:
-    """The batch as archive columns; zero-copy views of its integer columns."""
+    """The batch as archive columns: zero-copy views of its integer columns (timestamps are
+    divided down to the batch's unit, exactly: a batch's timestamps are whole units)."""
     n = len(batch)
-    ts = pa.Array.from_buffers(
-        pa.timestamp("ns", "UTC"), n, batch.ts_ns.buffers(), 0, batch.ts_ns.offset
-    )
+    schema = archive_schema(batch.price_scale, batch.quantity_scale, batch.timestamp_unit)
+    ts_type = schema.field("ts").type
+    factor = TIMESTAMP_UNITS[ts_type.unit]
+    ts_values = batch.ts_ns if factor == 1 else pc.divide(batch.ts_ns, factor)
+    ts = pa.Array.from_buffers(ts_type, n, ts_values.buffers(), 0, ts_values.offset)
     quantity = (
         batch.quantity
         if batch.quantity_scale == 0
         else units_as_decimal(batch.quantity, batch.quantity_scale)
     )
-    side = pa.DictionaryArray.from_arrays(batch.side, pa.array(SIDE_NAMES, pa.string()))
     return pa.Table.from_arrays(
-        [ts, units_as_decimal(batch.price, batch.price_scale), quantity, side],
-        schema=archive_schema(batch.price_scale, batch.quantity_scale),
+        [
+            ts,
+            units_as_decimal(batch.price, batch.price_scale),
+            quantity,
+            side_dictionary(batch.side),
+        ],
+        schema=schema,
+    )
+
+
+def side_dictionary(codes: pa.Array) -> pa.DictionaryArray:
+    """Side codes as a dictionary of the side names present, in code order.
+
+    The Parquet writer keeps an Arrow dictionary as it is, so its size sets the bit width of
+    every index: two sides (most venues) take 1 bit per tick, all three 2 bits.
+    """
+    present = sorted(pc.unique(codes).to_pylist())
+    if len(present) == len(SIDE_NAMES) or not set(present) <= set(range(len(SIDE_NAMES))):
+        return pa.DictionaryArray.from_arrays(codes, pa.array(SIDE_NAMES, pa.string()))
+    remap = [0] * len(SIDE_NAMES)
+    for index, code in enumerate(present):
+        remap[code] = index
+    return pa.DictionaryArray.from_arrays(
+        pc.take(pa.array(remap, pa.int8()), codes),
+        pa.array([SIDE_NAMES[code] for code in present], pa.string()),
     )
 
 
@@ -211,20 +288,27 @@ class EncodingChoice:
     trial_bytes: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
-def choose_encodings(table: pa.Table, settings: TierSettings) -> EncodingChoice:
+def choose_encodings(
+    table: pa.Table, settings: TierSettings, *, ts_sorted: bool = True
+) -> EncodingChoice:
     """Measure candidate encodings of ``price`` and ``quantity`` and keep the smallest.
 
     The first ``settings.encoding_sample_rows`` rows (all rows when 0) of each column are
     written once per candidate, all in one trial file with the tier's codec and level; each
     candidate is measured by the compressed size of its column chunks (dictionary page
-    included). Ties go to the earlier candidate. ``ts`` is always DELTA_BINARY_PACKED and
-    ``side`` always dictionary encoded.
+    included). Ties go to the earlier candidate. BYTE_STREAM_SPLIT is a candidate only when
+    ``settings.byte_stream_split``. ``side`` is always dictionary encoded; ``ts`` is
+    DELTA_BINARY_PACKED when sorted (a symbol-day file), and measured among
+    DELTA_BINARY_PACKED, PLAIN and BYTE_STREAM_SPLIT when ``ts_sorted`` is False (a file
+    sorted by symbol first, where time restarts at every symbol).
     """
     sample = table.slice(0, settings.encoding_sample_rows or table.num_rows)
+    candidates = {"price": _VALUE_CANDIDATES, "quantity": _VALUE_CANDIDATES}
+    if not ts_sorted:
+        candidates["ts"] = _TS_CANDIDATES
     trial_columns: dict[tuple[str, str], pa.Array] = {}
-    for name in ("price", "quantity"):
-        is_decimal = pa.types.is_decimal(table.schema.field(name).type)
-        for encoding in _DECIMAL_CANDIDATES if is_decimal else _INTEGER_CANDIDATES:
+    for name, encodings in candidates.items():
+        for encoding in encodings:
             if encoding == BYTE_STREAM_SPLIT and not settings.byte_stream_split:
                 continue
             trial_columns[(name, encoding)] = sample.column(name)
@@ -287,6 +371,7 @@ class FileFacts:
     encodings: dict[str, list[str]]
     sorting_columns: list[str]
     metadata: dict[str, str]
+    timestamp_unit: str = DEFAULT_TIMESTAMP_UNIT
 
 
 def write_archive_file(
@@ -317,6 +402,7 @@ def write_archive_file(
         META_FORMAT_VERSION: ARCHIVE_FORMAT_VERSION,
         META_PRICE_SCALE: str(batch.price_scale),
         META_QUANTITY_SCALE: str(batch.quantity_scale),
+        META_TIMESTAMP_UNIT: batch.timestamp_unit,
         META_COMPRESSION_LEVEL: (
             "" if settings.compression_level is None else str(settings.compression_level)
         ),
@@ -336,6 +422,30 @@ def write_archive_file(
     return replace(verified[0], path=target)
 
 
+def writer_options(
+    settings: TierSettings, choice: EncodingChoice, *, sorting_columns: Sequence[int] = (0,)
+) -> dict[str, Any]:
+    """Keyword arguments of ``pyarrow.parquet.ParquetWriter`` for archive files.
+
+    The tier's codec and level, the chosen encodings, statistics, page index, page checksums,
+    the sorting columns (indices), decimals stored as INT64 and no Arrow schema blob (the
+    Parquet logical types say everything a reader needs).
+    """
+    return {
+        "version": "2.6",
+        "use_dictionary": choice.dictionary_columns,
+        "column_encoding": choice.column_encoding,
+        "compression": settings.compression,
+        "compression_level": settings.compression_level,
+        "write_statistics": True,
+        "write_page_index": True,
+        "write_page_checksum": True,
+        "sorting_columns": [pq.SortingColumn(i) for i in sorting_columns],
+        "store_decimal_as_integer": True,
+        "store_schema": False,
+    }
+
+
 def _write_parquet(
     table: pa.Table,
     path: Path,
@@ -344,21 +454,7 @@ def _write_parquet(
     choice: EncodingChoice,
     key_values: Mapping[str, str],
 ) -> None:
-    with pq.ParquetWriter(
-        path,
-        table.schema,
-        version="2.6",
-        use_dictionary=choice.dictionary_columns,
-        column_encoding=choice.column_encoding,
-        compression=settings.compression,
-        compression_level=settings.compression_level,
-        write_statistics=True,
-        write_page_index=True,
-        write_page_checksum=True,
-        sorting_columns=[pq.SortingColumn(0)],
-        store_decimal_as_integer=True,
-        store_schema=False,
-    ) as writer:
+    with pq.ParquetWriter(path, table.schema, **writer_options(settings, choice)) as writer:
         writer.write_table(table, row_group_size=settings.row_group_size)
         writer.add_key_value_metadata(dict(key_values))
 
@@ -404,9 +500,12 @@ def read_archive_batch(path: Path) -> TickBatch:
         quantity_scale = int(metadata[META_QUANTITY_SCALE])
     except (KeyError, ValueError):
         raise TickFormatError(f"{path}: price/quantity scale metadata missing or invalid") from None
-    schema = archive_schema(price_scale, quantity_scale)
-    if footer.schema.names != schema.names:
-        raise TickFormatError(f"{path}: columns {footer.schema.names}, expected {schema.names}")
+    if footer.schema.names != ["ts", "price", "quantity", "side"]:
+        raise TickFormatError(
+            f"{path}: columns {footer.schema.names}, expected ['ts', 'price', 'quantity', 'side']"
+        )
+    timestamp_unit = stored_timestamp_unit(path, footer)
+    schema = archive_schema(price_scale, quantity_scale, timestamp_unit)
     if footer.num_rows < DATASET_READ_MIN_ROWS:
         table = pq.ParquetFile(
             path, metadata=footer, read_dictionary=["side"], page_checksum_verification=True
@@ -415,13 +514,46 @@ def read_archive_batch(path: Path) -> TickBatch:
         table = pq.read_table(path, schema=schema, page_checksum_verification=True)
     _check_types(path, table.schema, schema)
     return TickBatch(
-        ts_ns=pc.cast(table.column("ts").combine_chunks(), pa.int64()),
+        ts_ns=timestamps_as_ns(table.column("ts").combine_chunks()),
         price=_units(table.column("price").combine_chunks()),
         quantity=_units(table.column("quantity").combine_chunks()),
         side=_side_codes(table.column("side"), path),
         price_scale=price_scale,
         quantity_scale=quantity_scale,
+        timestamp_unit=timestamp_unit,
     )
+
+
+def stored_timestamp_unit(path: object, footer: pq.FileMetaData) -> str:
+    """The archive timestamp unit of a file: its ``ts`` column's Parquet unit, or ``s`` when
+    the file's metadata says so and the column is MILLIS (Parquet has no seconds unit).
+
+    Raises TickFormatError when there is no ``ts`` column, it is not a UTC timestamp, or the
+    metadata contradicts it.
+    """
+    arrow_schema = footer.schema.to_arrow_schema()
+    if "ts" not in arrow_schema.names:
+        raise TickFormatError(f"{path}: no ts column; columns {arrow_schema.names}")
+    ts_type = arrow_schema.field("ts").type
+    if not pa.types.is_timestamp(ts_type) or ts_type.tz not in ("UTC", "+00:00"):
+        raise TickFormatError(f"{path}: column ts is {ts_type}, expected a UTC timestamp")
+    metadata = {k.decode(): v.decode() for k, v in (footer.metadata or {}).items()}
+    recorded = metadata.get(META_TIMESTAMP_UNIT)
+    if recorded is None or recorded == ts_type.unit:
+        return ts_type.unit
+    if recorded == "s" and ts_type.unit == "ms":
+        return "s"
+    raise TickFormatError(
+        f"{path}: metadata {META_TIMESTAMP_UNIT} is {recorded!r} but column ts is {ts_type}"
+    )
+
+
+def timestamps_as_ns(column: pa.Array) -> pa.Array:
+    """A timestamp column (any unit) as int64 nanoseconds since the epoch (exact; a value
+    outside the nanosecond range raises ArrowInvalid)."""
+    if column.type.unit == "ns":
+        return pc.cast(column, pa.int64())
+    return pc.cast(pc.cast(column, pa.timestamp("ns", column.type.tz)), pa.int64())
 
 
 def _check_types(path: Path, found: pa.Schema, expected: pa.Schema) -> None:
@@ -473,7 +605,8 @@ def _side_codes(column: pa.ChunkedArray, path: Path) -> pa.Array:
 
 
 def read_file_facts(path: Path) -> FileFacts:
-    """Codec, level, encodings and sorting columns as recorded in ``path``'s own footer."""
+    """Codec, level, encodings, sorting columns and timestamp unit as recorded in ``path``'s
+    own footer (TickFormatError when its ``ts`` column is not a UTC timestamp)."""
     parquet = pq.ParquetFile(path)
     meta = parquet.metadata
     codecs: set[str] = set()
@@ -499,4 +632,5 @@ def read_file_facts(path: Path) -> FileFacts:
         encodings={name: sorted(values) for name, values in encodings.items()},
         sorting_columns=sorting,
         metadata={k: v for k, v in key_values.items() if k.startswith(META_PREFIX)},
+        timestamp_unit=stored_timestamp_unit(path, meta),
     )

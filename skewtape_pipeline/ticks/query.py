@@ -213,18 +213,21 @@ def _hide(keys: Sequence[tuple[str, Any]]) -> str:
 
 
 def _empty_select(roots: list[Path]) -> str:
-    """A typed, empty select for an archive with no files yet (scales from its marker)."""
-    price_scale, quantity_scale = 0, 0
+    """A typed, empty select for an archive with no files yet (scales and timestamp unit from
+    its marker)."""
+    price_scale, quantity_scale, timestamp_unit = 0, 0, "ns"
     for root in roots:
         marker = root / ARCHIVE_MARKER
         if marker.exists():
             found = json.loads(marker.read_text(encoding="utf-8"))
             price_scale, quantity_scale = found["price_scale"], found["quantity_scale"]
+            timestamp_unit = found.get("timestamp_unit", "ns")
             break
     quantity = "BIGINT" if quantity_scale == 0 else f"DECIMAL(18, {quantity_scale})"
+    ts_type = "TIMESTAMP_NS" if timestamp_unit == "ns" else "TIMESTAMPTZ"
     return (
         "SELECT NULL::VARCHAR AS symbol, NULL::DATE AS date, "
-        "NULL::TIMESTAMP_NS AS ts, "
+        f"NULL::{ts_type} AS ts, "
         f"NULL::DECIMAL(18, {price_scale}) AS price, NULL::{quantity} AS quantity, "
         "NULL::VARCHAR AS side, NULL::VARCHAR AS tier WHERE false"
     )

@@ -37,7 +37,8 @@ class TickStorageCompactionReport:
     ``codec``, ``compression_level`` and ``encodings`` come from the written file's own metadata
     (Parquet footer; for TKC1 the blob's recorded codec), never from what was requested.
     ``compression_ratio`` is ``raw_size_bytes / compacted_size_bytes`` and means nothing without
-    ``raw_size_basis``.
+    ``raw_size_basis``. ``timestamp_unit`` is the unit the file stores timestamps at, read from
+    the written file (``ns`` for TKC1, which always stores nanoseconds).
     """
 
     symbol: str
@@ -64,6 +65,7 @@ class TickStorageCompactionReport:
     round_trip_verified: bool
     path: str | None
     seconds: float
+    timestamp_unit: str = "ns"
     notes: list[str] = field(default_factory=list)
 
     @property

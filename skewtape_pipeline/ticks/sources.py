@@ -122,10 +122,13 @@ class SourceTicks:
         quantity_scale: int = 0,
         side_map: Mapping[str, str] | None = None,
         allow_precision_loss: bool = False,
+        timestamp_unit: str = "ns",
     ) -> TickBatch:
-        """Scale to an exact :class:`TickBatch` (``side_map`` overrides the source's vocabulary).
+        """Scale to an exact :class:`TickBatch` (``side_map`` overrides the source's vocabulary)
+        whose timestamps are to be stored at ``timestamp_unit``.
 
-        Raises ConfigError, TickValidationError or PrecisionLossError (rows are file rows).
+        Raises ConfigError, TickValidationError or PrecisionLossError (rows are file rows; a
+        timestamp finer than ``timestamp_unit`` is a PrecisionLossError).
         """
         table = self.table
         try:
@@ -138,6 +141,7 @@ class SourceTicks:
                 quantity_scale=quantity_scale,
                 side_map=self.side_map if side_map is None else side_map,
                 allow_precision_loss=allow_precision_loss,
+                timestamp_unit=timestamp_unit,
             )
         except TickValidationError as exc:
             raise self.located(exc) from None

@@ -22,7 +22,7 @@ Configuration file (TOML or JSON, every key optional)::
     compression_level = 1
     encoding_sample_rows = 65536   # 0: measure candidate encodings on the whole batch
     row_group_size = 1048576
-    byte_stream_split = true       # candidate for a plain int64 quantity (never for decimals)
+    byte_stream_split = true       # a measured candidate for price and quantity (INT64)
     [warm]
     layout = "month"               # hot: "symbol-day"; warm and cold: "month" or "year"
     consolidated_row_group_size = 2048
@@ -86,8 +86,9 @@ class TierSettings:
     row_group_size
         Maximum rows per Parquet row group.
     byte_stream_split
-        Offer BYTE_STREAM_SPLIT as a candidate for a plain int64 quantity (scale 0; never for
-        decimals). Turn it off when the archive must be read by engines that predate Parquet
+        Offer BYTE_STREAM_SPLIT as a measured candidate for price and quantity (INT64 columns,
+        plain integers and INT64-backed decimals alike; DuckDB 2.0 and pyarrow read both
+        exactly). Turn it off when the archive must be read by engines that predate Parquet
         format 2.11's integer BYTE_STREAM_SPLIT (e.g. Spark before 4.0).
     layout
         ``symbol-day`` (hot only), ``month`` or ``year`` (warm and cold: one consolidated file

@@ -34,6 +34,7 @@ from skewtape_pipeline.ticks.tiers import TierPolicy, TierSettings
 from skewtape_pipeline_tests.ticks.conftest import DAY, DAY_NS, day_batch, make_batch
 
 HOT = TierSettings(compression_level=1, encoding_sample_rows=1_000)
+DICTIONARY = "RLE_DICTIONARY"
 UNCOMPRESSED = TierSettings(compression="none", compression_level=None)
 
 
@@ -132,14 +133,53 @@ def test_file_when_a_page_byte_flips_fails_checksum_verification(tmp_path):
     verify_archive_file(path, batch)
 
 
-def test_encodings_when_decimals_never_use_byte_stream_split(tmp_path):
-    noisy = make_batch(
-        [(DAY_NS + i, (i * 7_919_993) % 10**12 - 5 * 10**11, (i * 104_729) % 10**9, i % 3)
-         for i in range(3_000)],
-        quantity_scale=8,
-    )  # fmt: skip
-    encodings = read_file_facts(write(tmp_path, noisy)).encodings
-    assert "BYTE_STREAM_SPLIT" not in encodings["price"] + encodings["quantity"]
+def test_encodings_when_decimals_heavy_tailed_chooses_byte_stream_split_read_exactly(tmp_path):
+    rng = random.Random(11)
+    rows = [(DAY_NS + i, int(rng.lognormvariate(8, 2)), int(rng.lognormvariate(8, 2)), i % 3)
+            for i in range(4_000)]  # fmt: skip
+    batch = make_batch(rows, price_scale=4, quantity_scale=3)
+    choice = parquet_store.choose_encodings(parquet_store.archive_table(batch), HOT)
+    for name in ("price", "quantity"):
+        trials = choice.trial_bytes[name]
+        assert set(trials) == {"DELTA_BINARY_PACKED", "PLAIN", "BYTE_STREAM_SPLIT", DICTIONARY}
+        assert min(trials, key=trials.get) == "BYTE_STREAM_SPLIT"  # measured, not assumed
+    path = write(tmp_path, batch)
+    encodings = read_file_facts(path).encodings
+    assert all("BYTE_STREAM_SPLIT" in encodings[name] for name in ("price", "quantity"))
+    column = pq.ParquetFile(path).schema.column(1)
+    assert (column.physical_type, column.scale) == ("INT64", 4)
+    assert read_archive_batch(path).equals(batch)
+    expected = [(Decimal(p).scaleb(-4), Decimal(q).scaleb(-3)) for _, p, q, _ in rows]
+    assert duckdb.sql(f"SELECT price, quantity FROM read_parquet('{path}')").fetchall() == expected
+    table = pq.read_table(path)
+    assert list(zip(table.column("price").to_pylist(), table.column("quantity").to_pylist(),
+                    strict=True)) == expected  # fmt: skip
+
+
+def test_encodings_when_ts_not_sorted_measures_it_else_keeps_delta():
+    batch = make_batch([(DAY_NS + (i % 50) * 1_000_003, 1, 1, 1) for i in range(2_000)])
+    table = parquet_store.archive_table(batch)
+    assert "ts" not in parquet_store.choose_encodings(table, HOT).trial_bytes
+    assert parquet_store.choose_encodings(table, HOT).column_encoding["ts"] == "DELTA_BINARY_PACKED"
+    measured = parquet_store.choose_encodings(table, HOT, ts_sorted=False)
+    trials = measured.trial_bytes["ts"]
+    assert set(trials) == {"DELTA_BINARY_PACKED", "PLAIN", "BYTE_STREAM_SPLIT"}
+    assert measured.column_encoding["ts"] == min(trials, key=trials.get)
+
+
+def test_side_dictionary_when_two_sides_present_holds_only_those_names(tmp_path):
+    two = make_batch([(DAY_NS + i, 100, 1, 1 + i % 2) for i in range(1_000)])
+    three = make_batch([(DAY_NS + i, 100, 1, i % 3) for i in range(1_000)])
+    assert parquet_store.side_dictionary(two.side).dictionary.to_pylist() == ["BUY", "SELL"]
+    assert parquet_store.side_dictionary(three.side).dictionary.to_pylist() == [
+        "UNKNOWN", "BUY", "SELL"
+    ]  # fmt: skip
+    only_sell = make_batch([(DAY_NS + i, 100, 1, 2) for i in range(10)])
+    path = write(tmp_path, only_sell)
+    assert read_archive_batch(path).equals(only_sell)
+    sides = duckdb.sql(f"SELECT DISTINCT side FROM read_parquet('{path}')").fetchall()
+    assert sides == [("SELL",)]
+    assert read_archive_batch(write(tmp_path, two, symbol="T")).equals(two)
 
 
 def test_encodings_when_few_distinct_prices_chooses_dictionary_by_measure(tmp_path):
