@@ -162,17 +162,34 @@ def _parse_day(text: str) -> date:
         raise ConfigError(f"--as-of is {text!r}; expected a date YYYY-MM-DD") from None
 
 
+INPUT_FORMATS = ("canonical", "kalshi-trades", "tardis-trades", "lobster-messages")
+"""``--input-format`` values: the canonical form, or a raw file mapped as its source documents."""
+
+
+def _read_ticks(path: Path, input_format: str, side_map: dict[str, str] | None) -> Any:
+    from skewtape_pipeline.ticks import sources
+
+    readers = {
+        "canonical": lambda: sources.read_canonical(path, side_map=side_map),
+        "kalshi-trades": lambda: sources.read_kalshi_trades(path),
+        "tardis-trades": lambda: sources.read_tardis_trades(path),
+        "lobster-messages": lambda: sources.read_lobster_messages(path),
+    }
+    return readers[input_format]()
+
+
 def cmd_compact_ticks(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.compact import compact_ticks
+    from skewtape_pipeline.ticks.compact import compact_source
     from skewtape_pipeline.ticks.tiers import TierPolicy
 
-    reports = compact_ticks(
-        Path(args.input),
+    side_map = parse_side_map(args.side_map)
+    reports = compact_source(
+        _read_ticks(Path(args.input), args.input_format, side_map),
         out=Path(args.out),
         as_of=_parse_day(args.as_of),
         price_scale=args.price_scale,
         quantity_scale=args.quantity_scale,
-        side_map=parse_side_map(args.side_map),
+        side_map=side_map,
         symbol=args.symbol,
         tier_policy=TierPolicy.load(Path(args.tier_policy)) if args.tier_policy else None,
         allow_precision_loss=args.allow_precision_loss,
@@ -285,6 +302,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     ticks = command("compact-ticks", cmd_compact_ticks, "compact trades into the Parquet archive")
     ticks.add_argument("input", help="CSV or Parquet: timestamp_nanos,price,quantity,side[,symbol]")
+    ticks.add_argument(
+        "--input-format",
+        choices=INPUT_FORMATS,
+        default="canonical",
+        help="raw venue files are mapped exactly (Kalshi trades API, Tardis trades, LOBSTER)",
+    )
     ticks.add_argument("--out", required=True, help="archive root")
     ticks.add_argument("--as-of", required=True, help="today's date for tiering (YYYY-MM-DD)")
     ticks.add_argument("--price-scale", type=int, required=True, help="decimals of price")

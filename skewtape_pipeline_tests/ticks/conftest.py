@@ -62,7 +62,7 @@ def duckdb_archive(root: Path) -> pa.Table:
 
 def archive_rows(table: pa.Table) -> list[tuple]:
     """Sorted ``(symbol, ts_ns, price, quantity, side)`` tuples from a DuckDB result."""
-    ts = table.column("ts").cast(pa.int64()).to_pylist()
+    ts = table.column("ts").cast(pa.timestamp("ns", tz="UTC")).cast(pa.int64()).to_pylist()
     rows = zip(
         table.column("symbol").to_pylist(),
         ts,

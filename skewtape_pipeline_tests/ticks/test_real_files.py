@@ -7,12 +7,14 @@ with the standard library only (csv, Decimal, datetime).
 from __future__ import annotations
 
 import csv
+import json
 import os
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
 import pytest
 
+from skewtape_pipeline.cli import main
 from skewtape_pipeline.ticks import sources
 from skewtape_pipeline.ticks.compact import compact_source
 from skewtape_pipeline.ticks.report import RAW_SIZE_BASIS_SOURCE_FILE, RAW_SIZE_BASIS_SOURCE_ROWS
@@ -131,3 +133,26 @@ def test_tardis_file_when_quantity_scale_too_small_refuses_and_writes_nothing(tm
     assert type(info.value).__name__ == "PrecisionLossError"
     assert str(TARDIS_FILE) in str(info.value)
     assert not (tmp_path / "a").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("input_format", "path", "scales", "expected"),
+    [
+        ("kalshi-trades", KALSHI_FILE, ["--price-scale", "2", "--timestamp-unit", "us"],
+         expected_kalshi),
+        ("tardis-trades", TARDIS_FILE, ["--price-scale", "2", "--quantity-scale", "3",
+                                        "--timestamp-unit", "ms"], expected_tardis),
+        ("lobster-messages", LOBSTER_FILE, ["--price-scale", "3"], expected_lobster),
+    ],
+)  # fmt: skip
+def test_cli_compact_ticks_when_real_file_given_round_trips_exactly_through_duckdb(
+    tmp_path, no_fsync, capsys, input_format, path, scales, expected
+):
+    out = tmp_path / "archive"
+    argv = ["compact-ticks", str(path), "--input-format", input_format, "--out", str(out),
+            "--as-of", AS_OF.isoformat(), *scales]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    reports = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert all(r["round_trip_verified"] for r in reports)
+    assert archive_rows(duckdb_archive(out)) == expected()
