@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 demo: venv
-	$(PY) -m skewtape_pipeline.demo "$(SKEWTAPE_HOME)"
+	$(PY) -m skewtape_pipeline.orchestration.demo "$(SKEWTAPE_HOME)"
 
 lint: venv
 	$(VENV)/bin/ruff check .

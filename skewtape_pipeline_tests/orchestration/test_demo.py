@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from skewtape_pipeline.demo import main, run_demo
 from skewtape_pipeline.mirror.verify import verify_snapshot
+from skewtape_pipeline.orchestration.demo import main, run_demo
 from skewtape_pipeline.ticks.catalog import locate
 from skewtape_pipeline.ticks.parquet_store import partition_file
 

@@ -1,4 +1,4 @@
-"""``python -m skewtape_pipeline.demo ROOT``: the sample chain, run through the definitions.
+"""``python -m skewtape_pipeline.orchestration.demo ROOT``: the sample chain, run in process.
 
 Publishes the sample into ``ROOT`` if it holds no history yet, then runs the ``apply_month`` job
 of the code location in process (no daemon, an ephemeral instance) for every month partition
@@ -336,7 +336,9 @@ def _result_word(outcome: MonthOutcome) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo; 0 when every month materialized, 1 otherwise."""
-    parser = argparse.ArgumentParser(prog="python -m skewtape_pipeline.demo", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m skewtape_pipeline.orchestration.demo", description=__doc__
+    )
     parser.add_argument("root", help="data root (the sample is published here if absent)")
     args = parser.parse_args(argv)
     root = Path(args.root)
