@@ -410,21 +410,35 @@ def compact_source(
         timestamp_unit=timestamp_unit,
     )
     return [
-        compact_symbol_day(
-            item.batch,
-            symbol=item.symbol,
-            day=item.day,
-            out=out,
-            age_days=item.age_days,
-            policy=policy,
-            raw_size_bytes=item.raw_size_bytes,
-            raw_size_basis=item.raw_size_basis,
-            reordered_ticks=item.reordered_ticks,
-            target_ratio=target_ratio,
-            timestamp_unit=timestamp_unit,
+        compact_planned(
+            item, out=out, policy=policy, target_ratio=target_ratio, timestamp_unit=timestamp_unit
         )
         for item in plan
     ]
+
+
+def compact_planned(
+    item: SymbolDay,
+    *,
+    out: Path,
+    policy: TierPolicy,
+    target_ratio: float = DEFAULT_TARGET_RATIO,
+    timestamp_unit: str = "ns",
+) -> TickStorageCompactionReport:
+    """:func:`compact_symbol_day` for one symbol-day of :func:`plan_symbol_days`' plan."""
+    return compact_symbol_day(
+        item.batch,
+        symbol=item.symbol,
+        day=item.day,
+        out=out,
+        age_days=item.age_days,
+        policy=policy,
+        raw_size_bytes=item.raw_size_bytes,
+        raw_size_basis=item.raw_size_basis,
+        reordered_ticks=item.reordered_ticks,
+        target_ratio=target_ratio,
+        timestamp_unit=timestamp_unit,
+    )
 
 
 def compact_ticks(

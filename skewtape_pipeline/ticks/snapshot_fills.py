@@ -28,7 +28,7 @@ from skewtape_pipeline.fsio import atomic_unlink
 from skewtape_pipeline.mirror.format import MANIFEST, MONTH_RE, SnapshotManifest
 from skewtape_pipeline.mirror.snapshot import read_snapshot
 from skewtape_pipeline.ticks.books import check_may_delete, check_may_write, is_books_and_records
-from skewtape_pipeline.ticks.compact import compact_symbol_day, plan_symbol_days
+from skewtape_pipeline.ticks.compact import compact_planned, plan_symbol_days
 from skewtape_pipeline.ticks.parquet_store import partition_file
 from skewtape_pipeline.ticks.report import DEFAULT_TARGET_RATIO, TickStorageCompactionReport
 from skewtape_pipeline.ticks.sources import SourceTicks
@@ -289,18 +289,7 @@ def archive_symbol_days(
             removed = atomic_unlink(partition_file(out, *key))
             results.append(SymbolDayResult(*key, sources[key], None, removed_file=removed))
             continue
-        report = compact_symbol_day(
-            item.batch,
-            symbol=item.symbol,
-            day=item.day,
-            out=out,
-            age_days=item.age_days,
-            policy=policy,
-            raw_size_bytes=item.raw_size_bytes,
-            raw_size_basis=item.raw_size_basis,
-            reordered_ticks=item.reordered_ticks,
-            target_ratio=target_ratio,
-        )
+        report = compact_planned(item, out=out, policy=policy, target_ratio=target_ratio)
         results.append(SymbolDayResult(*key, sources[key], report))
     return results
 
