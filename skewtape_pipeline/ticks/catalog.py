@@ -96,11 +96,16 @@ class CatalogPartition:
 
 @dataclass(frozen=True)
 class Catalog:
-    """The consolidated files of an archive and the symbol-days they hold (immutable)."""
+    """The consolidated files of an archive and the symbol-days they hold (immutable).
+
+    ``withdrawn`` are catalogued symbol-days the publisher has since corrected away (no ticks
+    any more): their consolidated copy is hidden until re-tiering rewrites the file without it.
+    """
 
     generation: int = 0
     files: Mapping[str, CatalogFile] = field(default_factory=dict)
     partitions: Mapping[SymbolDayKey, CatalogPartition] = field(default_factory=dict)
+    withdrawn: frozenset[SymbolDayKey] = frozenset()
 
     def partitions_of(self, file: str) -> list[CatalogPartition]:
         """The partitions held by ``file`` (a catalog path), ordered by symbol then date."""
@@ -117,6 +122,7 @@ class Catalog:
                 {**asdict(p), "date": p.date.isoformat()}
                 for p in sorted(self.partitions.values(), key=_order)
             ],
+            "withdrawn": [[symbol, day.isoformat()] for symbol, day in sorted(self.withdrawn)],
         }
         return (json.dumps(body, sort_keys=True, separators=(",", ":")) + "\n").encode()
 
@@ -196,9 +202,13 @@ def _parse_catalog(path: Path, body: Any) -> Catalog:
             if item.key in partitions:
                 raise ValueError(f"partitions[{i}]: {item.symbol} {item.date} listed twice")
             partitions[item.key] = item
+        withdrawn = frozenset(
+            _withdrawn_entry(entry, partitions, where=f"withdrawn[{i}]")
+            for i, entry in enumerate(body.get("withdrawn", []))
+        )
     except (ValueError, TypeError, KeyError) as exc:
         raise TickFormatError(f"{path}: field {exc}") from None
-    return Catalog(generation=generation, files=files, partitions=partitions)
+    return Catalog(generation=generation, files=files, partitions=partitions, withdrawn=withdrawn)
 
 
 def _list(body: dict[str, Any], name: str, path: Path) -> list[Any]:
@@ -225,6 +235,17 @@ def _partition_entry(entry: Any, *, where: str) -> CatalogPartition:
     item = CatalogPartition(**data)
     _check_tier(item.tier, where)
     return item
+
+
+def _withdrawn_entry(
+    entry: Any, partitions: Mapping[SymbolDayKey, CatalogPartition], *, where: str
+) -> SymbolDayKey:
+    if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)):
+        raise ValueError(f"{where}: expected [symbol, date]")
+    key = (entry[0], date.fromisoformat(entry[1]))
+    if key not in partitions:
+        raise ValueError(f"{where}: {entry[0]} {entry[1]} is not a catalogued symbol-day")
+    return key
 
 
 def _fields(entry: Any, cls: type, where: str) -> dict[str, Any]:

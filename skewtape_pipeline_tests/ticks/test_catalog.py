@@ -34,7 +34,8 @@ def sample_catalog() -> Catalog:
         CatalogPartition("ES", date(2026, 1, 2), "COLD", file.path, 4, 500, stamp),
         CatalogPartition("ES", date(2026, 1, 3), "COLD", file.path, 3, 400, None),
     ]
-    return Catalog(3, {file.path: file}, {p.key: p for p in partitions})
+    withdrawn = frozenset({partitions[1].key})
+    return Catalog(3, {file.path: file}, {p.key: p for p in partitions}, withdrawn)
 
 
 def test_read_catalog_when_absent_is_empty_generation_zero(tmp_path):
@@ -56,6 +57,7 @@ def test_write_catalog_when_read_back_is_equal(tmp_path):
         (lambda b: b["partitions"][1].update(file="elsewhere"), r"partitions\[1\].file"),
         (lambda b: b["partitions"][0].update(extra=1), r"partitions\[0\]: unknown keys"),
         (lambda b: b["partitions"].append(b["partitions"][0]), r"listed twice"),
+        (lambda b: b["withdrawn"].append(["NQ", "2026-01-02"]), r"withdrawn\[1\]: NQ"),
     ],
 )
 def test_read_catalog_when_malformed_names_the_field(tmp_path, edit, field):
