@@ -118,9 +118,11 @@ def run_query(
 class ScanStats:
     """What DuckDB read to answer one query (its EXPLAIN ANALYZE profile).
 
-    ``files_scanned``/``files_total`` count files after Hive pruning, ``row_groups_*`` the row
-    groups after statistics pruning, summed over every Parquet scan; ``bytes_read`` is all
-    bytes read from disk (footers included).
+    ``files_scanned``/``files_total`` count the files each Parquet scan opened and was given
+    (a Hive-partitioned scan skips files by their folder names without opening them; a scan
+    without Hive partitioning opens every file it is given), ``row_groups_*`` the row groups
+    after statistics pruning, summed over every scan; ``bytes_read`` is all bytes read from
+    disk (footers included).
     """
 
     files_scanned: int
@@ -143,7 +145,7 @@ def scan_stats(sql: str, roots: Roots, *, parameters: Sequence[Any] | None = Non
     finally:
         con.close()
     scans = list(_parquet_scans(profile.get("operator", [])))
-    files = [_fraction(s.get("extra_info", {}).get("Scanning Files")) for s in scans]
+    files = [_files_read(s.get("extra_info", {})) for s in scans]
     return ScanStats(
         files_scanned=sum(f[0] for f in files),
         files_total=sum(f[1] for f in files),
@@ -161,12 +163,15 @@ def _parquet_scans(operators: list[dict[str, Any]]):
         yield from _parquet_scans(op.get("children", []))
 
 
-def _fraction(text: str | None) -> tuple[int, int]:
-    """``"1/6"`` -> (1, 6); absent (no Hive pruning shown): (0, 0)."""
-    if not text or "/" not in text:
-        return (0, 0)
-    scanned, total = text.split("/", 1)
-    return int(scanned), int(total)
+def _files_read(extra_info: dict[str, Any]) -> tuple[int, int]:
+    """(files opened, files given) of one scan: ``Scanning Files: "1/6"`` when DuckDB pruned
+    by Hive partitions, else ``Total Files Read`` for both (nothing was skipped)."""
+    pruned = extra_info.get("Scanning Files")
+    if pruned and "/" in pruned:
+        scanned, total = pruned.split("/", 1)
+        return int(scanned), int(total)
+    read = int(extra_info.get("Total Files Read", 0))
+    return read, read
 
 
 def _connect(roots: Roots, threads: int | None) -> duckdb.DuckDBPyConnection:

@@ -10,6 +10,7 @@ import duckdb
 import pytest
 
 from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.ticks.catalog import archive_state
 from skewtape_pipeline.ticks.lifecycle import retier
 from skewtape_pipeline.ticks.query import VIEW_COLUMNS, open_ticks_view, run_query, scan_stats
 from skewtape_pipeline.ticks.tiers import COLD
@@ -47,6 +48,8 @@ def test_scan_stats_when_cold_tier_filtered_by_symbol_and_date_skips_row_groups(
     assert stats.rows == len(day_ticks(symbol, day))
     # a row group holding the end of one symbol and the start of the next can match too
     assert stats.row_groups_scanned <= 2 < stats.row_groups_total // 2
+    cold_files = archive_state(root).consolidated_files(COLD)
+    assert stats.files_scanned == stats.files_total == len(cold_files) > 0
     everything = scan_stats("SELECT * FROM ticks", root)
     assert everything.row_groups_scanned == stats.row_groups_total
 
