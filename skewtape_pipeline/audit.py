@@ -3,8 +3,22 @@
 Each line is a JSON object holding the caller's fields plus ``seq`` (1, 2, ...), ``time`` (UTC,
 ISO-8601) and ``prev_sha256``: the sha256 of the previous record's line (its bytes without the
 newline; 64 zeros for the first). Editing, removing or reordering a line breaks the chain at the
-next line, which :func:`verify_audit_log` reports by line number. (A hash chain cannot tell
-that the LAST lines were cut off; keep the last line's sha256 elsewhere to detect that.)
+next line, which :func:`verify_audit_log` reports by line number.
+
+The chain head
+--------------
+A chain cannot tell that its LAST lines were cut off, so the last record's seq, sha256, line
+and end offset are also kept apart from the log, in ``<log>.head`` beside it (see
+:func:`audit_head_path`). Each append writes it atomically after the lines are fsynced, still
+under the log's lock. A sidecar rather than the mirror's local state because the log is shared
+by the mirror and the tick archive, and it sits beside the file it describes; apart from the log
+because a cut of the log's end leaves it alone. :func:`check_audit_log` reports a log whose
+chain stops short of its head, or no longer holds the head's record, as truncated, and
+:meth:`AuditLog.append` refuses to extend such a log (appending would overwrite the evidence).
+A crash between the append and the head update leaves the head behind the log: committed
+records after the head are accepted when they chain correctly, and the next append moves the
+head. A log without a head (written before heads were kept) still verifies, and the result says
+that its end cannot be checked; its next append starts a head.
 
 Commit rule and crash policy
 ----------------------------
@@ -22,6 +36,7 @@ state a crash leaves until the next append).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -32,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from skewtape_pipeline.errors import AuditLogError
-from skewtape_pipeline.fsio import fsync_dir
+from skewtape_pipeline.fsio import TEMP_MARKER, atomic_write_bytes, fsync_dir
 from skewtape_pipeline.hashing import is_sha256_hex, sha256_bytes
 
 GENESIS = "0" * 64
@@ -41,11 +56,77 @@ RESERVED = ("seq", "time", "prev_sha256")
 """Fields the log adds to every record; callers may not set them."""
 REPAIR_EVENT = "repair"
 REPAIR_ACTOR = "audit-log"
+HEAD_SUFFIX = ".head"
+"""``<log>.head`` holds the log's chain head."""
 _READ_CHUNK = 1 << 16
 
 
+def audit_head_path(log: Path) -> Path:
+    """Where the chain head of the audit log ``log`` is kept: ``<log>.head`` beside it."""
+    log = Path(log)
+    return log.with_name(log.name + HEAD_SUFFIX)
+
+
 @dataclass(frozen=True)
-class _Head:
+class ChainHead:
+    """The last record an append committed, as recorded in ``<log>.head``.
+
+    ``line`` is its 1-based line number in the log and ``end`` the byte offset just past its
+    newline.
+    """
+
+    seq: int
+    sha256: str
+    line: int
+    end: int
+
+    def to_json(self) -> bytes:
+        fields = {"seq": self.seq, "sha256": self.sha256, "line": self.line, "end": self.end}
+        return (json.dumps(fields) + "\n").encode()
+
+    @classmethod
+    def read(cls, path: Path) -> ChainHead | None:
+        """The head kept at ``path``; None when there is none.
+
+        Raises
+        ------
+        AuditLogError
+            The file is not a head (not JSON, a field missing or of the wrong type), naming it.
+        """
+        try:
+            data = Path(path).read_bytes()
+        except FileNotFoundError:
+            return None
+        expected = "expected a JSON object with seq, line, end (integers >= 1) and sha256"
+        try:
+            raw = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise AuditLogError(
+                f"{path}: the audit log's head is damaged: not JSON ({exc}); {expected}"
+            ) from None
+        if not isinstance(raw, dict):
+            raise AuditLogError(
+                f"{path}: the audit log's head is damaged: a {type(raw).__name__}; {expected}"
+            )
+        for name in ("seq", "line", "end"):
+            value = raw.get(name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise AuditLogError(
+                    f"{path}: the audit log's head is damaged: {name} is {value!r}; {expected}"
+                )
+        if not is_sha256_hex(raw.get("sha256")):
+            raise AuditLogError(
+                f"{path}: the audit log's head is damaged: sha256 is {raw.get('sha256')!r}; "
+                f"{expected}"
+            )
+        return cls(raw["seq"], raw["sha256"], raw["line"], raw["end"])
+
+    def describe(self) -> str:
+        return f"seq {self.seq} at line {self.line} with sha256 {self.sha256}"
+
+
+@dataclass(frozen=True)
+class _LastRecord:
     """The last committed record and where the uncommitted tail (if any) starts."""
 
     seq: int
@@ -71,30 +152,115 @@ class AuditLog:
 
         Holds an exclusive ``flock`` on the log while it reads the last record and writes, so
         appends from several processes interleave as whole, correctly chained batches. Writes the
-        batch with one append, then fsyncs. A torn tail left by a crash is first covered by a
-        ``repair`` record (see the module notes); that line is not counted in the return value.
+        batch with one append, fsyncs, then moves the chain head (``<log>.head``, atomically). A
+        torn tail left by a crash is first covered by a ``repair`` record (see the module notes);
+        that line is not counted in the return value.
 
         Raises
         ------
         AuditLogError
             A record is not a mapping, uses a reserved field or is not JSON-able (named by its
-            index); nothing is written then.
+            index); the log no longer holds the record its head names (truncated or rewritten),
+            or the head is damaged. Nothing is written then.
         """
         bodies = _encode_bodies(records)
         if not bodies:
             return 0
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        head_path = audit_head_path(self.path)
+        fd = self._open(head_path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            head = _find_head(fd, os.fstat(fd).st_size)
-            _write_all(fd, _chain_lines(fd, head, bodies))
+            size = os.fstat(fd).st_size
+            recorded = ChainHead.read(head_path)
+            if recorded is not None:
+                _check_log_holds_head(fd, size, recorded, self.path, head_path)
+            lines, seq, sha = _chain_lines(fd, _find_last_record(fd, size), bodies)
+            _write_all(fd, lines)
             os.fsync(fd)
-            if head.size == 0:
+            if size == 0:
                 fsync_dir(self.path.parent)
+            _move_head(fd, head_path, recorded, seq=seq, sha256=sha, end=size + len(lines))
         finally:
             os.close(fd)  # releases the lock
         return len(bodies)
+
+    def _open(self, head_path: Path) -> int:
+        """The log opened for appending; created unless its head shows it existed."""
+        try:
+            return os.open(self.path, os.O_RDWR | os.O_APPEND)
+        except FileNotFoundError:
+            recorded = ChainHead.read(head_path)
+            if recorded is not None:
+                raise AuditLogError(
+                    f"{self.path}: does not exist, but its head {head_path} records "
+                    f"{recorded.describe()}: the log was removed; nothing was appended"
+                ) from None
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+
+
+def _check_log_holds_head(fd: int, size: int, head: ChainHead, log: Path, head_path: Path) -> None:
+    """Raise AuditLogError unless the record ``head`` names still ends at ``head.end``."""
+    if head.end > size:
+        raise AuditLogError(
+            f"{log}: is {size} bytes, but its head {head_path} records {head.describe()} "
+            f"ending at byte {head.end}: the log was truncated; nothing was appended (restore "
+            "the missing records from a backup)"
+        )
+    line = _line_ending_at(fd, head.end)
+    if line is None or sha256_bytes(line) != head.sha256:
+        raise AuditLogError(
+            f"{log}: line {head.line} (ending at byte {head.end}) is not the record its head "
+            f"{head_path} names ({head.describe()}): the log was truncated and written again, "
+            "or replaced; nothing was appended"
+        )
+
+
+def _line_ending_at(fd: int, end: int) -> bytes | None:
+    """The line whose newline is the byte before ``end`` (without it); None if none ends there."""
+    if os.pread(fd, 1, end - 1) != b"\n":
+        return None
+    chunk = _READ_CHUNK
+    while True:
+        start = max(0, end - 1 - chunk)
+        data = os.pread(fd, end - 1 - start, start)
+        newline = data.rfind(b"\n")
+        if newline != -1:
+            return data[newline + 1 :]
+        if start == 0:
+            return data
+        chunk *= 2
+
+
+def _move_head(
+    fd: int, head_path: Path, recorded: ChainHead | None, *, seq: int, sha256: str, end: int
+) -> None:
+    """Record the line ending at ``end`` as the head, its line counted on from ``recorded``.
+
+    Called once the lines are committed: a head that cannot be written (an OSError) is left
+    behind, a state :func:`check_audit_log` accepts and the next append repairs, rather than
+    failing an append whose records are already in the log.
+    """
+    if recorded is None:  # the log's first head: count its lines once
+        line = _count_newlines(fd, 0, end)
+    else:
+        line = recorded.line + _count_newlines(fd, recorded.end, end)
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(head_path.parent):  # left by a crash while writing the head
+            if entry.name.startswith(f".{head_path.name}.") and entry.name.endswith(TEMP_MARKER):
+                Path(entry.path).unlink(missing_ok=True)
+        atomic_write_bytes(head_path, ChainHead(seq, sha256, line, end).to_json())
+
+
+def _count_newlines(fd: int, start: int, stop: int) -> int:
+    count = 0
+    while start < stop:
+        data = os.pread(fd, min(1 << 20, stop - start), start)
+        if not data:
+            break
+        count += data.count(b"\n")
+        start += len(data)
+    return count
 
 
 def _encode_bodies(records: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -120,18 +286,20 @@ def _dumps(value: dict[str, Any]) -> str:
     return json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
 
 
-def _chain_lines(fd: int, head: _Head, bodies: list[str]) -> bytes:
+def _chain_lines(fd: int, last: _LastRecord, bodies: list[str]) -> tuple[bytes, int, str]:
+    """The lines to append after ``last`` (a repair first if a torn tail follows it), the seq of
+    the last line and its sha256."""
     out = bytearray()
-    seq, prev = head.seq, head.sha256
-    if head.tail_start < head.size:
-        tail = os.pread(fd, head.size - head.tail_start, head.tail_start)
+    seq, prev = last.seq, last.sha256
+    if last.tail_start < last.size:
+        tail = os.pread(fd, last.size - last.tail_start, last.tail_start)
         if not tail.endswith(b"\n"):
             out += b"\n"
         repair = _dumps(
             {
                 "event": REPAIR_EVENT,
                 "actor": REPAIR_ACTOR,
-                "torn_offset": head.tail_start,
+                "torn_offset": last.tail_start,
                 "torn_bytes": len(tail),
                 "torn_sha256": sha256_bytes(tail),
                 "note": "bytes after the last committed record were left by an interrupted "
@@ -146,7 +314,7 @@ def _chain_lines(fd: int, head: _Head, bodies: list[str]) -> bytes:
         line = (line + ("," + body if body else "") + "}").encode()
         out += line + b"\n"
         prev = sha256_bytes(line)
-    return bytes(out)
+    return bytes(out), seq, prev
 
 
 def _is_repair(record: Mapping[str, Any]) -> bool:
@@ -176,7 +344,7 @@ def _parse_record(line: bytes) -> dict[str, Any] | None:
     return record
 
 
-def _find_head(fd: int, size: int) -> _Head:
+def _find_last_record(fd: int, size: int) -> _LastRecord:
     """Scan back from the end for the last complete record line."""
     chunk = _READ_CHUNK
     while True:
@@ -190,44 +358,130 @@ def _find_head(fd: int, size: int) -> _Head:
             line = data[begin:end]
             record = _parse_record(line)
             if record is not None:
-                return _Head(record["seq"], sha256_bytes(line), start + end + 1, size)
+                return _LastRecord(record["seq"], sha256_bytes(line), start + end + 1, size)
             end = begin - 1 if begin > 0 else -1
         if start == 0:
-            return _Head(0, GENESIS, 0, size)
+            return _LastRecord(0, GENESIS, 0, size)
         chunk *= 2
 
 
-def verify_audit_log(path: Path, *, allow_torn_tail: bool = True) -> int:
-    """Check the whole chain of the log at ``path``; return the number of records.
+@dataclass(frozen=True)
+class AuditLogCheck:
+    """What :func:`check_audit_log` found: an intact chain, and how it ends against its head."""
+
+    log: Path
+    records: int
+    """Records in the chain (the last seq; repair records included)."""
+    head: Path
+    """Where the chain head is kept (``<log>.head``)."""
+    head_seq: int | None
+    """The seq the head records; None when the log has no head."""
+
+    @property
+    def records_after_head(self) -> int:
+        """Committed records past the head: an append stopped before it moved the head."""
+        return 0 if self.head_seq is None else self.records - self.head_seq
+
+    @property
+    def head_status(self) -> str:
+        """``"current"`` (the chain ends at its head), ``"behind"`` (committed records after
+        it) or ``"absent"`` (no head: a removal of the last lines cannot be detected)."""
+        if self.head_seq is None:
+            return "absent"
+        return "behind" if self.records_after_head else "current"
+
+    def describe(self) -> str:
+        """One line for people."""
+        intact = f"{self.log}: {self.records} records, chain intact"
+        if self.head_status == "current":
+            return f"{intact}, ending at its head (seq {self.head_seq})"
+        if self.head_status == "behind":
+            return (
+                f"{intact}; {self.records_after_head} committed after its head (seq "
+                f"{self.head_seq}): an append stopped before moving the head; the next one does"
+            )
+        return (
+            f"{intact}; no head ({self.head.name}): a log written before heads were kept, so "
+            "the removal of its last lines cannot be detected; the next append starts one"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "log": str(self.log),
+            "records": self.records,
+            "head": str(self.head),
+            "head_status": self.head_status,
+            "head_seq": self.head_seq,
+            "records_after_head": self.records_after_head,
+        }
+
+
+def check_audit_log(
+    path: Path, *, allow_torn_tail: bool = True, require_head: bool = False
+) -> AuditLogCheck:
+    """Check the whole chain of the log at ``path`` and that it still reaches its head.
 
     Every line must be a record whose ``seq`` follows the previous one and whose
     ``prev_sha256`` is the previous record line's sha256. Bytes that are not a record are
     accepted only when the record right after them is a ``repair`` describing them exactly, or
     (with ``allow_torn_tail``) when they end the file without a newline: an uncommitted tail.
+    When ``<log>.head`` exists, the chain must hold the record it names (same seq, same
+    sha256); committed records after it are accepted (an append stopped before moving the head).
+    A log without a head verifies (``head_status == "absent"``) unless ``require_head``.
+    Read-only; reads the log and its head under a shared lock, so appends cannot interleave.
 
     Raises
     ------
     AuditLogError
         Naming the line (1-based) and what is wrong: a broken chain (a line edited, removed or
-        reordered), bytes that are not a record, or a missing file.
+        reordered), bytes that are not a record, a missing file; a truncated log (its chain
+        stops before the head's seq, or holds another record there: naming the head's seq, line
+        and sha256); a damaged head; no head with ``require_head``.
     """
     path = Path(path)
+    head_path = audit_head_path(path)
     try:
         with open(path, "rb") as handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
             data = handle.read()
+            head = ChainHead.read(head_path)  # under the lock: an append moves both
     except FileNotFoundError:
-        raise AuditLogError(f"{path}: does not exist; expected an audit log") from None
-    checker = _ChainChecker(path, data)
-    return checker.run(allow_torn_tail=allow_torn_tail)
+        recorded = ChainHead.read(head_path)
+        removed = f", but its head {head_path} records {recorded.describe()}" if recorded else ""
+        raise AuditLogError(f"{path}: does not exist{removed}; expected an audit log") from None
+    if head is None and require_head:
+        raise AuditLogError(
+            f"{path}: has no head {head_path}; expected one: without it the removal of the "
+            "log's last lines cannot be detected"
+        )
+    checker = _ChainChecker(path, data, watch_seq=head.seq if head else None)
+    records = checker.run(allow_torn_tail=allow_torn_tail)
+    if head is not None:
+        checker.check_head(head, head_path)
+    return AuditLogCheck(path, records, head_path, head.seq if head else None)
+
+
+def verify_audit_log(path: Path, *, allow_torn_tail: bool = True) -> int:
+    """:func:`check_audit_log` (truncation below the head included); return the record count.
+
+    Raises
+    ------
+    AuditLogError
+        As :func:`check_audit_log`.
+    """
+    return check_audit_log(path, allow_torn_tail=allow_torn_tail).records
 
 
 class _ChainChecker:
-    def __init__(self, path: Path, data: bytes):
+    def __init__(self, path: Path, data: bytes, *, watch_seq: int | None = None):
         self.path, self.data = path, data
         self.seq, self.prev = 0, GENESIS
         self.skipped_at: int | None = None
         self.skipped_line = 0
+        self.last_line = 0
+        self.watch_seq = watch_seq
+        self.watched: tuple[str, int] | None = None
+        """sha256 and line number of the record with seq ``watch_seq``, once seen."""
 
     def fail(self, line_no: int, what: str) -> AuditLogError:
         return AuditLogError(f"{self.path}: line {line_no}: {what}")
@@ -254,6 +508,24 @@ class _ChainChecker:
             )
         return self.seq
 
+    def check_head(self, head: ChainHead, head_path: Path) -> None:
+        """Raise AuditLogError unless the chain holds the record ``head`` names."""
+        if self.watched is None:
+            ends = f"seq {self.seq} (line {self.last_line})" if self.seq else "no record"
+            raise AuditLogError(
+                f"{self.path}: truncated: its chain ends at {ends}, but its head {head_path} "
+                f"records {head.describe()}: the last {head.seq - self.seq} record(s) were "
+                "removed"
+            )
+        sha, line_no = self.watched
+        if sha != head.sha256:
+            raise self.fail(
+                line_no,
+                f"seq {head.seq} has sha256 {sha}, but its head {head_path} records "
+                f"{head.describe()}: the log was truncated and written again, or the head "
+                "belongs to another log",
+            )
+
     def _skip(self, pos: int, line_no: int) -> None:
         if self.skipped_at is None:
             self.skipped_at, self.skipped_line = pos, line_no
@@ -275,7 +547,9 @@ class _ChainChecker:
                 "the record before it (that line was altered, removed or reordered)",
             )
         self.seq, self.prev = record["seq"], sha256_bytes(line)
-        self.skipped_at = None
+        self.skipped_at, self.last_line = None, line_no
+        if self.seq == self.watch_seq:
+            self.watched = (self.prev, line_no)
 
     def _check_repair(self, record: dict[str, Any], pos: int, line_no: int) -> None:
         start = self.skipped_at

@@ -2,6 +2,37 @@
 
 The cache follows git's index: a file whose (inode, size, mtime_ns) has not changed since it was
 hashed keeps its hash; anything else is hashed again. A full scrub ignores the cache.
+
+Racily clean entries
+--------------------
+A file's mtime moves in steps of its file system's timestamp granularity: a kernel clock tick
+(a few ms) on local disks, 1 s or 2 s on some file systems. A file rewritten with the same size
+within one step of its previous write keeps its stamp, so a hash taken in that window may vouch
+for bytes that are gone; git calls such an entry "racily clean". Each entry is therefore dated
+no later than the moment reading the file for it began, and :meth:`HashCache.lookup` trusts it
+only when the file's mtime is at least :data:`RACY_WINDOW_NS` older than that date. A racy
+entry is a miss: the caller rehashes, and the new record, the file being old by then, is
+trusted from then on. Entries read from disk are also dated no later than the cache file's own
+mtime (git's rule, on the file system's clock), so a wall clock running ahead of the file
+system's cannot make a fresh file look old; caches written before entries carried a date are
+dated by that mtime alone.
+
+Results hashed within one run
+-----------------------------
+The rule guards the *cache*, which carries hashes from one run to the next past writers the
+engine cannot see. A result an operation hashed itself a moment ago (an apply's hashes of the
+delta's files and of the tables it merged, handed to the final verification as known hashes)
+can be trusted for the rest of that same operation without the cache, even when the files are
+fresh enough to fall in the window, because a racy rewrite needs a writer the operation
+excludes: the stamp is taken before the file is read and compared again where the result is
+used (so any write that moves the mtime by one tick, the size or the inode is seen); the folder
+written is under the apply's lock (a versioned apply's folder is private until its rename); the
+engine's own writes replace files by rename, which gives a new inode; and a delta is applied
+only once it has completely arrived, when nothing writes its files any more. That trust must
+end with the operation: a result recorded for later runs is dated by ``hashed_at_ns`` (when
+reading began), so it meets the racy rule on the next lookup like any other entry. A record
+without ``hashed_at_ns`` is dated when the cache was opened, which is exact for a caller that
+opens the cache and then hashes, and too generous for a hash taken before the cache was opened.
 """
 
 from __future__ import annotations
@@ -9,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -18,6 +50,8 @@ from skewtape_pipeline.errors import ManifestError
 from skewtape_pipeline.fsio import atomic_write_bytes
 
 BLOCK = 1 << 20
+RACY_WINDOW_NS = 2_000_000_000
+"""How much older than its hash an entry's mtime must be for the entry to be trusted (2 s)."""
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -95,48 +129,99 @@ class FileStamp:
         return cls(st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+@dataclass(frozen=True)
+class _Entry:
+    stamp: FileStamp
+    sha256: str
+    dated_ns: int
+    """No later than the moment reading the file for ``sha256`` began (ns since the epoch)."""
+
+    def is_racy(self) -> bool:
+        """True when the file may have been rewritten since, keeping its stamp."""
+        return self.stamp.mtime_ns + RACY_WINDOW_NS > self.dated_ns
+
+
 class HashCache:
     """Verified sha256 of files, keyed by relative path and trusted while their stamp holds.
 
     The cache is a JSON file; :meth:`save` writes it atomically. Entries whose stamp no longer
-    matches the file are ignored by :meth:`lookup`, so a locally modified file is always rehashed.
+    matches the file, and racily clean entries (see the module notes), are ignored by
+    :meth:`lookup`, so a locally modified file is always rehashed. A damaged cache file or
+    entry only costs rehashing.
     """
 
     def __init__(self, path: Path):
         self.path = path
-        self._entries: dict[str, tuple[FileStamp, str]] = {}
-        if path.exists():
-            try:
-                raw = json.loads(path.read_bytes())
-                for rel, (inode, size, mtime_ns, digest) in raw.items():
-                    self._entries[rel] = (FileStamp(inode, size, mtime_ns), digest)
-            except (ValueError, TypeError):
-                self._entries = {}  # a damaged cache only costs rehashing
+        self.opened_ns = time.time_ns()
+        """When this cache was opened: the date of records made without ``hashed_at_ns``."""
+        self._entries = _load_entries(path)
 
     def lookup(self, rel: str, file: Path) -> str | None:
-        """The cached sha256 of ``file`` if its stamp is unchanged, else None."""
+        """The cached sha256 of ``file`` if its stamp is unchanged and the entry is not racy."""
         entry = self._entries.get(rel)
-        if entry is None:
+        if entry is None or entry.is_racy():
             return None
         try:
             stamp = FileStamp.of(file)
         except FileNotFoundError:
             return None
-        return entry[1] if entry[0] == stamp else None
+        return entry.sha256 if entry.stamp == stamp else None
 
-    def record(self, rel: str, file: Path, digest: str) -> None:
-        """Remember that ``file`` (as it is now) hashes to ``digest``."""
-        self._entries[rel] = (FileStamp.of(file), digest)
+    def record(self, rel: str, file: Path, digest: str, *, hashed_at_ns: int | None = None) -> None:
+        """Remember that ``file`` (as it is now) hashes to ``digest``.
+
+        ``hashed_at_ns`` (``time.time_ns()``) is when reading the file for ``digest`` began;
+        pass it for a hash taken before this cache was opened. By default the entry is dated
+        :attr:`opened_ns`.
+        """
+        dated = self.opened_ns if hashed_at_ns is None else hashed_at_ns
+        self._entries[rel] = _Entry(FileStamp.of(file), digest, dated)
 
     def forget(self, rel: str) -> None:
+        """Drop the entry of ``rel`` (no error when there is none)."""
         self._entries.pop(rel, None)
 
     def entries(self) -> dict[str, tuple[FileStamp, str]]:
-        return dict(self._entries)
+        """Every entry, racy or not, as {rel: (stamp, sha256)}."""
+        return {rel: (entry.stamp, entry.sha256) for rel, entry in self._entries.items()}
 
     def save(self) -> None:
+        """Write the cache file atomically."""
         raw = {
-            rel: [stamp.inode, stamp.size, stamp.mtime_ns, digest]
-            for rel, (stamp, digest) in sorted(self._entries.items())
+            rel: [e.stamp.inode, e.stamp.size, e.stamp.mtime_ns, e.sha256, e.dated_ns]
+            for rel, e in sorted(self._entries.items())
         }
         atomic_write_bytes(self.path, json.dumps(raw, separators=(",", ":")).encode())
+
+
+def _load_entries(path: Path) -> dict[str, _Entry]:
+    """The entries of the cache file at ``path``; {} when it is absent or not a JSON object."""
+    try:
+        with open(path, "rb") as handle:
+            saved_ns = os.fstat(handle.fileno()).st_mtime_ns
+            raw = json.loads(handle.read())
+    except FileNotFoundError:
+        return {}
+    except ValueError:  # not JSON, or not UTF-8
+        return {}
+    if not isinstance(raw, dict):
+        return {}
+    entries = {}
+    for rel, fields in raw.items():
+        entry = _parse_entry(fields, saved_ns)
+        if entry is not None:
+            entries[rel] = entry
+    return entries
+
+
+def _parse_entry(fields: object, saved_ns: int) -> _Entry | None:
+    """``[inode, size, mtime_ns, sha256, dated_ns]`` (older caches: no date) or None."""
+    if not isinstance(fields, list) or len(fields) not in (4, 5):
+        return None
+    inode, size, mtime_ns, digest, *dated = fields
+    numbers = (inode, size, mtime_ns, *dated)
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers):
+        return None
+    if not is_sha256_hex(digest):
+        return None
+    return _Entry(FileStamp(inode, size, mtime_ns), digest, min([*dated, saved_ns]))

@@ -5,12 +5,22 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing
+import re
 from datetime import UTC, datetime
 
 import pytest
 
-from skewtape_pipeline.audit import GENESIS, AuditLog, verify_audit_log
+from skewtape_pipeline import audit, faults
+from skewtape_pipeline.audit import (
+    GENESIS,
+    AuditLog,
+    ChainHead,
+    audit_head_path,
+    check_audit_log,
+    verify_audit_log,
+)
 from skewtape_pipeline.errors import AuditLogError
+from skewtape_pipeline.fsio import TEMP_MARKER
 
 
 def _record(i: int) -> dict:
@@ -196,7 +206,182 @@ def test_audit_log_append_when_two_processes_append_keeps_one_valid_chain(tmp_pa
         process.join(timeout=60)
         assert process.exitcode == 0
     assert verify_audit_log(path, allow_torn_tail=False) == 300
+    assert check_audit_log(path).head_status == "current"
     records = [json.loads(line) for line in _lines(path)]
     for worker in (1, 2):
         mine = [r["i"] for r in records if r["actor"] == f"worker-{worker}"]
         assert mine == list(range(150))
+
+
+# --- the chain head: truncation of the last lines ---------------------------------------------
+
+
+class HeadWriteCrash(Exception):
+    """Raised by the test hook just before the head's atomic rename."""
+
+
+def _crash_before_head_update(name: str) -> None:
+    if name == "publish:audit.jsonl.head":
+        raise HeadWriteCrash(name)
+
+
+def test_audit_log_append_when_written_keeps_the_head_at_the_last_record(log_path):
+    lines = _lines(log_path)
+    head = ChainHead.read(audit_head_path(log_path))
+    assert head == ChainHead(
+        seq=5,
+        sha256=hashlib.sha256(lines[-1]).hexdigest(),
+        line=len(lines),
+        end=log_path.stat().st_size,
+    )
+    check = check_audit_log(log_path)
+    assert (check.records, check.head_status, check.records_after_head) == (5, "current", 0)
+
+
+def test_check_audit_log_when_last_lines_removed_reports_truncation_naming_the_head(log_path):
+    lines = _lines(log_path)
+    _write_lines(log_path, lines[:3])
+    expected = f"line 5 with sha256 {hashlib.sha256(lines[4]).hexdigest()}"
+    with pytest.raises(AuditLogError, match="truncated") as caught:
+        verify_audit_log(log_path)
+    message = str(caught.value)
+    assert str(log_path) in message and "seq 5" in message and expected in message
+    assert "ends at seq 3 (line 3)" in message
+
+
+def test_check_audit_log_when_cut_inside_a_line_reports_truncation(log_path):
+    data = log_path.read_bytes()
+    log_path.write_bytes(data[: data.rindex(b"\n", 0, len(data) - 1) + 10])  # a torn last line
+    with pytest.raises(AuditLogError, match=r"ends at seq 4 \(line 4\).*seq 5"):
+        check_audit_log(log_path)
+
+
+def test_check_audit_log_when_all_lines_removed_reports_truncation(log_path):
+    log_path.write_bytes(b"")
+    with pytest.raises(AuditLogError, match=r"truncated: its chain ends at no record"):
+        check_audit_log(log_path)
+
+
+def test_audit_log_append_when_log_truncated_refuses_and_writes_nothing(log_path):
+    _write_lines(log_path, _lines(log_path)[:4])
+    head_path = audit_head_path(log_path)
+    before = (log_path.read_bytes(), head_path.read_bytes())
+    with pytest.raises(AuditLogError, match=r"truncated; nothing was appended") as caught:
+        AuditLog(log_path).append([_record(6)])
+    assert str(head_path) in str(caught.value) and "seq 5" in str(caught.value)
+    assert (log_path.read_bytes(), head_path.read_bytes()) == before
+
+
+def test_audit_log_append_when_log_removed_refuses_and_creates_nothing(log_path):
+    log_path.unlink()
+    with pytest.raises(AuditLogError, match=r"does not exist, but its head .* seq 5"):
+        AuditLog(log_path).append([_record(6)])
+    assert not log_path.exists()
+
+
+def test_check_audit_log_when_cut_and_written_again_names_the_changed_record(log_path):
+    head_path = audit_head_path(log_path)
+    recorded = head_path.read_bytes()
+    _write_lines(log_path, _lines(log_path)[:3])
+    head_path.unlink()  # a writer unaware of the head continues the cut log
+    AuditLog(log_path).append([_record(7), _record(8), _record(9)])
+    head_path.write_bytes(recorded)
+    with pytest.raises(AuditLogError, match=r"line 5: seq 5 has sha256 [0-9a-f]{64}, but its head"):
+        check_audit_log(log_path)
+    with pytest.raises(AuditLogError, match=r"line 5 .* is not the record its head"):
+        AuditLog(log_path).append([_record(10)])
+
+
+def test_audit_log_append_when_crashed_before_head_update_is_accepted_and_caught_up(log_path):
+    head_path = audit_head_path(log_path)
+    with faults.installed(_crash_before_head_update), pytest.raises(HeadWriteCrash):
+        AuditLog(log_path).append([_record(6), _record(7)])
+    assert len(_lines(log_path)) == 7  # committed, fsynced
+    assert ChainHead.read(head_path).seq == 5  # the head was not moved
+    check = check_audit_log(log_path, allow_torn_tail=False)
+    assert (check.records, check.head_status, check.records_after_head) == (7, "behind", 2)
+    assert "committed after its head" in check.describe()
+
+    AuditLog(log_path).append([_record(8)])
+
+    head = ChainHead.read(head_path)
+    assert (head.seq, head.line, head.end) == (8, 8, log_path.stat().st_size)
+    assert check_audit_log(log_path).head_status == "current"
+    assert [p.name for p in head_path.parent.iterdir() if TEMP_MARKER in p.name] == []
+
+
+def test_check_audit_log_when_records_after_head_are_forged_reports_the_chain(log_path):
+    lines = _lines(log_path)
+    forged = json.loads(lines[-1])
+    forged["seq"] = 6
+    _write_lines(log_path, [*lines, json.dumps(forged).encode()])
+    with pytest.raises(AuditLogError, match=r"line 6: prev_sha256"):
+        check_audit_log(log_path)
+
+
+def test_check_audit_log_when_log_has_no_head_accepts_it_and_says_so(log_path):
+    head_path = audit_head_path(log_path)
+    head_path.unlink()  # as a log written before heads were kept
+    check = check_audit_log(log_path)
+    assert (check.records, check.head_status, check.head_seq) == (5, "absent", None)
+    assert "cannot be detected" in check.describe()
+    assert check.to_dict()["head_status"] == "absent"
+    assert verify_audit_log(log_path) == 5
+    with pytest.raises(AuditLogError, match=re.escape(f"has no head {head_path}")):
+        check_audit_log(log_path, require_head=True)
+
+    AuditLog(log_path).append([_record(6)])  # its next append starts a head
+
+    assert ChainHead.read(head_path).line == 6
+    assert check_audit_log(log_path, require_head=True).head_status == "current"
+
+
+def test_audit_log_append_when_torn_tail_repaired_counts_the_head_line(log_path):
+    with open(log_path, "ab") as handle:
+        handle.write(b'{"seq":6,"ti')
+    AuditLog(log_path).append([_record(7)])
+    head = ChainHead.read(audit_head_path(log_path))
+    assert (head.seq, head.line) == (7, len(_lines(log_path)))
+    assert head.line == 8  # 5 records, the torn line, the repair, the record
+    assert check_audit_log(log_path).head_status == "current"
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        (b"{not json", "not JSON"),
+        (b"[5]", "a list"),
+        (b'{"seq": 0, "sha256": "' + b"a" * 64 + b'", "line": 1, "end": 9}', "seq is 0"),
+        (b'{"seq": 5, "line": 5, "end": 9}', "sha256 is None"),
+        (b'{"seq": 5, "sha256": "' + b"a" * 64 + b'", "line": 5, "end": "9"}', "end is '9'"),
+    ],
+)
+def test_check_audit_log_when_head_damaged_raises_naming_it(log_path, content, match):
+    head_path = audit_head_path(log_path)
+    head_path.write_bytes(content)
+    before = log_path.read_bytes()
+    with pytest.raises(AuditLogError, match=re.escape(f"{head_path}: the audit log's head is")):
+        check_audit_log(log_path)
+    with pytest.raises(AuditLogError, match=match):
+        check_audit_log(log_path)
+    with pytest.raises(AuditLogError, match="damaged"):
+        AuditLog(log_path).append([_record(6)])
+    assert log_path.read_bytes() == before and head_path.read_bytes() == content
+
+
+def test_audit_log_append_when_head_cannot_be_written_commits_and_leaves_it_behind(
+    log_path, monkeypatch
+):
+    def refuse(target, data):
+        raise PermissionError(13, "read-only", str(target))
+
+    monkeypatch.setattr(audit, "atomic_write_bytes", refuse)
+    assert AuditLog(log_path).append([_record(6)]) == 1
+    check = check_audit_log(log_path)
+    assert (check.records, check.head_status, check.head_seq) == (6, "behind", 5)
+
+
+def test_check_audit_log_when_log_removed_names_its_head(log_path):
+    log_path.unlink()
+    with pytest.raises(AuditLogError, match=r"does not exist, but its head .* seq 5"):
+        check_audit_log(log_path)

@@ -587,11 +587,11 @@ class _Run:
         cached = self.cache.lookup(rel, path)
         if cached is not None or not hash_if_needed:
             return cached
-        before = FileStamp.of(path)
+        before, started_ns = FileStamp.of(path), time.time_ns()
         digest = sha256_file(path)
         self.result.bytes_read += before.size
         if FileStamp.of(path) == before:
-            self.cache.record(rel, path, digest)
+            self.cache.record(rel, path, digest, hashed_at_ns=started_ns)
         return digest
 
     def _holds(self, entry: DeltaFileEntry) -> bool:
@@ -624,13 +624,13 @@ class _Run:
         if linked:
             self._trust(rel, entry.sha256, source_stamp)
         elif FileStamp.of(source) == source_stamp:
-            self.cache.record(rel, target, entry.sha256)
+            self.cache.record(rel, target, entry.sha256, hashed_at_ns=self.checked.hashed_at_ns)
             self.known[rel] = entry.sha256
 
     def _trust(self, rel: str, digest: str, expected: FileStamp) -> None:
         target = self.work / rel
         if FileStamp.of(target) == expected:
-            self.cache.record(rel, target, digest)
+            self.cache.record(rel, target, digest, hashed_at_ns=self.checked.hashed_at_ns)
             self.known[rel] = digest
 
     def _delete(self, entry: DeltaFileEntry) -> None:
@@ -703,7 +703,9 @@ class _Run:
 
     def _verify(self) -> None:
         try:
-            verify_snapshot(self.work, known_hashes=self.known)
+            verify_snapshot(
+                self.work, known_hashes=self.known, known_hashed_at_ns=self.checked.hashed_at_ns
+            )
         except VerificationError:
             if self.into is not None:
                 _remove_tree(self.work)  # DIR stays absent; a rerun starts from the parent

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,6 +76,9 @@ class CheckedDelta:
     column_order: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """{table path: the next manifest's column order} for every ``change`` entry."""
     bytes_hashed: int = 0
+    hashed_at_ns: int = 0
+    """No later than the moment hashing the files began (``time.time_ns()``; for hashes
+    reused from ``trusted``, that check's): the date of these hashes in a hash cache."""
 
     @property
     def manifest(self) -> DeltaManifest:
@@ -184,8 +188,11 @@ def check_delta_files(head: DeltaHead, *, trusted: CheckedDelta | None = None) -
     paths = {rel: delta / rel for rel in listed if rel != MANIFEST}
     for rel, path in paths.items():
         _regular_file(path, what="the listed file", field_name=rel, source=delta / CHECKSUMS)
+    started_ns = time.time_ns()
     stamps = {rel: FileStamp.of(path) for rel, path in paths.items()}
     hashes = _reusable_hashes(head, stamps, trusted)
+    if hashes and trusted is not None:
+        started_ns = min(started_ns, trusted.hashed_at_ns)
     fresh = {rel: path for rel, path in paths.items() if rel not in hashes}
     by_path = sha256_files(fresh.values())
     hashes.update({rel: by_path[path] for rel, path in fresh.items()})
@@ -213,6 +220,7 @@ def check_delta_files(head: DeltaHead, *, trusted: CheckedDelta | None = None) -
         stamps=stamps,
         next_manifest=next_manifest,
         bytes_hashed=sum(stamps[rel].size for rel in fresh),
+        hashed_at_ns=started_ns,
     )
 
 

@@ -145,6 +145,7 @@ def verify_snapshot(
     *,
     full: bool = False,
     known_hashes: Mapping[str, str] | None = None,
+    known_hashed_at_ns: int | None = None,
     save_cache: bool = True,
 ) -> VerifyResult:
     """Check that ``snapshot`` is exactly what its CHECKSUMS.sha256 and manifest describe.
@@ -157,6 +158,9 @@ def verify_snapshot(
         Scrub: hash every file, ignoring the cache and ``known_hashes``.
     known_hashes
         {path: sha256} of files the caller hashed while writing them; trusted as is.
+    known_hashed_at_ns
+        No later than when the caller began hashing ``known_hashes`` (``time.time_ns()``):
+        their date in the hash cache (see ``hashing``: racily clean entries); default: now.
     save_cache
         Record every hash used in ``.skewtape/hashes.json`` (atomically). A folder that cannot be
         written to is verified all the same; the cache is then not saved.
@@ -184,7 +188,15 @@ def verify_snapshot(
     present, listing_problems = _present_files(snapshot, expected, listed_in=listed_in)
     problems += listing_problems
     cache = HashCache(hash_cache_path(snapshot))
-    found = _hash_files(snapshot, present, cache, result, full=full, known=known_hashes or {})
+    found = _hash_files(
+        snapshot,
+        present,
+        cache,
+        result,
+        full=full,
+        known=known_hashes or {},
+        known_hashed_at_ns=known_hashed_at_ns,
+    )
     merged, merged_problems = _merged_records(snapshot)
     problems += merged_problems
     for rel in present:
@@ -302,6 +314,7 @@ def _hash_files(
     *,
     full: bool,
     known: Mapping[str, str],
+    known_hashed_at_ns: int | None,
 ) -> dict[str, str]:
     """sha256 of each file in ``rels``: from ``known``, the cache, or by hashing it now."""
     found: dict[str, str] = {}
@@ -312,7 +325,7 @@ def _hash_files(
         if digest is not None:
             found[rel] = digest
             if rel in known:
-                cache.record(rel, path, digest)
+                cache.record(rel, path, digest, hashed_at_ns=known_hashed_at_ns)
         else:
             to_hash[rel] = FileStamp.of(path)
     hashed = sha256_files(snapshot / rel for rel in to_hash)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import duckdb
 import pyarrow as pa
@@ -40,6 +41,15 @@ def _rewrite_keeping_stamp(path, data: bytes) -> None:
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 
 
+def _date_files(snapshot, *, seconds_ago: int):
+    """Set every file's mtime ``seconds_ago`` back; 0: now, so hashes taken now are racy."""
+    mtime = time.time_ns() - seconds_ago * 10**9
+    for path in snapshot.rglob("*"):
+        if path.is_file():
+            os.utime(path, ns=(mtime, mtime))
+    return snapshot
+
+
 def _merge_like_duckdb(snapshot, rel: str, query: str) -> str:
     """Rewrite table ``rel`` with DuckDB (new bytes), record the merge, return its sha256."""
     target = snapshot / rel
@@ -64,7 +74,7 @@ def test_verify_snapshot_when_sealed_passes_and_reports_counts(tmp_path):
 
 
 def test_verify_snapshot_when_run_twice_takes_hashes_from_the_cache(tmp_path):
-    snapshot = make_snapshot(tmp_path)
+    snapshot = _date_files(make_snapshot(tmp_path), seconds_ago=3_600)
     verify_snapshot(snapshot)
     again = verify_snapshot(snapshot)
     assert hash_cache_path(snapshot).is_file()
@@ -125,8 +135,24 @@ def test_verify_snapshot_when_bytes_change_after_cache_rehashes_and_reports(tmp_
     assert problems[0].startswith("README.md: has sha256")
 
 
+def test_verify_snapshot_when_files_fresh_second_run_rehashes_them(tmp_path):
+    snapshot = _date_files(make_snapshot(tmp_path), seconds_ago=0)
+    verify_snapshot(snapshot)
+    again = verify_snapshot(snapshot)
+    assert again.files_hashed == again.files_checked
+
+
+def test_verify_snapshot_when_racy_file_rewritten_keeping_stamp_rehashes_and_reports(tmp_path):
+    snapshot = _date_files(make_snapshot(tmp_path), seconds_ago=0)
+    verify_snapshot(snapshot)
+    path = snapshot / "README.md"
+    _rewrite_keeping_stamp(path, path.read_bytes().upper())
+    problems = _problems(snapshot)
+    assert len(problems) == 1 and problems[0].startswith("README.md: has sha256")
+
+
 def test_verify_snapshot_when_mtime_restored_full_scrub_catches_the_change(tmp_path):
-    snapshot = make_snapshot(tmp_path)
+    snapshot = _date_files(make_snapshot(tmp_path), seconds_ago=3_600)
     verify_snapshot(snapshot)
     path = snapshot / "README.md"
     original = path.read_bytes()
@@ -147,6 +173,18 @@ def test_verify_snapshot_when_known_hashes_given_trusts_them_unless_full(tmp_pat
         p.startswith("README.md: has sha256") for p in _problems(snapshot, known_hashes=wrong)
     )
     assert verify_snapshot(snapshot, known_hashes=wrong, full=True).ok
+
+
+def test_verify_snapshot_when_known_hash_predates_the_write_next_run_rehashes(tmp_path):
+    snapshot = _date_files(make_snapshot(tmp_path), seconds_ago=3_600)
+    path = snapshot / "README.md"
+    hashed_at = time.time_ns() - 7_200 * 10**9  # the caller hashed before the file's write
+    verify_snapshot(
+        snapshot, known_hashes={"README.md": sha256_file(path)}, known_hashed_at_ns=hashed_at
+    )
+    _rewrite_keeping_stamp(path, path.read_bytes().upper())
+    problems = _problems(snapshot)
+    assert len(problems) == 1 and problems[0].startswith("README.md: has sha256")
 
 
 def test_verify_snapshot_when_manifest_edited_reports_its_checksums_line(tmp_path):
