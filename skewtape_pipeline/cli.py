@@ -129,12 +129,10 @@ def cmd_diff(args: argparse.Namespace) -> None:
 
 
 def cmd_audit_verify(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.audit import verify_audit_log
+    from skewtape_pipeline.audit import check_audit_log
 
-    lines = verify_audit_log(Path(args.log))
-    _print_result(
-        args, {"log": args.log, "lines": lines}, f"{args.log}: {lines} lines, chain intact"
-    )
+    check = check_audit_log(Path(args.log), require_head=args.require_head)
+    _print_result(args, check, check.describe())
 
 
 # --- tick archive commands ------------------------------------------------------------------
@@ -155,11 +153,11 @@ def parse_side_map(text: str | None) -> dict[str, str] | None:
     return mapping
 
 
-def _parse_day(text: str) -> date:
+def _parse_day(text: str, *, option: str = "--as-of") -> date:
     try:
         return date.fromisoformat(text)
     except ValueError:
-        raise ConfigError(f"--as-of is {text!r}; expected a date YYYY-MM-DD") from None
+        raise ConfigError(f"{option} is {text!r}; expected a date YYYY-MM-DD") from None
 
 
 INPUT_FORMATS = ("canonical", "kalshi-trades", "tardis-trades", "lobster-messages")
@@ -226,6 +224,29 @@ def cmd_retier(args: argparse.Namespace) -> None:
         f"{args.archive}: moved {metrics['symbol_days_moved']} symbol-days "
         f"({metrics['ticks_moved']} ticks); generation {metrics['generation']}",
     )
+
+
+def cmd_remove_days(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.ticks.withdraw import remove_symbol_days
+
+    keys = [(symbol, _parse_day(day, option="--day")) for symbol, day in args.day]
+    removals = remove_symbol_days(
+        Path(args.archive),
+        keys,
+        audit_log=Path(args.audit_log) if args.audit_log else None,
+        lock_timeout=args.wait,
+    )
+    rows = [
+        {
+            "symbol": r.symbol,
+            "date": r.day.isoformat(),
+            "removed_file": r.removed_file,
+            "withdrawn": r.withdrawn,
+        }
+        for r in removals
+    ]
+    changed = sum(r.removed_file or r.withdrawn for r in removals)
+    _print_result(args, rows, f"{args.archive}: {changed} of {len(removals)} symbol-days taken out")
 
 
 def cmd_query(args: argparse.Namespace) -> None:
@@ -299,6 +320,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     audit = command("audit-verify", cmd_audit_verify, "check the audit log's hash chain")
     audit.add_argument("log")
+    audit.add_argument(
+        "--require-head",
+        action="store_true",
+        help="refuse a log without its head file (whose last lines could be gone unnoticed)",
+    )
 
     ticks = command("compact-ticks", cmd_compact_ticks, "compact trades into the Parquet archive")
     ticks.add_argument("input", help="CSV or Parquet: timestamp_nanos,price,quantity,side[,symbol]")
@@ -332,6 +358,23 @@ def build_parser() -> argparse.ArgumentParser:
     retier.add_argument("--tier-policy", help="tier policy file (TOML or JSON)")
     retier.add_argument("--audit-log", help="audit log (default: audit.jsonl beside the archive)")
     retier.add_argument("--wait", type=float, default=0.0, metavar="SECONDS")
+
+    remove = command(
+        "remove-days",
+        cmd_remove_days,
+        "take symbol-days whose ticks were all corrected away out of the archive",
+    )
+    remove.add_argument("archive", help="archive root (its hot tier)")
+    remove.add_argument(
+        "--day",
+        nargs=2,
+        action="append",
+        required=True,
+        metavar=("SYMBOL", "DATE"),
+        help="a symbol-day to take out (repeatable)",
+    )
+    remove.add_argument("--audit-log", help="audit log (default: audit.jsonl beside the archive)")
+    remove.add_argument("--wait", type=float, default=0.0, metavar="SECONDS")
 
     query = command("query", cmd_query, "run SQL over the view `ticks` spanning every tier")
     query.add_argument("sql", help="e.g. \"SELECT count(*) FROM ticks WHERE symbol = 'X'\"")

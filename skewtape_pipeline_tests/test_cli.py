@@ -55,7 +55,8 @@ def test_cli_apply_delta_when_in_place_over_whole_chain_reaches_each_published_m
         assert_same_snapshot(snapshot, oracle / month)
     assert (root / "audit.jsonl").exists()
     code, out, _ = run(capsys, "audit-verify", str(root / "audit.jsonl"), "--json")
-    assert code == 0 and json.loads(out)["lines"] > 0
+    checked = json.loads(out)
+    assert code == 0 and checked["records"] > 0 and checked["head_status"] == "current"
 
 
 def test_cli_apply_delta_when_versioned_keeps_every_month_readable(published, root, capsys):
@@ -210,6 +211,32 @@ def test_cli_retier_then_query_when_days_age_answers_same_rows_from_cold_tier(tm
     assert verify_audit_log(tmp_path / "data" / "audit.jsonl") > 0
     code, _, err = run(capsys, "query", "SELECT nope FROM ticks", "--archive", str(archive))
     assert code == 2 and "nope" in err
+
+
+def test_cli_remove_days_when_a_cold_day_is_corrected_away_query_no_longer_sees_it(
+    tmp_path, capsys
+):
+    day_ns, start = 86_400 * 10**9, 1_764_547_200 * 10**9  # 2025-12-01
+    lines = ["timestamp_nanos,price,quantity,side,symbol"]
+    lines += [f"{start + d * day_ns + i},0.{50 + i},1,BUY,KX" for d in range(2) for i in range(3)]
+    source = tmp_path / "ticks.csv"
+    source.write_text("\n".join(lines) + "\n")
+    archive = tmp_path / "data" / "archive"
+    compact = ["compact-ticks", str(source), "--out", str(archive), "--price-scale", "2"]
+    assert run(capsys, *compact, "--as-of", "2025-12-02")[0] == 0
+    assert run(capsys, "retier", str(archive), "--as-of", "2027-01-01")[0] == 0
+
+    code, out, err = run(capsys, "remove-days", str(archive), "--day", "KX", "2025-12-01", "--json")
+
+    assert code == 0, err
+    assert json.loads(out) == [
+        {"symbol": "KX", "date": "2025-12-01", "removed_file": False, "withdrawn": True}
+    ]
+    count = "SELECT date, count(*) AS n FROM ticks GROUP BY date"
+    code, out, _ = run(capsys, "query", count, "--archive", str(archive), "--json")
+    assert json.loads(out) == [{"date": "2025-12-02", "n": 3}]
+    code, _, err = run(capsys, "remove-days", str(archive), "--day", "KX", "Monday")
+    assert code == 2 and "--day is 'Monday'" in err
 
 
 def test_cli_compact_ticks_when_timestamp_finer_than_unit_exits_2_naming_the_row(tmp_path, capsys):

@@ -29,9 +29,10 @@ ROUND_TRIP = "round_trip_read_back"
 TARGET_MET = "compression_target_met"
 
 NO_TICKS = {"tick_count": dg.MetadataValue.int(0), "archived": dg.MetadataValue.bool(False)}
-"""Metadata of every partition of a run; a symbol-day with a report (or a removed file) gets
-its own on top. Adding per-partition metadata costs Dagster 1.13 a listing of the whole symbol
-dimension per call, so it is done only for symbol-days that had something to record."""
+"""Metadata of every partition of a run; a symbol-day with a report (or a removed file, or a
+withdrawn consolidated copy) gets its own on top. Adding per-partition metadata costs Dagster
+1.13 a listing of the whole symbol dimension per call, so it is done only for symbol-days that
+had something to record."""
 
 
 with warnings.catch_warnings():
@@ -73,11 +74,13 @@ def tick_archive(
         as_of=today_utc(),
         policy=archive.policy(),
         target_ratio=archive.target_ratio,
+        audit_log=skewtape.audit_log,
     )
     context.add_asset_metadata(NO_TICKS)
     for key, result in zip(keys, results, strict=True):
-        if result.report is not None or result.removed_file:
-            context.add_asset_metadata(symbol_day_metadata(result), partition_key=key)
+        if result.report is not None or result.removed_file or result.withdrawn:
+            withdrawn = {"withdrawn": dg.MetadataValue.bool(result.withdrawn)}
+            context.add_asset_metadata(symbol_day_metadata(result) | withdrawn, partition_key=key)
     reports = [result.report for result in results if result.report is not None]
     problems = archive_read_back_problems(results, out=skewtape.archive_dir)
     missed = [

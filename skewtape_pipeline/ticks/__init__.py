@@ -15,7 +15,8 @@ stay importable without pyarrow):
 - ``consolidate``: warm/cold files holding many symbol-days (sorted, verified, content-named).
 - ``catalog``: where each symbol-day lives now (the atomic catalog), archive-wide metrics.
 - ``snapshot_fills``: a snapshot's fills as symbol-day ticks, archived; corrected symbol-days.
-- ``lifecycle``: re-tiering by age (``plan_retier``, ``retier``, ``prune``), relocated reports.
+- ``lifecycle``: re-tiering by age (``plan_retier``, ``retier``, ``prune``), withdrawn
+  symbol-days (``withdraw_symbol_days``), relocated reports.
 - ``query``: the DuckDB view ``ticks`` over every tier (``open_ticks_view``, ``run_query``).
 - ``books``: the write-once ``books_and_records`` mode.
 """

@@ -12,33 +12,62 @@ A hot file whose rows were moved (same file, by inode, size and mtime, as the ca
 when it read it) is *superseded*: still on disk until re-tiering removes it (never, in
 ``books_and_records`` mode), but no longer part of the archive.
 
-The catalog is one JSON file, ``<archive root>/_skewtape_catalog.json``, replaced atomically
-(temporary file, fsync, rename): every re-tiering commits by that one rename, so a reader sees
-either the old placement or the new one, never a mixture. Paths in it are relative to the
-archive root (``../<archive>-cold/...``), so the data root can be moved as a whole.
+The catalog is one Parquet file, ``<archive root>/_skewtape_catalog.parquet``, replaced
+atomically (temporary file, fsync, rename): every re-tiering commits by that one rename, so a
+reader sees either the old placement or the new one, never a mixture. Paths in it are relative
+to the archive root (``../<archive>-cold/...``), so the data root can be moved as a whole.
+
+Catalog version 2 (the file): one row per catalogued symbol-day, sorted by symbol then date
+(zstd, dictionary-encoded strings), with the columns ``symbol``, ``date``, ``file`` (the catalog
+path of its consolidated file), ``rows``, ``byte_share``, ``withdrawn`` and the source stamp
+``source_sha256`` (32 bytes), ``source_size``, ``source_inode``, ``source_mtime_ns`` and
+``source_path`` (null when it is the symbol-day's own hot file path, as it always is when
+re-tiering wrote it); the source columns are all null for a partition without a source. The
+Parquet key-value metadata ``skewtape_catalog`` holds JSON: ``format``, ``version``,
+``generation`` and ``files`` (the consolidated files: path, tier, period, bytes, rows, sha256,
+symbol_days); a partition's tier is its file's. Any engine reads it, e.g. DuckDB::
+
+    SELECT * FROM 'archive/_skewtape_catalog.parquet';
+    SELECT value FROM parquet_kv_metadata('archive/_skewtape_catalog.parquet');
+
+Version 1 was one JSON object, ``_skewtape_catalog.json``: an archive that has only that file
+is read from it; the next :func:`write_catalog` writes version 2 and then removes it. When both
+exist (a crash between the two), the Parquet file is the catalog.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import date
+from datetime import date, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from skewtape_pipeline import fsio
-from skewtape_pipeline.errors import ConfigError, TickFormatError
+from skewtape_pipeline.errors import ConfigError, TickFormatError, TickValidationError
 from skewtape_pipeline.hashing import FileStamp, is_sha256_hex
-from skewtape_pipeline.ticks.parquet_store import PART_FILE_NAME, decode_symbol
+from skewtape_pipeline.ticks.parquet_store import (
+    MAX_SYMBOL_SEGMENT_BYTES,
+    PART_FILE_NAME,
+    decode_symbol,
+    encode_symbol,
+)
 from skewtape_pipeline.ticks.tiers import COLD, HOT, TIERS, WARM, TierPolicy
 
-CATALOG_FILE = "_skewtape_catalog.json"
+CATALOG_FILE = "_skewtape_catalog.parquet"
+LEGACY_CATALOG_FILE = "_skewtape_catalog.json"
 CATALOG_FORMAT = "skewtape-tick-catalog"
-CATALOG_VERSION = 1
+CATALOG_VERSION = 2
+LEGACY_CATALOG_VERSION = 1
+CATALOG_METADATA_KEY = "skewtape_catalog"
 HOT_GLOB = f"symbol=*/year=*/month=*/date=*/{PART_FILE_NAME}"
 
 SymbolDayKey = tuple[str, date]
@@ -111,20 +140,17 @@ class Catalog:
         """The partitions held by ``file`` (a catalog path), ordered by symbol then date."""
         return sorted((p for p in self.partitions.values() if p.file == file), key=_order)
 
-    def to_json(self) -> bytes:
-        """The catalog file's bytes (sorted, so equal catalogs give equal bytes)."""
-        body = {
-            "format": CATALOG_FORMAT,
-            "version": CATALOG_VERSION,
-            "generation": self.generation,
-            "files": [asdict(f) for f in sorted(self.files.values(), key=lambda f: f.path)],
-            "partitions": [
-                {**asdict(p), "date": p.date.isoformat()}
-                for p in sorted(self.partitions.values(), key=_order)
-            ],
-            "withdrawn": [[symbol, day.isoformat()] for symbol, day in sorted(self.withdrawn)],
-        }
-        return (json.dumps(body, sort_keys=True, separators=(",", ":")) + "\n").encode()
+    def to_bytes(self) -> bytes:
+        """The catalog file's bytes (Parquet, built in memory; equal catalogs give equal bytes).
+
+        Raises
+        ------
+        TickFormatError
+            The catalog could not be read back: a partition whose file is not listed or has
+            another tier, a withdrawn symbol-day that is not catalogued, a bad sha256 or tier,
+            a number out of range (names the partition or file and the field).
+        """
+        return _encode(self)
 
 
 def _order(partition: CatalogPartition) -> tuple[str, date]:
@@ -135,8 +161,13 @@ def _order(partition: CatalogPartition) -> tuple[str, date]:
 
 
 def catalog_path(archive_root: Path) -> Path:
-    """``<archive root>/_skewtape_catalog.json``."""
+    """``<archive root>/_skewtape_catalog.parquet``."""
     return Path(archive_root) / CATALOG_FILE
+
+
+def legacy_catalog_path(archive_root: Path) -> Path:
+    """``<archive root>/_skewtape_catalog.json``: the version 1 catalog (read until replaced)."""
+    return Path(archive_root) / LEGACY_CATALOG_FILE
 
 
 def relative_to_root(archive_root: Path, path: Path) -> str:
@@ -155,50 +186,424 @@ def resolve(archive_root: Path, relative: str) -> Path:
 def read_catalog(archive_root: Path) -> Catalog:
     """The archive's catalog; an empty one (generation 0) when it has none yet.
 
+    Reads the Parquet catalog, else the version 1 JSON one. Every row is validated on reading
+    (column-wise); a partition object is built when it is first looked up, so looking up a
+    few symbol-days of a large catalog stays cheap.
+
     Raises
     ------
     TickFormatError
-        The catalog file is unreadable or malformed (names the file and the field).
+        The catalog file is unreadable or malformed (names the file, the field or column and
+        the row).
     """
-    path = catalog_path(archive_root)
+    parquet, legacy = catalog_path(archive_root), legacy_catalog_path(archive_root)
+    raw = _read_if_present(parquet)
+    if raw is None:
+        legacy_raw = _read_if_present(legacy)
+        if legacy_raw is not None:
+            return _parse_v1(legacy, legacy_raw)
+        raw = _read_if_present(parquet)  # a writer may have replaced the v1 file meanwhile
+    return Catalog() if raw is None else _parse_v2(parquet, raw)
+
+
+def write_catalog(archive_root: Path, catalog: Catalog) -> None:
+    """Replace the catalog atomically (temporary file, fsync, rename, fsync the folder), then
+    remove a version 1 catalog left beside it (idempotent).
+
+    Raises TickFormatError, writing nothing, for a catalog that would not read back
+    (see :meth:`Catalog.to_bytes`).
+    """
+    fsio.atomic_write_bytes(catalog_path(archive_root), catalog.to_bytes())
+    fsio.atomic_unlink(legacy_catalog_path(archive_root))
+
+
+def _read_if_present(path: Path) -> bytes | None:
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
-        return Catalog()
+        return None
     except OSError as exc:
         raise TickFormatError(f"{path}: cannot read the catalog ({exc.strerror})") from None
+
+
+# --- version 2: Parquet -------------------------------------------------------------------------
+
+CATALOG_SCHEMA = pa.schema(
+    [
+        pa.field("symbol", pa.string(), nullable=False),
+        pa.field("date", pa.date32(), nullable=False),
+        pa.field("file", pa.string(), nullable=False),
+        pa.field("rows", pa.int64(), nullable=False),
+        pa.field("byte_share", pa.int64(), nullable=False),
+        pa.field("withdrawn", pa.bool_(), nullable=False),
+        pa.field("source_path", pa.string()),
+        pa.field("source_sha256", pa.binary(32)),
+        pa.field("source_size", pa.int64()),
+        pa.field("source_inode", pa.uint64()),
+        pa.field("source_mtime_ns", pa.int64()),
+    ]
+)
+"""The columns of the catalog file, in order (the source columns are null without a source)."""
+
+_REQUIRED = tuple(f.name for f in CATALOG_SCHEMA if not f.nullable)
+_STAMP = ("source_size", "source_inode", "source_mtime_ns")
+_SOURCE = ("source_path", "source_sha256", *_STAMP)
+_COUNTS = ("rows", "byte_share", "source_size")
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+_WRITER_OPTIONS: dict[str, Any] = {
+    "compression": "zstd",
+    "compression_level": 9,
+    "use_dictionary": ["symbol", "file", "source_path"],
+    "column_encoding": {
+        name: "DELTA_BINARY_PACKED" for name in ("date", "source_inode", "source_mtime_ns")
+    },
+    "write_statistics": False,
+    "store_schema": False,
+}
+
+
+def _encode(catalog: Catalog) -> bytes:
+    _check_storable(catalog)
+    ordered = sorted(catalog.partitions.values(), key=_order)
+    columns: dict[str, list[Any]] = {
+        "symbol": [p.symbol for p in ordered],
+        "date": [p.date for p in ordered],
+        "file": [p.file for p in ordered],
+        "rows": [p.rows for p in ordered],
+        "byte_share": [p.byte_share for p in ordered],
+        "withdrawn": [p.key in catalog.withdrawn for p in ordered],
+    }
+    sources = [_source_values(p) for p in ordered]
+    for i, name in enumerate(_SOURCE):
+        columns[name] = [values[i] for values in sources]
+    header = {
+        "format": CATALOG_FORMAT,
+        "version": CATALOG_VERSION,
+        "generation": catalog.generation,
+        "files": [asdict(f) for f in sorted(catalog.files.values(), key=lambda f: f.path)],
+    }
+    sink = pa.BufferOutputStream()
+    try:
+        table = pa.table(columns, schema=CATALOG_SCHEMA)
+        with pq.ParquetWriter(sink, CATALOG_SCHEMA, **_WRITER_OPTIONS) as writer:
+            writer.write_table(table)
+            writer.add_key_value_metadata({CATALOG_METADATA_KEY: _dumps(header)})
+    except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
+        raise TickFormatError(f"catalog generation {catalog.generation}: {exc}") from None
+    return sink.getvalue().to_pybytes()
+
+
+def _check_storable(catalog: Catalog) -> None:
+    """What reading checks, checked before writing: a catalog is only stored if it reads back."""
+    generation = catalog.generation
+    if not _is_count(generation):
+        raise TickFormatError(f"catalog: generation {generation!r}, expected an int >= 0")
+    try:
+        for path, item in catalog.files.items():
+            _check_file(item, where=f"files[{path!r}]")
+            if item.path != path:
+                raise ValueError(f"files[{path!r}].path: {item.path!r}, expected the same")
+        for key, item in catalog.partitions.items():
+            where = f"partitions[{item.symbol} {item.date}]"
+            listed = catalog.files.get(item.file)
+            if item.key != key:
+                raise ValueError(f"{where}: stored under the key {key!r}")
+            if listed is None:
+                raise ValueError(f"{where}.file: {item.file!r} is not a listed file")
+            if item.tier != listed.tier:
+                raise ValueError(f"{where}.tier: {item.tier!r}, its file is {listed.tier}")
+            if item.source is not None and not is_sha256_hex(item.source.sha256):
+                raise ValueError(f"{where}.source.sha256: {item.source.sha256!r} is not a sha256")
+        for symbol, day in sorted(catalog.withdrawn):
+            if (symbol, day) not in catalog.partitions:
+                raise ValueError(f"withdrawn: {symbol} {day} is not a catalogued symbol-day")
+    except ValueError as exc:
+        raise TickFormatError(f"catalog generation {generation}: field {exc}") from None
+
+
+def _source_values(partition: CatalogPartition) -> tuple[Any, ...]:
+    """The :data:`_SOURCE` columns of one row (the path is left out when it is the hot file's)."""
+    source = partition.source
+    if source is None:
+        return (None,) * 5
+    derived = _hot_relpath(partition.symbol, partition.date)
+    path = None if source.path == derived else source.path
+    return (path, bytes.fromhex(source.sha256), source.size, source.inode, source.mtime_ns)
+
+
+def _hot_relpath(symbol: str, day: date) -> str | None:
+    """The symbol-day's hot file relative to the archive root (as ``partition_file`` names it),
+    None when the symbol has no folder name."""
+    try:
+        folder = encode_symbol(symbol)
+    except TickValidationError:
+        return None
+    return (
+        f"symbol={folder}/year={day.year:04d}/month={day.month:02d}/date={day.isoformat()}"
+        f"/{PART_FILE_NAME}"
+    )
+
+
+def _dumps(body: Any) -> str:
+    return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+
+def _parse_v2(path: Path, raw: bytes) -> Catalog:
+    try:
+        parquet = pq.ParquetFile(pa.BufferReader(raw))
+        table = parquet.read()
+    except (pa.ArrowException, OSError) as exc:
+        raise TickFormatError(f"{path}: not a readable Parquet catalog ({exc})") from None
+    generation, files = _parse_header(path, parquet.metadata.metadata or {})
+    table = _checked_columns(path, table)
+    _check_rows(path, table, files)
+    chosen = table.filter(table["withdrawn"])
+    withdrawn = frozenset(zip(chosen["symbol"].to_pylist(), _dates(chosen["date"]), strict=True))
+    tiers = {item.path: item.tier for item in files.values()}
+    return Catalog(generation, files, _StoredPartitions(table, tiers), withdrawn)
+
+
+def _parse_header(
+    path: Path, metadata: Mapping[bytes, bytes]
+) -> tuple[int, dict[str, CatalogFile]]:
+    where = f"{path}: metadata {CATALOG_METADATA_KEY}"
+    raw = metadata.get(CATALOG_METADATA_KEY.encode())
+    if raw is None:
+        raise TickFormatError(f"{where}: missing (not a catalog file)")
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise TickFormatError(f"{where}: not valid JSON ({exc})") from None
+    generation = _check_header(where, body, CATALOG_VERSION)
+    try:
+        return generation, _file_entries(_list(body, "files", where))
+    except (ValueError, TypeError, KeyError) as exc:
+        raise TickFormatError(f"{where}: field {exc}") from None
+
+
+def _checked_columns(path: Path, table: pa.Table) -> pa.Table:
+    """The catalog columns in schema order (one chunk each), their names and types checked."""
+    found = {column.name: column.type for column in table.schema}
+    for wanted in CATALOG_SCHEMA:
+        if wanted.name not in found:
+            raise TickFormatError(f"{path}: column {wanted.name}: missing")
+        if found[wanted.name] != wanted.type:
+            raise TickFormatError(
+                f"{path}: column {wanted.name}: type {found[wanted.name]}, expected {wanted.type}"
+            )
+    extra = sorted(set(found) - set(CATALOG_SCHEMA.names))
+    if extra:
+        raise TickFormatError(f"{path}: column {extra[0]}: not a catalog column")
+    return table.select(CATALOG_SCHEMA.names).combine_chunks()
+
+
+def _check_rows(path: Path, table: pa.Table, files: Mapping[str, CatalogFile]) -> None:
+    """Every rule of a row, column-wise; raises naming the column and the first bad row."""
+
+    def refuse(column: str, bad: Any, expected: str, values: Any = None) -> None:
+        if pc.any(bad).as_py():
+            row = pc.index(bad, True).as_py()
+            value = (table[column] if values is None else values)[row].as_py()
+            raise TickFormatError(f"{path}: column {column}, row {row}: {value!r}, {expected}")
+
+    for name in _REQUIRED:
+        refuse(name, table[name].is_null(), "expected a value")
+    refuse("symbol", pc.equal(pc.binary_length(table["symbol"]), 0), "expected a symbol")
+    days = pc.cast(table["date"], pa.int32())
+    first, last = 1 - _EPOCH_ORDINAL, date.max.toordinal() - _EPOCH_ORDINAL
+    in_range = pc.and_(pc.greater_equal(days, first), pc.less_equal(days, last))
+    refuse("date", pc.invert(in_range), "expected a day of years 1 to 9999", values=days)
+    for name in _COUNTS:
+        refuse(name, pc.fill_null(pc.less(table[name], 0), False), "expected an int >= 0")
+    listed = pc.is_in(table["file"], value_set=pa.array(list(files), pa.string()))
+    refuse("file", pc.invert(listed), "expected a listed file")
+    has_source = table["source_sha256"].is_valid()
+    for name in _STAMP:
+        refuse(
+            name,
+            pc.not_equal(table[name].is_valid(), has_source),
+            "expected a value exactly where source_sha256 has one",
+        )
+    refuse(
+        "source_path",
+        pc.and_(table["source_path"].is_valid(), pc.invert(has_source)),
+        "expected null where source_sha256 is null",
+    )
+    _check_derivable(path, table, has_source)
+    _check_order(path, table)
+
+
+def _check_derivable(path: Path, table: pa.Table, has_source: Any) -> None:
+    """A null ``source_path`` stands for the hot file path, which a symbol too long for a
+    folder name (more than a third of the limit in UTF-8 bytes may be) does not have."""
+    derived = pc.and_(has_source, table["source_path"].is_null())
+    long = pc.greater(pc.binary_length(table["symbol"]), MAX_SYMBOL_SEGMENT_BYTES // 3)
+    for row in pc.indices_nonzero(pc.and_(derived, long)).to_pylist():
+        if _hot_relpath(table["symbol"][row].as_py(), table["date"][row].as_py()) is None:
+            raise TickFormatError(
+                f"{path}: column source_path, row {row}: None, expected a path (the symbol "
+                "has no folder name to derive it from)"
+            )
+
+
+def _check_order(path: Path, table: pa.Table) -> None:
+    """Rows sorted by symbol then date, each symbol-day once."""
+    n = table.num_rows
+    if n < 2:
+        return
+    symbols, days = table["symbol"], table["date"]
+    same_symbol = pc.equal(symbols.slice(1), symbols.slice(0, n - 1))
+    later_day = pc.greater(days.slice(1), days.slice(0, n - 1))
+    later_symbol = pc.greater(symbols.slice(1), symbols.slice(0, n - 1))
+    after = pc.or_(later_symbol, pc.and_(same_symbol, later_day))
+    if pc.all(after).as_py():
+        return
+    row = pc.index(after, False).as_py() + 1
+    symbol, day = symbols[row].as_py(), days[row].as_py()
+    if (symbol, day) == (symbols[row - 1].as_py(), days[row - 1].as_py()):
+        raise TickFormatError(f"{path}: row {row}: {symbol} {day} listed twice")
+    raise TickFormatError(
+        f"{path}: row {row}: {symbol} {day} out of order (expected rows by symbol then date)"
+    )
+
+
+def _dates(column: pa.ChunkedArray) -> list[date]:
+    return [date.fromordinal(d + _EPOCH_ORDINAL) for d in pc.cast(column, pa.int32()).to_pylist()]
+
+
+def _hex_digests(column: pa.ChunkedArray) -> list[str | None]:
+    """The 32-byte digests as lowercase hex (one ``bytes.hex`` for the whole column)."""
+    array = column.combine_chunks()
+    if array.null_count == len(array):
+        return [None] * len(array)
+    data = array.buffers()[1].slice(array.offset * 32, len(array) * 32).to_pybytes().hex()
+    valid = array.is_valid().to_pylist()
+    return [data[64 * i : 64 * i + 64] if ok else None for i, ok in enumerate(valid)]
+
+
+def _decode(rows: pa.Table, tiers: Mapping[str, str]) -> dict[SymbolDayKey, CatalogPartition]:
+    """The partitions of validated catalog rows (column-wise, then one object per row)."""
+    symbols = rows["symbol"].to_pylist()
+    days = _dates(rows["date"])
+    files = rows["file"].to_pylist()
+    stamps = zip(
+        rows["source_path"].to_pylist(),
+        _hex_digests(rows["source_sha256"]),
+        *(rows[name].to_pylist() for name in _STAMP),
+        strict=True,
+    )
+    sources = [
+        None
+        if digest is None
+        else SourceStamp(_hot_relpath(symbol, day) if path is None else path, digest, *stamp)
+        for symbol, day, (path, digest, *stamp) in zip(symbols, days, stamps, strict=True)
+    ]
+    counts, shares = rows["rows"].to_pylist(), rows["byte_share"].to_pylist()
+    return {
+        (symbol, day): CatalogPartition(symbol, day, tiers[file], file, count, share, source)
+        for symbol, day, file, count, share, source in zip(
+            symbols, days, files, counts, shares, sources, strict=True
+        )
+    }
+
+
+class _StoredPartitions(Mapping[SymbolDayKey, CatalogPartition]):
+    """The partitions of a catalog file, built from its validated rows as they are needed.
+
+    A lookup (``get``, ``in``, ``[]``) finds the row by the symbol's run of rows and a bisection
+    of its dates; a hit builds that one partition, until hits pass 1/64 of the rows: then, as
+    on iterating, all are built, once (so looking up every key costs about that). Read-only.
+    """
+
+    def __init__(self, rows: pa.Table, tiers: Mapping[str, str]):
+        self._rows = rows
+        self._tiers = tiers
+        self._single_hits_left = 1 + rows.num_rows // 64
+        self._all: dict[SymbolDayKey, CatalogPartition] | None = None
+
+    def __getitem__(self, key: SymbolDayKey) -> CatalogPartition:
+        if self._all is None and self._single_hits_left > 0:
+            row = self._row_of(key)
+            if row is None:
+                raise KeyError(key)
+            self._single_hits_left -= 1
+            (partition,) = _decode(self._rows.slice(row, 1), self._tiers).values()
+            return partition
+        return self._everything()[key]
+
+    def __contains__(self, key: object) -> bool:
+        return self._row_of(key) is not None
+
+    def __iter__(self) -> Iterator[SymbolDayKey]:
+        return iter(self._everything())
+
+    def __len__(self) -> int:
+        return self._rows.num_rows
+
+    def keys(self):  # type: ignore[override]
+        return self._everything().keys()
+
+    def values(self):  # type: ignore[override]
+        return self._everything().values()
+
+    def items(self):  # type: ignore[override]
+        return self._everything().items()
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} catalog partitions>"
+
+    def _everything(self) -> dict[SymbolDayKey, CatalogPartition]:
+        if self._all is None:
+            self._all = _decode(self._rows, self._tiers)
+        return self._all
+
+    @cached_property
+    def _index(self) -> tuple[list[int], dict[str, tuple[int, int]]]:
+        """The rows' days since 1970 and ``{symbol: (first row, end row)}``."""
+        return pc.cast(self._rows["date"], pa.int32()).to_pylist(), _symbol_runs(self._rows)
+
+    def _row_of(self, key: object) -> int | None:
+        if not (isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], str)):
+            return None
+        symbol, day = key
+        if not isinstance(day, date) or isinstance(day, datetime):
+            return None
+        days, runs = self._index
+        start, end = runs.get(symbol, (0, 0))
+        wanted = day.toordinal() - _EPOCH_ORDINAL
+        row = bisect.bisect_left(days, wanted, start, end)
+        return row if row < end and days[row] == wanted else None
+
+
+def _symbol_runs(rows: pa.Table) -> dict[str, tuple[int, int]]:
+    """``{symbol: (first row, end row)}`` of rows sorted by symbol."""
+    if rows.num_rows == 0:
+        return {}
+    runs = pc.run_end_encode(rows["symbol"].combine_chunks())
+    ends = runs.run_ends.to_pylist()
+    return dict(zip(runs.values.to_pylist(), zip([0, *ends[:-1]], ends, strict=True), strict=True))
+
+
+# --- version 1: JSON ----------------------------------------------------------------------------
+
+
+def _parse_v1(path: Path, raw: bytes) -> Catalog:
     try:
         body = json.loads(raw)
     except ValueError as exc:
         raise TickFormatError(f"{path}: not valid JSON ({exc})") from None
-    return _parse_catalog(path, body)
-
-
-def write_catalog(archive_root: Path, catalog: Catalog) -> None:
-    """Replace the catalog atomically (temporary file, fsync, rename, fsync the folder)."""
-    fsio.atomic_write_bytes(catalog_path(archive_root), catalog.to_json())
-
-
-def _parse_catalog(path: Path, body: Any) -> Catalog:
-    if not isinstance(body, dict) or body.get("format") != CATALOG_FORMAT:
-        raise TickFormatError(f"{path}: field format: expected {CATALOG_FORMAT!r}")
-    if body.get("version") != CATALOG_VERSION:
-        raise TickFormatError(
-            f"{path}: field version: {body.get('version')!r}, expected {CATALOG_VERSION}"
-        )
-    generation = body.get("generation")
-    if not isinstance(generation, int) or isinstance(generation, bool) or generation < 0:
-        raise TickFormatError(f"{path}: field generation: {generation!r}, expected an int >= 0")
+    generation = _check_header(str(path), body, LEGACY_CATALOG_VERSION)
     try:
-        files = {}
-        for i, entry in enumerate(_list(body, "files", path)):
-            item = _file_entry(entry, where=f"files[{i}]")
-            files[item.path] = item
+        files = _file_entries(_list(body, "files", str(path)))
         partitions = {}
-        for i, entry in enumerate(_list(body, "partitions", path)):
+        for i, entry in enumerate(_list(body, "partitions", str(path))):
             item = _partition_entry(entry, where=f"partitions[{i}]")
             if item.file not in files:
                 raise ValueError(f"partitions[{i}].file: {item.file!r} is not a listed file")
+            if item.tier != files[item.file].tier:
+                raise ValueError(
+                    f"partitions[{i}].tier: {item.tier!r}, its file is {files[item.file].tier}"
+                )
             if item.key in partitions:
                 raise ValueError(f"partitions[{i}]: {item.symbol} {item.date} listed twice")
             partitions[item.key] = item
@@ -211,19 +616,46 @@ def _parse_catalog(path: Path, body: Any) -> Catalog:
     return Catalog(generation=generation, files=files, partitions=partitions, withdrawn=withdrawn)
 
 
-def _list(body: dict[str, Any], name: str, path: Path) -> list[Any]:
+def _check_header(where: str, body: Any, version: int) -> int:
+    """Check ``format`` and ``version``; the ``generation``."""
+    if not isinstance(body, dict) or body.get("format") != CATALOG_FORMAT:
+        raise TickFormatError(f"{where}: field format: expected {CATALOG_FORMAT!r}")
+    if body.get("version") != version:
+        raise TickFormatError(
+            f"{where}: field version: {body.get('version')!r}, expected {version}"
+        )
+    generation = body.get("generation")
+    if not _is_count(generation):
+        raise TickFormatError(f"{where}: field generation: {generation!r}, expected an int >= 0")
+    return generation
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _list(body: dict[str, Any], name: str, where: str) -> list[Any]:
     value = body.get(name)
     if not isinstance(value, list):
-        raise TickFormatError(f"{path}: field {name}: expected a list")
+        raise TickFormatError(f"{where}: field {name}: expected a list")
     return value
 
 
-def _file_entry(entry: Any, *, where: str) -> CatalogFile:
-    item = CatalogFile(**_fields(entry, CatalogFile, where))
+def _file_entries(entries: list[Any]) -> dict[str, CatalogFile]:
+    files: dict[str, CatalogFile] = {}
+    for i, entry in enumerate(entries):
+        item = CatalogFile(**_fields(entry, CatalogFile, f"files[{i}]"))
+        _check_file(item, where=f"files[{i}]")
+        if item.path in files:
+            raise ValueError(f"files[{i}].path: {item.path!r} listed twice")
+        files[item.path] = item
+    return files
+
+
+def _check_file(item: CatalogFile, *, where: str) -> None:
     _check_tier(item.tier, where)
     if not is_sha256_hex(item.sha256):
         raise ValueError(f"{where}.sha256: {item.sha256!r} is not a sha256")
-    return item
 
 
 def _partition_entry(entry: Any, *, where: str) -> CatalogPartition:
@@ -306,14 +738,27 @@ class ArchiveState:
     """One consistent reading of where every symbol-day lives (see the module docstring).
 
     ``hot_live`` are hot files that are the current copy of their symbol-day;
-    ``hot_superseded`` hot files whose rows live in a consolidated file now; ``overridden``
-    the catalogued symbol-days whose consolidated copy is hidden by a newer hot file.
+    ``hot_superseded`` hot files whose rows live in a consolidated file now (or were
+    withdrawn from it); ``overridden`` the catalogued symbol-days whose consolidated copy is
+    hidden by a newer hot file. A withdrawn symbol-day's consolidated copy is hidden too; a
+    newer hot file of it (the publisher re-added ticks) is live and the day is also overridden.
     """
 
     catalog: Catalog
     hot_live: list[HotFile]
     hot_superseded: list[HotFile]
     overridden: frozenset[SymbolDayKey]
+
+    @property
+    def withdrawn(self) -> frozenset[SymbolDayKey]:
+        """Catalogued symbol-days the publisher corrected away (``Catalog.withdrawn``)."""
+        return self.catalog.withdrawn
+
+    @property
+    def hidden(self) -> frozenset[SymbolDayKey]:
+        """Catalogued symbol-days whose consolidated copy is not part of the archive:
+        overridden by a newer hot file, or withdrawn."""
+        return self.overridden | self.catalog.withdrawn
 
     def consolidated_files(self, tier: str) -> list[str]:
         """Catalog paths of ``tier``'s consolidated files, sorted."""
@@ -357,7 +802,8 @@ class Location:
 
 
 def locate(archive_root: Path, symbol: str, day: date) -> Location | None:
-    """Where the rows of ``symbol`` on ``day`` live now; None when the archive has none.
+    """Where the rows of ``symbol`` on ``day`` live now; None when the archive has none
+    (never archived, or withdrawn with no newer hot file).
 
     For a consolidated file ``bytes`` is the symbol-day's byte share; for a hot file, its size.
     """
@@ -367,7 +813,7 @@ def locate(archive_root: Path, symbol: str, day: date) -> Location | None:
         if hot.key == key:
             return _hot_location(hot)
     entry = state.catalog.partitions.get(key)
-    if entry is None:
+    if entry is None or key in state.hidden:
         return None
     return _consolidated_location(archive_root, entry)
 
@@ -379,7 +825,7 @@ def locations(archive_root: Path) -> list[Location]:
     out += [
         _consolidated_location(archive_root, entry)
         for key, entry in state.catalog.partitions.items()
-        if key not in state.overridden
+        if key not in state.hidden
     ]
     return sorted(out, key=lambda loc: (loc.symbol, loc.date))
 
@@ -407,17 +853,23 @@ class TierMetrics:
 
 @dataclass(frozen=True)
 class ArchiveMetrics:
-    """The archive as a whole, per tier, plus what is kept on disk but superseded.
+    """The archive as a whole, per tier, plus what is kept on disk but superseded or hidden.
 
-    ``retained_*`` counts superseded files still on disk: hot files and consolidated files
-    whose rows were moved (kept for good in ``books_and_records`` mode, else until the next
-    re-tiering removes them) and uncommitted files left by an interrupted run.
+    Per tier, ``files`` and ``bytes`` are what is on disk (a consolidated file counts whole,
+    hidden copies inside it included), while ``ticks`` and ``symbol_days`` are what the query
+    view returns. ``hidden_*`` count the consolidated copies the view hides (overridden by a
+    newer hot file, or withdrawn) that are still inside their files until re-tiering rewrites
+    them. ``retained_*`` counts superseded files still on disk: hot files and consolidated
+    files whose rows were moved (kept for good in ``books_and_records`` mode, else until the
+    next re-tiering removes them) and uncommitted files left by an interrupted run.
     """
 
     generation: int
     tiers: Mapping[str, TierMetrics]
     retained_files: int
     retained_bytes: int
+    hidden_symbol_days: int = 0
+    hidden_ticks: int = 0
 
     def to_dict(self) -> dict[str, int]:
         """Flat numbers (``hot_bytes``, ``cold_ticks``, ...) for plotting over time."""
@@ -427,6 +879,8 @@ class ArchiveMetrics:
                 out[f"{tier.lower()}_{name}"] = getattr(metrics, name)
         out["retained_files"] = self.retained_files
         out["retained_bytes"] = self.retained_bytes
+        out["hidden_symbol_days"] = self.hidden_symbol_days
+        out["hidden_ticks"] = self.hidden_ticks
         out["total_bytes"] = sum(m.bytes for m in self.tiers.values())
         out["total_ticks"] = sum(m.ticks for m in self.tiers.values())
         return out
@@ -435,7 +889,8 @@ class ArchiveMetrics:
 def archive_metrics(archive_root: Path, *, policy: TierPolicy | None = None) -> ArchiveMetrics:
     """Bytes, files, ticks and symbol-days per tier of the archive at ``archive_root``.
 
-    Hot numbers come from the live hot files (their footers), warm and cold from the catalog.
+    Hot numbers come from the live hot files (their footers), warm and cold from the catalog:
+    bytes and files on disk, ticks and symbol-days visible (see :class:`ArchiveMetrics`).
     ``policy`` names the tier roots scanned for retained files (default: the default policy).
     Reads only.
     """
@@ -459,7 +914,7 @@ def archive_metrics(archive_root: Path, *, policy: TierPolicy | None = None) -> 
         shown = [
             p
             for p in state.catalog.partitions.values()
-            if p.tier == tier and p.key not in state.overridden
+            if p.tier == tier and p.key not in state.hidden
         ]
         tiers[tier] = TierMetrics(
             tier,
@@ -470,11 +925,14 @@ def archive_metrics(archive_root: Path, *, policy: TierPolicy | None = None) -> 
         )
     retained = [hot.path for hot in state.hot_superseded]
     retained += uncatalogued_files(root, policy, state.catalog)
+    hidden = [state.catalog.partitions[key] for key in state.hidden]
     return ArchiveMetrics(
         generation=state.catalog.generation,
         tiers={tier: tiers[tier] for tier in TIERS},
         retained_files=len(retained),
         retained_bytes=sum(_size(path) for path in retained),
+        hidden_symbol_days=len(hidden),
+        hidden_ticks=sum(p.rows for p in hidden),
     )
 
 

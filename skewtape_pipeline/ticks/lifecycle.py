@@ -18,6 +18,14 @@ tick exactly once, and rerunning :func:`retier` finishes the move (written files
 by their content name; leftover files are removed). Symbol-days only ever move to a colder tier;
 one that a policy change would move back to a warmer tier stays where it is (``held``).
 
+Withdrawn symbol-days (``withdraw.withdraw_symbol_days``: the publisher corrected all their ticks
+away) are hidden from the view at once; the next re-tiering rewrites their file without them
+(``purged``), after which they and their mark leave the catalog. A hot file still holding a
+withdrawn day's rows (superseded: moved earlier, not removed yet) is removed before that commit,
+so the rows can never become visible again (in ``books_and_records`` mode, where it stays, the
+day stays catalogued and withdrawn instead). Each commit also forgets the source stamps of hot
+files that are gone (a file written there later is then a newer copy, whatever its inode).
+
 The core never imports dagster: the orchestration layer calls :func:`retier` on a schedule and
 as a backfill (``months`` limits a run to the symbol-days of some months), and
 :func:`~skewtape_pipeline.ticks.catalog.archive_metrics` for the archive-wide metadata.
@@ -42,6 +50,7 @@ from skewtape_pipeline.hashing import sha256_bytes, sha256_file
 from skewtape_pipeline.ticks.books import audit, check_may_delete, is_books_and_records
 from skewtape_pipeline.ticks.catalog import (
     CATALOG_FILE,
+    ArchiveState,
     Catalog,
     CatalogFile,
     CatalogPartition,
@@ -129,9 +138,11 @@ class RetierPlan:
     """What :func:`retier` would do at ``as_of`` (computed by :func:`plan_retier`; writes nothing).
 
     ``dropped`` are catalogued symbol-days whose newer hot file is to stay hot (the consolidated
-    copy is removed from its file); ``held`` symbol-days live in a colder tier than their age
-    calls for (a policy change) and stay there; ``refreshed`` are hot files found to be the same
-    bytes as the copy already moved (their new stamp is recorded, the file is superseded).
+    copy is removed from its file); ``purged`` withdrawn symbol-days removed from their file
+    (``withdrawn_hot``: superseded hot copies of them, removed before the commit); ``held``
+    symbol-days live in a colder tier than their age calls for (a policy change) and stay
+    there; ``refreshed`` are hot files found to be the same bytes as the copy already moved
+    (their new stamp is recorded, the file is superseded).
     """
 
     archive_root: Path
@@ -143,6 +154,8 @@ class RetierPlan:
     dropped: list[SymbolDayKey]
     held: list[SymbolDayKey]
     refreshed: list[HotFile]
+    purged: list[SymbolDayKey] = field(default_factory=list)
+    withdrawn_hot: list[HotFile] = field(default_factory=list)
     catalog: Catalog = field(repr=False, default_factory=Catalog)
     slots: dict[TargetKey, list[_Slot]] = field(repr=False, default_factory=dict)
 
@@ -156,9 +169,9 @@ class RetierPlan:
         return bool(self.rewrites or self.emptied or self.refreshed)
 
     def months(self) -> list[str]:
-        """``YYYY-MM`` of the symbol-days the plan moves or drops, sorted: the months a run
-        limited by ``months`` must cover to carry the plan out."""
-        days = [m.date for m in self.moves] + [day for _, day in self.dropped]
+        """``YYYY-MM`` of the symbol-days the plan moves, drops or purges, sorted: the months a
+        run limited by ``months`` must cover to carry the plan out."""
+        days = [m.date for m in self.moves] + [day for _, day in self.dropped + self.purged]
         return sorted({f"{day.year:04d}-{day.month:02d}" for day in days})
 
     def summary(self) -> dict[str, int]:
@@ -168,6 +181,7 @@ class RetierPlan:
             "files_to_write": len(self.rewrites),
             "files_to_empty": len(self.emptied),
             "symbol_days_dropped": len(self.dropped),
+            "symbol_days_purged": len(self.purged),
             "symbol_days_held": len(self.held),
         }
 
@@ -198,6 +212,7 @@ def plan_retier(
     eligible = _month_filter(months)
     state = archive_state(root)
     catalog = state.catalog
+    withdrawn = catalog.withdrawn
     slots: dict[SymbolDayKey, _Slot] = {}
     dropped: list[SymbolDayKey] = []
     refreshed: list[HotFile] = []
@@ -205,7 +220,7 @@ def plan_retier(
 
     for hot in state.hot_live:
         entry = catalog.partitions.get(hot.key)
-        if entry is not None and _same_bytes(hot, entry):
+        if entry is not None and hot.key not in withdrawn and _same_bytes(hot, entry):
             refreshed.append(hot)
             continue
         tier = policy.tier_for(_age(hot.day, as_of))
@@ -221,8 +236,9 @@ def plan_retier(
 
     held: list[SymbolDayKey] = []
     dropped_keys = set(dropped)
+    purged, withdrawn_hot = _purgeable(state, eligible, keep_hot=is_books_and_records(root))
     for key, entry in catalog.partitions.items():
-        if key in slots or key in dropped_keys:
+        if key in slots or key in dropped_keys or key in purged:
             continue
         current = (entry.tier, catalog.files[entry.file].period)
         wanted = policy.tier_for(_age(entry.date, as_of))
@@ -265,9 +281,29 @@ def plan_retier(
         dropped=sorted(dropped),
         held=sorted(held),
         refreshed=refreshed,
+        purged=sorted(purged),
+        withdrawn_hot=withdrawn_hot,
         catalog=catalog,
         slots=by_target,
     )
+
+
+def _purgeable(
+    state: ArchiveState, eligible: Callable[[date], bool], *, keep_hot: bool
+) -> tuple[set[SymbolDayKey], list[HotFile]]:
+    """Withdrawn symbol-days to leave their file in this run, and their superseded hot copies
+    (removed before the commit). A day with a live hot file is planned like any hot day; with
+    a superseded hot copy that must be kept (``keep_hot``), the day stays withdrawn."""
+    superseded = {hot.key: hot for hot in state.hot_superseded}
+    live = {hot.key for hot in state.hot_live}
+    purged, hot_copies = set(), []
+    for key in state.withdrawn - live:
+        if not eligible(key[1]) or (keep_hot and key in superseded):
+            continue
+        purged.add(key)
+        if key in superseded:
+            hot_copies.append(superseded[key])
+    return purged, sorted(hot_copies, key=lambda h: h.key)
 
 
 def _unchanged(held_now: Counter[str], slots: list[_Slot], files: list[str]) -> bool:
@@ -320,6 +356,8 @@ class RetierResult:
     files_retained: list[Path]
     held: list[SymbolDayKey]
     seconds: float
+    purged: list[SymbolDayKey] = field(default_factory=list)
+    """Withdrawn symbol-days this run removed from their consolidated file (and the catalog)."""
 
     def metrics(self) -> dict[str, int | float | bool]:
         """Counts and sizes of the run (for logs and orchestration metadata)."""
@@ -336,6 +374,7 @@ class RetierResult:
             "files_removed": len(self.files_removed),
             "files_retained": len(self.files_retained),
             "symbol_days_held": len(self.held),
+            "symbol_days_purged": len(self.purged),
             "seconds": self.seconds,
         }
 
@@ -350,6 +389,7 @@ class RetierResult:
             "files_reused": [str(p) for p in self.files_reused],
             "files_removed": [str(p) for p in self.files_removed],
             "files_retained": [str(p) for p in self.files_retained],
+            "purged": [[symbol, day.isoformat()] for symbol, day in self.purged],
         }
 
 
@@ -366,6 +406,7 @@ def retier(
 
     Holds ``<archive root>/.skewtape-retier.lock`` throughout. Every rewrite, the commit and
     every removal are appended to ``audit_log`` (default ``<archive root>/../audit.jsonl``).
+    Withdrawn symbol-days are purged from their files (see the module notes).
     Idempotent: a second run with the same arguments changes nothing; a run after a crash
     finishes the interrupted one.
 
@@ -386,9 +427,10 @@ def retier(
     with fsio.exclusive_lock(root / LOCK_FILE, timeout=lock_timeout, what="re-tiering"):
         for tier in (WARM, COLD):
             fsio.remove_stale_temps(policy.root_for(tier, root))
-        _remove_stale_catalog_temps(root)
+        remove_stale_catalog_temps(root)
         plan = plan_retier(root, as_of=as_of, policy=policy, months=months)
         books = is_books_and_records(root)
+        removed_first = _remove(root, _withdrawn_garbage(plan), audit_log)
         reader = _SourceReader(root, plan.catalog)
         written = [
             _write_rewrite(root, plan, rewrite, policy, reader, audit_log)
@@ -412,16 +454,24 @@ def retier(
         moved=[m for w in written for m in w.moves],
         files_written=[w.file.path for w in written if not w.file.reused],
         files_reused=[w.file.path for w in written if w.file.reused],
-        files_removed=removed,
+        files_removed=removed_first + removed,
         files_retained=retained,
         held=plan.held,
+        purged=plan.purged,
         seconds=time.perf_counter() - started,
     )
 
 
-def _remove_stale_catalog_temps(root: Path) -> None:
+def _withdrawn_garbage(plan: RetierPlan) -> list[tuple[Path, str]]:
+    return [
+        (hot.path, "withdrawn: the publisher corrected its ticks away")
+        for hot in plan.withdrawn_hot
+    ]
+
+
+def remove_stale_catalog_temps(root: Path) -> None:
     """Temporary catalog files left by an interrupted commit (never other writers' temps)."""
-    for temp in root.glob(f".{CATALOG_FILE}.*{fsio.TEMP_MARKER}"):
+    for temp in root.glob(f".{Path(CATALOG_FILE).stem}.*{fsio.TEMP_MARKER}"):  # v1 and v2
         temp.unlink(missing_ok=True)
 
 
@@ -603,9 +653,10 @@ def _commit(
                 "event": EVENT_COMMIT,
                 "archive": str(root.absolute()),
                 "generation": catalog.generation,
-                "catalog_sha256": sha256_bytes(catalog.to_json()),
+                "catalog_sha256": sha256_bytes(catalog.to_bytes()),
                 "symbol_days_moved": len(plan.moves),
                 "symbol_days_dropped": len(plan.dropped),
+                "symbol_days_purged": len(plan.purged),
                 "files_written": [relative_to_root(root, w.file.path) for w in written],
                 "files_unlisted": sorted(
                     {old for w in written for old in w.rewrite.replaces} | set(plan.emptied)
@@ -649,8 +700,24 @@ def _next_catalog(root: Path, plan: RetierPlan, written: Sequence[_Written]) -> 
                 mtime_ns=hot.stamp.mtime_ns,
             )
             partitions[hot.key] = replace(entry, source=stamp)
-    partitions = {k: p for k, p in partitions.items() if p.file in files}
-    return Catalog(generation=catalog.generation + 1, files=files, partitions=partitions)
+    partitions = {
+        k: _without_stale_stamp(root, p) for k, p in partitions.items() if p.file in files
+    }
+    reread = {slot.key for slots in plan.slots.values() for slot in slots if slot.hot is not None}
+    withdrawn = frozenset(k for k in catalog.withdrawn if k in partitions and k not in reread)
+    return Catalog(
+        generation=catalog.generation + 1, files=files, partitions=partitions, withdrawn=withdrawn
+    )
+
+
+def _without_stale_stamp(root: Path, partition: CatalogPartition) -> CatalogPartition:
+    """``partition`` without its source stamp when the hot file it names is gone (removed after
+    an earlier commit): only a file still there can be the superseded copy; one written there
+    later is a newer copy, even should it reuse the inode, size and mtime."""
+    source = partition.source
+    if source is None or resolve(root, source.path).exists():
+        return partition
+    return replace(partition, source=None)
 
 
 def prune(

@@ -10,7 +10,10 @@ answers whatever tier each day is in. The view is built from one reading of the 
 read with Hive partitioning (a ``symbol``/``date`` filter skips files by their folder names,
 without opening them), and the warm and cold consolidated files the catalog lists (a filter
 skips row groups by their ``symbol``/``date`` statistics). Files the catalog does not list and
-hot files it supersedes are never read, so every tick appears exactly once.
+hot files it supersedes are never read, and the catalogued symbol-days whose consolidated copy
+is hidden (overridden by a newer hot file, or withdrawn) are left out of their file's branch by
+an anti-join against a ``VALUES`` list (one hash join, however many; filters still reach the
+Parquet scan), so every tick appears exactly once and a withdrawn one never.
 
 The view lists files; open it again (or use :func:`run_query`, which does) after the archive
 changes, e.g. after re-tiering removed the files an older view names.
@@ -25,6 +28,8 @@ Plain DuckDB equivalent of one archive's view (what :func:`ticks_view_sql` retur
     UNION ALL BY NAME
     SELECT symbol, date, ts, price, quantity, side, 'COLD' AS tier
       FROM read_parquet([<cold files>], hive_partitioning = false)
+      ANTI JOIN (VALUES ('<symbol>', DATE '<day>'), ...) AS hidden(symbol, date)
+      USING (symbol, date)
     ...
 """
 
@@ -73,9 +78,9 @@ def ticks_view_sql(roots: Roots, *, name: str = VIEW_NAME) -> str:
                 f"FROM read_parquet({_list(hot)}, hive_partitioning = true, "
                 f"hive_types = {HIVE_TYPES})"
             )
-        hidden = sorted(state.overridden)
         for tier in (WARM, COLD):
             files = [str(resolve(root, rel)) for rel in state.consolidated_files(tier)]
+            hidden = sorted(k for k in state.hidden if state.catalog.partitions[k].tier == tier)
             if files:
                 branches.append(
                     f"SELECT symbol, date, ts, price, quantity, side, '{tier}' AS tier "
@@ -208,13 +213,12 @@ def _quote(text: str) -> str:
 
 
 def _hide(keys: Sequence[tuple[str, Any]]) -> str:
-    """A WHERE clause hiding catalogued symbol-days that a newer hot file overrides."""
+    """An anti-join leaving out catalogued symbol-days whose consolidated copy is hidden
+    (overridden by a newer hot file, or withdrawn); empty when there are none."""
     if not keys:
         return ""
-    terms = " OR ".join(
-        f"(symbol = {_quote(symbol)} AND date = DATE '{day.isoformat()}')" for symbol, day in keys
-    )
-    return f" WHERE NOT ({terms})"
+    rows = ", ".join(f"({_quote(symbol)}, DATE '{day.isoformat()}')" for symbol, day in keys)
+    return f" ANTI JOIN (VALUES {rows}) AS hidden(symbol, date) USING (symbol, date)"
 
 
 def _empty_select(roots: list[Path]) -> str:

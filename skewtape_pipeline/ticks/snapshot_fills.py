@@ -24,15 +24,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from skewtape_pipeline.errors import ChainError, ConfigError, TickValidationError
-from skewtape_pipeline.fsio import atomic_unlink
 from skewtape_pipeline.mirror.format import MANIFEST, MONTH_RE, SnapshotManifest
 from skewtape_pipeline.mirror.snapshot import read_snapshot
 from skewtape_pipeline.ticks.books import check_may_delete, check_may_write, is_books_and_records
+from skewtape_pipeline.ticks.catalog import read_catalog
 from skewtape_pipeline.ticks.compact import compact_planned, plan_symbol_days
 from skewtape_pipeline.ticks.parquet_store import partition_file
 from skewtape_pipeline.ticks.report import DEFAULT_TARGET_RATIO, TickStorageCompactionReport
 from skewtape_pipeline.ticks.sources import SourceTicks
 from skewtape_pipeline.ticks.tiers import TierPolicy
+from skewtape_pipeline.ticks.withdraw import remove_symbol_days
 
 FILLS_SIDE_MAP = {"yes": "BUY", "no": "SELL"}
 """The side vocabulary of fills (``taker_side``)."""
@@ -229,14 +230,18 @@ def new_symbols(history: Path, month: str) -> list[str]:
 
 @dataclass(frozen=True)
 class SymbolDayResult:
-    """What archiving one symbol-day did: a report, or the removal of a file with no ticks."""
+    """What archiving one symbol-day did: a report, or the removal of a symbol-day with no
+    ticks (its hot file removed, its warm or cold copy withdrawn)."""
 
     symbol: str
     day: date
     source: FillsSource
     report: TickStorageCompactionReport | None
     removed_file: bool = False
-    """True when the symbol-day has no ticks any more and its old archive file was removed."""
+    """True when the symbol-day has no ticks any more and its old hot file was removed."""
+    withdrawn: bool = False
+    """True when the symbol-day has no ticks any more and this call withdrew its consolidated
+    (warm or cold) copy from the archive catalog (re-tiering then rewrites the file)."""
 
 
 def archive_symbol_days(
@@ -247,12 +252,15 @@ def archive_symbol_days(
     as_of: date,
     policy: TierPolicy,
     target_ratio: float = DEFAULT_TARGET_RATIO,
+    audit_log: Path | None = None,
 ) -> list[SymbolDayResult]:
     """Compact each wanted symbol-day's ticks from the newest snapshot into the archive.
 
     Every wanted symbol-day is read and validated before the first file is written (one DuckDB
-    scan per month file). A symbol-day without ticks has no archive file (an old one is
-    removed: the publisher corrected those ticks away). Idempotent; results follow ``wanted``.
+    scan per month file). A symbol-day without ticks leaves the archive (the publisher
+    corrected those ticks away): a warm or cold copy of it is withdrawn from the catalog
+    (``withdraw.remove_symbol_days``, audited to ``audit_log``), then its hot file is
+    removed. Idempotent; results follow ``wanted``.
 
     Raises
     ------
@@ -264,7 +272,10 @@ def archive_symbol_days(
         A written file did not read back equal (that symbol-day is not published).
     WriteOnceError
         The archive is in ``books_and_records`` mode and a wanted symbol-day's file exists
-        (it would be overwritten or removed); refused before anything is written, and audited.
+        or is catalogued (it would be overwritten, removed or withdrawn); refused before
+        anything is written, and audited.
+    ApplyInProgressError
+        A re-tiering holds the archive's lock while a symbol-day is to be withdrawn.
     """
     sources = newest_sources(history, wanted)
     planned = {}
@@ -281,30 +292,49 @@ def archive_symbol_days(
                 ticks, as_of=as_of, price_scale=price_scale, side_map=FILLS_SIDE_MAP
             ):
                 planned[(item.symbol, item.day)] = item
-    _check_write_once(out, wanted, planned)
+    _check_write_once(out, wanted, planned, audit_log)
+    gone = [key for key in wanted if key not in planned]
+    removals = {(r.symbol, r.day): r for r in remove_symbol_days(out, gone, audit_log=audit_log)}
     results = []
     for key in wanted:
         item = planned.get(key)
         if item is None:
-            removed = atomic_unlink(partition_file(out, *key))
-            results.append(SymbolDayResult(*key, sources[key], None, removed_file=removed))
+            removal = removals[key]
+            results.append(
+                SymbolDayResult(
+                    *key,
+                    sources[key],
+                    None,
+                    removed_file=removal.removed_file,
+                    withdrawn=removal.withdrawn,
+                )
+            )
             continue
         report = compact_planned(item, out=out, policy=policy, target_ratio=target_ratio)
         results.append(SymbolDayResult(*key, sources[key], report))
     return results
 
 
-def _check_write_once(out: Path, wanted: Sequence[SymbolDay], planned: Mapping) -> None:
+def _check_write_once(
+    out: Path, wanted: Sequence[SymbolDay], planned: Mapping, audit_log: Path | None
+) -> None:
     """In ``books_and_records`` mode, refuse (audited) before the first write when a wanted
-    symbol-day's file exists: it would be overwritten, or removed for lack of ticks."""
+    symbol-day's file exists or is catalogued: it would be overwritten, or removed or withdrawn
+    for lack of ticks."""
     if not is_books_and_records(out):
         return
+    catalogued = read_catalog(out).partitions
     for key in wanted:
         target = partition_file(out, *key)
         if key in planned:
-            check_may_write(out, target)
-        elif target.exists():
-            check_may_delete(out, target, why="the snapshot holds no ticks for it any more")
+            check_may_write(out, target, audit_log=audit_log)
+        elif target.exists() or key in catalogued:
+            check_may_delete(
+                out,
+                target,
+                why="the snapshot holds no ticks for it any more",
+                audit_log=audit_log,
+            )
 
 
 def read_fills_ticks(fills_file: Path, wanted: Iterable[SymbolDay]) -> SourceTicks:

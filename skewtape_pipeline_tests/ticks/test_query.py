@@ -12,8 +12,15 @@ import pytest
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.ticks.catalog import archive_state
 from skewtape_pipeline.ticks.lifecycle import retier
-from skewtape_pipeline.ticks.query import VIEW_COLUMNS, open_ticks_view, run_query, scan_stats
+from skewtape_pipeline.ticks.query import (
+    VIEW_COLUMNS,
+    open_ticks_view,
+    run_query,
+    scan_stats,
+    ticks_view_sql,
+)
 from skewtape_pipeline.ticks.tiers import COLD
+from skewtape_pipeline.ticks.withdraw import withdraw_symbol_days
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
@@ -97,3 +104,18 @@ def test_run_query_when_sql_or_root_bad_raises_config_error(tmp_path, no_fsync):
         run_query("SELECT 1", tmp_path / "missing")
     with pytest.raises(ConfigError, match="identifier"):
         open_ticks_view(duckdb.connect(), root, name="ticks; DROP")
+
+
+def test_scan_stats_when_many_symbol_days_hidden_still_skips_row_groups(tmp_path, no_fsync):
+    root = build_archive(tmp_path, as_of=AS_OF)
+    retier(root, as_of=AS_OF, policy=POLICY)
+    hidden = [(s, d) for s in SYMBOLS for d in DAYS if (s, d) != ("KX-25MAR", DAYS[4])]
+    withdraw_symbol_days(root, hidden)
+    sql = ticks_view_sql(root)
+    assert "ANTI JOIN (VALUES" in sql and "symbol = '" not in sql  # one join, no OR-chain
+    symbol, day = "KX-25MAR", DAYS[4]
+    stats = scan_stats(SYMBOL_DATE, root, parameters=[symbol, day, day])
+    assert stats.rows == len(day_ticks(symbol, day))
+    assert stats.row_groups_scanned <= 2 < stats.row_groups_total // 2
+    everything = run_query("SELECT symbol, date, count(*) AS n FROM ticks GROUP BY ALL", root)
+    assert everything.to_pylist() == [{"symbol": symbol, "date": day, "n": stats.rows}]

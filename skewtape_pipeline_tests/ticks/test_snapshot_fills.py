@@ -15,7 +15,9 @@ import pytest
 from skewtape_pipeline.errors import ChainError, WriteOnceError
 from skewtape_pipeline.ticks import snapshot_fills
 from skewtape_pipeline.ticks.books import EVENT_REFUSED, enable_books_and_records
+from skewtape_pipeline.ticks.lifecycle import retier
 from skewtape_pipeline.ticks.parquet_store import partition_file
+from skewtape_pipeline.ticks.query import run_query
 from skewtape_pipeline.ticks.snapshot_fills import (
     archive_read_back_problems,
     archive_symbol_days,
@@ -25,6 +27,7 @@ from skewtape_pipeline.ticks.snapshot_fills import (
     symbols_in,
 )
 from skewtape_pipeline.ticks.tiers import TierPolicy
+from skewtape_pipeline.ticks.withdraw import EVENT_WITHDRAW
 
 AS_OF = date(2026, 11, 29)
 
@@ -203,3 +206,46 @@ def test_archive_symbol_days_when_books_and_records_and_ticks_corrected_away_kee
     with pytest.raises(WriteOnceError, match="delete refused"):
         archive_symbol_days(history, [(symbol, day)], out=out, as_of=AS_OF, policy=TierPolicy())
     assert partition_file(out, symbol, day).exists()
+
+
+def test_archive_symbol_days_when_day_corrected_away_after_it_went_cold_leaves_the_view(
+    applied_chain: Path, tmp_path: Path
+):
+    history = applied_chain / "history"
+    fills = history / "2026-11" / "fills" / "kalshi" / "2026-10.parquet"
+    gone_key, kept_key = busiest_symbol_days(fills, 2)
+    out, policy = tmp_path / "archive", TierPolicy()
+    archive_symbol_days(history, [gone_key, kept_key], out=out, as_of=AS_OF, policy=policy)
+    retier(out, as_of=date(2027, 6, 1), policy=policy)  # both days are cold now
+
+    def view(key: tuple[str, date]) -> list[tuple[str, int]]:
+        table = run_query(
+            "SELECT tier, count(*) AS n FROM ticks WHERE symbol = ? AND date = ? GROUP BY tier",
+            out,
+            parameters=list(key),
+        )
+        tiers, counts = table.column("tier").to_pylist(), table.column("n").to_pylist()
+        return sorted(zip(tiers, counts, strict=True))
+
+    kept_before = view(kept_key)
+    assert view(gone_key)[0][0] == kept_before[0][0] == "COLD"
+    table = pq.read_table(fills)
+    corrected_away = pc.and_(
+        pc.equal(table.column("market_id"), gone_key[0].split(":")[1]),
+        pc.equal(pc.cast(table.column("ts"), pa.date32()), pa.scalar(gone_key[1], pa.date32())),
+    )
+    fills.chmod(0o644)
+    pq.write_table(table.filter(pc.invert(corrected_away)), fills)
+
+    [gone] = archive_symbol_days(history, [gone_key], out=out, as_of=AS_OF, policy=policy)
+
+    assert gone.report is None and gone.withdrawn and not gone.removed_file
+    assert view(gone_key) == [] and view(kept_key) == kept_before
+    events = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert events[-1]["event"] == EVENT_WITHDRAW
+    assert events[-1]["symbol_days"] == [[gone_key[0], gone_key[1].isoformat()]]
+    [again] = archive_symbol_days(history, [gone_key], out=out, as_of=AS_OF, policy=policy)
+    assert not again.withdrawn and not again.removed_file  # idempotent
+
+    assert retier(out, as_of=date(2027, 6, 1), policy=policy).purged == [gone_key]
+    assert view(gone_key) == [] and view(kept_key) == kept_before

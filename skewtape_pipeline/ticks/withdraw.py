@@ -1,0 +1,175 @@
+"""Symbol-days leaving the archive: the publisher corrected all their ticks away.
+
+The archive mirrors its source, so a symbol-day whose ticks were all corrected away must leave
+the ``ticks`` view, whatever tier it is in:
+
+- :func:`withdraw_symbol_days` marks a warm or cold copy *withdrawn* in the catalog (one atomic
+  write, audited): the view, ``locate`` and the metrics leave it out at once, and the next
+  ``lifecycle.retier`` rewrites its consolidated file without it;
+- :func:`remove_symbol_days` does that and removes the hot file too: what the archivers call
+  when a corrected source has no ticks left for a symbol-day.
+
+In ``books_and_records`` mode both refuse (audited): records are never removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import date, datetime
+from pathlib import Path
+
+from skewtape_pipeline import faults, fsio
+from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.ticks.books import audit, check_may_delete
+from skewtape_pipeline.ticks.catalog import (
+    Catalog,
+    SymbolDayKey,
+    read_catalog,
+    resolve,
+    write_catalog,
+)
+from skewtape_pipeline.ticks.lifecycle import LOCK_FILE, remove_stale_catalog_temps
+from skewtape_pipeline.ticks.parquet_store import partition_file
+
+EVENT_WITHDRAW = "tick-archive-withdraw"
+
+
+@dataclass(frozen=True)
+class Removal:
+    """What :func:`remove_symbol_days` did to one symbol-day."""
+
+    symbol: str
+    day: date
+    removed_file: bool
+    """Its hot file existed and was removed."""
+    withdrawn: bool
+    """Its warm or cold copy was withdrawn from the catalog by this call."""
+
+
+def remove_symbol_days(
+    archive_root: Path,
+    keys: Iterable[SymbolDayKey],
+    *,
+    audit_log: Path | None = None,
+    lock_timeout: float = 0.0,
+) -> list[Removal]:
+    """Take symbol-days out of the archive: withdraw their consolidated copy, remove their hot
+    file. Withdrawal comes first, so a crash between leaves the day hidden or gone, never
+    half-visible; a rerun finishes. Idempotent. Returns one :class:`Removal` per key, sorted.
+
+    Raises
+    ------
+    ConfigError
+        A key that is not a (str, datetime.date) pair; nothing changed.
+    WriteOnceError
+        ``books_and_records`` mode and a key has a hot file or a catalogued copy (audited;
+        nothing changed).
+    ApplyInProgressError
+        A re-tiering holds the archive's lock beyond ``lock_timeout`` seconds.
+    """
+    root = Path(archive_root)
+    wanted = sorted(_check_keys(keys))
+    catalogued = read_catalog(root).partitions
+    for key in wanted:
+        hot = partition_file(root, *key)
+        if hot.exists() or key in catalogued:
+            check_may_delete(root, hot, why=_why(key), audit_log=audit_log)
+    withdrawn = set(
+        withdraw_symbol_days(root, wanted, audit_log=audit_log, lock_timeout=lock_timeout)
+    )
+    return [
+        Removal(
+            *key,
+            removed_file=fsio.atomic_unlink(partition_file(root, *key)),
+            withdrawn=key in withdrawn,
+        )
+        for key in wanted
+    ]
+
+
+def _why(key: SymbolDayKey) -> str:
+    return f"{key[0]} {key[1].isoformat()} has no ticks any more"
+
+
+def withdraw_symbol_days(
+    archive_root: Path,
+    keys: Iterable[SymbolDayKey],
+    *,
+    audit_log: Path | None = None,
+    lock_timeout: float = 0.0,
+) -> list[SymbolDayKey]:
+    """Hide catalogued symbol-days whose ticks the publisher corrected away, at once.
+
+    Marks the catalogued ``(symbol, date)`` keys withdrawn in one atomic catalog write
+    (generation + 1) under the re-tiering lock: from then on the query view, :func:`locate`
+    and the metrics leave out their consolidated copy (a hot file written for one later is its
+    live copy); the next :func:`retier` rewrites their file without them. Keys the catalog
+    does not list, or lists as withdrawn already, are ignored: idempotent (nothing is written
+    when nothing is new). The withdrawal is appended to the audit log before the catalog is
+    replaced. Returns the keys withdrawn by this call, sorted.
+
+    Raises
+    ------
+    ConfigError
+        A key that is not a (str, datetime.date) pair; nothing written.
+    WriteOnceError
+        The archive is in ``books_and_records`` mode and a key is to be withdrawn (audited;
+        nothing written).
+    ApplyInProgressError
+        A re-tiering of this archive holds the lock beyond ``lock_timeout`` seconds.
+    TickFormatError
+        A damaged catalog.
+    """
+    root = Path(archive_root)
+    wanted = _check_keys(keys)
+    if not _to_withdraw(read_catalog(root), wanted):
+        return []  # nothing to do: no lock taken, nothing written
+    with fsio.exclusive_lock(root / LOCK_FILE, timeout=lock_timeout, what="withdrawing"):
+        remove_stale_catalog_temps(root)
+        catalog = read_catalog(root)
+        new = _to_withdraw(catalog, wanted)
+        if not new:
+            return []
+        files = sorted({catalog.partitions[key].file for key in new})
+        check_may_delete(
+            root,
+            resolve(root, files[0]),
+            why=f"withdrawing {len(new)} symbol-day(s) from its consolidated copy "
+            f"(first: {new[0][0]} {new[0][1].isoformat()})",
+            audit_log=audit_log,
+        )
+        updated = replace(
+            catalog, generation=catalog.generation + 1, withdrawn=catalog.withdrawn | set(new)
+        )
+        audit(
+            root,
+            audit_log,
+            [
+                {
+                    "event": EVENT_WITHDRAW,
+                    "archive": str(root.absolute()),
+                    "generation": updated.generation,
+                    "symbol_days": [[symbol, day.isoformat()] for symbol, day in new],
+                    "files": files,
+                    "reason": "the publisher corrected all their ticks away",
+                }
+            ],
+        )
+        faults.checkpoint("audited-withdrawal")
+        write_catalog(root, updated)
+    return new
+
+
+def _to_withdraw(catalog: Catalog, keys: set[SymbolDayKey]) -> list[SymbolDayKey]:
+    return sorted(k for k in keys if k in catalog.partitions and k not in catalog.withdrawn)
+
+
+def _check_keys(keys: Iterable[SymbolDayKey]) -> set[SymbolDayKey]:
+    out = set()
+    for key in keys:
+        ok = isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], str)
+        if not ok or isinstance(key[1], datetime) or not isinstance(key[1], date):
+            raise ConfigError(f"keys: {key!r} is not a (symbol, datetime.date) pair")
+        out.add(key)
+    return out
