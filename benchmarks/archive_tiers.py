@@ -523,7 +523,9 @@ def size_table(o: Outcome) -> str:
                 fmt_float(s.bytes / o.n, 2),
                 fmt_ratio(s.bytes / top.bytes),
                 "" if s.seconds is None else fmt_float(s.seconds, 1),
-                ("JSON index" if "catalog" in s.label else "symbol-days") if ours else "whole file",
+                ("catalog (Parquet)" if "catalog" in s.label else "symbol-days")
+                if ours
+                else "whole file",
             ]
         )
     headers = ["stage / anchor", "files", "bytes", "bytes/tick", "vs best anchor", "s", "unit"]

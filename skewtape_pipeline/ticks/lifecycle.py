@@ -59,6 +59,7 @@ from skewtape_pipeline.ticks.catalog import (
     SymbolDayKey,
     archive_state,
     locate,
+    read_catalog,
     relative_to_root,
     resolve,
     uncatalogued_files,
@@ -445,6 +446,7 @@ def retier(
             removed, retained = [], [path for path, _ in garbage]
         else:
             removed, retained = _remove(root, garbage, audit_log), []
+            catalog = _forget_gone_sources(root, catalog, audit_log)
     return RetierResult(
         archive_root=root,
         as_of=plan.as_of,
@@ -710,6 +712,37 @@ def _next_catalog(root: Path, plan: RetierPlan, written: Sequence[_Written]) -> 
     )
 
 
+def _forget_gone_sources(root: Path, catalog: Catalog, audit_log: Path | None) -> Catalog:
+    """The committed catalog without the source stamps of hot files that are gone now.
+
+    A stamp only serves while its hot file is on disk (telling the superseded copy from a
+    newer one); once removal is done, it is dropped by one more atomic commit (audited), so
+    the catalog stops carrying a path and a sha256 per symbol-day. Unchanged (nothing
+    written) when no stamp is stale.
+    """
+    partitions = {key: _without_stale_stamp(root, p) for key, p in catalog.partitions.items()}
+    if all(partitions[key] is p for key, p in catalog.partitions.items()):
+        return catalog
+    settled = replace(catalog, generation=catalog.generation + 1, partitions=partitions)
+    faults.checkpoint("forgetting-sources")
+    write_catalog(root, settled)
+    audit(
+        root,
+        audit_log,
+        [
+            {
+                "event": EVENT_COMMIT,
+                "archive": str(root.absolute()),
+                "generation": settled.generation,
+                "catalog_sha256": sha256_bytes(settled.to_bytes()),
+                "reason": "forget the source stamps of removed hot files",
+                "symbol_days_moved": 0,
+            }
+        ],
+    )
+    return settled
+
+
 def _without_stale_stamp(root: Path, partition: CatalogPartition) -> CatalogPartition:
     """``partition`` without its source stamp when the hot file it names is gone (removed after
     an earlier commit): only a file still there can be the superseded copy; one written there
@@ -739,7 +772,10 @@ def prune(
     root = Path(archive_root)
     policy = _check_policy(policy)
     with fsio.exclusive_lock(root / LOCK_FILE, what="pruning"):
-        return _remove(root, _garbage(root, policy), audit_log)
+        removed = _remove(root, _garbage(root, policy), audit_log)
+        if not is_books_and_records(root):
+            _forget_gone_sources(root, read_catalog(root), audit_log)
+        return removed
 
 
 def _garbage(root: Path, policy: TierPolicy) -> list[tuple[Path, str]]:

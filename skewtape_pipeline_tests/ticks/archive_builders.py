@@ -120,3 +120,9 @@ def copy_data(source: Path, target: Path) -> Path:
 def files_under(folder: Path) -> list[str]:
     """Relative paths of every file below ``folder``."""
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+def settled_files(folder: Path) -> list[str]:
+    """:func:`files_under` but the audit head's temporary file: a crash while the head is moved
+    leaves it (and the head a record behind, which verification accepts) until the next append."""
+    return [f for f in files_under(folder) if not f.startswith(".audit.jsonl.head.")]

@@ -40,6 +40,7 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     day_ticks,
     expected_rows,
     files_under,
+    settled_files,
     tiers_by_day,
     view_rows,
 )
@@ -136,7 +137,8 @@ def test_retier_when_moving_appends_rewrite_commit_and_removal_to_audit_log(tmp_
     commits = [e for e in events if e["event"] == EVENT_COMMIT]
     removals = [e for e in events if e["event"] == EVENT_REMOVE]
     assert len(rewrites) == len(result.files_written) == 2  # the warm month, the cold year
-    assert len(commits) == 1 and commits[0]["generation"] == 1
+    assert [c["generation"] for c in commits] == [1, 2]  # the move, then forgetting stamps
+    assert commits[1]["symbol_days_moved"] == 0 and "stamps" in commits[1]["reason"]
     assert {resolve(root, e["file"]) for e in removals} == {
         tmp_path / "archive" / os.path.relpath(p, root) for p in result.files_removed
     }
@@ -170,7 +172,7 @@ def test_retier_when_crashing_at_each_step_keeps_every_tick_once_and_rerun_finis
         assert view_rows(work) == expected_rows(), f"after a crash at {names[point]}"
         retier(work, as_of=as_of, policy=POLICY)
         assert view_rows(work) == expected_rows()
-        assert files_under(work.parent) == files_under(clean.parent), (
+        assert settled_files(work.parent) == settled_files(clean.parent), (
             f"rerun after a crash at {names[point]} did not finish the move"
         )
         verify_audit_log(work.parent / "audit.jsonl")

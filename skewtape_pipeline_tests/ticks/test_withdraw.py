@@ -43,6 +43,7 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     day_ticks,
     expected_rows,
     files_under,
+    settled_files,
     tiers_by_day,
     view_rows,
 )
@@ -196,12 +197,8 @@ def test_retier_when_months_exclude_a_withdrawn_day_keeps_it_hidden_and_marked(t
 
 def test_retier_when_crashing_while_purging_withdrawn_days_never_shows_them(tmp_path, no_fsync):
     base = build_archive(tmp_path / "base", as_of=STAGE_1)
-    kept = base.parent / "kept-hot.parquet"
-    os.link(partition_file(base, *COLD_KEY), kept)  # the same inode, size and mtime
-    retier(base, as_of=STAGE_1, policy=POLICY)
-    partition_file(base, *COLD_KEY).parent.mkdir(parents=True)
-    os.link(kept, partition_file(base, *COLD_KEY))  # a superseded hot copy left on disk
-    kept.unlink()
+    with pytest.raises(Crash), faults.installed(_crash_at_name("audited-removals")):
+        retier(base, as_of=STAGE_1, policy=POLICY)  # committed; superseded hot copies stay
     assert partition_file(base, *COLD_KEY) in {h.path for h in archive_state(base).hot_superseded}
     withdraw_symbol_days(base, [COLD_KEY, WARM_KEY])
     wanted = without([COLD_KEY, WARM_KEY])
@@ -224,7 +221,7 @@ def test_retier_when_crashing_while_purging_withdrawn_days_never_shows_them(tmp_
         assert view_rows(work) == wanted, f"after a crash at {name}"
         retier(work, as_of=STAGE_2, policy=POLICY)
         assert view_rows(work) == wanted, f"after the rerun of a crash at {name}"
-        assert files_under(work.parent) == files_under(clean.parent), (
+        assert settled_files(work.parent) == settled_files(clean.parent), (
             f"rerun after a crash at {name} did not finish"
         )
         assert read_catalog(work).withdrawn == frozenset()
@@ -248,6 +245,16 @@ def test_withdraw_when_crashing_before_the_catalog_is_replaced_changes_nothing_v
         assert withdraw_symbol_days(work, [COLD_KEY]) == [COLD_KEY]
         assert view_rows(work) == without([COLD_KEY])
         assert files_under(work) == files_under(clean)  # no temporary left behind
+
+
+def _crash_at_name(name: str):
+    """A hook that raises at the first checkpoint called ``name``."""
+
+    def crash(seen: str) -> None:
+        if seen == name:
+            raise Crash(seen)
+
+    return crash
 
 
 def _crash_at(point: int):
@@ -335,16 +342,17 @@ def test_archive_metrics_when_withdrawn_counts_bytes_on_disk_and_visible_ticks(t
     assert (after.hidden_symbol_days, after.hidden_ticks) == (0, 0)
 
 
-def test_retier_when_moved_hot_files_are_gone_drops_their_stale_stamps(tmp_path, no_fsync):
-    root = retiered(tmp_path)
-    first = read_catalog(root)
-    assert all(p.source is not None for p in first.partitions.values())  # hot files existed
+def test_retier_when_moved_hot_files_are_removed_forgets_their_stamps(tmp_path, no_fsync):
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    with pytest.raises(Crash), faults.installed(_crash_at_name("audited-removals")):
+        retier(root, as_of=STAGE_1, policy=POLICY)  # committed, nothing removed yet
+    stamped = [p for p in read_catalog(root).partitions.values() if p.source is not None]
+    assert stamped and len(stamped) == len(read_catalog(root).partitions)  # hot files exist
 
-    between = STAGE_1 + timedelta(days=4)  # the last day leaves HOT, two days turn cold
-    retier(root, as_of=between, policy=POLICY)
+    retier(root, as_of=STAGE_1, policy=POLICY)  # the rerun removes them, then the stamps
 
-    stamped = {k for k, p in read_catalog(root).partitions.items() if p.source is not None}
-    assert stamped == {(s, DAYS[-1]) for s in SYMBOLS}  # moved by this run: hot files existed
+    assert all(p.source is None for p in read_catalog(root).partitions.values())
+    assert view_rows(root) == expected_rows()
 
 
 def test_retier_when_books_and_records_keeps_stamps_of_retained_hot_files(tmp_path, no_fsync):
