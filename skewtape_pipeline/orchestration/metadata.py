@@ -195,6 +195,7 @@ def retier_run_metadata(result: Any) -> dict[str, dg.MetadataValue]:
         metadata[f"run.{name}"] = dg.MetadataValue.int(metrics[name])
     metadata["run.symbol_days_moved"] = dg.MetadataValue.int(metrics["symbol_days_moved"])
     metadata["run.symbol_days_held"] = dg.MetadataValue.int(metrics["symbol_days_held"])
+    metadata["run.symbol_days_purged"] = dg.MetadataValue.int(metrics["symbol_days_purged"])
     metadata["run.seconds"] = dg.MetadataValue.float(float(metrics["seconds"]))
     return metadata | moves_metadata([])
 

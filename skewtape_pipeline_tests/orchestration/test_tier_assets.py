@@ -22,6 +22,7 @@ from skewtape_pipeline.ticks.catalog import locate
 from skewtape_pipeline.ticks.query import run_query
 from skewtape_pipeline.ticks.snapshot_fills import archive_symbol_days, new_symbols
 from skewtape_pipeline.ticks.tiers import COLD, HOT, WARM, TierPolicy
+from skewtape_pipeline.ticks.withdraw import remove_symbol_days
 
 DAYS = (date(2026, 9, 25), date(2026, 10, 15), date(2026, 11, 5))
 """Archived days: 41 days apart at most, so one as_of puts all of them in the warm tier."""
@@ -152,6 +153,27 @@ def test_tick_archive_tiers_when_symbol_days_move_records_where_each_now_lives(
     )
     again = materializations(rerun, "tick_archive_tiers")["2026-10"]
     assert (again["symbol_days_moved"], again["run.files_written"]) == (0, 0)
+
+
+def test_retier_ticks_when_a_warm_day_was_withdrawn_purges_it_and_reports_it(
+    applied_chain: Path, instance: dg.DagsterInstance
+):
+    archive = archive_days(applied_chain, DAYS[1:2])
+    job = build_definitions(SkewtapeHome(root=str(applied_chain))).resolve_job_def("retier_ticks")
+    run = {"partition_key": "2026-10", "run_config": retier_run_config(TO_WARM)}
+    assert job.execute_in_process(**run, instance=instance).success
+    counts = "SELECT symbol, count(*) AS n FROM ticks GROUP BY symbol ORDER BY symbol"
+    before = {row["symbol"]: row["n"] for row in run_query(counts, archive).to_pylist()}
+    symbol = min(before)
+    remove_symbol_days(archive, [(symbol, DAYS[1])])  # the publisher corrected the day away
+
+    result = job.execute_in_process(**run, instance=instance)
+
+    metadata = materializations(result, "tick_archive_tiers")["2026-10"]
+    assert metadata["run.symbol_days_purged"] == 1
+    assert locate(archive, symbol, DAYS[1]) is None
+    after = {row["symbol"]: row["n"] for row in run_query(counts, archive).to_pylist()}
+    assert after == {s: n for s, n in before.items() if s != symbol}  # the day held all its ticks
 
 
 def test_daily_retier_schedule_when_a_month_ages_requests_it_else_skips(applied_chain: Path):
