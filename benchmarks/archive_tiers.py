@@ -12,7 +12,7 @@ shape, in one run:
    is re-tiered cold with the project's ``lifecycle.retier`` at a far-future date (the default
    ``TierPolicy``: consolidated files, one per year, rows by symbol then time, row groups of
    about 2,048 rows on symbol-day boundaries); the archive's bytes per tick at each stage
-   (``catalog.archive_metrics``) are set against the anchors storing the same ticks as one
+   (``placement.archive_metrics``) are set against the anchors storing the same ticks as one
    whole file (ClickHouse MergeTree with codecs, TKC1 + zstd-19, DuckDB Parquet zstd);
 2. a sample of random symbol-days is queried through the project's view (``query.scan_stats``:
    ``SELECT ts, price, quantity, side FROM ticks WHERE symbol = ? AND date BETWEEN ? AND ?``)
@@ -52,9 +52,10 @@ from bench_util import fmt_float, fmt_int, fmt_ratio, markdown_table, pin_to_one
 from tick_anchors import Part, clickhouse_codecs, duckdb_zstd, fresh_dir, tkc1_zstd19
 from tick_data import BUY, KALSHI_FILE, NS_PER_DAY, SELL, Ticks, decimal_array, load_kalshi
 
-from skewtape_pipeline.ticks.catalog import CATALOG_FILE, archive_metrics
+from skewtape_pipeline.ticks.catalog import CATALOG_FILE
 from skewtape_pipeline.ticks.compact import compact_source
 from skewtape_pipeline.ticks.lifecycle import retier
+from skewtape_pipeline.ticks.placement import archive_metrics
 from skewtape_pipeline.ticks.query import run_query, scan_stats
 from skewtape_pipeline.ticks.sides import KALSHI_TAKER_SIDES
 from skewtape_pipeline.ticks.sources import SourceTicks, read_kalshi_trades, source_from_table

@@ -31,7 +31,7 @@ from skewtape_pipeline.orchestration.resources import ArchiveSettings, SkewtapeH
 from skewtape_pipeline.orchestration.tick_partitions import SYMBOLS, day_partitions
 from skewtape_pipeline.orchestration.tier_assets import retier_run_config
 from skewtape_pipeline.sample.publisher import publish_sample
-from skewtape_pipeline.ticks.catalog import archive_metrics
+from skewtape_pipeline.ticks.placement import archive_metrics
 from skewtape_pipeline.ticks.query import run_query
 from skewtape_pipeline.ticks.snapshot_fills import days_by_activity
 from skewtape_pipeline.ticks.tiers import TIERS

@@ -27,8 +27,8 @@ from skewtape_pipeline.orchestration.metadata import (
 from skewtape_pipeline.orchestration.partitions import month_partitions
 from skewtape_pipeline.orchestration.resources import ArchiveSettings, SkewtapeHome
 from skewtape_pipeline.orchestration.tick_asset import ARCHIVE_POOL
-from skewtape_pipeline.ticks.catalog import archive_metrics
 from skewtape_pipeline.ticks.lifecycle import retier
+from skewtape_pipeline.ticks.placement import archive_metrics
 
 TICK_ARCHIVE_TIERS = dg.AssetKey("tick_archive_tiers")
 TICK_ARCHIVE_STATS = dg.AssetKey("tick_archive_stats")

@@ -1,6 +1,6 @@
 """Re-tiering: symbol-days move to the tier their age calls for, verified, audited, crash-safe.
 
-:func:`plan_retier` compares where every symbol-day lives (``catalog.archive_state``) with
+:func:`plan_retier` compares where every symbol-day lives (``placement.archive_state``) with
 where the tier policy wants it at ``as_of``; :func:`retier` carries the plan out:
 
 1. every consolidated file whose content changes is rewritten whole, from the symbol-days that
@@ -28,7 +28,7 @@ files that are gone (a file written there later is then a newer copy, whatever i
 
 The core never imports dagster: the orchestration layer calls :func:`retier` on a schedule and
 as a backfill (``months`` limits a run to the symbol-days of some months), and
-:func:`~skewtape_pipeline.ticks.catalog.archive_metrics` for the archive-wide metadata.
+:func:`~skewtape_pipeline.ticks.placement.archive_metrics` for the archive-wide metadata.
 """
 
 from __future__ import annotations
@@ -50,19 +50,14 @@ from skewtape_pipeline.hashing import sha256_bytes, sha256_file
 from skewtape_pipeline.ticks.books import audit, check_may_delete, is_books_and_records
 from skewtape_pipeline.ticks.catalog import (
     CATALOG_FILE,
-    ArchiveState,
     Catalog,
     CatalogFile,
     CatalogPartition,
-    HotFile,
     SourceStamp,
     SymbolDayKey,
-    archive_state,
-    locate,
     read_catalog,
     relative_to_root,
     resolve,
-    uncatalogued_files,
     write_catalog,
 )
 from skewtape_pipeline.ticks.consolidate import (
@@ -78,6 +73,13 @@ from skewtape_pipeline.ticks.parquet_store import (
     ensure_archive_schema,
     read_archive_batch,
     read_file_facts,
+)
+from skewtape_pipeline.ticks.placement import (
+    ArchiveState,
+    HotFile,
+    archive_state,
+    locate,
+    uncatalogued_files,
 )
 from skewtape_pipeline.ticks.report import TickStorageCompactionReport, compression_ratio
 from skewtape_pipeline.ticks.tiers import (

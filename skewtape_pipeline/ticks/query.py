@@ -6,7 +6,7 @@ Columns: ``symbol`` (VARCHAR), ``date`` (DATE, the UTC day), ``ts``, ``price``, 
     SELECT ts, price FROM ticks WHERE symbol = ? AND date BETWEEN ? AND ?
 
 answers whatever tier each day is in. The view is built from one reading of the archive's state
-(``catalog.archive_state``): the hot symbol-day files that are the current copy of their day,
+(``placement.archive_state``): the hot symbol-day files that are the current copy of their day,
 read with Hive partitioning (a ``symbol``/``date`` filter skips files by their folder names,
 without opening them), and the warm and cold consolidated files the catalog lists (a filter
 skips row groups by their ``symbol``/``date`` statistics). Files the catalog does not list and
@@ -45,8 +45,9 @@ import duckdb
 import pyarrow as pa
 
 from skewtape_pipeline.errors import ConfigError
-from skewtape_pipeline.ticks.catalog import archive_state, resolve
+from skewtape_pipeline.ticks.catalog import resolve
 from skewtape_pipeline.ticks.parquet_store import ARCHIVE_MARKER
+from skewtape_pipeline.ticks.placement import archive_state
 from skewtape_pipeline.ticks.tiers import COLD, HOT, WARM
 
 VIEW_NAME = "ticks"

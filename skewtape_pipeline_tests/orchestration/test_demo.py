@@ -9,8 +9,8 @@ import pytest
 
 from skewtape_pipeline.mirror.verify import verify_snapshot
 from skewtape_pipeline.orchestration.demo import main, run_demo
-from skewtape_pipeline.ticks.catalog import locate
 from skewtape_pipeline.ticks.parquet_store import partition_file
+from skewtape_pipeline.ticks.placement import locate
 
 
 def test_run_demo_when_root_is_empty_publishes_and_materializes_months_in_order(tmp_path: Path):

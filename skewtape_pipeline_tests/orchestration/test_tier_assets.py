@@ -18,7 +18,7 @@ from skewtape_pipeline.orchestration.tick_partitions import register_symbols
 from skewtape_pipeline.orchestration.tier_assets import retier_run_config
 from skewtape_pipeline.orchestration.tier_schedule import daily_retier_schedule
 from skewtape_pipeline.ticks.books import BOOKS_MARKER, EVENT_REFUSED
-from skewtape_pipeline.ticks.catalog import locate
+from skewtape_pipeline.ticks.placement import locate
 from skewtape_pipeline.ticks.query import run_query
 from skewtape_pipeline.ticks.snapshot_fills import archive_symbol_days, new_symbols
 from skewtape_pipeline.ticks.tiers import COLD, HOT, WARM, TierPolicy

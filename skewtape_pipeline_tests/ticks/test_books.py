@@ -17,9 +17,10 @@ from skewtape_pipeline.ticks.books import (
     enable_books_and_records,
     is_books_and_records,
 )
-from skewtape_pipeline.ticks.catalog import archive_metrics, read_catalog, resolve
+from skewtape_pipeline.ticks.catalog import read_catalog, resolve
 from skewtape_pipeline.ticks.compact import compact_symbol_day
 from skewtape_pipeline.ticks.lifecycle import EVENT_REMOVE, prune, retier
+from skewtape_pipeline.ticks.placement import archive_metrics
 from skewtape_pipeline.ticks.tiers import COLD
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,

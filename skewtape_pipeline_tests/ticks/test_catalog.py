@@ -24,7 +24,6 @@ from skewtape_pipeline.ticks.catalog import (
     CatalogFile,
     CatalogPartition,
     SourceStamp,
-    archive_state,
     catalog_path,
     read_catalog,
     relative_to_root,
@@ -33,6 +32,7 @@ from skewtape_pipeline.ticks.catalog import (
 )
 from skewtape_pipeline.ticks.lifecycle import retier
 from skewtape_pipeline.ticks.parquet_store import partition_file
+from skewtape_pipeline.ticks.placement import archive_state
 from skewtape_pipeline_tests.ticks.archive_builders import DAYS, POLICY, build_archive
 
 SHA = "ab" * 32

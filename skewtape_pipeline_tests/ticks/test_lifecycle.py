@@ -12,13 +12,7 @@ import pytest
 from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.errors import ApplyInProgressError, ConfigError, TickFormatError
-from skewtape_pipeline.ticks.catalog import (
-    archive_metrics,
-    locate,
-    read_catalog,
-    resolve,
-    scan_hot_files,
-)
+from skewtape_pipeline.ticks.catalog import read_catalog, resolve
 from skewtape_pipeline.ticks.compact import compact_symbol_day
 from skewtape_pipeline.ticks.consolidate import read_consolidated_file
 from skewtape_pipeline.ticks.lifecycle import (
@@ -30,6 +24,7 @@ from skewtape_pipeline.ticks.lifecycle import (
     relocated_report,
     retier,
 )
+from skewtape_pipeline.ticks.placement import archive_metrics, locate, scan_hot_files
 from skewtape_pipeline.ticks.tiers import COLD, HOT, WARM
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,

@@ -10,8 +10,8 @@ import duckdb
 import pytest
 
 from skewtape_pipeline.errors import ConfigError
-from skewtape_pipeline.ticks.catalog import archive_state
 from skewtape_pipeline.ticks.lifecycle import retier
+from skewtape_pipeline.ticks.placement import archive_state
 from skewtape_pipeline.ticks.query import (
     VIEW_COLUMNS,
     open_ticks_view,

@@ -14,19 +14,18 @@ from skewtape_pipeline import faults
 from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.errors import ConfigError, WriteOnceError
 from skewtape_pipeline.ticks.books import EVENT_REFUSED, enable_books_and_records
-from skewtape_pipeline.ticks.catalog import (
-    archive_metrics,
-    archive_state,
-    locate,
-    locations,
-    read_catalog,
-    resolve,
-    scan_hot_files,
-)
+from skewtape_pipeline.ticks.catalog import read_catalog, resolve
 from skewtape_pipeline.ticks.compact import compact_symbol_day
 from skewtape_pipeline.ticks.consolidate import read_consolidated_file
 from skewtape_pipeline.ticks.lifecycle import retier
 from skewtape_pipeline.ticks.parquet_store import partition_file
+from skewtape_pipeline.ticks.placement import (
+    archive_metrics,
+    archive_state,
+    locate,
+    locations,
+    scan_hot_files,
+)
 from skewtape_pipeline.ticks.tiers import COLD, HOT, WARM
 from skewtape_pipeline.ticks.withdraw import (
     EVENT_WITHDRAW,
