@@ -11,7 +11,7 @@ shape, in one run:
    tier's settings, as if each day had been compacted when it arrived), then the whole archive
    is re-tiered cold with the project's ``lifecycle.retier`` at a far-future date (the default
    ``TierPolicy``: consolidated files, one per year, rows by symbol then time, row groups of
-   about 2,048 rows on symbol-day boundaries); the archive's bytes per tick at each stage
+   about 8,192 rows on symbol-day boundaries); the archive's bytes per tick at each stage
    (``placement.archive_metrics``) are set against the anchors storing the same ticks as one
    whole file (ClickHouse MergeTree with codecs, TKC1 + zstd-19, DuckDB Parquet zstd);
 2. a sample of random symbol-days is queried through the project's view (``query.scan_stats``:
@@ -78,8 +78,8 @@ ANCHORS: dict[str, Callable[[list[Part], Path], int]] = {
     "Parquet, DuckDB zstd": duckdb_zstd,
     "ClickHouse codecs + ZSTD(19)": clickhouse_codecs,
 }
-DEFAULT_LEVERS = "year:8192,year:32768,month:2048"
-DEFAULT_SYNTHETIC_LEVERS = "year:8192,year:32768"  # month: ~90 s more, fails reads (see README)
+DEFAULT_LEVERS = "year:2048,year:32768,month:2048"
+DEFAULT_SYNTHETIC_LEVERS = "year:2048,year:32768"  # month: ~90 s more, fails reads (see README)
 
 
 # --- datasets -----------------------------------------------------------------------------------
@@ -587,7 +587,11 @@ READ_HEADERS = [
 def read_table(outcomes: list[Outcome], samples: int) -> str:
     rows = []
     for o in outcomes:
-        default = f"**{o.dataset.name}, default (year, ~2,048)**"
+        cold = TierPolicy().cold
+        default = (
+            f"**{o.dataset.name}, default ({cold.layout or 'year'}, "
+            f"~{cold.consolidated_row_group_size:,})**"
+        )
         rows.append(read_row(default, o, o.reads, o.stages[1]))
         for lever in o.levers:
             name = f"{o.dataset.name}, {lever.layout}, ~{lever.row_group_target:,}"

@@ -28,7 +28,7 @@ Configuration file (TOML or JSON, every key optional)::
     consolidated_row_group_size = 2048
     root = "archive-warm"          # default: beside the archive root
     ...
-    [cold]
+    [cold]                         # defaults: zstd 19, layout "year", row groups of 8192
     ...
 
 Standard library only.
@@ -164,7 +164,11 @@ def _default_warm() -> TierSettings:
 
 
 def _default_cold() -> TierSettings:
-    return TierSettings(compression_level=19, encoding_sample_rows=1_048_576)
+    # Larger row groups than warm: smaller files, and at scale fewer footer bytes per query
+    # (measured in benchmarks/archive_tiers.py: 2.5% worst read share against 4.0% at 2,048).
+    return TierSettings(
+        compression_level=19, encoding_sample_rows=1_048_576, consolidated_row_group_size=8_192
+    )
 
 
 @dataclass(frozen=True)
