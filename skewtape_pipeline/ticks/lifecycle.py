@@ -648,27 +648,36 @@ def _commit(
     audit_log: Path | None,
 ) -> None:
     """Replace the catalog (one atomic rename), then audit the commit."""
-    write_catalog(root, catalog)
-    audit(
+    _write_catalog_audited(
         root,
+        catalog,
         audit_log,
-        [
-            {
-                "event": EVENT_COMMIT,
-                "archive": str(root.absolute()),
-                "generation": catalog.generation,
-                "catalog_sha256": sha256_bytes(catalog.to_bytes()),
-                "symbol_days_moved": len(plan.moves),
-                "symbol_days_dropped": len(plan.dropped),
-                "symbol_days_purged": len(plan.purged),
-                "files_written": [relative_to_root(root, w.file.path) for w in written],
-                "files_unlisted": sorted(
-                    {old for w in written for old in w.rewrite.replaces} | set(plan.emptied)
-                ),
-            }
-        ],
+        {
+            "symbol_days_moved": len(plan.moves),
+            "symbol_days_dropped": len(plan.dropped),
+            "symbol_days_purged": len(plan.purged),
+            "files_written": [relative_to_root(root, w.file.path) for w in written],
+            "files_unlisted": sorted(
+                {old for w in written for old in w.rewrite.replaces} | set(plan.emptied)
+            ),
+        },
     )
     faults.checkpoint("committed")
+
+
+def _write_catalog_audited(
+    root: Path, catalog: Catalog, audit_log: Path | None, details: dict[str, Any]
+) -> None:
+    """Replace the catalog atomically, then append its commit (sha256 of its bytes and
+    ``details``) to the audit log."""
+    write_catalog(root, catalog)
+    record = {
+        "event": EVENT_COMMIT,
+        "archive": str(root.absolute()),
+        "generation": catalog.generation,
+        "catalog_sha256": sha256_bytes(catalog.to_bytes()),
+    }
+    audit(root, audit_log, [record | details])
 
 
 def _next_catalog(root: Path, plan: RetierPlan, written: Sequence[_Written]) -> Catalog:
@@ -727,21 +736,8 @@ def _forget_gone_sources(root: Path, catalog: Catalog, audit_log: Path | None) -
         return catalog
     settled = replace(catalog, generation=catalog.generation + 1, partitions=partitions)
     faults.checkpoint("forgetting-sources")
-    write_catalog(root, settled)
-    audit(
-        root,
-        audit_log,
-        [
-            {
-                "event": EVENT_COMMIT,
-                "archive": str(root.absolute()),
-                "generation": settled.generation,
-                "catalog_sha256": sha256_bytes(settled.to_bytes()),
-                "reason": "forget the source stamps of removed hot files",
-                "symbol_days_moved": 0,
-            }
-        ],
-    )
+    reason = "forget the source stamps of removed hot files"
+    _write_catalog_audited(root, settled, audit_log, {"reason": reason, "symbol_days_moved": 0})
     return settled
 
 
