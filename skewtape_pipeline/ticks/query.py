@@ -1,11 +1,16 @@
 """One logical table over every tier: the DuckDB view ``ticks``.
 
 Columns: ``symbol`` (VARCHAR), ``date`` (DATE, the UTC day), ``ts``, ``price``, ``quantity``,
-``side`` (as stored), and ``tier`` (HOT, WARM or COLD). So::
+``side`` (as stored), ``tier`` (HOT, WARM or COLD), and ``year``, ``month`` (INTEGER, of
+``date``). So::
 
     SELECT ts, price FROM ticks WHERE symbol = ? AND date BETWEEN ? AND ?
 
-answers whatever tier each day is in. The view is built from one reading of the archive's state
+answers whatever tier each day is in. ``year`` and ``month`` are the files' folder names where
+the layout has them (``year=`` for every file, ``month=`` for hot and month-layout files): adding
+``AND year = 2025`` (and ``month``) to a query lets DuckDB skip a consolidated file of another
+period without opening it, which a filter on ``date`` alone cannot (it is checked against each
+opened file's statistics). The view is built from one reading of the archive's state
 (``placement.archive_state``): the hot symbol-day files that are the current copy of their day,
 read with Hive partitioning (a ``symbol``/``date`` filter skips files by their folder names,
 without opening them), and the warm and cold consolidated files the catalog lists (a filter
@@ -21,13 +26,15 @@ changes, e.g. after re-tiering removed the files an older view names.
 Plain DuckDB equivalent of one archive's view (what :func:`ticks_view_sql` returns)::
 
     CREATE VIEW ticks AS
-    SELECT symbol, date, ts, price, quantity, side, 'HOT' AS tier
+    SELECT symbol, date, ts, price, quantity, side, 'HOT' AS tier, year, month
       FROM read_parquet([<hot files>], hive_partitioning = true,
                         hive_types = {'symbol': VARCHAR, 'year': INTEGER, 'month': INTEGER,
                                       'date': DATE})
     UNION ALL BY NAME
-    SELECT symbol, date, ts, price, quantity, side, 'COLD' AS tier
-      FROM read_parquet([<cold files>], hive_partitioning = false)
+    SELECT symbol, date, ts, price, quantity, side, 'COLD' AS tier, year,
+           CAST(month(date) AS INTEGER) AS month
+      FROM read_parquet([<cold files of year=YYYY/>], hive_partitioning = true,
+                        hive_types = {'year': INTEGER})
       ANTI JOIN (VALUES ('<symbol>', DATE '<day>'), ...) AS hidden(symbol, date)
       USING (symbol, date)
     ...
@@ -45,13 +52,13 @@ import duckdb
 import pyarrow as pa
 
 from skewtape_pipeline.errors import ConfigError
-from skewtape_pipeline.ticks.catalog import resolve
+from skewtape_pipeline.ticks.catalog import Catalog, resolve
 from skewtape_pipeline.ticks.parquet_store import ARCHIVE_MARKER
 from skewtape_pipeline.ticks.placement import archive_state
 from skewtape_pipeline.ticks.tiers import COLD, HOT, WARM
 
 VIEW_NAME = "ticks"
-VIEW_COLUMNS = ("symbol", "date", "ts", "price", "quantity", "side", "tier")
+VIEW_COLUMNS = ("symbol", "date", "ts", "price", "quantity", "side", "tier", "year", "month")
 HIVE_TYPES = "{'symbol': 'VARCHAR', 'year': 'INTEGER', 'month': 'INTEGER', 'date': 'DATE'}"
 
 Roots = Path | str | Sequence[Path | str]
@@ -75,21 +82,44 @@ def ticks_view_sql(roots: Roots, *, name: str = VIEW_NAME) -> str:
         hot = [str(h.path.absolute()) for h in state.hot_live]
         if hot:
             branches.append(
-                f"SELECT symbol, date, ts, price, quantity, side, '{HOT}' AS tier "
+                f"SELECT {_COMMON}, '{HOT}' AS tier, year, month "
                 f"FROM read_parquet({_list(hot)}, hive_partitioning = true, "
                 f"hive_types = {HIVE_TYPES})"
             )
         for tier in (WARM, COLD):
-            files = [str(resolve(root, rel)) for rel in state.consolidated_files(tier)]
             hidden = sorted(k for k in state.hidden if state.catalog.partitions[k].tier == tier)
-            if files:
-                branches.append(
-                    f"SELECT symbol, date, ts, price, quantity, side, '{tier}' AS tier "
-                    f"FROM read_parquet({_list(files)}, hive_partitioning = false)" + _hide(hidden)
-                )
+            by_folders = _files_by_folder_keys(root, state.catalog, tier)
+            for monthly, files in sorted(by_folders.items()):
+                branches.append(_consolidated_branch(tier, files, monthly=monthly) + _hide(hidden))
     if not branches:
         branches.append(_empty_select(_roots(roots)))
     return f"CREATE OR REPLACE VIEW {name} AS\n" + "\nUNION ALL BY NAME\n".join(branches)
+
+
+_COMMON = "symbol, date, ts, price, quantity, side"
+
+
+def _files_by_folder_keys(root: Path, catalog: Catalog, tier: str) -> dict[bool, list[str]]:
+    """The tier's consolidated files, split by whether their folders name a month
+    (``year=/month=``, True) or a year only (``year=``, False): one scan cannot mix them."""
+    out: dict[bool, list[str]] = {}
+    for item in sorted(catalog.files.values(), key=lambda f: f.path):
+        if item.tier == tier:
+            out.setdefault("-" in item.period, []).append(str(resolve(root, item.path)))
+    return out
+
+
+def _consolidated_branch(tier: str, files: list[str], *, monthly: bool) -> str:
+    """One scan of consolidated files: ``year`` (and ``month``) from their folders, so a filter
+    on them skips files unopened; a yearly file's ``month`` is computed from ``date``."""
+    if monthly:
+        folders, types = "year, month", "{'year': 'INTEGER', 'month': 'INTEGER'}"
+    else:
+        folders, types = "year, CAST(month(date) AS INTEGER) AS month", "{'year': 'INTEGER'}"
+    return (
+        f"SELECT {_COMMON}, '{tier}' AS tier, {folders} FROM read_parquet({_list(files)}, "
+        f"hive_partitioning = true, hive_types = {types})"
+    )
 
 
 def open_ticks_view(
@@ -239,5 +269,6 @@ def _empty_select(roots: list[Path]) -> str:
         "SELECT NULL::VARCHAR AS symbol, NULL::DATE AS date, "
         f"NULL::{ts_type} AS ts, "
         f"NULL::DECIMAL(18, {price_scale}) AS price, NULL::{quantity} AS quantity, "
-        "NULL::VARCHAR AS side, NULL::VARCHAR AS tier WHERE false"
+        "NULL::VARCHAR AS side, NULL::VARCHAR AS tier, NULL::INTEGER AS year, "
+        "NULL::INTEGER AS month WHERE false"
     )

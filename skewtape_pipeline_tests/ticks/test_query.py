@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from datetime import timedelta
+from datetime import date, timedelta
 from decimal import Decimal
 
 import duckdb
@@ -119,3 +119,33 @@ def test_scan_stats_when_many_symbol_days_hidden_still_skips_row_groups(tmp_path
     assert stats.row_groups_scanned <= 2 < stats.row_groups_total // 2
     everything = run_query("SELECT symbol, date, count(*) AS n FROM ticks GROUP BY ALL", root)
     assert everything.to_pylist() == [{"symbol": symbol, "date": day, "n": stats.rows}]
+
+
+def test_scan_stats_when_year_filter_given_skips_cold_files_of_other_years_unopened(
+    tmp_path, no_fsync
+):
+    days = (date(2025, 12, 30), date(2026, 1, 2))
+    as_of = days[-1] + timedelta(days=60)
+    root = build_archive(tmp_path, as_of=as_of, days=days)
+    retier(root, as_of=as_of, policy=POLICY)
+    assert len(archive_state(root).consolidated_files(COLD)) == 2  # one per year
+    symbol, day = "ES", days[1]
+
+    stats = scan_stats(SYMBOL_DATE + " AND year = ?", root, parameters=[symbol, day, day, 2026])
+
+    assert stats.rows == len(day_ticks(symbol, day))
+    assert (stats.files_scanned, stats.files_total) == (1, 2)
+
+
+def test_run_query_when_days_in_every_tier_year_and_month_match_the_date(tmp_path, no_fsync):
+    as_of = DAYS[-1] + timedelta(days=1)
+    root = build_archive(tmp_path, as_of=as_of)
+    retier(root, as_of=as_of, policy=POLICY)
+    table = run_query(
+        "SELECT tier, count(*) AS n, count(*) FILTER (year = year(date) AND month = month(date))"
+        " AS right FROM ticks GROUP BY tier",
+        root,
+    )
+    rows = table.to_pylist()
+    assert {r["tier"] for r in rows} == {"HOT", "WARM", "COLD"}
+    assert all(r["n"] == r["right"] > 0 for r in rows)
