@@ -265,6 +265,9 @@ class Reads:
     """The least DuckDB reads to answer any query from one file of the tier: the smallest of
     the tier's files, queried alone for an absent symbol (the reader's fixed tail read)."""
 
+    shares_with_year: list[float]
+    """Shares read by the same queries with ``AND year = <the day's year>`` added."""
+
     @property
     def floor_share(self) -> float:
         return self.one_file_floor / self.tier_bytes
@@ -393,12 +396,16 @@ def measure_reads(
     files = cold_files(root)
     tier_bytes = sum(f.stat().st_size for f in files)
     footer = sum(pq.read_metadata(f).serialized_size + 8 for f in files)
-    shares, read, groups, wrong = [], [], [], 0
+    shares, read, groups, wrong, with_year = [], [], [], 0, []
     worst: tuple[str, dt.date, int] | None = None
     for symbol, day in samples:
         stats = scan_stats(QUERY_SQL, root, parameters=[symbol, day, day])
-        if stats.rows != counts[(symbol, day)]:
+        pruned = scan_stats(
+            QUERY_SQL + " AND year = ?", root, parameters=[symbol, day, day, day.year]
+        )
+        if stats.rows != counts[(symbol, day)] or pruned.rows != stats.rows:
             wrong += 1
+        with_year.append(pruned.bytes_read / tier_bytes)
         shares.append(stats.bytes_read / tier_bytes)
         read.append(stats.bytes_read)
         groups.append((stats.row_groups_scanned, stats.row_groups_total))
@@ -407,7 +414,9 @@ def measure_reads(
     day = samples[0][1]
     empty = scan_stats(QUERY_SQL, root, parameters=[ABSENT_SYMBOL, day, day]).bytes_read
     floor = min(bytes_read_alone(f) for f in files)
-    return Reads(tier_bytes, len(files), footer, shares, read, groups, wrong, worst, empty, floor)
+    return Reads(
+        tier_bytes, len(files), footer, shares, read, groups, wrong, worst, empty, floor, with_year
+    )
 
 
 def bytes_read_alone(path: Path) -> int:
@@ -556,6 +565,7 @@ def read_row(name: str, o: Outcome, reads: Reads, stage: Stage) -> list[object]:
         f"{statistics.median(shares):.2%}",
         f"{statistics.mean(shares):.2%}",
         f"{max(shares):.2%}",
+        f"{statistics.median(reads.shares_with_year):.2%}",
         f"{reads.empty_read / reads.tier_bytes:.2%}",
         f"{reads.floor_share:.2%}",
         "yes" if not reads.wrong_rows else f"NO ({reads.wrong_rows} wrong)",
@@ -576,6 +586,7 @@ READ_HEADERS = [
     "median share",
     "mean share",
     "worst share",
+    "median share, + year",
     "no-match query",
     "one-file floor",
     "rows right",
@@ -599,7 +610,9 @@ def read_table(outcomes: list[Outcome], samples: int) -> str:
     return (
         f"#### Symbol-date queries on the cold tier ({samples} random symbol-days each)\n\n"
         f"`{QUERY_SQL}` through `scan_stats` (DuckDB's profile: bytes read, footers included; "
-        "row groups summed over the files). Footers: the files' Parquet footers. No-match "
+        "row groups summed over the files). Footers: the files' Parquet footers. + year: the "
+        "same queries with `AND year = ?` (the day's year), which skips other years' files "
+        "unopened. No-match "
         "query: the same query for a symbol the tier does not hold (what opening the files "
         "costs). One-file floor: the least DuckDB reads to answer any query from a single file "
         "of the tier (the smallest file alone, no row matching): its reader reads the last "
