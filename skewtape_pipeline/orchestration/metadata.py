@@ -268,7 +268,9 @@ def archive_metrics_metadata(metrics: Any) -> dict[str, dg.MetadataValue]:
         )
     lines.append(
         f"\n{flat['retained_files']} superseded file(s), {flat['retained_bytes']} bytes, "
-        "retained on disk (outside the query view)."
+        "retained on disk (outside the query view); "
+        f"{flat['hidden_symbol_days']} symbol-day(s), {flat['hidden_ticks']} ticks, hidden in "
+        "consolidated files (withdrawn, or overridden by a newer hot file) until re-tiering."
     )
     metadata["summary"] = dg.MetadataValue.md("\n".join(lines))
     return metadata

@@ -171,6 +171,8 @@ def test_retier_ticks_when_a_warm_day_was_withdrawn_purges_it_and_reports_it(
 
     metadata = materializations(result, "tick_archive_tiers")["2026-10"]
     assert metadata["run.symbol_days_purged"] == 1
+    [stats] = materializations(result, "tick_archive_stats").values()
+    assert stats["hidden_symbol_days"] == stats["hidden_ticks"] == 0  # purged, not hidden
     assert locate(archive, symbol, DAYS[1]) is None
     after = {row["symbol"]: row["n"] for row in run_query(counts, archive).to_pylist()}
     assert after == {s: n for s, n in before.items() if s != symbol}  # the day held all its ticks
