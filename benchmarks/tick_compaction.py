@@ -10,6 +10,10 @@ the bars. Ours uses the configuration a user would pass for each source (timesta
 scales, checked exact on the data); the line under each table title says which. Everything
 runs on one pinned CPU; scratch files go under ``--workdir`` (a fresh temporary folder by
 default) and are removed unless ``--keep``.
+
+Its archive lifecycle part (the real Kalshi file split into symbol-days, written hot, re-tiered
+cold, then queried by symbol and date through the ``ticks`` view, against the same anchors
+stored whole) is ``archive_tiers.py``, which ``make bench`` runs after this one.
 """
 
 from __future__ import annotations
