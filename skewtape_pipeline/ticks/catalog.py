@@ -298,13 +298,27 @@ def _check_storable(catalog: Catalog) -> None:
                 raise ValueError(f"{where}.file: {item.file!r} is not a listed file")
             if item.tier != listed.tier:
                 raise ValueError(f"{where}.tier: {item.tier!r}, its file is {listed.tier}")
-            if item.source is not None and not is_sha256_hex(item.source.sha256):
-                raise ValueError(f"{where}.source.sha256: {item.source.sha256!r} is not a sha256")
+            if not item.symbol:
+                raise ValueError(f"{where}.symbol: {item.symbol!r}, expected a symbol")
+            _check_counts(item, ("rows", "byte_share"), where)
+            if item.source is not None:
+                if not is_sha256_hex(item.source.sha256):
+                    raise ValueError(
+                        f"{where}.source.sha256: {item.source.sha256!r} is not a sha256"
+                    )
+                _check_counts(item.source, ("size", "inode"), f"{where}.source")
         for symbol, day in sorted(catalog.withdrawn):
             if (symbol, day) not in catalog.partitions:
                 raise ValueError(f"withdrawn: {symbol} {day} is not a catalogued symbol-day")
     except ValueError as exc:
         raise TickFormatError(f"catalog generation {generation}: field {exc}") from None
+
+
+def _check_counts(item: object, names: tuple[str, ...], where: str) -> None:
+    for name in names:
+        value = getattr(item, name)
+        if not _is_count(value):
+            raise ValueError(f"{where}.{name}: {value!r}, expected an int >= 0")
 
 
 def _source_values(partition: CatalogPartition) -> tuple[Any, ...]:

@@ -10,15 +10,19 @@ answers whatever tier each day is in. ``year`` and ``month`` are the files' fold
 the layout has them (``year=`` for every file, ``month=`` for hot and month-layout files): adding
 ``AND year = 2025`` (and ``month``) to a query lets DuckDB skip a consolidated file of another
 period without opening it, which a filter on ``date`` alone cannot (it is checked against each
-opened file's statistics). The view is built from one reading of the archive's state
-(``placement.archive_state``): the hot symbol-day files that are the current copy of their day,
-read with Hive partitioning (a ``symbol``/``date`` filter skips files by their folder names,
-without opening them), and the warm and cold consolidated files the catalog lists (a filter
-skips row groups by their ``symbol``/``date`` statistics). Files the catalog does not list and
-hot files it supersedes are never read, and the catalogued symbol-days whose consolidated copy
-is hidden (overridden by a newer hot file, or withdrawn) are left out of their file's branch by
-an anti-join against a ``VALUES`` list (one hash join, however many; filters still reach the
-Parquet scan), so every tick appears exactly once and a withdrawn one never.
+opened file's statistics). Where a folder above the partition folders is itself named
+``key=value``, ``year`` and ``month`` are computed from ``date`` instead (and consolidated files
+are read without Hive keys), since DuckDB would read that folder's value for them.
+
+The view is built from one reading of the archive's state (``placement.archive_state``): the hot
+symbol-day files that are the current copy of their day, read with Hive partitioning (a
+``symbol``/``date`` filter skips files by their folder names, without opening them), and the warm
+and cold consolidated files the catalog lists (a filter skips row groups by their
+``symbol``/``date`` statistics). Files the catalog does not list and hot files it supersedes are
+never read, and the catalogued symbol-days whose consolidated copy is hidden (overridden by a newer
+hot file, or withdrawn) are left out of their file's branch by an anti-join against a ``VALUES``
+list (one hash join, however many; filters still reach the Parquet scan), so every tick appears
+exactly once and a withdrawn one never.
 
 The view lists files; open it again (or use :func:`run_query`, which does) after the archive
 changes, e.g. after re-tiering removed the files an older view names.
@@ -81,44 +85,65 @@ def ticks_view_sql(roots: Roots, *, name: str = VIEW_NAME) -> str:
         state = archive_state(root)
         hot = [str(h.path.absolute()) for h in state.hot_live]
         if hot:
+            folders = "year, month" if _no_keys_above(Path(root).absolute()) else _YEAR_MONTH
             branches.append(
-                f"SELECT {_COMMON}, '{HOT}' AS tier, year, month "
+                f"SELECT {_COMMON}, '{HOT}' AS tier, {folders} "
                 f"FROM read_parquet({_list(hot)}, hive_partitioning = true, "
                 f"hive_types = {HIVE_TYPES})"
             )
         for tier in (WARM, COLD):
             hidden = sorted(k for k in state.hidden if state.catalog.partitions[k].tier == tier)
             by_folders = _files_by_folder_keys(root, state.catalog, tier)
-            for monthly, files in sorted(by_folders.items()):
-                branches.append(_consolidated_branch(tier, files, monthly=monthly) + _hide(hidden))
+            for (monthly, hive), files in sorted(by_folders.items()):
+                branch = _consolidated_branch(tier, files, monthly=monthly, hive=hive)
+                branches.append(branch + _hide(hidden))
     if not branches:
         branches.append(_empty_select(_roots(roots)))
     return f"CREATE OR REPLACE VIEW {name} AS\n" + "\nUNION ALL BY NAME\n".join(branches)
 
 
 _COMMON = "symbol, date, ts, price, quantity, side"
+_YEAR_MONTH = "CAST(year(date) AS INTEGER) AS year, CAST(month(date) AS INTEGER) AS month"
 
 
-def _files_by_folder_keys(root: Path, catalog: Catalog, tier: str) -> dict[bool, list[str]]:
-    """The tier's consolidated files, split by whether their folders name a month
-    (``year=/month=``, True) or a year only (``year=``, False): one scan cannot mix them."""
-    out: dict[bool, list[str]] = {}
+def _no_keys_above(folder: Path) -> bool:
+    """True when no folder of ``folder``'s path is named like ``key=value``. DuckDB reads Hive
+    keys from the whole path, the first of a repeated key winning: such a folder above the
+    partition folders would replace ``symbol``, ``date``, ``year`` ... with its value."""
+    return "=" not in str(folder)
+
+
+def _files_by_folder_keys(
+    root: Path, catalog: Catalog, tier: str
+) -> dict[tuple[bool, bool], list[str]]:
+    """The tier's consolidated files by (monthly, hive): whether their folders name a month
+    (``year=/month=``) or a year only (``year=``), and whether the folders above those are
+    free of ``key=value`` names (:func:`_no_keys_above`); one scan cannot mix them."""
+    out: dict[tuple[bool, bool], list[str]] = {}
     for item in sorted(catalog.files.values(), key=lambda f: f.path):
         if item.tier == tier:
-            out.setdefault("-" in item.period, []).append(str(resolve(root, item.path)))
+            path = resolve(root, item.path)
+            monthly = "-" in item.period
+            hive = _no_keys_above(path.parents[2 if monthly else 1])
+            out.setdefault((monthly, hive), []).append(str(path))
     return out
 
 
-def _consolidated_branch(tier: str, files: list[str], *, monthly: bool) -> str:
+def _consolidated_branch(tier: str, files: list[str], *, monthly: bool, hive: bool) -> str:
     """One scan of consolidated files: ``year`` (and ``month``) from their folders, so a filter
-    on them skips files unopened; a yearly file's ``month`` is computed from ``date``."""
-    if monthly:
-        folders, types = "year, month", "{'year': 'INTEGER', 'month': 'INTEGER'}"
+    on them skips files unopened; a yearly file's ``month`` is computed from ``date``. Without
+    ``hive`` (a ``key=value`` folder above theirs) both are computed and no file is skipped."""
+    if not hive:
+        folders, options = _YEAR_MONTH, "hive_partitioning = false"
+    elif monthly:
+        folders = "year, month"
+        options = "hive_partitioning = true, hive_types = {'year': 'INTEGER', 'month': 'INTEGER'}"
     else:
-        folders, types = "year, CAST(month(date) AS INTEGER) AS month", "{'year': 'INTEGER'}"
+        folders = "year, CAST(month(date) AS INTEGER) AS month"
+        options = "hive_partitioning = true, hive_types = {'year': 'INTEGER'}"
     return (
-        f"SELECT {_COMMON}, '{tier}' AS tier, {folders} FROM read_parquet({_list(files)}, "
-        f"hive_partitioning = true, hive_types = {types})"
+        f"SELECT {_COMMON}, '{tier}' AS tier, {folders} "
+        f"FROM read_parquet({_list(files)}, {options})"
     )
 
 

@@ -14,7 +14,7 @@ In ``books_and_records`` mode both refuse (audited): records are never removed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from datetime import date, datetime
 from pathlib import Path
@@ -56,7 +56,9 @@ def remove_symbol_days(
 ) -> list[Removal]:
     """Take symbol-days out of the archive: withdraw their consolidated copy, remove their hot
     file. Withdrawal comes first, so a crash between leaves the day hidden or gone, never
-    half-visible; a rerun finishes. Idempotent. Returns one :class:`Removal` per key, sorted.
+    half-visible; a rerun finishes. Both happen under the re-tiering lock, so a re-tiering
+    cannot move a hot file being removed back into a consolidated file. Idempotent. Returns
+    one :class:`Removal` per key, sorted.
 
     Raises
     ------
@@ -75,17 +77,15 @@ def remove_symbol_days(
         hot = partition_file(root, *key)
         if hot.exists() or key in catalogued:
             check_may_delete(root, hot, why=_why(key), audit_log=audit_log)
-    withdrawn = set(
-        withdraw_symbol_days(root, wanted, audit_log=audit_log, lock_timeout=lock_timeout)
-    )
-    return [
-        Removal(
-            *key,
-            removed_file=fsio.atomic_unlink(partition_file(root, *key)),
-            withdrawn=key in withdrawn,
-        )
-        for key in wanted
-    ]
+    hot_files = [partition_file(root, *key) for key in wanted]
+    if not any(hot.exists() for hot in hot_files) and not _to_withdraw(read_catalog(root), wanted):
+        return [Removal(*key, removed_file=False, withdrawn=False) for key in wanted]
+    with fsio.exclusive_lock(root / LOCK_FILE, timeout=lock_timeout, what="removing"):
+        withdrawn = set(_withdraw_locked(root, wanted, audit_log))
+        return [
+            Removal(*key, removed_file=fsio.atomic_unlink(hot), withdrawn=key in withdrawn)
+            for key, hot in zip(wanted, hot_files, strict=True)
+        ]
 
 
 def _why(key: SymbolDayKey) -> str:
@@ -126,42 +126,49 @@ def withdraw_symbol_days(
     if not _to_withdraw(read_catalog(root), wanted):
         return []  # nothing to do: no lock taken, nothing written
     with fsio.exclusive_lock(root / LOCK_FILE, timeout=lock_timeout, what="withdrawing"):
-        remove_stale_catalog_temps(root)
-        catalog = read_catalog(root)
-        new = _to_withdraw(catalog, wanted)
-        if not new:
-            return []
-        files = sorted({catalog.partitions[key].file for key in new})
-        check_may_delete(
-            root,
-            resolve(root, files[0]),
-            why=f"withdrawing {len(new)} symbol-day(s) from its consolidated copy "
-            f"(first: {new[0][0]} {new[0][1].isoformat()})",
-            audit_log=audit_log,
-        )
-        updated = replace(
-            catalog, generation=catalog.generation + 1, withdrawn=catalog.withdrawn | set(new)
-        )
-        audit(
-            root,
-            audit_log,
-            [
-                {
-                    "event": EVENT_WITHDRAW,
-                    "archive": str(root.absolute()),
-                    "generation": updated.generation,
-                    "symbol_days": [[symbol, day.isoformat()] for symbol, day in new],
-                    "files": files,
-                    "reason": "the publisher corrected all their ticks away",
-                }
-            ],
-        )
-        faults.checkpoint("audited-withdrawal")
-        write_catalog(root, updated)
+        return _withdraw_locked(root, wanted, audit_log)
+
+
+def _withdraw_locked(
+    root: Path, wanted: Collection[SymbolDayKey], audit_log: Path | None
+) -> list[SymbolDayKey]:
+    """:func:`withdraw_symbol_days` once the lock is held."""
+    remove_stale_catalog_temps(root)
+    catalog = read_catalog(root)
+    new = _to_withdraw(catalog, wanted)
+    if not new:
+        return []
+    files = sorted({catalog.partitions[key].file for key in new})
+    check_may_delete(
+        root,
+        resolve(root, files[0]),
+        why=f"withdrawing {len(new)} symbol-day(s) from its consolidated copy "
+        f"(first: {new[0][0]} {new[0][1].isoformat()})",
+        audit_log=audit_log,
+    )
+    updated = replace(
+        catalog, generation=catalog.generation + 1, withdrawn=catalog.withdrawn | set(new)
+    )
+    audit(
+        root,
+        audit_log,
+        [
+            {
+                "event": EVENT_WITHDRAW,
+                "archive": str(root.absolute()),
+                "generation": updated.generation,
+                "symbol_days": [[symbol, day.isoformat()] for symbol, day in new],
+                "files": files,
+                "reason": "the publisher corrected all their ticks away",
+            }
+        ],
+    )
+    faults.checkpoint("audited-withdrawal")
+    write_catalog(root, updated)
     return new
 
 
-def _to_withdraw(catalog: Catalog, keys: set[SymbolDayKey]) -> list[SymbolDayKey]:
+def _to_withdraw(catalog: Catalog, keys: Collection[SymbolDayKey]) -> list[SymbolDayKey]:
     return sorted(k for k in keys if k in catalog.partitions and k not in catalog.withdrawn)
 
 

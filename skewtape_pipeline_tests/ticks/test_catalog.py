@@ -345,6 +345,14 @@ def edit_partition(symbol: str, day: date, **changes):
     return edit
 
 
+def edit_symbol(symbol: str, day: date, new: str):
+    def edit(fields: dict) -> None:
+        partition = fields["partitions"].pop((symbol, day))
+        fields["partitions"][new, day] = replace(partition, symbol=new)
+
+    return edit
+
+
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
@@ -361,6 +369,17 @@ def edit_partition(symbol: str, day: date, **changes):
         ),
         (edit_partition("ES", date(2026, 1, 2), rows=2**63), "generation 3"),
         (edit_partition("ES", date(2026, 1, 2), date=date(2026, 1, 5)), "stored under the key"),
+        (edit_partition("ES", date(2026, 1, 2), rows=-1), r"ES 2026-01-02\].rows: -1"),
+        (edit_partition("ES", date(2026, 1, 2), byte_share=-2), r"\].byte_share: -2"),
+        (
+            edit_partition("ES", date(2026, 1, 2), source=SourceStamp("p", SHA, -3, 1, 1)),
+            r"ES 2026-01-02\].source.size: -3",
+        ),
+        (
+            edit_partition("ES", date(2026, 1, 2), source=SourceStamp("p", SHA, 1, -4, 1)),
+            r"ES 2026-01-02\].source.inode: -4",
+        ),
+        (edit_symbol("ES", date(2026, 1, 2), ""), r"partitions\[ 2026-01-02\].symbol: ''"),
     ],
 )
 def test_write_catalog_when_catalog_would_not_read_back_raises_and_writes_nothing(

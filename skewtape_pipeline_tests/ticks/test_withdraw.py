@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -10,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from skewtape_pipeline import faults
+from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.audit import verify_audit_log
-from skewtape_pipeline.errors import ConfigError, WriteOnceError
+from skewtape_pipeline.errors import ApplyInProgressError, ConfigError, WriteOnceError
 from skewtape_pipeline.ticks.books import EVENT_REFUSED, enable_books_and_records
 from skewtape_pipeline.ticks.catalog import read_catalog, resolve
 from skewtape_pipeline.ticks.compact import compact_symbol_day
@@ -405,3 +406,30 @@ def test_remove_symbol_days_when_books_and_records_refuses_and_changes_nothing(t
 
     assert contents(tmp_path, audit=False) == before
     assert view_rows(root) == expected_rows()
+
+
+def test_remove_symbol_days_when_retier_tries_to_run_before_the_hot_file_goes_keeps_day_out(
+    tmp_path, no_fsync, monkeypatch
+):
+    root = retiered(tmp_path)
+    corrected = day_ticks(*COLD_KEY).slice(0, 3)  # a recompaction: a newer hot copy
+    age = (STAGE_1 - COLD_KEY[1]).days
+    compact_symbol_day(
+        corrected, symbol=COLD_KEY[0], day=COLD_KEY[1], out=root, age_days=age, policy=POLICY
+    )
+    unlink = fsio.atomic_unlink
+    interleaved = []
+
+    def retier_first(path):  # a scheduled re-tiering tries to run just before the removal
+        if path == partition_file(root, *COLD_KEY) and not interleaved:
+            interleaved.append(path)
+            with contextlib.suppress(ApplyInProgressError):
+                retier(root, as_of=STAGE_1, policy=POLICY)
+        return unlink(path)
+
+    monkeypatch.setattr(fsio, "atomic_unlink", retier_first)
+
+    remove_symbol_days(root, [COLD_KEY])
+
+    assert interleaved and view_rows(root) == without([COLD_KEY])
+    assert locate(root, *COLD_KEY) is None
