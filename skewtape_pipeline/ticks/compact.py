@@ -31,10 +31,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import ConfigError, TickValidationError
 from skewtape_pipeline.ticks.books import check_may_write
 from skewtape_pipeline.ticks.model import TickBatch, first_true
 from skewtape_pipeline.ticks.parquet_store import (
+    ARCHIVE_LOCK_FILE,
     META_DATE,
     META_PREFIX,
     META_PRICE_SCALE,
@@ -271,6 +273,7 @@ def compact_symbol_day(
     reordered_ticks: int = 0,
     target_ratio: float = DEFAULT_TARGET_RATIO,
     timestamp_unit: str = "ns",
+    lock_timeout: float = 600.0,
 ) -> TickStorageCompactionReport:
     """Validate one symbol-day, write it to the archive under ``out``, verify it, report on it.
 
@@ -280,7 +283,8 @@ def compact_symbol_day(
     without it the canonical CSV is serialized and measured. The tier follows from ``age_days``
     under ``policy``. Timestamps are stored at ``timestamp_unit`` (the archive's configured
     unit; the report records the unit read back from the written file). Atomic and
-    idempotent: rewriting a symbol-day replaces its file.
+    idempotent: rewriting a symbol-day replaces its file. The file is published under the
+    archive's lock (waiting up to ``lock_timeout`` seconds for a re-tiering to finish).
 
     Raises
     ------
@@ -295,6 +299,8 @@ def compact_symbol_day(
         The written file did not read back equal (nothing is published).
     WriteOnceError
         The archive is in ``books_and_records`` mode and the symbol-day's file exists.
+    ApplyInProgressError
+        Another writer held the archive's lock for more than ``lock_timeout`` seconds.
     """
     started = time.perf_counter()
     check_age_days(age_days)
@@ -319,24 +325,27 @@ def compact_symbol_day(
     if raw_size_bytes is None:
         raw_size_bytes, basis = canonical_csv_size_bytes(batch), RAW_SIZE_BASIS_CANONICAL_CSV
     tier = policy.tier_for(age_days)
-    ensure_archive_schema(
-        Path(out),
-        price_scale=batch.price_scale,
-        quantity_scale=batch.quantity_scale,
-        timestamp_unit=batch.timestamp_unit,
-    )
     path = partition_file(Path(out), symbol, day)
-    check_may_write(Path(out), path)  # refused in books_and_records mode when it exists
-    facts = write_archive_file(
-        batch,
-        path,
-        settings=policy.settings_for(tier),
-        metadata={
-            META_SYMBOL: symbol,
-            META_DATE: day.isoformat(),
-            META_PREFIX + "tier": tier,
-        },
-    )
+    with fsio.exclusive_lock(
+        Path(out) / ARCHIVE_LOCK_FILE, timeout=lock_timeout, what="compacting"
+    ):
+        ensure_archive_schema(
+            Path(out),
+            price_scale=batch.price_scale,
+            quantity_scale=batch.quantity_scale,
+            timestamp_unit=batch.timestamp_unit,
+        )
+        check_may_write(Path(out), path)  # refused in books_and_records mode when it exists
+        facts = write_archive_file(
+            batch,
+            path,
+            settings=policy.settings_for(tier),
+            metadata={
+                META_SYMBOL: symbol,
+                META_DATE: day.isoformat(),
+                META_PREFIX + "tier": tier,
+            },
+        )
     ratio = compression_ratio(raw_size_bytes, facts.size_bytes)
     price_scale = int(facts.metadata[META_PRICE_SCALE])
     quantity_scale = int(facts.metadata[META_QUANTITY_SCALE])

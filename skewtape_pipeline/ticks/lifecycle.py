@@ -70,6 +70,7 @@ from skewtape_pipeline.ticks.consolidate import (
 )
 from skewtape_pipeline.ticks.model import TickBatch
 from skewtape_pipeline.ticks.parquet_store import (
+    ARCHIVE_LOCK_FILE,
     ensure_archive_schema,
     read_archive_batch,
     read_file_facts,
@@ -91,7 +92,7 @@ from skewtape_pipeline.ticks.tiers import (
     is_colder,
 )
 
-LOCK_FILE = ".skewtape-retier.lock"
+LOCK_FILE = ARCHIVE_LOCK_FILE
 EVENT_REWRITE = "tick-archive-rewrite"
 EVENT_COMMIT = "tick-archive-commit"
 EVENT_REMOVE = "tick-archive-remove"
@@ -407,8 +408,9 @@ def retier(
 ) -> RetierResult:
     """Move every symbol-day to the tier its age calls for at ``as_of`` (see the module notes).
 
-    Holds ``<archive root>/.skewtape-retier.lock`` throughout. Every rewrite, the commit and
-    every removal are appended to ``audit_log`` (default ``<archive root>/../audit.jsonl``).
+    Holds the archive's lock (``<archive root>/.skewtape-archive.lock``) throughout. Every
+    rewrite, the commit and every removal are appended to ``audit_log`` (default
+    ``<archive root>/../audit.jsonl``).
     Withdrawn symbol-days are purged from their files (see the module notes).
     Idempotent: a second run with the same arguments changes nothing; a run after a crash
     finishes the interrupted one.

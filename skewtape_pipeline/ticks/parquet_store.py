@@ -63,6 +63,10 @@ from skewtape_pipeline.ticks.tiers import TierSettings
 
 PART_FILE_NAME = "part-0.parquet"
 ARCHIVE_MARKER = "_skewtape_archive.json"
+ARCHIVE_LOCK_FILE = ".skewtape-archive.lock"
+"""In the archive root: held by every writer that publishes or removes archive files
+(compaction, re-tiering, withdrawal), so a re-tiering never removes a hot file that a
+compaction has just replaced."""
 ARCHIVE_FORMAT = "skewtape-ticks"
 ARCHIVE_FORMAT_VERSION = "1"
 MAX_SYMBOL_SEGMENT_BYTES = 200

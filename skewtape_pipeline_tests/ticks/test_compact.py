@@ -11,14 +11,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from skewtape_pipeline.errors import ConfigError, PrecisionLossError, TickValidationError
+from skewtape_pipeline import fsio
+from skewtape_pipeline.errors import (
+    ApplyInProgressError,
+    ConfigError,
+    PrecisionLossError,
+    TickValidationError,
+)
 from skewtape_pipeline.ticks.compact import (
     compact_source,
     compact_symbol_day,
     compact_ticks,
     sort_batch,
 )
-from skewtape_pipeline.ticks.parquet_store import read_archive_batch
+from skewtape_pipeline.ticks.parquet_store import ARCHIVE_LOCK_FILE, read_archive_batch
 from skewtape_pipeline.ticks.report import (
     RAW_SIZE_BASIS_CANONICAL_CSV,
     RAW_SIZE_BASIS_SOURCE_FILE,
@@ -389,3 +395,16 @@ def test_compact_symbol_day_when_root_holds_other_scales_refuses_and_writes_noth
     assert Path(first.path).exists()
     table = duckdb_archive(tmp_path)
     assert table.num_rows == 12
+
+
+def test_compact_symbol_day_when_another_writer_holds_the_archive_lock_waits_then_refuses(
+    tmp_path,
+):
+    with fsio.exclusive_lock(tmp_path / ARCHIVE_LOCK_FILE, what="re-tiering"):
+        with pytest.raises(ApplyInProgressError, match=r"skewtape-archive\.lock is held"):
+            compact_symbol_day(day_batch(5), symbol="S", day=DAY, out=tmp_path, age_days=2,
+                               policy=TierPolicy(), lock_timeout=0.1)  # fmt: skip
+        assert not list(tmp_path.rglob("*.parquet"))  # nothing published while it was held
+    report = compact_symbol_day(day_batch(5), symbol="S", day=DAY, out=tmp_path, age_days=2,
+                                policy=TierPolicy())  # fmt: skip
+    assert Path(report.path).is_file()
