@@ -37,6 +37,7 @@ from skewtape_pipeline.ticks.books import check_may_write
 from skewtape_pipeline.ticks.model import TickBatch, first_true
 from skewtape_pipeline.ticks.parquet_store import (
     ARCHIVE_LOCK_FILE,
+    ARCHIVE_LOCK_WAIT_SECONDS,
     META_DATE,
     META_PREFIX,
     META_PRICE_SCALE,
@@ -273,7 +274,7 @@ def compact_symbol_day(
     reordered_ticks: int = 0,
     target_ratio: float = DEFAULT_TARGET_RATIO,
     timestamp_unit: str = "ns",
-    lock_timeout: float = 600.0,
+    lock_timeout: float = ARCHIVE_LOCK_WAIT_SECONDS,
 ) -> TickStorageCompactionReport:
     """Validate one symbol-day, write it to the archive under ``out``, verify it, report on it.
 

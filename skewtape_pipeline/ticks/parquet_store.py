@@ -67,6 +67,8 @@ ARCHIVE_LOCK_FILE = ".skewtape-archive.lock"
 """In the archive root: held by every writer that publishes or removes archive files
 (compaction, re-tiering, withdrawal), so a re-tiering never removes a hot file that a
 compaction has just replaced."""
+ARCHIVE_LOCK_WAIT_SECONDS = 600.0
+"""How long an archiver waits for another writer (e.g. a re-tiering) to release the lock."""
 ARCHIVE_FORMAT = "skewtape-ticks"
 ARCHIVE_FORMAT_VERSION = "1"
 MAX_SYMBOL_SEGMENT_BYTES = 200

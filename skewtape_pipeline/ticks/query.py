@@ -256,8 +256,22 @@ def _roots(roots: Roots) -> list[Path]:
         path = Path(item)
         if not path.is_dir():
             raise ConfigError(f"{path}: not a folder; expected a tick archive root")
+        _check_no_partition_keys_above(path)
         out.append(path)
     return out
+
+
+def _check_no_partition_keys_above(root: Path) -> None:
+    """Refuse a root below a folder named ``symbol=...`` or ``date=...``: DuckDB reads Hive keys
+    from the whole path, the first of a repeated key winning, so every hot tick would get that
+    folder's value (the hot files hold ``symbol`` and ``date`` only in their folder names)."""
+    for part in root.absolute().parts:
+        key = part.partition("=")[0]
+        if "=" in part and key in ("symbol", "date"):
+            raise ConfigError(
+                f"{root}: the folder {part!r} above the archive would be read as its "
+                f"{key} column; move the archive out of it (or rename that folder)"
+            )
 
 
 def _list(paths: Sequence[str]) -> str:

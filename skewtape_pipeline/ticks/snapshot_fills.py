@@ -29,7 +29,7 @@ from skewtape_pipeline.mirror.snapshot import read_snapshot
 from skewtape_pipeline.ticks.books import check_may_delete, check_may_write, is_books_and_records
 from skewtape_pipeline.ticks.catalog import read_catalog
 from skewtape_pipeline.ticks.compact import compact_planned, plan_symbol_days
-from skewtape_pipeline.ticks.parquet_store import partition_file
+from skewtape_pipeline.ticks.parquet_store import ARCHIVE_LOCK_WAIT_SECONDS, partition_file
 from skewtape_pipeline.ticks.report import DEFAULT_TARGET_RATIO, TickStorageCompactionReport
 from skewtape_pipeline.ticks.sources import SourceTicks
 from skewtape_pipeline.ticks.tiers import TierPolicy
@@ -275,7 +275,8 @@ def archive_symbol_days(
         or is catalogued (it would be overwritten, removed or withdrawn); refused before
         anything is written, and audited.
     ApplyInProgressError
-        A re-tiering holds the archive's lock while a symbol-day is to be withdrawn.
+        Another writer (e.g. a re-tiering) held the archive's lock for longer than
+        ``ARCHIVE_LOCK_WAIT_SECONDS``.
     """
     sources = newest_sources(history, wanted)
     planned = {}
@@ -294,7 +295,10 @@ def archive_symbol_days(
                 planned[(item.symbol, item.day)] = item
     _check_write_once(out, wanted, planned, audit_log)
     gone = [key for key in wanted if key not in planned]
-    removals = {(r.symbol, r.day): r for r in remove_symbol_days(out, gone, audit_log=audit_log)}
+    removed = remove_symbol_days(
+        out, gone, audit_log=audit_log, lock_timeout=ARCHIVE_LOCK_WAIT_SECONDS
+    )
+    removals = {(r.symbol, r.day): r for r in removed}
     results = []
     for key in wanted:
         item = planned.get(key)

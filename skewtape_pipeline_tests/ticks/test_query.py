@@ -151,7 +151,7 @@ def test_run_query_when_days_in_every_tier_year_and_month_match_the_date(tmp_pat
     assert all(r["n"] == r["right"] > 0 for r in rows)
 
 
-@pytest.mark.parametrize("folder", ["date=2020-01-01", "symbol=X", "year=2020"])
+@pytest.mark.parametrize("folder", ["year=2020", "month=07", "venue=kalshi"])
 def test_run_query_when_data_folder_name_has_a_view_column_key_returns_every_tick_right(
     tmp_path, no_fsync, folder
 ):
@@ -162,10 +162,19 @@ def test_run_query_when_data_folder_name_has_a_view_column_key_returns_every_tic
     table = run_query(
         "SELECT symbol, date, tier, year, month, count(*) AS n FROM ticks GROUP BY ALL", root
     )
-    rows = [r for r in table.to_pylist() if r["tier"] != "HOT"]  # hot: symbol, date from folders
-    wanted = [r for r in expected_rows() if r[1] < DAYS[-1] and (r[0], r[1]) != ("ES", DAYS[0])]
+    rows = table.to_pylist()
+    assert {r["tier"] for r in rows} == {"HOT", "WARM", "COLD"}
+    wanted = [r for r in expected_rows() if (r[0], r[1]) != ("ES", DAYS[0])]
     assert sorted((r["symbol"], r["date"]) for r in rows for _ in range(r["n"])) == sorted(
         (r[0], r[1]) for r in wanted
     )
-    every = table.to_pylist()
-    assert all((r["year"], r["month"]) == (r["date"].year, r["date"].month) for r in every)
+    assert all((r["year"], r["month"]) == (r["date"].year, r["date"].month) for r in rows)
+
+
+@pytest.mark.parametrize("folder", ["date=2020-01-01", "symbol=X"])
+def test_run_query_when_archive_is_below_a_symbol_or_date_folder_refuses_naming_it(
+    tmp_path, no_fsync, folder
+):
+    root = build_archive(tmp_path / folder / "data", as_of=DAYS[-1], days=DAYS[-1:])
+    with pytest.raises(ConfigError, match=f"the folder '{folder}' above the archive"):
+        run_query("SELECT count(*) FROM ticks", root)
