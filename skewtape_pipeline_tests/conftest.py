@@ -12,6 +12,7 @@ full snapshot as published) and ``sample_root`` (a private copy of the chain a t
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Sequence
 from decimal import Decimal
@@ -252,3 +253,13 @@ def sample_root(published_sample: Path, tmp_path: Path) -> Path:
     root = tmp_path / "data"
     shutil.copytree(published_sample, root, symlinks=True)
     return root
+
+
+def rewrite_keeping_stamp(path: Path, data: bytes) -> None:
+    """Change a file's bytes in place (same size, same inode) and restore its mtime_ns: a
+    rewrite its (inode, size, mtime) stamp cannot see."""
+    before = path.stat()
+    assert len(data) == before.st_size
+    with open(path, "r+b") as handle:
+        handle.write(data)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))

@@ -7,6 +7,7 @@ import os
 import time
 
 from skewtape_pipeline.hashing import RACY_WINDOW_NS, FileStamp, HashCache, sha256_file
+from skewtape_pipeline_tests.conftest import rewrite_keeping_stamp
 
 REL = "fills/kalshi/2026-11.parquet"
 AN_HOUR_NS = 3_600 * 10**9
@@ -23,16 +24,6 @@ def _file(tmp_path, data: bytes = b"published bytes\n", *, age_ns: int = 0):
     return path
 
 
-def _rewrite_keeping_stamp(path, data: bytes) -> None:
-    """New bytes, same size and inode, the old mtime_ns restored."""
-    before = path.stat()
-    assert len(data) == before.st_size
-    with open(path, "r+b") as handle:
-        handle.write(data)
-    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert FileStamp.of(path) == FileStamp(before.st_ino, before.st_size, before.st_mtime_ns)
-
-
 def _reopened(cache: HashCache) -> HashCache:
     cache.save()
     return HashCache(cache.path)
@@ -43,7 +34,7 @@ def test_hash_cache_lookup_when_entry_racy_and_stamp_kept_returns_none(tmp_path)
     cache = HashCache(tmp_path / "hashes.json")
     old = sha256_file(path)
     cache.record(REL, path, old)
-    _rewrite_keeping_stamp(path, b"PUBLISHED BYTES\n")
+    rewrite_keeping_stamp(path, b"PUBLISHED BYTES\n")
     assert cache.lookup(REL, path) is None
     assert _reopened(cache).lookup(REL, path) is None
     assert sha256_file(path) != old  # what the rehash a miss asks for finds
@@ -54,7 +45,7 @@ def test_hash_cache_lookup_when_entry_not_racy_trusts_the_kept_stamp(tmp_path):
     cache = HashCache(tmp_path / "hashes.json")
     old = sha256_file(path)
     cache.record(REL, path, old)
-    _rewrite_keeping_stamp(path, b"PUBLISHED BYTES\n")
+    rewrite_keeping_stamp(path, b"PUBLISHED BYTES\n")
     # Indistinguishable by its stamp: only a full scrub sees this change.
     assert cache.lookup(REL, path) == old
     assert _reopened(cache).lookup(REL, path) == old

@@ -21,7 +21,12 @@ from skewtape_pipeline.mirror.verify import (
     record_merged_table,
     verify_snapshot,
 )
-from skewtape_pipeline_tests.conftest import make_snapshot, markets_table, write_parquet
+from skewtape_pipeline_tests.conftest import (
+    make_snapshot,
+    markets_table,
+    rewrite_keeping_stamp,
+    write_parquet,
+)
 
 FILL = "fills/kalshi/2026-11.parquet"
 
@@ -30,15 +35,6 @@ def _problems(snapshot, **options) -> list[str]:
     with pytest.raises(VerificationError) as caught:
         verify_snapshot(snapshot, **options)
     return caught.value.problems
-
-
-def _rewrite_keeping_stamp(path, data: bytes) -> None:
-    """Change a file's bytes in place (same size, same inode) and restore its mtime."""
-    stat = path.stat()
-    assert len(data) == stat.st_size
-    with open(path, "r+b") as handle:
-        handle.write(data)
-    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 
 
 def _date_files(snapshot, *, seconds_ago: int):
@@ -146,7 +142,7 @@ def test_verify_snapshot_when_racy_file_rewritten_keeping_stamp_rehashes_and_rep
     snapshot = _date_files(make_snapshot(tmp_path), seconds_ago=0)
     verify_snapshot(snapshot)
     path = snapshot / "README.md"
-    _rewrite_keeping_stamp(path, path.read_bytes().upper())
+    rewrite_keeping_stamp(path, path.read_bytes().upper())
     problems = _problems(snapshot)
     assert len(problems) == 1 and problems[0].startswith("README.md: has sha256")
 
@@ -156,7 +152,7 @@ def test_verify_snapshot_when_mtime_restored_full_scrub_catches_the_change(tmp_p
     verify_snapshot(snapshot)
     path = snapshot / "README.md"
     original = path.read_bytes()
-    _rewrite_keeping_stamp(path, original.upper())
+    rewrite_keeping_stamp(path, original.upper())
     trusted = verify_snapshot(snapshot)  # the stamp is unchanged, so the cache is trusted
     assert trusted.files_hashed == 0
     problems = _problems(snapshot, full=True)
@@ -182,7 +178,7 @@ def test_verify_snapshot_when_known_hash_predates_the_write_next_run_rehashes(tm
     verify_snapshot(
         snapshot, known_hashes={"README.md": sha256_file(path)}, known_hashed_at_ns=hashed_at
     )
-    _rewrite_keeping_stamp(path, path.read_bytes().upper())
+    rewrite_keeping_stamp(path, path.read_bytes().upper())
     problems = _problems(snapshot)
     assert len(problems) == 1 and problems[0].startswith("README.md: has sha256")
 

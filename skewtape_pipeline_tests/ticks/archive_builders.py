@@ -126,3 +126,28 @@ def settled_files(folder: Path) -> list[str]:
     """:func:`files_under` but the audit head's temporary file: a crash while the head is moved
     leaves it (and the head a record behind, which verification accepts) until the next append."""
     return [f for f in files_under(folder) if not f.startswith(".audit.jsonl.head.")]
+
+
+class Crash(Exception):
+    """Raised by the crash hooks below (fault injection through ``faults.installed``)."""
+
+
+def crash_at(point: int):
+    """A checkpoint hook that raises :class:`Crash` at its ``point``-th call (0-based)."""
+    calls = iter(range(1_000_000))
+
+    def crash(name: str) -> None:
+        if next(calls) == point:
+            raise Crash(name)
+
+    return crash
+
+
+def crash_at_name(name: str):
+    """A checkpoint hook that raises :class:`Crash` at the first checkpoint called ``name``."""
+
+    def crash(seen: str) -> None:
+        if seen == name:
+            raise Crash(seen)
+
+    return crash

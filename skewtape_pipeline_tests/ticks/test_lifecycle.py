@@ -30,8 +30,10 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
     SYMBOLS,
+    Crash,
     build_archive,
     copy_data,
+    crash_at,
     day_ticks,
     expected_rows,
     files_under,
@@ -42,10 +44,6 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
 
 STAGE_1 = DAYS[-1] + timedelta(days=1)  # ages 16 .. 1: cold, cold, warm, warm, warm, hot
 STAGE_2 = DAYS[-1] + timedelta(days=14)  # every day cold
-
-
-class Crash(Exception):
-    """Raised by the crash hook."""
 
 
 @pytest.fixture
@@ -161,7 +159,7 @@ def test_retier_when_crashing_at_each_step_keeps_every_tick_once_and_rerun_finis
 
     for point in points:
         work = copy_data(base.parent, tmp_path / f"crash-{point}")
-        crash = _crash_at(point)
+        crash = crash_at(point)
         with pytest.raises(Crash), faults.installed(crash):
             retier(work, as_of=as_of, policy=POLICY)
         assert view_rows(work) == expected_rows(), f"after a crash at {names[point]}"
@@ -171,17 +169,6 @@ def test_retier_when_crashing_at_each_step_keeps_every_tick_once_and_rerun_finis
             f"rerun after a crash at {names[point]} did not finish the move"
         )
         verify_audit_log(work.parent / "audit.jsonl")
-
-
-def _crash_at(point: int):
-    """A hook that raises at its ``point``-th call (0-based)."""
-    calls = iter(range(1_000_000))
-
-    def crash(name: str) -> None:
-        if next(calls) == point:
-            raise Crash(name)
-
-    return crash
 
 
 def test_retier_when_new_file_does_not_verify_commits_and_removes_nothing(

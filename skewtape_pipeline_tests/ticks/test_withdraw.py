@@ -38,8 +38,11 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
     SYMBOLS,
+    Crash,
     build_archive,
     copy_data,
+    crash_at,
+    crash_at_name,
     day_ticks,
     expected_rows,
     files_under,
@@ -53,10 +56,6 @@ STAGE_2 = DAYS[-1] + timedelta(days=14)  # every day cold
 COLD_KEY = BUSY  # ("ES", DAYS[1]): cold at STAGE_1, spans row groups
 WARM_KEY = ("CL/F", DAYS[3])
 HOT_KEY = ("KX-25MAR", DAYS[-1])  # still hot at STAGE_1: never catalogued
-
-
-class Crash(Exception):
-    """Raised by the crash hook."""
 
 
 @pytest.fixture
@@ -197,7 +196,7 @@ def test_retier_when_months_exclude_a_withdrawn_day_keeps_it_hidden_and_marked(t
 
 def test_retier_when_crashing_while_purging_withdrawn_days_never_shows_them(tmp_path, no_fsync):
     base = build_archive(tmp_path / "base", as_of=STAGE_1)
-    with pytest.raises(Crash), faults.installed(_crash_at_name("audited-removals")):
+    with pytest.raises(Crash), faults.installed(crash_at_name("audited-removals")):
         retier(base, as_of=STAGE_1, policy=POLICY)  # committed; superseded hot copies stay
     assert partition_file(base, *COLD_KEY) in {h.path for h in archive_state(base).hot_superseded}
     withdraw_symbol_days(base, [COLD_KEY, WARM_KEY])
@@ -216,7 +215,7 @@ def test_retier_when_crashing_while_purging_withdrawn_days_never_shows_them(tmp_
 
     for point, name in enumerate(names):
         work = copy_linking_parquet(base.parent, tmp_path / f"crash-{point}")
-        with pytest.raises(Crash), faults.installed(_crash_at(point)):
+        with pytest.raises(Crash), faults.installed(crash_at(point)):
             retier(work, as_of=STAGE_2, policy=POLICY)
         assert view_rows(work) == wanted, f"after a crash at {name}"
         retier(work, as_of=STAGE_2, policy=POLICY)
@@ -239,33 +238,12 @@ def test_withdraw_when_crashing_before_the_catalog_is_replaced_changes_nothing_v
     assert names  # the audit append and the catalog rename are checkpoints
     for point, name in enumerate(names):
         work = copy_data(base.parent, tmp_path / f"crash-{point}")
-        with pytest.raises(Crash), faults.installed(_crash_at(point)):
+        with pytest.raises(Crash), faults.installed(crash_at(point)):
             withdraw_symbol_days(work, [COLD_KEY])
         assert view_rows(work) == expected_rows(), f"after a crash at {name}"
         assert withdraw_symbol_days(work, [COLD_KEY]) == [COLD_KEY]
         assert view_rows(work) == without([COLD_KEY])
         assert files_under(work) == files_under(clean)  # no temporary left behind
-
-
-def _crash_at_name(name: str):
-    """A hook that raises at the first checkpoint called ``name``."""
-
-    def crash(seen: str) -> None:
-        if seen == name:
-            raise Crash(seen)
-
-    return crash
-
-
-def _crash_at(point: int):
-    """A hook that raises at its ``point``-th call (0-based)."""
-    calls = iter(range(1_000_000))
-
-    def crash(name: str) -> None:
-        if next(calls) == point:
-            raise Crash(name)
-
-    return crash
 
 
 def copy_linking_parquet(source: Path, target: Path) -> Path:
@@ -344,7 +322,7 @@ def test_archive_metrics_when_withdrawn_counts_bytes_on_disk_and_visible_ticks(t
 
 def test_retier_when_moved_hot_files_are_removed_forgets_their_stamps(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1)
-    with pytest.raises(Crash), faults.installed(_crash_at_name("audited-removals")):
+    with pytest.raises(Crash), faults.installed(crash_at_name("audited-removals")):
         retier(root, as_of=STAGE_1, policy=POLICY)  # committed, nothing removed yet
     stamped = [p for p in read_catalog(root).partitions.values() if p.source is not None]
     assert stamped and len(stamped) == len(read_catalog(root).partitions)  # hot files exist
