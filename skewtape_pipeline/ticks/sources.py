@@ -180,6 +180,19 @@ def source_from_table(
     return SourceTicks(table=pa.table(picked), side_map=side_map, path=path)
 
 
+def _csv_source(path: Path, table: pa.Table, side_map: Mapping[str, str]) -> SourceTicks:
+    """The ticks of a CSV file with one header line and one tick per line, every line kept:
+    its bytes and rows, and each tick's own line length (the raw size of a symbol-day)."""
+    return SourceTicks(
+        table=table,
+        side_map=side_map,
+        path=path,
+        file_bytes=path.stat().st_size,
+        file_rows=table.num_rows,
+        row_bytes=_csv_row_bytes(path, header_lines=1, rows=table.num_rows),
+    )
+
+
 # --- canonical form -----------------------------------------------------------------------------
 
 
@@ -211,13 +224,10 @@ def read_canonical_csv(
     names = _csv_header(path)
     _check_columns(path, names, required=CANONICAL_COLUMNS, optional=(SYMBOL_COLUMN,), strict=True)
     table = _read_text_csv(path, names=names, header_lines=1)
-    return SourceTicks(
-        table=table.select([n for n in (*CANONICAL_COLUMNS, SYMBOL_COLUMN) if n in names]),
-        side_map=CANONICAL_SIDES if side_map is None else side_map,
-        path=path,
-        file_bytes=path.stat().st_size,
-        file_rows=table.num_rows,
-        row_bytes=_csv_row_bytes(path, header_lines=1, rows=table.num_rows),
+    return _csv_source(
+        path,
+        table.select([n for n in (*CANONICAL_COLUMNS, SYMBOL_COLUMN) if n in names]),
+        CANONICAL_SIDES if side_map is None else side_map,
     )
 
 
@@ -338,14 +348,7 @@ def read_kalshi_trades(path: Path | str) -> SourceTicks:
             "symbol": raw.column("ticker"),
         }
     )
-    return SourceTicks(
-        table=table,
-        side_map=KALSHI_TAKER_SIDES,
-        path=path,
-        file_bytes=path.stat().st_size,
-        file_rows=table.num_rows,
-        row_bytes=_csv_row_bytes(path, header_lines=1, rows=table.num_rows),
-    )
+    return _csv_source(path, table, KALSHI_TAKER_SIDES)
 
 
 def read_tardis_trades(path: Path | str, *, timestamp: str = "exchange") -> SourceTicks:
@@ -380,14 +383,7 @@ def read_tardis_trades(path: Path | str, *, timestamp: str = "exchange") -> Sour
             "symbol": raw.column("symbol"),
         }
     )
-    return SourceTicks(
-        table=table,
-        side_map=EXCHANGE_TAKER_SIDES,
-        path=path,
-        file_bytes=path.stat().st_size,
-        file_rows=table.num_rows,
-        row_bytes=_csv_row_bytes(path, header_lines=1, rows=table.num_rows),
-    )
+    return _csv_source(path, table, EXCHANGE_TAKER_SIDES)
 
 
 def read_lobster_messages(
