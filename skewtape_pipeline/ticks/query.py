@@ -74,7 +74,9 @@ def ticks_view_sql(roots: Roots, *, name: str = VIEW_NAME) -> str:
     Raises
     ------
     ConfigError
-        No roots, a root that is not a folder, or a view name that is not an identifier.
+        No roots, a root that is not a folder or lies below a folder named ``symbol=...`` or
+        ``date=...`` (which DuckDB would read as those columns), or a view name that is not an
+        identifier.
     TickFormatError
         A damaged catalog.
     """
