@@ -91,8 +91,32 @@ class DeltaBuildError(SkewtapeError):
     snapshot; a table to ship whole holds locally merged bytes; rows cannot be compared."""
 
 
-class ApplyInProgressError(SkewtapeError):
+class LockHeldError(SkewtapeError):
+    """Another process holds a lock this operation needs; the message names the lock file and
+    what holds it (the operation, process id, host and since when, as the holder recorded)."""
+
+
+class ApplyInProgressError(LockHeldError):
     """Another process holds the apply lock of this history folder."""
+
+
+class LinkedStateFileError(SkewtapeError):
+    """A lock file, journal, cache or audit log is a symbolic link. Refused, so that the link's
+    target is never written through; nothing was changed."""
+
+
+class MalformedJsonError(SkewtapeError):
+    """A JSON file (or a JSON line) does not parse, or is nested too deep to parse; the message
+    names the file (and the line)."""
+
+
+class MissingPathError(SkewtapeError):
+    """A folder or file a command was given does not exist; nothing was created."""
+
+
+class StorageError(SkewtapeError, OSError):
+    """The operating system failed a write (a full disk, an I/O error) in a library that does
+    not raise an :class:`OSError` itself (DuckDB); names the file. An OS error: the CLI exits 1."""
 
 
 class ChainError(SkewtapeError):
@@ -108,6 +132,10 @@ class AuditLogError(SkewtapeError):
 
 class TickError(SkewtapeError):
     """Base class of tick archive errors."""
+
+
+class ArchiveBusyError(LockHeldError, TickError):
+    """Another compaction, re-tiering, pruning or withdrawal holds the archive's lock."""
 
 
 class TickValidationError(TickError):

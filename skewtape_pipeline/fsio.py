@@ -1,8 +1,12 @@
-"""Crash-safe file system primitives: atomic writes, directory fsync, an exclusive lock.
+"""Crash-safe file system primitives: atomic writes, directory fsync, an exclusive lock, and
+the one place JSON is parsed.
 
 Every write goes to a temporary file in the destination's own folder, is fsynced, renamed over
 the destination and the folder is fsynced. A crash therefore leaves either the old file or the
-new one, plus at most a stray temporary file that :func:`remove_stale_temps` cleans up.
+new one, plus at most a stray temporary file that :func:`remove_stale_temps` cleans up. An OS
+error while writing names the destination. Temporary files, lock files and local state files
+(journals, caches, the audit log) are opened without following a symbolic link, so a link
+planted at one of their paths never gets its target written.
 """
 
 from __future__ import annotations
@@ -10,13 +14,22 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import json
 import os
 import shutil
+import socket
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from skewtape_pipeline.errors import ApplyInProgressError
+from skewtape_pipeline.errors import (
+    LinkedStateFileError,
+    LockHeldError,
+    MalformedJsonError,
+    SkewtapeError,
+)
 
 TEMP_MARKER = ".skewtape-tmp"
 """Every temporary file's name contains this marker, so leftovers of a crash are recognisable."""
@@ -65,35 +78,65 @@ def _publish(temp: Path, target: Path) -> None:
 
 
 def atomic_write_bytes(target: Path, data: bytes) -> None:
-    """Write ``data`` to ``target`` atomically (temp file, fsync, rename, fsync the folder)."""
+    """Write ``data`` to ``target`` atomically (temp file, fsync, rename, fsync the folder).
+
+    An OSError (a full disk, ...) names ``target`` and leaves it as it was.
+    """
     target.parent.mkdir(parents=True, exist_ok=True)
     temp = temp_path_for(target)
-    with open(temp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    _publish(temp, target)
+    with _naming(target, temp):
+        fd = _create_temp(temp)
+        try:
+            with open(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+        _publish(temp, target)
 
 
 def atomic_write_with(target: Path, write: Callable[[Path], None]) -> None:
     """Let ``write(temp_path)`` create the file, then fsync it and rename it over ``target``.
 
     Used for writers that want a path (DuckDB ``COPY``, pyarrow). If ``write`` raises, the
-    temporary file is removed and ``target`` is untouched.
+    temporary file is removed and ``target`` is untouched. An OSError names ``target``.
     """
     target.parent.mkdir(parents=True, exist_ok=True)
     temp = temp_path_for(target)
-    try:
-        write(temp)
-        fd = os.open(temp, os.O_RDONLY)
+    with _naming(target, temp):
+        temp.unlink(missing_ok=True)  # a stale temp, or a link planted at its name
         try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    _publish(temp, target)
+            write(temp)
+            fd = os.open(temp, os.O_RDONLY | os.O_NOFOLLOW)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+        _publish(temp, target)
+
+
+def _create_temp(temp: Path) -> int:
+    """A new temporary file at ``temp``, replacing a stale one (never writing through a link)."""
+    temp.unlink(missing_ok=True)
+    return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+
+
+@contextlib.contextmanager
+def _naming(target: Path, temp: Path) -> Iterator[None]:
+    """Re-raise an OSError that names no file, or only our temporary file, as naming ``target``."""
+    try:
+        yield
+    except OSError as exc:
+        if isinstance(exc, SkewtapeError) or exc.errno is None:
+            raise
+        if exc.filename is not None and Path(exc.filename) != temp:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(target)) from exc
 
 
 def atomic_copy(source: Path, target: Path) -> None:
@@ -155,16 +198,98 @@ def make_read_only(path: Path) -> None:
     path.chmod(mode & ~0o222)
 
 
+# --- local state files: never through a link -----------------------------------------------
+
+
+def open_state_file(path: Path, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` a lock, journal, cache or audit file without following a final symlink.
+
+    Raises
+    ------
+    LinkedStateFileError
+        ``path`` is a symbolic link (its target is left alone).
+    OSError
+        Any other failure (FileNotFoundError when absent and not created).
+    """
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and Path(path).is_symlink():
+            raise LinkedStateFileError(
+                f"{path}: is a symbolic link (to {os.readlink(path)}); expected a regular file "
+                "of our own. Refused so that its target is never written; remove the link"
+            ) from None
+        raise
+
+
+def read_state_bytes(path: Path) -> bytes | None:
+    """The bytes of the local state file ``path``; None when it does not exist.
+
+    Raises :class:`~skewtape_pipeline.errors.LinkedStateFileError` when ``path`` is a link.
+    """
+    try:
+        fd = open_state_file(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    with open(fd, "rb") as handle:
+        return handle.read()
+
+
+# --- JSON ------------------------------------------------------------------------------------
+
+
+def load_json(
+    data: bytes | str,
+    source: Path | str,
+    *,
+    line: int | None = None,
+    error: Callable[[str], Exception] = MalformedJsonError,
+) -> Any:
+    """The JSON value in ``data``, read from ``source`` (its ``line``, for a JSON-lines file).
+
+    The one place the package parses JSON. Anything that does not parse (bad syntax, bytes that
+    are not UTF-8, nesting too deep for the parser) raises ``error(message)`` (by default
+    :class:`~skewtape_pipeline.errors.MalformedJsonError`), the message naming ``source`` (and
+    ``line``) and what is wrong; never a RecursionError.
+    """
+    where = f"{source}, line {line}" if line is not None else f"{source}"
+    try:
+        return json.loads(data)
+    except RecursionError:
+        reason = "nested too deep to parse"
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        reason = str(exc)
+    raise error(f"{where}: is not valid JSON ({reason})")
+
+
+# --- the exclusive lock ----------------------------------------------------------------------
+
+
 @contextlib.contextmanager
-def exclusive_lock(lock_file: Path, *, timeout: float = 0.0, what: str = "") -> Iterator[None]:
+def exclusive_lock(
+    lock_file: Path,
+    *,
+    timeout: float = 0.0,
+    what: str = "",
+    held_error: Callable[[str], Exception] = LockHeldError,
+) -> Iterator[None]:
     """Hold an exclusive ``flock`` on ``lock_file`` for the duration of the block.
 
-    Waits up to ``timeout`` seconds (0: do not wait), then raises
-    :class:`~skewtape_pipeline.errors.ApplyInProgressError` naming the lock file and the pid that
+    The lock is taken in the real folder (``lock_file``'s folder with every symlink resolved),
+    so two aliases of one folder share one lock, and the lock file itself is never a link. While
+    held, the file records ``what`` (the operation), the process id, the host and since when.
+    Waits up to ``timeout`` seconds (0: do not wait), then raises ``held_error`` (a
+    :class:`~skewtape_pipeline.errors.LockHeldError` by default) naming the lock file and what
     holds it. The lock dies with the process, so a crash never leaves a stale lock behind.
+
+    Raises
+    ------
+    LinkedStateFileError
+        ``lock_file`` is a symbolic link; its target is left alone.
     """
     lock_file.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+    lock_file = Path(os.path.realpath(lock_file.parent)) / lock_file.name
+    fd = open_state_file(lock_file, os.O_RDWR | os.O_CREAT)
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -173,15 +298,47 @@ def exclusive_lock(lock_file: Path, *, timeout: float = 0.0, what: str = "") -> 
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-                    raise ApplyInProgressError(
-                        f"{lock_file} is held by process {holder}"
-                        f"{' (' + what + ')' if what else ''}; another apply is running here. "
-                        "Wait for it to finish or pass a longer lock timeout."
-                    ) from None
+                    raise held_error(_held_message(lock_file, fd, what)) from None
                 time.sleep(0.05)
         os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        os.pwrite(fd, _holder_record(what), 0)
         yield
     finally:
         os.close(fd)
+
+
+def _holder_record(what: str) -> bytes:
+    holder = {
+        "operation": what,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "since": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    return (json.dumps(holder) + "\n").encode()
+
+
+def _held_message(lock_file: Path, fd: int, what: str) -> str:
+    holder = _describe_holder(os.pread(fd, 4096, 0))
+    refused = f"; refused {what}" if what else ""
+    return (
+        f"{lock_file} is held by {holder}{refused}. "
+        "Wait for it to finish or pass a longer lock timeout (--wait)."
+    )
+
+
+def _describe_holder(raw: bytes) -> str:
+    """What the lock file's content says holds it (an older version wrote a bare pid)."""
+    text = raw.decode(errors="replace").strip()
+    if text.isdigit():
+        return f"process {text}"
+    try:
+        found = load_json(text, "lock")
+    except MalformedJsonError:
+        found = None
+    if not isinstance(found, dict):
+        return "another process (which did not record itself yet)"
+    operation = str(found.get("operation") or "another operation")
+    return (
+        f"{operation} (process {found.get('pid', '?')} on {found.get('host', '?')}, "
+        f"since {found.get('since', '?')})"
+    )

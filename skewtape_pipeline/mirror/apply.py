@@ -37,6 +37,7 @@ import duckdb
 from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.audit import AuditLog
 from skewtape_pipeline.errors import (
+    ApplyInProgressError,
     ConfigError,
     SnapshotMismatchError,
     UnsafePathError,
@@ -205,6 +206,7 @@ def apply_delta(
         lock_file_for(into if into is not None else snapshot),
         timeout=lock_timeout,
         what=f"applying {delta}",
+        held_error=ApplyInProgressError,
     ):
         return apply_locked(
             snapshot,
@@ -232,6 +234,7 @@ def check_delta(
         lock_file_for(into if into is not None else snapshot),
         timeout=lock_timeout,
         what=f"checking {delta}",
+        held_error=ApplyInProgressError,
     ):
         _check_into(snapshot, into)
         head = read_delta_head(delta)
@@ -246,8 +249,9 @@ def check_delta(
 
 
 def lock_file_for(target: Path) -> Path:
-    """The apply lock guarding ``target``: in the folder that holds it (the history folder)."""
-    return Path(os.path.abspath(target)).parent / LOCK_FILE
+    """The apply lock guarding ``target``: in the real folder that holds it (the history
+    folder, every symlink resolved, so that an alias of ``target`` takes the same lock)."""
+    return Path(target).resolve().parent / LOCK_FILE
 
 
 def staging_folder(into: Path) -> Path:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from skewtape_pipeline import fsio
-from skewtape_pipeline.errors import ChainError, ConfigError, ManifestError
+from skewtape_pipeline.errors import ApplyInProgressError, ChainError, ConfigError, ManifestError
 from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.mirror.apply import ApplyResult, apply_locked, lock_file_for
 from skewtape_pipeline.mirror.format import MANIFEST, MONTH_RE, SnapshotManifest
@@ -79,7 +79,9 @@ def catch_up(
         raise ConfigError(f"mode={mode!r}; expected one of {', '.join(MODES)}")
     history, deltas = Path(history), Path(deltas)
     lock = lock_file_for(history / "any-month")
-    with fsio.exclusive_lock(lock, timeout=lock_timeout, what="catching up"):
+    with fsio.exclusive_lock(
+        lock, timeout=lock_timeout, what="catching up", held_error=ApplyInProgressError
+    ):
         current = _current_snapshot(history)
         chain = plan_chain(current, deltas)
         results = []

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from skewtape_pipeline import fsio
-from skewtape_pipeline.errors import ConfigError, TickValidationError
+from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickValidationError
 from skewtape_pipeline.ticks.books import check_may_write
 from skewtape_pipeline.ticks.model import TickBatch, first_true
 from skewtape_pipeline.ticks.parquet_store import (
@@ -300,7 +300,7 @@ def compact_symbol_day(
         The written file did not read back equal (nothing is published).
     WriteOnceError
         The archive is in ``books_and_records`` mode and the symbol-day's file exists.
-    ApplyInProgressError
+    ArchiveBusyError
         Another writer held the archive's lock for more than ``lock_timeout`` seconds.
     """
     started = time.perf_counter()
@@ -328,7 +328,10 @@ def compact_symbol_day(
     tier = policy.tier_for(age_days)
     path = partition_file(Path(out), symbol, day)
     with fsio.exclusive_lock(
-        Path(out) / ARCHIVE_LOCK_FILE, timeout=lock_timeout, what="compacting"
+        Path(out) / ARCHIVE_LOCK_FILE,
+        timeout=lock_timeout,
+        what="compacting",
+        held_error=ArchiveBusyError,
     ):
         ensure_archive_schema(
             Path(out),

@@ -45,7 +45,7 @@ from typing import Any
 import pyarrow as pa
 
 from skewtape_pipeline import faults, fsio
-from skewtape_pipeline.errors import ConfigError, TickFormatError
+from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickFormatError
 from skewtape_pipeline.hashing import sha256_bytes, sha256_file
 from skewtape_pipeline.ticks.books import audit, check_may_delete, is_books_and_records
 from skewtape_pipeline.ticks.catalog import (
@@ -419,7 +419,7 @@ def retier(
     ------
     ConfigError
         Bad arguments (see :func:`plan_retier`), or scales that differ from a tier root's.
-    ApplyInProgressError
+    ArchiveBusyError
         Another re-tiering of this archive holds the lock.
     TickFormatError
         A damaged catalog or consolidated file (its sha256 differs from the catalog's).
@@ -429,7 +429,9 @@ def retier(
     started = time.perf_counter()
     root = Path(archive_root)
     policy = _check_policy(policy)
-    with fsio.exclusive_lock(root / LOCK_FILE, timeout=lock_timeout, what="re-tiering"):
+    with fsio.exclusive_lock(
+        root / LOCK_FILE, timeout=lock_timeout, what="re-tiering", held_error=ArchiveBusyError
+    ):
         for tier in (WARM, COLD):
             fsio.remove_stale_temps(policy.root_for(tier, root))
         remove_stale_catalog_temps(root)
@@ -766,12 +768,12 @@ def prune(
     WriteOnceError
         The archive is in ``books_and_records`` mode and there is something to remove (the
         refusal is audited; nothing is removed).
-    ApplyInProgressError
+    ArchiveBusyError
         A re-tiering of this archive is running.
     """
     root = Path(archive_root)
     policy = _check_policy(policy)
-    with fsio.exclusive_lock(root / LOCK_FILE, what="pruning"):
+    with fsio.exclusive_lock(root / LOCK_FILE, what="pruning", held_error=ArchiveBusyError):
         removed = _remove(root, _garbage(root, policy), audit_log)
         if not is_books_and_records(root):
             _forget_gone_sources(root, read_catalog(root), audit_log)

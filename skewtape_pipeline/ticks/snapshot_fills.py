@@ -274,7 +274,7 @@ def archive_symbol_days(
         The archive is in ``books_and_records`` mode and a wanted symbol-day's file exists
         or is catalogued (it would be overwritten, removed or withdrawn); refused before
         anything is written, and audited.
-    ApplyInProgressError
+    ArchiveBusyError
         Another writer (e.g. a re-tiering) held the archive's lock for longer than
         ``ARCHIVE_LOCK_WAIT_SECONDS``.
     """

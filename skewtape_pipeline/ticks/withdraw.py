@@ -20,7 +20,7 @@ from datetime import date, datetime
 from pathlib import Path
 
 from skewtape_pipeline import faults, fsio
-from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.errors import ArchiveBusyError, ConfigError
 from skewtape_pipeline.ticks.books import audit, check_may_delete
 from skewtape_pipeline.ticks.catalog import (
     Catalog,
@@ -67,7 +67,7 @@ def remove_symbol_days(
     WriteOnceError
         ``books_and_records`` mode and a key has a hot file or a catalogued copy (audited;
         nothing changed).
-    ApplyInProgressError
+    ArchiveBusyError
         A re-tiering holds the archive's lock beyond ``lock_timeout`` seconds.
     """
     root = Path(archive_root)
@@ -80,7 +80,9 @@ def remove_symbol_days(
     hot_files = [partition_file(root, *key) for key in wanted]
     if not any(hot.exists() for hot in hot_files) and not _to_withdraw(read_catalog(root), wanted):
         return [Removal(*key, removed_file=False, withdrawn=False) for key in wanted]
-    with fsio.exclusive_lock(root / LOCK_FILE, timeout=lock_timeout, what="removing"):
+    with fsio.exclusive_lock(
+        root / LOCK_FILE, timeout=lock_timeout, what="removing", held_error=ArchiveBusyError
+    ):
         withdrawn = set(_withdraw_locked(root, wanted, audit_log))
         return [
             Removal(*key, removed_file=fsio.atomic_unlink(hot), withdrawn=key in withdrawn)
@@ -116,7 +118,7 @@ def withdraw_symbol_days(
     WriteOnceError
         The archive is in ``books_and_records`` mode and a key is to be withdrawn (audited;
         nothing written).
-    ApplyInProgressError
+    ArchiveBusyError
         A re-tiering of this archive holds the lock beyond ``lock_timeout`` seconds.
     TickFormatError
         A damaged catalog.
@@ -125,7 +127,9 @@ def withdraw_symbol_days(
     wanted = _check_keys(keys)
     if not _to_withdraw(read_catalog(root), wanted):
         return []  # nothing to do: no lock taken, nothing written
-    with fsio.exclusive_lock(root / LOCK_FILE, timeout=lock_timeout, what="withdrawing"):
+    with fsio.exclusive_lock(
+        root / LOCK_FILE, timeout=lock_timeout, what="withdrawing", held_error=ArchiveBusyError
+    ):
         return _withdraw_locked(root, wanted, audit_log)
 
 

@@ -7,7 +7,10 @@ import sys
 import time
 from pathlib import Path
 
-from skewtape_pipeline.mirror.apply import LOCK_FILE
+import pytest
+
+from skewtape_pipeline.errors import LinkedStateFileError
+from skewtape_pipeline.mirror.apply import LOCK_FILE, apply_delta
 from skewtape_pipeline_tests.conftest import copy_snapshot
 from skewtape_pipeline_tests.mirror.apply_support import assert_same_snapshot, make_case
 
@@ -80,3 +83,44 @@ def test_apply_delta_when_two_processes_race_one_applies_and_the_other_waits_or_
     out, err = waiter.communicate(timeout=120)
     assert (waiter.returncode, out.strip()) == (0, "already"), err
     assert_same_snapshot(mirror, case.expected)
+
+
+def test_apply_delta_when_a_second_process_goes_through_a_symlinked_alias_it_is_refused(
+    tmp_path,
+):
+    case = make_case(tmp_path / "case", small=True)
+    mirror = copy_snapshot(case.parent, tmp_path / "history" / "2026-11")
+    alias = tmp_path / "elsewhere" / "current"
+    alias.parent.mkdir()
+    alias.symlink_to(mirror)  # the same snapshot folder under another name
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    holder = start(mirror, case.delta, flags, timeout=0, hold=True)
+    try:
+        wait_for(flags / "locked", holder)
+        second = start(alias, case.delta, flags, timeout=0, hold=False)
+        out, err = second.communicate(timeout=120)
+    finally:
+        (flags / "release").touch()
+    assert second.returncode == 3, (out, err)
+    assert f"{mirror.parent / LOCK_FILE} is held by applying" in out
+    assert f"process {holder.pid}" in out
+    out, err = holder.communicate(timeout=120)
+    assert (holder.returncode, out.strip()) == (0, "applied"), err
+    assert_same_snapshot(mirror, case.expected)
+    assert not (alias.parent / LOCK_FILE).exists()
+
+
+def test_apply_delta_when_the_lock_file_is_a_planted_symlink_refuses_and_leaves_its_target(
+    tmp_path,
+):
+    case = make_case(tmp_path / "case", small=True)
+    mirror = copy_snapshot(case.parent, tmp_path / "history" / "2026-11")
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me\n")
+    (mirror.parent / LOCK_FILE).symlink_to(precious)
+    before = sorted(p.name for p in mirror.iterdir())
+    with pytest.raises(LinkedStateFileError, match=LOCK_FILE):
+        apply_delta(mirror, case.delta)
+    assert precious.read_text() == "keep me\n"
+    assert sorted(p.name for p in mirror.iterdir()) == before

@@ -13,7 +13,7 @@ import pytest
 
 from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import (
-    ApplyInProgressError,
+    ArchiveBusyError,
     ConfigError,
     PrecisionLossError,
     TickValidationError,
@@ -401,7 +401,7 @@ def test_compact_symbol_day_when_another_writer_holds_the_archive_lock_waits_the
     tmp_path,
 ):
     with fsio.exclusive_lock(tmp_path / ARCHIVE_LOCK_FILE, what="re-tiering"):
-        with pytest.raises(ApplyInProgressError, match=r"skewtape-archive\.lock is held"):
+        with pytest.raises(ArchiveBusyError, match=r"skewtape-archive\.lock is held by re-tiering"):
             compact_symbol_day(day_batch(5), symbol="S", day=DAY, out=tmp_path, age_days=2,
                                policy=TierPolicy(), lock_timeout=0.1)  # fmt: skip
         assert not list(tmp_path.rglob("*.parquet"))  # nothing published while it was held

@@ -11,7 +11,7 @@ import pytest
 
 from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.audit import verify_audit_log
-from skewtape_pipeline.errors import ApplyInProgressError, ConfigError, TickFormatError
+from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickFormatError
 from skewtape_pipeline.ticks.catalog import read_catalog, resolve
 from skewtape_pipeline.ticks.compact import compact_symbol_day
 from skewtape_pipeline.ticks.consolidate import read_consolidated_file
@@ -236,9 +236,10 @@ def test_retier_when_consolidated_file_changed_on_disk_refuses(tmp_path, no_fsyn
         retier(root, as_of=STAGE_2, policy=POLICY)
 
 
-def test_retier_when_lock_held_raises_apply_in_progress(tmp_path, no_fsync):
+def test_retier_when_lock_held_raises_archive_busy_naming_the_holder(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1, days=DAYS[:1])
-    with fsio.exclusive_lock(root / LOCK_FILE), pytest.raises(ApplyInProgressError):
+    held = fsio.exclusive_lock(root / LOCK_FILE, what="compacting")
+    with held, pytest.raises(ArchiveBusyError, match=r"held by compacting .*refused re-tiering"):
         retier(root, as_of=STAGE_1, policy=POLICY)
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.audit import verify_audit_log
-from skewtape_pipeline.errors import ApplyInProgressError, ConfigError, WriteOnceError
+from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, WriteOnceError
 from skewtape_pipeline.ticks.books import EVENT_REFUSED, enable_books_and_records
 from skewtape_pipeline.ticks.catalog import read_catalog, resolve
 from skewtape_pipeline.ticks.compact import compact_symbol_day
@@ -401,7 +401,7 @@ def test_remove_symbol_days_when_retier_tries_to_run_before_the_hot_file_goes_ke
     def retier_first(path):  # a scheduled re-tiering tries to run just before the removal
         if path == partition_file(root, *COLD_KEY) and not interleaved:
             interleaved.append(path)
-            with contextlib.suppress(ApplyInProgressError):
+            with contextlib.suppress(ArchiveBusyError):
                 retier(root, as_of=STAGE_1, policy=POLICY)
         return unlink(path)
 

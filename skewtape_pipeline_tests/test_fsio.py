@@ -1,0 +1,180 @@
+"""The file system primitives: locks that name their holder and never follow a link, the one
+JSON loader, and OS errors that name the file they concern."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from skewtape_pipeline import fsio
+from skewtape_pipeline.errors import (
+    ApplyInProgressError,
+    ArchiveBusyError,
+    LinkedStateFileError,
+    LockHeldError,
+    MalformedJsonError,
+)
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+"""JSON nested far deeper than Python's recursion limit."""
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from skewtape_pipeline import fsio
+with fsio.exclusive_lock(Path(sys.argv[1]), what="re-tiering"):
+    Path(sys.argv[2]).touch()
+    time.sleep(60)
+"""
+
+
+def _hold_in_another_process(lock: Path, flag: Path) -> subprocess.Popen:
+    process = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock), str(flag)])
+    deadline = time.monotonic() + 60
+    while not flag.exists():
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    return process
+
+
+def test_exclusive_lock_when_lock_path_is_a_symlink_refuses_and_leaves_the_target(tmp_path):
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me\n")
+    lock = tmp_path / "history" / ".skewtape-apply.lock"
+    lock.parent.mkdir()
+    lock.symlink_to(target)
+    with (
+        pytest.raises(LinkedStateFileError, match=r"\.skewtape-apply\.lock"),
+        fsio.exclusive_lock(lock),
+    ):
+        pass
+    assert target.read_text() == "keep me\n"
+
+
+def test_exclusive_lock_when_held_by_another_process_names_the_operation_pid_host_and_since(
+    tmp_path,
+):
+    lock = tmp_path / ".skewtape-archive.lock"
+    process = _hold_in_another_process(lock, tmp_path / "held")
+    try:
+        busy = fsio.exclusive_lock(lock, held_error=ArchiveBusyError, what="compacting")
+        with pytest.raises(ArchiveBusyError) as raised, busy:
+            pass
+    finally:
+        process.kill()
+        process.wait()
+    message = str(raised.value)
+    assert isinstance(raised.value, LockHeldError)
+    assert not isinstance(raised.value, ApplyInProgressError)
+    assert str(lock) in message and "re-tiering" in message
+    assert f"process {process.pid}" in message and socket.gethostname() in message
+    assert "since 20" in message  # an ISO-8601 time
+
+
+def test_exclusive_lock_when_lock_file_holds_an_old_bare_pid_names_it(tmp_path):
+    lock = tmp_path / "x.lock"
+    process = _hold_in_another_process(lock, tmp_path / "held")
+    lock.write_text("4242\n")  # as a holder of an earlier version recorded itself
+    try:
+        held = fsio.exclusive_lock(lock, held_error=ApplyInProgressError)
+        with pytest.raises(ApplyInProgressError, match="process 4242"), held:
+            pass
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_atomic_write_bytes_when_a_symlink_is_planted_at_the_temp_name_leaves_its_target(
+    tmp_path,
+):
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me\n")
+    journal = tmp_path / "journal.json"
+    fsio.temp_path_for(journal).symlink_to(target)
+    fsio.atomic_write_bytes(journal, b"{}")
+    assert journal.read_bytes() == b"{}" and not journal.is_symlink()
+    assert target.read_text() == "keep me\n"
+
+
+def test_read_state_bytes_when_path_is_a_symlink_refuses_naming_it(tmp_path):
+    target = tmp_path / "precious.json"
+    target.write_text("{}")
+    cache = tmp_path / "hashes.json"
+    cache.symlink_to(target)
+    with pytest.raises(LinkedStateFileError, match=r"hashes\.json"):
+        fsio.read_state_bytes(cache)
+    assert fsio.read_state_bytes(tmp_path / "absent.json") is None
+    assert fsio.read_state_bytes(target) == b"{}"
+
+
+def test_load_json_when_nested_deeper_than_the_stack_raises_a_typed_error_naming_the_file():
+    with pytest.raises(MalformedJsonError, match=r"x/journal\.json, line 7: .*nested too deep"):
+        fsio.load_json(DEEP, Path("x/journal.json"), line=7)
+
+
+@pytest.mark.parametrize("data", [b"{", b"\xff\xfe", b"[1, 2"])
+def test_load_json_when_not_json_raises_the_error_asked_for(data):
+    class Refused(Exception):
+        pass
+
+    with pytest.raises(Refused, match=r"m\.json: is not valid JSON"):
+        fsio.load_json(data, "m.json", error=Refused)
+
+
+def test_load_json_when_valid_returns_the_value():
+    assert fsio.load_json(b'{"a": [1, {"b": null}]}', "m.json") == {"a": [1, {"b": None}]}
+
+
+def test_atomic_copy_when_the_disk_is_full_names_the_file(tmp_path, monkeypatch):
+    source = tmp_path / "source.parquet"
+    source.write_bytes(b"x" * 100)
+    target = tmp_path / "snapshot" / "fills.parquet"
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(shutil, "copyfile", full)
+    with pytest.raises(OSError) as raised:
+        fsio.atomic_copy(source, target)
+    assert raised.value.errno == errno.ENOSPC
+    assert str(target) in str(raised.value)
+    assert not target.exists() and list(target.parent.iterdir()) == []
+
+
+def test_atomic_write_bytes_when_the_disk_is_full_names_the_file(tmp_path, monkeypatch):
+    target = tmp_path / "manifest.json"
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError, match=r"No space left on device: .*manifest\.json"):
+        fsio.atomic_write_bytes(target, b"{}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_link_or_copy_when_the_copy_fallback_hits_a_full_disk_names_the_file(
+    tmp_path, monkeypatch
+):
+    source = tmp_path / "source.parquet"
+    source.write_bytes(b"x" * 100)
+    target = tmp_path / "fills.parquet"
+
+    def cross_device(*args, **kwargs):
+        raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "link", cross_device)
+    monkeypatch.setattr(shutil, "copyfile", full)
+    with pytest.raises(OSError, match=r"fills\.parquet"):
+        fsio.atomic_link_or_copy(source, target)
