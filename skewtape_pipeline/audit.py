@@ -46,8 +46,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from skewtape_pipeline.errors import AuditLogError
-from skewtape_pipeline.fsio import TEMP_MARKER, atomic_write_bytes, fsync_dir
+from skewtape_pipeline.errors import AuditLogError, MalformedJsonError
+from skewtape_pipeline.fsio import (
+    TEMP_MARKER,
+    atomic_write_bytes,
+    fsync_dir,
+    load_json,
+    open_state_file,
+    read_state_bytes,
+)
 from skewtape_pipeline.hashing import is_sha256_hex, sha256_bytes
 
 GENESIS = "0" * 64
@@ -92,17 +99,18 @@ class ChainHead:
         ------
         AuditLogError
             The file is not a head (not JSON, a field missing or of the wrong type), naming it.
+        LinkedStateFileError
+            The head is a symbolic link.
         """
-        try:
-            data = Path(path).read_bytes()
-        except FileNotFoundError:
+        data = read_state_bytes(Path(path))
+        if data is None:
             return None
         expected = "expected a JSON object with seq, line, end (integers >= 1) and sha256"
         try:
-            raw = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
+            raw = load_json(data, path)
+        except MalformedJsonError as exc:
             raise AuditLogError(
-                f"{path}: the audit log's head is damaged: not JSON ({exc}); {expected}"
+                f"{path}: the audit log's head is damaged: not JSON ({exc.reason}); {expected}"
             ) from None
         if not isinstance(raw, dict):
             raise AuditLogError(
@@ -162,6 +170,8 @@ class AuditLog:
             A record is not a mapping, uses a reserved field or is not JSON-able (named by its
             index); the log no longer holds the record its head names (truncated or rewritten),
             or the head is damaged. Nothing is written then.
+        LinkedStateFileError
+            The log or its head is a symbolic link (its target is left alone).
         """
         bodies = _encode_bodies(records)
         if not bodies:
@@ -187,7 +197,7 @@ class AuditLog:
     def _open(self, head_path: Path) -> int:
         """The log opened for appending; created unless its head shows it existed."""
         try:
-            return os.open(self.path, os.O_RDWR | os.O_APPEND)
+            return open_state_file(self.path, os.O_RDWR | os.O_APPEND)
         except FileNotFoundError:
             recorded = ChainHead.read(head_path)
             if recorded is not None:
@@ -196,7 +206,7 @@ class AuditLog:
                     f"{recorded.describe()}: the log was removed; nothing was appended"
                 ) from None
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        return os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        return open_state_file(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
 
 
 def _check_log_holds_head(fd: int, size: int, head: ChainHead, log: Path, head_path: Path) -> None:
@@ -331,8 +341,8 @@ def _write_all(fd: int, data: bytes) -> None:
 def _parse_record(line: bytes) -> dict[str, Any] | None:
     """The record on ``line`` if it is one (seq, time and prev_sha256 well formed), else None."""
     try:
-        record = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+        record = load_json(line, "audit line")
+    except MalformedJsonError:  # not JSON, or nested too deep
         return None
     if not isinstance(record, dict):
         return None
@@ -437,11 +447,13 @@ def check_audit_log(
         reordered), bytes that are not a record, a missing file; a truncated log (its chain
         stops before the head's seq, or holds another record there: naming the head's seq, line
         and sha256); a damaged head; no head with ``require_head``.
+    LinkedStateFileError
+        The log or its head is a symbolic link.
     """
     path = Path(path)
     head_path = audit_head_path(path)
     try:
-        with open(path, "rb") as handle:
+        with open(open_state_file(path, os.O_RDONLY), "rb") as handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
             data = handle.read()
             head = ChainHead.read(head_path)  # under the lock: an append moves both

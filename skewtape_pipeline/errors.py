@@ -107,7 +107,12 @@ class LinkedStateFileError(SkewtapeError):
 
 class MalformedJsonError(SkewtapeError):
     """A JSON file (or a JSON line) does not parse, or is nested too deep to parse; the message
-    names the file (and the line)."""
+    names the file (and the line). ``reason`` is what the parser found."""
+
+    def __init__(self, source: Path | str, reason: str, *, line: int | None = None):
+        self.source, self.reason, self.line = source, reason, line
+        where = f"{source}, line {line}" if line is not None else f"{source}"
+        super().__init__(f"{where}: is not valid JSON ({reason})")
 
 
 class MissingPathError(SkewtapeError):

@@ -243,7 +243,7 @@ def load_json(
     source: Path | str,
     *,
     line: int | None = None,
-    error: Callable[[str], Exception] = MalformedJsonError,
+    error: Callable[[str], Exception] | type[MalformedJsonError] = MalformedJsonError,
 ) -> Any:
     """The JSON value in ``data``, read from ``source`` (its ``line``, for a JSON-lines file).
 
@@ -252,14 +252,16 @@ def load_json(
     :class:`~skewtape_pipeline.errors.MalformedJsonError`), the message naming ``source`` (and
     ``line``) and what is wrong; never a RecursionError.
     """
-    where = f"{source}, line {line}" if line is not None else f"{source}"
     try:
         return json.loads(data)
     except RecursionError:
         reason = "nested too deep to parse"
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
         reason = str(exc)
-    raise error(f"{where}: is not valid JSON ({reason})")
+    malformed = MalformedJsonError(source, reason, line=line)
+    if error is MalformedJsonError:
+        raise malformed
+    raise error(str(malformed))
 
 
 # --- the exclusive lock ----------------------------------------------------------------------

@@ -46,8 +46,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from skewtape_pipeline.errors import ManifestError
-from skewtape_pipeline.fsio import atomic_write_bytes
+from skewtape_pipeline.errors import MalformedJsonError, ManifestError
+from skewtape_pipeline.fsio import atomic_write_bytes, load_json, open_state_file
 
 BLOCK = 1 << 20
 RACY_WINDOW_NS = 2_000_000_000
@@ -195,14 +195,15 @@ class HashCache:
 
 
 def _load_entries(path: Path) -> dict[str, _Entry]:
-    """The entries of the cache file at ``path``; {} when it is absent or not a JSON object."""
+    """The entries of the cache file at ``path``; {} when it is absent or not a JSON object.
+
+    Raises :class:`~skewtape_pipeline.errors.LinkedStateFileError` when it is a symbolic link.
+    """
     try:
-        with open(path, "rb") as handle:
+        with open(open_state_file(path, os.O_RDONLY), "rb") as handle:
             saved_ns = os.fstat(handle.fileno()).st_mtime_ns
-            raw = json.loads(handle.read())
-    except FileNotFoundError:
-        return {}
-    except ValueError:  # not JSON, or not UTF-8
+            raw = load_json(handle.read(), path)
+    except (FileNotFoundError, MalformedJsonError):  # absent, not JSON, nested too deep
         return {}
     if not isinstance(raw, dict):
         return {}

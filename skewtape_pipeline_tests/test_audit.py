@@ -19,7 +19,7 @@ from skewtape_pipeline.audit import (
     check_audit_log,
     verify_audit_log,
 )
-from skewtape_pipeline.errors import AuditLogError
+from skewtape_pipeline.errors import AuditLogError, LinkedStateFileError
 from skewtape_pipeline.fsio import TEMP_MARKER
 
 
@@ -385,3 +385,49 @@ def test_check_audit_log_when_log_removed_names_its_head(log_path):
     log_path.unlink()
     with pytest.raises(AuditLogError, match=r"does not exist, but its head .* seq 5"):
         check_audit_log(log_path)
+
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+"""JSON nested far deeper than Python's recursion limit."""
+
+
+def test_check_audit_log_when_a_line_is_nested_too_deep_names_that_line(log_path):
+    lines = _lines(log_path)
+    _write_lines(log_path, [*lines[:2], DEEP, *lines[2:]])
+    with pytest.raises(AuditLogError, match=r"audit\.jsonl: line 3: is not a record"):
+        check_audit_log(log_path)
+
+
+def test_audit_log_append_when_the_torn_tail_is_nested_too_deep_covers_it_with_a_repair(
+    log_path,
+):
+    with open(log_path, "ab") as handle:
+        handle.write(DEEP)  # a torn last line (no newline)
+    AuditLog(log_path).append([_record(9)])
+    assert verify_audit_log(log_path) == 7  # five records, the repair, the new one
+
+
+def test_chain_head_read_when_nested_too_deep_raises_audit_log_error_naming_it(log_path):
+    audit_head_path(log_path).write_bytes(DEEP)
+    with pytest.raises(AuditLogError, match=r"audit\.jsonl\.head.*damaged.*nested too deep"):
+        ChainHead.read(audit_head_path(log_path))
+
+
+@pytest.mark.parametrize("planted", ["log", "head"])
+def test_audit_log_append_when_a_symlink_is_planted_refuses_and_leaves_its_target(
+    tmp_path, planted
+):
+    log = tmp_path / "audit.jsonl"
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me\n")
+    (log if planted == "log" else audit_head_path(log)).symlink_to(precious)
+    with pytest.raises(LinkedStateFileError, match=r"audit\.jsonl"):
+        AuditLog(log).append([_record(1)])
+    assert precious.read_text() == "keep me\n"
+
+
+def test_check_audit_log_when_the_log_is_a_symlink_refuses_naming_it(log_path, tmp_path):
+    alias = tmp_path / "alias.jsonl"
+    alias.symlink_to(log_path)
+    with pytest.raises(LinkedStateFileError, match=r"alias\.jsonl"):
+        check_audit_log(alias)

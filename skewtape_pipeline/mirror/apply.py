@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import getpass
-import json
 import os
 import shutil
 import time
@@ -39,6 +38,7 @@ from skewtape_pipeline.audit import AuditLog
 from skewtape_pipeline.errors import (
     ApplyInProgressError,
     ConfigError,
+    MalformedJsonError,
     SnapshotMismatchError,
     UnsafePathError,
     VerificationError,
@@ -791,8 +791,8 @@ def _logged_paths(audit_log: Path, run_id: str) -> set[str]:
             if needle not in line:
                 continue
             try:
-                record = json.loads(line)
-            except ValueError:
+                record = fsio.load_json(line, audit_log)
+            except MalformedJsonError:  # not a record of ours (a torn or hostile line)
                 continue
             if isinstance(record, dict) and record.get("apply_id") == run_id:
                 logged.add(str(record.get("path")))

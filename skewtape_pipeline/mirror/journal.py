@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from skewtape_pipeline import fsio
+from skewtape_pipeline.errors import MalformedJsonError
 from skewtape_pipeline.mirror.format import LOCAL_STATE_DIR
 
 JOURNAL = "apply-journal.json"
@@ -57,10 +58,17 @@ class Journal:
 
     @classmethod
     def find(cls, folder: Path, delta_manifest_sha256: str) -> Journal | None:
-        """The journal of ``folder`` if it is a readable journal of this delta, else None."""
+        """The journal of ``folder`` if it is a readable journal of this delta, else None.
+
+        A damaged journal (not JSON, nested too deep, a field missing) is None; a journal that
+        is a symbolic link raises :class:`~skewtape_pipeline.errors.LinkedStateFileError`.
+        """
         path = journal_path(folder)
+        raw = fsio.read_state_bytes(path)
+        if raw is None:
+            return None
         try:
-            data = json.loads(path.read_bytes())
+            data = fsio.load_json(raw, path)
             if data.get("version") != VERSION or data.get("delta") != delta_manifest_sha256:
                 return None
             return cls(
@@ -71,7 +79,7 @@ class Journal:
                 started={rel: Started(**item) for rel, item in data["started"].items()},
                 audited=bool(data["audited"]),
             )
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        except (MalformedJsonError, ValueError, TypeError, KeyError, AttributeError):
             return None
 
     def save(self) -> None:

@@ -36,7 +36,7 @@ from skewtape_pipeline.errors import (
     UnsafePathError,
     VerificationError,
 )
-from skewtape_pipeline.fsio import atomic_write_bytes
+from skewtape_pipeline.fsio import atomic_write_bytes, load_json, read_state_bytes
 from skewtape_pipeline.hashing import (
     FileStamp,
     HashCache,
@@ -100,17 +100,14 @@ def merged_tables(snapshot: Path) -> dict[str, str]:
     """{table path: sha256 of the bytes our merge wrote} recorded for ``snapshot``.
 
     Empty when nothing was recorded. Raises :class:`LocalStateError` naming ``merged.json`` when
-    it is not a JSON object of reference-table paths to sha256 hex digests.
+    it is not a JSON object of reference-table paths to sha256 hex digests, and
+    :class:`LinkedStateFileError` when it is a symbolic link.
     """
     path = merged_tables_path(snapshot)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    raw = read_state_bytes(path)
+    if raw is None:
         return {}
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise LocalStateError(f"{path}: is not valid JSON ({exc})") from None
+    data = load_json(raw, path, error=LocalStateError)
     if not isinstance(data, dict):
         raise LocalStateError(f"{path}: expected a JSON object of table path to sha256")
     for rel, digest in data.items():

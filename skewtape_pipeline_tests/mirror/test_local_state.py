@@ -1,0 +1,73 @@
+"""The snapshot's local state files (journal, hash cache, merged-table record) under hostile
+content: nested too deep to parse, or replaced by a symbolic link."""
+
+from __future__ import annotations
+
+import pytest
+
+from skewtape_pipeline.errors import LinkedStateFileError, LocalStateError
+from skewtape_pipeline.hashing import HashCache
+from skewtape_pipeline.mirror.apply import apply_delta
+from skewtape_pipeline.mirror.journal import Journal, journal_path
+from skewtape_pipeline.mirror.verify import hash_cache_path, merged_tables, verify_snapshot
+from skewtape_pipeline.mirror.verify import merged_tables_path as merged_path
+from skewtape_pipeline_tests.conftest import copy_snapshot
+from skewtape_pipeline_tests.mirror.apply_support import assert_same_snapshot, make_case
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+"""JSON nested far deeper than Python's recursion limit."""
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory):
+    return make_case(tmp_path_factory.mktemp("case"), small=True)
+
+
+def _mirror(case, tmp_path):
+    return copy_snapshot(case.parent, tmp_path / "history" / "2026-11")
+
+
+def _plant(path, tmp_path):
+    """A symlink at ``path`` to a file of the user's; returns that file."""
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.symlink_to(precious)
+    return precious
+
+
+def test_hash_cache_when_nested_too_deep_costs_only_a_rehash(case, tmp_path):
+    mirror = _mirror(case, tmp_path)
+    hash_cache_path(mirror).parent.mkdir()
+    hash_cache_path(mirror).write_bytes(DEEP)
+    assert HashCache(hash_cache_path(mirror)).entries() == {}
+    result = verify_snapshot(mirror)
+    assert result.files_hashed == result.files_checked
+
+
+def test_journal_when_nested_too_deep_is_ignored_and_the_apply_finishes(case, tmp_path):
+    mirror = _mirror(case, tmp_path)
+    journal_path(mirror).parent.mkdir()
+    journal_path(mirror).write_bytes(DEEP)
+    assert Journal.find(mirror, "0" * 64) is None
+    apply_delta(mirror, case.delta)
+    assert_same_snapshot(mirror, case.expected)
+
+
+def test_merged_tables_when_nested_too_deep_raises_local_state_error_naming_it(tmp_path):
+    merged_path(tmp_path).parent.mkdir()
+    merged_path(tmp_path).write_bytes(DEEP)
+    with pytest.raises(LocalStateError, match=r"merged\.json: is not valid JSON"):
+        merged_tables(tmp_path)
+
+
+@pytest.mark.parametrize("where", [journal_path, hash_cache_path, merged_path])
+def test_apply_delta_when_a_local_state_file_is_a_symlink_refuses_and_leaves_its_target(
+    case, tmp_path, where
+):
+    mirror = _mirror(case, tmp_path)
+    precious = _plant(where(mirror), tmp_path)
+    with pytest.raises(LinkedStateFileError, match=where(mirror).name):
+        apply_delta(mirror, case.delta)
+    assert precious.read_text() == "keep me\n"
+    assert where(mirror).is_symlink()
