@@ -49,7 +49,7 @@ def is_books_and_records(archive_root: Path) -> bool:
     if not marker.exists():
         return False
     try:
-        found = json.loads(marker.read_text(encoding="utf-8"))
+        found = fsio.load_json(marker.read_bytes(), marker, error=ConfigError)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{marker}: unreadable write-once marker ({exc})") from None
     if not isinstance(found, dict) or found.get("mode") != MODE:

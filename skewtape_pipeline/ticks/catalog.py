@@ -370,10 +370,7 @@ def _parse_header(
     raw = metadata.get(CATALOG_METADATA_KEY.encode())
     if raw is None:
         raise TickFormatError(f"{where}: missing (not a catalog file)")
-    try:
-        body = json.loads(raw)
-    except ValueError as exc:
-        raise TickFormatError(f"{where}: not valid JSON ({exc})") from None
+    body = fsio.load_json(raw, where, error=TickFormatError)
     generation = _check_header(where, body, CATALOG_VERSION)
     try:
         return generation, _file_entries(_list(body, "files", where))
@@ -588,10 +585,7 @@ def _symbol_runs(rows: pa.Table) -> dict[str, tuple[int, int]]:
 
 
 def _parse_v1(path: Path, raw: bytes) -> Catalog:
-    try:
-        body = json.loads(raw)
-    except ValueError as exc:
-        raise TickFormatError(f"{path}: not valid JSON ({exc})") from None
+    body = fsio.load_json(raw, path, error=TickFormatError)
     generation = _check_header(str(path), body, LEGACY_CATALOG_VERSION)
     try:
         files = _file_entries(_list(body, "files", str(path)))

@@ -204,7 +204,7 @@ def read_archive_marker(root: Path) -> dict[str, object]:
     """
     marker = Path(root) / ARCHIVE_MARKER
     try:
-        found = json.loads(marker.read_text(encoding="utf-8"))
+        found = fsio.load_json(marker.read_bytes(), marker, error=ConfigError)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{marker}: unreadable archive marker ({exc})") from None
     if not isinstance(found, dict):

@@ -46,7 +46,6 @@ Plain DuckDB equivalent of one archive's view (what :func:`ticks_view_sql` retur
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +55,7 @@ import duckdb
 import pyarrow as pa
 
 from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.fsio import load_json
 from skewtape_pipeline.ticks.catalog import Catalog, resolve
 from skewtape_pipeline.ticks.parquet_store import ARCHIVE_MARKER
 from skewtape_pipeline.ticks.placement import archive_state
@@ -201,7 +201,7 @@ def scan_stats(sql: str, roots: Roots, *, parameters: Sequence[Any] | None = Non
     con = _connect(roots, 1)
     try:
         (row,) = con.execute(f"EXPLAIN (ANALYZE, FORMAT json) {sql}", parameters or []).fetchall()
-        profile = json.loads(row[1])
+        profile = load_json(row[1], "EXPLAIN ANALYZE output", error=ConfigError)
         rows = len(con.execute(sql, parameters or []).fetchall())
     except duckdb.Error as exc:
         raise ConfigError(f"query {sql!r}: {exc}") from None
@@ -300,7 +300,7 @@ def _empty_select(roots: list[Path]) -> str:
     for root in roots:
         marker = root / ARCHIVE_MARKER
         if marker.exists():
-            found = json.loads(marker.read_text(encoding="utf-8"))
+            found = load_json(marker.read_bytes(), marker, error=ConfigError)
             price_scale, quantity_scale = found["price_scale"], found["quantity_scale"]
             timestamp_unit = found.get("timestamp_unit", "ns")
             break

@@ -36,7 +36,6 @@ Standard library only.
 
 from __future__ import annotations
 
-import json
 import tomllib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -44,6 +43,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.fsio import load_json
 
 HOT = "HOT"
 WARM = "WARM"
@@ -310,10 +310,10 @@ class TierPolicy:
             if path.suffix == ".toml":
                 data = tomllib.loads(text)
             elif path.suffix == ".json":
-                data = json.loads(text)
+                data = load_json(text, path, error=ConfigError)
             else:
                 raise ConfigError(f"{path}: expected a .toml or .json tier policy file")
-        except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        except (tomllib.TOMLDecodeError, RecursionError) as exc:  # RecursionError: too deep
             raise ConfigError(f"{path}: not valid {path.suffix[1:].upper()}: {exc}") from None
         return cls.from_dict(data, source=str(path))
 
