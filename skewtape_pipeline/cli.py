@@ -1,7 +1,8 @@
 """The ``skewtape-pipeline`` command line: a thin shell over the core functions.
 
 Exit codes: 0 on success, 2 when the input is refused (a one-line ``error: ...`` on stderr, nothing
-changed on disk), 1 on an unexpected operating-system error. ``--json`` prints the result object.
+changed on disk), 1 on an operating-system error (a full disk, ...; one line naming the file).
+``--json`` prints the result object.
 """
 
 from __future__ import annotations
@@ -389,12 +390,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.handler(args)
+    except OSError as exc:  # before SkewtapeError: a StorageError is an OS error
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except SkewtapeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
     return 0
 
 

@@ -28,6 +28,7 @@ from skewtape_pipeline.errors import (
     LinkedStateFileError,
     LockHeldError,
     MalformedJsonError,
+    MissingPathError,
     SkewtapeError,
 )
 
@@ -190,6 +191,18 @@ def remove_stale_temps(root: Path) -> int:
             path.unlink()
             removed += 1
     return removed
+
+
+def require_folder(folder: Path, what: str) -> Path:
+    """``folder`` if it is an existing folder; else :class:`MissingPathError` naming it.
+
+    Commands check the folders they were given with this before they take a lock or create
+    anything, so that a refusal writes nothing. ``what`` says what the folder should be.
+    """
+    if not Path(folder).is_dir():
+        found = "is not a folder" if Path(folder).exists() else "does not exist"
+        raise MissingPathError(f"{folder}: {found}; expected {what}")
+    return Path(folder)
 
 
 def make_read_only(path: Path) -> None:

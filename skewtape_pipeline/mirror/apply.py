@@ -188,6 +188,8 @@ def apply_delta(
 
     Raises
     ------
+    MissingPathError
+        ``snapshot`` or ``delta`` is not an existing folder; nothing is created.
     DeltaRefusedError
         (ManifestError, UnsafePathError, ChecksumMismatchError, ChangeFileError) the delta is
         refused; nothing was written.
@@ -200,7 +202,8 @@ def apply_delta(
         ``into`` is then absent and the staging folder removed; in place, the snapshot holds
         the next manifest and the error lists what differs.
     """
-    snapshot, delta = Path(snapshot), Path(delta)
+    snapshot = fsio.require_folder(snapshot, "a snapshot folder")
+    delta = fsio.require_folder(delta, "a delta folder")
     into = Path(into) if into is not None else None
     with fsio.exclusive_lock(
         lock_file_for(into if into is not None else snapshot),
@@ -228,7 +231,8 @@ def check_delta(
     unchanged files), or None when the target already holds the next snapshot. Raises the same
     refusals as :func:`apply_delta`.
     """
-    snapshot, delta = Path(snapshot), Path(delta)
+    snapshot = fsio.require_folder(snapshot, "a snapshot folder")
+    delta = fsio.require_folder(delta, "a delta folder")
     into = Path(into) if into is not None else None
     with fsio.exclusive_lock(
         lock_file_for(into if into is not None else snapshot),

@@ -70,6 +70,8 @@ def catch_up(
         A pending delta's manifest or CHECKSUMS.sha256 is unreadable or inconsistent.
     ConfigError
         ``mode`` is not ``versioned`` or ``in_place``.
+    MissingPathError
+        ``history`` or ``deltas`` is not an existing folder; nothing is created.
     ChainError
         ``history`` holds no snapshot, a month is missing between the current one and a later
         delta, a delta's parent is not the snapshot before it, or a delta's next snapshot is not
@@ -77,7 +79,9 @@ def catch_up(
     """
     if mode not in MODES:
         raise ConfigError(f"mode={mode!r}; expected one of {', '.join(MODES)}")
-    history, deltas = Path(history), Path(deltas)
+    history = fsio.require_folder(history, "a history folder of <YYYY-MM>/ snapshots")
+    _current_snapshot(history)  # refused before the lock file is created
+    deltas = fsio.require_folder(deltas, "a folder of <YYYY-MM>/ deltas")
     lock = lock_file_for(history / "any-month")
     with fsio.exclusive_lock(
         lock, timeout=lock_timeout, what="catching up", held_error=ApplyInProgressError

@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 
 from skewtape_pipeline import faults, fsio
+from skewtape_pipeline.errors import StorageError
 
 DUCKDB_THREADS = 2
 
@@ -71,10 +72,17 @@ def merge_table(
     Idempotent in rows (applying the same changes twice gives the same rows). The result is
     written to a temporary file beside ``table`` and renamed over it; a failure or crash leaves
     ``table`` as it was (plus, after a crash, a temporary file that the next run removes).
+    DuckDB's I/O errors (a full disk) are raised as :class:`StorageError` naming ``table``.
     """
 
     def write(temp: Path) -> None:
-        con.execute(merge_query(table, changes, temp, keys, columns=columns))
+        try:
+            con.execute(merge_query(table, changes, temp, keys, columns=columns))
+        except duckdb.IOException as exc:  # a full disk, an I/O error: an OS error, one line
+            first_line = str(exc).strip().splitlines()[0]
+            raise StorageError(
+                f"{table}: the merged table could not be written ({first_line})"
+            ) from None
         faults.checkpoint(f"{checkpoint_name}:written")
 
     fsio.atomic_write_with(table, write)

@@ -12,6 +12,7 @@ from skewtape_pipeline.errors import (
     ChangeFileError,
     ChecksumMismatchError,
     ManifestError,
+    MissingPathError,
     SkewtapeError,
     SnapshotMismatchError,
     UnsafePathError,
@@ -238,9 +239,9 @@ def test_apply_delta_when_next_manifest_sha_disagrees_raises_manifest_error(case
     assert_refused(case, ManifestError, "next.manifest_sha256")
 
 
-def test_apply_delta_when_delta_folder_missing_raises_manifest_error(case, tmp_path):
+def test_apply_delta_when_delta_folder_missing_raises_missing_path_error(case, tmp_path):
     mirror = copy_snapshot(case.parent, case.root / "mirror")
-    with pytest.raises(ManifestError, match="no such directory"):
+    with pytest.raises(MissingPathError, match="nowhere: does not exist; expected a delta"):
         apply_delta(mirror, tmp_path / "nowhere")
     assert not os.path.exists(tmp_path / "nowhere")
 

@@ -1,0 +1,156 @@
+"""Refused commands write nothing and say so in one line; OS errors exit 1 naming the file."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from skewtape_pipeline.cli import main
+from skewtape_pipeline.mirror import merge
+from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
+
+NEXT_MONTH = "2026-10"
+
+
+def _listing(folder: Path) -> list[str]:
+    """Every path below ``folder`` (hidden ones included), and ``folder``'s own existence."""
+    if not folder.exists():
+        return ["<absent>"]
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _assert_one_error_line(err: str, *named: object) -> None:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    for name in named:
+        assert str(name) in lines[0], (name, err)
+
+
+def test_cli_catch_up_when_the_folder_holds_no_history_exits_2_and_writes_nothing(
+    sample_root, capsys
+):
+    empty = sample_root / "not-a-history"
+    empty.mkdir()
+    code, _, err = run(capsys, "catch-up", str(empty), str(sample_root / "deltas"), "--no-audit")
+    assert code == 2
+    _assert_one_error_line(err, empty)
+    assert _listing(empty) == []
+
+
+def test_cli_catch_up_when_a_month_folder_is_not_a_snapshot_exits_2_and_writes_nothing(
+    sample_root, capsys
+):
+    history = sample_root / "elsewhere"
+    (history / SAMPLE_FIRST_MONTH).mkdir(parents=True)
+    code, _, err = run(capsys, "catch-up", str(history), str(sample_root / "deltas"))
+    assert code == 2
+    _assert_one_error_line(err, history)
+    assert _listing(history) == [SAMPLE_FIRST_MONTH]
+    assert not (sample_root / "audit.jsonl").exists()
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_cli_catch_up_when_the_deltas_folder_is_missing_exits_2_naming_it_and_writes_nothing(
+    sample_root, capsys, in_place
+):
+    history, nowhere = sample_root / "history", sample_root / "nowhere"
+    before = _listing(sample_root)
+    argv = ["catch-up", str(history), str(nowhere), *(["--in-place"] if in_place else [])]
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (2, "")
+    _assert_one_error_line(err, nowhere)
+    assert _listing(sample_root) == before
+
+
+def test_cli_catch_up_when_the_history_folder_is_missing_exits_2_and_creates_nothing(
+    sample_root, capsys
+):
+    missing = sample_root / "gone" / "history"
+    code, _, err = run(capsys, "catch-up", str(missing), str(sample_root / "deltas"))
+    assert code == 2
+    _assert_one_error_line(err, missing)
+    assert not (sample_root / "gone").exists()
+
+
+def test_cli_apply_delta_when_the_snapshot_is_missing_exits_2_and_creates_nothing(
+    sample_root, capsys
+):
+    missing = sample_root / "gone" / SAMPLE_FIRST_MONTH
+    delta = sample_root / "deltas" / NEXT_MONTH
+    code, _, err = run(capsys, "apply-delta", str(missing), str(delta))
+    assert code == 2
+    _assert_one_error_line(err, missing)
+    assert not (sample_root / "gone").exists()
+
+
+def test_cli_apply_delta_when_the_delta_is_missing_exits_2_and_writes_nothing(sample_root, capsys):
+    snapshot = sample_root / "history" / SAMPLE_FIRST_MONTH
+    missing = sample_root / "deltas" / "2027-01"
+    before = _listing(sample_root)
+    for into in ([], ["--into", str(sample_root / "history" / NEXT_MONTH)]):
+        code, _, err = run(capsys, "apply-delta", str(snapshot), str(missing), *into)
+        assert code == 2
+        _assert_one_error_line(err, missing)
+    assert _listing(sample_root) == before
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("verify", "{missing}"),
+        ("diff", "{missing}", "{history}/" + SAMPLE_FIRST_MONTH, "{root}/out"),
+        ("diff", "{history}/" + SAMPLE_FIRST_MONTH, "{missing}", "{root}/out"),
+        ("audit-verify", "{missing}"),
+    ],
+)
+def test_cli_mirror_command_when_a_path_is_missing_exits_2_naming_it_and_writes_nothing(
+    sample_root, capsys, argv
+):
+    names = {"missing": sample_root / "gone", "history": sample_root / "history"}
+    names["root"] = sample_root
+    before = _listing(sample_root)
+    code, _, err = run(capsys, *(arg.format(**names) for arg in argv))
+    assert code == 2
+    _assert_one_error_line(err, names["missing"])
+    assert _listing(sample_root) == before
+
+
+def _full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_cli_apply_delta_when_copying_hits_a_full_disk_exits_1_naming_the_file(
+    sample_root, capsys, monkeypatch
+):
+    snapshot = sample_root / "history" / SAMPLE_FIRST_MONTH
+    monkeypatch.setattr(shutil, "copyfile", _full)
+    delta = str(sample_root / "deltas" / NEXT_MONTH)
+    code, _, err = run(capsys, "apply-delta", str(snapshot), delta, "--copy", "--no-audit")
+    assert code == 1
+    _assert_one_error_line(err, "No space left on device", snapshot)
+
+
+def test_cli_apply_delta_when_duckdb_cannot_write_the_merged_table_exits_1_naming_it(
+    sample_root, capsys, monkeypatch
+):
+    snapshot = sample_root / "history" / SAMPLE_FIRST_MONTH
+    query = merge.merge_query
+
+    def unwritable(table, changes, out, keys, **kwargs):  # DuckDB's own IO error, as on ENOSPC
+        return query(table, changes, sample_root / "no-such-dir" / out.name, keys, **kwargs)
+
+    monkeypatch.setattr(merge, "merge_query", unwritable)
+    delta = str(sample_root / "deltas" / NEXT_MONTH)
+    code, _, err = run(capsys, "apply-delta", str(snapshot), delta, "--no-audit")
+    assert code == 1
+    _assert_one_error_line(err, snapshot, ".parquet", "IO Error")
