@@ -227,12 +227,22 @@ def open_state_file(path: Path, flags: int, mode: int = 0o644) -> int:
     try:
         return os.open(path, flags | os.O_NOFOLLOW, mode)
     except OSError as exc:
-        if exc.errno == errno.ELOOP and Path(path).is_symlink():
-            raise LinkedStateFileError(
-                f"{path}: is a symbolic link (to {os.readlink(path)}); expected a regular file "
-                "of our own. Refused so that its target is never written; remove the link"
-            ) from None
+        if exc.errno == errno.ELOOP:
+            refuse_linked_state(path)
         raise
+
+
+def refuse_linked_state(path: Path | None) -> None:
+    """Raise :class:`~skewtape_pipeline.errors.LinkedStateFileError` if ``path`` is a symlink.
+
+    Operations that will write a state file (the audit log) call this before their first
+    write, so that the refusal leaves everything as it was.
+    """
+    if path is not None and Path(path).is_symlink():
+        raise LinkedStateFileError(
+            f"{path}: is a symbolic link (to {os.readlink(path)}); expected a regular file "
+            "of our own. Refused so that its target is never written; remove the link"
+        )
 
 
 def read_state_bytes(path: Path) -> bytes | None:

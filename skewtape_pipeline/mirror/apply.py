@@ -190,6 +190,8 @@ def apply_delta(
     ------
     MissingPathError
         ``snapshot`` or ``delta`` is not an existing folder; nothing is created.
+    LinkedStateFileError
+        ``audit_log``, the lock file or a local state file is a symbolic link; nothing written.
     DeltaRefusedError
         (ManifestError, UnsafePathError, ChecksumMismatchError, ChangeFileError) the delta is
         refused; nothing was written.
@@ -204,6 +206,7 @@ def apply_delta(
     """
     snapshot = fsio.require_folder(snapshot, "a snapshot folder")
     delta = fsio.require_folder(delta, "a delta folder")
+    fsio.refuse_linked_state(audit_log)
     into = Path(into) if into is not None else None
     with fsio.exclusive_lock(
         lock_file_for(into if into is not None else snapshot),

@@ -72,6 +72,8 @@ def catch_up(
         ``mode`` is not ``versioned`` or ``in_place``.
     MissingPathError
         ``history`` or ``deltas`` is not an existing folder; nothing is created.
+    LinkedStateFileError
+        ``audit_log`` or the lock file is a symbolic link; nothing is written.
     ChainError
         ``history`` holds no snapshot, a month is missing between the current one and a later
         delta, a delta's parent is not the snapshot before it, or a delta's next snapshot is not
@@ -82,6 +84,7 @@ def catch_up(
     history = fsio.require_folder(history, "a history folder of <YYYY-MM>/ snapshots")
     _current_snapshot(history)  # refused before the lock file is created
     deltas = fsio.require_folder(deltas, "a folder of <YYYY-MM>/ deltas")
+    fsio.refuse_linked_state(audit_log)
     lock = lock_file_for(history / "any-month")
     with fsio.exclusive_lock(
         lock, timeout=lock_timeout, what="catching up", held_error=ApplyInProgressError

@@ -8,11 +8,12 @@ import pytest
 from skewtape_pipeline.errors import LinkedStateFileError, LocalStateError
 from skewtape_pipeline.hashing import HashCache
 from skewtape_pipeline.mirror.apply import apply_delta
+from skewtape_pipeline.mirror.catchup import catch_up
 from skewtape_pipeline.mirror.journal import Journal, journal_path
 from skewtape_pipeline.mirror.verify import hash_cache_path, merged_tables, verify_snapshot
 from skewtape_pipeline.mirror.verify import merged_tables_path as merged_path
 from skewtape_pipeline_tests.conftest import copy_snapshot
-from skewtape_pipeline_tests.mirror.apply_support import assert_same_snapshot, make_case
+from skewtape_pipeline_tests.mirror.apply_support import assert_same_snapshot, make_case, tree_state
 
 DEEP = b"[" * 100_000 + b"]" * 100_000
 """JSON nested far deeper than Python's recursion limit."""
@@ -71,3 +72,32 @@ def test_apply_delta_when_a_local_state_file_is_a_symlink_refuses_and_leaves_its
         apply_delta(mirror, case.delta)
     assert precious.read_text() == "keep me\n"
     assert where(mirror).is_symlink()
+
+
+@pytest.mark.parametrize("versioned", [False, True])
+def test_apply_delta_when_the_audit_log_is_a_symlink_refuses_before_writing_anything(
+    case, tmp_path, versioned
+):
+    mirror = _mirror(case, tmp_path)
+    log = tmp_path / "audit.jsonl"
+    precious = _plant(log, tmp_path)
+    into = mirror.parent / "2026-12" if versioned else None
+    before = tree_state(mirror.parent)
+    with pytest.raises(LinkedStateFileError, match=r"audit\.jsonl"):
+        apply_delta(mirror, case.delta, into=into, audit_log=log)
+    assert precious.read_text() == "keep me\n"
+    assert tree_state(mirror.parent) == before
+
+
+def test_catch_up_when_the_audit_log_is_a_symlink_refuses_before_writing_anything(case, tmp_path):
+    mirror = _mirror(case, tmp_path)
+    deltas = tmp_path / "deltas"
+    deltas.mkdir()
+    (deltas / "2026-12").symlink_to(case.delta)
+    log = tmp_path / "audit.jsonl"
+    precious = _plant(log, tmp_path)
+    before = tree_state(mirror.parent)
+    with pytest.raises(LinkedStateFileError, match=r"audit\.jsonl"):
+        catch_up(mirror.parent, deltas, audit_log=log)
+    assert precious.read_text() == "keep me\n"
+    assert tree_state(mirror.parent) == before
