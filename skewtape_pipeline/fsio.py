@@ -47,10 +47,15 @@ def is_temp(path: Path) -> bool:
 
 
 def fsync_dir(folder: Path) -> None:
-    """fsync a folder so that a rename or unlink inside it survives a power loss."""
+    """fsync a folder so that a rename or unlink inside it survives a power loss.
+
+    An OSError (an I/O error, a full disk) names ``folder``.
+    """
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(folder)) from exc
     finally:
         os.close(fd)
 

@@ -178,3 +178,18 @@ def test_atomic_link_or_copy_when_the_copy_fallback_hits_a_full_disk_names_the_f
     monkeypatch.setattr(shutil, "copyfile", full)
     with pytest.raises(OSError, match=r"fills\.parquet"):
         fsio.atomic_link_or_copy(source, target)
+
+
+def test_atomic_link_or_copy_when_the_folder_fsync_hits_a_full_disk_names_the_folder(
+    tmp_path, monkeypatch
+):
+    source = tmp_path / "source.parquet"
+    source.write_bytes(b"x" * 100)
+    target = tmp_path / "snapshot" / "fills.parquet"
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError, match=r"No space left on device: .*snapshot"):
+        fsio.atomic_link_or_copy(source, target)
