@@ -60,14 +60,15 @@ class Journal:
     def find(cls, folder: Path, delta_manifest_sha256: str) -> Journal | None:
         """The journal of ``folder`` if it is a readable journal of this delta, else None.
 
-        A damaged journal (not JSON, nested too deep, a field missing) is None; a journal that
-        is a symbolic link raises :class:`~skewtape_pipeline.errors.LinkedStateFileError`.
+        A damaged or unreadable journal (not JSON, nested too deep, a field missing) is None; a
+        journal that is a symbolic link raises
+        :class:`~skewtape_pipeline.errors.LinkedStateFileError`.
         """
         path = journal_path(folder)
-        raw = fsio.read_state_bytes(path)
-        if raw is None:
-            return None
         try:
+            raw = fsio.read_state_bytes(path)
+            if raw is None:
+                return None
             data = fsio.load_json(raw, path)
             if data.get("version") != VERSION or data.get("delta") != delta_manifest_sha256:
                 return None
@@ -79,7 +80,7 @@ class Journal:
                 started={rel: Started(**item) for rel, item in data["started"].items()},
                 audited=bool(data["audited"]),
             )
-        except (MalformedJsonError, ValueError, TypeError, KeyError, AttributeError):
+        except (OSError, MalformedJsonError, ValueError, TypeError, KeyError, AttributeError):
             return None
 
     def save(self) -> None:
