@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from skewtape_pipeline.errors import ConfigError, TickFormatError
 from skewtape_pipeline.hashing import FileStamp
 from skewtape_pipeline.ticks.catalog import (
@@ -37,6 +35,7 @@ from skewtape_pipeline.ticks.catalog import (
     read_catalog,
     resolve,
 )
+from skewtape_pipeline.ticks.consolidate import read_footer
 from skewtape_pipeline.ticks.parquet_store import PART_FILE_NAME, decode_symbol
 from skewtape_pipeline.ticks.tiers import COLD, HOT, TIERS, WARM, TierPolicy
 
@@ -179,7 +178,7 @@ def locations(archive_root: Path, *, policy: TierPolicy | None = None) -> list[L
 
 
 def _hot_location(hot: HotFile) -> Location:
-    rows = pq.read_metadata(hot.path).num_rows
+    rows = read_footer(hot.path).num_rows
     return Location(hot.symbol, hot.day, HOT, hot.path, rows, hot.stamp.size, False)
 
 
@@ -249,7 +248,7 @@ def archive_metrics(archive_root: Path, *, policy: TierPolicy | None = None) -> 
     if not isinstance(policy, TierPolicy):
         raise ConfigError(f"policy = {policy!r}: expected a TierPolicy")
     state = archive_state(root)
-    hot_ticks = sum(pq.read_metadata(hot.path).num_rows for hot in state.hot_live)
+    hot_ticks = sum(read_footer(hot.path).num_rows for hot in state.hot_live)
     tiers = {
         HOT: TierMetrics(
             HOT,

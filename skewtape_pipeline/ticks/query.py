@@ -252,6 +252,7 @@ def scan_stats(sql: str, roots: Roots, *, parameters: Sequence[Any] | None = Non
         profile = json.loads(row[1])
         rows = len(con.execute(sql, parameters or []).fetchall())
     except duckdb.Error as exc:
+        _raise_if_damaged(roots, None)
         raise ConfigError(f"query {sql!r}: {exc}") from None
     finally:
         con.close()

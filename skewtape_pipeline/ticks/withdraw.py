@@ -79,15 +79,13 @@ def remove_symbol_days(
     """
     root = Path(archive_root)
     wanted = sorted(_check_keys(keys))
-    catalogued = checked_catalog(root, policy).partitions
+    catalog = checked_catalog(root, policy)
     for key in wanted:
         hot = partition_file(root, *key)
-        if hot.exists() or key in catalogued:
+        if hot.exists() or key in catalog.partitions:
             check_may_delete(root, hot, why=_why(key), audit_log=audit_log)
     hot_files = [partition_file(root, *key) for key in wanted]
-    if not any(hot.exists() for hot in hot_files) and not _to_withdraw(
-        checked_catalog(root, policy), wanted
-    ):
+    if not any(hot.exists() for hot in hot_files) and not _to_withdraw(catalog, wanted):
         return [Removal(*key, removed_file=False, withdrawn=False) for key in wanted]
     with fsio.exclusive_lock(root / LOCK_FILE, timeout=lock_timeout, what="removing"):
         withdrawn = set(_withdraw_locked(root, wanted, audit_log, policy))

@@ -20,7 +20,7 @@ from skewtape_pipeline.ticks.compact import compact_symbol_day
 from skewtape_pipeline.ticks.consolidate import META_CATALOG_GENERATION, META_SYMBOL_DAYS
 from skewtape_pipeline.ticks.integrity import rebuild_catalog, verify_archive
 from skewtape_pipeline.ticks.lifecycle import retier
-from skewtape_pipeline.ticks.placement import scan_hot_files
+from skewtape_pipeline.ticks.placement import archive_metrics, scan_hot_files
 from skewtape_pipeline.ticks.query import run_query
 from skewtape_pipeline.ticks.tiers import COLD, WARM
 from skewtape_pipeline.ticks.withdraw import remove_symbol_days
@@ -264,6 +264,13 @@ def test_retier_when_hot_footer_damaged_raises_typed_error_naming_the_file(tmp_p
     with pytest.raises(DamagedFileError) as raised:
         retier(root, as_of=STAGE_1, policy=POLICY)
     assert str(hot.path) in str(raised.value) and "TProtocol" not in str(raised.value)
+
+
+def test_archive_metrics_when_hot_footer_damaged_raises_typed_error_naming_the_file(tiered):
+    [hot, *_] = scan_hot_files(tiered)
+    damage_footer(hot.path)
+    with pytest.raises(DamagedFileError, match=str(hot.path)):
+        archive_metrics(tiered, policy=POLICY)
 
 
 def test_verify_archive_when_footer_damaged_reports_the_file(tiered):
