@@ -28,7 +28,7 @@ The catalog is an index, not the only record: every consolidated file carries it
 period, catalog generation and symbol-days in its own key-value metadata, so
 ``ticks.integrity.rebuild_catalog`` can rebuild the catalog from the files. Older catalog
 versions (2: root-relative ``../`` paths; 1: JSON) are not read: only this project ever wrote
-them, and an archive of theirs is rebuilt from its files.
+them (an archive of theirs is re-created from its sources).
 """
 
 from __future__ import annotations

@@ -205,7 +205,8 @@ def run_query(
     try:
         return con.sql(sql, params=parameters or None).to_arrow_table()
     except duckdb.Error as exc:
-        _raise_if_damaged(roots, policy)
+        if not isinstance(exc, duckdb.ParserException):
+            _raise_if_damaged(roots, policy)
         raise ConfigError(f"query {sql!r}: {exc}") from None
     finally:
         con.close()
@@ -213,7 +214,8 @@ def run_query(
 
 def _raise_if_damaged(roots: Roots, policy: TierPolicy | None) -> None:
     """Raise DamagedFileError for the first file of the view whose footer does not decode
-    (DuckDB's own message names a Thrift exception, not the file); return if none."""
+    (DuckDB's own message names neither the file nor the damage); return if none. Called
+    when DuckDB fails other than on the SQL's syntax: it reads every footer once."""
     for root in _roots(roots):
         state = archive_state(root)
         paths = [hot.path for hot in state.hot_live]
@@ -252,7 +254,8 @@ def scan_stats(sql: str, roots: Roots, *, parameters: Sequence[Any] | None = Non
         profile = json.loads(row[1])
         rows = len(con.execute(sql, parameters or []).fetchall())
     except duckdb.Error as exc:
-        _raise_if_damaged(roots, None)
+        if not isinstance(exc, duckdb.ParserException):
+            _raise_if_damaged(roots, None)
         raise ConfigError(f"query {sql!r}: {exc}") from None
     finally:
         con.close()
