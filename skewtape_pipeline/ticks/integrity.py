@@ -351,25 +351,28 @@ def rebuild_catalog(
         generation = 1 + max([old.generation, *(r.generation for r in recorded)])
         catalog = Catalog(generation, files, partitions, withdrawn)
         write_catalog(root, catalog)
-        audit(
-            root,
-            audit_log,
-            [
-                {
-                    "event": EVENT_REBUILD,
-                    "archive": str(root.absolute()),
-                    "generation": generation,
-                    "catalog_sha256": sha256_bytes(catalog.to_bytes()),
-                    "files": sorted(files),
-                    "superseded": [relative_to_root(root, r.path, policy) for r in superseded],
-                    "symbol_days": len(partitions),
-                    "reason": "catalog rebuilt from the consolidated files' metadata",
-                }
-            ],
+        _audit_rebuild(
+            root, audit_log, catalog, [relative_to_root(root, r.path, policy) for r in superseded]
         )
     return RebuildResult(
         root, generation, len(files), len(partitions), [r.path for r in superseded], len(withdrawn)
     )
+
+
+def _audit_rebuild(
+    root: Path, audit_log: Path | None, catalog: Catalog, superseded: list[str]
+) -> None:
+    record = {
+        "event": EVENT_REBUILD,
+        "archive": str(root.absolute()),
+        "generation": catalog.generation,
+        "catalog_sha256": sha256_bytes(catalog.to_bytes()),
+        "files": sorted(catalog.files),
+        "superseded": superseded,
+        "symbol_days": len(catalog.partitions),
+        "reason": "catalog rebuilt from the consolidated files' metadata",
+    }
+    audit(root, audit_log, [record])
 
 
 def _readable_catalog(root: Path) -> Catalog:

@@ -15,12 +15,13 @@ import pytest
 
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import CatalogMismatchError, DamagedFileError, TickFormatError
+from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.catalog import CATALOG_FILE, read_catalog, resolve, write_catalog
 from skewtape_pipeline.ticks.compact import compact_symbol_day
 from skewtape_pipeline.ticks.consolidate import META_CATALOG_GENERATION, META_SYMBOL_DAYS
-from skewtape_pipeline.ticks.integrity import rebuild_catalog, verify_archive
+from skewtape_pipeline.ticks.integrity import EVENT_REBUILD, rebuild_catalog, verify_archive
 from skewtape_pipeline.ticks.lifecycle import retier
-from skewtape_pipeline.ticks.placement import archive_metrics, scan_hot_files
+from skewtape_pipeline.ticks.placement import archive_metrics, archive_state, scan_hot_files
 from skewtape_pipeline.ticks.query import run_query
 from skewtape_pipeline.ticks.tiers import COLD, WARM
 from skewtape_pipeline.ticks.withdraw import remove_symbol_days
@@ -182,12 +183,19 @@ def test_rebuild_catalog_when_replaced_files_remain_keeps_the_newest_copy(tiered
     from skewtape_pipeline.ticks import lifecycle
 
     monkeypatch.setattr(lifecycle, "_remove", lambda *args: [])
-    retier(tiered, as_of=STAGE_2, policy=POLICY)  # the replaced warm and cold files stay
+    retier(tiered, as_of=STAGE_2, policy=POLICY)  # the replaced files and moved hot files stay
     wanted = read_catalog(tiered)
+    superseded = [h.key for h in archive_state(tiered).hot_superseded]
     (tiered / CATALOG_FILE).unlink()
-    rebuild_catalog(tiered, policy=POLICY)
+    result = rebuild_catalog(tiered, policy=POLICY)
     assert read_catalog(tiered).files == wanted.files
+    assert len(result.superseded) == 2  # the warm and cold files of generation 1
+    assert [h.key for h in archive_state(tiered).hot_superseded] == superseded != []
     assert view_rows(tiered) == expected_rows()
+    [*_, record] = (tiered.parent / "audit.jsonl").read_text().splitlines()
+    event = json.loads(record)
+    assert event["event"] == EVENT_REBUILD and event["generation"] == result.generation
+    assert event["catalog_sha256"] == sha256_file(tiered / CATALOG_FILE)
 
 
 def test_cli_rebuild_catalog_when_catalog_deleted_exits_0_and_query_answers(tiered, capsys):
