@@ -125,6 +125,22 @@ def test_retier_when_catalog_deleted_refuses_naming_files_and_removes_nothing(ti
     assert files_under(tiered.parent) == before
 
 
+def test_compact_symbol_day_when_catalog_deleted_refuses_to_rewrite_a_hot_file(tiered):
+    (tiered / CATALOG_FILE).unlink()
+    [hot, *_] = scan_hot_files(tiered)
+    before = hot.path.read_bytes()
+    with pytest.raises(CatalogMismatchError, match="rebuild-catalog"):
+        compact_symbol_day(
+            day_ticks(hot.symbol, hot.day).slice(0, 1),
+            symbol=hot.symbol,
+            day=hot.day,
+            out=tiered,
+            age_days=1,
+            policy=POLICY,
+        )
+    assert hot.path.read_bytes() == before
+
+
 def test_query_when_catalog_deleted_refuses_instead_of_answering_without_it(tiered):
     (tiered / CATALOG_FILE).unlink()
     with pytest.raises(CatalogMismatchError, match="rebuild-catalog"):
