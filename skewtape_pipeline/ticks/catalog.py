@@ -169,12 +169,12 @@ def relative_to_root(archive_root: Path, path: Path, policy: TierPolicy | None =
     Raises TickFormatError for a path outside the archive root and its tier roots.
     """
     policy = TierPolicy() if policy is None else policy
-    target = _absolute(Path(path))
+    target = normalized(Path(path))
     for tier in _TIER_ROOTS:
-        base = _absolute(policy.root_for(tier, archive_root))
+        base = normalized(policy.root_for(tier, archive_root))
         if target.is_relative_to(base):
             return f"{tier}/{target.relative_to(base).as_posix()}"
-    base = _absolute(Path(archive_root))
+    base = normalized(Path(archive_root))
     if target.is_relative_to(base):
         return target.relative_to(base).as_posix()
     raise TickFormatError(
@@ -191,8 +191,8 @@ def resolve(archive_root: Path, relative: str, policy: TierPolicy | None = None)
     policy = TierPolicy() if policy is None else policy
     tier, _, rest = relative.partition("/")
     if tier in _TIER_ROOTS:
-        return _absolute(policy.root_for(tier, archive_root)) / _inside(rest, relative)
-    return _absolute(Path(archive_root)) / _inside(relative, relative)
+        return normalized(policy.root_for(tier, archive_root)) / _inside(rest, relative)
+    return normalized(Path(archive_root)) / _inside(relative, relative)
 
 
 def split_catalog_path(relative: str) -> tuple[str, str]:
@@ -218,7 +218,9 @@ def _inside(rest: str, whole: str) -> PurePosixPath:
     return part
 
 
-def _absolute(path: Path) -> Path:
+def normalized(path: Path) -> Path:
+    """``path`` absolute, with ``.`` and ``..`` folded (no link resolved): how catalog paths
+    and files on disk are compared."""
     return Path(os.path.normpath(Path(path).absolute()))
 
 

@@ -24,7 +24,6 @@ records its tier, period, catalog generation and symbol-days in its key-value me
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import date
@@ -45,6 +44,7 @@ from skewtape_pipeline.ticks.catalog import (
     SourceStamp,
     SymbolDayKey,
     catalog_path,
+    normalized,
     read_catalog,
     relative_to_root,
     resolve,
@@ -112,7 +112,7 @@ def consolidated_files_on_disk(archive_root: Path, policy: TierPolicy) -> list[t
     for tier in (WARM, COLD):
         folder = policy.root_for(tier, archive_root)
         if folder.is_dir():
-            found += [(tier, _absolute(p)) for p in folder.rglob("*.parquet") if p.is_file()]
+            found += [(tier, normalized(p)) for p in folder.rglob("*.parquet") if p.is_file()]
     return sorted(found)
 
 
@@ -278,10 +278,6 @@ def _listed(root: Path, policy: TierPolicy, catalog: Catalog) -> list[Path]:
 def _names(paths: list[Path], limit: int = 5) -> str:
     shown = ", ".join(str(p) for p in paths[:limit])
     return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
-
-
-def _absolute(path: Path) -> Path:
-    return Path(os.path.normpath(Path(path).absolute()))
 
 
 # --- rebuild ------------------------------------------------------------------------------------

@@ -20,7 +20,6 @@ this module reads it together with the hot files on disk, once, into that one pl
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
@@ -32,6 +31,7 @@ from skewtape_pipeline.ticks.catalog import (
     Catalog,
     CatalogPartition,
     SymbolDayKey,
+    normalized,
     read_catalog,
     resolve,
 )
@@ -292,7 +292,7 @@ def uncatalogued_files(archive_root: Path, policy: TierPolicy, catalog: Catalog)
     for tier in (WARM, COLD):
         folder = policy.root_for(tier, archive_root)
         if folder.exists():
-            candidates = (Path(os.path.normpath(p.absolute())) for p in folder.rglob("*.parquet"))
+            candidates = (normalized(p) for p in folder.rglob("*.parquet"))
             found.update(p for p in candidates if p not in listed)
     return sorted(found)
 
