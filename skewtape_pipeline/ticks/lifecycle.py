@@ -556,7 +556,9 @@ def _write_rewrite(
         )
         if slot.key in moved:
             moves.append(
-                _partition_move(root, slot, rewrite, written.path, (len(part.batch), share), policy)
+                _partition_move(
+                    root, slot, rewrite, written.path, len(part.batch), share, policy=policy
+                )
             )
     audit(
         root,
@@ -587,10 +589,11 @@ def _partition_move(
     slot: _Slot,
     rewrite: Rewrite,
     path: Path,
-    rows_and_share: tuple[int, int],
+    rows: int,
+    share: int,
+    *,
     policy: TierPolicy,
 ) -> PartitionMove:
-    rows, share = rows_and_share
     if slot.hot is not None:
         from_tier, from_path, before = HOT, slot.hot.path, slot.hot.stamp.size
     else:
