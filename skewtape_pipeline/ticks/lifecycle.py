@@ -653,6 +653,11 @@ class _SourceReader:
             raise TickFormatError(
                 f"{hot.path}: does not read as a tick archive file: {exc}"
             ) from None
+        except OSError as exc:  # the bytes are in memory: a page that fails its checksum
+            raise DamagedFileError(
+                f"a page fails its checksum or decoding ({exc}); restore the file from a copy",
+                path=hot.path,
+            ) from None
         rel = relative_to_root(self.root, hot.path, self.policy)
         self._read[rel] = digest
         return batch, SourceStamp(rel, digest, st.st_size, st.st_ino, st.st_mtime_ns)

@@ -297,6 +297,22 @@ def test_archive_metrics_when_hot_footer_damaged_raises_typed_error_naming_the_f
         archive_metrics(tiered, policy=POLICY)
 
 
+def test_retier_when_hot_page_bit_flipped_raises_typed_error_and_commits_nothing(
+    tmp_path, no_fsync
+):
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    [hot, *_] = scan_hot_files(root)
+    flip_bit_in_data_page(hot.path)
+    before = files_under(tmp_path)
+    with pytest.raises(DamagedFileError, match="checksum") as raised:
+        retier(root, as_of=STAGE_1, policy=POLICY)
+    assert raised.value.path == hot.path
+    assert [f for f in files_under(tmp_path) if f.endswith(".parquet")] == [
+        f for f in before if f.endswith(".parquet")
+    ]
+    assert read_catalog(root).generation == 0
+
+
 def test_verify_archive_when_footer_damaged_reports_the_file(tiered):
     cold = tier_file(tiered, COLD)
     damage_footer(cold)
