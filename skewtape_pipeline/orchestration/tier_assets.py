@@ -10,10 +10,10 @@ where its moved symbol-days now live; the run's own numbers are shared by every 
 symbol-days per tier as numbers the UI plots over time. Both run in the archive pool, so they
 never race a compaction (the core also holds a lock of its own).
 
-``tick_archive_verified``, a check on ``tick_archive_stats``, runs the core's
-``verify_archive(full=True)``: every file against the catalog (presence, size, sha256) and every
-page's checksum through pyarrow (DuckDB does not check them). It runs after each re-tiering and
-daily on its own (``verify_tick_archive``, scheduled in ``tier_schedule``).
+``tick_archive_verified``, a check on ``tick_archive_stats`` (in the archive pool too), runs
+the core's ``verify_archive(full=True)``: every file against the catalog (presence, size,
+sha256) and every page's checksum through pyarrow (DuckDB does not check them). It runs after
+each re-tiering and daily on its own (``verify_tick_archive``, scheduled in ``tier_schedule``).
 """
 
 import warnings
@@ -115,6 +115,7 @@ def tick_archive_stats(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.M
 
 @dg.asset_check(
     asset=TICK_ARCHIVE_STATS,
+    pool=ARCHIVE_POOL,  # never reads while a compaction or re-tiering moves files
     description="Every archive file matches the catalog (presence, size, sha256) and every "
     "Parquet page its checksum (read through pyarrow; DuckDB does not check them).",
 )
