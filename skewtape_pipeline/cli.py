@@ -236,6 +236,7 @@ def cmd_remove_days(args: argparse.Namespace) -> None:
         keys,
         audit_log=Path(args.audit_log) if args.audit_log else None,
         lock_timeout=args.wait,
+        policy=_tier_policy(args),
     )
     rows = [
         {
@@ -250,10 +251,44 @@ def cmd_remove_days(args: argparse.Namespace) -> None:
     _print_result(args, rows, f"{args.archive}: {changed} of {len(removals)} symbol-days taken out")
 
 
+def _tier_policy(args: argparse.Namespace) -> Any:
+    from skewtape_pipeline.ticks.tiers import TierPolicy
+
+    return TierPolicy.load(Path(args.tier_policy)) if args.tier_policy else None
+
+
+def cmd_verify_archive(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.errors import ArchiveVerificationError
+    from skewtape_pipeline.ticks.integrity import verify_archive
+
+    result = verify_archive(Path(args.archive), policy=_tier_policy(args), full=args.full)
+    if result.problems:
+        raise ArchiveVerificationError(result.archive_root, result.problems)
+    _print_result(args, result, result.describe())
+
+
+def cmd_rebuild_catalog(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.ticks.integrity import rebuild_catalog
+
+    result = rebuild_catalog(
+        Path(args.archive),
+        policy=_tier_policy(args),
+        audit_log=Path(args.audit_log) if args.audit_log else None,
+        lock_timeout=args.wait,
+    )
+    _print_result(
+        args,
+        result,
+        f"{args.archive}: catalog generation {result.generation} rebuilt from {result.files} "
+        f"files ({result.symbol_days} symbol-days; {len(result.superseded)} superseded files "
+        "left out)",
+    )
+
+
 def cmd_query(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.query import run_query
 
-    table = run_query(args.sql, [Path(root) for root in args.archive])
+    table = run_query(args.sql, [Path(root) for root in args.archive], policy=_tier_policy(args))
     if args.json:
         print(json.dumps(table.to_pylist(), default=str))
         return
@@ -376,13 +411,42 @@ def build_parser() -> argparse.ArgumentParser:
     )
     remove.add_argument("--audit-log", help="audit log (default: audit.jsonl beside the archive)")
     remove.add_argument("--wait", type=float, default=0.0, metavar="SECONDS")
+    remove.add_argument("--tier-policy", help="tier policy file (TOML or JSON): the tier roots")
 
     query = command("query", cmd_query, "run SQL over the view `ticks` spanning every tier")
     query.add_argument("sql", help="e.g. \"SELECT count(*) FROM ticks WHERE symbol = 'X'\"")
     query.add_argument(
         "--archive", action="append", required=True, help="archive root (repeatable)"
     )
+    query.add_argument("--tier-policy", help="tier policy file (TOML or JSON): the tier roots")
+    _add_archive_repair_commands(command)
     return parser
+
+
+def _add_archive_repair_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``verify-archive`` and ``rebuild-catalog``."""
+    check = command(
+        "verify-archive",
+        cmd_verify_archive,
+        "check a tick archive against its catalog (presence, sizes, sha256; --full: pages)",
+    )
+    check.add_argument("archive", help="archive root (its hot tier)")
+    check.add_argument(
+        "--full",
+        action="store_true",
+        help="also read every page of every file, verifying its checksum (CRC) through pyarrow",
+    )
+    check.add_argument("--tier-policy", help="tier policy file (TOML or JSON): the tier roots")
+
+    rebuild = command(
+        "rebuild-catalog",
+        cmd_rebuild_catalog,
+        "rebuild a tick archive's catalog from its consolidated files' own metadata",
+    )
+    rebuild.add_argument("archive", help="archive root (its hot tier)")
+    rebuild.add_argument("--tier-policy", help="tier policy file (TOML or JSON): the tier roots")
+    rebuild.add_argument("--audit-log", help="audit log (default: audit.jsonl beside the archive)")
+    rebuild.add_argument("--wait", type=float, default=0.0, metavar="SECONDS")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

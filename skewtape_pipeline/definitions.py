@@ -20,8 +20,13 @@ from skewtape_pipeline.orchestration.tier_assets import (
     retier_ticks_job,
     tick_archive_stats,
     tick_archive_tiers,
+    tick_archive_verified,
+    verify_archive_job,
 )
-from skewtape_pipeline.orchestration.tier_schedule import daily_retier_schedule
+from skewtape_pipeline.orchestration.tier_schedule import (
+    daily_retier_schedule,
+    daily_verify_archive_schedule,
+)
 
 
 def build_definitions(
@@ -30,10 +35,10 @@ def build_definitions(
     """The definitions, with ``skewtape`` as the data root (the demo passes a fixed folder)."""
     return dg.Definitions(
         assets=[history_snapshot, tick_archive, tick_archive_tiers, tick_archive_stats],
-        asset_checks=month_checks,
-        jobs=[apply_month_job, archive_ticks_job, retier_ticks_job],
+        asset_checks=[*month_checks, tick_archive_verified],
+        jobs=[apply_month_job, archive_ticks_job, retier_ticks_job, verify_archive_job],
         sensors=[delta_arrival_sensor, tick_corrections_sensor],
-        schedules=[monthly_apply_schedule, daily_retier_schedule],
+        schedules=[monthly_apply_schedule, daily_retier_schedule, daily_verify_archive_schedule],
         resources={"skewtape": skewtape, "archive": archive or ArchiveSettings()},
         executor=dg.in_process_executor,
     )

@@ -180,6 +180,40 @@ class TickFormatError(TickError):
     """A tick archive buffer or file is malformed: bad magic, unsupported version, wrong length."""
 
 
+class DamagedFileError(TickFormatError):
+    """An archive file is damaged: its Parquet footer does not decode, a page fails its
+    checksum, or its size or sha256 differs from the catalog's record. ``path`` names it."""
+
+    def __init__(self, message: str, *, path: Path | str):
+        self.path = Path(path)
+        super().__init__(f"{self.path}: {message}")
+
+
+class CatalogMismatchError(TickFormatError):
+    """The archive's catalog is missing, unreadable, or does not account for the files on disk;
+    writers refuse to remove or rewrite anything. ``paths`` names the files concerned; the
+    message says how to repair (rebuilding the catalog from the files)."""
+
+    def __init__(self, message: str, *, paths: list[Path] | None = None):
+        self.paths = [Path(p) for p in paths or []]
+        super().__init__(message)
+
+
+class ArchiveVerificationError(TickError):
+    """A tick archive does not verify against its catalog (``verify-archive``).
+
+    ``problems`` lists every finding (one line each, naming the file); the message shows the
+    first few.
+    """
+
+    def __init__(self, archive: Path | str, problems: list[str]):
+        self.archive = Path(archive)
+        self.problems = list(problems)
+        shown = "; ".join(self.problems[:5])
+        more = f" (+{len(self.problems) - 5} more)" if len(self.problems) > 5 else ""
+        super().__init__(f"{self.archive} does not verify: {shown}{more}")
+
+
 class WriteOnceError(TickError):
     """An archive in ``books_and_records`` mode refused to delete or overwrite a file.
 

@@ -9,6 +9,11 @@ where its moved symbol-days now live; the run's own numbers are shared by every 
 ``tick_archive_stats`` (not partitioned) measures the whole archive: bytes, files, ticks and
 symbol-days per tier as numbers the UI plots over time. Both run in the archive pool, so they
 never race a compaction (the core also holds a lock of its own).
+
+``tick_archive_verified``, a check on ``tick_archive_stats`` (in the archive pool too), runs
+the core's ``verify_archive(full=True)``: every file against the catalog (presence, size,
+sha256) and every page's checksum through pyarrow (DuckDB does not check them). It runs after
+each re-tiering and daily on its own (``verify_tick_archive``, scheduled in ``tier_schedule``).
 """
 
 import warnings
@@ -22,11 +27,13 @@ from skewtape_pipeline.orchestration.metadata import (
     archive_metrics_metadata,
     moves_by_month,
     moves_metadata,
+    problems_metadata,
     retier_run_metadata,
 )
 from skewtape_pipeline.orchestration.partitions import month_partitions
 from skewtape_pipeline.orchestration.resources import ArchiveSettings, SkewtapeHome
 from skewtape_pipeline.orchestration.tick_asset import ARCHIVE_POOL
+from skewtape_pipeline.ticks.integrity import verify_archive
 from skewtape_pipeline.ticks.lifecycle import retier
 from skewtape_pipeline.ticks.placement import archive_metrics
 
@@ -104,6 +111,32 @@ def tick_archive_tiers(
 def tick_archive_stats(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.MaterializeResult:
     metrics = archive_metrics(skewtape.archive_dir, policy=archive.policy())
     return dg.MaterializeResult(metadata=archive_metrics_metadata(metrics))
+
+
+@dg.asset_check(
+    asset=TICK_ARCHIVE_STATS,
+    pool=ARCHIVE_POOL,  # never reads while a compaction or re-tiering moves files
+    description="Every archive file matches the catalog (presence, size, sha256) and every "
+    "Parquet page its checksum (read through pyarrow; DuckDB does not check them).",
+)
+def tick_archive_verified(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.AssetCheckResult:
+    result = verify_archive(skewtape.archive_dir, policy=archive.policy(), full=True)
+    return dg.AssetCheckResult(
+        passed=result.ok,
+        metadata={
+            **problems_metadata(result.problems),
+            "files_checked": dg.MetadataValue.int(result.files_checked),
+            "bytes_checked": dg.MetadataValue.int(result.bytes_checked),
+        },
+    )
+
+
+verify_archive_job = dg.define_asset_job(
+    name="verify_tick_archive",
+    selection=dg.AssetSelection.checks(tick_archive_verified),
+    description="Verify the tick archive against its catalog, reading every page's checksum.",
+    executor_def=dg.in_process_executor,
+)
 
 
 retier_ticks_job = dg.define_asset_job(

@@ -1,5 +1,6 @@
 """The daily re-tiering schedule: request the months whose symbol-days have aged into a colder
-tier (read-only planning in the tick; the runs do the moving)."""
+tier (read-only planning in the tick; the runs do the moving); and the daily verification of
+the archive against its catalog."""
 
 from datetime import UTC, datetime
 
@@ -7,7 +8,11 @@ import dagster as dg
 
 from skewtape_pipeline.orchestration.partitions import is_month_partition
 from skewtape_pipeline.orchestration.resources import ArchiveSettings, SkewtapeHome
-from skewtape_pipeline.orchestration.tier_assets import retier_run_config, retier_ticks_job
+from skewtape_pipeline.orchestration.tier_assets import (
+    retier_run_config,
+    retier_ticks_job,
+    verify_archive_job,
+)
 from skewtape_pipeline.ticks.lifecycle import plan_retier
 
 
@@ -46,3 +51,13 @@ def daily_retier_schedule(
     if outside:
         reason = f"symbol-days of {', '.join(outside)} are due, but they are not month partitions"
     return dg.SkipReason(reason)
+
+
+daily_verify_archive_schedule = dg.ScheduleDefinition(
+    name="daily_verify_tick_archive",
+    job=verify_archive_job,
+    cron_schedule="0 6 * * *",
+    execution_timezone="UTC",
+    description="Every day at 06:00 UTC (after the re-tiering), verifies the tick archive: "
+    "sizes and sha256 against the catalog, every page's checksum.",
+)

@@ -17,6 +17,7 @@ stay importable without pyarrow):
 - ``snapshot_fills``: a snapshot's fills as symbol-day ticks, archived; corrected symbol-days.
 - ``lifecycle``: re-tiering by age (``plan_retier``, ``retier``, ``prune``), withdrawn
   symbol-days (``withdraw_symbol_days``), relocated reports.
+- ``integrity``: the writers' catalog check, ``verify_archive``, ``rebuild_catalog``.
 - ``query``: the DuckDB view ``ticks`` over every tier (``open_ticks_view``, ``run_query``).
 - ``books``: the write-once ``books_and_records`` mode.
 """

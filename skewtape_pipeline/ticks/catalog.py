@@ -2,10 +2,16 @@
 
 The catalog is one Parquet file, ``<archive root>/_skewtape_catalog.parquet``, replaced
 atomically (temporary file, fsync, rename): every re-tiering commits by that one rename, so a
-reader sees either the old placement or the new one, never a mixture. Paths in it are relative
-to the archive root (``../<archive>-cold/...``), so the data root can be moved as a whole.
+reader sees either the old placement or the new one, never a mixture.
 
-Catalog version 2 (the file): one row per catalogued symbol-day, sorted by symbol then date
+Catalog paths name a file by its tier and its path inside that tier's root:
+``WARM/year=2026/month=02/part-<sha256[:16]>.parquet`` is resolved against the tier policy's
+WARM root when read (:func:`resolve`), and a path that is not a plain relative path inside its
+root (``..``, absolute) is refused. Hot file paths (the source stamps) are relative to the
+archive root itself. So an archive and its tier roots are self-contained: copied or moved
+together, under any names, the copy reads its own files.
+
+Catalog version 3 (the file): one row per catalogued symbol-day, sorted by symbol then date
 (zstd, dictionary-encoded strings), with the columns ``symbol``, ``date``, ``file`` (the catalog
 path of its consolidated file), ``rows``, ``byte_share``, ``withdrawn`` and the source stamp
 ``source_sha256`` (32 bytes), ``source_size``, ``source_inode``, ``source_mtime_ns`` and
@@ -18,9 +24,11 @@ symbol_days); a partition's tier is its file's. Any engine reads it, e.g. DuckDB
     SELECT * FROM 'archive/_skewtape_catalog.parquet';
     SELECT value FROM parquet_kv_metadata('archive/_skewtape_catalog.parquet');
 
-Version 1 was one JSON object, ``_skewtape_catalog.json``: an archive that has only that file
-is read from it; the next :func:`write_catalog` writes version 2 and then removes it. When both
-exist (a crash between the two), the Parquet file is the catalog.
+The catalog is an index, not the only record: every consolidated file carries its tier,
+period, catalog generation and symbol-days in its own key-value metadata, so
+``ticks.integrity.rebuild_catalog`` can rebuild the catalog from the files. Older catalog
+versions (2: root-relative ``../`` paths; 1: JSON) are not read: only this project ever wrote
+them (an archive of theirs is re-created from its sources).
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
 from functools import cached_property
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pyarrow as pa
@@ -47,13 +55,11 @@ from skewtape_pipeline.ticks.parquet_store import (
     PART_FILE_NAME,
     encode_symbol,
 )
-from skewtape_pipeline.ticks.tiers import COLD, WARM
+from skewtape_pipeline.ticks.tiers import COLD, WARM, TierPolicy
 
 CATALOG_FILE = "_skewtape_catalog.parquet"
-LEGACY_CATALOG_FILE = "_skewtape_catalog.json"
 CATALOG_FORMAT = "skewtape-tick-catalog"
-CATALOG_VERSION = 2
-LEGACY_CATALOG_VERSION = 1
+CATALOG_VERSION = 3
 CATALOG_METADATA_KEY = "skewtape_catalog"
 
 SymbolDayKey = tuple[str, date]
@@ -76,7 +82,8 @@ class SourceStamp:
 
 @dataclass(frozen=True)
 class CatalogFile:
-    """One consolidated file: where, which tier and period, and what it holds."""
+    """One consolidated file: where (its catalog path: tier, then the path inside the tier's
+    root), which tier and period, its size and sha256, and what it holds."""
 
     path: str
     tier: str
@@ -151,30 +158,81 @@ def catalog_path(archive_root: Path) -> Path:
     return Path(archive_root) / CATALOG_FILE
 
 
-def legacy_catalog_path(archive_root: Path) -> Path:
-    """``<archive root>/_skewtape_catalog.json``: the version 1 catalog (read until replaced)."""
-    return Path(archive_root) / LEGACY_CATALOG_FILE
+_TIER_ROOTS = (WARM, COLD)
 
 
-def relative_to_root(archive_root: Path, path: Path) -> str:
-    """``path`` relative to the archive root, POSIX style (may start with ``../``)."""
-    return Path(os.path.relpath(Path(path).absolute(), Path(archive_root).absolute())).as_posix()
+def relative_to_root(archive_root: Path, path: Path, policy: TierPolicy | None = None) -> str:
+    """The catalog path of ``path``: ``<TIER>/<path inside the tier root>`` for a file under
+    the warm or cold root of ``policy`` (default: the default policy), else the path relative
+    to the archive root (a hot file), POSIX style.
+
+    Raises TickFormatError for a path outside the archive root and its tier roots.
+    """
+    policy = TierPolicy() if policy is None else policy
+    target = normalized(Path(path))
+    for tier in _TIER_ROOTS:
+        base = normalized(policy.root_for(tier, archive_root))
+        if target.is_relative_to(base):
+            return f"{tier}/{target.relative_to(base).as_posix()}"
+    base = normalized(Path(archive_root))
+    if target.is_relative_to(base):
+        return target.relative_to(base).as_posix()
+    raise TickFormatError(
+        f"{path}: outside the archive root {archive_root} and its warm and cold roots"
+    )
 
 
-def resolve(archive_root: Path, relative: str) -> Path:
-    """The path a catalog entry names, for the archive at ``archive_root``."""
-    return Path(os.path.normpath(Path(archive_root).absolute() / relative))
+def resolve(archive_root: Path, relative: str, policy: TierPolicy | None = None) -> Path:
+    """The file a catalog path names: ``WARM/...`` and ``COLD/...`` inside that tier's root of
+    ``policy`` (default: the default policy), any other path inside the archive root.
+
+    Raises TickFormatError for a path that would leave its root (``..``, absolute, empty).
+    """
+    policy = TierPolicy() if policy is None else policy
+    tier, _, rest = relative.partition("/")
+    if tier in _TIER_ROOTS:
+        return normalized(policy.root_for(tier, archive_root)) / _inside(rest, relative)
+    return normalized(Path(archive_root)) / _inside(relative, relative)
+
+
+def split_catalog_path(relative: str) -> tuple[str, str]:
+    """``(tier, path inside the tier root)`` of a consolidated file's catalog path.
+
+    Raises TickFormatError when it does not start with ``WARM/`` or ``COLD/`` or leaves the
+    tier's root.
+    """
+    tier, _, rest = relative.partition("/")
+    if tier not in _TIER_ROOTS:
+        raise TickFormatError(
+            f"catalog path {relative!r}: expected WARM/<path> or COLD/<path> (a tier root)"
+        )
+    return tier, _inside(rest, relative).as_posix()
+
+
+def _inside(rest: str, whole: str) -> PurePosixPath:
+    part = PurePosixPath(rest)
+    if not rest or part.is_absolute() or ".." in part.parts or "\\" in rest:
+        raise TickFormatError(
+            f"catalog path {whole!r}: outside its root (expected a relative path inside it)"
+        )
+    return part
+
+
+def normalized(path: Path) -> Path:
+    """``path`` absolute, with ``.`` and ``..`` folded (no link resolved): how catalog paths
+    and files on disk are compared."""
+    return Path(os.path.normpath(Path(path).absolute()))
 
 
 # --- read and write -----------------------------------------------------------------------------
 
 
 def read_catalog(archive_root: Path) -> Catalog:
-    """The archive's catalog; an empty one (generation 0) when it has none yet.
+    """The archive's catalog; an empty one (generation 0) when it has none yet (writers call
+    ``ticks.integrity.checked_catalog``, which refuses when consolidated files exist then).
 
-    Reads the Parquet catalog, else the version 1 JSON one. Every row is validated on reading
-    (column-wise); a partition object is built when it is first looked up, so looking up a
-    few symbol-days of a large catalog stays cheap.
+    Every row is validated on reading (column-wise); a partition object is built when it is
+    first looked up, so looking up a few symbol-days of a large catalog stays cheap.
 
     Raises
     ------
@@ -182,25 +240,18 @@ def read_catalog(archive_root: Path) -> Catalog:
         The catalog file is unreadable or malformed (names the file, the field or column and
         the row).
     """
-    parquet, legacy = catalog_path(archive_root), legacy_catalog_path(archive_root)
+    parquet = catalog_path(archive_root)
     raw = _read_if_present(parquet)
-    if raw is None:
-        legacy_raw = _read_if_present(legacy)
-        if legacy_raw is not None:
-            return _parse_v1(legacy, legacy_raw)
-        raw = _read_if_present(parquet)  # a writer may have replaced the v1 file meanwhile
-    return Catalog() if raw is None else _parse_v2(parquet, raw)
+    return Catalog() if raw is None else _parse(parquet, raw)
 
 
 def write_catalog(archive_root: Path, catalog: Catalog) -> None:
-    """Replace the catalog atomically (temporary file, fsync, rename, fsync the folder), then
-    remove a version 1 catalog left beside it (idempotent).
+    """Replace the catalog atomically (temporary file, fsync, rename, fsync the folder).
 
     Raises TickFormatError, writing nothing, for a catalog that would not read back
     (see :meth:`Catalog.to_bytes`).
     """
     fsio.atomic_write_bytes(catalog_path(archive_root), catalog.to_bytes())
-    fsio.atomic_unlink(legacy_catalog_path(archive_root))
 
 
 def _read_if_present(path: Path) -> bytes | None:
@@ -212,7 +263,7 @@ def _read_if_present(path: Path) -> bytes | None:
         raise TickFormatError(f"{path}: cannot read the catalog ({exc.strerror})") from None
 
 
-# --- version 2: Parquet -------------------------------------------------------------------------
+# --- the catalog file (version 3) ---------------------------------------------------------------
 
 CATALOG_SCHEMA = pa.schema(
     [
@@ -348,7 +399,7 @@ def _dumps(body: Any) -> str:
     return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
 
-def _parse_v2(path: Path, raw: bytes) -> Catalog:
+def _parse(path: Path, raw: bytes) -> Catalog:
     try:
         parquet = pq.ParquetFile(pa.BufferReader(raw))
         table = parquet.read()
@@ -581,33 +632,7 @@ def _symbol_runs(rows: pa.Table) -> dict[str, tuple[int, int]]:
     return dict(zip(runs.values.to_pylist(), zip([0, *ends[:-1]], ends, strict=True), strict=True))
 
 
-# --- version 1: JSON ----------------------------------------------------------------------------
-
-
-def _parse_v1(path: Path, raw: bytes) -> Catalog:
-    body = fsio.load_json(raw, path, error=TickFormatError)
-    generation = _check_header(str(path), body, LEGACY_CATALOG_VERSION)
-    try:
-        files = _file_entries(_list(body, "files", str(path)))
-        partitions = {}
-        for i, entry in enumerate(_list(body, "partitions", str(path))):
-            item = _partition_entry(entry, where=f"partitions[{i}]")
-            if item.file not in files:
-                raise ValueError(f"partitions[{i}].file: {item.file!r} is not a listed file")
-            if item.tier != files[item.file].tier:
-                raise ValueError(
-                    f"partitions[{i}].tier: {item.tier!r}, its file is {files[item.file].tier}"
-                )
-            if item.key in partitions:
-                raise ValueError(f"partitions[{i}]: {item.symbol} {item.date} listed twice")
-            partitions[item.key] = item
-        withdrawn = frozenset(
-            _withdrawn_entry(entry, partitions, where=f"withdrawn[{i}]")
-            for i, entry in enumerate(body.get("withdrawn", []))
-        )
-    except (ValueError, TypeError, KeyError) as exc:
-        raise TickFormatError(f"{path}: field {exc}") from None
-    return Catalog(generation=generation, files=files, partitions=partitions, withdrawn=withdrawn)
+# --- header fields ------------------------------------------------------------------------------
 
 
 def _check_header(where: str, body: Any, version: int) -> int:
@@ -648,30 +673,14 @@ def _file_entries(entries: list[Any]) -> dict[str, CatalogFile]:
 
 def _check_file(item: CatalogFile, *, where: str) -> None:
     _check_tier(item.tier, where)
+    try:
+        tier, _ = split_catalog_path(item.path)
+    except TickFormatError as exc:
+        raise ValueError(f"{where}.path: {exc}") from None
+    if tier != item.tier:
+        raise ValueError(f"{where}.path: {item.path!r} is in the {tier} root, its tier {item.tier}")
     if not is_sha256_hex(item.sha256):
         raise ValueError(f"{where}.sha256: {item.sha256!r} is not a sha256")
-
-
-def _partition_entry(entry: Any, *, where: str) -> CatalogPartition:
-    data = _fields(entry, CatalogPartition, where)
-    data["date"] = date.fromisoformat(data["date"])
-    source = data.get("source")
-    if source is not None:
-        data["source"] = SourceStamp(**_fields(source, SourceStamp, f"{where}.source"))
-    item = CatalogPartition(**data)
-    _check_tier(item.tier, where)
-    return item
-
-
-def _withdrawn_entry(
-    entry: Any, partitions: Mapping[SymbolDayKey, CatalogPartition], *, where: str
-) -> SymbolDayKey:
-    if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)):
-        raise ValueError(f"{where}: expected [symbol, date]")
-    key = (entry[0], date.fromisoformat(entry[1]))
-    if key not in partitions:
-        raise ValueError(f"{where}: {entry[0]} {entry[1]} is not a catalogued symbol-day")
-    return key
 
 
 def _fields(entry: Any, cls: type, where: str) -> dict[str, Any]:

@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickValidationError
 from skewtape_pipeline.ticks.books import check_may_write
+from skewtape_pipeline.ticks.integrity import checked_catalog
 from skewtape_pipeline.ticks.model import TickBatch, first_true
 from skewtape_pipeline.ticks.parquet_store import (
     ARCHIVE_LOCK_FILE,
@@ -300,6 +301,9 @@ def compact_symbol_day(
         The written file did not read back equal (nothing is published).
     WriteOnceError
         The archive is in ``books_and_records`` mode and the symbol-day's file exists.
+    CatalogMismatchError
+        The symbol-day's file exists and the catalog is missing, unreadable or does not account
+        for the files on disk (``integrity.checked_catalog``); nothing is rewritten.
     ArchiveBusyError
         Another writer held the archive's lock for more than ``lock_timeout`` seconds.
     """
@@ -340,6 +344,8 @@ def compact_symbol_day(
             timestamp_unit=batch.timestamp_unit,
         )
         check_may_write(Path(out), path)  # refused in books_and_records mode when it exists
+        if path.exists():  # a rewrite: refused while the catalog does not account for the files
+            checked_catalog(Path(out), policy)
         facts = write_archive_file(
             batch,
             path,

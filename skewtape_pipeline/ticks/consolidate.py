@@ -15,6 +15,12 @@ statistics for ``symbol``, ``date`` and ``ts`` only, which is what lets DuckDB s
 and a date. Encodings of ``ts``, ``date``, ``price`` and ``quantity`` are measured on a sample
 and the smallest kept, as for symbol-day files.
 
+Each file also records what it holds, so the catalog can be rebuilt from the files alone
+(``ticks.integrity.rebuild_catalog``): ``skewtape.tier``, ``skewtape.period``,
+``skewtape.catalog_generation`` (the catalog generation that commits it) and
+``skewtape.symbol_days`` (JSON: ``symbol``, ``date``, ``rows`` and, when known, the ``source``
+sha256 of the hot file the rows were first read from, one entry per symbol-day in file order).
+
 A file is named by its content's sha256, written to a temporary name, read back in full and
 compared symbol-day by symbol-day with the batches it holds, and only then linked into place
 (never over an existing file; an existing file of that name must already hold the same bytes).
@@ -24,6 +30,7 @@ Writing the same symbol-days again is therefore idempotent and can never overwri
 from __future__ import annotations
 
 import itertools
+import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,6 +44,7 @@ import pyarrow.parquet as pq
 from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import (
     ConfigError,
+    DamagedFileError,
     RoundTripError,
     TickFormatError,
     TickValidationError,
@@ -68,6 +76,8 @@ from skewtape_pipeline.ticks.validate import check_within_day, validate_batch
 META_LAYOUT = META_PREFIX + "layout"
 META_TIER = META_PREFIX + "tier"
 META_PERIOD = META_PREFIX + "period"
+META_CATALOG_GENERATION = META_PREFIX + "catalog_generation"
+META_SYMBOL_DAYS = META_PREFIX + "symbol_days"
 CONSOLIDATED = "consolidated"
 STATISTICS_COLUMNS = ["symbol", "date", "ts"]
 _DATE_CANDIDATES = ("PLAIN", "DELTA_BINARY_PACKED", DICTIONARY)
@@ -136,6 +146,7 @@ def write_consolidated_file(
     *,
     settings: TierSettings,
     metadata: Mapping[str, str],
+    sources: Mapping[tuple[str, date], str] | None = None,
     checkpoint: Checkpoint | None = None,
 ) -> ConsolidatedFile:
     """Write ``parts`` as one consolidated file in ``folder``, verified before it appears.
@@ -143,8 +154,10 @@ def write_consolidated_file(
     ``parts`` must be ordered by symbol then day, one entry per symbol-day, all at the same
     scales. The file is written to a temporary name, read back in full (page checksums) and
     compared with every part; its sha256 names it, and it is hard-linked into place, so an
-    existing file is never replaced. ``checkpoint(name)`` is called before the link (crash
-    injection in tests). Idempotent.
+    existing file is never replaced. The file's ``skewtape.symbol_days`` metadata lists the
+    parts (with the source sha256 ``sources`` gives for a symbol-day); ``metadata`` adds the
+    caller's keys (tier, period, catalog generation). ``checkpoint(name)`` is called before
+    the link (crash injection in tests). Idempotent.
 
     Raises
     ------
@@ -166,6 +179,7 @@ def write_consolidated_file(
     )
     key_values = {
         **metadata,
+        META_SYMBOL_DAYS: symbol_days_metadata(parts, sources or {}),
         META_FORMAT: ARCHIVE_FORMAT,
         META_FORMAT_VERSION: ARCHIVE_FORMAT_VERSION,
         META_LAYOUT: CONSOLIDATED,
@@ -199,6 +213,24 @@ def write_consolidated_file(
         facts=facts,
         reused=reused,
     )
+
+
+def symbol_days_metadata(
+    parts: Sequence[SymbolDayRows], sources: Mapping[tuple[str, date], str]
+) -> str:
+    """The ``skewtape.symbol_days`` value of a file holding ``parts`` (compact JSON)."""
+    entries = []
+    for part in parts:
+        entry: dict[str, object] = {
+            "symbol": part.symbol,
+            "date": part.day.isoformat(),
+            "rows": len(part.batch),
+        }
+        source = sources.get((part.symbol, part.day))
+        if source is not None:
+            entry["source"] = source
+        entries.append(entry)
+    return json.dumps(entries, separators=(",", ":"), ensure_ascii=False)
 
 
 def check_parts(parts: Sequence[SymbolDayRows]) -> None:
@@ -370,15 +402,38 @@ def _publish_new(temp: Path, target: Path, digest: str, checkpoint: Checkpoint |
 # --- read and verify ----------------------------------------------------------------------------
 
 
+def read_footer(path: Path, data: pa.Buffer | bytes | None = None) -> pq.FileMetaData:
+    """The Parquet footer of the archive file ``path`` (of ``data``, its bytes, when given).
+
+    Raises DamagedFileError naming the file when the footer does not decode (a damaged or
+    truncated file), OSError when it cannot be read at all (missing, no permission).
+    """
+    source = pa.BufferReader(data) if data is not None else path
+    try:
+        return pq.read_metadata(source)
+    except (FileNotFoundError, PermissionError):
+        raise
+    except (OSError, pa.ArrowException):
+        raise DamagedFileError(
+            "its Parquet footer does not decode (a damaged or truncated file); restore it "
+            "from a copy",
+            path=path,
+        ) from None
+
+
 def read_consolidated_file(path: Path) -> list[SymbolDayRows]:
     """Every symbol-day in a consolidated file, in file order (page checksums verified).
 
     Raises TickFormatError when the file is not a consolidated tick file or is damaged.
     """
     path = Path(path)
+    footer = read_footer(path)
     try:
         parquet = pq.ParquetFile(
-            path, read_dictionary=["symbol", "side"], page_checksum_verification=True
+            path,
+            metadata=footer,
+            read_dictionary=["symbol", "side"],
+            page_checksum_verification=True,
         )
         metadata = {k.decode(): v.decode() for k, v in (parquet.metadata.metadata or {}).items()}
         if metadata.get(META_LAYOUT) != CONSOLIDATED:

@@ -45,7 +45,12 @@ from typing import Any
 import pyarrow as pa
 
 from skewtape_pipeline import faults, fsio
-from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickFormatError
+from skewtape_pipeline.errors import (
+    ArchiveBusyError,
+    ConfigError,
+    DamagedFileError,
+    TickFormatError,
+)
 from skewtape_pipeline.hashing import sha256_bytes, sha256_file
 from skewtape_pipeline.ticks.books import audit, check_may_delete, is_books_and_records
 from skewtape_pipeline.ticks.catalog import (
@@ -61,13 +66,16 @@ from skewtape_pipeline.ticks.catalog import (
     write_catalog,
 )
 from skewtape_pipeline.ticks.consolidate import (
+    META_CATALOG_GENERATION,
     ConsolidatedFile,
     SymbolDayRows,
     period_folder,
     period_of,
     read_consolidated_file,
+    read_footer,
     write_consolidated_file,
 )
+from skewtape_pipeline.ticks.integrity import checked_catalog
 from skewtape_pipeline.ticks.model import TickBatch
 from skewtape_pipeline.ticks.parquet_store import (
     ARCHIVE_LOCK_FILE,
@@ -255,7 +263,8 @@ def plan_retier(
         target = (wanted, period_of(entry.date, policy.layout_for(wanted)))
         slots[key] = _Slot(key, *target, entry=entry)
         if target != current:
-            moves.append(Move(*key, entry.tier, target[0], target[1], resolve(root, entry.file)))
+            source = resolve(root, entry.file, policy)
+            moves.append(Move(*key, entry.tier, target[0], target[1], source))
 
     by_target: dict[TargetKey, list[_Slot]] = {}
     for slot in sorted(slots.values(), key=lambda s: s.key):
@@ -415,14 +424,22 @@ def retier(
     Idempotent: a second run with the same arguments changes nothing; a run after a crash
     finishes the interrupted one.
 
+    Nothing is moved, written or removed unless the catalog accounts for every consolidated
+    file on disk (``integrity.checked_catalog``), and every source is verified before it is
+    read (a consolidated file's size and sha256 against the catalog, a hot file's footer).
+
     Raises
     ------
     ConfigError
         Bad arguments (see :func:`plan_retier`), or scales that differ from a tier root's.
     ArchiveBusyError
         Another re-tiering of this archive holds the lock.
-    TickFormatError
-        A damaged catalog or consolidated file (its sha256 differs from the catalog's).
+    CatalogMismatchError
+        The catalog is missing, unreadable or does not account for the files on disk (names
+        them and the repair); nothing changed.
+    DamagedFileError
+        A source whose size or sha256 differs from the catalog's, or whose footer does not
+        decode (names the file); nothing committed.
     RoundTripError
         A new file did not read back equal; nothing was committed or removed.
     """
@@ -435,23 +452,24 @@ def retier(
         for tier in (WARM, COLD):
             fsio.remove_stale_temps(policy.root_for(tier, root))
         remove_stale_catalog_temps(root)
+        checked_catalog(root, policy)
         plan = plan_retier(root, as_of=as_of, policy=policy, months=months)
         books = is_books_and_records(root)
-        removed_first = _remove(root, _withdrawn_garbage(plan), audit_log)
-        reader = _SourceReader(root, plan.catalog)
+        removed_first = _remove(root, _withdrawn_garbage(plan), audit_log, policy)
+        reader = _SourceReader(root, plan.catalog, policy)
         written = [
             _write_rewrite(root, plan, rewrite, policy, reader, audit_log)
             for rewrite in plan.rewrites
         ]
         catalog = plan.catalog
         if plan.changes_catalog:
-            catalog = _next_catalog(root, plan, written)
-            _commit(root, catalog, plan, written, audit_log)
+            catalog = _next_catalog(root, plan, written, policy)
+            _commit(root, catalog, plan, written, audit_log, policy)
         garbage = _garbage(root, policy)
         if books:
             removed, retained = [], [path for path, _ in garbage]
         else:
-            removed, retained = _remove(root, garbage, audit_log), []
+            removed, retained = _remove(root, garbage, audit_log, policy), []
             catalog = _forget_gone_sources(root, catalog, audit_log)
     return RetierResult(
         archive_root=root,
@@ -479,7 +497,7 @@ def _withdrawn_garbage(plan: RetierPlan) -> list[tuple[Path, str]]:
 
 def remove_stale_catalog_temps(root: Path) -> None:
     """Temporary catalog files left by an interrupted commit (never other writers' temps)."""
-    for temp in root.glob(f".{Path(CATALOG_FILE).stem}.*{fsio.TEMP_MARKER}"):  # v1 and v2
+    for temp in root.glob(f".{Path(CATALOG_FILE).stem}.*{fsio.TEMP_MARKER}"):
         temp.unlink(missing_ok=True)
 
 
@@ -524,10 +542,12 @@ def _write_rewrite(
             "skewtape.tier": rewrite.tier,
             "skewtape.period": rewrite.period,
             "skewtape.layout_granularity": policy.layout_for(rewrite.tier),
+            META_CATALOG_GENERATION: str(plan.generation + 1),  # the commit that lists it
         },
+        sources={key: stamp.sha256 for key, stamp in stamps.items() if stamp is not None},
         checkpoint=faults.checkpoint,
     )
-    rel = relative_to_root(root, written.path)
+    rel = relative_to_root(root, written.path, policy)
     partitions, moves = [], []
     for slot, part, share in zip(slots, parts, written.byte_shares, strict=True):
         partitions.append(
@@ -542,7 +562,11 @@ def _write_rewrite(
             )
         )
         if slot.key in moved:
-            moves.append(_partition_move(root, slot, rewrite, written.path, len(part.batch), share))
+            moves.append(
+                _partition_move(
+                    root, slot, rewrite, written.path, len(part.batch), share, policy=policy
+                )
+            )
     audit(
         root,
         audit_log,
@@ -568,14 +592,22 @@ def _write_rewrite(
 
 
 def _partition_move(
-    root: Path, slot: _Slot, rewrite: Rewrite, path: Path, rows: int, share: int
+    root: Path,
+    slot: _Slot,
+    rewrite: Rewrite,
+    path: Path,
+    rows: int,
+    share: int,
+    *,
+    policy: TierPolicy,
 ) -> PartitionMove:
     if slot.hot is not None:
         from_tier, from_path, before = HOT, slot.hot.path, slot.hot.stamp.size
     else:
         assert slot.entry is not None
         entry = slot.entry
-        from_tier, from_path, before = entry.tier, resolve(root, entry.file), entry.byte_share
+        from_path = resolve(root, entry.file, policy)
+        from_tier, before = entry.tier, entry.byte_share
     return PartitionMove(
         symbol=slot.key[0],
         date=slot.key[1],
@@ -590,11 +622,14 @@ def _partition_move(
 
 
 class _SourceReader:
-    """Reads symbol-days from hot files and consolidated files (each whole file read once)."""
+    """Reads symbol-days from hot files and consolidated files (each whole file read once, and
+    verified first: a consolidated file's size and sha256 against the catalog, a hot file's
+    footer)."""
 
-    def __init__(self, root: Path, catalog: Catalog):
+    def __init__(self, root: Path, catalog: Catalog, policy: TierPolicy):
         self.root = root
         self.catalog = catalog
+        self.policy = policy
         self._files: dict[str, dict[SymbolDayKey, TickBatch]] = {}
         self._read: dict[str, str] = {}
 
@@ -618,24 +653,38 @@ class _SourceReader:
             st = os.fstat(handle.fileno())
             data = handle.read()
         digest = sha256_bytes(data)
+        read_footer(hot.path, data)
         try:
             batch = read_archive_batch(pa.BufferReader(data))  # type: ignore[arg-type]
         except (TickFormatError, pa.ArrowException) as exc:
             raise TickFormatError(
                 f"{hot.path}: does not read as a tick archive file: {exc}"
             ) from None
-        rel = relative_to_root(self.root, hot.path)
+        except OSError as exc:  # the bytes are in memory: a page that fails its checksum
+            raise DamagedFileError(
+                f"a page fails its checksum or decoding ({exc}); restore the file from a copy",
+                path=hot.path,
+            ) from None
+        rel = relative_to_root(self.root, hot.path, self.policy)
         self._read[rel] = digest
         return batch, SourceStamp(rel, digest, st.st_size, st.st_ino, st.st_mtime_ns)
 
     def _read_consolidated(self, rel: str) -> dict[SymbolDayKey, TickBatch]:
-        path = resolve(self.root, rel)
-        expected = self.catalog.files[rel].sha256
+        path = resolve(self.root, rel, self.policy)
+        listed = self.catalog.files[rel]
+        size = path.stat().st_size
+        if size != listed.bytes:
+            raise DamagedFileError(
+                f"size is {size} bytes, the catalog recorded {listed.bytes}; the file changed "
+                "after it was written (restore it from a copy before re-tiering)",
+                path=path,
+            )
         found = sha256_file(path)
-        if found != expected:
-            raise TickFormatError(
-                f"{path}: sha256 is {found}, the catalog recorded {expected}; the file changed "
-                "after it was written (restore it from a copy before re-tiering)"
+        if found != listed.sha256:
+            raise DamagedFileError(
+                f"sha256 is {found}, the catalog recorded {listed.sha256}; the file changed "
+                "after it was written (restore it from a copy before re-tiering)",
+                path=path,
             )
         self._read[rel] = found
         return {(p.symbol, p.day): p.batch for p in read_consolidated_file(path)}
@@ -650,6 +699,7 @@ def _commit(
     plan: RetierPlan,
     written: Sequence[_Written],
     audit_log: Path | None,
+    policy: TierPolicy,
 ) -> None:
     """Replace the catalog (one atomic rename), then audit the commit."""
     _write_catalog_audited(
@@ -660,7 +710,7 @@ def _commit(
             "symbol_days_moved": len(plan.moves),
             "symbol_days_dropped": len(plan.dropped),
             "symbol_days_purged": len(plan.purged),
-            "files_written": [relative_to_root(root, w.file.path) for w in written],
+            "files_written": [relative_to_root(root, w.file.path, policy) for w in written],
             "files_unlisted": sorted(
                 {old for w in written for old in w.rewrite.replaces} | set(plan.emptied)
             ),
@@ -684,7 +734,9 @@ def _write_catalog_audited(
     audit(root, audit_log, [record | details])
 
 
-def _next_catalog(root: Path, plan: RetierPlan, written: Sequence[_Written]) -> Catalog:
+def _next_catalog(
+    root: Path, plan: RetierPlan, written: Sequence[_Written], policy: TierPolicy
+) -> Catalog:
     catalog = plan.catalog
     files = dict(catalog.files)
     partitions = dict(catalog.partitions)
@@ -695,7 +747,7 @@ def _next_catalog(root: Path, plan: RetierPlan, written: Sequence[_Written]) -> 
     for item in written:
         for old in item.rewrite.replaces:
             files.pop(old, None)
-        rel = relative_to_root(root, item.file.path)
+        rel = relative_to_root(root, item.file.path, policy)
         files[rel] = CatalogFile(
             path=rel,
             tier=item.rewrite.tier,
@@ -770,11 +822,14 @@ def prune(
         refusal is audited; nothing is removed).
     ArchiveBusyError
         A re-tiering of this archive is running.
+    CatalogMismatchError
+        The catalog does not account for the files on disk (nothing is removed).
     """
     root = Path(archive_root)
     policy = _check_policy(policy)
     with fsio.exclusive_lock(root / LOCK_FILE, what="pruning", held_error=ArchiveBusyError):
-        removed = _remove(root, _garbage(root, policy), audit_log)
+        checked_catalog(root, policy)
+        removed = _remove(root, _garbage(root, policy), audit_log, policy)
         if not is_books_and_records(root):
             _forget_gone_sources(root, read_catalog(root), audit_log)
         return removed
@@ -794,7 +849,9 @@ def _garbage(root: Path, policy: TierPolicy) -> list[tuple[Path, str]]:
     return out
 
 
-def _remove(root: Path, garbage: list[tuple[Path, str]], audit_log: Path | None) -> list[Path]:
+def _remove(
+    root: Path, garbage: list[tuple[Path, str]], audit_log: Path | None, policy: TierPolicy
+) -> list[Path]:
     """Audit every removal first (one append), then remove the files and empty folders."""
     if not garbage:
         return []
@@ -805,7 +862,7 @@ def _remove(root: Path, garbage: list[tuple[Path, str]], audit_log: Path | None)
             {
                 "event": EVENT_REMOVE,
                 "archive": str(root.absolute()),
-                "file": relative_to_root(root, path),
+                "file": relative_to_root(root, path, policy),
                 "sha256": sha256_file(path),
                 "bytes": path.stat().st_size,
                 "reason": reason,
@@ -837,7 +894,7 @@ def _remove_empty_partition_folders(folder: Path) -> None:
 
 
 def relocated_report(
-    report: TickStorageCompactionReport, archive_root: Path
+    report: TickStorageCompactionReport, archive_root: Path, *, policy: TierPolicy | None = None
 ) -> TickStorageCompactionReport:
     """``report`` updated to where its symbol-day's rows live now.
 
@@ -851,7 +908,7 @@ def relocated_report(
     """
     if report.date is None:
         raise ConfigError(f"report of {report.symbol}: has no date; expected a symbol-day report")
-    location = locate(archive_root, report.symbol, date.fromisoformat(report.date))
+    location = locate(archive_root, report.symbol, date.fromisoformat(report.date), policy=policy)
     if location is None:
         raise ConfigError(
             f"{report.symbol} {report.date}: the archive at {archive_root} holds no rows for it"

@@ -20,13 +20,10 @@ this module reads it together with the hot files on disk, once, into that one pl
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-
-import pyarrow.parquet as pq
 
 from skewtape_pipeline.errors import ConfigError, TickFormatError
 from skewtape_pipeline.hashing import FileStamp
@@ -34,9 +31,11 @@ from skewtape_pipeline.ticks.catalog import (
     Catalog,
     CatalogPartition,
     SymbolDayKey,
+    normalized,
     read_catalog,
     resolve,
 )
+from skewtape_pipeline.ticks.consolidate import read_footer
 from skewtape_pipeline.ticks.parquet_store import PART_FILE_NAME, decode_symbol
 from skewtape_pipeline.ticks.tiers import COLD, HOT, TIERS, WARM, TierPolicy
 
@@ -146,11 +145,14 @@ class Location:
     consolidated: bool
 
 
-def locate(archive_root: Path, symbol: str, day: date) -> Location | None:
+def locate(
+    archive_root: Path, symbol: str, day: date, *, policy: TierPolicy | None = None
+) -> Location | None:
     """Where the rows of ``symbol`` on ``day`` live now; None when the archive has none
     (never archived, or withdrawn with no newer hot file).
 
     For a consolidated file ``bytes`` is the symbol-day's byte share; for a hot file, its size.
+    ``policy`` names the tier roots (default: the default policy).
     """
     state = archive_state(archive_root)
     key = (symbol, day)
@@ -160,15 +162,15 @@ def locate(archive_root: Path, symbol: str, day: date) -> Location | None:
     entry = state.catalog.partitions.get(key)
     if entry is None or key in state.hidden:
         return None
-    return _consolidated_location(archive_root, entry)
+    return _consolidated_location(archive_root, entry, policy)
 
 
-def locations(archive_root: Path) -> list[Location]:
+def locations(archive_root: Path, *, policy: TierPolicy | None = None) -> list[Location]:
     """Where every symbol-day of the archive lives now, by symbol then date."""
     state = archive_state(archive_root)
     out = [_hot_location(hot) for hot in state.hot_live]
     out += [
-        _consolidated_location(archive_root, entry)
+        _consolidated_location(archive_root, entry, policy)
         for key, entry in state.catalog.partitions.items()
         if key not in state.hidden
     ]
@@ -176,12 +178,14 @@ def locations(archive_root: Path) -> list[Location]:
 
 
 def _hot_location(hot: HotFile) -> Location:
-    rows = pq.read_metadata(hot.path).num_rows
+    rows = read_footer(hot.path).num_rows
     return Location(hot.symbol, hot.day, HOT, hot.path, rows, hot.stamp.size, False)
 
 
-def _consolidated_location(archive_root: Path, entry: CatalogPartition) -> Location:
-    path = resolve(archive_root, entry.file)
+def _consolidated_location(
+    archive_root: Path, entry: CatalogPartition, policy: TierPolicy | None
+) -> Location:
+    path = resolve(archive_root, entry.file, policy)
     return Location(entry.symbol, entry.date, entry.tier, path, entry.rows, entry.byte_share, True)
 
 
@@ -244,7 +248,7 @@ def archive_metrics(archive_root: Path, *, policy: TierPolicy | None = None) -> 
     if not isinstance(policy, TierPolicy):
         raise ConfigError(f"policy = {policy!r}: expected a TierPolicy")
     state = archive_state(root)
-    hot_ticks = sum(pq.read_metadata(hot.path).num_rows for hot in state.hot_live)
+    hot_ticks = sum(read_footer(hot.path).num_rows for hot in state.hot_live)
     tiers = {
         HOT: TierMetrics(
             HOT,
@@ -283,12 +287,12 @@ def archive_metrics(archive_root: Path, *, policy: TierPolicy | None = None) -> 
 
 def uncatalogued_files(archive_root: Path, policy: TierPolicy, catalog: Catalog) -> list[Path]:
     """Parquet files under the warm and cold roots that the catalog does not list."""
-    listed = {resolve(archive_root, f.path) for f in catalog.files.values()}
+    listed = {resolve(archive_root, f.path, policy) for f in catalog.files.values()}
     found: set[Path] = set()
     for tier in (WARM, COLD):
         folder = policy.root_for(tier, archive_root)
         if folder.exists():
-            candidates = (Path(os.path.normpath(p.absolute())) for p in folder.rglob("*.parquet"))
+            candidates = (normalized(p) for p in folder.rglob("*.parquet"))
             found.update(p for p in candidates if p not in listed)
     return sorted(found)
 

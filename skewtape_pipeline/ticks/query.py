@@ -24,6 +24,12 @@ hot file, or withdrawn) are left out of their file's branch by an anti-join agai
 list (one hash join, however many; filters still reach the Parquet scan), so every tick appears
 exactly once and a withdrawn one never.
 
+An archive whose catalog is missing while consolidated files exist is refused
+(``CatalogMismatchError``, naming the files and the rebuild command), as is a catalogued file
+missing from disk; a file whose Parquet footer does not decode is a ``DamagedFileError``
+naming it. Consolidated files are found under the tier roots of ``policy`` (default: the
+default policy's, ``<archive>-warm`` and ``<archive>-cold`` beside the archive).
+
 The view lists files; open it again (or use :func:`run_query`, which does) after the archive
 changes, e.g. after re-tiering removed the files an older view names.
 
@@ -54,12 +60,14 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.errors import CatalogMismatchError, ConfigError
 from skewtape_pipeline.fsio import load_json
 from skewtape_pipeline.ticks.catalog import Catalog, resolve
+from skewtape_pipeline.ticks.consolidate import read_footer
+from skewtape_pipeline.ticks.integrity import check_catalog_present, repair_hint
 from skewtape_pipeline.ticks.parquet_store import ARCHIVE_MARKER
 from skewtape_pipeline.ticks.placement import archive_state
-from skewtape_pipeline.ticks.tiers import COLD, HOT, WARM
+from skewtape_pipeline.ticks.tiers import COLD, HOT, WARM, TierPolicy
 
 VIEW_NAME = "ticks"
 VIEW_COLUMNS = ("symbol", "date", "ts", "price", "quantity", "side", "tier", "year", "month")
@@ -68,7 +76,7 @@ HIVE_TYPES = "{'symbol': 'VARCHAR', 'year': 'INTEGER', 'month': 'INTEGER', 'date
 Roots = Path | str | Sequence[Path | str]
 
 
-def ticks_view_sql(roots: Roots, *, name: str = VIEW_NAME) -> str:
+def ticks_view_sql(roots: Roots, *, name: str = VIEW_NAME, policy: TierPolicy | None = None) -> str:
     """The ``CREATE OR REPLACE VIEW`` statement of the archive(s) at ``roots`` (reads only).
 
     Raises
@@ -79,11 +87,14 @@ def ticks_view_sql(roots: Roots, *, name: str = VIEW_NAME) -> str:
         identifier.
     TickFormatError
         A damaged catalog.
+    CatalogMismatchError
+        The catalog is missing while consolidated files exist, or lists a file not on disk.
     """
     if not name.isidentifier():
         raise ConfigError(f"name = {name!r}: expected an SQL identifier")
     branches = []
     for root in _roots(roots):
+        check_catalog_present(root, policy)
         state = archive_state(root)
         hot = [str(h.path.absolute()) for h in state.hot_live]
         if hot:
@@ -95,7 +106,7 @@ def ticks_view_sql(roots: Roots, *, name: str = VIEW_NAME) -> str:
             )
         for tier in (WARM, COLD):
             hidden = sorted(k for k in state.hidden if state.catalog.partitions[k].tier == tier)
-            by_folders = _files_by_folder_keys(root, state.catalog, tier)
+            by_folders = _files_by_folder_keys(root, state.catalog, tier, policy)
             for (monthly, hive), files in sorted(by_folders.items()):
                 branch = _consolidated_branch(tier, files, monthly=monthly, hive=hive)
                 branches.append(branch + _hide(hidden))
@@ -116,7 +127,7 @@ def _no_keys_above(folder: Path) -> bool:
 
 
 def _files_by_folder_keys(
-    root: Path, catalog: Catalog, tier: str
+    root: Path, catalog: Catalog, tier: str, policy: TierPolicy | None
 ) -> dict[tuple[bool, bool], list[str]]:
     """The tier's consolidated files by (monthly, hive): whether their folders name a month
     (``year=/month=``) or a year only (``year=``), and whether the folders above those are
@@ -124,7 +135,13 @@ def _files_by_folder_keys(
     out: dict[tuple[bool, bool], list[str]] = {}
     for item in sorted(catalog.files.values(), key=lambda f: f.path):
         if item.tier == tier:
-            path = resolve(root, item.path)
+            path = resolve(root, item.path, policy)
+            if not path.is_file():
+                raise CatalogMismatchError(
+                    f"{path}: the catalog lists it ({tier} {item.period}) but it is not on "
+                    f"disk; restore it from a copy, or {repair_hint(root)}",
+                    paths=[path],
+                )
             monthly = "-" in item.period
             hive = _no_keys_above(path.parents[2 if monthly else 1])
             out.setdefault((monthly, hive), []).append(str(path))
@@ -150,31 +167,64 @@ def _consolidated_branch(tier: str, files: list[str], *, monthly: bool, hive: bo
 
 
 def open_ticks_view(
-    con: duckdb.DuckDBPyConnection, roots: Roots, *, name: str = VIEW_NAME
+    con: duckdb.DuckDBPyConnection,
+    roots: Roots,
+    *,
+    name: str = VIEW_NAME,
+    policy: TierPolicy | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """Create (or replace) the view ``name`` over the archive(s) at ``roots`` on ``con``.
 
-    Returns ``con``. See :func:`ticks_view_sql` for what it raises.
+    Returns ``con``. See :func:`ticks_view_sql` for what it raises; DamagedFileError when
+    DuckDB cannot read a file's footer.
     """
-    con.execute(ticks_view_sql(roots, name=name))
+    sql = ticks_view_sql(roots, name=name, policy=policy)
+    try:
+        con.execute(sql)
+    except duckdb.Error:
+        _raise_if_damaged(roots, policy)
+        raise
     return con
 
 
 def run_query(
-    sql: str, roots: Roots, *, parameters: Sequence[Any] | None = None, threads: int | None = None
+    sql: str,
+    roots: Roots,
+    *,
+    parameters: Sequence[Any] | None = None,
+    threads: int | None = None,
+    policy: TierPolicy | None = None,
 ) -> pa.Table:
     """Run ``sql`` against a fresh in-memory DuckDB with the ``ticks`` view; return the rows.
 
-    ``parameters`` fill ``?`` placeholders. Raises ConfigError naming the query when DuckDB
-    rejects it.
+    ``parameters`` fill ``?`` placeholders; ``policy`` names the tier roots. Raises
+    ConfigError naming the query when DuckDB rejects it, DamagedFileError naming the file
+    when a file of the view has a footer that does not decode.
     """
-    con = _connect(roots, threads)
+    con = _connect(roots, threads, policy)
     try:
         return con.sql(sql, params=parameters or None).to_arrow_table()
     except duckdb.Error as exc:
+        if not isinstance(exc, duckdb.ParserException):
+            _raise_if_damaged(roots, policy)
         raise ConfigError(f"query {sql!r}: {exc}") from None
     finally:
         con.close()
+
+
+def _raise_if_damaged(roots: Roots, policy: TierPolicy | None) -> None:
+    """Raise DamagedFileError for the first file of the view whose footer does not decode
+    (DuckDB's own message names neither the file nor the damage); return if none. Called
+    when DuckDB fails other than on the SQL's syntax: it reads every footer once."""
+    for root in _roots(roots):
+        state = archive_state(root)
+        paths = [hot.path for hot in state.hot_live]
+        paths += [resolve(root, item.path, policy) for item in state.catalog.files.values()]
+        for path in paths:
+            try:
+                read_footer(path)  # raises DamagedFileError naming the file
+            except OSError:
+                continue  # gone meanwhile: DuckDB's own error stands
 
 
 @dataclass(frozen=True)
@@ -204,6 +254,8 @@ def scan_stats(sql: str, roots: Roots, *, parameters: Sequence[Any] | None = Non
         profile = load_json(row[1], "EXPLAIN ANALYZE output", error=ConfigError)
         rows = len(con.execute(sql, parameters or []).fetchall())
     except duckdb.Error as exc:
+        if not isinstance(exc, duckdb.ParserException):
+            _raise_if_damaged(roots, None)
         raise ConfigError(f"query {sql!r}: {exc}") from None
     finally:
         con.close()
@@ -237,12 +289,14 @@ def _files_read(extra_info: dict[str, Any]) -> tuple[int, int]:
     return read, read
 
 
-def _connect(roots: Roots, threads: int | None) -> duckdb.DuckDBPyConnection:
+def _connect(
+    roots: Roots, threads: int | None, policy: TierPolicy | None = None
+) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     if threads is not None:
         con.execute(f"SET threads = {int(threads)}")
     try:
-        open_ticks_view(con, roots)
+        open_ticks_view(con, roots, policy=policy)
     except BaseException:
         con.close()
         raise

@@ -296,7 +296,7 @@ def archive_symbol_days(
     _check_write_once(out, wanted, planned, audit_log)
     gone = [key for key in wanted if key not in planned]
     removed = remove_symbol_days(
-        out, gone, audit_log=audit_log, lock_timeout=ARCHIVE_LOCK_WAIT_SECONDS
+        out, gone, audit_log=audit_log, lock_timeout=ARCHIVE_LOCK_WAIT_SECONDS, policy=policy
     )
     removals = {(r.symbol, r.day): r for r in removed}
     results = []

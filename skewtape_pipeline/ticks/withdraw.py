@@ -9,7 +9,9 @@ the ``ticks`` view, whatever tier it is in:
 - :func:`remove_symbol_days` does that and removes the hot file too: what the archivers call
   when a corrected source has no ticks left for a symbol-day.
 
-In ``books_and_records`` mode both refuse (audited): records are never removed.
+In ``books_and_records`` mode both refuse (audited): records are never removed. Both read the
+catalog through ``integrity.checked_catalog``: while it is missing, unreadable or does not
+account for the consolidated files on disk, they refuse and change nothing.
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ from skewtape_pipeline.ticks.books import audit, check_may_delete
 from skewtape_pipeline.ticks.catalog import (
     Catalog,
     SymbolDayKey,
-    read_catalog,
     resolve,
     write_catalog,
 )
+from skewtape_pipeline.ticks.integrity import checked_catalog
 from skewtape_pipeline.ticks.lifecycle import LOCK_FILE, remove_stale_catalog_temps
 from skewtape_pipeline.ticks.parquet_store import partition_file
+from skewtape_pipeline.ticks.tiers import TierPolicy
 
 EVENT_WITHDRAW = "tick-archive-withdraw"
 
@@ -53,6 +56,7 @@ def remove_symbol_days(
     *,
     audit_log: Path | None = None,
     lock_timeout: float = 0.0,
+    policy: TierPolicy | None = None,
 ) -> list[Removal]:
     """Take symbol-days out of the archive: withdraw their consolidated copy, remove their hot
     file. Withdrawal comes first, so a crash between leaves the day hidden or gone, never
@@ -69,21 +73,24 @@ def remove_symbol_days(
         nothing changed).
     ArchiveBusyError
         A re-tiering holds the archive's lock beyond ``lock_timeout`` seconds.
+    CatalogMismatchError
+        The catalog does not account for the files on disk (``policy`` names the tier roots);
+        nothing changed.
     """
     root = Path(archive_root)
     wanted = sorted(_check_keys(keys))
-    catalogued = read_catalog(root).partitions
+    catalog = checked_catalog(root, policy)
     for key in wanted:
         hot = partition_file(root, *key)
-        if hot.exists() or key in catalogued:
+        if hot.exists() or key in catalog.partitions:
             check_may_delete(root, hot, why=_why(key), audit_log=audit_log)
     hot_files = [partition_file(root, *key) for key in wanted]
-    if not any(hot.exists() for hot in hot_files) and not _to_withdraw(read_catalog(root), wanted):
+    if not any(hot.exists() for hot in hot_files) and not _to_withdraw(catalog, wanted):
         return [Removal(*key, removed_file=False, withdrawn=False) for key in wanted]
     with fsio.exclusive_lock(
         root / LOCK_FILE, timeout=lock_timeout, what="removing", held_error=ArchiveBusyError
     ):
-        withdrawn = set(_withdraw_locked(root, wanted, audit_log))
+        withdrawn = set(_withdraw_locked(root, wanted, audit_log, policy))
         return [
             Removal(*key, removed_file=fsio.atomic_unlink(hot), withdrawn=key in withdrawn)
             for key, hot in zip(wanted, hot_files, strict=True)
@@ -100,6 +107,7 @@ def withdraw_symbol_days(
     *,
     audit_log: Path | None = None,
     lock_timeout: float = 0.0,
+    policy: TierPolicy | None = None,
 ) -> list[SymbolDayKey]:
     """Hide catalogued symbol-days whose ticks the publisher corrected away, at once.
 
@@ -120,32 +128,36 @@ def withdraw_symbol_days(
         nothing written).
     ArchiveBusyError
         A re-tiering of this archive holds the lock beyond ``lock_timeout`` seconds.
-    TickFormatError
-        A damaged catalog.
+    CatalogMismatchError
+        The catalog is missing, unreadable or does not account for the files on disk
+        (``policy`` names the tier roots); nothing written.
     """
     root = Path(archive_root)
     wanted = _check_keys(keys)
-    if not _to_withdraw(read_catalog(root), wanted):
+    if not _to_withdraw(checked_catalog(root, policy), wanted):
         return []  # nothing to do: no lock taken, nothing written
     with fsio.exclusive_lock(
         root / LOCK_FILE, timeout=lock_timeout, what="withdrawing", held_error=ArchiveBusyError
     ):
-        return _withdraw_locked(root, wanted, audit_log)
+        return _withdraw_locked(root, wanted, audit_log, policy)
 
 
 def _withdraw_locked(
-    root: Path, wanted: Collection[SymbolDayKey], audit_log: Path | None
+    root: Path,
+    wanted: Collection[SymbolDayKey],
+    audit_log: Path | None,
+    policy: TierPolicy | None,
 ) -> list[SymbolDayKey]:
     """:func:`withdraw_symbol_days` once the lock is held."""
     remove_stale_catalog_temps(root)
-    catalog = read_catalog(root)
+    catalog = checked_catalog(root, policy)
     new = _to_withdraw(catalog, wanted)
     if not new:
         return []
     files = sorted({catalog.partitions[key].file for key in new})
     check_may_delete(
         root,
-        resolve(root, files[0]),
+        resolve(root, files[0], policy),
         why=f"withdrawing {len(new)} symbol-day(s) from its consolidated copy "
         f"(first: {new[0][0]} {new[0][1].isoformat()})",
         audit_log=audit_log,

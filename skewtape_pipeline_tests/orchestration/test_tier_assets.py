@@ -10,6 +10,7 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
+import pyarrow.parquet as pq
 import pytest
 
 from skewtape_pipeline.definitions import build_definitions
@@ -231,3 +232,40 @@ def test_books_and_records_when_a_rerun_would_overwrite_a_retained_file_fails_th
     assert run_query(VIEW_TOTALS, skewtape.archive_dir).to_pylist() == totals
     audit = [json.loads(line) for line in skewtape.audit_log.read_text().splitlines()]
     assert audit[-1]["event"] == EVENT_REFUSED
+
+
+def check_evaluations(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluation]:
+    return {e.check_name: e for e in result.get_asset_check_evaluations()}
+
+
+def test_tick_archive_verified_when_a_warm_page_is_damaged_fails_naming_the_file(
+    applied_chain: Path, instance: dg.DagsterInstance
+):
+    archive = archive_days(applied_chain, DAYS[2:])
+    defs = build_definitions(SkewtapeHome(root=str(applied_chain)))
+    retiered = defs.resolve_job_def("retier_ticks").execute_in_process(
+        partition_key="2026-11", run_config=retier_run_config(TO_WARM), instance=instance
+    )
+    assert check_evaluations(retiered)["tick_archive_verified"].passed  # runs after re-tiering
+    [warm] = [p for p in archive.with_name("archive-warm").rglob("*.parquet")]
+    meta = pq.read_metadata(warm)
+    chunk = meta.row_group(0).column(meta.schema.names.index("price"))
+    offset = (chunk.dictionary_page_offset or chunk.data_page_offset) + chunk.total_compressed_size
+    warm.chmod(0o644)
+    data = bytearray(warm.read_bytes())
+    data[offset - 1] ^= 0x01  # one bit of the last page's data
+    warm.write_bytes(bytes(data))
+
+    verify_job = defs.resolve_job_def("verify_tick_archive")
+    result = verify_job.execute_in_process(instance=instance, raise_on_error=False)
+    evaluation = check_evaluations(result)["tick_archive_verified"]
+    assert not evaluation.passed
+    assert evaluation.metadata["problems"].value >= 1
+    assert str(warm) in evaluation.metadata["details"].value
+
+
+def test_daily_verify_archive_schedule_when_defined_targets_the_verify_job():
+    defs = build_definitions(SkewtapeHome(root="unused"))
+    schedule = defs.resolve_schedule_def("daily_verify_tick_archive")
+    assert schedule.job_name == "verify_tick_archive"
+    assert schedule.cron_schedule == "0 6 * * *"

@@ -1,12 +1,12 @@
-"""The catalog: Parquet (version 2) written atomically and deterministically, version 1 JSON
-migrated, validation naming the file, column and row, and the live state it implies."""
+"""The catalog: Parquet (version 3) written atomically and deterministically, paths inside the
+tier roots, validation naming the file, column and row, and the live state it implies."""
 
 from __future__ import annotations
 
 import io
 import json
 import os
-from dataclasses import asdict, replace
+from dataclasses import replace
 from datetime import date, datetime, timedelta
 
 import duckdb
@@ -19,7 +19,6 @@ from skewtape_pipeline.errors import TickFormatError
 from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.catalog import (
     CATALOG_FILE,
-    LEGACY_CATALOG_FILE,
     Catalog,
     CatalogFile,
     CatalogPartition,
@@ -36,8 +35,8 @@ from skewtape_pipeline.ticks.placement import archive_state
 from skewtape_pipeline_tests.ticks.archive_builders import DAYS, POLICY, build_archive
 
 SHA = "ab" * 32
-COLD_FILE = "../archive-cold/year=2026/part-x.parquet"
-WARM_FILE = "../archive-warm/year=2026/month=03/part-y.parquet"
+COLD_FILE = "COLD/year=2026/part-x.parquet"
+WARM_FILE = "WARM/year=2026/month=03/part-y.parquet"
 
 
 def hot_path(symbol: str, day: date) -> str:
@@ -70,24 +69,6 @@ def sample_catalog(generation: int = 3) -> Catalog:
         {p.key: p for p in partitions},
         frozenset({("ES", es2)}),
     )
-
-
-def v1_body(catalog: Catalog) -> dict:
-    """The version 1 JSON object of ``catalog``."""
-    return {
-        "format": "skewtape-tick-catalog",
-        "version": 1,
-        "generation": catalog.generation,
-        "files": [asdict(f) for f in catalog.files.values()],
-        "partitions": [
-            {**asdict(p), "date": p.date.isoformat()} for p in catalog.partitions.values()
-        ],
-        "withdrawn": [[symbol, day.isoformat()] for symbol, day in sorted(catalog.withdrawn)],
-    }
-
-
-def write_v1(root, catalog: Catalog) -> None:
-    (root / LEGACY_CATALOG_FILE).write_text(json.dumps(v1_body(catalog)))
 
 
 def sample_table() -> pa.Table:
@@ -208,52 +189,7 @@ def test_write_catalog_when_committed_by_retier_audit_names_the_file_sha256(tmp_
     assert all(p.source is None for p in catalog.partitions.values())
 
 
-# --- migration from version 1 --------------------------------------------------------------------
-
-
-def test_read_catalog_when_only_v1_exists_reads_it(tmp_path):
-    write_v1(tmp_path, sample_catalog())
-    assert read_catalog(tmp_path) == sample_catalog()
-
-
-def test_write_catalog_when_v1_exists_replaces_it_by_parquet(tmp_path):
-    write_v1(tmp_path, sample_catalog())
-    write_catalog(tmp_path, read_catalog(tmp_path))
-    assert [p.name for p in tmp_path.iterdir()] == [CATALOG_FILE]
-    assert read_catalog(tmp_path) == sample_catalog()
-
-
-def test_read_catalog_when_both_versions_exist_reads_parquet(tmp_path):
-    write_catalog(tmp_path, sample_catalog(generation=4))
-    write_v1(tmp_path, sample_catalog(generation=3))  # as left by a crash before its removal
-    assert read_catalog(tmp_path).generation == 4
-    write_catalog(tmp_path, sample_catalog(generation=5))
-    assert [p.name for p in tmp_path.iterdir()] == [CATALOG_FILE]
-
-
-@pytest.mark.parametrize(
-    ("edit", "field"),
-    [
-        (lambda b: b.update(version=9), "version"),
-        (lambda b: b["files"][0].update(tier="HOT"), r"files\[0\].tier"),
-        (lambda b: b["files"][0].update(sha256="x"), r"files\[0\].sha256"),
-        (lambda b: b["files"].append(b["files"][0]), r"files\[2\].path: .* listed twice"),
-        (lambda b: b["partitions"][1].update(file="elsewhere"), r"partitions\[1\].file"),
-        (lambda b: b["partitions"][1].update(tier="WARM"), r"partitions\[1\].tier"),
-        (lambda b: b["partitions"][0].update(extra=1), r"partitions\[0\]: unknown keys"),
-        (lambda b: b["partitions"].append(b["partitions"][0]), r"partitions\[4\]: ES .* twice"),
-        (lambda b: b["withdrawn"].append(["NQ", "2026-01-09"]), r"withdrawn\[1\]: NQ"),
-    ],
-)
-def test_read_catalog_when_v1_malformed_names_the_field(tmp_path, edit, field):
-    body = v1_body(sample_catalog())
-    edit(body)
-    (tmp_path / LEGACY_CATALOG_FILE).write_text(json.dumps(body))
-    with pytest.raises(TickFormatError, match=f"{LEGACY_CATALOG_FILE}: field {field}"):
-        read_catalog(tmp_path)
-
-
-# --- validation of version 2 ---------------------------------------------------------------------
+# --- validation ---------------------------------------------------------------------------------
 
 
 def set_column(table: pa.Table, name: str, values: list, type_: pa.DataType | None = None):
@@ -292,7 +228,7 @@ def repeat_row(table: pa.Table) -> pa.Table:
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda t: edit_header(t, lambda h: h.update(version=1)), "field version: 1"),
+        (lambda t: edit_header(t, lambda h: h.update(version=2)), "field version: 2, expected 3"),
         (lambda t: edit_header(t, lambda h: h.update(format="x")), "field format"),
         (lambda t: edit_header(t, lambda h: h.update(generation=-1)), "field generation: -1"),
         (edit_file(0, tier="HOT"), r"files\[0\].tier"),
@@ -395,11 +331,11 @@ def test_write_catalog_when_catalog_would_not_read_back_raises_and_writes_nothin
 # --- paths and the live state --------------------------------------------------------------------
 
 
-def test_relative_to_root_when_file_beside_root_resolves_back(tmp_path):
+def test_relative_to_root_when_file_in_cold_root_names_the_tier_and_resolves_back(tmp_path):
     root = tmp_path / "archive"
     cold = tmp_path / "archive-cold" / "year=2026" / "part-1.parquet"
     rel = relative_to_root(root, cold)
-    assert rel == "../archive-cold/year=2026/part-1.parquet"
+    assert rel == "COLD/year=2026/part-1.parquet"
     assert resolve(root, rel) == cold
 
 

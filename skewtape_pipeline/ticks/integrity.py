@@ -1,0 +1,538 @@
+"""The archive checked and recovered from its own files.
+
+The catalog (``ticks.catalog``) is an index the files can rebuild: every consolidated file
+records its tier, period, catalog generation and symbol-days in its key-value metadata
+(``consolidate.META_*``), and hot files are named by their ``symbol=``/``date=`` folders.
+
+- :func:`checked_catalog` is what every writer (re-tiering, pruning, withdrawal and removal)
+  reads the catalog through: it refuses, with
+  :class:`~skewtape_pipeline.errors.CatalogMismatchError` naming the files, while the catalog is
+  missing but consolidated files exist, is unreadable, lists a file that is not on disk, or
+  does not account for a consolidated file on disk. A file the catalog does not list is
+  accounted for when it was committed and later replaced (its generation is not above the
+  catalog's: a retained or not yet removed copy), or was written by an interrupted run (the
+  next generation) and holds only symbol-days the archive still holds elsewhere. Anything else
+  (a catalog older than the files, a foreign file) could be the only copy of some ticks, so
+  nothing is removed or rewritten until the catalog is repaired.
+- :func:`rebuild_catalog` writes the catalog from the files: the newest generation's copy of
+  each symbol-day wins, older files holding any of the same symbol-days are superseded.
+- :func:`verify_archive` compares the catalog with the files (presence, size, sha256) and,
+  with ``full``, reads every page of every archive file through pyarrow with page checksum
+  verification (DuckDB does not check page checksums).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from skewtape_pipeline import fsio
+from skewtape_pipeline.errors import (
+    ArchiveBusyError,
+    CatalogMismatchError,
+    DamagedFileError,
+    TickFormatError,
+)
+from skewtape_pipeline.hashing import FileStamp, sha256_bytes, sha256_file
+from skewtape_pipeline.ticks.books import audit
+from skewtape_pipeline.ticks.catalog import (
+    Catalog,
+    CatalogFile,
+    CatalogPartition,
+    SourceStamp,
+    SymbolDayKey,
+    catalog_path,
+    normalized,
+    read_catalog,
+    relative_to_root,
+    resolve,
+    write_catalog,
+)
+from skewtape_pipeline.ticks.consolidate import (
+    CONSOLIDATED,
+    META_CATALOG_GENERATION,
+    META_LAYOUT,
+    META_PERIOD,
+    META_SYMBOL_DAYS,
+    META_TIER,
+    byte_shares,
+    read_footer,
+)
+from skewtape_pipeline.ticks.parquet_store import ARCHIVE_LOCK_FILE, partition_file
+from skewtape_pipeline.ticks.placement import scan_hot_files
+from skewtape_pipeline.ticks.tiers import COLD, WARM, TierPolicy
+
+EVENT_REBUILD = "tick-archive-catalog-rebuilt"
+
+
+def repair_hint(archive_root: Path) -> str:
+    """How to repair a catalog: the rebuild command for this archive."""
+    return (
+        "rebuild the catalog from the files with "
+        f"`skewtape-pipeline rebuild-catalog {archive_root}` (add --tier-policy if the archive "
+        "has one)"
+    )
+
+
+# --- what a consolidated file records about itself ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecordedSymbolDay:
+    """One symbol-day as a consolidated file's metadata lists it."""
+
+    symbol: str
+    day: date
+    rows: int
+    source: str | None = None
+    """sha256 of the hot file its rows were first read from, when known."""
+
+    @property
+    def key(self) -> SymbolDayKey:
+        return (self.symbol, self.day)
+
+
+@dataclass(frozen=True)
+class RecordedFile:
+    """A consolidated file on disk and what its metadata says it holds."""
+
+    path: Path
+    tier: str
+    period: str
+    generation: int
+    rows: int
+    symbol_days: tuple[RecordedSymbolDay, ...]
+
+
+def consolidated_files_on_disk(archive_root: Path, policy: TierPolicy) -> list[tuple[str, Path]]:
+    """``(tier, path)`` of every Parquet file under the warm and cold roots, sorted."""
+    found = []
+    for tier in (WARM, COLD):
+        folder = policy.root_for(tier, archive_root)
+        if folder.is_dir():
+            found += [(tier, normalized(p)) for p in folder.rglob("*.parquet") if p.is_file()]
+    return sorted(found)
+
+
+def read_recorded(path: Path, tier: str) -> RecordedFile:
+    """What the consolidated file ``path`` (found under ``tier``'s root) records.
+
+    Raises
+    ------
+    DamagedFileError
+        The footer does not decode.
+    TickFormatError
+        Not a consolidated tick file, metadata missing or malformed, or written for another
+        tier (names the file and the key).
+    """
+    footer = read_footer(path)
+    meta = {k.decode(): v.decode() for k, v in (footer.metadata or {}).items()}
+    if meta.get(META_LAYOUT) != CONSOLIDATED:
+        raise TickFormatError(f"{path}: not a consolidated tick file ({META_LAYOUT} missing)")
+    try:
+        generation = int(meta[META_CATALOG_GENERATION])
+        entries = fsio.load_json(meta[META_SYMBOL_DAYS], path, error=TickFormatError)
+        days = tuple(
+            RecordedSymbolDay(
+                e["symbol"], date.fromisoformat(e["date"]), int(e["rows"]), e.get("source")
+            )
+            for e in entries
+        )
+        recorded = RecordedFile(
+            path, meta[META_TIER], meta[META_PERIOD], generation, footer.num_rows, days
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TickFormatError(f"{path}: metadata does not say what it holds ({exc!r})") from None
+    if recorded.tier != tier:
+        raise TickFormatError(
+            f"{path}: metadata {META_TIER} is {recorded.tier}, but the file is in the {tier} root"
+        )
+    if sum(d.rows for d in days) != footer.num_rows:
+        raise TickFormatError(
+            f"{path}: metadata {META_SYMBOL_DAYS} counts {sum(d.rows for d in days)} rows, the "
+            f"file holds {footer.num_rows}"
+        )
+    return recorded
+
+
+# --- the writers' check -------------------------------------------------------------------------
+
+
+def checked_catalog(archive_root: Path, policy: TierPolicy | None = None) -> Catalog:
+    """The catalog, once it is known to account for every consolidated file (see the module
+    notes); what writers read before removing or rewriting anything. Reads only.
+
+    Raises
+    ------
+    CatalogMismatchError
+        The catalog is missing while consolidated files exist, unreadable, lists files that
+        are not on disk, or does not account for files on disk; names them and the repair.
+    """
+    root = Path(archive_root)
+    policy = TierPolicy() if policy is None else policy
+    where = catalog_path(root)
+    on_disk = consolidated_files_on_disk(root, policy)
+    try:
+        catalog = read_catalog(root)
+    except TickFormatError as exc:
+        raise CatalogMismatchError(
+            f"{where}: the catalog is unreadable ({exc}); nothing was changed; {repair_hint(root)}",
+            paths=[where],
+        ) from None
+    if not where.exists():
+        _refuse_missing(root, policy, on_disk, "nothing was changed")
+    missing = [p for p in _listed(root, policy, catalog) if not p.is_file()]
+    if missing:
+        raise CatalogMismatchError(
+            f"{where}: the catalog lists {len(missing)} file(s) that are not on disk "
+            f"({_names(missing)}); nothing was changed; restore them from a copy, or "
+            f"{repair_hint(root)} (their symbol-days are then gone from the archive)",
+            paths=missing,
+        )
+    unaccounted = unaccounted_files(root, policy, catalog, on_disk)
+    if unaccounted:
+        paths = [path for path, _ in unaccounted]
+        reasons = "; ".join(f"{path}: {why}" for path, why in unaccounted[:5])
+        raise CatalogMismatchError(
+            f"{where}: the catalog (generation {catalog.generation}) does not account for "
+            f"{len(paths)} consolidated file(s) on disk ({reasons}); nothing was changed; "
+            f"{repair_hint(root)}",
+            paths=paths,
+        )
+    return catalog
+
+
+def check_catalog_present(archive_root: Path, policy: TierPolicy | None = None) -> None:
+    """Raise CatalogMismatchError when the catalog is missing but consolidated files exist
+    that an empty catalog does not account for (a reader would otherwise answer without
+    them); the files of a first re-tiering interrupted before its commit are fine. Reads only.
+    """
+    root = Path(archive_root)
+    if catalog_path(root).exists():
+        return
+    policy = TierPolicy() if policy is None else policy
+    on_disk = consolidated_files_on_disk(root, policy)
+    _refuse_missing(root, policy, on_disk, "the archive cannot be read without it")
+
+
+def _refuse_missing(
+    root: Path, policy: TierPolicy, on_disk: list[tuple[str, Path]], consequence: str
+) -> None:
+    """Raise CatalogMismatchError unless an empty catalog accounts for every file on disk."""
+    if not on_disk:
+        return
+    unaccounted = unaccounted_files(root, policy, Catalog(), on_disk)
+    if unaccounted:
+        paths = [path for path, _ in unaccounted]
+        raise CatalogMismatchError(
+            f"{catalog_path(root)}: the catalog is missing, but {len(paths)} consolidated "
+            f"file(s) are on disk ({_names(paths)}); {consequence}; {repair_hint(root)}",
+            paths=paths,
+        )
+
+
+def unaccounted_files(
+    archive_root: Path,
+    policy: TierPolicy,
+    catalog: Catalog,
+    on_disk: list[tuple[str, Path]] | None = None,
+) -> list[tuple[Path, str]]:
+    """Consolidated files on disk the catalog neither lists nor accounts for, with the reason."""
+    root = Path(archive_root)
+    on_disk = consolidated_files_on_disk(root, policy) if on_disk is None else on_disk
+    listed = set(_listed(root, policy, catalog))
+    hot: set[SymbolDayKey] | None = None
+    out = []
+    for tier, path in on_disk:
+        if path in listed:
+            continue
+        try:
+            recorded = read_recorded(path, tier)
+        except (TickFormatError, OSError) as exc:
+            out.append((path, f"not a readable consolidated tick file ({exc})"))
+            continue
+        if recorded.generation <= catalog.generation:
+            continue  # committed once, replaced since: a retained or not yet removed copy
+        if recorded.generation == catalog.generation + 1:
+            if hot is None:
+                hot = {h.key for h in scan_hot_files(root)}
+            held = set(catalog.partitions) | hot
+            if all(d.key in held for d in recorded.symbol_days):
+                continue  # written by an interrupted run; its rows are still in its sources
+        out.append(
+            (
+                path,
+                f"written for catalog generation {recorded.generation}, the catalog is at "
+                f"generation {catalog.generation}",
+            )
+        )
+    return out
+
+
+def _listed(root: Path, policy: TierPolicy, catalog: Catalog) -> list[Path]:
+    return [resolve(root, item.path, policy) for item in catalog.files.values()]
+
+
+def _names(paths: list[Path], limit: int = 5) -> str:
+    shown = ", ".join(str(p) for p in paths[:limit])
+    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
+
+
+# --- rebuild ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RebuildResult:
+    """What :func:`rebuild_catalog` wrote."""
+
+    archive_root: Path
+    generation: int
+    files: int
+    symbol_days: int
+    superseded: list[Path] = field(default_factory=list)
+    """Consolidated files left out: a newer file holds some of their symbol-days."""
+    withdrawn_kept: int = 0
+    """Withdrawals carried over from the old catalog (when it was still readable)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["archive_root"] = str(self.archive_root)
+        out["superseded"] = [str(p) for p in self.superseded]
+        return out
+
+
+def rebuild_catalog(
+    archive_root: Path,
+    *,
+    policy: TierPolicy | None = None,
+    audit_log: Path | None = None,
+    lock_timeout: float = 0.0,
+) -> RebuildResult:
+    """Write the catalog from the consolidated files' own metadata (under the archive's lock).
+
+    Files are taken newest generation first; a file is catalogued when none of its
+    symbol-days is held by a newer one (else it is superseded: a replaced copy). Each file's
+    size and sha256 are measured, byte shares computed from its footer; a hot file that is
+    byte for byte the recorded source of a catalogued symbol-day is marked superseded (as
+    re-tiering left it). Withdrawals are kept from the old catalog when it is still readable
+    (a withdrawal lives only in the catalog and the audit log; rerun ``remove-days`` after
+    rebuilding a lost catalog). The generation is one above every generation seen. Audited.
+
+    Raises
+    ------
+    DamagedFileError
+        A consolidated file whose footer does not decode (restore or move it away first).
+    TickFormatError
+        A file that is not a consolidated tick file, or two files of one generation holding
+        the same symbol-day.
+    ArchiveBusyError
+        Another writer holds the archive's lock beyond ``lock_timeout`` seconds.
+    """
+    root = Path(archive_root)
+    policy = TierPolicy() if policy is None else policy
+    with fsio.exclusive_lock(
+        root / ARCHIVE_LOCK_FILE,
+        timeout=lock_timeout,
+        what="rebuilding",
+        held_error=ArchiveBusyError,
+    ):
+        recorded = [
+            read_recorded(path, tier) for tier, path in consolidated_files_on_disk(root, policy)
+        ]
+        old = _readable_catalog(root)
+        chosen, superseded = _newest_copies(recorded)
+        files, partitions = {}, {}
+        for item in chosen:
+            entry, parts = _catalogued(root, policy, item)
+            files[entry.path] = entry
+            partitions.update((p.key, p) for p in parts)
+        withdrawn = frozenset(k for k in old.withdrawn if k in partitions)
+        generation = 1 + max([old.generation, *(r.generation for r in recorded)])
+        catalog = Catalog(generation, files, partitions, withdrawn)
+        write_catalog(root, catalog)
+        _audit_rebuild(
+            root, audit_log, catalog, [relative_to_root(root, r.path, policy) for r in superseded]
+        )
+    return RebuildResult(
+        root, generation, len(files), len(partitions), [r.path for r in superseded], len(withdrawn)
+    )
+
+
+def _audit_rebuild(
+    root: Path, audit_log: Path | None, catalog: Catalog, superseded: list[str]
+) -> None:
+    record = {
+        "event": EVENT_REBUILD,
+        "archive": str(root.absolute()),
+        "generation": catalog.generation,
+        "catalog_sha256": sha256_bytes(catalog.to_bytes()),
+        "files": sorted(catalog.files),
+        "superseded": superseded,
+        "symbol_days": len(catalog.partitions),
+        "reason": "catalog rebuilt from the consolidated files' metadata",
+    }
+    audit(root, audit_log, [record])
+
+
+def _readable_catalog(root: Path) -> Catalog:
+    try:
+        return read_catalog(root)
+    except TickFormatError:
+        return Catalog()
+
+
+def _newest_copies(
+    recorded: Iterable[RecordedFile],
+) -> tuple[list[RecordedFile], list[RecordedFile]]:
+    """(catalogued, superseded): newest generation first, a file loses to any newer holder."""
+    claimed: dict[SymbolDayKey, RecordedFile] = {}
+    chosen, superseded = [], []
+    for item in sorted(recorded, key=lambda r: (-r.generation, str(r.path))):
+        holders = {claimed[d.key] for d in item.symbol_days if d.key in claimed}
+        if any(h.generation == item.generation for h in holders):
+            raise TickFormatError(
+                f"{item.path}: holds symbol-days that {next(iter(holders)).path}, of the same "
+                f"catalog generation {item.generation}, holds too; move one of them away"
+            )
+        if holders:
+            superseded.append(item)
+            continue
+        chosen.append(item)
+        claimed.update((d.key, item) for d in item.symbol_days)
+    return chosen, superseded
+
+
+def _catalogued(
+    root: Path, policy: TierPolicy, item: RecordedFile
+) -> tuple[CatalogFile, list[CatalogPartition]]:
+    rel = relative_to_root(root, item.path, policy)
+    entry = CatalogFile(
+        path=rel,
+        tier=item.tier,
+        period=item.period,
+        bytes=item.path.stat().st_size,
+        rows=item.rows,
+        sha256=sha256_file(item.path),
+        symbol_days=len(item.symbol_days),
+    )
+    shares = byte_shares(item.path, [d.rows for d in item.symbol_days])
+    parts = [
+        CatalogPartition(
+            d.symbol, d.day, item.tier, rel, d.rows, share, _superseded_hot(root, policy, d)
+        )
+        for d, share in zip(item.symbol_days, shares, strict=True)
+    ]
+    return entry, parts
+
+
+def _superseded_hot(root: Path, policy: TierPolicy, day: RecordedSymbolDay) -> SourceStamp | None:
+    """The stamp of the symbol-day's hot file when it is byte for byte the recorded source."""
+    if day.source is None:
+        return None
+    hot = partition_file(root, day.symbol, day.day)
+    if not hot.is_file() or sha256_file(hot) != day.source:
+        return None
+    stamp = FileStamp.of(hot)
+    rel = relative_to_root(root, hot, policy)
+    return SourceStamp(rel, day.source, stamp.size, stamp.inode, stamp.mtime_ns)
+
+
+# --- verify -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ArchiveVerification:
+    """What :func:`verify_archive` checked and found (``problems``: one line per finding,
+    naming the file)."""
+
+    archive_root: Path
+    full: bool
+    files_checked: int
+    bytes_checked: int
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "archive_root": str(self.archive_root), "ok": self.ok}
+
+    def describe(self) -> str:
+        mode = "every page's checksum read" if self.full else "sizes and sha256"
+        return (
+            f"{self.archive_root}: verified {self.files_checked} files, {self.bytes_checked} "
+            f"bytes ({mode})"
+        )
+
+
+def verify_archive(
+    archive_root: Path, *, policy: TierPolicy | None = None, full: bool = False
+) -> ArchiveVerification:
+    """Check the archive against its catalog; reads only, never raises for what it finds.
+
+    Every catalogued consolidated file must be on disk with its recorded size and sha256 and
+    a readable footer; every consolidated file on disk must be accounted for (see
+    :func:`checked_catalog`); every hot file's footer must decode. With ``full``, every page
+    of every archive file (hot and consolidated) is read through pyarrow with page checksum
+    verification.
+    """
+    root = Path(archive_root)
+    policy = TierPolicy() if policy is None else policy
+    problems: list[str] = []
+    checked = checked_bytes = 0
+    try:
+        check_catalog_present(root, policy)
+        catalog = read_catalog(root)
+    except TickFormatError as exc:
+        return ArchiveVerification(root, full, 0, 0, [str(exc)])
+    for item in sorted(catalog.files.values(), key=lambda f: f.path):
+        path = resolve(root, item.path, policy)
+        found = _check_catalogued(path, item, full=full)
+        problems += found
+        if path.is_file():
+            checked, checked_bytes = checked + 1, checked_bytes + path.stat().st_size
+    problems += [f"{path}: {why}" for path, why in unaccounted_files(root, policy, catalog)]
+    for hot in scan_hot_files(root):
+        problems += _check_pages(hot.path, full=full)
+        checked, checked_bytes = checked + 1, checked_bytes + hot.stamp.size
+    return ArchiveVerification(root, full, checked, checked_bytes, problems)
+
+
+def _check_catalogued(path: Path, item: CatalogFile, *, full: bool) -> list[str]:
+    if not path.is_file():
+        return [f"{path}: missing (the catalog lists it, {item.tier} {item.period})"]
+    size = path.stat().st_size
+    if size != item.bytes:
+        return [f"{path}: size is {size} bytes, the catalog recorded {item.bytes}"]
+    digest = sha256_file(path)
+    problems = []
+    if digest != item.sha256:
+        problems.append(f"{path}: sha256 is {digest}, the catalog recorded {item.sha256}")
+    return problems + _check_pages(path, full=full)
+
+
+def _check_pages(path: Path, *, full: bool) -> list[str]:
+    """The footer (always) and, with ``full``, every page's checksum, through pyarrow."""
+    try:
+        footer = read_footer(path)
+    except DamagedFileError as exc:
+        return [str(exc)]
+    if not full:
+        return []
+    try:
+        parquet = pq.ParquetFile(path, metadata=footer, page_checksum_verification=True)
+    except (OSError, pa.ArrowException) as exc:
+        return [f"{path}: does not open as Parquet ({exc})"]
+    for group in range(footer.num_row_groups):
+        try:
+            parquet.read_row_group(group, use_threads=False)
+        except (OSError, pa.ArrowException) as exc:
+            return [f"{path}: row group {group}: a page fails its checksum or decoding ({exc})"]
+    return []
