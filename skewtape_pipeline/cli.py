@@ -250,15 +250,25 @@ def cmd_remove_days(args: argparse.Namespace) -> None:
 
 
 def cmd_query(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.query import run_query
+    from skewtape_pipeline.ticks.query import run_query_json, run_query_text
 
-    table = run_query(args.sql, [Path(root) for root in args.archive])
+    roots = [Path(root) for root in args.archive]
     if args.json:
-        print(json.dumps(table.to_pylist(), default=str))
+        print(run_query_json(args.sql, roots))
         return
-    print("\t".join(table.column_names))
-    for row in table.to_pylist():
-        print("\t".join("" if value is None else str(value) for value in row.values()))
+    result = run_query_text(args.sql, roots)
+    print("\t".join(_tsv_field(name) for name in result.columns))
+    for row in result.rows:
+        print("\t".join(_tsv_field(value) for value in row))
+
+
+_TSV_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _tsv_field(value: str | None) -> str:
+    """One field of ``query``'s tab-separated output (PostgreSQL's text format): backslash,
+    tab, newline and carriage return escaped, NULL as ``\\N``."""
+    return "\\N" if value is None else value.translate(_TSV_ESCAPES)
 
 
 # --- parser ---------------------------------------------------------------------------------

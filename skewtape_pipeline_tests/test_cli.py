@@ -254,3 +254,41 @@ def test_cli_compact_ticks_when_timestamp_finer_than_unit_exits_2_naming_the_row
     assert not out.exists() or not list(out.rglob("*.parquet"))
     code, _, err = run(capsys, *args, "--timestamp-unit", "ns")
     assert code == 0, err
+
+
+def _ns_ticks_csv(folder: Path) -> tuple[Path, list[str]]:
+    """A canonical CSV of ticks with true nanosecond timestamps, and their ``ts`` as text."""
+    start = 1_340_236_800 * 10**9  # 2012-06-21 00:00 UTC
+    offsets = (34_200_017_459_617, 34_200_017_459_618, 57_599_959_000_001)
+    lines = ["timestamp_nanos,price,quantity,side,symbol"]
+    lines += [f"{start + o},220.51,{i + 1},BUY,AMZN" for i, o in enumerate(offsets)]
+    source = folder / "ns.csv"
+    source.write_text("\n".join(lines) + "\n")
+    texts = []
+    for offset in offsets:
+        seconds, nanos = divmod(offset, 10**9)
+        hours, rest = divmod(seconds, 3600)
+        texts.append(f"2012-06-21 {hours:02d}:{rest // 60:02d}:{rest % 60:02d}.{nanos:09d}+00")
+    return source, texts
+
+
+def test_cli_query_when_timestamps_have_nanoseconds_prints_them_exactly(tmp_path, capsys):
+    source, expected = _ns_ticks_csv(tmp_path)
+    archive = tmp_path / "archive"
+    args = ["compact-ticks", str(source), "--out", str(archive), "--as-of", "2012-06-22"]
+    assert run(capsys, *args, "--price-scale", "2")[0] == 0
+    sql = "SELECT ts, price, NULL AS none, 'a\tb\\c' AS text FROM ticks ORDER BY ts"
+
+    code, out, err = run(capsys, "query", sql, "--archive", str(archive))
+
+    assert code == 0, err
+    header, *lines = out.splitlines()
+    assert header.split("\t") == ["ts", "price", "none", "text"]
+    assert [line.split("\t") for line in lines] == [
+        [ts, "220.51", "\\N", "a\\tb\\\\c"] for ts in expected
+    ]
+    code, out, err = run(capsys, "query", sql, "--archive", str(archive), "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert [r["ts"] for r in rows] == expected and rows[0]["none"] is None
+    assert rows[0]["text"] == "a\tb\\c"

@@ -47,7 +47,8 @@ Plain DuckDB equivalent of one archive's view (what :func:`ticks_view_sql` retur
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -178,6 +179,65 @@ def run_query(
 
 
 @dataclass(frozen=True)
+class QueryText:
+    """A query's result as DuckDB prints it: every value cast to VARCHAR inside DuckDB (no
+    Python or Arrow type in between, so nanoseconds, decimals, HUGEINTs, intervals, lists,
+    structs, maps and blobs keep every digit), None for NULL."""
+
+    columns: list[str]
+    types: list[str]
+    """DuckDB's name of each column's type (``TIMESTAMP_NS``, ``DECIMAL(18,4)`` ...)."""
+    rows: list[tuple[str | None, ...]]
+
+
+def run_query_text(
+    sql: str, roots: Roots, *, parameters: Sequence[Any] | None = None, threads: int | None = None
+) -> QueryText:
+    """Run ``sql`` like :func:`run_query`; return every value as DuckDB's own text.
+
+    Columns are cast by position, so repeated or odd column names are fine. A statement
+    without a result (e.g. ``SET``) gives no columns. Raises ConfigError naming the query when
+    DuckDB rejects it.
+    """
+    with _query(sql, roots, parameters, threads) as relation:
+        if relation is None:
+            return QueryText([], [], [])
+        casts = ", ".join(f"CAST(#{i + 1} AS VARCHAR)" for i in range(len(relation.columns)))
+        rows = relation.project(casts).fetchall() if casts else []
+        return QueryText(list(relation.columns), [str(t) for t in relation.types], rows)
+
+
+def run_query_json(
+    sql: str, roots: Roots, *, parameters: Sequence[Any] | None = None, threads: int | None = None
+) -> str:
+    """Run ``sql`` like :func:`run_query`; return a JSON array of one object per row, each
+    written by DuckDB's ``to_json`` (numbers stay exact, HUGEINTs included; timestamps,
+    intervals and blobs are DuckDB's text; a repeated column name gets a ``_1`` suffix).
+    Raises ConfigError naming the query when DuckDB rejects it."""
+    with _query(sql, roots, parameters, threads) as relation:
+        if relation is None:
+            return "[]"
+        relation.create_view("_skewtape_result")
+        rows = relation.query("_r", "SELECT to_json(r) FROM _skewtape_result AS r").fetchall()
+        return "[" + ",\n".join(row[0] for row in rows) + "]"
+
+
+@contextmanager
+def _query(
+    sql: str, roots: Roots, parameters: Sequence[Any] | None, threads: int | None
+) -> Iterator[duckdb.DuckDBPyRelation | None]:
+    """The relation of ``sql`` on a fresh connection with the view, closed afterwards; DuckDB's
+    errors (while planning or fetching) become ConfigError naming the query."""
+    con = _connect(roots, threads)
+    try:
+        yield con.sql(sql, params=parameters or None)
+    except duckdb.Error as exc:
+        raise ConfigError(f"query {sql!r}: {exc}") from None
+    finally:
+        con.close()
+
+
+@dataclass(frozen=True)
 class ScanStats:
     """What DuckDB read to answer one query (its EXPLAIN ANALYZE profile).
 
@@ -238,7 +298,10 @@ def _files_read(extra_info: dict[str, Any]) -> tuple[int, int]:
 
 
 def _connect(roots: Roots, threads: int | None) -> duckdb.DuckDBPyConnection:
+    """A fresh in-memory connection with the view, its time zone UTC (the archive's days are
+    UTC days, and timestamps print the same on every machine)."""
     con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
     if threads is not None:
         con.execute(f"SET threads = {int(threads)}")
     try:
