@@ -164,16 +164,28 @@ INPUT_FORMATS = ("canonical", "kalshi-trades", "tardis-trades", "lobster-message
 """``--input-format`` values: the canonical form, or a raw file mapped as its source documents."""
 
 
-def _read_ticks(path: Path, input_format: str, side_map: dict[str, str] | None) -> Any:
+def _read_ticks(args: argparse.Namespace, side_map: dict[str, str] | None) -> Any:
+    """The input file's ticks, read by the reader of ``--input-format``."""
     from skewtape_pipeline.ticks import sources
 
+    path, input_format = Path(args.input), args.input_format
+    if args.session_date is not None and input_format != "lobster-messages":
+        raise ConfigError("--session-date applies to --input-format lobster-messages only")
     readers = {
         "canonical": lambda: sources.read_canonical(path, side_map=side_map),
         "kalshi-trades": lambda: sources.read_kalshi_trades(path),
         "tardis-trades": lambda: sources.read_tardis_trades(path),
-        "lobster-messages": lambda: sources.read_lobster_messages(path),
+        "lobster-messages": lambda: sources.read_lobster_messages(
+            path,
+            symbol=args.symbol,
+            session_date=_session_date(args.session_date),
+        ),
     }
     return readers[input_format]()
+
+
+def _session_date(text: str | None) -> date | None:
+    return None if text is None else _parse_day(text, option="--session-date")
 
 
 def cmd_compact_ticks(args: argparse.Namespace) -> None:
@@ -182,7 +194,7 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
 
     side_map = parse_side_map(args.side_map)
     reports = compact_source(
-        _read_ticks(Path(args.input), args.input_format, side_map),
+        _read_ticks(args, side_map),
         out=Path(args.out),
         as_of=_parse_day(args.as_of),
         price_scale=args.price_scale,
@@ -349,7 +361,17 @@ def build_parser() -> argparse.ArgumentParser:
     ticks.add_argument("--price-scale", type=int, required=True, help="decimals of price")
     ticks.add_argument("--quantity-scale", type=int, default=0, help="decimals of quantity")
     ticks.add_argument("--side-map", help="e.g. yes=BUY,no=SELL (default: BUY/SELL/UNKNOWN)")
-    ticks.add_argument("--symbol", help="the symbol when the input has no symbol column")
+    ticks.add_argument(
+        "--symbol",
+        help="the symbol when the input has no symbol column (LOBSTER: when the file name "
+        "does not give it)",
+    )
+    ticks.add_argument(
+        "--session-date",
+        metavar="YYYY-MM-DD",
+        help="LOBSTER: the trading day when the file name does not give it (LOBSTER names "
+        "files TICKER_YYYY-MM-DD_start_end_message_LEVEL.csv)",
+    )
     ticks.add_argument(
         "--timestamp-unit",
         choices=("ns", "us", "ms", "s"),
