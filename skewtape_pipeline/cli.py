@@ -220,10 +220,11 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
 
 def cmd_retier(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.lifecycle import retier
+    from skewtape_pipeline.ticks.query import check_archive_root
     from skewtape_pipeline.ticks.tiers import TierPolicy
 
     result = retier(
-        Path(args.archive),
+        check_archive_root(args.archive, empty_ok=False),
         as_of=_parse_day(args.as_of),
         policy=TierPolicy.load(Path(args.tier_policy)) if args.tier_policy else None,
         audit_log=Path(args.audit_log) if args.audit_log else None,
@@ -239,11 +240,14 @@ def cmd_retier(args: argparse.Namespace) -> None:
 
 
 def cmd_remove_days(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.ticks.query import check_archive_root
     from skewtape_pipeline.ticks.withdraw import remove_symbol_days
 
+    archive = check_archive_root(args.archive, empty_ok=False)
     keys = [(symbol, _parse_day(day, option="--day")) for symbol, day in args.day]
+    _check_symbol_days_archived(archive, keys)
     removals = remove_symbol_days(
-        Path(args.archive),
+        archive,
         keys,
         audit_log=Path(args.audit_log) if args.audit_log else None,
         lock_timeout=args.wait,
@@ -259,6 +263,21 @@ def cmd_remove_days(args: argparse.Namespace) -> None:
     ]
     changed = sum(r.removed_file or r.withdrawn for r in removals)
     _print_result(args, rows, f"{args.archive}: {changed} of {len(removals)} symbol-days taken out")
+
+
+def _check_symbol_days_archived(archive: Path, keys: Sequence[tuple[str, date]]) -> None:
+    """ConfigError naming the first symbol-day that has neither a hot file nor a catalogued
+    copy in ``archive`` (a mistyped symbol or day), before anything is removed."""
+    from skewtape_pipeline.ticks.catalog import read_catalog
+    from skewtape_pipeline.ticks.parquet_store import partition_file
+
+    catalogued = read_catalog(archive).partitions
+    for symbol, day in keys:
+        if (symbol, day) not in catalogued and not partition_file(archive, symbol, day).exists():
+            raise ConfigError(
+                f"{symbol} {day.isoformat()}: not in the archive {archive} (no hot file, not "
+                "catalogued); nothing removed"
+            )
 
 
 def cmd_query(args: argparse.Namespace) -> None:

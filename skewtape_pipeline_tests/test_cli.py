@@ -292,3 +292,55 @@ def test_cli_query_when_timestamps_have_nanoseconds_prints_them_exactly(tmp_path
     rows = json.loads(out)
     assert [r["ts"] for r in rows] == expected and rows[0]["none"] is None
     assert rows[0]["text"] == "a\tb\\c"
+
+
+def _cold_archive(folder: Path, capsys) -> Path:
+    """An archive of two KX days at 2025-12-01/02, re-tiered so both are cold."""
+    day_ns, start = 86_400 * 10**9, 1_764_547_200 * 10**9  # 2025-12-01
+    lines = ["timestamp_nanos,price,quantity,side,symbol"]
+    lines += [f"{start + d * day_ns + i},0.{50 + i},1,BUY,KX" for d in range(2) for i in range(3)]
+    source = folder / "ticks.csv"
+    source.write_text("\n".join(lines) + "\n")
+    archive = folder / "data" / "archive"
+    compact = ["compact-ticks", str(source), "--out", str(archive), "--price-scale", "2"]
+    assert run(capsys, *compact, "--as-of", "2025-12-02")[0] == 0
+    assert run(capsys, "retier", str(archive), "--as-of", "2027-01-01")[0] == 0
+    return archive
+
+
+@pytest.mark.parametrize("command", ["retier", "remove-days"])
+def test_cli_archive_writer_when_path_mistyped_exits_2_creating_nothing(tmp_path, capsys, command):
+    extra = ["--as-of", "2027-01-01"] if command == "retier" else ["--day", "KX", "2025-12-01"]
+    nowhere, empty, other = tmp_path / "nowhere", tmp_path / "empty", tmp_path / "other"
+    empty.mkdir()
+    other.mkdir()
+    (other / "notes.txt").write_text("not an archive\n")
+    for path in (nowhere, empty, other):
+        before = sorted(tmp_path.rglob("*"))
+        code, out, err = run(capsys, command, str(path), *extra)
+        assert code == 2 and err.startswith(f"error: {path}") and not out
+        assert sorted(tmp_path.rglob("*")) == before  # no lock file, no folder
+
+
+def test_cli_query_when_archive_is_a_tier_folder_exits_2_naming_it(tmp_path, capsys):
+    archive = _cold_archive(tmp_path, capsys)
+    cold = archive.with_name("archive-cold")
+    assert cold.is_dir()
+    code, _, err = run(capsys, "query", "SELECT count(*) FROM ticks", "--archive", str(cold))
+    assert code == 2 and str(cold) in err and str(archive) in err
+    code, _, err = run(capsys, "retier", str(cold), "--as-of", "2027-01-01")
+    assert code == 2 and str(cold) in err
+    assert not (cold / ".skewtape-archive.lock").exists()
+
+
+def test_cli_remove_days_when_symbol_day_not_in_archive_exits_2_naming_it(tmp_path, capsys):
+    archive = _cold_archive(tmp_path, capsys)
+    catalog = (archive / "_skewtape_catalog.parquet").read_bytes()
+    code, out, err = run(
+        capsys, "remove-days", str(archive), "--day", "KX", "2025-12-01", "--day", "KX",
+        "2025-12-09",
+    )  # fmt: skip
+    assert code == 2 and "KX 2025-12-09" in err and not out
+    assert (archive / "_skewtape_catalog.parquet").read_bytes() == catalog  # nothing withdrawn
+    code, out, err = run(capsys, "remove-days", str(archive), "--day", "KX", "2025-12-01")
+    assert code == 0, err

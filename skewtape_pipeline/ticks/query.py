@@ -57,7 +57,7 @@ import duckdb
 import pyarrow as pa
 
 from skewtape_pipeline.errors import ConfigError
-from skewtape_pipeline.ticks.catalog import Catalog, resolve
+from skewtape_pipeline.ticks.catalog import CATALOG_FILE, LEGACY_CATALOG_FILE, Catalog, resolve
 from skewtape_pipeline.ticks.parquet_store import ARCHIVE_MARKER
 from skewtape_pipeline.ticks.placement import archive_state
 from skewtape_pipeline.ticks.tiers import COLD, HOT, WARM
@@ -312,15 +312,53 @@ def _connect(roots: Roots, threads: int | None) -> duckdb.DuckDBPyConnection:
     return con
 
 
+def check_archive_root(root: Path | str, *, empty_ok: bool = True) -> Path:
+    """``root`` as a Path when it is a tick archive root (the hot tier: the folder holding
+    ``_skewtape_archive.json``, the catalog and the ``symbol=`` folders); ConfigError naming it
+    otherwise, touching nothing.
+
+    Refused: a path that is not a folder, a warm or cold tier folder (consolidated ``year=``
+    folders, no catalog: the message names the archive root it likely belongs to), and a
+    folder holding anything but no archive marker. An empty folder (an archive with nothing in
+    it yet) passes only with ``empty_ok``.
+    """
+    path = Path(root)
+    if not path.is_dir():
+        raise ConfigError(f"{path}: not a folder; expected a tick archive root")
+    names = {child.name for child in path.iterdir()}
+    if not names and empty_ok:
+        return path
+    if ARCHIVE_MARKER not in names:
+        what = "is empty" if not names else f"holds no {ARCHIVE_MARKER}"
+        raise ConfigError(f"{path}: {what}; expected a tick archive root")
+    if _looks_like_tier_folder(names):
+        base, _, tier = path.name.rpartition("-")
+        hint = path.with_name(base) if base and tier.upper() in (WARM, COLD) else None
+        raise ConfigError(
+            f"{path}: is a warm or cold tier folder (consolidated files, no catalog), not an "
+            f"archive root; pass the archive root (its hot tier)"
+            + (f", e.g. {hint}" if hint else "")
+        )
+    return path
+
+
+def _looks_like_tier_folder(names: set[str]) -> bool:
+    """Consolidated ``year=`` folders without the catalog or any hot ``symbol=`` folder."""
+    return (
+        CATALOG_FILE not in names
+        and LEGACY_CATALOG_FILE not in names
+        and any(n.startswith("year=") for n in names)
+        and not any(n.startswith("symbol=") for n in names)
+    )
+
+
 def _roots(roots: Roots) -> list[Path]:
     items = [roots] if isinstance(roots, str | Path) else list(roots)
     if not items:
         raise ConfigError("roots: expected at least one archive root")
     out = []
     for item in items:
-        path = Path(item)
-        if not path.is_dir():
-            raise ConfigError(f"{path}: not a folder; expected a tick archive root")
+        path = check_archive_root(item)
         _check_no_partition_keys_above(path)
         out.append(path)
     return out
