@@ -193,6 +193,7 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.tiers import TierPolicy
 
     side_map = parse_side_map(args.side_map)
+    progress = ProgressLine(sys.stderr, "symbol-days")
     reports = compact_source(
         _read_ticks(args, side_map),
         out=Path(args.out),
@@ -204,18 +205,69 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
         tier_policy=TierPolicy.load(Path(args.tier_policy)) if args.tier_policy else None,
         allow_precision_loss=args.allow_precision_loss,
         timestamp_unit=args.timestamp_unit,
+        audit_log=Path(args.audit_log) if args.audit_log else None,
+        on_progress=progress.update,
     )
-    for report in reports:
-        print(json.dumps(report.to_dict(), default=str))
-    ticks = sum(report.tick_count for report in reports)
+    progress.finish()
+    if args.json:
+        for report in reports:
+            print(json.dumps(report.to_dict(), default=str))
+        return
+    print("\n".join(compaction_summary(reports, Path(args.out))))
+
+
+SUMMARY_ROWS = 10
+"""Symbol-days listed by ``compact-ticks``' summary; the rest are counted, not listed."""
+
+
+def compaction_summary(reports: Sequence[Any], out: Path, *, rows: int = SUMMARY_ROWS) -> list[str]:
+    """``compact-ticks``' default output: a totals line, then a table of the first ``rows``
+    symbol-days (ticks, raw and archived bytes, ratio, tier), then how many were left out."""
     raw = sum(report.raw_size_bytes for report in reports)
     packed = sum(report.compacted_size_bytes for report in reports)
-    ratio = raw / packed if packed else 0.0
-    print(
-        f"compacted {ticks} ticks in {len(reports)} symbol-days into {args.out}: "
-        f"{raw} -> {packed} bytes ({ratio:.2f}x)",
-        file=sys.stderr,
-    )
+    ticks = sum(report.tick_count for report in reports)
+    lines = [
+        f"compacted {ticks} ticks in {len(reports)} symbol-days into {out}: "
+        f"{raw} -> {packed} bytes ({raw / packed if packed else 0.0:.2f}x)"
+    ]
+    table = [("symbol", "date", "ticks", "raw bytes", "bytes", "ratio", "tier")]
+    table += [
+        (r.symbol, r.date, str(r.tick_count), str(r.raw_size_bytes),
+         str(r.compacted_size_bytes), f"{r.compression_ratio:.2f}x", r.tier)
+        for r in reports[:rows]
+    ]  # fmt: skip
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+              for row in table]  # fmt: skip
+    if len(reports) > rows:
+        lines.append(
+            f"({len(reports) - rows} more symbol-days not shown; --json prints every report)"
+        )
+    return lines
+
+
+class ProgressLine:
+    """A one-line progress bar redrawn with a carriage return, on ``stream`` only when it is a
+    terminal (never in a pipe or a log file) and only once the work is long enough to need it."""
+
+    def __init__(self, stream: Any, unit: str, *, min_total: int = 2) -> None:
+        self.stream, self.unit, self.min_total = stream, unit, min_total
+        self.drawn = False
+
+    def update(self, done: int, total: int) -> None:
+        if total < self.min_total or not self.stream.isatty():
+            return
+        filled = 30 * done // total
+        bar = "#" * filled + "-" * (30 - filled)
+        self.stream.write(f"\r[{bar}] {done}/{total} {self.unit}")
+        self.stream.flush()
+        self.drawn = True
+
+    def finish(self) -> None:
+        """End the bar's line (nothing when no bar was drawn)."""
+        if self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
 
 
 def cmd_retier(args: argparse.Namespace) -> None:
@@ -398,6 +450,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="unit ts is stored at; a finer timestamp is refused (default: ns)",
     )
     ticks.add_argument("--tier-policy", help="tier policy file (JSON)")
+    ticks.add_argument(
+        "--audit-log",
+        help="audit log of rewrites of symbol-days already archived (default: audit.jsonl "
+        "beside the archive)",
+    )
     ticks.add_argument(
         "--allow-precision-loss",
         action="store_true",

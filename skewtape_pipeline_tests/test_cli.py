@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import shutil
@@ -148,7 +149,7 @@ def test_cli_compact_ticks_when_canonical_csv_archives_exact_ticks(tmp_path, cap
     out = tmp_path / "archive"
     code, stdout, err = run(
         capsys, "compact-ticks", str(source), "--out", str(out), "--as-of", "2025-12-31",
-        "--price-scale", "2", "--side-map", "yes=BUY,no=SELL",
+        "--price-scale", "2", "--side-map", "yes=BUY,no=SELL", "--json",
     )  # fmt: skip
     assert code == 0, err
     reports = [json.loads(line) for line in stdout.splitlines()]
@@ -344,3 +345,55 @@ def test_cli_remove_days_when_symbol_day_not_in_archive_exits_2_naming_it(tmp_pa
     assert (archive / "_skewtape_catalog.parquet").read_bytes() == catalog  # nothing withdrawn
     code, out, err = run(capsys, "remove-days", str(archive), "--day", "KX", "2025-12-01")
     assert code == 0, err
+
+
+def _many_symbol_days_csv(folder: Path, symbols: int = 12, days: int = 2) -> Path:
+    start = 1_764_547_200 * 10**9  # 2025-12-01
+    lines = ["timestamp_nanos,price,quantity,side,symbol"]
+    lines += [f"{start + d * 86_400 * 10**9 + i},0.{10 + s},{i + 1},BUY,S{s:02d}"
+              for s in range(symbols) for d in range(days) for i in range(3)]  # fmt: skip
+    source = folder / "many.csv"
+    source.write_text("\n".join(lines) + "\n")
+    return source
+
+
+def test_cli_compact_ticks_when_default_prints_a_short_summary_not_the_reports(tmp_path, capsys):
+    source = _many_symbol_days_csv(tmp_path)
+    archive = tmp_path / "archive"
+    argv = ["compact-ticks", str(source), "--out", str(archive), "--as-of", "2025-12-05",
+            "--price-scale", "2"]  # fmt: skip
+
+    code, out, err = run(capsys, *argv)
+
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) <= 15 and not any(line.startswith("{") for line in lines)
+    assert "24 symbol-days" in lines[0] and "72 ticks" in lines[0]
+    assert "14 more symbol-days not shown" in lines[-1] and "--json" in lines[-1]
+    assert err == ""  # no progress bar: stderr is not a terminal
+    code, again, err = run(capsys, *argv, "--json")
+    reports = [json.loads(line) for line in again.splitlines()]
+    assert code == 0 and len(reports) == 24
+    assert sum(r["tick_count"] for r in reports) == 72
+    raw, packed = (sum(r[k] for r in reports) for k in ("raw_size_bytes", "compacted_size_bytes"))
+    assert f"{raw} -> {packed} bytes" in lines[0]
+    shown = [r for r in reports if any(line.startswith(f"{r['symbol']} ") for line in lines)]
+    assert len(shown) == 10
+
+
+def test_cli_compact_ticks_when_stderr_is_a_terminal_draws_progress_there(
+    tmp_path, capsys, monkeypatch
+):
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    source = _many_symbol_days_csv(tmp_path)
+    argv = ["compact-ticks", str(source), "--out", str(tmp_path / "a"), "--as-of", "2025-12-05",
+            "--price-scale", "2"]  # fmt: skip
+    assert main(argv) == 0
+    drawn = terminal.getvalue()
+    assert drawn.count("\r") >= 2 and "24/24 symbol-days" in drawn and drawn.endswith("\n")
+    assert "\r" not in capsys.readouterr().out

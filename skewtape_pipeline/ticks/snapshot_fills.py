@@ -291,7 +291,8 @@ def archive_symbol_days(
     scan per month file). A symbol-day without ticks in its month file leaves the archive (the
     publisher corrected those ticks away): a warm or cold copy of it is withdrawn from the catalog
     (``withdraw.remove_symbol_days``, audited to ``audit_log``), then its hot file is
-    removed. Idempotent; results follow ``wanted``.
+    removed. Archiving a symbol-day again (e.g. a correction) is audited to ``audit_log``.
+    Idempotent; results follow ``wanted``.
 
     Raises
     ------
@@ -345,7 +346,9 @@ def archive_symbol_days(
                 )
             )
             continue
-        report = compact_planned(item, out=out, policy=policy, target_ratio=target_ratio)
+        report = compact_planned(
+            item, out=out, policy=policy, target_ratio=target_ratio, audit_log=audit_log
+        )
         results.append(SymbolDayResult(*key, sources[key], report))
     return results
 

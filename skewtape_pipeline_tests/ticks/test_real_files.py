@@ -154,7 +154,7 @@ def test_cli_compact_ticks_when_real_file_given_round_trips_exactly_through_duck
 ):
     out = tmp_path / "archive"
     argv = ["compact-ticks", str(path), "--input-format", input_format, "--out", str(out),
-            "--as-of", AS_OF.isoformat(), *scales]  # fmt: skip
+            "--as-of", AS_OF.isoformat(), "--json", *scales]  # fmt: skip
     assert main(argv) == 0, capsys.readouterr().err
     reports = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert all(r["round_trip_verified"] for r in reports)
