@@ -24,7 +24,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import date, datetime, time
 from pathlib import Path
@@ -178,8 +178,8 @@ def source_from_table(
                if source not in table.column_names and canonical != SYMBOL_COLUMN]  # fmt: skip
     if missing:
         raise TickValidationError(
-            f"{path or 'table'}: missing column(s) {', '.join(missing)}; found "
-            f"{', '.join(table.column_names)}",
+            f"{path or 'table'}: missing column(s) {_names(missing)}; found "
+            f"{_names(table.column_names)}",
             field=missing[0],
         )
     picked = {c: table.column(s) for c, s in names.items() if s in table.column_names}
@@ -518,8 +518,10 @@ def read_lobster_messages(
 
 
 def _csv_header(path: Path) -> list[str]:
+    """The column names of a CSV file's first line (a UTF-8 byte-order mark before it is
+    skipped, as the CSV reader skips it)."""
     try:
-        with open(path, encoding="utf-8", newline="") as handle:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
             first = handle.readline()
     except (OSError, UnicodeDecodeError) as exc:
         raise TickValidationError(f"{path}: cannot read the CSV header: {exc}") from None
@@ -539,19 +541,25 @@ def _check_columns(
     missing = [name for name in required if name not in names]
     if missing:
         raise TickValidationError(
-            f"{path}: missing column(s) {', '.join(missing)}; found {', '.join(names)}",
+            f"{path}: missing column(s) {_names(missing)}; found {_names(names)}",
             field=missing[0],
         )
     if strict:
         extra = [name for name in names if name not in (*required, *optional)]
         if extra:
             raise TickValidationError(
-                f"{path}: unexpected column(s) {', '.join(extra)}; the canonical columns are "
-                f"{', '.join((*required, *optional))}",
+                f"{path}: unexpected column(s) {_names(extra)}; the canonical columns are "
+                f"{_names((*required, *optional))}",
                 field=extra[0],
             )
     if len(set(names)) != len(names):
         raise TickValidationError(f"{path}: duplicate column names in {names}")
+
+
+def _names(names: Iterable[str]) -> str:
+    """Column names for a message, quoted with repr so an invisible character (a byte-order
+    mark, a zero-width space, trailing blanks) shows."""
+    return ", ".join(repr(name) for name in names)
 
 
 def _read_text_csv(path: Path, *, names: list[str], header_lines: int) -> pa.Table:

@@ -265,3 +265,30 @@ def test_lobster_reader_when_name_has_an_impossible_date_refuses(tmp_path):
     path = write_text(tmp_path / "GOOG_2013-02-30_34200000_57600000_message_1.csv", LOBSTER)
     with pytest.raises(SourceLabelError, match="2013-02-30"):
         sources.read_lobster_messages(path)
+
+
+BOM = "\ufeff"
+
+
+def test_canonical_csv_when_header_starts_with_a_byte_order_mark_reads_it(tmp_path):
+    path = write_text(tmp_path / "bom.csv", BOM + CANONICAL)
+    plain = sources.read_canonical(write_text(tmp_path / "plain.csv", CANONICAL))
+    source = sources.read_canonical(path)
+    assert source.table.equals(plain.table)
+    assert source.row_bytes.to_pylist() == plain.row_bytes.to_pylist()
+    assert source.file_bytes == plain.file_bytes + len(BOM.encode())
+
+
+def test_lobster_reader_when_file_starts_with_a_byte_order_mark_reads_the_first_row(tmp_path):
+    path = write_text(tmp_path / LOBSTER_NAME, BOM + LOBSTER)
+    (tmp_path / "plain").mkdir()
+    plain = sources.read_lobster_messages(write_text(tmp_path / "plain" / LOBSTER_NAME, LOBSTER))
+    assert sources.read_lobster_messages(path).table.equals(plain.table)
+
+
+def test_canonical_csv_when_column_name_has_invisible_characters_shows_them(tmp_path):
+    path = write_text(tmp_path / "zw.csv", CANONICAL.replace("price", "pri\u200bce", 1))
+    with pytest.raises(TickValidationError) as info:
+        sources.read_canonical(path)
+    message = str(info.value)
+    assert "'pri\\u200bce'" in message and "missing column(s) 'price'" in message
