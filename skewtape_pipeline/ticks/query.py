@@ -319,17 +319,18 @@ def check_archive_root(root: Path | str, *, empty_ok: bool = True) -> Path:
 
     Refused: a path that is not a folder, a warm or cold tier folder (consolidated ``year=``
     folders, no catalog: the message names the archive root it likely belongs to), and a
-    folder holding anything but no archive marker. An empty folder (an archive with nothing in
-    it yet) passes only with ``empty_ok``.
+    folder holding files of its own but no archive marker. A folder holding no more than the
+    archive's bookkeeping (dot files, ``_skewtape*`` markers: an archive with nothing
+    compacted yet) passes only with ``empty_ok``.
     """
     path = Path(root)
     if not path.is_dir():
         raise ConfigError(f"{path}: not a folder; expected a tick archive root")
     names = {child.name for child in path.iterdir()}
-    if not names and empty_ok:
-        return path
     if ARCHIVE_MARKER not in names:
-        what = "is empty" if not names else f"holds no {ARCHIVE_MARKER}"
+        if empty_ok and all(n.startswith((".", "_skewtape")) for n in names):
+            return path
+        what = "holds no tick archive yet" if not names else f"holds no {ARCHIVE_MARKER}"
         raise ConfigError(f"{path}: {what}; expected a tick archive root")
     if _looks_like_tier_folder(names):
         base, _, tier = path.name.rpartition("-")

@@ -11,6 +11,7 @@ import duckdb
 import pytest
 
 from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.ticks.books import enable_books_and_records
 from skewtape_pipeline.ticks.compact import compact_symbol_day
 from skewtape_pipeline.ticks.lifecycle import retier
 from skewtape_pipeline.ticks.model import TickBatch
@@ -284,3 +285,18 @@ def test_run_query_json_when_every_duckdb_type_selected_keeps_values_exact(tmp_p
     assert rows[0]["big"] == -170141183460469231731687303715884105727
     assert rows[0]["nested"] == [{"a": Decimal("1.25")}] and rows[0]["none"] is None
     assert (rows[0]["x"], rows[0]["x_1"]) == ("x", "y")  # a repeated name is kept, renamed
+
+
+def test_run_query_when_root_holds_only_bookkeeping_files_gives_the_empty_view(tmp_path):
+    root = tmp_path / "archive"
+    enable_books_and_records(root)  # a write-once archive with nothing compacted yet
+    (root / ".skewtape-archive.lock").write_text("")
+    assert run_query("SELECT count(*) AS n FROM ticks", root).column("n").to_pylist() == [0]
+
+
+def test_run_query_when_root_is_not_an_archive_refuses_naming_it(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "notes.txt").write_text("x")
+    with pytest.raises(ConfigError, match=r"_skewtape_archive\.json") as info:
+        run_query("SELECT 1", tmp_path / "data")
+    assert str(tmp_path / "data") in str(info.value)
