@@ -217,8 +217,10 @@ def run_query_json(
     with _query(sql, roots, parameters, threads) as relation:
         if relation is None:
             return "[]"
-        relation.create_view("_skewtape_result")
-        rows = relation.query("_r", "SELECT to_json(r) FROM _skewtape_result AS r").fetchall()
+        name = "_skewtape_row"
+        while name in relation.columns:  # the alias must not be a result column's name
+            name += "_"
+        rows = relation.query(name, f"SELECT to_json({name}) FROM {name}").fetchall()
         return "[" + ",\n".join(row[0] for row in rows) + "]"
 
 
