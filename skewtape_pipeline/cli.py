@@ -246,11 +246,15 @@ def compaction_summary(reports: Sequence[Any], out: Path, *, rows: int = SUMMARY
     return lines
 
 
+PROGRESS_MIN_TOTAL = 20
+"""Inputs of fewer symbol-days than this finish too fast to need a progress bar."""
+
+
 class ProgressLine:
     """A one-line progress bar redrawn with a carriage return, on ``stream`` only when it is a
     terminal (never in a pipe or a log file) and only once the work is long enough to need it."""
 
-    def __init__(self, stream: Any, unit: str, *, min_total: int = 2) -> None:
+    def __init__(self, stream: Any, unit: str, *, min_total: int = PROGRESS_MIN_TOTAL) -> None:
         self.stream, self.unit, self.min_total = stream, unit, min_total
         self.drawn = False
 
