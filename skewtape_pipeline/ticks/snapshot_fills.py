@@ -425,17 +425,20 @@ def _decimal_scale(fills_file: Path, column: str) -> int:
 
 
 def days_by_activity(history: Path, month: str) -> list[date]:
-    """The UTC days of ``month`` with fills in the newest snapshot, busiest first."""
-    months = applied_months(history)
-    if not months:
-        return []
-    files = sorted((history / months[-1]).glob(f"fills/*/{month}.parquet"))
+    """The UTC days of ``month`` with fills, busiest first: each venue's month file read from
+    the newest snapshot holding it (a venue that left still counts)."""
+    files: dict[str, Path] = {}
+    for snapshot_month in reversed(applied_months(history)):
+        if snapshot_month < month:
+            break
+        for path in (history / snapshot_month).glob(f"fills/*/{month}.parquet"):
+            files.setdefault(path.parent.name, path)
     if not files:
         return []
     rows = duckdb.sql(
         f"SELECT epoch_ns(ts) // {NS_PER_DAY} AS day, count(*) AS n FROM read_parquet($files) "
         "GROUP BY day ORDER BY n DESC, day",
-        params={"files": [str(f) for f in files]},
+        params={"files": [str(f) for _, f in sorted(files.items())]},
     ).fetchall()
     epoch = date(1970, 1, 1).toordinal()
     return [date.fromordinal(epoch + int(day)) for day, _ in rows]

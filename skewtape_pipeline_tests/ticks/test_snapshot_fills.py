@@ -26,6 +26,7 @@ from skewtape_pipeline.ticks.snapshot_fills import (
     archive_symbol_days,
     changed_symbol_days,
     corrected_symbol_days,
+    days_by_activity,
     new_symbols,
     symbols_in,
 )
@@ -345,3 +346,20 @@ def test_archive_symbol_days_when_month_file_never_published_reports_no_ticks_no
 def test_corrected_symbol_days_when_venue_leaves_names_none_of_its_days(tmp_path: Path):
     history = _venue_leaves(tmp_path / "data", "polymarket")
     assert corrected_symbol_days(history, "2026-11") == []
+
+
+def test_days_by_activity_when_a_venue_left_still_counts_its_fills(tmp_path: Path):
+    history = _venue_leaves(tmp_path / "data", "polymarket")
+    october = history / "2026-10"
+    left = october / "fills" / "polymarket" / "2026-10.parquet"
+    table = pq.read_table(left)
+    busy = pa.array(
+        [v + 9 * 86_400 * 10**9 for v in table.column("ts").cast(pa.int64()).to_pylist()]
+    )
+    left.chmod(0o644)
+    pq.write_table(table.set_column(3, "ts", busy.cast(table.schema.field("ts").type)), left)
+    reseal(october, month="2026-10")  # polymarket's 4 fills on the 10th, kalshi's on the 1st
+
+    days = days_by_activity(history, "2026-10")
+
+    assert sorted(days) == [date(2026, 10, 1), date(2026, 10, 10)]
