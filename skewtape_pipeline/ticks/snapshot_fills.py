@@ -289,7 +289,9 @@ def archive_symbol_days(
 
     Every wanted symbol-day is read and validated before the first file is written (one DuckDB
     scan per month file). A symbol-day without ticks in its month file leaves the archive (the
-    publisher corrected those ticks away): a warm or cold copy of it is withdrawn from the catalog
+    publisher corrected those ticks away); one whose month file no snapshot holds (its venue
+    left and the snapshots that held it are gone, e.g. a mirror advanced in place) is left as
+    archived: a warm or cold copy of it is withdrawn from the catalog
     (``withdraw.remove_symbol_days``, audited to ``audit_log``), then its hot file is
     removed. Archiving a symbol-day again (e.g. a correction) is audited to ``audit_log``.
     Idempotent; results follow ``wanted``.
@@ -325,8 +327,8 @@ def archive_symbol_days(
                 ticks, as_of=as_of, price_scale=price_scale, side_map=FILLS_SIDE_MAP
             ):
                 planned[(item.symbol, item.day)] = item
-    _check_write_once(out, wanted, planned, audit_log)
-    gone = [key for key in wanted if key not in planned]
+    gone = [key for key in wanted if key not in planned and sources[key].sha256 is not None]
+    _check_write_once(out, wanted, planned, gone, audit_log)
     removed = remove_symbol_days(
         out, gone, audit_log=audit_log, lock_timeout=ARCHIVE_LOCK_WAIT_SECONDS
     )
@@ -335,14 +337,14 @@ def archive_symbol_days(
     for key in wanted:
         item = planned.get(key)
         if item is None:
-            removal = removals[key]
+            removal = removals.get(key)  # None: no snapshot holds its month file; kept
             results.append(
                 SymbolDayResult(
                     *key,
                     sources[key],
                     None,
-                    removed_file=removal.removed_file,
-                    withdrawn=removal.withdrawn,
+                    removed_file=removal is not None and removal.removed_file,
+                    withdrawn=removal is not None and removal.withdrawn,
                 )
             )
             continue
@@ -354,19 +356,24 @@ def archive_symbol_days(
 
 
 def _check_write_once(
-    out: Path, wanted: Sequence[SymbolDay], planned: Mapping, audit_log: Path | None
+    out: Path,
+    wanted: Sequence[SymbolDay],
+    planned: Mapping,
+    gone: Sequence[SymbolDay],
+    audit_log: Path | None,
 ) -> None:
-    """In ``books_and_records`` mode, refuse (audited) before the first write when a wanted
-    symbol-day's file exists or is catalogued: it would be overwritten, or removed or withdrawn
-    for lack of ticks."""
+    """In ``books_and_records`` mode, refuse (audited) before the first write when a planned
+    symbol-day's file exists (it would be overwritten), or a ``gone`` one's file exists or is
+    catalogued (it would be removed or withdrawn for lack of ticks); in ``wanted`` order."""
     if not is_books_and_records(out):
         return
     catalogued = read_catalog(out).partitions
+    gone_keys = set(gone)
     for key in wanted:
         target = partition_file(out, *key)
         if key in planned:
             check_may_write(out, target, audit_log=audit_log)
-        elif target.exists() or key in catalogued:
+        elif key in gone_keys and (target.exists() or key in catalogued):
             check_may_delete(
                 out,
                 target,

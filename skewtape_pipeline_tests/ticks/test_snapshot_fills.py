@@ -363,3 +363,22 @@ def test_days_by_activity_when_a_venue_left_still_counts_its_fills(tmp_path: Pat
     days = days_by_activity(history, "2026-10")
 
     assert sorted(days) == [date(2026, 10, 1), date(2026, 10, 10)]
+
+
+def test_archive_symbol_days_when_no_snapshot_holds_the_month_file_keeps_archived_ticks(
+    tmp_path: Path,
+):
+    history = _venue_leaves(tmp_path / "data", "polymarket")
+    fills = history / "2026-10" / "fills" / "polymarket" / "2026-10.parquet"
+    wanted = busiest_symbol_days(fills, 1)
+    out, policy = tmp_path / "archive", TierPolicy()
+    archive_symbol_days(history, wanted, out=out, as_of=AS_OF, policy=policy)
+    kept = partition_file(out, *wanted[0]).read_bytes()
+    shutil.rmtree(history / "2026-10")  # the last snapshot holding it is gone (pruned)
+    enable_books_and_records(out)  # and nothing may be refused: nothing is to be removed
+
+    [result] = archive_symbol_days(history, wanted, out=out, as_of=AS_OF, policy=policy)
+
+    assert result.report is None and not result.removed_file and not result.withdrawn
+    assert result.source.sha256 is None
+    assert partition_file(out, *wanted[0]).read_bytes() == kept
