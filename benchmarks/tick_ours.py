@@ -297,7 +297,10 @@ def check_readers_match_ours(t: Ticks, path: Path) -> str:
     readers = {
         "kalshi": (sources.read_kalshi_trades, {}),
         "tardis": (sources.read_tardis_trades, {}),
-        "lobster": (sources.read_lobster_messages, {}),
+        "lobster": (
+            sources.read_lobster_messages,
+            {"symbol": "AMZN", "session_date": dt.date(2012, 6, 21)},  # the file is renamed
+        ),
     }
     key = next(k for k in readers if k in t.name)
     reader, kwargs = readers[key]

@@ -165,16 +165,28 @@ INPUT_FORMATS = ("canonical", "kalshi-trades", "tardis-trades", "lobster-message
 """``--input-format`` values: the canonical form, or a raw file mapped as its source documents."""
 
 
-def _read_ticks(path: Path, input_format: str, side_map: dict[str, str] | None) -> Any:
+def _read_ticks(args: argparse.Namespace, side_map: dict[str, str] | None) -> Any:
+    """The input file's ticks, read by the reader of ``--input-format``."""
     from skewtape_pipeline.ticks import sources
 
+    path, input_format = Path(args.input), args.input_format
+    if args.session_date is not None and input_format != "lobster-messages":
+        raise ConfigError("--session-date applies to --input-format lobster-messages only")
     readers = {
         "canonical": lambda: sources.read_canonical(path, side_map=side_map),
         "kalshi-trades": lambda: sources.read_kalshi_trades(path),
         "tardis-trades": lambda: sources.read_tardis_trades(path),
-        "lobster-messages": lambda: sources.read_lobster_messages(path),
+        "lobster-messages": lambda: sources.read_lobster_messages(
+            path,
+            symbol=args.symbol,
+            session_date=_session_date(args.session_date),
+        ),
     }
     return readers[input_format]()
+
+
+def _session_date(text: str | None) -> date | None:
+    return None if text is None else _parse_day(text, option="--session-date")
 
 
 def cmd_compact_ticks(args: argparse.Namespace) -> None:
@@ -182,8 +194,9 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.tiers import TierPolicy
 
     side_map = parse_side_map(args.side_map)
+    progress = ProgressLine(sys.stderr, "symbol-days")
     reports = compact_source(
-        _read_ticks(Path(args.input), args.input_format, side_map),
+        _read_ticks(args, side_map),
         out=Path(args.out),
         as_of=_parse_day(args.as_of),
         price_scale=args.price_scale,
@@ -193,26 +206,82 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
         tier_policy=TierPolicy.load(Path(args.tier_policy)) if args.tier_policy else None,
         allow_precision_loss=args.allow_precision_loss,
         timestamp_unit=args.timestamp_unit,
+        audit_log=Path(args.audit_log) if args.audit_log else None,
+        on_progress=progress.update,
     )
-    for report in reports:
-        print(json.dumps(report.to_dict(), default=str))
-    ticks = sum(report.tick_count for report in reports)
+    progress.finish()
+    if args.json:
+        for report in reports:
+            print(json.dumps(report.to_dict(), default=str))
+        return
+    print("\n".join(compaction_summary(reports, Path(args.out))))
+
+
+SUMMARY_ROWS = 10
+"""Symbol-days listed by ``compact-ticks``' summary; the rest are counted, not listed."""
+
+
+def compaction_summary(reports: Sequence[Any], out: Path, *, rows: int = SUMMARY_ROWS) -> list[str]:
+    """``compact-ticks``' default output: a totals line, then a table of the first ``rows``
+    symbol-days (ticks, raw and archived bytes, ratio, tier), then how many were left out."""
     raw = sum(report.raw_size_bytes for report in reports)
     packed = sum(report.compacted_size_bytes for report in reports)
-    ratio = raw / packed if packed else 0.0
-    print(
-        f"compacted {ticks} ticks in {len(reports)} symbol-days into {args.out}: "
-        f"{raw} -> {packed} bytes ({ratio:.2f}x)",
-        file=sys.stderr,
-    )
+    ticks = sum(report.tick_count for report in reports)
+    lines = [
+        f"compacted {ticks} ticks in {len(reports)} symbol-days into {out}: "
+        f"{raw} -> {packed} bytes ({raw / packed if packed else 0.0:.2f}x)"
+    ]
+    table = [("symbol", "date", "ticks", "raw bytes", "bytes", "ratio", "tier")]
+    table += [
+        (r.symbol, r.date, str(r.tick_count), str(r.raw_size_bytes),
+         str(r.compacted_size_bytes), f"{r.compression_ratio:.2f}x", r.tier)
+        for r in reports[:rows]
+    ]  # fmt: skip
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+              for row in table]  # fmt: skip
+    if len(reports) > rows:
+        lines.append(
+            f"({len(reports) - rows} more symbol-days not shown; --json prints every report)"
+        )
+    return lines
+
+
+PROGRESS_MIN_TOTAL = 20
+"""Inputs of fewer symbol-days than this finish too fast to need a progress bar."""
+
+
+class ProgressLine:
+    """A one-line progress bar redrawn with a carriage return, on ``stream`` only when it is a
+    terminal (never in a pipe or a log file) and only once the work is long enough to need it."""
+
+    def __init__(self, stream: Any, unit: str, *, min_total: int = PROGRESS_MIN_TOTAL) -> None:
+        self.stream, self.unit, self.min_total = stream, unit, min_total
+        self.drawn = False
+
+    def update(self, done: int, total: int) -> None:
+        if total < self.min_total or not self.stream.isatty():
+            return
+        filled = 30 * done // total
+        bar = "#" * filled + "-" * (30 - filled)
+        self.stream.write(f"\r[{bar}] {done}/{total} {self.unit}")
+        self.stream.flush()
+        self.drawn = True
+
+    def finish(self) -> None:
+        """End the bar's line (nothing when no bar was drawn)."""
+        if self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
 
 
 def cmd_retier(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.lifecycle import retier
+    from skewtape_pipeline.ticks.query import check_archive_root
     from skewtape_pipeline.ticks.tiers import TierPolicy
 
     result = retier(
-        Path(args.archive),
+        check_archive_root(args.archive, empty_ok=False),
         as_of=_parse_day(args.as_of),
         policy=TierPolicy.load(Path(args.tier_policy)) if args.tier_policy else None,
         audit_log=Path(args.audit_log) if args.audit_log else None,
@@ -228,11 +297,14 @@ def cmd_retier(args: argparse.Namespace) -> None:
 
 
 def cmd_remove_days(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.ticks.query import check_archive_root
     from skewtape_pipeline.ticks.withdraw import remove_symbol_days
 
+    archive = check_archive_root(args.archive, empty_ok=False)
     keys = [(symbol, _parse_day(day, option="--day")) for symbol, day in args.day]
+    _check_symbol_days_archived(archive, keys)
     removals = remove_symbol_days(
-        Path(args.archive),
+        archive,
         keys,
         audit_log=Path(args.audit_log) if args.audit_log else None,
         lock_timeout=args.wait,
@@ -285,16 +357,42 @@ def cmd_rebuild_catalog(args: argparse.Namespace) -> None:
     )
 
 
-def cmd_query(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.query import run_query
+def _check_symbol_days_archived(archive: Path, keys: Sequence[tuple[str, date]]) -> None:
+    """ConfigError naming the first symbol-day that has neither a hot file nor a catalogued
+    copy in ``archive`` (a mistyped symbol or day), before anything is removed."""
+    from skewtape_pipeline.ticks.catalog import read_catalog
+    from skewtape_pipeline.ticks.parquet_store import partition_file
 
-    table = run_query(args.sql, [Path(root) for root in args.archive], policy=_tier_policy(args))
+    catalogued = read_catalog(archive).partitions
+    for symbol, day in keys:
+        if (symbol, day) not in catalogued and not partition_file(archive, symbol, day).exists():
+            raise ConfigError(
+                f"{symbol} {day.isoformat()}: not in the archive {archive} (no hot file, not "
+                "catalogued); nothing removed"
+            )
+
+
+def cmd_query(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.ticks.query import run_query_json, run_query_text
+
+    roots = [Path(root) for root in args.archive]
+    policy = _tier_policy(args)
     if args.json:
-        print(json.dumps(table.to_pylist(), default=str))
+        print(run_query_json(args.sql, roots, policy=policy))
         return
-    print("\t".join(table.column_names))
-    for row in table.to_pylist():
-        print("\t".join("" if value is None else str(value) for value in row.values()))
+    result = run_query_text(args.sql, roots, policy=policy)
+    print("\t".join(_tsv_field(name) for name in result.columns))
+    for row in result.rows:
+        print("\t".join(_tsv_field(value) for value in row))
+
+
+_TSV_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _tsv_field(value: str | None) -> str:
+    """One field of ``query``'s tab-separated output (PostgreSQL's text format): backslash,
+    tab, newline and carriage return escaped, NULL as ``\\N``."""
+    return "\\N" if value is None else value.translate(_TSV_ESCAPES)
 
 
 # --- parser ---------------------------------------------------------------------------------
@@ -375,7 +473,17 @@ def build_parser() -> argparse.ArgumentParser:
     ticks.add_argument("--price-scale", type=int, required=True, help="decimals of price")
     ticks.add_argument("--quantity-scale", type=int, default=0, help="decimals of quantity")
     ticks.add_argument("--side-map", help="e.g. yes=BUY,no=SELL (default: BUY/SELL/UNKNOWN)")
-    ticks.add_argument("--symbol", help="the symbol when the input has no symbol column")
+    ticks.add_argument(
+        "--symbol",
+        help="the symbol when the input has no symbol column (LOBSTER: when the file name "
+        "does not give it)",
+    )
+    ticks.add_argument(
+        "--session-date",
+        metavar="YYYY-MM-DD",
+        help="LOBSTER: the trading day when the file name does not give it (LOBSTER names "
+        "files TICKER_YYYY-MM-DD_start_end_message_LEVEL.csv)",
+    )
     ticks.add_argument(
         "--timestamp-unit",
         choices=("ns", "us", "ms", "s"),
@@ -383,6 +491,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="unit ts is stored at; a finer timestamp is refused (default: ns)",
     )
     ticks.add_argument("--tier-policy", help="tier policy file (JSON)")
+    ticks.add_argument(
+        "--audit-log",
+        help="audit log of rewrites of symbol-days already archived (default: audit.jsonl "
+        "beside the archive)",
+    )
     ticks.add_argument(
         "--allow-precision-loss",
         action="store_true",

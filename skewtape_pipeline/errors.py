@@ -172,6 +172,12 @@ class PrecisionLossError(TickValidationError):
     """A price or quantity has more decimals than the configured scale and loss was not allowed."""
 
 
+class SourceLabelError(TickError):
+    """A tick file does not say which symbol or session its ticks belong to (e.g. a LOBSTER
+    file not named by LOBSTER's convention, and no option gives them), or its name and the
+    options disagree. The message names the file and what to pass."""
+
+
 class RoundTripError(TickError):
     """A written archive file did not read back equal to the ticks that were written."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import shutil
@@ -148,7 +149,7 @@ def test_cli_compact_ticks_when_canonical_csv_archives_exact_ticks(tmp_path, cap
     out = tmp_path / "archive"
     code, stdout, err = run(
         capsys, "compact-ticks", str(source), "--out", str(out), "--as-of", "2025-12-31",
-        "--price-scale", "2", "--side-map", "yes=BUY,no=SELL",
+        "--price-scale", "2", "--side-map", "yes=BUY,no=SELL", "--json",
     )  # fmt: skip
     assert code == 0, err
     reports = [json.loads(line) for line in stdout.splitlines()]
@@ -254,3 +255,145 @@ def test_cli_compact_ticks_when_timestamp_finer_than_unit_exits_2_naming_the_row
     assert not out.exists() or not list(out.rglob("*.parquet"))
     code, _, err = run(capsys, *args, "--timestamp-unit", "ns")
     assert code == 0, err
+
+
+def _ns_ticks_csv(folder: Path) -> tuple[Path, list[str]]:
+    """A canonical CSV of ticks with true nanosecond timestamps, and their ``ts`` as text."""
+    start = 1_340_236_800 * 10**9  # 2012-06-21 00:00 UTC
+    offsets = (34_200_017_459_617, 34_200_017_459_618, 57_599_959_000_001)
+    lines = ["timestamp_nanos,price,quantity,side,symbol"]
+    lines += [f"{start + o},220.51,{i + 1},BUY,AMZN" for i, o in enumerate(offsets)]
+    source = folder / "ns.csv"
+    source.write_text("\n".join(lines) + "\n")
+    texts = []
+    for offset in offsets:
+        seconds, nanos = divmod(offset, 10**9)
+        hours, rest = divmod(seconds, 3600)
+        texts.append(f"2012-06-21 {hours:02d}:{rest // 60:02d}:{rest % 60:02d}.{nanos:09d}+00")
+    return source, texts
+
+
+def test_cli_query_when_timestamps_have_nanoseconds_prints_them_exactly(tmp_path, capsys):
+    source, expected = _ns_ticks_csv(tmp_path)
+    archive = tmp_path / "archive"
+    args = ["compact-ticks", str(source), "--out", str(archive), "--as-of", "2012-06-22"]
+    assert run(capsys, *args, "--price-scale", "2")[0] == 0
+    sql = "SELECT ts, price, NULL AS none, 'a\tb\\c' AS text FROM ticks ORDER BY ts"
+
+    code, out, err = run(capsys, "query", sql, "--archive", str(archive))
+
+    assert code == 0, err
+    header, *lines = out.splitlines()
+    assert header.split("\t") == ["ts", "price", "none", "text"]
+    assert [line.split("\t") for line in lines] == [
+        [ts, "220.51", "\\N", "a\\tb\\\\c"] for ts in expected
+    ]
+    code, out, err = run(capsys, "query", sql, "--archive", str(archive), "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert [r["ts"] for r in rows] == expected and rows[0]["none"] is None
+    assert rows[0]["text"] == "a\tb\\c"
+
+
+def _cold_archive(folder: Path, capsys) -> Path:
+    """An archive of two KX days at 2025-12-01/02, re-tiered so both are cold."""
+    day_ns, start = 86_400 * 10**9, 1_764_547_200 * 10**9  # 2025-12-01
+    lines = ["timestamp_nanos,price,quantity,side,symbol"]
+    lines += [f"{start + d * day_ns + i},0.{50 + i},1,BUY,KX" for d in range(2) for i in range(3)]
+    source = folder / "ticks.csv"
+    source.write_text("\n".join(lines) + "\n")
+    archive = folder / "data" / "archive"
+    compact = ["compact-ticks", str(source), "--out", str(archive), "--price-scale", "2"]
+    assert run(capsys, *compact, "--as-of", "2025-12-02")[0] == 0
+    assert run(capsys, "retier", str(archive), "--as-of", "2027-01-01")[0] == 0
+    return archive
+
+
+@pytest.mark.parametrize("command", ["retier", "remove-days"])
+def test_cli_archive_writer_when_path_mistyped_exits_2_creating_nothing(tmp_path, capsys, command):
+    extra = ["--as-of", "2027-01-01"] if command == "retier" else ["--day", "KX", "2025-12-01"]
+    nowhere, empty, other = tmp_path / "nowhere", tmp_path / "empty", tmp_path / "other"
+    empty.mkdir()
+    other.mkdir()
+    (other / "notes.txt").write_text("not an archive\n")
+    for path in (nowhere, empty, other):
+        before = sorted(tmp_path.rglob("*"))
+        code, out, err = run(capsys, command, str(path), *extra)
+        assert code == 2 and err.startswith(f"error: {path}") and not out
+        assert sorted(tmp_path.rglob("*")) == before  # no lock file, no folder
+
+
+def test_cli_query_when_archive_is_a_tier_folder_exits_2_naming_it(tmp_path, capsys):
+    archive = _cold_archive(tmp_path, capsys)
+    cold = archive.with_name("archive-cold")
+    assert cold.is_dir()
+    code, _, err = run(capsys, "query", "SELECT count(*) FROM ticks", "--archive", str(cold))
+    assert code == 2 and str(cold) in err and str(archive) in err
+    code, _, err = run(capsys, "retier", str(cold), "--as-of", "2027-01-01")
+    assert code == 2 and str(cold) in err
+    assert not (cold / ".skewtape-archive.lock").exists()
+
+
+def test_cli_remove_days_when_symbol_day_not_in_archive_exits_2_naming_it(tmp_path, capsys):
+    archive = _cold_archive(tmp_path, capsys)
+    catalog = (archive / "_skewtape_catalog.parquet").read_bytes()
+    code, out, err = run(
+        capsys, "remove-days", str(archive), "--day", "KX", "2025-12-01", "--day", "KX",
+        "2025-12-09",
+    )  # fmt: skip
+    assert code == 2 and "KX 2025-12-09" in err and not out
+    assert (archive / "_skewtape_catalog.parquet").read_bytes() == catalog  # nothing withdrawn
+    code, out, err = run(capsys, "remove-days", str(archive), "--day", "KX", "2025-12-01")
+    assert code == 0, err
+
+
+def _many_symbol_days_csv(folder: Path, symbols: int = 12, days: int = 2) -> Path:
+    start = 1_764_547_200 * 10**9  # 2025-12-01
+    lines = ["timestamp_nanos,price,quantity,side,symbol"]
+    lines += [f"{start + d * 86_400 * 10**9 + i},0.{10 + s},{i + 1},BUY,S{s:02d}"
+              for s in range(symbols) for d in range(days) for i in range(3)]  # fmt: skip
+    source = folder / "many.csv"
+    source.write_text("\n".join(lines) + "\n")
+    return source
+
+
+def test_cli_compact_ticks_when_default_prints_a_short_summary_not_the_reports(tmp_path, capsys):
+    source = _many_symbol_days_csv(tmp_path)
+    archive = tmp_path / "archive"
+    argv = ["compact-ticks", str(source), "--out", str(archive), "--as-of", "2025-12-05",
+            "--price-scale", "2"]  # fmt: skip
+
+    code, out, err = run(capsys, *argv)
+
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) <= 15 and not any(line.startswith("{") for line in lines)
+    assert "24 symbol-days" in lines[0] and "72 ticks" in lines[0]
+    assert "14 more symbol-days not shown" in lines[-1] and "--json" in lines[-1]
+    assert err == ""  # no progress bar: stderr is not a terminal
+    code, again, err = run(capsys, *argv, "--json")
+    reports = [json.loads(line) for line in again.splitlines()]
+    assert code == 0 and len(reports) == 24
+    assert sum(r["tick_count"] for r in reports) == 72
+    raw, packed = (sum(r[k] for r in reports) for k in ("raw_size_bytes", "compacted_size_bytes"))
+    assert f"{raw} -> {packed} bytes" in lines[0]
+    shown = [r for r in reports if any(line.startswith(f"{r['symbol']} ") for line in lines)]
+    assert len(shown) == 10
+
+
+def test_cli_compact_ticks_when_stderr_is_a_terminal_draws_progress_there(
+    tmp_path, capsys, monkeypatch
+):
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    source = _many_symbol_days_csv(tmp_path)
+    argv = ["compact-ticks", str(source), "--out", str(tmp_path / "a"), "--as-of", "2025-12-05",
+            "--price-scale", "2"]  # fmt: skip
+    assert main(argv) == 0
+    drawn = terminal.getvalue()
+    assert drawn.count("\r") >= 2 and "24/24 symbol-days" in drawn and drawn.endswith("\n")
+    assert "\r" not in capsys.readouterr().out

@@ -1,7 +1,9 @@
 """The tick archive asset: one partition per symbol-day, compacted from the snapshot's fills.
 
 A run may cover many symbol-days (a backfill runs one day over all symbols in one run); each
-gets its own materialization metadata (the report and its source). Two checks per run: DuckDB
+gets its own materialization metadata (the report and its source; ``venue_departed`` when the
+newest snapshot no longer holds the venue's month file and the ticks, kept, come from the last
+snapshot that held it). Two checks per run: DuckDB
 reads every written file back equal to the fills, and each symbol-day meets the compression
 target (a warning: small symbol-days rarely do, and the report says so honestly). Runs that
 write the archive share one concurrency pool (:data:`ARCHIVE_POOL`): a compaction never races
@@ -79,8 +81,11 @@ def tick_archive(
     context.add_asset_metadata(NO_TICKS)
     for key, result in zip(keys, results, strict=True):
         if result.report is not None or result.removed_file or result.withdrawn:
-            withdrawn = {"withdrawn": dg.MetadataValue.bool(result.withdrawn)}
-            context.add_asset_metadata(symbol_day_metadata(result) | withdrawn, partition_key=key)
+            extra = {
+                "withdrawn": dg.MetadataValue.bool(result.withdrawn),
+                "venue_departed": dg.MetadataValue.bool(result.source.departed),
+            }
+            context.add_asset_metadata(symbol_day_metadata(result) | extra, partition_key=key)
     reports = [result.report for result in results if result.report is not None]
     problems = archive_read_back_problems(results, out=skewtape.archive_dir)
     missed = [

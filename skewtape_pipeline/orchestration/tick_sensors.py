@@ -18,7 +18,7 @@ from skewtape_pipeline.ticks.snapshot_fills import applied_months, corrected_sym
     job=archive_ticks_job,
     minimum_interval_seconds=60,
     description="Requests the tick archive runs of the symbol-days a newly applied month "
-    "corrected (a replaced or deleted fills file of an earlier month).",
+    "corrected (a replaced fills file of an earlier month; a venue that left corrects nothing).",
 )
 def tick_corrections_sensor(context: dg.SensorEvaluationContext, skewtape: SkewtapeHome):
     """Compare each newly applied month's fills files with the previous snapshot's.

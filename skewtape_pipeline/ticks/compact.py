@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -33,7 +33,9 @@ import pyarrow.compute as pc
 
 from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickValidationError
-from skewtape_pipeline.ticks.books import check_may_write
+from skewtape_pipeline.hashing import sha256_file
+from skewtape_pipeline.ticks.books import audit, check_may_write
+from skewtape_pipeline.ticks.catalog import read_catalog
 from skewtape_pipeline.ticks.integrity import checked_catalog
 from skewtape_pipeline.ticks.model import TickBatch, first_true
 from skewtape_pipeline.ticks.parquet_store import (
@@ -276,6 +278,7 @@ def compact_symbol_day(
     target_ratio: float = DEFAULT_TARGET_RATIO,
     timestamp_unit: str = "ns",
     lock_timeout: float = ARCHIVE_LOCK_WAIT_SECONDS,
+    audit_log: Path | None = None,
 ) -> TickStorageCompactionReport:
     """Validate one symbol-day, write it to the archive under ``out``, verify it, report on it.
 
@@ -287,6 +290,8 @@ def compact_symbol_day(
     unit; the report records the unit read back from the written file). Atomic and
     idempotent: rewriting a symbol-day replaces its file. The file is published under the
     archive's lock (waiting up to ``lock_timeout`` seconds for a re-tiering to finish).
+    Compacting a symbol-day the archive already holds is audited before the write
+    (:func:`audit_recompaction`, to ``audit_log``, default ``<out>/../audit.jsonl``).
 
     Raises
     ------
@@ -346,6 +351,7 @@ def compact_symbol_day(
         check_may_write(Path(out), path)  # refused in books_and_records mode when it exists
         if path.exists():  # a rewrite: refused while the catalog does not account for the files
             checked_catalog(Path(out), policy)
+        audit_recompaction(Path(out), symbol, day, rows=len(batch), audit_log=audit_log)
         facts = write_archive_file(
             batch,
             path,
@@ -399,6 +405,56 @@ def compact_symbol_day(
     )
 
 
+EVENT_RECOMPACT = "tick-archive-recompact"
+"""Audit event: a symbol-day the archive held was compacted again (its hot file replaced, or its
+consolidated copy superseded by a new hot file)."""
+
+
+def audit_recompaction(
+    out: Path, symbol: str, day: date, *, rows: int, audit_log: Path | None
+) -> bool:
+    """Append an :data:`EVENT_RECOMPACT` record when the archive already holds the symbol-day:
+    ``replaces`` names its hot file (path, sha256, bytes), ``supersedes`` its catalogued
+    consolidated copies (tier, file, rows; a withdrawn one too). Call it under the archive's
+    lock, before the write. Returns whether a record was written (nothing for a new day)."""
+    path = partition_file(out, symbol, day)
+    replaces = None
+    if path.exists():
+        replaces = {
+            "file": path.relative_to(out).as_posix(),
+            "sha256": sha256_file(path),
+            "bytes": path.stat().st_size,
+        }
+    catalog = read_catalog(out)
+    copy = catalog.partitions.get((symbol, day))
+    supersedes = (
+        []
+        if copy is None
+        else [
+            {
+                "tier": copy.tier,
+                "file": copy.file,
+                "rows": copy.rows,
+                "withdrawn": (symbol, day) in catalog.withdrawn,
+            }
+        ]
+    )
+    if replaces is None and not supersedes:
+        return False
+    record = {
+        "event": EVENT_RECOMPACT,
+        "archive": str(out.absolute()),
+        "symbol": symbol,
+        "date": day.isoformat(),
+        "file": path.relative_to(out).as_posix(),
+        "rows": rows,
+        "replaces": replaces,
+        "supersedes": supersedes,
+    }
+    audit(out, audit_log, [record])
+    return True
+
+
 def compact_source(
     source: SourceTicks,
     *,
@@ -412,8 +468,14 @@ def compact_source(
     allow_precision_loss: bool = False,
     target_ratio: float = DEFAULT_TARGET_RATIO,
     timestamp_unit: str = "ns",
+    audit_log: Path | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> list[TickStorageCompactionReport]:
-    """Compact every symbol-day of ``source`` (see :func:`compact_ticks`)."""
+    """Compact every symbol-day of ``source`` (see :func:`compact_ticks`).
+
+    ``on_progress(done, total)`` is called after each symbol-day is written (e.g. to draw a
+    progress bar); rewrites are audited to ``audit_log`` (:func:`audit_recompaction`).
+    """
     policy = TierPolicy() if tier_policy is None else tier_policy
     if not isinstance(policy, TierPolicy):
         raise ConfigError(f"tier_policy = {tier_policy!r}: expected a TierPolicy")
@@ -428,12 +490,21 @@ def compact_source(
         allow_precision_loss=allow_precision_loss,
         timestamp_unit=timestamp_unit,
     )
-    return [
-        compact_planned(
-            item, out=out, policy=policy, target_ratio=target_ratio, timestamp_unit=timestamp_unit
+    reports = []
+    for item in plan:
+        reports.append(
+            compact_planned(
+                item,
+                out=out,
+                policy=policy,
+                target_ratio=target_ratio,
+                timestamp_unit=timestamp_unit,
+                audit_log=audit_log,
+            )
         )
-        for item in plan
-    ]
+        if on_progress is not None:
+            on_progress(len(reports), len(plan))
+    return reports
 
 
 def compact_planned(
@@ -443,6 +514,7 @@ def compact_planned(
     policy: TierPolicy,
     target_ratio: float = DEFAULT_TARGET_RATIO,
     timestamp_unit: str = "ns",
+    audit_log: Path | None = None,
 ) -> TickStorageCompactionReport:
     """:func:`compact_symbol_day` for one symbol-day of :func:`plan_symbol_days`' plan."""
     return compact_symbol_day(
@@ -457,6 +529,7 @@ def compact_planned(
         reordered_ticks=item.reordered_ticks,
         target_ratio=target_ratio,
         timestamp_unit=timestamp_unit,
+        audit_log=audit_log,
     )
 
 

@@ -52,7 +52,8 @@ Plain DuckDB equivalent of one archive's view (what :func:`ticks_view_sql` retur
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,7 @@ import pyarrow as pa
 
 from skewtape_pipeline.errors import CatalogMismatchError, ConfigError
 from skewtape_pipeline.fsio import load_json
-from skewtape_pipeline.ticks.catalog import Catalog, resolve
+from skewtape_pipeline.ticks.catalog import CATALOG_FILE, Catalog, resolve
 from skewtape_pipeline.ticks.consolidate import read_footer
 from skewtape_pipeline.ticks.integrity import check_catalog_present, repair_hint
 from skewtape_pipeline.ticks.parquet_store import ARCHIVE_MARKER
@@ -228,6 +229,84 @@ def _raise_if_damaged(roots: Roots, policy: TierPolicy | None) -> None:
 
 
 @dataclass(frozen=True)
+class QueryText:
+    """A query's result as DuckDB prints it: every value cast to VARCHAR inside DuckDB (no
+    Python or Arrow type in between, so nanoseconds, decimals, HUGEINTs, intervals, lists,
+    structs, maps and blobs keep every digit), None for NULL."""
+
+    columns: list[str]
+    types: list[str]
+    """DuckDB's name of each column's type (``TIMESTAMP_NS``, ``DECIMAL(18,4)`` ...)."""
+    rows: list[tuple[str | None, ...]]
+
+
+def run_query_text(
+    sql: str,
+    roots: Roots,
+    *,
+    parameters: Sequence[Any] | None = None,
+    threads: int | None = None,
+    policy: TierPolicy | None = None,
+) -> QueryText:
+    """Run ``sql`` like :func:`run_query`; return every value as DuckDB's own text.
+
+    Columns are cast by position, so repeated or odd column names are fine. A statement
+    without a result (e.g. ``SET``) gives no columns. Raises ConfigError naming the query when
+    DuckDB rejects it.
+    """
+    with _query(sql, roots, parameters, threads, policy) as relation:
+        if relation is None:
+            return QueryText([], [], [])
+        casts = ", ".join(f"CAST(#{i + 1} AS VARCHAR)" for i in range(len(relation.columns)))
+        rows = relation.project(casts).fetchall() if casts else []
+        return QueryText(list(relation.columns), [str(t) for t in relation.types], rows)
+
+
+def run_query_json(
+    sql: str,
+    roots: Roots,
+    *,
+    parameters: Sequence[Any] | None = None,
+    threads: int | None = None,
+    policy: TierPolicy | None = None,
+) -> str:
+    """Run ``sql`` like :func:`run_query`; return a JSON array of one object per row, each
+    written by DuckDB's ``to_json`` (numbers stay exact, HUGEINTs included; timestamps,
+    intervals and blobs are DuckDB's text; a repeated column name gets a ``_1`` suffix).
+    Raises ConfigError naming the query when DuckDB rejects it."""
+    with _query(sql, roots, parameters, threads, policy) as relation:
+        if relation is None:
+            return "[]"
+        name = "_skewtape_row"
+        while name in relation.columns:  # the alias must not be a result column's name
+            name += "_"
+        rows = relation.query(name, f"SELECT to_json({name}) FROM {name}").fetchall()
+        return "[" + ",\n".join(row[0] for row in rows) + "]"
+
+
+@contextmanager
+def _query(
+    sql: str,
+    roots: Roots,
+    parameters: Sequence[Any] | None,
+    threads: int | None,
+    policy: TierPolicy | None,
+) -> Iterator[duckdb.DuckDBPyRelation | None]:
+    """The relation of ``sql`` on a fresh connection with the view, closed afterwards; DuckDB's
+    errors (while planning or fetching) become ConfigError naming the query, or
+    DamagedFileError naming a file of the view whose footer does not decode."""
+    con = _connect(roots, threads, policy)
+    try:
+        yield con.sql(sql, params=parameters or None)
+    except duckdb.Error as exc:
+        if not isinstance(exc, duckdb.ParserException):
+            _raise_if_damaged(roots, policy)
+        raise ConfigError(f"query {sql!r}: {exc}") from None
+    finally:
+        con.close()
+
+
+@dataclass(frozen=True)
 class ScanStats:
     """What DuckDB read to answer one query (its EXPLAIN ANALYZE profile).
 
@@ -292,7 +371,10 @@ def _files_read(extra_info: dict[str, Any]) -> tuple[int, int]:
 def _connect(
     roots: Roots, threads: int | None, policy: TierPolicy | None = None
 ) -> duckdb.DuckDBPyConnection:
+    """A fresh in-memory connection with the view, its time zone UTC (the archive's days are
+    UTC days, and timestamps print the same on every machine)."""
     con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
     if threads is not None:
         con.execute(f"SET threads = {int(threads)}")
     try:
@@ -303,15 +385,53 @@ def _connect(
     return con
 
 
+def check_archive_root(root: Path | str, *, empty_ok: bool = True) -> Path:
+    """``root`` as a Path when it is a tick archive root (the hot tier: the folder holding
+    ``_skewtape_archive.json``, the catalog and the ``symbol=`` folders); ConfigError naming it
+    otherwise, touching nothing.
+
+    Refused: a path that is not a folder, a warm or cold tier folder (consolidated ``year=``
+    folders, no catalog: the message names the archive root it likely belongs to), and a
+    folder holding files of its own but no archive marker. A folder holding no more than the
+    archive's bookkeeping (dot files, ``_skewtape*`` markers: an archive with nothing
+    compacted yet) passes only with ``empty_ok``.
+    """
+    path = Path(root)
+    if not path.is_dir():
+        raise ConfigError(f"{path}: not a folder; expected a tick archive root")
+    names = {child.name for child in path.iterdir()}
+    if ARCHIVE_MARKER not in names:
+        if empty_ok and all(n.startswith((".", "_skewtape")) for n in names):
+            return path
+        what = "holds no tick archive yet" if not names else f"holds no {ARCHIVE_MARKER}"
+        raise ConfigError(f"{path}: {what}; expected a tick archive root")
+    if _looks_like_tier_folder(names):
+        base, _, tier = path.name.rpartition("-")
+        hint = path.with_name(base) if base and tier.upper() in (WARM, COLD) else None
+        raise ConfigError(
+            f"{path}: is a warm or cold tier folder (consolidated files, no catalog), not an "
+            f"archive root; pass the archive root (its hot tier)"
+            + (f", e.g. {hint}" if hint else "")
+        )
+    return path
+
+
+def _looks_like_tier_folder(names: set[str]) -> bool:
+    """Consolidated ``year=`` folders without the catalog or any hot ``symbol=`` folder."""
+    return (
+        CATALOG_FILE not in names
+        and any(n.startswith("year=") for n in names)
+        and not any(n.startswith("symbol=") for n in names)
+    )
+
+
 def _roots(roots: Roots) -> list[Path]:
     items = [roots] if isinstance(roots, str | Path) else list(roots)
     if not items:
         raise ConfigError("roots: expected at least one archive root")
     out = []
     for item in items:
-        path = Path(item)
-        if not path.is_dir():
-            raise ConfigError(f"{path}: not a folder; expected a tick archive root")
+        path = check_archive_root(item)
         _check_no_partition_keys_above(path)
         out.append(path)
     return out

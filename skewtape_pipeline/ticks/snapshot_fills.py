@@ -3,7 +3,9 @@
 A *symbol* is ``<venue>:<market_id>``; its ticks on a UTC day are the rows of the month file
 ``fills/<venue>/<YYYY-MM>.parquet`` with that market id and a ``ts`` on that day. Ticks are read
 from the newest snapshot holding the month file, so a correction published by a later delta
-(the month file replaced whole) is what gets archived. ``taker_side`` ``yes``/``no`` map to
+(the month file replaced whole) is what gets archived, and a venue that leaves (its month files
+deleted, the venue in ``omitted_venues``) keeps its archived ticks (read from the last snapshot
+that held them; ``FillsSource.departed``). ``taker_side`` ``yes``/``no`` map to
 BUY/SELL; the price scale is the decimal scale of the file's ``price`` column, quantities are
 whole contracts.
 
@@ -14,7 +16,7 @@ Everything but :func:`archive_symbol_days` (which writes the archive through the
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -83,11 +85,20 @@ class FillsSource:
     path: str
     """The month file, relative to the snapshot (``fills/<venue>/<YYYY-MM>.parquet``)."""
     sha256: str | None
-    """The month file's sha256 from the snapshot manifest; None when the file is not in it."""
+    """The month file's sha256 from the snapshot manifest; None when no snapshot holds it."""
+    departed: bool = False
+    """True when the newest snapshot no longer holds the month file (its venue left, e.g. is
+    listed in ``omitted_venues``): the ticks come from the newest snapshot that still holds
+    it, so a departure keeps them archived."""
 
 
 def newest_sources(history: Path, wanted: Iterable[SymbolDay]) -> dict[SymbolDay, FillsSource]:
-    """The newest snapshot's month file for each wanted symbol-day (the manifest read once).
+    """For each wanted symbol-day, the newest snapshot holding its venue-month file.
+
+    A month file the newest snapshot no longer holds (a venue that left) is read from the
+    newest older snapshot that holds it (``departed``); only a republished month file (a
+    correction) changes or removes archived ticks. A month file that no snapshot holds gives
+    the newest snapshot with ``sha256`` None (no ticks). Each manifest is read at most once.
 
     Raises ChainError naming the month when a day's month was not applied yet.
     """
@@ -100,19 +111,35 @@ def newest_sources(history: Path, wanted: Iterable[SymbolDay]) -> dict[SymbolDay
             f"month {late[0]} has no snapshot in {history} yet (newest: {newest or 'none'}); "
             f"materialize history_snapshot {late[0]} first"
         )
-    if not wanted:
-        return {}
-    snapshot = history / newest
-    manifest, _, _ = read_snapshot(snapshot)
-    entries = manifest.by_path()
+    listings: dict[str, tuple[str, dict]] = {}
+
+    def listing(month: str) -> tuple[str, dict]:
+        """(bundle id, entries by path) of a month's snapshot, read once."""
+        if month not in listings:
+            manifest = read_snapshot(history / month)[0]
+            listings[month] = (manifest.bundle_id, manifest.by_path())
+        return listings[month]
+
     sources = {}
     for symbol, day in wanted:
         rel = fills_path(split_symbol(symbol)[0], month_of_day(day))
-        entry = entries.get(rel)
-        sources[(symbol, day)] = FillsSource(
-            snapshot, manifest.bundle_id, rel, entry.sha256 if entry else None
-        )
+        sources[(symbol, day)] = _newest_holding(history, months, rel, listing)
     return sources
+
+
+def _newest_holding(
+    history: Path, months: Sequence[str], rel: str, listing: Callable[[str], tuple[str, dict]]
+) -> FillsSource:
+    """The newest snapshot (of a month no earlier than the file's) whose manifest lists
+    ``rel``; the newest snapshot, with sha256 None, when none does."""
+    for month in reversed(months):
+        if month < Path(rel).stem:
+            break
+        bundle_id, entries = listing(month)
+        if rel in entries:
+            departed = month != months[-1]
+            return FillsSource(history / month, bundle_id, rel, entries[rel].sha256, departed)
+    return FillsSource(history / months[-1], listing(months[-1])[0], rel, None)
 
 
 # --- symbols and corrections -------------------------------------------------------------------
@@ -191,8 +218,10 @@ def _fingerprints(con: duckdb.DuckDBPyConnection, path: Path | None) -> pa.Table
 def corrected_symbol_days(history: Path, month: str) -> list[SymbolDay]:
     """Symbol-days of earlier months whose ticks the snapshot of ``month`` corrected.
 
-    Compares each fills file of an earlier month that ``history/<month>/`` replaced or deleted
-    with its version in the previous month's snapshot. [] for the first snapshot.
+    Compares each fills file of an earlier month that ``history/<month>/`` replaced with its
+    version in the previous month's snapshot. A month file the snapshot no longer holds (its
+    venue left) corrects nothing: its symbol-days keep being read from the newest snapshot
+    that holds it (:func:`newest_sources`). [] for the first snapshot.
     """
     months = applied_months(history)
     if month not in months or months.index(month) == 0:
@@ -204,8 +233,9 @@ def corrected_symbol_days(history: Path, month: str) -> list[SymbolDay]:
     for change in fills_changes(parent, snapshot):
         if change.old_sha256 is None or Path(change.path).stem >= month:
             continue  # a new month file: nothing was archived from it before
-        new = snapshot_dir / change.path if change.new_sha256 else None
-        touched.update(changed_symbol_days(parent_dir / change.path, new))
+        if change.new_sha256 is None:
+            continue  # no longer published (a departure): the archived ticks stay
+        touched.update(changed_symbol_days(parent_dir / change.path, snapshot_dir / change.path))
     return sorted(touched)
 
 
@@ -254,13 +284,17 @@ def archive_symbol_days(
     target_ratio: float = DEFAULT_TARGET_RATIO,
     audit_log: Path | None = None,
 ) -> list[SymbolDayResult]:
-    """Compact each wanted symbol-day's ticks from the newest snapshot into the archive.
+    """Compact each wanted symbol-day's ticks from the newest snapshot holding its month file
+    (:func:`newest_sources`) into the archive.
 
     Every wanted symbol-day is read and validated before the first file is written (one DuckDB
-    scan per month file). A symbol-day without ticks leaves the archive (the publisher
-    corrected those ticks away): a warm or cold copy of it is withdrawn from the catalog
+    scan per month file). A symbol-day without ticks in its month file leaves the archive (the
+    publisher corrected those ticks away); one whose month file no snapshot holds (its venue
+    left and the snapshots that held it are gone, e.g. a mirror advanced in place) is left as
+    archived: a warm or cold copy of it is withdrawn from the catalog
     (``withdraw.remove_symbol_days``, audited to ``audit_log``), then its hot file is
-    removed. Idempotent; results follow ``wanted``.
+    removed. Archiving a symbol-day again (e.g. a correction) is audited to ``audit_log``.
+    Idempotent; results follow ``wanted``.
 
     Raises
     ------
@@ -293,8 +327,8 @@ def archive_symbol_days(
                 ticks, as_of=as_of, price_scale=price_scale, side_map=FILLS_SIDE_MAP
             ):
                 planned[(item.symbol, item.day)] = item
-    _check_write_once(out, wanted, planned, audit_log)
-    gone = [key for key in wanted if key not in planned]
+    gone = [key for key in wanted if key not in planned and sources[key].sha256 is not None]
+    _check_write_once(out, wanted, planned, gone, audit_log)
     removed = remove_symbol_days(
         out, gone, audit_log=audit_log, lock_timeout=ARCHIVE_LOCK_WAIT_SECONDS, policy=policy
     )
@@ -303,36 +337,43 @@ def archive_symbol_days(
     for key in wanted:
         item = planned.get(key)
         if item is None:
-            removal = removals[key]
+            removal = removals.get(key)  # None: no snapshot holds its month file; kept
             results.append(
                 SymbolDayResult(
                     *key,
                     sources[key],
                     None,
-                    removed_file=removal.removed_file,
-                    withdrawn=removal.withdrawn,
+                    removed_file=removal is not None and removal.removed_file,
+                    withdrawn=removal is not None and removal.withdrawn,
                 )
             )
             continue
-        report = compact_planned(item, out=out, policy=policy, target_ratio=target_ratio)
+        report = compact_planned(
+            item, out=out, policy=policy, target_ratio=target_ratio, audit_log=audit_log
+        )
         results.append(SymbolDayResult(*key, sources[key], report))
     return results
 
 
 def _check_write_once(
-    out: Path, wanted: Sequence[SymbolDay], planned: Mapping, audit_log: Path | None
+    out: Path,
+    wanted: Sequence[SymbolDay],
+    planned: Mapping,
+    gone: Sequence[SymbolDay],
+    audit_log: Path | None,
 ) -> None:
-    """In ``books_and_records`` mode, refuse (audited) before the first write when a wanted
-    symbol-day's file exists or is catalogued: it would be overwritten, or removed or withdrawn
-    for lack of ticks."""
+    """In ``books_and_records`` mode, refuse (audited) before the first write when a planned
+    symbol-day's file exists (it would be overwritten), or a ``gone`` one's file exists or is
+    catalogued (it would be removed or withdrawn for lack of ticks); in ``wanted`` order."""
     if not is_books_and_records(out):
         return
     catalogued = read_catalog(out).partitions
+    gone_keys = set(gone)
     for key in wanted:
         target = partition_file(out, *key)
         if key in planned:
             check_may_write(out, target, audit_log=audit_log)
-        elif target.exists() or key in catalogued:
+        elif key in gone_keys and (target.exists() or key in catalogued):
             check_may_delete(
                 out,
                 target,
@@ -391,17 +432,20 @@ def _decimal_scale(fills_file: Path, column: str) -> int:
 
 
 def days_by_activity(history: Path, month: str) -> list[date]:
-    """The UTC days of ``month`` with fills in the newest snapshot, busiest first."""
-    months = applied_months(history)
-    if not months:
-        return []
-    files = sorted((history / months[-1]).glob(f"fills/*/{month}.parquet"))
+    """The UTC days of ``month`` with fills, busiest first: each venue's month file read from
+    the newest snapshot holding it (a venue that left still counts)."""
+    files: dict[str, Path] = {}
+    for snapshot_month in reversed(applied_months(history)):
+        if snapshot_month < month:
+            break
+        for path in (history / snapshot_month).glob(f"fills/*/{month}.parquet"):
+            files.setdefault(path.parent.name, path)
     if not files:
         return []
     rows = duckdb.sql(
         f"SELECT epoch_ns(ts) // {NS_PER_DAY} AS day, count(*) AS n FROM read_parquet($files) "
         "GROUP BY day ORDER BY n DESC, day",
-        params={"files": [str(f) for f in files]},
+        params={"files": [str(f) for _, f in sorted(files.items())]},
     ).fetchall()
     epoch = date(1970, 1, 1).toordinal()
     return [date.fromordinal(epoch + int(day)) for day, _ in rows]

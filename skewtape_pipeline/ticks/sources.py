@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import date, datetime, time
 from pathlib import Path
@@ -35,7 +36,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from skewtape_pipeline import fsio
-from skewtape_pipeline.errors import TickValidationError
+from skewtape_pipeline.errors import SourceLabelError, TickValidationError
 from skewtape_pipeline.ticks.model import TickBatch, batch_from_columns, first_true
 from skewtape_pipeline.ticks.sides import (
     CANONICAL_SIDES,
@@ -53,6 +54,11 @@ KALSHI_COLUMNS = ("ticker", "count", "created_time", "yes_price", "no_price", "t
 TARDIS_COLUMNS = ("symbol", "timestamp", "local_timestamp", "side", "price", "amount")
 LOBSTER_COLUMNS = ("time", "type", "order_id", "size", "price", "direction")
 LOBSTER_EXECUTION_TYPES = ("4", "5", "6")
+LOBSTER_NAME_CONVENTION = "TICKER_YYYY-MM-DD_start_end_message_LEVEL.csv"
+LOBSTER_NAME_RE = re.compile(
+    r"^(?P<ticker>[^_/]+)_(?P<date>\d{4}-\d\d-\d\d)_\d+_\d+_message_\d+\.csv$", re.IGNORECASE
+)
+"""LOBSTER's message file name, e.g. ``AMZN_2012-06-21_34200000_57600000_message_1.csv``."""
 
 _ISO_UTC_PATTERN = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z$"
 _SECONDS_PATTERN = r"^(?P<sec>\d+)(?:\.(?P<frac>\d{1,9}))?$"
@@ -172,8 +178,8 @@ def source_from_table(
                if source not in table.column_names and canonical != SYMBOL_COLUMN]  # fmt: skip
     if missing:
         raise TickValidationError(
-            f"{path or 'table'}: missing column(s) {', '.join(missing)}; found "
-            f"{', '.join(table.column_names)}",
+            f"{path or 'table'}: missing column(s) {_names(missing)}; found "
+            f"{_names(table.column_names)}",
             field=missing[0],
         )
     picked = {c: table.column(s) for c, s in names.items() if s in table.column_names}
@@ -386,15 +392,64 @@ def read_tardis_trades(path: Path | str, *, timestamp: str = "exchange") -> Sour
     return _csv_source(path, table, EXCHANGE_TAKER_SIDES)
 
 
+def lobster_label(
+    path: Path | str, *, symbol: str | None = None, session_date: date | None = None
+) -> tuple[str, date]:
+    """(symbol, session date) of a LOBSTER message file: from its name when it follows LOBSTER's
+    convention (``TICKER_YYYY-MM-DD_start_end_message_LEVEL.csv``), else from the options.
+
+    Raises
+    ------
+    SourceLabelError
+        Neither the name nor the options give one of them, the name's date is not a date, or an
+        option contradicts the name (naming the file and both values).
+    """
+    path = Path(path)
+    named = LOBSTER_NAME_RE.match(path.name)
+    from_name: dict[str, object] = {}
+    if named:
+        from_name["symbol"] = named["ticker"]
+        try:
+            from_name["session date"] = date.fromisoformat(named["date"])
+        except ValueError:
+            raise SourceLabelError(
+                f"{path}: the file name's session date {named['date']!r} is not a date"
+            ) from None
+    given = {"symbol": symbol, "session date": session_date}
+    label = []
+    for what, option in (("symbol", "--symbol"), ("session date", "--session-date")):
+        value, in_name = given[what], from_name.get(what)
+        if value is not None and in_name is not None and value != in_name:
+            raise SourceLabelError(
+                f"{path}: {option} {_text(value)} contradicts the file name's {what} "
+                f"{_text(in_name)}"
+            )
+        if value is None and in_name is None:
+            raise SourceLabelError(
+                f"{path}: no {what}: the name does not follow LOBSTER's "
+                f"{LOBSTER_NAME_CONVENTION}; pass {option}"
+            )
+        label.append(value if value is not None else in_name)
+    return label[0], label[1]
+
+
+def _text(value: object) -> str:
+    return value.isoformat() if isinstance(value, date) else repr(value)
+
+
 def read_lobster_messages(
     path: Path | str,
     *,
-    symbol: str = "AMZN",
-    session_date: date = date(2012, 6, 21),
+    symbol: str | None = None,
+    session_date: date | None = None,
     exchange_timezone: str = "America/New_York",
 ) -> SourceTicks:
     """Read a LOBSTER message file (no header: ``time, type, order_id, size, price,
     direction``), keeping executions only (types 4, 5 and 6).
+
+    ``symbol`` and ``session_date`` come from the file name (LOBSTER's
+    ``TICKER_YYYY-MM-DD_start_end_message_LEVEL.csv``) or, for a renamed file, from these
+    options (:func:`lobster_label`; SourceLabelError when neither gives one, or they disagree).
 
     Mapping: ``timestamp_nanos`` = midnight of ``session_date`` in ``exchange_timezone`` (as UTC
     ns) + the decimal seconds parsed as text (fraction padded to 9 digits); ``price`` =
@@ -403,6 +458,7 @@ def read_lobster_messages(
     ``"cross"`` -> UNKNOWN (an auction print has no aggressor).
     """
     path = Path(path)
+    symbol, session_date = lobster_label(path, symbol=symbol, session_date=session_date)
     raw = _read_text_csv(path, names=list(LOBSTER_COLUMNS), header_lines=0)
     kept = pc.is_in(raw.column("type"), value_set=pa.array(LOBSTER_EXECUTION_TYPES))
     row_numbers = pc.cast(pc.indices_nonzero(kept), pa.int64())
@@ -462,8 +518,10 @@ def read_lobster_messages(
 
 
 def _csv_header(path: Path) -> list[str]:
+    """The column names of a CSV file's first line (a UTF-8 byte-order mark before it is
+    skipped, as the CSV reader skips it)."""
     try:
-        with open(path, encoding="utf-8", newline="") as handle:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
             first = handle.readline()
     except (OSError, UnicodeDecodeError) as exc:
         raise TickValidationError(f"{path}: cannot read the CSV header: {exc}") from None
@@ -483,19 +541,25 @@ def _check_columns(
     missing = [name for name in required if name not in names]
     if missing:
         raise TickValidationError(
-            f"{path}: missing column(s) {', '.join(missing)}; found {', '.join(names)}",
+            f"{path}: missing column(s) {_names(missing)}; found {_names(names)}",
             field=missing[0],
         )
     if strict:
         extra = [name for name in names if name not in (*required, *optional)]
         if extra:
             raise TickValidationError(
-                f"{path}: unexpected column(s) {', '.join(extra)}; the canonical columns are "
-                f"{', '.join((*required, *optional))}",
+                f"{path}: unexpected column(s) {_names(extra)}; the canonical columns are "
+                f"{_names((*required, *optional))}",
                 field=extra[0],
             )
     if len(set(names)) != len(names):
         raise TickValidationError(f"{path}: duplicate column names in {names}")
+
+
+def _names(names: Iterable[str]) -> str:
+    """Column names for a message, quoted with repr so an invisible character (a byte-order
+    mark, a zero-width space, trailing blanks) shows."""
+    return ", ".join(repr(name) for name in names)
 
 
 def _read_text_csv(path: Path, *, names: list[str], header_lines: int) -> pa.Table:

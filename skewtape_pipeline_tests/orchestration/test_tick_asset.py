@@ -75,6 +75,25 @@ def test_tick_archive_when_one_day_runs_over_all_symbols_records_metadata_per_pa
     assert len(materialized) == len(symbols)
 
 
+def test_tick_archive_when_a_venue_left_keeps_its_ticks_and_says_so(
+    definitions: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    for month in ("2026-09", "2026-10", "2026-11", "2026-12"):  # augur leaves in 2026-12
+        assert run_month(definitions, month, instance).success
+    result = run_day(definitions, instance, DAY)
+    assert result.success
+    events = result.asset_materializations_for_node("tick_archive")
+    augur = [e for e in events if symbol_day_of(e.partition)[0].startswith("augur:")]
+    with_ticks = [e for e in augur if e.metadata["tick_count"].value > 0]
+    assert with_ticks, "the sample's augur trades on this day"
+    for event in with_ticks:
+        assert event.metadata["venue_departed"].value is True
+        assert event.metadata["source_bundle_id"].value == "skewtape-history-2026-11"
+        assert Path(event.metadata["path"].value).is_file()
+    others = [e for e in events if "venue_departed" in e.metadata and e not in augur]
+    assert others and all(e.metadata["venue_departed"].value is False for e in others)
+
+
 def test_tick_archive_when_day_month_not_applied_fails_and_records_nothing(
     definitions: dg.Definitions, instance: dg.DagsterInstance
 ):

@@ -12,19 +12,28 @@ import pyarrow.parquet as pq
 import pytest
 
 from skewtape_pipeline import fsio
+from skewtape_pipeline.audit import verify_audit_log
+from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import (
     ArchiveBusyError,
     ConfigError,
     PrecisionLossError,
     TickValidationError,
 )
+from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.compact import (
+    EVENT_RECOMPACT,
     compact_source,
     compact_symbol_day,
     compact_ticks,
     sort_batch,
 )
-from skewtape_pipeline.ticks.parquet_store import ARCHIVE_LOCK_FILE, read_archive_batch
+from skewtape_pipeline.ticks.lifecycle import retier
+from skewtape_pipeline.ticks.parquet_store import (
+    ARCHIVE_LOCK_FILE,
+    partition_file,
+    read_archive_batch,
+)
 from skewtape_pipeline.ticks.report import (
     RAW_SIZE_BASIS_CANONICAL_CSV,
     RAW_SIZE_BASIS_SOURCE_FILE,
@@ -408,3 +417,59 @@ def test_compact_symbol_day_when_another_writer_holds_the_archive_lock_waits_the
     report = compact_symbol_day(day_batch(5), symbol="S", day=DAY, out=tmp_path, age_days=2,
                                 policy=TierPolicy())  # fmt: skip
     assert Path(report.path).is_file()
+
+
+# --- rewrites are audited -------------------------------------------------------------------------
+
+
+def _records(log: Path) -> list[dict]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_compact_symbol_day_when_file_exists_audits_the_rewrite_before_replacing(tmp_path):
+    out, log = tmp_path / "archive", tmp_path / "audit.jsonl"
+    compact_symbol_day(day_batch(5), symbol="ES", day=DAY, out=out, age_days=0,
+                       policy=TierPolicy())  # fmt: skip
+    assert not log.exists()  # a first write replaces nothing
+    first = partition_file(out, "ES", DAY)
+    old_sha, old_bytes = sha256_file(first), first.stat().st_size
+
+    report = compact_symbol_day(day_batch(7), symbol="ES", day=DAY, out=out, age_days=0,
+                                policy=TierPolicy())  # fmt: skip
+
+    [record] = _records(log)
+    assert record["event"] == EVENT_RECOMPACT
+    assert (record["symbol"], record["date"], record["rows"]) == ("ES", DAY.isoformat(), 7)
+    assert record["replaces"] == {"file": str(first.relative_to(out)), "sha256": old_sha,
+                                  "bytes": old_bytes}  # fmt: skip
+    assert report.tick_count == 7 and verify_audit_log(log) == 1
+
+
+def test_compact_symbol_day_when_day_is_catalogued_audits_that_it_supersedes_the_copy(tmp_path):
+    out, log = tmp_path / "archive", tmp_path / "audit.jsonl"
+    policy = TierPolicy()
+    compact_symbol_day(day_batch(5), symbol="ES", day=DAY, out=out, age_days=0, policy=policy)
+    retier(out, as_of=date(2028, 1, 1), policy=policy)  # cold now; its hot file removed
+    before = len(_records(log))
+
+    compact_symbol_day(day_batch(6), symbol="ES", day=DAY, out=out, age_days=0, policy=policy)
+
+    [record] = _records(log)[before:]
+    assert record["event"] == EVENT_RECOMPACT and record["rows"] == 6
+    assert record["replaces"] is None
+    [catalogued] = record["supersedes"]
+    assert catalogued["tier"] == "COLD" and catalogued["rows"] == 5
+    assert verify_audit_log(log) == len(_records(log))
+
+
+def test_cli_compact_ticks_when_run_twice_audits_every_rewritten_symbol_day(tmp_path, capsys):
+    source = write_text(tmp_path / "t.csv", csv_text(ROWS))
+    log = tmp_path / "custom.jsonl"
+    argv = ["compact-ticks", str(source), "--out", str(tmp_path / "archive"), "--as-of",
+            AS_OF.isoformat(), "--price-scale", "4", "--audit-log", str(log)]  # fmt: skip
+    assert main(argv) == 0
+    assert not log.exists()
+    assert main(argv) == 0, capsys.readouterr().err
+    days = {(r["symbol"], r["date"]) for r in _records(log)}
+    reports = compact_ticks(source, out=tmp_path / "other", as_of=AS_OF, price_scale=4)
+    assert days == {(r.symbol, r.date) for r in reports} and len(days) > 1

@@ -2,24 +2,31 @@
 
 from __future__ import annotations
 
+import json
 import os
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 import duckdb
 import pytest
 
 from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.ticks.books import enable_books_and_records
+from skewtape_pipeline.ticks.compact import compact_symbol_day
 from skewtape_pipeline.ticks.lifecycle import retier
+from skewtape_pipeline.ticks.model import TickBatch
 from skewtape_pipeline.ticks.placement import archive_state
 from skewtape_pipeline.ticks.query import (
     VIEW_COLUMNS,
     open_ticks_view,
     run_query,
+    run_query_json,
+    run_query_text,
     scan_stats,
     ticks_view_sql,
 )
 from skewtape_pipeline.ticks.tiers import COLD
+from skewtape_pipeline.ticks.validate import day_start_ns
 from skewtape_pipeline.ticks.withdraw import withdraw_symbol_days
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
@@ -178,3 +185,127 @@ def test_run_query_when_archive_is_below_a_symbol_or_date_folder_refuses_naming_
     root = build_archive(tmp_path / folder / "data", as_of=DAYS[-1], days=DAYS[-1:])
     with pytest.raises(ConfigError, match=f"the folder '{folder}' above the archive"):
         run_query("SELECT count(*) FROM ticks", root)
+
+
+# --- every DuckDB type, printed exactly -----------------------------------------------------------
+
+NS_DAY = date(2012, 6, 21)
+NS_OFFSETS = (34_200_017_459_617, 34_200_017_459_617, 57_599_959_000_001)
+"""Nanoseconds after midnight of three ticks: true nanosecond digits, no microsecond value."""
+
+EVERY_TYPE = (
+    # (DuckDB type it returns, SQL literal, the value as printed)
+    ("TIMESTAMP_NS", "TIMESTAMP_NS '2012-06-21 13:30:00.017459617'",
+     "2012-06-21 13:30:00.017459617"),
+    ("TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ '2020-01-01 00:00:00.123456+00'",
+     "2020-01-01 00:00:00.123456+00"),
+    ("TIMESTAMP", "TIMESTAMP '1969-12-31 23:59:59.999999'", "1969-12-31 23:59:59.999999"),
+    ("TIMESTAMP_MS", "TIMESTAMP_MS '2020-01-01 00:00:01.5'", "2020-01-01 00:00:01.5"),
+    ("TIMESTAMP_S", "TIMESTAMP_S '2020-01-01 00:00:01'", "2020-01-01 00:00:01"),
+    ("DATE", "DATE '0044-03-15 (BC)'", "0044-03-15 (BC)"),
+    ("DATE", "DATE 'infinity'", "infinity"),
+    ("TIME", "TIME '23:59:59.999999'", "23:59:59.999999"),
+    ("TIME WITH TIME ZONE", "TIMETZ '12:00:00+02'", "12:00:00+02"),
+    ("INTERVAL", "INTERVAL '14 months 3 days 04:05:06.000007'",
+     "1 year 2 months 3 days 04:05:06.000007"),
+    ("DECIMAL(3,2)", "1.50::DECIMAL(3, 2)", "1.50"),
+    ("DECIMAL(38,9)", "12345678901234567890.123456789::DECIMAL(38, 9)",
+     "12345678901234567890.123456789"),
+    ("HUGEINT", "(-170141183460469231731687303715884105727)::HUGEINT",
+     "-170141183460469231731687303715884105727"),
+    ("UHUGEINT", "340282366920938463463374607431768211455::UHUGEINT",
+     "340282366920938463463374607431768211455"),
+    ("BIGINT", "9223372036854775807::BIGINT", "9223372036854775807"),
+    ("UBIGINT", "18446744073709551615::UBIGINT", "18446744073709551615"),
+    ("UTINYINT", "255::UTINYINT", "255"),
+    ("DOUBLE", "0.1::DOUBLE", "0.1"),
+    ("DOUBLE", "'-inf'::DOUBLE", "-inf"),
+    ("DOUBLE", "'nan'::DOUBLE", "nan"),
+    ("FLOAT", "3.5::FLOAT", "3.5"),
+    ("BOOLEAN", "true", "true"),
+    ("VARCHAR", "'NULL'", "NULL"),
+    ("BLOB", "'\\xAA\\x00z'::BLOB", "\\xAA\\x00z"),
+    ("BIT", "'0101'::BIT", "0101"),
+    ("UUID", "'550e8400-e29b-41d4-a716-446655440000'::UUID",
+     "550e8400-e29b-41d4-a716-446655440000"),
+    ("INTEGER[]", "[1, 2, NULL]", "[1, 2, NULL]"),
+    ("INTEGER[2]", "[1, 2]::INTEGER[2]", "[1, 2]"),
+    ("STRUCT(a INTEGER, b DECIMAL(2,1)[])", "{'a': 1, 'b': [1.5]}", "{'a': 1, 'b': [1.5]}"),
+    ("MAP(VARCHAR, INTEGER)", "MAP {'k': 1}", "{k=1}"),
+    ("UNION(num INTEGER)", "union_value(num := 2)", "2"),
+    ("ENUM('a', 'b')", "'b'::ENUM('a', 'b')", "b"),
+    ("JSON", "'{\"a\":1}'::JSON", '{"a":1}'),
+)  # fmt: skip
+
+
+def _ns_archive(folder) -> tuple[object, list[str]]:
+    """A hot archive of one symbol-day with true nanosecond timestamps, and each tick's ``ts``
+    as text computed from the integers (not by DuckDB), in UTC (``+00``)."""
+    start = day_start_ns(NS_DAY)
+    ts = [start + offset for offset in NS_OFFSETS]
+    batch = TickBatch.from_units(ts, [22051, 22051, 22603], [100, 5, 7], [0, 1, 2], price_scale=2)
+    root = folder / "archive"
+    compact_symbol_day(batch, symbol="AMZN", day=NS_DAY, out=root, age_days=0, policy=POLICY)
+    texts = []
+    for offset in NS_OFFSETS:
+        seconds, nanos = divmod(offset, 10**9)
+        clock = (datetime(2012, 6, 21) + timedelta(seconds=seconds)).strftime("%Y-%m-%d %H:%M:%S")
+        texts.append(f"{clock}.{nanos:09d}+00")
+    return root, texts
+
+
+def test_run_query_text_when_timestamps_have_nanoseconds_prints_all_nine_digits(tmp_path):
+    root, expected = _ns_archive(tmp_path)
+    result = run_query_text("SELECT ts, price FROM ticks ORDER BY ts", root)
+    assert result.columns == ["ts", "price"]
+    assert [row[0] for row in result.rows] == expected
+    assert [row[1] for row in result.rows] == ["220.51", "220.51", "226.03"]
+
+
+def test_run_query_text_when_every_duckdb_type_selected_prints_each_exactly(tmp_path):
+    root, _ = _ns_archive(tmp_path)
+    select = ", ".join(f"{literal} AS c{i}" for i, (_, literal, _) in enumerate(EVERY_TYPE))
+    result = run_query_text(f"SELECT {select}, NULL AS none, ts FROM ticks LIMIT 1", root)
+    assert result.types[: len(EVERY_TYPE)] == [kind for kind, _, _ in EVERY_TYPE]
+    [row] = result.rows
+    assert list(row[: len(EVERY_TYPE)]) == [text for _, _, text in EVERY_TYPE]
+    assert row[-2] is None and result.types[-2] == '"NULL"'
+
+
+def test_run_query_json_when_every_duckdb_type_selected_keeps_values_exact(tmp_path):
+    root, expected = _ns_archive(tmp_path)
+    sql = (
+        "SELECT ts, price, (-170141183460469231731687303715884105727)::HUGEINT AS big, "
+        "[{'a': 1.25::DECIMAL(4, 2)}] AS nested, NULL AS none, 'x' AS x, 'y' AS x "
+        "FROM ticks ORDER BY ts"
+    )
+    rows = json.loads(run_query_json(sql, root), parse_float=Decimal)
+    assert [row["ts"] for row in rows] == expected
+    assert rows[0]["price"] == Decimal("220.51")
+    assert rows[0]["big"] == -170141183460469231731687303715884105727
+    assert rows[0]["nested"] == [{"a": Decimal("1.25")}] and rows[0]["none"] is None
+    assert (rows[0]["x"], rows[0]["x_1"]) == ("x", "y")  # a repeated name is kept, renamed
+
+
+def test_run_query_when_root_holds_only_bookkeeping_files_gives_the_empty_view(tmp_path):
+    root = tmp_path / "archive"
+    enable_books_and_records(root)  # a write-once archive with nothing compacted yet
+    (root / ".skewtape-archive.lock").write_text("")
+    assert run_query("SELECT count(*) AS n FROM ticks", root).column("n").to_pylist() == [0]
+
+
+def test_run_query_when_root_is_not_an_archive_refuses_naming_it(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "notes.txt").write_text("x")
+    with pytest.raises(ConfigError, match=r"_skewtape_archive\.json") as info:
+        run_query("SELECT 1", tmp_path / "data")
+    assert str(tmp_path / "data") in str(info.value)
+
+
+def test_run_query_json_when_statement_has_no_rows_or_parameters_answers_them(tmp_path):
+    root, expected = _ns_archive(tmp_path)
+    assert run_query_json("SET threads = 1", root) == "[]"
+    sql = "SELECT ts, 1 AS _skewtape_row FROM ticks WHERE symbol = ? ORDER BY ts"
+    rows = json.loads(run_query_json(sql, root, parameters=["AMZN"]))
+    assert [(r["ts"], r["_skewtape_row"]) for r in rows] == [(ts, 1) for ts in expected]
+    assert run_query_text(sql, root, parameters=["NONE"]).rows == []

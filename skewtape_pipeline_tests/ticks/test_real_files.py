@@ -118,7 +118,9 @@ def test_tardis_file_when_compacted_reads_back_exactly_with_duckdb(tmp_path):
 
 
 def test_lobster_file_when_compacted_reads_back_exactly_with_duckdb(tmp_path):
-    source = sources.read_lobster_messages(LOBSTER_FILE)
+    source = sources.read_lobster_messages(
+        LOBSTER_FILE, symbol="AMZN", session_date=date(2012, 6, 21)
+    )
     (report,) = compact_source(source, out=tmp_path, as_of=AS_OF, price_scale=4)
     assert (report.symbol, report.date, report.tick_count) == ("AMZN", "2012-06-21", 11_419)
     assert report.raw_size_basis == RAW_SIZE_BASIS_SOURCE_ROWS
@@ -143,7 +145,8 @@ def test_tardis_file_when_quantity_scale_too_small_refuses_and_writes_nothing(tm
          expected_kalshi),
         ("tardis-trades", TARDIS_FILE, ["--price-scale", "2", "--quantity-scale", "3",
                                         "--timestamp-unit", "ms"], expected_tardis),
-        ("lobster-messages", LOBSTER_FILE, ["--price-scale", "3"], expected_lobster),
+        ("lobster-messages", LOBSTER_FILE, ["--price-scale", "3", "--symbol", "AMZN",
+                                            "--session-date", "2012-06-21"], expected_lobster),
     ],
 )  # fmt: skip
 def test_cli_compact_ticks_when_real_file_given_round_trips_exactly_through_duckdb(
@@ -151,8 +154,46 @@ def test_cli_compact_ticks_when_real_file_given_round_trips_exactly_through_duck
 ):
     out = tmp_path / "archive"
     argv = ["compact-ticks", str(path), "--input-format", input_format, "--out", str(out),
-            "--as-of", AS_OF.isoformat(), *scales]  # fmt: skip
+            "--as-of", AS_OF.isoformat(), "--json", *scales]  # fmt: skip
     assert main(argv) == 0, capsys.readouterr().err
     reports = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert all(r["round_trip_verified"] for r in reports)
     assert archive_rows(duckdb_archive(out)) == expected()
+
+
+LOBSTER_NAME = "AMZN_2012-06-21_34200000_57600000_message_1.csv"
+"""The name LOBSTER gave the sample (SOURCES.md); the shared copy is renamed."""
+
+
+def test_cli_compact_ticks_when_lobster_file_renamed_needs_symbol_and_session_date(
+    tmp_path, capsys
+):
+    out = tmp_path / "archive"
+    argv = ["compact-ticks", str(LOBSTER_FILE), "--input-format", "lobster-messages",
+            "--out", str(out), "--as-of", AS_OF.isoformat(), "--price-scale", "3"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and str(LOBSTER_FILE) in err and "--symbol" in err
+    assert not out.exists()
+    assert main([*argv, "--symbol", "AMZN"]) == 2
+    assert "--session-date" in capsys.readouterr().err and not out.exists()
+
+
+def test_cli_compact_ticks_when_lobster_file_has_its_lobster_name_reads_both_from_it(
+    tmp_path, capsys
+):
+    named = tmp_path / LOBSTER_NAME
+    named.write_bytes(LOBSTER_FILE.read_bytes())
+    out = tmp_path / "archive"
+    argv = ["compact-ticks", str(named), "--input-format", "lobster-messages", "--json",
+            "--out", str(out), "--as-of", AS_OF.isoformat(), "--price-scale", "4"]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    assert archive_rows(duckdb_archive(out)) == expected_lobster()
+
+
+def test_cli_compact_ticks_when_session_date_given_for_another_format_refuses(tmp_path, capsys):
+    argv = ["compact-ticks", str(TARDIS_FILE), "--input-format", "tardis-trades",
+            "--out", str(tmp_path / "a"), "--as-of", AS_OF.isoformat(), "--price-scale", "2",
+            "--session-date", "2020-02-22"]  # fmt: skip
+    assert main(argv) == 2
+    assert "--session-date" in capsys.readouterr().err and not (tmp_path / "a").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import date
 from pathlib import Path
 
@@ -13,6 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from skewtape_pipeline.errors import ChainError, WriteOnceError
+from skewtape_pipeline.mirror.apply import apply_delta
+from skewtape_pipeline.mirror.snapshot import read_snapshot
 from skewtape_pipeline.ticks import snapshot_fills
 from skewtape_pipeline.ticks.books import EVENT_REFUSED, enable_books_and_records
 from skewtape_pipeline.ticks.lifecycle import retier
@@ -23,11 +26,13 @@ from skewtape_pipeline.ticks.snapshot_fills import (
     archive_symbol_days,
     changed_symbol_days,
     corrected_symbol_days,
+    days_by_activity,
     new_symbols,
     symbols_in,
 )
 from skewtape_pipeline.ticks.tiers import TierPolicy
 from skewtape_pipeline.ticks.withdraw import EVENT_WITHDRAW
+from skewtape_pipeline_tests.conftest import copy_snapshot, make_snapshot, reseal
 
 AS_OF = date(2026, 11, 29)
 
@@ -249,3 +254,131 @@ def test_archive_symbol_days_when_day_corrected_away_after_it_went_cold_leaves_t
 
     assert retier(out, as_of=date(2027, 6, 1), policy=policy).purged == [gone_key]
     assert view(gone_key) == [] and view(kept_key) == kept_before
+
+
+# --- a venue that leaves ------------------------------------------------------------------------
+
+
+def _apply_december(root: Path) -> None:
+    """Apply the sample's 2026-12 delta, in which augur leaves (``omitted_venues``)."""
+    history = root / "history"
+    apply_delta(
+        history / "2026-11", root / "deltas" / "2026-12", into=history / "2026-12",
+        audit_log=root / "audit.jsonl",
+    )  # fmt: skip
+
+
+def test_archive_symbol_days_when_sample_venue_leaves_keeps_its_archived_ticks(
+    applied_chain: Path, tmp_path: Path
+):
+    history = applied_chain / "history"
+    fills = history / "2026-11" / "fills" / "augur" / "2026-11.parquet"
+    wanted = busiest_symbol_days(fills, 3)
+    expected = {key: snapshot_fills.read_fills_ticks(fills, [key]).table.num_rows for key in wanted}
+    out, policy = tmp_path / "archive", TierPolicy()
+    archive_symbol_days(history, wanted, out=out, as_of=AS_OF, policy=policy)
+    _apply_december(applied_chain)
+    manifest, _, _ = read_snapshot(history / "2026-12")
+    assert "augur" in manifest.omitted_venues  # the sample's departure, as published
+
+    results = archive_symbol_days(history, wanted, out=out, as_of=AS_OF, policy=policy)
+
+    for result in results:
+        assert result.report is not None and not result.removed_file
+        assert result.report.tick_count == expected[(result.symbol, result.day)] > 0
+        assert result.source.departed
+        assert result.source.bundle_id == "skewtape-history-2026-11"
+        assert partition_file(out, result.symbol, result.day).exists()
+    assert archive_read_back_problems(results, out=out) == []
+    assert not [s for s, _ in corrected_symbol_days(history, "2026-12") if s.startswith("augur")]
+
+
+def _venue_leaves(root: Path, venue: str) -> Path:
+    """history/2026-10 with kalshi and ``venue``; history/2026-11 the same without ``venue``'s
+    month files and with ``venue`` in ``omitted_venues``. Returns history/."""
+    october = make_snapshot(root, month="2026-10", venues=("kalshi", venue))
+    november = copy_snapshot(october, root / "history" / "2026-11")
+    for folder in ("fills", "candles"):
+        shutil.rmtree(november / folder / venue)
+    reseal(november, month="2026-11", venues=("kalshi",), omitted_venues=(venue,))
+    return root / "history"
+
+
+def test_archive_symbol_days_when_hand_built_venue_leaves_reads_the_last_snapshot_holding_it(
+    tmp_path: Path,
+):
+    history = _venue_leaves(tmp_path / "data", "polymarket")
+    fills = history / "2026-10" / "fills" / "polymarket" / "2026-10.parquet"
+    wanted = busiest_symbol_days(fills, 10)  # every symbol-day of the file
+    stayed = busiest_symbol_days(history / "2026-11" / "fills" / "kalshi" / "2026-10.parquet", 1)
+    out = tmp_path / "archive"
+
+    results = archive_symbol_days(
+        history, wanted + stayed, out=out, as_of=AS_OF, policy=TierPolicy()
+    )
+
+    left, kept = results[:-1], results[-1]
+    for result in left:
+        assert result.report is not None and result.report.tick_count > 0
+        assert result.source.departed and result.source.snapshot == history / "2026-10"
+        assert result.source.sha256 is not None
+    assert kept.report is not None and not kept.source.departed
+    assert kept.source.snapshot == history / "2026-11"
+    assert archive_read_back_problems(results, out=out) == []
+    table = run_query("SELECT count(*) AS n FROM ticks WHERE symbol LIKE 'polymarket:%'", out)
+    assert table.column("n").to_pylist() == [pq.read_metadata(fills).num_rows]
+
+
+def test_archive_symbol_days_when_month_file_never_published_reports_no_ticks_not_departed(
+    tmp_path: Path,
+):
+    history = _venue_leaves(tmp_path / "data", "polymarket")
+    [result] = archive_symbol_days(
+        history,
+        [("polymarket:PO-M0", date(2026, 11, 1))],
+        out=tmp_path / "archive",
+        as_of=AS_OF,
+        policy=TierPolicy(),
+    )
+    assert result.report is None and not result.source.departed and result.source.sha256 is None
+
+
+def test_corrected_symbol_days_when_venue_leaves_names_none_of_its_days(tmp_path: Path):
+    history = _venue_leaves(tmp_path / "data", "polymarket")
+    assert corrected_symbol_days(history, "2026-11") == []
+
+
+def test_days_by_activity_when_a_venue_left_still_counts_its_fills(tmp_path: Path):
+    history = _venue_leaves(tmp_path / "data", "polymarket")
+    october = history / "2026-10"
+    left = october / "fills" / "polymarket" / "2026-10.parquet"
+    table = pq.read_table(left)
+    busy = pa.array(
+        [v + 9 * 86_400 * 10**9 for v in table.column("ts").cast(pa.int64()).to_pylist()]
+    )
+    left.chmod(0o644)
+    pq.write_table(table.set_column(3, "ts", busy.cast(table.schema.field("ts").type)), left)
+    reseal(october, month="2026-10")  # polymarket's 4 fills on the 10th, kalshi's on the 1st
+
+    days = days_by_activity(history, "2026-10")
+
+    assert sorted(days) == [date(2026, 10, 1), date(2026, 10, 10)]
+
+
+def test_archive_symbol_days_when_no_snapshot_holds_the_month_file_keeps_archived_ticks(
+    tmp_path: Path,
+):
+    history = _venue_leaves(tmp_path / "data", "polymarket")
+    fills = history / "2026-10" / "fills" / "polymarket" / "2026-10.parquet"
+    wanted = busiest_symbol_days(fills, 1)
+    out, policy = tmp_path / "archive", TierPolicy()
+    archive_symbol_days(history, wanted, out=out, as_of=AS_OF, policy=policy)
+    kept = partition_file(out, *wanted[0]).read_bytes()
+    shutil.rmtree(history / "2026-10")  # the last snapshot holding it is gone (pruned)
+    enable_books_and_records(out)  # and nothing may be refused: nothing is to be removed
+
+    [result] = archive_symbol_days(history, wanted, out=out, as_of=AS_OF, policy=policy)
+
+    assert result.report is None and not result.removed_file and not result.withdrawn
+    assert result.source.sha256 is None
+    assert partition_file(out, *wanted[0]).read_bytes() == kept

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import UTC, date, datetime
 from decimal import Decimal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from skewtape_pipeline.errors import PrecisionLossError, TickValidationError
+from skewtape_pipeline.errors import PrecisionLossError, SourceLabelError, TickValidationError
 from skewtape_pipeline.ticks import sources
 from skewtape_pipeline.ticks.sides import BUY, SELL, UNKNOWN
 from skewtape_pipeline_tests.ticks.conftest import day_batch, write_text
@@ -215,12 +215,80 @@ def test_lobster_reader_when_bad_execution_row_names_file_row(tmp_path):
         LOBSTER.replace("34200.190226476,4,11885113,21", "34200.190226476,4,11885113,2x"),
     )
     with pytest.raises(TickValidationError) as info:
-        sources.read_lobster_messages(path)
+        sources.read_lobster_messages(path, symbol="AMZN", session_date=date(2012, 6, 21))
     assert (info.value.row, info.value.field) == (2, "size")
 
 
 def test_lobster_reader_when_time_has_ten_decimals_raises(tmp_path):
     path = write_text(tmp_path / "m.csv", LOBSTER.replace("34201,", "34201.0000000001,"))
     with pytest.raises(TickValidationError, match="9 fractional digits") as info:
-        sources.read_lobster_messages(path)
+        sources.read_lobster_messages(path, symbol="AMZN", session_date=date(2012, 6, 21))
     assert info.value.row == 3
+
+
+LOBSTER_NAME = "GOOG_2013-01-02_34200000_57600000_message_1.csv"
+"""LOBSTER's own file name convention: TICKER_YYYY-MM-DD_start_end_message_LEVEL.csv."""
+
+
+def test_lobster_reader_when_file_has_lobster_name_takes_symbol_and_date_from_it(tmp_path):
+    path = write_text(tmp_path / LOBSTER_NAME, LOBSTER)
+    source = sources.read_lobster_messages(path)
+    midnight = int(datetime(2013, 1, 2, 5, tzinfo=UTC).timestamp()) * 10**9  # EST is UTC-5
+    assert source.table.column("timestamp_nanos").to_pylist() == [
+        midnight + 34_200_017_459_617,
+        midnight + 34_200_190_226_476,
+        midnight + 34_201 * 10**9,
+    ]
+    assert set(source.table.column("symbol").to_pylist()) == {"GOOG"}
+
+
+def test_lobster_reader_when_neither_name_nor_options_say_refuses_naming_the_file(tmp_path):
+    path = write_text(tmp_path / "message.csv", LOBSTER)
+    with pytest.raises(SourceLabelError, match="symbol") as info:
+        sources.read_lobster_messages(path, session_date=date(2012, 6, 21))
+    assert str(path) in str(info.value) and "TICKER_YYYY-MM-DD" in str(info.value)
+    with pytest.raises(SourceLabelError, match="session date"):
+        sources.read_lobster_messages(path, symbol="AMZN")
+
+
+def test_lobster_reader_when_options_contradict_the_file_name_refuses(tmp_path):
+    path = write_text(tmp_path / LOBSTER_NAME, LOBSTER)
+    with pytest.raises(SourceLabelError, match="GOOG"):
+        sources.read_lobster_messages(path, symbol="AMZN")
+    with pytest.raises(SourceLabelError, match="2013-01-02"):
+        sources.read_lobster_messages(path, session_date=date(2013, 1, 3))
+    same = sources.read_lobster_messages(path, symbol="GOOG", session_date=date(2013, 1, 2))
+    assert same.table.equals(sources.read_lobster_messages(path).table)
+
+
+def test_lobster_reader_when_name_has_an_impossible_date_refuses(tmp_path):
+    path = write_text(tmp_path / "GOOG_2013-02-30_34200000_57600000_message_1.csv", LOBSTER)
+    with pytest.raises(SourceLabelError, match="2013-02-30"):
+        sources.read_lobster_messages(path)
+
+
+BOM = "\ufeff"
+
+
+def test_canonical_csv_when_header_starts_with_a_byte_order_mark_reads_it(tmp_path):
+    path = write_text(tmp_path / "bom.csv", BOM + CANONICAL)
+    plain = sources.read_canonical(write_text(tmp_path / "plain.csv", CANONICAL))
+    source = sources.read_canonical(path)
+    assert source.table.equals(plain.table)
+    assert source.row_bytes.to_pylist() == plain.row_bytes.to_pylist()
+    assert source.file_bytes == plain.file_bytes + len(BOM.encode())
+
+
+def test_lobster_reader_when_file_starts_with_a_byte_order_mark_reads_the_first_row(tmp_path):
+    path = write_text(tmp_path / LOBSTER_NAME, BOM + LOBSTER)
+    (tmp_path / "plain").mkdir()
+    plain = sources.read_lobster_messages(write_text(tmp_path / "plain" / LOBSTER_NAME, LOBSTER))
+    assert sources.read_lobster_messages(path).table.equals(plain.table)
+
+
+def test_canonical_csv_when_column_name_has_invisible_characters_shows_them(tmp_path):
+    path = write_text(tmp_path / "zw.csv", CANONICAL.replace("price", "pri\u200bce", 1))
+    with pytest.raises(TickValidationError) as info:
+        sources.read_canonical(path)
+    message = str(info.value)
+    assert "'pri\\u200bce'" in message and "missing column(s) 'price'" in message
