@@ -107,7 +107,8 @@ def plan_chain(current: Path, deltas: Path) -> list[tuple[str, DeltaHead]]:
     Raises :class:`ChainError` on a gap, a broken parent link or a month mismatch.
     """
     raw = (current / MANIFEST).read_bytes()
-    month = SnapshotManifest.parse(raw, source=current / MANIFEST).month
+    # The manifest's month when it records one; else the folder's name (history/<YYYY-MM>/).
+    month = SnapshotManifest.parse(raw, source=current / MANIFEST).month or current.name
     expected_parent, expected_from = sha256_file(current / MANIFEST), current
     chain: list[tuple[str, DeltaHead]] = []
     for delta_month in [m for m in month_folders(deltas) if m > month]:
@@ -126,7 +127,7 @@ def plan_chain(current: Path, deltas: Path) -> list[tuple[str, DeltaHead]]:
                 f"manifest sha256 is {expected_parent}"
             )
         next_month_found = _next_snapshot_month(head)
-        if next_month_found != delta_month:
+        if next_month_found not in (None, delta_month):
             raise ChainError(
                 f"{head.folder}: leads to a snapshot of {next_month_found}; expected "
                 f"{delta_month}, the month its folder is named after"
@@ -137,7 +138,8 @@ def plan_chain(current: Path, deltas: Path) -> list[tuple[str, DeltaHead]]:
     return chain
 
 
-def _next_snapshot_month(head: DeltaHead) -> str:
+def _next_snapshot_month(head: DeltaHead) -> str | None:
+    """The month the next snapshot's manifest records, or None when it records none."""
     source = head.manifest.files[-1].source
     assert source is not None
     path = head.folder / source

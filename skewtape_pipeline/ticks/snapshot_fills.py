@@ -110,7 +110,7 @@ def newest_sources(history: Path, wanted: Iterable[SymbolDay]) -> dict[SymbolDay
         rel = fills_path(split_symbol(symbol)[0], month_of_day(day))
         entry = entries.get(rel)
         sources[(symbol, day)] = FillsSource(
-            snapshot, manifest.bundle_id, rel, entry.sha256 if entry else None
+            snapshot, manifest.bundle_id or snapshot.name, rel, entry.sha256 if entry else None
         )
     return sources
 
