@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from skewtape_pipeline import faults
 from skewtape_pipeline.mirror.apply import apply_delta, staging_folder
+from skewtape_pipeline.mirror.catchup import catch_up
 from skewtape_pipeline.mirror.verify import verify_snapshot
 from skewtape_pipeline_tests.mirror import minimal_publisher as minimal
 from skewtape_pipeline_tests.mirror import reference_apply
@@ -344,3 +345,52 @@ def test_apply_delta_when_minimal_delta_crashed_at_any_checkpoint_rerun_gives_ne
         ) or result.already_applied, name
         assert logged(tmp_path / f"crash-{index}" / "history" / "audit.log") == clean_log, name
         shutil.rmtree(tmp_path / f"crash-{index}")
+
+
+def publish_chain(root: Path, style: str = "terse") -> Path:
+    """history/2026-11 and the deltas to 2026-12 and 2027-01, all from the minimal publisher;
+    none of their manifests records a month. Returns ``root``."""
+    case = publish_case(root, Month(style=style))
+    january = root / "published" / "2027-01"
+    seals = (minimal.MANIFEST, minimal.CHECKSUMS)
+    files: minimal.Content = {
+        rel: (case.expected / rel).read_bytes()
+        for rel in snapshot_state(case.expected)
+        if rel not in seals
+    }
+    files["README.md"] = b"Skewtape history 2027-01\n"
+    files["fills/kalshi/2027-01.parquet"] = month_file("kalshi", "2027-01", "price", 0)
+    december = minimal.Published(
+        case.expected, "skewtape-history-2026-12", _sha(case.expected), ALL_VENUES[:2]
+    )
+    nxt = minimal.publish_snapshot(january, files, bundle_id="skewtape-history-2027-01",
+                                   venues=ALL_VENUES[:2], style=minimal.STYLES[style])  # fmt: skip
+    minimal.publish_delta(december, nxt, root / "deltas" / "2027-01", style=minimal.STYLES[style])
+    return root
+
+
+def _sha(folder: Path) -> str:
+    return minimal.sha256_hex((folder / minimal.MANIFEST).read_bytes())
+
+
+@pytest.mark.parametrize("mode", ["in_place", "versioned"])
+def test_catch_up_when_manifests_record_no_month_follows_the_folders_and_the_chain(tmp_path, mode):
+    root = publish_chain(tmp_path)
+    history, deltas = root / "history", root / "deltas"
+    results = catch_up(history, deltas, mode=mode)
+    assert [r.next_bundle_id for r in results] == [
+        "skewtape-history-2026-12",
+        "skewtape-history-2027-01",
+    ]
+    newest = history / ("2026-11" if mode == "in_place" else "2027-01")
+    assert _sha(newest) == _sha(root / "published" / "2027-01")
+    assert catch_up(history, deltas, mode=mode) == []  # current: nothing left to apply
+
+
+def test_catch_up_when_in_place_chain_was_interrupted_resumes_the_month_held(tmp_path):
+    root = publish_chain(tmp_path)
+    history, deltas = root / "history", root / "deltas"
+    apply_delta(history / "2026-11", deltas / "2026-12")  # the folder now holds 2026-12
+    results = catch_up(history, deltas, mode="in_place")
+    assert [r.next_bundle_id for r in results] == ["skewtape-history-2027-01"]
+    assert _sha(history / "2026-11") == _sha(root / "published" / "2027-01")
