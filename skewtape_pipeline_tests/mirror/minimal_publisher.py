@@ -149,15 +149,25 @@ def _table_bytes(table: pa.Table) -> bytes:
 
 
 def publish_snapshot(
-    folder: Path, content: Content, *, bundle_id: str, venues: tuple[str, ...], style: Style
+    folder: Path,
+    content: Content,
+    *,
+    bundle_id: str,
+    venues: tuple[str, ...],
+    style: Style,
+    manifest_fields: dict | None = None,
 ) -> Published:
-    """Write ``content`` into the new folder ``folder`` and seal it (manifest, CHECKSUMS)."""
+    """Write ``content`` into the new folder ``folder`` and seal it (manifest, CHECKSUMS).
+
+    ``manifest_fields`` are added to the manifest as given (fields the seed does not define:
+    a reader must not depend on them)."""
     folder.mkdir(parents=True)
     for rel, value in content.items():
         _write(folder / rel, _table_bytes(value) if isinstance(value, pa.Table) else value)
     manifest: dict = {"bundle_id": bundle_id}
     if style.unknown_fields:
         manifest |= {"publisher": {"name": "minimal", "spec": "seed"}, "venue_count": len(venues)}
+    manifest |= manifest_fields or {}
     raw = _json(manifest, style)
     _write(folder / MANIFEST, raw)
     files = _files_below(folder)

@@ -26,7 +26,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from skewtape_pipeline import faults
+from skewtape_pipeline.errors import ManifestError, VerificationError
 from skewtape_pipeline.mirror.apply import apply_delta, staging_folder
+from skewtape_pipeline.mirror.arrivals import inspect_delta
 from skewtape_pipeline.mirror.catchup import catch_up
 from skewtape_pipeline.mirror.verify import verify_snapshot
 from skewtape_pipeline_tests.mirror import minimal_publisher as minimal
@@ -174,9 +176,12 @@ def snapshots(month: Month) -> tuple[minimal.Content, minimal.Content]:
     return parent, nxt
 
 
-def publish_case(root: Path, month: Month) -> DeltaCase:
+def publish_case(root: Path, month: Month, *, tamper_next=None, next_fields=None) -> DeltaCase:
     """Publish the two snapshots and the delta with the minimal publisher (``test_faults``
-    layout: ``history/2026-11``, ``published/2026-12``, ``deltas/2026-12``)."""
+    layout: ``history/2026-11``, ``published/2026-12``, ``deltas/2026-12``).
+
+    ``next_fields`` are added to the next snapshot's manifest; ``tamper_next(folder)`` may
+    change the next snapshot after it was sealed, before the delta is built from it."""
     style = minimal.STYLES[month.style]
     parent_files, next_files = snapshots(month)
     venues = ALL_VENUES[: month.venues]
@@ -194,7 +199,10 @@ def publish_case(root: Path, month: Month) -> DeltaCase:
         bundle_id="skewtape-history-2026-12",
         venues=kept,
         style=style,
+        manifest_fields=next_fields,
     )
+    if tamper_next is not None:
+        tamper_next(nxt.folder)
     delta = minimal.publish_delta(parent, nxt, root / "deltas" / NEXT_MONTH, style=style,
                                   omitted_venues=tuple(v for v in venues if v not in kept),
                                   schema_break=month.schema_break)  # fmt: skip
@@ -394,3 +402,98 @@ def test_catch_up_when_in_place_chain_was_interrupted_resumes_the_month_held(tmp
     results = catch_up(history, deltas, mode="in_place")
     assert [r.next_bundle_id for r in results] == ["skewtape-history-2027-01"]
     assert _sha(history / "2026-11") == _sha(root / "published" / "2027-01")
+
+
+# --- what we use when present, and what we require ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"month": "December 2026", "venues": "kalshi", "schema_version": "2"},
+        {"files": "every one", "omitted_venues": [1, 2]},
+        {"files": [{"path": "README.md"}], "bundle_id": 7},
+        {"files": [{"path": "../x", "sha256": "0" * 64}], "columns": {"a": 1}},
+    ],
+    ids=["odd-scalars", "odd-lists", "entry-without-sha", "unsafe-entry"],
+)
+def test_apply_delta_when_next_manifest_holds_fields_in_unknown_shapes_ignores_them(
+    tmp_path, fields
+):
+    case = publish_case(tmp_path / "published", Month(), next_fields=fields)
+    assert_ours_match_reference(case, tmp_path / "runs")
+
+
+def _parent_unchanged_after_refusal(case: DeltaCase, error, match: str) -> None:
+    for into in (None, case.root / "history" / NEXT_MONTH):
+        before = tree_state(case.parent)
+        with pytest.raises(error, match=match):
+            apply_delta(case.parent, case.delta, into=into)
+        assert tree_state(case.parent) == before
+        assert into is None or not into.exists()
+
+
+def _drop_checksum_line(folder: Path, rel: str) -> None:
+    path = folder / minimal.CHECKSUMS
+    lines = path.read_bytes().replace(b"\r\n", b"\n").split(b"\n")
+    kept = [line for line in lines if line and not line.endswith(b" " + rel.encode())]
+    kept = [line for line in kept if not line.endswith(b"*" + rel.encode())]
+    assert len(kept) == len([line for line in lines if line]) - 1
+    path.write_bytes(b"\n".join(kept) + b"\n")
+
+
+def _add_checksum_line(folder: Path, rel: str) -> None:
+    with open(folder / minimal.CHECKSUMS, "ab") as handle:
+        handle.write(f"\n{'0' * 64}  {rel}\n".encode())
+
+
+def test_apply_delta_when_next_checksums_omit_the_next_manifest_refuses_before_writing(tmp_path):
+    case = publish_case(
+        tmp_path, Month(), tamper_next=lambda f: _drop_checksum_line(f, minimal.MANIFEST)
+    )
+    _parent_unchanged_after_refusal(case, ManifestError, r"CHECKSUMS\.sha256.*lists manifest")
+
+
+def test_apply_delta_when_next_checksums_list_a_deleted_file_refuses_before_writing(tmp_path):
+    case = publish_case(tmp_path, Month(), tamper_next=lambda f: _add_checksum_line(f, "LICENSE"))
+    _parent_unchanged_after_refusal(case, ManifestError, "deletes 'LICENSE', which the next")
+
+
+def test_apply_delta_when_next_checksums_omit_an_added_file_refuses_before_writing(tmp_path):
+    case = publish_case(
+        tmp_path, Month(), tamper_next=lambda f: _drop_checksum_line(f, "docs/CHANGES.txt")
+    )
+    _parent_unchanged_after_refusal(case, ManifestError, "adds 'docs/CHANGES.txt', which")
+
+
+def test_apply_delta_when_next_manifest_files_disagree_with_its_checksums_refuses(tmp_path):
+    listed = {"path": "README.md", "sha256": "0" * 64, "bytes": 3}
+    case = publish_case(tmp_path, Month(), next_fields={"files": [listed]})
+    _parent_unchanged_after_refusal(case, ManifestError, "has sha256 0+ for 'README.md'")
+
+
+def test_verify_snapshot_when_table_columns_differ_from_those_expected_reports_them(tmp_path):
+    case = publish_case(tmp_path, Month())
+    expected = {"markets.parquet": (("venue", "string"), ("market_id", "string"))}
+    with pytest.raises(VerificationError, match=r"markets\.parquet: has columns"):
+        verify_snapshot(case.parent, table_columns=expected)
+    verify_snapshot(case.parent)  # without the expectation, the same folder verifies
+
+
+def test_apply_delta_when_parent_table_has_large_strings_verifies_the_merge(tmp_path, monkeypatch):
+    # DuckDB writes large_string columns back as string: the same column to a Parquet reader.
+    markets = [(name, pa.large_string() if name == "title" else kind)
+               for name, kind in SCHEMAS["markets.parquet"]]  # fmt: skip
+    monkeypatch.setitem(SCHEMAS, "markets.parquet", markets)
+    case = publish_case(tmp_path / "published", Month())
+    assert ("title", "large_string") in snapshot_state(case.parent)["markets.parquet"][0]
+    assert_ours_match_reference(case, tmp_path / "runs")
+
+
+def test_inspect_delta_when_minimal_delta_has_arrived_reports_complete(tmp_path):
+    case = publish_case(tmp_path, Month())
+    assert inspect_delta(case.delta).complete
+    largest = max((p for p in case.delta.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    largest.write_bytes(largest.read_bytes()[:-1])  # still arriving
+    arrival = inspect_delta(case.delta)
+    assert not arrival.complete and largest.name in arrival.reason
