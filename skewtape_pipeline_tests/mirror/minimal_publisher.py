@@ -26,10 +26,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 KEYS = {
@@ -95,6 +97,14 @@ class Published:
 
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _json(data: dict, style: Style) -> bytes:
@@ -164,6 +174,21 @@ def publish_snapshot(
     folder.mkdir(parents=True)
     for rel, value in content.items():
         _write(folder / rel, _table_bytes(value) if isinstance(value, pa.Table) else value)
+    return seal_folder(
+        folder, bundle_id=bundle_id, venues=venues, style=style, manifest_fields=manifest_fields
+    )
+
+
+def seal_folder(
+    folder: Path,
+    *,
+    bundle_id: str,
+    venues: tuple[str, ...],
+    style: Style,
+    manifest_fields: dict | None = None,
+) -> Published:
+    """Seal the files already in ``folder`` as a snapshot: write its manifest.json, then a
+    CHECKSUMS.sha256 of every file but itself. See :func:`publish_snapshot`."""
     manifest: dict = {"bundle_id": bundle_id}
     if style.unknown_fields:
         manifest |= {"publisher": {"name": "minimal", "spec": "seed"}, "venue_count": len(venues)}
@@ -172,7 +197,7 @@ def publish_snapshot(
     _write(folder / MANIFEST, raw)
     files = _files_below(folder)
     order = sorted(files, reverse=style.entries_descending)
-    lines = [_checksum_line(rel, sha256_hex(files[rel].read_bytes()), style) for rel in order]
+    lines = [_checksum_line(rel, sha256_of(files[rel]), style) for rel in order]
     _write(folder / CHECKSUMS, _checksums(lines, style))
     return Published(folder, bundle_id, sha256_hex(raw), venues)
 
@@ -199,7 +224,7 @@ def publish_delta(
         if entry is not None:
             entries.append(entry)
     for rel in (CHECKSUMS, MANIFEST):
-        entries.append(_ship(rel, (nxt.folder / rel).read_bytes(), "replace", out, style))
+        entries.append(_ship(rel, nxt.folder / rel, "replace", out, style))
     manifest = {
         "parent": {"bundle_id": parent.bundle_id, "manifest_sha256": parent.manifest_sha256},
         "next": {
@@ -224,67 +249,64 @@ def _entry(rel: str, old: Path | None, new: Path | None, out: Path, schema_break
     if new is None:
         entry = {"path": rel, "op": "delete"}
         return entry | {"reason": "gone"} if style.unknown_fields else entry
-    data = new.read_bytes()
     if old is None:
-        return _ship(rel, data, "add", out, style)
-    if old.read_bytes() == data:
+        return _ship(rel, new, "add", out, style)
+    if sha256_of(old) == sha256_of(new):
         return None
     if rel in KEYS and not schema_break:
         return _change(rel, pq.read_table(old), pq.read_table(new), out, style)
-    return _ship(rel, data, "replace", out, style)
+    return _ship(rel, new, "replace", out, style)
 
 
-def _ship(rel: str, data: bytes, op: str, out: Path, style: Style) -> dict:
+def _ship(rel: str, file: Path, op: str, out: Path, style: Style) -> dict:
     source = f"snapshot/{rel}"
-    _write(out / source, data)
-    entry = {"path": rel, "op": op, "source": source, "sha256": sha256_hex(data)}
-    return entry | {"bytes": len(data)} if style.unknown_fields else entry
+    (out / source).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(file, out / source)
+    entry = {"path": rel, "op": op, "source": source, "sha256": sha256_of(out / source)}
+    return entry | {"bytes": file.stat().st_size} if style.unknown_fields else entry
 
 
 def _change(rel: str, old: pa.Table, new: pa.Table, out: Path, style: Style) -> dict:
     """A change entry: upserts of new or changed rows, deletes (keys only) of rows gone."""
-    keys = KEYS[rel]
-    old_rows, new_rows = _rows_by_key(old, keys), _rows_by_key(new, keys)
-    upserts = [i for key, (i, row) in new_rows.items() if old_rows.get(key, (0, None))[1] != row]
-    deletes = [i for key, (i, _) in old_rows.items() if key not in new_rows]
-    upserted = new.take(pa.array(upserts, pa.int64()))
-    deleted = old.take(pa.array(deletes, pa.int64()))
+    upserted, deleted = _changed_rows(old, new, KEYS[rel])
     columns = []
     for field in new.schema:
-        if field.name in keys:
-            column = pa.concat_arrays(
-                [upserted[field.name].combine_chunks(), deleted[field.name].combine_chunks()]
-            )
-        else:
-            column = pa.concat_arrays(
-                [upserted[field.name].combine_chunks(), pa.nulls(len(deletes), field.type)]
-            )
-        columns.append(column)
+        tail = (
+            deleted[field.name] if field.name in KEYS[rel] else pa.nulls(len(deleted), field.type)
+        )
+        columns.append(pa.concat_arrays([_array(upserted[field.name]), _array(tail)]))
     rows = pa.StructArray.from_arrays(columns, fields=[f.with_nullable(True) for f in new.schema])
-    ops = pa.array(["upsert"] * len(upserts) + ["delete"] * len(deletes), pa.string())
+    ops = pa.array(["upsert"] * len(upserted) + ["delete"] * len(deleted), pa.string())
     changes = pa.table({"op": ops, "row": rows})
     if style.changes_columns_reversed:
-        changes = changes.select(["row", "op"]).take(
-            pa.array(_deletes_first(len(upserts), len(deletes)))
-        )
+        order = list(range(len(upserted), len(ops))) + list(range(len(upserted)))
+        changes = changes.select(["row", "op"]).take(pa.array(order, pa.int64()))
     source = f"changes/{rel}"
-    data = _table_bytes(changes)
-    _write(out / source, data)
-    return {"path": rel, "op": "change", "source": source, "sha256": sha256_hex(data)}
+    _write(out / source, _table_bytes(changes))
+    return {"path": rel, "op": "change", "source": source, "sha256": sha256_of(out / source)}
 
 
-def _deletes_first(upserts: int, deletes: int) -> list[int]:
-    return list(range(upserts, upserts + deletes)) + list(range(upserts))
+def _array(column) -> pa.Array:
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
-def _rows_by_key(table: pa.Table, keys: tuple[str, ...]) -> dict[tuple, tuple[int, tuple]]:
-    """{key values: (row index, every value of the row)}."""
-    columns = [table[name].to_pylist() for name in table.column_names]
-    positions = [table.column_names.index(key) for key in keys]
-    return {
-        tuple(row[p] for p in positions): (index, row)
-        for index, row in enumerate(zip(*columns, strict=True))
-    }
+def _changed_rows(old: pa.Table, new: pa.Table, keys: tuple[str, ...]):
+    """(rows of ``new`` that are new or differ from ``old``, keys of ``old`` rows gone)."""
+    marked = old.append_column("__old_row", pa.array(range(old.num_rows), pa.int64()))
+    joined = new.join(marked, list(keys), join_type="left outer", right_suffix="__old",
+                      use_threads=False)  # fmt: skip
+    differs = pc.is_null(joined["__old_row"])
+    for name in new.column_names:
+        if name in keys:
+            continue
+        a, b = joined[name], joined[name + "__old"]
+        same = pc.or_(pc.fill_null(pc.equal(a, b), False), pc.and_(pc.is_null(a), pc.is_null(b)))
+        differs = pc.or_(differs, pc.invert(same))
+    upserted = joined.filter(differs).select(new.column_names)
+    deleted = old.join(new.select(list(keys)), list(keys), join_type="left anti",
+                       use_threads=False).select(list(keys))  # fmt: skip
+    by_key = [(key, "ascending") for key in keys]
+    return upserted.sort_by(by_key), deleted.sort_by(by_key)
 
 
 def _seal_delta(out: Path, manifest_raw: bytes, style: Style) -> None:
@@ -292,6 +314,6 @@ def _seal_delta(out: Path, manifest_raw: bytes, style: Style) -> None:
     line: the seed's reference applier looks for exactly ``<sha256>  manifest.json``."""
     files = _files_below(out)
     order = sorted((rel for rel in files if rel != MANIFEST), reverse=style.entries_descending)
-    lines = [_checksum_line(rel, sha256_hex(files[rel].read_bytes()), style) for rel in order]
+    lines = [_checksum_line(rel, sha256_of(files[rel]), style) for rel in order]
     lines.insert(len(lines) // 2, f"{sha256_hex(manifest_raw)}  {MANIFEST}")
     _write(out / CHECKSUMS, _checksums(lines, style))
