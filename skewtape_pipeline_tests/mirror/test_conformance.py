@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -497,3 +498,24 @@ def test_inspect_delta_when_minimal_delta_has_arrived_reports_complete(tmp_path)
     largest.write_bytes(largest.read_bytes()[:-1])  # still arriving
     arrival = inspect_delta(case.delta)
     assert not arrival.complete and largest.name in arrival.reason
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        (
+            lambda f: (f / "x.txt").write_bytes(b"x"),
+            "x.txt: is an extra file, not listed in CHECKSUMS",
+        ),
+        (lambda f: (f / "LICENSE").unlink(), "LICENSE: is missing"),
+        (lambda f: (f / "LICENSE").write_bytes(b"MIT\n"), "LICENSE: has sha256"),
+    ],
+    ids=["extra", "missing", "modified"],
+)
+def test_verify_snapshot_when_manifest_lists_no_files_checks_the_checksums_list(
+    tmp_path, damage, problem
+):
+    folder = publish_case(tmp_path, Month()).parent
+    damage(folder)
+    with pytest.raises(VerificationError, match=re.escape(problem)):
+        verify_snapshot(folder, full=True)
