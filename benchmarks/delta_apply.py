@@ -16,12 +16,20 @@ of its hash cache are not timed; everything the contender does is):
 - ours, in place, and ours, versioned (``into=`` a new month folder beside the parent);
 - floor: sha256 of every byte of the delta once plus the same table merges alone.
 
-Prints a markdown table of seconds per phase and the ratios, and PASS/FAIL for the bars.
+The same snapshots are also published by the test suite's minimal publisher (written from the
+published format alone: a snapshot manifest that records no files, uppercase binary CHECKSUMS
+lines with CRLF ends), and every contender runs on that delta too. For each run it prints the
+bytes hashed per phase and the bytes hashed more than once (counted per file identity, device
+and inode), so it is visible that no byte is hashed twice.
+
+Prints a markdown table per delta of seconds per phase, bytes hashed per phase and the ratios,
+and PASS/FAIL for the bars.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -31,6 +39,7 @@ import shutil
 import stat
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -41,6 +50,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # the tests' minimal publisher
 
 from bench_util import markdown_table
 
@@ -328,6 +338,38 @@ def generate(root: Path, *, month_mb: int, parent_month_mb: int, markets: int) -
     return paths
 
 
+def generate_minimal(root: Path, sample: dict[str, Path]) -> dict[str, Path]:
+    """The same two snapshots and their delta as the minimal publisher writes them (reused if
+    ``root/READY`` exists): month files hard-linked from ``sample``'s, sealed its way."""
+    from skewtape_pipeline_tests.mirror import minimal_publisher as minimal
+
+    paths = {
+        "parent": root / "history" / PARENT_MONTHS[-1],
+        "next": root / "published" / NEXT_MONTH,
+        "delta": root / "deltas" / NEXT_MONTH,
+    }
+    if (root / "READY").exists():
+        return paths
+    shutil.rmtree(root, ignore_errors=True)
+    style = minimal.STYLES["terse"]
+    sealed = {}
+    for key, venues in (("parent", (*KEPT_VENUES, LEAVING_VENUE)), ("next", KEPT_VENUES)):
+        for source in sample[key].rglob("*"):
+            rel = source.relative_to(sample[key])
+            seal = rel.as_posix() in ("manifest.json", "CHECKSUMS.sha256")
+            if source.is_file() and rel.parts[0] != ".skewtape" and not seal:
+                (paths[key] / rel).parent.mkdir(parents=True, exist_ok=True)
+                os.link(source, paths[key] / rel)
+        bundle = f"minimal-history-{paths[key].name}"
+        sealed[key] = minimal.seal_folder(paths[key], bundle_id=bundle, venues=venues, style=style)
+    minimal.publish_delta(
+        sealed["parent"], sealed["next"], paths["delta"], omitted_venues=(LEAVING_VENUE,),
+        style=style,
+    )  # fmt: skip
+    (root / "READY").write_text("ok\n")
+    return paths
+
+
 def _fills(venue: str, month: str, seed: int):
     schema = next(fills_batches(venue, month, seed, 1)).schema
     return schema, fills_batches(venue, month, seed, 20_000)
@@ -341,7 +383,12 @@ def _candles(venue: str, month: str, seed: int):
 # --- the reference applier (the published one, with phase timers) ------------------------
 
 
+REFERENCE_HASHED = {"bytes": 0}
+"""Bytes the reference applier hashed (its sha256 calls, counted; the code is unchanged)."""
+
+
 def _ref_sha256(path):
+    REFERENCE_HASHED["bytes"] += os.stat(path).st_size
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -440,6 +487,88 @@ def floor(snapshot: Path, delta: Path, scratch: Path) -> dict[str, float]:
     return {"hash": hashed, "merge": clock() - t}
 
 
+# --- counting the bytes hashed ---------------------------------------------------------------
+
+
+class HashMeter:
+    """Counts the bytes our engine hashes, per apply phase and per file identity.
+
+    While active, every ``sha256_file``/``sha256_bytes`` of ``skewtape_pipeline.hashing`` (and
+    every module's imported name for them; ``sha256_files`` calls ``sha256_file``) is wrapped;
+    the current phase is the one the applier's phase clock is timing (``apply`` when it has
+    none). A file hashed twice (same device and inode) adds its size to ``twice`` again.
+    """
+
+    def __init__(self) -> None:
+        self.by_phase: dict[str, int] = {}
+        self.twice = 0
+        self._seen: set[tuple[int, int]] = set()
+        self._phase = ["apply"]
+        self._lock = threading.Lock()  # sha256_files hashes on a thread pool
+
+    def _count(self, phase: str, size: int, identity: tuple[int, int] | None) -> None:
+        with self._lock:
+            self._count_locked(phase, size, identity)
+
+    def _count_locked(self, phase: str, size: int, identity: tuple[int, int] | None) -> None:
+        self.by_phase[phase] = self.by_phase.get(phase, 0) + size
+        if identity is not None:
+            if identity in self._seen:
+                self.twice += size
+            self._seen.add(identity)
+
+    @contextlib.contextmanager
+    def active(self):
+        from skewtape_pipeline import hashing
+        from skewtape_pipeline.mirror import apply
+
+        original_file, original_bytes = hashing.sha256_file, hashing.sha256_bytes
+
+        def counted_file(path):
+            st = os.stat(path)
+            self._count(self._phase[-1], st.st_size, (st.st_dev, st.st_ino))
+            return original_file(path)
+
+        def counted_bytes(data):
+            self._count(self._phase[-1], len(data), None)
+            return original_bytes(data)
+
+        patched = []
+        for module in [m for name, m in sys.modules.items() if name.startswith("skewtape_")]:
+            for attr, original, wrapper in (
+                ("sha256_file", original_file, counted_file),
+                ("sha256_bytes", original_bytes, counted_bytes),
+            ):
+                if getattr(module, attr, None) is original:
+                    setattr(module, attr, wrapper)
+                    patched.append((module, attr, original))
+        clock = getattr(apply, "_Clock", None)
+        original_phase = getattr(clock, "phase", None)
+        if original_phase is not None:
+
+            @contextlib.contextmanager
+            def phase(clock_self, name):
+                self._phase.append(name)
+                try:
+                    with original_phase(clock_self, name):
+                        yield
+                finally:
+                    self._phase.pop()
+
+            clock.phase = phase
+        try:
+            yield self
+        finally:
+            for module, attr, original in patched:
+                setattr(module, attr, original)
+            if original_phase is not None:
+                clock.phase = original_phase
+
+    def summary(self) -> str:
+        parts = [f"{k} {v / 1e6:,.0f}" for k, v in self.by_phase.items() if v >= 500_000]
+        return ", ".join(parts) or "-"
+
+
 # --- running the contenders ---------------------------------------------------------------
 
 
@@ -449,6 +578,10 @@ class Run:
     seconds: float
     phases: dict[str, float]
     check: str
+    hashed: str = "-"
+    """MB hashed per phase."""
+    hashed_twice: str = "-"
+    """MB hashed more than once."""
 
 
 def _writable(func, path, _exc):
@@ -471,44 +604,56 @@ def fresh_copy(source: Path, target: Path) -> Path:
     return target
 
 
-def light_check(folder: Path, published: Path) -> str:
-    """Same file list as the published next snapshot, same sizes (tables: same row counts)."""
-    expected = json.loads((published / "manifest.json").read_bytes())
-    problems = []
-    if (folder / "manifest.json").read_bytes() != (published / "manifest.json").read_bytes():
-        problems.append("manifest.json differs")
-    present = {
-        p.relative_to(folder).as_posix()
+def _snapshot_files(folder: Path) -> dict[str, Path]:
+    return {
+        p.relative_to(folder).as_posix(): p
         for p in folder.rglob("*")
         if p.is_file() and ".skewtape" not in p.relative_to(folder).parts
     }
-    listed = {f["path"] for f in expected["files"]} | {"manifest.json", "CHECKSUMS.sha256"}
-    if present != listed:
+
+
+def light_check(folder: Path, published: Path) -> str:
+    """Same files as the published next snapshot, same sizes (tables: same row counts), the
+    published manifest.json byte for byte. Reads no manifest field, so it checks either
+    publisher's snapshots."""
+    problems = []
+    if (folder / "manifest.json").read_bytes() != (published / "manifest.json").read_bytes():
+        problems.append("manifest.json differs")
+    present, listed = _snapshot_files(folder), _snapshot_files(published)
+    if present.keys() != listed.keys():
         problems.append(
-            f"files differ: extra {sorted(present - listed)[:3]}, "
-            f"missing {sorted(listed - present)[:3]}"
+            f"files differ: extra {sorted(present.keys() - listed.keys())[:3]}, "
+            f"missing {sorted(listed.keys() - present.keys())[:3]}"
         )
-    for f in expected["files"]:
-        path = folder / f["path"]
-        if not path.is_file():
-            continue
-        if f["path"] in REFERENCE_KEYS:
-            if pq.ParquetFile(path).metadata.num_rows != f["rows"]:
-                problems.append(f"{f['path']}: rows differ")
-        elif path.stat().st_size != f["bytes"]:
-            problems.append(f"{f['path']}: size differs")
+    for rel in present.keys() & listed.keys():
+        if rel in REFERENCE_KEYS:
+            rows = (pq.ParquetFile(p).metadata.num_rows for p in (present[rel], listed[rel]))
+            if len(set(rows)) != 1:
+                problems.append(f"{rel}: rows differ")
+        elif present[rel].stat().st_size != listed[rel].stat().st_size:
+            problems.append(f"{rel}: size differs")
     return "ok" if not problems else "; ".join(problems)
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.0f}"
 
 
 def run_reference(parent: Path, delta: Path, work: Path, published: Path) -> Run:
     snapshot = fresh_copy(parent, work / "history" / PARENT_MONTHS[-1])
     delta = fresh_copy(delta, work / "delta")
     os.sync()
+    REFERENCE_HASHED["bytes"] = 0
     start = time.perf_counter()
     phases = reference_apply_delta(snapshot, delta)
     seconds = time.perf_counter() - start
+    hashed = f"hash {_mb(REFERENCE_HASHED['bytes'])}"
     return Run(
-        "reference (published apply_delta)", seconds, phases, light_check(snapshot, published)
+        "reference (published apply_delta)",
+        seconds,
+        phases,
+        light_check(snapshot, published),
+        hashed=hashed,
     )
 
 
@@ -521,11 +666,14 @@ def run_ours(parent: Path, delta: Path, work: Path, published: Path, *, versione
     verify_snapshot(snapshot)  # a mirror's parent carries a warm hash cache
     os.sync()
     into = work / "history" / NEXT_MONTH if versioned else None
-    start = time.perf_counter()
-    result = apply_delta(snapshot, delta, into=into)
-    seconds = time.perf_counter() - start
+    meter = HashMeter()
+    with meter.active():
+        start = time.perf_counter()
+        result = apply_delta(snapshot, delta, into=into)
+        seconds = time.perf_counter() - start
     name = "ours, versioned (into=)" if versioned else "ours, in place"
-    return Run(name, seconds, dict(result.seconds), light_check(Path(result.snapshot), published))
+    check = light_check(Path(result.snapshot), published)
+    return Run(name, seconds, dict(result.seconds), check, meter.summary(), _mb(meter.twice))
 
 
 def run_floor(parent: Path, delta: Path, work: Path, published: Path) -> Run:
@@ -533,9 +681,17 @@ def run_floor(parent: Path, delta: Path, work: Path, published: Path) -> Run:
     scratch = work / "merged"
     scratch.mkdir(parents=True)
     os.sync()
+    delta_bytes = sum(p.stat().st_size for p in delta.rglob("*") if p.is_file())
     start = time.perf_counter()
     phases = floor(parent, delta, scratch)
-    return Run("floor (hash delta once + merges)", time.perf_counter() - start, phases, "n/a")
+    return Run(
+        "floor (hash delta once + merges)",
+        time.perf_counter() - start,
+        phases,
+        "n/a",
+        hashed=f"hash {_mb(delta_bytes)}",
+        hashed_twice="0",
+    )
 
 
 def delta_stats(delta: Path, parent: Path) -> str:
@@ -577,45 +733,56 @@ def main(argv: list[str] | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     try:
         t = time.perf_counter()
-        paths = generate(
+        sample = generate(
             workdir / "data",
             month_mb=args.month_mb,
             parent_month_mb=args.parent_month_mb,
             markets=args.markets,
         )
-        parent, delta, published = paths["parent"], paths["delta"], paths["next"]
+        deltas = {
+            "sample publisher": sample,
+            "minimal publisher": generate_minimal(workdir / "data-minimal", sample),
+        }
         print(
-            f"data ready in {time.perf_counter() - t:.0f} s: {delta_stats(delta, parent)}",
+            f"data ready in {time.perf_counter() - t:.0f} s: "
+            f"{delta_stats(sample['delta'], sample['parent'])}",
             file=sys.stderr,
         )
-        from skewtape_pipeline.mirror.verify import verify_snapshot
-
-        verify_snapshot(parent)  # warm hash cache of the parent (copies get their own)
-        contenders = {
-            "reference": lambda w: run_reference(parent, delta, w, published),
-            "in_place": lambda w: run_ours(parent, delta, w, published, versioned=False),
-            "versioned": lambda w: run_ours(parent, delta, w, published, versioned=True),
-            "floor": lambda w: run_floor(parent, delta, w, published),
-        }
-        best: dict[str, Run] = {}
-        for round_no in range(args.repeat):
-            for key, contender in contenders.items():
-                work = workdir / "runs" / key
-                remove(work)
-                run = contender(work)
-                remove(work)
-                print(
-                    f"round {round_no + 1}: {run.name}: {run.seconds:.2f} s ({run.check})",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                if key not in best or run.seconds < best[key].seconds:
-                    best[key] = run
-        print(render(best, args.repeat, delta_stats(delta, parent)))
+        tables = [run_delta(label, paths, workdir, args.repeat) for label, paths in deltas.items()]
+        print("\n\n".join(tables))
     finally:
         if owned and not args.keep:
             remove(workdir)
     return 0
+
+
+def run_delta(label: str, paths: dict[str, Path], workdir: Path, repeat: int) -> str:
+    """Every contender on one delta, ``repeat`` rounds; the rendered table and bars."""
+    from skewtape_pipeline.mirror.verify import verify_snapshot
+
+    parent, delta, published = paths["parent"], paths["delta"], paths["next"]
+    verify_snapshot(parent)  # warm hash cache of the parent (copies get their own)
+    contenders = {
+        "reference": lambda w: run_reference(parent, delta, w, published),
+        "in_place": lambda w: run_ours(parent, delta, w, published, versioned=False),
+        "versioned": lambda w: run_ours(parent, delta, w, published, versioned=True),
+        "floor": lambda w: run_floor(parent, delta, w, published),
+    }
+    best: dict[str, Run] = {}
+    for round_no in range(repeat):
+        for key, contender in contenders.items():
+            work = workdir / "runs" / key
+            remove(work)
+            run = contender(work)
+            remove(work)
+            print(
+                f"{label}, round {round_no + 1}: {run.name}: {run.seconds:.2f} s ({run.check})",
+                file=sys.stderr,
+                flush=True,
+            )
+            if key not in best or run.seconds < best[key].seconds:
+                best[key] = run
+    return render(best, repeat, f"{label}: {delta_stats(delta, parent)}")
 
 
 def render(best: dict[str, Run], repeat: int, stats: str) -> str:
@@ -630,6 +797,8 @@ def render(best: dict[str, Run], repeat: int, stats: str) -> str:
                 f"{ref / run.seconds:.2f}x",
                 f"{run.seconds / flo:.2f}x",
                 phases,
+                run.hashed,
+                run.hashed_twice,
                 run.check,
             ]
         )
@@ -639,6 +808,8 @@ def render(best: dict[str, Run], repeat: int, stats: str) -> str:
         "speed-up vs reference",
         "time vs floor",
         "seconds per phase",
+        "MB hashed per phase",
+        "MB hashed twice",
         "result check",
     ]
     table = markdown_table(headers, rows)

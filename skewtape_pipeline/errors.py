@@ -46,6 +46,15 @@ class ManifestError(DeltaRefusedError):
     """A manifest is missing a field, has a field of the wrong type or breaks the format's rules."""
 
 
+class ChecksumLineError(ManifestError):
+    """A line of a CHECKSUMS.sha256 file is not one ``sha256sum -c`` reads, or lists a path a
+    second time. ``line`` is its 1-based number; the message names the file and the line."""
+
+    def __init__(self, message: str, *, path: Path | str | None = None, line: int):
+        self.line = line
+        super().__init__(f"line {line} {message}", path=path)
+
+
 class UnsafePathError(DeltaRefusedError):
     """A path leaves its folder, is absolute, has backslashes or a drive letter, or is a link."""
 

@@ -40,13 +40,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from skewtape_pipeline.errors import MalformedJsonError, ManifestError
+from skewtape_pipeline.errors import ChecksumLineError, MalformedJsonError
 from skewtape_pipeline.fsio import atomic_write_bytes, load_json, open_state_file
 
 BLOCK = 1 << 20
@@ -89,30 +90,79 @@ def is_sha256_hex(value: object) -> bool:
 
 
 def parse_checksums(data: bytes, *, source: Path) -> dict[str, str]:
-    """Parse sha256sum-format text (``<hex>  <path>`` per line) into {path: hex}.
+    """{path: lowercase hex} of CHECKSUMS.sha256 text, read as GNU ``sha256sum -c`` reads it.
 
-    Raises :class:`ManifestError` naming the line on a malformed line or a path listed twice.
+    Accepted, as coreutils writes them: text lines ``<hex>  <path>`` and binary lines
+    ``<hex> *<path>``; hex in either case; the escaped form (the line starts with ``\\`` and
+    the path spells a backslash ``\\\\``, a newline ``\\n``, a carriage return ``\\r``);
+    ``\\r\\n`` line ends; a missing final newline. Only ``\\n`` ends a line. As ``sha256sum -c``
+    does, empty lines and lines starting with ``#`` are skipped, and leading blanks and a tab
+    after the hex are allowed. Every other line (BSD ``--tag`` lines included) raises
+    :class:`ChecksumLineError` naming ``source`` and the line, as does a path listed twice or
+    a line that is not UTF-8.
     """
     listed: dict[str, str] = {}
-    for number, line in enumerate(data.decode("utf-8", errors="strict").splitlines(), start=1):
-        if not line.strip():
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        raw = raw[:-1] if raw.endswith(b"\r") else raw
+        if not raw or raw.startswith(b"#"):
             continue
-        digest, sep, rel = line.partition("  ")
-        if not sep or not is_sha256_hex(digest) or not rel:
-            raise ManifestError(
-                f"line {number} is {line[:80]!r}; expected '<64 hex digits>  <path>'", path=source
-            )
-        if rel.startswith("*"):  # sha256sum's binary-mode marker
-            rel = rel[1:]
+        try:
+            line = raw.decode("utf-8", errors="strict")
+        except UnicodeDecodeError as exc:
+            raise ChecksumLineError(
+                f"is not UTF-8 text ({exc.reason} at byte {exc.start})", path=source, line=number
+            ) from None
+        rel, digest = _checksum_line(line, number, source)
         if rel in listed:
-            raise ManifestError(f"line {number} lists {rel!r} a second time", path=source)
+            raise ChecksumLineError(f"lists {rel!r} a second time", path=source, line=number)
         listed[rel] = digest
     return listed
 
 
+def _checksum_line(line: str, number: int, source: Path) -> tuple[str, str]:
+    """(path, lowercase hex) of one non-empty, non-comment line; ChecksumLineError otherwise."""
+    match = _CHECKSUM_LINE.match(line)
+    rel = match and (_unescape(match["name"]) if match["escaped"] else match["name"])
+    if not rel:
+        raise ChecksumLineError(
+            f"is {line[:80]!r}; expected '<64 hex digits>  <path>' or '<64 hex digits> *<path>' "
+            "(as sha256sum writes them)",
+            path=source,
+            line=number,
+        )
+    return rel, match["hex"].lower()
+
+
+_CHECKSUM_LINE = re.compile(
+    r"[ \t]*(?P<escaped>\\?)(?P<hex>[0-9A-Fa-f]{64})[ \t][ *](?P<name>.*)", re.DOTALL
+)
+_ESCAPES = {"\\": "\\", "n": "\n", "r": "\r"}
+
+
+def _unescape(name: str) -> str | None:
+    """A name in sha256sum's escaped form, unescaped; None when it holds an unknown escape."""
+    out, chars = [], iter(name)
+    for char in chars:
+        if char == "\\":
+            char = _ESCAPES.get(next(chars, ""))
+            if char is None:
+                return None
+        out.append(char)
+    return "".join(out)
+
+
 def format_checksums(hashes: Mapping[str, str]) -> bytes:
-    """sha256sum-format text for {path: hex}, sorted by path."""
-    return "".join(f"{hashes[rel]}  {rel}\n" for rel in sorted(hashes)).encode()
+    """sha256sum-format text for {path: hex}, sorted by path, byte for byte as coreutils writes
+    it: ``<hex>  <path>`` lines, and a name holding a backslash, newline or carriage return in
+    the escaped form (``\\<hex>  <escaped path>``)."""
+    lines = []
+    for rel in sorted(hashes):
+        if any(char in rel for char in "\\\n\r"):
+            escaped = rel.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+            lines.append(f"\\{hashes[rel]}  {escaped}\n")
+        else:
+            lines.append(f"{hashes[rel]}  {rel}\n")
+    return "".join(lines).encode()
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,6 @@ from skewtape_pipeline.mirror.format import (
     MANIFEST,
     TABLE_KEYS,
     DeltaFileEntry,
-    SnapshotManifest,
 )
 from skewtape_pipeline.mirror.journal import Journal, Started
 from skewtape_pipeline.mirror.preflight import (
@@ -62,6 +61,7 @@ from skewtape_pipeline.mirror.preflight import (
     read_delta_head,
     refuse_symlinked_components,
 )
+from skewtape_pipeline.mirror.snapshot import read_snapshot
 from skewtape_pipeline.mirror.verify import (
     hash_cache_path,
     merged_tables,
@@ -409,9 +409,8 @@ def _check_snapshot_side(snapshot: Path, into: Path | None, checked: CheckedDelt
             )
             _refuse_non_file(snapshot / entry.path, manifest_path, f"files[{index}].path")
         return []
-    raw = (snapshot / MANIFEST).read_bytes()
-    parent_manifest = SnapshotManifest.parse(raw, source=snapshot / MANIFEST)
-    files = [entry.path for entry in parent_manifest.files] + [CHECKSUMS, MANIFEST]
+    parent_manifest, _, _ = read_snapshot(snapshot)
+    files = [entry.path for entry in parent_manifest.by_path().values()] + [CHECKSUMS, MANIFEST]
     missing = []
     for rel in files:
         refuse_symlinked_components(snapshot, rel, source=snapshot, field_name=rel)
@@ -715,7 +714,10 @@ class _Run:
     def _verify(self) -> None:
         try:
             verify_snapshot(
-                self.work, known_hashes=self.known, known_hashed_at_ns=self.checked.hashed_at_ns
+                self.work,
+                known_hashes=self.known,
+                known_hashed_at_ns=self.checked.hashed_at_ns,
+                table_columns=self.checked.table_columns,
             )
         except VerificationError:
             if self.into is not None:

@@ -139,7 +139,8 @@ def _next_snapshot_sizes(folder: Path, manifest: DeltaManifest) -> dict[str, int
     """{delta path: bytes} of the next snapshot's files shipped in the delta, or a problem.
 
     Sizes come from the next snapshot's manifest, shipped as the source of the delta manifest's
-    last entry and named by its ``next.manifest_sha256``.
+    last entry and named by its ``next.manifest_sha256``, where it records them (the published
+    format does not require it; a file without a recorded size is hashed instead).
     """
     rel = manifest.files[-1].source or ""
     path = folder / rel
@@ -156,7 +157,11 @@ def _next_snapshot_sizes(folder: Path, manifest: DeltaManifest) -> dict[str, int
     sources = {
         entry.path: entry.source for entry in manifest.files if entry.op in ("add", "replace")
     }
-    return {sources[entry.path]: entry.bytes for entry in snapshot.files if entry.path in sources}
+    return {
+        sources[entry.path]: entry.bytes
+        for entry in snapshot.by_path().values()
+        if entry.path in sources and entry.bytes is not None
+    }
 
 
 def holds_snapshot(folder: Path, manifest_sha256: str | None) -> bool:

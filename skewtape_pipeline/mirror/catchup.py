@@ -51,7 +51,8 @@ def catch_up(
     mode
         ``versioned``: each month becomes a new folder ``history/<month>/`` (hard links to the
         previous month for unchanged files). ``in_place``: the newest folder is advanced in place
-        and keeps its name; the month it holds is read from its manifest.
+        and keeps its name; the month it holds is read from its manifest, or, when the manifest
+        records none, is the month of the delta whose next snapshot it holds.
     audit_log, lock_timeout
         As for :func:`~skewtape_pipeline.mirror.apply.apply_delta`; one lock is held for the
         whole catch-up.
@@ -116,8 +117,10 @@ def plan_chain(current: Path, deltas: Path) -> list[tuple[str, DeltaHead]]:
     Raises :class:`ChainError` on a gap, a broken parent link or a month mismatch.
     """
     raw = (current / MANIFEST).read_bytes()
-    month = SnapshotManifest.parse(raw, source=current / MANIFEST).month
     expected_parent, expected_from = sha256_file(current / MANIFEST), current
+    month = SnapshotManifest.parse(raw, source=current / MANIFEST).month or _month_held(
+        current, deltas, expected_parent
+    )
     chain: list[tuple[str, DeltaHead]] = []
     for delta_month in [m for m in month_folders(deltas) if m > month]:
         wanted = next_month(month)
@@ -135,7 +138,7 @@ def plan_chain(current: Path, deltas: Path) -> list[tuple[str, DeltaHead]]:
                 f"manifest sha256 is {expected_parent}"
             )
         next_month_found = _next_snapshot_month(head)
-        if next_month_found != delta_month:
+        if next_month_found not in (None, delta_month):
             raise ChainError(
                 f"{head.folder}: leads to a snapshot of {next_month_found}; expected "
                 f"{delta_month}, the month its folder is named after"
@@ -146,7 +149,18 @@ def plan_chain(current: Path, deltas: Path) -> list[tuple[str, DeltaHead]]:
     return chain
 
 
-def _next_snapshot_month(head: DeltaHead) -> str:
+def _month_held(current: Path, deltas: Path, manifest_sha256: str) -> str:
+    """The month ``current`` holds when its manifest records none (the published format does
+    not require it): the month of the delta leading to it, if one in ``deltas`` does; else the
+    folder's name (``history/<YYYY-MM>/``; an in-place folder keeps the name it started with)."""
+    for delta_month in reversed([m for m in month_folders(deltas) if m > current.name]):
+        if read_delta_head(deltas / delta_month).manifest.next.manifest_sha256 == manifest_sha256:
+            return delta_month
+    return current.name
+
+
+def _next_snapshot_month(head: DeltaHead) -> str | None:
+    """The month the next snapshot's manifest records, or None when it records none."""
     source = head.manifest.files[-1].source
     assert source is not None
     path = head.folder / source

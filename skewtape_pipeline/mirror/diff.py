@@ -120,11 +120,13 @@ def _write_delta(parent: Path, nxt: Path, work: Path) -> DeltaManifest:
     entries.append(_ship_whole(nxt, work, CHECKSUMS, "replace", expected=None))
     entries.append(_ship_whole(nxt, work, MANIFEST, "replace", expected=next_sha))
     manifest = DeltaManifest(
-        parent=BundleRef(bundle_id=parent_manifest.bundle_id, manifest_sha256=parent_sha),
+        parent=BundleRef(
+            bundle_id=parent_manifest.bundle_id or parent.name, manifest_sha256=parent_sha
+        ),
         next=NextBundle(
-            bundle_id=next_manifest.bundle_id,
+            bundle_id=next_manifest.bundle_id or nxt.name,
             manifest_sha256=next_sha,
-            venues=next_manifest.venues,
+            venues=next_manifest.venues or (),
             omitted_venues=next_manifest.omitted_venues,
         ),
         schema_break=schema_break,

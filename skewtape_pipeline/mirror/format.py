@@ -1,22 +1,27 @@
 """The Skewtape snapshot and delta formats: constants, safe paths and parsed manifests.
 
-Published (the seed): a delta folder holds ``manifest.json``, ``CHECKSUMS.sha256``,
-``snapshot/<path>`` whole files and ``changes/<table>.parquet`` row changes. Ours to fix (see
-the design notes): the snapshot manifest's fields and the snapshot layout. Parsing validates
-everything up front and raises :class:`~skewtape_pipeline.errors.ManifestError` or
-:class:`~skewtape_pipeline.errors.UnsafePathError` naming the field; nothing here touches disk.
+Published (the seed), and all the engine requires: a delta folder holds ``manifest.json``
+(``parent`` and ``next`` with ``bundle_id`` and ``manifest_sha256``, ``next.venues``,
+``next.omitted_venues``, ``schema_break``, and ``files`` entries with ``path``, ``op``,
+``source``, ``sha256``), ``CHECKSUMS.sha256``, ``snapshot/<path>`` whole files and
+``changes/<table>.parquet`` row changes. :meth:`DeltaManifest.parse` validates those fields up
+front and raises :class:`~skewtape_pipeline.errors.ManifestError` or
+:class:`~skewtape_pipeline.errors.UnsafePathError` naming the field; unknown fields are ignored.
+A snapshot's ``manifest.json`` is, to the engine, a file named by its sha256:
+:class:`SnapshotManifest` holds what we use of it when present and never refuses it. Nothing
+here touches disk.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from skewtape_pipeline.errors import ManifestError, UnsafePathError
-from skewtape_pipeline.fsio import TEMP_MARKER
+from skewtape_pipeline.errors import MalformedJsonError, ManifestError, UnsafePathError
+from skewtape_pipeline.fsio import TEMP_MARKER, load_json
 from skewtape_pipeline.hashing import is_sha256_hex
 
 MANIFEST = "manifest.json"
@@ -92,10 +97,7 @@ def _require_sha(raw: dict[str, Any], key: str, where: str, src: Path) -> str:
 
 
 def _load_json_object(raw: bytes, source: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ManifestError(f"is not valid JSON ({exc})", path=source) from None
+    data = load_json(raw, source, error=ManifestError)
     if not isinstance(data, dict):
         raise ManifestError("expected a JSON object at the top level", path=source)
     return data
@@ -258,11 +260,11 @@ def _check_delta_files(files: tuple[DeltaFileEntry, ...], source: Path) -> None:
 
 @dataclass(frozen=True)
 class SnapshotFileEntry:
-    """One file of a snapshot: its path, sha256 and size, with rows and columns for Parquet."""
+    """One file of a snapshot: its path and sha256, with its size, rows and columns when known."""
 
     path: str
     sha256: str
-    bytes: int
+    bytes: int | None = None
     rows: int | None = None
     columns: tuple[tuple[str, str], ...] | None = None
     """(name, Arrow type) of each column, for the four reference tables."""
@@ -270,55 +272,82 @@ class SnapshotFileEntry:
 
 @dataclass(frozen=True)
 class SnapshotManifest:
-    """A parsed, validated snapshot manifest (every file but manifest.json and CHECKSUMS)."""
+    """What a snapshot's manifest.json tells us, as far as we understand it.
 
-    bundle_id: str
-    month: str
-    venues: tuple[str, ...]
-    omitted_venues: tuple[str, ...]
-    schema_version: int
-    files: tuple[SnapshotFileEntry, ...] = field(default=())
+    The published format names a snapshot by its manifest's sha256 and publishes nothing of its
+    content. So every field here is optional: it is ``None`` (``()`` for ``omitted_venues``)
+    when the manifest lacks it *or* holds it in a shape other than the one documented below,
+    exactly as an unknown field is ignored. ``files`` is all or nothing: every entry an object
+    with a safe ``path`` and a sha256, optional ``bytes``/``rows`` counts and ``columns``
+    pairs, no path twice; otherwise the manifest is taken to list no files (the snapshot's
+    CHECKSUMS.sha256 lists them). What the sample publisher writes fills every field.
+    """
+
+    bundle_id: str | None = None
+    month: str | None = None
+    venues: tuple[str, ...] | None = None
+    omitted_venues: tuple[str, ...] = ()
+    schema_version: int | None = None
+    files: tuple[SnapshotFileEntry, ...] | None = None
 
     def by_path(self) -> dict[str, SnapshotFileEntry]:
-        return {entry.path: entry for entry in self.files}
+        """{path: entry} of ``files``; empty when the manifest lists none."""
+        return {entry.path: entry for entry in self.files or ()}
+
+    def with_listed_files(self, listed: dict[str, str]) -> SnapshotManifest:
+        """This manifest, with ``files`` taken from ``listed`` ({path: sha256}, as the
+        snapshot's CHECKSUMS.sha256 gives them, seal files left out) when it lists none."""
+        if self.files is not None:
+            return self
+        entries = tuple(
+            SnapshotFileEntry(path=rel, sha256=digest)
+            for rel, digest in sorted(listed.items())
+            if rel not in (MANIFEST, CHECKSUMS)
+        )
+        return replace(self, files=entries)
 
     @classmethod
     def parse(cls, raw: bytes, *, source: Path) -> SnapshotManifest:
-        data = _load_json_object(raw, source)
-        month = _require(data, "month", str, "", source)
-        if not MONTH_RE.match(month):
-            raise ManifestError(f"is {month!r}; expected YYYY-MM", path=source, field="month")
-        entries = _require(data, "files", list, "", source)
-        files = tuple(_parse_snapshot_entry(e, i, source) for i, e in enumerate(entries))
-        paths = [entry.path for entry in files]
-        if len(set(paths)) != len(paths):
-            raise ManifestError("lists a path twice", path=source, field="files")
+        """Read what we understand of a snapshot manifest's bytes. Never refuses: bytes that are
+        not a JSON object (or nest too deeply to parse) tell nothing, and give a manifest with
+        no field set. ``source`` is kept for the signature's symmetry with the delta's parse."""
+        try:
+            data = load_json(raw, source)
+        except MalformedJsonError:
+            return cls()
+        if not isinstance(data, dict):
+            return cls()
+        month = data.get("month")
+        omitted = _names_or_none(data.get("omitted_venues"))
         return cls(
-            bundle_id=_require(data, "bundle_id", str, "", source),
-            month=month,
-            venues=_string_list(data, "venues", "", source),
-            omitted_venues=_string_list(data, "omitted_venues", "", source)
-            if "omitted_venues" in data
-            else (),
-            schema_version=_require(data, "schema_version", int, "", source),
-            files=files,
+            bundle_id=_name_or_none(data.get("bundle_id")),
+            month=month if isinstance(month, str) and MONTH_RE.match(month) else None,
+            venues=_names_or_none(data.get("venues")),
+            omitted_venues=omitted or (),
+            schema_version=_count_or_none(data.get("schema_version")),
+            files=_snapshot_entries_or_none(data.get("files")),
         )
 
     def to_json(self) -> bytes:
-        """Canonical JSON bytes (files in the order given, fixed indent)."""
-        data = {
+        """Canonical JSON bytes (files in the order given, fixed indent); unset fields left out."""
+        data: dict[str, Any] = {
             "bundle_id": self.bundle_id,
             "month": self.month,
-            "venues": list(self.venues),
+            "venues": list(self.venues) if self.venues is not None else None,
             "omitted_venues": list(self.omitted_venues),
             "schema_version": self.schema_version,
-            "files": [_snapshot_entry_json(entry) for entry in self.files],
+            "files": [_snapshot_entry_json(e) for e in self.files]
+            if self.files is not None
+            else None,
         }
+        data = {key: value for key, value in data.items() if value is not None}
         return (json.dumps(data, indent=2) + "\n").encode()
 
 
 def _snapshot_entry_json(entry: SnapshotFileEntry) -> dict[str, Any]:
-    out: dict[str, Any] = {"path": entry.path, "sha256": entry.sha256, "bytes": entry.bytes}
+    out: dict[str, Any] = {"path": entry.path, "sha256": entry.sha256}
+    if entry.bytes is not None:
+        out["bytes"] = entry.bytes
     if entry.rows is not None:
         out["rows"] = entry.rows
     if entry.columns is not None:
@@ -326,31 +355,61 @@ def _snapshot_entry_json(entry: SnapshotFileEntry) -> dict[str, Any]:
     return out
 
 
-def _parse_snapshot_entry(raw: object, index: int, source: Path) -> SnapshotFileEntry:
-    where = f"files[{index}]."
+def _name_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _names_or_none(value: object) -> tuple[str, ...] | None:
+    if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
+        return tuple(value)
+    return None
+
+
+def _count_or_none(value: object) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+def _columns_or_none(value: object) -> tuple[tuple[str, str], ...] | None:
+    if isinstance(value, list) and all(
+        isinstance(c, list) and len(c) == 2 and all(isinstance(x, str) for x in c) for c in value
+    ):
+        return tuple((name, kind) for name, kind in value)
+    return None
+
+
+def _snapshot_entries_or_none(value: object) -> tuple[SnapshotFileEntry, ...] | None:
+    """The manifest's ``files`` if every entry is understood (see SnapshotManifest), else None."""
+    if not isinstance(value, list):
+        return None
+    entries = []
+    for raw in value:
+        entry = _snapshot_entry_or_none(raw)
+        if entry is None:
+            return None
+        entries.append(entry)
+    if len({entry.path for entry in entries}) != len(entries):
+        return None
+    return tuple(entries)
+
+
+def _snapshot_entry_or_none(raw: object) -> SnapshotFileEntry | None:
     if not isinstance(raw, dict):
-        raise ManifestError(f"is {raw!r}; expected an object", path=source, field=f"files[{index}]")
-    path = safe_relpath(raw.get("path"), field_name=where + "path", source=source)
-    if path in (MANIFEST, CHECKSUMS):
-        raise ManifestError(f"lists {path!r}, which never lists itself", path=source, field=where)
-    rows = raw.get("rows")
-    if rows is not None and (not isinstance(rows, int) or isinstance(rows, bool) or rows < 0):
-        raise ManifestError(f"is {rows!r}; expected a count", path=source, field=where + "rows")
-    columns = raw.get("columns")
-    if columns is not None:
-        if not isinstance(columns, list) or not all(
-            isinstance(c, list) and len(c) == 2 and all(isinstance(x, str) for x in c)
-            for c in columns
-        ):
-            raise ManifestError(
-                "expected a list of [name, type] pairs", path=source, field=where + "columns"
-            )
-        columns = tuple((name, kind) for name, kind in columns)
-    size = _require(raw, "bytes", int, where, source)
+        return None
+    path, digest = raw.get("path"), raw.get("sha256")
+    if isinstance(digest, str):
+        digest = digest.lower()
+    if not is_sha256_hex(digest) or path in (MANIFEST, CHECKSUMS):
+        return None
+    try:
+        path = safe_relpath(path, field_name="files")
+    except UnsafePathError:
+        return None
     return SnapshotFileEntry(
         path=path,
-        sha256=_require_sha(raw, "sha256", where, source),
-        bytes=size,
-        rows=rows,
-        columns=columns,
+        sha256=digest,
+        bytes=_count_or_none(raw.get("bytes")),
+        rows=_count_or_none(raw.get("rows")),
+        columns=_columns_or_none(raw.get("columns")),
     )

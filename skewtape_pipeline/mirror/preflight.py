@@ -37,6 +37,7 @@ from skewtape_pipeline.mirror.format import (
     SnapshotManifest,
     safe_relpath,
 )
+from skewtape_pipeline.mirror.tables import Columns, schema_columns
 
 CHANGE_OPS = ("upsert", "delete")
 
@@ -70,7 +71,12 @@ class CheckedDelta:
     stamps: dict[str, FileStamp]
     """The (inode, size, mtime) of each hashed file, taken before it was hashed."""
     next_manifest: SnapshotManifest | None = None
-    """The next snapshot's manifest, as the delta ships it."""
+    """What we understand of the next snapshot's manifest, as the delta ships it."""
+    next_listed: dict[str, str] = field(default_factory=dict)
+    """{path: sha256} of the next snapshot's CHECKSUMS.sha256, manifest.json left out."""
+    table_columns: dict[str, Columns] = field(default_factory=dict)
+    """{table path: the columns it must have after the apply} for every ``change`` entry of a
+    delta without ``schema_break`` whose next manifest records none: the parent table's."""
     change_stats: dict[str, ChangeStats] = field(default_factory=dict)
     """{table path in the snapshot: row counts} for every ``change`` entry."""
     column_order: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -162,8 +168,10 @@ def check_delta_files(head: DeltaHead, *, trusted: CheckedDelta | None = None) -
     Checks, in order: no symbolic link in the delta; every entry's source exists, is a regular
     file and is listed in CHECKSUMS.sha256; every listed file exists; every file hashes to its
     CHECKSUMS.sha256 line and to its manifest entry; the next snapshot's manifest.json hashes to
-    ``next.manifest_sha256`` and names ``next.bundle_id``; its CHECKSUMS.sha256 parses; every
-    add/replace/delete agrees with the next manifest (same sha256; a deleted path unlisted).
+    ``next.manifest_sha256`` and names ``next.bundle_id`` if it names any; its CHECKSUMS.sha256
+    parses and lists that manifest with that sha256 (and agrees with the manifest's ``files``
+    when it has them); every entry agrees with that CHECKSUMS.sha256 (a whole file with the
+    same sha256, a changed table listed, a deleted path unlisted).
 
     ``trusted``: an earlier check of the same delta (e.g. by a previous pipeline step). Its
     hashes are reused for files whose (inode, size, mtime) stamp is unchanged; every other file
@@ -212,13 +220,14 @@ def check_delta_files(head: DeltaHead, *, trusted: CheckedDelta | None = None) -
                 path=manifest_path,
                 field=f"files[{index}].sha256",
             )
-    next_manifest = _check_next_snapshot_files(head)
-    _check_entries_against_next(manifest, next_manifest, manifest_path)
+    next_manifest, next_listed = _check_next_snapshot_files(head)
+    _check_entries_against_next(manifest, next_listed, manifest_path)
     return CheckedDelta(
         head=head,
         hashes=hashes,
         stamps=stamps,
         next_manifest=next_manifest,
+        next_listed=next_listed,
         bytes_hashed=sum(stamps[rel].size for rel in fresh),
         hashed_at_ns=started_ns,
     )
@@ -238,34 +247,42 @@ def _reusable_hashes(
 
 
 def _check_entries_against_next(
-    manifest: DeltaManifest, next_manifest: SnapshotManifest, source: Path
+    manifest: DeltaManifest, next_listed: dict[str, str], source: Path
 ) -> None:
-    listed = next_manifest.by_path()
+    """Every entry agrees with the next snapshot's CHECKSUMS.sha256 (``next_listed``): a deleted
+    path is not listed, any other path is, and a whole file ships with its listed sha256."""
     for index, entry in enumerate(manifest.files[:-2]):
         where = f"files[{index}]"
-        found = listed.get(entry.path)
-        if entry.op == "delete" and found is not None:
+        listed = next_listed.get(entry.path)
+        if entry.op == "delete" and listed is not None:
             raise ManifestError(
-                f"deletes {entry.path!r}, which the next snapshot's manifest still lists",
+                f"deletes {entry.path!r}, which the next snapshot's {CHECKSUMS} still lists",
                 path=source,
                 field=where + ".path",
             )
-        if entry.op != "delete" and found is None:
+        if entry.op != "delete" and listed is None:
             raise ManifestError(
-                f"{entry.op}s {entry.path!r}, which the next snapshot's manifest does not list",
+                f"{entry.op}s {entry.path!r}, which the next snapshot's {CHECKSUMS} does not list",
                 path=source,
                 field=where + ".path",
             )
-        if entry.op in ("add", "replace") and found is not None and found.sha256 != entry.sha256:
+        if entry.op in ("add", "replace") and listed != entry.sha256:
             raise ManifestError(
                 f"ships {entry.path!r} with sha256 {entry.sha256}; the next snapshot's "
-                f"manifest lists {found.sha256}",
+                f"{CHECKSUMS} lists {listed}",
                 path=source,
                 field=where + ".sha256",
             )
 
 
-def _check_next_snapshot_files(head: DeltaHead) -> SnapshotManifest:
+def _check_next_snapshot_files(head: DeltaHead) -> tuple[SnapshotManifest, dict[str, str]]:
+    """The next snapshot's manifest (what we understand of it) and CHECKSUMS.sha256 as shipped.
+
+    Refuses a next manifest whose sha256 is not ``next.manifest_sha256`` or whose bundle id,
+    when it records one, is not ``next.bundle_id``; a next CHECKSUMS.sha256 that is malformed,
+    lists an unsafe path, or does not list that manifest with that sha256; and a next manifest
+    whose ``files``, when it lists them, disagree with that CHECKSUMS.sha256.
+    """
     manifest, delta = head.manifest, head.folder
     manifest_path = delta / MANIFEST
     checksums_entry, manifest_entry = manifest.files[-2], manifest.files[-1]
@@ -282,7 +299,7 @@ def _check_next_snapshot_files(head: DeltaHead) -> SnapshotManifest:
     next_manifest = SnapshotManifest.parse(
         next_manifest_path.read_bytes(), source=next_manifest_path
     )
-    if next_manifest.bundle_id != manifest.next.bundle_id:
+    if next_manifest.bundle_id not in (None, manifest.next.bundle_id):
         raise ManifestError(
             f"is {next_manifest.bundle_id!r}; the delta's next.bundle_id is "
             f"{manifest.next.bundle_id!r}",
@@ -290,11 +307,56 @@ def _check_next_snapshot_files(head: DeltaHead) -> SnapshotManifest:
             field="bundle_id",
         )
     next_checksums = delta / checksums_entry.source
-    parse_checksums(next_checksums.read_bytes(), source=next_checksums)
-    return next_manifest
+    listed = parse_checksums(next_checksums.read_bytes(), source=next_checksums)
+    for rel in listed:
+        safe_relpath(rel, field_name=f"line for {rel!r}", source=next_checksums)
+    if listed.get(MANIFEST) != manifest.next.manifest_sha256:
+        raise ManifestError(
+            f"lists {MANIFEST} with sha256 {listed.get(MANIFEST)}; expected the delta's "
+            f"next.manifest_sha256 {manifest.next.manifest_sha256}",
+            path=next_checksums,
+            field=MANIFEST,
+        )
+    next_listed = {rel: digest for rel, digest in listed.items() if rel != MANIFEST}
+    _check_next_manifest_files(next_manifest, next_listed, next_manifest_path)
+    return next_manifest, next_listed
+
+
+def _check_next_manifest_files(
+    next_manifest: SnapshotManifest, next_listed: dict[str, str], source: Path
+) -> None:
+    """When the next manifest lists files, refuse the first that CHECKSUMS.sha256 lists
+    differently (or not at all), and the first file it lists that the manifest does not."""
+    if next_manifest.files is None:
+        return
+    described = next_manifest.by_path()
+    for rel in sorted(described.keys() | next_listed.keys()):
+        entry, listed = described.get(rel), next_listed.get(rel)
+        if entry is None or entry.sha256 != listed:
+            found = f"sha256 {entry.sha256}" if entry is not None else "no entry"
+            raise ManifestError(
+                f"has {found} for {rel!r}; the next snapshot's {CHECKSUMS} lists {listed}",
+                path=source,
+                field="files",
+            )
 
 
 # --- change files -------------------------------------------------------------------------------
+
+
+def merged_columns(columns: Columns) -> Columns:
+    """``columns`` as a DuckDB merge writes them back to Parquet: it keeps names, order and
+    types, but writes large strings and binaries as plain ones and dictionaries as their values
+    (Arrow-only distinctions a Parquet file without pyarrow's schema metadata does not carry)."""
+    return tuple((name, _plain_type(kind)) for name, kind in columns)
+
+
+def _plain_type(kind: str) -> str:
+    if kind.startswith("dictionary<values="):
+        kind = kind[len("dictionary<values=") :].split(", indices=")[0]
+    return {"large_string": "string", "large_binary": "binary", "large_utf8": "string"}.get(
+        kind, kind
+    )
 
 
 def check_change_files(
@@ -305,7 +367,9 @@ def check_change_files(
     A change file must have an ``op`` string column holding only ``upsert``/``delete`` and a
     ``row`` struct column holding the table's key columns, never null, each key at most once.
     The table must exist in ``base_root`` with the same key columns, of the same kind, and the
-    merge must give the columns the next snapshot's manifest lists for the table.
+    merge must give the columns the next snapshot's manifest lists for the table. Where that
+    manifest lists none and the delta has no ``schema_break``, the table's columns after the
+    merge must be the parent table's (recorded in ``table_columns`` for the final verification).
     Raises :class:`ChangeFileError` naming the file, the column or row and the value.
     """
     expected = checked.next_manifest.by_path() if checked.next_manifest else {}
@@ -333,6 +397,8 @@ def check_change_files(
                     field="row",
                 )
             checked.column_order[entry.path] = names
+        elif not checked.manifest.schema_break:
+            checked.table_columns[entry.path] = merged_columns(schema_columns(base))
         checked.change_stats[entry.path] = _check_change_rows(con, changes, keys)
 
 

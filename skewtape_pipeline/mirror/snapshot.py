@@ -204,30 +204,31 @@ def read_snapshot(folder: Path) -> tuple[SnapshotManifest, dict[str, str], str]:
     Returns
     -------
     (manifest, checksums, manifest_sha256)
-        The parsed manifest, {path: sha256} of CHECKSUMS.sha256 (manifest.json included), and
-        the sha256 of manifest.json's bytes (the name deltas give this snapshot).
+        What we understand of the manifest (see :class:`SnapshotManifest`), with its ``files``
+        taken from CHECKSUMS.sha256 when the manifest lists none; {path: sha256} of
+        CHECKSUMS.sha256 (manifest.json included); and the sha256 of manifest.json's bytes (the
+        name deltas give this snapshot).
 
     Raises
     ------
     ManifestError
-        Either file is missing, unreadable or malformed (the error names the file and line or
-        field). Consistency between the two is :func:`verify_snapshot`'s job.
+        Either file is missing or unreadable, or CHECKSUMS.sha256 is malformed (the error names
+        the file and line). Consistency between the two is :func:`verify_snapshot`'s job.
+    UnsafePathError
+        CHECKSUMS.sha256 lists a path that is not a safe relative path.
     """
     folder = Path(folder)
     raw = _read_seal_file(folder / MANIFEST)
-    manifest = SnapshotManifest.parse(raw, source=folder / MANIFEST)
     checksums = read_checksums(folder / CHECKSUMS)
+    for rel in checksums:
+        safe_relpath(rel, field_name=f"line for {rel!r}", source=folder / CHECKSUMS)
+    manifest = SnapshotManifest.parse(raw, source=folder / MANIFEST).with_listed_files(checksums)
     return manifest, checksums, sha256_bytes(raw)
 
 
 def read_checksums(path: Path) -> dict[str, str]:
     """{path: sha256} of a CHECKSUMS.sha256 file; ManifestError naming it and the line if bad."""
-    try:
-        return parse_checksums(_read_seal_file(path), source=path)
-    except UnicodeDecodeError as exc:
-        raise ManifestError(
-            f"is not UTF-8 text ({exc.reason} at byte {exc.start})", path=path
-        ) from None
+    return parse_checksums(_read_seal_file(path), source=path)
 
 
 def _read_seal_file(path: Path) -> bytes:

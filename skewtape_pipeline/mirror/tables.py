@@ -169,9 +169,7 @@ def check_table(
         return None, [f"{rel}: {exc}"]
     problems: list[str] = []
     if columns is not None and found_columns != tuple(columns):
-        problems.append(
-            f"{rel}: has columns {list(found_columns)}; expected {list(columns)} (the manifest's)"
-        )
+        problems.append(f"{rel}: has columns {list(found_columns)}; expected {list(columns)}")
     if rows is not None and found_rows != rows:
         problems.append(f"{rel}: has {found_rows} rows; expected {rows} (the manifest's)")
     problems.extend(key_problems(keys_table, table_keys(rel), name=rel))

@@ -3,12 +3,13 @@
 What is checked (every finding is collected, then one :class:`VerificationError` lists them all):
 
 - ``manifest.json``'s sha256 is its line in CHECKSUMS.sha256;
-- the manifest's files and CHECKSUMS.sha256's entries (minus manifest.json) are the same paths
-  with the same sha256;
+- when the manifest lists files (the published format does not require it), they and
+  CHECKSUMS.sha256's entries (minus manifest.json) are the same paths with the same sha256;
 - every listed file is present with its sha256, and no other file is there (``.skewtape/`` is
   ignored; a leftover temporary file or a link is a problem);
-- each of the four reference tables has the manifest's columns and rows, and unique, non-null
-  keys.
+- each of the four reference tables has unique, non-null keys, the rows the manifest records
+  when it records them, and the columns the manifest records or, where it records none, the
+  columns the caller expects (an apply passes the parent's).
 
 Where hashes come from: ``known_hashes`` (files the caller hashed while writing them), else the
 hash cache ``.skewtape/hashes.json`` (trusted while a file's inode, size and mtime_ns hold, as
@@ -53,7 +54,7 @@ from skewtape_pipeline.mirror.format import (
     safe_relpath,
 )
 from skewtape_pipeline.mirror.snapshot import list_folder, read_checksums
-from skewtape_pipeline.mirror.tables import check_table, is_table
+from skewtape_pipeline.mirror.tables import Columns, check_table, is_table
 
 HASH_CACHE = "hashes.json"
 MERGED_TABLES = "merged.json"
@@ -144,6 +145,7 @@ def verify_snapshot(
     known_hashes: Mapping[str, str] | None = None,
     known_hashed_at_ns: int | None = None,
     save_cache: bool = True,
+    table_columns: Mapping[str, Columns] | None = None,
 ) -> VerifyResult:
     """Check that ``snapshot`` is exactly what its CHECKSUMS.sha256 and manifest describe.
 
@@ -161,6 +163,9 @@ def verify_snapshot(
     save_cache
         Record every hash used in ``.skewtape/hashes.json`` (atomically). A folder that cannot be
         written to is verified all the same; the cache is then not saved.
+    table_columns
+        {table path: (name, Arrow type) pairs} a reference table must have where the manifest
+        records no columns for it (an apply passes what it derived from the parent).
 
     Returns
     -------
@@ -181,7 +186,7 @@ def verify_snapshot(
     result.bundle_id = manifest.bundle_id if manifest else None
     expected = _expected_files(manifest, checksums)
     problems += _compare_seal(manifest, checksums)
-    listed_in = MANIFEST if manifest is not None else CHECKSUMS
+    listed_in = MANIFEST if manifest is not None and manifest.files is not None else CHECKSUMS
     present, listing_problems = _present_files(snapshot, expected, listed_in=listed_in)
     problems += listing_problems
     cache = HashCache(hash_cache_path(snapshot))
@@ -198,7 +203,7 @@ def verify_snapshot(
     problems += merged_problems
     for rel in present:
         problems += _compare_hash(rel, found.get(rel), expected[rel], merged)
-    problems += _check_tables(snapshot, present, manifest, result)
+    problems += _check_tables(snapshot, present, manifest, result, table_columns or {})
     for rel in cache.entries():
         if rel not in present:
             cache.forget(rel)
@@ -222,8 +227,6 @@ def _read_seal(snapshot: Path) -> tuple[SnapshotManifest | None, dict[str, str] 
         problems.append(f"{MANIFEST}: is missing")
     except OSError as exc:
         problems.append(f"{MANIFEST}: cannot be read ({exc.strerror})")
-    except ManifestError as exc:
-        problems.append(f"{MANIFEST}: {exc}")
     try:
         checksums = read_checksums(snapshot / CHECKSUMS)
     except ManifestError as exc:
@@ -255,7 +258,7 @@ def _expected_files(
     manifest: SnapshotManifest | None, checksums: dict[str, str] | None
 ) -> dict[str, str]:
     """{path: expected sha256} of the files besides the two seal files."""
-    if manifest is not None:
+    if manifest is not None and manifest.files is not None:
         return {entry.path: entry.sha256 for entry in manifest.files}
     if checksums is not None:
         return {rel: sha for rel, sha in checksums.items() if rel != MANIFEST}
@@ -263,7 +266,7 @@ def _expected_files(
 
 
 def _compare_seal(manifest: SnapshotManifest | None, checksums: dict[str, str] | None) -> list[str]:
-    if manifest is None or checksums is None:
+    if manifest is None or manifest.files is None or checksums is None:
         return []
     listed = {rel: sha for rel, sha in checksums.items() if rel != MANIFEST}
     described = {entry.path: entry.sha256 for entry in manifest.files}
@@ -361,7 +364,11 @@ def _compare_hash(
 
 
 def _check_tables(
-    snapshot: Path, present: list[str], manifest: SnapshotManifest | None, result: VerifyResult
+    snapshot: Path,
+    present: list[str],
+    manifest: SnapshotManifest | None,
+    result: VerifyResult,
+    expected_columns: Mapping[str, Columns],
 ) -> list[str]:
     entries: dict[str, SnapshotFileEntry] = manifest.by_path() if manifest else {}
     problems: list[str] = []
@@ -369,12 +376,11 @@ def _check_tables(
         if not is_table(rel):
             continue
         entry = entries.get(rel)
-        if entry is not None and entry.columns is None:
-            problems.append(f"{rel}: {MANIFEST} records no columns; expected them for a table")
+        recorded = entry.columns if entry is not None else None
         rows, found = check_table(
             snapshot / rel,
             rel,
-            columns=entry.columns if entry else None,
+            columns=recorded if recorded is not None else expected_columns.get(rel),
             rows=entry.rows if entry else None,
         )
         if rows is not None:

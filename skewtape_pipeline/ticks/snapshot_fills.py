@@ -117,7 +117,7 @@ def newest_sources(history: Path, wanted: Iterable[SymbolDay]) -> dict[SymbolDay
         """(bundle id, entries by path) of a month's snapshot, read once."""
         if month not in listings:
             manifest = read_snapshot(history / month)[0]
-            listings[month] = (manifest.bundle_id, manifest.by_path())
+            listings[month] = (manifest.bundle_id or month, manifest.by_path())
         return listings[month]
 
     sources = {}

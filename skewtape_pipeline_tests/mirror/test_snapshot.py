@@ -146,11 +146,22 @@ def test_read_snapshot_when_checksums_malformed_raises_naming_the_line(tmp_path)
         read_snapshot(folder)
 
 
-def test_read_snapshot_when_manifest_not_json_raises_manifest_error(tmp_path):
+@pytest.mark.parametrize(
+    "raw",
+    [b"{", b"[1, 2]", b'{"schema": 3, "tables": {"markets": "x"}}', b"[" * 100_000],
+    ids=["not-json", "not-an-object", "unknown-fields-only", "deeply-nested"],
+)
+def test_read_snapshot_when_manifest_tells_nothing_lists_files_from_checksums(tmp_path, raw):
+    # The published format names a snapshot by its manifest's sha256 and nothing more.
     folder = make_snapshot(tmp_path)
-    (folder / MANIFEST).write_text("{")
-    with pytest.raises(ManifestError, match="JSON"):
-        read_snapshot(folder)
+    listed = parse_checksums((folder / CHECKSUMS).read_bytes(), source=folder / CHECKSUMS)
+    (folder / MANIFEST).write_bytes(raw)
+    manifest, checksums, manifest_sha = read_snapshot(folder)
+    assert (manifest.bundle_id, manifest.month, manifest.schema_version) == (None, None, None)
+    assert {e.path: e.sha256 for e in manifest.files} == {
+        rel: sha for rel, sha in listed.items() if rel != MANIFEST
+    }
+    assert manifest_sha == hashlib.sha256(raw).hexdigest() and checksums == listed
 
 
 def test_table_columns_when_parquet_returns_names_and_arrow_types(tmp_path):
