@@ -12,7 +12,7 @@ import warnings
 
 import dagster as dg
 
-from skewtape_pipeline.orchestration.jobs import HISTORY_SNAPSHOT
+from skewtape_pipeline.orchestration.jobs import HISTORY_SNAPSHOT, QUEUE_TAG
 from skewtape_pipeline.orchestration.metadata import problems_metadata, symbol_day_metadata
 from skewtape_pipeline.orchestration.resources import ArchiveSettings, SkewtapeHome
 from skewtape_pipeline.orchestration.tick_partitions import symbol_day_of, symbol_day_partitions
@@ -111,4 +111,5 @@ archive_ticks_job = dg.define_asset_job(
     selection=dg.AssetSelection.assets(TICK_ARCHIVE),
     description="Compact symbol-days of fills into the tick archive.",
     executor_def=dg.in_process_executor,
+    tags={QUEUE_TAG: ARCHIVE_POOL},
 )

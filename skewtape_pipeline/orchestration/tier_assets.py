@@ -18,6 +18,7 @@ import dagster as dg
 from pydantic import Field
 
 from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.orchestration.jobs import QUEUE_TAG
 from skewtape_pipeline.orchestration.metadata import (
     archive_metrics_metadata,
     moves_by_month,
@@ -112,4 +113,5 @@ retier_ticks_job = dg.define_asset_job(
     description="Move the symbol-days of the selected months to the tier their age calls for, "
     "then measure the archive.",
     executor_def=dg.in_process_executor,
+    tags={QUEUE_TAG: ARCHIVE_POOL},
 )
