@@ -27,7 +27,8 @@ from skewtape_pipeline.orchestration.metadata import (
 )
 from skewtape_pipeline.orchestration.partitions import month_partitions
 from skewtape_pipeline.orchestration.resources import ArchiveSettings, SkewtapeHome
-from skewtape_pipeline.orchestration.tick_asset import ARCHIVE_POOL
+from skewtape_pipeline.orchestration.tick_asset import ARCHIVE_POOL, TICK_ARCHIVE
+from skewtape_pipeline.orchestration.tick_partitions import DATE_DIMENSION
 from skewtape_pipeline.ticks.lifecycle import retier
 from skewtape_pipeline.ticks.placement import archive_metrics
 
@@ -59,10 +60,18 @@ def retier_run_config(as_of: date) -> dict:
 
 
 with warnings.catch_warnings():
-    warnings.simplefilter("ignore", dg.BetaWarning)  # backfill_policy is beta in 1.13
+    # backfill_policy and MultiToSingleDimensionPartitionMapping are beta in 1.13
+    warnings.simplefilter("ignore", dg.BetaWarning)
     _tiers_asset = dg.asset(
         key=TICK_ARCHIVE_TIERS,
         partitions_def=month_partitions,
+        deps=[
+            dg.AssetDep(
+                TICK_ARCHIVE,
+                # a month re-tiers the symbol-days of its days (every symbol)
+                partition_mapping=dg.MultiToSingleDimensionPartitionMapping(DATE_DIMENSION),
+            )
+        ],
         backfill_policy=dg.BackfillPolicy.single_run(),
         pool=ARCHIVE_POOL,
         group_name="ticks",
@@ -96,7 +105,7 @@ def tick_archive_tiers(
 
 @dg.asset(
     key=TICK_ARCHIVE_STATS,
-    deps=[TICK_ARCHIVE_TIERS],
+    deps=[TICK_ARCHIVE, TICK_ARCHIVE_TIERS],
     pool=ARCHIVE_POOL,
     group_name="ticks",
     description="The tick archive as a whole: files, bytes, ticks and symbol-days per tier "
