@@ -15,7 +15,7 @@ could both start)."""
 apply_month_job = dg.define_asset_job(
     name="apply_month",
     selection=dg.AssetSelection.assets(HISTORY_SNAPSHOT),
-    description="Bring history/<month>/ to the month's snapshot (bootstrap, apply or no-op) "
+    description="Bring `history/<YYYY-MM>/` to the month's snapshot (bootstrap, apply or no-op) "
     "and check it.",
     executor_def=dg.in_process_executor,
     tags={QUEUE_TAG: "skewtape_apply"},

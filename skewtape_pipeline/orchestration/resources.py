@@ -15,11 +15,11 @@ AUDIT_LOG_NAME = "audit.jsonl"
 
 
 class SkewtapeHome(dg.ConfigurableResource):
-    """The data root: ``history/<YYYY-MM>/`` snapshots, ``deltas/<YYYY-MM>/`` arriving deltas,
+    """The data root: `history/<YYYY-MM>/` snapshots, `deltas/<YYYY-MM>/` arriving deltas,
     the tick archive and the audit log. Everything a run writes lives under it.
 
-    Configure it with ``SkewtapeHome(root=dg.EnvVar("SKEWTAPE_HOME"))``; the variable is read when
-    a run, sensor tick or schedule tick starts.
+    Configure it with `SkewtapeHome(root=dg.EnvVar("SKEWTAPE_HOME"))`; the variable is read when
+    a run, sensor tick or schedule tick starts. (Markdown, not RST: the UI shows this text.)
     """
 
     root: str = Field(description="The data root folder (SKEWTAPE_HOME).")

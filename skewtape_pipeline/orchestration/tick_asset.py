@@ -57,8 +57,9 @@ with warnings.catch_warnings():
                 description="Each symbol-day meets the compression target (warning only).",
             ),
         ],
-        description="archive/symbol=<S>/year=/month=/date=/part-0.parquet: a symbol-day's trades, "
-        "validated, compacted, verified and reported, read from the newest snapshot's fills.",
+        description="`archive/symbol=<S>/year=/month=/date=/part-0.parquet`: a symbol-day's "
+        "trades, validated, compacted, verified and reported, read from the newest snapshot's "
+        "fills.",
     )
 
 
