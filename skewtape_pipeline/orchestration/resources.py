@@ -9,6 +9,7 @@ from pydantic import Field
 
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.ticks.books import enable_books_and_records
+from skewtape_pipeline.ticks.file_compression import MIN_TICKS_JUDGED
 from skewtape_pipeline.ticks.tiers import TierPolicy
 
 AUDIT_LOG_NAME = "audit.jsonl"
@@ -72,7 +73,16 @@ class ArchiveSettings(dg.ConfigurableResource):
         default=None,
         description="A TOML or JSON tier policy; the built-in defaults when not given.",
     )
-    target_ratio: float = Field(default=5.0, description="Compression ratio each report asserts.")
+    target_ratio: float = Field(
+        default=5.0,
+        description="Compression ratio each report is measured against, and the re-tiering's "
+        "`compression_target_met` check asks of each consolidated file it writes.",
+    )
+    target_min_ticks: int = Field(
+        default=MIN_TICKS_JUDGED,
+        description="Fewest ticks a consolidated file must hold for `compression_target_met` "
+        "to judge it (smaller files are measured, not judged).",
+    )
     books_and_records: bool = Field(
         default=False,
         description="Put the archive in books_and_records mode (write-once, for good) before "

@@ -21,6 +21,7 @@ from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.orchestration.jobs import QUEUE_TAG
 from skewtape_pipeline.orchestration.metadata import (
     archive_metrics_metadata,
+    compression_check_metadata,
     moves_by_month,
     moves_metadata,
     retier_run_metadata,
@@ -29,11 +30,13 @@ from skewtape_pipeline.orchestration.partitions import month_partitions
 from skewtape_pipeline.orchestration.resources import ArchiveSettings, SkewtapeHome
 from skewtape_pipeline.orchestration.tick_asset import ARCHIVE_POOL, TICK_ARCHIVE
 from skewtape_pipeline.orchestration.tick_partitions import DATE_DIMENSION
+from skewtape_pipeline.ticks.file_compression import file_compression
 from skewtape_pipeline.ticks.lifecycle import retier
 from skewtape_pipeline.ticks.placement import archive_metrics
 
 TICK_ARCHIVE_TIERS = dg.AssetKey("tick_archive_tiers")
 TICK_ARCHIVE_STATS = dg.AssetKey("tick_archive_stats")
+TARGET_MET = "compression_target_met"
 
 
 class RetierConfig(dg.Config):
@@ -76,6 +79,20 @@ with warnings.catch_warnings():
         pool=ARCHIVE_POOL,
         group_name="ticks",
         kinds={"parquet"},
+        check_specs=[
+            dg.AssetCheckSpec(
+                TARGET_MET,
+                asset=TICK_ARCHIVE_TIERS,
+                description="Each warm or cold file the run wrote meets the compression target "
+                "(the `archive` resource's `target_ratio`, 5x by default): the canonical CSV "
+                "bytes of its symbol-days over its bytes. Files of fewer than `target_min_ticks` "
+                "ticks are measured but not judged (their footer and page headers decide their "
+                "ratio), nor are hot symbol-day files (one footer per symbol-day, each cheap to "
+                "rewrite: the tiers exist because they cannot reach the target). A miss is a "
+                "warning: try a higher `compression_level` or larger row groups in the tier "
+                "policy.",
+            )
+        ],
         description="The tick archive's symbol-days of each month in the tier their age calls "
         "for: hot symbol-day files, warm and cold consolidated files (moved, verified row for "
         "row, committed atomically, audited).",
@@ -100,7 +117,20 @@ def tick_archive_tiers(
     context.add_asset_metadata(retier_run_metadata(result))
     for month, moves in moves_by_month(result.moved).items():
         context.add_asset_metadata(moves_metadata(moves), partition_key=month)
-    return dg.MaterializeResult()
+    measured = [file_compression(path) for path in result.files_written]
+    checked = compression_check_metadata(
+        measured, target=archive.target_ratio, min_ticks=archive.target_min_ticks
+    )
+    return dg.MaterializeResult(
+        check_results=[
+            dg.AssetCheckResult(
+                check_name=TARGET_MET,
+                passed=checked.passed,
+                severity=dg.AssetCheckSeverity.WARN,
+                metadata=checked.metadata,
+            )
+        ]
+    )
 
 
 @dg.asset(
