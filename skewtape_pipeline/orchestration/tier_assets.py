@@ -5,6 +5,9 @@ a month moves that month's symbol-days to the tier their age calls for (the core
 ``retier(..., months=...)``: verified copies, one atomic catalog commit, audited removals). A
 backfill over months is one run (one lock, one commit). Each month's materialization records
 where its moved symbol-days now live; the run's own numbers are shared by every month of it.
+A month depends on every symbol-day of its days in ``tick_archive``. Its check
+``compression_target_met`` judges the consolidated files the run wrote against the target (the
+consolidated tiers are where the target means something; see ``ticks.file_compression``).
 
 ``tick_archive_stats`` (not partitioned) measures the whole archive: bytes, files, ticks and
 symbol-days per tier as numbers the UI plots over time. Both run in the archive pool, so they
