@@ -2,6 +2,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 export SKEWTAPE_HOME ?= $(CURDIR)/data
+UI_PORT ?= 3000
 
 .PHONY: venv demo test lint format ui bench clean
 
@@ -28,11 +29,19 @@ format: venv
 test: lint
 	$(VENV)/bin/pytest -q
 
+# The UI: Dagster's daemon (run queue, sensors, schedules, backfills) in the background and its
+# webserver in the foreground (what `dagster dev` starts), both over the instance in
+# $(SKEWTAPE_HOME)/dagster_home, created or migrated first (so the two never race to create its
+# databases); Ctrl-C stops both.
 ui: venv
 	mkdir -p "$(SKEWTAPE_HOME)/dagster_home"
 	cp dagster.yaml "$(SKEWTAPE_HOME)/dagster_home/dagster.yaml"
 	@test -d "$(SKEWTAPE_HOME)/history" || $(VENV)/bin/skewtape-pipeline sample "$(SKEWTAPE_HOME)"
-	DAGSTER_HOME="$(SKEWTAPE_HOME)/dagster_home" $(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	export DAGSTER_HOME="$(abspath $(SKEWTAPE_HOME))/dagster_home"; \
+	$(VENV)/bin/dagster instance migrate >/dev/null || exit 1; \
+	$(VENV)/bin/dagster-daemon run -w workspace.yaml & daemon=$$!; \
+	trap 'kill $$daemon 2>/dev/null; wait $$daemon' EXIT; \
+	$(VENV)/bin/dagster-webserver -w workspace.yaml -h 127.0.0.1 -p $(UI_PORT)
 
 bench:
 	$(MAKE) -C benchmarks bench

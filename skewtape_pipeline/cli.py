@@ -1,4 +1,4 @@
-"""The ``skewtape-pipeline`` command line: a thin shell over the core functions.
+"""The skewtape-pipeline command line: a thin shell over the core functions.
 
 Exit codes: 0 on success, 2 when the input is refused (a one-line ``error: ...`` on stderr, nothing
 changed on disk), 1 on an operating-system error (a full disk, ...; one line naming the file).
@@ -414,6 +414,9 @@ def _add_audit_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+ARCHIVE_WAIT = "wait this long for another writer to release the archive's lock (default: refuse)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="skewtape-pipeline", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -436,15 +439,17 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--full", action="store_true", help="re-hash every file (a scrub)")
 
     catch = command("catch-up", cmd_catch_up, "apply every pending delta in month order")
-    catch.add_argument("history", help="folder of month snapshots (history/<YYYY-MM>/)")
-    catch.add_argument("deltas", help="folder of deltas (deltas/<YYYY-MM>/)")
+    catch.add_argument("history", help="folder of month snapshots (history/YYYY-MM/)")
+    catch.add_argument("deltas", help="folder of deltas (deltas/YYYY-MM/)")
     catch.add_argument("--in-place", action="store_true", help="advance the newest month in place")
     _add_audit_options(catch)
 
     sample = command("sample", cmd_sample, "write the sample Skewtape history and delta chain")
     sample.add_argument("root", help="data root to create (history/ and deltas/ inside)")
-    sample.add_argument("--seed", type=int, default=7)
-    sample.add_argument("--months", type=int, default=4, help="months in the chain (>= 4)")
+    sample.add_argument("--seed", type=int, default=7, help="random seed of the fills (default: 7)")
+    sample.add_argument(
+        "--months", type=int, default=4, help="months in the chain (>= 4; default: 4)"
+    )
     sample.add_argument("--keep-snapshots", help="also keep every month's full snapshot here")
 
     diff = command("diff", cmd_diff, "build the delta between two snapshot folders")
@@ -490,7 +495,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="ns",
         help="unit ts is stored at; a finer timestamp is refused (default: ns)",
     )
-    ticks.add_argument("--tier-policy", help="tier policy file (JSON)")
+    ticks.add_argument("--tier-policy", help="tier policy file (TOML or JSON)")
     ticks.add_argument(
         "--audit-log",
         help="audit log of rewrites of symbol-days already archived (default: audit.jsonl "
@@ -506,7 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
     retier.add_argument("--as-of", required=True, help="today's date for ages (YYYY-MM-DD)")
     retier.add_argument("--tier-policy", help="tier policy file (TOML or JSON)")
     retier.add_argument("--audit-log", help="audit log (default: audit.jsonl beside the archive)")
-    retier.add_argument("--wait", type=float, default=0.0, metavar="SECONDS")
+    retier.add_argument("--wait", type=float, default=0.0, metavar="SECONDS", help=ARCHIVE_WAIT)
 
     remove = command(
         "remove-days",
@@ -523,7 +528,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a symbol-day to take out (repeatable)",
     )
     remove.add_argument("--audit-log", help="audit log (default: audit.jsonl beside the archive)")
-    remove.add_argument("--wait", type=float, default=0.0, metavar="SECONDS")
+    remove.add_argument("--wait", type=float, default=0.0, metavar="SECONDS", help=ARCHIVE_WAIT)
     remove.add_argument("--tier-policy", help="tier policy file (TOML or JSON): the tier roots")
 
     query = command("query", cmd_query, "run SQL over the view `ticks` spanning every tier")
@@ -559,7 +564,14 @@ def _add_archive_repair_commands(command: Callable[..., argparse.ArgumentParser]
     rebuild.add_argument("archive", help="archive root (its hot tier)")
     rebuild.add_argument("--tier-policy", help="tier policy file (TOML or JSON): the tier roots")
     rebuild.add_argument("--audit-log", help="audit log (default: audit.jsonl beside the archive)")
-    rebuild.add_argument("--wait", type=float, default=0.0, metavar="SECONDS")
+    rebuild.add_argument("--wait", type=float, default=0.0, metavar="SECONDS", help=ARCHIVE_WAIT)
+
+
+def one_line(message: str) -> str:
+    """``message`` on one line: its lines joined with ``; `` (DuckDB's errors span several, with
+    a line of carets under the offending text, which is dropped)."""
+    lines = [line.strip() for line in message.splitlines()]
+    return "; ".join(line for line in lines if line and set(line) != {"^"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -568,10 +580,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args.handler(args)
     except OSError as exc:  # before SkewtapeError: a StorageError is an OS error
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return 1
     except SkewtapeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     return 0
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
+
+from skewtape_pipeline.mirror.format import TABLE_KEYS
 
 MAX_LISTED = 50
 """How many paths a metadata list shows before it says how many more there are."""
@@ -23,13 +26,72 @@ def _paths(paths: Sequence[Any]) -> list[str]:
     return shown
 
 
-def apply_metadata(result: Any) -> dict[str, dg.MetadataValue]:
-    """Metadata of an apply: bundle ids, file and row counts, bytes, seconds per phase, path.
+def _per_key(prefix: str, values: Mapping[str, Any], make) -> dict[str, dg.MetadataValue]:
+    return {f"{prefix}.{_label(key)}": make(value) for key, value in sorted(values.items())}
 
-    ``result`` is the core's ``ApplyResult``. Per-table and per-phase numbers get their own
-    entries (``rows_upserted.markets``, ``seconds.merges``) so the UI can plot them over months.
+
+def seconds_value(seconds: float) -> dg.MetadataValue:
+    """Seconds rounded to milliseconds (the ``seconds`` in the key names the unit)."""
+    return dg.MetadataValue.float(round(float(seconds), 3))
+
+
+def ratio_value(ratio: float) -> dg.MetadataValue:
+    """A ratio (``x`` times) rounded to two decimals."""
+    return dg.MetadataValue.float(round(float(ratio), 2))
+
+
+def size_text(nbytes: int) -> str:
+    """``nbytes`` for a reader: ``812 B``, ``13.1 KB``, ``1.29 GB`` (powers of 1000)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.{2 if scale == 1e9 else 1}f} {unit}"
+    return f"{nbytes} B"
+
+
+TABLES_SCHEMA = dg.TableSchema(
+    columns=[
+        dg.TableColumn("table", "string"),
+        dg.TableColumn("change", "string", description="merged by key, or whole"),
+        dg.TableColumn("rows_upserted", "int"),
+        dg.TableColumn("rows_deleted", "int"),
+    ]
+)
+
+
+def table_changes(result: Any) -> list[dict[str, Any]]:
+    """One row per reference table the apply changed: how (merged by key from change files, or
+    replaced, added or deleted whole as a file) and the rows merged."""
+    whole = {
+        **dict.fromkeys(result.files_added, "added whole"),
+        **dict.fromkeys(result.files_replaced, "replaced whole"),
+        **dict.fromkeys(result.files_deleted, "deleted whole"),
+    }
+    merged = set(result.rows_upserted) | set(result.rows_deleted)
+    rows = []
+    for table in TABLE_KEYS:
+        change = "merged by key" if table in merged else whole.get(table)
+        if change is None:
+            continue
+        rows.append(
+            {
+                "table": _label(table),
+                "change": change,
+                "rows_upserted": result.rows_upserted.get(table, 0),
+                "rows_deleted": result.rows_deleted.get(table, 0),
+            }
+        )
+    return rows
+
+
+def apply_metadata(result: Any) -> dict[str, dg.MetadataValue]:
+    """Metadata of an apply: a markdown summary first, then bundle ids, file and row counts,
+    bytes, seconds (rounded; per phase as ``seconds.<phase>`` so the UI can plot them over
+    months), the reference tables it changed (a table) and the snapshot's path.
+
+    ``result`` is the core's ``ApplyResult``.
     """
     metadata: dict[str, dg.MetadataValue] = {
+        "summary": dg.MetadataValue.md(apply_summary(result)),
         "parent_bundle_id": dg.MetadataValue.text(result.parent_bundle_id),
         "next_bundle_id": dg.MetadataValue.text(result.next_bundle_id),
         "mode": dg.MetadataValue.text(result.mode),
@@ -39,49 +101,57 @@ def apply_metadata(result: Any) -> dict[str, dg.MetadataValue]:
         "files_replaced": dg.MetadataValue.int(len(result.files_replaced)),
         "files_deleted": dg.MetadataValue.int(len(result.files_deleted)),
         "files_linked": dg.MetadataValue.int(result.files_linked),
-        "file_changes": dg.MetadataValue.json(
-            {
-                "added": _paths(result.files_added),
-                "replaced": _paths(result.files_replaced),
-                "deleted": _paths(result.files_deleted),
-            }
-        ),
         "rows_upserted": dg.MetadataValue.int(sum(result.rows_upserted.values())),
         "rows_deleted": dg.MetadataValue.int(sum(result.rows_deleted.values())),
         "bytes_read": dg.MetadataValue.int(result.bytes_read),
         "bytes_written": dg.MetadataValue.int(result.bytes_written),
-        "seconds": dg.MetadataValue.float(float(sum(result.seconds.values()))),
+        "seconds": seconds_value(sum(result.seconds.values())),
     }
-    metadata |= _per_key("rows_upserted", result.rows_upserted, dg.MetadataValue.int)
-    metadata |= _per_key("rows_deleted", result.rows_deleted, dg.MetadataValue.int)
-    metadata |= _per_key("seconds", result.seconds, lambda v: dg.MetadataValue.float(float(v)))
-    metadata["summary"] = dg.MetadataValue.md(apply_summary(result))
+    metadata |= {
+        f"seconds.{phase}": seconds_value(seconds) for phase, seconds in result.seconds.items()
+    }
+    tables = table_changes(result)
+    if tables:
+        records = [dg.TableRecord(row) for row in tables]
+        metadata["tables"] = dg.MetadataValue.table(records, schema=TABLES_SCHEMA)
+    metadata["file_changes"] = dg.MetadataValue.json(
+        {
+            "added": _paths(result.files_added),
+            "replaced": _paths(result.files_replaced),
+            "deleted": _paths(result.files_deleted),
+        }
+    )
     return metadata
 
 
-def _per_key(prefix: str, values: Mapping[str, Any], make) -> dict[str, dg.MetadataValue]:
-    return {f"{prefix}.{_label(key)}": make(value) for key, value in sorted(values.items())}
-
-
 def apply_summary(result: Any) -> str:
-    """A short markdown summary of an apply (what changed, how long each phase took)."""
+    """A short markdown summary of an apply: what changed, how each table changed (merged by
+    key, or whole), bytes and how long each phase took."""
     if result.already_applied:
-        head = f"`{result.snapshot}` already holds **{result.next_bundle_id}**; nothing was done."
-    else:
-        head = (
-            f"**{result.parent_bundle_id}** -> **{result.next_bundle_id}** ({result.mode}) "
-            f"in `{result.snapshot}`: {len(result.files_added)} file(s) added, "
-            f"{len(result.files_replaced)} replaced, {len(result.files_deleted)} deleted."
-        )
-    tables = sorted(set(result.rows_upserted) | set(result.rows_deleted))
+        return f"`{result.snapshot}` already holds **{result.next_bundle_id}**; nothing was done."
+    head = (
+        f"**{result.parent_bundle_id}** -> **{result.next_bundle_id}** ({result.mode}) "
+        f"in `{result.snapshot}`: {len(result.files_added)} file(s) added, "
+        f"{len(result.files_replaced)} replaced, {len(result.files_deleted)} deleted; "
+        f"{size_text(result.bytes_read)} read, {size_text(result.bytes_written)} written, "
+        f"{result.files_linked} file(s) hard-linked instead of copied."
+    )
     lines = [head, ""]
+    tables = table_changes(result)
     if tables:
-        lines += ["| table | rows upserted | rows deleted |", "|---|---:|---:|"]
-        upserted, deleted = result.rows_upserted, result.rows_deleted
+        lines += ["| table | change | rows upserted | rows deleted |", "|---|---|---:|---:|"]
         lines += [
-            f"| {table} | {upserted.get(table, 0)} | {deleted.get(table, 0)} |" for table in tables
+            f"| {t['table']} | {t['change']} | {t['rows_upserted']} | {t['rows_deleted']} |"
+            for t in tables
         ]
+        if not any(t["change"] == "merged by key" for t in tables):
+            lines.append(
+                "\nEvery changed table came whole (as a file): no rows were merged, so the "
+                "row counts are 0."
+            )
         lines.append("")
+    else:
+        lines += ["No reference table changed.", ""]
     if result.seconds:
         lines += ["| phase | seconds |", "|---|---:|"]
         lines += [f"| {phase} | {seconds:.3f} |" for phase, seconds in result.seconds.items()]
@@ -89,13 +159,14 @@ def apply_summary(result: Any) -> str:
 
 
 def verify_metadata(result: Any) -> dict[str, dg.MetadataValue]:
-    """Metadata of a snapshot verification: bundle id, files checked and hashed, table rows."""
+    """Metadata of a snapshot verification: bundle id, files checked and hashed, bytes hashed,
+    seconds (rounded) and each reference table's rows (``table_rows.<table>``)."""
     metadata: dict[str, dg.MetadataValue] = {
         "verified_bundle_id": dg.MetadataValue.text(result.bundle_id or ""),
         "files_checked": dg.MetadataValue.int(result.files_checked),
         "files_hashed": dg.MetadataValue.int(result.files_hashed),
         "bytes_hashed": dg.MetadataValue.int(result.bytes_hashed),
-        "seconds.verify": dg.MetadataValue.float(float(result.seconds)),
+        "seconds.verify": seconds_value(result.seconds),
     }
     metadata |= _per_key("table_rows", result.tables, dg.MetadataValue.int)
     return metadata
@@ -104,14 +175,14 @@ def verify_metadata(result: Any) -> dict[str, dg.MetadataValue]:
 def bootstrap_metadata(verified: Any, month: str) -> dict[str, dg.MetadataValue]:
     """Metadata of a month whose full snapshot was published (nothing applied, only verified)."""
     return {
-        "next_bundle_id": dg.MetadataValue.text(verified.bundle_id or ""),
-        "mode": dg.MetadataValue.text("bootstrap"),
-        "already_applied": dg.MetadataValue.bool(True),
-        "snapshot": dg.MetadataValue.path(str(verified.snapshot)),
         "summary": dg.MetadataValue.md(
             f"`{verified.snapshot}` holds the full snapshot **{verified.bundle_id}** of {month} "
             f"(published whole, not applied from a delta); {verified.files_checked} files verified."
         ),
+        "next_bundle_id": dg.MetadataValue.text(verified.bundle_id or ""),
+        "mode": dg.MetadataValue.text("bootstrap"),
+        "already_applied": dg.MetadataValue.bool(True),
+        "snapshot": dg.MetadataValue.path(str(verified.snapshot)),
     }
 
 
@@ -123,20 +194,28 @@ def problems_metadata(problems: Sequence[str]) -> dict[str, dg.MetadataValue]:
     }
 
 
+RUN_WIDE_REPORT_FIELDS = ("encodings", "tier_policy")
+"""Report fields every symbol-day of a run shares: recorded once per run
+(:func:`run_report_metadata`), not on each partition."""
+
+
 def symbol_day_metadata(result: Any) -> dict[str, dg.MetadataValue]:
-    """Metadata of one archived symbol-day: its source and, when it has ticks, its report.
+    """Metadata of one archived symbol-day: a one-line summary, its source and, when it has
+    ticks, its report (ratios and seconds rounded; the policy and encodings, shared by the
+    run, left to :func:`run_report_metadata`).
 
     ``result`` is a :class:`~skewtape_pipeline.ticks.snapshot_fills.SymbolDayResult`.
     """
     source = result.source
-    metadata: dict[str, dg.MetadataValue] = {
+    report = result.report
+    metadata: dict[str, dg.MetadataValue] = {"summary": dg.MetadataValue.md(_day_summary(result))}
+    metadata |= {
         "source_bundle_id": dg.MetadataValue.text(source.bundle_id),
         "source_snapshot": dg.MetadataValue.path(str(source.snapshot)),
         "source_fills_path": dg.MetadataValue.text(source.path),
         "source_fills_sha256": dg.MetadataValue.text(source.sha256 or "(not in the snapshot)"),
+        "removed_file": dg.MetadataValue.bool(result.removed_file),
     }
-    report = result.report
-    metadata["removed_file"] = dg.MetadataValue.bool(result.removed_file)
     if report is None:
         return metadata | {
             "tick_count": dg.MetadataValue.int(0),
@@ -144,15 +223,60 @@ def symbol_day_metadata(result: Any) -> dict[str, dg.MetadataValue]:
         }
     metadata["archived"] = dg.MetadataValue.bool(True)
     data = report.to_dict()
-    for name in ("encodings", "tier_policy"):
-        metadata[name] = dg.MetadataValue.json(data.pop(name))
+    for name in RUN_WIDE_REPORT_FIELDS:
+        data.pop(name)
     metadata["path"] = dg.MetadataValue.path(str(data.pop("path")))
     notes = data.pop("notes")
     if notes:
         metadata["notes"] = dg.MetadataValue.md("\n".join(f"- {note}" for note in notes))
     for name, value in data.items():
-        metadata[name] = _scalar(value)
+        metadata[name] = _report_value(name, value)
     return metadata
+
+
+def _day_summary(result: Any) -> str:
+    report = result.report
+    if report is None:
+        what = "no ticks"
+        if result.removed_file or result.withdrawn:
+            what += "; taken out of the archive (its ticks were all corrected away)"
+        return f"**{result.source.path}**: {what}."
+    return (
+        f"**{report.symbol}** {report.date}: {report.tick_count} ticks, "
+        f"{size_text(report.raw_size_bytes)} ({report.raw_size_basis}) -> "
+        f"{size_text(report.compacted_size_bytes)} ({report.compression_ratio:.2f}x) in its "
+        f"symbol-day file (the hot layout), written with {report.codec}-"
+        f"{report.compression_level}, the {report.tier.lower()} tier's settings for a day "
+        f"{report.age_days} days old."
+    )
+
+
+def _report_value(name: str, value: Any) -> dg.MetadataValue:
+    """A report field as metadata: ratios to 2 decimals, percentages to 1, seconds to 3."""
+    if isinstance(value, float):
+        if name.endswith("_pct"):
+            return dg.MetadataValue.float(round(value, 1))
+        if name == "seconds":
+            return seconds_value(value)
+        return ratio_value(value)
+    return _scalar(value)
+
+
+def run_report_metadata(reports: Sequence[Any]) -> dict[str, dg.MetadataValue]:
+    """What every report of one compaction run shares, once: the tier policy and the
+    encodings each column was written with (over the run's files)."""
+    if not reports:
+        return {}
+    encodings: dict[str, set[str]] = {}
+    for report in reports:
+        for column, names in report.encodings.items():
+            encodings.setdefault(column, set()).update(names)
+    return {
+        "tier_policy": dg.MetadataValue.json(reports[0].tier_policy),
+        "encodings": dg.MetadataValue.json(
+            {column: sorted(names) for column, names in encodings.items()}
+        ),
+    }
 
 
 def _scalar(value: Any) -> dg.MetadataValue:
@@ -196,7 +320,7 @@ def retier_run_metadata(result: Any) -> dict[str, dg.MetadataValue]:
     metadata["run.symbol_days_moved"] = dg.MetadataValue.int(metrics["symbol_days_moved"])
     metadata["run.symbol_days_held"] = dg.MetadataValue.int(metrics["symbol_days_held"])
     metadata["run.symbol_days_purged"] = dg.MetadataValue.int(metrics["symbol_days_purged"])
-    metadata["run.seconds"] = dg.MetadataValue.float(float(metrics["seconds"]))
+    metadata["run.seconds"] = seconds_value(metrics["seconds"])
     return metadata | moves_metadata([])
 
 
@@ -214,7 +338,7 @@ def moves_metadata(moves: Sequence[Any]) -> dict[str, dg.MetadataValue]:
         "ticks_moved": dg.MetadataValue.int(sum(m.rows for m in moves)),
         "bytes_before": dg.MetadataValue.int(before),
         "bytes_after": dg.MetadataValue.int(after),
-        "bytes_ratio": dg.MetadataValue.float(before / after if after else 0.0),
+        "bytes_ratio": ratio_value(before / after if after else 0.0),
     }
     if not moves:
         return metadata
@@ -247,15 +371,12 @@ def _moves_table(moves: Sequence[Any]) -> str:
 
 
 def archive_metrics_metadata(metrics: Any) -> dict[str, dg.MetadataValue]:
-    """Numeric metadata of the archive as a whole (``hot_bytes``, ``cold_ticks``, ...), which the
-    UI plots over materializations, and a markdown table of the tiers.
+    """A markdown table of the tiers first, then numeric metadata of the archive as a whole
+    (``hot_bytes``, ``cold_ticks``, ...), which the UI plots over materializations.
 
     ``metrics`` is the core's ``ArchiveMetrics``.
     """
     flat = metrics.to_dict()
-    metadata: dict[str, dg.MetadataValue] = {
-        name: dg.MetadataValue.int(value) for name, value in flat.items()
-    }
     lines = [
         "| tier | files | bytes | ticks | symbol-days | bytes per tick |",
         "|---|---:|---:|---:|---:|---:|",
@@ -272,5 +393,73 @@ def archive_metrics_metadata(metrics: Any) -> dict[str, dg.MetadataValue]:
         f"{flat['hidden_symbol_days']} symbol-day(s), {flat['hidden_ticks']} ticks, hidden in "
         "consolidated files (withdrawn, or overridden by a newer hot file) until re-tiering."
     )
-    metadata["summary"] = dg.MetadataValue.md("\n".join(lines))
-    return metadata
+    metadata: dict[str, dg.MetadataValue] = {"summary": dg.MetadataValue.md("\n".join(lines))}
+    return metadata | {name: dg.MetadataValue.int(value) for name, value in flat.items()}
+
+
+@dataclass(frozen=True)
+class CompressionCheck:
+    """Whether the consolidated files of a run meet the target, and the metadata saying so."""
+
+    passed: bool
+    metadata: dict[str, dg.MetadataValue]
+
+
+COMPRESSION_SCHEMA = dg.TableSchema(
+    columns=[
+        dg.TableColumn("file", "string"),
+        dg.TableColumn("ticks", "int"),
+        dg.TableColumn("symbol_days", "int"),
+        dg.TableColumn("csv_bytes", "int"),
+        dg.TableColumn("bytes", "int"),
+        dg.TableColumn("ratio", "float"),
+        dg.TableColumn("verdict", "string", description="met, missed, or not judged (too small)"),
+    ]
+)
+
+
+def compression_check_metadata(
+    measured: Sequence[Any], *, target: float, min_ticks: int
+) -> CompressionCheck:
+    """Judge each measured consolidated file (``FileCompression``) of at least ``min_ticks``
+    ticks against ``target``; the check passes when none of them misses it."""
+
+    def verdict(m: Any) -> str:
+        if not m.judged(min_ticks):
+            return "not judged (too small)"
+        return "met" if m.ratio >= target else "missed"
+
+    verdicts = [verdict(m) for m in measured]
+    judged = sum(v != "not judged (too small)" for v in verdicts)
+    missed = verdicts.count("missed")
+    if not measured:
+        summary = "This run wrote no warm or cold file; nothing to judge."
+    else:
+        summary = (
+            f"{judged} of {len(measured)} consolidated file(s) written hold {min_ticks} ticks or "
+            f"more and were judged against {target:g}x: {missed} missed. Ratio: canonical CSV "
+            "bytes of the file's symbol-days over the file's bytes."
+        )
+    records = [
+        dg.TableRecord(
+            {
+                "file": str(m.path),
+                "ticks": m.ticks,
+                "symbol_days": m.symbol_days,
+                "csv_bytes": m.raw_size_bytes,
+                "bytes": m.size_bytes,
+                "ratio": round(m.ratio, 2),
+                "verdict": v,
+            }
+        )
+        for m, v in zip(measured[:MAX_LISTED], verdicts, strict=False)
+    ]
+    metadata: dict[str, dg.MetadataValue] = {
+        "summary": dg.MetadataValue.md(summary),
+        "files_judged": dg.MetadataValue.int(judged),
+        "files_missed": dg.MetadataValue.int(missed),
+        "target_ratio": dg.MetadataValue.float(target),
+    }
+    if records:
+        metadata["files"] = dg.MetadataValue.table(records, schema=COMPRESSION_SCHEMA)
+    return CompressionCheck(passed=missed == 0, metadata=metadata)

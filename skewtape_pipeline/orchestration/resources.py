@@ -9,17 +9,18 @@ from pydantic import Field
 
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.ticks.books import enable_books_and_records
+from skewtape_pipeline.ticks.file_compression import MIN_TICKS_JUDGED
 from skewtape_pipeline.ticks.tiers import TierPolicy
 
 AUDIT_LOG_NAME = "audit.jsonl"
 
 
 class SkewtapeHome(dg.ConfigurableResource):
-    """The data root: ``history/<YYYY-MM>/`` snapshots, ``deltas/<YYYY-MM>/`` arriving deltas,
+    """The data root: `history/<YYYY-MM>/` snapshots, `deltas/<YYYY-MM>/` arriving deltas,
     the tick archive and the audit log. Everything a run writes lives under it.
 
-    Configure it with ``SkewtapeHome(root=dg.EnvVar("SKEWTAPE_HOME"))``; the variable is read when
-    a run, sensor tick or schedule tick starts.
+    Configure it with `SkewtapeHome(root=dg.EnvVar("SKEWTAPE_HOME"))`; the variable is read when
+    a run, sensor tick or schedule tick starts. (Markdown, not RST: the UI shows this text.)
     """
 
     root: str = Field(description="The data root folder (SKEWTAPE_HOME).")
@@ -72,7 +73,16 @@ class ArchiveSettings(dg.ConfigurableResource):
         default=None,
         description="A TOML or JSON tier policy; the built-in defaults when not given.",
     )
-    target_ratio: float = Field(default=5.0, description="Compression ratio each report asserts.")
+    target_ratio: float = Field(
+        default=5.0,
+        description="Compression ratio each report is measured against, and the re-tiering's "
+        "`compression_target_met` check asks of each consolidated file it writes.",
+    )
+    target_min_ticks: int = Field(
+        default=MIN_TICKS_JUDGED,
+        description="Fewest ticks a consolidated file must hold for `compression_target_met` "
+        "to judge it (smaller files are measured, not judged).",
+    )
     books_and_records: bool = Field(
         default=False,
         description="Put the archive in books_and_records mode (write-once, for good) before "

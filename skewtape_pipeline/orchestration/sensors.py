@@ -19,8 +19,8 @@ def run_key(month: str, manifest_sha256: str) -> str:
 @dg.sensor(
     job=apply_month_job,
     minimum_interval_seconds=30,
-    description="Requests the month's run when deltas/<YYYY-MM>/ is complete (its CHECKSUMS.sha256 "
-    "lists its manifest and every listed file is present with the right size).",
+    description="Requests the month's run when `deltas/<YYYY-MM>/` is complete (its "
+    "CHECKSUMS.sha256 lists its manifest and every listed file is present with the right size).",
 )
 def delta_arrival_sensor(context: dg.SensorEvaluationContext, skewtape: SkewtapeHome):
     """Look at the months after the cursor, oldest first; request each complete delta's run.

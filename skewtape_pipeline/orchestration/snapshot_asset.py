@@ -148,7 +148,7 @@ def verify_month_snapshot(
     },
     group_name="mirror",
     kinds={"parquet"},
-    description="history/<YYYY-MM>/: the month's verified snapshot, built from the previous "
+    description="`history/<YYYY-MM>/`: the month's verified snapshot, built from the previous "
     "month's snapshot and the month's delta (the first month is the published full snapshot).",
 )
 def history_snapshot(after_previous_month):

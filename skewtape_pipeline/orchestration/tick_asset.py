@@ -3,9 +3,11 @@
 A run may cover many symbol-days (a backfill runs one day over all symbols in one run); each
 gets its own materialization metadata (the report and its source; ``venue_departed`` when the
 newest snapshot no longer holds the venue's month file and the ticks, kept, come from the last
-snapshot that held it). Two checks per run: DuckDB
-reads every written file back equal to the fills, and each symbol-day meets the compression
-target (a warning: small symbol-days rarely do, and the report says so honestly). Runs that
+snapshot that held it; the tier policy and the encodings, which every symbol-day of a run
+shares, are recorded once, on the run's check).
+One check per run: DuckDB reads every written file back equal to the fills. (The compression
+target is checked where it means something: on the consolidated files re-tiering writes,
+``tick_archive_tiers``; a hot symbol-day file carries its own footer.) Runs that
 write the archive share one concurrency pool (:data:`ARCHIVE_POOL`): a compaction never races
 a re-tiering of the same archive.
 """
@@ -14,8 +16,12 @@ import warnings
 
 import dagster as dg
 
-from skewtape_pipeline.orchestration.jobs import HISTORY_SNAPSHOT
-from skewtape_pipeline.orchestration.metadata import problems_metadata, symbol_day_metadata
+from skewtape_pipeline.orchestration.jobs import HISTORY_SNAPSHOT, QUEUE_TAG
+from skewtape_pipeline.orchestration.metadata import (
+    problems_metadata,
+    run_report_metadata,
+    symbol_day_metadata,
+)
 from skewtape_pipeline.orchestration.resources import ArchiveSettings, SkewtapeHome
 from skewtape_pipeline.orchestration.tick_partitions import symbol_day_of, symbol_day_partitions
 from skewtape_pipeline.ticks.snapshot_fills import (
@@ -28,9 +34,12 @@ TICK_ARCHIVE = dg.AssetKey("tick_archive")
 ARCHIVE_POOL = "skewtape_archive"
 """The concurrency pool of every asset that writes or measures the tick archive."""
 ROUND_TRIP = "round_trip_read_back"
-TARGET_MET = "compression_target_met"
 
-NO_TICKS = {"tick_count": dg.MetadataValue.int(0), "archived": dg.MetadataValue.bool(False)}
+NO_TICKS = {
+    "summary": dg.MetadataValue.md("No ticks on this day: nothing archived."),
+    "tick_count": dg.MetadataValue.int(0),
+    "archived": dg.MetadataValue.bool(False),
+}
 """Metadata of every partition of a run; a symbol-day with a report (or a removed file, or a
 withdrawn consolidated copy) gets its own on top. Adding per-partition metadata costs Dagster
 1.13 a listing of the whole symbol dimension per call, so it is done only for symbol-days that
@@ -51,16 +60,13 @@ with warnings.catch_warnings():
             dg.AssetCheckSpec(
                 ROUND_TRIP,
                 asset=TICK_ARCHIVE,
-                description="DuckDB reads each written file back equal to the snapshot's fills.",
-            ),
-            dg.AssetCheckSpec(
-                TARGET_MET,
-                asset=TICK_ARCHIVE,
-                description="Each symbol-day meets the compression target (warning only).",
+                description="DuckDB reads each written file back equal to the snapshot's fills "
+                "(the run's tier policy and encodings are recorded here, once per run).",
             ),
         ],
-        description="archive/symbol=<S>/year=/month=/date=/part-0.parquet: a symbol-day's trades, "
-        "validated, compacted, verified and reported, read from the newest snapshot's fills.",
+        description="`archive/symbol=<S>/year=/month=/date=/part-0.parquet`: a symbol-day's "
+        "trades, validated, compacted, verified and reported, read from the newest snapshot's "
+        "fills.",
     )
 
 
@@ -88,24 +94,17 @@ def tick_archive(
             context.add_asset_metadata(symbol_day_metadata(result) | extra, partition_key=key)
     reports = [result.report for result in results if result.report is not None]
     problems = archive_read_back_problems(results, out=skewtape.archive_dir)
-    missed = [
-        f"{r.symbol} {r.date}: {r.compression_ratio:.2f}x, target {r.target_compression_ratio}x"
-        for r in reports
-        if not r.meets_compression_target
-    ]
     files = dg.MetadataValue.int(len(reports))
     return dg.MaterializeResult(
         check_results=[
             dg.AssetCheckResult(
                 check_name=ROUND_TRIP,
                 passed=not problems,
-                metadata={**problems_metadata(problems), "files": files},
-            ),
-            dg.AssetCheckResult(
-                check_name=TARGET_MET,
-                passed=not missed,
-                severity=dg.AssetCheckSeverity.WARN,
-                metadata={**problems_metadata(missed), "files": files},
+                metadata={
+                    **problems_metadata(problems),
+                    "files": files,
+                    **run_report_metadata(reports),
+                },
             ),
         ]
     )
@@ -116,4 +115,5 @@ archive_ticks_job = dg.define_asset_job(
     selection=dg.AssetSelection.assets(TICK_ARCHIVE),
     description="Compact symbol-days of fills into the tick archive.",
     executor_def=dg.in_process_executor,
+    tags={QUEUE_TAG: ARCHIVE_POOL},
 )

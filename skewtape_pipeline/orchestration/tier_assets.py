@@ -5,6 +5,9 @@ a month moves that month's symbol-days to the tier their age calls for (the core
 ``retier(..., months=...)``: verified copies, one atomic catalog commit, audited removals). A
 backfill over months is one run (one lock, one commit). Each month's materialization records
 where its moved symbol-days now live; the run's own numbers are shared by every month of it.
+A month depends on every symbol-day of its days in ``tick_archive``. Its check
+``compression_target_met`` judges the consolidated files the run wrote against the target (the
+consolidated tiers are where the target means something; see ``ticks.file_compression``).
 
 ``tick_archive_stats`` (not partitioned) measures the whole archive: bytes, files, ticks and
 symbol-days per tier as numbers the UI plots over time. Both run in the archive pool, so they
@@ -23,8 +26,10 @@ import dagster as dg
 from pydantic import Field
 
 from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.orchestration.jobs import QUEUE_TAG
 from skewtape_pipeline.orchestration.metadata import (
     archive_metrics_metadata,
+    compression_check_metadata,
     moves_by_month,
     moves_metadata,
     problems_metadata,
@@ -32,13 +37,16 @@ from skewtape_pipeline.orchestration.metadata import (
 )
 from skewtape_pipeline.orchestration.partitions import month_partitions
 from skewtape_pipeline.orchestration.resources import ArchiveSettings, SkewtapeHome
-from skewtape_pipeline.orchestration.tick_asset import ARCHIVE_POOL
+from skewtape_pipeline.orchestration.tick_asset import ARCHIVE_POOL, TICK_ARCHIVE
+from skewtape_pipeline.orchestration.tick_partitions import DATE_DIMENSION
+from skewtape_pipeline.ticks.file_compression import file_compression
 from skewtape_pipeline.ticks.integrity import verify_archive
 from skewtape_pipeline.ticks.lifecycle import retier
 from skewtape_pipeline.ticks.placement import archive_metrics
 
 TICK_ARCHIVE_TIERS = dg.AssetKey("tick_archive_tiers")
 TICK_ARCHIVE_STATS = dg.AssetKey("tick_archive_stats")
+TARGET_MET = "compression_target_met"
 
 
 class RetierConfig(dg.Config):
@@ -65,14 +73,36 @@ def retier_run_config(as_of: date) -> dict:
 
 
 with warnings.catch_warnings():
-    warnings.simplefilter("ignore", dg.BetaWarning)  # backfill_policy is beta in 1.13
+    # backfill_policy and MultiToSingleDimensionPartitionMapping are beta in 1.13
+    warnings.simplefilter("ignore", dg.BetaWarning)
     _tiers_asset = dg.asset(
         key=TICK_ARCHIVE_TIERS,
         partitions_def=month_partitions,
+        deps=[
+            dg.AssetDep(
+                TICK_ARCHIVE,
+                # a month re-tiers the symbol-days of its days (every symbol)
+                partition_mapping=dg.MultiToSingleDimensionPartitionMapping(DATE_DIMENSION),
+            )
+        ],
         backfill_policy=dg.BackfillPolicy.single_run(),
         pool=ARCHIVE_POOL,
         group_name="ticks",
         kinds={"parquet"},
+        check_specs=[
+            dg.AssetCheckSpec(
+                TARGET_MET,
+                asset=TICK_ARCHIVE_TIERS,
+                description="Each warm or cold file the run wrote meets the compression target "
+                "(the `archive` resource's `target_ratio`, 5x by default): the canonical CSV "
+                "bytes of its symbol-days over its bytes. Files of fewer than `target_min_ticks` "
+                "ticks are measured but not judged (their footer and page headers decide their "
+                "ratio), nor are hot symbol-day files (one footer per symbol-day, each cheap to "
+                "rewrite: the tiers exist because they cannot reach the target). A miss is a "
+                "warning: try a higher `compression_level` or larger row groups in the tier "
+                "policy.",
+            )
+        ],
         description="The tick archive's symbol-days of each month in the tier their age calls "
         "for: hot symbol-day files, warm and cold consolidated files (moved, verified row for "
         "row, committed atomically, audited).",
@@ -97,12 +127,25 @@ def tick_archive_tiers(
     context.add_asset_metadata(retier_run_metadata(result))
     for month, moves in moves_by_month(result.moved).items():
         context.add_asset_metadata(moves_metadata(moves), partition_key=month)
-    return dg.MaterializeResult()
+    measured = [file_compression(path) for path in result.files_written]
+    checked = compression_check_metadata(
+        measured, target=archive.target_ratio, min_ticks=archive.target_min_ticks
+    )
+    return dg.MaterializeResult(
+        check_results=[
+            dg.AssetCheckResult(
+                check_name=TARGET_MET,
+                passed=checked.passed,
+                severity=dg.AssetCheckSeverity.WARN,
+                metadata=checked.metadata,
+            )
+        ]
+    )
 
 
 @dg.asset(
     key=TICK_ARCHIVE_STATS,
-    deps=[TICK_ARCHIVE_TIERS],
+    deps=[TICK_ARCHIVE, TICK_ARCHIVE_TIERS],
     pool=ARCHIVE_POOL,
     group_name="ticks",
     description="The tick archive as a whole: files, bytes, ticks and symbol-days per tier "
@@ -145,4 +188,5 @@ retier_ticks_job = dg.define_asset_job(
     description="Move the symbol-days of the selected months to the tier their age calls for, "
     "then measure the archive.",
     executor_def=dg.in_process_executor,
+    tags={QUEUE_TAG: ARCHIVE_POOL},
 )

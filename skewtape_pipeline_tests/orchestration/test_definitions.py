@@ -92,3 +92,23 @@ def test_dagster_definitions_validate_when_run_on_the_workspace_succeeds(tmp_pat
         timeout=120,
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
+
+
+def test_definitions_when_loaded_tiers_follow_the_archive_and_each_month_reads_its_days():
+    asset_graph = defs.resolve_asset_graph()
+    assert asset_graph.get(TICK_ARCHIVE_TIERS).parent_keys == {TICK_ARCHIVE}
+    assert asset_graph.get(TICK_ARCHIVE_STATS).parent_keys == {TICK_ARCHIVE, TICK_ARCHIVE_TIERS}
+    with dg.DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions("symbols", ["kalshi:A", "kalshi:B"])
+        with dg.partition_loading_context(dynamic_partitions_store=instance):
+            upstream = asset_graph.get_parent_partition_keys_for_child(
+                "2026-10", TICK_ARCHIVE, TICK_ARCHIVE_TIERS
+            )
+            downstream = asset_graph.get_child_partition_keys_of_parent(
+                "2026-10-05|kalshi:A", TICK_ARCHIVE, TICK_ARCHIVE_TIERS
+            )
+    keys = set(upstream.partitions_subset.get_partition_keys())
+    assert (
+        len(keys) == 31 * 2 and "2026-10-31|kalshi:B" in keys and "2026-11-01|kalshi:A" not in keys
+    )
+    assert downstream == ["2026-10"]

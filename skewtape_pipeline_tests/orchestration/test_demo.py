@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from pathlib import Path
 
 import pytest
 
 from skewtape_pipeline.mirror.verify import verify_snapshot
-from skewtape_pipeline.orchestration.demo import main, run_demo
+from skewtape_pipeline.orchestration.demo import SYMBOL_WIDTH, fit, main, run_demo
 from skewtape_pipeline.ticks.parquet_store import partition_file
 from skewtape_pipeline.ticks.placement import locate
 
@@ -38,6 +39,33 @@ def test_demo_main_when_rerun_reports_applied_months_unchanged(
     assert "applied" in first
     assert "unchanged" in line_of["2026-10"]
     assert "bootstrap" in line_of["2026-09"]
+    assert "ticks in consolidated files are hidden" in second  # why a cold file shows 0 ticks
+    assert "hidden" not in first
+
+
+def test_demo_main_when_run_explains_what_it_shows_and_what_to_do_next(
+    sample_root: Path, capsys: pytest.CaptureFixture[str]
+):
+    assert main([str(sample_root)]) == 0
+    out = capsys.readouterr().out
+    listed = re.search(r"The (\d+) busiest of (\d+) symbol-days", out)
+    assert listed and int(listed[1]) <= int(listed[2])
+    rows = out.split(listed[0])[1].split("\n\n")[0].splitlines()[3:]
+    assert len(rows) == int(listed[1])
+    assert all(len(row.split()[0]) <= SYMBOL_WIDTH for row in rows)
+    cut = [row.split()[0] for row in rows if row.split()[0].endswith("…")]
+    assert all(len(symbol) == SYMBOL_WIDTH for symbol in cut)
+    assert "missed" not in out
+    assert "archive-warm/" in out and "archive-cold/" in out
+    assert "came whole" in out  # the sample's schema-break month
+    next_steps = out.split("\nNext:\n")[1]
+    assert f"make ui SKEWTAPE_HOME={sample_root}" in next_steps
+    assert f"--archive {sample_root / 'archive'}" in next_steps and " query " in next_steps
+
+
+def test_fit_when_text_is_longer_cuts_it_with_an_ellipsis():
+    assert fit("kalshi:ABC", 20) == "kalshi:ABC"
+    assert fit("x" * 45, 40) == "x" * 39 + "…"
 
 
 def test_run_demo_when_months_applied_archives_a_day_each_then_moves_it_hot_warm_cold(

@@ -75,10 +75,10 @@ def test_history_snapshot_when_applied_records_apply_metadata(
     assert metadata["files_deleted"] == ops.count("delete")
     assert metadata["files_added"] + metadata["files_replaced"] > 0
     changed_tables = {entry["path"] for entry in manifest["files"] if entry["op"] == "change"}
-    for table in changed_tables:
-        name = table.removesuffix(".parquet")
-        assert f"rows_upserted.{name}" in metadata
-        assert f"rows_deleted.{name}" in metadata
+    merged = {
+        r.data["table"] for r in metadata["tables"].records if r.data["change"] == "merged by key"
+    }
+    assert merged >= {table.removesuffix(".parquet") for table in changed_tables}
     for phase in ("verify_delta", "file_ops", "merges", "publish", "verify_snapshot"):
         assert f"seconds.{phase}" in metadata
     assert manifest["next"]["bundle_id"] in metadata["summary"]

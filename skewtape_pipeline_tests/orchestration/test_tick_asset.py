@@ -8,7 +8,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from skewtape_pipeline.orchestration.tick_asset import ROUND_TRIP, TARGET_MET, TICK_ARCHIVE
+from skewtape_pipeline.orchestration.tick_asset import ROUND_TRIP, TICK_ARCHIVE
 from skewtape_pipeline.orchestration.tick_partitions import SYMBOLS, symbol_day_of, symbol_key
 from skewtape_pipeline.ticks.snapshot_fills import new_symbols
 from skewtape_pipeline_tests.orchestration.conftest import run_month
@@ -68,9 +68,18 @@ def test_tick_archive_when_one_day_runs_over_all_symbols_records_metadata_per_pa
         assert metadata["source_fills_path"] == f"fills/{symbol.split(':')[0]}/2026-10.parquet"
         assert Path(metadata["path"]).is_file()
         assert metadata["round_trip_verified"] is True
+        assert next(iter(event.metadata)) == "summary" and symbol in metadata["summary"]
+        assert isinstance(event.metadata["path"], dg.PathMetadataValue)
+        assert metadata["compression_ratio"] == round(metadata["compression_ratio"], 2)
+        assert metadata["space_savings_pct"] == round(metadata["space_savings_pct"], 1)
+        assert metadata["seconds"] == round(metadata["seconds"], 3)
+        assert not {"tier_policy", "encodings"} & set(metadata)  # once per run, on the check
     checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
+    assert set(checks) == {ROUND_TRIP}
     assert checks[ROUND_TRIP].passed
-    assert checks[TARGET_MET].severity == dg.AssetCheckSeverity.WARN
+    recorded = {k: v.value for k, v in checks[ROUND_TRIP].metadata.items()}
+    assert recorded["tier_policy"]["hot_max_age_days"] == 7
+    assert set(recorded["encodings"]) >= {"ts", "price", "quantity", "side"}
     materialized = instance.get_materialized_partitions(TICK_ARCHIVE)
     assert len(materialized) == len(symbols)
 
