@@ -37,6 +37,7 @@ from skewtape_pipeline.mirror.format import (
     SnapshotManifest,
     safe_relpath,
 )
+from skewtape_pipeline.mirror.tables import row_misfit
 
 CHANGE_OPS = ("upsert", "delete")
 
@@ -304,8 +305,10 @@ def check_change_files(
 
     A change file must have an ``op`` string column holding only ``upsert``/``delete`` and a
     ``row`` struct column holding the table's key columns, never null, each key at most once.
-    The table must exist in ``base_root`` with the same key columns, of the same kind, and the
-    merge must give the columns the next snapshot's manifest lists for the table.
+    The table must exist in ``base_root`` with the same key columns, of the same kind; without
+    ``schema_break``, a file that upserts must have exactly the table's columns and types in its
+    ``row`` struct (:func:`~skewtape_pipeline.mirror.tables.row_misfit`); and the merge must give
+    the columns the next snapshot's manifest lists for the table.
     Raises :class:`ChangeFileError` naming the file, the column or row and the value.
     """
     expected = checked.next_manifest.by_path() if checked.next_manifest else {}
@@ -317,6 +320,18 @@ def check_change_files(
         keys = TABLE_KEYS[entry.path]
         row_type = _check_change_schema(changes, keys)
         base = _check_base_table(base_root / entry.path, row_type, keys, changes, index)
+        stats = _check_change_rows(con, changes, keys)
+        if stats.upserts and not checked.manifest.schema_break:
+            misfit = row_misfit(base, row_type)
+            if misfit is not None:
+                column, why = misfit
+                raise ChangeFileError(
+                    f"upserts rows that do not fit the table {entry.path}: the row {why}; "
+                    "without schema_break an upsert row holds exactly the table's columns, "
+                    "with their types",
+                    path=changes,
+                    field=f"row.{column}",
+                )
         merged = list(base.names) + [
             row_type.field(i).name
             for i in range(row_type.num_fields)
@@ -333,7 +348,7 @@ def check_change_files(
                     field="row",
                 )
             checked.column_order[entry.path] = names
-        checked.change_stats[entry.path] = _check_change_rows(con, changes, keys)
+        checked.change_stats[entry.path] = stats
 
 
 def _check_change_schema(changes: Path, keys: tuple[str, ...]) -> pa.StructType:
