@@ -75,6 +75,19 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def copy_hashing(source: Path, target: Path) -> str:
+    """Copy ``source`` to ``target`` (created or truncated) and return the sha256 of the bytes
+    written: what was copied is what was hashed, whatever happens to ``source`` meanwhile."""
+    digest = hashlib.sha256()
+    with open(source, "rb", buffering=0) as reader, open(target, "wb") as writer:
+        buffer = bytearray(BLOCK)
+        view = memoryview(buffer)
+        while n := reader.readinto(buffer):
+            digest.update(view[:n])
+            writer.write(view[:n])
+    return digest.hexdigest()
+
+
 def sha256_files(paths: Iterable[Path], *, workers: int | None = None) -> dict[Path, str]:
     """sha256 of many files at once on a thread pool (one thread per core by default)."""
     paths = list(paths)
@@ -227,6 +240,10 @@ class HashCache:
         """
         dated = self.opened_ns if hashed_at_ns is None else hashed_at_ns
         self._entries[rel] = _Entry(FileStamp.of(file), digest, dated)
+
+    def adopt(self, other: HashCache) -> None:
+        """Take every entry of ``other`` (the cache of a staged copy of the same files)."""
+        self._entries.update(other._entries)
 
     def forget(self, rel: str) -> None:
         """Drop the entry of ``rel`` (no error when there is none)."""

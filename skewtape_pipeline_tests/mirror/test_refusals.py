@@ -17,7 +17,7 @@ from skewtape_pipeline.errors import (
     UnsafePathError,
 )
 from skewtape_pipeline.hashing import format_checksums, parse_checksums
-from skewtape_pipeline.mirror.apply import apply_delta, staging_folder
+from skewtape_pipeline.mirror.apply import apply_delta, staging_folders
 from skewtape_pipeline.mirror.format import CHECKSUMS, MANIFEST
 from skewtape_pipeline_tests.conftest import copy_snapshot, make_snapshot
 from skewtape_pipeline_tests.mirror.apply_support import (
@@ -52,7 +52,7 @@ def assert_refused(case, error: type[SkewtapeError], *names: str, versioned: boo
     assert tree_state(mirror) == before
     assert tree_state(case.delta) == delta_before
     if into is not None:
-        assert not into.exists() and not staging_folder(into).exists()
+        assert not into.exists() and staging_folders(into) == []
     return info.value
 
 
