@@ -69,7 +69,8 @@ class CheckedDelta:
     hashes: dict[str, str]
     """{delta-relative path: sha256} of every file listed in CHECKSUMS.sha256, as hashed."""
     stamps: dict[str, FileStamp]
-    """The (inode, size, mtime) of each hashed file, taken before it was hashed."""
+    """The stamp (device, inode, size, mtime, ctime) of each hashed file, taken before it was
+    hashed: the applier compares it again where it uses the file."""
     next_manifest: SnapshotManifest | None = None
     """The next snapshot's manifest, as the delta ships it."""
     change_stats: dict[str, ChangeStats] = field(default_factory=dict)
@@ -78,8 +79,8 @@ class CheckedDelta:
     """{table path: the next manifest's column order} for every ``change`` entry."""
     bytes_hashed: int = 0
     hashed_at_ns: int = 0
-    """No later than the moment hashing the files began (``time.time_ns()``; for hashes
-    reused from ``trusted``, that check's): the date of these hashes in a hash cache."""
+    """No later than the moment hashing the files began (``time.time_ns()``): the date of
+    these hashes in a hash cache."""
 
     @property
     def manifest(self) -> DeltaManifest:
@@ -157,7 +158,7 @@ def refuse_symlinks_in(folder: Path) -> None:
                 )
 
 
-def check_delta_files(head: DeltaHead, *, trusted: CheckedDelta | None = None) -> CheckedDelta:
+def check_delta_files(head: DeltaHead) -> CheckedDelta:
     """Hash every file the delta lists (once each, in parallel) and check every entry.
 
     Checks, in order: no symbolic link in the delta; every entry's source exists, is a regular
@@ -165,10 +166,6 @@ def check_delta_files(head: DeltaHead, *, trusted: CheckedDelta | None = None) -
     CHECKSUMS.sha256 line and to its manifest entry; the next snapshot's manifest.json hashes to
     ``next.manifest_sha256`` and names ``next.bundle_id``; its CHECKSUMS.sha256 parses; every
     add/replace/delete agrees with the next manifest (same sha256; a deleted path unlisted).
-
-    ``trusted``: an earlier check of the same delta (e.g. by a previous pipeline step). Its
-    hashes are reused for files whose (inode, size, mtime) stamp is unchanged; every other file
-    is hashed again. All checks run either way.
     """
     delta, manifest, listed = head.folder, head.manifest, head.listed
     manifest_path = delta / MANIFEST
@@ -191,12 +188,8 @@ def check_delta_files(head: DeltaHead, *, trusted: CheckedDelta | None = None) -
         _regular_file(path, what="the listed file", field_name=rel, source=delta / CHECKSUMS)
     started_ns = time.time_ns()
     stamps = {rel: FileStamp.of(path) for rel, path in paths.items()}
-    hashes = _reusable_hashes(head, stamps, trusted)
-    if hashes and trusted is not None:
-        started_ns = min(started_ns, trusted.hashed_at_ns)
-    fresh = {rel: path for rel, path in paths.items() if rel not in hashes}
-    by_path = sha256_files(fresh.values())
-    hashes.update({rel: by_path[path] for rel, path in fresh.items()})
+    by_path = sha256_files(paths.values())
+    hashes = {rel: by_path[path] for rel, path in paths.items()}
     hashes[MANIFEST] = head.manifest_sha256
     for rel, digest in hashes.items():
         if digest != listed[rel]:
@@ -220,22 +213,9 @@ def check_delta_files(head: DeltaHead, *, trusted: CheckedDelta | None = None) -
         hashes=hashes,
         stamps=stamps,
         next_manifest=next_manifest,
-        bytes_hashed=sum(stamps[rel].size for rel in fresh),
+        bytes_hashed=sum(stamp.size for stamp in stamps.values()),
         hashed_at_ns=started_ns,
     )
-
-
-def _reusable_hashes(
-    head: DeltaHead, stamps: dict[str, FileStamp], trusted: CheckedDelta | None
-) -> dict[str, str]:
-    """Hashes of ``trusted`` (same delta manifest) for files whose stamp has not changed."""
-    if trusted is None or trusted.head.manifest_sha256 != head.manifest_sha256:
-        return {}
-    return {
-        rel: trusted.hashes[rel]
-        for rel, stamp in stamps.items()
-        if rel in trusted.hashes and trusted.stamps.get(rel) == stamp
-    }
 
 
 def _check_entries_against_next(
