@@ -18,7 +18,12 @@ import pyarrow.compute as pc
 import pytest
 
 from skewtape_pipeline import faults
-from skewtape_pipeline.errors import ChecksumMismatchError, SkewtapeError, VerificationError
+from skewtape_pipeline.errors import (
+    ChangeFileError,
+    ChecksumMismatchError,
+    SkewtapeError,
+    VerificationError,
+)
 from skewtape_pipeline.mirror.apply import apply_delta, staging_folders
 from skewtape_pipeline.mirror.format import LOCAL_STATE_DIR, MANIFEST
 from skewtape_pipeline.mirror.verify import verify_snapshot
@@ -26,6 +31,7 @@ from skewtape_pipeline_tests.conftest import copy_snapshot, rewrite_keeping_stam
 from skewtape_pipeline_tests.mirror.apply_support import (
     ADDED,
     assert_same_snapshot,
+    edit_manifest,
     make_case,
     rewrite_change_file,
     tree_state,
@@ -123,14 +129,20 @@ def tick_size_as_double(table: pa.Table) -> pa.Table:
 
 
 @pytest.mark.parametrize(
-    ("transform", "error"),
-    [(drop_deletes, VerificationError), (tick_size_as_double, SkewtapeError)],
-    ids=["row_count_differs", "non_key_column_wrong_type"],
+    ("transform", "schema_break", "error"),
+    [
+        (drop_deletes, False, VerificationError),
+        (tick_size_as_double, False, ChangeFileError),
+        (tick_size_as_double, True, VerificationError),
+    ],
+    ids=["row_count_differs", "non_key_column_wrong_type", "wrong_type_under_schema_break"],
 )
 def test_apply_delta_when_in_place_result_would_not_verify_leaves_parent_and_audit_untouched(
-    case, transform, error
+    case, transform, schema_break, error
 ):
     rewrite_change_file(case.delta, "markets.parquet", transform)
+    if schema_break:  # the row checks are off: only the staged verification can catch it
+        edit_manifest(case.delta, lambda data: data.update(schema_break=True))
     mirror, _ = mirror_and_target(case, versioned=False)
     log = case.root / "audit.jsonl"
     before = published_state(mirror)
