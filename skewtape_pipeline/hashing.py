@@ -241,9 +241,11 @@ class HashCache:
         dated = self.opened_ns if hashed_at_ns is None else hashed_at_ns
         self._entries[rel] = _Entry(FileStamp.of(file), digest, dated)
 
-    def adopt(self, other: HashCache) -> None:
-        """Take every entry of ``other`` (the cache of a staged copy of the same files)."""
-        self._entries.update(other._entries)
+    def adopt(self, other: HashCache, *, only: Iterable[str] | None = None) -> None:
+        """Take the entries of ``other`` (the cache of a staged copy of the same files): all of
+        them, or those of the paths ``only``."""
+        names = other._entries.keys() if only is None else set(only) & other._entries.keys()
+        self._entries.update({rel: other._entries[rel] for rel in names})
 
     def forget(self, rel: str) -> None:
         """Drop the entry of ``rel`` (no error when there is none)."""

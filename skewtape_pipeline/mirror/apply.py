@@ -37,6 +37,7 @@ the next, and the journal in the staging folder carries everything else:
 from __future__ import annotations
 
 import contextlib
+import errno
 import getpass
 import json
 import os
@@ -520,6 +521,7 @@ class _Stage:
         self.entries = [DeltaFileEntry(*fields) for fields in self.plan["files"]]
         self.cache = HashCache(hash_cache_path(self.work))
         self.discarded = False
+        self.parent_cache: HashCache | None = None
 
     @classmethod
     @contextlib.contextmanager
@@ -552,6 +554,8 @@ class _Stage:
             _remove_staging(self.work, None, None)
             return
         parent_cache = HashCache(hash_cache_path(self.snapshot))
+        carried = [rel for rel in self.carried() if _same_file(self.work, self.snapshot, rel)]
+        parent_cache.adopt(self.cache, only=carried)  # stamped after the links were made
         _remove_staging(self.work, self.snapshot, parent_cache)
         with contextlib.suppress(OSError):
             parent_cache.save()
@@ -579,8 +583,14 @@ class _Stage:
 
     # -- the parent's files
 
+    def carried(self) -> list[str]:
+        """The parent's files the next snapshot takes as they are: every one no entry names."""
+        touched = {entry.path for entry in self.entries}
+        return [rel for rel in self.plan["parent_files"] if rel not in touched]
+
     def populate(self) -> None:
-        """Hard-link every file of the parent into the staging folder (copy across devices).
+        """Hard-link each carried file of the parent into the staging folder (copy across
+        devices); files the delta replaces, deletes or changes are not linked at all.
 
         A link moves the shared inode's ctime, so a hash the parent's cache vouched for just
         before linking is re-stamped right after. The staging folder is private until its
@@ -589,8 +599,8 @@ class _Stage:
         if self.journal.populated:
             return
         parent_cache = HashCache(hash_cache_path(self.snapshot))
-        folders = {self.work}
-        for rel in self.plan["parent_files"]:
+        folders, carried = {self.work}, self.carried()
+        for rel in carried:
             source, target = self.snapshot / rel, self.work / rel
             faults.checkpoint(f"populate:{rel}")
             vouched = parent_cache.lookup_dated(rel, source)
@@ -604,7 +614,7 @@ class _Stage:
         for folder in sorted(folders, key=lambda f: len(f.parts), reverse=True):
             fsio.fsync_dir(folder)
         for rel, digest in merged_tables(self.snapshot).items():
-            if rel in self.plan["parent_files"]:
+            if rel in carried:
                 record_merged_table(self.work, rel, digest)
         self.cache.save()
         faults.checkpoint("populated")
@@ -612,15 +622,25 @@ class _Stage:
         self.journal.save()
 
     def _link_private(self, source: Path, target: Path) -> str | None:
-        """Hard-link ``source`` at ``target``; across devices copy it, returning the sha256 of
+        """Hard-link ``source`` at ``target`` in the private staging folder, directly (its
+        folders are fsynced once, at the end); across devices copy it, returning the sha256 of
         the bytes copied (None when linked)."""
         target.parent.mkdir(parents=True, exist_ok=True)
         target.unlink(missing_ok=True)
-        if fsio.atomic_link_or_copy(source, target, allow_link=True):
+        try:
+            os.link(source, target)
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+                raise
+        else:
             self.journal.count("files_linked", 1)
             return None
-        self.journal.count("bytes_written", target.stat().st_size)
-        return sha256_file(target)
+        copied: list[str] = []
+        fsio.atomic_write_with(target, lambda temp: copied.append(copy_hashing(source, temp)))
+        size = target.stat().st_size
+        self.journal.count("bytes_read", size)
+        self.journal.count("bytes_written", size)
+        return copied[0]
 
     # -- the plan
 
@@ -637,37 +657,34 @@ class _Stage:
             rel = entry.path
             if rel in self.journal.started:
                 continue
-            target = self.work / rel
+            before = self._parent_sha(rel, hash_if_needed=hash_before)
             if entry.op == "change":
-                planned[rel] = Started(
-                    "change",
-                    self._sha_of(rel, hash_if_needed=hash_before),
-                    rows_upserted=stats[rel][0],
-                    rows_deleted=stats[rel][1],
-                    stamp_before=FileStamp.of(target).to_list(),
-                )
-            elif entry.op == "delete" and target.is_file():
-                planned[rel] = Started("delete", self._sha_of(rel, hash_if_needed=hash_before))
+                upserts, deletes = stats[rel]
+                planned[rel] = Started("change", before, upserts, deletes)
+            elif entry.op == "delete" and (self.snapshot / rel).is_file():
+                planned[rel] = Started("delete", before)
             elif entry.op in ("add", "replace") and not self.placed(entry):
-                planned[rel] = Started(entry.op, self._sha_of(rel, hash_if_needed=hash_before))
+                planned[rel] = Started(entry.op, before)
         if planned:
             self.journal.started.update(planned)
             self.journal.save()
             faults.checkpoint("journaled")
 
-    def _sha_of(self, rel: str, *, hash_if_needed: bool = True) -> str | None:
-        """sha256 of ``rel`` in the staging folder: None when absent (or unknown, not hashed)."""
-        path = self.work / rel
+    def _parent_sha(self, rel: str, *, hash_if_needed: bool) -> str | None:
+        """sha256 of the parent's ``rel``: None when absent (or unknown and not hashed)."""
+        path = self.snapshot / rel
         if not path.is_file():
             return None
-        cached = self.cache.lookup(rel, path)
+        if self.parent_cache is None:
+            self.parent_cache = HashCache(hash_cache_path(self.snapshot))
+        cached = self.parent_cache.lookup(rel, path)
         if cached is not None or not hash_if_needed:
             return cached
-        before, started_ns = FileStamp.of(path), time.time_ns()
+        before = FileStamp.of(path)
         digest = sha256_file(path)
         self.journal.count("bytes_read", before.size)
-        if FileStamp.of(path) == before:
-            self.cache.record(rel, path, digest, hashed_at_ns=started_ns)
+        if FileStamp.of(path) != before:
+            return None  # written to while hashed: no "before" worth recording
         return digest
 
     # -- the entries
@@ -756,27 +773,25 @@ class _Stage:
         _prune_empty_folders(target.parent, stop=self.work)
 
     def change(self, entry: DeltaFileEntry, con: duckdb.DuckDBPyConnection) -> None:
-        """change: merge the change file's rows into the staged table (one DuckDB query); the
-        change file must be the one checked, before and after the merge read it."""
+        """change: merge the change file's rows into the parent's table, writing the result in
+        staging (one DuckDB query); the change file must be the one checked, and neither it
+        nor the parent's table may change while the merge reads them."""
         assert entry.source is not None
-        rel, target = entry.path, self.work / entry.path
-        before = self.journal.started[rel].stamp_before
-        now = FileStamp.of(target)
-        if before is not None and [now.device, now.inode] != before[:2]:
-            # Renamed into place by an interrupted step: a merge writes a new inode.
-            if not self.still_written(rel):
-                self._record_merge(rel)
-            return
+        rel, base, target = entry.path, self.snapshot / entry.path, self.work / entry.path
+        if self.still_written(rel):
+            return  # merged by an interrupted step
         changes = self.delta / entry.source
         checked = FileStamp.from_stat(changes.lstat())
         if checked != self.checked_stamp(entry.source):
             checked = self._recheck_source(entry, changes)
-        self.journal.count("bytes_read", target.stat().st_size + changes.stat().st_size)
+        base_before = FileStamp.of(base)
+        self.journal.count("bytes_read", base_before.size + checked.size)
         merge.merge_table(
             con,
-            target,
+            base,
             changes,
             TABLE_KEYS[rel],
+            out=target,
             columns=self.plan["column_order"].get(rel),
             checkpoint_name=rel,
         )
@@ -785,6 +800,10 @@ class _Stage:
                 f"the source {entry.source!r} of {rel!r} changed while it was merged",
                 path=self.delta / MANIFEST,
                 field=rel,
+            )
+        if FileStamp.of(base) != base_before:
+            raise VerificationError(
+                self.snapshot, [f"{rel}: changed while it was merged; nothing was applied"]
             )
         fsio.make_read_only(target)
         self._record_merge(rel)
@@ -873,8 +892,7 @@ def _check_parent_unchanged(stage: _Stage) -> None:
     changed = [
         f"{rel}: changed in {snapshot} during the apply; nothing was applied"
         for rel in plan["parent_files"]
-        if rel not in written
-        and not ((snapshot / rel).is_file() and os.path.samefile(snapshot / rel, stage.work / rel))
+        if rel not in written and not _same_file(snapshot, stage.work, rel)
     ]
     if changed:
         raise VerificationError(snapshot, changed)
@@ -965,11 +983,10 @@ def _remove_staging(folder: Path, final: Path | None, cache: HashCache | None) -
         return
     if final is not None and cache is not None:
         for rel in list_folder(folder).files:
-            shared = final / rel
-            if shared.is_file() and os.path.samefile(shared, folder / rel):
-                was = FileStamp.of(shared)
+            if _same_file(folder, final, rel):
+                was = FileStamp.of(final / rel)
                 (folder / rel).unlink()
-                cache.restamp(rel, shared, was=was)
+                cache.restamp(rel, final / rel, was=was)
     shutil.rmtree(folder)
     fsio.fsync_dir(folder.parent)
 
@@ -1110,6 +1127,12 @@ def _logged_paths(audit_log: Path, run_id: str) -> set[str]:
 
 
 # --- small helpers ----------------------------------------------------------------------------
+
+
+def _same_file(one: Path, other: Path, rel: str) -> bool:
+    """True when ``rel`` is the same regular file (inode) below both folders."""
+    a, b = one / rel, other / rel
+    return a.is_file() and b.is_file() and os.path.samefile(a, b)
 
 
 def _prune_empty_folders(folder: Path, *, stop: Path) -> None:

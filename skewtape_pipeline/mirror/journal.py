@@ -32,9 +32,6 @@ class Started:
     sha256_before: str | None
     rows_upserted: int = 0
     rows_deleted: int = 0
-    stamp_before: list[int] | None = None
-    """A table change: the table's stamp before the merge. The merge renames a new file into
-    place, so another inode means an interrupted run already merged it."""
 
 
 @dataclass

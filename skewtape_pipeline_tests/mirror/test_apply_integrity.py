@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -200,3 +201,18 @@ def test_apply_delta_when_in_place_crashed_after_commit_point_rerun_finishes(cas
     assert sorted(paths) == sorted(set(paths)) and len(paths) > 0
     assert (mirror / MANIFEST).read_bytes() == (case.expected / MANIFEST).read_bytes()
     assert staging_folders(mirror) == []
+
+
+def test_apply_delta_when_in_place_refused_after_staging_the_parent_cache_still_vouches(case):
+    rewrite_change_file(case.delta, "markets.parquet", drop_deletes)
+    mirror, _ = mirror_and_target(case, versioned=False)
+    hour_ago = time.time_ns() - 3_600 * 10**9
+    for path in mirror.rglob("*"):
+        if path.is_file():
+            os.utime(path, ns=(hour_ago, hour_ago))
+    verify_snapshot(mirror)
+    with pytest.raises(VerificationError):
+        apply_delta(mirror, case.delta)
+    # The staged links were made and removed (each moving the parent files' ctimes); the
+    # apply re-stamped the parent's cache across both, so nothing needs hashing again.
+    assert verify_snapshot(mirror).files_hashed == 0
