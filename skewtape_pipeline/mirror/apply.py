@@ -434,9 +434,8 @@ def _check_snapshot_side(target: ApplyTarget, checked: CheckedDelta) -> list[str
     the next snapshot does not list); versioned, the files the parent's CHECKSUMS.sha256 lists.
     """
     snapshot = target.snapshot
-    refuse_symlinked_components(
-        snapshot, LOCAL_STATE_DIR, source=snapshot, field_name=LOCAL_STATE_DIR
-    )
+    local = LOCAL_STATE_DIR if target.into is not None else f"{LOCAL_STATE_DIR}/{STAGING_DIR}"
+    refuse_symlinked_components(snapshot, local, source=snapshot, field_name=local)
     if target.into is None:
         manifest_path = checked.head.folder / MANIFEST
         for index, entry in enumerate(checked.manifest.files):
@@ -956,10 +955,8 @@ def _move_staged_files(target: ApplyTarget, journal: Journal, work: Path, cache:
     snapshot = target.snapshot
     entries = [DeltaFileEntry(*fields) for fields in journal.plan["files"]]
     for index, entry in enumerate(entries):
-        if index == len(entries) - 2 and merged_tables_path(work).is_file():
-            fsio.atomic_write_bytes(
-                merged_tables_path(snapshot), merged_tables_path(work).read_bytes()
-            )
+        if index == len(entries) - 2:
+            _carry_merged_records(work, snapshot)
         rel, staged, dest = entry.path, work / entry.path, snapshot / entry.path
         if entry.op == "delete":
             if fsio.atomic_unlink(dest):
@@ -973,6 +970,15 @@ def _move_staged_files(target: ApplyTarget, journal: Journal, work: Path, cache:
             cache.restamp(rel, dest, was=was)
         faults.checkpoint(f"commit:{rel}")
     faults.checkpoint("manifest-in-place")
+
+
+def _carry_merged_records(work: Path, snapshot: Path) -> None:
+    """Make the snapshot's merged-table records those of the staged snapshot (none: none)."""
+    staged = merged_tables_path(work)
+    if staged.is_file():
+        fsio.atomic_write_bytes(merged_tables_path(snapshot), staged.read_bytes())
+    else:
+        fsio.atomic_unlink(merged_tables_path(snapshot))
 
 
 def _remove_staging(folder: Path, final: Path | None, cache: HashCache | None) -> None:
