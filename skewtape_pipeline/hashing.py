@@ -1,7 +1,11 @@
 """sha256 of files (in parallel), CHECKSUMS.sha256 files, and a cache of verified hashes.
 
-The cache follows git's index: a file whose (inode, size, mtime_ns) has not changed since it was
-hashed keeps its hash; anything else is hashed again. A full scrub ignores the cache.
+The cache follows git's index: a file whose stamp (device, inode, size, mtime_ns, ctime_ns) has
+not changed since it was hashed keeps its hash; anything else is hashed again. A full scrub
+ignores the cache. The ctime is what a rewrite cannot hide: ``touch -r``, ``rsync --inplace -t``
+or ``os.utime`` restore a file's mtime after writing it, but every write and every ``utime`` moves
+the ctime to now. Linking, unlinking and renaming a file move its ctime too, so code that does
+that to a file it vouches for re-stamps it right after (:meth:`HashCache.restamp`).
 
 Racily clean entries
 --------------------
@@ -69,6 +73,19 @@ def sha256_file(path: Path) -> str:
         view = memoryview(buffer)
         while n := handle.readinto(buffer):
             digest.update(view[:n])
+    return digest.hexdigest()
+
+
+def copy_hashing(source: Path, target: Path) -> str:
+    """Copy ``source`` to ``target`` (created or truncated) and return the sha256 of the bytes
+    written: what was copied is what was hashed, whatever happens to ``source`` meanwhile."""
+    digest = hashlib.sha256()
+    with open(source, "rb", buffering=0) as reader, open(target, "wb") as writer:
+        buffer = bytearray(BLOCK)
+        view = memoryview(buffer)
+        while n := reader.readinto(buffer):
+            digest.update(view[:n])
+            writer.write(view[:n])
     return digest.hexdigest()
 
 
@@ -167,16 +184,39 @@ def format_checksums(hashes: Mapping[str, str]) -> bytes:
 
 @dataclass(frozen=True)
 class FileStamp:
-    """What identifies an unchanged file: inode, size and modification time in ns."""
+    """What identifies an unchanged file, as git's index has it: device, inode, size, and the
+    modification and status-change times in ns."""
 
+    device: int
     inode: int
     size: int
     mtime_ns: int
+    ctime_ns: int
 
     @classmethod
     def of(cls, path: Path) -> FileStamp:
-        st = path.stat()
-        return cls(st.st_ino, st.st_size, st.st_mtime_ns)
+        """The stamp of ``path`` now (following a final symbolic link, as ``stat`` does)."""
+        return cls.from_stat(path.stat())
+
+    @classmethod
+    def from_stat(cls, st: os.stat_result) -> FileStamp:
+        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+    def to_list(self) -> list[int]:
+        """The stamp as a JSON-able list (see :meth:`from_list`)."""
+        return [self.device, self.inode, self.size, self.mtime_ns, self.ctime_ns]
+
+    @classmethod
+    def from_list(cls, fields: object) -> FileStamp | None:
+        """The stamp :meth:`to_list` wrote, or None for anything else."""
+        if not isinstance(fields, list) or len(fields) != STAMP_FIELDS:
+            return None
+        if not all(isinstance(n, int) and not isinstance(n, bool) for n in fields):
+            return None
+        return cls(*fields)
+
+
+STAMP_FIELDS = 5
 
 
 @dataclass(frozen=True)
@@ -208,6 +248,12 @@ class HashCache:
 
     def lookup(self, rel: str, file: Path) -> str | None:
         """The cached sha256 of ``file`` if its stamp is unchanged and the entry is not racy."""
+        found = self.lookup_dated(rel, file)
+        return found[0] if found is not None else None
+
+    def lookup_dated(self, rel: str, file: Path) -> tuple[str, int] | None:
+        """:meth:`lookup`, with the entry's date (pass it on when recording the same bytes
+        under another name, so the racy rule keeps applying to the original hash)."""
         entry = self._entries.get(rel)
         if entry is None or entry.is_racy():
             return None
@@ -215,7 +261,25 @@ class HashCache:
             stamp = FileStamp.of(file)
         except FileNotFoundError:
             return None
-        return entry.sha256 if entry.stamp == stamp else None
+        return (entry.sha256, entry.dated_ns) if entry.stamp == stamp else None
+
+    def restamp(self, rel: str, file: Path, *, was: FileStamp) -> None:
+        """Keep the entry of ``rel`` across a link, unlink or rename the caller just made.
+
+        ``was`` is the stamp the caller took right before that operation: if the entry vouched
+        for exactly that stamp, it now vouches for ``file``'s new stamp (same hash, same date);
+        otherwise the entry is dropped and the file is hashed again when next needed.
+        """
+        entry = self._entries.get(rel)
+        if entry is None or entry.stamp != was:
+            self.forget(rel)
+            return
+        try:
+            stamp = FileStamp.of(file)
+        except FileNotFoundError:
+            self.forget(rel)
+            return
+        self._entries[rel] = _Entry(stamp, entry.sha256, entry.dated_ns)
 
     def record(self, rel: str, file: Path, digest: str, *, hashed_at_ns: int | None = None) -> None:
         """Remember that ``file`` (as it is now) hashes to ``digest``.
@@ -226,6 +290,12 @@ class HashCache:
         """
         dated = self.opened_ns if hashed_at_ns is None else hashed_at_ns
         self._entries[rel] = _Entry(FileStamp.of(file), digest, dated)
+
+    def adopt(self, other: HashCache, *, only: Iterable[str] | None = None) -> None:
+        """Take the entries of ``other`` (the cache of a staged copy of the same files): all of
+        them, or those of the paths ``only``."""
+        names = other._entries.keys() if only is None else set(only) & other._entries.keys()
+        self._entries.update({rel: other._entries[rel] for rel in names})
 
     def forget(self, rel: str) -> None:
         """Drop the entry of ``rel`` (no error when there is none)."""
@@ -238,7 +308,7 @@ class HashCache:
     def save(self) -> None:
         """Write the cache file atomically."""
         raw = {
-            rel: [e.stamp.inode, e.stamp.size, e.stamp.mtime_ns, e.sha256, e.dated_ns]
+            rel: [*e.stamp.to_list(), e.sha256, e.dated_ns]
             for rel, e in sorted(self._entries.items())
         }
         atomic_write_bytes(self.path, json.dumps(raw, separators=(",", ":")).encode())
@@ -266,13 +336,17 @@ def _load_entries(path: Path) -> dict[str, _Entry]:
 
 
 def _parse_entry(fields: object, saved_ns: int) -> _Entry | None:
-    """``[inode, size, mtime_ns, sha256, dated_ns]`` (older caches: no date) or None."""
-    if not isinstance(fields, list) or len(fields) not in (4, 5):
+    """``[*stamp, sha256, dated_ns]`` (undated: no date) or None.
+
+    Entries of an older cache, whose stamp lacks the device and ctime, are None: such a stamp
+    cannot tell a rewrite with its mtime restored, so those files are hashed again once.
+    """
+    if not isinstance(fields, list) or len(fields) not in (STAMP_FIELDS + 1, STAMP_FIELDS + 2):
         return None
-    inode, size, mtime_ns, digest, *dated = fields
-    numbers = (inode, size, mtime_ns, *dated)
-    if not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers):
+    stamp = FileStamp.from_list(fields[:STAMP_FIELDS])
+    digest, *dated = fields[STAMP_FIELDS:]
+    if stamp is None or not is_sha256_hex(digest):
         return None
-    if not is_sha256_hex(digest):
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in dated):
         return None
-    return _Entry(FileStamp(inode, size, mtime_ns), digest, min([*dated, saved_ns]))
+    return _Entry(stamp, digest, min([*dated, saved_ns]))

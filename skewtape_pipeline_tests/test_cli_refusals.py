@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 from skewtape_pipeline.cli import main
+from skewtape_pipeline.mirror import apply as apply_module
 from skewtape_pipeline.mirror import merge
 from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
 
@@ -133,7 +133,7 @@ def test_cli_apply_delta_when_copying_hits_a_full_disk_exits_1_naming_the_file(
     sample_root, capsys, monkeypatch
 ):
     snapshot = sample_root / "history" / SAMPLE_FIRST_MONTH
-    monkeypatch.setattr(shutil, "copyfile", _full)
+    monkeypatch.setattr(apply_module, "copy_hashing", _full)  # the copy that hashes as it writes
     delta = str(sample_root / "deltas" / NEXT_MONTH)
     code, _, err = run(capsys, "apply-delta", str(snapshot), delta, "--copy", "--no-audit")
     assert code == 1

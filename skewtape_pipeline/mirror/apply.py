@@ -1,20 +1,37 @@
-"""Apply a Skewtape delta to a local snapshot: verified first, crash-safe, resumable, audited.
+"""Apply a Skewtape delta to a local snapshot: verified first, staged, crash-safe, audited.
 
-Two modes:
+Two modes, one procedure:
 
-- in place (``into=None``): ``snapshot`` itself becomes the next snapshot, exactly as the
-  published procedure does it (each file replaced atomically, CHECKSUMS.sha256 then
-  manifest.json last, so a folder whose manifest is still the parent's is a delta not yet fully
-  applied and rerunning finishes it);
-- versioned (``into=DIR``): the next snapshot is built in a staging folder
-  ``DIR.parent/.<DIR.name>.partial`` whose unchanged files are hard links to the parent's,
-  verified there, then published by one atomic rename to ``DIR``. The parent is never modified;
-  ``DIR`` either does not exist or holds the whole, verified next snapshot.
+- in place (``into=None``): ``snapshot`` itself becomes the next snapshot;
+- versioned (``into=DIR``): the next snapshot appears as the new folder ``DIR``; the parent is
+  never modified.
 
-Every check of the delta runs before anything is written (see
-:mod:`skewtape_pipeline.mirror.preflight`). A journal in the folder being written
-(:mod:`skewtape_pipeline.mirror.journal`) makes every step idempotent, so a crash at any point is
-finished by running the same call again, and each change is logged to the audit log once.
+Either way the next snapshot is first built in a staging folder private to the apply (in place:
+``snapshot/.skewtape/staging/<run>/``; versioned: ``DIR.parent/.<DIR.name>.<run>.partial``):
+unchanged files hard-linked from the parent, the delta's whole files linked or copied (hashed as
+they are copied), tables merged there. Every check that can fail runs on that staged result,
+before the first byte of the parent's published files changes: the delta's checks
+(:mod:`skewtape_pipeline.mirror.preflight`), the delta's files again as they are used (a file
+rewritten or swapped since its check is refused), and the full verification of the staged
+snapshot against the next CHECKSUMS.sha256 and manifest. Then the apply commits: versioned, by
+renaming the staging folder to ``DIR``; in place, by saving the journal as committed and moving
+the staged files into the snapshot (CHECKSUMS.sha256 then manifest.json last, as the published
+procedure does). Past the commit point a rerun always finishes (:mod:`.journal`); before it, a
+failure leaves the parent's published files as they were and a rerun starts again.
+
+The apply runs as five steps, usable one by one in separate processes (the orchestration runs
+each as its own op); a :class:`StagedApply` (small, JSON-able) carries one step's outcome to
+the next, and the journal in the staging folder carries everything else:
+
+1. :func:`check_step`: read the delta's manifest and run every check once; make the staging
+   folder and journal the plan (no lock: nothing shared is written);
+2. :func:`file_ops_step`: link the parent's files into staging, apply add, replace, delete;
+3. :func:`merges_step`: merge the table changes (DuckDB) in staging;
+4. :func:`publish_step`: under the history folder's lock, place the seal files, verify the
+   staged snapshot, commit, write the audit log, clean up;
+5. :func:`applied_step`: what was applied and verified, read back from the journal.
+
+:func:`apply_delta` runs them all under one lock.
 """
 
 from __future__ import annotations
@@ -26,8 +43,8 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict, astuple, dataclass, field, replace
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +54,16 @@ from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.audit import AuditLog
 from skewtape_pipeline.errors import (
     ApplyInProgressError,
+    ChecksumMismatchError,
     ConfigError,
+    DeltaRefusedError,
+    LocalStateError,
     MalformedJsonError,
     SnapshotMismatchError,
     UnsafePathError,
     VerificationError,
 )
-from skewtape_pipeline.hashing import FileStamp, HashCache, sha256_file
+from skewtape_pipeline.hashing import FileStamp, HashCache, copy_hashing, sha256_file
 from skewtape_pipeline.mirror import merge
 from skewtape_pipeline.mirror.format import (
     CHECKSUMS,
@@ -52,7 +72,7 @@ from skewtape_pipeline.mirror.format import (
     TABLE_KEYS,
     DeltaFileEntry,
 )
-from skewtape_pipeline.mirror.journal import Journal, Started
+from skewtape_pipeline.mirror.journal import Journal, Started, journal_path
 from skewtape_pipeline.mirror.preflight import (
     CheckedDelta,
     DeltaHead,
@@ -61,10 +81,12 @@ from skewtape_pipeline.mirror.preflight import (
     read_delta_head,
     refuse_symlinked_components,
 )
-from skewtape_pipeline.mirror.snapshot import read_snapshot
+from skewtape_pipeline.mirror.snapshot import list_folder, read_checksums
 from skewtape_pipeline.mirror.verify import (
+    VerifyResult,
     hash_cache_path,
     merged_tables,
+    merged_tables_path,
     record_merged_table,
     verify_snapshot,
 )
@@ -72,16 +94,15 @@ from skewtape_pipeline.mirror.verify import (
 LOCK_FILE = ".skewtape-apply.lock"
 """The apply lock, in the folder that holds the snapshot being written (the history folder)."""
 PHASES = ("verify_delta", "file_ops", "merges", "publish", "verify_snapshot")
-STEPS = ("verify_delta", "file_ops", "merges")
-"""Where ``apply_delta(stop_after=...)`` may stop; the rest (publish, verify) ends an apply."""
 AUDIT_EVENT = "apply"
+STAGING_DIR = "staging"
+"""In place: the staging folders live in ``snapshot/.skewtape/staging/``."""
 
 
 @dataclass
 class ApplyResult:
-    """What one :func:`apply_delta` did. Lists and counts cover the whole apply, including the
-    part a crashed earlier run did (they come from the journal); bytes and seconds cover this run.
-    """
+    """What one apply did. Lists and counts cover the whole apply, including the part a crashed
+    earlier run did (they come from the journal), and bytes and seconds every step of it."""
 
     parent_bundle_id: str
     next_bundle_id: str
@@ -100,8 +121,6 @@ class ApplyResult:
     bytes_written: int = 0
     files_linked: int = 0
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
-    stopped_after: str | None = None
-    """The step this call stopped after (``stop_after``); None when the apply is complete."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict of the result (for reports and orchestration metadata)."""
@@ -110,31 +129,62 @@ class ApplyResult:
         return data
 
 
-def combine_steps(steps: Sequence[ApplyResult]) -> ApplyResult:
-    """One result for an apply run as several calls (``stop_after``): the last call's lists
-    (which cover the whole apply), with bytes, links and seconds per phase summed over calls."""
-    last = steps[-1]
-    seconds = {phase: sum(step.seconds.get(phase, 0.0) for step in steps) for phase in PHASES}
-    return replace(
-        last,
-        bytes_read=sum(step.bytes_read for step in steps),
-        bytes_written=sum(step.bytes_written for step in steps),
-        files_linked=sum(step.files_linked for step in steps),
-        seconds=seconds,
-    )
+@dataclass(frozen=True)
+class ApplyTarget:
+    """What an apply works on: the parent snapshot, the delta and, versioned, the new folder."""
+
+    snapshot: Path
+    delta: Path
+    into: Path | None = None
+
+    @classmethod
+    def of(cls, snapshot: Path, delta: Path, into: Path | None = None) -> ApplyTarget:
+        return cls(Path(snapshot), Path(delta), Path(into) if into is not None else None)
+
+    @property
+    def final(self) -> Path:
+        """Where the next snapshot ends up."""
+        return self.into if self.into is not None else self.snapshot
+
+    @property
+    def mode(self) -> str:
+        return "in_place" if self.into is None else "versioned"
 
 
-class _Clock:
-    def __init__(self, seconds: dict[str, float]):
-        self.seconds = seconds
+@dataclass(frozen=True)
+class ApplyOptions:
+    """How an apply runs: its audit log, how long to wait for the lock, links or copies."""
 
-    @contextlib.contextmanager
-    def phase(self, name: str) -> Iterator[None]:
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[name] += time.perf_counter() - started
+    audit_log: Path | None = None
+    """Append one record per changed file to this audit log."""
+    lock_timeout: float = 0.0
+    """Seconds to wait for another apply in the same history folder to finish."""
+    link_sources: bool = True
+    """Hard-link the delta's whole files instead of copying them (a copy across file systems);
+    the delta's files then become read-only."""
+
+
+@dataclass(frozen=True)
+class StagedApply:
+    """What one step hands to the next: which apply (its run id, naming its staging folder and
+    journal) and where it stands. Small and JSON-able (:meth:`to_dict`), with no paths."""
+
+    run_id: str | None
+    """None when there is nothing to stage (already applied)."""
+    already_applied: bool = False
+    committed: bool = False
+    """Past the commit point: only publishing's finishing part is left to do."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StagedApply:
+        return cls(
+            run_id=data["run_id"],
+            already_applied=bool(data["already_applied"]),
+            committed=bool(data["committed"]),
+        )
 
 
 # --- public entry points ----------------------------------------------------------------------
@@ -148,8 +198,6 @@ def apply_delta(
     audit_log: Path | None = None,
     lock_timeout: float = 0.0,
     link_sources: bool = True,
-    prechecked: CheckedDelta | None = None,
-    stop_after: str | None = None,
 ) -> ApplyResult:
     """Bring ``snapshot`` (or a new folder ``into``) to the snapshot the delta leads to.
 
@@ -163,20 +211,8 @@ def apply_delta(
         None: apply in place. A path: build the next snapshot there, leaving ``snapshot``
         untouched (versioned mode); the folder must not exist yet, or already hold the next
         snapshot.
-    audit_log
-        Append one record per changed file to this audit log.
-    lock_timeout
-        Seconds to wait for another apply in the same history folder to finish.
-    link_sources
-        Hard-link the delta's whole files into the snapshot instead of copying them (falls back
-        to a copy across file systems). The delta's files then become read-only.
-    prechecked
-        The result of :func:`check_delta` for this delta: its hashes are reused for files
-        whose (inode, size, mtime) stamp is unchanged; everything else is checked again.
-    stop_after
-        Stop after this step (one of :data:`STEPS`: ``file_ops`` applies the add, replace and
-        delete entries, ``merges`` also the table changes); a later call without it finishes.
-        The steps are journaled, so a pipeline can run them as separate tasks.
+    audit_log, lock_timeout, link_sources
+        As in :class:`ApplyOptions`.
 
     Returns
     -------
@@ -184,7 +220,8 @@ def apply_delta(
         What was done, with timings per phase.
 
     Idempotent and resumable: applying a delta already applied does nothing (the snapshot is
-    verified); a run interrupted at any point is finished by running the same call again.
+    verified); a run interrupted before the commit point left the parent as it was, one
+    interrupted after it is finished by running the same call again.
 
     Raises
     ------
@@ -194,65 +231,45 @@ def apply_delta(
         ``audit_log``, the lock file or a local state file is a symbolic link; nothing written.
     DeltaRefusedError
         (ManifestError, UnsafePathError, ChecksumMismatchError, ChangeFileError) the delta is
-        refused; nothing was written.
+        refused, also when one of its files changed after it was checked; nothing published.
     SnapshotMismatchError
         The snapshot holds neither the delta's parent nor its next snapshot; nothing written.
     ApplyInProgressError
         Another apply holds the lock of this history folder beyond ``lock_timeout``.
     VerificationError
-        The result does not verify (a parent file modified locally, ...). In versioned mode
-        ``into`` is then absent and the staging folder removed; in place, the snapshot holds
-        the next manifest and the error lists what differs.
+        The staged next snapshot does not verify (a parent file modified locally, a table whose
+        rows are not the manifest's, ...): nothing published, the staging folder removed.
     """
     snapshot = fsio.require_folder(snapshot, "a snapshot folder")
     delta = fsio.require_folder(delta, "a delta folder")
     fsio.refuse_linked_state(audit_log)
-    into = Path(into) if into is not None else None
-    with fsio.exclusive_lock(
-        lock_file_for(into if into is not None else snapshot),
-        timeout=lock_timeout,
-        what=f"applying {delta}",
-        held_error=ApplyInProgressError,
-    ):
-        return apply_locked(
-            snapshot,
-            delta,
-            into=into,
-            audit_log=audit_log,
-            link_sources=link_sources,
-            prechecked=prechecked,
-            stop_after=stop_after,
-        )
+    target = ApplyTarget.of(snapshot, delta, into)
+    options = ApplyOptions(audit_log, lock_timeout, link_sources)
+    with _lock(target, options, f"applying {target.delta}"):
+        return _apply_locked(target, options)
 
 
-def check_delta(
-    snapshot: Path, delta: Path, *, into: Path | None = None, lock_timeout: float = 0.0
-) -> CheckedDelta | None:
-    """Run every check :func:`apply_delta` runs before writing, and write nothing.
+def apply_locked(
+    snapshot: Path,
+    delta: Path,
+    *,
+    into: Path | None = None,
+    audit_log: Path | None = None,
+    link_sources: bool = True,
+) -> ApplyResult:
+    """:func:`apply_delta` for a caller that already holds the history folder's apply lock."""
+    return _apply_locked(ApplyTarget.of(snapshot, delta, into), ApplyOptions(
+        audit_log=audit_log, link_sources=link_sources))  # fmt: skip
 
-    Returns the checked delta (pass it to ``apply_delta(prechecked=...)`` to skip rehashing
-    unchanged files), or None when the target already holds the next snapshot. Raises the same
-    refusals as :func:`apply_delta`.
-    """
-    snapshot = fsio.require_folder(snapshot, "a snapshot folder")
-    delta = fsio.require_folder(delta, "a delta folder")
-    into = Path(into) if into is not None else None
-    with fsio.exclusive_lock(
-        lock_file_for(into if into is not None else snapshot),
-        timeout=lock_timeout,
-        what=f"checking {delta}",
-        held_error=ApplyInProgressError,
-    ):
-        _check_into(snapshot, into)
-        head = read_delta_head(delta)
-        if _next_already_in_place(snapshot, into, head):
-            return None
-        con = merge.connect()
-        try:
-            checked, _ = _preflight(head, snapshot, into, con)
-        finally:
-            con.close()
-        return checked
+
+def _apply_locked(target: ApplyTarget, options: ApplyOptions) -> ApplyResult:
+    staged = check_step(target)
+    if staged.already_applied:
+        return _already_applied(target)
+    if not staged.committed:
+        file_ops_step(target, staged, options)
+        merges_step(target, staged, options)
+    return _publish_locked(target, staged, options)
 
 
 def lock_file_for(target: Path) -> Path:
@@ -261,12 +278,75 @@ def lock_file_for(target: Path) -> Path:
     return Path(target).resolve().parent / LOCK_FILE
 
 
-def staging_folder(into: Path) -> Path:
-    """Where a versioned apply builds ``into`` before renaming it into place."""
-    return into.parent / f".{into.name}.partial"
+def staging_folder(target: ApplyTarget, run_id: str) -> Path:
+    """Where the apply ``run_id`` builds the next snapshot before committing it."""
+    if target.into is not None:
+        return target.into.parent / f".{target.into.name}.{run_id}.partial"
+    return target.snapshot / LOCAL_STATE_DIR / STAGING_DIR / run_id
 
 
-def _check_into(snapshot: Path, into: Path | None) -> None:
+def staging_folders(final: Path) -> list[Path]:
+    """Every staging folder of an apply whose next snapshot is ``final`` that exists now."""
+    final = Path(final)
+    versioned = final.parent.glob(f".{final.name}.*.partial")
+    in_place = (final / LOCAL_STATE_DIR / STAGING_DIR).glob("*")
+    return sorted(folder for folder in [*versioned, *in_place] if folder.is_dir())
+
+
+@contextlib.contextmanager
+def _lock(target: ApplyTarget, options: ApplyOptions, what: str) -> Iterator[None]:
+    with fsio.exclusive_lock(
+        lock_file_for(target.final),
+        timeout=options.lock_timeout,
+        what=what,
+        held_error=ApplyInProgressError,
+    ):
+        faults.checkpoint("locked")
+        yield
+
+
+# --- step 1: check ----------------------------------------------------------------------------
+
+
+def check_step(target: ApplyTarget) -> StagedApply:
+    """Run every check of the delta once; stage the apply (a new staging folder and journal).
+
+    Writes nothing but the new, private staging folder, so it needs no lock. Returns the
+    :class:`StagedApply` later steps take: ``already_applied`` when the target already holds
+    the next snapshot, ``committed`` when a crashed apply of this delta only needs finishing.
+    Raises the refusals :func:`apply_delta` lists; nothing is written then.
+    """
+    _check_into(target)
+    started = time.perf_counter()
+    head = read_delta_head(target.delta)
+    pending = _pending_commit(target, head.manifest_sha256)
+    if pending is not None:
+        return StagedApply(pending.run_id, committed=True)
+    if _next_already_in_place(target, head):
+        return StagedApply(None, already_applied=True)
+    con = merge.connect()
+    try:
+        checked, parent_files = _preflight(head, target, con)
+    finally:
+        con.close()
+    faults.checkpoint("preflight")
+    run_id = uuid.uuid4().hex
+    work = staging_folder(target, run_id)
+    work.mkdir(parents=True)
+    journal = Journal(
+        path=journal_path(work),
+        delta_manifest_sha256=head.manifest_sha256,
+        run_id=run_id,
+        plan=_plan(checked, target, parent_files),
+    )
+    journal.add_seconds("verify_delta", time.perf_counter() - started)
+    journal.save()
+    faults.checkpoint("staged")
+    return StagedApply(run_id)
+
+
+def _check_into(target: ApplyTarget) -> None:
+    into, snapshot = target.into, target.snapshot
     if into is None:
         return
     resolved, parent = into.resolve(), snapshot.resolve()
@@ -278,85 +358,38 @@ def _check_into(snapshot: Path, into: Path | None) -> None:
         raise ConfigError(f"into={into}: a snapshot folder name may not start with '.'")
 
 
-# --- the apply, under the lock ----------------------------------------------------------------
-
-
-def apply_locked(
-    snapshot: Path,
-    delta: Path,
-    *,
-    into: Path | None = None,
-    audit_log: Path | None = None,
-    link_sources: bool = True,
-    prechecked: CheckedDelta | None = None,
-    stop_after: str | None = None,
-) -> ApplyResult:
-    """:func:`apply_delta` for a caller that already holds the history folder's apply lock."""
-    if stop_after is not None and stop_after not in STEPS:
-        raise ConfigError(f"stop_after is {stop_after!r}; expected one of {', '.join(STEPS)}")
-    _check_into(snapshot, into)
-    faults.checkpoint("locked")
-    target = into if into is not None else snapshot
-    result_seconds = dict.fromkeys(PHASES, 0.0)
-    clock = _Clock(result_seconds)
-    with clock.phase("verify_delta"):
-        head = read_delta_head(delta)
-        done = _next_already_in_place(snapshot, into, head)
-    result = ApplyResult(
-        parent_bundle_id=head.manifest.parent.bundle_id,
-        next_bundle_id=head.manifest.next.bundle_id,
-        mode="in_place" if into is None else "versioned",
-        snapshot=target,
-        already_applied=done,
-        seconds=result_seconds,
-    )
-    if done:
-        with clock.phase("publish"):
-            _flush_audit(Journal.load(target, head.manifest_sha256), head, target, audit_log)
-        with clock.phase("verify_snapshot"):
-            verify_snapshot(target, save_cache=False)
-        return result
-    con = merge.connect()
-    try:
-        with clock.phase("verify_delta"):
-            checked, parent_files = _preflight(head, snapshot, into, con, trusted=prechecked)
-        faults.checkpoint("preflight")
-        if stop_after == "verify_delta":
-            result.stopped_after = stop_after
-            return result
-        run = _Run(
-            checked,
-            snapshot,
-            into,
-            con,
-            result,
-            clock,
-            link_sources=link_sources,
-            hash_before=audit_log is not None,
-        )
-        run.execute(parent_files, include_changes=stop_after != "file_ops")
-        if stop_after is not None:
-            run.pause()
-            result.stopped_after = stop_after
-            return result
-        run.publish(audit_log)
-    finally:
-        con.close()
-    return result
-
-
 def _preflight(
-    head: DeltaHead,
-    snapshot: Path,
-    into: Path | None,
-    con: duckdb.DuckDBPyConnection,
-    *,
-    trusted: CheckedDelta | None = None,
+    head: DeltaHead, target: ApplyTarget, con: duckdb.DuckDBPyConnection
 ) -> tuple[CheckedDelta, list[str]]:
     """Every check before a write: delta files, change files, the snapshot side."""
-    checked = check_delta_files(head, trusted=trusted)
-    check_change_files(checked, con, base_root=snapshot)
-    return checked, _check_snapshot_side(snapshot, into, checked)
+    checked = check_delta_files(head)
+    check_change_files(checked, con, base_root=target.snapshot)
+    return checked, _check_snapshot_side(target, checked)
+
+
+def _plan(checked: CheckedDelta, target: ApplyTarget, parent_files: list[str]) -> dict[str, Any]:
+    """What the later steps need from the check, as JSON (no absolute paths)."""
+    manifest = checked.manifest
+    sources = {entry.source for entry in manifest.files if entry.source is not None}
+    return {
+        "mode": target.mode,
+        "parent_bundle_id": manifest.parent.bundle_id,
+        "parent_manifest_sha256": manifest.parent.manifest_sha256,
+        "next_bundle_id": manifest.next.bundle_id,
+        "next_manifest_sha256": manifest.next.manifest_sha256,
+        "files": [[e.path, e.op, e.source, e.sha256] for e in manifest.files],
+        "stamps": {rel: checked.stamps[rel].to_list() for rel in sorted(sources)},
+        "hashed_at_ns": checked.hashed_at_ns,
+        "change_stats": {
+            rel: [stats.upserts, stats.deletes] for rel, stats in checked.change_stats.items()
+        },
+        "column_order": {rel: list(names) for rel, names in checked.column_order.items()},
+        "table_columns": {
+            rel: [list(column) for column in columns]
+            for rel, columns in checked.table_columns.items()
+        },
+        "parent_files": parent_files,
+    }
 
 
 def _manifest_sha(folder: Path) -> str | None:
@@ -366,10 +399,26 @@ def _manifest_sha(folder: Path) -> str | None:
     return sha256_file(path)
 
 
-def _next_already_in_place(snapshot: Path, into: Path | None, head: DeltaHead) -> bool:
+def _pending_commit(target: ApplyTarget, delta_sha: str) -> Journal | None:
+    """The journal of a committed, unfinished apply in the target (refusing another delta's)."""
+    if target.into is not None and not target.into.is_dir():
+        return None
+    journal = Journal.find(target.final, None)
+    if journal is None or not journal.committed or journal.finished:
+        return None
+    if journal.delta_manifest_sha256 != delta_sha:
+        raise SnapshotMismatchError(
+            f"{target.final} holds an unfinished apply of another delta (manifest sha256 "
+            f"{journal.delta_manifest_sha256}); apply that delta again to finish it first"
+        )
+    return journal
+
+
+def _next_already_in_place(target: ApplyTarget, head: DeltaHead) -> bool:
     """True when the target already holds the next snapshot; False when the parent is there to
     apply to. Raises :class:`SnapshotMismatchError` naming both bundles otherwise."""
     parent, nxt = head.manifest.parent, head.manifest.next
+    snapshot, into = target.snapshot, target.into
     names = (
         f"neither the delta's parent {parent.bundle_id} (manifest sha256 "
         f"{parent.manifest_sha256}) nor its next snapshot {nxt.bundle_id} (manifest sha256 "
@@ -396,28 +445,37 @@ def _next_already_in_place(snapshot: Path, into: Path | None, head: DeltaHead) -
     return False
 
 
-def _check_snapshot_side(snapshot: Path, into: Path | None, checked: CheckedDelta) -> list[str]:
-    """Refuse links on written paths; in versioned mode return the parent's files to carry."""
-    manifest_path = checked.head.folder / MANIFEST
-    if into is None:
-        refuse_symlinked_components(
-            snapshot, LOCAL_STATE_DIR, source=snapshot, field_name=LOCAL_STATE_DIR
-        )
+def _check_snapshot_side(target: ApplyTarget, checked: CheckedDelta) -> list[str]:
+    """Refuse links on paths written; return the parent's files the staging folder carries.
+
+    In place every file of the folder is carried (so the staged verification sees any file
+    the next snapshot does not list); versioned, the files the parent's CHECKSUMS.sha256 lists.
+    """
+    snapshot = target.snapshot
+    local = LOCAL_STATE_DIR if target.into is not None else f"{LOCAL_STATE_DIR}/{STAGING_DIR}"
+    refuse_symlinked_components(snapshot, local, source=snapshot, field_name=local)
+    if target.into is None:
+        manifest_path = checked.head.folder / MANIFEST
         for index, entry in enumerate(checked.manifest.files):
             refuse_symlinked_components(
                 snapshot, entry.path, source=manifest_path, field_name=f"files[{index}].path"
             )
             _refuse_non_file(snapshot / entry.path, manifest_path, f"files[{index}].path")
-        return []
-    parent_manifest, _, _ = read_snapshot(snapshot)
-    files = [entry.path for entry in parent_manifest.by_path().values()] + [CHECKSUMS, MANIFEST]
-    missing = []
-    for rel in files:
-        refuse_symlinked_components(snapshot, rel, source=snapshot, field_name=rel)
-        if not (snapshot / rel).is_file():
-            missing.append(f"{rel}: is missing; the parent's manifest lists it")
-    if missing:
-        raise VerificationError(snapshot, missing)
+        listing = list_folder(snapshot)
+        odd = [f"{rel}: is a link; a snapshot holds regular files only" for rel in listing.symlinks]
+        odd += [f"{rel}: is not a regular file" for rel in listing.others]
+        if odd:
+            raise VerificationError(snapshot, odd)
+        files = listing.files
+    else:
+        files = sorted({*read_checksums(snapshot / CHECKSUMS), CHECKSUMS})
+        missing = []
+        for rel in files:
+            refuse_symlinked_components(snapshot, rel, source=snapshot, field_name=rel)
+            if not (snapshot / rel).is_file():
+                missing.append(f"{rel}: is missing; the parent's {CHECKSUMS} lists it")
+        if missing:
+            raise VerificationError(snapshot, missing)
     merged_tables(snapshot)  # a damaged record raises LocalStateError before any write
     return files
 
@@ -431,102 +489,159 @@ def _refuse_non_file(path: Path, source: Path, field_name: str) -> None:
         )
 
 
-# --- one apply --------------------------------------------------------------------------------
+# --- steps 2 and 3: file ops and merges, in staging ------------------------------------------
 
 
-class _Run:
-    """The writing part of one apply: populate (versioned), file ops, merges, publish."""
-
-    def __init__(
-        self,
-        checked: CheckedDelta,
-        snapshot: Path,
-        into: Path | None,
-        con: duckdb.DuckDBPyConnection,
-        result: ApplyResult,
-        clock: _Clock,
-        *,
-        link_sources: bool,
-        hash_before: bool,
-    ):
-        self.checked, self.snapshot, self.into = checked, snapshot, into
-        self.delta = checked.head.folder
-        self.work = staging_folder(into) if into is not None else snapshot
-        self.con, self.result, self.clock = con, result, clock
-        self.link_sources = link_sources
-        self.hash_before = hash_before
-        """Hash a file about to be replaced or deleted when no cache vouches (for the audit)."""
-        self.known: dict[str, str] = {}
-        self.cache: HashCache
-        self.journal: Journal
-
-    # -- setting up
-
-    def execute(self, parent_files: list[str], *, include_changes: bool = True) -> None:
-        """Prepare the folder being written, journal the plan, apply all entries but the tail.
-
-        ``include_changes=False`` skips the table merges (a later call does them).
-        """
-        with self.clock.phase("file_ops"):
-            self._open_work_folder()
-            if self.into is not None:
-                self._populate(parent_files)
-            self._journal_plan()
-        for index, entry in enumerate(self.checked.manifest.files[:-2]):
-            if entry.op == "change" and not include_changes:
+def file_ops_step(target: ApplyTarget, staged: StagedApply, options: ApplyOptions) -> None:
+    """Link the parent's files into the staging folder; apply the add, replace and delete
+    entries there, in manifest order. Idempotent; no lock (the staging folder is the apply's)."""
+    if staged.already_applied or staged.committed:
+        return
+    with _Stage.open(target, staged, options) as stage, stage.phase("file_ops"):
+        stage.populate()
+        stage.journal_plan()
+        for index, entry in enumerate(stage.entries[:-2]):
+            if entry.op == "change":
                 continue
-            phase = "merges" if entry.op == "change" else "file_ops"
-            with self.clock.phase(phase):
+            faults.checkpoint(f"entry[{index}]:{entry.path}:begin")
+            if entry.op == "delete":
+                stage.delete(entry)
+            else:
+                stage.place(entry)
+            faults.checkpoint(f"entry[{index}]:{entry.path}:end")
+
+
+def merges_step(target: ApplyTarget, staged: StagedApply, options: ApplyOptions) -> None:
+    """Merge the delta's table changes by key (DuckDB) in the staging folder. Idempotent."""
+    if staged.already_applied or staged.committed:
+        return
+    con = merge.connect()
+    try:
+        with _Stage.open(target, staged, options) as stage, stage.phase("merges"):
+            for index, entry in enumerate(stage.entries[:-2]):
+                if entry.op != "change":
+                    continue
                 faults.checkpoint(f"entry[{index}]:{entry.path}:begin")
-                self._apply_entry(entry)
+                stage.change(entry, con)
                 faults.checkpoint(f"entry[{index}]:{entry.path}:end")
+    finally:
+        con.close()
 
-    def _open_work_folder(self) -> None:
-        delta_sha = self.checked.head.manifest_sha256
-        if self.into is not None:
-            if self.work.exists() and Journal.find(self.work, delta_sha) is None:
-                _remove_tree(self.work)  # a staging folder of another delta, or never started
-            self.work.mkdir(parents=True, exist_ok=True)
-        fsio.remove_stale_temps(self.work)
+
+class _Stage:
+    """One apply's staging folder, its journal and hash cache (for the steps before commit)."""
+
+    def __init__(self, target: ApplyTarget, journal: Journal, options: ApplyOptions):
+        self.target, self.journal, self.options = target, journal, options
+        self.work = staging_folder(target, journal.run_id)
+        self.plan = journal.plan
+        self.entries = [DeltaFileEntry(*fields) for fields in self.plan["files"]]
         self.cache = HashCache(hash_cache_path(self.work))
-        self.journal = Journal.load(self.work, delta_sha)
-        if self.journal.audited:  # a finished apply of this delta: this is a new one
-            self.journal = Journal(path=self.journal.path, delta_manifest_sha256=delta_sha)
-        if not self.journal.run_id:
-            self.journal.run_id = uuid.uuid4().hex
-            self.journal.save()
+        self.discarded = False
+        self.parent_cache: HashCache | None = None
 
-    def _populate(self, parent_files: list[str]) -> None:
-        """Hard-link every file of the parent into the staging folder (copy across devices).
+    @classmethod
+    @contextlib.contextmanager
+    def open(cls, target: ApplyTarget, staged: StagedApply, options: ApplyOptions):
+        """The stage of ``staged``; on a refusal it is removed (a rerun starts again), and on
+        the way out its journal and cache are saved."""
+        assert staged.run_id is not None
+        work = staging_folder(target, staged.run_id)
+        journal = Journal.find(work, None)
+        if journal is None or journal.run_id != staged.run_id:
+            raise LocalStateError(
+                f"{work}: the staging folder of apply {staged.run_id} is gone or damaged "
+                "(another apply of the same snapshot finished first?); run the apply again"
+            )
+        stage = cls(target, journal, options)
+        try:
+            yield stage
+        except (DeltaRefusedError, VerificationError, SnapshotMismatchError):
+            stage.discard()
+            raise
+        if not (stage.journal.committed or stage.discarded):
+            stage.cache.save()
+            stage.journal.save()
 
-        The staging folder is private until its final rename, so links are made directly and
-        each folder is fsynced once at the end rather than once per file.
+    def discard(self) -> None:
+        """Remove the staging folder (a refused apply; a rerun starts again). In place, the
+        parent's cached hashes are re-stamped across the unlinking of their staged links."""
+        self.discarded = True
+        if self.target.into is not None:
+            _remove_staging(self.work, None, None)
+            return
+        parent_cache = HashCache(hash_cache_path(self.snapshot))
+        carried = [rel for rel in self.carried() if _same_file(self.work, self.snapshot, rel)]
+        parent_cache.adopt(self.cache, only=carried)  # stamped after the links were made
+        _remove_staging(self.work, self.snapshot, parent_cache)
+        with contextlib.suppress(OSError):
+            parent_cache.save()
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.journal.add_seconds(name, time.perf_counter() - started)
+
+    @property
+    def snapshot(self) -> Path:
+        return self.target.snapshot
+
+    @property
+    def delta(self) -> Path:
+        return self.target.delta
+
+    def checked_stamp(self, source: str) -> FileStamp:
+        stamp = FileStamp.from_list(self.plan["stamps"][source])
+        assert stamp is not None
+        return stamp
+
+    # -- the parent's files
+
+    def carried(self) -> list[str]:
+        """The parent's files the next snapshot takes as they are: every one no entry names."""
+        touched = {entry.path for entry in self.entries}
+        return [rel for rel in self.plan["parent_files"] if rel not in touched]
+
+    def populate(self) -> None:
+        """Hard-link each carried file of the parent into the staging folder (copy across
+        devices); files the delta replaces, deletes or changes are not linked at all.
+
+        A link moves the shared inode's ctime, so a hash the parent's cache vouched for just
+        before linking is re-stamped right after. The staging folder is private until its
+        commit, so each folder is fsynced once at the end rather than once per file.
         """
         if self.journal.populated:
             return
         parent_cache = HashCache(hash_cache_path(self.snapshot))
-        folders = {self.work}
-        for rel in parent_files:
+        folders, carried = {self.work}, self.carried()
+        for rel in carried:
             source, target = self.snapshot / rel, self.work / rel
             faults.checkpoint(f"populate:{rel}")
+            vouched = parent_cache.lookup_dated(rel, source)
             if not (target.is_file() and os.path.samefile(source, target)):
-                self._link_private(source, target)
+                copied = self._link_private(source, target)
+                if copied is not None:
+                    vouched = (copied, time.time_ns())
             folders.add(target.parent)
-            digest = parent_cache.lookup(rel, source)
-            if digest is not None and FileStamp.of(target) == FileStamp.of(source):
-                self.cache.record(rel, target, digest)
+            if vouched is not None:
+                self.cache.record(rel, target, vouched[0], hashed_at_ns=vouched[1])
         for folder in sorted(folders, key=lambda f: len(f.parts), reverse=True):
             fsio.fsync_dir(folder)
         for rel, digest in merged_tables(self.snapshot).items():
-            if rel in parent_files:
+            if rel in carried:
                 record_merged_table(self.work, rel, digest)
         self.cache.save()
         faults.checkpoint("populated")
         self.journal.populated = True
         self.journal.save()
 
-    def _link_private(self, source: Path, target: Path) -> None:
-        """Hard-link ``source`` at ``target`` in the private staging folder (or copy it)."""
+    def _link_private(self, source: Path, target: Path) -> str | None:
+        """Hard-link ``source`` at ``target`` in the private staging folder, directly (its
+        folders are fsynced once, at the end); across devices copy it, returning the sha256 of
+        the bytes copied (None when linked)."""
         target.parent.mkdir(parents=True, exist_ok=True)
         target.unlink(missing_ok=True)
         try:
@@ -534,117 +649,139 @@ class _Run:
         except OSError as exc:
             if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
                 raise
-            self._link(source, target, size=source.stat().st_size, allow_link=False)
         else:
-            self.result.files_linked += 1
-
-    def _link(self, source: Path, target: Path, *, size: int, allow_link: bool = True) -> bool:
-        linked = fsio.atomic_link_or_copy(source, target, allow_link=allow_link)
-        if linked:
-            self.result.files_linked += 1
-        else:
-            self.result.bytes_written += size
-            self.result.bytes_read += size
-        return linked
+            self.journal.count("files_linked", 1)
+            return None
+        copied: list[str] = []
+        fsio.atomic_write_with(target, lambda temp: copied.append(copy_hashing(source, temp)))
+        size = target.stat().st_size
+        self.journal.count("bytes_read", size)
+        self.journal.count("bytes_written", size)
+        return copied[0]
 
     # -- the plan
 
-    def _journal_plan(self) -> None:
+    def journal_plan(self) -> None:
         """Record, in one durable journal write, every entry that will change a file.
 
-        An entry already journaled by an interrupted run keeps its record (its "before" is the
-        state before that run); an entry whose work is already done is not journaled.
+        An entry already journaled by an interrupted step keeps its record; an entry whose work
+        is already done is not journaled.
         """
         planned = {}
-        for entry in self.checked.manifest.files:
+        hash_before = self.options.audit_log is not None
+        stats = self.plan["change_stats"]
+        for entry in self.entries:
             rel = entry.path
             if rel in self.journal.started:
                 continue
-            target = self.work / rel
+            before = self._parent_sha(rel, hash_if_needed=hash_before)
             if entry.op == "change":
-                stats = self.checked.change_stats[rel]
-                planned[rel] = Started(
-                    "change",
-                    self._sha_of(rel, hash_if_needed=self.hash_before),
-                    rows_upserted=stats.upserts,
-                    rows_deleted=stats.deletes,
-                    stamp_before=list(astuple(FileStamp.of(target))),
-                )
-            elif entry.op == "delete" and target.is_file():
-                planned[rel] = Started("delete", self._sha_of(rel, hash_if_needed=self.hash_before))
-            elif entry.op in ("add", "replace") and not self._holds(entry):
-                planned[rel] = Started(entry.op, self._sha_of(rel, hash_if_needed=self.hash_before))
+                upserts, deletes = stats[rel]
+                planned[rel] = Started("change", before, upserts, deletes)
+            elif entry.op == "delete" and (self.snapshot / rel).is_file():
+                planned[rel] = Started("delete", before)
+            elif entry.op in ("add", "replace") and not self.placed(entry):
+                planned[rel] = Started(entry.op, before)
         if planned:
             self.journal.started.update(planned)
             self.journal.save()
             faults.checkpoint("journaled")
 
-    # -- the entries
-
-    def _apply_entry(self, entry: DeltaFileEntry) -> None:
-        if entry.op in ("add", "replace"):
-            self._place(entry)
-        elif entry.op == "delete":
-            self._delete(entry)
-        else:
-            self._change(entry)
-
-    def _sha_of(self, rel: str, *, hash_if_needed: bool = True) -> str | None:
-        """sha256 of ``rel`` in the work folder: None when absent (or unknown and not hashed)."""
-        path = self.work / rel
+    def _parent_sha(self, rel: str, *, hash_if_needed: bool) -> str | None:
+        """sha256 of the parent's ``rel``: None when absent (or unknown and not hashed)."""
+        path = self.snapshot / rel
         if not path.is_file():
             return None
-        cached = self.cache.lookup(rel, path)
+        if self.parent_cache is None:
+            self.parent_cache = HashCache(hash_cache_path(self.snapshot))
+        cached = self.parent_cache.lookup(rel, path)
         if cached is not None or not hash_if_needed:
             return cached
-        before, started_ns = FileStamp.of(path), time.time_ns()
+        before = FileStamp.of(path)
         digest = sha256_file(path)
-        self.result.bytes_read += before.size
-        if FileStamp.of(path) == before:
-            self.cache.record(rel, path, digest, hashed_at_ns=started_ns)
+        self.journal.count("bytes_read", before.size)
+        if FileStamp.of(path) != before:
+            return None  # written to while hashed: no "before" worth recording
         return digest
 
-    def _holds(self, entry: DeltaFileEntry) -> bool:
-        """True when the work folder's ``entry.path`` already has the source's bytes."""
-        assert entry.source is not None
-        source_stamp = self.checked.stamps[entry.source]
-        target = self.work / entry.path
-        if not target.is_file():
-            return False
-        stamp = FileStamp.of(target)
-        if stamp == source_stamp:  # a hard link to the very file hashed in preflight
-            return True
-        if stamp.size != source_stamp.size:
-            return False
-        return self._sha_of(entry.path) == entry.sha256
+    # -- the entries
 
-    def _place(self, entry: DeltaFileEntry) -> None:
-        """add/replace: hard-link (or copy) the delta's file over the target, atomically."""
+    def placed(self, entry: DeltaFileEntry) -> bool:
+        """True when this apply already put the source's bytes at ``entry.path``."""
+        found = self.journal.written.get(entry.path)
+        return found is not None and found[0] == entry.sha256 and self.still_written(entry.path)
+
+    def still_written(self, rel: str) -> bool:
+        """True while ``rel`` holds the bytes this apply wrote there (its stamp unchanged)."""
+        found = self.journal.written.get(rel)
+        path = self.work / rel
+        if found is None or not path.is_file():
+            return False
+        return FileStamp.of(path) == FileStamp.from_list(found[1:])
+
+    def _note_written(self, rel: str, digest: str, *, hashed_at_ns: int) -> None:
+        path = self.work / rel
+        self.journal.written[rel] = [digest, *FileStamp.of(path).to_list()]
+        self.cache.record(rel, path, digest, hashed_at_ns=hashed_at_ns)
+
+    def _recheck_source(self, entry: DeltaFileEntry, source: Path) -> FileStamp:
+        """The source changed since the check (its stamp moved): hash it again; refuse it unless
+        it still holds the bytes the manifest names. Returns its stamp as hashed."""
+        if source.is_symlink() or not source.is_file():
+            raise UnsafePathError(
+                f"the source {entry.source!r} of {entry.path!r} is no longer a regular file",
+                path=self.delta / MANIFEST,
+                field=entry.path,
+            )
+        before = FileStamp.of(source)
+        digest = sha256_file(source)
+        self.journal.count("bytes_read", before.size)
+        if digest != entry.sha256 or FileStamp.of(source) != before:
+            raise ChecksumMismatchError(
+                f"the source {entry.source!r} of {entry.path!r} changed after it was checked: "
+                f"it now hashes to {digest}; the manifest names {entry.sha256}",
+                path=self.delta / MANIFEST,
+                field=entry.path,
+            )
+        return before
+
+    def place(self, entry: DeltaFileEntry) -> None:
+        """add/replace: link (or copy, hashing the bytes written) the delta's file over the
+        target in staging, atomically; refuse a source that changed since it was checked."""
         assert entry.source is not None and entry.sha256 is not None
-        rel, source = entry.path, self.delta / entry.source
-        source_stamp = self.checked.stamps[entry.source]
-        if self._holds(entry):
-            if rel in self.journal.started:
-                self._trust(rel, entry.sha256, source_stamp)
+        if self.placed(entry):
             return
-        target = self.work / rel
-        linked = self._link(source, target, size=source_stamp.size, allow_link=self.link_sources)
+        rel, source, target = entry.path, self.delta / entry.source, self.work / entry.path
+        if self.options.link_sources:
+            if FileStamp.from_stat(source.lstat()) != self.checked_stamp(entry.source):
+                self._recheck_source(entry, source)
+            linked = fsio.atomic_link_or_copy(source, target)
+            digest, hashed_at = entry.sha256, self.plan["hashed_at_ns"]
+            if linked:
+                self.journal.count("files_linked", 1)
+            else:  # copied across devices: hash what was written
+                digest, hashed_at = sha256_file(target), time.time_ns()
+        else:
+            hashed_at, copied = time.time_ns(), []
+            fsio.atomic_write_with(target, lambda temp: copied.append(copy_hashing(source, temp)))
+            digest, linked = copied[0], False
+        if not linked:
+            size = target.stat().st_size
+            self.journal.count("bytes_read", size)
+            self.journal.count("bytes_written", size)
+        if digest != entry.sha256:
+            fsio.atomic_unlink(target)
+            raise ChecksumMismatchError(
+                f"the source {entry.source!r} of {entry.path!r} changed after it was checked: "
+                f"the bytes copied hash to {digest}; the manifest names {entry.sha256}",
+                path=self.delta / MANIFEST,
+                field=rel,
+            )
         fsio.make_read_only(target)
-        # Trust the hash taken in preflight only while the bytes provably are those hashed.
-        if linked:
-            self._trust(rel, entry.sha256, source_stamp)
-        elif FileStamp.of(source) == source_stamp:
-            self.cache.record(rel, target, entry.sha256, hashed_at_ns=self.checked.hashed_at_ns)
-            self.known[rel] = entry.sha256
+        self._note_written(rel, digest, hashed_at_ns=hashed_at)
 
-    def _trust(self, rel: str, digest: str, expected: FileStamp) -> None:
-        target = self.work / rel
-        if FileStamp.of(target) == expected:
-            self.cache.record(rel, target, digest, hashed_at_ns=self.checked.hashed_at_ns)
-            self.known[rel] = digest
-
-    def _delete(self, entry: DeltaFileEntry) -> None:
-        """delete: remove the target (and folders it leaves empty)."""
+    def delete(self, entry: DeltaFileEntry) -> None:
+        """delete: remove the target in staging (and folders it leaves empty)."""
         target = self.work / entry.path
         if not target.is_file():
             return
@@ -652,119 +789,328 @@ class _Run:
         self.cache.forget(entry.path)
         _prune_empty_folders(target.parent, stop=self.work)
 
-    def _change(self, entry: DeltaFileEntry) -> None:
-        """change: merge the change file's rows into the table (one DuckDB query)."""
+    def change(self, entry: DeltaFileEntry, con: duckdb.DuckDBPyConnection) -> None:
+        """change: merge the change file's rows into the parent's table, writing the result in
+        staging (one DuckDB query); the change file must be the one checked, and neither it
+        nor the parent's table may change while the merge reads them."""
         assert entry.source is not None
-        rel, target = entry.path, self.work / entry.path
-        started = self.journal.started[rel]
-        if list(astuple(FileStamp.of(target))) != started.stamp_before:
-            # Renamed into place by an interrupted run: a merge writes a new inode.
-            self._record_merge(rel, self._sha_of(rel))
-            return
+        rel, base, target = entry.path, self.snapshot / entry.path, self.work / entry.path
+        if self.still_written(rel):
+            return  # merged by an interrupted step
         changes = self.delta / entry.source
-        self.result.bytes_read += target.stat().st_size + changes.stat().st_size
+        checked = FileStamp.from_stat(changes.lstat())
+        if checked != self.checked_stamp(entry.source):
+            checked = self._recheck_source(entry, changes)
+        base_before = FileStamp.of(base)
+        self.journal.count("bytes_read", base_before.size + checked.size)
         merge.merge_table(
-            self.con,
-            target,
+            con,
+            base,
             changes,
             TABLE_KEYS[rel],
-            columns=self.checked.column_order.get(rel),
+            out=target,
+            columns=self.plan["column_order"].get(rel),
             checkpoint_name=rel,
         )
+        if FileStamp.from_stat(changes.lstat()) != checked:
+            raise ChecksumMismatchError(
+                f"the source {entry.source!r} of {rel!r} changed while it was merged",
+                path=self.delta / MANIFEST,
+                field=rel,
+            )
+        if FileStamp.of(base) != base_before:
+            raise VerificationError(
+                self.snapshot, [f"{rel}: changed while it was merged; nothing was applied"]
+            )
         fsio.make_read_only(target)
-        self._record_merge(rel, self._sha_of(rel))
-        self.result.bytes_written += target.stat().st_size
+        self._record_merge(rel)
+        self.journal.count("bytes_written", target.stat().st_size)
 
-    def _record_merge(self, rel: str, digest: str | None) -> None:
-        assert digest is not None
+    def _record_merge(self, rel: str) -> None:
+        """Hash the merged table as written (nobody else writes the staging folder) and record
+        it as ours, so verification accepts its bytes."""
+        path = self.work / rel
+        before, started_ns = FileStamp.of(path), time.time_ns()
+        digest = sha256_file(path)
+        self.journal.count("bytes_read", before.size)
+        if FileStamp.of(path) != before:
+            raise LocalStateError(f"{path}: was written to while it was hashed")
         if merged_tables(self.work).get(rel) != digest:
             record_merged_table(self.work, rel, digest)
-        self.known[rel] = digest
+        self._note_written(rel, digest, hashed_at_ns=started_ns)
 
-    def pause(self) -> None:
-        """Save what this call verified, for the call that continues the apply."""
-        self.cache.save()
+    def known_hashes(self) -> dict[str, str]:
+        """{path: sha256} of the files this apply wrote and still holds as written."""
+        return {rel: found[0] for rel, found in self.journal.written.items()
+                if self.still_written(rel)}  # fmt: skip
 
-    # -- publishing
 
-    def publish(self, audit_log: Path | None) -> None:
-        """Copy CHECKSUMS.sha256 then manifest.json, verify, and (versioned) rename into place."""
-        checksums_entry, manifest_entry = self.checked.manifest.files[-2:]
-        with self.clock.phase("publish"):
-            self._place(checksums_entry)
-            self.cache.save()
-            faults.checkpoint("before-manifest")
-            self._place(manifest_entry)
-            self.cache.save()
-            faults.checkpoint("manifest-in-place")
-            if self.into is None:
-                _flush_audit(self.journal, self.checked.head, self.work, audit_log)
-        with self.clock.phase("verify_snapshot"):
-            self._verify()
-        if self.into is not None:
-            with self.clock.phase("publish"):
-                faults.checkpoint("before-rename")
-                os.rename(self.work, self.into)
-                fsio.fsync_dir(self.into.parent)
-                faults.checkpoint("renamed")
-                self.journal.path = self.into / self.journal.path.relative_to(self.work)
-                _flush_audit(self.journal, self.checked.head, self.into, audit_log)
-        _fill_result(self.result, self.journal, self.checked.manifest.files)
+# --- step 4: publish ------------------------------------------------------------------------
 
-    def _verify(self) -> None:
-        try:
-            verify_snapshot(
-                self.work,
-                known_hashes=self.known,
-                known_hashed_at_ns=self.checked.hashed_at_ns,
-                table_columns=self.checked.table_columns,
-            )
-        except VerificationError:
-            if self.into is not None:
-                _remove_tree(self.work)  # DIR stays absent; a rerun starts from the parent
-            raise
-        faults.checkpoint("verified")
+
+def publish_step(target: ApplyTarget, staged: StagedApply, options: ApplyOptions) -> ApplyResult:
+    """Under the history folder's lock: place CHECKSUMS.sha256 and manifest.json in staging,
+    verify the staged snapshot, commit it, append the audit records, clean up.
+
+    Raises what :func:`apply_delta` raises; before the commit point nothing was published and
+    the staging folder is removed; after it, running the step again finishes the apply.
+    """
+    if staged.already_applied:
+        return _already_applied(target, verify=False)
+    with _lock(target, options, f"publishing {target.delta}"):
+        return _publish_locked(target, staged, options)
+
+
+def _publish_locked(target: ApplyTarget, staged: StagedApply, options: ApplyOptions) -> ApplyResult:
+    if staged.already_applied:
+        return _already_applied(target, verify=False)
+    if not staged.committed:
+        with _Stage.open(target, staged, options) as stage:
+            if _manifest_sha(target.final) == stage.plan["next_manifest_sha256"]:
+                stage.discard()  # another apply published it first
+                return _already_applied(target, verify=False)
+            _seal_and_verify(stage)
+            _commit(stage)
+    journal = _committed_journal(target, staged)
+    _finish(target, journal, options)
+    return _result_of(target, journal)
+
+
+def _seal_and_verify(stage: _Stage) -> None:
+    """Place the next CHECKSUMS.sha256 and manifest.json in staging, verify it all there, and
+    (in place) check that the parent's carried files are still those verified."""
+    with stage.phase("publish"):
+        for entry in stage.entries[-2:]:
+            stage.place(entry)
+        stage.cache.save()
+    faults.checkpoint("sealed")
+    with stage.phase("verify_snapshot"):
+        verified = verify_snapshot(
+            stage.work,
+            known_hashes=stage.known_hashes(),
+            known_hashed_at_ns=stage.plan["hashed_at_ns"],
+            table_columns={
+                rel: tuple((name, kind) for name, kind in columns)
+                for rel, columns in stage.plan["table_columns"].items()
+            },
+        )
+    stage.journal.verified = {**verified.to_dict(), "snapshot": None}
+    faults.checkpoint("verified")
+    if stage.target.into is None:
+        _check_parent_unchanged(stage)
+
+
+def _check_parent_unchanged(stage: _Stage) -> None:
+    """In place, under the lock: the parent is still the parent, and each file carried into
+    staging is still the very file (inode) the staged verification checked."""
+    snapshot, plan = stage.snapshot, stage.plan
+    if _manifest_sha(snapshot) != plan["parent_manifest_sha256"]:
+        raise SnapshotMismatchError(
+            f"{snapshot} no longer holds the parent {plan['parent_bundle_id']}: it changed "
+            "during the apply; nothing was applied"
+        )
+    written = {entry.path for entry in stage.entries}
+    changed = [
+        f"{rel}: changed in {snapshot} during the apply; nothing was applied"
+        for rel in plan["parent_files"]
+        if rel not in written and not _same_file(snapshot, stage.work, rel)
+    ]
+    if changed:
+        raise VerificationError(snapshot, changed)
+
+
+def _commit(stage: _Stage) -> None:
+    """The commit point: from here on a rerun finishes the apply (see :func:`_finish`)."""
+    stage.journal.committed = True
+    if stage.target.into is None:
+        stage.cache.save()
+        stage.journal.save()  # the staging copy, for the record
+        stage.journal.path = journal_path(stage.snapshot)
+        stage.journal.save()
+        faults.checkpoint("committed")
+        return
+    stage.journal.save()
+    stage.cache.save()
+    faults.checkpoint("before-rename")
+    os.rename(stage.work, stage.target.into)
+    fsio.fsync_dir(stage.target.into.parent)
+    stage.journal.path = journal_path(stage.target.into)
+    faults.checkpoint("committed")
+
+
+def _committed_journal(target: ApplyTarget, staged: StagedApply) -> Journal:
+    journal = Journal.find(target.final, None)
+    if journal is None or journal.run_id != staged.run_id or not journal.committed:
+        raise LocalStateError(
+            f"{target.final}: holds no committed apply {staged.run_id}; run the apply again"
+        )
+    return journal
+
+
+def _finish(target: ApplyTarget, journal: Journal, options: ApplyOptions) -> None:
+    """Everything after the commit point; idempotent, so a rerun after a crash finishes it."""
+    if journal.finished:
+        return
+    started = time.perf_counter()
+    final = target.final
+    cache = HashCache(hash_cache_path(final))
+    if target.into is None:
+        work = staging_folder(target, journal.run_id)
+        if work.is_dir():
+            cache.adopt(HashCache(hash_cache_path(work)))
+            _move_staged_files(target, journal, work, cache)
+        fsio.remove_stale_temps(final)
+    for folder in staging_folders(final):
+        _remove_staging(folder, final, cache)
+    cache.save()
+    _flush_audit(journal, target, options.audit_log)
+    journal.add_seconds("publish", time.perf_counter() - started)
+    journal.finished = True
+    journal.save()  # the last write of the apply
+    faults.checkpoint("finished")
+
+
+def _move_staged_files(target: ApplyTarget, journal: Journal, work: Path, cache: HashCache) -> None:
+    """In place: move each staged file of the delta's entries over the snapshot's, in manifest
+    order (so CHECKSUMS.sha256 then manifest.json last), and the merged-table record before the
+    seal. Each move is an atomic rename; one done by an interrupted run is skipped."""
+    snapshot = target.snapshot
+    entries = [DeltaFileEntry(*fields) for fields in journal.plan["files"]]
+    for index, entry in enumerate(entries):
+        if index == len(entries) - 2:
+            _carry_merged_records(work, snapshot)
+        rel, staged, dest = entry.path, work / entry.path, snapshot / entry.path
+        if entry.op == "delete":
+            if fsio.atomic_unlink(dest):
+                _prune_empty_folders(dest.parent, stop=snapshot)
+            cache.forget(rel)
+        elif staged.is_file() and not staged.is_symlink():
+            was = FileStamp.of(staged)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staged, dest)
+            fsio.fsync_dir(dest.parent)
+            cache.restamp(rel, dest, was=was)
+        faults.checkpoint(f"commit:{rel}")
+    faults.checkpoint("manifest-in-place")
+
+
+def _carry_merged_records(work: Path, snapshot: Path) -> None:
+    """Make the snapshot's merged-table records those of the staged snapshot (none: none)."""
+    staged = merged_tables_path(work)
+    if staged.is_file():
+        fsio.atomic_write_bytes(merged_tables_path(snapshot), staged.read_bytes())
+    else:
+        fsio.atomic_unlink(merged_tables_path(snapshot))
+
+
+def _remove_staging(folder: Path, final: Path | None, cache: HashCache | None) -> None:
+    """Remove a staging folder (hard links mostly: files elsewhere are untouched). Unlinking a
+    link moves the shared inode's ctime, so entries ``cache`` holds for ``final``'s files are
+    re-stamped across it."""
+    if not folder.is_dir():
+        return
+    if final is not None and cache is not None:
+        for rel in list_folder(folder).files:
+            if _same_file(folder, final, rel):
+                was = FileStamp.of(final / rel)
+                (folder / rel).unlink()
+                cache.restamp(rel, final / rel, was=was)
+    shutil.rmtree(folder)
+    fsio.fsync_dir(folder.parent)
+
+
+# --- step 5: what was applied -------------------------------------------------------------
+
+
+def applied_step(target: ApplyTarget, staged: StagedApply) -> tuple[ApplyResult, VerifyResult]:
+    """What the apply ``staged`` did and the verification of the snapshot it published, from
+    the journal (nothing is hashed again). For a month already applied, its verification now.
+
+    Raises :class:`VerificationError` when the target does not hold the next snapshot.
+    """
+    if staged.already_applied:
+        verified = verify_snapshot(target.final)
+        return _already_applied(target, verify=False), verified
+    journal = _committed_journal(target, staged)
+    expected = journal.plan["next_manifest_sha256"]
+    if not journal.finished or _manifest_sha(target.final) != expected:
+        raise VerificationError(
+            target.final, [f"{MANIFEST}: is not the next snapshot's (sha256 {expected})"]
+        )
+    recorded = dict(journal.verified or {})
+    recorded["snapshot"] = target.final
+    return _result_of(target, journal), VerifyResult(**recorded)
 
 
 # --- results and audit ------------------------------------------------------------------------
 
 
-def _fill_result(result: ApplyResult, journal: Journal, files: tuple[DeltaFileEntry, ...]) -> None:
+def _already_applied(target: ApplyTarget, *, verify: bool = True) -> ApplyResult:
+    """The result of an apply with nothing to do; the snapshot is verified first."""
+    started = time.perf_counter()
+    if verify:
+        verify_snapshot(target.final, save_cache=False)
+    head = read_delta_head(target.delta)
+    result = ApplyResult(
+        parent_bundle_id=head.manifest.parent.bundle_id,
+        next_bundle_id=head.manifest.next.bundle_id,
+        mode=target.mode,
+        snapshot=target.final,
+        already_applied=True,
+    )
+    result.seconds["verify_snapshot"] = time.perf_counter() - started
+    return result
+
+
+def _result_of(target: ApplyTarget, journal: Journal) -> ApplyResult:
+    plan, counters = journal.plan, journal.counters
+    result = ApplyResult(
+        parent_bundle_id=plan["parent_bundle_id"],
+        next_bundle_id=plan["next_bundle_id"],
+        mode=target.mode,
+        snapshot=target.final,
+        already_applied=False,
+        bytes_read=counters.get("bytes_read", 0),
+        bytes_written=counters.get("bytes_written", 0),
+        files_linked=counters.get("files_linked", 0),
+    )
+    result.seconds.update(counters.get("seconds", {}))
     lists = {"add": result.files_added, "replace": result.files_replaced,
              "delete": result.files_deleted}  # fmt: skip
-    for entry in files:
-        started = journal.started.get(entry.path)
+    for rel, *_ in plan["files"]:
+        started = journal.started.get(rel)
         if started is None:
             continue
         if started.op in lists:
-            lists[started.op].append(entry.path)
+            lists[started.op].append(rel)
         else:
-            result.rows_upserted[entry.path] = started.rows_upserted
-            result.rows_deleted[entry.path] = started.rows_deleted
+            result.rows_upserted[rel] = started.rows_upserted
+            result.rows_deleted[rel] = started.rows_deleted
+    return result
 
 
-def _audit_records(journal: Journal, head: DeltaHead, target: Path) -> list[dict[str, Any]]:
-    merged = merged_tables(target)
+def _audit_records(journal: Journal, target: ApplyTarget) -> list[dict[str, Any]]:
+    merged = merged_tables(target.final)
     try:
         actor = getpass.getuser()
     except (KeyError, OSError):
         actor = f"uid {os.getuid()}"
     records = []
-    for entry in head.manifest.files:
-        started = journal.started.get(entry.path)
+    for rel, _op, _source, sha256 in journal.plan["files"]:
+        started = journal.started.get(rel)
         if started is None:
             continue
-        after = merged.get(entry.path) if started.op == "change" else entry.sha256
+        after = merged.get(rel) if started.op == "change" else sha256
         records.append(
             {
                 "event": AUDIT_EVENT,
                 "actor": actor,
                 "apply_id": journal.run_id,
-                "delta": str(head.folder.absolute()),
-                "delta_manifest_sha256": head.manifest_sha256,
-                "next_bundle_id": head.manifest.next.bundle_id,
-                "snapshot": str(target.absolute()),
-                "path": entry.path,
+                "delta": str(target.delta.absolute()),
+                "delta_manifest_sha256": journal.delta_manifest_sha256,
+                "next_bundle_id": journal.plan["next_bundle_id"],
+                "snapshot": str(target.final.absolute()),
+                "path": rel,
                 "op": started.op,
                 "sha256_before": started.sha256_before,
                 "sha256_after": after,
@@ -775,12 +1121,12 @@ def _audit_records(journal: Journal, head: DeltaHead, target: Path) -> list[dict
     return records
 
 
-def _flush_audit(journal: Journal, head: DeltaHead, target: Path, audit_log: Path | None) -> None:
+def _flush_audit(journal: Journal, target: ApplyTarget, audit_log: Path | None) -> None:
     """Append the journal's changes to the audit log once (skipping any already there)."""
-    if journal.audited or not journal.run_id:
+    if journal.audited:
         return
     if audit_log is not None:
-        records = _audit_records(journal, head, target)
+        records = _audit_records(journal, target)
         logged = _logged_paths(Path(audit_log), journal.run_id)
         faults.checkpoint("before-audit")
         AuditLog(Path(audit_log)).append([r for r in records if r["path"] not in logged])
@@ -811,6 +1157,12 @@ def _logged_paths(audit_log: Path, run_id: str) -> set[str]:
 # --- small helpers ----------------------------------------------------------------------------
 
 
+def _same_file(one: Path, other: Path, rel: str) -> bool:
+    """True when ``rel`` is the same regular file (inode) below both folders."""
+    a, b = one / rel, other / rel
+    return a.is_file() and b.is_file() and os.path.samefile(a, b)
+
+
 def _prune_empty_folders(folder: Path, *, stop: Path) -> None:
     """Remove ``folder`` and its parents while empty, up to (not including) ``stop``."""
     while folder != stop and stop in folder.parents:
@@ -820,9 +1172,3 @@ def _prune_empty_folders(folder: Path, *, stop: Path) -> None:
             return
         fsio.fsync_dir(folder.parent)
         folder = folder.parent
-
-
-def _remove_tree(folder: Path) -> None:
-    """Remove a staging folder of ours (hard links only: the parent's files are untouched)."""
-    shutil.rmtree(folder)
-    fsio.fsync_dir(folder.parent)

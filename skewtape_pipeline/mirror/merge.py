@@ -64,14 +64,15 @@ def merge_table(
     changes: Path,
     keys: Sequence[str],
     *,
+    out: Path | None = None,
     columns: Sequence[str] | None = None,
     checkpoint_name: str,
 ) -> None:
-    """Replace ``table`` atomically by itself with ``changes`` applied.
+    """Write ``table`` with ``changes`` applied to ``out`` (default: over ``table``), atomically.
 
     Idempotent in rows (applying the same changes twice gives the same rows). The result is
-    written to a temporary file beside ``table`` and renamed over it; a failure or crash leaves
-    ``table`` as it was (plus, after a crash, a temporary file that the next run removes).
+    written to a temporary file beside ``out`` and renamed over it; a failure or crash leaves
+    ``out`` as it was (plus, after a crash, a temporary file that the next run removes).
     DuckDB's I/O errors (a full disk) are raised as :class:`StorageError` naming ``table``.
     """
 
@@ -85,4 +86,4 @@ def merge_table(
             ) from None
         faults.checkpoint(f"{checkpoint_name}:written")
 
-    fsio.atomic_write_with(table, write)
+    fsio.atomic_write_with(out if out is not None else table, write)

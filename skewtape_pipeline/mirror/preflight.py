@@ -37,7 +37,7 @@ from skewtape_pipeline.mirror.format import (
     SnapshotManifest,
     safe_relpath,
 )
-from skewtape_pipeline.mirror.tables import Columns, schema_columns
+from skewtape_pipeline.mirror.tables import Columns, row_misfit, schema_columns
 
 CHANGE_OPS = ("upsert", "delete")
 
@@ -69,7 +69,8 @@ class CheckedDelta:
     hashes: dict[str, str]
     """{delta-relative path: sha256} of every file listed in CHECKSUMS.sha256, as hashed."""
     stamps: dict[str, FileStamp]
-    """The (inode, size, mtime) of each hashed file, taken before it was hashed."""
+    """The stamp (device, inode, size, mtime, ctime) of each hashed file, taken before it was
+    hashed: the applier compares it again where it uses the file."""
     next_manifest: SnapshotManifest | None = None
     """What we understand of the next snapshot's manifest, as the delta ships it."""
     next_listed: dict[str, str] = field(default_factory=dict)
@@ -83,8 +84,8 @@ class CheckedDelta:
     """{table path: the next manifest's column order} for every ``change`` entry."""
     bytes_hashed: int = 0
     hashed_at_ns: int = 0
-    """No later than the moment hashing the files began (``time.time_ns()``; for hashes
-    reused from ``trusted``, that check's): the date of these hashes in a hash cache."""
+    """No later than the moment hashing the files began (``time.time_ns()``): the date of
+    these hashes in a hash cache."""
 
     @property
     def manifest(self) -> DeltaManifest:
@@ -162,7 +163,7 @@ def refuse_symlinks_in(folder: Path) -> None:
                 )
 
 
-def check_delta_files(head: DeltaHead, *, trusted: CheckedDelta | None = None) -> CheckedDelta:
+def check_delta_files(head: DeltaHead) -> CheckedDelta:
     """Hash every file the delta lists (once each, in parallel) and check every entry.
 
     Checks, in order: no symbolic link in the delta; every entry's source exists, is a regular
@@ -172,10 +173,6 @@ def check_delta_files(head: DeltaHead, *, trusted: CheckedDelta | None = None) -
     parses and lists that manifest with that sha256 (and agrees with the manifest's ``files``
     when it has them); every entry agrees with that CHECKSUMS.sha256 (a whole file with the
     same sha256, a changed table listed, a deleted path unlisted).
-
-    ``trusted``: an earlier check of the same delta (e.g. by a previous pipeline step). Its
-    hashes are reused for files whose (inode, size, mtime) stamp is unchanged; every other file
-    is hashed again. All checks run either way.
     """
     delta, manifest, listed = head.folder, head.manifest, head.listed
     manifest_path = delta / MANIFEST
@@ -198,12 +195,8 @@ def check_delta_files(head: DeltaHead, *, trusted: CheckedDelta | None = None) -
         _regular_file(path, what="the listed file", field_name=rel, source=delta / CHECKSUMS)
     started_ns = time.time_ns()
     stamps = {rel: FileStamp.of(path) for rel, path in paths.items()}
-    hashes = _reusable_hashes(head, stamps, trusted)
-    if hashes and trusted is not None:
-        started_ns = min(started_ns, trusted.hashed_at_ns)
-    fresh = {rel: path for rel, path in paths.items() if rel not in hashes}
-    by_path = sha256_files(fresh.values())
-    hashes.update({rel: by_path[path] for rel, path in fresh.items()})
+    by_path = sha256_files(paths.values())
+    hashes = {rel: by_path[path] for rel, path in paths.items()}
     hashes[MANIFEST] = head.manifest_sha256
     for rel, digest in hashes.items():
         if digest != listed[rel]:
@@ -228,22 +221,9 @@ def check_delta_files(head: DeltaHead, *, trusted: CheckedDelta | None = None) -
         stamps=stamps,
         next_manifest=next_manifest,
         next_listed=next_listed,
-        bytes_hashed=sum(stamps[rel].size for rel in fresh),
+        bytes_hashed=sum(stamp.size for stamp in stamps.values()),
         hashed_at_ns=started_ns,
     )
-
-
-def _reusable_hashes(
-    head: DeltaHead, stamps: dict[str, FileStamp], trusted: CheckedDelta | None
-) -> dict[str, str]:
-    """Hashes of ``trusted`` (same delta manifest) for files whose stamp has not changed."""
-    if trusted is None or trusted.head.manifest_sha256 != head.manifest_sha256:
-        return {}
-    return {
-        rel: trusted.hashes[rel]
-        for rel, stamp in stamps.items()
-        if rel in trusted.hashes and trusted.stamps.get(rel) == stamp
-    }
 
 
 def _check_entries_against_next(
@@ -366,10 +346,12 @@ def check_change_files(
 
     A change file must have an ``op`` string column holding only ``upsert``/``delete`` and a
     ``row`` struct column holding the table's key columns, never null, each key at most once.
-    The table must exist in ``base_root`` with the same key columns, of the same kind, and the
-    merge must give the columns the next snapshot's manifest lists for the table. Where that
-    manifest lists none and the delta has no ``schema_break``, the table's columns after the
-    merge must be the parent table's (recorded in ``table_columns`` for the final verification).
+    The table must exist in ``base_root`` with the same key columns, of the same kind; without
+    ``schema_break``, a file that upserts must have exactly the table's columns and types in its
+    ``row`` struct (:func:`~skewtape_pipeline.mirror.tables.row_misfit`); and the merge must give
+    the columns the next snapshot's manifest lists for the table. Where that manifest lists none
+    and the delta has no ``schema_break``, the table's columns after the merge must be the parent
+    table's (recorded in ``table_columns`` for the final verification).
     Raises :class:`ChangeFileError` naming the file, the column or row and the value.
     """
     expected = checked.next_manifest.by_path() if checked.next_manifest else {}
@@ -381,6 +363,18 @@ def check_change_files(
         keys = TABLE_KEYS[entry.path]
         row_type = _check_change_schema(changes, keys)
         base = _check_base_table(base_root / entry.path, row_type, keys, changes, index)
+        stats = _check_change_rows(con, changes, keys)
+        if stats.upserts and not checked.manifest.schema_break:
+            misfit = row_misfit(base, row_type)
+            if misfit is not None:
+                column, why = misfit
+                raise ChangeFileError(
+                    f"upserts rows that do not fit the table {entry.path}: the row {why}; "
+                    "without schema_break an upsert row holds exactly the table's columns, "
+                    "with their types",
+                    path=changes,
+                    field=f"row.{column}",
+                )
         merged = list(base.names) + [
             row_type.field(i).name
             for i in range(row_type.num_fields)
@@ -399,7 +393,7 @@ def check_change_files(
             checked.column_order[entry.path] = names
         elif not checked.manifest.schema_break:
             checked.table_columns[entry.path] = merged_columns(schema_columns(base))
-        checked.change_stats[entry.path] = _check_change_rows(con, changes, keys)
+        checked.change_stats[entry.path] = stats
 
 
 def _check_change_schema(changes: Path, keys: tuple[str, ...]) -> pa.StructType:

@@ -176,6 +176,33 @@ def check_table(
     return found_rows, problems
 
 
+_SAME_AS = {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}
+
+
+def _plain(arrow_type: pa.DataType) -> pa.DataType:
+    """``arrow_type`` with the large string and binary types read as their plain forms."""
+    return _SAME_AS.get(arrow_type, arrow_type)
+
+
+def row_misfit(table: pa.Schema, row: pa.StructType) -> tuple[str, str] | None:
+    """How a change file's ``row`` struct fails to fit ``table``'s schema, or None if it fits.
+
+    Fitting means the same column names (in any order) with the same Arrow types (nullability
+    aside; large and plain strings alike). Returns (column, what is wrong) for the first
+    column of the table the row lacks or types differently, else the first one it adds.
+    """
+    fields = {row.field(i).name: row.field(i).type for i in range(row.num_fields)}
+    for name, arrow_type in zip(table.names, table.types, strict=True):
+        if name not in fields:
+            return name, f"lacks the column {name!r} ({arrow_type}) of the table"
+        if _plain(fields[name]) != _plain(arrow_type):
+            return name, f"has {name!r} as {fields[name]}; the table has it as {arrow_type}"
+    for name, arrow_type in fields.items():
+        if name not in table.names:
+            return name, f"has the column {name!r} ({arrow_type}), which the table does not have"
+    return None
+
+
 def same_rows(left: pa.Table, right: pa.Table, keys: Sequence[str]) -> bool:
     """True when both tables hold the same rows (same column names, types and values).
 

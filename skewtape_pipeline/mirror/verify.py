@@ -12,8 +12,9 @@ What is checked (every finding is collected, then one :class:`VerificationError`
   columns the caller expects (an apply passes the parent's).
 
 Where hashes come from: ``known_hashes`` (files the caller hashed while writing them), else the
-hash cache ``.skewtape/hashes.json`` (trusted while a file's inode, size and mtime_ns hold, as
-git's index does), else the file is hashed. ``full=True`` is a scrub: it hashes every file.
+hash cache ``.skewtape/hashes.json`` (trusted while a file's stamp holds: device, inode, size,
+mtime and ctime, as git's index has it), else the file is hashed. ``full=True`` is a scrub: it
+hashes every file.
 
 Merged tables: applying row changes with DuckDB writes new Parquet bytes, so a merged table's
 sha256 is not the published one. Such a table is accepted only when ``.skewtape/merged.json``

@@ -1,22 +1,33 @@
 """The monthly history snapshot asset: a graph of ops, each month depending on the month before.
 
 verify_delta -> apply_file_ops -> merge_tables -> publish_snapshot -> verify_month_snapshot:
-each op is one journaled step of the core's applier (``apply_delta(stop_after=...)``), so a
-failed or killed run is finished by running the month again. The delta's hashes are taken once
-(in verify_delta) and trusted by the later steps while the files' stamps are unchanged. The
-last op raises when the new snapshot does not verify, so a month that did not verify is never
-recorded as materialized. All ops share one concurrency pool (run granularity, limit 1 in
-dagster.yaml): one apply at a time.
+each op is one step of the core's applier (:mod:`skewtape_pipeline.mirror.apply`), doing its
+part once: verify_delta reads the delta's manifest and checks (hashes) every file of it, the
+next two build the month in a private staging folder, publish_snapshot verifies the staged month
+and commits it under the history folder's lock, verify_month_snapshot reports what was verified
+(a bootstrap month or a month already applied is verified there). What one op hands the next is
+a small JSON object (the month, its kind and the apply's run id); the journal in the staging
+folder carries the rest, so each op also works in its own process. A failed or killed run is
+finished by running the month again. verify_month_snapshot raises when the month does not
+verify, so a month that did not verify is never recorded as materialized. All ops share one
+concurrency pool (run granularity, limit 1 in dagster.yaml): one apply at a time.
 """
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import dagster as dg
 
-from skewtape_pipeline.mirror.apply import ApplyResult, apply_delta, check_delta, combine_steps
-from skewtape_pipeline.mirror.months import MonthPlan, plan_month
-from skewtape_pipeline.mirror.preflight import CheckedDelta
+from skewtape_pipeline.mirror.apply import (
+    ApplyOptions,
+    ApplyTarget,
+    StagedApply,
+    applied_step,
+    check_step,
+    file_ops_step,
+    merges_step,
+    publish_step,
+)
+from skewtape_pipeline.mirror.months import plan_month
 from skewtape_pipeline.mirror.verify import verify_snapshot
 from skewtape_pipeline.orchestration.jobs import HISTORY_SNAPSHOT
 from skewtape_pipeline.orchestration.metadata import (
@@ -32,101 +43,101 @@ from skewtape_pipeline.ticks.snapshot_fills import new_symbols
 APPLY_POOL = "skewtape_apply"
 """The concurrency pool of every op that writes to ``history/``."""
 
-
-@dataclass(frozen=True)
-class MonthProgress:
-    """What the month's run has done so far, handed from op to op."""
-
-    plan: MonthPlan
-    checked: CheckedDelta | None = None
-    """The verified delta; None when there is nothing to apply (bootstrap, already applied)."""
-    steps: tuple[ApplyResult, ...] = field(default=())
-
-    @property
-    def applying(self) -> bool:
-        return self.plan.kind == "apply" and self.checked is not None
-
-    def then(self, step: ApplyResult) -> "MonthProgress":
-        return MonthProgress(self.plan, self.checked, (*self.steps, step))
+MonthStep = dict[str, Any]
+"""What an op hands the next: ``{"month": "YYYY-MM", "kind": "bootstrap" | "apply", "apply":
+StagedApply.to_dict() or None}``; every folder follows from the month and the data root."""
 
 
-def _apply_step(skewtape: SkewtapeHome, progress: MonthProgress, **step: Any) -> ApplyResult:
-    plan = progress.plan
-    assert plan.parent is not None and plan.delta is not None
-    return apply_delta(
-        plan.parent,
-        plan.delta,
-        into=plan.snapshot,
-        audit_log=skewtape.audit_log,
-        lock_timeout=skewtape.lock_timeout,
-        link_sources=skewtape.link_sources,
-        prechecked=progress.checked,
-        **step,
+def _target(skewtape: SkewtapeHome, month: str) -> ApplyTarget:
+    """The month's apply: the previous month's snapshot, the month's delta, the month's folder."""
+    return ApplyTarget(
+        skewtape.snapshot_dir(previous_month(month)),
+        skewtape.delta_dir(month),
+        into=skewtape.snapshot_dir(month),
     )
 
 
+def _options(skewtape: SkewtapeHome) -> ApplyOptions:
+    return ApplyOptions(
+        audit_log=skewtape.audit_log,
+        lock_timeout=skewtape.lock_timeout,
+        link_sources=skewtape.link_sources,
+    )
+
+
+def _staged(step: MonthStep) -> StagedApply | None:
+    return StagedApply.from_dict(step["apply"]) if step["apply"] is not None else None
+
+
 @dg.op(pool=APPLY_POOL, ins={"after_previous_month": dg.In(dg.Nothing)})
-def verify_delta(context: dg.OpExecutionContext, skewtape: SkewtapeHome) -> MonthProgress:
+def verify_delta(context: dg.OpExecutionContext, skewtape: SkewtapeHome) -> MonthStep:
     """Decide what the month needs; for a delta to apply, hash and check every file of it."""
     month = context.partition_key
     plan = plan_month(skewtape.history_dir, skewtape.deltas_dir, month, previous_month(month))
-    checked = None
-    if plan.kind == "apply" and plan.delta is not None and plan.parent is not None:
-        checked = check_delta(
-            plan.parent, plan.delta, into=plan.snapshot, lock_timeout=skewtape.lock_timeout
-        )
-        state = "already applied" if checked is None else f"{len(checked.hashes)} files verified"
+    staged = check_step(_target(skewtape, month)) if plan.kind == "apply" else None
+    if staged is not None:
+        state = "already applied" if staged.already_applied else f"staged as {staged.run_id}"
         context.log.info(f"{plan.delta}: {state}")
     context.log.info(f"{month}: {plan.kind} ({plan.snapshot})")
-    return MonthProgress(plan, checked)
+    return {"month": month, "kind": plan.kind, "apply": staged.to_dict() if staged else None}
 
 
 @dg.op(pool=APPLY_POOL)
-def apply_file_ops(skewtape: SkewtapeHome, progress: MonthProgress) -> MonthProgress:
+def apply_file_ops(skewtape: SkewtapeHome, progress: MonthStep) -> MonthStep:
     """Apply the delta's add, replace and delete entries in manifest order (in staging)."""
-    if not progress.applying:
-        return progress
-    return progress.then(_apply_step(skewtape, progress, stop_after="file_ops"))
+    staged = _staged(progress)
+    if staged is not None:
+        file_ops_step(_target(skewtape, progress["month"]), staged, _options(skewtape))
+    return progress
 
 
 @dg.op(pool=APPLY_POOL)
-def merge_tables(skewtape: SkewtapeHome, progress: MonthProgress) -> MonthProgress:
+def merge_tables(skewtape: SkewtapeHome, progress: MonthStep) -> MonthStep:
     """Merge the delta's table changes by key with DuckDB (in staging)."""
-    if not progress.applying:
-        return progress
-    return progress.then(_apply_step(skewtape, progress, stop_after="merges"))
+    staged = _staged(progress)
+    if staged is not None:
+        merges_step(_target(skewtape, progress["month"]), staged, _options(skewtape))
+    return progress
 
 
 @dg.op(pool=APPLY_POOL)
-def publish_snapshot(skewtape: SkewtapeHome, progress: MonthProgress) -> Any:
-    """Copy CHECKSUMS.sha256 then manifest.json last, verify, and rename into history/<month>.
-
-    Returns the combined ``ApplyResult`` of the month's steps; for a month already applied the
-    core's no-op result; None for a bootstrap month.
-    """
-    plan = progress.plan
-    if plan.kind != "apply":
-        return None
-    return combine_steps([*progress.steps, _apply_step(skewtape, progress)])
+def publish_snapshot(skewtape: SkewtapeHome, progress: MonthStep) -> MonthStep:
+    """Copy CHECKSUMS.sha256 then manifest.json last, verify the staged month, and rename it
+    into history/<month> (under the history folder's lock)."""
+    staged = _staged(progress)
+    if staged is None or staged.already_applied:
+        return progress
+    result = publish_step(_target(skewtape, progress["month"]), staged, _options(skewtape))
+    published = StagedApply(
+        staged.run_id, already_applied=result.already_applied, committed=not result.already_applied
+    )
+    return {**progress, "apply": published.to_dict()}
 
 
 @dg.op(pool=APPLY_POOL, out=dg.Out(dg.Nothing))
 def verify_month_snapshot(
     context: dg.OpExecutionContext,
     skewtape: SkewtapeHome,
-    progress: MonthProgress,
-    applied: Any,
+    progress: MonthStep,
+    applied: MonthStep,
 ) -> None:
-    """Verify ``history/<month>/``; raise VerificationError (failing the run) if it does not.
+    """Report the verification of ``history/<month>/``; raise VerificationError (failing the
+    run) if it does not verify. A month applied by this run was verified before it was published
+    (the result is read from its journal); a bootstrap month or one already applied is verified
+    here.
 
     On success, registers the symbols of the fills files the month added or replaced (the
     tick archive's ``symbols`` dimension) and records the apply's (or the bootstrap's)
     metadata on the materialization.
     """
-    plan = progress.plan
-    verified = verify_snapshot(plan.snapshot)
-    registered = register_symbols(context.instance, new_symbols(skewtape.history_dir, plan.month))
-    described = apply_metadata(applied) if applied else bootstrap_metadata(verified, plan.month)
+    month, staged = progress["month"], _staged(applied)
+    if staged is None:
+        verified = verify_snapshot(skewtape.snapshot_dir(month))
+        described = bootstrap_metadata(verified, month)
+    else:
+        result, verified = applied_step(_target(skewtape, month), staged)
+        described = apply_metadata(result)
+    registered = register_symbols(context.instance, new_symbols(skewtape.history_dir, month))
     context.add_output_metadata(
         {
             **described,

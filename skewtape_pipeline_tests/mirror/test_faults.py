@@ -22,7 +22,7 @@ import pytest
 
 from skewtape_pipeline import faults
 from skewtape_pipeline.audit import verify_audit_log
-from skewtape_pipeline.mirror.apply import apply_delta, staging_folder
+from skewtape_pipeline.mirror.apply import apply_delta, staging_folders
 from skewtape_pipeline.mirror.verify import verify_snapshot
 from skewtape_pipeline_tests.conftest import copy_snapshot
 from skewtape_pipeline_tests.mirror.apply_support import (
@@ -92,7 +92,7 @@ def test_apply_delta_when_crashed_at_any_checkpoint_rerun_gives_next_snapshot(
         verify_snapshot(target, full=True)
         assert temp_files(target) == [], name
         if mode == "versioned":
-            assert not staging_folder(target).exists(), name
+            assert staging_folders(target) == [], name
             assert tree_state(parent) == parent_before, name
         if not result.already_applied:
             assert (result.files_added, result.files_replaced, result.files_deleted) == (
@@ -138,7 +138,7 @@ def test_apply_delta_when_process_killed_mid_apply_rerun_finishes(tmp_path, mode
         timeout=120,
     )
     assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()
-    work = staging_folder(into) if into is not None else parent
+    work = staging_folders(into)[0] if into is not None else parent
     assert temp_files(work), "the kill should leave the merge's temporary file behind"
     result = apply(parent, history, case, mode)
     assert not result.already_applied

@@ -18,7 +18,7 @@ from skewtape_pipeline.errors import (
     UnsafePathError,
 )
 from skewtape_pipeline.hashing import format_checksums, parse_checksums
-from skewtape_pipeline.mirror.apply import apply_delta, staging_folder
+from skewtape_pipeline.mirror.apply import apply_delta, staging_folders
 from skewtape_pipeline.mirror.format import CHECKSUMS, MANIFEST
 from skewtape_pipeline_tests.conftest import copy_snapshot, make_snapshot
 from skewtape_pipeline_tests.mirror.apply_support import (
@@ -53,7 +53,7 @@ def assert_refused(case, error: type[SkewtapeError], *names: str, versioned: boo
     assert tree_state(mirror) == before
     assert tree_state(case.delta) == delta_before
     if into is not None:
-        assert not into.exists() and not staging_folder(into).exists()
+        assert not into.exists() and staging_folders(into) == []
     return info.value
 
 
@@ -251,3 +251,51 @@ def test_apply_delta_when_refused_leaves_no_local_state(case):
     error = assert_refused(case, ChecksumMismatchError, field)
     assert isinstance(error.path, Path)
     assert not (case.root / "mirror" / ".skewtape").exists()
+
+
+def with_row_fields(table: pa.Table, edit) -> pa.Table:
+    """The change table with its ``row`` struct's {name: (field, array)} passed through ``edit``."""
+    rows = table.column("row").combine_chunks()
+    columns = {
+        rows.type.field(i).name: (rows.type.field(i), rows.field(i))
+        for i in range(rows.type.num_fields)
+    }
+    columns = edit(columns)
+    struct = pa.StructArray.from_arrays(
+        [array for _, array in columns.values()], fields=[f for f, _ in columns.values()]
+    )
+    return table.set_column(table.schema.get_field_index("row"), "row", struct)
+
+
+def without_title(columns: dict) -> dict:
+    return {name: value for name, value in columns.items() if name != "title"}
+
+
+def with_rating(columns: dict) -> dict:
+    n = len(next(iter(columns.values()))[1])
+    return {**columns, "rating": (pa.field("rating", pa.int64()), pa.array(range(n), pa.int64()))}
+
+
+def title_as_int64(columns: dict) -> dict:
+    n = len(columns["title"][1])
+    return {**columns, "title": (pa.field("title", pa.int64()), pa.array(range(n), pa.int64()))}
+
+
+@pytest.mark.parametrize(
+    ("edit", "column", "what"),
+    [
+        (without_title, "title", "lacks"),
+        (with_rating, "rating", "has"),
+        (title_as_int64, "title", "int64"),
+    ],
+    ids=["lacks_a_column", "one_column_more", "column_of_another_type"],
+)
+@pytest.mark.parametrize("versioned", [False, True], ids=["in_place", "versioned"])
+def test_apply_delta_when_upsert_row_does_not_fit_the_table_raises_change_file_error(
+    case, edit, column, what, versioned
+):
+    rewrite_change_file(case.delta, "markets.parquet", lambda t: with_row_fields(t, edit))
+    error = assert_refused(
+        case, ChangeFileError, "markets.parquet", repr(column), what, versioned=versioned
+    )
+    assert error.field == f"row.{column}"

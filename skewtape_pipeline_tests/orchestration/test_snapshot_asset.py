@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
-from skewtape_pipeline.mirror.format import MANIFEST
+from skewtape_pipeline import fsio
+from skewtape_pipeline.mirror import apply
+from skewtape_pipeline.mirror.format import MANIFEST, DeltaManifest
 from skewtape_pipeline.mirror.snapshot import read_snapshot
 from skewtape_pipeline.mirror.verify import verify_snapshot
+from skewtape_pipeline.orchestration import snapshot_asset
 from skewtape_pipeline.orchestration.jobs import HISTORY_SNAPSHOT
 from skewtape_pipeline_tests.orchestration.conftest import run_month
 
@@ -124,3 +128,58 @@ def test_history_snapshot_when_previous_month_never_applied_fails_naming_it(
     assert "materialize 2026-10 first" in str(failure.event_specific_data.error)
     assert not (sample_root / "history" / "2026-11").exists()
     assert instance.get_materialized_partitions(HISTORY_SNAPSHOT) == set()
+
+
+@pytest.fixture
+def counted(monkeypatch) -> Counter:
+    """How often a month takes the apply lock, parses a delta manifest, runs the preflight
+    checks and verifies a snapshot, counted from now on."""
+    counts: Counter = Counter()
+    real_lock, real_parse = fsio.exclusive_lock, DeltaManifest.parse.__func__
+    real_preflight, real_verify = apply._preflight, verify_snapshot
+
+    def lock(lock_file, **options):
+        if lock_file.name == apply.LOCK_FILE:
+            counts["lock"] += 1
+        return real_lock(lock_file, **options)
+
+    def parse(cls, *args, **options):
+        counts["parse"] += 1
+        return real_parse(cls, *args, **options)
+
+    def preflight(*args, **options):
+        counts["preflight"] += 1
+        return real_preflight(*args, **options)
+
+    def verify(*args, **options):
+        counts["verify"] += 1
+        return real_verify(*args, **options)
+
+    monkeypatch.setattr(fsio, "exclusive_lock", lock)
+    monkeypatch.setattr(DeltaManifest, "parse", classmethod(parse))
+    monkeypatch.setattr(apply, "_preflight", preflight)
+    for module in (apply, snapshot_asset):
+        monkeypatch.setattr(module, "verify_snapshot", verify)
+    return counts
+
+
+def test_history_snapshot_when_month_applied_each_step_does_its_part_once(
+    definitions: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance, counted
+):
+    assert run_month(definitions, "2026-09", instance).success
+    counted.clear()
+    result = run_month(definitions, "2026-10", instance)
+    assert result.success
+    assert counted == {"lock": 1, "parse": 1, "preflight": 1, "verify": 1}
+
+
+def test_history_snapshot_when_applied_hands_ops_small_location_independent_json(
+    definitions: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    assert run_month(definitions, "2026-09", instance).success
+    result = run_month(definitions, "2026-10", instance)
+    for op in ("verify_delta", "apply_file_ops", "merge_tables", "publish_snapshot"):
+        handed = result.output_for_node(f"history_snapshot.{op}")
+        text = json.dumps(handed)
+        assert json.loads(text) == handed, op
+        assert str(sample_root) not in text and len(text) < 1_000, op
