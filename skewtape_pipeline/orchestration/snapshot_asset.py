@@ -26,7 +26,7 @@ from skewtape_pipeline.orchestration.metadata import (
 )
 from skewtape_pipeline.orchestration.partitions import month_partitions, previous_month
 from skewtape_pipeline.orchestration.resources import SkewtapeHome
-from skewtape_pipeline.orchestration.tick_partitions import register_symbols
+from skewtape_pipeline.orchestration.tick_partitions import register_venues
 from skewtape_pipeline.ticks.snapshot_fills import new_symbols
 
 APPLY_POOL = "skewtape_apply"
@@ -119,19 +119,19 @@ def verify_month_snapshot(
 ) -> None:
     """Verify ``history/<month>/``; raise VerificationError (failing the run) if it does not.
 
-    On success, registers the symbols of the fills files the month added or replaced (the
-    tick archive's ``symbols`` dimension) and records the apply's (or the bootstrap's)
+    On success, registers the venues of the fills files the month added or replaced (the
+    tick archive's ``venues`` dimension) and records the apply's (or the bootstrap's)
     metadata on the materialization.
     """
     plan = progress.plan
     verified = verify_snapshot(plan.snapshot)
-    registered = register_symbols(context.instance, new_symbols(skewtape.history_dir, plan.month))
+    registered = register_venues(context.instance, new_symbols(skewtape.history_dir, plan.month))
     described = apply_metadata(applied) if applied else bootstrap_metadata(verified, plan.month)
     context.add_output_metadata(
         {
             **described,
             **verify_metadata(verified),
-            "symbols_registered": dg.MetadataValue.int(len(registered)),
+            "venues_registered": dg.MetadataValue.int(len(registered)),
         }
     )
 

@@ -59,6 +59,7 @@ from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.ticks.catalog import Catalog, resolve
 from skewtape_pipeline.ticks.parquet_store import ARCHIVE_MARKER
 from skewtape_pipeline.ticks.placement import archive_state
+from skewtape_pipeline.ticks.reports_table import reports_view_sql
 from skewtape_pipeline.ticks.tiers import COLD, HOT, WARM
 
 VIEW_NAME = "ticks"
@@ -243,6 +244,7 @@ def _connect(roots: Roots, threads: int | None) -> duckdb.DuckDBPyConnection:
         con.execute(f"SET threads = {int(threads)}")
     try:
         open_ticks_view(con, roots)
+        con.execute(reports_view_sql(_roots(roots)))
     except BaseException:
         con.close()
         raise

@@ -30,8 +30,10 @@ def test_definitions_when_loaded_validate_and_expose_jobs_sensors_schedule():
 
 
 def test_definitions_when_loaded_every_archive_writer_is_in_the_archive_pool():
-    for key in (TICK_ARCHIVE, TICK_ARCHIVE_TIERS, TICK_ARCHIVE_STATS):
+    for key in (TICK_ARCHIVE_TIERS, TICK_ARCHIVE_STATS):
         assert defs.resolve_assets_def(key).op.pool == ARCHIVE_POOL
+    tick_graph = defs.resolve_assets_def(TICK_ARCHIVE).node_def
+    assert {op.pool for op in tick_graph.iterate_op_defs()} == {ARCHIVE_POOL}
     assert ARCHIVE_POOL != APPLY_POOL
 
 
@@ -39,10 +41,10 @@ def test_definitions_when_loaded_tick_archive_depends_on_the_month_of_its_day():
     asset_graph = defs.resolve_asset_graph()
     assert asset_graph.get(TICK_ARCHIVE).parent_keys == {HISTORY_SNAPSHOT}
     with dg.DagsterInstance.ephemeral() as instance:
-        instance.add_dynamic_partitions("symbols", ["kalshi:A"])
+        instance.add_dynamic_partitions("venues", ["kalshi"])
         with dg.partition_loading_context(dynamic_partitions_store=instance):
             upstream = asset_graph.get_parent_partition_keys_for_child(
-                "2026-10-05|kalshi:A", HISTORY_SNAPSHOT, TICK_ARCHIVE
+                "2026-10-05|kalshi", HISTORY_SNAPSHOT, TICK_ARCHIVE
             )
     assert set(upstream.partitions_subset.get_partition_keys()) == {"2026-10"}
 
