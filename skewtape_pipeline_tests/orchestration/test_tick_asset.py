@@ -207,9 +207,7 @@ def test_tick_archive_when_instance_holds_old_symbol_day_partitions_ignores_them
         assert set(old.get_partition_keys()) == {str(old_key)}  # cached under the old design
     result = run_day(two_months, instance, DAY)
     assert result.success
-    status = get_and_update_asset_status_cache_value(
-        instance, TICK_ARCHIVE, venue_day_partitions
-    )
+    status = get_and_update_asset_status_cache_value(instance, TICK_ARCHIVE, venue_day_partitions)
     with dg.partition_loading_context(dynamic_partitions_store=instance):
         materialized = status.deserialize_materialized_partition_subsets(venue_day_partitions)
         keys = set(materialized.get_partition_keys())
