@@ -210,5 +210,6 @@ archive_ticks_job = dg.define_asset_job(
     name="archive_ticks",
     selection=dg.AssetSelection.assets(TICK_ARCHIVE),
     description="Compact venue-days of fills into the tick archive.",
-    executor_def=dg.in_process_executor,
 )
+"""Runs on the code location's executor: in process by default, dagster-celery's workers in
+``skewtape_pipeline.celery_definitions`` (each archiving op a Celery task)."""
