@@ -29,6 +29,8 @@ from skewtape_pipeline_tests.scale_out.celery_workers import (
     start_workers,
 )
 
+pytestmark = pytest.mark.slow  # starts servers
+
 DAYS = ("2026-11-04", "2026-11-05")
 RUN_TIMEOUT = 300.0
 

@@ -30,6 +30,8 @@ from skewtape_pipeline.orchestration.tick_partitions import VENUES, register_ven
 from skewtape_pipeline.ticks.snapshot_fills import new_symbols
 from skewtape_pipeline_tests.scale_out.conftest import REPO
 
+pytestmark = pytest.mark.slow  # starts servers
+
 K8S = REPO / "deploy" / "k8s"
 IMAGE = "skewtape-pipeline:0.1.0"
 OFFLINE_KUBECONFIG = {

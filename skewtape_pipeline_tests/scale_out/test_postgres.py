@@ -7,6 +7,7 @@ from pathlib import Path
 
 import dagster as dg
 import psycopg2
+import pytest
 import yaml
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, PostgresScheduleStorage
 
@@ -20,6 +21,8 @@ from skewtape_pipeline.ticks.query import run_query
 from skewtape_pipeline.ticks.snapshot_fills import new_symbols
 from skewtape_pipeline_tests.scale_out.conftest import POSTGRES_INSTANCE_FILE
 from skewtape_pipeline_tests.scale_out.servers import PG_PASSWORD
+
+pytestmark = pytest.mark.slow  # starts servers
 
 MONTHS = ("2026-09", "2026-10", "2026-11")
 
