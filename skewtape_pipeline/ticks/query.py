@@ -164,7 +164,8 @@ def open_ticks_view(
 def run_query(
     sql: str, roots: Roots, *, parameters: Sequence[Any] | None = None, threads: int | None = None
 ) -> pa.Table:
-    """Run ``sql`` against a fresh in-memory DuckDB with the ``ticks`` view; return the rows.
+    """Run ``sql`` against a fresh in-memory DuckDB with the ``ticks`` view (and ``tick_reports``,
+    the archive's reports table: ``reports_table.reports_view_sql``); return the rows.
 
     ``parameters`` fill ``?`` placeholders. Raises ConfigError naming the query when DuckDB
     rejects it.
