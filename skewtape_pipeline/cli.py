@@ -531,7 +531,12 @@ def build_parser() -> argparse.ArgumentParser:
     remove.add_argument("--wait", type=float, default=0.0, metavar="SECONDS", help=ARCHIVE_WAIT)
     remove.add_argument("--tier-policy", help="tier policy file (TOML or JSON): the tier roots")
 
-    query = command("query", cmd_query, "run SQL over the view `ticks` spanning every tier")
+    query = command(
+        "query",
+        cmd_query,
+        "run SQL over the view `ticks` spanning every tier (and `tick_reports`, a row per "
+        "symbol-day a venue-day run looked at)",
+    )
     query.add_argument("sql", help="e.g. \"SELECT count(*) FROM ticks WHERE symbol = 'X'\"")
     query.add_argument(
         "--archive", action="append", required=True, help="archive root (repeatable)"

@@ -30,9 +30,14 @@ from skewtape_pipeline.orchestration.tier_schedule import (
 
 
 def build_definitions(
-    skewtape: SkewtapeHome, archive: ArchiveSettings | None = None
+    skewtape: SkewtapeHome,
+    archive: ArchiveSettings | None = None,
+    executor: dg.ExecutorDefinition = dg.in_process_executor,
 ) -> dg.Definitions:
-    """The definitions, with ``skewtape`` as the data root (the demo passes a fixed folder)."""
+    """The definitions, with ``skewtape`` as the data root (the demo passes a fixed folder).
+
+    ``executor`` runs the jobs that do not pin one (``archive_ticks``); ``apply_month`` and
+    ``retier_ticks`` always run in process: each is one journaled sequence over one folder."""
     return dg.Definitions(
         assets=[history_snapshot, tick_archive, tick_archive_tiers, tick_archive_stats],
         asset_checks=[*month_checks, tick_archive_verified],
@@ -40,7 +45,7 @@ def build_definitions(
         sensors=[delta_arrival_sensor, tick_corrections_sensor],
         schedules=[monthly_apply_schedule, daily_retier_schedule, daily_verify_archive_schedule],
         resources={"skewtape": skewtape, "archive": archive or ArchiveSettings()},
-        executor=dg.in_process_executor,
+        executor=executor,
     )
 
 

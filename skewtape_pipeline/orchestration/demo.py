@@ -4,7 +4,7 @@ Publishes the sample into ``ROOT`` if it holds no history yet, then runs the ``a
 of the code location in process (no daemon, an ephemeral instance) for every month partition
 that has a snapshot or a delta, oldest first, and prints what was materialized and where. Then
 it runs the ``archive_ticks`` job for the busiest complete day of each applied month over all
-registered symbols (one run per day, as a UI backfill does) and prints the compaction reports.
+registered venues (one run per day, as a UI backfill does) and prints the compaction reports.
 Last, it runs the ``retier_ticks`` job over those months twice, as of two days in the future
 (the newest archived day aged just past the hot, then the warm limit), so the archived days
 move hot -> warm -> cold, and prints the tiers and a query through the ``ticks`` view at each
@@ -28,7 +28,7 @@ from skewtape_pipeline.definitions import build_definitions
 from skewtape_pipeline.mirror.arrivals import delta_months
 from skewtape_pipeline.orchestration.partitions import month_partitions
 from skewtape_pipeline.orchestration.resources import ArchiveSettings, SkewtapeHome
-from skewtape_pipeline.orchestration.tick_partitions import SYMBOLS, day_partitions
+from skewtape_pipeline.orchestration.tick_partitions import VENUES, day_partitions
 from skewtape_pipeline.orchestration.tier_assets import retier_run_config
 from skewtape_pipeline.sample.publisher import publish_sample
 from skewtape_pipeline.ticks.placement import archive_metrics
@@ -89,7 +89,7 @@ class TierStage:
 
 @dataclass
 class DemoResult:
-    """The months run, the tick archive reports (one dict of metadata per symbol-day) and the
+    """The months run, the tick archive reports (one ``tick_reports`` row per symbol-day) and the
     re-tiering stages (as archived, then after each re-tiering run)."""
 
     months: list[MonthOutcome]
@@ -126,33 +126,45 @@ def run_demo(root: Path, *, fills_per_venue_month: int = DEMO_FILLS_PER_VENUE_MO
                 return DemoResult(outcomes)
         demo = DemoResult(outcomes)
         archive_job = defs.resolve_job_def("archive_ticks")
-        symbols = instance.get_dynamic_partitions(SYMBOLS)
+        venues = sorted(instance.get_dynamic_partitions(VENUES))
         for month in months:
             day = next(
                 (d for d in days_by_activity(skewtape.history_dir, month)
                  if day_partitions.has_partition_key(d.isoformat())),
                 None,
             )  # fmt: skip
-            if day is None or not symbols:
+            if day is None or not venues:
                 continue
             result = archive_job.execute_in_process(
                 instance=instance,
                 run_config=QUIET_LOGS,
                 raise_on_error=False,
                 tags={
-                    "dagster/asset_partition_range_start": f"{day}|{symbols[0]}",
-                    "dagster/asset_partition_range_end": f"{day}|{symbols[-1]}",
+                    "dagster/asset_partition_range_start": f"{day}|{venues[0]}",
+                    "dagster/asset_partition_range_end": f"{day}|{venues[-1]}",
                 },
             )
             demo.days.append(day.isoformat())
             demo.archive_ok &= result.success
-            for event in result.asset_materializations_for_node("tick_archive"):
-                metadata = {k: getattr(v, "value", v) for k, v in event.metadata.items()}
-                if metadata.get("tick_count"):
-                    demo.reports.append(metadata)
+            demo.reports += archived_reports(skewtape, day, result.run_id)
         if demo.reports:
             demo.stages = retier_stages(defs, instance, skewtape, demo)
     return demo
+
+
+def archived_reports(skewtape: SkewtapeHome, day: date, run_id: str) -> list[dict[str, object]]:
+    """The reports of the symbol-days a run archived on ``day`` (rows of ``tick_reports``;
+    ``path`` made absolute, ``date`` ISO)."""
+    rows = run_query(
+        "SELECT * FROM tick_reports WHERE date = ? AND batch = ? AND status = 'archived' "
+        "ORDER BY symbol",
+        skewtape.archive_dir,
+        parameters=[day, run_id],
+    ).to_pylist()
+    return [
+        row | {"path": str(skewtape.archive_dir / row["path"]), "date": row["date"].isoformat()}
+        for row in rows
+    ]
 
 
 def retier_stages(

@@ -37,7 +37,7 @@ from skewtape_pipeline.orchestration.metadata import (
 )
 from skewtape_pipeline.orchestration.partitions import month_partitions, previous_month
 from skewtape_pipeline.orchestration.resources import SkewtapeHome
-from skewtape_pipeline.orchestration.tick_partitions import register_symbols
+from skewtape_pipeline.orchestration.tick_partitions import register_venues
 from skewtape_pipeline.ticks.snapshot_fills import new_symbols
 
 APPLY_POOL = "skewtape_apply"
@@ -126,8 +126,8 @@ def verify_month_snapshot(
     (the result is read from its journal); a bootstrap month or one already applied is verified
     here.
 
-    On success, registers the symbols of the fills files the month added or replaced (the
-    tick archive's ``symbols`` dimension) and records the apply's (or the bootstrap's)
+    On success, registers the venues of the fills files the month added or replaced (the
+    tick archive's ``venues`` dimension) and records the apply's (or the bootstrap's)
     metadata on the materialization.
     """
     month, staged = progress["month"], _staged(applied)
@@ -137,12 +137,12 @@ def verify_month_snapshot(
     else:
         result, verified = applied_step(_target(skewtape, month), staged)
         described = apply_metadata(result)
-    registered = register_symbols(context.instance, new_symbols(skewtape.history_dir, month))
+    registered = register_venues(context.instance, new_symbols(skewtape.history_dir, month))
     context.add_output_metadata(
         {
             **described,
             **verify_metadata(verified),
-            "symbols_registered": dg.MetadataValue.int(len(registered)),
+            "venues_registered": dg.MetadataValue.int(len(registered)),
         }
     )
 

@@ -1,9 +1,16 @@
-"""The tick archive's partitions: UTC days x symbols (a dynamic dimension), and symbol keys.
+"""The tick archive's partitions: UTC days x venues (a dynamic dimension), and venue keys.
+
+A partition is a *venue-day*: one venue's trades of one UTC day, every symbol-day of it. Keys
+grow with days x venues, never with symbols: five years of one venue are 1,827 keys whatever
+its number of symbols, so about 54 venues fit Dagster's guidance of 100,000 keys per asset over
+five years (:func:`venue_day_key_count`). The symbol-day stays the unit a user reads: each
+venue-day's materialization lists its archived symbol-days, and the archive's reports table
+has a row per symbol-day (``skewtape_pipeline.ticks.reports_table``).
 
 Dagster refuses ``|``, ``,``, ``[`` and ``]`` in the keys of a multi-partitioned asset (and
-``...`` or control characters in any key), and its UI cannot backfill keys with commas. A symbol
+``...`` or control characters in any key), and its UI cannot backfill keys with commas. A venue
 becomes a key by percent-encoding exactly those characters (and ``%`` itself), so keys stay
-readable (``kalshi:KXFED-26SEP15-T4.5``) and decode back to the symbol exactly.
+readable (``kalshi``) and decode back to the venue exactly.
 """
 
 from __future__ import annotations
@@ -15,20 +22,33 @@ from urllib.parse import unquote
 import dagster as dg
 
 from skewtape_pipeline.orchestration.partitions import FIRST_MONTH
+from skewtape_pipeline.ticks.snapshot_fills import split_symbol
 
-SYMBOLS = "symbols"
+VENUES = "venues"
 DATE_DIMENSION = "date"
-SYMBOL_DIMENSION = "symbol"
+VENUE_DIMENSION = "venue"
+MAX_KEYS_PER_ASSET = 100_000
+"""Dagster's documented guidance for the partition keys of one asset."""
 
-symbol_partitions = dg.DynamicPartitionsDefinition(name=SYMBOLS)
-"""Symbols that traded in an applied month; applying a month registers its symbols."""
+venue_partitions = dg.DynamicPartitionsDefinition(name=VENUES)
+"""Venues with fills in an applied month; applying a month registers its venues."""
 
 day_partitions = dg.DailyPartitionsDefinition(start_date=f"{FIRST_MONTH}-01")
 """Complete UTC days from the first month on."""
 
-symbol_day_partitions = dg.MultiPartitionsDefinition(
-    {DATE_DIMENSION: day_partitions, SYMBOL_DIMENSION: symbol_partitions}
-)
+
+def venue_day_partitions_over(days: dg.DailyPartitionsDefinition) -> dg.MultiPartitionsDefinition:
+    """Days x venues: the tick archive's partitions over ``days`` (the benchmark passes its own)."""
+    return dg.MultiPartitionsDefinition({DATE_DIMENSION: days, VENUE_DIMENSION: venue_partitions})
+
+
+venue_day_partitions = venue_day_partitions_over(day_partitions)
+
+
+def venue_day_key_count(days: int, venues: int) -> int:
+    """Partition keys of ``days`` x ``venues`` (symbols do not count)."""
+    return days * venues
+
 
 _ESCAPED = frozenset("%|,[]")
 
@@ -37,13 +57,13 @@ def _escape(char: str) -> str:
     return "".join(f"%{byte:02X}" for byte in char.encode("utf-8"))
 
 
-def symbol_key(symbol: str) -> str:
-    """The partition key of ``symbol``: ``% | , [ ]``, control characters and runs of dots
-    percent-encoded, everything else kept. Reversed by :func:`symbol_from_key`."""
+def dimension_key(name: str) -> str:
+    """The partition key of a venue (or any name): ``% | , [ ]``, control characters and runs
+    of dots percent-encoded, everything else kept. Reversed by :func:`name_from_key`."""
     out = []
-    for index, char in enumerate(symbol):
+    for index, char in enumerate(name):
         in_dot_run = char == "." and (
-            symbol[index - 1 : index] == "." or symbol[index + 1 : index + 2] == "."
+            name[index - 1 : index] == "." or name[index + 1 : index + 2] == "."
         )
         if char in _ESCAPED or ord(char) < 0x20 or ord(char) == 0x7F or in_dot_run:
             out.append(_escape(char))
@@ -52,30 +72,31 @@ def symbol_key(symbol: str) -> str:
     return "".join(out)
 
 
-def symbol_from_key(key: str) -> str:
-    """The symbol a key made by :func:`symbol_key` stands for."""
+def name_from_key(key: str) -> str:
+    """The name a key made by :func:`dimension_key` stands for."""
     return unquote(key, encoding="utf-8", errors="strict")
 
 
-def symbol_day_key(symbol: str, day: date) -> dg.MultiPartitionKey:
-    """The tick archive partition key of one symbol-day."""
+def venue_day_key(venue: str, day: date) -> dg.MultiPartitionKey:
+    """The tick archive partition key of one venue-day."""
     return dg.MultiPartitionKey(
-        {DATE_DIMENSION: day.isoformat(), SYMBOL_DIMENSION: symbol_key(symbol)}
+        {DATE_DIMENSION: day.isoformat(), VENUE_DIMENSION: dimension_key(venue)}
     )
 
 
-def symbol_day_of(key: str | dg.MultiPartitionKey) -> tuple[str, date]:
-    """(symbol, day) of a tick archive partition key."""
+def venue_day_of(key: str | dg.MultiPartitionKey) -> tuple[str, date]:
+    """(venue, day) of a tick archive partition key."""
     if not isinstance(key, dg.MultiPartitionKey):
-        key = symbol_day_partitions.get_partition_key_from_str(key)
+        key = venue_day_partitions.get_partition_key_from_str(key)
     dims = key.keys_by_dimension
-    return symbol_from_key(dims[SYMBOL_DIMENSION]), date.fromisoformat(dims[DATE_DIMENSION])
+    return name_from_key(dims[VENUE_DIMENSION]), date.fromisoformat(dims[DATE_DIMENSION])
 
 
-def register_symbols(instance: dg.DagsterInstance, symbols: Iterable[str]) -> list[str]:
-    """Add the keys of ``symbols`` not registered yet to the ``symbols`` dimension; returns them."""
-    known = set(instance.get_dynamic_partitions(SYMBOLS))
-    new = sorted({symbol_key(symbol) for symbol in symbols} - known)
+def register_venues(instance: dg.DagsterInstance, symbols: Iterable[str]) -> list[str]:
+    """Add the venue keys of ``symbols`` (``<venue>:<market>``) not registered yet to the
+    ``venues`` dimension; returns them."""
+    known = set(instance.get_dynamic_partitions(VENUES))
+    new = sorted({dimension_key(split_symbol(symbol)[0]) for symbol in symbols} - known)
     if new:
-        instance.add_dynamic_partitions(SYMBOLS, new)
+        instance.add_dynamic_partitions(VENUES, new)
     return new

@@ -68,6 +68,7 @@ from skewtape_pipeline.ticks.consolidate import read_footer
 from skewtape_pipeline.ticks.integrity import check_catalog_present, repair_hint
 from skewtape_pipeline.ticks.parquet_store import ARCHIVE_MARKER
 from skewtape_pipeline.ticks.placement import archive_state
+from skewtape_pipeline.ticks.reports_table import reports_view_sql
 from skewtape_pipeline.ticks.tiers import COLD, HOT, WARM, TierPolicy
 
 VIEW_NAME = "ticks"
@@ -196,7 +197,8 @@ def run_query(
     threads: int | None = None,
     policy: TierPolicy | None = None,
 ) -> pa.Table:
-    """Run ``sql`` against a fresh in-memory DuckDB with the ``ticks`` view; return the rows.
+    """Run ``sql`` against a fresh in-memory DuckDB with the ``ticks`` view (and ``tick_reports``,
+    the archive's reports table: ``reports_table.reports_view_sql``); return the rows.
 
     ``parameters`` fill ``?`` placeholders; ``policy`` names the tier roots. Raises
     ConfigError naming the query when DuckDB rejects it, DamagedFileError naming the file
@@ -379,6 +381,7 @@ def _connect(
         con.execute(f"SET threads = {int(threads)}")
     try:
         open_ticks_view(con, roots, policy=policy)
+        con.execute(reports_view_sql(_roots(roots)))
     except BaseException:
         con.close()
         raise

@@ -463,6 +463,17 @@ def archive_read_back_problems(results: Sequence[SymbolDayResult], *, out: Path)
     """Read the written archive files back with DuckDB (hive partitioning, no code of ours) and
     compare them, row for row, with the snapshot's fills; one line per symbol-day that differs.
     """
+    return [
+        f"{symbol} in {source.path}: {count} row(s) differ between the archive and the fills"
+        for symbol, source, count in read_back_mismatches(results, out=out)
+    ]
+
+
+def read_back_mismatches(
+    results: Sequence[SymbolDayResult], *, out: Path
+) -> list[tuple[str, FillsSource, int]]:
+    """(symbol, source, rows that differ) of each written symbol-day DuckDB does not read back
+    equal to the snapshot's fills (see :func:`archive_read_back_problems`)."""
     written = [r for r in results if r.report is not None]
     problems = []
     by_file: dict[FillsSource, list[SymbolDayResult]] = defaultdict(list)
@@ -495,8 +506,5 @@ def archive_read_back_problems(results: Sequence[SymbolDayResult], *, out: Path)
             [files],
         ).fetchall()
         con.unregister("fills")
-        problems += [
-            f"{symbol} in {source.path}: {count} row(s) differ between the archive and the fills"
-            for symbol, count in mismatched
-        ]
+        problems += [(symbol, source, count) for symbol, count in mismatched]
     return problems

@@ -14,6 +14,7 @@ from skewtape_pipeline.definitions import defs
 from skewtape_pipeline.orchestration.jobs import HISTORY_SNAPSHOT
 from skewtape_pipeline.orchestration.snapshot_asset import APPLY_POOL
 from skewtape_pipeline.orchestration.tick_asset import ARCHIVE_POOL, TICK_ARCHIVE
+from skewtape_pipeline.orchestration.tick_partitions import VENUES
 from skewtape_pipeline.orchestration.tier_assets import TICK_ARCHIVE_STATS, TICK_ARCHIVE_TIERS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,8 +31,10 @@ def test_definitions_when_loaded_validate_and_expose_jobs_sensors_schedule():
 
 
 def test_definitions_when_loaded_every_archive_writer_is_in_the_archive_pool():
-    for key in (TICK_ARCHIVE, TICK_ARCHIVE_TIERS, TICK_ARCHIVE_STATS):
+    for key in (TICK_ARCHIVE_TIERS, TICK_ARCHIVE_STATS):
         assert defs.resolve_assets_def(key).op.pool == ARCHIVE_POOL
+    tick_graph = defs.resolve_assets_def(TICK_ARCHIVE).node_def
+    assert {op.pool for op in tick_graph.iterate_op_defs()} == {ARCHIVE_POOL}
     assert ARCHIVE_POOL != APPLY_POOL
 
 
@@ -39,10 +42,10 @@ def test_definitions_when_loaded_tick_archive_depends_on_the_month_of_its_day():
     asset_graph = defs.resolve_asset_graph()
     assert asset_graph.get(TICK_ARCHIVE).parent_keys == {HISTORY_SNAPSHOT}
     with dg.DagsterInstance.ephemeral() as instance:
-        instance.add_dynamic_partitions("symbols", ["kalshi:A"])
+        instance.add_dynamic_partitions("venues", ["kalshi"])
         with dg.partition_loading_context(dynamic_partitions_store=instance):
             upstream = asset_graph.get_parent_partition_keys_for_child(
-                "2026-10-05|kalshi:A", HISTORY_SNAPSHOT, TICK_ARCHIVE
+                "2026-10-05|kalshi", HISTORY_SNAPSHOT, TICK_ARCHIVE
             )
     assert set(upstream.partitions_subset.get_partition_keys()) == {"2026-10"}
 
@@ -99,16 +102,16 @@ def test_definitions_when_loaded_tiers_follow_the_archive_and_each_month_reads_i
     assert asset_graph.get(TICK_ARCHIVE_TIERS).parent_keys == {TICK_ARCHIVE}
     assert asset_graph.get(TICK_ARCHIVE_STATS).parent_keys == {TICK_ARCHIVE, TICK_ARCHIVE_TIERS}
     with dg.DagsterInstance.ephemeral() as instance:
-        instance.add_dynamic_partitions("symbols", ["kalshi:A", "kalshi:B"])
+        instance.add_dynamic_partitions(VENUES, ["kalshi", "polymarket"])
         with dg.partition_loading_context(dynamic_partitions_store=instance):
             upstream = asset_graph.get_parent_partition_keys_for_child(
                 "2026-10", TICK_ARCHIVE, TICK_ARCHIVE_TIERS
             )
             downstream = asset_graph.get_child_partition_keys_of_parent(
-                "2026-10-05|kalshi:A", TICK_ARCHIVE, TICK_ARCHIVE_TIERS
+                "2026-10-05|kalshi", TICK_ARCHIVE, TICK_ARCHIVE_TIERS
             )
     keys = set(upstream.partitions_subset.get_partition_keys())
     assert (
-        len(keys) == 31 * 2 and "2026-10-31|kalshi:B" in keys and "2026-11-01|kalshi:A" not in keys
+        len(keys) == 31 * 2 and "2026-10-31|polymarket" in keys and "2026-11-01|kalshi" not in keys
     )
     assert downstream == ["2026-10"]

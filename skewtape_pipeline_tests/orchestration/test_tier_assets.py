@@ -15,7 +15,7 @@ import pytest
 
 from skewtape_pipeline.definitions import build_definitions
 from skewtape_pipeline.orchestration.resources import ArchiveSettings, SkewtapeHome
-from skewtape_pipeline.orchestration.tick_partitions import register_symbols
+from skewtape_pipeline.orchestration.tick_partitions import register_venues
 from skewtape_pipeline.orchestration.tier_assets import retier_run_config
 from skewtape_pipeline.orchestration.tier_schedule import daily_retier_schedule
 from skewtape_pipeline.ticks.books import BOOKS_MARKER, EVENT_REFUSED
@@ -73,8 +73,10 @@ def materializations(result: dg.ExecuteInProcessResult, node: str) -> dict[str |
 
 
 def failure_message(result: dg.ExecuteInProcessResult) -> str:
-    [failure] = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
-    return str(failure.event_specific_data.error)
+    """The error of the run's first failed step (each tick archive shard fails alike)."""
+    failures = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert failures, "no step failed"
+    return str(failures[0].event_specific_data.error)
 
 
 @pytest.fixture
@@ -202,8 +204,8 @@ def test_books_and_records_when_a_rerun_would_overwrite_a_retained_file_fails_th
 ):
     skewtape = SkewtapeHome(root=str(applied_chain))
     defs = build_definitions(skewtape, ArchiveSettings(books_and_records=True))
-    register_symbols(instance, symbols_of(skewtape.history_dir))
-    keys = sorted(instance.get_dynamic_partitions("symbols"))
+    register_venues(instance, symbols_of(skewtape.history_dir))
+    keys = sorted(instance.get_dynamic_partitions("venues"))
     day = DAYS[2].isoformat()
     range_tags = {
         "dagster/asset_partition_range_start": f"{day}|{keys[0]}",

@@ -1,0 +1,37 @@
+"""The code location on Celery workers: ``-m skewtape_pipeline.celery_definitions``.
+
+The same assets, sensors and schedules as :mod:`skewtape_pipeline.definitions`, with the tick
+archive's job on dagster-celery's ``celery_executor``: each of a run's archiving ops is a Celery
+task that any worker listening on the ``dagster`` queue runs, so a backfill's venue-days spread
+over the workers. The executor reads the broker and the result backend from the environment
+(``SKEWTAPE_CELERY_BROKER``, ``SKEWTAPE_CELERY_BACKEND``) when a run starts; the workers take the
+same settings from ``deploy/celery/celery.yaml``. Every process must reach the same Dagster
+instance (PostgreSQL: ``deploy/postgres/dagster.yaml``) and the same data root
+(``SKEWTAPE_HOME``). ``apply_month`` and ``retier_ticks`` stay in process in their run.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+from dagster_celery import celery_executor
+
+from skewtape_pipeline.definitions import build_definitions
+from skewtape_pipeline.orchestration.resources import SkewtapeHome
+
+CELERY_SETTINGS = {
+    "broker": {"env": "SKEWTAPE_CELERY_BROKER"},
+    "backend": {"env": "SKEWTAPE_CELERY_BACKEND"},
+    "config_source": {
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+    },
+}
+"""The executor's side of ``deploy/celery/celery.yaml`` (the workers' side adds the
+visibility timeout, which only the workers act on)."""
+
+skewtape_celery_executor = celery_executor.configured(CELERY_SETTINGS, name="skewtape_celery")
+
+defs = build_definitions(
+    SkewtapeHome(root=dg.EnvVar("SKEWTAPE_HOME")), executor=skewtape_celery_executor
+)

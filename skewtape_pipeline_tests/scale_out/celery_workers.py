@@ -1,0 +1,111 @@
+"""Celery workers of the tests: real ``celery worker`` processes of dagster-celery's app on the
+tests' broker, configured from ``deploy/celery/celery.yaml`` through dagster-celery's own
+config loader, running with ``-P threads`` (the prefork pool refuses steps that start
+processes)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from celery import Celery
+from dagster_celery.cli import get_config_dir
+
+REPO = Path(__file__).resolve().parents[2]
+CELERY_FILE = REPO / "deploy" / "celery" / "celery.yaml"
+VISIBILITY_TIMEOUT = 5
+"""Seconds before a dead worker's task goes to another worker, in the tests."""
+
+
+@dataclass
+class Workers:
+    """Running worker processes by name (``<name>@127.0.0.1`` to Celery)."""
+
+    broker_url: str
+    processes: dict[str, subprocess.Popen] = field(default_factory=dict)
+    logs: dict[str, Path] = field(default_factory=dict)
+
+    def hostname(self, name: str) -> str:
+        return f"{name}@127.0.0.1"
+
+    def kill(self, name: str) -> None:
+        """SIGKILL a worker: no shutdown, no acknowledgement, as a lost machine."""
+        process = self.processes[name]
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.terminate()
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=30)
+
+
+def worker_config_file(folder: Path) -> Path:
+    """The shipped worker settings with a short visibility timeout."""
+    settings = yaml.safe_load(CELERY_FILE.read_text())
+    source = settings["execution"]["config"]["config_source"]
+    source["broker_transport_options"]["visibility_timeout"] = VISIBILITY_TIMEOUT
+    path = folder / "celery.yaml"
+    path.write_text(yaml.safe_dump(settings))
+    return path
+
+
+def start_workers(
+    names: list[str], folder: Path, *, broker_url: str, includes: dict[str, str] | None = None
+) -> Workers:
+    """Start one single-threaded worker per name; wait until each answers a ping.
+
+    The environment (DAGSTER_HOME, SKEWTAPE_HOME, the broker and PostgreSQL variables) is this
+    process's. ``includes`` maps a worker name to a module it imports at start.
+    """
+    config_dir = get_config_dir(str(worker_config_file(folder)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([config_dir, str(REPO)])}
+    celery = Path(sys.executable).parent / "celery"
+    workers = Workers(broker_url)
+    for name in names:
+        command = [
+            str(celery), "-A", "dagster_celery.app", "worker", "-P", "threads", "-c", "1",
+            "-Q", "dagster", "-n", workers.hostname(name), "--prefetch-multiplier=1",
+            "-l", "INFO", "--without-gossip", "--without-mingle",
+        ]  # fmt: skip
+        if includes and name in includes:
+            command += ["-I", includes[name]]
+        log = folder / f"{name}.log"
+        workers.logs[name] = log
+        with open(log, "wb") as out:
+            workers.processes[name] = subprocess.Popen(
+                command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=folder
+            )
+    try:
+        _wait_for_ping(workers, names)
+    except BaseException:
+        workers.stop()
+        raise
+    return workers
+
+
+def _wait_for_ping(workers: Workers, names: list[str], timeout: float = 60.0) -> None:
+    app = Celery(broker=workers.broker_url)
+    wanted = {workers.hostname(name) for name in names}
+    deadline = time.monotonic() + timeout
+    answered: set[str] = set()
+    while time.monotonic() < deadline:
+        for name, process in workers.processes.items():
+            assert process.poll() is None, workers.logs[name].read_text()
+        answered = {host for reply in app.control.ping(timeout=1.0) for host in reply}
+        if wanted <= answered:
+            return
+    logs = "\n".join(f"--- {n}\n{log.read_text()[-3000:]}" for n, log in workers.logs.items())
+    raise AssertionError(f"workers {sorted(wanted - answered)} never answered a ping\n{logs}")

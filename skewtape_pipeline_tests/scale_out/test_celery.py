@@ -1,0 +1,181 @@
+"""The tick archive on dagster-celery's executor: two real worker processes on a real broker,
+the instance on PostgreSQL. A backfill's venue-days spread over the workers; a worker killed in
+the middle of a step loses no tick, its task goes to the other worker, and a rerun finishes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pytest
+import yaml
+from dagster._core.definitions.reconstruct import ReconstructableRepository
+
+from skewtape_pipeline.celery_definitions import CELERY_SETTINGS
+from skewtape_pipeline.celery_definitions import defs as celery_defs
+from skewtape_pipeline.definitions import build_definitions
+from skewtape_pipeline.orchestration.resources import SkewtapeHome
+from skewtape_pipeline.orchestration.snapshot_asset import APPLY_POOL
+from skewtape_pipeline.orchestration.tick_partitions import VENUES, register_venues
+from skewtape_pipeline.ticks.query import run_query
+from skewtape_pipeline.ticks.snapshot_fills import new_symbols
+from skewtape_pipeline_tests.scale_out.celery_workers import (
+    CELERY_FILE,
+    REPO,
+    Workers,
+    start_workers,
+)
+
+pytestmark = pytest.mark.slow  # starts servers
+
+DAYS = ("2026-11-04", "2026-11-05")
+RUN_TIMEOUT = 300.0
+
+
+@pytest.fixture
+def celery_root(
+    applied_chain: Path, postgres_instance: dg.DagsterInstance, broker, monkeypatch
+) -> Path:
+    """The applied chain as SKEWTAPE_HOME, its venues registered, the broker in the env."""
+    url = f"redis://127.0.0.1:{broker.port}"
+    monkeypatch.setenv("SKEWTAPE_HOME", str(applied_chain))
+    monkeypatch.setenv("SKEWTAPE_CELERY_BROKER", f"{url}/0")
+    monkeypatch.setenv("SKEWTAPE_CELERY_BACKEND", f"{url}/1")
+    for month in ("2026-09", "2026-10", "2026-11"):
+        register_venues(postgres_instance, new_symbols(applied_chain / "history", month))
+    return applied_chain
+
+
+@pytest.fixture
+def workers(celery_root: Path, tmp_path: Path, broker, monkeypatch) -> Workers:
+    """w1 and w2; w1 stalls at its first hot-file publish, writing ``stall_marker(tmp_path)``."""
+    folder = tmp_path / "workers"
+    folder.mkdir()
+    monkeypatch.setenv("SKEWTAPE_TEST_STALL_MARKER", str(stall_marker(tmp_path)))
+    running = start_workers(
+        ["w1", "w2"],
+        folder,
+        broker_url=f"redis://127.0.0.1:{broker.port}/0",
+        includes={"w1": "skewtape_pipeline_tests.scale_out.stalling_worker"},
+    )
+    yield running
+    running.stop()
+
+
+def stall_marker(tmp_path: Path) -> Path:
+    return tmp_path / "workers" / "stalled"
+
+
+def range_tags(instance: dg.DagsterInstance) -> dict[str, str]:
+    venues = sorted(instance.get_dynamic_partitions(VENUES))
+    return {
+        "dagster/asset_partition_range_start": f"{DAYS[0]}|{venues[0]}",
+        "dagster/asset_partition_range_end": f"{DAYS[-1]}|{venues[-1]}",
+    }
+
+
+def launch(instance: dg.DagsterInstance) -> tuple[threading.Thread, dict]:
+    """Run ``archive_ticks`` of the Celery code location over DAYS x every venue in a thread,
+    as the run worker of a UI backfill does; returns the thread and a dict for the result."""
+    job = ReconstructableRepository.for_module(
+        "skewtape_pipeline.celery_definitions", "defs", working_directory=str(REPO)
+    ).get_reconstructable_job("archive_ticks")
+    outcome: dict = {}
+
+    def run() -> None:
+        with dg.execute_job(job, instance=instance, tags=range_tags(instance)) as result:
+            outcome["success"], outcome["run_id"] = result.success, result.run_id
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def finish(thread: threading.Thread, outcome: dict) -> dict:
+    thread.join(RUN_TIMEOUT)
+    assert not thread.is_alive(), f"the run did not finish in {RUN_TIMEOUT} s"
+    return outcome
+
+
+def workers_of(instance: dg.DagsterInstance, run_id: str) -> dict[str, set[str]]:
+    """{step key: Celery workers that started it}, from the run's engine events."""
+    steps: dict[str, set[str]] = {}
+    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
+        data = record.dagster_event.engine_event_data
+        worker = data.metadata.get("Celery worker")
+        if worker is not None:
+            steps.setdefault(record.step_key, set()).add(worker.value)
+    return steps
+
+
+def fills_counts(root: Path) -> dict[tuple[str, str], int]:
+    """{(symbol, day): trades} on DAYS in the newest snapshot's fills, counted by DuckDB."""
+    files = [str(p) for p in (root / "history" / "2026-11").glob("fills/*/2026-11.parquet")]
+    rows = duckdb.sql(
+        "SELECT venue || ':' || market_id, strftime((ts AT TIME ZONE 'UTC')::DATE, '%Y-%m-%d'), "
+        "count(*) FROM read_parquet($f) WHERE (ts AT TIME ZONE 'UTC')::DATE "
+        "BETWEEN $a::DATE AND $b::DATE GROUP BY ALL",
+        params={"f": files, "a": DAYS[0], "b": DAYS[-1]},
+    ).fetchall()
+    return {(symbol, day): n for symbol, day, n in rows}
+
+
+def archived_counts(root: Path) -> dict[tuple[str, str], int]:
+    """{(symbol, day): ticks} on DAYS through the ``ticks`` view."""
+    rows = run_query(
+        "SELECT symbol, strftime(date, '%Y-%m-%d') AS day, count(*) AS n FROM ticks "
+        f"WHERE date BETWEEN DATE '{DAYS[0]}' AND DATE '{DAYS[-1]}' GROUP BY ALL",
+        root / "archive",
+    ).to_pylist()
+    return {(row["symbol"], row["day"]): row["n"] for row in rows}
+
+
+def test_celery_definitions_when_loaded_keep_applies_in_process_in_their_pool():
+    defs = build_definitions(SkewtapeHome(root="unused"))
+
+    assert celery_defs.resolve_job_def("archive_ticks").executor_def.name == "skewtape_celery"
+    apply_job = celery_defs.resolve_job_def("apply_month")
+    assert apply_job.executor_def.name == defs.resolve_job_def("apply_month").executor_def.name
+    assert apply_job.executor_def.name == "in_process"
+    ops = apply_job.graph.node_dict["history_snapshot"].definition.iterate_op_defs()
+    assert {op.pool for op in ops} == {APPLY_POOL}
+
+
+def test_celery_settings_when_read_match_the_workers_file_less_the_visibility_timeout():
+    workers_side = yaml.safe_load(CELERY_FILE.read_text())["execution"]["config"]
+    transport = workers_side["config_source"].pop("broker_transport_options")
+    assert workers_side == CELERY_SETTINGS
+    assert transport["visibility_timeout"] >= 600
+
+
+def test_celery_backfill_when_a_worker_dies_mid_step_loses_no_tick_and_spreads_over_workers(
+    celery_root: Path, postgres_instance: dg.DagsterInstance, workers: Workers, tmp_path: Path
+):
+    """w1 stalls at its first hot-file publish (written, not renamed) and is killed there; its
+    step goes to w2 after the visibility timeout; the run succeeds with every tick once. A
+    second run over the same days (a rerun) finishes on the surviving worker, same ticks."""
+    marker = stall_marker(tmp_path)
+    thread, outcome = launch(postgres_instance)
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while not marker.exists():
+        assert time.monotonic() < deadline, "w1 never reached a hot-file publish"
+        assert thread.is_alive(), f"the run ended before w1 stalled: {outcome}"
+        time.sleep(0.2)
+    workers.kill("w1")
+    first = finish(thread, outcome)
+    assert first["success"]
+    steps = workers_of(postgres_instance, first["run_id"])
+    shards = {key: hosts for key, hosts in steps.items() if "archive_venue_days" in key}
+    stalled = [key for key, hosts in shards.items() if workers.hostname("w1") in hosts]
+    assert stalled, steps  # w1 took a shard ...
+    assert all(workers.hostname("w2") in shards[key] for key in stalled)  # ... w2 redid it
+    expected = fills_counts(celery_root)
+    assert expected and archived_counts(celery_root) == expected  # every tick exactly once
+
+    thread, outcome = launch(postgres_instance)
+    again = finish(thread, outcome)
+    assert again["success"]
+    assert archived_counts(celery_root) == expected
