@@ -17,9 +17,11 @@ and the smallest kept, as for symbol-day files.
 
 Each file also records what it holds, so the catalog can be rebuilt from the files alone
 (``ticks.integrity.rebuild_catalog``): ``skewtape.tier``, ``skewtape.period``,
-``skewtape.catalog_generation`` (the catalog generation that commits it) and
-``skewtape.symbol_days`` (JSON: ``symbol``, ``date``, ``rows`` and, when known, the ``source``
-sha256 of the hot file the rows were first read from, one entry per symbol-day in file order).
+``skewtape.catalog_generation`` (the catalog generation that commits it),
+``skewtape.symbol_days_count`` and ``skewtape.symbol_days_sha256``: a few dozen bytes per
+file, however many symbol-days it holds. Which symbol-days those are is the file's own
+``symbol`` and ``date`` columns (:func:`read_symbol_days`); the digest pins that list (see
+:func:`symbol_days_digest`), so a reader can tell the columns from what was written.
 
 A file is named by its content's sha256, written to a temporary name, read back in full and
 compared symbol-day by symbol-day with the batches it holds, and only then linked into place
@@ -30,9 +32,8 @@ Writing the same symbol-days again is therefore idempotent and can never overwri
 from __future__ import annotations
 
 import itertools
-import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -49,7 +50,7 @@ from skewtape_pipeline.errors import (
     TickFormatError,
     TickValidationError,
 )
-from skewtape_pipeline.hashing import sha256_file
+from skewtape_pipeline.hashing import sha256_bytes, sha256_file
 from skewtape_pipeline.ticks import parquet_store
 from skewtape_pipeline.ticks.model import TickBatch
 from skewtape_pipeline.ticks.parquet_store import (
@@ -77,7 +78,8 @@ META_LAYOUT = META_PREFIX + "layout"
 META_TIER = META_PREFIX + "tier"
 META_PERIOD = META_PREFIX + "period"
 META_CATALOG_GENERATION = META_PREFIX + "catalog_generation"
-META_SYMBOL_DAYS = META_PREFIX + "symbol_days"
+META_SYMBOL_DAYS_COUNT = META_PREFIX + "symbol_days_count"
+META_SYMBOL_DAYS_SHA256 = META_PREFIX + "symbol_days_sha256"
 CONSOLIDATED = "consolidated"
 STATISTICS_COLUMNS = ["symbol", "date", "ts"]
 _DATE_CANDIDATES = ("PLAIN", "DELTA_BINARY_PACKED", DICTIONARY)
@@ -146,7 +148,6 @@ def write_consolidated_file(
     *,
     settings: TierSettings,
     metadata: Mapping[str, str],
-    sources: Mapping[tuple[str, date], str] | None = None,
     checkpoint: Checkpoint | None = None,
 ) -> ConsolidatedFile:
     """Write ``parts`` as one consolidated file in ``folder``, verified before it appears.
@@ -154,8 +155,8 @@ def write_consolidated_file(
     ``parts`` must be ordered by symbol then day, one entry per symbol-day, all at the same
     scales. The file is written to a temporary name, read back in full (page checksums) and
     compared with every part; its sha256 names it, and it is hard-linked into place, so an
-    existing file is never replaced. The file's ``skewtape.symbol_days`` metadata lists the
-    parts (with the source sha256 ``sources`` gives for a symbol-day); ``metadata`` adds the
+    existing file is never replaced. The file's ``skewtape.symbol_days_count`` and
+    ``skewtape.symbol_days_sha256`` metadata pin its list of parts; ``metadata`` adds the
     caller's keys (tier, period, catalog generation). ``checkpoint(name)`` is called before
     the link (crash injection in tests). Idempotent.
 
@@ -179,7 +180,7 @@ def write_consolidated_file(
     )
     key_values = {
         **metadata,
-        META_SYMBOL_DAYS: symbol_days_metadata(parts, sources or {}),
+        **symbol_days_metadata([(p.symbol, p.day, len(p.batch)) for p in parts]),
         META_FORMAT: ARCHIVE_FORMAT,
         META_FORMAT_VERSION: ARCHIVE_FORMAT_VERSION,
         META_LAYOUT: CONSOLIDATED,
@@ -215,22 +216,19 @@ def write_consolidated_file(
     )
 
 
-def symbol_days_metadata(
-    parts: Sequence[SymbolDayRows], sources: Mapping[tuple[str, date], str]
-) -> str:
-    """The ``skewtape.symbol_days`` value of a file holding ``parts`` (compact JSON)."""
-    entries = []
-    for part in parts:
-        entry: dict[str, object] = {
-            "symbol": part.symbol,
-            "date": part.day.isoformat(),
-            "rows": len(part.batch),
-        }
-        source = sources.get((part.symbol, part.day))
-        if source is not None:
-            entry["source"] = source
-        entries.append(entry)
-    return json.dumps(entries, separators=(",", ":"), ensure_ascii=False)
+def symbol_days_metadata(symbol_days: Sequence[tuple[str, date, int]]) -> dict[str, str]:
+    """The key-value metadata pinning a file's ``(symbol, day, rows)`` list (file order)."""
+    return {
+        META_SYMBOL_DAYS_COUNT: str(len(symbol_days)),
+        META_SYMBOL_DAYS_SHA256: symbol_days_digest(symbol_days),
+    }
+
+
+def symbol_days_digest(symbol_days: Iterable[tuple[str, date, int]]) -> str:
+    """sha256 (hex) of the canonical list: one UTF-8 line ``symbol\\tYYYY-MM-DD\\trows\\n`` per
+    symbol-day, in file order."""
+    lines = "".join(f"{symbol}\t{day.isoformat()}\t{rows}\n" for symbol, day, rows in symbol_days)
+    return sha256_bytes(lines.encode("utf-8"))
 
 
 def check_parts(parts: Sequence[SymbolDayRows]) -> None:
@@ -460,6 +458,28 @@ def read_consolidated_file(path: Path) -> list[SymbolDayRows]:
     days = table.column("date").combine_chunks()
     return [
         SymbolDayRows(symbols[start].as_py(), days[start].as_py(), batch.slice(start, stop - start))
+        for start, stop in _runs(symbols, days)
+    ]
+
+
+def read_symbol_days(path: Path, footer: pq.FileMetaData) -> list[tuple[str, date, int]]:
+    """``(symbol, day, rows)`` of each run of one symbol-day in the consolidated file ``path``
+    (``footer``: its footer), in file order; reads only the ``symbol`` and ``date`` columns
+    (page checksums verified).
+
+    Raises TickFormatError naming the file when those columns are missing or do not decode.
+    """
+    try:
+        parquet = pq.ParquetFile(path, metadata=footer, page_checksum_verification=True)
+        table = parquet.read(columns=["symbol", "date"], use_threads=False)
+        symbols = pc.cast(table.column("symbol").combine_chunks(), pa.string())
+        days = pc.cast(table.column("date").combine_chunks(), pa.date32())
+    except (OSError, KeyError, ValueError, pa.ArrowException) as exc:
+        raise TickFormatError(
+            f"{path}: its symbol and date columns do not read as a consolidated tick file's ({exc})"
+        ) from None
+    return [
+        (symbols[start].as_py(), days[start].as_py(), stop - start)
         for start, stop in _runs(symbols, days)
     ]
 

@@ -1,8 +1,9 @@
 """The archive checked and recovered from its own files.
 
 The catalog (``ticks.catalog``) is an index the files can rebuild: every consolidated file
-records its tier, period, catalog generation and symbol-days in its key-value metadata
-(``consolidate.META_*``), and hot files are named by their ``symbol=``/``date=`` folders.
+records its tier, period and catalog generation in its key-value metadata
+(``consolidate.META_*``), with a digest of its symbol-day list; the list itself is the file's
+own ``symbol`` and ``date`` columns. Hot files are named by their ``symbol=``/``date=`` folders.
 
 - :func:`checked_catalog` is what every writer (re-tiering, pruning, withdrawal and removal)
   reads the catalog through: it refuses, with
@@ -15,7 +16,9 @@ records its tier, period, catalog generation and symbol-days in its key-value me
   (a catalog older than the files, a foreign file) could be the only copy of some ticks, so
   nothing is removed or rewritten until the catalog is repaired.
 - :func:`rebuild_catalog` writes the catalog from the files: the newest generation's copy of
-  each symbol-day wins, older files holding any of the same symbol-days are superseded.
+  each symbol-day wins, older files holding any of the same symbol-days are superseded; a hot
+  file whose ticks equal its symbol-day's catalogued copy is superseded (re-tiering moved it),
+  any other hot file is live (a newer recompaction hiding the consolidated copy).
 - :func:`verify_archive` compares the catalog with the files (presence, size, sha256) and,
   with ``full``, reads every page of every archive file through pyarrow with page checksum
   verification (DuckDB does not check page checksums).
@@ -59,13 +62,18 @@ from skewtape_pipeline.ticks.consolidate import (
     META_CATALOG_GENERATION,
     META_LAYOUT,
     META_PERIOD,
-    META_SYMBOL_DAYS,
+    META_SYMBOL_DAYS_COUNT,
+    META_SYMBOL_DAYS_SHA256,
     META_TIER,
+    SymbolDayRows,
     byte_shares,
+    read_consolidated_file,
     read_footer,
+    read_symbol_days,
+    symbol_days_digest,
 )
-from skewtape_pipeline.ticks.parquet_store import ARCHIVE_LOCK_FILE, partition_file
-from skewtape_pipeline.ticks.placement import scan_hot_files
+from skewtape_pipeline.ticks.parquet_store import ARCHIVE_LOCK_FILE, read_archive_batch
+from skewtape_pipeline.ticks.placement import HotFile, scan_hot_files
 from skewtape_pipeline.ticks.tiers import COLD, WARM, TierPolicy
 
 EVENT_REBUILD = "tick-archive-catalog-rebuilt"
@@ -85,13 +93,11 @@ def repair_hint(archive_root: Path) -> str:
 
 @dataclass(frozen=True)
 class RecordedSymbolDay:
-    """One symbol-day as a consolidated file's metadata lists it."""
+    """One symbol-day as a consolidated file holds it (a run of its symbol and date columns)."""
 
     symbol: str
     day: date
     rows: int
-    source: str | None = None
-    """sha256 of the hot file its rows were first read from, when known."""
 
     @property
     def key(self) -> SymbolDayKey:
@@ -100,7 +106,7 @@ class RecordedSymbolDay:
 
 @dataclass(frozen=True)
 class RecordedFile:
-    """A consolidated file on disk and what its metadata says it holds."""
+    """A consolidated file on disk, what its metadata says and the symbol-days it holds."""
 
     path: Path
     tier: str
@@ -121,15 +127,18 @@ def consolidated_files_on_disk(archive_root: Path, policy: TierPolicy) -> list[t
 
 
 def read_recorded(path: Path, tier: str) -> RecordedFile:
-    """What the consolidated file ``path`` (found under ``tier``'s root) records.
+    """What the consolidated file ``path`` (found under ``tier``'s root) records and holds.
+
+    Reads the footer and the ``symbol`` and ``date`` columns only; the symbol-days those hold
+    must match the metadata's ``skewtape.symbol_days_count`` and ``skewtape.symbol_days_sha256``.
 
     Raises
     ------
     DamagedFileError
         The footer does not decode.
     TickFormatError
-        Not a consolidated tick file, metadata missing or malformed, or written for another
-        tier (names the file and the key).
+        Not a consolidated tick file, metadata missing or malformed, written for another tier,
+        or symbol-days that do not match the recorded digest (names the file and the key).
     """
     footer = read_footer(path)
     meta = {k.decode(): v.decode() for k, v in (footer.metadata or {}).items()}
@@ -137,28 +146,25 @@ def read_recorded(path: Path, tier: str) -> RecordedFile:
         raise TickFormatError(f"{path}: not a consolidated tick file ({META_LAYOUT} missing)")
     try:
         generation = int(meta[META_CATALOG_GENERATION])
-        entries = fsio.load_json(meta[META_SYMBOL_DAYS], path, error=TickFormatError)
-        days = tuple(
-            RecordedSymbolDay(
-                e["symbol"], date.fromisoformat(e["date"]), int(e["rows"]), e.get("source")
-            )
-            for e in entries
-        )
-        recorded = RecordedFile(
-            path, meta[META_TIER], meta[META_PERIOD], generation, footer.num_rows, days
-        )
-    except (KeyError, TypeError, ValueError) as exc:
+        count, digest = int(meta[META_SYMBOL_DAYS_COUNT]), meta[META_SYMBOL_DAYS_SHA256]
+        tier_recorded, period = meta[META_TIER], meta[META_PERIOD]
+    except (KeyError, ValueError) as exc:
         raise TickFormatError(f"{path}: metadata does not say what it holds ({exc!r})") from None
-    if recorded.tier != tier:
+    if tier_recorded != tier:
         raise TickFormatError(
-            f"{path}: metadata {META_TIER} is {recorded.tier}, but the file is in the {tier} root"
+            f"{path}: metadata {META_TIER} is {tier_recorded}, but the file is in the {tier} root"
         )
-    if sum(d.rows for d in days) != footer.num_rows:
+    held = read_symbol_days(path, footer)
+    found = symbol_days_digest(held)
+    if (len(held), found) != (count, digest):
         raise TickFormatError(
-            f"{path}: metadata {META_SYMBOL_DAYS} counts {sum(d.rows for d in days)} rows, the "
-            f"file holds {footer.num_rows}"
+            f"{path}: its symbol and date columns hold {len(held)} symbol-days (sha256 {found}), "
+            f"its metadata {META_SYMBOL_DAYS_COUNT} and {META_SYMBOL_DAYS_SHA256} record "
+            f"{count} ({digest}); the file was changed after it was written; restore it from a "
+            "copy or move it away"
         )
-    return recorded
+    days = tuple(RecordedSymbolDay(symbol, day, rows) for symbol, day, rows in held)
+    return RecordedFile(path, tier, period, generation, footer.num_rows, days)
 
 
 # --- the writers' check -------------------------------------------------------------------------
@@ -314,23 +320,28 @@ def rebuild_catalog(
     audit_log: Path | None = None,
     lock_timeout: float = 0.0,
 ) -> RebuildResult:
-    """Write the catalog from the consolidated files' own metadata (under the archive's lock).
+    """Write the catalog from the consolidated files themselves (under the archive's lock).
 
-    Files are taken newest generation first; a file is catalogued when none of its
-    symbol-days is held by a newer one (else it is superseded: a replaced copy). Each file's
-    size and sha256 are measured, byte shares computed from its footer; a hot file that is
-    byte for byte the recorded source of a catalogued symbol-day is marked superseded (as
-    re-tiering left it). Withdrawals are kept from the old catalog when it is still readable
-    (a withdrawal lives only in the catalog and the audit log; rerun ``remove-days`` after
-    rebuilding a lost catalog). The generation is one above every generation seen. Audited.
+    Each file's symbol-days are read from its ``symbol`` and ``date`` columns and checked
+    against its metadata's digest (:func:`read_recorded`). Files are taken newest generation
+    first; a file is catalogued when none of its symbol-days is held by a newer one (else it
+    is superseded: a replaced copy). Each file's size and sha256 are measured, byte shares
+    computed from its footer. A hot file on disk for a catalogued symbol-day is read and
+    compared with the consolidated copy: equal ticks (ts, price, quantity, side) mark it
+    superseded (re-tiering moved it and left it), any difference leaves it live (a newer
+    recompaction, hiding the consolidated copy). Withdrawals are kept from the old catalog
+    when it is still readable (a withdrawal lives only in the catalog and the audit log; rerun
+    ``remove-days`` after rebuilding a lost catalog). The generation is one above every
+    generation seen. Audited.
 
     Raises
     ------
     DamagedFileError
-        A consolidated file whose footer does not decode (restore or move it away first).
+        A consolidated file whose footer does not decode, or a hot file that does not read
+        (restore or move it away first).
     TickFormatError
-        A file that is not a consolidated tick file, or two files of one generation holding
-        the same symbol-day.
+        A file that is not a consolidated tick file, one whose symbol-days do not match its
+        metadata's digest, or two files of one generation holding the same symbol-day.
     ArchiveBusyError
         Another writer holds the archive's lock beyond ``lock_timeout`` seconds.
     """
@@ -347,9 +358,10 @@ def rebuild_catalog(
         ]
         old = _readable_catalog(root)
         chosen, superseded = _newest_copies(recorded)
+        hot = {h.key: h for h in scan_hot_files(root)}
         files, partitions = {}, {}
         for item in chosen:
-            entry, parts = _catalogued(root, policy, item)
+            entry, parts = _catalogued(root, policy, item, hot)
             files[entry.path] = entry
             partitions.update((p.key, p) for p in parts)
         withdrawn = frozenset(k for k in old.withdrawn if k in partitions)
@@ -375,7 +387,7 @@ def _audit_rebuild(
         "files": sorted(catalog.files),
         "superseded": superseded,
         "symbol_days": len(catalog.partitions),
-        "reason": "catalog rebuilt from the consolidated files' metadata",
+        "reason": "catalog rebuilt from the consolidated files",
     }
     audit(root, audit_log, [record])
 
@@ -409,7 +421,7 @@ def _newest_copies(
 
 
 def _catalogued(
-    root: Path, policy: TierPolicy, item: RecordedFile
+    root: Path, policy: TierPolicy, item: RecordedFile, hot: dict[SymbolDayKey, HotFile]
 ) -> tuple[CatalogFile, list[CatalogPartition]]:
     rel = relative_to_root(root, item.path, policy)
     entry = CatalogFile(
@@ -422,25 +434,56 @@ def _catalogued(
         symbol_days=len(item.symbol_days),
     )
     shares = byte_shares(item.path, [d.rows for d in item.symbol_days])
+    copies = _copies_with_hot_files(item, hot)
     parts = [
         CatalogPartition(
-            d.symbol, d.day, item.tier, rel, d.rows, share, _superseded_hot(root, policy, d)
+            d.symbol,
+            d.day,
+            item.tier,
+            rel,
+            d.rows,
+            share,
+            _superseded_hot(root, policy, hot[d.key], copies[d.key]) if d.key in copies else None,
         )
         for d, share in zip(item.symbol_days, shares, strict=True)
     ]
     return entry, parts
 
 
-def _superseded_hot(root: Path, policy: TierPolicy, day: RecordedSymbolDay) -> SourceStamp | None:
-    """The stamp of the symbol-day's hot file when it is byte for byte the recorded source."""
-    if day.source is None:
+def _copies_with_hot_files(
+    item: RecordedFile, hot: dict[SymbolDayKey, HotFile]
+) -> dict[SymbolDayKey, SymbolDayRows]:
+    """The file's rows of each of its symbol-days that has a hot file on disk (the file is
+    read only when there is one)."""
+    if not any(d.key in hot for d in item.symbol_days):
+        return {}
+    rows = read_consolidated_file(item.path)
+    return {(p.symbol, p.day): p for p in rows if (p.symbol, p.day) in hot}
+
+
+def _superseded_hot(
+    root: Path, policy: TierPolicy, hot: HotFile, copy: SymbolDayRows
+) -> SourceStamp | None:
+    """The stamp of the hot file when its ticks equal the consolidated copy (re-tiering
+    moved it), None when they differ (a newer recompaction: the hot file is live).
+
+    Raises DamagedFileError naming the hot file when it does not read.
+    """
+    read_footer(hot.path)
+    try:
+        batch = read_archive_batch(hot.path)
+    except (OSError, pa.ArrowException) as exc:
+        raise DamagedFileError(
+            f"a page fails its checksum or decoding ({exc}); restore it from a copy or move it "
+            "away",
+            path=hot.path,
+        ) from None
+    if batch.first_difference(copy.batch) is not None:
         return None
-    hot = partition_file(root, day.symbol, day.day)
-    if not hot.is_file() or sha256_file(hot) != day.source:
-        return None
-    stamp = FileStamp.of(hot)
-    rel = relative_to_root(root, hot, policy)
-    return SourceStamp(rel, day.source, stamp.size, stamp.inode, stamp.mtime_ns)
+    digest = sha256_file(hot.path)
+    stamp = FileStamp.of(hot.path)
+    rel = relative_to_root(root, hot.path, policy)
+    return SourceStamp(rel, digest, stamp.size, stamp.inode, stamp.mtime_ns)
 
 
 # --- verify -------------------------------------------------------------------------------------

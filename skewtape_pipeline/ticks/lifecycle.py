@@ -544,7 +544,6 @@ def _write_rewrite(
             "skewtape.layout_granularity": policy.layout_for(rewrite.tier),
             META_CATALOG_GENERATION: str(plan.generation + 1),  # the commit that lists it
         },
-        sources={key: stamp.sha256 for key, stamp in stamps.items() if stamp is not None},
         checkpoint=faults.checkpoint,
     )
     rel = relative_to_root(root, written.path, policy)

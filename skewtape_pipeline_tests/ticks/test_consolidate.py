@@ -99,3 +99,25 @@ def test_period_of_when_layout_month_or_year_names_the_folder(tmp_path):
     assert period_folder(tmp_path, "2026") == tmp_path / "year=2026"
     with pytest.raises(ConfigError, match="layout"):
         period_of(DAYS[0], "symbol-day")
+
+
+def many_parts(n: int) -> list[SymbolDayRows]:
+    """``n`` symbol-days of one tick each, ordered by symbol then day."""
+    symbols = [f"S{i:05d}" for i in range(n)]
+    return [SymbolDayRows(s, DAYS[0], day_ticks(s, DAYS[0]).slice(0, 1)) for s in symbols]
+
+
+def key_value_bytes(path) -> int:
+    return sum(len(k) + len(v) for k, v in pq.read_metadata(path).metadata.items())
+
+
+def test_write_consolidated_file_when_symbol_days_grow_key_value_metadata_stays_the_same(
+    tmp_path,
+):
+    metadata = {"skewtape.tier": "COLD", "skewtape.period": "2026"}
+    few = write_consolidated_file(many_parts(10), tmp_path, settings=SETTINGS, metadata=metadata)
+    many = write_consolidated_file(
+        many_parts(1_000), tmp_path, settings=SETTINGS, metadata=metadata
+    )
+    assert many.rows == 100 * few.rows
+    assert abs(key_value_bytes(many.path) - key_value_bytes(few.path)) <= 4  # the count's digits

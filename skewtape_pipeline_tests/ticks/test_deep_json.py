@@ -14,13 +14,6 @@ from skewtape_pipeline.ticks.catalog import (
     catalog_path,
     read_catalog,
 )
-from skewtape_pipeline.ticks.consolidate import (
-    CONSOLIDATED,
-    META_CATALOG_GENERATION,
-    META_LAYOUT,
-    META_SYMBOL_DAYS,
-)
-from skewtape_pipeline.ticks.integrity import read_recorded
 from skewtape_pipeline.ticks.parquet_store import ARCHIVE_MARKER, read_archive_marker
 from skewtape_pipeline.ticks.query import run_query
 from skewtape_pipeline.ticks.tiers import TierPolicy
@@ -48,16 +41,6 @@ def test_is_books_and_records_when_marker_nested_too_deep_raises_config_error_na
     (tmp_path / BOOKS_MARKER).write_bytes(DEEP)
     with pytest.raises(ConfigError, match=f"{BOOKS_MARKER}: .*nested too deep"):
         is_books_and_records(tmp_path)
-
-
-def test_read_recorded_when_symbol_days_metadata_nested_too_deep_raises_tick_format_error(
-    tmp_path,
-):
-    path = tmp_path / "part-x.parquet"
-    metadata = {META_LAYOUT: CONSOLIDATED, META_CATALOG_GENERATION: "1", META_SYMBOL_DAYS: DEEP}
-    pq.write_table(pa.table({"symbol": ["S"]}).replace_schema_metadata(metadata), path)
-    with pytest.raises(TickFormatError, match=r"part-x\.parquet: .*nested too deep"):
-        read_recorded(path, "WARM")
 
 
 def test_read_catalog_when_parquet_header_nested_too_deep_raises_tick_format_error(tmp_path):

@@ -4,6 +4,7 @@ verify-archive (sha256, sizes, page CRCs through pyarrow), damaged footers, relo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -18,7 +19,11 @@ from skewtape_pipeline.errors import CatalogMismatchError, DamagedFileError, Tic
 from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.catalog import CATALOG_FILE, read_catalog, resolve, write_catalog
 from skewtape_pipeline.ticks.compact import compact_symbol_day
-from skewtape_pipeline.ticks.consolidate import META_CATALOG_GENERATION, META_SYMBOL_DAYS
+from skewtape_pipeline.ticks.consolidate import (
+    META_CATALOG_GENERATION,
+    META_SYMBOL_DAYS_COUNT,
+    META_SYMBOL_DAYS_SHA256,
+)
 from skewtape_pipeline.ticks.integrity import EVENT_REBUILD, rebuild_catalog, verify_archive
 from skewtape_pipeline.ticks.lifecycle import retier
 from skewtape_pipeline.ticks.placement import archive_metrics, archive_state, scan_hot_files
@@ -87,12 +92,11 @@ def damage_footer(path):
 # --- 1. the catalog is no single point of failure ----------------------------------------------
 
 
-def test_consolidated_file_when_written_records_its_symbol_days_and_generation(tiered):
+def test_consolidated_file_when_written_records_its_symbol_days_digest_and_generation(tiered):
     catalog = read_catalog(tiered)
     for item in catalog.files.values():
         path = resolve(tiered, item.path)
         key_values = pq.read_metadata(path).metadata
-        recorded = json.loads(key_values[META_SYMBOL_DAYS.encode()])
         # oracle: the file's own symbol and date columns, counted by pyarrow
         table = pq.read_table(path, columns=["symbol", "date"])
         counts = table.group_by(["symbol", "date"]).aggregate([("symbol", "count")])
@@ -105,7 +109,11 @@ def test_consolidated_file_when_written_records_its_symbol_days_and_generation(t
                 strict=True,
             )
         )
-        assert sorted((e["symbol"], e["date"], e["rows"]) for e in recorded) == found
+        lines = "".join(f"{s}\t{d}\t{n}\n" for s, d, n in found).encode()
+        assert key_values[META_SYMBOL_DAYS_SHA256.encode()].decode() == (
+            hashlib.sha256(lines).hexdigest()
+        )
+        assert int(key_values[META_SYMBOL_DAYS_COUNT.encode()]) == len(found) == item.symbol_days
         assert int(key_values[META_CATALOG_GENERATION.encode()]) == 1  # the commit writing it
 
 
@@ -212,6 +220,50 @@ def test_rebuild_catalog_when_replaced_files_remain_keeps_the_newest_copy(tiered
     event = json.loads(record)
     assert event["event"] == EVENT_REBUILD and event["generation"] == result.generation
     assert event["catalog_sha256"] == sha256_file(tiered / CATALOG_FILE)
+
+
+def rewrite_metadata(path, **changes):
+    """Rewrite the file ``path`` with the same rows and its key-value metadata ``changes``d."""
+    table = pq.read_table(path)
+    metadata = {**table.schema.metadata, **{k.encode(): v.encode() for k, v in changes.items()}}
+    path.chmod(0o644)
+    pq.write_table(table.replace_schema_metadata(metadata), path)
+
+
+def test_rebuild_catalog_when_symbol_days_digest_tampered_refuses_naming_the_file(tiered):
+    warm = tier_file(tiered, WARM)
+    rewrite_metadata(warm, **{META_SYMBOL_DAYS_SHA256: "0" * 64})
+    (tiered / CATALOG_FILE).unlink()
+    before = files_under(tiered.parent)
+    with pytest.raises(TickFormatError, match=f"{warm.name}: .*symbol_days_sha256"):
+        rebuild_catalog(tiered, policy=POLICY)
+    assert files_under(tiered.parent) == before  # no catalog written
+
+
+def test_rebuild_catalog_when_rows_of_a_symbol_day_dropped_refuses_naming_the_file(tiered):
+    cold = tier_file(tiered, COLD)
+    table = pq.read_table(cold)
+    cold.chmod(0o644)
+    pq.write_table(table.slice(1), cold)  # the metadata still pins the full list
+    (tiered / CATALOG_FILE).unlink()
+    with pytest.raises(TickFormatError, match=f"{cold.name}: .*symbol-days"):
+        rebuild_catalog(tiered, policy=POLICY)
+    assert not (tiered / CATALOG_FILE).exists()
+
+
+def test_rebuild_catalog_when_a_hot_file_was_recompacted_keeps_it_live(tiered):
+    symbol, day = SYMBOLS[1], DAYS[3]  # warm at STAGE_1
+    assert (symbol, day) in read_catalog(tiered).partitions
+    newer = day_ticks(symbol, day).slice(0, 1)
+    compact_symbol_day(newer, symbol=symbol, day=day, out=tiered, age_days=1, policy=POLICY)
+    wanted, rows = archive_state(tiered), view_rows(tiered)
+    assert (symbol, day) in wanted.overridden
+    assert len([r for r in rows if r[:2] == (symbol, day)]) == 1  # the newer copy only
+    (tiered / CATALOG_FILE).unlink()
+    rebuild_catalog(tiered, policy=POLICY)
+    state = archive_state(tiered)
+    assert state.overridden == wanted.overridden and state.hot_superseded == []
+    assert view_rows(tiered) == rows
 
 
 def test_cli_rebuild_catalog_when_catalog_deleted_exits_0_and_query_answers(tiered, capsys):
