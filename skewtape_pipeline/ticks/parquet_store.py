@@ -55,6 +55,7 @@ from skewtape_pipeline.ticks.model import (
     DEFAULT_TIMESTAMP_UNIT,
     TIMESTAMP_UNITS,
     TickBatch,
+    TickSchema,
     check_timestamp_unit,
 )
 from skewtape_pipeline.ticks.sides import SIDE_CODES, SIDE_NAMES
@@ -211,6 +212,21 @@ def read_archive_marker(root: Path) -> dict[str, object]:
         raise ConfigError(f"{marker}: unreadable archive marker (not a JSON object)")
     found.setdefault("timestamp_unit", DEFAULT_TIMESTAMP_UNIT)
     return found
+
+
+def recorded_schema(root: Path) -> TickSchema | None:
+    """The schema ``<root>/_skewtape_archive.json`` records, or None when the root holds no
+    archive yet.
+
+    Raises ConfigError when the marker exists but is unreadable or invalid.
+    """
+    if not (Path(root) / ARCHIVE_MARKER).exists():
+        return None
+    found = read_archive_marker(root)
+    try:
+        return TickSchema(found["timestamp_unit"], found["price_scale"], found["quantity_scale"])
+    except KeyError as exc:
+        raise ConfigError(f"{Path(root) / ARCHIVE_MARKER}: no {exc.args[0]} recorded") from None
 
 
 # --- schema -------------------------------------------------------------------------------------
