@@ -239,17 +239,58 @@ def _timestamps_are_whole(ts_ns: pa.Array, unit: str) -> bool:
     return True
 
 
+_DETECTION_SAMPLE_ROWS = 4_096
+
+
 def smallest_units_scale(units: pa.Array, scale: int) -> int:
     """The smallest scale (<= ``scale``) at which int64 ``units`` of ``10**-scale`` are all
-    whole (trailing zeros common to every value dropped); vectorized."""
-    as_decimal = pa.Array.from_buffers(
-        pa.decimal64(18, scale), len(units), units.buffers(), units.null_count, units.offset
-    )
-    return _smallest_decimal_scale(as_decimal)
+    whole (trailing zeros common to every value dropped).
+
+    Vectorized: a leading sample proposes the scale, one pass over the whole column confirms
+    it (a sample is never trusted alone; a refuted proposal moves up a digit and is checked
+    again)."""
+    return smallest_units(units, scale)[0]
+
+
+def smallest_units(units: pa.Array, scale: int) -> tuple[int, pa.Array]:
+    """:func:`smallest_units_scale` and the units at that scale (divided once)."""
+    if scale == 0 or len(units) == 0:
+        return scale, units
+    proposed = _sample_units_scale(units.slice(0, _DETECTION_SAMPLE_ROWS), scale)
+    while proposed < scale:
+        quotient = _exact_quotient(units, 10 ** (scale - proposed))
+        if quotient is not None:
+            return proposed, quotient
+        proposed += 1
+    return scale, units
+
+
+def _sample_units_scale(units: pa.Array, scale: int) -> int:
+    while scale > 0:
+        quotient = _exact_quotient(units, 10)
+        if quotient is None:
+            break
+        units, scale = quotient, scale - 1
+    return scale
+
+
+def _exact_quotient(units: pa.Array, step: int) -> pa.Array | None:
+    """``units / step`` when every value is a multiple of ``step``, else None."""
+    quotient = pc.divide(units, step)
+    return quotient if pc.all(pc.equal(pc.multiply(quotient, step), units)).as_py() else None
 
 
 def _smallest_decimal_scale(values: pa.Array) -> int:
-    scale = values.type.scale
+    type_ = values.type
+    if type_.precision <= MAX_DIGITS:  # int64 units: exact, and far faster than a rescale
+        if type_.bit_width == 64:
+            units = pa.Array.from_buffers(
+                pa.int64(), len(values), values.buffers(), values.null_count, values.offset
+            )
+        else:
+            units = _decimal_units(values)
+        return smallest_units_scale(units, type_.scale)
+    scale = type_.scale
     while scale > 0:
         try:  # a safe rescale refuses to drop a non-zero digit
             pc.cast(values, pa.decimal128(38, scale - 1), safe=True)
@@ -422,6 +463,22 @@ class TickBatch:
             smallest_units_scale(self.quantity, self.quantity_scale),
         )
 
+    def smallest(self) -> TickBatch:
+        """The same ticks at :meth:`smallest_schema` (each column divided once)."""
+        price_scale, price = smallest_units(self.price, self.price_scale)
+        quantity_scale, quantity = smallest_units(self.quantity, self.quantity_scale)
+        unit = coarsest_timestamp_unit(self.ts_ns)
+        if TickSchema(unit, price_scale, quantity_scale) == self.schema:
+            return self
+        return replace(
+            self,
+            price=price,
+            quantity=quantity,
+            price_scale=price_scale,
+            quantity_scale=quantity_scale,
+            timestamp_unit=unit,
+        )
+
     def at_schema(self, schema: TickSchema) -> TickBatch:
         """The same ticks at ``schema`` (the batch itself if unchanged): a larger scale
         multiplies the units, a smaller one divides them when that is exact.
@@ -518,17 +575,18 @@ def _rescaled(units: pa.Array, scale: int, to: int, field: str) -> pa.Array:
         if row is not None:
             _raise_capacity(units[row].as_py(), row=row, scale=to, field=field)
         return pc.multiply(units, 10 ** (to - scale))
-    if smallest_units_scale(units, scale) > to:
-        step = 10 ** (scale - to)
-        lossy = pc.not_equal(pc.subtract(units, pc.multiply(pc.divide(units, step), step)), 0)
-        row = first_true(lossy)
+    step = 10 ** (scale - to)
+    quotient = pc.divide(units, step)
+    lossy = pc.not_equal(pc.multiply(quotient, step), units)
+    row = first_true(lossy)
+    if row is not None:
         raise PrecisionLossError(
             f"{field} {units[row].as_py()} (scale {scale}) has more than {to} decimals; "
             "storing it at that scale would round",
             row=row,
             field=field,
         )
-    return pc.divide(units, 10 ** (scale - to))
+    return quotient
 
 
 def _count_true(mask: pa.Array | None) -> int:
