@@ -246,7 +246,9 @@ def ours_contenders(kind: str, t: Ticks) -> tuple[dict[str, object], str]:
 
 
 def throughput_check(t: Ticks, workdir: Path) -> tuple[float, str]:
-    """Hot tier, one symbol-day through compact_symbol_day: ticks per second (and how)."""
+    """Hot tier, one symbol-day through compact_symbol_day with default flags: ticks per
+    second, and beside it pyarrow's write alone of the same columns with the same writer
+    options in the same run (what a busy machine does to both)."""
     config, _ = config_for(t)
     contender = SymbolDays(HOT, config)
     part = Part("whole", t.symbol, None, t, with_symbol=False)
@@ -256,7 +258,25 @@ def throughput_check(t: Ticks, workdir: Path) -> tuple[float, str]:
     start = time.perf_counter()
     contender([part], scratch)
     seconds = time.perf_counter() - start
-    return len(t) / seconds, f"({len(t):,} ticks in {seconds:.2f} s; {config.describe()})"
+    write_only = _pyarrow_write_seconds(to_batch(t), scratch / "write-only.parquet")
+    return len(t) / seconds, (
+        f"({len(t):,} ticks in {seconds:.2f} s; {config.describe()}; pyarrow's write alone "
+        f"{len(t) / write_only / 1e6:.2f} M ticks/s in the same run, ours "
+        f"{write_only / seconds:.2f}x of it)"
+    )
+
+
+def _pyarrow_write_seconds(batch: TickBatch, path: Path) -> float:
+    """Seconds of ``ParquetWriter.write_table`` alone for the archive columns of ``batch``
+    (the hot tier's settings and encodings, chosen untimed)."""
+    settings = POLICY.settings_for(HOT)
+    table = parquet_store.archive_table(batch)
+    choice = parquet_store.choose_encodings(table, settings)
+    options = parquet_store.writer_options(settings, choice)
+    start = time.perf_counter()
+    with pq.ParquetWriter(path, table.schema, **options) as writer:
+        writer.write_table(table, row_group_size=settings.row_group_size)
+    return time.perf_counter() - start
 
 
 def check_tkc1_matches_ours(t: Ticks) -> None:
