@@ -239,9 +239,9 @@ def test_write_when_verification_fails_publishes_nothing(tmp_path, monkeypatch):
 
     def tampered(path):
         table, schema = read_archive_table(path)
-        return table.take(pa.array([1, 0, *range(2, table.num_rows)])), schema
+        return schema, iter([table.take(pa.array([1, 0, *range(2, table.num_rows)]))])
 
-    monkeypatch.setattr(parquet_store, "read_archive_table", tampered)
+    monkeypatch.setattr(parquet_store, "read_archive_row_groups", tampered)
     target = partition_file(tmp_path, "SYM", DAY)
     with pytest.raises(RoundTripError, match="differs"):
         write_archive_file(batch, target, settings=HOT, metadata={})
@@ -252,8 +252,10 @@ def test_write_when_verification_fails_publishes_nothing(tmp_path, monkeypatch):
 def test_write_when_rewrite_fails_keeps_previous_good_file(tmp_path, monkeypatch):
     first = day_batch(10)
     target = write(tmp_path, first)
-    first_table = read_archive_table(target)
-    monkeypatch.setattr(parquet_store, "read_archive_table", lambda path: first_table)
+    table, schema = read_archive_table(target)
+    monkeypatch.setattr(
+        parquet_store, "read_archive_row_groups", lambda path: (schema, iter([table]))
+    )
     with pytest.raises(RoundTripError):
         write_archive_file(day_batch(12), target, settings=HOT, metadata={})
     monkeypatch.undo()
