@@ -48,8 +48,9 @@ HIVE_PARTITIONING = ds.partitioning(
 """What the README tells pyarrow users to pass for the hot tier (folder names carry no type)."""
 
 
-def _ticks() -> list[tuple[str, date, int, str, str, str]]:
-    """(symbol, day, ts_ns, price, quantity, side) rows: µs times, cents, 3-decimal sizes."""
+def _ticks(sizes: str) -> list[tuple[str, date, int, str, str, str]]:
+    """(symbol, day, ts_ns, price, quantity, side) rows: µs times, cents, and sizes with 3
+    decimals (``sizes`` "decimal") or whole ("whole")."""
     rows = []
     for tier, age in AGES.items():
         day = AS_OF - timedelta(days=age)
@@ -57,19 +58,28 @@ def _ticks() -> list[tuple[str, date, int, str, str, str]]:
             for i in range(5):
                 ts = day_start_ns(day) + 3_600_000_000_000 * (s + 1) + 1_000 * (i * 7 // 2)
                 price = f"{0.40 + 0.01 * ((i * 3 + s) % 7) + (0.5 if tier == COLD else 0):.2f}"
-                rows.append(
-                    (symbol, day, ts, price, f"{1 + i * 0.125:.3f}", ["BUY", "SELL"][i % 2])
-                )
+                size = f"{1 + i * 0.125:.3f}" if sizes == "decimal" else str(1 + i * 25)
+                rows.append((symbol, day, ts, price, size, ["BUY", "SELL"][i % 2]))
     return rows
 
 
-@pytest.fixture(scope="module")
-def archive(tmp_path_factory) -> dict[str, Path]:
-    """The tier roots of one archive holding :func:`_ticks`, each tier non-empty."""
+QUANTITY_TYPES = {
+    "decimal": {"spark": "decimal(18,3)", "duckdb": "DECIMAL(18,3)", "pyarrow": "decimal128(18, 3)",
+                "polars": "Decimal(precision=18, scale=3)"},
+    "whole": {"spark": "bigint", "duckdb": "BIGINT", "pyarrow": "int64", "polars": "Int64"},
+}  # fmt: skip
+"""The quantity type each reader sees (the README's table): INT64 at scale 0, else DECIMAL."""
+
+
+@pytest.fixture(scope="module", params=sorted(QUANTITY_TYPES))
+def archive(request, tmp_path_factory) -> tuple[str, dict[str, Path]]:
+    """The sizes kind and the tier roots of one archive holding :func:`_ticks`, each tier
+    non-empty."""
+    sizes = request.param
     folder = tmp_path_factory.mktemp("readers")
     source = folder / "ticks.csv"
     lines = ["timestamp_nanos,price,quantity,side,symbol"]
-    lines += [f"{ts},{p},{q},{side},{symbol}" for symbol, _, ts, p, q, side in _ticks()]
+    lines += [f"{ts},{p},{q},{side},{symbol}" for symbol, _, ts, p, q, side in _ticks(sizes)]
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = folder / "archive"
     policy = TierPolicy()
@@ -78,13 +88,13 @@ def archive(tmp_path_factory) -> dict[str, Path]:
     roots = {tier: policy.root_for(tier, out) for tier in (HOT, WARM, COLD)}
     for tier, root in roots.items():
         assert list(root.rglob("*.parquet")), f"the {tier} tier holds no file"
-    return roots
+    return sizes, roots
 
 
-def expected_rows() -> list[tuple]:
+def expected_rows(sizes: str) -> list[tuple]:
     return sorted(
         (symbol, day, ts // 1_000, Decimal(p), Decimal(q), side)
-        for symbol, day, ts, p, q, side in _ticks()
+        for symbol, day, ts, p, q, side in _ticks(sizes)
     )
 
 
@@ -145,7 +155,8 @@ def read_polars(root: Path) -> tuple[dict[str, str], list[tuple]]:
     return types, [tuple(r) for r in frame.select(COLUMNS).iter_rows()]
 
 
-def check_reader(read, roots: dict[str, Path]) -> None:
+def check_reader(read, reader: str, archive: tuple[str, dict[str, Path]]) -> None:
+    sizes, roots = archive
     types = {}
     rows = []
     for tier, root in roots.items():
@@ -153,23 +164,24 @@ def check_reader(read, roots: dict[str, Path]) -> None:
         rows += tier_rows
     assert set(types[HOT]) == set(COLUMNS), types[HOT]
     assert types[WARM] == types[HOT] and types[COLD] == types[HOT], types
-    assert sorted(rows) == expected_rows()
+    assert types[HOT]["quantity"] == QUANTITY_TYPES[sizes][reader]
+    assert sorted(rows) == expected_rows(sizes)
 
 
 def test_spark_when_reading_every_tier_sees_one_schema_and_exact_ticks(spark, archive):
-    check_reader(lambda root: read_spark(spark, root), archive)
+    check_reader(lambda root: read_spark(spark, root), "spark", archive)
 
 
 def test_duckdb_when_reading_every_tier_sees_one_schema_and_exact_ticks(archive):
-    check_reader(read_duckdb, archive)
+    check_reader(read_duckdb, "duckdb", archive)
 
 
 def test_pyarrow_when_reading_every_tier_sees_one_schema_and_exact_ticks(archive):
-    check_reader(read_pyarrow, archive)
+    check_reader(read_pyarrow, "pyarrow", archive)
 
 
 def test_polars_when_reading_every_tier_sees_one_schema_and_exact_ticks(archive):
-    check_reader(read_polars, archive)
+    check_reader(read_polars, "polars", archive)
 
 
 def test_spark_when_archive_holds_true_nanoseconds_reads_them_as_bigint_with_nanos_as_long(
