@@ -1,9 +1,9 @@
 """Our tick archive as benchmark contenders (imported only when the tick engine is installed).
 
-"Ours" stores each dataset with the configuration a user would pass for its source
-(:data:`SOURCE_CONFIGS`: timestamp unit, price and quantity scales), checked to be exact on
-the data (else the dataset's own mapping is used, and said so). The anchors store the dataset
-as SOURCES.md maps it (nanoseconds, the mapping's scales).
+"Ours" stores each dataset with default flags: the coarsest exact timestamp unit and the
+smallest exact price and quantity scales, detected from the data exactly as ``compact-ticks``
+does when no flag is given (the detection is timed with the rest). The anchors store the
+dataset as SOURCES.md maps it (nanoseconds, the mapping's scales).
 
 Single-symbol files and symbol-day splits go through the public ``compact_symbol_day``
 (validate, choose encodings, write atomically, read back and compare, report). The whole
@@ -33,7 +33,7 @@ from tick_data import NS_PER_DAY, Ticks, symbol_days
 
 from skewtape_pipeline.ticks import parquet_store
 from skewtape_pipeline.ticks.compact import compact_symbol_day
-from skewtape_pipeline.ticks.model import TIMESTAMP_UNITS, TickBatch
+from skewtape_pipeline.ticks.model import TickBatch, widest_schema
 from skewtape_pipeline.ticks.sides import BUY, SELL, UNKNOWN
 from skewtape_pipeline.ticks.tiers import COLD, HOT, TierPolicy
 
@@ -44,7 +44,7 @@ OUR_SIDE_CODES = np.array([BUY, SELL, UNKNOWN], dtype=np.int8)  # from the bench
 
 @dataclasses.dataclass(frozen=True)
 class SourceConfig:
-    """What a user configures for a source's archive: ``timestamp_unit`` and the scales."""
+    """The archive schema ours stores a dataset at: ``timestamp_unit`` and the scales."""
 
     timestamp_unit: str
     price_scale: int
@@ -57,67 +57,41 @@ class SourceConfig:
         )
 
 
-SOURCE_CONFIGS = {
-    "kalshi": SourceConfig("us", 2, 0),  # created_time has at most 6 fractional digits; cents
-    "tardis": SourceConfig("ms", 2, 3),  # exchange time is whole ms; USDT cents; BTC 3 decimals
-    "lobster": SourceConfig("ns", 3, 0),  # ns times; every price a multiple of 0.001
-}
-"""Per-source configuration keyed by a word of the dataset's name (see :func:`config_for`)."""
-
-
 def dataset_config(t: Ticks) -> SourceConfig:
     """The dataset's own mapping: nanoseconds, the loader's scales."""
     return SourceConfig("ns", t.price_scale, t.quantity_scale)
 
 
-def _rescale(units: np.ndarray, scale: int, to: int) -> np.ndarray | None:
-    """``units`` at scale ``to``, or None when that would drop a non-zero digit."""
-    if to >= scale:
-        return units * 10 ** (to - scale)
-    step = 10 ** (scale - to)
-    return None if np.any(units % step) else units // step
-
-
-def is_exact(t: Ticks, config: SourceConfig) -> bool:
-    """True when ``t`` is stored exactly under ``config`` (no finer time, no dropped digit)."""
-    return (
-        not np.any(t.ts_ns % TIMESTAMP_UNITS[config.timestamp_unit])
-        and _rescale(t.price, t.price_scale, config.price_scale) is not None
-        and _rescale(t.quantity, t.quantity_scale, config.quantity_scale) is not None
+def mapped_batch(t: Ticks) -> TickBatch:
+    """The benchmark's integer columns as our TickBatch at the dataset's own mapping."""
+    return TickBatch.from_units(
+        pa.array(t.ts_ns, pa.int64()),
+        pa.array(t.price, pa.int64()),
+        pa.array(t.quantity, pa.int64()),
+        pa.array(OUR_SIDE_CODES[t.side], pa.int8()),
+        price_scale=t.price_scale,
+        quantity_scale=t.quantity_scale,
+        timestamp_unit="ns",
     )
+
+
+def default_batch(batch: TickBatch) -> TickBatch:
+    """What compaction stores by default: the coarsest exact unit and smallest exact scales,
+    detected from the data (``TickBatch.smallest_schema``, the detection ``compact-ticks`` runs
+    when no flag is given)."""
+    return batch.smallest()
 
 
 def config_for(t: Ticks) -> tuple[SourceConfig, str]:
-    """The configuration ours uses for ``t``, and a line saying which and why."""
-    key = next((k for k in SOURCE_CONFIGS if k in t.name.lower()), None)
-    if key is None:
-        config = dataset_config(t)
-        return config, f"ours: {config.describe()} (the dataset's own)"
-    config = SOURCE_CONFIGS[key]
-    if is_exact(t, config):
-        return config, f"ours: {config.describe()} (per-source configuration, exact on the data)"
-    fallback = dataset_config(t)
-    return fallback, (
-        f"ours: {fallback.describe()} (the configured {config.describe()} is NOT exact on "
-        "this data, so the dataset's own is used)"
-    )
+    """The schema ours detects for ``t`` with default flags, and a line saying which."""
+    schema = mapped_batch(t).smallest_schema()
+    config = SourceConfig(schema.timestamp_unit, schema.price_scale, schema.quantity_scale)
+    return config, f"ours: default flags (detected {config.describe()})"
 
 
-def to_batch(t: Ticks, config: SourceConfig) -> TickBatch:
-    """The benchmark's integer columns as our exact TickBatch under ``config``."""
-    price = _rescale(t.price, t.price_scale, config.price_scale)
-    quantity = _rescale(t.quantity, t.quantity_scale, config.quantity_scale)
-    if price is None or quantity is None:
-        raise ValueError(f"{t.name}: {config.describe()} is not exact on the data")
-    return TickBatch.from_units(
-        pa.array(t.ts_ns, pa.int64()),
-        pa.array(price, pa.int64()),
-        pa.array(quantity, pa.int64()),
-        pa.array(OUR_SIDE_CODES[t.side], pa.int8()),
-        price_scale=config.price_scale,
-        quantity_scale=config.quantity_scale,
-        timestamp_unit=config.timestamp_unit,
-    )
+def to_batch(t: Ticks) -> TickBatch:
+    """``t`` as ours stores it by default (detected schema)."""
+    return default_batch(mapped_batch(t))
 
 
 def day_of(t: Ticks) -> dt.date:
@@ -138,22 +112,30 @@ class SymbolDays:
         self.raw_sizes: dict[int, int] = {}
 
     def prepare(self, parts: list[Part]) -> None:
-        """Untimed: convert to batches and measure each part's canonical CSV."""
-        self.batches = [to_batch(p.ticks, self.config) for p in parts]
+        """Untimed: the dataset's columns as batches (at its own mapping), each part's day and
+        canonical CSV size."""
+        self.batches = [mapped_batch(p.ticks) for p in parts]
+        self.days = [dt.date.fromisoformat(p.date) if p.date else day_of(p.ticks) for p in parts]
         self.raw_sizes = {i: len(canonical_csv(p)) for i, p in enumerate(parts)}
 
     def __call__(self, parts: list[Part], workdir: Path) -> int:
+        """Timed: default-flag detection (one schema for the dataset, as ``compact_source``
+        detects it over the whole input), validate, encode, write, verify, report."""
+        if len(self.batches) == 1:
+            batches = [self.batches[0].smallest()]
+        else:
+            schema = widest_schema([batch.smallest_schema() for batch in self.batches])
+            batches = [batch.at_schema(schema) for batch in self.batches]
         for i, part in enumerate(parts):
             compact_symbol_day(
-                self.batches[i],
+                batches[i],
                 symbol=part.symbol,
-                day=dt.date.fromisoformat(part.date) if part.date else day_of(part.ticks),
+                day=self.days[i],
                 out=workdir,
                 age_days=AGE_DAYS[self.tier],
                 policy=POLICY,
                 raw_size_bytes=self.raw_sizes[i],
                 raw_size_basis="canonical_csv",
-                timestamp_unit=self.config.timestamp_unit,
             )
         return file_bytes(workdir)
 
@@ -170,7 +152,7 @@ class WholeMultiSymbol:
         self.config = config
 
     def prepare(self, parts: list[Part]) -> None:
-        self.batch = to_batch(parts[0].ticks, self.config)
+        self.batch = to_batch(parts[0].ticks)
         self.symbols = pa.array(parts[0].ticks.symbols, pa.string())
 
     def __call__(self, parts: list[Part], workdir: Path) -> int:
@@ -228,8 +210,11 @@ class WholeConsolidated:
     def prepare(self, parts: list[Part]) -> None:
         from skewtape_pipeline.ticks.consolidate import SymbolDayRows
 
+        whole = to_batch(parts[0].ticks)
         self.rows = [
-            SymbolDayRows(symbol=s, day=dt.date.fromisoformat(d), batch=to_batch(t, self.config))
+            SymbolDayRows(
+                symbol=s, day=dt.date.fromisoformat(d), batch=to_batch(t).at_schema(whole.schema)
+            )
             for s, d, t in symbol_days(parts[0].ticks)
         ]
 
@@ -261,7 +246,9 @@ def ours_contenders(kind: str, t: Ticks) -> tuple[dict[str, object], str]:
 
 
 def throughput_check(t: Ticks, workdir: Path) -> tuple[float, str]:
-    """Hot tier, one symbol-day through compact_symbol_day: ticks per second (and how)."""
+    """Hot tier, one symbol-day through compact_symbol_day with default flags: ticks per
+    second, and beside it pyarrow's write alone of the same columns with the same writer
+    options in the same run (what a busy machine does to both)."""
     config, _ = config_for(t)
     contender = SymbolDays(HOT, config)
     part = Part("whole", t.symbol, None, t, with_symbol=False)
@@ -271,7 +258,25 @@ def throughput_check(t: Ticks, workdir: Path) -> tuple[float, str]:
     start = time.perf_counter()
     contender([part], scratch)
     seconds = time.perf_counter() - start
-    return len(t) / seconds, f"({len(t):,} ticks in {seconds:.2f} s; {config.describe()})"
+    write_only = _pyarrow_write_seconds(to_batch(t), scratch / "write-only.parquet")
+    return len(t) / seconds, (
+        f"({len(t):,} ticks in {seconds:.2f} s; {config.describe()}; pyarrow's write alone "
+        f"{len(t) / write_only / 1e6:.2f} M ticks/s in the same run, ours "
+        f"{write_only / seconds:.2f}x of it)"
+    )
+
+
+def _pyarrow_write_seconds(batch: TickBatch, path: Path) -> float:
+    """Seconds of ``ParquetWriter.write_table`` alone for the archive columns of ``batch``
+    (the hot tier's settings and encodings, chosen untimed)."""
+    settings = POLICY.settings_for(HOT)
+    table = parquet_store.archive_table(batch)
+    choice = parquet_store.choose_encodings(table, settings)
+    options = parquet_store.writer_options(settings, choice)
+    start = time.perf_counter()
+    with pq.ParquetWriter(path, table.schema, **options) as writer:
+        writer.write_table(table, row_group_size=settings.row_group_size)
+    return time.perf_counter() - start
 
 
 def check_tkc1_matches_ours(t: Ticks) -> None:

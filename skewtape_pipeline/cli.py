@@ -475,8 +475,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ticks.add_argument("--out", required=True, help="archive root")
     ticks.add_argument("--as-of", required=True, help="today's date for tiering (YYYY-MM-DD)")
-    ticks.add_argument("--price-scale", type=int, required=True, help="decimals of price")
-    ticks.add_argument("--quantity-scale", type=int, default=0, help="decimals of quantity")
+    ticks.add_argument(
+        "--price-scale", type=int, help="decimals of price (default: the fewest that are exact)"
+    )
+    ticks.add_argument(
+        "--quantity-scale",
+        type=int,
+        help="decimals of quantity (default: the fewest that are exact)",
+    )
     ticks.add_argument("--side-map", help="e.g. yes=BUY,no=SELL (default: BUY/SELL/UNKNOWN)")
     ticks.add_argument(
         "--symbol",
@@ -492,8 +498,7 @@ def build_parser() -> argparse.ArgumentParser:
     ticks.add_argument(
         "--timestamp-unit",
         choices=("ns", "us", "ms", "s"),
-        default="ns",
-        help="unit ts is stored at; a finer timestamp is refused (default: ns)",
+        help="unit ts is stored at; a finer timestamp is refused (default: the coarsest exact)",
     )
     ticks.add_argument("--tier-policy", help="tier policy file (TOML or JSON)")
     ticks.add_argument(

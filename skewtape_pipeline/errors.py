@@ -255,6 +255,21 @@ class ConfigError(SkewtapeError):
     """
 
 
+class ArchiveSchemaError(ConfigError):
+    """A batch needs a finer timestamp unit or a larger scale than the archive's one schema
+    holds; refused before anything is written (storing it would round).
+
+    ``field`` is ``timestamp_unit``, ``price_scale`` or ``quantity_scale``; ``needed`` what the
+    batch needs, ``archive`` what the archive records.
+    """
+
+    def __init__(self, message: str, *, field: str, needed: object, archive: object):
+        self.field = field
+        self.needed = needed
+        self.archive = archive
+        super().__init__(message)
+
+
 # --- the sample publisher ----------------------------------------------------------------------
 
 

@@ -12,11 +12,15 @@ Entry points:
 Bad input changes nothing on disk: every symbol-day of an input is converted and validated
 before the first file is written.
 
-``timestamp_unit`` (``ns`` by default, or ``us``, ``ms``, ``s``) is archive configuration like
-the price and quantity scales: the archive root records it and refuses a batch at another one,
-and a timestamp finer than it is refused with PrecisionLossError naming the row, never
-truncated. Configure it per source (Kalshi stamps in microseconds, Binance exchange time in
-milliseconds).
+``timestamp_unit`` (``ns``, ``us``, ``ms``, ``s``) and the price and quantity scales are the
+archive's one schema: the archive root records them and refuses a batch at another one. By
+default they are detected: the coarsest unit and the smallest scales that hold the data
+exactly (Kalshi stamps in microseconds, Binance exchange time in milliseconds, LOBSTER prices
+are multiples of 0.001), widened to the archive's recorded schema when the root already has
+one. Data that needs a finer unit or a larger scale than the archive records is refused
+before anything is written (:class:`~skewtape_pipeline.errors.ArchiveSchemaError` naming what
+it needs), never rounded. A value given explicitly is used as given; a timestamp finer than it
+is refused with PrecisionLossError naming the row, never truncated.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.books import audit, check_may_write
 from skewtape_pipeline.ticks.catalog import read_catalog
 from skewtape_pipeline.ticks.integrity import checked_catalog
-from skewtape_pipeline.ticks.model import TickBatch, first_true
+from skewtape_pipeline.ticks.model import SchemaRequest, TickBatch, TickSchema, first_true
 from skewtape_pipeline.ticks.parquet_store import (
     ARCHIVE_LOCK_FILE,
     ARCHIVE_LOCK_WAIT_SECONDS,
@@ -49,6 +53,7 @@ from skewtape_pipeline.ticks.parquet_store import (
     encode_symbol,
     ensure_archive_schema,
     partition_file,
+    recorded_schema,
     write_archive_file,
 )
 from skewtape_pipeline.ticks.report import (
@@ -108,21 +113,25 @@ def plan_symbol_days(
     source: SourceTicks,
     *,
     as_of: date,
-    price_scale: int,
-    quantity_scale: int = 0,
+    price_scale: int | None = None,
+    quantity_scale: int | None = None,
     side_map: Mapping[str, str] | None = None,
     symbol: str | None = None,
     allow_precision_loss: bool = False,
-    timestamp_unit: str = "ns",
+    timestamp_unit: str | None = None,
+    archive: TickSchema | None = None,
 ) -> list[SymbolDay]:
     """Convert, split into symbol-days (UTC), sort each (counted) and validate everything.
 
     Writes nothing. ``symbol`` names the instrument of a source without a ``symbol`` column,
     or selects one symbol from a source that has one. Symbol-days come back ordered by symbol,
-    then day.
+    then day, all at one schema: a unit or scale given as None is the data's smallest exact
+    choice, widened to ``archive`` (the schema the archive records; None: a new archive).
 
     Raises
     ------
+    ArchiveSchemaError
+        The data needs a finer unit or a larger scale than ``archive`` holds.
     ConfigError
         A bad scale, timestamp unit or vocabulary, no symbol at all, ``as_of`` not a date.
     TickValidationError, PrecisionLossError
@@ -133,6 +142,7 @@ def plan_symbol_days(
     source, symbols = _select_symbol(source, symbol)
     if source.table.num_rows == 0:
         raise TickValidationError(f"{source.path or 'input'}: there are no ticks to compact")
+    request = SchemaRequest(timestamp_unit, price_scale, quantity_scale)
     batch = source.to_batch(
         price_scale=price_scale,
         quantity_scale=quantity_scale,
@@ -140,6 +150,10 @@ def plan_symbol_days(
         allow_precision_loss=allow_precision_loss,
         timestamp_unit=timestamp_unit,
     )
+    try:
+        batch = batch.at_schema(request.resolve(batch.schema, archive))
+    except TickValidationError as exc:
+        raise source.located(exc) from None
     encoded = pc.dictionary_encode(symbols)
     days = _utc_days(batch.ts_ns)
     key = pc.add(
@@ -276,7 +290,7 @@ def compact_symbol_day(
     raw_size_basis: str | None = None,
     reordered_ticks: int = 0,
     target_ratio: float = DEFAULT_TARGET_RATIO,
-    timestamp_unit: str = "ns",
+    timestamp_unit: str | None = None,
     lock_timeout: float = ARCHIVE_LOCK_WAIT_SECONDS,
     audit_log: Path | None = None,
 ) -> TickStorageCompactionReport:
@@ -286,8 +300,8 @@ def compact_symbol_day(
     ``reordered_ticks``) and fall on ``day`` (UTC). ``raw_size_bytes`` is the measured size of
     what the archive replaces (``raw_size_basis`` says what it is, default ``supplied``);
     without it the canonical CSV is serialized and measured. The tier follows from ``age_days``
-    under ``policy``. Timestamps are stored at ``timestamp_unit`` (the archive's configured
-    unit; the report records the unit read back from the written file). Atomic and
+    under ``policy``. Timestamps are stored at ``timestamp_unit`` (None: the batch's own; the
+    report records the unit read back from the written file). Atomic and
     idempotent: rewriting a symbol-day replaces its file. The file is published under the
     archive's lock (waiting up to ``lock_timeout`` seconds for a re-tiering to finish).
     Compacting a symbol-day the archive already holds is audited before the write
@@ -329,7 +343,8 @@ def compact_symbol_day(
         )
     if len(batch) == 0:
         raise TickValidationError(f"{symbol} {day.isoformat()}: the batch is empty")
-    batch = batch.with_timestamp_unit(timestamp_unit)
+    if timestamp_unit is not None:
+        batch = batch.with_timestamp_unit(timestamp_unit)
     validate_batch(batch)
     check_within_day(batch, day)
     if raw_size_bytes is None:
@@ -460,14 +475,14 @@ def compact_source(
     *,
     out: Path,
     as_of: date,
-    price_scale: int,
-    quantity_scale: int = 0,
+    price_scale: int | None = None,
+    quantity_scale: int | None = None,
     side_map: Mapping[str, str] | None = None,
     symbol: str | None = None,
     tier_policy: TierPolicy | None = None,
     allow_precision_loss: bool = False,
     target_ratio: float = DEFAULT_TARGET_RATIO,
-    timestamp_unit: str = "ns",
+    timestamp_unit: str | None = None,
     audit_log: Path | None = None,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> list[TickStorageCompactionReport]:
@@ -489,6 +504,7 @@ def compact_source(
         symbol=symbol,
         allow_precision_loss=allow_precision_loss,
         timestamp_unit=timestamp_unit,
+        archive=recorded_schema(Path(out)),
     )
     reports = []
     for item in plan:
@@ -513,7 +529,7 @@ def compact_planned(
     out: Path,
     policy: TierPolicy,
     target_ratio: float = DEFAULT_TARGET_RATIO,
-    timestamp_unit: str = "ns",
+    timestamp_unit: str | None = None,
     audit_log: Path | None = None,
 ) -> TickStorageCompactionReport:
     """:func:`compact_symbol_day` for one symbol-day of :func:`plan_symbol_days`' plan."""
@@ -538,14 +554,14 @@ def compact_ticks(
     *,
     out: Path,
     as_of: date,
-    price_scale: int,
-    quantity_scale: int = 0,
+    price_scale: int | None = None,
+    quantity_scale: int | None = None,
     side_map: Mapping[str, str] | None = None,
     symbol: str | None = None,
     tier_policy: TierPolicy | None = None,
     allow_precision_loss: bool = False,
     target_ratio: float = DEFAULT_TARGET_RATIO,
-    timestamp_unit: str = "ns",
+    timestamp_unit: str | None = None,
 ) -> list[TickStorageCompactionReport]:
     """Compact a canonical tick file into the archive under ``out``; one report per symbol-day.
 
@@ -555,10 +571,15 @@ def compact_ticks(
     measured raw size: the whole file's bytes when it holds exactly one symbol-day, else the
     bytes of that symbol-day's CSV lines, else (Parquet) the canonical CSV serialized and
     measured. The tier follows from each day's age at ``as_of``. Timestamps are stored at
-    ``timestamp_unit`` (archive configuration, like the scales). Idempotent.
+    ``timestamp_unit`` and prices and quantities at their scales: each None by default, the
+    data's smallest exact choice widened to the archive's recorded schema (module docstring).
+    Idempotent.
 
     Raises
     ------
+    ArchiveSchemaError
+        The data needs a finer unit or a larger scale than the archive records; nothing is
+        written.
     ConfigError
         A bad scale, timestamp unit, vocabulary, policy or target, no symbol for an input
         without one, or a configuration that differs from the archive's.

@@ -29,7 +29,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from skewtape_pipeline.errors import ConfigError, PrecisionLossError, TickValidationError
+from skewtape_pipeline.errors import (
+    ArchiveSchemaError,
+    ConfigError,
+    PrecisionLossError,
+    TickValidationError,
+)
 from skewtape_pipeline.ticks.sides import CANONICAL_SIDES, SIDE_NAMES, resolve_side_map
 from skewtape_pipeline.ticks.tkc1 import quantize_price
 
@@ -109,6 +114,245 @@ def check_scale(scale: object, *, name: str) -> int:
     if not isinstance(scale, int) or isinstance(scale, bool) or not 0 <= scale <= MAX_SCALE:
         raise ConfigError(f"{name} = {scale!r}: expected an integer in 0..{MAX_SCALE}")
     return scale
+
+
+SCHEMA_FIELDS = ("timestamp_unit", "price_scale", "quantity_scale")
+
+
+def _unit_is_finer(unit: str, than: str) -> bool:
+    return TIMESTAMP_UNITS[unit] < TIMESTAMP_UNITS[than]
+
+
+@dataclass(frozen=True)
+class TickSchema:
+    """The one schema of an archive: its timestamp unit and its price and quantity scales.
+
+    Raises ConfigError on an unknown unit or a scale outside 0..18.
+    """
+
+    timestamp_unit: str = DEFAULT_TIMESTAMP_UNIT
+    price_scale: int = 0
+    quantity_scale: int = 0
+
+    def __post_init__(self) -> None:
+        check_timestamp_unit(self.timestamp_unit)
+        check_scale(self.price_scale, name="price_scale")
+        check_scale(self.quantity_scale, name="quantity_scale")
+
+    def holds(self, field: str, needed: object) -> bool:
+        """True when a value of ``field`` (``timestamp_unit``, ``price_scale`` or
+        ``quantity_scale``) that the data needs is stored exactly at this schema (a unit no
+        coarser, a scale no smaller)."""
+        if field == "timestamp_unit":
+            return not _unit_is_finer(str(needed), self.timestamp_unit)
+        return int(needed) <= getattr(self, field)  # type: ignore[call-overload]
+
+    def describe(self) -> str:
+        return (
+            f"timestamp_unit {self.timestamp_unit!r}, price_scale {self.price_scale}, "
+            f"quantity_scale {self.quantity_scale}"
+        )
+
+
+@dataclass(frozen=True)
+class SchemaRequest:
+    """What a caller fixes of an archive's schema; a field left None is the data's smallest
+    exact choice (:func:`coarsest_timestamp_unit`, :func:`smallest_exact_scale`), widened to
+    the archive's recorded schema when the archive already has one.
+
+    Raises ConfigError on an unknown unit or a scale outside 0..18.
+    """
+
+    timestamp_unit: str | None = None
+    price_scale: int | None = None
+    quantity_scale: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.timestamp_unit is not None:
+            check_timestamp_unit(self.timestamp_unit)
+        for name in ("price_scale", "quantity_scale"):
+            if getattr(self, name) is not None:
+                check_scale(getattr(self, name), name=name)
+
+    def resolve(self, needed: TickSchema, archive: TickSchema | None) -> TickSchema:
+        """The schema to store ticks that need ``needed`` at: a fixed field as fixed, a free
+        field the archive's when the archive holds the data's, else the data's (new archive).
+
+        Raises
+        ------
+        ArchiveSchemaError
+            A free field the data needs finer than ``archive`` records (names the field, what
+            the data needs and what the archive holds): storing it would round.
+        """
+        chosen = {}
+        for name in SCHEMA_FIELDS:
+            fixed = getattr(self, name)
+            if fixed is not None:
+                chosen[name] = fixed
+            elif archive is None:
+                chosen[name] = getattr(needed, name)
+            elif archive.holds(name, getattr(needed, name)):
+                chosen[name] = getattr(archive, name)
+            else:
+                want, held = getattr(needed, name), getattr(archive, name)
+                raise ArchiveSchemaError(
+                    f"the ticks need {name} {want!r}; this archive holds {name} {held!r} (one "
+                    f"archive, one schema: {archive.describe()}). Storing them would round: "
+                    f"archive them under another root, created with {name} {want!r}",
+                    field=name,
+                    needed=want,
+                    archive=held,
+                )
+        return TickSchema(**chosen)
+
+
+def widest_schema(schemas: Sequence[TickSchema]) -> TickSchema:
+    """The schema that holds data of every one of ``schemas`` exactly: the finest unit and the
+    largest scales (the coarsest schema, ``s`` and scale 0, for none)."""
+    units = [s.timestamp_unit for s in schemas]
+    return TickSchema(
+        min(units, key=TIMESTAMP_UNITS.__getitem__, default="s"),
+        max((s.price_scale for s in schemas), default=0),
+        max((s.quantity_scale for s in schemas), default=0),
+    )
+
+
+def coarsest_timestamp_unit(ts_ns: pa.Array) -> str:
+    """The coarsest unit of :data:`TIMESTAMP_UNITS` of which every timestamp is a whole number
+    (``s`` for an empty array); vectorized, at most three passes over the column."""
+    chosen = "ns"
+    for unit in ("us", "ms", "s"):
+        if not _timestamps_are_whole(ts_ns, unit):
+            break
+        chosen = unit
+    return chosen
+
+
+def _timestamps_are_whole(ts_ns: pa.Array, unit: str) -> bool:
+    as_timestamps = pa.Array.from_buffers(
+        pa.timestamp("ns"), len(ts_ns), ts_ns.buffers(), ts_ns.null_count, ts_ns.offset
+    )
+    try:  # a safe cast refuses truncation, vectorized
+        pc.cast(as_timestamps, pa.timestamp(unit), safe=True)
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
+_DETECTION_SAMPLE_ROWS = 4_096
+
+
+def smallest_units_scale(units: pa.Array, scale: int) -> int:
+    """The smallest scale (<= ``scale``) at which int64 ``units`` of ``10**-scale`` are all
+    whole (trailing zeros common to every value dropped).
+
+    Vectorized: a leading sample proposes the scale, one pass over the whole column confirms
+    it (a sample is never trusted alone; a refuted proposal moves up a digit and is checked
+    again)."""
+    return smallest_units(units, scale)[0]
+
+
+def smallest_units(units: pa.Array, scale: int) -> tuple[int, pa.Array]:
+    """:func:`smallest_units_scale` and the units at that scale (divided once)."""
+    if scale == 0 or len(units) == 0:
+        return scale, units
+    proposed = _sample_units_scale(units.slice(0, _DETECTION_SAMPLE_ROWS), scale)
+    while proposed < scale:
+        quotient = _exact_quotient(units, 10 ** (scale - proposed))
+        if quotient is not None:
+            return proposed, quotient
+        proposed += 1
+    return scale, units
+
+
+def _sample_units_scale(units: pa.Array, scale: int) -> int:
+    while scale > 0:
+        quotient = _exact_quotient(units, 10)
+        if quotient is None:
+            break
+        units, scale = quotient, scale - 1
+    return scale
+
+
+def _exact_quotient(units: pa.Array, step: int) -> pa.Array | None:
+    """``units / step`` when every value is a multiple of ``step``, else None."""
+    quotient = pc.divide(units, step)
+    return quotient if pc.all(pc.equal(pc.multiply(quotient, step), units)).as_py() else None
+
+
+def _smallest_decimal_scale(values: pa.Array) -> int:
+    type_ = values.type
+    if type_.precision <= MAX_DIGITS:  # int64 units: exact, and far faster than a rescale
+        if type_.bit_width == 64:
+            units = pa.Array.from_buffers(
+                pa.int64(), len(values), values.buffers(), values.null_count, values.offset
+            )
+        else:
+            units = _decimal_units(values)
+        return smallest_units_scale(units, type_.scale)
+    scale = type_.scale
+    while scale > 0:
+        try:  # a safe rescale refuses to drop a non-zero digit
+            pc.cast(values, pa.decimal128(38, scale - 1), safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            break
+        scale -= 1
+    return scale
+
+
+def smallest_exact_scale(values: Any, *, field: str) -> int:
+    """The smallest scale (0..18) at which a raw numeric column is exact: integers 0; decimals
+    their type's scale less the trailing zeros common to every value; decimal text the most
+    decimals any value has once trailing zeros are dropped; floats the smallest scale within
+    the float-noise bound (see the module docstring). Vectorized; a value that is not a
+    number is left for the conversion to name. More than 18 decimals gives 18 (the
+    conversion then refuses the loss)."""
+    values = _decode_dictionary(_as_array(values, field=field))
+    type_ = values.type
+    if values.null_count or len(values) == 0:
+        return 0
+    if pa.types.is_decimal(type_):
+        return min(_smallest_decimal_scale(values), MAX_SCALE)
+    if pa.types.is_string(type_) or pa.types.is_large_string(type_):
+        return _smallest_text_scale(values)
+    if pa.types.is_floating(type_):
+        return _smallest_float_scale(values)
+    return 0
+
+
+def _smallest_text_scale(values: pa.Array) -> int:
+    text = pc.utf8_trim_whitespace(values)
+    if pc.any(pc.match_substring_regex(text, "[eE]")).as_py():
+        return _smallest_probed_scale(text)
+    dot = pc.find_substring(text, ".")
+    decimals = pc.subtract(pc.utf8_length(pc.utf8_rtrim(text, characters="0")), pc.add(dot, 1))
+    widest = pc.max(pc.if_else(pc.less(dot, 0), 0, decimals)).as_py() or 0
+    return max(0, min(int(widest), MAX_SCALE))
+
+
+def _smallest_probed_scale(text: pa.Array) -> int:
+    """Decimal text with exponents: the smallest scale its exact decimal cast accepts."""
+    for scale in range(MAX_SCALE + 1):
+        try:
+            pc.cast(text, pa.decimal128(38, scale))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            continue
+        return scale
+    return MAX_SCALE
+
+
+def _smallest_float_scale(values: pa.Array) -> int:
+    floats = pc.cast(values, pa.float64())
+    if not pc.all(pc.is_finite(floats)).as_py():
+        return 0
+    for scale in range(MAX_SCALE + 1):
+        scaled = pc.multiply(floats, float(10**scale))
+        magnitude = pc.abs(scaled)
+        residual = pc.abs(pc.subtract(scaled, pc.round(scaled, ndigits=0)))
+        bound = pc.add(pc.multiply(magnitude, FLOAT_NOISE_RELATIVE), FLOAT_NOISE_ABSOLUTE)
+        if pc.all(pc.less_equal(residual, bound)).as_py():
+            return scale
+    return MAX_SCALE
 
 
 @dataclass(frozen=True, eq=False)
@@ -207,6 +451,59 @@ class TickBatch:
         return replace(self, timestamp_unit=unit)
 
     @property
+    def schema(self) -> TickSchema:
+        """The batch's timestamp unit and scales."""
+        return TickSchema(self.timestamp_unit, self.price_scale, self.quantity_scale)
+
+    def smallest_schema(self) -> TickSchema:
+        """The coarsest timestamp unit and smallest scales that hold these ticks exactly."""
+        return TickSchema(
+            coarsest_timestamp_unit(self.ts_ns),
+            smallest_units_scale(self.price, self.price_scale),
+            smallest_units_scale(self.quantity, self.quantity_scale),
+        )
+
+    def smallest(self) -> TickBatch:
+        """The same ticks at :meth:`smallest_schema` (each column divided once)."""
+        price_scale, price = smallest_units(self.price, self.price_scale)
+        quantity_scale, quantity = smallest_units(self.quantity, self.quantity_scale)
+        unit = coarsest_timestamp_unit(self.ts_ns)
+        if TickSchema(unit, price_scale, quantity_scale) == self.schema:
+            return self
+        return replace(
+            self,
+            price=price,
+            quantity=quantity,
+            price_scale=price_scale,
+            quantity_scale=quantity_scale,
+            timestamp_unit=unit,
+        )
+
+    def at_schema(self, schema: TickSchema) -> TickBatch:
+        """The same ticks at ``schema`` (the batch itself if unchanged): a larger scale
+        multiplies the units, a smaller one divides them when that is exact.
+
+        Raises
+        ------
+        PrecisionLossError
+            A timestamp finer than the unit, or a digit the smaller scale would drop.
+        TickValidationError
+            A value that needs more than 18 digits at the larger scale.
+        """
+        if schema == self.schema:
+            return self
+        return replace(
+            self,
+            price=_rescaled(self.price, self.price_scale, schema.price_scale, "price"),
+            quantity=_rescaled(
+                self.quantity, self.quantity_scale, schema.quantity_scale, "quantity"
+            ),
+            price_scale=schema.price_scale,
+            quantity_scale=schema.quantity_scale,
+            timestamp_unit=schema.timestamp_unit,
+        )
+
+    @property
     def price_precision_loss_ticks(self) -> int:
         """Rows whose price was rounded to ``price_scale`` (0 unless loss was allowed)."""
         return _count_true(self.price_lossy)
@@ -266,6 +563,30 @@ class TickBatch:
     def equals(self, other: TickBatch) -> bool:
         """True when both batches hold exactly the same ticks at the same scales."""
         return self.first_difference(other) is None
+
+
+def _rescaled(units: pa.Array, scale: int, to: int, field: str) -> pa.Array:
+    """int64 ``units`` of ``10**-scale`` as units of ``10**-to``, exactly (see at_schema)."""
+    if to == scale:
+        return units
+    if to > scale:
+        limit = MAX_UNITS // 10 ** (to - scale)
+        row = first_true(pc.or_(pc.greater(units, limit), pc.less(units, -limit)))
+        if row is not None:
+            _raise_capacity(units[row].as_py(), row=row, scale=to, field=field)
+        return pc.multiply(units, 10 ** (to - scale))
+    step = 10 ** (scale - to)
+    quotient = pc.divide(units, step)
+    lossy = pc.not_equal(pc.multiply(quotient, step), units)
+    row = first_true(lossy)
+    if row is not None:
+        raise PrecisionLossError(
+            f"{field} {units[row].as_py()} (scale {scale}) has more than {to} decimals; "
+            "storing it at that scale would round",
+            row=row,
+            field=field,
+        )
+    return quotient
 
 
 def _count_true(mask: pa.Array | None) -> int:
@@ -599,16 +920,19 @@ def batch_from_columns(
     quantities: Any,
     sides: Any,
     *,
-    price_scale: int,
-    quantity_scale: int = 0,
+    price_scale: int | None,
+    quantity_scale: int | None = 0,
     side_map: Mapping[str, str] | None = None,
     allow_precision_loss: bool = False,
-    timestamp_unit: str = DEFAULT_TIMESTAMP_UNIT,
+    timestamp_unit: str | None = DEFAULT_TIMESTAMP_UNIT,
 ) -> TickBatch:
     """Build an exact :class:`TickBatch` from raw columns (pyarrow arrays or Python lists).
 
     ``timestamp_unit`` is the precision the timestamps will be stored at; a timestamp finer
-    than it is refused (``allow_precision_loss`` concerns prices and quantities only).
+    than it is refused (``allow_precision_loss`` concerns prices and quantities only). A scale
+    or unit given as None is detected: the smallest exact scale of the column
+    (:func:`smallest_exact_scale`), the coarsest exact unit of the timestamps
+    (:func:`coarsest_timestamp_unit`).
 
     Does not check order or signs: run :func:`~skewtape_pipeline.ticks.validate.validate_batch`
     (or sort first with :func:`~skewtape_pipeline.ticks.compact.sort_batch`).
@@ -621,17 +945,16 @@ def batch_from_columns(
         As :func:`timestamps_ns`, :func:`exact_units` and :func:`side_codes`; also columns of
         different lengths, or a timestamp finer than ``timestamp_unit``.
     """
-    check_scale(price_scale, name="price_scale")
-    check_scale(quantity_scale, name="quantity_scale")
-    check_timestamp_unit(timestamp_unit)
+    request = SchemaRequest(timestamp_unit, price_scale, quantity_scale)
     ts = timestamps_ns(timestamps)
-    check_timestamps_fit_unit(ts, timestamp_unit)
-    price, price_lossy = exact_units(
-        prices, scale=price_scale, field="price", allow_precision_loss=allow_precision_loss
+    unit = request.timestamp_unit or coarsest_timestamp_unit(ts)
+    check_timestamps_fit_unit(ts, unit)
+    price, price_lossy, price_scale = _units_at(
+        prices, request.price_scale, field="price", allow_precision_loss=allow_precision_loss
     )
-    quantity, quantity_lossy = exact_units(
+    quantity, quantity_lossy, quantity_scale = _units_at(
         quantities,
-        scale=quantity_scale,
+        request.quantity_scale,
         field="quantity",
         allow_precision_loss=allow_precision_loss,
     )
@@ -645,5 +968,29 @@ def batch_from_columns(
         quantity_scale=quantity_scale,
         price_lossy=price_lossy,
         quantity_lossy=quantity_lossy,
-        timestamp_unit=timestamp_unit,
+        timestamp_unit=unit,
     )
+
+
+def _units_at(
+    values: Any, scale: int | None, *, field: str, allow_precision_loss: bool
+) -> tuple[pa.Array, pa.Array | None, int]:
+    """:func:`exact_units` at ``scale``, or at the column's smallest exact scale when None
+    (one conversion; floats, whose detection is a bound, move up a scale if it was not)."""
+    if scale is not None:
+        units, lossy = exact_units(
+            values, scale=scale, field=field, allow_precision_loss=allow_precision_loss
+        )
+        return units, lossy, scale
+    scale = smallest_exact_scale(values, field=field)
+    while scale < MAX_SCALE:
+        try:
+            units, lossy = exact_units(values, scale=scale, field=field)
+        except PrecisionLossError:
+            scale += 1
+            continue
+        return units, lossy, scale
+    units, lossy = exact_units(
+        values, scale=scale, field=field, allow_precision_loss=allow_precision_loss
+    )
+    return units, lossy, scale

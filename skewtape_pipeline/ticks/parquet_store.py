@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
@@ -55,6 +55,7 @@ from skewtape_pipeline.ticks.model import (
     DEFAULT_TIMESTAMP_UNIT,
     TIMESTAMP_UNITS,
     TickBatch,
+    TickSchema,
     check_timestamp_unit,
 )
 from skewtape_pipeline.ticks.sides import SIDE_CODES, SIDE_NAMES
@@ -72,9 +73,6 @@ ARCHIVE_LOCK_WAIT_SECONDS = 600.0
 ARCHIVE_FORMAT = "skewtape-ticks"
 ARCHIVE_FORMAT_VERSION = "1"
 MAX_SYMBOL_SEGMENT_BYTES = 200
-DATASET_READ_MIN_ROWS = 1_000_000
-"""Files with at least this many rows are read back through the dataset reader, which can
-read decimals as decimal64 (zero-copy to int64); smaller ones through the lighter file reader."""
 
 META_PREFIX = "skewtape."
 META_FORMAT = META_PREFIX + "format"
@@ -211,6 +209,21 @@ def read_archive_marker(root: Path) -> dict[str, object]:
         raise ConfigError(f"{marker}: unreadable archive marker (not a JSON object)")
     found.setdefault("timestamp_unit", DEFAULT_TIMESTAMP_UNIT)
     return found
+
+
+def recorded_schema(root: Path) -> TickSchema | None:
+    """The schema ``<root>/_skewtape_archive.json`` records, or None when the root holds no
+    archive yet.
+
+    Raises ConfigError when the marker exists but is unreadable or invalid.
+    """
+    if not (Path(root) / ARCHIVE_MARKER).exists():
+        return None
+    found = read_archive_marker(root)
+    try:
+        return TickSchema(found["timestamp_unit"], found["price_scale"], found["quantity_scale"])
+    except KeyError as exc:
+        raise ConfigError(f"{Path(root) / ARCHIVE_MARKER}: no {exc.args[0]} recorded") from None
 
 
 # --- schema -------------------------------------------------------------------------------------
@@ -475,11 +488,11 @@ def verify_archive_file(
     not open, fails a page checksum or carries different key-value metadata).
     """
     try:
-        back = read_archive_batch(path)
+        schema, groups = read_archive_row_groups(path)
+        difference = _first_group_difference(groups, expected, schema, path)
         facts = read_file_facts(path)
     except (TickFormatError, OSError, pa.ArrowException) as exc:
         raise RoundTripError(f"{path}: written file does not read back: {exc}") from None
-    difference = expected.first_difference(back)
     if difference is not None:
         raise RoundTripError(f"{path}: written file differs from the batch: {difference}")
     if facts.sorting_columns != ["ts"]:
@@ -492,11 +505,80 @@ def verify_archive_file(
     return facts
 
 
+def _first_group_difference(
+    groups: Iterable[pa.Table], expected: TickBatch, schema: TickSchema, path: Path
+) -> str | None:
+    """None when the row groups hold exactly ``expected``'s ticks at its schema, else what
+    differs first. Each row group is read, compared with a zero-copy slice of the batch and
+    dropped (a small working set: faster than reading the whole file at once)."""
+    if schema != expected.schema:
+        return f"schemas differ: {schema.describe()} vs {expected.schema.describe()}"
+    factor = TIMESTAMP_UNITS[parquet_timestamp_unit(schema.timestamp_unit)]
+    wanted = {
+        "ts": expected.ts_ns if factor == 1 else pc.divide(expected.ts_ns, factor),
+        "price": expected.price,
+        "quantity": expected.quantity,
+        "side": expected.side,
+    }
+    as_units = {
+        "ts": lambda chunk: pa.Array.from_buffers(
+            pa.int64(), len(chunk), chunk.buffers(), chunk.null_count, chunk.offset
+        ),
+        "price": _units,
+        "quantity": _units,
+        "side": lambda chunk: _side_codes(pa.chunked_array([chunk]), path),
+    }
+    arrow_schema = archive_schema(schema.price_scale, schema.quantity_scale, schema.timestamp_unit)
+    offset = 0
+    for number, group in enumerate(groups):
+        _check_types(path, group.schema, arrow_schema)
+        for name, values in wanted.items():
+            column_offset = offset
+            for chunk in group.column(name).chunks:
+                if not as_units[name](chunk).equals(values.slice(column_offset, len(chunk))):
+                    return f"column {name} differs in row group {number}"
+                column_offset += len(chunk)
+        offset += group.num_rows
+    if offset != len(expected):
+        return f"row counts differ: {offset} vs {len(expected)}"
+    return None
+
+
 def read_archive_batch(path: Path) -> TickBatch:
     """Read one archive file back into an exact TickBatch (page checksums verified).
 
     Raises TickFormatError when the file lacks the archive's metadata or columns.
     """
+    table, schema = read_archive_table(path)
+    return _table_batch(table, schema, path)
+
+
+def read_archive_table(path: Path) -> tuple[pa.Table, TickSchema]:
+    """The columns of one archive file as Arrow reads them (page checksums verified) and the
+    schema its metadata records.
+
+    Raises TickFormatError when the file lacks the archive's metadata or columns, or its
+    column types differ from that schema's.
+    """
+    parquet, schema = _open_archive_file(path)
+    table = parquet.read(use_threads=False)
+    _check_types(
+        path,
+        table.schema,
+        archive_schema(schema.price_scale, schema.quantity_scale, schema.timestamp_unit),
+    )
+    return table, schema
+
+
+def read_archive_row_groups(path: Path) -> tuple[TickSchema, Iterator[pa.Table]]:
+    """The schema an archive file's metadata records and its row groups, read one at a time
+    (page checksums verified). Raises TickFormatError as :func:`read_archive_table`."""
+    parquet, schema = _open_archive_file(path)
+    groups = (parquet.read_row_group(g, use_threads=False) for g in range(parquet.num_row_groups))
+    return schema, groups
+
+
+def _open_archive_file(path: Path) -> tuple[pq.ParquetFile, TickSchema]:
     footer = pq.read_metadata(path)
     metadata = {k.decode(): v.decode() for k, v in (footer.metadata or {}).items()}
     if metadata.get(META_FORMAT) != ARCHIVE_FORMAT:
@@ -511,22 +593,22 @@ def read_archive_batch(path: Path) -> TickBatch:
             f"{path}: columns {footer.schema.names}, expected ['ts', 'price', 'quantity', 'side']"
         )
     timestamp_unit = stored_timestamp_unit(path, footer)
-    schema = archive_schema(price_scale, quantity_scale, timestamp_unit)
-    if footer.num_rows < DATASET_READ_MIN_ROWS:
-        table = pq.ParquetFile(
-            path, metadata=footer, read_dictionary=["side"], page_checksum_verification=True
-        ).read(use_threads=False)
-    else:
-        table = pq.read_table(path, schema=schema, page_checksum_verification=True)
-    _check_types(path, table.schema, schema)
+    # The file reader, whatever the size: 4x faster than the dataset reader on 10 M rows.
+    parquet = pq.ParquetFile(
+        path, metadata=footer, read_dictionary=["side"], page_checksum_verification=True
+    )
+    return parquet, TickSchema(timestamp_unit, price_scale, quantity_scale)
+
+
+def _table_batch(table: pa.Table, schema: TickSchema, path: Path) -> TickBatch:
     return TickBatch(
         ts_ns=timestamps_as_ns(table.column("ts").combine_chunks()),
         price=_units(table.column("price").combine_chunks()),
         quantity=_units(table.column("quantity").combine_chunks()),
         side=_side_codes(table.column("side"), path),
-        price_scale=price_scale,
-        quantity_scale=quantity_scale,
-        timestamp_unit=timestamp_unit,
+        price_scale=schema.price_scale,
+        quantity_scale=schema.quantity_scale,
+        timestamp_unit=schema.timestamp_unit,
     )
 
 

@@ -5,9 +5,12 @@ A *symbol* is ``<venue>:<market_id>``; its ticks on a UTC day are the rows of th
 from the newest snapshot holding the month file, so a correction published by a later delta
 (the month file replaced whole) is what gets archived, and a venue that leaves (its month files
 deleted, the venue in ``omitted_venues``) keeps its archived ticks (read from the last snapshot
-that held them; ``FillsSource.departed``). ``taker_side`` ``yes``/``no`` map to
-BUY/SELL; the price scale is the decimal scale of the file's ``price`` column, quantities are
-whole contracts.
+that held them; ``FillsSource.departed``). ``taker_side`` ``yes``/``no`` map to BUY/SELL. The
+archive's schema (timestamp unit, price and quantity scales) is the one it records; an archive
+without one takes the smallest that holds every fill of the snapshot exactly
+(:func:`snapshot_fills_schema`), so later symbol-days of the same snapshot always fit. A later
+snapshot with finer fills is refused before anything is written
+(:class:`~skewtape_pipeline.errors.ArchiveSchemaError`).
 
 This module does not import dagster: the tick archive asset and the corrections sensor call it.
 Everything but :func:`archive_symbol_days` (which writes the archive through the core) reads.
@@ -31,7 +34,18 @@ from skewtape_pipeline.mirror.snapshot import read_snapshot
 from skewtape_pipeline.ticks.books import check_may_delete, check_may_write, is_books_and_records
 from skewtape_pipeline.ticks.catalog import read_catalog
 from skewtape_pipeline.ticks.compact import compact_planned, plan_symbol_days
-from skewtape_pipeline.ticks.parquet_store import ARCHIVE_LOCK_WAIT_SECONDS, partition_file
+from skewtape_pipeline.ticks.model import (
+    TickSchema,
+    coarsest_timestamp_unit,
+    smallest_exact_scale,
+    timestamps_ns,
+    widest_schema,
+)
+from skewtape_pipeline.ticks.parquet_store import (
+    ARCHIVE_LOCK_WAIT_SECONDS,
+    partition_file,
+    recorded_schema,
+)
 from skewtape_pipeline.ticks.report import DEFAULT_TARGET_RATIO, TickStorageCompactionReport
 from skewtape_pipeline.ticks.sources import SourceTicks
 from skewtape_pipeline.ticks.tiers import TierPolicy
@@ -317,14 +331,15 @@ def archive_symbol_days(
     by_file: dict[FillsSource, list[SymbolDay]] = defaultdict(list)
     for key, source in sources.items():
         by_file[source].append(key)
+    schema = recorded_schema(out) if by_file else None
     for source, keys in by_file.items():
         if source.sha256 is None:
             continue
         ticks = read_fills_ticks(source.snapshot / source.path, keys)
         if ticks.table.num_rows:
-            price_scale = _decimal_scale(source.snapshot / source.path, "price")
+            schema = schema or snapshot_fills_schema(source.snapshot)
             for item in plan_symbol_days(
-                ticks, as_of=as_of, price_scale=price_scale, side_map=FILLS_SIDE_MAP
+                ticks, as_of=as_of, side_map=FILLS_SIDE_MAP, archive=schema
             ):
                 planned[(item.symbol, item.day)] = item
     gone = [key for key in wanted if key not in planned and sources[key].sha256 is not None]
@@ -422,13 +437,39 @@ def _day_start_ns(day: date) -> int:
     return (day.toordinal() - date(1970, 1, 1).toordinal()) * NS_PER_DAY
 
 
-def _decimal_scale(fills_file: Path, column: str) -> int:
-    kind = pq.read_schema(fills_file).field(column).type
-    if not pa.types.is_decimal(kind):
-        raise TickValidationError(
-            f"{fills_file}: {column} is {kind}; expected a decimal column", field=column
+def snapshot_fills_schema(snapshot: Path) -> TickSchema:
+    """The smallest schema that holds every fill of a snapshot exactly: the coarsest
+    timestamp unit and the smallest price and quantity scales over all its fills month files
+    (vectorized, three columns read per file). The schema of an archive that has none yet, so
+    that every venue and month of the snapshot fits the archive's one schema."""
+    manifest, _, _ = read_snapshot(snapshot)
+    schemas = [
+        fills_file_schema(snapshot / entry.path)
+        for entry in manifest.files
+        if entry.path.startswith("fills/")
+    ]
+    return widest_schema(schemas)
+
+
+def fills_file_schema(fills_file: Path) -> TickSchema:
+    """The coarsest timestamp unit and smallest scales holding one fills file exactly.
+
+    Raises TickValidationError naming the file when it has no ``ts``/``price``/``quantity``
+    column or one of another kind.
+    """
+    try:
+        table = pq.read_table(fills_file, columns=["ts", "price", "quantity"])
+    except (OSError, pa.ArrowException) as exc:
+        raise TickValidationError(f"{fills_file}: cannot read ts, price, quantity: {exc}") from None
+    try:
+        ts = timestamps_ns(table.column("ts"), field="ts")
+        return TickSchema(
+            coarsest_timestamp_unit(ts),
+            smallest_exact_scale(table.column("price"), field="price"),
+            smallest_exact_scale(table.column("quantity"), field="quantity"),
         )
-    return kind.scale
+    except TickValidationError as exc:
+        raise TickValidationError(f"{fills_file}: {exc.detail}", field=exc.field) from None
 
 
 def days_by_activity(history: Path, month: str) -> list[date]:

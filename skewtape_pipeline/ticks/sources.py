@@ -124,14 +124,16 @@ class SourceTicks:
     def to_batch(
         self,
         *,
-        price_scale: int,
-        quantity_scale: int = 0,
+        price_scale: int | None,
+        quantity_scale: int | None = 0,
         side_map: Mapping[str, str] | None = None,
         allow_precision_loss: bool = False,
-        timestamp_unit: str = "ns",
+        timestamp_unit: str | None = "ns",
     ) -> TickBatch:
         """Scale to an exact :class:`TickBatch` (``side_map`` overrides the source's vocabulary)
-        whose timestamps are to be stored at ``timestamp_unit``.
+        whose timestamps are to be stored at ``timestamp_unit``. A scale or unit given as None
+        is detected from the data: the smallest exact scale, the coarsest exact unit
+        (:func:`~skewtape_pipeline.ticks.model.batch_from_columns`).
 
         Raises ConfigError, TickValidationError or PrecisionLossError (rows are file rows; a
         timestamp finer than ``timestamp_unit`` is a PrecisionLossError).

@@ -195,7 +195,7 @@ def test_compact_ticks_when_fractional_quantities_use_quantity_scale(tmp_path):
     rows = [(DAY_NS + i, "9682.07", q, "BUY", "BTCUSDT") for i, q in enumerate(["0.001", "23.139"])]
     source = write_text(tmp_path / "ticks.csv", csv_text(rows))
     with pytest.raises(PrecisionLossError, match="quantity"):
-        compact_ticks(source, out=tmp_path / "a", as_of=AS_OF, price_scale=2)
+        compact_ticks(source, out=tmp_path / "a", as_of=AS_OF, price_scale=2, quantity_scale=0)
     (report,) = compact_ticks(source, out=tmp_path / "a", as_of=AS_OF, price_scale=2,
                               quantity_scale=8)  # fmt: skip
     assert report.quantity_scale == 8

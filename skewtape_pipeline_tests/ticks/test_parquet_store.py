@@ -26,6 +26,7 @@ from skewtape_pipeline.ticks.parquet_store import (
     encode_symbol,
     partition_file,
     read_archive_batch,
+    read_archive_table,
     read_file_facts,
     verify_archive_file,
     write_archive_file,
@@ -233,20 +234,14 @@ def test_round_trip_when_edge_values_read_exactly_by_pyarrow_and_duckdb(tmp_path
     ]
 
 
-def test_round_trip_when_large_file_reader_path_is_exact(tmp_path, monkeypatch):
-    monkeypatch.setattr(parquet_store, "DATASET_READ_MIN_ROWS", 0)
-    batch = edge_batch(quantity_scale=3)
-    assert read_archive_batch(write(tmp_path, batch)).equals(batch)
-
-
 def test_write_when_verification_fails_publishes_nothing(tmp_path, monkeypatch):
     batch = day_batch(10)
 
     def tampered(path):
-        back = read_archive_batch(path)
-        return back.take(pa.array([1, 0, *range(2, len(back))]))
+        table, schema = read_archive_table(path)
+        return schema, iter([table.take(pa.array([1, 0, *range(2, table.num_rows)]))])
 
-    monkeypatch.setattr(parquet_store, "read_archive_batch", tampered)
+    monkeypatch.setattr(parquet_store, "read_archive_row_groups", tampered)
     target = partition_file(tmp_path, "SYM", DAY)
     with pytest.raises(RoundTripError, match="differs"):
         write_archive_file(batch, target, settings=HOT, metadata={})
@@ -257,7 +252,10 @@ def test_write_when_verification_fails_publishes_nothing(tmp_path, monkeypatch):
 def test_write_when_rewrite_fails_keeps_previous_good_file(tmp_path, monkeypatch):
     first = day_batch(10)
     target = write(tmp_path, first)
-    monkeypatch.setattr(parquet_store, "read_archive_batch", lambda path: first)
+    table, schema = read_archive_table(target)
+    monkeypatch.setattr(
+        parquet_store, "read_archive_row_groups", lambda path: (schema, iter([table]))
+    )
     with pytest.raises(RoundTripError):
         write_archive_file(day_batch(12), target, settings=HOT, metadata={})
     monkeypatch.undo()
