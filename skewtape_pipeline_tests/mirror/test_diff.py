@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-import pathlib
-import shutil
 from decimal import Decimal
 
 import duckdb
@@ -30,76 +26,7 @@ from skewtape_pipeline_tests.conftest import (
     reseal,
     write_parquet,
 )
-
-# --- the published reference applier, as the format's documentation gives it -----------------
-
-SEED_KEYS = {
-    "markets.parquet": ["venue", "market_id"],
-    "resolutions.parquet": ["venue", "market_id", "seq"],
-    "matched_events.parquet": ["event_id"],
-    "fees.parquet": ["venue", "category", "effective_from"],
-}
-
-
-def _seed_sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _seed_inside(root, rel):
-    parts = pathlib.PurePosixPath(rel).parts
-    if not parts or rel.startswith("/") or ".." in parts:
-        raise ValueError(f"refusing the path {rel!r}")
-    return root.joinpath(*parts)
-
-
-def seed_apply_delta(snapshot, delta):
-    """The reference apply_delta of the published format (unchanged apart from names)."""
-    snapshot, delta = pathlib.Path(snapshot), pathlib.Path(delta)
-    raw = (delta / "manifest.json").read_bytes()
-    listed = (delta / "CHECKSUMS.sha256").read_text().splitlines()
-    if f"{hashlib.sha256(raw).hexdigest()}  manifest.json" not in listed:
-        raise ValueError("the delta's CHECKSUMS.sha256 does not list its manifest.json")
-    manifest = json.loads(raw)
-    parent, nxt = manifest["parent"], manifest["next"]
-    if _seed_sha256(snapshot / "manifest.json") not in (
-        parent["manifest_sha256"],
-        nxt["manifest_sha256"],
-    ):
-        raise ValueError(f"{snapshot} holds neither {parent['bundle_id']} nor {nxt['bundle_id']}")
-    con = duckdb.connect()
-    for f in manifest["files"]:
-        target = _seed_inside(snapshot, f["path"])
-        if f["op"] == "delete":
-            target.unlink(missing_ok=True)
-            continue
-        source = _seed_inside(delta, f["source"])
-        if _seed_sha256(source) != f["sha256"]:
-            raise ValueError(f"{source} is not the file the delta's manifest names")
-        if f["op"] in ("add", "replace"):
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, target)
-        elif f["op"] == "change":
-            keys = ", ".join(SEED_KEYS[f["path"]])
-            new = target.with_name(target.name + ".new")
-            con.sql(
-                f"""
-                SELECT * FROM (
-                  SELECT base.* FROM read_parquet($target) AS base
-                  ANTI JOIN (SELECT row.* FROM read_parquet($changes)) AS ch USING ({keys})
-                  UNION ALL BY NAME
-                  SELECT row.* FROM read_parquet($changes) WHERE op = 'upsert'
-                ) ORDER BY {keys}
-                """,
-                params={"target": str(target), "changes": str(source)},
-            ).write_parquet(str(new))
-            new.replace(target)
-        else:
-            raise ValueError(f"unknown op {f['op']!r} for {f['path']}")
-
+from skewtape_pipeline_tests.mirror.reference_apply import apply_delta as reference_apply_delta
 
 # --- helpers ------------------------------------------------------------------------------------
 
@@ -125,7 +52,7 @@ def _update_table(folder, rel, change):
 def _assert_applies_to_next(parent, nxt, delta, tmp_path):
     """The reference applier takes a copy of parent to next: bytes equal, tables by rows."""
     mirror = copy_snapshot(parent, tmp_path / "mirror")
-    seed_apply_delta(mirror, delta)
+    reference_apply_delta(mirror, delta)
     next_manifest, _, next_sha = read_snapshot(nxt)
     assert sha256_file(mirror / MANIFEST) == next_sha
     assert (mirror / CHECKSUMS).read_bytes() == (nxt / CHECKSUMS).read_bytes()
