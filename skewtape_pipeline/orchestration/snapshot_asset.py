@@ -102,8 +102,8 @@ def merge_tables(skewtape: SkewtapeHome, progress: MonthStep) -> MonthStep:
 
 @dg.op(pool=APPLY_POOL)
 def publish_snapshot(skewtape: SkewtapeHome, progress: MonthStep) -> MonthStep:
-    """Copy CHECKSUMS.sha256 then manifest.json last, verify the staged month, and rename it
-    into history/<month> (under the history folder's lock)."""
+    """Place `CHECKSUMS.sha256` then `manifest.json` last, verify the staged month, and commit it
+    into `history/<month>/` (under the history folder's lock)."""
     staged = _staged(progress)
     if staged is None or staged.already_applied:
         return progress
@@ -121,13 +121,13 @@ def verify_month_snapshot(
     progress: MonthStep,
     applied: MonthStep,
 ) -> None:
-    """Report the verification of ``history/<month>/``; raise VerificationError (failing the
+    """Report the verification of `history/<month>/`; raise VerificationError (failing the
     run) if it does not verify. A month applied by this run was verified before it was published
     (the result is read from its journal); a bootstrap month or one already applied is verified
     here.
 
     On success, registers the venues of the fills files the month added or replaced (the
-    tick archive's ``venues`` dimension) and records the apply's (or the bootstrap's)
+    tick archive's `venues` dimension) and records the apply's (or the bootstrap's)
     metadata on the materialization.
     """
     month, staged = progress["month"], _staged(applied)

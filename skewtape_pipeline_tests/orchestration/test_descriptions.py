@@ -12,8 +12,8 @@ from skewtape_pipeline_tests.markup import markup_problems
 
 
 def described() -> dict[str, str | None]:
-    """{what: description} of every asset, check, job, sensor, schedule, resource (its own and
-    its fields') and run config the code location shows."""
+    """{what: description} of every asset, check, job, op, sensor, schedule, resource (its own
+    and its fields') and run config the code location shows."""
     texts: dict[str, str | None] = {}
     asset_graph = defs.resolve_asset_graph()
     for key in asset_graph.get_all_asset_keys():
@@ -23,6 +23,8 @@ def described() -> dict[str, str | None]:
         texts[f"check {check_key.name}"] = spec.description
     for job in defs.resolve_all_job_defs():
         texts[f"job {job.name}"] = job.description
+        for node in job.graph.iterate_op_defs():  # an op's docstring is its description
+            texts[f"op {node.name}"] = node.description
     for sensor in defs.sensors or []:
         texts[f"sensor {sensor.name}"] = sensor.description
     for schedule in defs.schedules or []:
@@ -40,6 +42,7 @@ def test_descriptions_when_rendered_keep_placeholders_and_use_no_rst():
     texts = described()
     assert {"asset history_snapshot", "check checksums_verified", "resource skewtape"} <= set(texts)
     assert sum(1 for name in texts if name.startswith("check ")) >= 5
+    assert {"op publish_snapshot", "op verify_month_snapshot"} <= set(texts)
     problems = [p for name, text in texts.items() for p in markup_problems(name, text)]
     assert problems == []
 
