@@ -101,3 +101,10 @@ def applied_chain(applied_chain_once: Path, tmp_path: Path) -> Path:
     root = tmp_path / "applied"
     shutil.copytree(applied_chain_once, root, symlinks=True)
     return root
+
+
+@pytest.fixture
+def no_fsync(monkeypatch):
+    """Durability is not what the tests that take this check (archives of thousands of tiny
+    files): skip fsync to keep them fast."""
+    monkeypatch.setattr(os, "fsync", lambda fd: None)

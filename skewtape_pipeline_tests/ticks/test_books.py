@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from datetime import timedelta
 
 import pytest
@@ -35,11 +34,6 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
 
 STAGE_1 = DAYS[-1] + timedelta(days=1)
 STAGE_2 = DAYS[-1] + timedelta(days=14)
-
-
-@pytest.fixture
-def no_fsync(monkeypatch):
-    monkeypatch.setattr(os, "fsync", lambda fd: None)
 
 
 def events(root) -> list[dict]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from datetime import timedelta
 
@@ -43,11 +42,6 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
 
 STAGE_1 = DAYS[-1] + timedelta(days=1)  # ages 16 .. 1: cold, cold, warm, warm, warm, hot
 STAGE_2 = DAYS[-1] + timedelta(days=14)  # every day cold
-
-
-@pytest.fixture
-def no_fsync(monkeypatch):
-    monkeypatch.setattr(os, "fsync", lambda fd: None)
 
 
 @pytest.fixture

@@ -46,12 +46,6 @@ STAGE_1 = DAYS[-1] + timedelta(days=1)  # ages 16 .. 1: cold, cold, warm, warm, 
 STAGE_2 = DAYS[-1] + timedelta(days=14)  # every day cold
 
 
-@pytest.fixture
-def no_fsync(monkeypatch):
-    """Durability is not what these tests check; skip fsync to keep them fast."""
-    monkeypatch.setattr(os, "fsync", lambda fd: None)
-
-
 def audit_events(root) -> list[dict]:
     path = root.parent / "audit.jsonl"
     verify_audit_log(path)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
@@ -39,11 +38,6 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
 
 AS_OF = DAYS[-1] + timedelta(days=14)  # every day cold
 SYMBOL_DATE = "SELECT * FROM ticks WHERE symbol = ? AND date BETWEEN ? AND ?"
-
-
-@pytest.fixture
-def no_fsync(monkeypatch):
-    monkeypatch.setattr(os, "fsync", lambda fd: None)
 
 
 def test_scan_stats_when_hot_tier_filtered_by_symbol_and_date_opens_one_file(tmp_path, no_fsync):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
@@ -84,13 +83,6 @@ def expected_lobster() -> list[tuple]:
             out.append(("AMZN", ts, Decimal(price) / 10_000, int(size), directions[direction]))
     assert len(out) == 11_419
     return sorted(out)
-
-
-@pytest.fixture
-def no_fsync(monkeypatch):
-    """The Kalshi file becomes ~2,300 tiny partitions; durability is not what these tests
-    check, so skip the per-file fsync to keep the suite fast."""
-    monkeypatch.setattr(os, "fsync", lambda fd: None)
 
 
 @pytest.mark.slow

@@ -4,7 +4,6 @@ and explicit values override detection."""
 
 from __future__ import annotations
 
-import os
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
@@ -111,12 +110,6 @@ def test_batch_at_schema_when_smaller_scale_drops_a_digit_refuses():
 
 
 # --- compaction defaults ------------------------------------------------------------------------
-
-
-@pytest.fixture
-def no_fsync(monkeypatch):
-    """The Kalshi file becomes ~2,300 tiny partitions; durability is not checked here."""
-    monkeypatch.setattr(os, "fsync", lambda fd: None)
 
 
 def read_amzn_sample(path):

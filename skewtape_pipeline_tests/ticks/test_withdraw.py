@@ -58,12 +58,6 @@ WARM_KEY = ("CL/F", DAYS[3])
 HOT_KEY = ("KX-25MAR", DAYS[-1])  # still hot at STAGE_1: never catalogued
 
 
-@pytest.fixture
-def no_fsync(monkeypatch):
-    """Durability is not what these tests check; skip fsync to keep them fast."""
-    monkeypatch.setattr(os, "fsync", lambda fd: None)
-
-
 def without(keys) -> list[tuple]:
     """The rows the view must return once ``keys`` are withdrawn."""
     return [row for row in expected_rows() if (row[0], row[1]) not in set(keys)]
