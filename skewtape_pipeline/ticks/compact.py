@@ -304,8 +304,8 @@ def compact_symbol_day(
     report records the unit read back from the written file). Atomic and
     idempotent: rewriting a symbol-day replaces its file. The file is published under the
     archive's lock (waiting up to ``lock_timeout`` seconds for a re-tiering to finish).
-    Compacting a symbol-day the archive already holds is audited before the write
-    (:func:`audit_recompaction`, to ``audit_log``, default ``<out>/../audit.jsonl``).
+    Compacting a symbol-day the archive already holds is audited once the write succeeded
+    (:func:`recompaction_record`, to ``audit_log``, default ``<out>/../audit.jsonl``).
 
     Raises
     ------
@@ -366,7 +366,7 @@ def compact_symbol_day(
         check_may_write(Path(out), path)  # refused in books_and_records mode when it exists
         if path.exists():  # a rewrite: refused while the catalog does not account for the files
             checked_catalog(Path(out), policy)
-        audit_recompaction(Path(out), symbol, day, rows=len(batch), audit_log=audit_log)
+        rewrite = recompaction_record(Path(out), symbol, day, rows=len(batch))
         facts = write_archive_file(
             batch,
             path,
@@ -377,6 +377,8 @@ def compact_symbol_day(
                 META_PREFIX + "tier": tier,
             },
         )
+        if rewrite is not None:
+            audit(Path(out), audit_log, [rewrite])
     ratio = compression_ratio(raw_size_bytes, facts.size_bytes)
     price_scale = int(facts.metadata[META_PRICE_SCALE])
     quantity_scale = int(facts.metadata[META_QUANTITY_SCALE])
@@ -425,13 +427,13 @@ EVENT_RECOMPACT = "tick-archive-recompact"
 consolidated copy superseded by a new hot file)."""
 
 
-def audit_recompaction(
-    out: Path, symbol: str, day: date, *, rows: int, audit_log: Path | None
-) -> bool:
-    """Append an :data:`EVENT_RECOMPACT` record when the archive already holds the symbol-day:
-    ``replaces`` names its hot file (path, sha256, bytes), ``supersedes`` its catalogued
-    consolidated copies (tier, file, rows; a withdrawn one too). Call it under the archive's
-    lock, before the write. Returns whether a record was written (nothing for a new day)."""
+def recompaction_record(out: Path, symbol: str, day: date, *, rows: int) -> dict | None:
+    """The :data:`EVENT_RECOMPACT` audit record of writing ``rows`` ticks of a symbol-day the
+    archive already holds, or None for a new day: ``replaces`` names its hot file (path,
+    sha256, bytes), ``supersedes`` its catalogued consolidated copies (tier, file, rows; a
+    withdrawn one too). Read under the archive's lock before the write (the hot file's sha256
+    is that of the file being replaced); append it with ``audit`` once the write succeeded, so
+    a failed write leaves no record of a rewrite that did not happen."""
     path = partition_file(out, symbol, day)
     replaces = None
     if path.exists():
@@ -455,8 +457,8 @@ def audit_recompaction(
         ]
     )
     if replaces is None and not supersedes:
-        return False
-    record = {
+        return None
+    return {
         "event": EVENT_RECOMPACT,
         "archive": str(out.absolute()),
         "symbol": symbol,
@@ -466,8 +468,6 @@ def audit_recompaction(
         "replaces": replaces,
         "supersedes": supersedes,
     }
-    audit(out, audit_log, [record])
-    return True
 
 
 def compact_source(
@@ -489,7 +489,7 @@ def compact_source(
     """Compact every symbol-day of ``source`` (see :func:`compact_ticks`).
 
     ``on_progress(done, total)`` is called after each symbol-day is written (e.g. to draw a
-    progress bar); rewrites are audited to ``audit_log`` (:func:`audit_recompaction`).
+    progress bar); rewrites are audited to ``audit_log`` (:func:`recompaction_record`).
     """
     policy = TierPolicy() if tier_policy is None else tier_policy
     if not isinstance(policy, TierPolicy):

@@ -426,7 +426,7 @@ def _records(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
-def test_compact_symbol_day_when_file_exists_audits_the_rewrite_before_replacing(tmp_path):
+def test_compact_symbol_day_when_file_exists_audits_the_rewrite(tmp_path):
     out, log = tmp_path / "archive", tmp_path / "audit.jsonl"
     compact_symbol_day(day_batch(5), symbol="ES", day=DAY, out=out, age_days=0,
                        policy=TierPolicy())  # fmt: skip
@@ -443,6 +443,32 @@ def test_compact_symbol_day_when_file_exists_audits_the_rewrite_before_replacing
     assert record["replaces"] == {"file": str(first.relative_to(out)), "sha256": old_sha,
                                   "bytes": old_bytes}  # fmt: skip
     assert report.tick_count == 7 and verify_audit_log(log) == 1
+
+
+class _DiskFull(OSError):
+    pass
+
+
+def _fail_every_publish(temp: Path, target: Path) -> None:
+    raise _DiskFull(f"{target}: no space left on device")
+
+
+def test_compact_symbol_day_when_the_rewrite_fails_audits_nothing_and_keeps_the_file(tmp_path):
+    out, log = tmp_path / "archive", tmp_path / "audit.jsonl"
+    compact_symbol_day(day_batch(5), symbol="ES", day=DAY, out=out, age_days=0,
+                       policy=TierPolicy())  # fmt: skip
+    first = partition_file(out, "ES", DAY)
+    old_sha = sha256_file(first)
+    previous = fsio.set_publish_hook(_fail_every_publish)
+    try:
+        with pytest.raises(_DiskFull):
+            compact_symbol_day(day_batch(7), symbol="ES", day=DAY, out=out, age_days=0,
+                               policy=TierPolicy())  # fmt: skip
+    finally:
+        fsio.set_publish_hook(previous)
+
+    assert _records(log) == []  # no record of a rewrite that did not happen
+    assert sha256_file(first) == old_sha
 
 
 def test_compact_symbol_day_when_day_is_catalogued_audits_that_it_supersedes_the_copy(tmp_path):
