@@ -26,6 +26,10 @@ SYMBOLS = ("CL/F", "ES", "KX-25MAR")
 FIRST_DAY = date(2026, 1, 27)
 DAYS = tuple(FIRST_DAY + timedelta(days=i) for i in (0, 3, 6, 9, 12, 15))
 BUSY = ("ES", DAYS[1])
+STAGE_1 = DAYS[-1] + timedelta(days=1)
+"""Re-tiering date at which the days are aged 16 .. 1: cold, cold, warm, warm, warm, hot."""
+STAGE_2 = DAYS[-1] + timedelta(days=14)
+"""Re-tiering date at which every day is cold."""
 POLICY = TierPolicy(
     hot_max_age_days=2,
     warm_max_age_days=10,

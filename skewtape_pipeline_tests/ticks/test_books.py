@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 
 import pytest
 
@@ -24,6 +23,8 @@ from skewtape_pipeline.ticks.tiers import COLD
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
+    STAGE_1,
+    STAGE_2,
     build_archive,
     day_ticks,
     expected_rows,
@@ -31,9 +32,6 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     tiers_by_day,
     view_rows,
 )
-
-STAGE_1 = DAYS[-1] + timedelta(days=1)
-STAGE_2 = DAYS[-1] + timedelta(days=14)
 
 
 def events(root) -> list[dict]:

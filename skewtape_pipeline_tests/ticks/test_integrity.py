@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from datetime import timedelta
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -32,6 +31,8 @@ from skewtape_pipeline.ticks.withdraw import remove_symbol_days
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
+    STAGE_1,
+    STAGE_2,
     SYMBOLS,
     build_archive,
     day_ticks,
@@ -39,9 +40,6 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     files_under,
     view_rows,
 )
-
-STAGE_1 = DAYS[-1] + timedelta(days=1)  # ages 16 .. 1: cold, cold, warm, warm, warm, hot
-STAGE_2 = DAYS[-1] + timedelta(days=14)  # every day cold
 
 
 @pytest.fixture

@@ -29,6 +29,8 @@ from skewtape_pipeline.ticks.tiers import COLD, HOT, WARM
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
+    STAGE_1,
+    STAGE_2,
     SYMBOLS,
     Crash,
     build_archive,
@@ -41,9 +43,6 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     tiers_by_day,
     view_rows,
 )
-
-STAGE_1 = DAYS[-1] + timedelta(days=1)  # ages 16 .. 1: cold, cold, warm, warm, warm, hot
-STAGE_2 = DAYS[-1] + timedelta(days=14)  # every day cold
 
 
 def audit_events(root) -> list[dict]:

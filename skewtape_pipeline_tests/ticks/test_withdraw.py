@@ -6,7 +6,7 @@ import contextlib
 import json
 import os
 import shutil
-from datetime import date, timedelta
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -37,6 +37,8 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     BUSY,
     DAYS,
     POLICY,
+    STAGE_1,
+    STAGE_2,
     SYMBOLS,
     Crash,
     build_archive,
@@ -51,8 +53,6 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     view_rows,
 )
 
-STAGE_1 = DAYS[-1] + timedelta(days=1)  # ages 16 .. 1: cold, cold, warm, warm, warm, hot
-STAGE_2 = DAYS[-1] + timedelta(days=14)  # every day cold
 COLD_KEY = BUSY  # ("ES", DAYS[1]): cold at STAGE_1, spans row groups
 WARM_KEY = ("CL/F", DAYS[3])
 HOT_KEY = ("KX-25MAR", DAYS[-1])  # still hot at STAGE_1: never catalogued
