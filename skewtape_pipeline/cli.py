@@ -417,6 +417,18 @@ def _add_audit_options(parser: argparse.ArgumentParser) -> None:
 ARCHIVE_WAIT = "wait this long for another writer to release the archive's lock (default: refuse)"
 
 
+def _add_archive_options(parser: argparse.ArgumentParser, *, writes: bool) -> None:
+    """``--tier-policy`` (the tier roots and settings) of every archive command; for the
+    commands that take the archive's lock to change it (``writes``), ``--audit-log`` and
+    ``--wait`` too."""
+    parser.add_argument("--tier-policy", help="tier policy file (TOML or JSON): the tier roots")
+    if writes:
+        parser.add_argument(
+            "--audit-log", help="audit log (default: audit.jsonl beside the archive)"
+        )
+        parser.add_argument("--wait", type=float, default=0.0, metavar="SECONDS", help=ARCHIVE_WAIT)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="skewtape-pipeline", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -500,7 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("ns", "us", "ms", "s"),
         help="unit ts is stored at; a finer timestamp is refused (default: the coarsest exact)",
     )
-    ticks.add_argument("--tier-policy", help="tier policy file (TOML or JSON)")
+    _add_archive_options(ticks, writes=False)  # it waits for the lock as a library call does
     ticks.add_argument(
         "--audit-log",
         help="audit log of rewrites of symbol-days already archived (default: audit.jsonl "
@@ -514,9 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
     retier = command("retier", cmd_retier, "move symbol-days to the tier their age calls for")
     retier.add_argument("archive", help="archive root (its hot tier)")
     retier.add_argument("--as-of", required=True, help="today's date for ages (YYYY-MM-DD)")
-    retier.add_argument("--tier-policy", help="tier policy file (TOML or JSON)")
-    retier.add_argument("--audit-log", help="audit log (default: audit.jsonl beside the archive)")
-    retier.add_argument("--wait", type=float, default=0.0, metavar="SECONDS", help=ARCHIVE_WAIT)
+    _add_archive_options(retier, writes=True)
 
     remove = command(
         "remove-days",
@@ -532,9 +542,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar=("SYMBOL", "DATE"),
         help="a symbol-day to take out (repeatable)",
     )
-    remove.add_argument("--audit-log", help="audit log (default: audit.jsonl beside the archive)")
-    remove.add_argument("--wait", type=float, default=0.0, metavar="SECONDS", help=ARCHIVE_WAIT)
-    remove.add_argument("--tier-policy", help="tier policy file (TOML or JSON): the tier roots")
+    _add_archive_options(remove, writes=True)
 
     query = command(
         "query",
@@ -546,7 +554,7 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument(
         "--archive", action="append", required=True, help="archive root (repeatable)"
     )
-    query.add_argument("--tier-policy", help="tier policy file (TOML or JSON): the tier roots")
+    _add_archive_options(query, writes=False)
     _add_archive_repair_commands(command)
     return parser
 
@@ -564,7 +572,7 @@ def _add_archive_repair_commands(command: Callable[..., argparse.ArgumentParser]
         action="store_true",
         help="also read every page of every file, verifying its checksum (CRC) through pyarrow",
     )
-    check.add_argument("--tier-policy", help="tier policy file (TOML or JSON): the tier roots")
+    _add_archive_options(check, writes=False)
 
     rebuild = command(
         "rebuild-catalog",
@@ -572,9 +580,7 @@ def _add_archive_repair_commands(command: Callable[..., argparse.ArgumentParser]
         "rebuild a tick archive's catalog from its consolidated files' own metadata",
     )
     rebuild.add_argument("archive", help="archive root (its hot tier)")
-    rebuild.add_argument("--tier-policy", help="tier policy file (TOML or JSON): the tier roots")
-    rebuild.add_argument("--audit-log", help="audit log (default: audit.jsonl beside the archive)")
-    rebuild.add_argument("--wait", type=float, default=0.0, metavar="SECONDS", help=ARCHIVE_WAIT)
+    _add_archive_options(rebuild, writes=True)
 
 
 def one_line(message: str) -> str:
