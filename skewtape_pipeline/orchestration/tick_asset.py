@@ -118,7 +118,11 @@ def record_tick_archive(
     skewtape: SkewtapeHome,
     archive: ArchiveSettings,
 ):
-    """Read the run's rows of the reports table back: each venue-day's metadata, the checks."""
+    """Read the run's rows of the reports table back: each venue-day's metadata, the checks.
+
+    A symbol-day read back unequal to its fills fails the check and then the op, before the
+    asset's output: Dagster records a partition whenever the graph's last op succeeds, so
+    raising here is what keeps the run's venue-days from showing as materialized."""
     batches = _batches(context)
     problems, files = [], 0
     for key in context.partition_keys:
@@ -137,7 +141,6 @@ def record_tick_archive(
                     f"{row['symbol']} {row['date']}: {row['read_back_mismatched_rows']} row(s) "
                     f"differ between the archive and {row['source_fills_path']}"
                 )
-    yield dg.Output(None, "result")
     count = {"files": dg.MetadataValue.int(files)}
     yield dg.AssetCheckResult(
         check_name=ROUND_TRIP,
@@ -149,6 +152,13 @@ def record_tick_archive(
             "tier_policy": dg.MetadataValue.json(archive.policy().to_dict()),
         },
     )
+    if problems:
+        raise dg.Failure(
+            f"{len(problems)} symbol-day(s) read back unequal to their fills (first: "
+            f"{problems[0]}); no venue-day of this run is recorded as materialized",
+            metadata=problems_metadata(problems),
+        )
+    yield dg.Output(None, "result")
 
 
 def _batches(context: dg.AssetExecutionContext):

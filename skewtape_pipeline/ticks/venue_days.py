@@ -92,15 +92,6 @@ class VenueDayResult:
     def tick_count(self) -> int:
         return sum(row.tick_count for row in self.archived)
 
-    @property
-    def read_back_problems(self) -> list[str]:
-        return [
-            f"{row.symbol} {row.date}: {row.read_back_mismatched_rows} row(s) differ between "
-            f"the archive and {row.source_fills_path}"
-            for row in self.rows
-            if row.read_back_mismatched_rows
-        ]
-
 
 def venue_month_source(history: Path, venue: str, month_day: date) -> FillsSource:
     """The month file a venue-day's ticks are read from: the one every symbol-day of the venue

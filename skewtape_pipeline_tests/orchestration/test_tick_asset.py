@@ -8,6 +8,7 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
+import pyarrow as pa
 import pytest
 from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
 
@@ -238,3 +239,27 @@ def test_tick_archive_when_instance_holds_old_symbol_day_partitions_ignores_them
     venues = instance.get_dynamic_partitions(VENUES)
     assert keys == {f"{DAY}|{venue}" for venue in venues}
     assert str(old_key) in instance.get_materialized_partitions(TICK_ARCHIVE)  # still logged
+
+
+def test_tick_archive_when_a_symbol_day_reads_back_unequal_fails_and_records_no_partition(
+    two_months: dg.Definitions, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+):
+    from skewtape_pipeline.orchestration import tick_asset
+
+    real = tick_asset.read_venue_day_reports
+
+    def one_mismatch(archive, venue, day):  # the shards' read-back found 3 rows differing
+        rows = real(archive, venue, day)
+        mismatched = [3 if s == "archived" else 0 for s in rows["status"].to_pylist()]
+        column = rows.schema.get_field_index("read_back_mismatched_rows")
+        return rows.set_column(column, rows.schema.field(column), pa.array(mismatched, pa.int64()))
+
+    monkeypatch.setattr(tick_asset, "read_venue_day_reports", one_mismatch)
+    result = run_day(two_months, instance, DAY)
+
+    assert not result.success
+    [check] = result.get_asset_check_evaluations()
+    assert check.check_name == ROUND_TRIP and not check.passed
+    assert check.metadata["problems"].value > 0
+    assert result.get_asset_materialization_events() == []
+    assert instance.get_materialized_partitions(TICK_ARCHIVE) == set()
