@@ -281,7 +281,7 @@ def _pyarrow_write_seconds(batch: TickBatch, path: Path) -> float:
 
 def check_tkc1_matches_ours(t: Ticks) -> None:
     """The benchmark's vectorized TKC1 encoder gives the project's TKC1 bytes exactly."""
-    from skewtape_pipeline.ticks.tkc1 import encode_columns
+    from skewtape_pipeline.reference.tkc1 import encode_columns
 
     sample = t.take(slice(0, 5_000), symbol=t.symbol)
     ours = encode_columns(

@@ -35,8 +35,8 @@ from skewtape_pipeline.errors import (
     PrecisionLossError,
     TickValidationError,
 )
+from skewtape_pipeline.ticks.decimals import quantize_price
 from skewtape_pipeline.ticks.sides import CANONICAL_SIDES, SIDE_NAMES, resolve_side_map
-from skewtape_pipeline.ticks.tkc1 import quantize_price
 
 MAX_SCALE = 18
 MAX_DIGITS = 18

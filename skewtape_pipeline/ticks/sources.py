@@ -45,9 +45,10 @@ from skewtape_pipeline.ticks.sides import (
     LOBSTER_CROSS,
     LOBSTER_DIRECTIONS,
 )
-from skewtape_pipeline.ticks.tkc1 import CSV_HEADER
 
 CANONICAL_COLUMNS = ("timestamp_nanos", "price", "quantity", "side")
+CSV_HEADER = ",".join(CANONICAL_COLUMNS) + "\n"
+"""The first line of a canonical tick CSV."""
 SYMBOL_COLUMN = "symbol"
 
 KALSHI_COLUMNS = ("ticker", "count", "created_time", "yes_price", "no_price", "taker_side")
@@ -291,7 +292,7 @@ def units_as_decimal(units: pa.Array, scale: int) -> pa.Array:
 def canonical_csv_bytes(batch: TickBatch) -> bytes:
     """The canonical CSV of ``batch``: the header, then one ``timestamp_nanos,price,quantity,side``
     line per tick, price and quantity with exactly their scale's decimals. Same text as
-    :func:`skewtape_pipeline.ticks.tkc1.canonical_csv_text` for the same ticks."""
+    :func:`skewtape_pipeline.reference.tkc1.canonical_csv_text` for the same ticks."""
     sink = pa.BufferOutputStream()
     sink.write(CSV_HEADER.encode("ascii"))
     pa_csv.write_csv(

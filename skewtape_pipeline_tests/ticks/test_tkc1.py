@@ -16,12 +16,12 @@ from skewtape_pipeline.errors import (
     TickFormatError,
     TickValidationError,
 )
-from skewtape_pipeline.ticks import tkc1
+from skewtape_pipeline.reference import tkc1
+from skewtape_pipeline.reference.tkc1 import Tick
 from skewtape_pipeline.ticks.model import TickBatch
 from skewtape_pipeline.ticks.report import RAW_SIZE_BASIS_CANONICAL_CSV, RAW_SIZE_BASIS_SUPPLIED
 from skewtape_pipeline.ticks.sides import SIDE_CODES
 from skewtape_pipeline.ticks.sources import canonical_csv_bytes
-from skewtape_pipeline.ticks.tkc1 import Tick
 
 BASE_NS = 1_700_000_000_000_000_000
 
@@ -100,19 +100,6 @@ def test_columnar_when_same_deltas_row_major_compress_larger_at_same_level():
     assert len(row_major) == len(buffer)
     assert sorted(row_major) == sorted(buffer)
     assert len(zlib.compress(buffer, 6)) < len(zlib.compress(row_major, 6))
-
-
-@pytest.mark.parametrize("price", [150.0 + 0.05 + 0.05 + 0.05, 0.1 + 0.2, 150.15000000000003])
-def test_quantize_when_float_noise_is_not_flagged(price):
-    units, lossy = tkc1.quantize_price(price, 4)
-    assert not lossy
-    assert units == int(Decimal(repr(price)).quantize(Decimal("0.0001")).scaleb(4))
-
-
-def test_quantize_when_real_fifth_decimal_at_scale_4_is_flagged():
-    assert tkc1.quantize_price(1.23456, 4) == (12346, True)
-    assert tkc1.quantize_price("1.23456", 4) == (12346, True)
-    assert tkc1.quantize_price(Decimal("1.23456"), 4) == (12346, True)
 
 
 def test_encode_when_fifth_decimal_at_scale_4_raises_precision_loss():

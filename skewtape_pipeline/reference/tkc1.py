@@ -21,13 +21,13 @@ decimal string is exact (``"1.23456"`` at 4 decimals is loss). Loss is refused w
 The codec wrappers record the codec actually used and never fall back: asking for zstd
 without the ``zstandard`` package is a :class:`~skewtape_pipeline.errors.ConfigError`.
 
-Standard library only (``zstandard`` is imported only when zstd is asked for).
+It uses the product's exact decimals (:mod:`skewtape_pipeline.ticks.decimals`) and reports;
+otherwise standard library only (``zstandard`` is imported only when zstd is asked for).
 """
 
 from __future__ import annotations
 
 import array
-import decimal
 import itertools
 import struct
 import sys
@@ -45,6 +45,16 @@ from skewtape_pipeline.errors import (
     TickFormatError,
     TickValidationError,
 )
+from skewtape_pipeline.ticks.decimals import (
+    INT64_MAX,
+    INT64_MIN,
+    MAX_PRICE_SCALE,
+    check_int64,
+    check_price_scale,
+    format_units,
+    quantize_price,
+    units_to_decimal,
+)
 from skewtape_pipeline.ticks.report import (
     DEFAULT_TARGET_RATIO,
     RAW_SIZE_BASIS_CANONICAL_CSV,
@@ -56,6 +66,7 @@ from skewtape_pipeline.ticks.report import (
     report_notes,
 )
 from skewtape_pipeline.ticks.sides import SIDE_CODES, SIDE_NAMES
+from skewtape_pipeline.ticks.sources import CSV_HEADER
 from skewtape_pipeline.ticks.tiers import TierPolicy, check_age_days
 
 FORMAT_MAGIC = b"TKC1"
@@ -63,21 +74,8 @@ FORMAT_VERSION = 1
 HEADER = struct.Struct(">4sBBQ")
 HEADER_SIZE = HEADER.size
 BYTES_PER_TICK = 3 * 8 + 1
-MAX_PRICE_SCALE = 18
-INT64_MIN = -(2**63)
-INT64_MAX = 2**63 - 1
-
-NOISE_RELATIVE = Decimal("1e-12")
-"""Relative part of the float-noise bound, in scaled units (about 4500 double ULPs)."""
-NOISE_ABSOLUTE = Decimal("1e-9")
-"""Absolute part of the float-noise bound, in scaled units."""
-
 CODEC_LEVELS = {"zlib": (0, 9), "zstd": (1, 22)}
 DEFAULT_LEVELS = {"zlib": 9, "zstd": 19}
-
-CSV_HEADER = "timestamp_nanos,price,quantity,side\n"
-
-_EXACT = decimal.Context(prec=80, traps=[decimal.InvalidOperation])
 
 
 @dataclass(frozen=True)
@@ -125,99 +123,6 @@ class CompressedBlob:
     codec: str
     level: int
     data: bytes
-
-
-# --- exact prices -------------------------------------------------------------------------------
-
-
-def check_price_scale(price_scale: object) -> int:
-    """Return ``price_scale`` if it is an integer in 0..18, else raise ConfigError."""
-    if (
-        not isinstance(price_scale, int)
-        or isinstance(price_scale, bool)
-        or not 0 <= price_scale <= MAX_PRICE_SCALE
-    ):
-        raise ConfigError(
-            f"price_scale = {price_scale!r}: expected an integer in 0..{MAX_PRICE_SCALE}"
-        )
-    return price_scale
-
-
-def quantize_price(
-    price: Decimal | float | int | str,
-    price_scale: int,
-    *,
-    row: int | None = None,
-    field: str = "price",
-) -> tuple[int, bool]:
-    """Scale ``price`` to an integer at ``price_scale`` decimals (round half to even).
-
-    Returns ``(units, lossy)``. A float is taken at its shortest repr and ``lossy`` is True only
-    when the discarded fraction exceeds the float-noise bound; for a Decimal, int or string any
-    discarded non-zero digit is loss. ``field`` names the column in error messages.
-
-    Raises
-    ------
-    TickValidationError
-        On a non-finite, non-numeric or out-of-int64 value (names ``row`` and ``field``).
-    """
-    if isinstance(price, bool):
-        raise TickValidationError(f"{field} {price!r} is a bool", row=row, field=field)
-    if isinstance(price, int):
-        units = price * 10**price_scale
-        _check_int64(units, row=row, field=field, what=f"{field} {price!r}")
-        return units, False
-    if isinstance(price, float):
-        value = Decimal(repr(price))
-    elif isinstance(price, Decimal):
-        value = price
-    elif isinstance(price, str):
-        try:
-            value = Decimal(price.strip())
-        except decimal.InvalidOperation:
-            raise TickValidationError(
-                f"{field} {price!r} is not a decimal number", row=row, field=field
-            ) from None
-    else:
-        raise TickValidationError(
-            f"{field} {price!r} has type {type(price).__name__}; expected Decimal, int, float "
-            "or str",
-            row=row,
-            field=field,
-        )
-    if not value.is_finite():
-        raise TickValidationError(
-            f"{field} {price!r} is not finite; expected a finite number", row=row, field=field
-        )
-    scaled = _EXACT.scaleb(value, price_scale)
-    rounded = scaled.to_integral_value(rounding=decimal.ROUND_HALF_EVEN, context=_EXACT)
-    residual = abs(_EXACT.subtract(scaled, rounded))
-    if isinstance(price, float):
-        lossy = residual > abs(scaled) * NOISE_RELATIVE + NOISE_ABSOLUTE
-    else:
-        lossy = residual != 0
-    units = int(rounded)
-    _check_int64(units, row=row, field=field, what=f"{field} {price!r} at scale {price_scale}")
-    return units, lossy
-
-
-def units_to_decimal(units: int, scale: int) -> Decimal:
-    """The exact Decimal ``units / 10**scale``: ``(7123456789, 4) -> 712345.6789``."""
-    return Decimal(units).scaleb(-scale, context=_EXACT)
-
-
-def format_units(units: int, scale: int) -> str:
-    """``units / 10**scale`` as plain decimal text with exactly ``scale`` decimals."""
-    digits = str(abs(units)).rjust(scale + 1, "0")
-    text = f"{digits[:-scale]}.{digits[-scale:]}" if scale else digits
-    return f"-{text}" if units < 0 else text
-
-
-def _check_int64(value: int, *, row: int | None, field: str, what: str) -> None:
-    if not INT64_MIN <= value <= INT64_MAX:
-        raise TickValidationError(
-            f"{what} does not fit a signed 64-bit field", row=row, field=field
-        )
 
 
 # --- encode / decode ----------------------------------------------------------------------------
@@ -278,7 +183,7 @@ def _check_tick_fields(tick: Tick, row: int) -> None:
             row=row,
             field="timestamp_nanos",
         )
-    _check_int64(ts, row=row, field="timestamp_nanos", what=f"timestamp {ts}")
+    check_int64(ts, row=row, field="timestamp_nanos", what=f"timestamp {ts}")
     qty = tick.quantity
     if not isinstance(qty, int) or isinstance(qty, bool):
         raise TickValidationError(f"quantity {qty!r} is not an integer", row=row, field="quantity")
@@ -286,7 +191,7 @@ def _check_tick_fields(tick: Tick, row: int) -> None:
         raise TickValidationError(
             f"quantity {qty} is negative; expected >= 0", row=row, field="quantity"
         )
-    _check_int64(qty, row=row, field="quantity", what=f"quantity {qty}")
+    check_int64(qty, row=row, field="quantity", what=f"quantity {qty}")
     if tick.side not in SIDE_CODES:
         raise TickValidationError(
             f"side {tick.side!r} is not one of {', '.join(SIDE_NAMES)}; map the feed's "
