@@ -80,9 +80,10 @@ def expected_rows(days: tuple[date, ...] = DAYS) -> list[tuple]:
     return sorted(out)
 
 
-def view_rows(root: Path) -> list[tuple]:
+def view_rows(root: Path, *, policy: TierPolicy | None = None) -> list[tuple]:
     """Every row of the ``ticks`` view, sorted, as (symbol, date, ts_ns, price, qty, side)."""
-    table = run_query("SELECT symbol, date, ts, price, quantity, side FROM ticks", root)
+    sql = "SELECT symbol, date, ts, price, quantity, side FROM ticks"
+    table = run_query(sql, root, policy=policy)
     ts = table.column("ts").cast(pa.int64()).to_pylist()
     return sorted(
         zip(
@@ -97,9 +98,9 @@ def view_rows(root: Path) -> list[tuple]:
     )
 
 
-def tiers_by_day(root: Path) -> dict[tuple[str, date], str]:
+def tiers_by_day(root: Path, *, policy: TierPolicy | None = None) -> dict[tuple[str, date], str]:
     """The tier the view reports for each symbol-day."""
-    table = run_query("SELECT DISTINCT symbol, date, tier FROM ticks", root)
+    table = run_query("SELECT DISTINCT symbol, date, tier FROM ticks", root, policy=policy)
     return {
         (s, d): t
         for s, d, t in zip(
