@@ -7,13 +7,16 @@ import uuid
 from dataclasses import replace
 from datetime import timedelta
 
+import pyarrow as pa
 import pytest
 from pyarrow import fs
 
 from skewtape_pipeline import faults
 from skewtape_pipeline.audit import verify_audit_log
+from skewtape_pipeline.ticks import storage
 from skewtape_pipeline.ticks.catalog import read_catalog
 from skewtape_pipeline.ticks.lifecycle import retier
+from skewtape_pipeline.ticks.query import run_query
 from skewtape_pipeline.ticks.tiers import COLD, HOT, WARM, TierPolicy
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
@@ -146,3 +149,131 @@ def test_retier_on_s3_when_crashing_at_each_step_keeps_every_tick_once_and_rerun
         )
         verify_audit_log(work.parent / "audit.jsonl")
     assert files_under(clean.parent)  # the local side holds the hot tier, catalog and audit log
+
+
+class CountingHandler(fs.FileSystemHandler):
+    """A pyarrow filesystem delegating to ``inner`` that counts the files opened for reading and
+    the bytes read from them."""
+
+    def __init__(self, inner: fs.FileSystem):
+        self.inner = inner
+        self.opened: list[str] = []
+        self.bytes_read = 0
+
+    def reset(self) -> None:
+        self.opened, self.bytes_read = [], 0
+
+    def open_input_file(self, path):
+        self.opened.append(path)
+        return pa.PythonFile(_CountingReader(self.inner.open_input_file(path), self), mode="r")
+
+    def open_input_stream(self, path):
+        self.opened.append(path)
+        return pa.PythonFile(_CountingReader(self.inner.open_input_file(path), self), mode="r")
+
+    def get_type_name(self):
+        return "counting"
+
+    def normalize_path(self, path):
+        return self.inner.normalize_path(path)
+
+    def get_file_info(self, paths):
+        return self.inner.get_file_info(paths)
+
+    def get_file_info_selector(self, selector):
+        return self.inner.get_file_info(selector)
+
+    def create_dir(self, path, recursive):
+        self.inner.create_dir(path, recursive=recursive)
+
+    def delete_dir(self, path):
+        self.inner.delete_dir(path)
+
+    def delete_dir_contents(self, path, missing_dir_ok=False):
+        self.inner.delete_dir_contents(path, missing_dir_ok=missing_dir_ok)
+
+    def delete_root_dir_contents(self):
+        raise NotImplementedError
+
+    def delete_file(self, path):
+        self.inner.delete_file(path)
+
+    def move(self, src, dest):
+        self.inner.move(src, dest)
+
+    def copy_file(self, src, dest):
+        self.inner.copy_file(src, dest)
+
+    def open_output_stream(self, path, metadata):
+        return self.inner.open_output_stream(path, metadata=metadata)
+
+    def open_append_stream(self, path, metadata):
+        raise NotImplementedError
+
+
+class _CountingReader:
+    """A readable, seekable file object over a pyarrow file, adding what it reads to a count."""
+
+    def __init__(self, native, counter: CountingHandler):
+        self.native, self.counter = native, counter
+        self.closed = False
+
+    def read(self, n=-1):
+        data = self.native.read() if n is None or n < 0 else self.native.read(n)
+        self.counter.bytes_read += len(data)
+        return data
+
+    def seek(self, offset, whence=0):
+        return self.native.seek(offset, whence)
+
+    def tell(self):
+        return self.native.tell()
+
+    def size(self):
+        return self.native.size()
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def writable(self):
+        return False
+
+    def close(self):
+        self.closed = True
+        self.native.close()
+
+
+def test_query_over_s3_tiers_when_filtered_opens_and_reads_less_than_unfiltered(
+    tmp_path, no_fsync, s3_env, monkeypatch
+):
+    prefix = new_prefix()
+    policy = replace(s3_policy(s3_env, prefix), warm_max_age_days=30)  # warm: Jan and Feb
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    retier(root, as_of=STAGE_1, policy=policy)
+    months = {f.period for f in read_catalog(root).files.values()}
+    assert months == {"2026-01", "2026-02"}
+
+    counting = CountingHandler(storage.object_filesystem(policy.warm.root))
+    monkeypatch.setattr(storage, "object_filesystem", lambda uri: fs.PyFileSystem(counting))
+
+    def measured(sql: str) -> tuple[int, int, list]:
+        counting.reset()
+        rows = run_query(sql, root, policy=policy).to_pylist()
+        return len(set(counting.opened)), counting.bytes_read, rows
+
+    every = "SELECT symbol, date, ts, price FROM ticks WHERE tier = 'WARM'"
+    opened_all, read_all, rows_all = measured(every)
+    opened_month, read_month, rows_month = measured(every + " AND year = 2026 AND month = 1")
+    opened_symbol, read_symbol, rows_symbol = measured(every + " AND symbol = 'ES'")
+
+    assert opened_all == 2 and opened_month == 1  # the month=02 object is never opened
+    assert read_month < read_all
+    assert read_symbol < read_all  # row groups of other symbols skipped by their statistics
+    assert rows_month == [r for r in rows_all if r["date"].month == 1]
+    assert sorted(rows_symbol, key=str) == sorted(
+        (r for r in rows_all if r["symbol"] == "ES"), key=str
+    )
+    assert rows_symbol
