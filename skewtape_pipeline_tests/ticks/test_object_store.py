@@ -3,6 +3,7 @@ real S3-compatible server (SeaweedFS on loopback; the ``seaweedfs`` fixture)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import replace
 from datetime import timedelta
@@ -13,10 +14,15 @@ from pyarrow import fs
 
 from skewtape_pipeline import faults
 from skewtape_pipeline.audit import verify_audit_log
+from skewtape_pipeline.cli import main
+from skewtape_pipeline.errors import CatalogMismatchError, ObjectStoreError
 from skewtape_pipeline.ticks import storage
-from skewtape_pipeline.ticks.catalog import read_catalog
+from skewtape_pipeline.ticks.catalog import catalog_path, read_catalog, resolve
+from skewtape_pipeline.ticks.integrity import rebuild_catalog, verify_archive
 from skewtape_pipeline.ticks.lifecycle import retier
+from skewtape_pipeline.ticks.placement import scan_hot_files
 from skewtape_pipeline.ticks.query import run_query
+from skewtape_pipeline.ticks.storage import sha256_of
 from skewtape_pipeline.ticks.tiers import COLD, HOT, WARM, TierPolicy
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
@@ -31,6 +37,7 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     tiers_by_day,
     view_rows,
 )
+from skewtape_pipeline_tests.scale_out.servers import free_port
 
 STAGE_1 = DAYS[-1] + timedelta(days=1)  # ages 16 .. 1: cold, cold, warm, warm, warm, hot
 STAGE_2 = DAYS[-1] + timedelta(days=14)  # every day cold
@@ -267,7 +274,7 @@ def test_query_over_s3_tiers_when_filtered_opens_and_reads_less_than_unfiltered(
     every = "SELECT symbol, date, ts, price FROM ticks WHERE tier = 'WARM'"
     opened_all, read_all, rows_all = measured(every)
     opened_month, read_month, rows_month = measured(every + " AND year = 2026 AND month = 1")
-    opened_symbol, read_symbol, rows_symbol = measured(every + " AND symbol = 'ES'")
+    _, read_symbol, rows_symbol = measured(every + " AND symbol = 'ES'")
 
     assert opened_all == 2 and opened_month == 1  # the month=02 object is never opened
     assert read_month < read_all
@@ -277,3 +284,149 @@ def test_query_over_s3_tiers_when_filtered_opens_and_reads_less_than_unfiltered(
         (r for r in rows_all if r["symbol"] == "ES"), key=str
     )
     assert rows_symbol
+
+
+def tiered_on_s3(tmp_path, server):
+    """An archive re-tiered once at :data:`STAGE_1` with its warm and cold roots on S3."""
+    policy = s3_policy(server, new_prefix())
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    retier(root, as_of=STAGE_1, policy=policy)
+    return root, policy
+
+
+def flip_a_byte(server, uri: str) -> None:
+    """Overwrite the object at ``uri`` with one byte in its middle changed (same size)."""
+    key = uri.removeprefix("s3://")
+    client = bucket_filesystem(server)
+    with client.open_input_stream(key) as stream:
+        data = bytearray(stream.read())
+    data[len(data) // 3] ^= 0xFF
+    with client.open_output_stream(key) as out:
+        out.write(bytes(data))
+
+
+def test_verify_archive_on_s3_when_an_object_is_corrupted_names_it(tmp_path, no_fsync, s3_env):
+    root, policy = tiered_on_s3(tmp_path, s3_env)
+    clean = verify_archive(root, policy=policy, full=True)
+    catalog = read_catalog(root)
+    assert clean.ok, clean.problems
+    assert clean.files_checked == len(catalog.files) + len(scan_hot_files(root))
+    [cold] = [f for f in catalog.files.values() if f.tier == COLD]
+    uri = str(resolve(root, cold.path, policy))
+    assert uri.startswith(f"s3://tiers/{policy.cold.root.split('/')[3]}/cold/year=2026/")
+
+    flip_a_byte(s3_env, uri)
+
+    quick = verify_archive(root, policy=policy)
+    assert [p for p in quick.problems if p.startswith(uri)] == [
+        f"{uri}: sha256 is {sha256_of(resolve(root, cold.path, policy))}, "
+        f"the catalog recorded {cold.sha256}"
+    ]
+    full = verify_archive(root, policy=policy, full=True)
+    assert any(p.startswith(f"{uri}: row group") or "footer" in p for p in full.problems)
+    assert len(full.problems) == 2
+
+
+def test_rebuild_catalog_on_s3_when_the_catalog_is_lost_restores_it(tmp_path, no_fsync, s3_env):
+    root, policy = tiered_on_s3(tmp_path, s3_env)
+    before = read_catalog(root)
+    catalog_path(root).unlink()
+    with pytest.raises(CatalogMismatchError, match="s3://tiers/"):
+        retier(root, as_of=STAGE_2, policy=policy)  # the objects are not accounted for
+
+    result = rebuild_catalog(root, policy=policy)
+
+    after = read_catalog(root)
+    assert result.files == len(before.files) and result.symbol_days == len(before.partitions)
+    assert after.files == before.files
+    assert {k: (p.file, p.rows, p.byte_share) for k, p in after.partitions.items()} == {
+        k: (p.file, p.rows, p.byte_share) for k, p in before.partitions.items()
+    }
+    assert view_rows(root, policy=policy) == expected_rows()
+    assert verify_archive(root, policy=policy, full=True).ok
+
+
+@pytest.mark.parametrize("broken", ["unreachable endpoint", "missing bucket", "bad credentials"])
+def test_s3_tier_when_store_cannot_be_used_raises_typed_error_naming_uri_changes_nothing(
+    tmp_path, no_fsync, s3_env, monkeypatch, broken
+):
+    root, policy = tiered_on_s3(tmp_path, s3_env)
+    prefix = policy.warm.root.split("/")[3]
+    if broken == "unreachable endpoint":
+        warm = s3_env.uri(f"{prefix}/warm", port=free_port())
+    elif broken == "missing bucket":
+        warm = s3_env.uri(f"{prefix}/warm", bucket="no-such-bucket")
+    else:
+        warm = policy.warm.root
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    broken_policy = replace(policy, warm=replace(policy.warm, root=warm))
+    local, stored = files_under(tmp_path), objects_under(s3_env, prefix)
+    named = warm.partition("?")[0]
+
+    for attempt in (
+        lambda: retier(root, as_of=STAGE_2, policy=broken_policy),
+        lambda: verify_archive(root, policy=broken_policy),
+        lambda: rebuild_catalog(root, policy=broken_policy),
+        lambda: view_rows(root, policy=broken_policy),
+    ):
+        with pytest.raises(ObjectStoreError) as refused:
+            attempt()
+        assert refused.value.uri == named and named in str(refused.value)
+    assert files_under(tmp_path) == local
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_env.environment()["AWS_SECRET_ACCESS_KEY"])
+    assert objects_under(s3_env, prefix) == stored
+
+
+def test_seaweedfs_listens_only_on_the_free_ports_it_was_given(s3_env):
+    assert s3_env.listening_ports() == set(s3_env.ports.values())
+    fixed = {9333, 9340, 8888, 7333, 8181, 9101, 23646, 19333, 19340, 18888, 18333, 33646}
+    assert not s3_env.listening_ports() & fixed
+
+
+def test_cli_round_trip_when_policy_puts_warm_and_cold_on_s3(tmp_path, s3_env, capsys):
+    prefix = new_prefix()
+    policy_file = tmp_path / "tiers.toml"
+    policy_file.write_text(
+        "hot_max_age_days = 2\nwarm_max_age_days = 10\n"
+        f'[warm]\nroot = "{s3_env.uri(prefix + "/warm")}"\n'
+        f'[cold]\nroot = "{s3_env.uri(prefix + "/cold")}"\n'
+    )
+    day_ns, start = 86_400 * 10**9, 1_764_547_200 * 10**9  # 2025-12-01
+    lines = ["timestamp_nanos,price,quantity,side,symbol"]
+    lines += [f"{start + d * day_ns + i},0.{50 + i},{i + 1},BUY,KX-{d % 2}" for d in range(4)
+              for i in range(3)]  # fmt: skip
+    source = tmp_path / "ticks.csv"
+    source.write_text("\n".join(lines) + "\n")
+    archive = tmp_path / "data" / "archive"
+    policy = ["--tier-policy", str(policy_file)]
+
+    def cli(*argv: str) -> tuple[int, str, str]:
+        code = main(list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    code, _, err = cli("compact-ticks", str(source), "--out", str(archive), "--as-of", "2025-12-05",
+                       "--price-scale", "2", *policy)  # fmt: skip
+    assert code == 0, err
+    count = "SELECT tier, count(*) AS n, sum(quantity) AS q FROM ticks GROUP BY tier ORDER BY 1"
+    code, out, err = cli("retier", str(archive), "--as-of", "2025-12-12", *policy)
+    assert code == 0, err
+    assert "moved 4 symbol-days" in out
+    assert [k for k in objects_under(s3_env, prefix) if k.endswith(".parquet")]
+    code, out, err = cli("query", count, "--archive", str(archive), "--json", *policy)
+    assert code == 0, err
+    assert [(r["tier"], r["n"], r["q"]) for r in json.loads(out)] == [
+        ("COLD", 3, 6),
+        ("WARM", 9, 18),
+    ]
+    code, out, err = cli("verify-archive", str(archive), "--full", *policy)
+    assert code == 0, err
+    assert "verified 2 files" in out
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        policy_file.read_text().replace(f"127.0.0.1:{s3_env.s3_port}", f"127.0.0.1:{free_port()}")
+    )
+    code, out, err = cli("verify-archive", str(archive), "--tier-policy", str(bad))
+    assert code != 0 and "Traceback" not in err
+    assert f"s3://tiers/{prefix}/" in err
