@@ -24,6 +24,7 @@ from skewtape_pipeline.ticks.placement import scan_hot_files
 from skewtape_pipeline.ticks.query import run_query
 from skewtape_pipeline.ticks.storage import sha256_of
 from skewtape_pipeline.ticks.tiers import COLD, HOT, WARM, TierPolicy
+from skewtape_pipeline_tests.scale_out.servers import free_port
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
@@ -37,7 +38,6 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     tiers_by_day,
     view_rows,
 )
-from skewtape_pipeline_tests.scale_out.servers import free_port
 
 STAGE_1 = DAYS[-1] + timedelta(days=1)  # ages 16 .. 1: cold, cold, warm, warm, warm, hot
 STAGE_2 = DAYS[-1] + timedelta(days=14)  # every day cold
