@@ -6,10 +6,11 @@ reader sees either the old placement or the new one, never a mixture.
 
 Catalog paths name a file by its tier and its path inside that tier's root:
 ``WARM/year=2026/month=02/part-<sha256[:16]>.parquet`` is resolved against the tier policy's
-WARM root when read (:func:`resolve`), and a path that is not a plain relative path inside its
-root (``..``, absolute) is refused. Hot file paths (the source stamps) are relative to the
-archive root itself. So an archive and its tier roots are self-contained: copied or moved
-together, under any names, the copy reads its own files.
+WARM root when read (:func:`resolve`: a local path, or an object when the root is an S3 prefix),
+and a path that is not a plain relative path inside its root (``..``, absolute) is refused. Hot
+file paths (the source stamps) are relative to the archive root itself. So an archive and its
+tier roots are self-contained: copied or moved together, under any names, the copy reads its own
+files.
 
 Catalog version 3 (the file): one row per catalogued symbol-day, sorted by symbol then date
 (zstd, dictionary-encoded strings), with the columns ``symbol``, ``date``, ``file`` (the catalog

@@ -24,8 +24,9 @@ file, however many symbol-days it holds. Which symbol-days those are is the file
 :func:`symbol_days_digest`), so a reader can tell the columns from what was written.
 
 A file is named by its content's sha256, written to a temporary name, read back in full and
-compared symbol-day by symbol-day with the batches it holds, and only then linked into place
-(never over an existing file; an existing file of that name must already hold the same bytes).
+compared symbol-day by symbol-day with the batches it holds, and only then linked into place, or
+uploaded to an S3 tier root and read back (``ticks.storage``; never over an existing file or
+object: one of that name must already hold the same bytes).
 Writing the same symbol-days again is therefore idempotent and can never overwrite anything.
 """
 

@@ -22,6 +22,10 @@ own ``symbol`` and ``date`` columns. Hot files are named by their ``symbol=``/``
 - :func:`verify_archive` compares the catalog with the files (presence, size, sha256) and,
   with ``full``, reads every page of every archive file through pyarrow with page checksum
   verification (DuckDB does not check page checksums).
+
+Consolidated files may live in S3 tier roots (``ticks.storage``): every function here lists and
+reads them there the same way, after checking that the store answers (else
+:class:`~skewtape_pipeline.errors.ObjectStoreError` naming the URI, nothing changed).
 """
 
 from __future__ import annotations

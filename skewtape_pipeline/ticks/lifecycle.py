@@ -13,6 +13,11 @@ where the tier policy wants it at ``as_of``; :func:`retier` carries the plan out
    each removal audited before it happens). In ``books_and_records`` mode nothing is removed:
    the replaced files are retained and the result says so.
 
+Warm and cold roots may be S3 prefixes (``ticks.storage``): a new file is then verified locally,
+uploaded under its content name only if that key is absent and read back (size, sha256) before
+step 2; the catalog stays local, so its rename is still the one commit point, and objects are
+removed in step 3 under the same rules as local files.
+
 A crash anywhere leaves the catalog either before or after step 2, so the view returns every
 tick exactly once, and rerunning :func:`retier` finishes the move (written files are found again
 by their content name; leftover files are removed). Symbol-days only ever move to a colder tier;

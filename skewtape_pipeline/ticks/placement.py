@@ -14,7 +14,8 @@ when it read it) is *superseded*: still on disk until re-tiering removes it (nev
 publisher corrected away (*withdrawn*) has no place: its consolidated copy is hidden until
 re-tiering rewrites the file without it.
 
-The catalog (``ticks.catalog``) says which consolidated file holds each catalogued symbol-day;
+The catalog (``ticks.catalog``) says which consolidated file holds each catalogued symbol-day
+(a local file, or an object when its tier root is an S3 prefix);
 this module reads it together with the hot files on disk, once, into that one placement.
 """
 

@@ -24,6 +24,13 @@ hot file, or withdrawn) are left out of their file's branch by an anti-join agai
 list (one hash join, however many; filters still reach the Parquet scan), so every tick appears
 exactly once and a withdrawn one never.
 
+A tier whose root is an S3 prefix (``ticks.storage``) is scanned through a pyarrow dataset of its
+catalogued objects registered on the connection (DuckDB pushes projections and filters into it):
+``year`` and ``month`` come from the object keys below the tier root, so a filter on them skips
+objects unopened, and ``symbol``/``date`` filters skip row groups by their statistics. Such a view
+exists only on the connection :func:`open_ticks_view` registered it on, so
+:func:`ticks_view_sql` refuses it. An unusable store is an ``ObjectStoreError`` naming the URI.
+
 An archive whose catalog is missing while consolidated files exist is refused
 (``CatalogMismatchError``, naming the files and the rebuild command), as is a catalogued file
 missing from disk; a file whose Parquet footer does not decode is a ``DamagedFileError``

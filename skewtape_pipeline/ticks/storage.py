@@ -324,7 +324,8 @@ class ObjectTier:
         same sha256.
 
         Raises TickFormatError when the key holds other bytes (nothing replaced),
-        DamagedFileError when the stored object does not read back as uploaded.
+        DamagedFileError when the stored object does not read back as uploaded (it is
+        deleted again).
         """
         target = self.file(relative)
         if checkpoint is not None:
@@ -343,6 +344,7 @@ class ObjectTier:
             checkpoint(f"uploaded:{target.name}")
         size, found = size_of(target), sha256_of(target)
         if (size, found) != (temp.stat().st_size, digest):
+            delete(target)  # never left for a rerun to take as a name collision
             raise DamagedFileError(
                 f"the stored object reads back as {size} bytes with sha256 {found}; "
                 f"{temp.stat().st_size} bytes with sha256 {digest} were uploaded (nothing was "

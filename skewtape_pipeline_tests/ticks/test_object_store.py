@@ -15,13 +15,13 @@ from pyarrow import fs
 from skewtape_pipeline import faults
 from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.cli import main
-from skewtape_pipeline.errors import CatalogMismatchError, ObjectStoreError
+from skewtape_pipeline.errors import CatalogMismatchError, ConfigError, ObjectStoreError
 from skewtape_pipeline.ticks import storage
 from skewtape_pipeline.ticks.catalog import catalog_path, read_catalog, resolve
 from skewtape_pipeline.ticks.integrity import rebuild_catalog, verify_archive
 from skewtape_pipeline.ticks.lifecycle import retier
 from skewtape_pipeline.ticks.placement import scan_hot_files
-from skewtape_pipeline.ticks.query import run_query
+from skewtape_pipeline.ticks.query import run_query, ticks_view_sql
 from skewtape_pipeline.ticks.storage import sha256_of
 from skewtape_pipeline.ticks.tiers import COLD, HOT, WARM, TierPolicy
 from skewtape_pipeline_tests.scale_out.servers import free_port
@@ -284,6 +284,8 @@ def test_query_over_s3_tiers_when_filtered_opens_and_reads_less_than_unfiltered(
         (r for r in rows_all if r["symbol"] == "ES"), key=str
     )
     assert rows_symbol
+    with pytest.raises(ConfigError, match="use open_ticks_view"):
+        ticks_view_sql(root, policy=policy)  # its datasets exist only on a connection
 
 
 def tiered_on_s3(tmp_path, server):
