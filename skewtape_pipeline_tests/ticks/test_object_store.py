@@ -37,6 +37,7 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     settled_files,
     tiers_by_day,
     view_rows,
+    write_four_day_csv,
 )
 
 STAGE_1 = DAYS[-1] + timedelta(days=1)  # ages 16 .. 1: cold, cold, warm, warm, warm, hot
@@ -393,12 +394,7 @@ def test_cli_round_trip_when_policy_puts_warm_and_cold_on_s3(tmp_path, s3_env, c
         f'[warm]\nroot = "{s3_env.uri(prefix + "/warm")}"\n'
         f'[cold]\nroot = "{s3_env.uri(prefix + "/cold")}"\n'
     )
-    day_ns, start = 86_400 * 10**9, 1_764_547_200 * 10**9  # 2025-12-01
-    lines = ["timestamp_nanos,price,quantity,side,symbol"]
-    lines += [f"{start + d * day_ns + i},0.{50 + i},{i + 1},BUY,KX-{d % 2}" for d in range(4)
-              for i in range(3)]  # fmt: skip
-    source = tmp_path / "ticks.csv"
-    source.write_text("\n".join(lines) + "\n")
+    source = write_four_day_csv(tmp_path / "ticks.csv")
     archive = tmp_path / "data" / "archive"
     policy = ["--tier-policy", str(policy_file)]
 
