@@ -78,6 +78,7 @@ from skewtape_pipeline.ticks.storage import (
     TierFile,
     TierStore,
     parquet_source,
+    reading,
     size_of,
 )
 from skewtape_pipeline.ticks.tiers import LAYOUT_MONTH, LAYOUT_YEAR, TierSettings
@@ -408,11 +409,13 @@ def read_footer(path: TierFile, data: pa.Buffer | bytes | None = None) -> pq.Fil
     """The Parquet footer of the archive file ``path`` (of ``data``, its bytes, when given).
 
     Raises DamagedFileError naming the file when the footer does not decode (a damaged or
-    truncated file), OSError when it cannot be read at all (missing, no permission).
+    truncated file), OSError when it cannot be read at all (missing, no permission),
+    ObjectStoreError naming an object when its store fails (unreachable, refused credentials).
     """
     source, filesystem = (pa.BufferReader(data), None) if data is not None else parquet_source(path)
     try:
-        return pq.read_metadata(source, filesystem=filesystem)
+        with reading(path):
+            return pq.read_metadata(source, filesystem=filesystem)
     except (FileNotFoundError, PermissionError):
         raise
     except (OSError, pa.ArrowException):

@@ -302,13 +302,7 @@ class ObjectTier:
     def check_reachable(self) -> None:
         """Raise ObjectStoreError naming the URI unless the bucket answers (endpoint reachable,
         bucket present, credentials accepted)."""
-        with _store_errors(self.root, "reaching its bucket"):
-            found = self.filesystem.get_file_info(self.bucket).type
-        if found == pafs.FileType.NotFound:
-            raise ObjectStoreError(
-                f"{self.root}: the bucket {self.bucket!r} does not exist; create it first",
-                uri=self.root,
-            )
+        _check_bucket(self.filesystem, self.bucket, self.root)
 
     @contextlib.contextmanager
     def staging(self, relative: str) -> Iterator[Path]:
@@ -411,15 +405,46 @@ def _refuse_collision(target: TierFile, digest: str) -> None:
         )
 
 
+def reading(file: TierFile) -> contextlib.AbstractContextManager[None]:
+    """Around a pyarrow read of ``file``: for an object, the store's failures (its bucket
+    missing included) become ObjectStoreError naming it (a damaged file's ``ArrowInvalid`` and
+    a missing object's FileNotFoundError pass through); nothing for a local file."""
+    if isinstance(file, ObjectFile):
+        return _reading_object(file)
+    return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _reading_object(file: ObjectFile) -> Iterator[None]:
+    try:
+        with _store_errors(file.uri, "reading it"):
+            yield
+    except FileNotFoundError:
+        _check_bucket(file.filesystem, file.key.partition("/")[0], file.uri)
+        raise
+
+
+def _check_bucket(filesystem: pafs.FileSystem, bucket: str, uri: str) -> None:
+    """Raise ObjectStoreError naming ``uri`` unless ``bucket`` answers (endpoint reachable,
+    bucket present, credentials accepted)."""
+    with _store_errors(uri, "reaching its bucket"):
+        found = filesystem.get_file_info(bucket).type
+    if found == pafs.FileType.NotFound:
+        raise ObjectStoreError(
+            f"{uri}: the bucket {bucket!r} does not exist; create it first", uri=uri
+        )
+
+
 @contextlib.contextmanager
 def _store_errors(uri: str, doing: str) -> Iterator[None]:
-    """Turn the object store's failures (network, missing bucket, refused credentials) into
-    ObjectStoreError naming ``uri``; a missing object stays FileNotFoundError."""
+    """Turn the object store's failures (network, missing bucket, refused credentials: pyarrow
+    raises OSError for them) into ObjectStoreError naming ``uri``; a missing object stays
+    FileNotFoundError."""
     try:
         yield
     except FileNotFoundError:
         raise
-    except (OSError, pa.ArrowException) as exc:
+    except OSError as exc:
         raise ObjectStoreError(
             f"{uri}: the object store failed while {doing}: {exc}", uri=uri
         ) from None

@@ -18,6 +18,7 @@ from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import CatalogMismatchError, ConfigError, ObjectStoreError
 from skewtape_pipeline.ticks import storage
 from skewtape_pipeline.ticks.catalog import catalog_path, read_catalog, resolve
+from skewtape_pipeline.ticks.consolidate import read_footer
 from skewtape_pipeline.ticks.integrity import rebuild_catalog, verify_archive
 from skewtape_pipeline.ticks.lifecycle import retier
 from skewtape_pipeline.ticks.placement import scan_hot_files
@@ -365,16 +366,18 @@ def test_s3_tier_when_store_cannot_be_used_raises_typed_error_naming_uri_changes
     broken_policy = replace(policy, warm=replace(policy.warm, root=warm))
     local, stored = files_under(tmp_path), objects_under(s3_env, prefix)
     named = warm.partition("?")[0]
+    [warm_file] = [f.path for f in read_catalog(root).files.values() if f.tier == WARM]
 
     for attempt in (
         lambda: retier(root, as_of=STAGE_2, policy=broken_policy),
         lambda: verify_archive(root, policy=broken_policy),
         lambda: rebuild_catalog(root, policy=broken_policy),
         lambda: view_rows(root, policy=broken_policy),
+        lambda: read_footer(resolve(root, warm_file, broken_policy)),  # never "damaged"
     ):
         with pytest.raises(ObjectStoreError) as refused:
             attempt()
-        assert refused.value.uri == named and named in str(refused.value)
+        assert refused.value.uri.startswith(named) and refused.value.uri in str(refused.value)
     assert files_under(tmp_path) == local
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_env.environment()["AWS_SECRET_ACCESS_KEY"])
     assert objects_under(s3_env, prefix) == stored
