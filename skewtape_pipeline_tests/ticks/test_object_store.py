@@ -15,16 +15,23 @@ from pyarrow import fs
 from skewtape_pipeline import faults
 from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.cli import main
-from skewtape_pipeline.errors import CatalogMismatchError, ConfigError, ObjectStoreError
+from skewtape_pipeline.errors import (
+    CatalogMismatchError,
+    ConfigError,
+    ObjectStoreError,
+    WriteOnceError,
+)
 from skewtape_pipeline.ticks import storage
+from skewtape_pipeline.ticks.books import EVENT_REFUSED, enable_books_and_records
 from skewtape_pipeline.ticks.catalog import catalog_path, read_catalog, resolve
 from skewtape_pipeline.ticks.consolidate import read_footer
 from skewtape_pipeline.ticks.integrity import rebuild_catalog, verify_archive
 from skewtape_pipeline.ticks.lifecycle import retier
-from skewtape_pipeline.ticks.placement import scan_hot_files
+from skewtape_pipeline.ticks.placement import archive_metrics, locate, scan_hot_files
 from skewtape_pipeline.ticks.query import run_query, ticks_view_sql
 from skewtape_pipeline.ticks.storage import sha256_of
 from skewtape_pipeline.ticks.tiers import COLD, HOT, WARM, TierPolicy
+from skewtape_pipeline.ticks.withdraw import withdraw_symbol_days
 from skewtape_pipeline_tests.scale_out.servers import free_port
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
@@ -431,3 +438,56 @@ def test_cli_round_trip_when_policy_puts_warm_and_cold_on_s3(tmp_path, s3_env, c
     code, out, err = cli("verify-archive", str(archive), "--tier-policy", str(bad))
     assert code != 0 and "Traceback" not in err
     assert f"s3://tiers/{prefix}/" in err
+
+
+def test_withdraw_on_s3_hides_the_day_at_once_and_retier_rewrites_its_object_without_it(
+    tmp_path, no_fsync, s3_env
+):
+    root, policy = tiered_on_s3(tmp_path, s3_env)
+    prefix = policy.cold.root.split("/")[3]
+    withdrawn = ("ES", DAYS[1])  # cold at STAGE_1
+    [old] = [f.path for f in read_catalog(root).files.values() if f.tier == COLD]
+    assert withdraw_symbol_days(root, [withdrawn], policy=policy) == [withdrawn]
+    wanted = [row for row in expected_rows() if (row[0], row[1]) != withdrawn]
+    assert view_rows(root, policy=policy) == wanted
+    assert locate(root, *withdrawn, policy=policy) is None
+
+    result = retier(root, as_of=STAGE_1, policy=policy)
+
+    assert result.purged == [withdrawn]
+    [new] = [f.path for f in read_catalog(root).files.values() if f.tier == COLD]
+    assert new != old and withdrawn not in read_catalog(root).partitions
+    cold_objects = [k for k in objects_under(s3_env, f"{prefix}/cold") if k.endswith(".parquet")]
+    assert cold_objects == [new.removeprefix("COLD/")]  # the old object was removed
+    assert view_rows(root, policy=policy) == wanted
+    place = locate(root, "ES", DAYS[0], policy=policy)
+    assert str(place.path) == f"s3://tiers/{prefix}/cold/{new.removeprefix('COLD/')}"
+    metrics = archive_metrics(root, policy=policy)
+    assert metrics.tiers[COLD].bytes == bucket_filesystem(s3_env).get_file_info(place.path.key).size
+
+
+def test_retier_on_s3_in_books_and_records_mode_retains_replaced_objects(
+    tmp_path, no_fsync, s3_env
+):
+    root, policy = tiered_on_s3(tmp_path, s3_env)
+    prefix = policy.warm.root.split("/")[3]
+    enable_books_and_records(root, reason="test")
+    warm_before = [k for k in objects_under(s3_env, f"{prefix}/warm") if k.endswith(".parquet")]
+    assert warm_before
+
+    result = retier(root, as_of=STAGE_2, policy=policy)
+
+    assert result.books_and_records and result.files_removed == []
+    retained = {str(f) for f in result.files_retained}
+    assert {f"s3://tiers/{prefix}/warm/{k}" for k in warm_before} <= retained
+    assert [k for k in objects_under(s3_env, f"{prefix}/warm") if k.endswith(".parquet")] == (
+        warm_before
+    )
+    assert view_rows(root, policy=policy) == expected_rows()  # replaced objects never read
+    assert set(tiers_by_day(root, policy=policy).values()) == {COLD}
+    with pytest.raises(WriteOnceError) as refused:  # withdrawing would rewrite an object
+        withdraw_symbol_days(root, [("ES", DAYS[0])], policy=policy)
+    assert str(refused.value.path).startswith(f"s3://tiers/{prefix}/cold/year=2026/part-")
+    records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    [record] = [r for r in records if r["event"] == EVENT_REFUSED]
+    assert record["file"] == str(refused.value.path)
