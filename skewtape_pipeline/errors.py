@@ -199,8 +199,8 @@ class DamagedFileError(TickFormatError):
     """An archive file is damaged: its Parquet footer does not decode, a page fails its
     checksum, or its size or sha256 differs from the catalog's record. ``path`` names it."""
 
-    def __init__(self, message: str, *, path: Path | str):
-        self.path = Path(path)
+    def __init__(self, message: str, *, path: Path | str | object):
+        self.path = location(path)
         super().__init__(f"{self.path}: {message}")
 
 
@@ -209,9 +209,25 @@ class CatalogMismatchError(TickFormatError):
     writers refuse to remove or rewrite anything. ``paths`` names the files concerned; the
     message says how to repair (rebuilding the catalog from the files)."""
 
-    def __init__(self, message: str, *, paths: list[Path] | None = None):
-        self.paths = [Path(p) for p in paths or []]
+    def __init__(self, message: str, *, paths: list[Path | object] | None = None):
+        self.paths = [location(p) for p in paths or []]
         super().__init__(message)
+
+
+class ObjectStoreError(TickError):
+    """The object store of a tier root (``s3://``) cannot be used: the endpoint is unreachable,
+    the bucket is missing or the credentials are refused. ``uri`` names it; nothing changed."""
+
+    def __init__(self, message: str, *, uri: str):
+        self.uri = uri
+        super().__init__(message)
+
+
+def location(path: Path | str | object) -> Path | str:
+    """A file's location as errors keep it: a Path for a local file, the URI text for an
+    object (``s3://bucket/key``, which a Path would fold to ``s3:/``)."""
+    text = str(path)
+    return text if "://" in text else Path(path)  # type: ignore[arg-type]
 
 
 class ArchiveVerificationError(TickError):
@@ -242,8 +258,10 @@ class WriteOnceError(TickError):
         ``delete``, ``overwrite`` or ``disable`` (turning the mode off).
     """
 
-    def __init__(self, message: str, *, path: Path | str | None = None, operation: str = ""):
-        self.path = Path(path) if path is not None else None
+    def __init__(
+        self, message: str, *, path: Path | str | object | None = None, operation: str = ""
+    ):
+        self.path = location(path) if path is not None else None
         self.operation = operation
         super().__init__(f"{self.path}: {message}" if self.path else message)
 

@@ -16,6 +16,7 @@ from skewtape_pipeline.cli import main, parse_side_map
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.sample.publisher import publish_sample
 from skewtape_pipeline_tests.mirror.apply_support import assert_same_snapshot, tree_state
+from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
 
 FILLS = 1_200
 
@@ -185,13 +186,7 @@ def test_parse_side_map_when_side_not_canonical_raises_config_error():
 
 
 def test_cli_retier_then_query_when_days_age_answers_same_rows_from_cold_tier(tmp_path, capsys):
-    day_ns = 86_400 * 10**9
-    start = 1_764_547_200 * 10**9  # 2025-12-01
-    lines = ["timestamp_nanos,price,quantity,side,symbol"]
-    lines += [f"{start + d * day_ns + i},0.{50 + i},{i + 1},BUY,KX-{d % 2}" for d in range(4)
-              for i in range(3)]  # fmt: skip
-    source = tmp_path / "ticks.csv"
-    source.write_text("\n".join(lines) + "\n")
+    source = write_four_day_csv(tmp_path / "ticks.csv")
     archive = tmp_path / "data" / "archive"
     code, _, err = run(
         capsys, "compact-ticks", str(source), "--out", str(archive), "--as-of", "2025-12-05",

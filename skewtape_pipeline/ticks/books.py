@@ -26,7 +26,7 @@ from typing import Any
 
 from skewtape_pipeline import fsio
 from skewtape_pipeline.audit import AuditLog
-from skewtape_pipeline.errors import ConfigError, WriteOnceError
+from skewtape_pipeline.errors import ConfigError, WriteOnceError, location
 
 BOOKS_MARKER = "_skewtape_books_and_records.json"
 MODE = "books_and_records"
@@ -115,7 +115,7 @@ def disable_books_and_records(archive_root: Path, *, audit_log: Path | None = No
 
 def refuse(
     archive_root: Path,
-    path: Path,
+    path: Path | object,
     *,
     operation: str,
     why: str,
@@ -129,7 +129,7 @@ def refuse(
             {
                 "event": EVENT_REFUSED,
                 "archive": str(Path(archive_root).absolute()),
-                "file": str(Path(path).absolute()),
+                "file": str(location_text(path)),
                 "operation": operation,
                 "why": why,
             }
@@ -139,7 +139,7 @@ def refuse(
 
 
 def check_may_delete(
-    archive_root: Path, path: Path, *, why: str = "", audit_log: Path | None = None
+    archive_root: Path, path: Path | object, *, why: str = "", audit_log: Path | None = None
 ) -> None:
     """Raise WriteOnceError (audited) if the archive is write-once; else return.
 
@@ -153,6 +153,12 @@ def check_may_delete(
             why=f"the archive is in books_and_records mode (write-once){': ' + why if why else ''}",
             audit_log=audit_log,
         )
+
+
+def location_text(path: Path | object) -> str:
+    """How audit records name a file: a local file's absolute path, an object's URI."""
+    found = location(path)
+    return str(found.absolute() if isinstance(found, Path) else found)
 
 
 def check_may_write(archive_root: Path, path: Path, *, audit_log: Path | None = None) -> None:

@@ -6,10 +6,11 @@ reader sees either the old placement or the new one, never a mixture.
 
 Catalog paths name a file by its tier and its path inside that tier's root:
 ``WARM/year=2026/month=02/part-<sha256[:16]>.parquet`` is resolved against the tier policy's
-WARM root when read (:func:`resolve`), and a path that is not a plain relative path inside its
-root (``..``, absolute) is refused. Hot file paths (the source stamps) are relative to the
-archive root itself. So an archive and its tier roots are self-contained: copied or moved
-together, under any names, the copy reads its own files.
+WARM root when read (:func:`resolve`: a local path, or an object when the root is an S3 prefix),
+and a path that is not a plain relative path inside its root (``..``, absolute) is refused. Hot
+file paths (the source stamps) are relative to the archive root itself. So an archive and its
+tier roots are self-contained: copied or moved together, under any names, the copy reads its own
+files.
 
 Catalog version 3 (the file): one row per catalogued symbol-day, sorted by symbol then date
 (zstd, dictionary-encoded strings), with the columns ``symbol``, ``date``, ``file`` (the catalog
@@ -55,6 +56,7 @@ from skewtape_pipeline.ticks.parquet_store import (
     PART_FILE_NAME,
     encode_symbol,
 )
+from skewtape_pipeline.ticks.storage import TierFile
 from skewtape_pipeline.ticks.tiers import COLD, WARM, TierPolicy
 
 CATALOG_FILE = "_skewtape_catalog.parquet"
@@ -161,37 +163,46 @@ def catalog_path(archive_root: Path) -> Path:
 _TIER_ROOTS = (WARM, COLD)
 
 
-def relative_to_root(archive_root: Path, path: Path, policy: TierPolicy | None = None) -> str:
+def relative_to_root(archive_root: Path, path: TierFile, policy: TierPolicy | None = None) -> str:
     """The catalog path of ``path``: ``<TIER>/<path inside the tier root>`` for a file under
-    the warm or cold root of ``policy`` (default: the default policy), else the path relative
-    to the archive root (a hot file), POSIX style.
+    the warm or cold root of ``policy`` (default: the default policy; a folder or an S3
+    prefix), else the path relative to the archive root (a hot file), POSIX style.
 
     Raises TickFormatError for a path outside the archive root and its tier roots.
     """
     policy = TierPolicy() if policy is None else policy
-    target = normalized(Path(path))
     for tier in _TIER_ROOTS:
-        base = normalized(policy.root_for(tier, archive_root))
+        inside = policy.store_for(tier, archive_root).relative(path)
+        if inside is not None:
+            return f"{tier}/{inside}"
+    if isinstance(path, Path):
+        target, base = normalized(path), normalized(Path(archive_root))
         if target.is_relative_to(base):
-            return f"{tier}/{target.relative_to(base).as_posix()}"
-    base = normalized(Path(archive_root))
-    if target.is_relative_to(base):
-        return target.relative_to(base).as_posix()
+            return target.relative_to(base).as_posix()
     raise TickFormatError(
         f"{path}: outside the archive root {archive_root} and its warm and cold roots"
     )
 
 
-def resolve(archive_root: Path, relative: str, policy: TierPolicy | None = None) -> Path:
+def resolve(archive_root: Path, relative: str, policy: TierPolicy | None = None) -> TierFile:
     """The file a catalog path names: ``WARM/...`` and ``COLD/...`` inside that tier's root of
-    ``policy`` (default: the default policy), any other path inside the archive root.
+    ``policy`` (default: the default policy; an object for an S3 root), any other path inside
+    the archive root (a Path).
 
     Raises TickFormatError for a path that would leave its root (``..``, absolute, empty).
     """
     policy = TierPolicy() if policy is None else policy
     tier, _, rest = relative.partition("/")
     if tier in _TIER_ROOTS:
-        return normalized(policy.root_for(tier, archive_root)) / _inside(rest, relative)
+        return policy.store_for(tier, archive_root).file(_inside(rest, relative).as_posix())
+    return resolve_hot(archive_root, relative)
+
+
+def resolve_hot(archive_root: Path, relative: str) -> Path:
+    """The hot file a source stamp's path names, inside the archive root.
+
+    Raises TickFormatError for a path that would leave the root.
+    """
     return normalized(Path(archive_root)) / _inside(relative, relative)
 
 

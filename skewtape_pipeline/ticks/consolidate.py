@@ -24,8 +24,9 @@ file, however many symbol-days it holds. Which symbol-days those are is the file
 :func:`symbol_days_digest`), so a reader can tell the columns from what was written.
 
 A file is named by its content's sha256, written to a temporary name, read back in full and
-compared symbol-day by symbol-day with the batches it holds, and only then linked into place
-(never over an existing file; an existing file of that name must already hold the same bytes).
+compared symbol-day by symbol-day with the batches it holds, and only then linked into place, or
+uploaded to an S3 tier root and read back (``ticks.storage``; never over an existing file or
+object: one of that name must already hold the same bytes).
 Writing the same symbol-days again is therefore idempotent and can never overwrite anything.
 """
 
@@ -34,7 +35,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
 
@@ -70,6 +71,15 @@ from skewtape_pipeline.ticks.parquet_store import (
     read_file_facts,
     stored_timestamp_unit,
     timestamps_as_ns,
+)
+from skewtape_pipeline.ticks.storage import (
+    LocalTier,
+    ObjectFile,
+    TierFile,
+    TierStore,
+    parquet_source,
+    reading,
+    size_of,
 )
 from skewtape_pipeline.ticks.tiers import LAYOUT_MONTH, LAYOUT_YEAR, TierSettings
 from skewtape_pipeline.ticks.validate import check_within_day, validate_batch
@@ -129,9 +139,14 @@ def period_of(day: date, layout: str) -> str:
 
 def period_folder(tier_root: Path, period: str) -> Path:
     """``<tier root>/year=YYYY[/month=MM]`` for a period made by :func:`period_of`."""
+    return Path(tier_root) / period_subfolder(period)
+
+
+def period_subfolder(period: str) -> str:
+    """``year=YYYY[/month=MM]`` (POSIX, inside a tier root) for a period made by
+    :func:`period_of`."""
     year, _, month = period.partition("-")
-    folder = Path(tier_root) / f"year={year}"
-    return folder / f"month={month}" if month else folder
+    return f"year={year}/month={month}" if month else f"year={year}"
 
 
 def consolidated_file_name(sha256: str) -> str:
@@ -144,21 +159,24 @@ def consolidated_file_name(sha256: str) -> str:
 
 def write_consolidated_file(
     parts: Sequence[SymbolDayRows],
-    folder: Path,
+    folder: Path | str,
     *,
     settings: TierSettings,
     metadata: Mapping[str, str],
     checkpoint: Checkpoint | None = None,
+    store: TierStore | None = None,
 ) -> ConsolidatedFile:
     """Write ``parts`` as one consolidated file in ``folder``, verified before it appears.
 
-    ``parts`` must be ordered by symbol then day, one entry per symbol-day, all at the same
-    scales. The file is written to a temporary name, read back in full (page checksums) and
-    compared with every part; its sha256 names it, and it is hard-linked into place, so an
-    existing file is never replaced. The file's ``skewtape.symbol_days_count`` and
-    ``skewtape.symbol_days_sha256`` metadata pin its list of parts; ``metadata`` adds the
-    caller's keys (tier, period, catalog generation). ``checkpoint(name)`` is called before
-    the link (crash injection in tests). Idempotent.
+    ``folder`` is a local folder, or with ``store`` (a tier root: a folder or an S3 prefix)
+    the folder's POSIX path inside it. ``parts`` must be ordered by symbol then day, one entry
+    per symbol-day, all at the same scales. The file is written to a local temporary file,
+    read back in full (page checksums) and compared with every part; its sha256 names it, and
+    it is published without replacing anything (``TierStore.publish_new``: hard-linked into
+    a local folder; uploaded to an absent key and read back from an object store). The file's
+    ``skewtape.symbol_days_count`` and ``skewtape.symbol_days_sha256`` metadata pin its list
+    of parts; ``metadata`` adds the caller's keys (tier, period, catalog generation).
+    ``checkpoint(name)`` is called before publishing (crash injection in tests). Idempotent.
 
     Raises
     ------
@@ -170,6 +188,8 @@ def write_consolidated_file(
         The file did not read back equal; nothing is published.
     TickFormatError
         A different file already has the content-derived name (a sha256 prefix collision).
+    ObjectStoreError
+        The object store failed (names the URI).
     """
     check_parts(parts)
     table = consolidated_table(parts)
@@ -191,27 +211,31 @@ def write_consolidated_file(
             "" if settings.compression_level is None else str(settings.compression_level)
         ),
     }
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    temp = folder / f".consolidating.{os.getpid()}{fsio.TEMP_MARKER}"
-    try:
-        _write_table(table, temp, bounds=bounds, settings=settings, key_values=key_values)
-        _fsync(temp)
-        verify_consolidated_file(temp, parts)
-        digest = sha256_file(temp)
-        target = folder / consolidated_file_name(digest)
-        reused = _publish_new(temp, target, digest, checkpoint)
-    finally:
-        temp.unlink(missing_ok=True)
-    facts = read_file_facts(target)
+    if store is None:
+        store, folder = LocalTier(Path(folder)), ""
+    lengths = [len(p.batch) for p in parts]
+    with store.staging(str(folder)) as staging:
+        temp = staging / f".consolidating.{os.getpid()}{fsio.TEMP_MARKER}"
+        try:
+            _write_table(table, temp, bounds=bounds, settings=settings, key_values=key_values)
+            _fsync(temp)
+            verify_consolidated_file(temp, parts)
+            digest = sha256_file(temp)
+            facts, shares = read_file_facts(temp), byte_shares(temp, lengths)
+            name = consolidated_file_name(digest)
+            relative = f"{folder}/{name}" if folder else name
+            reused = store.publish_new(temp, relative, digest, checkpoint)
+        finally:
+            temp.unlink(missing_ok=True)
+    target = store.file(relative)
     return ConsolidatedFile(
         path=target,
         sha256=digest,
         bytes=facts.size_bytes,
         rows=facts.num_rows,
         parts=[(p.symbol, p.day, len(p.batch)) for p in parts],
-        byte_shares=byte_shares(target, [len(p.batch) for p in parts]),
-        facts=facts,
+        byte_shares=shares,
+        facts=replace(facts, path=target),
         reused=reused,
     )
 
@@ -378,37 +402,20 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def _publish_new(temp: Path, target: Path, digest: str, checkpoint: Checkpoint | None) -> bool:
-    """Link ``temp`` to ``target`` without replacing anything; True when it already existed."""
-    if checkpoint is not None:
-        checkpoint(f"publish:{target.name}")
-    try:
-        os.link(temp, target)
-    except FileExistsError:
-        found = sha256_file(target)
-        if found != digest:
-            raise TickFormatError(
-                f"{target}: exists with sha256 {found}; the new content's is {digest} "
-                "(a name collision); nothing was replaced"
-            ) from None
-        return True
-    fsio.fsync_dir(target.parent)
-    fsio.make_read_only(target)
-    return False
-
-
 # --- read and verify ----------------------------------------------------------------------------
 
 
-def read_footer(path: Path, data: pa.Buffer | bytes | None = None) -> pq.FileMetaData:
+def read_footer(path: TierFile, data: pa.Buffer | bytes | None = None) -> pq.FileMetaData:
     """The Parquet footer of the archive file ``path`` (of ``data``, its bytes, when given).
 
     Raises DamagedFileError naming the file when the footer does not decode (a damaged or
-    truncated file), OSError when it cannot be read at all (missing, no permission).
+    truncated file), OSError when it cannot be read at all (missing, no permission),
+    ObjectStoreError naming an object when its store fails (unreachable, refused credentials).
     """
-    source = pa.BufferReader(data) if data is not None else path
+    source, filesystem = (pa.BufferReader(data), None) if data is not None else parquet_source(path)
     try:
-        return pq.read_metadata(source)
+        with reading(path):
+            return pq.read_metadata(source, filesystem=filesystem)
     except (FileNotFoundError, PermissionError):
         raise
     except (OSError, pa.ArrowException):
@@ -419,16 +426,18 @@ def read_footer(path: Path, data: pa.Buffer | bytes | None = None) -> pq.FileMet
         ) from None
 
 
-def read_consolidated_file(path: Path) -> list[SymbolDayRows]:
+def read_consolidated_file(path: TierFile) -> list[SymbolDayRows]:
     """Every symbol-day in a consolidated file, in file order (page checksums verified).
 
     Raises TickFormatError when the file is not a consolidated tick file or is damaged.
     """
-    path = Path(path)
+    path = path if isinstance(path, ObjectFile) else Path(path)
     footer = read_footer(path)
+    source, filesystem = parquet_source(path)
     try:
         parquet = pq.ParquetFile(
-            path,
+            source,
+            filesystem=filesystem,
             metadata=footer,
             read_dictionary=["symbol", "side"],
             page_checksum_verification=True,
@@ -462,7 +471,7 @@ def read_consolidated_file(path: Path) -> list[SymbolDayRows]:
     ]
 
 
-def read_symbol_days(path: Path, footer: pq.FileMetaData) -> list[tuple[str, date, int]]:
+def read_symbol_days(path: TierFile, footer: pq.FileMetaData) -> list[tuple[str, date, int]]:
     """``(symbol, day, rows)`` of each run of one symbol-day in the consolidated file ``path``
     (``footer``: its footer), in file order; reads only the ``symbol`` and ``date`` columns
     (page checksums verified).
@@ -470,7 +479,10 @@ def read_symbol_days(path: Path, footer: pq.FileMetaData) -> list[tuple[str, dat
     Raises TickFormatError naming the file when those columns are missing or do not decode.
     """
     try:
-        parquet = pq.ParquetFile(path, metadata=footer, page_checksum_verification=True)
+        source, filesystem = parquet_source(path)
+        parquet = pq.ParquetFile(
+            source, filesystem=filesystem, metadata=footer, page_checksum_verification=True
+        )
         table = parquet.read(columns=["symbol", "date"], use_threads=False)
         symbols = pc.cast(table.column("symbol").combine_chunks(), pa.string())
         days = pc.cast(table.column("date").combine_chunks(), pa.date32())
@@ -524,15 +536,16 @@ def _runs(symbols: pa.Array, days: pa.Array) -> list[tuple[int, int]]:
     return list(itertools.pairwise(starts))
 
 
-def byte_shares(path: Path, lengths: Sequence[int]) -> list[int]:
+def byte_shares(path: TierFile, lengths: Sequence[int]) -> list[int]:
     """Each part's share of ``path``'s bytes (parts of ``lengths`` rows, in file order).
 
     A row group's compressed bytes are split by rows among the parts in it; the rest of the
     file (footer, magic numbers) is split by rows over all parts. Rounded by largest remainder,
     so the shares add up to the file size exactly.
     """
-    size = Path(path).stat().st_size
-    meta = pq.read_metadata(path)
+    size = size_of(path if isinstance(path, ObjectFile) else Path(path))
+    source, filesystem = parquet_source(path)
+    meta = pq.read_metadata(source, filesystem=filesystem)
     total_rows = sum(lengths)
     if total_rows != meta.num_rows:
         raise ConfigError(f"{path}: holds {meta.num_rows} rows; the parts have {total_rows}")

@@ -22,6 +22,10 @@ own ``symbol`` and ``date`` columns. Hot files are named by their ``symbol=``/``
 - :func:`verify_archive` compares the catalog with the files (presence, size, sha256) and,
   with ``full``, reads every page of every archive file through pyarrow with page checksum
   verification (DuckDB does not check page checksums).
+
+Consolidated files may live in S3 tier roots (``ticks.storage``): every function here lists and
+reads them there the same way, after checking that the store answers (else
+:class:`~skewtape_pipeline.errors.ObjectStoreError` naming the URI, nothing changed).
 """
 
 from __future__ import annotations
@@ -51,7 +55,6 @@ from skewtape_pipeline.ticks.catalog import (
     SourceStamp,
     SymbolDayKey,
     catalog_path,
-    normalized,
     read_catalog,
     relative_to_root,
     resolve,
@@ -74,6 +77,7 @@ from skewtape_pipeline.ticks.consolidate import (
 )
 from skewtape_pipeline.ticks.parquet_store import ARCHIVE_LOCK_FILE, read_archive_batch
 from skewtape_pipeline.ticks.placement import HotFile, scan_hot_files
+from skewtape_pipeline.ticks.storage import TierFile, exists, parquet_source, sha256_of, size_of
 from skewtape_pipeline.ticks.tiers import COLD, WARM, TierPolicy
 
 EVENT_REBUILD = "tick-archive-catalog-rebuilt"
@@ -108,7 +112,7 @@ class RecordedSymbolDay:
 class RecordedFile:
     """A consolidated file on disk, what its metadata says and the symbol-days it holds."""
 
-    path: Path
+    path: TierFile
     tier: str
     period: str
     generation: int
@@ -116,17 +120,28 @@ class RecordedFile:
     symbol_days: tuple[RecordedSymbolDay, ...]
 
 
-def consolidated_files_on_disk(archive_root: Path, policy: TierPolicy) -> list[tuple[str, Path]]:
-    """``(tier, path)`` of every Parquet file under the warm and cold roots, sorted."""
-    found = []
+def consolidated_files_on_disk(
+    archive_root: Path, policy: TierPolicy
+) -> list[tuple[str, TierFile]]:
+    """``(tier, file)`` of every Parquet file under the warm and cold roots (folders or S3
+    prefixes), COLD first, sorted within a tier.
+
+    Raises ObjectStoreError naming the URI when an S3 root cannot be listed.
+    """
+    found: list[tuple[str, TierFile]] = []
+    for tier in (COLD, WARM):
+        found += [(tier, f) for f in policy.store_for(tier, archive_root).parquet_files()]
+    return found
+
+
+def check_tier_stores(archive_root: Path, policy: TierPolicy) -> None:
+    """Raise ObjectStoreError naming the URI when a tier root in an object store cannot be
+    used (endpoint unreachable, bucket missing, credentials refused); local roots pass."""
     for tier in (WARM, COLD):
-        folder = policy.root_for(tier, archive_root)
-        if folder.is_dir():
-            found += [(tier, normalized(p)) for p in folder.rglob("*.parquet") if p.is_file()]
-    return sorted(found)
+        policy.store_for(tier, archive_root).check_reachable()
 
 
-def read_recorded(path: Path, tier: str) -> RecordedFile:
+def read_recorded(path: TierFile, tier: str) -> RecordedFile:
     """What the consolidated file ``path`` (found under ``tier``'s root) records and holds.
 
     Reads the footer and the ``symbol`` and ``date`` columns only; the symbol-days those hold
@@ -183,6 +198,7 @@ def checked_catalog(archive_root: Path, policy: TierPolicy | None = None) -> Cat
     root = Path(archive_root)
     policy = TierPolicy() if policy is None else policy
     where = catalog_path(root)
+    check_tier_stores(root, policy)
     on_disk = consolidated_files_on_disk(root, policy)
     try:
         catalog = read_catalog(root)
@@ -193,7 +209,7 @@ def checked_catalog(archive_root: Path, policy: TierPolicy | None = None) -> Cat
         ) from None
     if not where.exists():
         _refuse_missing(root, policy, on_disk, "nothing was changed")
-    missing = [p for p in _listed(root, policy, catalog) if not p.is_file()]
+    missing = [p for p in _listed(root, policy, catalog) if not exists(p)]
     if missing:
         raise CatalogMismatchError(
             f"{where}: the catalog lists {len(missing)} file(s) that are not on disk "
@@ -220,15 +236,16 @@ def check_catalog_present(archive_root: Path, policy: TierPolicy | None = None) 
     them); the files of a first re-tiering interrupted before its commit are fine. Reads only.
     """
     root = Path(archive_root)
+    policy = TierPolicy() if policy is None else policy
+    check_tier_stores(root, policy)
     if catalog_path(root).exists():
         return
-    policy = TierPolicy() if policy is None else policy
     on_disk = consolidated_files_on_disk(root, policy)
     _refuse_missing(root, policy, on_disk, "the archive cannot be read without it")
 
 
 def _refuse_missing(
-    root: Path, policy: TierPolicy, on_disk: list[tuple[str, Path]], consequence: str
+    root: Path, policy: TierPolicy, on_disk: list[tuple[str, TierFile]], consequence: str
 ) -> None:
     """Raise CatalogMismatchError unless an empty catalog accounts for every file on disk."""
     if not on_disk:
@@ -247,8 +264,8 @@ def unaccounted_files(
     archive_root: Path,
     policy: TierPolicy,
     catalog: Catalog,
-    on_disk: list[tuple[str, Path]] | None = None,
-) -> list[tuple[Path, str]]:
+    on_disk: list[tuple[str, TierFile]] | None = None,
+) -> list[tuple[TierFile, str]]:
     """Consolidated files on disk the catalog neither lists nor accounts for, with the reason."""
     root = Path(archive_root)
     on_disk = consolidated_files_on_disk(root, policy) if on_disk is None else on_disk
@@ -281,11 +298,11 @@ def unaccounted_files(
     return out
 
 
-def _listed(root: Path, policy: TierPolicy, catalog: Catalog) -> list[Path]:
+def _listed(root: Path, policy: TierPolicy, catalog: Catalog) -> list[TierFile]:
     return [resolve(root, item.path, policy) for item in catalog.files.values()]
 
 
-def _names(paths: list[Path], limit: int = 5) -> str:
+def _names(paths: list[TierFile], limit: int = 5) -> str:
     shown = ", ".join(str(p) for p in paths[:limit])
     return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
 
@@ -301,7 +318,7 @@ class RebuildResult:
     generation: int
     files: int
     symbol_days: int
-    superseded: list[Path] = field(default_factory=list)
+    superseded: list[TierFile] = field(default_factory=list)
     """Consolidated files left out: a newer file holds some of their symbol-days."""
     withdrawn_kept: int = 0
     """Withdrawals carried over from the old catalog (when it was still readable)."""
@@ -353,6 +370,7 @@ def rebuild_catalog(
         what="rebuilding",
         held_error=ArchiveBusyError,
     ):
+        check_tier_stores(root, policy)
         recorded = [
             read_recorded(path, tier) for tier, path in consolidated_files_on_disk(root, policy)
         ]
@@ -428,9 +446,9 @@ def _catalogued(
         path=rel,
         tier=item.tier,
         period=item.period,
-        bytes=item.path.stat().st_size,
+        bytes=size_of(item.path),
         rows=item.rows,
-        sha256=sha256_file(item.path),
+        sha256=sha256_of(item.path),
         symbol_days=len(item.symbol_days),
     )
     shares = byte_shares(item.path, [d.rows for d in item.symbol_days])
@@ -530,6 +548,7 @@ def verify_archive(
     policy = TierPolicy() if policy is None else policy
     problems: list[str] = []
     checked = checked_bytes = 0
+    check_tier_stores(root, policy)
     try:
         check_catalog_present(root, policy)
         catalog = read_catalog(root)
@@ -539,8 +558,8 @@ def verify_archive(
         path = resolve(root, item.path, policy)
         found = _check_catalogued(path, item, full=full)
         problems += found
-        if path.is_file():
-            checked, checked_bytes = checked + 1, checked_bytes + path.stat().st_size
+        if exists(path):
+            checked, checked_bytes = checked + 1, checked_bytes + size_of(path)
     problems += [f"{path}: {why}" for path, why in unaccounted_files(root, policy, catalog)]
     for hot in scan_hot_files(root):
         problems += _check_pages(hot.path, full=full)
@@ -548,20 +567,20 @@ def verify_archive(
     return ArchiveVerification(root, full, checked, checked_bytes, problems)
 
 
-def _check_catalogued(path: Path, item: CatalogFile, *, full: bool) -> list[str]:
-    if not path.is_file():
+def _check_catalogued(path: TierFile, item: CatalogFile, *, full: bool) -> list[str]:
+    if not exists(path):
         return [f"{path}: missing (the catalog lists it, {item.tier} {item.period})"]
-    size = path.stat().st_size
+    size = size_of(path)
     if size != item.bytes:
         return [f"{path}: size is {size} bytes, the catalog recorded {item.bytes}"]
-    digest = sha256_file(path)
+    digest = sha256_of(path)
     problems = []
     if digest != item.sha256:
         problems.append(f"{path}: sha256 is {digest}, the catalog recorded {item.sha256}")
     return problems + _check_pages(path, full=full)
 
 
-def _check_pages(path: Path, *, full: bool) -> list[str]:
+def _check_pages(path: TierFile, *, full: bool) -> list[str]:
     """The footer (always) and, with ``full``, every page's checksum, through pyarrow."""
     try:
         footer = read_footer(path)
@@ -569,8 +588,11 @@ def _check_pages(path: Path, *, full: bool) -> list[str]:
         return [str(exc)]
     if not full:
         return []
+    source, filesystem = parquet_source(path)
     try:
-        parquet = pq.ParquetFile(path, metadata=footer, page_checksum_verification=True)
+        parquet = pq.ParquetFile(
+            source, filesystem=filesystem, metadata=footer, page_checksum_verification=True
+        )
     except (OSError, pa.ArrowException) as exc:
         return [f"{path}: does not open as Parquet ({exc})"]
     for group in range(footer.num_row_groups):

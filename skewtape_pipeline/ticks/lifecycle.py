@@ -13,6 +13,11 @@ where the tier policy wants it at ``as_of``; :func:`retier` carries the plan out
    each removal audited before it happens). In ``books_and_records`` mode nothing is removed:
    the replaced files are retained and the result says so.
 
+Warm and cold roots may be S3 prefixes (``ticks.storage``): a new file is then verified locally,
+uploaded under its content name only if that key is absent and read back (size, sha256) before
+step 2; the catalog stays local, so its rename is still the one commit point, and objects are
+removed in step 3 under the same rules as local files.
+
 A crash anywhere leaves the catalog either before or after step 2, so the view returns every
 tick exactly once, and rerunning :func:`retier` finishes the move (written files are found again
 by their content name; leftover files are removed). Symbol-days only ever move to a colder tier;
@@ -63,14 +68,15 @@ from skewtape_pipeline.ticks.catalog import (
     read_catalog,
     relative_to_root,
     resolve,
+    resolve_hot,
     write_catalog,
 )
 from skewtape_pipeline.ticks.consolidate import (
     META_CATALOG_GENERATION,
     ConsolidatedFile,
     SymbolDayRows,
-    period_folder,
     period_of,
+    period_subfolder,
     read_consolidated_file,
     read_footer,
     write_consolidated_file,
@@ -91,6 +97,7 @@ from skewtape_pipeline.ticks.placement import (
     uncatalogued_files,
 )
 from skewtape_pipeline.ticks.report import TickStorageCompactionReport, compression_ratio
+from skewtape_pipeline.ticks.storage import TierFile, delete, sha256_of, size_of
 from skewtape_pipeline.ticks.tiers import (
     COLD,
     HOT,
@@ -121,7 +128,7 @@ class Move:
     from_tier: str
     to_tier: str
     period: str
-    source: Path
+    source: TierFile
 
 
 @dataclass(frozen=True)
@@ -363,10 +370,10 @@ class RetierResult:
     committed: bool
     books_and_records: bool
     moved: list[PartitionMove]
-    files_written: list[Path]
-    files_reused: list[Path]
-    files_removed: list[Path]
-    files_retained: list[Path]
+    files_written: list[TierFile]
+    files_reused: list[TierFile]
+    files_removed: list[TierFile]
+    files_retained: list[TierFile]
     held: list[SymbolDayKey]
     seconds: float
     purged: list[SymbolDayKey] = field(default_factory=list)
@@ -450,7 +457,7 @@ def retier(
         root / LOCK_FILE, timeout=lock_timeout, what="re-tiering", held_error=ArchiveBusyError
     ):
         for tier in (WARM, COLD):
-            fsio.remove_stale_temps(policy.root_for(tier, root))
+            policy.store_for(tier, root).remove_stale_temps()
         remove_stale_catalog_temps(root)
         checked_catalog(root, policy)
         plan = plan_retier(root, as_of=as_of, policy=policy, months=months)
@@ -488,7 +495,7 @@ def retier(
     )
 
 
-def _withdrawn_garbage(plan: RetierPlan) -> list[tuple[Path, str]]:
+def _withdrawn_garbage(plan: RetierPlan) -> list[tuple[TierFile, str]]:
     return [
         (hot.path, "withdrawn: the publisher corrected its ticks away")
         for hot in plan.withdrawn_hot
@@ -526,9 +533,9 @@ def _write_rewrite(
         batch, stamp = reader.read(slot)
         parts.append(SymbolDayRows(slot.key[0], slot.key[1], batch))
         stamps[slot.key] = stamp
-    tier_root = policy.root_for(rewrite.tier, root)
+    store = policy.store_for(rewrite.tier, root)
     ensure_archive_schema(
-        tier_root,
+        store,
         price_scale=parts[0].batch.price_scale,
         quantity_scale=parts[0].batch.quantity_scale,
         timestamp_unit=parts[0].batch.timestamp_unit,
@@ -536,7 +543,8 @@ def _write_rewrite(
     settings = policy.settings_for(rewrite.tier)
     written = write_consolidated_file(
         parts,
-        period_folder(tier_root, rewrite.period),
+        period_subfolder(rewrite.period),
+        store=store,
         settings=settings,
         metadata={
             "skewtape.tier": rewrite.tier,
@@ -594,7 +602,7 @@ def _partition_move(
     root: Path,
     slot: _Slot,
     rewrite: Rewrite,
-    path: Path,
+    path: TierFile,
     rows: int,
     share: int,
     *,
@@ -671,14 +679,14 @@ class _SourceReader:
     def _read_consolidated(self, rel: str) -> dict[SymbolDayKey, TickBatch]:
         path = resolve(self.root, rel, self.policy)
         listed = self.catalog.files[rel]
-        size = path.stat().st_size
+        size = size_of(path)
         if size != listed.bytes:
             raise DamagedFileError(
                 f"size is {size} bytes, the catalog recorded {listed.bytes}; the file changed "
                 "after it was written (restore it from a copy before re-tiering)",
                 path=path,
             )
-        found = sha256_file(path)
+        found = sha256_of(path)
         if found != listed.sha256:
             raise DamagedFileError(
                 f"sha256 is {found}, the catalog recorded {listed.sha256}; the file changed "
@@ -801,14 +809,14 @@ def _without_stale_stamp(root: Path, partition: CatalogPartition) -> CatalogPart
     an earlier commit): only a file still there can be the superseded copy; one written there
     later is a newer copy, even should it reuse the inode, size and mtime."""
     source = partition.source
-    if source is None or resolve(root, source.path).exists():
+    if source is None or resolve_hot(root, source.path).exists():
         return partition
     return replace(partition, source=None)
 
 
 def prune(
     archive_root: Path, *, policy: TierPolicy | None = None, audit_log: Path | None = None
-) -> list[Path]:
+) -> list[TierFile]:
     """Remove superseded files (moved hot files, replaced or uncommitted consolidated files).
 
     What :func:`retier` does after its commit, on its own (e.g. after an interrupted run).
@@ -834,7 +842,7 @@ def prune(
         return removed
 
 
-def _garbage(root: Path, policy: TierPolicy) -> list[tuple[Path, str]]:
+def _garbage(root: Path, policy: TierPolicy) -> list[tuple[TierFile, str]]:
     """Files on disk that the committed catalog makes unreachable, with the reason."""
     state = archive_state(root)
     out = [
@@ -849,8 +857,8 @@ def _garbage(root: Path, policy: TierPolicy) -> list[tuple[Path, str]]:
 
 
 def _remove(
-    root: Path, garbage: list[tuple[Path, str]], audit_log: Path | None, policy: TierPolicy
-) -> list[Path]:
+    root: Path, garbage: list[tuple[TierFile, str]], audit_log: Path | None, policy: TierPolicy
+) -> list[TierFile]:
     """Audit every removal first (one append), then remove the files and empty folders."""
     if not garbage:
         return []
@@ -862,8 +870,8 @@ def _remove(
                 "event": EVENT_REMOVE,
                 "archive": str(root.absolute()),
                 "file": relative_to_root(root, path, policy),
-                "sha256": sha256_file(path),
-                "bytes": path.stat().st_size,
+                "sha256": sha256_of(path),
+                "bytes": size_of(path),
                 "reason": reason,
             }
         )
@@ -871,22 +879,10 @@ def _remove(
     faults.checkpoint("audited-removals")
     removed = []
     for path, _ in garbage:
-        if fsio.atomic_unlink(path):
+        if delete(path):
             removed.append(path)
-        _remove_empty_partition_folders(path.parent)
         faults.checkpoint(f"removed:{path.name}")
     return removed
-
-
-def _remove_empty_partition_folders(folder: Path) -> None:
-    """Remove ``folder`` and its parents while they are empty ``key=value`` folders."""
-    while "=" in folder.name:
-        try:
-            folder.rmdir()
-        except OSError:
-            return
-        fsio.fsync_dir(folder.parent)
-        folder = folder.parent
 
 
 # --- reports ------------------------------------------------------------------------------------

@@ -32,7 +32,6 @@ in the file's key-value metadata, from where the report reads it back.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
@@ -50,6 +49,7 @@ from skewtape_pipeline.errors import (
     RoundTripError,
     TickFormatError,
     TickValidationError,
+    location,
 )
 from skewtape_pipeline.ticks.model import (
     DEFAULT_TIMESTAMP_UNIT,
@@ -60,6 +60,14 @@ from skewtape_pipeline.ticks.model import (
 )
 from skewtape_pipeline.ticks.sides import SIDE_CODES, SIDE_NAMES
 from skewtape_pipeline.ticks.sources import units_as_decimal
+from skewtape_pipeline.ticks.storage import (
+    LocalTier,
+    ObjectTier,
+    TierFile,
+    TierStore,
+    parquet_source,
+    size_of,
+)
 from skewtape_pipeline.ticks.tiers import TierSettings
 
 PART_FILE_NAME = "part-0.parquet"
@@ -138,21 +146,22 @@ def partition_file(root: Path, symbol: str, day: date) -> Path:
 
 
 def ensure_archive_schema(
-    root: Path,
+    root: Path | TierStore,
     *,
     price_scale: int,
     quantity_scale: int,
     timestamp_unit: str = DEFAULT_TIMESTAMP_UNIT,
 ) -> None:
     """Record the archive's scales and timestamp unit in ``<root>/_skewtape_archive.json``, or
-    check them against it.
+    check them against it; ``root`` a folder or a tier's store (a folder or an S3 prefix).
 
     One archive root holds one schema: a reader globbing ``**/*.parquet`` takes the first file's
     types and casts the rest to them, so a root mixing ``decimal(18, 2)`` and ``decimal(18, 4)``
     prices, or ``timestamp[ms]`` and ``timestamp[ns]`` times, would silently round. The first
-    writer creates the marker without clobbering (hard link of a finished temp file); later
-    writers must match it. A marker written before timestamp units existed means ``ns``. The
-    name starts with ``_`` so Parquet readers and globs skip it.
+    writer creates the marker without clobbering (``TierStore.create_or_read``: a hard link of
+    a finished temp file, or a PUT to an absent key); later writers must match it. A marker
+    written before timestamp units existed means ``ns``. The name starts with ``_`` so Parquet
+    readers and globs skip it.
 
     Raises
     ------
@@ -160,8 +169,8 @@ def ensure_archive_schema(
         The root already holds an archive with other scales or another timestamp unit (or an
         unreadable marker), or ``timestamp_unit`` is unknown.
     """
-    root = Path(root)
-    marker = root / ARCHIVE_MARKER
+    store = root if isinstance(root, LocalTier | ObjectTier) else LocalTier(Path(root))
+    marker = store.file(ARCHIVE_MARKER)
     wanted = {
         "format": ARCHIVE_FORMAT,
         "format_version": ARCHIVE_FORMAT_VERSION,
@@ -169,21 +178,8 @@ def ensure_archive_schema(
         "quantity_scale": quantity_scale,
         "timestamp_unit": check_timestamp_unit(timestamp_unit),
     }
-    if not marker.exists():
-        root.mkdir(parents=True, exist_ok=True)
-        temp = fsio.temp_path_for(marker)
-        with open(temp, "w", encoding="utf-8") as handle:
-            json.dump(wanted, handle, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:
-            os.link(temp, marker)
-        except FileExistsError:
-            pass
-        finally:
-            temp.unlink(missing_ok=True)
-        fsio.fsync_dir(root)
-    found = read_archive_marker(root)
+    stored = store.create_or_read(ARCHIVE_MARKER, json.dumps(wanted, sort_keys=True).encode())
+    found = _parse_marker(location(marker), stored)
     if found != wanted:
         raise ConfigError(
             f"{marker}: this archive holds price_scale {found.get('price_scale')!r}, "
@@ -202,8 +198,16 @@ def read_archive_marker(root: Path) -> dict[str, object]:
     """
     marker = Path(root) / ARCHIVE_MARKER
     try:
-        found = fsio.load_json(marker.read_bytes(), marker, error=ConfigError)
-    except (OSError, ValueError) as exc:
+        raw = marker.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{marker}: unreadable archive marker ({exc})") from None
+    return _parse_marker(marker, raw)
+
+
+def _parse_marker(marker: Path | str, raw: bytes) -> dict[str, object]:
+    try:
+        found = fsio.load_json(raw, marker, error=ConfigError)
+    except ValueError as exc:
         raise ConfigError(f"{marker}: unreadable archive marker ({exc})") from None
     if not isinstance(found, dict):
         raise ConfigError(f"{marker}: unreadable archive marker (not a JSON object)")
@@ -692,10 +696,12 @@ def _side_codes(column: pa.ChunkedArray, path: Path) -> pa.Array:
     return pa.concat_arrays(pieces)
 
 
-def read_file_facts(path: Path) -> FileFacts:
+def read_file_facts(path: TierFile) -> FileFacts:
     """Codec, level, encodings, sorting columns and timestamp unit as recorded in ``path``'s
-    own footer (TickFormatError when its ``ts`` column is not a UTC timestamp)."""
-    parquet = pq.ParquetFile(path)
+    own footer (TickFormatError when its ``ts`` column is not a UTC timestamp); ``path`` a
+    local file or an object."""
+    source, filesystem = parquet_source(path)
+    parquet = pq.ParquetFile(source, filesystem=filesystem)
     meta = parquet.metadata
     codecs: set[str] = set()
     encodings: dict[str, set[str]] = {}
@@ -713,7 +719,7 @@ def read_file_facts(path: Path) -> FileFacts:
     level_text = key_values.get(META_COMPRESSION_LEVEL, "")
     return FileFacts(
         path=path,
-        size_bytes=path.stat().st_size,
+        size_bytes=size_of(path),
         num_rows=meta.num_rows,
         codec=",".join(sorted(codecs)) if codecs else "NONE",
         compression_level=int(level_text) if level_text else None,

@@ -14,7 +14,8 @@ when it read it) is *superseded*: still on disk until re-tiering removes it (nev
 publisher corrected away (*withdrawn*) has no place: its consolidated copy is hidden until
 re-tiering rewrites the file without it.
 
-The catalog (``ticks.catalog``) says which consolidated file holds each catalogued symbol-day;
+The catalog (``ticks.catalog``) says which consolidated file holds each catalogued symbol-day
+(a local file, or an object when its tier root is an S3 prefix);
 this module reads it together with the hot files on disk, once, into that one placement.
 """
 
@@ -31,12 +32,12 @@ from skewtape_pipeline.ticks.catalog import (
     Catalog,
     CatalogPartition,
     SymbolDayKey,
-    normalized,
     read_catalog,
     resolve,
 )
 from skewtape_pipeline.ticks.consolidate import read_footer
 from skewtape_pipeline.ticks.parquet_store import PART_FILE_NAME, decode_symbol
+from skewtape_pipeline.ticks.storage import TierFile, size_of
 from skewtape_pipeline.ticks.tiers import COLD, HOT, TIERS, WARM, TierPolicy
 
 HOT_GLOB = f"symbol=*/year=*/month=*/date=*/{PART_FILE_NAME}"
@@ -139,7 +140,7 @@ class Location:
     symbol: str
     date: date
     tier: str
-    path: Path
+    path: TierFile
     rows: int
     bytes: int
     consolidated: bool
@@ -285,20 +286,19 @@ def archive_metrics(archive_root: Path, *, policy: TierPolicy | None = None) -> 
     )
 
 
-def uncatalogued_files(archive_root: Path, policy: TierPolicy, catalog: Catalog) -> list[Path]:
-    """Parquet files under the warm and cold roots that the catalog does not list."""
+def uncatalogued_files(archive_root: Path, policy: TierPolicy, catalog: Catalog) -> list[TierFile]:
+    """Parquet files under the warm and cold roots (folders or S3 prefixes) that the catalog
+    does not list."""
     listed = {resolve(archive_root, f.path, policy) for f in catalog.files.values()}
-    found: set[Path] = set()
+    found: list[TierFile] = []
     for tier in (WARM, COLD):
-        folder = policy.root_for(tier, archive_root)
-        if folder.exists():
-            candidates = (normalized(p) for p in folder.rglob("*.parquet"))
-            found.update(p for p in candidates if p not in listed)
-    return sorted(found)
+        store = policy.store_for(tier, archive_root)
+        found += [f for f in store.parquet_files() if f not in listed]
+    return found
 
 
-def _size(path: Path) -> int:
+def _size(path: TierFile) -> int:
     try:
-        return path.stat().st_size
+        return size_of(path)
     except FileNotFoundError:
         return 0

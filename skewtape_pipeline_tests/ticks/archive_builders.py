@@ -84,9 +84,21 @@ def expected_rows(days: tuple[date, ...] = DAYS) -> list[tuple]:
     return sorted(out)
 
 
-def view_rows(root: Path) -> list[tuple]:
+def write_four_day_csv(path: Path) -> Path:
+    """A CSV of 12 trades (3 a day, 2025-12-01 .. 04, quantities 1 to 3, symbols KX-0 and KX-1
+    on alternate days) for ``compact-ticks --price-scale 2``; returns ``path``."""
+    day_ns, start = 86_400 * 10**9, 1_764_547_200 * 10**9  # 2025-12-01
+    lines = ["timestamp_nanos,price,quantity,side,symbol"]
+    lines += [f"{start + d * day_ns + i},0.{50 + i},{i + 1},BUY,KX-{d % 2}" for d in range(4)
+              for i in range(3)]  # fmt: skip
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def view_rows(root: Path, *, policy: TierPolicy | None = None) -> list[tuple]:
     """Every row of the ``ticks`` view, sorted, as (symbol, date, ts_ns, price, qty, side)."""
-    table = run_query("SELECT symbol, date, ts, price, quantity, side FROM ticks", root)
+    sql = "SELECT symbol, date, ts, price, quantity, side FROM ticks"
+    table = run_query(sql, root, policy=policy)
     ts = table.column("ts").cast(pa.int64()).to_pylist()
     return sorted(
         zip(
@@ -101,9 +113,9 @@ def view_rows(root: Path) -> list[tuple]:
     )
 
 
-def tiers_by_day(root: Path) -> dict[tuple[str, date], str]:
+def tiers_by_day(root: Path, *, policy: TierPolicy | None = None) -> dict[tuple[str, date], str]:
     """The tier the view reports for each symbol-day."""
-    table = run_query("SELECT DISTINCT symbol, date, tier FROM ticks", root)
+    table = run_query("SELECT DISTINCT symbol, date, tier FROM ticks", root, policy=policy)
     return {
         (s, d): t
         for s, d, t in zip(

@@ -106,3 +106,32 @@ def test_resolve_side_map_when_value_not_a_side_name_raises():
         resolve_side_map({"x": "buy"})
     with pytest.raises(ConfigError, match="keys must be strings"):
         resolve_side_map({1: "BUY"})
+
+
+@pytest.mark.parametrize(
+    ("root", "refused"),
+    [
+        ("s3://tiers/warm?access_key=k&secret_key=s", "'access_key' is not allowed"),
+        ("s3://tiers/warm?session_token=t", "'session_token' is not allowed"),
+        ("s3:///warm", "expected s3://<bucket>"),
+        ("s3://tiers/../other", "expected s3://<bucket>"),
+    ],
+)
+def test_policy_when_s3_root_carries_a_credential_or_is_malformed_raises_naming_it(
+    tmp_path, root, refused
+):
+    policy_file = tmp_path / "tiers.toml"
+    policy_file.write_text(f'[warm]\nroot = "{root}"\n')
+    with pytest.raises(ConfigError, match=refused) as error:
+        TierPolicy.load(policy_file)
+    assert str(policy_file) in str(error.value)
+
+
+def test_root_for_when_warm_root_is_s3_keeps_the_uri_and_hot_stays_local(tmp_path):
+    uri = "s3://tiers/warm?endpoint_override=127.0.0.1:9&scheme=http&region=us-east-1"
+    policy = TierPolicy(warm=TierSettings(root=uri))
+    assert policy.root_for(WARM, tmp_path / "archive") == uri
+    assert policy.store_for(WARM, tmp_path / "archive").root == "s3://tiers/warm"
+    assert policy.root_for(HOT, tmp_path / "archive") == tmp_path / "archive"
+    with pytest.raises(ConfigError, match="hot files live in the archive root"):
+        TierPolicy(hot=TierSettings(root="s3://tiers/hot"))
