@@ -189,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
                 mine = counted_ours(whole)
                 ratio = None if mine is None else mine.bytes / best_anchor(whole).bytes
                 cold_ratios.append((ticks.name, ratio, headroom(whole)))
+                if mine is not None:
+                    out.append(column_breakdown(ticks, workdir))
             parts = split_parts(ticks)
             if len(parts) > 1:
                 print(f"{ticks.name}: {len(parts)} symbol-days", file=sys.stderr)
@@ -202,6 +204,50 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
     print("\n\n".join(out))
     return 0
+
+
+def column_breakdown(t: Ticks, workdir: Path) -> str:
+    """Where the bytes of ours' counted whole-file row go (written again, untimed): each
+    column chunk's compressed bytes and encodings, the rest of the file (footer, page index,
+    magic), and beside each measured column the trial bytes of the candidates that chose it."""
+    import pyarrow.parquet as pq
+    import tick_ours
+
+    contender = next(iter(tick_ours.ours_contenders("whole", t)[0].values()))
+    part = whole_parts(t)[0]
+    scratch = fresh_dir(workdir / "breakdown")
+    contender.prepare([part])
+    contender([part], scratch)
+    (path,) = [p for p in scratch.rglob("*.parquet") if not p.name.startswith("_")]
+    trials = tick_ours.parquet_store.choose_encodings(
+        tick_ours.parquet_store.archive_table(tick_ours.to_batch(t)),
+        tick_ours.POLICY.settings_for(tick_ours.COLD),
+        ts_sorted=t.symbols is None,
+    ).trial_bytes
+    meta = pq.read_metadata(path)
+    columns: dict[str, tuple[int, set[str]]] = {}
+    for g in range(meta.num_row_groups):
+        for c in range(meta.num_columns):
+            chunk = meta.row_group(g).column(c)
+            size, encodings = columns.get(chunk.path_in_schema, (0, set()))
+            levels_free = set(chunk.encodings) - {"RLE"}  # RLE: the levels
+            columns[chunk.path_in_schema] = (
+                size + chunk.total_compressed_size,
+                encodings | levels_free,
+            )
+    n, total = len(t), path.stat().st_size
+    pieces = []
+    for name, (size, encodings) in columns.items():
+        tried = ", ".join(f"{enc} {b:,}" for enc, b in trials.get(name, {}).items())
+        pieces.append(
+            f"{name} {size:,} B ({size / n:.3f}/tick, {'+'.join(sorted(encodings))}"
+            + (f"; trials {tried}" if tried else "")
+            + ")"
+        )
+    rest = total - sum(size for size, _ in columns.values())
+    pieces.append(f"footer, page index and magic {rest:,} B ({rest / n:.3f}/tick)")
+    shutil.rmtree(scratch, ignore_errors=True)
+    return f"ours by column ({total:,} B, {total / n:.3f} B/tick): " + "; ".join(pieces)
 
 
 def bars(cold_ratios, datasets, throughput_check, workdir: Path) -> str:
