@@ -14,10 +14,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import itertools
 import json
 import os
 import shutil
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -76,11 +78,58 @@ def set_publish_hook(
     return previous
 
 
-def _publish(temp: Path, target: Path) -> None:
+def publish(temp: Path, target: Path) -> None:
+    """Rename the finished, fsynced ``temp`` over ``target`` (same file system) and fsync the
+    folder; the publish hook (:func:`set_publish_hook`) is called first."""
     if _publish_hook is not None:
         _publish_hook(temp, target)
     os.replace(temp, target)
     fsync_dir(target.parent)
+
+
+_unique_names = itertools.count()
+
+
+def unique_temp_name(name: str) -> str:
+    """A temporary file name for ``name`` unique to this call on this host: the host, the
+    process, the thread and a counter (writers sharing a folder, threads of one process
+    included, never collide)."""
+    host = socket.gethostname().replace(".", "_")
+    return (
+        f".{name}.{host}.{os.getpid()}.{threading.get_ident()}.{next(_unique_names)}{TEMP_MARKER}"
+    )
+
+
+def orphaned_temps(folder: Path) -> list[Path]:
+    """Temporary files in ``folder`` named by :func:`unique_temp_name` on this host whose
+    process is gone (left by a crash); files of live processes and other hosts are not listed."""
+    host = socket.gethostname().replace(".", "_")
+    found = []
+    for path in Path(folder).glob(f".*{TEMP_MARKER}") if Path(folder).is_dir() else ():
+        parts = path.name.removesuffix(TEMP_MARKER).rsplit(".", 4)
+        ours = len(parts) == 5 and parts[1] == host and parts[2].isdigit()
+        if ours and not _process_alive(int(parts[2])):
+            found.append(path)
+    return sorted(found)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
+def fsync_file(path: Path) -> None:
+    """fsync the file at ``path`` (opened without following a link)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def atomic_write_bytes(target: Path, data: bytes) -> None:
@@ -100,7 +149,7 @@ def atomic_write_bytes(target: Path, data: bytes) -> None:
         except BaseException:
             temp.unlink(missing_ok=True)
             raise
-        _publish(temp, target)
+        publish(temp, target)
 
 
 def atomic_write_with(target: Path, write: Callable[[Path], None]) -> None:
@@ -115,15 +164,11 @@ def atomic_write_with(target: Path, write: Callable[[Path], None]) -> None:
         temp.unlink(missing_ok=True)  # a stale temp, or a link planted at its name
         try:
             write(temp)
-            fd = os.open(temp, os.O_RDONLY | os.O_NOFOLLOW)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_file(temp)
         except BaseException:
             temp.unlink(missing_ok=True)
             raise
-        _publish(temp, target)
+        publish(temp, target)
 
 
 def _create_temp(temp: Path) -> int:
@@ -170,7 +215,7 @@ def atomic_link_or_copy(source: Path, target: Path, *, allow_link: bool = True) 
             if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
                 raise
         else:
-            _publish(temp, target)
+            publish(temp, target)
             return True
     atomic_copy(source, target)
     return False

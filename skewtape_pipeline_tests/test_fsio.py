@@ -193,3 +193,18 @@ def test_atomic_link_or_copy_when_the_folder_fsync_hits_a_full_disk_names_the_fo
     monkeypatch.setattr(os, "fsync", full)
     with pytest.raises(OSError, match=r"No space left on device: .*snapshot"):
         fsio.atomic_link_or_copy(source, target)
+
+
+def test_orphaned_temps_when_a_writer_died_lists_its_temp_not_a_live_ones(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    live = tmp_path / fsio.unique_temp_name("part-0.parquet")
+    live.write_bytes(b"being written")
+    host = socket.gethostname().replace(".", "_")
+    orphan = tmp_path / f".part-0.parquet.{host}.{dead.stdout.strip()}.1.0{fsio.TEMP_MARKER}"
+    orphan.write_bytes(b"left by a crash")
+    elsewhere = tmp_path / f".part-0.parquet.otherhost.{dead.stdout.strip()}.1.0{fsio.TEMP_MARKER}"
+    elsewhere.write_bytes(b"another host's writer: its pid means nothing here")
+
+    assert fsio.orphaned_temps(tmp_path) == [orphan]
+    assert fsio.orphaned_temps(tmp_path / "missing") == []

@@ -50,11 +50,14 @@ from skewtape_pipeline.ticks.parquet_store import (
     META_PRICE_SCALE,
     META_QUANTITY_SCALE,
     META_SYMBOL,
+    FileFacts,
+    PreparedFile,
     encode_symbol,
     ensure_archive_schema,
     partition_file,
+    prepare_archive_file,
+    publish_archive_file,
     recorded_schema,
-    write_archive_file,
 )
 from skewtape_pipeline.ticks.report import (
     DEFAULT_TARGET_RATIO,
@@ -350,35 +353,28 @@ def compact_symbol_day(
     if raw_size_bytes is None:
         raw_size_bytes, basis = canonical_csv_size_bytes(batch), RAW_SIZE_BASIS_CANONICAL_CSV
     tier = policy.tier_for(age_days)
-    path = partition_file(Path(out), symbol, day)
-    with fsio.exclusive_lock(
-        Path(out) / ARCHIVE_LOCK_FILE,
-        timeout=lock_timeout,
-        what="compacting",
-        held_error=ArchiveBusyError,
-    ):
+    out = Path(out)
+    path = partition_file(out, symbol, day)
+    with _archive_lock(out, lock_timeout):  # every refusal comes before anything is written
         ensure_archive_schema(
-            Path(out),
+            out,
             price_scale=batch.price_scale,
             quantity_scale=batch.quantity_scale,
             timestamp_unit=batch.timestamp_unit,
         )
-        check_may_write(Path(out), path)  # refused in books_and_records mode when it exists
-        if path.exists():  # a rewrite: refused while the catalog does not account for the files
-            checked_catalog(Path(out), policy)
-        rewrite = recompaction_record(Path(out), symbol, day, rows=len(batch))
-        facts = write_archive_file(
-            batch,
-            path,
-            settings=policy.settings_for(tier),
-            metadata={
-                META_SYMBOL: symbol,
-                META_DATE: day.isoformat(),
-                META_PREFIX + "tier": tier,
-            },
-        )
-        if rewrite is not None:
-            audit(Path(out), audit_log, [rewrite])
+        _check_may_rewrite(out, path, policy)
+    prepared = prepare_archive_file(  # encode, write, verify: outside the lock, in parallel
+        batch,
+        path,
+        archive_root=out,
+        settings=policy.settings_for(tier),
+        metadata={META_SYMBOL: symbol, META_DATE: day.isoformat(), META_PREFIX + "tier": tier},
+    )
+    try:
+        facts = _publish_under_lock(prepared, symbol, day, out=out, policy=policy,
+                                    lock_timeout=lock_timeout, audit_log=audit_log)  # fmt: skip
+    finally:
+        prepared.discard()
     ratio = compression_ratio(raw_size_bytes, facts.size_bytes)
     price_scale = int(facts.metadata[META_PRICE_SCALE])
     quantity_scale = int(facts.metadata[META_QUANTITY_SCALE])
@@ -420,6 +416,47 @@ def compact_symbol_day(
         timestamp_unit=facts.timestamp_unit,
         notes=notes,
     )
+
+
+def _archive_lock(out: Path, lock_timeout: float):
+    """The archive's exclusive lock as a compaction takes it (ArchiveBusyError after
+    ``lock_timeout`` seconds)."""
+    return fsio.exclusive_lock(
+        out / ARCHIVE_LOCK_FILE,
+        timeout=lock_timeout,
+        what="compacting",
+        held_error=ArchiveBusyError,
+    )
+
+
+def _check_may_rewrite(out: Path, path: Path, policy: TierPolicy) -> None:
+    """Refuse replacing an existing symbol-day file in books_and_records mode, or while the
+    catalog does not account for the files on disk. Call it under the archive's lock."""
+    check_may_write(out, path)
+    if path.exists():
+        checked_catalog(out, policy)
+
+
+def _publish_under_lock(
+    prepared: PreparedFile,
+    symbol: str,
+    day: date,
+    *,
+    out: Path,
+    policy: TierPolicy,
+    lock_timeout: float,
+    audit_log: Path | None,
+) -> FileFacts:
+    """Publish a staged symbol-day file under the archive's lock, held only for the checks,
+    the rename and the audit record, not while encoding (so writers of one archive run side by
+    side). A rewrite is refused as before the encoding, and audited once the rename succeeded."""
+    with _archive_lock(out, lock_timeout):
+        _check_may_rewrite(out, prepared.target, policy)  # again: the lock was let go meanwhile
+        rewrite = recompaction_record(out, symbol, day, rows=prepared.facts.num_rows)
+        facts = publish_archive_file(prepared)
+        if rewrite is not None:
+            audit(out, audit_log, [rewrite])
+    return facts
 
 
 EVENT_RECOMPACT = "tick-archive-recompact"

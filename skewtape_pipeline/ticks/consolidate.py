@@ -218,7 +218,7 @@ def write_consolidated_file(
         temp = staging / f".consolidating.{os.getpid()}{fsio.TEMP_MARKER}"
         try:
             _write_table(table, temp, bounds=bounds, settings=settings, key_values=key_values)
-            _fsync(temp)
+            fsio.fsync_file(temp)
             verify_consolidated_file(temp, parts)
             digest = sha256_file(temp)
             facts, shares = read_file_facts(temp), byte_shares(temp, lengths)
@@ -392,14 +392,6 @@ def _choose_all_encodings(table: pa.Table, settings: TierSettings) -> tuple[dict
     else:
         encodings["date"] = best
     return encodings, dictionary
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # --- read and verify ----------------------------------------------------------------------------

@@ -88,6 +88,7 @@ from skewtape_pipeline.ticks.parquet_store import (
     ensure_archive_schema,
     read_archive_batch,
     read_file_facts,
+    staging_folder,
 )
 from skewtape_pipeline.ticks.placement import (
     ArchiveState,
@@ -503,8 +504,11 @@ def _withdrawn_garbage(plan: RetierPlan) -> list[tuple[TierFile, str]]:
 
 
 def remove_stale_catalog_temps(root: Path) -> None:
-    """Temporary catalog files left by an interrupted commit (never other writers' temps)."""
+    """Temporary catalog files left by an interrupted commit, and staged symbol-day files whose
+    compaction died (this host's, of processes gone; never a live writer's)."""
     for temp in root.glob(f".{Path(CATALOG_FILE).stem}.*{fsio.TEMP_MARKER}"):
+        temp.unlink(missing_ok=True)
+    for temp in fsio.orphaned_temps(staging_folder(root)):
         temp.unlink(missing_ok=True)
 
 

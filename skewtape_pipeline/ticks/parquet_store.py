@@ -397,25 +397,49 @@ class FileFacts:
     timestamp_unit: str = DEFAULT_TIMESTAMP_UNIT
 
 
-def write_archive_file(
+STAGING_FOLDER = ".skewtape-staging"
+"""Folder of the archive root where symbol-day files are written and verified before they are
+published (renamed into their partition folder under the archive's lock)."""
+
+
+@dataclass
+class PreparedFile:
+    """A symbol-day file written and verified in the archive's staging folder, not yet published:
+    :func:`publish_archive_file` renames it into place, :meth:`discard` removes it."""
+
+    temp: Path
+    target: Path
+    facts: FileFacts
+
+    def discard(self) -> None:
+        """Remove the staged file (nothing once it was published)."""
+        self.temp.unlink(missing_ok=True)
+
+
+def staging_folder(archive_root: Path) -> Path:
+    """``<archive root>/.skewtape-staging`` (a dot folder: readers, globs and views skip it)."""
+    return Path(archive_root) / STAGING_FOLDER
+
+
+def prepare_archive_file(
     batch: TickBatch,
     target: Path,
     *,
+    archive_root: Path,
     settings: TierSettings,
     metadata: Mapping[str, str],
-) -> FileFacts:
-    """Write ``batch`` to ``target`` atomically, verified before it is published.
+) -> PreparedFile:
+    """Write ``batch`` for ``target`` to a new file in the archive's staging folder, fsynced,
+    read back in full (page checksums checked) and compared field for field with ``batch``.
 
-    The file is written to a temporary name in the same folder, read back in full (page
-    checksums checked) and compared field for field with ``batch``; only then is it renamed
-    over ``target``. Any other ``*.parquet`` in the folder is then removed, so a rewritten
-    partition holds exactly this file. Idempotent: writing the same batch again gives an equal
-    archive.
+    Needs no lock: the staged name is unique to this call (host, process, thread, a counter),
+    and nothing but :func:`publish_archive_file` moves it into the archive. The caller
+    publishes or discards it.
 
     Raises
     ------
     RoundTripError
-        The file did not read back equal; nothing is published (an older file stays).
+        The file did not read back equal; it is removed and nothing is published.
     """
     table = archive_table(batch)
     choice = choose_encodings(table, settings)
@@ -430,19 +454,31 @@ def write_archive_file(
             "" if settings.compression_level is None else str(settings.compression_level)
         ),
     }
-
-    verified: list[FileFacts] = []
-
-    def write_and_verify(temp: Path) -> None:
+    folder = staging_folder(archive_root)
+    folder.mkdir(parents=True, exist_ok=True)
+    temp = folder / fsio.unique_temp_name(target.name)
+    try:
         _write_parquet(table, temp, settings=settings, choice=choice, key_values=key_values)
-        verified.append(verify_archive_file(temp, batch, expected_metadata=key_values))
+        fsio.fsync_file(temp)
+        facts = verify_archive_file(temp, batch, expected_metadata=key_values)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return PreparedFile(temp=temp, target=target, facts=facts)
 
-    fsio.atomic_write_with(target, write_and_verify)
+
+def publish_archive_file(prepared: PreparedFile) -> FileFacts:
+    """Rename a staged file over its target (creating the partition folders), then remove any
+    other ``*.parquet`` of that folder, so a rewritten partition holds exactly this file. Call
+    it under the archive's lock. Returns the facts read from the very bytes now at the target.
+    """
+    target = prepared.target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fsio.publish(prepared.temp, target)
     for other in target.parent.glob("*.parquet"):
         if other.name != target.name:
             fsio.atomic_unlink(other)
-    # The facts were read from the very bytes now renamed to ``target``.
-    return replace(verified[0], path=target)
+    return replace(prepared.facts, path=target)
 
 
 def writer_options(

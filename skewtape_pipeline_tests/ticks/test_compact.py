@@ -419,6 +419,44 @@ def test_compact_symbol_day_when_another_writer_holds_the_archive_lock_waits_the
     assert Path(report.path).is_file()
 
 
+def test_compact_symbol_day_when_encoding_leaves_the_archive_lock_free_for_other_writers(
+    tmp_path, monkeypatch
+):
+    import threading
+
+    from skewtape_pipeline.ticks import parquet_store
+
+    encoding, proceed = threading.Event(), threading.Event()
+    real_verify = parquet_store.verify_archive_file
+
+    def slow_verify(path, batch, **kwargs):  # the encode-write-verify step, held open
+        encoding.set()
+        assert proceed.wait(30)
+        return real_verify(path, batch, **kwargs)
+
+    monkeypatch.setattr(parquet_store, "verify_archive_file", slow_verify)
+    errors: list[BaseException] = []
+
+    def compact() -> None:
+        try:
+            compact_symbol_day(day_batch(5), symbol="S", day=DAY, out=tmp_path, age_days=2,
+                               policy=TierPolicy())  # fmt: skip
+        except BaseException as exc:
+            errors.append(exc)
+
+    writer = threading.Thread(target=compact)
+    writer.start()
+    try:
+        assert encoding.wait(30)
+        with fsio.exclusive_lock(tmp_path / ARCHIVE_LOCK_FILE, what="re-tiering"):  # not held
+            assert not partition_file(tmp_path, "S", DAY).exists()  # published after, not yet
+    finally:
+        proceed.set()
+        writer.join(30)
+    assert errors == []
+    assert read_archive_batch(partition_file(tmp_path, "S", DAY)).equals(day_batch(5))
+
+
 # --- rewrites are audited -------------------------------------------------------------------------
 
 
@@ -499,3 +537,24 @@ def test_cli_compact_ticks_when_run_twice_audits_every_rewritten_symbol_day(tmp_
     days = {(r["symbol"], r["date"]) for r in _records(log)}
     reports = compact_ticks(source, out=tmp_path / "other", as_of=AS_OF, price_scale=4)
     assert days == {(r.symbol, r.date) for r in reports} and len(days) > 1
+
+
+def test_retier_when_a_compaction_died_while_staging_removes_its_staged_file(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    from skewtape_pipeline.ticks.parquet_store import staging_folder
+
+    compact_symbol_day(day_batch(5), symbol="S", day=DAY, out=tmp_path, age_days=0,
+                       policy=TierPolicy())  # fmt: skip
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    host = socket.gethostname().replace(".", "_")
+    orphan = staging_folder(tmp_path) / f".part-0.parquet.{host}.{dead}.7.0{fsio.TEMP_MARKER}"
+    orphan.write_bytes(b"a compaction killed while encoding")
+
+    retier(tmp_path, as_of=DAY, policy=TierPolicy())
+
+    assert not orphan.exists()
+    assert read_archive_batch(partition_file(tmp_path, "S", DAY)).equals(day_batch(5))

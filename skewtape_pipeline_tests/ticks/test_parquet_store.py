@@ -25,11 +25,12 @@ from skewtape_pipeline.ticks.parquet_store import (
     decode_symbol,
     encode_symbol,
     partition_file,
+    prepare_archive_file,
+    publish_archive_file,
     read_archive_batch,
     read_archive_table,
     read_file_facts,
     verify_archive_file,
-    write_archive_file,
 )
 from skewtape_pipeline.ticks.tiers import TierPolicy, TierSettings
 from skewtape_pipeline_tests.ticks.conftest import DAY, DAY_NS, day_batch, make_batch
@@ -37,6 +38,18 @@ from skewtape_pipeline_tests.ticks.conftest import DAY, DAY_NS, day_batch, make_
 HOT = TierSettings(compression_level=1, encoding_sample_rows=1_000)
 DICTIONARY = "RLE_DICTIONARY"
 UNCOMPRESSED = TierSettings(compression="none", compression_level=None)
+
+
+def write_archive_file(batch: TickBatch, target: Path, *, settings, metadata) -> None:
+    """Stage and publish ``target`` (``<root>/symbol=/year=/month=/date=/part-0.parquet``)."""
+    root = target.parents[4]
+    prepared = prepare_archive_file(
+        batch, target, archive_root=root, settings=settings, metadata=metadata
+    )
+    try:
+        publish_archive_file(prepared)
+    finally:
+        prepared.discard()
 
 
 def write(tmp_path: Path, batch: TickBatch, *, symbol: str = "SYM", settings=HOT) -> Path:
