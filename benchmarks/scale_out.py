@@ -41,18 +41,20 @@ average is printed beside each contender: the machine may be shared.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
+from statistics import median
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
@@ -190,9 +192,9 @@ def archive_digest(root: Path) -> dict[tuple[str, str], tuple[int, str]]:
 # --- the core -----------------------------------------------------------------------------------
 
 
-def run_core(folder: Path, month: Month) -> tuple[Path, float, float]:
+def run_core(folder: Path, month: Month) -> tuple[Path, float, float, dict[str, float]]:
     """Every venue-day through ``archive_venue_day`` in this process; (data root, wall
-    seconds, CPU seconds of this process)."""
+    seconds, CPU seconds of this process, {partition key: seconds})."""
     root = data_root(folder, month)
     options = VenueDayOptions(
         out=root / "archive",
@@ -201,11 +203,101 @@ def run_core(folder: Path, month: Month) -> tuple[Path, float, float]:
         batch="core",
         audit_log=root / "audit.jsonl",
     )
+    each: dict[str, float] = {}
     started, cpu = time.perf_counter(), time.process_time()
     for day in month.days:
         for venue in month.venues:
+            begun = time.perf_counter()
             archive_venue_day(root / "history", (venue, day), options)
-    return root, time.perf_counter() - started, time.process_time() - cpu
+            each[f"{day.isoformat()}|{dimension_key(venue)}"] = time.perf_counter() - begun
+    return root, time.perf_counter() - started, time.process_time() - cpu, each
+
+
+# --- CPU accounting -----------------------------------------------------------------------------
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+ROLES = [
+    ("Celery worker (the archiving steps)", ("celery", "worker")),
+    ("run worker (the run, the Celery executor loop, the recording step)", ("execute_run",)),
+    ("code server (gRPC)", ("grpc",)),
+    ("dagster-daemon", ("dagster-daemon",)),
+    ("dagster-webserver", ("dagster-webserver",)),
+]
+
+
+def _process_table() -> dict[int, tuple[int, float, str]]:
+    """{pid: (parent pid, CPU seconds so far, command line)} of every readable process."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        table[int(entry.name)] = (int(fields[1]), cpu, command)
+    return table
+
+
+class CpuAccount:
+    """CPU seconds of this process's descendants and of the PostgreSQL backends serving
+    ``database``, sampled every half second while a contender runs, by role (processes living
+    less than half a second are missed; those running at the start count from then on)."""
+
+    def __init__(self, database: str):
+        self.database, self.seen, self.baseline = database, {}, {}
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> CpuAccount:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.thread.join()
+
+    def _sample(self) -> None:
+        me, first = os.getpid(), True
+        while True:
+            table = _process_table()
+            for pid, (_, cpu, command) in table.items():
+                if self.database in command or self._descends(pid, table, me):
+                    self.seen[pid] = (cpu, command)
+                    if first:  # running before: only what it spends from now on counts
+                        self.baseline[pid] = cpu
+            first = False
+            if self.done.wait(0.5):
+                return
+
+    @staticmethod
+    def _descends(pid: int, table: dict, ancestor: int) -> bool:
+        while pid in table and pid > 1:
+            pid = table[pid][0]
+            if pid == ancestor:
+                return True
+        return False
+
+    def by_role(self) -> list[tuple[str, float]]:
+        """CPU seconds per role (the roles' first matching words of the command line)."""
+        totals: dict[str, float] = {}
+        other = "other (each under 1 CPU s)"
+        for pid, (cpu, command) in self.seen.items():
+            cpu -= self.baseline.get(pid, 0.0)
+            role = f"other: {command[:50]}"
+            if self.database in command:
+                role = "PostgreSQL (the instance's database)"
+            else:
+                role = next(
+                    (name for name, words in ROLES if all(w in command for w in words)), role
+                )
+            totals[role] = totals.get(role, 0.0) + cpu
+        small = {role for role, cpu in totals.items() if role.startswith("other:") and cpu < 1}
+        totals[other] = sum(totals.pop(role) for role in small)
+        return sorted(totals.items(), key=lambda item: -item[1])
 
 
 # --- Dagster ------------------------------------------------------------------------------------
@@ -218,6 +310,7 @@ class DagsterOutcome:
     run_ids: list[str]
     runs: list[dict] = field(default_factory=list)
     worker_pids: dict[str, int] = field(default_factory=dict)
+    cpu: list[tuple[str, float]] = field(default_factory=list)
     steps: list[dict] = field(default_factory=list)
 
 
@@ -324,11 +417,13 @@ def run_dagster(
         services = Services(folder, env, [f"w{i + 1}" for i in range(workers)], f"{broker}/0")
         try:
             services.wait_until_loaded()
-            submitted = time.time()
-            backfill_id = launch_backfill(services, month.partition_keys)
-            runs = wait_for_backfill(instance, backfill_id)
+            with CpuAccount(database) as cpu:
+                submitted = time.time()
+                backfill_id = launch_backfill(services, month.partition_keys)
+                runs = wait_for_backfill(instance, backfill_id)
             wall = max(r.end_time for r in runs) - submitted
             outcome = DagsterOutcome(root, wall, [r.dagster_run.run_id for r in runs])
+            outcome.cpu = cpu.by_role()
             outcome.runs = timelines(instance, runs, submitted)
             outcome.steps = step_spread(instance, runs, submitted)
             outcome.worker_pids = {
@@ -380,6 +475,10 @@ def _events(instance: dg.DagsterInstance, run_id: str) -> list:
     return [r for r in instance.all_logs(run_id) if r.dagster_event is not None]
 
 
+VENUE_DAY_LOGGED = re.compile(r"^(\S+\|\S+): \d+ symbol-day\(s\) archived")
+"""The archiving op's message after each venue-day."""
+
+
 def _kind(event) -> str:
     return event.dagster_event.event_type_value
 
@@ -422,29 +521,44 @@ def timelines(instance: dg.DagsterInstance, runs: list, submitted: float) -> lis
     return [run_timeline(instance, record, submitted) for record in records]
 
 
-SPANS = [
-    ("run created -> launched (run queue)", "created", "launched"),
-    ("launched -> run started (run worker process)", "launched", "started"),
-    ("run started -> first step started (Celery pickup)", "started", "first step"),
-    ("first step -> last archiving step done", "first step", "archiving done"),
-    ("archiving done -> recording started", "archiving done", "recording started"),
-    ("recording step (every venue-day's metadata)", "recording started", "recording done"),
-    ("recording done -> run success", "recording done", "success"),
-]
-"""The spans of a run's timeline: (what, from moment, to moment)."""
-
-
-def where_the_time_went(runs: list[dict], wall: float) -> list[tuple[str, float]]:
-    """The wall time split into the backfill daemon, each span of the runs (summed over the
-    runs, which one pool runs one after the other) and the gaps between runs."""
-    spans = [("submission -> first run created (backfill daemon)", runs[0]["created"])]
-    spans += [(name, sum(r[end] - r[begin] for r in runs)) for name, begin, end in SPANS]
-    gaps = sum(b["created"] - a["success"] for a, b in itertools.pairwise(runs))
-    spans.append(("a run's success -> the next run created (backfill daemon)", gaps))
-    spans.append(("(the wall time)", wall))
-    steps = sum(r["step seconds"] for r in runs)
-    spans.append(("(archiving steps' own seconds, summed over the steps)", steps))
-    return spans
+def where_the_time_went(
+    outcome: DagsterOutcome, workers: int, core_each: dict[str, float]
+) -> list[tuple[str, str]]:
+    """The wall time along its path (the runs overlap: the backfill creates them together),
+    and how busy the workers were while archiving."""
+    runs, steps = outcome.runs, outcome.steps
+    first_step = min(s["start"] for s in steps)
+    last_step = max(s["end"] for s in steps)
+    busy = sum(s["end"] - s["start"] for s in steps)
+    window = last_step - first_step
+    pickup = [s["start"] - s["submitted"] for s in steps if "submitted" in s]
+    spans = [
+        ("submission -> first run created (backfill daemon)", min(r["created"] for r in runs)),
+        ("first run created -> first archiving step started (run queue, run launch, "
+         "run worker start, Celery submission and pickup)",
+         first_step - min(r["created"] for r in runs)),
+        ("first archiving step started -> last archiving step done", window),
+        ("last archiving step done -> last run's success (recording steps, run ends)",
+         outcome.wall - last_step),
+    ]  # fmt: skip
+    rows = [(name, fmt_float(seconds, 1)) for name, seconds in spans]
+    rows.append(("(the wall time)", fmt_float(outcome.wall, 1)))
+    rows.append(("archiving steps' own seconds, summed", fmt_float(busy, 1)))
+    rows.append((
+        f"worker seconds idle while archiving ({workers} x the window - the steps' seconds)",
+        fmt_float(workers * window - busy, 1),
+    ))  # fmt: skip
+    inside = sum(max(s["logged"].values()) - s["start"] for s in steps if s["logged"])
+    same = sum(core_each[key] for s in steps for key in s["logged"])
+    rows.append((
+        "of which: step start -> its last venue-day done (the op's work), summed",
+        fmt_float(inside, 1),
+    ))  # fmt: skip
+    rows.append(("(the same venue-days in the core)", fmt_float(same, 1)))
+    rows.append(("Celery task submitted -> step started, median", fmt_float(median(pickup), 2)))
+    rows.append(("recording steps, summed (each venue-day's metadata)", fmt_float(
+        sum(r["recording done"] - r["recording started"] for r in runs), 1)))  # fmt: skip
+    return rows
 
 
 def step_spread(instance: dg.DagsterInstance, runs: list, submitted: float) -> list[dict]:
@@ -453,15 +567,24 @@ def step_spread(instance: dg.DagsterInstance, runs: list, submitted: float) -> l
     steps = []
     for record in runs:
         by_step: dict[str, dict] = {}
-        for event in _events(instance, record.dagster_run.run_id):
+        for event in instance.all_logs(record.dagster_run.run_id):
             key = event.step_key
             if not key or "archive_venue_days" not in key:
                 continue
             step = by_step.setdefault(
-                key, {"run": record.dagster_run.run_id[:8], "step": key.rsplit(".", 1)[-1]}
+                key,
+                {
+                    "run": record.dagster_run.run_id[:8],
+                    "step": key.rsplit(".", 1)[-1],
+                    "logged": {},
+                },
             )
             at = event.timestamp - submitted
-            if _kind(event) == "ENGINE_EVENT":
+            if event.dagster_event is None:
+                logged = VENUE_DAY_LOGGED.match(event.user_message or "")
+                if logged:
+                    step["logged"][logged.group(1)] = at
+            elif _kind(event) == "ENGINE_EVENT":
                 worker = event.dagster_event.engine_event_data.metadata.get("Celery worker")
                 if worker is not None:
                     step["worker"] = worker.value
@@ -507,7 +630,7 @@ def check_same_ticks(name: str, root: Path, expected: dict) -> None:
     )
 
 
-def print_report(month, symbol_days, ticks, core, outcomes, loads) -> None:
+def print_report(month, symbol_days, ticks, core, core_each, outcomes, loads) -> None:
     one, two = outcomes[1], outcomes[2]
     share = (one.wall - core) / core
     speedup = one.wall / two.wall
@@ -537,15 +660,19 @@ def print_report(month, symbol_days, ticks, core, outcomes, loads) -> None:
     print(f"{passed}: 2 workers {speedup:.2f}x faster than 1 (bar: at least {BAR_SPEEDUP}x, "
           f"on {os.cpu_count()} cores)")  # fmt: skip
     for workers, outcome in sorted(outcomes.items()):
-        print_timeline(workers, outcome)
+        print_timeline(workers, outcome, core_each)
 
 
-def print_timeline(workers: int, outcome: DagsterOutcome) -> None:
+def print_timeline(workers: int, outcome: DagsterOutcome, core_each: dict[str, float]) -> None:
     """Where one Dagster contender's time went, and which worker ran each archiving step."""
     print(f"\n### Dagster on {workers} worker(s): where the time went\n")
-    spans = where_the_time_went(outcome.runs, outcome.wall)
-    print(markdown_table(["span", "seconds"], [(name, fmt_float(s, 2)) for name, s in spans]))
-    print("\nRuns (seconds after the submission; one pool, so one run at a time):\n")
+    print(markdown_table(["span", "seconds"], where_the_time_went(outcome, workers, core_each)))
+    print("\nCPU seconds from the submission to the end, by process (sampled from /proc):\n")
+    print(markdown_table(["process", "CPU s"], [(r, fmt_float(c, 1)) for r, c in outcome.cpu]))
+    print(
+        "\nRuns (seconds after the submission; the backfill creates one per venue or "
+        "per day, whichever are fewer):\n"
+    )
     names = ["created", "launched", "started", "first step", "archiving done", "recording done",
              "success"]  # fmt: skip
     rows = [(r["run"], r["partitions"], *(fmt_float(r[n], 1) for n in names)) for r in outcome.runs]
@@ -585,7 +712,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         expected = fills_counts(month)
         print(f"core: {len(month.partition_keys)} venue-days ...", flush=True)
-        core_root, core, core_cpu = run_core(runs / "core", month)
+        core_root, core, core_cpu, core_each = run_core(runs / "core", month)
         print(f"core: {core:.1f} s wall, {core_cpu:.1f} s CPU ({core_cpu / core:.2f} cores busy)")
         loads = {"core": load()}
         reference = archive_digest(core_root)
@@ -606,7 +733,7 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             broker.stop()
             postgres.stop()
-        print_report(month, len(expected), sum(expected.values()), core, outcomes, loads)
+        print_report(month, len(expected), sum(expected.values()), core, core_each, outcomes, loads)
     finally:
         if not args.keep:
             shutil.rmtree(runs, ignore_errors=True)
