@@ -41,6 +41,7 @@ average is printed beside each contender: the machine may be shared.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -63,6 +64,7 @@ import dagster as dg  # noqa: E402
 import duckdb  # noqa: E402
 from bench_util import fmt_float, markdown_table  # noqa: E402
 
+from skewtape_pipeline import fsio  # noqa: E402
 from skewtape_pipeline.orchestration.tick_partitions import VENUES, dimension_key  # noqa: E402
 from skewtape_pipeline.sample.publisher import publish_sample  # noqa: E402
 from skewtape_pipeline.ticks.query import run_query  # noqa: E402
@@ -192,6 +194,24 @@ def archive_digest(root: Path) -> dict[tuple[str, str], tuple[int, str]]:
 # --- the core -----------------------------------------------------------------------------------
 
 
+LOCK_HELD: list[float] = []
+"""Seconds each exclusive lock of the core was held, in the core contender."""
+
+
+@contextlib.contextmanager
+def _timed_lock(*args, **kwargs):
+    with _UNTIMED_LOCK(*args, **kwargs):
+        taken = time.perf_counter()
+        try:
+            yield
+        finally:
+            LOCK_HELD.append(time.perf_counter() - taken)
+
+
+_UNTIMED_LOCK = fsio.exclusive_lock
+fsio.exclusive_lock = _timed_lock  # the core takes it as fsio.exclusive_lock: timed, unchanged
+
+
 def run_core(folder: Path, month: Month) -> tuple[Path, float, float, dict[str, float]]:
     """Every venue-day through ``archive_venue_day`` in this process; (data root, wall
     seconds, CPU seconds of this process, {partition key: seconds})."""
@@ -204,6 +224,7 @@ def run_core(folder: Path, month: Month) -> tuple[Path, float, float, dict[str, 
         audit_log=root / "audit.jsonl",
     )
     each: dict[str, float] = {}
+    LOCK_HELD.clear()
     started, cpu = time.perf_counter(), time.process_time()
     for day in month.days:
         for venue in month.venues:
@@ -218,7 +239,11 @@ def run_core(folder: Path, month: Month) -> tuple[Path, float, float, dict[str, 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 ROLES = [
     ("Celery worker (the archiving steps)", ("celery", "worker")),
-    ("run worker (the run, the Celery executor loop, the recording step)", ("execute_run",)),
+    (
+        "run workers (multiprocessing children of the code server: each run's Celery executor "
+        "loop)",
+        ("multiprocessing",),
+    ),
     ("code server (gRPC)", ("grpc",)),
     ("dagster-daemon", ("dagster-daemon",)),
     ("dagster-webserver", ("dagster-webserver",)),
@@ -242,13 +267,21 @@ def _process_table() -> dict[int, tuple[int, float, str]]:
     return table
 
 
+def _reaped_cpu(pid: int) -> float:
+    """CPU seconds of the ended children ``pid`` has waited for (PostgreSQL's postmaster: its
+    backends, one per connection: Dagster's PostgreSQL storage opens one per operation)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) / CLOCK_TICKS
+
+
 class CpuAccount:
     """CPU seconds of this process's descendants and of the PostgreSQL backends serving
     ``database``, sampled every half second while a contender runs, by role (processes living
     less than half a second are missed; those running at the start count from then on)."""
 
-    def __init__(self, database: str):
+    def __init__(self, database: str, postmaster: int):
         self.database, self.seen, self.baseline = database, {}, {}
+        self.postmaster, self.reaped = postmaster, -_reaped_cpu(postmaster)
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._sample, daemon=True)
 
@@ -259,6 +292,7 @@ class CpuAccount:
     def __exit__(self, *exc) -> None:
         self.done.set()
         self.thread.join()
+        self.reaped += _reaped_cpu(self.postmaster)
 
     def _sample(self) -> None:
         me, first = os.getpid(), True
@@ -266,7 +300,8 @@ class CpuAccount:
             table = _process_table()
             for pid, (_, cpu, command) in table.items():
                 if self.database in command or self._descends(pid, table, me):
-                    self.seen[pid] = (cpu, command)
+                    known = self.seen.get(pid, (0.0, ""))[1]
+                    self.seen[pid] = (cpu, known or command)  # an ended child has none
                     if first:  # running before: only what it spends from now on counts
                         self.baseline[pid] = cpu
             first = False
@@ -295,6 +330,8 @@ class CpuAccount:
                     (name for name, words in ROLES if all(w in command for w in words)), role
                 )
             totals[role] = totals.get(role, 0.0) + cpu
+        backends = "PostgreSQL backends (the server's, ended ones included)"
+        totals[backends] = totals.pop("PostgreSQL (the instance's database)", 0.0) + self.reaped
         small = {role for role, cpu in totals.items() if role.startswith("other:") and cpu < 1}
         totals[other] = sum(totals.pop(role) for role in small)
         return sorted(totals.items(), key=lambda item: -item[1])
@@ -417,7 +454,7 @@ def run_dagster(
         services = Services(folder, env, [f"w{i + 1}" for i in range(workers)], f"{broker}/0")
         try:
             services.wait_until_loaded()
-            with CpuAccount(database) as cpu:
+            with CpuAccount(database, postgres.postmaster_pid()) as cpu:
                 submitted = time.time()
                 backfill_id = launch_backfill(services, month.partition_keys)
                 runs = wait_for_backfill(instance, backfill_id)
@@ -713,7 +750,13 @@ def main(argv: list[str] | None = None) -> None:
         expected = fills_counts(month)
         print(f"core: {len(month.partition_keys)} venue-days ...", flush=True)
         core_root, core, core_cpu, core_each = run_core(runs / "core", month)
-        print(f"core: {core:.1f} s wall, {core_cpu:.1f} s CPU ({core_cpu / core:.2f} cores busy)")
+        held = sum(LOCK_HELD) / core
+        print(
+            f"core: {core:.1f} s wall, {core_cpu:.1f} s CPU ({core_cpu / core:.2f} cores busy); "
+            f"{held:.0%} of it inside the archive's exclusive lock ({len(LOCK_HELD):,} times), "
+            f"so workers writing one archive are at most {1 / (held + (1 - held) / 2):.2f}x "
+            "faster with 2 (Amdahl)"
+        )
         loads = {"core": load()}
         reference = archive_digest(core_root)
         if {k: n for k, (n, _) in reference.items()} != expected:
