@@ -34,8 +34,11 @@ with the fills' (DuckDB over the month files); any difference stops the benchmar
 workers over 1), PASS/FAIL for the bars (share at most 50% on one worker; 2 workers at least
 1.6x faster than 1), where each Dagster run's time went (backfill daemon to run, queue and
 launch, run start to first step, the archiving steps, the recording step, run end), and which
-worker ran each archiving step when, with the time both workers were busy at once. The load
-average is printed beside each contender: the machine may be shared.
+worker ran each archiving step when, with the time both workers were busy at once, and the CPU
+seconds of every process by role. The core's line says how much of its time it spent inside the
+archive's exclusive lock (this process times ``fsio.exclusive_lock``; the workers are not
+touched) and the bound that puts on workers writing one archive. The load average is printed
+beside each contender: the machine may be shared.
 """
 
 from __future__ import annotations
@@ -366,12 +369,16 @@ class Services:
             visibility_timeout=SHIPPED_VISIBILITY_TIMEOUT,
         )
         bin_dir = Path(sys.executable).parent
-        self._start("daemon", [str(bin_dir / "dagster-daemon"), "run", "-m", CODE_LOCATION])
-        self._start(
-            "webserver",
-            [str(bin_dir / "dagster-webserver"), "-m", CODE_LOCATION, "-h", "127.0.0.1",
-             "-p", str(self.port)],
-        )  # fmt: skip
+        try:
+            self._start("daemon", [str(bin_dir / "dagster-daemon"), "run", "-m", CODE_LOCATION])
+            self._start(
+                "webserver",
+                [str(bin_dir / "dagster-webserver"), "-m", CODE_LOCATION, "-h", "127.0.0.1",
+                 "-p", str(self.port)],
+            )  # fmt: skip
+        except BaseException:
+            self.stop()
+            raise
 
     def _start(self, name: str, command: list[str]) -> None:
         log = open(self.folder / f"{name}.log", "wb")  # noqa: SIM115 (kept open while it runs)
@@ -673,7 +680,7 @@ def print_report(month, symbol_days, ticks, core, core_each, outcomes, loads) ->
     speedup = one.wall / two.wall
     print(
         f"\n## Tick archive backfill: {len(month.days)} days x {len(month.venues)} venues "
-        f"({len(month.partition_keys)} venue-days, one run), {symbol_days:,} symbol-days "
+        f"({len(month.partition_keys)} venue-days, one backfill), {symbol_days:,} symbol-days "
         f"({symbol_days / len(month.days):,.0f} a day), {ticks:,} ticks\n"
     )
     rows = [("core, one process", fmt_float(core, 1), "", "", loads["core"])]
