@@ -82,6 +82,10 @@ class PostgresServer:
             "SKEWTAPE_PG_PASSWORD": PG_PASSWORD,
         }
 
+    def postmaster_pid(self) -> int:
+        """The running server's main process id (``postmaster.pid``'s first line)."""
+        return int((self.data_dir / "postmaster.pid").read_text().split()[0])
+
     def create_database(self, name: str) -> str:
         """Create an empty database ``name``; returns the name."""
         import psycopg2
