@@ -243,6 +243,18 @@ def remove_stale_temps(root: Path) -> int:
     return removed
 
 
+def prune_empty_folders(folder: Path, *, within: Callable[[Path], bool]) -> None:
+    """Remove ``folder``, then each parent, while it is empty and ``within(it)`` holds, fsyncing
+    the parent after each removal; stops at the first folder that is not empty."""
+    while within(folder):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        fsync_dir(folder.parent)
+        folder = folder.parent
+
+
 def require_folder(folder: Path, what: str) -> Path:
     """``folder`` if it is an existing folder; else :class:`MissingPathError` naming it.
 

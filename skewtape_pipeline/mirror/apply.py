@@ -1165,10 +1165,4 @@ def _same_file(one: Path, other: Path, rel: str) -> bool:
 
 def _prune_empty_folders(folder: Path, *, stop: Path) -> None:
     """Remove ``folder`` and its parents while empty, up to (not including) ``stop``."""
-    while folder != stop and stop in folder.parents:
-        try:
-            folder.rmdir()
-        except OSError:
-            return
-        fsio.fsync_dir(folder.parent)
-        folder = folder.parent
+    fsio.prune_empty_folders(folder, within=lambda f: f != stop and stop in f.parents)

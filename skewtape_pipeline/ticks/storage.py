@@ -163,13 +163,7 @@ def delete(file: TierFile) -> bool:
 
 def _remove_empty_partition_folders(folder: Path) -> None:
     """Remove ``folder`` and its parents while they are empty ``key=value`` folders."""
-    while "=" in folder.name:
-        try:
-            folder.rmdir()
-        except OSError:
-            return
-        fsio.fsync_dir(folder.parent)
-        folder = folder.parent
+    fsio.prune_empty_folders(folder, within=lambda f: "=" in f.name)
 
 
 # --- tier roots ---------------------------------------------------------------------------------
