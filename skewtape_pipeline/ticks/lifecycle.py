@@ -460,6 +460,7 @@ def retier(
         for tier in (WARM, COLD):
             policy.store_for(tier, root).remove_stale_temps()
         remove_stale_catalog_temps(root)
+        remove_orphaned_staged_files(root)
         checked_catalog(root, policy)
         plan = plan_retier(root, as_of=as_of, policy=policy, months=months)
         books = is_books_and_records(root)
@@ -504,10 +505,14 @@ def _withdrawn_garbage(plan: RetierPlan) -> list[tuple[TierFile, str]]:
 
 
 def remove_stale_catalog_temps(root: Path) -> None:
-    """Temporary catalog files left by an interrupted commit, and staged symbol-day files whose
-    compaction died (this host's, of processes gone; never a live writer's)."""
+    """Temporary catalog files left by an interrupted commit (never other writers' temps)."""
     for temp in root.glob(f".{Path(CATALOG_FILE).stem}.*{fsio.TEMP_MARKER}"):
         temp.unlink(missing_ok=True)
+
+
+def remove_orphaned_staged_files(root: Path) -> None:
+    """Staged symbol-day files whose compaction died (this host's, of processes that are gone;
+    never a live writer's)."""
     for temp in fsio.orphaned_temps(staging_folder(root)):
         temp.unlink(missing_ok=True)
 
