@@ -94,16 +94,19 @@ def unique_temp_name(name: str) -> str:
     """A temporary file name for ``name`` unique to this call on this host: the host, the
     process, the thread and a counter (writers sharing a folder, threads of one process
     included, never collide)."""
-    host = socket.gethostname().replace(".", "_")
-    return (
-        f".{name}.{host}.{os.getpid()}.{threading.get_ident()}.{next(_unique_names)}{TEMP_MARKER}"
-    )
+    writer = f"{_host_label()}.{os.getpid()}.{threading.get_ident()}.{next(_unique_names)}"
+    return f".{name}.{writer}{TEMP_MARKER}"
+
+
+def _host_label() -> str:
+    """This host's name as one segment of a dotted file name."""
+    return socket.gethostname().replace(".", "_")
 
 
 def orphaned_temps(folder: Path) -> list[Path]:
     """Temporary files in ``folder`` named by :func:`unique_temp_name` on this host whose
     process is gone (left by a crash); files of live processes and other hosts are not listed."""
-    host = socket.gethostname().replace(".", "_")
+    host = _host_label()
     found = []
     for path in Path(folder).glob(f".*{TEMP_MARKER}") if Path(folder).is_dir() else ():
         parts = path.name.removesuffix(TEMP_MARKER).rsplit(".", 4)

@@ -50,6 +50,7 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from skewtape_pipeline.errors import ChecksumLineError, MalformedJsonError
 from skewtape_pipeline.fsio import atomic_write_bytes, load_json, open_state_file
@@ -73,6 +74,15 @@ def sha256_file(path: Path) -> str:
         view = memoryview(buffer)
         while n := handle.readinto(buffer):
             digest.update(view[:n])
+    return digest.hexdigest()
+
+
+def sha256_stream(stream: BinaryIO) -> str:
+    """Hex sha256 of what ``stream`` reads until its end (an object store's input stream), in
+    blocks of :data:`BLOCK` bytes."""
+    digest = hashlib.sha256()
+    while chunk := stream.read(BLOCK):
+        digest.update(chunk)
     return digest.hexdigest()
 
 

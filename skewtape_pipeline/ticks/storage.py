@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -46,13 +46,12 @@ from skewtape_pipeline.errors import (
     ObjectStoreError,
     TickFormatError,
 )
-from skewtape_pipeline.hashing import sha256_file
+from skewtape_pipeline.hashing import BLOCK, sha256_file, sha256_stream
 
 S3_SCHEME = "s3://"
 URI_OPTIONS = ("endpoint_override", "scheme", "region")
 """The query parameters an S3 tier root may carry (where the server is; never credentials)."""
 CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
-_CHUNK = 1 << 20
 
 Checkpoint = Callable[[str], None]
 
@@ -136,14 +135,11 @@ def size_of(file: TierFile) -> int:
 def sha256_of(file: TierFile) -> str:
     """sha256 (hex) of its bytes, read in full."""
     if isinstance(file, ObjectFile):
-        digest = hashlib.sha256()
         with (
             _store_errors(file.uri, "reading it"),
             file.filesystem.open_input_stream(file.key) as stream,
         ):
-            while chunk := stream.read(_CHUNK):
-                digest.update(chunk)
-        return digest.hexdigest()
+            return sha256_stream(stream)
     return sha256_file(Path(file))
 
 
@@ -326,8 +322,7 @@ class ObjectTier:
             self.filesystem.open_output_stream(target.key) as out,
             open(temp, "rb") as src,
         ):
-            while chunk := src.read(_CHUNK):
-                out.write(chunk)
+            shutil.copyfileobj(src, out, BLOCK)
         if checkpoint is not None:
             checkpoint(f"uploaded:{target.name}")
         size, found = size_of(target), sha256_of(target)
