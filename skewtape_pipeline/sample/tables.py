@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from skewtape_pipeline.arrow_memory import owned_buffer
 from skewtape_pipeline.fsio import atomic_write_with
 
 PRICE_SCALE = 4
@@ -33,7 +34,7 @@ def decimal_array(units: Sequence[int]) -> pa.Array:
     words = array("q", bytes(16 * len(units)))
     words[0::2] = array("q", units)
     words[1::2] = array("q", [-1 if u < 0 else 0 for u in units])
-    return pa.Array.from_buffers(DECIMAL, len(units), [None, pa.py_buffer(words.tobytes())])
+    return pa.Array.from_buffers(DECIMAL, len(units), [None, owned_buffer(words)])
 
 
 def write_parquet(table: pa.Table, target: Path) -> None:

@@ -49,6 +49,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from skewtape_pipeline import fsio
+from skewtape_pipeline.arrow_memory import owned_reader
 from skewtape_pipeline.errors import TickFormatError, TickValidationError
 from skewtape_pipeline.hashing import FileStamp, is_sha256_hex
 from skewtape_pipeline.ticks.parquet_store import (
@@ -412,7 +413,7 @@ def _dumps(body: Any) -> str:
 
 def _parse(path: Path, raw: bytes) -> Catalog:
     try:
-        parquet = pq.ParquetFile(pa.BufferReader(raw))
+        parquet = pq.ParquetFile(owned_reader(raw))
         table = parquet.read()
     except (pa.ArrowException, OSError) as exc:
         raise TickFormatError(f"{path}: not a readable Parquet catalog ({exc})") from None

@@ -397,8 +397,9 @@ def _choose_all_encodings(table: pa.Table, settings: TierSettings) -> tuple[dict
 # --- read and verify ----------------------------------------------------------------------------
 
 
-def read_footer(path: TierFile, data: pa.Buffer | bytes | None = None) -> pq.FileMetaData:
-    """The Parquet footer of the archive file ``path`` (of ``data``, its bytes, when given).
+def read_footer(path: TierFile, data: pa.Buffer | None = None) -> pq.FileMetaData:
+    """The Parquet footer of the archive file ``path`` (of ``data``, its bytes already read into
+    a buffer from :func:`~skewtape_pipeline.arrow_memory.owned_buffer`, when given).
 
     Raises DamagedFileError naming the file when the footer does not decode (a damaged or
     truncated file), OSError when it cannot be read at all (missing, no permission),

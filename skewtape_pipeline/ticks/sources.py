@@ -36,6 +36,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from skewtape_pipeline import fsio
+from skewtape_pipeline.arrow_memory import owned_buffer
 from skewtape_pipeline.errors import SourceLabelError, TickValidationError
 from skewtape_pipeline.ticks.model import TickBatch, batch_from_columns, first_true
 from skewtape_pipeline.ticks.sides import (
@@ -601,7 +602,7 @@ def _csv_row_bytes(path: Path, *, header_lines: int, rows: int) -> pa.Array | No
     data = path.read_bytes()
     if not data:
         return None
-    octets = pa.Array.from_buffers(pa.uint8(), len(data), [None, pa.py_buffer(data)])
+    octets = pa.Array.from_buffers(pa.uint8(), len(data), [None, owned_buffer(data)])
     ends = pc.cast(pc.indices_nonzero(pc.equal(octets, 10)), pa.int64())
     if not data.endswith(b"\n"):
         ends = pa.concat_arrays([ends, pa.array([len(data) - 1], pa.int64())])

@@ -1,0 +1,32 @@
+"""Arrow buffers whose memory Arrow owns: the one way product code hands bytes to pyarrow.
+
+pyarrow can wrap Python memory without copying (``pa.py_buffer(data)``, and
+``pa.BufferReader(data)`` for ``bytes``), but freeing such a buffer must take the GIL. Arrow's
+reader threads may drop a buffer's last reference (a Parquet page reader releasing its input).
+When that happens while the interpreter is exiting, Python ends the thread inside the C++
+destructor and the whole process aborts after its work is done ("terminate called without an
+active exception", exit status -6): a command that succeeded reports failure. A buffer from
+here is a copy in Arrow's memory pool; freeing it never needs Python. The copy costs well under
+a millisecond per megabyte.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+
+def owned_buffer(data: bytes | bytearray | memoryview) -> pa.Buffer:
+    """A copy of ``data`` in memory Arrow allocated (later changes to ``data`` do not reach it).
+
+    Safe to free on any thread at any time, interpreter exit included (see the module notes).
+    """
+    view = memoryview(data).cast("B")
+    buffer = pa.allocate_buffer(view.nbytes)
+    memoryview(buffer).cast("B")[:] = view
+    return buffer
+
+
+def owned_reader(data: bytes | bytearray | memoryview) -> pa.BufferReader:
+    """A pyarrow reader (for ``pq.ParquetFile``, ``pq.read_metadata``) over a copy of ``data``
+    made by :func:`owned_buffer`."""
+    return pa.BufferReader(owned_buffer(data))
