@@ -15,6 +15,9 @@ root with the history hard-linked (read only) and an empty archive.
 
 - *core*: ``archive_venue_day`` (what each archiving op calls) for every venue-day, in this
   process, with the options the op builds.
+- *core, two processes*: the same venue-days dealt out in turn to two processes writing one
+  archive (no Dagster, no servers): the speed-up two writers can have on this machine at all,
+  and the CPU seconds the same work costs when two run side by side.
 - *Dagster, N workers* (N = 1, 2): a PostgreSQL 15 server and a Valkey broker started by the
   scale-out tests' helpers (``skewtape_pipeline_tests.scale_out.servers`` and
   ``celery_workers``: the benchmark imports them, so run it from the repository), a new database
@@ -46,6 +49,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import multiprocessing
 import os
 import re
 import shutil
@@ -55,6 +59,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
@@ -215,17 +220,22 @@ _UNTIMED_LOCK = fsio.exclusive_lock
 fsio.exclusive_lock = _timed_lock  # the core takes it as fsio.exclusive_lock: timed, unchanged
 
 
+def core_options(root: Path, batch: str) -> VenueDayOptions:
+    """What the archiving op passes ``archive_venue_day``, for the data root ``root``."""
+    return VenueDayOptions(
+        out=root / "archive",
+        as_of=today_utc(),
+        policy=TierPolicy(),
+        batch=batch,
+        audit_log=root / "audit.jsonl",
+    )
+
+
 def run_core(folder: Path, month: Month) -> tuple[Path, float, float, dict[str, float]]:
     """Every venue-day through ``archive_venue_day`` in this process; (data root, wall
     seconds, CPU seconds of this process, {partition key: seconds})."""
     root = data_root(folder, month)
-    options = VenueDayOptions(
-        out=root / "archive",
-        as_of=today_utc(),
-        policy=TierPolicy(),
-        batch="core",
-        audit_log=root / "audit.jsonl",
-    )
+    options = core_options(root, "core")
     each: dict[str, float] = {}
     LOCK_HELD.clear()
     started, cpu = time.perf_counter(), time.process_time()
@@ -235,6 +245,30 @@ def run_core(folder: Path, month: Month) -> tuple[Path, float, float, dict[str, 
             archive_venue_day(root / "history", (venue, day), options)
             each[f"{day.isoformat()}|{dimension_key(venue)}"] = time.perf_counter() - begun
     return root, time.perf_counter() - started, time.process_time() - cpu, each
+
+
+def _archive_share(root: str, keys: list[tuple[str, str]]) -> tuple[float, float]:
+    """(In a child process.) Archive the venue-days ``keys`` ((venue, ISO day)) of the data
+    root ``root``; (wall seconds, CPU seconds) of the work."""
+    options = core_options(Path(root), "core-two-processes")
+    started, cpu = time.perf_counter(), time.process_time()
+    for venue, day in keys:
+        archive_venue_day(Path(root) / "history", (venue, date.fromisoformat(day)), options)
+    return time.perf_counter() - started, time.process_time() - cpu
+
+
+def run_core_two_processes(folder: Path, month: Month) -> tuple[Path, float, list[float]]:
+    """The core's venue-days dealt out in turn to two processes writing one archive, as a run's
+    archiving steps deal theirs (no Dagster, no servers): what two writers can gain on this
+    machine. (data root, wall seconds from the submission to both done, the CPU seconds of each
+    process's work)."""
+    root = data_root(folder, month)
+    keys = sorted((venue, day.isoformat()) for day in month.days for venue in month.venues)
+    spawn = multiprocessing.get_context("spawn")
+    started = time.perf_counter()
+    with ProcessPoolExecutor(2, mp_context=spawn) as pool:
+        done = list(pool.map(_archive_share, [str(root)] * 2, [keys[0::2], keys[1::2]]))
+    return root, time.perf_counter() - started, [cpu for _, cpu in done]
 
 
 # --- CPU accounting -----------------------------------------------------------------------------
@@ -674,8 +708,9 @@ def check_same_ticks(name: str, root: Path, expected: dict) -> None:
     )
 
 
-def print_report(month, symbol_days, ticks, core, core_each, outcomes, loads) -> None:
+def print_report(month, symbol_days, ticks, core, core_each, pairs, outcomes, loads) -> None:
     one, two = outcomes[1], outcomes[2]
+    pair, pair_cpu, core_cpu = pairs
     share = (one.wall - core) / core
     speedup = one.wall / two.wall
     print(
@@ -683,7 +718,11 @@ def print_report(month, symbol_days, ticks, core, core_each, outcomes, loads) ->
         f"({len(month.partition_keys)} venue-days, one backfill), {symbol_days:,} symbol-days "
         f"({symbol_days / len(month.days):,.0f} a day), {ticks:,} ticks\n"
     )
-    rows = [("core, one process", fmt_float(core, 1), "", "", loads["core"])]
+    rows = [
+        ("core, one process", fmt_float(core, 1), "", "", loads["core"]),
+        ("core, two processes (no Dagster)", fmt_float(pair, 1), "", f"{core / pair:.2f}x "
+         "over one process", loads["core-2"]),
+    ]  # fmt: skip
     for workers, outcome in sorted(outcomes.items()):
         rows.append((
             f"Dagster on PostgreSQL, {workers} Celery worker{'s' if workers > 1 else ''}",
@@ -697,6 +736,11 @@ def print_report(month, symbol_days, ticks, core, core_each, outcomes, loads) ->
     print(
         "\nDagster's share: (Dagster's wall - the core's) / the core's; wall from the "
         "GraphQL submission to the run's success. Load average (1, 5, 15 min) after each."
+    )
+    print(
+        f"The core's work took {core_cpu:.1f} CPU s in one process and {sum(pair_cpu):.1f} in two "
+        f"({' + '.join(f'{c:.1f}' for c in pair_cpu)}): what two writers side by side cost "
+        "this machine per unit of work."
     )
     passed = "PASS" if share <= BAR_SHARE else "FAIL"
     print(f"\n{passed}: Dagster's share on 1 worker {share:.1%} (bar: at most {BAR_SHARE:.0%})")
@@ -768,6 +812,10 @@ def main(argv: list[str] | None = None) -> None:
         reference = archive_digest(core_root)
         if {k: n for k, (n, _) in reference.items()} != expected:
             raise SystemExit("FAIL: the core's archive does not hold exactly the fills' ticks")
+        print("core, two processes ...", flush=True)
+        pair_root, pair, pair_cpu = run_core_two_processes(runs / "core-2", month)
+        loads["core-2"] = load()
+        check_same_ticks("the core in two processes", pair_root, reference)
         postgres = start_postgres()
         broker = start_broker(workdir / "broker")
         outcomes = {}
@@ -783,7 +831,9 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             broker.stop()
             postgres.stop()
-        print_report(month, len(expected), sum(expected.values()), core, core_each, outcomes, loads)
+        pairs = (pair, pair_cpu, core_cpu)
+        print_report(month, len(expected), sum(expected.values()), core, core_each, pairs,
+                     outcomes, loads)  # fmt: skip
     finally:
         if not args.keep:
             shutil.rmtree(runs, ignore_errors=True)
