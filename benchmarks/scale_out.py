@@ -247,14 +247,14 @@ def run_core(folder: Path, month: Month) -> tuple[Path, float, float, dict[str, 
     return root, time.perf_counter() - started, time.process_time() - cpu, each
 
 
-def _archive_share(root: str, keys: list[tuple[str, str]]) -> tuple[float, float]:
+def _archive_share(root: str, keys: list[tuple[str, str]]) -> float:
     """(In a child process.) Archive the venue-days ``keys`` ((venue, ISO day)) of the data
-    root ``root``; (wall seconds, CPU seconds) of the work."""
+    root ``root``; the CPU seconds of the work."""
     options = core_options(Path(root), "core-two-processes")
-    started, cpu = time.perf_counter(), time.process_time()
+    cpu = time.process_time()
     for venue, day in keys:
         archive_venue_day(Path(root) / "history", (venue, date.fromisoformat(day)), options)
-    return time.perf_counter() - started, time.process_time() - cpu
+    return time.process_time() - cpu
 
 
 def run_core_two_processes(folder: Path, month: Month) -> tuple[Path, float, list[float]]:
@@ -267,8 +267,8 @@ def run_core_two_processes(folder: Path, month: Month) -> tuple[Path, float, lis
     spawn = multiprocessing.get_context("spawn")
     started = time.perf_counter()
     with ProcessPoolExecutor(2, mp_context=spawn) as pool:
-        done = list(pool.map(_archive_share, [str(root)] * 2, [keys[0::2], keys[1::2]]))
-    return root, time.perf_counter() - started, [cpu for _, cpu in done]
+        cpu = list(pool.map(_archive_share, [str(root)] * 2, [keys[0::2], keys[1::2]]))
+    return root, time.perf_counter() - started, cpu
 
 
 # --- CPU accounting -----------------------------------------------------------------------------

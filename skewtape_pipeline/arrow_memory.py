@@ -1,4 +1,5 @@
-"""Arrow buffers whose memory Arrow owns: the one way product code hands bytes to pyarrow.
+"""Arrow buffers whose memory Arrow owns: the one way product code hands bytes to pyarrow
+(no other module calls ``pa.py_buffer``, ``pa.foreign_buffer`` or ``pa.BufferReader``).
 
 pyarrow can wrap Python memory without copying (``pa.py_buffer(data)``, and
 ``pa.BufferReader(data)`` for ``bytes``), but freeing such a buffer must take the GIL. Arrow's
@@ -26,7 +27,8 @@ def owned_buffer(data: bytes | bytearray | memoryview) -> pa.Buffer:
     return buffer
 
 
-def owned_reader(data: bytes | bytearray | memoryview) -> pa.BufferReader:
-    """A pyarrow reader (for ``pq.ParquetFile``, ``pq.read_metadata``) over a copy of ``data``
-    made by :func:`owned_buffer`."""
-    return pa.BufferReader(owned_buffer(data))
+def owned_reader(data: pa.Buffer | bytes | bytearray | memoryview) -> pa.BufferReader:
+    """A pyarrow reader (for ``pq.ParquetFile``, ``pq.read_metadata``) over ``data``: an Arrow
+    buffer as it is (this module's, or one pyarrow wrote), anything else copied by
+    :func:`owned_buffer`."""
+    return pa.BufferReader(data if isinstance(data, pa.Buffer) else owned_buffer(data))

@@ -1,5 +1,6 @@
 """What the package's modules may import: the core (mirror, ticks, the shared modules) never
-dagster, and no product module the seed's TKC1 reference model (``skewtape_pipeline.reference``)."""
+dagster, and no product module the seed's TKC1 reference model (``skewtape_pipeline.reference``);
+and only ``arrow_memory`` hands bytes to pyarrow."""
 
 from __future__ import annotations
 
@@ -59,6 +60,30 @@ def test_core_modules_when_scanned_never_import_dagster():
         for path in product_modules(exclude=DAGSTER_LAYER)
     }
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+PYTHON_MEMORY_WRAPPERS = frozenset({"py_buffer", "foreign_buffer", "BufferReader"})
+"""pyarrow's ways of wrapping memory Python owns (see ``skewtape_pipeline.arrow_memory``)."""
+
+
+def wrapper_uses(source: str) -> set[str]:
+    """The names of :data:`PYTHON_MEMORY_WRAPPERS` that ``source`` uses (``pa.x`` or ``x``)."""
+    return {
+        name
+        for node in ast.walk(ast.parse(source))
+        for name in [getattr(node, "attr", None) or getattr(node, "id", None)]
+        if name in PYTHON_MEMORY_WRAPPERS
+    }
+
+
+def test_product_modules_when_scanned_hand_bytes_to_pyarrow_only_through_arrow_memory():
+    offenders = {
+        str(path.relative_to(PACKAGE)): sorted(wrapper_uses(path.read_text(encoding="utf-8")))
+        for path in product_modules(exclude=())
+        if path != PACKAGE / "arrow_memory.py"
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+    assert wrapper_uses("import pyarrow as pa\nr = pa.BufferReader(b'x')\n") == {"BufferReader"}
 
 
 def test_imported_modules_when_given_absolute_and_relative_imports_resolves_both():

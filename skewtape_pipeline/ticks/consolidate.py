@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from skewtape_pipeline import fsio
+from skewtape_pipeline.arrow_memory import owned_reader
 from skewtape_pipeline.errors import (
     ConfigError,
     DamagedFileError,
@@ -405,7 +406,7 @@ def read_footer(path: TierFile, data: pa.Buffer | None = None) -> pq.FileMetaDat
     truncated file), OSError when it cannot be read at all (missing, no permission),
     ObjectStoreError naming an object when its store fails (unreachable, refused credentials).
     """
-    source, filesystem = (pa.BufferReader(data), None) if data is not None else parquet_source(path)
+    source, filesystem = (owned_reader(data), None) if data is not None else parquet_source(path)
     try:
         with reading(path):
             return pq.read_metadata(source, filesystem=filesystem)

@@ -50,7 +50,7 @@ from typing import Any
 import pyarrow as pa
 
 from skewtape_pipeline import faults, fsio
-from skewtape_pipeline.arrow_memory import owned_buffer
+from skewtape_pipeline.arrow_memory import owned_buffer, owned_reader
 from skewtape_pipeline.errors import (
     ArchiveBusyError,
     ConfigError,
@@ -673,7 +673,7 @@ class _SourceReader:
         buffer = owned_buffer(data)
         read_footer(hot.path, buffer)
         try:
-            batch = read_archive_batch(pa.BufferReader(buffer))  # type: ignore[arg-type]
+            batch = read_archive_batch(owned_reader(buffer))  # type: ignore[arg-type]
         except (TickFormatError, pa.ArrowException) as exc:
             raise TickFormatError(
                 f"{hot.path}: does not read as a tick archive file: {exc}"

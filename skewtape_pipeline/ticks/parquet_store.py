@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from skewtape_pipeline import fsio
+from skewtape_pipeline.arrow_memory import owned_reader
 from skewtape_pipeline.errors import (
     ConfigError,
     RoundTripError,
@@ -370,7 +371,7 @@ def _trial_sizes(
             n: enc for n, (_, enc) in zip(names, keys, strict=True) if enc != DICTIONARY
         },
     )
-    meta = pq.read_metadata(pa.BufferReader(sink.getvalue()))
+    meta = pq.read_metadata(owned_reader(sink.getvalue()))
     sizes = dict.fromkeys(keys, 0)
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)
