@@ -12,6 +12,7 @@ from skewtape_pipeline.cli import main
 from skewtape_pipeline.mirror import apply as apply_module
 from skewtape_pipeline.mirror import merge
 from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
+from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
 
 NEXT_MONTH = "2026-10"
 
@@ -154,3 +155,44 @@ def test_cli_apply_delta_when_duckdb_cannot_write_the_merged_table_exits_1_namin
     code, _, err = run(capsys, "apply-delta", str(snapshot), delta, "--no-audit")
     assert code == 1
     _assert_one_error_line(err, snapshot, ".parquet", "IO Error")
+
+
+SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzEXAMPLEKEY"
+
+
+@pytest.mark.parametrize(
+    "root",
+    [
+        f"s3://AKIAEXAMPLE:{SECRET}@tiers/warm",
+        f"s3://{SECRET}@tiers/warm",
+        f"s3://tiers/warm?endpoint_override=AKIAEXAMPLE:{SECRET}@127.0.0.1:9",
+        f"s3://tiers/warm?secret_key={SECRET}",
+        f"s3://tiers/warm#{SECRET}",
+    ],
+)
+def test_cli_when_an_s3_root_carries_a_secret_every_archive_command_exits_2_never_showing_it(
+    tmp_path, capsys, caplog, root
+):
+    source = write_four_day_csv(tmp_path / "ticks.csv")
+    archive = tmp_path / "archive"
+    assert run(capsys, "compact-ticks", str(source), "--out", str(archive),
+               "--as-of", "2025-12-05", "--price-scale", "2")[0] == 0  # fmt: skip
+    policy = tmp_path / "tiers.toml"
+    policy.write_text(f'[warm]\nroot = "{root}"\n', encoding="utf-8")
+    before = _listing(tmp_path)
+    commands = [
+        ["compact-ticks", str(source), "--out", str(archive), "--as-of", "2025-12-05"],
+        ["retier", str(archive), "--as-of", "2027-01-01"],
+        ["remove-days", str(archive), "--day", "KX-0", "2025-12-01"],
+        ["query", "SELECT count(*) FROM ticks", "--archive", str(archive)],
+        ["verify-archive", str(archive), "--full"],
+        ["rebuild-catalog", str(archive)],
+    ]
+    for argv in commands:
+        code, out, err = run(capsys, *argv, "--tier-policy", str(policy), "--json")
+        assert code == 2, (argv, err)
+        _assert_one_error_line(err, policy, "[warm]")
+        assert SECRET not in out + err + caplog.text, argv
+    assert _listing(tmp_path) == before
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p != policy]
+    assert not [p for p in written if SECRET.encode() in p.read_bytes()]
