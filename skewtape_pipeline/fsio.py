@@ -142,7 +142,7 @@ def atomic_write_bytes(target: Path, data: bytes) -> None:
     """
     target.parent.mkdir(parents=True, exist_ok=True)
     temp = temp_path_for(target)
-    with _naming(target, temp):
+    with naming(target, temp):
         fd = _create_temp(temp)
         try:
             with open(fd, "wb") as handle:
@@ -163,7 +163,7 @@ def atomic_write_with(target: Path, write: Callable[[Path], None]) -> None:
     """
     target.parent.mkdir(parents=True, exist_ok=True)
     temp = temp_path_for(target)
-    with _naming(target, temp):
+    with naming(target, temp):
         temp.unlink(missing_ok=True)  # a stale temp, or a link planted at its name
         try:
             write(temp)
@@ -181,8 +181,9 @@ def _create_temp(temp: Path) -> int:
 
 
 @contextlib.contextmanager
-def _naming(target: Path, temp: Path) -> Iterator[None]:
-    """Re-raise an OSError that names no file, or only our temporary file, as naming ``target``."""
+def naming(target: Path, temp: Path) -> Iterator[None]:
+    """Re-raise an OSError that names no file (pyarrow's ``Error writing bytes to file`` on a
+    full disk), or only our temporary file, as naming ``target``."""
     try:
         yield
     except OSError as exc:
@@ -244,6 +245,23 @@ def remove_stale_temps(root: Path) -> int:
             path.unlink()
             removed += 1
     return removed
+
+
+def create_staged_file(temp: Path, *, attempts: int = 3) -> None:
+    """Create ``temp`` empty, and its folder if missing, for a writer that wants a path.
+
+    A folder that another writer's :func:`prune_empty_folders` removes between the two steps
+    (it removes only empty folders: once ``temp`` exists the folder stays) is made again, up
+    to ``attempts`` times.
+    """
+    for attempt in range(attempts):
+        temp.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.close(_create_temp(temp))
+            return
+        except FileNotFoundError:
+            if attempt == attempts - 1:
+                raise
 
 
 def prune_empty_folders(folder: Path, *, within: Callable[[Path], bool]) -> None:

@@ -11,6 +11,7 @@ import pytest
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.mirror import apply as apply_module
 from skewtape_pipeline.mirror import merge
+from skewtape_pipeline.ticks import consolidate, parquet_store
 from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
 from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
 
@@ -196,3 +197,40 @@ def test_cli_when_an_s3_root_carries_a_secret_every_archive_command_exits_2_neve
     assert _listing(tmp_path) == before
     written = [p for p in tmp_path.rglob("*") if p.is_file() and p != policy]
     assert not [p for p in written if SECRET.encode() in p.read_bytes()]
+
+
+def _pyarrow_full(*args, **kwargs):
+    """What pyarrow raises when the disk fills under a Parquet writer: errno 28, no file."""
+    raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] No space left")
+
+
+def _empty_folders(root: Path) -> list[str]:
+    return sorted(str(p) for p in root.rglob("*") if p.is_dir() and not any(p.iterdir()))
+
+
+def test_cli_compact_ticks_when_the_disk_fills_exits_1_naming_the_file_leaving_no_staging(
+    tmp_path, capsys, monkeypatch
+):
+    source = write_four_day_csv(tmp_path / "ticks.csv")
+    archive = tmp_path / "archive"
+    monkeypatch.setattr(parquet_store, "_write_parquet", _pyarrow_full)
+    argv = ["compact-ticks", str(source), "--out", str(archive), "--as-of", "2025-12-05"]
+    code, _, err = run(capsys, *argv, "--price-scale", "2")
+    assert code == 1
+    _assert_one_error_line(err, "No space left", archive / "symbol=KX-0", "part-0.parquet")
+    assert not (archive / parquet_store.STAGING_FOLDER).exists()
+    assert _empty_folders(tmp_path) == []
+
+
+def test_cli_retier_when_the_disk_fills_exits_1_naming_the_file_leaving_no_empty_folder(
+    tmp_path, capsys, monkeypatch
+):
+    source = write_four_day_csv(tmp_path / "ticks.csv")
+    archive = tmp_path / "archive"
+    argv = ["compact-ticks", str(source), "--out", str(archive), "--as-of", "2025-12-05"]
+    assert run(capsys, *argv, "--price-scale", "2")[0] == 0
+    monkeypatch.setattr(consolidate, "_write_table", _pyarrow_full)
+    code, _, err = run(capsys, "retier", str(archive), "--as-of", "2027-01-01")
+    assert code == 1
+    _assert_one_error_line(err, "No space left", tmp_path / "archive-cold" / "year=2025")
+    assert _empty_folders(tmp_path) == [str(archive / parquet_store.STAGING_FOLDER)]

@@ -208,3 +208,20 @@ def test_orphaned_temps_when_a_writer_died_lists_its_temp_not_a_live_ones(tmp_pa
 
     assert fsio.orphaned_temps(tmp_path) == [orphan]
     assert fsio.orphaned_temps(tmp_path / "missing") == []
+
+
+def test_create_staged_file_when_the_folder_vanishes_once_makes_it_again(tmp_path, monkeypatch):
+    temp = tmp_path / "staging" / f"part.parquet{fsio.TEMP_MARKER}"
+    create = fsio._create_temp
+    calls = []
+
+    def vanished_once(path):
+        calls.append(path)
+        if len(calls) == 1:
+            path.parent.rmdir()  # another writer pruned the empty folder meanwhile
+        return create(path)
+
+    monkeypatch.setattr(fsio, "_create_temp", vanished_once)
+    fsio.create_staged_file(temp)
+    assert temp.is_file() and temp.stat().st_size == 0
+    assert len(calls) == 2

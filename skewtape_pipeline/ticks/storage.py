@@ -217,10 +217,15 @@ class LocalTier:
     @contextlib.contextmanager
     def staging(self, relative: str) -> Iterator[Path]:
         """The local folder to write a file for ``relative`` in: its own folder (so the
-        finished file is linked into place on the same file system)."""
+        finished file is linked into place on the same file system). When the block fails
+        (a full disk), the folders it left empty below the root are removed."""
         folder = self.folder / relative
         folder.mkdir(parents=True, exist_ok=True)
-        yield folder
+        try:
+            yield folder
+        except BaseException:
+            fsio.prune_empty_folders(folder, within=lambda path: self.folder in path.parents)
+            raise
 
     def publish_new(
         self, temp: Path, relative: str, digest: str, checkpoint: Checkpoint | None = None
