@@ -226,10 +226,12 @@ def atomic_link_or_copy(source: Path, target: Path, *, allow_link: bool = True) 
 
 
 def atomic_unlink(target: Path) -> bool:
-    """Remove ``target`` if present and fsync its folder. Returns True when a file was removed."""
+    """Remove ``target`` if present and fsync its folder. Returns True when a file was removed.
+
+    A path below a file (``README.md/x``) is absent too: nothing to remove."""
     try:
         target.unlink()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return False
     fsync_dir(target.parent)
     return True

@@ -80,6 +80,7 @@ from skewtape_pipeline.mirror.preflight import (
     check_delta_files,
     read_delta_head,
     refuse_symlinked_components,
+    refuse_unusable_path,
 )
 from skewtape_pipeline.mirror.snapshot import list_folder, read_checksums
 from skewtape_pipeline.mirror.verify import (
@@ -446,7 +447,8 @@ def _next_already_in_place(target: ApplyTarget, head: DeltaHead) -> bool:
 
 
 def _check_snapshot_side(target: ApplyTarget, checked: CheckedDelta) -> list[str]:
-    """Refuse links on paths written; return the parent's files the staging folder carries.
+    """Refuse links on paths written, and paths no file operation here could use; return the
+    parent's files the staging folder carries.
 
     In place every file of the folder is carried (so the staged verification sees any file
     the next snapshot does not list); versioned, the files the parent's CHECKSUMS.sha256 lists.
@@ -454,8 +456,13 @@ def _check_snapshot_side(target: ApplyTarget, checked: CheckedDelta) -> list[str
     snapshot = target.snapshot
     local = LOCAL_STATE_DIR if target.into is not None else f"{LOCAL_STATE_DIR}/{STAGING_DIR}"
     refuse_symlinked_components(snapshot, local, source=snapshot, field_name=local)
+    deepest = staging_folder(target, uuid.UUID(int=0).hex)  # as long as any run's
+    manifest_path = checked.head.folder / MANIFEST
+    for index, entry in enumerate(checked.manifest.files):
+        refuse_unusable_path(
+            deepest, entry.path, source=manifest_path, field_name=f"files[{index}].path"
+        )
     if target.into is None:
-        manifest_path = checked.head.folder / MANIFEST
         for index, entry in enumerate(checked.manifest.files):
             refuse_symlinked_components(
                 snapshot, entry.path, source=manifest_path, field_name=f"files[{index}].path"
