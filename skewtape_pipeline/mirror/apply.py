@@ -59,6 +59,7 @@ from skewtape_pipeline.errors import (
     DeltaRefusedError,
     LocalStateError,
     MalformedJsonError,
+    SkewtapeError,
     SnapshotMismatchError,
     UnsafePathError,
     VerificationError,
@@ -229,7 +230,11 @@ def apply_delta(
     MissingPathError
         ``snapshot`` or ``delta`` is not an existing folder; nothing is created.
     LinkedStateFileError
-        ``audit_log``, the lock file or a local state file is a symbolic link; nothing written.
+        ``audit_log`` (or its head), the lock file or a local state file is a symbolic link;
+        nothing published.
+    AuditLogError
+        ``audit_log`` could not be appended to (its head damaged, or no longer matching the
+        log); checked before the commit point, so nothing published.
     DeltaRefusedError
         (ManifestError, UnsafePathError, ChecksumMismatchError, ChangeFileError) the delta is
         refused, also when one of its files changed after it was checked; nothing published.
@@ -243,7 +248,7 @@ def apply_delta(
     """
     snapshot = fsio.require_folder(snapshot, "a snapshot folder")
     delta = fsio.require_folder(delta, "a delta folder")
-    fsio.refuse_linked_state(audit_log)
+    _check_audit_log(audit_log)
     target = ApplyTarget.of(snapshot, delta, into)
     options = ApplyOptions(audit_log, lock_timeout, link_sources)
     with _lock(target, options, f"applying {target.delta}"):
@@ -877,6 +882,11 @@ def _publish_locked(target: ApplyTarget, staged: StagedApply, options: ApplyOpti
                 stage.discard()  # another apply published it first
                 return _already_applied(target, verify=False)
             _seal_and_verify(stage)
+            try:
+                _check_audit_log(options.audit_log)  # now, not once the month is published
+            except SkewtapeError:
+                stage.discard()
+                raise
             _commit(stage)
     journal = _committed_journal(target, staged)
     _finish(target, journal, options)
@@ -1126,6 +1136,13 @@ def _audit_records(journal: Journal, target: ApplyTarget) -> list[dict[str, Any]
             }
         )
     return records
+
+
+def _check_audit_log(audit_log: Path | None) -> None:
+    """Refuse an audit log that could not take the apply's records (see
+    :meth:`AuditLog.check_appendable`); nothing to check without one."""
+    if audit_log is not None:
+        AuditLog(Path(audit_log)).check_appendable()
 
 
 def _flush_audit(journal: Journal, target: ApplyTarget, audit_log: Path | None) -> None:
