@@ -37,14 +37,13 @@ the next, and the journal in the staging folder carries everything else:
 from __future__ import annotations
 
 import contextlib
-import errno
 import getpass
 import os
 import shutil
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +121,8 @@ class ApplyResult:
     bytes_read: int = 0
     bytes_written: int = 0
     files_linked: int = 0
+    files_cloned: int = 0
+    """Delta files cloned (copy-on-write: their own inode) where the file system can."""
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
 
     def to_dict(self) -> dict[str, Any]:
@@ -162,8 +163,9 @@ class ApplyOptions:
     lock_timeout: float = 0.0
     """Seconds to wait for another apply in the same history folder to finish."""
     link_sources: bool = True
-    """Hard-link the delta's whole files instead of copying them (a copy across file systems);
-    the delta's files then become read-only."""
+    """Clone the delta's whole files where the file system can, else hard-link them (the
+    delta's files then become read-only), instead of copying them (a copy across file
+    systems)."""
 
 
 @dataclass(frozen=True)
@@ -656,19 +658,12 @@ class _Stage:
         the bytes copied (None when linked)."""
         target.parent.mkdir(parents=True, exist_ok=True)
         target.unlink(missing_ok=True)
-        try:
-            os.link(source, target)
-        except OSError as exc:
-            if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
-                raise
-        else:
+        if fsio.try_link(source, target):
             self.journal.count("files_linked", 1)
             return None
         copied: list[str] = []
         fsio.atomic_write_with(target, lambda temp: copied.append(copy_hashing(source, temp)))
-        size = target.stat().st_size
-        self.journal.count("bytes_read", size)
-        self.journal.count("bytes_written", size)
+        self._count_copied(target)
         return copied[0]
 
     # -- the plan
@@ -733,8 +728,20 @@ class _Stage:
 
     def _note_written(self, rel: str, digest: str, *, hashed_at_ns: int) -> None:
         path = self.work / rel
-        self.journal.written[rel] = [digest, *FileStamp.of(path).to_list()]
+        stamp = FileStamp.of(path)
+        self._restamp_sharers(stamp)
+        self.journal.written[rel] = [digest, *stamp.to_list()]
         self.cache.record(rel, path, digest, hashed_at_ns=hashed_at_ns)
+
+    def _restamp_sharers(self, stamp: FileStamp) -> None:
+        """Linking one delta file at a second path (two entries with one source) moves the
+        ctime of the file placed first too, the apply's own doing: the files placed that share
+        ``stamp``'s inode, size and mtime take its ctime. (A rewrite in between is caught where
+        the second link is made: the source's stamp moved, so it is hashed again.)"""
+        for rel, (digest, *fields) in self.journal.written.items():
+            was = FileStamp.from_list(fields)
+            if was is not None and replace(was, ctime_ns=stamp.ctime_ns) == stamp:
+                self.journal.written[rel] = [digest, *stamp.to_list()]
 
     def _recheck_source(self, entry: DeltaFileEntry, source: Path) -> FileStamp:
         """The source changed since the check (its stamp moved): hash it again; refuse it unless
@@ -758,29 +765,20 @@ class _Stage:
         return before
 
     def place(self, entry: DeltaFileEntry) -> None:
-        """add/replace: link (or copy, hashing the bytes written) the delta's file over the
-        target in staging, atomically; refuse a source that changed since it was checked."""
+        """add/replace: clone, link or copy the delta's file over the target in staging,
+        atomically (see :meth:`_share`; with ``link_sources`` off a copy, hashing the bytes
+        written); refuse a source that changed since it was checked."""
         assert entry.source is not None and entry.sha256 is not None
         if self.placed(entry):
             return
         rel, source, target = entry.path, self.delta / entry.source, self.work / entry.path
         if self.options.link_sources:
-            if FileStamp.from_stat(source.lstat()) != self.checked_stamp(entry.source):
-                self._recheck_source(entry, source)
-            linked = fsio.atomic_link_or_copy(source, target)
-            digest, hashed_at = entry.sha256, self.plan["hashed_at_ns"]
-            if linked:
-                self.journal.count("files_linked", 1)
-            else:  # copied across devices: hash what was written
-                digest, hashed_at = sha256_file(target), time.time_ns()
+            digest, hashed_at = self._share(entry, source, target)
         else:
             hashed_at, copied = time.time_ns(), []
             fsio.atomic_write_with(target, lambda temp: copied.append(copy_hashing(source, temp)))
-            digest, linked = copied[0], False
-        if not linked:
-            size = target.stat().st_size
-            self.journal.count("bytes_read", size)
-            self.journal.count("bytes_written", size)
+            digest = copied[0]
+            self._count_copied(target)
         if digest != entry.sha256:
             fsio.atomic_unlink(target)
             raise ChecksumMismatchError(
@@ -791,6 +789,48 @@ class _Stage:
             )
         fsio.make_read_only(target)
         self._note_written(rel, digest, hashed_at_ns=hashed_at)
+
+    def _share(self, entry: DeltaFileEntry, source: Path, target: Path) -> tuple[str, int]:
+        """Clone the checked ``source`` at ``target`` (its own inode: a later rewrite of the
+        delta's file cannot reach it), else hard-link it (the delta's inode, re-checked before
+        the commit), else copy it. Returns the sha256 ``target`` holds and when it was taken:
+        the checked one, unless the file was copied or ``source`` was written to while it was
+        cloned (its stamp moved), when ``target`` is hashed."""
+        verified = FileStamp.from_stat(source.lstat())
+        if verified != self.checked_stamp(entry.source):
+            verified = self._recheck_source(entry, source)
+        how = fsio.atomic_clone_link_or_copy(source, target)
+        if how == fsio.LINKED:
+            self.journal.count("files_linked", 1)
+        elif how == fsio.CLONED and FileStamp.from_stat(source.lstat()) == verified:
+            self.journal.count("files_cloned", 1)
+        else:
+            hashed_at = time.time_ns()
+            digest = sha256_file(target)
+            self._count_copied(target)
+            return digest, hashed_at
+        return entry.sha256, self.plan["hashed_at_ns"]
+
+    def _count_copied(self, target: Path) -> None:
+        size = target.stat().st_size
+        self.journal.count("bytes_read", size)
+        self.journal.count("bytes_written", size)
+
+    def refuse_moved_placements(self) -> None:
+        """The last act before the commit: every file this apply placed or merged in staging
+        still has the stamp (ctime included) it had when placed. A hard-linked file is the
+        delta's own inode, so a delta file rewritten in place after the verification (size and
+        mtime restored) moves its ctime here and is refused, nothing published."""
+        sources = {entry.path: entry.source for entry in self.entries}
+        for rel in self.journal.written:
+            if not self.still_written(rel):
+                raise ChecksumMismatchError(
+                    f"{rel!r} (from the delta's {sources.get(rel)!r}) changed after it was "
+                    "verified (its stamp moved): nothing was applied; rerun once the delta's "
+                    "files are whole",
+                    path=self.delta / MANIFEST,
+                    field=rel,
+                )
 
     def delete(self, entry: DeltaFileEntry) -> None:
         """delete: remove the target in staging (and folders it leaves empty)."""
@@ -943,12 +983,14 @@ def _commit(stage: _Stage) -> None:
         stage.cache.save()
         stage.journal.save()  # the staging copy, for the record
         stage.journal.path = journal_path(stage.snapshot)
+        stage.refuse_moved_placements()
         stage.journal.save()
         faults.checkpoint("committed")
         return
     stage.journal.save()
     stage.cache.save()
     faults.checkpoint("before-rename")
+    stage.refuse_moved_placements()
     os.rename(stage.work, stage.target.into)
     fsio.fsync_dir(stage.target.into.parent)
     stage.journal.path = journal_path(stage.target.into)
@@ -1090,6 +1132,7 @@ def _result_of(target: ApplyTarget, journal: Journal) -> ApplyResult:
         bytes_read=counters.get("bytes_read", 0),
         bytes_written=counters.get("bytes_written", 0),
         files_linked=counters.get("files_linked", 0),
+        files_cloned=counters.get("files_cloned", 0),
     )
     result.seconds.update(counters.get("seconds", {}))
     lists = {"add": result.files_added, "replace": result.files_replaced,
