@@ -43,7 +43,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -728,20 +728,8 @@ class _Stage:
 
     def _note_written(self, rel: str, digest: str, *, hashed_at_ns: int) -> None:
         path = self.work / rel
-        stamp = FileStamp.of(path)
-        self._restamp_sharers(stamp)
-        self.journal.written[rel] = [digest, *stamp.to_list()]
+        self.journal.written[rel] = [digest, *FileStamp.of(path).to_list()]
         self.cache.record(rel, path, digest, hashed_at_ns=hashed_at_ns)
-
-    def _restamp_sharers(self, stamp: FileStamp) -> None:
-        """Linking one delta file at a second path (two entries with one source) moves the
-        ctime of the file placed first too, the apply's own doing: the files placed that share
-        ``stamp``'s inode, size and mtime take its ctime. (A rewrite in between is caught where
-        the second link is made: the source's stamp moved, so it is hashed again.)"""
-        for rel, (digest, *fields) in self.journal.written.items():
-            was = FileStamp.from_list(fields)
-            if was is not None and replace(was, ctime_ns=stamp.ctime_ns) == stamp:
-                self.journal.written[rel] = [digest, *stamp.to_list()]
 
     def _recheck_source(self, entry: DeltaFileEntry, source: Path) -> FileStamp:
         """The source changed since the check (its stamp moved): hash it again; refuse it unless
@@ -816,18 +804,24 @@ class _Stage:
         self.journal.count("bytes_read", size)
         self.journal.count("bytes_written", size)
 
-    def refuse_moved_placements(self) -> None:
+    def refuse_rewritten_placements(self) -> None:
         """The last act before the commit: every file this apply placed or merged in staging
-        still has the stamp (ctime included) it had when placed. A hard-linked file is the
-        delta's own inode, so a delta file rewritten in place after the verification (size and
-        mtime restored) moves its ctime here and is refused, nothing published."""
+        still holds the bytes verified. One whose stamp (ctime included) moved since it was
+        placed is hashed again, and refused unless it holds the bytes recorded: a hard-linked
+        file is the delta's own inode, so a delta file rewritten in place after the
+        verification (size and mtime restored) is caught here, nothing published; another
+        link to that inode (two entries with one source) only moves the ctime."""
         sources = {entry.path: entry.source for entry in self.entries}
-        for rel in self.journal.written:
-            if not self.still_written(rel):
+        for rel, (digest, *_) in self.journal.written.items():
+            if self.still_written(rel):
+                continue
+            path = self.work / rel
+            found = sha256_file(path) if path.is_file() and not path.is_symlink() else None
+            if found != digest:
                 raise ChecksumMismatchError(
                     f"{rel!r} (from the delta's {sources.get(rel)!r}) changed after it was "
-                    "verified (its stamp moved): nothing was applied; rerun once the delta's "
-                    "files are whole",
+                    f"verified: it now hashes to {found}, not {digest}; nothing was applied "
+                    "(rerun once the delta's files are whole)",
                     path=self.delta / MANIFEST,
                     field=rel,
                 )
@@ -983,14 +977,14 @@ def _commit(stage: _Stage) -> None:
         stage.cache.save()
         stage.journal.save()  # the staging copy, for the record
         stage.journal.path = journal_path(stage.snapshot)
-        stage.refuse_moved_placements()
+        stage.refuse_rewritten_placements()
         stage.journal.save()
         faults.checkpoint("committed")
         return
     stage.journal.save()
     stage.cache.save()
     faults.checkpoint("before-rename")
-    stage.refuse_moved_placements()
+    stage.refuse_rewritten_placements()
     os.rename(stage.work, stage.target.into)
     fsio.fsync_dir(stage.target.into.parent)
     stage.journal.path = journal_path(stage.target.into)

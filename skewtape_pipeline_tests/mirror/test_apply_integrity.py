@@ -262,8 +262,8 @@ def test_apply_delta_when_in_place_refused_after_staging_the_parent_cache_still_
 
 
 def test_apply_delta_when_two_entries_link_one_delta_file_applies_both(tmp_path):
-    """Linking a delta file a second time moves the ctime of the first link too: that is the
-    apply's own doing, not a rewrite, and the last stamp check before the commit accepts it."""
+    """Linking a delta file a second time moves the ctime of the first link too: not a
+    rewrite, and the last check before the commit, hashing the file again, accepts it."""
     parent = make_snapshot(tmp_path, month=PARENT_MONTH, venues=("kalshi",))
     expected = evolve_snapshot(parent, tmp_path / "published" / NEXT_MONTH, month=NEXT_MONTH,
                                deleted="fills/kalshi/2026-10.parquet")  # fmt: skip
