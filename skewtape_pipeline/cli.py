@@ -529,7 +529,8 @@ def build_parser() -> argparse.ArgumentParser:
     ticks.add_argument(
         "--allow-precision-loss",
         action="store_true",
-        help="quantize digits beyond the scales (counted in the report) instead of refusing",
+        help="round digits beyond the scales that are not float noise (counted in the report "
+        "as precision loss) instead of refusing",
     )
     retier = command("retier", cmd_retier, "move symbol-days to the tier their age calls for")
     retier.add_argument("archive", help="archive root (its hot tier)")

@@ -56,8 +56,9 @@ MAX_UNITS = 10**MAX_DIGITS - 1
 _FLOAT_EXACT_LIMIT = 2.0**52
 """Scaled floats below this many units are judged in float arithmetic (distinct units are
 distinct doubles); larger ones are scaled exactly from their shortest repr."""
-_NOISE_CANDIDATE_CHARS = 14
-"""Decimal text shorter than this has at most 12 significant digits: never float noise."""
+_NOISE_FREE_CHARS = 13
+"""Decimal text of at most this many characters (trailing zeros aside) has at most 12
+significant digits: never float noise."""
 
 _NUMBER_PATTERN = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
 _INTEGER_PATTERN = r"^[+-]?\d+$"
@@ -335,42 +336,39 @@ def smallest_exact_scale(values: Any, *, field: str) -> int:
 
 def _smallest_text_scale(values: pa.Array) -> int:
     """The fewest decimals holding every text exactly or within float noise: the exact
-    decimals of the short texts, then the long ones (the only ones that can be noise) checked
-    scale by scale through their doubles."""
+    decimals of the texts that cannot be noise, then the others checked scale by scale
+    through their doubles."""
     text = pc.utf8_trim_whitespace(values)
-    decimals = _text_decimals(text)
-    widest = pc.max(decimals).as_py() or 0
-    long = pc.or_(
-        pc.greater_equal(pc.utf8_length(text), _NOISE_CANDIDATE_CHARS),
-        pc.match_substring_regex(text, "[eE]"),
-    )
-    if widest == 0 or not pc.any(long).as_py():
-        return min(widest, MAX_SCALE)
-    shortest = pc.max(pc.filter(decimals, pc.invert(long))).as_py() or 0
-    rows = pc.indices_nonzero(long)
+    decimals, candidates = _text_decimals(text)
+    widest = min(pc.max(decimals).as_py() or 0, MAX_SCALE)
+    if widest == 0 or not pc.any(candidates).as_py():
+        return widest
+    shortest = pc.max(pc.filter(decimals, pc.invert(candidates))).as_py() or 0
+    rows = pc.indices_nonzero(candidates)
     try:
         doubles = pc.cast(pc.take(text, rows), pa.float64())
     except pa.ArrowInvalid:  # not numbers: the conversion names them
-        return min(widest, MAX_SCALE)
+        return widest
     needed = pc.take(decimals, rows)
-    for scale in range(shortest, min(widest, MAX_SCALE)):
-        noise = float_noise_rows(doubles, _whole_units(doubles, scale), scale)
-        if pc.all(pc.or_(pc.less_equal(needed, scale), noise)).as_py():
+    for scale in range(shortest, widest):
+        if _all_exact_or_noise(doubles, scale, pc.less_equal(needed, scale)):
             return scale
-    return min(widest, MAX_SCALE)
+    return widest
 
 
 _TEXT_NUMBER_PARTS = r"^[+-]?(?P<whole>\d*)\.?(?P<fraction>\d*)(?:[eE](?P<exponent>[+-]?\d+))?$"
 
 
-def _text_decimals(text: pa.Array) -> pa.Array:
+def _text_decimals(text: pa.Array) -> tuple[pa.Array, pa.Array]:
     """Exact decimals of each trimmed decimal text once trailing zeros are dropped (0 for a
-    text that is not a number)."""
+    text that is not a number), and which texts may be float noise (without an exponent: 13
+    or more characters before the trailing zeros, since 12 significant digits never are)."""
     if not pc.any(pc.match_substring_regex(text, "[eE]")).as_py():
         dot = pc.find_substring(text, ".")
         trimmed = pc.utf8_length(pc.utf8_rtrim(text, characters="0"))
         decimals = pc.subtract(trimmed, pc.add(dot, 1))
-        return pc.fill_null(pc.if_else(pc.less(dot, 0), 0, pc.max_element_wise(decimals, 0)), 0)
+        decimals = pc.fill_null(pc.if_else(pc.less(dot, 0), 0, decimals), 0)
+        return decimals, pc.greater(trimmed, _NOISE_FREE_CHARS)
     parts = pc.extract_regex(text, _TEXT_NUMBER_PARTS)
     fraction = pc.struct_field(parts, "fraction")
     digits = pc.binary_join_element_wise(pc.struct_field(parts, "whole"), fraction, "")
@@ -378,7 +376,8 @@ def _text_decimals(text: pa.Array) -> pa.Array:
     exponent_text = pc.struct_field(parts, "exponent")
     exponent = pc.cast(pc.if_else(pc.equal(exponent_text, ""), "0", exponent_text), pa.int64())
     decimals = pc.subtract(pc.subtract(pc.utf8_length(fraction), exponent), zeros)
-    return pc.fill_null(pc.max_element_wise(decimals, 0), 0)
+    decimals = pc.fill_null(pc.max_element_wise(decimals, 0), 0)
+    return decimals, pc.greater(decimals, 0)
 
 
 def _smallest_float_scale(values: pa.Array) -> int:
@@ -386,10 +385,28 @@ def _smallest_float_scale(values: pa.Array) -> int:
     if not pc.all(pc.is_finite(floats)).as_py():
         return 0
     for scale in range(MAX_SCALE + 1):
-        _, exact, noise = _float_rounding(floats, scale)
-        if pc.all(pc.or_(exact, noise)).as_py():
+        if _all_exact_or_noise(floats, scale):
             return scale
     return MAX_SCALE
+
+
+def _all_exact_or_noise(doubles: pa.Array, scale: int, exact: pa.Array | None = None) -> bool:
+    """True when every value is exact at ``scale`` (``exact``; None: its double is that of its
+    rounding) or float noise of its rounding (:func:`float_noise_rows`). A scale where some
+    value lies far from any rounding is refused first, in a few cheap passes."""
+    power = float(10**scale)
+    scaled = pc.multiply(doubles, power)
+    units = pc.round(scaled, ndigits=0, round_mode="half_to_even")
+    if exact is None:
+        exact = pc.equal(doubles, pc.divide(units, power))
+    if pc.all(exact).as_py():
+        return True
+    # Float noise is within 1/100 of a unit of its rounding; scaling errs by under 1e-15.
+    slack = pc.add(pc.multiply(pc.abs(scaled), 1e-15), 2 * FLOAT_NOISE_UNIT_FRACTION)
+    near = pc.less_equal(pc.abs(pc.subtract(scaled, units)), slack)
+    if not pc.all(pc.or_(exact, near)).as_py():
+        return False
+    return bool(pc.all(pc.or_(exact, float_noise_rows(doubles, units, scale))).as_py())
 
 
 def _float_rounding(doubles: pa.Array, scale: int) -> tuple[pa.Array, pa.Array, pa.Array]:
@@ -398,17 +415,12 @@ def _float_rounding(doubles: pa.Array, scale: int) -> tuple[pa.Array, pa.Array, 
     double is that decimal's nearest double, ``noise`` where it is within float noise of it
     (:func:`float_noise_rows`). Exact for units below 2**52; beyond, ``exact`` may be False
     where the decimal rule says True (callers decide those rows exactly)."""
-    units = _whole_units(doubles, scale)
-    exact = pc.equal(doubles, pc.divide(units, float(10**scale)))
+    power = float(10**scale)
+    units = pc.round(pc.multiply(doubles, power), ndigits=0, round_mode="half_to_even")
+    exact = pc.equal(doubles, pc.divide(units, power))
     if pc.all(exact).as_py():
         return units, exact, pc.invert(exact)
     return units, exact, pc.and_not(float_noise_rows(doubles, units, scale), exact)
-
-
-def _whole_units(doubles: pa.Array, scale: int) -> pa.Array:
-    """``doubles * 10**scale`` rounded half to even to whole float64 units."""
-    scaled = pc.multiply(doubles, float(10**scale))
-    return pc.round(scaled, ndigits=0, round_mode="half_to_even")
 
 
 def float_noise_rows(doubles: pa.Array, units: pa.Array, scale: int) -> pa.Array:
@@ -918,6 +930,9 @@ def _units_from_strings(values: pa.Array, *, scale: int, field: str) -> ScaledCo
         return ScaledColumn(_decimal_units(pc.cast(text, pa.decimal128(38, scale))))
     except pa.ArrowInvalid:
         pass
+    noisy = _units_from_noisy_text(text, scale)
+    if noisy is not None:
+        return noisy
     if scale < MAX_SCALE:
         try:
             wide = pc.cast(text, pa.decimal128(38, MAX_SCALE))
@@ -927,6 +942,28 @@ def _units_from_strings(values: pa.Array, *, scale: int, field: str) -> ScaledCo
             scaled = _units_from_decimals(wide, scale=scale, field=field, original=text)
             return scaled if scaled.noise is not None else _text_noise(text, scaled, scale)
     return _units_python(text, scale=scale, field=field)
+
+
+def _units_from_noisy_text(text: pa.Array, scale: int) -> ScaledColumn | None:
+    """Text whose only digits past ``scale`` are float noise, vectorized: the texts within the
+    scale cast exactly, the others rounded through their doubles (float noise has one rounding,
+    the same as the decimal's: see :func:`float_noise_rows`). None when a text past the scale is
+    not noise or a value does not cast (the exact path decides, rounds and names it)."""
+    decimals, _ = _text_decimals(text)
+    beyond = pc.greater(decimals, scale)
+    try:
+        doubles = pc.cast(pc.filter(text, beyond), pa.float64())
+        rounded = pc.round(pc.multiply(doubles, float(10**scale)), round_mode="half_to_even")
+        if not pc.all(float_noise_rows(doubles, rounded, scale)).as_py():
+            return None
+        within = _decimal_units(
+            pc.cast(pc.filter(text, pc.invert(beyond)), pa.decimal128(38, scale))
+        )
+    except pa.ArrowInvalid:
+        return None
+    zeros = pc.cast(pc.multiply(decimals, 0), pa.int64())
+    units = pc.replace_with_mask(zeros, beyond, pc.cast(rounded, pa.int64()))
+    return ScaledColumn(pc.replace_with_mask(units, pc.invert(beyond), within), None, beyond)
 
 
 def _text_noise(text: pa.Array, scaled: ScaledColumn, scale: int) -> ScaledColumn:
