@@ -5,8 +5,8 @@ one of three outcomes (:func:`quantize`):
 
 - ``exact``: no non-zero digit is discarded;
 - ``float noise``: the discarded digits are binary64 representation noise
-  (:func:`is_float_noise`): ``150.15000000000003`` and ``0.1 + 0.2`` at 2 or more decimals,
-  ``7.000000000000001`` at 0. Stored rounded to the scale, counted apart, never loss;
+  (:func:`is_float_noise`): ``150.15000000000003`` at 2 or 4 decimals, ``0.1 + 0.2`` at 1 to
+  8, ``7.000000000000001`` at 0. Stored rounded to the scale, counted apart, never loss;
 - ``loss``: anything else discarded (``1.23456`` at 4 decimals), refused unless allowed.
 
 The noise rule applies to decimal text and to floats (through their shortest repr, the text

@@ -13,7 +13,7 @@ string or decimal value through a float, vectorized with pyarrow.compute:
 - decimal columns and integers are exact: any discarded non-zero digit is loss;
 - decimal strings and float columns (through the float's shortest repr) are judged with the
   float-noise rule of :func:`~skewtape_pipeline.ticks.decimals.is_float_noise`:
-  ``150.15000000000003`` at 2 or more decimals is binary64 representation noise, stored rounded
+  ``150.15000000000003`` at 2 or 4 decimals is binary64 representation noise, stored rounded
   to the scale and marked per row (``price_noise``/``quantity_noise``); ``1.23456`` at 4
   decimals is loss;
 - loss raises :class:`~skewtape_pipeline.errors.PrecisionLossError` unless allowed; allowed
