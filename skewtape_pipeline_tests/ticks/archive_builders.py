@@ -20,6 +20,7 @@ from skewtape_pipeline.ticks.model import TickBatch
 from skewtape_pipeline.ticks.query import run_query
 from skewtape_pipeline.ticks.sides import SIDE_NAMES
 from skewtape_pipeline.ticks.tiers import TierPolicy, TierSettings
+from skewtape_pipeline.ticks.trust import VERIFIED_CACHE
 from skewtape_pipeline.ticks.validate import day_start_ns
 
 SYMBOLS = ("CL/F", "ES", "KX-25MAR")
@@ -139,9 +140,15 @@ def files_under(folder: Path) -> list[str]:
 
 
 def settled_files(folder: Path) -> list[str]:
-    """:func:`files_under` but the audit head's temporary file: a crash while the head is moved
-    leaves it (and the head a record behind, which verification accepts) until the next append."""
-    return [f for f in files_under(folder) if not f.startswith(".audit.jsonl.head.")]
+    """:func:`files_under` but the audit head's temporary file (a crash while the head is moved
+    leaves it, and the head a record behind, which verification accepts, until the next append)
+    and the cache of files queries verified (``trust.VERIFIED_CACHE``: the view's bookkeeping,
+    there once a query ran)."""
+    return [
+        f
+        for f in files_under(folder)
+        if not f.startswith(".audit.jsonl.head.") and Path(f).name != VERIFIED_CACHE
+    ]
 
 
 class Crash(Exception):

@@ -18,6 +18,7 @@ from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import (
     CatalogMismatchError,
     ConfigError,
+    DamagedFileError,
     ObjectStoreError,
     WriteOnceError,
 )
@@ -336,6 +337,37 @@ def test_verify_archive_on_s3_when_an_object_is_corrupted_names_it(tmp_path, no_
     full = verify_archive(root, policy=policy, full=True)
     assert any(p.startswith(f"{uri}: row group") or "footer" in p for p in full.problems)
     assert len(full.problems) == 2
+
+
+def test_query_over_s3_when_an_object_is_overwritten_after_a_query_refuses_naming_it(
+    tmp_path, no_fsync, s3_env
+):
+    root, policy = tiered_on_s3(tmp_path, s3_env)
+    sql = "SELECT sum(price) AS p, sum(quantity) AS q FROM ticks"
+    answer = run_query(sql, root, policy=policy)  # verifies every object once
+    assert run_query(sql, root, policy=policy) == answer  # trusted by their unchanged stamps
+    [cold] = [f for f in read_catalog(root).files.values() if f.tier == COLD]
+    uri = str(resolve(root, cold.path, policy))
+
+    flip_a_byte(s3_env, uri)  # same size, within the same second: the ETag moves
+
+    with pytest.raises(DamagedFileError, match="the catalog recorded") as raised:
+        run_query(sql, root, policy=policy)
+    assert str(raised.value).startswith(f"{uri}: sha256 is ")
+
+
+@pytest.mark.parametrize("tier", [WARM, COLD])
+def test_verify_archive_on_s3_when_a_tier_marker_object_is_deleted_reports_it(
+    tmp_path, no_fsync, s3_env, tier
+):
+    root, policy = tiered_on_s3(tmp_path, s3_env)
+    marker = policy.store_for(tier, root).file("_skewtape_archive.json")
+    assert storage.exists(marker) and verify_archive(root, policy=policy).ok
+
+    bucket_filesystem(s3_env).delete_file(marker.key)
+
+    problems = verify_archive(root, policy=policy).problems
+    assert len(problems) == 1 and problems[0].startswith(f"{marker.uri}: missing")
 
 
 def test_rebuild_catalog_on_s3_when_the_catalog_is_lost_restores_it(tmp_path, no_fsync, s3_env):

@@ -1,0 +1,250 @@
+"""Every archive file checked against the record made when it was written: hot files recorded
+too, verify-archive and retier checking them, query verifying a file whose stamp changed before
+reading it, and query reading only the archive's own files, one SELECT at a time."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from skewtape_pipeline.cli import main
+from skewtape_pipeline.errors import CatalogMismatchError, ConfigError, DamagedFileError
+from skewtape_pipeline.ticks import trust
+from skewtape_pipeline.ticks.catalog import read_catalog
+from skewtape_pipeline.ticks.integrity import rebuild_catalog, verify_archive
+from skewtape_pipeline.ticks.lifecycle import retier
+from skewtape_pipeline.ticks.placement import archive_state, scan_hot_files
+from skewtape_pipeline.ticks.query import run_query, run_query_text
+from skewtape_pipeline.ticks.tiers import COLD, WARM
+from skewtape_pipeline_tests.ticks.archive_builders import (
+    POLICY,
+    STAGE_1,
+    build_archive,
+    expected_rows,
+    view_rows,
+)
+from skewtape_pipeline_tests.ticks.test_integrity import flip_bit_in_data_page, tier_file
+
+HOT_RECORDS = "_skewtape_hot_files.jsonl"
+SUM_SQL = "SELECT sum(quantity) AS q, sum(price) AS p FROM ticks"
+
+
+@pytest.fixture
+def tiered(tmp_path, no_fsync):
+    """An archive spanning hot, warm and cold (re-tiered at STAGE_1)."""
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    retier(root, as_of=STAGE_1, policy=POLICY)
+    return root
+
+
+@pytest.fixture
+def hot_only(tmp_path, no_fsync):
+    """An archive of hot files only (nothing re-tiered yet)."""
+    return build_archive(tmp_path, as_of=STAGE_1)
+
+
+def times_1000(path):
+    """Overwrite ``path`` with valid Parquet of the same schema and metadata, every quantity
+    multiplied by 1000 (what a careless or hostile writer could leave)."""
+    table = pq.read_table(path)
+    column = table.schema.get_field_index("quantity")
+    scaled = pc.multiply(table["quantity"], 1000).cast(table.schema.field(column).type)
+    table = table.set_column(column, table.schema.field(column), scaled)
+    metadata = pq.read_metadata(path).metadata
+    path.chmod(0o644)
+    options = {"write_page_index": True, "write_page_checksum": True, "store_schema": False}
+    with pq.ParquetWriter(path, table.schema, **options) as writer:
+        writer.write_table(table)
+        writer.add_key_value_metadata(metadata)
+
+
+def flip_bit_in_page_index(path):
+    """Flip one bit in the page index (between the last column chunk and the footer)."""
+    meta = pq.read_metadata(path)
+    data = bytearray(path.read_bytes())
+    chunks = [c for g in range(meta.num_row_groups) for c in _columns(meta.row_group(g))]
+    end = max((c.dictionary_page_offset or c.data_page_offset) + c.total_compressed_size
+              for c in chunks)  # fmt: skip
+    footer_start = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+    assert footer_start - end > 8, "the file has a page index"
+    data[(end + footer_start) // 2] ^= 0x04
+    path.chmod(0o644)
+    path.write_bytes(bytes(data))
+
+
+def _columns(group):
+    return [group.column(c) for c in range(group.num_columns)]
+
+
+def live_hot(root):
+    return archive_state(root).hot_live[0].path
+
+
+# --- 1. hot files recorded and checked ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_verify_archive_when_hot_file_rewritten_with_valid_parquet_reports_it(tiered, full):
+    hot = live_hot(tiered)
+    times_1000(hot)
+    pq.ParquetFile(hot, page_checksum_verification=True).read()  # valid Parquet, pages intact
+    problems = verify_archive(tiered, policy=POLICY, full=full).problems
+    assert problems and all(str(hot) in p for p in problems)
+    assert f"{trust.HOT_WRITER} recorded" in problems[0]
+
+
+def test_verify_archive_full_when_page_index_bit_flipped_reports_the_file(hot_only):
+    hot = scan_hot_files(hot_only)[0].path
+    flip_bit_in_page_index(hot)
+    problems = verify_archive(hot_only, policy=POLICY, full=True).problems
+    assert [p for p in problems if p.startswith(f"{hot}: sha256 is ")]
+
+
+def test_retier_when_hot_source_rewritten_refuses_naming_it_and_commits_nothing(hot_only):
+    before = read_catalog(hot_only)
+    hot = scan_hot_files(hot_only)[0].path
+    times_1000(hot)
+    with pytest.raises(DamagedFileError, match=f"{trust.HOT_WRITER} recorded") as raised:
+        retier(hot_only, as_of=STAGE_1, policy=POLICY)
+    assert str(hot) in str(raised.value)
+    assert read_catalog(hot_only) == before
+
+
+def test_hot_records_when_last_line_cut_short_ignore_it(hot_only):
+    records = hot_only / HOT_RECORDS
+    with open(records, "ab") as handle:
+        handle.write(b'{"path": "symbol=X/year=2026/mo')  # a crash while appending
+    assert verify_archive(hot_only, policy=POLICY).ok
+
+
+def test_archive_without_hot_records_when_verified_says_how_and_rebuild_records_them(tiered):
+    (tiered / HOT_RECORDS).unlink()  # an archive written before hot files were recorded
+    live = [h.path for h in archive_state(tiered).hot_live]
+    problems = verify_archive(tiered, policy=POLICY).problems
+    assert len(problems) == len(live)
+    assert all("no record" in p and "rebuild-catalog" in p for p in problems)
+    with pytest.raises(CatalogMismatchError, match="rebuild-catalog"):
+        run_query(SUM_SQL, tiered, policy=POLICY)
+    result = rebuild_catalog(tiered, policy=POLICY)
+    assert result.hot_files_recorded == len(live)
+    assert verify_archive(tiered, policy=POLICY, full=True).ok
+    assert sorted(view_rows(tiered, policy=POLICY)) == sorted(expected_rows())
+
+
+def test_rebuild_catalog_when_a_recorded_hot_file_changed_keeps_its_record(tiered):
+    hot = live_hot(tiered)
+    times_1000(hot)
+    assert rebuild_catalog(tiered, policy=POLICY).hot_files_recorded == 0
+    assert [p for p in verify_archive(tiered, policy=POLICY).problems if str(hot) in p]
+
+
+# --- 2. query verifies a file whose stamp changed ------------------------------------------------
+
+
+def test_query_when_hot_file_rewritten_refuses_naming_it(tiered):
+    hot = live_hot(tiered)
+    times_1000(hot)
+    with pytest.raises(DamagedFileError, match=f"{trust.HOT_WRITER} recorded") as raised:
+        run_query(SUM_SQL, tiered, policy=POLICY)
+    assert str(hot) in str(raised.value)
+
+
+@pytest.mark.parametrize("tier", [WARM, COLD])
+def test_query_when_a_page_bit_flipped_in_a_consolidated_file_refuses_naming_it(tiered, tier):
+    path = tier_file(tiered, tier)
+    flip_bit_in_data_page(path, column="quantity")
+    with pytest.raises(DamagedFileError, match="the catalog recorded") as raised:
+        run_query_text(SUM_SQL, tiered, policy=POLICY)
+    assert str(path) in str(raised.value)
+
+
+def test_query_when_stamps_unchanged_reads_no_file_twice_to_verify(tiered, monkeypatch):
+    hashed = []
+    measure = trust.sha256_of
+    monkeypatch.setattr(trust, "sha256_of", lambda path: hashed.append(path) or measure(path))
+    monkeypatch.setattr(trust.HashCache, "_trusted", _not_racy(trust.HashCache._trusted))
+    answer = run_query(SUM_SQL, tiered, policy=POLICY)
+    files = len(archive_state(tiered).hot_live) + len(read_catalog(tiered).files)
+    assert len(hashed) == files
+    hashed.clear()
+    assert run_query(SUM_SQL, tiered, policy=POLICY) == answer
+    assert hashed == []
+    cold = tier_file(tiered, COLD)
+    os.utime(cold, ns=(cold.stat().st_atime_ns, cold.stat().st_mtime_ns))  # moves the ctime
+    assert run_query(SUM_SQL, tiered, policy=POLICY) == answer
+    assert hashed == [cold]
+
+
+def _not_racy(trusted):
+    """The cache's lookup with the racy rule off: the files of a test are seconds old, and
+    the rule under test here is the stamp check."""
+
+    def lookup(self, rel):
+        entry = self._entries.get(rel)
+        return entry if entry is not None else trusted(self, rel)
+
+    return lookup
+
+
+# --- 3. query reads the archive's own files, one SELECT -----------------------------------------
+
+HOSTILE = {
+    "copy over a hot file": "COPY (SELECT 1 AS x) TO '{hot}' (FORMAT parquet)",
+    "attach a database": "ATTACH '{root}/evil.duckdb' AS evil",
+    "read a file outside": "SELECT * FROM read_text('/etc/passwd')",
+    "read Parquet outside": "SELECT * FROM read_parquet('{outside}')",
+    "a second statement": "SELECT 1; COPY (SELECT 1 AS x) TO '{root}/second.parquet'",
+    "undo the limits": "SET enable_external_access = true",
+    "install an extension": "INSTALL httpfs",
+    "export the database": "EXPORT DATABASE '{root}/export'",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_query_when_sql_would_write_or_read_outside_refuses_and_changes_nothing(
+    tiered, tmp_path, name
+):
+    hot = live_hot(tiered)
+    outside = tmp_path / "outside.parquet"
+    shutil.copyfile(hot, outside)
+    sql = HOSTILE[name].format(hot=hot, root=tiered, outside=outside)
+    before = {p: p.read_bytes() for p in tiered.rglob("*") if p.is_file()}
+    with pytest.raises(ConfigError) as raised:
+        run_query_text(sql, tiered, policy=POLICY)
+    assert sql in str(raised.value)
+    after = {p: p.read_bytes() for p in tiered.rglob("*") if p.is_file()}
+    assert {p: b for p, b in after.items() if p.name != trust.VERIFIED_CACHE} == {
+        p: b for p, b in before.items() if p.name != trust.VERIFIED_CACHE
+    }
+
+
+def test_query_when_reading_the_archives_own_files_answers(tiered):
+    catalog = tiered / "_skewtape_catalog.parquet"
+    sql = f"SELECT count(*) AS n FROM read_parquet('{catalog}')"
+    assert run_query(sql, tiered, policy=POLICY).column("n").to_pylist() == [
+        len(read_catalog(tiered).partitions)
+    ]
+
+
+def test_cli_query_when_unrestricted_runs_any_sql(tiered, tmp_path, capsys):
+    out = tmp_path / "out.parquet"
+    sql = f"COPY (SELECT sum(quantity) AS q FROM ticks) TO '{out}' (FORMAT parquet)"
+    assert main(["query", sql, "--archive", str(tiered)]) == 2
+    assert "read-only" in capsys.readouterr().err and not out.exists()
+    assert main(["query", sql, "--archive", str(tiered), "--unrestricted"]) == 0
+    assert pq.read_table(out).num_rows == 1
+
+
+# --- 11. the tier roots' markers ------------------------------------------------------------------
+
+
+def test_verify_archive_when_a_tier_roots_marker_deleted_reports_it(tiered):
+    marker = tiered.parent / "archive-cold" / "_skewtape_archive.json"
+    assert verify_archive(tiered, policy=POLICY).ok
+    marker.unlink()
+    problems = verify_archive(tiered, policy=POLICY).problems
+    assert len(problems) == 1 and problems[0].startswith(f"{marker}: missing")
