@@ -37,7 +37,8 @@ Every hot symbol-day file's size and sha256 are recorded when it is written, in
 ``<archive root>/_skewtape_hot_files.jsonl`` beside the catalog: one JSON object per line,
 ``{"path": <hot file path relative to the archive root>, "sha256": <hex>, "size": <bytes>}``,
 appended (and fsynced) under the archive's lock right after the file is renamed into place; the
-last line of a path is its record (:func:`read_hot_records`). Appending keeps a compaction's
+last line of a path is its record (:func:`read_hot_records`); re-tiering folds the file to one
+line per hot file on disk (:func:`settle_hot_records`). Appending keeps a compaction's
 cost independent of the archive's size (rewriting the catalog per file would not). A line cut
 short by a crash (no final newline) is ignored: its file then has no record, or an older one,
 and rerunning the compaction writes both again. An archive written before hot files were
@@ -354,6 +355,22 @@ def append_hot_record(archive_root: Path, rel: str, record: FileRecord) -> None:
         handle.write(_hot_record_line(rel, record))
         handle.flush()
         os.fsync(handle.fileno())
+
+
+def settle_hot_records(archive_root: Path) -> None:
+    """Rewrite the records file with one line per hot file still on disk when it holds more
+    lines (older records of rewritten files, records of removed ones); under the archive's lock
+    (re-tiering calls it), so it stays as long as the hot tier, not the archive's history."""
+    raw = fsio.read_state_bytes(hot_records_path(archive_root))
+    if not raw:
+        return
+    kept = {
+        rel: record
+        for rel, record in read_hot_records(archive_root).items()
+        if resolve_hot(archive_root, rel).is_file()
+    }
+    if raw.count(b"\n") > len(kept):
+        write_hot_records(archive_root, kept)
 
 
 def write_hot_records(archive_root: Path, records: Mapping[str, FileRecord]) -> None:

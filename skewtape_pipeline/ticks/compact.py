@@ -39,7 +39,12 @@ from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickValidationError
 from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.books import audit, check_may_write
-from skewtape_pipeline.ticks.catalog import FileRecord, append_hot_record, read_catalog
+from skewtape_pipeline.ticks.catalog import (
+    FileRecord,
+    append_hot_record,
+    hot_records_path,
+    read_catalog,
+)
 from skewtape_pipeline.ticks.integrity import checked_catalog
 from skewtape_pipeline.ticks.model import SchemaRequest, TickBatch, TickSchema, first_true
 from skewtape_pipeline.ticks.parquet_store import (
@@ -455,6 +460,7 @@ def _publish_under_lock(
     record = FileRecord(prepared.temp.stat().st_size, sha256_file(prepared.temp))  # private file
     with _archive_lock(out, lock_timeout):
         _check_may_rewrite(out, prepared.target, policy)  # again: the lock was let go meanwhile
+        fsio.refuse_linked_state(hot_records_path(out))  # the record must follow the rename
         rewrite = recompaction_record(out, symbol, day, rows=prepared.facts.num_rows)
         facts = publish_archive_file(prepared)
         append_hot_record(out, prepared.target.relative_to(out).as_posix(), record)

@@ -73,6 +73,7 @@ from skewtape_pipeline.ticks.catalog import (
     relative_to_root,
     resolve,
     resolve_hot,
+    settle_hot_records,
     write_catalog,
 )
 from skewtape_pipeline.ticks.consolidate import (
@@ -487,6 +488,7 @@ def retier(
         else:
             removed, retained = _remove(root, garbage, audit_log, policy), []
             catalog = _forget_gone_sources(root, catalog, audit_log)
+        settle_hot_records(root)
     return RetierResult(
         archive_root=root,
         as_of=plan.as_of,

@@ -33,6 +33,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
@@ -140,15 +141,22 @@ def stamp_of(file: TierFile) -> FileStamp:
     same second too). FileNotFoundError when it is not there."""
     if not isinstance(file, ObjectFile):
         return FileStamp.of(Path(file))
-    with _store_errors(file.uri, "looking it up"):
-        info = file.filesystem.get_file_info(file.key)
-        if info.type != pafs.FileType.File:
-            raise FileNotFoundError(f"{file.uri}: no such object")
-        with file.filesystem.open_input_file(file.key) as handle:
-            etag = (handle.metadata() or {}).get("ETag", b"")
-    tag = int(sha256_bytes(bytes(etag))[:16], 16)
-    mtime = info.mtime_ns or 0
-    return FileStamp(device=0, inode=tag, size=info.size, mtime_ns=mtime, ctime_ns=mtime)
+    with (
+        _store_errors(file.uri, "looking it up"),
+        file.filesystem.open_input_file(file.key) as handle,
+    ):
+        size, headers = handle.size(), handle.metadata() or {}
+    tag = int(sha256_bytes(bytes(headers.get("ETag", b"")))[:16], 16)
+    mtime = _epoch_ns(bytes(headers.get("Last-Modified", b"")).decode("ascii", "replace"))
+    return FileStamp(device=0, inode=tag, size=size, mtime_ns=mtime, ctime_ns=mtime)
+
+
+def _epoch_ns(iso: str) -> int:
+    """An ISO 8601 time (``2026-12-03T07:34:57Z``) in ns since the epoch; 0 when unreadable."""
+    try:
+        return int(datetime.fromisoformat(iso).timestamp()) * 1_000_000_000
+    except ValueError:
+        return 0
 
 
 def sha256_of(file: TierFile) -> str:

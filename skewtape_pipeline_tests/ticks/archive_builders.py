@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from skewtape_pipeline.hashing import HashCache
 from skewtape_pipeline.ticks.compact import compact_symbol_day
 from skewtape_pipeline.ticks.model import TickBatch
 from skewtape_pipeline.ticks.query import run_query
@@ -137,6 +138,13 @@ def copy_data(source: Path, target: Path) -> Path:
 def files_under(folder: Path) -> list[str]:
     """Relative paths of every file below ``folder``."""
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+def racy_rule_off(monkeypatch) -> None:
+    """Let the verified-hash cache trust entries whatever their age: the files of a test are
+    seconds old, so the racy-clean rule (``hashing.RACY_WINDOW_NS``) would make every lookup a
+    miss, and what such a test checks is the stamp comparison."""
+    monkeypatch.setattr(HashCache, "_trusted", lambda cache, rel: cache._entries.get(rel))
 
 
 def settled_files(folder: Path) -> list[str]:

@@ -22,7 +22,7 @@ from skewtape_pipeline.errors import (
     ObjectStoreError,
     WriteOnceError,
 )
-from skewtape_pipeline.ticks import storage
+from skewtape_pipeline.ticks import query, storage, trust
 from skewtape_pipeline.ticks.books import EVENT_REFUSED, enable_books_and_records
 from skewtape_pipeline.ticks.catalog import catalog_path, read_catalog, resolve
 from skewtape_pipeline.ticks.consolidate import read_footer
@@ -43,6 +43,7 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     crash_at,
     expected_rows,
     files_under,
+    racy_rule_off,
     settled_files,
     tiers_by_day,
     view_rows,
@@ -275,6 +276,9 @@ def test_query_over_s3_tiers_when_filtered_opens_and_reads_less_than_unfiltered(
 
     counting = CountingHandler(storage.object_filesystem(policy.warm.root))
     monkeypatch.setattr(storage, "object_filesystem", lambda uri: fs.PyFileSystem(counting))
+    # What is measured is the scan: verifying the objects first (trust.verify_before_reading,
+    # tested on its own) reads every object once it changed, here on each run.
+    monkeypatch.setattr(query, "verify_before_reading", lambda *args: None)
 
     def measured(sql: str) -> tuple[int, int, list]:
         counting.reset()
@@ -340,12 +344,19 @@ def test_verify_archive_on_s3_when_an_object_is_corrupted_names_it(tmp_path, no_
 
 
 def test_query_over_s3_when_an_object_is_overwritten_after_a_query_refuses_naming_it(
-    tmp_path, no_fsync, s3_env
+    tmp_path, no_fsync, s3_env, monkeypatch
 ):
     root, policy = tiered_on_s3(tmp_path, s3_env)
+    racy_rule_off(monkeypatch)
+    hashed = []
+    monkeypatch.setattr(trust, "sha256_of", lambda file: hashed.append(file) or sha256_of(file))
     sql = "SELECT sum(price) AS p, sum(quantity) AS q FROM ticks"
     answer = run_query(sql, root, policy=policy)  # verifies every object once
-    assert run_query(sql, root, policy=policy) == answer  # trusted by their unchanged stamps
+    objects = [f for f in hashed if isinstance(f, storage.ObjectFile)]
+    assert len(objects) == len(read_catalog(root).files)
+    hashed.clear()
+    assert run_query(sql, root, policy=policy) == answer
+    assert hashed == []  # trusted by their unchanged stamps
     [cold] = [f for f in read_catalog(root).files.values() if f.tier == COLD]
     uri = str(resolve(root, cold.path, policy))
 

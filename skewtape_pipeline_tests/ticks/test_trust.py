@@ -12,19 +12,29 @@ import pyarrow.parquet as pq
 import pytest
 
 from skewtape_pipeline.cli import main
-from skewtape_pipeline.errors import CatalogMismatchError, ConfigError, DamagedFileError
+from skewtape_pipeline.errors import (
+    CatalogMismatchError,
+    ConfigError,
+    DamagedFileError,
+    LinkedStateFileError,
+)
 from skewtape_pipeline.ticks import trust
 from skewtape_pipeline.ticks.catalog import read_catalog
+from skewtape_pipeline.ticks.compact import compact_symbol_day
 from skewtape_pipeline.ticks.integrity import rebuild_catalog, verify_archive
 from skewtape_pipeline.ticks.lifecycle import retier
 from skewtape_pipeline.ticks.placement import archive_state, scan_hot_files
 from skewtape_pipeline.ticks.query import run_query, run_query_text
 from skewtape_pipeline.ticks.tiers import COLD, WARM
 from skewtape_pipeline_tests.ticks.archive_builders import (
+    DAYS,
     POLICY,
     STAGE_1,
+    SYMBOLS,
     build_archive,
+    day_ticks,
     expected_rows,
+    racy_rule_off,
     view_rows,
 )
 from skewtape_pipeline_tests.ticks.test_integrity import flip_bit_in_data_page, tier_file
@@ -142,6 +152,32 @@ def test_rebuild_catalog_when_a_recorded_hot_file_changed_keeps_its_record(tiere
     assert [p for p in verify_archive(tiered, policy=POLICY).problems if str(hot) in p]
 
 
+def test_retier_when_done_leaves_one_record_per_hot_file_on_disk(hot_only):
+    symbol, day = "ES", DAYS[-1]
+    for _ in range(2):  # a recompaction appends a second record for the same file
+        compact_symbol_day(
+            day_ticks(symbol, day), symbol=symbol, day=day, out=hot_only, age_days=1, policy=POLICY
+        )
+    retier(hot_only, as_of=STAGE_1, policy=POLICY)  # removes the hot files it moved
+    lines = (hot_only / HOT_RECORDS).read_text().splitlines()
+    assert len(lines) == len(scan_hot_files(hot_only)) < len(SYMBOLS) * len(DAYS)
+    assert verify_archive(hot_only, policy=POLICY, full=True).ok
+
+
+def test_compact_when_hot_records_file_is_a_link_refuses_before_publishing(hot_only, tmp_path):
+    symbol, day = "ES", DAYS[-1]
+    hot = live_hot(hot_only)
+    target = tmp_path / "elsewhere.jsonl"
+    (hot_only / HOT_RECORDS).rename(target)
+    (hot_only / HOT_RECORDS).symlink_to(target)
+    before = {p: p.read_bytes() for p in hot_only.rglob("*.parquet")}
+    with pytest.raises(LinkedStateFileError):
+        compact_symbol_day(  # other ticks than the file holds
+            day_ticks("CL/F", day), symbol=symbol, day=day, out=hot_only, age_days=1, policy=POLICY
+        )
+    assert {p: p.read_bytes() for p in hot_only.rglob("*.parquet")} == before and hot.exists()
+
+
 # --- 2. query verifies a file whose stamp changed ------------------------------------------------
 
 
@@ -166,7 +202,7 @@ def test_query_when_stamps_unchanged_reads_no_file_twice_to_verify(tiered, monke
     hashed = []
     measure = trust.sha256_of
     monkeypatch.setattr(trust, "sha256_of", lambda path: hashed.append(path) or measure(path))
-    monkeypatch.setattr(trust.HashCache, "_trusted", _not_racy(trust.HashCache._trusted))
+    racy_rule_off(monkeypatch)
     answer = run_query(SUM_SQL, tiered, policy=POLICY)
     files = len(archive_state(tiered).hot_live) + len(read_catalog(tiered).files)
     assert len(hashed) == files
@@ -177,17 +213,6 @@ def test_query_when_stamps_unchanged_reads_no_file_twice_to_verify(tiered, monke
     os.utime(cold, ns=(cold.stat().st_atime_ns, cold.stat().st_mtime_ns))  # moves the ctime
     assert run_query(SUM_SQL, tiered, policy=POLICY) == answer
     assert hashed == [cold]
-
-
-def _not_racy(trusted):
-    """The cache's lookup with the racy rule off: the files of a test are seconds old, and
-    the rule under test here is the stamp check."""
-
-    def lookup(self, rel):
-        entry = self._entries.get(rel)
-        return entry if entry is not None else trusted(self, rel)
-
-    return lookup
 
 
 # --- 3. query reads the archive's own files, one SELECT -----------------------------------------
