@@ -353,7 +353,7 @@ def cmd_rebuild_catalog(args: argparse.Namespace) -> None:
         result,
         f"{args.archive}: catalog generation {result.generation} rebuilt from {result.files} "
         f"files ({result.symbol_days} symbol-days; {len(result.superseded)} superseded files "
-        "left out)",
+        f"left out; {result.hot_files_recorded} hot files without a record recorded as they are)",
     )
 
 

@@ -110,7 +110,10 @@ def ticks_view_sql(roots: Roots, *, name: str = VIEW_NAME, policy: TierPolicy | 
     TickFormatError
         A damaged catalog.
     CatalogMismatchError
-        The catalog is missing while consolidated files exist, or lists a file not on disk.
+        The catalog is missing while consolidated files exist, or lists a file not on disk, or
+        a hot file has no record of its size and sha256 (written before hot files were recorded).
+    DamagedFileError
+        A file of the view differs from its record (``trust.verify_before_reading``).
     ObjectStoreError
         A tier root in an object store cannot be used (names the URI).
     """
