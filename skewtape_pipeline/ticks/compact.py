@@ -35,7 +35,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from skewtape_pipeline import fsio
+from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickValidationError
 from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.books import audit, check_may_write
@@ -463,6 +463,7 @@ def _publish_under_lock(
         fsio.refuse_linked_state(hot_records_path(out))  # the record must follow the rename
         rewrite = recompaction_record(out, symbol, day, rows=prepared.facts.num_rows)
         facts = publish_archive_file(prepared)
+        faults.checkpoint("hot-published")  # a crash here: the file without its record
         append_hot_record(out, prepared.target.relative_to(out).as_posix(), record)
         if rewrite is not None:
             audit(out, audit_log, [rewrite])

@@ -53,7 +53,6 @@ from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.arrow_memory import owned_buffer, owned_reader
 from skewtape_pipeline.errors import (
     ArchiveBusyError,
-    CatalogMismatchError,
     ConfigError,
     DamagedFileError,
     TickFormatError,
@@ -112,7 +111,7 @@ from skewtape_pipeline.ticks.tiers import (
     check_age_days,
     is_colder,
 )
-from skewtape_pipeline.ticks.trust import HOT_WRITER, hot_record, unrecorded_hint
+from skewtape_pipeline.ticks.trust import HOT_WRITER, required_hot_record
 
 LOCK_FILE = ARCHIVE_LOCK_FILE
 EVENT_REWRITE = "tick-archive-rewrite"
@@ -680,7 +679,7 @@ class _SourceReader:
             data = handle.read()
         digest = sha256_bytes(data)
         rel = relative_to_root(self.root, hot.path, self.policy)
-        self._check_record(hot, rel, FileRecord(st.st_size, digest))
+        self._check_record(hot, FileRecord(st.st_size, digest))
         buffer = owned_buffer(data)
         read_footer(hot.path, buffer)
         try:
@@ -697,15 +696,10 @@ class _SourceReader:
         self._read[rel] = digest
         return batch, SourceStamp(rel, digest, st.st_size, st.st_ino, st.st_mtime_ns)
 
-    def _check_record(self, hot: HotFile, rel: str, found: FileRecord) -> None:
+    def _check_record(self, hot: HotFile, found: FileRecord) -> None:
         """Refuse a hot file whose bytes read differ from its record, or that has none."""
-        record = hot_record(hot, self.catalog, self._records, rel)
-        if record is None:
-            raise CatalogMismatchError(
-                f"{hot.path}: no record of its size and sha256, so it cannot be verified before "
-                f"it is consolidated; nothing was committed; {unrecorded_hint(self.root)}",
-                paths=[hot.path],
-            )
+        before = "it is consolidated (nothing was committed)"
+        record = required_hot_record(self.root, hot, self.catalog, self._records, before)
         if found != record:
             raise DamagedFileError(
                 f"{found.size} bytes with sha256 {found.sha256}, {HOT_WRITER} recorded "

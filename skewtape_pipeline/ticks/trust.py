@@ -67,6 +67,21 @@ def hot_record(
     return None
 
 
+def required_hot_record(
+    root: Path, hot: HotFile, catalog: Catalog, records: dict[str, FileRecord], before: str
+) -> FileRecord:
+    """:func:`hot_record` of ``hot`` in the archive at ``root``; CatalogMismatchError naming
+    the file and the repair when it has none (it cannot be verified before ``before``)."""
+    record = hot_record(hot, catalog, records, hot_rel(root, hot))
+    if record is None:
+        raise CatalogMismatchError(
+            f"{hot.path}: no record of its size and sha256, so it cannot be verified before "
+            f"{before}; {unrecorded_hint(root)}",
+            paths=[hot.path],
+        )
+    return record
+
+
 def record_problems(
     path: TierFile, record: FileRecord, whose: str, *, found: list[str] | None = None
 ) -> list[str]:
@@ -100,15 +115,8 @@ class VerifiedFiles:
         Raises CatalogMismatchError when it has no record, DamagedFileError (naming it and
         both sha256) when it differs from its record.
         """
-        rel = hot_rel(self.root, hot)
-        record = hot_record(hot, catalog, self.records, rel)
-        if record is None:
-            raise CatalogMismatchError(
-                f"{hot.path}: no record of its size and sha256, so it cannot be verified "
-                f"before it is read; {unrecorded_hint(self.root)}",
-                paths=[hot.path],
-            )
-        self.check(rel, hot.path, hot.stamp, record, HOT_WRITER)
+        record = required_hot_record(self.root, hot, catalog, self.records, "it is read")
+        self.check(hot_rel(self.root, hot), hot.path, hot.stamp, record, HOT_WRITER)
 
     def check(
         self, rel: str, path: TierFile, stamp: FileStamp, record: FileRecord, whose: str
@@ -127,7 +135,8 @@ class VerifiedFiles:
         if problems:
             raise DamagedFileError(
                 f"{problems[0].removeprefix(f'{path}: ')}; it changed after it was written, "
-                "so it is not read (run verify-archive; restore it from a copy)",
+                "so it is not read (run verify-archive; restore it from a copy, or compact a "
+                "hot file's symbol-day again)",
                 path=path,
             )
         self.note(rel, stamp, found[0], started)

@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from skewtape_pipeline import faults
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import (
     CatalogMismatchError,
@@ -23,6 +24,7 @@ from skewtape_pipeline.ticks.catalog import read_catalog
 from skewtape_pipeline.ticks.compact import compact_symbol_day
 from skewtape_pipeline.ticks.integrity import rebuild_catalog, verify_archive
 from skewtape_pipeline.ticks.lifecycle import retier
+from skewtape_pipeline.ticks.parquet_store import partition_file
 from skewtape_pipeline.ticks.placement import archive_state, scan_hot_files
 from skewtape_pipeline.ticks.query import run_query, run_query_text
 from skewtape_pipeline.ticks.tiers import COLD, WARM
@@ -31,7 +33,9 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     POLICY,
     STAGE_1,
     SYMBOLS,
+    Crash,
     build_archive,
+    crash_at_name,
     day_ticks,
     expected_rows,
     racy_rule_off,
@@ -176,6 +180,25 @@ def test_compact_when_hot_records_file_is_a_link_refuses_before_publishing(hot_o
             day_ticks("CL/F", day), symbol=symbol, day=day, out=hot_only, age_days=1, policy=POLICY
         )
     assert {p: p.read_bytes() for p in hot_only.rglob("*.parquet")} == before and hot.exists()
+
+
+def test_compact_when_crashing_between_rename_and_record_a_rerun_finishes(hot_only):
+    symbol, day = "ES", DAYS[-1]
+    hot = partition_file(hot_only, symbol, day)
+    newer = day_ticks("CL/F", day)  # other ticks than the file holds
+
+    def recompact():
+        compact_symbol_day(newer, symbol=symbol, day=day, out=hot_only, age_days=1, policy=POLICY)
+
+    with pytest.raises(Crash), faults.installed(crash_at_name("hot-published")):
+        recompact()
+    with pytest.raises(DamagedFileError, match="compact a hot file's symbol-day again"):
+        run_query(SUM_SQL, hot_only, policy=POLICY)
+    assert [p for p in verify_archive(hot_only, policy=POLICY).problems if str(hot) in p]
+    recompact()
+    assert verify_archive(hot_only, policy=POLICY, full=True).ok
+    sql = "SELECT count(*) AS n FROM ticks WHERE symbol = 'ES' AND date = ?"
+    assert run_query(sql, hot_only, parameters=[day]).column("n").to_pylist() == [len(newer)]
 
 
 # --- 2. query verifies a file whose stamp changed ------------------------------------------------
