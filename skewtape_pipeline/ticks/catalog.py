@@ -332,12 +332,23 @@ def _hot_record(line: bytes, path: Path, number: int) -> tuple[str, FileRecord]:
     if not isinstance(body, dict) or set(body) != {"path", "sha256", "size"}:
         raise TickFormatError(f"{where}: expected an object with path, sha256 and size")
     rel, digest, size = body["path"], body["sha256"], body["size"]
-    if not isinstance(rel, str) or not is_sha256_hex(digest) or not _is_count(size):
+    if not (_is_relative(rel) and is_sha256_hex(digest) and _is_count(size)):
         raise TickFormatError(
-            f"{where}: {body!r}: expected a path, a sha256 (hex) and a size (an int >= 0)"
+            f"{where}: {body!r}: expected a path inside the archive root, a sha256 (hex) and "
+            "a size (an int >= 0)"
         )
-    _inside(rel, rel)
     return rel, FileRecord(size, digest)
+
+
+def _is_relative(rel: object) -> bool:
+    """What :func:`_inside` accepts, by string tests (records are read on every query)."""
+    return (
+        isinstance(rel, str)
+        and bool(rel)
+        and not rel.startswith("/")
+        and "\\" not in rel
+        and ".." not in rel.split("/")
+    )
 
 
 def _hot_record_line(rel: str, record: FileRecord) -> bytes:

@@ -49,6 +49,9 @@ def unrecorded_hint(archive_root: Path) -> str:
 
 def hot_rel(archive_root: Path, hot: HotFile) -> str:
     """The hot file's path relative to the archive root (POSIX), as its record names it."""
+    path, prefix = hot.path.as_posix(), Path(archive_root).as_posix().rstrip("/") + "/"
+    if path.startswith(prefix):  # as listed under the root (a string cut: no path parsing)
+        return path[len(prefix) :]
     return hot.path.relative_to(archive_root).as_posix()
 
 
@@ -68,11 +71,18 @@ def hot_record(
 
 
 def required_hot_record(
-    root: Path, hot: HotFile, catalog: Catalog, records: dict[str, FileRecord], before: str
+    root: Path,
+    hot: HotFile,
+    catalog: Catalog,
+    records: dict[str, FileRecord],
+    before: str,
+    rel: str | None = None,
 ) -> FileRecord:
-    """:func:`hot_record` of ``hot`` in the archive at ``root``; CatalogMismatchError naming
-    the file and the repair when it has none (it cannot be verified before ``before``)."""
-    record = hot_record(hot, catalog, records, hot_rel(root, hot))
+    """:func:`hot_record` of ``hot`` (``rel``: its :func:`hot_rel`) in the archive at
+    ``root``; CatalogMismatchError naming the file and the repair when it has none (it cannot
+    be verified before ``before``)."""
+    rel = hot_rel(root, hot) if rel is None else rel
+    record = hot_record(hot, catalog, records, rel)
     if record is None:
         raise CatalogMismatchError(
             f"{hot.path}: no record of its size and sha256, so it cannot be verified before "
@@ -115,8 +125,9 @@ class VerifiedFiles:
         Raises CatalogMismatchError when it has no record, DamagedFileError (naming it and
         both sha256) when it differs from its record.
         """
-        record = required_hot_record(self.root, hot, catalog, self.records, "it is read")
-        self.check(hot_rel(self.root, hot), hot.path, hot.stamp, record, HOT_WRITER)
+        rel = hot_rel(self.root, hot)
+        record = required_hot_record(self.root, hot, catalog, self.records, "it is read", rel)
+        self.check(rel, hot.path, hot.stamp, record, HOT_WRITER)
 
     def check(
         self, rel: str, path: TierFile, stamp: FileStamp, record: FileRecord, whose: str
