@@ -31,6 +31,7 @@ reads them there the same way, after checking that the store answers (else
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import date
@@ -75,6 +76,7 @@ from skewtape_pipeline.ticks.consolidate import (
     META_TIER,
     SymbolDayRows,
     byte_shares,
+    consolidated_file_name,
     read_consolidated_file,
     read_footer,
     read_symbol_days,
@@ -601,11 +603,13 @@ def verify_archive(
 
     Every catalogued consolidated file must be on disk with the size and sha256 the catalog
     recorded and a readable footer; every consolidated file on disk must be accounted for (see
-    :func:`checked_catalog`); every hot file must have the size and sha256 recorded when it was
-    written (``trust.hot_record``; one without a record is reported, with the repair) and a
-    readable footer; the archive marker must be in the archive root and in every tier root
-    holding catalogued files, equal to the root's. With ``full``, every page of every archive
-    file (hot and consolidated) is also read through pyarrow with page checksum verification.
+    :func:`checked_catalog`), and one the catalog does not list (retained in books-and-records
+    mode, or left by an interrupted run) must hash to its content name; every hot file must
+    have the size and sha256 recorded when it was written (``trust.hot_record``; one without a
+    record is reported, with the repair) and a readable footer; the archive marker must be in
+    the archive root and in every tier root holding catalogued files, equal to the root's. With
+    ``full``, every page of every archive file (hot and consolidated) is also read through
+    pyarrow with page checksum verification.
     """
     root = Path(archive_root)
     policy = TierPolicy() if policy is None else policy
@@ -618,12 +622,21 @@ def verify_archive(
         records = read_hot_records(root)
     except TickFormatError as exc:
         return ArchiveVerification(root, full, 0, 0, [str(exc)])
+    listed = set()
     for item in sorted(catalog.files.values(), key=lambda f: f.path):
         path = resolve(root, item.path, policy)
+        listed.add(path)
         problems += _check_recorded(path, FileRecord(item.bytes, item.sha256), "the catalog", full)
         if exists(path):
             checked, checked_bytes = checked + 1, checked_bytes + size_of(path)
-    problems += [f"{path}: {why}" for path, why in unaccounted_files(root, policy, catalog)]
+    on_disk = consolidated_files_on_disk(root, policy)
+    for _, path in on_disk:
+        if path not in listed and _CONTENT_NAME.fullmatch(path.name):
+            problems += _check_content_named(path, full)
+            checked, checked_bytes = checked + 1, checked_bytes + size_of(path)
+    problems += [
+        f"{path}: {why}" for path, why in unaccounted_files(root, policy, catalog, on_disk)
+    ]
     for hot in scan_hot_files(root):
         record = hot_record(hot, catalog, records, hot_rel(root, hot))
         if record is None:
@@ -647,6 +660,21 @@ def _check_recorded(path: TierFile, record: FileRecord, whose: str, full: bool) 
     if problems and "size" in problems[0]:
         return problems
     return problems + _check_pages(path, full=full)
+
+
+_CONTENT_NAME = re.compile(r"part-[0-9a-f]{16}\.parquet")
+
+
+def _check_content_named(path: TierFile, full: bool) -> list[str]:
+    """A consolidated file the catalog does not list (retained, or left by an interrupted run)
+    against the record its name is: the first 16 hex digits of its sha256."""
+    digest = sha256_of(path)
+    if consolidated_file_name(digest) != path.name:
+        return [
+            f"{path}: sha256 is {digest}, its content name records {path.name[5:21]}... "
+            "(a retained or uncommitted copy changed after it was written)"
+        ]
+    return _check_pages(path, full=full)
 
 
 def _marker_problems(root: Path, policy: TierPolicy, catalog: Catalog) -> list[str]:

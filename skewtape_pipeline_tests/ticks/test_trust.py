@@ -20,6 +20,7 @@ from skewtape_pipeline.errors import (
     LinkedStateFileError,
 )
 from skewtape_pipeline.ticks import trust
+from skewtape_pipeline.ticks.books import enable_books_and_records
 from skewtape_pipeline.ticks.catalog import read_catalog
 from skewtape_pipeline.ticks.compact import compact_symbol_day
 from skewtape_pipeline.ticks.integrity import rebuild_catalog, verify_archive
@@ -32,6 +33,7 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
     STAGE_1,
+    STAGE_2,
     SYMBOLS,
     Crash,
     build_archive,
@@ -126,6 +128,16 @@ def test_retier_when_hot_source_rewritten_refuses_naming_it_and_commits_nothing(
         retier(hot_only, as_of=STAGE_1, policy=POLICY)
     assert str(hot) in str(raised.value)
     assert read_catalog(hot_only) == before
+
+
+def test_verify_archive_when_a_retained_consolidated_file_changed_reports_it(tiered):
+    enable_books_and_records(tiered, reason="test")
+    warm = tier_file(tiered, WARM)
+    result = retier(tiered, as_of=STAGE_2, policy=POLICY)  # every day cold; the warm file stays
+    assert warm in result.files_retained and verify_archive(tiered, policy=POLICY).ok
+    flip_bit_in_data_page(warm)
+    problems = verify_archive(tiered, policy=POLICY).problems
+    assert len(problems) == 1 and problems[0].startswith(f"{warm}: sha256 is ")
 
 
 def test_hot_records_when_last_line_cut_short_ignore_it(hot_only):
