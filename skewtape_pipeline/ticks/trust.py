@@ -33,9 +33,9 @@ from skewtape_pipeline.ticks.storage import TierFile, sha256_of, size_of, stamp_
 from skewtape_pipeline.ticks.tiers import TierPolicy
 
 VERIFIED_CACHE = ".skewtape-verified.json"
+"""The archive root's cache of files verified against their records (a dot file: globs skip it)."""
 HOT_WRITER = "the compaction that wrote it"
 """Who recorded a hot file's size and sha256 (in messages: "... recorded <value>")."""
-"""The archive root's cache of files verified against their records (a dot file: globs skip it)."""
 
 
 def unrecorded_hint(archive_root: Path) -> str:
@@ -123,11 +123,18 @@ class VerifiedFiles:
         """Verify ``hot`` against its record unless its stamp is unchanged since it last was.
 
         Raises CatalogMismatchError when it has no record, DamagedFileError (naming it and
-        both sha256) when it differs from its record.
+        both sha256) when it differs from its record, read again first (a compaction may have
+        replaced the file and appended its record since they were read).
         """
         rel = hot_rel(self.root, hot)
         record = required_hot_record(self.root, hot, catalog, self.records, "it is read", rel)
-        self.check(rel, hot.path, hot.stamp, record, HOT_WRITER)
+        try:
+            self.check(rel, hot.path, hot.stamp, record, HOT_WRITER)
+        except DamagedFileError:
+            self.records = read_hot_records(self.root)  # a compaction may have just replaced it
+            if self.records.get(rel, record) == record:
+                raise
+            self.check(rel, hot.path, hot.stamp, self.records[rel], HOT_WRITER)
 
     def check(
         self, rel: str, path: TierFile, stamp: FileStamp, record: FileRecord, whose: str
@@ -150,12 +157,7 @@ class VerifiedFiles:
                 "hot file's symbol-day again)",
                 path=path,
             )
-        self.note(rel, stamp, found[0], started)
-
-    def note(self, rel: str, stamp: FileStamp, digest: str, hashed_at_ns: int) -> None:
-        """Remember that the file ``rel`` with ``stamp`` read as ``digest`` (reading began at
-        ``hashed_at_ns``), as its record says."""
-        self._cache.record_stamped(rel, stamp, digest, hashed_at_ns=hashed_at_ns)
+        self._cache.record_stamped(rel, stamp, found[0], hashed_at_ns=started)
         self._changed = True
 
     def save(self) -> None:

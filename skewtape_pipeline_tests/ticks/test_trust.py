@@ -250,6 +250,16 @@ def test_query_when_stamps_unchanged_reads_no_file_twice_to_verify(tiered, monke
     assert hashed == [cold]
 
 
+def test_query_verification_when_a_compaction_replaced_a_hot_file_meanwhile_accepts_it(hot_only):
+    symbol, day = "ES", DAYS[-1]
+    verified = trust.VerifiedFiles(hot_only)  # the records as a query read them
+    compact_symbol_day(  # then a compaction replaces a hot file and appends its record
+        day_ticks("CL/F", day), symbol=symbol, day=day, out=hot_only, age_days=1, policy=POLICY
+    )
+    [hot] = [h for h in scan_hot_files(hot_only) if h.key == (symbol, day)]
+    verified.check_hot(hot, read_catalog(hot_only))  # no DamagedFileError
+
+
 # --- 3. query reads the archive's own files, one SELECT -----------------------------------------
 
 HOSTILE = {
