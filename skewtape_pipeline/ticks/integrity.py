@@ -387,7 +387,8 @@ def rebuild_catalog(
         (restore or move it away first).
     TickFormatError
         A file that is not a consolidated tick file, one whose symbol-days do not match its
-        metadata's digest, or two files of one generation holding the same symbol-day.
+        metadata's digest, two files of one generation holding the same symbol-day, or a
+        malformed line in the hot file records (names the line; nothing is written).
     ArchiveBusyError
         Another writer holds the archive's lock beyond ``lock_timeout`` seconds.
     """
@@ -404,6 +405,7 @@ def rebuild_catalog(
             read_recorded(path, tier) for tier, path in consolidated_files_on_disk(root, policy)
         ]
         old = _readable_catalog(root)
+        records = read_hot_records(root)  # a malformed line is refused before anything changes
         chosen, superseded = _newest_copies(recorded)
         hot = {h.key: h for h in scan_hot_files(root)}
         files, partitions = {}, {}
@@ -415,7 +417,7 @@ def rebuild_catalog(
         generation = 1 + max([old.generation, *(r.generation for r in recorded)])
         catalog = Catalog(generation, files, partitions, withdrawn)
         write_catalog(root, catalog)
-        added = _record_unrecorded_hot_files(root, catalog, list(hot.values()))
+        added = _record_unrecorded_hot_files(root, catalog, records, list(hot.values()))
         _audit_rebuild(
             root,
             audit_log,
@@ -435,12 +437,11 @@ def rebuild_catalog(
 
 
 def _record_unrecorded_hot_files(
-    root: Path, catalog: Catalog, hot_files: list[HotFile]
+    root: Path, catalog: Catalog, records: dict[str, FileRecord], hot_files: list[HotFile]
 ) -> list[str]:
-    """Record the size and sha256 of every hot file that has no record (written before hot
-    files were recorded), as it is now; a recorded file keeps its record (a changed one stays
-    reported). Returns the paths recorded."""
-    records = read_hot_records(root)
+    """Record the size and sha256 of every hot file that has no record in ``records`` (written
+    before hot files were recorded), as it is now; a recorded file keeps its record (a changed
+    one stays reported). Returns the paths recorded."""
     added = {}
     for hot in hot_files:
         rel = hot_rel(root, hot)

@@ -471,8 +471,8 @@ def retier(
         checked_catalog(root, policy)
         plan = plan_retier(root, as_of=as_of, policy=policy, months=months)
         books = is_books_and_records(root)
+        reader = _SourceReader(root, plan.catalog, policy)  # reads the records: refuses first
         removed_first = _remove(root, _withdrawn_garbage(plan), audit_log, policy)
-        reader = _SourceReader(root, plan.catalog, policy)
         written = [
             _write_rewrite(root, plan, rewrite, policy, reader, audit_log)
             for rewrite in plan.rewrites

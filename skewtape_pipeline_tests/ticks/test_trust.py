@@ -18,6 +18,7 @@ from skewtape_pipeline.errors import (
     ConfigError,
     DamagedFileError,
     LinkedStateFileError,
+    TickFormatError,
 )
 from skewtape_pipeline.ticks import trust
 from skewtape_pipeline.ticks.books import enable_books_and_records
@@ -145,6 +146,21 @@ def test_hot_records_when_last_line_cut_short_ignore_it(hot_only):
     with open(records, "ab") as handle:
         handle.write(b'{"path": "symbol=X/year=2026/mo')  # a crash while appending
     assert verify_archive(hot_only, policy=POLICY).ok
+
+
+def test_hot_records_when_a_line_is_malformed_every_command_refuses_naming_it(tiered, capsys):
+    with open(tiered / HOT_RECORDS, "ab") as handle:
+        handle.write(b'{"path": "../outside.parquet", "sha256": "00", "size": 1}\n')
+    catalog = (tiered / "_skewtape_catalog.parquet").read_bytes()
+    where = f"{tiered / HOT_RECORDS}: line {len((tiered / HOT_RECORDS).read_bytes().splitlines())}"
+    assert verify_archive(tiered, policy=POLICY).problems[0].startswith(where)
+    assert main(["query", SUM_SQL, "--archive", str(tiered)]) == 2
+    assert where in capsys.readouterr().err
+    with pytest.raises(TickFormatError, match=where):
+        retier(tiered, as_of=STAGE_2, policy=POLICY)
+    with pytest.raises(TickFormatError, match=where):
+        rebuild_catalog(tiered, policy=POLICY)
+    assert (tiered / "_skewtape_catalog.parquet").read_bytes() == catalog
 
 
 def test_archive_without_hot_records_when_verified_says_how_and_rebuild_records_them(tiered):
