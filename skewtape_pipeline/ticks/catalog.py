@@ -38,7 +38,7 @@ Every hot symbol-day file's size and sha256 are recorded when it is written, in
 ``{"path": <hot file path relative to the archive root>, "sha256": <hex>, "size": <bytes>}``,
 appended (and fsynced) under the archive's lock right after the file is renamed into place; the
 last line of a path is its record (:func:`read_hot_records`); re-tiering folds the file to one
-line per hot file on disk (:func:`settle_hot_records`). Appending keeps a compaction's
+line per path (:func:`settle_hot_records`). Appending keeps a compaction's
 cost independent of the archive's size (rewriting the catalog per file would not). A line cut
 short by a crash (no final newline) is ignored: its file then has no record, or an older one,
 and rerunning the compaction writes both again. An archive written before hot files were
@@ -369,19 +369,16 @@ def append_hot_record(archive_root: Path, rel: str, record: FileRecord) -> None:
 
 
 def settle_hot_records(archive_root: Path) -> None:
-    """Rewrite the records file with one line per hot file still on disk when it holds more
-    lines (older records of rewritten files, records of removed ones); under the archive's lock
-    (re-tiering calls it), so it stays as long as the hot tier, not the archive's history."""
+    """Rewrite the records file with one line per path (its latest record) when it holds more
+    (older records of recompacted files); under the archive's lock (re-tiering calls it), so it
+    grows with the symbol-days ever compacted, not with every recompaction. The record of a hot
+    file re-tiering removed is kept: a byte-identical copy put back is then still recognised."""
     raw = fsio.read_state_bytes(hot_records_path(archive_root))
     if not raw:
         return
-    kept = {
-        rel: record
-        for rel, record in read_hot_records(archive_root).items()
-        if resolve_hot(archive_root, rel).is_file()
-    }
-    if raw.count(b"\n") > len(kept):
-        write_hot_records(archive_root, kept)
+    latest = read_hot_records(archive_root)
+    if raw.count(b"\n") > len(latest):
+        write_hot_records(archive_root, latest)
 
 
 def write_hot_records(archive_root: Path, records: Mapping[str, FileRecord]) -> None:
