@@ -343,8 +343,8 @@ def run_query_text(
     value as DuckDB's own text.
 
     Columns are cast by position, so repeated or odd column names are fine. A statement
-    without a result (e.g. ``SET``) gives no columns. Raises ConfigError naming the query when
-    DuckDB rejects it.
+    without a result (``unrestricted``, e.g. ``SET``) gives no columns. Raises ConfigError
+    naming the query when DuckDB rejects it.
     """
     with _query(sql, roots, parameters, threads, policy, unrestricted) as relation:
         if relation is None:
@@ -364,10 +364,9 @@ def run_query_json(
     unrestricted: bool = False,
 ) -> str:
     """Run ``sql`` like :func:`run_query` (read-only unless ``unrestricted``); return a JSON
-    array of one object per row, each
-    written by DuckDB's ``to_json`` (numbers stay exact, HUGEINTs included; timestamps,
-    intervals and blobs are DuckDB's text; a repeated column name gets a ``_1`` suffix).
-    Raises ConfigError naming the query when DuckDB rejects it."""
+    array of one object per row, each written by DuckDB's ``to_json`` (numbers stay exact,
+    HUGEINTs included; timestamps, intervals and blobs are DuckDB's text; a repeated column
+    name gets a ``_1`` suffix). Raises ConfigError naming the query when DuckDB rejects it."""
     with _query(sql, roots, parameters, threads, policy, unrestricted) as relation:
         if relation is None:
             return "[]"
