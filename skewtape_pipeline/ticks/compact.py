@@ -393,6 +393,8 @@ def compact_symbol_day(
         ratio=ratio,
         target=target,
         raw_size_basis=basis,
+        price_float_noise_normalized=batch.price_float_noise_ticks,
+        quantity_float_noise_normalized=batch.quantity_float_noise_ticks,
     )
     return TickStorageCompactionReport(
         symbol=symbol,
@@ -421,6 +423,8 @@ def compact_symbol_day(
         seconds=time.perf_counter() - started,
         timestamp_unit=facts.timestamp_unit,
         notes=notes,
+        price_float_noise_normalized=batch.price_float_noise_ticks,
+        quantity_float_noise_normalized=batch.quantity_float_noise_ticks,
     )
 
 
