@@ -452,7 +452,9 @@ def build_parser() -> argparse.ArgumentParser:
     apply.add_argument("snapshot", help="the parent snapshot folder (changed in place by default)")
     apply.add_argument("delta", help="the delta folder")
     apply.add_argument("--into", help="build the next snapshot in this new folder (versioned)")
-    apply.add_argument("--copy", action="store_true", help="copy delta files, never hard-link")
+    apply.add_argument(
+        "--copy", action="store_true", help="copy delta files, never clone or hard-link"
+    )
     _add_audit_options(apply)
 
     verify = command("verify", cmd_verify, "verify a snapshot against its checksums and manifest")
