@@ -76,8 +76,10 @@ def _describe_apply(result: Any) -> str:
 
 
 def cmd_verify(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.mirror.folder_kinds import check_snapshot_folder
     from skewtape_pipeline.mirror.verify import verify_snapshot
 
+    check_snapshot_folder(Path(args.snapshot))
     result = verify_snapshot(Path(args.snapshot), full=args.full)
     _print_result(
         args,

@@ -59,12 +59,14 @@ from skewtape_pipeline.errors import (
     DeltaRefusedError,
     LocalStateError,
     MalformedJsonError,
+    MissingPathError,
     SnapshotMismatchError,
     UnsafePathError,
     VerificationError,
 )
 from skewtape_pipeline.hashing import FileStamp, HashCache, copy_hashing, sha256_file
 from skewtape_pipeline.mirror import merge
+from skewtape_pipeline.mirror.folder_kinds import check_apply_folders
 from skewtape_pipeline.mirror.format import (
     CHECKSUMS,
     LOCAL_STATE_DIR,
@@ -226,7 +228,11 @@ def apply_delta(
     Raises
     ------
     MissingPathError
-        ``snapshot`` or ``delta`` is not an existing folder; nothing is created.
+        ``snapshot`` or ``delta`` is not an existing folder, or the folder ``into`` would be
+        created in does not exist; nothing is created.
+    WrongFolderError
+        ``snapshot`` is not a snapshot or ``delta`` not a delta (swapped, a history or deltas
+        folder given for one of its months, ...), named with what each is; nothing is created.
     LinkedStateFileError
         ``audit_log``, the lock file or a local state file is a symbolic link; nothing written.
     DeltaRefusedError
@@ -242,8 +248,10 @@ def apply_delta(
     """
     snapshot = fsio.require_folder(snapshot, "a snapshot folder")
     delta = fsio.require_folder(delta, "a delta folder")
+    check_apply_folders(snapshot, delta)
     fsio.refuse_linked_state(audit_log)
     target = ApplyTarget.of(snapshot, delta, into)
+    _check_into(target)  # before the lock file is created beside it
     options = ApplyOptions(audit_log, lock_timeout, link_sources)
     with _lock(target, options, f"applying {target.delta}"):
         return _apply_locked(target, options)
@@ -356,6 +364,12 @@ def _check_into(target: ApplyTarget) -> None:
         )
     if into.name.startswith("."):
         raise ConfigError(f"into={into}: a snapshot folder name may not start with '.'")
+    if not into.parent.is_dir():
+        raise MissingPathError(
+            f"into={into}: its folder {into.parent} does not exist; a versioned apply creates "
+            "only the new snapshot folder, never the folders above it (expected a new folder "
+            f"beside the snapshot, e.g. {snapshot.parent / 'YYYY-MM'})"
+        )
 
 
 def _preflight(
