@@ -130,6 +130,20 @@ def test_history_snapshot_when_previous_month_never_applied_fails_naming_it(
     assert instance.get_materialized_partitions(HISTORY_SNAPSHOT) == set()
 
 
+def test_history_snapshot_when_a_month_is_refused_the_failure_says_why_first(
+    definitions: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    result = run_month(definitions, "2026-11", instance)
+    [failure] = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    data = failure.event_specific_data
+    assert data.error.message.startswith("dagster._core.definitions.events.Failure: 2026-11 ")
+    assert data.error.message.splitlines()[0].endswith("refused (ChainError): " + (
+        data.user_failure_data.metadata["reason"].value))  # fmt: skip
+    assert "materialize 2026-10 first" in data.user_failure_data.description
+    assert data.user_failure_data.metadata["refused_by"].value == "ChainError"
+    assert data.error.cause is None  # the reason first, not behind a chained traceback
+
+
 @pytest.fixture
 def counted(monkeypatch) -> Counter:
     """How often a month takes the apply lock, parses a delta manifest, runs the preflight
