@@ -159,7 +159,7 @@ def verify_month_snapshot(
 
     On success, registers the venues of the fills files the month added or replaced (the
     tick archive's `venues` dimension) and records the apply's (or the bootstrap's)
-    metadata on the materialization.
+    metadata on the materialization (`venues_registered` only when it registered any).
     """
     month, staged = progress["month"], _staged(applied)
     with refusal_as_failure(month):
@@ -170,13 +170,8 @@ def verify_month_snapshot(
             result, verified = applied_step(_target(skewtape, month), staged)
             described = apply_metadata(result)
     registered = register_venues(context.instance, new_symbols(skewtape.history_dir, month))
-    context.add_output_metadata(
-        {
-            **described,
-            **verify_metadata(verified),
-            "venues_registered": dg.MetadataValue.int(len(registered)),
-        }
-    )
+    newly = {"venues_registered": dg.MetadataValue.int(len(registered))} if registered else {}
+    context.add_output_metadata({**described, **verify_metadata(verified), **newly})
 
 
 @dg.graph_asset(

@@ -101,6 +101,8 @@ def test_history_snapshot_when_month_run_twice_second_run_does_nothing_and_succe
     assert metadata["already_applied"] is True
     after = {p: p.stat().st_mtime_ns for p in snapshot.rglob("*") if ".skewtape" not in p.parts}
     assert after == before
+    zeros = [k for k, v in metadata.items() if v in (0, 0.0) and not isinstance(v, bool)]
+    assert zeros == []  # no rows of zeros for work an applied month did not do
 
 
 def test_history_snapshot_when_verification_fails_leaves_month_unmaterialized(
