@@ -50,7 +50,7 @@ from typing import Any
 
 import duckdb
 
-from skewtape_pipeline import faults, fsio
+from skewtape_pipeline import faults, fsio, progress
 from skewtape_pipeline.audit import AuditLog
 from skewtape_pipeline.errors import (
     ApplyInProgressError,
@@ -514,7 +514,9 @@ def file_ops_step(target: ApplyTarget, staged: StagedApply, options: ApplyOption
     with _Stage.open(target, staged, options) as stage, stage.phase("file_ops"):
         stage.populate()
         stage.journal_plan()
-        for index, entry in enumerate(stage.entries[:-2]):
+        entries = stage.entries[:-2]
+        for index, entry in enumerate(entries):
+            progress.report("file operations", index + 1, len(entries), "entries")
             if entry.op == "change":
                 continue
             faults.checkpoint(f"entry[{index}]:{entry.path}:begin")
@@ -532,9 +534,9 @@ def merges_step(target: ApplyTarget, staged: StagedApply, options: ApplyOptions)
     con = merge.connect()
     try:
         with _Stage.open(target, staged, options) as stage, stage.phase("merges"):
-            for index, entry in enumerate(stage.entries[:-2]):
-                if entry.op != "change":
-                    continue
+            changes = [(i, e) for i, e in enumerate(stage.entries[:-2]) if e.op == "change"]
+            for merged, (index, entry) in enumerate(changes, start=1):
+                progress.report("merging tables", merged, len(changes), "tables")
                 faults.checkpoint(f"entry[{index}]:{entry.path}:begin")
                 stage.change(entry, con)
                 faults.checkpoint(f"entry[{index}]:{entry.path}:end")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from skewtape_pipeline import fsio
+from skewtape_pipeline import fsio, progress
 from skewtape_pipeline.errors import ApplyInProgressError, ChainError, ConfigError, ManifestError
 from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.mirror.apply import ApplyResult, apply_locked, lock_file_for
@@ -94,6 +94,7 @@ def catch_up(
         for month, head in chain:
             into = None if mode == "in_place" else history / month
             results.append(apply_locked(current, head.folder, into=into, audit_log=audit_log))
+            progress.report(f"applied {month}", len(results), len(chain), "months")
             current = into if into is not None else current
         return results
 

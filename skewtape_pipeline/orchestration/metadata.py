@@ -10,6 +10,7 @@ from typing import Any
 import dagster as dg
 
 from skewtape_pipeline.mirror.format import TABLE_KEYS
+from skewtape_pipeline.progress import size_text
 
 MAX_LISTED = 50
 """How many paths a metadata list shows before it says how many more there are."""
@@ -38,14 +39,6 @@ def seconds_value(seconds: float) -> dg.MetadataValue:
 def ratio_value(ratio: float) -> dg.MetadataValue:
     """A ratio (``x`` times) rounded to two decimals."""
     return dg.MetadataValue.float(round(float(ratio), 2))
-
-
-def size_text(nbytes: int) -> str:
-    """``nbytes`` for a reader: ``812 B``, ``13.1 KB``, ``1.29 GB`` (powers of 1000)."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.{2 if scale == 1e9 else 1}f} {unit}"
-    return f"{nbytes} B"
 
 
 def bytes_value(nbytes: int) -> dg.MetadataValue:

@@ -39,7 +39,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from skewtape_pipeline import fsio
+from skewtape_pipeline import fsio, progress
 from skewtape_pipeline.errors import (
     ArchiveBusyError,
     CatalogMismatchError,
@@ -554,16 +554,20 @@ def verify_archive(
         catalog = read_catalog(root)
     except TickFormatError as exc:
         return ArchiveVerification(root, full, 0, 0, [str(exc)])
-    for item in sorted(catalog.files.values(), key=lambda f: f.path):
+    catalogued = sorted(catalog.files.values(), key=lambda f: f.path)
+    for index, item in enumerate(catalogued):
         path = resolve(root, item.path, policy)
         found = _check_catalogued(path, item, full=full)
         problems += found
         if exists(path):
             checked, checked_bytes = checked + 1, checked_bytes + size_of(path)
+        progress.report("consolidated files", index + 1, len(catalogued))
     problems += [f"{path}: {why}" for path, why in unaccounted_files(root, policy, catalog)]
-    for hot in scan_hot_files(root):
+    hot_files = list(scan_hot_files(root))
+    for index, hot in enumerate(hot_files):
         problems += _check_pages(hot.path, full=full)
         checked, checked_bytes = checked + 1, checked_bytes + hot.stamp.size
+        progress.report("hot files", index + 1, len(hot_files))
     return ArchiveVerification(root, full, checked, checked_bytes, problems)
 
 
