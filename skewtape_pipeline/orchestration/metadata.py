@@ -356,12 +356,12 @@ def compression_check_metadata(
     elif not judged:
         summary = (
             f"Judged nothing: none of the {len(measured)} consolidated file(s) written holds "
-            f"{min_ticks} ticks or more (below that, a file's footer decides its ratio); they "
+            f"{min_ticks:,} ticks or more (below that, a file's footer decides its ratio); they "
             "are measured below, not judged."
         )
     else:
         summary = (
-            f"{judged} of {len(measured)} consolidated file(s) written hold {min_ticks} ticks or "
+            f"{judged} of {len(measured)} consolidated file(s) written hold {min_ticks:,} ticks or "
             f"more and were judged against {target:g}x: {missed} missed. Ratio: canonical CSV "
             "bytes of the file's symbol-days over the file's bytes."
         )
@@ -383,7 +383,7 @@ def compression_check_metadata(
     ]
     metadata: dict[str, dg.MetadataValue] = {
         "summary": dg.MetadataValue.md(summary),
-        "target": dg.MetadataValue.text(f"{target:g}x over CSV, files of {min_ticks}+ ticks"),
+        "target": dg.MetadataValue.text(f"{target:g}x over CSV, files of {min_ticks:,}+ ticks"),
     }
     if judged:
         metadata["files_judged"] = dg.MetadataValue.int(judged)

@@ -73,25 +73,29 @@ def _staged(step: MonthStep) -> StagedApply | None:
 
 
 @contextlib.contextmanager
-def refusal_as_failure(month: str) -> Iterator[None]:
+def refusal_as_failure(context: dg.OpExecutionContext, month: str) -> Iterator[None]:
     """Turn the core's refusal of ``month`` (a :class:`SkewtapeError` that is not an OS error)
-    into a :class:`dagster.Failure` whose description is the reason, so the run and the asset
-    show it first (not a stack trace), with the error's type and text as metadata; a refusal is
-    never retried."""
+    into a :class:`dagster.Failure` whose description is the reason, so the run shows it first
+    (not a stack trace), with the error's type and text as metadata, and record the same on the
+    month's partition as an observation (the asset's Events list it); a refusal is never
+    retried."""
     try:
         yield
     except SkewtapeError as exc:
         if isinstance(exc, OSError):
             raise
-        raise dg.Failure(
-            description=f"{month} refused ({type(exc).__name__}): {exc}",
-            metadata={
-                "month": dg.MetadataValue.text(month),
-                "refused_by": dg.MetadataValue.text(type(exc).__name__),
-                "reason": dg.MetadataValue.text(str(exc)),
-            },
-            allow_retries=False,
-        ) from None
+        description = f"{month} refused ({type(exc).__name__}): {exc}"
+        metadata = {
+            "month": dg.MetadataValue.text(month),
+            "refused_by": dg.MetadataValue.text(type(exc).__name__),
+            "reason": dg.MetadataValue.text(str(exc)),
+        }
+        context.log_event(
+            dg.AssetObservation(
+                HISTORY_SNAPSHOT, partition=month, description=description, metadata=metadata
+            )
+        )
+        raise dg.Failure(description=description, metadata=metadata, allow_retries=False) from None
 
 
 @dg.op(pool=APPLY_POOL, ins={"after_previous_month": dg.In(dg.Nothing)})
@@ -100,7 +104,7 @@ def verify_delta(context: dg.OpExecutionContext, skewtape: SkewtapeHome) -> Mont
     A refusal (an earlier month not applied, a delta that does not verify, ...) fails the run
     with the reason as its message."""
     month = context.partition_key
-    with refusal_as_failure(month):
+    with refusal_as_failure(context, month):
         plan = plan_month(skewtape.history_dir, skewtape.deltas_dir, month, previous_month(month))
         staged = check_step(_target(skewtape, month)) if plan.kind == "apply" else None
     if staged is not None:
@@ -111,33 +115,39 @@ def verify_delta(context: dg.OpExecutionContext, skewtape: SkewtapeHome) -> Mont
 
 
 @dg.op(pool=APPLY_POOL)
-def apply_file_ops(skewtape: SkewtapeHome, progress: MonthStep) -> MonthStep:
+def apply_file_ops(
+    context: dg.OpExecutionContext, skewtape: SkewtapeHome, progress: MonthStep
+) -> MonthStep:
     """Apply the delta's add, replace and delete entries in manifest order (in staging)."""
     staged = _staged(progress)
     if staged is not None:
-        with refusal_as_failure(progress["month"]):
+        with refusal_as_failure(context, progress["month"]):
             file_ops_step(_target(skewtape, progress["month"]), staged, _options(skewtape))
     return progress
 
 
 @dg.op(pool=APPLY_POOL)
-def merge_tables(skewtape: SkewtapeHome, progress: MonthStep) -> MonthStep:
+def merge_tables(
+    context: dg.OpExecutionContext, skewtape: SkewtapeHome, progress: MonthStep
+) -> MonthStep:
     """Merge the delta's table changes by key with DuckDB (in staging)."""
     staged = _staged(progress)
     if staged is not None:
-        with refusal_as_failure(progress["month"]):
+        with refusal_as_failure(context, progress["month"]):
             merges_step(_target(skewtape, progress["month"]), staged, _options(skewtape))
     return progress
 
 
 @dg.op(pool=APPLY_POOL)
-def publish_snapshot(skewtape: SkewtapeHome, progress: MonthStep) -> MonthStep:
+def publish_snapshot(
+    context: dg.OpExecutionContext, skewtape: SkewtapeHome, progress: MonthStep
+) -> MonthStep:
     """Place `CHECKSUMS.sha256` then `manifest.json` last, verify the staged month, and commit it
     into `history/<month>/` (under the history folder's lock)."""
     staged = _staged(progress)
     if staged is None or staged.already_applied:
         return progress
-    with refusal_as_failure(progress["month"]):
+    with refusal_as_failure(context, progress["month"]):
         result = publish_step(_target(skewtape, progress["month"]), staged, _options(skewtape))
     published = StagedApply(
         staged.run_id, already_applied=result.already_applied, committed=not result.already_applied
@@ -162,7 +172,7 @@ def verify_month_snapshot(
     metadata on the materialization (`venues_registered` only when it registered any).
     """
     month, staged = progress["month"], _staged(applied)
-    with refusal_as_failure(month):
+    with refusal_as_failure(context, month):
         if staged is None:
             verified = verify_snapshot(skewtape.snapshot_dir(month))
             described = bootstrap_metadata(verified, month)

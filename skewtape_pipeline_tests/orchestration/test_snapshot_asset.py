@@ -144,6 +144,10 @@ def test_history_snapshot_when_a_month_is_refused_the_failure_says_why_first(
     assert "materialize 2026-10 first" in data.user_failure_data.description
     assert data.user_failure_data.metadata["refused_by"].value == "ChainError"
     assert data.error.cause is None  # the reason first, not behind a chained traceback
+    [logged] = instance.all_logs(result.run_id, of_type=dg.DagsterEventType.ASSET_OBSERVATION)
+    observed = logged.dagster_event.asset_observation_data.asset_observation
+    assert (observed.asset_key, observed.partition) == (HISTORY_SNAPSHOT, "2026-11")
+    assert observed.description == data.user_failure_data.description  # on the asset too
 
 
 @pytest.fixture
