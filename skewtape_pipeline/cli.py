@@ -41,10 +41,10 @@ def _print_result(args: argparse.Namespace, result: Any, summary: str) -> None:
 
 
 @contextlib.contextmanager
-def _progress(args: argparse.Namespace, unit: str = "files") -> Iterator[None]:
+def _progress(args: argparse.Namespace) -> Iterator[None]:
     """Progress of the command's core call on standard error: a bar on a terminal, a line every
     few seconds otherwise, nothing with ``--json``."""
-    line = progress.ProgressLine(sys.stderr, unit, label=args.command, enabled=not args.json)
+    line = progress.ProgressLine(sys.stderr, "files", label=args.command, enabled=not args.json)
     try:
         with progress.reporting(line.update):
             yield
@@ -213,7 +213,9 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.tiers import TierPolicy
 
     side_map = parse_side_map(args.side_map)
-    line = progress.ProgressLine(sys.stderr, "symbol-days", enabled=not args.json)
+    line = progress.ProgressLine(
+        sys.stderr, "symbol-days", label=args.command, enabled=not args.json
+    )
     reports = compact_source(
         _read_ticks(args, side_map),
         out=Path(args.out),
