@@ -10,6 +10,7 @@ from typing import Any
 import dagster as dg
 
 from skewtape_pipeline.mirror.format import TABLE_KEYS
+from skewtape_pipeline.progress import size_text
 
 MAX_LISTED = 50
 """How many paths a metadata list shows before it says how many more there are."""
@@ -40,12 +41,12 @@ def ratio_value(ratio: float) -> dg.MetadataValue:
     return dg.MetadataValue.float(round(float(ratio), 2))
 
 
-def size_text(nbytes: int) -> str:
-    """``nbytes`` for a reader: ``812 B``, ``13.1 KB``, ``1.29 GB`` (powers of 1000)."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.{2 if scale == 1e9 else 1}f} {unit}"
-    return f"{nbytes} B"
+def bytes_value(nbytes: int) -> dg.MetadataValue:
+    """A byte count for a reader, with its unit: ``812 bytes``, ``651.9 KB (651,939 bytes)``."""
+    nbytes = int(nbytes)
+    if nbytes < 1000:
+        return dg.MetadataValue.text(f"{nbytes} bytes")
+    return dg.MetadataValue.text(f"{size_text(nbytes)} ({nbytes:,} bytes)")
 
 
 TABLES_SCHEMA = dg.TableSchema(
@@ -88,6 +89,9 @@ def apply_metadata(result: Any) -> dict[str, dg.MetadataValue]:
     bytes, seconds (rounded; per phase as ``seconds.<phase>`` so the UI can plot them over
     months), the reference tables it changed (a table) and the snapshot's path.
 
+    A month already applied gets only its summary, bundle ids, mode and path: no rows of
+    zeros for work that was not done.
+
     ``result`` is the core's ``ApplyResult``.
     """
     metadata: dict[str, dg.MetadataValue] = {
@@ -97,6 +101,10 @@ def apply_metadata(result: Any) -> dict[str, dg.MetadataValue]:
         "mode": dg.MetadataValue.text(result.mode),
         "already_applied": dg.MetadataValue.bool(result.already_applied),
         "snapshot": dg.MetadataValue.path(str(result.snapshot)),
+    }
+    if result.already_applied:
+        return metadata
+    metadata |= {
         "files_added": dg.MetadataValue.int(len(result.files_added)),
         "files_replaced": dg.MetadataValue.int(len(result.files_replaced)),
         "files_deleted": dg.MetadataValue.int(len(result.files_deleted)),
@@ -104,8 +112,8 @@ def apply_metadata(result: Any) -> dict[str, dg.MetadataValue]:
         "files_cloned": dg.MetadataValue.int(result.files_cloned),
         "rows_upserted": dg.MetadataValue.int(sum(result.rows_upserted.values())),
         "rows_deleted": dg.MetadataValue.int(sum(result.rows_deleted.values())),
-        "bytes_read": dg.MetadataValue.int(result.bytes_read),
-        "bytes_written": dg.MetadataValue.int(result.bytes_written),
+        "bytes_read": bytes_value(result.bytes_read),
+        "bytes_written": bytes_value(result.bytes_written),
         "seconds": seconds_value(sum(result.seconds.values())),
     }
     metadata |= {
@@ -161,13 +169,14 @@ def apply_summary(result: Any) -> str:
 
 
 def verify_metadata(result: Any) -> dict[str, dg.MetadataValue]:
-    """Metadata of a snapshot verification: bundle id, files checked and hashed, bytes hashed,
-    seconds (rounded) and each reference table's rows (``table_rows.<table>``)."""
+    """Metadata of a snapshot verification: bundle id, files checked and hashed, bytes hashed
+    (with their unit), seconds (rounded) and each reference table's rows
+    (``table_rows.<table>``)."""
     metadata: dict[str, dg.MetadataValue] = {
         "verified_bundle_id": dg.MetadataValue.text(result.bundle_id or ""),
         "files_checked": dg.MetadataValue.int(result.files_checked),
         "files_hashed": dg.MetadataValue.int(result.files_hashed),
-        "bytes_hashed": dg.MetadataValue.int(result.bytes_hashed),
+        "bytes_hashed": bytes_value(result.bytes_hashed),
         "seconds.verify": seconds_value(result.seconds),
     }
     metadata |= _per_key("table_rows", result.tables, dg.MetadataValue.int)
@@ -314,22 +323,27 @@ class CompressionCheck:
 
 COMPRESSION_SCHEMA = dg.TableSchema(
     columns=[
-        dg.TableColumn("file", "string"),
+        dg.TableColumn("file", "string", description="<TIER>/<path inside the tier root>"),
         dg.TableColumn("ticks", "int"),
         dg.TableColumn("symbol_days", "int"),
-        dg.TableColumn("csv_bytes", "int"),
-        dg.TableColumn("bytes", "int"),
-        dg.TableColumn("ratio", "float"),
+        dg.TableColumn("csv_bytes", "int", description="bytes of canonical CSV"),
+        dg.TableColumn("bytes", "int", description="bytes of the file"),
+        dg.TableColumn("ratio", "float", description="csv_bytes / bytes, 2 decimals"),
         dg.TableColumn("verdict", "string", description="met, missed, or not judged (too small)"),
     ]
 )
 
 
 def compression_check_metadata(
-    measured: Sequence[Any], *, target: float, min_ticks: int
+    measured: Sequence[Any], *, target: float, min_ticks: int, names: Sequence[str] = ()
 ) -> CompressionCheck:
     """Judge each measured consolidated file (``FileCompression``) of at least ``min_ticks``
-    ticks against ``target``; the check passes when none of them misses it."""
+    ticks against ``target``; the check passes when none of them misses it. ``names`` are the
+    files as listed (default: their paths), e.g. relative to their tier root.
+
+    A check that judged no file says so in its summary and records no counts (plots of a
+    constant 0 would say nothing); the target is text, not a number to plot.
+    """
 
     def verdict(m: Any) -> str:
         if not m.judged(min_ticks):
@@ -340,17 +354,23 @@ def compression_check_metadata(
     judged = sum(v != "not judged (too small)" for v in verdicts)
     missed = verdicts.count("missed")
     if not measured:
-        summary = "This run wrote no warm or cold file; nothing to judge."
+        summary = "Judged nothing: this run wrote no warm or cold file."
+    elif not judged:
+        summary = (
+            f"Judged nothing: none of the {len(measured)} consolidated file(s) written holds "
+            f"{min_ticks:,} ticks or more (below that, a file's footer decides its ratio); they "
+            "are measured below, not judged."
+        )
     else:
         summary = (
-            f"{judged} of {len(measured)} consolidated file(s) written hold {min_ticks} ticks or "
+            f"{judged} of {len(measured)} consolidated file(s) written hold {min_ticks:,} ticks or "
             f"more and were judged against {target:g}x: {missed} missed. Ratio: canonical CSV "
             "bytes of the file's symbol-days over the file's bytes."
         )
     records = [
         dg.TableRecord(
             {
-                "file": str(m.path),
+                "file": name,
                 "ticks": m.ticks,
                 "symbol_days": m.symbol_days,
                 "csv_bytes": m.raw_size_bytes,
@@ -359,14 +379,17 @@ def compression_check_metadata(
                 "verdict": v,
             }
         )
-        for m, v in zip(measured[:MAX_LISTED], verdicts, strict=False)
+        for m, v, name in zip(
+            measured[:MAX_LISTED], verdicts, names or [str(m.path) for m in measured], strict=False
+        )
     ]
     metadata: dict[str, dg.MetadataValue] = {
         "summary": dg.MetadataValue.md(summary),
-        "files_judged": dg.MetadataValue.int(judged),
-        "files_missed": dg.MetadataValue.int(missed),
-        "target_ratio": dg.MetadataValue.float(target),
+        "target": dg.MetadataValue.text(f"{target:g}x over CSV, files of {min_ticks:,}+ ticks"),
     }
+    if judged:
+        metadata["files_judged"] = dg.MetadataValue.int(judged)
+        metadata["files_missed"] = dg.MetadataValue.int(missed)
     if records:
         metadata["files"] = dg.MetadataValue.table(records, schema=COMPRESSION_SCHEMA)
     return CompressionCheck(passed=missed == 0, metadata=metadata)

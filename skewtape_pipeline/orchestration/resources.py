@@ -13,6 +13,8 @@ from skewtape_pipeline.ticks.file_compression import MIN_TICKS_JUDGED
 from skewtape_pipeline.ticks.tiers import TierPolicy
 
 AUDIT_LOG_NAME = "audit.jsonl"
+DAGSTER_HOME_NAME = "dagster_home"
+"""The Dagster instance's folder under the data root (the one ``make ui`` and the demo use)."""
 
 
 class SkewtapeHome(dg.ConfigurableResource):
@@ -55,6 +57,11 @@ class SkewtapeHome(dg.ConfigurableResource):
     @property
     def audit_log(self) -> Path:
         return self.root_dir / AUDIT_LOG_NAME
+
+    @property
+    def dagster_home(self) -> Path:
+        """``dagster_home/``: the Dagster instance ``make ui`` opens (runs, materializations)."""
+        return self.root_dir / DAGSTER_HOME_NAME
 
     def snapshot_dir(self, month: str) -> Path:
         """``history/<month>/``: the snapshot of ``month`` (it may not exist yet)."""

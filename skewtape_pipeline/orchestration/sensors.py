@@ -6,6 +6,7 @@ from skewtape_pipeline.mirror.arrivals import delta_months, holds_snapshot, insp
 from skewtape_pipeline.orchestration.jobs import apply_month_job
 from skewtape_pipeline.orchestration.partitions import FIRST_MONTH, is_month_partition
 from skewtape_pipeline.orchestration.resources import SkewtapeHome
+from skewtape_pipeline.orchestration.sensor_skips import skipped
 
 
 def run_key(month: str, manifest_sha256: str) -> str:
@@ -56,4 +57,4 @@ def delta_arrival_sensor(context: dg.SensorEvaluationContext, skewtape: Skewtape
     if requests:
         return dg.SensorResult(run_requests=requests, cursor=cursor)
     reason = "; ".join(notes) or f"no new delta in {skewtape.deltas_dir}"
-    return dg.SensorResult(skip_reason=dg.SkipReason(reason), cursor=cursor)
+    return skipped(context, reason, cursor)

@@ -13,10 +13,13 @@ verify, so a month that did not verify is never recorded as materialized. All op
 concurrency pool (run granularity, limit 1 in dagster.yaml): one apply at a time.
 """
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import dagster as dg
 
+from skewtape_pipeline.errors import SkewtapeError
 from skewtape_pipeline.mirror.apply import (
     ApplyOptions,
     ApplyTarget,
@@ -69,12 +72,41 @@ def _staged(step: MonthStep) -> StagedApply | None:
     return StagedApply.from_dict(step["apply"]) if step["apply"] is not None else None
 
 
+@contextlib.contextmanager
+def refusal_as_failure(context: dg.OpExecutionContext, month: str) -> Iterator[None]:
+    """Turn the core's refusal of ``month`` (a :class:`SkewtapeError` that is not an OS error)
+    into a :class:`dagster.Failure` whose description is the reason, so the run shows it first
+    (not a stack trace), with the error's type and text as metadata, and record the same on the
+    month's partition as an observation (the asset's Events list it); a refusal is never
+    retried."""
+    try:
+        yield
+    except SkewtapeError as exc:
+        if isinstance(exc, OSError):
+            raise
+        description = f"{month} refused ({type(exc).__name__}): {exc}"
+        metadata = {
+            "month": dg.MetadataValue.text(month),
+            "refused_by": dg.MetadataValue.text(type(exc).__name__),
+            "reason": dg.MetadataValue.text(str(exc)),
+        }
+        context.log_event(
+            dg.AssetObservation(
+                HISTORY_SNAPSHOT, partition=month, description=description, metadata=metadata
+            )
+        )
+        raise dg.Failure(description=description, metadata=metadata, allow_retries=False) from None
+
+
 @dg.op(pool=APPLY_POOL, ins={"after_previous_month": dg.In(dg.Nothing)})
 def verify_delta(context: dg.OpExecutionContext, skewtape: SkewtapeHome) -> MonthStep:
-    """Decide what the month needs; for a delta to apply, hash and check every file of it."""
+    """Decide what the month needs; for a delta to apply, hash and check every file of it.
+    A refusal (an earlier month not applied, a delta that does not verify, ...) fails the run
+    with the reason as its message."""
     month = context.partition_key
-    plan = plan_month(skewtape.history_dir, skewtape.deltas_dir, month, previous_month(month))
-    staged = check_step(_target(skewtape, month)) if plan.kind == "apply" else None
+    with refusal_as_failure(context, month):
+        plan = plan_month(skewtape.history_dir, skewtape.deltas_dir, month, previous_month(month))
+        staged = check_step(_target(skewtape, month)) if plan.kind == "apply" else None
     if staged is not None:
         state = "already applied" if staged.already_applied else f"staged as {staged.run_id}"
         context.log.info(f"{plan.delta}: {state}")
@@ -83,31 +115,40 @@ def verify_delta(context: dg.OpExecutionContext, skewtape: SkewtapeHome) -> Mont
 
 
 @dg.op(pool=APPLY_POOL)
-def apply_file_ops(skewtape: SkewtapeHome, progress: MonthStep) -> MonthStep:
+def apply_file_ops(
+    context: dg.OpExecutionContext, skewtape: SkewtapeHome, progress: MonthStep
+) -> MonthStep:
     """Apply the delta's add, replace and delete entries in manifest order (in staging)."""
     staged = _staged(progress)
     if staged is not None:
-        file_ops_step(_target(skewtape, progress["month"]), staged, _options(skewtape))
+        with refusal_as_failure(context, progress["month"]):
+            file_ops_step(_target(skewtape, progress["month"]), staged, _options(skewtape))
     return progress
 
 
 @dg.op(pool=APPLY_POOL)
-def merge_tables(skewtape: SkewtapeHome, progress: MonthStep) -> MonthStep:
+def merge_tables(
+    context: dg.OpExecutionContext, skewtape: SkewtapeHome, progress: MonthStep
+) -> MonthStep:
     """Merge the delta's table changes by key with DuckDB (in staging)."""
     staged = _staged(progress)
     if staged is not None:
-        merges_step(_target(skewtape, progress["month"]), staged, _options(skewtape))
+        with refusal_as_failure(context, progress["month"]):
+            merges_step(_target(skewtape, progress["month"]), staged, _options(skewtape))
     return progress
 
 
 @dg.op(pool=APPLY_POOL)
-def publish_snapshot(skewtape: SkewtapeHome, progress: MonthStep) -> MonthStep:
+def publish_snapshot(
+    context: dg.OpExecutionContext, skewtape: SkewtapeHome, progress: MonthStep
+) -> MonthStep:
     """Place `CHECKSUMS.sha256` then `manifest.json` last, verify the staged month, and commit it
     into `history/<month>/` (under the history folder's lock)."""
     staged = _staged(progress)
     if staged is None or staged.already_applied:
         return progress
-    result = publish_step(_target(skewtape, progress["month"]), staged, _options(skewtape))
+    with refusal_as_failure(context, progress["month"]):
+        result = publish_step(_target(skewtape, progress["month"]), staged, _options(skewtape))
     published = StagedApply(
         staged.run_id, already_applied=result.already_applied, committed=not result.already_applied
     )
@@ -121,30 +162,26 @@ def verify_month_snapshot(
     progress: MonthStep,
     applied: MonthStep,
 ) -> None:
-    """Report the verification of `history/<month>/`; raise VerificationError (failing the
-    run) if it does not verify. A month applied by this run was verified before it was published
-    (the result is read from its journal); a bootstrap month or one already applied is verified
-    here.
+    """Report the verification of `history/<month>/`; fail the run (a `dagster.Failure` whose
+    message is the VerificationError's) if it does not verify. A month applied by this run
+    was verified before it was published (the result is read from its journal); a bootstrap
+    month or one already applied is verified here.
 
     On success, registers the venues of the fills files the month added or replaced (the
     tick archive's `venues` dimension) and records the apply's (or the bootstrap's)
-    metadata on the materialization.
+    metadata on the materialization (`venues_registered` only when it registered any).
     """
     month, staged = progress["month"], _staged(applied)
-    if staged is None:
-        verified = verify_snapshot(skewtape.snapshot_dir(month))
-        described = bootstrap_metadata(verified, month)
-    else:
-        result, verified = applied_step(_target(skewtape, month), staged)
-        described = apply_metadata(result)
+    with refusal_as_failure(context, month):
+        if staged is None:
+            verified = verify_snapshot(skewtape.snapshot_dir(month))
+            described = bootstrap_metadata(verified, month)
+        else:
+            result, verified = applied_step(_target(skewtape, month), staged)
+            described = apply_metadata(result)
     registered = register_venues(context.instance, new_symbols(skewtape.history_dir, month))
-    context.add_output_metadata(
-        {
-            **described,
-            **verify_metadata(verified),
-            "venues_registered": dg.MetadataValue.int(len(registered)),
-        }
-    )
+    newly = {"venues_registered": dg.MetadataValue.int(len(registered))} if registered else {}
+    context.add_output_metadata({**described, **verify_metadata(verified), **newly})
 
 
 @dg.graph_asset(

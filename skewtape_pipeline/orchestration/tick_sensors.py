@@ -7,6 +7,7 @@ from datetime import date
 import dagster as dg
 
 from skewtape_pipeline.orchestration.resources import SkewtapeHome
+from skewtape_pipeline.orchestration.sensor_skips import skipped
 from skewtape_pipeline.orchestration.tick_asset import TICK_ARCHIVE, archive_ticks_job
 from skewtape_pipeline.orchestration.tick_partitions import (
     VENUES,
@@ -71,4 +72,4 @@ def tick_corrections_sensor(context: dg.SensorEvaluationContext, skewtape: Skewt
     if requests:
         return dg.SensorResult(run_requests=requests, cursor=cursor)
     reason = "; ".join(notes[:20]) or "no newly applied month corrects archived ticks"
-    return dg.SensorResult(skip_reason=dg.SkipReason(reason), cursor=cursor)
+    return skipped(context, reason, cursor)

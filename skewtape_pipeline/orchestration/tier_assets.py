@@ -29,6 +29,7 @@ from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.orchestration.jobs import QUEUE_TAG
 from skewtape_pipeline.orchestration.metadata import (
     archive_metrics_metadata,
+    bytes_value,
     compression_check_metadata,
     moves_by_month,
     moves_metadata,
@@ -39,6 +40,7 @@ from skewtape_pipeline.orchestration.partitions import month_partitions
 from skewtape_pipeline.orchestration.resources import ArchiveSettings, SkewtapeHome
 from skewtape_pipeline.orchestration.tick_asset import ARCHIVE_POOL, TICK_ARCHIVE
 from skewtape_pipeline.orchestration.tick_partitions import DATE_DIMENSION
+from skewtape_pipeline.ticks.catalog import relative_to_root
 from skewtape_pipeline.ticks.file_compression import file_compression
 from skewtape_pipeline.ticks.integrity import verify_archive
 from skewtape_pipeline.ticks.lifecycle import retier
@@ -128,8 +130,12 @@ def tick_archive_tiers(
     for month, moves in moves_by_month(result.moved).items():
         context.add_asset_metadata(moves_metadata(moves), partition_key=month)
     measured = [file_compression(path) for path in result.files_written]
+    names = [
+        relative_to_root(skewtape.archive_dir, path, archive.policy())
+        for path in result.files_written
+    ]
     checked = compression_check_metadata(
-        measured, target=archive.target_ratio, min_ticks=archive.target_min_ticks
+        measured, target=archive.target_ratio, min_ticks=archive.target_min_ticks, names=names
     )
     return dg.MaterializeResult(
         check_results=[
@@ -138,6 +144,7 @@ def tick_archive_tiers(
                 passed=checked.passed,
                 severity=dg.AssetCheckSeverity.WARN,
                 metadata=checked.metadata,
+                description=checked.metadata["summary"].value,
             )
         ]
     )
@@ -169,7 +176,7 @@ def tick_archive_verified(skewtape: SkewtapeHome, archive: ArchiveSettings) -> d
         metadata={
             **problems_metadata(result.problems),
             "files_checked": dg.MetadataValue.int(result.files_checked),
-            "bytes_checked": dg.MetadataValue.int(result.bytes_checked),
+            "bytes_checked": bytes_value(result.bytes_checked),
         },
     )
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import dagster as dg
 import pyarrow as pa
 
+from skewtape_pipeline.orchestration.metadata import bytes_value, ratio_value
 from skewtape_pipeline.ticks.reports_table import ARCHIVED, REMOVED, SKIPPED
 
 MAX_SYMBOL_DAYS_LISTED = 500
@@ -25,10 +26,11 @@ _TABLE_SCHEMA = dg.TableSchema(
         dg.TableColumn("symbol", "string"),
         dg.TableColumn("tick_count", "int"),
         dg.TableColumn("tier", "string"),
-        dg.TableColumn("compression_ratio", "float"),
-        dg.TableColumn("path", "string"),
+        dg.TableColumn("compression_ratio", "float", description="CSV bytes / file bytes"),
     ]
 )
+"""The symbol-days table: symbol and tick count first; the file's path (long, and following from
+the symbol and day) is in the reports table."""
 
 
 def venue_day_metadata(rows: pa.Table, *, scope: Sequence[str] | None) -> dict[str, object]:
@@ -47,9 +49,7 @@ def venue_day_metadata(rows: pa.Table, *, scope: Sequence[str] | None) -> dict[s
         "symbol_days_skipped": dg.MetadataValue.int(counts[SKIPPED]),
         "symbol_days_removed": dg.MetadataValue.int(counts[REMOVED]),
         "tick_count": dg.MetadataValue.int(sum(r["tick_count"] for r in archived)),
-        "compacted_bytes": dg.MetadataValue.int(
-            sum(r["compacted_size_bytes"] or 0 for r in archived)
-        ),
+        "compacted_bytes": bytes_value(sum(r["compacted_size_bytes"] or 0 for r in archived)),
         "float_noise_normalized": dg.MetadataValue.int(
             sum(r["float_noise_normalized"] or 0 for r in archived)
         ),
@@ -63,8 +63,7 @@ def venue_day_metadata(rows: pa.Table, *, scope: Sequence[str] | None) -> dict[s
                         "symbol": r["symbol"],
                         "tick_count": r["tick_count"],
                         "tier": r["tier"] or "",
-                        "compression_ratio": float(r["compression_ratio"] or 0.0),
-                        "path": r["path"] or "",
+                        "compression_ratio": ratio_value(r["compression_ratio"] or 0.0).value,
                     }
                 )
                 for r in archived[:MAX_SYMBOL_DAYS_LISTED]

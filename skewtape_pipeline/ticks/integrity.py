@@ -41,7 +41,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from skewtape_pipeline import fsio
+from skewtape_pipeline import fsio, progress
 from skewtape_pipeline.errors import (
     ArchiveBusyError,
     CatalogMismatchError,
@@ -624,12 +624,14 @@ def verify_archive(
     except TickFormatError as exc:
         return ArchiveVerification(root, full, 0, 0, [str(exc)])
     listed = set()
-    for item in sorted(catalog.files.values(), key=lambda f: f.path):
+    catalogued = sorted(catalog.files.values(), key=lambda f: f.path)
+    for index, item in enumerate(catalogued):
         path = resolve(root, item.path, policy)
         listed.add(path)
         problems += _check_recorded(path, FileRecord(item.bytes, item.sha256), "the catalog", full)
         if exists(path):
             checked, checked_bytes = checked + 1, checked_bytes + size_of(path)
+        progress.report("consolidated files", index + 1, len(catalogued))
     on_disk = consolidated_files_on_disk(root, policy)
     for _, path in on_disk:
         if path not in listed and _CONTENT_NAME.fullmatch(path.name):
@@ -638,7 +640,8 @@ def verify_archive(
     problems += [
         f"{path}: {why}" for path, why in unaccounted_files(root, policy, catalog, on_disk)
     ]
-    for hot in scan_hot_files(root):
+    hot_files = list(scan_hot_files(root))
+    for index, hot in enumerate(hot_files):
         record = hot_record(hot, catalog, records, hot_rel(root, hot))
         if record is None:
             problems.append(
@@ -648,6 +651,7 @@ def verify_archive(
         else:
             problems += _check_recorded(hot.path, record, HOT_WRITER, full)
         checked, checked_bytes = checked + 1, checked_bytes + hot.stamp.size
+        progress.report("hot files", index + 1, len(hot_files))
     if checked:
         problems += _marker_problems(root, policy, catalog)
     return ArchiveVerification(root, full, checked, checked_bytes, problems)

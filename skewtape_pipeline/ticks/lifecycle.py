@@ -49,7 +49,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from skewtape_pipeline import faults, fsio
+from skewtape_pipeline import faults, fsio, progress
 from skewtape_pipeline.arrow_memory import owned_buffer, owned_reader
 from skewtape_pipeline.errors import (
     ArchiveBusyError,
@@ -473,10 +473,10 @@ def retier(
         books = is_books_and_records(root)
         reader = _SourceReader(root, plan.catalog, policy)  # reads the records: refuses first
         removed_first = _remove(root, _withdrawn_garbage(plan), audit_log, policy)
-        written = [
-            _write_rewrite(root, plan, rewrite, policy, reader, audit_log)
-            for rewrite in plan.rewrites
-        ]
+        written = []
+        for rewrite in plan.rewrites:
+            written.append(_write_rewrite(root, plan, rewrite, policy, reader, audit_log))
+            progress.report("re-tiering", len(written), len(plan.rewrites), "files written")
         catalog = plan.catalog
         if plan.changes_catalog:
             catalog = _next_catalog(root, plan, written, policy)

@@ -5,6 +5,7 @@ the compression target judged on consolidated files only."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -50,7 +51,10 @@ def test_apply_metadata_when_a_month_applies_puts_the_summary_first_with_typed_r
     assert isinstance(metadata["snapshot"], dg.PathMetadataValue)
     assert isinstance(metadata["files_added"], dg.IntMetadataValue)
     assert isinstance(metadata["files_cloned"], dg.IntMetadataValue)
-    assert isinstance(metadata["bytes_written"], dg.IntMetadataValue)
+    written = metadata["bytes_written"]
+    assert isinstance(written, dg.TextMetadataValue)  # a byte count says its unit
+    assert re.fullmatch(r"\d+\.\d (KB|MB) \([\d,]+ bytes\)|\d+ bytes", written.value)
+    assert re.fullmatch(r".* \([\d,]+ bytes\)|\d+ bytes", metadata["bytes_hashed"].value)
     seconds = {k: v for k, v in metadata.items() if k.startswith("seconds")}
     assert {"seconds", "seconds.verify_delta", "seconds.merges", "seconds.verify"} <= set(seconds)
     for value in seconds.values():
@@ -114,9 +118,18 @@ def test_compression_check_when_a_consolidated_file_is_written_judges_it_if_big_
     assert check.passed == passed
     assert check.severity == dg.AssetCheckSeverity.WARN
     [row] = check.metadata["files"].records
-    cold = next((applied_chain / "archive-cold").rglob("*.parquet"))
-    assert (row.data["file"], row.data["bytes"]) == (str(cold), cold.stat().st_size)
+    cold_root = applied_chain / "archive-cold"
+    cold = next(cold_root.rglob("*.parquet"))
+    shown = f"COLD/{cold.relative_to(cold_root).as_posix()}"  # relative to its tier root
+    assert (row.data["file"], row.data["bytes"]) == (shown, cold.stat().st_size)
     assert row.data["ratio"] == round(row.data["csv_bytes"] / row.data["bytes"], 2)
     assert 1.5 < row.data["ratio"] < 50
     assert row.data["verdict"] == verdict
-    assert check.metadata["files_judged"].value == (verdict != "not judged (too small)")
+    numbers = {k for k, v in check.metadata.items() if isinstance(v, dg.FloatMetadataValue)}
+    assert numbers == set()  # the target is text: no constant to plot
+    if verdict == "not judged (too small)":
+        assert check.description.startswith("Judged nothing: none of the 1 consolidated file")
+        assert "files_judged" not in check.metadata and "files_missed" not in check.metadata
+    else:
+        assert check.metadata["files_judged"].value == 1
+        assert check.metadata["files_missed"].value == (verdict == "missed")

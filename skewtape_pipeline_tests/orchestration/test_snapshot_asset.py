@@ -101,6 +101,8 @@ def test_history_snapshot_when_month_run_twice_second_run_does_nothing_and_succe
     assert metadata["already_applied"] is True
     after = {p: p.stat().st_mtime_ns for p in snapshot.rglob("*") if ".skewtape" not in p.parts}
     assert after == before
+    zeros = [k for k, v in metadata.items() if v in (0, 0.0) and not isinstance(v, bool)]
+    assert zeros == []  # no rows of zeros for work an applied month did not do
 
 
 def test_history_snapshot_when_verification_fails_leaves_month_unmaterialized(
@@ -128,6 +130,24 @@ def test_history_snapshot_when_previous_month_never_applied_fails_naming_it(
     assert "materialize 2026-10 first" in str(failure.event_specific_data.error)
     assert not (sample_root / "history" / "2026-11").exists()
     assert instance.get_materialized_partitions(HISTORY_SNAPSHOT) == set()
+
+
+def test_history_snapshot_when_a_month_is_refused_the_failure_says_why_first(
+    definitions: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    result = run_month(definitions, "2026-11", instance)
+    [failure] = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    data = failure.event_specific_data
+    assert data.error.message.startswith("dagster._core.definitions.events.Failure: 2026-11 ")
+    assert data.error.message.splitlines()[0].endswith("refused (ChainError): " + (
+        data.user_failure_data.metadata["reason"].value))  # fmt: skip
+    assert "materialize 2026-10 first" in data.user_failure_data.description
+    assert data.user_failure_data.metadata["refused_by"].value == "ChainError"
+    assert data.error.cause is None  # the reason first, not behind a chained traceback
+    [logged] = instance.all_logs(result.run_id, of_type=dg.DagsterEventType.ASSET_OBSERVATION)
+    observed = logged.dagster_event.asset_observation_data.asset_observation
+    assert (observed.asset_key, observed.partition) == (HISTORY_SNAPSHOT, "2026-11")
+    assert observed.description == data.user_failure_data.description  # on the asset too
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@ one run with a venue-day's symbol-days in its metadata and the reports table, an
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from pathlib import Path
 
@@ -106,6 +107,12 @@ def test_tick_archive_when_one_day_runs_over_all_venues_lists_only_symbol_days_w
         metadata = {k: v.value for k, v in event.materialization.metadata.items()}
         table = metadata["symbol_days"]
         rows = {r.data["symbol"]: r.data["tick_count"] for r in table.records}
+        ratios = [r.data["compression_ratio"] for r in table.records]
+        assert ratios == [round(ratio, 2) for ratio in ratios]
+        assert [c.name for c in table.schema.columns] == [
+            "symbol", "tick_count", "tier", "compression_ratio"
+        ]  # fmt: skip
+        assert re.fullmatch(r".* \([\d,]+ bytes\)|\d+ bytes", metadata["compacted_bytes"])
         assert all(symbol.startswith(f"{venue}:") for symbol in rows)
         assert metadata["symbol_days_archived"] == len(rows)
         assert metadata["tick_count"] == sum(rows.values())
