@@ -186,7 +186,7 @@ INPUT_FORMATS = ("canonical", "kalshi-trades", "tardis-trades", "lobster-message
 
 def _read_ticks(args: argparse.Namespace, side_map: dict[str, str] | None) -> Any:
     """The input file's ticks, read by the reader of ``--input-format``."""
-    from skewtape_pipeline.ticks import sources
+    from skewtape_pipeline.ticks.encode import sources
 
     path, input_format = Path(args.input), args.input_format
     if args.session_date is not None and input_format != "lobster-messages":
@@ -209,8 +209,8 @@ def _session_date(text: str | None) -> date | None:
 
 
 def cmd_compact_ticks(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.compact import compact_source
-    from skewtape_pipeline.ticks.tiers import TierPolicy
+    from skewtape_pipeline.ticks.archive.compact import compact_source
+    from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 
     side_map = parse_side_map(args.side_map)
     line = progress.ProgressLine(
@@ -277,9 +277,9 @@ def compaction_summary(reports: Sequence[Any], out: Path, *, rows: int = SUMMARY
 
 
 def cmd_retier(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.lifecycle import retier
-    from skewtape_pipeline.ticks.query import check_archive_root
-    from skewtape_pipeline.ticks.tiers import TierPolicy
+    from skewtape_pipeline.ticks.archive.lifecycle import retier
+    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 
     with _progress(args):
         result = retier(
@@ -299,8 +299,8 @@ def cmd_retier(args: argparse.Namespace) -> None:
 
 
 def cmd_remove_days(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.query import check_archive_root
-    from skewtape_pipeline.ticks.withdraw import remove_symbol_days
+    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.withdraw import remove_symbol_days
 
     archive = check_archive_root(args.archive, empty_ok=False)
     keys = [(symbol, _parse_day(day, option="--day")) for symbol, day in args.day]
@@ -326,14 +326,14 @@ def cmd_remove_days(args: argparse.Namespace) -> None:
 
 
 def _tier_policy(args: argparse.Namespace) -> Any:
-    from skewtape_pipeline.ticks.tiers import TierPolicy
+    from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 
     return TierPolicy.load(Path(args.tier_policy)) if args.tier_policy else None
 
 
 def cmd_verify_archive(args: argparse.Namespace) -> None:
     from skewtape_pipeline.errors import ArchiveVerificationError
-    from skewtape_pipeline.ticks.integrity import verify_archive
+    from skewtape_pipeline.ticks.archive.integrity import verify_archive
 
     with _progress(args):
         result = verify_archive(Path(args.archive), policy=_tier_policy(args), full=args.full)
@@ -343,7 +343,7 @@ def cmd_verify_archive(args: argparse.Namespace) -> None:
 
 
 def cmd_rebuild_catalog(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.integrity import rebuild_catalog
+    from skewtape_pipeline.ticks.archive.integrity import rebuild_catalog
 
     result = rebuild_catalog(
         Path(args.archive),
@@ -363,8 +363,8 @@ def cmd_rebuild_catalog(args: argparse.Namespace) -> None:
 def _check_symbol_days_archived(archive: Path, keys: Sequence[tuple[str, date]]) -> None:
     """ConfigError naming the first symbol-day that has neither a hot file nor a catalogued
     copy in ``archive`` (a mistyped symbol or day), before anything is removed."""
-    from skewtape_pipeline.ticks.catalog import read_catalog
-    from skewtape_pipeline.ticks.parquet_store import partition_file
+    from skewtape_pipeline.ticks.archive.catalog import read_catalog
+    from skewtape_pipeline.ticks.archive.parquet_store import partition_file
 
     catalogued = read_catalog(archive).partitions
     for symbol, day in keys:
@@ -376,7 +376,7 @@ def _check_symbol_days_archived(archive: Path, keys: Sequence[tuple[str, date]])
 
 
 def cmd_query(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.query import run_query_json, run_query_text
+    from skewtape_pipeline.ticks.archive.query import run_query_json, run_query_text
 
     roots = [Path(root) for root in args.archive]
     policy = _tier_policy(args)

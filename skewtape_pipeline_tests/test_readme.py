@@ -19,10 +19,10 @@ import pytest
 
 from skewtape_pipeline.mirror.catchup import catch_up
 from skewtape_pipeline.sample.publisher import publish_sample
-from skewtape_pipeline.ticks.lifecycle import retier
-from skewtape_pipeline.ticks.snapshot_fills import new_symbols, split_symbol
-from skewtape_pipeline.ticks.tiers import TierPolicy
-from skewtape_pipeline.ticks.venue_days import VenueDayOptions, archive_venue_day
+from skewtape_pipeline.ticks.archive.lifecycle import retier
+from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.fills.snapshot_fills import new_symbols, split_symbol
+from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day
 
 REPO = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)

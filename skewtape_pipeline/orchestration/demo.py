@@ -26,17 +26,17 @@ from pathlib import Path
 
 import dagster as dg
 
-from skewtape_pipeline.definitions import build_definitions
 from skewtape_pipeline.mirror.arrivals import delta_months
-from skewtape_pipeline.orchestration.partitions import month_partitions
-from skewtape_pipeline.orchestration.resources import ArchiveSettings, SkewtapeHome
-from skewtape_pipeline.orchestration.tick_partitions import VENUES, day_partitions
-from skewtape_pipeline.orchestration.tier_assets import retier_run_config
+from skewtape_pipeline.orchestration.definitions import build_definitions
+from skewtape_pipeline.orchestration.shared.partitions import month_partitions
+from skewtape_pipeline.orchestration.shared.resources import ArchiveSettings, SkewtapeHome
+from skewtape_pipeline.orchestration.ticks.partitions import VENUES, day_partitions
+from skewtape_pipeline.orchestration.ticks.tier_assets import retier_run_config
 from skewtape_pipeline.sample.publisher import publish_sample
-from skewtape_pipeline.ticks.placement import archive_metrics
-from skewtape_pipeline.ticks.query import run_query
-from skewtape_pipeline.ticks.snapshot_fills import days_by_activity
-from skewtape_pipeline.ticks.tiers import TIERS
+from skewtape_pipeline.ticks.archive.placement import archive_metrics
+from skewtape_pipeline.ticks.archive.query import run_query
+from skewtape_pipeline.ticks.archive.tiers import TIERS
+from skewtape_pipeline.ticks.fills.snapshot_fills import days_by_activity
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 VIEW_BY_TIER = "SELECT tier, count(*) AS ticks, sum(quantity) AS contracts FROM ticks GROUP BY tier"

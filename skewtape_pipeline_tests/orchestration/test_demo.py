@@ -11,9 +11,9 @@ import pytest
 
 from skewtape_pipeline.mirror.verify import verify_snapshot
 from skewtape_pipeline.orchestration.demo import SYMBOL_WIDTH, fit, main, run_demo
-from skewtape_pipeline.ticks.parquet_store import partition_file
-from skewtape_pipeline.ticks.placement import locate
-from skewtape_pipeline.ticks.snapshot_fills import today_utc
+from skewtape_pipeline.ticks.archive.parquet_store import partition_file
+from skewtape_pipeline.ticks.archive.placement import locate
+from skewtape_pipeline.ticks.fills.snapshot_fills import today_utc
 
 
 def test_run_demo_when_root_is_empty_publishes_and_materializes_months_in_order(tmp_path: Path):
