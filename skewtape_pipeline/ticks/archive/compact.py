@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from skewtape_pipeline import faults, fsio
-from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickValidationError
+from skewtape_pipeline.errors import ConfigError, TickValidationError
 from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.archive.books import audit, check_may_write
 from skewtape_pipeline.ticks.archive.catalog import (
@@ -47,7 +47,6 @@ from skewtape_pipeline.ticks.archive.catalog import (
 )
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
 from skewtape_pipeline.ticks.archive.parquet_store import (
-    ARCHIVE_LOCK_FILE,
     ARCHIVE_LOCK_WAIT_SECONDS,
     META_DATE,
     META_PREFIX,
@@ -56,6 +55,7 @@ from skewtape_pipeline.ticks.archive.parquet_store import (
     META_SYMBOL,
     FileFacts,
     PreparedFile,
+    archive_lock,
     encode_symbol,
     ensure_archive_schema,
     partition_file,
@@ -91,7 +91,7 @@ _EPOCH = date(1970, 1, 1)
 
 
 @dataclass(frozen=True)
-class SymbolDay:
+class PlannedSymbolDay:
     """One symbol-day ready to write: sorted, validated, with its age and measured raw size."""
 
     symbol: str
@@ -132,7 +132,7 @@ def plan_symbol_days(
     allow_precision_loss: bool = False,
     timestamp_unit: str | None = None,
     archive: TickSchema | None = None,
-) -> list[SymbolDay]:
+) -> list[PlannedSymbolDay]:
     """Convert, split into symbol-days (UTC), sort each (counted) and validate everything.
 
     Writes nothing. ``symbol`` names the instrument of a source without a ``symbol`` column,
@@ -217,7 +217,7 @@ def _plan_symbol_day(
     as_of: date,
     reordered_ticks: int,
     whole_file: bool,
-) -> SymbolDay:
+) -> PlannedSymbolDay:
     """Validate one sorted symbol-day (errors name the source's file row)."""
     try:
         encode_symbol(symbol)
@@ -236,7 +236,7 @@ def _plan_symbol_day(
             )
         )
     raw_size, basis = _measured_source_size(source, rows, whole_file=whole_file)
-    return SymbolDay(
+    return PlannedSymbolDay(
         symbol=symbol,
         day=day,
         batch=part,
@@ -318,7 +318,7 @@ def compact_symbol_day(
     archive's lock (waiting up to ``lock_timeout`` seconds for a re-tiering to finish), and its
     size and sha256 recorded there (``catalog.append_hot_record``: what readers verify it by).
     Compacting a symbol-day the archive already holds is audited once the write succeeded
-    (:func:`recompaction_record`, to ``audit_log``, default ``<out>/../audit.jsonl``).
+    (:func:`recompaction_record`, to ``audit_log``; None: not audited).
 
     Raises
     ------
@@ -346,6 +346,18 @@ def compact_symbol_day(
     target = check_target_ratio(target_ratio)
     day = _check_date(day, name="day")
     encode_symbol(symbol)
+    basis = _checked_basis(raw_size_bytes, raw_size_basis)
+    batch = _checked_batch(batch, symbol, day, timestamp_unit)
+    if raw_size_bytes is None:
+        raw_size_bytes, basis = canonical_csv_size_bytes(batch), RAW_SIZE_BASIS_CANONICAL_CSV
+    item = PlannedSymbolDay(symbol, day, batch, reordered_ticks, age_days, raw_size_bytes, basis)
+    path, facts = _write_symbol_day(item, Path(out), policy, lock_timeout, audit_log)
+    return _report(item, (path, facts), policy, target, started)
+
+
+def _checked_basis(raw_size_bytes: int | None, raw_size_basis: str | None) -> str | None:
+    """The basis of a supplied raw size (default ``supplied``); ConfigError for a bad size or
+    basis, or a basis without a size."""
     if raw_size_bytes is not None:
         check_raw_size(raw_size_bytes)
     basis = raw_size_basis or (RAW_SIZE_BASIS_SUPPLIED if raw_size_bytes is not None else None)
@@ -354,18 +366,37 @@ def compact_symbol_day(
             f"raw_size_basis = {raw_size_basis!r}: expected one of {', '.join(RAW_SIZE_BASES)}, "
             "together with raw_size_bytes"
         )
+    return basis
+
+
+def _checked_batch(
+    batch: TickBatch, symbol: str, day: date, timestamp_unit: str | None
+) -> TickBatch:
+    """``batch`` at ``timestamp_unit`` (None: its own), validated and within ``day``; raises
+    as :func:`compact_symbol_day` says for an empty or invalid batch."""
     if len(batch) == 0:
         raise TickValidationError(f"{symbol} {day.isoformat()}: the batch is empty")
     if timestamp_unit is not None:
         batch = batch.with_timestamp_unit(timestamp_unit)
     validate_batch(batch)
     check_within_day(batch, day)
-    if raw_size_bytes is None:
-        raw_size_bytes, basis = canonical_csv_size_bytes(batch), RAW_SIZE_BASIS_CANONICAL_CSV
-    tier = policy.tier_for(age_days)
-    out = Path(out)
-    path = partition_file(out, symbol, day)
-    with _archive_lock(out, lock_timeout):  # every refusal comes before anything is written
+    return batch
+
+
+def _write_symbol_day(
+    item: PlannedSymbolDay,
+    out: Path,
+    policy: TierPolicy,
+    lock_timeout: float,
+    audit_log: Path | None,
+) -> tuple[Path, FileFacts]:
+    """Write ``item``'s file under ``out`` at its tier's settings: the schema and rewrite
+    checks under the archive's lock, then encoding and verification outside it, then the
+    publication under it again (:func:`_publish_under_lock`). Returns its path and facts."""
+    tier, batch = policy.tier_for(item.age_days), item.batch
+    path = partition_file(out, item.symbol, item.day)
+    # every refusal comes before anything is written
+    with archive_lock(out, timeout=lock_timeout, what="compacting"):
         ensure_archive_schema(
             out,
             price_scale=batch.price_scale,
@@ -373,18 +404,33 @@ def compact_symbol_day(
             timestamp_unit=batch.timestamp_unit,
         )
         _check_may_rewrite(out, path, policy)
+    metadata = {
+        META_SYMBOL: item.symbol,
+        META_DATE: item.day.isoformat(),
+        META_PREFIX + "tier": tier,
+    }
     prepared = prepare_archive_file(  # encode, write, verify: outside the lock, in parallel
-        batch,
-        path,
-        archive_root=out,
-        settings=policy.settings_for(tier),
-        metadata={META_SYMBOL: symbol, META_DATE: day.isoformat(), META_PREFIX + "tier": tier},
+        batch, path, archive_root=out, settings=policy.settings_for(tier), metadata=metadata
     )
     try:
-        facts = _publish_under_lock(prepared, symbol, day, out=out, policy=policy,
+        facts = _publish_under_lock(prepared, item.symbol, item.day, out=out, policy=policy,
                                     lock_timeout=lock_timeout, audit_log=audit_log)  # fmt: skip
     finally:
         prepared.discard()
+    return path, facts
+
+
+def _report(
+    item: PlannedSymbolDay,
+    written: tuple[Path, FileFacts],
+    policy: TierPolicy,
+    target: float,
+    started: float,
+) -> TickStorageCompactionReport:
+    """The compaction report of ``item`` written to ``written`` (its path and the facts read
+    back from the file), measured against ``target``, timed from ``started``."""
+    path, facts = written
+    batch, raw_size_bytes = item.batch, item.raw_size_bytes
     ratio = compression_ratio(raw_size_bytes, facts.size_bytes)
     price_scale = int(facts.metadata[META_PRICE_SCALE])
     quantity_scale = int(facts.metadata[META_QUANTITY_SCALE])
@@ -393,19 +439,19 @@ def compact_symbol_day(
         quantity_precision_loss_ticks=batch.quantity_precision_loss_ticks,
         price_scale=price_scale,
         quantity_scale=quantity_scale,
-        reordered_ticks=reordered_ticks,
+        reordered_ticks=item.reordered_ticks,
         ratio=ratio,
         target=target,
-        raw_size_basis=basis,
+        raw_size_basis=item.raw_size_basis,
         price_float_noise_normalized=batch.price_float_noise_ticks,
         quantity_float_noise_normalized=batch.quantity_float_noise_ticks,
     )
     return TickStorageCompactionReport(
-        symbol=symbol,
-        date=day.isoformat(),
+        symbol=item.symbol,
+        date=item.day.isoformat(),
         tick_count=facts.num_rows,
         raw_size_bytes=raw_size_bytes,
-        raw_size_basis=basis,
+        raw_size_basis=item.raw_size_basis,
         compacted_size_bytes=facts.size_bytes,
         compression_ratio=ratio,
         target_compression_ratio=target,
@@ -418,9 +464,9 @@ def compact_symbol_day(
         quantity_scale=quantity_scale,
         price_precision_loss_ticks=batch.price_precision_loss_ticks,
         quantity_precision_loss_ticks=batch.quantity_precision_loss_ticks,
-        reordered_ticks=reordered_ticks,
-        tier=tier,
-        age_days=age_days,
+        reordered_ticks=item.reordered_ticks,
+        tier=policy.tier_for(item.age_days),
+        age_days=item.age_days,
         tier_policy=policy.to_dict(),
         round_trip_verified=True,
         path=str(path),
@@ -429,17 +475,6 @@ def compact_symbol_day(
         notes=notes,
         price_float_noise_normalized=batch.price_float_noise_ticks,
         quantity_float_noise_normalized=batch.quantity_float_noise_ticks,
-    )
-
-
-def _archive_lock(out: Path, lock_timeout: float):
-    """The archive's exclusive lock as a compaction takes it (ArchiveBusyError after
-    ``lock_timeout`` seconds)."""
-    return fsio.exclusive_lock(
-        out / ARCHIVE_LOCK_FILE,
-        timeout=lock_timeout,
-        what="compacting",
-        held_error=ArchiveBusyError,
     )
 
 
@@ -466,7 +501,7 @@ def _publish_under_lock(
     record, not while encoding or hashing (so writers of one archive run side by side). A
     rewrite is refused as before the encoding, and audited once the rename succeeded."""
     record = FileRecord(prepared.temp.stat().st_size, sha256_file(prepared.temp))  # private file
-    with _archive_lock(out, lock_timeout):
+    with archive_lock(out, timeout=lock_timeout, what="compacting"):
         _check_may_rewrite(out, prepared.target, policy)  # again: the lock was let go meanwhile
         fsio.refuse_linked_state(hot_records_path(out))  # the record must follow the rename
         rewrite = recompaction_record(out, symbol, day, rows=prepared.facts.num_rows)
@@ -547,7 +582,7 @@ def compact_source(
     ``on_progress(done, total)`` is called after each symbol-day is written (e.g. to draw a
     progress bar); rewrites are audited to ``audit_log`` (:func:`recompaction_record`).
     """
-    policy = TierPolicy() if tier_policy is None else tier_policy
+    policy = TierPolicy.or_default(tier_policy)
     if not isinstance(policy, TierPolicy):
         raise ConfigError(f"tier_policy = {tier_policy!r}: expected a TierPolicy")
     check_target_ratio(target_ratio)
@@ -580,7 +615,7 @@ def compact_source(
 
 
 def compact_planned(
-    item: SymbolDay,
+    item: PlannedSymbolDay,
     *,
     out: Path,
     policy: TierPolicy,

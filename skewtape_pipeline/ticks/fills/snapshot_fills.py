@@ -36,7 +36,7 @@ from skewtape_pipeline.ticks.archive.books import (
     check_may_write,
     is_books_and_records,
 )
-from skewtape_pipeline.ticks.archive.catalog import read_catalog
+from skewtape_pipeline.ticks.archive.catalog import SymbolDayKey, read_catalog
 from skewtape_pipeline.ticks.archive.compact import compact_planned, plan_symbol_days
 from skewtape_pipeline.ticks.archive.parquet_store import (
     ARCHIVE_LOCK_WAIT_SECONDS,
@@ -59,8 +59,6 @@ FILLS_SIDE_MAP = {"yes": "BUY", "no": "SELL"}
 """The side vocabulary of fills (``taker_side``)."""
 SYMBOL_SEPARATOR = ":"
 NS_PER_DAY = 86_400 * 1_000_000_000
-
-SymbolDay = tuple[str, date]
 
 
 def fill_symbol(venue: str, market_id: str) -> str:
@@ -110,7 +108,9 @@ class FillsSource:
     it, so a departure keeps them archived."""
 
 
-def newest_sources(history: Path, wanted: Iterable[SymbolDay]) -> dict[SymbolDay, FillsSource]:
+def newest_sources(
+    history: Path, wanted: Iterable[SymbolDayKey]
+) -> dict[SymbolDayKey, FillsSource]:
     """For each wanted symbol-day, the newest snapshot holding its venue-month file.
 
     A month file the newest snapshot no longer holds (a venue that left) is read from the
@@ -189,7 +189,7 @@ def fills_changes(parent: SnapshotManifest | None, snapshot: SnapshotManifest) -
     return [FillsChange(p, old.get(p), new.get(p)) for p in paths if old.get(p) != new.get(p)]
 
 
-def changed_symbol_days(old_file: Path | None, new_file: Path | None) -> list[SymbolDay]:
+def changed_symbol_days(old_file: Path | None, new_file: Path | None) -> list[SymbolDayKey]:
     """Symbol-days whose ticks differ between two versions of a fills month file, sorted.
 
     Rows are compared as a multiset per symbol-day (count and a sum of row hashes), so a
@@ -233,7 +233,7 @@ def _fingerprints(con: duckdb.DuckDBPyConnection, path: Path | None) -> pa.Table
     return con.sql(query, params=[str(path)]).to_arrow_table()
 
 
-def corrected_symbol_days(history: Path, month: str) -> list[SymbolDay]:
+def corrected_symbol_days(history: Path, month: str) -> list[SymbolDayKey]:
     """Symbol-days of earlier months whose ticks the snapshot of ``month`` corrected.
 
     Compares each fills file of an earlier month that ``history/<month>/`` replaced with its
@@ -247,7 +247,7 @@ def corrected_symbol_days(history: Path, month: str) -> list[SymbolDay]:
     parent_dir, snapshot_dir = history / months[months.index(month) - 1], history / month
     parent, _, _ = read_snapshot(parent_dir)
     snapshot, _, _ = read_snapshot(snapshot_dir)
-    touched: set[SymbolDay] = set()
+    touched: set[SymbolDayKey] = set()
     for change in fills_changes(parent, snapshot):
         if change.old_sha256 is None or Path(change.path).stem >= month:
             continue  # a new month file: nothing was archived from it before
@@ -294,7 +294,7 @@ class SymbolDayResult:
 
 def archive_symbol_days(
     history: Path,
-    wanted: Sequence[SymbolDay],
+    wanted: Sequence[SymbolDayKey],
     *,
     out: Path,
     as_of: date,
@@ -332,7 +332,7 @@ def archive_symbol_days(
     """
     sources = newest_sources(history, wanted)
     planned = {}
-    by_file: dict[FillsSource, list[SymbolDay]] = defaultdict(list)
+    by_file: dict[FillsSource, list[SymbolDayKey]] = defaultdict(list)
     for key, source in sources.items():
         by_file[source].append(key)
     schema = recorded_schema(out) if by_file else None
@@ -376,9 +376,9 @@ def archive_symbol_days(
 
 def _check_write_once(
     out: Path,
-    wanted: Sequence[SymbolDay],
+    wanted: Sequence[SymbolDayKey],
     planned: Mapping,
-    gone: Sequence[SymbolDay],
+    gone: Sequence[SymbolDayKey],
     audit_log: Path | None,
 ) -> None:
     """In ``books_and_records`` mode, refuse (audited) before the first write when a planned
@@ -401,7 +401,7 @@ def _check_write_once(
             )
 
 
-def read_fills_ticks(fills_file: Path, wanted: Iterable[SymbolDay]) -> SourceTicks:
+def read_fills_ticks(fills_file: Path, wanted: Iterable[SymbolDayKey]) -> SourceTicks:
     """The rows of ``fills_file`` on the wanted symbol-days, in file order, as canonical ticks
     (``timestamp_nanos, price, quantity, side, symbol``) naming the file and its rows."""
     pairs = sorted(set(wanted))

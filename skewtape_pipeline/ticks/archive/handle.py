@@ -1,0 +1,297 @@
+"""``Archive``: one tick archive, built once, with every verb a user or the orchestration calls.
+
+Built from the archive root (its hot tier) and options fixed at creation, validated then (like
+deltalake's ``DeltaTable`` or ArcticDB's ``Library``), never passed again::
+
+    from skewtape_pipeline.ticks.archive.handle import Archive
+
+    archive = Archive("data/archive")                    # the recorded tier policy, audited
+    archive.retier(as_of=date(2026, 12, 1))
+    archive.rebuild_catalog()
+    rows = archive.query("SELECT count(*) FROM ticks")
+
+Options (keyword-only, safe defaults):
+
+- ``policy``: the tier policy. None: the one the archive records
+  (``<root>/_skewtape_tier_policy.json``, written by the first writer given a policy), else the
+  default :class:`TierPolicy`. A policy that places the warm or cold tier elsewhere than the
+  recorded one is refused (ConfigError naming both), so no command reads or writes tiers the
+  archive does not have.
+- ``audit_log``: where the writers' audit records go; None: no audit (the mirror's meaning).
+  Default: ``audit.jsonl`` beside the archive root (:func:`books.default_audit_log`).
+- ``lock_timeout``: seconds a writer waits for another to release the archive's one lock
+  (``parquet_store.archive_lock``); default 0: refuse at once. Compaction holds the lock only
+  for its checks and renames and waits ``parquet_store.ARCHIVE_LOCK_WAIT_SECONDS`` as always.
+- ``books_and_records``: put the archive in write-once mode before the first write (for good;
+  False never turns it off).
+
+The verbs delegate to the modules that do the work (``compact``, ``lifecycle``, ``withdraw``,
+``integrity``, ``query``, ``placement``), passing the handle's options; each writing verb first
+calls :meth:`Archive.prepare` and, once it succeeded, records a policy given to an archive that
+recorded none. Versioned reads (``read``, ``versions``, ``tag``, ``prune_versions``) are methods
+of this same class, with the same constructor: they read ``self.root`` and ``self.policy`` and
+audit to ``self.audit_log`` as the verbs here do.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Iterable, Sequence
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from skewtape_pipeline import fsio
+from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.ticks.archive import compact, integrity, lifecycle, placement
+from skewtape_pipeline.ticks.archive import query as views
+from skewtape_pipeline.ticks.archive import withdraw as withdrawal
+from skewtape_pipeline.ticks.archive.books import default_audit_log, enable_books_and_records
+from skewtape_pipeline.ticks.archive.catalog import SymbolDayKey
+from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, TierPolicy
+from skewtape_pipeline.ticks.encode.model import TickBatch
+from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport
+from skewtape_pipeline.ticks.encode.sources import SourceTicks
+
+POLICY_RECORD = "_skewtape_tier_policy.json"
+"""In the archive root: the tier policy the archive was first given (where its tiers are)."""
+
+BESIDE = "beside"
+"""``audit_log``'s default: ``audit.jsonl`` beside the archive root."""
+
+
+class Archive:
+    """The tick archive at ``root`` (its hot tier), with its options fixed when built (see the
+    module docstring).
+
+    Raises ConfigError when built for a path that is a file, a policy that is not a TierPolicy
+    or that contradicts the recorded one, a negative or non-numeric ``lock_timeout``. (The root
+    may not exist yet: a first compaction creates it; the verbs that need an archive refuse a
+    folder that holds none, as ``views.check_archive_root`` says.)
+    """
+
+    def __init__(
+        self,
+        root: Path | str,
+        *,
+        policy: TierPolicy | None = None,
+        audit_log: Path | str | None = BESIDE,
+        lock_timeout: float = 0.0,
+        books_and_records: bool = False,
+    ):
+        self.root = Path(root)
+        if self.root.exists() and not self.root.is_dir():
+            raise ConfigError(f"{self.root}: not a folder; expected a tick archive root")
+        if policy is not None and not isinstance(policy, TierPolicy):
+            raise ConfigError(f"policy = {policy!r}: expected a TierPolicy")
+        recorded = recorded_policy(self.root)
+        if policy is not None and recorded is not None:
+            check_same_placement(self.root, policy, recorded)
+        self.policy: TierPolicy = policy or recorded or TierPolicy()
+        self._record = policy is not None and recorded is None
+        if audit_log == BESIDE:
+            audit_log = default_audit_log(self.root)
+        self.audit_log: Path | None = None if audit_log is None else Path(audit_log)
+        if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, int | float):
+            raise ConfigError(f"lock_timeout = {lock_timeout!r}: expected seconds (a number)")
+        if lock_timeout < 0:
+            raise ConfigError(f"lock_timeout = {lock_timeout!r}: expected seconds >= 0")
+        self.lock_timeout = float(lock_timeout)
+        self.books_and_records = bool(books_and_records)
+
+    def __repr__(self) -> str:
+        return f"Archive({str(self.root)!r}, audit_log={self.audit_log!r})"
+
+    # --- writing -------------------------------------------------------------------------------
+
+    def compact(
+        self, source: SourceTicks, *, as_of: date, **options: Any
+    ) -> list[TickStorageCompactionReport]:
+        """Every symbol-day of ``source`` into the archive (``compact.compact_source``;
+        ``options``: scales, side map, symbol, precision loss, target, timestamp unit,
+        ``on_progress``)."""
+        self.prepare()
+        reports = compact.compact_source(
+            source,
+            out=self.root,
+            as_of=as_of,
+            tier_policy=self.policy,
+            audit_log=self.audit_log,
+            **options,
+        )
+        self._after_writing()
+        return reports
+
+    def compact_symbol_day(
+        self, batch: TickBatch, *, symbol: str, day: date, age_days: int, **options: Any
+    ) -> TickStorageCompactionReport:
+        """One sorted symbol-day into the archive (``compact.compact_symbol_day``)."""
+        self.prepare()
+        report = compact.compact_symbol_day(
+            batch,
+            symbol=symbol,
+            day=day,
+            out=self.root,
+            age_days=age_days,
+            policy=self.policy,
+            audit_log=self.audit_log,
+            **options,
+        )
+        self._after_writing()
+        return report
+
+    def retier(
+        self, *, as_of: date, months: Collection[str] | None = None
+    ) -> lifecycle.RetierResult:
+        """Move symbol-days to the tier their age calls for (``lifecycle.retier``)."""
+        self.prepare()
+        result = lifecycle.retier(
+            self.root,
+            as_of=as_of,
+            policy=self.policy,
+            months=months,
+            audit_log=self.audit_log,
+            lock_timeout=self.lock_timeout,
+        )
+        self._after_writing()
+        return result
+
+    def prune(self) -> list[Any]:
+        """Remove superseded files (``lifecycle.prune``); returns them."""
+        self.prepare()
+        return lifecycle.prune(
+            self.root, policy=self.policy, audit_log=self.audit_log, lock_timeout=self.lock_timeout
+        )
+
+    def withdraw(self, keys: Iterable[SymbolDayKey]) -> list[SymbolDayKey]:
+        """Hide catalogued symbol-days at once (``withdraw.withdraw_symbol_days``)."""
+        self.prepare()
+        return withdrawal.withdraw_symbol_days(
+            self.root,
+            keys,
+            audit_log=self.audit_log,
+            lock_timeout=self.lock_timeout,
+            policy=self.policy,
+        )
+
+    def remove(self, keys: Iterable[SymbolDayKey]) -> list[withdrawal.Removal]:
+        """Take symbol-days out: hot files removed, consolidated copies withdrawn
+        (``withdraw.remove_symbol_days``)."""
+        self.prepare()
+        return withdrawal.remove_symbol_days(
+            self.root,
+            keys,
+            audit_log=self.audit_log,
+            lock_timeout=self.lock_timeout,
+            policy=self.policy,
+        )
+
+    def rebuild_catalog(self, *, allow_fewer: bool = False) -> integrity.RebuildResult:
+        """The catalog written again from the consolidated files (``integrity.rebuild_catalog``;
+        refused when it would account for fewer symbol-days than the catalog it replaces,
+        unless ``allow_fewer``)."""
+        self.prepare()
+        result = integrity.rebuild_catalog(
+            self.root,
+            policy=self.policy,
+            audit_log=self.audit_log,
+            lock_timeout=self.lock_timeout,
+            allow_fewer=allow_fewer,
+        )
+        self._after_writing()
+        return result
+
+    def prepare(self) -> Path:
+        """Turn ``books_and_records`` mode on when the handle was built with it (idempotent;
+        audited); every writing verb calls it first. Returns the root."""
+        if self.books_and_records:
+            self.root.mkdir(parents=True, exist_ok=True)
+            enable_books_and_records(
+                self.root, audit_log=self.audit_log, reason="Archive(books_and_records=True)"
+            )
+        return self.root
+
+    def _after_writing(self) -> None:
+        """Record the policy given when the archive recorded none yet (once a write succeeded,
+        so a refused command leaves nothing behind)."""
+        if self._record and self.root.is_dir():
+            record_policy(self.root, self.policy)
+            self._record = False
+
+    # --- reading -------------------------------------------------------------------------------
+
+    def verify(self, *, full: bool = False) -> integrity.ArchiveVerification:
+        """Every file against its record (``integrity.verify_archive``); reads only."""
+        return integrity.verify_archive(self.root, policy=self.policy, full=full)
+
+    def query(
+        self,
+        sql: str,
+        *,
+        parameters: Sequence[Any] | None = None,
+        unrestricted: bool = False,
+    ) -> pa.Table:
+        """``sql`` over the view ``ticks`` spanning every tier (``views.run_query``)."""
+        return views.run_query(
+            sql, self.root, parameters=parameters, policy=self.policy, unrestricted=unrestricted
+        )
+
+    def open_view(self, con: Any, *, name: str = views.VIEW_NAME) -> Any:
+        """The view ``name`` over every tier on the DuckDB connection ``con``
+        (``views.open_ticks_view``); returns ``con``."""
+        return views.open_ticks_view(con, self.root, name=name, policy=self.policy)
+
+    def stats(self) -> placement.ArchiveMetrics:
+        """Files, bytes, ticks and symbol-days per tier (``placement.archive_metrics``)."""
+        return placement.archive_metrics(self.root, policy=self.policy)
+
+    def locate(self, symbol: str, day: date) -> placement.Location | None:
+        """Where ``symbol`` on ``day`` lives now; None when the archive does not hold it."""
+        return placement.locate(self.root, symbol, day, policy=self.policy)
+
+    def plan_retier(
+        self, *, as_of: date, months: Collection[str] | None = None
+    ) -> lifecycle.RetierPlan:
+        """What :meth:`retier` would move (``lifecycle.plan_retier``); reads only."""
+        return lifecycle.plan_retier(self.root, as_of=as_of, policy=self.policy, months=months)
+
+
+# --- the recorded policy ---------------------------------------------------------------------
+
+
+def recorded_policy(root: Path) -> TierPolicy | None:
+    """The policy ``<root>/_skewtape_tier_policy.json`` records; None when there is none.
+
+    Raises ConfigError naming the file when it is unreadable or not a policy.
+    """
+    path = Path(root) / POLICY_RECORD
+    if not path.exists():
+        return None
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: unreadable tier policy record ({exc.strerror})") from None
+    return TierPolicy.from_dict(fsio.load_json(raw, path, error=ConfigError), source=str(path))
+
+
+def record_policy(root: Path, policy: TierPolicy) -> None:
+    """Write ``policy`` as the archive's record (atomically; never replaces a record)."""
+    path = Path(root) / POLICY_RECORD
+    if not path.exists():
+        text = json.dumps(policy.to_dict(), indent=2, sort_keys=True) + "\n"
+        fsio.atomic_write_bytes(path, text.encode())
+
+
+def check_same_placement(root: Path, given: TierPolicy, recorded: TierPolicy) -> None:
+    """ConfigError when ``given`` puts the warm or cold tier in another root or layout than
+    the policy the archive records (its files would not be found)."""
+    for tier in (WARM, COLD):
+        places = [(str(p.root_for(tier, root)), p.layout_for(tier)) for p in (given, recorded)]
+        if places[0] != places[1]:
+            raise ConfigError(
+                f"the tier policy given puts {tier} at {places[0][0]} (layout {places[0][1]}) "
+                f"but the archive {root} records {places[1][0]} (layout {places[1][1]}) in "
+                f"{Path(root) / POLICY_RECORD}; omit the policy to use the recorded one"
+            )
