@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable, Sequence
 from datetime import date
 from pathlib import Path
@@ -166,23 +167,45 @@ INPUT_FORMATS = ("canonical", "kalshi-trades", "tardis-trades", "lobster-message
 
 
 def _read_ticks(args: argparse.Namespace, side_map: dict[str, str] | None) -> Any:
-    """The input file's ticks, read by the reader of ``--input-format``."""
+    """The input file as a stream of chunks, read by the reader of ``--input-format`` in
+    chunks sized for ``--memory-limit``."""
     from skewtape_pipeline.ticks import sources
+    from skewtape_pipeline.ticks.compact import block_bytes_for
 
     path, input_format = Path(args.input), args.input_format
     if args.session_date is not None and input_format != "lobster-messages":
         raise ConfigError("--session-date applies to --input-format lobster-messages only")
+    block = block_bytes_for(args.memory_limit)
     readers = {
-        "canonical": lambda: sources.read_canonical(path, side_map=side_map),
-        "kalshi-trades": lambda: sources.read_kalshi_trades(path),
-        "tardis-trades": lambda: sources.read_tardis_trades(path),
-        "lobster-messages": lambda: sources.read_lobster_messages(
+        "canonical": lambda: sources.open_canonical(path, side_map=side_map, block_bytes=block),
+        "kalshi-trades": lambda: sources.open_kalshi_trades(path, block_bytes=block),
+        "tardis-trades": lambda: sources.open_tardis_trades(path, block_bytes=block),
+        "lobster-messages": lambda: sources.open_lobster_messages(
             path,
             symbol=args.symbol,
             session_date=_session_date(args.session_date),
+            block_bytes=block,
         ),
     }
     return readers[input_format]()
+
+
+BYTE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_bytes(text: str) -> int:
+    """``2G``, ``512M``, ``64MiB``, ``1.5G`` or a plain number of bytes, as bytes (binary
+    units). Raises ConfigError naming the value."""
+    raw = text.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = raw[-1:] if raw[-1:] in BYTE_UNITS else ""
+    number = raw[: len(raw) - len(unit)]
+    try:
+        value = float(number) * BYTE_UNITS[unit]
+    except ValueError:
+        raise ConfigError(
+            f"--memory-limit {text!r}: expected bytes, e.g. 2G, 512M or 1073741824"
+        ) from None
+    return int(value)
 
 
 def _session_date(text: str | None) -> date | None:
@@ -195,6 +218,7 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
 
     side_map = parse_side_map(args.side_map)
     progress = ProgressLine(sys.stderr, "symbol-days")
+    reading = ReadProgress(sys.stderr)
     reports = compact_source(
         _read_ticks(args, side_map),
         out=Path(args.out),
@@ -207,8 +231,11 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
         allow_precision_loss=args.allow_precision_loss,
         timestamp_unit=args.timestamp_unit,
         audit_log=Path(args.audit_log) if args.audit_log else None,
+        memory_limit=args.memory_limit,
         on_progress=progress.update,
+        on_read=reading.update,
     )
+    reading.finish()
     progress.finish()
     if args.json:
         for report in reports:
@@ -273,6 +300,38 @@ class ProgressLine:
         if self.drawn:
             self.stream.write("\n")
             self.stream.flush()
+
+
+READ_PROGRESS_SECONDS = 10.0
+"""Seconds between the reading's progress lines when stderr is not a terminal."""
+
+
+class ReadProgress(ProgressLine):
+    """The reading's progress (bytes read of the file's size, ticks per second): redrawn in
+    place on a terminal, else one line every ``every`` seconds (a log keeps a trace of a long
+    read without a line per chunk)."""
+
+    def __init__(self, stream: Any, *, every: float | None = None) -> None:
+        super().__init__(stream, "bytes")
+        self.every = READ_PROGRESS_SECONDS if every is None else every
+        self.started = time.monotonic()
+        self.last = self.started
+
+    def update(self, bytes_read: int, file_bytes: int, ticks: int) -> None:  # type: ignore[override]
+        now = time.monotonic()
+        tty = self.stream.isatty()
+        if not tty and now - self.last < self.every:
+            return
+        self.last = now
+        rate = ticks / max(now - self.started, 1e-9)
+        share = f" ({100 * bytes_read / file_bytes:.0f}%)" if file_bytes else ""
+        line = (
+            f"read {bytes_read / 2**20:,.0f} of {file_bytes / 2**20:,.0f} MiB{share}, "
+            f"{ticks:,} ticks, {rate:,.0f} ticks/s"
+        )
+        self.stream.write(f"\r{line}" if tty else f"{line}\n")
+        self.stream.flush()
+        self.drawn = tty
 
 
 def cmd_retier(args: argparse.Namespace) -> None:
@@ -517,6 +576,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--audit-log",
         help="audit log of rewrites of symbol-days already archived (default: audit.jsonl "
         "beside the archive)",
+    )
+    ticks.add_argument(
+        "--memory-limit",
+        type=parse_bytes,
+        default="2G",
+        metavar="BYTES",
+        help="memory the compaction may use, e.g. 2G or 512M (default 2G): rows beyond half of "
+        "it spill to the archive's staging folder; one symbol-day is encoded whole",
     )
     ticks.add_argument(
         "--allow-precision-loss",

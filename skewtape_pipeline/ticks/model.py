@@ -494,8 +494,8 @@ class TickBatch:
             return self
         return replace(
             self,
-            price=_rescaled(self.price, self.price_scale, schema.price_scale, "price"),
-            quantity=_rescaled(
+            price=rescaled_units(self.price, self.price_scale, schema.price_scale, "price"),
+            quantity=rescaled_units(
                 self.quantity, self.quantity_scale, schema.quantity_scale, "quantity"
             ),
             price_scale=schema.price_scale,
@@ -565,8 +565,10 @@ class TickBatch:
         return self.first_difference(other) is None
 
 
-def _rescaled(units: pa.Array, scale: int, to: int, field: str) -> pa.Array:
-    """int64 ``units`` of ``10**-scale`` as units of ``10**-to``, exactly (see at_schema)."""
+def rescaled_units(units: pa.Array, scale: int, to: int, field: str) -> pa.Array:
+    """int64 ``units`` of ``10**-scale`` as units of ``10**-to``, exactly (see
+    :meth:`TickBatch.at_schema`: TickValidationError past 18 digits, PrecisionLossError on a
+    dropped digit; rows are those of ``units``)."""
     if to == scale:
         return units
     if to > scale:
