@@ -156,7 +156,9 @@ class LineLengths:
                 self._push(pa.array([self._partial], pa.int64()))
                 self._partial = 0
             return
-        if b"\n\r\n" in self._tail + data[:2] or b"\n\r\n" in data:
+        if (b"\r" in data or b"\r" in self._tail) and (
+            b"\n\r\n" in self._tail + data[:2] or b"\n\r\n" in data
+        ):
             self.measured = False  # an empty CRLF line: the CSV reader skips it
         self._tail = data[-2:]
         octets = pa.Array.from_buffers(pa.uint8(), len(data), [None, owned_buffer(data)])
