@@ -258,14 +258,19 @@ def open_parquet(path: Path) -> pq.ParquetFile:
 
 
 def parquet_chunks(
-    file: pq.ParquetFile, path: Path, *, state: ReadState, batch_rows: int
+    file: pq.ParquetFile,
+    path: Path,
+    *,
+    state: ReadState,
+    batch_rows: int,
+    columns: list[str] | None = None,
 ) -> Iterator[RawChunk]:
-    """The rows of ``file`` in chunks of at most ``batch_rows``; ``state`` follows the read
-    (bytes read pro rata of the rows: Parquet has no line per row)."""
+    """The rows of ``file`` (``columns``, default all) in chunks of at most ``batch_rows``;
+    ``state`` follows the read (bytes read pro rata of the rows: Parquet has no line per row)."""
     total = max(file.metadata.num_rows, 1)
     state.lines_measured = False
     try:
-        for batch in file.iter_batches(batch_size=batch_rows):
+        for batch in file.iter_batches(batch_size=batch_rows, columns=columns):
             chunk = RawChunk(pa.Table.from_batches([batch]), state.rows, None)
             state.rows += batch.num_rows
             state.bytes_read = state.file_bytes * state.rows // total

@@ -287,6 +287,7 @@ def plan_stream(
     router: SymbolDayRouter,
     *,
     on_read: ReadProgress | None = None,
+    allow_empty: bool = False,
 ) -> StreamPlan:
     """Read ``stream`` chunk by chunk: convert each chunk, validate its rows and route them to
     their symbol-days (UTC) in ``router``, measuring each symbol-day's source bytes. Writes
@@ -305,7 +306,8 @@ def plan_stream(
         A bad scale, timestamp unit or vocabulary, no symbol at all, ``as_of`` not a date.
     TickValidationError, PrecisionLossError
         The first invalid row in file order (named by its file row; a timestamp finer than
-        ``timestamp_unit`` is a PrecisionLossError), no ticks, or ticks dated after ``as_of``.
+        ``timestamp_unit`` is a PrecisionLossError), no ticks (unless ``allow_empty``: a plan
+        without symbol-days), or ticks dated after ``as_of``.
     """
     as_of = _check_date(options.as_of, name="as_of")
     router_state = _Routing(options, router)
@@ -314,7 +316,7 @@ def plan_stream(
         if on_read is not None:
             state = stream.state
             on_read(state.bytes_read, state.file_bytes, router_state.ticks)
-    if router_state.ticks == 0:
+    if router_state.ticks == 0 and not allow_empty:
         where = stream.path or "input"
         if router_state.selecting:
             raise TickValidationError(
@@ -356,7 +358,7 @@ class _Routing:
         if chunk.table.num_rows == 0:
             return
         batch = self._converted(chunk)
-        days = _utc_days(batch.ts_ns)
+        days = utc_days(batch.ts_ns)
         self._check_not_after(chunk, symbols, days)
         keys = pc.add(
             pc.multiply(self._symbol_ids(chunk, symbols), _DAY_KEY_SHIFT),
@@ -504,7 +506,7 @@ def _check_widened(
         raise TickValidationError(f"{stream.path or 'input'}: a value needs more than 18 digits")
 
 
-def _utc_days(ts_ns: pa.Array) -> pa.Array:
+def utc_days(ts_ns: pa.Array) -> pa.Array:
     """Days since 1970-01-01 (UTC, floored) of each nanosecond timestamp, as int64."""
     timestamps = pa.Array.from_buffers(
         pa.timestamp("ns"), len(ts_ns), ts_ns.buffers(), 0, ts_ns.offset
@@ -799,20 +801,13 @@ def compact_source(
     if not isinstance(policy, TierPolicy):
         raise ConfigError(f"tier_policy = {tier_policy!r}: expected a TierPolicy")
     check_target_ratio(target_ratio)
-    limit = check_memory_limit(memory_limit)
+    limit = memory_limit
     stream = source if isinstance(source, TickStream) else stream_of(source)
     options = PlanOptions(
         as_of, price_scale, quantity_scale, side_map, symbol, allow_precision_loss,
         timestamp_unit, archive=recorded_schema(Path(out)),
     )  # fmt: skip
-    staging = staging_folder(Path(out))
-    remove_orphaned_staging(staging)
-    router = SymbolDayRouter(
-        lambda: new_spill_folder(staging),
-        memory_bytes=limit // HELD_SHARE,
-        with_loss=allow_precision_loss,
-    )
-    with router:
+    with spilling_router(Path(out), limit, with_loss=allow_precision_loss) as router:
         plan = plan_stream(stream, options, router, on_read=on_read)
         reports = _write_symbol_days(
             plan,
@@ -827,6 +822,18 @@ def compact_source(
 
 ENCODE_WORKERS = max(1, min(2, os.cpu_count() or 1))
 """Symbol-days encoded, written and verified side by side (each outside the archive's lock)."""
+
+
+def spilling_router(out: Path, memory_limit: int, *, with_loss: bool = False) -> SymbolDayRouter:
+    """A router holding routed rows in half of ``memory_limit``, spilling the rest to a folder
+    of ``out``'s staging folder; the spill folders and staged files crashed runs left there are
+    removed first. Raises ConfigError on a memory limit below :data:`MIN_MEMORY_LIMIT`."""
+    limit = check_memory_limit(memory_limit)
+    staging = staging_folder(Path(out))
+    remove_orphaned_staging(staging)
+    return SymbolDayRouter(
+        lambda: new_spill_folder(staging), memory_bytes=limit // HELD_SHARE, with_loss=with_loss
+    )
 
 
 def _write_symbol_days(

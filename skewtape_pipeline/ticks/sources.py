@@ -266,7 +266,7 @@ Transform = Callable[[pa.Table], tuple[pa.Table, pa.Array | None]]
 chunk rows it kept (None: every row). Its errors name the chunk's row."""
 
 
-def _stream(
+def source_stream(
     path: Path, chunks: Callable[[ReadState], Iterator[RawChunk]], transform: Transform,
     side_map: Mapping[str, str],
 ) -> TickStream:  # fmt: skip
@@ -309,7 +309,7 @@ def _csv_stream(
             path, names=names, header_lines=header_lines, state=state, block_bytes=block_bytes
         )
 
-    return _stream(path, chunks, transform, side_map)
+    return source_stream(path, chunks, transform, side_map)
 
 
 # --- canonical form -----------------------------------------------------------------------------
@@ -404,7 +404,7 @@ def open_canonical_parquet(
         return parquet_chunks(open_parquet(path), path, state=state, batch_rows=rows)
 
     side_map = CANONICAL_SIDES if side_map is None else side_map
-    return _stream(path, chunks, lambda raw: (raw, None), side_map)
+    return source_stream(path, chunks, lambda raw: (raw, None), side_map)
 
 
 def canonical_table(batch: TickBatch) -> pa.Table:
