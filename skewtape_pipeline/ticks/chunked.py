@@ -12,16 +12,18 @@ file (and the row, for a line longer than a block), never a reader's traceback.
 from __future__ import annotations
 
 import csv
+import queue
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from skewtape_pipeline.arrow_memory import owned_buffer
 from skewtape_pipeline.errors import TickValidationError
 
 DEFAULT_BLOCK_BYTES = 16 * 2**20
@@ -87,16 +89,16 @@ class LineLengths:
     read in blocks of ``block_bytes`` only as far as they are asked for.
 
     ``measured`` turns False on an empty line (the CSV reader skips it, so rows and lines no
-    longer correspond). ``position`` is the bytes of the file covered by the lines taken.
+    longer correspond; an empty CRLF line is found at the end, as a line left over).
+    ``position`` is the bytes of the file covered by the lines taken.
     """
 
     def __init__(self, path: Path, *, skip_lines: int, block_bytes: int = 2**20) -> None:
-        self._handle = open(path, "rb")  # noqa: SIM115 -- closed by close()
+        self._handle = pa.OSFile(str(path))
         self._block_bytes = block_bytes
         self._pending: list[pa.Array] = []
         self._available = 0
         self._partial = 0
-        self._tail = b""
         self._eof = False
         self._taken = 0
         self.measured = True
@@ -149,19 +151,14 @@ class LineLengths:
             self._read_block()
 
     def _read_block(self) -> None:
-        data = self._handle.read(self._block_bytes)
-        if not data:
+        data = self._handle.read_buffer(self._block_bytes)
+        if not len(data):
             self._eof = True
             if self._partial:
                 self._push(pa.array([self._partial], pa.int64()))
                 self._partial = 0
             return
-        if (b"\r" in data or b"\r" in self._tail) and (
-            b"\n\r\n" in self._tail + data[:2] or b"\n\r\n" in data
-        ):
-            self.measured = False  # an empty CRLF line: the CSV reader skips it
-        self._tail = data[-2:]
-        octets = pa.Array.from_buffers(pa.uint8(), len(data), [None, owned_buffer(data)])
+        octets = pa.Array.from_buffers(pa.uint8(), len(data), [None, data])
         ends = pc.cast(pc.indices_nonzero(pc.equal(octets, _NEWLINE)), pa.int64())
         if len(ends) == 0:
             self._partial += len(data)
@@ -277,3 +274,47 @@ def parquet_chunks(
             yield chunk
     except (OSError, pa.ArrowException) as exc:
         raise TickValidationError(f"{path}: cannot read as Parquet: {exc}") from None
+
+
+_END = object()
+T = TypeVar("T")
+
+
+def read_ahead(items: Iterator[T], *, depth: int) -> Iterator[T]:
+    """``items``, produced by a thread up to ``depth`` items ahead of the consumer (the reading
+    of the next chunks overlaps the work on this one). An error of ``items`` is raised where it
+    happened in the sequence; closing the iterator stops the thread."""
+    handoff: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(entry: tuple) -> bool:
+        while not stop.is_set():
+            try:
+                handoff.put(entry, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put((item, None)):
+                    return
+            put((_END, None))
+        except BaseException as exc:  # handed to the consumer, raised there
+            put((_END, exc))
+
+    thread = threading.Thread(target=produce, name="read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item, error = handoff.get()
+            if item is _END:
+                if error is not None:
+                    raise error
+                return
+            yield item
+    finally:
+        stop.set()
+        thread.join()

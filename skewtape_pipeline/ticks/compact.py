@@ -43,7 +43,7 @@ from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickValidati
 from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.books import audit, check_may_write
 from skewtape_pipeline.ticks.catalog import read_catalog
-from skewtape_pipeline.ticks.chunked import DEFAULT_BLOCK_BYTES
+from skewtape_pipeline.ticks.chunked import DEFAULT_BLOCK_BYTES, read_ahead
 from skewtape_pipeline.ticks.integrity import checked_catalog
 from skewtape_pipeline.ticks.model import (
     MAX_UNITS,
@@ -166,6 +166,10 @@ def block_bytes_for(memory_limit: int) -> int:
     """The read chunk for a memory limit: 1/128 of it, within 1 MiB .. 16 MiB."""
     return max(2**20, min(DEFAULT_BLOCK_BYTES, check_memory_limit(memory_limit) // 128))
 
+
+READ_AHEAD_CHUNKS = 2
+"""Chunks read ahead of their conversion (in a reading thread), itself a chunk ahead of the
+routing: reading, converting and routing run side by side."""
 
 ReadProgress = Callable[[int, int, int], None]
 """``on_read(bytes_read, file_bytes, ticks_read)``, called after each chunk is routed."""
@@ -311,11 +315,21 @@ def plan_stream(
     """
     as_of = _check_date(options.as_of, name="as_of")
     router_state = _Routing(options, router)
-    for index, chunk in enumerate(stream.chunks()):
-        router_state.route(index, chunk)
+
+    def route_next() -> None:
+        router_state.route(*pending.popleft().result())
         if on_read is not None:
             state = stream.state
             on_read(state.bytes_read, state.file_bytes, router_state.ticks)
+
+    pending: deque[Future] = deque()
+    with ThreadPoolExecutor(max_workers=1) as converter:
+        for chunk in read_ahead(stream.chunks(), depth=READ_AHEAD_CHUNKS):
+            pending.append(converter.submit(router_state.convert, chunk))
+            while len(pending) > 1:
+                route_next()
+        while pending:
+            route_next()
     if router_state.ticks == 0 and not allow_empty:
         where = stream.path or "input"
         if router_state.selecting:
@@ -351,13 +365,22 @@ class _Routing:
         self.measured = True
         self.selecting = False
         self.widest: TickSchema | None = None
+        self.chunks = 0
 
-    def route(self, index: int, chunk: SourceTicks) -> None:
+    def convert(self, chunk: SourceTicks) -> tuple[SourceTicks, pa.Array, TickBatch | None]:
+        """The chunk's selected rows, their symbols and their validated batch (None: no row);
+        runs a chunk ahead of :meth:`route`, in another thread."""
         self.selecting = self.options.symbol is not None and chunk.symbols is not None
         chunk, symbols = _select_symbol(chunk, self.options.symbol)
         if chunk.table.num_rows == 0:
+            return chunk, symbols, None
+        return chunk, symbols, self._converted(chunk)
+
+    def route(self, chunk: SourceTicks, symbols: pa.Array, batch: TickBatch | None) -> None:
+        """Route a converted chunk's rows to their symbol-days (chunks in file order)."""
+        index, self.chunks = self.chunks, self.chunks + 1
+        if batch is None:
             return
-        batch = self._converted(chunk)
         days = utc_days(batch.ts_ns)
         self._check_not_after(chunk, symbols, days)
         keys = pc.add(

@@ -696,6 +696,13 @@ def _plain_decimal_units(text: pa.Array, scale: int) -> pa.Array | None:
     """int64 units at ``scale`` of text that is ASCII digits with at most one ``.`` in every
     row and fits 18 digits at ``scale`` without losing a digit (the common case: one decimal64
     cast), else None (the general path decides, names rows and marks loss)."""
+    integers = _plain_int64(text)
+    if integers is not None:  # whole numbers: an integer cast, then the scale
+        limit = MAX_UNITS // 10**scale
+        low, high = pc.min_max(integers).values()
+        if len(integers) and (high.as_py() > limit or low.as_py() < -limit):
+            return None
+        return pc.multiply(integers, 10**scale) if scale else integers
     digits = pc.replace_substring(text, ".", "", max_replacements=1)
     if not pc.all(pc.ascii_is_decimal(digits)).as_py():
         return None
