@@ -10,7 +10,9 @@ Entry points:
   orchestration asset calls with fills read from a snapshot month file).
 
 Bad input changes nothing on disk: every symbol-day of an input is converted and validated
-before the first file is written.
+before the first file is written. The input is read in chunks (:func:`plan_stream`) and its
+rows routed to symbol-days within a memory budget, the rest spilled to the archive's staging
+folder (:mod:`~skewtape_pipeline.ticks.spill`), so any input size compacts in bounded memory.
 
 ``timestamp_unit`` (``ns``, ``us``, ``ms``, ``s``) and the price and quantity scales are the
 archive's one schema: the archive root records them and refuses a batch at another one. By

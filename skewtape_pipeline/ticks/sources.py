@@ -1,6 +1,9 @@
 """Readers that turn tick files into exact columns, and the canonical CSV form.
 
-Every reader returns a :class:`SourceTicks`: a pyarrow table with the canonical columns
+Every reader opens its file as a :class:`TickStream` (``open_*``): the file read in bounded
+chunks (:mod:`~skewtape_pipeline.ticks.chunked`), one :class:`SourceTicks` per chunk; the
+``read_*`` functions read the whole file into one. A :class:`SourceTicks` is a pyarrow table with
+the canonical columns
 ``timestamp_nanos`` (int64 ns, UTC), ``price``, ``quantity`` (exact: decimal or decimal text,
 never a float parsed from text), ``side`` (the source's raw side values), optionally ``symbol``,
 plus the source's explicit side vocabulary and what is needed to measure its raw size.
@@ -10,10 +13,10 @@ Timestamps and prices are parsed from strings into integers; nothing passes thro
 
 Readers (each mapping documented in the real files' SOURCES.md):
 
-- :func:`read_canonical` (``.csv``/``.parquet``): ``timestamp_nanos,price,quantity,side[,symbol]``
-- :func:`read_kalshi_trades`: Kalshi ``GET /markets/trades`` rows (price = yes_price / 100)
-- :func:`read_tardis_trades`: a Tardis ``trades`` CSV export (ts = timestamp * 1000)
-- :func:`read_lobster_messages`: a LOBSTER message file, executions only (types 4, 5, 6)
+- :func:`open_canonical` (``.csv``/``.parquet``): ``timestamp_nanos,price,quantity,side[,symbol]``
+- :func:`open_kalshi_trades`: Kalshi ``GET /markets/trades`` rows (price = yes_price / 100)
+- :func:`open_tardis_trades`: a Tardis ``trades`` CSV export (ts = timestamp * 1000)
+- :func:`open_lobster_messages`: a LOBSTER message file, executions only (types 4, 5, 6)
 
 Errors are :class:`~skewtape_pipeline.errors.TickValidationError` naming the file, the 0-based
 data row (header excluded) and the column.
