@@ -138,7 +138,7 @@ def anchor(path: Path, workdir: Path) -> dict:
 
 
 def _gb(value: float) -> str:
-    return f"{value / 2**30:.2f} GB"
+    return f"{value / 2**30:.2f} GiB"
 
 
 def run(sizes: list[int], workdir: Path, data: Path, *, memory_limit: str, keep: bool) -> str:

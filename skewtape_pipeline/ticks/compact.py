@@ -210,16 +210,19 @@ class StreamPlan:
         (stable, the moved ticks counted), with its age and measured raw size."""
         symbol, day = self.labels[key]
         batch, reordered = sort_batch(self._gathered(key))
+        raw_size, basis = self._raw_size(key)
         return SymbolDay(
             symbol=symbol,
             day=day,
             batch=batch,
             reordered_ticks=reordered,
             age_days=(self.as_of - day).days,
-            **dict(zip(("raw_size_bytes", "raw_size_basis"), self._raw_size(key), strict=True)),
+            raw_size_bytes=raw_size,
+            raw_size_basis=basis,
         )
 
     def _gathered(self, key: int) -> TickBatch:
+        """The symbol-day's pieces in the order they were read, at the plan's schema."""
         columns: dict[str, list[pa.Array]] = {name: [] for name in self.router.schema.names}
         for piece in self.router.pieces(key):
             for name in columns:
@@ -239,6 +242,9 @@ class StreamPlan:
         )
 
     def _raw_size(self, key: int) -> tuple[int | None, str | None]:
+        """The whole file's bytes when it holds this one symbol-day and nothing else, else the
+        bytes of its rows' lines when every line was measured, else (None, None): measured
+        later from the canonical CSV."""
         if self.whole_file and self.stream.file_bytes:
             return self.stream.file_bytes, RAW_SIZE_BASIS_SOURCE_FILE
         if self.measured and self.raw_bytes.get(key):
