@@ -412,7 +412,7 @@ def cmd_rebuild_catalog(args: argparse.Namespace) -> None:
         result,
         f"{args.archive}: catalog generation {result.generation} rebuilt from {result.files} "
         f"files ({result.symbol_days} symbol-days; {len(result.superseded)} superseded files "
-        "left out)",
+        f"left out; {result.hot_files_recorded} hot files without a record recorded as they are)",
     )
 
 
@@ -436,10 +436,11 @@ def cmd_query(args: argparse.Namespace) -> None:
 
     roots = [Path(root) for root in args.archive]
     policy = _tier_policy(args)
+    unrestricted = args.unrestricted
     if args.json:
-        print(run_query_json(args.sql, roots, policy=policy))
+        print(run_query_json(args.sql, roots, policy=policy, unrestricted=unrestricted))
         return
-    result = run_query_text(args.sql, roots, policy=policy)
+    result = run_query_text(args.sql, roots, policy=policy, unrestricted=unrestricted)
     print("\t".join(_tsv_field(name) for name in result.columns))
     for row in result.rows:
         print("\t".join(_tsv_field(value) for value in row))
@@ -620,6 +621,12 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("sql", help="e.g. \"SELECT count(*) FROM ticks WHERE symbol = 'X'\"")
     query.add_argument(
         "--archive", action="append", required=True, help="archive root (repeatable)"
+    )
+    query.add_argument(
+        "--unrestricted",
+        action="store_true",
+        help="run any SQL with DuckDB's full access (by default: one SELECT, reading only the "
+        "archives' own files)",
     )
     _add_archive_options(query, writes=False)
     _add_archive_repair_commands(command)

@@ -180,7 +180,7 @@ def ensure_archive_schema(
         "timestamp_unit": check_timestamp_unit(timestamp_unit),
     }
     stored = store.create_or_read(ARCHIVE_MARKER, json.dumps(wanted, sort_keys=True).encode())
-    found = _parse_marker(location(marker), stored)
+    found = parse_archive_marker(location(marker), stored)
     if found != wanted:
         raise ConfigError(
             f"{marker}: this archive holds price_scale {found.get('price_scale')!r}, "
@@ -202,10 +202,14 @@ def read_archive_marker(root: Path) -> dict[str, object]:
         raw = marker.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{marker}: unreadable archive marker ({exc})") from None
-    return _parse_marker(marker, raw)
+    return parse_archive_marker(marker, raw)
 
 
-def _parse_marker(marker: Path | str, raw: bytes) -> dict[str, object]:
+def parse_archive_marker(marker: Path | str, raw: bytes) -> dict[str, object]:
+    """The configuration in the bytes ``raw`` of the marker ``marker`` (a file or an object).
+
+    Raises ConfigError naming the marker when it is not a JSON object.
+    """
     try:
         found = fsio.load_json(raw, marker, error=ConfigError)
     except ValueError as exc:

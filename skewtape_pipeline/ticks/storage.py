@@ -33,6 +33,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
@@ -46,7 +47,7 @@ from skewtape_pipeline.errors import (
     ObjectStoreError,
     TickFormatError,
 )
-from skewtape_pipeline.hashing import BLOCK, sha256_file, sha256_stream
+from skewtape_pipeline.hashing import BLOCK, FileStamp, sha256_bytes, sha256_file, sha256_stream
 
 S3_SCHEME = "s3://"
 URI_OPTIONS = ("endpoint_override", "scheme", "region")
@@ -132,6 +133,32 @@ def size_of(file: TierFile) -> int:
     return Path(file).stat().st_size
 
 
+def stamp_of(file: TierFile) -> FileStamp:
+    """What tells whether ``file`` changed since it was last verified, without reading it: a
+    local file's :class:`~skewtape_pipeline.hashing.FileStamp`; for an object, from one HEAD
+    request, its size, its Last-Modified (``mtime_ns`` and ``ctime_ns``) and, in place of the
+    inode, the first 8 bytes of the sha256 of its ETag (which every PUT changes, within the
+    same second too). FileNotFoundError when it is not there."""
+    if not isinstance(file, ObjectFile):
+        return FileStamp.of(Path(file))
+    with (
+        _store_errors(file.uri, "looking it up"),
+        file.filesystem.open_input_file(file.key) as handle,
+    ):
+        size, headers = handle.size(), handle.metadata() or {}
+    tag = int(sha256_bytes(bytes(headers.get("ETag", b"")))[:16], 16)
+    mtime = _epoch_ns(bytes(headers.get("Last-Modified", b"")).decode("ascii", "replace"))
+    return FileStamp(device=0, inode=tag, size=size, mtime_ns=mtime, ctime_ns=mtime)
+
+
+def _epoch_ns(iso: str) -> int:
+    """An ISO 8601 time (``2026-12-03T07:34:57Z``) in ns since the epoch; 0 when unreadable."""
+    try:
+        return int(datetime.fromisoformat(iso).timestamp()) * 1_000_000_000
+    except ValueError:
+        return 0
+
+
 def sha256_of(file: TierFile) -> str:
     """sha256 (hex) of its bytes, read in full."""
     if isinstance(file, ObjectFile):
@@ -141,6 +168,17 @@ def sha256_of(file: TierFile) -> str:
         ):
             return sha256_stream(stream)
     return sha256_file(Path(file))
+
+
+def read_bytes(file: TierFile) -> bytes:
+    """All its bytes; FileNotFoundError when it is not there."""
+    if isinstance(file, ObjectFile):
+        with (
+            _store_errors(file.uri, "reading it"),
+            file.filesystem.open_input_stream(file.key) as stream,
+        ):
+            return stream.read()
+    return Path(file).read_bytes()
 
 
 def delete(file: TierFile) -> bool:
@@ -346,11 +384,7 @@ class ObjectTier:
                 self.filesystem.open_output_stream(target.key) as out,
             ):
                 out.write(data)
-        with (
-            _store_errors(target.uri, "reading it"),
-            self.filesystem.open_input_stream(target.key) as stream,
-        ):
-            return stream.read()
+        return read_bytes(target)
 
     def remove_stale_temps(self) -> None:
         """Nothing: files are staged in private local folders, never under the prefix."""
