@@ -21,6 +21,7 @@ import pytest
 from skewtape_pipeline.cli import ReadProgress, main, parse_bytes
 from skewtape_pipeline.errors import ConfigError, TickValidationError
 from skewtape_pipeline.ticks import sources
+from skewtape_pipeline.ticks.catalog import hot_records_path, read_hot_records
 from skewtape_pipeline.ticks.compact import compact_source, compact_ticks
 from skewtape_pipeline.ticks.parquet_store import staging_folder
 from skewtape_pipeline.ticks.spill import SymbolDayRouter
@@ -151,15 +152,21 @@ FORMATS = {
 }
 
 
-def archive_bytes(out: Path) -> dict[str, bytes]:
-    """Every file of the archive (staging and lock file aside) by relative path."""
-    return {
+def archive_bytes(out: Path) -> dict[str, object]:
+    """Every file of the archive (staging and lock file aside) by relative path; the hot file
+    records (an append log, in the order files were published) as their latest record by path.
+    """
+    files: dict[str, object] = {
         path.relative_to(out).as_posix(): path.read_bytes()
         for path in sorted(out.rglob("*"))
         if path.is_file()
         and ".skewtape-staging" not in path.parts
         and not path.name.endswith(".lock")
+        and path != hot_records_path(out)
     }
+    if hot_records_path(out).exists():
+        files["hot file records"] = read_hot_records(out)
+    return files
 
 
 def report_facts(reports) -> list[dict]:
