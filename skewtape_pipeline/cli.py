@@ -175,7 +175,7 @@ def _read_ticks(args: argparse.Namespace, side_map: dict[str, str] | None) -> An
     path, input_format = Path(args.input), args.input_format
     if args.session_date is not None and input_format != "lobster-messages":
         raise ConfigError("--session-date applies to --input-format lobster-messages only")
-    block = block_bytes_for(args.memory_limit)
+    block = block_bytes_for(parse_bytes(args.memory_limit))
     readers = {
         "canonical": lambda: sources.open_canonical(path, side_map=side_map, block_bytes=block),
         "kalshi-trades": lambda: sources.open_kalshi_trades(path, block_bytes=block),
@@ -231,7 +231,7 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
         allow_precision_loss=args.allow_precision_loss,
         timestamp_unit=args.timestamp_unit,
         audit_log=Path(args.audit_log) if args.audit_log else None,
-        memory_limit=args.memory_limit,
+        memory_limit=parse_bytes(args.memory_limit),
         on_progress=progress.update,
         on_read=reading.update,
     )
@@ -580,7 +580,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ticks.add_argument(
         "--memory-limit",
-        type=parse_bytes,
         default="2G",
         metavar="BYTES",
         help="memory the compaction may use, e.g. 2G or 512M (default 2G): rows beyond half of "

@@ -308,6 +308,16 @@ def test_memory_limit_when_given_as_text_is_parsed_and_refused_when_too_small(tm
                       memory_limit=1000)  # fmt: skip
 
 
+def test_compact_ticks_when_memory_limit_is_not_bytes_refuses_in_one_line(tmp_path, capsys):
+    path = canonical_csv(tmp_path, 10)
+    code = main(["compact-ticks", str(path), "--out", str(tmp_path / "a"), "--as-of",
+                 "2024-03-20", "--memory-limit", "lots"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("error: --memory-limit 'lots'") and "Traceback" not in err
+    assert not (tmp_path / "a").exists()
+
+
 MEASURE = """
 import resource, subprocess, sys
 done = subprocess.run(sys.argv[1:], capture_output=True)
