@@ -325,11 +325,15 @@ assert done.returncode == 0, done.stderr.decode()
 print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
 """
 BUDGET = 8 * MIB
-FIXED_OVERHEAD = 256 * MIB
+FIXED_OVERHEAD = 320 * MIB
 """The interpreter and the project's imports (about 105 MiB), the streaming CSV reader's
-read-ahead, a chunk's conversion and one small symbol-day being encoded: what a compaction
-needs besides its budget, the same for any input size (the whole-file reader needed about 430
-bytes per tick: 1 GiB for the larger input here)."""
+read-ahead, two chunks being converted and routed, one small symbol-day being encoded and what
+the allocators keep: what a compaction needs besides its budget, the same for any input size
+(measured 180-250 MiB here; the whole-file reader needed about 430 bytes per tick: over 1 GiB
+for the larger input)."""
+GROWTH_ALLOWANCE = 96 * MIB
+"""Run-to-run spread of the peak (thread timing, allocator caches), far below the ~1 GiB the
+tenfold input would add if memory grew with it."""
 
 
 def peak_rss(path: Path, out: Path) -> int:
@@ -352,7 +356,7 @@ def test_peak_memory_when_input_grows_tenfold_stays_under_the_budget_plus_fixed_
     large_rss = peak_rss(large, tmp_path / "b")
     assert small_rss < BUDGET + FIXED_OVERHEAD
     assert large_rss < BUDGET + FIXED_OVERHEAD
-    assert large_rss - small_rss < 64 * MIB
+    assert large_rss - small_rss < GROWTH_ALLOWANCE
 
 
 # --- crashes ----------------------------------------------------------------------------------
