@@ -100,6 +100,7 @@ from skewtape_pipeline.ticks.sources import (
     stream_of,
 )
 from skewtape_pipeline.ticks.spill import (
+    MARKER_COLUMNS,
     Piece,
     SymbolDayRouter,
     new_spill_folder,
@@ -239,6 +240,9 @@ class StreamPlan:
                     )  # fmt: skip
                 columns[name].append(column)
         whole = {name: pa.concat_arrays(parts) for name, parts in columns.items()}
+        for name in MARKER_COLUMNS.names:  # None when no row is marked, as a whole batch has
+            if not pc.any(whole[name]).as_py():
+                whole[name] = None
         return TickBatch(
             price_scale=self.schema.price_scale,
             quantity_scale=self.schema.quantity_scale,
@@ -273,7 +277,7 @@ def plan_symbol_days(
     ordered by symbol, then day."""
     options = PlanOptions(as_of, price_scale, quantity_scale, side_map, symbol,
                           allow_precision_loss, timestamp_unit, archive)  # fmt: skip
-    unbounded = SymbolDayRouter(_no_spill, memory_bytes=2**62, with_loss=allow_precision_loss)
+    unbounded = SymbolDayRouter(_no_spill, memory_bytes=2**62)
     with unbounded:
         plan = plan_stream(stream_of(source), options, unbounded)
         return [plan.symbol_day(key) for key in plan.keys]
@@ -504,7 +508,7 @@ def _chunk_batch(chunk: SourceTicks, options: PlanOptions) -> TickBatch:
 
 
 def _tick_columns(batch: TickBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """The batch's columns as a record batch of ``schema`` (no loss marker: all False)."""
+    """The batch's columns as a record batch of ``schema`` (a marker the batch lacks: False)."""
     columns = []
     for name in schema.names:
         column = getattr(batch, name)
@@ -686,6 +690,8 @@ def compact_symbol_day(
         ratio=ratio,
         target=target,
         raw_size_basis=basis,
+        price_float_noise_normalized=batch.price_float_noise_ticks,
+        quantity_float_noise_normalized=batch.quantity_float_noise_ticks,
     )
     return TickStorageCompactionReport(
         symbol=symbol,
@@ -714,6 +720,8 @@ def compact_symbol_day(
         seconds=time.perf_counter() - started,
         timestamp_unit=facts.timestamp_unit,
         notes=notes,
+        price_float_noise_normalized=batch.price_float_noise_ticks,
+        quantity_float_noise_normalized=batch.quantity_float_noise_ticks,
     )
 
 
@@ -849,7 +857,7 @@ def compact_source(
         as_of, price_scale, quantity_scale, side_map, symbol, allow_precision_loss,
         timestamp_unit, archive=recorded_schema(Path(out)),
     )  # fmt: skip
-    with spilling_router(Path(out), limit, with_loss=allow_precision_loss) as router:
+    with spilling_router(Path(out), limit) as router:
         plan = plan_stream(stream, options, router, on_read=on_read)
         reports = _write_symbol_days(
             plan,
@@ -866,16 +874,14 @@ ENCODE_WORKERS = max(1, min(2, os.cpu_count() or 1))
 """Symbol-days encoded, written and verified side by side (each outside the archive's lock)."""
 
 
-def spilling_router(out: Path, memory_limit: int, *, with_loss: bool = False) -> SymbolDayRouter:
+def spilling_router(out: Path, memory_limit: int) -> SymbolDayRouter:
     """A router holding routed rows in half of ``memory_limit``, spilling the rest to a folder
     of ``out``'s staging folder; the spill folders and staged files crashed runs left there are
     removed first. Raises ConfigError on a memory limit below :data:`MIN_MEMORY_LIMIT`."""
     limit = check_memory_limit(memory_limit)
     staging = staging_folder(Path(out))
     remove_orphaned_staging(staging)
-    return SymbolDayRouter(
-        lambda: new_spill_folder(staging), memory_bytes=limit // HELD_SHARE, with_loss=with_loss
-    )
+    return SymbolDayRouter(lambda: new_spill_folder(staging), memory_bytes=limit // HELD_SHARE)
 
 
 def _write_symbol_days(

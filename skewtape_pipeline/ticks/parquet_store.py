@@ -445,6 +445,9 @@ def prepare_archive_file(
     ------
     RoundTripError
         The file did not read back equal; it is removed and nothing is published.
+    OSError
+        Writing failed (a full disk): names ``target``; the staged file is removed, and the
+        staging folder too when no other file is staged there.
     """
     table = archive_table(batch)
     choice = choose_encodings(table, settings)
@@ -460,14 +463,16 @@ def prepare_archive_file(
         ),
     }
     folder = staging_folder(archive_root)
-    folder.mkdir(parents=True, exist_ok=True)
     temp = folder / fsio.unique_temp_name(target.name)
     try:
-        _write_parquet(table, temp, settings=settings, choice=choice, key_values=key_values)
-        fsio.fsync_file(temp)
+        with fsio.naming(target, temp):
+            fsio.create_staged_file(temp)
+            _write_parquet(table, temp, settings=settings, choice=choice, key_values=key_values)
+            fsio.fsync_file(temp)
         facts = verify_archive_file(temp, batch, expected_metadata=key_values)
     except BaseException:
         temp.unlink(missing_ok=True)
+        fsio.prune_empty_folders(folder, within=lambda path: path == folder)
         raise
     return PreparedFile(temp=temp, target=target, facts=facts)
 

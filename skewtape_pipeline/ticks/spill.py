@@ -29,9 +29,14 @@ from skewtape_pipeline import fsio
 TICK_COLUMNS = pa.schema(
     [("ts_ns", pa.int64()), ("price", pa.int64()), ("quantity", pa.int64()), ("side", pa.int8())]
 )
-LOSS_COLUMNS = pa.schema([("price_lossy", pa.bool_()), ("quantity_lossy", pa.bool_())])
-ROW_BYTES = 25
-"""Bytes a routed tick holds in memory (three int64 columns and an int8 side)."""
+MARKER_COLUMNS = pa.schema(
+    [(name, pa.bool_()) for name in
+     ("price_lossy", "quantity_lossy", "price_noise", "quantity_noise")]
+)  # fmt: skip
+"""Per-row markers of a TickBatch (rounded with loss; float noise rounded away): bit-packed."""
+PIECE_SCHEMA = pa.unify_schemas([TICK_COLUMNS, MARKER_COLUMNS])
+ROW_BYTES = 26
+"""Bytes a routed tick holds in memory (three int64 columns, an int8 side, four bits)."""
 
 
 @dataclass(frozen=True)
@@ -55,13 +60,11 @@ class _Spilled:
 class SymbolDayRouter:
     """Pieces of symbol-days (keyed by an int) held in at most ``memory_bytes`` of memory,
     the rest spilled to runs in the folder ``spill_folder()`` returns (created on the first
-    spill). ``with_loss`` adds the two loss-marker columns to every piece. Use as a context
-    manager, or call :meth:`close`."""
+    spill). Pieces have the columns of :data:`PIECE_SCHEMA`. Use as a context manager, or call
+    :meth:`close`."""
 
-    def __init__(
-        self, spill_folder: Callable[[], Path], *, memory_bytes: int, with_loss: bool = False
-    ) -> None:
-        self.schema = pa.unify_schemas([TICK_COLUMNS, LOSS_COLUMNS]) if with_loss else TICK_COLUMNS
+    def __init__(self, spill_folder: Callable[[], Path], *, memory_bytes: int) -> None:
+        self.schema = PIECE_SCHEMA
         self.memory_bytes = memory_bytes
         self.held_bytes = 0
         self.spilled_bytes = 0

@@ -63,19 +63,32 @@ def is_object_uri(root: object) -> bool:
 
 
 def check_object_uri(uri: str) -> str:
-    """``uri`` when it is a usable S3 tier root: a bucket, no ``..``, only :data:`URI_OPTIONS`.
+    """``uri`` when it is a usable S3 tier root: a bucket, no ``..``, only :data:`URI_OPTIONS`,
+    no ``@``.
 
-    Raises ConfigError naming the URI otherwise (a credential in it included: credentials
-    come from the environment only).
+    Raises ConfigError otherwise, naming the URI without its query (whose values may be
+    secrets). A URI holding ``@`` (``s3://KEY:SECRET@bucket/warm``: credentials in its user
+    part, or in an option's value) is refused without being echoed at all: credentials come
+    from the environment only, so no message, record or log ever holds one.
     """
-    parts = urlsplit(uri)
+    if "@" in uri:
+        raise ConfigError(
+            "root: an s3:// URI holding '@' (credentials in its user part, s3://KEY:SECRET@..., "
+            "or in an option) is refused and not shown; give credentials in the environment: "
+            f"{', '.join(CREDENTIAL_ENV[:2])}"
+        )
+    shown = uri.partition("?")[0].partition("#")[0]
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        raise ConfigError(f"root = {shown!r}: expected s3://<bucket>[/<prefix>]") from None
     bucket, _, prefix = (parts.netloc + parts.path).partition("/")
     if not bucket or ".." in prefix.split("/") or parts.fragment:
-        raise ConfigError(f"root = {uri!r}: expected s3://<bucket>[/<prefix>]")
+        raise ConfigError(f"root = {shown!r}: expected s3://<bucket>[/<prefix>]")
     for key, _ in parse_qsl(parts.query, keep_blank_values=True):
         if key not in URI_OPTIONS:
             raise ConfigError(
-                f"root = {uri!r}: query parameter {key!r} is not allowed; expected only "
+                f"root = {shown!r}: query parameter {key!r} is not allowed; expected only "
                 f"{', '.join(URI_OPTIONS)} (credentials come from the environment: "
                 f"{', '.join(CREDENTIAL_ENV[:2])})"
             )
@@ -242,10 +255,15 @@ class LocalTier:
     @contextlib.contextmanager
     def staging(self, relative: str) -> Iterator[Path]:
         """The local folder to write a file for ``relative`` in: its own folder (so the
-        finished file is linked into place on the same file system)."""
+        finished file is linked into place on the same file system). When the block fails
+        (a full disk), the folders it left empty below the root are removed."""
         folder = self.folder / relative
         folder.mkdir(parents=True, exist_ok=True)
-        yield folder
+        try:
+            yield folder
+        except BaseException:
+            fsio.prune_empty_folders(folder, within=lambda path: self.folder in path.parents)
+            raise
 
     def publish_new(
         self, temp: Path, relative: str, digest: str, checkpoint: Checkpoint | None = None

@@ -462,3 +462,27 @@ def test_compact_ticks_when_run_in_a_pipe_reports_reading_progress(tmp_path, cap
     assert code == 0
     assert "read " in captured.err and "ticks/s" in captured.err
     assert all(json.loads(line)["tick_count"] for line in captured.out.splitlines())
+
+
+def test_compaction_when_float_noise_spans_chunks_counts_it_as_the_whole_file_does(tmp_path):
+    lines = ["timestamp_nanos,price,quantity,side,symbol"]
+    lines += [
+        f"{START_NS + i},{'150.15000000000003' if i % 7 == 0 else '150.25'},1,BUY,S{i % 3}"
+        for i in range(40_000)
+    ]
+    path = tmp_path / "ticks.csv"
+    path.write_text("\n".join(lines) + "\n")
+    facts = {}
+    for label, block, limit in (("chunked", 64 * 1024, 1 * MIB), ("whole", 64 * MIB, UNBOUNDED)):
+        reports = compact_source(
+            sources.open_canonical(path, block_bytes=block),
+            out=tmp_path / label,
+            as_of=AS_OF,
+            memory_limit=limit,
+        )
+        facts[label] = report_facts(reports)
+    assert facts["chunked"] == facts["whole"]
+    assert sum(f["price_float_noise_normalized"] for f in facts["chunked"]) == len(
+        range(0, 40_000, 7)
+    )
+    assert {f["price_scale"] for f in facts["chunked"]} == {2}
