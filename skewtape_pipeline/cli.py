@@ -8,14 +8,16 @@ changed on disk), 1 on an operating-system error (a full disk, ...; one line nam
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any
 
+from skewtape_pipeline import progress
 from skewtape_pipeline.errors import ConfigError, SkewtapeError
 
 AUDIT_LOG_NAME = "audit.jsonl"
@@ -39,6 +41,18 @@ def _print_result(args: argparse.Namespace, result: Any, summary: str) -> None:
         print(summary)
 
 
+@contextlib.contextmanager
+def _progress(args: argparse.Namespace) -> Iterator[None]:
+    """Progress of the command's core call on standard error: a bar on a terminal, a line every
+    few seconds otherwise, nothing with ``--json``."""
+    line = progress.ProgressLine(sys.stderr, "files", label=args.command, enabled=not args.json)
+    try:
+        with progress.reporting(line.update):
+            yield
+    finally:
+        line.finish()
+
+
 def _as_json(result: Any) -> Any:
     if isinstance(result, list):
         return [_as_json(item) for item in result]
@@ -53,14 +67,15 @@ def cmd_apply_delta(args: argparse.Namespace) -> None:
 
     snapshot = Path(args.snapshot)
     into = Path(args.into) if args.into else None
-    result = apply_delta(
-        snapshot,
-        Path(args.delta),
-        into=into,
-        audit_log=_audit_log(args, (into or snapshot).resolve().parent),
-        lock_timeout=args.wait,
-        link_sources=not args.copy,
-    )
+    with _progress(args):
+        result = apply_delta(
+            snapshot,
+            Path(args.delta),
+            into=into,
+            audit_log=_audit_log(args, (into or snapshot).resolve().parent),
+            lock_timeout=args.wait,
+            link_sources=not args.copy,
+        )
     _print_result(args, result, _describe_apply(result))
 
 
@@ -77,9 +92,12 @@ def _describe_apply(result: Any) -> str:
 
 
 def cmd_verify(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.mirror.folder_kinds import check_snapshot_folder
     from skewtape_pipeline.mirror.verify import verify_snapshot
 
-    result = verify_snapshot(Path(args.snapshot), full=args.full)
+    check_snapshot_folder(Path(args.snapshot))
+    with _progress(args):
+        result = verify_snapshot(Path(args.snapshot), full=args.full)
     _print_result(
         args,
         result,
@@ -92,13 +110,14 @@ def cmd_catch_up(args: argparse.Namespace) -> None:
     from skewtape_pipeline.mirror.catchup import catch_up
 
     history = Path(args.history)
-    results = catch_up(
-        history,
-        Path(args.deltas),
-        mode="in_place" if args.in_place else "versioned",
-        audit_log=_audit_log(args, history),
-        lock_timeout=args.wait,
-    )
+    with _progress(args):
+        results = catch_up(
+            history,
+            Path(args.deltas),
+            mode="in_place" if args.in_place else "versioned",
+            audit_log=_audit_log(args, history),
+            lock_timeout=args.wait,
+        )
     lines = [_describe_apply(result) for result in results] or [f"{history}: already current"]
     _print_result(args, results, "\n".join(lines))
 
@@ -169,8 +188,8 @@ INPUT_FORMATS = ("canonical", "kalshi-trades", "tardis-trades", "lobster-message
 def _read_ticks(args: argparse.Namespace, side_map: dict[str, str] | None) -> Any:
     """The input file as a stream of chunks, read by the reader of ``--input-format`` in
     chunks sized for ``--memory-limit``."""
-    from skewtape_pipeline.ticks import sources
-    from skewtape_pipeline.ticks.compact import block_bytes_for
+    from skewtape_pipeline.ticks.archive.compact import block_bytes_for
+    from skewtape_pipeline.ticks.encode import sources
 
     path, input_format = Path(args.input), args.input_format
     if args.session_date is not None and input_format != "lobster-messages":
@@ -213,12 +232,16 @@ def _session_date(text: str | None) -> date | None:
 
 
 def cmd_compact_ticks(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.compact import compact_source
-    from skewtape_pipeline.ticks.tiers import TierPolicy
+    from skewtape_pipeline.ticks.archive.compact import compact_source
+    from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 
     side_map = parse_side_map(args.side_map)
-    progress = ProgressLine(sys.stderr, "symbol-days")
-    reading = ReadProgress(sys.stderr)
+    line = progress.ProgressLine(
+        sys.stderr, "symbol-days", label=args.command, enabled=not args.json
+    )
+    reading = ReadingRate(
+        progress.ProgressLine(sys.stderr, "bytes", label=args.command, enabled=not args.json)
+    )
     reports = compact_source(
         _read_ticks(args, side_map),
         out=Path(args.out),
@@ -232,11 +255,11 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
         timestamp_unit=args.timestamp_unit,
         audit_log=Path(args.audit_log) if args.audit_log else None,
         memory_limit=parse_bytes(args.memory_limit),
-        on_progress=progress.update,
+        on_progress=line.update,
         on_read=reading.update,
     )
-    reading.finish()
-    progress.finish()
+    reading.line.finish()
+    line.finish()
     if args.json:
         for report in reports:
             print(json.dumps(report.to_dict(), default=str))
@@ -282,78 +305,34 @@ def compaction_summary(reports: Sequence[Any], out: Path, *, rows: int = SUMMARY
     return lines
 
 
-PROGRESS_MIN_TOTAL = 20
-"""Inputs of fewer symbol-days than this finish too fast to need a progress bar."""
+class ReadingRate:
+    """``compact-ticks``' reading progress on a :class:`~skewtape_pipeline.progress.
+    ProgressLine` counted in bytes: the bytes read of the file's size, with the ticks read and
+    their rate per second as the stage."""
 
+    def __init__(self, line: progress.ProgressLine, clock: Callable[[], float] = time.monotonic):
+        self.line, self.clock = line, clock
+        self.started = clock()
 
-class ProgressLine:
-    """A one-line progress bar redrawn with a carriage return, on ``stream`` only when it is a
-    terminal (never in a pipe or a log file) and only once the work is long enough to need it."""
-
-    def __init__(self, stream: Any, unit: str, *, min_total: int = PROGRESS_MIN_TOTAL) -> None:
-        self.stream, self.unit, self.min_total = stream, unit, min_total
-        self.drawn = False
-
-    def update(self, done: int, total: int) -> None:
-        if total < self.min_total or not self.stream.isatty():
-            return
-        filled = 30 * done // total
-        bar = "#" * filled + "-" * (30 - filled)
-        self.stream.write(f"\r[{bar}] {done}/{total} {self.unit}")
-        self.stream.flush()
-        self.drawn = True
-
-    def finish(self) -> None:
-        """End the bar's line (nothing when no bar was drawn)."""
-        if self.drawn:
-            self.stream.write("\n")
-            self.stream.flush()
-
-
-READ_PROGRESS_SECONDS = 10.0
-"""Seconds between the reading's progress lines when stderr is not a terminal."""
-
-
-class ReadProgress(ProgressLine):
-    """The reading's progress (bytes read of the file's size, ticks per second): redrawn in
-    place on a terminal, else one line every ``every`` seconds (a log keeps a trace of a long
-    read without a line per chunk)."""
-
-    def __init__(self, stream: Any, *, every: float | None = None) -> None:
-        super().__init__(stream, "bytes")
-        self.every = READ_PROGRESS_SECONDS if every is None else every
-        self.started = time.monotonic()
-        self.last = self.started
-
-    def update(self, bytes_read: int, file_bytes: int, ticks: int) -> None:  # type: ignore[override]
-        now = time.monotonic()
-        tty = self.stream.isatty()
-        if not tty and now - self.last < self.every:
-            return
-        self.last = now
-        rate = ticks / max(now - self.started, 1e-9)
-        share = f" ({100 * bytes_read / file_bytes:.0f}%)" if file_bytes else ""
-        line = (
-            f"read {bytes_read / 2**20:,.0f} of {file_bytes / 2**20:,.0f} MiB{share}, "
-            f"{ticks:,} ticks, {rate:,.0f} ticks/s"
-        )
-        self.stream.write(f"\r{line}" if tty else f"{line}\n")
-        self.stream.flush()
-        self.drawn = tty
+    def update(self, bytes_read: int, file_bytes: int, ticks: int) -> None:
+        rate = ticks / max(self.clock() - self.started, 1e-9)
+        stage = f"reading, {ticks:,} ticks at {rate:,.0f} ticks/s:"
+        self.line.update(bytes_read, file_bytes, stage=stage, unit="bytes")
 
 
 def cmd_retier(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.lifecycle import retier
-    from skewtape_pipeline.ticks.query import check_archive_root
-    from skewtape_pipeline.ticks.tiers import TierPolicy
+    from skewtape_pipeline.ticks.archive.lifecycle import retier
+    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 
-    result = retier(
-        check_archive_root(args.archive, empty_ok=False),
-        as_of=_parse_day(args.as_of),
-        policy=TierPolicy.load(Path(args.tier_policy)) if args.tier_policy else None,
-        audit_log=Path(args.audit_log) if args.audit_log else None,
-        lock_timeout=args.wait,
-    )
+    with _progress(args):
+        result = retier(
+            check_archive_root(args.archive, empty_ok=False),
+            as_of=_parse_day(args.as_of),
+            policy=TierPolicy.load(Path(args.tier_policy)) if args.tier_policy else None,
+            audit_log=Path(args.audit_log) if args.audit_log else None,
+            lock_timeout=args.wait,
+        )
     metrics = result.metrics()
     _print_result(
         args,
@@ -364,8 +343,8 @@ def cmd_retier(args: argparse.Namespace) -> None:
 
 
 def cmd_remove_days(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.query import check_archive_root
-    from skewtape_pipeline.ticks.withdraw import remove_symbol_days
+    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.withdraw import remove_symbol_days
 
     archive = check_archive_root(args.archive, empty_ok=False)
     keys = [(symbol, _parse_day(day, option="--day")) for symbol, day in args.day]
@@ -391,23 +370,24 @@ def cmd_remove_days(args: argparse.Namespace) -> None:
 
 
 def _tier_policy(args: argparse.Namespace) -> Any:
-    from skewtape_pipeline.ticks.tiers import TierPolicy
+    from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 
     return TierPolicy.load(Path(args.tier_policy)) if args.tier_policy else None
 
 
 def cmd_verify_archive(args: argparse.Namespace) -> None:
     from skewtape_pipeline.errors import ArchiveVerificationError
-    from skewtape_pipeline.ticks.integrity import verify_archive
+    from skewtape_pipeline.ticks.archive.integrity import verify_archive
 
-    result = verify_archive(Path(args.archive), policy=_tier_policy(args), full=args.full)
+    with _progress(args):
+        result = verify_archive(Path(args.archive), policy=_tier_policy(args), full=args.full)
     if result.problems:
         raise ArchiveVerificationError(result.archive_root, result.problems)
     _print_result(args, result, result.describe())
 
 
 def cmd_rebuild_catalog(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.integrity import rebuild_catalog
+    from skewtape_pipeline.ticks.archive.integrity import rebuild_catalog
 
     result = rebuild_catalog(
         Path(args.archive),
@@ -427,8 +407,8 @@ def cmd_rebuild_catalog(args: argparse.Namespace) -> None:
 def _check_symbol_days_archived(archive: Path, keys: Sequence[tuple[str, date]]) -> None:
     """ConfigError naming the first symbol-day that has neither a hot file nor a catalogued
     copy in ``archive`` (a mistyped symbol or day), before anything is removed."""
-    from skewtape_pipeline.ticks.catalog import read_catalog
-    from skewtape_pipeline.ticks.parquet_store import partition_file
+    from skewtape_pipeline.ticks.archive.catalog import read_catalog
+    from skewtape_pipeline.ticks.archive.parquet_store import partition_file
 
     catalogued = read_catalog(archive).partitions
     for symbol, day in keys:
@@ -440,7 +420,7 @@ def _check_symbol_days_archived(archive: Path, keys: Sequence[tuple[str, date]])
 
 
 def cmd_query(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.query import run_query_json, run_query_text
+    from skewtape_pipeline.ticks.archive.query import run_query_json, run_query_text
 
     roots = [Path(root) for root in args.archive]
     policy = _tier_policy(args)

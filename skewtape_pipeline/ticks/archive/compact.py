@@ -1,0 +1,1005 @@
+"""Compaction: split ticks into symbol-days (UTC), sort each explicitly (counted), validate,
+write a verified Parquet file per symbol-day and report on it.
+
+Entry points:
+
+- :func:`compact_ticks` -- a canonical CSV/Parquet file -> one report per symbol-day;
+- :func:`compact_source` -- the same for any
+  :class:`~skewtape_pipeline.ticks.encode.sources.SourceTicks` (the real-file readers);
+- :func:`compact_symbol_day` -- one already-built :class:`TickBatch` of one symbol-day (what an
+  orchestration asset calls with fills read from a snapshot month file).
+
+Bad input changes nothing on disk: every symbol-day of an input is converted and validated
+before the first file is written. The input is read in chunks (:func:`plan_stream`) and its
+rows routed to symbol-days within a memory budget, the rest spilled to the archive's staging
+folder (:mod:`~skewtape_pipeline.ticks.spill`), so any input size compacts in bounded memory.
+
+``timestamp_unit`` (``ns``, ``us``, ``ms``, ``s``) and the price and quantity scales are the
+archive's one schema: the archive root records them and refuses a batch at another one. By
+default they are detected: the coarsest unit and the smallest scales that hold the data
+exactly (Kalshi stamps in microseconds, Binance exchange time in milliseconds, LOBSTER prices
+are multiples of 0.001), widened to the archive's recorded schema when the root already has
+one. Data that needs a finer unit or a larger scale than the archive records is refused
+before anything is written (:class:`~skewtape_pipeline.errors.ArchiveSchemaError` naming what
+it needs), never rounded. A value given explicitly is used as given; a timestamp finer than it
+is refused with PrecisionLossError naming the row, never truncated.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from skewtape_pipeline import faults, fsio
+from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickValidationError
+from skewtape_pipeline.hashing import sha256_file
+from skewtape_pipeline.ticks.archive.books import audit, check_may_write
+from skewtape_pipeline.ticks.archive.catalog import (
+    FileRecord,
+    append_hot_record,
+    hot_records_path,
+    read_catalog,
+)
+from skewtape_pipeline.ticks.archive.integrity import checked_catalog
+from skewtape_pipeline.ticks.archive.parquet_store import (
+    ARCHIVE_LOCK_FILE,
+    ARCHIVE_LOCK_WAIT_SECONDS,
+    META_DATE,
+    META_PREFIX,
+    META_PRICE_SCALE,
+    META_QUANTITY_SCALE,
+    META_SYMBOL,
+    FileFacts,
+    PreparedFile,
+    encode_symbol,
+    ensure_archive_schema,
+    partition_file,
+    prepare_archive_file,
+    publish_archive_file,
+    recorded_schema,
+    staging_folder,
+)
+from skewtape_pipeline.ticks.archive.spill import (
+    MARKER_COLUMNS,
+    Piece,
+    SymbolDayRouter,
+    new_spill_folder,
+    remove_orphaned_staging,
+)
+from skewtape_pipeline.ticks.archive.tiers import TierPolicy, check_age_days
+from skewtape_pipeline.ticks.encode.chunked import DEFAULT_BLOCK_BYTES, read_ahead
+from skewtape_pipeline.ticks.encode.model import (
+    MAX_UNITS,
+    SchemaRequest,
+    TickBatch,
+    TickSchema,
+    first_true,
+    rescaled_units,
+    widest_schema,
+)
+from skewtape_pipeline.ticks.encode.report import (
+    DEFAULT_TARGET_RATIO,
+    RAW_SIZE_BASES,
+    RAW_SIZE_BASIS_CANONICAL_CSV,
+    RAW_SIZE_BASIS_SOURCE_FILE,
+    RAW_SIZE_BASIS_SOURCE_ROWS,
+    RAW_SIZE_BASIS_SUPPLIED,
+    TickStorageCompactionReport,
+    check_raw_size,
+    check_target_ratio,
+    compression_ratio,
+    report_notes,
+)
+from skewtape_pipeline.ticks.encode.sources import (
+    SourceTicks,
+    TickStream,
+    canonical_csv_size_bytes,
+    open_canonical,
+    stream_of,
+)
+from skewtape_pipeline.ticks.encode.validate import (
+    check_within_day,
+    is_sorted,
+    validate_batch,
+    validate_values,
+)
+
+_DAY_KEY_SHIFT = 2**20
+"""Days since 1970 fit in +-2**19 for any int64 nanosecond timestamp."""
+_EPOCH = date(1970, 1, 1)
+
+
+@dataclass(frozen=True)
+class SymbolDay:
+    """One symbol-day ready to write: sorted, validated, with its age and measured raw size."""
+
+    symbol: str
+    day: date
+    batch: TickBatch
+    reordered_ticks: int
+    age_days: int
+    raw_size_bytes: int | None
+    raw_size_basis: str | None
+
+
+def sort_batch(batch: TickBatch) -> tuple[TickBatch, int]:
+    """Sort by timestamp (stable: equal timestamps keep their order) and count the ticks moved.
+
+    Returns ``(sorted_batch, reordered_ticks)`` where ``reordered_ticks`` is the number of rows
+    whose position changed (0 and the same batch when it was already sorted).
+    """
+    if is_sorted(batch):
+        return batch, 0
+    order = pc.sort_indices(batch.ts_ns)
+    moved = pc.not_equal(order, _positions(batch.ts_ns))
+    return batch.take(order), int(pc.sum(pc.cast(moved, pa.int64())).as_py())
+
+
+def _positions(column: pa.Array) -> pa.Array:
+    """0 .. len(column) - 1 as uint64 (vectorized)."""
+    return pc.indices_nonzero(pc.or_(pc.is_valid(column), pc.is_null(column)))
+
+
+DEFAULT_MEMORY_LIMIT = 2 * 2**30
+"""Bytes a compaction may use by default (``--memory-limit``; the Dagster resource's
+``memory_limit``)."""
+MIN_MEMORY_LIMIT = 2**20
+HELD_SHARE = 2
+"""Routed rows may hold 1/HELD_SHARE of the memory limit; the rest is for reading a chunk and
+encoding one symbol-day."""
+
+
+def check_memory_limit(limit: object) -> int:
+    """Return ``limit`` if it is an int of at least :data:`MIN_MEMORY_LIMIT` bytes, else raise
+    ConfigError."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < MIN_MEMORY_LIMIT:
+        raise ConfigError(
+            f"memory_limit = {limit!r}: expected a number of bytes of at least "
+            f"{MIN_MEMORY_LIMIT} (1 MiB)"
+        )
+    return limit
+
+
+def block_bytes_for(memory_limit: int) -> int:
+    """The read chunk for a memory limit: 1/128 of it, within 1 MiB .. 16 MiB."""
+    return max(2**20, min(DEFAULT_BLOCK_BYTES, check_memory_limit(memory_limit) // 128))
+
+
+READ_AHEAD_CHUNKS = 2
+"""Chunks read ahead of their conversion (in a reading thread), itself a chunk ahead of the
+routing: reading, converting and routing run side by side."""
+
+ReadProgress = Callable[[int, int, int], None]
+"""``on_read(bytes_read, file_bytes, ticks_read)``, called after each chunk is routed."""
+
+
+@dataclass
+class _ChunkFacts:
+    """What a chunk's conversion chose, to widen its rows to the final schema later."""
+
+    index: int
+    schema: TickSchema
+    largest_price: int
+    largest_quantity: int
+
+
+@dataclass
+class StreamPlan:
+    """Every symbol-day of a stream, read, converted and validated, held by ``router``:
+    ``keys`` in (symbol, day) order, all at ``schema``. :meth:`symbol_day` builds one whole."""
+
+    stream: TickStream
+    router: SymbolDayRouter
+    schema: TickSchema
+    as_of: date
+    labels: dict[int, tuple[str, date]]
+    raw_bytes: dict[int, int]
+    measured: bool
+    whole_file: bool
+
+    @property
+    def keys(self) -> list[int]:
+        return sorted(self.labels, key=self.labels.__getitem__)
+
+    def symbol_day(self, key: int) -> SymbolDay:
+        """Symbol-day ``key``: its pieces widened to the schema, in file order, sorted by time
+        (stable, the moved ticks counted), with its age and measured raw size."""
+        symbol, day = self.labels[key]
+        batch, reordered = sort_batch(self._gathered(key))
+        raw_size, basis = self._raw_size(key)
+        return SymbolDay(
+            symbol=symbol,
+            day=day,
+            batch=batch,
+            reordered_ticks=reordered,
+            age_days=(self.as_of - day).days,
+            raw_size_bytes=raw_size,
+            raw_size_basis=basis,
+        )
+
+    def _gathered(self, key: int) -> TickBatch:
+        """The symbol-day's pieces in the order they were read, at the plan's schema."""
+        columns: dict[str, list[pa.Array]] = {name: [] for name in self.router.schema.names}
+        for piece in self.router.pieces(key):
+            for name in columns:
+                column = piece.batch.column(name)
+                if name in ("price", "quantity"):
+                    column = rescaled_units(
+                        column, getattr(piece, f"{name}_scale"),
+                        getattr(self.schema, f"{name}_scale"), name,
+                    )  # fmt: skip
+                columns[name].append(column)
+        whole = {name: pa.concat_arrays(parts) for name, parts in columns.items()}
+        for name in MARKER_COLUMNS.names:  # None when no row is marked, as a whole batch has
+            if not pc.any(whole[name]).as_py():
+                whole[name] = None
+        return TickBatch(
+            price_scale=self.schema.price_scale,
+            quantity_scale=self.schema.quantity_scale,
+            timestamp_unit=self.schema.timestamp_unit,
+            **whole,
+        )
+
+    def _raw_size(self, key: int) -> tuple[int | None, str | None]:
+        """The whole file's bytes when it holds this one symbol-day and nothing else, else the
+        bytes of its rows' lines when every line was measured, else (None, None): measured
+        later from the canonical CSV."""
+        if self.whole_file and self.stream.file_bytes:
+            return self.stream.file_bytes, RAW_SIZE_BASIS_SOURCE_FILE
+        if self.measured and self.raw_bytes.get(key):
+            return self.raw_bytes[key], RAW_SIZE_BASIS_SOURCE_ROWS
+        return None, None
+
+
+def plan_symbol_days(
+    source: SourceTicks,
+    *,
+    as_of: date,
+    price_scale: int | None = None,
+    quantity_scale: int | None = None,
+    side_map: Mapping[str, str] | None = None,
+    symbol: str | None = None,
+    allow_precision_loss: bool = False,
+    timestamp_unit: str | None = None,
+    archive: TickSchema | None = None,
+) -> list[SymbolDay]:
+    """Every symbol-day of an in-memory ``source``, held whole (see :func:`plan_stream`),
+    ordered by symbol, then day."""
+    options = PlanOptions(as_of, price_scale, quantity_scale, side_map, symbol,
+                          allow_precision_loss, timestamp_unit, archive)  # fmt: skip
+    unbounded = SymbolDayRouter(_no_spill, memory_bytes=2**62)
+    with unbounded:
+        plan = plan_stream(stream_of(source), options, unbounded)
+        return [plan.symbol_day(key) for key in plan.keys]
+
+
+def _no_spill() -> Path:
+    raise AssertionError("an unbounded router never spills")
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """What :func:`plan_stream` converts with (see :func:`compact_ticks`); ``archive`` is the
+    schema the archive records (None: a new archive)."""
+
+    as_of: date
+    price_scale: int | None = None
+    quantity_scale: int | None = None
+    side_map: Mapping[str, str] | None = None
+    symbol: str | None = None
+    allow_precision_loss: bool = False
+    timestamp_unit: str | None = None
+    archive: TickSchema | None = None
+
+
+def plan_stream(
+    stream: TickStream,
+    options: PlanOptions,
+    router: SymbolDayRouter,
+    *,
+    on_read: ReadProgress | None = None,
+    allow_empty: bool = False,
+) -> StreamPlan:
+    """Read ``stream`` chunk by chunk: convert each chunk, validate its rows and route them to
+    their symbol-days (UTC) in ``router``, measuring each symbol-day's source bytes. Writes
+    nothing to the archive (``router`` may spill to its staging folder).
+
+    A unit or scale given as None is detected per chunk; the data's is the widest over the
+    chunks, widened to ``options.archive`` (chunks read at a smaller scale are widened when a
+    symbol-day is built). ``symbol`` names the instrument of a source without a ``symbol``
+    column, or selects one symbol from a source that has one.
+
+    Raises
+    ------
+    ArchiveSchemaError
+        The data needs a finer unit or a larger scale than ``archive`` holds.
+    ConfigError
+        A bad scale, timestamp unit or vocabulary, no symbol at all, ``as_of`` not a date.
+    TickValidationError, PrecisionLossError
+        The first invalid row in file order (named by its file row; a timestamp finer than
+        ``timestamp_unit`` is a PrecisionLossError), no ticks (unless ``allow_empty``: a plan
+        without symbol-days), or ticks dated after ``as_of``.
+    """
+    as_of = _check_date(options.as_of, name="as_of")
+    router_state = _Routing(options, router)
+
+    def route_next() -> None:
+        router_state.route(*pending.popleft().result())
+        if on_read is not None:
+            state = stream.state
+            on_read(state.bytes_read, state.file_bytes, router_state.ticks)
+
+    pending: deque[Future] = deque()
+    with ThreadPoolExecutor(max_workers=1) as converter:
+        for chunk in read_ahead(stream.chunks(), depth=READ_AHEAD_CHUNKS):
+            pending.append(converter.submit(router_state.convert, chunk))
+            while len(pending) > 1:
+                route_next()
+        while pending:
+            route_next()
+    if router_state.ticks == 0 and not allow_empty:
+        where = stream.path or "input"
+        if router_state.selecting:
+            raise TickValidationError(
+                f"{where}: no ticks of symbol {options.symbol!r}", field="symbol"
+            )
+        raise TickValidationError(f"{where}: there are no ticks to compact")
+    request = SchemaRequest(options.timestamp_unit, options.price_scale, options.quantity_scale)
+    schema = request.resolve(widest_schema([f.schema for f in router_state.facts]), options.archive)
+    _check_widened(stream, options, router_state.facts, schema)
+    return StreamPlan(
+        stream=stream,
+        router=router,
+        schema=schema,
+        as_of=as_of,
+        labels=router_state.labels,
+        raw_bytes=router_state.raw_bytes,
+        measured=stream.state.lines_measured and router_state.measured,
+        whole_file=len(router_state.labels) == 1 and stream.state.rows == router_state.ticks,
+    )
+
+
+class _Routing:
+    """The state of one :func:`plan_stream`: symbols seen, symbol-days, their measured bytes."""
+
+    def __init__(self, options: PlanOptions, router: SymbolDayRouter) -> None:
+        self.options, self.router = options, router
+        self.symbol_ids: dict[str, int] = {}
+        self.labels: dict[int, tuple[str, date]] = {}
+        self.raw_bytes: dict[int, int] = defaultdict(int)
+        self.facts: list[_ChunkFacts] = []
+        self.ticks = 0
+        self.measured = True
+        self.selecting = False
+        self.widest: TickSchema | None = None
+        self.chunks = 0
+
+    def convert(self, chunk: SourceTicks) -> tuple[SourceTicks, pa.Array, TickBatch | None]:
+        """The chunk's selected rows, their symbols and their validated batch (None: no row);
+        runs a chunk ahead of :meth:`route`, in another thread."""
+        self.selecting = self.options.symbol is not None and chunk.symbols is not None
+        chunk, symbols = _select_symbol(chunk, self.options.symbol)
+        if chunk.table.num_rows == 0:
+            return chunk, symbols, None
+        return chunk, symbols, self._converted(chunk)
+
+    def route(self, chunk: SourceTicks, symbols: pa.Array, batch: TickBatch | None) -> None:
+        """Route a converted chunk's rows to their symbol-days (chunks in file order)."""
+        index, self.chunks = self.chunks, self.chunks + 1
+        if batch is None:
+            return
+        days = utc_days(batch.ts_ns)
+        self._check_not_after(chunk, symbols, days)
+        keys = pc.add(
+            pc.multiply(self._symbol_ids(chunk, symbols), _DAY_KEY_SHIFT),
+            pc.add(days, _DAY_KEY_SHIFT // 2),
+        )
+        self._route_rows(batch, keys, chunk.row_bytes)
+        self.facts.append(_chunk_facts(index, batch))
+        self.widest = widest_schema([self.widest or batch.schema, batch.schema])
+        self.ticks += len(batch)
+
+    def _converted(self, chunk: SourceTicks) -> TickBatch:
+        """The chunk converted at the widest schema of the chunks before it where the data
+        holds it (one exact conversion, no detection pass), else at its own detected schema.
+        The widest schema over the chunks is the same either way."""
+        if self.widest is None:
+            return _chunk_batch(chunk, self.options)
+        hinted = replace(
+            self.options,
+            price_scale=_given_or(self.options.price_scale, self.widest.price_scale),
+            quantity_scale=_given_or(self.options.quantity_scale, self.widest.quantity_scale),
+            timestamp_unit=_given_or(self.options.timestamp_unit, self.widest.timestamp_unit),
+            allow_precision_loss=False,
+        )
+        if hinted == self.options:
+            return _chunk_batch(chunk, self.options)
+        try:
+            return _chunk_batch(chunk, hinted)
+        except TickValidationError:  # finer than the hint, or invalid: its own schema decides
+            return _chunk_batch(chunk, self.options)
+
+    def _symbol_ids(self, chunk: SourceTicks, symbols: pa.Array) -> pa.Array:
+        encoded = pc.dictionary_encode(symbols)
+        ids = []
+        for name in encoded.dictionary.to_pylist():
+            if name not in self.symbol_ids:
+                try:
+                    encode_symbol(name)
+                except TickValidationError as exc:
+                    raise chunk.located(TickValidationError(exc.detail, field=exc.field)) from None
+                self.symbol_ids[name] = len(self.symbol_ids)
+            ids.append(self.symbol_ids[name])
+        return pc.take(pa.array(ids, pa.int64()), encoded.indices)
+
+    def _check_not_after(self, chunk: SourceTicks, symbols: pa.Array, days: pa.Array) -> None:
+        limit = (self.options.as_of - _EPOCH).days
+        if pc.max(days).as_py() <= limit:
+            return
+        row = first_true(pc.greater(days, limit))
+        day = _EPOCH + timedelta(days=days[row].as_py())
+        raise chunk.located(
+            TickValidationError(
+                f"ticks of {symbols[row].as_py()!r} are dated {day.isoformat()} (UTC), after "
+                f"as_of {self.options.as_of.isoformat()}; age_days cannot be negative",
+                row=row,
+                field="timestamp_nanos",
+            )
+        )
+
+    def _route_rows(self, batch: TickBatch, keys: pa.Array, row_bytes: pa.Array | None) -> None:
+        columns = _tick_columns(batch, self.router.schema)
+        low, high = pc.min_max(keys).values()
+        if low == high:
+            starts, sorted_keys = [0, len(keys)], keys
+        else:
+            dense = pc.dictionary_encode(keys).indices  # a small range: a counting sort
+            order = pc.sort_indices(dense)  # stable: each symbol-day keeps the file's order
+            sorted_keys, columns = pc.take(keys, order), columns.take(order)
+            row_bytes = None if row_bytes is None else pc.take(row_bytes, order)
+            starts = [0, *_change_points(sorted_keys), len(keys)]
+        self.measured = self.measured and row_bytes is not None
+        ends = None if row_bytes is None else pc.cumulative_sum(row_bytes)
+        for start, stop in itertools.pairwise(starts):
+            key = sorted_keys[start].as_py()
+            if key not in self.labels:
+                self.labels[key] = self._label(key)
+            if ends is not None:
+                before = ends[start - 1].as_py() if start else 0
+                self.raw_bytes[key] += ends[stop - 1].as_py() - before
+            piece = Piece(columns.slice(start, stop - start), batch.price_scale,
+                          batch.quantity_scale)  # fmt: skip
+            self.router.add(key, piece)
+
+    def _label(self, key: int) -> tuple[str, date]:
+        names = {index: name for name, index in self.symbol_ids.items()}
+        symbol_id, day_index = divmod(key, _DAY_KEY_SHIFT)
+        return names[symbol_id], _EPOCH + timedelta(days=day_index - _DAY_KEY_SHIFT // 2)
+
+
+def _given_or(given, hint):
+    return hint if given is None else given
+
+
+def _chunk_batch(chunk: SourceTicks, options: PlanOptions) -> TickBatch:
+    """The chunk as a validated (unsorted) TickBatch at its own schema (errors name file rows)."""
+    batch = chunk.to_batch(
+        price_scale=options.price_scale,
+        quantity_scale=options.quantity_scale,
+        side_map=options.side_map,
+        allow_precision_loss=options.allow_precision_loss,
+        timestamp_unit=options.timestamp_unit,
+    )
+    try:
+        validate_values(batch)
+    except TickValidationError as exc:
+        raise chunk.located(exc) from None
+    return batch
+
+
+def _tick_columns(batch: TickBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """The batch's columns as a record batch of ``schema`` (a marker the batch lacks: False)."""
+    columns = []
+    for name in schema.names:
+        column = getattr(batch, name)
+        if column is None:
+            column = pa.nulls(len(batch), pa.bool_()).fill_null(False)
+        columns.append(column)
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _chunk_facts(index: int, batch: TickBatch) -> _ChunkFacts:
+    def largest(units: pa.Array) -> int:
+        low, high = pc.min_max(units).values()
+        return max(abs(low.as_py()), abs(high.as_py()))
+
+    return _ChunkFacts(index, batch.schema, largest(batch.price), largest(batch.quantity))
+
+
+def _check_widened(
+    stream: TickStream, options: PlanOptions, facts: list[_ChunkFacts], schema: TickSchema
+) -> None:
+    """Refuse, naming the row, a value that fits 18 digits at its chunk's scale but not at the
+    final ``schema``'s: that chunk is read again and converted at ``schema``."""
+    for fact in facts:
+        fits = all(
+            largest * 10 ** (getattr(schema, name) - getattr(fact.schema, name)) <= MAX_UNITS
+            for name, largest in (("price_scale", fact.largest_price),
+                                  ("quantity_scale", fact.largest_quantity))
+        )  # fmt: skip
+        if fits:
+            continue
+        fixed = replace(options, price_scale=schema.price_scale,
+                        quantity_scale=schema.quantity_scale)  # fmt: skip
+        chunk = next(itertools.islice(stream.chunks(), fact.index, None))
+        _chunk_batch(_select_symbol(chunk, options.symbol)[0], fixed)  # raises, naming the row
+        raise TickValidationError(f"{stream.path or 'input'}: a value needs more than 18 digits")
+
+
+def utc_days(ts_ns: pa.Array) -> pa.Array:
+    """Days since 1970-01-01 (UTC, floored) of each nanosecond timestamp, as int64."""
+    timestamps = pa.Array.from_buffers(
+        pa.timestamp("ns"), len(ts_ns), ts_ns.buffers(), 0, ts_ns.offset
+    )
+    return pc.cast(pc.cast(pc.cast(timestamps, pa.date32()), pa.int32()), pa.int64())
+
+
+def _change_points(sorted_key: pa.Array) -> list[int]:
+    if len(sorted_key) < 2:
+        return []
+    changed = pc.not_equal(sorted_key.slice(1), sorted_key.slice(0, len(sorted_key) - 1))
+    return [i + 1 for i in pc.indices_nonzero(changed).to_pylist()]
+
+
+def _select_symbol(source: SourceTicks, symbol: str | None) -> tuple[SourceTicks, pa.Array]:
+    """The rows of ``symbol`` (all rows when None) and their symbols (``symbol`` for a source
+    without a symbol column). Raises ConfigError when neither names the symbol, and
+    TickValidationError on a missing symbol (naming the file row)."""
+    symbols = source.symbols
+    if symbols is None:
+        if symbol is None:
+            raise ConfigError(
+                f"symbol: {source.path or 'the input'} has no symbol column; pass symbol="
+            )
+        encode_symbol(symbol)
+        return source, pa.repeat(pa.scalar(symbol, pa.string()), source.table.num_rows)
+    symbols = pc.cast(symbols, pa.string())
+    if symbols.null_count:
+        row = first_true(pc.is_null(symbols))
+        raise source.located(TickValidationError("symbol is missing", row=row, field="symbol"))
+    if symbol is None:
+        return source, symbols
+    keep = pc.equal(symbols, symbol)
+    return source.filter(keep), pc.filter(symbols, keep)
+
+
+def compact_symbol_day(
+    batch: TickBatch,
+    *,
+    symbol: str,
+    day: date,
+    out: Path,
+    age_days: int,
+    policy: TierPolicy,
+    raw_size_bytes: int | None = None,
+    raw_size_basis: str | None = None,
+    reordered_ticks: int = 0,
+    target_ratio: float = DEFAULT_TARGET_RATIO,
+    timestamp_unit: str | None = None,
+    lock_timeout: float = ARCHIVE_LOCK_WAIT_SECONDS,
+    audit_log: Path | None = None,
+) -> TickStorageCompactionReport:
+    """Validate one symbol-day, write it to the archive under ``out``, verify it, report on it.
+
+    ``batch`` must be sorted (:func:`sort_batch` does it and counts; pass the count as
+    ``reordered_ticks``) and fall on ``day`` (UTC). ``raw_size_bytes`` is the measured size of
+    what the archive replaces (``raw_size_basis`` says what it is, default ``supplied``);
+    without it the canonical CSV is serialized and measured. The tier follows from ``age_days``
+    under ``policy``. Timestamps are stored at ``timestamp_unit`` (None: the batch's own; the
+    report records the unit read back from the written file). Atomic and
+    idempotent: rewriting a symbol-day replaces its file. The file is published under the
+    archive's lock (waiting up to ``lock_timeout`` seconds for a re-tiering to finish), and its
+    size and sha256 recorded there (``catalog.append_hot_record``: what readers verify it by).
+    Compacting a symbol-day the archive already holds is audited once the write succeeded
+    (:func:`recompaction_record`, to ``audit_log``, default ``<out>/../audit.jsonl``).
+
+    Raises
+    ------
+    ConfigError
+        ``age_days`` missing/negative, a bad policy, target, raw size, basis or timestamp
+        unit, or scales or a unit that differ from the archive's (:func:`ensure_archive_schema`).
+    PrecisionLossError
+        A timestamp finer than ``timestamp_unit`` (names the row; nothing is written).
+    TickValidationError
+        An empty or invalid batch (names the row), a tick outside ``day``, a bad symbol.
+    RoundTripError
+        The written file did not read back equal (nothing is published).
+    WriteOnceError
+        The archive is in ``books_and_records`` mode and the symbol-day's file exists.
+    CatalogMismatchError
+        The symbol-day's file exists and the catalog is missing, unreadable or does not account
+        for the files on disk (``integrity.checked_catalog``); nothing is rewritten.
+    ArchiveBusyError
+        Another writer held the archive's lock for more than ``lock_timeout`` seconds.
+    """
+    started = time.perf_counter()
+    check_age_days(age_days)
+    if not isinstance(policy, TierPolicy):
+        raise ConfigError(f"policy = {policy!r}: expected a TierPolicy")
+    target = check_target_ratio(target_ratio)
+    day = _check_date(day, name="day")
+    encode_symbol(symbol)
+    if raw_size_bytes is not None:
+        check_raw_size(raw_size_bytes)
+    basis = raw_size_basis or (RAW_SIZE_BASIS_SUPPLIED if raw_size_bytes is not None else None)
+    if basis is not None and (basis not in RAW_SIZE_BASES or raw_size_bytes is None):
+        raise ConfigError(
+            f"raw_size_basis = {raw_size_basis!r}: expected one of {', '.join(RAW_SIZE_BASES)}, "
+            "together with raw_size_bytes"
+        )
+    if len(batch) == 0:
+        raise TickValidationError(f"{symbol} {day.isoformat()}: the batch is empty")
+    if timestamp_unit is not None:
+        batch = batch.with_timestamp_unit(timestamp_unit)
+    validate_batch(batch)
+    check_within_day(batch, day)
+    if raw_size_bytes is None:
+        raw_size_bytes, basis = canonical_csv_size_bytes(batch), RAW_SIZE_BASIS_CANONICAL_CSV
+    tier = policy.tier_for(age_days)
+    out = Path(out)
+    path = partition_file(out, symbol, day)
+    with _archive_lock(out, lock_timeout):  # every refusal comes before anything is written
+        ensure_archive_schema(
+            out,
+            price_scale=batch.price_scale,
+            quantity_scale=batch.quantity_scale,
+            timestamp_unit=batch.timestamp_unit,
+        )
+        _check_may_rewrite(out, path, policy)
+    prepared = prepare_archive_file(  # encode, write, verify: outside the lock, in parallel
+        batch,
+        path,
+        archive_root=out,
+        settings=policy.settings_for(tier),
+        metadata={META_SYMBOL: symbol, META_DATE: day.isoformat(), META_PREFIX + "tier": tier},
+    )
+    try:
+        facts = _publish_under_lock(prepared, symbol, day, out=out, policy=policy,
+                                    lock_timeout=lock_timeout, audit_log=audit_log)  # fmt: skip
+    finally:
+        prepared.discard()
+    ratio = compression_ratio(raw_size_bytes, facts.size_bytes)
+    price_scale = int(facts.metadata[META_PRICE_SCALE])
+    quantity_scale = int(facts.metadata[META_QUANTITY_SCALE])
+    notes = report_notes(
+        price_precision_loss_ticks=batch.price_precision_loss_ticks,
+        quantity_precision_loss_ticks=batch.quantity_precision_loss_ticks,
+        price_scale=price_scale,
+        quantity_scale=quantity_scale,
+        reordered_ticks=reordered_ticks,
+        ratio=ratio,
+        target=target,
+        raw_size_basis=basis,
+        price_float_noise_normalized=batch.price_float_noise_ticks,
+        quantity_float_noise_normalized=batch.quantity_float_noise_ticks,
+    )
+    return TickStorageCompactionReport(
+        symbol=symbol,
+        date=day.isoformat(),
+        tick_count=facts.num_rows,
+        raw_size_bytes=raw_size_bytes,
+        raw_size_basis=basis,
+        compacted_size_bytes=facts.size_bytes,
+        compression_ratio=ratio,
+        target_compression_ratio=target,
+        meets_compression_target=ratio >= target,
+        archive_format="parquet",
+        codec=facts.codec,
+        compression_level=facts.compression_level,
+        encodings=facts.encodings,
+        price_scale=price_scale,
+        quantity_scale=quantity_scale,
+        price_precision_loss_ticks=batch.price_precision_loss_ticks,
+        quantity_precision_loss_ticks=batch.quantity_precision_loss_ticks,
+        reordered_ticks=reordered_ticks,
+        tier=tier,
+        age_days=age_days,
+        tier_policy=policy.to_dict(),
+        round_trip_verified=True,
+        path=str(path),
+        seconds=time.perf_counter() - started,
+        timestamp_unit=facts.timestamp_unit,
+        notes=notes,
+        price_float_noise_normalized=batch.price_float_noise_ticks,
+        quantity_float_noise_normalized=batch.quantity_float_noise_ticks,
+    )
+
+
+def _archive_lock(out: Path, lock_timeout: float):
+    """The archive's exclusive lock as a compaction takes it (ArchiveBusyError after
+    ``lock_timeout`` seconds)."""
+    return fsio.exclusive_lock(
+        out / ARCHIVE_LOCK_FILE,
+        timeout=lock_timeout,
+        what="compacting",
+        held_error=ArchiveBusyError,
+    )
+
+
+def _check_may_rewrite(out: Path, path: Path, policy: TierPolicy) -> None:
+    """Refuse replacing an existing symbol-day file in books_and_records mode, or while the
+    catalog does not account for the files on disk. Call it under the archive's lock."""
+    check_may_write(out, path)
+    if path.exists():
+        checked_catalog(out, policy)
+
+
+def _publish_under_lock(
+    prepared: PreparedFile,
+    symbol: str,
+    day: date,
+    *,
+    out: Path,
+    policy: TierPolicy,
+    lock_timeout: float,
+    audit_log: Path | None,
+) -> FileFacts:
+    """Publish a staged symbol-day file under the archive's lock, held only for the checks,
+    the rename, the file's record (size and sha256, ``catalog.append_hot_record``) and the audit
+    record, not while encoding or hashing (so writers of one archive run side by side). A
+    rewrite is refused as before the encoding, and audited once the rename succeeded."""
+    record = FileRecord(prepared.temp.stat().st_size, sha256_file(prepared.temp))  # private file
+    with _archive_lock(out, lock_timeout):
+        _check_may_rewrite(out, prepared.target, policy)  # again: the lock was let go meanwhile
+        fsio.refuse_linked_state(hot_records_path(out))  # the record must follow the rename
+        rewrite = recompaction_record(out, symbol, day, rows=prepared.facts.num_rows)
+        facts = publish_archive_file(prepared)
+        faults.checkpoint("hot-published")  # a crash here: the file without its record
+        append_hot_record(out, prepared.target.relative_to(out).as_posix(), record)
+        if rewrite is not None:
+            audit(out, audit_log, [rewrite])
+    return facts
+
+
+EVENT_RECOMPACT = "tick-archive-recompact"
+"""Audit event: a symbol-day the archive held was compacted again (its hot file replaced, or its
+consolidated copy superseded by a new hot file)."""
+
+
+def recompaction_record(out: Path, symbol: str, day: date, *, rows: int) -> dict | None:
+    """The :data:`EVENT_RECOMPACT` audit record of writing ``rows`` ticks of a symbol-day the
+    archive already holds, or None for a new day: ``replaces`` names its hot file (path,
+    sha256, bytes), ``supersedes`` its catalogued consolidated copies (tier, file, rows; a
+    withdrawn one too). Read under the archive's lock before the write (the hot file's sha256
+    is that of the file being replaced); append it with ``audit`` once the write succeeded, so
+    a failed write leaves no record of a rewrite that did not happen."""
+    path = partition_file(out, symbol, day)
+    replaces = None
+    if path.exists():
+        replaces = {
+            "file": path.relative_to(out).as_posix(),
+            "sha256": sha256_file(path),
+            "bytes": path.stat().st_size,
+        }
+    catalog = read_catalog(out)
+    copy = catalog.partitions.get((symbol, day))
+    supersedes = (
+        []
+        if copy is None
+        else [
+            {
+                "tier": copy.tier,
+                "file": copy.file,
+                "rows": copy.rows,
+                "withdrawn": (symbol, day) in catalog.withdrawn,
+            }
+        ]
+    )
+    if replaces is None and not supersedes:
+        return None
+    return {
+        "event": EVENT_RECOMPACT,
+        "archive": str(out.absolute()),
+        "symbol": symbol,
+        "date": day.isoformat(),
+        "file": path.relative_to(out).as_posix(),
+        "rows": rows,
+        "replaces": replaces,
+        "supersedes": supersedes,
+    }
+
+
+def compact_source(
+    source: SourceTicks | TickStream,
+    *,
+    out: Path,
+    as_of: date,
+    price_scale: int | None = None,
+    quantity_scale: int | None = None,
+    side_map: Mapping[str, str] | None = None,
+    symbol: str | None = None,
+    tier_policy: TierPolicy | None = None,
+    allow_precision_loss: bool = False,
+    target_ratio: float = DEFAULT_TARGET_RATIO,
+    timestamp_unit: str | None = None,
+    audit_log: Path | None = None,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    on_progress: Callable[[int, int], None] | None = None,
+    on_read: ReadProgress | None = None,
+) -> list[TickStorageCompactionReport]:
+    """Compact every symbol-day of ``source`` (see :func:`compact_ticks`).
+
+    A :class:`~skewtape_pipeline.ticks.sources.TickStream` is read chunk by chunk
+    (:func:`plan_stream`); routed rows beyond half of ``memory_limit`` are spilled to the
+    archive's staging folder and read back one symbol-day at a time, so memory stays within
+    ``memory_limit`` (plus the largest symbol-day being encoded) whatever the input's size.
+    ``on_read(bytes_read, file_bytes, ticks)`` follows the reading, ``on_progress(done,
+    total)`` the symbol-days written; rewrites are audited to ``audit_log``
+    (:func:`recompaction_record`).
+    """
+    policy = TierPolicy() if tier_policy is None else tier_policy
+    if not isinstance(policy, TierPolicy):
+        raise ConfigError(f"tier_policy = {tier_policy!r}: expected a TierPolicy")
+    check_target_ratio(target_ratio)
+    limit = memory_limit
+    stream = source if isinstance(source, TickStream) else stream_of(source)
+    options = PlanOptions(
+        as_of, price_scale, quantity_scale, side_map, symbol, allow_precision_loss,
+        timestamp_unit, archive=recorded_schema(Path(out)),
+    )  # fmt: skip
+    with spilling_router(Path(out), limit) as router:
+        plan = plan_stream(stream, options, router, on_read=on_read)
+        reports = _write_symbol_days(
+            plan,
+            lambda item: compact_planned(
+                item, out=out, policy=policy, target_ratio=target_ratio,
+                timestamp_unit=timestamp_unit, audit_log=audit_log,
+            ),
+            on_progress,
+        )  # fmt: skip
+    return reports
+
+
+ENCODE_WORKERS = max(1, min(2, os.cpu_count() or 1))
+"""Symbol-days encoded, written and verified side by side (each outside the archive's lock)."""
+
+
+def spilling_router(out: Path, memory_limit: int) -> SymbolDayRouter:
+    """A router holding routed rows in half of ``memory_limit``, spilling the rest to a folder
+    of ``out``'s staging folder; the spill folders and staged files crashed runs left there are
+    removed first. Raises ConfigError on a memory limit below :data:`MIN_MEMORY_LIMIT`."""
+    limit = check_memory_limit(memory_limit)
+    staging = staging_folder(Path(out))
+    remove_orphaned_staging(staging)
+    return SymbolDayRouter(lambda: new_spill_folder(staging), memory_bytes=limit // HELD_SHARE)
+
+
+def _write_symbol_days(
+    plan: StreamPlan,
+    write: Callable[[SymbolDay], TickStorageCompactionReport],
+    on_progress: Callable[[int, int], None] | None,
+) -> list[TickStorageCompactionReport]:
+    """``write`` each symbol-day of ``plan`` in (symbol, day) order, :data:`ENCODE_WORKERS` at
+    a time (one more built meanwhile); reports in that order. The first failure is raised
+    once the symbol-days already being written finish."""
+    keys, reports = plan.keys, []
+    pending: deque[Future] = deque()
+
+    def collect() -> None:
+        reports.append(pending.popleft().result())
+        if on_progress is not None:
+            on_progress(len(reports), len(keys))
+
+    with ThreadPoolExecutor(max_workers=ENCODE_WORKERS) as pool:
+        for key in keys:
+            item = plan.symbol_day(key)
+            plan.router.drop(key)
+            pending.append(pool.submit(write, item))
+            while len(pending) >= ENCODE_WORKERS:
+                collect()
+        while pending:
+            collect()
+    return reports
+
+
+def compact_planned(
+    item: SymbolDay,
+    *,
+    out: Path,
+    policy: TierPolicy,
+    target_ratio: float = DEFAULT_TARGET_RATIO,
+    timestamp_unit: str | None = None,
+    audit_log: Path | None = None,
+) -> TickStorageCompactionReport:
+    """:func:`compact_symbol_day` for one symbol-day of :func:`plan_symbol_days`' plan."""
+    return compact_symbol_day(
+        item.batch,
+        symbol=item.symbol,
+        day=item.day,
+        out=out,
+        age_days=item.age_days,
+        policy=policy,
+        raw_size_bytes=item.raw_size_bytes,
+        raw_size_basis=item.raw_size_basis,
+        reordered_ticks=item.reordered_ticks,
+        target_ratio=target_ratio,
+        timestamp_unit=timestamp_unit,
+        audit_log=audit_log,
+    )
+
+
+def compact_ticks(
+    input_path: Path | str,
+    *,
+    out: Path,
+    as_of: date,
+    price_scale: int | None = None,
+    quantity_scale: int | None = None,
+    side_map: Mapping[str, str] | None = None,
+    symbol: str | None = None,
+    tier_policy: TierPolicy | None = None,
+    allow_precision_loss: bool = False,
+    target_ratio: float = DEFAULT_TARGET_RATIO,
+    timestamp_unit: str | None = None,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+) -> list[TickStorageCompactionReport]:
+    """Compact a canonical tick file into the archive under ``out``; one report per symbol-day.
+
+    The input is CSV or Parquet with ``timestamp_nanos,price,quantity,side[,symbol]``. It is
+    split into symbol-days (UTC), each sorted explicitly (the count of moved ticks is
+    reported), validated, written atomically, read back and compared, and reported with its
+    measured raw size: the whole file's bytes when it holds exactly one symbol-day, else the
+    bytes of that symbol-day's CSV lines, else (Parquet) the canonical CSV serialized and
+    measured. The tier follows from each day's age at ``as_of``. Timestamps are stored at
+    ``timestamp_unit`` and prices and quantities at their scales: each None by default, the
+    data's smallest exact choice widened to the archive's recorded schema (module docstring).
+    Idempotent. The file is read in chunks and uses at most about ``memory_limit`` bytes
+    (:func:`compact_source`) whatever its size; a symbol-day is encoded whole.
+
+    Raises
+    ------
+    ArchiveSchemaError
+        The data needs a finer unit or a larger scale than the archive records; nothing is
+        written.
+    ConfigError
+        A bad scale, timestamp unit, vocabulary, policy or target, no symbol for an input
+        without one, or a configuration that differs from the archive's.
+    TickValidationError, PrecisionLossError
+        Invalid input, named by file, row and column (a timestamp finer than
+        ``timestamp_unit`` is a PrecisionLossError). Nothing is written for any symbol-day.
+    RoundTripError
+        A written file did not read back equal (that symbol-day is not published).
+    """
+    stream = open_canonical(
+        input_path, side_map=side_map, block_bytes=block_bytes_for(memory_limit)
+    )
+    return compact_source(
+        stream,
+        out=out,
+        as_of=as_of,
+        price_scale=price_scale,
+        quantity_scale=quantity_scale,
+        side_map=side_map,
+        symbol=symbol,
+        tier_policy=tier_policy,
+        allow_precision_loss=allow_precision_loss,
+        target_ratio=target_ratio,
+        timestamp_unit=timestamp_unit,
+        memory_limit=memory_limit,
+    )
+
+
+def _check_date(value: object, *, name: str) -> date:
+    if isinstance(value, datetime) or not isinstance(value, date):
+        raise ConfigError(f"{name} = {value!r}: expected a datetime.date")
+    return value
