@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import json
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import date
 from pathlib import Path
@@ -185,23 +186,45 @@ INPUT_FORMATS = ("canonical", "kalshi-trades", "tardis-trades", "lobster-message
 
 
 def _read_ticks(args: argparse.Namespace, side_map: dict[str, str] | None) -> Any:
-    """The input file's ticks, read by the reader of ``--input-format``."""
+    """The input file as a stream of chunks, read by the reader of ``--input-format`` in
+    chunks sized for ``--memory-limit``."""
+    from skewtape_pipeline.ticks.archive.compact import block_bytes_for
     from skewtape_pipeline.ticks.encode import sources
 
     path, input_format = Path(args.input), args.input_format
     if args.session_date is not None and input_format != "lobster-messages":
         raise ConfigError("--session-date applies to --input-format lobster-messages only")
+    block = block_bytes_for(parse_bytes(args.memory_limit))
     readers = {
-        "canonical": lambda: sources.read_canonical(path, side_map=side_map),
-        "kalshi-trades": lambda: sources.read_kalshi_trades(path),
-        "tardis-trades": lambda: sources.read_tardis_trades(path),
-        "lobster-messages": lambda: sources.read_lobster_messages(
+        "canonical": lambda: sources.open_canonical(path, side_map=side_map, block_bytes=block),
+        "kalshi-trades": lambda: sources.open_kalshi_trades(path, block_bytes=block),
+        "tardis-trades": lambda: sources.open_tardis_trades(path, block_bytes=block),
+        "lobster-messages": lambda: sources.open_lobster_messages(
             path,
             symbol=args.symbol,
             session_date=_session_date(args.session_date),
+            block_bytes=block,
         ),
     }
     return readers[input_format]()
+
+
+BYTE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_bytes(text: str) -> int:
+    """``2G``, ``512M``, ``64MiB``, ``1.5G`` or a plain number of bytes, as bytes (binary
+    units). Raises ConfigError naming the value."""
+    raw = text.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = raw[-1:] if raw[-1:] in BYTE_UNITS else ""
+    number = raw[: len(raw) - len(unit)]
+    try:
+        value = float(number) * BYTE_UNITS[unit]
+    except ValueError:
+        raise ConfigError(
+            f"--memory-limit {text!r}: expected bytes, e.g. 2G, 512M or 1073741824"
+        ) from None
+    return int(value)
 
 
 def _session_date(text: str | None) -> date | None:
@@ -216,6 +239,9 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
     line = progress.ProgressLine(
         sys.stderr, "symbol-days", label=args.command, enabled=not args.json
     )
+    reading = ReadingRate(
+        progress.ProgressLine(sys.stderr, "bytes", label=args.command, enabled=not args.json)
+    )
     reports = compact_source(
         _read_ticks(args, side_map),
         out=Path(args.out),
@@ -228,8 +254,11 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
         allow_precision_loss=args.allow_precision_loss,
         timestamp_unit=args.timestamp_unit,
         audit_log=Path(args.audit_log) if args.audit_log else None,
+        memory_limit=parse_bytes(args.memory_limit),
         on_progress=line.update,
+        on_read=reading.update,
     )
+    reading.line.finish()
     line.finish()
     if args.json:
         for report in reports:
@@ -274,6 +303,21 @@ def compaction_summary(reports: Sequence[Any], out: Path, *, rows: int = SUMMARY
             f"({len(reports) - rows} more symbol-days not shown; --json prints every report)"
         )
     return lines
+
+
+class ReadingRate:
+    """``compact-ticks``' reading progress on a :class:`~skewtape_pipeline.progress.
+    ProgressLine` counted in bytes: the bytes read of the file's size, with the ticks read and
+    their rate per second as the stage."""
+
+    def __init__(self, line: progress.ProgressLine, clock: Callable[[], float] = time.monotonic):
+        self.line, self.clock = line, clock
+        self.started = clock()
+
+    def update(self, bytes_read: int, file_bytes: int, ticks: int) -> None:
+        rate = ticks / max(self.clock() - self.started, 1e-9)
+        stage = f"reading, {ticks:,} ticks at {rate:,.0f} ticks/s:"
+        self.line.update(bytes_read, file_bytes, stage=stage, unit="bytes")
 
 
 def cmd_retier(args: argparse.Namespace) -> None:
@@ -523,6 +567,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--audit-log",
         help="audit log of rewrites of symbol-days already archived (default: audit.jsonl "
         "beside the archive)",
+    )
+    ticks.add_argument(
+        "--memory-limit",
+        default="2G",
+        metavar="BYTES",
+        help="memory the compaction may use, e.g. 2G or 512M (default 2G): rows beyond half of "
+        "it spill to the archive's staging folder; one symbol-day is encoded whole",
     )
     ticks.add_argument(
         "--allow-precision-loss",
