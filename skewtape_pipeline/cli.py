@@ -176,6 +176,7 @@ def cmd_sync(args: argparse.Namespace) -> None:
 
     fetched = _fetch(args, first_snapshot=True)
     history = _data_root(args) / "history"
+    (history.parent / "deltas").mkdir(exist_ok=True)  # a root started from a snapshot alone
     applied = catch_up(
         history,
         _data_root(args) / "deltas",

@@ -47,7 +47,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -71,6 +71,7 @@ from skewtape_pipeline.mirror.format import (
 )
 from skewtape_pipeline.mirror.sources import (
     RemoteFile,
+    SmallFile,
     Source,
     TransferSettings,
     next_attempt,
@@ -199,7 +200,7 @@ class RemoteMonth:
     month: str
     kind: Kind
     listed: dict[str, str]
-    small: dict[str, bytes]
+    small: dict[str, SmallFile]
     sizes: dict[str, int]
     next_manifest_sha256: str | None = None
     parent_manifest_sha256: str | None = None
@@ -218,36 +219,37 @@ def remote_delta(source: Source, month: str) -> RemoteMonth | None:
     that does not hash as listed), UnsafePathError, ManifestError, PublisherError.
     """
     folder = f"{DELTAS}/{month}"
-    raw = source.read_small(f"{folder}/{CHECKSUMS}")
-    if raw is None:
+    sums = source.read_small(f"{folder}/{CHECKSUMS}")
+    if sums is None:
         return None
-    listed = _listed(source, folder, raw)
-    manifest_raw = _read_listed(source, folder, MANIFEST, listed)
-    manifest = DeltaManifest.parse(manifest_raw, source=Path(folder) / MANIFEST)
-    for index, entry in enumerate(manifest.files):
+    listed = _listed(source, folder, sums.data)
+    manifest = _read_listed(source, folder, MANIFEST, listed)
+    manifest_raw = manifest.data
+    parsed = DeltaManifest.parse(manifest_raw, source=Path(folder) / MANIFEST)
+    for index, entry in enumerate(parsed.files):
         if entry.source is not None and listed.get(entry.source) != entry.sha256:
             raise ChecksumMismatchError(
                 f"files[{index}] ships {entry.source!r} with sha256 {entry.sha256}; "
                 f"{source.url(folder + '/' + CHECKSUMS)} lists {listed.get(entry.source)}",
                 field=f"files[{index}].sha256",
             )
-    next_rel = manifest.files[-1].source or MANIFEST
-    next_raw = _read_listed(source, folder, next_rel, listed)
-    shipped = {e.path: e.source for e in manifest.files if e.op in ("add", "replace")}
-    recorded = SnapshotManifest.parse(next_raw, source=Path(folder) / next_rel).by_path()
+    next_rel = parsed.files[-1].source or MANIFEST
+    next_manifest = _read_listed(source, folder, next_rel, listed)
+    shipped = {e.path: e.source for e in parsed.files if e.op in ("add", "replace")}
+    recorded = SnapshotManifest.parse(next_manifest.data, source=Path(folder) / next_rel)
     sizes = {
         shipped[path]: entry.bytes
-        for path, entry in recorded.items()
+        for path, entry in recorded.by_path().items()
         if path in shipped and entry.bytes is not None
     }
     return RemoteMonth(
         month,
         "delta",
         listed,
-        {CHECKSUMS: raw, MANIFEST: manifest_raw, next_rel: next_raw},
+        {CHECKSUMS: sums, MANIFEST: manifest, next_rel: next_manifest},
         sizes,
-        next_manifest_sha256=manifest.next.manifest_sha256,
-        parent_manifest_sha256=manifest.parent.manifest_sha256,
+        next_manifest_sha256=parsed.next.manifest_sha256,
+        parent_manifest_sha256=parsed.parent.manifest_sha256,
     )
 
 
@@ -257,17 +259,17 @@ def remote_snapshot(source: Source, month: str) -> RemoteMonth:
     Raises PublisherError when the publisher has no such snapshot; as :func:`remote_delta`.
     """
     folder = f"{HISTORY}/{month}"
-    raw = source.read_small(f"{folder}/{CHECKSUMS}")
-    if raw is None:
+    sums = source.read_small(f"{folder}/{CHECKSUMS}")
+    if sums is None:
         raise PublisherError(
             f"the publisher has no snapshot of {month} (no {CHECKSUMS})",
             url=source.url(f"{folder}/{CHECKSUMS}"),
         )
-    listed = _listed(source, folder, raw)
-    manifest_raw = _read_listed(source, folder, MANIFEST, listed)
-    recorded = SnapshotManifest.parse(manifest_raw, source=Path(folder) / MANIFEST).by_path()
+    listed = _listed(source, folder, sums.data)
+    manifest = _read_listed(source, folder, MANIFEST, listed)
+    recorded = SnapshotManifest.parse(manifest.data, source=Path(folder) / MANIFEST).by_path()
     sizes = {path: e.bytes for path, e in recorded.items() if e.bytes is not None}
-    return RemoteMonth(month, "snapshot", listed, {CHECKSUMS: raw, MANIFEST: manifest_raw}, sizes)
+    return RemoteMonth(month, "snapshot", listed, {CHECKSUMS: sums, MANIFEST: manifest}, sizes)
 
 
 def _listed(source: Source, folder: str, raw: bytes) -> dict[str, str]:
@@ -284,15 +286,15 @@ def _listed(source: Source, folder: str, raw: bytes) -> dict[str, str]:
     return listed
 
 
-def _read_listed(source: Source, folder: str, rel: str, listed: dict[str, str]) -> bytes:
-    """A small listed file's bytes, checked against its listed sha256."""
+def _read_listed(source: Source, folder: str, rel: str, listed: dict[str, str]) -> SmallFile:
+    """A small listed file, its bytes checked against its listed sha256."""
     url = source.url(f"{folder}/{rel}")
     if rel not in listed:
         raise ChecksumMismatchError(f"{url} is not listed in the month's {CHECKSUMS}", field=rel)
     data = source.read_small(f"{folder}/{rel}")
     if data is None:
         raise PublisherError(f"is listed in the month's {CHECKSUMS} but is not there", url=url)
-    found = sha256_bytes(data)
+    found = sha256_bytes(data.data)
     if found != listed[rel]:
         raise ChecksumMismatchError(
             f"{url} hashes to {found}; the month's {CHECKSUMS} lists {listed[rel]}", field=rel
@@ -335,23 +337,20 @@ def fetch_deltas(
     root = Path(root)
     month, parent = chain_tip(root / HISTORY, root / DELTAS)
     result = FetchResult(source.location, [], dry_run=dry_run)
-    with _fetch_lock(root, dry_run):
-        if not dry_run:
-            (root / DELTAS).mkdir(exist_ok=True)
-        while True:
-            month = next_month(month)
-            remote = remote_delta(source, month)
-            if remote is None:
-                result.next_unpublished = month
-                return result
-            if remote.parent_manifest_sha256 != parent:
-                raise ChainError(
-                    f"{source.url(remote.folder + '/' + MANIFEST)}: its parent's manifest sha256 "
-                    f"is {remote.parent_manifest_sha256}; the local chain in {root} ends at "
-                    f"{parent}. Nothing was fetched."
-                )
-            result.months.append(_place_month(source, remote, root, dry_run, on_progress))
-            parent = remote.next_manifest_sha256 or ""
+    while True:
+        month = next_month(month)
+        remote = remote_delta(source, month)
+        if remote is None:
+            result.next_unpublished = month
+            return result
+        if remote.parent_manifest_sha256 != parent:
+            raise ChainError(
+                f"{source.url(remote.folder + '/' + MANIFEST)}: its parent's manifest sha256 "
+                f"is {remote.parent_manifest_sha256}; the local chain in {root} ends at "
+                f"{parent}. Nothing was fetched."
+            )
+        result.months.append(_place_month(source, remote, root, dry_run, on_progress))
+        parent = remote.next_manifest_sha256 or ""
 
 
 def fetch_snapshot(
@@ -391,8 +390,7 @@ def fetch_snapshot(
             "into an empty history (later months come as deltas: fetch without --snapshot)"
         )
     remote = remote_snapshot(source, month)
-    with _fetch_lock(root, dry_run):
-        placed = _place_month(source, remote, root, dry_run, on_progress)
+    placed = _place_month(source, remote, root, dry_run, on_progress)
     return FetchResult(source.location, [placed], dry_run=dry_run)
 
 
@@ -431,15 +429,6 @@ def holds_snapshot(root: Path) -> bool:
     return any((history / month / MANIFEST).is_file() for month in month_folders(history))
 
 
-@contextlib.contextmanager
-def _fetch_lock(root: Path, dry_run: bool) -> Iterator[None]:
-    if dry_run:
-        yield
-        return
-    with fsio.exclusive_lock(root / LOCK_NAME, what="fetching", held_error=LockHeldError):
-        yield
-
-
 def _staging_name(month: str) -> str:
     return f"{STAGING_PREFIX}{month}"
 
@@ -455,12 +444,31 @@ def _place_month(
     stats = TransferStats(listener=on_progress)
     large = {rel: digest for rel, digest in remote.listed.items() if rel not in remote.small}
     remotes = _stat_all(source, remote, large)
-    size = sum(r.size for r in remotes.values()) + sum(map(len, remote.small.values()))
+    size = sum(r.size for r in remotes.values()) + sum(len(f.data) for f in remote.small.values())
     placed = FetchedMonth(remote.month, remote.kind, target, len(remote.listed) + 1, size)
     if dry_run:
         return placed
-    stage = target.parent / _staging_name(remote.month)
     stats.add(bytes_total=size)
+    # The lock is taken (its file created) only now: a refusal before this changes nothing.
+    with fsio.exclusive_lock(root / LOCK_NAME, what="fetching", held_error=LockHeldError):
+        if (target / MANIFEST).is_file():  # another fetch placed it meanwhile
+            return replace(placed, already_present=True)
+        _stage_and_place(source, remote, target, remotes, stats)
+    counters = stats.counters()
+    return FetchedMonth(
+        remote.month, remote.kind, target, placed.files, size, seconds=stats.seconds, **counters
+    )
+
+
+def _stage_and_place(
+    source: Source,
+    remote: RemoteMonth,
+    target: Path,
+    remotes: dict[str, RemoteFile],
+    stats: TransferStats,
+) -> None:
+    """Download into the staging folder beside ``target``, verify, rename it into place."""
+    stage = target.parent / _staging_name(remote.month)
     with _discarded_on_refusal(stage):
         _write_small(stage, remote, stats)
         month = _StagedMonth(stage, source, remote, stats)
@@ -470,10 +478,6 @@ def _place_month(
         fsio.fsync_dir(stage)
         os.rename(stage, target)
         fsio.fsync_dir(target.parent)
-    counters = stats.counters()
-    return FetchedMonth(
-        remote.month, remote.kind, target, placed.files, size, seconds=stats.seconds, **counters
-    )
 
 
 def _stat_all(source: Source, remote: RemoteMonth, large: dict[str, str]) -> dict[str, RemoteFile]:
@@ -518,9 +522,13 @@ def _discarded_on_refusal(stage: Path) -> Iterator[None]:
 
 
 def _write_small(stage: Path, remote: RemoteMonth, stats: TransferStats) -> None:
-    for rel, data in remote.small.items():
-        fsio.atomic_write_bytes(stage / rel, data)
-        stats.add(bytes_done=len(data), bytes_fetched=len(data), bytes_hashed=len(data))
+    """Write the month's small files, already read and verified, dated as the publisher's."""
+    for rel, small in remote.small.items():
+        fsio.atomic_write_bytes(stage / rel, small.data)
+        if small.mtime_ns is not None:
+            os.utime(stage / rel, ns=(small.mtime_ns, small.mtime_ns))
+        size = len(small.data)
+        stats.add(bytes_done=size, bytes_fetched=size, bytes_hashed=size)
 
 
 class _Cancelled(Exception):
@@ -532,14 +540,15 @@ class _StagedMonth:
     (``.skewtape/fetch.json``) and the hash cache of what verified."""
 
     def __init__(self, stage: Path, source: Source, remote: RemoteMonth, stats: TransferStats):
+        started_ns = time.time_ns()  # the small files were hashed before; dated no later
         self.stage, self.source, self.remote, self.stats = stage, source, remote, stats
         self.journal_path = stage / LOCAL_STATE_DIR / JOURNAL
         self.versions: dict[str, str] = _load_versions(self.journal_path)
         self.cache = HashCache(hash_cache_path(stage))
         self.lock = threading.Lock()
         self.cancel = threading.Event()
-        for rel, data in remote.small.items():
-            self.cache.record(rel, stage / rel, sha256_bytes(data))
+        for rel, small in remote.small.items():
+            self.cache.record(rel, stage / rel, sha256_bytes(small.data), hashed_at_ns=started_ns)
 
     def fetch_all(self, remotes: dict[str, RemoteFile]) -> None:
         """Fetch every file (largest first, ``connections`` at a time); the first failure

@@ -102,6 +102,24 @@ class RemoteFile:
     mtime_ns: int | None = None
 
 
+@dataclass(frozen=True)
+class SmallFile:
+    """A small file read whole, and its modification time in ns when the publisher says."""
+
+    data: bytes
+    mtime_ns: int | None = None
+
+
+def small_file(url: str, data: bytes, mtime_ns: int | None) -> SmallFile:
+    """``data`` as a :class:`SmallFile`; PublisherError when it went past the limit."""
+    if len(data) > SMALL_FILE_LIMIT:
+        raise PublisherError(
+            f"is longer than {SMALL_FILE_LIMIT} bytes; a checksums or manifest file is small",
+            url=url,
+        )
+    return SmallFile(data, mtime_ns)
+
+
 @dataclass
 class Body:
     """A response's bytes from offset ``start`` of ``remote``; ``retries`` the client made to
@@ -123,7 +141,7 @@ class Source(Protocol):
     """Errors of a body broken mid-transfer that a resumed request may get past."""
 
     def url(self, rel: str) -> str: ...
-    def read_small(self, rel: str) -> bytes | None: ...
+    def read_small(self, rel: str) -> SmallFile | None: ...
     def stat(self, rel: str) -> RemoteFile | None: ...
     def open_range(self, rel: str, start: int, expected: RemoteFile) -> Body: ...
 
@@ -214,7 +232,7 @@ class HttpSource:
     def url(self, rel: str) -> str:
         return f"{self.location}/{quote(rel)}"
 
-    def read_small(self, rel: str) -> bytes | None:
+    def read_small(self, rel: str) -> SmallFile | None:
         url, response = self._get(rel, {})
         try:
             if response.status in ABSENT_STATUSES:
@@ -225,12 +243,7 @@ class HttpSource:
             raise TransferError(f"reading it failed ({_reason(exc)})", url=url) from None
         finally:
             _finish(response)
-        if len(data) > SMALL_FILE_LIMIT:
-            raise PublisherError(
-                f"is longer than {SMALL_FILE_LIMIT} bytes; a checksums or manifest file is small",
-                url=url,
-            )
-        return data
+        return small_file(url, data, _mtime_ns(response))
 
     def stat(self, rel: str) -> RemoteFile | None:
         url, response = self._get(rel, {"Range": "bytes=0-0"})
@@ -327,15 +340,17 @@ def _remote_file(url: str, response) -> RemoteFile:
             "is fetched only when its size is known",
             url=url,
         )
+    validator = response.headers.get("ETag") or response.headers.get("Last-Modified") or ""
+    return RemoteFile(size, validator, _mtime_ns(response))
+
+
+def _mtime_ns(response) -> int | None:
+    """The answer's Last-Modified in ns since the epoch, or None."""
     modified = response.headers.get("Last-Modified")
-    mtime_ns = None
-    if modified:
-        try:
-            mtime_ns = int(parsedate_to_datetime(modified).timestamp()) * 1_000_000_000
-        except (TypeError, ValueError):
-            mtime_ns = None
-    validator = response.headers.get("ETag") or modified or ""
-    return RemoteFile(size, validator, mtime_ns)
+    try:
+        return int(parsedate_to_datetime(modified).timestamp()) * 1_000_000_000
+    except (TypeError, ValueError):
+        return None
 
 
 def _full_size(response) -> int | None:
@@ -364,7 +379,7 @@ def _read_body(response, length: int) -> Iterator[bytes]:
     try:
         left = length
         while left > 0:
-            chunk = response.read(min(BLOCK, left))
+            chunk = response.read1(min(BLOCK, left))  # what arrived: a cut loses nothing read
             if not chunk:
                 raise urllib3.exceptions.IncompleteRead(length - left, left)
             left -= len(chunk)
@@ -376,8 +391,8 @@ def _read_body(response, length: int) -> Iterator[bytes]:
 # --- S3 ----------------------------------------------------------------------------------------
 
 
-S3_BLOCK = 8 * BLOCK
-"""Bytes per ranged read of an object (each is one GET)."""
+S3_BLOCK = BLOCK
+"""Bytes per ranged read of an object (each is one GET: what a broken read loses at most)."""
 
 
 class ObjectSource:
@@ -398,8 +413,9 @@ class ObjectSource:
     def _key(self, rel: str) -> str:
         return f"{self.base}/{rel}"
 
-    def read_small(self, rel: str) -> bytes | None:
-        if self.stat(rel) is None:
+    def read_small(self, rel: str) -> SmallFile | None:
+        found = self.stat(rel)
+        if found is None:
             return None
         try:
             with self.filesystem.open_input_stream(self._key(rel)) as stream:
@@ -408,12 +424,7 @@ class ObjectSource:
             return None
         except OSError as exc:
             raise TransferError(f"reading it failed ({exc})", url=self.url(rel)) from None
-        if len(data) > SMALL_FILE_LIMIT:
-            raise PublisherError(
-                f"is longer than {SMALL_FILE_LIMIT} bytes; a checksums or manifest file is small",
-                url=self.url(rel),
-            )
-        return data
+        return small_file(self.url(rel), data, found.mtime_ns)
 
     def stat(self, rel: str) -> RemoteFile | None:
         try:
@@ -477,18 +488,14 @@ class FolderSource:
             raise PublisherError(f"leads out of {self.folder} (a link)", url=self.url(rel))
         return path
 
-    def read_small(self, rel: str) -> bytes | None:
+    def read_small(self, rel: str) -> SmallFile | None:
         try:
             with open(self._path(rel), "rb") as handle:
                 data = handle.read(SMALL_FILE_LIMIT + 1)
+                mtime_ns = os.fstat(handle.fileno()).st_mtime_ns
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
-        if len(data) > SMALL_FILE_LIMIT:
-            raise PublisherError(
-                f"is longer than {SMALL_FILE_LIMIT} bytes; a checksums or manifest file is small",
-                url=self.url(rel),
-            )
-        return data
+        return small_file(self.url(rel), data, mtime_ns)
 
     def stat(self, rel: str) -> RemoteFile | None:
         try:
