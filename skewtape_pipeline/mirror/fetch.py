@@ -31,7 +31,8 @@ What a fetch promises
   (a path leaving the folder, a sha256 mismatch, a CHECKSUMS.sha256 without the manifest, an
   HTML page, a redirect elsewhere, a file longer than the size recorded for it or without a
   length, a listed file that is not there) gets a typed error and the month's staging folder is
-  removed; a network failure after the last retry (:class:`TransferError`) keeps it for a rerun.
+  removed (only the fetch's lock file in the data root, created once a download begins, stays);
+  a network failure after the last retry (:class:`TransferError`) keeps it for a rerun.
 
 This module does not import dagster.
 """
@@ -512,12 +513,18 @@ def _check_size(url: str, found: RemoteFile, recorded: int | None) -> None:
 
 @contextlib.contextmanager
 def _discarded_on_refusal(stage: Path) -> Iterator[None]:
-    """Remove ``stage`` when the block refuses what the publisher served (a typed refusal); any
-    other failure (the network, a full disk, an interruption) keeps it for a resume."""
+    """Remove ``stage`` (and its parent folder when this created it and it is left empty) when
+    the block refuses what the publisher served (a typed refusal); any other failure (the
+    network, a full disk, an interruption) keeps it for a resume."""
+    created = not stage.parent.exists()
+    stage.mkdir(parents=True, exist_ok=True)
     try:
         yield
     except (PublisherError, DeltaRefusedError, ChainError):
         shutil.rmtree(stage, ignore_errors=True)
+        if created:
+            with contextlib.suppress(OSError):
+                stage.parent.rmdir()
         raise
 
 
