@@ -339,7 +339,7 @@ def fetch_deltas(
     month, parent = chain_tip(root / HISTORY, root / DELTAS)
     result = FetchResult(source.location, [], dry_run=dry_run)
     while True:
-        month = next_month(month)
+        month, mark = next_month(month), source.retries
         remote = remote_delta(source, month)
         if remote is None:
             result.next_unpublished = month
@@ -350,7 +350,9 @@ def fetch_deltas(
                 f"is {remote.parent_manifest_sha256}; the local chain in {root} ends at "
                 f"{parent}. Nothing was fetched."
             )
-        result.months.append(_place_month(source, remote, root, dry_run, on_progress))
+        placed = _place_month(source, remote, root, dry_run, on_progress)
+        placed.retries += source.retries - mark
+        result.months.append(placed)
         parent = remote.next_manifest_sha256 or ""
 
 
@@ -390,8 +392,10 @@ def fetch_snapshot(
             f"{history} already holds {history / others[-1]}; a first snapshot is fetched only "
             "into an empty history (later months come as deltas: fetch without --snapshot)"
         )
+    mark = source.retries
     remote = remote_snapshot(source, month)
     placed = _place_month(source, remote, root, dry_run, on_progress)
+    placed.retries += source.retries - mark
     return FetchResult(source.location, [placed], dry_run=dry_run)
 
 
@@ -471,6 +475,7 @@ def _stage_and_place(
     """Download into the staging folder beside ``target``, verify, rename it into place."""
     stage = target.parent / _staging_name(remote.month)
     with _discarded_on_refusal(stage):
+        fsio.remove_stale_temps(stage)  # a killed fetch's half-written small file
         _write_small(stage, remote, stats)
         month = _StagedMonth(stage, source, remote, stats)
         month.fetch_all(remotes)
@@ -628,7 +633,6 @@ class _StagedMonth:
             self.stats.add(bytes_resumed=have, bytes_done=have)
             while have < remote.size:
                 body = self.source.open_range(f"{self.remote.folder}/{rel}", have, remote)
-                self.stats.add(retries=body.retries)
                 if body.start != have or body.remote != remote:
                     _check_size(url, body.remote, self.remote.sizes.get(rel))
                     self.stats.add(bytes_done=-have)
@@ -639,6 +643,7 @@ class _StagedMonth:
                 try:
                     have = self._stream(body.chunks, out, digest, have)
                 except self.source.transient as exc:
+                    have = out.tell()  # what was written before the break is hashed too
                     body.close()
                     retry = next_attempt(retry, url, exc)
                     self.stats.add(retries=1)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
@@ -122,13 +123,12 @@ def small_file(url: str, data: bytes, mtime_ns: int | None) -> SmallFile:
 
 @dataclass
 class Body:
-    """A response's bytes from offset ``start`` of ``remote``; ``retries`` the client made to
-    get it. ``chunks`` ends at ``remote.size``; iterate it to the end or call ``close``."""
+    """A response's bytes from offset ``start`` of ``remote``. ``chunks`` ends at
+    ``remote.size``; iterate it to the end or call ``close``."""
 
     start: int
     remote: RemoteFile
     chunks: Iterator[bytes]
-    retries: int = 0
     close: Callable[[], None] = field(default=lambda: None, repr=False)
 
 
@@ -139,6 +139,9 @@ class Source(Protocol):
     settings: TransferSettings
     transient: tuple[type[BaseException], ...]
     """Errors of a body broken mid-transfer that a resumed request may get past."""
+    retries: int
+    """Requests the client library retried so far (HTTP: urllib3's count; 0 for the others,
+    whose library keeps its count to itself)."""
 
     def url(self, rel: str) -> str: ...
     def read_small(self, rel: str) -> SmallFile | None: ...
@@ -221,6 +224,8 @@ class HttpSource:
         self.settings = settings
         self.origin = _origin(base_url)
         self.transient = (HTTPError, OSError)
+        self.retries = 0
+        self._count = threading.Lock()
         self.pool = urllib3.PoolManager(
             num_pools=4,
             maxsize=settings.connections,
@@ -275,10 +280,7 @@ class HttpSource:
         except BaseException:
             _finish(response)
             raise
-        retries = len(response.retries.history) if response.retries else 0
-        return Body(
-            begins, remote, _read_body(response, remote.size - begins), retries, response.close
-        )
+        return Body(begins, remote, _read_body(response, remote.size - begins), response.close)
 
     def _get(self, rel: str, headers: dict[str, str]) -> tuple[str, urllib3.BaseHTTPResponse]:
         """GET ``rel`` (following same-origin redirects only): (final URL, unread response)."""
@@ -292,6 +294,9 @@ class HttpSource:
                 raise _failed(url, exc.reason or exc) from None
             except HTTPError as exc:
                 raise _failed(url, exc) from None
+            if response.retries is not None and response.retries.history:
+                with self._count:
+                    self.retries += len(response.retries.history)
             if response.status not in REDIRECT_STATUSES:
                 return url, response
             _finish(response)
@@ -406,6 +411,7 @@ class ObjectSource:
         self.settings = settings
         self.filesystem = object_filesystem(uri)
         self.transient = (OSError,)
+        self.retries = 0
 
     def url(self, rel: str) -> str:
         return f"{self.location}/{rel}"
@@ -446,8 +452,9 @@ class ObjectSource:
         begins = start if remote == expected else 0
         handle = self.filesystem.open_input_file(self._key(rel))
         handle.seek(begins)
-        return Body(begins, remote, _read_handle(handle, remote.size - begins, S3_BLOCK), 0,
-                    handle.close)  # fmt: skip
+        return Body(
+            begins, remote, _read_handle(handle, remote.size - begins, S3_BLOCK), handle.close
+        )
 
 
 def _read_handle(handle, length: int, block: int) -> Iterator[bytes]:
@@ -477,6 +484,7 @@ class FolderSource:
         self.location = str(self.folder)
         self.settings = settings
         self.transient = (OSError,)
+        self.retries = 0
 
     def url(self, rel: str) -> str:
         return str(self.folder / rel)
@@ -513,5 +521,4 @@ class FolderSource:
         begins = start if remote == expected else 0
         handle = open(self._path(rel), "rb")  # noqa: SIM115 (closed by the body)
         handle.seek(begins)
-        return Body(begins, remote, _read_handle(handle, remote.size - begins, BLOCK), 0,
-                    handle.close)  # fmt: skip
+        return Body(begins, remote, _read_handle(handle, remote.size - begins, BLOCK), handle.close)
