@@ -132,8 +132,9 @@ def _fetch(args: argparse.Namespace, *, first_snapshot: bool) -> Any:
             result = fetch_snapshot(source, root, _check_month(month), **options)
             if not first_snapshot:
                 return result
-            deltas = fetch_deltas(source, root, **options) if not options["dry_run"] else None
-            result.months += deltas.months if deltas else []
+            deltas = fetch_deltas(source, root, **options)
+            result.months += deltas.months
+            result.next_unpublished = deltas.next_unpublished
             return result
         return fetch_deltas(source, root, **options)
     finally:

@@ -404,8 +404,12 @@ class ObjectSource:
     """A publisher's root in an S3 bucket, read through pyarrow's S3 filesystem."""
 
     def __init__(self, uri: str, settings: TransferSettings):
-        check_object_uri(uri)
         parts = urlsplit(uri)
+        try:
+            check_object_uri(uri)
+        except ConfigError as exc:  # its message quotes the URI: never echo a query's values
+            shown = f"{S3_SCHEME}{parts.netloc}{parts.path}?..."
+            raise ConfigError(str(exc).replace(repr(uri), repr(shown))) from None
         self.base = (parts.netloc + parts.path).rstrip("/")
         self.location = f"{S3_SCHEME}{self.base}"
         self.settings = settings

@@ -201,3 +201,31 @@ def test_open_source_when_plain_http_goes_beyond_loopback_is_refused():
 
 def test_remote_delta_when_the_month_is_not_published_is_none(nginx_publisher):
     assert remote_delta(open_source(nginx_publisher.url, FAST), "2031-01") is None
+
+
+@pytest.mark.parametrize("style", ["terse", "pretty"])
+def test_fetch_from_the_minimal_publisher_over_nginx_then_catch_up_gives_its_next_snapshot(
+    tmp_path, style
+):
+    from skewtape_pipeline_tests.mirror.test_conformance import Month, publish_case
+
+    case = publish_case(tmp_path / "published", Month(style=style))
+    age_files(case.root)
+    server = start_nginx(case.root, tmp_path / "nginx")
+    root = tmp_path / "mirror"
+    try:
+        fetch_snapshot(server.url, root, "2026-11", settings=FAST)
+        fetched = fetch_deltas(server.url, root, settings=FAST)
+    finally:
+        server.stop()
+    catch_up(root / "history", root / "deltas")
+
+    assert [m.month for m in fetched.months] == ["2026-12"]
+    assert published_files(root / "deltas" / "2026-12") == published_files(case.delta)
+    assert_same_snapshot(root / "history" / "2026-12", case.expected)
+
+
+def test_open_source_when_an_s3_uri_carries_credentials_is_refused():
+    with pytest.raises(ConfigError, match="credentials come from the environment") as info:
+        open_source("s3://bucket/prefix?access_key=AKIA&secret_key=shh")
+    assert "shh" not in str(info.value)
