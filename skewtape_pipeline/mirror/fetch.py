@@ -312,13 +312,15 @@ def fetch_deltas(
     *,
     settings: TransferSettings | None = None,
     dry_run: bool = False,
+    until: str | None = None,
     on_progress: Progress | None = None,
 ) -> FetchResult:
     """Fetch every published delta after the newest local month into ``root/deltas/``.
 
     Months are fetched in order, each only once its manifest names as parent the snapshot the
-    local chain leads to, stopping at the first month the publisher has not published. With
-    ``dry_run``, nothing is written: the result lists what would be fetched and its bytes.
+    local chain leads to, stopping at the first month the publisher has not published (or after
+    the month ``until``, when given). With ``dry_run``, nothing is written: the result lists
+    what would be fetched and its bytes.
 
     Idempotent: a rerun resumes an interrupted month and fetches nothing that is in place.
 
@@ -338,7 +340,7 @@ def fetch_deltas(
     root = Path(root)
     month, parent = chain_tip(root / HISTORY, root / DELTAS)
     result = FetchResult(source.location, [], dry_run=dry_run)
-    while True:
+    while until is None or month < until:
         month, mark = next_month(month), source.retries
         remote = remote_delta(source, month)
         if remote is None:
@@ -354,6 +356,7 @@ def fetch_deltas(
         placed.retries += source.retries - mark
         result.months.append(placed)
         parent = remote.next_manifest_sha256 or ""
+    return result
 
 
 def fetch_snapshot(
