@@ -96,3 +96,14 @@ def test_publisher_sensor_when_no_publisher_is_configured_skips_naming_the_varia
 
 def test_publisher_sensor_is_stopped_by_default():
     assert publisher_sensor.default_status == dg.DefaultSensorStatus.STOPPED
+
+
+def test_demo_when_the_root_is_new_fetches_every_month_from_its_local_publisher(tmp_path):
+    from skewtape_pipeline.orchestration.demo import PUBLISHER_DIR, follow_local_publisher
+
+    root = tmp_path / "data"
+    lines = follow_local_publisher(root, fills_per_venue_month=200)
+
+    assert len(lines) == 4 and (root / PUBLISHER_DIR / "history" / "2026-09").is_dir()
+    assert sorted(p.name for p in (root / "deltas").iterdir()) == ["2026-10", "2026-11", "2026-12"]
+    assert (root / "history" / "2026-09" / MANIFEST).is_file()
