@@ -29,6 +29,7 @@ import ipaddress
 import os
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from pathlib import Path
@@ -456,9 +457,18 @@ class ObjectSource:
         begins = start if remote == expected else 0
         handle = self.filesystem.open_input_file(self._key(rel))
         handle.seek(begins)
-        return Body(
-            begins, remote, _read_handle(handle, remote.size - begins, S3_BLOCK), handle.close
-        )
+        return Body(begins, remote, _read_ahead(handle, remote.size - begins), handle.close)
+
+
+def _read_ahead(handle, length: int) -> Iterator[bytes]:
+    """:func:`_read_handle` over an object, the next ranged GET in flight while the caller
+    writes and hashes the current block (two blocks at most are lost to a broken read)."""
+    blocks = _read_handle(handle, length, S3_BLOCK)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(next, blocks, b"")
+        while chunk := pending.result():
+            pending = pool.submit(next, blocks, b"")
+            yield chunk
 
 
 def _read_handle(handle, length: int, block: int) -> Iterator[bytes]:

@@ -60,9 +60,9 @@ def large_publisher(tmp_path_factory) -> Path:
     draw = random.Random(22).randbytes
     kept = {"fills/kalshi/2026-10.parquet": draw(1 << 20), "README.md": b"Skewtape history\n"}
     parent_files = {**kept, "fills/kalshi/2026-11.parquet": draw(1 << 20)}
-    next_files = {**kept, "fills/kalshi/2026-11.parquet": draw(6 << 20),
-                  "fills/kalshi/2026-12.parquet": draw(12 << 20),
-                  "candles/kalshi/2026-12.parquet": draw(4 << 20)}  # fmt: skip
+    next_files = {**kept, "fills/kalshi/2026-11.parquet": draw(8 << 20),
+                  "fills/kalshi/2026-12.parquet": draw(16 << 20),
+                  "candles/kalshi/2026-12.parquet": draw(6 << 20)}  # fmt: skip
     style = minimal.STYLES["terse"]
     parent = minimal.publish_snapshot(
         out / "history" / LARGE_PARENT, parent_files, bundle_id="skewtape-history-2026-11",

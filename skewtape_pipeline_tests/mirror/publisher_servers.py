@@ -75,6 +75,7 @@ http {{
     server {{
         listen 127.0.0.1:{port};
         root {root};
+        autoindex {autoindex};
     }}
 }}
 """
@@ -111,12 +112,17 @@ class NginxServer:
             self.process.wait(timeout=30)
 
 
-def start_nginx(root: Path, state: Path) -> NginxServer:
-    """nginx serving ``root`` on a free 127.0.0.1 port, its config, pid and logs in ``state``."""
+def start_nginx(root: Path, state: Path, *, listings: bool = False) -> NginxServer:
+    """nginx serving ``root`` on a free 127.0.0.1 port, its config, pid and logs in ``state``;
+    with ``listings``, folders answer with an index page (what ``rclone``'s http backend reads;
+    our fetch never asks for one)."""
     state.mkdir(parents=True, exist_ok=True)
     port = free_port()
     conf = state / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(state=state, port=port, root=root.resolve()))
+    autoindex = "on" if listings else "off"
+    conf.write_text(
+        NGINX_CONF.format(state=state, port=port, root=root.resolve(), autoindex=autoindex)
+    )
     process = subprocess.Popen(
         [nginx_binary(), "-p", str(state), "-c", str(conf), "-e", str(state / "error.log")],
         stdout=subprocess.DEVNULL,
