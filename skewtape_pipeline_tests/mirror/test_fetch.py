@@ -229,3 +229,20 @@ def test_open_source_when_an_s3_uri_carries_credentials_is_refused():
     with pytest.raises(ConfigError, match="credentials come from the environment") as info:
         open_source("s3://bucket/prefix?access_key=AKIA&secret_key=shh")
     assert "shh" not in str(info.value)
+
+
+def test_apply_after_fetch_when_a_fetched_file_was_rewritten_hashes_it_and_refuses(
+    subscriber, nginx_publisher
+):
+    from skewtape_pipeline.errors import ChecksumMismatchError
+    from skewtape_pipeline_tests.conftest import rewrite_keeping_stamp
+
+    fetch_deltas(nginx_publisher.url, subscriber, settings=FAST)
+    delta = subscriber / "deltas" / "2026-10"
+    victim = max(delta.rglob("*.parquet"), key=lambda p: p.stat().st_size)
+    data = bytearray(victim.read_bytes())
+    data[-100] ^= 0xFF
+    rewrite_keeping_stamp(victim, bytes(data))
+
+    with pytest.raises(ChecksumMismatchError, match="hashes to"):
+        check_delta_files(read_delta_head(delta))
