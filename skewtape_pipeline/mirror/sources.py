@@ -25,7 +25,9 @@ Nothing here writes to disk.
 
 from __future__ import annotations
 
+import collections
 import ipaddress
+import itertools
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -397,8 +399,10 @@ def _read_body(response, length: int) -> Iterator[bytes]:
 # --- S3 ----------------------------------------------------------------------------------------
 
 
-S3_BLOCK = BLOCK
-"""Bytes per ranged read of an object (each is one GET: what a broken read loses at most)."""
+S3_BLOCK = 2 * BLOCK
+"""Bytes per ranged read of an object (each is one GET: what a broken read costs at most)."""
+S3_DEPTH = 4
+"""Ranged reads of one object in flight at once."""
 
 
 class ObjectSource:
@@ -456,19 +460,34 @@ class ObjectSource:
             )
         begins = start if remote == expected else 0
         handle = self.filesystem.open_input_file(self._key(rel))
-        handle.seek(begins)
-        return Body(begins, remote, _read_ahead(handle, remote.size - begins), handle.close)
+        return Body(begins, remote, _read_ahead(handle, begins, remote.size - begins), handle.close)
 
 
-def _read_ahead(handle, length: int) -> Iterator[bytes]:
-    """:func:`_read_handle` over an object, the next ranged GET in flight while the caller
-    writes and hashes the current block (two blocks at most are lost to a broken read)."""
-    blocks = _read_handle(handle, length, S3_BLOCK)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(next, blocks, b"")
-        while chunk := pending.result():
-            pending = pool.submit(next, blocks, b"")
+def _read_ahead(handle, start: int, length: int) -> Iterator[bytes]:
+    """``length`` bytes of an object from ``start``, in :data:`S3_BLOCK` ranged GETs of which
+    :data:`S3_DEPTH` are in flight at once (``read_at`` is thread-safe), yielded in order while
+    the caller writes and hashes. A GET the SDK retries costs its block again; one that fails
+    for good raises OSError, and the caller resumes after the blocks it received."""
+    end = start + length
+    offsets = iter(range(start, end, S3_BLOCK))
+    with ThreadPoolExecutor(max_workers=S3_DEPTH) as pool:
+        pending = collections.deque(
+            pool.submit(_block_at, handle, offset, min(S3_BLOCK, end - offset))
+            for offset in itertools.islice(offsets, S3_DEPTH)
+        )
+        while pending:
+            chunk = pending.popleft().result()
+            offset = next(offsets, None)
+            if offset is not None:
+                pending.append(pool.submit(_block_at, handle, offset, min(S3_BLOCK, end - offset)))
             yield chunk
+
+
+def _block_at(handle, offset: int, size: int) -> bytes:
+    chunk = handle.read_at(size, offset)
+    if len(chunk) != size:
+        raise OSError(f"a ranged read at {offset} returned {len(chunk)} of {size} bytes")
+    return chunk
 
 
 def _read_handle(handle, length: int, block: int) -> Iterator[bytes]:
