@@ -400,8 +400,8 @@ def _read_body(response, length: int) -> Iterator[bytes]:
 
 
 S3_BLOCK = 2 * BLOCK
-"""Bytes per ranged read of an object (each is one GET: what a broken read costs at most)."""
-S3_DEPTH = 4
+"""Bytes of the largest ranged read of an object (each is one GET)."""
+S3_DEPTH = 8
 """Ranged reads of one object in flight at once."""
 
 
@@ -464,23 +464,31 @@ class ObjectSource:
 
 
 def _read_ahead(handle, start: int, length: int) -> Iterator[bytes]:
-    """``length`` bytes of an object from ``start``, in :data:`S3_BLOCK` ranged GETs of which
-    :data:`S3_DEPTH` are in flight at once (``read_at`` is thread-safe), yielded in order while
-    the caller writes and hashes. A GET the SDK retries costs its block again; one that fails
-    for good raises OSError, and the caller resumes after the blocks it received."""
-    end = start + length
-    offsets = iter(range(start, end, S3_BLOCK))
+    """``length`` bytes of an object from ``start`` in ranged GETs, :data:`S3_DEPTH` of them in
+    flight at once (``read_at`` is thread-safe), yielded in order while the caller writes and
+    hashes. The GETs grow from :data:`BLOCK` to :data:`S3_BLOCK` bytes (a broken GET that the
+    SDK retries costs what it had received, so the first ones are small). One that fails for
+    good raises OSError, and the caller resumes after the blocks it received."""
+    ranges = iter(_growing_ranges(start, start + length))
     with ThreadPoolExecutor(max_workers=S3_DEPTH) as pool:
         pending = collections.deque(
-            pool.submit(_block_at, handle, offset, min(S3_BLOCK, end - offset))
-            for offset in itertools.islice(offsets, S3_DEPTH)
+            pool.submit(_block_at, handle, *span) for span in itertools.islice(ranges, S3_DEPTH)
         )
         while pending:
             chunk = pending.popleft().result()
-            offset = next(offsets, None)
-            if offset is not None:
-                pending.append(pool.submit(_block_at, handle, offset, min(S3_BLOCK, end - offset)))
+            span = next(ranges, None)
+            if span is not None:
+                pending.append(pool.submit(_block_at, handle, *span))
             yield chunk
+
+
+def _growing_ranges(start: int, end: int) -> Iterator[tuple[int, int]]:
+    """(offset, size) of the GETs covering [start, end): BLOCK, doubling up to S3_BLOCK."""
+    size = BLOCK
+    while start < end:
+        yield start, min(size, end - start)
+        start += size
+        size = min(2 * size, S3_BLOCK)
 
 
 def _block_at(handle, offset: int, size: int) -> bytes:
