@@ -338,6 +338,11 @@ def fetch_deltas(
     """
     source = source if not isinstance(source, str) else open_source(source, settings)
     root = Path(root)
+    if not holds_snapshot(root):
+        raise ChainError(
+            f"{root / HISTORY} holds no snapshot to follow the publisher from; fetch a first one "
+            "with fetch_snapshot (the command line: fetch --snapshot YYYY-MM, or sync)"
+        )
     month, parent = chain_tip(root / HISTORY, root / DELTAS)
     result = FetchResult(source.location, [], dry_run=dry_run)
     while until is None or month < until:
