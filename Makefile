@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export SKEWTAPE_HOME ?= $(CURDIR)/data
 UI_PORT ?= 3000
 
-.PHONY: venv demo test lint format ui bench clean postgres-binaries nginx
+.PHONY: venv demo test lint format ui bench clean postgres-binaries reflink-filesystem nginx
 
 $(VENV)/.installed: pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; set PYTHON=/path/to/python3.11"; exit 1; }
@@ -35,6 +35,15 @@ postgres-binaries:
 	  echo "error: PostgreSQL server binaries not found; install Debian's postgresql package"; \
 	  exit 1; }
 
+# The clone tests of the delta applier make a real XFS file system (a loop-mounted image, as
+# root) with Debian's mkfs.xfs; install the package only where it is missing.
+reflink-filesystem:
+	@command -v mkfs.xfs >/dev/null 2>&1 || { \
+	  command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq xfsprogs; } || { \
+	  echo "error: mkfs.xfs not found; install Debian's xfsprogs package"; \
+	  exit 1; }
+
 # The fetch tests serve a publisher's files with Debian's nginx (run unprivileged by the tests on
 # a free loopback port with a generated config); install the package only where it is missing.
 nginx:
@@ -44,7 +53,7 @@ nginx:
 	  echo "error: nginx not found; install Debian's nginx package"; \
 	  exit 1; }
 
-test: lint postgres-binaries nginx
+test: lint postgres-binaries reflink-filesystem nginx
 	$(VENV)/bin/pytest -q
 
 # The UI: Dagster's daemon (run queue, sensors, schedules, backfills) in the background and its

@@ -313,7 +313,8 @@ SUMMARY_ROWS = 10
 
 
 def compaction_summary(reports: Sequence[Any], out: Path, *, rows: int = SUMMARY_ROWS) -> list[str]:
-    """``compact-ticks``' default output: a totals line, then a table of the first ``rows``
+    """``compact-ticks``' default output: a totals line, a line counting the float noise
+    rounded away and the precision lost (when any), then a table of the first ``rows``
     symbol-days (ticks, raw and archived bytes, ratio, tier), then how many were left out."""
     raw = sum(report.raw_size_bytes for report in reports)
     packed = sum(report.compacted_size_bytes for report in reports)
@@ -322,6 +323,13 @@ def compaction_summary(reports: Sequence[Any], out: Path, *, rows: int = SUMMARY
         f"compacted {ticks} ticks in {len(reports)} symbol-days into {out}: "
         f"{raw} -> {packed} bytes ({raw / packed if packed else 0.0:.2f}x)"
     ]
+    noise = sum(report.float_noise_normalized for report in reports)
+    loss = sum(report.precision_loss_ticks for report in reports)
+    if noise or loss:
+        lines.append(
+            f"float_noise_normalized: {noise} value(s) stored rounded to the scale (float "
+            f"representation noise, not loss); precision_loss_ticks: {loss}"
+        )
     table = [("symbol", "date", "ticks", "raw bytes", "bytes", "ratio", "tier")]
     table += [
         (r.symbol, r.date, str(r.tick_count), str(r.raw_size_bytes),
@@ -476,7 +484,7 @@ def cmd_rebuild_catalog(args: argparse.Namespace) -> None:
         result,
         f"{args.archive}: catalog generation {result.generation} rebuilt from {result.files} "
         f"files ({result.symbol_days} symbol-days; {len(result.superseded)} superseded files "
-        "left out)",
+        f"left out; {result.hot_files_recorded} hot files without a record recorded as they are)",
     )
 
 
@@ -500,10 +508,11 @@ def cmd_query(args: argparse.Namespace) -> None:
 
     roots = [Path(root) for root in args.archive]
     policy = _tier_policy(args)
+    unrestricted = args.unrestricted
     if args.json:
-        print(run_query_json(args.sql, roots, policy=policy))
+        print(run_query_json(args.sql, roots, policy=policy, unrestricted=unrestricted))
         return
-    result = run_query_text(args.sql, roots, policy=policy)
+    result = run_query_text(args.sql, roots, policy=policy, unrestricted=unrestricted)
     print("\t".join(_tsv_field(name) for name in result.columns))
     for row in result.rows:
         print("\t".join(_tsv_field(value) for value in row))
@@ -584,7 +593,9 @@ def build_parser() -> argparse.ArgumentParser:
     apply.add_argument("snapshot", help="the parent snapshot folder (changed in place by default)")
     apply.add_argument("delta", help="the delta folder")
     apply.add_argument("--into", help="build the next snapshot in this new folder (versioned)")
-    apply.add_argument("--copy", action="store_true", help="copy delta files, never hard-link")
+    apply.add_argument(
+        "--copy", action="store_true", help="copy delta files, never clone or hard-link"
+    )
     _add_audit_options(apply)
 
     verify = command("verify", cmd_verify, "verify a snapshot against its checksums and manifest")
@@ -682,7 +693,8 @@ def build_parser() -> argparse.ArgumentParser:
     ticks.add_argument(
         "--allow-precision-loss",
         action="store_true",
-        help="quantize digits beyond the scales (counted in the report) instead of refusing",
+        help="round digits beyond the scales that are not float noise (counted in the report "
+        "as precision loss) instead of refusing",
     )
     retier = command("retier", cmd_retier, "move symbol-days to the tier their age calls for")
     retier.add_argument("archive", help="archive root (its hot tier)")
@@ -714,6 +726,12 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("sql", help="e.g. \"SELECT count(*) FROM ticks WHERE symbol = 'X'\"")
     query.add_argument(
         "--archive", action="append", required=True, help="archive root (repeatable)"
+    )
+    query.add_argument(
+        "--unrestricted",
+        action="store_true",
+        help="run any SQL with DuckDB's full access (by default: one SELECT, reading only the "
+        "archives' own files)",
     )
     _add_archive_options(query, writes=False)
     _add_archive_repair_commands(command)

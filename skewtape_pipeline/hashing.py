@@ -264,14 +264,25 @@ class HashCache:
     def lookup_dated(self, rel: str, file: Path) -> tuple[str, int] | None:
         """:meth:`lookup`, with the entry's date (pass it on when recording the same bytes
         under another name, so the racy rule keeps applying to the original hash)."""
-        entry = self._entries.get(rel)
-        if entry is None or entry.is_racy():
+        if self._trusted(rel) is None:
             return None
         try:
             stamp = FileStamp.of(file)
         except FileNotFoundError:
             return None
-        return (entry.sha256, entry.dated_ns) if entry.stamp == stamp else None
+        return self.lookup_stamped(rel, stamp)
+
+    def lookup_stamped(self, rel: str, stamp: FileStamp) -> tuple[str, int] | None:
+        """:meth:`lookup_dated` for a file whose stamp the caller took (before reading it; an
+        object's, which ``stat`` cannot take)."""
+        entry = self._trusted(rel)
+        return (
+            (entry.sha256, entry.dated_ns) if entry is not None and entry.stamp == stamp else None
+        )
+
+    def _trusted(self, rel: str) -> _Entry | None:
+        entry = self._entries.get(rel)
+        return None if entry is None or entry.is_racy() else entry
 
     def restamp(self, rel: str, file: Path, *, was: FileStamp) -> None:
         """Keep the entry of ``rel`` across a link, unlink or rename the caller just made.
@@ -298,8 +309,14 @@ class HashCache:
         pass it for a hash taken before this cache was opened. By default the entry is dated
         :attr:`opened_ns`.
         """
+        self.record_stamped(rel, FileStamp.of(file), digest, hashed_at_ns=hashed_at_ns)
+
+    def record_stamped(
+        self, rel: str, stamp: FileStamp, digest: str, *, hashed_at_ns: int | None = None
+    ) -> None:
+        """:meth:`record` with the stamp the caller took before reading the file."""
         dated = self.opened_ns if hashed_at_ns is None else hashed_at_ns
-        self._entries[rel] = _Entry(FileStamp.of(file), digest, dated)
+        self._entries[rel] = _Entry(stamp, digest, dated)
 
     def adopt(self, other: HashCache, *, only: Iterable[str] | None = None) -> None:
         """Take the entries of ``other`` (the cache of a staged copy of the same files): all of

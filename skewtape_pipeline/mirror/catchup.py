@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from skewtape_pipeline import fsio
+from skewtape_pipeline.audit import AuditLog
 from skewtape_pipeline.errors import ApplyInProgressError, ChainError, ConfigError, ManifestError
 from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.mirror.apply import ApplyResult, apply_locked, lock_file_for
@@ -74,7 +75,9 @@ def catch_up(
     MissingPathError
         ``history`` or ``deltas`` is not an existing folder; nothing is created.
     LinkedStateFileError
-        ``audit_log`` or the lock file is a symbolic link; nothing is written.
+        ``audit_log`` (or its head) or the lock file is a symbolic link; nothing is written.
+    AuditLogError
+        ``audit_log`` could not be appended to (see :meth:`AuditLog.check_appendable`).
     ChainError
         ``history`` holds no snapshot, a month is missing between the current one and a later
         delta, a delta's parent is not the snapshot before it, or a delta's next snapshot is not
@@ -85,7 +88,8 @@ def catch_up(
     history = fsio.require_folder(history, "a history folder of <YYYY-MM>/ snapshots")
     current_snapshot(history)  # refused before the lock file is created
     deltas = fsio.require_folder(deltas, "a folder of <YYYY-MM>/ deltas")
-    fsio.refuse_linked_state(audit_log)
+    if audit_log is not None:
+        AuditLog(Path(audit_log)).check_appendable()
     lock = lock_file_for(history / "any-month")
     with fsio.exclusive_lock(
         lock, timeout=lock_timeout, what="catching up", held_error=ApplyInProgressError

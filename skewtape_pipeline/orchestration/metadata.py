@@ -101,6 +101,7 @@ def apply_metadata(result: Any) -> dict[str, dg.MetadataValue]:
         "files_replaced": dg.MetadataValue.int(len(result.files_replaced)),
         "files_deleted": dg.MetadataValue.int(len(result.files_deleted)),
         "files_linked": dg.MetadataValue.int(result.files_linked),
+        "files_cloned": dg.MetadataValue.int(result.files_cloned),
         "rows_upserted": dg.MetadataValue.int(sum(result.rows_upserted.values())),
         "rows_deleted": dg.MetadataValue.int(sum(result.rows_deleted.values())),
         "bytes_read": dg.MetadataValue.int(result.bytes_read),
@@ -134,7 +135,8 @@ def apply_summary(result: Any) -> str:
         f"in `{result.snapshot}`: {len(result.files_added)} file(s) added, "
         f"{len(result.files_replaced)} replaced, {len(result.files_deleted)} deleted; "
         f"{size_text(result.bytes_read)} read, {size_text(result.bytes_written)} written, "
-        f"{result.files_linked} file(s) hard-linked instead of copied."
+        f"{result.files_linked} file(s) hard-linked and {result.files_cloned} cloned instead "
+        "of copied."
     )
     lines = [head, ""]
     tables = table_changes(result)

@@ -21,6 +21,7 @@ from urllib.parse import unquote
 
 import dagster as dg
 
+from skewtape_pipeline.mirror.format import safe_venue
 from skewtape_pipeline.orchestration.partitions import FIRST_MONTH
 from skewtape_pipeline.ticks.snapshot_fills import split_symbol
 
@@ -85,11 +86,18 @@ def venue_day_key(venue: str, day: date) -> dg.MultiPartitionKey:
 
 
 def venue_day_of(key: str | dg.MultiPartitionKey) -> tuple[str, date]:
-    """(venue, day) of a tick archive partition key."""
+    """(venue, day) of a tick archive partition key.
+
+    The venue follows the rule of the venues a snapshot names
+    (:func:`~skewtape_pipeline.mirror.format.safe_venue`): a key such as ``..`` raises
+    :class:`~skewtape_pipeline.errors.UnsafePathError` naming the key."""
     if not isinstance(key, dg.MultiPartitionKey):
         key = venue_day_partitions.get_partition_key_from_str(key)
     dims = key.keys_by_dimension
-    return name_from_key(dims[VENUE_DIMENSION]), date.fromisoformat(dims[DATE_DIMENSION])
+    venue = safe_venue(
+        name_from_key(dims[VENUE_DIMENSION]), field_name=f"venue partition key {str(key)!r}"
+    )
+    return venue, date.fromisoformat(dims[DATE_DIMENSION])
 
 
 def register_venues(instance: dg.DagsterInstance, symbols: Iterable[str]) -> list[str]:

@@ -2,8 +2,10 @@
 
 At a glance: how many of the venue-day's symbol-days hold ticks (``symbol_days_archived``),
 how many had no trades and were skipped (nothing written), how many the publisher corrected
-away (``symbol_days_removed``), and a table of the archived ones with their tick counts, the
-busiest first. Every symbol-day's full report is a row of the ``tick_reports`` view.
+away (``symbol_days_removed``), how many prices and quantities carried float noise stored
+rounded to the scale (``float_noise_normalized``), and a table of the archived ones with their
+tick counts, the busiest first. Every symbol-day's full report is a row of the
+``tick_reports`` view.
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ def venue_day_metadata(rows: pa.Table, *, scope: Sequence[str] | None) -> dict[s
         "tick_count": dg.MetadataValue.int(sum(r["tick_count"] for r in archived)),
         "compacted_bytes": dg.MetadataValue.int(
             sum(r["compacted_size_bytes"] or 0 for r in archived)
+        ),
+        "float_noise_normalized": dg.MetadataValue.int(
+            sum(r["float_noise_normalized"] or 0 for r in archived)
         ),
         "scope": dg.MetadataValue.text(
             "every symbol-day" if scope is None else f"{len(scope)} named symbol(s)"

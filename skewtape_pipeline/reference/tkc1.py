@@ -13,9 +13,10 @@ Layout (big-endian), exactly ``14 + n * 25`` bytes::
     column   n x int64 quantities
     column   n x uint8 side codes (0 UNKNOWN, 1 BUY, 2 SELL)
 
-Prices are integers scaled by ``10**price_scale``. A float price is judged with a noise bound
-(``150.15000000000003`` at 4 decimals is representation noise, not loss); a Decimal, int or
-decimal string is exact (``"1.23456"`` at 4 decimals is loss). Loss is refused with
+Prices are integers scaled by ``10**price_scale``. A float or decimal-string price is judged with
+the float-noise rule of :mod:`skewtape_pipeline.ticks.decimals` (``150.15000000000003`` at 4
+decimals is representation noise, not loss; ``1.23456`` at 4 decimals is loss); a Decimal or int
+is exact. Loss is refused with
 :class:`~skewtape_pipeline.errors.PrecisionLossError` unless allowed, and then counted.
 
 The codec wrappers record the codec actually used and never fall back: asking for zstd

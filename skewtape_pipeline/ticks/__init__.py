@@ -13,11 +13,14 @@ stay importable without pyarrow):
 - ``parquet_store``: archive layout, writer, verifier, facts read from the written file.
 - ``compact``: ``compact_ticks``, ``compact_source``, ``compact_symbol_day``, ``sort_batch``.
 - ``consolidate``: warm/cold files holding many symbol-days (sorted, verified, content-named).
-- ``catalog``: where each symbol-day lives now (the atomic catalog), archive-wide metrics.
+- ``catalog``: where each symbol-day lives now (the atomic catalog), archive-wide metrics,
+  and the hot files' records (size and sha256 when written).
 - ``snapshot_fills``: a snapshot's fills as symbol-day ticks, archived; corrected symbol-days.
 - ``lifecycle``: re-tiering by age (``plan_retier``, ``retier``, ``prune``), withdrawn
   symbol-days (``withdraw_symbol_days``), relocated reports.
 - ``integrity``: the writers' catalog check, ``verify_archive``, ``rebuild_catalog``.
+- ``trust``: every file against the record made when it was written; what readers verify
+  before reading (``verify_before_reading``).
 - ``query``: the DuckDB view ``ticks`` over every tier (``open_ticks_view``, ``run_query``).
 - ``books``: the write-once ``books_and_records`` mode.
 """

@@ -30,6 +30,21 @@ period, catalog generation and symbol-days in its own key-value metadata, so
 ``ticks.integrity.rebuild_catalog`` can rebuild the catalog from the files. Older catalog
 versions (2: root-relative ``../`` paths; 1: JSON) are not read: only this project ever wrote
 them (an archive of theirs is re-created from its sources).
+
+Hot file records
+----------------
+Every hot symbol-day file's size and sha256 are recorded when it is written, in
+``<archive root>/_skewtape_hot_files.jsonl`` beside the catalog: one JSON object per line,
+``{"path": <hot file path relative to the archive root>, "sha256": <hex>, "size": <bytes>}``,
+appended (and fsynced) under the archive's lock right after the file is renamed into place; the
+last line of a path is its record (:func:`read_hot_records`); re-tiering folds the file to one
+line per path (:func:`settle_hot_records`). Appending keeps a compaction's
+cost independent of the archive's size (rewriting the catalog per file would not). A line cut
+short by a crash (no final newline) is ignored: its file then has no record, or an older one,
+and rerunning the compaction writes both again. An archive written before hot files were
+recorded has none: ``rebuild-catalog`` records its hot files as they are then
+(``ticks.integrity.rebuild_catalog``); until then ``verify-archive``, ``query`` and ``retier``
+refuse to vouch for them and say so.
 """
 
 from __future__ import annotations
@@ -64,6 +79,7 @@ CATALOG_FILE = "_skewtape_catalog.parquet"
 CATALOG_FORMAT = "skewtape-tick-catalog"
 CATALOG_VERSION = 3
 CATALOG_METADATA_KEY = "skewtape_catalog"
+HOT_RECORDS_FILE = "_skewtape_hot_files.jsonl"
 
 SymbolDayKey = tuple[str, date]
 
@@ -81,6 +97,14 @@ class SourceStamp:
     def same_file(self, stamp: FileStamp) -> bool:
         """True when ``stamp`` (of the file at :attr:`path` now) is the file that was read."""
         return (stamp.inode, stamp.size, stamp.mtime_ns) == (self.inode, self.size, self.mtime_ns)
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """What a file held when it was written: its size in bytes and its sha256 (hex)."""
+
+    size: int
+    sha256: str
 
 
 @dataclass(frozen=True)
@@ -273,6 +297,95 @@ def _read_if_present(path: Path) -> bytes | None:
         return None
     except OSError as exc:
         raise TickFormatError(f"{path}: cannot read the catalog ({exc.strerror})") from None
+
+
+# --- hot file records ----------------------------------------------------------------------------
+
+
+def hot_records_path(archive_root: Path) -> Path:
+    """``<archive root>/_skewtape_hot_files.jsonl`` (see the module notes)."""
+    return Path(archive_root) / HOT_RECORDS_FILE
+
+
+def read_hot_records(archive_root: Path) -> dict[str, FileRecord]:
+    """``{hot file path relative to the archive root: its latest record}``; {} when none were
+    written yet. A last line without its newline (a crash while appending) is ignored.
+
+    Raises TickFormatError naming the file and the line when a complete line is malformed,
+    LinkedStateFileError when the file is a symbolic link.
+    """
+    where = hot_records_path(archive_root)
+    raw = fsio.read_state_bytes(where)
+    records: dict[str, FileRecord] = {}
+    if not raw:
+        return records
+    lines = raw.split(b"\n")[:-1]  # the piece after the last newline is incomplete
+    for number, line in enumerate(lines, start=1):
+        rel, record = _hot_record(line, where, number)
+        records[rel] = record
+    return records
+
+
+def _hot_record(line: bytes, path: Path, number: int) -> tuple[str, FileRecord]:
+    body = fsio.load_json(line, path, line=number, error=TickFormatError)
+    where = f"{path}: line {number}"
+    if not isinstance(body, dict) or set(body) != {"path", "sha256", "size"}:
+        raise TickFormatError(f"{where}: expected an object with path, sha256 and size")
+    rel, digest, size = body["path"], body["sha256"], body["size"]
+    if not (_is_relative(rel) and is_sha256_hex(digest) and _is_count(size)):
+        raise TickFormatError(
+            f"{where}: {body!r}: expected a path inside the archive root, a sha256 (hex) and "
+            "a size (an int >= 0)"
+        )
+    return rel, FileRecord(size, digest)
+
+
+def _is_relative(rel: object) -> bool:
+    """What :func:`_inside` accepts, by string tests (records are read on every query)."""
+    return (
+        isinstance(rel, str)
+        and bool(rel)
+        and not rel.startswith("/")
+        and "\\" not in rel
+        and ".." not in rel.split("/")
+    )
+
+
+def _hot_record_line(rel: str, record: FileRecord) -> bytes:
+    body = {"path": rel, "sha256": record.sha256, "size": record.size}
+    return (_dumps(body) + "\n").encode()
+
+
+def append_hot_record(archive_root: Path, rel: str, record: FileRecord) -> None:
+    """Append the record of the hot file ``rel`` (just written) and fsync it; call it under the
+    archive's lock. Raises LinkedStateFileError when the records file is a symbolic link."""
+    fd = fsio.open_state_file(
+        hot_records_path(archive_root), os.O_WRONLY | os.O_APPEND | os.O_CREAT
+    )
+    with open(fd, "ab") as handle:
+        handle.write(_hot_record_line(rel, record))
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def settle_hot_records(archive_root: Path) -> None:
+    """Rewrite the records file with one line per path (its latest record) when it holds more
+    (older records of recompacted files); under the archive's lock (re-tiering calls it), so it
+    grows with the symbol-days ever compacted, not with every recompaction. The record of a hot
+    file re-tiering removed is kept: a byte-identical copy put back is then still recognised."""
+    raw = fsio.read_state_bytes(hot_records_path(archive_root))
+    if not raw:
+        return
+    latest = read_hot_records(archive_root)
+    if raw.count(b"\n") > len(latest):
+        write_hot_records(archive_root, latest)
+
+
+def write_hot_records(archive_root: Path, records: Mapping[str, FileRecord]) -> None:
+    """Replace the records file atomically with one line per path (sorted); under the lock."""
+    fsio.refuse_linked_state(hot_records_path(archive_root))
+    data = b"".join(_hot_record_line(rel, records[rel]) for rel in sorted(records))
+    fsio.atomic_write_bytes(hot_records_path(archive_root), data)
 
 
 # --- the catalog file (version 3) ---------------------------------------------------------------

@@ -35,11 +35,16 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from skewtape_pipeline import fsio
+from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickValidationError
 from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.books import audit, check_may_write
-from skewtape_pipeline.ticks.catalog import read_catalog
+from skewtape_pipeline.ticks.catalog import (
+    FileRecord,
+    append_hot_record,
+    hot_records_path,
+    read_catalog,
+)
 from skewtape_pipeline.ticks.integrity import checked_catalog
 from skewtape_pipeline.ticks.model import SchemaRequest, TickBatch, TickSchema, first_true
 from skewtape_pipeline.ticks.parquet_store import (
@@ -306,7 +311,8 @@ def compact_symbol_day(
     under ``policy``. Timestamps are stored at ``timestamp_unit`` (None: the batch's own; the
     report records the unit read back from the written file). Atomic and
     idempotent: rewriting a symbol-day replaces its file. The file is published under the
-    archive's lock (waiting up to ``lock_timeout`` seconds for a re-tiering to finish).
+    archive's lock (waiting up to ``lock_timeout`` seconds for a re-tiering to finish), and its
+    size and sha256 recorded there (``catalog.append_hot_record``: what readers verify it by).
     Compacting a symbol-day the archive already holds is audited once the write succeeded
     (:func:`recompaction_record`, to ``audit_log``, default ``<out>/../audit.jsonl``).
 
@@ -387,6 +393,8 @@ def compact_symbol_day(
         ratio=ratio,
         target=target,
         raw_size_basis=basis,
+        price_float_noise_normalized=batch.price_float_noise_ticks,
+        quantity_float_noise_normalized=batch.quantity_float_noise_ticks,
     )
     return TickStorageCompactionReport(
         symbol=symbol,
@@ -415,6 +423,8 @@ def compact_symbol_day(
         seconds=time.perf_counter() - started,
         timestamp_unit=facts.timestamp_unit,
         notes=notes,
+        price_float_noise_normalized=batch.price_float_noise_ticks,
+        quantity_float_noise_normalized=batch.quantity_float_noise_ticks,
     )
 
 
@@ -448,12 +458,17 @@ def _publish_under_lock(
     audit_log: Path | None,
 ) -> FileFacts:
     """Publish a staged symbol-day file under the archive's lock, held only for the checks,
-    the rename and the audit record, not while encoding (so writers of one archive run side by
-    side). A rewrite is refused as before the encoding, and audited once the rename succeeded."""
+    the rename, the file's record (size and sha256, ``catalog.append_hot_record``) and the audit
+    record, not while encoding or hashing (so writers of one archive run side by side). A
+    rewrite is refused as before the encoding, and audited once the rename succeeded."""
+    record = FileRecord(prepared.temp.stat().st_size, sha256_file(prepared.temp))  # private file
     with _archive_lock(out, lock_timeout):
         _check_may_rewrite(out, prepared.target, policy)  # again: the lock was let go meanwhile
+        fsio.refuse_linked_state(hot_records_path(out))  # the record must follow the rename
         rewrite = recompaction_record(out, symbol, day, rows=prepared.facts.num_rows)
         facts = publish_archive_file(prepared)
+        faults.checkpoint("hot-published")  # a crash here: the file without its record
+        append_hot_record(out, prepared.target.relative_to(out).as_posix(), record)
         if rewrite is not None:
             audit(out, audit_log, [rewrite])
     return facts

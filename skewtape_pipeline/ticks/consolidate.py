@@ -218,8 +218,9 @@ def write_consolidated_file(
     with store.staging(str(folder)) as staging:
         temp = staging / f".consolidating.{os.getpid()}{fsio.TEMP_MARKER}"
         try:
-            _write_table(table, temp, bounds=bounds, settings=settings, key_values=key_values)
-            fsio.fsync_file(temp)
+            with fsio.naming(temp, temp):  # pyarrow's write errors name no file
+                _write_table(table, temp, bounds=bounds, settings=settings, key_values=key_values)
+                fsio.fsync_file(temp)
             verify_consolidated_file(temp, parts)
             digest = sha256_file(temp)
             facts, shares = read_file_facts(temp), byte_shares(temp, lengths)

@@ -19,9 +19,10 @@ own ``symbol`` and ``date`` columns. Hot files are named by their ``symbol=``/``
   each symbol-day wins, older files holding any of the same symbol-days are superseded; a hot
   file whose ticks equal its symbol-day's catalogued copy is superseded (re-tiering moved it),
   any other hot file is live (a newer recompaction hiding the consolidated copy).
-- :func:`verify_archive` compares the catalog with the files (presence, size, sha256) and,
-  with ``full``, reads every page of every archive file through pyarrow with page checksum
-  verification (DuckDB does not check page checksums).
+- :func:`verify_archive` compares every archive file with its record (``ticks.trust``: a
+  consolidated file's size and sha256 in the catalog, a hot file's in the hot file records),
+  checks every tier root's archive marker and, with ``full``, reads every page of every archive
+  file through pyarrow with page checksum verification (DuckDB does not check page checksums).
 
 Consolidated files may live in S3 tier roots (``ticks.storage``): every function here lists and
 reads them there the same way, after checking that the store answers (else
@@ -30,6 +31,7 @@ reads them there the same way, after checking that the store answers (else
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import date
@@ -43,6 +45,7 @@ from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import (
     ArchiveBusyError,
     CatalogMismatchError,
+    ConfigError,
     DamagedFileError,
     TickFormatError,
 )
@@ -52,13 +55,16 @@ from skewtape_pipeline.ticks.catalog import (
     Catalog,
     CatalogFile,
     CatalogPartition,
+    FileRecord,
     SourceStamp,
     SymbolDayKey,
     catalog_path,
     read_catalog,
+    read_hot_records,
     relative_to_root,
     resolve,
     write_catalog,
+    write_hot_records,
 )
 from skewtape_pipeline.ticks.consolidate import (
     CONSOLIDATED,
@@ -70,15 +76,35 @@ from skewtape_pipeline.ticks.consolidate import (
     META_TIER,
     SymbolDayRows,
     byte_shares,
+    consolidated_file_name,
     read_consolidated_file,
     read_footer,
     read_symbol_days,
     symbol_days_digest,
 )
-from skewtape_pipeline.ticks.parquet_store import ARCHIVE_LOCK_FILE, read_archive_batch
+from skewtape_pipeline.ticks.parquet_store import (
+    ARCHIVE_LOCK_FILE,
+    ARCHIVE_MARKER,
+    parse_archive_marker,
+    read_archive_batch,
+)
 from skewtape_pipeline.ticks.placement import HotFile, scan_hot_files
-from skewtape_pipeline.ticks.storage import TierFile, exists, parquet_source, sha256_of, size_of
+from skewtape_pipeline.ticks.storage import (
+    TierFile,
+    exists,
+    parquet_source,
+    read_bytes,
+    sha256_of,
+    size_of,
+)
 from skewtape_pipeline.ticks.tiers import COLD, WARM, TierPolicy
+from skewtape_pipeline.ticks.trust import (
+    HOT_WRITER,
+    hot_record,
+    hot_rel,
+    record_problems,
+    unrecorded_hint,
+)
 
 EVENT_REBUILD = "tick-archive-catalog-rebuilt"
 
@@ -322,6 +348,8 @@ class RebuildResult:
     """Consolidated files left out: a newer file holds some of their symbol-days."""
     withdrawn_kept: int = 0
     """Withdrawals carried over from the old catalog (when it was still readable)."""
+    hot_files_recorded: int = 0
+    """Hot files that had no record of their size and sha256 and were recorded as they are."""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -349,7 +377,8 @@ def rebuild_catalog(
     recompaction, hiding the consolidated copy). Withdrawals are kept from the old catalog
     when it is still readable (a withdrawal lives only in the catalog and the audit log; rerun
     ``remove-days`` after rebuilding a lost catalog). The generation is one above every
-    generation seen. Audited.
+    generation seen. Hot files without a record of their size and sha256 (written before hot
+    files were recorded) are recorded as they are (``hot_files_recorded``). Audited.
 
     Raises
     ------
@@ -358,7 +387,8 @@ def rebuild_catalog(
         (restore or move it away first).
     TickFormatError
         A file that is not a consolidated tick file, one whose symbol-days do not match its
-        metadata's digest, or two files of one generation holding the same symbol-day.
+        metadata's digest, two files of one generation holding the same symbol-day, or a
+        malformed line in the hot file records (names the line; nothing is written).
     ArchiveBusyError
         Another writer holds the archive's lock beyond ``lock_timeout`` seconds.
     """
@@ -375,6 +405,7 @@ def rebuild_catalog(
             read_recorded(path, tier) for tier, path in consolidated_files_on_disk(root, policy)
         ]
         old = _readable_catalog(root)
+        records = read_hot_records(root)  # a malformed line is refused before anything changes
         chosen, superseded = _newest_copies(recorded)
         hot = {h.key: h for h in scan_hot_files(root)}
         files, partitions = {}, {}
@@ -386,16 +417,47 @@ def rebuild_catalog(
         generation = 1 + max([old.generation, *(r.generation for r in recorded)])
         catalog = Catalog(generation, files, partitions, withdrawn)
         write_catalog(root, catalog)
+        added = _record_unrecorded_hot_files(root, catalog, records, list(hot.values()))
         _audit_rebuild(
-            root, audit_log, catalog, [relative_to_root(root, r.path, policy) for r in superseded]
+            root,
+            audit_log,
+            catalog,
+            [relative_to_root(root, r.path, policy) for r in superseded],
+            sorted(added),
         )
     return RebuildResult(
-        root, generation, len(files), len(partitions), [r.path for r in superseded], len(withdrawn)
+        root,
+        generation,
+        len(files),
+        len(partitions),
+        [r.path for r in superseded],
+        len(withdrawn),
+        len(added),
     )
 
 
+def _record_unrecorded_hot_files(
+    root: Path, catalog: Catalog, records: dict[str, FileRecord], hot_files: list[HotFile]
+) -> list[str]:
+    """Record the size and sha256 of every hot file that has no record in ``records`` (written
+    before hot files were recorded), as it is now; a recorded file keeps its record (a changed
+    one stays reported). Returns the paths recorded."""
+    added = {}
+    for hot in hot_files:
+        rel = hot_rel(root, hot)
+        if hot_record(hot, catalog, records, rel) is None:
+            added[rel] = FileRecord(hot.stamp.size, sha256_file(hot.path))
+    if added:
+        write_hot_records(root, {**records, **added})
+    return list(added)
+
+
 def _audit_rebuild(
-    root: Path, audit_log: Path | None, catalog: Catalog, superseded: list[str]
+    root: Path,
+    audit_log: Path | None,
+    catalog: Catalog,
+    superseded: list[str],
+    hot_recorded: list[str],
 ) -> None:
     record = {
         "event": EVENT_REBUILD,
@@ -404,6 +466,7 @@ def _audit_rebuild(
         "catalog_sha256": sha256_bytes(catalog.to_bytes()),
         "files": sorted(catalog.files),
         "superseded": superseded,
+        "hot_files_recorded": hot_recorded,
         "symbol_days": len(catalog.partitions),
         "reason": "catalog rebuilt from the consolidated files",
     }
@@ -536,13 +599,18 @@ class ArchiveVerification:
 def verify_archive(
     archive_root: Path, *, policy: TierPolicy | None = None, full: bool = False
 ) -> ArchiveVerification:
-    """Check the archive against its catalog; reads only, never raises for what it finds.
+    """Check every byte of every archive file against its record; reads only, never raises
+    for what it finds.
 
-    Every catalogued consolidated file must be on disk with its recorded size and sha256 and
-    a readable footer; every consolidated file on disk must be accounted for (see
-    :func:`checked_catalog`); every hot file's footer must decode. With ``full``, every page
-    of every archive file (hot and consolidated) is read through pyarrow with page checksum
-    verification.
+    Every catalogued consolidated file must be on disk with the size and sha256 the catalog
+    recorded and a readable footer; every consolidated file on disk must be accounted for (see
+    :func:`checked_catalog`), and one the catalog does not list (retained in books-and-records
+    mode, or left by an interrupted run) must hash to its content name; every hot file must
+    have the size and sha256 recorded when it was written (``trust.hot_record``; one without a
+    record is reported, with the repair) and a readable footer; the archive marker must be in
+    the archive root and in every tier root holding catalogued files, equal to the root's. With
+    ``full``, every page of every archive file (hot and consolidated) is also read through
+    pyarrow with page checksum verification.
     """
     root = Path(archive_root)
     policy = TierPolicy() if policy is None else policy
@@ -552,32 +620,91 @@ def verify_archive(
     try:
         check_catalog_present(root, policy)
         catalog = read_catalog(root)
+        records = read_hot_records(root)
     except TickFormatError as exc:
         return ArchiveVerification(root, full, 0, 0, [str(exc)])
+    listed = set()
     for item in sorted(catalog.files.values(), key=lambda f: f.path):
         path = resolve(root, item.path, policy)
-        found = _check_catalogued(path, item, full=full)
-        problems += found
+        listed.add(path)
+        problems += _check_recorded(path, FileRecord(item.bytes, item.sha256), "the catalog", full)
         if exists(path):
             checked, checked_bytes = checked + 1, checked_bytes + size_of(path)
-    problems += [f"{path}: {why}" for path, why in unaccounted_files(root, policy, catalog)]
+    on_disk = consolidated_files_on_disk(root, policy)
+    for _, path in on_disk:
+        if path not in listed and _CONTENT_NAME.fullmatch(path.name):
+            problems += _check_content_named(path, full)
+            checked, checked_bytes = checked + 1, checked_bytes + size_of(path)
+    problems += [
+        f"{path}: {why}" for path, why in unaccounted_files(root, policy, catalog, on_disk)
+    ]
     for hot in scan_hot_files(root):
-        problems += _check_pages(hot.path, full=full)
+        record = hot_record(hot, catalog, records, hot_rel(root, hot))
+        if record is None:
+            problems.append(
+                f"{hot.path}: no record of its size and sha256; {unrecorded_hint(root)}"
+            )
+            problems += _check_pages(hot.path, full=full)
+        else:
+            problems += _check_recorded(hot.path, record, HOT_WRITER, full)
         checked, checked_bytes = checked + 1, checked_bytes + hot.stamp.size
+    if checked:
+        problems += _marker_problems(root, policy, catalog)
     return ArchiveVerification(root, full, checked, checked_bytes, problems)
 
 
-def _check_catalogued(path: TierFile, item: CatalogFile, *, full: bool) -> list[str]:
+def _check_recorded(path: TierFile, record: FileRecord, whose: str, full: bool) -> list[str]:
+    """The file against its record (``whose``: who made it), then its footer and pages."""
     if not exists(path):
-        return [f"{path}: missing (the catalog lists it, {item.tier} {item.period})"]
-    size = size_of(path)
-    if size != item.bytes:
-        return [f"{path}: size is {size} bytes, the catalog recorded {item.bytes}"]
-    digest = sha256_of(path)
-    problems = []
-    if digest != item.sha256:
-        problems.append(f"{path}: sha256 is {digest}, the catalog recorded {item.sha256}")
+        return [f"{path}: missing ({whose} lists it)"]
+    problems = record_problems(path, record, whose)
+    if problems and "size" in problems[0]:
+        return problems
     return problems + _check_pages(path, full=full)
+
+
+_CONTENT_NAME = re.compile(r"part-[0-9a-f]{16}\.parquet")
+
+
+def _check_content_named(path: TierFile, full: bool) -> list[str]:
+    """A consolidated file the catalog does not list (retained, or left by an interrupted run)
+    against the record its name is: the first 16 hex digits of its sha256."""
+    digest = sha256_of(path)
+    if consolidated_file_name(digest) != path.name:
+        return [
+            f"{path}: sha256 is {digest}, its content name records {path.name[5:21]}... "
+            "(a retained or uncommitted copy changed after it was written)"
+        ]
+    return _check_pages(path, full=full)
+
+
+def _marker_problems(root: Path, policy: TierPolicy, catalog: Catalog) -> list[str]:
+    """The archive marker (``_skewtape_archive.json``: scales and timestamp unit) missing from
+    the archive root or from a tier root holding catalogued files, or different there."""
+    own = root / ARCHIVE_MARKER
+    if not own.exists():
+        return [f"{own}: missing; the archive's scales and timestamp unit are unknown"]
+    wanted = parse_archive_marker(own, own.read_bytes())
+    problems = []
+    for tier in (WARM, COLD):
+        held = sum(1 for f in catalog.files.values() if f.tier == tier)
+        if not held:
+            continue
+        marker = policy.store_for(tier, root).file(ARCHIVE_MARKER)
+        try:
+            found = parse_archive_marker(marker, read_bytes(marker))
+        except FileNotFoundError:
+            problems.append(
+                f"{marker}: missing, though the {tier} root holds {held} catalogued file(s); "
+                f"readers of that root cannot check its scales; copy {own} there"
+            )
+            continue
+        except ConfigError as exc:
+            problems.append(str(exc))
+            continue
+        if found != wanted:
+            problems.append(f"{marker}: records {found}, the archive root's marker {wanted}")
+    return problems
 
 
 def _check_pages(path: TierFile, *, full: bool) -> list[str]:

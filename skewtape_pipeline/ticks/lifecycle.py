@@ -64,12 +64,15 @@ from skewtape_pipeline.ticks.catalog import (
     Catalog,
     CatalogFile,
     CatalogPartition,
+    FileRecord,
     SourceStamp,
     SymbolDayKey,
     read_catalog,
+    read_hot_records,
     relative_to_root,
     resolve,
     resolve_hot,
+    settle_hot_records,
     write_catalog,
 )
 from skewtape_pipeline.ticks.consolidate import (
@@ -108,6 +111,7 @@ from skewtape_pipeline.ticks.tiers import (
     check_age_days,
     is_colder,
 )
+from skewtape_pipeline.ticks.trust import HOT_WRITER, required_hot_record
 
 LOCK_FILE = ARCHIVE_LOCK_FILE
 EVENT_REWRITE = "tick-archive-rewrite"
@@ -435,7 +439,8 @@ def retier(
 
     Nothing is moved, written or removed unless the catalog accounts for every consolidated
     file on disk (``integrity.checked_catalog``), and every source is verified before it is
-    read (a consolidated file's size and sha256 against the catalog, a hot file's footer).
+    read (a consolidated file's size and sha256 against the catalog, a hot file's against the
+    record its compaction made, ``catalog.read_hot_records``; then its footer and pages).
 
     Raises
     ------
@@ -445,9 +450,10 @@ def retier(
         Another re-tiering of this archive holds the lock.
     CatalogMismatchError
         The catalog is missing, unreadable or does not account for the files on disk (names
-        them and the repair); nothing changed.
+        them and the repair); nothing changed. Also a hot source without a record (written
+        before hot files were recorded; names it and the repair); nothing committed.
     DamagedFileError
-        A source whose size or sha256 differs from the catalog's, or whose footer does not
+        A source whose size or sha256 differs from its record, or whose footer does not
         decode (names the file); nothing committed.
     RoundTripError
         A new file did not read back equal; nothing was committed or removed.
@@ -465,8 +471,8 @@ def retier(
         checked_catalog(root, policy)
         plan = plan_retier(root, as_of=as_of, policy=policy, months=months)
         books = is_books_and_records(root)
+        reader = _SourceReader(root, plan.catalog, policy)  # reads the records: refuses first
         removed_first = _remove(root, _withdrawn_garbage(plan), audit_log, policy)
-        reader = _SourceReader(root, plan.catalog, policy)
         written = [
             _write_rewrite(root, plan, rewrite, policy, reader, audit_log)
             for rewrite in plan.rewrites
@@ -481,6 +487,7 @@ def retier(
         else:
             removed, retained = _remove(root, garbage, audit_log, policy), []
             catalog = _forget_gone_sources(root, catalog, audit_log)
+        settle_hot_records(root)
     return RetierResult(
         archive_root=root,
         as_of=plan.as_of,
@@ -640,8 +647,7 @@ def _partition_move(
 
 class _SourceReader:
     """Reads symbol-days from hot files and consolidated files (each whole file read once, and
-    verified first: a consolidated file's size and sha256 against the catalog, a hot file's
-    footer)."""
+    verified first: its size and sha256 against its record, then its footer)."""
 
     def __init__(self, root: Path, catalog: Catalog, policy: TierPolicy):
         self.root = root
@@ -649,6 +655,7 @@ class _SourceReader:
         self.policy = policy
         self._files: dict[str, dict[SymbolDayKey, TickBatch]] = {}
         self._read: dict[str, str] = {}
+        self._records = read_hot_records(root)
 
     def start(self) -> None:
         """Forget the list of sources read (kept per written file, for its audit record)."""
@@ -665,11 +672,14 @@ class _SourceReader:
         return self._files[entry.file][entry.key], entry.source
 
     def _read_hot(self, hot: HotFile) -> tuple[TickBatch, SourceStamp]:
-        """The batch and the stamp of exactly the bytes parsed (one open file descriptor)."""
+        """The batch and the stamp of exactly the bytes parsed (one open file descriptor),
+        once they are known to be the bytes recorded when the file was written."""
         with open(hot.path, "rb") as handle:
             st = os.fstat(handle.fileno())
             data = handle.read()
         digest = sha256_bytes(data)
+        rel = relative_to_root(self.root, hot.path, self.policy)
+        self._check_record(hot, FileRecord(st.st_size, digest))
         buffer = owned_buffer(data)
         read_footer(hot.path, buffer)
         try:
@@ -683,9 +693,21 @@ class _SourceReader:
                 f"a page fails its checksum or decoding ({exc}); restore the file from a copy",
                 path=hot.path,
             ) from None
-        rel = relative_to_root(self.root, hot.path, self.policy)
         self._read[rel] = digest
         return batch, SourceStamp(rel, digest, st.st_size, st.st_ino, st.st_mtime_ns)
+
+    def _check_record(self, hot: HotFile, found: FileRecord) -> None:
+        """Refuse a hot file whose bytes read differ from its record, or that has none."""
+        before = "it is consolidated (nothing was committed)"
+        record = required_hot_record(self.root, hot, self.catalog, self._records, before)
+        if found != record:
+            raise DamagedFileError(
+                f"{found.size} bytes with sha256 {found.sha256}, {HOT_WRITER} recorded "
+                f"{record.size} bytes with sha256 {record.sha256}; the file changed after it was "
+                "written (restore it from a copy, or compact the symbol-day again, before "
+                "re-tiering); nothing was committed",
+                path=hot.path,
+            )
 
     def _read_consolidated(self, rel: str) -> dict[SymbolDayKey, TickBatch]:
         path = resolve(self.root, rel, self.policy)

@@ -10,11 +10,14 @@ refused with :class:`~skewtape_pipeline.errors.PrecisionLossError`, never trunca
 The converters turn whatever a source holds into those integers without ever passing a decimal
 string or decimal value through a float, vectorized with pyarrow.compute:
 
-- decimal strings and decimal columns are exact: any discarded non-zero digit is loss;
-- float columns are judged with a noise bound (``150.15000000000003`` at 4 decimals is
-  representation noise, ``1.23456`` at 4 decimals is loss);
+- decimal columns and integers are exact: any discarded non-zero digit is loss;
+- decimal strings and float columns (through the float's shortest repr) are judged with the
+  float-noise rule of :func:`~skewtape_pipeline.ticks.decimals.is_float_noise`:
+  ``150.15000000000003`` at 2 or 4 decimals is binary64 representation noise, stored rounded
+  to the scale and marked per row (``price_noise``/``quantity_noise``); ``1.23456`` at 4
+  decimals is loss;
 - loss raises :class:`~skewtape_pipeline.errors.PrecisionLossError` unless allowed; allowed
-  loss rounds half to even and is counted per row (``price_lossy``/``quantity_lossy``).
+  loss rounds half to even and is marked per row (``price_lossy``/``quantity_lossy``).
 
 Scaled values must fit 18 decimal digits, the capacity of the archive's ``decimal(18, s)``.
 """
@@ -24,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,7 +38,14 @@ from skewtape_pipeline.errors import (
     PrecisionLossError,
     TickValidationError,
 )
-from skewtape_pipeline.ticks.decimals import quantize_price
+from skewtape_pipeline.ticks.decimals import (
+    FLOAT_NOISE,
+    FLOAT_NOISE_MAX_UNITS,
+    FLOAT_NOISE_ULPS,
+    FLOAT_NOISE_UNIT_FRACTION,
+    LOSS,
+    quantize,
+)
 from skewtape_pipeline.ticks.sides import CANONICAL_SIDES, SIDE_NAMES, resolve_side_map
 
 MAX_SCALE = 18
@@ -43,9 +53,12 @@ MAX_DIGITS = 18
 MAX_UNITS = 10**MAX_DIGITS - 1
 """Largest magnitude of a scaled value: 18 digits, the capacity of decimal(18, s) on INT64."""
 
-FLOAT_NOISE_RELATIVE = 1e-12
-FLOAT_NOISE_ABSOLUTE = 1e-9
-_FLOAT_EXACT_LIMIT = 2.0**53
+_FLOAT_EXACT_LIMIT = 2.0**52
+"""Scaled floats below this many units are judged in float arithmetic (distinct units are
+distinct doubles); larger ones are scaled exactly from their shortest repr."""
+_NOISE_FREE_CHARS = 13
+"""Decimal text of at most this many characters (trailing zeros aside) has at most 12
+significant digits: never float noise."""
 
 _NUMBER_PATTERN = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
 _INTEGER_PATTERN = r"^[+-]?\d+$"
@@ -303,10 +316,11 @@ def _smallest_decimal_scale(values: pa.Array) -> int:
 def smallest_exact_scale(values: Any, *, field: str) -> int:
     """The smallest scale (0..18) at which a raw numeric column is exact: integers 0; decimals
     their type's scale less the trailing zeros common to every value; decimal text the most
-    decimals any value has once trailing zeros are dropped; floats the smallest scale within
-    the float-noise bound (see the module docstring). Vectorized; a value that is not a
-    number is left for the conversion to name. More than 18 decimals gives 18 (the
-    conversion then refuses the loss)."""
+    decimals any value needs once trailing zeros are dropped, float noise ignored; floats the
+    fewest decimals of their shortest repr, float noise ignored (both by the rule of
+    :func:`~skewtape_pipeline.ticks.decimals.is_float_noise`: ``150.15000000000003`` and
+    ``150.2`` give 2). Vectorized; a value that is not a number is left for the conversion to
+    name. More than 18 decimals gives 18 (the conversion then refuses the loss)."""
     values = _decode_dictionary(_as_array(values, field=field))
     type_ = values.type
     if values.null_count or len(values) == 0:
@@ -321,24 +335,49 @@ def smallest_exact_scale(values: Any, *, field: str) -> int:
 
 
 def _smallest_text_scale(values: pa.Array) -> int:
+    """The fewest decimals holding every text exactly or within float noise: the exact
+    decimals of the texts that cannot be noise, then the others checked scale by scale
+    through their doubles."""
     text = pc.utf8_trim_whitespace(values)
-    if pc.any(pc.match_substring_regex(text, "[eE]")).as_py():
-        return _smallest_probed_scale(text)
-    dot = pc.find_substring(text, ".")
-    decimals = pc.subtract(pc.utf8_length(pc.utf8_rtrim(text, characters="0")), pc.add(dot, 1))
-    widest = pc.max(pc.if_else(pc.less(dot, 0), 0, decimals)).as_py() or 0
-    return max(0, min(int(widest), MAX_SCALE))
+    decimals, candidates = _text_decimals(text)
+    widest = min(pc.max(decimals).as_py() or 0, MAX_SCALE)
+    if widest == 0 or not pc.any(candidates).as_py():
+        return widest
+    shortest = pc.max(pc.filter(decimals, pc.invert(candidates))).as_py() or 0
+    rows = pc.indices_nonzero(candidates)
+    try:
+        doubles = pc.cast(pc.take(text, rows), pa.float64())
+    except pa.ArrowInvalid:  # not numbers: the conversion names them
+        return widest
+    needed = pc.take(decimals, rows)
+    for scale in range(shortest, widest):
+        if _all_exact_or_noise(doubles, scale, pc.less_equal(needed, scale)):
+            return scale
+    return widest
 
 
-def _smallest_probed_scale(text: pa.Array) -> int:
-    """Decimal text with exponents: the smallest scale its exact decimal cast accepts."""
-    for scale in range(MAX_SCALE + 1):
-        try:
-            pc.cast(text, pa.decimal128(38, scale))
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            continue
-        return scale
-    return MAX_SCALE
+_TEXT_NUMBER_PARTS = r"^[+-]?(?P<whole>\d*)\.?(?P<fraction>\d*)(?:[eE](?P<exponent>[+-]?\d+))?$"
+
+
+def _text_decimals(text: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """Exact decimals of each trimmed decimal text once trailing zeros are dropped (0 for a
+    text that is not a number), and which texts may be float noise (without an exponent: 13
+    or more characters before the trailing zeros, since 12 significant digits never are)."""
+    if not pc.any(pc.match_substring_regex(text, "[eE]")).as_py():
+        dot = pc.find_substring(text, ".")
+        trimmed = pc.utf8_length(pc.utf8_rtrim(text, characters="0"))
+        decimals = pc.subtract(trimmed, pc.add(dot, 1))
+        decimals = pc.fill_null(pc.if_else(pc.less(dot, 0), 0, decimals), 0)
+        return decimals, pc.greater(trimmed, _NOISE_FREE_CHARS)
+    parts = pc.extract_regex(text, _TEXT_NUMBER_PARTS)
+    fraction = pc.struct_field(parts, "fraction")
+    digits = pc.binary_join_element_wise(pc.struct_field(parts, "whole"), fraction, "")
+    zeros = pc.subtract(pc.utf8_length(digits), pc.utf8_length(pc.utf8_rtrim(digits, "0")))
+    exponent_text = pc.struct_field(parts, "exponent")
+    exponent = pc.cast(pc.if_else(pc.equal(exponent_text, ""), "0", exponent_text), pa.int64())
+    decimals = pc.subtract(pc.subtract(pc.utf8_length(fraction), exponent), zeros)
+    decimals = pc.fill_null(pc.max_element_wise(decimals, 0), 0)
+    return decimals, pc.greater(decimals, 0)
 
 
 def _smallest_float_scale(values: pa.Array) -> int:
@@ -346,24 +385,82 @@ def _smallest_float_scale(values: pa.Array) -> int:
     if not pc.all(pc.is_finite(floats)).as_py():
         return 0
     for scale in range(MAX_SCALE + 1):
-        scaled = pc.multiply(floats, float(10**scale))
-        magnitude = pc.abs(scaled)
-        residual = pc.abs(pc.subtract(scaled, pc.round(scaled, ndigits=0)))
-        bound = pc.add(pc.multiply(magnitude, FLOAT_NOISE_RELATIVE), FLOAT_NOISE_ABSOLUTE)
-        if pc.all(pc.less_equal(residual, bound)).as_py():
+        if _all_exact_or_noise(floats, scale):
             return scale
     return MAX_SCALE
+
+
+def _all_exact_or_noise(doubles: pa.Array, scale: int, exact: pa.Array | None = None) -> bool:
+    """True when every value is exact at ``scale`` (``exact``; None: its double is that of its
+    rounding) or float noise of its rounding (:func:`float_noise_rows`). A scale where some
+    value lies far from any rounding is refused first, in a few cheap passes."""
+    power = float(10**scale)
+    scaled = pc.multiply(doubles, power)
+    units = pc.round(scaled, ndigits=0, round_mode="half_to_even")
+    if exact is None:
+        exact = pc.equal(doubles, pc.divide(units, power))
+    if pc.all(exact).as_py():
+        return True
+    # Float noise is within 1/100 of a unit of its rounding; scaling errs by under 1e-15.
+    slack = pc.add(pc.multiply(pc.abs(scaled), 1e-15), 2 * FLOAT_NOISE_UNIT_FRACTION)
+    near = pc.less_equal(pc.abs(pc.subtract(scaled, units)), slack)
+    if not pc.all(pc.or_(exact, near)).as_py():
+        return False
+    return bool(pc.all(pc.or_(exact, float_noise_rows(doubles, units, scale))).as_py())
+
+
+def _float_rounding(doubles: pa.Array, scale: int) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """``(units, exact, noise)`` of float64 ``doubles`` at ``scale``, in float arithmetic:
+    ``units`` the nearest whole number of ``10**-scale`` (as float64), ``exact`` where the
+    double is that decimal's nearest double, ``noise`` where it is within float noise of it
+    (:func:`float_noise_rows`). Exact for units below 2**52; beyond, ``exact`` may be False
+    where the decimal rule says True (callers decide those rows exactly)."""
+    power = float(10**scale)
+    units = pc.round(pc.multiply(doubles, power), ndigits=0, round_mode="half_to_even")
+    exact = pc.equal(doubles, pc.divide(units, power))
+    if pc.all(exact).as_py():
+        return units, exact, pc.invert(exact)
+    return units, exact, pc.and_not(float_noise_rows(doubles, units, scale), exact)
+
+
+def float_noise_rows(doubles: pa.Array, units: pa.Array, scale: int) -> pa.Array:
+    """Vectorized :func:`~skewtape_pipeline.ticks.decimals.is_float_noise`: True where the
+    double ``doubles[i]`` (a value's nearest binary64) is within float noise of
+    ``units[i] / 10**scale`` (int64 or whole float64 units), with the same float operations."""
+    magnitude = pc.abs(units)
+    eligible = pc.and_(pc.greater(magnitude, 0), pc.less(magnitude, FLOAT_NOISE_MAX_UNITS))
+    power = float(10**scale)
+    nearest = pc.divide(pc.cast(pc.if_else(eligible, units, 0), pa.float64()), power)
+    apart = pc.abs(pc.subtract(_double_bits(doubles), _double_bits(nearest)))
+    fraction = pc.multiply(pc.abs(pc.subtract(doubles, nearest)), power)
+    return pc.and_(
+        eligible,
+        pc.and_(
+            pc.less_equal(apart, FLOAT_NOISE_ULPS),
+            pc.less_equal(fraction, FLOAT_NOISE_UNIT_FRACTION),
+        ),
+    )
+
+
+def _double_bits(doubles: pa.Array) -> pa.Array:
+    """The int64 bit patterns of float64 values (zero-copy): for two doubles of one sign, their
+    difference counts the ulps between them."""
+    return pa.Array.from_buffers(
+        pa.int64(), len(doubles), doubles.buffers(), doubles.null_count, doubles.offset
+    )
 
 
 @dataclass(frozen=True, eq=False)
 class TickBatch:
     """Exact tick columns of one batch (see the module docstring).
 
-    ``price_lossy``/``quantity_lossy`` mark rows rounded to the scale (only when the caller
-    allowed loss); None means no row was rounded. ``timestamp_unit`` is the precision the
-    timestamps are stored at (``ts_ns`` stays in nanoseconds). Immutable; ``take``/``slice``
-    return new batches. Raises ConfigError on a bad scale or unit, TickValidationError on
-    mismatched columns, PrecisionLossError on a timestamp finer than ``timestamp_unit``.
+    ``price_lossy``/``quantity_lossy`` mark rows rounded to the scale with loss (only when the
+    caller allowed it), ``price_noise``/``quantity_noise`` rows whose discarded digits were
+    float noise (stored rounded, not loss); None means no such row. ``timestamp_unit`` is the
+    precision the timestamps are stored at (``ts_ns`` stays in nanoseconds). Immutable;
+    ``take``/``slice`` return new batches. Raises ConfigError on a bad scale or unit,
+    TickValidationError on mismatched columns, PrecisionLossError on a timestamp finer than
+    ``timestamp_unit``.
     """
 
     ts_ns: pa.Array
@@ -375,6 +472,8 @@ class TickBatch:
     price_lossy: pa.Array | None = None
     quantity_lossy: pa.Array | None = None
     timestamp_unit: str = DEFAULT_TIMESTAMP_UNIT
+    price_noise: pa.Array | None = None
+    quantity_noise: pa.Array | None = None
 
     def __post_init__(self) -> None:
         check_scale(self.price_scale, name="price_scale")
@@ -387,6 +486,8 @@ class TickBatch:
             "side": pa.int8(),
             "price_lossy": pa.bool_(),
             "quantity_lossy": pa.bool_(),
+            "price_noise": pa.bool_(),
+            "quantity_noise": pa.bool_(),
         }
         length = len(self.ts_ns)
         for name, type_ in expected.items():
@@ -513,6 +614,16 @@ class TickBatch:
         """Rows whose quantity was rounded to ``quantity_scale`` (0 unless loss was allowed)."""
         return _count_true(self.quantity_lossy)
 
+    @property
+    def price_float_noise_ticks(self) -> int:
+        """Rows whose price lost only float noise when rounded to ``price_scale``."""
+        return _count_true(self.price_noise)
+
+    @property
+    def quantity_float_noise_ticks(self) -> int:
+        """Rows whose quantity lost only float noise when rounded to ``quantity_scale``."""
+        return _count_true(self.quantity_noise)
+
     def take(self, indices: pa.Array) -> TickBatch:
         """The rows at ``indices``, in that order."""
         return self._map(lambda column: pc.take(column, indices))
@@ -532,6 +643,8 @@ class TickBatch:
             price_lossy=None if self.price_lossy is None else fn(self.price_lossy),
             quantity_lossy=None if self.quantity_lossy is None else fn(self.quantity_lossy),
             timestamp_unit=self.timestamp_unit,
+            price_noise=None if self.price_noise is None else fn(self.price_noise),
+            quantity_noise=None if self.quantity_noise is None else fn(self.quantity_noise),
         )
 
     def side_names(self) -> pa.Array:
@@ -541,7 +654,7 @@ class TickBatch:
     def first_difference(self, other: TickBatch) -> str | None:
         """None when both batches hold the same ticks at the same scales and timestamp unit;
         else what differs first (column and row), for error messages. Ignores the loss
-        markers."""
+        and noise markers."""
         if (self.price_scale, self.quantity_scale) != (other.price_scale, other.quantity_scale):
             return (
                 f"scales differ: price {self.price_scale} vs {other.price_scale}, "
@@ -689,13 +802,25 @@ def _integers_to_int64(values: pa.Array, *, field: str) -> pa.Array:
 # --- exact scaled numbers -----------------------------------------------------------------------
 
 
+class ScaledColumn(NamedTuple):
+    """A column as int64 units of ``10**-scale``. ``lossy`` marks rows rounded with loss (only
+    when the caller allowed it), ``noise`` rows whose discarded digits were float noise (stored
+    rounded); None: no such row."""
+
+    units: pa.Array
+    lossy: pa.Array | None = None
+    noise: pa.Array | None = None
+
+
 def exact_units(
     values: Any, *, scale: int, field: str, allow_precision_loss: bool = False
-) -> tuple[pa.Array, pa.Array | None]:
+) -> ScaledColumn:
     """Scale a numeric column to int64 units of ``10**-scale``, exactly.
 
-    Returns ``(units, lossy)`` where ``lossy`` marks rows rounded (half to even) to the scale,
-    or None when no row was. Accepts integer, decimal, float and decimal-string columns.
+    Returns a :class:`ScaledColumn`: the units, the rows rounded (half to even) with loss,
+    and the rows whose discarded digits were float noise (decimal text and floats only; see
+    :func:`~skewtape_pipeline.ticks.decimals.is_float_noise`), each None when no row was.
+    Accepts integer, decimal, float and decimal-string columns.
 
     Raises
     ------
@@ -703,39 +828,42 @@ def exact_units(
         A null, a non-finite or non-numeric value, or a value that needs more than 18 digits
         at ``scale`` (names the row and the value).
     PrecisionLossError
-        A value has more decimals than ``scale`` and ``allow_precision_loss`` is False.
+        A value has more decimals than ``scale``, beyond float noise, and
+        ``allow_precision_loss`` is False.
     """
     check_scale(scale, name=f"{field} scale")
     values = _decode_dictionary(_as_array(values, field=field))
     _refuse_nulls(values, field=field)
     type_ = values.type
     if pa.types.is_integer(type_):
-        units, lossy = _units_from_integers(values, scale=scale, field=field), None
+        scaled = ScaledColumn(_units_from_integers(values, scale=scale, field=field))
     elif pa.types.is_floating(type_):
-        units, lossy = _units_from_floats(values, scale=scale, field=field)
+        scaled = _units_from_floats(values, scale=scale, field=field)
     elif pa.types.is_decimal(type_):
-        units, lossy = _units_from_decimals(values, scale=scale, field=field)
+        scaled = _units_from_decimals(values, scale=scale, field=field)
     elif pa.types.is_string(type_) or pa.types.is_large_string(type_):
-        units, lossy = _units_from_strings(values, scale=scale, field=field)
+        scaled = _units_from_strings(values, scale=scale, field=field)
     else:
         raise TickValidationError(
             f"{field} column has type {type_}; expected integer, decimal, float or decimal text",
             field=field,
         )
-    _check_capacity(units, values, scale=scale, field=field)
-    if lossy is not None:
+    _check_capacity(scaled.units, values, scale=scale, field=field)
+    lossy, noise = _none_if_no_row(scaled.lossy), _none_if_no_row(scaled.noise)
+    if lossy is not None and not allow_precision_loss:
         row = first_true(lossy)
-        if row is None:
-            lossy = None
-        elif not allow_precision_loss:
-            count = _count_true(lossy)
-            raise PrecisionLossError(
-                f"{field} {values[row].as_py()!r} has more than {scale} decimals "
-                f"({count} such row(s)); raise the {field} scale or allow the loss explicitly",
-                row=row,
-                field=field,
-            )
-    return units, lossy
+        raise PrecisionLossError(
+            f"{field} {values[row].as_py()!r} has more than {scale} decimals "
+            f"({_count_true(lossy)} such row(s)); raise the {field} scale or allow the loss "
+            "explicitly",
+            row=row,
+            field=field,
+        )
+    return ScaledColumn(scaled.units, lossy, noise)
+
+
+def _none_if_no_row(mask: pa.Array | None) -> pa.Array | None:
+    return None if mask is None or not pc.any(mask).as_py() else mask
 
 
 def _check_capacity(units: pa.Array, values: pa.Array, *, scale: int, field: str) -> None:
@@ -773,7 +901,8 @@ def _decimal_units(exact: pa.Array) -> pa.Array:
 
 def _units_from_decimals(
     values: pa.Array, *, scale: int, field: str, original: pa.Array | None = None
-) -> tuple[pa.Array, pa.Array | None]:
+) -> ScaledColumn:
+    """Decimal values at ``scale``: any discarded digit is loss (a decimal type is exact)."""
     source_scale = values.type.scale
     try:
         work = pc.cast(values, pa.decimal128(38, source_scale))
@@ -782,14 +911,12 @@ def _units_from_decimals(
             rounded = pc.round(work, ndigits=scale, round_mode="half_to_even")
             lossy = pc.not_equal(work, rounded)
             work = rounded
-        return _decimal_units(pc.cast(work, pa.decimal128(38, scale))), lossy
+        return ScaledColumn(_decimal_units(pc.cast(work, pa.decimal128(38, scale))), lossy)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return _units_python(values if original is None else original, scale=scale, field=field)
 
 
-def _units_from_strings(
-    values: pa.Array, *, scale: int, field: str
-) -> tuple[pa.Array, pa.Array | None]:
+def _units_from_strings(values: pa.Array, *, scale: int, field: str) -> ScaledColumn:
     text = pc.utf8_trim_whitespace(values)
     bad = first_true(pc.invert(pc.match_substring_regex(text, _NUMBER_PATTERN)))
     if bad is not None:
@@ -799,23 +926,65 @@ def _units_from_strings(
         else:
             problem = "is not a decimal number"
         raise TickValidationError(f"{field} {raw!r} {problem}", row=bad, field=field)
-    try:
-        return _decimal_units(pc.cast(text, pa.decimal128(38, scale))), None
+    exact = pa.decimal128(38, scale)
+    try:  # a failing cast parses the whole column: a leading sample answers for most files
+        pc.cast(text.slice(0, _DETECTION_SAMPLE_ROWS), exact)
+        return ScaledColumn(_decimal_units(pc.cast(text, exact)))
     except pa.ArrowInvalid:
         pass
+    noisy = _units_from_noisy_text(text, scale)
+    if noisy is not None:
+        return noisy
     if scale < MAX_SCALE:
         try:
             wide = pc.cast(text, pa.decimal128(38, MAX_SCALE))
         except pa.ArrowInvalid:
             pass
         else:
-            return _units_from_decimals(wide, scale=scale, field=field, original=text)
+            scaled = _units_from_decimals(wide, scale=scale, field=field, original=text)
+            return scaled if scaled.noise is not None else _text_noise(text, scaled, scale)
     return _units_python(text, scale=scale, field=field)
 
 
-def _units_from_floats(
-    values: pa.Array, *, scale: int, field: str
-) -> tuple[pa.Array, pa.Array | None]:
+def _units_from_noisy_text(text: pa.Array, scale: int) -> ScaledColumn | None:
+    """Text whose only digits past ``scale`` are float noise, vectorized: the texts within the
+    scale cast exactly, the others rounded through their doubles (float noise has one rounding,
+    the same as the decimal's: see :func:`float_noise_rows`). None when a text past the scale is
+    not noise or a value does not cast (the exact path decides, rounds and names it)."""
+    decimals, _ = _text_decimals(text)
+    beyond = pc.greater(decimals, scale)
+    try:
+        doubles = pc.cast(pc.filter(text, beyond), pa.float64())
+        rounded = pc.round(pc.multiply(doubles, float(10**scale)), round_mode="half_to_even")
+        if not pc.all(float_noise_rows(doubles, rounded, scale)).as_py():
+            return None
+        within = _decimal_units(
+            pc.cast(pc.filter(text, pc.invert(beyond)), pa.decimal128(38, scale))
+        )
+    except pa.ArrowInvalid:
+        return None
+    zeros = pc.cast(pc.multiply(decimals, 0), pa.int64())
+    units = pc.replace_with_mask(zeros, beyond, pc.cast(rounded, pa.int64()))
+    return ScaledColumn(pc.replace_with_mask(units, pc.invert(beyond), within), None, beyond)
+
+
+def _text_noise(text: pa.Array, scaled: ScaledColumn, scale: int) -> ScaledColumn:
+    """``scaled`` (decimal text rounded half to even) with its rounded rows split into float
+    noise and loss: only the rounded rows are parsed to doubles."""
+    lossy = scaled.lossy
+    if lossy is None or not pc.any(lossy).as_py():
+        return scaled
+    rows = pc.indices_nonzero(lossy)
+    doubles = pc.cast(pc.take(text, rows), pa.float64())
+    noise_rows = float_noise_rows(doubles, pc.take(scaled.units, rows), scale)
+    noise = pc.replace_with_mask(lossy, lossy, noise_rows)
+    return ScaledColumn(scaled.units, pc.and_not(lossy, noise), noise)
+
+
+def _units_from_floats(values: pa.Array, *, scale: int, field: str) -> ScaledColumn:
+    """Floats at ``scale``, judged by their shortest repr: exact, float noise or loss. Rows
+    beyond 2**52 units and lossy rows (whose rounding must be that of the decimal value) are
+    decided exactly from the shortest repr."""
     floats = pc.cast(values, pa.float64())
     bad = first_true(pc.invert(pc.is_finite(floats)))
     if bad is not None:
@@ -824,45 +993,45 @@ def _units_from_floats(
             row=bad,
             field=field,
         )
-    scaled = pc.multiply(floats, float(10**scale))
-    magnitude = pc.abs(scaled)
+    rounded, exact, noise = _float_rounding(floats, scale)
+    magnitude = pc.abs(rounded)
     row = first_true(pc.greater(magnitude, float(MAX_UNITS)))
     if row is not None:
         _raise_capacity(floats[row].as_py(), row=row, scale=scale, field=field)
-    rounded = pc.round(scaled, ndigits=0, round_mode="half_to_even")
-    residual = pc.abs(pc.subtract(scaled, rounded))
-    bound = pc.add(pc.multiply(magnitude, FLOAT_NOISE_RELATIVE), FLOAT_NOISE_ABSOLUTE)
-    lossy = pc.greater(residual, bound)
     units = pc.cast(rounded, pa.int64())
-    # Decide exactly (Decimal of the shortest repr) where float arithmetic cannot: values beyond
-    # 2**53 units, and rows that lose digits (their rounding must be that of the decimal value).
+    lossy = pc.invert(pc.or_(exact, noise))
     slow = pc.or_(pc.greater_equal(magnitude, _FLOAT_EXACT_LIMIT), lossy)
     slow_rows = pc.indices_nonzero(slow)
-    if len(slow_rows):
-        exact = [
-            quantize_price(float(v), scale, field=field)
-            for v in pc.take(floats, slow_rows).to_pylist()
-        ]
-        units = pc.replace_with_mask(units, slow, pa.array([u for u, _ in exact], pa.int64()))
-        lossy = pc.replace_with_mask(lossy, slow, pa.array([x for _, x in exact], pa.bool_()))
-    return units, lossy
+    if len(slow_rows) == 0:
+        return ScaledColumn(units, lossy, noise)
+    exactly = _units_python(pc.take(floats, slow_rows), scale=scale, field=field)
+    return ScaledColumn(
+        pc.replace_with_mask(units, slow, exactly.units),
+        pc.replace_with_mask(lossy, slow, exactly.lossy),
+        pc.replace_with_mask(noise, slow, exactly.noise),
+    )
 
 
-def _units_python(values: pa.Array, *, scale: int, field: str) -> tuple[pa.Array, pa.Array]:
+def _units_python(values: pa.Array, *, scale: int, field: str) -> ScaledColumn:
     """Exact per-row fallback for values the vectorized casts cannot hold (error paths, exponents
-    with many digits): same rules, names the first bad row."""
+    with many digits, floats beyond 2**52 units, lossy floats): same rules, names the first bad
+    row. Its masks are never None."""
     units: list[int] = []
-    lossy: list[bool] = []
+    outcomes: list[str] = []
     for row, value in enumerate(values.to_pylist()):
         magnitude = _decimal_or_none(value)
         if magnitude is not None and abs(magnitude).scaleb(scale) > MAX_UNITS:
             _raise_capacity(value, row=row, scale=scale, field=field)
-        unit, was_lossy = quantize_price(value, scale, row=row, field=field)
+        unit, outcome = quantize(value, scale, row=row, field=field)
         if abs(unit) > MAX_UNITS:
             _raise_capacity(value, row=row, scale=scale, field=field)
         units.append(unit)
-        lossy.append(was_lossy)
-    return pa.array(units, pa.int64()), pa.array(lossy, pa.bool_())
+        outcomes.append(outcome)
+    return ScaledColumn(
+        pa.array(units, pa.int64()),
+        pa.array([outcome == LOSS for outcome in outcomes], pa.bool_()),
+        pa.array([outcome == FLOAT_NOISE for outcome in outcomes], pa.bool_()),
+    )
 
 
 def _decimal_or_none(value: Any) -> Decimal | None:
@@ -949,10 +1118,10 @@ def batch_from_columns(
     ts = timestamps_ns(timestamps)
     unit = request.timestamp_unit or coarsest_timestamp_unit(ts)
     check_timestamps_fit_unit(ts, unit)
-    price, price_lossy, price_scale = _units_at(
+    price, price_scale = _units_at(
         prices, request.price_scale, field="price", allow_precision_loss=allow_precision_loss
     )
-    quantity, quantity_lossy, quantity_scale = _units_at(
+    quantity, quantity_scale = _units_at(
         quantities,
         request.quantity_scale,
         field="quantity",
@@ -961,36 +1130,36 @@ def batch_from_columns(
     side = side_codes(sides, side_map)
     return TickBatch(
         ts_ns=ts,
-        price=price,
-        quantity=quantity,
+        price=price.units,
+        quantity=quantity.units,
         side=side,
         price_scale=price_scale,
         quantity_scale=quantity_scale,
-        price_lossy=price_lossy,
-        quantity_lossy=quantity_lossy,
+        price_lossy=price.lossy,
+        quantity_lossy=quantity.lossy,
         timestamp_unit=unit,
+        price_noise=price.noise,
+        quantity_noise=quantity.noise,
     )
 
 
 def _units_at(
     values: Any, scale: int | None, *, field: str, allow_precision_loss: bool
-) -> tuple[pa.Array, pa.Array | None, int]:
-    """:func:`exact_units` at ``scale``, or at the column's smallest exact scale when None
-    (one conversion; floats, whose detection is a bound, move up a scale if it was not)."""
+) -> tuple[ScaledColumn, int]:
+    """:func:`exact_units` at ``scale``, or at the column's smallest scale exact within float
+    noise when None (one conversion; a detection the conversion refutes moves up a scale)."""
     if scale is not None:
-        units, lossy = exact_units(
+        scaled = exact_units(
             values, scale=scale, field=field, allow_precision_loss=allow_precision_loss
         )
-        return units, lossy, scale
+        return scaled, scale
     scale = smallest_exact_scale(values, field=field)
     while scale < MAX_SCALE:
         try:
-            units, lossy = exact_units(values, scale=scale, field=field)
+            return exact_units(values, scale=scale, field=field), scale
         except PrecisionLossError:
             scale += 1
-            continue
-        return units, lossy, scale
-    units, lossy = exact_units(
+    scaled = exact_units(
         values, scale=scale, field=field, allow_precision_loss=allow_precision_loss
     )
-    return units, lossy, scale
+    return scaled, scale

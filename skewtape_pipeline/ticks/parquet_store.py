@@ -180,7 +180,7 @@ def ensure_archive_schema(
         "timestamp_unit": check_timestamp_unit(timestamp_unit),
     }
     stored = store.create_or_read(ARCHIVE_MARKER, json.dumps(wanted, sort_keys=True).encode())
-    found = _parse_marker(location(marker), stored)
+    found = parse_archive_marker(location(marker), stored)
     if found != wanted:
         raise ConfigError(
             f"{marker}: this archive holds price_scale {found.get('price_scale')!r}, "
@@ -202,10 +202,14 @@ def read_archive_marker(root: Path) -> dict[str, object]:
         raw = marker.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{marker}: unreadable archive marker ({exc})") from None
-    return _parse_marker(marker, raw)
+    return parse_archive_marker(marker, raw)
 
 
-def _parse_marker(marker: Path | str, raw: bytes) -> dict[str, object]:
+def parse_archive_marker(marker: Path | str, raw: bytes) -> dict[str, object]:
+    """The configuration in the bytes ``raw`` of the marker ``marker`` (a file or an object).
+
+    Raises ConfigError naming the marker when it is not a JSON object.
+    """
     try:
         found = fsio.load_json(raw, marker, error=ConfigError)
     except ValueError as exc:
@@ -441,6 +445,9 @@ def prepare_archive_file(
     ------
     RoundTripError
         The file did not read back equal; it is removed and nothing is published.
+    OSError
+        Writing failed (a full disk): names ``target``; the staged file is removed, and the
+        staging folder too when no other file is staged there.
     """
     table = archive_table(batch)
     choice = choose_encodings(table, settings)
@@ -456,14 +463,16 @@ def prepare_archive_file(
         ),
     }
     folder = staging_folder(archive_root)
-    folder.mkdir(parents=True, exist_ok=True)
     temp = folder / fsio.unique_temp_name(target.name)
     try:
-        _write_parquet(table, temp, settings=settings, choice=choice, key_values=key_values)
-        fsio.fsync_file(temp)
+        with fsio.naming(target, temp):
+            fsio.create_staged_file(temp)
+            _write_parquet(table, temp, settings=settings, choice=choice, key_values=key_values)
+            fsio.fsync_file(temp)
         facts = verify_archive_file(temp, batch, expected_metadata=key_values)
     except BaseException:
         temp.unlink(missing_ok=True)
+        fsio.prune_empty_folders(folder, within=lambda path: path == folder)
         raise
     return PreparedFile(temp=temp, target=target, facts=facts)
 

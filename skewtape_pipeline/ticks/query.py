@@ -37,6 +37,14 @@ missing from disk; a file whose Parquet footer does not decode is a ``DamagedFil
 naming it. Consolidated files are found under the tier roots of ``policy`` (default: the
 default policy's, ``<archive>-warm`` and ``<archive>-cold`` beside the archive).
 
+Every file the view names is verified against the record made when it was written before the
+view is created, unless its stamp is unchanged since it last was (``trust.verify_before_reading``:
+the mirror's trust model); a file that differs is a ``DamagedFileError`` naming it.
+
+:func:`run_query` and its siblings run the caller's SQL read-only by default: exactly one
+``SELECT`` (:func:`check_read_only`), on a connection that may read only the archives' own folders
+(:func:`restrict`); ``unrestricted=True`` lifts both.
+
 The view lists files; open it again (or use :func:`run_query`, which does) after the archive
 changes, e.g. after re-tiering removed the files an older view names.
 
@@ -59,6 +67,7 @@ Plain DuckDB equivalent of one archive's view (what :func:`ticks_view_sql` retur
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -71,14 +80,15 @@ import pyarrow.dataset as ds
 
 from skewtape_pipeline.errors import CatalogMismatchError, ConfigError
 from skewtape_pipeline.fsio import load_json
-from skewtape_pipeline.ticks.catalog import CATALOG_FILE, Catalog, resolve
+from skewtape_pipeline.ticks.catalog import CATALOG_FILE, Catalog, normalized, resolve
 from skewtape_pipeline.ticks.consolidate import read_footer
 from skewtape_pipeline.ticks.integrity import check_catalog_present, repair_hint
 from skewtape_pipeline.ticks.parquet_store import ARCHIVE_MARKER
 from skewtape_pipeline.ticks.placement import archive_state
 from skewtape_pipeline.ticks.reports_table import reports_view_sql
-from skewtape_pipeline.ticks.storage import ObjectFile, ObjectTier, exists
+from skewtape_pipeline.ticks.storage import LocalTier, ObjectFile, ObjectTier, exists
 from skewtape_pipeline.ticks.tiers import COLD, HOT, WARM, TierPolicy
+from skewtape_pipeline.ticks.trust import verify_before_reading
 
 VIEW_NAME = "ticks"
 VIEW_COLUMNS = ("symbol", "date", "ts", "price", "quantity", "side", "tier", "year", "month")
@@ -100,7 +110,10 @@ def ticks_view_sql(roots: Roots, *, name: str = VIEW_NAME, policy: TierPolicy | 
     TickFormatError
         A damaged catalog.
     CatalogMismatchError
-        The catalog is missing while consolidated files exist, or lists a file not on disk.
+        The catalog is missing while consolidated files exist, or lists a file not on disk, or
+        a hot file has no record of its size and sha256 (written before hot files were recorded).
+    DamagedFileError
+        A file of the view differs from its record (``trust.verify_before_reading``).
     ObjectStoreError
         A tier root in an object store cannot be used (names the URI).
     """
@@ -131,6 +144,7 @@ def _view(roots: Roots, name: str, policy: TierPolicy | None) -> _View:
     for root in _roots(roots):
         check_catalog_present(root, policy)
         state = archive_state(root)
+        verify_before_reading(root, state, policy)
         hot = [str(h.path.absolute()) for h in state.hot_live]
         if hot:
             folders = "year, month" if _no_keys_above(Path(root).absolute()) else _YEAR_MONTH
@@ -265,15 +279,20 @@ def run_query(
     parameters: Sequence[Any] | None = None,
     threads: int | None = None,
     policy: TierPolicy | None = None,
+    unrestricted: bool = False,
 ) -> pa.Table:
     """Run ``sql`` against a fresh in-memory DuckDB with the ``ticks`` view (and ``tick_reports``,
     the archive's reports table: ``reports_table.reports_view_sql``); return the rows.
 
-    ``parameters`` fill ``?`` placeholders; ``policy`` names the tier roots. Raises
-    ConfigError naming the query when DuckDB rejects it, DamagedFileError naming the file
-    when a file of the view has a footer that does not decode.
+    ``parameters`` fill ``?`` placeholders; ``policy`` names the tier roots. Read-only unless
+    ``unrestricted`` (see :func:`check_read_only` and :func:`restrict`). Every file the view
+    reads is verified against its record first when its stamp changed since it last was
+    (``trust.verify_before_reading``). Raises ConfigError naming the query when it is not one
+    read-only statement or DuckDB rejects it, DamagedFileError naming the file when a file of
+    the view differs from its record or has a footer that does not decode.
     """
-    con = _connect(roots, threads, policy)
+    check_read_only(sql, unrestricted=unrestricted)
+    con = _connect(roots, threads, policy, unrestricted=unrestricted)
     try:
         return con.sql(sql, params=parameters or None).to_arrow_table()
     except duckdb.Error as exc:
@@ -318,14 +337,16 @@ def run_query_text(
     parameters: Sequence[Any] | None = None,
     threads: int | None = None,
     policy: TierPolicy | None = None,
+    unrestricted: bool = False,
 ) -> QueryText:
-    """Run ``sql`` like :func:`run_query`; return every value as DuckDB's own text.
+    """Run ``sql`` like :func:`run_query` (read-only unless ``unrestricted``); return every
+    value as DuckDB's own text.
 
     Columns are cast by position, so repeated or odd column names are fine. A statement
-    without a result (e.g. ``SET``) gives no columns. Raises ConfigError naming the query when
-    DuckDB rejects it.
+    without a result (``unrestricted``, e.g. ``SET``) gives no columns. Raises ConfigError
+    naming the query when DuckDB rejects it.
     """
-    with _query(sql, roots, parameters, threads, policy) as relation:
+    with _query(sql, roots, parameters, threads, policy, unrestricted) as relation:
         if relation is None:
             return QueryText([], [], [])
         casts = ", ".join(f"CAST(#{i + 1} AS VARCHAR)" for i in range(len(relation.columns)))
@@ -340,12 +361,13 @@ def run_query_json(
     parameters: Sequence[Any] | None = None,
     threads: int | None = None,
     policy: TierPolicy | None = None,
+    unrestricted: bool = False,
 ) -> str:
-    """Run ``sql`` like :func:`run_query`; return a JSON array of one object per row, each
-    written by DuckDB's ``to_json`` (numbers stay exact, HUGEINTs included; timestamps,
-    intervals and blobs are DuckDB's text; a repeated column name gets a ``_1`` suffix).
-    Raises ConfigError naming the query when DuckDB rejects it."""
-    with _query(sql, roots, parameters, threads, policy) as relation:
+    """Run ``sql`` like :func:`run_query` (read-only unless ``unrestricted``); return a JSON
+    array of one object per row, each written by DuckDB's ``to_json`` (numbers stay exact,
+    HUGEINTs included; timestamps, intervals and blobs are DuckDB's text; a repeated column
+    name gets a ``_1`` suffix). Raises ConfigError naming the query when DuckDB rejects it."""
+    with _query(sql, roots, parameters, threads, policy, unrestricted) as relation:
         if relation is None:
             return "[]"
         name = "_skewtape_row"
@@ -362,11 +384,14 @@ def _query(
     parameters: Sequence[Any] | None,
     threads: int | None,
     policy: TierPolicy | None,
+    unrestricted: bool,
 ) -> Iterator[duckdb.DuckDBPyRelation | None]:
-    """The relation of ``sql`` on a fresh connection with the view, closed afterwards; DuckDB's
-    errors (while planning or fetching) become ConfigError naming the query, or
-    DamagedFileError naming a file of the view whose footer does not decode."""
-    con = _connect(roots, threads, policy)
+    """The relation of ``sql`` (checked: :func:`check_read_only`) on a fresh connection with
+    the view, closed afterwards; DuckDB's errors (while planning or fetching) become
+    ConfigError naming the query, or DamagedFileError naming a file of the view whose footer
+    does not decode."""
+    check_read_only(sql, unrestricted=unrestricted)
+    con = _connect(roots, threads, policy, unrestricted=unrestricted)
     try:
         yield con.sql(sql, params=parameters or None)
     except duckdb.Error as exc:
@@ -397,7 +422,9 @@ class ScanStats:
 
 
 def scan_stats(sql: str, roots: Roots, *, parameters: Sequence[Any] | None = None) -> ScanStats:
-    """Run ``sql`` under ``EXPLAIN ANALYZE`` on one thread and report what it read."""
+    """Run ``sql`` (one read-only statement: :func:`check_read_only`) under ``EXPLAIN ANALYZE``
+    on one thread and report what it read."""
+    check_read_only(sql)
     con = _connect(roots, 1)
     try:
         (row,) = con.execute(f"EXPLAIN (ANALYZE, FORMAT json) {sql}", parameters or []).fetchall()
@@ -440,10 +467,15 @@ def _files_read(extra_info: dict[str, Any]) -> tuple[int, int]:
 
 
 def _connect(
-    roots: Roots, threads: int | None, policy: TierPolicy | None = None
+    roots: Roots,
+    threads: int | None,
+    policy: TierPolicy | None = None,
+    *,
+    unrestricted: bool = False,
 ) -> duckdb.DuckDBPyConnection:
     """A fresh in-memory connection with the view, its time zone UTC (the archive's days are
-    UTC days, and timestamps print the same on every machine)."""
+    UTC days, and timestamps print the same on every machine), restricted to reading the
+    archives' own files (:func:`restrict`) unless ``unrestricted``."""
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     if threads is not None:
@@ -451,10 +483,70 @@ def _connect(
     try:
         open_ticks_view(con, roots, policy=policy)
         con.execute(reports_view_sql(_roots(roots)))
+        if not unrestricted:
+            restrict(con, _allowed_folders(roots, policy))
     except BaseException:
         con.close()
         raise
     return con
+
+
+READ_ONLY_STATEMENTS = frozenset({duckdb.StatementType.SELECT})
+"""What a query may be unless unrestricted: one ``SELECT`` (``WITH ...``, ``FROM ...``,
+``DESCRIBE``, ``SHOW``, ``SUMMARIZE`` and ``VALUES`` are SELECTs to DuckDB)."""
+
+
+def check_read_only(sql: str, *, unrestricted: bool = False) -> None:
+    """Refuse, before anything is opened, SQL that is not exactly one read-only statement
+    (:data:`READ_ONLY_STATEMENTS`): a second statement after ``;``, ``COPY ... TO``,
+    ``ATTACH``, ``EXPORT``, ``INSTALL``/``LOAD``, ``SET``, ``CREATE``, ``INSERT`` ...;
+    anything passes with ``unrestricted``.
+
+    Raises ConfigError naming the query and what was found.
+    """
+    if unrestricted:
+        return
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise ConfigError(f"query {sql!r}: {exc}") from None
+    if len(statements) != 1:
+        raise ConfigError(
+            f"query {sql!r}: {len(statements)} statements; expected exactly one SELECT "
+            "(queries are read-only; --unrestricted runs any SQL)"
+        )
+    kind = statements[0].type
+    if kind not in READ_ONLY_STATEMENTS:
+        raise ConfigError(
+            f"query {sql!r}: a {kind.name} statement; expected a SELECT (queries are "
+            "read-only; --unrestricted runs any SQL)"
+        )
+
+
+def restrict(con: duckdb.DuckDBPyConnection, folders: Sequence[Path]) -> None:
+    """Let ``con`` read files inside ``folders`` only, for the rest of its life: DuckDB's
+    ``allowed_directories`` with ``enable_external_access = false`` (no other local file, no
+    URL, no extension installed or loaded), then ``lock_configuration`` so no statement can
+    undo it. Arrow datasets registered before (object-store tiers) stay readable."""
+    listed = ", ".join(_quote(str(folder) + os.sep) for folder in folders)
+    con.execute(f"SET allowed_directories = [{listed}]")
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("SET autoload_known_extensions = false")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
+def _allowed_folders(roots: Roots, policy: TierPolicy | None) -> list[Path]:
+    """Each archive root and its local warm and cold roots (normalized absolute paths)."""
+    policy = TierPolicy() if policy is None else policy
+    folders = []
+    for root in _roots(roots):
+        folders.append(normalized(root))
+        for tier in (WARM, COLD):
+            store = policy.store_for(tier, root)
+            if isinstance(store, LocalTier):
+                folders.append(store.folder)
+    return folders
 
 
 def check_archive_root(root: Path | str, *, empty_ok: bool = True) -> Path:

@@ -39,6 +39,8 @@ class TickStorageCompactionReport:
     ``compression_ratio`` is ``raw_size_bytes / compacted_size_bytes`` and means nothing without
     ``raw_size_basis``. ``timestamp_unit`` is the unit the file stores timestamps at, read from
     the written file (``ns`` for TKC1, which always stores nanoseconds).
+    ``price_float_noise_normalized``/``quantity_float_noise_normalized`` count the ticks whose
+    digits beyond the scale were float noise (stored rounded to the scale; not loss).
     """
 
     symbol: str
@@ -67,6 +69,8 @@ class TickStorageCompactionReport:
     seconds: float
     timestamp_unit: str = "ns"
     notes: list[str] = field(default_factory=list)
+    price_float_noise_normalized: int = 0
+    quantity_float_noise_normalized: int = 0
 
     @property
     def precision_loss_ticks(self) -> int:
@@ -74,15 +78,22 @@ class TickStorageCompactionReport:
         return self.price_precision_loss_ticks + self.quantity_precision_loss_ticks
 
     @property
+    def float_noise_normalized(self) -> int:
+        """Prices plus quantities whose float noise was rounded away (not precision loss)."""
+        return self.price_float_noise_normalized + self.quantity_float_noise_normalized
+
+    @property
     def space_savings_pct(self) -> float:
         """``(1 - compacted / raw) * 100``."""
         return (1.0 - self.compacted_size_bytes / self.raw_size_bytes) * 100.0
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of every field plus the derived savings and total loss count."""
+        """A JSON-ready dict of every field plus the derived savings, the total loss count and
+        the total float noise count."""
         data = asdict(self)
         data["space_savings_pct"] = self.space_savings_pct
         data["precision_loss_ticks"] = self.precision_loss_ticks
+        data["float_noise_normalized"] = self.float_noise_normalized
         return data
 
 
@@ -96,9 +107,20 @@ def report_notes(
     ratio: float,
     target: float,
     raw_size_basis: str,
+    price_float_noise_normalized: int = 0,
+    quantity_float_noise_normalized: int = 0,
 ) -> list[str]:
     """One line for each thing a reader of the report should not miss."""
     notes = []
+    for count, what, scale in (
+        (price_float_noise_normalized, "price(s)", price_scale),
+        (quantity_float_noise_normalized, "quantity(ies)", quantity_scale),
+    ):
+        if count:
+            notes.append(
+                f"{count} {what} carried float noise beyond {scale} decimals (e.g. "
+                "150.15000000000003); stored rounded to the scale, not precision loss"
+            )
     if price_precision_loss_ticks:
         notes.append(
             f"{price_precision_loss_ticks} price(s) rounded half-even to {price_scale} decimals "

@@ -61,13 +61,16 @@ REPORTS_SCHEMA = pa.schema(
         pa.field("source_fills_sha256", pa.string()),
         pa.field("venue_departed", pa.bool_(), nullable=False),
         pa.field("batch", pa.string(), nullable=False),
+        pa.field("float_noise_normalized", pa.int64()),
     ]
 )
 """One row per symbol-day. ``path`` is relative to the archive root; ``batch`` names the run
 that wrote the row (the Dagster run id under Dagster); ``read_back_mismatched_rows`` counts the
 rows DuckDB read back differently from the fills (0 when the file is exact); ``venue_departed``
 says the newest snapshot no longer holds the venue's month file, so the symbol-day was read
-from the last snapshot that held it (a venue that leaves keeps its ticks)."""
+from the last snapshot that held it (a venue that leaves keeps its ticks);
+``float_noise_normalized`` counts the prices and quantities whose float representation noise
+was rounded away (null in files written before the column existed)."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,7 @@ class ReportRow:
     timestamp_unit: str | None = None
     price_scale: int | None = None
     round_trip_verified: bool | None = None
+    float_noise_normalized: int | None = None
 
 
 def reports_dir(archive_root: Path) -> Path:
@@ -155,7 +159,10 @@ def reports_view_sql(roots: Iterable[Path], *, name: str = REPORTS_VIEW) -> str:
         )
         return f"CREATE OR REPLACE VIEW {name} AS SELECT {columns} WHERE false"
     listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
-    return f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet([{listed}])"
+    return (
+        f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet([{listed}], "
+        "union_by_name = true)"
+    )
 
 
 def _duckdb_type(kind: pa.DataType) -> str:
@@ -183,9 +190,23 @@ def _read_file(path: Path) -> pa.Table:
         table = pq.read_table(path)
     except (OSError, pa.ArrowInvalid) as exc:
         raise TickFormatError(f"{path}: reports file does not read ({exc})") from None
+    table = _with_later_columns(table)
     if not table.schema.equals(REPORTS_SCHEMA, check_metadata=False):
         raise TickFormatError(
             f"{path}: reports file schema {table.schema} differs from the expected "
             f"{REPORTS_SCHEMA}; remove the file and rerun its venue-day"
         )
+    return table
+
+
+_LATER_COLUMNS = ("float_noise_normalized",)
+"""Columns added to :data:`REPORTS_SCHEMA` after files were written without them (the last ones)."""
+
+
+def _with_later_columns(table: pa.Table) -> pa.Table:
+    """A file written before a later column existed, with that column as nulls."""
+    for name in _LATER_COLUMNS:
+        if name not in table.column_names:
+            field = REPORTS_SCHEMA.field(name)
+            table = table.append_column(field, pa.nulls(table.num_rows, field.type))
     return table

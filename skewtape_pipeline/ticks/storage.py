@@ -33,6 +33,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
@@ -46,7 +47,7 @@ from skewtape_pipeline.errors import (
     ObjectStoreError,
     TickFormatError,
 )
-from skewtape_pipeline.hashing import BLOCK, sha256_file, sha256_stream
+from skewtape_pipeline.hashing import BLOCK, FileStamp, sha256_bytes, sha256_file, sha256_stream
 
 S3_SCHEME = "s3://"
 URI_OPTIONS = ("endpoint_override", "scheme", "region")
@@ -62,19 +63,32 @@ def is_object_uri(root: object) -> bool:
 
 
 def check_object_uri(uri: str) -> str:
-    """``uri`` when it is a usable S3 tier root: a bucket, no ``..``, only :data:`URI_OPTIONS`.
+    """``uri`` when it is a usable S3 tier root: a bucket, no ``..``, only :data:`URI_OPTIONS`,
+    no ``@``.
 
-    Raises ConfigError naming the URI otherwise (a credential in it included: credentials
-    come from the environment only).
+    Raises ConfigError otherwise, naming the URI without its query (whose values may be
+    secrets). A URI holding ``@`` (``s3://KEY:SECRET@bucket/warm``: credentials in its user
+    part, or in an option's value) is refused without being echoed at all: credentials come
+    from the environment only, so no message, record or log ever holds one.
     """
-    parts = urlsplit(uri)
+    if "@" in uri:
+        raise ConfigError(
+            "root: an s3:// URI holding '@' (credentials in its user part, s3://KEY:SECRET@..., "
+            "or in an option) is refused and not shown; give credentials in the environment: "
+            f"{', '.join(CREDENTIAL_ENV[:2])}"
+        )
+    shown = uri.partition("?")[0].partition("#")[0]
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        raise ConfigError(f"root = {shown!r}: expected s3://<bucket>[/<prefix>]") from None
     bucket, _, prefix = (parts.netloc + parts.path).partition("/")
     if not bucket or ".." in prefix.split("/") or parts.fragment:
-        raise ConfigError(f"root = {uri!r}: expected s3://<bucket>[/<prefix>]")
+        raise ConfigError(f"root = {shown!r}: expected s3://<bucket>[/<prefix>]")
     for key, _ in parse_qsl(parts.query, keep_blank_values=True):
         if key not in URI_OPTIONS:
             raise ConfigError(
-                f"root = {uri!r}: query parameter {key!r} is not allowed; expected only "
+                f"root = {shown!r}: query parameter {key!r} is not allowed; expected only "
                 f"{', '.join(URI_OPTIONS)} (credentials come from the environment: "
                 f"{', '.join(CREDENTIAL_ENV[:2])})"
             )
@@ -132,6 +146,32 @@ def size_of(file: TierFile) -> int:
     return Path(file).stat().st_size
 
 
+def stamp_of(file: TierFile) -> FileStamp:
+    """What tells whether ``file`` changed since it was last verified, without reading it: a
+    local file's :class:`~skewtape_pipeline.hashing.FileStamp`; for an object, from one HEAD
+    request, its size, its Last-Modified (``mtime_ns`` and ``ctime_ns``) and, in place of the
+    inode, the first 8 bytes of the sha256 of its ETag (which every PUT changes, within the
+    same second too). FileNotFoundError when it is not there."""
+    if not isinstance(file, ObjectFile):
+        return FileStamp.of(Path(file))
+    with (
+        _store_errors(file.uri, "looking it up"),
+        file.filesystem.open_input_file(file.key) as handle,
+    ):
+        size, headers = handle.size(), handle.metadata() or {}
+    tag = int(sha256_bytes(bytes(headers.get("ETag", b"")))[:16], 16)
+    mtime = _epoch_ns(bytes(headers.get("Last-Modified", b"")).decode("ascii", "replace"))
+    return FileStamp(device=0, inode=tag, size=size, mtime_ns=mtime, ctime_ns=mtime)
+
+
+def _epoch_ns(iso: str) -> int:
+    """An ISO 8601 time (``2026-12-03T07:34:57Z``) in ns since the epoch; 0 when unreadable."""
+    try:
+        return int(datetime.fromisoformat(iso).timestamp()) * 1_000_000_000
+    except ValueError:
+        return 0
+
+
 def sha256_of(file: TierFile) -> str:
     """sha256 (hex) of its bytes, read in full."""
     if isinstance(file, ObjectFile):
@@ -141,6 +181,17 @@ def sha256_of(file: TierFile) -> str:
         ):
             return sha256_stream(stream)
     return sha256_file(Path(file))
+
+
+def read_bytes(file: TierFile) -> bytes:
+    """All its bytes; FileNotFoundError when it is not there."""
+    if isinstance(file, ObjectFile):
+        with (
+            _store_errors(file.uri, "reading it"),
+            file.filesystem.open_input_stream(file.key) as stream,
+        ):
+            return stream.read()
+    return Path(file).read_bytes()
 
 
 def delete(file: TierFile) -> bool:
@@ -204,10 +255,15 @@ class LocalTier:
     @contextlib.contextmanager
     def staging(self, relative: str) -> Iterator[Path]:
         """The local folder to write a file for ``relative`` in: its own folder (so the
-        finished file is linked into place on the same file system)."""
+        finished file is linked into place on the same file system). When the block fails
+        (a full disk), the folders it left empty below the root are removed."""
         folder = self.folder / relative
         folder.mkdir(parents=True, exist_ok=True)
-        yield folder
+        try:
+            yield folder
+        except BaseException:
+            fsio.prune_empty_folders(folder, within=lambda path: self.folder in path.parents)
+            raise
 
     def publish_new(
         self, temp: Path, relative: str, digest: str, checkpoint: Checkpoint | None = None
@@ -346,11 +402,7 @@ class ObjectTier:
                 self.filesystem.open_output_stream(target.key) as out,
             ):
                 out.write(data)
-        with (
-            _store_errors(target.uri, "reading it"),
-            self.filesystem.open_input_stream(target.key) as stream,
-        ):
-            return stream.read()
+        return read_bytes(target)
 
     def remove_stale_temps(self) -> None:
         """Nothing: files are staged in private local folders, never under the prefix."""

@@ -2,6 +2,9 @@
 
 Rules (each failure a :class:`~skewtape_pipeline.errors.TickValidationError` naming the row):
 
+- every timestamp is one a reader holds as a finite time: DuckDB reads nanosecond timestamps
+  between :data:`MIN_FINITE_TS_NS` (1677-09-22 00:00 UTC) and :data:`MAX_FINITE_TS_NS` (2262-04-11
+  23:47:16.854775806 UTC) as such, and the int64 edges as ``infinity``/``-infinity``;
 - timestamps never go backwards; duplicates are valid (one aggressor sweeping several resting
   orders). Sorting is an explicit, counted step upstream
   (:func:`~skewtape_pipeline.ticks.compact.sort_batch`), never done silently here;
@@ -25,6 +28,10 @@ from skewtape_pipeline.ticks.model import MAX_UNITS, TickBatch, first_true
 from skewtape_pipeline.ticks.sides import SIDE_NAMES
 
 NANOS_PER_DAY = 86_400 * 10**9
+MIN_FINITE_TS_NS = -9_223_286_400_000_000_000
+"""The earliest finite TIMESTAMP_NS of DuckDB (``test_all_types()``): 1677-09-22 00:00 UTC."""
+MAX_FINITE_TS_NS = 2**63 - 2
+"""The latest finite TIMESTAMP_NS of DuckDB; ``2**63 - 1`` is its ``infinity``."""
 
 
 def validate_batch(batch: TickBatch) -> None:
@@ -40,6 +47,7 @@ def validate_batch(batch: TickBatch) -> None:
     _check_non_decreasing(batch)
     if len(batch) == 0:
         return
+    _check_finite_times(batch)
     low, high = _min_max(batch.quantity)
     if low < 0:
         row = first_true(pc.less(batch.quantity, 0))
@@ -71,6 +79,21 @@ def validate_batch(batch: TickBatch) -> None:
             row=row,
             field="side",
         )
+
+
+def _check_finite_times(batch: TickBatch) -> None:
+    low, high = _min_max(batch.ts_ns)
+    if low >= MIN_FINITE_TS_NS and high <= MAX_FINITE_TS_NS:
+        return
+    ts = batch.ts_ns
+    row = first_true(pc.or_(pc.less(ts, MIN_FINITE_TS_NS), pc.greater(ts, MAX_FINITE_TS_NS)))
+    raise TickValidationError(
+        f"timestamp {ts[row].as_py()} is not a finite time to readers; expected nanoseconds "
+        f"from {MIN_FINITE_TS_NS} (1677-09-22) to {MAX_FINITE_TS_NS} (2262-04-11), "
+        "DuckDB's finite TIMESTAMP_NS range",
+        row=row,
+        field="timestamp_nanos",
+    )
 
 
 def _min_max(column: pa.Array) -> tuple[int, int]:

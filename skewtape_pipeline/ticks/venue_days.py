@@ -215,6 +215,7 @@ def _row(
         timestamp_unit=report.timestamp_unit,
         price_scale=report.price_scale,
         round_trip_verified=report.round_trip_verified,
+        float_noise_normalized=report.float_noise_normalized,
     )
 
 

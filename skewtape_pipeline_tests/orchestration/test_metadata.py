@@ -49,6 +49,7 @@ def test_apply_metadata_when_a_month_applies_puts_the_summary_first_with_typed_r
     assert isinstance(metadata["summary"], dg.MarkdownMetadataValue)
     assert isinstance(metadata["snapshot"], dg.PathMetadataValue)
     assert isinstance(metadata["files_added"], dg.IntMetadataValue)
+    assert isinstance(metadata["files_cloned"], dg.IntMetadataValue)
     assert isinstance(metadata["bytes_written"], dg.IntMetadataValue)
     seconds = {k: v for k, v in metadata.items() if k.startswith("seconds")}
     assert {"seconds", "seconds.verify_delta", "seconds.merges", "seconds.verify"} <= set(seconds)

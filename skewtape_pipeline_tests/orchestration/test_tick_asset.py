@@ -27,9 +27,15 @@ from skewtape_pipeline.orchestration.tick_partitions import (
     venue_day_of,
     venue_day_partitions,
 )
+from skewtape_pipeline.orchestration.venue_day_metadata import venue_day_metadata
 from skewtape_pipeline.ticks.placement import locate
 from skewtape_pipeline.ticks.query import run_query
-from skewtape_pipeline.ticks.reports_table import reports_dir
+from skewtape_pipeline.ticks.reports_table import (
+    ReportRow,
+    read_venue_day_reports,
+    reports_dir,
+    write_venue_day_reports,
+)
 from skewtape_pipeline.ticks.snapshot_fills import new_symbols, split_symbol
 from skewtape_pipeline_tests.orchestration.conftest import run_month
 
@@ -103,6 +109,7 @@ def test_tick_archive_when_one_day_runs_over_all_venues_lists_only_symbol_days_w
         assert all(symbol.startswith(f"{venue}:") for symbol in rows)
         assert metadata["symbol_days_archived"] == len(rows)
         assert metadata["tick_count"] == sum(rows.values())
+        assert metadata["float_noise_normalized"] == 0  # the sample's fills are decimals
         assert metadata["source_fills_path"] == f"fills/{venue}/2026-10.parquet"
         assert metadata["symbol_days_skipped"] > 0  # listed markets without a trade that day
         listed |= rows
@@ -143,6 +150,18 @@ def test_tick_archive_when_run_reports_table_answers_one_symbol_day_through_duck
     assert by_status["skipped"]["ticks"] == 0
     ticks_total = run_query("SELECT count(*) AS n FROM ticks", archive).to_pylist()[0]["n"]
     assert ticks_total == sum(traded.values())
+
+
+def test_venue_day_metadata_when_fills_carried_float_noise_sums_it(tmp_path: Path):
+    day = date.fromisoformat(DAY)
+    source = ("bundle", "fills/v/2026-10.parquet", None, "run-1")
+    rows = [
+        ReportRow(f"v:{name}", "v", day, "archived", 5, *source, float_noise_normalized=noise)
+        for name, noise in (("a", 3), ("b", None), ("c", 4))
+    ]
+    write_venue_day_reports(tmp_path, "v", day, rows, replace_all=True)
+    metadata = venue_day_metadata(read_venue_day_reports(tmp_path, "v", day), scope=None)
+    assert metadata["float_noise_normalized"].value == 7
 
 
 def test_tick_archive_when_one_partition_materialized_backfills_only_that_venue_day(

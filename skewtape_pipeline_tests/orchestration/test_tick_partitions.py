@@ -6,9 +6,11 @@ from __future__ import annotations
 from datetime import date
 
 import dagster as dg
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from skewtape_pipeline.errors import UnsafePathError
 from skewtape_pipeline.orchestration.tick_partitions import (
     MAX_KEYS_PER_ASSET,
     VENUES,
@@ -62,3 +64,13 @@ def test_venue_day_partitions_when_five_years_of_a_10000_symbol_venue_stay_withi
     assert count == venue_day_key_count(1_826, 1) == 1_826
     assert count <= MAX_KEYS_PER_ASSET
     assert venue_day_key_count(1_826, 54) <= MAX_KEYS_PER_ASSET  # 54 such venues still fit
+
+
+@pytest.mark.parametrize("venue_key", ["..", ".", "%2E%2E", "a%2Fb", ".skewtape", "a\\b"])
+def test_venue_day_of_when_venue_key_names_no_snapshot_venue_refuses_naming_the_key(venue_key):
+    """A venue key follows the rule of the venues a snapshot names (one safe path part)."""
+    key = dg.MultiPartitionKey({"date": "2026-10-05", "venue": venue_key})
+    with pytest.raises(UnsafePathError) as refused:
+        venue_day_of(key)
+    assert "venue partition key" in str(refused.value)
+    assert repr(str(key)) in str(refused.value)

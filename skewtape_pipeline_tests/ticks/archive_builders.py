@@ -15,11 +15,13 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from skewtape_pipeline.hashing import HashCache
 from skewtape_pipeline.ticks.compact import compact_symbol_day
 from skewtape_pipeline.ticks.model import TickBatch
 from skewtape_pipeline.ticks.query import run_query
 from skewtape_pipeline.ticks.sides import SIDE_NAMES
 from skewtape_pipeline.ticks.tiers import TierPolicy, TierSettings
+from skewtape_pipeline.ticks.trust import VERIFIED_CACHE
 from skewtape_pipeline.ticks.validate import day_start_ns
 
 SYMBOLS = ("CL/F", "ES", "KX-25MAR")
@@ -138,10 +140,23 @@ def files_under(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
 
 
+def racy_rule_off(monkeypatch) -> None:
+    """Let the verified-hash cache trust entries whatever their age: the files of a test are
+    seconds old, so the racy-clean rule (``hashing.RACY_WINDOW_NS``) would make every lookup a
+    miss, and what such a test checks is the stamp comparison."""
+    monkeypatch.setattr(HashCache, "_trusted", lambda cache, rel: cache._entries.get(rel))
+
+
 def settled_files(folder: Path) -> list[str]:
-    """:func:`files_under` but the audit head's temporary file: a crash while the head is moved
-    leaves it (and the head a record behind, which verification accepts) until the next append."""
-    return [f for f in files_under(folder) if not f.startswith(".audit.jsonl.head.")]
+    """:func:`files_under` but the audit head's temporary file (a crash while the head is moved
+    leaves it, and the head a record behind, which verification accepts, until the next append)
+    and the cache of files queries verified (``trust.VERIFIED_CACHE``: the view's bookkeeping,
+    there once a query ran)."""
+    return [
+        f
+        for f in files_under(folder)
+        if not f.startswith(".audit.jsonl.head.") and Path(f).name != VERIFIED_CACHE
+    ]
 
 
 class Crash(Exception):

@@ -6,8 +6,11 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from skewtape_pipeline.errors import ConfigError, PrecisionLossError, TickValidationError
+from skewtape_pipeline.ticks.decimals import EXACT, FLOAT_NOISE, LOSS, quantize
 from skewtape_pipeline.ticks.model import (
     TickBatch,
     batch_from_columns,
@@ -26,7 +29,7 @@ from skewtape_pipeline.ticks.sides import (
 
 
 def units(values, scale, **kwargs):
-    result, lossy = exact_units(values, scale=scale, field="price", **kwargs)
+    result, lossy, _ = exact_units(values, scale=scale, field="price", **kwargs)
     return result.to_pylist(), None if lossy is None else lossy.to_pylist()
 
 
@@ -49,10 +52,13 @@ def test_exact_units_when_string_zeros_beyond_scale_are_not_loss():
     assert units(["1.234500000", "2.10"], 4) == ([12_345, 21_000], None)
 
 
-def test_exact_units_when_string_float_noise_text_is_exact_loss():
-    # Text is exact: a digit beyond the scale in a decimal string is a real digit.
-    with pytest.raises(PrecisionLossError):
-        units(["150.15000000000003"], 4)
+def test_exact_units_when_text_is_float_noise_stores_rounded_and_marks_noise():
+    # What a float pipeline writes (pandas' to_csv): the digits past the scale are noise.
+    text = ["150.15000000000003", "0.30000000000000004", "-37.63", "150.14999999999986"]
+    result, lossy, noise = exact_units(text, scale=4, field="price")
+    assert result.to_pylist() == [1_501_500, 3_000, -376_300, 1_501_500]
+    assert lossy is None
+    assert noise.to_pylist() == [True, True, False, True]
 
 
 def test_exact_units_when_loss_allowed_rounds_half_even_and_marks_rows():
@@ -78,9 +84,12 @@ def test_exact_units_when_floats_with_noise_are_not_flagged():
     walk = 150.0
     for _ in range(3):
         walk += 0.05
-    result, lossy = units(pa.array([walk, 0.1 + 0.2, 150.15000000000003, -37.63]), 4)
-    assert result == [1_501_500, 3_000, 1_501_500, -376_300]
+    result, lossy, noise = exact_units(
+        pa.array([walk, 0.1 + 0.2, 150.15000000000003, -37.63]), scale=4, field="price"
+    )
+    assert result.to_pylist() == [1_501_500, 3_000, 1_501_500, -376_300]
     assert lossy is None
+    assert noise.to_pylist() == [True, True, True, False]
 
 
 def test_exact_units_when_float_has_real_extra_digit_raises():
@@ -135,7 +144,7 @@ def test_exact_units_when_null_raises_naming_row():
 
 
 def test_exact_units_when_quantity_fractional_keeps_scale():
-    result, _ = exact_units(["0.001", "23.139"], scale=3, field="quantity")
+    result, _, _ = exact_units(["0.001", "23.139"], scale=3, field="quantity")
     assert result.to_pylist() == [1, 23_139]
 
 
@@ -215,3 +224,55 @@ def test_tick_batch_when_compared_reports_first_difference():
     assert a.first_difference(b) == "column price differs first at row 1: 6 vs 7"
     c = TickBatch.from_units([1, 2], [5, 6], [1, 1], [1, 2], price_scale=3)
     assert "scales differ" in a.first_difference(c)
+
+
+def float_pipeline_values(draw_floats: list[float]) -> list[float]:
+    """Floats as a float pipeline makes them: sums, products and walks of the drawn values."""
+    walk, out = 0.0, []
+    for x in draw_floats:
+        walk += x
+        out += [x, walk, x * 3, x / 7, x + 0.1]
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.decimals(min_value=-100_000, max_value=100_000, places=4).map(float),
+        min_size=1,
+        max_size=30,
+    ),
+    st.integers(min_value=0, max_value=8),
+    st.booleans(),
+)
+def test_exact_units_when_floats_or_their_text_given_matches_the_scalar_rule(draw, scale, text):
+    values = float_pipeline_values(draw)
+    column = pa.array([repr(v) for v in values]) if text else pa.array(values)
+    expected = [quantize(v, scale) for v in values]
+    result = exact_units(column, scale=scale, field="price", allow_precision_loss=True)
+    assert result.units.to_pylist() == [units for units, _ in expected]
+    flagged = [
+        "loss" if result.lossy is not None and result.lossy[i].as_py()
+        else "noise" if result.noise is not None and result.noise[i].as_py()
+        else "exact"
+        for i in range(len(values))
+    ]  # fmt: skip
+    names = {EXACT: "exact", FLOAT_NOISE: "noise", LOSS: "loss"}
+    assert flagged == [names[outcome] for _, outcome in expected]
+
+
+def test_batch_from_columns_when_quantity_has_float_noise_stores_whole_contracts():
+    batch = batch_from_columns(
+        [1, 2],
+        ["150.15000000000003", "0.30000000000000004"],
+        ["7.000000000000001", "5"],
+        ["BUY", "SELL"],
+        price_scale=None,
+        quantity_scale=None,
+    )
+    assert (batch.price_scale, batch.quantity_scale) == (2, 0)
+    assert batch.price.to_pylist() == [15_015, 30]
+    assert batch.quantity.to_pylist() == [7, 5]
+    assert (batch.price_float_noise_ticks, batch.quantity_float_noise_ticks) == (2, 1)
+    assert batch.price_precision_loss_ticks == batch.quantity_precision_loss_ticks == 0
+    assert batch.take(pa.array([1])).price_float_noise_ticks == 1

@@ -18,10 +18,11 @@ from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import (
     CatalogMismatchError,
     ConfigError,
+    DamagedFileError,
     ObjectStoreError,
     WriteOnceError,
 )
-from skewtape_pipeline.ticks import storage
+from skewtape_pipeline.ticks import query, storage, trust
 from skewtape_pipeline.ticks.books import EVENT_REFUSED, enable_books_and_records
 from skewtape_pipeline.ticks.catalog import catalog_path, read_catalog, resolve
 from skewtape_pipeline.ticks.consolidate import read_footer
@@ -42,6 +43,7 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     crash_at,
     expected_rows,
     files_under,
+    racy_rule_off,
     settled_files,
     tiers_by_day,
     view_rows,
@@ -274,6 +276,9 @@ def test_query_over_s3_tiers_when_filtered_opens_and_reads_less_than_unfiltered(
 
     counting = CountingHandler(storage.object_filesystem(policy.warm.root))
     monkeypatch.setattr(storage, "object_filesystem", lambda uri: fs.PyFileSystem(counting))
+    # What is measured is the scan: verifying the objects first (trust.verify_before_reading,
+    # tested on its own) reads every object once it changed, here on each run.
+    monkeypatch.setattr(query, "verify_before_reading", lambda *args: None)
 
     def measured(sql: str) -> tuple[int, int, list]:
         counting.reset()
@@ -336,6 +341,44 @@ def test_verify_archive_on_s3_when_an_object_is_corrupted_names_it(tmp_path, no_
     full = verify_archive(root, policy=policy, full=True)
     assert any(p.startswith(f"{uri}: row group") or "footer" in p for p in full.problems)
     assert len(full.problems) == 2
+
+
+def test_query_over_s3_when_an_object_is_overwritten_after_a_query_refuses_naming_it(
+    tmp_path, no_fsync, s3_env, monkeypatch
+):
+    root, policy = tiered_on_s3(tmp_path, s3_env)
+    racy_rule_off(monkeypatch)
+    hashed = []
+    monkeypatch.setattr(trust, "sha256_of", lambda file: hashed.append(file) or sha256_of(file))
+    sql = "SELECT sum(price) AS p, sum(quantity) AS q FROM ticks"
+    answer = run_query(sql, root, policy=policy)  # verifies every object once
+    objects = [f for f in hashed if isinstance(f, storage.ObjectFile)]
+    assert len(objects) == len(read_catalog(root).files)
+    hashed.clear()
+    assert run_query(sql, root, policy=policy) == answer
+    assert hashed == []  # trusted by their unchanged stamps
+    [cold] = [f for f in read_catalog(root).files.values() if f.tier == COLD]
+    uri = str(resolve(root, cold.path, policy))
+
+    flip_a_byte(s3_env, uri)  # same size, within the same second: the ETag moves
+
+    with pytest.raises(DamagedFileError, match="the catalog recorded") as raised:
+        run_query(sql, root, policy=policy)
+    assert str(raised.value).startswith(f"{uri}: sha256 is ")
+
+
+@pytest.mark.parametrize("tier", [WARM, COLD])
+def test_verify_archive_on_s3_when_a_tier_marker_object_is_deleted_reports_it(
+    tmp_path, no_fsync, s3_env, tier
+):
+    root, policy = tiered_on_s3(tmp_path, s3_env)
+    marker = policy.store_for(tier, root).file("_skewtape_archive.json")
+    assert storage.exists(marker) and verify_archive(root, policy=policy).ok
+
+    bucket_filesystem(s3_env).delete_file(marker.key)
+
+    problems = verify_archive(root, policy=policy).problems
+    assert len(problems) == 1 and problems[0].startswith(f"{marker.uri}: missing")
 
 
 def test_rebuild_catalog_on_s3_when_the_catalog_is_lost_restores_it(tmp_path, no_fsync, s3_env):

@@ -16,9 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skewtape_pipeline.cli import main
-from skewtape_pipeline.errors import ArchiveSchemaError, ConfigError
+from skewtape_pipeline.errors import ArchiveSchemaError, ConfigError, TickValidationError
 from skewtape_pipeline.ticks import sources
 from skewtape_pipeline.ticks.compact import compact_source, compact_ticks
+from skewtape_pipeline.ticks.decimals import FLOAT_NOISE, quantize
 from skewtape_pipeline.ticks.model import (
     SchemaRequest,
     TickBatch,
@@ -55,6 +56,16 @@ def decimals_of(text: str) -> int:
     return max(0, -exponent)
 
 
+def exact_or_noise(text: str, scale: int) -> bool:
+    """Oracle: ``text`` at ``scale`` is exact or float noise, by the rule of decimals.quantize."""
+    if decimals_of(text) <= scale:
+        return True
+    try:
+        return quantize(text, scale)[1] == FLOAT_NOISE
+    except TickValidationError:  # beyond int64 at that scale: far beyond float noise
+        return False
+
+
 def listing(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.exists() else []
 
@@ -72,9 +83,12 @@ def listing(root: Path) -> list[str]:
         max_size=20,
     )
 )
-def test_smallest_exact_scale_when_decimal_text_given_matches_python_decimal(values):
+def test_smallest_exact_scale_when_decimal_text_given_matches_the_scalar_rule(values):
     text = [str(v) for v in values]
-    expected = max(decimals_of(t) for t in text)
+    widest = max(decimals_of(t) for t in text)
+    expected = next(
+        scale for scale in range(widest + 1) if all(exact_or_noise(t, scale) for t in text)
+    )
     assert smallest_exact_scale(pa.array(text), field="price") == expected
 
 
@@ -86,7 +100,12 @@ def test_smallest_exact_scale_when_decimal_text_given_matches_python_decimal(val
         (pa.array([1, 20, 300], pa.int64()), 0),
         (pa.array([Decimal("220.5100"), Decimal("221.0000")], pa.decimal128(10, 4)), 2),
         (pa.array([150.15000000000003, 0.1 + 0.2]), 2),
+        (pa.array([150.15000000000003, 150.2]), 2),
+        (pa.array(["150.15000000000003", "150.2"]), 2),
+        (pa.array(["712345.6789", "-37.63", "150.15000000000003", "0.30000000000000004"]), 4),
+        (pa.array(["7.000000000000001", "5", "1.5000000000000002e-05"]), 6),
         (pa.array([1.23456]), 5),
+        (pa.array(["1.23456"]), 5),
     ],
 )
 def test_smallest_exact_scale_when_column_type_varies_gives_fewest_exact_decimals(values, expected):

@@ -237,7 +237,7 @@ def test_withdraw_when_crashing_before_the_catalog_is_replaced_changes_nothing_v
         assert view_rows(work) == expected_rows(), f"after a crash at {name}"
         assert withdraw_symbol_days(work, [COLD_KEY]) == [COLD_KEY]
         assert view_rows(work) == without([COLD_KEY])
-        assert files_under(work) == files_under(clean)  # no temporary left behind
+        assert settled_files(work) == settled_files(clean)  # no temporary left behind
 
 
 def copy_linking_parquet(source: Path, target: Path) -> Path:
