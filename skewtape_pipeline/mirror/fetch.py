@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import itertools
 import json
 import os
 import shutil
@@ -84,9 +83,6 @@ from skewtape_pipeline.mirror.verify import hash_cache_path
 HISTORY, DELTAS = "history", "deltas"
 STAGING_PREFIX = ".fetch-"
 JOURNAL = "fetch.json"
-PARTS_JOURNAL = "fetch-parts.json"
-PART_MARK = 8 << 20
-"""How often (bytes) a part's progress is written down: what a killed fetch may fetch again."""
 LOCK_NAME = ".skewtape-fetch.lock"
 Kind = Literal["delta", "snapshot"]
 Progress = Callable[["TransferStats"], None]
@@ -493,7 +489,6 @@ def _stage_and_place(
         month.fetch_all(remotes)
         month.cache.save()
         (stage / LOCAL_STATE_DIR / JOURNAL).unlink(missing_ok=True)
-        (stage / LOCAL_STATE_DIR / PARTS_JOURNAL).unlink(missing_ok=True)
         fsio.fsync_dir(stage)
         os.rename(stage, target)
         fsio.fsync_dir(target.parent)
@@ -560,10 +555,6 @@ class _Cancelled(Exception):
     """Another file of the month failed; this transfer stops where it is."""
 
 
-class _VersionChanged(Exception):
-    """A part's answer came from another version of the file than the other parts'."""
-
-
 class _StagedMonth:
     """A month's staging folder: its files, the remote versions they were started from
     (``.skewtape/fetch.json``) and the hash cache of what verified."""
@@ -573,8 +564,6 @@ class _StagedMonth:
         self.stage, self.source, self.remote, self.stats = stage, source, remote, stats
         self.journal_path = stage / LOCAL_STATE_DIR / JOURNAL
         self.versions: dict[str, str] = _load_versions(self.journal_path)
-        self.parts_path = stage / LOCAL_STATE_DIR / PARTS_JOURNAL
-        self.parts: dict[str, list[int]] = _load_parts(self.parts_path)
         self.cache = HashCache(hash_cache_path(stage))
         self.lock = threading.Lock()
         self.cancel = threading.Event()
@@ -598,20 +587,16 @@ class _StagedMonth:
             raise real[0]
 
     def fetch_file(self, rel: str, remote: RemoteFile) -> None:
-        """Make ``stage/rel`` the verified file: kept when whole, resumed, or fetched (in
-        parallel parts when it is large)."""
+        """Make ``stage/rel`` the verified file: kept when whole, resumed, or fetched."""
         path = self.stage / rel
         expected = self.remote.listed[rel]
         started_ns = time.time_ns()
-        if self._part_count(remote) > 1:
-            digest, kept = self._download_parts(rel, path, remote)
-        else:
-            have = self._usable_prefix(rel, path, remote)
-            if have == remote.size and self._verified_on_disk(rel, path, expected):
-                self.stats.add(files_present=1, bytes_done=have, bytes_resumed=have)
-                return
-            kept = have if have < remote.size else 0
-            digest = self._download(rel, path, remote, kept)
+        have = self._usable_prefix(rel, path, remote)
+        if have == remote.size and self._verified_on_disk(rel, path, expected):
+            self.stats.add(files_present=1, bytes_done=have, bytes_resumed=have)
+            return
+        kept = have if have < remote.size else 0
+        digest = self._download(rel, path, remote, kept)
         if digest != expected and kept:
             digest = self._download(rel, path, remote, 0)  # the kept bytes were not the file's
         if digest != expected:
@@ -670,113 +655,9 @@ class _StagedMonth:
                     body.close()
                     retry = next_attempt(retry, url, exc)
                     self.stats.add(retries=1)
-                except BaseException:
-                    body.close()  # the server stops sending what nobody will read
-                    raise
             out.flush()
             os.fsync(out.fileno())
         return digest.hexdigest()
-
-    def _part_count(self, remote: RemoteFile) -> int:
-        settings = self.source.settings
-        return min(settings.connections, remote.size // settings.part_size)
-
-    def _download_parts(self, rel: str, path: Path, remote: RemoteFile) -> tuple[str, int]:
-        """Fetch a large file as parts over parallel connections, each written at its offset
-        (its progress kept in ``.skewtape/fetch-parts.json`` for a resume), then hash the
-        whole file once from disk. Returns (sha256, bytes kept from an earlier run). A new
-        remote version seen by any part starts the file over, whole, in one stream."""
-        count = self._part_count(remote)
-        bounds = [remote.size * k // count for k in range(count + 1)]
-        done = self._usable_parts(rel, path, remote, bounds)
-        kept, stop = sum(done), threading.Event()
-        self.stats.add(bytes_resumed=kept, bytes_done=kept)
-        try:
-            with ThreadPoolExecutor(max_workers=count) as pool:
-                spans = [(bounds[k], bounds[k + 1], k) for k in range(count)]
-                parts = [pool.submit(self._fetch_part, rel, path, remote, span, done, stop)
-                         for span in spans]  # fmt: skip
-                try:
-                    for part in parts:
-                        part.result()
-                finally:
-                    stop.set()  # the other parts stop where they are
-        except _VersionChanged:
-            self.stats.add(bytes_done=-sum(done))
-            self._save_parts(rel, None)
-            return self._download(rel, path, remote, 0), 0
-        with open(path, "rb+") as handle:
-            os.fsync(handle.fileno())
-        self._save_parts(rel, None)
-        return _hash_file(path, self.stats), kept
-
-    def _usable_parts(
-        self, rel: str, path: Path, remote: RemoteFile, bounds: list[int]
-    ) -> list[int]:
-        """Bytes done per part that a resume can keep (all zero for a new or changed file,
-        which is then created at its full size)."""
-        done = self.parts.get(rel)
-        same = self.versions.get(rel) == remote.validator and remote.validator
-        lengths = [end - first for first, end in itertools.pairwise(bounds)]
-        fits = done is not None and len(done) == len(lengths)
-        fits = fits and all(n <= length for n, length in zip(done, lengths, strict=True))
-        if not same or not fits or not path.is_file():
-            done = [0] * len(lengths)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "wb") as handle:
-                handle.truncate(remote.size)
-        self._remember_version(rel, remote.validator)
-        self._save_parts(rel, done)
-        return list(done)
-
-    def _fetch_part(self, rel, path, remote, span, done, stop) -> None:
-        """Fetch bytes [first + done[k], end) of the file (``span`` is (first, end, k)) into
-        ``path`` at their offset, resuming a broken body under the retry budget."""
-        url = self.source.url(f"{self.remote.folder}/{rel}")
-        retry, (first, end, k) = self.source.settings.retry(), span
-        with open(path, "r+b") as out:
-            try:
-                while (position := first + done[k]) < end:
-                    body = self.source.open_range(
-                        f"{self.remote.folder}/{rel}", position, remote, end
-                    )
-                    if body.start != position or body.remote != remote:
-                        body.close()
-                        raise _VersionChanged()
-                    out.seek(position)
-                    try:
-                        self._stream_part(body.chunks, out, rel, done, k, stop)
-                    except self.source.transient as exc:
-                        body.close()
-                        retry = next_attempt(retry, url, exc)
-                        self.stats.add(retries=1)
-                    except BaseException:
-                        body.close()  # the server stops sending what nobody will read
-                        raise
-            finally:  # what this part wrote is kept for a rerun, however it ended
-                out.flush()
-                self._save_parts(rel, done)
-
-    def _stream_part(self, chunks: Iterator[bytes], out, rel, done: list[int], k: int, stop):
-        marked = done[k]
-        for chunk in chunks:
-            if self.cancel.is_set() or stop.is_set():
-                raise _Cancelled()
-            out.write(chunk)
-            done[k] += len(chunk)
-            self.stats.add(bytes_fetched=len(chunk), bytes_done=len(chunk))
-            if done[k] - marked >= PART_MARK:
-                out.flush()
-                marked = done[k]
-                self._save_parts(rel, done)
-
-    def _save_parts(self, rel: str, done: list[int] | None) -> None:
-        with self.lock:
-            if done is None:
-                self.parts.pop(rel, None)
-            else:
-                self.parts[rel] = list(done)
-            fsio.atomic_write_bytes(self.parts_path, json.dumps(self.parts).encode())
 
     def _stream(self, chunks: Iterator[bytes], out, digest, have: int) -> int:
         for chunk in chunks:
@@ -837,21 +718,6 @@ def _load_versions(path: Path) -> dict[str, str]:
     if not isinstance(data, dict):
         return {}
     return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
-
-
-def _load_parts(path: Path) -> dict[str, list[int]]:
-    """{path: bytes done per part} of ``fetch-parts.json``; {} when absent or damaged."""
-    try:
-        data = json.loads(path.read_bytes())
-    except (FileNotFoundError, ValueError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {
-        rel: done
-        for rel, done in data.items()
-        if isinstance(done, list) and all(isinstance(n, int) and n >= 0 for n in done)
-    }
 
 
 def _dump_versions(versions: dict[str, str]) -> bytes:

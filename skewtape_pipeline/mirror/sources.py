@@ -70,17 +70,12 @@ class TransferSettings:
     read_timeout: float = 60.0
     ca_certs: str | None = None
     """A CA bundle to trust for ``https://`` (default: the system's)."""
-    part_size: int = 128 << 20
-    """A file of at least twice this many bytes is fetched as parts over parallel connections
-    (up to ``connections`` parts, each at least this large)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.connections, int) or not 1 <= self.connections <= 64:
             raise ConfigError(f"connections={self.connections!r}; expected 1 to 64")
         if not isinstance(self.attempts, int) or self.attempts < 1:
             raise ConfigError(f"attempts={self.attempts!r}; expected at least 1")
-        if not isinstance(self.part_size, int) or self.part_size < BLOCK:
-            raise ConfigError(f"part_size={self.part_size!r}; expected at least {BLOCK} bytes")
 
     def retry(self) -> Retry:
         """The urllib3 retry policy of these settings (also the budget of resumed bodies)."""
@@ -154,9 +149,7 @@ class Source(Protocol):
     def url(self, rel: str) -> str: ...
     def read_small(self, rel: str) -> SmallFile | None: ...
     def stat(self, rel: str) -> RemoteFile | None: ...
-    def open_range(
-        self, rel: str, start: int, expected: RemoteFile, end: int | None = None
-    ) -> Body: ...
+    def open_range(self, rel: str, start: int, expected: RemoteFile) -> Body: ...
 
 
 def open_source(spec: str, settings: TransferSettings | None = None) -> Source:
@@ -238,7 +231,7 @@ class HttpSource:
         self._count = threading.Lock()
         self.pool = urllib3.PoolManager(
             num_pools=4,
-            maxsize=settings.connections * settings.connections,  # parts of files in parallel
+            maxsize=settings.connections,
             retries=settings.retry(),
             timeout=Timeout(connect=settings.connect_timeout, read=settings.read_timeout),
             ca_certs=settings.ca_certs,
@@ -274,14 +267,8 @@ class HttpSource:
         finally:
             _finish(response)
 
-    def open_range(
-        self, rel: str, start: int, expected: RemoteFile, end: int | None = None
-    ) -> Body:
-        last = "" if end is None else str(end - 1)
-        ranged = start or end is not None
-        headers = (
-            {"Range": f"bytes={start}-{last}", "If-Range": expected.validator} if ranged else {}
-        )
+    def open_range(self, rel: str, start: int, expected: RemoteFile) -> Body:
+        headers = {"Range": f"bytes={start}-", "If-Range": expected.validator} if start else {}
         url, response = self._get(rel, headers)
         try:
             if response.status in ABSENT_STATUSES:
@@ -296,8 +283,7 @@ class HttpSource:
         except BaseException:
             _finish(response)
             raise
-        stop = remote.size if end is None or response.status == 200 else end
-        return Body(begins, remote, _read_body(response, stop - begins), response.close)
+        return Body(begins, remote, _read_body(response, remote.size - begins), response.close)
 
     def _get(self, rel: str, headers: dict[str, str]) -> tuple[str, urllib3.BaseHTTPResponse]:
         """GET ``rel`` (following same-origin redirects only): (final URL, unread response)."""
@@ -465,25 +451,16 @@ class ObjectSource:
         mtime_ns = info.mtime_ns
         return RemoteFile(info.size, f"{info.size}-{mtime_ns}", mtime_ns)
 
-    def open_range(
-        self, rel: str, start: int, expected: RemoteFile, end: int | None = None
-    ) -> Body:
+    def open_range(self, rel: str, start: int, expected: RemoteFile) -> Body:
         remote = self.stat(rel)
         if remote is None:
             raise PublisherError(
                 "is listed in its folder's CHECKSUMS.sha256 but the bucket has no such object",
                 url=self.url(rel),
             )
-        begins, stop = _span(start, end, remote, expected)
+        begins = start if remote == expected else 0
         handle = self.filesystem.open_input_file(self._key(rel))
-        return Body(begins, remote, _read_ahead(handle, begins, stop - begins), handle.close)
-
-
-def _span(start: int, end: int | None, remote: RemoteFile, expected: RemoteFile) -> tuple[int, int]:
-    """[begin, stop) a body covers: [start, end) of the expected version, else all of the new."""
-    if remote != expected:
-        return 0, remote.size
-    return start, remote.size if end is None else end
+        return Body(begins, remote, _read_ahead(handle, begins, remote.size - begins), handle.close)
 
 
 def _read_ahead(handle, start: int, length: int) -> Iterator[bytes]:
@@ -576,15 +553,13 @@ class FolderSource:
             return None
         return RemoteFile(st.st_size, f"{st.st_size}-{st.st_mtime_ns}", st.st_mtime_ns)
 
-    def open_range(
-        self, rel: str, start: int, expected: RemoteFile, end: int | None = None
-    ) -> Body:
+    def open_range(self, rel: str, start: int, expected: RemoteFile) -> Body:
         remote = self.stat(rel)
         if remote is None:
             raise PublisherError(
                 "is listed in its folder's CHECKSUMS.sha256 but is not there", url=self.url(rel)
             )
-        begins, stop = _span(start, end, remote, expected)
+        begins = start if remote == expected else 0
         handle = open(self._path(rel), "rb")  # noqa: SIM115 (closed by the body)
         handle.seek(begins)
-        return Body(begins, remote, _read_handle(handle, stop - begins, BLOCK), handle.close)
+        return Body(begins, remote, _read_handle(handle, remote.size - begins, BLOCK), handle.close)

@@ -5,7 +5,6 @@ delta's size (nothing downloaded twice)."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import subprocess
@@ -27,9 +26,6 @@ pytestmark = pytest.mark.slow
 
 DELTA = f"deltas/{LARGE_NEXT}"
 SETTINGS = TransferSettings(attempts=5, backoff=0.0, read_timeout=1.0, connect_timeout=2.0)
-IN_PARTS = dataclasses.replace(SETTINGS, part_size=4 << 20)
-"""Files of 8 MB and more fetched as parallel parts (the delta's largest holds four)."""
-MODES = {"whole": SETTINGS, "parts": IN_PARTS}
 FAULTS = {
     "cut": Fault("cut", after=3 << 20),
     "stall": Fault("stall", after=2 << 20, seconds=10),
@@ -47,15 +43,14 @@ def assert_fetched(root: Path, publisher: Path, proxy: FaultProxy) -> None:
     assert proxy.bytes_down <= 1.1 * delta_size(publisher)
 
 
-@pytest.mark.parametrize("mode", sorted(MODES))
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_fetch_over_nginx_when_a_connection_fails_resumes_to_the_verified_month(
-    large_subscriber, large_publisher, large_nginx, fault, mode
+    large_subscriber, large_publisher, large_nginx, fault
 ):
     proxy = FaultProxy(large_nginx.port)
     proxy.add(*[FAULTS[fault]] * 3)  # the first three connections: one carries a large file
     try:
-        result = fetch_deltas(proxy.url, large_subscriber, settings=MODES[mode])
+        result = fetch_deltas(proxy.url, large_subscriber, settings=SETTINGS)
     finally:
         proxy.close()
 
@@ -90,16 +85,15 @@ def test_fetch_from_s3_places_the_verified_month(
     assert published_files(large_subscriber / DELTA) == published_files(large_publisher / DELTA)
 
 
-@pytest.mark.parametrize("mode", sorted(MODES))
 @pytest.mark.parametrize("fault", ["cut", "503"])
 def test_fetch_over_s3_when_a_connection_fails_resumes_to_the_verified_month(
-    large_subscriber, large_publisher, s3_publisher, s3_env, fault, mode
+    large_subscriber, large_publisher, s3_publisher, s3_env, fault
 ):
     proxy = FaultProxy(s3_publisher.s3_port)
-    proxy.add(FAULTS[fault])  # a broken ranged read is read again whole (2 MiB at most)
+    proxy.add(FAULTS[fault])  # a broken ranged read is read again whole (1 MiB at most)
     try:
-        uri = s3_publisher.uri("publisher", port=proxy.port)
-        fetch_deltas(uri, large_subscriber, settings=MODES[mode])
+        fetch_deltas(s3_publisher.uri("publisher", port=proxy.port), large_subscriber,
+                     settings=SETTINGS)  # fmt: skip
     finally:
         proxy.close()
 
@@ -155,34 +149,3 @@ def wait_until(condition, process: subprocess.Popen, timeout: float = 60) -> Non
         assert process.poll() is None, f"the fetch ended first: {process.stderr.read()}"
         assert time.monotonic() < deadline, "the fetch did not get there in time"
         time.sleep(0.01)
-
-
-class Interrupted(Exception):
-    """Raised from the progress callback: the fetch stops as a killed one would."""
-
-
-def test_fetch_in_parts_when_interrupted_then_run_again_resumes_each_part(
-    large_subscriber, large_publisher, large_nginx
-):
-    size = delta_size(large_publisher)
-
-    def interrupt_halfway(stats) -> None:
-        if stats.bytes_done >= size // 2:
-            raise Interrupted()
-
-    slow = FaultProxy(large_nginx.port, rate=8e6)
-    try:
-        with pytest.raises(Interrupted):
-            fetch_deltas(slow.url, large_subscriber, settings=IN_PARTS,
-                         on_progress=interrupt_halfway)  # fmt: skip
-    finally:
-        slow.close()
-    again = FaultProxy(large_nginx.port)
-    try:
-        result = fetch_deltas(again.url, large_subscriber, settings=IN_PARTS)
-    finally:
-        again.close()
-
-    assert result.months[0].bytes_resumed > 0
-    assert published_files(large_subscriber / DELTA) == published_files(large_publisher / DELTA)
-    assert slow.bytes_down + again.bytes_down <= 1.1 * size
