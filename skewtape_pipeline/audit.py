@@ -473,11 +473,15 @@ def check_audit_log(
         Naming the line (1-based) and what is wrong: a broken chain (a line edited, removed or
         reordered), bytes that are not a record, a missing file; a truncated log (its chain
         stops before the head's seq, or holds another record there: naming the head's seq, line
-        and sha256); a damaged head; no head with ``require_head``.
+        and sha256); a damaged head; no head with ``require_head``; a folder given for the log.
     LinkedStateFileError
         The log or its head is a symbolic link.
     """
     path = Path(path)
+    if path.is_dir():
+        logs = sorted(str(log) for log in path.glob("*.jsonl"))
+        hint = f", e.g. {logs[0]}" if logs else ""
+        raise AuditLogError(f"{path}: is a folder; expected the audit log file{hint}")
     head_path = audit_head_path(path)
     try:
         with open(open_state_file(path, os.O_RDONLY), "rb") as handle:

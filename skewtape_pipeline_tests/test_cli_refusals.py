@@ -11,7 +11,7 @@ import pytest
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.mirror import apply as apply_module
 from skewtape_pipeline.mirror import merge
-from skewtape_pipeline.ticks import consolidate, parquet_store
+from skewtape_pipeline.ticks.archive import consolidate, parquet_store
 from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
 from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
 
@@ -234,3 +234,107 @@ def test_cli_retier_when_the_disk_fills_exits_1_naming_the_file_leaving_no_empty
     assert code == 1
     _assert_one_error_line(err, "No space left", tmp_path / "archive-cold" / "year=2025")
     assert _empty_folders(tmp_path) == [str(archive / parquet_store.STAGING_FOLDER)]
+
+
+# --- the obvious mistakes: each refused naming the real mistake, nothing written ------------
+
+
+def _refused(capsys, root: Path, *argv: str) -> str:
+    """Run ``argv`` in ``root``; assert exit 2, one error line and nothing written; the line."""
+    before = _listing(root)
+    cwd = Path.cwd()
+    os.chdir(root)
+    try:
+        code, out, err = run(capsys, *argv)
+    finally:
+        os.chdir(cwd)
+    assert code == 2 and out == "", (code, out, err)
+    _assert_one_error_line(err)
+    assert _listing(root) == before
+    return err.strip()
+
+
+def test_cli_catch_up_when_the_folders_are_swapped_says_so(sample_root, capsys):
+    err = _refused(capsys, sample_root, "catch-up", "deltas", "history")
+    assert err == (
+        "error: deltas is a folder of <YYYY-MM>/ deltas and history is a history folder of "
+        "<YYYY-MM>/ snapshots: the two are swapped (the history folder comes first)"
+    )
+
+
+def test_cli_catch_up_when_given_one_months_delta_names_the_deltas_folder(sample_root, capsys):
+    err = _refused(capsys, sample_root, "catch-up", "history", f"deltas/{NEXT_MONTH}")
+    assert err == (
+        f"error: deltas/{NEXT_MONTH} is a delta (its manifest.json names a parent and a next "
+        "snapshot), not a deltas folder; give the folder that holds it, deltas"
+    )
+
+
+def test_cli_catch_up_when_given_the_history_twice_says_so(sample_root, capsys):
+    err = _refused(capsys, sample_root, "catch-up", "history", "history")
+    assert err.startswith("error: history is given as both the history and the deltas folder;")
+
+
+def test_cli_verify_when_given_a_delta_says_it_is_not_a_snapshot(sample_root, capsys):
+    err = _refused(capsys, sample_root, "verify", f"deltas/{NEXT_MONTH}")
+    assert err == (
+        f"error: deltas/{NEXT_MONTH} is a delta (its manifest.json names a parent and a next "
+        "snapshot), not a snapshot"
+    )
+
+
+def test_cli_verify_when_given_the_history_folder_names_a_month_in_it(sample_root, capsys):
+    err = _refused(capsys, sample_root, "verify", "history")
+    assert err == (
+        "error: history is a history folder of <YYYY-MM>/ snapshots, not a snapshot; name one "
+        f"month's folder in it, e.g. history/{SAMPLE_FIRST_MONTH}"
+    )
+
+
+def test_cli_audit_verify_when_given_a_folder_names_the_log_in_it(sample_root, capsys):
+    (sample_root / "audit.jsonl").write_bytes(b"")
+    err = _refused(capsys, sample_root, "audit-verify", ".")
+    assert err == "error: .: is a folder; expected the audit log file, e.g. audit.jsonl"
+
+
+def test_cli_apply_delta_when_given_the_history_folder_names_a_month_in_it(sample_root, capsys):
+    argv = ("apply-delta", "history", f"deltas/{NEXT_MONTH}", "--into", "X")
+    err = _refused(capsys, sample_root, *argv)
+    assert err == (
+        "error: history is a history folder of <YYYY-MM>/ snapshots, not a snapshot; name one "
+        f"month's folder in it, e.g. history/{SAMPLE_FIRST_MONTH}"
+    )
+
+
+def test_cli_apply_delta_when_the_arguments_are_swapped_says_so(sample_root, capsys):
+    argv = ("apply-delta", f"deltas/{NEXT_MONTH}", f"history/{SAMPLE_FIRST_MONTH}")
+    err = _refused(capsys, sample_root, *argv, "--into", "X")
+    assert err == (
+        f"error: deltas/{NEXT_MONTH} is a delta (its manifest.json names a parent and a next "
+        f"snapshot) and history/{SAMPLE_FIRST_MONTH} is a snapshot: the snapshot and the delta "
+        "are swapped (the snapshot comes first)"
+    )
+
+
+def test_cli_apply_delta_when_given_the_deltas_folder_names_a_month_in_it(sample_root, capsys):
+    argv = ("apply-delta", f"history/{SAMPLE_FIRST_MONTH}", "deltas", "--into", "X")
+    err = _refused(capsys, sample_root, *argv)
+    assert err == (
+        "error: deltas is a folder of <YYYY-MM>/ deltas, not a delta; name one month's folder "
+        f"in it, e.g. deltas/{NEXT_MONTH}"
+    )
+
+
+def test_cli_apply_delta_when_into_is_below_missing_folders_creates_nothing(sample_root, capsys):
+    argv = ("apply-delta", f"history/{SAMPLE_FIRST_MONTH}", f"deltas/{NEXT_MONTH}")
+    err = _refused(capsys, sample_root, *argv, "--into", "a/b/c")
+    assert err.startswith("error: into=a/b/c: its folder a/b does not exist; a versioned apply ")
+    assert "never the folders above it" in err
+
+
+def test_cli_sample_when_the_roots_folder_is_missing_creates_nothing(tmp_path, capsys):
+    missing = tmp_path / "nonexistent" / "dir"
+    code, _, err = run(capsys, "sample", str(missing))
+    assert code == 2
+    _assert_one_error_line(err, f"{missing}: its folder {missing.parent} does not exist")
+    assert not missing.parent.exists()

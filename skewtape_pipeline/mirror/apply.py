@@ -49,7 +49,7 @@ from typing import Any
 
 import duckdb
 
-from skewtape_pipeline import faults, fsio
+from skewtape_pipeline import faults, fsio, progress
 from skewtape_pipeline.audit import AuditLog
 from skewtape_pipeline.errors import (
     ApplyInProgressError,
@@ -58,6 +58,7 @@ from skewtape_pipeline.errors import (
     DeltaRefusedError,
     LocalStateError,
     MalformedJsonError,
+    MissingPathError,
     SkewtapeError,
     SnapshotMismatchError,
     UnsafePathError,
@@ -65,6 +66,7 @@ from skewtape_pipeline.errors import (
 )
 from skewtape_pipeline.hashing import FileStamp, HashCache, copy_hashing, sha256_file
 from skewtape_pipeline.mirror import merge
+from skewtape_pipeline.mirror.folder_kinds import check_apply_folders
 from skewtape_pipeline.mirror.format import (
     CHECKSUMS,
     LOCAL_STATE_DIR,
@@ -230,7 +232,11 @@ def apply_delta(
     Raises
     ------
     MissingPathError
-        ``snapshot`` or ``delta`` is not an existing folder; nothing is created.
+        ``snapshot`` or ``delta`` is not an existing folder, or the folder ``into`` would be
+        created in does not exist; nothing is created.
+    WrongFolderError
+        ``snapshot`` is not a snapshot or ``delta`` not a delta (swapped, a history or deltas
+        folder given for one of its months, ...), named with what each is; nothing is created.
     LinkedStateFileError
         ``audit_log`` (or its head), the lock file or a local state file is a symbolic link;
         nothing published.
@@ -250,8 +256,10 @@ def apply_delta(
     """
     snapshot = fsio.require_folder(snapshot, "a snapshot folder")
     delta = fsio.require_folder(delta, "a delta folder")
+    check_apply_folders(snapshot, delta)
     _check_audit_log(audit_log)
     target = ApplyTarget.of(snapshot, delta, into)
+    _check_into(target)  # before the lock file is created beside it
     options = ApplyOptions(audit_log, lock_timeout, link_sources)
     with _lock(target, options, f"applying {target.delta}"):
         return _apply_locked(target, options)
@@ -364,6 +372,12 @@ def _check_into(target: ApplyTarget) -> None:
         )
     if into.name.startswith("."):
         raise ConfigError(f"into={into}: a snapshot folder name may not start with '.'")
+    if not into.parent.is_dir():
+        raise MissingPathError(
+            f"into={into}: its folder {into.parent} does not exist; a versioned apply creates "
+            "only the new snapshot folder, never the folders above it (expected a new folder "
+            f"beside the snapshot, e.g. {snapshot.parent / 'YYYY-MM'})"
+        )
 
 
 def _preflight(
@@ -514,7 +528,9 @@ def file_ops_step(target: ApplyTarget, staged: StagedApply, options: ApplyOption
     with _Stage.open(target, staged, options) as stage, stage.phase("file_ops"):
         stage.populate()
         stage.journal_plan()
-        for index, entry in enumerate(stage.entries[:-2]):
+        entries = stage.entries[:-2]
+        for index, entry in enumerate(entries):
+            progress.report("file operations", index + 1, len(entries), "entries")
             if entry.op == "change":
                 continue
             faults.checkpoint(f"entry[{index}]:{entry.path}:begin")
@@ -532,9 +548,9 @@ def merges_step(target: ApplyTarget, staged: StagedApply, options: ApplyOptions)
     con = merge.connect()
     try:
         with _Stage.open(target, staged, options) as stage, stage.phase("merges"):
-            for index, entry in enumerate(stage.entries[:-2]):
-                if entry.op != "change":
-                    continue
+            changes = [(i, e) for i, e in enumerate(stage.entries[:-2]) if e.op == "change"]
+            for merged, (index, entry) in enumerate(changes, start=1):
+                progress.report("merging tables", merged, len(changes), "tables")
                 faults.checkpoint(f"entry[{index}]:{entry.path}:begin")
                 stage.change(entry, con)
                 faults.checkpoint(f"entry[{index}]:{entry.path}:end")

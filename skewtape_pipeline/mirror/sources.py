@@ -16,7 +16,7 @@ connections, timeouts, resets and 5xx answers with exponential backoff; the same
 object also budgets and paces the resumes after a transfer broken mid-body
 (:func:`next_attempt`). ``http://`` is accepted for loopback hosts only (tests, a local
 publisher). Redirects are followed only within the same scheme, host and port. S3 goes through
-the pyarrow filesystem the tick archive's S3 tiers use (:func:`~skewtape_pipeline.ticks.storage.
+the pyarrow filesystem the tick archive's S3 tiers use (:func:`~skewtape_pipeline.storage.
 object_filesystem`: endpoint and options in the URI's query, credentials from the environment
 only), with the AWS SDK's own retries.
 
@@ -45,7 +45,7 @@ from urllib3.util import Retry, Timeout
 
 from skewtape_pipeline.errors import ConfigError, PublisherError, TLSFailureError, TransferError
 from skewtape_pipeline.hashing import BLOCK
-from skewtape_pipeline.ticks.storage import S3_SCHEME, check_object_uri, object_filesystem
+from skewtape_pipeline.storage import S3_SCHEME, check_object_uri, object_filesystem
 
 SMALL_FILE_LIMIT = 16 << 20
 """The most a CHECKSUMS.sha256 or manifest may hold (a stream that goes on is cut here)."""

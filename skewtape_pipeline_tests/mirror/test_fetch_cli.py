@@ -86,22 +86,24 @@ class Terminal(io.StringIO):
 
 def test_transfer_progress_on_a_terminal_draws_a_bar_with_rate_and_time_left():
     stream = Terminal()
-    progress = TransferProgress(stream)
-    progress.last = 0.0
-    stats = TransferStats(bytes_total=10_000_000, bytes_done=4_000_000, bytes_fetched=4_000_000)
-    progress.update(stats)
-    progress.finish()
+    shown = TransferProgress(stream)
+    stats = TransferStats(
+        bytes_total=1_000_000_000, bytes_done=400_000_000, bytes_fetched=400_000_000
+    )
+    shown.update(stats)
+    shown.finish()
 
     drawn = stream.getvalue()
-    assert drawn.startswith("\r[############------------------] 4/10 MB ")
-    assert "MB/s" in drawn and "s left" in drawn and drawn.endswith("\n")
+    assert drawn.startswith("\r[############------------------] ")
+    assert "MB/s" in drawn and "s left" in drawn and "400.0 MB of 1.00 GB" in drawn
+    assert drawn.endswith("\n")
 
 
 def test_transfer_progress_in_a_pipe_prints_lines_not_a_bar():
     stream = io.StringIO()
-    progress = TransferProgress(stream)
-    progress.last = 0.0
-    progress.update(TransferStats(bytes_total=10_000_000, bytes_done=5_000_000))
-    progress.finish()
+    shown = TransferProgress(stream, interval=0.0)
+    shown.update(TransferStats(bytes_total=10_000_000, bytes_done=5_000_000))
+    shown.finish()
 
-    assert stream.getvalue().startswith("fetched 5.0/10.0 MB,") and "\r" not in stream.getvalue()
+    line = stream.getvalue()
+    assert line.startswith("fetch: ") and "5.0 MB of 10.0 MB (50%)" in line and "\r" not in line
