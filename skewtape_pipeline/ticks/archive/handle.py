@@ -53,7 +53,7 @@ from skewtape_pipeline.ticks.archive.catalog import SymbolDayKey
 from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, TierPolicy
 from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport
-from skewtape_pipeline.ticks.encode.sources import SourceTicks
+from skewtape_pipeline.ticks.encode.sources import SourceTicks, TickStream
 
 POLICY_RECORD = "_skewtape_tier_policy.json"
 """In the archive root: the tier policy the archive was first given (where its tiers are)."""
@@ -107,11 +107,11 @@ class Archive:
     # --- writing -------------------------------------------------------------------------------
 
     def compact(
-        self, source: SourceTicks, *, as_of: date, **options: Any
+        self, source: SourceTicks | TickStream, *, as_of: date, **options: Any
     ) -> list[TickStorageCompactionReport]:
         """Every symbol-day of ``source`` into the archive (``compact.compact_source``;
         ``options``: scales, side map, symbol, precision loss, target, timestamp unit,
-        ``on_progress``)."""
+        memory limit, ``on_progress``, ``on_read``)."""
         self.prepare()
         reports = compact.compact_source(
             source,
