@@ -78,7 +78,8 @@ class ArchiveSettings(dg.ConfigurableResource):
 
     tier_policy_file: str | None = Field(
         default=None,
-        description="A TOML or JSON tier policy; the built-in defaults when not given.",
+        description="A TOML or JSON tier policy; when not given, the one the archive recorded "
+        "when first given one, else the built-in defaults.",
     )
     target_ratio: float = Field(
         default=5.0,
