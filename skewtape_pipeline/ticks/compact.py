@@ -80,6 +80,7 @@ from skewtape_pipeline.ticks.report import (
 from skewtape_pipeline.ticks.sources import SourceTicks, canonical_csv_size_bytes, read_canonical
 from skewtape_pipeline.ticks.tiers import TierPolicy, check_age_days
 from skewtape_pipeline.ticks.validate import check_within_day, is_sorted, validate_batch
+from skewtape_pipeline.ticks.versions import commit_version
 
 _DAY_KEY_SHIFT = 2**20
 """Days since 1970 fit in +-2**19 for any int64 nanosecond timestamp."""
@@ -572,6 +573,7 @@ def compact_source(
         )
         if on_progress is not None:
             on_progress(len(reports), len(plan))
+    commit_version(Path(out), "compact", audit_log=audit_log)
     return reports
 
 

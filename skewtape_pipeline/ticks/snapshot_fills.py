@@ -49,6 +49,7 @@ from skewtape_pipeline.ticks.parquet_store import (
 from skewtape_pipeline.ticks.report import DEFAULT_TARGET_RATIO, TickStorageCompactionReport
 from skewtape_pipeline.ticks.sources import SourceTicks
 from skewtape_pipeline.ticks.tiers import TierPolicy
+from skewtape_pipeline.ticks.versions import commit_version
 from skewtape_pipeline.ticks.withdraw import remove_symbol_days
 
 FILLS_SIDE_MAP = {"yes": "BUY", "no": "SELL"}
@@ -367,6 +368,8 @@ def archive_symbol_days(
             item, out=out, policy=policy, target_ratio=target_ratio, audit_log=audit_log
         )
         results.append(SymbolDayResult(*key, sources[key], report))
+    bundles = {key: sources[key].bundle_id for key in planned}
+    commit_version(out, "compact", sources=bundles, audit_log=audit_log)
     return results
 
 

@@ -190,13 +190,21 @@ def verify_before_reading(archive_root: Path, state: ArchiveState, policy: TierP
     try:
         for hot in state.hot_live:
             verified.check_hot(hot, state.catalog)
-        for item in sorted(state.catalog.files.values(), key=lambda f: f.path):
-            path = resolve(archive_root, item.path, policy)
-            try:
-                stamp = stamp_of(path)
-            except FileNotFoundError:
-                continue
-            record = FileRecord(item.bytes, item.sha256)
-            verified.check(item.path, path, stamp, record, "the catalog")
+        verify_consolidated(verified, archive_root, state, policy)
     finally:
         verified.save()
+
+
+def verify_consolidated(
+    verified: VerifiedFiles, archive_root: Path, state: ArchiveState, policy: TierPolicy
+) -> None:
+    """Verify the consolidated files ``state``'s catalog lists against it (see
+    :func:`verify_before_reading`); a file not on disk is left to the reader's own check."""
+    for item in sorted(state.catalog.files.values(), key=lambda f: f.path):
+        path = resolve(archive_root, item.path, policy)
+        try:
+            stamp = stamp_of(path)
+        except FileNotFoundError:
+            continue
+        record = FileRecord(item.bytes, item.sha256)
+        verified.check(item.path, path, stamp, record, "the catalog")
