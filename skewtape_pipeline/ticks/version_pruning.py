@@ -24,6 +24,7 @@ from skewtape_pipeline.ticks.placement import uncatalogued_files
 from skewtape_pipeline.ticks.storage import TierFile, size_of
 from skewtape_pipeline.ticks.tiers import TierPolicy
 from skewtape_pipeline.ticks.versions import (
+    SUFFIX,
     Version,
     hot_blob,
     kept_files,
@@ -134,15 +135,15 @@ def _unread(root: Path, kept: list[Version], policy: TierPolicy) -> list[TierFil
     store = versions_dir(root)
     wanted: set[Path] = set()
     for version in kept:
-        wanted.add(store / "manifests" / f"{version.manifest}.parquet")
+        wanted.add(store / "manifests" / f"{version.manifest}{SUFFIX}")
         if version.catalog is not None:
-            wanted.add(store / "catalogs" / f"{version.catalog}.parquet")
+            wanted.add(store / "catalogs" / f"{version.catalog}{SUFFIX}")
     for manifest in {v.manifest: v for v in kept}.values():
         wanted.update(hot_blob(root, entry) for entry in read_manifest(root, manifest))
     out: list[TierFile] = []
     for folder in ("manifests", "catalogs", "hot"):
         if (store / folder).is_dir():
-            out += sorted(p for p in (store / folder).rglob("*.parquet") if p not in wanted)
+            out += sorted(p for p in (store / folder).rglob(f"*{SUFFIX}") if p not in wanted)
     held = kept_files(root, policy)
     out += [f for f in uncatalogued_files(root, policy, read_catalog(root)) if f not in held]
     return out
@@ -157,7 +158,7 @@ def past_version_bytes(archive_root: Path, policy: TierPolicy | None = None) -> 
     total = sum(size_of(f) for f in kept_files(root, policy) - current if _exists(f))
     hot = versions_dir(root) / "hot"
     if hot.is_dir():
-        for blob in hot.rglob("*.parquet"):
+        for blob in hot.rglob(f"*{SUFFIX}"):
             st = blob.stat()
             total += st.st_size if st.st_nlink == 1 else 0
     return total

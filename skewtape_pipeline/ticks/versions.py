@@ -5,10 +5,11 @@ withdrawal or removal, a catalog rebuild) records a numbered *version* right aft
 under the archive's lock (:func:`record_version`). A version is:
 
 - an immutable, content-named snapshot of what the ``ticks`` view read then: the catalog's
-  bytes (``catalogs/<sha256>.parquet``) and a manifest of the live hot files
-  (``manifests/<sha256>.parquet``: ``symbol``, ``date``, ``sha256``, ``size``);
+  bytes (``catalogs/<sha256>.pq``) and a manifest of the live hot files
+  (``manifests/<sha256>.pq``: ``symbol``, ``date``, ``sha256``, ``size``);
 - every live hot file kept under its content name
-  (``hot/symbol=<S>/year=/month=/date=/<sha256>.parquet``), a hard link to the hot file (no bytes
+  (``hot/symbol=<S>/year=/month=/date=/<sha256>.pq``: Parquet, named so that a glob of the
+  root's ``**/*.parquet`` never meets it), a hard link to the hot file (no bytes
   copied; a copy where links are not possible): a recompaction that replaces the hot file by a
   rename, a removal or a re-tiering that deletes it leave the version's link in place. The
   current hot layout is untouched, so DuckDB and Spark read the current view as before;
@@ -81,6 +82,9 @@ from skewtape_pipeline.ticks.trust import VerifiedFiles, verify_consolidated
 
 VERSIONS_DIR = "_skewtape_versions"
 INDEX_FILE = "index.bin"
+SUFFIX = ".pq"
+"""The version store's Parquet files end so, not ``.parquet``: a reader globbing the archive
+root's ``**/*.parquet`` (the hot tier's plain layout) never meets them."""
 EVENT_VERSION = "tick-archive-version"
 EVENT_TAG = "tick-archive-tag"
 _ENTRY = struct.Struct(">q")
@@ -154,17 +158,17 @@ def _record_path(root: Path, number: int) -> Path:
 
 
 def _catalog_snapshot(root: Path, digest: str) -> Path:
-    return versions_dir(root) / "catalogs" / f"{digest}.parquet"
+    return versions_dir(root) / "catalogs" / f"{digest}{SUFFIX}"
 
 
 def _manifest_path(root: Path, digest: str) -> Path:
-    return versions_dir(root) / "manifests" / f"{digest}.parquet"
+    return versions_dir(root) / "manifests" / f"{digest}{SUFFIX}"
 
 
 def hot_blob(archive_root: Path, entry: HotEntry) -> Path:
     """Where a version keeps a hot file: Hive folders as the hot tier's, named by content."""
     folder = partition_file(versions_dir(archive_root) / "hot", entry.symbol, entry.date).parent
-    return folder / f"{entry.sha256}.parquet"
+    return folder / f"{entry.sha256}{SUFFIX}"
 
 
 def _tag_path(root: Path, name: str) -> Path:

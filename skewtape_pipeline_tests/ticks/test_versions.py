@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from skewtape_pipeline import faults
+from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import ConfigError, VersionError, WriteOnceError
 from skewtape_pipeline.ticks.books import enable_books_and_records
 from skewtape_pipeline.ticks.compact import compact_symbol_day
@@ -41,6 +42,7 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     Crash,
     crash_at_name,
     day_ticks,
+    write_four_day_csv,
 )
 
 KEYS = [(symbol, day) for symbol in ("ES", "CL/F") for day in DAYS[:4]]
@@ -367,3 +369,55 @@ def test_versions_when_archive_is_copied_read_the_copy(archive, tmp_path):
     shutil.copytree(archive.parent, copy)
     assert rows(copy / "archive", as_of=2) == rows(archive, as_of=2)
     assert versions_dir(copy / "archive").is_dir()
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_versions_tag_query_as_of_and_prune_versions(tmp_path, capsys, no_fsync):
+    source = write_four_day_csv(tmp_path / "ticks.csv")
+    archive = tmp_path / "data" / "archive"
+    compact_args = ["compact-ticks", str(source), "--out", str(archive), "--price-scale", "2"]
+    assert cli(capsys, *compact_args, "--as-of", "2025-12-05")[0] == 0
+    count = "SELECT tier, count(*) AS n FROM ticks GROUP BY tier"
+    assert cli(capsys, "retier", str(archive), "--as-of", "2027-01-01")[0] == 0
+    remove = ["remove-days", str(archive), "--day", "KX-0", "2025-12-01"]
+    assert cli(capsys, *remove)[0] == 0
+
+    code, out, err = cli(capsys, "versions", str(archive), "--json")
+    assert code == 0, err
+    listed = json.loads(out)
+    assert [v["operation"] for v in listed] == ["compact", "retier", "remove"]
+    assert listed[2]["changed"] == [["KX-0", "2025-12-01"]]
+    code, out, err = cli(capsys, "tag", str(archive), "first-run", "--version", "1")
+    assert code == 0 and "pins version 1" in out, err
+
+    for as_of, expected in (
+        ("first-run", [("HOT", 12)]),
+        ("2", [("COLD", 12)]),
+        ("3", [("COLD", 9)]),
+    ):
+        code, out, err = cli(capsys, "query", count, "--archive", str(archive), "--as-of", as_of,
+                             "--json")  # fmt: skip
+        assert code == 0, err
+        assert [(r["tier"], r["n"]) for r in json.loads(out)] == expected
+    when = listed[1]["time"]
+    code, out, _ = cli(capsys, "query", count, "--archive", str(archive), "--as-of", when, "--json")
+    assert [(r["tier"], r["n"]) for r in json.loads(out)] == [("COLD", 12)]
+
+    code, out, err = cli(capsys, "prune-versions", str(archive), "--keep-last", "1", "--json")
+    assert code == 0, err
+    assert json.loads(out)["pruned"] == [2] and json.loads(out)["kept"] == [1, 3]
+    code, _, err = cli(capsys, "query", count, "--archive", str(archive), "--as-of", "2")
+    assert code == 2 and "version 2 was pruned" in err
+    code, _, err = cli(capsys, "query", count, "--archive", str(archive), "--as-of", "nope")
+    assert code == 2 and "no tag 'nope'" in err
+    with pytest.raises(SystemExit) as refused:  # argparse: one of the two rules is required
+        cli(capsys, "prune-versions", str(archive))
+    assert refused.value.code == 2
