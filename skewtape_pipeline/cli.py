@@ -337,6 +337,15 @@ def _tier_policy(args: argparse.Namespace) -> Any:
     return TierPolicy.load(Path(args.tier_policy)) if args.tier_policy else None
 
 
+def _writer_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The tier policy, audit log and lock wait of a command that changes an archive."""
+    return {
+        "policy": _tier_policy(args),
+        "audit_log": Path(args.audit_log) if args.audit_log else None,
+        "lock_timeout": args.wait,
+    }
+
+
 def cmd_verify_archive(args: argparse.Namespace) -> None:
     from skewtape_pipeline.errors import ArchiveVerificationError
     from skewtape_pipeline.ticks.integrity import verify_archive
@@ -350,12 +359,7 @@ def cmd_verify_archive(args: argparse.Namespace) -> None:
 def cmd_rebuild_catalog(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.integrity import rebuild_catalog
 
-    result = rebuild_catalog(
-        Path(args.archive),
-        policy=_tier_policy(args),
-        audit_log=Path(args.audit_log) if args.audit_log else None,
-        lock_timeout=args.wait,
-    )
+    result = rebuild_catalog(Path(args.archive), **_writer_options(args))
     _print_result(
         args,
         result,
@@ -438,9 +442,7 @@ def cmd_prune_versions(args: argparse.Namespace) -> None:
         check_archive_root(args.archive, empty_ok=False),
         keep_last=args.keep_last,
         older_than=_parse_day(args.older_than, option="--older-than") if args.older_than else None,
-        policy=_tier_policy(args),
-        audit_log=Path(args.audit_log) if args.audit_log else None,
-        lock_timeout=args.wait,
+        **_writer_options(args),
     )
     _print_result(
         args,

@@ -421,3 +421,45 @@ def test_cli_versions_tag_query_as_of_and_prune_versions(tmp_path, capsys, no_fs
     with pytest.raises(SystemExit) as refused:  # argparse: one of the two rules is required
         cli(capsys, "prune-versions", str(archive))
     assert refused.value.code == 2
+
+
+# --- S3 tiers -----------------------------------------------------------------------------------
+
+
+def test_versions_when_tiers_are_on_s3_read_replaced_objects_until_pruned(
+    tmp_path, no_fsync, s3_env
+):
+    from skewtape_pipeline_tests.ticks.test_object_store import new_prefix, objects_under, s3_policy
+
+    prefix = new_prefix()
+    policy = s3_policy(s3_env, prefix)
+    root = tmp_path / "data" / "archive"
+    for key in KEYS:
+        compact(root, key)
+
+    def view(as_of=None):
+        table = run_query(f"SELECT {COLUMNS} FROM ticks", root, policy=policy, as_of=as_of)
+        table = table.set_column(2, "ts", table["ts"].cast(pa.int64()))
+        return sorted(zip(*(table[c].to_pylist() for c in table.column_names), strict=True))
+
+    captured = {version_count(root): view()}
+    retier(root, as_of=STAGE_1, policy=policy)
+    captured[version_count(root)] = view()
+    compact(root, KEYS[0], variant=2)
+    retier(root, as_of=STAGE_2, policy=policy)
+    captured[version_count(root)] = view()
+    withdraw_symbol_days(root, [KEYS[5]], policy=policy)
+    captured[version_count(root)] = view()
+    assert len(captured) == 4
+    for number, expected in captured.items():
+        assert view(as_of=number) == expected, number
+    handle = Archive(root, policy)
+    first_tiered = sorted(captured)[1]
+    got = handle.read(["ES"], as_of=first_tiered, columns=["symbol", "date", "tier"])
+    assert got.to_pylist() and set(got["tier"].to_pylist()) <= {"HOT", "WARM", "COLD"}
+
+    stored = [k for k in objects_under(s3_env, prefix) if k.endswith(".parquet")]
+    prune_versions(root, keep_last=1, policy=policy)
+    left = [k for k in objects_under(s3_env, prefix) if k.endswith(".parquet")]
+    assert len(left) < len(stored)
+    assert view() == view(as_of=version_count(root)) == captured[version_count(root)]
