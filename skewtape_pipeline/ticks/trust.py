@@ -115,9 +115,20 @@ class VerifiedFiles:
 
     def __init__(self, archive_root: Path):
         self.root = Path(archive_root)
-        self.records = read_hot_records(self.root)
+        self._records: dict[str, FileRecord] | None = None
         self._cache = HashCache(self.root / VERIFIED_CACHE)
         self._changed = False
+
+    @property
+    def records(self) -> dict[str, FileRecord]:
+        """The hot file records, read when first needed (``catalog.read_hot_records``)."""
+        if self._records is None:
+            self._records = read_hot_records(self.root)
+        return self._records
+
+    @records.setter
+    def records(self, value: dict[str, FileRecord]) -> None:
+        self._records = value
 
     def check_hot(self, hot: HotFile, catalog: Catalog) -> None:
         """Verify ``hot`` against its record unless its stamp is unchanged since it last was.

@@ -30,6 +30,7 @@ from skewtape_pipeline.ticks.versions import (
     kept_files,
     list_tags,
     list_versions,
+    manifest_chain,
     read_manifest,
     versions_dir,
 )
@@ -135,7 +136,10 @@ def _unread(root: Path, kept: list[Version], policy: TierPolicy) -> list[TierFil
     store = versions_dir(root)
     wanted: set[Path] = set()
     for version in kept:
-        wanted.add(store / "manifests" / f"{version.manifest}{SUFFIX}")
+        wanted.update(
+            store / "manifests" / f"{digest}{SUFFIX}"
+            for digest in manifest_chain(root, version.manifest)
+        )
         if version.catalog is not None:
             wanted.add(store / "catalogs" / f"{version.catalog}{SUFFIX}")
     for manifest in {v.manifest: v for v in kept}.values():

@@ -6,7 +6,9 @@ under the archive's lock (:func:`record_version`). A version is:
 
 - an immutable, content-named snapshot of what the ``ticks`` view read then: the catalog's
   bytes (``catalogs/<sha256>.pq``) and a manifest of the live hot files
-  (``manifests/<sha256>.pq``: ``symbol``, ``date``, ``sha256``, ``size``);
+  (``manifests/<sha256>.pq``: ``symbol``, ``date``, ``sha256``, ``size``; mostly a delta of the
+  previous version's, its key-value metadata naming that one: a symbol-day's new file, or
+  ``size`` -1 for one gone; the whole list every :data:`MAX_DELTA_DEPTH` + 1 versions);
 - every live hot file kept under its content name
   (``hot/symbol=<S>/year=/month=/date=/<sha256>.pq``: Parquet, named so that a glob of the
   root's ``**/*.parquet`` never meets it), a hard link to the hot file (no bytes
@@ -42,6 +44,7 @@ before its version: the next version (e.g. the rerun of the writer) records the 
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -73,7 +76,7 @@ from skewtape_pipeline.ticks.catalog import (
 from skewtape_pipeline.ticks.parquet_store import (
     ARCHIVE_LOCK_FILE,
     ARCHIVE_LOCK_WAIT_SECONDS,
-    partition_file,
+    encode_symbol,
 )
 from skewtape_pipeline.ticks.placement import ArchiveState, HotFile, archive_state
 from skewtape_pipeline.ticks.storage import TierFile
@@ -98,6 +101,10 @@ _MANIFEST_SCHEMA = pa.schema(
     ]
 )
 _CONTENT_NAME = "its content name"
+_BASE_KEY = "skewtape_manifest_base"
+MAX_DELTA_DEPTH = 15
+"""A manifest is a delta of the previous version's at most this many times in a row; then the
+whole list is written again (an as-of read applies at most this many small deltas)."""
 
 AsOf = int | str | datetime
 
@@ -167,8 +174,21 @@ def _manifest_path(root: Path, digest: str) -> Path:
 
 def hot_blob(archive_root: Path, entry: HotEntry) -> Path:
     """Where a version keeps a hot file: Hive folders as the hot tier's, named by content."""
-    folder = partition_file(versions_dir(archive_root) / "hot", entry.symbol, entry.date).parent
-    return folder / f"{entry.sha256}{SUFFIX}"
+    return _blob(f"{versions_dir(archive_root)}/hot", entry)
+
+
+def _blob(base: str, entry: HotEntry) -> Path:
+    """:func:`hot_blob` below the folder ``base`` (one string built, one Path)."""
+    day = entry.date
+    return Path(
+        f"{base}/symbol={_folder_name(entry.symbol)}/year={day.year:04d}"
+        f"/month={day.month:02d}/date={day.isoformat()}/{entry.sha256}{SUFFIX}"
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _folder_name(symbol: str) -> str:
+    return encode_symbol(symbol)
 
 
 def _tag_path(root: Path, name: str) -> Path:
@@ -299,13 +319,15 @@ def record_version(
     """
     root = Path(archive_root)
     state = archive_state(root)
-    entries = [_keep_hot(root, hot) for hot in state.hot_live]
-    manifest = _write_manifest(root, entries)
+    records = read_hot_records(root)
+    entries = [_keep_hot(root, hot, records.get(_rel(root, hot))) for hot in state.hot_live]
     catalog = _snapshot_catalog(root)
     previous = latest_version(root)
-    if previous is not None and (previous.catalog, previous.manifest) == (catalog, manifest):
+    before = [] if previous is None else read_manifest(root, previous)
+    if previous is not None and previous.catalog == catalog and before == _by_key(entries):
         return None
-    changed = _changed(root, previous, state, entries)
+    manifest = _write_manifest(root, entries, previous, before)
+    changed = _changed(root, previous, state, entries, before)
     count = version_count(root)
     time_ns = _next_time(root, count)
     version = Version(
@@ -373,11 +395,18 @@ def _next_time(root: Path, count: int) -> int:
     return time_ns
 
 
-def _keep_hot(root: Path, hot: HotFile) -> HotEntry:
+def _by_key(entries: Iterable[HotEntry]) -> list[HotEntry]:
+    return sorted(entries, key=lambda e: e.key)
+
+
+def _rel(root: Path, hot: HotFile) -> str:
+    return hot.path.relative_to(root).as_posix()
+
+
+def _keep_hot(root: Path, hot: HotFile, record: FileRecord | None) -> HotEntry:
     """Keep ``hot`` under its content name (a hard link; a copy where links fail) unless it is
-    kept already; its manifest entry. The file is hashed only when its link is not found."""
-    rel = hot.path.relative_to(root).as_posix()
-    record = _records(root).get(rel)
+    kept already; its manifest entry. The file is hashed only when no link of it is found
+    under the name its ``record`` gives (the same inode)."""
     if record is not None:
         entry = HotEntry(hot.symbol, hot.day, record.sha256, record.size)
         try:
@@ -399,35 +428,30 @@ def _keep_hot(root: Path, hot: HotFile) -> HotEntry:
     return entry
 
 
-_RECORDS_CACHE: dict[Path, tuple[FileStamp | None, dict[str, FileRecord]]] = {}
-
-
-def _records(root: Path) -> dict[str, FileRecord]:
-    """The hot file records, read again only when their file changed."""
-    path = root / "_skewtape_hot_files.jsonl"
-    try:
-        stamp: FileStamp | None = FileStamp.of(path)
-    except FileNotFoundError:
-        stamp = None
-    cached = _RECORDS_CACHE.get(root)
-    if cached is None or cached[0] != stamp:
-        cached = (stamp, read_hot_records(root))
-        _RECORDS_CACHE[root] = cached
-    return cached[1]
-
-
-def _write_manifest(root: Path, entries: list[HotEntry]) -> str:
-    """Write the manifest of ``entries`` (content-named, if new); its sha256."""
-    ordered = sorted(entries, key=lambda e: e.key)
+def _write_manifest(
+    root: Path, entries: list[HotEntry], previous: Version | None, before: list[HotEntry]
+) -> str:
+    """Write the manifest of ``entries`` (content-named, if new); its sha256. It is a delta of
+    ``previous``'s (``before``: its entries) while that chain is shorter than
+    :data:`MAX_DELTA_DEPTH` and the delta is smaller, else the whole list."""
+    now = {e.key: e for e in entries}
+    old = {e.key: e for e in before}
+    depth = 0 if previous is None else _manifest_header(root, previous.manifest)[1] + 1
+    delta = [now[k] for k in sorted(now) if old.get(k) != now[k]]
+    gone = [HotEntry(s, d, "", -1) for s, d in sorted(old.keys() - now.keys())]
+    if previous is not None and depth <= MAX_DELTA_DEPTH and len(delta) + len(gone) < len(now):
+        rows, header = _by_key(delta + gone), (previous.manifest, depth)
+    else:
+        rows, header = _by_key(entries), ("", 0)
     table = pa.table(
         {
-            "symbol": [e.symbol for e in ordered],
-            "date": [e.date for e in ordered],
-            "sha256": [e.sha256 for e in ordered],
-            "size": [e.size for e in ordered],
+            "symbol": [e.symbol for e in rows],
+            "date": [e.date for e in rows],
+            "sha256": [e.sha256 for e in rows],
+            "size": [e.size for e in rows],
         },
         schema=_MANIFEST_SCHEMA,
-    )
+    ).replace_schema_metadata({_BASE_KEY: json.dumps(list(header))})
     sink = io.BytesIO()
     pq.write_table(table, sink, compression="zstd")
     raw = sink.getvalue()
@@ -455,13 +479,17 @@ def _dumps(body: Any) -> bytes:
 
 
 def _changed(
-    root: Path, previous: Version | None, state: ArchiveState, entries: list[HotEntry]
+    root: Path,
+    previous: Version | None,
+    state: ArchiveState,
+    entries: list[HotEntry],
+    previous_entries: list[HotEntry],
 ) -> list[SymbolDayKey]:
     """Symbol-days whose copy differs from ``previous``'s (all visible ones for the first)."""
     now = _placements(state.catalog, entries)
     before: dict[SymbolDayKey, str] = {}
     if previous is not None:
-        before = _placements(_version_catalog(root, previous), read_manifest(root, previous))
+        before = _placements(_version_catalog(root, previous), previous_entries)
     return sorted(k for k in now.keys() | before.keys() if now.get(k) != before.get(k))
 
 
@@ -476,12 +504,49 @@ def _placements(catalog: Catalog, entries: list[HotEntry]) -> dict[SymbolDayKey,
 
 
 def read_manifest(archive_root: Path, version: Version) -> list[HotEntry]:
-    """The live hot files of ``version``."""
-    path = _manifest_path(Path(archive_root), version.manifest)
+    """The live hot files of ``version``, by symbol-day (its manifest's chain of deltas, at most
+    :data:`MAX_DELTA_DEPTH` + 1 small files, applied to the whole list it starts from)."""
+    chain = manifest_chain(archive_root, version.manifest)
+    entries: dict[SymbolDayKey, HotEntry] = {}
+    for digest in reversed(chain):
+        for entry in _manifest_rows(_read_manifest_table(archive_root, digest)):
+            if entry.size < 0:
+                entries.pop(entry.key, None)
+            else:
+                entries[entry.key] = entry
+    return [entries[key] for key in sorted(entries)]
+
+
+def manifest_chain(archive_root: Path, digest: str) -> list[str]:
+    """The manifest ``digest`` and the ones its deltas rest on, newest first."""
+    chain = [digest]
+    while True:
+        base, _ = _manifest_header(archive_root, chain[-1])
+        if not base:
+            return chain
+        chain.append(base)
+
+
+def _read_manifest_table(archive_root: Path, digest: str) -> pa.Table:
+    path = _manifest_path(Path(archive_root), digest)
     try:
-        table = pq.read_table(path)
+        return pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
-        raise VersionError(f"{path}: version {version.version}'s manifest: {exc}") from None
+        raise VersionError(f"{path}: a version's manifest: {exc}") from None
+
+
+def _manifest_header(archive_root: Path, digest: str) -> tuple[str, int]:
+    """(the manifest this one is a delta of, "" for a whole list; its depth)."""
+    path = _manifest_path(Path(archive_root), digest)
+    try:
+        metadata = pq.read_schema(path).metadata or {}
+        base, depth = json.loads(metadata[_BASE_KEY.encode()])
+    except (OSError, pa.ArrowException, KeyError, ValueError, TypeError) as exc:
+        raise VersionError(f"{path}: a version's manifest: {exc!r}") from None
+    return base, depth
+
+
+def _manifest_rows(table: pa.Table) -> list[HotEntry]:
     return [
         HotEntry(s, d, h, n)
         for s, d, h, n in zip(
@@ -509,8 +574,9 @@ def version_state(archive_root: Path, version: Version) -> ArchiveState:
     root = Path(archive_root)
     catalog = _version_catalog(root, version)
     live = []
+    base = f"{versions_dir(root)}/hot"
     for entry in read_manifest(root, version):
-        blob = hot_blob(root, entry)
+        blob = _blob(base, entry)
         try:
             stamp = FileStamp.of(blob)
         except FileNotFoundError:

@@ -24,6 +24,7 @@ from skewtape_pipeline.ticks.model import TickBatch
 from skewtape_pipeline.ticks.query import run_query, ticks_view_sql
 from skewtape_pipeline.ticks.version_pruning import past_version_bytes, prune_versions
 from skewtape_pipeline.ticks.versions import (
+    MAX_DELTA_DEPTH,
     commit_version,
     list_tags,
     list_versions,
@@ -463,3 +464,18 @@ def test_versions_when_tiers_are_on_s3_read_replaced_objects_until_pruned(
     left = [k for k in objects_under(s3_env, prefix) if k.endswith(".parquet")]
     assert len(left) < len(stored)
     assert view() == view(as_of=version_count(root)) == captured[version_count(root)]
+
+
+def test_versions_when_manifests_are_deltas_past_their_depth_every_kept_version_reads(archive):
+    captured = {version_count(archive): rows(archive)}
+    for variant in range(1, MAX_DELTA_DEPTH + 4):
+        compact(archive, KEYS[variant % 2], variant=variant)
+        captured[version_count(archive)] = rows(archive)
+    middle = len(KEYS) + 5
+    tag_version(archive, "middle", version=middle)
+    prune_versions(archive, keep_last=1, policy=POLICY)  # the middle's delta chain stays
+    for number in (middle, version_count(archive)):
+        assert rows(archive, as_of=number) == captured[number]
+    stored = list((versions_dir(archive) / "manifests").iterdir())
+    assert len(stored) <= 2 * (MAX_DELTA_DEPTH + 1)  # the two kept chains, no more
+    assert len(stored) < version_count(archive)
