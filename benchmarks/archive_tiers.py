@@ -63,15 +63,19 @@ from tick_anchors import (
 )
 from tick_data import BUY, KALSHI_FILE, NS_PER_DAY, SELL, Ticks, decimal_array, load_kalshi
 
-from skewtape_pipeline.ticks.catalog import CATALOG_FILE
-from skewtape_pipeline.ticks.compact import compact_source
-from skewtape_pipeline.ticks.lifecycle import retier
-from skewtape_pipeline.ticks.parquet_store import read_archive_marker
-from skewtape_pipeline.ticks.placement import archive_metrics
-from skewtape_pipeline.ticks.query import run_query, scan_stats
-from skewtape_pipeline.ticks.sides import KALSHI_TAKER_SIDES
-from skewtape_pipeline.ticks.sources import SourceTicks, read_kalshi_trades, source_from_table
-from skewtape_pipeline.ticks.tiers import COLD, HOT, TierPolicy
+from skewtape_pipeline.ticks.archive.catalog import CATALOG_FILE
+from skewtape_pipeline.ticks.archive.compact import compact_source
+from skewtape_pipeline.ticks.archive.lifecycle import retier
+from skewtape_pipeline.ticks.archive.parquet_store import read_archive_marker
+from skewtape_pipeline.ticks.archive.placement import archive_metrics
+from skewtape_pipeline.ticks.archive.query import run_query, scan_stats
+from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, TierPolicy
+from skewtape_pipeline.ticks.encode.sides import KALSHI_TAKER_SIDES
+from skewtape_pipeline.ticks.encode.sources import (
+    SourceTicks,
+    read_kalshi_trades,
+    source_from_table,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "real-ticks"

@@ -34,17 +34,17 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 from skewtape_pipeline.ticks import versions as versions_module
-from skewtape_pipeline.ticks.compact import compact_symbol_day
-from skewtape_pipeline.ticks.model import TickBatch
-from skewtape_pipeline.ticks.query import run_query
-from skewtape_pipeline.ticks.tiers import TierPolicy
-from skewtape_pipeline.ticks.versions import (
+from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.query import run_query
+from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.versions import (
     commit_version,
     read_version,
     resolve_as_of,
     version_count,
     versions_dir,
 )
+from skewtape_pipeline.ticks.encode.model import TickBatch
 
 FIRST_DAY = date(2026, 11, 1)
 DAYS = 30

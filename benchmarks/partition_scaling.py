@@ -19,7 +19,7 @@ from datetime import date, timedelta
 import dagster as dg
 from dagster._core.definitions.partitions.partition_key_range import PartitionKeyRange
 
-from skewtape_pipeline.orchestration.tick_partitions import dimension_key
+from skewtape_pipeline.orchestration.ticks.partitions import dimension_key
 
 
 def timed(label: str, rows: list[tuple[str, str]], fn):

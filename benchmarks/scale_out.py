@@ -73,12 +73,12 @@ import duckdb  # noqa: E402
 from bench_util import fmt_float, markdown_table  # noqa: E402
 
 from skewtape_pipeline import fsio  # noqa: E402
-from skewtape_pipeline.orchestration.tick_partitions import VENUES, dimension_key  # noqa: E402
+from skewtape_pipeline.orchestration.ticks.partitions import VENUES, dimension_key  # noqa: E402
 from skewtape_pipeline.sample.publisher import publish_sample  # noqa: E402
-from skewtape_pipeline.ticks.query import run_query  # noqa: E402
-from skewtape_pipeline.ticks.snapshot_fills import today_utc  # noqa: E402
-from skewtape_pipeline.ticks.tiers import TierPolicy  # noqa: E402
-from skewtape_pipeline.ticks.venue_days import VenueDayOptions, archive_venue_day  # noqa: E402
+from skewtape_pipeline.ticks.archive.query import run_query  # noqa: E402
+from skewtape_pipeline.ticks.archive.tiers import TierPolicy  # noqa: E402
+from skewtape_pipeline.ticks.fills.snapshot_fills import today_utc  # noqa: E402
+from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day  # noqa: E402
 from skewtape_pipeline_tests.scale_out.servers import (  # noqa: E402
     PostgresServer,
     free_port,

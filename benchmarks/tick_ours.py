@@ -31,11 +31,11 @@ import pyarrow.parquet as pq
 from tick_anchors import Part, canonical_csv, file_bytes, tkc1_blob
 from tick_data import NS_PER_DAY, Ticks, symbol_days
 
-from skewtape_pipeline.ticks import parquet_store
-from skewtape_pipeline.ticks.compact import compact_symbol_day
-from skewtape_pipeline.ticks.model import TickBatch, widest_schema
-from skewtape_pipeline.ticks.sides import BUY, SELL, UNKNOWN
-from skewtape_pipeline.ticks.tiers import COLD, HOT, TierPolicy
+from skewtape_pipeline.ticks.archive import parquet_store
+from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, TierPolicy
+from skewtape_pipeline.ticks.encode.model import TickBatch, widest_schema
+from skewtape_pipeline.ticks.encode.sides import BUY, SELL, UNKNOWN
 
 POLICY = TierPolicy()
 AGE_DAYS = {HOT: 0, COLD: POLICY.warm_max_age_days + 1}
@@ -208,7 +208,7 @@ class WholeConsolidated:
         self.config = config
 
     def prepare(self, parts: list[Part]) -> None:
-        from skewtape_pipeline.ticks.consolidate import SymbolDayRows
+        from skewtape_pipeline.ticks.archive.consolidate import SymbolDayRows
 
         whole = to_batch(parts[0].ticks)
         self.rows = [
@@ -219,7 +219,7 @@ class WholeConsolidated:
         ]
 
     def __call__(self, parts: list[Part], workdir: Path) -> int:
-        from skewtape_pipeline.ticks.consolidate import write_consolidated_file
+        from skewtape_pipeline.ticks.archive.consolidate import write_consolidated_file
 
         written = write_consolidated_file(
             self.rows, workdir, settings=POLICY.settings_for(self.tier), metadata={}
@@ -297,7 +297,7 @@ def check_tkc1_matches_ours(t: Ticks) -> None:
 
 def check_readers_match_ours(t: Ticks, path: Path) -> str:
     """Compare the benchmark's loader with the project's reader of the same real file."""
-    from skewtape_pipeline.ticks import sources
+    from skewtape_pipeline.ticks.encode import sources
 
     readers = {
         "kalshi": (sources.read_kalshi_trades, {}),

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 from bench_util import fmt_rate, markdown_table, pin_to_one_core, timed
 
 from skewtape_pipeline.errors import SkewtapeError
-from skewtape_pipeline.ticks.sources import read_canonical
+from skewtape_pipeline.ticks.encode.sources import read_canonical
 
 BASE_NS = 1_767_312_000_000_000_000
 

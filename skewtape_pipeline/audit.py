@@ -40,6 +40,7 @@ import contextlib
 import fcntl
 import json
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -199,14 +200,40 @@ class AuditLog:
         try:
             return open_state_file(self.path, os.O_RDWR | os.O_APPEND)
         except FileNotFoundError:
-            recorded = ChainHead.read(head_path)
-            if recorded is not None:
-                raise AuditLogError(
-                    f"{self.path}: does not exist, but its head {head_path} records "
-                    f"{recorded.describe()}: the log was removed; nothing was appended"
-                ) from None
+            _refuse_removed_log(self.path, head_path, ChainHead.read(head_path))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         return open_state_file(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+
+    def check_appendable(self) -> None:
+        """Refuse now, writing nothing, what would make :meth:`append` refuse: the log or its
+        head a symbolic link (LinkedStateFileError), a damaged head, a log its head no longer
+        matches (truncated, rewritten or removed) or a log that is not a regular file
+        (AuditLogError). An operation that must not be refused past its commit point calls it
+        before committing."""
+        head_path = audit_head_path(self.path)
+        recorded = ChainHead.read(head_path)
+        try:
+            fd = open_state_file(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        except FileNotFoundError:
+            _refuse_removed_log(self.path, head_path, recorded)
+            return
+        try:
+            found = os.fstat(fd)
+            if not stat.S_ISREG(found.st_mode):
+                raise AuditLogError(f"{self.path}: is not a regular file; expected the audit log")
+            if recorded is not None:
+                _check_log_holds_head(fd, found.st_size, recorded, self.path, head_path)
+        finally:
+            os.close(fd)
+
+
+def _refuse_removed_log(log: Path, head_path: Path, recorded: ChainHead | None) -> None:
+    """Raise AuditLogError when ``log`` is absent but its head records lines in it."""
+    if recorded is not None:
+        raise AuditLogError(
+            f"{log}: does not exist, but its head {head_path} records "
+            f"{recorded.describe()}: the log was removed; nothing was appended"
+        ) from None
 
 
 def _check_log_holds_head(fd: int, size: int, head: ChainHead, log: Path, head_path: Path) -> None:
@@ -446,11 +473,15 @@ def check_audit_log(
         Naming the line (1-based) and what is wrong: a broken chain (a line edited, removed or
         reordered), bytes that are not a record, a missing file; a truncated log (its chain
         stops before the head's seq, or holds another record there: naming the head's seq, line
-        and sha256); a damaged head; no head with ``require_head``.
+        and sha256); a damaged head; no head with ``require_head``; a folder given for the log.
     LinkedStateFileError
         The log or its head is a symbolic link.
     """
     path = Path(path)
+    if path.is_dir():
+        logs = sorted(str(log) for log in path.glob("*.jsonl"))
+        hint = f", e.g. {logs[0]}" if logs else ""
+        raise AuditLogError(f"{path}: is a folder; expected the audit log file{hint}")
     head_path = audit_head_path(path)
     try:
         with open(open_state_file(path, os.O_RDONLY), "rb") as handle:

@@ -15,8 +15,8 @@ from __future__ import annotations
 import dagster as dg
 from dagster_celery import celery_executor
 
-from skewtape_pipeline.definitions import build_definitions
-from skewtape_pipeline.orchestration.resources import SkewtapeHome
+from skewtape_pipeline.orchestration.definitions import build_definitions
+from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 
 CELERY_SETTINGS = {
     "broker": {"env": "SKEWTAPE_CELERY_BROKER"},

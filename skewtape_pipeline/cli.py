@@ -8,13 +8,15 @@ changed on disk), 1 on an operating-system error (a full disk, ...; one line nam
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any
 
+from skewtape_pipeline import progress
 from skewtape_pipeline.errors import ConfigError, SkewtapeError
 
 AUDIT_LOG_NAME = "audit.jsonl"
@@ -38,6 +40,18 @@ def _print_result(args: argparse.Namespace, result: Any, summary: str) -> None:
         print(summary)
 
 
+@contextlib.contextmanager
+def _progress(args: argparse.Namespace) -> Iterator[None]:
+    """Progress of the command's core call on standard error: a bar on a terminal, a line every
+    few seconds otherwise, nothing with ``--json``."""
+    line = progress.ProgressLine(sys.stderr, "files", label=args.command, enabled=not args.json)
+    try:
+        with progress.reporting(line.update):
+            yield
+    finally:
+        line.finish()
+
+
 def _as_json(result: Any) -> Any:
     if isinstance(result, list):
         return [_as_json(item) for item in result]
@@ -52,14 +66,15 @@ def cmd_apply_delta(args: argparse.Namespace) -> None:
 
     snapshot = Path(args.snapshot)
     into = Path(args.into) if args.into else None
-    result = apply_delta(
-        snapshot,
-        Path(args.delta),
-        into=into,
-        audit_log=_audit_log(args, (into or snapshot).resolve().parent),
-        lock_timeout=args.wait,
-        link_sources=not args.copy,
-    )
+    with _progress(args):
+        result = apply_delta(
+            snapshot,
+            Path(args.delta),
+            into=into,
+            audit_log=_audit_log(args, (into or snapshot).resolve().parent),
+            lock_timeout=args.wait,
+            link_sources=not args.copy,
+        )
     _print_result(args, result, _describe_apply(result))
 
 
@@ -76,9 +91,12 @@ def _describe_apply(result: Any) -> str:
 
 
 def cmd_verify(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.mirror.folder_kinds import check_snapshot_folder
     from skewtape_pipeline.mirror.verify import verify_snapshot
 
-    result = verify_snapshot(Path(args.snapshot), full=args.full)
+    check_snapshot_folder(Path(args.snapshot))
+    with _progress(args):
+        result = verify_snapshot(Path(args.snapshot), full=args.full)
     _print_result(
         args,
         result,
@@ -91,13 +109,14 @@ def cmd_catch_up(args: argparse.Namespace) -> None:
     from skewtape_pipeline.mirror.catchup import catch_up
 
     history = Path(args.history)
-    results = catch_up(
-        history,
-        Path(args.deltas),
-        mode="in_place" if args.in_place else "versioned",
-        audit_log=_audit_log(args, history),
-        lock_timeout=args.wait,
-    )
+    with _progress(args):
+        results = catch_up(
+            history,
+            Path(args.deltas),
+            mode="in_place" if args.in_place else "versioned",
+            audit_log=_audit_log(args, history),
+            lock_timeout=args.wait,
+        )
     lines = [_describe_apply(result) for result in results] or [f"{history}: already current"]
     _print_result(args, results, "\n".join(lines))
 
@@ -167,7 +186,7 @@ INPUT_FORMATS = ("canonical", "kalshi-trades", "tardis-trades", "lobster-message
 
 def _read_ticks(args: argparse.Namespace, side_map: dict[str, str] | None) -> Any:
     """The input file's ticks, read by the reader of ``--input-format``."""
-    from skewtape_pipeline.ticks import sources
+    from skewtape_pipeline.ticks.encode import sources
 
     path, input_format = Path(args.input), args.input_format
     if args.session_date is not None and input_format != "lobster-messages":
@@ -190,11 +209,13 @@ def _session_date(text: str | None) -> date | None:
 
 
 def cmd_compact_ticks(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.compact import compact_source
-    from skewtape_pipeline.ticks.tiers import TierPolicy
+    from skewtape_pipeline.ticks.archive.compact import compact_source
+    from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 
     side_map = parse_side_map(args.side_map)
-    progress = ProgressLine(sys.stderr, "symbol-days")
+    line = progress.ProgressLine(
+        sys.stderr, "symbol-days", label=args.command, enabled=not args.json
+    )
     reports = compact_source(
         _read_ticks(args, side_map),
         out=Path(args.out),
@@ -207,9 +228,9 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
         allow_precision_loss=args.allow_precision_loss,
         timestamp_unit=args.timestamp_unit,
         audit_log=Path(args.audit_log) if args.audit_log else None,
-        on_progress=progress.update,
+        on_progress=line.update,
     )
-    progress.finish()
+    line.finish()
     if args.json:
         for report in reports:
             print(json.dumps(report.to_dict(), default=str))
@@ -255,46 +276,19 @@ def compaction_summary(reports: Sequence[Any], out: Path, *, rows: int = SUMMARY
     return lines
 
 
-PROGRESS_MIN_TOTAL = 20
-"""Inputs of fewer symbol-days than this finish too fast to need a progress bar."""
-
-
-class ProgressLine:
-    """A one-line progress bar redrawn with a carriage return, on ``stream`` only when it is a
-    terminal (never in a pipe or a log file) and only once the work is long enough to need it."""
-
-    def __init__(self, stream: Any, unit: str, *, min_total: int = PROGRESS_MIN_TOTAL) -> None:
-        self.stream, self.unit, self.min_total = stream, unit, min_total
-        self.drawn = False
-
-    def update(self, done: int, total: int) -> None:
-        if total < self.min_total or not self.stream.isatty():
-            return
-        filled = 30 * done // total
-        bar = "#" * filled + "-" * (30 - filled)
-        self.stream.write(f"\r[{bar}] {done}/{total} {self.unit}")
-        self.stream.flush()
-        self.drawn = True
-
-    def finish(self) -> None:
-        """End the bar's line (nothing when no bar was drawn)."""
-        if self.drawn:
-            self.stream.write("\n")
-            self.stream.flush()
-
-
 def cmd_retier(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.lifecycle import retier
-    from skewtape_pipeline.ticks.query import check_archive_root
-    from skewtape_pipeline.ticks.tiers import TierPolicy
+    from skewtape_pipeline.ticks.archive.lifecycle import retier
+    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 
-    result = retier(
-        check_archive_root(args.archive, empty_ok=False),
-        as_of=_parse_day(args.as_of),
-        policy=TierPolicy.load(Path(args.tier_policy)) if args.tier_policy else None,
-        audit_log=Path(args.audit_log) if args.audit_log else None,
-        lock_timeout=args.wait,
-    )
+    with _progress(args):
+        result = retier(
+            check_archive_root(args.archive, empty_ok=False),
+            as_of=_parse_day(args.as_of),
+            policy=TierPolicy.load(Path(args.tier_policy)) if args.tier_policy else None,
+            audit_log=Path(args.audit_log) if args.audit_log else None,
+            lock_timeout=args.wait,
+        )
     metrics = result.metrics()
     _print_result(
         args,
@@ -305,8 +299,8 @@ def cmd_retier(args: argparse.Namespace) -> None:
 
 
 def cmd_remove_days(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.query import check_archive_root
-    from skewtape_pipeline.ticks.withdraw import remove_symbol_days
+    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.withdraw import remove_symbol_days
 
     archive = check_archive_root(args.archive, empty_ok=False)
     keys = [(symbol, _parse_day(day, option="--day")) for symbol, day in args.day]
@@ -332,7 +326,7 @@ def cmd_remove_days(args: argparse.Namespace) -> None:
 
 
 def _tier_policy(args: argparse.Namespace) -> Any:
-    from skewtape_pipeline.ticks.tiers import TierPolicy
+    from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 
     return TierPolicy.load(Path(args.tier_policy)) if args.tier_policy else None
 
@@ -348,16 +342,17 @@ def _writer_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_verify_archive(args: argparse.Namespace) -> None:
     from skewtape_pipeline.errors import ArchiveVerificationError
-    from skewtape_pipeline.ticks.integrity import verify_archive
+    from skewtape_pipeline.ticks.archive.integrity import verify_archive
 
-    result = verify_archive(Path(args.archive), policy=_tier_policy(args), full=args.full)
+    with _progress(args):
+        result = verify_archive(Path(args.archive), policy=_tier_policy(args), full=args.full)
     if result.problems:
         raise ArchiveVerificationError(result.archive_root, result.problems)
     _print_result(args, result, result.describe())
 
 
 def cmd_rebuild_catalog(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.integrity import rebuild_catalog
+    from skewtape_pipeline.ticks.archive.integrity import rebuild_catalog
 
     result = rebuild_catalog(Path(args.archive), **_writer_options(args))
     _print_result(
@@ -372,8 +367,8 @@ def cmd_rebuild_catalog(args: argparse.Namespace) -> None:
 def _check_symbol_days_archived(archive: Path, keys: Sequence[tuple[str, date]]) -> None:
     """ConfigError naming the first symbol-day that has neither a hot file nor a catalogued
     copy in ``archive`` (a mistyped symbol or day), before anything is removed."""
-    from skewtape_pipeline.ticks.catalog import read_catalog
-    from skewtape_pipeline.ticks.parquet_store import partition_file
+    from skewtape_pipeline.ticks.archive.catalog import read_catalog
+    from skewtape_pipeline.ticks.archive.parquet_store import partition_file
 
     catalogued = read_catalog(archive).partitions
     for symbol, day in keys:
@@ -385,7 +380,7 @@ def _check_symbol_days_archived(archive: Path, keys: Sequence[tuple[str, date]])
 
 
 def cmd_query(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.query import run_query_json, run_query_text
+    from skewtape_pipeline.ticks.archive.query import run_query_json, run_query_text
 
     roots = [Path(root) for root in args.archive]
     options = {
@@ -403,8 +398,8 @@ def cmd_query(args: argparse.Namespace) -> None:
 
 
 def cmd_versions(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.query import check_archive_root
-    from skewtape_pipeline.ticks.versions import list_tags, list_versions
+    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.versions import list_tags, list_versions
 
     archive = check_archive_root(args.archive, empty_ok=False)
     versions = list_versions(archive)
@@ -421,8 +416,8 @@ def cmd_versions(args: argparse.Namespace) -> None:
 
 
 def cmd_tag(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.query import check_archive_root
-    from skewtape_pipeline.ticks.versions import tag_version
+    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.versions import tag_version
 
     version = tag_version(
         check_archive_root(args.archive, empty_ok=False),
@@ -435,8 +430,8 @@ def cmd_tag(args: argparse.Namespace) -> None:
 
 
 def cmd_prune_versions(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.query import check_archive_root
-    from skewtape_pipeline.ticks.version_pruning import prune_versions
+    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.version_pruning import prune_versions
 
     result = prune_versions(
         check_archive_root(args.archive, empty_ok=False),
@@ -509,7 +504,9 @@ def build_parser() -> argparse.ArgumentParser:
     apply.add_argument("snapshot", help="the parent snapshot folder (changed in place by default)")
     apply.add_argument("delta", help="the delta folder")
     apply.add_argument("--into", help="build the next snapshot in this new folder (versioned)")
-    apply.add_argument("--copy", action="store_true", help="copy delta files, never hard-link")
+    apply.add_argument(
+        "--copy", action="store_true", help="copy delta files, never clone or hard-link"
+    )
     _add_audit_options(apply)
 
     verify = command("verify", cmd_verify, "verify a snapshot against its checksums and manifest")

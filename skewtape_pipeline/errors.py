@@ -133,6 +133,12 @@ class StorageError(SkewtapeError, OSError):
     not raise an :class:`OSError` itself (DuckDB); names the file. An OS error: the CLI exits 1."""
 
 
+class WrongFolderError(SkewtapeError):
+    """A folder given as a snapshot, a delta, a history folder or a deltas folder is another of
+    these (arguments swapped, a month's folder for the folder of months, or the reverse); the
+    message names what it is and what to give instead. Nothing was written."""
+
+
 class ChainError(SkewtapeError):
     """A chain of deltas has a gap, or a delta's parent is not the current snapshot."""
 

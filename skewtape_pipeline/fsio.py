@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -142,7 +143,7 @@ def atomic_write_bytes(target: Path, data: bytes) -> None:
     """
     target.parent.mkdir(parents=True, exist_ok=True)
     temp = temp_path_for(target)
-    with _naming(target, temp):
+    with naming(target, temp):
         fd = _create_temp(temp)
         try:
             with open(fd, "wb") as handle:
@@ -163,7 +164,7 @@ def atomic_write_with(target: Path, write: Callable[[Path], None]) -> None:
     """
     target.parent.mkdir(parents=True, exist_ok=True)
     temp = temp_path_for(target)
-    with _naming(target, temp):
+    with naming(target, temp):
         temp.unlink(missing_ok=True)  # a stale temp, or a link planted at its name
         try:
             write(temp)
@@ -181,8 +182,9 @@ def _create_temp(temp: Path) -> int:
 
 
 @contextlib.contextmanager
-def _naming(target: Path, temp: Path) -> Iterator[None]:
-    """Re-raise an OSError that names no file, or only our temporary file, as naming ``target``."""
+def naming(target: Path, temp: Path) -> Iterator[None]:
+    """Re-raise an OSError that names no file (pyarrow's ``Error writing bytes to file`` on a
+    full disk), or only our temporary file, as naming ``target``."""
     try:
         yield
     except OSError as exc:
@@ -202,33 +204,79 @@ def atomic_copy(source: Path, target: Path) -> None:
     atomic_write_with(target, copy)
 
 
-def atomic_link_or_copy(source: Path, target: Path, *, allow_link: bool = True) -> bool:
-    """Make ``target`` a hard link to ``source`` (or a copy across file systems), atomically.
+CLONED, LINKED, COPIED = "cloned", "linked", "copied"
+"""How :func:`atomic_clone_link_or_copy` placed a file."""
+FICLONE = 0x40049409
+"""Linux's ioctl making a file a copy-on-write clone of another (``linux/fs.h``)."""
+_NO_CLONE = (errno.EOPNOTSUPP, errno.ENOTTY, errno.EXDEV, errno.EINVAL, errno.ENOSYS)
 
-    Returns True when a hard link was made, False when the bytes were copied. An existing
-    ``target`` is replaced by rename, never written through, so files sharing its inode are safe.
+
+def atomic_clone_link_or_copy(source: Path, target: Path) -> str:
+    """Make ``target`` hold ``source``'s bytes, atomically, sharing what the file system can.
+
+    Where it clones files (XFS, Btrfs: ``FICLONE``), ``target`` is a copy-on-write clone: its
+    own inode, so a later write to ``source`` never reaches it. Elsewhere a hard link (the same
+    inode as ``source``), and across file systems a copy. Returns :data:`CLONED`,
+    :data:`LINKED` or :data:`COPIED`. An existing ``target`` is replaced by rename, never
+    written through, so files sharing its inode are safe.
     """
-    if allow_link:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temp = temp_path_for(target)
-        temp.unlink(missing_ok=True)
-        try:
-            os.link(source, temp)
-        except OSError as exc:
-            if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
-                raise
-        else:
-            publish(temp, target)
-            return True
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temp = temp_path_for(target)
+    with naming(target, temp):  # an ioctl's error names no file
+        cloned = _clone(source, temp)
+    if cloned:
+        publish(temp, target)
+        return CLONED
+    temp.unlink(missing_ok=True)  # a stale temp, or a link planted at its name
+    if try_link(source, temp):
+        publish(temp, target)
+        return LINKED
     atomic_copy(source, target)
-    return False
+    return COPIED
+
+
+def try_link(source: Path, target: Path) -> bool:
+    """Hard-link ``source`` at ``target``; False where the file system cannot link it there
+    (another device, links not supported or not permitted, too many links)."""
+    try:
+        os.link(source, target)
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+            raise
+        return False
+    return True
+
+
+def _clone(source: Path, temp: Path) -> bool:
+    """Make ``temp`` a copy-on-write clone of ``source``, fsynced; False (and no ``temp``)
+    where the file system or the platform cannot clone."""
+    if not sys.platform.startswith("linux"):
+        return False
+    source_fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        fd = _create_temp(temp)
+        try:
+            fcntl.ioctl(fd, FICLONE, source_fd)
+            os.fsync(fd)
+        except OSError as exc:
+            temp.unlink(missing_ok=True)
+            if exc.errno in _NO_CLONE:
+                return False
+            raise
+        finally:
+            os.close(fd)
+    finally:
+        os.close(source_fd)
+    return True
 
 
 def atomic_unlink(target: Path) -> bool:
-    """Remove ``target`` if present and fsync its folder. Returns True when a file was removed."""
+    """Remove ``target`` if present and fsync its folder. Returns True when a file was removed.
+
+    A path below a file (``README.md/x``) is absent too: nothing to remove."""
     try:
         target.unlink()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return False
     fsync_dir(target.parent)
     return True
@@ -244,6 +292,23 @@ def remove_stale_temps(root: Path) -> int:
             path.unlink()
             removed += 1
     return removed
+
+
+def create_staged_file(temp: Path, *, attempts: int = 3) -> None:
+    """Create ``temp`` empty, and its folder if missing, for a writer that wants a path.
+
+    A folder that another writer's :func:`prune_empty_folders` removes between the two steps
+    (it removes only empty folders: once ``temp`` exists the folder stays) is made again, up
+    to ``attempts`` times.
+    """
+    for attempt in range(attempts):
+        temp.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.close(_create_temp(temp))
+            return
+        except FileNotFoundError:
+            if attempt == attempts - 1:
+                raise
 
 
 def prune_empty_folders(folder: Path, *, within: Callable[[Path], bool]) -> None:

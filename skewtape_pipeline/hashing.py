@@ -41,6 +41,7 @@ opens the cache and then hashes, and too generous for a hash taken before the ca
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -52,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from skewtape_pipeline import progress
 from skewtape_pipeline.errors import ChecksumLineError, MalformedJsonError
 from skewtape_pipeline.fsio import atomic_write_bytes, load_json, open_state_file
 
@@ -100,15 +102,23 @@ def copy_hashing(source: Path, target: Path) -> str:
 
 
 def sha256_files(paths: Iterable[Path], *, workers: int | None = None) -> dict[Path, str]:
-    """sha256 of many files at once on a thread pool (one thread per core by default)."""
-    paths = list(paths)
-    workers = workers or os.cpu_count() or 1
-    if workers == 1 or len(paths) <= 1:
-        return {path: sha256_file(path) for path in paths}
+    """sha256 of many files at once on a thread pool (one thread per core by default); the
+    bytes hashed so far are reported (:func:`progress.report`) as each file's hash arrives."""
     # Largest first keeps the threads busy until the end.
-    ordered = sorted(paths, key=lambda p: p.stat().st_size, reverse=True)
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return dict(zip(ordered, pool.map(sha256_file, ordered), strict=True))
+    sizes = {path: path.stat().st_size for path in paths}
+    ordered = sorted(sizes, key=sizes.__getitem__, reverse=True)
+    workers = workers or os.cpu_count() or 1
+    total, done, found = sum(sizes.values()), 0, {}
+    with contextlib.ExitStack() as stack:
+        if workers == 1 or len(ordered) <= 1:
+            digests = map(sha256_file, ordered)
+        else:
+            pool = stack.enter_context(ThreadPoolExecutor(max_workers=workers))
+            digests = pool.map(sha256_file, ordered)
+        for path, digest in zip(ordered, digests, strict=True):
+            found[path], done = digest, done + sizes[path]
+            progress.report("hashing", done, total, "bytes")
+    return found
 
 
 def is_sha256_hex(value: object) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing
+import os
 import re
 from datetime import UTC, datetime
 
@@ -431,3 +432,18 @@ def test_check_audit_log_when_the_log_is_a_symlink_refuses_naming_it(log_path, t
     alias.symlink_to(log_path)
     with pytest.raises(LinkedStateFileError, match=r"alias\.jsonl"):
         check_audit_log(alias)
+
+
+def test_check_appendable_when_healthy_passes_and_when_not_a_file_refuses_without_blocking(
+    tmp_path,
+):
+    log = tmp_path / "audit.jsonl"
+    AuditLog(log).check_appendable()  # no log yet: the first append creates it
+    AuditLog(log).append([{"event": "x"}])
+    AuditLog(log).check_appendable()
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)  # opening it for reading without a writer would block
+    (tmp_path / "folder.jsonl").mkdir()
+    for odd in (fifo, tmp_path / "folder.jsonl"):
+        with pytest.raises(AuditLogError, match="is not a regular file"):
+            AuditLog(odd).check_appendable()

@@ -11,7 +11,9 @@ import pytest
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.mirror import apply as apply_module
 from skewtape_pipeline.mirror import merge
+from skewtape_pipeline.ticks.archive import consolidate, parquet_store
 from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
+from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
 
 NEXT_MONTH = "2026-10"
 
@@ -154,3 +156,185 @@ def test_cli_apply_delta_when_duckdb_cannot_write_the_merged_table_exits_1_namin
     code, _, err = run(capsys, "apply-delta", str(snapshot), delta, "--no-audit")
     assert code == 1
     _assert_one_error_line(err, snapshot, ".parquet", "IO Error")
+
+
+SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzEXAMPLEKEY"
+
+
+@pytest.mark.parametrize(
+    "root",
+    [
+        f"s3://AKIAEXAMPLE:{SECRET}@tiers/warm",
+        f"s3://{SECRET}@tiers/warm",
+        f"s3://tiers/warm?endpoint_override=AKIAEXAMPLE:{SECRET}@127.0.0.1:9",
+        f"s3://tiers/warm?secret_key={SECRET}",
+        f"s3://tiers/warm#{SECRET}",
+    ],
+)
+def test_cli_when_an_s3_root_carries_a_secret_every_archive_command_exits_2_never_showing_it(
+    tmp_path, capsys, caplog, root
+):
+    source = write_four_day_csv(tmp_path / "ticks.csv")
+    archive = tmp_path / "archive"
+    assert run(capsys, "compact-ticks", str(source), "--out", str(archive),
+               "--as-of", "2025-12-05", "--price-scale", "2")[0] == 0  # fmt: skip
+    policy = tmp_path / "tiers.toml"
+    policy.write_text(f'[warm]\nroot = "{root}"\n', encoding="utf-8")
+    before = _listing(tmp_path)
+    commands = [
+        ["compact-ticks", str(source), "--out", str(archive), "--as-of", "2025-12-05"],
+        ["retier", str(archive), "--as-of", "2027-01-01"],
+        ["remove-days", str(archive), "--day", "KX-0", "2025-12-01"],
+        ["query", "SELECT count(*) FROM ticks", "--archive", str(archive)],
+        ["verify-archive", str(archive), "--full"],
+        ["rebuild-catalog", str(archive)],
+    ]
+    for argv in commands:
+        code, out, err = run(capsys, *argv, "--tier-policy", str(policy), "--json")
+        assert code == 2, (argv, err)
+        _assert_one_error_line(err, policy, "[warm]")
+        assert SECRET not in out + err + caplog.text, argv
+    assert _listing(tmp_path) == before
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p != policy]
+    assert not [p for p in written if SECRET.encode() in p.read_bytes()]
+
+
+def _pyarrow_full(*args, **kwargs):
+    """What pyarrow raises when the disk fills under a Parquet writer: errno 28, no file."""
+    raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] No space left")
+
+
+def _empty_folders(root: Path) -> list[str]:
+    return sorted(str(p) for p in root.rglob("*") if p.is_dir() and not any(p.iterdir()))
+
+
+def test_cli_compact_ticks_when_the_disk_fills_exits_1_naming_the_file_leaving_no_staging(
+    tmp_path, capsys, monkeypatch
+):
+    source = write_four_day_csv(tmp_path / "ticks.csv")
+    archive = tmp_path / "archive"
+    monkeypatch.setattr(parquet_store, "_write_parquet", _pyarrow_full)
+    argv = ["compact-ticks", str(source), "--out", str(archive), "--as-of", "2025-12-05"]
+    code, _, err = run(capsys, *argv, "--price-scale", "2")
+    assert code == 1
+    _assert_one_error_line(err, "No space left", archive / "symbol=KX-0", "part-0.parquet")
+    assert not (archive / parquet_store.STAGING_FOLDER).exists()
+    assert _empty_folders(tmp_path) == []
+
+
+def test_cli_retier_when_the_disk_fills_exits_1_naming_the_file_leaving_no_empty_folder(
+    tmp_path, capsys, monkeypatch
+):
+    source = write_four_day_csv(tmp_path / "ticks.csv")
+    archive = tmp_path / "archive"
+    argv = ["compact-ticks", str(source), "--out", str(archive), "--as-of", "2025-12-05"]
+    assert run(capsys, *argv, "--price-scale", "2")[0] == 0
+    monkeypatch.setattr(consolidate, "_write_table", _pyarrow_full)
+    code, _, err = run(capsys, "retier", str(archive), "--as-of", "2027-01-01")
+    assert code == 1
+    _assert_one_error_line(err, "No space left", tmp_path / "archive-cold" / "year=2025")
+    assert _empty_folders(tmp_path) == [str(archive / parquet_store.STAGING_FOLDER)]
+
+
+# --- the obvious mistakes: each refused naming the real mistake, nothing written ------------
+
+
+def _refused(capsys, root: Path, *argv: str) -> str:
+    """Run ``argv`` in ``root``; assert exit 2, one error line and nothing written; the line."""
+    before = _listing(root)
+    cwd = Path.cwd()
+    os.chdir(root)
+    try:
+        code, out, err = run(capsys, *argv)
+    finally:
+        os.chdir(cwd)
+    assert code == 2 and out == "", (code, out, err)
+    _assert_one_error_line(err)
+    assert _listing(root) == before
+    return err.strip()
+
+
+def test_cli_catch_up_when_the_folders_are_swapped_says_so(sample_root, capsys):
+    err = _refused(capsys, sample_root, "catch-up", "deltas", "history")
+    assert err == (
+        "error: deltas is a folder of <YYYY-MM>/ deltas and history is a history folder of "
+        "<YYYY-MM>/ snapshots: the two are swapped (the history folder comes first)"
+    )
+
+
+def test_cli_catch_up_when_given_one_months_delta_names_the_deltas_folder(sample_root, capsys):
+    err = _refused(capsys, sample_root, "catch-up", "history", f"deltas/{NEXT_MONTH}")
+    assert err == (
+        f"error: deltas/{NEXT_MONTH} is a delta (its manifest.json names a parent and a next "
+        "snapshot), not a deltas folder; give the folder that holds it, deltas"
+    )
+
+
+def test_cli_catch_up_when_given_the_history_twice_says_so(sample_root, capsys):
+    err = _refused(capsys, sample_root, "catch-up", "history", "history")
+    assert err.startswith("error: history is given as both the history and the deltas folder;")
+
+
+def test_cli_verify_when_given_a_delta_says_it_is_not_a_snapshot(sample_root, capsys):
+    err = _refused(capsys, sample_root, "verify", f"deltas/{NEXT_MONTH}")
+    assert err == (
+        f"error: deltas/{NEXT_MONTH} is a delta (its manifest.json names a parent and a next "
+        "snapshot), not a snapshot"
+    )
+
+
+def test_cli_verify_when_given_the_history_folder_names_a_month_in_it(sample_root, capsys):
+    err = _refused(capsys, sample_root, "verify", "history")
+    assert err == (
+        "error: history is a history folder of <YYYY-MM>/ snapshots, not a snapshot; name one "
+        f"month's folder in it, e.g. history/{SAMPLE_FIRST_MONTH}"
+    )
+
+
+def test_cli_audit_verify_when_given_a_folder_names_the_log_in_it(sample_root, capsys):
+    (sample_root / "audit.jsonl").write_bytes(b"")
+    err = _refused(capsys, sample_root, "audit-verify", ".")
+    assert err == "error: .: is a folder; expected the audit log file, e.g. audit.jsonl"
+
+
+def test_cli_apply_delta_when_given_the_history_folder_names_a_month_in_it(sample_root, capsys):
+    argv = ("apply-delta", "history", f"deltas/{NEXT_MONTH}", "--into", "X")
+    err = _refused(capsys, sample_root, *argv)
+    assert err == (
+        "error: history is a history folder of <YYYY-MM>/ snapshots, not a snapshot; name one "
+        f"month's folder in it, e.g. history/{SAMPLE_FIRST_MONTH}"
+    )
+
+
+def test_cli_apply_delta_when_the_arguments_are_swapped_says_so(sample_root, capsys):
+    argv = ("apply-delta", f"deltas/{NEXT_MONTH}", f"history/{SAMPLE_FIRST_MONTH}")
+    err = _refused(capsys, sample_root, *argv, "--into", "X")
+    assert err == (
+        f"error: deltas/{NEXT_MONTH} is a delta (its manifest.json names a parent and a next "
+        f"snapshot) and history/{SAMPLE_FIRST_MONTH} is a snapshot: the snapshot and the delta "
+        "are swapped (the snapshot comes first)"
+    )
+
+
+def test_cli_apply_delta_when_given_the_deltas_folder_names_a_month_in_it(sample_root, capsys):
+    argv = ("apply-delta", f"history/{SAMPLE_FIRST_MONTH}", "deltas", "--into", "X")
+    err = _refused(capsys, sample_root, *argv)
+    assert err == (
+        "error: deltas is a folder of <YYYY-MM>/ deltas, not a delta; name one month's folder "
+        f"in it, e.g. deltas/{NEXT_MONTH}"
+    )
+
+
+def test_cli_apply_delta_when_into_is_below_missing_folders_creates_nothing(sample_root, capsys):
+    argv = ("apply-delta", f"history/{SAMPLE_FIRST_MONTH}", f"deltas/{NEXT_MONTH}")
+    err = _refused(capsys, sample_root, *argv, "--into", "a/b/c")
+    assert err.startswith("error: into=a/b/c: its folder a/b does not exist; a versioned apply ")
+    assert "never the folders above it" in err
+
+
+def test_cli_sample_when_the_roots_folder_is_missing_creates_nothing(tmp_path, capsys):
+    missing = tmp_path / "nonexistent" / "dir"
+    code, _, err = run(capsys, "sample", str(missing))
+    assert code == 2
+    _assert_one_error_line(err, f"{missing}: its folder {missing.parent} does not exist")
+    assert not missing.parent.exists()

@@ -161,7 +161,7 @@ def test_atomic_write_bytes_when_the_disk_is_full_names_the_file(tmp_path, monke
     assert list(tmp_path.iterdir()) == []
 
 
-def test_atomic_link_or_copy_when_the_copy_fallback_hits_a_full_disk_names_the_file(
+def test_atomic_clone_link_or_copy_when_the_copy_fallback_hits_a_full_disk_names_the_file(
     tmp_path, monkeypatch
 ):
     source = tmp_path / "source.parquet"
@@ -177,10 +177,10 @@ def test_atomic_link_or_copy_when_the_copy_fallback_hits_a_full_disk_names_the_f
     monkeypatch.setattr(os, "link", cross_device)
     monkeypatch.setattr(shutil, "copyfile", full)
     with pytest.raises(OSError, match=r"fills\.parquet"):
-        fsio.atomic_link_or_copy(source, target)
+        fsio.atomic_clone_link_or_copy(source, target)
 
 
-def test_atomic_link_or_copy_when_the_folder_fsync_hits_a_full_disk_names_the_folder(
+def test_atomic_clone_link_or_copy_when_the_folder_fsync_hits_a_full_disk_names_the_folder(
     tmp_path, monkeypatch
 ):
     source = tmp_path / "source.parquet"
@@ -192,7 +192,7 @@ def test_atomic_link_or_copy_when_the_folder_fsync_hits_a_full_disk_names_the_fo
 
     monkeypatch.setattr(os, "fsync", full)
     with pytest.raises(OSError, match=r"No space left on device: .*snapshot"):
-        fsio.atomic_link_or_copy(source, target)
+        fsio.atomic_clone_link_or_copy(source, target)
 
 
 def test_orphaned_temps_when_a_writer_died_lists_its_temp_not_a_live_ones(tmp_path):
@@ -208,3 +208,20 @@ def test_orphaned_temps_when_a_writer_died_lists_its_temp_not_a_live_ones(tmp_pa
 
     assert fsio.orphaned_temps(tmp_path) == [orphan]
     assert fsio.orphaned_temps(tmp_path / "missing") == []
+
+
+def test_create_staged_file_when_the_folder_vanishes_once_makes_it_again(tmp_path, monkeypatch):
+    temp = tmp_path / "staging" / f"part.parquet{fsio.TEMP_MARKER}"
+    create = fsio._create_temp
+    calls = []
+
+    def vanished_once(path):
+        calls.append(path)
+        if len(calls) == 1:
+            path.parent.rmdir()  # another writer pruned the empty folder meanwhile
+        return create(path)
+
+    monkeypatch.setattr(fsio, "_create_temp", vanished_once)
+    fsio.create_staged_file(temp)
+    assert temp.is_file() and temp.stat().st_size == 0
+    assert len(calls) == 2

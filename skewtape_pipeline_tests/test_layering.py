@@ -90,3 +90,55 @@ def test_imported_modules_when_given_absolute_and_relative_imports_resolves_both
     source = "import dagster as dg\nfrom ..reference import tkc1\nfrom . import model\n"
     found = imported_modules(source, "skewtape_pipeline.ticks")
     assert {"dagster", "skewtape_pipeline.reference.tkc1", "skewtape_pipeline.ticks.model"} <= found
+
+
+def crossings(imports: dict[str, set[str]], packages: tuple[str, ...]) -> dict[str, list[str]]:
+    """Of ``imports`` (module -> what it imports), the modules that import ``packages`` or
+    anything below them, with what they import of them."""
+
+    def crosses(name: str) -> bool:
+        return any(name == p or name.startswith(p + ".") for p in packages)
+
+    found = {module: sorted(filter(crosses, imported)) for module, imported in imports.items()}
+    return {module: names for module, names in found.items() if names}
+
+
+def imports_under(*parts: str) -> dict[str, set[str]]:
+    """What every module below ``skewtape_pipeline/<parts>`` imports (an empty folder is an
+    error: a wall around nothing holds vacuously)."""
+    paths = sorted(PACKAGE.joinpath(*parts).rglob("*.py"))
+    assert paths, f"no modules under {'/'.join(parts)}"
+    return {str(path.relative_to(PACKAGE)): imports_of(path) for path in paths}
+
+
+def test_encode_modules_when_scanned_import_nothing_from_archive_or_fills():
+    walls = ("skewtape_pipeline.ticks.archive", "skewtape_pipeline.ticks.fills")
+    assert crossings(imports_under("ticks", "encode"), walls) == {}
+
+
+def test_archive_modules_when_scanned_import_nothing_from_fills():
+    walls = ("skewtape_pipeline.ticks.fills",)
+    assert crossings(imports_under("ticks", "archive"), walls) == {}
+
+
+def test_ticks_modules_outside_fills_when_scanned_never_read_the_mirror():
+    outside = {
+        module: imported
+        for module, imported in imports_under("ticks").items()
+        if "fills" not in Path(module).parts
+    }
+    assert crossings(outside, ("skewtape_pipeline.mirror",)) == {}
+
+
+def test_mirror_modules_when_scanned_import_no_ticks():
+    assert crossings(imports_under("mirror"), ("skewtape_pipeline.ticks",)) == {}
+
+
+def test_crossings_when_a_module_imports_below_a_wall_names_it_and_not_a_lookalike():
+    imports = {
+        "ticks/encode/a.py": {"skewtape_pipeline.ticks.archive.catalog", "skewtape_pipeline.ticks"},
+        "ticks/encode/b.py": {"skewtape_pipeline.ticks.archived", "skewtape_pipeline.ticks.encode"},
+    }
+    assert crossings(imports, ("skewtape_pipeline.ticks.archive",)) == {
+        "ticks/encode/a.py": ["skewtape_pipeline.ticks.archive.catalog"]
+    }

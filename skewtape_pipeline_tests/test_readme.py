@@ -9,23 +9,30 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
+import tomllib
 from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
 
 from skewtape_pipeline.mirror.catchup import catch_up
-from skewtape_pipeline.ticks.lifecycle import retier
-from skewtape_pipeline.ticks.snapshot_fills import archive_symbol_days, new_symbols
-from skewtape_pipeline.ticks.tiers import TierPolicy
+from skewtape_pipeline.sample.publisher import publish_sample
+from skewtape_pipeline.ticks.archive.lifecycle import retier
+from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.fills.snapshot_fills import new_symbols, split_symbol
+from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day
 
 REPO = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 PLACEHOLDER = re.compile(r"\[.*|[A-Z][A-Z_]{2,}|YYYY-MM-DD|[A-Z]")
-DAYS = (date(2026, 9, 25), date(2026, 10, 15), date(2026, 11, 5))
+DAYS = (date(2026, 9, 30), date(2026, 10, 23), date(2026, 11, 28))
+"""Days ``make demo`` archives (the busiest complete day of each month): the README's examples
+name its symbol-days, so they print rows here as they do after the demo."""
+DEMO_FILLS = 2_000
+"""Fills per venue and month of the sample ``make demo`` publishes (its
+``DEMO_FILLS_PER_VENUE_MONTH``): the same seed and size give the same symbols and days."""
 
 
 def readme_blocks() -> list[tuple[str, str]]:
@@ -61,18 +68,21 @@ def snippets() -> list[tuple[str, object]]:
 
 
 @pytest.fixture(scope="module")
-def workdir(published_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder with ``data/``: the sample applied, three days archived, all re-tiered cold."""
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with ``data/``: the demo's sample applied, three of the days it archives
+    archived, all re-tiered cold."""
     folder = tmp_path_factory.mktemp("readme")
     root = folder / "data"
-    shutil.copytree(published_sample, root, symlinks=True)
+    publish_sample(root, fills_per_venue_month=DEMO_FILLS)
     history = root / "history"
     catch_up(history, root / "deltas")
     months = ("2026-09", "2026-10", "2026-11")
-    symbols = sorted({s for month in months for s in new_symbols(history, month)})
-    wanted = [(symbol, day) for day in DAYS for symbol in symbols]
+    venues = sorted({split_symbol(s)[0] for month in months for s in new_symbols(history, month)})
     policy = TierPolicy()
-    archive_symbol_days(history, wanted, out=root / "archive", as_of=max(DAYS), policy=policy)
+    options = VenueDayOptions(out=root / "archive", as_of=max(DAYS), policy=policy, batch="readme")
+    for day in DAYS:  # as the demo's runs do: every venue-day, with its rows of tick_reports
+        for venue in venues:
+            archive_venue_day(history, (venue, day), options)
     as_of = max(DAYS) + timedelta(days=policy.warm_max_age_days + 1)
     retier(root / "archive", as_of=as_of, policy=policy)
     return folder
@@ -112,6 +122,14 @@ def test_readme_snippet_when_run_on_the_sample_succeeds_and_prints(
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip()
         assert "error" not in done.stderr.lower()
+    if kind == "sh":
+        queries = [o for o, argv in zip(outputs, snippet, strict=True) if argv[1] == "query"]
+        assert all(len(o.stdout.splitlines()) >= 2 for o in queries)  # rows, not a header alone
+
+
+def test_readme_tier_policy_example_when_loaded_is_the_default_policy():
+    [example] = [text for language, text in readme_blocks() if language == "toml"]
+    assert TierPolicy.from_dict(tomllib.loads(example)) == TierPolicy()
 
 
 def test_readme_tier_query_when_everything_is_cold_counts_every_tick(workdir: Path):

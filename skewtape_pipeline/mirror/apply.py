@@ -37,7 +37,6 @@ the next, and the journal in the staging folder carries everything else:
 from __future__ import annotations
 
 import contextlib
-import errno
 import getpass
 import os
 import shutil
@@ -50,7 +49,7 @@ from typing import Any
 
 import duckdb
 
-from skewtape_pipeline import faults, fsio
+from skewtape_pipeline import faults, fsio, progress
 from skewtape_pipeline.audit import AuditLog
 from skewtape_pipeline.errors import (
     ApplyInProgressError,
@@ -59,12 +58,15 @@ from skewtape_pipeline.errors import (
     DeltaRefusedError,
     LocalStateError,
     MalformedJsonError,
+    MissingPathError,
+    SkewtapeError,
     SnapshotMismatchError,
     UnsafePathError,
     VerificationError,
 )
 from skewtape_pipeline.hashing import FileStamp, HashCache, copy_hashing, sha256_file
 from skewtape_pipeline.mirror import merge
+from skewtape_pipeline.mirror.folder_kinds import check_apply_folders
 from skewtape_pipeline.mirror.format import (
     CHECKSUMS,
     LOCAL_STATE_DIR,
@@ -80,6 +82,7 @@ from skewtape_pipeline.mirror.preflight import (
     check_delta_files,
     read_delta_head,
     refuse_symlinked_components,
+    refuse_unusable_path,
 )
 from skewtape_pipeline.mirror.snapshot import list_folder, read_checksums
 from skewtape_pipeline.mirror.verify import (
@@ -120,6 +123,8 @@ class ApplyResult:
     bytes_read: int = 0
     bytes_written: int = 0
     files_linked: int = 0
+    files_cloned: int = 0
+    """Delta files cloned (copy-on-write: their own inode) where the file system can."""
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
 
     def to_dict(self) -> dict[str, Any]:
@@ -160,8 +165,9 @@ class ApplyOptions:
     lock_timeout: float = 0.0
     """Seconds to wait for another apply in the same history folder to finish."""
     link_sources: bool = True
-    """Hard-link the delta's whole files instead of copying them (a copy across file systems);
-    the delta's files then become read-only."""
+    """Clone the delta's whole files where the file system can, else hard-link them (the
+    delta's files then become read-only), instead of copying them (a copy across file
+    systems)."""
 
 
 @dataclass(frozen=True)
@@ -226,9 +232,17 @@ def apply_delta(
     Raises
     ------
     MissingPathError
-        ``snapshot`` or ``delta`` is not an existing folder; nothing is created.
+        ``snapshot`` or ``delta`` is not an existing folder, or the folder ``into`` would be
+        created in does not exist; nothing is created.
+    WrongFolderError
+        ``snapshot`` is not a snapshot or ``delta`` not a delta (swapped, a history or deltas
+        folder given for one of its months, ...), named with what each is; nothing is created.
     LinkedStateFileError
-        ``audit_log``, the lock file or a local state file is a symbolic link; nothing written.
+        ``audit_log`` (or its head), the lock file or a local state file is a symbolic link;
+        nothing published.
+    AuditLogError
+        ``audit_log`` could not be appended to (its head damaged, or no longer matching the
+        log); checked before the commit point, so nothing published.
     DeltaRefusedError
         (ManifestError, UnsafePathError, ChecksumMismatchError, ChangeFileError) the delta is
         refused, also when one of its files changed after it was checked; nothing published.
@@ -242,8 +256,10 @@ def apply_delta(
     """
     snapshot = fsio.require_folder(snapshot, "a snapshot folder")
     delta = fsio.require_folder(delta, "a delta folder")
-    fsio.refuse_linked_state(audit_log)
+    check_apply_folders(snapshot, delta)
+    _check_audit_log(audit_log)
     target = ApplyTarget.of(snapshot, delta, into)
+    _check_into(target)  # before the lock file is created beside it
     options = ApplyOptions(audit_log, lock_timeout, link_sources)
     with _lock(target, options, f"applying {target.delta}"):
         return _apply_locked(target, options)
@@ -356,6 +372,12 @@ def _check_into(target: ApplyTarget) -> None:
         )
     if into.name.startswith("."):
         raise ConfigError(f"into={into}: a snapshot folder name may not start with '.'")
+    if not into.parent.is_dir():
+        raise MissingPathError(
+            f"into={into}: its folder {into.parent} does not exist; a versioned apply creates "
+            "only the new snapshot folder, never the folders above it (expected a new folder "
+            f"beside the snapshot, e.g. {snapshot.parent / 'YYYY-MM'})"
+        )
 
 
 def _preflight(
@@ -446,7 +468,8 @@ def _next_already_in_place(target: ApplyTarget, head: DeltaHead) -> bool:
 
 
 def _check_snapshot_side(target: ApplyTarget, checked: CheckedDelta) -> list[str]:
-    """Refuse links on paths written; return the parent's files the staging folder carries.
+    """Refuse links on paths written, and paths no file operation here could use; return the
+    parent's files the staging folder carries.
 
     In place every file of the folder is carried (so the staged verification sees any file
     the next snapshot does not list); versioned, the files the parent's CHECKSUMS.sha256 lists.
@@ -454,8 +477,13 @@ def _check_snapshot_side(target: ApplyTarget, checked: CheckedDelta) -> list[str
     snapshot = target.snapshot
     local = LOCAL_STATE_DIR if target.into is not None else f"{LOCAL_STATE_DIR}/{STAGING_DIR}"
     refuse_symlinked_components(snapshot, local, source=snapshot, field_name=local)
+    deepest = staging_folder(target, uuid.UUID(int=0).hex)  # as long as any run's
+    manifest_path = checked.head.folder / MANIFEST
+    for index, entry in enumerate(checked.manifest.files):
+        refuse_unusable_path(
+            deepest, entry.path, source=manifest_path, field_name=f"files[{index}].path"
+        )
     if target.into is None:
-        manifest_path = checked.head.folder / MANIFEST
         for index, entry in enumerate(checked.manifest.files):
             refuse_symlinked_components(
                 snapshot, entry.path, source=manifest_path, field_name=f"files[{index}].path"
@@ -500,7 +528,9 @@ def file_ops_step(target: ApplyTarget, staged: StagedApply, options: ApplyOption
     with _Stage.open(target, staged, options) as stage, stage.phase("file_ops"):
         stage.populate()
         stage.journal_plan()
-        for index, entry in enumerate(stage.entries[:-2]):
+        entries = stage.entries[:-2]
+        for index, entry in enumerate(entries):
+            progress.report("file operations", index + 1, len(entries), "entries")
             if entry.op == "change":
                 continue
             faults.checkpoint(f"entry[{index}]:{entry.path}:begin")
@@ -518,9 +548,9 @@ def merges_step(target: ApplyTarget, staged: StagedApply, options: ApplyOptions)
     con = merge.connect()
     try:
         with _Stage.open(target, staged, options) as stage, stage.phase("merges"):
-            for index, entry in enumerate(stage.entries[:-2]):
-                if entry.op != "change":
-                    continue
+            changes = [(i, e) for i, e in enumerate(stage.entries[:-2]) if e.op == "change"]
+            for merged, (index, entry) in enumerate(changes, start=1):
+                progress.report("merging tables", merged, len(changes), "tables")
                 faults.checkpoint(f"entry[{index}]:{entry.path}:begin")
                 stage.change(entry, con)
                 faults.checkpoint(f"entry[{index}]:{entry.path}:end")
@@ -644,19 +674,12 @@ class _Stage:
         the bytes copied (None when linked)."""
         target.parent.mkdir(parents=True, exist_ok=True)
         target.unlink(missing_ok=True)
-        try:
-            os.link(source, target)
-        except OSError as exc:
-            if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
-                raise
-        else:
+        if fsio.try_link(source, target):
             self.journal.count("files_linked", 1)
             return None
         copied: list[str] = []
         fsio.atomic_write_with(target, lambda temp: copied.append(copy_hashing(source, temp)))
-        size = target.stat().st_size
-        self.journal.count("bytes_read", size)
-        self.journal.count("bytes_written", size)
+        self._count_copied(target)
         return copied[0]
 
     # -- the plan
@@ -746,29 +769,20 @@ class _Stage:
         return before
 
     def place(self, entry: DeltaFileEntry) -> None:
-        """add/replace: link (or copy, hashing the bytes written) the delta's file over the
-        target in staging, atomically; refuse a source that changed since it was checked."""
+        """add/replace: clone, link or copy the delta's file over the target in staging,
+        atomically (see :meth:`_share`; with ``link_sources`` off a copy, hashing the bytes
+        written); refuse a source that changed since it was checked."""
         assert entry.source is not None and entry.sha256 is not None
         if self.placed(entry):
             return
         rel, source, target = entry.path, self.delta / entry.source, self.work / entry.path
         if self.options.link_sources:
-            if FileStamp.from_stat(source.lstat()) != self.checked_stamp(entry.source):
-                self._recheck_source(entry, source)
-            linked = fsio.atomic_link_or_copy(source, target)
-            digest, hashed_at = entry.sha256, self.plan["hashed_at_ns"]
-            if linked:
-                self.journal.count("files_linked", 1)
-            else:  # copied across devices: hash what was written
-                digest, hashed_at = sha256_file(target), time.time_ns()
+            digest, hashed_at = self._share(entry, source, target)
         else:
             hashed_at, copied = time.time_ns(), []
             fsio.atomic_write_with(target, lambda temp: copied.append(copy_hashing(source, temp)))
-            digest, linked = copied[0], False
-        if not linked:
-            size = target.stat().st_size
-            self.journal.count("bytes_read", size)
-            self.journal.count("bytes_written", size)
+            digest = copied[0]
+            self._count_copied(target)
         if digest != entry.sha256:
             fsio.atomic_unlink(target)
             raise ChecksumMismatchError(
@@ -779,6 +793,54 @@ class _Stage:
             )
         fsio.make_read_only(target)
         self._note_written(rel, digest, hashed_at_ns=hashed_at)
+
+    def _share(self, entry: DeltaFileEntry, source: Path, target: Path) -> tuple[str, int]:
+        """Clone the checked ``source`` at ``target`` (its own inode: a later rewrite of the
+        delta's file cannot reach it), else hard-link it (the delta's inode, re-checked before
+        the commit), else copy it. Returns the sha256 ``target`` holds and when it was taken:
+        the checked one, unless the file was copied or ``source`` was written to while it was
+        cloned (its stamp moved), when ``target`` is hashed."""
+        verified = FileStamp.from_stat(source.lstat())
+        if verified != self.checked_stamp(entry.source):
+            verified = self._recheck_source(entry, source)
+        how = fsio.atomic_clone_link_or_copy(source, target)
+        if how == fsio.LINKED:
+            self.journal.count("files_linked", 1)
+        elif how == fsio.CLONED and FileStamp.from_stat(source.lstat()) == verified:
+            self.journal.count("files_cloned", 1)
+        else:
+            hashed_at = time.time_ns()
+            digest = sha256_file(target)
+            self._count_copied(target)
+            return digest, hashed_at
+        return entry.sha256, self.plan["hashed_at_ns"]
+
+    def _count_copied(self, target: Path) -> None:
+        size = target.stat().st_size
+        self.journal.count("bytes_read", size)
+        self.journal.count("bytes_written", size)
+
+    def refuse_rewritten_placements(self) -> None:
+        """The last act before the commit: every file this apply placed or merged in staging
+        still holds the bytes verified. One whose stamp (ctime included) moved since it was
+        placed is hashed again, and refused unless it holds the bytes recorded: a hard-linked
+        file is the delta's own inode, so a delta file rewritten in place after the
+        verification (size and mtime restored) is caught here, nothing published; another
+        link to that inode (two entries with one source) only moves the ctime."""
+        sources = {entry.path: entry.source for entry in self.entries}
+        for rel, (digest, *_) in self.journal.written.items():
+            if self.still_written(rel):
+                continue
+            path = self.work / rel
+            found = sha256_file(path) if path.is_file() and not path.is_symlink() else None
+            if found != digest:
+                raise ChecksumMismatchError(
+                    f"{rel!r} (from the delta's {sources.get(rel)!r}) changed after it was "
+                    f"verified: it now hashes to {found}, not {digest}; nothing was applied "
+                    "(rerun once the delta's files are whole)",
+                    path=self.delta / MANIFEST,
+                    field=rel,
+                )
 
     def delete(self, entry: DeltaFileEntry) -> None:
         """delete: remove the target in staging (and folders it leaves empty)."""
@@ -870,6 +932,11 @@ def _publish_locked(target: ApplyTarget, staged: StagedApply, options: ApplyOpti
                 stage.discard()  # another apply published it first
                 return _already_applied(target, verify=False)
             _seal_and_verify(stage)
+            try:
+                _check_audit_log(options.audit_log)  # now, not once the month is published
+            except SkewtapeError:
+                stage.discard()
+                raise
             _commit(stage)
     journal = _committed_journal(target, staged)
     _finish(target, journal, options)
@@ -926,12 +993,14 @@ def _commit(stage: _Stage) -> None:
         stage.cache.save()
         stage.journal.save()  # the staging copy, for the record
         stage.journal.path = journal_path(stage.snapshot)
+        stage.refuse_rewritten_placements()
         stage.journal.save()
         faults.checkpoint("committed")
         return
     stage.journal.save()
     stage.cache.save()
     faults.checkpoint("before-rename")
+    stage.refuse_rewritten_placements()
     os.rename(stage.work, stage.target.into)
     fsio.fsync_dir(stage.target.into.parent)
     stage.journal.path = journal_path(stage.target.into)
@@ -1073,6 +1142,7 @@ def _result_of(target: ApplyTarget, journal: Journal) -> ApplyResult:
         bytes_read=counters.get("bytes_read", 0),
         bytes_written=counters.get("bytes_written", 0),
         files_linked=counters.get("files_linked", 0),
+        files_cloned=counters.get("files_cloned", 0),
     )
     result.seconds.update(counters.get("seconds", {}))
     lists = {"add": result.files_added, "replace": result.files_replaced,
@@ -1119,6 +1189,13 @@ def _audit_records(journal: Journal, target: ApplyTarget) -> list[dict[str, Any]
             }
         )
     return records
+
+
+def _check_audit_log(audit_log: Path | None) -> None:
+    """Refuse an audit log that could not take the apply's records (see
+    :meth:`AuditLog.check_appendable`); nothing to check without one."""
+    if audit_log is not None:
+        AuditLog(Path(audit_log)).check_appendable()
 
 
 def _flush_audit(journal: Journal, target: ApplyTarget, audit_log: Path | None) -> None:

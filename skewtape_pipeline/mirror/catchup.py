@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from skewtape_pipeline import fsio
+from skewtape_pipeline import fsio, progress
+from skewtape_pipeline.audit import AuditLog
 from skewtape_pipeline.errors import ApplyInProgressError, ChainError, ConfigError, ManifestError
 from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.mirror.apply import ApplyResult, apply_locked, lock_file_for
-from skewtape_pipeline.mirror.format import MANIFEST, MONTH_RE, SnapshotManifest
+from skewtape_pipeline.mirror.folder_kinds import check_catch_up_folders, month_folders
+from skewtape_pipeline.mirror.format import MANIFEST, SnapshotManifest
 from skewtape_pipeline.mirror.preflight import DeltaHead, read_delta_head
 
 MODES = ("versioned", "in_place")
@@ -23,13 +25,6 @@ def next_month(month: str) -> str:
     """The month after ``month`` (YYYY-MM)."""
     year, mon = int(month[:4]), int(month[5:])
     return f"{year + 1:04d}-01" if mon == 12 else f"{year:04d}-{mon + 1:02d}"
-
-
-def month_folders(folder: Path) -> list[str]:
-    """Names of the ``YYYY-MM`` sub-folders of ``folder``, sorted (other names skipped)."""
-    if not folder.is_dir():
-        return []
-    return sorted(p.name for p in folder.iterdir() if p.is_dir() and MONTH_RE.match(p.name))
 
 
 def catch_up(
@@ -73,8 +68,13 @@ def catch_up(
         ``mode`` is not ``versioned`` or ``in_place``.
     MissingPathError
         ``history`` or ``deltas`` is not an existing folder; nothing is created.
+    WrongFolderError
+        The two folders are the same or swapped, or one is a month's snapshot or delta (or a
+        folder of the other kind); nothing is created.
     LinkedStateFileError
-        ``audit_log`` or the lock file is a symbolic link; nothing is written.
+        ``audit_log`` (or its head) or the lock file is a symbolic link; nothing is written.
+    AuditLogError
+        ``audit_log`` could not be appended to (see :meth:`AuditLog.check_appendable`).
     ChainError
         ``history`` holds no snapshot, a month is missing between the current one and a later
         delta, a delta's parent is not the snapshot before it, or a delta's next snapshot is not
@@ -83,9 +83,11 @@ def catch_up(
     if mode not in MODES:
         raise ConfigError(f"mode={mode!r}; expected one of {', '.join(MODES)}")
     history = fsio.require_folder(history, "a history folder of <YYYY-MM>/ snapshots")
+    check_catch_up_folders(history, deltas)
     _current_snapshot(history)  # refused before the lock file is created
     deltas = fsio.require_folder(deltas, "a folder of <YYYY-MM>/ deltas")
-    fsio.refuse_linked_state(audit_log)
+    if audit_log is not None:
+        AuditLog(Path(audit_log)).check_appendable()
     lock = lock_file_for(history / "any-month")
     with fsio.exclusive_lock(
         lock, timeout=lock_timeout, what="catching up", held_error=ApplyInProgressError
@@ -96,6 +98,7 @@ def catch_up(
         for month, head in chain:
             into = None if mode == "in_place" else history / month
             results.append(apply_locked(current, head.folder, into=into, audit_log=audit_log))
+            progress.report(f"applied {month}", len(results), len(chain), "months")
             current = into if into is not None else current
         return results
 

@@ -69,6 +69,22 @@ def safe_relpath(rel: object, *, field_name: str, source: Path | None = None) ->
     return rel
 
 
+def safe_venue(name: object, *, field_name: str, source: Path | None = None) -> str:
+    """Return ``name`` if it may name a venue, else refuse it.
+
+    A venue names the folder of its month files (``fills/<venue>/<YYYY-MM>.parquet``), so it is
+    one part of a path :func:`safe_relpath` accepts: no ``/``, not ``.`` or ``..``, none of
+    what that function refuses. Raises :class:`UnsafePathError` naming ``field_name``.
+    """
+    if isinstance(name, str) and "/" in name:
+        raise UnsafePathError(
+            f"refusing the venue {name!r}: a venue is one path part, without '/'",
+            path=source,
+            field=field_name,
+        )
+    return safe_relpath(name, field_name=field_name, source=source)
+
+
 def _require(raw: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str, src: Path):
     if key not in raw:
         raise ManifestError(f"missing; expected {_kind_name(kind)}", path=src, field=where + key)

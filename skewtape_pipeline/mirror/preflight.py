@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -181,6 +182,7 @@ def check_delta_files(head: DeltaHead) -> CheckedDelta:
         if entry.source is None:
             continue
         where = f"files[{index}].source"
+        refuse_unusable_path(delta, entry.source, source=manifest_path, field_name=where)
         _regular_file(
             delta / entry.source, what="the source", field_name=where, source=manifest_path
         )
@@ -527,6 +529,38 @@ def _check_change_rows(
 
 
 # --- the snapshot side ----------------------------------------------------------------------------
+
+
+def refuse_unusable_path(root: Path, rel: str, *, source: Path, field_name: str) -> None:
+    """Refuse ``rel`` when a file operation at ``root / rel`` could not be carried out on this
+    system, so that no such operation first fails past an apply's commit point.
+
+    ``root`` is the deepest folder the path is used below (a staging folder, which need not
+    exist yet; the file system's limits are read at its nearest existing folder). Refused: a
+    path this system's file name encoding cannot hold (a lone surrogate such as ``\ud800``),
+    a part longer than the file system's name limit, and a whole path longer than its path
+    limit. Raises :class:`UnsafePathError` naming ``field_name``.
+    """
+
+    def refuse(why: str) -> UnsafePathError:
+        return UnsafePathError(f"refusing the path {rel!r}: {why}", path=source, field=field_name)
+
+    try:
+        encoded = os.fsencode(rel)
+    except UnicodeEncodeError as exc:
+        raise refuse(
+            f"{exc.object[exc.start : exc.end]!r} cannot be encoded as a file name here "
+            f"({sys.getfilesystemencoding()})"
+        ) from None
+    existing = next(folder for folder in (root, *root.parents) if folder.is_dir())
+    name_max = os.pathconf(existing, "PC_NAME_MAX")
+    for part in encoded.split(b"/"):
+        if len(part) > name_max:
+            raise refuse(f"a name of {len(part)} bytes; this file system allows {name_max}")
+    path_max = os.pathconf(existing, "PC_PATH_MAX")
+    full = len(os.fsencode(root.absolute())) + 1 + len(encoded)
+    if full >= path_max:
+        raise refuse(f"{full} bytes as a full path; this file system allows {path_max - 1}")
 
 
 def refuse_symlinked_components(root: Path, rel: str, *, source: Path, field_name: str) -> None:

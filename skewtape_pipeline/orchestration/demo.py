@@ -1,7 +1,9 @@
 """``python -m skewtape_pipeline.orchestration.demo ROOT``: the sample chain, run in process.
 
 Publishes the sample into ``ROOT`` if it holds no history yet, then runs the ``apply_month`` job
-of the code location in process (no daemon, an ephemeral instance) for every month partition
+of the code location in process (no daemon), recording into the Dagster instance of
+``ROOT/dagster_home`` (the one ``make ui`` opens, so its runs and materializations show there),
+for every month partition
 that has a snapshot or a delta, oldest first, and prints what was materialized and where. Then
 it runs the ``archive_ticks`` job for the busiest complete day of each applied month over all
 registered venues (one run per day, as a UI backfill does) and prints the compaction reports.
@@ -24,17 +26,17 @@ from pathlib import Path
 
 import dagster as dg
 
-from skewtape_pipeline.definitions import build_definitions
 from skewtape_pipeline.mirror.arrivals import delta_months
-from skewtape_pipeline.orchestration.partitions import month_partitions
-from skewtape_pipeline.orchestration.resources import ArchiveSettings, SkewtapeHome
-from skewtape_pipeline.orchestration.tick_partitions import VENUES, day_partitions
-from skewtape_pipeline.orchestration.tier_assets import retier_run_config
+from skewtape_pipeline.orchestration.definitions import build_definitions
+from skewtape_pipeline.orchestration.shared.partitions import month_partitions
+from skewtape_pipeline.orchestration.shared.resources import ArchiveSettings, SkewtapeHome
+from skewtape_pipeline.orchestration.ticks.partitions import VENUES, day_partitions
+from skewtape_pipeline.orchestration.ticks.tier_assets import retier_run_config
 from skewtape_pipeline.sample.publisher import publish_sample
-from skewtape_pipeline.ticks.placement import archive_metrics
-from skewtape_pipeline.ticks.query import run_query
-from skewtape_pipeline.ticks.snapshot_fills import days_by_activity
-from skewtape_pipeline.ticks.tiers import TIERS
+from skewtape_pipeline.ticks.archive.placement import archive_metrics
+from skewtape_pipeline.ticks.archive.query import run_query
+from skewtape_pipeline.ticks.archive.tiers import TIERS
+from skewtape_pipeline.ticks.fills.snapshot_fills import days_by_activity
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 VIEW_BY_TIER = "SELECT tier, count(*) AS ticks, sum(quantity) AS contracts FROM ticks GROUP BY tier"
@@ -116,7 +118,7 @@ def run_demo(root: Path, *, fills_per_venue_month: int = DEMO_FILLS_PER_VENUE_MO
     defs = build_definitions(skewtape)
     outcomes: list[MonthOutcome] = []
     months, _ = months_to_run(skewtape)
-    with dg.DagsterInstance.ephemeral() as instance:
+    with open_instance(skewtape) as instance:
         for month in months:
             result = defs.resolve_job_def("apply_month").execute_in_process(
                 partition_key=month, instance=instance, run_config=QUIET_LOGS, raise_on_error=False
@@ -150,6 +152,13 @@ def run_demo(root: Path, *, fills_per_venue_month: int = DEMO_FILLS_PER_VENUE_MO
         if demo.reports:
             demo.stages = retier_stages(defs, instance, skewtape, demo)
     return demo
+
+
+def open_instance(skewtape: SkewtapeHome) -> dg.DagsterInstance:
+    """The persistent Dagster instance of the data root (``dagster_home/``, created when absent,
+    with its ``dagster.yaml`` when ``make`` copied one there): the instance ``make ui`` opens."""
+    skewtape.dagster_home.mkdir(parents=True, exist_ok=True)
+    return dg.DagsterInstance.from_config(str(skewtape.dagster_home))
 
 
 def archived_reports(skewtape: SkewtapeHome, day: date, run_id: str) -> list[dict[str, object]]:
@@ -415,7 +424,8 @@ def next_steps(root: Path) -> str:
     """What to do after the demo: open the UI over ``root``, query the archive's view."""
     cli = Path(sys.executable).parent / "skewtape-pipeline"
     command = _shown_path(cli) if cli.exists() else "skewtape-pipeline"
-    archive = _shown_path(SkewtapeHome(root=str(root)).archive_dir)
+    skewtape = SkewtapeHome(root=str(root))
+    archive = _shown_path(skewtape.archive_dir)
     query = "SELECT tier, count(*) AS ticks, sum(quantity) AS contracts FROM ticks GROUP BY tier"
     return "\n".join(
         [
@@ -423,7 +433,8 @@ def next_steps(root: Path) -> str:
             "Next:",
             f"  make ui SKEWTAPE_HOME={_shown_path(Path(root))}",
             "      the Dagster UI over this data root on http://127.0.0.1:3000: the assets, their",
-            "      metadata and checks, the runs above; switch sensors and schedules on there",
+            "      metadata and checks, the runs above (recorded in the instance",
+            f"      {_shown_path(skewtape.dagster_home)}); switch sensors and schedules on there",
             f'  {command} query "{query}" \\',
             f"      --archive {archive}",
             "      SQL over the view `ticks`, which spans every tier (any DuckDB SQL works)",
@@ -459,7 +470,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     root = Path(args.root)
     demo = run_demo(root)
     _, pending = months_to_run(SkewtapeHome(root=str(root)))
-    print(f"Materialized history_snapshot in process from {root.resolve()}:")
+    home = SkewtapeHome(root=str(root)).dagster_home
+    print(f"Materialized history_snapshot in process from {root.resolve()}, recording the runs "
+          f"in the Dagster instance {home} (the one `make ui` opens):")  # fmt: skip
     print(format_summary(demo.months, pending))
     if demo.days:
         archive = SkewtapeHome(root=str(root)).archive_dir

@@ -2,7 +2,7 @@
 
 This is a model for reasoning about and testing the encoding mechanics, and a yardstick for
 benchmarks; it is NOT the archive format. No query engine reads a TKC1 blob. The archive is
-Parquet (:mod:`skewtape_pipeline.ticks.parquet_store`), which specifies the same techniques
+Parquet (:mod:`skewtape_pipeline.ticks.archive.parquet_store`), which specifies the same techniques
 natively (DELTA_BINARY_PACKED, ZSTD) and stays readable by DuckDB, pyarrow and Spark.
 
 Layout (big-endian), exactly ``14 + n * 25`` bytes::
@@ -14,7 +14,7 @@ Layout (big-endian), exactly ``14 + n * 25`` bytes::
     column   n x uint8 side codes (0 UNKNOWN, 1 BUY, 2 SELL)
 
 Prices are integers scaled by ``10**price_scale``. A float or decimal-string price is judged with
-the float-noise rule of :mod:`skewtape_pipeline.ticks.decimals` (``150.15000000000003`` at 4
+the float-noise rule of :mod:`skewtape_pipeline.ticks.encode.decimals` (``150.15000000000003`` at 4
 decimals is representation noise, not loss; ``1.23456`` at 4 decimals is loss); a Decimal or int
 is exact. Loss is refused with
 :class:`~skewtape_pipeline.errors.PrecisionLossError` unless allowed, and then counted.
@@ -22,7 +22,7 @@ is exact. Loss is refused with
 The codec wrappers record the codec actually used and never fall back: asking for zstd
 without the ``zstandard`` package is a :class:`~skewtape_pipeline.errors.ConfigError`.
 
-It uses the product's exact decimals (:mod:`skewtape_pipeline.ticks.decimals`) and reports;
+It uses the product's exact decimals (:mod:`skewtape_pipeline.ticks.encode.decimals`) and reports;
 otherwise standard library only (``zstandard`` is imported only when zstd is asked for).
 """
 
@@ -46,7 +46,8 @@ from skewtape_pipeline.errors import (
     TickFormatError,
     TickValidationError,
 )
-from skewtape_pipeline.ticks.decimals import (
+from skewtape_pipeline.ticks.archive.tiers import TierPolicy, check_age_days
+from skewtape_pipeline.ticks.encode.decimals import (
     INT64_MAX,
     INT64_MIN,
     MAX_PRICE_SCALE,
@@ -56,7 +57,7 @@ from skewtape_pipeline.ticks.decimals import (
     quantize_price,
     units_to_decimal,
 )
-from skewtape_pipeline.ticks.report import (
+from skewtape_pipeline.ticks.encode.report import (
     DEFAULT_TARGET_RATIO,
     RAW_SIZE_BASIS_CANONICAL_CSV,
     RAW_SIZE_BASIS_SUPPLIED,
@@ -66,9 +67,8 @@ from skewtape_pipeline.ticks.report import (
     compression_ratio,
     report_notes,
 )
-from skewtape_pipeline.ticks.sides import SIDE_CODES, SIDE_NAMES
-from skewtape_pipeline.ticks.sources import CSV_HEADER
-from skewtape_pipeline.ticks.tiers import TierPolicy, check_age_days
+from skewtape_pipeline.ticks.encode.sides import SIDE_CODES, SIDE_NAMES
+from skewtape_pipeline.ticks.encode.sources import CSV_HEADER
 
 FORMAT_MAGIC = b"TKC1"
 FORMAT_VERSION = 1

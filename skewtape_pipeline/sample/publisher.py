@@ -128,6 +128,7 @@ def publish_sample(
     ConfigError
         An option is invalid (nothing is written).
     SampleRootError
+        The folder that would hold ``root`` does not exist,
         ``root/history`` or ``root/deltas`` already holds something, or ``snapshots_dir``
         already holds one of the months (nothing is written).
     """
@@ -160,6 +161,11 @@ def _check_options(seed: object, fills: object) -> None:
 def _refuse_existing(root: Path, plan: ChainPlan, snapshots_dir: Path | None) -> None:
     if root.exists() and not root.is_dir():
         raise SampleRootError(f"{root} is a file; expected a data root folder")
+    if not root.absolute().parent.is_dir():
+        raise SampleRootError(
+            f"{root}: its folder {root.absolute().parent} does not exist; the data root is "
+            "created only inside an existing folder (a missing folder is refused, never created)"
+        )
     for sub in ("history", "deltas"):
         folder = root / sub
         if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):

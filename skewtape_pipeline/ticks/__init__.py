@@ -1,26 +1,22 @@
-"""The tick archive: validation, exact Parquet compaction, verification, reports and tiers.
+"""The tick archive, in three subpackages by subject.
 
-Modules (import them directly; this package imports nothing so that the stdlib-only parts
-stay importable without pyarrow):
+Each package imports nothing (import the modules directly), so the stdlib-only modules stay
+importable without pyarrow.
 
-- ``sides``: explicit side vocabularies (BUY/SELL/UNKNOWN codes), stdlib only.
-- ``tkc1``: the TKC1 reference model (encoder, decoder, codecs that record themselves), stdlib.
-- ``report``: :class:`TickStorageCompactionReport` and the raw-size bases, stdlib only.
-- ``tiers``: :class:`TierPolicy` (age thresholds, Parquet settings per tier), stdlib only.
-- ``model``: :class:`TickBatch` and the exact conversions (strings, decimals, floats, sides).
-- ``validate``: batch rules (order, signs, side codes, day bounds).
-- ``sources``: readers (canonical CSV/Parquet, Kalshi, Tardis, LOBSTER), canonical CSV form.
-- ``parquet_store``: archive layout, writer, verifier, facts read from the written file.
-- ``compact``: ``compact_ticks``, ``compact_source``, ``compact_symbol_day``, ``sort_batch``.
-- ``consolidate``: warm/cold files holding many symbol-days (sorted, verified, content-named).
-- ``catalog``: where each symbol-day lives now (the atomic catalog), archive-wide metrics,
-  and the hot files' records (size and sha256 when written).
-- ``snapshot_fills``: a snapshot's fills as symbol-day ticks, archived; corrected symbol-days.
-- ``lifecycle``: re-tiering by age (``plan_retier``, ``retier``, ``prune``), withdrawn
-  symbol-days (``withdraw_symbol_days``), relocated reports.
-- ``integrity``: the writers' catalog check, ``verify_archive``, ``rebuild_catalog``.
-- ``trust``: every file against the record made when it was written; what readers verify
-  before reading (``verify_before_reading``).
-- ``query``: the DuckDB view ``ticks`` over every tier (``open_ticks_view``, ``run_query``).
-- ``books``: the write-once ``books_and_records`` mode.
+- ``encode/``: One batch of ticks -> exact columns, validated, and its compaction report. Knows
+  no archive root: imports nothing from ``ticks.archive`` or ``ticks.fills``. Modules:
+  ``sides``, ``decimals``, ``model``, ``validate``, ``sources``, ``report``.
+- ``archive/``: Everything under an archive root: where files live (layout, tiers and their
+  roots), the Parquet files, the catalog and placement, and the verbs that change or read the
+  archive (compaction, consolidation, re-tiering, withdrawal, integrity, books mode, the query
+  view, the reports table). Modules: ``tiers``, ``parquet_store``, ``books``, ``catalog``,
+  ``consolidate``, ``placement``, ``compact``, ``lifecycle``, ``withdraw``, ``integrity``,
+  ``query``, ``reports_table``, ``file_compression``, ``trust``, ``versions`` (the version log,
+  as-of reads, tags), ``version_pruning``, ``handle`` (``Archive``: reads now or as of a
+  version).
+- ``fills/``: The only ticks code that reads mirror snapshots: a snapshot's fills as symbol-day
+  ticks, and a venue-day of them into the archive. Modules: ``snapshot_fills``, ``venue_days``.
+
+The seed's TKC1 reference model is ``skewtape_pipeline.reference.tkc1``: a yardstick for tests and
+benchmarks, never imported here.
 """

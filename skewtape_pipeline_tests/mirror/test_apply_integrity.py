@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -26,17 +27,31 @@ from skewtape_pipeline.errors import (
     VerificationError,
 )
 from skewtape_pipeline.mirror.apply import apply_delta, staging_folders
+from skewtape_pipeline.mirror.diff import build_delta
 from skewtape_pipeline.mirror.format import LOCAL_STATE_DIR, MANIFEST
 from skewtape_pipeline.mirror.verify import verify_snapshot
-from skewtape_pipeline_tests.conftest import copy_snapshot, rewrite_keeping_stamp
+from skewtape_pipeline_tests.conftest import (
+    copy_snapshot,
+    make_snapshot,
+    reseal,
+    rewrite_keeping_stamp,
+)
 from skewtape_pipeline_tests.mirror.apply_support import (
     ADDED,
+    NEXT_MONTH,
+    PARENT_MONTH,
+    REPLACED,
     assert_same_snapshot,
     edit_manifest,
+    entry_index,
+    evolve_snapshot,
     make_case,
     rewrite_change_file,
     tree_state,
 )
+
+COPY = "docs/README-copy.md"
+"""A file of the next snapshot with the README's bytes."""
 
 
 @pytest.fixture
@@ -105,6 +120,34 @@ def test_apply_delta_when_source_rewritten_keeping_size_and_mtime_refuses_and_pu
     assert published_state(mirror) == before
     assert into is None or not into.exists()
     assert staging_folders(into or mirror) == []
+
+
+@pytest.mark.parametrize(
+    ("versioned", "at"),
+    [(False, "verified"), (True, "verified"), (True, "before-rename")],
+    ids=["in_place-verified", "versioned-verified", "versioned-before-rename"],
+)
+def test_apply_delta_when_a_placed_delta_file_is_rewritten_after_verification_never_publishes_it(
+    case, versioned, at
+):
+    """Rewritten in place (size and mtime restored) after the last verification: where the
+    staged file is the delta's own inode (a hard link) the stamp check right before the commit
+    refuses; where it is a clone or a copy the rewrite cannot reach it. Either way what is
+    published is the next snapshot, byte for byte."""
+    mirror, into = mirror_and_target(case, versioned)
+    before = published_state(mirror)
+    victim = case.delta / "snapshot" / ADDED[0]
+    try:
+        with faults.installed(at_checkpoint(at, lambda: flip_keeping_stamp(victim))):
+            apply_delta(mirror, case.delta, into=into)
+    except ChecksumMismatchError as refused:
+        assert ADDED[0] in str(refused) and "changed after it was verified" in str(refused)
+        assert published_state(mirror) == before
+        assert into is None or not into.exists()
+        assert staging_folders(into or mirror) == []
+    else:
+        assert_same_snapshot(into or mirror, case.expected)
+        verify_snapshot(into or mirror, full=True)
 
 
 # --- in place, a state no rerun can finish -------------------------------------------------------
@@ -216,3 +259,26 @@ def test_apply_delta_when_in_place_refused_after_staging_the_parent_cache_still_
     # The staged links were made and removed (each moving the parent files' ctimes); the
     # apply re-stamped the parent's cache across both, so nothing needs hashing again.
     assert verify_snapshot(mirror).files_hashed == 0
+
+
+def test_apply_delta_when_two_entries_link_one_delta_file_applies_both(tmp_path):
+    """Linking a delta file a second time moves the ctime of the first link too: not a
+    rewrite, and the last check before the commit, hashing the file again, accepts it."""
+    parent = make_snapshot(tmp_path, month=PARENT_MONTH, venues=("kalshi",))
+    expected = evolve_snapshot(parent, tmp_path / "published" / NEXT_MONTH, month=NEXT_MONTH,
+                               deleted="fills/kalshi/2026-10.parquet")  # fmt: skip
+    (expected / COPY).parent.mkdir()
+    shutil.copyfile(expected / REPLACED, expected / COPY)
+    reseal(expected, month=NEXT_MONTH)
+    delta = tmp_path / "deltas" / NEXT_MONTH
+    build_delta(parent, expected, delta)
+    readme_source = f"snapshot/{REPLACED}"
+
+    def share_the_source(data):
+        data["files"][entry_index(delta, COPY)]["source"] = readme_source
+
+    edit_manifest(delta, share_the_source)
+    mirror = copy_snapshot(parent, tmp_path / "mirror" / PARENT_MONTH)
+    result = apply_delta(mirror, delta)
+    assert COPY in result.files_added
+    assert_same_snapshot(mirror, expected)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from skewtape_pipeline.errors import LinkedStateFileError, LocalStateError
+from skewtape_pipeline import faults
+from skewtape_pipeline.audit import AuditLog, audit_head_path
+from skewtape_pipeline.errors import AuditLogError, LinkedStateFileError, LocalStateError
 from skewtape_pipeline.hashing import HashCache
-from skewtape_pipeline.mirror.apply import apply_delta
+from skewtape_pipeline.mirror.apply import apply_delta, staging_folders
 from skewtape_pipeline.mirror.catchup import catch_up
 from skewtape_pipeline.mirror.journal import Journal, journal_path
 from skewtape_pipeline.mirror.verify import hash_cache_path, merged_tables, verify_snapshot
@@ -101,3 +103,50 @@ def test_catch_up_when_the_audit_log_is_a_symlink_refuses_before_writing_anythin
         catch_up(mirror.parent, deltas, audit_log=log)
     assert precious.read_text() == "keep me\n"
     assert tree_state(mirror.parent) == before
+
+
+def _head_planted_link(log, tmp_path):
+    _plant(audit_head_path(log), tmp_path)
+
+
+def _head_damaged(log, tmp_path):
+    audit_head_path(log).write_bytes(b"not a head\n")
+
+
+def _head_beyond_the_log(log, tmp_path):
+    AuditLog(log).append([{"event": "earlier"}])
+    log.write_bytes(b"")  # the log cut off below its head
+
+
+HEAD_PROBLEMS = {"link": _head_planted_link, "damaged": _head_damaged,
+                 "truncated": _head_beyond_the_log}  # fmt: skip
+
+
+def _published(history):
+    """The history folder's snapshots as readers see them (local state and the lock left out)."""
+    return {rel: state for rel, state in tree_state(history).items()
+            if ".skewtape" not in rel}  # fmt: skip
+
+
+@pytest.mark.parametrize("at", ["locked", "verified"])
+@pytest.mark.parametrize("problem", HEAD_PROBLEMS.values(), ids=HEAD_PROBLEMS.keys())
+@pytest.mark.parametrize("versioned", [False, True])
+def test_apply_delta_when_the_audit_log_cannot_take_its_records_refuses_before_the_commit(
+    case, tmp_path, problem, at, versioned
+):
+    """A problem with the audit log's files, also one arising during the apply (at the
+    checkpoint ``at``), is refused before the commit point: no month is published."""
+    mirror = _mirror(case, tmp_path)
+    log = tmp_path / "audit.jsonl"
+    into = mirror.parent / "2026-12" if versioned else None
+    before = _published(mirror.parent)
+
+    def arise(name):
+        if name == at:
+            problem(log, tmp_path)
+
+    with faults.installed(arise), pytest.raises((LinkedStateFileError, AuditLogError)) as info:
+        apply_delta(mirror, case.delta, into=into, audit_log=log)
+    assert "audit.jsonl" in str(info.value)
+    assert _published(mirror.parent) == before
+    assert staging_folders(into or mirror) == []

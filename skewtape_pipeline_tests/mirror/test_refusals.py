@@ -24,6 +24,7 @@ from skewtape_pipeline_tests.conftest import copy_snapshot, make_snapshot
 from skewtape_pipeline_tests.mirror.apply_support import (
     ADDED,
     REPLACED,
+    assert_same_snapshot,
     edit_manifest,
     entry_index,
     make_case,
@@ -299,3 +300,44 @@ def test_apply_delta_when_upsert_row_does_not_fit_the_table_raises_change_file_e
         case, ChangeFileError, "markets.parquet", repr(column), what, versioned=versioned
     )
     assert error.field == f"row.{column}"
+
+
+def insert_delete(case, rel: str) -> str:
+    """Put a delete of ``rel`` first in the delta's manifest; returns its field."""
+
+    def edit(data):
+        data["files"].insert(0, {"path": rel, "op": "delete"})
+
+    edit_manifest(case.delta, edit)
+    return "files[0].path"
+
+
+UNUSABLE = {
+    "lone surrogate": "x\ud800y.md",
+    "name beyond the file system's limit": "a" * 300 + ".md",
+    "path beyond the file system's limit": "/".join(["f" * 250] * 17) + ".md",
+}
+
+
+@pytest.mark.parametrize("versioned", [False, True])
+@pytest.mark.parametrize("rel", UNUSABLE.values(), ids=UNUSABLE.keys())
+def test_apply_delta_when_a_delete_path_is_unusable_here_refuses_before_the_commit(
+    case, rel, versioned
+):
+    field = insert_delete(case, rel)
+    assert_refused(case, UnsafePathError, field, "refusing the path", versioned=versioned)
+
+
+@pytest.mark.parametrize("rel", UNUSABLE.values(), ids=UNUSABLE.keys())
+def test_apply_delta_when_an_add_source_is_unusable_here_refuses_naming_it(case, rel):
+    field = set_entry(case, ADDED[0], source=f"snapshot/{rel}")
+    assert_refused(case, UnsafePathError, f"{field}.source", "refusing the path")
+
+
+def test_apply_delta_when_a_delete_path_lies_below_a_file_finishes_and_so_does_a_rerun(case):
+    """Nothing is there to delete (``README.md`` is a file): the apply and a rerun finish."""
+    insert_delete(case, f"{REPLACED}/x")
+    mirror = copy_snapshot(case.parent, case.root / "mirror")
+    assert apply_delta(mirror, case.delta).files_deleted != []
+    assert apply_delta(mirror, case.delta).already_applied
+    assert_same_snapshot(mirror, case.expected)

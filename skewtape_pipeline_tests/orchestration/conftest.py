@@ -12,8 +12,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from skewtape_pipeline.definitions import build_definitions
-from skewtape_pipeline.orchestration.resources import SkewtapeHome
+from skewtape_pipeline.orchestration.definitions import build_definitions
+from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 
 
 @pytest.fixture

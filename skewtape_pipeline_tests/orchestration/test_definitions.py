@@ -11,11 +11,11 @@ from pathlib import Path
 import dagster as dg
 
 from skewtape_pipeline.definitions import defs
-from skewtape_pipeline.orchestration.jobs import HISTORY_SNAPSHOT
-from skewtape_pipeline.orchestration.snapshot_asset import APPLY_POOL
-from skewtape_pipeline.orchestration.tick_asset import ARCHIVE_POOL, TICK_ARCHIVE
-from skewtape_pipeline.orchestration.tick_partitions import VENUES
-from skewtape_pipeline.orchestration.tier_assets import TICK_ARCHIVE_STATS, TICK_ARCHIVE_TIERS
+from skewtape_pipeline.orchestration.mirror.snapshot_asset import APPLY_POOL
+from skewtape_pipeline.orchestration.shared.jobs import HISTORY_SNAPSHOT
+from skewtape_pipeline.orchestration.ticks.archive_asset import ARCHIVE_POOL, TICK_ARCHIVE
+from skewtape_pipeline.orchestration.ticks.partitions import VENUES
+from skewtape_pipeline.orchestration.ticks.tier_assets import TICK_ARCHIVE_STATS, TICK_ARCHIVE_TIERS
 
 REPO = Path(__file__).resolve().parents[2]
 

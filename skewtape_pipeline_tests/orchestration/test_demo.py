@@ -6,13 +6,14 @@ import re
 from datetime import date
 from pathlib import Path
 
+import dagster as dg
 import pytest
 
 from skewtape_pipeline.mirror.verify import verify_snapshot
 from skewtape_pipeline.orchestration.demo import SYMBOL_WIDTH, fit, main, run_demo
-from skewtape_pipeline.ticks.parquet_store import partition_file
-from skewtape_pipeline.ticks.placement import locate
-from skewtape_pipeline.ticks.snapshot_fills import today_utc
+from skewtape_pipeline.ticks.archive.parquet_store import partition_file
+from skewtape_pipeline.ticks.archive.placement import locate
+from skewtape_pipeline.ticks.fills.snapshot_fills import today_utc
 
 
 def test_run_demo_when_root_is_empty_publishes_and_materializes_months_in_order(tmp_path: Path):
@@ -106,3 +107,19 @@ def test_run_demo_when_months_applied_archives_a_day_each_then_moves_it_hot_warm
     # the warm ones moved on to cold (a day already past the warm limit went straight to cold)
     assert cold.moved == warm.stats["warm_symbol_days"] > 0
     assert cold.stats["cold_symbol_days"] == len(demo.reports)
+
+
+def test_run_demo_records_its_runs_and_materializations_in_the_instance_make_ui_opens(
+    sample_root: Path,
+):
+    demo = run_demo(sample_root)
+    home = sample_root / "dagster_home"
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        runs = instance.get_runs()
+        materialized = instance.get_materialized_partitions(dg.AssetKey("history_snapshot"))
+        archived = instance.get_materialized_partitions(dg.AssetKey("tick_archive"))
+        venues = instance.get_dynamic_partitions("venues")
+    assert {outcome.month for outcome in demo.months} <= materialized
+    assert len(archived) >= len(demo.days) and venues
+    assert {run.job_name for run in runs} == {"apply_month", "archive_ticks", "retier_ticks"}
+    assert all(run.status == dg.DagsterRunStatus.SUCCESS for run in runs)

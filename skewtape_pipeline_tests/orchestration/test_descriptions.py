@@ -7,7 +7,7 @@ from __future__ import annotations
 import dagster as dg
 
 from skewtape_pipeline.definitions import defs
-from skewtape_pipeline.orchestration.tier_assets import RetierConfig
+from skewtape_pipeline.orchestration.ticks.tier_assets import RetierConfig
 from skewtape_pipeline_tests.markup import markup_problems
 
 

@@ -23,8 +23,8 @@ from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import (
     QueuedRunCoordinatorDaemon,
 )
 
-from skewtape_pipeline.definitions import build_definitions
-from skewtape_pipeline.orchestration.resources import SkewtapeHome
+from skewtape_pipeline.orchestration.definitions import build_definitions
+from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 
 REPO = Path(__file__).resolve().parents[2]
 LOCATION = "skewtape_pipeline"

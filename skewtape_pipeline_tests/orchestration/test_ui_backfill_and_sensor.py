@@ -78,7 +78,10 @@ query ($selector: SensorSelector!) {
     __typename
     ... on Sensor {
       sensorState {
-        ticks(limit: 50) { tickId status timestamp runIds skipReason error { message } }
+        ticks(limit: 50) {
+          tickId status timestamp runIds skipReason error { message }
+          logEvents { events { message } }
+        }
       }
     }
     ... on Error { message }
@@ -127,6 +130,7 @@ def test_dagster_dev_when_months_backfilled_then_delta_dropped_applies_in_order_
             "the tick after the drop and one more",
         )
         assert_one_run_from_one_tick(finished_ticks(server), dropped_after=before[-1])
+        assert_skip_reasons_logged(before)
         (sensor_run,) = wait_for_runs(server, SENSOR_TAG, SENSOR, 1)
         assert sensor_run["tags"][PARTITION_TAG] == DROPPED
 
@@ -216,6 +220,13 @@ def assert_one_run_from_one_tick(ticks: list[dict[str, Any]], *, dropped_after: 
     assert all(tick["status"] == "SKIPPED" for tick in ticks[:index]), ticks
     later = ticks[index + 1 :]
     assert later and all(tick["status"] == "SKIPPED" for tick in later), ticks
+
+
+def assert_skip_reasons_logged(ticks: list[dict[str, Any]]) -> None:
+    """Every skipped tick has its skip reason in its logs (the UI's tick dialog shows them)."""
+    for tick in ticks:
+        logged = [event["message"] for event in tick["logEvents"]["events"]]
+        assert tick["skipReason"] and f"skipped: {tick['skipReason']}" in logged, tick
 
 
 def materialized_by(server: DagsterDev, months: list[str]) -> dict[str, str]:

@@ -16,12 +16,12 @@ from dagster._core.definitions.reconstruct import ReconstructableRepository
 
 from skewtape_pipeline.celery_definitions import CELERY_SETTINGS
 from skewtape_pipeline.celery_definitions import defs as celery_defs
-from skewtape_pipeline.definitions import build_definitions
-from skewtape_pipeline.orchestration.resources import SkewtapeHome
-from skewtape_pipeline.orchestration.snapshot_asset import APPLY_POOL
-from skewtape_pipeline.orchestration.tick_partitions import VENUES, register_venues
-from skewtape_pipeline.ticks.query import run_query
-from skewtape_pipeline.ticks.snapshot_fills import new_symbols
+from skewtape_pipeline.orchestration.definitions import build_definitions
+from skewtape_pipeline.orchestration.mirror.snapshot_asset import APPLY_POOL
+from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
+from skewtape_pipeline.orchestration.ticks.partitions import VENUES, register_venues
+from skewtape_pipeline.ticks.archive.query import run_query
+from skewtape_pipeline.ticks.fills.snapshot_fills import new_symbols
 from skewtape_pipeline_tests.scale_out.celery_workers import (
     CELERY_FILE,
     REPO,

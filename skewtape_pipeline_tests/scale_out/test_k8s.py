@@ -23,11 +23,11 @@ from dagster._grpc.types import ExecuteRunArgs
 from dagster._serdes import deserialize_value
 from dagster_k8s import K8sRunLauncher
 
-from skewtape_pipeline.definitions import build_definitions
-from skewtape_pipeline.orchestration.resources import SkewtapeHome
-from skewtape_pipeline.orchestration.tick_asset import TICK_ARCHIVE
-from skewtape_pipeline.orchestration.tick_partitions import VENUES, register_venues
-from skewtape_pipeline.ticks.snapshot_fills import new_symbols
+from skewtape_pipeline.orchestration.definitions import build_definitions
+from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
+from skewtape_pipeline.orchestration.ticks.archive_asset import TICK_ARCHIVE
+from skewtape_pipeline.orchestration.ticks.partitions import VENUES, register_venues
+from skewtape_pipeline.ticks.fills.snapshot_fills import new_symbols
 from skewtape_pipeline_tests.scale_out.conftest import REPO
 
 pytestmark = pytest.mark.slow  # starts servers

@@ -11,14 +11,14 @@ import pytest
 import yaml
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, PostgresScheduleStorage
 
-from skewtape_pipeline.definitions import build_definitions
-from skewtape_pipeline.orchestration.jobs import HISTORY_SNAPSHOT
-from skewtape_pipeline.orchestration.resources import SkewtapeHome
-from skewtape_pipeline.orchestration.sensors import delta_arrival_sensor
-from skewtape_pipeline.orchestration.tick_asset import TICK_ARCHIVE
-from skewtape_pipeline.orchestration.tick_partitions import VENUES, register_venues
-from skewtape_pipeline.ticks.query import run_query
-from skewtape_pipeline.ticks.snapshot_fills import new_symbols
+from skewtape_pipeline.orchestration.definitions import build_definitions
+from skewtape_pipeline.orchestration.mirror.sensors import delta_arrival_sensor
+from skewtape_pipeline.orchestration.shared.jobs import HISTORY_SNAPSHOT
+from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
+from skewtape_pipeline.orchestration.ticks.archive_asset import TICK_ARCHIVE
+from skewtape_pipeline.orchestration.ticks.partitions import VENUES, register_venues
+from skewtape_pipeline.ticks.archive.query import run_query
+from skewtape_pipeline.ticks.fills.snapshot_fills import new_symbols
 from skewtape_pipeline_tests.scale_out.conftest import POSTGRES_INSTANCE_FILE
 from skewtape_pipeline_tests.scale_out.servers import PG_PASSWORD
 

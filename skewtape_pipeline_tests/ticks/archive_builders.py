@@ -16,13 +16,13 @@ from pathlib import Path
 import pyarrow as pa
 
 from skewtape_pipeline.hashing import HashCache
-from skewtape_pipeline.ticks.compact import compact_symbol_day
-from skewtape_pipeline.ticks.model import TickBatch
-from skewtape_pipeline.ticks.query import run_query
-from skewtape_pipeline.ticks.sides import SIDE_NAMES
-from skewtape_pipeline.ticks.tiers import TierPolicy, TierSettings
-from skewtape_pipeline.ticks.trust import VERIFIED_CACHE
-from skewtape_pipeline.ticks.validate import day_start_ns
+from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.query import run_query
+from skewtape_pipeline.ticks.archive.tiers import TierPolicy, TierSettings
+from skewtape_pipeline.ticks.archive.trust import VERIFIED_CACHE
+from skewtape_pipeline.ticks.encode.model import TickBatch
+from skewtape_pipeline.ticks.encode.sides import SIDE_NAMES
+from skewtape_pipeline.ticks.encode.validate import day_start_ns
 
 SYMBOLS = ("CL/F", "ES", "KX-25MAR")
 FIRST_DAY = date(2026, 1, 27)

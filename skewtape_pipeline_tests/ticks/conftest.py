@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 
 from skewtape_pipeline.mirror.apply import apply_delta
-from skewtape_pipeline.ticks.model import TickBatch
-from skewtape_pipeline.ticks.validate import day_start_ns
+from skewtape_pipeline.ticks.encode.model import TickBatch
+from skewtape_pipeline.ticks.encode.validate import day_start_ns
 
 REAL_TICKS = Path(
     os.environ.get("SKEWTAPE_REAL_TICKS")

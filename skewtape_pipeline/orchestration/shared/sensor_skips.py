@@ -1,0 +1,11 @@
+"""A sensor tick that requests nothing says why where the UI shows it."""
+
+import dagster as dg
+
+
+def skipped(context: dg.SensorEvaluationContext, reason: str, cursor: str) -> dg.SensorResult:
+    """The tick's result when it requests no run: ``reason`` is its skip reason and, logged
+    through the tick's logger, a line of the tick's logs (what the UI's tick dialog shows,
+    where the skip reason alone would leave "No logs to display")."""
+    context.log.info(f"skipped: {reason}")
+    return dg.SensorResult(skip_reason=dg.SkipReason(reason), cursor=cursor)

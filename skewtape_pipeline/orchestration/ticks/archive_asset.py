@@ -1,0 +1,223 @@
+"""The tick archive asset: one partition per venue-day, its symbol-days compacted from the fills.
+
+The asset is a graph of :data:`SHARDS` archiving ops and one recording op. A run (a backfill
+runs a date range over all venues in one run) deals its venue-days out to the shards, which
+archive them independently (on as many workers as the executor has: the Celery executor spreads
+them), each venue-day publishing its symbol-day files and its rows of the archive's reports
+table. Nothing but ``Nothing`` crosses an op boundary: the recording op reads what the shards
+did back from the reports table (the run's rows), so no op's output needs a disk another
+machine shares besides the data root itself.
+
+The recording op gives each venue-day its materialization metadata (the symbol-days archived,
+with tick counts, the ones skipped because they had no trades, the ones removed; whether the
+venue left the newest snapshot, its ticks kept from the last snapshot that held its month file)
+and runs one check over the run: DuckDB read every written file back equal to the fills (the
+run's tier policy is recorded there, once). The compression target is checked where it means
+something: on the consolidated files re-tiering writes (``tick_archive_tiers``); a hot
+symbol-day file carries its own footer. Runs that write the archive share one concurrency pool
+(:data:`ARCHIVE_POOL`) and run-queue tag: a compaction never races a re-tiering of the same
+archive.
+
+Run config ``symbols`` (a list of ``<venue>:<market>``) limits a run to those symbol-days of its
+venue-days: the corrections sensor reruns exactly the symbol-days a correction touched that way.
+"""
+
+import warnings
+
+import dagster as dg
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import Field
+
+from skewtape_pipeline.orchestration.shared.jobs import HISTORY_SNAPSHOT, QUEUE_TAG
+from skewtape_pipeline.orchestration.shared.metadata import problems_metadata
+from skewtape_pipeline.orchestration.shared.resources import ArchiveSettings, SkewtapeHome
+from skewtape_pipeline.orchestration.ticks.partitions import venue_day_of, venue_day_partitions
+from skewtape_pipeline.orchestration.ticks.venue_day_metadata import venue_day_metadata
+from skewtape_pipeline.ticks.archive.reports_table import read_venue_day_reports
+from skewtape_pipeline.ticks.archive.versions import version_count
+from skewtape_pipeline.ticks.fills.snapshot_fills import split_symbol, today_utc
+from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day
+
+TICK_ARCHIVE = dg.AssetKey("tick_archive")
+ARCHIVE_POOL = "skewtape_archive"
+"""The concurrency pool of every asset that writes or measures the tick archive."""
+ROUND_TRIP = "round_trip_read_back"
+SHARDS = 4
+"""Archiving ops per run: a run's venue-days are dealt out to them in turn."""
+
+
+class TickArchiveConfig(dg.Config):
+    """What a tick archive run covers of its venue-days."""
+
+    symbols: list[str] = Field(
+        default_factory=list,
+        description="Only these symbols (`<venue>:<market>`) of each venue-day, e.g. the "
+        "symbol-days a correction touched; every symbol-day when empty.",
+    )
+
+
+def shard_of(keys: list[str], shard: int) -> list[str]:
+    """The venue-day keys of ``keys`` that shard number ``shard`` archives (sorted, dealt out)."""
+    return sorted(keys)[shard::SHARDS]
+
+
+def _archive_shard_op(shard: int) -> dg.OpDefinition:
+    @dg.op(
+        name=f"archive_venue_days_{shard}",
+        ins={"snapshot": dg.In(dg.Nothing)},
+        out=dg.Out(dg.Nothing),
+        pool=ARCHIVE_POOL,
+    )
+    def archive_venue_days(
+        context: dg.OpExecutionContext,
+        config: TickArchiveConfig,
+        skewtape: SkewtapeHome,
+        archive: ArchiveSettings,
+    ) -> None:
+        """Archive this shard's venue-days of the run, one after the other."""
+        options = VenueDayOptions(
+            out=archive.prepare(skewtape.archive_dir, audit_log=skewtape.audit_log),
+            as_of=today_utc(),
+            policy=archive.policy(),
+            batch=context.run_id,
+            target_ratio=archive.target_ratio,
+            audit_log=skewtape.audit_log,
+        )
+        for key in shard_of(list(context.partition_keys), shard):
+            venue, day = venue_day_of(key)
+            named = _symbols_of(config, venue)
+            if named == []:
+                continue  # symbols were named, none of this venue
+            result = archive_venue_day(skewtape.history_dir, (venue, day), options, symbols=named)
+            context.log.info(
+                f"{key}: {len(result.archived)} symbol-day(s) archived "
+                f"({result.tick_count} ticks), {len(result.skipped)} skipped (no trades), "
+                f"{len(result.removed)} removed"
+            )
+
+    return archive_venue_days
+
+
+def _symbols_of(config: TickArchiveConfig, venue: str) -> list[str] | None:
+    """The named symbols of ``venue`` (None: every symbol-day)."""
+    if not config.symbols:
+        return None
+    return [symbol for symbol in config.symbols if split_symbol(symbol)[0] == venue]
+
+
+_CHECK_OUTS = {
+    "result": dg.Out(dg.Nothing),
+    f"tick_archive_{ROUND_TRIP}": dg.Out(dg.Nothing),
+}
+
+
+@dg.op(ins={"archived": dg.In(dg.Nothing)}, out=_CHECK_OUTS, pool=ARCHIVE_POOL)
+def record_tick_archive(
+    context: dg.AssetExecutionContext,
+    config: TickArchiveConfig,
+    skewtape: SkewtapeHome,
+    archive: ArchiveSettings,
+):
+    """Read the run's rows of the reports table back: each venue-day's metadata (with
+    archive_version, the archive version the run's last commit made), the checks.
+
+    A symbol-day read back unequal to its fills fails the check and then the op, before the
+    asset's output: Dagster records a partition whenever the graph's last op succeeds, so
+    raising here is what keeps the run's venue-days from showing as materialized."""
+    batches = _batches(context)
+    version = version_count(skewtape.archive_dir)  # the run's last commit (archive pool: no other)
+    problems, files = [], 0
+    for key in context.partition_keys:
+        venue, day = venue_day_of(key)
+        rows = read_venue_day_reports(skewtape.archive_dir, venue, day)
+        rows = rows.filter(pc.is_in(rows["batch"], value_set=batches))
+        context.add_asset_metadata(
+            venue_day_metadata(rows, scope=_symbols_of(config, venue))
+            | {"archive_version": dg.MetadataValue.int(version)},
+            partition_key=key,
+        )
+        for row in rows.to_pylist():
+            if row["status"] != "archived":
+                continue
+            files += 1
+            if row["read_back_mismatched_rows"]:
+                problems.append(
+                    f"{row['symbol']} {row['date']}: {row['read_back_mismatched_rows']} row(s) "
+                    f"differ between the archive and {row['source_fills_path']}"
+                )
+    count = {"files": dg.MetadataValue.int(files)}
+    yield dg.AssetCheckResult(
+        check_name=ROUND_TRIP,
+        asset_key=TICK_ARCHIVE,
+        passed=not problems,
+        metadata={
+            **problems_metadata(problems),
+            **count,
+            "tier_policy": dg.MetadataValue.json(archive.policy().to_dict()),
+        },
+    )
+    if problems:
+        raise dg.Failure(
+            f"{len(problems)} symbol-day(s) read back unequal to their fills (first: "
+            f"{problems[0]}); no venue-day of this run is recorded as materialized",
+            metadata=problems_metadata(problems),
+        )
+    yield dg.Output(None, "result")
+
+
+def _batches(context: dg.AssetExecutionContext):
+    """The run ids whose report rows belong to this run: its own, and those of the runs it
+    re-executes (a re-execution from failure skips the shards that succeeded before)."""
+    run = context.run
+    ids = {run.run_id, run.parent_run_id, run.root_run_id} - {None}
+    return pa.array(sorted(ids), pa.string())
+
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", dg.BetaWarning)  # backfill_policy is beta in 1.13
+
+    @dg.graph_asset(
+        key=TICK_ARCHIVE,
+        partitions_def=venue_day_partitions,
+        ins={"snapshot": dg.AssetIn(key=HISTORY_SNAPSHOT, dagster_type=dg.Nothing)},
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        group_name="ticks",
+        kinds={"parquet"},
+        config=dg.ConfigMapping(
+            config_fn=lambda cfg: {
+                **{f"archive_venue_days_{i}": {"config": cfg} for i in range(SHARDS)},
+                "record_tick_archive": {"config": cfg},
+            },
+            config_schema=TickArchiveConfig.to_config_schema(),
+        ),
+        check_specs=[
+            dg.AssetCheckSpec(
+                ROUND_TRIP,
+                asset=TICK_ARCHIVE,
+                description="DuckDB reads each written file back equal to the snapshot's fills "
+                "(the run's tier policy is recorded here, once per run).",
+            ),
+        ],
+        description="`archive/symbol=<S>/year=/month=/date=/part-0.parquet` for each symbol-day "
+        "of a venue-day with trades, validated, compacted, verified and reported (the reports "
+        "table `archive/_skewtape_reports/`), read from the newest snapshot holding the venue's "
+        "month of fills.",
+    )
+    def tick_archive(snapshot):
+        shards = [_archive_shard_op(i)(snapshot) for i in range(SHARDS)]
+        recorded = record_tick_archive(archived=shards)
+        return {
+            "result": recorded.result,
+            f"tick_archive_{ROUND_TRIP}": getattr(recorded, f"tick_archive_{ROUND_TRIP}"),
+        }
+
+
+archive_ticks_job = dg.define_asset_job(
+    name="archive_ticks",
+    selection=dg.AssetSelection.assets(TICK_ARCHIVE),
+    description="Compact venue-days of fills into the tick archive.",
+    tags={QUEUE_TAG: ARCHIVE_POOL},
+)
+"""Runs on the code location's executor: in process by default, dagster-celery's workers in
+``skewtape_pipeline.celery_definitions`` (each archiving op a Celery task)."""

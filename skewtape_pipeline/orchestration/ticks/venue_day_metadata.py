@@ -1,0 +1,90 @@
+"""A venue-day's materialization metadata, from its rows of the archive's reports table.
+
+At a glance: how many of the venue-day's symbol-days hold ticks (``symbol_days_archived``),
+how many had no trades and were skipped (nothing written), how many the publisher corrected
+away (``symbol_days_removed``), how many prices and quantities carried float noise stored
+rounded to the scale (``float_noise_normalized``), and a table of the archived ones with their
+tick counts, the busiest first. Every symbol-day's full report is a row of the
+``tick_reports`` view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import dagster as dg
+import pyarrow as pa
+
+from skewtape_pipeline.orchestration.shared.metadata import bytes_value, ratio_value
+from skewtape_pipeline.ticks.archive.reports_table import ARCHIVED, REMOVED, SKIPPED
+
+MAX_SYMBOL_DAYS_LISTED = 500
+"""How many archived symbol-days a venue-day's table lists (the reports table has them all)."""
+
+_TABLE_SCHEMA = dg.TableSchema(
+    columns=[
+        dg.TableColumn("symbol", "string"),
+        dg.TableColumn("tick_count", "int"),
+        dg.TableColumn("tier", "string"),
+        dg.TableColumn("compression_ratio", "float", description="CSV bytes / file bytes"),
+    ]
+)
+"""The symbol-days table: symbol and tick count first; the file's path (long, and following from
+the symbol and day) is in the reports table."""
+
+
+def venue_day_metadata(rows: pa.Table, *, scope: Sequence[str] | None) -> dict[str, object]:
+    """Metadata of one venue-day from the reports rows a run wrote for it.
+
+    ``scope`` is the run's named symbols of this venue (None: every symbol-day was looked at).
+    """
+    records = rows.to_pylist()
+    archived = sorted(
+        (r for r in records if r["status"] == ARCHIVED),
+        key=lambda r: (-r["tick_count"], r["symbol"]),
+    )
+    counts = {status: sum(r["status"] == status for r in records) for status in (SKIPPED, REMOVED)}
+    metadata: dict[str, object] = {
+        "symbol_days_archived": dg.MetadataValue.int(len(archived)),
+        "symbol_days_skipped": dg.MetadataValue.int(counts[SKIPPED]),
+        "symbol_days_removed": dg.MetadataValue.int(counts[REMOVED]),
+        "tick_count": dg.MetadataValue.int(sum(r["tick_count"] for r in archived)),
+        "compacted_bytes": bytes_value(sum(r["compacted_size_bytes"] or 0 for r in archived)),
+        "float_noise_normalized": dg.MetadataValue.int(
+            sum(r["float_noise_normalized"] or 0 for r in archived)
+        ),
+        "scope": dg.MetadataValue.text(
+            "every symbol-day" if scope is None else f"{len(scope)} named symbol(s)"
+        ),
+        "symbol_days": dg.MetadataValue.table(
+            records=[
+                dg.TableRecord(
+                    {
+                        "symbol": r["symbol"],
+                        "tick_count": r["tick_count"],
+                        "tier": r["tier"] or "",
+                        "compression_ratio": ratio_value(r["compression_ratio"] or 0.0).value,
+                    }
+                )
+                for r in archived[:MAX_SYMBOL_DAYS_LISTED]
+            ],
+            schema=_TABLE_SCHEMA,
+        ),
+    }
+    if records:
+        first = records[0]
+        metadata["source_bundle_id"] = dg.MetadataValue.text(first["source_bundle_id"])
+        metadata["source_fills_path"] = dg.MetadataValue.text(first["source_fills_path"])
+        metadata["source_fills_sha256"] = dg.MetadataValue.text(
+            first["source_fills_sha256"] or "(not in the snapshot)"
+        )
+        metadata["venue_departed"] = dg.MetadataValue.bool(bool(first["venue_departed"]))
+        metadata["report_query"] = dg.MetadataValue.md(
+            "Every symbol-day's report: `skewtape-pipeline query \"SELECT * FROM tick_reports "
+            f"WHERE symbol = '<symbol>' AND date = DATE '{first['date']}'\"`"
+        )
+    if len(archived) > MAX_SYMBOL_DAYS_LISTED:
+        metadata["symbol_days_not_listed"] = dg.MetadataValue.int(
+            len(archived) - MAX_SYMBOL_DAYS_LISTED
+        )
+    return metadata

@@ -1,0 +1,127 @@
+"""Progress of long work: reported by the core, shown by the command line.
+
+The core calls :func:`report` at natural points (a file hashed, a delta entry applied, a file
+re-tiered or verified). A caller that shows progress installs a reporter with
+:func:`reporting` around a core call; it is held in a context variable, so the core's
+signatures stay as they are, and without a reporter a report costs one lookup. Reports come
+from the thread that called the core function (workers' results are reported as they are
+collected).
+
+:class:`ProgressLine` is the command line's reporter: a bar redrawn in place on a terminal,
+a line every :data:`LINE_INTERVAL` seconds otherwise (a redirected or CI log shows life), and
+nothing when disabled (``--json``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from typing import Any
+
+Reporter = Callable[[int, int, str, str], None]
+"""``reporter(done, total, stage, unit)``."""
+
+_REPORTER: ContextVar[Reporter | None] = ContextVar("skewtape_progress", default=None)
+
+
+def report(stage: str, done: int, total: int, unit: str = "files") -> None:
+    """Tell the installed reporter (if any) that ``done`` of ``total`` ``unit`` of ``stage``
+    are done."""
+    reporter = _REPORTER.get()
+    if reporter is not None:
+        reporter(done, total, stage, unit)
+
+
+@contextlib.contextmanager
+def reporting(reporter: Reporter) -> Iterator[None]:
+    """Send the core's progress reports to ``reporter`` while the block runs."""
+    token = _REPORTER.set(reporter)
+    try:
+        yield
+    finally:
+        _REPORTER.reset(token)
+
+
+def size_text(nbytes: int) -> str:
+    """``nbytes`` for a reader: ``812 B``, ``13.1 KB``, ``1.29 GB`` (powers of 1000)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.{2 if scale == 1e9 else 1}f} {unit}"
+    return f"{nbytes} B"
+
+
+PROGRESS_MIN_TOTAL = 20
+"""Work of fewer items than this finishes too fast to need a bar on a terminal."""
+
+LINE_INTERVAL = 10.0
+"""Seconds between two progress lines when the stream is not a terminal (the first comes
+after this long, so a short command prints none)."""
+
+BYTES_MIN_TOTAL = 100_000_000
+"""Work of fewer bytes than this finishes too fast to need a bar on a terminal."""
+
+BAR_WIDTH = 30
+
+
+class ProgressLine:
+    """Progress on ``stream`` (standard error): on a terminal, a one-line bar redrawn with a
+    carriage return once the work is long enough to need it; otherwise a plain line at most
+    every ``interval`` seconds (default :data:`LINE_INTERVAL`; ``label: stage done/total unit
+    (percent)``); nothing at all
+    when not ``enabled``. ``clock`` gives seconds (monotonic)."""
+
+    def __init__(
+        self,
+        stream: Any,
+        unit: str,
+        *,
+        label: str = "",
+        enabled: bool = True,
+        min_total: int = PROGRESS_MIN_TOTAL,
+        interval: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.stream, self.unit, self.label, self.enabled = stream, unit, label, enabled
+        self.min_total, self.clock = min_total, clock
+        self.interval = LINE_INTERVAL if interval is None else interval
+        self.terminal = enabled and stream.isatty()
+        self.last_line = clock()
+        self.drawn = 0
+
+    def update(self, done: int, total: int, stage: str = "", unit: str = "") -> None:
+        """Show that ``done`` of ``total`` are done (of ``stage``, counted in ``unit``)."""
+        if not self.enabled or total <= 0:
+            return
+        counted = _counted(done, total, unit or self.unit)
+        if self.terminal:
+            if total >= (BYTES_MIN_TOTAL if unit == "bytes" else self.min_total):
+                filled = BAR_WIDTH * min(done, total) // total
+                bar = "#" * filled + "-" * (BAR_WIDTH - filled)
+                self._draw(f"[{bar}] {stage + ' ' if stage else ''}{counted}")
+            return
+        now = self.clock()
+        if now - self.last_line >= self.interval:
+            self.last_line = now
+            head = ": ".join(part for part in (self.label, stage) if part)
+            print(f"{head + ' ' if head else ''}{counted} ({100 * done // total}%)",
+                  file=self.stream, flush=True)  # fmt: skip
+
+    def _draw(self, text: str) -> None:
+        self.stream.write("\r" + text.ljust(self.drawn))
+        self.stream.flush()
+        self.drawn = len(text)
+
+    def finish(self) -> None:
+        """End the bar's line (nothing when no bar was drawn)."""
+        if self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.drawn = 0
+
+
+def _counted(done: int, total: int, unit: str) -> str:
+    if unit == "bytes":
+        return f"{size_text(done)} of {size_text(total)}"
+    return f"{done}/{total} {unit}"

@@ -1,0 +1,491 @@
+"""Where a warm or cold tier keeps its consolidated files: a local folder or an S3 prefix.
+
+A tier root is a folder (the default) or an ``s3://bucket/prefix`` URI, read and written
+through pyarrow's filesystem layer. :func:`tier_store` gives the one object every module uses
+for a tier root (:class:`LocalTier` or :class:`ObjectTier`: list, publish without replacing,
+delete, the schema marker), and a file in it is a :data:`TierFile`: a ``Path`` for a local
+file, an :class:`ObjectFile` for an object. The functions below (:func:`size_of`,
+:func:`sha256_of`, :func:`parquet_source`, :func:`delete`, ...) take either.
+
+An S3 URI's endpoint and options come from the URI's query (``endpoint_override``,
+``scheme``, ``region``: not secrets) or the environment (``AWS_ENDPOINT_URL``,
+``AWS_REGION``); credentials only from the environment (``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, or the SDK's other sources), never from a URI (refused).
+
+Object stores have no atomic rename, so an object is published whole or not at all by one
+PUT: :meth:`ObjectTier.publish_new` uploads a finished, verified local file under its
+content-derived key only if that key is absent (the archive's lock excludes other writers; a
+present key must already hold the same sha256), then reads the stored object back (size and
+sha256) before the caller commits the catalog, which stays a local file replaced by an atomic
+rename: the commit point. An upload cut short leaves no object (an incomplete multipart
+upload is invisible; a bucket lifecycle rule cleans those up).
+
+An unreachable endpoint, a missing bucket or refused credentials raise
+:class:`~skewtape_pipeline.errors.ObjectStoreError` naming the URI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+import pyarrow as pa
+from pyarrow import fs as pafs
+
+from skewtape_pipeline import fsio
+from skewtape_pipeline.errors import (
+    ConfigError,
+    DamagedFileError,
+    ObjectStoreError,
+    TickFormatError,
+)
+from skewtape_pipeline.hashing import BLOCK, FileStamp, sha256_bytes, sha256_file, sha256_stream
+
+S3_SCHEME = "s3://"
+URI_OPTIONS = ("endpoint_override", "scheme", "region")
+"""The query parameters an S3 tier root may carry (where the server is; never credentials)."""
+CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+
+Checkpoint = Callable[[str], None]
+
+
+def is_object_uri(root: object) -> bool:
+    """True when ``root`` is an ``s3://`` URI (a tier root in an object store)."""
+    return isinstance(root, str) and root.startswith(S3_SCHEME)
+
+
+def check_object_uri(uri: str) -> str:
+    """``uri`` when it is a usable S3 tier root: a bucket, no ``..``, only :data:`URI_OPTIONS`,
+    no ``@``.
+
+    Raises ConfigError otherwise, naming the URI without its query (whose values may be
+    secrets). A URI holding ``@`` (``s3://KEY:SECRET@bucket/warm``: credentials in its user
+    part, or in an option's value) is refused without being echoed at all: credentials come
+    from the environment only, so no message, record or log ever holds one.
+    """
+    if "@" in uri:
+        raise ConfigError(
+            "root: an s3:// URI holding '@' (credentials in its user part, s3://KEY:SECRET@..., "
+            "or in an option) is refused and not shown; give credentials in the environment: "
+            f"{', '.join(CREDENTIAL_ENV[:2])}"
+        )
+    shown = uri.partition("?")[0].partition("#")[0]
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        raise ConfigError(f"root = {shown!r}: expected s3://<bucket>[/<prefix>]") from None
+    bucket, _, prefix = (parts.netloc + parts.path).partition("/")
+    if not bucket or ".." in prefix.split("/") or parts.fragment:
+        raise ConfigError(f"root = {shown!r}: expected s3://<bucket>[/<prefix>]")
+    for key, _ in parse_qsl(parts.query, keep_blank_values=True):
+        if key not in URI_OPTIONS:
+            raise ConfigError(
+                f"root = {shown!r}: query parameter {key!r} is not allowed; expected only "
+                f"{', '.join(URI_OPTIONS)} (credentials come from the environment: "
+                f"{', '.join(CREDENTIAL_ENV[:2])})"
+            )
+    return uri
+
+
+# --- files --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ObjectFile:
+    """An object in an object store: its URI (what messages name), its key in ``filesystem``."""
+
+    uri: str
+    key: str
+    filesystem: pafs.FileSystem = field(compare=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        """The last segment of the key (``part-<sha16>.parquet``)."""
+        return self.key.rpartition("/")[2]
+
+    def __str__(self) -> str:
+        return self.uri
+
+
+TierFile = Path | ObjectFile
+"""A consolidated file: a local path, or an object."""
+
+
+def parquet_source(file: TierFile) -> tuple[str, pafs.FileSystem | None]:
+    """``(source, filesystem)`` for pyarrow's readers (``pq.read_metadata(source,
+    filesystem=...)``, ``pq.ParquetFile``): the path and None for a local file."""
+    if isinstance(file, ObjectFile):
+        return file.key, file.filesystem
+    return str(file), None
+
+
+def exists(file: TierFile) -> bool:
+    """True when ``file`` is there (a regular file, an object)."""
+    if isinstance(file, ObjectFile):
+        with _store_errors(file.uri, "looking it up"):
+            return file.filesystem.get_file_info(file.key).type == pafs.FileType.File
+    return Path(file).is_file()
+
+
+def size_of(file: TierFile) -> int:
+    """Its size in bytes; FileNotFoundError when it is not there."""
+    if isinstance(file, ObjectFile):
+        with _store_errors(file.uri, "looking it up"):
+            info = file.filesystem.get_file_info(file.key)
+        if info.type != pafs.FileType.File:
+            raise FileNotFoundError(f"{file.uri}: no such object")
+        return info.size
+    return Path(file).stat().st_size
+
+
+def stamp_of(file: TierFile) -> FileStamp:
+    """What tells whether ``file`` changed since it was last verified, without reading it: a
+    local file's :class:`~skewtape_pipeline.hashing.FileStamp`; for an object, from one HEAD
+    request, its size, its Last-Modified (``mtime_ns`` and ``ctime_ns``) and, in place of the
+    inode, the first 8 bytes of the sha256 of its ETag (which every PUT changes, within the
+    same second too). FileNotFoundError when it is not there."""
+    if not isinstance(file, ObjectFile):
+        return FileStamp.of(Path(file))
+    with (
+        _store_errors(file.uri, "looking it up"),
+        file.filesystem.open_input_file(file.key) as handle,
+    ):
+        size, headers = handle.size(), handle.metadata() or {}
+    tag = int(sha256_bytes(bytes(headers.get("ETag", b"")))[:16], 16)
+    mtime = _epoch_ns(bytes(headers.get("Last-Modified", b"")).decode("ascii", "replace"))
+    return FileStamp(device=0, inode=tag, size=size, mtime_ns=mtime, ctime_ns=mtime)
+
+
+def _epoch_ns(iso: str) -> int:
+    """An ISO 8601 time (``2026-12-03T07:34:57Z``) in ns since the epoch; 0 when unreadable."""
+    try:
+        return int(datetime.fromisoformat(iso).timestamp()) * 1_000_000_000
+    except ValueError:
+        return 0
+
+
+def sha256_of(file: TierFile) -> str:
+    """sha256 (hex) of its bytes, read in full."""
+    if isinstance(file, ObjectFile):
+        with (
+            _store_errors(file.uri, "reading it"),
+            file.filesystem.open_input_stream(file.key) as stream,
+        ):
+            return sha256_stream(stream)
+    return sha256_file(Path(file))
+
+
+def read_bytes(file: TierFile) -> bytes:
+    """All its bytes; FileNotFoundError when it is not there."""
+    if isinstance(file, ObjectFile):
+        with (
+            _store_errors(file.uri, "reading it"),
+            file.filesystem.open_input_stream(file.key) as stream,
+        ):
+            return stream.read()
+    return Path(file).read_bytes()
+
+
+def delete(file: TierFile) -> bool:
+    """Remove ``file``; True when it was there. A local file's emptied ``key=value`` folders
+    go too (an object store has no folders)."""
+    if isinstance(file, ObjectFile):
+        if not exists(file):
+            return False
+        with _store_errors(file.uri, "deleting it"):
+            file.filesystem.delete_file(file.key)
+        return True
+    removed = fsio.atomic_unlink(file)
+    _remove_empty_partition_folders(file.parent)
+    return removed
+
+
+def _remove_empty_partition_folders(folder: Path) -> None:
+    """Remove ``folder`` and its parents while they are empty ``key=value`` folders."""
+    fsio.prune_empty_folders(folder, within=lambda f: "=" in f.name)
+
+
+# --- tier roots ---------------------------------------------------------------------------------
+
+
+class LocalTier:
+    """A tier root that is a local folder (files published by hard link, never replaced)."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(os.path.normpath(Path(folder).absolute()))
+
+    @property
+    def root(self) -> str:
+        return str(self.folder)
+
+    def file(self, relative: str) -> Path:
+        """The file at ``relative`` (POSIX) inside the root."""
+        return self.folder / relative
+
+    def relative(self, file: TierFile) -> str | None:
+        """``file``'s POSIX path inside the root; None when it is not inside."""
+        if isinstance(file, ObjectFile):
+            return None
+        target = Path(os.path.normpath(Path(file).absolute()))
+        return (
+            target.relative_to(self.folder).as_posix()
+            if target.is_relative_to(self.folder)
+            else None
+        )
+
+    def parquet_files(self) -> list[Path]:
+        """Every ``*.parquet`` file under the root, sorted."""
+        if not self.folder.is_dir():
+            return []
+        return sorted(
+            Path(os.path.normpath(p)) for p in self.folder.rglob("*.parquet") if p.is_file()
+        )
+
+    def check_reachable(self) -> None:
+        """Nothing to check for a local folder (a missing one is an empty tier)."""
+
+    @contextlib.contextmanager
+    def staging(self, relative: str) -> Iterator[Path]:
+        """The local folder to write a file for ``relative`` in: its own folder (so the
+        finished file is linked into place on the same file system). When the block fails
+        (a full disk), the folders it left empty below the root are removed."""
+        folder = self.folder / relative
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            yield folder
+        except BaseException:
+            fsio.prune_empty_folders(folder, within=lambda path: self.folder in path.parents)
+            raise
+
+    def publish_new(
+        self, temp: Path, relative: str, digest: str, checkpoint: Checkpoint | None = None
+    ) -> bool:
+        """Link the finished ``temp`` to ``relative`` without replacing anything (fsynced, read
+        only); True when it already existed with the same sha256.
+
+        Raises TickFormatError when a file of that name holds other bytes (nothing replaced).
+        """
+        target = self.file(relative)
+        if checkpoint is not None:
+            checkpoint(f"publish:{target.name}")
+        try:
+            os.link(temp, target)
+        except FileExistsError:
+            _refuse_collision(target, digest)
+            return True
+        fsio.fsync_dir(target.parent)
+        fsio.make_read_only(target)
+        return False
+
+    def create_or_read(self, relative: str, data: bytes) -> bytes:
+        """Create ``relative`` holding ``data`` unless it exists (no clobbering: hard link of a
+        finished temporary file); return what it holds then."""
+        target = self.file(relative)
+        if not target.exists():
+            self.folder.mkdir(parents=True, exist_ok=True)
+            temp = fsio.temp_path_for(target)
+            with open(temp, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            try:
+                os.link(temp, target)
+            except FileExistsError:
+                pass
+            finally:
+                temp.unlink(missing_ok=True)
+            fsio.fsync_dir(self.folder)
+        return target.read_bytes()
+
+    def remove_stale_temps(self) -> None:
+        """Temporary files left by an interrupted write under the root."""
+        fsio.remove_stale_temps(self.folder)
+
+
+class ObjectTier:
+    """A tier root that is an S3 prefix (see the module notes for the publish protocol)."""
+
+    def __init__(self, uri: str):
+        check_object_uri(uri)
+        parts = urlsplit(uri)
+        self.uri = uri
+        self.base = (parts.netloc + parts.path).rstrip("/")
+        self.bucket = parts.netloc
+        self.filesystem = object_filesystem(uri)
+
+    @property
+    def root(self) -> str:
+        return f"{S3_SCHEME}{self.base}"
+
+    def file(self, relative: str) -> ObjectFile:
+        key = f"{self.base}/{relative}"
+        return ObjectFile(f"{S3_SCHEME}{key}", key, self.filesystem)
+
+    def relative(self, file: TierFile) -> str | None:
+        if not isinstance(file, ObjectFile) or not file.key.startswith(self.base + "/"):
+            return None
+        return file.key[len(self.base) + 1 :]
+
+    def parquet_files(self) -> list[ObjectFile]:
+        """Every ``*.parquet`` object under the prefix, sorted."""
+        self.check_reachable()
+        selector = pafs.FileSelector(self.base, recursive=True, allow_not_found=True)
+        with _store_errors(self.root, "listing it"):
+            infos = self.filesystem.get_file_info(selector)
+        keys = sorted(
+            i.path for i in infos if i.type == pafs.FileType.File and i.path.endswith(".parquet")
+        )
+        return [ObjectFile(f"{S3_SCHEME}{k}", k, self.filesystem) for k in keys]
+
+    def check_reachable(self) -> None:
+        """Raise ObjectStoreError naming the URI unless the bucket answers (endpoint reachable,
+        bucket present, credentials accepted)."""
+        _check_bucket(self.filesystem, self.bucket, self.root)
+
+    @contextlib.contextmanager
+    def staging(self, relative: str) -> Iterator[Path]:
+        """A private local folder to write a file in before it is uploaded (removed after)."""
+        with tempfile.TemporaryDirectory(prefix="skewtape-upload-") as folder:
+            yield Path(folder)
+
+    def publish_new(
+        self, temp: Path, relative: str, digest: str, checkpoint: Checkpoint | None = None
+    ) -> bool:
+        """Upload the finished ``temp`` to ``relative`` unless that key exists, then confirm
+        the stored object (size and sha256 read back); True when it already existed with the
+        same sha256.
+
+        Raises TickFormatError when the key holds other bytes (nothing replaced),
+        DamagedFileError when the stored object does not read back as uploaded (it is
+        deleted again).
+        """
+        target = self.file(relative)
+        if checkpoint is not None:
+            checkpoint(f"publish:{target.name}")
+        if exists(target):
+            _refuse_collision(target, digest)
+            return True
+        with (
+            _store_errors(target.uri, "uploading it"),
+            self.filesystem.open_output_stream(target.key) as out,
+            open(temp, "rb") as src,
+        ):
+            shutil.copyfileobj(src, out, BLOCK)
+        if checkpoint is not None:
+            checkpoint(f"uploaded:{target.name}")
+        size, found = size_of(target), sha256_of(target)
+        if (size, found) != (temp.stat().st_size, digest):
+            delete(target)  # never left for a rerun to take as a name collision
+            raise DamagedFileError(
+                f"the stored object reads back as {size} bytes with sha256 {found}; "
+                f"{temp.stat().st_size} bytes with sha256 {digest} were uploaded (nothing was "
+                "committed)",
+                path=target.uri,
+            )
+        return False
+
+    def create_or_read(self, relative: str, data: bytes) -> bytes:
+        """Create the object ``relative`` holding ``data`` unless it exists; return what it
+        holds then."""
+        target = self.file(relative)
+        if not exists(target):
+            with (
+                _store_errors(target.uri, "writing it"),
+                self.filesystem.open_output_stream(target.key) as out,
+            ):
+                out.write(data)
+        return read_bytes(target)
+
+    def remove_stale_temps(self) -> None:
+        """Nothing: files are staged in private local folders, never under the prefix."""
+
+
+TierStore = LocalTier | ObjectTier
+
+
+def tier_store(root: Path | str) -> TierStore:
+    """The store of a tier root: an :class:`ObjectTier` for an ``s3://`` URI, else a
+    :class:`LocalTier`."""
+    return ObjectTier(root) if is_object_uri(root) else LocalTier(Path(root))
+
+
+def object_filesystem(uri: str) -> pafs.FileSystem:
+    """The pyarrow filesystem of an S3 URI (its query options, credentials from the
+    environment), one per URI and set of credentials.
+
+    Raises ConfigError naming the URI when pyarrow refuses it.
+    """
+    return _filesystem(
+        uri, tuple(os.environ.get(name) for name in (*CREDENTIAL_ENV, "AWS_ENDPOINT_URL"))
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _filesystem(uri: str, _environment: tuple[str | None, ...]) -> pafs.FileSystem:
+    try:
+        filesystem, _ = pafs.FileSystem.from_uri(uri)
+    except (pa.ArrowException, OSError) as exc:
+        raise ConfigError(f"root = {uri!r}: not a usable S3 URI ({exc})") from None
+    return filesystem
+
+
+def _refuse_collision(target: TierFile, digest: str) -> None:
+    found = sha256_of(target)
+    if found != digest:
+        raise TickFormatError(
+            f"{target}: exists with sha256 {found}; the new content's is {digest} "
+            "(a name collision); nothing was replaced"
+        )
+
+
+def reading(file: TierFile) -> contextlib.AbstractContextManager[None]:
+    """Around a pyarrow read of ``file``: for an object, the store's failures (its bucket
+    missing included) become ObjectStoreError naming it (a damaged file's ``ArrowInvalid`` and
+    a missing object's FileNotFoundError pass through); nothing for a local file."""
+    if isinstance(file, ObjectFile):
+        return _reading_object(file)
+    return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _reading_object(file: ObjectFile) -> Iterator[None]:
+    try:
+        with _store_errors(file.uri, "reading it"):
+            yield
+    except FileNotFoundError:
+        _check_bucket(file.filesystem, file.key.partition("/")[0], file.uri)
+        raise
+
+
+def _check_bucket(filesystem: pafs.FileSystem, bucket: str, uri: str) -> None:
+    """Raise ObjectStoreError naming ``uri`` unless ``bucket`` answers (endpoint reachable,
+    bucket present, credentials accepted)."""
+    with _store_errors(uri, "reaching its bucket"):
+        found = filesystem.get_file_info(bucket).type
+    if found == pafs.FileType.NotFound:
+        raise ObjectStoreError(
+            f"{uri}: the bucket {bucket!r} does not exist; create it first", uri=uri
+        )
+
+
+@contextlib.contextmanager
+def _store_errors(uri: str, doing: str) -> Iterator[None]:
+    """Turn the object store's failures (network, missing bucket, refused credentials: pyarrow
+    raises OSError for them) into ObjectStoreError naming ``uri``; a missing object stays
+    FileNotFoundError."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ObjectStoreError(
+            f"{uri}: the object store failed while {doing}: {exc}", uri=uri
+        ) from None

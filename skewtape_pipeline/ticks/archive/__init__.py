@@ -1,0 +1,30 @@
+"""Everything under an archive root: where files live (layout, tiers and their roots), the Parquet
+files, the catalog and placement, and the verbs that change or read the archive (compaction,
+consolidation, re-tiering, withdrawal, integrity, books mode, the query view, the reports
+table).
+
+Modules:
+
+- ``tiers``: :class:`TierPolicy` (age thresholds, layouts, roots) and :class:`TierSettings` (the
+  Parquet writer settings per tier).
+- ``parquet_store``: the layout under an archive root (symbol-day paths, marker, lock and
+  staging names) and the Parquet file: schema, encodings, writer, verifier, readers, facts.
+- ``books``: the write-once ``books_and_records`` mode and the archive's audit records.
+- ``catalog``: which consolidated file holds each symbol-day (one atomically replaced file), and
+  the hot files' records (size and sha256 when written).
+- ``consolidate``: warm and cold files holding many symbol-days (sorted, verified,
+  content-named).
+- ``placement``: where each symbol-day's rows live now, its location, archive-wide metrics.
+- ``compact``: symbol-day files into the archive (``compact_ticks``, ``compact_source``,
+  ``compact_symbol_day``, ``sort_batch``).
+- ``lifecycle``: re-tiering by age (``plan_retier``, ``retier``, ``prune``), relocated reports.
+- ``withdraw``: symbol-days corrected away (``withdraw_symbol_days``, ``remove_symbol_days``).
+- ``integrity``: the writers' catalog check, ``verify_archive``, ``rebuild_catalog``.
+- ``query``: the DuckDB view ``ticks`` over every tier (``open_ticks_view``, ``run_query``),
+  ``check_archive_root``.
+- ``reports_table``: the ``tick_reports`` table: one row per symbol-day a venue-day run looked
+  at.
+- ``file_compression``: how well a consolidated file compresses its ticks, measured.
+- ``trust``: every file against the record made when it was written; what readers verify before
+  reading (``verify_before_reading``).
+"""

@@ -1,0 +1,573 @@
+"""Consolidated tick files: many symbol-days in one Parquet file, for the warm and cold tiers.
+
+Thin symbols make one file per symbol-day expensive (every file carries its own footer), so
+older symbol-days are rewritten into one file per archive and period (``month`` or ``year``)::
+
+    <tier root>/year=<YYYY>/month=<MM>/part-<sha256[:16]>.parquet     (layout "month")
+    <tier root>/year=<YYYY>/part-<sha256[:16]>.parquet                (layout "year")
+
+Columns: ``symbol`` (string, dictionary), ``date`` (the UTC day, date32), then the archive's
+own ``ts`` (at the archive's timestamp unit), ``price``, ``quantity``, ``side`` (see
+``parquet_store``). Rows are sorted by
+symbol, then date and time (``sorting_columns`` says so); row groups of about the tier's
+``consolidated_row_group_size`` rows end on symbol-day boundaries, and carry min/max
+statistics for ``symbol``, ``date`` and ``ts`` only, which is what lets DuckDB skip to a symbol
+and a date. Encodings of ``ts``, ``date``, ``price`` and ``quantity`` are measured on a sample
+and the smallest kept, as for symbol-day files.
+
+Each file also records what it holds, so the catalog can be rebuilt from the files alone
+(``ticks.archive.integrity.rebuild_catalog``): ``skewtape.tier``, ``skewtape.period``,
+``skewtape.catalog_generation`` (the catalog generation that commits it),
+``skewtape.symbol_days_count`` and ``skewtape.symbol_days_sha256``: a few dozen bytes per
+file, however many symbol-days it holds. Which symbol-days those are is the file's own
+``symbol`` and ``date`` columns (:func:`read_symbol_days`); the digest pins that list (see
+:func:`symbol_days_digest`), so a reader can tell the columns from what was written.
+
+A file is named by its content's sha256, written to a temporary name, read back in full and
+compared symbol-day by symbol-day with the batches it holds, and only then linked into place, or
+uploaded to an S3 tier root and read back (``skewtape_pipeline.storage``; never over an existing
+file or object: one of that name must already hold the same bytes).
+Writing the same symbol-days again is therefore idempotent and can never overwrite anything.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import date
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from skewtape_pipeline import fsio
+from skewtape_pipeline.arrow_memory import owned_reader
+from skewtape_pipeline.errors import (
+    ConfigError,
+    DamagedFileError,
+    RoundTripError,
+    TickFormatError,
+    TickValidationError,
+)
+from skewtape_pipeline.hashing import sha256_bytes, sha256_file
+from skewtape_pipeline.storage import (
+    LocalTier,
+    ObjectFile,
+    TierFile,
+    TierStore,
+    parquet_source,
+    reading,
+    size_of,
+)
+from skewtape_pipeline.ticks.archive import parquet_store
+from skewtape_pipeline.ticks.archive.parquet_store import (
+    ARCHIVE_FORMAT,
+    ARCHIVE_FORMAT_VERSION,
+    DICTIONARY,
+    META_COMPRESSION_LEVEL,
+    META_FORMAT,
+    META_FORMAT_VERSION,
+    META_PREFIX,
+    META_PRICE_SCALE,
+    META_QUANTITY_SCALE,
+    META_TIMESTAMP_UNIT,
+    FileFacts,
+    archive_table,
+    choose_encodings,
+    read_file_facts,
+    stored_timestamp_unit,
+    timestamps_as_ns,
+)
+from skewtape_pipeline.ticks.archive.tiers import LAYOUT_MONTH, LAYOUT_YEAR, TierSettings
+from skewtape_pipeline.ticks.encode.model import TickBatch
+from skewtape_pipeline.ticks.encode.validate import check_within_day, validate_batch
+
+META_LAYOUT = META_PREFIX + "layout"
+META_TIER = META_PREFIX + "tier"
+META_PERIOD = META_PREFIX + "period"
+META_CATALOG_GENERATION = META_PREFIX + "catalog_generation"
+META_SYMBOL_DAYS_COUNT = META_PREFIX + "symbol_days_count"
+META_SYMBOL_DAYS_SHA256 = META_PREFIX + "symbol_days_sha256"
+CONSOLIDATED = "consolidated"
+STATISTICS_COLUMNS = ["symbol", "date", "ts"]
+_DATE_CANDIDATES = ("PLAIN", "DELTA_BINARY_PACKED", DICTIONARY)
+
+Checkpoint = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class SymbolDayRows:
+    """The ticks of one symbol on one UTC day."""
+
+    symbol: str
+    day: date
+    batch: TickBatch
+
+
+@dataclass(frozen=True)
+class ConsolidatedFile:
+    """A written (or found identical) consolidated file and what it holds.
+
+    ``byte_shares[i]`` is the share of the file's bytes of ``parts[i]`` (row groups split by
+    rows, the footer spread by rows; they add up to ``bytes``). ``reused`` is True when a file
+    with the same content already existed and nothing was written.
+    """
+
+    path: Path
+    sha256: str
+    bytes: int
+    rows: int
+    parts: list[tuple[str, date, int]]
+    byte_shares: list[int]
+    facts: FileFacts
+    reused: bool
+
+
+# --- layout -------------------------------------------------------------------------------------
+
+
+def period_of(day: date, layout: str) -> str:
+    """``YYYY-MM`` (layout ``month``) or ``YYYY`` (layout ``year``) of ``day``."""
+    if layout == LAYOUT_MONTH:
+        return f"{day.year:04d}-{day.month:02d}"
+    if layout == LAYOUT_YEAR:
+        return f"{day.year:04d}"
+    raise ConfigError(f"layout = {layout!r}: expected {LAYOUT_MONTH!r} or {LAYOUT_YEAR!r}")
+
+
+def period_folder(tier_root: Path, period: str) -> Path:
+    """``<tier root>/year=YYYY[/month=MM]`` for a period made by :func:`period_of`."""
+    return Path(tier_root) / period_subfolder(period)
+
+
+def period_subfolder(period: str) -> str:
+    """``year=YYYY[/month=MM]`` (POSIX, inside a tier root) for a period made by
+    :func:`period_of`."""
+    year, _, month = period.partition("-")
+    return f"year={year}/month={month}" if month else f"year={year}"
+
+
+def consolidated_file_name(sha256: str) -> str:
+    """``part-<first 16 hex digits of the content's sha256>.parquet``."""
+    return f"part-{sha256[:16]}.parquet"
+
+
+# --- write --------------------------------------------------------------------------------------
+
+
+def write_consolidated_file(
+    parts: Sequence[SymbolDayRows],
+    folder: Path | str,
+    *,
+    settings: TierSettings,
+    metadata: Mapping[str, str],
+    checkpoint: Checkpoint | None = None,
+    store: TierStore | None = None,
+) -> ConsolidatedFile:
+    """Write ``parts`` as one consolidated file in ``folder``, verified before it appears.
+
+    ``folder`` is a local folder, or with ``store`` (a tier root: a folder or an S3 prefix)
+    the folder's POSIX path inside it. ``parts`` must be ordered by symbol then day, one entry
+    per symbol-day, all at the same scales. The file is written to a local temporary file,
+    read back in full (page checksums) and compared with every part; its sha256 names it, and
+    it is published without replacing anything (``TierStore.publish_new``: hard-linked into
+    a local folder; uploaded to an absent key and read back from an object store). The file's
+    ``skewtape.symbol_days_count`` and ``skewtape.symbol_days_sha256`` metadata pin its list
+    of parts; ``metadata`` adds the caller's keys (tier, period, catalog generation).
+    ``checkpoint(name)`` is called before publishing (crash injection in tests). Idempotent.
+
+    Raises
+    ------
+    ConfigError
+        No parts, parts out of order or repeated, or scales or timestamp units that differ.
+    TickValidationError
+        A batch that is empty, unsorted or outside its day.
+    RoundTripError
+        The file did not read back equal; nothing is published.
+    TickFormatError
+        A different file already has the content-derived name (a sha256 prefix collision).
+    ObjectStoreError
+        The object store failed (names the URI).
+    """
+    check_parts(parts)
+    table = consolidated_table(parts)
+    bounds = row_group_bounds(
+        [len(p.batch) for p in parts],
+        target=settings.consolidated_row_group_size,
+        max_rows=settings.row_group_size,
+    )
+    key_values = {
+        **metadata,
+        **symbol_days_metadata([(p.symbol, p.day, len(p.batch)) for p in parts]),
+        META_FORMAT: ARCHIVE_FORMAT,
+        META_FORMAT_VERSION: ARCHIVE_FORMAT_VERSION,
+        META_LAYOUT: CONSOLIDATED,
+        META_PRICE_SCALE: str(parts[0].batch.price_scale),
+        META_QUANTITY_SCALE: str(parts[0].batch.quantity_scale),
+        META_TIMESTAMP_UNIT: parts[0].batch.timestamp_unit,
+        META_COMPRESSION_LEVEL: (
+            "" if settings.compression_level is None else str(settings.compression_level)
+        ),
+    }
+    if store is None:
+        store, folder = LocalTier(Path(folder)), ""
+    lengths = [len(p.batch) for p in parts]
+    with store.staging(str(folder)) as staging:
+        temp = staging / f".consolidating.{os.getpid()}{fsio.TEMP_MARKER}"
+        try:
+            with fsio.naming(temp, temp):  # pyarrow's write errors name no file
+                _write_table(table, temp, bounds=bounds, settings=settings, key_values=key_values)
+                fsio.fsync_file(temp)
+            verify_consolidated_file(temp, parts)
+            digest = sha256_file(temp)
+            facts, shares = read_file_facts(temp), byte_shares(temp, lengths)
+            name = consolidated_file_name(digest)
+            relative = f"{folder}/{name}" if folder else name
+            reused = store.publish_new(temp, relative, digest, checkpoint)
+        finally:
+            temp.unlink(missing_ok=True)
+    target = store.file(relative)
+    return ConsolidatedFile(
+        path=target,
+        sha256=digest,
+        bytes=facts.size_bytes,
+        rows=facts.num_rows,
+        parts=[(p.symbol, p.day, len(p.batch)) for p in parts],
+        byte_shares=shares,
+        facts=replace(facts, path=target),
+        reused=reused,
+    )
+
+
+def symbol_days_metadata(symbol_days: Sequence[tuple[str, date, int]]) -> dict[str, str]:
+    """The key-value metadata pinning a file's ``(symbol, day, rows)`` list (file order)."""
+    return {
+        META_SYMBOL_DAYS_COUNT: str(len(symbol_days)),
+        META_SYMBOL_DAYS_SHA256: symbol_days_digest(symbol_days),
+    }
+
+
+def symbol_days_digest(symbol_days: Iterable[tuple[str, date, int]]) -> str:
+    """sha256 (hex) of the canonical list: one UTF-8 line ``symbol\\tYYYY-MM-DD\\trows\\n`` per
+    symbol-day, in file order."""
+    lines = "".join(f"{symbol}\t{day.isoformat()}\t{rows}\n" for symbol, day, rows in symbol_days)
+    return sha256_bytes(lines.encode("utf-8"))
+
+
+def check_parts(parts: Sequence[SymbolDayRows]) -> None:
+    """Refuse an empty, unordered or mixed-schema list of symbol-days (see the writer)."""
+    if not parts:
+        raise ConfigError("parts: a consolidated file needs at least one symbol-day")
+    scales = {(p.batch.price_scale, p.batch.quantity_scale) for p in parts}
+    if len(scales) != 1:
+        raise ConfigError(f"parts: one file holds one schema; found scales {sorted(scales)}")
+    units = {p.batch.timestamp_unit for p in parts}
+    if len(units) != 1:
+        raise ConfigError(
+            f"parts: one file holds one schema; found timestamp units {sorted(units)}"
+        )
+    for before, after in itertools.pairwise(parts):
+        if (before.symbol, before.day) >= (after.symbol, after.day):
+            raise ConfigError(
+                f"parts: {after.symbol} {after.day} follows {before.symbol} {before.day}; "
+                "expected symbol-days ordered by symbol then day, each once"
+            )
+    for part in parts:
+        if len(part.batch) == 0:
+            raise TickValidationError(f"{part.symbol} {part.day}: the batch is empty")
+        validate_batch(part.batch)
+        check_within_day(part.batch, part.day)
+
+
+def consolidated_table(parts: Sequence[SymbolDayRows]) -> pa.Table:
+    """The file's columns: symbol and date, then the archive columns of every part in order."""
+    batch = concat_batches([p.batch for p in parts])
+    lengths = [len(p.batch) for p in parts]
+    # Plain strings: the Parquet writer builds each row group's own dictionary of symbols.
+    rows_of_part = _repeat_indices(lengths)
+    symbols = pc.take(pa.array([p.symbol for p in parts], pa.string()), rows_of_part)
+    days = pc.take(pa.array([p.day for p in parts], pa.date32()), rows_of_part)
+    table = archive_table(batch)
+    table = table.add_column(0, pa.field("date", pa.date32(), nullable=False), days)
+    return table.add_column(0, pa.field("symbol", pa.string(), nullable=False), symbols)
+
+
+def concat_batches(batches: Sequence[TickBatch]) -> TickBatch:
+    """One batch holding ``batches`` one after the other (same scales and timestamp unit;
+    ConfigError if not)."""
+    scales = {(b.price_scale, b.quantity_scale) for b in batches}
+    if len(scales) != 1:
+        raise ConfigError(f"batches have different scales {sorted(scales)}; expected one")
+    units = {b.timestamp_unit for b in batches}
+    if len(units) != 1:
+        raise ConfigError(f"batches have different timestamp units {sorted(units)}; expected one")
+    (price_scale, quantity_scale) = scales.pop()
+    return TickBatch(
+        ts_ns=pa.concat_arrays([b.ts_ns for b in batches]),
+        price=pa.concat_arrays([b.price for b in batches]),
+        quantity=pa.concat_arrays([b.quantity for b in batches]),
+        side=pa.concat_arrays([b.side for b in batches]),
+        price_scale=price_scale,
+        quantity_scale=quantity_scale,
+        timestamp_unit=units.pop(),
+    )
+
+
+def _repeat_indices(lengths: Sequence[int]) -> pa.Array:
+    """0 repeated lengths[0] times, 1 repeated lengths[1] times, ... (int32)."""
+    ends = pa.array(list(itertools.accumulate(lengths)), pa.int32())
+    values = pa.array(range(len(lengths)), pa.int32())
+    return pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(ends, values))
+
+
+def row_group_bounds(
+    lengths: Sequence[int], *, target: int, max_rows: int
+) -> list[tuple[int, int]]:
+    """Row ranges of the row groups for parts of ``lengths`` rows, in order.
+
+    Whole parts are packed greedily up to ``target`` rows; a part of ``target`` rows or more
+    gets row groups of its own of at most ``max_rows`` rows.
+    """
+    bounds: list[tuple[int, int]] = []
+    start = pending = 0
+    for n in lengths:
+        if pending and (n >= target or pending + n > target):
+            bounds.append((start, start + pending))
+            start, pending = start + pending, 0
+        if n >= target:
+            bounds += [(start + o, start + min(n, o + max_rows)) for o in range(0, n, max_rows)]
+            start += n
+        else:
+            pending += n
+    if pending:
+        bounds.append((start, start + pending))
+    return bounds
+
+
+def _write_table(
+    table: pa.Table,
+    path: Path,
+    *,
+    bounds: Sequence[tuple[int, int]],
+    settings: TierSettings,
+    key_values: Mapping[str, str],
+) -> None:
+    encodings, dictionary = _choose_all_encodings(table, settings)
+    with pq.ParquetWriter(
+        path,
+        table.schema,
+        version="2.6",
+        use_dictionary=dictionary,
+        column_encoding=encodings,
+        compression=settings.compression,
+        compression_level=settings.compression_level,
+        write_statistics=STATISTICS_COLUMNS,
+        write_page_index=False,
+        write_page_checksum=True,
+        sorting_columns=[pq.SortingColumn(0), pq.SortingColumn(1), pq.SortingColumn(2)],
+        store_decimal_as_integer=True,
+        store_schema=False,
+    ) as writer:
+        for start, stop in bounds:
+            writer.write_table(table.slice(start, stop - start), row_group_size=stop - start)
+        writer.add_key_value_metadata(dict(key_values))
+
+
+def _choose_all_encodings(table: pa.Table, settings: TierSettings) -> tuple[dict[str, str], list]:
+    """Smallest measured encodings: ts (restarting at every symbol), price and quantity as
+    ``choose_encodings`` measures them; date here."""
+    choice = choose_encodings(
+        table.select(["ts", "price", "quantity", "side"]), settings, ts_sorted=False
+    )
+    encodings = dict(choice.column_encoding)
+    dictionary = ["symbol", *choice.dictionary_columns]
+    sample = table.slice(0, settings.encoding_sample_rows or table.num_rows)
+    trials = {("date", encoding): sample.column("date") for encoding in _DATE_CANDIDATES}
+    sizes = parquet_store._trial_sizes(trials, settings)
+    measured = {enc: size for (_, enc), size in sizes.items()}
+    best = min(measured, key=measured.__getitem__)
+    if best == DICTIONARY:
+        dictionary.append("date")
+    else:
+        encodings["date"] = best
+    return encodings, dictionary
+
+
+# --- read and verify ----------------------------------------------------------------------------
+
+
+def read_footer(path: TierFile, data: pa.Buffer | None = None) -> pq.FileMetaData:
+    """The Parquet footer of the archive file ``path`` (of ``data``, its bytes already read into
+    a buffer from :func:`~skewtape_pipeline.arrow_memory.owned_buffer`, when given).
+
+    Raises DamagedFileError naming the file when the footer does not decode (a damaged or
+    truncated file), OSError when it cannot be read at all (missing, no permission),
+    ObjectStoreError naming an object when its store fails (unreachable, refused credentials).
+    """
+    source, filesystem = (owned_reader(data), None) if data is not None else parquet_source(path)
+    try:
+        with reading(path):
+            return pq.read_metadata(source, filesystem=filesystem)
+    except (FileNotFoundError, PermissionError):
+        raise
+    except (OSError, pa.ArrowException):
+        raise DamagedFileError(
+            "its Parquet footer does not decode (a damaged or truncated file); restore it "
+            "from a copy",
+            path=path,
+        ) from None
+
+
+def read_consolidated_file(path: TierFile) -> list[SymbolDayRows]:
+    """Every symbol-day in a consolidated file, in file order (page checksums verified).
+
+    Raises TickFormatError when the file is not a consolidated tick file or is damaged.
+    """
+    path = path if isinstance(path, ObjectFile) else Path(path)
+    footer = read_footer(path)
+    source, filesystem = parquet_source(path)
+    try:
+        parquet = pq.ParquetFile(
+            source,
+            filesystem=filesystem,
+            metadata=footer,
+            read_dictionary=["symbol", "side"],
+            page_checksum_verification=True,
+        )
+        metadata = {k.decode(): v.decode() for k, v in (parquet.metadata.metadata or {}).items()}
+        if metadata.get(META_LAYOUT) != CONSOLIDATED:
+            raise TickFormatError(f"{path}: not a consolidated tick file ({META_LAYOUT} missing)")
+        price_scale = int(metadata[META_PRICE_SCALE])
+        quantity_scale = int(metadata[META_QUANTITY_SCALE])
+        timestamp_unit = stored_timestamp_unit(path, parquet.metadata)
+        table = parquet.read(use_threads=False)
+    except (OSError, KeyError, ValueError, pa.ArrowException) as exc:
+        raise TickFormatError(f"{path}: does not read as a consolidated tick file: {exc}") from None
+    expected = ["symbol", "date", "ts", "price", "quantity", "side"]
+    if table.column_names != expected:
+        raise TickFormatError(f"{path}: columns {table.column_names}, expected {expected}")
+    batch = TickBatch(
+        ts_ns=timestamps_as_ns(table.column("ts").combine_chunks()),
+        price=parquet_store._units(table.column("price").combine_chunks()),
+        quantity=parquet_store._units(table.column("quantity").combine_chunks()),
+        side=parquet_store._side_codes(table.column("side"), path),
+        price_scale=price_scale,
+        quantity_scale=quantity_scale,
+        timestamp_unit=timestamp_unit,
+    )
+    symbols = pc.cast(table.column("symbol").combine_chunks(), pa.string())
+    days = table.column("date").combine_chunks()
+    return [
+        SymbolDayRows(symbols[start].as_py(), days[start].as_py(), batch.slice(start, stop - start))
+        for start, stop in _runs(symbols, days)
+    ]
+
+
+def read_symbol_days(path: TierFile, footer: pq.FileMetaData) -> list[tuple[str, date, int]]:
+    """``(symbol, day, rows)`` of each run of one symbol-day in the consolidated file ``path``
+    (``footer``: its footer), in file order; reads only the ``symbol`` and ``date`` columns
+    (page checksums verified).
+
+    Raises TickFormatError naming the file when those columns are missing or do not decode.
+    """
+    try:
+        source, filesystem = parquet_source(path)
+        parquet = pq.ParquetFile(
+            source, filesystem=filesystem, metadata=footer, page_checksum_verification=True
+        )
+        table = parquet.read(columns=["symbol", "date"], use_threads=False)
+        symbols = pc.cast(table.column("symbol").combine_chunks(), pa.string())
+        days = pc.cast(table.column("date").combine_chunks(), pa.date32())
+    except (OSError, KeyError, ValueError, pa.ArrowException) as exc:
+        raise TickFormatError(
+            f"{path}: its symbol and date columns do not read as a consolidated tick file's ({exc})"
+        ) from None
+    return [
+        (symbols[start].as_py(), days[start].as_py(), stop - start)
+        for start, stop in _runs(symbols, days)
+    ]
+
+
+def verify_consolidated_file(path: Path, parts: Sequence[SymbolDayRows]) -> None:
+    """Read ``path`` back and compare it, symbol-day by symbol-day and row by row, with ``parts``.
+
+    Raises
+    ------
+    RoundTripError
+        Naming the first symbol-day (and column and row) that differs, or a damaged file.
+    """
+    try:
+        back = read_consolidated_file(path)
+    except TickFormatError as exc:
+        raise RoundTripError(f"{path}: written file does not read back: {exc}") from None
+    found = [(p.symbol, p.day) for p in back]
+    wanted = [(p.symbol, p.day) for p in parts]
+    if found != wanted:
+        missing = sorted(set(wanted) - set(found))[:3]
+        extra = sorted(set(found) - set(wanted))[:3]
+        raise RoundTripError(
+            f"{path}: holds {len(found)} symbol-days, expected {len(wanted)} "
+            f"(missing {missing}, unexpected {extra}, or out of order)"
+        )
+    for mine, theirs in zip(parts, back, strict=True):
+        difference = mine.batch.first_difference(theirs.batch)
+        if difference is not None:
+            raise RoundTripError(f"{path}: {mine.symbol} {mine.day}: {difference}")
+
+
+def _runs(symbols: pa.Array, days: pa.Array) -> list[tuple[int, int]]:
+    """(start, stop) of each run of equal (symbol, date) in file order."""
+    n = len(symbols)
+    if n == 0:
+        return []
+    changed = pc.or_(
+        pc.not_equal(symbols.slice(1), symbols.slice(0, n - 1)),
+        pc.not_equal(days.slice(1), days.slice(0, n - 1)),
+    )
+    starts = [0, *(i + 1 for i in pc.indices_nonzero(changed).to_pylist()), n]
+    return list(itertools.pairwise(starts))
+
+
+def byte_shares(path: TierFile, lengths: Sequence[int]) -> list[int]:
+    """Each part's share of ``path``'s bytes (parts of ``lengths`` rows, in file order).
+
+    A row group's compressed bytes are split by rows among the parts in it; the rest of the
+    file (footer, magic numbers) is split by rows over all parts. Rounded by largest remainder,
+    so the shares add up to the file size exactly.
+    """
+    size = size_of(path if isinstance(path, ObjectFile) else Path(path))
+    source, filesystem = parquet_source(path)
+    meta = pq.read_metadata(source, filesystem=filesystem)
+    total_rows = sum(lengths)
+    if total_rows != meta.num_rows:
+        raise ConfigError(f"{path}: holds {meta.num_rows} rows; the parts have {total_rows}")
+    shares = [0.0] * len(lengths)
+    grouped = 0
+    part, part_left = 0, lengths[0] if lengths else 0
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        group_bytes = sum(group.column(c).total_compressed_size for c in range(group.num_columns))
+        grouped += group_bytes
+        rows_left = group.num_rows
+        while rows_left > 0:
+            while part_left == 0:
+                part += 1
+                part_left = lengths[part]
+            taken = min(rows_left, part_left)
+            shares[part] += group_bytes * taken / group.num_rows
+            rows_left -= taken
+            part_left -= taken
+    overhead = size - grouped
+    shares = [s + overhead * n / total_rows for s, n in zip(shares, lengths, strict=True)]
+    return _largest_remainder(shares, size)
+
+
+def _largest_remainder(values: Sequence[float], total: int) -> list[int]:
+    floors = [int(v) for v in values]
+    order = sorted(range(len(values)), key=lambda i: values[i] - floors[i], reverse=True)
+    for i in order[: total - sum(floors)]:
+        floors[i] += 1
+    return floors

@@ -1,0 +1,736 @@
+"""The archive checked and recovered from its own files.
+
+The catalog (``ticks.archive.catalog``) is an index the files can rebuild: every consolidated file
+records its tier, period and catalog generation in its key-value metadata
+(``consolidate.META_*``), with a digest of its symbol-day list; the list itself is the file's
+own ``symbol`` and ``date`` columns. Hot files are named by their ``symbol=``/``date=`` folders.
+
+- :func:`checked_catalog` is what every writer (re-tiering, pruning, withdrawal and removal)
+  reads the catalog through: it refuses, with
+  :class:`~skewtape_pipeline.errors.CatalogMismatchError` naming the files, while the catalog is
+  missing but consolidated files exist, is unreadable, lists a file that is not on disk, or
+  does not account for a consolidated file on disk. A file the catalog does not list is
+  accounted for when it was committed and later replaced (its generation is not above the
+  catalog's: a retained or not yet removed copy), or was written by an interrupted run (the
+  next generation) and holds only symbol-days the archive still holds elsewhere. Anything else
+  (a catalog older than the files, a foreign file) could be the only copy of some ticks, so
+  nothing is removed or rewritten until the catalog is repaired.
+- :func:`rebuild_catalog` writes the catalog from the files: the newest generation's copy of
+  each symbol-day wins, older files holding any of the same symbol-days are superseded; a hot
+  file whose ticks equal its symbol-day's catalogued copy is superseded (re-tiering moved it),
+  any other hot file is live (a newer recompaction hiding the consolidated copy).
+- :func:`verify_archive` compares every archive file with its record (``ticks.archive.trust``: a
+  consolidated file's size and sha256 in the catalog, a hot file's in the hot file records),
+  checks every tier root's archive marker and, with ``full``, reads every page of every archive
+  file through pyarrow with page checksum verification (DuckDB does not check page checksums).
+
+Consolidated files may live in S3 tier roots (``skewtape_pipeline.storage``): every function here
+lists and reads them there the same way, after checking that the store answers (else
+:class:`~skewtape_pipeline.errors.ObjectStoreError` naming the URI, nothing changed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from skewtape_pipeline import fsio, progress
+from skewtape_pipeline.errors import (
+    ArchiveBusyError,
+    CatalogMismatchError,
+    ConfigError,
+    DamagedFileError,
+    TickFormatError,
+)
+from skewtape_pipeline.hashing import FileStamp, sha256_bytes, sha256_file
+from skewtape_pipeline.storage import (
+    TierFile,
+    exists,
+    parquet_source,
+    read_bytes,
+    sha256_of,
+    size_of,
+)
+from skewtape_pipeline.ticks.archive.books import audit
+from skewtape_pipeline.ticks.archive.catalog import (
+    Catalog,
+    CatalogFile,
+    CatalogPartition,
+    FileRecord,
+    SourceStamp,
+    SymbolDayKey,
+    catalog_path,
+    read_catalog,
+    read_hot_records,
+    relative_to_root,
+    resolve,
+    write_catalog,
+    write_hot_records,
+)
+from skewtape_pipeline.ticks.archive.consolidate import (
+    CONSOLIDATED,
+    META_CATALOG_GENERATION,
+    META_LAYOUT,
+    META_PERIOD,
+    META_SYMBOL_DAYS_COUNT,
+    META_SYMBOL_DAYS_SHA256,
+    META_TIER,
+    SymbolDayRows,
+    byte_shares,
+    consolidated_file_name,
+    read_consolidated_file,
+    read_footer,
+    read_symbol_days,
+    symbol_days_digest,
+)
+from skewtape_pipeline.ticks.archive.parquet_store import (
+    ARCHIVE_LOCK_FILE,
+    ARCHIVE_MARKER,
+    parse_archive_marker,
+    read_archive_batch,
+)
+from skewtape_pipeline.ticks.archive.placement import HotFile, scan_hot_files
+from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, TierPolicy
+from skewtape_pipeline.ticks.archive.trust import (
+    HOT_WRITER,
+    hot_record,
+    hot_rel,
+    record_problems,
+    unrecorded_hint,
+)
+from skewtape_pipeline.ticks.archive.versions import record_version
+
+EVENT_REBUILD = "tick-archive-catalog-rebuilt"
+
+
+def repair_hint(archive_root: Path) -> str:
+    """How to repair a catalog: the rebuild command for this archive."""
+    return (
+        "rebuild the catalog from the files with "
+        f"`skewtape-pipeline rebuild-catalog {archive_root}` (add --tier-policy if the archive "
+        "has one)"
+    )
+
+
+# --- what a consolidated file records about itself ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecordedSymbolDay:
+    """One symbol-day as a consolidated file holds it (a run of its symbol and date columns)."""
+
+    symbol: str
+    day: date
+    rows: int
+
+    @property
+    def key(self) -> SymbolDayKey:
+        return (self.symbol, self.day)
+
+
+@dataclass(frozen=True)
+class RecordedFile:
+    """A consolidated file on disk, what its metadata says and the symbol-days it holds."""
+
+    path: TierFile
+    tier: str
+    period: str
+    generation: int
+    rows: int
+    symbol_days: tuple[RecordedSymbolDay, ...]
+
+
+def consolidated_files_on_disk(
+    archive_root: Path, policy: TierPolicy
+) -> list[tuple[str, TierFile]]:
+    """``(tier, file)`` of every Parquet file under the warm and cold roots (folders or S3
+    prefixes), COLD first, sorted within a tier.
+
+    Raises ObjectStoreError naming the URI when an S3 root cannot be listed.
+    """
+    found: list[tuple[str, TierFile]] = []
+    for tier in (COLD, WARM):
+        found += [(tier, f) for f in policy.store_for(tier, archive_root).parquet_files()]
+    return found
+
+
+def check_tier_stores(archive_root: Path, policy: TierPolicy) -> None:
+    """Raise ObjectStoreError naming the URI when a tier root in an object store cannot be
+    used (endpoint unreachable, bucket missing, credentials refused); local roots pass."""
+    for tier in (WARM, COLD):
+        policy.store_for(tier, archive_root).check_reachable()
+
+
+def read_recorded(path: TierFile, tier: str) -> RecordedFile:
+    """What the consolidated file ``path`` (found under ``tier``'s root) records and holds.
+
+    Reads the footer and the ``symbol`` and ``date`` columns only; the symbol-days those hold
+    must match the metadata's ``skewtape.symbol_days_count`` and ``skewtape.symbol_days_sha256``.
+
+    Raises
+    ------
+    DamagedFileError
+        The footer does not decode.
+    TickFormatError
+        Not a consolidated tick file, metadata missing or malformed, written for another tier,
+        or symbol-days that do not match the recorded digest (names the file and the key).
+    """
+    footer = read_footer(path)
+    meta = {k.decode(): v.decode() for k, v in (footer.metadata or {}).items()}
+    if meta.get(META_LAYOUT) != CONSOLIDATED:
+        raise TickFormatError(f"{path}: not a consolidated tick file ({META_LAYOUT} missing)")
+    try:
+        generation = int(meta[META_CATALOG_GENERATION])
+        count, digest = int(meta[META_SYMBOL_DAYS_COUNT]), meta[META_SYMBOL_DAYS_SHA256]
+        tier_recorded, period = meta[META_TIER], meta[META_PERIOD]
+    except (KeyError, ValueError) as exc:
+        raise TickFormatError(f"{path}: metadata does not say what it holds ({exc!r})") from None
+    if tier_recorded != tier:
+        raise TickFormatError(
+            f"{path}: metadata {META_TIER} is {tier_recorded}, but the file is in the {tier} root"
+        )
+    held = read_symbol_days(path, footer)
+    found = symbol_days_digest(held)
+    if (len(held), found) != (count, digest):
+        raise TickFormatError(
+            f"{path}: its symbol and date columns hold {len(held)} symbol-days (sha256 {found}), "
+            f"its metadata {META_SYMBOL_DAYS_COUNT} and {META_SYMBOL_DAYS_SHA256} record "
+            f"{count} ({digest}); the file was changed after it was written; restore it from a "
+            "copy or move it away"
+        )
+    days = tuple(RecordedSymbolDay(symbol, day, rows) for symbol, day, rows in held)
+    return RecordedFile(path, tier, period, generation, footer.num_rows, days)
+
+
+# --- the writers' check -------------------------------------------------------------------------
+
+
+def checked_catalog(archive_root: Path, policy: TierPolicy | None = None) -> Catalog:
+    """The catalog, once it is known to account for every consolidated file (see the module
+    notes); what writers read before removing or rewriting anything. Reads only.
+
+    Raises
+    ------
+    CatalogMismatchError
+        The catalog is missing while consolidated files exist, unreadable, lists files that
+        are not on disk, or does not account for files on disk; names them and the repair.
+    """
+    root = Path(archive_root)
+    policy = TierPolicy() if policy is None else policy
+    where = catalog_path(root)
+    check_tier_stores(root, policy)
+    on_disk = consolidated_files_on_disk(root, policy)
+    try:
+        catalog = read_catalog(root)
+    except TickFormatError as exc:
+        raise CatalogMismatchError(
+            f"{where}: the catalog is unreadable ({exc}); nothing was changed; {repair_hint(root)}",
+            paths=[where],
+        ) from None
+    if not where.exists():
+        _refuse_missing(root, policy, on_disk, "nothing was changed")
+    missing = [p for p in _listed(root, policy, catalog) if not exists(p)]
+    if missing:
+        raise CatalogMismatchError(
+            f"{where}: the catalog lists {len(missing)} file(s) that are not on disk "
+            f"({_names(missing)}); nothing was changed; restore them from a copy, or "
+            f"{repair_hint(root)} (their symbol-days are then gone from the archive)",
+            paths=missing,
+        )
+    unaccounted = unaccounted_files(root, policy, catalog, on_disk)
+    if unaccounted:
+        paths = [path for path, _ in unaccounted]
+        reasons = "; ".join(f"{path}: {why}" for path, why in unaccounted[:5])
+        raise CatalogMismatchError(
+            f"{where}: the catalog (generation {catalog.generation}) does not account for "
+            f"{len(paths)} consolidated file(s) on disk ({reasons}); nothing was changed; "
+            f"{repair_hint(root)}",
+            paths=paths,
+        )
+    return catalog
+
+
+def check_catalog_present(archive_root: Path, policy: TierPolicy | None = None) -> None:
+    """Raise CatalogMismatchError when the catalog is missing but consolidated files exist
+    that an empty catalog does not account for (a reader would otherwise answer without
+    them); the files of a first re-tiering interrupted before its commit are fine. Reads only.
+    """
+    root = Path(archive_root)
+    policy = TierPolicy() if policy is None else policy
+    check_tier_stores(root, policy)
+    if catalog_path(root).exists():
+        return
+    on_disk = consolidated_files_on_disk(root, policy)
+    _refuse_missing(root, policy, on_disk, "the archive cannot be read without it")
+
+
+def _refuse_missing(
+    root: Path, policy: TierPolicy, on_disk: list[tuple[str, TierFile]], consequence: str
+) -> None:
+    """Raise CatalogMismatchError unless an empty catalog accounts for every file on disk."""
+    if not on_disk:
+        return
+    unaccounted = unaccounted_files(root, policy, Catalog(), on_disk)
+    if unaccounted:
+        paths = [path for path, _ in unaccounted]
+        raise CatalogMismatchError(
+            f"{catalog_path(root)}: the catalog is missing, but {len(paths)} consolidated "
+            f"file(s) are on disk ({_names(paths)}); {consequence}; {repair_hint(root)}",
+            paths=paths,
+        )
+
+
+def unaccounted_files(
+    archive_root: Path,
+    policy: TierPolicy,
+    catalog: Catalog,
+    on_disk: list[tuple[str, TierFile]] | None = None,
+) -> list[tuple[TierFile, str]]:
+    """Consolidated files on disk the catalog neither lists nor accounts for, with the reason."""
+    root = Path(archive_root)
+    on_disk = consolidated_files_on_disk(root, policy) if on_disk is None else on_disk
+    listed = set(_listed(root, policy, catalog))
+    hot: set[SymbolDayKey] | None = None
+    out = []
+    for tier, path in on_disk:
+        if path in listed:
+            continue
+        try:
+            recorded = read_recorded(path, tier)
+        except (TickFormatError, OSError) as exc:
+            out.append((path, f"not a readable consolidated tick file ({exc})"))
+            continue
+        if recorded.generation <= catalog.generation:
+            continue  # committed once, replaced since: a retained or not yet removed copy
+        if recorded.generation == catalog.generation + 1:
+            if hot is None:
+                hot = {h.key for h in scan_hot_files(root)}
+            held = set(catalog.partitions) | hot
+            if all(d.key in held for d in recorded.symbol_days):
+                continue  # written by an interrupted run; its rows are still in its sources
+        out.append(
+            (
+                path,
+                f"written for catalog generation {recorded.generation}, the catalog is at "
+                f"generation {catalog.generation}",
+            )
+        )
+    return out
+
+
+def _listed(root: Path, policy: TierPolicy, catalog: Catalog) -> list[TierFile]:
+    return [resolve(root, item.path, policy) for item in catalog.files.values()]
+
+
+def _names(paths: list[TierFile], limit: int = 5) -> str:
+    shown = ", ".join(str(p) for p in paths[:limit])
+    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
+
+
+# --- rebuild ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RebuildResult:
+    """What :func:`rebuild_catalog` wrote."""
+
+    archive_root: Path
+    generation: int
+    files: int
+    symbol_days: int
+    superseded: list[TierFile] = field(default_factory=list)
+    """Consolidated files left out: a newer file holds some of their symbol-days."""
+    withdrawn_kept: int = 0
+    """Withdrawals carried over from the old catalog (when it was still readable)."""
+    hot_files_recorded: int = 0
+    """Hot files that had no record of their size and sha256 and were recorded as they are."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["archive_root"] = str(self.archive_root)
+        out["superseded"] = [str(p) for p in self.superseded]
+        return out
+
+
+def rebuild_catalog(
+    archive_root: Path,
+    *,
+    policy: TierPolicy | None = None,
+    audit_log: Path | None = None,
+    lock_timeout: float = 0.0,
+) -> RebuildResult:
+    """Write the catalog from the consolidated files themselves (under the archive's lock).
+
+    Each file's symbol-days are read from its ``symbol`` and ``date`` columns and checked
+    against its metadata's digest (:func:`read_recorded`). Files are taken newest generation
+    first; a file is catalogued when none of its symbol-days is held by a newer one (else it
+    is superseded: a replaced copy). Each file's size and sha256 are measured, byte shares
+    computed from its footer. A hot file on disk for a catalogued symbol-day is read and
+    compared with the consolidated copy: equal ticks (ts, price, quantity, side) mark it
+    superseded (re-tiering moved it and left it), any difference leaves it live (a newer
+    recompaction, hiding the consolidated copy). Withdrawals are kept from the old catalog
+    when it is still readable (a withdrawal lives only in the catalog and the audit log; rerun
+    ``remove-days`` after rebuilding a lost catalog). The generation is one above every
+    generation seen. Hot files without a record of their size and sha256 (written before hot
+    files were recorded) are recorded as they are (``hot_files_recorded``). Audited.
+
+    Raises
+    ------
+    DamagedFileError
+        A consolidated file whose footer does not decode, or a hot file that does not read
+        (restore or move it away first).
+    TickFormatError
+        A file that is not a consolidated tick file, one whose symbol-days do not match its
+        metadata's digest, two files of one generation holding the same symbol-day, or a
+        malformed line in the hot file records (names the line; nothing is written).
+    ArchiveBusyError
+        Another writer holds the archive's lock beyond ``lock_timeout`` seconds.
+    """
+    root = Path(archive_root)
+    policy = TierPolicy() if policy is None else policy
+    with fsio.exclusive_lock(
+        root / ARCHIVE_LOCK_FILE,
+        timeout=lock_timeout,
+        what="rebuilding",
+        held_error=ArchiveBusyError,
+    ):
+        check_tier_stores(root, policy)
+        recorded = [
+            read_recorded(path, tier) for tier, path in consolidated_files_on_disk(root, policy)
+        ]
+        old = _readable_catalog(root)
+        records = read_hot_records(root)  # a malformed line is refused before anything changes
+        chosen, superseded = _newest_copies(recorded)
+        hot = {h.key: h for h in scan_hot_files(root)}
+        files, partitions = {}, {}
+        for item in chosen:
+            entry, parts = _catalogued(root, policy, item, hot)
+            files[entry.path] = entry
+            partitions.update((p.key, p) for p in parts)
+        withdrawn = frozenset(k for k in old.withdrawn if k in partitions)
+        generation = 1 + max([old.generation, *(r.generation for r in recorded)])
+        catalog = Catalog(generation, files, partitions, withdrawn)
+        write_catalog(root, catalog)
+        added = _record_unrecorded_hot_files(root, catalog, records, list(hot.values()))
+        _audit_rebuild(
+            root,
+            audit_log,
+            catalog,
+            [relative_to_root(root, r.path, policy) for r in superseded],
+            sorted(added),
+        )
+        record_version(root, "rebuild-catalog", audit_log=audit_log)
+    return RebuildResult(
+        root,
+        generation,
+        len(files),
+        len(partitions),
+        [r.path for r in superseded],
+        len(withdrawn),
+        len(added),
+    )
+
+
+def _record_unrecorded_hot_files(
+    root: Path, catalog: Catalog, records: dict[str, FileRecord], hot_files: list[HotFile]
+) -> list[str]:
+    """Record the size and sha256 of every hot file that has no record in ``records`` (written
+    before hot files were recorded), as it is now; a recorded file keeps its record (a changed
+    one stays reported). Returns the paths recorded."""
+    added = {}
+    for hot in hot_files:
+        rel = hot_rel(root, hot)
+        if hot_record(hot, catalog, records, rel) is None:
+            added[rel] = FileRecord(hot.stamp.size, sha256_file(hot.path))
+    if added:
+        write_hot_records(root, {**records, **added})
+    return list(added)
+
+
+def _audit_rebuild(
+    root: Path,
+    audit_log: Path | None,
+    catalog: Catalog,
+    superseded: list[str],
+    hot_recorded: list[str],
+) -> None:
+    record = {
+        "event": EVENT_REBUILD,
+        "archive": str(root.absolute()),
+        "generation": catalog.generation,
+        "catalog_sha256": sha256_bytes(catalog.to_bytes()),
+        "files": sorted(catalog.files),
+        "superseded": superseded,
+        "hot_files_recorded": hot_recorded,
+        "symbol_days": len(catalog.partitions),
+        "reason": "catalog rebuilt from the consolidated files",
+    }
+    audit(root, audit_log, [record])
+
+
+def _readable_catalog(root: Path) -> Catalog:
+    try:
+        return read_catalog(root)
+    except TickFormatError:
+        return Catalog()
+
+
+def _newest_copies(
+    recorded: Iterable[RecordedFile],
+) -> tuple[list[RecordedFile], list[RecordedFile]]:
+    """(catalogued, superseded): newest generation first, a file loses to any newer holder."""
+    claimed: dict[SymbolDayKey, RecordedFile] = {}
+    chosen, superseded = [], []
+    for item in sorted(recorded, key=lambda r: (-r.generation, str(r.path))):
+        holders = {claimed[d.key] for d in item.symbol_days if d.key in claimed}
+        if any(h.generation == item.generation for h in holders):
+            raise TickFormatError(
+                f"{item.path}: holds symbol-days that {next(iter(holders)).path}, of the same "
+                f"catalog generation {item.generation}, holds too; move one of them away"
+            )
+        if holders:
+            superseded.append(item)
+            continue
+        chosen.append(item)
+        claimed.update((d.key, item) for d in item.symbol_days)
+    return chosen, superseded
+
+
+def _catalogued(
+    root: Path, policy: TierPolicy, item: RecordedFile, hot: dict[SymbolDayKey, HotFile]
+) -> tuple[CatalogFile, list[CatalogPartition]]:
+    rel = relative_to_root(root, item.path, policy)
+    entry = CatalogFile(
+        path=rel,
+        tier=item.tier,
+        period=item.period,
+        bytes=size_of(item.path),
+        rows=item.rows,
+        sha256=sha256_of(item.path),
+        symbol_days=len(item.symbol_days),
+    )
+    shares = byte_shares(item.path, [d.rows for d in item.symbol_days])
+    copies = _copies_with_hot_files(item, hot)
+    parts = [
+        CatalogPartition(
+            d.symbol,
+            d.day,
+            item.tier,
+            rel,
+            d.rows,
+            share,
+            _superseded_hot(root, policy, hot[d.key], copies[d.key]) if d.key in copies else None,
+        )
+        for d, share in zip(item.symbol_days, shares, strict=True)
+    ]
+    return entry, parts
+
+
+def _copies_with_hot_files(
+    item: RecordedFile, hot: dict[SymbolDayKey, HotFile]
+) -> dict[SymbolDayKey, SymbolDayRows]:
+    """The file's rows of each of its symbol-days that has a hot file on disk (the file is
+    read only when there is one)."""
+    if not any(d.key in hot for d in item.symbol_days):
+        return {}
+    rows = read_consolidated_file(item.path)
+    return {(p.symbol, p.day): p for p in rows if (p.symbol, p.day) in hot}
+
+
+def _superseded_hot(
+    root: Path, policy: TierPolicy, hot: HotFile, copy: SymbolDayRows
+) -> SourceStamp | None:
+    """The stamp of the hot file when its ticks equal the consolidated copy (re-tiering
+    moved it), None when they differ (a newer recompaction: the hot file is live).
+
+    Raises DamagedFileError naming the hot file when it does not read.
+    """
+    read_footer(hot.path)
+    try:
+        batch = read_archive_batch(hot.path)
+    except (OSError, pa.ArrowException) as exc:
+        raise DamagedFileError(
+            f"a page fails its checksum or decoding ({exc}); restore it from a copy or move it "
+            "away",
+            path=hot.path,
+        ) from None
+    if batch.first_difference(copy.batch) is not None:
+        return None
+    digest = sha256_file(hot.path)
+    stamp = FileStamp.of(hot.path)
+    rel = relative_to_root(root, hot.path, policy)
+    return SourceStamp(rel, digest, stamp.size, stamp.inode, stamp.mtime_ns)
+
+
+# --- verify -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ArchiveVerification:
+    """What :func:`verify_archive` checked and found (``problems``: one line per finding,
+    naming the file)."""
+
+    archive_root: Path
+    full: bool
+    files_checked: int
+    bytes_checked: int
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "archive_root": str(self.archive_root), "ok": self.ok}
+
+    def describe(self) -> str:
+        mode = "every page's checksum read" if self.full else "sizes and sha256"
+        return (
+            f"{self.archive_root}: verified {self.files_checked} files, {self.bytes_checked} "
+            f"bytes ({mode})"
+        )
+
+
+def verify_archive(
+    archive_root: Path, *, policy: TierPolicy | None = None, full: bool = False
+) -> ArchiveVerification:
+    """Check every byte of every archive file against its record; reads only, never raises
+    for what it finds.
+
+    Every catalogued consolidated file must be on disk with the size and sha256 the catalog
+    recorded and a readable footer; every consolidated file on disk must be accounted for (see
+    :func:`checked_catalog`), and one the catalog does not list (retained in books-and-records
+    mode, or left by an interrupted run) must hash to its content name; every hot file must
+    have the size and sha256 recorded when it was written (``trust.hot_record``; one without a
+    record is reported, with the repair) and a readable footer; the archive marker must be in
+    the archive root and in every tier root holding catalogued files, equal to the root's. With
+    ``full``, every page of every archive file (hot and consolidated) is also read through
+    pyarrow with page checksum verification.
+    """
+    root = Path(archive_root)
+    policy = TierPolicy() if policy is None else policy
+    problems: list[str] = []
+    checked = checked_bytes = 0
+    check_tier_stores(root, policy)
+    try:
+        check_catalog_present(root, policy)
+        catalog = read_catalog(root)
+        records = read_hot_records(root)
+    except TickFormatError as exc:
+        return ArchiveVerification(root, full, 0, 0, [str(exc)])
+    listed = set()
+    catalogued = sorted(catalog.files.values(), key=lambda f: f.path)
+    for index, item in enumerate(catalogued):
+        path = resolve(root, item.path, policy)
+        listed.add(path)
+        problems += _check_recorded(path, FileRecord(item.bytes, item.sha256), "the catalog", full)
+        if exists(path):
+            checked, checked_bytes = checked + 1, checked_bytes + size_of(path)
+        progress.report("consolidated files", index + 1, len(catalogued))
+    on_disk = consolidated_files_on_disk(root, policy)
+    for _, path in on_disk:
+        if path not in listed and _CONTENT_NAME.fullmatch(path.name):
+            problems += _check_content_named(path, full)
+            checked, checked_bytes = checked + 1, checked_bytes + size_of(path)
+    problems += [
+        f"{path}: {why}" for path, why in unaccounted_files(root, policy, catalog, on_disk)
+    ]
+    hot_files = list(scan_hot_files(root))
+    for index, hot in enumerate(hot_files):
+        record = hot_record(hot, catalog, records, hot_rel(root, hot))
+        if record is None:
+            problems.append(
+                f"{hot.path}: no record of its size and sha256; {unrecorded_hint(root)}"
+            )
+            problems += _check_pages(hot.path, full=full)
+        else:
+            problems += _check_recorded(hot.path, record, HOT_WRITER, full)
+        checked, checked_bytes = checked + 1, checked_bytes + hot.stamp.size
+        progress.report("hot files", index + 1, len(hot_files))
+    if checked:
+        problems += _marker_problems(root, policy, catalog)
+    return ArchiveVerification(root, full, checked, checked_bytes, problems)
+
+
+def _check_recorded(path: TierFile, record: FileRecord, whose: str, full: bool) -> list[str]:
+    """The file against its record (``whose``: who made it), then its footer and pages."""
+    if not exists(path):
+        return [f"{path}: missing ({whose} lists it)"]
+    problems = record_problems(path, record, whose)
+    if problems and "size" in problems[0]:
+        return problems
+    return problems + _check_pages(path, full=full)
+
+
+_CONTENT_NAME = re.compile(r"part-[0-9a-f]{16}\.parquet")
+
+
+def _check_content_named(path: TierFile, full: bool) -> list[str]:
+    """A consolidated file the catalog does not list (retained, or left by an interrupted run)
+    against the record its name is: the first 16 hex digits of its sha256."""
+    digest = sha256_of(path)
+    if consolidated_file_name(digest) != path.name:
+        return [
+            f"{path}: sha256 is {digest}, its content name records {path.name[5:21]}... "
+            "(a retained or uncommitted copy changed after it was written)"
+        ]
+    return _check_pages(path, full=full)
+
+
+def _marker_problems(root: Path, policy: TierPolicy, catalog: Catalog) -> list[str]:
+    """The archive marker (``_skewtape_archive.json``: scales and timestamp unit) missing from
+    the archive root or from a tier root holding catalogued files, or different there."""
+    own = root / ARCHIVE_MARKER
+    if not own.exists():
+        return [f"{own}: missing; the archive's scales and timestamp unit are unknown"]
+    wanted = parse_archive_marker(own, own.read_bytes())
+    problems = []
+    for tier in (WARM, COLD):
+        held = sum(1 for f in catalog.files.values() if f.tier == tier)
+        if not held:
+            continue
+        marker = policy.store_for(tier, root).file(ARCHIVE_MARKER)
+        try:
+            found = parse_archive_marker(marker, read_bytes(marker))
+        except FileNotFoundError:
+            problems.append(
+                f"{marker}: missing, though the {tier} root holds {held} catalogued file(s); "
+                f"readers of that root cannot check its scales; copy {own} there"
+            )
+            continue
+        except ConfigError as exc:
+            problems.append(str(exc))
+            continue
+        if found != wanted:
+            problems.append(f"{marker}: records {found}, the archive root's marker {wanted}")
+    return problems
+
+
+def _check_pages(path: TierFile, *, full: bool) -> list[str]:
+    """The footer (always) and, with ``full``, every page's checksum, through pyarrow."""
+    try:
+        footer = read_footer(path)
+    except DamagedFileError as exc:
+        return [str(exc)]
+    if not full:
+        return []
+    source, filesystem = parquet_source(path)
+    try:
+        parquet = pq.ParquetFile(
+            source, filesystem=filesystem, metadata=footer, page_checksum_verification=True
+        )
+    except (OSError, pa.ArrowException) as exc:
+        return [f"{path}: does not open as Parquet ({exc})"]
+    for group in range(footer.num_row_groups):
+        try:
+            parquet.read_row_group(group, use_threads=False)
+        except (OSError, pa.ArrowException) as exc:
+            return [f"{path}: row group {group}: a page fails its checksum or decoding ({exc})"]
+    return []

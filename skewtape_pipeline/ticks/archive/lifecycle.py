@@ -1,0 +1,1022 @@
+"""Re-tiering: symbol-days move to the tier their age calls for, verified, audited, crash-safe.
+
+:func:`plan_retier` compares where every symbol-day lives (``placement.archive_state``) with
+where the tier policy wants it at ``as_of``; :func:`retier` carries the plan out:
+
+1. every consolidated file whose content changes is rewritten whole, from the symbol-days that
+   belong in it (read from their hot files or from the consolidated files they are in now),
+   into a new, content-named file, read back and compared row for row with those symbol-days
+   before it appears (``consolidate.write_consolidated_file``); each rewrite is audited;
+2. the catalog is replaced by one atomic rename: from that instant the query view reads the
+   new files and ignores the ones they replace (commit, audited);
+3. only then are the replaced files removed (hot files only if unchanged since they were read;
+   each removal audited before it happens), but a consolidated file a kept version of the
+   archive still reads (``ticks.versions``) is retained until ``prune-versions`` drops the last
+   such version. In ``books_and_records`` mode nothing is removed: the replaced files are
+   retained and the result says so; then the version (``versions.record_version``) is recorded.
+
+Warm and cold roots may be S3 prefixes (``skewtape_pipeline.storage``): a new file is then verified
+locally, uploaded under its content name only if that key is absent and read back (size, sha256)
+before step 2; the catalog stays local, so its rename is still the one commit point, and objects are
+removed in step 3 under the same rules as local files.
+
+A crash anywhere leaves the catalog either before or after step 2, so the view returns every
+tick exactly once, and rerunning :func:`retier` finishes the move (written files are found again
+by their content name; leftover files are removed). Symbol-days only ever move to a colder tier;
+one that a policy change would move back to a warmer tier stays where it is (``held``).
+
+Withdrawn symbol-days (``withdraw.withdraw_symbol_days``: the publisher corrected all their ticks
+away) are hidden from the view at once; the next re-tiering rewrites their file without them
+(``purged``), after which they and their mark leave the catalog. A hot file still holding a
+withdrawn day's rows (superseded: moved earlier, not removed yet) is removed before that commit,
+so the rows can never become visible again (in ``books_and_records`` mode, where it stays, the
+day stays catalogued and withdrawn instead). Each commit also forgets the source stamps of hot
+files that are gone (a file written there later is then a newer copy, whatever its inode).
+
+The core never imports dagster: the orchestration layer calls :func:`retier` on a schedule and
+as a backfill (``months`` limits a run to the symbol-days of some months), and
+:func:`~skewtape_pipeline.ticks.archive.placement.archive_metrics` for the archive-wide metadata.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from skewtape_pipeline import faults, fsio, progress
+from skewtape_pipeline.arrow_memory import owned_buffer, owned_reader
+from skewtape_pipeline.errors import (
+    ArchiveBusyError,
+    ConfigError,
+    DamagedFileError,
+    TickFormatError,
+)
+from skewtape_pipeline.hashing import sha256_bytes, sha256_file
+from skewtape_pipeline.storage import TierFile, delete, sha256_of, size_of
+from skewtape_pipeline.ticks.archive.books import audit, check_may_delete, is_books_and_records
+from skewtape_pipeline.ticks.archive.catalog import (
+    CATALOG_FILE,
+    Catalog,
+    CatalogFile,
+    CatalogPartition,
+    FileRecord,
+    SourceStamp,
+    SymbolDayKey,
+    read_catalog,
+    read_hot_records,
+    relative_to_root,
+    resolve,
+    resolve_hot,
+    settle_hot_records,
+    write_catalog,
+)
+from skewtape_pipeline.ticks.archive.consolidate import (
+    META_CATALOG_GENERATION,
+    ConsolidatedFile,
+    SymbolDayRows,
+    period_of,
+    period_subfolder,
+    read_consolidated_file,
+    read_footer,
+    write_consolidated_file,
+)
+from skewtape_pipeline.ticks.archive.integrity import checked_catalog
+from skewtape_pipeline.ticks.archive.parquet_store import (
+    ARCHIVE_LOCK_FILE,
+    ensure_archive_schema,
+    read_archive_batch,
+    read_file_facts,
+    staging_folder,
+)
+from skewtape_pipeline.ticks.archive.placement import (
+    ArchiveState,
+    HotFile,
+    archive_state,
+    locate,
+    uncatalogued_files,
+)
+from skewtape_pipeline.ticks.archive.tiers import (
+    COLD,
+    HOT,
+    WARM,
+    TierPolicy,
+    check_age_days,
+    is_colder,
+)
+from skewtape_pipeline.ticks.archive.trust import HOT_WRITER, required_hot_record
+from skewtape_pipeline.ticks.archive.versions import kept_files, record_version
+from skewtape_pipeline.ticks.encode.model import TickBatch
+from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport, compression_ratio
+
+LOCK_FILE = ARCHIVE_LOCK_FILE
+EVENT_REWRITE = "tick-archive-rewrite"
+EVENT_COMMIT = "tick-archive-commit"
+EVENT_REMOVE = "tick-archive-remove"
+
+TargetKey = tuple[str, str]
+"""(tier, period) of a consolidated file."""
+
+
+# --- the plan -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Move:
+    """One symbol-day leaving its current file for a file of ``to_tier`` and ``period``."""
+
+    symbol: str
+    date: date
+    from_tier: str
+    to_tier: str
+    period: str
+    source: TierFile
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """One consolidated file to write: its tier, period, symbol-days and the files it replaces."""
+
+    tier: str
+    period: str
+    symbol_days: tuple[SymbolDayKey, ...]
+    replaces: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """Where a symbol-day belongs after the run and where its rows are read from."""
+
+    key: SymbolDayKey
+    tier: str
+    period: str
+    hot: HotFile | None = None
+    entry: CatalogPartition | None = None
+
+
+@dataclass(frozen=True)
+class RetierPlan:
+    """What :func:`retier` would do at ``as_of`` (computed by :func:`plan_retier`; writes nothing).
+
+    ``dropped`` are catalogued symbol-days whose newer hot file is to stay hot (the consolidated
+    copy is removed from its file); ``purged`` withdrawn symbol-days removed from their file
+    (``withdrawn_hot``: superseded hot copies of them, removed before the commit); ``held``
+    symbol-days live in a colder tier than their age calls for (a policy change) and stay
+    there; ``refreshed`` are hot files found to be the same bytes as the copy already moved
+    (their new stamp is recorded, the file is superseded).
+    """
+
+    archive_root: Path
+    as_of: date
+    generation: int
+    moves: list[Move]
+    rewrites: list[Rewrite]
+    emptied: list[str]
+    dropped: list[SymbolDayKey]
+    held: list[SymbolDayKey]
+    refreshed: list[HotFile]
+    purged: list[SymbolDayKey] = field(default_factory=list)
+    withdrawn_hot: list[HotFile] = field(default_factory=list)
+    catalog: Catalog = field(repr=False, default_factory=Catalog)
+    slots: dict[TargetKey, list[_Slot]] = field(repr=False, default_factory=dict)
+
+    @property
+    def moved_keys(self) -> set[SymbolDayKey]:
+        return {(m.symbol, m.date) for m in self.moves}
+
+    @property
+    def changes_catalog(self) -> bool:
+        """True when running the plan changes where some symbol-day lives (or a stamp)."""
+        return bool(self.rewrites or self.emptied or self.refreshed)
+
+    def months(self) -> list[str]:
+        """``YYYY-MM`` of the symbol-days the plan moves, drops or purges, sorted: the months a
+        run limited by ``months`` must cover to carry the plan out."""
+        days = [m.date for m in self.moves] + [day for _, day in self.dropped + self.purged]
+        return sorted({f"{day.year:04d}-{day.month:02d}" for day in days})
+
+    def summary(self) -> dict[str, int]:
+        """Counts for logs and metadata."""
+        return {
+            "symbol_days_to_move": len(self.moves),
+            "files_to_write": len(self.rewrites),
+            "files_to_empty": len(self.emptied),
+            "symbol_days_dropped": len(self.dropped),
+            "symbol_days_purged": len(self.purged),
+            "symbol_days_held": len(self.held),
+        }
+
+
+def plan_retier(
+    archive_root: Path,
+    *,
+    as_of: date,
+    policy: TierPolicy | None = None,
+    months: Collection[str] | None = None,
+) -> RetierPlan:
+    """Plan the moves that bring every symbol-day to the tier its age calls for at ``as_of``.
+
+    ``months`` (``YYYY-MM`` strings) limits the moves to symbol-days of those months (a
+    backfill partition); other symbol-days stay where they are but are carried along when a
+    file they share is rewritten. Reads only.
+
+    Raises
+    ------
+    ConfigError
+        ``as_of`` not a date, a bad policy or month, or a symbol-day dated after ``as_of``.
+    TickFormatError
+        A damaged catalog or an undecodable partition folder.
+    """
+    root = Path(archive_root)
+    as_of = _check_date(as_of)
+    policy = _check_policy(policy)
+    eligible = _month_filter(months)
+    state = archive_state(root)
+    catalog = state.catalog
+    withdrawn = catalog.withdrawn
+    slots: dict[SymbolDayKey, _Slot] = {}
+    dropped: list[SymbolDayKey] = []
+    refreshed: list[HotFile] = []
+    moves: list[Move] = []
+
+    for hot in state.hot_live:
+        entry = catalog.partitions.get(hot.key)
+        if entry is not None and hot.key not in withdrawn and _same_bytes(hot, entry):
+            refreshed.append(hot)
+            continue
+        tier = policy.tier_for(_age(hot.day, as_of))
+        if not eligible(hot.day):
+            continue
+        if tier == HOT:
+            if entry is not None:
+                dropped.append(hot.key)
+            continue
+        period = period_of(hot.day, policy.layout_for(tier))
+        slots[hot.key] = _Slot(hot.key, tier, period, hot=hot)
+        moves.append(Move(hot.symbol, hot.day, HOT, tier, period, hot.path))
+
+    held: list[SymbolDayKey] = []
+    dropped_keys = set(dropped)
+    purged, withdrawn_hot = _purgeable(state, eligible, keep_hot=is_books_and_records(root))
+    for key, entry in catalog.partitions.items():
+        if key in slots or key in dropped_keys or key in purged:
+            continue
+        current = (entry.tier, catalog.files[entry.file].period)
+        wanted = policy.tier_for(_age(entry.date, as_of))
+        if is_colder(entry.tier, wanted):
+            held.append(key)  # never back to a warmer tier
+            wanted = entry.tier
+        if not eligible(entry.date):
+            slots[key] = _Slot(key, *current, entry=entry)
+            continue
+        target = (wanted, period_of(entry.date, policy.layout_for(wanted)))
+        slots[key] = _Slot(key, *target, entry=entry)
+        if target != current:
+            source = resolve(root, entry.file, policy)
+            moves.append(Move(*key, entry.tier, target[0], target[1], source))
+
+    by_target: dict[TargetKey, list[_Slot]] = {}
+    for slot in sorted(slots.values(), key=lambda s: s.key):
+        by_target.setdefault((slot.tier, slot.period), []).append(slot)
+    files_by_target: dict[TargetKey, list[str]] = {}
+    for item in catalog.files.values():
+        files_by_target.setdefault((item.tier, item.period), []).append(item.path)
+    held_now = Counter(p.file for p in catalog.partitions.values())
+    rewrites, emptied = [], []
+    for target in sorted(set(by_target) | set(files_by_target)):
+        wanted_slots = by_target.get(target, [])
+        current_files = sorted(files_by_target.get(target, []))
+        if _unchanged(held_now, wanted_slots, current_files):
+            continue
+        if wanted_slots:
+            keys = tuple(s.key for s in wanted_slots)
+            rewrites.append(Rewrite(*target, keys, tuple(current_files)))
+        else:
+            emptied += current_files
+    return RetierPlan(
+        archive_root=root,
+        as_of=as_of,
+        generation=catalog.generation,
+        moves=sorted(moves, key=lambda m: (m.symbol, m.date)),
+        rewrites=rewrites,
+        emptied=emptied,
+        dropped=sorted(dropped),
+        held=sorted(held),
+        refreshed=refreshed,
+        purged=sorted(purged),
+        withdrawn_hot=withdrawn_hot,
+        catalog=catalog,
+        slots=by_target,
+    )
+
+
+def _purgeable(
+    state: ArchiveState, eligible: Callable[[date], bool], *, keep_hot: bool
+) -> tuple[set[SymbolDayKey], list[HotFile]]:
+    """Withdrawn symbol-days to leave their file in this run, and their superseded hot copies
+    (removed before the commit). A day with a live hot file is planned like any hot day; with
+    a superseded hot copy that must be kept (``keep_hot``), the day stays withdrawn."""
+    superseded = {hot.key: hot for hot in state.hot_superseded}
+    live = {hot.key for hot in state.hot_live}
+    purged, hot_copies = set(), []
+    for key in state.withdrawn - live:
+        if not eligible(key[1]) or (keep_hot and key in superseded):
+            continue
+        purged.add(key)
+        if key in superseded:
+            hot_copies.append(superseded[key])
+    return purged, sorted(hot_copies, key=lambda h: h.key)
+
+
+def _unchanged(held_now: Counter[str], slots: list[_Slot], files: list[str]) -> bool:
+    """True when the target's one current file holds exactly these symbol-days already."""
+    if len(files) != 1 or any(s.entry is None or s.entry.file != files[0] for s in slots):
+        return False
+    return held_now[files[0]] == len(slots)
+
+
+def _same_bytes(hot: HotFile, entry: CatalogPartition) -> bool:
+    """True when a hot file with a new stamp holds exactly the bytes that were moved."""
+    return entry.source is not None and sha256_file(hot.path) == entry.source.sha256
+
+
+# --- carrying it out ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartitionMove:
+    """Where one symbol-day's rows went: the files, tiers, rows and bytes before and after.
+
+    ``byte_share`` is its share of the new file's bytes; ``bytes_before`` the bytes it took
+    where it was (its hot file's size, or its share of the file it left).
+    """
+
+    symbol: str
+    date: date
+    from_tier: str
+    to_tier: str
+    from_path: str
+    to_path: str
+    rows: int
+    byte_share: int
+    bytes_before: int
+
+
+@dataclass(frozen=True)
+class RetierResult:
+    """What one :func:`retier` run did."""
+
+    archive_root: Path
+    as_of: date
+    generation: int
+    committed: bool
+    books_and_records: bool
+    moved: list[PartitionMove]
+    files_written: list[TierFile]
+    files_reused: list[TierFile]
+    files_removed: list[TierFile]
+    files_retained: list[TierFile]
+    held: list[SymbolDayKey]
+    seconds: float
+    purged: list[SymbolDayKey] = field(default_factory=list)
+    """Withdrawn symbol-days this run removed from their consolidated file (and the catalog)."""
+    version: int | None = None
+    """The archive version this run committed (``ticks.versions``); None when it changed
+    nothing a version records."""
+
+    def metrics(self) -> dict[str, int | float | bool]:
+        """Counts and sizes of the run (for logs and orchestration metadata)."""
+        return {
+            "generation": self.generation,
+            "committed": self.committed,
+            "books_and_records": self.books_and_records,
+            "symbol_days_moved": len(self.moved),
+            "ticks_moved": sum(m.rows for m in self.moved),
+            "bytes_before": sum(m.bytes_before for m in self.moved),
+            "bytes_after": sum(m.byte_share for m in self.moved),
+            "files_written": len(self.files_written),
+            "files_reused": len(self.files_reused),
+            "files_removed": len(self.files_removed),
+            "files_retained": len(self.files_retained),
+            "symbol_days_held": len(self.held),
+            "symbol_days_purged": len(self.purged),
+            "version": self.version or 0,
+            "seconds": self.seconds,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the metrics plus every move and file."""
+        return {
+            **self.metrics(),
+            "archive_root": str(self.archive_root),
+            "as_of": self.as_of.isoformat(),
+            "moved": [{**asdict(m), "date": m.date.isoformat()} for m in self.moved],
+            "files_written": [str(p) for p in self.files_written],
+            "files_reused": [str(p) for p in self.files_reused],
+            "files_removed": [str(p) for p in self.files_removed],
+            "files_retained": [str(p) for p in self.files_retained],
+            "purged": [[symbol, day.isoformat()] for symbol, day in self.purged],
+        }
+
+
+def retier(
+    archive_root: Path,
+    *,
+    as_of: date,
+    policy: TierPolicy | None = None,
+    months: Collection[str] | None = None,
+    audit_log: Path | None = None,
+    lock_timeout: float = 0.0,
+) -> RetierResult:
+    """Move every symbol-day to the tier its age calls for at ``as_of`` (see the module notes).
+
+    Holds the archive's lock (``<archive root>/.skewtape-archive.lock``) throughout. Every
+    rewrite, the commit and every removal are appended to ``audit_log`` (default
+    ``<archive root>/../audit.jsonl``).
+    Withdrawn symbol-days are purged from their files (see the module notes).
+    Idempotent: a second run with the same arguments changes nothing; a run after a crash
+    finishes the interrupted one.
+
+    Nothing is moved, written or removed unless the catalog accounts for every consolidated
+    file on disk (``integrity.checked_catalog``), and every source is verified before it is
+    read (a consolidated file's size and sha256 against the catalog, a hot file's against the
+    record its compaction made, ``catalog.read_hot_records``; then its footer and pages).
+
+    Raises
+    ------
+    ConfigError
+        Bad arguments (see :func:`plan_retier`), or scales that differ from a tier root's.
+    ArchiveBusyError
+        Another re-tiering of this archive holds the lock.
+    CatalogMismatchError
+        The catalog is missing, unreadable or does not account for the files on disk (names
+        them and the repair); nothing changed. Also a hot source without a record (written
+        before hot files were recorded; names it and the repair); nothing committed.
+    DamagedFileError
+        A source whose size or sha256 differs from its record, or whose footer does not
+        decode (names the file); nothing committed.
+    RoundTripError
+        A new file did not read back equal; nothing was committed or removed.
+    """
+    started = time.perf_counter()
+    root = Path(archive_root)
+    policy = _check_policy(policy)
+    with fsio.exclusive_lock(
+        root / LOCK_FILE, timeout=lock_timeout, what="re-tiering", held_error=ArchiveBusyError
+    ):
+        for tier in (WARM, COLD):
+            policy.store_for(tier, root).remove_stale_temps()
+        remove_stale_catalog_temps(root)
+        remove_orphaned_staged_files(root)
+        checked_catalog(root, policy)
+        plan = plan_retier(root, as_of=as_of, policy=policy, months=months)
+        books = is_books_and_records(root)
+        reader = _SourceReader(root, plan.catalog, policy)  # reads the records: refuses first
+        removed_first = remove_files(root, _withdrawn_garbage(plan), audit_log, policy)
+        written = []
+        for rewrite in plan.rewrites:
+            written.append(_write_rewrite(root, plan, rewrite, policy, reader, audit_log))
+            progress.report("re-tiering", len(written), len(plan.rewrites), "files written")
+        catalog = plan.catalog
+        if plan.changes_catalog:
+            catalog = _next_catalog(root, plan, written, policy)
+            _commit(root, catalog, plan, written, audit_log, policy)
+        garbage = _garbage(root, policy)
+        kept = set() if books else kept_files(root, policy)
+        retained = [path for path, _ in garbage if books or path in kept]
+        removed = []
+        if not books:
+            unread = [(path, why) for path, why in garbage if path not in kept]
+            removed = remove_files(root, unread, audit_log, policy)
+            catalog = _forget_gone_sources(root, catalog, audit_log)
+        settle_hot_records(root)
+        version = record_version(root, "retier", audit_log=audit_log)
+    return RetierResult(
+        archive_root=root,
+        as_of=plan.as_of,
+        generation=catalog.generation,
+        committed=plan.changes_catalog,
+        books_and_records=books,
+        moved=[m for w in written for m in w.moves],
+        files_written=[w.file.path for w in written if not w.file.reused],
+        files_reused=[w.file.path for w in written if w.file.reused],
+        files_removed=removed_first + removed,
+        files_retained=retained,
+        held=plan.held,
+        purged=plan.purged,
+        seconds=time.perf_counter() - started,
+        version=None if version is None else version.version,
+    )
+
+
+def _withdrawn_garbage(plan: RetierPlan) -> list[tuple[TierFile, str]]:
+    return [
+        (hot.path, "withdrawn: the publisher corrected its ticks away")
+        for hot in plan.withdrawn_hot
+    ]
+
+
+def remove_stale_catalog_temps(root: Path) -> None:
+    """Temporary catalog files left by an interrupted commit (never other writers' temps)."""
+    for temp in root.glob(f".{Path(CATALOG_FILE).stem}.*{fsio.TEMP_MARKER}"):
+        temp.unlink(missing_ok=True)
+
+
+def remove_orphaned_staged_files(root: Path) -> None:
+    """Staged symbol-day files whose compaction died (this host's, of processes that are gone;
+    never a live writer's)."""
+    for temp in fsio.orphaned_temps(staging_folder(root)):
+        temp.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class _Written:
+    rewrite: Rewrite
+    file: ConsolidatedFile
+    partitions: list[CatalogPartition]
+    moves: list[PartitionMove]
+
+
+def _write_rewrite(
+    root: Path,
+    plan: RetierPlan,
+    rewrite: Rewrite,
+    policy: TierPolicy,
+    reader: _SourceReader,
+    audit_log: Path | None,
+) -> _Written:
+    """Write one consolidated file from its symbol-days' current copies; audit it."""
+    slots = plan.slots[(rewrite.tier, rewrite.period)]
+    reader.start()
+    moved = plan.moved_keys
+    parts, stamps = [], {}
+    for slot in slots:
+        batch, stamp = reader.read(slot)
+        parts.append(SymbolDayRows(slot.key[0], slot.key[1], batch))
+        stamps[slot.key] = stamp
+    store = policy.store_for(rewrite.tier, root)
+    ensure_archive_schema(
+        store,
+        price_scale=parts[0].batch.price_scale,
+        quantity_scale=parts[0].batch.quantity_scale,
+        timestamp_unit=parts[0].batch.timestamp_unit,
+    )
+    settings = policy.settings_for(rewrite.tier)
+    written = write_consolidated_file(
+        parts,
+        period_subfolder(rewrite.period),
+        store=store,
+        settings=settings,
+        metadata={
+            "skewtape.tier": rewrite.tier,
+            "skewtape.period": rewrite.period,
+            "skewtape.layout_granularity": policy.layout_for(rewrite.tier),
+            META_CATALOG_GENERATION: str(plan.generation + 1),  # the commit that lists it
+        },
+        checkpoint=faults.checkpoint,
+    )
+    rel = relative_to_root(root, written.path, policy)
+    partitions, moves = [], []
+    for slot, part, share in zip(slots, parts, written.byte_shares, strict=True):
+        partitions.append(
+            CatalogPartition(
+                symbol=part.symbol,
+                date=part.day,
+                tier=rewrite.tier,
+                file=rel,
+                rows=len(part.batch),
+                byte_share=share,
+                source=stamps[slot.key],
+            )
+        )
+        if slot.key in moved:
+            moves.append(
+                _partition_move(
+                    root, slot, rewrite, written.path, len(part.batch), share, policy=policy
+                )
+            )
+    audit(
+        root,
+        audit_log,
+        [
+            {
+                "event": EVENT_REWRITE,
+                "archive": str(root.absolute()),
+                "tier": rewrite.tier,
+                "period": rewrite.period,
+                "file": rel,
+                "sha256": written.sha256,
+                "bytes": written.bytes,
+                "rows": written.rows,
+                "symbol_days": len(parts),
+                "verified": "row for row against its sources",
+                "replaces": list(rewrite.replaces),
+                "sources": reader.sources_read(),
+            }
+        ],
+    )
+    faults.checkpoint(f"wrote:{written.path.name}")
+    return _Written(rewrite, written, partitions, moves)
+
+
+def _partition_move(
+    root: Path,
+    slot: _Slot,
+    rewrite: Rewrite,
+    path: TierFile,
+    rows: int,
+    share: int,
+    *,
+    policy: TierPolicy,
+) -> PartitionMove:
+    if slot.hot is not None:
+        from_tier, from_path, before = HOT, slot.hot.path, slot.hot.stamp.size
+    else:
+        assert slot.entry is not None
+        entry = slot.entry
+        from_path = resolve(root, entry.file, policy)
+        from_tier, before = entry.tier, entry.byte_share
+    return PartitionMove(
+        symbol=slot.key[0],
+        date=slot.key[1],
+        from_tier=from_tier,
+        to_tier=rewrite.tier,
+        from_path=str(from_path),
+        to_path=str(path),
+        rows=rows,
+        byte_share=share,
+        bytes_before=before,
+    )
+
+
+class _SourceReader:
+    """Reads symbol-days from hot files and consolidated files (each whole file read once, and
+    verified first: its size and sha256 against its record, then its footer)."""
+
+    def __init__(self, root: Path, catalog: Catalog, policy: TierPolicy):
+        self.root = root
+        self.catalog = catalog
+        self.policy = policy
+        self._files: dict[str, dict[SymbolDayKey, TickBatch]] = {}
+        self._read: dict[str, str] = {}
+        self._records = read_hot_records(root)
+
+    def start(self) -> None:
+        """Forget the list of sources read (kept per written file, for its audit record)."""
+        self._read = {}
+
+    def read(self, slot: _Slot) -> tuple[TickBatch, SourceStamp | None]:
+        if slot.hot is not None:
+            return self._read_hot(slot.hot)
+        entry = slot.entry
+        assert entry is not None
+        if entry.file not in self._files:
+            self._files[entry.file] = self._read_consolidated(entry.file)
+        self._read[entry.file] = self.catalog.files[entry.file].sha256
+        return self._files[entry.file][entry.key], entry.source
+
+    def _read_hot(self, hot: HotFile) -> tuple[TickBatch, SourceStamp]:
+        """The batch and the stamp of exactly the bytes parsed (one open file descriptor),
+        once they are known to be the bytes recorded when the file was written."""
+        with open(hot.path, "rb") as handle:
+            st = os.fstat(handle.fileno())
+            data = handle.read()
+        digest = sha256_bytes(data)
+        rel = relative_to_root(self.root, hot.path, self.policy)
+        self._check_record(hot, FileRecord(st.st_size, digest))
+        buffer = owned_buffer(data)
+        read_footer(hot.path, buffer)
+        try:
+            batch = read_archive_batch(owned_reader(buffer))  # type: ignore[arg-type]
+        except (TickFormatError, pa.ArrowException) as exc:
+            raise TickFormatError(
+                f"{hot.path}: does not read as a tick archive file: {exc}"
+            ) from None
+        except OSError as exc:  # the bytes are in memory: a page that fails its checksum
+            raise DamagedFileError(
+                f"a page fails its checksum or decoding ({exc}); restore the file from a copy",
+                path=hot.path,
+            ) from None
+        self._read[rel] = digest
+        return batch, SourceStamp(rel, digest, st.st_size, st.st_ino, st.st_mtime_ns)
+
+    def _check_record(self, hot: HotFile, found: FileRecord) -> None:
+        """Refuse a hot file whose bytes read differ from its record, or that has none."""
+        before = "it is consolidated (nothing was committed)"
+        record = required_hot_record(self.root, hot, self.catalog, self._records, before)
+        if found != record:
+            raise DamagedFileError(
+                f"{found.size} bytes with sha256 {found.sha256}, {HOT_WRITER} recorded "
+                f"{record.size} bytes with sha256 {record.sha256}; the file changed after it was "
+                "written (restore it from a copy, or compact the symbol-day again, before "
+                "re-tiering); nothing was committed",
+                path=hot.path,
+            )
+
+    def _read_consolidated(self, rel: str) -> dict[SymbolDayKey, TickBatch]:
+        path = resolve(self.root, rel, self.policy)
+        listed = self.catalog.files[rel]
+        size = size_of(path)
+        if size != listed.bytes:
+            raise DamagedFileError(
+                f"size is {size} bytes, the catalog recorded {listed.bytes}; the file changed "
+                "after it was written (restore it from a copy before re-tiering)",
+                path=path,
+            )
+        found = sha256_of(path)
+        if found != listed.sha256:
+            raise DamagedFileError(
+                f"sha256 is {found}, the catalog recorded {listed.sha256}; the file changed "
+                "after it was written (restore it from a copy before re-tiering)",
+                path=path,
+            )
+        self._read[rel] = found
+        return {(p.symbol, p.day): p.batch for p in read_consolidated_file(path)}
+
+    def sources_read(self) -> list[dict[str, str]]:
+        return [{"file": rel, "sha256": digest} for rel, digest in sorted(self._read.items())]
+
+
+def _commit(
+    root: Path,
+    catalog: Catalog,
+    plan: RetierPlan,
+    written: Sequence[_Written],
+    audit_log: Path | None,
+    policy: TierPolicy,
+) -> None:
+    """Replace the catalog (one atomic rename), then audit the commit."""
+    _write_catalog_audited(
+        root,
+        catalog,
+        audit_log,
+        {
+            "symbol_days_moved": len(plan.moves),
+            "symbol_days_dropped": len(plan.dropped),
+            "symbol_days_purged": len(plan.purged),
+            "files_written": [relative_to_root(root, w.file.path, policy) for w in written],
+            "files_unlisted": sorted(
+                {old for w in written for old in w.rewrite.replaces} | set(plan.emptied)
+            ),
+        },
+    )
+    faults.checkpoint("committed")
+
+
+def _write_catalog_audited(
+    root: Path, catalog: Catalog, audit_log: Path | None, details: dict[str, Any]
+) -> None:
+    """Replace the catalog atomically, then append its commit (sha256 of its bytes and
+    ``details``) to the audit log."""
+    write_catalog(root, catalog)
+    record = {
+        "event": EVENT_COMMIT,
+        "archive": str(root.absolute()),
+        "generation": catalog.generation,
+        "catalog_sha256": sha256_bytes(catalog.to_bytes()),
+    }
+    audit(root, audit_log, [record | details])
+
+
+def _next_catalog(
+    root: Path, plan: RetierPlan, written: Sequence[_Written], policy: TierPolicy
+) -> Catalog:
+    catalog = plan.catalog
+    files = dict(catalog.files)
+    partitions = dict(catalog.partitions)
+    for gone in plan.emptied:
+        files.pop(gone, None)
+    for key in plan.dropped:
+        partitions.pop(key, None)
+    for item in written:
+        for old in item.rewrite.replaces:
+            files.pop(old, None)
+        rel = relative_to_root(root, item.file.path, policy)
+        files[rel] = CatalogFile(
+            path=rel,
+            tier=item.rewrite.tier,
+            period=item.rewrite.period,
+            bytes=item.file.bytes,
+            rows=item.file.rows,
+            sha256=item.file.sha256,
+            symbol_days=len(item.partitions),
+        )
+        for partition in item.partitions:
+            partitions[partition.key] = partition
+    for hot in plan.refreshed:
+        entry = partitions.get(hot.key)
+        if entry is not None and entry.source is not None:
+            stamp = replace(
+                entry.source,
+                size=hot.stamp.size,
+                inode=hot.stamp.inode,
+                mtime_ns=hot.stamp.mtime_ns,
+            )
+            partitions[hot.key] = replace(entry, source=stamp)
+    partitions = {
+        k: _without_stale_stamp(root, p) for k, p in partitions.items() if p.file in files
+    }
+    reread = {slot.key for slots in plan.slots.values() for slot in slots if slot.hot is not None}
+    withdrawn = frozenset(k for k in catalog.withdrawn if k in partitions and k not in reread)
+    return Catalog(
+        generation=catalog.generation + 1, files=files, partitions=partitions, withdrawn=withdrawn
+    )
+
+
+def _forget_gone_sources(root: Path, catalog: Catalog, audit_log: Path | None) -> Catalog:
+    """The committed catalog without the source stamps of hot files that are gone now.
+
+    A stamp only serves while its hot file is on disk (telling the superseded copy from a
+    newer one); once removal is done, it is dropped by one more atomic commit (audited), so
+    the catalog stops carrying a path and a sha256 per symbol-day. Unchanged (nothing
+    written) when no stamp is stale.
+    """
+    partitions = {key: _without_stale_stamp(root, p) for key, p in catalog.partitions.items()}
+    if all(partitions[key] is p for key, p in catalog.partitions.items()):
+        return catalog
+    settled = replace(catalog, generation=catalog.generation + 1, partitions=partitions)
+    faults.checkpoint("forgetting-sources")
+    reason = "forget the source stamps of removed hot files"
+    _write_catalog_audited(root, settled, audit_log, {"reason": reason, "symbol_days_moved": 0})
+    return settled
+
+
+def _without_stale_stamp(root: Path, partition: CatalogPartition) -> CatalogPartition:
+    """``partition`` without its source stamp when the hot file it names is gone (removed after
+    an earlier commit): only a file still there can be the superseded copy; one written there
+    later is a newer copy, even should it reuse the inode, size and mtime."""
+    source = partition.source
+    if source is None or resolve_hot(root, source.path).exists():
+        return partition
+    return replace(partition, source=None)
+
+
+def prune(
+    archive_root: Path, *, policy: TierPolicy | None = None, audit_log: Path | None = None
+) -> list[TierFile]:
+    """Remove superseded files (moved hot files, replaced or uncommitted consolidated files)
+    that no kept version reads (``versions.kept_files``).
+
+    What :func:`retier` does after its commit, on its own (e.g. after an interrupted run).
+    Every removal is audited before it happens. Returns the files removed.
+
+    Raises
+    ------
+    WriteOnceError
+        The archive is in ``books_and_records`` mode and there is something to remove (the
+        refusal is audited; nothing is removed).
+    ArchiveBusyError
+        A re-tiering of this archive is running.
+    CatalogMismatchError
+        The catalog does not account for the files on disk (nothing is removed).
+    """
+    root = Path(archive_root)
+    policy = _check_policy(policy)
+    with fsio.exclusive_lock(root / LOCK_FILE, what="pruning", held_error=ArchiveBusyError):
+        checked_catalog(root, policy)
+        kept = kept_files(root, policy)
+        unread = [(path, why) for path, why in _garbage(root, policy) if path not in kept]
+        removed = remove_files(root, unread, audit_log, policy)
+        if not is_books_and_records(root):
+            _forget_gone_sources(root, read_catalog(root), audit_log)
+        return removed
+
+
+def _garbage(root: Path, policy: TierPolicy) -> list[tuple[TierFile, str]]:
+    """Files on disk that the committed catalog makes unreachable, with the reason (some of
+    which a kept version may still read: ``versions.kept_files``)."""
+    state = archive_state(root)
+    out = [
+        (hot.path, "superseded: its rows live in a consolidated file")
+        for hot in state.hot_superseded
+    ]
+    out += [
+        (path, "not in the catalog: replaced, or left by an interrupted run")
+        for path in uncatalogued_files(root, policy, state.catalog)
+    ]
+    return out
+
+
+def remove_files(
+    root: Path, garbage: list[tuple[TierFile, str]], audit_log: Path | None, policy: TierPolicy
+) -> list[TierFile]:
+    """Audit every removal (``reason`` each) first (one append), then remove the files;
+    WriteOnceError (audited) in ``books_and_records`` mode. Returns the files removed."""
+    if not garbage:
+        return []
+    records = []
+    for path, reason in garbage:
+        check_may_delete(root, path, why=reason, audit_log=audit_log)
+        records.append(
+            {
+                "event": EVENT_REMOVE,
+                "archive": str(root.absolute()),
+                "file": relative_to_root(root, path, policy),
+                "sha256": sha256_of(path),
+                "bytes": size_of(path),
+                "reason": reason,
+            }
+        )
+    audit(root, audit_log, records)
+    faults.checkpoint("audited-removals")
+    removed = []
+    for path, _ in garbage:
+        if delete(path):
+            removed.append(path)
+        faults.checkpoint(f"removed:{path.name}")
+    return removed
+
+
+# --- reports ------------------------------------------------------------------------------------
+
+
+def relocated_report(
+    report: TickStorageCompactionReport, archive_root: Path, *, policy: TierPolicy | None = None
+) -> TickStorageCompactionReport:
+    """``report`` updated to where its symbol-day's rows live now.
+
+    ``path`` and ``tier`` name the file and tier holding the rows; for a consolidated file,
+    ``compacted_size_bytes`` is the symbol-day's byte share (see ``CatalogPartition``) and the
+    ratio is recomputed from it; codec, level and encodings are read from that file's footer.
+    A note says where the rows went. The report is returned unchanged when they are still in
+    the file it names.
+
+    Raises ConfigError when the archive holds no rows for the report's symbol-day.
+    """
+    if report.date is None:
+        raise ConfigError(f"report of {report.symbol}: has no date; expected a symbol-day report")
+    location = locate(archive_root, report.symbol, date.fromisoformat(report.date), policy=policy)
+    if location is None:
+        raise ConfigError(
+            f"{report.symbol} {report.date}: the archive at {archive_root} holds no rows for it"
+        )
+    if not location.consolidated:
+        return report
+    facts = read_file_facts(location.path)
+    ratio = compression_ratio(report.raw_size_bytes, location.bytes)
+    note = (
+        f"rows moved to the {location.tier} consolidated file {location.path}; "
+        f"compacted_size_bytes is this symbol-day's share of it ({location.bytes} of "
+        f"{facts.size_bytes} bytes: row groups split by rows, footer spread by rows)"
+    )
+    return replace(
+        report,
+        tier=location.tier,
+        path=str(location.path),
+        compacted_size_bytes=location.bytes,
+        compression_ratio=ratio,
+        meets_compression_target=ratio >= report.target_compression_ratio,
+        codec=facts.codec,
+        compression_level=facts.compression_level,
+        encodings=facts.encodings,
+        notes=[*report.notes, note],
+    )
+
+
+# --- argument checks ----------------------------------------------------------------------------
+
+
+def _check_date(value: object) -> date:
+    if isinstance(value, datetime) or not isinstance(value, date):
+        raise ConfigError(f"as_of = {value!r}: expected a datetime.date")
+    return value
+
+
+def _check_policy(policy: TierPolicy | None) -> TierPolicy:
+    policy = TierPolicy() if policy is None else policy
+    if not isinstance(policy, TierPolicy):
+        raise ConfigError(f"policy = {policy!r}: expected a TierPolicy")
+    return policy
+
+
+def _age(day: date, as_of: date) -> int:
+    age = (as_of - day).days
+    if age < 0:
+        raise ConfigError(
+            f"as_of = {as_of.isoformat()}: the archive holds ticks dated {day.isoformat()}, "
+            "after it; age_days cannot be negative"
+        )
+    return check_age_days(age)
+
+
+def _month_filter(months: Collection[str] | None) -> Callable[[date], bool]:
+    if months is None:
+        return lambda day: True
+    if isinstance(months, str):
+        raise ConfigError(f"months = {months!r}: expected a collection of YYYY-MM strings")
+    wanted = set()
+    for month in months:
+        try:
+            year, mon = (int(part) for part in str(month).split("-"))
+            wanted.add((year, mon))
+            date(year, mon, 1)
+        except ValueError:
+            raise ConfigError(f"months: {month!r} is not a YYYY-MM month") from None
+    return lambda day: (day.year, day.month) in wanted

@@ -1,0 +1,304 @@
+"""Where each symbol-day's rows live now: the live state of an archive, locations, metrics.
+
+A symbol-day lives in exactly one place, which is what lets the query view return every tick
+exactly once while re-tiering copies rows around:
+
+- in a **consolidated file** (warm or cold) when the catalog lists it there, unless a hot file
+  newer than the one it was read from exists (a recompaction: the hot file is then the current
+  copy, and the consolidated copy is hidden until re-tiering replaces it);
+- otherwise in its **hot file** ``<root>/symbol=<S>/year=/month=/date=/part-0.parquet``.
+
+A hot file whose rows were moved (same file, by inode, size and mtime, as the catalog recorded
+when it read it) is *superseded*: still on disk until re-tiering removes it (never, in
+``books_and_records`` mode), but no longer part of the archive. A catalogued symbol-day the
+publisher corrected away (*withdrawn*) has no place: its consolidated copy is hidden until
+re-tiering rewrites the file without it.
+
+The catalog (``ticks.archive.catalog``) says which consolidated file holds each catalogued
+symbol-day (a local file, or an object when its tier root is an S3 prefix);
+this module reads it together with the hot files on disk, once, into that one placement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+from skewtape_pipeline.errors import ConfigError, TickFormatError
+from skewtape_pipeline.hashing import FileStamp
+from skewtape_pipeline.storage import TierFile, size_of
+from skewtape_pipeline.ticks.archive.catalog import (
+    Catalog,
+    CatalogPartition,
+    SymbolDayKey,
+    read_catalog,
+    resolve,
+)
+from skewtape_pipeline.ticks.archive.consolidate import read_footer
+from skewtape_pipeline.ticks.archive.parquet_store import PART_FILE_NAME, decode_symbol
+from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, TIERS, WARM, TierPolicy
+
+HOT_GLOB = f"symbol=*/year=*/month=*/date=*/{PART_FILE_NAME}"
+
+
+@dataclass(frozen=True)
+class HotFile:
+    """A symbol-day file of the hot tier, and its stamp when it was listed."""
+
+    symbol: str
+    day: date
+    path: Path
+    stamp: FileStamp
+
+    @property
+    def key(self) -> SymbolDayKey:
+        return (self.symbol, self.day)
+
+
+def scan_hot_files(archive_root: Path) -> list[HotFile]:
+    """Every ``symbol=/year=/month=/date=/part-0.parquet`` under the root, by symbol then day.
+
+    Raises TickFormatError for a partition folder whose name does not decode.
+    """
+    found = []
+    for path in Path(archive_root).glob(HOT_GLOB):
+        symbol_dir, date_dir = path.parents[3].name, path.parent.name
+        try:
+            symbol = decode_symbol(symbol_dir.removeprefix("symbol="))
+            day = date.fromisoformat(date_dir.removeprefix("date="))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise TickFormatError(f"{path}: partition folder does not decode ({exc})") from None
+        try:
+            stamp = FileStamp.of(path)
+        except FileNotFoundError:
+            continue  # removed while listing
+        found.append(HotFile(symbol, day, path, stamp))
+    return sorted(found, key=lambda h: h.key)
+
+
+@dataclass(frozen=True)
+class ArchiveState:
+    """One consistent reading of where every symbol-day lives (see the module docstring).
+
+    ``hot_live`` are hot files that are the current copy of their symbol-day;
+    ``hot_superseded`` hot files whose rows live in a consolidated file now (or were
+    withdrawn from it); ``overridden`` the catalogued symbol-days whose consolidated copy is
+    hidden by a newer hot file. A withdrawn symbol-day's consolidated copy is hidden too; a
+    newer hot file of it (the publisher re-added ticks) is live and the day is also overridden.
+    """
+
+    catalog: Catalog
+    hot_live: list[HotFile]
+    hot_superseded: list[HotFile]
+    overridden: frozenset[SymbolDayKey]
+
+    @property
+    def withdrawn(self) -> frozenset[SymbolDayKey]:
+        """Catalogued symbol-days the publisher corrected away (``Catalog.withdrawn``)."""
+        return self.catalog.withdrawn
+
+    @property
+    def hidden(self) -> frozenset[SymbolDayKey]:
+        """Catalogued symbol-days whose consolidated copy is not part of the archive:
+        overridden by a newer hot file, or withdrawn."""
+        return self.overridden | self.catalog.withdrawn
+
+    def consolidated_files(self, tier: str) -> list[str]:
+        """Catalog paths of ``tier``'s consolidated files, sorted."""
+        return sorted(f.path for f in self.catalog.files.values() if f.tier == tier)
+
+
+def archive_state(archive_root: Path) -> ArchiveState:
+    """Read the catalog once and classify every hot file against it (reads, writes nothing).
+
+    Raises TickFormatError for a damaged catalog or an undecodable partition folder.
+    """
+    root = Path(archive_root)
+    catalog = read_catalog(root)
+    live, superseded, overridden = [], [], set()
+    for hot in scan_hot_files(root):
+        entry = catalog.partitions.get(hot.key)
+        if entry is None:
+            live.append(hot)
+        elif entry.source is not None and entry.source.same_file(hot.stamp):
+            superseded.append(hot)
+        else:
+            live.append(hot)
+            overridden.add(hot.key)
+    return ArchiveState(catalog, live, superseded, frozenset(overridden))
+
+
+# --- locations and metrics ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where one symbol-day's rows live now: the file, its tier, the rows and bytes."""
+
+    symbol: str
+    date: date
+    tier: str
+    path: TierFile
+    rows: int
+    bytes: int
+    consolidated: bool
+
+
+def locate(
+    archive_root: Path, symbol: str, day: date, *, policy: TierPolicy | None = None
+) -> Location | None:
+    """Where the rows of ``symbol`` on ``day`` live now; None when the archive has none
+    (never archived, or withdrawn with no newer hot file).
+
+    For a consolidated file ``bytes`` is the symbol-day's byte share; for a hot file, its size.
+    ``policy`` names the tier roots (default: the default policy).
+    """
+    state = archive_state(archive_root)
+    key = (symbol, day)
+    for hot in state.hot_live:
+        if hot.key == key:
+            return _hot_location(hot)
+    entry = state.catalog.partitions.get(key)
+    if entry is None or key in state.hidden:
+        return None
+    return _consolidated_location(archive_root, entry, policy)
+
+
+def locations(archive_root: Path, *, policy: TierPolicy | None = None) -> list[Location]:
+    """Where every symbol-day of the archive lives now, by symbol then date."""
+    state = archive_state(archive_root)
+    out = [_hot_location(hot) for hot in state.hot_live]
+    out += [
+        _consolidated_location(archive_root, entry, policy)
+        for key, entry in state.catalog.partitions.items()
+        if key not in state.hidden
+    ]
+    return sorted(out, key=lambda loc: (loc.symbol, loc.date))
+
+
+def _hot_location(hot: HotFile) -> Location:
+    rows = read_footer(hot.path).num_rows
+    return Location(hot.symbol, hot.day, HOT, hot.path, rows, hot.stamp.size, False)
+
+
+def _consolidated_location(
+    archive_root: Path, entry: CatalogPartition, policy: TierPolicy | None
+) -> Location:
+    path = resolve(archive_root, entry.file, policy)
+    return Location(entry.symbol, entry.date, entry.tier, path, entry.rows, entry.byte_share, True)
+
+
+@dataclass(frozen=True)
+class TierMetrics:
+    """What one tier holds: files, bytes on disk, ticks and symbol-days."""
+
+    tier: str
+    files: int = 0
+    bytes: int = 0
+    ticks: int = 0
+    symbol_days: int = 0
+
+
+@dataclass(frozen=True)
+class ArchiveMetrics:
+    """The archive as a whole, per tier, plus what is kept on disk but superseded or hidden.
+
+    Per tier, ``files`` and ``bytes`` are what is on disk (a consolidated file counts whole,
+    hidden copies inside it included), while ``ticks`` and ``symbol_days`` are what the query
+    view returns. ``hidden_*`` count the consolidated copies the view hides (overridden by a
+    newer hot file, or withdrawn) that are still inside their files until re-tiering rewrites
+    them. ``retained_*`` counts superseded files still on disk: hot files and consolidated
+    files whose rows were moved (kept for good in ``books_and_records`` mode, else until the
+    next re-tiering removes them) and uncommitted files left by an interrupted run.
+    """
+
+    generation: int
+    tiers: Mapping[str, TierMetrics]
+    retained_files: int
+    retained_bytes: int
+    hidden_symbol_days: int = 0
+    hidden_ticks: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        """Flat numbers (``hot_bytes``, ``cold_ticks``, ...) for plotting over time."""
+        out = {"catalog_generation": self.generation}
+        for tier, metrics in self.tiers.items():
+            for name in ("files", "bytes", "ticks", "symbol_days"):
+                out[f"{tier.lower()}_{name}"] = getattr(metrics, name)
+        out["retained_files"] = self.retained_files
+        out["retained_bytes"] = self.retained_bytes
+        out["hidden_symbol_days"] = self.hidden_symbol_days
+        out["hidden_ticks"] = self.hidden_ticks
+        out["total_bytes"] = sum(m.bytes for m in self.tiers.values())
+        out["total_ticks"] = sum(m.ticks for m in self.tiers.values())
+        return out
+
+
+def archive_metrics(archive_root: Path, *, policy: TierPolicy | None = None) -> ArchiveMetrics:
+    """Bytes, files, ticks and symbol-days per tier of the archive at ``archive_root``.
+
+    Hot numbers come from the live hot files (their footers), warm and cold from the catalog:
+    bytes and files on disk, ticks and symbol-days visible (see :class:`ArchiveMetrics`).
+    ``policy`` names the tier roots scanned for retained files (default: the default policy).
+    Reads only.
+    """
+    root = Path(archive_root)
+    policy = TierPolicy() if policy is None else policy
+    if not isinstance(policy, TierPolicy):
+        raise ConfigError(f"policy = {policy!r}: expected a TierPolicy")
+    state = archive_state(root)
+    hot_ticks = sum(read_footer(hot.path).num_rows for hot in state.hot_live)
+    tiers = {
+        HOT: TierMetrics(
+            HOT,
+            files=len(state.hot_live),
+            bytes=sum(hot.stamp.size for hot in state.hot_live),
+            ticks=hot_ticks,
+            symbol_days=len(state.hot_live),
+        )
+    }
+    for tier in (WARM, COLD):
+        files = [f for f in state.catalog.files.values() if f.tier == tier]
+        shown = [
+            p
+            for p in state.catalog.partitions.values()
+            if p.tier == tier and p.key not in state.hidden
+        ]
+        tiers[tier] = TierMetrics(
+            tier,
+            files=len(files),
+            bytes=sum(f.bytes for f in files),
+            ticks=sum(p.rows for p in shown),
+            symbol_days=len(shown),
+        )
+    retained = [hot.path for hot in state.hot_superseded]
+    retained += uncatalogued_files(root, policy, state.catalog)
+    hidden = [state.catalog.partitions[key] for key in state.hidden]
+    return ArchiveMetrics(
+        generation=state.catalog.generation,
+        tiers={tier: tiers[tier] for tier in TIERS},
+        retained_files=len(retained),
+        retained_bytes=sum(_size(path) for path in retained),
+        hidden_symbol_days=len(hidden),
+        hidden_ticks=sum(p.rows for p in hidden),
+    )
+
+
+def uncatalogued_files(archive_root: Path, policy: TierPolicy, catalog: Catalog) -> list[TierFile]:
+    """Parquet files under the warm and cold roots (folders or S3 prefixes) that the catalog
+    does not list."""
+    listed = {resolve(archive_root, f.path, policy) for f in catalog.files.values()}
+    found: list[TierFile] = []
+    for tier in (WARM, COLD):
+        store = policy.store_for(tier, archive_root)
+        found += [f for f in store.parquet_files() if f not in listed]
+    return found
+
+
+def _size(path: TierFile) -> int:
+    try:
+        return size_of(path)
+    except FileNotFoundError:
+        return 0

@@ -1,0 +1,706 @@
+"""One logical table over every tier: the DuckDB view ``ticks``.
+
+Columns: ``symbol`` (VARCHAR), ``date`` (DATE, the UTC day), ``ts``, ``price``, ``quantity``,
+``side`` (as stored), ``tier`` (HOT, WARM or COLD), and ``year``, ``month`` (INTEGER, of
+``date``). So::
+
+    SELECT ts, price FROM ticks WHERE symbol = ? AND date BETWEEN ? AND ?
+
+answers whatever tier each day is in. ``year`` and ``month`` are the files' folder names where
+the layout has them (``year=`` for every file, ``month=`` for hot and month-layout files): adding
+``AND year = 2025`` (and ``month``) to a query lets DuckDB skip a consolidated file of another
+period without opening it, which a filter on ``date`` alone cannot (it is checked against each
+opened file's statistics). Where a folder above the partition folders is itself named
+``key=value``, ``year`` and ``month`` are computed from ``date`` instead (and consolidated files
+are read without Hive keys), since DuckDB would read that folder's value for them.
+
+The view is built from one reading of the archive's state (``placement.archive_state``): the hot
+symbol-day files that are the current copy of their day, read with Hive partitioning (a
+``symbol``/``date`` filter skips files by their folder names, without opening them), and the warm
+and cold consolidated files the catalog lists (a filter skips row groups by their
+``symbol``/``date`` statistics). Files the catalog does not list and hot files it supersedes are
+never read, and the catalogued symbol-days whose consolidated copy is hidden (overridden by a newer
+hot file, or withdrawn) are left out of their file's branch by an anti-join against a ``VALUES``
+list (one hash join, however many; filters still reach the Parquet scan), so every tick appears
+exactly once and a withdrawn one never.
+
+A tier whose root is an S3 prefix (``skewtape_pipeline.storage``) is scanned through a pyarrow
+dataset of its catalogued objects registered on the connection (DuckDB pushes projections and
+filters into it): ``year`` and ``month`` come from the object keys below the tier root, so a filter
+on them skips objects unopened, and ``symbol``/``date`` filters skip row groups by their statistics.
+Such a view exists only on the connection :func:`open_ticks_view` registered it on, so
+:func:`ticks_view_sql` refuses it. An unusable store is an ``ObjectStoreError`` naming the URI.
+
+An archive whose catalog is missing while consolidated files exist is refused
+(``CatalogMismatchError``, naming the files and the rebuild command), as is a catalogued file
+missing from disk; a file whose Parquet footer does not decode is a ``DamagedFileError``
+naming it. Consolidated files are found under the tier roots of ``policy`` (default: the
+default policy's, ``<archive>-warm`` and ``<archive>-cold`` beside the archive).
+
+Every file the view names is verified against the record made when it was written before the
+view is created, unless its stamp is unchanged since it last was (``trust.verify_before_reading``:
+the mirror's trust model); a file that differs is a ``DamagedFileError`` naming it.
+
+:func:`run_query` and its siblings run the caller's SQL read-only by default: exactly one
+``SELECT`` (:func:`check_read_only`), on a connection that may read only the archives' own folders
+(:func:`restrict`); ``unrestricted=True`` lifts both.
+
+The view lists files; open it again (or use :func:`run_query`, which does) after the archive
+changes, e.g. after re-tiering removed the files an older view names.
+
+Plain DuckDB equivalent of one archive's view (what :func:`ticks_view_sql` returns)::
+
+    CREATE VIEW ticks AS
+    SELECT symbol, date, ts, price, quantity, side, 'HOT' AS tier, year, month
+      FROM read_parquet([<hot files>], hive_partitioning = true,
+                        hive_types = {'symbol': VARCHAR, 'year': INTEGER, 'month': INTEGER,
+                                      'date': DATE})
+    UNION ALL BY NAME
+    SELECT symbol, date, ts, price, quantity, side, 'COLD' AS tier, year,
+           CAST(month(date) AS INTEGER) AS month
+      FROM read_parquet([<cold files of year=YYYY/>], hive_partitioning = true,
+                        hive_types = {'year': INTEGER})
+      ANTI JOIN (VALUES ('<symbol>', DATE '<day>'), ...) AS hidden(symbol, date)
+      USING (symbol, date)
+    ...
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from skewtape_pipeline.errors import CatalogMismatchError, ConfigError
+from skewtape_pipeline.fsio import load_json
+from skewtape_pipeline.storage import LocalTier, ObjectFile, ObjectTier, exists
+from skewtape_pipeline.ticks.archive.catalog import CATALOG_FILE, Catalog, normalized, resolve
+from skewtape_pipeline.ticks.archive.consolidate import read_footer
+from skewtape_pipeline.ticks.archive.integrity import check_catalog_present, repair_hint
+from skewtape_pipeline.ticks.archive.parquet_store import ARCHIVE_MARKER
+from skewtape_pipeline.ticks.archive.placement import ArchiveState, archive_state
+from skewtape_pipeline.ticks.archive.reports_table import reports_view_sql
+from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, TierPolicy
+from skewtape_pipeline.ticks.archive.trust import verify_before_reading
+from skewtape_pipeline.ticks.archive.versions import (
+    AsOf,
+    resolve_as_of,
+    verify_version,
+    version_state,
+)
+
+VIEW_NAME = "ticks"
+VIEW_COLUMNS = ("symbol", "date", "ts", "price", "quantity", "side", "tier", "year", "month")
+HIVE_TYPES = "{'symbol': 'VARCHAR', 'year': 'INTEGER', 'month': 'INTEGER', 'date': 'DATE'}"
+
+Roots = Path | str | Sequence[Path | str]
+Narrow = Callable[[ArchiveState], ArchiveState]
+
+
+def ticks_view_sql(
+    roots: Roots,
+    *,
+    name: str = VIEW_NAME,
+    policy: TierPolicy | None = None,
+    as_of: AsOf | None = None,
+) -> str:
+    """The ``CREATE OR REPLACE VIEW`` statement of the archive(s) at ``roots`` (reads only);
+    with ``as_of`` (a version number, a time or a tag: ``versions.resolve_as_of``; one root
+    only), the view as it read right after that version committed.
+
+    Raises
+    ------
+    ConfigError
+        No roots, a root that is not a folder or lies below a folder named ``symbol=...`` or
+        ``date=...`` (which DuckDB would read as those columns), a view name that is not an
+        identifier, or a tier in an object store (its files are scanned through Arrow
+        datasets that only :func:`open_ticks_view` can register on a connection).
+    TickFormatError
+        A damaged catalog.
+    CatalogMismatchError
+        The catalog is missing while consolidated files exist, or lists a file not on disk, or
+        a hot file has no record of its size and sha256 (written before hot files were recorded).
+    DamagedFileError
+        A file of the view differs from its record (``trust.verify_before_reading``).
+    ObjectStoreError
+        A tier root in an object store cannot be used (names the URI).
+    VersionError
+        ``as_of`` names no kept version, or a file the version reads is missing.
+    """
+    view = _view(roots, name, policy, as_of)
+    if view.datasets:
+        raise ConfigError(
+            f"{', '.join(sorted(view.uris))}: a tier in an object store is read through Arrow "
+            "datasets registered on a connection; use open_ticks_view (or run_query) instead "
+            "of the SQL text"
+        )
+    return view.sql
+
+
+@dataclass(frozen=True)
+class _View:
+    """The view's statement and the Arrow datasets it names (the object-store tiers' files)."""
+
+    sql: str
+    datasets: dict[str, ds.Dataset]
+    uris: frozenset[str]
+
+
+def _view(
+    roots: Roots,
+    name: str,
+    policy: TierPolicy | None,
+    as_of: AsOf | None = None,
+    narrow: Narrow | None = None,
+) -> _View:
+    if not name.isidentifier():
+        raise ConfigError(f"name = {name!r}: expected an SQL identifier")
+    policy = TierPolicy() if policy is None else policy
+    branches, datasets, uris = [], {}, set()
+    checked = _roots(roots)
+    if as_of is not None and len(checked) != 1:
+        raise ConfigError(f"as_of = {as_of!r}: a version names one archive; pass one root")
+    for root in checked:
+        state = _verified_state(root, policy, as_of, narrow)
+        hot = [str(h.path.absolute()) for h in state.hot_live]
+        if hot:
+            folders = "year, month" if _no_keys_above(Path(root).absolute()) else _YEAR_MONTH
+            branches.append(
+                f"SELECT {_COMMON}, '{HOT}' AS tier, {folders} "
+                f"FROM read_parquet({_list(hot)}, hive_partitioning = true, "
+                f"hive_types = {HIVE_TYPES})"
+            )
+        for tier in (WARM, COLD):
+            hidden = sorted(k for k in state.hidden if state.catalog.partitions[k].tier == tier)
+            store = policy.store_for(tier, root)
+            by_folders = _files_by_folder_keys(root, state.catalog, tier, policy)
+            for (monthly, hive), files in sorted(by_folders.items()):
+                if isinstance(store, ObjectTier):
+                    table = f"_skewtape_{tier.lower()}_{len(datasets)}"
+                    datasets[table] = _object_dataset(store, files, monthly=monthly)
+                    branch = _dataset_branch(tier, table, monthly=monthly)
+                    uris.add(store.root)
+                else:
+                    branch = _consolidated_branch(tier, files, monthly=monthly, hive=hive)
+                branches.append(branch + _hide(hidden))
+    if not branches:
+        branches.append(_empty_select(_roots(roots)))
+    sql = f"CREATE OR REPLACE VIEW {name} AS\n" + "\nUNION ALL BY NAME\n".join(branches)
+    return _View(sql, datasets, frozenset(uris))
+
+
+def _verified_state(
+    root: Path, policy: TierPolicy, as_of: AsOf | None, narrow: Narrow | None
+) -> ArchiveState:
+    """The state the view reads (now, or as of a version), narrowed, its files verified."""
+    if as_of is None:
+        check_catalog_present(root, policy)
+        state = archive_state(root)
+    else:
+        state = version_state(root, resolve_as_of(root, as_of))
+    if narrow is not None:
+        state = narrow(state)
+    if as_of is None:
+        verify_before_reading(root, state, policy)
+    else:
+        verify_version(root, state, policy)
+    return state
+
+
+_COMMON = "symbol, date, ts, price, quantity, side"
+_YEAR_MONTH = "CAST(year(date) AS INTEGER) AS year, CAST(month(date) AS INTEGER) AS month"
+
+
+def _no_keys_above(folder: Path) -> bool:
+    """True when no folder of ``folder``'s path is named like ``key=value``. DuckDB reads Hive
+    keys from the whole path, the first of a repeated key winning: such a folder above the
+    partition folders would replace ``symbol``, ``date``, ``year`` ... with its value."""
+    return "=" not in str(folder)
+
+
+def _files_by_folder_keys(
+    root: Path, catalog: Catalog, tier: str, policy: TierPolicy
+) -> dict[tuple[bool, bool], list[str]]:
+    """The tier's consolidated files by (monthly, hive): whether their folders name a month
+    (``year=/month=``) or a year only (``year=``), and whether the folders above those are
+    free of ``key=value`` names (:func:`_no_keys_above`; always, for an object store, whose
+    keys are read from the tier root down); one scan cannot mix them. Files are local paths,
+    or keys in the object store."""
+    out: dict[tuple[bool, bool], list[str]] = {}
+    for item in sorted(catalog.files.values(), key=lambda f: f.path):
+        if item.tier == tier:
+            path = resolve(root, item.path, policy)
+            if not exists(path):
+                raise CatalogMismatchError(
+                    f"{path}: the catalog lists it ({tier} {item.period}) but it is not on "
+                    f"disk; restore it from a copy, or {repair_hint(root)}",
+                    paths=[path],
+                )
+            monthly = "-" in item.period
+            if isinstance(path, ObjectFile):
+                out.setdefault((monthly, True), []).append(path.key)
+            else:
+                hive = _no_keys_above(path.parents[2 if monthly else 1])
+                out.setdefault((monthly, hive), []).append(str(path))
+    return out
+
+
+def _object_dataset(store: ObjectTier, keys: list[str], *, monthly: bool) -> ds.Dataset:
+    """An Arrow dataset of consolidated objects, ``year`` (and ``month``) read from their keys
+    below the tier root (Hive style), so a filter on them skips objects unopened; filters on
+    ``symbol`` and ``date`` skip row groups by their statistics."""
+    keys_schema = [pa.field("year", pa.int32())]
+    keys_schema += [pa.field("month", pa.int32())] if monthly else []
+    return ds.dataset(
+        keys,
+        filesystem=store.filesystem,
+        format="parquet",
+        partitioning=ds.partitioning(pa.schema(keys_schema), flavor="hive"),
+        partition_base_dir=store.base,
+    )
+
+
+def _dataset_branch(tier: str, table: str, *, monthly: bool) -> str:
+    """One scan of a registered dataset of consolidated objects (see :func:`_object_dataset`)."""
+    folders = "year, month" if monthly else "year, CAST(month(date) AS INTEGER) AS month"
+    return f"SELECT {_COMMON}, '{tier}' AS tier, {folders} FROM {table}"
+
+
+def _consolidated_branch(tier: str, files: list[str], *, monthly: bool, hive: bool) -> str:
+    """One scan of consolidated files: ``year`` (and ``month``) from their folders, so a filter
+    on them skips files unopened; a yearly file's ``month`` is computed from ``date``. Without
+    ``hive`` (a ``key=value`` folder above theirs) both are computed and no file is skipped."""
+    if not hive:
+        folders, options = _YEAR_MONTH, "hive_partitioning = false"
+    elif monthly:
+        folders = "year, month"
+        options = "hive_partitioning = true, hive_types = {'year': 'INTEGER', 'month': 'INTEGER'}"
+    else:
+        folders = "year, CAST(month(date) AS INTEGER) AS month"
+        options = "hive_partitioning = true, hive_types = {'year': 'INTEGER'}"
+    return (
+        f"SELECT {_COMMON}, '{tier}' AS tier, {folders} "
+        f"FROM read_parquet({_list(files)}, {options})"
+    )
+
+
+def open_ticks_view(
+    con: duckdb.DuckDBPyConnection,
+    roots: Roots,
+    *,
+    name: str = VIEW_NAME,
+    policy: TierPolicy | None = None,
+    as_of: AsOf | None = None,
+    narrow: Narrow | None = None,
+) -> duckdb.DuckDBPyConnection:
+    """Create (or replace) the view ``name`` over the archive(s) at ``roots`` on ``con``
+    (as of a version with ``as_of``: see :func:`ticks_view_sql`); ``narrow`` may cut the
+    state down to the symbol-days wanted before any file is named or verified
+    (``versions.symbol_days``).
+
+    Returns ``con``. See :func:`ticks_view_sql` for what it raises; DamagedFileError when
+    DuckDB cannot read a file's footer.
+    """
+    view = _view(roots, name, policy, as_of, narrow)
+    for table, dataset in view.datasets.items():
+        con.register(table, dataset)
+    try:
+        con.execute(view.sql)
+    except duckdb.Error:
+        _raise_if_damaged(roots, policy)
+        raise
+    return con
+
+
+def run_query(
+    sql: str,
+    roots: Roots,
+    *,
+    parameters: Sequence[Any] | None = None,
+    threads: int | None = None,
+    policy: TierPolicy | None = None,
+    unrestricted: bool = False,
+    as_of: AsOf | None = None,
+) -> pa.Table:
+    """Run ``sql`` against a fresh in-memory DuckDB with the ``ticks`` view (and ``tick_reports``,
+    the archive's reports table: ``reports_table.reports_view_sql``); return the rows.
+
+    ``parameters`` fill ``?`` placeholders; ``policy`` names the tier roots; ``as_of`` reads
+    the view as of a version (:func:`ticks_view_sql`). Read-only unless
+    ``unrestricted`` (see :func:`check_read_only` and :func:`restrict`). Every file the view
+    reads is verified against its record first when its stamp changed since it last was
+    (``trust.verify_before_reading``). Raises ConfigError naming the query when it is not one
+    read-only statement or DuckDB rejects it, DamagedFileError naming the file when a file of
+    the view differs from its record or has a footer that does not decode.
+    """
+    check_read_only(sql, unrestricted=unrestricted)
+    con = _connect(roots, threads, policy, unrestricted=unrestricted, as_of=as_of)
+    try:
+        return con.sql(sql, params=parameters or None).to_arrow_table()
+    except duckdb.Error as exc:
+        if not isinstance(exc, duckdb.ParserException):
+            _raise_if_damaged(roots, policy)
+        raise ConfigError(f"query {sql!r}: {exc}") from None
+    finally:
+        con.close()
+
+
+def _raise_if_damaged(roots: Roots, policy: TierPolicy | None) -> None:
+    """Raise DamagedFileError for the first file of the view whose footer does not decode
+    (DuckDB's own message names neither the file nor the damage); return if none. Called
+    when DuckDB fails other than on the SQL's syntax: it reads every footer once."""
+    for root in _roots(roots):
+        state = archive_state(root)
+        paths = [hot.path for hot in state.hot_live]
+        paths += [resolve(root, item.path, policy) for item in state.catalog.files.values()]
+        for path in paths:
+            try:
+                read_footer(path)  # raises DamagedFileError naming the file
+            except OSError:
+                continue  # gone meanwhile: DuckDB's own error stands
+
+
+@dataclass(frozen=True)
+class QueryText:
+    """A query's result as DuckDB prints it: every value cast to VARCHAR inside DuckDB (no
+    Python or Arrow type in between, so nanoseconds, decimals, HUGEINTs, intervals, lists,
+    structs, maps and blobs keep every digit), None for NULL."""
+
+    columns: list[str]
+    types: list[str]
+    """DuckDB's name of each column's type (``TIMESTAMP_NS``, ``DECIMAL(18,4)`` ...)."""
+    rows: list[tuple[str | None, ...]]
+
+
+def run_query_text(
+    sql: str,
+    roots: Roots,
+    *,
+    parameters: Sequence[Any] | None = None,
+    threads: int | None = None,
+    policy: TierPolicy | None = None,
+    unrestricted: bool = False,
+    as_of: AsOf | None = None,
+) -> QueryText:
+    """Run ``sql`` like :func:`run_query` (read-only unless ``unrestricted``); return every
+    value as DuckDB's own text.
+
+    Columns are cast by position, so repeated or odd column names are fine. A statement
+    without a result (``unrestricted``, e.g. ``SET``) gives no columns. Raises ConfigError
+    naming the query when DuckDB rejects it.
+    """
+    with _query(sql, roots, parameters, threads, policy, unrestricted, as_of) as relation:
+        if relation is None:
+            return QueryText([], [], [])
+        casts = ", ".join(f"CAST(#{i + 1} AS VARCHAR)" for i in range(len(relation.columns)))
+        rows = relation.project(casts).fetchall() if casts else []
+        return QueryText(list(relation.columns), [str(t) for t in relation.types], rows)
+
+
+def run_query_json(
+    sql: str,
+    roots: Roots,
+    *,
+    parameters: Sequence[Any] | None = None,
+    threads: int | None = None,
+    policy: TierPolicy | None = None,
+    unrestricted: bool = False,
+    as_of: AsOf | None = None,
+) -> str:
+    """Run ``sql`` like :func:`run_query` (read-only unless ``unrestricted``); return a JSON
+    array of one object per row, each written by DuckDB's ``to_json`` (numbers stay exact,
+    HUGEINTs included; timestamps, intervals and blobs are DuckDB's text; a repeated column
+    name gets a ``_1`` suffix). Raises ConfigError naming the query when DuckDB rejects it."""
+    with _query(sql, roots, parameters, threads, policy, unrestricted, as_of) as relation:
+        if relation is None:
+            return "[]"
+        name = "_skewtape_row"
+        while name in relation.columns:  # the alias must not be a result column's name
+            name += "_"
+        rows = relation.query(name, f"SELECT to_json({name}) FROM {name}").fetchall()
+        return "[" + ",\n".join(row[0] for row in rows) + "]"
+
+
+@contextmanager
+def _query(
+    sql: str,
+    roots: Roots,
+    parameters: Sequence[Any] | None,
+    threads: int | None,
+    policy: TierPolicy | None,
+    unrestricted: bool,
+    as_of: AsOf | None = None,
+) -> Iterator[duckdb.DuckDBPyRelation | None]:
+    """The relation of ``sql`` (checked: :func:`check_read_only`) on a fresh connection with
+    the view, closed afterwards; DuckDB's errors (while planning or fetching) become
+    ConfigError naming the query, or DamagedFileError naming a file of the view whose footer
+    does not decode."""
+    check_read_only(sql, unrestricted=unrestricted)
+    con = _connect(roots, threads, policy, unrestricted=unrestricted, as_of=as_of)
+    try:
+        yield con.sql(sql, params=parameters or None)
+    except duckdb.Error as exc:
+        if not isinstance(exc, duckdb.ParserException):
+            _raise_if_damaged(roots, policy)
+        raise ConfigError(f"query {sql!r}: {exc}") from None
+    finally:
+        con.close()
+
+
+@dataclass(frozen=True)
+class ScanStats:
+    """What DuckDB read to answer one query (its EXPLAIN ANALYZE profile).
+
+    ``files_scanned``/``files_total`` count the files each Parquet scan opened and was given
+    (a Hive-partitioned scan skips files by their folder names without opening them; a scan
+    without Hive partitioning opens every file it is given), ``row_groups_*`` the row groups
+    after statistics pruning, summed over every scan; ``bytes_read`` is all bytes read from
+    disk (footers included).
+    """
+
+    files_scanned: int
+    files_total: int
+    row_groups_scanned: int
+    row_groups_total: int
+    bytes_read: int
+    rows: int
+
+
+def scan_stats(sql: str, roots: Roots, *, parameters: Sequence[Any] | None = None) -> ScanStats:
+    """Run ``sql`` (one read-only statement: :func:`check_read_only`) under ``EXPLAIN ANALYZE``
+    on one thread and report what it read."""
+    check_read_only(sql)
+    con = _connect(roots, 1)
+    try:
+        (row,) = con.execute(f"EXPLAIN (ANALYZE, FORMAT json) {sql}", parameters or []).fetchall()
+        profile = load_json(row[1], "EXPLAIN ANALYZE output", error=ConfigError)
+        rows = len(con.execute(sql, parameters or []).fetchall())
+    except duckdb.Error as exc:
+        if not isinstance(exc, duckdb.ParserException):
+            _raise_if_damaged(roots, None)
+        raise ConfigError(f"query {sql!r}: {exc}") from None
+    finally:
+        con.close()
+    scans = list(_parquet_scans(profile.get("operator", [])))
+    files = [_files_read(s.get("extra_info", {})) for s in scans]
+    return ScanStats(
+        files_scanned=sum(f[0] for f in files),
+        files_total=sum(f[1] for f in files),
+        row_groups_scanned=sum(int(s.get("row_groups_scanned", 0)) for s in scans),
+        row_groups_total=sum(int(s.get("total_row_groups_to_scan", 0)) for s in scans),
+        bytes_read=int(profile.get("io", {}).get("total_bytes_read", 0)),
+        rows=rows,
+    )
+
+
+def _parquet_scans(operators: list[dict[str, Any]]):
+    for op in operators:
+        if op.get("type") == "TABLE_SCAN" and "row_groups_scanned" in op:
+            yield op
+        yield from _parquet_scans(op.get("children", []))
+
+
+def _files_read(extra_info: dict[str, Any]) -> tuple[int, int]:
+    """(files opened, files given) of one scan: ``Scanning Files: "1/6"`` when DuckDB pruned
+    by Hive partitions, else ``Total Files Read`` for both (nothing was skipped)."""
+    pruned = extra_info.get("Scanning Files")
+    if pruned and "/" in pruned:
+        scanned, total = pruned.split("/", 1)
+        return int(scanned), int(total)
+    read = int(extra_info.get("Total Files Read", 0))
+    return read, read
+
+
+def _connect(
+    roots: Roots,
+    threads: int | None,
+    policy: TierPolicy | None = None,
+    *,
+    unrestricted: bool = False,
+    as_of: AsOf | None = None,
+) -> duckdb.DuckDBPyConnection:
+    """A fresh in-memory connection with the view (as of ``as_of`` when given), its time zone
+    UTC (the archive's days are UTC days, and timestamps print the same on every machine),
+    restricted to reading the archives' own files (:func:`restrict`) unless ``unrestricted``."""
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    if threads is not None:
+        con.execute(f"SET threads = {int(threads)}")
+    try:
+        open_ticks_view(con, roots, policy=policy, as_of=as_of)
+        con.execute(reports_view_sql(_roots(roots)))
+        if not unrestricted:
+            restrict(con, _allowed_folders(roots, policy))
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+READ_ONLY_STATEMENTS = frozenset({duckdb.StatementType.SELECT})
+"""What a query may be unless unrestricted: one ``SELECT`` (``WITH ...``, ``FROM ...``,
+``DESCRIBE``, ``SHOW``, ``SUMMARIZE`` and ``VALUES`` are SELECTs to DuckDB)."""
+
+
+def check_read_only(sql: str, *, unrestricted: bool = False) -> None:
+    """Refuse, before anything is opened, SQL that is not exactly one read-only statement
+    (:data:`READ_ONLY_STATEMENTS`): a second statement after ``;``, ``COPY ... TO``,
+    ``ATTACH``, ``EXPORT``, ``INSTALL``/``LOAD``, ``SET``, ``CREATE``, ``INSERT`` ...;
+    anything passes with ``unrestricted``.
+
+    Raises ConfigError naming the query and what was found.
+    """
+    if unrestricted:
+        return
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise ConfigError(f"query {sql!r}: {exc}") from None
+    if len(statements) != 1:
+        raise ConfigError(
+            f"query {sql!r}: {len(statements)} statements; expected exactly one SELECT "
+            "(queries are read-only; --unrestricted runs any SQL)"
+        )
+    kind = statements[0].type
+    if kind not in READ_ONLY_STATEMENTS:
+        raise ConfigError(
+            f"query {sql!r}: a {kind.name} statement; expected a SELECT (queries are "
+            "read-only; --unrestricted runs any SQL)"
+        )
+
+
+def restrict(con: duckdb.DuckDBPyConnection, folders: Sequence[Path]) -> None:
+    """Let ``con`` read files inside ``folders`` only, for the rest of its life: DuckDB's
+    ``allowed_directories`` with ``enable_external_access = false`` (no other local file, no
+    URL, no extension installed or loaded), then ``lock_configuration`` so no statement can
+    undo it. Arrow datasets registered before (object-store tiers) stay readable."""
+    listed = ", ".join(_quote(str(folder) + os.sep) for folder in folders)
+    con.execute(f"SET allowed_directories = [{listed}]")
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("SET autoload_known_extensions = false")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
+def _allowed_folders(roots: Roots, policy: TierPolicy | None) -> list[Path]:
+    """Each archive root and its local warm and cold roots (normalized absolute paths)."""
+    policy = TierPolicy() if policy is None else policy
+    folders = []
+    for root in _roots(roots):
+        folders.append(normalized(root))
+        for tier in (WARM, COLD):
+            store = policy.store_for(tier, root)
+            if isinstance(store, LocalTier):
+                folders.append(store.folder)
+    return folders
+
+
+def check_archive_root(root: Path | str, *, empty_ok: bool = True) -> Path:
+    """``root`` as a Path when it is a tick archive root (the hot tier: the folder holding
+    ``_skewtape_archive.json``, the catalog and the ``symbol=`` folders); ConfigError naming it
+    otherwise, touching nothing.
+
+    Refused: a path that is not a folder, a warm or cold tier folder (consolidated ``year=``
+    folders, no catalog: the message names the archive root it likely belongs to), and a
+    folder holding files of its own but no archive marker. A folder holding no more than the
+    archive's bookkeeping (dot files, ``_skewtape*`` markers: an archive with nothing
+    compacted yet) passes only with ``empty_ok``.
+    """
+    path = Path(root)
+    if not path.is_dir():
+        raise ConfigError(f"{path}: not a folder; expected a tick archive root")
+    names = {child.name for child in path.iterdir()}
+    if ARCHIVE_MARKER not in names:
+        if empty_ok and all(n.startswith((".", "_skewtape")) for n in names):
+            return path
+        what = "holds no tick archive yet" if not names else f"holds no {ARCHIVE_MARKER}"
+        raise ConfigError(f"{path}: {what}; expected a tick archive root")
+    if _looks_like_tier_folder(names):
+        base, _, tier = path.name.rpartition("-")
+        hint = path.with_name(base) if base and tier.upper() in (WARM, COLD) else None
+        raise ConfigError(
+            f"{path}: is a warm or cold tier folder (consolidated files, no catalog), not an "
+            f"archive root; pass the archive root (its hot tier)"
+            + (f", e.g. {hint}" if hint else "")
+        )
+    return path
+
+
+def _looks_like_tier_folder(names: set[str]) -> bool:
+    """Consolidated ``year=`` folders without the catalog or any hot ``symbol=`` folder."""
+    return (
+        CATALOG_FILE not in names
+        and any(n.startswith("year=") for n in names)
+        and not any(n.startswith("symbol=") for n in names)
+    )
+
+
+def _roots(roots: Roots) -> list[Path]:
+    items = [roots] if isinstance(roots, str | Path) else list(roots)
+    if not items:
+        raise ConfigError("roots: expected at least one archive root")
+    out = []
+    for item in items:
+        path = check_archive_root(item)
+        _check_no_partition_keys_above(path)
+        out.append(path)
+    return out
+
+
+def _check_no_partition_keys_above(root: Path) -> None:
+    """Refuse a root below a folder named ``symbol=...`` or ``date=...``: DuckDB reads Hive keys
+    from the whole path, the first of a repeated key winning, so every hot tick would get that
+    folder's value (the hot files hold ``symbol`` and ``date`` only in their folder names)."""
+    for part in root.absolute().parts:
+        key = part.partition("=")[0]
+        if "=" in part and key in ("symbol", "date"):
+            raise ConfigError(
+                f"{root}: the folder {part!r} above the archive would be read as its "
+                f"{key} column; move the archive out of it (or rename that folder)"
+            )
+
+
+def _list(paths: Sequence[str]) -> str:
+    return "[" + ", ".join(_quote(p) for p in paths) + "]"
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _hide(keys: Sequence[tuple[str, Any]]) -> str:
+    """An anti-join leaving out catalogued symbol-days whose consolidated copy is hidden
+    (overridden by a newer hot file, or withdrawn); empty when there are none."""
+    if not keys:
+        return ""
+    rows = ", ".join(f"({_quote(symbol)}, DATE '{day.isoformat()}')" for symbol, day in keys)
+    return f" ANTI JOIN (VALUES {rows}) AS hidden(symbol, date) USING (symbol, date)"
+
+
+def _empty_select(roots: list[Path]) -> str:
+    """A typed, empty select for an archive with no files yet (scales and timestamp unit from
+    its marker)."""
+    price_scale, quantity_scale, timestamp_unit = 0, 0, "ns"
+    for root in roots:
+        marker = root / ARCHIVE_MARKER
+        if marker.exists():
+            found = load_json(marker.read_bytes(), marker, error=ConfigError)
+            price_scale, quantity_scale = found["price_scale"], found["quantity_scale"]
+            timestamp_unit = found.get("timestamp_unit", "ns")
+            break
+    quantity = "BIGINT" if quantity_scale == 0 else f"DECIMAL(18, {quantity_scale})"
+    ts_type = "TIMESTAMP_NS" if timestamp_unit == "ns" else "TIMESTAMPTZ"
+    return (
+        "SELECT NULL::VARCHAR AS symbol, NULL::DATE AS date, "
+        f"NULL::{ts_type} AS ts, "
+        f"NULL::DECIMAL(18, {price_scale}) AS price, NULL::{quantity} AS quantity, "
+        "NULL::VARCHAR AS side, NULL::VARCHAR AS tier, NULL::INTEGER AS year, "
+        "NULL::INTEGER AS month WHERE false"
+    )

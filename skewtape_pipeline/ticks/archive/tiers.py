@@ -1,0 +1,371 @@
+"""Storage tiers by age: explicit, validated configuration, recorded on every report.
+
+A batch's tier follows from its real age in days (``age_days`` has no default anywhere): up to
+``hot_max_age_days`` it is HOT, up to ``warm_max_age_days`` WARM, older COLD. Each tier carries
+its own Parquet settings: hot favours speed (a low zstd level, encodings chosen on a small
+sample), cold favours size (a high level, encodings chosen on a large sample).
+
+Each tier also has a layout and a storage root. HOT holds one file per symbol-day under the
+archive root (where compaction writes). WARM and COLD hold consolidated files, one per period
+(``month`` or ``year``) of the archive, rows sorted by symbol then time, packed into row groups
+of about ``consolidated_row_group_size`` rows that end on symbol-day boundaries; re-tiering
+(``ticks.archive.lifecycle``) moves symbol-days into them as they age. A layout left unset takes the
+tier's default (:data:`DEFAULT_LAYOUTS`); a root left unset is a folder beside the archive root
+(``<archive>-warm``, ``<archive>-cold``); a relative root is taken from the archive root's parent.
+A warm or cold root may also be an S3 prefix, ``s3://bucket/prefix`` (``skewtape_pipeline.storage``:
+the endpoint in the URI's query or ``AWS_ENDPOINT_URL``, credentials only from the environment).
+
+Configuration file (TOML or JSON, every key optional)::
+
+    hot_max_age_days = 7
+    warm_max_age_days = 90
+    [hot]
+    compression = "zstd"
+    compression_level = 1
+    encoding_sample_rows = 65536   # 0: measure candidate encodings on the whole batch
+    row_group_size = 1048576
+    byte_stream_split = true       # a measured candidate for price and quantity (INT64)
+    [warm]
+    layout = "month"               # hot: "symbol-day"; warm and cold: "month" or "year"
+    consolidated_row_group_size = 2048
+    root = "archive-warm"          # default: beside the archive root; or "s3://bucket/warm"
+    ...
+    [cold]                         # defaults: zstd 19, layout "year", row groups of 8192
+    ...
+
+Standard library only, but for the S3 URI check (``skewtape_pipeline.storage``).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path, PurePath
+from typing import Any
+
+from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.fsio import load_json
+from skewtape_pipeline.storage import TierStore, check_object_uri, is_object_uri, tier_store
+
+HOT = "HOT"
+WARM = "WARM"
+COLD = "COLD"
+TIERS: tuple[str, ...] = (HOT, WARM, COLD)
+"""Tier names from the newest data to the oldest (a tier later in the tuple is colder)."""
+
+LAYOUT_SYMBOL_DAY = "symbol-day"
+LAYOUT_MONTH = "month"
+LAYOUT_YEAR = "year"
+LAYOUTS: tuple[str, ...] = (LAYOUT_SYMBOL_DAY, LAYOUT_MONTH, LAYOUT_YEAR)
+CONSOLIDATED_LAYOUTS: tuple[str, ...] = (LAYOUT_MONTH, LAYOUT_YEAR)
+DEFAULT_LAYOUTS: Mapping[str, str] = {HOT: LAYOUT_SYMBOL_DAY, WARM: LAYOUT_MONTH, COLD: LAYOUT_YEAR}
+"""The layout of a tier whose settings leave ``layout`` unset."""
+
+COMPRESSION_LEVELS: Mapping[str, tuple[int, int] | None] = {
+    "zstd": (1, 22),
+    "gzip": (1, 9),
+    "brotli": (0, 11),
+    "lz4": None,
+    "snappy": None,
+    "none": None,
+}
+"""Parquet codecs a tier may name, with their level range (None: the codec takes no level)."""
+
+
+@dataclass(frozen=True)
+class TierSettings:
+    """How one tier writes its Parquet files.
+
+    Parameters
+    ----------
+    compression
+        Parquet codec, one of :data:`COMPRESSION_LEVELS` (default ``zstd``).
+    compression_level
+        Codec level; must be None for codecs without levels.
+    encoding_sample_rows
+        Rows (from the start of the batch) on which candidate encodings of price and quantity
+        are measured; 0 measures on the whole batch.
+    row_group_size
+        Maximum rows per Parquet row group.
+    byte_stream_split
+        Offer BYTE_STREAM_SPLIT as a measured candidate for price and quantity (INT64 columns,
+        plain integers and INT64-backed decimals alike; DuckDB 2.0 and pyarrow read both
+        exactly). Turn it off when the archive must be read by engines that predate Parquet
+        format 2.11's integer BYTE_STREAM_SPLIT (e.g. Spark before 4.0).
+    layout
+        ``symbol-day`` (hot only), ``month`` or ``year`` (warm and cold: one consolidated file
+        per period); None takes the tier's default (:data:`DEFAULT_LAYOUTS`).
+    consolidated_row_group_size
+        Target rows per row group of a consolidated file; groups end on symbol-day boundaries
+        (a symbol-day larger than the target gets groups of its own, at most
+        ``row_group_size`` rows each). Small groups let readers skip to a symbol and a date
+        by row-group statistics; each costs a few hundred bytes of footer.
+    root
+        Folder of the tier's consolidated files (warm and cold only); None: beside the
+        archive root. A relative path is taken from the archive root's parent. An
+        ``s3://bucket/prefix`` URI puts the tier in an object store (query options
+        ``endpoint_override``, ``scheme``, ``region`` only; never credentials).
+
+    Raises
+    ------
+    ConfigError
+        On an unknown codec, a level outside the codec's range, or a negative/zero size.
+    """
+
+    compression: str = "zstd"
+    compression_level: int | None = 3
+    encoding_sample_rows: int = 65_536
+    row_group_size: int = 1_048_576
+    byte_stream_split: bool = True
+    layout: str | None = None
+    consolidated_row_group_size: int = 2_048
+    root: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.compression not in COMPRESSION_LEVELS:
+            raise ConfigError(
+                f"compression = {self.compression!r}: expected one of "
+                f"{', '.join(COMPRESSION_LEVELS)}"
+            )
+        level_range = COMPRESSION_LEVELS[self.compression]
+        level = self.compression_level
+        if level_range is None:
+            if level is not None:
+                raise ConfigError(
+                    f"compression_level = {level!r}: {self.compression} takes no level; omit it"
+                )
+        elif not _is_int(level) or not level_range[0] <= level <= level_range[1]:
+            raise ConfigError(
+                f"compression_level = {level!r}: expected an integer in "
+                f"{level_range[0]}..{level_range[1]} for {self.compression}"
+            )
+        if not _is_int(self.encoding_sample_rows) or self.encoding_sample_rows < 0:
+            raise ConfigError(
+                f"encoding_sample_rows = {self.encoding_sample_rows!r}: "
+                "expected an integer >= 0 (0: the whole batch)"
+            )
+        if not _is_int(self.row_group_size) or self.row_group_size < 1:
+            raise ConfigError(f"row_group_size = {self.row_group_size!r}: expected an integer >= 1")
+        if not isinstance(self.byte_stream_split, bool):
+            raise ConfigError(
+                f"byte_stream_split = {self.byte_stream_split!r}: expected true/false"
+            )
+        if self.layout is not None and self.layout not in LAYOUTS:
+            raise ConfigError(f"layout = {self.layout!r}: expected one of {', '.join(LAYOUTS)}")
+        size = self.consolidated_row_group_size
+        if not _is_int(size) or size < 1:
+            raise ConfigError(f"consolidated_row_group_size = {size!r}: expected an integer >= 1")
+        if self.root is not None and (not isinstance(self.root, str) or not self.root.strip()):
+            raise ConfigError(f"root = {self.root!r}: expected a folder path (or leave it unset)")
+        if is_object_uri(self.root):
+            check_object_uri(self.root)
+
+
+def _default_hot() -> TierSettings:
+    return TierSettings(compression_level=1, encoding_sample_rows=65_536)
+
+
+def _default_warm() -> TierSettings:
+    return TierSettings(compression_level=9, encoding_sample_rows=262_144)
+
+
+def _default_cold() -> TierSettings:
+    # Larger row groups than warm: smaller files, and at scale fewer footer bytes per query
+    # (measured in benchmarks/archive_tiers.py: 2.5% worst read share against 4.0% at 2,048).
+    return TierSettings(
+        compression_level=19, encoding_sample_rows=1_048_576, consolidated_row_group_size=8_192
+    )
+
+
+@dataclass(frozen=True)
+class TierPolicy:
+    """Age thresholds (inclusive, in days) and the Parquet settings of each tier.
+
+    The defaults are house choices (7 and 90 days), not a standard; calibrate them against
+    query patterns and storage prices and write them down in a config file.
+
+    Raises
+    ------
+    ConfigError
+        When a threshold is negative or ``warm_max_age_days <= hot_max_age_days``.
+    """
+
+    hot_max_age_days: int = 7
+    warm_max_age_days: int = 90
+    hot: TierSettings = field(default_factory=_default_hot)
+    warm: TierSettings = field(default_factory=_default_warm)
+    cold: TierSettings = field(default_factory=_default_cold)
+
+    def __post_init__(self) -> None:
+        if not _is_int(self.hot_max_age_days) or self.hot_max_age_days < 0:
+            raise ConfigError(
+                f"hot_max_age_days = {self.hot_max_age_days!r}: expected an integer >= 0"
+            )
+        if not _is_int(self.warm_max_age_days) or self.warm_max_age_days <= self.hot_max_age_days:
+            raise ConfigError(
+                f"warm_max_age_days = {self.warm_max_age_days!r}: expected an integer greater "
+                f"than hot_max_age_days ({self.hot_max_age_days})"
+            )
+        for name in ("hot", "warm", "cold"):
+            if not isinstance(getattr(self, name), TierSettings):
+                raise ConfigError(f"{name}: expected TierSettings, got {getattr(self, name)!r}")
+        if self.hot.layout not in (None, LAYOUT_SYMBOL_DAY):
+            raise ConfigError(
+                f"[hot] layout = {self.hot.layout!r}: the hot tier holds one file per symbol-day "
+                f"(where compaction writes); expected {LAYOUT_SYMBOL_DAY!r}"
+            )
+        if self.hot.root is not None:
+            raise ConfigError(
+                f"[hot] root = {self.hot.root!r}: hot files live in the archive root itself "
+                "(the folder compaction writes to); leave it unset"
+            )
+        for name in ("warm", "cold"):
+            layout = getattr(self, name).layout
+            if layout not in (None, *CONSOLIDATED_LAYOUTS):
+                raise ConfigError(
+                    f"[{name}] layout = {layout!r}: {name} holds consolidated files; expected "
+                    f"one of {', '.join(CONSOLIDATED_LAYOUTS)}"
+                )
+
+    def tier_for(self, age_days: int) -> str:
+        """The tier of a batch that is ``age_days`` old (HOT, WARM or COLD).
+
+        Raises
+        ------
+        ConfigError
+            When ``age_days`` is missing (None), not an integer, or negative.
+        """
+        check_age_days(age_days)
+        if age_days <= self.hot_max_age_days:
+            return HOT
+        if age_days <= self.warm_max_age_days:
+            return WARM
+        return COLD
+
+    def settings_for(self, tier: str) -> TierSettings:
+        """The Parquet settings of ``tier``; ConfigError for an unknown tier name."""
+        if tier not in TIERS:
+            raise ConfigError(f"tier = {tier!r}: expected one of {', '.join(TIERS)}")
+        return getattr(self, tier.lower())
+
+    def layout_for(self, tier: str) -> str:
+        """The layout of ``tier``: its ``layout`` setting, else :data:`DEFAULT_LAYOUTS`."""
+        return self.settings_for(tier).layout or DEFAULT_LAYOUTS[tier]
+
+    def root_for(self, tier: str, archive_root: Path) -> Path | str:
+        """The folder of ``tier``'s files for the archive at ``archive_root`` (or its
+        ``s3://`` URI).
+
+        HOT is the archive root itself; WARM and COLD use their ``root`` setting (relative to
+        the archive root's parent; an S3 URI as it is) or, unset, ``<archive root>-warm`` /
+        ``-cold`` beside it.
+        """
+        archive_root = Path(archive_root)
+        if tier == HOT:
+            return archive_root
+        configured = self.settings_for(tier).root
+        if configured is None:
+            return archive_root.with_name(f"{archive_root.name}-{tier.lower()}")
+        if is_object_uri(configured):
+            return configured
+        return archive_root.parent / PurePath(configured)
+
+    def store_for(self, tier: str, archive_root: Path) -> TierStore:
+        """The store of ``tier``'s consolidated files (WARM or COLD; see :meth:`root_for`)."""
+        if tier not in (WARM, COLD):
+            raise ConfigError(f"tier = {tier!r}: only WARM and COLD hold consolidated files")
+        return tier_store(self.root_for(tier, archive_root))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict that :meth:`from_dict` turns back into an equal policy."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "tier policy") -> TierPolicy:
+        """Build a policy from a mapping; unknown keys are errors, missing keys take defaults.
+
+        Raises
+        ------
+        ConfigError
+            Naming ``source`` and the key on an unknown key, a wrong type or a bad value.
+        """
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{source}: expected a table of settings, got {type(data).__name__}")
+        top_keys = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - top_keys)
+        if unknown:
+            raise ConfigError(
+                f"{source}: unknown key(s) {', '.join(unknown)}; expected {', '.join(top_keys)}"
+            )
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            if key in ("hot", "warm", "cold"):
+                kwargs[key] = _settings_from_dict(value, source=f"{source}: [{key}]")
+            else:
+                kwargs[key] = value
+        try:
+            return cls(**kwargs)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+
+    @classmethod
+    def load(cls, path: Path | str) -> TierPolicy:
+        """Read a policy from a ``.toml`` or ``.json`` file.
+
+        Raises
+        ------
+        ConfigError
+            The file is missing, unreadable, not valid TOML/JSON, or holds an invalid value.
+        """
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read tier policy ({exc.strerror})") from None
+        try:
+            if path.suffix == ".toml":
+                data = tomllib.loads(text)
+            elif path.suffix == ".json":
+                data = load_json(text, path, error=ConfigError)
+            else:
+                raise ConfigError(f"{path}: expected a .toml or .json tier policy file")
+        except (tomllib.TOMLDecodeError, RecursionError) as exc:  # RecursionError: too deep
+            raise ConfigError(f"{path}: not valid {path.suffix[1:].upper()}: {exc}") from None
+        return cls.from_dict(data, source=str(path))
+
+
+def _settings_from_dict(data: Any, *, source: str) -> TierSettings:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: expected a table of settings, got {type(data).__name__}")
+    known = {f.name for f in fields(TierSettings)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown key(s) {', '.join(unknown)}; expected {', '.join(sorted(known))}"
+        )
+    try:
+        return TierSettings(**data)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def is_colder(tier: str, than: str) -> bool:
+    """True when ``tier`` comes after ``than`` in :data:`TIERS` (holds older data)."""
+    return TIERS.index(tier) > TIERS.index(than)
+
+
+def check_age_days(age_days: object) -> int:
+    """Return ``age_days`` if it is an integer >= 0, else raise ConfigError (no default)."""
+    if age_days is None:
+        raise ConfigError(
+            "age_days is required: the tier follows from the batch's real age, and a guessed "
+            "age gives a confident tier that can be wrong by two tiers"
+        )
+    if not _is_int(age_days) or age_days < 0:  # type: ignore[operator]
+        raise ConfigError(f"age_days = {age_days!r}: expected an integer >= 0")
+    return age_days  # type: ignore[return-value]
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

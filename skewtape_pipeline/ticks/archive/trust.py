@@ -1,0 +1,221 @@
+"""Every archive file checked against the record made when it was written.
+
+Each file of the archive has a record of its size and sha256, made when it was written: a
+consolidated file's in the catalog (``CatalogFile``), a hot file's in the hot file records
+(``catalog.read_hot_records``); a hot file whose rows re-tiering moved also has its source stamp
+(``SourceStamp``), which serves as its record when the hot file records predate it.
+
+- :func:`hot_record` finds a hot file's record; :func:`record_problems` reads a file whole and
+  says how it differs from its record (``verify-archive``, the scrub, reads every file).
+- :func:`verify_before_reading` (through :class:`VerifiedFiles`) gives readers (``query`` and
+  the ``ticks`` view) the mirror's trust model (``hashing.HashCache``, as git's index): a file
+  whose stamp (size, inode, mtime, ctime; for an object its size, Last-Modified and ETag:
+  ``storage.stamp_of``) has not changed since it was last verified against its record is
+  trusted after one ``stat`` (or HEAD request); any other file is read whole and compared with
+  its record before the query reads it. What was verified is kept in
+  ``<archive root>/.skewtape-verified.json`` (best effort: on read-only media every query
+  verifies again). What this cannot see: bytes that change without moving the stamp (bit rot
+  on the medium; a writer that restores the mtime cannot restore the ctime without setting the
+  clock back), and a file rewritten between its check and DuckDB's read of it; the scheduled
+  ``verify-archive``, which ignores the cache, finds the first.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from skewtape_pipeline.errors import CatalogMismatchError, DamagedFileError
+from skewtape_pipeline.hashing import FileStamp, HashCache
+from skewtape_pipeline.storage import TierFile, sha256_of, size_of, stamp_of
+from skewtape_pipeline.ticks.archive.catalog import Catalog, FileRecord, read_hot_records, resolve
+from skewtape_pipeline.ticks.archive.placement import ArchiveState, HotFile
+from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+
+VERIFIED_CACHE = ".skewtape-verified.json"
+"""The archive root's cache of files verified against their records (a dot file: globs skip it)."""
+HOT_WRITER = "the compaction that wrote it"
+"""Who recorded a hot file's size and sha256 (in messages: "... recorded <value>")."""
+
+
+def unrecorded_hint(archive_root: Path) -> str:
+    """What to do about a hot file without a record (written before hot files were recorded)."""
+    return (
+        "it was written before hot files were recorded; check the archive, then record its "
+        f"hot files as they are with `skewtape-pipeline rebuild-catalog {archive_root}`, or "
+        "compact the symbol-day again"
+    )
+
+
+def hot_rel(archive_root: Path, hot: HotFile) -> str:
+    """The hot file's path relative to the archive root (POSIX), as its record names it."""
+    path, prefix = hot.path.as_posix(), Path(archive_root).as_posix().rstrip("/") + "/"
+    if path.startswith(prefix):  # as listed under the root (a string cut: no path parsing)
+        return path[len(prefix) :]
+    return hot.path.relative_to(archive_root).as_posix()
+
+
+def hot_record(
+    hot: HotFile, catalog: Catalog, records: dict[str, FileRecord], rel: str
+) -> FileRecord | None:
+    """The record of ``hot`` (its path ``rel``): its latest hot file record, else the catalog's
+    source stamp when re-tiering read exactly this file; None when neither exists."""
+    found = records.get(rel)
+    if found is not None:
+        return found
+    entry = catalog.partitions.get(hot.key)
+    source = None if entry is None else entry.source
+    if source is not None and source.same_file(hot.stamp):
+        return FileRecord(source.size, source.sha256)
+    return None
+
+
+def required_hot_record(
+    root: Path,
+    hot: HotFile,
+    catalog: Catalog,
+    records: dict[str, FileRecord],
+    before: str,
+    rel: str | None = None,
+) -> FileRecord:
+    """:func:`hot_record` of ``hot`` (``rel``: its :func:`hot_rel`) in the archive at
+    ``root``; CatalogMismatchError naming the file and the repair when it has none (it cannot
+    be verified before ``before``)."""
+    rel = hot_rel(root, hot) if rel is None else rel
+    record = hot_record(hot, catalog, records, rel)
+    if record is None:
+        raise CatalogMismatchError(
+            f"{hot.path}: no record of its size and sha256, so it cannot be verified before "
+            f"{before}; {unrecorded_hint(root)}",
+            paths=[hot.path],
+        )
+    return record
+
+
+def record_problems(
+    path: TierFile, record: FileRecord, whose: str, *, found: list[str] | None = None
+) -> list[str]:
+    """How ``path`` differs from ``record`` (``whose``: who recorded it, for the message):
+    its size, else its sha256 (read whole); [] when it matches. The sha256 measured is
+    appended to ``found`` when given."""
+    size = size_of(path)
+    if size != record.size:
+        return [f"{path}: size is {size} bytes, {whose} recorded {record.size}"]
+    digest = sha256_of(path)
+    if found is not None:
+        found.append(digest)
+    if digest != record.sha256:
+        return [f"{path}: sha256 is {digest}, {whose} recorded {record.sha256}"]
+    return []
+
+
+class VerifiedFiles:
+    """Files of one archive verified against their records, trusted while their stamp holds
+    (see the module notes)."""
+
+    def __init__(self, archive_root: Path):
+        self.root = Path(archive_root)
+        self._records: dict[str, FileRecord] | None = None
+        self._cache = HashCache(self.root / VERIFIED_CACHE)
+        self._changed = False
+
+    @property
+    def records(self) -> dict[str, FileRecord]:
+        """The hot file records, read when first needed (``catalog.read_hot_records``)."""
+        if self._records is None:
+            self._records = read_hot_records(self.root)
+        return self._records
+
+    @records.setter
+    def records(self, value: dict[str, FileRecord]) -> None:
+        self._records = value
+
+    def check_hot(self, hot: HotFile, catalog: Catalog) -> None:
+        """Verify ``hot`` against its record unless its stamp is unchanged since it last was.
+
+        Raises CatalogMismatchError when it has no record, DamagedFileError (naming it and
+        both sha256) when it differs from its record, read again first (a compaction may have
+        replaced the file and appended its record since they were read).
+        """
+        rel = hot_rel(self.root, hot)
+        record = required_hot_record(self.root, hot, catalog, self.records, "it is read", rel)
+        try:
+            self.check(rel, hot.path, hot.stamp, record, HOT_WRITER)
+        except DamagedFileError:
+            self.records = read_hot_records(self.root)  # a compaction may have just replaced it
+            if self.records.get(rel, record) == record:
+                raise
+            self.check(rel, hot.path, hot.stamp, self.records[rel], HOT_WRITER)
+
+    def check(
+        self, rel: str, path: TierFile, stamp: FileStamp, record: FileRecord, whose: str
+    ) -> None:
+        """Verify ``path`` (``rel`` in the archive, ``stamp`` taken before reading it) against
+        ``record`` unless the cache vouches for exactly this stamp and sha256.
+
+        Raises DamagedFileError naming the file when it differs from its record.
+        """
+        known = self._cache.lookup_stamped(rel, stamp)
+        if known is not None and known[0] == record.sha256 and stamp.size == record.size:
+            return
+        started = time.time_ns()
+        found: list[str] = []
+        problems = record_problems(path, record, whose, found=found)
+        if problems:
+            raise DamagedFileError(
+                f"{problems[0].removeprefix(f'{path}: ')}; it changed after it was written, "
+                "so it is not read (run verify-archive; restore it from a copy, or compact a "
+                "hot file's symbol-day again)",
+                path=path,
+            )
+        self._cache.record_stamped(rel, stamp, found[0], hashed_at_ns=started)
+        self._changed = True
+
+    def save(self) -> None:
+        """Write the cache when it changed; a failure (read-only archive) only costs hashing
+        again next time."""
+        if not self._changed:
+            return
+        try:
+            self._cache.save()
+        except OSError:
+            return
+        self._changed = False
+
+
+def verify_before_reading(archive_root: Path, state: ArchiveState, policy: TierPolicy) -> None:
+    """Verify every file a reader of ``state`` reads (the live hot files, the catalogued
+    consolidated files) whose stamp changed since it was last verified (see the module notes).
+    A file not on disk is left to the reader's own check.
+
+    Raises
+    ------
+    DamagedFileError
+        A file's size or sha256 differs from its record (names it and both sha256).
+    CatalogMismatchError
+        A live hot file has no record (written before hot files were recorded).
+    ObjectStoreError
+        An object-store tier cannot be used (names the URI).
+    """
+    verified = VerifiedFiles(archive_root)
+    try:
+        for hot in state.hot_live:
+            verified.check_hot(hot, state.catalog)
+        verify_consolidated(verified, archive_root, state, policy)
+    finally:
+        verified.save()
+
+
+def verify_consolidated(
+    verified: VerifiedFiles, archive_root: Path, state: ArchiveState, policy: TierPolicy
+) -> None:
+    """Verify the consolidated files ``state``'s catalog lists against it (see
+    :func:`verify_before_reading`); a file not on disk is left to the reader's own check."""
+    for item in sorted(state.catalog.files.values(), key=lambda f: f.path):
+        path = resolve(archive_root, item.path, policy)
+        try:
+            stamp = stamp_of(path)
+        except FileNotFoundError:
+            continue
+        record = FileRecord(item.bytes, item.sha256)
+        verified.check(item.path, path, stamp, record, "the catalog")

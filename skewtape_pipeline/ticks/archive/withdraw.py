@@ -1,0 +1,203 @@
+"""Symbol-days leaving the archive: the publisher corrected all their ticks away.
+
+The archive mirrors its source, so a symbol-day whose ticks were all corrected away must leave
+the ``ticks`` view, whatever tier it is in:
+
+- :func:`withdraw_symbol_days` marks a warm or cold copy *withdrawn* in the catalog (one atomic
+  write, audited): the view, ``locate`` and the metrics leave it out at once, and the next
+  ``lifecycle.retier`` rewrites its consolidated file without it;
+- :func:`remove_symbol_days` does that and removes the hot file too: what the archivers call
+  when a corrected source has no ticks left for a symbol-day.
+
+In ``books_and_records`` mode both refuse (audited): records are never removed. Both read the
+catalog through ``integrity.checked_catalog``: while it is missing, unreadable or does not
+account for the consolidated files on disk, they refuse and change nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, replace
+from datetime import date, datetime
+from pathlib import Path
+
+from skewtape_pipeline import faults, fsio
+from skewtape_pipeline.errors import ArchiveBusyError, ConfigError
+from skewtape_pipeline.ticks.archive.books import audit, check_may_delete
+from skewtape_pipeline.ticks.archive.catalog import (
+    Catalog,
+    SymbolDayKey,
+    resolve,
+    write_catalog,
+)
+from skewtape_pipeline.ticks.archive.integrity import checked_catalog
+from skewtape_pipeline.ticks.archive.lifecycle import LOCK_FILE, remove_stale_catalog_temps
+from skewtape_pipeline.ticks.archive.parquet_store import partition_file
+from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.versions import record_version
+
+EVENT_WITHDRAW = "tick-archive-withdraw"
+
+
+@dataclass(frozen=True)
+class Removal:
+    """What :func:`remove_symbol_days` did to one symbol-day."""
+
+    symbol: str
+    day: date
+    removed_file: bool
+    """Its hot file existed and was removed."""
+    withdrawn: bool
+    """Its warm or cold copy was withdrawn from the catalog by this call."""
+
+
+def remove_symbol_days(
+    archive_root: Path,
+    keys: Iterable[SymbolDayKey],
+    *,
+    audit_log: Path | None = None,
+    lock_timeout: float = 0.0,
+    policy: TierPolicy | None = None,
+) -> list[Removal]:
+    """Take symbol-days out of the archive: withdraw their consolidated copy, remove their hot
+    file. Withdrawal comes first, so a crash between leaves the day hidden or gone, never
+    half-visible; a rerun finishes. Both happen under the re-tiering lock, so a re-tiering
+    cannot move a hot file being removed back into a consolidated file. Idempotent. Returns
+    one :class:`Removal` per key, sorted.
+
+    Raises
+    ------
+    ConfigError
+        A key that is not a (str, datetime.date) pair; nothing changed.
+    WriteOnceError
+        ``books_and_records`` mode and a key has a hot file or a catalogued copy (audited;
+        nothing changed).
+    ArchiveBusyError
+        A re-tiering holds the archive's lock beyond ``lock_timeout`` seconds.
+    CatalogMismatchError
+        The catalog does not account for the files on disk (``policy`` names the tier roots);
+        nothing changed.
+    """
+    root = Path(archive_root)
+    wanted = sorted(_check_keys(keys))
+    catalog = checked_catalog(root, policy)
+    for key in wanted:
+        hot = partition_file(root, *key)
+        if hot.exists() or key in catalog.partitions:
+            check_may_delete(root, hot, why=_why(key), audit_log=audit_log)
+    hot_files = [partition_file(root, *key) for key in wanted]
+    if not any(hot.exists() for hot in hot_files) and not _to_withdraw(catalog, wanted):
+        return [Removal(*key, removed_file=False, withdrawn=False) for key in wanted]
+    with fsio.exclusive_lock(
+        root / LOCK_FILE, timeout=lock_timeout, what="removing", held_error=ArchiveBusyError
+    ):
+        withdrawn = set(_withdraw_locked(root, wanted, audit_log, policy))
+        removals = [
+            Removal(*key, removed_file=fsio.atomic_unlink(hot), withdrawn=key in withdrawn)
+            for key, hot in zip(wanted, hot_files, strict=True)
+        ]
+        record_version(root, "remove", audit_log=audit_log)
+        return removals
+
+
+def _why(key: SymbolDayKey) -> str:
+    return f"{key[0]} {key[1].isoformat()} has no ticks any more"
+
+
+def withdraw_symbol_days(
+    archive_root: Path,
+    keys: Iterable[SymbolDayKey],
+    *,
+    audit_log: Path | None = None,
+    lock_timeout: float = 0.0,
+    policy: TierPolicy | None = None,
+) -> list[SymbolDayKey]:
+    """Hide catalogued symbol-days whose ticks the publisher corrected away, at once.
+
+    Marks the catalogued ``(symbol, date)`` keys withdrawn in one atomic catalog write
+    (generation + 1) under the re-tiering lock: from then on the query view, :func:`locate`
+    and the metrics leave out their consolidated copy (a hot file written for one later is its
+    live copy); the next :func:`retier` rewrites their file without them. Keys the catalog
+    does not list, or lists as withdrawn already, are ignored: idempotent (nothing is written
+    when nothing is new). The withdrawal is appended to the audit log before the catalog is
+    replaced. Returns the keys withdrawn by this call, sorted.
+
+    Raises
+    ------
+    ConfigError
+        A key that is not a (str, datetime.date) pair; nothing written.
+    WriteOnceError
+        The archive is in ``books_and_records`` mode and a key is to be withdrawn (audited;
+        nothing written).
+    ArchiveBusyError
+        A re-tiering of this archive holds the lock beyond ``lock_timeout`` seconds.
+    CatalogMismatchError
+        The catalog is missing, unreadable or does not account for the files on disk
+        (``policy`` names the tier roots); nothing written.
+    """
+    root = Path(archive_root)
+    wanted = _check_keys(keys)
+    if not _to_withdraw(checked_catalog(root, policy), wanted):
+        return []  # nothing to do: no lock taken, nothing written
+    with fsio.exclusive_lock(
+        root / LOCK_FILE, timeout=lock_timeout, what="withdrawing", held_error=ArchiveBusyError
+    ):
+        withdrawn = _withdraw_locked(root, wanted, audit_log, policy)
+        record_version(root, "withdraw", audit_log=audit_log)
+        return withdrawn
+
+
+def _withdraw_locked(
+    root: Path,
+    wanted: Collection[SymbolDayKey],
+    audit_log: Path | None,
+    policy: TierPolicy | None,
+) -> list[SymbolDayKey]:
+    """:func:`withdraw_symbol_days` once the lock is held."""
+    remove_stale_catalog_temps(root)
+    catalog = checked_catalog(root, policy)
+    new = _to_withdraw(catalog, wanted)
+    if not new:
+        return []
+    files = sorted({catalog.partitions[key].file for key in new})
+    check_may_delete(
+        root,
+        resolve(root, files[0], policy),
+        why=f"withdrawing {len(new)} symbol-day(s) from its consolidated copy "
+        f"(first: {new[0][0]} {new[0][1].isoformat()})",
+        audit_log=audit_log,
+    )
+    updated = replace(
+        catalog, generation=catalog.generation + 1, withdrawn=catalog.withdrawn | set(new)
+    )
+    audit(
+        root,
+        audit_log,
+        [
+            {
+                "event": EVENT_WITHDRAW,
+                "archive": str(root.absolute()),
+                "generation": updated.generation,
+                "symbol_days": [[symbol, day.isoformat()] for symbol, day in new],
+                "files": files,
+                "reason": "the publisher corrected all their ticks away",
+            }
+        ],
+    )
+    faults.checkpoint("audited-withdrawal")
+    write_catalog(root, updated)
+    return new
+
+
+def _to_withdraw(catalog: Catalog, keys: Collection[SymbolDayKey]) -> list[SymbolDayKey]:
+    return sorted(k for k in keys if k in catalog.partitions and k not in catalog.withdrawn)
+
+
+def _check_keys(keys: Iterable[SymbolDayKey]) -> set[SymbolDayKey]:
+    out = set()
+    for key in keys:
+        ok = isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], str)
+        if not ok or isinstance(key[1], datetime) or not isinstance(key[1], date):
+            raise ConfigError(f"keys: {key!r} is not a (symbol, datetime.date) pair")
+        out.add(key)
+    return out

@@ -1,0 +1,15 @@
+"""One batch of ticks -> exact columns, validated, and its compaction report. Knows no archive
+root: imports nothing from ``ticks.archive`` or ``ticks.fills``.
+
+Modules:
+
+- ``sides``: explicit side vocabularies (BUY/SELL/UNKNOWN codes); stdlib only.
+- ``decimals``: exact decimal prices scaled to integer units and back; stdlib only.
+- ``model``: :class:`TickBatch`, :class:`TickSchema` and the exact conversions that build one
+  (strings, decimals, floats, sides, timestamp units, the smallest exact scales).
+- ``validate``: batch rules (order, signs, digits, side codes, day bounds), vectorized.
+- ``sources``: readers (canonical CSV/Parquet, Kalshi, Tardis, LOBSTER) into exact columns, and
+  the canonical CSV form and size.
+- ``report``: :class:`TickStorageCompactionReport` and the raw-size bases of its ratio; stdlib
+  only.
+"""

@@ -1,0 +1,618 @@
+"""Readers that turn tick files into exact columns, and the canonical CSV form.
+
+Every reader returns a :class:`SourceTicks`: a pyarrow table with the canonical columns
+``timestamp_nanos`` (int64 ns, UTC), ``price``, ``quantity`` (exact: decimal or decimal text,
+never a float parsed from text), ``side`` (the source's raw side values), optionally ``symbol``,
+plus the source's explicit side vocabulary and what is needed to measure its raw size.
+:meth:`SourceTicks.to_batch` then scales the numbers to a :class:`TickBatch`.
+
+Timestamps and prices are parsed from strings into integers; nothing passes through a float.
+
+Readers (each mapping documented in the real files' SOURCES.md):
+
+- :func:`read_canonical` (``.csv``/``.parquet``): ``timestamp_nanos,price,quantity,side[,symbol]``
+- :func:`read_kalshi_trades`: Kalshi ``GET /markets/trades`` rows (price = yes_price / 100)
+- :func:`read_tardis_trades`: a Tardis ``trades`` CSV export (ts = timestamp * 1000)
+- :func:`read_lobster_messages`: a LOBSTER message file, executions only (types 4, 5, 6)
+
+Errors are :class:`~skewtape_pipeline.errors.TickValidationError` naming the file, the 0-based
+data row (header excluded) and the column.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import date, datetime, time
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+
+from skewtape_pipeline import fsio
+from skewtape_pipeline.arrow_memory import owned_buffer
+from skewtape_pipeline.errors import SourceLabelError, TickValidationError
+from skewtape_pipeline.ticks.encode.model import TickBatch, batch_from_columns, first_true
+from skewtape_pipeline.ticks.encode.sides import (
+    CANONICAL_SIDES,
+    EXCHANGE_TAKER_SIDES,
+    KALSHI_TAKER_SIDES,
+    LOBSTER_CROSS,
+    LOBSTER_DIRECTIONS,
+)
+
+CANONICAL_COLUMNS = ("timestamp_nanos", "price", "quantity", "side")
+CSV_HEADER = ",".join(CANONICAL_COLUMNS) + "\n"
+"""The first line of a canonical tick CSV."""
+SYMBOL_COLUMN = "symbol"
+
+KALSHI_COLUMNS = ("ticker", "count", "created_time", "yes_price", "no_price", "taker_side")
+TARDIS_COLUMNS = ("symbol", "timestamp", "local_timestamp", "side", "price", "amount")
+LOBSTER_COLUMNS = ("time", "type", "order_id", "size", "price", "direction")
+LOBSTER_EXECUTION_TYPES = ("4", "5", "6")
+LOBSTER_NAME_CONVENTION = "TICKER_YYYY-MM-DD_start_end_message_LEVEL.csv"
+LOBSTER_NAME_RE = re.compile(
+    r"^(?P<ticker>[^_/]+)_(?P<date>\d{4}-\d\d-\d\d)_\d+_\d+_message_\d+\.csv$", re.IGNORECASE
+)
+"""LOBSTER's message file name, e.g. ``AMZN_2012-06-21_34200000_57600000_message_1.csv``."""
+
+_ISO_UTC_PATTERN = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z$"
+_SECONDS_PATTERN = r"^(?P<sec>\d+)(?:\.(?P<frac>\d{1,9}))?$"
+_INTEGER_PATTERN = r"^[+-]?\d+$"
+
+
+@dataclass(frozen=True)
+class SourceTicks:
+    """Ticks read from one file, still in the source's own units and side vocabulary.
+
+    Attributes
+    ----------
+    table
+        Columns ``timestamp_nanos`` (int64), ``price``, ``quantity``, ``side``, [``symbol``].
+    side_map
+        The source's side vocabulary (raw value -> BUY/SELL/UNKNOWN).
+    path, file_bytes
+        The file and its measured size (None when built in memory).
+    file_rows
+        Data rows in the file before any filtering (LOBSTER keeps executions only).
+    row_numbers
+        0-based data row in the file of each table row (None: the same as the table row).
+    row_bytes
+        Measured bytes of each row's line in the file (None when not measurable, e.g. Parquet).
+    """
+
+    table: pa.Table
+    side_map: Mapping[str, str]
+    path: Path | None = None
+    file_bytes: int | None = None
+    file_rows: int | None = None
+    row_numbers: pa.Array | None = None
+    row_bytes: pa.Array | None = None
+
+    @property
+    def symbols(self) -> pa.Array | None:
+        """The ``symbol`` column as one array, or None when the source has none."""
+        if SYMBOL_COLUMN not in self.table.column_names:
+            return None
+        return self.table.column(SYMBOL_COLUMN).combine_chunks()
+
+    def file_row(self, row: int | None) -> int | None:
+        """The file's 0-based data row of table row ``row``."""
+        if row is None or self.row_numbers is None:
+            return row
+        return self.row_numbers[row].as_py()
+
+    def filter(self, keep: pa.Array) -> SourceTicks:
+        """Only the rows where ``keep`` is True (row numbers and row sizes follow)."""
+        rows = pc.indices_nonzero(keep)
+        numbers = (
+            pc.cast(rows, pa.int64())
+            if self.row_numbers is None
+            else pc.take(self.row_numbers, rows)
+        )
+        return replace(
+            self,
+            table=self.table.filter(keep),
+            row_numbers=numbers,
+            row_bytes=None if self.row_bytes is None else pc.take(self.row_bytes, rows),
+        )
+
+    def to_batch(
+        self,
+        *,
+        price_scale: int | None,
+        quantity_scale: int | None = 0,
+        side_map: Mapping[str, str] | None = None,
+        allow_precision_loss: bool = False,
+        timestamp_unit: str | None = "ns",
+    ) -> TickBatch:
+        """Scale to an exact :class:`TickBatch` (``side_map`` overrides the source's vocabulary)
+        whose timestamps are to be stored at ``timestamp_unit``. A scale or unit given as None
+        is detected from the data: the smallest exact scale, the coarsest exact unit
+        (:func:`~skewtape_pipeline.ticks.encode.model.batch_from_columns`).
+
+        Raises ConfigError, TickValidationError or PrecisionLossError (rows are file rows; a
+        timestamp finer than ``timestamp_unit`` is a PrecisionLossError).
+        """
+        table = self.table
+        try:
+            return batch_from_columns(
+                table.column("timestamp_nanos"),
+                table.column("price"),
+                table.column("quantity"),
+                table.column("side"),
+                price_scale=price_scale,
+                quantity_scale=quantity_scale,
+                side_map=self.side_map if side_map is None else side_map,
+                allow_precision_loss=allow_precision_loss,
+                timestamp_unit=timestamp_unit,
+            )
+        except TickValidationError as exc:
+            raise self.located(exc) from None
+
+    def located(self, exc: TickValidationError) -> TickValidationError:
+        """The same error, naming this source's file and file row."""
+        where = f"{self.path}: " if self.path else ""
+        return type(exc)(f"{where}{exc.detail}", row=self.file_row(exc.row), field=exc.field)
+
+
+def source_from_table(
+    table: pa.Table,
+    *,
+    side_map: Mapping[str, str],
+    columns: Mapping[str, str] | None = None,
+    path: Path | None = None,
+) -> SourceTicks:
+    """Wrap an in-memory table (e.g. a snapshot's fills month file) as a :class:`SourceTicks`.
+
+    ``columns`` maps canonical names to the table's (e.g. ``{"timestamp_nanos": "ts",
+    "side": "taker_side", "symbol": "market_id"}``); unnamed canonical columns are expected
+    under their own names. Raw size is then measured as canonical CSV.
+
+    Raises TickValidationError when a named column is missing.
+    """
+    names = {name: name for name in (*CANONICAL_COLUMNS, SYMBOL_COLUMN)} | dict(columns or {})
+    missing = [source for canonical, source in names.items()
+               if source not in table.column_names and canonical != SYMBOL_COLUMN]  # fmt: skip
+    if missing:
+        raise TickValidationError(
+            f"{path or 'table'}: missing column(s) {_names(missing)}; found "
+            f"{_names(table.column_names)}",
+            field=missing[0],
+        )
+    picked = {c: table.column(s) for c, s in names.items() if s in table.column_names}
+    return SourceTicks(table=pa.table(picked), side_map=side_map, path=path)
+
+
+def _csv_source(path: Path, table: pa.Table, side_map: Mapping[str, str]) -> SourceTicks:
+    """The ticks of a CSV file with one header line and one tick per line, every line kept:
+    its bytes and rows, and each tick's own line length (the raw size of a symbol-day)."""
+    return SourceTicks(
+        table=table,
+        side_map=side_map,
+        path=path,
+        file_bytes=path.stat().st_size,
+        file_rows=table.num_rows,
+        row_bytes=_csv_row_bytes(path, header_lines=1, rows=table.num_rows),
+    )
+
+
+# --- canonical form -----------------------------------------------------------------------------
+
+
+def read_canonical(path: Path | str, *, side_map: Mapping[str, str] | None = None) -> SourceTicks:
+    """Read a canonical ``.csv`` or ``.parquet`` tick file (see :func:`read_canonical_csv`)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        return read_canonical_csv(path, side_map=side_map)
+    if suffix in (".parquet", ".pq"):
+        return read_canonical_parquet(path, side_map=side_map)
+    raise TickValidationError(f"{path}: expected a .csv or .parquet file of ticks")
+
+
+def read_canonical_csv(
+    path: Path | str, *, side_map: Mapping[str, str] | None = None
+) -> SourceTicks:
+    """Read ``timestamp_nanos,price,quantity,side[,symbol]`` (header required, any column order).
+
+    Every column is read as text and parsed exactly later. ``side_map`` is the file's side
+    vocabulary (default: BUY/SELL/UNKNOWN).
+
+    Raises
+    ------
+    TickValidationError
+        The file cannot be read as CSV, a canonical column is missing or an unknown one present.
+    """
+    path = Path(path)
+    names = _csv_header(path)
+    _check_columns(path, names, required=CANONICAL_COLUMNS, optional=(SYMBOL_COLUMN,), strict=True)
+    table = _read_text_csv(path, names=names, header_lines=1)
+    return _csv_source(
+        path,
+        table.select([n for n in (*CANONICAL_COLUMNS, SYMBOL_COLUMN) if n in names]),
+        CANONICAL_SIDES if side_map is None else side_map,
+    )
+
+
+def read_canonical_parquet(
+    path: Path | str, *, side_map: Mapping[str, str] | None = None
+) -> SourceTicks:
+    """Read a Parquet file with the canonical columns (ints, decimals, floats or text)."""
+    path = Path(path)
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise TickValidationError(f"{path}: cannot read as Parquet: {exc}") from None
+    _check_columns(
+        path,
+        table.column_names,
+        required=CANONICAL_COLUMNS,
+        optional=(SYMBOL_COLUMN,),
+        strict=True,
+    )
+    return SourceTicks(
+        table=table,
+        side_map=CANONICAL_SIDES if side_map is None else side_map,
+        path=path,
+        file_bytes=path.stat().st_size,
+        file_rows=table.num_rows,
+    )
+
+
+def canonical_table(batch: TickBatch) -> pa.Table:
+    """The batch as canonical columns: ``timestamp_nanos`` int64, ``price`` decimal(18, P),
+    ``quantity`` int64 (scale 0) or decimal(18, Q), ``side`` names."""
+    return pa.table(
+        {
+            "timestamp_nanos": batch.ts_ns,
+            "price": units_as_decimal(batch.price, batch.price_scale),
+            "quantity": (
+                batch.quantity
+                if batch.quantity_scale == 0
+                else units_as_decimal(batch.quantity, batch.quantity_scale)
+            ),
+            "side": batch.side_names(),
+        }
+    )
+
+
+def units_as_decimal(units: pa.Array, scale: int) -> pa.Array:
+    """Zero-copy view of int64 units as decimal64(18, scale)."""
+    return pa.Array.from_buffers(
+        pa.decimal64(18, scale), len(units), units.buffers(), units.null_count, units.offset
+    )
+
+
+def canonical_csv_bytes(batch: TickBatch) -> bytes:
+    """The canonical CSV of ``batch``: the header, then one ``timestamp_nanos,price,quantity,side``
+    line per tick, price and quantity with exactly their scale's decimals. Same text as
+    :func:`skewtape_pipeline.reference.tkc1.canonical_csv_text` for the same ticks."""
+    sink = pa.BufferOutputStream()
+    sink.write(CSV_HEADER.encode("ascii"))
+    pa_csv.write_csv(
+        canonical_table(batch),
+        sink,
+        pa_csv.WriteOptions(include_header=False, quoting_style="none"),
+    )
+    return sink.getvalue().to_pybytes()
+
+
+def canonical_csv_size_bytes(batch: TickBatch) -> int:
+    """Bytes of :func:`canonical_csv_bytes`: serialized and measured, never estimated."""
+    return len(canonical_csv_bytes(batch))
+
+
+def write_canonical_csv(batch: TickBatch, path: Path | str) -> None:
+    """Write :func:`canonical_csv_bytes` to ``path`` atomically."""
+    fsio.atomic_write_bytes(Path(path), canonical_csv_bytes(batch))
+
+
+# --- real files ---------------------------------------------------------------------------------
+
+
+def read_kalshi_trades(path: Path | str) -> SourceTicks:
+    """Read Kalshi trades (``trade_id, ticker, count, created_time, yes_price, no_price,
+    taker_side``, as the public trades API returns them).
+
+    Mapping: ``timestamp_nanos`` = ``created_time`` (ISO-8601 UTC, fraction padded to 9 digits);
+    ``price`` = ``yes_price / 100`` exactly (USD per YES contract; ``no_price`` must equal
+    ``100 - yes_price``); ``quantity`` = ``count``; ``side`` = ``taker_side`` (yes -> BUY,
+    no -> SELL in YES terms); ``symbol`` = ``ticker``.
+    """
+    path = Path(path)
+    names = _csv_header(path)
+    _check_columns(path, names, required=KALSHI_COLUMNS)
+    raw = _read_text_csv(path, names=names, header_lines=1)
+    created = raw.column("created_time").combine_chunks()
+    row = first_true(pc.invert(pc.match_substring_regex(created, _ISO_UTC_PATTERN)))
+    if row is not None:
+        raise TickValidationError(
+            f"{path}: created_time {created[row].as_py()!r} is not ISO-8601 UTC "
+            "(YYYY-MM-DDTHH:MM:SS[.fraction]Z)",
+            row=row,
+            field="created_time",
+        )
+    ts = pc.cast(pc.cast(created, pa.timestamp("ns", "UTC")), pa.int64())
+    yes = _int_column(raw, "yes_price", path)
+    no = _int_column(raw, "no_price", path)
+    row = first_true(pc.not_equal(pc.add(yes, no), 100))
+    if row is not None:
+        raise TickValidationError(
+            f"{path}: yes_price {yes[row].as_py()} + no_price {no[row].as_py()} != 100 cents",
+            row=row,
+            field="no_price",
+        )
+    table = pa.table(
+        {
+            "timestamp_nanos": ts,
+            "price": units_as_decimal(yes, 2),
+            "quantity": _int_column(raw, "count", path),
+            "side": raw.column("taker_side"),
+            "symbol": raw.column("ticker"),
+        }
+    )
+    return _csv_source(path, table, KALSHI_TAKER_SIDES)
+
+
+def read_tardis_trades(path: Path | str, *, timestamp: str = "exchange") -> SourceTicks:
+    """Read a Tardis ``trades`` CSV (``exchange, symbol, timestamp, local_timestamp, id, side,
+    price, amount``).
+
+    Mapping: ``timestamp_nanos`` = ``timestamp * 1000`` (exchange time, µs field) or, with
+    ``timestamp="local"``, ``local_timestamp * 1000`` (capture time); ``price`` = ``price`` and
+    ``quantity`` = ``amount`` as exact decimal text; ``side`` = ``side`` (buy/sell/unknown);
+    ``symbol`` = ``symbol``.
+    """
+    path = Path(path)
+    if timestamp not in ("exchange", "local"):
+        raise TickValidationError(f"timestamp = {timestamp!r}: expected 'exchange' or 'local'")
+    names = _csv_header(path)
+    _check_columns(path, names, required=TARDIS_COLUMNS)
+    raw = _read_text_csv(path, names=names, header_lines=1)
+    column = "timestamp" if timestamp == "exchange" else "local_timestamp"
+    micros = _int_column(raw, column, path)
+    try:
+        ts = pc.multiply_checked(micros, 1000)
+    except pa.ArrowInvalid:
+        raise TickValidationError(
+            f"{path}: a {column} value overflows int64 nanoseconds", field=column
+        ) from None
+    table = pa.table(
+        {
+            "timestamp_nanos": ts,
+            "price": raw.column("price"),
+            "quantity": raw.column("amount"),
+            "side": raw.column("side"),
+            "symbol": raw.column("symbol"),
+        }
+    )
+    return _csv_source(path, table, EXCHANGE_TAKER_SIDES)
+
+
+def lobster_label(
+    path: Path | str, *, symbol: str | None = None, session_date: date | None = None
+) -> tuple[str, date]:
+    """(symbol, session date) of a LOBSTER message file: from its name when it follows LOBSTER's
+    convention (``TICKER_YYYY-MM-DD_start_end_message_LEVEL.csv``), else from the options.
+
+    Raises
+    ------
+    SourceLabelError
+        Neither the name nor the options give one of them, the name's date is not a date, or an
+        option contradicts the name (naming the file and both values).
+    """
+    path = Path(path)
+    named = LOBSTER_NAME_RE.match(path.name)
+    from_name: dict[str, object] = {}
+    if named:
+        from_name["symbol"] = named["ticker"]
+        try:
+            from_name["session date"] = date.fromisoformat(named["date"])
+        except ValueError:
+            raise SourceLabelError(
+                f"{path}: the file name's session date {named['date']!r} is not a date"
+            ) from None
+    given = {"symbol": symbol, "session date": session_date}
+    label = []
+    for what, option in (("symbol", "--symbol"), ("session date", "--session-date")):
+        value, in_name = given[what], from_name.get(what)
+        if value is not None and in_name is not None and value != in_name:
+            raise SourceLabelError(
+                f"{path}: {option} {_text(value)} contradicts the file name's {what} "
+                f"{_text(in_name)}"
+            )
+        if value is None and in_name is None:
+            raise SourceLabelError(
+                f"{path}: no {what}: the name does not follow LOBSTER's "
+                f"{LOBSTER_NAME_CONVENTION}; pass {option}"
+            )
+        label.append(value if value is not None else in_name)
+    return label[0], label[1]
+
+
+def _text(value: object) -> str:
+    return value.isoformat() if isinstance(value, date) else repr(value)
+
+
+def read_lobster_messages(
+    path: Path | str,
+    *,
+    symbol: str | None = None,
+    session_date: date | None = None,
+    exchange_timezone: str = "America/New_York",
+) -> SourceTicks:
+    """Read a LOBSTER message file (no header: ``time, type, order_id, size, price,
+    direction``), keeping executions only (types 4, 5 and 6).
+
+    ``symbol`` and ``session_date`` come from the file name (LOBSTER's
+    ``TICKER_YYYY-MM-DD_start_end_message_LEVEL.csv``) or, for a renamed file, from these
+    options (:func:`lobster_label`; SourceLabelError when neither gives one, or they disagree).
+
+    Mapping: ``timestamp_nanos`` = midnight of ``session_date`` in ``exchange_timezone`` (as UTC
+    ns) + the decimal seconds parsed as text (fraction padded to 9 digits); ``price`` =
+    ``price / 10_000`` exactly; ``quantity`` = ``size``; ``side`` = ``direction`` (-1: an
+    executed sell order, so the aggressor bought -> BUY; 1 -> SELL); cross trades (type 6) get
+    ``"cross"`` -> UNKNOWN (an auction print has no aggressor).
+    """
+    path = Path(path)
+    symbol, session_date = lobster_label(path, symbol=symbol, session_date=session_date)
+    raw = _read_text_csv(path, names=list(LOBSTER_COLUMNS), header_lines=0)
+    kept = pc.is_in(raw.column("type"), value_set=pa.array(LOBSTER_EXECUTION_TYPES))
+    row_numbers = pc.cast(pc.indices_nonzero(kept), pa.int64())
+    executions = raw.filter(kept)
+
+    def located(exc: TickValidationError) -> TickValidationError:
+        file_row = None if exc.row is None else row_numbers[exc.row].as_py()
+        return TickValidationError(exc.detail, row=file_row, field=exc.field)
+
+    midnight = datetime.combine(session_date, time(0), ZoneInfo(exchange_timezone))
+    midnight_ns = int(midnight.timestamp()) * 10**9
+    seconds = executions.column("time").combine_chunks()
+    parts = pc.extract_regex(pc.utf8_trim_whitespace(seconds), _SECONDS_PATTERN)
+    if parts.null_count:
+        row = first_true(pc.is_null(parts))
+        raise located(
+            TickValidationError(
+                f"{path}: time {seconds[row].as_py()!r} is not decimal seconds with at most 9 "
+                "fractional digits",
+                row=row,
+                field="time",
+            )
+        )
+    whole = pc.cast(pc.struct_field(parts, "sec"), pa.int64())
+    nanos = pc.cast(pc.utf8_rpad(pc.struct_field(parts, "frac"), 9, "0"), pa.int64())
+    ts = pc.add_checked(pc.add_checked(pc.multiply_checked(whole, 10**9), nanos), midnight_ns)
+    try:
+        price = _int_column(executions, "price", path)
+        size = _int_column(executions, "size", path)
+    except TickValidationError as exc:
+        raise located(exc) from None
+    side = pc.if_else(
+        pc.equal(executions.column("type"), "6"), LOBSTER_CROSS, executions.column("direction")
+    )
+    table = pa.table(
+        {
+            "timestamp_nanos": ts,
+            "price": units_as_decimal(price, 4),
+            "quantity": size,
+            "side": side,
+            "symbol": pa.array([symbol] * executions.num_rows, pa.string()),
+        }
+    )
+    all_row_bytes = _csv_row_bytes(path, header_lines=0, rows=raw.num_rows)
+    return SourceTicks(
+        table=table,
+        side_map=LOBSTER_DIRECTIONS,
+        path=path,
+        file_bytes=path.stat().st_size,
+        file_rows=raw.num_rows,
+        row_numbers=row_numbers,
+        row_bytes=None if all_row_bytes is None else pc.take(all_row_bytes, row_numbers),
+    )
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def _csv_header(path: Path) -> list[str]:
+    """The column names of a CSV file's first line (a UTF-8 byte-order mark before it is
+    skipped, as the CSV reader skips it)."""
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            first = handle.readline()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TickValidationError(f"{path}: cannot read the CSV header: {exc}") from None
+    if not first.strip():
+        raise TickValidationError(f"{path}: the file is empty; expected a header line")
+    return next(csv.reader(io.StringIO(first)))
+
+
+def _check_columns(
+    path: Path,
+    names: list[str],
+    *,
+    required: tuple[str, ...],
+    optional: tuple[str, ...] = (),
+    strict: bool = False,
+) -> None:
+    missing = [name for name in required if name not in names]
+    if missing:
+        raise TickValidationError(
+            f"{path}: missing column(s) {_names(missing)}; found {_names(names)}",
+            field=missing[0],
+        )
+    if strict:
+        extra = [name for name in names if name not in (*required, *optional)]
+        if extra:
+            raise TickValidationError(
+                f"{path}: unexpected column(s) {_names(extra)}; the canonical columns are "
+                f"{_names((*required, *optional))}",
+                field=extra[0],
+            )
+    if len(set(names)) != len(names):
+        raise TickValidationError(f"{path}: duplicate column names in {names}")
+
+
+def _names(names: Iterable[str]) -> str:
+    """Column names for a message, quoted with repr so an invisible character (a byte-order
+    mark, a zero-width space, trailing blanks) shows."""
+    return ", ".join(repr(name) for name in names)
+
+
+def _read_text_csv(path: Path, *, names: list[str], header_lines: int) -> pa.Table:
+    """Read every column as text (exact parsing happens later)."""
+    try:
+        return pa_csv.read_csv(
+            path,
+            read_options=pa_csv.ReadOptions(column_names=names, skip_rows=header_lines),
+            convert_options=pa_csv.ConvertOptions(
+                column_types={name: pa.string() for name in names},
+                strings_can_be_null=False,
+            ),
+        )
+    except (OSError, pa.ArrowException) as exc:
+        raise TickValidationError(f"{path}: cannot read as CSV: {exc}") from None
+
+
+def _int_column(table: pa.Table, name: str, path: Path) -> pa.Array:
+    values = pc.utf8_trim_whitespace(table.column(name).combine_chunks())
+    row = first_true(pc.invert(pc.match_substring_regex(values, _INTEGER_PATTERN)))
+    if row is not None:
+        raise TickValidationError(
+            f"{path}: {name} {values[row].as_py()!r} is not an integer", row=row, field=name
+        )
+    try:
+        return pc.cast(values, pa.int64())
+    except pa.ArrowInvalid:
+        raise TickValidationError(
+            f"{path}: a {name} value does not fit int64", field=name
+        ) from None
+
+
+def _csv_row_bytes(path: Path, *, header_lines: int, rows: int) -> pa.Array | None:
+    """Measured byte length (newline included) of each data line, or None when lines and rows
+    do not correspond one to one (blank lines, quoted newlines)."""
+    data = path.read_bytes()
+    if not data:
+        return None
+    octets = pa.Array.from_buffers(pa.uint8(), len(data), [None, owned_buffer(data)])
+    ends = pc.cast(pc.indices_nonzero(pc.equal(octets, 10)), pa.int64())
+    if not data.endswith(b"\n"):
+        ends = pa.concat_arrays([ends, pa.array([len(data) - 1], pa.int64())])
+    previous = pa.concat_arrays([pa.array([-1], pa.int64()), ends.slice(0, len(ends) - 1)])
+    lengths = pc.subtract(ends, previous).slice(header_lines)
+    if len(lengths) != rows:
+        return None
+    blank = pc.less_equal(lengths, 1)
+    if rows and first_true(blank) is not None:
+        return None
+    if rows and data.count(b"\r\n\r\n"):
+        return None
+    return lengths

@@ -1,0 +1,558 @@
+"""From snapshot fills to the tick archive: symbols, symbol-days, corrections, read-back checks.
+
+A *symbol* is ``<venue>:<market_id>``; its ticks on a UTC day are the rows of the month file
+``fills/<venue>/<YYYY-MM>.parquet`` with that market id and a ``ts`` on that day. Ticks are read
+from the newest snapshot holding the month file, so a correction published by a later delta
+(the month file replaced whole) is what gets archived, and a venue that leaves (its month files
+deleted, the venue in ``omitted_venues``) keeps its archived ticks (read from the last snapshot
+that held them; ``FillsSource.departed``). ``taker_side`` ``yes``/``no`` map to BUY/SELL. The
+archive's schema (timestamp unit, price and quantity scales) is the one it records; an archive
+without one takes the smallest that holds every fill of the snapshot exactly
+(:func:`snapshot_fills_schema`), so later symbol-days of the same snapshot always fit. A later
+snapshot with finer fills is refused before anything is written
+(:class:`~skewtape_pipeline.errors.ArchiveSchemaError`).
+
+This module does not import dagster: the tick archive asset and the corrections sensor call it.
+Everything but :func:`archive_symbol_days` (which writes the archive through the core) reads.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from skewtape_pipeline.errors import ChainError, ConfigError, TickValidationError
+from skewtape_pipeline.mirror.format import MANIFEST, MONTH_RE, SnapshotManifest
+from skewtape_pipeline.mirror.snapshot import read_snapshot
+from skewtape_pipeline.ticks.archive.books import (
+    check_may_delete,
+    check_may_write,
+    is_books_and_records,
+)
+from skewtape_pipeline.ticks.archive.catalog import read_catalog
+from skewtape_pipeline.ticks.archive.compact import compact_planned, plan_symbol_days
+from skewtape_pipeline.ticks.archive.parquet_store import (
+    ARCHIVE_LOCK_WAIT_SECONDS,
+    partition_file,
+    recorded_schema,
+)
+from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.versions import commit_version
+from skewtape_pipeline.ticks.archive.withdraw import remove_symbol_days
+from skewtape_pipeline.ticks.encode.model import (
+    TickSchema,
+    coarsest_timestamp_unit,
+    smallest_exact_scale,
+    timestamps_ns,
+    widest_schema,
+)
+from skewtape_pipeline.ticks.encode.report import DEFAULT_TARGET_RATIO, TickStorageCompactionReport
+from skewtape_pipeline.ticks.encode.sources import SourceTicks
+
+FILLS_SIDE_MAP = {"yes": "BUY", "no": "SELL"}
+"""The side vocabulary of fills (``taker_side``)."""
+SYMBOL_SEPARATOR = ":"
+NS_PER_DAY = 86_400 * 1_000_000_000
+
+SymbolDay = tuple[str, date]
+
+
+def fill_symbol(venue: str, market_id: str) -> str:
+    """The archive symbol of a market: ``<venue>:<market_id>``."""
+    return f"{venue}{SYMBOL_SEPARATOR}{market_id}"
+
+
+def split_symbol(symbol: str) -> tuple[str, str]:
+    """(venue, market_id) of a symbol made by :func:`fill_symbol`; ConfigError otherwise."""
+    venue, sep, market_id = symbol.partition(SYMBOL_SEPARATOR)
+    if not sep or not venue or not market_id or "/" in venue:
+        raise ConfigError(f"symbol {symbol!r}: expected '<venue>{SYMBOL_SEPARATOR}<market_id>'")
+    return venue, market_id
+
+
+def fills_path(venue: str, month: str) -> str:
+    """``fills/<venue>/<YYYY-MM>.parquet``: the snapshot path of a venue's month of fills."""
+    return f"fills/{venue}/{month}.parquet"
+
+
+def month_of_day(day: date) -> str:
+    return f"{day.year:04d}-{day.month:02d}"
+
+
+def applied_months(history: Path) -> list[str]:
+    """Months of ``history/`` that hold a snapshot (a manifest.json), oldest first."""
+    if not history.is_dir():
+        return []
+    return sorted(
+        p.name for p in history.iterdir() if MONTH_RE.match(p.name) and (p / MANIFEST).is_file()
+    )
+
+
+@dataclass(frozen=True)
+class FillsSource:
+    """Where a symbol-day's ticks were read: the snapshot, its bundle id, the month file."""
+
+    snapshot: Path
+    bundle_id: str
+    path: str
+    """The month file, relative to the snapshot (``fills/<venue>/<YYYY-MM>.parquet``)."""
+    sha256: str | None
+    """The month file's sha256 from the snapshot manifest; None when no snapshot holds it."""
+    departed: bool = False
+    """True when the newest snapshot no longer holds the month file (its venue left, e.g. is
+    listed in ``omitted_venues``): the ticks come from the newest snapshot that still holds
+    it, so a departure keeps them archived."""
+
+
+def newest_sources(history: Path, wanted: Iterable[SymbolDay]) -> dict[SymbolDay, FillsSource]:
+    """For each wanted symbol-day, the newest snapshot holding its venue-month file.
+
+    A month file the newest snapshot no longer holds (a venue that left) is read from the
+    newest older snapshot that holds it (``departed``); only a republished month file (a
+    correction) changes or removes archived ticks. A month file that no snapshot holds gives
+    the newest snapshot with ``sha256`` None (no ticks). Each manifest is read at most once.
+
+    Raises ChainError naming the month when a day's month was not applied yet.
+    """
+    months = applied_months(history)
+    newest = months[-1] if months else ""
+    wanted = list(wanted)
+    late = sorted({month_of_day(day) for _, day in wanted if month_of_day(day) > newest})
+    if late:
+        raise ChainError(
+            f"month {late[0]} has no snapshot in {history} yet (newest: {newest or 'none'}); "
+            f"materialize history_snapshot {late[0]} first"
+        )
+    listings: dict[str, tuple[str, dict]] = {}
+
+    def listing(month: str) -> tuple[str, dict]:
+        """(bundle id, entries by path) of a month's snapshot, read once."""
+        if month not in listings:
+            manifest = read_snapshot(history / month)[0]
+            listings[month] = (manifest.bundle_id or month, manifest.by_path())
+        return listings[month]
+
+    sources = {}
+    for symbol, day in wanted:
+        rel = fills_path(split_symbol(symbol)[0], month_of_day(day))
+        sources[(symbol, day)] = _newest_holding(history, months, rel, listing)
+    return sources
+
+
+def _newest_holding(
+    history: Path, months: Sequence[str], rel: str, listing: Callable[[str], tuple[str, dict]]
+) -> FillsSource:
+    """The newest snapshot (of a month no earlier than the file's) whose manifest lists
+    ``rel``; the newest snapshot, with sha256 None, when none does."""
+    for month in reversed(months):
+        if month < Path(rel).stem:
+            break
+        bundle_id, entries = listing(month)
+        if rel in entries:
+            departed = month != months[-1]
+            return FillsSource(history / month, bundle_id, rel, entries[rel].sha256, departed)
+    return FillsSource(history / months[-1], listing(months[-1])[0], rel, None)
+
+
+# --- symbols and corrections -------------------------------------------------------------------
+
+
+def symbols_in(fills_file: Path) -> list[str]:
+    """Distinct symbols of a fills month file, sorted."""
+    rows = duckdb.sql(
+        "SELECT DISTINCT venue, market_id FROM read_parquet($file) ORDER BY ALL",
+        params={"file": str(fills_file)},
+    ).fetchall()
+    return [fill_symbol(venue, market_id) for venue, market_id in rows]
+
+
+@dataclass(frozen=True)
+class FillsChange:
+    """A fills month file that differs between two snapshots (None: absent on that side)."""
+
+    path: str
+    old_sha256: str | None
+    new_sha256: str | None
+
+
+def fills_changes(parent: SnapshotManifest | None, snapshot: SnapshotManifest) -> list[FillsChange]:
+    """Fills month files added, replaced or deleted from ``parent`` to ``snapshot``, by path."""
+    old = {e.path: e.sha256 for e in parent.files} if parent else {}
+    new = {e.path: e.sha256 for e in snapshot.files}
+    paths = sorted(p for p in old.keys() | new.keys() if p.startswith("fills/"))
+    return [FillsChange(p, old.get(p), new.get(p)) for p in paths if old.get(p) != new.get(p)]
+
+
+def changed_symbol_days(old_file: Path | None, new_file: Path | None) -> list[SymbolDay]:
+    """Symbol-days whose ticks differ between two versions of a fills month file, sorted.
+
+    Rows are compared as a multiset per symbol-day (count and a sum of row hashes), so a
+    reordering alone is no change. A missing side (None) counts as a file without rows.
+    """
+    con = duckdb.connect()
+    con.register("old", _fingerprints(con, old_file))
+    con.register("new", _fingerprints(con, new_file))
+    rows = con.execute(
+        """
+        SELECT coalesce(o.venue, n.venue), coalesce(o.market_id, n.market_id),
+               coalesce(o.day, n.day)
+        FROM old AS o FULL OUTER JOIN new AS n
+          ON o.venue = n.venue AND o.market_id = n.market_id AND o.day = n.day
+        WHERE o.n IS DISTINCT FROM n.n OR o.h IS DISTINCT FROM n.h
+        ORDER BY ALL
+        """
+    ).fetchall()
+    epoch = date(1970, 1, 1).toordinal()
+    return [(fill_symbol(v, m), date.fromordinal(epoch + int(d))) for v, m, d in rows]
+
+
+def _fingerprints(con: duckdb.DuckDBPyConnection, path: Path | None) -> pa.Table:
+    """(venue, market_id, day number, row count, sum of row hashes) per symbol-day of a file."""
+    query = f"""
+        SELECT venue, market_id, epoch_ns(ts) // {NS_PER_DAY} AS day, count(*) AS n,
+               sum(hash(trade_id, epoch_ns(ts), price::VARCHAR, quantity, taker_side)::HUGEINT)
+                 AS h
+        FROM read_parquet(?) GROUP BY ALL
+    """
+    if path is None:
+        return pa.table(
+            {
+                "venue": pa.array([], pa.string()),
+                "market_id": pa.array([], pa.string()),
+                "day": pa.array([], pa.int64()),
+                "n": pa.array([], pa.int64()),
+                "h": pa.array([], pa.decimal128(38, 0)),
+            }
+        )
+    return con.sql(query, params=[str(path)]).to_arrow_table()
+
+
+def corrected_symbol_days(history: Path, month: str) -> list[SymbolDay]:
+    """Symbol-days of earlier months whose ticks the snapshot of ``month`` corrected.
+
+    Compares each fills file of an earlier month that ``history/<month>/`` replaced with its
+    version in the previous month's snapshot. A month file the snapshot no longer holds (its
+    venue left) corrects nothing: its symbol-days keep being read from the newest snapshot
+    that holds it (:func:`newest_sources`). [] for the first snapshot.
+    """
+    months = applied_months(history)
+    if month not in months or months.index(month) == 0:
+        return []
+    parent_dir, snapshot_dir = history / months[months.index(month) - 1], history / month
+    parent, _, _ = read_snapshot(parent_dir)
+    snapshot, _, _ = read_snapshot(snapshot_dir)
+    touched: set[SymbolDay] = set()
+    for change in fills_changes(parent, snapshot):
+        if change.old_sha256 is None or Path(change.path).stem >= month:
+            continue  # a new month file: nothing was archived from it before
+        if change.new_sha256 is None:
+            continue  # no longer published (a departure): the archived ticks stay
+        touched.update(changed_symbol_days(parent_dir / change.path, snapshot_dir / change.path))
+    return sorted(touched)
+
+
+def new_symbols(history: Path, month: str) -> list[str]:
+    """Symbols of every fills file the snapshot of ``month`` added or replaced (all for the
+    first snapshot): the symbols to register when the month is applied."""
+    months = applied_months(history)
+    snapshot_dir = history / month
+    snapshot, _, _ = read_snapshot(snapshot_dir)
+    parent = None
+    if month in months and months.index(month) > 0:
+        parent, _, _ = read_snapshot(history / months[months.index(month) - 1])
+    symbols: set[str] = set()
+    for change in fills_changes(parent, snapshot):
+        if change.new_sha256 is not None:
+            symbols.update(symbols_in(snapshot_dir / change.path))
+    return sorted(symbols)
+
+
+# --- archiving ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SymbolDayResult:
+    """What archiving one symbol-day did: a report, or the removal of a symbol-day with no
+    ticks (its hot file removed, its warm or cold copy withdrawn)."""
+
+    symbol: str
+    day: date
+    source: FillsSource
+    report: TickStorageCompactionReport | None
+    removed_file: bool = False
+    """True when the symbol-day has no ticks any more and its old hot file was removed."""
+    withdrawn: bool = False
+    """True when the symbol-day has no ticks any more and this call withdrew its consolidated
+    (warm or cold) copy from the archive catalog (re-tiering then rewrites the file)."""
+
+
+def archive_symbol_days(
+    history: Path,
+    wanted: Sequence[SymbolDay],
+    *,
+    out: Path,
+    as_of: date,
+    policy: TierPolicy,
+    target_ratio: float = DEFAULT_TARGET_RATIO,
+    audit_log: Path | None = None,
+) -> list[SymbolDayResult]:
+    """Compact each wanted symbol-day's ticks from the newest snapshot holding its month file
+    (:func:`newest_sources`) into the archive.
+
+    Every wanted symbol-day is read and validated before the first file is written (one DuckDB
+    scan per month file). A symbol-day without ticks in its month file leaves the archive (the
+    publisher corrected those ticks away); one whose month file no snapshot holds (its venue
+    left and the snapshots that held it are gone, e.g. a mirror advanced in place) is left as
+    archived: a warm or cold copy of it is withdrawn from the catalog
+    (``withdraw.remove_symbol_days``, audited to ``audit_log``), then its hot file is
+    removed. Archiving a symbol-day again (e.g. a correction) is audited to ``audit_log``.
+    Idempotent; results follow ``wanted``.
+
+    Raises
+    ------
+    ChainError
+        A wanted day's month has no snapshot yet.
+    ConfigError, TickValidationError, PrecisionLossError
+        A bad symbol, or invalid ticks (naming the month file and its row); nothing written.
+    RoundTripError
+        A written file did not read back equal (that symbol-day is not published).
+    WriteOnceError
+        The archive is in ``books_and_records`` mode and a wanted symbol-day's file exists
+        or is catalogued (it would be overwritten, removed or withdrawn); refused before
+        anything is written, and audited.
+    ArchiveBusyError
+        Another writer (e.g. a re-tiering) held the archive's lock for longer than
+        ``ARCHIVE_LOCK_WAIT_SECONDS``.
+    """
+    sources = newest_sources(history, wanted)
+    planned = {}
+    by_file: dict[FillsSource, list[SymbolDay]] = defaultdict(list)
+    for key, source in sources.items():
+        by_file[source].append(key)
+    schema = recorded_schema(out) if by_file else None
+    for source, keys in by_file.items():
+        if source.sha256 is None:
+            continue
+        ticks = read_fills_ticks(source.snapshot / source.path, keys)
+        if ticks.table.num_rows:
+            schema = schema or snapshot_fills_schema(source.snapshot)
+            for item in plan_symbol_days(
+                ticks, as_of=as_of, side_map=FILLS_SIDE_MAP, archive=schema
+            ):
+                planned[(item.symbol, item.day)] = item
+    gone = [key for key in wanted if key not in planned and sources[key].sha256 is not None]
+    _check_write_once(out, wanted, planned, gone, audit_log)
+    removed = remove_symbol_days(
+        out, gone, audit_log=audit_log, lock_timeout=ARCHIVE_LOCK_WAIT_SECONDS, policy=policy
+    )
+    removals = {(r.symbol, r.day): r for r in removed}
+    results = []
+    for key in wanted:
+        item = planned.get(key)
+        if item is None:
+            removal = removals.get(key)  # None: no snapshot holds its month file; kept
+            results.append(
+                SymbolDayResult(
+                    *key,
+                    sources[key],
+                    None,
+                    removed_file=removal is not None and removal.removed_file,
+                    withdrawn=removal is not None and removal.withdrawn,
+                )
+            )
+            continue
+        report = compact_planned(
+            item, out=out, policy=policy, target_ratio=target_ratio, audit_log=audit_log
+        )
+        results.append(SymbolDayResult(*key, sources[key], report))
+    bundles = {key: sources[key].bundle_id for key in planned}
+    commit_version(out, "compact", sources=bundles, audit_log=audit_log)
+    return results
+
+
+def _check_write_once(
+    out: Path,
+    wanted: Sequence[SymbolDay],
+    planned: Mapping,
+    gone: Sequence[SymbolDay],
+    audit_log: Path | None,
+) -> None:
+    """In ``books_and_records`` mode, refuse (audited) before the first write when a planned
+    symbol-day's file exists (it would be overwritten), or a ``gone`` one's file exists or is
+    catalogued (it would be removed or withdrawn for lack of ticks); in ``wanted`` order."""
+    if not is_books_and_records(out):
+        return
+    catalogued = read_catalog(out).partitions
+    gone_keys = set(gone)
+    for key in wanted:
+        target = partition_file(out, *key)
+        if key in planned:
+            check_may_write(out, target, audit_log=audit_log)
+        elif key in gone_keys and (target.exists() or key in catalogued):
+            check_may_delete(
+                out,
+                target,
+                why="the snapshot holds no ticks for it any more",
+                audit_log=audit_log,
+            )
+
+
+def read_fills_ticks(fills_file: Path, wanted: Iterable[SymbolDay]) -> SourceTicks:
+    """The rows of ``fills_file`` on the wanted symbol-days, in file order, as canonical ticks
+    (``timestamp_nanos, price, quantity, side, symbol``) naming the file and its rows."""
+    pairs = sorted(set(wanted))
+    for symbol, _ in pairs:
+        split_symbol(symbol)
+    wanted_table = pa.table(
+        {
+            "symbol": [symbol for symbol, _ in pairs],
+            "start_ns": [_day_start_ns(day) for _, day in pairs],
+        }
+    )
+    con = duckdb.connect()
+    con.register("wanted", wanted_table)
+    table = con.sql(
+        f"""
+        SELECT epoch_ns(f.ts) AS timestamp_nanos, f.price, f.quantity, f.taker_side AS side,
+               f.venue || '{SYMBOL_SEPARATOR}' || f.market_id AS symbol,
+               f.file_row_number AS file_row
+        FROM read_parquet(?, file_row_number = true) AS f
+        JOIN wanted AS w
+          ON w.symbol = f.venue || '{SYMBOL_SEPARATOR}' || f.market_id
+         AND epoch_ns(f.ts) >= w.start_ns AND epoch_ns(f.ts) < w.start_ns + {NS_PER_DAY}
+        ORDER BY f.file_row_number
+        """,
+        params=[str(fills_file)],
+    ).to_arrow_table()
+    return SourceTicks(
+        table=table.drop_columns(["file_row"]),
+        side_map=FILLS_SIDE_MAP,
+        path=fills_file,
+        file_rows=pq.ParquetFile(fills_file).metadata.num_rows,
+        row_numbers=table.column("file_row").combine_chunks().cast(pa.int64()),
+    )
+
+
+def _day_start_ns(day: date) -> int:
+    return (day.toordinal() - date(1970, 1, 1).toordinal()) * NS_PER_DAY
+
+
+def snapshot_fills_schema(snapshot: Path) -> TickSchema:
+    """The smallest schema that holds every fill of a snapshot exactly: the coarsest
+    timestamp unit and the smallest price and quantity scales over all its fills month files
+    (vectorized, three columns read per file). The schema of an archive that has none yet, so
+    that every venue and month of the snapshot fits the archive's one schema."""
+    manifest, _, _ = read_snapshot(snapshot)
+    schemas = [
+        fills_file_schema(snapshot / entry.path)
+        for entry in manifest.files
+        if entry.path.startswith("fills/")
+    ]
+    return widest_schema(schemas)
+
+
+def fills_file_schema(fills_file: Path) -> TickSchema:
+    """The coarsest timestamp unit and smallest scales holding one fills file exactly.
+
+    Raises TickValidationError naming the file when it has no ``ts``/``price``/``quantity``
+    column or one of another kind.
+    """
+    try:
+        table = pq.read_table(fills_file, columns=["ts", "price", "quantity"])
+    except (OSError, pa.ArrowException) as exc:
+        raise TickValidationError(f"{fills_file}: cannot read ts, price, quantity: {exc}") from None
+    try:
+        ts = timestamps_ns(table.column("ts"), field="ts")
+        return TickSchema(
+            coarsest_timestamp_unit(ts),
+            smallest_exact_scale(table.column("price"), field="price"),
+            smallest_exact_scale(table.column("quantity"), field="quantity"),
+        )
+    except TickValidationError as exc:
+        raise TickValidationError(f"{fills_file}: {exc.detail}", field=exc.field) from None
+
+
+def days_by_activity(history: Path, month: str) -> list[date]:
+    """The UTC days of ``month`` with fills, busiest first: each venue's month file read from
+    the newest snapshot holding it (a venue that left still counts)."""
+    files: dict[str, Path] = {}
+    for snapshot_month in reversed(applied_months(history)):
+        if snapshot_month < month:
+            break
+        for path in (history / snapshot_month).glob(f"fills/*/{month}.parquet"):
+            files.setdefault(path.parent.name, path)
+    if not files:
+        return []
+    rows = duckdb.sql(
+        f"SELECT epoch_ns(ts) // {NS_PER_DAY} AS day, count(*) AS n FROM read_parquet($files) "
+        "GROUP BY day ORDER BY n DESC, day",
+        params={"files": [str(f) for _, f in sorted(files.items())]},
+    ).fetchall()
+    epoch = date(1970, 1, 1).toordinal()
+    return [date.fromordinal(epoch + int(day)) for day, _ in rows]
+
+
+def today_utc() -> date:
+    """Today's date in UTC (the as-of date of an archive run)."""
+    return datetime.now(UTC).date()
+
+
+# --- read-back check ---------------------------------------------------------------------------
+
+
+def archive_read_back_problems(results: Sequence[SymbolDayResult], *, out: Path) -> list[str]:
+    """Read the written archive files back with DuckDB (hive partitioning, no code of ours) and
+    compare them, row for row, with the snapshot's fills; one line per symbol-day that differs.
+    """
+    return [
+        f"{symbol} in {source.path}: {count} row(s) differ between the archive and the fills"
+        for symbol, source, count in read_back_mismatches(results, out=out)
+    ]
+
+
+def read_back_mismatches(
+    results: Sequence[SymbolDayResult], *, out: Path
+) -> list[tuple[str, FillsSource, int]]:
+    """(symbol, source, rows that differ) of each written symbol-day DuckDB does not read back
+    equal to the snapshot's fills (see :func:`archive_read_back_problems`)."""
+    written = [r for r in results if r.report is not None]
+    problems = []
+    by_file: dict[FillsSource, list[SymbolDayResult]] = defaultdict(list)
+    for result in written:
+        by_file[result.source].append(result)
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    for source, group in by_file.items():
+        files = [str(partition_file(out, r.symbol, r.day)) for r in group]
+        ticks = read_fills_ticks(source.snapshot / source.path, [(r.symbol, r.day) for r in group])
+        con.register("fills", ticks.table)
+        mismatched = con.execute(
+            """
+            WITH archive AS (
+              SELECT symbol, epoch_ns(ts) AS ns, price::DECIMAL(18, 6) AS price,
+                     quantity::DECIMAL(18, 6) AS quantity, side::VARCHAR AS side
+              FROM read_parquet(?, hive_partitioning = true)
+            ), fills AS (
+              SELECT symbol, timestamp_nanos AS ns, price::DECIMAL(18, 6) AS price,
+                     quantity::DECIMAL(18, 6) AS quantity,
+                     CASE side WHEN 'yes' THEN 'BUY' WHEN 'no' THEN 'SELL' ELSE side END AS side
+              FROM fills
+            ), diff AS (
+              (SELECT * FROM archive EXCEPT ALL SELECT * FROM fills)
+              UNION ALL
+              (SELECT * FROM fills EXCEPT ALL SELECT * FROM archive)
+            )
+            SELECT symbol, count(*) FROM diff GROUP BY symbol ORDER BY symbol
+            """,
+            [files],
+        ).fetchall()
+        con.unregister("fills")
+        problems += [(symbol, source, count) for symbol, count in mismatched]
+    return problems

@@ -1,0 +1,55 @@
+"""The monthly schedule, evaluated with build_schedule_context."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dagster as dg
+
+from skewtape_pipeline.hashing import sha256_file
+from skewtape_pipeline.mirror.format import CHECKSUMS, MANIFEST
+from skewtape_pipeline.orchestration.mirror.schedules import monthly_apply_schedule
+from skewtape_pipeline.orchestration.mirror.sensors import run_key
+from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
+
+
+def evaluate(skewtape: SkewtapeHome, when: datetime):
+    context = dg.build_schedule_context(
+        scheduled_execution_time=when, resources={"skewtape": skewtape}
+    )
+    return monthly_apply_schedule(context)
+
+
+def test_schedule_when_last_months_delta_arrived_requests_that_month(
+    sample_root: Path, skewtape: SkewtapeHome
+):
+    request = evaluate(skewtape, datetime(2026, 11, 1, 6, tzinfo=UTC))
+    assert isinstance(request, dg.RunRequest)
+    assert request.partition_key == "2026-10"
+    digest = sha256_file(sample_root / "deltas" / "2026-10" / MANIFEST)
+    assert request.run_key == run_key("2026-10", digest)
+
+
+def test_schedule_when_delta_has_not_arrived_skips_naming_the_month(
+    sample_root: Path, skewtape: SkewtapeHome
+):
+    shutil.rmtree(sample_root / "deltas" / "2026-10")
+    skipped = evaluate(skewtape, datetime(2026, 11, 1, 6, tzinfo=UTC))
+    assert isinstance(skipped, dg.SkipReason)
+    assert "2026-10" in skipped.skip_message
+    assert "has not arrived" in skipped.skip_message
+
+
+def test_schedule_when_delta_is_still_being_copied_skips(sample_root: Path, skewtape: SkewtapeHome):
+    (sample_root / "deltas" / "2026-10" / CHECKSUMS).unlink()
+    skipped = evaluate(skewtape, datetime(2026, 11, 1, 6, tzinfo=UTC))
+    assert isinstance(skipped, dg.SkipReason)
+    assert CHECKSUMS in skipped.skip_message
+
+
+def test_schedule_when_month_is_before_the_first_partition_skips(skewtape: SkewtapeHome):
+    skipped = evaluate(skewtape, datetime(2026, 8, 1, 6, tzinfo=UTC))
+    assert isinstance(skipped, dg.SkipReason)
+    assert "2026-07 is not a month partition" in skipped.skip_message

@@ -1,0 +1,291 @@
+"""The tick archive asset in process: venues registered by the months, a day over all venues in
+one run with a venue-day's symbol-days in its metadata and the reports table, and its checks."""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pyarrow as pa
+import pytest
+from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
+
+from skewtape_pipeline.orchestration.shared.resources import ArchiveSettings, SkewtapeHome
+from skewtape_pipeline.orchestration.ticks.archive_asset import (
+    ROUND_TRIP,
+    SHARDS,
+    TICK_ARCHIVE,
+    shard_of,
+    tick_archive,
+)
+from skewtape_pipeline.orchestration.ticks.partitions import (
+    VENUES,
+    dimension_key,
+    venue_day_key,
+    venue_day_of,
+    venue_day_partitions,
+)
+from skewtape_pipeline.orchestration.ticks.venue_day_metadata import venue_day_metadata
+from skewtape_pipeline.ticks.archive.placement import locate
+from skewtape_pipeline.ticks.archive.query import run_query
+from skewtape_pipeline.ticks.archive.reports_table import (
+    ReportRow,
+    read_venue_day_reports,
+    reports_dir,
+    write_venue_day_reports,
+)
+from skewtape_pipeline.ticks.fills.snapshot_fills import new_symbols, split_symbol
+from skewtape_pipeline_tests.orchestration.conftest import run_month
+
+DAY = "2026-10-05"
+
+
+@pytest.fixture
+def instance():
+    with dg.DagsterInstance.ephemeral() as ephemeral:
+        yield ephemeral
+
+
+@pytest.fixture
+def two_months(definitions: dg.Definitions, instance: dg.DagsterInstance) -> dg.Definitions:
+    for month in ("2026-09", "2026-10"):
+        assert run_month(definitions, month, instance).success
+    return definitions
+
+
+def day_range_tags(instance: dg.DagsterInstance, first: str, last: str) -> dict[str, str]:
+    """The tags a UI backfill of ``first``..``last`` over every venue gives its single run."""
+    venues = sorted(instance.get_dynamic_partitions(VENUES))
+    return {
+        "dagster/asset_partition_range_start": f"{first}|{venues[0]}",
+        "dagster/asset_partition_range_end": f"{last}|{venues[-1]}",
+    }
+
+
+def run_day(defs: dg.Definitions, instance: dg.DagsterInstance, day: str):
+    job = defs.resolve_job_def("archive_ticks")
+    return job.execute_in_process(
+        instance=instance, raise_on_error=False, tags=day_range_tags(instance, day, day)
+    )
+
+
+def fills_counts(history: Path, day: str) -> dict[str, int]:
+    """{symbol: trades on ``day``} straight from the snapshot's fills (DuckDB, not our code)."""
+    rows = duckdb.sql(
+        "SELECT venue || ':' || market_id, count(*) FROM read_parquet($files) "
+        "WHERE (ts AT TIME ZONE 'UTC')::DATE = $day::DATE GROUP BY ALL",
+        params={"files": [str(p) for p in history.glob("2026-10/fills/*/2026-10.parquet")],
+                "day": day},
+    ).fetchall()  # fmt: skip
+    return dict(rows)
+
+
+def test_history_snapshot_when_months_applied_registers_the_venues_of_their_fills(
+    two_months: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    history = sample_root / "history"
+    symbols = {s for m in ("2026-09", "2026-10") for s in new_symbols(history, m)}
+    expected = {dimension_key(split_symbol(s)[0]) for s in symbols}
+    assert set(instance.get_dynamic_partitions(VENUES)) == expected
+
+
+def test_tick_archive_when_one_day_runs_over_all_venues_lists_only_symbol_days_with_trades(
+    two_months: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    result = run_day(two_months, instance, DAY)
+    assert result.success
+    events = result.get_asset_materialization_events()
+    venues = instance.get_dynamic_partitions(VENUES)
+    assert sorted(e.partition for e in events) == sorted(f"{DAY}|{v}" for v in venues)
+    traded = fills_counts(sample_root / "history", DAY)
+    listed: dict[str, int] = {}
+    for event in events:
+        venue, _ = venue_day_of(event.partition)
+        metadata = {k: v.value for k, v in event.materialization.metadata.items()}
+        table = metadata["symbol_days"]
+        rows = {r.data["symbol"]: r.data["tick_count"] for r in table.records}
+        ratios = [r.data["compression_ratio"] for r in table.records]
+        assert ratios == [round(ratio, 2) for ratio in ratios]
+        assert [c.name for c in table.schema.columns] == [
+            "symbol", "tick_count", "tier", "compression_ratio"
+        ]  # fmt: skip
+        assert re.fullmatch(r".* \([\d,]+ bytes\)|\d+ bytes", metadata["compacted_bytes"])
+        assert all(symbol.startswith(f"{venue}:") for symbol in rows)
+        assert metadata["symbol_days_archived"] == len(rows)
+        assert metadata["tick_count"] == sum(rows.values())
+        assert metadata["float_noise_normalized"] == 0  # the sample's fills are decimals
+        assert metadata["source_fills_path"] == f"fills/{venue}/2026-10.parquet"
+        assert metadata["symbol_days_skipped"] > 0  # listed markets without a trade that day
+        listed |= rows
+    assert listed == traded  # exactly the symbol-days with trades, with their tick counts
+    checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
+    assert checks[ROUND_TRIP].passed
+    assert checks[ROUND_TRIP].metadata["files"].value == len(traded)
+    assert set(checks) == {ROUND_TRIP}  # compression is judged on consolidated files
+    recorded = {k: v.value for k, v in checks[ROUND_TRIP].metadata.items()}
+    assert recorded["tier_policy"]["hot_max_age_days"] == 7  # the run's policy, once
+    assert len(instance.get_materialized_partitions(TICK_ARCHIVE)) == len(venues)
+
+
+def test_tick_archive_when_run_reports_table_answers_one_symbol_day_through_duckdb(
+    two_months: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    assert run_day(two_months, instance, DAY).success
+    archive = sample_root / "archive"
+    traded = fills_counts(sample_root / "history", DAY)
+    symbol = max(traded, key=lambda s: (traded[s], s))
+    raw = duckdb.sql(
+        "SELECT status, tick_count, path FROM read_parquet($glob) WHERE symbol = $s AND "
+        "date = $d::DATE",
+        params={"glob": str(reports_dir(archive) / "*" / "*.parquet"), "s": symbol, "d": DAY},
+    ).fetchall()
+    [(status, ticks, path)] = raw
+    assert (status, ticks) == ("archived", traded[symbol])
+    assert locate(archive, symbol, date.fromisoformat(DAY)).rows == ticks
+    assert (archive / path).is_file()
+    viewed = run_query(
+        "SELECT status, count(*) AS n, sum(tick_count) AS ticks FROM tick_reports "
+        "GROUP BY status ORDER BY status",
+        archive,
+    ).to_pylist()
+    by_status = {row["status"]: row for row in viewed}
+    assert by_status["archived"]["n"] == len(traded)
+    assert by_status["archived"]["ticks"] == sum(traded.values())
+    assert by_status["skipped"]["ticks"] == 0
+    ticks_total = run_query("SELECT count(*) AS n FROM ticks", archive).to_pylist()[0]["n"]
+    assert ticks_total == sum(traded.values())
+
+
+def test_venue_day_metadata_when_fills_carried_float_noise_sums_it(tmp_path: Path):
+    day = date.fromisoformat(DAY)
+    source = ("bundle", "fills/v/2026-10.parquet", None, "run-1")
+    rows = [
+        ReportRow(f"v:{name}", "v", day, "archived", 5, *source, float_noise_normalized=noise)
+        for name, noise in (("a", 3), ("b", None), ("c", 4))
+    ]
+    write_venue_day_reports(tmp_path, "v", day, rows, replace_all=True)
+    metadata = venue_day_metadata(read_venue_day_reports(tmp_path, "v", day), scope=None)
+    assert metadata["float_noise_normalized"].value == 7
+
+
+def test_tick_archive_when_one_partition_materialized_backfills_only_that_venue_day(
+    two_months: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    venue = sorted(instance.get_dynamic_partitions(VENUES))[0]
+    key = venue_day_key(venue, date.fromisoformat(DAY))
+    skewtape = SkewtapeHome(root=str(sample_root))
+    result = dg.materialize(
+        [tick_archive],
+        partition_key=str(key),
+        instance=instance,
+        resources={"skewtape": skewtape, "archive": ArchiveSettings()},
+        selection=[TICK_ARCHIVE],
+    )
+    assert result.success
+    assert instance.get_materialized_partitions(TICK_ARCHIVE) == {str(key)}
+    traded = {s: n for s, n in fills_counts(sample_root / "history", DAY).items()
+              if s.startswith(f"{venue}:")}  # fmt: skip
+    rows = run_query(
+        "SELECT symbol, tick_count FROM tick_reports WHERE status = 'archived'",
+        sample_root / "archive",
+    ).to_pylist()
+    assert {r["symbol"]: r["tick_count"] for r in rows} == traded
+
+
+def test_tick_archive_when_a_venue_left_keeps_its_ticks_and_says_so(
+    definitions: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    for month in ("2026-09", "2026-10", "2026-11", "2026-12"):  # augur leaves in 2026-12
+        assert run_month(definitions, month, instance).success
+    assert run_day(definitions, instance, DAY).success
+    augur = fills_counts(sample_root / "history", DAY)
+    augur = {s: n for s, n in augur.items() if s.startswith("augur:")}
+    assert augur, "the sample's augur trades on this day"
+    rows = run_query(
+        "SELECT symbol, tick_count, venue_departed, source_bundle_id FROM tick_reports "
+        "WHERE status = 'archived' ORDER BY symbol",
+        sample_root / "archive",
+    ).to_pylist()
+    kept = {r["symbol"]: r["tick_count"] for r in rows if r["symbol"].startswith("augur:")}
+    assert kept == augur
+    for row in rows:
+        departed = row["symbol"].startswith("augur:")
+        assert row["venue_departed"] is departed
+        if departed:
+            assert row["source_bundle_id"] == "skewtape-history-2026-11"
+
+
+def test_tick_archive_when_day_month_not_applied_fails_and_records_nothing(
+    definitions: dg.Definitions, instance: dg.DagsterInstance
+):
+    assert run_month(definitions, "2026-09", instance).success
+    result = run_day(definitions, instance, DAY)
+    assert not result.success
+    failures = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert failures
+    message = str(failures[0].event_specific_data.error)
+    assert "materialize history_snapshot 2026-10 first" in message
+    assert instance.get_materialized_partitions(TICK_ARCHIVE) == set()
+
+
+def test_shard_of_when_keys_dealt_out_covers_each_key_exactly_once():
+    keys = [f"2026-10-{d:02d}|v{n}" for d in range(1, 31) for n in range(3)]
+    dealt = [key for shard in range(SHARDS) for key in shard_of(keys, shard)]
+    assert sorted(dealt) == sorted(keys)
+    assert all(shard_of(keys, shard) for shard in range(SHARDS))
+
+
+def test_tick_archive_when_instance_holds_old_symbol_day_partitions_ignores_them(
+    two_months: dg.Definitions, instance: dg.DagsterInstance
+):
+    """An instance upgraded from the date x symbol partitions: its old materializations stay in
+    the event log, unrecognised, and the partition status the UI shows counts only venue-days."""
+    old_partitions = dg.MultiPartitionsDefinition(
+        {"date": dg.DailyPartitionsDefinition("2026-09-01"),
+         "symbol": dg.DynamicPartitionsDefinition(name="symbols")}
+    )  # fmt: skip
+    instance.add_dynamic_partitions("symbols", ["kalshi:OLD"])
+    old_key = dg.MultiPartitionKey({"date": DAY, "symbol": "kalshi:OLD"})
+    instance.report_runless_asset_event(
+        dg.AssetMaterialization(TICK_ARCHIVE, partition=old_key, metadata={"tick_count": 3})
+    )
+    with dg.partition_loading_context(dynamic_partitions_store=instance):
+        old_status = get_and_update_asset_status_cache_value(instance, TICK_ARCHIVE, old_partitions)
+        old = old_status.deserialize_materialized_partition_subsets(old_partitions)
+        assert set(old.get_partition_keys()) == {str(old_key)}  # cached under the old design
+    result = run_day(two_months, instance, DAY)
+    assert result.success
+    status = get_and_update_asset_status_cache_value(instance, TICK_ARCHIVE, venue_day_partitions)
+    with dg.partition_loading_context(dynamic_partitions_store=instance):
+        materialized = status.deserialize_materialized_partition_subsets(venue_day_partitions)
+        keys = set(materialized.get_partition_keys())
+    venues = instance.get_dynamic_partitions(VENUES)
+    assert keys == {f"{DAY}|{venue}" for venue in venues}
+    assert str(old_key) in instance.get_materialized_partitions(TICK_ARCHIVE)  # still logged
+
+
+def test_tick_archive_when_a_symbol_day_reads_back_unequal_fails_and_records_no_partition(
+    two_months: dg.Definitions, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+):
+    from skewtape_pipeline.orchestration.ticks import archive_asset
+
+    real = archive_asset.read_venue_day_reports
+
+    def one_mismatch(archive, venue, day):  # the shards' read-back found 3 rows differing
+        rows = real(archive, venue, day)
+        mismatched = [3 if s == "archived" else 0 for s in rows["status"].to_pylist()]
+        column = rows.schema.get_field_index("read_back_mismatched_rows")
+        return rows.set_column(column, rows.schema.field(column), pa.array(mismatched, pa.int64()))
+
+    monkeypatch.setattr(archive_asset, "read_venue_day_reports", one_mismatch)
+    result = run_day(two_months, instance, DAY)
+
+    assert not result.success
+    [check] = result.get_asset_check_evaluations()
+    assert check.check_name == ROUND_TRIP and not check.passed
+    assert check.metadata["problems"].value > 0
+    assert result.get_asset_materialization_events() == []
+    assert instance.get_materialized_partitions(TICK_ARCHIVE) == set()

@@ -1,0 +1,106 @@
+"""The corrections sensor: a month that replaces an earlier month's fills requests one run per
+venue-day it touched, over exactly the symbol-days whose ticks changed."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from skewtape_pipeline.orchestration.definitions import build_definitions
+from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
+from skewtape_pipeline.orchestration.ticks.partitions import register_venues, venue_day_key
+from skewtape_pipeline.orchestration.ticks.sensors import (
+    CORRECTED_BY_TAG,
+    SYMBOL_DAYS_TAG,
+    tick_corrections_sensor,
+)
+from skewtape_pipeline.ticks.archive.query import run_query
+from skewtape_pipeline.ticks.fills.snapshot_fills import corrected_symbol_days, new_symbols
+
+
+@pytest.fixture
+def instance():
+    with dg.DagsterInstance.ephemeral() as ephemeral:
+        yield ephemeral
+
+
+def tick(root: Path, instance: dg.DagsterInstance, cursor: str | None = None):
+    context = dg.build_sensor_context(
+        cursor=cursor, instance=instance, resources={"skewtape": SkewtapeHome(root=str(root))}
+    )
+    return tick_corrections_sensor(context)
+
+
+def corrected_by_venue_day(history: Path, month: str) -> dict[str, list[str]]:
+    """{venue-day partition key: corrected symbols}, from the core's row diff."""
+    grouped: dict[str, list[str]] = defaultdict(list)
+    for symbol, day in corrected_symbol_days(history, month):
+        grouped[str(venue_day_key(symbol.split(":")[0], day))].append(symbol)
+    return {key: sorted(symbols) for key, symbols in grouped.items()}
+
+
+def test_corrections_sensor_when_a_month_corrects_earlier_fills_requests_exactly_those_days(
+    applied_chain: Path, instance: dg.DagsterInstance
+):
+    history = applied_chain / "history"
+    for month in ("2026-09", "2026-10", "2026-11"):
+        register_venues(instance, new_symbols(history, month))
+    expected = corrected_by_venue_day(history, "2026-11")
+    assert expected  # the sample's 2026-11 delta corrects 2026-10 fills
+    result = tick(applied_chain, instance)
+    requested = {
+        r.partition_key: r.run_config["ops"]["tick_archive"]["config"]["symbols"]
+        for r in result.run_requests
+    }
+    assert requested == expected
+    for request in result.run_requests:
+        assert request.run_key == f"2026-11:{request.partition_key}"
+        assert request.tags[CORRECTED_BY_TAG] == "2026-11"
+        assert request.tags[SYMBOL_DAYS_TAG] == str(len(expected[request.partition_key]))
+    assert result.cursor == "2026-11"
+    again = tick(applied_chain, instance, cursor=result.cursor)
+    assert again.run_requests == []
+    assert again.cursor == "2026-11"
+
+
+def test_corrections_sensor_when_venues_not_registered_names_them_instead(
+    applied_chain: Path, instance: dg.DagsterInstance
+):
+    result = tick(applied_chain, instance, cursor="2026-10")
+    assert result.run_requests == []
+    [(symbol, day), *_] = corrected_symbol_days(applied_chain / "history", "2026-11")
+    assert f"{symbol.split(':')[0]} {day}" in result.skip_reason.skip_message
+
+
+def test_corrections_sensor_when_request_runs_rewrites_only_the_named_symbol_days(
+    applied_chain: Path, instance: dg.DagsterInstance
+):
+    """The requested run, launched as the daemon would (its partition, run config and tags),
+    replaces the report rows of exactly the corrected symbol-days of its venue-day."""
+    history = applied_chain / "history"
+    for month in ("2026-09", "2026-10", "2026-11"):
+        register_venues(instance, new_symbols(history, month))
+    defs = build_definitions(SkewtapeHome(root=str(applied_chain)))
+    job = defs.resolve_job_def("archive_ticks")
+    request = tick(applied_chain, instance).run_requests[0]
+    full = job.execute_in_process(instance=instance, partition_key=request.partition_key)
+    assert full.success
+    rerun = job.execute_in_process(
+        instance=instance,
+        partition_key=request.partition_key,
+        run_config=request.run_config,
+        tags=request.tags,
+    )
+    assert rerun.success
+    named = request.run_config["ops"]["tick_archive"]["config"]["symbols"]
+    rows = run_query("SELECT symbol, batch FROM tick_reports", applied_chain / "archive")
+    rewritten = sorted(r["symbol"] for r in rows.to_pylist() if r["batch"] == rerun.run_id)
+    assert rewritten == named
+    assert len(rows) > len(named)  # the venue-day's other symbol-days kept their rows
+    [event] = rerun.get_asset_materialization_events()
+    metadata = event.materialization.metadata
+    assert metadata["scope"].value == f"{len(named)} named symbol(s)"
+    assert {r.data["symbol"] for r in metadata["symbol_days"].value.records} <= set(named)

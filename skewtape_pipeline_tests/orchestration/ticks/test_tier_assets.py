@@ -1,0 +1,273 @@
+"""Re-tiering under Dagster: the sample archive moves hot -> warm -> cold with every tick read
+exactly once, each month records where its symbol-days went, the archive is measured per tier,
+the daily schedule requests the months due, and books_and_records refusals fail the run."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+from skewtape_pipeline.orchestration.definitions import build_definitions
+from skewtape_pipeline.orchestration.shared.resources import ArchiveSettings, SkewtapeHome
+from skewtape_pipeline.orchestration.ticks.partitions import register_venues
+from skewtape_pipeline.orchestration.ticks.schedules import daily_retier_schedule
+from skewtape_pipeline.orchestration.ticks.tier_assets import retier_run_config
+from skewtape_pipeline.ticks.archive.books import BOOKS_MARKER, EVENT_REFUSED
+from skewtape_pipeline.ticks.archive.placement import locate
+from skewtape_pipeline.ticks.archive.query import run_query
+from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, TierPolicy
+from skewtape_pipeline.ticks.archive.withdraw import remove_symbol_days
+from skewtape_pipeline.ticks.fills.snapshot_fills import archive_symbol_days, new_symbols
+
+DAYS = (date(2026, 9, 25), date(2026, 10, 15), date(2026, 11, 5))
+"""Archived days: 41 days apart at most, so one as_of puts all of them in the warm tier."""
+MONTHS = ("2026-09", "2026-10", "2026-11")
+POLICY = TierPolicy()
+TO_WARM = DAYS[-1] + timedelta(days=POLICY.hot_max_age_days + 1)
+TO_COLD = DAYS[-1] + timedelta(days=POLICY.warm_max_age_days + 1)
+VIEW_TOTALS = "SELECT count(*), sum(quantity), sum(price) FROM ticks"
+VIEW_ROWS = "SELECT symbol, date, ts, price, quantity, side FROM ticks ORDER BY ALL"
+
+
+def symbols_of(history: Path) -> list[str]:
+    return sorted({symbol for month in MONTHS for symbol in new_symbols(history, month)})
+
+
+def archive_days(root: Path, days: tuple[date, ...]) -> Path:
+    """Compact every symbol-day of ``days`` from the newest snapshot into ``root/archive``."""
+    history = root / "history"
+    wanted = [(symbol, day) for day in days for symbol in symbols_of(history)]
+    archive_symbol_days(history, wanted, out=root / "archive", as_of=max(days), policy=POLICY)
+    return root / "archive"
+
+
+def fills_totals(root: Path, days: tuple[date, ...]) -> tuple[int, int]:
+    """(fills, contracts) of ``days`` in the newest snapshot, read straight from its fills."""
+    files = [str(p) for p in sorted((root / "history" / "2026-11").glob("fills/*/*.parquet"))]
+    [(count, contracts)] = duckdb.sql(
+        "SELECT count(*), sum(quantity) FROM read_parquet($files) "
+        "WHERE (ts AT TIME ZONE 'UTC')::DATE IN (SELECT unnest($days::DATE[]))",
+        params={"files": files, "days": [d.isoformat() for d in days]},
+    ).fetchall()
+    return count, contracts
+
+
+def view_tiers(archive: Path) -> set[str]:
+    return {
+        row["tier"] for row in run_query("SELECT DISTINCT tier FROM ticks", archive).to_pylist()
+    }
+
+
+def materializations(result: dg.ExecuteInProcessResult, node: str) -> dict[str | None, dict]:
+    """{partition: metadata values} of the node's materializations in ``result``."""
+    return {
+        event.partition: {key: value.value for key, value in event.metadata.items()}
+        for event in result.asset_materializations_for_node(node)
+    }
+
+
+def failure_message(result: dg.ExecuteInProcessResult) -> str:
+    """The error of the run's first failed step (each tick archive shard fails alike)."""
+    failures = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert failures, "no step failed"
+    return str(failures[0].event_specific_data.error)
+
+
+@pytest.fixture
+def instance():
+    with dg.DagsterInstance.ephemeral() as ephemeral:
+        yield ephemeral
+
+
+def test_retier_ticks_when_months_age_moves_hot_warm_cold_without_losing_or_doubling_ticks(
+    applied_chain: Path, instance: dg.DagsterInstance
+):
+    archive = archive_days(applied_chain, DAYS)
+    fills, contracts = fills_totals(applied_chain, DAYS)
+    totals = run_query(VIEW_TOTALS, archive).to_pylist()
+    rows = run_query(VIEW_ROWS, archive)
+    assert list(totals[0].values())[:2] == [fills, contracts] and fills > 0
+    assert view_tiers(archive) == {HOT}
+    job = build_definitions(SkewtapeHome(root=str(applied_chain))).resolve_job_def("retier_ticks")
+
+    for month in MONTHS:  # one run per month, as the schedule requests them
+        result = job.execute_in_process(
+            partition_key=month, run_config=retier_run_config(TO_WARM), instance=instance
+        )
+        assert result.success
+        [metadata] = materializations(result, "tick_archive_tiers").values()
+        assert metadata["symbol_days_moved"] > 0
+        for path, file in metadata["files"].items():
+            assert file["tier"] == WARM and file["bytes"] <= Path(path).stat().st_size
+        [stats] = materializations(result, "tick_archive_stats").values()
+    assert view_tiers(archive) == {WARM}
+    assert run_query(VIEW_TOTALS, archive).to_pylist() == totals
+    assert run_query(VIEW_ROWS, archive).equals(rows)
+    assert (stats["warm_ticks"], stats["hot_ticks"], stats["cold_ticks"]) == (fills, 0, 0)
+
+    result = job.execute_in_process(  # one run over every month, as a UI backfill runs them
+        run_config=retier_run_config(TO_COLD),
+        instance=instance,
+        tags={
+            "dagster/asset_partition_range_start": MONTHS[0],
+            "dagster/asset_partition_range_end": MONTHS[-1],
+        },
+    )
+    assert result.success
+    by_month = materializations(result, "tick_archive_tiers")
+    assert sorted(by_month) == list(MONTHS)
+    moved = sum(metadata["symbol_days_moved"] for metadata in by_month.values())
+    assert moved == by_month[MONTHS[0]]["run.symbol_days_moved"] > 0
+    assert view_tiers(archive) == {COLD}
+    assert run_query(VIEW_TOTALS, archive).to_pylist() == totals
+    assert run_query(VIEW_ROWS, archive).equals(rows)
+    stats = materializations(result, "tick_archive_stats")[None]
+    assert (stats["cold_ticks"], stats["warm_ticks"], stats["hot_ticks"]) == (fills, 0, 0)
+    assert stats["warm_files"] == 0 and stats["cold_files"] >= 1
+
+
+def test_tick_archive_tiers_when_symbol_days_move_records_where_each_now_lives(
+    applied_chain: Path, instance: dg.DagsterInstance
+):
+    archive = archive_days(applied_chain, DAYS[1:2])
+    job = build_definitions(SkewtapeHome(root=str(applied_chain))).resolve_job_def("retier_ticks")
+    result = job.execute_in_process(
+        partition_key="2026-10", run_config=retier_run_config(TO_WARM), instance=instance
+    )
+    metadata = materializations(result, "tick_archive_tiers")["2026-10"]
+    lines = [line for line in metadata["moves"].splitlines() if line.startswith("| ")][1:]
+    assert len(lines) == metadata["symbol_days_moved"] > 0
+    for line in lines:
+        symbol, day, source, target, rows, share, file = (c.strip() for c in line.split("|")[1:-1])
+        location = locate(archive, symbol, date.fromisoformat(day))
+        assert (source, target) == (HOT, WARM)
+        assert (location.tier, location.path.name, location.bytes) == (target, file, int(share))
+        assert str(location.path) in metadata["files"]
+        assert int(rows) > 0
+    assert metadata["bytes_after"] == sum(f["bytes"] for f in metadata["files"].values())
+    rerun = job.execute_in_process(
+        partition_key="2026-10", run_config=retier_run_config(TO_WARM), instance=instance
+    )
+    again = materializations(rerun, "tick_archive_tiers")["2026-10"]
+    assert (again["symbol_days_moved"], again["run.files_written"]) == (0, 0)
+
+
+def test_retier_ticks_when_a_warm_day_was_withdrawn_purges_it_and_reports_it(
+    applied_chain: Path, instance: dg.DagsterInstance
+):
+    archive = archive_days(applied_chain, DAYS[1:2])
+    job = build_definitions(SkewtapeHome(root=str(applied_chain))).resolve_job_def("retier_ticks")
+    run = {"partition_key": "2026-10", "run_config": retier_run_config(TO_WARM)}
+    assert job.execute_in_process(**run, instance=instance).success
+    counts = "SELECT symbol, count(*) AS n FROM ticks GROUP BY symbol ORDER BY symbol"
+    before = {row["symbol"]: row["n"] for row in run_query(counts, archive).to_pylist()}
+    symbol = min(before)
+    remove_symbol_days(archive, [(symbol, DAYS[1])])  # the publisher corrected the day away
+
+    result = job.execute_in_process(**run, instance=instance)
+
+    metadata = materializations(result, "tick_archive_tiers")["2026-10"]
+    assert metadata["run.symbol_days_purged"] == 1
+    [stats] = materializations(result, "tick_archive_stats").values()
+    assert stats["hidden_symbol_days"] == stats["hidden_ticks"] == 0  # purged, not hidden
+    assert locate(archive, symbol, DAYS[1]) is None
+    after = {row["symbol"]: row["n"] for row in run_query(counts, archive).to_pylist()}
+    assert after == {s: n for s, n in before.items() if s != symbol}  # the day held all its ticks
+
+
+def test_daily_retier_schedule_when_a_month_ages_requests_it_else_skips(applied_chain: Path):
+    archive_days(applied_chain, DAYS[2:])
+    resources = {"skewtape": SkewtapeHome(root=str(applied_chain)), "archive": ArchiveSettings()}
+
+    def tick(day: date):
+        when = datetime(day.year, day.month, day.day, 5, tzinfo=UTC)
+        context = dg.build_schedule_context(scheduled_execution_time=when, resources=resources)
+        return daily_retier_schedule(context)
+
+    skipped = tick(DAYS[2] + timedelta(days=POLICY.hot_max_age_days))
+    assert isinstance(skipped, dg.SkipReason)
+    assert "nothing to re-tier" in skipped.skip_message
+    [request] = tick(TO_WARM)
+    assert request.partition_key == "2026-11"
+    assert request.run_key == f"{TO_WARM.isoformat()}:2026-11"
+    assert request.run_config == retier_run_config(TO_WARM)
+
+
+def test_books_and_records_when_a_rerun_would_overwrite_a_retained_file_fails_the_run(
+    applied_chain: Path, instance: dg.DagsterInstance
+):
+    skewtape = SkewtapeHome(root=str(applied_chain))
+    defs = build_definitions(skewtape, ArchiveSettings(books_and_records=True))
+    register_venues(instance, symbols_of(skewtape.history_dir))
+    keys = sorted(instance.get_dynamic_partitions("venues"))
+    day = DAYS[2].isoformat()
+    range_tags = {
+        "dagster/asset_partition_range_start": f"{day}|{keys[0]}",
+        "dagster/asset_partition_range_end": f"{day}|{keys[-1]}",
+    }
+    archive_job = defs.resolve_job_def("archive_ticks")
+    assert archive_job.execute_in_process(instance=instance, tags=range_tags).success
+    assert (skewtape.archive_dir / BOOKS_MARKER).is_file()
+    totals = run_query(VIEW_TOTALS, skewtape.archive_dir).to_pylist()
+
+    retiered = defs.resolve_job_def("retier_ticks").execute_in_process(
+        partition_key="2026-11", run_config=retier_run_config(TO_WARM), instance=instance
+    )
+    metadata = materializations(retiered, "tick_archive_tiers")["2026-11"]
+    assert metadata["books_and_records"] is True
+    assert metadata["run.files_removed"] == 0 and metadata["run.files_retained"] > 0
+    assert view_tiers(skewtape.archive_dir) == {WARM}
+
+    refused = archive_job.execute_in_process(
+        instance=instance, tags=range_tags, raise_on_error=False
+    )
+    assert not refused.success
+    message = failure_message(refused)
+    assert "overwrite refused" in message and "books_and_records" in message
+    assert "part-0.parquet" in message
+    assert run_query(VIEW_TOTALS, skewtape.archive_dir).to_pylist() == totals
+    audit = [json.loads(line) for line in skewtape.audit_log.read_text().splitlines()]
+    assert audit[-1]["event"] == EVENT_REFUSED
+
+
+def check_evaluations(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluation]:
+    return {e.check_name: e for e in result.get_asset_check_evaluations()}
+
+
+def test_tick_archive_verified_when_a_warm_page_is_damaged_fails_naming_the_file(
+    applied_chain: Path, instance: dg.DagsterInstance
+):
+    archive = archive_days(applied_chain, DAYS[2:])
+    defs = build_definitions(SkewtapeHome(root=str(applied_chain)))
+    retiered = defs.resolve_job_def("retier_ticks").execute_in_process(
+        partition_key="2026-11", run_config=retier_run_config(TO_WARM), instance=instance
+    )
+    assert check_evaluations(retiered)["tick_archive_verified"].passed  # runs after re-tiering
+    [warm] = [p for p in archive.with_name("archive-warm").rglob("*.parquet")]
+    meta = pq.read_metadata(warm)
+    chunk = meta.row_group(0).column(meta.schema.names.index("price"))
+    offset = (chunk.dictionary_page_offset or chunk.data_page_offset) + chunk.total_compressed_size
+    warm.chmod(0o644)
+    data = bytearray(warm.read_bytes())
+    data[offset - 1] ^= 0x01  # one bit of the last page's data
+    warm.write_bytes(bytes(data))
+
+    verify_job = defs.resolve_job_def("verify_tick_archive")
+    result = verify_job.execute_in_process(instance=instance, raise_on_error=False)
+    evaluation = check_evaluations(result)["tick_archive_verified"]
+    assert not evaluation.passed
+    assert evaluation.metadata["problems"].value >= 1
+    assert str(warm) in evaluation.metadata["details"].value
+
+
+def test_daily_verify_archive_schedule_when_defined_targets_the_verify_job():
+    defs = build_definitions(SkewtapeHome(root="unused"))
+    schedule = defs.resolve_schedule_def("daily_verify_tick_archive")
+    assert schedule.job_name == "verify_tick_archive"
+    assert schedule.cron_schedule == "0 6 * * *"

@@ -1,0 +1,107 @@
+"""Progress of the long commands: a line every few seconds when standard error is not a
+terminal (a redirected or CI log shows life), nothing with ``--json``."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from skewtape_pipeline import progress
+from skewtape_pipeline.cli import main
+from skewtape_pipeline.progress import ProgressLine
+from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
+from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
+
+LINE = re.compile(r"(?P<command>[a-z-]+): (?P<stage>[^:]+) (?P<count>.+) \((?P<percent>\d+)%\)")
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_progress_line_when_not_a_terminal_prints_one_line_per_interval():
+    stream, clock = io.StringIO(), Clock()
+    line = ProgressLine(stream, "files", label="verify", interval=10.0, clock=clock)
+    line.update(1, 4, "hashing")  # too soon after the start: a short command prints nothing
+    clock.now += 10.0
+    line.update(2, 4, "hashing")
+    clock.now += 5.0
+    line.update(3, 4, "hashing")  # within the interval of the last line
+    clock.now += 5.0
+    line.update(2_500_000, 10_000_000, "hashing", "bytes")
+    line.finish()
+    assert stream.getvalue().splitlines() == [
+        "verify: hashing 2/4 files (50%)",
+        "verify: hashing 2.5 MB of 10.0 MB (25%)",
+    ]
+
+
+def test_progress_line_when_disabled_prints_nothing():
+    stream, clock = io.StringIO(), Clock()
+    line = ProgressLine(stream, "files", enabled=False, interval=0.0, clock=clock)
+    clock.now += 60
+    line.update(1, 2, "hashing")
+    line.finish()
+    assert stream.getvalue() == ""
+
+
+@pytest.fixture
+def archive(tmp_path: Path, capsys) -> Path:
+    """A tick archive of four days, compacted hot as of its last day."""
+    source = write_four_day_csv(tmp_path / "ticks.csv")
+    root = tmp_path / "data" / "archive"
+    argv = ["compact-ticks", str(source), "--out", str(root), "--as-of", "2025-12-05",
+            "--price-scale", "2"]  # fmt: skip
+    assert main(argv) == 0
+    capsys.readouterr()
+    return root
+
+
+def _argv(command: str, sample_root: Path, archive: Path) -> list[str]:
+    history, deltas = sample_root / "history", sample_root / "deltas"
+    first = history / SAMPLE_FIRST_MONTH
+    return {
+        "apply-delta": ["apply-delta", str(first), str(deltas / "2026-10"),
+                        "--into", str(history / "2026-10"), "--no-audit"],
+        "catch-up": ["catch-up", str(history), str(deltas), "--no-audit"],
+        "verify": ["verify", str(first), "--full"],
+        "retier": ["retier", str(archive), "--as-of", "2027-01-01"],
+        "verify-archive": ["verify-archive", str(archive), "--full"],
+    }[command]  # fmt: skip
+
+
+COMMANDS = ["apply-delta", "catch-up", "verify", "retier", "verify-archive"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_cli_long_command_when_stderr_is_not_a_terminal_prints_progress_lines(
+    command, sample_root, archive, capsys, monkeypatch
+):
+    monkeypatch.setattr(progress, "LINE_INTERVAL", 0.0)  # a line per report
+    assert main(_argv(command, sample_root, archive)) == 0
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert lines, f"{command} printed no progress"
+    for line in lines:
+        match = LINE.fullmatch(line)
+        assert match and match["command"] == command, line
+        assert 0 <= int(match["percent"]) <= 100
+    assert "\r" not in err and out  # plain lines on stderr; the result on stdout
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_cli_long_command_when_json_prints_no_progress(
+    command, sample_root, archive, capsys, monkeypatch
+):
+    monkeypatch.setattr(progress, "LINE_INTERVAL", 0.0)
+    assert main([*_argv(command, sample_root, archive), "--json"]) == 0
+    assert capsys.readouterr().err == ""

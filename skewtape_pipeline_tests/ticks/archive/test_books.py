@@ -1,0 +1,119 @@
+"""books_and_records mode: re-tiering keeps every file, deletions and overwrites are refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from skewtape_pipeline.audit import verify_audit_log
+from skewtape_pipeline.errors import WriteOnceError
+from skewtape_pipeline.ticks.archive.books import (
+    EVENT_ENABLED,
+    EVENT_REFUSED,
+    disable_books_and_records,
+    enable_books_and_records,
+    is_books_and_records,
+)
+from skewtape_pipeline.ticks.archive.catalog import read_catalog, resolve
+from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.lifecycle import EVENT_REMOVE, prune, retier
+from skewtape_pipeline.ticks.archive.placement import archive_metrics
+from skewtape_pipeline.ticks.archive.tiers import COLD
+from skewtape_pipeline_tests.ticks.archive_builders import (
+    DAYS,
+    POLICY,
+    STAGE_1,
+    STAGE_2,
+    build_archive,
+    day_ticks,
+    expected_rows,
+    files_under,
+    tiers_by_day,
+    view_rows,
+)
+
+
+def events(root) -> list[dict]:
+    path = root.parent / "audit.jsonl"
+    verify_audit_log(path)
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_retier_when_books_and_records_writes_copies_and_deletes_nothing(tmp_path, no_fsync):
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    assert enable_books_and_records(root, reason="broker-dealer books")
+    before = [f for f in files_under(tmp_path) if f.endswith(".parquet")]
+
+    first = retier(root, as_of=STAGE_1, policy=POLICY)
+    second = retier(root, as_of=STAGE_2, policy=POLICY)
+    after = [f for f in files_under(tmp_path) if f.endswith(".parquet")]
+    assert set(before) < set(after)  # every original file is still there
+    assert first.files_removed == second.files_removed == []
+    assert len(second.files_retained) > len(first.files_retained) > 0
+    assert view_rows(root) == expected_rows()  # never twice, although the copies remain
+    assert set(tiers_by_day(root).values()) == {COLD}
+    for item in read_catalog(root).files.values():
+        assert not resolve(root, item.path).stat().st_mode & 0o222
+    assert not [e for e in events(root) if e["event"] == EVENT_REMOVE]
+    metrics = archive_metrics(root, policy=POLICY)
+    assert metrics.retained_files == len(second.files_retained)
+
+
+def test_prune_when_books_and_records_refuses_and_audits_the_attempt(tmp_path, no_fsync):
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    enable_books_and_records(root)
+    retier(root, as_of=STAGE_1, policy=POLICY)
+    before = files_under(tmp_path)
+    with pytest.raises(WriteOnceError, match="delete refused") as info:
+        prune(root, policy=POLICY)
+    assert info.value.operation == "delete" and info.value.path is not None
+    assert [f for f in files_under(tmp_path) if f != "audit.jsonl"] == [
+        f for f in before if f != "audit.jsonl"
+    ]
+    refused = [e for e in events(root) if e["event"] == EVENT_REFUSED]
+    assert refused[-1]["operation"] == "delete"
+
+
+def test_prune_when_not_books_and_records_removes_retained_copies(tmp_path, no_fsync):
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    enable = tmp_path / "other"
+    assert not is_books_and_records(root) and not enable.exists()
+    retier(root, as_of=STAGE_1, policy=POLICY)
+    assert prune(root, policy=POLICY) == []  # retier already removed what it replaced
+
+
+def test_compact_when_books_and_records_and_symbol_day_exists_refuses_overwrite(tmp_path, no_fsync):
+    root = build_archive(tmp_path, as_of=STAGE_1, days=DAYS[:1])
+    enable_books_and_records(root)
+    day = DAYS[0]
+    with pytest.raises(WriteOnceError, match="overwrite refused"):
+        compact_symbol_day(
+            day_ticks("ES", day).slice(0, 1),
+            symbol="ES",
+            day=day,
+            out=root,
+            age_days=(STAGE_1 - day).days,
+            policy=POLICY,
+        )
+    assert view_rows(root) == expected_rows(DAYS[:1])
+    new_day = DAYS[1]  # a symbol-day not in the archive yet is written as usual
+    compact_symbol_day(
+        day_ticks("ES", new_day),
+        symbol="ES",
+        day=new_day,
+        out=root,
+        age_days=(STAGE_1 - new_day).days,
+        policy=POLICY,
+    )
+
+
+def test_books_and_records_when_enabled_twice_is_idempotent_and_cannot_be_disabled(tmp_path):
+    root = tmp_path / "archive"
+    assert enable_books_and_records(root) is True
+    assert enable_books_and_records(root) is False
+    with pytest.raises(WriteOnceError, match="cannot be turned off"):
+        disable_books_and_records(root)
+    assert is_books_and_records(root)
+    kinds = [e["event"] for e in events(root)]
+    assert kinds == [EVENT_ENABLED, EVENT_REFUSED]

@@ -1,0 +1,409 @@
+"""The archive recoverable and checkable from its own files: the catalog rebuilt from the
+consolidated files' metadata, writers refusing while the catalog does not account for the files,
+verify-archive (sha256, sizes, page CRCs through pyarrow), damaged footers, relocation."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from skewtape_pipeline.cli import main
+from skewtape_pipeline.errors import CatalogMismatchError, DamagedFileError, TickFormatError
+from skewtape_pipeline.hashing import sha256_file
+from skewtape_pipeline.ticks.archive.catalog import (
+    CATALOG_FILE,
+    read_catalog,
+    resolve,
+    write_catalog,
+)
+from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.consolidate import (
+    META_CATALOG_GENERATION,
+    META_SYMBOL_DAYS_COUNT,
+    META_SYMBOL_DAYS_SHA256,
+)
+from skewtape_pipeline.ticks.archive.integrity import EVENT_REBUILD, rebuild_catalog, verify_archive
+from skewtape_pipeline.ticks.archive.lifecycle import retier
+from skewtape_pipeline.ticks.archive.placement import archive_metrics, archive_state, scan_hot_files
+from skewtape_pipeline.ticks.archive.query import run_query
+from skewtape_pipeline.ticks.archive.tiers import COLD, WARM
+from skewtape_pipeline.ticks.archive.version_pruning import prune_versions
+from skewtape_pipeline.ticks.archive.versions import EVENT_VERSION
+from skewtape_pipeline.ticks.archive.withdraw import remove_symbol_days
+from skewtape_pipeline_tests.ticks.archive_builders import (
+    DAYS,
+    POLICY,
+    STAGE_1,
+    STAGE_2,
+    SYMBOLS,
+    build_archive,
+    day_ticks,
+    expected_rows,
+    files_under,
+    view_rows,
+)
+
+
+@pytest.fixture
+def tiered(tmp_path, no_fsync):
+    """An archive spanning hot, warm and cold (re-tiered at STAGE_1)."""
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    retier(root, as_of=STAGE_1, policy=POLICY)
+    return root
+
+
+def consolidated_paths(root):
+    return sorted(resolve(root, f.path) for f in read_catalog(root).files.values())
+
+
+def tier_file(root, tier):
+    [path] = [resolve(root, f.path) for f in read_catalog(root).files.values() if f.tier == tier]
+    return path
+
+
+def flip_bit_in_data_page(path, column="price"):
+    """Flip one bit in the last byte of ``column``'s first column chunk (page data, not header)."""
+    meta = pq.read_metadata(path)
+    chunk = meta.row_group(0).column(meta.schema.names.index(column))
+    start = chunk.dictionary_page_offset or chunk.data_page_offset
+    offset = start + chunk.total_compressed_size - 1
+    path.chmod(0o644)
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def damage_footer(path):
+    """Overwrite the Thrift footer's first bytes (the length and magic stay intact)."""
+    path.chmod(0o644)
+    data = bytearray(path.read_bytes())
+    footer_length = int.from_bytes(data[-8:-4], "little")
+    start = len(data) - 8 - footer_length
+    data[start : start + 16] = b"\xff" * 16
+    path.write_bytes(bytes(data))
+
+
+# --- 1. the catalog is no single point of failure ----------------------------------------------
+
+
+def test_consolidated_file_when_written_records_its_symbol_days_digest_and_generation(tiered):
+    catalog = read_catalog(tiered)
+    for item in catalog.files.values():
+        path = resolve(tiered, item.path)
+        key_values = pq.read_metadata(path).metadata
+        # oracle: the file's own symbol and date columns, counted by pyarrow
+        table = pq.read_table(path, columns=["symbol", "date"])
+        counts = table.group_by(["symbol", "date"]).aggregate([("symbol", "count")])
+        found = sorted(
+            (s, d.isoformat(), n)
+            for s, d, n in zip(
+                pc.cast(counts["symbol"], "string").to_pylist(),
+                counts["date"].to_pylist(),
+                counts["symbol_count"].to_pylist(),
+                strict=True,
+            )
+        )
+        lines = "".join(f"{s}\t{d}\t{n}\n" for s, d, n in found).encode()
+        assert key_values[META_SYMBOL_DAYS_SHA256.encode()].decode() == (
+            hashlib.sha256(lines).hexdigest()
+        )
+        assert int(key_values[META_SYMBOL_DAYS_COUNT.encode()]) == len(found) == item.symbol_days
+        assert int(key_values[META_CATALOG_GENERATION.encode()]) == 1  # the commit writing it
+
+
+def test_retier_when_catalog_deleted_refuses_naming_files_and_removes_nothing(tiered):
+    (tiered / CATALOG_FILE).unlink()
+    day = DAYS[-1]
+    compact_symbol_day(
+        day_ticks("NEW", day), symbol="NEW", day=day, out=tiered, age_days=1, policy=POLICY
+    )
+    before = files_under(tiered.parent)
+    with pytest.raises(CatalogMismatchError) as raised:
+        retier(tiered, as_of=STAGE_2, policy=POLICY)
+    message = str(raised.value)
+    assert "rebuild-catalog" in message
+    on_disk = sorted(tiered.parent.glob("archive-*/**/*.parquet"))
+    assert len(on_disk) == 2 and all(path.name in message for path in on_disk)
+    assert files_under(tiered.parent) == before
+
+
+def test_compact_symbol_day_when_catalog_deleted_refuses_to_rewrite_a_hot_file(tiered):
+    (tiered / CATALOG_FILE).unlink()
+    [hot, *_] = scan_hot_files(tiered)
+    before = hot.path.read_bytes()
+    with pytest.raises(CatalogMismatchError, match="rebuild-catalog"):
+        compact_symbol_day(
+            day_ticks(hot.symbol, hot.day).slice(0, 1),
+            symbol=hot.symbol,
+            day=hot.day,
+            out=tiered,
+            age_days=1,
+            policy=POLICY,
+        )
+    assert hot.path.read_bytes() == before
+
+
+def test_query_when_catalog_deleted_refuses_instead_of_answering_without_it(tiered):
+    (tiered / CATALOG_FILE).unlink()
+    with pytest.raises(CatalogMismatchError, match="rebuild-catalog"):
+        run_query("SELECT count(*) FROM ticks", tiered)
+
+
+def test_remove_days_when_catalog_unreadable_refuses_and_changes_nothing(tiered):
+    (tiered / CATALOG_FILE).write_bytes(b"not parquet")
+    before = files_under(tiered.parent)
+    with pytest.raises(CatalogMismatchError, match="rebuild-catalog"):
+        remove_symbol_days(tiered, [(SYMBOLS[0], DAYS[-1])], policy=POLICY)
+    assert files_under(tiered.parent) == before
+
+
+def test_retier_when_catalog_is_an_older_copy_refuses_the_files_it_does_not_list(tiered):
+    old = (tiered / CATALOG_FILE).read_bytes()
+    old_files = consolidated_paths(tiered)
+    retier(tiered, as_of=STAGE_2, policy=POLICY)  # replaces those files
+    prune_versions(tiered, keep_last=1, policy=POLICY)  # and removes them
+    newest = consolidated_paths(tiered)
+    (tiered / CATALOG_FILE).chmod(0o644)
+    (tiered / CATALOG_FILE).write_bytes(old)
+    before = files_under(tiered.parent)
+    with pytest.raises(CatalogMismatchError) as raised:  # it lists files that are gone
+        retier(tiered, as_of=STAGE_2, policy=POLICY)
+    assert all(path.name in str(raised.value) for path in old_files)
+    assert files_under(tiered.parent) == before
+    for path in old_files:  # with the old files back, the newer ones are not accounted for
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"")
+    with pytest.raises(CatalogMismatchError) as raised:
+        retier(tiered, as_of=STAGE_2, policy=POLICY)
+    assert all(path.name in str(raised.value) for path in newest)
+
+
+def test_rebuild_catalog_when_catalog_deleted_restores_view_and_retier(tiered):
+    wanted = read_catalog(tiered)
+    (tiered / CATALOG_FILE).unlink()
+    result = rebuild_catalog(tiered, policy=POLICY)
+    rebuilt = read_catalog(tiered)
+    assert rebuilt.files == wanted.files
+    assert {k: (p.file, p.rows, p.byte_share) for k, p in rebuilt.partitions.items()} == {
+        k: (p.file, p.rows, p.byte_share) for k, p in wanted.partitions.items()
+    }
+    recorded = [
+        int(pq.read_metadata(path).metadata[META_CATALOG_GENERATION.encode()])
+        for path in consolidated_paths(tiered)
+    ]
+    assert rebuilt.generation == result.generation > max(recorded)
+    assert result.files == len(wanted.files)
+    assert view_rows(tiered) == expected_rows()
+    retier(tiered, as_of=STAGE_2, policy=POLICY)
+    assert view_rows(tiered) == expected_rows()
+
+
+def test_rebuild_catalog_when_replaced_files_remain_keeps_the_newest_copy(tiered, monkeypatch):
+    from skewtape_pipeline.ticks.archive import lifecycle
+
+    monkeypatch.setattr(lifecycle, "remove_files", lambda *args: [])
+    retier(tiered, as_of=STAGE_2, policy=POLICY)  # the replaced files and moved hot files stay
+    wanted = read_catalog(tiered)
+    superseded = [h.key for h in archive_state(tiered).hot_superseded]
+    (tiered / CATALOG_FILE).unlink()
+    result = rebuild_catalog(tiered, policy=POLICY)
+    assert read_catalog(tiered).files == wanted.files
+    assert len(result.superseded) == 2  # the warm and cold files of generation 1
+    assert [h.key for h in archive_state(tiered).hot_superseded] == superseded != []
+    assert view_rows(tiered) == expected_rows()
+    [*_, record, version] = (tiered.parent / "audit.jsonl").read_text().splitlines()
+    assert json.loads(version)["event"] == EVENT_VERSION  # the rebuild is a version
+    event = json.loads(record)
+    assert event["event"] == EVENT_REBUILD and event["generation"] == result.generation
+    assert event["catalog_sha256"] == sha256_file(tiered / CATALOG_FILE)
+
+
+def rewrite_metadata(path, **changes):
+    """Rewrite the file ``path`` with the same rows and its key-value metadata ``changes``d."""
+    table = pq.read_table(path)
+    metadata = {**table.schema.metadata, **{k.encode(): v.encode() for k, v in changes.items()}}
+    path.chmod(0o644)
+    pq.write_table(table.replace_schema_metadata(metadata), path)
+
+
+def test_rebuild_catalog_when_symbol_days_digest_tampered_refuses_naming_the_file(tiered):
+    warm = tier_file(tiered, WARM)
+    rewrite_metadata(warm, **{META_SYMBOL_DAYS_SHA256: "0" * 64})
+    (tiered / CATALOG_FILE).unlink()
+    before = files_under(tiered.parent)
+    with pytest.raises(TickFormatError, match=f"{warm.name}: .*symbol_days_sha256"):
+        rebuild_catalog(tiered, policy=POLICY)
+    assert files_under(tiered.parent) == before  # no catalog written
+
+
+def test_rebuild_catalog_when_rows_of_a_symbol_day_dropped_refuses_naming_the_file(tiered):
+    cold = tier_file(tiered, COLD)
+    table = pq.read_table(cold)
+    cold.chmod(0o644)
+    pq.write_table(table.slice(1), cold)  # the metadata still pins the full list
+    (tiered / CATALOG_FILE).unlink()
+    with pytest.raises(TickFormatError, match=f"{cold.name}: .*symbol-days"):
+        rebuild_catalog(tiered, policy=POLICY)
+    assert not (tiered / CATALOG_FILE).exists()
+
+
+def test_rebuild_catalog_when_a_hot_file_was_recompacted_keeps_it_live(tiered):
+    symbol, day = SYMBOLS[1], DAYS[3]  # warm at STAGE_1
+    assert (symbol, day) in read_catalog(tiered).partitions
+    newer = day_ticks(symbol, day).slice(0, 1)
+    compact_symbol_day(newer, symbol=symbol, day=day, out=tiered, age_days=1, policy=POLICY)
+    wanted, rows = archive_state(tiered), view_rows(tiered)
+    assert (symbol, day) in wanted.overridden
+    assert len([r for r in rows if r[:2] == (symbol, day)]) == 1  # the newer copy only
+    (tiered / CATALOG_FILE).unlink()
+    rebuild_catalog(tiered, policy=POLICY)
+    state = archive_state(tiered)
+    assert state.overridden == wanted.overridden and state.hot_superseded == []
+    assert view_rows(tiered) == rows
+
+
+def test_cli_rebuild_catalog_when_catalog_deleted_exits_0_and_query_answers(tiered, capsys):
+    (tiered / CATALOG_FILE).unlink()
+    assert main(["query", "SELECT count(*) FROM ticks", "--archive", str(tiered)]) == 2
+    assert "rebuild-catalog" in capsys.readouterr().err
+    assert main(["rebuild-catalog", str(tiered)]) == 0
+    assert main(["query", "SELECT count(*) AS n FROM ticks", "--archive", str(tiered)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == str(len(expected_rows()))
+
+
+# --- 2. checksums: verify-archive, damaged footers ----------------------------------------------
+
+
+def test_verify_archive_when_intact_finds_no_problem(tiered):
+    result = verify_archive(tiered, policy=POLICY, full=True)
+    assert result.problems == []
+    assert result.files_checked == len(read_catalog(tiered).files) + len(scan_hot_files(tiered))
+
+
+def test_verify_archive_when_warm_page_bit_flipped_reports_sha256_and_page_crc(tiered):
+    warm = tier_file(tiered, WARM)
+    flip_bit_in_data_page(warm)
+    with pytest.raises(OSError):  # the oracle: pyarrow's own page checksum verification
+        pq.ParquetFile(warm, page_checksum_verification=True).read()
+    quick = verify_archive(tiered, policy=POLICY)
+    assert [p for p in quick.problems if "sha256" in p and warm.name in p]
+    full = verify_archive(tiered, policy=POLICY, full=True)
+    assert [p for p in full.problems if "page" in p and warm.name in p]
+
+
+def test_verify_archive_full_when_hot_page_bit_flipped_reports_the_file(tiered):
+    [hot, *_] = scan_hot_files(tiered)
+    flip_bit_in_data_page(hot.path)
+    with pytest.raises(OSError):
+        pq.ParquetFile(hot.path, page_checksum_verification=True).read()
+    problems = verify_archive(tiered, policy=POLICY, full=True).problems
+    assert all(str(hot.path) in p for p in problems)
+    assert [p for p in problems if "sha256" in p] and [p for p in problems if "page" in p]
+
+
+def test_verify_archive_when_file_missing_or_resized_names_it(tiered):
+    cold, warm = tier_file(tiered, COLD), tier_file(tiered, WARM)
+    cold.unlink()
+    warm.chmod(0o644)
+    with open(warm, "ab") as handle:
+        handle.write(b"x")
+    problems = verify_archive(tiered, policy=POLICY).problems
+    assert any("missing" in p and cold.name in p for p in problems)
+    assert any("size" in p and warm.name in p for p in problems)
+
+
+def test_cli_verify_archive_when_damaged_exits_2_naming_the_file(tiered, capsys):
+    assert main(["verify-archive", str(tiered), "--full"]) == 0
+    warm = tier_file(tiered, WARM)
+    flip_bit_in_data_page(warm)
+    assert main(["verify-archive", str(tiered)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and warm.name in err
+
+
+@pytest.mark.parametrize("tier", ["HOT", WARM])
+def test_query_when_footer_damaged_raises_typed_error_naming_the_file(tiered, tier):
+    path = scan_hot_files(tiered)[0].path if tier == "HOT" else tier_file(tiered, tier)
+    damage_footer(path)
+    with pytest.raises(DamagedFileError) as raised:
+        run_query("SELECT sum(price) FROM ticks", tiered)
+    assert str(path) in str(raised.value) and "TProtocol" not in str(raised.value)
+
+
+def test_retier_when_hot_footer_damaged_raises_typed_error_naming_the_file(tmp_path, no_fsync):
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    [hot, *_] = scan_hot_files(root)
+    damage_footer(hot.path)
+    with pytest.raises(DamagedFileError) as raised:
+        retier(root, as_of=STAGE_1, policy=POLICY)
+    assert str(hot.path) in str(raised.value) and "TProtocol" not in str(raised.value)
+
+
+def test_archive_metrics_when_hot_footer_damaged_raises_typed_error_naming_the_file(tiered):
+    [hot, *_] = scan_hot_files(tiered)
+    damage_footer(hot.path)
+    with pytest.raises(DamagedFileError, match=str(hot.path)):
+        archive_metrics(tiered, policy=POLICY)
+
+
+def test_retier_when_hot_page_bit_flipped_raises_typed_error_and_commits_nothing(
+    tmp_path, no_fsync
+):
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    [hot, *_] = scan_hot_files(root)
+    flip_bit_in_data_page(hot.path)
+    before = files_under(tmp_path)
+    with pytest.raises(DamagedFileError, match="sha256") as raised:  # before its pages
+        retier(root, as_of=STAGE_1, policy=POLICY)
+    assert raised.value.path == hot.path
+    assert [f for f in files_under(tmp_path) if f.endswith(".parquet")] == [
+        f for f in before if f.endswith(".parquet")
+    ]
+    assert read_catalog(root).generation == 0
+
+
+def test_verify_archive_when_footer_damaged_reports_the_file(tiered):
+    cold = tier_file(tiered, COLD)
+    damage_footer(cold)
+    problems = verify_archive(tiered, policy=POLICY, full=True).problems
+    assert any(str(cold) in p and "footer" in p for p in problems)
+    assert not any("TProtocol" in p for p in problems)
+
+
+# --- 3. relocatable ------------------------------------------------------------------------------
+
+
+def test_copied_archive_when_original_deleted_queries_and_retiers_its_own_files(tiered):
+    base = tiered.parent
+    copy = base / "copy"
+    for suffix in ("", "-warm", "-cold"):
+        shutil.copytree(base / f"archive{suffix}", base / f"copy{suffix}")
+    for suffix in ("", "-warm", "-cold"):
+        shutil.rmtree(base / f"archive{suffix}")
+    assert view_rows(copy) == expected_rows()
+    assert verify_archive(copy, policy=POLICY, full=True).problems == []
+    retier(copy, as_of=STAGE_2, policy=POLICY)
+    assert view_rows(copy) == expected_rows()
+    for item in read_catalog(copy).files.values():
+        assert resolve(copy, item.path).is_relative_to(base / "copy-cold")
+
+
+def test_read_catalog_when_entry_outside_its_tier_root_refuses(tiered):
+    catalog = read_catalog(tiered)
+    [item] = [f for f in catalog.files.values() if f.tier == WARM]
+    outside = item.path.replace("WARM/", "WARM/../../elsewhere/", 1)
+    from dataclasses import replace
+
+    files = {p: f for p, f in catalog.files.items() if p != item.path}
+    files[outside] = replace(item, path=outside)
+    partitions = {
+        k: replace(p, file=outside) if p.file == item.path else p
+        for k, p in catalog.partitions.items()
+    }
+    with pytest.raises(TickFormatError, match="outside"):
+        write_catalog(tiered, replace(catalog, files=files, partitions=partitions))

@@ -1,0 +1,315 @@
+"""Re-tiering: hot -> warm -> cold, the view unchanged, crashes at every step, audit, reports."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import date, timedelta
+
+import pyarrow.parquet as pq
+import pytest
+
+from skewtape_pipeline import faults, fsio
+from skewtape_pipeline.audit import verify_audit_log
+from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickFormatError
+from skewtape_pipeline.ticks.archive.catalog import read_catalog, resolve
+from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.consolidate import read_consolidated_file
+from skewtape_pipeline.ticks.archive.lifecycle import (
+    EVENT_COMMIT,
+    EVENT_REMOVE,
+    EVENT_REWRITE,
+    LOCK_FILE,
+    plan_retier,
+    relocated_report,
+    retier,
+)
+from skewtape_pipeline.ticks.archive.placement import archive_metrics, locate, scan_hot_files
+from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM
+from skewtape_pipeline.ticks.archive.version_pruning import prune_versions
+from skewtape_pipeline_tests.ticks.archive_builders import (
+    DAYS,
+    POLICY,
+    STAGE_1,
+    STAGE_2,
+    SYMBOLS,
+    Crash,
+    build_archive,
+    copy_data,
+    crash_at,
+    day_ticks,
+    expected_rows,
+    files_under,
+    settled_files,
+    tiers_by_day,
+    view_rows,
+)
+
+
+def audit_events(root) -> list[dict]:
+    path = root.parent / "audit.jsonl"
+    verify_audit_log(path)
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def expected_tier(day: date, as_of: date) -> str:
+    return POLICY.tier_for((as_of - day).days)
+
+
+def test_retier_when_days_age_through_tiers_view_returns_same_rows_at_each_stage(
+    tmp_path, no_fsync
+):
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    assert view_rows(root) == expected_rows()
+    assert set(tiers_by_day(root).values()) == {HOT}
+
+    first = retier(root, as_of=STAGE_1, policy=POLICY)
+    assert view_rows(root) == expected_rows()
+    assert tiers_by_day(root) == {(s, d): expected_tier(d, STAGE_1) for s in SYMBOLS for d in DAYS}
+    assert first.committed and len(first.moved) == len(SYMBOLS) * (len(DAYS) - 1)
+    hot_left = {(h.symbol, h.day) for h in scan_hot_files(root)}
+    assert hot_left == {(s, DAYS[-1]) for s in SYMBOLS}  # moved hot files are gone
+
+    between = STAGE_1 + timedelta(days=4)  # two of the warm month's days turn cold
+    partial = retier(root, as_of=between, policy=POLICY)
+    assert view_rows(root) == expected_rows()
+    assert tiers_by_day(root) == {(s, d): expected_tier(d, between) for s in SYMBOLS for d in DAYS}
+    assert {(m.from_tier, m.to_tier) for m in partial.moved} == {(WARM, COLD), (HOT, WARM)}
+    assert len(partial.files_written) == 2 and len(partial.files_removed) == len(SYMBOLS)
+    assert len(partial.files_retained) == 2  # the replaced files: past versions read them
+
+    second = retier(root, as_of=STAGE_2, policy=POLICY)
+    assert view_rows(root) == expected_rows()
+    assert set(tiers_by_day(root).values()) == {COLD}
+    assert {m.from_tier for m in second.moved} == {WARM}
+    assert scan_hot_files(root) == []
+    warm_root = POLICY.root_for(WARM, root)
+    assert list(warm_root.rglob("*.parquet"))  # replaced, kept: past versions read it
+    prune_versions(root, keep_last=1, policy=POLICY)
+    assert list(warm_root.rglob("*.parquet")) == []  # the warm file was replaced and removed
+    catalog = read_catalog(root)
+    assert {f.tier for f in catalog.files.values()} == {COLD}
+
+
+def test_retier_when_run_again_changes_nothing(tmp_path, no_fsync):
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    retier(root, as_of=STAGE_1, policy=POLICY)
+    before = files_under(tmp_path)
+    again = retier(root, as_of=STAGE_1, policy=POLICY)
+    assert not again.committed and again.moved == [] and again.files_removed == []
+    assert files_under(tmp_path) == before
+
+
+def test_retier_when_moving_writes_sorted_row_groups_on_symbol_day_boundaries(tmp_path, no_fsync):
+    root = build_archive(tmp_path, as_of=STAGE_2)
+    retier(root, as_of=STAGE_2, policy=POLICY)
+    (cold,) = [resolve(root, f.path) for f in read_catalog(root).files.values()]
+    parts = read_consolidated_file(cold)
+    assert [(p.symbol, p.day) for p in parts] == sorted((s, d) for s in SYMBOLS for d in DAYS)
+    meta = pq.read_metadata(cold)
+    ends, row = set(), 0
+    for g in range(meta.num_row_groups):
+        row += meta.row_group(g).num_rows
+        ends.add(row)
+    boundaries, row = set(), 0
+    for part in parts:
+        row += len(part.batch)
+        boundaries.add(row)
+    assert meta.num_row_groups > 3
+    assert ends <= boundaries  # no row group ends inside a symbol-day
+
+
+def test_retier_when_moving_appends_rewrite_commit_and_removal_to_audit_log(tmp_path, no_fsync):
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    result = retier(root, as_of=STAGE_1, policy=POLICY)
+    events = audit_events(root)
+    rewrites = [e for e in events if e["event"] == EVENT_REWRITE]
+    commits = [e for e in events if e["event"] == EVENT_COMMIT]
+    removals = [e for e in events if e["event"] == EVENT_REMOVE]
+    assert len(rewrites) == len(result.files_written) == 2  # the warm month, the cold year
+    assert [c["generation"] for c in commits] == [1, 2]  # the move, then forgetting stamps
+    assert commits[1]["symbol_days_moved"] == 0 and "stamps" in commits[1]["reason"]
+    assert {resolve(root, e["file"]) for e in removals} == {
+        tmp_path / "archive" / os.path.relpath(p, root) for p in result.files_removed
+    }
+    sources = {s["file"] for e in rewrites for s in e["sources"]}
+    assert {resolve(root, s) for s in sources} == set(result.files_removed)
+    assert events.index(commits[0]) < events.index(removals[0])  # nothing removed before
+
+
+@pytest.mark.parametrize("stage", [1, 2])
+def test_retier_when_crashing_at_each_step_keeps_every_tick_once_and_rerun_finishes(
+    tmp_path, no_fsync, stage
+):
+    base = build_archive(tmp_path / "base", as_of=STAGE_1)
+    if stage == 2:
+        retier(base, as_of=STAGE_1, policy=POLICY)
+    as_of = STAGE_1 if stage == 1 else STAGE_2
+    clean = copy_data(base.parent, tmp_path / "clean")
+    names: list[str] = []
+    with faults.installed(names.append):
+        retier(clean, as_of=as_of, policy=POLICY)
+    removals = [i for i, n in enumerate(names) if n.startswith("removed:")]
+    points = [i for i, n in enumerate(names) if not n.startswith("removed:")]
+    points += [removals[0], removals[-1]]
+    assert {"committed", "audited-removals"} <= set(names) and len(removals) > 2
+
+    for point in points:
+        work = copy_data(base.parent, tmp_path / f"crash-{point}")
+        crash = crash_at(point)
+        with pytest.raises(Crash), faults.installed(crash):
+            retier(work, as_of=as_of, policy=POLICY)
+        assert view_rows(work) == expected_rows(), f"after a crash at {names[point]}"
+        retier(work, as_of=as_of, policy=POLICY)
+        assert view_rows(work) == expected_rows()
+        assert settled_files(work.parent) == settled_files(clean.parent), (
+            f"rerun after a crash at {names[point]} did not finish the move"
+        )
+        verify_audit_log(work.parent / "audit.jsonl")
+
+
+def test_retier_when_new_file_does_not_verify_commits_and_removes_nothing(
+    tmp_path, no_fsync, monkeypatch
+):
+    from skewtape_pipeline.errors import RoundTripError
+    from skewtape_pipeline.ticks.archive import consolidate
+
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    before = files_under(tmp_path)
+    real = consolidate.consolidated_table
+
+    def one_row_short(parts):
+        table = real(parts)
+        return table.slice(0, table.num_rows - 1)
+
+    monkeypatch.setattr(consolidate, "consolidated_table", one_row_short)
+    with pytest.raises(RoundTripError):
+        retier(root, as_of=STAGE_1, policy=POLICY)
+    data = [f for f in files_under(tmp_path) if f.endswith(".parquet")]
+    assert data == [f for f in before if f.endswith(".parquet")]
+    assert read_catalog(root).generation == 0 and not (tmp_path / "audit.jsonl").exists()
+    assert view_rows(root) == expected_rows()
+
+
+def test_view_when_hot_file_rewritten_after_move_shows_newer_copy_once(tmp_path, no_fsync):
+    root = build_archive(tmp_path, as_of=STAGE_2)
+    retier(root, as_of=STAGE_2, policy=POLICY)
+    symbol, day = SYMBOLS[0], DAYS[0]
+    newer = day_ticks(symbol, day).slice(0, 1)  # a correction: one tick left that day
+    compact_symbol_day(
+        newer, symbol=symbol, day=day, out=root, age_days=(STAGE_2 - day).days, policy=POLICY
+    )
+    wanted = [r for r in expected_rows() if (r[0], r[1]) != (symbol, day)]
+    wanted = sorted(wanted + [r for r in expected_rows() if (r[0], r[1]) == (symbol, day)][:1])
+    assert view_rows(root) == wanted
+    assert tiers_by_day(root)[(symbol, day)] == HOT
+
+    result = retier(root, as_of=STAGE_2, policy=POLICY)
+    assert [(m.symbol, m.date, m.from_tier) for m in result.moved] == [(symbol, day, HOT)]
+    assert view_rows(root) == wanted
+    assert tiers_by_day(root)[(symbol, day)] == COLD
+    assert scan_hot_files(root) == []
+
+
+def test_retier_when_months_given_moves_only_symbol_days_of_those_months(tmp_path, no_fsync):
+    root = build_archive(tmp_path, as_of=STAGE_2)
+    result = retier(root, as_of=STAGE_2, policy=POLICY, months=["2026-01"])
+    assert {m.date.month for m in result.moved} == {1}
+    tiers = tiers_by_day(root)
+    assert {t for (s, d), t in tiers.items() if d.month == 1} == {COLD}
+    assert {t for (s, d), t in tiers.items() if d.month == 2} == {HOT}
+    assert view_rows(root) == expected_rows()
+
+
+def test_retier_when_consolidated_file_changed_on_disk_refuses(tmp_path, no_fsync):
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    retier(root, as_of=STAGE_1, policy=POLICY)
+    (warm,) = [resolve(root, f.path) for f in read_catalog(root).files.values() if f.tier == WARM]
+    warm.chmod(0o644)
+    data = bytearray(warm.read_bytes())
+    data[10] ^= 0xFF
+    warm.write_bytes(bytes(data))
+    with pytest.raises(TickFormatError, match="sha256"):
+        retier(root, as_of=STAGE_2, policy=POLICY)
+
+
+def test_retier_when_lock_held_raises_archive_busy_naming_the_holder(tmp_path, no_fsync):
+    root = build_archive(tmp_path, as_of=STAGE_1, days=DAYS[:1])
+    held = fsio.exclusive_lock(root / LOCK_FILE, what="compacting")
+    with held, pytest.raises(ArchiveBusyError, match=r"held by compacting .*refused re-tiering"):
+        retier(root, as_of=STAGE_1, policy=POLICY)
+
+
+def test_plan_retier_when_as_of_before_ticks_raises(tmp_path, no_fsync):
+    root = build_archive(tmp_path, as_of=STAGE_1, days=DAYS[:1])
+    with pytest.raises(ConfigError, match="after it"):
+        plan_retier(root, as_of=DAYS[0] - timedelta(days=1), policy=POLICY)
+    with pytest.raises(ConfigError, match="YYYY-MM"):
+        plan_retier(root, as_of=STAGE_1, policy=POLICY, months=["2026-13"])
+
+
+def test_plan_retier_months_when_days_are_due_names_exactly_their_months(tmp_path, no_fsync):
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    assert plan_retier(root, as_of=STAGE_1, policy=POLICY).months() == ["2026-01", "2026-02"]
+    retier(root, as_of=STAGE_1, policy=POLICY)
+    assert plan_retier(root, as_of=STAGE_1, policy=POLICY).months() == []
+    between = STAGE_1 + timedelta(days=4)  # only February's days change tier
+    assert plan_retier(root, as_of=between, policy=POLICY).months() == ["2026-02"]
+
+
+def test_plan_retier_when_policy_makes_tiers_warmer_holds_symbol_days(tmp_path, no_fsync):
+    from dataclasses import replace
+
+    root = build_archive(tmp_path, as_of=STAGE_2)
+    retier(root, as_of=STAGE_2, policy=POLICY)
+    warmer = replace(POLICY, hot_max_age_days=100, warm_max_age_days=200)
+    plan = plan_retier(root, as_of=STAGE_2, policy=warmer)
+    assert plan.moves == [] and plan.rewrites == []
+    assert len(plan.held) == len(SYMBOLS) * len(DAYS)
+
+
+def test_relocated_report_when_moved_names_consolidated_file_and_honest_share(tmp_path, no_fsync):
+    root = tmp_path / "archive"
+    reports = [
+        compact_symbol_day(
+            day_ticks(s, d), symbol=s, day=d, out=root, age_days=(STAGE_2 - d).days, policy=POLICY
+        )
+        for s in SYMBOLS
+        for d in DAYS
+    ]
+    retier(root, as_of=STAGE_2, policy=POLICY)
+    moved = [relocated_report(r, root) for r in reports]
+    (cold,) = {m.path for m in moved}
+    assert {m.tier for m in moved} == {COLD}
+    assert sum(m.compacted_size_bytes for m in moved) == os.path.getsize(cold)
+    for before, after in zip(reports, moved, strict=True):
+        assert after.compression_ratio == pytest.approx(
+            after.raw_size_bytes / after.compacted_size_bytes
+        )
+        assert after.tick_count == before.tick_count
+        assert "consolidated" in after.notes[-1]
+    assert sum(m.compacted_size_bytes for m in moved) < sum(
+        r.compacted_size_bytes for r in reports
+    )  # thin symbol-days share one footer
+    busy = next(m for m in moved if (m.symbol, m.date) == ("ES", DAYS[1].isoformat()))
+    assert busy.compacted_size_bytes == max(m.compacted_size_bytes for m in moved)
+    location = locate(root, "ES", DAYS[1])
+    assert location is not None and location.bytes == busy.compacted_size_bytes
+
+
+def test_archive_metrics_when_retiered_counts_bytes_files_and_ticks_per_tier(tmp_path, no_fsync):
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    before = archive_metrics(root, policy=POLICY)
+    total_ticks = len(expected_rows())
+    assert before.tiers[HOT].ticks == total_ticks and before.tiers[HOT].files == 18
+    retier(root, as_of=STAGE_1, policy=POLICY)
+    after = archive_metrics(root, policy=POLICY).to_dict()
+    assert after["hot_files"] == len(SYMBOLS) and after["warm_files"] == 1
+    assert after["cold_files"] == 1
+    assert after["hot_ticks"] + after["warm_ticks"] + after["cold_ticks"] == total_ticks
+    on_disk = {
+        tier: sum(p.stat().st_size for p in POLICY.root_for(tier, root).rglob("*.parquet"))
+        for tier in (WARM, COLD)
+    }
+    assert (after["warm_bytes"], after["cold_bytes"]) == (on_disk[WARM], on_disk[COLD])
+    assert after["retained_files"] == 0

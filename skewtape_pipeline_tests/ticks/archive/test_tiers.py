@@ -1,0 +1,137 @@
+"""Tier policy: thresholds, settings per tier, loading from TOML/JSON, validation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, TierPolicy, TierSettings
+from skewtape_pipeline.ticks.encode.sides import resolve_side_map
+
+
+def test_tier_for_when_ages_cross_thresholds_assigns_inclusive_bounds():
+    policy = TierPolicy(hot_max_age_days=7, warm_max_age_days=90)
+    assert [policy.tier_for(age) for age in (0, 7, 8, 90, 91, 5000)] == [
+        HOT, HOT, WARM, WARM, COLD, COLD
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("age", [None, -1, 1.5, True, "3"])
+def test_tier_for_when_age_missing_or_invalid_raises(age):
+    with pytest.raises(ConfigError, match="age_days"):
+        TierPolicy().tier_for(age)
+
+
+def test_policy_when_thresholds_inverted_raises():
+    with pytest.raises(ConfigError, match="warm_max_age_days"):
+        TierPolicy(hot_max_age_days=30, warm_max_age_days=30)
+    with pytest.raises(ConfigError, match="hot_max_age_days"):
+        TierPolicy(hot_max_age_days=-1)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"compression": "lzma"},
+        {"compression": "zstd", "compression_level": 23},
+        {"compression": "snappy", "compression_level": 1},
+        {"compression": "gzip", "compression_level": None},
+        {"encoding_sample_rows": -1},
+        {"row_group_size": 0},
+    ],
+)
+def test_settings_when_invalid_raises_config_error(kwargs):
+    with pytest.raises(ConfigError):
+        TierSettings(**kwargs)
+
+
+def test_load_when_toml_overrides_some_keys_keeps_defaults_for_rest(tmp_path):
+    path = tmp_path / "tiers.toml"
+    path.write_text(
+        "hot_max_age_days = 2\nwarm_max_age_days = 30\n"
+        '[cold]\ncompression = "zstd"\ncompression_level = 12\nencoding_sample_rows = 0\n'
+    )
+    policy = TierPolicy.load(path)
+    assert (policy.hot_max_age_days, policy.warm_max_age_days) == (2, 30)
+    assert policy.settings_for(COLD) == TierSettings(compression_level=12, encoding_sample_rows=0)
+    assert policy.settings_for(HOT) == TierPolicy().hot
+    assert policy.tier_for(31) == COLD
+
+
+def test_load_when_json_round_trips_to_dict(tmp_path):
+    policy = TierPolicy(hot_max_age_days=1, warm_max_age_days=10,
+                        warm=TierSettings(compression="gzip", compression_level=6))  # fmt: skip
+    path = tmp_path / "tiers.json"
+    path.write_text(json.dumps(policy.to_dict()))
+    assert TierPolicy.load(path) == policy
+
+
+def test_load_when_unknown_key_names_file_and_key(tmp_path):
+    path = tmp_path / "tiers.toml"
+    path.write_text("[hot]\nlevel = 3\n")
+    with pytest.raises(ConfigError, match=r"tiers.toml.*\[hot\].*level"):
+        TierPolicy.load(path)
+
+
+def test_load_when_bad_value_names_file(tmp_path):
+    path = tmp_path / "tiers.toml"
+    path.write_text('hot_max_age_days = "seven"\n')
+    with pytest.raises(ConfigError, match=r"tiers\.toml.*hot_max_age_days"):
+        TierPolicy.load(path)
+
+
+def test_load_when_file_missing_or_not_parseable_raises(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        TierPolicy.load(tmp_path / "absent.toml")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        TierPolicy.load(bad)
+    other = tmp_path / "tiers.yaml"
+    other.write_text("a: 1")
+    with pytest.raises(ConfigError, match=r"\.toml or \.json"):
+        TierPolicy.load(other)
+
+
+def test_settings_for_when_tier_unknown_raises():
+    with pytest.raises(ConfigError, match="tier"):
+        TierPolicy().settings_for("LUKEWARM")
+
+
+def test_resolve_side_map_when_value_not_a_side_name_raises():
+    assert resolve_side_map({"yes": "BUY", "no": "SELL"}) == {"yes": 1, "no": 2}
+    with pytest.raises(ConfigError, match="'x'"):
+        resolve_side_map({"x": "buy"})
+    with pytest.raises(ConfigError, match="keys must be strings"):
+        resolve_side_map({1: "BUY"})
+
+
+@pytest.mark.parametrize(
+    ("root", "refused"),
+    [
+        ("s3://tiers/warm?access_key=k&secret_key=s", "'access_key' is not allowed"),
+        ("s3://tiers/warm?session_token=t", "'session_token' is not allowed"),
+        ("s3:///warm", "expected s3://<bucket>"),
+        ("s3://tiers/../other", "expected s3://<bucket>"),
+    ],
+)
+def test_policy_when_s3_root_carries_a_credential_or_is_malformed_raises_naming_it(
+    tmp_path, root, refused
+):
+    policy_file = tmp_path / "tiers.toml"
+    policy_file.write_text(f'[warm]\nroot = "{root}"\n')
+    with pytest.raises(ConfigError, match=refused) as error:
+        TierPolicy.load(policy_file)
+    assert str(policy_file) in str(error.value)
+
+
+def test_root_for_when_warm_root_is_s3_keeps_the_uri_and_hot_stays_local(tmp_path):
+    uri = "s3://tiers/warm?endpoint_override=127.0.0.1:9&scheme=http&region=us-east-1"
+    policy = TierPolicy(warm=TierSettings(root=uri))
+    assert policy.root_for(WARM, tmp_path / "archive") == uri
+    assert policy.store_for(WARM, tmp_path / "archive").root == "s3://tiers/warm"
+    assert policy.root_for(HOT, tmp_path / "archive") == tmp_path / "archive"
+    with pytest.raises(ConfigError, match="hot files live in the archive root"):
+        TierPolicy(hot=TierSettings(root="s3://tiers/hot"))

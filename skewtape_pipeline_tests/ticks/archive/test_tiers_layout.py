@@ -1,0 +1,77 @@
+"""Tier layouts, consolidated row groups and storage roots (additions to the tier policy)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.ticks.archive.tiers import (
+    COLD,
+    HOT,
+    WARM,
+    TierPolicy,
+    TierSettings,
+    is_colder,
+)
+
+
+def test_layout_for_when_unset_uses_tier_defaults():
+    policy = TierPolicy()
+    assert [policy.layout_for(t) for t in (HOT, WARM, COLD)] == ["symbol-day", "month", "year"]
+    assert TierPolicy(warm=TierSettings(layout="year")).layout_for(WARM) == "year"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"hot": TierSettings(layout="month")}, r"\[hot\] layout"),
+        ({"hot": TierSettings(root="elsewhere")}, r"\[hot\] root"),
+        ({"warm": TierSettings(layout="symbol-day")}, r"\[warm\] layout"),
+        ({"cold": TierSettings(layout="symbol-day")}, r"\[cold\] layout"),
+    ],
+)
+def test_policy_when_layout_or_root_does_not_fit_tier_raises(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        TierPolicy(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"layout": "week"}, {"consolidated_row_group_size": 0}, {"root": ""}, {"root": 3}],
+)
+def test_settings_when_new_keys_invalid_raises(kwargs):
+    with pytest.raises(ConfigError):
+        TierSettings(**kwargs)
+
+
+def test_root_for_when_unset_relative_or_absolute_resolves_from_archive_parent(tmp_path):
+    archive = tmp_path / "data" / "archive"
+    policy = TierPolicy(
+        warm=TierSettings(root="tiers/warm"), cold=TierSettings(root=str(tmp_path / "cold"))
+    )
+    assert TierPolicy().root_for(COLD, archive) == tmp_path / "data" / "archive-cold"
+    assert policy.root_for(HOT, archive) == archive
+    assert policy.root_for(WARM, archive) == tmp_path / "data" / "tiers" / "warm"
+    assert policy.root_for(COLD, archive) == tmp_path / "cold"
+
+
+def test_load_when_toml_sets_layouts_round_trips_through_json(tmp_path):
+    path = tmp_path / "tiers.toml"
+    path.write_text(
+        '[warm]\nlayout = "year"\nconsolidated_row_group_size = 512\nroot = "w"\n'
+        '[cold]\nlayout = "year"\n'
+    )
+    policy = TierPolicy.load(path)
+    assert policy.warm.consolidated_row_group_size == 512
+    again = tmp_path / "tiers.json"
+    again.write_text(json.dumps(policy.to_dict()))
+    assert TierPolicy.load(again) == policy
+    assert policy.root_for(WARM, Path("/x/archive")) == Path("/x/w")
+
+
+def test_is_colder_when_compared_follows_tier_order():
+    assert is_colder(COLD, WARM) and is_colder(WARM, HOT)
+    assert not is_colder(HOT, WARM) and not is_colder(COLD, COLD)

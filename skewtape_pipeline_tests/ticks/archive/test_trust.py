@@ -1,0 +1,338 @@
+"""Every archive file checked against the record made when it was written: hot files recorded
+too, verify-archive and retier checking them, query verifying a file whose stamp changed before
+reading it, and query reading only the archive's own files, one SELECT at a time."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from skewtape_pipeline import faults
+from skewtape_pipeline.cli import main
+from skewtape_pipeline.errors import (
+    CatalogMismatchError,
+    ConfigError,
+    DamagedFileError,
+    LinkedStateFileError,
+    TickFormatError,
+)
+from skewtape_pipeline.ticks.archive import trust
+from skewtape_pipeline.ticks.archive.books import enable_books_and_records
+from skewtape_pipeline.ticks.archive.catalog import read_catalog
+from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.integrity import rebuild_catalog, verify_archive
+from skewtape_pipeline.ticks.archive.lifecycle import retier
+from skewtape_pipeline.ticks.archive.parquet_store import partition_file
+from skewtape_pipeline.ticks.archive.placement import archive_state, scan_hot_files
+from skewtape_pipeline.ticks.archive.query import run_query, run_query_text
+from skewtape_pipeline.ticks.archive.tiers import COLD, WARM
+from skewtape_pipeline_tests.ticks.archive.test_integrity import flip_bit_in_data_page, tier_file
+from skewtape_pipeline_tests.ticks.archive_builders import (
+    DAYS,
+    POLICY,
+    STAGE_1,
+    STAGE_2,
+    SYMBOLS,
+    Crash,
+    build_archive,
+    crash_at_name,
+    day_ticks,
+    expected_rows,
+    racy_rule_off,
+    view_rows,
+)
+
+HOT_RECORDS = "_skewtape_hot_files.jsonl"
+SUM_SQL = "SELECT sum(quantity) AS q, sum(price) AS p FROM ticks"
+
+
+@pytest.fixture
+def tiered(tmp_path, no_fsync):
+    """An archive spanning hot, warm and cold (re-tiered at STAGE_1)."""
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    retier(root, as_of=STAGE_1, policy=POLICY)
+    return root
+
+
+@pytest.fixture
+def hot_only(tmp_path, no_fsync):
+    """An archive of hot files only (nothing re-tiered yet)."""
+    return build_archive(tmp_path, as_of=STAGE_1)
+
+
+def times_1000(path):
+    """Overwrite ``path`` with valid Parquet of the same schema and metadata, every quantity
+    multiplied by 1000 (what a careless or hostile writer could leave)."""
+    table = pq.read_table(path)
+    column = table.schema.get_field_index("quantity")
+    scaled = pc.multiply(table["quantity"], 1000).cast(table.schema.field(column).type)
+    table = table.set_column(column, table.schema.field(column), scaled)
+    metadata = pq.read_metadata(path).metadata
+    path.chmod(0o644)
+    options = {"write_page_index": True, "write_page_checksum": True, "store_schema": False}
+    with pq.ParquetWriter(path, table.schema, **options) as writer:
+        writer.write_table(table)
+        writer.add_key_value_metadata(metadata)
+
+
+def flip_bit_in_page_index(path):
+    """Flip one bit in the page index (between the last column chunk and the footer)."""
+    meta = pq.read_metadata(path)
+    data = bytearray(path.read_bytes())
+    chunks = [c for g in range(meta.num_row_groups) for c in _columns(meta.row_group(g))]
+    end = max((c.dictionary_page_offset or c.data_page_offset) + c.total_compressed_size
+              for c in chunks)  # fmt: skip
+    footer_start = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+    assert footer_start - end > 8, "the file has a page index"
+    data[(end + footer_start) // 2] ^= 0x04
+    path.chmod(0o644)
+    path.write_bytes(bytes(data))
+
+
+def _columns(group):
+    return [group.column(c) for c in range(group.num_columns)]
+
+
+def live_hot(root):
+    return archive_state(root).hot_live[0].path
+
+
+# --- 1. hot files recorded and checked ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_verify_archive_when_hot_file_rewritten_with_valid_parquet_reports_it(tiered, full):
+    hot = live_hot(tiered)
+    times_1000(hot)
+    pq.ParquetFile(hot, page_checksum_verification=True).read()  # valid Parquet, pages intact
+    problems = verify_archive(tiered, policy=POLICY, full=full).problems
+    assert problems and all(str(hot) in p for p in problems)
+    assert f"{trust.HOT_WRITER} recorded" in problems[0]
+
+
+def test_verify_archive_full_when_page_index_bit_flipped_reports_the_file(hot_only):
+    hot = scan_hot_files(hot_only)[0].path
+    flip_bit_in_page_index(hot)
+    problems = verify_archive(hot_only, policy=POLICY, full=True).problems
+    assert [p for p in problems if p.startswith(f"{hot}: sha256 is ")]
+
+
+def test_retier_when_hot_source_rewritten_refuses_naming_it_and_commits_nothing(hot_only):
+    before = read_catalog(hot_only)
+    hot = scan_hot_files(hot_only)[0].path
+    times_1000(hot)
+    with pytest.raises(DamagedFileError, match=f"{trust.HOT_WRITER} recorded") as raised:
+        retier(hot_only, as_of=STAGE_1, policy=POLICY)
+    assert str(hot) in str(raised.value)
+    assert read_catalog(hot_only) == before
+
+
+def test_verify_archive_when_a_retained_consolidated_file_changed_reports_it(tiered):
+    enable_books_and_records(tiered, reason="test")
+    warm = tier_file(tiered, WARM)
+    result = retier(tiered, as_of=STAGE_2, policy=POLICY)  # every day cold; the warm file stays
+    assert warm in result.files_retained and verify_archive(tiered, policy=POLICY).ok
+    flip_bit_in_data_page(warm)
+    problems = verify_archive(tiered, policy=POLICY).problems
+    assert len(problems) == 1 and problems[0].startswith(f"{warm}: sha256 is ")
+
+
+def test_hot_records_when_last_line_cut_short_ignore_it(hot_only):
+    records = hot_only / HOT_RECORDS
+    with open(records, "ab") as handle:
+        handle.write(b'{"path": "symbol=X/year=2026/mo')  # a crash while appending
+    assert verify_archive(hot_only, policy=POLICY).ok
+
+
+def test_hot_records_when_a_line_is_malformed_every_command_refuses_naming_it(tiered, capsys):
+    with open(tiered / HOT_RECORDS, "ab") as handle:
+        handle.write(b'{"path": "../outside.parquet", "sha256": "00", "size": 1}\n')
+    catalog = (tiered / "_skewtape_catalog.parquet").read_bytes()
+    where = f"{tiered / HOT_RECORDS}: line {len((tiered / HOT_RECORDS).read_bytes().splitlines())}"
+    assert verify_archive(tiered, policy=POLICY).problems[0].startswith(where)
+    assert main(["query", SUM_SQL, "--archive", str(tiered)]) == 2
+    assert where in capsys.readouterr().err
+    with pytest.raises(TickFormatError, match=where):
+        retier(tiered, as_of=STAGE_2, policy=POLICY)
+    with pytest.raises(TickFormatError, match=where):
+        rebuild_catalog(tiered, policy=POLICY)
+    assert (tiered / "_skewtape_catalog.parquet").read_bytes() == catalog
+
+
+def test_archive_without_hot_records_when_verified_says_how_and_rebuild_records_them(tiered):
+    (tiered / HOT_RECORDS).unlink()  # an archive written before hot files were recorded
+    live = [h.path for h in archive_state(tiered).hot_live]
+    problems = verify_archive(tiered, policy=POLICY).problems
+    assert len(problems) == len(live)
+    assert all("no record" in p and "rebuild-catalog" in p for p in problems)
+    with pytest.raises(CatalogMismatchError, match="rebuild-catalog"):
+        run_query(SUM_SQL, tiered, policy=POLICY)
+    result = rebuild_catalog(tiered, policy=POLICY)
+    assert result.hot_files_recorded == len(live)
+    assert verify_archive(tiered, policy=POLICY, full=True).ok
+    assert sorted(view_rows(tiered, policy=POLICY)) == sorted(expected_rows())
+
+
+def test_rebuild_catalog_when_a_recorded_hot_file_changed_keeps_its_record(tiered):
+    hot = live_hot(tiered)
+    times_1000(hot)
+    assert rebuild_catalog(tiered, policy=POLICY).hot_files_recorded == 0
+    assert [p for p in verify_archive(tiered, policy=POLICY).problems if str(hot) in p]
+
+
+def test_retier_when_done_leaves_one_record_per_hot_file_path(hot_only):
+    symbol, day = "ES", DAYS[-1]
+    for _ in range(2):  # a recompaction appends a second record for the same file
+        compact_symbol_day(
+            day_ticks(symbol, day), symbol=symbol, day=day, out=hot_only, age_days=1, policy=POLICY
+        )
+    lines = (hot_only / HOT_RECORDS).read_text().splitlines()
+    assert len(lines) == len(SYMBOLS) * len(DAYS) + 2
+    retier(hot_only, as_of=STAGE_1, policy=POLICY)  # removes the hot files it moved
+    lines = (hot_only / HOT_RECORDS).read_text().splitlines()
+    assert len(lines) == len(SYMBOLS) * len(DAYS)  # the latest record of every path
+    assert verify_archive(hot_only, policy=POLICY, full=True).ok
+
+
+def test_compact_when_hot_records_file_is_a_link_refuses_before_publishing(hot_only, tmp_path):
+    symbol, day = "ES", DAYS[-1]
+    hot = live_hot(hot_only)
+    target = tmp_path / "elsewhere.jsonl"
+    (hot_only / HOT_RECORDS).rename(target)
+    (hot_only / HOT_RECORDS).symlink_to(target)
+    before = {p: p.read_bytes() for p in hot_only.rglob("*.parquet")}
+    with pytest.raises(LinkedStateFileError):
+        compact_symbol_day(  # other ticks than the file holds
+            day_ticks("CL/F", day), symbol=symbol, day=day, out=hot_only, age_days=1, policy=POLICY
+        )
+    assert {p: p.read_bytes() for p in hot_only.rglob("*.parquet")} == before and hot.exists()
+
+
+def test_compact_when_crashing_between_rename_and_record_a_rerun_finishes(hot_only):
+    symbol, day = "ES", DAYS[-1]
+    hot = partition_file(hot_only, symbol, day)
+    newer = day_ticks("CL/F", day)  # other ticks than the file holds
+
+    def recompact():
+        compact_symbol_day(newer, symbol=symbol, day=day, out=hot_only, age_days=1, policy=POLICY)
+
+    with pytest.raises(Crash), faults.installed(crash_at_name("hot-published")):
+        recompact()
+    with pytest.raises(DamagedFileError, match="compact a hot file's symbol-day again"):
+        run_query(SUM_SQL, hot_only, policy=POLICY)
+    assert [p for p in verify_archive(hot_only, policy=POLICY).problems if str(hot) in p]
+    recompact()
+    assert verify_archive(hot_only, policy=POLICY, full=True).ok
+    sql = "SELECT count(*) AS n FROM ticks WHERE symbol = 'ES' AND date = ?"
+    assert run_query(sql, hot_only, parameters=[day]).column("n").to_pylist() == [len(newer)]
+
+
+# --- 2. query verifies a file whose stamp changed ------------------------------------------------
+
+
+def test_query_when_hot_file_rewritten_refuses_naming_it(tiered):
+    hot = live_hot(tiered)
+    times_1000(hot)
+    with pytest.raises(DamagedFileError, match=f"{trust.HOT_WRITER} recorded") as raised:
+        run_query(SUM_SQL, tiered, policy=POLICY)
+    assert str(hot) in str(raised.value)
+
+
+@pytest.mark.parametrize("tier", [WARM, COLD])
+def test_query_when_a_page_bit_flipped_in_a_consolidated_file_refuses_naming_it(tiered, tier):
+    path = tier_file(tiered, tier)
+    flip_bit_in_data_page(path, column="quantity")
+    with pytest.raises(DamagedFileError, match="the catalog recorded") as raised:
+        run_query_text(SUM_SQL, tiered, policy=POLICY)
+    assert str(path) in str(raised.value)
+
+
+def test_query_when_stamps_unchanged_reads_no_file_twice_to_verify(tiered, monkeypatch):
+    hashed = []
+    measure = trust.sha256_of
+    monkeypatch.setattr(trust, "sha256_of", lambda path: hashed.append(path) or measure(path))
+    racy_rule_off(monkeypatch)
+    answer = run_query(SUM_SQL, tiered, policy=POLICY)
+    files = len(archive_state(tiered).hot_live) + len(read_catalog(tiered).files)
+    assert len(hashed) == files
+    hashed.clear()
+    assert run_query(SUM_SQL, tiered, policy=POLICY) == answer
+    assert hashed == []
+    cold = tier_file(tiered, COLD)
+    os.utime(cold, ns=(cold.stat().st_atime_ns, cold.stat().st_mtime_ns))  # moves the ctime
+    assert run_query(SUM_SQL, tiered, policy=POLICY) == answer
+    assert hashed == [cold]
+
+
+def test_query_verification_when_a_compaction_replaced_a_hot_file_meanwhile_accepts_it(hot_only):
+    symbol, day = "ES", DAYS[-1]
+    verified = trust.VerifiedFiles(hot_only)  # the records as a query read them
+    compact_symbol_day(  # then a compaction replaces a hot file and appends its record
+        day_ticks("CL/F", day), symbol=symbol, day=day, out=hot_only, age_days=1, policy=POLICY
+    )
+    [hot] = [h for h in scan_hot_files(hot_only) if h.key == (symbol, day)]
+    verified.check_hot(hot, read_catalog(hot_only))  # no DamagedFileError
+
+
+# --- 3. query reads the archive's own files, one SELECT -----------------------------------------
+
+HOSTILE = {
+    "copy over a hot file": "COPY (SELECT 1 AS x) TO '{hot}' (FORMAT parquet)",
+    "attach a database": "ATTACH '{root}/evil.duckdb' AS evil",
+    "read a file outside": "SELECT * FROM read_text('/etc/passwd')",
+    "read Parquet outside": "SELECT * FROM read_parquet('{outside}')",
+    "a second statement": "SELECT 1; COPY (SELECT 1 AS x) TO '{root}/second.parquet'",
+    "undo the limits": "SET enable_external_access = true",
+    "install an extension": "INSTALL httpfs",
+    "export the database": "EXPORT DATABASE '{root}/export'",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_query_when_sql_would_write_or_read_outside_refuses_and_changes_nothing(
+    tiered, tmp_path, name
+):
+    hot = live_hot(tiered)
+    outside = tmp_path / "outside.parquet"
+    shutil.copyfile(hot, outside)
+    sql = HOSTILE[name].format(hot=hot, root=tiered, outside=outside)
+    before = {p: p.read_bytes() for p in tiered.rglob("*") if p.is_file()}
+    with pytest.raises(ConfigError) as raised:
+        run_query_text(sql, tiered, policy=POLICY)
+    assert sql in str(raised.value)
+    after = {p: p.read_bytes() for p in tiered.rglob("*") if p.is_file()}
+    assert {p: b for p, b in after.items() if p.name != trust.VERIFIED_CACHE} == {
+        p: b for p, b in before.items() if p.name != trust.VERIFIED_CACHE
+    }
+
+
+def test_query_when_reading_the_archives_own_files_answers(tiered):
+    catalog = tiered / "_skewtape_catalog.parquet"
+    sql = f"SELECT count(*) AS n FROM read_parquet('{catalog}')"
+    assert run_query(sql, tiered, policy=POLICY).column("n").to_pylist() == [
+        len(read_catalog(tiered).partitions)
+    ]
+
+
+def test_cli_query_when_unrestricted_runs_any_sql(tiered, tmp_path, capsys):
+    out = tmp_path / "out.parquet"
+    sql = f"COPY (SELECT sum(quantity) AS q FROM ticks) TO '{out}' (FORMAT parquet)"
+    assert main(["query", sql, "--archive", str(tiered)]) == 2
+    assert "read-only" in capsys.readouterr().err and not out.exists()
+    assert main(["query", sql, "--archive", str(tiered), "--unrestricted"]) == 0
+    assert pq.read_table(out).num_rows == 1
+
+
+# --- 11. the tier roots' markers ------------------------------------------------------------------
+
+
+def test_verify_archive_when_a_tier_roots_marker_deleted_reports_it(tiered):
+    marker = tiered.parent / "archive-cold" / "_skewtape_archive.json"
+    assert verify_archive(tiered, policy=POLICY).ok
+    marker.unlink()
+    problems = verify_archive(tiered, policy=POLICY).problems
+    assert len(problems) == 1 and problems[0].startswith(f"{marker}: missing")

@@ -1,0 +1,294 @@
+"""Readers: the canonical form, and the three real-file mappings on small hand-made files."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from skewtape_pipeline.errors import PrecisionLossError, SourceLabelError, TickValidationError
+from skewtape_pipeline.ticks.encode import sources
+from skewtape_pipeline.ticks.encode.sides import BUY, SELL, UNKNOWN
+from skewtape_pipeline_tests.ticks.conftest import day_batch, write_text
+
+CANONICAL = (
+    "timestamp_nanos,price,quantity,side,symbol\n"
+    "1700000000000000000,712345.6789,10000000000,BUY,BRK.A\n"
+    "1700000000000000000,-37.63,1,SELL,CL\n"
+    "1700000000000000005,150.25,0,UNKNOWN,CL\n"
+)
+
+
+def test_canonical_csv_when_read_keeps_text_and_measures_each_line(tmp_path):
+    path = write_text(tmp_path / "ticks.csv", CANONICAL)
+    source = sources.read_canonical(path)
+    assert source.table.column_names == ["timestamp_nanos", "price", "quantity", "side", "symbol"]
+    assert source.table.column("price").to_pylist() == ["712345.6789", "-37.63", "150.25"]
+    lines = CANONICAL.encode().splitlines(keepends=True)
+    assert source.row_bytes.to_pylist() == [len(line) for line in lines[1:]]
+    assert source.file_bytes == len(CANONICAL.encode())
+    batch = source.to_batch(price_scale=4)
+    assert batch.price.to_pylist() == [7_123_456_789, -376_300, 1_502_500]
+    assert batch.quantity.to_pylist() == [10**10, 1, 0]
+    assert batch.side.to_pylist() == [BUY, SELL, UNKNOWN]
+
+
+def test_canonical_csv_when_crlf_lines_counts_carriage_returns(tmp_path):
+    path = tmp_path / "ticks.csv"
+    path.write_bytes(CANONICAL.replace("\n", "\r\n").encode())
+    source = sources.read_canonical(path)
+    assert sum(source.row_bytes.to_pylist()) == path.stat().st_size - len(
+        b"timestamp_nanos,price,quantity,side,symbol\r\n"
+    )
+
+
+def test_canonical_csv_when_blank_line_present_gives_no_row_sizes(tmp_path):
+    path = write_text(tmp_path / "ticks.csv", CANONICAL.replace("BUY,BRK.A\n", "BUY,BRK.A\n\n"))
+    source = sources.read_canonical(path)
+    assert source.table.num_rows == 3
+    assert source.row_bytes is None
+
+
+def test_canonical_csv_when_bad_value_names_file_row_and_column(tmp_path):
+    path = write_text(tmp_path / "ticks.csv", CANONICAL.replace("150.25", "1.5e"))
+    with pytest.raises(TickValidationError) as info:
+        sources.read_canonical(path).to_batch(price_scale=4)
+    assert (info.value.row, info.value.field) == (2, "price")
+    assert str(path) in str(info.value)
+
+
+def test_canonical_csv_when_extra_digit_raises_precision_loss_with_file(tmp_path):
+    path = write_text(tmp_path / "ticks.csv", CANONICAL)
+    with pytest.raises(PrecisionLossError) as info:
+        sources.read_canonical(path).to_batch(price_scale=2)
+    assert info.value.row == 0
+    assert str(path) in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("header", "message"),
+    [
+        ("timestamp_nanos,price,quantity\n", "missing column"),
+        ("timestamp_nanos,price,quantity,side,venue\n", "unexpected column"),
+        ("", "empty"),
+    ],
+)
+def test_canonical_csv_when_columns_wrong_raises(tmp_path, header, message):
+    path = write_text(tmp_path / "ticks.csv", header)
+    with pytest.raises(TickValidationError, match=message):
+        sources.read_canonical(path)
+
+
+def test_read_canonical_when_suffix_unknown_raises(tmp_path):
+    with pytest.raises(TickValidationError, match=r"\.csv or \.parquet"):
+        sources.read_canonical(write_text(tmp_path / "ticks.json", "{}"))
+
+
+def test_canonical_parquet_when_floats_with_noise_are_exact(tmp_path):
+    path = tmp_path / "ticks.parquet"
+    walk = 150.0 + 0.05 + 0.05 + 0.05
+    pq.write_table(
+        pa.table(
+            {
+                "timestamp_nanos": pa.array([1, 2], pa.int64()),
+                "price": pa.array([walk, 0.1 + 0.2]),
+                "quantity": pa.array([1.5, 2.25]),
+                "side": pa.array(["BUY", "SELL"]).dictionary_encode(),
+            }
+        ),
+        path,
+    )
+    source = sources.read_canonical(path)
+    assert source.row_bytes is None
+    batch = source.to_batch(price_scale=4, quantity_scale=2)
+    assert batch.price.to_pylist() == [1_501_500, 3_000]
+    assert batch.quantity.to_pylist() == [150, 225]
+
+
+def test_canonical_csv_bytes_when_batch_serialized_reads_back_equal(tmp_path):
+    batch = day_batch(20)
+    path = tmp_path / "back.csv"
+    sources.write_canonical_csv(batch, path)
+    assert path.stat().st_size == sources.canonical_csv_size_bytes(batch)
+    back = sources.read_canonical(path).to_batch(price_scale=4)
+    assert back.equals(batch)
+
+
+KALSHI = (
+    ",trade_id,ticker,count,created_time,yes_price,no_price,taker_side\n"
+    "0,a,KX-1,39,2023-04-07T12:18:35.061031Z,99,1,yes\n"
+    "1,b,KX-1,5,2023-04-07T12:18:35.5935Z,40,60,no\n"
+    "2,c,KX/2,1,2023-04-07T00:00:00Z,1,99,yes\n"
+)
+
+
+def test_kalshi_reader_when_mapped_keeps_microseconds_and_cents_exact(tmp_path):
+    source = sources.read_kalshi_trades(write_text(tmp_path / "k.csv", KALSHI))
+    table = source.table
+    base = 1_680_825_600 * 10**9  # 2023-04-07T00:00:00Z
+    assert table.column("timestamp_nanos").to_pylist() == [
+        base + (12 * 3600 + 18 * 60 + 35) * 10**9 + 61_031_000,
+        base + (12 * 3600 + 18 * 60 + 35) * 10**9 + 593_500_000,
+        base,
+    ]
+    assert table.column("price").to_pylist() == [Decimal("0.99"), Decimal("0.40"), Decimal("0.01")]
+    assert table.column("symbol").to_pylist() == ["KX-1", "KX-1", "KX/2"]
+    batch = source.to_batch(price_scale=4)
+    assert batch.price.to_pylist() == [9_900, 4_000, 100]
+    assert batch.side.to_pylist() == [BUY, SELL, BUY]
+
+
+def test_kalshi_reader_when_prices_do_not_sum_to_100_names_row(tmp_path):
+    path = write_text(tmp_path / "k.csv", KALSHI.replace(",40,60,", ",40,61,"))
+    with pytest.raises(TickValidationError, match="100") as info:
+        sources.read_kalshi_trades(path)
+    assert (info.value.row, info.value.field) == (1, "no_price")
+
+
+def test_kalshi_reader_when_time_not_utc_iso_names_row(tmp_path):
+    path = write_text(tmp_path / "k.csv", KALSHI.replace("00:00:00Z", "00:00:00+01:00"))
+    with pytest.raises(TickValidationError, match="ISO-8601") as info:
+        sources.read_kalshi_trades(path)
+    assert info.value.row == 2
+
+
+def test_kalshi_reader_when_taker_side_unknown_refuses(tmp_path):
+    path = write_text(tmp_path / "k.csv", KALSHI.replace(",no\n", ",maybe\n"))
+    with pytest.raises(TickValidationError, match="maybe") as info:
+        sources.read_kalshi_trades(path).to_batch(price_scale=2)
+    assert info.value.row == 1
+
+
+TARDIS = (
+    "exchange,symbol,timestamp,local_timestamp,id,side,price,amount\n"
+    "binance-futures,BTCUSDT,1582329602111000,1582329602418379,1,buy,9682,0.132\n"
+    "binance-futures,BTCUSDT,1582329602111000,1582329602418420,2,sell,9682.07,23.139\n"
+)
+
+
+def test_tardis_reader_when_mapped_scales_microseconds_and_keeps_decimals(tmp_path):
+    path = write_text(tmp_path / "t.csv", TARDIS)
+    source = sources.read_tardis_trades(path)
+    assert source.table.column("timestamp_nanos").to_pylist() == [1_582_329_602_111_000_000] * 2
+    local = sources.read_tardis_trades(path, timestamp="local")
+    assert local.table.column("timestamp_nanos").to_pylist()[1] == 1_582_329_602_418_420_000
+    batch = source.to_batch(price_scale=2, quantity_scale=3)
+    assert batch.price.to_pylist() == [968_200, 968_207]
+    assert batch.quantity.to_pylist() == [132, 23_139]
+    assert batch.side.to_pylist() == [BUY, SELL]
+
+
+LOBSTER = (
+    "34200.017459617,5,0,1,2238200,-1\n"
+    "34200.18960767,1,11885113,21,2238100,1\n"
+    "34200.190226476,4,11885113,21,2238100,1\n"
+    "34201,6,-1,300,2238000,1\n"
+    "34202.5,3,11885113,21,2238100,1\n"
+)
+
+
+def test_lobster_reader_when_mapped_keeps_executions_with_exact_nanoseconds(tmp_path):
+    path = write_text(tmp_path / "m.csv", LOBSTER)
+    source = sources.read_lobster_messages(path, symbol="AMZN", session_date=date(2012, 6, 21))
+    midnight = 1_340_251_200 * 10**9
+    assert source.table.column("timestamp_nanos").to_pylist() == [
+        midnight + 34_200_017_459_617,
+        midnight + 34_200_190_226_476,
+        midnight + 34_201 * 10**9,
+    ]
+    assert source.row_numbers.to_pylist() == [0, 2, 3]
+    lines = LOBSTER.encode().splitlines(keepends=True)
+    assert source.row_bytes.to_pylist() == [len(lines[0]), len(lines[2]), len(lines[3])]
+    assert source.file_rows == 5
+    batch = source.to_batch(price_scale=4)
+    assert batch.price.to_pylist() == [2_238_200, 2_238_100, 2_238_000]
+    assert batch.quantity.to_pylist() == [1, 21, 300]
+    assert batch.side.to_pylist() == [BUY, SELL, UNKNOWN]
+
+
+def test_lobster_reader_when_bad_execution_row_names_file_row(tmp_path):
+    path = write_text(
+        tmp_path / "m.csv",
+        LOBSTER.replace("34200.190226476,4,11885113,21", "34200.190226476,4,11885113,2x"),
+    )
+    with pytest.raises(TickValidationError) as info:
+        sources.read_lobster_messages(path, symbol="AMZN", session_date=date(2012, 6, 21))
+    assert (info.value.row, info.value.field) == (2, "size")
+
+
+def test_lobster_reader_when_time_has_ten_decimals_raises(tmp_path):
+    path = write_text(tmp_path / "m.csv", LOBSTER.replace("34201,", "34201.0000000001,"))
+    with pytest.raises(TickValidationError, match="9 fractional digits") as info:
+        sources.read_lobster_messages(path, symbol="AMZN", session_date=date(2012, 6, 21))
+    assert info.value.row == 3
+
+
+LOBSTER_NAME = "GOOG_2013-01-02_34200000_57600000_message_1.csv"
+"""LOBSTER's own file name convention: TICKER_YYYY-MM-DD_start_end_message_LEVEL.csv."""
+
+
+def test_lobster_reader_when_file_has_lobster_name_takes_symbol_and_date_from_it(tmp_path):
+    path = write_text(tmp_path / LOBSTER_NAME, LOBSTER)
+    source = sources.read_lobster_messages(path)
+    midnight = int(datetime(2013, 1, 2, 5, tzinfo=UTC).timestamp()) * 10**9  # EST is UTC-5
+    assert source.table.column("timestamp_nanos").to_pylist() == [
+        midnight + 34_200_017_459_617,
+        midnight + 34_200_190_226_476,
+        midnight + 34_201 * 10**9,
+    ]
+    assert set(source.table.column("symbol").to_pylist()) == {"GOOG"}
+
+
+def test_lobster_reader_when_neither_name_nor_options_say_refuses_naming_the_file(tmp_path):
+    path = write_text(tmp_path / "message.csv", LOBSTER)
+    with pytest.raises(SourceLabelError, match="symbol") as info:
+        sources.read_lobster_messages(path, session_date=date(2012, 6, 21))
+    assert str(path) in str(info.value) and "TICKER_YYYY-MM-DD" in str(info.value)
+    with pytest.raises(SourceLabelError, match="session date"):
+        sources.read_lobster_messages(path, symbol="AMZN")
+
+
+def test_lobster_reader_when_options_contradict_the_file_name_refuses(tmp_path):
+    path = write_text(tmp_path / LOBSTER_NAME, LOBSTER)
+    with pytest.raises(SourceLabelError, match="GOOG"):
+        sources.read_lobster_messages(path, symbol="AMZN")
+    with pytest.raises(SourceLabelError, match="2013-01-02"):
+        sources.read_lobster_messages(path, session_date=date(2013, 1, 3))
+    same = sources.read_lobster_messages(path, symbol="GOOG", session_date=date(2013, 1, 2))
+    assert same.table.equals(sources.read_lobster_messages(path).table)
+
+
+def test_lobster_reader_when_name_has_an_impossible_date_refuses(tmp_path):
+    path = write_text(tmp_path / "GOOG_2013-02-30_34200000_57600000_message_1.csv", LOBSTER)
+    with pytest.raises(SourceLabelError, match="2013-02-30"):
+        sources.read_lobster_messages(path)
+
+
+BOM = "\ufeff"
+
+
+def test_canonical_csv_when_header_starts_with_a_byte_order_mark_reads_it(tmp_path):
+    path = write_text(tmp_path / "bom.csv", BOM + CANONICAL)
+    plain = sources.read_canonical(write_text(tmp_path / "plain.csv", CANONICAL))
+    source = sources.read_canonical(path)
+    assert source.table.equals(plain.table)
+    assert source.row_bytes.to_pylist() == plain.row_bytes.to_pylist()
+    assert source.file_bytes == plain.file_bytes + len(BOM.encode())
+
+
+def test_lobster_reader_when_file_starts_with_a_byte_order_mark_reads_the_first_row(tmp_path):
+    path = write_text(tmp_path / LOBSTER_NAME, BOM + LOBSTER)
+    (tmp_path / "plain").mkdir()
+    plain = sources.read_lobster_messages(write_text(tmp_path / "plain" / LOBSTER_NAME, LOBSTER))
+    assert sources.read_lobster_messages(path).table.equals(plain.table)
+
+
+def test_canonical_csv_when_column_name_has_invisible_characters_shows_them(tmp_path):
+    path = write_text(tmp_path / "zw.csv", CANONICAL.replace("price", "pri\u200bce", 1))
+    with pytest.raises(TickValidationError) as info:
+        sources.read_canonical(path)
+    message = str(info.value)
+    assert "'pri\\u200bce'" in message and "missing column(s) 'price'" in message

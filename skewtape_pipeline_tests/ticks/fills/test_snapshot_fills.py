@@ -1,0 +1,385 @@
+"""Reading snapshot fills as ticks, finding corrected symbol-days, archiving and reading back."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import date
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from skewtape_pipeline.errors import ChainError, WriteOnceError
+from skewtape_pipeline.mirror.apply import apply_delta
+from skewtape_pipeline.mirror.snapshot import read_snapshot
+from skewtape_pipeline.ticks.archive.books import EVENT_REFUSED, enable_books_and_records
+from skewtape_pipeline.ticks.archive.lifecycle import retier
+from skewtape_pipeline.ticks.archive.parquet_store import partition_file
+from skewtape_pipeline.ticks.archive.query import run_query
+from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.versions import EVENT_VERSION
+from skewtape_pipeline.ticks.archive.withdraw import EVENT_WITHDRAW
+from skewtape_pipeline.ticks.fills import snapshot_fills
+from skewtape_pipeline.ticks.fills.snapshot_fills import (
+    archive_read_back_problems,
+    archive_symbol_days,
+    changed_symbol_days,
+    corrected_symbol_days,
+    days_by_activity,
+    new_symbols,
+    symbols_in,
+)
+from skewtape_pipeline_tests.conftest import copy_snapshot, make_snapshot, reseal
+
+AS_OF = date(2026, 11, 29)
+
+
+def busiest_symbol_days(fills_file: Path, count: int) -> list[tuple[str, date]]:
+    rows = duckdb.sql(
+        "SELECT venue || ':' || market_id, (ts AT TIME ZONE 'UTC')::DATE, count(*) AS n "
+        "FROM read_parquet($f) GROUP BY ALL ORDER BY n DESC, 1, 2 LIMIT $count",
+        params={"f": str(fills_file), "count": count},
+    ).fetchall()
+    return [(symbol, day) for symbol, day, _ in rows]
+
+
+def test_changed_symbol_days_when_one_row_changes_names_only_its_symbol_day(
+    published_full_snapshots: Path, tmp_path: Path
+):
+    old = published_full_snapshots / "2026-09" / "fills" / "polymarket" / "2026-09.parquet"
+    table = pq.read_table(old)
+    row = table.num_rows // 2
+    quantity = table.column("quantity").to_pylist()
+    quantity[row] += 1
+    new = tmp_path / "new.parquet"
+    pq.write_table(table.set_column(5, "quantity", pa.array(quantity, pa.int64())), new)
+    changed = changed_symbol_days(old, new)
+    venue, market, ts = (table.column(c)[row].as_py() for c in ("venue", "market_id", "ts"))
+    assert changed == [(f"{venue}:{market}", ts.date())]
+    assert changed_symbol_days(old, old) == []
+
+
+def test_changed_symbol_days_when_rows_are_only_reordered_finds_nothing(
+    published_full_snapshots: Path, tmp_path: Path
+):
+    old = published_full_snapshots / "2026-09" / "fills" / "kalshi" / "2026-09.parquet"
+    table = pq.read_table(old)
+    shuffled = tmp_path / "shuffled.parquet"
+    pq.write_table(table.take(pc.sort_indices(table, [("trade_id", "descending")])), shuffled)
+    assert changed_symbol_days(old, shuffled) == []
+
+
+def test_corrected_symbol_days_when_month_replaces_earlier_fills_matches_the_row_diff(
+    applied_chain: Path,
+):
+    history = applied_chain / "history"
+    corrected = corrected_symbol_days(history, "2026-11")
+    replaced = Path("fills/kalshi/2026-09.parquet")
+    expected = changed_symbol_days(history / "2026-10" / replaced, history / "2026-11" / replaced)
+    assert corrected == expected
+    assert corrected, "the sample's 2026-11 delta corrects September's kalshi fills"
+    assert corrected_symbol_days(history, "2026-10") == []
+    assert corrected_symbol_days(history, "2026-09") == []
+
+
+def test_new_symbols_when_first_month_lists_every_symbol_of_its_fills(applied_chain: Path):
+    snapshot = applied_chain / "history" / "2026-09"
+    expected = sorted({s for f in snapshot.glob("fills/*/*.parquet") for s in symbols_in(f)})
+    assert new_symbols(applied_chain / "history", "2026-09") == expected
+
+
+def test_archive_symbol_days_when_ticks_exist_writes_reports_that_read_back_equal(
+    applied_chain: Path, tmp_path: Path
+):
+    history = applied_chain / "history"
+    wanted = busiest_symbol_days(history / "2026-10" / "fills/kalshi/2026-10.parquet", 5)
+    out = tmp_path / "archive"
+    results = archive_symbol_days(history, wanted, out=out, as_of=AS_OF, policy=TierPolicy())
+    assert [(r.symbol, r.day) for r in results] == wanted
+    for result in results:
+        assert result.report is not None and result.report.round_trip_verified
+        assert result.source.bundle_id == "skewtape-history-2026-11"
+        assert result.source.path == "fills/kalshi/2026-10.parquet"
+        assert Path(result.report.path) == partition_file(out, result.symbol, result.day)
+    assert archive_read_back_problems(results, out=out) == []
+
+
+def test_archive_read_back_when_a_file_was_altered_names_the_symbol(
+    applied_chain: Path, tmp_path: Path
+):
+    history = applied_chain / "history"
+    wanted = busiest_symbol_days(history / "2026-10" / "fills/kalshi/2026-10.parquet", 2)
+    out = tmp_path / "archive"
+    results = archive_symbol_days(history, wanted, out=out, as_of=AS_OF, policy=TierPolicy())
+    victim = partition_file(out, *wanted[0])
+    table = pq.read_table(victim)
+    pq.write_table(table.slice(1), victim)
+    problems = archive_read_back_problems(results, out=out)
+    assert len(problems) == 1 and wanted[0][0] in problems[0]
+
+
+def test_archive_symbol_days_when_symbol_day_lost_its_ticks_removes_its_file(
+    applied_chain: Path, tmp_path: Path
+):
+    history = applied_chain / "history"
+    fills = history / "2026-11" / "fills" / "kalshi" / "2026-10.parquet"
+    [(symbol, day)] = busiest_symbol_days(fills, 1)
+    out = tmp_path / "archive"
+    archive_symbol_days(history, [(symbol, day)], out=out, as_of=AS_OF, policy=TierPolicy())
+    assert partition_file(out, symbol, day).exists()
+    table = pq.read_table(fills)
+    fills.chmod(0o644)
+    pq.write_table(
+        table.filter(pc.not_equal(table.column("market_id"), symbol.split(":")[1])), fills
+    )
+    [gone] = archive_symbol_days(
+        history, [(symbol, day)], out=out, as_of=AS_OF, policy=TierPolicy()
+    )
+    assert gone.report is None and gone.removed_file
+    assert not partition_file(out, symbol, day).exists()
+
+
+def test_archive_symbol_days_when_symbol_never_traded_that_day_reports_no_ticks(
+    applied_chain: Path, tmp_path: Path
+):
+    [result] = archive_symbol_days(
+        applied_chain / "history",
+        [("kalshi:NO-SUCH-MARKET", date(2026, 10, 1))],
+        out=tmp_path / "archive",
+        as_of=AS_OF,
+        policy=TierPolicy(),
+    )
+    assert result.report is None and not result.removed_file
+    assert result.source.path == "fills/kalshi/2026-10.parquet"
+
+
+def test_archive_symbol_days_when_month_not_applied_refuses_naming_it(applied_chain: Path):
+    with pytest.raises(ChainError, match="2026-12"):
+        archive_symbol_days(
+            applied_chain / "history",
+            [("kalshi:X", date(2026, 12, 3))],
+            out=applied_chain / "archive",
+            as_of=date(2026, 12, 31),
+            policy=TierPolicy(),
+        )
+
+
+def test_read_fills_ticks_when_rows_selected_keeps_file_order_and_rows(applied_chain: Path):
+    fills = applied_chain / "history" / "2026-10" / "fills/kalshi/2026-10.parquet"
+    wanted = busiest_symbol_days(fills, 3)
+    ticks = snapshot_fills.read_fills_ticks(fills, wanted)
+    rows = ticks.row_numbers.to_pylist()
+    assert rows == sorted(rows)
+    assert ticks.table.num_rows == len(rows) > 0
+
+
+def test_archive_symbol_days_when_books_and_records_and_a_file_exists_refuses_before_writing(
+    applied_chain: Path, tmp_path: Path
+):
+    history = applied_chain / "history"
+    wanted = busiest_symbol_days(history / "2026-10" / "fills/kalshi/2026-10.parquet", 3)
+    out = tmp_path / "archive"
+    archive_symbol_days(history, wanted[1:2], out=out, as_of=AS_OF, policy=TierPolicy())
+    enable_books_and_records(out)
+    kept = partition_file(out, *wanted[1]).read_bytes()
+    with pytest.raises(WriteOnceError, match="overwrite refused") as refused:
+        archive_symbol_days(history, wanted, out=out, as_of=AS_OF, policy=TierPolicy())
+    assert refused.value.path == partition_file(out, *wanted[1])
+    assert not partition_file(out, *wanted[0]).exists()  # refused before the first write
+    assert partition_file(out, *wanted[1]).read_bytes() == kept
+    events = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert events[-1]["event"] == EVENT_REFUSED and events[-1]["operation"] == "overwrite"
+
+
+def test_archive_symbol_days_when_books_and_records_and_ticks_corrected_away_keeps_the_file(
+    applied_chain: Path, tmp_path: Path
+):
+    history = applied_chain / "history"
+    fills = history / "2026-11" / "fills" / "kalshi" / "2026-10.parquet"
+    [(symbol, day)] = busiest_symbol_days(fills, 1)
+    out = tmp_path / "archive"
+    archive_symbol_days(history, [(symbol, day)], out=out, as_of=AS_OF, policy=TierPolicy())
+    enable_books_and_records(out)
+    table = pq.read_table(fills)
+    fills.chmod(0o644)
+    pq.write_table(
+        table.filter(pc.not_equal(table.column("market_id"), symbol.split(":")[1])), fills
+    )
+    with pytest.raises(WriteOnceError, match="delete refused"):
+        archive_symbol_days(history, [(symbol, day)], out=out, as_of=AS_OF, policy=TierPolicy())
+    assert partition_file(out, symbol, day).exists()
+
+
+def test_archive_symbol_days_when_day_corrected_away_after_it_went_cold_leaves_the_view(
+    applied_chain: Path, tmp_path: Path
+):
+    history = applied_chain / "history"
+    fills = history / "2026-11" / "fills" / "kalshi" / "2026-10.parquet"
+    gone_key, kept_key = busiest_symbol_days(fills, 2)
+    out, policy = tmp_path / "archive", TierPolicy()
+    archive_symbol_days(history, [gone_key, kept_key], out=out, as_of=AS_OF, policy=policy)
+    retier(out, as_of=date(2027, 6, 1), policy=policy)  # both days are cold now
+
+    def view(key: tuple[str, date]) -> list[tuple[str, int]]:
+        table = run_query(
+            "SELECT tier, count(*) AS n FROM ticks WHERE symbol = ? AND date = ? GROUP BY tier",
+            out,
+            parameters=list(key),
+        )
+        tiers, counts = table.column("tier").to_pylist(), table.column("n").to_pylist()
+        return sorted(zip(tiers, counts, strict=True))
+
+    kept_before = view(kept_key)
+    assert view(gone_key)[0][0] == kept_before[0][0] == "COLD"
+    table = pq.read_table(fills)
+    corrected_away = pc.and_(
+        pc.equal(table.column("market_id"), gone_key[0].split(":")[1]),
+        pc.equal(pc.cast(table.column("ts"), pa.date32()), pa.scalar(gone_key[1], pa.date32())),
+    )
+    fills.chmod(0o644)
+    pq.write_table(table.filter(pc.invert(corrected_away)), fills)
+
+    [gone] = archive_symbol_days(history, [gone_key], out=out, as_of=AS_OF, policy=policy)
+
+    assert gone.report is None and gone.withdrawn and not gone.removed_file
+    assert view(gone_key) == [] and view(kept_key) == kept_before
+    events = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events[-2:]] == [EVENT_WITHDRAW, EVENT_VERSION]
+    assert events[-2]["symbol_days"] == [[gone_key[0], gone_key[1].isoformat()]]
+    [again] = archive_symbol_days(history, [gone_key], out=out, as_of=AS_OF, policy=policy)
+    assert not again.withdrawn and not again.removed_file  # idempotent
+
+    assert retier(out, as_of=date(2027, 6, 1), policy=policy).purged == [gone_key]
+    assert view(gone_key) == [] and view(kept_key) == kept_before
+
+
+# --- a venue that leaves ------------------------------------------------------------------------
+
+
+def _apply_december(root: Path) -> None:
+    """Apply the sample's 2026-12 delta, in which augur leaves (``omitted_venues``)."""
+    history = root / "history"
+    apply_delta(
+        history / "2026-11", root / "deltas" / "2026-12", into=history / "2026-12",
+        audit_log=root / "audit.jsonl",
+    )  # fmt: skip
+
+
+def test_archive_symbol_days_when_sample_venue_leaves_keeps_its_archived_ticks(
+    applied_chain: Path, tmp_path: Path
+):
+    history = applied_chain / "history"
+    fills = history / "2026-11" / "fills" / "augur" / "2026-11.parquet"
+    wanted = busiest_symbol_days(fills, 3)
+    expected = {key: snapshot_fills.read_fills_ticks(fills, [key]).table.num_rows for key in wanted}
+    out, policy = tmp_path / "archive", TierPolicy()
+    archive_symbol_days(history, wanted, out=out, as_of=AS_OF, policy=policy)
+    _apply_december(applied_chain)
+    manifest, _, _ = read_snapshot(history / "2026-12")
+    assert "augur" in manifest.omitted_venues  # the sample's departure, as published
+
+    results = archive_symbol_days(history, wanted, out=out, as_of=AS_OF, policy=policy)
+
+    for result in results:
+        assert result.report is not None and not result.removed_file
+        assert result.report.tick_count == expected[(result.symbol, result.day)] > 0
+        assert result.source.departed
+        assert result.source.bundle_id == "skewtape-history-2026-11"
+        assert partition_file(out, result.symbol, result.day).exists()
+    assert archive_read_back_problems(results, out=out) == []
+    assert not [s for s, _ in corrected_symbol_days(history, "2026-12") if s.startswith("augur")]
+
+
+def _venue_leaves(root: Path, venue: str) -> Path:
+    """history/2026-10 with kalshi and ``venue``; history/2026-11 the same without ``venue``'s
+    month files and with ``venue`` in ``omitted_venues``. Returns history/."""
+    october = make_snapshot(root, month="2026-10", venues=("kalshi", venue))
+    november = copy_snapshot(october, root / "history" / "2026-11")
+    for folder in ("fills", "candles"):
+        shutil.rmtree(november / folder / venue)
+    reseal(november, month="2026-11", venues=("kalshi",), omitted_venues=(venue,))
+    return root / "history"
+
+
+def test_archive_symbol_days_when_hand_built_venue_leaves_reads_the_last_snapshot_holding_it(
+    tmp_path: Path,
+):
+    history = _venue_leaves(tmp_path / "data", "polymarket")
+    fills = history / "2026-10" / "fills" / "polymarket" / "2026-10.parquet"
+    wanted = busiest_symbol_days(fills, 10)  # every symbol-day of the file
+    stayed = busiest_symbol_days(history / "2026-11" / "fills" / "kalshi" / "2026-10.parquet", 1)
+    out = tmp_path / "archive"
+
+    results = archive_symbol_days(
+        history, wanted + stayed, out=out, as_of=AS_OF, policy=TierPolicy()
+    )
+
+    left, kept = results[:-1], results[-1]
+    for result in left:
+        assert result.report is not None and result.report.tick_count > 0
+        assert result.source.departed and result.source.snapshot == history / "2026-10"
+        assert result.source.sha256 is not None
+    assert kept.report is not None and not kept.source.departed
+    assert kept.source.snapshot == history / "2026-11"
+    assert archive_read_back_problems(results, out=out) == []
+    table = run_query("SELECT count(*) AS n FROM ticks WHERE symbol LIKE 'polymarket:%'", out)
+    assert table.column("n").to_pylist() == [pq.read_metadata(fills).num_rows]
+
+
+def test_archive_symbol_days_when_month_file_never_published_reports_no_ticks_not_departed(
+    tmp_path: Path,
+):
+    history = _venue_leaves(tmp_path / "data", "polymarket")
+    [result] = archive_symbol_days(
+        history,
+        [("polymarket:PO-M0", date(2026, 11, 1))],
+        out=tmp_path / "archive",
+        as_of=AS_OF,
+        policy=TierPolicy(),
+    )
+    assert result.report is None and not result.source.departed and result.source.sha256 is None
+
+
+def test_corrected_symbol_days_when_venue_leaves_names_none_of_its_days(tmp_path: Path):
+    history = _venue_leaves(tmp_path / "data", "polymarket")
+    assert corrected_symbol_days(history, "2026-11") == []
+
+
+def test_days_by_activity_when_a_venue_left_still_counts_its_fills(tmp_path: Path):
+    history = _venue_leaves(tmp_path / "data", "polymarket")
+    october = history / "2026-10"
+    left = october / "fills" / "polymarket" / "2026-10.parquet"
+    table = pq.read_table(left)
+    busy = pa.array(
+        [v + 9 * 86_400 * 10**9 for v in table.column("ts").cast(pa.int64()).to_pylist()]
+    )
+    left.chmod(0o644)
+    pq.write_table(table.set_column(3, "ts", busy.cast(table.schema.field("ts").type)), left)
+    reseal(october, month="2026-10")  # polymarket's 4 fills on the 10th, kalshi's on the 1st
+
+    days = days_by_activity(history, "2026-10")
+
+    assert sorted(days) == [date(2026, 10, 1), date(2026, 10, 10)]
+
+
+def test_archive_symbol_days_when_no_snapshot_holds_the_month_file_keeps_archived_ticks(
+    tmp_path: Path,
+):
+    history = _venue_leaves(tmp_path / "data", "polymarket")
+    fills = history / "2026-10" / "fills" / "polymarket" / "2026-10.parquet"
+    wanted = busiest_symbol_days(fills, 1)
+    out, policy = tmp_path / "archive", TierPolicy()
+    archive_symbol_days(history, wanted, out=out, as_of=AS_OF, policy=policy)
+    kept = partition_file(out, *wanted[0]).read_bytes()
+    shutil.rmtree(history / "2026-10")  # the last snapshot holding it is gone (pruned)
+    enable_books_and_records(out)  # and nothing may be refused: nothing is to be removed
+
+    [result] = archive_symbol_days(history, wanted, out=out, as_of=AS_OF, policy=policy)
+
+    assert result.report is None and not result.removed_file and not result.withdrawn
+    assert result.source.sha256 is None
+    assert partition_file(out, *wanted[0]).read_bytes() == kept

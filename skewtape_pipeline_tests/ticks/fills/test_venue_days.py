@@ -1,0 +1,66 @@
+"""A venue-day of snapshot fills into the archive: its symbol-days with trades archived, the
+listed ones without trades skipped, each with a reports row; named symbols limit the work."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.ticks.archive.reports_table import ARCHIVED, SKIPPED, read_venue_day_reports
+from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day
+
+DAY = date(2026, 10, 5)
+
+
+def options(root: Path, batch: str = "b1") -> VenueDayOptions:
+    return VenueDayOptions(out=root / "archive", as_of=date(2026, 11, 29), policy=TierPolicy(),
+                           batch=batch)  # fmt: skip
+
+
+def day_counts(fills: Path) -> tuple[dict[str, int], set[str]]:
+    """({symbol: trades on DAY}, every symbol of the file), by DuckDB."""
+    rows = duckdb.sql(
+        "SELECT venue || ':' || market_id, count(*) FILTER ((ts AT TIME ZONE 'UTC')::DATE = "
+        "$d::DATE) FROM read_parquet($f) GROUP BY ALL",
+        params={"f": str(fills), "d": DAY.isoformat()},
+    ).fetchall()
+    return {s: n for s, n in rows if n}, {s for s, _ in rows}
+
+
+def test_archive_venue_day_when_run_archives_traded_symbol_days_and_skips_the_rest(
+    applied_chain: Path,
+):
+    fills = applied_chain / "history" / "2026-11" / "fills" / "kalshi" / "2026-10.parquet"
+    traded, listed = day_counts(fills)
+    result = archive_venue_day(applied_chain / "history", ("kalshi", DAY), options(applied_chain))
+    assert {r.symbol: r.tick_count for r in result.archived} == traded
+    assert set(result.skipped) == listed - set(traded)
+    table = read_venue_day_reports(applied_chain / "archive", "kalshi", DAY).to_pylist()
+    assert {r["symbol"] for r in table if r["status"] == ARCHIVED} == set(traded)
+    assert {r["symbol"] for r in table if r["status"] == SKIPPED} == listed - set(traded)
+    assert all(r["read_back_mismatched_rows"] == 0 for r in table)
+
+
+def test_archive_venue_day_when_symbols_named_rewrites_only_their_rows(applied_chain: Path):
+    history = applied_chain / "history"
+    first = archive_venue_day(history, ("kalshi", DAY), options(applied_chain))
+    named = sorted(r.symbol for r in first.archived)[:2]
+    again = archive_venue_day(history, ("kalshi", DAY), options(applied_chain, "b2"), symbols=named)
+    assert sorted(r.symbol for r in again.rows) == named
+    table = read_venue_day_reports(applied_chain / "archive", "kalshi", DAY).to_pylist()
+    assert sorted(r["symbol"] for r in table if r["batch"] == "b2") == named
+    assert len(table) == len(first.rows)
+
+
+def test_archive_venue_day_when_a_symbol_of_another_venue_is_named_refuses_writing_nothing(
+    applied_chain: Path,
+):
+    with pytest.raises(ConfigError, match="polymarket:x"):
+        archive_venue_day(applied_chain / "history", ("kalshi", DAY), options(applied_chain),
+                          symbols=["polymarket:x"])  # fmt: skip
+    assert not (applied_chain / "archive").exists()
