@@ -33,7 +33,7 @@ from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
-from skewtape_pipeline.ticks import versions as versions_module
+from skewtape_pipeline.ticks.archive import versions as versions_module
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.query import run_query
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
