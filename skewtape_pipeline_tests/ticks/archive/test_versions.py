@@ -483,3 +483,42 @@ def test_versions_when_manifests_are_deltas_past_their_depth_every_kept_version_
     stored = list((versions_dir(archive) / "manifests").iterdir())
     assert len(stored) <= 2 * (MAX_DELTA_DEPTH + 1)  # the two kept chains, no more
     assert len(stored) < version_count(archive)
+
+
+def retier_checkpoints(tmp_path: Path) -> list[str]:
+    """The checkpoint names a re-tiering of the versioned archive below passes, in order."""
+    root = versioned_archive(tmp_path / "names")
+    names: list[str] = []
+    with faults.installed(names.append):
+        retier(root, as_of=STAGE_2, policy=POLICY)
+    return names
+
+
+def versioned_archive(folder: Path) -> Path:
+    root = folder / "data" / "archive"
+    for key in KEYS:
+        compact(root, key)
+    retier(root, as_of=STAGE_1, policy=POLICY)
+    compact(root, KEYS[0], variant=1)
+    return root
+
+
+def test_retier_when_crashing_at_any_checkpoint_every_version_reads_what_it_read(
+    tmp_path, no_fsync
+):
+    names = retier_checkpoints(tmp_path)
+    assert "committed" in names and "version-indexed" in names
+    base = versioned_archive(tmp_path / "base")
+    before = {v.version: rows(base, as_of=v.version) for v in list_versions(base)}
+    for point, name in enumerate(names):
+        work = tmp_path / f"crash-{point}"
+        shutil.copytree(base.parent, work / "data")
+        root = work / "data" / "archive"
+        with faults.installed(crash_at_name(name)), pytest.raises(Crash):
+            retier(root, as_of=STAGE_2, policy=POLICY)
+        for number, expected in before.items():
+            assert rows(root, as_of=number) == expected, f"after a crash at {name}"
+        retier(root, as_of=STAGE_2, policy=POLICY)  # the rerun finishes
+        assert rows(root, as_of=version_count(root)) == rows(root), name
+        for number, expected in before.items():
+            assert rows(root, as_of=number) == expected, f"after the rerun, crash at {name}"
