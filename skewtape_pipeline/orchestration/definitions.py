@@ -8,6 +8,7 @@ from __future__ import annotations
 import dagster as dg
 
 from skewtape_pipeline.orchestration.mirror.checks import month_checks
+from skewtape_pipeline.orchestration.mirror.publisher import PublisherSource, publisher_sensor
 from skewtape_pipeline.orchestration.mirror.schedules import monthly_apply_schedule
 from skewtape_pipeline.orchestration.mirror.sensors import delta_arrival_sensor
 from skewtape_pipeline.orchestration.mirror.snapshot_asset import history_snapshot
@@ -36,8 +37,10 @@ def build_definitions(
     skewtape: SkewtapeHome,
     archive: ArchiveSettings | None = None,
     executor: dg.ExecutorDefinition = dg.in_process_executor,
+    publisher: PublisherSource | None = None,
 ) -> dg.Definitions:
-    """The definitions, with ``skewtape`` as the data root (the demo passes a fixed folder).
+    """The definitions, with ``skewtape`` as the data root (the demo passes a fixed folder) and
+    ``publisher`` the source followed (default: the one ``SKEWTAPE_SOURCE`` names at run time).
 
     ``executor`` runs the jobs that do not pin one (``archive_ticks``); ``apply_month`` and
     ``retier_ticks`` always run in process: each is one journaled sequence over one folder."""
@@ -51,13 +54,17 @@ def build_definitions(
             verify_archive_job,
             prune_tick_versions_job,
         ],
-        sensors=[delta_arrival_sensor, tick_corrections_sensor],
+        sensors=[delta_arrival_sensor, publisher_sensor, tick_corrections_sensor],
         schedules=[
             monthly_apply_schedule,
             daily_retier_schedule,
             daily_verify_archive_schedule,
             weekly_prune_versions_schedule,
         ],
-        resources={"skewtape": skewtape, "archive": archive or ArchiveSettings()},
+        resources={
+            "skewtape": skewtape,
+            "archive": archive or ArchiveSettings(),
+            "publisher": publisher or PublisherSource(),
+        },
         executor=executor,
     )
