@@ -495,6 +495,15 @@ def _tier_policy(args: argparse.Namespace) -> Any:
     return TierPolicy.load(Path(args.tier_policy)) if args.tier_policy else None
 
 
+def _writer_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The tier policy, audit log and lock wait of a command that changes an archive."""
+    return {
+        "policy": _tier_policy(args),
+        "audit_log": Path(args.audit_log) if args.audit_log else None,
+        "lock_timeout": args.wait,
+    }
+
+
 def cmd_verify_archive(args: argparse.Namespace) -> None:
     from skewtape_pipeline.errors import ArchiveVerificationError
     from skewtape_pipeline.ticks.archive.integrity import verify_archive
@@ -509,12 +518,7 @@ def cmd_verify_archive(args: argparse.Namespace) -> None:
 def cmd_rebuild_catalog(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.archive.integrity import rebuild_catalog
 
-    result = rebuild_catalog(
-        Path(args.archive),
-        policy=_tier_policy(args),
-        audit_log=Path(args.audit_log) if args.audit_log else None,
-        lock_timeout=args.wait,
-    )
+    result = rebuild_catalog(Path(args.archive), **_writer_options(args))
     _print_result(
         args,
         result,
@@ -543,15 +547,68 @@ def cmd_query(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.archive.query import run_query_json, run_query_text
 
     roots = [Path(root) for root in args.archive]
-    policy = _tier_policy(args)
-    unrestricted = args.unrestricted
+    options = {
+        "policy": _tier_policy(args),
+        "unrestricted": args.unrestricted,
+        "as_of": args.as_of,
+    }
     if args.json:
-        print(run_query_json(args.sql, roots, policy=policy, unrestricted=unrestricted))
+        print(run_query_json(args.sql, roots, **options))
         return
-    result = run_query_text(args.sql, roots, policy=policy, unrestricted=unrestricted)
+    result = run_query_text(args.sql, roots, **options)
     print("\t".join(_tsv_field(name) for name in result.columns))
     for row in result.rows:
         print("\t".join(_tsv_field(value) for value in row))
+
+
+def cmd_versions(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.versions import list_tags, list_versions
+
+    archive = check_archive_root(args.archive, empty_ok=False)
+    versions = list_versions(archive)
+    tags: dict[int, list[str]] = {}
+    for name, number in list_tags(archive).items():
+        tags.setdefault(number, []).append(name)
+    rows = [v.to_dict() | {"tags": tags.get(v.version, [])} for v in versions]
+    lines = [
+        f"{v.version}\t{row['time']}\t{v.operation}\t{len(v.changed)} symbol-days changed"
+        + (f"\ttags: {', '.join(row['tags'])}" if row["tags"] else "")
+        for v, row in zip(versions, rows, strict=True)
+    ]
+    _print_result(args, rows, "\n".join(lines) or f"{args.archive}: no versions yet")
+
+
+def cmd_tag(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.versions import tag_version
+
+    version = tag_version(
+        check_archive_root(args.archive, empty_ok=False),
+        args.name,
+        version=args.version,
+        audit_log=Path(args.audit_log) if args.audit_log else None,
+    )
+    result = {"tag": args.name, "version": version}
+    _print_result(args, result, f"{args.archive}: tag {args.name} pins version {version}")
+
+
+def cmd_prune_versions(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.version_pruning import prune_versions
+
+    result = prune_versions(
+        check_archive_root(args.archive, empty_ok=False),
+        keep_last=args.keep_last,
+        older_than=_parse_day(args.older_than, option="--older-than") if args.older_than else None,
+        **_writer_options(args),
+    )
+    _print_result(
+        args,
+        result,
+        f"{args.archive}: pruned {len(result.pruned)} versions, kept {len(result.kept)}; "
+        f"removed {len(result.files_removed)} files no kept version reads",
+    )
 
 
 _TSV_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
@@ -776,9 +833,38 @@ def build_parser() -> argparse.ArgumentParser:
         help="run any SQL with DuckDB's full access (by default: one SELECT, reading only the "
         "archives' own files)",
     )
+    query.add_argument(
+        "--as-of",
+        metavar="VERSION|TIMESTAMP|TAG",
+        help="read the archive as it was right after that version committed (one --archive)",
+    )
     _add_archive_options(query, writes=False)
     _add_archive_repair_commands(command)
+    _add_version_commands(command)
     return parser
+
+
+def _add_version_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``versions``, ``tag`` and ``prune-versions``."""
+    versions = command("versions", cmd_versions, "list a tick archive's kept versions")
+    versions.add_argument("archive", help="archive root (its hot tier)")
+
+    tag = command("tag", cmd_tag, "pin a version of a tick archive by name (never pruned)")
+    tag.add_argument("archive", help="archive root (its hot tier)")
+    tag.add_argument("name", help="the tag: a letter, then letters, digits, '.', '_' or '-'")
+    tag.add_argument("--version", type=int, help="the version to pin (default: the latest)")
+    tag.add_argument("--audit-log", help="audit log (default: audit.jsonl beside the archive)")
+
+    prune = command(
+        "prune-versions",
+        cmd_prune_versions,
+        "remove old versions of a tick archive, then the files no kept version reads",
+    )
+    prune.add_argument("archive", help="archive root (its hot tier)")
+    rule = prune.add_mutually_exclusive_group(required=True)
+    rule.add_argument("--keep-last", type=int, metavar="N", help="keep the N newest versions")
+    rule.add_argument("--older-than", metavar="DATE", help="prune versions before this day")
+    _add_archive_options(prune, writes=True)
 
 
 def _add_archive_repair_commands(command: Callable[..., argparse.ArgumentParser]) -> None:

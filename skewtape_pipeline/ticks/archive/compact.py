@@ -77,6 +77,7 @@ from skewtape_pipeline.ticks.archive.spill import (
     remove_orphaned_staging,
 )
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy, check_age_days
+from skewtape_pipeline.ticks.archive.versions import commit_version
 from skewtape_pipeline.ticks.encode.chunked import DEFAULT_BLOCK_BYTES, read_ahead
 from skewtape_pipeline.ticks.encode.model import (
     MAX_UNITS,
@@ -867,6 +868,7 @@ def compact_source(
             ),
             on_progress,
         )  # fmt: skip
+    commit_version(Path(out), "compact", audit_log=audit_log)
     return reports
 
 

@@ -10,8 +10,10 @@ where the tier policy wants it at ``as_of``; :func:`retier` carries the plan out
 2. the catalog is replaced by one atomic rename: from that instant the query view reads the
    new files and ignores the ones they replace (commit, audited);
 3. only then are the replaced files removed (hot files only if unchanged since they were read;
-   each removal audited before it happens). In ``books_and_records`` mode nothing is removed:
-   the replaced files are retained and the result says so.
+   each removal audited before it happens), but a consolidated file a kept version of the
+   archive still reads (``ticks.versions``) is retained until ``prune-versions`` drops the last
+   such version. In ``books_and_records`` mode nothing is removed: the replaced files are
+   retained and the result says so; then the version (``versions.record_version``) is recorded.
 
 Warm and cold roots may be S3 prefixes (``skewtape_pipeline.storage``): a new file is then verified
 locally, uploaded under its content name only if that key is absent and read back (size, sha256)
@@ -110,6 +112,7 @@ from skewtape_pipeline.ticks.archive.tiers import (
     is_colder,
 )
 from skewtape_pipeline.ticks.archive.trust import HOT_WRITER, required_hot_record
+from skewtape_pipeline.ticks.archive.versions import kept_files, record_version
 from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport, compression_ratio
 
@@ -384,6 +387,9 @@ class RetierResult:
     seconds: float
     purged: list[SymbolDayKey] = field(default_factory=list)
     """Withdrawn symbol-days this run removed from their consolidated file (and the catalog)."""
+    version: int | None = None
+    """The archive version this run committed (``ticks.versions``); None when it changed
+    nothing a version records."""
 
     def metrics(self) -> dict[str, int | float | bool]:
         """Counts and sizes of the run (for logs and orchestration metadata)."""
@@ -401,6 +407,7 @@ class RetierResult:
             "files_retained": len(self.files_retained),
             "symbol_days_held": len(self.held),
             "symbol_days_purged": len(self.purged),
+            "version": self.version or 0,
             "seconds": self.seconds,
         }
 
@@ -472,7 +479,7 @@ def retier(
         plan = plan_retier(root, as_of=as_of, policy=policy, months=months)
         books = is_books_and_records(root)
         reader = _SourceReader(root, plan.catalog, policy)  # reads the records: refuses first
-        removed_first = _remove(root, _withdrawn_garbage(plan), audit_log, policy)
+        removed_first = remove_files(root, _withdrawn_garbage(plan), audit_log, policy)
         written = []
         for rewrite in plan.rewrites:
             written.append(_write_rewrite(root, plan, rewrite, policy, reader, audit_log))
@@ -482,12 +489,15 @@ def retier(
             catalog = _next_catalog(root, plan, written, policy)
             _commit(root, catalog, plan, written, audit_log, policy)
         garbage = _garbage(root, policy)
-        if books:
-            removed, retained = [], [path for path, _ in garbage]
-        else:
-            removed, retained = _remove(root, garbage, audit_log, policy), []
+        kept = set() if books else kept_files(root, policy)
+        retained = [path for path, _ in garbage if books or path in kept]
+        removed = []
+        if not books:
+            unread = [(path, why) for path, why in garbage if path not in kept]
+            removed = remove_files(root, unread, audit_log, policy)
             catalog = _forget_gone_sources(root, catalog, audit_log)
         settle_hot_records(root)
+        version = record_version(root, "retier", audit_log=audit_log)
     return RetierResult(
         archive_root=root,
         as_of=plan.as_of,
@@ -502,6 +512,7 @@ def retier(
         held=plan.held,
         purged=plan.purged,
         seconds=time.perf_counter() - started,
+        version=None if version is None else version.version,
     )
 
 
@@ -850,7 +861,8 @@ def _without_stale_stamp(root: Path, partition: CatalogPartition) -> CatalogPart
 def prune(
     archive_root: Path, *, policy: TierPolicy | None = None, audit_log: Path | None = None
 ) -> list[TierFile]:
-    """Remove superseded files (moved hot files, replaced or uncommitted consolidated files).
+    """Remove superseded files (moved hot files, replaced or uncommitted consolidated files)
+    that no kept version reads (``versions.kept_files``).
 
     What :func:`retier` does after its commit, on its own (e.g. after an interrupted run).
     Every removal is audited before it happens. Returns the files removed.
@@ -869,14 +881,17 @@ def prune(
     policy = _check_policy(policy)
     with fsio.exclusive_lock(root / LOCK_FILE, what="pruning", held_error=ArchiveBusyError):
         checked_catalog(root, policy)
-        removed = _remove(root, _garbage(root, policy), audit_log, policy)
+        kept = kept_files(root, policy)
+        unread = [(path, why) for path, why in _garbage(root, policy) if path not in kept]
+        removed = remove_files(root, unread, audit_log, policy)
         if not is_books_and_records(root):
             _forget_gone_sources(root, read_catalog(root), audit_log)
         return removed
 
 
 def _garbage(root: Path, policy: TierPolicy) -> list[tuple[TierFile, str]]:
-    """Files on disk that the committed catalog makes unreachable, with the reason."""
+    """Files on disk that the committed catalog makes unreachable, with the reason (some of
+    which a kept version may still read: ``versions.kept_files``)."""
     state = archive_state(root)
     out = [
         (hot.path, "superseded: its rows live in a consolidated file")
@@ -889,10 +904,11 @@ def _garbage(root: Path, policy: TierPolicy) -> list[tuple[TierFile, str]]:
     return out
 
 
-def _remove(
+def remove_files(
     root: Path, garbage: list[tuple[TierFile, str]], audit_log: Path | None, policy: TierPolicy
 ) -> list[TierFile]:
-    """Audit every removal first (one append), then remove the files and empty folders."""
+    """Audit every removal (``reason`` each) first (one append), then remove the files;
+    WriteOnceError (audited) in ``books_and_records`` mode. Returns the files removed."""
     if not garbage:
         return []
     records = []

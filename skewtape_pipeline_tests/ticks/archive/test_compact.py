@@ -35,6 +35,7 @@ from skewtape_pipeline.ticks.archive.parquet_store import (
     read_archive_batch,
 )
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.versions import EVENT_VERSION
 from skewtape_pipeline.ticks.encode.report import (
     RAW_SIZE_BASIS_CANONICAL_CSV,
     RAW_SIZE_BASIS_SOURCE_FILE,
@@ -532,9 +533,9 @@ def test_cli_compact_ticks_when_run_twice_audits_every_rewritten_symbol_day(tmp_
     argv = ["compact-ticks", str(source), "--out", str(tmp_path / "archive"), "--as-of",
             AS_OF.isoformat(), "--price-scale", "4", "--audit-log", str(log)]  # fmt: skip
     assert main(argv) == 0
-    assert not log.exists()
+    assert [r["event"] for r in _records(log)] == [EVENT_VERSION]  # no rewrite, one version
     assert main(argv) == 0, capsys.readouterr().err
-    days = {(r["symbol"], r["date"]) for r in _records(log)}
+    days = {(r["symbol"], r["date"]) for r in _records(log) if r["event"] == EVENT_RECOMPACT}
     reports = compact_ticks(source, out=tmp_path / "other", as_of=AS_OF, price_scale=4)
     assert days == {(r.symbol, r.date) for r in reports} and len(days) > 1
 

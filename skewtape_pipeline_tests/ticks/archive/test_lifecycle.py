@@ -26,6 +26,7 @@ from skewtape_pipeline.ticks.archive.lifecycle import (
 )
 from skewtape_pipeline.ticks.archive.placement import archive_metrics, locate, scan_hot_files
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM
+from skewtape_pipeline.ticks.archive.version_pruning import prune_versions
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
@@ -74,7 +75,8 @@ def test_retier_when_days_age_through_tiers_view_returns_same_rows_at_each_stage
     assert view_rows(root) == expected_rows()
     assert tiers_by_day(root) == {(s, d): expected_tier(d, between) for s in SYMBOLS for d in DAYS}
     assert {(m.from_tier, m.to_tier) for m in partial.moved} == {(WARM, COLD), (HOT, WARM)}
-    assert len(partial.files_written) == 2 and len(partial.files_removed) == 2 + len(SYMBOLS)
+    assert len(partial.files_written) == 2 and len(partial.files_removed) == len(SYMBOLS)
+    assert len(partial.files_retained) == 2  # the replaced files: past versions read them
 
     second = retier(root, as_of=STAGE_2, policy=POLICY)
     assert view_rows(root) == expected_rows()
@@ -82,6 +84,8 @@ def test_retier_when_days_age_through_tiers_view_returns_same_rows_at_each_stage
     assert {m.from_tier for m in second.moved} == {WARM}
     assert scan_hot_files(root) == []
     warm_root = POLICY.root_for(WARM, root)
+    assert list(warm_root.rglob("*.parquet"))  # replaced, kept: past versions read it
+    prune_versions(root, keep_last=1, policy=POLICY)
     assert list(warm_root.rglob("*.parquet")) == []  # the warm file was replaced and removed
     catalog = read_catalog(root)
     assert {f.tier for f in catalog.files.values()} == {COLD}
