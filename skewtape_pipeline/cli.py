@@ -375,6 +375,20 @@ def _check_symbol_days_archived(archive: Path, keys: Sequence[tuple[str, date]])
             )
 
 
+def cmd_show(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.show import show_symbol_day
+
+    story = show_symbol_day(
+        check_archive_root(args.archive, empty_ok=False),
+        args.symbol,
+        _parse_day(args.date, option="DATE"),
+        policy=_tier_policy(args),
+        audit_log=Path(args.audit_log) if args.audit_log else None,
+    )
+    _print_result(args, story, "\n".join(story.describe()))
+
+
 def cmd_query(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.archive.query import run_query_json, run_query_text
 
@@ -569,7 +583,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_archive_options(query, writes=False)
     _add_archive_repair_commands(command)
+    _add_show_command(command)
     return parser
+
+
+def _add_show_command(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``show``: one symbol-day's place, report and history."""
+    show = command(
+        "show",
+        cmd_show,
+        "say where one symbol-day is now (tier, file, rows), its report and its history",
+    )
+    show.add_argument("archive", help="archive root (its hot tier)")
+    show.add_argument("symbol", help="e.g. kalshi:KXBTC-26OCT05")
+    show.add_argument("date", help="the symbol-day's UTC date (YYYY-MM-DD)")
+    show.add_argument("--audit-log", help="audit log (default: audit.jsonl beside the archive)")
+    _add_archive_options(show, writes=False)
 
 
 def _add_archive_repair_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
