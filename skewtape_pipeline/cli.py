@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import json
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import date
 from pathlib import Path
@@ -235,17 +236,28 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
         for report in reports:
             print(json.dumps(report.to_dict(), default=str))
         return
-    print("\n".join(compaction_summary(reports, Path(args.out))))
+    retier = f"skewtape-pipeline retier {args.out} --as-of {args.as_of}"
+    if args.tier_policy:
+        retier += f" --tier-policy {args.tier_policy}"
+    print("\n".join(compaction_summary(reports, Path(args.out), retier_command=retier)))
 
 
 SUMMARY_ROWS = 10
 """Symbol-days listed by ``compact-ticks``' summary; the rest are counted, not listed."""
 
 
-def compaction_summary(reports: Sequence[Any], out: Path, *, rows: int = SUMMARY_ROWS) -> list[str]:
+def compaction_summary(
+    reports: Sequence[Any],
+    out: Path,
+    *,
+    rows: int = SUMMARY_ROWS,
+    retier_command: str | None = None,
+) -> list[str]:
     """``compact-ticks``' default output: a totals line, a line counting the float noise
     rounded away and the precision lost (when any), then a table of the first ``rows``
-    symbol-days (ticks, raw and archived bytes, ratio, tier), then how many were left out."""
+    symbol-days (ticks, raw and archived bytes, ratio, tier), then how many were left out,
+    what recompacted symbol-days replaced, and, when some symbol-days are old enough for a
+    colder tier, ``retier_command`` (they stay hot until it runs)."""
     raw = sum(report.raw_size_bytes for report in reports)
     packed = sum(report.compacted_size_bytes for report in reports)
     ticks = sum(report.tick_count for report in reports)
@@ -273,7 +285,34 @@ def compaction_summary(reports: Sequence[Any], out: Path, *, rows: int = SUMMARY
         lines.append(
             f"({len(reports) - rows} more symbol-days not shown; --json prints every report)"
         )
+    return lines + _recompacted_lines(reports) + _retier_hint(reports, retier_command)
+
+
+def _recompacted_lines(reports: Sequence[Any]) -> list[str]:
+    """What the symbol-days the archive already held were compacted over (the first few)."""
+    from skewtape_pipeline.ticks.archive.compact import RECOMPACTED
+
+    again = [(r, n) for r in reports for n in r.notes if n.startswith(RECOMPACTED)]
+    if not again:
+        return []
+    lines = [f"recompacted {len(again)} symbol-days the archive already held (audited):"]
+    lines += [f"  {r.symbol} {r.date}: {note.removeprefix(RECOMPACTED)}" for r, note in again[:3]]
+    if len(again) > 3:
+        lines.append(f"  ({len(again) - 3} more; --json prints every report's notes)")
     return lines
+
+
+def _retier_hint(reports: Sequence[Any], retier_command: str | None) -> list[str]:
+    from skewtape_pipeline.ticks.archive.tiers import HOT
+
+    older = Counter(r.tier for r in reports if r.tier != HOT)
+    if not older or retier_command is None:
+        return []
+    counts = ", ".join(f"{n} {tier}" for tier, n in sorted(older.items()))
+    return [
+        f"{sum(older.values())} symbol-days are old enough for a colder tier ({counts}) and stay "
+        f"hot until re-tiering: {retier_command}"
+    ]
 
 
 def cmd_retier(args: argparse.Namespace) -> None:
@@ -290,11 +329,21 @@ def cmd_retier(args: argparse.Namespace) -> None:
             lock_timeout=args.wait,
         )
     metrics = result.metrics()
-    _print_result(
-        args,
-        metrics,
-        f"{args.archive}: moved {metrics['symbol_days_moved']} symbol-days "
-        f"({metrics['ticks_moved']} ticks); generation {metrics['generation']}",
+    _print_result(args, metrics, describe_retier(args.archive, metrics))
+
+
+def describe_retier(archive: str, metrics: dict[str, Any]) -> str:
+    """``retier``'s summary: what moved, its bytes before and after, the files written and
+    removed, the catalog generation (unchanged when nothing moved)."""
+    before, after = metrics["bytes_before"], metrics["bytes_after"]
+    sizes = f"{before} -> {after} bytes"
+    if 0 < after <= before:
+        sizes += f", {before / after:.2f}x smaller"
+    return (
+        f"{archive}: moved {metrics['symbol_days_moved']} symbol-days "
+        f"({metrics['ticks_moved']} ticks; {sizes}); files written {metrics['files_written']}, "
+        f"removed {metrics['files_removed']}; catalog generation {metrics['generation']}"
+        + ("" if metrics["committed"] else " (nothing to commit)")
     )
 
 

@@ -867,8 +867,12 @@ def _next_catalog(
     }
     reread = {slot.key for slots in plan.slots.values() for slot in slots if slot.hot is not None}
     withdrawn = frozenset(k for k in catalog.withdrawn if k in partitions and k not in reread)
+    moves_rows = bool(plan.rewrites or plan.emptied)  # else only source stamps are recorded
     return Catalog(
-        generation=catalog.generation + 1, files=files, partitions=partitions, withdrawn=withdrawn
+        generation=catalog.generation + moves_rows,
+        files=files,
+        partitions=partitions,
+        withdrawn=withdrawn,
     )
 
 
@@ -877,13 +881,14 @@ def _forget_gone_sources(root: Path, catalog: Catalog, audit_log: Path | None) -
 
     A stamp only serves while its hot file is on disk (telling the superseded copy from a
     newer one); once removal is done, it is dropped by one more atomic commit (audited), so
-    the catalog stops carrying a path and a sha256 per symbol-day. Unchanged (nothing
-    written) when no stamp is stale.
+    the catalog stops carrying a path and a sha256 per symbol-day. That commit keeps the
+    generation (no symbol-day changes file: the generation counts the commits that move rows).
+    Unchanged (nothing written) when no stamp is stale.
     """
     partitions = {key: _without_stale_stamp(root, p) for key, p in catalog.partitions.items()}
     if all(partitions[key] is p for key, p in catalog.partitions.items()):
         return catalog
-    settled = replace(catalog, generation=catalog.generation + 1, partitions=partitions)
+    settled = replace(catalog, partitions=partitions)
     faults.checkpoint("forgetting-sources")
     reason = "forget the source stamps of removed hot files"
     _write_catalog_audited(root, settled, audit_log, {"reason": reason, "symbol_days_moved": 0})

@@ -24,7 +24,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime, time
 from pathlib import Path
@@ -232,13 +232,46 @@ def read_canonical_csv(
     """
     path = Path(path)
     names = _csv_header(path)
-    _check_columns(path, names, required=CANONICAL_COLUMNS, optional=(SYMBOL_COLUMN,), strict=True)
+    try:
+        _check_columns(
+            path, names, required=CANONICAL_COLUMNS, optional=(SYMBOL_COLUMN,), strict=True
+        )
+    except TickValidationError as exc:
+        suggested = format_of_columns(names)
+        if suggested is None:
+            raise
+        raise TickValidationError(
+            f"{exc.detail}; these are the columns of {suggested[1]}: pass --input-format "
+            f"{suggested[0]}",
+            field=exc.field,
+        ) from None
     table = _read_text_csv(path, names=names, header_lines=1)
     return _csv_source(
         path,
         table.select([n for n in (*CANONICAL_COLUMNS, SYMBOL_COLUMN) if n in names]),
         CANONICAL_SIDES if side_map is None else side_map,
     )
+
+
+def format_of_columns(names: Sequence[str]) -> tuple[str, str] | None:
+    """(``--input-format`` value, what it is) of a CSV header whose columns are those of a
+    source format this module reads: Kalshi trades, Tardis trades, or a LOBSTER message file
+    (no header: six numbers on its first line); None when none matches."""
+    if all(name in names for name in KALSHI_COLUMNS):
+        return "kalshi-trades", "a Kalshi trades file"
+    if all(name in names for name in TARDIS_COLUMNS):
+        return "tardis-trades", "a Tardis trades file"
+    if len(names) == len(LOBSTER_COLUMNS) and all(_is_number(name) for name in names):
+        return "lobster-messages", "a LOBSTER message file (no header, six numbers)"
+    return None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def read_canonical_parquet(
@@ -420,7 +453,7 @@ def lobster_label(
                 f"{path}: the file name's session date {named['date']!r} is not a date"
             ) from None
     given = {"symbol": symbol, "session date": session_date}
-    label = []
+    label, lacking = [], []
     for what, option in (("symbol", "--symbol"), ("session date", "--session-date")):
         value, in_name = given[what], from_name.get(what)
         if value is not None and in_name is not None and value != in_name:
@@ -429,11 +462,13 @@ def lobster_label(
                 f"{_text(in_name)}"
             )
         if value is None and in_name is None:
-            raise SourceLabelError(
-                f"{path}: no {what}: the name does not follow LOBSTER's "
-                f"{LOBSTER_NAME_CONVENTION}; pass {option}"
-            )
+            lacking.append((what, option))
         label.append(value if value is not None else in_name)
+    if lacking:
+        raise SourceLabelError(
+            f"{path}: no {' and no '.join(w for w, _ in lacking)}: the name does not follow "
+            f"LOBSTER's {LOBSTER_NAME_CONVENTION}; pass {' and '.join(o for _, o in lacking)}"
+        )
     return label[0], label[1]
 
 
