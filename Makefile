@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export SKEWTAPE_HOME ?= $(CURDIR)/data
 UI_PORT ?= 3000
 
-.PHONY: venv demo test lint format ui bench clean postgres-binaries reflink-filesystem instance
+.PHONY: venv demo test lint format ui bench clean postgres-binaries reflink-filesystem instance nginx
 
 $(VENV)/.installed: pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; set PYTHON=/path/to/python3.11"; exit 1; }
@@ -54,7 +54,16 @@ reflink-filesystem:
 	  echo "error: mkfs.xfs not found; install Debian's xfsprogs package"; \
 	  exit 1; }
 
-test: lint postgres-binaries reflink-filesystem
+# The fetch tests serve a publisher's files with Debian's nginx (run unprivileged by the tests on
+# a free loopback port with a generated config); install the package only where it is missing.
+nginx:
+	@{ command -v nginx || test -x /usr/sbin/nginx; } >/dev/null 2>&1 || { \
+	  command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx; } || { \
+	  echo "error: nginx not found; install Debian's nginx package"; \
+	  exit 1; }
+
+test: lint postgres-binaries reflink-filesystem nginx
 	$(VENV)/bin/pytest -q
 
 # The UI: Dagster's daemon (run queue, sensors, schedules, backfills) in the background and its

@@ -11,6 +11,10 @@ scales, checked exact on the data); the line under each table title says which. 
 runs on one pinned CPU; scratch files go under ``--workdir`` (a fresh temporary folder by
 default) and are removed unless ``--keep``.
 
+Its scale part (``tick_scale.py``: canonical CSVs of 2M, 20M and 200M synthetic ticks through
+``compact-ticks`` end to end, beside pyarrow's ``read_csv`` + ``write_table``; the 200M file is
+about 8 GB in ``--workdir``) runs last; ``--scale-ticks`` picks the sizes (``0`` skips it).
+
 Its archive lifecycle part (the real Kalshi file split into symbol-days, written hot, re-tiered
 cold, then queried by symbol and date through the ``ticks`` view, against the same anchors
 stored whole) is ``archive_tiers.py``, which ``make bench`` runs after this one.
@@ -27,6 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import tick_scale
 from bench_util import (
     fmt_float,
     fmt_int,
@@ -144,6 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu", type=int, default=None, help="CPU to pin to (default: last)")
     parser.add_argument("--skip", action="append", default=[], help="skip contenders matching")
     parser.add_argument("--no-synthetic", action="store_true", help="real files only")
+    parser.add_argument(
+        "--scale-ticks",
+        default=",".join(str(n) for n in tick_scale.DEFAULT_SIZES),
+        help="sizes of the scale section, comma separated (0: skip it)",
+    )
     args = parser.parse_args(argv)
 
     print(pin_to_one_core(args.cpu), file=sys.stderr)
@@ -199,6 +209,11 @@ def main(argv: list[str] | None = None) -> int:
                 title = f"{ticks.name}: split into {len(parts):,} symbol-days"
                 out.append(render(title, len(ticks), ticks.source_bytes, split, note))
         out.append(bars(cold_ratios, datasets, throughput_check, workdir))
+        sizes = [int(n) for n in args.scale_ticks.split(",") if int(n)]
+        if sizes:
+            print(f"scale: {sizes}", file=sys.stderr)
+            table = tick_scale.run(sizes, workdir, workdir, memory_limit="2G", keep=False)
+            out.append("#### Scale: canonical CSV through compact-ticks end to end\n\n" + table)
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)

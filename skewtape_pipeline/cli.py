@@ -10,7 +10,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
+import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import date
@@ -122,6 +125,95 @@ def cmd_catch_up(args: argparse.Namespace) -> None:
     _print_result(args, results, "\n".join(lines))
 
 
+def _data_root(args: argparse.Namespace) -> Path:
+    """``--root``, else ``$SKEWTAPE_HOME``, else ``./data``."""
+    return Path(args.root or os.environ.get("SKEWTAPE_HOME") or "data")
+
+
+def _fetch(args: argparse.Namespace, *, first_snapshot: bool) -> Any:
+    """Run ``fetch`` (or ``sync``'s fetch): the first snapshot when asked for (or, for
+    ``first_snapshot``, when the root holds none: the publisher's newest), then the deltas."""
+    from skewtape_pipeline.mirror.fetch import (
+        fetch_deltas,
+        fetch_snapshot,
+        holds_snapshot,
+        newest_snapshot_month,
+    )
+    from skewtape_pipeline.mirror.sources import TransferSettings, open_source
+
+    root = _data_root(args)
+    source = open_source(args.source, TransferSettings(connections=args.connections))
+    shown = TransferProgress(sys.stderr, enabled=not args.json)
+    options = {"dry_run": getattr(args, "dry_run", False), "on_progress": shown.update}
+    try:
+        month = args.snapshot
+        if month is None and first_snapshot and not holds_snapshot(root):
+            month = newest_snapshot_month(source)
+        if month is not None:
+            result = fetch_snapshot(source, root, _check_month(month), **options)
+            if not first_snapshot:
+                return result
+            deltas = fetch_deltas(source, root, **options)
+            result.months += deltas.months
+            result.next_unpublished = deltas.next_unpublished
+            return result
+        return fetch_deltas(source, root, **options)
+    finally:
+        shown.finish()
+
+
+def _check_month(month: str) -> str:
+    from skewtape_pipeline.mirror.format import MONTH_RE
+
+    if not MONTH_RE.match(month):
+        raise ConfigError(f"--snapshot {month!r}: expected a month YYYY-MM")
+    return month
+
+
+def _describe_fetch(result: Any) -> str:
+    lines = []
+    for month in result.months:
+        if month.already_present:
+            lines.append(f"{month.folder}: already in place; nothing to fetch")
+        elif result.dry_run:
+            lines.append(f"{month.folder}: would fetch {month.files} files, {month.bytes} bytes")
+        else:
+            lines.append(
+                f"{month.folder}: {month.files} files verified; {month.bytes_fetched} bytes "
+                f"fetched, {month.bytes_resumed} resumed, {month.retries} retries, "
+                f"{month.seconds:.1f} s ({month.mean_rate / 1e6:.1f} MB/s)"
+            )
+    if result.next_unpublished:
+        lines.append(f"{result.source}: {result.next_unpublished} is not published yet")
+    return "\n".join(lines) or f"{result.source}: nothing to fetch"
+
+
+def cmd_fetch(args: argparse.Namespace) -> None:
+    result = _fetch(args, first_snapshot=False)
+    _print_result(args, result, _describe_fetch(result))
+
+
+def cmd_sync(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.mirror.catchup import catch_up
+
+    fetched = _fetch(args, first_snapshot=True)
+    history = _data_root(args) / "history"
+    (history.parent / "deltas").mkdir(exist_ok=True)  # a root started from a snapshot alone
+    applied = catch_up(
+        history,
+        _data_root(args) / "deltas",
+        mode="in_place" if args.in_place else "versioned",
+        audit_log=_audit_log(args, history),
+        lock_timeout=args.wait,
+    )
+    if args.json:
+        print(json.dumps({"fetch": fetched.to_dict(), "catch_up": _as_json(applied)}, indent=2,
+                         default=str))  # fmt: skip
+        return
+    lines = [_describe_fetch(fetched), *(_describe_apply(result) for result in applied)]
+    print("\n".join(lines if applied else [*lines, f"{history}: already current"]))
+
+
 def cmd_sample(args: argparse.Namespace) -> None:
     from skewtape_pipeline.sample.publisher import publish_sample
 
@@ -186,23 +278,45 @@ INPUT_FORMATS = ("canonical", "kalshi-trades", "tardis-trades", "lobster-message
 
 
 def _read_ticks(args: argparse.Namespace, side_map: dict[str, str] | None) -> Any:
-    """The input file's ticks, read by the reader of ``--input-format``."""
+    """The input file as a stream of chunks, read by the reader of ``--input-format`` in
+    chunks sized for ``--memory-limit``."""
+    from skewtape_pipeline.ticks.archive.compact import block_bytes_for
     from skewtape_pipeline.ticks.encode import sources
 
     path, input_format = Path(args.input), args.input_format
     if args.session_date is not None and input_format != "lobster-messages":
         raise ConfigError("--session-date applies to --input-format lobster-messages only")
+    block = block_bytes_for(parse_bytes(args.memory_limit))
     readers = {
-        "canonical": lambda: sources.read_canonical(path, side_map=side_map),
-        "kalshi-trades": lambda: sources.read_kalshi_trades(path),
-        "tardis-trades": lambda: sources.read_tardis_trades(path),
-        "lobster-messages": lambda: sources.read_lobster_messages(
+        "canonical": lambda: sources.open_canonical(path, side_map=side_map, block_bytes=block),
+        "kalshi-trades": lambda: sources.open_kalshi_trades(path, block_bytes=block),
+        "tardis-trades": lambda: sources.open_tardis_trades(path, block_bytes=block),
+        "lobster-messages": lambda: sources.open_lobster_messages(
             path,
             symbol=args.symbol,
             session_date=_session_date(args.session_date),
+            block_bytes=block,
         ),
     }
     return readers[input_format]()
+
+
+BYTE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_bytes(text: str) -> int:
+    """``2G``, ``512M``, ``64MiB``, ``1.5G`` or a plain number of bytes, as bytes (binary
+    units). Raises ConfigError naming the value."""
+    raw = text.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = raw[-1:] if raw[-1:] in BYTE_UNITS else ""
+    number = raw[: len(raw) - len(unit)]
+    try:
+        value = float(number) * BYTE_UNITS[unit]
+    except ValueError:
+        raise ConfigError(
+            f"--memory-limit {text!r}: expected bytes, e.g. 2G, 512M or 1073741824"
+        ) from None
+    return int(value)
 
 
 def _session_date(text: str | None) -> date | None:
@@ -217,6 +331,9 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
     line = progress.ProgressLine(
         sys.stderr, "symbol-days", label=args.command, enabled=not args.json
     )
+    reading = ReadingRate(
+        progress.ProgressLine(sys.stderr, "bytes", label=args.command, enabled=not args.json)
+    )
     reports = compact_source(
         _read_ticks(args, side_map),
         out=Path(args.out),
@@ -229,8 +346,11 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
         allow_precision_loss=args.allow_precision_loss,
         timestamp_unit=args.timestamp_unit,
         audit_log=Path(args.audit_log) if args.audit_log else None,
+        memory_limit=parse_bytes(args.memory_limit),
         on_progress=line.update,
+        on_read=reading.update,
     )
+    reading.line.finish()
     line.finish()
     if args.json:
         for report in reports:
@@ -313,6 +433,50 @@ def _retier_hint(reports: Sequence[Any], retier_command: str | None) -> list[str
         f"{sum(older.values())} symbol-days are old enough for a colder tier ({counts}) and stay "
         f"hot until re-tiering: {retier_command}"
     ]
+
+
+class ReadingRate:
+    """``compact-ticks``' reading progress on a :class:`~skewtape_pipeline.progress.
+    ProgressLine` counted in bytes: the bytes read of the file's size, with the ticks read and
+    their rate per second as the stage."""
+
+    def __init__(self, line: progress.ProgressLine, clock: Callable[[], float] = time.monotonic):
+        self.line, self.clock = line, clock
+        self.started = clock()
+
+    def update(self, bytes_read: int, file_bytes: int, ticks: int) -> None:
+        rate = ticks / max(self.clock() - self.started, 1e-9)
+        stage = f"reading, {ticks:,} ticks at {rate:,.0f} ticks/s:"
+        self.line.update(bytes_read, file_bytes, stage=stage, unit="bytes")
+
+
+class TransferProgress:
+    """A fetch's progress on ``stream`` through :class:`~skewtape_pipeline.progress.ProgressLine`
+    (a bar on a terminal, a line every ``interval`` seconds otherwise): bytes on disk of the
+    month's total, the mean rate and the time left. Called from the transfer threads."""
+
+    def __init__(self, stream: Any, *, enabled: bool = True, interval: float | None = None):
+        self.line = progress.ProgressLine(
+            stream, "bytes", label="fetch", enabled=enabled, interval=interval
+        )
+        self.lock, self.last = threading.Lock(), 0.0
+
+    def update(self, stats: Any) -> None:
+        now = time.monotonic()
+        if now - self.last < PROGRESS_REDRAW_SECONDS:
+            return
+        with self.lock:
+            self.last = now
+            done, total, seconds = stats.bytes_done, stats.bytes_total, stats.seconds
+            rate = stats.bytes_fetched / seconds if seconds > 0 else 0.0
+            left = f"{(total - done) / rate:.0f} s left" if rate > 0 else "-- s left"
+            self.line.update(done, total, f"{rate / 1e6:.1f} MB/s, {left},", "bytes")
+
+    def finish(self) -> None:
+        self.line.finish()
+
+
+PROGRESS_REDRAW_SECONDS = 0.2
 
 
 def cmd_retier(args: argparse.Namespace) -> None:
@@ -481,6 +645,24 @@ def _add_audit_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_source_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "source",
+        help="the publisher: https://host/path, s3://bucket/prefix (endpoint and credentials "
+        "from the environment) or a local folder",
+    )
+    parser.add_argument(
+        "--root", help="data root (history/ and deltas/; default: $SKEWTAPE_HOME, else ./data)"
+    )
+    parser.add_argument(
+        "--connections",
+        type=int,
+        default=4,
+        metavar="N",
+        help="parallel transfers (default: 4)",
+    )
+
+
 ARCHIVE_WAIT = "wait this long for another writer to release the archive's lock (default: refuse)"
 
 
@@ -524,6 +706,26 @@ def build_parser() -> argparse.ArgumentParser:
     catch.add_argument("deltas", help="folder of deltas (deltas/YYYY-MM/)")
     catch.add_argument("--in-place", action="store_true", help="advance the newest month in place")
     _add_audit_options(catch)
+
+    fetch = command("fetch", cmd_fetch, "fetch the publisher's new deltas (or a first snapshot)")
+    _add_source_options(fetch)
+    fetch.add_argument(
+        "--snapshot",
+        metavar="YYYY-MM",
+        help="fetch this month's whole snapshot into history/ (a new subscriber's start)",
+    )
+    fetch.add_argument(
+        "--dry-run", action="store_true", help="print what would be fetched and its bytes"
+    )
+    sync = command("sync", cmd_sync, "fetch from the publisher, then catch-up: a current mirror")
+    _add_source_options(sync)
+    sync.add_argument(
+        "--snapshot",
+        metavar="YYYY-MM",
+        help="the first snapshot to start an empty root from (default: the newest published)",
+    )
+    sync.add_argument("--in-place", action="store_true", help="advance the newest month in place")
+    _add_audit_options(sync)
 
     sample = command("sample", cmd_sample, "write the sample Skewtape history and delta chain")
     sample.add_argument("root", help="data root to create (history/ and deltas/ inside)")
@@ -586,6 +788,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--audit-log",
         help="audit log of rewrites of symbol-days already archived (default: audit.jsonl "
         "beside the archive)",
+    )
+    ticks.add_argument(
+        "--memory-limit",
+        default="2G",
+        metavar="BYTES",
+        help="memory the compaction may use, e.g. 2G or 512M (default 2G): rows beyond half of "
+        "it spill to the archive's staging folder; one symbol-day is encoded whole",
     )
     ticks.add_argument(
         "--allow-precision-loss",

@@ -300,3 +300,33 @@ class ArchiveSchemaError(ConfigError):
 class SampleRootError(SkewtapeError):
     """The sample publisher refused its root: it already holds a history or deltas (or the
     snapshots folder already holds one of the months). Nothing was written."""
+
+
+# --- following the publisher -------------------------------------------------------------------
+
+
+class FetchError(SkewtapeError):
+    """Fetching from a publisher failed. ``url`` names the remote file (or the source) concerned;
+    nothing verified was changed on disk and no partial month appeared."""
+
+    def __init__(self, message: str, *, url: str):
+        self.url = url
+        super().__init__(f"{url}: {message}")
+
+
+class PublisherError(FetchError):
+    """The publisher served something the published format does not allow: an HTML page for a
+    data file, a redirect to another scheme or host, a file longer than its listed size or
+    without a length, a file its CHECKSUMS.sha256 lists but that is not there, a delta whose
+    parent is not the newest local snapshot. The month's staging folder is removed."""
+
+
+class TransferError(FetchError, OSError):
+    """The network failed after the last retry (a refused or reset connection, a timeout, a 5xx
+    answer), or the server answered with an unexpected status. An operating-system error (exit
+    1): a rerun resumes what was already downloaded."""
+
+
+class TLSFailureError(TransferError):
+    """The TLS handshake with an ``https://`` source failed (an untrusted certificate, a wrong
+    host name, no common protocol)."""

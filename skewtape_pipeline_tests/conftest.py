@@ -263,3 +263,27 @@ def rewrite_keeping_stamp(path: Path, data: bytes) -> None:
     with open(path, "r+b") as handle:
         handle.write(data)
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+# --- an S3 server ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def seaweedfs():
+    """A real S3-compatible server (SeaweedFS ``weed mini``) on loopback for the session, with
+    the bucket ``tiers``."""
+    from skewtape_pipeline_tests.scale_out.servers import start_seaweedfs
+
+    server = start_seaweedfs("tiers")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_env(seaweedfs, monkeypatch):
+    """The server's credentials in the environment (where the S3 client reads them)."""
+    for name, value in seaweedfs.environment().items():
+        monkeypatch.setenv(name, value)
+    return seaweedfs

@@ -84,7 +84,7 @@ def catch_up(
         raise ConfigError(f"mode={mode!r}; expected one of {', '.join(MODES)}")
     history = fsio.require_folder(history, "a history folder of <YYYY-MM>/ snapshots")
     check_catch_up_folders(history, deltas)
-    _current_snapshot(history)  # refused before the lock file is created
+    current_snapshot(history)  # refused before the lock file is created
     deltas = fsio.require_folder(deltas, "a folder of <YYYY-MM>/ deltas")
     if audit_log is not None:
         AuditLog(Path(audit_log)).check_appendable()
@@ -92,7 +92,7 @@ def catch_up(
     with fsio.exclusive_lock(
         lock, timeout=lock_timeout, what="catching up", held_error=ApplyInProgressError
     ):
-        current = _current_snapshot(history)
+        current = current_snapshot(history)
         chain = plan_chain(current, deltas)
         results = []
         for month, head in chain:
@@ -103,7 +103,8 @@ def catch_up(
         return results
 
 
-def _current_snapshot(history: Path) -> Path:
+def current_snapshot(history: Path) -> Path:
+    """The newest ``<YYYY-MM>/`` folder of ``history`` with a manifest; ChainError if none."""
     months = [m for m in month_folders(history) if (history / m / MANIFEST).is_file()]
     if not months:
         raise ChainError(
@@ -111,6 +112,24 @@ def _current_snapshot(history: Path) -> Path:
             "expected at least the snapshot to start from"
         )
     return history / months[-1]
+
+
+def chain_tip(history: Path, deltas: Path) -> tuple[str, str]:
+    """Where the local chain ends: the newest month the root holds, as a snapshot in
+    ``history`` or as a delta in ``deltas`` after it, and the manifest sha256 of the snapshot
+    that month leads to (what the next month's delta must name as its parent). Read-only.
+
+    Raises ChainError when ``history`` holds no snapshot or the local deltas do not form a chain.
+    """
+    current = current_snapshot(history)
+    chain = plan_chain(current, deltas)
+    if chain:
+        month, head = chain[-1]
+        return month, head.manifest.next.manifest_sha256
+    digest = sha256_file(current / MANIFEST)
+    raw = (current / MANIFEST).read_bytes()
+    month = SnapshotManifest.parse(raw, source=current / MANIFEST).month
+    return month or _month_held(current, deltas, digest), digest
 
 
 def plan_chain(current: Path, deltas: Path) -> list[tuple[str, DeltaHead]]:

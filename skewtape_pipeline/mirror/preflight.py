@@ -26,6 +26,7 @@ from skewtape_pipeline.errors import (
 )
 from skewtape_pipeline.hashing import (
     FileStamp,
+    HashCache,
     parse_checksums,
     sha256_bytes,
     sha256_files,
@@ -39,6 +40,7 @@ from skewtape_pipeline.mirror.format import (
     safe_relpath,
 )
 from skewtape_pipeline.mirror.tables import Columns, row_misfit, schema_columns
+from skewtape_pipeline.mirror.verify import hash_cache_path
 
 CHANGE_OPS = ("upsert", "delete")
 
@@ -197,8 +199,10 @@ def check_delta_files(head: DeltaHead) -> CheckedDelta:
         _regular_file(path, what="the listed file", field_name=rel, source=delta / CHECKSUMS)
     started_ns = time.time_ns()
     stamps = {rel: FileStamp.of(path) for rel, path in paths.items()}
-    by_path = sha256_files(paths.values())
-    hashes = {rel: by_path[path] for rel, path in paths.items()}
+    hashes, dated_ns = _cached_hashes(delta, paths)
+    unknown = {rel: path for rel, path in paths.items() if rel not in hashes}
+    by_path = sha256_files(unknown.values())
+    hashes.update({rel: by_path[path] for rel, path in unknown.items()})
     hashes[MANIFEST] = head.manifest_sha256
     for rel, digest in hashes.items():
         if digest != listed[rel]:
@@ -223,9 +227,19 @@ def check_delta_files(head: DeltaHead) -> CheckedDelta:
         stamps=stamps,
         next_manifest=next_manifest,
         next_listed=next_listed,
-        bytes_hashed=sum(stamp.size for stamp in stamps.values()),
-        hashed_at_ns=started_ns,
+        bytes_hashed=sum(stamps[rel].size for rel in unknown),
+        hashed_at_ns=min([started_ns, *dated_ns]),
     )
+
+
+def _cached_hashes(delta: Path, paths: dict[str, Path]) -> tuple[dict[str, str], list[int]]:
+    """{path: sha256} of the files the delta's own hash cache vouches for (the hashes a fetch
+    verified as the files arrived: ``.skewtape/hashes.json`` in the delta, trusted while each
+    file's stamp holds, racy entries excepted), and the dates of those hashes."""
+    cache = HashCache(hash_cache_path(delta))
+    found = {rel: cache.lookup_dated(rel, path) for rel, path in paths.items()}
+    vouched = {rel: entry for rel, entry in found.items() if entry is not None}
+    return {rel: entry[0] for rel, entry in vouched.items()}, [e[1] for e in vouched.values()]
 
 
 def _check_entries_against_next(

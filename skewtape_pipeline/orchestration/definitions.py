@@ -8,6 +8,7 @@ from __future__ import annotations
 import dagster as dg
 
 from skewtape_pipeline.orchestration.mirror.checks import month_checks
+from skewtape_pipeline.orchestration.mirror.publisher import PublisherSource, publisher_sensor
 from skewtape_pipeline.orchestration.mirror.schedules import monthly_apply_schedule
 from skewtape_pipeline.orchestration.mirror.sensors import delta_arrival_sensor
 from skewtape_pipeline.orchestration.mirror.snapshot_asset import history_snapshot
@@ -32,8 +33,10 @@ def build_definitions(
     skewtape: SkewtapeHome,
     archive: ArchiveSettings | None = None,
     executor: dg.ExecutorDefinition = dg.in_process_executor,
+    publisher: PublisherSource | None = None,
 ) -> dg.Definitions:
-    """The definitions, with ``skewtape`` as the data root (the demo passes a fixed folder).
+    """The definitions, with ``skewtape`` as the data root (the demo passes a fixed folder) and
+    ``publisher`` the source followed (default: the one ``SKEWTAPE_SOURCE`` names at run time).
 
     ``executor`` runs the jobs that do not pin one (``archive_ticks``); ``apply_month`` and
     ``retier_ticks`` always run in process: each is one journaled sequence over one folder."""
@@ -41,8 +44,12 @@ def build_definitions(
         assets=[history_snapshot, tick_archive, tick_archive_tiers, tick_archive_stats],
         asset_checks=[*month_checks, tick_archive_verified],
         jobs=[apply_month_job, archive_ticks_job, retier_ticks_job, verify_archive_job],
-        sensors=[delta_arrival_sensor, tick_corrections_sensor],
+        sensors=[delta_arrival_sensor, publisher_sensor, tick_corrections_sensor],
         schedules=[monthly_apply_schedule, daily_retier_schedule, daily_verify_archive_schedule],
-        resources={"skewtape": skewtape, "archive": archive or ArchiveSettings()},
+        resources={
+            "skewtape": skewtape,
+            "archive": archive or ArchiveSettings(),
+            "publisher": publisher or PublisherSource(),
+        },
         executor=executor,
     )

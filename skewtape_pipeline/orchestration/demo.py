@@ -1,10 +1,11 @@
 """``python -m skewtape_pipeline.orchestration.demo ROOT``: the sample chain, run in process.
 
-Publishes the sample into ``ROOT`` if it holds no history yet, then runs the ``apply_month`` job
-of the code location in process (no daemon), recording into the Dagster instance of
-``ROOT/dagster_home`` (the one ``make ui`` opens, so its runs and materializations show there),
-for every month partition
-that has a snapshot or a delta, oldest first, and prints what was materialized and where. Then
+When ``ROOT`` holds no history yet, publishes the sample into ``ROOT/publisher`` (a local
+publisher) and fetches its first snapshot and deltas from there, as ``sync`` does; then runs the
+``apply_month`` job of the code location in process (no daemon), recording into the Dagster
+instance of ``ROOT/dagster_home`` (the one ``make ui`` opens, so its runs and materializations
+show there), for every month partition that has a snapshot or a delta, oldest first, and prints
+what was materialized and where. Then
 it runs the ``archive_ticks`` job for the busiest complete day of each applied month over all
 registered venues (one run per day, as a UI backfill does) and prints the compaction reports.
 Last, it runs the ``retier_ticks`` job over those months twice, as of two days in the future
@@ -27,6 +28,8 @@ from pathlib import Path
 import dagster as dg
 
 from skewtape_pipeline.mirror.arrivals import delta_months
+from skewtape_pipeline.mirror.fetch import fetch_deltas, fetch_snapshot, newest_snapshot_month
+from skewtape_pipeline.mirror.sources import open_source
 from skewtape_pipeline.orchestration.definitions import build_definitions
 from skewtape_pipeline.orchestration.shared.partitions import month_partitions
 from skewtape_pipeline.orchestration.shared.resources import ArchiveSettings, SkewtapeHome
@@ -99,10 +102,30 @@ class DemoResult:
     reports: list[dict[str, object]] = field(default_factory=list)
     archive_ok: bool = True
     stages: list[TierStage] = field(default_factory=list)
+    fetched: list[str] = field(default_factory=list)
+    """What was fetched from the local publisher (one line per month), when the root was new."""
 
     @property
     def tiers_ok(self) -> bool:
         return all(stage.success for stage in self.stages)
+
+
+PUBLISHER_DIR = "publisher"
+"""The local publisher the demo follows, inside the data root: the sample as published."""
+
+
+def follow_local_publisher(root: Path, fills_per_venue_month: int) -> list[str]:
+    """Publish the sample into ``root/publisher`` (once) and fetch from it what ``sync`` would:
+    its first snapshot, then every delta (the apply is left to the month runs); returns one
+    line per month fetched."""
+    publisher = root / PUBLISHER_DIR
+    if not (publisher / "history").exists():
+        root.mkdir(exist_ok=True)  # the data root itself, inside an existing folder
+        publish_sample(publisher, fills_per_venue_month=fills_per_venue_month)
+    first = newest_snapshot_month(open_source(str(publisher)), now="2026-09")
+    months = fetch_snapshot(str(publisher), root, first).months
+    months += fetch_deltas(str(publisher), root).months
+    return [f"{m.folder}: {m.files} files, {m.bytes_fetched} bytes verified" for m in months]
 
 
 def run_demo(root: Path, *, fills_per_venue_month: int = DEMO_FILLS_PER_VENUE_MONTH) -> DemoResult:
@@ -113,8 +136,9 @@ def run_demo(root: Path, *, fills_per_venue_month: int = DEMO_FILLS_PER_VENUE_MO
     publisher's errors if publishing is refused.
     """
     skewtape = SkewtapeHome(root=str(root))
+    fetched: list[str] = []
     if not skewtape.history_dir.exists():
-        publish_sample(skewtape.root_dir, fills_per_venue_month=fills_per_venue_month)
+        fetched = follow_local_publisher(skewtape.root_dir, fills_per_venue_month)
     defs = build_definitions(skewtape)
     outcomes: list[MonthOutcome] = []
     months, _ = months_to_run(skewtape)
@@ -125,8 +149,8 @@ def run_demo(root: Path, *, fills_per_venue_month: int = DEMO_FILLS_PER_VENUE_MO
             )
             outcomes.append(_outcome(month, result))
             if not result.success:
-                return DemoResult(outcomes)
-        demo = DemoResult(outcomes)
+                return DemoResult(outcomes, fetched=fetched)
+        demo = DemoResult(outcomes, fetched=fetched)
         archive_job = defs.resolve_job_def("archive_ticks")
         venues = sorted(instance.get_dynamic_partitions(VENUES))
         for month in months:
@@ -470,6 +494,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     root = Path(args.root)
     demo = run_demo(root)
     _, pending = months_to_run(SkewtapeHome(root=str(root)))
+    if demo.fetched:
+        print(f"Fetched from the local publisher {root.resolve() / PUBLISHER_DIR} (what "
+              "`skewtape-pipeline sync` does before it applies):")  # fmt: skip
+        print("\n".join(f"  {line}" for line in demo.fetched) + "\n")
     home = SkewtapeHome(root=str(root)).dagster_home
     print(f"Materialized history_snapshot in process from {root.resolve()}, recording the runs "
           f"in the Dagster instance {home} (the one `make ui` opens):")  # fmt: skip

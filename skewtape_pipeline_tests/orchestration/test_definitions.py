@@ -57,6 +57,7 @@ def test_definitions_when_loaded_every_apply_op_is_in_the_apply_pool():
         for node in job.graph.node_dict["history_snapshot"].definition.node_dict.values()
     ]
     assert [op.name for op in ops] == [
+        "fetch_delta",
         "verify_delta",
         "apply_file_ops",
         "merge_tables",

@@ -108,24 +108,3 @@ def no_fsync(monkeypatch):
     """Durability is not what the tests that take this check (archives of thousands of tiny
     files): skip fsync to keep them fast."""
     monkeypatch.setattr(os, "fsync", lambda fd: None)
-
-
-@pytest.fixture(scope="session")
-def seaweedfs():
-    """A real S3-compatible server (SeaweedFS ``weed mini``) on loopback for the session, with
-    the bucket ``tiers``."""
-    from skewtape_pipeline_tests.scale_out.servers import start_seaweedfs
-
-    server = start_seaweedfs("tiers")
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def s3_env(seaweedfs, monkeypatch):
-    """The server's credentials in the environment (where the S3 client reads them)."""
-    for name, value in seaweedfs.environment().items():
-        monkeypatch.setenv(name, value)
-    return seaweedfs

@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from skewtape_pipeline.mirror.arrivals import inspect_delta
+from skewtape_pipeline.orchestration.mirror.publisher import PublisherSource, remote_month_request
 from skewtape_pipeline.orchestration.mirror.sensors import run_key
 from skewtape_pipeline.orchestration.shared.jobs import apply_month_job
 from skewtape_pipeline.orchestration.shared.partitions import (
@@ -19,10 +20,13 @@ from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
     job=apply_month_job,
     cron_schedule="0 6 1 * *",
     execution_timezone="UTC",
-    description="On the 1st at 06:00 UTC, requests the run of the month that just ended, "
-    "or skips while its delta has not completely arrived (the sensor picks it up later).",
+    description="On the 1st at 06:00 UTC, requests the run of the month that just ended when "
+    "its delta has completely arrived, or when the publisher has published it (the run fetches "
+    "it first); else skips (the sensors pick it up later).",
 )
-def monthly_apply_schedule(context: dg.ScheduleEvaluationContext, skewtape: SkewtapeHome):
+def monthly_apply_schedule(
+    context: dg.ScheduleEvaluationContext, skewtape: SkewtapeHome, publisher: PublisherSource
+):
     """Request last month's run; a SkipReason names what is missing when it cannot run yet."""
     moment = context.scheduled_execution_time or datetime.now(UTC)
     month = previous_month(month_of(moment))
@@ -30,6 +34,11 @@ def monthly_apply_schedule(context: dg.ScheduleEvaluationContext, skewtape: Skew
         return dg.SkipReason(f"{month} is not a month partition")
     arrival = inspect_delta(skewtape.delta_dir(month))
     if not arrival.complete:
-        return dg.SkipReason(f"the delta for {month} has not arrived: {arrival.reason}")
+        remote = remote_month_request(skewtape, publisher, month)
+        if isinstance(remote, dg.RunRequest):
+            return remote
+        return dg.SkipReason(
+            f"the delta for {month} has not arrived: {arrival.reason}; {remote.skip_message}"
+        )
     assert arrival.manifest_sha256 is not None
     return dg.RunRequest(partition_key=month, run_key=run_key(month, arrival.manifest_sha256))

@@ -1,16 +1,19 @@
 """The monthly history snapshot asset: a graph of ops, each month depending on the month before.
 
-verify_delta -> apply_file_ops -> merge_tables -> publish_snapshot -> verify_month_snapshot:
-each op is one step of the core's applier (:mod:`skewtape_pipeline.mirror.apply`), doing its
-part once: verify_delta reads the delta's manifest and checks (hashes) every file of it, the
-next two build the month in a private staging folder, publish_snapshot verifies the staged month
-and commits it under the history folder's lock, verify_month_snapshot reports what was verified
-(a bootstrap month or a month already applied is verified there). What one op hands the next is
-a small JSON object (the month, its kind and the apply's run id); the journal in the staging
-folder carries the rest, so each op also works in its own process. A failed or killed run is
-finished by running the month again. verify_month_snapshot raises when the month does not
-verify, so a month that did not verify is never recorded as materialized. All ops share one
-concurrency pool (run granularity, limit 1 in dagster.yaml): one apply at a time.
+fetch_delta -> verify_delta -> apply_file_ops -> merge_tables -> publish_snapshot ->
+verify_month_snapshot: fetch_delta fetches the month's delta from the publisher when one is
+configured and the delta is not here yet (:mod:`~skewtape_pipeline.orchestration.mirror.publisher`);
+the others are each one step of the core's applier (:mod:`skewtape_pipeline.mirror.apply`),
+doing its part once: verify_delta reads the delta's manifest and checks every file of it (a
+file the fetch verified is not hashed again), the next two build the month in a private staging
+folder, publish_snapshot verifies the staged month and commits it under the history folder's
+lock, verify_month_snapshot reports what was verified (a bootstrap month or a month already
+applied is verified there). What one op hands the next is a small JSON object (the month, its
+kind and the apply's run id); the journal in the staging folder carries the rest, so each op
+also works in its own process. A failed or killed run is finished by running the month again.
+verify_month_snapshot raises when the month does not verify, so a month that did not verify is
+never recorded as materialized. All ops share one concurrency pool (run granularity, limit 1 in
+dagster.yaml): one apply at a time.
 """
 
 import contextlib
@@ -32,7 +35,8 @@ from skewtape_pipeline.mirror.apply import (
 )
 from skewtape_pipeline.mirror.months import plan_month
 from skewtape_pipeline.mirror.verify import verify_snapshot
-from skewtape_pipeline.orchestration.shared.jobs import HISTORY_SNAPSHOT
+from skewtape_pipeline.orchestration.mirror.publisher import fetch_delta
+from skewtape_pipeline.orchestration.shared.jobs import APPLY_POOL, HISTORY_SNAPSHOT
 from skewtape_pipeline.orchestration.shared.metadata import (
     apply_metadata,
     bootstrap_metadata,
@@ -42,9 +46,6 @@ from skewtape_pipeline.orchestration.shared.partitions import month_partitions, 
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.partitions import register_venues
 from skewtape_pipeline.ticks.fills.snapshot_fills import new_symbols
-
-APPLY_POOL = "skewtape_apply"
-"""The concurrency pool of every op that writes to ``history/``."""
 
 MonthStep = dict[str, Any]
 """What an op hands the next: ``{"month": "YYYY-MM", "kind": "bootstrap" | "apply", "apply":
@@ -200,6 +201,6 @@ def verify_month_snapshot(
     "month's snapshot and the month's delta (the first month is the published full snapshot).",
 )
 def history_snapshot(after_previous_month):
-    progress = verify_delta(after_previous_month)
+    progress = verify_delta(fetch_delta(after_previous_month))
     merged = merge_tables(apply_file_ops(progress))
     return verify_month_snapshot(progress, publish_snapshot(merged))

@@ -97,6 +97,12 @@ class ArchiveSettings(dg.ConfigurableResource):
         "deletion is refused (and audited). False does not turn the mode off: an archive "
         "already in it stays write-once.",
     )
+    memory_limit: int = Field(
+        default=2 * 2**30,
+        description="Bytes an archiving op may use reading a venue-day's fills (as "
+        "`compact-ticks --memory-limit`): rows beyond half of it spill to the archive's staging "
+        "folder; DuckDB's read-back check runs within it too.",
+    )
     lock_timeout: float = Field(
         default=60.0,
         description="Seconds a re-tiering waits for another one of the same archive (e.g. "

@@ -82,6 +82,7 @@ def _archive_shard_op(shard: int) -> dg.OpDefinition:
             batch=context.run_id,
             target_ratio=archive.target_ratio,
             audit_log=skewtape.audit_log,
+            memory_limit=archive.memory_limit,
         )
         for key in shard_of(list(context.partition_keys), shard):
             venue, day = venue_day_of(key)

@@ -10,7 +10,9 @@ Entry points:
   orchestration asset calls with fills read from a snapshot month file).
 
 Bad input changes nothing on disk: every symbol-day of an input is converted and validated
-before the first file is written.
+before the first file is written. The input is read in chunks (:func:`plan_stream`) and its
+rows routed to symbol-days within a memory budget, the rest spilled to the archive's staging
+folder (:mod:`~skewtape_pipeline.ticks.spill`), so any input size compacts in bounded memory.
 
 ``timestamp_unit`` (``ns``, ``us``, ``ms``, ``s``) and the price and quantity scales are the
 archive's one schema: the archive root records them and refuses a batch at another one. By
@@ -26,9 +28,12 @@ is refused with PrecisionLossError naming the row, never truncated.
 from __future__ import annotations
 
 import itertools
+import os
 import time
+from collections import defaultdict, deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
@@ -62,9 +67,26 @@ from skewtape_pipeline.ticks.archive.parquet_store import (
     prepare_archive_file,
     publish_archive_file,
     recorded_schema,
+    staging_folder,
+)
+from skewtape_pipeline.ticks.archive.spill import (
+    MARKER_COLUMNS,
+    Piece,
+    SymbolDayRouter,
+    new_spill_folder,
+    remove_orphaned_staging,
 )
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy, check_age_days
-from skewtape_pipeline.ticks.encode.model import SchemaRequest, TickBatch, TickSchema, first_true
+from skewtape_pipeline.ticks.encode.chunked import DEFAULT_BLOCK_BYTES, read_ahead
+from skewtape_pipeline.ticks.encode.model import (
+    MAX_UNITS,
+    SchemaRequest,
+    TickBatch,
+    TickSchema,
+    first_true,
+    rescaled_units,
+    widest_schema,
+)
 from skewtape_pipeline.ticks.encode.report import (
     DEFAULT_TARGET_RATIO,
     RAW_SIZE_BASES,
@@ -80,10 +102,17 @@ from skewtape_pipeline.ticks.encode.report import (
 )
 from skewtape_pipeline.ticks.encode.sources import (
     SourceTicks,
+    TickStream,
     canonical_csv_size_bytes,
-    read_canonical,
+    open_canonical,
+    stream_of,
 )
-from skewtape_pipeline.ticks.encode.validate import check_within_day, is_sorted, validate_batch
+from skewtape_pipeline.ticks.encode.validate import (
+    check_within_day,
+    is_sorted,
+    validate_batch,
+    validate_values,
+)
 
 _DAY_KEY_SHIFT = 2**20
 """Days since 1970 fit in +-2**19 for any int64 nanosecond timestamp."""
@@ -121,6 +150,117 @@ def _positions(column: pa.Array) -> pa.Array:
     return pc.indices_nonzero(pc.or_(pc.is_valid(column), pc.is_null(column)))
 
 
+DEFAULT_MEMORY_LIMIT = 2 * 2**30
+"""Bytes a compaction may use by default (``--memory-limit``; the Dagster resource's
+``memory_limit``)."""
+MIN_MEMORY_LIMIT = 2**20
+HELD_SHARE = 2
+"""Routed rows may hold 1/HELD_SHARE of the memory limit; the rest is for reading a chunk and
+encoding one symbol-day."""
+
+
+def check_memory_limit(limit: object) -> int:
+    """Return ``limit`` if it is an int of at least :data:`MIN_MEMORY_LIMIT` bytes, else raise
+    ConfigError."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < MIN_MEMORY_LIMIT:
+        raise ConfigError(
+            f"memory_limit = {limit!r}: expected a number of bytes of at least "
+            f"{MIN_MEMORY_LIMIT} (1 MiB)"
+        )
+    return limit
+
+
+def block_bytes_for(memory_limit: int) -> int:
+    """The read chunk for a memory limit: 1/128 of it, within 1 MiB .. 16 MiB."""
+    return max(2**20, min(DEFAULT_BLOCK_BYTES, check_memory_limit(memory_limit) // 128))
+
+
+READ_AHEAD_CHUNKS = 2
+"""Chunks read ahead of their conversion (in a reading thread), itself a chunk ahead of the
+routing: reading, converting and routing run side by side."""
+
+ReadProgress = Callable[[int, int, int], None]
+"""``on_read(bytes_read, file_bytes, ticks_read)``, called after each chunk is routed."""
+
+
+@dataclass
+class _ChunkFacts:
+    """What a chunk's conversion chose, to widen its rows to the final schema later."""
+
+    index: int
+    schema: TickSchema
+    largest_price: int
+    largest_quantity: int
+
+
+@dataclass
+class StreamPlan:
+    """Every symbol-day of a stream, read, converted and validated, held by ``router``:
+    ``keys`` in (symbol, day) order, all at ``schema``. :meth:`symbol_day` builds one whole."""
+
+    stream: TickStream
+    router: SymbolDayRouter
+    schema: TickSchema
+    as_of: date
+    labels: dict[int, tuple[str, date]]
+    raw_bytes: dict[int, int]
+    measured: bool
+    whole_file: bool
+
+    @property
+    def keys(self) -> list[int]:
+        return sorted(self.labels, key=self.labels.__getitem__)
+
+    def symbol_day(self, key: int) -> SymbolDay:
+        """Symbol-day ``key``: its pieces widened to the schema, in file order, sorted by time
+        (stable, the moved ticks counted), with its age and measured raw size."""
+        symbol, day = self.labels[key]
+        batch, reordered = sort_batch(self._gathered(key))
+        raw_size, basis = self._raw_size(key)
+        return SymbolDay(
+            symbol=symbol,
+            day=day,
+            batch=batch,
+            reordered_ticks=reordered,
+            age_days=(self.as_of - day).days,
+            raw_size_bytes=raw_size,
+            raw_size_basis=basis,
+        )
+
+    def _gathered(self, key: int) -> TickBatch:
+        """The symbol-day's pieces in the order they were read, at the plan's schema."""
+        columns: dict[str, list[pa.Array]] = {name: [] for name in self.router.schema.names}
+        for piece in self.router.pieces(key):
+            for name in columns:
+                column = piece.batch.column(name)
+                if name in ("price", "quantity"):
+                    column = rescaled_units(
+                        column, getattr(piece, f"{name}_scale"),
+                        getattr(self.schema, f"{name}_scale"), name,
+                    )  # fmt: skip
+                columns[name].append(column)
+        whole = {name: pa.concat_arrays(parts) for name, parts in columns.items()}
+        for name in MARKER_COLUMNS.names:  # None when no row is marked, as a whole batch has
+            if not pc.any(whole[name]).as_py():
+                whole[name] = None
+        return TickBatch(
+            price_scale=self.schema.price_scale,
+            quantity_scale=self.schema.quantity_scale,
+            timestamp_unit=self.schema.timestamp_unit,
+            **whole,
+        )
+
+    def _raw_size(self, key: int) -> tuple[int | None, str | None]:
+        """The whole file's bytes when it holds this one symbol-day and nothing else, else the
+        bytes of its rows' lines when every line was measured, else (None, None): measured
+        later from the canonical CSV."""
+        if self.whole_file and self.stream.file_bytes:
+            return self.stream.file_bytes, RAW_SIZE_BASIS_SOURCE_FILE
+        if self.measured and self.raw_bytes.get(key):
+            return self.raw_bytes[key], RAW_SIZE_BASIS_SOURCE_ROWS
+        return None, None
+
+
 def plan_symbol_days(
     source: SourceTicks,
     *,
@@ -133,12 +273,51 @@ def plan_symbol_days(
     timestamp_unit: str | None = None,
     archive: TickSchema | None = None,
 ) -> list[SymbolDay]:
-    """Convert, split into symbol-days (UTC), sort each (counted) and validate everything.
+    """Every symbol-day of an in-memory ``source``, held whole (see :func:`plan_stream`),
+    ordered by symbol, then day."""
+    options = PlanOptions(as_of, price_scale, quantity_scale, side_map, symbol,
+                          allow_precision_loss, timestamp_unit, archive)  # fmt: skip
+    unbounded = SymbolDayRouter(_no_spill, memory_bytes=2**62)
+    with unbounded:
+        plan = plan_stream(stream_of(source), options, unbounded)
+        return [plan.symbol_day(key) for key in plan.keys]
 
-    Writes nothing. ``symbol`` names the instrument of a source without a ``symbol`` column,
-    or selects one symbol from a source that has one. Symbol-days come back ordered by symbol,
-    then day, all at one schema: a unit or scale given as None is the data's smallest exact
-    choice, widened to ``archive`` (the schema the archive records; None: a new archive).
+
+def _no_spill() -> Path:
+    raise AssertionError("an unbounded router never spills")
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """What :func:`plan_stream` converts with (see :func:`compact_ticks`); ``archive`` is the
+    schema the archive records (None: a new archive)."""
+
+    as_of: date
+    price_scale: int | None = None
+    quantity_scale: int | None = None
+    side_map: Mapping[str, str] | None = None
+    symbol: str | None = None
+    allow_precision_loss: bool = False
+    timestamp_unit: str | None = None
+    archive: TickSchema | None = None
+
+
+def plan_stream(
+    stream: TickStream,
+    options: PlanOptions,
+    router: SymbolDayRouter,
+    *,
+    on_read: ReadProgress | None = None,
+    allow_empty: bool = False,
+) -> StreamPlan:
+    """Read ``stream`` chunk by chunk: convert each chunk, validate its rows and route them to
+    their symbol-days (UTC) in ``router``, measuring each symbol-day's source bytes. Writes
+    nothing to the archive (``router`` may spill to its staging folder).
+
+    A unit or scale given as None is detected per chunk; the data's is the widest over the
+    chunks, widened to ``options.archive`` (chunks read at a smaller scale are widened when a
+    symbol-day is built). ``symbol`` names the instrument of a source without a ``symbol``
+    column, or selects one symbol from a source that has one.
 
     Raises
     ------
@@ -147,104 +326,232 @@ def plan_symbol_days(
     ConfigError
         A bad scale, timestamp unit or vocabulary, no symbol at all, ``as_of`` not a date.
     TickValidationError, PrecisionLossError
-        Any invalid row (named by its file row; a timestamp finer than ``timestamp_unit`` is a
-        PrecisionLossError), no ticks, or ticks dated after ``as_of``.
+        The first invalid row in file order (named by its file row; a timestamp finer than
+        ``timestamp_unit`` is a PrecisionLossError), no ticks (unless ``allow_empty``: a plan
+        without symbol-days), or ticks dated after ``as_of``.
     """
-    as_of = _check_date(as_of, name="as_of")
-    source, symbols = _select_symbol(source, symbol)
-    if source.table.num_rows == 0:
-        raise TickValidationError(f"{source.path or 'input'}: there are no ticks to compact")
-    request = SchemaRequest(timestamp_unit, price_scale, quantity_scale)
-    batch = source.to_batch(
-        price_scale=price_scale,
-        quantity_scale=quantity_scale,
-        side_map=side_map,
-        allow_precision_loss=allow_precision_loss,
-        timestamp_unit=timestamp_unit,
+    as_of = _check_date(options.as_of, name="as_of")
+    router_state = _Routing(options, router)
+
+    def route_next() -> None:
+        router_state.route(*pending.popleft().result())
+        if on_read is not None:
+            state = stream.state
+            on_read(state.bytes_read, state.file_bytes, router_state.ticks)
+
+    pending: deque[Future] = deque()
+    with ThreadPoolExecutor(max_workers=1) as converter:
+        for chunk in read_ahead(stream.chunks(), depth=READ_AHEAD_CHUNKS):
+            pending.append(converter.submit(router_state.convert, chunk))
+            while len(pending) > 1:
+                route_next()
+        while pending:
+            route_next()
+    if router_state.ticks == 0 and not allow_empty:
+        where = stream.path or "input"
+        if router_state.selecting:
+            raise TickValidationError(
+                f"{where}: no ticks of symbol {options.symbol!r}", field="symbol"
+            )
+        raise TickValidationError(f"{where}: there are no ticks to compact")
+    request = SchemaRequest(options.timestamp_unit, options.price_scale, options.quantity_scale)
+    schema = request.resolve(widest_schema([f.schema for f in router_state.facts]), options.archive)
+    _check_widened(stream, options, router_state.facts, schema)
+    return StreamPlan(
+        stream=stream,
+        router=router,
+        schema=schema,
+        as_of=as_of,
+        labels=router_state.labels,
+        raw_bytes=router_state.raw_bytes,
+        measured=stream.state.lines_measured and router_state.measured,
+        whole_file=len(router_state.labels) == 1 and stream.state.rows == router_state.ticks,
     )
-    try:
-        batch = batch.at_schema(request.resolve(batch.schema, archive))
-    except TickValidationError as exc:
-        raise source.located(exc) from None
-    encoded = pc.dictionary_encode(symbols)
-    days = _utc_days(batch.ts_ns)
-    key = pc.add(
-        pc.multiply(pc.cast(encoded.indices, pa.int64()), _DAY_KEY_SHIFT),
-        pc.add(days, _DAY_KEY_SHIFT // 2),
-    )
-    # Stable sorts: by (symbol-day, ts) for the archive, by symbol-day alone for the file order.
-    order = pc.sort_indices(
-        pa.table({"key": key, "ts": batch.ts_ns}),
-        sort_keys=[("key", "ascending"), ("ts", "ascending")],
-    )
-    moved = pc.cast(pc.not_equal(order, pc.sort_indices(key)), pa.int64())
-    starts = [0, *_change_points(pc.take(key, order)), len(batch)]
-    whole_file = len(starts) == 2 and source.file_rows == source.table.num_rows
-    plan = []
-    for start, stop in itertools.pairwise(starts):
-        rows = order.slice(start, stop - start)
-        first_row = rows[0].as_py()
-        plan.append(
-            _plan_symbol_day(
-                source,
-                batch.take(rows),
-                rows,
-                symbol=encoded.dictionary[encoded.indices[first_row].as_py()].as_py(),
-                day=_EPOCH + timedelta(days=days[first_row].as_py()),
-                as_of=as_of,
-                reordered_ticks=int(pc.sum(moved.slice(start, stop - start)).as_py()),
-                whole_file=whole_file,
+
+
+class _Routing:
+    """The state of one :func:`plan_stream`: symbols seen, symbol-days, their measured bytes."""
+
+    def __init__(self, options: PlanOptions, router: SymbolDayRouter) -> None:
+        self.options, self.router = options, router
+        self.symbol_ids: dict[str, int] = {}
+        self.labels: dict[int, tuple[str, date]] = {}
+        self.raw_bytes: dict[int, int] = defaultdict(int)
+        self.facts: list[_ChunkFacts] = []
+        self.ticks = 0
+        self.measured = True
+        self.selecting = False
+        self.widest: TickSchema | None = None
+        self.chunks = 0
+
+    def convert(self, chunk: SourceTicks) -> tuple[SourceTicks, pa.Array, TickBatch | None]:
+        """The chunk's selected rows, their symbols and their validated batch (None: no row);
+        runs a chunk ahead of :meth:`route`, in another thread."""
+        self.selecting = self.options.symbol is not None and chunk.symbols is not None
+        chunk, symbols = _select_symbol(chunk, self.options.symbol)
+        if chunk.table.num_rows == 0:
+            return chunk, symbols, None
+        return chunk, symbols, self._converted(chunk)
+
+    def route(self, chunk: SourceTicks, symbols: pa.Array, batch: TickBatch | None) -> None:
+        """Route a converted chunk's rows to their symbol-days (chunks in file order)."""
+        index, self.chunks = self.chunks, self.chunks + 1
+        if batch is None:
+            return
+        days = utc_days(batch.ts_ns)
+        self._check_not_after(chunk, symbols, days)
+        keys = pc.add(
+            pc.multiply(self._symbol_ids(chunk, symbols), _DAY_KEY_SHIFT),
+            pc.add(days, _DAY_KEY_SHIFT // 2),
+        )
+        self._route_rows(batch, keys, chunk.row_bytes)
+        self.facts.append(_chunk_facts(index, batch))
+        self.widest = widest_schema([self.widest or batch.schema, batch.schema])
+        self.ticks += len(batch)
+
+    def _converted(self, chunk: SourceTicks) -> TickBatch:
+        """The chunk converted at the widest schema of the chunks before it where the data
+        holds it (one exact conversion, no detection pass), else at its own detected schema.
+        The widest schema over the chunks is the same either way."""
+        if self.widest is None:
+            return _chunk_batch(chunk, self.options)
+        hinted = replace(
+            self.options,
+            price_scale=_given_or(self.options.price_scale, self.widest.price_scale),
+            quantity_scale=_given_or(self.options.quantity_scale, self.widest.quantity_scale),
+            timestamp_unit=_given_or(self.options.timestamp_unit, self.widest.timestamp_unit),
+            allow_precision_loss=False,
+        )
+        if hinted == self.options:
+            return _chunk_batch(chunk, self.options)
+        try:
+            return _chunk_batch(chunk, hinted)
+        except TickValidationError:  # finer than the hint, or invalid: its own schema decides
+            return _chunk_batch(chunk, self.options)
+
+    def _symbol_ids(self, chunk: SourceTicks, symbols: pa.Array) -> pa.Array:
+        encoded = pc.dictionary_encode(symbols)
+        ids = []
+        for name in encoded.dictionary.to_pylist():
+            if name not in self.symbol_ids:
+                try:
+                    encode_symbol(name)
+                except TickValidationError as exc:
+                    raise chunk.located(TickValidationError(exc.detail, field=exc.field)) from None
+                self.symbol_ids[name] = len(self.symbol_ids)
+            ids.append(self.symbol_ids[name])
+        return pc.take(pa.array(ids, pa.int64()), encoded.indices)
+
+    def _check_not_after(self, chunk: SourceTicks, symbols: pa.Array, days: pa.Array) -> None:
+        limit = (self.options.as_of - _EPOCH).days
+        if pc.max(days).as_py() <= limit:
+            return
+        row = first_true(pc.greater(days, limit))
+        day = _EPOCH + timedelta(days=days[row].as_py())
+        raise chunk.located(
+            TickValidationError(
+                f"ticks of {symbols[row].as_py()!r} are dated {day.isoformat()} (UTC), after "
+                f"as_of {self.options.as_of.isoformat()}; age_days cannot be negative",
+                row=row,
+                field="timestamp_nanos",
             )
         )
-    return sorted(plan, key=lambda item: (item.symbol, item.day))
+
+    def _route_rows(self, batch: TickBatch, keys: pa.Array, row_bytes: pa.Array | None) -> None:
+        columns = _tick_columns(batch, self.router.schema)
+        low, high = pc.min_max(keys).values()
+        if low == high:
+            starts, sorted_keys = [0, len(keys)], keys
+        else:
+            dense = pc.dictionary_encode(keys).indices  # a small range: a counting sort
+            order = pc.sort_indices(dense)  # stable: each symbol-day keeps the file's order
+            sorted_keys, columns = pc.take(keys, order), columns.take(order)
+            row_bytes = None if row_bytes is None else pc.take(row_bytes, order)
+            starts = [0, *_change_points(sorted_keys), len(keys)]
+        self.measured = self.measured and row_bytes is not None
+        ends = None if row_bytes is None else pc.cumulative_sum(row_bytes)
+        for start, stop in itertools.pairwise(starts):
+            key = sorted_keys[start].as_py()
+            if key not in self.labels:
+                self.labels[key] = self._label(key)
+            if ends is not None:
+                before = ends[start - 1].as_py() if start else 0
+                self.raw_bytes[key] += ends[stop - 1].as_py() - before
+            piece = Piece(columns.slice(start, stop - start), batch.price_scale,
+                          batch.quantity_scale)  # fmt: skip
+            self.router.add(key, piece)
+
+    def _label(self, key: int) -> tuple[str, date]:
+        names = {index: name for name, index in self.symbol_ids.items()}
+        symbol_id, day_index = divmod(key, _DAY_KEY_SHIFT)
+        return names[symbol_id], _EPOCH + timedelta(days=day_index - _DAY_KEY_SHIFT // 2)
 
 
-def _utc_days(ts_ns: pa.Array) -> pa.Array:
+def _given_or(given, hint):
+    return hint if given is None else given
+
+
+def _chunk_batch(chunk: SourceTicks, options: PlanOptions) -> TickBatch:
+    """The chunk as a validated (unsorted) TickBatch at its own schema (errors name file rows)."""
+    batch = chunk.to_batch(
+        price_scale=options.price_scale,
+        quantity_scale=options.quantity_scale,
+        side_map=options.side_map,
+        allow_precision_loss=options.allow_precision_loss,
+        timestamp_unit=options.timestamp_unit,
+    )
+    try:
+        validate_values(batch)
+    except TickValidationError as exc:
+        raise chunk.located(exc) from None
+    return batch
+
+
+def _tick_columns(batch: TickBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """The batch's columns as a record batch of ``schema`` (a marker the batch lacks: False)."""
+    columns = []
+    for name in schema.names:
+        column = getattr(batch, name)
+        if column is None:
+            column = pa.nulls(len(batch), pa.bool_()).fill_null(False)
+        columns.append(column)
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _chunk_facts(index: int, batch: TickBatch) -> _ChunkFacts:
+    def largest(units: pa.Array) -> int:
+        low, high = pc.min_max(units).values()
+        return max(abs(low.as_py()), abs(high.as_py()))
+
+    return _ChunkFacts(index, batch.schema, largest(batch.price), largest(batch.quantity))
+
+
+def _check_widened(
+    stream: TickStream, options: PlanOptions, facts: list[_ChunkFacts], schema: TickSchema
+) -> None:
+    """Refuse, naming the row, a value that fits 18 digits at its chunk's scale but not at the
+    final ``schema``'s: that chunk is read again and converted at ``schema``."""
+    for fact in facts:
+        fits = all(
+            largest * 10 ** (getattr(schema, name) - getattr(fact.schema, name)) <= MAX_UNITS
+            for name, largest in (("price_scale", fact.largest_price),
+                                  ("quantity_scale", fact.largest_quantity))
+        )  # fmt: skip
+        if fits:
+            continue
+        fixed = replace(options, price_scale=schema.price_scale,
+                        quantity_scale=schema.quantity_scale)  # fmt: skip
+        chunk = next(itertools.islice(stream.chunks(), fact.index, None))
+        _chunk_batch(_select_symbol(chunk, options.symbol)[0], fixed)  # raises, naming the row
+        raise TickValidationError(f"{stream.path or 'input'}: a value needs more than 18 digits")
+
+
+def utc_days(ts_ns: pa.Array) -> pa.Array:
     """Days since 1970-01-01 (UTC, floored) of each nanosecond timestamp, as int64."""
     timestamps = pa.Array.from_buffers(
         pa.timestamp("ns"), len(ts_ns), ts_ns.buffers(), 0, ts_ns.offset
     )
     return pc.cast(pc.cast(pc.cast(timestamps, pa.date32()), pa.int32()), pa.int64())
-
-
-def _plan_symbol_day(
-    source: SourceTicks,
-    part: TickBatch,
-    rows: pa.Array,
-    *,
-    symbol: str,
-    day: date,
-    as_of: date,
-    reordered_ticks: int,
-    whole_file: bool,
-) -> SymbolDay:
-    """Validate one sorted symbol-day (errors name the source's file row)."""
-    try:
-        encode_symbol(symbol)
-        validate_batch(part)
-    except TickValidationError as exc:
-        row = None if exc.row is None else rows[exc.row].as_py()
-        raise source.located(TickValidationError(exc.detail, row=row, field=exc.field)) from None
-    age = (as_of - day).days
-    if age < 0:
-        raise source.located(
-            TickValidationError(
-                f"ticks of {symbol!r} are dated {day.isoformat()} (UTC), after as_of "
-                f"{as_of.isoformat()}; age_days cannot be negative",
-                row=rows[0].as_py(),
-                field="timestamp_nanos",
-            )
-        )
-    raw_size, basis = _measured_source_size(source, rows, whole_file=whole_file)
-    return SymbolDay(
-        symbol=symbol,
-        day=day,
-        batch=part,
-        reordered_ticks=reordered_ticks,
-        age_days=age,
-        raw_size_bytes=raw_size,
-        raw_size_basis=basis,
-    )
 
 
 def _change_points(sorted_key: pa.Array) -> list[int]:
@@ -255,6 +562,9 @@ def _change_points(sorted_key: pa.Array) -> list[int]:
 
 
 def _select_symbol(source: SourceTicks, symbol: str | None) -> tuple[SourceTicks, pa.Array]:
+    """The rows of ``symbol`` (all rows when None) and their symbols (``symbol`` for a source
+    without a symbol column). Raises ConfigError when neither names the symbol, and
+    TickValidationError on a missing symbol (naming the file row)."""
     symbols = source.symbols
     if symbols is None:
         if symbol is None:
@@ -262,7 +572,7 @@ def _select_symbol(source: SourceTicks, symbol: str | None) -> tuple[SourceTicks
                 f"symbol: {source.path or 'the input'} has no symbol column; pass symbol="
             )
         encode_symbol(symbol)
-        return source, pa.array([symbol] * source.table.num_rows, pa.string())
+        return source, pa.repeat(pa.scalar(symbol, pa.string()), source.table.num_rows)
     symbols = pc.cast(symbols, pa.string())
     if symbols.null_count:
         row = first_true(pc.is_null(symbols))
@@ -270,24 +580,7 @@ def _select_symbol(source: SourceTicks, symbol: str | None) -> tuple[SourceTicks
     if symbol is None:
         return source, symbols
     keep = pc.equal(symbols, symbol)
-    if first_true(keep) is None:
-        raise TickValidationError(
-            f"{source.path or 'input'}: no ticks of symbol {symbol!r}", field="symbol"
-        )
-    kept = source.filter(keep)
-    return kept, pc.filter(symbols, keep)
-
-
-def _measured_source_size(
-    source: SourceTicks, rows: pa.Array, *, whole_file: bool
-) -> tuple[int | None, str | None]:
-    if whole_file and source.file_bytes:
-        return source.file_bytes, RAW_SIZE_BASIS_SOURCE_FILE
-    if source.row_bytes is not None:
-        total = pc.sum(pc.take(source.row_bytes, rows)).as_py()
-        if total:
-            return int(total), RAW_SIZE_BASIS_SOURCE_ROWS
-    return None, None
+    return source.filter(keep), pc.filter(symbols, keep)
 
 
 def compact_symbol_day(
@@ -552,7 +845,7 @@ def recompaction_record(out: Path, symbol: str, day: date, *, rows: int) -> dict
 
 
 def compact_source(
-    source: SourceTicks,
+    source: SourceTicks | TickStream,
     *,
     out: Path,
     as_of: date,
@@ -565,42 +858,82 @@ def compact_source(
     target_ratio: float = DEFAULT_TARGET_RATIO,
     timestamp_unit: str | None = None,
     audit_log: Path | None = None,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
     on_progress: Callable[[int, int], None] | None = None,
+    on_read: ReadProgress | None = None,
 ) -> list[TickStorageCompactionReport]:
     """Compact every symbol-day of ``source`` (see :func:`compact_ticks`).
 
-    ``on_progress(done, total)`` is called after each symbol-day is written (e.g. to draw a
-    progress bar); rewrites are audited to ``audit_log`` (:func:`recompaction_record`).
+    A :class:`~skewtape_pipeline.ticks.sources.TickStream` is read chunk by chunk
+    (:func:`plan_stream`); routed rows beyond half of ``memory_limit`` are spilled to the
+    archive's staging folder and read back one symbol-day at a time, so memory stays within
+    ``memory_limit`` (plus the largest symbol-day being encoded) whatever the input's size.
+    ``on_read(bytes_read, file_bytes, ticks)`` follows the reading, ``on_progress(done,
+    total)`` the symbol-days written; rewrites are audited to ``audit_log``
+    (:func:`recompaction_record`).
     """
     policy = TierPolicy() if tier_policy is None else tier_policy
     if not isinstance(policy, TierPolicy):
         raise ConfigError(f"tier_policy = {tier_policy!r}: expected a TierPolicy")
     check_target_ratio(target_ratio)
-    plan = plan_symbol_days(
-        source,
-        as_of=as_of,
-        price_scale=price_scale,
-        quantity_scale=quantity_scale,
-        side_map=side_map,
-        symbol=symbol,
-        allow_precision_loss=allow_precision_loss,
-        timestamp_unit=timestamp_unit,
-        archive=recorded_schema(Path(out)),
-    )
-    reports = []
-    for item in plan:
-        reports.append(
-            compact_planned(
-                item,
-                out=out,
-                policy=policy,
-                target_ratio=target_ratio,
-                timestamp_unit=timestamp_unit,
-                audit_log=audit_log,
-            )
-        )
+    limit = memory_limit
+    stream = source if isinstance(source, TickStream) else stream_of(source)
+    options = PlanOptions(
+        as_of, price_scale, quantity_scale, side_map, symbol, allow_precision_loss,
+        timestamp_unit, archive=recorded_schema(Path(out)),
+    )  # fmt: skip
+    with spilling_router(Path(out), limit) as router:
+        plan = plan_stream(stream, options, router, on_read=on_read)
+        reports = _write_symbol_days(
+            plan,
+            lambda item: compact_planned(
+                item, out=out, policy=policy, target_ratio=target_ratio,
+                timestamp_unit=timestamp_unit, audit_log=audit_log,
+            ),
+            on_progress,
+        )  # fmt: skip
+    return reports
+
+
+ENCODE_WORKERS = max(1, min(2, os.cpu_count() or 1))
+"""Symbol-days encoded, written and verified side by side (each outside the archive's lock)."""
+
+
+def spilling_router(out: Path, memory_limit: int) -> SymbolDayRouter:
+    """A router holding routed rows in half of ``memory_limit``, spilling the rest to a folder
+    of ``out``'s staging folder; the spill folders and staged files crashed runs left there are
+    removed first. Raises ConfigError on a memory limit below :data:`MIN_MEMORY_LIMIT`."""
+    limit = check_memory_limit(memory_limit)
+    staging = staging_folder(Path(out))
+    remove_orphaned_staging(staging)
+    return SymbolDayRouter(lambda: new_spill_folder(staging), memory_bytes=limit // HELD_SHARE)
+
+
+def _write_symbol_days(
+    plan: StreamPlan,
+    write: Callable[[SymbolDay], TickStorageCompactionReport],
+    on_progress: Callable[[int, int], None] | None,
+) -> list[TickStorageCompactionReport]:
+    """``write`` each symbol-day of ``plan`` in (symbol, day) order, :data:`ENCODE_WORKERS` at
+    a time (one more built meanwhile); reports in that order. The first failure is raised
+    once the symbol-days already being written finish."""
+    keys, reports = plan.keys, []
+    pending: deque[Future] = deque()
+
+    def collect() -> None:
+        reports.append(pending.popleft().result())
         if on_progress is not None:
-            on_progress(len(reports), len(plan))
+            on_progress(len(reports), len(keys))
+
+    with ThreadPoolExecutor(max_workers=ENCODE_WORKERS) as pool:
+        for key in keys:
+            item = plan.symbol_day(key)
+            plan.router.drop(key)
+            pending.append(pool.submit(write, item))
+            while len(pending) >= ENCODE_WORKERS:
+                collect()
+        while pending:
+            collect()
     return reports
 
 
@@ -643,6 +976,7 @@ def compact_ticks(
     allow_precision_loss: bool = False,
     target_ratio: float = DEFAULT_TARGET_RATIO,
     timestamp_unit: str | None = None,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
 ) -> list[TickStorageCompactionReport]:
     """Compact a canonical tick file into the archive under ``out``; one report per symbol-day.
 
@@ -654,7 +988,8 @@ def compact_ticks(
     measured. The tier follows from each day's age at ``as_of``. Timestamps are stored at
     ``timestamp_unit`` and prices and quantities at their scales: each None by default, the
     data's smallest exact choice widened to the archive's recorded schema (module docstring).
-    Idempotent.
+    Idempotent. The file is read in chunks and uses at most about ``memory_limit`` bytes
+    (:func:`compact_source`) whatever its size; a symbol-day is encoded whole.
 
     Raises
     ------
@@ -670,9 +1005,11 @@ def compact_ticks(
     RoundTripError
         A written file did not read back equal (that symbol-day is not published).
     """
-    source = read_canonical(input_path, side_map=side_map)
+    stream = open_canonical(
+        input_path, side_map=side_map, block_bytes=block_bytes_for(memory_limit)
+    )
     return compact_source(
-        source,
+        stream,
         out=out,
         as_of=as_of,
         price_scale=price_scale,
@@ -683,6 +1020,7 @@ def compact_ticks(
         allow_precision_loss=allow_precision_loss,
         target_ratio=target_ratio,
         timestamp_unit=timestamp_unit,
+        memory_limit=memory_limit,
     )
 
 

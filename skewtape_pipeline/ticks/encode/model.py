@@ -595,8 +595,8 @@ class TickBatch:
             return self
         return replace(
             self,
-            price=_rescaled(self.price, self.price_scale, schema.price_scale, "price"),
-            quantity=_rescaled(
+            price=rescaled_units(self.price, self.price_scale, schema.price_scale, "price"),
+            quantity=rescaled_units(
                 self.quantity, self.quantity_scale, schema.quantity_scale, "quantity"
             ),
             price_scale=schema.price_scale,
@@ -678,8 +678,10 @@ class TickBatch:
         return self.first_difference(other) is None
 
 
-def _rescaled(units: pa.Array, scale: int, to: int, field: str) -> pa.Array:
-    """int64 ``units`` of ``10**-scale`` as units of ``10**-to``, exactly (see at_schema)."""
+def rescaled_units(units: pa.Array, scale: int, to: int, field: str) -> pa.Array:
+    """int64 ``units`` of ``10**-scale`` as units of ``10**-to``, exactly (see
+    :meth:`TickBatch.at_schema`: TickValidationError past 18 digits, PrecisionLossError on a
+    dropped digit; rows are those of ``units``)."""
     if to == scale:
         return units
     if to > scale:
@@ -765,6 +767,9 @@ def timestamps_ns(values: Any, *, field: str = "timestamp_nanos") -> pa.Array:
     if pa.types.is_integer(type_):
         return _integers_to_int64(values, field=field)
     if pa.types.is_string(type_) or pa.types.is_large_string(type_):
+        plain = _plain_int64(values)
+        if plain is not None:
+            return plain
         text = pc.utf8_trim_whitespace(values)
         bad = first_true(pc.invert(pc.match_substring_regex(text, _INTEGER_PATTERN)))
         if bad is not None:
@@ -787,6 +792,38 @@ def timestamps_ns(values: Any, *, field: str = "timestamp_nanos") -> pa.Array:
         "(a float cannot hold nanoseconds exactly)",
         field=field,
     )
+
+
+def _plain_int64(text: pa.Array) -> pa.Array | None:
+    """int64 of text that is only ASCII digits in every row (the common case, one cheap pass
+    instead of trimming and a regular expression), else None (the general path decides)."""
+    if not pc.all(pc.ascii_is_decimal(text)).as_py():
+        return None
+    try:
+        return pc.cast(text, pa.int64())
+    except pa.ArrowInvalid:  # beyond int64: the general path names the row
+        return None
+
+
+def _plain_decimal_units(text: pa.Array, scale: int) -> pa.Array | None:
+    """int64 units at ``scale`` of text that is ASCII digits with at most one ``.`` in every
+    row and fits 18 digits at ``scale`` without losing a digit (the common case: one decimal64
+    cast), else None (the general path decides, names rows and marks loss)."""
+    integers = _plain_int64(text)
+    if integers is not None:  # whole numbers: an integer cast, then the scale
+        limit = MAX_UNITS // 10**scale
+        low, high = pc.min_max(integers).values()
+        if len(integers) and (high.as_py() > limit or low.as_py() < -limit):
+            return None
+        return pc.multiply(integers, 10**scale) if scale else integers
+    digits = pc.replace_substring(text, ".", "", max_replacements=1)
+    if not pc.all(pc.ascii_is_decimal(digits)).as_py():
+        return None
+    try:
+        exact = pc.cast(text, pa.decimal64(MAX_DIGITS, scale))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    return pa.Array.from_buffers(pa.int64(), len(exact), exact.buffers(), 0, exact.offset)
 
 
 def _integers_to_int64(values: pa.Array, *, field: str) -> pa.Array:
@@ -917,6 +954,9 @@ def _units_from_decimals(
 
 
 def _units_from_strings(values: pa.Array, *, scale: int, field: str) -> ScaledColumn:
+    plain = _plain_decimal_units(values, scale)
+    if plain is not None:
+        return ScaledColumn(plain)
     text = pc.utf8_trim_whitespace(values)
     bad = first_true(pc.invert(pc.match_substring_regex(text, _NUMBER_PATTERN)))
     if bad is not None:

@@ -1,6 +1,9 @@
 """Readers that turn tick files into exact columns, and the canonical CSV form.
 
-Every reader returns a :class:`SourceTicks`: a pyarrow table with the canonical columns
+Every reader opens its file as a :class:`TickStream` (``open_*``): the file read in bounded
+chunks (:mod:`~skewtape_pipeline.ticks.chunked`), one :class:`SourceTicks` per chunk; the
+``read_*`` functions read the whole file into one. A :class:`SourceTicks` is a pyarrow table with
+the canonical columns
 ``timestamp_nanos`` (int64 ns, UTC), ``price``, ``quantity`` (exact: decimal or decimal text,
 never a float parsed from text), ``side`` (the source's raw side values), optionally ``symbol``,
 plus the source's explicit side vocabulary and what is needed to measure its raw size.
@@ -10,10 +13,10 @@ Timestamps and prices are parsed from strings into integers; nothing passes thro
 
 Readers (each mapping documented in the real files' SOURCES.md):
 
-- :func:`read_canonical` (``.csv``/``.parquet``): ``timestamp_nanos,price,quantity,side[,symbol]``
-- :func:`read_kalshi_trades`: Kalshi ``GET /markets/trades`` rows (price = yes_price / 100)
-- :func:`read_tardis_trades`: a Tardis ``trades`` CSV export (ts = timestamp * 1000)
-- :func:`read_lobster_messages`: a LOBSTER message file, executions only (types 4, 5, 6)
+- :func:`open_canonical` (``.csv``/``.parquet``): ``timestamp_nanos,price,quantity,side[,symbol]``
+- :func:`open_kalshi_trades`: Kalshi ``GET /markets/trades`` rows (price = yes_price / 100)
+- :func:`open_tardis_trades`: a Tardis ``trades`` CSV export (ts = timestamp * 1000)
+- :func:`open_lobster_messages`: a LOBSTER message file, executions only (types 4, 5, 6)
 
 Errors are :class:`~skewtape_pipeline.errors.TickValidationError` naming the file, the 0-based
 data row (header excluded) and the column.
@@ -21,11 +24,9 @@ data row (header excluded) and the column.
 
 from __future__ import annotations
 
-import csv
-import io
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, time
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -33,11 +34,18 @@ from zoneinfo import ZoneInfo
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
-import pyarrow.parquet as pq
 
 from skewtape_pipeline import fsio
-from skewtape_pipeline.arrow_memory import owned_buffer
 from skewtape_pipeline.errors import SourceLabelError, TickValidationError
+from skewtape_pipeline.ticks.encode.chunked import (
+    DEFAULT_BLOCK_BYTES,
+    RawChunk,
+    ReadState,
+    csv_chunks,
+    csv_header,
+    open_parquet,
+    parquet_chunks,
+)
 from skewtape_pipeline.ticks.encode.model import TickBatch, batch_from_columns, first_true
 from skewtape_pipeline.ticks.encode.sides import (
     CANONICAL_SIDES,
@@ -85,6 +93,9 @@ class SourceTicks:
         0-based data row in the file of each table row (None: the same as the table row).
     row_bytes
         Measured bytes of each row's line in the file (None when not measurable, e.g. Parquet).
+    first_row
+        0-based data row in the file of table row 0 when ``row_numbers`` is None (a chunk of a
+        :class:`TickStream`).
     """
 
     table: pa.Table
@@ -94,6 +105,7 @@ class SourceTicks:
     file_rows: int | None = None
     row_numbers: pa.Array | None = None
     row_bytes: pa.Array | None = None
+    first_row: int = 0
 
     @property
     def symbols(self) -> pa.Array | None:
@@ -104,15 +116,17 @@ class SourceTicks:
 
     def file_row(self, row: int | None) -> int | None:
         """The file's 0-based data row of table row ``row``."""
-        if row is None or self.row_numbers is None:
-            return row
+        if row is None:
+            return None
+        if self.row_numbers is None:
+            return self.first_row + row
         return self.row_numbers[row].as_py()
 
     def filter(self, keep: pa.Array) -> SourceTicks:
         """Only the rows where ``keep`` is True (row numbers and row sizes follow)."""
         rows = pc.indices_nonzero(keep)
         numbers = (
-            pc.cast(rows, pa.int64())
+            pc.add(pc.cast(rows, pa.int64()), self.first_row)
             if self.row_numbers is None
             else pc.take(self.row_numbers, rows)
         )
@@ -190,37 +204,156 @@ def source_from_table(
     return SourceTicks(table=pa.table(picked), side_map=side_map, path=path)
 
 
-def _csv_source(path: Path, table: pa.Table, side_map: Mapping[str, str]) -> SourceTicks:
-    """The ticks of a CSV file with one header line and one tick per line, every line kept:
-    its bytes and rows, and each tick's own line length (the raw size of a symbol-day)."""
+@dataclass
+class TickStream:
+    """The ticks of one file, read in bounded chunks (:mod:`~skewtape_pipeline.ticks.chunked`).
+
+    :meth:`chunks` reads the file once more each time it is called and yields one
+    :class:`SourceTicks` per chunk (rows named by their file row), validated as far as the
+    reader checks; ``state`` follows the read (bytes and rows read, whether each row's line
+    length was measured). :meth:`read_all` holds the whole file (small files, tests).
+    """
+
+    path: Path | None
+    side_map: Mapping[str, str]
+    file_bytes: int | None
+    read: Callable[[ReadState], Iterator[SourceTicks]]
+    state: ReadState = field(default_factory=ReadState)
+
+    def chunks(self) -> Iterator[SourceTicks]:
+        """The file's ticks chunk by chunk, from the start (``state`` starts over)."""
+        self.state = ReadState(file_bytes=self.file_bytes or 0)
+        yield from self.read(self.state)
+
+    def read_all(self) -> SourceTicks:
+        """Every chunk as one :class:`SourceTicks` (the whole file in memory)."""
+        parts = list(self.chunks())
+        empty = not parts
+        numbered = any(part.row_numbers is not None for part in parts)
+        measured = self.state.lines_measured and all(p.row_bytes is not None for p in parts)
+        return SourceTicks(
+            table=pa.concat_tables([p.table for p in parts]) if parts else pa.table({}),
+            side_map=self.side_map,
+            path=self.path,
+            file_bytes=self.file_bytes,
+            file_rows=self.state.rows,
+            row_numbers=_concat([_file_rows(p) for p in parts]) if numbered else None,
+            row_bytes=_concat([p.row_bytes for p in parts]) if measured and not empty else None,
+        )
+
+
+def _concat(arrays: list) -> pa.Array:
+    return pa.concat_arrays(arrays) if arrays else pa.array([], pa.int64())
+
+
+def _file_rows(part: SourceTicks) -> pa.Array:
+    if part.row_numbers is not None:
+        return part.row_numbers
+    return pc.add(pc.cast(pa.array(range(part.table.num_rows)), pa.int64()), part.first_row)
+
+
+def stream_of(source: SourceTicks) -> TickStream:
+    """An in-memory :class:`SourceTicks` as a one-chunk :class:`TickStream`."""
+
+    def read(state: ReadState) -> Iterator[SourceTicks]:
+        state.rows = source.table.num_rows if source.file_rows is None else source.file_rows
+        state.lines_measured = source.row_bytes is not None
+        state.bytes_read = state.file_bytes
+        yield source
+
+    return TickStream(source.path, source.side_map, source.file_bytes, read)
+
+
+Transform = Callable[[pa.Table], tuple[pa.Table, pa.Array | None]]
+"""A reader's mapping of one chunk of raw columns to canonical columns: the table, and the
+chunk rows it kept (None: every row). Its errors name the chunk's row."""
+
+
+def source_stream(
+    path: Path, chunks: Callable[[ReadState], Iterator[RawChunk]], transform: Transform,
+    side_map: Mapping[str, str],
+) -> TickStream:  # fmt: skip
+    """A :class:`TickStream` mapping each raw chunk of ``chunks`` through ``transform``."""
+
+    def read(state: ReadState) -> Iterator[SourceTicks]:
+        for raw in chunks(state):
+            try:
+                table, kept = transform(raw.table)
+            except TickValidationError as exc:
+                row = None if exc.row is None else raw.first_row + exc.row
+                raise type(exc)(exc.detail, row=row, field=exc.field) from None
+            yield _chunk_source(raw, table, kept, path=path, side_map=side_map)
+
+    return TickStream(path, side_map, path.stat().st_size, read)
+
+
+def _chunk_source(
+    raw: RawChunk, table: pa.Table, kept: pa.Array | None, *, path: Path,
+    side_map: Mapping[str, str],
+) -> SourceTicks:  # fmt: skip
+    if kept is None:
+        return SourceTicks(table=table, side_map=side_map, path=path, row_bytes=raw.row_bytes,
+                           first_row=raw.first_row)  # fmt: skip
     return SourceTicks(
         table=table,
         side_map=side_map,
         path=path,
-        file_bytes=path.stat().st_size,
-        file_rows=table.num_rows,
-        row_bytes=_csv_row_bytes(path, header_lines=1, rows=table.num_rows),
+        row_numbers=pc.add(pc.cast(kept, pa.int64()), raw.first_row),
+        row_bytes=None if raw.row_bytes is None else pc.take(raw.row_bytes, kept),
     )
+
+
+def _csv_stream(
+    path: Path, names: list[str], transform: Transform, side_map: Mapping[str, str], *,
+    header_lines: int = 1, block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> TickStream:  # fmt: skip
+    def chunks(state: ReadState) -> Iterator[RawChunk]:
+        return csv_chunks(
+            path, names=names, header_lines=header_lines, state=state, block_bytes=block_bytes
+        )
+
+    return source_stream(path, chunks, transform, side_map)
 
 
 # --- canonical form -----------------------------------------------------------------------------
 
 
 def read_canonical(path: Path | str, *, side_map: Mapping[str, str] | None = None) -> SourceTicks:
-    """Read a canonical ``.csv`` or ``.parquet`` tick file (see :func:`read_canonical_csv`)."""
+    """Read a canonical ``.csv`` or ``.parquet`` tick file whole (see :func:`open_canonical`)."""
+    return open_canonical(path, side_map=side_map).read_all()
+
+
+def open_canonical(
+    path: Path | str,
+    *,
+    side_map: Mapping[str, str] | None = None,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> TickStream:
+    """A canonical ``.csv`` or ``.parquet`` tick file as a :class:`TickStream` of chunks of
+    about ``block_bytes`` (see :func:`open_canonical_csv`, :func:`open_canonical_parquet`)."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        return read_canonical_csv(path, side_map=side_map)
+        return open_canonical_csv(path, side_map=side_map, block_bytes=block_bytes)
     if suffix in (".parquet", ".pq"):
-        return read_canonical_parquet(path, side_map=side_map)
+        return open_canonical_parquet(path, side_map=side_map, block_bytes=block_bytes)
     raise TickValidationError(f"{path}: expected a .csv or .parquet file of ticks")
 
 
 def read_canonical_csv(
     path: Path | str, *, side_map: Mapping[str, str] | None = None
 ) -> SourceTicks:
-    """Read ``timestamp_nanos,price,quantity,side[,symbol]`` (header required, any column order).
+    """:func:`open_canonical_csv`, read whole."""
+    return open_canonical_csv(path, side_map=side_map).read_all()
+
+
+def open_canonical_csv(
+    path: Path | str,
+    *,
+    side_map: Mapping[str, str] | None = None,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> TickStream:
+    """``timestamp_nanos,price,quantity,side[,symbol]`` (header required, any column order).
 
     Every column is read as text and parsed exactly later. ``side_map`` is the file's side
     vocabulary (default: BUY/SELL/UNKNOWN).
@@ -228,10 +361,12 @@ def read_canonical_csv(
     Raises
     ------
     TickValidationError
-        The file cannot be read as CSV, a canonical column is missing or an unknown one present.
+        The header cannot be read, a canonical column is missing or an unknown one present;
+        reading the chunks: the file cannot be read as CSV or has a line longer than
+        ``block_bytes`` (naming its row).
     """
     path = Path(path)
-    names = _csv_header(path)
+    names = csv_header(path)
     try:
         _check_columns(
             path, names, required=CANONICAL_COLUMNS, optional=(SYMBOL_COLUMN,), strict=True
@@ -245,11 +380,13 @@ def read_canonical_csv(
             f"{suggested[0]}",
             field=exc.field,
         ) from None
-    table = _read_text_csv(path, names=names, header_lines=1)
-    return _csv_source(
+    present = [n for n in (*CANONICAL_COLUMNS, SYMBOL_COLUMN) if n in names]
+    return _csv_stream(
         path,
-        table.select([n for n in (*CANONICAL_COLUMNS, SYMBOL_COLUMN) if n in names]),
+        names,
+        lambda raw: (raw.select(present), None),
         CANONICAL_SIDES if side_map is None else side_map,
+        block_bytes=block_bytes,
     )
 
 
@@ -277,26 +414,33 @@ def _is_number(text: str) -> bool:
 def read_canonical_parquet(
     path: Path | str, *, side_map: Mapping[str, str] | None = None
 ) -> SourceTicks:
-    """Read a Parquet file with the canonical columns (ints, decimals, floats or text)."""
+    """:func:`open_canonical_parquet`, read whole."""
+    return open_canonical_parquet(path, side_map=side_map).read_all()
+
+
+PARQUET_ROW_BYTES = 32
+"""Bytes per row assumed to size a Parquet chunk from ``block_bytes``."""
+
+
+def open_canonical_parquet(
+    path: Path | str,
+    *,
+    side_map: Mapping[str, str] | None = None,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> TickStream:
+    """A Parquet file with the canonical columns (ints, decimals, floats or text), read in
+    chunks of ``block_bytes // PARQUET_ROW_BYTES`` rows (a row group is decoded whole)."""
     path = Path(path)
-    try:
-        table = pq.read_table(path)
-    except (OSError, pa.ArrowException) as exc:
-        raise TickValidationError(f"{path}: cannot read as Parquet: {exc}") from None
-    _check_columns(
-        path,
-        table.column_names,
-        required=CANONICAL_COLUMNS,
-        optional=(SYMBOL_COLUMN,),
-        strict=True,
-    )
-    return SourceTicks(
-        table=table,
-        side_map=CANONICAL_SIDES if side_map is None else side_map,
-        path=path,
-        file_bytes=path.stat().st_size,
-        file_rows=table.num_rows,
-    )
+    file = open_parquet(path)
+    names = file.schema_arrow.names
+    _check_columns(path, names, required=CANONICAL_COLUMNS, optional=(SYMBOL_COLUMN,), strict=True)
+    rows = max(block_bytes // PARQUET_ROW_BYTES, 1)
+
+    def chunks(state: ReadState) -> Iterator[RawChunk]:
+        return parquet_chunks(open_parquet(path), path, state=state, batch_rows=rows)
+
+    side_map = CANONICAL_SIDES if side_map is None else side_map
+    return source_stream(path, chunks, lambda raw: (raw, None), side_map)
 
 
 def canonical_table(batch: TickBatch) -> pa.Table:
@@ -351,8 +495,13 @@ def write_canonical_csv(batch: TickBatch, path: Path | str) -> None:
 
 
 def read_kalshi_trades(path: Path | str) -> SourceTicks:
-    """Read Kalshi trades (``trade_id, ticker, count, created_time, yes_price, no_price,
-    taker_side``, as the public trades API returns them).
+    """:func:`open_kalshi_trades`, read whole."""
+    return open_kalshi_trades(path).read_all()
+
+
+def open_kalshi_trades(path: Path | str, *, block_bytes: int = DEFAULT_BLOCK_BYTES) -> TickStream:
+    """Kalshi trades (``trade_id, ticker, count, created_time, yes_price, no_price,
+    taker_side``, as the public trades API returns them), in chunks.
 
     Mapping: ``timestamp_nanos`` = ``created_time`` (ISO-8601 UTC, fraction padded to 9 digits);
     ``price`` = ``yes_price / 100`` exactly (USD per YES contract; ``no_price`` must equal
@@ -360,43 +509,51 @@ def read_kalshi_trades(path: Path | str) -> SourceTicks:
     no -> SELL in YES terms); ``symbol`` = ``ticker``.
     """
     path = Path(path)
-    names = _csv_header(path)
+    names = csv_header(path)
     _check_columns(path, names, required=KALSHI_COLUMNS)
-    raw = _read_text_csv(path, names=names, header_lines=1)
-    created = raw.column("created_time").combine_chunks()
-    row = first_true(pc.invert(pc.match_substring_regex(created, _ISO_UTC_PATTERN)))
-    if row is not None:
-        raise TickValidationError(
-            f"{path}: created_time {created[row].as_py()!r} is not ISO-8601 UTC "
-            "(YYYY-MM-DDTHH:MM:SS[.fraction]Z)",
-            row=row,
-            field="created_time",
-        )
-    ts = pc.cast(pc.cast(created, pa.timestamp("ns", "UTC")), pa.int64())
-    yes = _int_column(raw, "yes_price", path)
-    no = _int_column(raw, "no_price", path)
-    row = first_true(pc.not_equal(pc.add(yes, no), 100))
-    if row is not None:
-        raise TickValidationError(
-            f"{path}: yes_price {yes[row].as_py()} + no_price {no[row].as_py()} != 100 cents",
-            row=row,
-            field="no_price",
-        )
-    table = pa.table(
-        {
+
+    def transform(raw: pa.Table) -> tuple[pa.Table, None]:
+        created = raw.column("created_time").combine_chunks()
+        row = first_true(pc.invert(pc.match_substring_regex(created, _ISO_UTC_PATTERN)))
+        if row is not None:
+            raise TickValidationError(
+                f"{path}: created_time {created[row].as_py()!r} is not ISO-8601 UTC "
+                "(YYYY-MM-DDTHH:MM:SS[.fraction]Z)",
+                row=row,
+                field="created_time",
+            )
+        ts = pc.cast(pc.cast(created, pa.timestamp("ns", "UTC")), pa.int64())
+        yes = _int_column(raw, "yes_price", path)
+        no = _int_column(raw, "no_price", path)
+        row = first_true(pc.not_equal(pc.add(yes, no), 100))
+        if row is not None:
+            raise TickValidationError(
+                f"{path}: yes_price {yes[row].as_py()} + no_price {no[row].as_py()} != 100 cents",
+                row=row,
+                field="no_price",
+            )
+        columns = {
             "timestamp_nanos": ts,
             "price": units_as_decimal(yes, 2),
             "quantity": _int_column(raw, "count", path),
             "side": raw.column("taker_side"),
             "symbol": raw.column("ticker"),
         }
-    )
-    return _csv_source(path, table, KALSHI_TAKER_SIDES)
+        return pa.table(columns), None
+
+    return _csv_stream(path, names, transform, KALSHI_TAKER_SIDES, block_bytes=block_bytes)
 
 
 def read_tardis_trades(path: Path | str, *, timestamp: str = "exchange") -> SourceTicks:
-    """Read a Tardis ``trades`` CSV (``exchange, symbol, timestamp, local_timestamp, id, side,
-    price, amount``).
+    """:func:`open_tardis_trades`, read whole."""
+    return open_tardis_trades(path, timestamp=timestamp).read_all()
+
+
+def open_tardis_trades(
+    path: Path | str, *, timestamp: str = "exchange", block_bytes: int = DEFAULT_BLOCK_BYTES
+) -> TickStream:
+    """A Tardis ``trades`` CSV (``exchange, symbol, timestamp, local_timestamp, id, side,
+    price, amount``), in chunks.
 
     Mapping: ``timestamp_nanos`` = ``timestamp * 1000`` (exchange time, µs field) or, with
     ``timestamp="local"``, ``local_timestamp * 1000`` (capture time); ``price`` = ``price`` and
@@ -406,27 +563,28 @@ def read_tardis_trades(path: Path | str, *, timestamp: str = "exchange") -> Sour
     path = Path(path)
     if timestamp not in ("exchange", "local"):
         raise TickValidationError(f"timestamp = {timestamp!r}: expected 'exchange' or 'local'")
-    names = _csv_header(path)
+    names = csv_header(path)
     _check_columns(path, names, required=TARDIS_COLUMNS)
-    raw = _read_text_csv(path, names=names, header_lines=1)
     column = "timestamp" if timestamp == "exchange" else "local_timestamp"
-    micros = _int_column(raw, column, path)
-    try:
-        ts = pc.multiply_checked(micros, 1000)
-    except pa.ArrowInvalid:
-        raise TickValidationError(
-            f"{path}: a {column} value overflows int64 nanoseconds", field=column
-        ) from None
-    table = pa.table(
-        {
+
+    def transform(raw: pa.Table) -> tuple[pa.Table, None]:
+        micros = _int_column(raw, column, path)
+        try:
+            ts = pc.multiply_checked(micros, 1000)
+        except pa.ArrowInvalid:
+            raise TickValidationError(
+                f"{path}: a {column} value overflows int64 nanoseconds", field=column
+            ) from None
+        columns = {
             "timestamp_nanos": ts,
             "price": raw.column("price"),
             "quantity": raw.column("amount"),
             "side": raw.column("side"),
             "symbol": raw.column("symbol"),
         }
-    )
-    return _csv_source(path, table, EXCHANGE_TAKER_SIDES)
+        return pa.table(columns), None
+
+    return _csv_stream(path, names, transform, EXCHANGE_TAKER_SIDES, block_bytes=block_bytes)
 
 
 def lobster_label(
@@ -483,8 +641,22 @@ def read_lobster_messages(
     session_date: date | None = None,
     exchange_timezone: str = "America/New_York",
 ) -> SourceTicks:
-    """Read a LOBSTER message file (no header: ``time, type, order_id, size, price,
-    direction``), keeping executions only (types 4, 5 and 6).
+    """:func:`open_lobster_messages`, read whole."""
+    return open_lobster_messages(
+        path, symbol=symbol, session_date=session_date, exchange_timezone=exchange_timezone
+    ).read_all()
+
+
+def open_lobster_messages(
+    path: Path | str,
+    *,
+    symbol: str | None = None,
+    session_date: date | None = None,
+    exchange_timezone: str = "America/New_York",
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> TickStream:
+    """A LOBSTER message file (no header: ``time, type, order_id, size, price,
+    direction``), in chunks, keeping executions only (types 4, 5 and 6).
 
     ``symbol`` and ``session_date`` come from the file name (LOBSTER's
     ``TICKER_YYYY-MM-DD_start_end_message_LEVEL.csv``) or, for a renamed file, from these
@@ -498,41 +670,47 @@ def read_lobster_messages(
     """
     path = Path(path)
     symbol, session_date = lobster_label(path, symbol=symbol, session_date=session_date)
-    raw = _read_text_csv(path, names=list(LOBSTER_COLUMNS), header_lines=0)
-    kept = pc.is_in(raw.column("type"), value_set=pa.array(LOBSTER_EXECUTION_TYPES))
-    row_numbers = pc.cast(pc.indices_nonzero(kept), pa.int64())
-    executions = raw.filter(kept)
-
-    def located(exc: TickValidationError) -> TickValidationError:
-        file_row = None if exc.row is None else row_numbers[exc.row].as_py()
-        return TickValidationError(exc.detail, row=file_row, field=exc.field)
-
     midnight = datetime.combine(session_date, time(0), ZoneInfo(exchange_timezone))
     midnight_ns = int(midnight.timestamp()) * 10**9
+
+    def transform(raw: pa.Table) -> tuple[pa.Table, pa.Array]:
+        kept = pc.is_in(raw.column("type"), value_set=pa.array(LOBSTER_EXECUTION_TYPES))
+        rows = pc.cast(pc.indices_nonzero(kept), pa.int64())
+        try:
+            return _lobster_executions(raw.filter(kept), path, symbol, midnight_ns), rows
+        except TickValidationError as exc:
+            row = None if exc.row is None else rows[exc.row].as_py()
+            raise TickValidationError(exc.detail, row=row, field=exc.field) from None
+
+    return _csv_stream(
+        path, list(LOBSTER_COLUMNS), transform, LOBSTER_DIRECTIONS, header_lines=0,
+        block_bytes=block_bytes,
+    )  # fmt: skip
+
+
+def _lobster_executions(
+    executions: pa.Table, path: Path, symbol: str, midnight_ns: int
+) -> pa.Table:
+    """LOBSTER execution rows as canonical columns (errors name the execution's row)."""
     seconds = executions.column("time").combine_chunks()
     parts = pc.extract_regex(pc.utf8_trim_whitespace(seconds), _SECONDS_PATTERN)
     if parts.null_count:
         row = first_true(pc.is_null(parts))
-        raise located(
-            TickValidationError(
-                f"{path}: time {seconds[row].as_py()!r} is not decimal seconds with at most 9 "
-                "fractional digits",
-                row=row,
-                field="time",
-            )
+        raise TickValidationError(
+            f"{path}: time {seconds[row].as_py()!r} is not decimal seconds with at most 9 "
+            "fractional digits",
+            row=row,
+            field="time",
         )
     whole = pc.cast(pc.struct_field(parts, "sec"), pa.int64())
     nanos = pc.cast(pc.utf8_rpad(pc.struct_field(parts, "frac"), 9, "0"), pa.int64())
     ts = pc.add_checked(pc.add_checked(pc.multiply_checked(whole, 10**9), nanos), midnight_ns)
-    try:
-        price = _int_column(executions, "price", path)
-        size = _int_column(executions, "size", path)
-    except TickValidationError as exc:
-        raise located(exc) from None
+    price = _int_column(executions, "price", path)
+    size = _int_column(executions, "size", path)
     side = pc.if_else(
         pc.equal(executions.column("type"), "6"), LOBSTER_CROSS, executions.column("direction")
     )
-    table = pa.table(
+    return pa.table(
         {
             "timestamp_nanos": ts,
             "price": units_as_decimal(price, 4),
@@ -541,32 +719,9 @@ def read_lobster_messages(
             "symbol": pa.array([symbol] * executions.num_rows, pa.string()),
         }
     )
-    all_row_bytes = _csv_row_bytes(path, header_lines=0, rows=raw.num_rows)
-    return SourceTicks(
-        table=table,
-        side_map=LOBSTER_DIRECTIONS,
-        path=path,
-        file_bytes=path.stat().st_size,
-        file_rows=raw.num_rows,
-        row_numbers=row_numbers,
-        row_bytes=None if all_row_bytes is None else pc.take(all_row_bytes, row_numbers),
-    )
 
 
 # --- helpers ------------------------------------------------------------------------------------
-
-
-def _csv_header(path: Path) -> list[str]:
-    """The column names of a CSV file's first line (a UTF-8 byte-order mark before it is
-    skipped, as the CSV reader skips it)."""
-    try:
-        with open(path, encoding="utf-8-sig", newline="") as handle:
-            first = handle.readline()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TickValidationError(f"{path}: cannot read the CSV header: {exc}") from None
-    if not first.strip():
-        raise TickValidationError(f"{path}: the file is empty; expected a header line")
-    return next(csv.reader(io.StringIO(first)))
 
 
 def _check_columns(
@@ -601,21 +756,6 @@ def _names(names: Iterable[str]) -> str:
     return ", ".join(repr(name) for name in names)
 
 
-def _read_text_csv(path: Path, *, names: list[str], header_lines: int) -> pa.Table:
-    """Read every column as text (exact parsing happens later)."""
-    try:
-        return pa_csv.read_csv(
-            path,
-            read_options=pa_csv.ReadOptions(column_names=names, skip_rows=header_lines),
-            convert_options=pa_csv.ConvertOptions(
-                column_types={name: pa.string() for name in names},
-                strings_can_be_null=False,
-            ),
-        )
-    except (OSError, pa.ArrowException) as exc:
-        raise TickValidationError(f"{path}: cannot read as CSV: {exc}") from None
-
-
 def _int_column(table: pa.Table, name: str, path: Path) -> pa.Array:
     values = pc.utf8_trim_whitespace(table.column(name).combine_chunks())
     row = first_true(pc.invert(pc.match_substring_regex(values, _INTEGER_PATTERN)))
@@ -629,25 +769,3 @@ def _int_column(table: pa.Table, name: str, path: Path) -> pa.Array:
         raise TickValidationError(
             f"{path}: a {name} value does not fit int64", field=name
         ) from None
-
-
-def _csv_row_bytes(path: Path, *, header_lines: int, rows: int) -> pa.Array | None:
-    """Measured byte length (newline included) of each data line, or None when lines and rows
-    do not correspond one to one (blank lines, quoted newlines)."""
-    data = path.read_bytes()
-    if not data:
-        return None
-    octets = pa.Array.from_buffers(pa.uint8(), len(data), [None, owned_buffer(data)])
-    ends = pc.cast(pc.indices_nonzero(pc.equal(octets, 10)), pa.int64())
-    if not data.endswith(b"\n"):
-        ends = pa.concat_arrays([ends, pa.array([len(data) - 1], pa.int64())])
-    previous = pa.concat_arrays([pa.array([-1], pa.int64()), ends.slice(0, len(ends) - 1)])
-    lengths = pc.subtract(ends, previous).slice(header_lines)
-    if len(lengths) != rows:
-        return None
-    blank = pc.less_equal(lengths, 1)
-    if rows and first_true(blank) is not None:
-        return None
-    if rows and data.count(b"\r\n\r\n"):
-        return None
-    return lengths

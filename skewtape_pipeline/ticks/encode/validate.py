@@ -40,12 +40,14 @@ def validate_batch(batch: TickBatch) -> None:
 
     One min/max pass per value column; a failing row is searched only once a bound fails.
     """
-    for name in ("ts_ns", "price", "quantity", "side"):
-        column = getattr(batch, name)
-        if column.null_count:
-            row = first_true(pc.is_null(column))
-            raise TickValidationError(f"{name} is null", row=row, field=name)
+    _check_no_nulls(batch)
     _check_non_decreasing(batch)
+    validate_values(batch)
+
+
+def validate_values(batch: TickBatch) -> None:
+    """Every rule above but the order (a chunk of a file, validated before it is sorted)."""
+    _check_no_nulls(batch)
     if len(batch) == 0:
         return
     _check_finite_times(batch)
@@ -80,6 +82,14 @@ def validate_batch(batch: TickBatch) -> None:
             row=row,
             field="side",
         )
+
+
+def _check_no_nulls(batch: TickBatch) -> None:
+    for name in ("ts_ns", "price", "quantity", "side"):
+        column = getattr(batch, name)
+        if column.null_count:
+            row = first_true(pc.is_null(column))
+            raise TickValidationError(f"{name} is null", row=row, field=name)
 
 
 def _check_finite_times(batch: TickBatch) -> None:

@@ -19,13 +19,15 @@ Everything but :func:`archive_symbol_days` (which writes the archive through the
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from skewtape_pipeline.errors import ChainError, ConfigError, TickValidationError
@@ -37,7 +39,16 @@ from skewtape_pipeline.ticks.archive.books import (
     is_books_and_records,
 )
 from skewtape_pipeline.ticks.archive.catalog import read_catalog
-from skewtape_pipeline.ticks.archive.compact import compact_planned, plan_symbol_days
+from skewtape_pipeline.ticks.archive.compact import (
+    DEFAULT_MEMORY_LIMIT,
+    PlanOptions,
+    StreamPlan,
+    block_bytes_for,
+    compact_planned,
+    plan_stream,
+    spilling_router,
+    utc_days,
+)
 from skewtape_pipeline.ticks.archive.parquet_store import (
     ARCHIVE_LOCK_WAIT_SECONDS,
     partition_file,
@@ -45,6 +56,7 @@ from skewtape_pipeline.ticks.archive.parquet_store import (
 )
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.archive.withdraw import remove_symbol_days
+from skewtape_pipeline.ticks.encode.chunked import RawChunk, ReadState, open_parquet, parquet_chunks
 from skewtape_pipeline.ticks.encode.model import (
     TickSchema,
     coarsest_timestamp_unit,
@@ -53,7 +65,12 @@ from skewtape_pipeline.ticks.encode.model import (
     widest_schema,
 )
 from skewtape_pipeline.ticks.encode.report import DEFAULT_TARGET_RATIO, TickStorageCompactionReport
-from skewtape_pipeline.ticks.encode.sources import SourceTicks
+from skewtape_pipeline.ticks.encode.sources import (
+    PARQUET_ROW_BYTES,
+    SourceTicks,
+    TickStream,
+    source_stream,
+)
 
 FILLS_SIDE_MAP = {"yes": "BUY", "no": "SELL"}
 """The side vocabulary of fills (``taker_side``)."""
@@ -301,13 +318,16 @@ def archive_symbol_days(
     policy: TierPolicy,
     target_ratio: float = DEFAULT_TARGET_RATIO,
     audit_log: Path | None = None,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
 ) -> list[SymbolDayResult]:
     """Compact each wanted symbol-day's ticks from the newest snapshot holding its month file
     (:func:`newest_sources`) into the archive.
 
-    Every wanted symbol-day is read and validated before the first file is written (one DuckDB
-    scan per month file). A symbol-day without ticks in its month file leaves the archive (the
-    publisher corrected those ticks away); one whose month file no snapshot holds (its venue
+    Every wanted symbol-day is read and validated before the first file is written (one
+    streaming scan per month file, :func:`open_fills`, in at most about ``memory_limit`` bytes:
+    rows beyond it spill to the archive's staging folder, as ``compact-ticks`` does). A
+    symbol-day without ticks in its month file leaves the archive (the publisher corrected those
+    ticks away); one whose month file no snapshot holds (its venue
     left and the snapshots that held it are gone, e.g. a mirror advanced in place) is left as
     archived: a warm or cold copy of it is withdrawn from the catalog
     (``withdraw.remove_symbol_days``, audited to ``audit_log``), then its hot file is
@@ -331,46 +351,49 @@ def archive_symbol_days(
         ``ARCHIVE_LOCK_WAIT_SECONDS``.
     """
     sources = newest_sources(history, wanted)
-    planned = {}
     by_file: dict[FillsSource, list[SymbolDay]] = defaultdict(list)
     for key, source in sources.items():
         by_file[source].append(key)
     schema = recorded_schema(out) if by_file else None
-    for source, keys in by_file.items():
-        if source.sha256 is None:
-            continue
-        ticks = read_fills_ticks(source.snapshot / source.path, keys)
-        if ticks.table.num_rows:
+    with ExitStack() as routers:
+        planned: dict[SymbolDay, tuple[StreamPlan, int]] = {}
+        for source, keys in by_file.items():
+            if source.sha256 is None:
+                continue
             schema = schema or snapshot_fills_schema(source.snapshot)
-            for item in plan_symbol_days(
-                ticks, as_of=as_of, side_map=FILLS_SIDE_MAP, archive=schema
-            ):
-                planned[(item.symbol, item.day)] = item
-    gone = [key for key in wanted if key not in planned and sources[key].sha256 is not None]
-    _check_write_once(out, wanted, planned, gone, audit_log)
-    removed = remove_symbol_days(
-        out, gone, audit_log=audit_log, lock_timeout=ARCHIVE_LOCK_WAIT_SECONDS, policy=policy
-    )
-    removals = {(r.symbol, r.day): r for r in removed}
-    results = []
-    for key in wanted:
-        item = planned.get(key)
-        if item is None:
-            removal = removals.get(key)  # None: no snapshot holds its month file; kept
-            results.append(
-                SymbolDayResult(
-                    *key,
-                    sources[key],
-                    None,
-                    removed_file=removal is not None and removal.removed_file,
-                    withdrawn=removal is not None and removal.withdrawn,
-                )
-            )
-            continue
-        report = compact_planned(
-            item, out=out, policy=policy, target_ratio=target_ratio, audit_log=audit_log
+            stream = open_fills(source.snapshot / source.path, keys, memory_limit=memory_limit)
+            router = routers.enter_context(spilling_router(out, memory_limit))
+            options = PlanOptions(as_of, side_map=FILLS_SIDE_MAP, archive=schema)
+            plan = plan_stream(stream, options, router, allow_empty=True)
+            planned |= {plan.labels[key]: (plan, key) for key in plan.keys}
+            router.spill()  # the next month file's rows get the whole budget
+        gone = [key for key in wanted if key not in planned and sources[key].sha256 is not None]
+        _check_write_once(out, wanted, planned, gone, audit_log)
+        removed = remove_symbol_days(
+            out, gone, audit_log=audit_log, lock_timeout=ARCHIVE_LOCK_WAIT_SECONDS, policy=policy
         )
-        results.append(SymbolDayResult(*key, sources[key], report))
+        removals = {(r.symbol, r.day): r for r in removed}
+        results = []
+        for key in wanted:
+            if key not in planned:
+                removal = removals.get(key)  # None: no snapshot holds its month file; kept
+                results.append(
+                    SymbolDayResult(
+                        *key,
+                        sources[key],
+                        None,
+                        removed_file=removal is not None and removal.removed_file,
+                        withdrawn=removal is not None and removal.withdrawn,
+                    )
+                )
+                continue
+            plan, plan_key = planned[key]
+            item = plan.symbol_day(plan_key)
+            plan.router.drop(plan_key)
+            report = compact_planned(
+                item, out=out, policy=policy, target_ratio=target_ratio, audit_log=audit_log
+            )
+            results.append(SymbolDayResult(*key, sources[key], report))
     return results
 
 
@@ -403,38 +426,57 @@ def _check_write_once(
 
 def read_fills_ticks(fills_file: Path, wanted: Iterable[SymbolDay]) -> SourceTicks:
     """The rows of ``fills_file`` on the wanted symbol-days, in file order, as canonical ticks
-    (``timestamp_nanos, price, quantity, side, symbol``) naming the file and its rows."""
+    (``timestamp_nanos, price, quantity, side, symbol``) naming the file and its rows; the
+    whole selection in memory (:func:`open_fills` reads it in chunks)."""
+    return open_fills(fills_file, wanted).read_all()
+
+
+FILLS_COLUMNS = ("ts", "price", "quantity", "taker_side", "venue", "market_id")
+
+
+def open_fills(
+    fills_file: Path, wanted: Iterable[SymbolDay], *, memory_limit: int = DEFAULT_MEMORY_LIMIT
+) -> TickStream:
+    """The rows of ``fills_file`` on the wanted symbol-days as a stream of chunks in file
+    order (``ParquetFile.iter_batches``, chunks sized for ``memory_limit``): canonical columns
+    ``timestamp_nanos`` (the ``ts`` column as read), ``price``, ``quantity``, ``side``
+    (``taker_side``) and ``symbol`` (``<venue>:<market_id>``), each row named by its file row.
+
+    Raises TickValidationError naming the file when it cannot be read or lacks a column.
+    """
     pairs = sorted(set(wanted))
     for symbol, _ in pairs:
         split_symbol(symbol)
-    wanted_table = pa.table(
-        {
-            "symbol": [symbol for symbol, _ in pairs],
-            "start_ns": [_day_start_ns(day) for _, day in pairs],
+    wanted_keys = pa.array(
+        [f"{symbol}|{_day_start_ns(day) // NS_PER_DAY}" for symbol, day in pairs]
+    )
+    file = open_parquet(fills_file)
+    missing = [name for name in FILLS_COLUMNS if name not in file.schema_arrow.names]
+    if missing:
+        raise TickValidationError(f"{fills_file}: missing column(s) {missing}", field=missing[0])
+    rows = max(block_bytes_for(memory_limit) // PARQUET_ROW_BYTES, 1)
+
+    def chunks(state: ReadState) -> Iterator[RawChunk]:
+        reader = open_parquet(fills_file)
+        return parquet_chunks(reader, fills_file, state=state, batch_rows=rows,
+                              columns=list(FILLS_COLUMNS))  # fmt: skip
+
+    def transform(raw: pa.Table) -> tuple[pa.Table, pa.Array]:
+        symbols = pc.binary_join_element_wise(raw["venue"], raw["market_id"], SYMBOL_SEPARATOR)
+        ns = timestamps_ns(raw["ts"], field="ts")
+        days = utc_days(ns)
+        keys = pc.binary_join_element_wise(symbols, pc.cast(days, pa.string()), "|")
+        kept = pc.cast(pc.indices_nonzero(pc.is_in(keys, value_set=wanted_keys)), pa.int64())
+        columns = {
+            "timestamp_nanos": pc.take(ns, kept),
+            "price": pc.take(raw["price"], kept),
+            "quantity": pc.take(raw["quantity"], kept),
+            "side": pc.take(raw["taker_side"], kept),
+            "symbol": pc.take(symbols, kept),
         }
-    )
-    con = duckdb.connect()
-    con.register("wanted", wanted_table)
-    table = con.sql(
-        f"""
-        SELECT epoch_ns(f.ts) AS timestamp_nanos, f.price, f.quantity, f.taker_side AS side,
-               f.venue || '{SYMBOL_SEPARATOR}' || f.market_id AS symbol,
-               f.file_row_number AS file_row
-        FROM read_parquet(?, file_row_number = true) AS f
-        JOIN wanted AS w
-          ON w.symbol = f.venue || '{SYMBOL_SEPARATOR}' || f.market_id
-         AND epoch_ns(f.ts) >= w.start_ns AND epoch_ns(f.ts) < w.start_ns + {NS_PER_DAY}
-        ORDER BY f.file_row_number
-        """,
-        params=[str(fills_file)],
-    ).to_arrow_table()
-    return SourceTicks(
-        table=table.drop_columns(["file_row"]),
-        side_map=FILLS_SIDE_MAP,
-        path=fills_file,
-        file_rows=pq.ParquetFile(fills_file).metadata.num_rows,
-        row_numbers=table.column("file_row").combine_chunks().cast(pa.int64()),
-    )
+        return pa.table(columns), kept
+
+    return source_stream(fills_file, chunks, transform, FILLS_SIDE_MAP)
 
 
 def _day_start_ns(day: date) -> int:
@@ -462,18 +504,21 @@ def fills_file_schema(fills_file: Path) -> TickSchema:
     column or one of another kind.
     """
     try:
-        table = pq.read_table(fills_file, columns=["ts", "price", "quantity"])
+        batches = pq.ParquetFile(fills_file).iter_batches(columns=["ts", "price", "quantity"])
+        return widest_schema([_batch_schema(batch) for batch in batches])
     except (OSError, pa.ArrowException) as exc:
         raise TickValidationError(f"{fills_file}: cannot read ts, price, quantity: {exc}") from None
-    try:
-        ts = timestamps_ns(table.column("ts"), field="ts")
-        return TickSchema(
-            coarsest_timestamp_unit(ts),
-            smallest_exact_scale(table.column("price"), field="price"),
-            smallest_exact_scale(table.column("quantity"), field="quantity"),
-        )
     except TickValidationError as exc:
         raise TickValidationError(f"{fills_file}: {exc.detail}", field=exc.field) from None
+
+
+def _batch_schema(batch: pa.RecordBatch) -> TickSchema:
+    ts = timestamps_ns(batch.column("ts"), field="ts")
+    return TickSchema(
+        coarsest_timestamp_unit(ts),
+        smallest_exact_scale(batch.column("price"), field="price"),
+        smallest_exact_scale(batch.column("quantity"), field="quantity"),
+    )
 
 
 def days_by_activity(history: Path, month: str) -> list[date]:
@@ -515,10 +560,11 @@ def archive_read_back_problems(results: Sequence[SymbolDayResult], *, out: Path)
 
 
 def read_back_mismatches(
-    results: Sequence[SymbolDayResult], *, out: Path
+    results: Sequence[SymbolDayResult], *, out: Path, memory_limit: int = DEFAULT_MEMORY_LIMIT
 ) -> list[tuple[str, FillsSource, int]]:
     """(symbol, source, rows that differ) of each written symbol-day DuckDB does not read back
-    equal to the snapshot's fills (see :func:`archive_read_back_problems`)."""
+    equal to the snapshot's fills (see :func:`archive_read_back_problems`): DuckDB reads both
+    files itself, within ``memory_limit``."""
     written = [r for r in results if r.report is not None]
     problems = []
     by_file: dict[FillsSource, list[SymbolDayResult]] = defaultdict(list)
@@ -526,21 +572,31 @@ def read_back_mismatches(
         by_file[result.source].append(result)
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
+    con.execute(f"SET memory_limit = '{memory_limit // 2**20}MiB'")
     for source, group in by_file.items():
         files = [str(partition_file(out, r.symbol, r.day)) for r in group]
-        ticks = read_fills_ticks(source.snapshot / source.path, [(r.symbol, r.day) for r in group])
-        con.register("fills", ticks.table)
+        wanted = pa.table(
+            {
+                "symbol": [r.symbol for r in group],
+                "start_ns": [_day_start_ns(r.day) for r in group],
+            }
+        )
+        con.register("wanted", wanted)
         mismatched = con.execute(
-            """
+            f"""
             WITH archive AS (
               SELECT symbol, epoch_ns(ts) AS ns, price::DECIMAL(18, 6) AS price,
                      quantity::DECIMAL(18, 6) AS quantity, side::VARCHAR AS side
               FROM read_parquet(?, hive_partitioning = true)
             ), fills AS (
-              SELECT symbol, timestamp_nanos AS ns, price::DECIMAL(18, 6) AS price,
-                     quantity::DECIMAL(18, 6) AS quantity,
-                     CASE side WHEN 'yes' THEN 'BUY' WHEN 'no' THEN 'SELL' ELSE side END AS side
-              FROM fills
+              SELECT w.symbol, epoch_ns(f.ts) AS ns, f.price::DECIMAL(18, 6) AS price,
+                     f.quantity::DECIMAL(18, 6) AS quantity,
+                     CASE f.taker_side WHEN 'yes' THEN 'BUY' WHEN 'no' THEN 'SELL'
+                          ELSE f.taker_side END AS side
+              FROM read_parquet(?) AS f
+              JOIN wanted AS w
+                ON w.symbol = f.venue || '{SYMBOL_SEPARATOR}' || f.market_id
+               AND epoch_ns(f.ts) >= w.start_ns AND epoch_ns(f.ts) < w.start_ns + {NS_PER_DAY}
             ), diff AS (
               (SELECT * FROM archive EXCEPT ALL SELECT * FROM fills)
               UNION ALL
@@ -548,8 +604,8 @@ def read_back_mismatches(
             )
             SELECT symbol, count(*) FROM diff GROUP BY symbol ORDER BY symbol
             """,
-            [files],
+            [files, str(source.snapshot / source.path)],
         ).fetchall()
-        con.unregister("fills")
+        con.unregister("wanted")
         problems += [(symbol, source, count) for symbol, count in mismatched]
     return problems

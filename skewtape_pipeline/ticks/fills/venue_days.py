@@ -27,6 +27,7 @@ import duckdb
 
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.ticks.archive.catalog import read_catalog
+from skewtape_pipeline.ticks.archive.compact import DEFAULT_MEMORY_LIMIT
 from skewtape_pipeline.ticks.archive.parquet_store import PART_FILE_NAME, decode_symbol
 from skewtape_pipeline.ticks.archive.reports_table import (
     ARCHIVED,
@@ -64,6 +65,8 @@ class VenueDayOptions:
     batch: str
     target_ratio: float = DEFAULT_TARGET_RATIO
     audit_log: Path | None = None
+    memory_limit: int = DEFAULT_MEMORY_LIMIT
+    """Bytes the venue-day's reads may use (``compact-ticks --memory-limit``)."""
 
 
 @dataclass(frozen=True)
@@ -162,10 +165,10 @@ def archive_venue_day(
         policy=options.policy,
         target_ratio=options.target_ratio,
         audit_log=options.audit_log,
+        memory_limit=options.memory_limit,
     )
-    mismatched = {
-        symbol: count for symbol, _, count in read_back_mismatches(results, out=options.out)
-    }
+    checked = read_back_mismatches(results, out=options.out, memory_limit=options.memory_limit)
+    mismatched = {symbol: count for symbol, _, count in checked}
     skipped = sorted(set(listed) - set(wanted))
     rows = [_row(result, venue, options, mismatched.get(result.symbol, 0)) for result in results]
     rows += [_skipped_row(symbol, venue, day, source, options) for symbol in skipped]

@@ -10,15 +10,16 @@ import dagster as dg
 
 from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.mirror.format import CHECKSUMS, MANIFEST
+from skewtape_pipeline.orchestration.mirror.publisher import PublisherSource
 from skewtape_pipeline.orchestration.mirror.schedules import monthly_apply_schedule
 from skewtape_pipeline.orchestration.mirror.sensors import run_key
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 
 
-def evaluate(skewtape: SkewtapeHome, when: datetime):
-    context = dg.build_schedule_context(
-        scheduled_execution_time=when, resources={"skewtape": skewtape}
-    )
+def evaluate(skewtape: SkewtapeHome, when: datetime, publisher: PublisherSource | None = None):
+    no_publisher = PublisherSource(source_variable="SKEWTAPE_TEST_UNSET_SOURCE")
+    resources = {"skewtape": skewtape, "publisher": publisher or no_publisher}
+    context = dg.build_schedule_context(scheduled_execution_time=when, resources=resources)
     return monthly_apply_schedule(context)
 
 
@@ -53,3 +54,13 @@ def test_schedule_when_month_is_before_the_first_partition_skips(skewtape: Skewt
     skipped = evaluate(skewtape, datetime(2026, 8, 1, 6, tzinfo=UTC))
     assert isinstance(skipped, dg.SkipReason)
     assert "2026-07 is not a month partition" in skipped.skip_message
+
+
+def test_schedule_when_the_delta_is_only_at_the_publisher_requests_the_month_to_fetch_it(
+    sample_root: Path, skewtape: SkewtapeHome, published_sample: Path
+):
+    shutil.rmtree(sample_root / "deltas" / "2026-10")
+    publisher = PublisherSource(source=str(published_sample))
+    request = evaluate(skewtape, datetime(2026, 11, 1, 6, tzinfo=UTC), publisher)
+    assert isinstance(request, dg.RunRequest)
+    assert request.partition_key == "2026-10" and "published" in request.run_key

@@ -16,6 +16,7 @@ import pytest
 from skewtape_pipeline.errors import ChainError, WriteOnceError
 from skewtape_pipeline.mirror.apply import apply_delta
 from skewtape_pipeline.mirror.snapshot import read_snapshot
+from skewtape_pipeline.ticks.archive import spill
 from skewtape_pipeline.ticks.archive.books import EVENT_REFUSED, enable_books_and_records
 from skewtape_pipeline.ticks.archive.lifecycle import retier
 from skewtape_pipeline.ticks.archive.parquet_store import partition_file
@@ -382,3 +383,34 @@ def test_archive_symbol_days_when_no_snapshot_holds_the_month_file_keeps_archive
     assert result.report is None and not result.removed_file and not result.withdrawn
     assert result.source.sha256 is None
     assert partition_file(out, *wanted[0]).read_bytes() == kept
+
+
+def test_archive_symbol_days_when_over_the_memory_limit_spills_and_writes_the_same_files(
+    applied_chain: Path, tmp_path: Path, monkeypatch
+):
+    history = applied_chain / "history"
+    wanted = busiest_symbol_days(history / "2026-10" / "fills/kalshi/2026-10.parquet", 6)
+    unbounded = tmp_path / "unbounded"
+    archive_symbol_days(history, wanted, out=unbounded, as_of=AS_OF, policy=TierPolicy())
+    over_budget = []
+    original = spill.SymbolDayRouter.spill
+
+    def counted(self):
+        if self.held_bytes > self.memory_bytes:
+            over_budget.append(self.held_bytes)
+        original(self)
+
+    monkeypatch.setattr(spill.SymbolDayRouter, "spill", counted)
+    monkeypatch.setattr(spill, "ROW_BYTES", 2**16)  # the sample's fills weigh as a big month's
+    bounded = tmp_path / "bounded"
+    results = archive_symbol_days(
+        history, wanted, out=bounded, as_of=AS_OF, policy=TierPolicy(), memory_limit=2**20
+    )
+    assert len(over_budget) >= 2
+    assert all(r.report is not None for r in results)
+    for key in wanted:
+        assert (
+            partition_file(bounded, *key).read_bytes()
+            == partition_file(unbounded, *key).read_bytes()
+        )
+    assert not list((bounded / ".skewtape-staging").rglob("*"))

@@ -1,0 +1,724 @@
+"""Follow the publisher: fetch its monthly deltas, and a new subscriber's first snapshot.
+
+The publisher's layout is ``history/<YYYY-MM>/`` (whole snapshots) beside ``deltas/<YYYY-MM>/``
+(the delta that leads to that month). Nothing relies on a directory listing: a month is
+discovered by reading its ``CHECKSUMS.sha256`` (absent: not published yet), and what is fetched
+is what that file lists.
+
+What a fetch promises
+---------------------
+- **Only verified, complete months appear.** A month's files download into a staging folder
+  beside the target (``deltas/.fetch-<YYYY-MM>/``, ``history/.fetch-<YYYY-MM>/``); every file's
+  sha256 is computed while it streams and checked against the month's ``CHECKSUMS.sha256`` (and,
+  for a delta, against its manifest's entries); the folder is renamed into place only once every
+  file verified. A delta's ``CHECKSUMS.sha256`` and manifest are read first, and the delta is
+  refused before any of it is written when its parent is not the snapshot the local chain ends
+  at (by manifest sha256).
+- **Resumable and idempotent.** A fetch stopped at any point keeps its staging folder; run again,
+  it resumes each partial file with a ranged request from where the file ends, provided the
+  remote file is still the version it started (its ETag, or size and modification time; the
+  versions are kept in ``.skewtape/fetch.json`` in the staging folder), and starts the file over
+  otherwise, never stitching two versions. A staged file already whole is verified from disk,
+  not downloaded again. A month already in place is not fetched at all.
+- **No byte hashed twice.** The hashes the fetch verified are recorded in the month folder's hash
+  cache (``.skewtape/hashes.json``, see :mod:`skewtape_pipeline.hashing`), which the apply
+  (:func:`~skewtape_pipeline.mirror.preflight.check_delta_files`) and ``verify`` consult, so
+  applying a fetched delta reads its files once, to merge them. Each file's modification time
+  is set to the publisher's (Last-Modified; an object's or a file's mtime), as ``curl -R`` and
+  ``rclone`` do, so the cache's racy-entry rule trusts a hash taken a moment after the file was
+  written; without a publisher's time the apply hashes that file again.
+- **A refusal changes nothing.** A publisher that serves something the format does not allow
+  (a path leaving the folder, a sha256 mismatch, a CHECKSUMS.sha256 without the manifest, an
+  HTML page, a redirect elsewhere, a file longer than the size recorded for it or without a
+  length, a listed file that is not there) gets a typed error and the month's staging folder is
+  removed (only the fetch's lock file in the data root, created once a download begins, stays);
+  a network failure after the last retry (:class:`TransferError`) keeps it for a rerun.
+
+This module does not import dagster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from skewtape_pipeline import fsio
+from skewtape_pipeline.errors import (
+    ChainError,
+    ChecksumMismatchError,
+    DeltaRefusedError,
+    LockHeldError,
+    PublisherError,
+)
+from skewtape_pipeline.hashing import BLOCK, HashCache, parse_checksums, sha256_bytes
+from skewtape_pipeline.mirror.catchup import chain_tip, month_folders, next_month
+from skewtape_pipeline.mirror.format import (
+    CHECKSUMS,
+    LOCAL_STATE_DIR,
+    MANIFEST,
+    DeltaManifest,
+    SnapshotManifest,
+    safe_relpath,
+)
+from skewtape_pipeline.mirror.sources import (
+    RemoteFile,
+    SmallFile,
+    Source,
+    TransferSettings,
+    next_attempt,
+    open_source,
+)
+from skewtape_pipeline.mirror.verify import hash_cache_path
+
+HISTORY, DELTAS = "history", "deltas"
+STAGING_PREFIX = ".fetch-"
+JOURNAL = "fetch.json"
+LOCK_NAME = ".skewtape-fetch.lock"
+Kind = Literal["delta", "snapshot"]
+Progress = Callable[["TransferStats"], None]
+
+
+# --- results -----------------------------------------------------------------------------------
+
+
+@dataclass
+class TransferStats:
+    """Running totals of one fetch, safe to update from its transfer threads.
+
+    ``bytes_total`` is the size of every file to be in place at the end, ``bytes_done`` how much
+    of it is on disk now; ``bytes_fetched`` came over the network in this run (restarts
+    included), ``bytes_resumed`` were kept from an earlier, interrupted run, ``bytes_hashed``
+    were read to hash them (streamed bytes included).
+    """
+
+    bytes_total: int = 0
+    bytes_done: int = 0
+    bytes_fetched: int = 0
+    bytes_resumed: int = 0
+    bytes_hashed: int = 0
+    retries: int = 0
+    files_fetched: int = 0
+    files_present: int = 0
+    """Files found whole in the staging folder (verified from disk, not downloaded again)."""
+    started: float = field(default_factory=time.monotonic)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    listener: Progress | None = field(default=None, repr=False, compare=False)
+
+    def add(self, **counts: int) -> None:
+        with self._lock:
+            for name, value in counts.items():
+                setattr(self, name, getattr(self, name) + value)
+        if self.listener is not None:
+            self.listener(self)
+
+    @property
+    def seconds(self) -> float:
+        return time.monotonic() - self.started
+
+    def counters(self) -> dict[str, int]:
+        """The byte, file and retry counts (for a month's result)."""
+        return {
+            name: getattr(self, name)
+            for name in ("bytes_fetched", "bytes_resumed", "bytes_hashed", "retries",
+                         "files_fetched", "files_present")
+        }  # fmt: skip
+
+
+@dataclass
+class FetchedMonth:
+    """One month a fetch placed (or found in place, or, in a dry run, would fetch)."""
+
+    month: str
+    kind: Kind
+    folder: Path
+    files: int
+    bytes: int
+    already_present: bool = False
+    bytes_fetched: int = 0
+    bytes_resumed: int = 0
+    bytes_hashed: int = 0
+    retries: int = 0
+    files_fetched: int = 0
+    files_present: int = 0
+    seconds: float = 0.0
+
+    @property
+    def mean_rate(self) -> float:
+        """Bytes fetched per second (0 when nothing was fetched)."""
+        return self.bytes_fetched / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["folder"] = str(self.folder)
+        data["mean_rate"] = round(self.mean_rate, 1)
+        return data
+
+
+@dataclass
+class FetchResult:
+    """What :func:`fetch_deltas` or :func:`fetch_snapshot` did, month by month.
+
+    ``next_unpublished`` is the first month the publisher has no delta for yet (deltas only).
+    """
+
+    source: str
+    months: list[FetchedMonth]
+    dry_run: bool = False
+    next_unpublished: str | None = None
+
+    @property
+    def bytes_fetched(self) -> int:
+        return sum(month.bytes_fetched for month in self.months)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "dry_run": self.dry_run,
+            "next_unpublished": self.next_unpublished,
+            "months": [month.to_dict() for month in self.months],
+        }
+
+
+# --- what the publisher has --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RemoteMonth:
+    """A published month, read as far as its small files: ``listed`` is its CHECKSUMS.sha256
+    ({path in the month's folder: sha256}), ``small`` the bytes of the files already read
+    whole (verified), ``sizes`` the sizes a manifest records ({path: bytes}; may be empty)."""
+
+    month: str
+    kind: Kind
+    listed: dict[str, str]
+    small: dict[str, SmallFile]
+    sizes: dict[str, int]
+    next_manifest_sha256: str | None = None
+    parent_manifest_sha256: str | None = None
+
+    @property
+    def folder(self) -> str:
+        """The month's folder at the publisher (and in the local root)."""
+        return f"{DELTAS if self.kind == 'delta' else HISTORY}/{self.month}"
+
+
+def remote_delta(source: Source, month: str) -> RemoteMonth | None:
+    """The publisher's delta of ``month`` (its CHECKSUMS.sha256, manifest and next snapshot's
+    manifest read and cross-checked), or None when it has not published it. Writes nothing.
+
+    Raises ChecksumMismatchError (a CHECKSUMS.sha256 that does not list the manifest, a file
+    that does not hash as listed), UnsafePathError, ManifestError, PublisherError.
+    """
+    folder = f"{DELTAS}/{month}"
+    sums = source.read_small(f"{folder}/{CHECKSUMS}")
+    if sums is None:
+        return None
+    listed = _listed(source, folder, sums.data)
+    manifest = _read_listed(source, folder, MANIFEST, listed)
+    manifest_raw = manifest.data
+    parsed = DeltaManifest.parse(manifest_raw, source=Path(folder) / MANIFEST)
+    for index, entry in enumerate(parsed.files):
+        if entry.source is not None and listed.get(entry.source) != entry.sha256:
+            raise ChecksumMismatchError(
+                f"files[{index}] ships {entry.source!r} with sha256 {entry.sha256}; "
+                f"{source.url(folder + '/' + CHECKSUMS)} lists {listed.get(entry.source)}",
+                field=f"files[{index}].sha256",
+            )
+    next_rel = parsed.files[-1].source or MANIFEST
+    next_manifest = _read_listed(source, folder, next_rel, listed)
+    shipped = {e.path: e.source for e in parsed.files if e.op in ("add", "replace")}
+    recorded = SnapshotManifest.parse(next_manifest.data, source=Path(folder) / next_rel)
+    sizes = {
+        shipped[path]: entry.bytes
+        for path, entry in recorded.by_path().items()
+        if path in shipped and entry.bytes is not None
+    }
+    return RemoteMonth(
+        month,
+        "delta",
+        listed,
+        {CHECKSUMS: sums, MANIFEST: manifest, next_rel: next_manifest},
+        sizes,
+        next_manifest_sha256=parsed.next.manifest_sha256,
+        parent_manifest_sha256=parsed.parent.manifest_sha256,
+    )
+
+
+def remote_snapshot(source: Source, month: str) -> RemoteMonth:
+    """The publisher's whole snapshot of ``month`` (CHECKSUMS.sha256 and manifest read).
+
+    Raises PublisherError when the publisher has no such snapshot; as :func:`remote_delta`.
+    """
+    folder = f"{HISTORY}/{month}"
+    sums = source.read_small(f"{folder}/{CHECKSUMS}")
+    if sums is None:
+        raise PublisherError(
+            f"the publisher has no snapshot of {month} (no {CHECKSUMS})",
+            url=source.url(f"{folder}/{CHECKSUMS}"),
+        )
+    listed = _listed(source, folder, sums.data)
+    manifest = _read_listed(source, folder, MANIFEST, listed)
+    recorded = SnapshotManifest.parse(manifest.data, source=Path(folder) / MANIFEST).by_path()
+    sizes = {path: e.bytes for path, e in recorded.items() if e.bytes is not None}
+    return RemoteMonth(month, "snapshot", listed, {CHECKSUMS: sums, MANIFEST: manifest}, sizes)
+
+
+def _listed(source: Source, folder: str, raw: bytes) -> dict[str, str]:
+    """{path: sha256} of a month's CHECKSUMS.sha256, every path safe, the manifest listed."""
+    url = source.url(f"{folder}/{CHECKSUMS}")
+    listed = parse_checksums(raw, source=Path(folder) / CHECKSUMS)
+    for rel in listed:
+        safe_relpath(rel, field_name=f"a line of {url}")
+    if MANIFEST not in listed:
+        raise ChecksumMismatchError(
+            f"{url} does not list {MANIFEST}; a month's checksums vouch for its manifest",
+            field=MANIFEST,
+        )
+    return listed
+
+
+def _read_listed(source: Source, folder: str, rel: str, listed: dict[str, str]) -> SmallFile:
+    """A small listed file, its bytes checked against its listed sha256."""
+    url = source.url(f"{folder}/{rel}")
+    if rel not in listed:
+        raise ChecksumMismatchError(f"{url} is not listed in the month's {CHECKSUMS}", field=rel)
+    data = source.read_small(f"{folder}/{rel}")
+    if data is None:
+        raise PublisherError(f"is listed in the month's {CHECKSUMS} but is not there", url=url)
+    found = sha256_bytes(data.data)
+    if found != listed[rel]:
+        raise ChecksumMismatchError(
+            f"{url} hashes to {found}; the month's {CHECKSUMS} lists {listed[rel]}", field=rel
+        )
+    return data
+
+
+# --- the two commands --------------------------------------------------------------------------
+
+
+def fetch_deltas(
+    source: str | Source,
+    root: Path,
+    *,
+    settings: TransferSettings | None = None,
+    dry_run: bool = False,
+    until: str | None = None,
+    on_progress: Progress | None = None,
+) -> FetchResult:
+    """Fetch every published delta after the newest local month into ``root/deltas/``.
+
+    Months are fetched in order, each only once its manifest names as parent the snapshot the
+    local chain leads to, stopping at the first month the publisher has not published (or after
+    the month ``until``, when given). With ``dry_run``, nothing is written: the result lists
+    what would be fetched and its bytes.
+
+    Idempotent: a rerun resumes an interrupted month and fetches nothing that is in place.
+
+    Raises
+    ------
+    ChainError
+        ``root/history`` holds no snapshot (fetch one with :func:`fetch_snapshot` first), or a
+        published delta's parent is not the snapshot the local chain ends at.
+    PublisherError, ChecksumMismatchError, UnsafePathError, ManifestError
+        The publisher served something the format does not allow (nothing changed on disk).
+    TransferError
+        The network failed after the last retry (a rerun resumes).
+    LockHeldError
+        Another fetch into ``root`` is running.
+    """
+    source = source if not isinstance(source, str) else open_source(source, settings)
+    root = Path(root)
+    if not holds_snapshot(root):
+        raise ChainError(
+            f"{root / HISTORY} holds no snapshot to follow the publisher from; fetch a first one "
+            "with fetch_snapshot (the command line: fetch --snapshot YYYY-MM, or sync)"
+        )
+    month, parent = chain_tip(root / HISTORY, root / DELTAS)
+    result = FetchResult(source.location, [], dry_run=dry_run)
+    while until is None or month < until:
+        month, mark = next_month(month), source.retries
+        remote = remote_delta(source, month)
+        if remote is None:
+            result.next_unpublished = month
+            return result
+        if remote.parent_manifest_sha256 != parent:
+            raise ChainError(
+                f"{source.url(remote.folder + '/' + MANIFEST)}: its parent's manifest sha256 "
+                f"is {remote.parent_manifest_sha256}; the local chain in {root} ends at "
+                f"{parent}. Nothing was fetched."
+            )
+        placed = _place_month(source, remote, root, dry_run, on_progress)
+        placed.retries += source.retries - mark
+        result.months.append(placed)
+        parent = remote.next_manifest_sha256 or ""
+    return result
+
+
+def fetch_snapshot(
+    source: str | Source,
+    root: Path,
+    month: str,
+    *,
+    settings: TransferSettings | None = None,
+    dry_run: bool = False,
+    on_progress: Progress | None = None,
+) -> FetchResult:
+    """Fetch the publisher's whole snapshot of ``month`` into ``root/history/<month>/``: a new
+    subscriber's start.
+
+    Idempotent: run again, it finishes an interrupted download, and once the snapshot is in
+    place it does nothing. The snapshot's hash cache is filled with what was verified, so
+    ``verify`` reads no file again.
+
+    Raises
+    ------
+    ChainError
+        ``root/history`` already holds another month (nothing fetched).
+    PublisherError, ChecksumMismatchError, UnsafePathError, TransferError, LockHeldError
+        As for :func:`fetch_deltas`.
+    """
+    source = source if not isinstance(source, str) else open_source(source, settings)
+    root = Path(root)
+    history = root / HISTORY
+    target = history / month
+    if (target / MANIFEST).is_file():  # placed only once verified whole
+        present = FetchedMonth(month, "snapshot", target, 0, 0, already_present=True)
+        return FetchResult(source.location, [present], dry_run=dry_run)
+    others = [m for m in month_folders(history) if m != month]
+    if others:
+        raise ChainError(
+            f"{history} already holds {history / others[-1]}; a first snapshot is fetched only "
+            "into an empty history (later months come as deltas: fetch without --snapshot)"
+        )
+    mark = source.retries
+    remote = remote_snapshot(source, month)
+    placed = _place_month(source, remote, root, dry_run, on_progress)
+    placed.retries += source.retries - mark
+    return FetchResult(source.location, [placed], dry_run=dry_run)
+
+
+SNAPSHOT_LOOKBACK = 36
+"""How many months back from now :func:`newest_snapshot_month` asks for a snapshot."""
+
+
+def newest_snapshot_month(source: Source, *, now: str | None = None) -> str:
+    """The newest month the publisher has a whole snapshot of, found by asking for
+    ``history/<YYYY-MM>/CHECKSUMS.sha256`` from the current month (``now``, default: today in
+    UTC) backwards, one small request per month, at most :data:`SNAPSHOT_LOOKBACK` months.
+
+    Raises PublisherError when none of those months has one.
+    """
+    month = now or time.strftime("%Y-%m", time.gmtime())
+    for _ in range(SNAPSHOT_LOOKBACK):
+        if source.stat(f"{HISTORY}/{month}/{CHECKSUMS}") is not None:
+            return month
+        month = previous_month(month)
+    raise PublisherError(
+        f"has no snapshot in the {SNAPSHOT_LOOKBACK} months up to {now or 'now'} (asked for "
+        f"{HISTORY}/<YYYY-MM>/{CHECKSUMS}); pass the month to start from",
+        url=source.location,
+    )
+
+
+def previous_month(month: str) -> str:
+    """The month before ``month`` (YYYY-MM)."""
+    year, mon = int(month[:4]), int(month[5:])
+    return f"{year - 1:04d}-12" if mon == 1 else f"{year:04d}-{mon - 1:02d}"
+
+
+def holds_snapshot(root: Path) -> bool:
+    """True when ``root/history`` holds a snapshot (a month folder with its manifest)."""
+    history = Path(root) / HISTORY
+    return any((history / month / MANIFEST).is_file() for month in month_folders(history))
+
+
+def _staging_name(month: str) -> str:
+    return f"{STAGING_PREFIX}{month}"
+
+
+# --- one month ---------------------------------------------------------------------------------
+
+
+def _place_month(
+    source: Source, remote: RemoteMonth, root: Path, dry_run: bool, on_progress: Progress | None
+) -> FetchedMonth:
+    """Fetch ``remote`` into its staging folder, verify it whole, rename it into place."""
+    target = root / remote.folder
+    stats = TransferStats(listener=on_progress)
+    large = {rel: digest for rel, digest in remote.listed.items() if rel not in remote.small}
+    remotes = _stat_all(source, remote, large)
+    size = sum(r.size for r in remotes.values()) + sum(len(f.data) for f in remote.small.values())
+    placed = FetchedMonth(remote.month, remote.kind, target, len(remote.listed) + 1, size)
+    if dry_run:
+        return placed
+    stats.add(bytes_total=size)
+    # The lock is taken (its file created) only now: a refusal before this changes nothing.
+    with fsio.exclusive_lock(root / LOCK_NAME, what="fetching", held_error=LockHeldError):
+        if (target / MANIFEST).is_file():  # another fetch placed it meanwhile
+            return replace(placed, already_present=True)
+        _stage_and_place(source, remote, target, remotes, stats)
+    counters = stats.counters()
+    return FetchedMonth(
+        remote.month, remote.kind, target, placed.files, size, seconds=stats.seconds, **counters
+    )
+
+
+def _stage_and_place(
+    source: Source,
+    remote: RemoteMonth,
+    target: Path,
+    remotes: dict[str, RemoteFile],
+    stats: TransferStats,
+) -> None:
+    """Download into the staging folder beside ``target``, verify, rename it into place."""
+    stage = target.parent / _staging_name(remote.month)
+    with _discarded_on_refusal(stage):
+        fsio.remove_stale_temps(stage)  # a killed fetch's half-written small file
+        _write_small(stage, remote, stats)
+        month = _StagedMonth(stage, source, remote, stats)
+        month.fetch_all(remotes)
+        month.cache.save()
+        (stage / LOCAL_STATE_DIR / JOURNAL).unlink(missing_ok=True)
+        fsio.fsync_dir(stage)
+        os.rename(stage, target)
+        fsio.fsync_dir(target.parent)
+
+
+def _stat_all(source: Source, remote: RemoteMonth, large: dict[str, str]) -> dict[str, RemoteFile]:
+    """{path: the remote version} of every listed file not read yet; a file that is not there,
+    or longer or shorter than its recorded size, is refused."""
+    settings = source.settings
+
+    def one(rel: str) -> RemoteFile:
+        url = source.url(f"{remote.folder}/{rel}")
+        found = source.stat(f"{remote.folder}/{rel}")
+        if found is None:
+            raise PublisherError(
+                f"is listed in the month's {CHECKSUMS} but the publisher does not have it",
+                url=url,
+            )
+        _check_size(url, found, remote.sizes.get(rel))
+        return found
+
+    names = sorted(large)
+    with ThreadPoolExecutor(max_workers=settings.connections) as pool:
+        return dict(zip(names, pool.map(one, names), strict=True))
+
+
+def _check_size(url: str, found: RemoteFile, recorded: int | None) -> None:
+    if recorded is not None and found.size != recorded:
+        longer = "longer" if found.size > recorded else "shorter"
+        raise PublisherError(
+            f"is {found.size} bytes, {longer} than the {recorded} bytes its manifest records",
+            url=url,
+        )
+
+
+@contextlib.contextmanager
+def _discarded_on_refusal(stage: Path) -> Iterator[None]:
+    """Remove ``stage`` (and its parent folder when this created it and it is left empty) when
+    the block refuses what the publisher served (a typed refusal); any other failure (the
+    network, a full disk, an interruption) keeps it for a resume."""
+    created = not stage.parent.exists()
+    stage.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except (PublisherError, DeltaRefusedError, ChainError):
+        shutil.rmtree(stage, ignore_errors=True)
+        if created:
+            with contextlib.suppress(OSError):
+                stage.parent.rmdir()
+        raise
+
+
+def _write_small(stage: Path, remote: RemoteMonth, stats: TransferStats) -> None:
+    """Write the month's small files, already read and verified, dated as the publisher's."""
+    for rel, small in remote.small.items():
+        fsio.atomic_write_bytes(stage / rel, small.data)
+        if small.mtime_ns is not None:
+            os.utime(stage / rel, ns=(small.mtime_ns, small.mtime_ns))
+        size = len(small.data)
+        stats.add(bytes_done=size, bytes_fetched=size, bytes_hashed=size)
+
+
+class _Cancelled(Exception):
+    """Another file of the month failed; this transfer stops where it is."""
+
+
+class _StagedMonth:
+    """A month's staging folder: its files, the remote versions they were started from
+    (``.skewtape/fetch.json``) and the hash cache of what verified."""
+
+    def __init__(self, stage: Path, source: Source, remote: RemoteMonth, stats: TransferStats):
+        started_ns = time.time_ns()  # the small files were hashed before; dated no later
+        self.stage, self.source, self.remote, self.stats = stage, source, remote, stats
+        self.journal_path = stage / LOCAL_STATE_DIR / JOURNAL
+        self.versions: dict[str, str] = _load_versions(self.journal_path)
+        self.cache = HashCache(hash_cache_path(stage))
+        self.lock = threading.Lock()
+        self.cancel = threading.Event()
+        for rel, small in remote.small.items():
+            self.cache.record(rel, stage / rel, sha256_bytes(small.data), hashed_at_ns=started_ns)
+
+    def fetch_all(self, remotes: dict[str, RemoteFile]) -> None:
+        """Fetch every file (largest first, ``connections`` at a time); the first failure
+        stops the others and is raised once they stopped."""
+        order = sorted(remotes, key=lambda rel: remotes[rel].size, reverse=True)
+        with ThreadPoolExecutor(max_workers=self.source.settings.connections) as pool:
+            futures = [pool.submit(self.fetch_file, rel, remotes[rel]) for rel in order]
+            try:
+                wait(futures, return_when=FIRST_EXCEPTION)
+            finally:
+                self.cancel.set()
+                wait(futures)
+        errors = [f.exception() for f in futures if f.exception() is not None]
+        real = [e for e in errors if not isinstance(e, _Cancelled)]
+        if real:
+            raise real[0]
+
+    def fetch_file(self, rel: str, remote: RemoteFile) -> None:
+        """Make ``stage/rel`` the verified file: kept when whole, resumed, or fetched."""
+        path = self.stage / rel
+        expected = self.remote.listed[rel]
+        started_ns = time.time_ns()
+        have = self._usable_prefix(rel, path, remote)
+        if have == remote.size and self._verified_on_disk(rel, path, expected):
+            self.stats.add(files_present=1, bytes_done=have, bytes_resumed=have)
+            return
+        kept = have if have < remote.size else 0
+        digest = self._download(rel, path, remote, kept)
+        if digest != expected and kept:
+            digest = self._download(rel, path, remote, 0)  # the kept bytes were not the file's
+        if digest != expected:
+            raise ChecksumMismatchError(
+                f"{self.source.url(f'{self.remote.folder}/{rel}')} hashes to {digest}; the "
+                f"month's {CHECKSUMS} lists {expected}",
+                field=rel,
+            )
+        self._record(rel, path, digest, started_ns, remote.mtime_ns)
+        self.stats.add(files_fetched=1)
+
+    def _usable_prefix(self, rel: str, path: Path, remote: RemoteFile) -> int:
+        """Bytes of ``path`` a resume can keep: all of it when it was started from the same
+        remote version and is not longer than it; else 0."""
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return 0
+        same = self.versions.get(rel) == remote.validator and remote.validator
+        return size if same and size <= remote.size else 0
+
+    def _verified_on_disk(self, rel: str, path: Path, expected: str) -> bool:
+        digest = self.cache.lookup(rel, path)
+        if digest is None:
+            started_ns = time.time_ns()
+            digest = _hash_file(path, self.stats)
+            if digest == expected:
+                with self.lock:
+                    self.cache.record(rel, path, digest, hashed_at_ns=started_ns)
+        return digest == expected
+
+    def _download(self, rel: str, path: Path, remote: RemoteFile, have: int) -> str:
+        """Stream the file into ``path`` from byte ``have`` (kept bytes hashed from disk first);
+        returns the sha256 of the whole file. Restarts from 0 when the remote version changes."""
+        self._remember_version(rel, remote.validator)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        url = self.source.url(f"{self.remote.folder}/{rel}")
+        retry = self.source.settings.retry()
+        with open(path, "r+b" if path.exists() else "w+b") as out:
+            out.truncate(have)
+            digest = _hash_prefix(out, have, self.stats)
+            self.stats.add(bytes_resumed=have, bytes_done=have)
+            while have < remote.size:
+                body = self.source.open_range(f"{self.remote.folder}/{rel}", have, remote)
+                if body.start != have or body.remote != remote:
+                    _check_size(url, body.remote, self.remote.sizes.get(rel))
+                    self.stats.add(bytes_done=-have)
+                    remote, have, digest = body.remote, 0, hashlib.sha256()
+                    self._remember_version(rel, remote.validator)
+                    out.seek(0)
+                    out.truncate(0)
+                try:
+                    have = self._stream(body.chunks, out, digest, have)
+                except self.source.transient as exc:
+                    have = out.tell()  # what was written before the break is hashed too
+                    body.close()
+                    retry = next_attempt(retry, url, exc)
+                    self.stats.add(retries=1)
+            out.flush()
+            os.fsync(out.fileno())
+        return digest.hexdigest()
+
+    def _stream(self, chunks: Iterator[bytes], out, digest, have: int) -> int:
+        for chunk in chunks:
+            if self.cancel.is_set():
+                raise _Cancelled()
+            out.write(chunk)
+            digest.update(chunk)
+            have += len(chunk)
+            self.stats.add(bytes_fetched=len(chunk), bytes_done=len(chunk),
+                           bytes_hashed=len(chunk))  # fmt: skip
+        return have
+
+    def _remember_version(self, rel: str, validator: str) -> None:
+        with self.lock:
+            if self.versions.get(rel) == validator:
+                return
+            self.versions[rel] = validator
+            fsio.atomic_write_bytes(self.journal_path, _dump_versions(self.versions))
+
+    def _record(self, rel: str, path: Path, digest: str, started_ns: int, mtime_ns: int | None):
+        """Give ``path`` the publisher's modification time and record its verified hash."""
+        if mtime_ns is not None:
+            os.utime(path, ns=(mtime_ns, mtime_ns))
+        with self.lock:
+            self.cache.record(rel, path, digest, hashed_at_ns=started_ns)
+            self.cache.save()
+
+
+def _hash_file(path: Path, stats: TransferStats) -> str:
+    with open(path, "rb") as handle:
+        return _hash_prefix(handle, path.stat().st_size, stats).hexdigest()
+
+
+def _hash_prefix(handle, length: int, stats: TransferStats):
+    """A sha256 object fed the first ``length`` bytes of the open file ``handle`` (left at
+    ``length``)."""
+    digest = hashlib.sha256()
+    handle.seek(0)
+    left = length
+    while left > 0:
+        chunk = handle.read(min(BLOCK, left))
+        if not chunk:
+            break
+        digest.update(chunk)
+        left -= len(chunk)
+    handle.seek(length)
+    stats.add(bytes_hashed=length - left)
+    return digest
+
+
+def _load_versions(path: Path) -> dict[str, str]:
+    """{path: remote version} of ``fetch.json``; {} when it is absent or damaged (every
+    partial file is then started over)."""
+    try:
+        data = json.loads(path.read_bytes())
+    except (FileNotFoundError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _dump_versions(versions: dict[str, str]) -> bytes:
+    return json.dumps(versions, sort_keys=True).encode()

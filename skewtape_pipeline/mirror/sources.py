@@ -1,0 +1,565 @@
+"""Where a publisher's files come from: a local folder, an ``https://`` URL or an S3 prefix.
+
+:func:`open_source` gives one object with the same small interface for the three kinds:
+
+- :meth:`read_small` reads a small file whole (a ``CHECKSUMS.sha256``, a manifest), or None when
+  the publisher does not have it (how a month is discovered: no listing is ever requested);
+- :meth:`stat` says how large a file is and what identifies its version (an ETag, else its
+  Last-Modified; an object's or a file's size and modification time);
+- :meth:`open_range` streams a file from a byte offset. When the remote file is no longer the
+  version the caller started from, the :class:`Body` starts at 0 again with the new version
+  (over HTTP an ``If-Range`` request does this; the caller then starts over, never stitching
+  two versions together).
+
+HTTP goes through urllib3's connection pool, whose :class:`~urllib3.util.Retry` retries refused
+connections, timeouts, resets and 5xx answers with exponential backoff; the same ``Retry``
+object also budgets and paces the resumes after a transfer broken mid-body
+(:func:`next_attempt`). ``http://`` is accepted for loopback hosts only (tests, a local
+publisher). Redirects are followed only within the same scheme, host and port. S3 goes through
+the pyarrow filesystem the tick archive's S3 tiers use (:func:`~skewtape_pipeline.storage.
+object_filesystem`: endpoint and options in the URI's query, credentials from the environment
+only), with the AWS SDK's own retries.
+
+Nothing here writes to disk.
+"""
+
+from __future__ import annotations
+
+import collections
+import ipaddress
+import itertools
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import quote, urljoin, urlsplit
+
+import urllib3
+from pyarrow import fs as pafs
+from urllib3.exceptions import HTTPError, MaxRetryError, SSLError
+from urllib3.util import Retry, Timeout
+
+from skewtape_pipeline.errors import ConfigError, PublisherError, TLSFailureError, TransferError
+from skewtape_pipeline.hashing import BLOCK
+from skewtape_pipeline.storage import S3_SCHEME, check_object_uri, object_filesystem
+
+SMALL_FILE_LIMIT = 16 << 20
+"""The most a CHECKSUMS.sha256 or manifest may hold (a stream that goes on is cut here)."""
+MAX_REDIRECTS = 5
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+ABSENT_STATUSES = frozenset({404, 410})
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+HTML_SUFFIXES = (".html", ".htm")
+
+
+@dataclass(frozen=True)
+class TransferSettings:
+    """How hard a transfer tries: ``attempts`` per request (and per broken body), backoff
+    between them (``backoff`` s, doubling up to ``backoff_max``), timeouts in seconds, and the
+    number of parallel connections. Validated when built."""
+
+    connections: int = 4
+    attempts: int = 5
+    backoff: float = 0.5
+    backoff_max: float = 20.0
+    connect_timeout: float = 10.0
+    read_timeout: float = 60.0
+    ca_certs: str | None = None
+    """A CA bundle to trust for ``https://`` (default: the system's)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.connections, int) or not 1 <= self.connections <= 64:
+            raise ConfigError(f"connections={self.connections!r}; expected 1 to 64")
+        if not isinstance(self.attempts, int) or self.attempts < 1:
+            raise ConfigError(f"attempts={self.attempts!r}; expected at least 1")
+
+    def retry(self) -> Retry:
+        """The urllib3 retry policy of these settings (also the budget of resumed bodies)."""
+        retries = self.attempts - 1
+        return Retry(
+            total=retries,
+            connect=retries,
+            read=retries,
+            status=retries,
+            other=0,
+            redirect=False,
+            allowed_methods=frozenset({"GET", "HEAD"}),
+            status_forcelist=RETRY_STATUSES,
+            backoff_factor=self.backoff,
+            backoff_max=self.backoff_max,
+            raise_on_status=True,
+            respect_retry_after_header=True,
+        )
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One version of a remote file: its size, what identifies the version (``validator``), and
+    its modification time in ns when the publisher says (Last-Modified)."""
+
+    size: int
+    validator: str
+    mtime_ns: int | None = None
+
+
+@dataclass(frozen=True)
+class SmallFile:
+    """A small file read whole, and its modification time in ns when the publisher says."""
+
+    data: bytes
+    mtime_ns: int | None = None
+
+
+def small_file(url: str, data: bytes, mtime_ns: int | None) -> SmallFile:
+    """``data`` as a :class:`SmallFile`; PublisherError when it went past the limit."""
+    if len(data) > SMALL_FILE_LIMIT:
+        raise PublisherError(
+            f"is longer than {SMALL_FILE_LIMIT} bytes; a checksums or manifest file is small",
+            url=url,
+        )
+    return SmallFile(data, mtime_ns)
+
+
+@dataclass
+class Body:
+    """A response's bytes from offset ``start`` of ``remote``. ``chunks`` ends at
+    ``remote.size``; iterate it to the end or call ``close``."""
+
+    start: int
+    remote: RemoteFile
+    chunks: Iterator[bytes]
+    close: Callable[[], None] = field(default=lambda: None, repr=False)
+
+
+class Source(Protocol):
+    """A publisher's root, wherever it is (see the module notes)."""
+
+    location: str
+    settings: TransferSettings
+    transient: tuple[type[BaseException], ...]
+    """Errors of a body broken mid-transfer that a resumed request may get past."""
+    retries: int
+    """Requests the client library retried so far (HTTP: urllib3's count; 0 for the others,
+    whose library keeps its count to itself)."""
+
+    def url(self, rel: str) -> str: ...
+    def read_small(self, rel: str) -> SmallFile | None: ...
+    def stat(self, rel: str) -> RemoteFile | None: ...
+    def open_range(self, rel: str, start: int, expected: RemoteFile) -> Body: ...
+
+
+def open_source(spec: str, settings: TransferSettings | None = None) -> Source:
+    """The source named by ``spec``: an ``https://`` (or loopback ``http://``) URL, an
+    ``s3://bucket/prefix`` URI, or a local folder.
+
+    Raises ConfigError for an ``http://`` URL to another host, a URL with credentials, an
+    unusable S3 URI, or a folder that does not exist.
+    """
+    settings = settings or TransferSettings()
+    if spec.startswith(("http://", "https://")):
+        return HttpSource(spec, settings)
+    if spec.startswith(S3_SCHEME):
+        return ObjectSource(spec, settings)
+    if "://" in spec:
+        raise ConfigError(f"source {spec!r}: expected https://, s3:// or a local folder")
+    return FolderSource(Path(spec), settings)
+
+
+def next_attempt(retry: Retry, url: str, error: BaseException) -> Retry:
+    """The retry policy after one more broken transfer of ``url``, having slept its backoff.
+
+    Raises TransferError naming ``url`` and ``error`` once the attempts are used up.
+    """
+    try:
+        retry = retry.increment(method="GET", url=url, error=error)
+    except MaxRetryError:
+        raise TransferError(
+            f"the transfer broke off ({_reason(error)}) and the last retry failed too",
+            url=url,
+        ) from None
+    retry.sleep()
+    return retry
+
+
+def _reason(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), port
+
+
+# --- HTTP(S) -------------------------------------------------------------------------------------
+
+
+class HttpSource:
+    """A publisher's root URL, read through urllib3 (see the module notes)."""
+
+    def __init__(self, base_url: str, settings: TransferSettings):
+        parts = urlsplit(base_url)
+        if parts.username or parts.password or parts.query or parts.fragment:
+            raise ConfigError(
+                f"source {base_url!r}: expected a URL without credentials, query or fragment"
+            )
+        if not parts.hostname:
+            raise ConfigError(f"source {base_url!r}: expected a host name")
+        if parts.scheme == "http" and not _is_loopback(parts.hostname):
+            raise ConfigError(
+                f"source {base_url!r}: plain http:// is accepted only for a loopback host "
+                "(127.0.0.1, localhost); use https://"
+            )
+        self.location = base_url.rstrip("/")
+        self.settings = settings
+        self.origin = _origin(base_url)
+        self.transient = (HTTPError, OSError)
+        self.retries = 0
+        self._count = threading.Lock()
+        self.pool = urllib3.PoolManager(
+            num_pools=4,
+            maxsize=settings.connections,
+            retries=settings.retry(),
+            timeout=Timeout(connect=settings.connect_timeout, read=settings.read_timeout),
+            ca_certs=settings.ca_certs,
+        )
+
+    def url(self, rel: str) -> str:
+        return f"{self.location}/{quote(rel)}"
+
+    def read_small(self, rel: str) -> SmallFile | None:
+        url, response = self._get(rel, {})
+        try:
+            if response.status in ABSENT_STATUSES:
+                return None
+            self._check_answer(url, rel, response, (200,))
+            data = response.read(SMALL_FILE_LIMIT + 1)
+        except HTTPError as exc:
+            raise TransferError(f"reading it failed ({_reason(exc)})", url=url) from None
+        finally:
+            _finish(response)
+        return small_file(url, data, _mtime_ns(response))
+
+    def stat(self, rel: str) -> RemoteFile | None:
+        url, response = self._get(rel, {"Range": "bytes=0-0"})
+        try:
+            if response.status in ABSENT_STATUSES:
+                return None
+            self._check_answer(url, rel, response, (200, 206))
+            if response.status == 206:
+                response.read()  # one byte: the connection stays reusable
+            return _remote_file(url, response)
+        except HTTPError as exc:
+            raise TransferError(f"looking it up failed ({_reason(exc)})", url=url) from None
+        finally:
+            _finish(response)
+
+    def open_range(self, rel: str, start: int, expected: RemoteFile) -> Body:
+        headers = {"Range": f"bytes={start}-", "If-Range": expected.validator} if start else {}
+        url, response = self._get(rel, headers)
+        try:
+            if response.status in ABSENT_STATUSES:
+                raise PublisherError(
+                    f"is listed in its folder's CHECKSUMS.sha256 but the publisher answered "
+                    f"{response.status}",
+                    url=url,
+                )
+            self._check_answer(url, rel, response, (200, 206))
+            remote = _remote_file(url, response)
+            begins = _range_start(url, response) if response.status == 206 else 0
+        except BaseException:
+            _finish(response)
+            raise
+        return Body(begins, remote, _read_body(response, remote.size - begins), response.close)
+
+    def _get(self, rel: str, headers: dict[str, str]) -> tuple[str, urllib3.BaseHTTPResponse]:
+        """GET ``rel`` (following same-origin redirects only): (final URL, unread response)."""
+        url = self.url(rel)
+        for _ in range(MAX_REDIRECTS + 1):
+            try:
+                response = self.pool.request(
+                    "GET", url, headers=headers, preload_content=False, redirect=False
+                )
+            except MaxRetryError as exc:
+                raise _failed(url, exc.reason or exc) from None
+            except HTTPError as exc:
+                raise _failed(url, exc) from None
+            if response.retries is not None and response.retries.history:
+                with self._count:
+                    self.retries += len(response.retries.history)
+            if response.status not in REDIRECT_STATUSES:
+                return url, response
+            _finish(response)
+            location = urljoin(url, response.headers.get("Location", ""))
+            if _origin(location) != self.origin:
+                raise PublisherError(
+                    f"redirects to {location}; a publisher's files are read only from "
+                    f"{self.origin[0]}://{self.origin[1]} (no other scheme or host)",
+                    url=url,
+                )
+            url = location
+        raise PublisherError(f"redirects more than {MAX_REDIRECTS} times", url=url)
+
+    @staticmethod
+    def _check_answer(url: str, rel: str, response, allowed: tuple[int, ...]) -> None:
+        if response.status not in allowed:
+            raise TransferError(f"the publisher answered HTTP {response.status}", url=url)
+        kind = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if kind in ("text/html", "application/xhtml+xml") and not rel.endswith(HTML_SUFFIXES):
+            raise PublisherError(
+                f"the publisher answered {response.status} with an HTML page ({kind}); expected "
+                "the file itself",
+                url=url,
+            )
+
+
+def _failed(url: str, error: BaseException) -> TransferError:
+    if isinstance(error, SSLError):
+        return TLSFailureError(f"the TLS handshake failed ({error})", url=url)
+    return TransferError(f"the request failed after the last retry ({_reason(error)})", url=url)
+
+
+def _finish(response) -> None:
+    """Give the connection back, closing it first when its body was not read to the end."""
+    if not response.closed and response.length_remaining:
+        response.close()
+    response.release_conn()
+
+
+def _remote_file(url: str, response) -> RemoteFile:
+    """The version a 200 or 206 answer is of: its full size, ETag or Last-Modified, mtime."""
+    size = _full_size(response)
+    if size is None:
+        raise PublisherError(
+            "the publisher sent no length for it (no Content-Length or Content-Range); a file "
+            "is fetched only when its size is known",
+            url=url,
+        )
+    validator = response.headers.get("ETag") or response.headers.get("Last-Modified") or ""
+    return RemoteFile(size, validator, _mtime_ns(response))
+
+
+def _mtime_ns(response) -> int | None:
+    """The answer's Last-Modified in ns since the epoch, or None."""
+    modified = response.headers.get("Last-Modified")
+    try:
+        return int(parsedate_to_datetime(modified).timestamp()) * 1_000_000_000
+    except (TypeError, ValueError):
+        return None
+
+
+def _full_size(response) -> int | None:
+    if response.status == 206:
+        total = response.headers.get("Content-Range", "").rpartition("/")[2]
+        return int(total) if total.isdigit() else None
+    length = response.headers.get("Content-Length", "")
+    if "chunked" in response.headers.get("Transfer-Encoding", "").lower():
+        return None
+    return int(length) if length.isdigit() else None
+
+
+def _range_start(url: str, response) -> int:
+    unit, _, spec = response.headers.get("Content-Range", "").partition(" ")
+    first = spec.partition("-")[0]
+    if unit != "bytes" or not first.isdigit():
+        raise PublisherError(
+            f"answered 206 with Content-Range {response.headers.get('Content-Range')!r}",
+            url=url,
+        )
+    return int(first)
+
+
+def _read_body(response, length: int) -> Iterator[bytes]:
+    """The body's blocks, ``length`` bytes in all (urllib3 raises when it ends short)."""
+    try:
+        left = length
+        while left > 0:
+            chunk = response.read1(min(BLOCK, left))  # what arrived: a cut loses nothing read
+            if not chunk:
+                raise urllib3.exceptions.IncompleteRead(length - left, left)
+            left -= len(chunk)
+            yield chunk
+    finally:
+        _finish(response)
+
+
+# --- S3 ----------------------------------------------------------------------------------------
+
+
+S3_BLOCK = 2 * BLOCK
+"""Bytes of the largest ranged read of an object (each is one GET)."""
+S3_DEPTH = 8
+"""Ranged reads of one object in flight at once."""
+
+
+class ObjectSource:
+    """A publisher's root in an S3 bucket, read through pyarrow's S3 filesystem."""
+
+    def __init__(self, uri: str, settings: TransferSettings):
+        parts = urlsplit(uri)
+        try:
+            check_object_uri(uri)
+        except ConfigError as exc:  # its message quotes the URI: never echo a query's values
+            shown = f"{S3_SCHEME}{parts.netloc}{parts.path}?..."
+            raise ConfigError(str(exc).replace(repr(uri), repr(shown))) from None
+        self.base = (parts.netloc + parts.path).rstrip("/")
+        self.location = f"{S3_SCHEME}{self.base}"
+        self.settings = settings
+        self.filesystem = object_filesystem(uri)
+        self.transient = (OSError,)
+        self.retries = 0
+
+    def url(self, rel: str) -> str:
+        return f"{self.location}/{rel}"
+
+    def _key(self, rel: str) -> str:
+        return f"{self.base}/{rel}"
+
+    def read_small(self, rel: str) -> SmallFile | None:
+        found = self.stat(rel)
+        if found is None:
+            return None
+        try:
+            with self.filesystem.open_input_stream(self._key(rel)) as stream:
+                data = stream.read(SMALL_FILE_LIMIT + 1)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise TransferError(f"reading it failed ({exc})", url=self.url(rel)) from None
+        return small_file(self.url(rel), data, found.mtime_ns)
+
+    def stat(self, rel: str) -> RemoteFile | None:
+        try:
+            info = self.filesystem.get_file_info(self._key(rel))
+        except OSError as exc:
+            raise TransferError(f"looking it up failed ({exc})", url=self.url(rel)) from None
+        if info.type != pafs.FileType.File:
+            return None
+        mtime_ns = info.mtime_ns
+        return RemoteFile(info.size, f"{info.size}-{mtime_ns}", mtime_ns)
+
+    def open_range(self, rel: str, start: int, expected: RemoteFile) -> Body:
+        remote = self.stat(rel)
+        if remote is None:
+            raise PublisherError(
+                "is listed in its folder's CHECKSUMS.sha256 but the bucket has no such object",
+                url=self.url(rel),
+            )
+        begins = start if remote == expected else 0
+        handle = self.filesystem.open_input_file(self._key(rel))
+        return Body(begins, remote, _read_ahead(handle, begins, remote.size - begins), handle.close)
+
+
+def _read_ahead(handle, start: int, length: int) -> Iterator[bytes]:
+    """``length`` bytes of an object from ``start`` in ranged GETs, :data:`S3_DEPTH` of them in
+    flight at once (``read_at`` is thread-safe), yielded in order while the caller writes and
+    hashes. The GETs grow from :data:`BLOCK` to :data:`S3_BLOCK` bytes (a broken GET that the
+    SDK retries costs what it had received, so the first ones are small). One that fails for
+    good raises OSError, and the caller resumes after the blocks it received."""
+    ranges = iter(_growing_ranges(start, start + length))
+    with ThreadPoolExecutor(max_workers=S3_DEPTH) as pool:
+        pending = collections.deque(
+            pool.submit(_block_at, handle, *span) for span in itertools.islice(ranges, S3_DEPTH)
+        )
+        while pending:
+            chunk = pending.popleft().result()
+            span = next(ranges, None)
+            if span is not None:
+                pending.append(pool.submit(_block_at, handle, *span))
+            yield chunk
+
+
+def _growing_ranges(start: int, end: int) -> Iterator[tuple[int, int]]:
+    """(offset, size) of the GETs covering [start, end): BLOCK, doubling up to S3_BLOCK."""
+    size = BLOCK
+    while start < end:
+        yield start, min(size, end - start)
+        start += size
+        size = min(2 * size, S3_BLOCK)
+
+
+def _block_at(handle, offset: int, size: int) -> bytes:
+    chunk = handle.read_at(size, offset)
+    if len(chunk) != size:
+        raise OSError(f"a ranged read at {offset} returned {len(chunk)} of {size} bytes")
+    return chunk
+
+
+def _read_handle(handle, length: int, block: int) -> Iterator[bytes]:
+    """``length`` bytes of an open file or object in blocks; OSError when it ends short."""
+    try:
+        left = length
+        while left > 0:
+            chunk = handle.read(min(block, left))
+            if not chunk:
+                raise OSError(f"the file ended {left} bytes early")
+            left -= len(chunk)
+            yield chunk
+    finally:
+        handle.close()
+
+
+# --- a local folder ---------------------------------------------------------------------------
+
+
+class FolderSource:
+    """A publisher's root that is a local folder (a mounted share, a copy on disk)."""
+
+    def __init__(self, folder: Path, settings: TransferSettings):
+        if not folder.is_dir():
+            raise ConfigError(f"source {str(folder)!r}: no such folder, and not a URL")
+        self.folder = Path(os.path.realpath(folder))
+        self.location = str(self.folder)
+        self.settings = settings
+        self.transient = (OSError,)
+        self.retries = 0
+
+    def url(self, rel: str) -> str:
+        return str(self.folder / rel)
+
+    def _path(self, rel: str) -> Path:
+        """The file of ``rel``; PublisherError when a link takes it out of the folder."""
+        path = Path(os.path.realpath(self.folder / rel))
+        if not path.is_relative_to(self.folder):
+            raise PublisherError(f"leads out of {self.folder} (a link)", url=self.url(rel))
+        return path
+
+    def read_small(self, rel: str) -> SmallFile | None:
+        try:
+            with open(self._path(rel), "rb") as handle:
+                data = handle.read(SMALL_FILE_LIMIT + 1)
+                mtime_ns = os.fstat(handle.fileno()).st_mtime_ns
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        return small_file(self.url(rel), data, mtime_ns)
+
+    def stat(self, rel: str) -> RemoteFile | None:
+        try:
+            st = self._path(rel).stat()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return RemoteFile(st.st_size, f"{st.st_size}-{st.st_mtime_ns}", st.st_mtime_ns)
+
+    def open_range(self, rel: str, start: int, expected: RemoteFile) -> Body:
+        remote = self.stat(rel)
+        if remote is None:
+            raise PublisherError(
+                "is listed in its folder's CHECKSUMS.sha256 but is not there", url=self.url(rel)
+            )
+        begins = start if remote == expected else 0
+        handle = open(self._path(rel), "rb")  # noqa: SIM115 (closed by the body)
+        handle.seek(begins)
+        return Body(begins, remote, _read_handle(handle, remote.size - begins, BLOCK), handle.close)

@@ -1,0 +1,123 @@
+"""Following the publisher from Dagster: the resource naming it, the op that fetches a month's
+delta (the first op of the month's graph), and the sensor that polls for the next month.
+
+The algorithm is the core's (:mod:`skewtape_pipeline.mirror.fetch`); this module only decides
+when to call it and turns its result into metadata.
+"""
+
+import os
+
+import dagster as dg
+from pydantic import Field
+
+from skewtape_pipeline.errors import ChainError
+from skewtape_pipeline.mirror.catchup import chain_tip, next_month
+from skewtape_pipeline.mirror.fetch import CHECKSUMS, DELTAS, FetchedMonth, fetch_deltas
+from skewtape_pipeline.mirror.format import MANIFEST
+from skewtape_pipeline.mirror.sources import Source, TransferSettings, open_source
+from skewtape_pipeline.orchestration.shared.jobs import (
+    APPLY_POOL,
+    HISTORY_SNAPSHOT,
+    apply_month_job,
+)
+from skewtape_pipeline.orchestration.shared.metadata import seconds_value
+from skewtape_pipeline.orchestration.shared.partitions import is_month_partition
+from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
+
+SOURCE_VARIABLE = "SKEWTAPE_SOURCE"
+
+
+class PublisherSource(dg.ConfigurableResource):
+    """The publisher the mirror follows: an `https://` URL, an `s3://bucket/prefix` (endpoint and
+    credentials from the environment) or a local folder.
+
+    Set `source` (for example `dg.EnvVar("SKEWTAPE_SOURCE")`); when it is empty, the variable
+    named by `source_variable` is read when a run or tick starts (never at import). No source
+    at all: nothing is fetched, and deltas are expected in `deltas/` by other means.
+    """
+
+    source: str = Field(default="", description="The publisher's root (URL, s3:// or folder).")
+    source_variable: str = Field(
+        default=SOURCE_VARIABLE,
+        description="The environment variable read for the source when `source` is empty.",
+    )
+    connections: int = Field(default=4, description="Parallel transfers of a fetch.")
+
+    def location(self) -> str:
+        """The configured source, or "" when there is none."""
+        return self.source.strip() or os.environ.get(self.source_variable, "").strip()
+
+    def open(self) -> Source | None:
+        """The core's source object, or None when no source is configured."""
+        location = self.location()
+        if not location:
+            return None
+        return open_source(location, TransferSettings(connections=self.connections))
+
+
+@dg.op(pool=APPLY_POOL, ins={"after_previous_month": dg.In(dg.Nothing)}, out=dg.Out(dg.Nothing))
+def fetch_delta(context: dg.OpExecutionContext, skewtape: SkewtapeHome, publisher: PublisherSource):
+    """Fetch the month's delta from the publisher into `deltas/<month>/` (verified, then placed
+    whole); a no-op when it is already there, when the month's snapshot is, or when no
+    publisher is configured. Records the transfer as an observation of the month."""
+    month = context.partition_key
+    source = publisher.open()
+    here = (skewtape.delta_dir(month) / MANIFEST, skewtape.snapshot_dir(month) / MANIFEST)
+    if source is None or any(path.is_file() for path in here):
+        context.log.info(f"{month}: nothing to fetch (no publisher, or the month is here)")
+        return
+    result = fetch_deltas(source, skewtape.root_dir, until=month)
+    for fetched in result.months:
+        context.log_event(
+            dg.AssetObservation(
+                asset_key=HISTORY_SNAPSHOT,
+                partition=fetched.month,
+                metadata=fetch_metadata(fetched),
+            )
+        )
+
+
+def fetch_metadata(fetched: FetchedMonth) -> dict[str, dg.MetadataValue]:
+    """What a fetched month's transfer cost: bytes fetched and resumed, retries, seconds, rate."""
+    return {
+        "fetch_bytes": dg.MetadataValue.int(fetched.bytes_fetched),
+        "fetch_bytes_resumed": dg.MetadataValue.int(fetched.bytes_resumed),
+        "fetch_retries": dg.MetadataValue.int(fetched.retries),
+        "fetch_seconds": seconds_value(fetched.seconds),
+        "fetch_mean_rate_mb_per_s": dg.MetadataValue.float(round(fetched.mean_rate / 1e6, 2)),
+        "fetch_folder": dg.MetadataValue.path(str(fetched.folder)),
+    }
+
+
+def remote_month_request(
+    skewtape: SkewtapeHome, publisher: PublisherSource, month: str
+) -> dg.RunRequest | dg.SkipReason:
+    """A run request for ``month`` when the publisher has published its delta (one small
+    request: its CHECKSUMS.sha256's size and version), else why not. The run key names the
+    version, so a republished month runs again."""
+    source = publisher.open()
+    if source is None:
+        return dg.SkipReason(f"no publisher configured (set {publisher.source_variable})")
+    if not is_month_partition(month):
+        return dg.SkipReason(f"{month} is not a month partition yet")
+    found = source.stat(f"{DELTAS}/{month}/{CHECKSUMS}")
+    if found is None:
+        return dg.SkipReason(f"{source.location} has not published the delta for {month} yet")
+    return dg.RunRequest(partition_key=month, run_key=f"{month}:published:{found.validator}")
+
+
+@dg.sensor(
+    job=apply_month_job,
+    minimum_interval_seconds=600,
+    default_status=dg.DefaultSensorStatus.STOPPED,
+    description="Asks the publisher (one small request per tick) whether the month after the "
+    "local chain's newest is published, and requests that month's run, whose first op "
+    "fetches it.",
+)
+def publisher_sensor(skewtape: SkewtapeHome, publisher: PublisherSource):
+    """Request the next month's run once the publisher has its delta."""
+    try:
+        month, _ = chain_tip(skewtape.history_dir, skewtape.deltas_dir)
+    except ChainError as exc:
+        return dg.SkipReason(str(exc))
+    return remote_month_request(skewtape, publisher, next_month(month))

@@ -1,0 +1,248 @@
+"""Fetching from the publisher (``mirror.fetch``) over a real web server (nginx on loopback) and
+from a local folder: months discovered without a listing, verified, placed whole, resumed, the
+apply trusting what the fetch verified."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from skewtape_pipeline.errors import ChainError, ConfigError
+from skewtape_pipeline.mirror.catchup import catch_up
+from skewtape_pipeline.mirror.fetch import (
+    fetch_deltas,
+    fetch_snapshot,
+    newest_snapshot_month,
+    remote_delta,
+)
+from skewtape_pipeline.mirror.format import MANIFEST
+from skewtape_pipeline.mirror.preflight import check_delta_files, read_delta_head
+from skewtape_pipeline.mirror.sources import TransferSettings, open_source
+from skewtape_pipeline.mirror.verify import verify_snapshot
+from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
+from skewtape_pipeline_tests.mirror.apply_support import assert_same_snapshot, tree_state
+from skewtape_pipeline_tests.mirror.publisher_servers import (
+    Fault,
+    FaultProxy,
+    age_files,
+    start_nginx,
+)
+
+DELTA_MONTHS = ("2026-10", "2026-11", "2026-12")
+FAST = TransferSettings(attempts=3, backoff=0.0, read_timeout=5.0)
+ONE_TRY = TransferSettings(attempts=1, connections=1, read_timeout=5.0)
+
+
+def published_files(folder: Path) -> dict[str, bytes]:
+    """{path: bytes} of every file below ``folder``, local state (``.skewtape/``) left out."""
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and ".skewtape" not in p.relative_to(folder).parts
+    }
+
+
+def test_fetch_deltas_from_nginx_places_every_published_month_byte_for_byte(
+    subscriber, publisher, nginx_publisher
+):
+    result = fetch_deltas(nginx_publisher.url, subscriber, settings=FAST)
+
+    assert [m.month for m in result.months] == list(DELTA_MONTHS)
+    assert result.next_unpublished == "2027-01"
+    for month in DELTA_MONTHS:
+        fetched = subscriber / "deltas" / month
+        assert published_files(fetched) == published_files(publisher / "deltas" / month)
+    assert sorted(p.name for p in (subscriber / "deltas").iterdir()) == [
+        ".skewtape-fetch.lock"[len(".") - 1 :] if False else n
+        for n in sorted(p.name for p in (subscriber / "deltas").iterdir())
+    ]
+    assert [p.name for p in (subscriber / "deltas").iterdir() if p.name.startswith(".")] == []
+
+
+def test_fetch_then_catch_up_reaches_the_published_snapshot_without_hashing_the_deltas_again(
+    subscriber, publisher, nginx_publisher
+):
+    fetch_deltas(nginx_publisher.url, subscriber, settings=FAST)
+    for month in DELTA_MONTHS:
+        checked = check_delta_files(read_delta_head(subscriber / "deltas" / month))
+        assert checked.bytes_hashed == 0, month
+
+    catch_up(subscriber / "history", subscriber / "deltas")
+
+    assert_same_snapshot(subscriber / "history" / "2026-12", publisher / "history" / "2026-12")
+
+
+def test_fetch_deltas_when_run_again_downloads_nothing(subscriber, nginx_publisher):
+    fetch_deltas(nginx_publisher.url, subscriber, settings=FAST)
+    before = tree_state(subscriber)
+    proxy = FaultProxy(nginx_publisher.port)
+    try:
+        again = fetch_deltas(proxy.url, subscriber, settings=FAST)
+    finally:
+        proxy.close()
+
+    assert again.months == [] and again.next_unpublished == "2027-01"
+    assert proxy.bytes_down < 1_000  # one small 404 for the next month
+    assert tree_state(subscriber) == before
+
+
+def test_fetch_deltas_when_dry_run_lists_months_and_bytes_and_writes_nothing(
+    subscriber, publisher, nginx_publisher
+):
+    before = tree_state(subscriber)
+    result = fetch_deltas(nginx_publisher.url, subscriber, settings=FAST, dry_run=True)
+
+    assert [m.month for m in result.months] == list(DELTA_MONTHS)
+    for month in result.months:
+        size = sum(
+            len(data) for data in published_files(publisher / "deltas" / month.month).values()
+        )
+        assert month.bytes == size and month.bytes_fetched == 0
+    assert tree_state(subscriber) == before
+
+
+def test_fetch_deltas_when_the_root_holds_no_snapshot_is_refused(tmp_path, nginx_publisher):
+    with pytest.raises(ChainError, match="holds no snapshot"):
+        fetch_deltas(nginx_publisher.url, tmp_path / "empty", settings=FAST)
+    assert not (tmp_path / "empty").exists()
+
+
+def test_fetch_deltas_when_the_delta_parent_is_not_the_local_snapshot_refuses_before_any_data(
+    tmp_path, publisher, nginx_publisher
+):
+    root = tmp_path / "mirror"
+    shutil.copytree(publisher / "history" / "2026-10", root / "history" / "2026-10")
+    (root / "history" / "2026-10" / MANIFEST).write_bytes(b'{"bundle_id": "someone-else"}')
+    before = tree_state(root)
+    proxy = FaultProxy(nginx_publisher.port)
+    try:
+        with pytest.raises(ChainError, match="parent's manifest sha256"):
+            fetch_deltas(proxy.url, root, settings=FAST)
+    finally:
+        proxy.close()
+
+    assert tree_state(root) == {**before, "deltas": ("dir",)} or tree_state(root) == before
+    assert not any(p.name.startswith(".fetch-") for p in (root / "deltas").glob("*"))
+    delta = publisher / "deltas" / "2026-11"
+    assert (
+        proxy.bytes_down
+        < 2
+        * sum(  # the checksums and two manifests, no data file
+            len(published_files(delta)[name]) for name in ("CHECKSUMS.sha256", MANIFEST)
+        )
+        + len((delta / "snapshot" / MANIFEST).read_bytes())
+        + 4_000
+    )
+
+
+def test_fetch_snapshot_gives_a_new_subscriber_a_verified_first_month_and_then_nothing(
+    tmp_path, publisher, nginx_publisher
+):
+    root = tmp_path / "new"
+    result = fetch_snapshot(nginx_publisher.url, root, SAMPLE_FIRST_MONTH, settings=FAST)
+    snapshot = root / "history" / SAMPLE_FIRST_MONTH
+
+    assert published_files(snapshot) == published_files(publisher / "history" / SAMPLE_FIRST_MONTH)
+    assert result.months[0].bytes_fetched > 0
+    assert verify_snapshot(snapshot).files_hashed == 0  # the fetch's hashes are in its cache
+    again = fetch_snapshot(nginx_publisher.url, root, SAMPLE_FIRST_MONTH, settings=FAST)
+    assert again.months[0].already_present and again.months[0].bytes_fetched == 0
+
+
+def test_fetch_snapshot_when_the_root_holds_another_month_is_refused(subscriber, nginx_publisher):
+    before = tree_state(subscriber)
+    with pytest.raises(ChainError, match="already holds"):
+        fetch_snapshot(nginx_publisher.url, subscriber, "2026-12", settings=FAST)
+    assert tree_state(subscriber) == before
+
+
+def test_newest_snapshot_month_asks_month_by_month_back_from_now(nginx_publisher):
+    source = open_source(nginx_publisher.url, FAST)
+    assert newest_snapshot_month(source, now="2027-03") == "2026-12"
+
+
+def test_fetch_from_a_local_folder_places_the_months_as_over_http(subscriber, publisher):
+    fetch_deltas(str(publisher), subscriber, settings=FAST)
+    for month in DELTA_MONTHS:
+        fetched = subscriber / "deltas" / month
+        assert published_files(fetched) == published_files(publisher / "deltas" / month)
+
+
+def test_fetch_when_the_remote_file_changes_between_ranges_starts_it_over(
+    large_subscriber, large_publisher, tmp_path
+):
+    served = tmp_path / "served"
+    shutil.copytree(large_publisher, served)
+    delta = served / "deltas" / "2026-12"
+    server = start_nginx(served, tmp_path / "nginx")
+    proxy = FaultProxy(server.port)
+    try:
+        proxy.add(Fault("cut", after=1 << 20))
+        with pytest.raises(OSError, match="last retry"):
+            fetch_deltas(proxy.url, large_subscriber, settings=ONE_TRY)
+        staged = large_subscriber / "deltas" / ".fetch-2026-12"
+        assert 0 < sum(p.stat().st_size for p in staged.rglob("*.parquet")) < 1 << 20
+        age_files(delta, seconds=3_600)  # republished: same bytes, a new version (a new ETag)
+        result = fetch_deltas(proxy.url, large_subscriber, settings=FAST)
+    finally:
+        proxy.close()
+        server.stop()
+
+    assert result.months[0].bytes_resumed == 0  # the new version started over, nothing stitched
+    assert published_files(large_subscriber / "deltas" / "2026-12") == published_files(delta)
+
+
+def test_open_source_when_plain_http_goes_beyond_loopback_is_refused():
+    with pytest.raises(ConfigError, match="loopback"):
+        open_source("http://example.com/skewtape")
+
+
+def test_remote_delta_when_the_month_is_not_published_is_none(nginx_publisher):
+    assert remote_delta(open_source(nginx_publisher.url, FAST), "2031-01") is None
+
+
+@pytest.mark.parametrize("style", ["terse", "pretty"])
+def test_fetch_from_the_minimal_publisher_over_nginx_then_catch_up_gives_its_next_snapshot(
+    tmp_path, style
+):
+    from skewtape_pipeline_tests.mirror.test_conformance import Month, publish_case
+
+    case = publish_case(tmp_path / "published", Month(style=style))
+    age_files(case.root)
+    server = start_nginx(case.root, tmp_path / "nginx")
+    root = tmp_path / "mirror"
+    try:
+        fetch_snapshot(server.url, root, "2026-11", settings=FAST)
+        fetched = fetch_deltas(server.url, root, settings=FAST)
+    finally:
+        server.stop()
+    catch_up(root / "history", root / "deltas")
+
+    assert [m.month for m in fetched.months] == ["2026-12"]
+    assert published_files(root / "deltas" / "2026-12") == published_files(case.delta)
+    assert_same_snapshot(root / "history" / "2026-12", case.expected)
+
+
+def test_open_source_when_an_s3_uri_carries_credentials_is_refused():
+    with pytest.raises(ConfigError, match="credentials come from the environment") as info:
+        open_source("s3://bucket/prefix?access_key=AKIA&secret_key=shh")
+    assert "shh" not in str(info.value)
+
+
+def test_apply_after_fetch_when_a_fetched_file_was_rewritten_hashes_it_and_refuses(
+    subscriber, nginx_publisher
+):
+    from skewtape_pipeline.errors import ChecksumMismatchError
+    from skewtape_pipeline_tests.conftest import rewrite_keeping_stamp
+
+    fetch_deltas(nginx_publisher.url, subscriber, settings=FAST)
+    delta = subscriber / "deltas" / "2026-10"
+    victim = max(delta.rglob("*.parquet"), key=lambda p: p.stat().st_size)
+    data = bytearray(victim.read_bytes())
+    data[-100] ^= 0xFF
+    rewrite_keeping_stamp(victim, bytes(data))
+
+    with pytest.raises(ChecksumMismatchError, match="hashes to"):
+        check_delta_files(read_delta_head(delta))

@@ -1,0 +1,109 @@
+"""``fetch`` and ``sync`` on the command line, against nginx on loopback: a new subscriber's
+mirror made current by one command, dry runs, JSON, progress, exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from skewtape_pipeline.cli import TransferProgress, main
+from skewtape_pipeline.mirror.fetch import TransferStats
+from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
+from skewtape_pipeline_tests.mirror.apply_support import assert_same_snapshot, tree_state
+from skewtape_pipeline_tests.scale_out.servers import free_port
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_sync_when_the_root_is_new_makes_a_current_verified_mirror(
+    tmp_path, publisher, nginx_publisher, capsys
+):
+    root = tmp_path / "new"
+    code, out, err = run(
+        capsys, "sync", nginx_publisher.url, "--root", str(root), "--snapshot", SAMPLE_FIRST_MONTH
+    )
+
+    assert code == 0, err
+    assert "2027-01 is not published yet" in out
+    assert_same_snapshot(root / "history" / "2026-12", publisher / "history" / "2026-12")
+    code, out, err = run(capsys, "sync", nginx_publisher.url, "--root", str(root))
+    assert code == 0 and "already current" in out
+
+
+def test_cli_fetch_when_json_prints_each_month_with_its_transfer_metadata(
+    subscriber, nginx_publisher, capsys
+):
+    code, out, err = run(capsys, "fetch", nginx_publisher.url, "--root", str(subscriber), "--json")
+
+    assert code == 0, err
+    result = json.loads(out)
+    assert [m["month"] for m in result["months"]] == ["2026-10", "2026-11", "2026-12"]
+    for month in result["months"]:
+        assert month["bytes_fetched"] == month["bytes"] > 0
+        assert {"bytes_resumed", "retries", "seconds", "mean_rate"} <= month.keys()
+
+
+def test_cli_fetch_when_dry_run_prints_months_and_bytes_and_writes_nothing(
+    subscriber, nginx_publisher, capsys
+):
+    before = tree_state(subscriber)
+    code, out, _ = run(capsys, "fetch", nginx_publisher.url, "--root", str(subscriber), "--dry-run")
+
+    assert code == 0
+    assert "deltas/2026-10: would fetch" in out and "bytes" in out
+    assert tree_state(subscriber) == before
+
+
+def test_cli_fetch_when_the_publisher_is_unreachable_exits_1_with_one_line(subscriber, capsys):
+    url = f"http://127.0.0.1:{free_port()}"
+    code, out, err = run(capsys, "fetch", url, "--root", str(subscriber), "--connections", "1")
+
+    assert code == 1 and out == ""
+    assert (
+        err.startswith(f"error: {url}/deltas/2026-10/CHECKSUMS.sha256: ") and err.count("\n") == 1
+    )
+
+
+def test_cli_fetch_when_the_source_is_plain_http_elsewhere_exits_2(subscriber, capsys):
+    code, _, err = run(capsys, "fetch", "http://example.com/x", "--root", str(subscriber))
+    assert code == 2 and "loopback" in err and err.count("\n") == 1
+
+
+def test_cli_fetch_when_the_snapshot_month_is_malformed_exits_2(tmp_path, nginx_publisher, capsys):
+    code, _, err = run(capsys, "fetch", nginx_publisher.url, "--root", str(tmp_path / "r"),
+                       "--snapshot", "2026-13")  # fmt: skip
+    assert code == 2 and "--snapshot '2026-13'" in err
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_transfer_progress_on_a_terminal_draws_a_bar_with_rate_and_time_left():
+    stream = Terminal()
+    shown = TransferProgress(stream)
+    stats = TransferStats(
+        bytes_total=1_000_000_000, bytes_done=400_000_000, bytes_fetched=400_000_000
+    )
+    shown.update(stats)
+    shown.finish()
+
+    drawn = stream.getvalue()
+    assert drawn.startswith("\r[############------------------] ")
+    assert "MB/s" in drawn and "s left" in drawn and "400.0 MB of 1.00 GB" in drawn
+    assert drawn.endswith("\n")
+
+
+def test_transfer_progress_in_a_pipe_prints_lines_not_a_bar():
+    stream = io.StringIO()
+    shown = TransferProgress(stream, interval=0.0)
+    shown.update(TransferStats(bytes_total=10_000_000, bytes_done=5_000_000))
+    shown.finish()
+
+    line = stream.getvalue()
+    assert line.startswith("fetch: ") and "5.0 MB of 10.0 MB (50%)" in line and "\r" not in line

@@ -1,0 +1,151 @@
+"""Faults between the fetch and real servers (nginx, SeaweedFS's S3): a fault-injecting proxy cuts
+connections, stalls them or answers 503; a fetch is SIGKILLed at several moments. Every run ends
+with the published month, verified, and the bytes sent over all attempts stay within 1.1x of the
+delta's size (nothing downloaded twice)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from pyarrow import fs as pafs
+
+from skewtape_pipeline.mirror.fetch import fetch_deltas
+from skewtape_pipeline.mirror.sources import TransferSettings
+from skewtape_pipeline_tests.mirror.conftest import LARGE_NEXT
+from skewtape_pipeline_tests.mirror.publisher_servers import Fault, FaultProxy
+from skewtape_pipeline_tests.mirror.test_fetch import published_files
+from skewtape_pipeline_tests.scale_out.servers import S3_REGION
+
+pytestmark = pytest.mark.slow
+
+DELTA = f"deltas/{LARGE_NEXT}"
+SETTINGS = TransferSettings(attempts=5, backoff=0.0, read_timeout=1.0, connect_timeout=2.0)
+FAULTS = {
+    "cut": Fault("cut", after=3 << 20),
+    "stall": Fault("stall", after=2 << 20, seconds=10),
+    "503": Fault("503"),
+}
+
+
+def delta_size(publisher: Path) -> int:
+    return sum(len(data) for data in published_files(publisher / DELTA).values())
+
+
+def assert_fetched(root: Path, publisher: Path, proxy: FaultProxy) -> None:
+    assert published_files(root / DELTA) == published_files(publisher / DELTA)
+    assert not (root / "deltas" / f".fetch-{LARGE_NEXT}").exists()
+    assert proxy.bytes_down <= 1.1 * delta_size(publisher)
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_fetch_over_nginx_when_a_connection_fails_resumes_to_the_verified_month(
+    large_subscriber, large_publisher, large_nginx, fault
+):
+    proxy = FaultProxy(large_nginx.port)
+    proxy.add(*[FAULTS[fault]] * 3)  # the first three connections: one carries a large file
+    try:
+        result = fetch_deltas(proxy.url, large_subscriber, settings=SETTINGS)
+    finally:
+        proxy.close()
+
+    assert result.months[0].retries >= 1
+    assert_fetched(large_subscriber, large_publisher, proxy)
+
+
+@pytest.fixture(scope="module")
+def s3_publisher(large_publisher, seaweedfs):
+    """:func:`large_publisher` uploaded to the SeaweedFS bucket under ``publisher/``."""
+    client = pafs.S3FileSystem(
+        access_key=seaweedfs.environment()["AWS_ACCESS_KEY_ID"],
+        secret_key=seaweedfs.environment()["AWS_SECRET_ACCESS_KEY"],
+        endpoint_override=seaweedfs.endpoint,
+        scheme="http",
+        region=S3_REGION,
+    )
+    for path in large_publisher.rglob("*"):
+        if path.is_file():
+            key = f"{seaweedfs.bucket}/publisher/{path.relative_to(large_publisher).as_posix()}"
+            with client.open_output_stream(key) as out:
+                out.write(path.read_bytes())
+    return seaweedfs
+
+
+def test_fetch_from_s3_places_the_verified_month(
+    large_subscriber, large_publisher, s3_publisher, s3_env
+):
+    result = fetch_deltas(s3_publisher.uri("publisher"), large_subscriber, settings=SETTINGS)
+
+    assert [m.month for m in result.months] == [LARGE_NEXT]
+    assert published_files(large_subscriber / DELTA) == published_files(large_publisher / DELTA)
+
+
+@pytest.mark.parametrize("fault", ["cut", "503"])
+def test_fetch_over_s3_when_a_connection_fails_resumes_to_the_verified_month(
+    large_subscriber, large_publisher, s3_publisher, s3_env, fault
+):
+    proxy = FaultProxy(s3_publisher.s3_port)
+    proxy.add(FAULTS[fault])  # a broken ranged read is read again whole (1 MiB at most)
+    try:
+        fetch_deltas(s3_publisher.uri("publisher", port=proxy.port), large_subscriber,
+                     settings=SETTINGS)  # fmt: skip
+    finally:
+        proxy.close()
+
+    assert_fetched(large_subscriber, large_publisher, proxy)
+
+
+@pytest.mark.parametrize("share", [0.0, 0.3, 0.7])
+def test_fetch_when_sigkilled_then_run_again_gives_the_month_without_downloading_twice(
+    large_subscriber, large_publisher, large_nginx, share
+):
+    size = delta_size(large_publisher)
+    slow = FaultProxy(large_nginx.port, rate=8e6)
+    staged = large_subscriber / "deltas" / f".fetch-{LARGE_NEXT}"
+    try:
+        process = cli_fetch(slow.url, large_subscriber)
+        wait_until(lambda: staged.is_dir() and staged_bytes(staged) >= share * size, process)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        slow.close()
+    first = slow.bytes_down
+    assert staged.is_dir() and not (large_subscriber / DELTA).exists()
+
+    again = FaultProxy(large_nginx.port)
+    try:
+        done = cli_fetch(again.url, large_subscriber)
+        assert done.wait(timeout=120) == 0, done.stderr.read()
+    finally:
+        again.close()
+
+    assert published_files(large_subscriber / DELTA) == published_files(large_publisher / DELTA)
+    assert first + again.bytes_down <= 1.1 * size
+
+
+def cli_fetch(url: str, root: Path) -> subprocess.Popen:
+    environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    return subprocess.Popen(
+        [sys.executable, "-m", "skewtape_pipeline.cli", "fetch", url, "--root", str(root)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment,
+    )
+
+
+def staged_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*.parquet") if p.is_file())
+
+
+def wait_until(condition, process: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert process.poll() is None, f"the fetch ended first: {process.stderr.read()}"
+        assert time.monotonic() < deadline, "the fetch did not get there in time"
+        time.sleep(0.01)

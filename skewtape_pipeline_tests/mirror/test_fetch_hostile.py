@@ -1,0 +1,157 @@
+"""A hostile or broken publisher: each case a typed error, and nothing changed on disk (no month,
+no staging folder, no folder created; the fetch's lock file, once a download began, aside)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from skewtape_pipeline.errors import (
+    ChecksumMismatchError,
+    PublisherError,
+    TLSFailureError,
+    UnsafePathError,
+)
+from skewtape_pipeline.mirror.fetch import LOCK_NAME, fetch_deltas
+from skewtape_pipeline.mirror.sources import SMALL_FILE_LIMIT, TransferSettings
+from skewtape_pipeline_tests.mirror.apply_support import tree_state
+from skewtape_pipeline_tests.mirror.publisher_servers import (
+    hostile_server,
+    self_signed_certificate,
+)
+
+MONTH = "2026-10"
+DELTA = f"deltas/{MONTH}"
+SETTINGS = TransferSettings(attempts=2, backoff=0.0, read_timeout=5.0)
+
+
+def checksums_lines(publisher: Path) -> list[str]:
+    return (publisher / DELTA / "CHECKSUMS.sha256").read_text().splitlines()
+
+
+def write_checksums(publisher: Path, lines: list[str]) -> None:
+    (publisher / DELTA / "CHECKSUMS.sha256").write_text("".join(f"{line}\n" for line in lines))
+
+
+def largest_file(publisher: Path) -> str:
+    """The delta's largest listed file (a month file under snapshot/), relative to the delta."""
+    lines = [line.split("  ", 1)[1] for line in checksums_lines(publisher)]
+    return max(lines, key=lambda rel: (publisher / DELTA / rel).stat().st_size)
+
+
+def refused(server_url: str, subscriber: Path, error: type[Exception], match: str):
+    """Fetch, expecting ``error``; then assert the data root is exactly as it was."""
+    before = tree_state(subscriber)
+    with pytest.raises(error, match=match) as info:
+        fetch_deltas(server_url, subscriber, settings=SETTINGS)
+    after = tree_state(subscriber)
+    after.pop(LOCK_NAME, None)
+    assert after == before
+    return info.value
+
+
+@pytest.mark.parametrize(
+    "listed", ["../outside.parquet", "/etc/passwd", "snapshot\\..\\..\\outside.parquet"]
+)
+def test_fetch_when_checksums_list_a_path_leaving_the_folder_is_refused(
+    tampered, subscriber, listed
+):
+    write_checksums(tampered, [*checksums_lines(tampered), f"{'0' * 64}  {listed}"])
+    with hostile_server(tampered) as server:
+        refused(server.url, subscriber, UnsafePathError, "refusing the path")
+
+
+def test_fetch_when_a_file_is_longer_than_its_recorded_size_is_refused(tampered, subscriber):
+    rel = largest_file(tampered)
+    data = (tampered / DELTA / rel).read_bytes() + b"\0" * 4096
+    with hostile_server(tampered) as server:
+        server.answers[f"{DELTA}/{rel}"] = lambda h: answer(h, 200, data)
+        refused(server.url, subscriber, PublisherError, "longer than the .* bytes its manifest")
+
+
+def test_fetch_when_a_file_streams_without_end_is_refused(tampered, subscriber):
+    rel = largest_file(tampered)
+    with hostile_server(tampered) as server:
+        server.answers[f"{DELTA}/{rel}"] = endless
+        refused(server.url, subscriber, PublisherError, "no length")
+
+
+def test_fetch_when_the_checksums_file_streams_without_end_is_refused(tampered, subscriber):
+    with hostile_server(tampered) as server:
+        server.answers[f"{DELTA}/CHECKSUMS.sha256"] = endless
+        refused(server.url, subscriber, PublisherError, f"longer than {SMALL_FILE_LIMIT} bytes")
+
+
+def test_fetch_when_a_file_does_not_hash_as_listed_is_refused(tampered, subscriber):
+    rel = largest_file(tampered)
+    path = tampered / DELTA / rel
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with hostile_server(tampered) as server:
+        error = refused(server.url, subscriber, ChecksumMismatchError, "hashes to")
+    assert rel in str(error) and hashlib.sha256(data).hexdigest() in str(error)
+
+
+def test_fetch_when_checksums_do_not_list_the_manifest_is_refused(tampered, subscriber):
+    write_checksums(tampered, [x for x in checksums_lines(tampered) if x[66:] != "manifest.json"])
+    with hostile_server(tampered) as server:
+        refused(server.url, subscriber, ChecksumMismatchError, "does not list manifest.json")
+
+
+@pytest.mark.parametrize("elsewhere", ["http://localhost:{port}/", "https://127.0.0.1:{port}/"])
+def test_fetch_when_a_file_redirects_to_another_host_or_scheme_is_refused(
+    tampered, subscriber, elsewhere
+):
+    with hostile_server(tampered) as server:
+        location = elsewhere.format(port=server.port) + f"{DELTA}/CHECKSUMS.sha256"
+        server.answers[f"{DELTA}/CHECKSUMS.sha256"] = lambda h: answer(
+            h, 302, b"", {"Location": location}
+        )
+        refused(server.url, subscriber, PublisherError, "redirects to")
+
+
+def test_fetch_when_tls_fails_is_refused(tampered, subscriber, tmp_path):
+    with hostile_server(tampered, tls=self_signed_certificate(tmp_path)) as server:
+        refused(server.url, subscriber, TLSFailureError, "TLS handshake failed")
+
+
+def test_fetch_when_an_html_page_comes_with_status_200_is_refused(tampered, subscriber):
+    rel = largest_file(tampered)
+    page = b"<!DOCTYPE html><html><body>Not found</body></html>"
+    with hostile_server(tampered) as server:
+        server.answers[f"{DELTA}/{rel}"] = lambda h: answer(
+            h, 200, page, {"Content-Type": "text/html; charset=utf-8"}
+        )
+        refused(server.url, subscriber, PublisherError, "HTML page")
+
+
+def test_fetch_when_listed_files_are_missing_is_refused(tampered, subscriber):
+    rel = largest_file(tampered)
+    (tampered / DELTA / rel).unlink()
+    with hostile_server(tampered) as server:
+        refused(server.url, subscriber, PublisherError, "does not have it")
+
+
+# --- answers written by hand ------------------------------------------------------------------
+
+
+def answer(handler, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+    handler.send_response(status)
+    for name, value in {"Content-Length": str(len(body)), **(headers or {})}.items():
+        handler.send_header(name, value)
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+def endless(handler) -> None:
+    """A chunked 200 answer that never ends (until the client hangs up)."""
+    handler.protocol_version = "HTTP/1.1"
+    handler.send_response(200)
+    handler.send_header("Transfer-Encoding", "chunked")
+    handler.end_headers()
+    block = b"0" * 65536
+    while True:
+        handler.wfile.write(b"%x\r\n%s\r\n" % (len(block), block))
