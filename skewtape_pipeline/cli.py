@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import date
 from pathlib import Path
@@ -355,17 +356,28 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
         for report in reports:
             print(json.dumps(report.to_dict(), default=str))
         return
-    print("\n".join(compaction_summary(reports, Path(args.out))))
+    retier = f"skewtape-pipeline retier {args.out} --as-of {args.as_of}"
+    if args.tier_policy:
+        retier += f" --tier-policy {args.tier_policy}"
+    print("\n".join(compaction_summary(reports, Path(args.out), retier_command=retier)))
 
 
 SUMMARY_ROWS = 10
 """Symbol-days listed by ``compact-ticks``' summary; the rest are counted, not listed."""
 
 
-def compaction_summary(reports: Sequence[Any], out: Path, *, rows: int = SUMMARY_ROWS) -> list[str]:
+def compaction_summary(
+    reports: Sequence[Any],
+    out: Path,
+    *,
+    rows: int = SUMMARY_ROWS,
+    retier_command: str | None = None,
+) -> list[str]:
     """``compact-ticks``' default output: a totals line, a line counting the float noise
     rounded away and the precision lost (when any), then a table of the first ``rows``
-    symbol-days (ticks, raw and archived bytes, ratio, tier), then how many were left out."""
+    symbol-days (ticks, raw and archived bytes, ratio, tier), then how many were left out,
+    what recompacted symbol-days replaced, and, when some symbol-days are old enough for a
+    colder tier, ``retier_command`` (they stay hot until it runs)."""
     raw = sum(report.raw_size_bytes for report in reports)
     packed = sum(report.compacted_size_bytes for report in reports)
     ticks = sum(report.tick_count for report in reports)
@@ -393,7 +405,34 @@ def compaction_summary(reports: Sequence[Any], out: Path, *, rows: int = SUMMARY
         lines.append(
             f"({len(reports) - rows} more symbol-days not shown; --json prints every report)"
         )
+    return lines + _recompacted_lines(reports) + _retier_hint(reports, retier_command)
+
+
+def _recompacted_lines(reports: Sequence[Any]) -> list[str]:
+    """What the symbol-days the archive already held were compacted over (the first few)."""
+    from skewtape_pipeline.ticks.archive.compact import RECOMPACTED
+
+    again = [(r, n) for r in reports for n in r.notes if n.startswith(RECOMPACTED)]
+    if not again:
+        return []
+    lines = [f"recompacted {len(again)} symbol-days the archive already held (audited):"]
+    lines += [f"  {r.symbol} {r.date}: {note.removeprefix(RECOMPACTED)}" for r, note in again[:3]]
+    if len(again) > 3:
+        lines.append(f"  ({len(again) - 3} more; --json prints every report's notes)")
     return lines
+
+
+def _retier_hint(reports: Sequence[Any], retier_command: str | None) -> list[str]:
+    from skewtape_pipeline.ticks.archive.tiers import HOT
+
+    older = Counter(r.tier for r in reports if r.tier != HOT)
+    if not older or retier_command is None:
+        return []
+    counts = ", ".join(f"{n} {tier}" for tier, n in sorted(older.items()))
+    return [
+        f"{sum(older.values())} symbol-days are old enough for a colder tier ({counts}) and stay "
+        f"hot until re-tiering: {retier_command}"
+    ]
 
 
 class ReadingRate:
@@ -454,11 +493,21 @@ def cmd_retier(args: argparse.Namespace) -> None:
             lock_timeout=args.wait,
         )
     metrics = result.metrics()
-    _print_result(
-        args,
-        metrics,
-        f"{args.archive}: moved {metrics['symbol_days_moved']} symbol-days "
-        f"({metrics['ticks_moved']} ticks); generation {metrics['generation']}",
+    _print_result(args, metrics, describe_retier(args.archive, metrics))
+
+
+def describe_retier(archive: str, metrics: dict[str, Any]) -> str:
+    """``retier``'s summary: what moved, its bytes before and after, the files written and
+    removed, the catalog generation (unchanged when nothing moved)."""
+    before, after = metrics["bytes_before"], metrics["bytes_after"]
+    sizes = f"{before} -> {after} bytes"
+    if 0 < after <= before:
+        sizes += f", {before / after:.2f}x smaller"
+    return (
+        f"{archive}: moved {metrics['symbol_days_moved']} symbol-days "
+        f"({metrics['ticks_moved']} ticks; {sizes}); files written {metrics['files_written']}, "
+        f"removed {metrics['files_removed']}; catalog generation {metrics['generation']}"
+        + ("" if metrics["committed"] else " (nothing to commit)")
     )
 
 
@@ -541,6 +590,20 @@ def _check_symbol_days_archived(archive: Path, keys: Sequence[tuple[str, date]])
                 f"{symbol} {day.isoformat()}: not in the archive {archive} (no hot file, not "
                 "catalogued); nothing removed"
             )
+
+
+def cmd_show(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.show import show_symbol_day
+
+    story = show_symbol_day(
+        check_archive_root(args.archive, empty_ok=False),
+        args.symbol,
+        _parse_day(args.date, option="DATE"),
+        policy=_tier_policy(args),
+        audit_log=Path(args.audit_log) if args.audit_log else None,
+    )
+    _print_result(args, story, "\n".join(story.describe()))
 
 
 def cmd_query(args: argparse.Namespace) -> None:
@@ -841,6 +904,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_archive_options(query, writes=False)
     _add_archive_repair_commands(command)
     _add_version_commands(command)
+    _add_show_command(command)
     return parser
 
 
@@ -865,6 +929,20 @@ def _add_version_commands(command: Callable[..., argparse.ArgumentParser]) -> No
     rule.add_argument("--keep-last", type=int, metavar="N", help="keep the N newest versions")
     rule.add_argument("--older-than", metavar="DATE", help="prune versions before this day")
     _add_archive_options(prune, writes=True)
+
+
+def _add_show_command(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``show``: one symbol-day's place, report and history."""
+    show = command(
+        "show",
+        cmd_show,
+        "say where one symbol-day is now (tier, file, rows), its report and its history",
+    )
+    show.add_argument("archive", help="archive root (its hot tier)")
+    show.add_argument("symbol", help="e.g. kalshi:KXBTC-26OCT05")
+    show.add_argument("date", help="the symbol-day's UTC date (YYYY-MM-DD)")
+    show.add_argument("--audit-log", help="audit log (default: audit.jsonl beside the archive)")
+    _add_archive_options(show, writes=False)
 
 
 def _add_archive_repair_commands(command: Callable[..., argparse.ArgumentParser]) -> None:

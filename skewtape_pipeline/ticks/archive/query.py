@@ -86,7 +86,7 @@ from skewtape_pipeline.ticks.archive.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.integrity import check_catalog_present, repair_hint
 from skewtape_pipeline.ticks.archive.parquet_store import ARCHIVE_MARKER
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, archive_state
-from skewtape_pipeline.ticks.archive.reports_table import reports_view_sql
+from skewtape_pipeline.ticks.archive.reports_table import PLACES_SCHEMA, reports_view_sql
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, TierPolicy
 from skewtape_pipeline.ticks.archive.trust import verify_before_reading
 from skewtape_pipeline.ticks.archive.versions import (
@@ -535,13 +535,33 @@ def _connect(
         con.execute(f"SET threads = {int(threads)}")
     try:
         open_ticks_view(con, roots, policy=policy, as_of=as_of)
-        con.execute(reports_view_sql(_roots(roots)))
+        places = []
+        if as_of is None:  # as of a version, a report names where its run put the day
+            for index, root in enumerate(_roots(roots)):
+                places.append(f"_skewtape_places_{index}")
+                con.register(places[-1], current_places(root))
+        con.execute(reports_view_sql(_roots(roots), places=places or None))
         if not unrestricted:
             restrict(con, _allowed_folders(roots, policy))
     except BaseException:
         con.close()
         raise
     return con
+
+
+def current_places(archive_root: Path) -> pa.Table:
+    """Where each symbol-day of the archive is now (:data:`reports_table.PLACES_SCHEMA`): a
+    live hot file's path, or the consolidated file the catalog names; hidden copies left out."""
+    root = Path(archive_root)
+    state = archive_state(root)
+    rows = [(h.symbol, h.day, HOT, h.path.relative_to(root).as_posix()) for h in state.hot_live]
+    rows += [
+        (p.symbol, p.date, p.tier, p.file)
+        for key, p in state.catalog.partitions.items()
+        if key not in state.hidden
+    ]
+    columns = list(zip(*rows, strict=True)) if rows else [[], [], [], []]
+    return pa.table([list(c) for c in columns], schema=PLACES_SCHEMA)
 
 
 READ_ONLY_STATEMENTS = frozenset({duckdb.StatementType.SELECT})

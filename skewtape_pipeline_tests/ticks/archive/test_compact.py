@@ -23,6 +23,7 @@ from skewtape_pipeline.errors import (
 from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.archive.compact import (
     EVENT_RECOMPACT,
+    RECOMPACTED,
     compact_source,
     compact_symbol_day,
     compact_ticks,
@@ -259,8 +260,9 @@ def test_compact_ticks_when_run_twice_is_idempotent(tmp_path):
     second = compact_ticks(source, out=tmp_path / "a", as_of=AS_OF, price_scale=4)
     assert {r.path: Path(r.path).read_bytes() for r in second} == before
     assert [r.to_dict() | {"seconds": 0} for r in first] == [
-        r.to_dict() | {"seconds": 0} for r in second
+        r.to_dict() | {"seconds": 0, "notes": r.notes[:-1]} for r in second
     ]
+    assert all(r.notes[-1].startswith(RECOMPACTED + "replaced its hot file") for r in second)
 
 
 def test_compact_symbol_day_when_no_size_given_measures_canonical_csv(tmp_path):
