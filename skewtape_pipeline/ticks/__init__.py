@@ -14,7 +14,9 @@ importable without pyarrow.
   (compaction, consolidation, re-tiering, withdrawal, integrity, books mode, the query view,
   the reports table). Modules: ``handle``, ``tiers``, ``parquet_store``, ``books``, ``catalog``,
   ``consolidate``, ``placement``, ``compact``, ``lifecycle``, ``withdraw``, ``integrity``,
-  ``query``, ``reports_table``, ``file_compression``, ``trust``.
+  ``query``, ``reports_table``, ``file_compression``, ``trust``, ``versions`` (the version log,
+  as-of reads, tags), ``version_pruning``, ``handle`` (``Archive``: reads now or as of a
+  version).
 - ``fills/``: The only ticks code that reads mirror snapshots: a snapshot's fills as symbol-day
   ticks, and a venue-day of them into the archive. Modules: ``snapshot_fills``, ``venue_days``.
 

@@ -77,6 +77,7 @@ from skewtape_pipeline.ticks.archive.spill import (
     remove_orphaned_staging,
 )
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy, check_age_days
+from skewtape_pipeline.ticks.archive.versions import commit_version
 from skewtape_pipeline.ticks.encode.chunked import DEFAULT_BLOCK_BYTES, read_ahead
 from skewtape_pipeline.ticks.encode.model import (
     MAX_UNITS,
@@ -644,8 +645,8 @@ def compact_symbol_day(
     if raw_size_bytes is None:
         raw_size_bytes, basis = canonical_csv_size_bytes(batch), RAW_SIZE_BASIS_CANONICAL_CSV
     item = PlannedSymbolDay(symbol, day, batch, reordered_ticks, age_days, raw_size_bytes, basis)
-    path, facts = _write_symbol_day(item, Path(out), policy, lock_timeout, audit_log)
-    return _report(item, (path, facts), policy, target, started)
+    written = _write_symbol_day(item, Path(out), policy, lock_timeout, audit_log)
+    return _report(item, written, policy, target, started)
 
 
 def _checked_basis(raw_size_bytes: int | None, raw_size_basis: str | None) -> str | None:
@@ -682,10 +683,11 @@ def _write_symbol_day(
     policy: TierPolicy,
     lock_timeout: float,
     audit_log: Path | None,
-) -> tuple[Path, FileFacts]:
+) -> tuple[Path, FileFacts, dict | None]:
     """Write ``item``'s file under ``out`` at its tier's settings: the schema and rewrite
     checks under the archive's lock, then encoding and verification outside it, then the
-    publication under it again (:func:`_publish_under_lock`). Returns its path and facts."""
+    publication under it again (:func:`_publish_under_lock`). Returns its path, its facts and
+    the rewrite's audit record (None for a new symbol-day)."""
     tier, batch = policy.tier_for(item.age_days), item.batch
     path = partition_file(out, item.symbol, item.day)
     # every refusal comes before anything is written
@@ -706,23 +708,25 @@ def _write_symbol_day(
         batch, path, archive_root=out, settings=policy.settings_for(tier), metadata=metadata
     )
     try:
-        facts = _publish_under_lock(prepared, item.symbol, item.day, out=out, policy=policy,
-                                    lock_timeout=lock_timeout, audit_log=audit_log)  # fmt: skip
+        facts, rewrite = _publish_under_lock(prepared, item.symbol, item.day, out=out,
+                                             policy=policy, lock_timeout=lock_timeout,
+                                             audit_log=audit_log)  # fmt: skip
     finally:
         prepared.discard()
-    return path, facts
+    return path, facts, rewrite
 
 
 def _report(
     item: PlannedSymbolDay,
-    written: tuple[Path, FileFacts],
+    written: tuple[Path, FileFacts, dict | None],
     policy: TierPolicy,
     target: float,
     started: float,
 ) -> TickStorageCompactionReport:
-    """The compaction report of ``item`` written to ``written`` (its path and the facts read
-    back from the file), measured against ``target``, timed from ``started``."""
-    path, facts = written
+    """The compaction report of ``item`` written to ``written`` (its path, the facts read
+    back from the file and the record of what it replaced, if anything), measured against
+    ``target``, timed from ``started``."""
+    path, facts, rewrite = written
     batch, raw_size_bytes = item.batch, item.raw_size_bytes
     ratio = compression_ratio(raw_size_bytes, facts.size_bytes)
     price_scale = int(facts.metadata[META_PRICE_SCALE])
@@ -739,6 +743,10 @@ def _report(
         price_float_noise_normalized=batch.price_float_noise_ticks,
         quantity_float_noise_normalized=batch.quantity_float_noise_ticks,
     )
+    if rewrite is not None:
+        notes.append(recompaction_note(rewrite))
+    if rewrite is not None:
+        notes.append(recompaction_note(rewrite))
     return TickStorageCompactionReport(
         symbol=item.symbol,
         date=item.day.isoformat(),
@@ -788,11 +796,12 @@ def _publish_under_lock(
     policy: TierPolicy,
     lock_timeout: float,
     audit_log: Path | None,
-) -> FileFacts:
+) -> tuple[FileFacts, dict | None]:
     """Publish a staged symbol-day file under the archive's lock, held only for the checks,
     the rename, the file's record (size and sha256, ``catalog.append_hot_record``) and the audit
     record, not while encoding or hashing (so writers of one archive run side by side). A
-    rewrite is refused as before the encoding, and audited once the rename succeeded."""
+    rewrite is refused as before the encoding, and audited once the rename succeeded. Returns
+    the file's facts and the rewrite's audit record (None for a new symbol-day)."""
     record = FileRecord(prepared.temp.stat().st_size, sha256_file(prepared.temp))  # private file
     with archive_lock(out, timeout=lock_timeout, what="compacting"):
         _check_may_rewrite(out, prepared.target, policy)  # again: the lock was let go meanwhile
@@ -803,12 +812,32 @@ def _publish_under_lock(
         append_hot_record(out, prepared.target.relative_to(out).as_posix(), record)
         if rewrite is not None:
             audit(out, audit_log, [rewrite])
-    return facts
+    return facts, rewrite
 
 
 EVENT_RECOMPACT = "tick-archive-recompact"
 """Audit event: a symbol-day the archive held was compacted again (its hot file replaced, or its
 consolidated copy superseded by a new hot file)."""
+
+
+RECOMPACTED = "recompacted: "
+"""How a report's note about a recompaction starts (:func:`recompaction_note`)."""
+
+
+def recompaction_note(record: dict) -> str:
+    """The report's note saying what a recompaction (its :data:`EVENT_RECOMPACT` record)
+    replaced: the hot file (its bytes and sha256) and/or the consolidated copy it supersedes."""
+    what = []
+    if record.get("replaces"):
+        old = record["replaces"]
+        what.append(f"replaced its hot file ({old['bytes']} bytes, sha256 {old['sha256'][:16]})")
+    for copy in record.get("supersedes", []):
+        kind = "withdrawn " if copy["withdrawn"] else ""
+        what.append(
+            f"supersedes its {kind}{copy['tier']} copy in {copy['file']} ({copy['rows']} ticks; "
+            "re-tiering puts the new one in its place)"
+        )
+    return RECOMPACTED + "; ".join(what)
 
 
 def recompaction_record(out: Path, symbol: str, day: date, *, rows: int) -> dict | None:
@@ -902,6 +931,7 @@ def compact_source(
             ),
             on_progress,
         )  # fmt: skip
+    commit_version(Path(out), "compact", audit_log=audit_log)
     return reports
 
 

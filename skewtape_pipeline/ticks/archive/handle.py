@@ -9,6 +9,8 @@ deltalake's ``DeltaTable`` or ArcticDB's ``Library``), never passed again::
     archive.retier(as_of=date(2026, 12, 1))
     archive.rebuild_catalog()
     rows = archive.query("SELECT count(*) FROM ticks")
+    table = archive.read(["polymarket|0xabc"], start=date(2026, 11, 2), end=date(2026, 11, 6),
+                         columns=["ts", "price"], as_of="paper-2026")  # a pyarrow Table
 
 Options (keyword-only, safe defaults):
 
@@ -41,6 +43,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 
 from skewtape_pipeline import fsio
@@ -50,7 +53,19 @@ from skewtape_pipeline.ticks.archive import query as views
 from skewtape_pipeline.ticks.archive import withdraw as withdrawal
 from skewtape_pipeline.ticks.archive.books import default_audit_log, enable_books_and_records
 from skewtape_pipeline.ticks.archive.catalog import SymbolDayKey
+from skewtape_pipeline.ticks.archive.placement import ArchiveState, Location, archive_state, locate
+from skewtape_pipeline.ticks.archive.query import VIEW_COLUMNS, open_ticks_view
 from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, TierPolicy
+from skewtape_pipeline.ticks.archive.version_pruning import PruneResult, prune_versions
+from skewtape_pipeline.ticks.archive.versions import (
+    AsOf,
+    Version,
+    list_versions,
+    resolve_as_of,
+    symbol_days,
+    tag_version,
+    version_state,
+)
 from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport
 from skewtape_pipeline.ticks.encode.sources import SourceTicks, TickStream
@@ -58,6 +73,7 @@ from skewtape_pipeline.ticks.encode.sources import SourceTicks, TickStream
 POLICY_RECORD = "_skewtape_tier_policy.json"
 """In the archive root: the tier policy the archive was first given (where its tiers are)."""
 
+_ORDER = "symbol, date, ts, price, quantity, side"
 BESIDE = "beside"
 """``audit_log``'s default: ``audit.jsonl`` beside the archive root."""
 
@@ -105,6 +121,22 @@ class Archive:
         return f"Archive({str(self.root)!r}, audit_log={self.audit_log!r})"
 
     # --- writing -------------------------------------------------------------------------------
+
+    def tag(self, name: str, version: int | None = None) -> int:
+        """Pin ``version`` (default: the latest) as ``name``; returns the version."""
+        return tag_version(self.root, name, version=version, audit_log=self.audit_log)
+
+    def prune_versions(
+        self, *, keep_last: int | None = None, older_than: date | None = None
+    ) -> PruneResult:
+        """Drop old versions and the files only they read (``version_pruning.prune_versions``)."""
+        return prune_versions(
+            self.root,
+            keep_last=keep_last,
+            older_than=older_than,
+            policy=self.policy,
+            audit_log=self.audit_log,
+        )
 
     def compact(
         self, source: SourceTicks | TickStream, *, as_of: date, **options: Any
@@ -222,6 +254,72 @@ class Archive:
 
     # --- reading -------------------------------------------------------------------------------
 
+    def read(
+        self,
+        symbols: Iterable[str] | str | None = None,
+        start: date | None = None,
+        end: date | None = None,
+        columns: Collection[str] | None = None,
+        as_of: AsOf | None = None,
+    ) -> pa.Table:
+        """The ticks of ``symbols`` (None: all) on the days ``start`` to ``end`` (inclusive;
+        None: open), as of a version (``as_of``: a number, a time, a tag; None: now), with
+        ``columns`` of the view (None: all), as an Arrow table (``.to_pandas()``; polars:
+        ``polars.from_arrow``).
+
+        Raises ConfigError for an unknown column, VersionError for an ``as_of`` that names no
+        kept version, and what the ``ticks`` view raises (``query.ticks_view_sql``).
+        """
+        wanted = [symbols] if isinstance(symbols, str) else symbols
+        wanted = None if wanted is None else sorted(set(wanted))
+        picked = list(VIEW_COLUMNS) if columns is None else list(columns)
+        unknown = [c for c in picked if c not in VIEW_COLUMNS]
+        if unknown or not picked:
+            raise ConfigError(f"columns = {columns!r}: expected some of {', '.join(VIEW_COLUMNS)}")
+        sql, parameters = _select(picked, wanted, start, end)
+        con = duckdb.connect()
+        try:
+            con.execute("SET TimeZone = 'UTC'")
+            open_ticks_view(
+                con,
+                self.root,
+                policy=self.policy,
+                as_of=as_of,
+                narrow=lambda state: symbol_days(state, wanted, start, end),
+            )
+            return con.sql(sql, params=parameters or None).to_arrow_table()
+        finally:
+            con.close()
+
+    def state(self, as_of: AsOf | None = None) -> ArchiveState:
+        """Where every symbol-day lives (now, or as of a version)."""
+        if as_of is None:
+            return archive_state(self.root)
+        return version_state(self.root, resolve_as_of(self.root, as_of))
+
+    def symbols(self, as_of: AsOf | None = None) -> list[str]:
+        """The symbols with at least one visible symbol-day, sorted."""
+        return sorted({symbol for symbol, _ in self._keys(as_of)})
+
+    def days(self, symbol: str, as_of: AsOf | None = None) -> list[date]:
+        """The days of ``symbol`` the archive holds, sorted."""
+        return sorted(day for s, day in self._keys(as_of) if s == symbol)
+
+    def _keys(self, as_of: AsOf | None) -> set[SymbolDayKey]:
+        state = self.state(as_of)
+        keys = {h.key for h in state.hot_live}
+        keys |= {k for k in state.catalog.partitions if k not in state.hidden}
+        return keys
+
+    def report(self, symbol: str, day: date) -> Location | None:
+        """Where ``symbol`` on ``day`` lives now (tier, file, rows, bytes); None when the
+        archive does not hold it."""
+        return locate(self.root, symbol, day, policy=self.policy)
+
+    def versions(self) -> list[Version]:
+        """The kept versions, oldest first."""
+        return list_versions(self.root)
+
     def verify(self, *, full: bool = False) -> integrity.ArchiveVerification:
         """Every file against its record (``integrity.verify_archive``); reads only."""
         return integrity.verify_archive(self.root, policy=self.policy, full=full)
@@ -247,15 +345,29 @@ class Archive:
         """Files, bytes, ticks and symbol-days per tier (``placement.archive_metrics``)."""
         return placement.archive_metrics(self.root, policy=self.policy)
 
-    def locate(self, symbol: str, day: date) -> placement.Location | None:
-        """Where ``symbol`` on ``day`` lives now; None when the archive does not hold it."""
-        return placement.locate(self.root, symbol, day, policy=self.policy)
-
     def plan_retier(
         self, *, as_of: date, months: Collection[str] | None = None
     ) -> lifecycle.RetierPlan:
         """What :meth:`retier` would move (``lifecycle.plan_retier``); reads only."""
         return lifecycle.plan_retier(self.root, as_of=as_of, policy=self.policy, months=months)
+
+
+def _select(
+    columns: list[str], symbols: list[str] | None, start: date | None, end: date | None
+) -> tuple[str, list[Any]]:
+    """The SELECT over the view for the filters (placeholders, never spliced values)."""
+    where, parameters = [], []
+    if symbols is not None:
+        where.append(f"symbol IN ({', '.join('?' for _ in symbols)})" if symbols else "false")
+        parameters += symbols
+    if start is not None:
+        where.append("date >= ?")
+        parameters.append(start)
+    if end is not None:
+        where.append("date <= ?")
+        parameters.append(end)
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    return f"SELECT {', '.join(columns)} FROM ticks{clause} ORDER BY {_ORDER}", parameters
 
 
 # --- the recorded policy ---------------------------------------------------------------------

@@ -34,6 +34,7 @@ from skewtape_pipeline.ticks.archive.integrity import checked_catalog
 from skewtape_pipeline.ticks.archive.lifecycle import remove_stale_catalog_temps
 from skewtape_pipeline.ticks.archive.parquet_store import archive_lock, partition_file
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.versions import record_version
 
 EVENT_WITHDRAW = "tick-archive-withdraw"
 
@@ -90,10 +91,12 @@ def remove_symbol_days(
         return [Removal(*key, removed_file=False, withdrawn=False) for key in wanted]
     with archive_lock(root, timeout=lock_timeout, what="removing"):
         withdrawn = set(_withdraw_locked(root, wanted, audit_log, policy))
-        return [
+        removals = [
             Removal(*key, removed_file=fsio.atomic_unlink(hot), withdrawn=key in withdrawn)
             for key, hot in zip(wanted, hot_files, strict=True)
         ]
+        record_version(root, "remove", audit_log=audit_log)
+        return removals
 
 
 def _why(key: SymbolDayKey) -> str:
@@ -136,7 +139,9 @@ def withdraw_symbol_days(
     if not _to_withdraw(checked_catalog(root, policy), wanted):
         return []  # nothing to do: no lock taken, nothing written
     with archive_lock(root, timeout=lock_timeout, what="withdrawing"):
-        return _withdraw_locked(root, wanted, audit_log, policy)
+        withdrawn = _withdraw_locked(root, wanted, audit_log, policy)
+        record_version(root, "withdraw", audit_log=audit_log)
+        return withdrawn
 
 
 def _withdraw_locked(
