@@ -333,7 +333,8 @@ def _archive(args: argparse.Namespace, root: Path | str) -> Any:
     options: dict[str, Any] = {"lock_timeout": getattr(args, "wait", 0.0)}
     if audit_log:
         options["audit_log"] = Path(audit_log)
-    policy = TierPolicy.load(Path(args.tier_policy)) if args.tier_policy else None
+    policy_file = getattr(args, "tier_policy", None)
+    policy = TierPolicy.load(Path(policy_file)) if policy_file else None
     return Archive(root, policy=policy, **options)
 
 

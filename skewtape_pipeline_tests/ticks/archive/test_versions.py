@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from skewtape_pipeline import faults
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import ConfigError, VersionError, WriteOnceError
-from skewtape_pipeline.ticks.archive.books import enable_books_and_records
+from skewtape_pipeline.ticks.archive.books import default_audit_log, enable_books_and_records
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.lifecycle import retier
@@ -77,8 +77,9 @@ def compact(root: Path, key: tuple[str, date], variant: int = 0, as_of: date = S
         out=root,
         age_days=(as_of - day).days,
         policy=POLICY,
+        audit_log=default_audit_log(root),
     )
-    return commit_version(root, "compact")
+    return commit_version(root, "compact", audit_log=default_audit_log(root))
 
 
 def rows(root: Path, as_of=None) -> list[tuple]:
@@ -192,7 +193,7 @@ def test_tag_when_name_pins_another_version_refuses(archive):
 
 
 def test_tags_and_versions_when_made_are_audited(archive):
-    tag_version(archive, "audited")
+    tag_version(archive, "audited", audit_log=default_audit_log(archive))
     log = archive.parent / "audit.jsonl"
     events = [json.loads(line)["event"] for line in log.read_text().splitlines()]
     assert events.count("tick-archive-version") == len(KEYS)
