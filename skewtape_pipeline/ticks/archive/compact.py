@@ -745,8 +745,6 @@ def _report(
     )
     if rewrite is not None:
         notes.append(recompaction_note(rewrite))
-    if rewrite is not None:
-        notes.append(recompaction_note(rewrite))
     return TickStorageCompactionReport(
         symbol=item.symbol,
         date=item.day.isoformat(),

@@ -20,6 +20,7 @@ import pytest
 from skewtape_pipeline.cli import ReadingRate, main, parse_bytes
 from skewtape_pipeline.errors import ConfigError, TickValidationError
 from skewtape_pipeline.progress import ProgressLine
+from skewtape_pipeline.ticks.archive.books import default_audit_log
 from skewtape_pipeline.ticks.archive.catalog import hot_records_path, read_hot_records
 from skewtape_pipeline.ticks.archive.compact import compact_source, compact_ticks
 from skewtape_pipeline.ticks.archive.parquet_store import staging_folder
@@ -196,7 +197,13 @@ def test_compaction_when_over_its_memory_budget_spills_and_writes_the_same_archi
     for label, limit in (("bounded", budget), ("unbounded", UNBOUNDED)):
         out = tmp_path / label
         stream = opener(path, block_bytes=64 * 1024 if label == "bounded" else 64 * MIB)
-        reports = compact_source(stream, out=out, as_of=date(2024, 3, 20), memory_limit=limit)
+        reports = compact_source(
+            stream,
+            out=out,
+            as_of=date(2024, 3, 20),
+            memory_limit=limit,
+            audit_log=default_audit_log(out),
+        )
         archives[label] = (archive_bytes(out), report_facts(reports))
         assert staged_files(out) == []
         if label == "bounded":
