@@ -4,12 +4,16 @@ apply trusting what the fetch verified."""
 
 from __future__ import annotations
 
+import itertools
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
+from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import ChainError, ConfigError
+from skewtape_pipeline.mirror import fetch as fetch_module
 from skewtape_pipeline.mirror.catchup import catch_up
 from skewtape_pipeline.mirror.fetch import (
     fetch_deltas,
@@ -168,6 +172,30 @@ def test_fetch_from_a_local_folder_places_the_months_as_over_http(subscriber, pu
     for month in DELTA_MONTHS:
         fetched = subscriber / "deltas" / month
         assert published_files(fetched) == published_files(publisher / "deltas" / month)
+
+
+def test_fetch_asks_for_each_streamed_range_to_be_written_to_disk_as_it_goes(
+    subscriber, publisher, monkeypatch
+):
+    every = 4096
+    ranges: dict[str, list[tuple[int, int]]] = {}
+
+    def record(fd: int, offset: int, length: int) -> None:
+        staged = os.readlink(f"/proc/self/fd/{fd}")  # deltas/.fetch-<month>/<path>
+        ranges.setdefault(staged.partition("/.fetch-")[2], []).append((offset, length))
+
+    monkeypatch.setattr(fetch_module, "WRITEBACK_EVERY", every)
+    monkeypatch.setattr(fsio, "start_writeback", record)
+    fetch_deltas(str(publisher), subscriber, settings=FAST)
+
+    deltas = publisher / "deltas"
+    streamed = [p for p in deltas.rglob("*.parquet") if p.stat().st_size >= 2 * every]
+    assert streamed
+    for path in streamed:
+        asked = ranges[path.relative_to(deltas).as_posix()]
+        covered = sum(length for _, length in asked)
+        assert asked[0][0] == 0 and path.stat().st_size - covered < every, path
+        assert all(a + n == b for (a, n), (b, _) in itertools.pairwise(asked)), path
 
 
 def test_fetch_when_the_remote_file_changes_between_ranges_starts_it_over(
