@@ -17,7 +17,10 @@ shape, in one run:
 2. a sample of random symbol-days is queried through the project's view (``query.scan_stats``:
    ``SELECT ts, price, quantity, side FROM ticks WHERE symbol = ? AND date BETWEEN ? AND ?``)
    and the bytes DuckDB read are set against the cold tier's bytes;
-3. the same pipeline with other cold-tier settings (row-group target, layout) as levers.
+3. the same pipeline with other cold-tier settings (row-group target, layout) as levers;
+4. versions (``archive_versions.py``, which also runs alone): an archive of 100 versions over a
+   month of sample-shaped ticks against the same state unversioned (current and as-of query
+   times, the bytes the versions add, as-of lookup time from 100 to 10,000 versions).
 
 Bars (printed PASS/FAIL): the cold tier within 1.1x of the best anchor's whole-file bytes per
 tick; every sampled symbol-date query reading under 5% of the cold tier's bytes. Everything
@@ -48,6 +51,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import archive_versions
 from bench_util import fmt_float, fmt_int, fmt_ratio, markdown_table, pin_to_one_core
 from tick_anchors import (
     Part,
@@ -721,6 +725,7 @@ def main(argv: list[str] | None = None) -> int:
         "--synthetic-levers", default=DEFAULT_SYNTHETIC_LEVERS, help="levers for the synthetic set"
     )
     parser.add_argument("--skip", action="append", default=[], help="skip anchors matching")
+    parser.add_argument("--no-versions", action="store_true", help="skip the versions section")
     args = parser.parse_args(argv)
 
     log(pin_to_one_core(args.cpu))
@@ -753,11 +758,16 @@ def main(argv: list[str] | None = None) -> int:
                     skip=set(args.skip),
                 )
             )
+        if not args.no_versions:
+            section = archive_versions.run(
+                fresh_dir(workdir / "versions"), symbols=20, versions=100, per_day=200, repeats=15
+            )
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
     out = [size_table(o) for o in outcomes]
     out += [read_table(outcomes, args.samples), bars(outcomes)]
+    out += [] if args.no_versions else [section]
     print("\n\n".join(out))
     log(f"total {time.perf_counter() - started:.0f} s")
     return 0

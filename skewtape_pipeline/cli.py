@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import date
 from pathlib import Path
@@ -355,17 +356,28 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
         for report in reports:
             print(json.dumps(report.to_dict(), default=str))
         return
-    print("\n".join(compaction_summary(reports, Path(args.out))))
+    retier = f"skewtape-pipeline retier {args.out} --as-of {args.as_of}"
+    if args.tier_policy:
+        retier += f" --tier-policy {args.tier_policy}"
+    print("\n".join(compaction_summary(reports, Path(args.out), retier_command=retier)))
 
 
 SUMMARY_ROWS = 10
 """Symbol-days listed by ``compact-ticks``' summary; the rest are counted, not listed."""
 
 
-def compaction_summary(reports: Sequence[Any], out: Path, *, rows: int = SUMMARY_ROWS) -> list[str]:
+def compaction_summary(
+    reports: Sequence[Any],
+    out: Path,
+    *,
+    rows: int = SUMMARY_ROWS,
+    retier_command: str | None = None,
+) -> list[str]:
     """``compact-ticks``' default output: a totals line, a line counting the float noise
     rounded away and the precision lost (when any), then a table of the first ``rows``
-    symbol-days (ticks, raw and archived bytes, ratio, tier), then how many were left out."""
+    symbol-days (ticks, raw and archived bytes, ratio, tier), then how many were left out,
+    what recompacted symbol-days replaced, and, when some symbol-days are old enough for a
+    colder tier, ``retier_command`` (they stay hot until it runs)."""
     raw = sum(report.raw_size_bytes for report in reports)
     packed = sum(report.compacted_size_bytes for report in reports)
     ticks = sum(report.tick_count for report in reports)
@@ -393,7 +405,34 @@ def compaction_summary(reports: Sequence[Any], out: Path, *, rows: int = SUMMARY
         lines.append(
             f"({len(reports) - rows} more symbol-days not shown; --json prints every report)"
         )
+    return lines + _recompacted_lines(reports) + _retier_hint(reports, retier_command)
+
+
+def _recompacted_lines(reports: Sequence[Any]) -> list[str]:
+    """What the symbol-days the archive already held were compacted over (the first few)."""
+    from skewtape_pipeline.ticks.archive.compact import RECOMPACTED
+
+    again = [(r, n) for r in reports for n in r.notes if n.startswith(RECOMPACTED)]
+    if not again:
+        return []
+    lines = [f"recompacted {len(again)} symbol-days the archive already held (audited):"]
+    lines += [f"  {r.symbol} {r.date}: {note.removeprefix(RECOMPACTED)}" for r, note in again[:3]]
+    if len(again) > 3:
+        lines.append(f"  ({len(again) - 3} more; --json prints every report's notes)")
     return lines
+
+
+def _retier_hint(reports: Sequence[Any], retier_command: str | None) -> list[str]:
+    from skewtape_pipeline.ticks.archive.tiers import HOT
+
+    older = Counter(r.tier for r in reports if r.tier != HOT)
+    if not older or retier_command is None:
+        return []
+    counts = ", ".join(f"{n} {tier}" for tier, n in sorted(older.items()))
+    return [
+        f"{sum(older.values())} symbol-days are old enough for a colder tier ({counts}) and stay "
+        f"hot until re-tiering: {retier_command}"
+    ]
 
 
 class ReadingRate:
@@ -454,11 +493,21 @@ def cmd_retier(args: argparse.Namespace) -> None:
             lock_timeout=args.wait,
         )
     metrics = result.metrics()
-    _print_result(
-        args,
-        metrics,
-        f"{args.archive}: moved {metrics['symbol_days_moved']} symbol-days "
-        f"({metrics['ticks_moved']} ticks); generation {metrics['generation']}",
+    _print_result(args, metrics, describe_retier(args.archive, metrics))
+
+
+def describe_retier(archive: str, metrics: dict[str, Any]) -> str:
+    """``retier``'s summary: what moved, its bytes before and after, the files written and
+    removed, the catalog generation (unchanged when nothing moved)."""
+    before, after = metrics["bytes_before"], metrics["bytes_after"]
+    sizes = f"{before} -> {after} bytes"
+    if 0 < after <= before:
+        sizes += f", {before / after:.2f}x smaller"
+    return (
+        f"{archive}: moved {metrics['symbol_days_moved']} symbol-days "
+        f"({metrics['ticks_moved']} ticks; {sizes}); files written {metrics['files_written']}, "
+        f"removed {metrics['files_removed']}; catalog generation {metrics['generation']}"
+        + ("" if metrics["committed"] else " (nothing to commit)")
     )
 
 
@@ -495,6 +544,15 @@ def _tier_policy(args: argparse.Namespace) -> Any:
     return TierPolicy.load(Path(args.tier_policy)) if args.tier_policy else None
 
 
+def _writer_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The tier policy, audit log and lock wait of a command that changes an archive."""
+    return {
+        "policy": _tier_policy(args),
+        "audit_log": Path(args.audit_log) if args.audit_log else None,
+        "lock_timeout": args.wait,
+    }
+
+
 def cmd_verify_archive(args: argparse.Namespace) -> None:
     from skewtape_pipeline.errors import ArchiveVerificationError
     from skewtape_pipeline.ticks.archive.integrity import verify_archive
@@ -509,12 +567,7 @@ def cmd_verify_archive(args: argparse.Namespace) -> None:
 def cmd_rebuild_catalog(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.archive.integrity import rebuild_catalog
 
-    result = rebuild_catalog(
-        Path(args.archive),
-        policy=_tier_policy(args),
-        audit_log=Path(args.audit_log) if args.audit_log else None,
-        lock_timeout=args.wait,
-    )
+    result = rebuild_catalog(Path(args.archive), **_writer_options(args))
     _print_result(
         args,
         result,
@@ -539,19 +592,86 @@ def _check_symbol_days_archived(archive: Path, keys: Sequence[tuple[str, date]])
             )
 
 
+def cmd_show(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.show import show_symbol_day
+
+    story = show_symbol_day(
+        check_archive_root(args.archive, empty_ok=False),
+        args.symbol,
+        _parse_day(args.date, option="DATE"),
+        policy=_tier_policy(args),
+        audit_log=Path(args.audit_log) if args.audit_log else None,
+    )
+    _print_result(args, story, "\n".join(story.describe()))
+
+
 def cmd_query(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.archive.query import run_query_json, run_query_text
 
     roots = [Path(root) for root in args.archive]
-    policy = _tier_policy(args)
-    unrestricted = args.unrestricted
+    options = {
+        "policy": _tier_policy(args),
+        "unrestricted": args.unrestricted,
+        "as_of": args.as_of,
+    }
     if args.json:
-        print(run_query_json(args.sql, roots, policy=policy, unrestricted=unrestricted))
+        print(run_query_json(args.sql, roots, **options))
         return
-    result = run_query_text(args.sql, roots, policy=policy, unrestricted=unrestricted)
+    result = run_query_text(args.sql, roots, **options)
     print("\t".join(_tsv_field(name) for name in result.columns))
     for row in result.rows:
         print("\t".join(_tsv_field(value) for value in row))
+
+
+def cmd_versions(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.versions import list_tags, list_versions
+
+    archive = check_archive_root(args.archive, empty_ok=False)
+    versions = list_versions(archive)
+    tags: dict[int, list[str]] = {}
+    for name, number in list_tags(archive).items():
+        tags.setdefault(number, []).append(name)
+    rows = [v.to_dict() | {"tags": tags.get(v.version, [])} for v in versions]
+    lines = [
+        f"{v.version}\t{row['time']}\t{v.operation}\t{len(v.changed)} symbol-days changed"
+        + (f"\ttags: {', '.join(row['tags'])}" if row["tags"] else "")
+        for v, row in zip(versions, rows, strict=True)
+    ]
+    _print_result(args, rows, "\n".join(lines) or f"{args.archive}: no versions yet")
+
+
+def cmd_tag(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.versions import tag_version
+
+    version = tag_version(
+        check_archive_root(args.archive, empty_ok=False),
+        args.name,
+        version=args.version,
+        audit_log=Path(args.audit_log) if args.audit_log else None,
+    )
+    result = {"tag": args.name, "version": version}
+    _print_result(args, result, f"{args.archive}: tag {args.name} pins version {version}")
+
+
+def cmd_prune_versions(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.version_pruning import prune_versions
+
+    result = prune_versions(
+        check_archive_root(args.archive, empty_ok=False),
+        keep_last=args.keep_last,
+        older_than=_parse_day(args.older_than, option="--older-than") if args.older_than else None,
+        **_writer_options(args),
+    )
+    _print_result(
+        args,
+        result,
+        f"{args.archive}: pruned {len(result.pruned)} versions, kept {len(result.kept)}; "
+        f"removed {len(result.files_removed)} files no kept version reads",
+    )
 
 
 _TSV_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
@@ -776,9 +896,53 @@ def build_parser() -> argparse.ArgumentParser:
         help="run any SQL with DuckDB's full access (by default: one SELECT, reading only the "
         "archives' own files)",
     )
+    query.add_argument(
+        "--as-of",
+        metavar="VERSION|TIMESTAMP|TAG",
+        help="read the archive as it was right after that version committed (one --archive)",
+    )
     _add_archive_options(query, writes=False)
     _add_archive_repair_commands(command)
+    _add_version_commands(command)
+    _add_show_command(command)
     return parser
+
+
+def _add_version_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``versions``, ``tag`` and ``prune-versions``."""
+    versions = command("versions", cmd_versions, "list a tick archive's kept versions")
+    versions.add_argument("archive", help="archive root (its hot tier)")
+
+    tag = command("tag", cmd_tag, "pin a version of a tick archive by name (never pruned)")
+    tag.add_argument("archive", help="archive root (its hot tier)")
+    tag.add_argument("name", help="the tag: a letter, then letters, digits, '.', '_' or '-'")
+    tag.add_argument("--version", type=int, help="the version to pin (default: the latest)")
+    tag.add_argument("--audit-log", help="audit log (default: audit.jsonl beside the archive)")
+
+    prune = command(
+        "prune-versions",
+        cmd_prune_versions,
+        "remove old versions of a tick archive, then the files no kept version reads",
+    )
+    prune.add_argument("archive", help="archive root (its hot tier)")
+    rule = prune.add_mutually_exclusive_group(required=True)
+    rule.add_argument("--keep-last", type=int, metavar="N", help="keep the N newest versions")
+    rule.add_argument("--older-than", metavar="DATE", help="prune versions before this day")
+    _add_archive_options(prune, writes=True)
+
+
+def _add_show_command(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``show``: one symbol-day's place, report and history."""
+    show = command(
+        "show",
+        cmd_show,
+        "say where one symbol-day is now (tier, file, rows), its report and its history",
+    )
+    show.add_argument("archive", help="archive root (its hot tier)")
+    show.add_argument("symbol", help="e.g. kalshi:KXBTC-26OCT05")
+    show.add_argument("date", help="the symbol-day's UTC date (YYYY-MM-DD)")
+    show.add_argument("--audit-log", help="audit log (default: audit.jsonl beside the archive)")
+    _add_archive_options(show, writes=False)
 
 
 def _add_archive_repair_commands(command: Callable[..., argparse.ArgumentParser]) -> None:

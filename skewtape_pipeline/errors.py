@@ -294,6 +294,12 @@ class ArchiveSchemaError(ConfigError):
         super().__init__(message)
 
 
+class VersionError(ConfigError):
+    """A version, time or tag that names no kept version of a tick archive (unknown, pruned,
+    before the first version), a tag that pins another version already, or a damaged version
+    record or snapshot; the message names the archive and what was asked for."""
+
+
 # --- the sample publisher ----------------------------------------------------------------------
 
 

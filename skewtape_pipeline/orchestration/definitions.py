@@ -27,6 +27,10 @@ from skewtape_pipeline.orchestration.ticks.tier_assets import (
     tick_archive_verified,
     verify_archive_job,
 )
+from skewtape_pipeline.orchestration.ticks.version_jobs import (
+    prune_tick_versions_job,
+    weekly_prune_versions_schedule,
+)
 
 
 def build_definitions(
@@ -43,9 +47,20 @@ def build_definitions(
     return dg.Definitions(
         assets=[history_snapshot, tick_archive, tick_archive_tiers, tick_archive_stats],
         asset_checks=[*month_checks, tick_archive_verified],
-        jobs=[apply_month_job, archive_ticks_job, retier_ticks_job, verify_archive_job],
+        jobs=[
+            apply_month_job,
+            archive_ticks_job,
+            retier_ticks_job,
+            verify_archive_job,
+            prune_tick_versions_job,
+        ],
         sensors=[delta_arrival_sensor, publisher_sensor, tick_corrections_sensor],
-        schedules=[monthly_apply_schedule, daily_retier_schedule, daily_verify_archive_schedule],
+        schedules=[
+            monthly_apply_schedule,
+            daily_retier_schedule,
+            daily_verify_archive_schedule,
+            weekly_prune_versions_schedule,
+        ],
         resources={
             "skewtape": skewtape,
             "archive": archive or ArchiveSettings(),

@@ -11,7 +11,9 @@ importable without pyarrow.
   archive (compaction, consolidation, re-tiering, withdrawal, integrity, books mode, the query
   view, the reports table). Modules: ``tiers``, ``parquet_store``, ``books``, ``catalog``,
   ``consolidate``, ``placement``, ``compact``, ``lifecycle``, ``withdraw``, ``integrity``,
-  ``query``, ``reports_table``, ``file_compression``, ``trust``.
+  ``query``, ``reports_table``, ``file_compression``, ``trust``, ``versions`` (the version log,
+  as-of reads, tags), ``version_pruning``, ``handle`` (``Archive``: reads now or as of a
+  version).
 - ``fills/``: The only ticks code that reads mirror snapshots: a snapshot's fills as symbol-day
   ticks, and a venue-day of them into the archive. Modules: ``snapshot_fills``, ``venue_days``.
 

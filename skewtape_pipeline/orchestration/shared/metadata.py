@@ -221,7 +221,8 @@ def moves_by_month(moves: Sequence[Any]) -> dict[str, list[Any]]:
 
 def retier_run_metadata(result: Any) -> dict[str, dg.MetadataValue]:
     """Metadata every partition of a re-tiering run shares: the run's numbers (``run.*``) and
-    zero moves, which :func:`moves_metadata` overrides for the months that moved something.
+    zero moves, which :func:`moves_metadata` overrides for the months that moved something;
+    ``archive_version`` is the archive version the run committed (0: none, nothing changed).
 
     ``result`` is the core's ``RetierResult``.
     """
@@ -237,6 +238,7 @@ def retier_run_metadata(result: Any) -> dict[str, dg.MetadataValue]:
     metadata["run.symbol_days_held"] = dg.MetadataValue.int(metrics["symbol_days_held"])
     metadata["run.symbol_days_purged"] = dg.MetadataValue.int(metrics["symbol_days_purged"])
     metadata["run.seconds"] = seconds_value(metrics["seconds"])
+    metadata["archive_version"] = dg.MetadataValue.int(metrics["version"])
     return metadata | moves_metadata([])
 
 
@@ -284,6 +286,19 @@ def _moves_table(moves: Sequence[Any]) -> str:
             "symbol-day)."
         )
     return "\n".join(lines)
+
+
+def versions_metadata(
+    kept: int, tags: int, past_bytes: int, latest: int
+) -> dict[str, dg.MetadataValue]:
+    """The archive's versions (``ticks.versions``): how many are kept and tagged, the latest
+    number, and the bytes only past versions hold (what ``prune-versions`` could free)."""
+    return {
+        "versions_kept": dg.MetadataValue.int(kept),
+        "versions_tagged": dg.MetadataValue.int(tags),
+        "archive_version": dg.MetadataValue.int(latest),
+        "past_version_bytes": dg.MetadataValue.int(past_bytes),
+    }
 
 
 def archive_metrics_metadata(metrics: Any) -> dict[str, dg.MetadataValue]:

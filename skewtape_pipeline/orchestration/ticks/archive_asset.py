@@ -35,6 +35,7 @@ from skewtape_pipeline.orchestration.shared.resources import ArchiveSettings, Sk
 from skewtape_pipeline.orchestration.ticks.partitions import venue_day_of, venue_day_partitions
 from skewtape_pipeline.orchestration.ticks.venue_day_metadata import venue_day_metadata
 from skewtape_pipeline.ticks.archive.reports_table import read_venue_day_reports
+from skewtape_pipeline.ticks.archive.versions import version_count
 from skewtape_pipeline.ticks.fills.snapshot_fills import split_symbol, today_utc
 from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day
 
@@ -119,19 +120,23 @@ def record_tick_archive(
     skewtape: SkewtapeHome,
     archive: ArchiveSettings,
 ):
-    """Read the run's rows of the reports table back: each venue-day's metadata, the checks.
+    """Read the run's rows of the reports table back: each venue-day's metadata (with
+    archive_version, the archive version the run's last commit made), the checks.
 
     A symbol-day read back unequal to its fills fails the check and then the op, before the
     asset's output: Dagster records a partition whenever the graph's last op succeeds, so
     raising here is what keeps the run's venue-days from showing as materialized."""
     batches = _batches(context)
+    version = version_count(skewtape.archive_dir)  # the run's last commit (archive pool: no other)
     problems, files = [], 0
     for key in context.partition_keys:
         venue, day = venue_day_of(key)
         rows = read_venue_day_reports(skewtape.archive_dir, venue, day)
         rows = rows.filter(pc.is_in(rows["batch"], value_set=batches))
         context.add_asset_metadata(
-            venue_day_metadata(rows, scope=_symbols_of(config, venue)), partition_key=key
+            venue_day_metadata(rows, scope=_symbols_of(config, venue))
+            | {"archive_version": dg.MetadataValue.int(version)},
+            partition_key=key,
         )
         for row in rows.to_pylist():
             if row["status"] != "archived":

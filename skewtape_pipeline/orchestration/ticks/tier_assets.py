@@ -10,7 +10,8 @@ A month depends on every symbol-day of its days in ``tick_archive``. Its check
 consolidated tiers are where the target means something; see ``ticks.archive.file_compression``).
 
 ``tick_archive_stats`` (not partitioned) measures the whole archive: bytes, files, ticks and
-symbol-days per tier as numbers the UI plots over time. Both run in the archive pool, so they
+symbol-days per tier as numbers the UI plots over time, and its versions (kept, tagged, the
+latest, the bytes only past versions hold). Both run in the archive pool, so they
 never race a compaction (the core also holds a lock of its own).
 
 ``tick_archive_verified``, a check on ``tick_archive_stats`` (in the archive pool too), runs
@@ -35,6 +36,7 @@ from skewtape_pipeline.orchestration.shared.metadata import (
     moves_metadata,
     problems_metadata,
     retier_run_metadata,
+    versions_metadata,
 )
 from skewtape_pipeline.orchestration.shared.partitions import month_partitions
 from skewtape_pipeline.orchestration.shared.resources import ArchiveSettings, SkewtapeHome
@@ -45,6 +47,8 @@ from skewtape_pipeline.ticks.archive.file_compression import file_compression
 from skewtape_pipeline.ticks.archive.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.lifecycle import retier
 from skewtape_pipeline.ticks.archive.placement import archive_metrics
+from skewtape_pipeline.ticks.archive.version_pruning import past_version_bytes
+from skewtape_pipeline.ticks.archive.versions import list_tags, list_versions, version_count
 
 TICK_ARCHIVE_TIERS = dg.AssetKey("tick_archive_tiers")
 TICK_ARCHIVE_STATS = dg.AssetKey("tick_archive_stats")
@@ -156,11 +160,18 @@ def tick_archive_tiers(
     pool=ARCHIVE_POOL,
     group_name="ticks",
     description="The tick archive as a whole: files, bytes, ticks and symbol-days per tier "
-    "(numbers plotted over time), and the superseded files retained on disk.",
+    "(numbers plotted over time), the superseded files retained on disk, the versions kept and "
+    "the bytes only past versions hold.",
 )
 def tick_archive_stats(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.MaterializeResult:
     metrics = archive_metrics(skewtape.archive_dir, policy=archive.policy())
-    return dg.MaterializeResult(metadata=archive_metrics_metadata(metrics))
+    versions = versions_metadata(
+        kept=len(list_versions(skewtape.archive_dir)),
+        tags=len(list_tags(skewtape.archive_dir)),
+        past_bytes=past_version_bytes(skewtape.archive_dir, archive.policy()),
+        latest=version_count(skewtape.archive_dir),
+    )
+    return dg.MaterializeResult(metadata=archive_metrics_metadata(metrics) | versions)
 
 
 @dg.asset_check(

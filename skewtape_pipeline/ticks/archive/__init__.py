@@ -23,7 +23,9 @@ Modules:
 - ``query``: the DuckDB view ``ticks`` over every tier (``open_ticks_view``, ``run_query``),
   ``check_archive_root``.
 - ``reports_table``: the ``tick_reports`` table: one row per symbol-day a venue-day run looked
-  at.
+  at (its tier and path where the day is now, in the view).
+- ``show``: one symbol-day told whole: where it is now, its report, its audited history
+  (``show_symbol_day``).
 - ``file_compression``: how well a consolidated file compresses its ticks, measured.
 - ``trust``: every file against the record made when it was written; what readers verify before
   reading (``verify_before_reading``).

@@ -290,6 +290,12 @@ def write_catalog(archive_root: Path, catalog: Catalog) -> None:
     fsio.atomic_write_bytes(catalog_path(archive_root), catalog.to_bytes())
 
 
+def parse_catalog(path: Path, raw: bytes) -> Catalog:
+    """The catalog in ``raw`` (a catalog file's bytes; ``path`` names it in errors), validated
+    as :func:`read_catalog` does. Raises TickFormatError when it is malformed."""
+    return _parse(path, raw)
+
+
 def _read_if_present(path: Path) -> bytes | None:
     try:
         return path.read_bytes()

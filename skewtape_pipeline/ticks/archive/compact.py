@@ -77,6 +77,7 @@ from skewtape_pipeline.ticks.archive.spill import (
     remove_orphaned_staging,
 )
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy, check_age_days
+from skewtape_pipeline.ticks.archive.versions import commit_version
 from skewtape_pipeline.ticks.encode.chunked import DEFAULT_BLOCK_BYTES, read_ahead
 from skewtape_pipeline.ticks.encode.model import (
     MAX_UNITS,
@@ -674,8 +675,10 @@ def compact_symbol_day(
         metadata={META_SYMBOL: symbol, META_DATE: day.isoformat(), META_PREFIX + "tier": tier},
     )
     try:
-        facts = _publish_under_lock(prepared, symbol, day, out=out, policy=policy,
-                                    lock_timeout=lock_timeout, audit_log=audit_log)  # fmt: skip
+        facts, rewrite = _publish_under_lock(
+            prepared, symbol, day, out=out, policy=policy, lock_timeout=lock_timeout,
+            audit_log=audit_log,
+        )  # fmt: skip
     finally:
         prepared.discard()
     ratio = compression_ratio(raw_size_bytes, facts.size_bytes)
@@ -693,6 +696,8 @@ def compact_symbol_day(
         price_float_noise_normalized=batch.price_float_noise_ticks,
         quantity_float_noise_normalized=batch.quantity_float_noise_ticks,
     )
+    if rewrite is not None:
+        notes.append(recompaction_note(rewrite))
     return TickStorageCompactionReport(
         symbol=symbol,
         date=day.isoformat(),
@@ -753,11 +758,12 @@ def _publish_under_lock(
     policy: TierPolicy,
     lock_timeout: float,
     audit_log: Path | None,
-) -> FileFacts:
+) -> tuple[FileFacts, dict | None]:
     """Publish a staged symbol-day file under the archive's lock, held only for the checks,
     the rename, the file's record (size and sha256, ``catalog.append_hot_record``) and the audit
     record, not while encoding or hashing (so writers of one archive run side by side). A
-    rewrite is refused as before the encoding, and audited once the rename succeeded."""
+    rewrite is refused as before the encoding, and audited once the rename succeeded. Returns
+    the file's facts and the rewrite's audit record (None for a new symbol-day)."""
     record = FileRecord(prepared.temp.stat().st_size, sha256_file(prepared.temp))  # private file
     with _archive_lock(out, lock_timeout):
         _check_may_rewrite(out, prepared.target, policy)  # again: the lock was let go meanwhile
@@ -768,12 +774,32 @@ def _publish_under_lock(
         append_hot_record(out, prepared.target.relative_to(out).as_posix(), record)
         if rewrite is not None:
             audit(out, audit_log, [rewrite])
-    return facts
+    return facts, rewrite
 
 
 EVENT_RECOMPACT = "tick-archive-recompact"
 """Audit event: a symbol-day the archive held was compacted again (its hot file replaced, or its
 consolidated copy superseded by a new hot file)."""
+
+
+RECOMPACTED = "recompacted: "
+"""How a report's note about a recompaction starts (:func:`recompaction_note`)."""
+
+
+def recompaction_note(record: dict) -> str:
+    """The report's note saying what a recompaction (its :data:`EVENT_RECOMPACT` record)
+    replaced: the hot file (its bytes and sha256) and/or the consolidated copy it supersedes."""
+    what = []
+    if record.get("replaces"):
+        old = record["replaces"]
+        what.append(f"replaced its hot file ({old['bytes']} bytes, sha256 {old['sha256'][:16]})")
+    for copy in record.get("supersedes", []):
+        kind = "withdrawn " if copy["withdrawn"] else ""
+        what.append(
+            f"supersedes its {kind}{copy['tier']} copy in {copy['file']} ({copy['rows']} ticks; "
+            "re-tiering puts the new one in its place)"
+        )
+    return RECOMPACTED + "; ".join(what)
 
 
 def recompaction_record(out: Path, symbol: str, day: date, *, rows: int) -> dict | None:
@@ -867,6 +893,7 @@ def compact_source(
             ),
             on_progress,
         )  # fmt: skip
+    commit_version(Path(out), "compact", audit_log=audit_log)
     return reports
 
 

@@ -105,6 +105,7 @@ from skewtape_pipeline.ticks.archive.trust import (
     record_problems,
     unrecorded_hint,
 )
+from skewtape_pipeline.ticks.archive.versions import record_version
 
 EVENT_REBUILD = "tick-archive-catalog-rebuilt"
 
@@ -425,6 +426,7 @@ def rebuild_catalog(
             [relative_to_root(root, r.path, policy) for r in superseded],
             sorted(added),
         )
+        record_version(root, "rebuild-catalog", audit_log=audit_log)
     return RebuildResult(
         root,
         generation,

@@ -10,8 +10,10 @@ where the tier policy wants it at ``as_of``; :func:`retier` carries the plan out
 2. the catalog is replaced by one atomic rename: from that instant the query view reads the
    new files and ignores the ones they replace (commit, audited);
 3. only then are the replaced files removed (hot files only if unchanged since they were read;
-   each removal audited before it happens). In ``books_and_records`` mode nothing is removed:
-   the replaced files are retained and the result says so.
+   each removal audited before it happens), but a consolidated file a kept version of the
+   archive still reads (``ticks.versions``) is retained until ``prune-versions`` drops the last
+   such version. In ``books_and_records`` mode nothing is removed: the replaced files are
+   retained and the result says so; then the version (``versions.record_version``) is recorded.
 
 Warm and cold roots may be S3 prefixes (``skewtape_pipeline.storage``): a new file is then verified
 locally, uploaded under its content name only if that key is absent and read back (size, sha256)
@@ -20,8 +22,14 @@ removed in step 3 under the same rules as local files.
 
 A crash anywhere leaves the catalog either before or after step 2, so the view returns every
 tick exactly once, and rerunning :func:`retier` finishes the move (written files are found again
-by their content name; leftover files are removed). Symbol-days only ever move to a colder tier;
-one that a policy change would move back to a warmer tier stays where it is (``held``).
+by their content name; leftover files are removed).
+
+A symbol-day's tier follows its age and never gets warmer: one that a policy change or an
+earlier ``as_of`` would move back to a warmer tier stays where it is (``held``), and one compacted
+again after it left the hot tier (a correction, a re-run) goes back to the coldest tier it reached
+(or colder, if its age says so) at the next re-tiering, also ``held``. Its consolidated file is
+rewritten only when the day's ticks changed: a hot file with the very ticks of the consolidated
+copy is recorded as that copy's source (superseded, removed like any moved hot file).
 
 Withdrawn symbol-days (``withdraw.withdraw_symbol_days``: the publisher corrected all their ticks
 away) are hidden from the view at once; the next re-tiering rewrites their file without them
@@ -57,7 +65,7 @@ from skewtape_pipeline.errors import (
     DamagedFileError,
     TickFormatError,
 )
-from skewtape_pipeline.hashing import sha256_bytes, sha256_file
+from skewtape_pipeline.hashing import sha256_bytes
 from skewtape_pipeline.storage import TierFile, delete, sha256_of, size_of
 from skewtape_pipeline.ticks.archive.books import audit, check_may_delete, is_books_and_records
 from skewtape_pipeline.ticks.archive.catalog import (
@@ -110,6 +118,7 @@ from skewtape_pipeline.ticks.archive.tiers import (
     is_colder,
 )
 from skewtape_pipeline.ticks.archive.trust import HOT_WRITER, required_hot_record
+from skewtape_pipeline.ticks.archive.versions import kept_files, record_version
 from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport, compression_ratio
 
@@ -165,9 +174,9 @@ class RetierPlan:
     ``dropped`` are catalogued symbol-days whose newer hot file is to stay hot (the consolidated
     copy is removed from its file); ``purged`` withdrawn symbol-days removed from their file
     (``withdrawn_hot``: superseded hot copies of them, removed before the commit); ``held``
-    symbol-days live in a colder tier than their age calls for (a policy change) and stay
-    there; ``refreshed`` are hot files found to be the same bytes as the copy already moved
-    (their new stamp is recorded, the file is superseded).
+    symbol-days stay in (or, compacted again, go back to) a colder tier than their age calls
+    for; ``refreshed`` are hot files found to hold the bytes or the ticks of the consolidated
+    copy (their stamp and sha256 are recorded as its source, the file is superseded).
     """
 
     archive_root: Path
@@ -178,7 +187,7 @@ class RetierPlan:
     emptied: list[str]
     dropped: list[SymbolDayKey]
     held: list[SymbolDayKey]
-    refreshed: list[HotFile]
+    refreshed: list[_Refresh]
     purged: list[SymbolDayKey] = field(default_factory=list)
     withdrawn_hot: list[HotFile] = field(default_factory=list)
     catalog: Catalog = field(repr=False, default_factory=Catalog)
@@ -240,17 +249,23 @@ def plan_retier(
     withdrawn = catalog.withdrawn
     slots: dict[SymbolDayKey, _Slot] = {}
     dropped: list[SymbolDayKey] = []
-    refreshed: list[HotFile] = []
+    refreshed: list[_Refresh] = []
     moves: list[Move] = []
 
+    held: list[SymbolDayKey] = []
+    copies = _ConsolidatedCopies(root, policy)
     for hot in state.hot_live:
         entry = catalog.partitions.get(hot.key)
-        if entry is not None and hot.key not in withdrawn and _same_bytes(hot, entry):
-            refreshed.append(hot)
+        kept = None if hot.key in withdrawn else entry  # a withdrawn day starts afresh
+        if kept is not None and (same := copies.same_ticks(hot, kept)) is not None:
+            refreshed.append(same)
             continue
         tier = policy.tier_for(_age(hot.day, as_of))
         if not eligible(hot.day):
             continue
+        if kept is not None and is_colder(kept.tier, tier):
+            held.append(hot.key)  # compacted again: back to the coldest tier it reached
+            tier = kept.tier
         if tier == HOT:
             if entry is not None:
                 dropped.append(hot.key)
@@ -259,7 +274,6 @@ def plan_retier(
         slots[hot.key] = _Slot(hot.key, tier, period, hot=hot)
         moves.append(Move(hot.symbol, hot.day, HOT, tier, period, hot.path))
 
-    held: list[SymbolDayKey] = []
     dropped_keys = set(dropped)
     purged, withdrawn_hot = _purgeable(state, eligible, keep_hot=is_books_and_records(root))
     for key, entry in catalog.partitions.items():
@@ -339,9 +353,53 @@ def _unchanged(held_now: Counter[str], slots: list[_Slot], files: list[str]) -> 
     return held_now[files[0]] == len(slots)
 
 
-def _same_bytes(hot: HotFile, entry: CatalogPartition) -> bool:
-    """True when a hot file with a new stamp holds exactly the bytes that were moved."""
-    return entry.source is not None and sha256_file(hot.path) == entry.source.sha256
+@dataclass(frozen=True)
+class _Refresh:
+    """A live hot file of a catalogued symbol-day whose ticks equal the consolidated copy's:
+    its stamp and sha256 are recorded as the copy's source (the hot file is then superseded)."""
+
+    hot: HotFile
+    sha256: str
+
+    @property
+    def key(self) -> SymbolDayKey:
+        return self.hot.key
+
+
+class _ConsolidatedCopies:
+    """Compares live hot files with the consolidated copies of their symbol-days (each
+    consolidated file read at most once)."""
+
+    def __init__(self, root: Path, policy: TierPolicy):
+        self.root = root
+        self.policy = policy
+        self._files: dict[str, dict[SymbolDayKey, TickBatch]] = {}
+
+    def same_ticks(self, hot: HotFile, entry: CatalogPartition) -> _Refresh | None:
+        """A :class:`_Refresh` when ``hot`` holds the bytes that were moved, or other bytes with
+        the very ticks (ts, price, quantity, side) of the consolidated copy (the day compacted
+        again unchanged); None when the ticks differ (a correction: the hot file is newer)."""
+        data = Path(hot.path).read_bytes()
+        digest = sha256_bytes(data)
+        if entry.source is not None and digest == entry.source.sha256:
+            return _Refresh(hot, digest)
+        if entry.rows != read_footer(hot.path).num_rows:
+            return None
+        try:
+            batch = read_archive_batch(owned_reader(owned_buffer(data)))  # type: ignore[arg-type]
+        except (OSError, TickFormatError, pa.ArrowException):
+            return None  # unreadable: planned as a newer copy, refused when it is read
+        if batch.first_difference(self._copy(entry)) is not None:
+            return None
+        return _Refresh(hot, digest)
+
+    def _copy(self, entry: CatalogPartition) -> TickBatch:
+        if entry.file not in self._files:
+            path = resolve(self.root, entry.file, self.policy)
+            self._files[entry.file] = {
+                (p.symbol, p.day): p.batch for p in read_consolidated_file(path)
+            }
+        return self._files[entry.file][entry.key]
 
 
 # --- carrying it out ----------------------------------------------------------------------------
@@ -384,6 +442,9 @@ class RetierResult:
     seconds: float
     purged: list[SymbolDayKey] = field(default_factory=list)
     """Withdrawn symbol-days this run removed from their consolidated file (and the catalog)."""
+    version: int | None = None
+    """The archive version this run committed (``ticks.versions``); None when it changed
+    nothing a version records."""
 
     def metrics(self) -> dict[str, int | float | bool]:
         """Counts and sizes of the run (for logs and orchestration metadata)."""
@@ -401,6 +462,7 @@ class RetierResult:
             "files_retained": len(self.files_retained),
             "symbol_days_held": len(self.held),
             "symbol_days_purged": len(self.purged),
+            "version": self.version or 0,
             "seconds": self.seconds,
         }
 
@@ -472,7 +534,7 @@ def retier(
         plan = plan_retier(root, as_of=as_of, policy=policy, months=months)
         books = is_books_and_records(root)
         reader = _SourceReader(root, plan.catalog, policy)  # reads the records: refuses first
-        removed_first = _remove(root, _withdrawn_garbage(plan), audit_log, policy)
+        removed_first = remove_files(root, _withdrawn_garbage(plan), audit_log, policy)
         written = []
         for rewrite in plan.rewrites:
             written.append(_write_rewrite(root, plan, rewrite, policy, reader, audit_log))
@@ -482,12 +544,15 @@ def retier(
             catalog = _next_catalog(root, plan, written, policy)
             _commit(root, catalog, plan, written, audit_log, policy)
         garbage = _garbage(root, policy)
-        if books:
-            removed, retained = [], [path for path, _ in garbage]
-        else:
-            removed, retained = _remove(root, garbage, audit_log, policy), []
+        kept = set() if books else kept_files(root, policy)
+        retained = [path for path, _ in garbage if books or path in kept]
+        removed = []
+        if not books:
+            unread = [(path, why) for path, why in garbage if path not in kept]
+            removed = remove_files(root, unread, audit_log, policy)
             catalog = _forget_gone_sources(root, catalog, audit_log)
         settle_hot_records(root)
+        version = record_version(root, "retier", audit_log=audit_log)
     return RetierResult(
         archive_root=root,
         as_of=plan.as_of,
@@ -502,6 +567,7 @@ def retier(
         held=plan.held,
         purged=plan.purged,
         seconds=time.perf_counter() - started,
+        version=None if version is None else version.version,
     )
 
 
@@ -799,14 +865,12 @@ def _next_catalog(
         )
         for partition in item.partitions:
             partitions[partition.key] = partition
-    for hot in plan.refreshed:
-        entry = partitions.get(hot.key)
-        if entry is not None and entry.source is not None:
-            stamp = replace(
-                entry.source,
-                size=hot.stamp.size,
-                inode=hot.stamp.inode,
-                mtime_ns=hot.stamp.mtime_ns,
+    for refresh in plan.refreshed:
+        entry, hot = partitions.get(refresh.key), refresh.hot
+        if entry is not None:
+            rel = relative_to_root(root, hot.path, policy)
+            stamp = SourceStamp(
+                rel, refresh.sha256, hot.stamp.size, hot.stamp.inode, hot.stamp.mtime_ns
             )
             partitions[hot.key] = replace(entry, source=stamp)
     partitions = {
@@ -814,8 +878,12 @@ def _next_catalog(
     }
     reread = {slot.key for slots in plan.slots.values() for slot in slots if slot.hot is not None}
     withdrawn = frozenset(k for k in catalog.withdrawn if k in partitions and k not in reread)
+    moves_rows = bool(plan.rewrites or plan.emptied)  # else only source stamps are recorded
     return Catalog(
-        generation=catalog.generation + 1, files=files, partitions=partitions, withdrawn=withdrawn
+        generation=catalog.generation + moves_rows,
+        files=files,
+        partitions=partitions,
+        withdrawn=withdrawn,
     )
 
 
@@ -824,13 +892,14 @@ def _forget_gone_sources(root: Path, catalog: Catalog, audit_log: Path | None) -
 
     A stamp only serves while its hot file is on disk (telling the superseded copy from a
     newer one); once removal is done, it is dropped by one more atomic commit (audited), so
-    the catalog stops carrying a path and a sha256 per symbol-day. Unchanged (nothing
-    written) when no stamp is stale.
+    the catalog stops carrying a path and a sha256 per symbol-day. That commit keeps the
+    generation (no symbol-day changes file: the generation counts the commits that move rows).
+    Unchanged (nothing written) when no stamp is stale.
     """
     partitions = {key: _without_stale_stamp(root, p) for key, p in catalog.partitions.items()}
     if all(partitions[key] is p for key, p in catalog.partitions.items()):
         return catalog
-    settled = replace(catalog, generation=catalog.generation + 1, partitions=partitions)
+    settled = replace(catalog, partitions=partitions)
     faults.checkpoint("forgetting-sources")
     reason = "forget the source stamps of removed hot files"
     _write_catalog_audited(root, settled, audit_log, {"reason": reason, "symbol_days_moved": 0})
@@ -850,7 +919,8 @@ def _without_stale_stamp(root: Path, partition: CatalogPartition) -> CatalogPart
 def prune(
     archive_root: Path, *, policy: TierPolicy | None = None, audit_log: Path | None = None
 ) -> list[TierFile]:
-    """Remove superseded files (moved hot files, replaced or uncommitted consolidated files).
+    """Remove superseded files (moved hot files, replaced or uncommitted consolidated files)
+    that no kept version reads (``versions.kept_files``).
 
     What :func:`retier` does after its commit, on its own (e.g. after an interrupted run).
     Every removal is audited before it happens. Returns the files removed.
@@ -869,14 +939,17 @@ def prune(
     policy = _check_policy(policy)
     with fsio.exclusive_lock(root / LOCK_FILE, what="pruning", held_error=ArchiveBusyError):
         checked_catalog(root, policy)
-        removed = _remove(root, _garbage(root, policy), audit_log, policy)
+        kept = kept_files(root, policy)
+        unread = [(path, why) for path, why in _garbage(root, policy) if path not in kept]
+        removed = remove_files(root, unread, audit_log, policy)
         if not is_books_and_records(root):
             _forget_gone_sources(root, read_catalog(root), audit_log)
         return removed
 
 
 def _garbage(root: Path, policy: TierPolicy) -> list[tuple[TierFile, str]]:
-    """Files on disk that the committed catalog makes unreachable, with the reason."""
+    """Files on disk that the committed catalog makes unreachable, with the reason (some of
+    which a kept version may still read: ``versions.kept_files``)."""
     state = archive_state(root)
     out = [
         (hot.path, "superseded: its rows live in a consolidated file")
@@ -889,10 +962,11 @@ def _garbage(root: Path, policy: TierPolicy) -> list[tuple[TierFile, str]]:
     return out
 
 
-def _remove(
+def remove_files(
     root: Path, garbage: list[tuple[TierFile, str]], audit_log: Path | None, policy: TierPolicy
 ) -> list[TierFile]:
-    """Audit every removal first (one append), then remove the files and empty folders."""
+    """Audit every removal (``reason`` each) first (one append), then remove the files;
+    WriteOnceError (audited) in ``books_and_records`` mode. Returns the files removed."""
     if not garbage:
         return []
     records = []

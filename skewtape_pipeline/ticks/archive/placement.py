@@ -210,8 +210,9 @@ class ArchiveMetrics:
     view returns. ``hidden_*`` count the consolidated copies the view hides (overridden by a
     newer hot file, or withdrawn) that are still inside their files until re-tiering rewrites
     them. ``retained_*`` counts superseded files still on disk: hot files and consolidated
-    files whose rows were moved (kept for good in ``books_and_records`` mode, else until the
-    next re-tiering removes them) and uncommitted files left by an interrupted run.
+    files whose rows were moved (kept for good in ``books_and_records`` mode, while a kept
+    version reads them (``ticks.archive.versions``), else until the next re-tiering removes
+    them) and uncommitted files left by an interrupted run.
     """
 
     generation: int

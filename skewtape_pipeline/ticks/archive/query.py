@@ -68,7 +68,7 @@ Plain DuckDB equivalent of one archive's view (what :func:`ticks_view_sql` retur
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,20 +85,35 @@ from skewtape_pipeline.ticks.archive.catalog import CATALOG_FILE, Catalog, norma
 from skewtape_pipeline.ticks.archive.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.integrity import check_catalog_present, repair_hint
 from skewtape_pipeline.ticks.archive.parquet_store import ARCHIVE_MARKER
-from skewtape_pipeline.ticks.archive.placement import archive_state
-from skewtape_pipeline.ticks.archive.reports_table import reports_view_sql
+from skewtape_pipeline.ticks.archive.placement import ArchiveState, archive_state
+from skewtape_pipeline.ticks.archive.reports_table import PLACES_SCHEMA, reports_view_sql
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, TierPolicy
 from skewtape_pipeline.ticks.archive.trust import verify_before_reading
+from skewtape_pipeline.ticks.archive.versions import (
+    AsOf,
+    resolve_as_of,
+    verify_version,
+    version_state,
+)
 
 VIEW_NAME = "ticks"
 VIEW_COLUMNS = ("symbol", "date", "ts", "price", "quantity", "side", "tier", "year", "month")
 HIVE_TYPES = "{'symbol': 'VARCHAR', 'year': 'INTEGER', 'month': 'INTEGER', 'date': 'DATE'}"
 
 Roots = Path | str | Sequence[Path | str]
+Narrow = Callable[[ArchiveState], ArchiveState]
 
 
-def ticks_view_sql(roots: Roots, *, name: str = VIEW_NAME, policy: TierPolicy | None = None) -> str:
-    """The ``CREATE OR REPLACE VIEW`` statement of the archive(s) at ``roots`` (reads only).
+def ticks_view_sql(
+    roots: Roots,
+    *,
+    name: str = VIEW_NAME,
+    policy: TierPolicy | None = None,
+    as_of: AsOf | None = None,
+) -> str:
+    """The ``CREATE OR REPLACE VIEW`` statement of the archive(s) at ``roots`` (reads only);
+    with ``as_of`` (a version number, a time or a tag: ``versions.resolve_as_of``; one root
+    only), the view as it read right after that version committed.
 
     Raises
     ------
@@ -116,8 +131,10 @@ def ticks_view_sql(roots: Roots, *, name: str = VIEW_NAME, policy: TierPolicy | 
         A file of the view differs from its record (``trust.verify_before_reading``).
     ObjectStoreError
         A tier root in an object store cannot be used (names the URI).
+    VersionError
+        ``as_of`` names no kept version, or a file the version reads is missing.
     """
-    view = _view(roots, name, policy)
+    view = _view(roots, name, policy, as_of)
     if view.datasets:
         raise ConfigError(
             f"{', '.join(sorted(view.uris))}: a tier in an object store is read through Arrow "
@@ -136,15 +153,22 @@ class _View:
     uris: frozenset[str]
 
 
-def _view(roots: Roots, name: str, policy: TierPolicy | None) -> _View:
+def _view(
+    roots: Roots,
+    name: str,
+    policy: TierPolicy | None,
+    as_of: AsOf | None = None,
+    narrow: Narrow | None = None,
+) -> _View:
     if not name.isidentifier():
         raise ConfigError(f"name = {name!r}: expected an SQL identifier")
     policy = TierPolicy() if policy is None else policy
     branches, datasets, uris = [], {}, set()
-    for root in _roots(roots):
-        check_catalog_present(root, policy)
-        state = archive_state(root)
-        verify_before_reading(root, state, policy)
+    checked = _roots(roots)
+    if as_of is not None and len(checked) != 1:
+        raise ConfigError(f"as_of = {as_of!r}: a version names one archive; pass one root")
+    for root in checked:
+        state = _verified_state(root, policy, as_of, narrow)
         hot = [str(h.path.absolute()) for h in state.hot_live]
         if hot:
             folders = "year, month" if _no_keys_above(Path(root).absolute()) else _YEAR_MONTH
@@ -170,6 +194,24 @@ def _view(roots: Roots, name: str, policy: TierPolicy | None) -> _View:
         branches.append(_empty_select(_roots(roots)))
     sql = f"CREATE OR REPLACE VIEW {name} AS\n" + "\nUNION ALL BY NAME\n".join(branches)
     return _View(sql, datasets, frozenset(uris))
+
+
+def _verified_state(
+    root: Path, policy: TierPolicy, as_of: AsOf | None, narrow: Narrow | None
+) -> ArchiveState:
+    """The state the view reads (now, or as of a version), narrowed, its files verified."""
+    if as_of is None:
+        check_catalog_present(root, policy)
+        state = archive_state(root)
+    else:
+        state = version_state(root, resolve_as_of(root, as_of))
+    if narrow is not None:
+        state = narrow(state)
+    if as_of is None:
+        verify_before_reading(root, state, policy)
+    else:
+        verify_version(root, state, policy)
+    return state
 
 
 _COMMON = "symbol, date, ts, price, quantity, side"
@@ -255,13 +297,18 @@ def open_ticks_view(
     *,
     name: str = VIEW_NAME,
     policy: TierPolicy | None = None,
+    as_of: AsOf | None = None,
+    narrow: Narrow | None = None,
 ) -> duckdb.DuckDBPyConnection:
-    """Create (or replace) the view ``name`` over the archive(s) at ``roots`` on ``con``.
+    """Create (or replace) the view ``name`` over the archive(s) at ``roots`` on ``con``
+    (as of a version with ``as_of``: see :func:`ticks_view_sql`); ``narrow`` may cut the
+    state down to the symbol-days wanted before any file is named or verified
+    (``versions.symbol_days``).
 
     Returns ``con``. See :func:`ticks_view_sql` for what it raises; DamagedFileError when
     DuckDB cannot read a file's footer.
     """
-    view = _view(roots, name, policy)
+    view = _view(roots, name, policy, as_of, narrow)
     for table, dataset in view.datasets.items():
         con.register(table, dataset)
     try:
@@ -280,11 +327,13 @@ def run_query(
     threads: int | None = None,
     policy: TierPolicy | None = None,
     unrestricted: bool = False,
+    as_of: AsOf | None = None,
 ) -> pa.Table:
     """Run ``sql`` against a fresh in-memory DuckDB with the ``ticks`` view (and ``tick_reports``,
     the archive's reports table: ``reports_table.reports_view_sql``); return the rows.
 
-    ``parameters`` fill ``?`` placeholders; ``policy`` names the tier roots. Read-only unless
+    ``parameters`` fill ``?`` placeholders; ``policy`` names the tier roots; ``as_of`` reads
+    the view as of a version (:func:`ticks_view_sql`). Read-only unless
     ``unrestricted`` (see :func:`check_read_only` and :func:`restrict`). Every file the view
     reads is verified against its record first when its stamp changed since it last was
     (``trust.verify_before_reading``). Raises ConfigError naming the query when it is not one
@@ -292,7 +341,7 @@ def run_query(
     the view differs from its record or has a footer that does not decode.
     """
     check_read_only(sql, unrestricted=unrestricted)
-    con = _connect(roots, threads, policy, unrestricted=unrestricted)
+    con = _connect(roots, threads, policy, unrestricted=unrestricted, as_of=as_of)
     try:
         return con.sql(sql, params=parameters or None).to_arrow_table()
     except duckdb.Error as exc:
@@ -338,6 +387,7 @@ def run_query_text(
     threads: int | None = None,
     policy: TierPolicy | None = None,
     unrestricted: bool = False,
+    as_of: AsOf | None = None,
 ) -> QueryText:
     """Run ``sql`` like :func:`run_query` (read-only unless ``unrestricted``); return every
     value as DuckDB's own text.
@@ -346,7 +396,7 @@ def run_query_text(
     without a result (``unrestricted``, e.g. ``SET``) gives no columns. Raises ConfigError
     naming the query when DuckDB rejects it.
     """
-    with _query(sql, roots, parameters, threads, policy, unrestricted) as relation:
+    with _query(sql, roots, parameters, threads, policy, unrestricted, as_of) as relation:
         if relation is None:
             return QueryText([], [], [])
         casts = ", ".join(f"CAST(#{i + 1} AS VARCHAR)" for i in range(len(relation.columns)))
@@ -362,12 +412,13 @@ def run_query_json(
     threads: int | None = None,
     policy: TierPolicy | None = None,
     unrestricted: bool = False,
+    as_of: AsOf | None = None,
 ) -> str:
     """Run ``sql`` like :func:`run_query` (read-only unless ``unrestricted``); return a JSON
     array of one object per row, each written by DuckDB's ``to_json`` (numbers stay exact,
     HUGEINTs included; timestamps, intervals and blobs are DuckDB's text; a repeated column
     name gets a ``_1`` suffix). Raises ConfigError naming the query when DuckDB rejects it."""
-    with _query(sql, roots, parameters, threads, policy, unrestricted) as relation:
+    with _query(sql, roots, parameters, threads, policy, unrestricted, as_of) as relation:
         if relation is None:
             return "[]"
         name = "_skewtape_row"
@@ -385,13 +436,14 @@ def _query(
     threads: int | None,
     policy: TierPolicy | None,
     unrestricted: bool,
+    as_of: AsOf | None = None,
 ) -> Iterator[duckdb.DuckDBPyRelation | None]:
     """The relation of ``sql`` (checked: :func:`check_read_only`) on a fresh connection with
     the view, closed afterwards; DuckDB's errors (while planning or fetching) become
     ConfigError naming the query, or DamagedFileError naming a file of the view whose footer
     does not decode."""
     check_read_only(sql, unrestricted=unrestricted)
-    con = _connect(roots, threads, policy, unrestricted=unrestricted)
+    con = _connect(roots, threads, policy, unrestricted=unrestricted, as_of=as_of)
     try:
         yield con.sql(sql, params=parameters or None)
     except duckdb.Error as exc:
@@ -472,23 +524,44 @@ def _connect(
     policy: TierPolicy | None = None,
     *,
     unrestricted: bool = False,
+    as_of: AsOf | None = None,
 ) -> duckdb.DuckDBPyConnection:
-    """A fresh in-memory connection with the view, its time zone UTC (the archive's days are
-    UTC days, and timestamps print the same on every machine), restricted to reading the
-    archives' own files (:func:`restrict`) unless ``unrestricted``."""
+    """A fresh in-memory connection with the view (as of ``as_of`` when given), its time zone
+    UTC (the archive's days are UTC days, and timestamps print the same on every machine),
+    restricted to reading the archives' own files (:func:`restrict`) unless ``unrestricted``."""
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     if threads is not None:
         con.execute(f"SET threads = {int(threads)}")
     try:
-        open_ticks_view(con, roots, policy=policy)
-        con.execute(reports_view_sql(_roots(roots)))
+        open_ticks_view(con, roots, policy=policy, as_of=as_of)
+        places = []
+        if as_of is None:  # as of a version, a report names where its run put the day
+            for index, root in enumerate(_roots(roots)):
+                places.append(f"_skewtape_places_{index}")
+                con.register(places[-1], current_places(root))
+        con.execute(reports_view_sql(_roots(roots), places=places or None))
         if not unrestricted:
             restrict(con, _allowed_folders(roots, policy))
     except BaseException:
         con.close()
         raise
     return con
+
+
+def current_places(archive_root: Path) -> pa.Table:
+    """Where each symbol-day of the archive is now (:data:`reports_table.PLACES_SCHEMA`): a
+    live hot file's path, or the consolidated file the catalog names; hidden copies left out."""
+    root = Path(archive_root)
+    state = archive_state(root)
+    rows = [(h.symbol, h.day, HOT, h.path.relative_to(root).as_posix()) for h in state.hot_live]
+    rows += [
+        (p.symbol, p.date, p.tier, p.file)
+        for key, p in state.catalog.partitions.items()
+        if key not in state.hidden
+    ]
+    columns = list(zip(*rows, strict=True)) if rows else [[], [], [], []]
+    return pa.table([list(c) for c in columns], schema=PLACES_SCHEMA)
 
 
 READ_ONLY_STATEMENTS = frozenset({duckdb.StatementType.SELECT})

@@ -10,7 +10,9 @@ or its consolidated copy withdrawn). A run over some symbols of a venue-day (a c
 replaces only their rows.
 
 DuckDB reads the table directly (``read_parquet('<archive>/_skewtape_reports/*/*.parquet')``);
-:func:`reports_view_sql` names it ``tick_reports`` beside the ``ticks`` view. The folder starts
+:func:`reports_view_sql` names it ``tick_reports`` beside the ``ticks`` view, where an archived
+row's ``tier`` and ``path`` are where the symbol-day is now (the files keep what the run
+reported: re-tiering and withdrawal never rewrite them). The folder starts
 with ``_``, so neither the ``ticks`` view nor re-tiering ever reads it as ticks.
 """
 
@@ -138,6 +140,18 @@ def read_venue_day_reports(archive_root: Path, venue: str, day: date) -> pa.Tabl
     return _read_file(path) if path.exists() else REPORTS_SCHEMA.empty_table()
 
 
+def symbol_day_report(archive_root: Path, symbol: str, day: date) -> dict | None:
+    """The reports table's row of ``symbol`` on ``day`` (a dict of :data:`REPORTS_SCHEMA`'s
+    fields), None when no venue-day run reported it."""
+    folder = reports_dir(archive_root) / day.isoformat()
+    for path in sorted(p for p in folder.glob("*.parquet") if not is_temp(p)):
+        table = _read_file(path)
+        rows = table.filter(pc.equal(table["symbol"], symbol)).to_pylist()
+        if rows:
+            return rows[0]
+    return None
+
+
 def reports_files(archive_root: Path) -> list[Path]:
     """Every venue-day reports file of the archive, by day then venue."""
     folder = reports_dir(archive_root)
@@ -149,20 +163,51 @@ def venue_of_reports_file(path: Path) -> str:
     return decode_symbol(path.stem)
 
 
-def reports_view_sql(roots: Iterable[Path], *, name: str = REPORTS_VIEW) -> str:
+PLACES_SCHEMA = pa.schema(
+    [
+        pa.field("symbol", pa.string(), nullable=False),
+        pa.field("date", pa.date32(), nullable=False),
+        pa.field("tier", pa.string(), nullable=False),
+        pa.field("path", pa.string(), nullable=False),
+    ]
+)
+"""Where each symbol-day of an archive is now (``path`` relative to the archive root, as the
+catalog names consolidated files): what :func:`reports_view_sql` puts in the reports' ``tier``
+and ``path``."""
+
+
+def reports_view_sql(
+    roots: Iterable[Path], *, name: str = REPORTS_VIEW, places: Sequence[str] | None = None
+) -> str:
     """``CREATE OR REPLACE VIEW <name>`` over the reports files of the archives at ``roots``
-    (a typed empty view when there are none)."""
-    files = [str(p.absolute()) for root in roots for p in reports_files(root)]
-    if not files:
+    (a typed empty view when there are none).
+
+    ``places`` names, for each root in order, a table of :data:`PLACES_SCHEMA` registered on
+    the connection: an ``archived`` row's ``tier`` and ``path`` are then where the symbol-day
+    is now (null when it is no longer in the view: withdrawn), never a file re-tiering removed.
+    Without it they are what the run that wrote the row reported."""
+    roots = list(roots)
+    branches = []
+    for index, root in enumerate(roots):
+        files = [str(p.absolute()) for p in reports_files(root)]
+        if not files:
+            continue
+        listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+        source = f"read_parquet([{listed}], union_by_name = true)"
+        if places is None:
+            branches.append(f"SELECT * FROM {source}")
+            continue
+        now = "CASE WHEN r.status = 'archived' THEN p.{0} ELSE r.{0} END AS {0}"
+        branches.append(
+            f"SELECT r.* REPLACE ({now.format('tier')}, {now.format('path')}) FROM {source} r "
+            f"LEFT JOIN {places[index]} p ON r.symbol = p.symbol AND r.date = p.date"
+        )
+    if not branches:
         columns = ", ".join(
             f"CAST(NULL AS {_duckdb_type(f.type)}) AS {f.name}" for f in REPORTS_SCHEMA
         )
         return f"CREATE OR REPLACE VIEW {name} AS SELECT {columns} WHERE false"
-    listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
-    return (
-        f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet([{listed}], "
-        "union_by_name = true)"
-    )
+    return f"CREATE OR REPLACE VIEW {name} AS " + " UNION ALL BY NAME ".join(branches)
 
 
 def _duckdb_type(kind: pa.DataType) -> str:

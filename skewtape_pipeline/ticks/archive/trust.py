@@ -115,9 +115,20 @@ class VerifiedFiles:
 
     def __init__(self, archive_root: Path):
         self.root = Path(archive_root)
-        self.records = read_hot_records(self.root)
+        self._records: dict[str, FileRecord] | None = None
         self._cache = HashCache(self.root / VERIFIED_CACHE)
         self._changed = False
+
+    @property
+    def records(self) -> dict[str, FileRecord]:
+        """The hot file records, read when first needed (``catalog.read_hot_records``)."""
+        if self._records is None:
+            self._records = read_hot_records(self.root)
+        return self._records
+
+    @records.setter
+    def records(self, value: dict[str, FileRecord]) -> None:
+        self._records = value
 
     def check_hot(self, hot: HotFile, catalog: Catalog) -> None:
         """Verify ``hot`` against its record unless its stamp is unchanged since it last was.
@@ -190,13 +201,21 @@ def verify_before_reading(archive_root: Path, state: ArchiveState, policy: TierP
     try:
         for hot in state.hot_live:
             verified.check_hot(hot, state.catalog)
-        for item in sorted(state.catalog.files.values(), key=lambda f: f.path):
-            path = resolve(archive_root, item.path, policy)
-            try:
-                stamp = stamp_of(path)
-            except FileNotFoundError:
-                continue
-            record = FileRecord(item.bytes, item.sha256)
-            verified.check(item.path, path, stamp, record, "the catalog")
+        verify_consolidated(verified, archive_root, state, policy)
     finally:
         verified.save()
+
+
+def verify_consolidated(
+    verified: VerifiedFiles, archive_root: Path, state: ArchiveState, policy: TierPolicy
+) -> None:
+    """Verify the consolidated files ``state``'s catalog lists against it (see
+    :func:`verify_before_reading`); a file not on disk is left to the reader's own check."""
+    for item in sorted(state.catalog.files.values(), key=lambda f: f.path):
+        path = resolve(archive_root, item.path, policy)
+        try:
+            stamp = stamp_of(path)
+        except FileNotFoundError:
+            continue
+        record = FileRecord(item.bytes, item.sha256)
+        verified.check(item.path, path, stamp, record, "the catalog")

@@ -34,6 +34,7 @@ from skewtape_pipeline.ticks.archive.integrity import checked_catalog
 from skewtape_pipeline.ticks.archive.lifecycle import LOCK_FILE, remove_stale_catalog_temps
 from skewtape_pipeline.ticks.archive.parquet_store import partition_file
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.versions import record_version
 
 EVENT_WITHDRAW = "tick-archive-withdraw"
 
@@ -91,10 +92,12 @@ def remove_symbol_days(
         root / LOCK_FILE, timeout=lock_timeout, what="removing", held_error=ArchiveBusyError
     ):
         withdrawn = set(_withdraw_locked(root, wanted, audit_log, policy))
-        return [
+        removals = [
             Removal(*key, removed_file=fsio.atomic_unlink(hot), withdrawn=key in withdrawn)
             for key, hot in zip(wanted, hot_files, strict=True)
         ]
+        record_version(root, "remove", audit_log=audit_log)
+        return removals
 
 
 def _why(key: SymbolDayKey) -> str:
@@ -139,7 +142,9 @@ def withdraw_symbol_days(
     with fsio.exclusive_lock(
         root / LOCK_FILE, timeout=lock_timeout, what="withdrawing", held_error=ArchiveBusyError
     ):
-        return _withdraw_locked(root, wanted, audit_log, policy)
+        withdrawn = _withdraw_locked(root, wanted, audit_log, policy)
+        record_version(root, "withdraw", audit_log=audit_log)
+        return withdrawn
 
 
 def _withdraw_locked(

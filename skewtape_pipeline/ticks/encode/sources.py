@@ -25,7 +25,7 @@ data row (header excluded) and the column.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, time
 from pathlib import Path
@@ -367,7 +367,19 @@ def open_canonical_csv(
     """
     path = Path(path)
     names = csv_header(path)
-    _check_columns(path, names, required=CANONICAL_COLUMNS, optional=(SYMBOL_COLUMN,), strict=True)
+    try:
+        _check_columns(
+            path, names, required=CANONICAL_COLUMNS, optional=(SYMBOL_COLUMN,), strict=True
+        )
+    except TickValidationError as exc:
+        suggested = format_of_columns(names)
+        if suggested is None:
+            raise
+        raise TickValidationError(
+            f"{exc.detail}; these are the columns of {suggested[1]}: pass --input-format "
+            f"{suggested[0]}",
+            field=exc.field,
+        ) from None
     present = [n for n in (*CANONICAL_COLUMNS, SYMBOL_COLUMN) if n in names]
     return _csv_stream(
         path,
@@ -376,6 +388,27 @@ def open_canonical_csv(
         CANONICAL_SIDES if side_map is None else side_map,
         block_bytes=block_bytes,
     )
+
+
+def format_of_columns(names: Sequence[str]) -> tuple[str, str] | None:
+    """(``--input-format`` value, what it is) of a CSV header whose columns are those of a
+    source format this module reads: Kalshi trades, Tardis trades, or a LOBSTER message file
+    (no header: six numbers on its first line); None when none matches."""
+    if all(name in names for name in KALSHI_COLUMNS):
+        return "kalshi-trades", "a Kalshi trades file"
+    if all(name in names for name in TARDIS_COLUMNS):
+        return "tardis-trades", "a Tardis trades file"
+    if len(names) == len(LOBSTER_COLUMNS) and all(_is_number(name) for name in names):
+        return "lobster-messages", "a LOBSTER message file (no header, six numbers)"
+    return None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def read_canonical_parquet(
@@ -578,7 +611,7 @@ def lobster_label(
                 f"{path}: the file name's session date {named['date']!r} is not a date"
             ) from None
     given = {"symbol": symbol, "session date": session_date}
-    label = []
+    label, lacking = [], []
     for what, option in (("symbol", "--symbol"), ("session date", "--session-date")):
         value, in_name = given[what], from_name.get(what)
         if value is not None and in_name is not None and value != in_name:
@@ -587,11 +620,13 @@ def lobster_label(
                 f"{_text(in_name)}"
             )
         if value is None and in_name is None:
-            raise SourceLabelError(
-                f"{path}: no {what}: the name does not follow LOBSTER's "
-                f"{LOBSTER_NAME_CONVENTION}; pass {option}"
-            )
+            lacking.append((what, option))
         label.append(value if value is not None else in_name)
+    if lacking:
+        raise SourceLabelError(
+            f"{path}: no {' and no '.join(w for w, _ in lacking)}: the name does not follow "
+            f"LOBSTER's {LOBSTER_NAME_CONVENTION}; pass {' and '.join(o for _, o in lacking)}"
+        )
     return label[0], label[1]
 
 

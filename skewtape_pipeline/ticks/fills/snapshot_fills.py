@@ -55,6 +55,7 @@ from skewtape_pipeline.ticks.archive.parquet_store import (
     recorded_schema,
 )
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.versions import commit_version
 from skewtape_pipeline.ticks.archive.withdraw import remove_symbol_days
 from skewtape_pipeline.ticks.encode.chunked import RawChunk, ReadState, open_parquet, parquet_chunks
 from skewtape_pipeline.ticks.encode.model import (
@@ -394,6 +395,8 @@ def archive_symbol_days(
                 item, out=out, policy=policy, target_ratio=target_ratio, audit_log=audit_log
             )
             results.append(SymbolDayResult(*key, sources[key], report))
+    bundles = {key: sources[key].bundle_id for key in planned}
+    commit_version(out, "compact", sources=bundles, audit_log=audit_log)
     return results
 
 

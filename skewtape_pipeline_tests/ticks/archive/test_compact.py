@@ -23,6 +23,7 @@ from skewtape_pipeline.errors import (
 from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.archive.compact import (
     EVENT_RECOMPACT,
+    RECOMPACTED,
     compact_source,
     compact_symbol_day,
     compact_ticks,
@@ -35,6 +36,7 @@ from skewtape_pipeline.ticks.archive.parquet_store import (
     read_archive_batch,
 )
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.versions import EVENT_VERSION
 from skewtape_pipeline.ticks.encode.report import (
     RAW_SIZE_BASIS_CANONICAL_CSV,
     RAW_SIZE_BASIS_SOURCE_FILE,
@@ -258,8 +260,9 @@ def test_compact_ticks_when_run_twice_is_idempotent(tmp_path):
     second = compact_ticks(source, out=tmp_path / "a", as_of=AS_OF, price_scale=4)
     assert {r.path: Path(r.path).read_bytes() for r in second} == before
     assert [r.to_dict() | {"seconds": 0} for r in first] == [
-        r.to_dict() | {"seconds": 0} for r in second
+        r.to_dict() | {"seconds": 0, "notes": r.notes[:-1]} for r in second
     ]
+    assert all(r.notes[-1].startswith(RECOMPACTED + "replaced its hot file") for r in second)
 
 
 def test_compact_symbol_day_when_no_size_given_measures_canonical_csv(tmp_path):
@@ -532,9 +535,9 @@ def test_cli_compact_ticks_when_run_twice_audits_every_rewritten_symbol_day(tmp_
     argv = ["compact-ticks", str(source), "--out", str(tmp_path / "archive"), "--as-of",
             AS_OF.isoformat(), "--price-scale", "4", "--audit-log", str(log)]  # fmt: skip
     assert main(argv) == 0
-    assert not log.exists()
+    assert [r["event"] for r in _records(log)] == [EVENT_VERSION]  # no rewrite, one version
     assert main(argv) == 0, capsys.readouterr().err
-    days = {(r["symbol"], r["date"]) for r in _records(log)}
+    days = {(r["symbol"], r["date"]) for r in _records(log) if r["event"] == EVENT_RECOMPACT}
     reports = compact_ticks(source, out=tmp_path / "other", as_of=AS_OF, price_scale=4)
     assert days == {(r.symbol, r.date) for r in reports} and len(days) > 1
 

@@ -32,6 +32,8 @@ from skewtape_pipeline.ticks.archive.lifecycle import retier
 from skewtape_pipeline.ticks.archive.placement import archive_metrics, archive_state, scan_hot_files
 from skewtape_pipeline.ticks.archive.query import run_query
 from skewtape_pipeline.ticks.archive.tiers import COLD, WARM
+from skewtape_pipeline.ticks.archive.version_pruning import prune_versions
+from skewtape_pipeline.ticks.archive.versions import EVENT_VERSION
 from skewtape_pipeline.ticks.archive.withdraw import remove_symbol_days
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
@@ -163,7 +165,8 @@ def test_remove_days_when_catalog_unreadable_refuses_and_changes_nothing(tiered)
 def test_retier_when_catalog_is_an_older_copy_refuses_the_files_it_does_not_list(tiered):
     old = (tiered / CATALOG_FILE).read_bytes()
     old_files = consolidated_paths(tiered)
-    retier(tiered, as_of=STAGE_2, policy=POLICY)  # replaces (and removes) those files
+    retier(tiered, as_of=STAGE_2, policy=POLICY)  # replaces those files
+    prune_versions(tiered, keep_last=1, policy=POLICY)  # and removes them
     newest = consolidated_paths(tiered)
     (tiered / CATALOG_FILE).chmod(0o644)
     (tiered / CATALOG_FILE).write_bytes(old)
@@ -203,7 +206,7 @@ def test_rebuild_catalog_when_catalog_deleted_restores_view_and_retier(tiered):
 def test_rebuild_catalog_when_replaced_files_remain_keeps_the_newest_copy(tiered, monkeypatch):
     from skewtape_pipeline.ticks.archive import lifecycle
 
-    monkeypatch.setattr(lifecycle, "_remove", lambda *args: [])
+    monkeypatch.setattr(lifecycle, "remove_files", lambda *args: [])
     retier(tiered, as_of=STAGE_2, policy=POLICY)  # the replaced files and moved hot files stay
     wanted = read_catalog(tiered)
     superseded = [h.key for h in archive_state(tiered).hot_superseded]
@@ -213,7 +216,8 @@ def test_rebuild_catalog_when_replaced_files_remain_keeps_the_newest_copy(tiered
     assert len(result.superseded) == 2  # the warm and cold files of generation 1
     assert [h.key for h in archive_state(tiered).hot_superseded] == superseded != []
     assert view_rows(tiered) == expected_rows()
-    [*_, record] = (tiered.parent / "audit.jsonl").read_text().splitlines()
+    [*_, record, version] = (tiered.parent / "audit.jsonl").read_text().splitlines()
+    assert json.loads(version)["event"] == EVENT_VERSION  # the rebuild is a version
     event = json.loads(record)
     assert event["event"] == EVENT_REBUILD and event["generation"] == result.generation
     assert event["catalog_sha256"] == sha256_file(tiered / CATALOG_FILE)

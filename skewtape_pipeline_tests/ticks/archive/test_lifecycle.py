@@ -26,6 +26,7 @@ from skewtape_pipeline.ticks.archive.lifecycle import (
 )
 from skewtape_pipeline.ticks.archive.placement import archive_metrics, locate, scan_hot_files
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM
+from skewtape_pipeline.ticks.archive.version_pruning import prune_versions
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
@@ -74,7 +75,8 @@ def test_retier_when_days_age_through_tiers_view_returns_same_rows_at_each_stage
     assert view_rows(root) == expected_rows()
     assert tiers_by_day(root) == {(s, d): expected_tier(d, between) for s in SYMBOLS for d in DAYS}
     assert {(m.from_tier, m.to_tier) for m in partial.moved} == {(WARM, COLD), (HOT, WARM)}
-    assert len(partial.files_written) == 2 and len(partial.files_removed) == 2 + len(SYMBOLS)
+    assert len(partial.files_written) == 2 and len(partial.files_removed) == len(SYMBOLS)
+    assert len(partial.files_retained) == 2  # the replaced files: past versions read them
 
     second = retier(root, as_of=STAGE_2, policy=POLICY)
     assert view_rows(root) == expected_rows()
@@ -82,6 +84,8 @@ def test_retier_when_days_age_through_tiers_view_returns_same_rows_at_each_stage
     assert {m.from_tier for m in second.moved} == {WARM}
     assert scan_hot_files(root) == []
     warm_root = POLICY.root_for(WARM, root)
+    assert list(warm_root.rglob("*.parquet"))  # replaced, kept: past versions read it
+    prune_versions(root, keep_last=1, policy=POLICY)
     assert list(warm_root.rglob("*.parquet")) == []  # the warm file was replaced and removed
     catalog = read_catalog(root)
     assert {f.tier for f in catalog.files.values()} == {COLD}
@@ -123,7 +127,7 @@ def test_retier_when_moving_appends_rewrite_commit_and_removal_to_audit_log(tmp_
     commits = [e for e in events if e["event"] == EVENT_COMMIT]
     removals = [e for e in events if e["event"] == EVENT_REMOVE]
     assert len(rewrites) == len(result.files_written) == 2  # the warm month, the cold year
-    assert [c["generation"] for c in commits] == [1, 2]  # the move, then forgetting stamps
+    assert [c["generation"] for c in commits] == [1, 1]  # the move, then forgetting stamps
     assert commits[1]["symbol_days_moved"] == 0 and "stamps" in commits[1]["reason"]
     assert {resolve(root, e["file"]) for e in removals} == {
         tmp_path / "archive" / os.path.relpath(p, root) for p in result.files_removed
@@ -309,3 +313,58 @@ def test_archive_metrics_when_retiered_counts_bytes_files_and_ticks_per_tier(tmp
     }
     assert (after["warm_bytes"], after["cold_bytes"]) == (on_disk[WARM], on_disk[COLD])
     assert after["retained_files"] == 0
+
+
+def rearchive(root, symbol: str, day: date, *, correct: bool = False) -> None:
+    """Compact ``symbol`` on ``day`` again (as a re-run from the UI does), its ticks corrected
+    to their first one when ``correct``."""
+    ticks = day_ticks(symbol, day)
+    compact_symbol_day(
+        ticks.slice(0, 1) if correct else ticks,
+        symbol=symbol,
+        day=day,
+        out=root,
+        age_days=(STAGE_1 - day).days,
+        policy=POLICY,
+    )
+
+
+def test_retier_when_cold_day_rearchived_and_month_retiered_earlier_returns_it_to_cold(
+    tmp_path, no_fsync
+):
+    root = build_archive(tmp_path, as_of=STAGE_2)
+    retier(root, as_of=STAGE_2, policy=POLICY)
+    (cold_before,) = read_catalog(root).files
+    day = DAYS[2]  # February 2nd: cold at STAGE_2, warm by its age at STAGE_1
+    assert expected_tier(day, STAGE_1) == WARM
+    rearchive(root, SYMBOLS[0], day, correct=True)
+    for symbol in SYMBOLS[1:]:
+        rearchive(root, symbol, day)  # the same ticks again
+
+    result = retier(root, as_of=STAGE_1, policy=POLICY, months=["2026-02"])
+
+    assert [(m.symbol, m.date, m.from_tier, m.to_tier) for m in result.moved] == [
+        (SYMBOLS[0], day, HOT, COLD)
+    ]
+    assert set(tiers_by_day(root).values()) == {COLD}
+    (cold_after,) = read_catalog(root).files
+    assert cold_after != cold_before and len(result.files_written) == 1
+    assert scan_hot_files(root) == []
+    corrected = [r for r in expected_rows() if (r[0], r[1]) == (SYMBOLS[0], day)][:1]
+    others = [r for r in expected_rows() if (r[0], r[1]) != (SYMBOLS[0], day)]
+    assert view_rows(root) == sorted(others + corrected)
+
+
+def test_retier_when_cold_day_rearchived_unchanged_rewrites_no_file(tmp_path, no_fsync):
+    root = build_archive(tmp_path, as_of=STAGE_2)
+    retier(root, as_of=STAGE_2, policy=POLICY)
+    catalog = read_catalog(root)
+    for symbol in SYMBOLS:
+        rearchive(root, symbol, DAYS[2])
+
+    result = retier(root, as_of=STAGE_1, policy=POLICY, months=["2026-02"])
+
+    assert result.moved == [] and result.files_written == [] and result.files_reused == []
+    assert set(read_catalog(root).files) == set(catalog.files)
+    assert set(tiers_by_day(root).values()) == {COLD}
+    assert view_rows(root) == expected_rows()

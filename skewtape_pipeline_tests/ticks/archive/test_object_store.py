@@ -32,6 +32,7 @@ from skewtape_pipeline.ticks.archive.lifecycle import retier
 from skewtape_pipeline.ticks.archive.placement import archive_metrics, locate, scan_hot_files
 from skewtape_pipeline.ticks.archive.query import run_query, ticks_view_sql
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, TierPolicy
+from skewtape_pipeline.ticks.archive.version_pruning import prune_versions
 from skewtape_pipeline.ticks.archive.withdraw import withdraw_symbol_days
 from skewtape_pipeline_tests.scale_out.servers import free_port
 from skewtape_pipeline_tests.ticks.archive_builders import (
@@ -119,8 +120,12 @@ def test_retier_when_tiers_are_on_s3_moves_days_there_and_view_returns_every_tic
     second = retier(root, as_of=STAGE_2, policy=policy)
     assert set(tiers_by_day(root, policy=policy).values()) == {COLD}
     assert view_rows(root, policy=policy) == expected_rows()
-    assert second.files_removed  # the warm objects, once the catalog no longer lists them
-    assert [k for k in objects_under(s3_env, f"{prefix}/warm") if k.endswith(".parquet")] == []
+    assert second.files_removed  # moved hot files; the warm objects are kept for past versions
+    warm = f"{prefix}/warm"
+    assert [k for k in objects_under(s3_env, warm) if k.endswith(".parquet")]
+    pruned = prune_versions(root, keep_last=1, policy=policy)  # then no version reads them
+    assert any(str(f).startswith(f"s3://tiers/{warm}/") for f in pruned.files_removed)
+    assert [k for k in objects_under(s3_env, warm) if k.endswith(".parquet")] == []
     assert retier(root, as_of=STAGE_2, policy=policy).committed is False  # idempotent
     assert HOT not in set(tiers_by_day(root, policy=policy).values())
 
@@ -500,6 +505,7 @@ def test_withdraw_on_s3_hides_the_day_at_once_and_retier_rewrites_its_object_wit
     assert result.purged == [withdrawn]
     [new] = [f.path for f in read_catalog(root).files.values() if f.tier == COLD]
     assert new != old and withdrawn not in read_catalog(root).partitions
+    prune_versions(root, keep_last=1, policy=policy)  # past versions read the old object
     cold_objects = [k for k in objects_under(s3_env, f"{prefix}/cold") if k.endswith(".parquet")]
     assert cold_objects == [new.removeprefix("COLD/")]  # the old object was removed
     assert view_rows(root, policy=policy) == wanted

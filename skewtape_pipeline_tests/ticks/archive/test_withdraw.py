@@ -28,6 +28,7 @@ from skewtape_pipeline.ticks.archive.placement import (
     scan_hot_files,
 )
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM
+from skewtape_pipeline.ticks.archive.version_pruning import prune_versions
 from skewtape_pipeline.ticks.archive.withdraw import (
     EVENT_WITHDRAW,
     remove_symbol_days,
@@ -154,6 +155,8 @@ def test_retier_when_symbol_days_withdrawn_rewrites_their_files_without_them(tmp
     expected_keys = {(s, d) for s in SYMBOLS for d in DAYS[:-1]} - {COLD_KEY, WARM_KEY}
     assert consolidated_keys(root) == expected_keys
     assert view_rows(root) == without([COLD_KEY, WARM_KEY])
+    assert all(resolve(root, old).exists() for old in old_files)  # past versions read them
+    prune_versions(root, keep_last=1, policy=POLICY)
     assert not any(resolve(root, old).exists() for old in old_files)
     again = retier(root, as_of=STAGE_1, policy=POLICY)
     assert not again.committed and again.purged == [] and again.files_removed == []
@@ -170,8 +173,10 @@ def test_retier_when_every_symbol_day_of_a_file_withdrawn_empties_it(tmp_path, n
 
     assert result.committed and len(result.purged) == len(SYMBOLS)
     assert read_catalog(root).files == {} and read_catalog(root).withdrawn == frozenset()
-    assert not cold.exists() and cold in result.files_removed
+    assert cold.exists() and cold in result.files_retained  # past versions read it
     assert view_rows(root) == []
+    assert cold in prune_versions(root, keep_last=1, policy=POLICY).files_removed
+    assert not cold.exists()
 
 
 def test_retier_when_months_exclude_a_withdrawn_day_keeps_it_hidden_and_marked(tmp_path, no_fsync):
@@ -230,7 +235,8 @@ def test_withdraw_when_crashing_before_the_catalog_is_replaced_changes_nothing_v
     with faults.installed(names.append):
         withdraw_symbol_days(clean, [COLD_KEY])
     assert names  # the audit append and the catalog rename are checkpoints
-    for point, name in enumerate(names):
+    committed = names.index("publish:_skewtape_catalog.parquet")  # then the version follows
+    for point, name in enumerate(names[: committed + 1]):
         work = copy_data(base.parent, tmp_path / f"crash-{point}")
         with pytest.raises(Crash), faults.installed(crash_at(point)):
             withdraw_symbol_days(work, [COLD_KEY])
@@ -307,6 +313,7 @@ def test_archive_metrics_when_withdrawn_counts_bytes_on_disk_and_visible_ticks(t
     assert hidden.to_dict()["total_ticks"] == len(without([COLD_KEY]))
 
     retier(root, as_of=STAGE_1, policy=POLICY)
+    prune_versions(root, keep_last=1, policy=POLICY)  # past versions read the old cold file
     after = archive_metrics(root, policy=POLICY)
     on_disk = sum(p.stat().st_size for p in POLICY.root_for(COLD, root).rglob("*.parquet"))
     assert after.tiers[COLD].bytes == on_disk < before.tiers[COLD].bytes

@@ -22,6 +22,7 @@ from skewtape_pipeline.ticks.archive.lifecycle import retier
 from skewtape_pipeline.ticks.archive.parquet_store import partition_file
 from skewtape_pipeline.ticks.archive.query import run_query
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.versions import EVENT_VERSION
 from skewtape_pipeline.ticks.archive.withdraw import EVENT_WITHDRAW
 from skewtape_pipeline.ticks.fills import snapshot_fills
 from skewtape_pipeline.ticks.fills.snapshot_fills import (
@@ -248,8 +249,8 @@ def test_archive_symbol_days_when_day_corrected_away_after_it_went_cold_leaves_t
     assert gone.report is None and gone.withdrawn and not gone.removed_file
     assert view(gone_key) == [] and view(kept_key) == kept_before
     events = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
-    assert events[-1]["event"] == EVENT_WITHDRAW
-    assert events[-1]["symbol_days"] == [[gone_key[0], gone_key[1].isoformat()]]
+    assert [e["event"] for e in events[-2:]] == [EVENT_WITHDRAW, EVENT_VERSION]
+    assert events[-2]["symbol_days"] == [[gone_key[0], gone_key[1].isoformat()]]
     [again] = archive_symbol_days(history, [gone_key], out=out, as_of=AS_OF, policy=policy)
     assert not again.withdrawn and not again.removed_file  # idempotent
 

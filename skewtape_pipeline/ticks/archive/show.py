@@ -1,0 +1,255 @@
+"""One symbol-day of a tick archive, told whole: where it is now, its report, its history.
+
+:func:`show_symbol_day` reads (never writes) three things: the archive's placement (the
+catalog and the hot files: the tier, the file and, in a consolidated file, the row range the
+``ticks`` view reads), the reports table's row of the symbol-day (``reports_table``; its tier
+and path replaced by where the day is now, the report's own kept as ``reported_tier`` and
+``reported_path``) and the audit log's records about it, in order:
+
+- ``written``: the venue-day run that archived it (from its report: the first compaction of a
+  symbol-day is not audited);
+- ``recompacted``: compacted again (``tick-archive-recompact``: the hot file or consolidated
+  copy it replaced);
+- ``moved`` / ``rewritten``: re-tiering wrote it into a consolidated file of another tier / of
+  the same tier (``tick-archive-rewrite`` records whose sources hold it);
+- ``hot-file-removed``: its hot file removed once superseded (``tick-archive-remove``);
+- ``withdrawn`` and ``purged``: corrected away (``tick-archive-withdraw``), then taken out of
+  its consolidated file by re-tiering.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.ticks.archive.books import default_audit_log
+from skewtape_pipeline.ticks.archive.catalog import Catalog
+from skewtape_pipeline.ticks.archive.compact import EVENT_RECOMPACT
+from skewtape_pipeline.ticks.archive.lifecycle import EVENT_REMOVE, EVENT_REWRITE
+from skewtape_pipeline.ticks.archive.parquet_store import partition_file
+from skewtape_pipeline.ticks.archive.placement import archive_state, locate
+from skewtape_pipeline.ticks.archive.reports_table import symbol_day_report
+from skewtape_pipeline.ticks.archive.tiers import HOT, TierPolicy
+from skewtape_pipeline.ticks.archive.withdraw import EVENT_WITHDRAW
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a symbol-day's rows are now: tier, file (relative to the archive root, as the
+    catalog names it) and, in a consolidated file, rows ``first_row`` .. ``first_row + rows - 1``
+    (0-based, in file order)."""
+
+    tier: str
+    file: str
+    rows: int
+    bytes: int
+    first_row: int | None = None
+
+
+@dataclass(frozen=True)
+class SymbolDayStory:
+    """What :func:`show_symbol_day` found (``place`` None: not in the view)."""
+
+    archive_root: Path
+    symbol: str
+    date: date
+    place: Place | None
+    withdrawn: bool
+    report: dict[str, Any] | None
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "archive_root": str(self.archive_root),
+            "symbol": self.symbol,
+            "date": self.date.isoformat(),
+            "place": None if self.place is None else vars(self.place),
+            "withdrawn": self.withdrawn,
+            "report": self.report,
+            "history": self.history,
+        }
+
+    def describe(self) -> list[str]:
+        """Lines for a terminal: the place, the report's main numbers, the history."""
+        head = f"{self.symbol} {self.date.isoformat()} in {self.archive_root}"
+        lines = [head + ": " + _describe_place(self.place, self.withdrawn)]
+        if self.report is None:
+            lines.append("report: none (only venue-day runs write the reports table)")
+        else:
+            r = self.report
+            lines.append(
+                f"report: {r['status']}, {r['tick_count']} ticks, {r['compacted_size_bytes']} "
+                f"bytes ({_ratio(r['compression_ratio'])}), batch {r['batch']}"
+            )
+        lines.append("history:" if self.history else "history: none in the audit log")
+        for item in self.history:
+            when = item.get("time") or "-"
+            details = ", ".join(f"{k} {v}" for k, v in item.items() if k not in ("time", "event"))
+            lines.append(f"  {when}  {item['event']}" + (f": {details}" if details else ""))
+        return lines
+
+
+def _describe_place(place: Place | None, withdrawn: bool) -> str:
+    if place is None:
+        return "withdrawn (not in the view)" if withdrawn else "not in the view"
+    where = f"{place.tier}, {place.file}"
+    if place.first_row is not None:
+        where += f" rows {place.first_row}..{place.first_row + place.rows - 1}"
+    return f"{where} ({place.rows} ticks, {place.bytes} bytes)"
+
+
+def _ratio(value: float | None) -> str:
+    return "no ratio" if value is None else f"{value:.2f}x"
+
+
+def show_symbol_day(
+    archive_root: Path,
+    symbol: str,
+    day: date,
+    *,
+    policy: TierPolicy | None = None,
+    audit_log: Path | None = None,
+) -> SymbolDayStory:
+    """Where ``symbol`` on ``day`` is now, its report and its history (see the module notes).
+
+    ``audit_log`` defaults to ``audit.jsonl`` beside the archive root (a missing log: no
+    history). Reads only.
+
+    Raises
+    ------
+    ConfigError
+        The archive knows nothing of the symbol-day (no file, no catalog entry, no report, no
+        audit record): a mistyped symbol or date.
+    TickFormatError
+        A damaged catalog or reports file.
+    """
+    root = Path(archive_root)
+    catalog = archive_state(root).catalog
+    location = locate(root, symbol, day, policy=policy)
+    place = None
+    if location is not None:
+        place = _place(root, catalog, symbol, day, location)
+    report = _report(root, symbol, day, place)
+    log = Path(audit_log) if audit_log is not None else default_audit_log(root)
+    history = _history(root, log, symbol, day, report)
+    withdrawn = (symbol, day) in catalog.withdrawn
+    if place is None and report is None and not history and not withdrawn:
+        raise ConfigError(
+            f"{symbol} {day.isoformat()}: not in the archive {root} (no file, no catalog "
+            "entry, no report, no audit record); check the symbol and the date"
+        )
+    return SymbolDayStory(root, symbol, day, place, withdrawn, report, history)
+
+
+def _place(root: Path, catalog: Catalog, symbol: str, day: date, location: Any) -> Place:
+    if not location.consolidated:
+        rel = Path(location.path).relative_to(root).as_posix()
+        return Place(HOT, rel, location.rows, location.bytes)
+    entry = catalog.partitions[(symbol, day)]
+    first = sum(
+        p.rows for p in catalog.partitions.values() if p.file == entry.file and p.key < entry.key
+    )
+    return Place(entry.tier, entry.file, entry.rows, entry.byte_share, first)
+
+
+def _report(root: Path, symbol: str, day: date, place: Place | None) -> dict[str, Any] | None:
+    """The reports table's row of the symbol-day, its tier and path where the day is now."""
+    row = symbol_day_report(root, symbol, day)
+    if row is None:
+        return None
+    row["date"] = row["date"].isoformat()
+    row["reported_tier"], row["reported_path"] = row["tier"], row["path"]
+    row["tier"] = None if place is None else place.tier
+    row["path"] = None if place is None else place.file
+    return row
+
+
+def _history(
+    root: Path, log: Path, symbol: str, day: date, report: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    """The audit log's records about the symbol-day, followed through the files it lived in."""
+    history: list[dict[str, Any]] = []
+    if report is not None:
+        history.append({"event": "written", "batch": report["batch"], "status": report["status"]})
+    hot = partition_file(root, symbol, day).relative_to(root).as_posix()
+    follower = _Follower(str(root.absolute()), symbol, day.isoformat(), hot)
+    for record in _records(log):
+        item = follower.see(record)
+        if item is not None:
+            history.append({"time": record.get("time"), **item})
+    return history
+
+
+def _records(log: Path) -> list[dict[str, Any]]:
+    if not log.is_file():
+        return []
+    out = []
+    for line in log.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by a crash
+        if isinstance(record, dict):
+            out.append(record)
+    return out
+
+
+@dataclass
+class _Follower:
+    """Follows one symbol-day through the audit log: the files that hold it now (``places``:
+    its hot file, then the consolidated files re-tiering wrote it into) and its tier."""
+
+    archive: str
+    symbol: str
+    date: str
+    hot: str
+    places: set[str] = field(default_factory=set)
+    tier: str = HOT
+    copy_tier: str | None = None
+    withdrawn: bool = False
+
+    def __post_init__(self) -> None:
+        self.places = {self.hot}
+
+    def see(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """The history item ``record`` makes, or None when it is not about this symbol-day."""
+        if record.get("archive") != self.archive:
+            return None
+        event = record.get("event")
+        if event == EVENT_RECOMPACT and (record.get("symbol"), record.get("date")) == (
+            self.symbol,
+            self.date,
+        ):
+            if self.tier != HOT:
+                self.copy_tier = self.tier  # the consolidated copy, if its ticks come back
+            self.places, self.tier, self.withdrawn = self.places | {self.hot}, HOT, False
+            replaced = record.get("replaces") or record.get("supersedes") or None
+            return {"event": "recompacted", "rows": record.get("rows"), "replaced": replaced}
+        if event == EVENT_REWRITE:
+            return self._rewrite(record)
+        if event == EVENT_REMOVE and record.get("file") == self.hot:
+            if self.tier == HOT and self.copy_tier is not None:
+                self.tier = self.copy_tier  # the same ticks: the consolidated copy serves
+            return {"event": "hot-file-removed", "reason": record.get("reason")}
+        if event == EVENT_WITHDRAW and [self.symbol, self.date] in record.get("symbol_days", []):
+            self.withdrawn = True
+            return {"event": "withdrawn", "reason": record.get("reason")}
+        return None
+
+    def _rewrite(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        sources = {s.get("file") for s in record.get("sources", []) if isinstance(s, dict)}
+        if not sources & self.places:
+            return None
+        if self.withdrawn:
+            self.places = set()
+            return {"event": "purged", "from": sorted(sources & set(record.get("replaces", [])))}
+        kind = "moved" if record.get("tier") != self.tier else "rewritten"
+        item = {"event": kind, "from": self.tier, "to": record.get("tier"), "file": record["file"]}
+        self.places, self.tier = {record["file"]}, record.get("tier", self.tier)
+        self.copy_tier = None
+        return item

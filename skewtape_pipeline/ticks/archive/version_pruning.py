@@ -1,0 +1,176 @@
+"""Pruning versions on purpose, and the bytes only past versions hold.
+
+:func:`prune_versions` removes the versions ``--keep-last N`` or ``--older-than DATE`` leaves out
+(never the latest, never a tagged one), then only the files no kept version and not the current
+state reads: consolidated files the catalogs no longer list, hot files kept under their content
+names, catalog and manifest snapshots (see ``ticks.versions``). In ``books_and_records`` mode it
+refuses (audited): records are never removed. Under the archive's lock; the pruning is audited
+before any record goes, every file removal before it happens. A crash at any step leaves every
+kept version readable; a rerun finishes the removals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+
+from skewtape_pipeline import faults, fsio
+from skewtape_pipeline.errors import ArchiveBusyError, ConfigError
+from skewtape_pipeline.storage import TierFile, size_of
+from skewtape_pipeline.ticks.archive.books import audit, check_may_delete
+from skewtape_pipeline.ticks.archive.catalog import read_catalog, resolve
+from skewtape_pipeline.ticks.archive.lifecycle import LOCK_FILE, remove_files
+from skewtape_pipeline.ticks.archive.placement import uncatalogued_files
+from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.versions import (
+    SUFFIX,
+    Version,
+    hot_blob,
+    kept_files,
+    list_tags,
+    list_versions,
+    manifest_chain,
+    read_manifest,
+    versions_dir,
+)
+
+EVENT_PRUNE = "tick-archive-versions-pruned"
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """What :func:`prune_versions` did: the versions pruned and kept, the files removed."""
+
+    pruned: list[int]
+    kept: list[int]
+    files_removed: list[TierFile]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "pruned": self.pruned,
+            "kept": self.kept,
+            "files_removed": [str(p) for p in self.files_removed],
+        }
+
+
+def prune_versions(
+    archive_root: Path,
+    *,
+    keep_last: int | None = None,
+    older_than: date | None = None,
+    policy: TierPolicy | None = None,
+    audit_log: Path | None = None,
+    lock_timeout: float = 0.0,
+) -> PruneResult:
+    """Prune the versions beyond the ``keep_last`` newest, or committed before the day
+    ``older_than`` (UTC), keeping the latest and every tagged one; then remove the files only
+    pruned versions read (see the module notes).
+
+    Raises
+    ------
+    ConfigError
+        Neither or both of ``keep_last`` (an int >= 1) and ``older_than`` (a date).
+    WriteOnceError
+        The archive is in ``books_and_records`` mode (audited; nothing removed).
+    ArchiveBusyError
+        Another writer holds the archive's lock beyond ``lock_timeout`` seconds.
+    """
+    root = Path(archive_root)
+    policy = TierPolicy() if policy is None else policy
+    _check_rule(keep_last, older_than)
+    check_may_delete(root, versions_dir(root), why="pruning versions", audit_log=audit_log)
+    with fsio.exclusive_lock(
+        root / LOCK_FILE,
+        timeout=lock_timeout,
+        what="pruning versions",
+        held_error=ArchiveBusyError,
+    ):
+        versions = list_versions(root)
+        drop = _to_prune(versions, set(list_tags(root).values()), keep_last, older_than)
+        if drop:
+            audit(
+                root,
+                audit_log,
+                [{"event": EVENT_PRUNE, "archive": str(root.absolute()), "versions": drop}],
+            )
+            faults.checkpoint("audited-version-pruning")
+        for number in drop:
+            fsio.atomic_unlink(versions_dir(root) / "records" / f"{number:010d}.json")
+            faults.checkpoint(f"pruned-version:{number}")
+        kept = [v for v in versions if v.version not in set(drop)]
+        garbage = [(path, "read by no kept version") for path in _unread(root, kept, policy)]
+        removed = remove_files(root, garbage, audit_log, policy)
+    return PruneResult(drop, [v.version for v in kept], removed)
+
+
+def _check_rule(keep_last: object, older_than: object) -> None:
+    if (keep_last is None) == (older_than is None):
+        raise ConfigError("prune-versions: give exactly one of keep_last and older_than")
+    if keep_last is not None and (
+        not isinstance(keep_last, int) or isinstance(keep_last, bool) or keep_last < 1
+    ):
+        raise ConfigError(f"keep_last = {keep_last!r}: expected an int >= 1")
+    if older_than is not None and (
+        isinstance(older_than, datetime) or not isinstance(older_than, date)
+    ):
+        raise ConfigError(f"older_than = {older_than!r}: expected a date")
+
+
+def _to_prune(
+    versions: list[Version], tagged: set[int], keep_last: int | None, older_than: date | None
+) -> list[int]:
+    if not versions:
+        return []
+    latest = versions[-1].version
+    if keep_last is not None:
+        candidates = versions[:-keep_last]
+    else:
+        candidates = [v for v in versions if v.time.date() < older_than]  # type: ignore[operator]
+    return [v.version for v in candidates if v.version != latest and v.version not in tagged]
+
+
+def _unread(root: Path, kept: list[Version], policy: TierPolicy) -> list[TierFile]:
+    """Files under the version store and the tier roots that neither a kept version nor the
+    current catalog reads."""
+    store = versions_dir(root)
+    wanted: set[Path] = set()
+    for version in kept:
+        wanted.update(
+            store / "manifests" / f"{digest}{SUFFIX}"
+            for digest in manifest_chain(root, version.manifest)
+        )
+        if version.catalog is not None:
+            wanted.add(store / "catalogs" / f"{version.catalog}{SUFFIX}")
+    for manifest in {v.manifest: v for v in kept}.values():
+        wanted.update(hot_blob(root, entry) for entry in read_manifest(root, manifest))
+    out: list[TierFile] = []
+    for folder in ("manifests", "catalogs", "hot"):
+        if (store / folder).is_dir():
+            out += sorted(p for p in (store / folder).rglob(f"*{SUFFIX}") if p not in wanted)
+    held = kept_files(root, policy)
+    out += [f for f in uncatalogued_files(root, policy, read_catalog(root)) if f not in held]
+    return out
+
+
+def past_version_bytes(archive_root: Path, policy: TierPolicy | None = None) -> int:
+    """The bytes only past versions hold: consolidated files kept for them that the current
+    catalog no longer lists, and hot files kept under their content names that are no longer
+    a live hot file (no other link to them)."""
+    root = Path(archive_root)
+    current = {resolve(root, f.path, policy) for f in read_catalog(root).files.values()}
+    total = sum(size_of(f) for f in kept_files(root, policy) - current if _exists(f))
+    hot = versions_dir(root) / "hot"
+    if hot.is_dir():
+        for blob in hot.rglob(f"*{SUFFIX}"):
+            st = blob.stat()
+            total += st.st_size if st.st_nlink == 1 else 0
+    return total
+
+
+def _exists(path: TierFile) -> bool:
+    try:
+        size_of(path)
+    except FileNotFoundError:
+        return False
+    return True

@@ -1,0 +1,113 @@
+"""What ``compact-ticks`` and ``retier`` tell a new user: the input format a raw file's columns
+match, both labels a renamed LOBSTER file lacks, the re-tiering to run, what a recompaction
+replaced, the bytes a re-tiering moved, and a re-tiering with nothing to move leaving the
+catalog's generation alone."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from skewtape_pipeline.cli import main
+from skewtape_pipeline.ticks.archive.catalog import read_catalog
+from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
+from skewtape_pipeline_tests.ticks.conftest import KALSHI_FILE, LOBSTER_FILE, TARDIS_FILE
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    ("source", "suggested"),
+    [
+        (KALSHI_FILE, "kalshi-trades"),
+        (TARDIS_FILE, "tardis-trades"),
+        (LOBSTER_FILE, "lobster-messages"),
+    ],
+    ids=["kalshi", "tardis", "lobster"],
+)
+def test_compact_ticks_when_raw_file_without_input_format_suggests_the_matching_one(
+    tmp_path, capsys, source, suggested
+):
+    out = tmp_path / "archive"
+    code, _, err = run(capsys, "compact-ticks", str(source), "--out", str(out),
+                       "--as-of", "2026-11-29")  # fmt: skip
+    assert code == 2
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert f"pass --input-format {suggested}" in err and "missing column" in err
+    assert not out.exists()
+
+
+def test_compact_ticks_when_lobster_file_renamed_asks_for_symbol_and_session_date_at_once(
+    tmp_path, capsys
+):
+    renamed = shutil.copy(LOBSTER_FILE, tmp_path / "messages.csv")
+    code, _, err = run(capsys, "compact-ticks", str(renamed), "--out", str(tmp_path / "a"),
+                       "--as-of", "2026-11-29", "--input-format", "lobster-messages")  # fmt: skip
+    assert code == 2
+    assert "no symbol and no session date" in err
+    assert "pass --symbol and --session-date" in err
+
+
+def test_compact_ticks_when_days_are_old_enough_hints_at_retier_with_its_arguments(
+    tmp_path, capsys
+):
+    source, archive = write_four_day_csv(tmp_path / "ticks.csv"), tmp_path / "archive"
+    code, out, err = run(capsys, "compact-ticks", str(source), "--out", str(archive),
+                         "--as-of", "2026-01-01", "--price-scale", "2")  # fmt: skip
+    assert code == 0, err
+    assert out.splitlines()[-1] == (
+        "4 symbol-days are old enough for a colder tier (4 WARM) and stay hot until "
+        f"re-tiering: skewtape-pipeline retier {archive} --as-of 2026-01-01"
+    )
+    code, out, _ = run(capsys, "compact-ticks", str(source), "--out", str(archive),
+                       "--as-of", "2025-12-05", "--price-scale", "2")  # fmt: skip
+    assert code == 0 and "stay hot until re-tiering" not in out
+
+
+def test_compact_ticks_when_recompacting_says_what_it_replaced(tmp_path, capsys):
+    source, archive = write_four_day_csv(tmp_path / "ticks.csv"), tmp_path / "archive"
+    args = ("compact-ticks", str(source), "--out", str(archive), "--price-scale", "2")
+    code, first, _ = run(capsys, *args, "--as-of", "2025-12-05")
+    assert code == 0 and "recompacted" not in first
+    assert run(capsys, "retier", str(archive), "--as-of", "2027-01-01")[0] == 0
+    code, out, err = run(capsys, *args, "--as-of", "2025-12-05")
+    assert code == 0, err
+    lines = out.splitlines()
+    start = lines.index("recompacted 4 symbol-days the archive already held (audited):")
+    (cold,) = read_catalog(archive).files
+    assert lines[start + 1].startswith("  KX-0 2025-12-01: supersedes its COLD copy in ")
+    assert cold in lines[start + 1]
+    code, out, _ = run(capsys, *args, "--as-of", "2025-12-05")
+    assert "  KX-0 2025-12-01: replaced its hot file (" in out and "sha256 " in out
+
+
+def test_retier_when_moving_reports_bytes_before_and_after(tmp_path, capsys):
+    source, archive = write_four_day_csv(tmp_path / "ticks.csv"), tmp_path / "archive"
+    run(capsys, "compact-ticks", str(source), "--out", str(archive), "--as-of", "2025-12-05",
+        "--price-scale", "2")  # fmt: skip
+    hot_bytes = sum(p.stat().st_size for p in archive.rglob("part-0.parquet"))
+    code, out, err = run(capsys, "retier", str(archive), "--as-of", "2027-01-01")
+    assert code == 0, err
+    (cold,) = read_catalog(archive).files.values()
+    assert f"(12 ticks; {hot_bytes} -> {cold.bytes} bytes, " in out
+    assert "x smaller); files written 1, removed 4; catalog generation 1" in out
+
+
+def test_retier_when_nothing_to_move_keeps_the_catalog_generation(tmp_path, capsys):
+    source, archive = write_four_day_csv(tmp_path / "ticks.csv"), tmp_path / "archive"
+    args = ("compact-ticks", str(source), "--out", str(archive), "--price-scale", "2")
+    run(capsys, *args, "--as-of", "2025-12-05")
+    run(capsys, "retier", str(archive), "--as-of", "2027-01-01")
+    generation = read_catalog(archive).generation
+    run(capsys, *args, "--as-of", "2025-12-05")  # the same ticks again: nothing to move
+    for _ in range(2):
+        code, out, err = run(capsys, "retier", str(archive), "--as-of", "2027-01-01")
+        assert code == 0, err
+        assert "moved 0 symbol-days" in out
+        assert read_catalog(archive).generation == generation
+        assert f"catalog generation {generation}" in out

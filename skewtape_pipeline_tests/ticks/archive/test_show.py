@@ -1,0 +1,138 @@
+"""One symbol-day told whole (``show``): where it is, its report, its history, on the sample's
+data (as the demo archives it) before and after re-tiering, recompaction and withdrawal; and
+``tick_reports`` naming where each day is now."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from skewtape_pipeline.cli import main
+from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.ticks.archive.catalog import read_catalog
+from skewtape_pipeline.ticks.archive.lifecycle import retier
+from skewtape_pipeline.ticks.archive.query import run_query
+from skewtape_pipeline.ticks.archive.show import show_symbol_day
+from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, TierPolicy
+from skewtape_pipeline.ticks.archive.withdraw import remove_symbol_days
+from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day
+
+DAY = date(2026, 10, 5)
+LATER = date(2027, 6, 1)  # every October day is cold
+
+
+@pytest.fixture
+def archived(applied_chain: Path) -> tuple[Path, str]:
+    """The sample's Kalshi venue-day archived as the demo does; (archive root, a symbol)."""
+    root = applied_chain / "archive"
+    options = VenueDayOptions(out=root, as_of=date(2026, 10, 7), policy=TierPolicy(), batch="b1")
+    result = archive_venue_day(applied_chain / "history", ("kalshi", DAY), options)
+    return root, sorted(r.symbol for r in result.archived)[0]
+
+
+def events(story) -> list[str]:
+    return [item["event"] for item in story.history]
+
+
+def reported_places(root: Path) -> dict[str, tuple[str | None, str | None]]:
+    table = run_query("SELECT symbol, tier, path FROM tick_reports WHERE status = 'archived'", root)
+    return {row["symbol"]: (row["tier"], row["path"]) for row in table.to_pylist()}
+
+
+def test_show_when_just_archived_names_hot_file_report_and_written(archived):
+    root, symbol = archived
+    story = show_symbol_day(root, symbol, DAY)
+    assert story.place is not None and story.place.tier == HOT
+    assert (root / story.place.file).is_file() and story.place.first_row is None
+    assert story.report is not None and story.report["status"] == "archived"
+    assert story.report["tick_count"] == story.place.rows
+    assert events(story) == ["written"]
+
+
+def test_show_when_retiered_names_cold_file_row_range_and_the_move(archived):
+    root, symbol = archived
+    retier(root, as_of=LATER)
+    story = show_symbol_day(root, symbol, DAY)
+    (cold,) = read_catalog(root).files.values()
+    assert story.place is not None and (story.place.tier, story.place.file) == (COLD, cold.path)
+    assert story.place.first_row == 0 and story.place.rows == story.report["tick_count"]
+    assert events(story) == ["written", "moved", "hot-file-removed"]
+    assert story.history[1]["from"] == HOT and story.history[1]["to"] == COLD
+    assert story.report["tier"] == COLD and story.report["reported_tier"] == HOT
+
+
+def test_tick_reports_when_retiered_name_the_consolidated_file_not_the_removed_hot_file(archived):
+    root, _ = archived
+    before = reported_places(root)
+    assert {tier for tier, _ in before.values()} == {HOT}
+    retier(root, as_of=LATER)
+    (cold,) = read_catalog(root).files.values()
+    assert reported_places(root) == {symbol: (COLD, cold.path) for symbol in before}
+
+
+def test_show_when_withdrawn_then_purged_says_so_and_reports_name_no_file(archived):
+    root, symbol = archived
+    retier(root, as_of=LATER)
+    remove_symbol_days(root, [(symbol, DAY)])
+    story = show_symbol_day(root, symbol, DAY)
+    assert story.place is None and story.withdrawn
+    assert events(story)[-1] == "withdrawn"
+    assert reported_places(root)[symbol] == (None, None)
+    retier(root, as_of=LATER)
+    assert events(show_symbol_day(root, symbol, DAY))[-2:] == ["withdrawn", "purged"]
+
+
+def test_show_when_symbol_day_unknown_refuses_naming_it(archived):
+    root, _ = archived
+    with pytest.raises(ConfigError, match=r"kalshi:NOPE 2026-10-05: not in the archive"):
+        show_symbol_day(root, "kalshi:NOPE", DAY)
+
+
+def test_cli_show_when_json_prints_place_report_and_history(archived, capsys):
+    root, symbol = archived
+    retier(root, as_of=LATER)
+    assert main(["show", str(root), symbol, DAY.isoformat(), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["place"]["tier"] == COLD and shown["report"]["tier"] == COLD
+    assert [item["event"] for item in shown["history"]] == ["written", "moved", "hot-file-removed"]
+
+
+def test_cli_show_when_text_says_tier_file_rows_and_history(archived, capsys):
+    root, symbol = archived
+    retier(root, as_of=LATER)
+    assert main(["show", str(root), symbol, DAY.isoformat()]) == 0
+    out = capsys.readouterr().out.splitlines()
+    (cold,) = read_catalog(root).files.values()
+    assert out[0].startswith(f"{symbol} 2026-10-05 in {root}: COLD, {cold.path} rows 0..")
+    assert out[1].startswith("report: archived,")
+    assert out[2] == "history:" and "moved: from HOT, to COLD" in out[4]
+
+
+def test_cli_show_when_date_or_symbol_wrong_exits_2_with_one_line(archived, capsys):
+    root, _ = archived
+    assert main(["show", str(root), "kalshi:NOPE", DAY.isoformat()]) == 2
+    assert capsys.readouterr().err.startswith("error: kalshi:NOPE 2026-10-05: not in the archive")
+    assert main(["show", str(root), "kalshi:NOPE", "2026-13-01"]) == 2
+    assert "expected a date YYYY-MM-DD" in capsys.readouterr().err
+
+
+def test_show_when_cold_day_rearchived_unchanged_tells_recompaction_and_back_in_cold(archived):
+    root, symbol = archived
+    retier(root, as_of=LATER)
+    (cold,) = read_catalog(root).files.values()
+    options = VenueDayOptions(out=root, as_of=date(2026, 12, 3), policy=TierPolicy(), batch="b2")
+    archive_venue_day(root.parent / "history", ("kalshi", DAY), options, symbols=[symbol])
+    story = show_symbol_day(root, symbol, DAY)
+    assert story.place is not None and story.place.tier == HOT
+    assert events(story)[-1] == "recompacted" and story.report["batch"] == "b2"
+
+    result = retier(root, as_of=date(2026, 12, 3))  # today: October's age says WARM
+
+    assert result.moved == [] and result.files_written == []
+    story = show_symbol_day(root, symbol, DAY)
+    assert story.place is not None and (story.place.tier, story.place.file) == (COLD, cold.path)
+    assert events(story)[-2:] == ["recompacted", "hot-file-removed"]
+    assert reported_places(root)[symbol] == (COLD, cold.path)

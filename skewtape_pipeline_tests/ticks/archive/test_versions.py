@@ -1,0 +1,524 @@
+"""Versions of the tick archive: reading as of a version, tags, pruning, crash safety."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from skewtape_pipeline import faults
+from skewtape_pipeline.cli import main
+from skewtape_pipeline.errors import ConfigError, VersionError, WriteOnceError
+from skewtape_pipeline.ticks.archive.books import enable_books_and_records
+from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.lifecycle import retier
+from skewtape_pipeline.ticks.archive.query import run_query, ticks_view_sql
+from skewtape_pipeline.ticks.archive.version_pruning import past_version_bytes, prune_versions
+from skewtape_pipeline.ticks.archive.versions import (
+    MAX_DELTA_DEPTH,
+    commit_version,
+    list_tags,
+    list_versions,
+    resolve_as_of,
+    tag_version,
+    version_at,
+    version_count,
+    versions_dir,
+)
+from skewtape_pipeline.ticks.archive.withdraw import remove_symbol_days, withdraw_symbol_days
+from skewtape_pipeline.ticks.encode.model import TickBatch
+from skewtape_pipeline_tests.ticks.archive_builders import (
+    DAYS,
+    POLICY,
+    STAGE_1,
+    STAGE_2,
+    Crash,
+    crash_at_name,
+    day_ticks,
+    write_four_day_csv,
+)
+
+KEYS = [(symbol, day) for symbol in ("ES", "CL/F") for day in DAYS[:4]]
+COLUMNS = "symbol, date, ts, price, quantity, side, tier"
+
+
+def ticks(symbol: str, day: date, variant: int) -> TickBatch:
+    """The ticks of a symbol-day as its ``variant``-th publication (0: the first; later ones
+    change every price and drop the last tick, as a correction would)."""
+    batch = day_ticks(symbol, day)
+    if variant == 0:
+        return batch
+    n = max(1, len(batch) - 1)
+    return TickBatch.from_units(
+        batch.ts_ns.to_pylist()[:n],
+        [p + variant for p in batch.price.to_pylist()[:n]],
+        batch.quantity.to_pylist()[:n],
+        batch.side.to_pylist()[:n],
+        price_scale=2,
+    )
+
+
+def compact(root: Path, key: tuple[str, date], variant: int = 0, as_of: date = STAGE_1):
+    """One compaction batch of one symbol-day, committed as a version (as ``compact_source``
+    does after its batch)."""
+    symbol, day = key
+    compact_symbol_day(
+        ticks(symbol, day, variant),
+        symbol=symbol,
+        day=day,
+        out=root,
+        age_days=(as_of - day).days,
+        policy=POLICY,
+    )
+    return commit_version(root, "compact")
+
+
+def rows(root: Path, as_of=None) -> list[tuple]:
+    """Every row of the view (now, or as of a version), sorted."""
+    table = run_query(f"SELECT {COLUMNS} FROM ticks", root, policy=POLICY, as_of=as_of)
+    table = table.set_column(2, "ts", table["ts"].cast(pa.int64()))
+    return sorted(zip(*(table[c].to_pylist() for c in table.column_names), strict=True))
+
+
+@pytest.fixture
+def archive(tmp_path, no_fsync) -> Path:
+    root = tmp_path / "data" / "archive"
+    for key in KEYS:
+        compact(root, key)
+    return root
+
+
+# --- versions and reading as of them ------------------------------------------------------------
+
+
+def test_versions_when_each_batch_commits_number_them_with_operation_and_changed_days(archive):
+    versions = list_versions(archive)
+    assert [v.version for v in versions] == list(range(1, len(KEYS) + 1))
+    assert [v.operation for v in versions] == ["compact"] * len(KEYS)
+    assert [v.changed for v in versions] == [[key] for key in KEYS]
+    assert all(a.time < b.time for a, b in itertools.pairwise(versions))
+
+
+def test_commit_version_when_nothing_changed_records_no_version(archive):
+    assert commit_version(archive, "compact") is None
+    assert version_count(archive) == len(KEYS)
+
+
+def test_read_as_of_when_a_day_was_recompacted_returns_the_ticks_before(archive):
+    before = rows(archive)
+    compact(archive, KEYS[0], variant=3)
+    assert rows(archive) != before
+    assert rows(archive, as_of=len(KEYS)) == before
+    assert rows(archive, as_of=str(len(KEYS))) == before
+
+
+def test_read_as_of_when_retier_and_removal_deleted_files_still_reads_them(archive):
+    before = rows(archive)
+    retier(archive, as_of=STAGE_2, policy=POLICY)
+    remove_symbol_days(archive, [KEYS[1]], policy=POLICY)
+    retier(archive, as_of=STAGE_2, policy=POLICY)
+    assert KEYS[1] not in {(r[0], r[1]) for r in rows(archive)}
+    assert rows(archive, as_of=len(KEYS)) == before
+    assert [v.operation for v in list_versions(archive)][-3:] == ["retier", "remove", "retier"]
+
+
+def test_resolve_as_of_when_given_a_time_finds_the_latest_version_at_or_before_it(archive):
+    versions = list_versions(archive)
+    third = versions[2]
+    assert resolve_as_of(archive, third.time).version == 3
+    assert resolve_as_of(archive, third.time + timedelta(microseconds=1)).version == 3
+    iso = third.time.isoformat().replace("+00:00", "Z")
+    assert resolve_as_of(archive, iso).version == 3
+    assert version_at(archive, datetime(2000, 1, 1, tzinfo=UTC)) is None
+    with pytest.raises(VersionError, match="no version at or before"):
+        resolve_as_of(archive, "2000-01-01T00:00:00")
+
+
+def test_resolve_as_of_when_unknown_refuses_naming_what_was_asked(archive):
+    with pytest.raises(VersionError, match="version 99: no such version"):
+        resolve_as_of(archive, 99)
+    with pytest.raises(VersionError, match="no tag 'nope'"):
+        resolve_as_of(archive, "nope")
+    with pytest.raises(VersionError, match="not a version number"):
+        resolve_as_of(archive, "2026-13-45")
+
+
+def test_view_sql_as_of_a_version_works_on_the_users_own_connection(archive):
+    import duckdb
+
+    before = rows(archive)
+    compact(archive, KEYS[2], variant=1)
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute(ticks_view_sql(archive, policy=POLICY, as_of=len(KEYS)))
+    count = con.execute("SELECT count(*) FROM ticks").fetchone()[0]
+    assert count == len(before)
+
+
+# --- tags ---------------------------------------------------------------------------------------
+
+
+def test_tag_when_pinned_survives_pruning_and_reads_its_version(archive):
+    before = rows(archive)
+    assert tag_version(archive, "paper-2026", version=2) == 2
+    for variant in (1, 2, 3):
+        compact(archive, KEYS[0], variant=variant)
+    prune_versions(archive, keep_last=1, policy=POLICY)
+    kept = [v.version for v in list_versions(archive)]
+    assert kept == [2, version_count(archive)]
+    assert list_tags(archive) == {"paper-2026": 2}
+    assert rows(archive, as_of="paper-2026") == rows_of_first_two(before)
+
+
+def rows_of_first_two(rows_now: list[tuple]) -> list[tuple]:
+    return [r for r in rows_now if (r[0], r[1]) in KEYS[:2]]
+
+
+def test_tag_when_name_pins_another_version_refuses(archive):
+    tag_version(archive, "t1", version=1)
+    assert tag_version(archive, "t1", version=1) == 1
+    with pytest.raises(VersionError, match="pins version 1 already"):
+        tag_version(archive, "t1", version=2)
+    with pytest.raises(ConfigError, match="tag '1x'"):
+        tag_version(archive, "1x")
+
+
+def test_tags_and_versions_when_made_are_audited(archive):
+    tag_version(archive, "audited")
+    log = archive.parent / "audit.jsonl"
+    events = [json.loads(line)["event"] for line in log.read_text().splitlines()]
+    assert events.count("tick-archive-version") == len(KEYS)
+    assert "tick-archive-tag" in events
+
+
+# --- pruning ------------------------------------------------------------------------------------
+
+
+def test_prune_versions_when_keep_last_removes_only_files_no_kept_version_reads(archive):
+    retier(archive, as_of=STAGE_1, policy=POLICY)
+    compact(archive, KEYS[0], variant=1)
+    retier(archive, as_of=STAGE_2, policy=POLICY)
+    assert past_version_bytes(archive, POLICY) > 0
+    latest = version_count(archive)
+    now = rows(archive)
+    result = prune_versions(archive, keep_last=1, policy=POLICY)
+    assert result.kept == [latest]
+    assert result.files_removed
+    assert rows(archive) == now
+    assert rows(archive, as_of=latest) == now
+    assert past_version_bytes(archive, POLICY) == 0
+    with pytest.raises(VersionError, match="was pruned"):
+        resolve_as_of(archive, 1)
+
+
+def test_prune_versions_when_older_than_keeps_the_latest(archive):
+    result = prune_versions(archive, older_than=date(2999, 1, 1), policy=POLICY)
+    assert result.kept == [len(KEYS)]
+    assert rows(archive, as_of=len(KEYS)) == rows(archive)
+
+
+def test_prune_versions_when_books_and_records_refuses(archive):
+    enable_books_and_records(archive)
+    with pytest.raises(WriteOnceError):
+        prune_versions(archive, keep_last=1, policy=POLICY)
+    assert version_count(archive) == len(list_versions(archive))
+
+
+def test_prune_versions_when_rule_is_missing_or_double_refuses(archive):
+    with pytest.raises(ConfigError, match="exactly one"):
+        prune_versions(archive, policy=POLICY)
+    with pytest.raises(ConfigError, match="keep_last = 0"):
+        prune_versions(archive, keep_last=0, policy=POLICY)
+
+
+# --- the Python read API ------------------------------------------------------------------------
+
+
+def test_archive_read_when_filtered_equals_the_view_now_and_as_of_past_versions(archive):
+    retier(archive, as_of=STAGE_1, policy=POLICY)
+    compact(archive, KEYS[4], variant=2)
+    handle = Archive(archive, POLICY)
+    for as_of in (None, 3, version_count(archive) - 1, version_count(archive)):
+        got = handle.read(["CL/F"], start=DAYS[1], end=DAYS[2], as_of=as_of)
+        expected = [
+            r for r in rows(archive, as_of=as_of) if r[0] == "CL/F" and DAYS[1] <= r[1] <= DAYS[2]
+        ]
+        got = got.set_column(2, "ts", got["ts"].cast(pa.int64()))
+        assert sorted(zip(*(got[c].to_pylist() for c in COLUMNS.split(", ")), strict=True)) == (
+            expected
+        )
+        assert sorted(handle.read(as_of=as_of).to_pylist(), key=str) == sorted(
+            run_query("SELECT * FROM ticks", archive, policy=POLICY, as_of=as_of).to_pylist(),
+            key=str,
+        )
+
+
+def test_archive_read_when_columns_given_returns_only_them_and_refuses_unknown(archive):
+    handle = Archive(archive, POLICY)
+    assert handle.read("ES", columns=["ts", "price"]).column_names == ["ts", "price"]
+    with pytest.raises(ConfigError, match="columns"):
+        handle.read(columns=["nope"])
+
+
+def test_archive_symbols_days_and_versions_describe_the_archive(archive):
+    handle = Archive(archive, POLICY)
+    assert handle.symbols() == ["CL/F", "ES"]
+    assert handle.days("ES") == list(DAYS[:4])
+    assert handle.days("ES", as_of=1) == [DAYS[0]]
+    assert [v.version for v in handle.versions()] == list(range(1, len(KEYS) + 1))
+    assert handle.report("ES", DAYS[0]).rows == len(day_ticks("ES", DAYS[0]))
+
+
+# --- the property -------------------------------------------------------------------------------
+
+OPERATIONS = st.lists(
+    st.one_of(
+        st.tuples(st.just("compact"), st.sampled_from(KEYS), st.integers(0, 3)),
+        st.tuples(st.just("withdraw"), st.sampled_from(KEYS), st.just(0)),
+        st.tuples(st.just("remove"), st.sampled_from(KEYS), st.just(0)),
+        st.tuples(st.just("retier"), st.sampled_from(KEYS), st.integers(0, 1)),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(operations=OPERATIONS)
+def test_every_version_reads_as_the_view_read_right_after_it_committed(
+    tmp_path_factory, no_fsync, operations
+):
+    root = tmp_path_factory.mktemp("versions") / "archive"
+    for key in KEYS[::3]:
+        compact(root, key)
+    captured = {version_count(root): rows(root)}
+    for name, key, arg in operations:
+        if name == "compact":
+            compact(root, key, variant=arg)
+        elif name == "withdraw":
+            withdraw_symbol_days(root, [key], policy=POLICY)
+        elif name == "remove":
+            remove_symbol_days(root, [key], policy=POLICY)
+        else:
+            retier(root, as_of=(STAGE_1, STAGE_2)[arg], policy=POLICY)
+        captured.setdefault(version_count(root), rows(root))
+    for number, expected in captured.items():
+        assert rows(root, as_of=number) == expected, number
+
+
+# --- crashes ------------------------------------------------------------------------------------
+
+CHECKPOINTS = ["version-snapshots", "version-record", "version-indexed"]
+
+
+@pytest.mark.parametrize("point", CHECKPOINTS)
+def test_commit_version_when_crashing_at_a_checkpoint_a_rerun_finishes(archive, point):
+    before = {n: rows(archive, as_of=n) for n in range(1, len(KEYS) + 1)}
+    with faults.installed(crash_at_name(point)), pytest.raises(Crash):
+        compact(archive, KEYS[0], variant=1)
+    recorded = version_count(archive)
+    assert recorded == len(KEYS) + (1 if point == "version-indexed" else 0)
+    compact(archive, KEYS[0], variant=1)  # the rerun
+    assert version_count(archive) == len(KEYS) + 1
+    assert rows(archive, as_of=len(KEYS) + 1) == rows(archive)
+    assert {n: rows(archive, as_of=n) for n in before} == before
+
+
+@pytest.mark.parametrize(
+    "point", ["audited-version-pruning", "pruned-version:1", "audited-removals"]
+)
+def test_prune_versions_when_crashing_keeps_every_kept_version_readable(archive, point):
+    retier(archive, as_of=STAGE_1, policy=POLICY)
+    compact(archive, KEYS[0], variant=1)
+    retier(archive, as_of=STAGE_2, policy=POLICY)
+    before = {v.version: rows(archive, as_of=v.version) for v in list_versions(archive)}
+    with faults.installed(crash_at_name(point)), pytest.raises(Crash):
+        prune_versions(archive, keep_last=2, policy=POLICY)
+    for v in list_versions(archive):
+        assert rows(archive, as_of=v.version) == before[v.version]
+    prune_versions(archive, keep_last=2, policy=POLICY)
+    kept = [v.version for v in list_versions(archive)]
+    assert len(kept) == 2
+    for number in kept:
+        assert rows(archive, as_of=number) == before[number]
+
+
+def test_retier_when_crashing_after_its_commit_a_rerun_records_the_version(archive):
+    before = rows(archive)
+    with faults.installed(crash_at_name("committed")), pytest.raises(Crash):
+        retier(archive, as_of=STAGE_2, policy=POLICY)
+    assert version_count(archive) == len(KEYS)
+    result = retier(archive, as_of=STAGE_2, policy=POLICY)
+    assert result.version == len(KEYS) + 1
+    assert rows(archive, as_of=len(KEYS)) == before
+
+
+def test_versions_when_archive_is_copied_read_the_copy(archive, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(archive.parent, copy)
+    assert rows(copy / "archive", as_of=2) == rows(archive, as_of=2)
+    assert versions_dir(copy / "archive").is_dir()
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_versions_tag_query_as_of_and_prune_versions(tmp_path, capsys, no_fsync):
+    source = write_four_day_csv(tmp_path / "ticks.csv")
+    archive = tmp_path / "data" / "archive"
+    compact_args = ["compact-ticks", str(source), "--out", str(archive), "--price-scale", "2"]
+    assert cli(capsys, *compact_args, "--as-of", "2025-12-05")[0] == 0
+    count = "SELECT tier, count(*) AS n FROM ticks GROUP BY tier"
+    assert cli(capsys, "retier", str(archive), "--as-of", "2027-01-01")[0] == 0
+    remove = ["remove-days", str(archive), "--day", "KX-0", "2025-12-01"]
+    assert cli(capsys, *remove)[0] == 0
+
+    code, out, err = cli(capsys, "versions", str(archive), "--json")
+    assert code == 0, err
+    listed = json.loads(out)
+    assert [v["operation"] for v in listed] == ["compact", "retier", "remove"]
+    assert listed[2]["changed"] == [["KX-0", "2025-12-01"]]
+    code, out, err = cli(capsys, "tag", str(archive), "first-run", "--version", "1")
+    assert code == 0 and "pins version 1" in out, err
+
+    for as_of, expected in (
+        ("first-run", [("HOT", 12)]),
+        ("2", [("COLD", 12)]),
+        ("3", [("COLD", 9)]),
+    ):
+        code, out, err = cli(capsys, "query", count, "--archive", str(archive), "--as-of", as_of,
+                             "--json")  # fmt: skip
+        assert code == 0, err
+        assert [(r["tier"], r["n"]) for r in json.loads(out)] == expected
+    when = listed[1]["time"]
+    code, out, _ = cli(capsys, "query", count, "--archive", str(archive), "--as-of", when, "--json")
+    assert [(r["tier"], r["n"]) for r in json.loads(out)] == [("COLD", 12)]
+
+    code, out, err = cli(capsys, "prune-versions", str(archive), "--keep-last", "1", "--json")
+    assert code == 0, err
+    assert json.loads(out)["pruned"] == [2] and json.loads(out)["kept"] == [1, 3]
+    code, _, err = cli(capsys, "query", count, "--archive", str(archive), "--as-of", "2")
+    assert code == 2 and "version 2 was pruned" in err
+    code, _, err = cli(capsys, "query", count, "--archive", str(archive), "--as-of", "nope")
+    assert code == 2 and "no tag 'nope'" in err
+    with pytest.raises(SystemExit) as refused:  # argparse: one of the two rules is required
+        cli(capsys, "prune-versions", str(archive))
+    assert refused.value.code == 2
+
+
+# --- S3 tiers -----------------------------------------------------------------------------------
+
+
+def test_versions_when_tiers_are_on_s3_read_replaced_objects_until_pruned(
+    tmp_path, no_fsync, s3_env
+):
+    from skewtape_pipeline_tests.ticks.archive.test_object_store import (
+        new_prefix,
+        objects_under,
+        s3_policy,
+    )
+
+    prefix = new_prefix()
+    policy = s3_policy(s3_env, prefix)
+    root = tmp_path / "data" / "archive"
+    for key in KEYS:
+        compact(root, key)
+
+    def view(as_of=None):
+        table = run_query(f"SELECT {COLUMNS} FROM ticks", root, policy=policy, as_of=as_of)
+        table = table.set_column(2, "ts", table["ts"].cast(pa.int64()))
+        return sorted(zip(*(table[c].to_pylist() for c in table.column_names), strict=True))
+
+    captured = {version_count(root): view()}
+    retier(root, as_of=STAGE_1, policy=policy)
+    captured[version_count(root)] = view()
+    compact(root, KEYS[0], variant=2)
+    retier(root, as_of=STAGE_2, policy=policy)
+    captured[version_count(root)] = view()
+    withdraw_symbol_days(root, [KEYS[5]], policy=policy)
+    captured[version_count(root)] = view()
+    assert len(captured) == 4
+    for number, expected in captured.items():
+        assert view(as_of=number) == expected, number
+    handle = Archive(root, policy)
+    first_tiered = sorted(captured)[1]
+    got = handle.read(["ES"], as_of=first_tiered, columns=["symbol", "date", "tier"])
+    assert got.to_pylist() and set(got["tier"].to_pylist()) <= {"HOT", "WARM", "COLD"}
+
+    stored = [k for k in objects_under(s3_env, prefix) if k.endswith(".parquet")]
+    prune_versions(root, keep_last=1, policy=policy)
+    left = [k for k in objects_under(s3_env, prefix) if k.endswith(".parquet")]
+    assert len(left) < len(stored)
+    assert view() == view(as_of=version_count(root)) == captured[version_count(root)]
+
+
+def test_versions_when_manifests_are_deltas_past_their_depth_every_kept_version_reads(archive):
+    captured = {version_count(archive): rows(archive)}
+    for variant in range(1, MAX_DELTA_DEPTH + 4):
+        compact(archive, KEYS[variant % 2], variant=variant)
+        captured[version_count(archive)] = rows(archive)
+    middle = len(KEYS) + 5
+    tag_version(archive, "middle", version=middle)
+    prune_versions(archive, keep_last=1, policy=POLICY)  # the middle's delta chain stays
+    for number in (middle, version_count(archive)):
+        assert rows(archive, as_of=number) == captured[number]
+    stored = list((versions_dir(archive) / "manifests").iterdir())
+    assert len(stored) <= 2 * (MAX_DELTA_DEPTH + 1)  # the two kept chains, no more
+    assert len(stored) < version_count(archive)
+
+
+def retier_checkpoints(tmp_path: Path) -> list[str]:
+    """The checkpoint names a re-tiering of the versioned archive below passes, in order."""
+    root = versioned_archive(tmp_path / "names")
+    names: list[str] = []
+    with faults.installed(names.append):
+        retier(root, as_of=STAGE_2, policy=POLICY)
+    return names
+
+
+def versioned_archive(folder: Path) -> Path:
+    root = folder / "data" / "archive"
+    for key in KEYS:
+        compact(root, key)
+    retier(root, as_of=STAGE_1, policy=POLICY)
+    compact(root, KEYS[0], variant=1)
+    return root
+
+
+def test_retier_when_crashing_at_any_checkpoint_every_version_reads_what_it_read(
+    tmp_path, no_fsync
+):
+    names = retier_checkpoints(tmp_path)
+    assert "committed" in names and "version-indexed" in names
+    base = versioned_archive(tmp_path / "base")
+    before = {v.version: rows(base, as_of=v.version) for v in list_versions(base)}
+    for point, name in enumerate(names):
+        work = tmp_path / f"crash-{point}"
+        shutil.copytree(base.parent, work / "data")
+        root = work / "data" / "archive"
+        with faults.installed(crash_at_name(name)), pytest.raises(Crash):
+            retier(root, as_of=STAGE_2, policy=POLICY)
+        for number, expected in before.items():
+            assert rows(root, as_of=number) == expected, f"after a crash at {name}"
+        retier(root, as_of=STAGE_2, policy=POLICY)  # the rerun finishes
+        assert rows(root, as_of=version_count(root)) == rows(root), name
+        for number, expected in before.items():
+            assert rows(root, as_of=number) == expected, f"after the rerun, crash at {name}"
