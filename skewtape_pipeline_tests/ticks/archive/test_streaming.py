@@ -3,6 +3,7 @@ staging folder beyond a memory budget, the archive the same bytes as an unbounde
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -24,6 +25,7 @@ from skewtape_pipeline.ticks.archive.catalog import hot_records_path, read_hot_r
 from skewtape_pipeline.ticks.archive.compact import compact_source, compact_ticks
 from skewtape_pipeline.ticks.archive.parquet_store import staging_folder
 from skewtape_pipeline.ticks.archive.spill import SymbolDayRouter
+from skewtape_pipeline.ticks.archive.versions import VERSIONS_DIR
 from skewtape_pipeline.ticks.encode import sources
 
 REPO = Path(__file__).resolve().parents[3]
@@ -161,12 +163,23 @@ def archive_bytes(out: Path) -> dict[str, object]:
         for path in sorted(out.rglob("*"))
         if path.is_file()
         and ".skewtape-staging" not in path.parts
+        and VERSIONS_DIR not in path.parts
         and not path.name.endswith(".lock")
         and path != hot_records_path(out)
     }
+    if (out / VERSIONS_DIR).exists():
+        files["versions"] = version_records_without_times(out)
     if hot_records_path(out).exists():
         files["hot file records"] = read_hot_records(out)
     return files
+
+
+def version_records_without_times(out: Path) -> list[dict]:
+    """The archive's version records as committed, less the times they were committed at (the
+    only part of a version that two runs over the same input do not share)."""
+    records = sorted((out / VERSIONS_DIR).rglob("records/*.json"))
+    untimed = [json.loads(path.read_bytes()) for path in records]
+    return [{k: v for k, v in r.items() if k not in ("time", "time_ns")} for r in untimed]
 
 
 def report_facts(reports) -> list[dict]:
