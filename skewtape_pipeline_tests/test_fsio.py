@@ -212,3 +212,19 @@ def test_create_staged_file_when_the_folder_vanishes_once_makes_it_again(tmp_pat
     fsio.create_staged_file(temp)
     assert temp.is_file() and temp.stat().st_size == 0
     assert len(calls) == 2
+
+
+def test_start_writeback_keeps_the_bytes_and_ignores_a_descriptor_it_cannot_use(tmp_path):
+    path = tmp_path / "streamed.bin"
+    data = os.urandom(3 << 16)
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY)
+    try:
+        os.write(fd, data)
+        fsio.start_writeback(fd, 0, len(data))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+    fsio.start_writeback(fd, 0, len(data))  # closed: a hint that cannot apply is dropped
+
+    assert path.read_bytes() == data

@@ -84,6 +84,10 @@ HISTORY, DELTAS = "history", "deltas"
 STAGING_PREFIX = ".fetch-"
 JOURNAL = "fetch.json"
 LOCK_NAME = ".skewtape-fetch.lock"
+WRITEBACK_EVERY = 8 << 20
+"""Bytes of a file streamed between two requests that the kernel start writing them to disk
+(:func:`~skewtape_pipeline.fsio.start_writeback`), so the fsync that ends the file finds
+little left to write instead of the whole file."""
 Kind = Literal["delta", "snapshot"]
 Progress = Callable[["TransferStats"], None]
 
@@ -660,12 +664,19 @@ class _StagedMonth:
         return digest.hexdigest()
 
     def _stream(self, chunks: Iterator[bytes], out, digest, have: int) -> int:
+        """Write and hash ``chunks`` at ``have``; returns where the file ends. Every
+        :data:`WRITEBACK_EVERY` bytes the kernel is asked to start writing them to disk."""
+        flushed = have
         for chunk in chunks:
             if self.cancel.is_set():
                 raise _Cancelled()
             out.write(chunk)
             digest.update(chunk)
             have += len(chunk)
+            if have - flushed >= WRITEBACK_EVERY:
+                out.flush()
+                fsio.start_writeback(out.fileno(), flushed, have - flushed)
+                flushed = have
             self.stats.add(bytes_fetched=len(chunk), bytes_done=len(chunk),
                            bytes_hashed=len(chunk))  # fmt: skip
         return have

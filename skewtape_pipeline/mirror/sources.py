@@ -400,8 +400,13 @@ def _read_body(response, length: int) -> Iterator[bytes]:
 
 
 S3_BLOCK = 2 * BLOCK
-"""Bytes of the largest ranged read of an object (each is one GET)."""
-S3_DEPTH = 8
+"""Bytes of the largest ranged read (one GET) of an object up to 64 MiB."""
+S3_BLOCK_MAX = 16 * BLOCK
+"""Bytes of the largest ranged read of any object."""
+S3_GETS_PER_OBJECT = 32
+"""A larger object's GETs are at most 1/32 of it (so a GET the SDK retries costs at most that
+again), between :data:`S3_BLOCK` and :data:`S3_BLOCK_MAX` bytes."""
+S3_DEPTH = 4
 """Ranged reads of one object in flight at once."""
 
 
@@ -460,16 +465,24 @@ class ObjectSource:
             )
         begins = start if remote == expected else 0
         handle = self.filesystem.open_input_file(self._key(rel))
-        return Body(begins, remote, _read_ahead(handle, begins, remote.size - begins), handle.close)
+        chunks = _read_ahead(handle, begins, remote.size, _largest_get(remote.size))
+        return Body(begins, remote, chunks, handle.close)
 
 
-def _read_ahead(handle, start: int, length: int) -> Iterator[bytes]:
-    """``length`` bytes of an object from ``start`` in ranged GETs, :data:`S3_DEPTH` of them in
-    flight at once (``read_at`` is thread-safe), yielded in order while the caller writes and
-    hashes. The GETs grow from :data:`BLOCK` to :data:`S3_BLOCK` bytes (a broken GET that the
-    SDK retries costs what it had received, so the first ones are small). One that fails for
-    good raises OSError, and the caller resumes after the blocks it received."""
-    ranges = iter(_growing_ranges(start, start + length))
+def _largest_get(size: int) -> int:
+    """Bytes of the largest ranged GET of an object of ``size`` bytes: 1/32 of it, at least
+    :data:`S3_BLOCK`, at most :data:`S3_BLOCK_MAX`. Fewer, larger GETs of a large object cost
+    the server and the client less per byte (each is a signed request and a lookup)."""
+    return min(S3_BLOCK_MAX, max(S3_BLOCK, size // S3_GETS_PER_OBJECT))
+
+
+def _read_ahead(handle, start: int, end: int, largest: int) -> Iterator[bytes]:
+    """The bytes of an object from ``start`` to ``end`` in ranged GETs, :data:`S3_DEPTH` of them
+    in flight at once (``read_at`` is thread-safe), yielded in order while the caller writes and
+    hashes. The GETs grow from :data:`BLOCK` to ``largest`` bytes (a broken GET that the SDK
+    retries costs what it had received, so the first ones are small). One that fails for good
+    raises OSError, and the caller resumes after the blocks it received."""
+    ranges = iter(_growing_ranges(start, end, largest))
     with ThreadPoolExecutor(max_workers=S3_DEPTH) as pool:
         pending = collections.deque(
             pool.submit(_block_at, handle, *span) for span in itertools.islice(ranges, S3_DEPTH)
@@ -482,13 +495,13 @@ def _read_ahead(handle, start: int, length: int) -> Iterator[bytes]:
             yield chunk
 
 
-def _growing_ranges(start: int, end: int) -> Iterator[tuple[int, int]]:
-    """(offset, size) of the GETs covering [start, end): BLOCK, doubling up to S3_BLOCK."""
+def _growing_ranges(start: int, end: int, largest: int) -> Iterator[tuple[int, int]]:
+    """(offset, size) of the GETs covering [start, end): BLOCK, doubling up to ``largest``."""
     size = BLOCK
     while start < end:
         yield start, min(size, end - start)
         start += size
-        size = min(2 * size, S3_BLOCK)
+        size = min(2 * size, largest)
 
 
 def _block_at(handle, offset: int, size: int) -> bytes:

@@ -4,12 +4,17 @@ apply trusting what the fetch verified."""
 
 from __future__ import annotations
 
+import itertools
+import os
 import shutil
 from pathlib import Path
 
 import pytest
+from pyarrow import fs as pafs
 
+from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import ChainError, ConfigError
+from skewtape_pipeline.mirror import fetch as fetch_module
 from skewtape_pipeline.mirror.catchup import catch_up
 from skewtape_pipeline.mirror.fetch import (
     fetch_deltas,
@@ -170,6 +175,30 @@ def test_fetch_from_a_local_folder_places_the_months_as_over_http(subscriber, pu
         assert published_files(fetched) == published_files(publisher / "deltas" / month)
 
 
+def test_fetch_asks_for_each_streamed_range_to_be_written_to_disk_as_it_goes(
+    subscriber, publisher, monkeypatch
+):
+    every = 4096
+    ranges: dict[str, list[tuple[int, int]]] = {}
+
+    def record(fd: int, offset: int, length: int) -> None:
+        staged = os.readlink(f"/proc/self/fd/{fd}")  # deltas/.fetch-<month>/<path>
+        ranges.setdefault(staged.partition("/.fetch-")[2], []).append((offset, length))
+
+    monkeypatch.setattr(fetch_module, "WRITEBACK_EVERY", every)
+    monkeypatch.setattr(fsio, "start_writeback", record)
+    fetch_deltas(str(publisher), subscriber, settings=FAST)
+
+    deltas = publisher / "deltas"
+    streamed = [p for p in deltas.rglob("*.parquet") if p.stat().st_size >= 2 * every]
+    assert streamed
+    for path in streamed:
+        asked = ranges[path.relative_to(deltas).as_posix()]
+        covered = sum(length for _, length in asked)
+        assert asked[0][0] == 0 and path.stat().st_size - covered < every, path
+        assert all(a + n == b for (a, n), (b, _) in itertools.pairwise(asked)), path
+
+
 def test_fetch_when_the_remote_file_changes_between_ranges_starts_it_over(
     large_subscriber, large_publisher, tmp_path
 ):
@@ -197,6 +226,45 @@ def test_fetch_when_the_remote_file_changes_between_ranges_starts_it_over(
 def test_open_source_when_plain_http_goes_beyond_loopback_is_refused():
     with pytest.raises(ConfigError, match="loopback"):
         open_source("http://example.com/skewtape")
+
+
+class RecordedFiles:
+    """A local pyarrow filesystem under ``root`` that records the ranged reads of its files."""
+
+    def __init__(self, root: Path):
+        self.local = pafs.SubTreeFileSystem(str(root), pafs.LocalFileSystem())
+        self.reads: list[int] = []
+
+    def get_file_info(self, key: str):
+        return self.local.get_file_info(key)
+
+    def open_input_file(self, key: str):
+        handle, reads = self.local.open_input_file(key), self.reads
+
+        class Recorded:
+            def read_at(self, size: int, offset: int) -> bytes:
+                reads.append(size)
+                return handle.read_at(size, offset)
+
+            close = handle.close
+
+        return Recorded()
+
+
+def test_s3_source_reads_a_large_object_in_gets_of_up_to_a_32nd_of_it(tmp_path):
+    size = 200 << 20
+    (tmp_path / "bucket" / "pub").mkdir(parents=True)
+    with open(tmp_path / "bucket" / "pub" / "big.bin", "wb") as out:
+        out.truncate(size)
+    source = open_source("s3://bucket/pub?endpoint_override=127.0.0.1:9&scheme=http", FAST)
+    source.filesystem = files = RecordedFiles(tmp_path)
+
+    remote = source.stat("big.bin")
+    body = source.open_range("big.bin", 0, remote)
+    assert sum(len(chunk) for chunk in body.chunks) == size
+
+    assert max(files.reads) == size // 32
+    assert len(files.reads) < 40
 
 
 def test_remote_delta_when_the_month_is_not_published_is_none(nginx_publisher):
