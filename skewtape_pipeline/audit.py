@@ -58,6 +58,9 @@ from skewtape_pipeline.fsio import (
 )
 from skewtape_pipeline.hashing import is_sha256_hex, sha256_bytes
 
+AUDIT_LOG_NAME = "audit.jsonl"
+"""The audit log's file name where a command picks the default log (beside the data or the
+archive root)."""
 GENESIS = "0" * 64
 """``prev_sha256`` of the first record."""
 RESERVED = ("seq", "time", "prev_sha256")

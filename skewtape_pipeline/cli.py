@@ -21,9 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from skewtape_pipeline import progress
+from skewtape_pipeline.audit import AUDIT_LOG_NAME
 from skewtape_pipeline.errors import ConfigError, SkewtapeError
-
-AUDIT_LOG_NAME = "audit.jsonl"
 
 
 def default_audit_log(history: Path) -> Path:
@@ -323,29 +322,41 @@ def _session_date(text: str | None) -> date | None:
     return None if text is None else _parse_day(text, option="--session-date")
 
 
-def cmd_compact_ticks(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.compact import compact_source
+def _archive(args: argparse.Namespace, root: Path | str) -> Any:
+    """The one ``Archive`` of an archive command, built from its options: ``--tier-policy``
+    (default: the policy the archive records), ``--audit-log`` (default: audit.jsonl beside
+    the archive) and ``--wait``."""
+    from skewtape_pipeline.ticks.archive.handle import Archive
     from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 
+    audit_log = getattr(args, "audit_log", None)
+    options: dict[str, Any] = {"lock_timeout": getattr(args, "wait", 0.0)}
+    if audit_log:
+        options["audit_log"] = Path(audit_log)
+    policy_file = getattr(args, "tier_policy", None)
+    policy = TierPolicy.load(Path(policy_file)) if policy_file else None
+    return Archive(root, policy=policy, **options)
+
+
+def cmd_compact_ticks(args: argparse.Namespace) -> None:
     side_map = parse_side_map(args.side_map)
+    archive = _archive(args, args.out)
+    source = _read_ticks(args, side_map)
     line = progress.ProgressLine(
         sys.stderr, "symbol-days", label=args.command, enabled=not args.json
     )
     reading = ReadingRate(
         progress.ProgressLine(sys.stderr, "bytes", label=args.command, enabled=not args.json)
     )
-    reports = compact_source(
-        _read_ticks(args, side_map),
-        out=Path(args.out),
+    reports = archive.compact(
+        source,
         as_of=_parse_day(args.as_of),
         price_scale=args.price_scale,
         quantity_scale=args.quantity_scale,
         side_map=side_map,
         symbol=args.symbol,
-        tier_policy=TierPolicy.load(Path(args.tier_policy)) if args.tier_policy else None,
         allow_precision_loss=args.allow_precision_loss,
         timestamp_unit=args.timestamp_unit,
-        audit_log=Path(args.audit_log) if args.audit_log else None,
         memory_limit=parse_bytes(args.memory_limit),
         on_progress=line.update,
         on_read=reading.update,
@@ -480,18 +491,12 @@ PROGRESS_REDRAW_SECONDS = 0.2
 
 
 def cmd_retier(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.lifecycle import retier
     from skewtape_pipeline.ticks.archive.query import check_archive_root
-    from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 
+    archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
+    as_of = _parse_day(args.as_of)
     with _progress(args):
-        result = retier(
-            check_archive_root(args.archive, empty_ok=False),
-            as_of=_parse_day(args.as_of),
-            policy=TierPolicy.load(Path(args.tier_policy)) if args.tier_policy else None,
-            audit_log=Path(args.audit_log) if args.audit_log else None,
-            lock_timeout=args.wait,
-        )
+        result = archive.retier(as_of=as_of)
     metrics = result.metrics()
     _print_result(args, metrics, describe_retier(args.archive, metrics))
 
@@ -513,18 +518,11 @@ def describe_retier(archive: str, metrics: dict[str, Any]) -> str:
 
 def cmd_remove_days(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.archive.query import check_archive_root
-    from skewtape_pipeline.ticks.archive.withdraw import remove_symbol_days
 
-    archive = check_archive_root(args.archive, empty_ok=False)
+    archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
     keys = [(symbol, _parse_day(day, option="--day")) for symbol, day in args.day]
-    _check_symbol_days_archived(archive, keys)
-    removals = remove_symbol_days(
-        archive,
-        keys,
-        audit_log=Path(args.audit_log) if args.audit_log else None,
-        lock_timeout=args.wait,
-        policy=_tier_policy(args),
-    )
+    _check_symbol_days_archived(archive.root, keys)
+    removals = archive.remove(keys)
     rows = [
         {
             "symbol": r.symbol,
@@ -538,36 +536,19 @@ def cmd_remove_days(args: argparse.Namespace) -> None:
     _print_result(args, rows, f"{args.archive}: {changed} of {len(removals)} symbol-days taken out")
 
 
-def _tier_policy(args: argparse.Namespace) -> Any:
-    from skewtape_pipeline.ticks.archive.tiers import TierPolicy
-
-    return TierPolicy.load(Path(args.tier_policy)) if args.tier_policy else None
-
-
-def _writer_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The tier policy, audit log and lock wait of a command that changes an archive."""
-    return {
-        "policy": _tier_policy(args),
-        "audit_log": Path(args.audit_log) if args.audit_log else None,
-        "lock_timeout": args.wait,
-    }
-
-
 def cmd_verify_archive(args: argparse.Namespace) -> None:
     from skewtape_pipeline.errors import ArchiveVerificationError
-    from skewtape_pipeline.ticks.archive.integrity import verify_archive
 
+    archive = _archive(args, args.archive)
     with _progress(args):
-        result = verify_archive(Path(args.archive), policy=_tier_policy(args), full=args.full)
+        result = archive.verify(full=args.full)
     if result.problems:
         raise ArchiveVerificationError(result.archive_root, result.problems)
     _print_result(args, result, result.describe())
 
 
 def cmd_rebuild_catalog(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.integrity import rebuild_catalog
-
-    result = rebuild_catalog(Path(args.archive), **_writer_options(args))
+    result = _archive(args, args.archive).rebuild_catalog(allow_fewer=args.allow_fewer)
     _print_result(
         args,
         result,
@@ -596,12 +577,13 @@ def cmd_show(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.archive.query import check_archive_root
     from skewtape_pipeline.ticks.archive.show import show_symbol_day
 
+    archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
     story = show_symbol_day(
-        check_archive_root(args.archive, empty_ok=False),
+        archive.root,
         args.symbol,
         _parse_day(args.date, option="DATE"),
-        policy=_tier_policy(args),
-        audit_log=Path(args.audit_log) if args.audit_log else None,
+        policy=archive.policy,
+        audit_log=archive.audit_log,
     )
     _print_result(args, story, "\n".join(story.describe()))
 
@@ -611,7 +593,7 @@ def cmd_query(args: argparse.Namespace) -> None:
 
     roots = [Path(root) for root in args.archive]
     options = {
-        "policy": _tier_policy(args),
+        "policy": _archive(args, args.archive[0]).policy,
         "unrestricted": args.unrestricted,
         "as_of": args.as_of,
     }
@@ -644,27 +626,20 @@ def cmd_versions(args: argparse.Namespace) -> None:
 
 def cmd_tag(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.archive.query import check_archive_root
-    from skewtape_pipeline.ticks.archive.versions import tag_version
 
-    version = tag_version(
-        check_archive_root(args.archive, empty_ok=False),
-        args.name,
-        version=args.version,
-        audit_log=Path(args.audit_log) if args.audit_log else None,
-    )
+    archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
+    version = archive.tag(args.name, version=args.version)
     result = {"tag": args.name, "version": version}
     _print_result(args, result, f"{args.archive}: tag {args.name} pins version {version}")
 
 
 def cmd_prune_versions(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.archive.query import check_archive_root
-    from skewtape_pipeline.ticks.archive.version_pruning import prune_versions
 
-    result = prune_versions(
-        check_archive_root(args.archive, empty_ok=False),
+    archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
+    result = archive.prune_versions(
         keep_last=args.keep_last,
         older_than=_parse_day(args.older_than, option="--older-than") if args.older_than else None,
-        **_writer_options(args),
     )
     _print_result(
         args,
@@ -727,7 +702,11 @@ def _add_archive_options(parser: argparse.ArgumentParser, *, writes: bool) -> No
     """``--tier-policy`` (the tier roots and settings) of every archive command; for the
     commands that take the archive's lock to change it (``writes``), ``--audit-log`` and
     ``--wait`` too."""
-    parser.add_argument("--tier-policy", help="tier policy file (TOML or JSON): the tier roots")
+    parser.add_argument(
+        "--tier-policy",
+        help="tier policy file (TOML or JSON): the tier roots (default: the one the archive "
+        "recorded when first given one)",
+    )
     if writes:
         parser.add_argument(
             "--audit-log", help="audit log (default: audit.jsonl beside the archive)"
@@ -966,6 +945,11 @@ def _add_archive_repair_commands(command: Callable[..., argparse.ArgumentParser]
         "rebuild a tick archive's catalog from its consolidated files' own metadata",
     )
     rebuild.add_argument("archive", help="archive root (its hot tier)")
+    rebuild.add_argument(
+        "--allow-fewer",
+        action="store_true",
+        help="rebuild even when the files found hold fewer symbol-days than the catalog",
+    )
     _add_archive_options(rebuild, writes=True)
 
 

@@ -155,7 +155,8 @@ class TickError(SkewtapeError):
 
 
 class ArchiveBusyError(LockHeldError, TickError):
-    """Another compaction, re-tiering, pruning or withdrawal holds the archive's lock."""
+    """Another writer (compacting, re-tiering, pruning, withdrawing, removing, rebuilding the
+    catalog) holds the archive's one lock (``ticks.archive.parquet_store.archive_lock``)."""
 
 
 class TickValidationError(TickError):
@@ -198,7 +199,10 @@ class RoundTripError(TickError):
 
 
 class TickFormatError(TickError):
-    """A tick archive buffer or file is malformed: bad magic, unsupported version, wrong length."""
+    """A tick archive file is malformed: a Parquet file that is not a tick file of this archive
+    (metadata, types, digest), a catalog, hot-file record or reports table that does not parse,
+    an S3 listing that cannot be read as the tier's files. The message names the file (and the
+    line or field)."""
 
 
 class DamagedFileError(TickFormatError):

@@ -522,12 +522,9 @@ def _held_message(lock_file: Path, fd: int, what: str) -> str:
 
 
 def _describe_holder(raw: bytes) -> str:
-    """What the lock file's content says holds it (an older version wrote a bare pid)."""
-    text = raw.decode(errors="replace").strip()
-    if text.isdigit():
-        return f"process {text}"
+    """What the lock file's content (:func:`_holder_record`) says holds it."""
     try:
-        found = load_json(text, "lock")
+        found = load_json(raw.decode(errors="replace").strip(), "lock")
     except MalformedJsonError:
         found = None
     if not isinstance(found, dict):

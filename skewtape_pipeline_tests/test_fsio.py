@@ -79,19 +79,6 @@ def test_exclusive_lock_when_held_by_another_process_names_the_operation_pid_hos
     assert "since 20" in message  # an ISO-8601 time
 
 
-def test_exclusive_lock_when_lock_file_holds_an_old_bare_pid_names_it(tmp_path):
-    lock = tmp_path / "x.lock"
-    process = _hold_in_another_process(lock, tmp_path / "held")
-    lock.write_text("4242\n")  # as a holder of an earlier version recorded itself
-    try:
-        held = fsio.exclusive_lock(lock, held_error=ApplyInProgressError)
-        with pytest.raises(ApplyInProgressError, match="process 4242"), held:
-            pass
-    finally:
-        process.kill()
-        process.wait()
-
-
 def test_atomic_write_bytes_when_a_symlink_is_planted_at_the_temp_name_leaves_its_target(
     tmp_path,
 ):

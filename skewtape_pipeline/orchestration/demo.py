@@ -36,7 +36,6 @@ from skewtape_pipeline.orchestration.shared.resources import ArchiveSettings, Sk
 from skewtape_pipeline.orchestration.ticks.partitions import VENUES, day_partitions
 from skewtape_pipeline.orchestration.ticks.tier_assets import retier_run_config
 from skewtape_pipeline.sample.publisher import publish_sample
-from skewtape_pipeline.ticks.archive.placement import archive_metrics
 from skewtape_pipeline.ticks.archive.query import run_query
 from skewtape_pipeline.ticks.archive.tiers import TIERS
 from skewtape_pipeline.ticks.fills.snapshot_fills import days_by_activity
@@ -208,10 +207,11 @@ def retier_stages(
 
     Returns the archive as archived and after each run (stopping at a failed run).
     """
-    policy = ArchiveSettings().policy()
+    tick_archive = ArchiveSettings().open(skewtape)
+    policy = tick_archive.policy
     busiest = max(demo.reports, key=lambda r: (int(r["tick_count"]), str(r["symbol"])))
     symbol_day = (str(busiest["symbol"]), str(busiest["date"]))
-    archived = archive_metrics(skewtape.archive_dir, policy=policy).to_dict()
+    archived = tick_archive.stats().to_dict()
     stages = [_stage(TierStage("archived", "-", stats=archived), skewtape, symbol_day)]
     months = sorted({day[:7] for day in demo.days})
     newest = date.fromisoformat(max(demo.days))

@@ -6,10 +6,13 @@ importable without pyarrow.
 - ``encode/``: One batch of ticks -> exact columns, validated, and its compaction report. Knows
   no archive root: imports nothing from ``ticks.archive`` or ``ticks.fills``. Modules:
   ``sides``, ``decimals``, ``model``, ``validate``, ``sources``, ``report``.
-- ``archive/``: Everything under an archive root: where files live (layout, tiers and their
-  roots), the Parquet files, the catalog and placement, and the verbs that change or read the
-  archive (compaction, consolidation, re-tiering, withdrawal, integrity, books mode, the query
-  view, the reports table). Modules: ``tiers``, ``parquet_store``, ``books``, ``catalog``,
+- ``archive/``: Everything under an archive root, behind one front door: ``handle.Archive``,
+  built once from the root, the tier policy, the audit log, the lock timeout and the write-once
+  mode, with every verb (compact, retier, withdraw, remove, verify, rebuild_catalog, query,
+  open_view, stats, locate). Below it: where files live (layout, tiers and their roots), the
+  Parquet files, the catalog and placement, and the modules that do each verb's work
+  (compaction, consolidation, re-tiering, withdrawal, integrity, books mode, the query view,
+  the reports table). Modules: ``handle``, ``tiers``, ``parquet_store``, ``books``, ``catalog``,
   ``consolidate``, ``placement``, ``compact``, ``lifecycle``, ``withdraw``, ``integrity``,
   ``query``, ``reports_table``, ``file_compression``, ``trust``, ``versions`` (the version log,
   as-of reads, tags), ``version_pruning``, ``handle`` (``Archive``: reads now or as of a

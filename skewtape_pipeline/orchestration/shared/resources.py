@@ -7,12 +7,12 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
+from skewtape_pipeline.audit import AUDIT_LOG_NAME
 from skewtape_pipeline.errors import ConfigError
-from skewtape_pipeline.ticks.archive.books import enable_books_and_records
 from skewtape_pipeline.ticks.archive.file_compression import MIN_TICKS_JUDGED
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 
-AUDIT_LOG_NAME = "audit.jsonl"
 DAGSTER_HOME_NAME = "dagster_home"
 """The Dagster instance's folder under the data root (the one ``make ui`` and the demo use)."""
 
@@ -78,7 +78,8 @@ class ArchiveSettings(dg.ConfigurableResource):
 
     tier_policy_file: str | None = Field(
         default=None,
-        description="A TOML or JSON tier policy; the built-in defaults when not given.",
+        description="A TOML or JSON tier policy; when not given, the one the archive recorded "
+        "when first given one, else the built-in defaults.",
     )
     target_ratio: float = Field(
         default=5.0,
@@ -109,17 +110,15 @@ class ArchiveSettings(dg.ConfigurableResource):
         "started from the command line) to finish.",
     )
 
-    def policy(self) -> TierPolicy:
-        """The tier policy (ConfigError naming the file when it is invalid)."""
-        if self.tier_policy_file:
-            return TierPolicy.load(Path(self.tier_policy_file))
-        return TierPolicy()
-
-    def prepare(self, archive_dir: Path, *, audit_log: Path) -> Path:
-        """Turn ``books_and_records`` mode on for ``archive_dir`` when configured (idempotent;
-        the change is audited); returns ``archive_dir``."""
-        if self.books_and_records:
-            enable_books_and_records(
-                archive_dir, audit_log=audit_log, reason="ArchiveSettings.books_and_records"
-            )
-        return archive_dir
+    def open(self, skewtape: SkewtapeHome) -> Archive:
+        """The one ``Archive`` of a run: the data root's archive and audit log, with this
+        resource's policy (default: the one the archive records), lock timeout and
+        ``books_and_records`` mode (turned on before its first write). ConfigError naming the
+        policy file when it is invalid or contradicts the recorded one."""
+        return Archive(
+            skewtape.archive_dir,
+            policy=TierPolicy.load(Path(self.tier_policy_file)) if self.tier_policy_file else None,
+            audit_log=skewtape.audit_log,
+            lock_timeout=self.lock_timeout,
+            books_and_records=self.books_and_records,
+        )

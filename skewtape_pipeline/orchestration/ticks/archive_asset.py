@@ -76,13 +76,14 @@ def _archive_shard_op(shard: int) -> dg.OpDefinition:
         archive: ArchiveSettings,
     ) -> None:
         """Archive this shard's venue-days of the run, one after the other."""
+        tick_archive = archive.open(skewtape)
         options = VenueDayOptions(
-            out=archive.prepare(skewtape.archive_dir, audit_log=skewtape.audit_log),
+            out=tick_archive.prepare(),
             as_of=today_utc(),
-            policy=archive.policy(),
+            policy=tick_archive.policy,
             batch=context.run_id,
             target_ratio=archive.target_ratio,
-            audit_log=skewtape.audit_log,
+            audit_log=tick_archive.audit_log,
             memory_limit=archive.memory_limit,
         )
         for key in shard_of(list(context.partition_keys), shard):
@@ -155,7 +156,7 @@ def record_tick_archive(
         metadata={
             **problems_metadata(problems),
             **count,
-            "tier_policy": dg.MetadataValue.json(archive.policy().to_dict()),
+            "tier_policy": dg.MetadataValue.json(archive.open(skewtape).policy.to_dict()),
         },
     )
     if problems:

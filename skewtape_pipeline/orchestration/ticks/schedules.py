@@ -13,7 +13,6 @@ from skewtape_pipeline.orchestration.ticks.tier_assets import (
     retier_ticks_job,
     verify_archive_job,
 )
-from skewtape_pipeline.ticks.archive.lifecycle import plan_retier
 
 
 @dg.schedule(
@@ -32,7 +31,7 @@ def daily_retier_schedule(
     Months with due symbol-days that are not month partitions are named in the log.
     """
     as_of = (context.scheduled_execution_time or datetime.now(UTC)).date()
-    due = plan_retier(skewtape.archive_dir, as_of=as_of, policy=archive.policy()).months()
+    due = archive.open(skewtape).plan_retier(as_of=as_of).months()
     outside = [month for month in due if not is_month_partition(month)]
     if outside:
         context.log.warning(f"symbol-days of {', '.join(outside)} are due but not partitions")

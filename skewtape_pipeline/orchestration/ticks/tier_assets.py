@@ -44,11 +44,8 @@ from skewtape_pipeline.orchestration.ticks.archive_asset import ARCHIVE_POOL, TI
 from skewtape_pipeline.orchestration.ticks.partitions import DATE_DIMENSION
 from skewtape_pipeline.ticks.archive.catalog import relative_to_root
 from skewtape_pipeline.ticks.archive.file_compression import file_compression
-from skewtape_pipeline.ticks.archive.integrity import verify_archive
-from skewtape_pipeline.ticks.archive.lifecycle import retier
-from skewtape_pipeline.ticks.archive.placement import archive_metrics
 from skewtape_pipeline.ticks.archive.version_pruning import past_version_bytes
-from skewtape_pipeline.ticks.archive.versions import list_tags, list_versions, version_count
+from skewtape_pipeline.ticks.archive.versions import list_tags, version_count
 
 TICK_ARCHIVE_TIERS = dg.AssetKey("tick_archive_tiers")
 TICK_ARCHIVE_STATS = dg.AssetKey("tick_archive_stats")
@@ -122,20 +119,14 @@ def tick_archive_tiers(
     skewtape: SkewtapeHome,
     archive: ArchiveSettings,
 ) -> dg.MaterializeResult:
-    result = retier(
-        archive.prepare(skewtape.archive_dir, audit_log=skewtape.audit_log),
-        as_of=config.as_of_date(),
-        policy=archive.policy(),
-        months=context.partition_keys,
-        audit_log=skewtape.audit_log,
-        lock_timeout=archive.lock_timeout,
-    )
+    tick_archive = archive.open(skewtape)
+    result = tick_archive.retier(as_of=config.as_of_date(), months=context.partition_keys)
     context.add_asset_metadata(retier_run_metadata(result))
     for month, moves in moves_by_month(result.moved).items():
         context.add_asset_metadata(moves_metadata(moves), partition_key=month)
     measured = [file_compression(path) for path in result.files_written]
     names = [
-        relative_to_root(skewtape.archive_dir, path, archive.policy())
+        relative_to_root(tick_archive.root, path, tick_archive.policy)
         for path in result.files_written
     ]
     checked = compression_check_metadata(
@@ -164,14 +155,14 @@ def tick_archive_tiers(
     "the bytes only past versions hold.",
 )
 def tick_archive_stats(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.MaterializeResult:
-    metrics = archive_metrics(skewtape.archive_dir, policy=archive.policy())
+    tick_archive = archive.open(skewtape)
     versions = versions_metadata(
-        kept=len(list_versions(skewtape.archive_dir)),
-        tags=len(list_tags(skewtape.archive_dir)),
-        past_bytes=past_version_bytes(skewtape.archive_dir, archive.policy()),
-        latest=version_count(skewtape.archive_dir),
+        kept=len(tick_archive.versions()),
+        tags=len(list_tags(tick_archive.root)),
+        past_bytes=past_version_bytes(tick_archive.root, tick_archive.policy),
+        latest=version_count(tick_archive.root),
     )
-    return dg.MaterializeResult(metadata=archive_metrics_metadata(metrics) | versions)
+    return dg.MaterializeResult(metadata=archive_metrics_metadata(tick_archive.stats()) | versions)
 
 
 @dg.asset_check(
@@ -181,7 +172,7 @@ def tick_archive_stats(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.M
     "Parquet page its checksum (read through pyarrow; DuckDB does not check them).",
 )
 def tick_archive_verified(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.AssetCheckResult:
-    result = verify_archive(skewtape.archive_dir, policy=archive.policy(), full=True)
+    result = archive.open(skewtape).verify(full=True)
     return dg.AssetCheckResult(
         passed=result.ok,
         metadata={

@@ -12,7 +12,6 @@ from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.orchestration.shared.jobs import QUEUE_TAG
 from skewtape_pipeline.orchestration.shared.resources import ArchiveSettings, SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.archive_asset import ARCHIVE_POOL
-from skewtape_pipeline.ticks.archive.version_pruning import prune_versions
 
 
 class PruneVersionsConfig(dg.Config):
@@ -43,13 +42,8 @@ def prune_tick_versions_op(
     archive: ArchiveSettings,
 ) -> dg.Output[None]:
     """Prune the versions the config leaves out, then the files no kept version reads."""
-    result = prune_versions(
-        skewtape.archive_dir,
-        keep_last=config.keep_last or None,
-        older_than=config.older_than_date(),
-        policy=archive.policy(),
-        audit_log=skewtape.audit_log,
-        lock_timeout=archive.lock_timeout,
+    result = archive.open(skewtape).prune_versions(
+        keep_last=config.keep_last or None, older_than=config.older_than_date()
     )
     context.log.info(
         f"pruned versions {result.pruned}; kept {len(result.kept)}; "

@@ -5,10 +5,15 @@ table).
 
 Modules:
 
+- ``handle``: :class:`Archive`, the front door: built once from the root, the tier policy (default:
+  the one the archive records), the audit log (None: no audit), the lock timeout and the
+  write-once mode; every verb below reached from it. The command line and the Dagster
+  ``archive`` resource each build one.
 - ``tiers``: :class:`TierPolicy` (age thresholds, layouts, roots) and :class:`TierSettings` (the
   Parquet writer settings per tier).
-- ``parquet_store``: the layout under an archive root (symbol-day paths, marker, lock and
-  staging names) and the Parquet file: schema, encodings, writer, verifier, readers, facts.
+- ``parquet_store``: the layout under an archive root (symbol-day paths, marker, the one lock
+  every writer takes: ``archive_lock``, staging names) and the Parquet file: schema,
+  encodings, writer, verifier, readers, facts.
 - ``books``: the write-once ``books_and_records`` mode and the archive's audit records.
 - ``catalog``: which consolidated file holds each symbol-day (one atomically replaced file), and
   the hot files' records (size and sha256 when written).

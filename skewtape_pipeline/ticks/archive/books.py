@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from skewtape_pipeline import fsio
-from skewtape_pipeline.audit import AuditLog
+from skewtape_pipeline.audit import AUDIT_LOG_NAME, AuditLog
 from skewtape_pipeline.errors import ConfigError, WriteOnceError, location
 
 BOOKS_MARKER = "_skewtape_books_and_records.json"
@@ -36,8 +36,10 @@ EVENT_REFUSED = "tick-archive-refused"
 
 
 def default_audit_log(archive_root: Path) -> Path:
-    """``<archive root>/../audit.jsonl``: the audit log beside the archive root."""
-    return Path(archive_root).absolute().parent / "audit.jsonl"
+    """``<archive root>/../audit.jsonl``: the audit log beside the archive root (the default
+    of an ``Archive`` and of the command line; the writers themselves audit only to the log
+    they are given)."""
+    return Path(archive_root).absolute().parent / AUDIT_LOG_NAME
 
 
 def is_books_and_records(archive_root: Path) -> bool:
@@ -174,6 +176,9 @@ def check_may_write(archive_root: Path, path: Path, *, audit_log: Path | None = 
 
 
 def audit(archive_root: Path, audit_log: Path | None, records: list[Mapping[str, Any]]) -> int:
-    """Append ``records`` (actor added) to ``audit_log`` or the archive's default log."""
-    log = AuditLog(Path(audit_log) if audit_log is not None else default_audit_log(archive_root))
-    return log.append([{"actor": AUDIT_ACTOR, **record} for record in records])
+    """Append ``records`` (actor added) to ``audit_log``; None: no audit (returns 0)."""
+    if audit_log is None:
+        return 0
+    return AuditLog(Path(audit_log)).append(
+        [{"actor": AUDIT_ACTOR, **record} for record in records]
+    )

@@ -195,7 +195,7 @@ def relative_to_root(archive_root: Path, path: TierFile, policy: TierPolicy | No
 
     Raises TickFormatError for a path outside the archive root and its tier roots.
     """
-    policy = TierPolicy() if policy is None else policy
+    policy = TierPolicy.or_default(policy)
     for tier in _TIER_ROOTS:
         inside = policy.store_for(tier, archive_root).relative(path)
         if inside is not None:
@@ -216,7 +216,7 @@ def resolve(archive_root: Path, relative: str, policy: TierPolicy | None = None)
 
     Raises TickFormatError for a path that would leave its root (``..``, absolute, empty).
     """
-    policy = TierPolicy() if policy is None else policy
+    policy = TierPolicy.or_default(policy)
     tier, _, rest = relative.partition("/")
     if tier in _TIER_ROOTS:
         return policy.store_for(tier, archive_root).file(_inside(rest, relative).as_posix())

@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from skewtape_pipeline import faults, fsio
-from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickValidationError
+from skewtape_pipeline.errors import ConfigError, TickValidationError
 from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.archive.books import audit, check_may_write
 from skewtape_pipeline.ticks.archive.catalog import (
@@ -52,7 +52,6 @@ from skewtape_pipeline.ticks.archive.catalog import (
 )
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
 from skewtape_pipeline.ticks.archive.parquet_store import (
-    ARCHIVE_LOCK_FILE,
     ARCHIVE_LOCK_WAIT_SECONDS,
     META_DATE,
     META_PREFIX,
@@ -61,6 +60,7 @@ from skewtape_pipeline.ticks.archive.parquet_store import (
     META_SYMBOL,
     FileFacts,
     PreparedFile,
+    archive_lock,
     encode_symbol,
     ensure_archive_schema,
     partition_file,
@@ -121,7 +121,7 @@ _EPOCH = date(1970, 1, 1)
 
 
 @dataclass(frozen=True)
-class SymbolDay:
+class PlannedSymbolDay:
     """One symbol-day ready to write: sorted, validated, with its age and measured raw size."""
 
     symbol: str
@@ -212,13 +212,13 @@ class StreamPlan:
     def keys(self) -> list[int]:
         return sorted(self.labels, key=self.labels.__getitem__)
 
-    def symbol_day(self, key: int) -> SymbolDay:
+    def symbol_day(self, key: int) -> PlannedSymbolDay:
         """Symbol-day ``key``: its pieces widened to the schema, in file order, sorted by time
         (stable, the moved ticks counted), with its age and measured raw size."""
         symbol, day = self.labels[key]
         batch, reordered = sort_batch(self._gathered(key))
         raw_size, basis = self._raw_size(key)
-        return SymbolDay(
+        return PlannedSymbolDay(
             symbol=symbol,
             day=day,
             batch=batch,
@@ -273,7 +273,7 @@ def plan_symbol_days(
     allow_precision_loss: bool = False,
     timestamp_unit: str | None = None,
     archive: TickSchema | None = None,
-) -> list[SymbolDay]:
+) -> list[PlannedSymbolDay]:
     """Every symbol-day of an in-memory ``source``, held whole (see :func:`plan_stream`),
     ordered by symbol, then day."""
     options = PlanOptions(as_of, price_scale, quantity_scale, side_map, symbol,
@@ -612,7 +612,7 @@ def compact_symbol_day(
     archive's lock (waiting up to ``lock_timeout`` seconds for a re-tiering to finish), and its
     size and sha256 recorded there (``catalog.append_hot_record``: what readers verify it by).
     Compacting a symbol-day the archive already holds is audited once the write succeeded
-    (:func:`recompaction_record`, to ``audit_log``, default ``<out>/../audit.jsonl``).
+    (:func:`recompaction_record`, to ``audit_log``; None: not audited).
 
     Raises
     ------
@@ -640,6 +640,18 @@ def compact_symbol_day(
     target = check_target_ratio(target_ratio)
     day = _check_date(day, name="day")
     encode_symbol(symbol)
+    basis = _checked_basis(raw_size_bytes, raw_size_basis)
+    batch = _checked_batch(batch, symbol, day, timestamp_unit)
+    if raw_size_bytes is None:
+        raw_size_bytes, basis = canonical_csv_size_bytes(batch), RAW_SIZE_BASIS_CANONICAL_CSV
+    item = PlannedSymbolDay(symbol, day, batch, reordered_ticks, age_days, raw_size_bytes, basis)
+    written = _write_symbol_day(item, Path(out), policy, lock_timeout, audit_log)
+    return _report(item, written, policy, target, started)
+
+
+def _checked_basis(raw_size_bytes: int | None, raw_size_basis: str | None) -> str | None:
+    """The basis of a supplied raw size (default ``supplied``); ConfigError for a bad size or
+    basis, or a basis without a size."""
     if raw_size_bytes is not None:
         check_raw_size(raw_size_bytes)
     basis = raw_size_basis or (RAW_SIZE_BASIS_SUPPLIED if raw_size_bytes is not None else None)
@@ -648,18 +660,38 @@ def compact_symbol_day(
             f"raw_size_basis = {raw_size_basis!r}: expected one of {', '.join(RAW_SIZE_BASES)}, "
             "together with raw_size_bytes"
         )
+    return basis
+
+
+def _checked_batch(
+    batch: TickBatch, symbol: str, day: date, timestamp_unit: str | None
+) -> TickBatch:
+    """``batch`` at ``timestamp_unit`` (None: its own), validated and within ``day``; raises
+    as :func:`compact_symbol_day` says for an empty or invalid batch."""
     if len(batch) == 0:
         raise TickValidationError(f"{symbol} {day.isoformat()}: the batch is empty")
     if timestamp_unit is not None:
         batch = batch.with_timestamp_unit(timestamp_unit)
     validate_batch(batch)
     check_within_day(batch, day)
-    if raw_size_bytes is None:
-        raw_size_bytes, basis = canonical_csv_size_bytes(batch), RAW_SIZE_BASIS_CANONICAL_CSV
-    tier = policy.tier_for(age_days)
-    out = Path(out)
-    path = partition_file(out, symbol, day)
-    with _archive_lock(out, lock_timeout):  # every refusal comes before anything is written
+    return batch
+
+
+def _write_symbol_day(
+    item: PlannedSymbolDay,
+    out: Path,
+    policy: TierPolicy,
+    lock_timeout: float,
+    audit_log: Path | None,
+) -> tuple[Path, FileFacts, dict | None]:
+    """Write ``item``'s file under ``out`` at its tier's settings: the schema and rewrite
+    checks under the archive's lock, then encoding and verification outside it, then the
+    publication under it again (:func:`_publish_under_lock`). Returns its path, its facts and
+    the rewrite's audit record (None for a new symbol-day)."""
+    tier, batch = policy.tier_for(item.age_days), item.batch
+    path = partition_file(out, item.symbol, item.day)
+    # every refusal comes before anything is written
+    with archive_lock(out, timeout=lock_timeout, what="compacting"):
         ensure_archive_schema(
             out,
             price_scale=batch.price_scale,
@@ -667,20 +699,35 @@ def compact_symbol_day(
             timestamp_unit=batch.timestamp_unit,
         )
         _check_may_rewrite(out, path, policy)
+    metadata = {
+        META_SYMBOL: item.symbol,
+        META_DATE: item.day.isoformat(),
+        META_PREFIX + "tier": tier,
+    }
     prepared = prepare_archive_file(  # encode, write, verify: outside the lock, in parallel
-        batch,
-        path,
-        archive_root=out,
-        settings=policy.settings_for(tier),
-        metadata={META_SYMBOL: symbol, META_DATE: day.isoformat(), META_PREFIX + "tier": tier},
+        batch, path, archive_root=out, settings=policy.settings_for(tier), metadata=metadata
     )
     try:
-        facts, rewrite = _publish_under_lock(
-            prepared, symbol, day, out=out, policy=policy, lock_timeout=lock_timeout,
-            audit_log=audit_log,
-        )  # fmt: skip
+        facts, rewrite = _publish_under_lock(prepared, item.symbol, item.day, out=out,
+                                             policy=policy, lock_timeout=lock_timeout,
+                                             audit_log=audit_log)  # fmt: skip
     finally:
         prepared.discard()
+    return path, facts, rewrite
+
+
+def _report(
+    item: PlannedSymbolDay,
+    written: tuple[Path, FileFacts, dict | None],
+    policy: TierPolicy,
+    target: float,
+    started: float,
+) -> TickStorageCompactionReport:
+    """The compaction report of ``item`` written to ``written`` (its path, the facts read
+    back from the file and the record of what it replaced, if anything), measured against
+    ``target``, timed from ``started``."""
+    path, facts, rewrite = written
+    batch, raw_size_bytes = item.batch, item.raw_size_bytes
     ratio = compression_ratio(raw_size_bytes, facts.size_bytes)
     price_scale = int(facts.metadata[META_PRICE_SCALE])
     quantity_scale = int(facts.metadata[META_QUANTITY_SCALE])
@@ -689,21 +736,21 @@ def compact_symbol_day(
         quantity_precision_loss_ticks=batch.quantity_precision_loss_ticks,
         price_scale=price_scale,
         quantity_scale=quantity_scale,
-        reordered_ticks=reordered_ticks,
+        reordered_ticks=item.reordered_ticks,
         ratio=ratio,
         target=target,
-        raw_size_basis=basis,
+        raw_size_basis=item.raw_size_basis,
         price_float_noise_normalized=batch.price_float_noise_ticks,
         quantity_float_noise_normalized=batch.quantity_float_noise_ticks,
     )
     if rewrite is not None:
         notes.append(recompaction_note(rewrite))
     return TickStorageCompactionReport(
-        symbol=symbol,
-        date=day.isoformat(),
+        symbol=item.symbol,
+        date=item.day.isoformat(),
         tick_count=facts.num_rows,
         raw_size_bytes=raw_size_bytes,
-        raw_size_basis=basis,
+        raw_size_basis=item.raw_size_basis,
         compacted_size_bytes=facts.size_bytes,
         compression_ratio=ratio,
         target_compression_ratio=target,
@@ -716,9 +763,9 @@ def compact_symbol_day(
         quantity_scale=quantity_scale,
         price_precision_loss_ticks=batch.price_precision_loss_ticks,
         quantity_precision_loss_ticks=batch.quantity_precision_loss_ticks,
-        reordered_ticks=reordered_ticks,
-        tier=tier,
-        age_days=age_days,
+        reordered_ticks=item.reordered_ticks,
+        tier=policy.tier_for(item.age_days),
+        age_days=item.age_days,
         tier_policy=policy.to_dict(),
         round_trip_verified=True,
         path=str(path),
@@ -727,17 +774,6 @@ def compact_symbol_day(
         notes=notes,
         price_float_noise_normalized=batch.price_float_noise_ticks,
         quantity_float_noise_normalized=batch.quantity_float_noise_ticks,
-    )
-
-
-def _archive_lock(out: Path, lock_timeout: float):
-    """The archive's exclusive lock as a compaction takes it (ArchiveBusyError after
-    ``lock_timeout`` seconds)."""
-    return fsio.exclusive_lock(
-        out / ARCHIVE_LOCK_FILE,
-        timeout=lock_timeout,
-        what="compacting",
-        held_error=ArchiveBusyError,
     )
 
 
@@ -765,7 +801,7 @@ def _publish_under_lock(
     rewrite is refused as before the encoding, and audited once the rename succeeded. Returns
     the file's facts and the rewrite's audit record (None for a new symbol-day)."""
     record = FileRecord(prepared.temp.stat().st_size, sha256_file(prepared.temp))  # private file
-    with _archive_lock(out, lock_timeout):
+    with archive_lock(out, timeout=lock_timeout, what="compacting"):
         _check_may_rewrite(out, prepared.target, policy)  # again: the lock was let go meanwhile
         fsio.refuse_linked_state(hot_records_path(out))  # the record must follow the rename
         rewrite = recompaction_record(out, symbol, day, rows=prepared.facts.num_rows)
@@ -873,7 +909,7 @@ def compact_source(
     total)`` the symbol-days written; rewrites are audited to ``audit_log``
     (:func:`recompaction_record`).
     """
-    policy = TierPolicy() if tier_policy is None else tier_policy
+    policy = TierPolicy.or_default(tier_policy)
     if not isinstance(policy, TierPolicy):
         raise ConfigError(f"tier_policy = {tier_policy!r}: expected a TierPolicy")
     check_target_ratio(target_ratio)
@@ -913,7 +949,7 @@ def spilling_router(out: Path, memory_limit: int) -> SymbolDayRouter:
 
 def _write_symbol_days(
     plan: StreamPlan,
-    write: Callable[[SymbolDay], TickStorageCompactionReport],
+    write: Callable[[PlannedSymbolDay], TickStorageCompactionReport],
     on_progress: Callable[[int, int], None] | None,
 ) -> list[TickStorageCompactionReport]:
     """``write`` each symbol-day of ``plan`` in (symbol, day) order, :data:`ENCODE_WORKERS` at
@@ -940,7 +976,7 @@ def _write_symbol_days(
 
 
 def compact_planned(
-    item: SymbolDay,
+    item: PlannedSymbolDay,
     *,
     out: Path,
     policy: TierPolicy,

@@ -1,26 +1,44 @@
-"""``Archive``: one tick archive, read as it is now or as of any kept version.
+"""``Archive``: one tick archive, built once, with every verb a user or the orchestration calls.
 
-Built once from the archive root and its tier policy (validated when built)::
+Built from the archive root (its hot tier) and options fixed at creation, validated then (like
+deltalake's ``DeltaTable`` or ArcticDB's ``Library``), never passed again::
 
     from skewtape_pipeline.ticks.archive.handle import Archive
 
-    archive = Archive("archive")
+    archive = Archive("data/archive")                    # the recorded tier policy, audited
+    archive.retier(as_of=date(2026, 12, 1))
+    archive.rebuild_catalog()
+    rows = archive.query("SELECT count(*) FROM ticks")
     table = archive.read(["polymarket|0xabc"], start=date(2026, 11, 2), end=date(2026, 11, 6),
-                         columns=["ts", "price"])           # a pyarrow Table
-    frame = archive.read(as_of="paper-2026").to_pandas()  # as of a tag, a version or a time
+                         columns=["ts", "price"], as_of="paper-2026")  # a pyarrow Table
 
-``read`` prunes through the catalog first (only the hot files and consolidated files holding a
-wanted symbol-day are named, so only they are verified and opened), then through the row groups'
-``symbol``/``date`` statistics (DuckDB's scan); its rows are the ``ticks`` view's for the same
-filters, ordered by symbol, date, ts, price, quantity and side. The verbs that change the archive
-delegate to the writers (``lifecycle.retier``, ``withdraw.remove_symbol_days``,
-``version_pruning.prune_versions``), passing the handle's policy and audit log.
+Options (keyword-only, safe defaults):
+
+- ``policy``: the tier policy. None: the one the archive records
+  (``<root>/_skewtape_tier_policy.json``, written by the first writer given a policy), else the
+  default :class:`TierPolicy`. A policy that places the warm or cold tier elsewhere than the
+  recorded one is refused (ConfigError naming both), so no command reads or writes tiers the
+  archive does not have.
+- ``audit_log``: where the writers' audit records go; None: no audit (the mirror's meaning).
+  Default: ``audit.jsonl`` beside the archive root (:func:`books.default_audit_log`).
+- ``lock_timeout``: seconds a writer waits for another to release the archive's one lock
+  (``parquet_store.archive_lock``); default 0: refuse at once. Compaction holds the lock only
+  for its checks and renames and waits ``parquet_store.ARCHIVE_LOCK_WAIT_SECONDS`` as always.
+- ``books_and_records``: put the archive in write-once mode before the first write (for good;
+  False never turns it off).
+
+The verbs delegate to the modules that do the work (``compact``, ``lifecycle``, ``withdraw``,
+``integrity``, ``query``, ``placement``), passing the handle's options; each writing verb first
+calls :meth:`Archive.prepare` and, once it succeeded, records a policy given to an archive that
+recorded none. Versioned reads (``read``, ``versions``, ``tag``, ``prune_versions``) are methods
+of this same class, with the same constructor: they read ``self.root`` and ``self.policy`` and
+audit to ``self.audit_log`` as the verbs here do.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+import json
+from collections.abc import Collection, Iterable, Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -28,12 +46,16 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.ticks.archive import compact, integrity, lifecycle, placement
+from skewtape_pipeline.ticks.archive import query as views
+from skewtape_pipeline.ticks.archive import withdraw as withdrawal
+from skewtape_pipeline.ticks.archive.books import default_audit_log, enable_books_and_records
 from skewtape_pipeline.ticks.archive.catalog import SymbolDayKey
-from skewtape_pipeline.ticks.archive.lifecycle import RetierResult, retier
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, Location, archive_state, locate
-from skewtape_pipeline.ticks.archive.query import VIEW_COLUMNS, check_archive_root, open_ticks_view
-from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.query import VIEW_COLUMNS, open_ticks_view
+from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, TierPolicy
 from skewtape_pipeline.ticks.archive.version_pruning import PruneResult, prune_versions
 from skewtape_pipeline.ticks.archive.versions import (
     AsOf,
@@ -44,38 +66,193 @@ from skewtape_pipeline.ticks.archive.versions import (
     tag_version,
     version_state,
 )
-from skewtape_pipeline.ticks.archive.withdraw import Removal, remove_symbol_days
+from skewtape_pipeline.ticks.encode.model import TickBatch
+from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport
+from skewtape_pipeline.ticks.encode.sources import SourceTicks, TickStream
+
+POLICY_RECORD = "_skewtape_tier_policy.json"
+"""In the archive root: the tier policy the archive was first given (where its tiers are)."""
 
 _ORDER = "symbol, date, ts, price, quantity, side"
+BESIDE = "beside"
+"""``audit_log``'s default: ``audit.jsonl`` beside the archive root."""
 
 
-@dataclass(frozen=True)
 class Archive:
-    """A tick archive at ``root`` (its hot tier), with its tier ``policy`` (default: the
-    default policy) and ``audit_log`` (default: ``<root>/../audit.jsonl``).
+    """The tick archive at ``root`` (its hot tier), with its options fixed when built (see the
+    module docstring).
 
-    Raises ConfigError when built for a path that is not a tick archive root or a policy that
-    is not a TierPolicy.
+    Raises ConfigError when built for a path that is a file, a policy that is not a TierPolicy
+    or that contradicts the recorded one, a negative or non-numeric ``lock_timeout``. (The root
+    may not exist yet: a first compaction creates it; the verbs that need an archive refuse a
+    folder that holds none, as ``views.check_archive_root`` says.)
     """
-
-    root: Path
-    policy: TierPolicy
-    audit_log: Path | None
 
     def __init__(
         self,
         root: Path | str,
+        *,
         policy: TierPolicy | None = None,
-        audit_log: Path | None = None,
+        audit_log: Path | str | None = BESIDE,
+        lock_timeout: float = 0.0,
+        books_and_records: bool = False,
     ):
-        policy = TierPolicy() if policy is None else policy
-        if not isinstance(policy, TierPolicy):
+        self.root = Path(root)
+        if self.root.exists() and not self.root.is_dir():
+            raise ConfigError(f"{self.root}: not a folder; expected a tick archive root")
+        if policy is not None and not isinstance(policy, TierPolicy):
             raise ConfigError(f"policy = {policy!r}: expected a TierPolicy")
-        object.__setattr__(self, "root", check_archive_root(root))
-        object.__setattr__(self, "policy", policy)
-        object.__setattr__(self, "audit_log", audit_log)
+        recorded = recorded_policy(self.root)
+        if policy is not None and recorded is not None:
+            check_same_placement(self.root, policy, recorded)
+        self.policy: TierPolicy = policy or recorded or TierPolicy()
+        self._record = policy is not None and recorded is None
+        if audit_log == BESIDE:
+            audit_log = default_audit_log(self.root)
+        self.audit_log: Path | None = None if audit_log is None else Path(audit_log)
+        if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, int | float):
+            raise ConfigError(f"lock_timeout = {lock_timeout!r}: expected seconds (a number)")
+        if lock_timeout < 0:
+            raise ConfigError(f"lock_timeout = {lock_timeout!r}: expected seconds >= 0")
+        self.lock_timeout = float(lock_timeout)
+        self.books_and_records = bool(books_and_records)
 
-    # --- reading ---------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"Archive({str(self.root)!r}, audit_log={self.audit_log!r})"
+
+    # --- writing -------------------------------------------------------------------------------
+
+    def tag(self, name: str, version: int | None = None) -> int:
+        """Pin ``version`` (default: the latest) as ``name``; returns the version."""
+        return tag_version(self.root, name, version=version, audit_log=self.audit_log)
+
+    def prune_versions(
+        self, *, keep_last: int | None = None, older_than: date | None = None
+    ) -> PruneResult:
+        """Drop old versions and the files only they read (``version_pruning.prune_versions``)."""
+        return prune_versions(
+            self.root,
+            keep_last=keep_last,
+            older_than=older_than,
+            policy=self.policy,
+            audit_log=self.audit_log,
+        )
+
+    def compact(
+        self, source: SourceTicks | TickStream, *, as_of: date, **options: Any
+    ) -> list[TickStorageCompactionReport]:
+        """Every symbol-day of ``source`` into the archive (``compact.compact_source``;
+        ``options``: scales, side map, symbol, precision loss, target, timestamp unit,
+        memory limit, ``on_progress``, ``on_read``)."""
+        self.prepare()
+        reports = compact.compact_source(
+            source,
+            out=self.root,
+            as_of=as_of,
+            tier_policy=self.policy,
+            audit_log=self.audit_log,
+            **options,
+        )
+        self._after_writing()
+        return reports
+
+    def compact_symbol_day(
+        self, batch: TickBatch, *, symbol: str, day: date, age_days: int, **options: Any
+    ) -> TickStorageCompactionReport:
+        """One sorted symbol-day into the archive (``compact.compact_symbol_day``)."""
+        self.prepare()
+        report = compact.compact_symbol_day(
+            batch,
+            symbol=symbol,
+            day=day,
+            out=self.root,
+            age_days=age_days,
+            policy=self.policy,
+            audit_log=self.audit_log,
+            **options,
+        )
+        self._after_writing()
+        return report
+
+    def retier(
+        self, *, as_of: date, months: Collection[str] | None = None
+    ) -> lifecycle.RetierResult:
+        """Move symbol-days to the tier their age calls for (``lifecycle.retier``)."""
+        self.prepare()
+        result = lifecycle.retier(
+            self.root,
+            as_of=as_of,
+            policy=self.policy,
+            months=months,
+            audit_log=self.audit_log,
+            lock_timeout=self.lock_timeout,
+        )
+        self._after_writing()
+        return result
+
+    def prune(self) -> list[Any]:
+        """Remove superseded files (``lifecycle.prune``); returns them."""
+        self.prepare()
+        return lifecycle.prune(
+            self.root, policy=self.policy, audit_log=self.audit_log, lock_timeout=self.lock_timeout
+        )
+
+    def withdraw(self, keys: Iterable[SymbolDayKey]) -> list[SymbolDayKey]:
+        """Hide catalogued symbol-days at once (``withdraw.withdraw_symbol_days``)."""
+        self.prepare()
+        return withdrawal.withdraw_symbol_days(
+            self.root,
+            keys,
+            audit_log=self.audit_log,
+            lock_timeout=self.lock_timeout,
+            policy=self.policy,
+        )
+
+    def remove(self, keys: Iterable[SymbolDayKey]) -> list[withdrawal.Removal]:
+        """Take symbol-days out: hot files removed, consolidated copies withdrawn
+        (``withdraw.remove_symbol_days``)."""
+        self.prepare()
+        return withdrawal.remove_symbol_days(
+            self.root,
+            keys,
+            audit_log=self.audit_log,
+            lock_timeout=self.lock_timeout,
+            policy=self.policy,
+        )
+
+    def rebuild_catalog(self, *, allow_fewer: bool = False) -> integrity.RebuildResult:
+        """The catalog written again from the consolidated files (``integrity.rebuild_catalog``;
+        refused when it would account for fewer symbol-days than the catalog it replaces,
+        unless ``allow_fewer``)."""
+        self.prepare()
+        result = integrity.rebuild_catalog(
+            self.root,
+            policy=self.policy,
+            audit_log=self.audit_log,
+            lock_timeout=self.lock_timeout,
+            allow_fewer=allow_fewer,
+        )
+        self._after_writing()
+        return result
+
+    def prepare(self) -> Path:
+        """Turn ``books_and_records`` mode on when the handle was built with it (idempotent;
+        audited); every writing verb calls it first. Returns the root."""
+        if self.books_and_records:
+            self.root.mkdir(parents=True, exist_ok=True)
+            enable_books_and_records(
+                self.root, audit_log=self.audit_log, reason="Archive(books_and_records=True)"
+            )
+        return self.root
+
+    def _after_writing(self) -> None:
+        """Record the policy given when the archive recorded none yet (once a write succeeded,
+        so a refused command leaves nothing behind)."""
+        if self._record and self.root.is_dir():
+            record_policy(self.root, self.policy)
+            self._record = False
+
+    # --- reading -------------------------------------------------------------------------------
 
     def read(
         self,
@@ -143,32 +320,36 @@ class Archive:
         """The kept versions, oldest first."""
         return list_versions(self.root)
 
-    # --- changing ----------------------------------------------------------------------------
+    def verify(self, *, full: bool = False) -> integrity.ArchiveVerification:
+        """Every file against its record (``integrity.verify_archive``); reads only."""
+        return integrity.verify_archive(self.root, policy=self.policy, full=full)
 
-    def tag(self, name: str, version: int | None = None) -> int:
-        """Pin ``version`` (default: the latest) as ``name``; returns the version."""
-        return tag_version(self.root, name, version=version, audit_log=self.audit_log)
-
-    def prune_versions(
-        self, *, keep_last: int | None = None, older_than: date | None = None
-    ) -> PruneResult:
-        """``version_pruning.prune_versions`` on this archive."""
-        return prune_versions(
-            self.root,
-            keep_last=keep_last,
-            older_than=older_than,
-            policy=self.policy,
-            audit_log=self.audit_log,
+    def query(
+        self,
+        sql: str,
+        *,
+        parameters: Sequence[Any] | None = None,
+        unrestricted: bool = False,
+    ) -> pa.Table:
+        """``sql`` over the view ``ticks`` spanning every tier (``views.run_query``)."""
+        return views.run_query(
+            sql, self.root, parameters=parameters, policy=self.policy, unrestricted=unrestricted
         )
 
-    def retier(self, *, as_of: date, **options: Any) -> RetierResult:
-        """``lifecycle.retier`` on this archive."""
-        return retier(self.root, as_of=as_of, policy=self.policy, audit_log=self.audit_log,
-                      **options)  # fmt: skip
+    def open_view(self, con: Any, *, name: str = views.VIEW_NAME) -> Any:
+        """The view ``name`` over every tier on the DuckDB connection ``con``
+        (``views.open_ticks_view``); returns ``con``."""
+        return views.open_ticks_view(con, self.root, name=name, policy=self.policy)
 
-    def remove(self, keys: Iterable[SymbolDayKey]) -> list[Removal]:
-        """``withdraw.remove_symbol_days`` on this archive."""
-        return remove_symbol_days(self.root, keys, audit_log=self.audit_log, policy=self.policy)
+    def stats(self) -> placement.ArchiveMetrics:
+        """Files, bytes, ticks and symbol-days per tier (``placement.archive_metrics``)."""
+        return placement.archive_metrics(self.root, policy=self.policy)
+
+    def plan_retier(
+        self, *, as_of: date, months: Collection[str] | None = None
+    ) -> lifecycle.RetierPlan:
+        """What :meth:`retier` would move (``lifecycle.plan_retier``); reads only."""
+        return lifecycle.plan_retier(self.root, as_of=as_of, policy=self.policy, months=months)
 
 
 def _select(
@@ -187,3 +368,42 @@ def _select(
         parameters.append(end)
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     return f"SELECT {', '.join(columns)} FROM ticks{clause} ORDER BY {_ORDER}", parameters
+
+
+# --- the recorded policy ---------------------------------------------------------------------
+
+
+def recorded_policy(root: Path) -> TierPolicy | None:
+    """The policy ``<root>/_skewtape_tier_policy.json`` records; None when there is none.
+
+    Raises ConfigError naming the file when it is unreadable or not a policy.
+    """
+    path = Path(root) / POLICY_RECORD
+    if not path.exists():
+        return None
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: unreadable tier policy record ({exc.strerror})") from None
+    return TierPolicy.from_dict(fsio.load_json(raw, path, error=ConfigError), source=str(path))
+
+
+def record_policy(root: Path, policy: TierPolicy) -> None:
+    """Write ``policy`` as the archive's record (atomically; never replaces a record)."""
+    path = Path(root) / POLICY_RECORD
+    if not path.exists():
+        text = json.dumps(policy.to_dict(), indent=2, sort_keys=True) + "\n"
+        fsio.atomic_write_bytes(path, text.encode())
+
+
+def check_same_placement(root: Path, given: TierPolicy, recorded: TierPolicy) -> None:
+    """ConfigError when ``given`` puts the warm or cold tier in another root or layout than
+    the policy the archive records (its files would not be found)."""
+    for tier in (WARM, COLD):
+        places = [(str(p.root_for(tier, root)), p.layout_for(tier)) for p in (given, recorded)]
+        if places[0] != places[1]:
+            raise ConfigError(
+                f"the tier policy given puts {tier} at {places[0][0]} (layout {places[0][1]}) "
+                f"but the archive {root} records {places[1][0]} (layout {places[1][1]}) in "
+                f"{Path(root) / POLICY_RECORD}; omit the policy to use the recorded one"
+            )

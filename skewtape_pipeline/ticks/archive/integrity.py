@@ -41,13 +41,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from skewtape_pipeline import fsio, progress
+from skewtape_pipeline import progress
 from skewtape_pipeline.errors import (
-    ArchiveBusyError,
     CatalogMismatchError,
     ConfigError,
     DamagedFileError,
     TickFormatError,
+    location,
 )
 from skewtape_pipeline.hashing import FileStamp, sha256_bytes, sha256_file
 from skewtape_pipeline.storage import (
@@ -91,8 +91,8 @@ from skewtape_pipeline.ticks.archive.consolidate import (
     symbol_days_digest,
 )
 from skewtape_pipeline.ticks.archive.parquet_store import (
-    ARCHIVE_LOCK_FILE,
     ARCHIVE_MARKER,
+    archive_lock,
     parse_archive_marker,
     read_archive_batch,
 )
@@ -223,7 +223,7 @@ def checked_catalog(archive_root: Path, policy: TierPolicy | None = None) -> Cat
         are not on disk, or does not account for files on disk; names them and the repair.
     """
     root = Path(archive_root)
-    policy = TierPolicy() if policy is None else policy
+    policy = TierPolicy.or_default(policy)
     where = catalog_path(root)
     check_tier_stores(root, policy)
     on_disk = consolidated_files_on_disk(root, policy)
@@ -263,7 +263,7 @@ def check_catalog_present(archive_root: Path, policy: TierPolicy | None = None) 
     them); the files of a first re-tiering interrupted before its commit are fine. Reads only.
     """
     root = Path(archive_root)
-    policy = TierPolicy() if policy is None else policy
+    policy = TierPolicy.or_default(policy)
     check_tier_stores(root, policy)
     if catalog_path(root).exists():
         return
@@ -365,6 +365,7 @@ def rebuild_catalog(
     policy: TierPolicy | None = None,
     audit_log: Path | None = None,
     lock_timeout: float = 0.0,
+    allow_fewer: bool = False,
 ) -> RebuildResult:
     """Write the catalog from the consolidated files themselves (under the archive's lock).
 
@@ -379,7 +380,12 @@ def rebuild_catalog(
     when it is still readable (a withdrawal lives only in the catalog and the audit log; rerun
     ``remove-days`` after rebuilding a lost catalog). The generation is one above every
     generation seen. Hot files without a record of their size and sha256 (written before hot
-    files were recorded) are recorded as they are (``hot_files_recorded``). Audited.
+    files were recorded) are recorded as they are (``hot_files_recorded``). Audited to
+    ``audit_log`` (None: not audited).
+
+    A rebuild that would account for fewer symbol-days than the readable catalog it replaces
+    (e.g. run with a policy that does not name the tiers' roots) is refused unless
+    ``allow_fewer`` (the consolidated files of the missing symbol-days are lost for good).
 
     Raises
     ------
@@ -392,15 +398,13 @@ def rebuild_catalog(
         malformed line in the hot file records (names the line; nothing is written).
     ArchiveBusyError
         Another writer holds the archive's lock beyond ``lock_timeout`` seconds.
+    CatalogMismatchError
+        The rebuilt catalog would account for fewer symbol-days than the one it replaces
+        (names both counts and the tier roots looked in); nothing is written.
     """
     root = Path(archive_root)
-    policy = TierPolicy() if policy is None else policy
-    with fsio.exclusive_lock(
-        root / ARCHIVE_LOCK_FILE,
-        timeout=lock_timeout,
-        what="rebuilding",
-        held_error=ArchiveBusyError,
-    ):
+    policy = TierPolicy.or_default(policy)
+    with archive_lock(root, timeout=lock_timeout, what="rebuilding"):
         check_tier_stores(root, policy)
         recorded = [
             read_recorded(path, tier) for tier, path in consolidated_files_on_disk(root, policy)
@@ -414,6 +418,8 @@ def rebuild_catalog(
             entry, parts = _catalogued(root, policy, item, hot)
             files[entry.path] = entry
             partitions.update((p.key, p) for p in parts)
+        if not allow_fewer:
+            _refuse_fewer(root, policy, old, len(partitions))
         withdrawn = frozenset(k for k in old.withdrawn if k in partitions)
         generation = 1 + max([old.generation, *(r.generation for r in recorded)])
         catalog = Catalog(generation, files, partitions, withdrawn)
@@ -473,6 +479,19 @@ def _audit_rebuild(
         "reason": "catalog rebuilt from the consolidated files",
     }
     audit(root, audit_log, [record])
+
+
+def _refuse_fewer(root: Path, policy: TierPolicy, old: Catalog, found: int) -> None:
+    """CatalogMismatchError when the files found account for fewer symbol-days than the
+    catalog ``old`` does."""
+    if found >= len(old.partitions):
+        return
+    roots = ", ".join(str(location(policy.root_for(tier, root))) for tier in (WARM, COLD))
+    raise CatalogMismatchError(
+        f"{root}: the consolidated files in {roots} hold {found} symbol-days, the catalog "
+        f"{len(old.partitions)}; nothing rebuilt. Are the tiers elsewhere (the archive's tier "
+        "policy)? Pass allow_fewer (--allow-fewer) to rebuild with the symbol-days lost"
+    )
 
 
 def _readable_catalog(root: Path) -> Catalog:
@@ -615,7 +634,7 @@ def verify_archive(
     pyarrow with page checksum verification.
     """
     root = Path(archive_root)
-    policy = TierPolicy() if policy is None else policy
+    policy = TierPolicy.or_default(policy)
     problems: list[str] = []
     checked = checked_bytes = 0
     check_tier_stores(root, policy)

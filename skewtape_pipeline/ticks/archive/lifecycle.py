@@ -60,7 +60,6 @@ import pyarrow as pa
 from skewtape_pipeline import faults, fsio, progress
 from skewtape_pipeline.arrow_memory import owned_buffer, owned_reader
 from skewtape_pipeline.errors import (
-    ArchiveBusyError,
     ConfigError,
     DamagedFileError,
     TickFormatError,
@@ -96,7 +95,7 @@ from skewtape_pipeline.ticks.archive.consolidate import (
 )
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
 from skewtape_pipeline.ticks.archive.parquet_store import (
-    ARCHIVE_LOCK_FILE,
+    archive_lock,
     ensure_archive_schema,
     read_archive_batch,
     read_file_facts,
@@ -122,7 +121,6 @@ from skewtape_pipeline.ticks.archive.versions import kept_files, record_version
 from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport, compression_ratio
 
-LOCK_FILE = ARCHIVE_LOCK_FILE
 EVENT_REWRITE = "tick-archive-rewrite"
 EVENT_COMMIT = "tick-archive-commit"
 EVENT_REMOVE = "tick-archive-remove"
@@ -493,8 +491,7 @@ def retier(
     """Move every symbol-day to the tier its age calls for at ``as_of`` (see the module notes).
 
     Holds the archive's lock (``<archive root>/.skewtape-archive.lock``) throughout. Every
-    rewrite, the commit and every removal are appended to ``audit_log`` (default
-    ``<archive root>/../audit.jsonl``).
+    rewrite, the commit and every removal are appended to ``audit_log`` (None: not audited).
     Withdrawn symbol-days are purged from their files (see the module notes).
     Idempotent: a second run with the same arguments changes nothing; a run after a crash
     finishes the interrupted one.
@@ -523,9 +520,7 @@ def retier(
     started = time.perf_counter()
     root = Path(archive_root)
     policy = _check_policy(policy)
-    with fsio.exclusive_lock(
-        root / LOCK_FILE, timeout=lock_timeout, what="re-tiering", held_error=ArchiveBusyError
-    ):
+    with archive_lock(root, timeout=lock_timeout, what="re-tiering"):
         for tier in (WARM, COLD):
             policy.store_for(tier, root).remove_stale_temps()
         remove_stale_catalog_temps(root)
@@ -917,7 +912,11 @@ def _without_stale_stamp(root: Path, partition: CatalogPartition) -> CatalogPart
 
 
 def prune(
-    archive_root: Path, *, policy: TierPolicy | None = None, audit_log: Path | None = None
+    archive_root: Path,
+    *,
+    policy: TierPolicy | None = None,
+    audit_log: Path | None = None,
+    lock_timeout: float = 0.0,
 ) -> list[TierFile]:
     """Remove superseded files (moved hot files, replaced or uncommitted consolidated files)
     that no kept version reads (``versions.kept_files``).
@@ -937,7 +936,7 @@ def prune(
     """
     root = Path(archive_root)
     policy = _check_policy(policy)
-    with fsio.exclusive_lock(root / LOCK_FILE, what="pruning", held_error=ArchiveBusyError):
+    with archive_lock(root, timeout=lock_timeout, what="pruning"):
         checked_catalog(root, policy)
         kept = kept_files(root, policy)
         unread = [(path, why) for path, why in _garbage(root, policy) if path not in kept]
@@ -1048,7 +1047,7 @@ def _check_date(value: object) -> date:
 
 
 def _check_policy(policy: TierPolicy | None) -> TierPolicy:
-    policy = TierPolicy() if policy is None else policy
+    policy = TierPolicy.or_default(policy)
     if not isinstance(policy, TierPolicy):
         raise ConfigError(f"policy = {policy!r}: expected a TierPolicy")
     return policy

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
@@ -46,6 +47,7 @@ import pyarrow.parquet as pq
 from skewtape_pipeline import fsio
 from skewtape_pipeline.arrow_memory import owned_reader
 from skewtape_pipeline.errors import (
+    ArchiveBusyError,
     ConfigError,
     RoundTripError,
     TickFormatError,
@@ -79,6 +81,21 @@ ARCHIVE_LOCK_FILE = ".skewtape-archive.lock"
 compaction has just replaced."""
 ARCHIVE_LOCK_WAIT_SECONDS = 600.0
 """How long an archiver waits for another writer (e.g. a re-tiering) to release the lock."""
+
+
+def archive_lock(root: Path, *, timeout: float, what: str) -> AbstractContextManager[None]:
+    """The archive's one exclusive lock, ``<root>/.skewtape-archive.lock``: every writer that
+    publishes, moves or removes archive files or the catalog holds it (compacting, re-tiering,
+    pruning, withdrawing, removing, rebuilding), so none of them sees another's half-done work.
+
+    Raises ArchiveBusyError naming the holder (pid, host, ``what`` it is doing) when another
+    writer holds it for more than ``timeout`` seconds.
+    """
+    return fsio.exclusive_lock(
+        Path(root) / ARCHIVE_LOCK_FILE, timeout=timeout, what=what, held_error=ArchiveBusyError
+    )
+
+
 ARCHIVE_FORMAT = "skewtape-ticks"
 ARCHIVE_FORMAT_VERSION = "1"
 MAX_SYMBOL_SEGMENT_BYTES = 200

@@ -246,7 +246,7 @@ def archive_metrics(archive_root: Path, *, policy: TierPolicy | None = None) -> 
     Reads only.
     """
     root = Path(archive_root)
-    policy = TierPolicy() if policy is None else policy
+    policy = TierPolicy.or_default(policy)
     if not isinstance(policy, TierPolicy):
         raise ConfigError(f"policy = {policy!r}: expected a TierPolicy")
     state = archive_state(root)

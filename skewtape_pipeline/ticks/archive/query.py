@@ -162,7 +162,7 @@ def _view(
 ) -> _View:
     if not name.isidentifier():
         raise ConfigError(f"name = {name!r}: expected an SQL identifier")
-    policy = TierPolicy() if policy is None else policy
+    policy = TierPolicy.or_default(policy)
     branches, datasets, uris = [], {}, set()
     checked = _roots(roots)
     if as_of is not None and len(checked) != 1:
@@ -611,7 +611,7 @@ def restrict(con: duckdb.DuckDBPyConnection, folders: Sequence[Path]) -> None:
 
 def _allowed_folders(roots: Roots, policy: TierPolicy | None) -> list[Path]:
     """Each archive root and its local warm and cold roots (normalized absolute paths)."""
-    policy = TierPolicy() if policy is None else policy
+    policy = TierPolicy.or_default(policy)
     folders = []
     for root in _roots(roots):
         folders.append(normalized(root))

@@ -33,7 +33,7 @@ Configuration file (TOML or JSON, every key optional)::
     [cold]                         # defaults: zstd 19, layout "year", row groups of 8192
     ...
 
-Standard library only, but for the S3 URI check (``skewtape_pipeline.storage``).
+Imports only the standard library and ``skewtape_pipeline.storage`` (the tiers' stores).
 """
 
 from __future__ import annotations
@@ -227,6 +227,12 @@ class TierPolicy:
                     f"[{name}] layout = {layout!r}: {name} holds consolidated files; expected "
                     f"one of {', '.join(CONSOLIDATED_LAYOUTS)}"
                 )
+
+    @classmethod
+    def or_default(cls, policy: TierPolicy | None) -> TierPolicy:
+        """``policy``, or the default policy when it is None (the one default of the project;
+        an ``Archive`` passes the policy the archive records instead)."""
+        return cls() if policy is None else policy
 
     def tier_for(self, age_days: int) -> str:
         """The tier of a batch that is ``age_days`` old (HOT, WARM or COLD).

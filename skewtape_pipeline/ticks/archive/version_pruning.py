@@ -16,11 +16,12 @@ from datetime import date, datetime
 from pathlib import Path
 
 from skewtape_pipeline import faults, fsio
-from skewtape_pipeline.errors import ArchiveBusyError, ConfigError
+from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.storage import TierFile, size_of
 from skewtape_pipeline.ticks.archive.books import audit, check_may_delete
 from skewtape_pipeline.ticks.archive.catalog import read_catalog, resolve
-from skewtape_pipeline.ticks.archive.lifecycle import LOCK_FILE, remove_files
+from skewtape_pipeline.ticks.archive.lifecycle import remove_files
+from skewtape_pipeline.ticks.archive.parquet_store import archive_lock
 from skewtape_pipeline.ticks.archive.placement import uncatalogued_files
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.archive.versions import (
@@ -77,15 +78,10 @@ def prune_versions(
         Another writer holds the archive's lock beyond ``lock_timeout`` seconds.
     """
     root = Path(archive_root)
-    policy = TierPolicy() if policy is None else policy
+    policy = TierPolicy.or_default(policy)
     _check_rule(keep_last, older_than)
     check_may_delete(root, versions_dir(root), why="pruning versions", audit_log=audit_log)
-    with fsio.exclusive_lock(
-        root / LOCK_FILE,
-        timeout=lock_timeout,
-        what="pruning versions",
-        held_error=ArchiveBusyError,
-    ):
+    with archive_lock(root, timeout=lock_timeout, what="pruning versions"):
         versions = list_versions(root)
         drop = _to_prune(versions, set(list_tags(root).values()), keep_last, older_than)
         if drop:

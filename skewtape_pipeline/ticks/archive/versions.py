@@ -61,7 +61,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from skewtape_pipeline import faults, fsio
-from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, VersionError
+from skewtape_pipeline.errors import ConfigError, VersionError
 from skewtape_pipeline.hashing import FileStamp, sha256_bytes, sha256_file
 from skewtape_pipeline.storage import TierFile
 from skewtape_pipeline.ticks.archive.books import audit
@@ -75,8 +75,8 @@ from skewtape_pipeline.ticks.archive.catalog import (
     resolve,
 )
 from skewtape_pipeline.ticks.archive.parquet_store import (
-    ARCHIVE_LOCK_FILE,
     ARCHIVE_LOCK_WAIT_SECONDS,
+    archive_lock,
     encode_symbol,
 )
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, HotFile, archive_state
@@ -362,12 +362,7 @@ def commit_version(
 ) -> Version | None:
     """:func:`record_version` under the archive's lock, for a writer that let it go (a
     compaction batch). Raises ArchiveBusyError after ``lock_timeout`` seconds."""
-    with fsio.exclusive_lock(
-        Path(archive_root) / ARCHIVE_LOCK_FILE,
-        timeout=lock_timeout,
-        what="recording a version",
-        held_error=ArchiveBusyError,
-    ):
+    with archive_lock(archive_root, timeout=lock_timeout, what="recording a version"):
         return record_version(archive_root, operation, sources=sources, audit_log=audit_log)
 
 

@@ -22,7 +22,7 @@ from datetime import date, datetime
 from pathlib import Path
 
 from skewtape_pipeline import faults, fsio
-from skewtape_pipeline.errors import ArchiveBusyError, ConfigError
+from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.ticks.archive.books import audit, check_may_delete
 from skewtape_pipeline.ticks.archive.catalog import (
     Catalog,
@@ -31,8 +31,8 @@ from skewtape_pipeline.ticks.archive.catalog import (
     write_catalog,
 )
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
-from skewtape_pipeline.ticks.archive.lifecycle import LOCK_FILE, remove_stale_catalog_temps
-from skewtape_pipeline.ticks.archive.parquet_store import partition_file
+from skewtape_pipeline.ticks.archive.lifecycle import remove_stale_catalog_temps
+from skewtape_pipeline.ticks.archive.parquet_store import archive_lock, partition_file
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.archive.versions import record_version
 
@@ -61,7 +61,8 @@ def remove_symbol_days(
 ) -> list[Removal]:
     """Take symbol-days out of the archive: withdraw their consolidated copy, remove their hot
     file. Withdrawal comes first, so a crash between leaves the day hidden or gone, never
-    half-visible; a rerun finishes. Both happen under the re-tiering lock, so a re-tiering
+    half-visible; a rerun finishes. Both happen under the archive's lock
+    (``parquet_store.archive_lock``), so a re-tiering
     cannot move a hot file being removed back into a consolidated file. Idempotent. Returns
     one :class:`Removal` per key, sorted.
 
@@ -88,9 +89,7 @@ def remove_symbol_days(
     hot_files = [partition_file(root, *key) for key in wanted]
     if not any(hot.exists() for hot in hot_files) and not _to_withdraw(catalog, wanted):
         return [Removal(*key, removed_file=False, withdrawn=False) for key in wanted]
-    with fsio.exclusive_lock(
-        root / LOCK_FILE, timeout=lock_timeout, what="removing", held_error=ArchiveBusyError
-    ):
+    with archive_lock(root, timeout=lock_timeout, what="removing"):
         withdrawn = set(_withdraw_locked(root, wanted, audit_log, policy))
         removals = [
             Removal(*key, removed_file=fsio.atomic_unlink(hot), withdrawn=key in withdrawn)
@@ -115,7 +114,7 @@ def withdraw_symbol_days(
     """Hide catalogued symbol-days whose ticks the publisher corrected away, at once.
 
     Marks the catalogued ``(symbol, date)`` keys withdrawn in one atomic catalog write
-    (generation + 1) under the re-tiering lock: from then on the query view, :func:`locate`
+    (generation + 1) under the archive's lock: from then on the query view, :func:`locate`
     and the metrics leave out their consolidated copy (a hot file written for one later is its
     live copy); the next :func:`retier` rewrites their file without them. Keys the catalog
     does not list, or lists as withdrawn already, are ignored: idempotent (nothing is written
@@ -139,9 +138,7 @@ def withdraw_symbol_days(
     wanted = _check_keys(keys)
     if not _to_withdraw(checked_catalog(root, policy), wanted):
         return []  # nothing to do: no lock taken, nothing written
-    with fsio.exclusive_lock(
-        root / LOCK_FILE, timeout=lock_timeout, what="withdrawing", held_error=ArchiveBusyError
-    ):
+    with archive_lock(root, timeout=lock_timeout, what="withdrawing"):
         withdrawn = _withdraw_locked(root, wanted, audit_log, policy)
         record_version(root, "withdraw", audit_log=audit_log)
         return withdrawn

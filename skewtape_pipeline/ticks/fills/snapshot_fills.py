@@ -38,7 +38,7 @@ from skewtape_pipeline.ticks.archive.books import (
     check_may_write,
     is_books_and_records,
 )
-from skewtape_pipeline.ticks.archive.catalog import read_catalog
+from skewtape_pipeline.ticks.archive.catalog import SymbolDayKey, read_catalog
 from skewtape_pipeline.ticks.archive.compact import (
     DEFAULT_MEMORY_LIMIT,
     PlanOptions,
@@ -77,8 +77,6 @@ FILLS_SIDE_MAP = {"yes": "BUY", "no": "SELL"}
 """The side vocabulary of fills (``taker_side``)."""
 SYMBOL_SEPARATOR = ":"
 NS_PER_DAY = 86_400 * 1_000_000_000
-
-SymbolDay = tuple[str, date]
 
 
 def fill_symbol(venue: str, market_id: str) -> str:
@@ -128,7 +126,9 @@ class FillsSource:
     it, so a departure keeps them archived."""
 
 
-def newest_sources(history: Path, wanted: Iterable[SymbolDay]) -> dict[SymbolDay, FillsSource]:
+def newest_sources(
+    history: Path, wanted: Iterable[SymbolDayKey]
+) -> dict[SymbolDayKey, FillsSource]:
     """For each wanted symbol-day, the newest snapshot holding its venue-month file.
 
     A month file the newest snapshot no longer holds (a venue that left) is read from the
@@ -207,7 +207,7 @@ def fills_changes(parent: SnapshotManifest | None, snapshot: SnapshotManifest) -
     return [FillsChange(p, old.get(p), new.get(p)) for p in paths if old.get(p) != new.get(p)]
 
 
-def changed_symbol_days(old_file: Path | None, new_file: Path | None) -> list[SymbolDay]:
+def changed_symbol_days(old_file: Path | None, new_file: Path | None) -> list[SymbolDayKey]:
     """Symbol-days whose ticks differ between two versions of a fills month file, sorted.
 
     Rows are compared as a multiset per symbol-day (count and a sum of row hashes), so a
@@ -251,7 +251,7 @@ def _fingerprints(con: duckdb.DuckDBPyConnection, path: Path | None) -> pa.Table
     return con.sql(query, params=[str(path)]).to_arrow_table()
 
 
-def corrected_symbol_days(history: Path, month: str) -> list[SymbolDay]:
+def corrected_symbol_days(history: Path, month: str) -> list[SymbolDayKey]:
     """Symbol-days of earlier months whose ticks the snapshot of ``month`` corrected.
 
     Compares each fills file of an earlier month that ``history/<month>/`` replaced with its
@@ -265,7 +265,7 @@ def corrected_symbol_days(history: Path, month: str) -> list[SymbolDay]:
     parent_dir, snapshot_dir = history / months[months.index(month) - 1], history / month
     parent, _, _ = read_snapshot(parent_dir)
     snapshot, _, _ = read_snapshot(snapshot_dir)
-    touched: set[SymbolDay] = set()
+    touched: set[SymbolDayKey] = set()
     for change in fills_changes(parent, snapshot):
         if change.old_sha256 is None or Path(change.path).stem >= month:
             continue  # a new month file: nothing was archived from it before
@@ -312,7 +312,7 @@ class SymbolDayResult:
 
 def archive_symbol_days(
     history: Path,
-    wanted: Sequence[SymbolDay],
+    wanted: Sequence[SymbolDayKey],
     *,
     out: Path,
     as_of: date,
@@ -352,12 +352,12 @@ def archive_symbol_days(
         ``ARCHIVE_LOCK_WAIT_SECONDS``.
     """
     sources = newest_sources(history, wanted)
-    by_file: dict[FillsSource, list[SymbolDay]] = defaultdict(list)
+    by_file: dict[FillsSource, list[SymbolDayKey]] = defaultdict(list)
     for key, source in sources.items():
         by_file[source].append(key)
     schema = recorded_schema(out) if by_file else None
     with ExitStack() as routers:
-        planned: dict[SymbolDay, tuple[StreamPlan, int]] = {}
+        planned: dict[SymbolDayKey, tuple[StreamPlan, int]] = {}
         for source, keys in by_file.items():
             if source.sha256 is None:
                 continue
@@ -402,9 +402,9 @@ def archive_symbol_days(
 
 def _check_write_once(
     out: Path,
-    wanted: Sequence[SymbolDay],
+    wanted: Sequence[SymbolDayKey],
     planned: Mapping,
-    gone: Sequence[SymbolDay],
+    gone: Sequence[SymbolDayKey],
     audit_log: Path | None,
 ) -> None:
     """In ``books_and_records`` mode, refuse (audited) before the first write when a planned
@@ -427,7 +427,7 @@ def _check_write_once(
             )
 
 
-def read_fills_ticks(fills_file: Path, wanted: Iterable[SymbolDay]) -> SourceTicks:
+def read_fills_ticks(fills_file: Path, wanted: Iterable[SymbolDayKey]) -> SourceTicks:
     """The rows of ``fills_file`` on the wanted symbol-days, in file order, as canonical ticks
     (``timestamp_nanos, price, quantity, side, symbol``) naming the file and its rows; the
     whole selection in memory (:func:`open_fills` reads it in chunks)."""
@@ -438,7 +438,7 @@ FILLS_COLUMNS = ("ts", "price", "quantity", "taker_side", "venue", "market_id")
 
 
 def open_fills(
-    fills_file: Path, wanted: Iterable[SymbolDay], *, memory_limit: int = DEFAULT_MEMORY_LIMIT
+    fills_file: Path, wanted: Iterable[SymbolDayKey], *, memory_limit: int = DEFAULT_MEMORY_LIMIT
 ) -> TickStream:
     """The rows of ``fills_file`` on the wanted symbol-days as a stream of chunks in file
     order (``ParquetFile.iter_batches``, chunks sized for ``memory_limit``): canonical columns

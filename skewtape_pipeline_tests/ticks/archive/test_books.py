@@ -11,6 +11,7 @@ from skewtape_pipeline.errors import WriteOnceError
 from skewtape_pipeline.ticks.archive.books import (
     EVENT_ENABLED,
     EVENT_REFUSED,
+    default_audit_log,
     disable_books_and_records,
     enable_books_and_records,
     is_books_and_records,
@@ -42,11 +43,13 @@ def events(root) -> list[dict]:
 
 def test_retier_when_books_and_records_writes_copies_and_deletes_nothing(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1)
-    assert enable_books_and_records(root, reason="broker-dealer books")
+    assert enable_books_and_records(
+        root, reason="broker-dealer books", audit_log=default_audit_log(root)
+    )
     before = [f for f in files_under(tmp_path) if f.endswith(".parquet")]
 
-    first = retier(root, as_of=STAGE_1, policy=POLICY)
-    second = retier(root, as_of=STAGE_2, policy=POLICY)
+    first = retier(root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root))
+    second = retier(root, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(root))
     after = [f for f in files_under(tmp_path) if f.endswith(".parquet")]
     assert set(before) < set(after)  # every original file is still there
     assert first.files_removed == second.files_removed == []
@@ -62,11 +65,11 @@ def test_retier_when_books_and_records_writes_copies_and_deletes_nothing(tmp_pat
 
 def test_prune_when_books_and_records_refuses_and_audits_the_attempt(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1)
-    enable_books_and_records(root)
-    retier(root, as_of=STAGE_1, policy=POLICY)
+    enable_books_and_records(root, audit_log=default_audit_log(root))
+    retier(root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root))
     before = files_under(tmp_path)
     with pytest.raises(WriteOnceError, match="delete refused") as info:
-        prune(root, policy=POLICY)
+        prune(root, policy=POLICY, audit_log=default_audit_log(root))
     assert info.value.operation == "delete" and info.value.path is not None
     assert [f for f in files_under(tmp_path) if f != "audit.jsonl"] == [
         f for f in before if f != "audit.jsonl"
@@ -79,13 +82,15 @@ def test_prune_when_not_books_and_records_removes_retained_copies(tmp_path, no_f
     root = build_archive(tmp_path, as_of=STAGE_1)
     enable = tmp_path / "other"
     assert not is_books_and_records(root) and not enable.exists()
-    retier(root, as_of=STAGE_1, policy=POLICY)
-    assert prune(root, policy=POLICY) == []  # retier already removed what it replaced
+    retier(root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root))
+    assert (
+        prune(root, policy=POLICY, audit_log=default_audit_log(root)) == []
+    )  # retier already removed what it replaced
 
 
 def test_compact_when_books_and_records_and_symbol_day_exists_refuses_overwrite(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1, days=DAYS[:1])
-    enable_books_and_records(root)
+    enable_books_and_records(root, audit_log=default_audit_log(root))
     day = DAYS[0]
     with pytest.raises(WriteOnceError, match="overwrite refused"):
         compact_symbol_day(
@@ -110,10 +115,10 @@ def test_compact_when_books_and_records_and_symbol_day_exists_refuses_overwrite(
 
 def test_books_and_records_when_enabled_twice_is_idempotent_and_cannot_be_disabled(tmp_path):
     root = tmp_path / "archive"
-    assert enable_books_and_records(root) is True
-    assert enable_books_and_records(root) is False
+    assert enable_books_and_records(root, audit_log=default_audit_log(root)) is True
+    assert enable_books_and_records(root, audit_log=default_audit_log(root)) is False
     with pytest.raises(WriteOnceError, match="cannot be turned off"):
-        disable_books_and_records(root)
+        disable_books_and_records(root, audit_log=default_audit_log(root))
     assert is_books_and_records(root)
     kinds = [e["event"] for e in events(root)]
     assert kinds == [EVENT_ENABLED, EVENT_REFUSED]

@@ -17,6 +17,7 @@ import pytest
 
 from skewtape_pipeline.errors import TickFormatError
 from skewtape_pipeline.hashing import sha256_file
+from skewtape_pipeline.ticks.archive.books import default_audit_log
 from skewtape_pipeline.ticks.archive.catalog import (
     CATALOG_FILE,
     Catalog,
@@ -344,7 +345,7 @@ def test_archive_state_when_moved_hot_file_remains_marks_it_superseded(tmp_path,
     as_of = DAYS[-1] + timedelta(days=14)
     root = build_archive(tmp_path, as_of=as_of, days=DAYS[:2])
     hot_files = {h.path: h.path.read_bytes() for h in archive_state(root).hot_live}
-    retier(root, as_of=as_of, policy=POLICY)
+    retier(root, as_of=as_of, policy=POLICY, audit_log=default_audit_log(root))
     for path, data in hot_files.items():  # put one back as a byte-identical copy (new inode)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
@@ -352,6 +353,8 @@ def test_archive_state_when_moved_hot_file_remains_marks_it_superseded(tmp_path,
         break
     state = archive_state(root)
     assert len(state.hot_live) == 1 and len(state.overridden) == 1  # a new file: shown hot
-    retier(root, as_of=as_of, policy=POLICY)  # same bytes: recognised and removed
+    retier(
+        root, as_of=as_of, policy=POLICY, audit_log=default_audit_log(root)
+    )  # same bytes: recognised and removed
     state = archive_state(root)
     assert state.hot_live == [] and state.overridden == frozenset()

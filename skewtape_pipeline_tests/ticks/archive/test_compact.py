@@ -21,6 +21,7 @@ from skewtape_pipeline.errors import (
     TickValidationError,
 )
 from skewtape_pipeline.hashing import sha256_file
+from skewtape_pipeline.ticks.archive.books import default_audit_log
 from skewtape_pipeline.ticks.archive.compact import (
     EVENT_RECOMPACT,
     RECOMPACTED,
@@ -470,13 +471,13 @@ def _records(log: Path) -> list[dict]:
 def test_compact_symbol_day_when_file_exists_audits_the_rewrite(tmp_path):
     out, log = tmp_path / "archive", tmp_path / "audit.jsonl"
     compact_symbol_day(day_batch(5), symbol="ES", day=DAY, out=out, age_days=0,
-                       policy=TierPolicy())  # fmt: skip
+                       policy=TierPolicy(), audit_log=log)  # fmt: skip
     assert not log.exists()  # a first write replaces nothing
     first = partition_file(out, "ES", DAY)
     old_sha, old_bytes = sha256_file(first), first.stat().st_size
 
     report = compact_symbol_day(day_batch(7), symbol="ES", day=DAY, out=out, age_days=0,
-                                policy=TierPolicy())  # fmt: skip
+                                policy=TierPolicy(), audit_log=log)  # fmt: skip
 
     [record] = _records(log)
     assert record["event"] == EVENT_RECOMPACT
@@ -497,14 +498,14 @@ def _fail_every_publish(temp: Path, target: Path) -> None:
 def test_compact_symbol_day_when_the_rewrite_fails_audits_nothing_and_keeps_the_file(tmp_path):
     out, log = tmp_path / "archive", tmp_path / "audit.jsonl"
     compact_symbol_day(day_batch(5), symbol="ES", day=DAY, out=out, age_days=0,
-                       policy=TierPolicy())  # fmt: skip
+                       policy=TierPolicy(), audit_log=log)  # fmt: skip
     first = partition_file(out, "ES", DAY)
     old_sha = sha256_file(first)
     previous = fsio.set_publish_hook(_fail_every_publish)
     try:
         with pytest.raises(_DiskFull):
             compact_symbol_day(day_batch(7), symbol="ES", day=DAY, out=out, age_days=0,
-                               policy=TierPolicy())  # fmt: skip
+                               policy=TierPolicy(), audit_log=log)  # fmt: skip
     finally:
         fsio.set_publish_hook(previous)
 
@@ -515,11 +516,13 @@ def test_compact_symbol_day_when_the_rewrite_fails_audits_nothing_and_keeps_the_
 def test_compact_symbol_day_when_day_is_catalogued_audits_that_it_supersedes_the_copy(tmp_path):
     out, log = tmp_path / "archive", tmp_path / "audit.jsonl"
     policy = TierPolicy()
-    compact_symbol_day(day_batch(5), symbol="ES", day=DAY, out=out, age_days=0, policy=policy)
-    retier(out, as_of=date(2028, 1, 1), policy=policy)  # cold now; its hot file removed
+    compact_symbol_day(day_batch(5), symbol="ES", day=DAY, out=out, age_days=0, policy=policy,
+                       audit_log=log)  # fmt: skip
+    retier(out, as_of=date(2028, 1, 1), policy=policy, audit_log=log)  # cold now; hot file gone
     before = len(_records(log))
 
-    compact_symbol_day(day_batch(6), symbol="ES", day=DAY, out=out, age_days=0, policy=policy)
+    compact_symbol_day(day_batch(6), symbol="ES", day=DAY, out=out, age_days=0, policy=policy,
+                       audit_log=log)  # fmt: skip
 
     [record] = _records(log)[before:]
     assert record["event"] == EVENT_RECOMPACT and record["rows"] == 6
@@ -557,7 +560,7 @@ def test_retier_when_a_compaction_died_while_staging_removes_its_staged_file(tmp
     orphan = staging_folder(tmp_path) / f".part-0.parquet.{host}.{dead}.7.0{fsio.TEMP_MARKER}"
     orphan.write_bytes(b"a compaction killed while encoding")
 
-    retier(tmp_path, as_of=DAY, policy=TierPolicy())
+    retier(tmp_path, as_of=DAY, policy=TierPolicy(), audit_log=default_audit_log(tmp_path))
 
     assert not orphan.exists()
     assert read_archive_batch(partition_file(tmp_path, "S", DAY)).equals(day_batch(5))

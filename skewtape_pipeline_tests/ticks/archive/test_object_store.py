@@ -24,7 +24,11 @@ from skewtape_pipeline.errors import (
 )
 from skewtape_pipeline.storage import sha256_of
 from skewtape_pipeline.ticks.archive import query, trust
-from skewtape_pipeline.ticks.archive.books import EVENT_REFUSED, enable_books_and_records
+from skewtape_pipeline.ticks.archive.books import (
+    EVENT_REFUSED,
+    default_audit_log,
+    enable_books_and_records,
+)
 from skewtape_pipeline.ticks.archive.catalog import catalog_path, read_catalog, resolve
 from skewtape_pipeline.ticks.archive.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.integrity import rebuild_catalog, verify_archive
@@ -103,7 +107,7 @@ def test_retier_when_tiers_are_on_s3_moves_days_there_and_view_returns_every_tic
     root = build_archive(tmp_path, as_of=STAGE_1)
     assert view_rows(root, policy=policy) == expected_rows()
 
-    first = retier(root, as_of=STAGE_1, policy=policy)
+    first = retier(root, as_of=STAGE_1, policy=policy, audit_log=default_audit_log(root))
     assert first.committed and first.files_written
     assert all(str(f).startswith(f"s3://tiers/{prefix}/") for f in first.files_written)
     assert view_rows(root, policy=policy) == expected_rows()
@@ -117,16 +121,21 @@ def test_retier_when_tiers_are_on_s3_moves_days_there_and_view_returns_every_tic
     assert catalogued == {k.lower() for k in stored if k.endswith(".parquet")}
     assert not (tmp_path / "archive-warm").exists() and not (tmp_path / "archive-cold").exists()
 
-    second = retier(root, as_of=STAGE_2, policy=policy)
+    second = retier(root, as_of=STAGE_2, policy=policy, audit_log=default_audit_log(root))
     assert set(tiers_by_day(root, policy=policy).values()) == {COLD}
     assert view_rows(root, policy=policy) == expected_rows()
     assert second.files_removed  # moved hot files; the warm objects are kept for past versions
     warm = f"{prefix}/warm"
     assert [k for k in objects_under(s3_env, warm) if k.endswith(".parquet")]
-    pruned = prune_versions(root, keep_last=1, policy=policy)  # then no version reads them
+    pruned = prune_versions(
+        root, keep_last=1, policy=policy, audit_log=default_audit_log(root)
+    )  # then no version reads them
     assert any(str(f).startswith(f"s3://tiers/{warm}/") for f in pruned.files_removed)
     assert [k for k in objects_under(s3_env, warm) if k.endswith(".parquet")] == []
-    assert retier(root, as_of=STAGE_2, policy=policy).committed is False  # idempotent
+    assert (
+        retier(root, as_of=STAGE_2, policy=policy, audit_log=default_audit_log(root)).committed
+        is False
+    )  # idempotent
     assert HOT not in set(tiers_by_day(root, policy=policy).values())
 
 
@@ -137,7 +146,12 @@ def test_retier_on_s3_when_crashing_at_each_step_keeps_every_tick_once_and_rerun
     base_prefix = new_prefix()
     base = build_archive(tmp_path / "base", as_of=STAGE_1)
     if stage == 2:
-        retier(base, as_of=STAGE_1, policy=s3_policy(s3_env, base_prefix))
+        retier(
+            base,
+            as_of=STAGE_1,
+            policy=s3_policy(s3_env, base_prefix),
+            audit_log=default_audit_log(base),
+        )
     as_of = STAGE_1 if stage == 1 else STAGE_2
 
     def fresh(name: str):
@@ -149,7 +163,12 @@ def test_retier_on_s3_when_crashing_at_each_step_keeps_every_tick_once_and_rerun
     clean, clean_prefix = fresh("clean")
     names: list[str] = []
     with faults.installed(names.append):
-        retier(clean, as_of=as_of, policy=s3_policy(s3_env, clean_prefix))
+        retier(
+            clean,
+            as_of=as_of,
+            policy=s3_policy(s3_env, clean_prefix),
+            audit_log=default_audit_log(clean),
+        )
     assert {"committed", "audited-removals"} <= set(names)
     assert any(n.startswith("uploaded:") for n in names)
     removals = [i for i, n in enumerate(names) if n.startswith("removed:")]
@@ -160,9 +179,9 @@ def test_retier_on_s3_when_crashing_at_each_step_keeps_every_tick_once_and_rerun
         work, prefix = fresh(f"crash-{point}")
         policy = s3_policy(s3_env, prefix)
         with pytest.raises(Crash), faults.installed(crash_at(point)):
-            retier(work, as_of=as_of, policy=policy)
+            retier(work, as_of=as_of, policy=policy, audit_log=default_audit_log(work))
         assert view_rows(work, policy=policy) == expected_rows(), f"after a crash at {names[point]}"
-        retier(work, as_of=as_of, policy=policy)
+        retier(work, as_of=as_of, policy=policy, audit_log=default_audit_log(work))
         assert view_rows(work, policy=policy) == expected_rows()
         assert settled_files(work.parent) == settled_files(clean.parent), (
             f"rerun after a crash at {names[point]} did not finish the move"
@@ -275,7 +294,7 @@ def test_query_over_s3_tiers_when_filtered_opens_and_reads_less_than_unfiltered(
     prefix = new_prefix()
     policy = replace(s3_policy(s3_env, prefix), warm_max_age_days=30)  # warm: Jan and Feb
     root = build_archive(tmp_path, as_of=STAGE_1)
-    retier(root, as_of=STAGE_1, policy=policy)
+    retier(root, as_of=STAGE_1, policy=policy, audit_log=default_audit_log(root))
     months = {f.period for f in read_catalog(root).files.values()}
     assert months == {"2026-01", "2026-02"}
 
@@ -311,7 +330,7 @@ def tiered_on_s3(tmp_path, server):
     """An archive re-tiered once at :data:`STAGE_1` with its warm and cold roots on S3."""
     policy = s3_policy(server, new_prefix())
     root = build_archive(tmp_path, as_of=STAGE_1)
-    retier(root, as_of=STAGE_1, policy=policy)
+    retier(root, as_of=STAGE_1, policy=policy, audit_log=default_audit_log(root))
     return root, policy
 
 
@@ -391,9 +410,11 @@ def test_rebuild_catalog_on_s3_when_the_catalog_is_lost_restores_it(tmp_path, no
     before = read_catalog(root)
     catalog_path(root).unlink()
     with pytest.raises(CatalogMismatchError, match="s3://tiers/"):
-        retier(root, as_of=STAGE_2, policy=policy)  # the objects are not accounted for
+        retier(
+            root, as_of=STAGE_2, policy=policy, audit_log=default_audit_log(root)
+        )  # the objects are not accounted for
 
-    result = rebuild_catalog(root, policy=policy)
+    result = rebuild_catalog(root, policy=policy, audit_log=default_audit_log(root))
 
     after = read_catalog(root)
     assert result.files == len(before.files) and result.symbol_days == len(before.partitions)
@@ -424,9 +445,11 @@ def test_s3_tier_when_store_cannot_be_used_raises_typed_error_naming_uri_changes
     [warm_file] = [f.path for f in read_catalog(root).files.values() if f.tier == WARM]
 
     for attempt in (
-        lambda: retier(root, as_of=STAGE_2, policy=broken_policy),
+        lambda: retier(
+            root, as_of=STAGE_2, policy=broken_policy, audit_log=default_audit_log(root)
+        ),
         lambda: verify_archive(root, policy=broken_policy),
-        lambda: rebuild_catalog(root, policy=broken_policy),
+        lambda: rebuild_catalog(root, policy=broken_policy, audit_log=default_audit_log(root)),
         lambda: view_rows(root, policy=broken_policy),
         lambda: read_footer(resolve(root, warm_file, broken_policy)),  # never "damaged"
     ):
@@ -495,17 +518,21 @@ def test_withdraw_on_s3_hides_the_day_at_once_and_retier_rewrites_its_object_wit
     prefix = policy.cold.root.split("/")[3]
     withdrawn = ("ES", DAYS[1])  # cold at STAGE_1
     [old] = [f.path for f in read_catalog(root).files.values() if f.tier == COLD]
-    assert withdraw_symbol_days(root, [withdrawn], policy=policy) == [withdrawn]
+    assert withdraw_symbol_days(
+        root, [withdrawn], policy=policy, audit_log=default_audit_log(root)
+    ) == [withdrawn]
     wanted = [row for row in expected_rows() if (row[0], row[1]) != withdrawn]
     assert view_rows(root, policy=policy) == wanted
     assert locate(root, *withdrawn, policy=policy) is None
 
-    result = retier(root, as_of=STAGE_1, policy=policy)
+    result = retier(root, as_of=STAGE_1, policy=policy, audit_log=default_audit_log(root))
 
     assert result.purged == [withdrawn]
     [new] = [f.path for f in read_catalog(root).files.values() if f.tier == COLD]
     assert new != old and withdrawn not in read_catalog(root).partitions
-    prune_versions(root, keep_last=1, policy=policy)  # past versions read the old object
+    prune_versions(
+        root, keep_last=1, policy=policy, audit_log=default_audit_log(root)
+    )  # past versions read the old object
     cold_objects = [k for k in objects_under(s3_env, f"{prefix}/cold") if k.endswith(".parquet")]
     assert cold_objects == [new.removeprefix("COLD/")]  # the old object was removed
     assert view_rows(root, policy=policy) == wanted
@@ -520,11 +547,11 @@ def test_retier_on_s3_in_books_and_records_mode_retains_replaced_objects(
 ):
     root, policy = tiered_on_s3(tmp_path, s3_env)
     prefix = policy.warm.root.split("/")[3]
-    enable_books_and_records(root, reason="test")
+    enable_books_and_records(root, reason="test", audit_log=default_audit_log(root))
     warm_before = [k for k in objects_under(s3_env, f"{prefix}/warm") if k.endswith(".parquet")]
     assert warm_before
 
-    result = retier(root, as_of=STAGE_2, policy=policy)
+    result = retier(root, as_of=STAGE_2, policy=policy, audit_log=default_audit_log(root))
 
     assert result.books_and_records and result.files_removed == []
     retained = {str(f) for f in result.files_retained}
@@ -535,7 +562,9 @@ def test_retier_on_s3_in_books_and_records_mode_retains_replaced_objects(
     assert view_rows(root, policy=policy) == expected_rows()  # replaced objects never read
     assert set(tiers_by_day(root, policy=policy).values()) == {COLD}
     with pytest.raises(WriteOnceError) as refused:  # withdrawing would rewrite an object
-        withdraw_symbol_days(root, [("ES", DAYS[0])], policy=policy)
+        withdraw_symbol_days(
+            root, [("ES", DAYS[0])], policy=policy, audit_log=default_audit_log(root)
+        )
     assert str(refused.value.path).startswith(f"s3://tiers/{prefix}/cold/year=2026/part-")
     records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     [record] = [r for r in records if r["event"] == EVENT_REFUSED]

@@ -12,6 +12,7 @@ import pytest
 
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.ticks.archive.books import default_audit_log
 from skewtape_pipeline.ticks.archive.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.lifecycle import retier
 from skewtape_pipeline.ticks.archive.query import run_query
@@ -28,7 +29,13 @@ LATER = date(2027, 6, 1)  # every October day is cold
 def archived(applied_chain: Path) -> tuple[Path, str]:
     """The sample's Kalshi venue-day archived as the demo does; (archive root, a symbol)."""
     root = applied_chain / "archive"
-    options = VenueDayOptions(out=root, as_of=date(2026, 10, 7), policy=TierPolicy(), batch="b1")
+    options = VenueDayOptions(
+        out=root,
+        as_of=date(2026, 10, 7),
+        policy=TierPolicy(),
+        batch="b1",
+        audit_log=default_audit_log(root),
+    )
     result = archive_venue_day(applied_chain / "history", ("kalshi", DAY), options)
     return root, sorted(r.symbol for r in result.archived)[0]
 
@@ -54,7 +61,7 @@ def test_show_when_just_archived_names_hot_file_report_and_written(archived):
 
 def test_show_when_retiered_names_cold_file_row_range_and_the_move(archived):
     root, symbol = archived
-    retier(root, as_of=LATER)
+    retier(root, as_of=LATER, audit_log=default_audit_log(root))
     story = show_symbol_day(root, symbol, DAY)
     (cold,) = read_catalog(root).files.values()
     assert story.place is not None and (story.place.tier, story.place.file) == (COLD, cold.path)
@@ -68,20 +75,20 @@ def test_tick_reports_when_retiered_name_the_consolidated_file_not_the_removed_h
     root, _ = archived
     before = reported_places(root)
     assert {tier for tier, _ in before.values()} == {HOT}
-    retier(root, as_of=LATER)
+    retier(root, as_of=LATER, audit_log=default_audit_log(root))
     (cold,) = read_catalog(root).files.values()
     assert reported_places(root) == {symbol: (COLD, cold.path) for symbol in before}
 
 
 def test_show_when_withdrawn_then_purged_says_so_and_reports_name_no_file(archived):
     root, symbol = archived
-    retier(root, as_of=LATER)
-    remove_symbol_days(root, [(symbol, DAY)])
+    retier(root, as_of=LATER, audit_log=default_audit_log(root))
+    remove_symbol_days(root, [(symbol, DAY)], audit_log=default_audit_log(root))
     story = show_symbol_day(root, symbol, DAY)
     assert story.place is None and story.withdrawn
     assert events(story)[-1] == "withdrawn"
     assert reported_places(root)[symbol] == (None, None)
-    retier(root, as_of=LATER)
+    retier(root, as_of=LATER, audit_log=default_audit_log(root))
     assert events(show_symbol_day(root, symbol, DAY))[-2:] == ["withdrawn", "purged"]
 
 
@@ -93,7 +100,7 @@ def test_show_when_symbol_day_unknown_refuses_naming_it(archived):
 
 def test_cli_show_when_json_prints_place_report_and_history(archived, capsys):
     root, symbol = archived
-    retier(root, as_of=LATER)
+    retier(root, as_of=LATER, audit_log=default_audit_log(root))
     assert main(["show", str(root), symbol, DAY.isoformat(), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["place"]["tier"] == COLD and shown["report"]["tier"] == COLD
@@ -102,7 +109,7 @@ def test_cli_show_when_json_prints_place_report_and_history(archived, capsys):
 
 def test_cli_show_when_text_says_tier_file_rows_and_history(archived, capsys):
     root, symbol = archived
-    retier(root, as_of=LATER)
+    retier(root, as_of=LATER, audit_log=default_audit_log(root))
     assert main(["show", str(root), symbol, DAY.isoformat()]) == 0
     out = capsys.readouterr().out.splitlines()
     (cold,) = read_catalog(root).files.values()
@@ -121,15 +128,23 @@ def test_cli_show_when_date_or_symbol_wrong_exits_2_with_one_line(archived, caps
 
 def test_show_when_cold_day_rearchived_unchanged_tells_recompaction_and_back_in_cold(archived):
     root, symbol = archived
-    retier(root, as_of=LATER)
+    retier(root, as_of=LATER, audit_log=default_audit_log(root))
     (cold,) = read_catalog(root).files.values()
-    options = VenueDayOptions(out=root, as_of=date(2026, 12, 3), policy=TierPolicy(), batch="b2")
+    options = VenueDayOptions(
+        out=root,
+        as_of=date(2026, 12, 3),
+        policy=TierPolicy(),
+        batch="b2",
+        audit_log=default_audit_log(root),
+    )
     archive_venue_day(root.parent / "history", ("kalshi", DAY), options, symbols=[symbol])
     story = show_symbol_day(root, symbol, DAY)
     assert story.place is not None and story.place.tier == HOT
     assert events(story)[-1] == "recompacted" and story.report["batch"] == "b2"
 
-    result = retier(root, as_of=date(2026, 12, 3))  # today: October's age says WARM
+    result = retier(
+        root, as_of=date(2026, 12, 3), audit_log=default_audit_log(root)
+    )  # today: October's age says WARM
 
     assert result.moved == [] and result.files_written == []
     story = show_symbol_day(root, symbol, DAY)

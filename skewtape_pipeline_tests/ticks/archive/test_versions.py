@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from skewtape_pipeline import faults
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import ConfigError, VersionError, WriteOnceError
-from skewtape_pipeline.ticks.archive.books import enable_books_and_records
+from skewtape_pipeline.ticks.archive.books import default_audit_log, enable_books_and_records
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.lifecycle import retier
@@ -77,8 +77,9 @@ def compact(root: Path, key: tuple[str, date], variant: int = 0, as_of: date = S
         out=root,
         age_days=(as_of - day).days,
         policy=POLICY,
+        audit_log=default_audit_log(root),
     )
-    return commit_version(root, "compact")
+    return commit_version(root, "compact", audit_log=default_audit_log(root))
 
 
 def rows(root: Path, as_of=None) -> list[tuple]:
@@ -192,7 +193,7 @@ def test_tag_when_name_pins_another_version_refuses(archive):
 
 
 def test_tags_and_versions_when_made_are_audited(archive):
-    tag_version(archive, "audited")
+    tag_version(archive, "audited", audit_log=default_audit_log(archive))
     log = archive.parent / "audit.jsonl"
     events = [json.loads(line)["event"] for line in log.read_text().splitlines()]
     assert events.count("tick-archive-version") == len(KEYS)
@@ -245,7 +246,7 @@ def test_prune_versions_when_rule_is_missing_or_double_refuses(archive):
 def test_archive_read_when_filtered_equals_the_view_now_and_as_of_past_versions(archive):
     retier(archive, as_of=STAGE_1, policy=POLICY)
     compact(archive, KEYS[4], variant=2)
-    handle = Archive(archive, POLICY)
+    handle = Archive(archive, policy=POLICY)
     for as_of in (None, 3, version_count(archive) - 1, version_count(archive)):
         got = handle.read(["CL/F"], start=DAYS[1], end=DAYS[2], as_of=as_of)
         expected = [
@@ -262,14 +263,14 @@ def test_archive_read_when_filtered_equals_the_view_now_and_as_of_past_versions(
 
 
 def test_archive_read_when_columns_given_returns_only_them_and_refuses_unknown(archive):
-    handle = Archive(archive, POLICY)
+    handle = Archive(archive, policy=POLICY)
     assert handle.read("ES", columns=["ts", "price"]).column_names == ["ts", "price"]
     with pytest.raises(ConfigError, match="columns"):
         handle.read(columns=["nope"])
 
 
 def test_archive_symbols_days_and_versions_describe_the_archive(archive):
-    handle = Archive(archive, POLICY)
+    handle = Archive(archive, policy=POLICY)
     assert handle.symbols() == ["CL/F", "ES"]
     assert handle.days("ES") == list(DAYS[:4])
     assert handle.days("ES", as_of=1) == [DAYS[0]]
@@ -458,7 +459,7 @@ def test_versions_when_tiers_are_on_s3_read_replaced_objects_until_pruned(
     assert len(captured) == 4
     for number, expected in captured.items():
         assert view(as_of=number) == expected, number
-    handle = Archive(root, policy)
+    handle = Archive(root, policy=policy)
     first_tiered = sorted(captured)[1]
     got = handle.read(["ES"], as_of=first_tiered, columns=["symbol", "date", "tier"])
     assert got.to_pylist() and set(got["tier"].to_pylist()) <= {"HOT", "WARM", "COLD"}

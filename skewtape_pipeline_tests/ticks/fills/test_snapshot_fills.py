@@ -39,6 +39,11 @@ from skewtape_pipeline_tests.conftest import copy_snapshot, make_snapshot, resea
 AS_OF = date(2026, 11, 29)
 
 
+def log_beside(tmp_path: Path) -> Path:
+    """The audit log the archive writers are given: audit.jsonl beside the archive."""
+    return tmp_path / "audit.jsonl"
+
+
 def busiest_symbol_days(fills_file: Path, count: int) -> list[tuple[str, date]]:
     rows = duckdb.sql(
         "SELECT venue || ':' || market_id, (ts AT TIME ZONE 'UTC')::DATE, count(*) AS n "
@@ -184,11 +189,25 @@ def test_archive_symbol_days_when_books_and_records_and_a_file_exists_refuses_be
     history = applied_chain / "history"
     wanted = busiest_symbol_days(history / "2026-10" / "fills/kalshi/2026-10.parquet", 3)
     out = tmp_path / "archive"
-    archive_symbol_days(history, wanted[1:2], out=out, as_of=AS_OF, policy=TierPolicy())
-    enable_books_and_records(out)
+    archive_symbol_days(
+        history,
+        wanted[1:2],
+        out=out,
+        as_of=AS_OF,
+        policy=TierPolicy(),
+        audit_log=log_beside(tmp_path),
+    )
+    enable_books_and_records(out, audit_log=log_beside(tmp_path))
     kept = partition_file(out, *wanted[1]).read_bytes()
     with pytest.raises(WriteOnceError, match="overwrite refused") as refused:
-        archive_symbol_days(history, wanted, out=out, as_of=AS_OF, policy=TierPolicy())
+        archive_symbol_days(
+            history,
+            wanted,
+            out=out,
+            as_of=AS_OF,
+            policy=TierPolicy(),
+            audit_log=log_beside(tmp_path),
+        )
     assert refused.value.path == partition_file(out, *wanted[1])
     assert not partition_file(out, *wanted[0]).exists()  # refused before the first write
     assert partition_file(out, *wanted[1]).read_bytes() == kept
@@ -222,8 +241,17 @@ def test_archive_symbol_days_when_day_corrected_away_after_it_went_cold_leaves_t
     fills = history / "2026-11" / "fills" / "kalshi" / "2026-10.parquet"
     gone_key, kept_key = busiest_symbol_days(fills, 2)
     out, policy = tmp_path / "archive", TierPolicy()
-    archive_symbol_days(history, [gone_key, kept_key], out=out, as_of=AS_OF, policy=policy)
-    retier(out, as_of=date(2027, 6, 1), policy=policy)  # both days are cold now
+    archive_symbol_days(
+        history,
+        [gone_key, kept_key],
+        out=out,
+        as_of=AS_OF,
+        policy=policy,
+        audit_log=log_beside(tmp_path),
+    )
+    retier(
+        out, as_of=date(2027, 6, 1), policy=policy, audit_log=log_beside(tmp_path)
+    )  # both days are cold now
 
     def view(key: tuple[str, date]) -> list[tuple[str, int]]:
         table = run_query(
@@ -244,17 +272,23 @@ def test_archive_symbol_days_when_day_corrected_away_after_it_went_cold_leaves_t
     fills.chmod(0o644)
     pq.write_table(table.filter(pc.invert(corrected_away)), fills)
 
-    [gone] = archive_symbol_days(history, [gone_key], out=out, as_of=AS_OF, policy=policy)
+    [gone] = archive_symbol_days(
+        history, [gone_key], out=out, as_of=AS_OF, policy=policy, audit_log=log_beside(tmp_path)
+    )
 
     assert gone.report is None and gone.withdrawn and not gone.removed_file
     assert view(gone_key) == [] and view(kept_key) == kept_before
     events = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     assert [e["event"] for e in events[-2:]] == [EVENT_WITHDRAW, EVENT_VERSION]
     assert events[-2]["symbol_days"] == [[gone_key[0], gone_key[1].isoformat()]]
-    [again] = archive_symbol_days(history, [gone_key], out=out, as_of=AS_OF, policy=policy)
+    [again] = archive_symbol_days(
+        history, [gone_key], out=out, as_of=AS_OF, policy=policy, audit_log=log_beside(tmp_path)
+    )
     assert not again.withdrawn and not again.removed_file  # idempotent
 
-    assert retier(out, as_of=date(2027, 6, 1), policy=policy).purged == [gone_key]
+    assert retier(
+        out, as_of=date(2027, 6, 1), policy=policy, audit_log=log_beside(tmp_path)
+    ).purged == [gone_key]
     assert view(gone_key) == [] and view(kept_key) == kept_before
 
 

@@ -1,0 +1,130 @@
+"""The ``Archive`` handle: options fixed and validated when built, the tier policy recorded by
+the archive (every command finds the tiers without ``--tier-policy``), no audit meaning no
+audit, and a catalog rebuild that would lose symbol-days refused."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from skewtape_pipeline.cli import main
+from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.ticks.archive.handle import POLICY_RECORD, Archive
+from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.encode.sources import read_canonical
+from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
+
+COUNT = "SELECT count(*) AS n FROM ticks"
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _retiered_with_policy(tmp_path: Path, capsys) -> tuple[Path, Path]:
+    """An archive compacted, then re-tiered to COLD with a policy placing the tiers in
+    ``tiers/``; returns (archive, policy file)."""
+    source = write_four_day_csv(tmp_path / "ticks.csv")
+    archive = tmp_path / "data" / "archive"
+    policy = tmp_path / "tiers.toml"
+    policy.write_text('[warm]\nroot = "tiers/warm"\n[cold]\nroot = "tiers/cold"\n')
+    code, _, err = run(capsys, "compact-ticks", str(source), "--out", str(archive),
+                       "--as-of", "2025-12-05", "--price-scale", "2")  # fmt: skip
+    assert code == 0, err
+    code, out, err = run(
+        capsys, "retier", str(archive), "--as-of", "2027-01-01", "--tier-policy", str(policy)
+    )
+    assert code == 0 and "moved 4 symbol-days" in out, err
+    return archive, policy
+
+
+def _count(capsys, archive: Path, *extra: str) -> int:
+    code, out, err = run(capsys, "query", COUNT, "--archive", str(archive), "--json", *extra)
+    assert code == 0, err
+    return json.loads(out)[0]["n"]
+
+
+def test_cli_rebuild_catalog_after_retier_with_a_policy_finds_the_tiers_without_it(
+    tmp_path, capsys
+):
+    archive, _ = _retiered_with_policy(tmp_path, capsys)
+    code, out, err = run(capsys, "rebuild-catalog", str(archive), "--json")
+    assert code == 0, err
+    assert json.loads(out)["symbol_days"] == 4
+    assert _count(capsys, archive) == 12
+    code, out, err = run(capsys, "verify-archive", str(archive), "--json")
+    assert code == 0 and json.loads(out)["problems"] == [], err
+
+
+def test_cli_a_policy_placing_the_tiers_elsewhere_than_recorded_is_refused_naming_both(
+    tmp_path, capsys
+):
+    archive, _ = _retiered_with_policy(tmp_path, capsys)
+    other = tmp_path / "other.toml"
+    other.write_text('[warm]\nroot = "tiers/warm"\n[cold]\nroot = "elsewhere"\n')
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    for argv in (
+        ["rebuild-catalog", str(archive)],
+        ["retier", str(archive), "--as-of", "2027-01-01"],
+        ["query", COUNT, "--archive", str(archive)],
+    ):
+        code, _, err = run(capsys, *argv, "--tier-policy", str(other))
+        assert code == 2, argv
+        assert "elsewhere" in err and "tiers/cold" in err and POLICY_RECORD in err, err
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+
+
+def test_cli_rebuild_catalog_that_would_hold_fewer_symbol_days_refuses_unless_allowed(
+    tmp_path, capsys
+):
+    archive, _ = _retiered_with_policy(tmp_path, capsys)
+    (archive / POLICY_RECORD).unlink()  # an archive that predates the record: default roots
+    catalog = sorted(p.name for p in archive.iterdir())
+    code, _, err = run(capsys, "rebuild-catalog", str(archive))
+    assert code == 2
+    assert "0 symbol-days, the catalog 4" in err and "--allow-fewer" in err, err
+    assert sorted(p.name for p in archive.iterdir()) == catalog
+    code, out, err = run(capsys, "rebuild-catalog", str(archive), "--allow-fewer", "--json")
+    assert code == 0 and json.loads(out)["symbol_days"] == 0, err
+
+
+def test_archive_with_no_audit_log_writes_none_and_by_default_audits_beside_the_root(tmp_path):
+    source = write_four_day_csv(tmp_path / "ticks.csv")
+    quiet = Archive(tmp_path / "quiet" / "archive", audit_log=None)
+    quiet.compact(read_canonical(source), as_of=date(2025, 12, 5), price_scale=2)
+    quiet.retier(as_of=date(2027, 1, 1))
+    assert not (tmp_path / "quiet" / "audit.jsonl").exists()
+    audited = Archive(tmp_path / "audited" / "archive")
+    audited.compact(read_canonical(source), as_of=date(2025, 12, 5), price_scale=2)
+    audited.retier(as_of=date(2027, 1, 1))
+    assert audited.audit_log == (tmp_path / "audited" / "audit.jsonl").absolute()
+    assert audited.audit_log.exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"lock_timeout": -1}, "lock_timeout"),
+        ({"lock_timeout": "soon"}, "lock_timeout"),
+        ({"policy": {"hot_max_age_days": 3}}, "policy"),
+    ],
+)
+def test_archive_when_built_with_a_bad_option_raises_config_error_naming_it(
+    tmp_path, options, named
+):
+    with pytest.raises(ConfigError, match=named):
+        Archive(tmp_path / "archive", **options)
+
+
+def test_archive_given_a_policy_records_it_only_once_a_write_succeeded(tmp_path):
+    policy = TierPolicy(hot_max_age_days=3, warm_max_age_days=30)
+    archive = Archive(tmp_path / "archive", policy=policy)
+    assert not (tmp_path / "archive").exists()
+    source = write_four_day_csv(tmp_path / "ticks.csv")
+    archive.compact(read_canonical(source), as_of=date(2025, 12, 5), price_scale=2)
+    assert Archive(tmp_path / "archive").policy == policy
