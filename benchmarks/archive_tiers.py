@@ -65,6 +65,7 @@ from tick_data import BUY, KALSHI_FILE, NS_PER_DAY, SELL, Ticks, decimal_array, 
 
 from skewtape_pipeline.ticks.archive.catalog import CATALOG_FILE
 from skewtape_pipeline.ticks.archive.compact import compact_source
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.lifecycle import retier
 from skewtape_pipeline.ticks.archive.parquet_store import read_archive_marker
 from skewtape_pipeline.ticks.archive.placement import archive_metrics
@@ -332,7 +333,7 @@ def write_hot(ds: Dataset, root: Path) -> float:
     """Every symbol-day into the hot tier with the project's compaction; the seconds it took."""
     last_day = dt.date(1970, 1, 1) + dt.timedelta(days=int(ds.ticks.ts_ns.max() // NS_PER_DAY))
     started = time.perf_counter()
-    compact_source(ds.source, out=root, as_of=last_day, tier_policy=HOT_ON_ARRIVAL)
+    compact_source(Archive(root, policy=HOT_ON_ARRIVAL, audit_log=None), ds.source, as_of=last_day)
     return time.perf_counter() - started
 
 

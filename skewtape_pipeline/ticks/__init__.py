@@ -5,7 +5,8 @@ importable without pyarrow.
 
 - ``encode/``: One batch of ticks -> exact columns, validated, and its compaction report. Knows
   no archive root: imports nothing from ``ticks.archive`` or ``ticks.fills``. Modules:
-  ``sides``, ``decimals``, ``model``, ``validate``, ``sources``, ``report``.
+  ``sides``, ``decimals``, ``model``, ``validate``, ``sources``, ``report``, ``options``
+  (``TickEncoding``).
 - ``archive/``: Everything under an archive root, behind one front door: ``handle.Archive``,
   built once from the root, the tier policy, the audit log, the lock timeout and the write-once
   mode, with every verb (compact, retier, withdraw, remove, verify, rebuild_catalog, query,

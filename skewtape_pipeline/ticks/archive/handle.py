@@ -23,7 +23,8 @@ Options (keyword-only, safe defaults):
   Default: ``audit.jsonl`` beside the archive root (:func:`books.default_audit_log`).
 - ``lock_timeout``: seconds a writer waits for another to release the archive's one lock
   (``parquet_store.archive_lock``); default 0: refuse at once. Compaction holds the lock only
-  for its checks and renames and waits ``parquet_store.ARCHIVE_LOCK_WAIT_SECONDS`` as always.
+  for its checks and renames and waits at least ``parquet_store.ARCHIVE_LOCK_WAIT_SECONDS``
+  (``compact.compaction_lock_wait``).
 - ``books_and_records``: put the archive in write-once mode before the first write (for good;
   False never turns it off).
 
@@ -53,6 +54,12 @@ from skewtape_pipeline.ticks.archive import query as views
 from skewtape_pipeline.ticks.archive import withdraw as withdrawal
 from skewtape_pipeline.ticks.archive.books import default_audit_log, enable_books_and_records
 from skewtape_pipeline.ticks.archive.catalog import SymbolDayKey
+from skewtape_pipeline.ticks.archive.compact import (
+    DEFAULT_RUN,
+    NO_SOURCE_FACTS,
+    CompactionRun,
+    SourceFacts,
+)
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, Location, archive_state, locate
 from skewtape_pipeline.ticks.archive.query import VIEW_COLUMNS, open_ticks_view
 from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, TierPolicy
@@ -67,6 +74,7 @@ from skewtape_pipeline.ticks.archive.versions import (
     version_state,
 )
 from skewtape_pipeline.ticks.encode.model import TickBatch
+from skewtape_pipeline.ticks.encode.options import DEFAULT_ENCODING, TickEncoding
 from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport
 from skewtape_pipeline.ticks.encode.sources import SourceTicks, TickStream
 
@@ -139,38 +147,36 @@ class Archive:
         )
 
     def compact(
-        self, source: SourceTicks | TickStream, *, as_of: date, **options: Any
+        self,
+        source: SourceTicks | TickStream,
+        *,
+        as_of: date,
+        encoding: TickEncoding = DEFAULT_ENCODING,
+        run: CompactionRun = DEFAULT_RUN,
     ) -> list[TickStorageCompactionReport]:
-        """Every symbol-day of ``source`` into the archive (``compact.compact_source``;
-        ``options``: scales, side map, symbol, precision loss, target, timestamp unit,
-        memory limit, ``on_progress``, ``on_read``)."""
+        """Every symbol-day of ``source`` into the archive, encoded as ``encoding`` says, the
+        run going as ``run`` says (``compact.compact_source``)."""
         self.prepare()
-        reports = compact.compact_source(
-            source,
-            out=self.root,
-            as_of=as_of,
-            tier_policy=self.policy,
-            audit_log=self.audit_log,
-            **options,
-        )
+        reports = compact.compact_source(self, source, as_of=as_of, encoding=encoding, run=run)
         self._after_writing()
         return reports
 
     def compact_symbol_day(
-        self, batch: TickBatch, *, symbol: str, day: date, age_days: int, **options: Any
+        self,
+        batch: TickBatch,
+        *,
+        symbol: str,
+        day: date,
+        age_days: int,
+        source: SourceFacts = NO_SOURCE_FACTS,
+        encoding: TickEncoding = DEFAULT_ENCODING,
     ) -> TickStorageCompactionReport:
         """One sorted symbol-day into the archive (``compact.compact_symbol_day``)."""
         self.prepare()
         report = compact.compact_symbol_day(
-            batch,
-            symbol=symbol,
-            day=day,
-            out=self.root,
-            age_days=age_days,
-            policy=self.policy,
-            audit_log=self.audit_log,
-            **options,
-        )
+            self, batch, symbol=symbol, day=day, age_days=age_days, source=source,
+            encoding=encoding,
+        )  # fmt: skip
         self._after_writing()
         return report
 

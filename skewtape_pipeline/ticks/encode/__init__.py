@@ -12,4 +12,6 @@ Modules:
   the canonical CSV form and size.
 - ``report``: :class:`TickStorageCompactionReport` and the raw-size bases of its ratio; stdlib
   only.
+- ``options``: :class:`TickEncoding`, how ticks are encoded (the schema fixed, the side
+  vocabulary, precision loss, the target ratio), fixed once per run.
 """

@@ -45,6 +45,7 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     day_ticks,
     write_four_day_csv,
 )
+from skewtape_pipeline_tests.ticks.conftest import archive_at
 
 KEYS = [(symbol, day) for symbol in ("ES", "CL/F") for day in DAYS[:4]]
 COLUMNS = "symbol, date, ts, price, quantity, side, tier"
@@ -71,13 +72,11 @@ def compact(root: Path, key: tuple[str, date], variant: int = 0, as_of: date = S
     does after its batch)."""
     symbol, day = key
     compact_symbol_day(
+        archive_at(root, POLICY, audit_log=default_audit_log(root)),
         ticks(symbol, day, variant),
         symbol=symbol,
         day=day,
-        out=root,
         age_days=(as_of - day).days,
-        policy=POLICY,
-        audit_log=default_audit_log(root),
     )
     return commit_version(root, "compact", audit_log=default_audit_log(root))
 
