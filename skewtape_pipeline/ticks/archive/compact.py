@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -81,7 +81,7 @@ from skewtape_pipeline.ticks.archive.spill import (
     new_spill_folder,
     remove_orphaned_staging,
 )
-from skewtape_pipeline.ticks.archive.tiers import TierPolicy, check_age_days
+from skewtape_pipeline.ticks.archive.tiers import check_age_days
 from skewtape_pipeline.ticks.archive.versions import commit_version
 from skewtape_pipeline.ticks.encode.chunked import DEFAULT_BLOCK_BYTES, read_ahead
 from skewtape_pipeline.ticks.encode.model import (
@@ -706,8 +706,7 @@ def compact_symbol_day(
     """
     started = time.perf_counter()
     item = _planned(batch, symbol, day, age_days, source, encoding)
-    written = _write_symbol_day(archive, item)
-    return _report(item, written, archive.policy, encoding.target_ratio, started)
+    return _write_symbol_day(archive, item, encoding.target_ratio, started)
 
 
 def _planned(
@@ -753,13 +752,17 @@ def compaction_lock_wait(archive: Archive) -> float:
 
 
 def _write_symbol_day(
-    archive: Archive, item: PlannedSymbolDay
-) -> tuple[Path, FileFacts, dict | None]:
-    """Write ``item``'s file into ``archive`` at its tier's settings: the schema and rewrite
-    checks under the archive's lock, then encoding and verification outside it, then the
-    publication under it again (:func:`_publish_under_lock`). Returns its path, its facts and
-    the rewrite's audit record (None for a new symbol-day)."""
-    tier = archive.policy.tier_for(item.age_days)
+    archive: Archive, item: PlannedSymbolDay, target: float, started: float
+) -> TickStorageCompactionReport:
+    """Write ``item``'s file into ``archive`` at its tier's settings and report on it
+    (measured against ``target``, timed from ``started``): the schema and rewrite checks under
+    the archive's lock, then encoding and verification outside it, then the publication under
+    it again (:func:`_publish_under_lock`). Besides the rewrite check
+    (:func:`_check_may_rewrite`), the one place compaction reads the archive's tier policy: the
+    tier of the item's age, that tier's writer settings and the policy the report records."""
+    policy = archive.policy
+    tier, recorded = policy.tier_for(item.age_days), policy.to_dict()
+    settings = policy.settings_for(tier)
     path = partition_file(archive.root, item.symbol, item.day)
     _check_before_encoding(archive, item.batch, path)  # every refusal before anything is written
     metadata = {
@@ -768,17 +771,14 @@ def _write_symbol_day(
         META_PREFIX + "tier": tier,
     }
     prepared = prepare_archive_file(  # encode, write, verify: outside the lock, in parallel
-        item.batch,
-        path,
-        archive_root=archive.root,
-        settings=archive.policy.settings_for(tier),
-        metadata=metadata,
+        item.batch, path, archive_root=archive.root, settings=settings, metadata=metadata
     )
     try:
         facts, rewrite = _publish_under_lock(archive, prepared, item)
     finally:
         prepared.discard()
-    return path, facts, rewrite
+    fields = _report_fields(item, (path, facts, rewrite), target, started)
+    return TickStorageCompactionReport(**fields, tier=tier, tier_policy=recorded)
 
 
 def _check_before_encoding(archive: Archive, batch: TickBatch, path: Path) -> None:
@@ -794,16 +794,15 @@ def _check_before_encoding(archive: Archive, batch: TickBatch, path: Path) -> No
         _check_may_rewrite(archive, path)
 
 
-def _report(
+def _report_fields(
     item: PlannedSymbolDay,
     written: tuple[Path, FileFacts, dict | None],
-    policy: TierPolicy,
     target: float,
     started: float,
-) -> TickStorageCompactionReport:
-    """The compaction report of ``item`` written to ``written`` (its path, the facts read
-    back from the file and the record of what it replaced, if anything), measured against
-    ``target``, timed from ``started``."""
+) -> dict[str, Any]:
+    """The compaction report's fields of ``item`` written to ``written`` (its path, the facts
+    read back from the file and the record of what it replaced, if anything), measured against
+    ``target``, timed from ``started``; all but its tier and tier policy."""
     path, facts, rewrite = written
     batch, raw_size_bytes = item.batch, item.raw_size_bytes
     ratio = compression_ratio(raw_size_bytes, facts.size_bytes)
@@ -823,7 +822,7 @@ def _report(
     )
     if rewrite is not None:
         notes.append(recompaction_note(rewrite))
-    return TickStorageCompactionReport(
+    return dict(
         symbol=item.symbol,
         date=item.day.isoformat(),
         tick_count=facts.num_rows,
@@ -842,9 +841,7 @@ def _report(
         price_precision_loss_ticks=batch.price_precision_loss_ticks,
         quantity_precision_loss_ticks=batch.quantity_precision_loss_ticks,
         reordered_ticks=item.reordered_ticks,
-        tier=policy.tier_for(item.age_days),
         age_days=item.age_days,
-        tier_policy=policy.to_dict(),
         round_trip_verified=True,
         path=str(path),
         seconds=time.perf_counter() - started,
