@@ -348,12 +348,18 @@ class StreamPlan:
 class PlanOptions:
     """What :func:`plan_stream` converts with: ``as_of`` (no tick may be dated after it),
     the ``encoding``, the ``symbol`` (see :class:`CompactionRun`) and ``archive``, the schema
-    the archive records (None: a new archive)."""
+    the archive records (None: a new archive). Raises ConfigError when built with an
+    ``as_of`` that is not a date or an ``encoding`` that is not a TickEncoding."""
 
     as_of: date
     encoding: TickEncoding = DEFAULT_ENCODING
     symbol: str | None = None
     archive: TickSchema | None = None
+
+    def __post_init__(self) -> None:
+        _check_date(self.as_of, name="as_of")
+        if not isinstance(self.encoding, TickEncoding):
+            raise ConfigError(f"encoding = {self.encoding!r}: expected a TickEncoding")
 
 
 def plan_stream(
@@ -384,7 +390,6 @@ def plan_stream(
         ``timestamp_unit`` is a PrecisionLossError), no ticks (unless ``allow_empty``: a plan
         without symbol-days), or ticks dated after ``as_of``.
     """
-    as_of = _check_date(options.as_of, name="as_of")
     routing = _Routing(options, router)
     _route_stream(stream, routing, on_read)
     if routing.ticks == 0 and not allow_empty:
@@ -396,7 +401,7 @@ def plan_stream(
         stream=stream,
         router=router,
         schema=schema,
-        as_of=as_of,
+        as_of=options.as_of,
         labels=routing.labels,
         raw_bytes=routing.raw_bytes,
         measured=stream.state.lines_measured and routing.measured,

@@ -80,3 +80,16 @@ def test_archive_compact_when_given_the_run_follows_it_and_the_encoding(tmp_path
     assert done[-1] == (len(reports), len(reports))
     with pytest.raises(TypeError, match="price_scale"):
         archive.compact(source, as_of=date(2025, 12, 5), price_scale=2)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [({"as_of": "2025-12-05"}, "as_of"), ({"encoding": {"price_scale": 2}}, "encoding")],
+)
+def test_archive_compact_when_given_a_bad_option_refuses_naming_it_and_writes_nothing(
+    tmp_path, options, field
+):
+    source = read_canonical(write_four_day_csv(tmp_path / "ticks.csv"))
+    with pytest.raises(ConfigError, match=field):
+        archive_at(tmp_path / "archive").compact(source, **{"as_of": date(2025, 12, 5), **options})
+    assert not (tmp_path / "archive").exists()
