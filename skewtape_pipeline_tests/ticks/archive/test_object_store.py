@@ -31,7 +31,7 @@ from skewtape_pipeline.ticks.archive.books import (
 )
 from skewtape_pipeline.ticks.archive.catalog import catalog_path, read_catalog, resolve
 from skewtape_pipeline.ticks.archive.consolidate import read_footer
-from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.handle import POLICY_RECORD, Archive
 from skewtape_pipeline.ticks.archive.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.placement import archive_metrics, locate, scan_hot_files
 from skewtape_pipeline.ticks.archive.query import run_query, ticks_view_sql
@@ -143,10 +143,13 @@ def test_retier_on_s3_when_crashing_at_each_step_keeps_every_tick_once_and_rerun
     as_of = STAGE_1 if stage == 1 else STAGE_2
 
     def fresh(name: str):
-        """A copy of the base archive, its tier objects copied under a new prefix."""
+        """A copy of the base archive, its tier objects copied under a new prefix (the copy
+        records no tier policy: its first re-tiering records the new prefix's)."""
         prefix = new_prefix()
         copy_objects(s3_env, base_prefix, prefix)
-        return copy_data(base.parent, tmp_path / name), prefix
+        root = copy_data(base.parent, tmp_path / name)
+        (root / POLICY_RECORD).unlink(missing_ok=True)
+        return root, prefix
 
     clean, clean_prefix = fresh("clean")
     names: list[str] = []
@@ -421,6 +424,7 @@ def test_s3_tier_when_store_cannot_be_used_raises_typed_error_naming_uri_changes
         warm = policy.warm.root
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
     broken_policy = replace(policy, warm=replace(policy.warm, root=warm))
+    (root / POLICY_RECORD).unlink()  # an archive recording no policy takes the one given
     local, stored = files_under(tmp_path), objects_under(s3_env, prefix)
     named = warm.partition("?")[0]
     [warm_file] = [f.path for f in read_catalog(root).files.values() if f.tier == WARM]
