@@ -49,11 +49,12 @@ import pyarrow as pa
 
 from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.storage import TierFile
 from skewtape_pipeline.ticks.archive import compact, integrity, lifecycle, placement
 from skewtape_pipeline.ticks.archive import query as views
 from skewtape_pipeline.ticks.archive import withdraw as withdrawal
 from skewtape_pipeline.ticks.archive.books import default_audit_log, enable_books_and_records
-from skewtape_pipeline.ticks.archive.catalog import SymbolDayKey
+from skewtape_pipeline.ticks.archive.catalog import SymbolDayKey, relative_to_root, resolve
 from skewtape_pipeline.ticks.archive.parquet_store import archive_lock
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, Location, archive_state, locate
 from skewtape_pipeline.ticks.archive.query import VIEW_COLUMNS, open_ticks_view
@@ -203,6 +204,17 @@ class Archive:
         result = integrity.rebuild_catalog(self, allow_fewer=allow_fewer)
         self._after_writing()
         return result
+
+    def resolve(self, rel: str) -> TierFile:
+        """The file the catalog path ``rel`` names: inside the warm or cold root the policy
+        gives (a folder, or an object under an S3 prefix), else inside the archive root
+        (``catalog.resolve``; TickFormatError for a path that would leave its root)."""
+        return resolve(self.root, rel, self.policy)
+
+    def relative(self, path: TierFile) -> str:
+        """The catalog path of ``path``, a file under the archive root or a tier root of the
+        policy (``catalog.relative_to_root``; TickFormatError for a path outside them)."""
+        return relative_to_root(self.root, path, self.policy)
 
     def locked(self, what: str) -> AbstractContextManager[None]:
         """The archive's one lock (``parquet_store.archive_lock``), waited for up to

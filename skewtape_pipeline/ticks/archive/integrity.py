@@ -32,7 +32,7 @@ lists and reads them there the same way, after checking that the store answers (
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
@@ -237,8 +237,9 @@ def checked_catalog(archive_root: Path, policy: TierPolicy | None = None) -> Cat
             paths=[where],
         ) from None
     if not where.exists():
-        _refuse_missing(root, policy, on_disk, "nothing was changed")
-    missing = [p for p in _listed(root, policy, catalog) if not exists(p)]
+        _refuse_missing(root, on_disk, "nothing was changed")
+    listed = [resolve(root, item.path, policy) for item in catalog.files.values()]
+    missing = [p for p in listed if not exists(p)]
     if missing:
         raise CatalogMismatchError(
             f"{where}: the catalog lists {len(missing)} file(s) that are not on disk "
@@ -246,7 +247,7 @@ def checked_catalog(archive_root: Path, policy: TierPolicy | None = None) -> Cat
             f"{repair_hint(root)} (their symbol-days are then gone from the archive)",
             paths=missing,
         )
-    unaccounted = unaccounted_files(root, policy, catalog, on_disk)
+    unaccounted = unaccounted_files(root, catalog, on_disk, set(listed))
     if unaccounted:
         paths = [path for path, _ in unaccounted]
         reasons = "; ".join(f"{path}: {why}" for path, why in unaccounted[:5])
@@ -270,16 +271,14 @@ def check_catalog_present(archive_root: Path, policy: TierPolicy | None = None) 
     if catalog_path(root).exists():
         return
     on_disk = consolidated_files_on_disk(root, policy)
-    _refuse_missing(root, policy, on_disk, "the archive cannot be read without it")
+    _refuse_missing(root, on_disk, "the archive cannot be read without it")
 
 
-def _refuse_missing(
-    root: Path, policy: TierPolicy, on_disk: list[tuple[str, TierFile]], consequence: str
-) -> None:
+def _refuse_missing(root: Path, on_disk: list[tuple[str, TierFile]], consequence: str) -> None:
     """Raise CatalogMismatchError unless an empty catalog accounts for every file on disk."""
     if not on_disk:
         return
-    unaccounted = unaccounted_files(root, policy, Catalog(), on_disk)
+    unaccounted = unaccounted_files(root, Catalog(), on_disk, set())
     if unaccounted:
         paths = [path for path, _ in unaccounted]
         raise CatalogMismatchError(
@@ -291,14 +290,13 @@ def _refuse_missing(
 
 def unaccounted_files(
     archive_root: Path,
-    policy: TierPolicy,
     catalog: Catalog,
-    on_disk: list[tuple[str, TierFile]] | None = None,
+    on_disk: list[tuple[str, TierFile]],
+    listed: Collection[TierFile],
 ) -> list[tuple[TierFile, str]]:
-    """Consolidated files on disk the catalog neither lists nor accounts for, with the reason."""
+    """The consolidated files ``on_disk`` (``consolidated_files_on_disk``) that ``catalog``
+    neither lists (``listed``: its files resolved) nor accounts for, with the reason."""
     root = Path(archive_root)
-    on_disk = consolidated_files_on_disk(root, policy) if on_disk is None else on_disk
-    listed = set(_listed(root, policy, catalog))
     hot: set[SymbolDayKey] | None = None
     out = []
     for tier, path in on_disk:
@@ -325,10 +323,6 @@ def unaccounted_files(
             )
         )
     return out
-
-
-def _listed(root: Path, policy: TierPolicy, catalog: Catalog) -> list[TierFile]:
-    return [resolve(root, item.path, policy) for item in catalog.files.values()]
 
 
 def _names(paths: list[TierFile], limit: int = 5) -> str:
@@ -413,7 +407,7 @@ def rebuild_catalog(archive: Archive, *, allow_fewer: bool = False) -> RebuildRe
             _refuse_fewer(root, policy, old, len(catalog.partitions))
         write_catalog(root, catalog)
         added = _record_unrecorded_hot_files(root, catalog, records, list(hot.values()))
-        gone = [relative_to_root(root, r.path, policy) for r in superseded]
+        gone = [archive.relative(r.path) for r in superseded]
         _audit_rebuild(archive, catalog, gone, sorted(added))
         record_version(root, "rebuild-catalog", audit_log=archive.audit_log)
     return RebuildResult(
@@ -660,7 +654,7 @@ def verify_archive(
             problems += _check_content_named(path, full)
             checked, checked_bytes = checked + 1, checked_bytes + size_of(path)
     problems += [
-        f"{path}: {why}" for path, why in unaccounted_files(root, policy, catalog, on_disk)
+        f"{path}: {why}" for path, why in unaccounted_files(root, catalog, on_disk, listed)
     ]
     hot_files = list(scan_hot_files(root))
     for index, hot in enumerate(hot_files):

@@ -77,8 +77,6 @@ from skewtape_pipeline.ticks.archive.catalog import (
     SymbolDayKey,
     read_catalog,
     read_hot_records,
-    relative_to_root,
-    resolve,
     resolve_hot,
     settle_hot_records,
     write_catalog,
@@ -244,8 +242,8 @@ def plan_retier(
 
 class _Planner:
     """Builds one :class:`RetierPlan`: where every symbol-day belongs at ``as_of`` (its slot),
-    the moves, drops, holds and refreshes that takes, then the files to write or empty. The one
-    reader of the tier policy while planning (:meth:`_aged_tier`, :meth:`_target`)."""
+    the moves, drops, holds and refreshes that takes, then the files to write or empty (the tier
+    policy read in :meth:`_wanted` only)."""
 
     def __init__(self, archive: Archive, as_of: date, eligible: Callable[[date], bool]):
         self.archive, self.as_of, self.eligible = archive, as_of, eligible
@@ -259,14 +257,17 @@ class _Planner:
         self.purged: set[SymbolDayKey] = set()
         self.withdrawn_hot: list[HotFile] = []
 
-    def _aged_tier(self, day: date) -> str:
-        """The tier the policy gives a symbol-day of ``day`` at ``as_of`` (ConfigError for a
-        day after ``as_of``)."""
-        return self.archive.policy.tier_for(_age(day, self.as_of))
-
-    def _target(self, tier: str, day: date) -> TargetKey:
-        """``(tier, period)`` of the consolidated file a symbol-day of ``day`` goes to."""
-        return tier, period_of(day, self.archive.policy.layout_for(tier))
+    def _wanted(self, day: date, reached: str | None) -> tuple[str, str | None, bool]:
+        """``(tier, period, held)`` for a symbol-day of ``day``: the tier its age at ``as_of``
+        calls for, or ``reached`` (the tier it reached before) when that is colder, then
+        ``held`` is True (a day never gets warmer); the period of that tier's layout (None for
+        HOT). The one reader of the tier policy while planning. ConfigError for a day after
+        ``as_of``."""
+        policy = self.archive.policy
+        tier, held = policy.tier_for(_age(day, self.as_of)), False
+        if reached is not None and is_colder(reached, tier):
+            tier, held = reached, True
+        return tier, None if tier == HOT else period_of(day, policy.layout_for(tier)), held
 
     def place_hot_files(self) -> None:
         """Slot every live hot file: refreshed when it holds its consolidated copy's ticks,
@@ -279,19 +280,18 @@ class _Planner:
             if kept is not None and (same := copies.same_ticks(hot, kept)) is not None:
                 self.refreshed.append(same)
                 continue
-            tier = self._aged_tier(hot.day)
             if not self.eligible(hot.day):
+                _age(hot.day, self.as_of)  # a day after as_of is refused all the same
                 continue
-            if kept is not None and is_colder(kept.tier, tier):
+            tier, period, held = self._wanted(hot.day, None if kept is None else kept.tier)
+            if held:
                 self.held.append(hot.key)  # compacted again: back to the coldest tier reached
-                tier = kept.tier
-            if tier == HOT:
+            if period is None:
                 if entry is not None:
                     self.dropped.append(hot.key)
                 continue
-            target = self._target(tier, hot.day)
-            self.slots[hot.key] = _Slot(hot.key, *target, hot=hot)
-            self.moves.append(Move(hot.symbol, hot.day, HOT, *target, hot.path))
+            self.slots[hot.key] = _Slot(hot.key, tier, period, hot=hot)
+            self.moves.append(Move(hot.symbol, hot.day, HOT, tier, period, hot.path))
 
     def place_catalogued(self) -> None:
         """Slot every catalogued symbol-day not slotted from a hot file, dropped or purged:
@@ -304,18 +304,17 @@ class _Planner:
             if key in self.slots or key in dropped or key in self.purged:
                 continue
             current = (entry.tier, self.catalog.files[entry.file].period)
-            wanted = self._aged_tier(entry.date)
-            if is_colder(entry.tier, wanted):
+            tier, period, held = self._wanted(entry.date, entry.tier)
+            if held:
                 self.held.append(key)  # never back to a warmer tier
-                wanted = entry.tier
             if not self.eligible(entry.date):
                 self.slots[key] = _Slot(key, *current, entry=entry)
                 continue
-            target = self._target(wanted, entry.date)
-            self.slots[key] = _Slot(key, *target, entry=entry)
-            if target != current:
-                source = resolve(self.archive.root, entry.file, self.archive.policy)
-                self.moves.append(Move(*key, entry.tier, *target, source))
+            assert period is not None  # a catalogued day is held in its tier, never HOT
+            self.slots[key] = _Slot(key, tier, period, entry=entry)
+            if (tier, period) != current:
+                source = self.archive.resolve(entry.file)
+                self.moves.append(Move(*key, entry.tier, tier, period, source))
 
     def plan(self) -> RetierPlan:
         """The plan: the slots grouped by target file, and the files they change."""
@@ -429,7 +428,7 @@ class _ConsolidatedCopies:
 
     def _copy(self, entry: CatalogPartition) -> TickBatch:
         if entry.file not in self._files:
-            path = resolve(self.archive.root, entry.file, self.archive.policy)
+            path = self.archive.resolve(entry.file)
             self._files[entry.file] = {
                 (p.symbol, p.day): p.batch for p in read_consolidated_file(path)
             }
@@ -603,8 +602,7 @@ def _remove_replaced(
     """After the commit: remove the files the catalog no longer reaches and no kept version
     reads, then forget the stamps of the hot files gone (``catalog`` committed again); in
     ``books`` mode remove nothing. Returns (catalog, removed, retained)."""
-    garbage = _garbage(archive)
-    kept = set() if books else kept_files(archive.root, archive.policy)
+    garbage, kept = _garbage(archive, books=books)
     retained = [path for path, _ in garbage if books or path in kept]
     if books:
         return catalog, [], retained
@@ -634,8 +632,12 @@ def remove_orphaned_staged_files(root: Path) -> None:
 
 @dataclass(frozen=True)
 class _Written:
+    """A consolidated file written for ``rewrite``: the file, its catalog path, its
+    partitions and the moves into it."""
+
     rewrite: Rewrite
     file: ConsolidatedFile
+    rel: str
     partitions: list[CatalogPartition]
     moves: list[PartitionMove]
 
@@ -650,7 +652,7 @@ def _write_rewrite(
     read = [reader.read(slot) for slot in slots]
     parts = [SymbolDayRows(*slot.key, batch) for slot, (batch, _) in zip(slots, read, strict=True)]
     written = _write_file(archive, plan, rewrite, parts)
-    rel = relative_to_root(archive.root, written.path, archive.policy)
+    rel = archive.relative(written.path)
     partitions = [
         CatalogPartition(*slot.key, rewrite.tier, rel, len(part.batch), share, stamp)
         for slot, part, share, (_, stamp) in zip(
@@ -665,7 +667,7 @@ def _write_rewrite(
     ]
     _audit_rewrite(archive, rewrite, written, rel, reader.sources_read())
     faults.checkpoint(f"wrote:{written.path.name}")
-    return _Written(rewrite, written, partitions, moves)
+    return _Written(rewrite, written, rel, partitions, moves)
 
 
 def _write_file(
@@ -749,9 +751,8 @@ class _SourceReader:
     verified first: its size and sha256 against its record, then its footer)."""
 
     def __init__(self, archive: Archive, catalog: Catalog):
-        self.root = archive.root
+        self.archive, self.root = archive, archive.root
         self.catalog = catalog
-        self.policy = archive.policy
         self._files: dict[str, dict[SymbolDayKey, TickBatch]] = {}
         self._read: dict[str, str] = {}
         self._records = read_hot_records(archive.root)
@@ -777,7 +778,7 @@ class _SourceReader:
             st = os.fstat(handle.fileno())
             data = handle.read()
         digest = sha256_bytes(data)
-        rel = relative_to_root(self.root, hot.path, self.policy)
+        rel = self.archive.relative(hot.path)
         self._check_record(hot, FileRecord(st.st_size, digest))
         buffer = owned_buffer(data)
         read_footer(hot.path, buffer)
@@ -809,7 +810,7 @@ class _SourceReader:
             )
 
     def _read_consolidated(self, rel: str) -> dict[SymbolDayKey, TickBatch]:
-        path = resolve(self.root, rel, self.policy)
+        path = self.archive.resolve(rel)
         listed = self.catalog.files[rel]
         size = size_of(path)
         if size != listed.bytes:
@@ -838,13 +839,12 @@ def _commit(archive: Archive, plan: RetierPlan, written: Sequence[_Written]) -> 
     if not plan.changes_catalog:
         return plan.catalog
     catalog = _next_catalog(archive, plan, written)
-    files_written = [relative_to_root(archive.root, w.file.path, archive.policy) for w in written]
     unlisted = {old for w in written for old in w.rewrite.replaces} | set(plan.emptied)
     details = {
         "symbol_days_moved": len(plan.moves),
         "symbol_days_dropped": len(plan.dropped),
         "symbol_days_purged": len(plan.purged),
-        "files_written": files_written,
+        "files_written": [w.rel for w in written],
         "files_unlisted": sorted(unlisted),
     }
     _write_catalog_audited(archive, catalog, details)
@@ -879,9 +879,8 @@ def _next_catalog(archive: Archive, plan: RetierPlan, written: Sequence[_Written
     for item in written:
         for old in item.rewrite.replaces:
             files.pop(old, None)
-        rel = relative_to_root(root, item.file.path, archive.policy)
-        files[rel] = CatalogFile(
-            path=rel,
+        files[item.rel] = CatalogFile(
+            path=item.rel,
             tier=item.rewrite.tier,
             period=item.rewrite.period,
             bytes=item.file.bytes,
@@ -892,8 +891,7 @@ def _next_catalog(archive: Archive, plan: RetierPlan, written: Sequence[_Written
         partitions.update((partition.key, partition) for partition in item.partitions)
     for refresh in plan.refreshed:
         if (entry := partitions.get(refresh.key)) is not None:
-            hot = refresh.hot
-            rel = relative_to_root(root, hot.path, archive.policy)
+            hot, rel = refresh.hot, archive.relative(refresh.hot.path)
             stamp = SourceStamp(
                 rel, refresh.sha256, hot.stamp.size, hot.stamp.inode, hot.stamp.mtime_ns
             )
@@ -962,17 +960,20 @@ def prune(archive: Archive) -> list[TierFile]:
     root = archive.root
     with archive.locked("pruning"):
         checked_catalog(root, archive.policy)
-        kept = kept_files(root, archive.policy)
-        unread = [(path, why) for path, why in _garbage(archive) if path not in kept]
+        garbage, kept = _garbage(archive)
+        unread = [(path, why) for path, why in garbage if path not in kept]
         removed = remove_files(archive, unread)
         if not is_books_and_records(root):
             _forget_gone_sources(archive, read_catalog(root))
         return removed
 
 
-def _garbage(archive: Archive) -> list[tuple[TierFile, str]]:
-    """Files on disk that the committed catalog makes unreachable, with the reason (some of
-    which a kept version may still read: ``versions.kept_files``)."""
+def _garbage(
+    archive: Archive, *, books: bool = False
+) -> tuple[list[tuple[TierFile, str]], set[TierFile]]:
+    """(garbage, kept): the files on disk that the committed catalog makes unreachable, with
+    the reason, and the consolidated files some kept version still reads
+    (``versions.kept_files``; none looked for in ``books`` mode, where nothing is removed)."""
     state = archive_state(archive.root)
     out = [
         (hot.path, "superseded: its rows live in a consolidated file")
@@ -982,7 +983,7 @@ def _garbage(archive: Archive) -> list[tuple[TierFile, str]]:
         (path, "not in the catalog: replaced, or left by an interrupted run")
         for path in uncatalogued_files(archive.root, archive.policy, state.catalog)
     ]
-    return out
+    return out, set() if books else kept_files(archive.root, archive.policy)
 
 
 def remove_files(archive: Archive, garbage: list[tuple[TierFile, str]]) -> list[TierFile]:
@@ -998,7 +999,7 @@ def remove_files(archive: Archive, garbage: list[tuple[TierFile, str]]) -> list[
             {
                 "event": EVENT_REMOVE,
                 "archive": str(root.absolute()),
-                "file": relative_to_root(root, path, archive.policy),
+                "file": archive.relative(path),
                 "sha256": sha256_of(path),
                 "bytes": size_of(path),
                 "reason": reason,

@@ -20,10 +20,9 @@ from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.storage import TierFile, size_of
 from skewtape_pipeline.ticks.archive.books import audit, check_may_delete
-from skewtape_pipeline.ticks.archive.catalog import read_catalog, resolve
+from skewtape_pipeline.ticks.archive.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.lifecycle import remove_files
 from skewtape_pipeline.ticks.archive.placement import uncatalogued_files
-from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.archive.versions import (
     SUFFIX,
     Version,
@@ -82,7 +81,7 @@ def prune_versions(
         drop = _to_prune(versions, set(list_tags(root).values()), keep_last, older_than)
         _drop_versions(archive, drop)
         kept = [v for v in versions if v.version not in set(drop)]
-        unread = _unread(root, kept, archive.policy)
+        unread = _unread(archive, kept)
         removed = remove_files(archive, [(path, "read by no kept version") for path in unread])
     return PruneResult(drop, [v.version for v in kept], removed)
 
@@ -125,9 +124,10 @@ def _to_prune(
     return [v.version for v in candidates if v.version != latest and v.version not in tagged]
 
 
-def _unread(root: Path, kept: list[Version], policy: TierPolicy) -> list[TierFile]:
+def _unread(archive: Archive, kept: list[Version]) -> list[TierFile]:
     """Files under the version store and the tier roots that neither a kept version nor the
     current catalog reads."""
+    root = archive.root
     store = versions_dir(root)
     wanted: set[Path] = set()
     for version in kept:
@@ -143,8 +143,9 @@ def _unread(root: Path, kept: list[Version], policy: TierPolicy) -> list[TierFil
     for folder in ("manifests", "catalogs", "hot"):
         if (store / folder).is_dir():
             out += sorted(p for p in (store / folder).rglob(f"*{SUFFIX}") if p not in wanted)
-    held = kept_files(root, policy)
-    out += [f for f in uncatalogued_files(root, policy, read_catalog(root)) if f not in held]
+    held = kept_files(root, archive.policy)
+    unlisted = uncatalogued_files(root, archive.policy, read_catalog(root))
+    out += [f for f in unlisted if f not in held]
     return out
 
 
@@ -153,7 +154,7 @@ def past_version_bytes(archive: Archive) -> int:
     the current catalog no longer lists, and hot files kept under their content names that are
     no longer a live hot file (no other link to them)."""
     root, policy = archive.root, archive.policy
-    current = {resolve(root, f.path, policy) for f in read_catalog(root).files.values()}
+    current = {archive.resolve(f.path) for f in read_catalog(root).files.values()}
     total = sum(size_of(f) for f in kept_files(root, policy) - current if _exists(f))
     hot = versions_dir(root) / "hot"
     if hot.is_dir():
