@@ -209,16 +209,10 @@ def write_consolidated_file(
             reused = store.publish_new(temp, relative, digest, checkpoint)
         finally:
             temp.unlink(missing_ok=True)
-    target = store.file(relative)
+    target, listing = store.file(relative), [(p.symbol, p.day, len(p.batch)) for p in parts]
+    facts = replace(facts, path=target)
     return ConsolidatedFile(
-        path=target,
-        sha256=digest,
-        bytes=facts.size_bytes,
-        rows=facts.num_rows,
-        parts=[(p.symbol, p.day, len(p.batch)) for p in parts],
-        byte_shares=shares,
-        facts=replace(facts, path=target),
-        reused=reused,
+        target, digest, facts.size_bytes, facts.num_rows, listing, shares, facts, reused
     )
 
 

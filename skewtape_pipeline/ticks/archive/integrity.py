@@ -394,10 +394,7 @@ def rebuild_catalog(archive: Archive, *, allow_fewer: bool = False) -> RebuildRe
     """
     root, policy = archive.root, archive.policy
     with archive.locked("rebuilding"):
-        check_tier_stores(root, policy)
-        recorded = [
-            read_recorded(path, tier) for tier, path in consolidated_files_on_disk(root, policy)
-        ]
+        recorded = _recorded_files(archive)
         old = _readable_catalog(root)
         records = read_hot_records(root)  # a malformed line is refused before anything changes
         chosen, superseded = _newest_copies(recorded)
@@ -407,8 +404,7 @@ def rebuild_catalog(archive: Archive, *, allow_fewer: bool = False) -> RebuildRe
             _refuse_fewer(root, policy, old, len(catalog.partitions))
         write_catalog(root, catalog)
         added = _record_unrecorded_hot_files(root, catalog, records, list(hot.values()))
-        gone = [archive.relative(r.path) for r in superseded]
-        _audit_rebuild(archive, catalog, gone, sorted(added))
+        _audit_rebuild(archive, catalog, superseded, sorted(added))
         record_version(root, "rebuild-catalog", audit_log=archive.audit_log)
     return RebuildResult(
         root,
@@ -419,6 +415,14 @@ def rebuild_catalog(archive: Archive, *, allow_fewer: bool = False) -> RebuildRe
         len(catalog.withdrawn),
         len(added),
     )
+
+
+def _recorded_files(archive: Archive) -> list[RecordedFile]:
+    """What every consolidated file in the archive's tier roots records (:func:`read_recorded`);
+    ObjectStoreError naming the URI of a tier root that cannot be used."""
+    check_tier_stores(archive.root, archive.policy)
+    on_disk = consolidated_files_on_disk(archive.root, archive.policy)
+    return [read_recorded(path, tier) for tier, path in on_disk]
 
 
 def _rebuilt(
@@ -458,17 +462,17 @@ def _record_unrecorded_hot_files(
 
 
 def _audit_rebuild(
-    archive: Archive, catalog: Catalog, superseded: list[str], hot_recorded: list[str]
+    archive: Archive, catalog: Catalog, superseded: list[RecordedFile], hot_recorded: list[str]
 ) -> None:
-    """Append the rebuild's record: the new catalog, the files left out, the hot files
-    recorded."""
+    """Append the rebuild's record: the new catalog, the files left out (``superseded``), the
+    hot files recorded."""
     record = {
         "event": EVENT_REBUILD,
         "archive": str(archive.root.absolute()),
         "generation": catalog.generation,
         "catalog_sha256": sha256_bytes(catalog.to_bytes()),
         "files": sorted(catalog.files),
-        "superseded": superseded,
+        "superseded": [archive.relative(r.path) for r in superseded],
         "hot_files_recorded": hot_recorded,
         "symbol_days": len(catalog.partitions),
         "reason": "catalog rebuilt from the consolidated files",

@@ -112,7 +112,7 @@ from skewtape_pipeline.ticks.archive.tiers import (
     check_age_days,
     is_colder,
 )
-from skewtape_pipeline.ticks.archive.trust import HOT_WRITER, required_hot_record
+from skewtape_pipeline.ticks.archive.trust import HOT_WRITER, record_problems, required_hot_record
 from skewtape_pipeline.ticks.archive.versions import kept_files, record_version
 from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport, compression_ratio
@@ -810,23 +810,20 @@ class _SourceReader:
             )
 
     def _read_consolidated(self, rel: str) -> dict[SymbolDayKey, TickBatch]:
+        """Every symbol-day of the consolidated file ``rel``, once its size and sha256 are the
+        catalog's (DamagedFileError naming the file and the difference, else)."""
         path = self.archive.resolve(rel)
-        listed = self.catalog.files[rel]
-        size = size_of(path)
-        if size != listed.bytes:
+        listed, found = self.catalog.files[rel], []
+        record = FileRecord(listed.bytes, listed.sha256)
+        problems = record_problems(path, record, "the catalog", found=found)
+        if problems:
+            difference = problems[0].removeprefix(f"{path}: ")
             raise DamagedFileError(
-                f"size is {size} bytes, the catalog recorded {listed.bytes}; the file changed "
-                "after it was written (restore it from a copy before re-tiering)",
+                f"{difference}; the file changed after it was written (restore it from a copy "
+                "before re-tiering)",
                 path=path,
             )
-        found = sha256_of(path)
-        if found != listed.sha256:
-            raise DamagedFileError(
-                f"sha256 is {found}, the catalog recorded {listed.sha256}; the file changed "
-                "after it was written (restore it from a copy before re-tiering)",
-                path=path,
-            )
-        self._read[rel] = found
+        self._read[rel] = found[0]
         return {(p.symbol, p.day): p.batch for p in read_consolidated_file(path)}
 
     def sources_read(self) -> list[dict[str, str]]:
