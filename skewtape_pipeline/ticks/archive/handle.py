@@ -28,7 +28,10 @@ Options (keyword-only, safe defaults):
   False never turns it off).
 
 The verbs delegate to the modules that do the work (``compact``, ``lifecycle``, ``withdraw``,
-``integrity``, ``query``, ``placement``), passing the handle's options; each writing verb first
+``integrity``, ``query``, ``placement``): re-tiering, pruning, withdrawal, removal, the catalog
+rebuild and version pruning are handed the handle itself and take its lock
+(:meth:`Archive.locked`) and its path map (:meth:`Archive.resolve`, :meth:`Archive.relative`)
+from it; the others are passed the handle's options. Each writing verb first
 calls :meth:`Archive.prepare` and, once it succeeded, records a policy given to an archive that
 recorded none. Versioned reads (``read``, ``versions``, ``tag``, ``prune_versions``) are methods
 of this same class, with the same constructor: they read ``self.root`` and ``self.policy`` and
