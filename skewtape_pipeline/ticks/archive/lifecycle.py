@@ -191,8 +191,9 @@ class RetierPlan:
     slots: dict[TargetKey, list[_Slot]] = field(repr=False, default_factory=dict)
 
     @property
-    def moved_keys(self) -> set[SymbolDayKey]:
-        return {(m.symbol, m.date) for m in self.moves}
+    def moves_by_key(self) -> dict[SymbolDayKey, Move]:
+        """The planned moves by symbol-day."""
+        return {(m.symbol, m.date): m for m in self.moves}
 
     @property
     def changes_catalog(self) -> bool:
@@ -659,7 +660,7 @@ def _write_rewrite(
             slots, parts, written.byte_shares, read, strict=True
         )
     ]
-    moved = {(m.symbol, m.date): m for m in plan.moves}
+    moved = plan.moves_by_key
     moves = [
         _partition_move(moved[slot.key], slot, partition, written.path)
         for slot, partition in zip(slots, partitions, strict=True)
