@@ -417,9 +417,7 @@ def _compact_held(
 def _removed(archive: Archive, gone: Sequence[SymbolDayKey]) -> dict[SymbolDayKey, Removal]:
     """Take the ``gone`` symbol-days out of ``archive`` (``withdraw.remove_symbol_days``,
     waiting for the lock as a compaction does); their removals by symbol-day."""
-    removed = remove_symbol_days(archive.root, gone, audit_log=archive.audit_log,
-                                 lock_timeout=compaction_lock_wait(archive),
-                                 policy=archive.policy)  # fmt: skip
+    removed = remove_symbol_days(archive.waiting(compaction_lock_wait(archive)), gone)
     return {(r.symbol, r.day): r for r in removed}
 
 

@@ -93,3 +93,16 @@ def test_archive_compact_when_given_a_bad_option_refuses_naming_it_and_writes_no
     with pytest.raises(ConfigError, match=field):
         archive_at(tmp_path / "archive").compact(source, **{"as_of": date(2025, 12, 5), **options})
     assert not (tmp_path / "archive").exists()
+
+
+def test_archive_waiting_when_asked_gives_the_archive_waiting_that_long_and_leaves_it_as_built(
+    tmp_path,
+):
+    archive = archive_at(tmp_path, lock_timeout=0.5)
+    waiting = archive.waiting(ARCHIVE_LOCK_WAIT_SECONDS)
+    assert (waiting.root, waiting.policy, waiting.audit_log) == (
+        archive.root, archive.policy, archive.audit_log
+    )  # fmt: skip
+    assert (waiting.lock_timeout, archive.lock_timeout) == (ARCHIVE_LOCK_WAIT_SECONDS, 0.5)
+    with pytest.raises(ConfigError, match="lock_timeout"):
+        archive.waiting(-1)
