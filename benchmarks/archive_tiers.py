@@ -63,10 +63,9 @@ from tick_anchors import (
 )
 from tick_data import BUY, KALSHI_FILE, NS_PER_DAY, SELL, Ticks, decimal_array, load_kalshi
 
-from skewtape_pipeline.ticks.archive.catalog import CATALOG_FILE
 from skewtape_pipeline.ticks.archive.compact import compact_source
+from skewtape_pipeline.ticks.archive.layout import CATALOG_FILE, read_archive_marker
 from skewtape_pipeline.ticks.archive.lifecycle import retier
-from skewtape_pipeline.ticks.archive.parquet_store import read_archive_marker
 from skewtape_pipeline.ticks.archive.placement import archive_metrics
 from skewtape_pipeline.ticks.archive.query import run_query, scan_stats
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, TierPolicy

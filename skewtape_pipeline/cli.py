@@ -491,7 +491,7 @@ PROGRESS_REDRAW_SECONDS = 0.2
 
 
 def cmd_retier(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.layout import check_archive_root
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
     as_of = _parse_day(args.as_of)
@@ -517,7 +517,7 @@ def describe_retier(archive: str, metrics: dict[str, Any]) -> str:
 
 
 def cmd_remove_days(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.layout import check_archive_root
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
     keys = [(symbol, _parse_day(day, option="--day")) for symbol, day in args.day]
@@ -562,7 +562,7 @@ def _check_symbol_days_archived(archive: Path, keys: Sequence[tuple[str, date]])
     """ConfigError naming the first symbol-day that has neither a hot file nor a catalogued
     copy in ``archive`` (a mistyped symbol or day), before anything is removed."""
     from skewtape_pipeline.ticks.archive.catalog import read_catalog
-    from skewtape_pipeline.ticks.archive.parquet_store import partition_file
+    from skewtape_pipeline.ticks.archive.layout import partition_file
 
     catalogued = read_catalog(archive).partitions
     for symbol, day in keys:
@@ -574,7 +574,7 @@ def _check_symbol_days_archived(archive: Path, keys: Sequence[tuple[str, date]])
 
 
 def cmd_show(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.layout import check_archive_root
     from skewtape_pipeline.ticks.archive.show import show_symbol_day
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
@@ -607,7 +607,7 @@ def cmd_query(args: argparse.Namespace) -> None:
 
 
 def cmd_versions(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.layout import check_archive_root
     from skewtape_pipeline.ticks.archive.versions import list_tags, list_versions
 
     archive = check_archive_root(args.archive, empty_ok=False)
@@ -625,7 +625,7 @@ def cmd_versions(args: argparse.Namespace) -> None:
 
 
 def cmd_tag(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.layout import check_archive_root
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
     version = archive.tag(args.name, version=args.version)
@@ -634,7 +634,7 @@ def cmd_tag(args: argparse.Namespace) -> None:
 
 
 def cmd_prune_versions(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.layout import check_archive_root
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
     result = archive.prune_versions(

@@ -2,7 +2,7 @@
 
 This is a model for reasoning about and testing the encoding mechanics, and a yardstick for
 benchmarks; it is NOT the archive format. No query engine reads a TKC1 blob. The archive is
-Parquet (:mod:`skewtape_pipeline.ticks.archive.parquet_store`), which specifies the same techniques
+Parquet (:mod:`skewtape_pipeline.ticks.encode.parquet_file`), which specifies the same techniques
 natively (DELTA_BINARY_PACKED, ZSTD) and stays readable by DuckDB, pyarrow and Spark.
 
 Layout (big-endian), exactly ``14 + n * 25`` bytes::

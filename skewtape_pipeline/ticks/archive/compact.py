@@ -51,14 +51,8 @@ from skewtape_pipeline.ticks.archive.catalog import (
     read_catalog,
 )
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
-from skewtape_pipeline.ticks.archive.parquet_store import (
+from skewtape_pipeline.ticks.archive.layout import (
     ARCHIVE_LOCK_WAIT_SECONDS,
-    META_DATE,
-    META_PREFIX,
-    META_PRICE_SCALE,
-    META_QUANTITY_SCALE,
-    META_SYMBOL,
-    FileFacts,
     PreparedFile,
     archive_lock,
     encode_symbol,
@@ -87,6 +81,14 @@ from skewtape_pipeline.ticks.encode.model import (
     first_true,
     rescaled_units,
     widest_schema,
+)
+from skewtape_pipeline.ticks.encode.parquet_file import (
+    META_DATE,
+    META_PREFIX,
+    META_PRICE_SCALE,
+    META_QUANTITY_SCALE,
+    META_SYMBOL,
+    FileFacts,
 )
 from skewtape_pipeline.ticks.encode.report import (
     DEFAULT_TARGET_RATIO,

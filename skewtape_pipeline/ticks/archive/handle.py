@@ -22,8 +22,8 @@ Options (keyword-only, safe defaults):
 - ``audit_log``: where the writers' audit records go; None: no audit (the mirror's meaning).
   Default: ``audit.jsonl`` beside the archive root (:func:`books.default_audit_log`).
 - ``lock_timeout``: seconds a writer waits for another to release the archive's one lock
-  (``parquet_store.archive_lock``); default 0: refuse at once. Compaction holds the lock only
-  for its checks and renames and waits ``parquet_store.ARCHIVE_LOCK_WAIT_SECONDS`` as always.
+  (``layout.archive_lock``); default 0: refuse at once. Compaction holds the lock only
+  for its checks and renames and waits ``layout.ARCHIVE_LOCK_WAIT_SECONDS`` as always.
 - ``books_and_records``: put the archive in write-once mode before the first write (for good;
   False never turns it off).
 

@@ -94,11 +94,9 @@ from skewtape_pipeline.ticks.archive.consolidate import (
     write_consolidated_file,
 )
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
-from skewtape_pipeline.ticks.archive.parquet_store import (
+from skewtape_pipeline.ticks.archive.layout import (
     archive_lock,
     ensure_archive_schema,
-    read_archive_batch,
-    read_file_facts,
     staging_folder,
 )
 from skewtape_pipeline.ticks.archive.placement import (
@@ -119,6 +117,7 @@ from skewtape_pipeline.ticks.archive.tiers import (
 from skewtape_pipeline.ticks.archive.trust import HOT_WRITER, required_hot_record
 from skewtape_pipeline.ticks.archive.versions import kept_files, record_version
 from skewtape_pipeline.ticks.encode.model import TickBatch
+from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch, read_file_facts
 from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport, compression_ratio
 
 EVENT_REWRITE = "tick-archive-rewrite"

@@ -81,10 +81,10 @@ import pyarrow.dataset as ds
 from skewtape_pipeline.errors import CatalogMismatchError, ConfigError
 from skewtape_pipeline.fsio import load_json
 from skewtape_pipeline.storage import LocalTier, ObjectFile, ObjectTier, exists
-from skewtape_pipeline.ticks.archive.catalog import CATALOG_FILE, Catalog, normalized, resolve
+from skewtape_pipeline.ticks.archive.catalog import Catalog, normalized, resolve
 from skewtape_pipeline.ticks.archive.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.integrity import check_catalog_present, repair_hint
-from skewtape_pipeline.ticks.archive.parquet_store import ARCHIVE_MARKER
+from skewtape_pipeline.ticks.archive.layout import ARCHIVE_MARKER, check_archive_root
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, archive_state
 from skewtape_pipeline.ticks.archive.reports_table import PLACES_SCHEMA, reports_view_sql
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, TierPolicy
@@ -620,46 +620,6 @@ def _allowed_folders(roots: Roots, policy: TierPolicy | None) -> list[Path]:
             if isinstance(store, LocalTier):
                 folders.append(store.folder)
     return folders
-
-
-def check_archive_root(root: Path | str, *, empty_ok: bool = True) -> Path:
-    """``root`` as a Path when it is a tick archive root (the hot tier: the folder holding
-    ``_skewtape_archive.json``, the catalog and the ``symbol=`` folders); ConfigError naming it
-    otherwise, touching nothing.
-
-    Refused: a path that is not a folder, a warm or cold tier folder (consolidated ``year=``
-    folders, no catalog: the message names the archive root it likely belongs to), and a
-    folder holding files of its own but no archive marker. A folder holding no more than the
-    archive's bookkeeping (dot files, ``_skewtape*`` markers: an archive with nothing
-    compacted yet) passes only with ``empty_ok``.
-    """
-    path = Path(root)
-    if not path.is_dir():
-        raise ConfigError(f"{path}: not a folder; expected a tick archive root")
-    names = {child.name for child in path.iterdir()}
-    if ARCHIVE_MARKER not in names:
-        if empty_ok and all(n.startswith((".", "_skewtape")) for n in names):
-            return path
-        what = "holds no tick archive yet" if not names else f"holds no {ARCHIVE_MARKER}"
-        raise ConfigError(f"{path}: {what}; expected a tick archive root")
-    if _looks_like_tier_folder(names):
-        base, _, tier = path.name.rpartition("-")
-        hint = path.with_name(base) if base and tier.upper() in (WARM, COLD) else None
-        raise ConfigError(
-            f"{path}: is a warm or cold tier folder (consolidated files, no catalog), not an "
-            f"archive root; pass the archive root (its hot tier)"
-            + (f", e.g. {hint}" if hint else "")
-        )
-    return path
-
-
-def _looks_like_tier_folder(names: set[str]) -> bool:
-    """Consolidated ``year=`` folders without the catalog or any hot ``symbol=`` folder."""
-    return (
-        CATALOG_FILE not in names
-        and any(n.startswith("year=") for n in names)
-        and not any(n.startswith("symbol=") for n in names)
-    )
 
 
 def _roots(roots: Roots) -> list[Path]:

@@ -20,8 +20,8 @@ from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.storage import TierFile, size_of
 from skewtape_pipeline.ticks.archive.books import audit, check_may_delete
 from skewtape_pipeline.ticks.archive.catalog import read_catalog, resolve
+from skewtape_pipeline.ticks.archive.layout import archive_lock
 from skewtape_pipeline.ticks.archive.lifecycle import remove_files
-from skewtape_pipeline.ticks.archive.parquet_store import archive_lock
 from skewtape_pipeline.ticks.archive.placement import uncatalogued_files
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.archive.versions import (

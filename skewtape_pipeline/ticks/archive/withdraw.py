@@ -31,8 +31,8 @@ from skewtape_pipeline.ticks.archive.catalog import (
     write_catalog,
 )
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
+from skewtape_pipeline.ticks.archive.layout import archive_lock, partition_file
 from skewtape_pipeline.ticks.archive.lifecycle import remove_stale_catalog_temps
-from skewtape_pipeline.ticks.archive.parquet_store import archive_lock, partition_file
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.archive.versions import record_version
 
@@ -62,7 +62,7 @@ def remove_symbol_days(
     """Take symbol-days out of the archive: withdraw their consolidated copy, remove their hot
     file. Withdrawal comes first, so a crash between leaves the day hidden or gone, never
     half-visible; a rerun finishes. Both happen under the archive's lock
-    (``parquet_store.archive_lock``), so a re-tiering
+    (``layout.archive_lock``), so a re-tiering
     cannot move a hot file being removed back into a consolidated file. Idempotent. Returns
     one :class:`Removal` per key, sorted.
 

@@ -49,7 +49,7 @@ from skewtape_pipeline.ticks.archive.compact import (
     spilling_router,
     utc_days,
 )
-from skewtape_pipeline.ticks.archive.parquet_store import (
+from skewtape_pipeline.ticks.archive.layout import (
     ARCHIVE_LOCK_WAIT_SECONDS,
     partition_file,
     recorded_schema,

@@ -30,8 +30,8 @@ from skewtape_pipeline.ticks.archive.catalog import (
     resolve,
     write_catalog,
 )
+from skewtape_pipeline.ticks.archive.layout import partition_file
 from skewtape_pipeline.ticks.archive.lifecycle import retier
-from skewtape_pipeline.ticks.archive.parquet_store import partition_file
 from skewtape_pipeline.ticks.archive.placement import archive_state
 from skewtape_pipeline_tests.ticks.archive_builders import DAYS, POLICY, build_archive
 

@@ -16,6 +16,7 @@ from skewtape_pipeline.ticks.archive.books import default_audit_log
 from skewtape_pipeline.ticks.archive.catalog import read_catalog, resolve
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.consolidate import read_consolidated_file
+from skewtape_pipeline.ticks.archive.layout import ARCHIVE_LOCK_FILE
 from skewtape_pipeline.ticks.archive.lifecycle import (
     EVENT_COMMIT,
     EVENT_REMOVE,
@@ -24,7 +25,6 @@ from skewtape_pipeline.ticks.archive.lifecycle import (
     relocated_report,
     retier,
 )
-from skewtape_pipeline.ticks.archive.parquet_store import ARCHIVE_LOCK_FILE
 from skewtape_pipeline.ticks.archive.placement import archive_metrics, locate, scan_hot_files
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM
 from skewtape_pipeline.ticks.archive.version_pruning import prune_versions

@@ -26,17 +26,13 @@ from skewtape_pipeline.ticks.archive.consolidate import (
     read_consolidated_file,
     write_consolidated_file,
 )
+from skewtape_pipeline.ticks.archive.layout import ARCHIVE_MARKER, ensure_archive_schema
 from skewtape_pipeline.ticks.archive.lifecycle import retier
-from skewtape_pipeline.ticks.archive.parquet_store import (
-    ARCHIVE_MARKER,
-    ensure_archive_schema,
-    read_archive_batch,
-    read_file_facts,
-)
 from skewtape_pipeline.ticks.archive.query import run_query
 from skewtape_pipeline.ticks.archive.tiers import COLD, TierPolicy, TierSettings
 from skewtape_pipeline.ticks.encode import sources
 from skewtape_pipeline.ticks.encode.model import TickBatch
+from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch, read_file_facts
 from skewtape_pipeline.ticks.encode.sides import SIDE_NAMES
 from skewtape_pipeline.ticks.encode.validate import day_start_ns
 from skewtape_pipeline_tests.ticks.conftest import DAY, DAY_NS, TARDIS_FILE

@@ -25,8 +25,8 @@ from skewtape_pipeline.ticks.archive.books import enable_books_and_records
 from skewtape_pipeline.ticks.archive.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.integrity import rebuild_catalog, verify_archive
+from skewtape_pipeline.ticks.archive.layout import partition_file
 from skewtape_pipeline.ticks.archive.lifecycle import retier
-from skewtape_pipeline.ticks.archive.parquet_store import partition_file
 from skewtape_pipeline.ticks.archive.placement import archive_state, scan_hot_files
 from skewtape_pipeline.ticks.archive.query import run_query, run_query_text
 from skewtape_pipeline.ticks.archive.tiers import COLD, WARM

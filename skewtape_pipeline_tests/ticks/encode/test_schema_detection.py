@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import ArchiveSchemaError, ConfigError, TickValidationError
 from skewtape_pipeline.ticks.archive.compact import compact_source, compact_ticks
-from skewtape_pipeline.ticks.archive.parquet_store import read_archive_marker, recorded_schema
+from skewtape_pipeline.ticks.archive.layout import read_archive_marker, recorded_schema
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.encode import sources
 from skewtape_pipeline.ticks.encode.decimals import FLOAT_NOISE, quantize

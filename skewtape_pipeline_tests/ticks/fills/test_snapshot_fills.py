@@ -18,8 +18,8 @@ from skewtape_pipeline.mirror.apply import apply_delta
 from skewtape_pipeline.mirror.snapshot import read_snapshot
 from skewtape_pipeline.ticks.archive import spill
 from skewtape_pipeline.ticks.archive.books import EVENT_REFUSED, enable_books_and_records
+from skewtape_pipeline.ticks.archive.layout import partition_file
 from skewtape_pipeline.ticks.archive.lifecycle import retier
-from skewtape_pipeline.ticks.archive.parquet_store import partition_file
 from skewtape_pipeline.ticks.archive.query import run_query
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.archive.versions import EVENT_VERSION
