@@ -67,7 +67,7 @@ from skewtape_pipeline.ticks.archive.compact import compact_source
 from skewtape_pipeline.ticks.archive.layout import CATALOG_FILE, read_archive_marker
 from skewtape_pipeline.ticks.archive.lifecycle import retier
 from skewtape_pipeline.ticks.archive.placement import archive_metrics
-from skewtape_pipeline.ticks.archive.query import run_query, scan_stats
+from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query, scan_stats
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, TierPolicy
 from skewtape_pipeline.ticks.encode.sides import KALSHI_TAKER_SIDES
 from skewtape_pipeline.ticks.encode.sources import (
@@ -380,7 +380,7 @@ def check_view_rows(root: Path, ticks: Ticks) -> None:
         "quantity, side = 'SELL' AS sell FROM ticks "
         "ORDER BY symbol, ts_ns, price, quantity, sell",
         root,
-        threads=1,
+        QueryOptions(threads=1),
     )
     order = np.lexsort((ticks.side, ticks.quantity, ticks.price, ticks.ts_ns, ticks.symbols))
     expected = {

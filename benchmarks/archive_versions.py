@@ -35,7 +35,7 @@ from pathlib import Path
 
 from skewtape_pipeline.ticks.archive import versions as versions_module
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
-from skewtape_pipeline.ticks.archive.query import run_query
+from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.archive.versions import (
     commit_version,
@@ -167,14 +167,14 @@ def run(workdir: Path, *, symbols: int, versions: int, per_day: int, repeats: in
     shutil.rmtree(versions_dir(plain))
     middle = versions // 2
     params = ["MKT-001", FIRST_DAY, FIRST_DAY + timedelta(days=DAYS - 1)]
-    assert run_query(QUERY, plain, parameters=params) == run_query(
-        QUERY, versioned, parameters=params
+    assert run_query(QUERY, plain, QueryOptions(parameters=params)) == run_query(
+        QUERY, versioned, QueryOptions(parameters=params)
     )
     unversioned, current, as_of = interleaved_medians(
         [
-            lambda: run_query(QUERY, plain, parameters=params),
-            lambda: run_query(QUERY, versioned, parameters=params),
-            lambda: run_query(QUERY, versioned, parameters=params, as_of=middle),
+            lambda: run_query(QUERY, plain, QueryOptions(parameters=params)),
+            lambda: run_query(QUERY, versioned, QueryOptions(parameters=params)),
+            lambda: run_query(QUERY, versioned, QueryOptions(parameters=params, as_of=middle)),
         ],
         repeats,
     )

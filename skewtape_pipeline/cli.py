@@ -589,18 +589,18 @@ def cmd_show(args: argparse.Namespace) -> None:
 
 
 def cmd_query(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.query import run_query_json, run_query_text
+    from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query_json, run_query_text
 
     roots = [Path(root) for root in args.archive]
-    options = {
-        "policy": _archive(args, args.archive[0]).policy,
-        "unrestricted": args.unrestricted,
-        "as_of": args.as_of,
-    }
+    options = QueryOptions(
+        policy=_archive(args, args.archive[0]).policy,
+        unrestricted=args.unrestricted,
+        as_of=args.as_of,
+    )
     if args.json:
-        print(run_query_json(args.sql, roots, **options))
+        print(run_query_json(args.sql, roots, options))
         return
-    result = run_query_text(args.sql, roots, **options)
+    result = run_query_text(args.sql, roots, options)
     print("\t".join(_tsv_field(name) for name in result.columns))
     for row in result.rows:
         print("\t".join(_tsv_field(value) for value in row))

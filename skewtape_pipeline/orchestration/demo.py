@@ -36,7 +36,7 @@ from skewtape_pipeline.orchestration.shared.resources import ArchiveSettings, Sk
 from skewtape_pipeline.orchestration.ticks.partitions import VENUES, day_partitions
 from skewtape_pipeline.orchestration.ticks.tier_assets import retier_run_config
 from skewtape_pipeline.sample.publisher import publish_sample
-from skewtape_pipeline.ticks.archive.query import run_query
+from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query
 from skewtape_pipeline.ticks.archive.tiers import TIERS
 from skewtape_pipeline.ticks.fills.snapshot_fills import days_by_activity
 
@@ -191,7 +191,7 @@ def archived_reports(skewtape: SkewtapeHome, day: date, run_id: str) -> list[dic
         "SELECT * FROM tick_reports WHERE date = ? AND batch = ? AND status = 'archived' "
         "ORDER BY symbol",
         skewtape.archive_dir,
-        parameters=[day, run_id],
+        QueryOptions(parameters=[day, run_id]),
     ).to_pylist()
     return [
         row | {"path": str(skewtape.archive_dir / row["path"]), "date": row["date"].isoformat()}
@@ -257,7 +257,7 @@ def _stage(stage: TierStage, skewtape: SkewtapeHome, symbol_day: tuple[str, str]
     stage.view = {str(r["tier"]): (int(r["ticks"]), int(r["contracts"])) for r in rows}
     symbol, day = stage.query = symbol_day
     stage.answer = run_query(
-        VIEW_SYMBOL_DAY, skewtape.archive_dir, parameters=[symbol, day, day]
+        VIEW_SYMBOL_DAY, skewtape.archive_dir, QueryOptions(parameters=[symbol, day, day])
     ).to_pylist()
     return stage
 

@@ -331,10 +331,12 @@ class Archive:
         parameters: Sequence[Any] | None = None,
         unrestricted: bool = False,
     ) -> pa.Table:
-        """``sql`` over the view ``ticks`` spanning every tier (``views.run_query``)."""
-        return views.run_query(
-            sql, self.root, parameters=parameters, policy=self.policy, unrestricted=unrestricted
+        """``sql`` over the view ``ticks`` spanning every tier (``views.run_query``), with this
+        archive's policy; ConfigError for options that ``views.QueryOptions`` refuses."""
+        options = views.QueryOptions(
+            parameters=parameters or (), policy=self.policy, unrestricted=unrestricted
         )
+        return views.run_query(sql, self.root, options)
 
     def open_view(self, con: Any, *, name: str = views.VIEW_NAME) -> Any:
         """The view ``name`` over every tier on the DuckDB connection ``con``

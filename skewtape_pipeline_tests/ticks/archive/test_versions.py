@@ -20,7 +20,7 @@ from skewtape_pipeline.ticks.archive.books import default_audit_log, enable_book
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.lifecycle import retier
-from skewtape_pipeline.ticks.archive.query import run_query, ticks_view_sql
+from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query, ticks_view_sql
 from skewtape_pipeline.ticks.archive.version_pruning import past_version_bytes, prune_versions
 from skewtape_pipeline.ticks.archive.versions import (
     MAX_DELTA_DEPTH,
@@ -84,7 +84,9 @@ def compact(root: Path, key: tuple[str, date], variant: int = 0, as_of: date = S
 
 def rows(root: Path, as_of=None) -> list[tuple]:
     """Every row of the view (now, or as of a version), sorted."""
-    table = run_query(f"SELECT {COLUMNS} FROM ticks", root, policy=POLICY, as_of=as_of)
+    table = run_query(
+        f"SELECT {COLUMNS} FROM ticks", root, QueryOptions(policy=POLICY, as_of=as_of)
+    )
     table = table.set_column(2, "ts", table["ts"].cast(pa.int64()))
     return sorted(zip(*(table[c].to_pylist() for c in table.column_names), strict=True))
 
@@ -257,7 +259,9 @@ def test_archive_read_when_filtered_equals_the_view_now_and_as_of_past_versions(
             expected
         )
         assert sorted(handle.read(as_of=as_of).to_pylist(), key=str) == sorted(
-            run_query("SELECT * FROM ticks", archive, policy=POLICY, as_of=as_of).to_pylist(),
+            run_query(
+                "SELECT * FROM ticks", archive, QueryOptions(policy=POLICY, as_of=as_of)
+            ).to_pylist(),
             key=str,
         )
 
@@ -444,7 +448,9 @@ def test_versions_when_tiers_are_on_s3_read_replaced_objects_until_pruned(
         compact(root, key)
 
     def view(as_of=None):
-        table = run_query(f"SELECT {COLUMNS} FROM ticks", root, policy=policy, as_of=as_of)
+        table = run_query(
+            f"SELECT {COLUMNS} FROM ticks", root, QueryOptions(policy=policy, as_of=as_of)
+        )
         table = table.set_column(2, "ts", table["ts"].cast(pa.int64()))
         return sorted(zip(*(table[c].to_pylist() for c in table.column_names), strict=True))
 
