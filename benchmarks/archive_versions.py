@@ -44,7 +44,7 @@ from skewtape_pipeline.ticks.archive.versions import (
     version_count,
     versions_dir,
 )
-from skewtape_pipeline.ticks.encode.model import TickBatch
+from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 
 FIRST_DAY = date(2026, 11, 1)
 DAYS = 30
@@ -61,7 +61,7 @@ def day_ticks(symbol: int, day: date, revision: int, per_day: int) -> TickBatch:
     price = [1 + (symbol * 7 + i * 13 + revision) % 99 for i in range(per_day)]
     quantity = [1 + (i * symbol) % 40 for i in range(per_day)]
     side = [i % 2 for i in range(per_day)]
-    return TickBatch.from_units(ts, price, quantity, side, price_scale=2)
+    return TickBatch.from_units(ts, price, quantity, side, TickSchema(price_scale=2))
 
 
 def compact(root: Path, symbol: int, day: date, revision: int, per_day: int) -> None:

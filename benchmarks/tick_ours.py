@@ -34,7 +34,7 @@ from tick_data import NS_PER_DAY, Ticks, symbol_days
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, TierPolicy
 from skewtape_pipeline.ticks.encode import parquet_file
-from skewtape_pipeline.ticks.encode.model import TickBatch, widest_schema
+from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema, widest_schema
 from skewtape_pipeline.ticks.encode.sides import BUY, SELL, UNKNOWN
 
 POLICY = TierPolicy()
@@ -69,9 +69,7 @@ def mapped_batch(t: Ticks) -> TickBatch:
         pa.array(t.price, pa.int64()),
         pa.array(t.quantity, pa.int64()),
         pa.array(OUR_SIDE_CODES[t.side], pa.int8()),
-        price_scale=t.price_scale,
-        quantity_scale=t.quantity_scale,
-        timestamp_unit="ns",
+        TickSchema(timestamp_unit="ns", price_scale=t.price_scale, quantity_scale=t.quantity_scale),
     )
 
 

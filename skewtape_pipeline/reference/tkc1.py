@@ -65,7 +65,6 @@ from skewtape_pipeline.ticks.encode.report import (
     check_raw_size,
     check_target_ratio,
     compression_ratio,
-    report_notes,
 )
 from skewtape_pipeline.ticks.encode.sides import SIDE_CODES, SIDE_NAMES
 from skewtape_pipeline.ticks.encode.sources import CSV_HEADER
@@ -458,16 +457,6 @@ def compact_tkc1(
     else:
         raw, basis = raw_size_bytes, RAW_SIZE_BASIS_SUPPLIED
     ratio = compression_ratio(raw, len(blob.data))
-    notes = report_notes(
-        price_precision_loss_ticks=encoded.price_precision_loss_ticks,
-        quantity_precision_loss_ticks=0,
-        price_scale=price_scale,
-        quantity_scale=0,
-        reordered_ticks=0,
-        ratio=ratio,
-        target=target,
-        raw_size_basis=basis,
-    )
     report = TickStorageCompactionReport(
         symbol=symbol,
         date=day.isoformat() if day else None,
@@ -498,8 +487,7 @@ def compact_tkc1(
         round_trip_verified=True,
         path=None,
         seconds=time.perf_counter() - started,
-        notes=notes,
-    )
+    ).noted()
     return blob, report
 
 

@@ -20,7 +20,7 @@ from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy, TierSettings
 from skewtape_pipeline.ticks.archive.trust import VERIFIED_CACHE
-from skewtape_pipeline.ticks.encode.model import TickBatch
+from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.sides import SIDE_NAMES
 from skewtape_pipeline.ticks.encode.validate import day_start_ns
 
@@ -50,7 +50,9 @@ def day_ticks(symbol: str, day: date) -> TickBatch:
         for i in range(n)
     ]
     ts, price, quantity, side = zip(*rows, strict=True)
-    return TickBatch.from_units(list(ts), list(price), list(quantity), list(side), price_scale=2)
+    return TickBatch.from_units(
+        list(ts), list(price), list(quantity), list(side), TickSchema(price_scale=2)
+    )
 
 
 def build_archive(folder: Path, *, as_of: date, days: tuple[date, ...] = DAYS) -> Path:

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from skewtape_pipeline.mirror.apply import apply_delta
-from skewtape_pipeline.ticks.encode.model import TickBatch
+from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.validate import day_start_ns
 
 REAL_TICKS = Path(
@@ -36,7 +36,7 @@ def make_batch(
     ts, price, qty, side = zip(*rows, strict=True) if rows else ((), (), (), ())
     return TickBatch.from_units(
         list(ts), list(price), list(qty), list(side),
-        price_scale=price_scale, quantity_scale=quantity_scale,
+        TickSchema(price_scale=price_scale, quantity_scale=quantity_scale),
     )  # fmt: skip
 
 

@@ -101,7 +101,6 @@ from skewtape_pipeline.ticks.encode.report import (
     check_raw_size,
     check_target_ratio,
     compression_ratio,
-    report_notes,
 )
 from skewtape_pipeline.ticks.encode.sources import (
     SourceTicks,
@@ -733,21 +732,7 @@ def _report(
     ratio = compression_ratio(raw_size_bytes, facts.size_bytes)
     price_scale = int(facts.metadata[META_PRICE_SCALE])
     quantity_scale = int(facts.metadata[META_QUANTITY_SCALE])
-    notes = report_notes(
-        price_precision_loss_ticks=batch.price_precision_loss_ticks,
-        quantity_precision_loss_ticks=batch.quantity_precision_loss_ticks,
-        price_scale=price_scale,
-        quantity_scale=quantity_scale,
-        reordered_ticks=item.reordered_ticks,
-        ratio=ratio,
-        target=target,
-        raw_size_basis=item.raw_size_basis,
-        price_float_noise_normalized=batch.price_float_noise_ticks,
-        quantity_float_noise_normalized=batch.quantity_float_noise_ticks,
-    )
-    if rewrite is not None:
-        notes.append(recompaction_note(rewrite))
-    return TickStorageCompactionReport(
+    report = TickStorageCompactionReport(
         symbol=item.symbol,
         date=item.day.isoformat(),
         tick_count=facts.num_rows,
@@ -773,10 +758,10 @@ def _report(
         path=str(path),
         seconds=time.perf_counter() - started,
         timestamp_unit=facts.timestamp_unit,
-        notes=notes,
         price_float_noise_normalized=batch.price_float_noise_ticks,
         quantity_float_noise_normalized=batch.quantity_float_noise_ticks,
     )
+    return report.noted(*([] if rewrite is None else [recompaction_note(rewrite)]))
 
 
 def _check_may_rewrite(out: Path, path: Path, policy: TierPolicy) -> None:

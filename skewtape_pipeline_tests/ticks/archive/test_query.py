@@ -26,7 +26,7 @@ from skewtape_pipeline.ticks.archive.query import (
 )
 from skewtape_pipeline.ticks.archive.tiers import COLD
 from skewtape_pipeline.ticks.archive.withdraw import withdraw_symbol_days
-from skewtape_pipeline.ticks.encode.model import TickBatch
+from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.validate import day_start_ns
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
@@ -238,7 +238,9 @@ def _ns_archive(folder) -> tuple[object, list[str]]:
     as text computed from the integers (not by DuckDB), in UTC (``+00``)."""
     start = day_start_ns(NS_DAY)
     ts = [start + offset for offset in NS_OFFSETS]
-    batch = TickBatch.from_units(ts, [22051, 22051, 22603], [100, 5, 7], [0, 1, 2], price_scale=2)
+    batch = TickBatch.from_units(
+        ts, [22051, 22051, 22603], [100, 5, 7], [0, 1, 2], TickSchema(price_scale=2)
+    )
     root = folder / "archive"
     compact_symbol_day(batch, symbol="AMZN", day=NS_DAY, out=root, age_days=0, policy=POLICY)
     texts = []

@@ -34,7 +34,7 @@ from skewtape_pipeline.ticks.archive.versions import (
     versions_dir,
 )
 from skewtape_pipeline.ticks.archive.withdraw import remove_symbol_days, withdraw_symbol_days
-from skewtape_pipeline.ticks.encode.model import TickBatch
+from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
@@ -62,7 +62,7 @@ def ticks(symbol: str, day: date, variant: int) -> TickBatch:
         [p + variant for p in batch.price.to_pylist()[:n]],
         batch.quantity.to_pylist()[:n],
         batch.side.to_pylist()[:n],
-        price_scale=2,
+        TickSchema(price_scale=2),
     )
 
 

@@ -122,7 +122,7 @@ def test_coarsest_timestamp_unit_when_every_value_is_whole_gives_that_unit(step,
 
 
 def test_batch_at_schema_when_smaller_scale_drops_a_digit_refuses():
-    batch = TickBatch.from_units([DAY_NS], [12_345], [1], [1], price_scale=4)
+    batch = TickBatch.from_units([DAY_NS], [12_345], [1], [1], TickSchema(price_scale=4))
     assert batch.at_schema(TickSchema("ns", 6, 0)).price.to_pylist() == [1_234_500]
     with pytest.raises(Exception, match="more than 3 decimals"):
         batch.at_schema(TickSchema("ns", 3, 0))
