@@ -5,6 +5,7 @@ and only ``arrow_memory`` hands bytes to pyarrow."""
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import skewtape_pipeline
@@ -142,3 +143,22 @@ def test_crossings_when_a_module_imports_below_a_wall_names_it_and_not_a_lookali
     assert crossings(imports, ("skewtape_pipeline.ticks.archive",)) == {
         "ticks/encode/a.py": ["skewtape_pipeline.ticks.archive.catalog"]
     }
+
+
+STDLIB_ONLY_ENCODE = ("sides.py", "decimals.py", "report.py", "writer_settings.py")
+"""The encode modules their docstrings call stdlib only (``skewtape_pipeline.errors`` aside):
+importable without pyarrow, so the archive's tier settings load without it."""
+
+
+def test_stdlib_only_encode_modules_when_scanned_import_only_stdlib_and_errors():
+    def foreign(name: str) -> bool:
+        top = name.split(".")[0]
+        return top not in sys.stdlib_module_names and not name.startswith(
+            ("skewtape_pipeline.errors", "__future__")
+        )
+
+    found = {
+        name: sorted(filter(foreign, imports_of(PACKAGE / "ticks" / "encode" / name)))
+        for name in STDLIB_ONLY_ENCODE
+    }
+    assert {name: imported for name, imported in found.items() if imported} == {}
