@@ -85,7 +85,7 @@ class Archive:
     Raises ConfigError when built for a path that is a file, a policy that is not a TierPolicy
     or that contradicts the recorded one, a negative or non-numeric ``lock_timeout``. (The root
     may not exist yet: a first compaction creates it; the verbs that need an archive refuse a
-    folder that holds none, as ``views.check_archive_root`` says.)
+    folder that holds none, as ``layout.check_archive_root`` says.)
     """
 
     def __init__(
