@@ -175,12 +175,7 @@ class WholeMultiSymbol:
     def _key_values(self, settings) -> dict[str, str]:
         """The same key-value metadata an archive file carries (so sizes compare fairly)."""
         return {
-            parquet_file.META_FORMAT: parquet_file.ARCHIVE_FORMAT,
-            parquet_file.META_FORMAT_VERSION: parquet_file.ARCHIVE_FORMAT_VERSION,
-            parquet_file.META_PRICE_SCALE: str(self.batch.price_scale),
-            parquet_file.META_QUANTITY_SCALE: str(self.batch.quantity_scale),
-            parquet_file.META_TIMESTAMP_UNIT: self.batch.timestamp_unit,
-            parquet_file.META_COMPRESSION_LEVEL: str(settings.compression_level),
+            **parquet_file.file_metadata(self.batch, settings),
             parquet_file.META_PREFIX + "tier": self.tier,
         }
 
