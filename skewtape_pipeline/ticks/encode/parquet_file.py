@@ -50,6 +50,7 @@ from skewtape_pipeline.ticks.encode.writer_settings import WriterSettings
 
 ARCHIVE_FORMAT = "skewtape-ticks"
 ARCHIVE_FORMAT_VERSION = "1"
+
 META_PREFIX = "skewtape."
 META_FORMAT = META_PREFIX + "format"
 META_FORMAT_VERSION = META_PREFIX + "format_version"
@@ -363,9 +364,9 @@ def _first_group_difference(
         "ts": lambda chunk: pa.Array.from_buffers(
             pa.int64(), len(chunk), chunk.buffers(), chunk.null_count, chunk.offset
         ),
-        "price": units,
-        "quantity": units,
-        "side": lambda chunk: side_codes(pa.chunked_array([chunk]), path),
+        "price": stored_units,
+        "quantity": stored_units,
+        "side": lambda chunk: stored_side_codes(pa.chunked_array([chunk]), path),
     }
     arrow_schema = archive_schema(schema.price_scale, schema.quantity_scale, schema.timestamp_unit)
     offset = 0
@@ -440,11 +441,13 @@ def _open_archive_file(path: Path) -> tuple[pq.ParquetFile, TickSchema]:
 
 
 def table_batch(table: pa.Table, schema: TickSchema, path: Path) -> TickBatch:
+    """The ``ts``, ``price``, ``quantity`` and ``side`` columns of ``table`` (read from the
+    file ``path``) as an exact batch at ``schema``."""
     return TickBatch(
         ts_ns=timestamps_as_ns(table.column("ts").combine_chunks()),
-        price=units(table.column("price").combine_chunks()),
-        quantity=units(table.column("quantity").combine_chunks()),
-        side=side_codes(table.column("side"), path),
+        price=stored_units(table.column("price").combine_chunks()),
+        quantity=stored_units(table.column("quantity").combine_chunks()),
+        side=stored_side_codes(table.column("side"), path),
         price_scale=schema.price_scale,
         quantity_scale=schema.quantity_scale,
         timestamp_unit=schema.timestamp_unit,
@@ -499,7 +502,9 @@ def _check_types(path: Path, found: pa.Schema, expected: pa.Schema) -> None:
             raise TickFormatError(f"{path}: column {got.name} is {got_type}, expected {want_type}")
 
 
-def units(column: pa.Array) -> pa.Array:
+def stored_units(column: pa.Array) -> pa.Array:
+    """A stored price or quantity column (int64, or a decimal on INT64 or wider) as int64
+    units at its scale, zero-copy where the storage already is 64-bit."""
     if pa.types.is_integer(column.type):
         return pc.cast(column, pa.int64())
     if column.type.bit_width == 64:
@@ -512,7 +517,9 @@ def units(column: pa.Array) -> pa.Array:
     return pc.cast(raw, pa.int64())
 
 
-def side_codes(column: pa.ChunkedArray, path: Path) -> pa.Array:
+def stored_side_codes(column: pa.ChunkedArray, path: Path) -> pa.Array:
+    """A stored ``side`` column (dictionary or plain strings) as int8 side codes; a
+    TickFormatError naming ``path`` for a value that is not BUY, SELL or UNKNOWN."""
     pieces = []
     for chunk in column.chunks:
         if not pa.types.is_dictionary(chunk.type):
