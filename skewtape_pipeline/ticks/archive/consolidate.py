@@ -189,26 +189,14 @@ def write_consolidated_file(
     """
     check_parts(parts)
     table = consolidated_table(parts)
-    bounds = row_group_bounds(
-        [len(p.batch) for p in parts],
-        target=settings.consolidated_row_group_size,
-        max_rows=settings.row_group_size,
-    )
-    key_values = {
-        **metadata,
-        **symbol_days_metadata([(p.symbol, p.day, len(p.batch)) for p in parts]),
-        **file_metadata(parts[0].batch, settings, layout=CONSOLIDATED),
-    }
+    key_values = consolidated_metadata(parts, settings, metadata)
     if store is None:
         store, folder = LocalTier(Path(folder)), ""
     lengths = [len(p.batch) for p in parts]
     with store.staging(str(folder)) as staging:
         temp = staging / f".consolidating.{os.getpid()}{fsio.TEMP_MARKER}"
         try:
-            with fsio.naming(temp, temp):  # pyarrow's write errors name no file
-                _write_table(table, temp, bounds=bounds, settings=settings, key_values=key_values)
-                fsio.fsync_file(temp)
-            verify_consolidated_file(temp, parts)
+            _write_verified(temp, table, parts, settings=settings, key_values=key_values)
             digest = sha256_file(temp)
             facts, shares = read_file_facts(temp), byte_shares(temp, lengths)
             name = consolidated_file_name(digest)
@@ -216,17 +204,45 @@ def write_consolidated_file(
             reused = store.publish_new(temp, relative, digest, checkpoint)
         finally:
             temp.unlink(missing_ok=True)
-    target = store.file(relative)
+    target, listing = store.file(relative), [(p.symbol, p.day, len(p.batch)) for p in parts]
+    facts = replace(facts, path=target)
     return ConsolidatedFile(
-        path=target,
-        sha256=digest,
-        bytes=facts.size_bytes,
-        rows=facts.num_rows,
-        parts=[(p.symbol, p.day, len(p.batch)) for p in parts],
-        byte_shares=shares,
-        facts=replace(facts, path=target),
-        reused=reused,
+        target, digest, facts.size_bytes, facts.num_rows, listing, shares, facts, reused
     )
+
+
+def consolidated_metadata(
+    parts: Sequence[SymbolDayRows], settings: TierSettings, metadata: Mapping[str, str]
+) -> dict[str, str]:
+    """A consolidated file's key-value metadata: the caller's ``metadata``, the pin of its
+    symbol-days, then every tick file's own (``parquet_file.file_metadata``: format, layout,
+    scales, timestamp unit and compression level)."""
+    return {
+        **metadata,
+        **symbol_days_metadata([(p.symbol, p.day, len(p.batch)) for p in parts]),
+        **file_metadata(parts[0].batch, settings, layout=CONSOLIDATED),
+    }
+
+
+def _write_verified(
+    temp: Path,
+    table: pa.Table,
+    parts: Sequence[SymbolDayRows],
+    *,
+    settings: TierSettings,
+    key_values: Mapping[str, str],
+) -> None:
+    """Write ``table`` to ``temp`` in row groups ending on symbol-day boundaries, fsync it, then
+    read it back and compare it with ``parts`` (RoundTripError when it differs)."""
+    bounds = row_group_bounds(
+        [len(p.batch) for p in parts],
+        target=settings.consolidated_row_group_size,
+        max_rows=settings.row_group_size,
+    )
+    with fsio.naming(temp, temp):  # pyarrow's write errors name no file
+        _write_table(table, temp, bounds=bounds, settings=settings, key_values=key_values)
+        fsio.fsync_file(temp)
+    verify_consolidated_file(temp, parts)
 
 
 def symbol_days_metadata(symbol_days: Sequence[tuple[str, date, int]]) -> dict[str, str]:
