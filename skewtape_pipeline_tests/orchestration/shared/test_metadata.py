@@ -13,7 +13,8 @@ import dagster as dg
 import pytest
 
 from skewtape_pipeline.orchestration.definitions import build_definitions
-from skewtape_pipeline.orchestration.shared.resources import ArchiveSettings, SkewtapeHome
+from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
+from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.orchestration.ticks.tier_assets import TARGET_MET, retier_run_config
 from skewtape_pipeline_tests.orchestration.conftest import run_month
 from skewtape_pipeline_tests.orchestration.ticks.test_tier_assets import DAYS, TO_COLD, archive_days
