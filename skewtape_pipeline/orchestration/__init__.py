@@ -3,13 +3,13 @@ into metadata.
 
 - ``mirror/``: Dagster definitions of the mirror: the monthly history snapshot asset and its
   ``apply_month`` job, its checks, following the publisher, the delta sensor and the monthly
-  schedule. Modules: ``jobs``, ``snapshot_asset``, ``checks``, ``publisher``, ``sensors``,
-  ``schedules``. It imports nothing of ``ticks/``.
+  schedule. Modules: ``jobs``, ``snapshot_asset``, ``checks``, ``metadata``, ``publisher``,
+  ``sensors``, ``schedules``. It imports nothing of ``ticks/``.
 - ``ticks/``: Dagster definitions of the tick archive: the ``archive`` resource, the venue-day
   asset and its partitions, venue registration, the venues and corrections sensors, re-tiering,
   verification and versions with their schedules. Modules: ``resources``, ``partitions``,
   ``venues``, ``archive_asset``, ``venue_day_metadata``, ``sensors``, ``tier_assets``,
-  ``schedules``, ``version_jobs``.
+  ``metadata``, ``schedules``, ``version_jobs``.
 - ``shared/``: What both domains' definitions use, importing neither: the data root resource,
   month partitions, the keys both name (the history snapshot's asset key, the run-queue tag),
   metadata, sensor skips. Modules: ``keys``, ``metadata``, ``partitions``, ``resources``,

@@ -16,8 +16,9 @@ from skewtape_pipeline.mirror.format import TABLE_KEYS, SnapshotManifest
 from skewtape_pipeline.mirror.snapshot import SEAL_FILES, list_folder, read_snapshot
 from skewtape_pipeline.mirror.tables import key_problems, parquet_rows, read_table
 from skewtape_pipeline.mirror.verify import verify_snapshot
+from skewtape_pipeline.orchestration.mirror.metadata import verify_metadata
 from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT
-from skewtape_pipeline.orchestration.shared.metadata import problems_metadata, verify_metadata
+from skewtape_pipeline.orchestration.shared.metadata import problems_metadata
 from skewtape_pipeline.orchestration.shared.partitions import month_partitions
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 

@@ -36,13 +36,13 @@ from skewtape_pipeline.mirror.apply import (
 from skewtape_pipeline.mirror.months import plan_month
 from skewtape_pipeline.mirror.verify import verify_snapshot
 from skewtape_pipeline.orchestration.mirror.jobs import APPLY_POOL
-from skewtape_pipeline.orchestration.mirror.publisher import fetch_delta
-from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT
-from skewtape_pipeline.orchestration.shared.metadata import (
+from skewtape_pipeline.orchestration.mirror.metadata import (
     apply_metadata,
     bootstrap_metadata,
     verify_metadata,
 )
+from skewtape_pipeline.orchestration.mirror.publisher import fetch_delta
+from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT
 from skewtape_pipeline.orchestration.shared.partitions import month_partitions, previous_month
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 

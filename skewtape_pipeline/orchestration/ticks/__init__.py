@@ -13,6 +13,8 @@ Modules:
 - ``sensors``: the venues sensor (registration, running from the start) and the corrections
   sensor (the symbol-days a new snapshot changed).
 - ``tier_assets``: re-tiering and the archive as a whole, as assets and a check.
+- ``metadata``: re-tiering moves, the archive's versions and metrics, the compression check as
+  metadata.
 - ``schedules``: the daily re-tiering and verification schedules.
 - ``version_jobs``: pruning the archive's old versions, and its weekly schedule.
 """
