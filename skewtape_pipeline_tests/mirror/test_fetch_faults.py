@@ -90,7 +90,7 @@ def test_fetch_from_s3_places_the_verified_month(
     assert published_files(large_subscriber / DELTA) == published_files(large_publisher / DELTA)
 
 
-@pytest.mark.parametrize("fault", ["cut", "503"])
+@pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_fetch_over_s3_when_a_connection_fails_resumes_to_the_verified_month(
     large_subscriber, large_publisher, s3_publisher, s3_env, fault
 ):
