@@ -4,7 +4,8 @@
 Run with ``make -C benchmarks fetch`` or directly (the benchmarks' venv, Debian's nginx, rclone,
 curl and aria2 installed)::
 
-    .bench-venv/bin/python benchmarks/fetch.py [--month-mb 520] [--workdir DIR] [--keep]
+    .bench-venv/bin/python benchmarks/fetch.py [--month-mb 520] [--workdir DIR] [--keep] \
+        [--repeat N]
 
 The delta is the one ``delta_apply.py`` generates (reused from ``--workdir`` when present): its
 parent snapshot ``history/2026-11`` and ``deltas/2026-12``, served as a publisher serves them by
@@ -19,11 +20,14 @@ with 4 parallel transfers:
 - ``curl --parallel`` (no verification), and ``aria2c -j 4`` given each file's sha256 (verified).
 
 Every contender's time ends once its files are on disk (``sync``; ours fsyncs each file before
-its rename). Then the apply after our fetch (``catch_up``, versioned), with the bytes hashed per
-phase, and a fetch broken at 50% (a proxy cuts the connection) resumed by a rerun, counting what
-the rerun transfers. Prints markdown tables and PASS/FAIL for the bars: ours at least as fast as
-rclone on both servers; fetch plus apply within 1.2x of fetch alone plus the apply's merges (no
-second hash pass); after a cut at 50%, the resumed fetch transfers at most 55% of the bytes.
+its rename). After one untimed copy from each server (a warm-up), ours and rclone take turns on
+each server for ``--repeat`` rounds, alternating which goes first; each round's ratio is
+printed, and the bar is met in the median. Then the apply after our fetch (``catch_up``,
+versioned), with the bytes hashed per phase, and a fetch broken at 50% (a proxy cuts the
+connection) resumed by a rerun, counting what the rerun transfers. Prints markdown tables and
+PASS/FAIL for the bars: ours at least as fast as rclone on both servers; fetch plus apply within
+1.2x of fetch alone plus the apply's merges (no second hash pass); after a cut at 50%, the
+resumed fetch transfers at most 55% of the bytes.
 """
 
 from __future__ import annotations
@@ -248,6 +252,8 @@ def measure(workdir, paths, nginx, weed, files, size, repeat) -> str:
 
     roots = {"nginx": subscriber(paths["parent"], workdir / "mirror"),
              "SeaweedFS": subscriber(paths["parent"], workdir / "mirror-s3")}  # fmt: skip
+    rclone_http(nginx.url, workdir / "rclone", size)  # warm-up, not timed: every server has
+    rclone_s3(weed, workdir / "rclone-s3", size)  # served each file once before the rounds
     rounds = [versus_rclone(workdir, roots, nginx, weed, size, first) for first in
               itertools.islice(itertools.cycle(("ours", "rclone")), repeat)]  # fmt: skip
     remove(roots["SeaweedFS"])
