@@ -9,7 +9,7 @@ shape, in one run:
 
 1. every symbol-day is written to the hot tier with the project's ``compact_source`` (the hot
    tier's settings, as if each day had been compacted when it arrived), then the whole archive
-   is re-tiered cold with the project's ``lifecycle.retier`` at a far-future date (the default
+   is re-tiered cold with the project's ``Archive.retier`` at a far-future date (the default
    ``TierPolicy``: consolidated files, one per year, rows by symbol then time, row groups of
    about 8,192 rows on symbol-day boundaries); the archive's bytes per tick at each stage
    (``placement.archive_metrics``) are set against the anchors storing the same ticks as one
@@ -65,7 +65,7 @@ from tick_data import BUY, KALSHI_FILE, NS_PER_DAY, SELL, Ticks, decimal_array, 
 
 from skewtape_pipeline.ticks.archive.catalog import CATALOG_FILE
 from skewtape_pipeline.ticks.archive.compact import compact_source
-from skewtape_pipeline.ticks.archive.lifecycle import retier
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.parquet_store import read_archive_marker
 from skewtape_pipeline.ticks.archive.placement import archive_metrics
 from skewtape_pipeline.ticks.archive.query import run_query, scan_stats
@@ -344,8 +344,9 @@ def link_copy(root: Path, to: Path) -> None:
 
 def to_cold(root: Path, policy: TierPolicy, audit_log: Path) -> float:
     """Re-tier the whole archive at :data:`FAR_FUTURE`; the seconds it took."""
+    archive = Archive(root, policy=policy, audit_log=audit_log)
     started = time.perf_counter()
-    result = retier(root, as_of=FAR_FUTURE, policy=policy, audit_log=audit_log)
+    result = archive.retier(as_of=FAR_FUTURE)
     seconds = time.perf_counter() - started
     if not result.committed:
         raise RuntimeError(f"{root}: re-tiering did not commit")

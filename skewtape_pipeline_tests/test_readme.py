@@ -19,7 +19,7 @@ import pytest
 
 from skewtape_pipeline.mirror.catchup import catch_up
 from skewtape_pipeline.sample.publisher import publish_sample
-from skewtape_pipeline.ticks.archive.lifecycle import retier
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.fills.snapshot_fills import new_symbols, split_symbol
 from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day
@@ -84,7 +84,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for venue in venues:
             archive_venue_day(history, (venue, day), options)
     as_of = max(DAYS) + timedelta(days=policy.warm_max_age_days + 1)
-    retier(root / "archive", as_of=as_of, policy=policy)
+    Archive(root / "archive", policy=policy, audit_log=None).retier(as_of=as_of)
     return folder
 
 

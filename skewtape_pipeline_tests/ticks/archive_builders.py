@@ -8,6 +8,7 @@ everything the ``ticks`` view returns, as comparable tuples (duplicates kept).
 
 from __future__ import annotations
 
+import json
 import shutil
 from datetime import date, timedelta
 from decimal import Decimal
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.hashing import HashCache
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.query import run_query
@@ -133,6 +135,14 @@ def copy_data(source: Path, target: Path) -> Path:
     """Copy a data folder (archive, tier roots, audit log); returns the copy's archive root."""
     shutil.copytree(source, target)
     return target / "archive"
+
+
+def audit_events(root: Path) -> list[dict]:
+    """The records of the audit log beside the archive ``root`` (its default), once the log
+    verifies (hash chain and head)."""
+    path = root.parent / "audit.jsonl"
+    verify_audit_log(path)
+    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def files_under(folder: Path) -> list[str]:

@@ -159,7 +159,7 @@ def tick_archive_stats(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.M
     versions = versions_metadata(
         kept=len(tick_archive.versions()),
         tags=len(list_tags(tick_archive.root)),
-        past_bytes=past_version_bytes(tick_archive.root, tick_archive.policy),
+        past_bytes=past_version_bytes(tick_archive),
         latest=version_count(tick_archive.root),
     )
     return dg.MaterializeResult(metadata=archive_metrics_metadata(tick_archive.stats()) | versions)

@@ -194,34 +194,14 @@ def write_consolidated_file(
     """
     check_parts(parts)
     table = consolidated_table(parts)
-    bounds = row_group_bounds(
-        [len(p.batch) for p in parts],
-        target=settings.consolidated_row_group_size,
-        max_rows=settings.row_group_size,
-    )
-    key_values = {
-        **metadata,
-        **symbol_days_metadata([(p.symbol, p.day, len(p.batch)) for p in parts]),
-        META_FORMAT: ARCHIVE_FORMAT,
-        META_FORMAT_VERSION: ARCHIVE_FORMAT_VERSION,
-        META_LAYOUT: CONSOLIDATED,
-        META_PRICE_SCALE: str(parts[0].batch.price_scale),
-        META_QUANTITY_SCALE: str(parts[0].batch.quantity_scale),
-        META_TIMESTAMP_UNIT: parts[0].batch.timestamp_unit,
-        META_COMPRESSION_LEVEL: (
-            "" if settings.compression_level is None else str(settings.compression_level)
-        ),
-    }
+    key_values = file_metadata(parts, settings, metadata)
     if store is None:
         store, folder = LocalTier(Path(folder)), ""
     lengths = [len(p.batch) for p in parts]
     with store.staging(str(folder)) as staging:
         temp = staging / f".consolidating.{os.getpid()}{fsio.TEMP_MARKER}"
         try:
-            with fsio.naming(temp, temp):  # pyarrow's write errors name no file
-                _write_table(table, temp, bounds=bounds, settings=settings, key_values=key_values)
-                fsio.fsync_file(temp)
-            verify_consolidated_file(temp, parts)
+            _write_verified(temp, table, parts, settings=settings, key_values=key_values)
             digest = sha256_file(temp)
             facts, shares = read_file_facts(temp), byte_shares(temp, lengths)
             name = consolidated_file_name(digest)
@@ -229,17 +209,52 @@ def write_consolidated_file(
             reused = store.publish_new(temp, relative, digest, checkpoint)
         finally:
             temp.unlink(missing_ok=True)
-    target = store.file(relative)
+    target, listing = store.file(relative), [(p.symbol, p.day, len(p.batch)) for p in parts]
+    facts = replace(facts, path=target)
     return ConsolidatedFile(
-        path=target,
-        sha256=digest,
-        bytes=facts.size_bytes,
-        rows=facts.num_rows,
-        parts=[(p.symbol, p.day, len(p.batch)) for p in parts],
-        byte_shares=shares,
-        facts=replace(facts, path=target),
-        reused=reused,
+        target, digest, facts.size_bytes, facts.num_rows, listing, shares, facts, reused
     )
+
+
+def file_metadata(
+    parts: Sequence[SymbolDayRows], settings: TierSettings, metadata: Mapping[str, str]
+) -> dict[str, str]:
+    """A consolidated file's key-value metadata: the caller's ``metadata``, the pin of its
+    symbol-days, the archive format, layout, scales, timestamp unit and compression level."""
+    first = parts[0].batch
+    level = settings.compression_level
+    return {
+        **metadata,
+        **symbol_days_metadata([(p.symbol, p.day, len(p.batch)) for p in parts]),
+        META_FORMAT: ARCHIVE_FORMAT,
+        META_FORMAT_VERSION: ARCHIVE_FORMAT_VERSION,
+        META_LAYOUT: CONSOLIDATED,
+        META_PRICE_SCALE: str(first.price_scale),
+        META_QUANTITY_SCALE: str(first.quantity_scale),
+        META_TIMESTAMP_UNIT: first.timestamp_unit,
+        META_COMPRESSION_LEVEL: "" if level is None else str(level),
+    }
+
+
+def _write_verified(
+    temp: Path,
+    table: pa.Table,
+    parts: Sequence[SymbolDayRows],
+    *,
+    settings: TierSettings,
+    key_values: Mapping[str, str],
+) -> None:
+    """Write ``table`` to ``temp`` in row groups ending on symbol-day boundaries, fsync it, then
+    read it back and compare it with ``parts`` (RoundTripError when it differs)."""
+    bounds = row_group_bounds(
+        [len(p.batch) for p in parts],
+        target=settings.consolidated_row_group_size,
+        max_rows=settings.row_group_size,
+    )
+    with fsio.naming(temp, temp):  # pyarrow's write errors name no file
+        _write_table(table, temp, bounds=bounds, settings=settings, key_values=key_values)
+        fsio.fsync_file(temp)
+    verify_consolidated_file(temp, parts)
 
 
 def symbol_days_metadata(symbol_days: Sequence[tuple[str, date, int]]) -> dict[str, str]:

@@ -28,7 +28,10 @@ Options (keyword-only, safe defaults):
   False never turns it off).
 
 The verbs delegate to the modules that do the work (``compact``, ``lifecycle``, ``withdraw``,
-``integrity``, ``query``, ``placement``), passing the handle's options; each writing verb first
+``integrity``, ``query``, ``placement``): re-tiering, pruning, withdrawal, removal, the catalog
+rebuild and version pruning are handed the handle itself and take its lock
+(:meth:`Archive.locked`) and its path map (:meth:`Archive.resolve`, :meth:`Archive.relative`)
+from it; the others are passed the handle's options. Each writing verb first
 calls :meth:`Archive.prepare` and, once it succeeded, records a policy given to an archive that
 recorded none. Versioned reads (``read``, ``versions``, ``tag``, ``prune_versions``) are methods
 of this same class, with the same constructor: they read ``self.root`` and ``self.policy`` and
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Iterable, Sequence
+from contextlib import AbstractContextManager
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -48,11 +52,13 @@ import pyarrow as pa
 
 from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.storage import TierFile
 from skewtape_pipeline.ticks.archive import compact, integrity, lifecycle, placement
 from skewtape_pipeline.ticks.archive import query as views
 from skewtape_pipeline.ticks.archive import withdraw as withdrawal
 from skewtape_pipeline.ticks.archive.books import default_audit_log, enable_books_and_records
-from skewtape_pipeline.ticks.archive.catalog import SymbolDayKey
+from skewtape_pipeline.ticks.archive.catalog import SymbolDayKey, relative_to_root, resolve
+from skewtape_pipeline.ticks.archive.parquet_store import archive_lock
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, Location, archive_state, locate
 from skewtape_pipeline.ticks.archive.query import VIEW_COLUMNS, open_ticks_view
 from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, TierPolicy
@@ -130,13 +136,7 @@ class Archive:
         self, *, keep_last: int | None = None, older_than: date | None = None
     ) -> PruneResult:
         """Drop old versions and the files only they read (``version_pruning.prune_versions``)."""
-        return prune_versions(
-            self.root,
-            keep_last=keep_last,
-            older_than=older_than,
-            policy=self.policy,
-            audit_log=self.audit_log,
-        )
+        return prune_versions(self, keep_last=keep_last, older_than=older_than)
 
     def compact(
         self, source: SourceTicks | TickStream, *, as_of: date, **options: Any
@@ -179,61 +179,51 @@ class Archive:
     ) -> lifecycle.RetierResult:
         """Move symbol-days to the tier their age calls for (``lifecycle.retier``)."""
         self.prepare()
-        result = lifecycle.retier(
-            self.root,
-            as_of=as_of,
-            policy=self.policy,
-            months=months,
-            audit_log=self.audit_log,
-            lock_timeout=self.lock_timeout,
-        )
+        result = lifecycle.retier(self, as_of=as_of, months=months)
         self._after_writing()
         return result
 
     def prune(self) -> list[Any]:
         """Remove superseded files (``lifecycle.prune``); returns them."""
         self.prepare()
-        return lifecycle.prune(
-            self.root, policy=self.policy, audit_log=self.audit_log, lock_timeout=self.lock_timeout
-        )
+        return lifecycle.prune(self)
 
     def withdraw(self, keys: Iterable[SymbolDayKey]) -> list[SymbolDayKey]:
         """Hide catalogued symbol-days at once (``withdraw.withdraw_symbol_days``)."""
         self.prepare()
-        return withdrawal.withdraw_symbol_days(
-            self.root,
-            keys,
-            audit_log=self.audit_log,
-            lock_timeout=self.lock_timeout,
-            policy=self.policy,
-        )
+        return withdrawal.withdraw_symbol_days(self, keys)
 
     def remove(self, keys: Iterable[SymbolDayKey]) -> list[withdrawal.Removal]:
         """Take symbol-days out: hot files removed, consolidated copies withdrawn
         (``withdraw.remove_symbol_days``)."""
         self.prepare()
-        return withdrawal.remove_symbol_days(
-            self.root,
-            keys,
-            audit_log=self.audit_log,
-            lock_timeout=self.lock_timeout,
-            policy=self.policy,
-        )
+        return withdrawal.remove_symbol_days(self, keys)
 
     def rebuild_catalog(self, *, allow_fewer: bool = False) -> integrity.RebuildResult:
         """The catalog written again from the consolidated files (``integrity.rebuild_catalog``;
         refused when it would account for fewer symbol-days than the catalog it replaces,
         unless ``allow_fewer``)."""
         self.prepare()
-        result = integrity.rebuild_catalog(
-            self.root,
-            policy=self.policy,
-            audit_log=self.audit_log,
-            lock_timeout=self.lock_timeout,
-            allow_fewer=allow_fewer,
-        )
+        result = integrity.rebuild_catalog(self, allow_fewer=allow_fewer)
         self._after_writing()
         return result
+
+    def resolve(self, rel: str) -> TierFile:
+        """The file the catalog path ``rel`` names: inside the warm or cold root the policy
+        gives (a folder, or an object under an S3 prefix), else inside the archive root
+        (``catalog.resolve``; TickFormatError for a path that would leave its root)."""
+        return resolve(self.root, rel, self.policy)
+
+    def relative(self, path: TierFile) -> str:
+        """The catalog path of ``path``, a file under the archive root or a tier root of the
+        policy (``catalog.relative_to_root``; TickFormatError for a path outside them)."""
+        return relative_to_root(self.root, path, self.policy)
+
+    def locked(self, what: str) -> AbstractContextManager[None]:
+        """The archive's one lock (``parquet_store.archive_lock``), waited for up to
+        ``lock_timeout`` seconds; ``what`` names the holder's work in a refusal
+        (ArchiveBusyError)."""
+        return archive_lock(self.root, timeout=self.lock_timeout, what=what)
 
     def prepare(self) -> Path:
         """Turn ``books_and_records`` mode on when the handle was built with it (idempotent;
@@ -349,7 +339,7 @@ class Archive:
         self, *, as_of: date, months: Collection[str] | None = None
     ) -> lifecycle.RetierPlan:
         """What :meth:`retier` would move (``lifecycle.plan_retier``); reads only."""
-        return lifecycle.plan_retier(self.root, as_of=as_of, policy=self.policy, months=months)
+        return lifecycle.plan_retier(self, as_of=as_of, months=months)
 
 
 def _select(

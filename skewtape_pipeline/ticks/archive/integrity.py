@@ -32,11 +32,11 @@ lists and reads them there the same way, after checking that the store answers (
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -92,7 +92,6 @@ from skewtape_pipeline.ticks.archive.consolidate import (
 )
 from skewtape_pipeline.ticks.archive.parquet_store import (
     ARCHIVE_MARKER,
-    archive_lock,
     parse_archive_marker,
     read_archive_batch,
 )
@@ -106,6 +105,9 @@ from skewtape_pipeline.ticks.archive.trust import (
     unrecorded_hint,
 )
 from skewtape_pipeline.ticks.archive.versions import record_version
+
+if TYPE_CHECKING:
+    from skewtape_pipeline.ticks.archive.handle import Archive
 
 EVENT_REBUILD = "tick-archive-catalog-rebuilt"
 
@@ -235,8 +237,9 @@ def checked_catalog(archive_root: Path, policy: TierPolicy | None = None) -> Cat
             paths=[where],
         ) from None
     if not where.exists():
-        _refuse_missing(root, policy, on_disk, "nothing was changed")
-    missing = [p for p in _listed(root, policy, catalog) if not exists(p)]
+        _refuse_missing(root, on_disk, "nothing was changed")
+    listed = [resolve(root, item.path, policy) for item in catalog.files.values()]
+    missing = [p for p in listed if not exists(p)]
     if missing:
         raise CatalogMismatchError(
             f"{where}: the catalog lists {len(missing)} file(s) that are not on disk "
@@ -244,7 +247,7 @@ def checked_catalog(archive_root: Path, policy: TierPolicy | None = None) -> Cat
             f"{repair_hint(root)} (their symbol-days are then gone from the archive)",
             paths=missing,
         )
-    unaccounted = unaccounted_files(root, policy, catalog, on_disk)
+    unaccounted = unaccounted_files(root, catalog, on_disk, set(listed))
     if unaccounted:
         paths = [path for path, _ in unaccounted]
         reasons = "; ".join(f"{path}: {why}" for path, why in unaccounted[:5])
@@ -268,16 +271,14 @@ def check_catalog_present(archive_root: Path, policy: TierPolicy | None = None) 
     if catalog_path(root).exists():
         return
     on_disk = consolidated_files_on_disk(root, policy)
-    _refuse_missing(root, policy, on_disk, "the archive cannot be read without it")
+    _refuse_missing(root, on_disk, "the archive cannot be read without it")
 
 
-def _refuse_missing(
-    root: Path, policy: TierPolicy, on_disk: list[tuple[str, TierFile]], consequence: str
-) -> None:
+def _refuse_missing(root: Path, on_disk: list[tuple[str, TierFile]], consequence: str) -> None:
     """Raise CatalogMismatchError unless an empty catalog accounts for every file on disk."""
     if not on_disk:
         return
-    unaccounted = unaccounted_files(root, policy, Catalog(), on_disk)
+    unaccounted = unaccounted_files(root, Catalog(), on_disk, set())
     if unaccounted:
         paths = [path for path, _ in unaccounted]
         raise CatalogMismatchError(
@@ -289,14 +290,13 @@ def _refuse_missing(
 
 def unaccounted_files(
     archive_root: Path,
-    policy: TierPolicy,
     catalog: Catalog,
-    on_disk: list[tuple[str, TierFile]] | None = None,
+    on_disk: list[tuple[str, TierFile]],
+    listed: Collection[TierFile],
 ) -> list[tuple[TierFile, str]]:
-    """Consolidated files on disk the catalog neither lists nor accounts for, with the reason."""
+    """The consolidated files ``on_disk`` (``consolidated_files_on_disk``) that ``catalog``
+    neither lists (``listed``: its files resolved) nor accounts for, with the reason."""
     root = Path(archive_root)
-    on_disk = consolidated_files_on_disk(root, policy) if on_disk is None else on_disk
-    listed = set(_listed(root, policy, catalog))
     hot: set[SymbolDayKey] | None = None
     out = []
     for tier, path in on_disk:
@@ -323,10 +323,6 @@ def unaccounted_files(
             )
         )
     return out
-
-
-def _listed(root: Path, policy: TierPolicy, catalog: Catalog) -> list[TierFile]:
-    return [resolve(root, item.path, policy) for item in catalog.files.values()]
 
 
 def _names(paths: list[TierFile], limit: int = 5) -> str:
@@ -359,15 +355,9 @@ class RebuildResult:
         return out
 
 
-def rebuild_catalog(
-    archive_root: Path,
-    *,
-    policy: TierPolicy | None = None,
-    audit_log: Path | None = None,
-    lock_timeout: float = 0.0,
-    allow_fewer: bool = False,
-) -> RebuildResult:
-    """Write the catalog from the consolidated files themselves (under the archive's lock).
+def rebuild_catalog(archive: Archive, *, allow_fewer: bool = False) -> RebuildResult:
+    """Write the catalog of ``archive`` from the consolidated files themselves, found in the
+    tier roots of its policy (under the archive's lock).
 
     Each file's symbol-days are read from its ``symbol`` and ``date`` columns and checked
     against its metadata's digest (:func:`read_recorded`). Files are taken newest generation
@@ -380,8 +370,8 @@ def rebuild_catalog(
     when it is still readable (a withdrawal lives only in the catalog and the audit log; rerun
     ``remove-days`` after rebuilding a lost catalog). The generation is one above every
     generation seen. Hot files without a record of their size and sha256 (written before hot
-    files were recorded) are recorded as they are (``hot_files_recorded``). Audited to
-    ``audit_log`` (None: not audited).
+    files were recorded) are recorded as they are (``hot_files_recorded``). Audited to the
+    archive's audit log (None: not audited).
 
     A rebuild that would account for fewer symbol-days than the readable catalog it replaces
     (e.g. run with a policy that does not name the tiers' roots) is refused unless
@@ -397,51 +387,62 @@ def rebuild_catalog(
         metadata's digest, two files of one generation holding the same symbol-day, or a
         malformed line in the hot file records (names the line; nothing is written).
     ArchiveBusyError
-        Another writer holds the archive's lock beyond ``lock_timeout`` seconds.
+        Another writer holds the archive's lock beyond its ``lock_timeout`` seconds.
     CatalogMismatchError
         The rebuilt catalog would account for fewer symbol-days than the one it replaces
         (names both counts and the tier roots looked in); nothing is written.
     """
-    root = Path(archive_root)
-    policy = TierPolicy.or_default(policy)
-    with archive_lock(root, timeout=lock_timeout, what="rebuilding"):
-        check_tier_stores(root, policy)
-        recorded = [
-            read_recorded(path, tier) for tier, path in consolidated_files_on_disk(root, policy)
-        ]
+    root, policy = archive.root, archive.policy
+    with archive.locked("rebuilding"):
+        recorded = _recorded_files(archive)
         old = _readable_catalog(root)
         records = read_hot_records(root)  # a malformed line is refused before anything changes
         chosen, superseded = _newest_copies(recorded)
         hot = {h.key: h for h in scan_hot_files(root)}
-        files, partitions = {}, {}
-        for item in chosen:
-            entry, parts = _catalogued(root, policy, item, hot)
-            files[entry.path] = entry
-            partitions.update((p.key, p) for p in parts)
+        catalog = _rebuilt(archive, chosen, hot, old, recorded)
         if not allow_fewer:
-            _refuse_fewer(root, policy, old, len(partitions))
-        withdrawn = frozenset(k for k in old.withdrawn if k in partitions)
-        generation = 1 + max([old.generation, *(r.generation for r in recorded)])
-        catalog = Catalog(generation, files, partitions, withdrawn)
+            _refuse_fewer(root, policy, old, len(catalog.partitions))
         write_catalog(root, catalog)
         added = _record_unrecorded_hot_files(root, catalog, records, list(hot.values()))
-        _audit_rebuild(
-            root,
-            audit_log,
-            catalog,
-            [relative_to_root(root, r.path, policy) for r in superseded],
-            sorted(added),
-        )
-        record_version(root, "rebuild-catalog", audit_log=audit_log)
+        _audit_rebuild(archive, catalog, superseded, sorted(added))
+        record_version(root, "rebuild-catalog", audit_log=archive.audit_log)
     return RebuildResult(
         root,
-        generation,
-        len(files),
-        len(partitions),
+        catalog.generation,
+        len(catalog.files),
+        len(catalog.partitions),
         [r.path for r in superseded],
-        len(withdrawn),
+        len(catalog.withdrawn),
         len(added),
     )
+
+
+def _recorded_files(archive: Archive) -> list[RecordedFile]:
+    """What every consolidated file in the archive's tier roots records (:func:`read_recorded`);
+    ObjectStoreError naming the URI of a tier root that cannot be used."""
+    check_tier_stores(archive.root, archive.policy)
+    on_disk = consolidated_files_on_disk(archive.root, archive.policy)
+    return [read_recorded(path, tier) for tier, path in on_disk]
+
+
+def _rebuilt(
+    archive: Archive,
+    chosen: list[RecordedFile],
+    hot: dict[SymbolDayKey, HotFile],
+    old: Catalog,
+    recorded: list[RecordedFile],
+) -> Catalog:
+    """The catalog of the ``chosen`` files (their partitions' hot copies compared), keeping the
+    ``old`` catalog's withdrawals of symbol-days still held; its generation one above every
+    generation seen (``old``'s and the ``recorded`` files')."""
+    files, partitions = {}, {}
+    for item in chosen:
+        entry, parts = _catalogued(archive.root, archive.policy, item, hot)
+        files[entry.path] = entry
+        partitions.update((p.key, p) for p in parts)
+    withdrawn = frozenset(k for k in old.withdrawn if k in partitions)
+    generation = 1 + max([old.generation, *(r.generation for r in recorded)])
+    return Catalog(generation, files, partitions, withdrawn)
 
 
 def _record_unrecorded_hot_files(
@@ -461,24 +462,22 @@ def _record_unrecorded_hot_files(
 
 
 def _audit_rebuild(
-    root: Path,
-    audit_log: Path | None,
-    catalog: Catalog,
-    superseded: list[str],
-    hot_recorded: list[str],
+    archive: Archive, catalog: Catalog, superseded: list[RecordedFile], hot_recorded: list[str]
 ) -> None:
+    """Append the rebuild's record: the new catalog, the files left out (``superseded``), the
+    hot files recorded."""
     record = {
         "event": EVENT_REBUILD,
-        "archive": str(root.absolute()),
+        "archive": str(archive.root.absolute()),
         "generation": catalog.generation,
         "catalog_sha256": sha256_bytes(catalog.to_bytes()),
         "files": sorted(catalog.files),
-        "superseded": superseded,
+        "superseded": [archive.relative(r.path) for r in superseded],
         "hot_files_recorded": hot_recorded,
         "symbol_days": len(catalog.partitions),
         "reason": "catalog rebuilt from the consolidated files",
     }
-    audit(root, audit_log, [record])
+    audit(archive.root, archive.audit_log, [record])
 
 
 def _refuse_fewer(root: Path, policy: TierPolicy, old: Catalog, found: int) -> None:
@@ -659,7 +658,7 @@ def verify_archive(
             problems += _check_content_named(path, full)
             checked, checked_bytes = checked + 1, checked_bytes + size_of(path)
     problems += [
-        f"{path}: {why}" for path, why in unaccounted_files(root, policy, catalog, on_disk)
+        f"{path}: {why}" for path, why in unaccounted_files(root, catalog, on_disk, listed)
     ]
     hot_files = list(scan_hot_files(root))
     for index, hot in enumerate(hot_files):

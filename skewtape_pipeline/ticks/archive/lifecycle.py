@@ -53,7 +53,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -77,8 +77,6 @@ from skewtape_pipeline.ticks.archive.catalog import (
     SymbolDayKey,
     read_catalog,
     read_hot_records,
-    relative_to_root,
-    resolve,
     resolve_hot,
     settle_hot_records,
     write_catalog,
@@ -95,7 +93,6 @@ from skewtape_pipeline.ticks.archive.consolidate import (
 )
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
 from skewtape_pipeline.ticks.archive.parquet_store import (
-    archive_lock,
     ensure_archive_schema,
     read_archive_batch,
     read_file_facts,
@@ -112,14 +109,16 @@ from skewtape_pipeline.ticks.archive.tiers import (
     COLD,
     HOT,
     WARM,
-    TierPolicy,
     check_age_days,
     is_colder,
 )
-from skewtape_pipeline.ticks.archive.trust import HOT_WRITER, required_hot_record
+from skewtape_pipeline.ticks.archive.trust import HOT_WRITER, record_problems, required_hot_record
 from skewtape_pipeline.ticks.archive.versions import kept_files, record_version
 from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport, compression_ratio
+
+if TYPE_CHECKING:
+    from skewtape_pipeline.ticks.archive.handle import Archive
 
 EVENT_REWRITE = "tick-archive-rewrite"
 EVENT_COMMIT = "tick-archive-commit"
@@ -192,8 +191,9 @@ class RetierPlan:
     slots: dict[TargetKey, list[_Slot]] = field(repr=False, default_factory=dict)
 
     @property
-    def moved_keys(self) -> set[SymbolDayKey]:
-        return {(m.symbol, m.date) for m in self.moves}
+    def moves_by_key(self) -> dict[SymbolDayKey, Move]:
+        """The planned moves by symbol-day."""
+        return {(m.symbol, m.date): m for m in self.moves}
 
     @property
     def changes_catalog(self) -> bool:
@@ -219,13 +219,10 @@ class RetierPlan:
 
 
 def plan_retier(
-    archive_root: Path,
-    *,
-    as_of: date,
-    policy: TierPolicy | None = None,
-    months: Collection[str] | None = None,
+    archive: Archive, *, as_of: date, months: Collection[str] | None = None
 ) -> RetierPlan:
-    """Plan the moves that bring every symbol-day to the tier its age calls for at ``as_of``.
+    """Plan the moves that bring every symbol-day of ``archive`` to the tier its age calls for
+    at ``as_of`` under the archive's tier policy.
 
     ``months`` (``YYYY-MM`` strings) limits the moves to symbol-days of those months (a
     backfill partition); other symbol-days stay where they are but are carried along when a
@@ -234,66 +231,120 @@ def plan_retier(
     Raises
     ------
     ConfigError
-        ``as_of`` not a date, a bad policy or month, or a symbol-day dated after ``as_of``.
+        ``as_of`` not a date, a bad month, or a symbol-day dated after ``as_of``.
     TickFormatError
         A damaged catalog or an undecodable partition folder.
     """
-    root = Path(archive_root)
-    as_of = _check_date(as_of)
-    policy = _check_policy(policy)
-    eligible = _month_filter(months)
-    state = archive_state(root)
-    catalog = state.catalog
-    withdrawn = catalog.withdrawn
-    slots: dict[SymbolDayKey, _Slot] = {}
-    dropped: list[SymbolDayKey] = []
-    refreshed: list[_Refresh] = []
-    moves: list[Move] = []
+    planner = _Planner(archive, _check_date(as_of), _month_filter(months))
+    planner.place_hot_files()
+    planner.place_catalogued()
+    return planner.plan()
 
-    held: list[SymbolDayKey] = []
-    copies = _ConsolidatedCopies(root, policy)
-    for hot in state.hot_live:
-        entry = catalog.partitions.get(hot.key)
-        kept = None if hot.key in withdrawn else entry  # a withdrawn day starts afresh
-        if kept is not None and (same := copies.same_ticks(hot, kept)) is not None:
-            refreshed.append(same)
-            continue
-        tier = policy.tier_for(_age(hot.day, as_of))
-        if not eligible(hot.day):
-            continue
-        if kept is not None and is_colder(kept.tier, tier):
-            held.append(hot.key)  # compacted again: back to the coldest tier it reached
-            tier = kept.tier
-        if tier == HOT:
-            if entry is not None:
-                dropped.append(hot.key)
-            continue
-        period = period_of(hot.day, policy.layout_for(tier))
-        slots[hot.key] = _Slot(hot.key, tier, period, hot=hot)
-        moves.append(Move(hot.symbol, hot.day, HOT, tier, period, hot.path))
 
-    dropped_keys = set(dropped)
-    purged, withdrawn_hot = _purgeable(state, eligible, keep_hot=is_books_and_records(root))
-    for key, entry in catalog.partitions.items():
-        if key in slots or key in dropped_keys or key in purged:
-            continue
-        current = (entry.tier, catalog.files[entry.file].period)
-        wanted = policy.tier_for(_age(entry.date, as_of))
-        if is_colder(entry.tier, wanted):
-            held.append(key)  # never back to a warmer tier
-            wanted = entry.tier
-        if not eligible(entry.date):
-            slots[key] = _Slot(key, *current, entry=entry)
-            continue
-        target = (wanted, period_of(entry.date, policy.layout_for(wanted)))
-        slots[key] = _Slot(key, *target, entry=entry)
-        if target != current:
-            source = resolve(root, entry.file, policy)
-            moves.append(Move(*key, entry.tier, target[0], target[1], source))
+class _Planner:
+    """Builds one :class:`RetierPlan`: where every symbol-day belongs at ``as_of`` (its slot),
+    the moves, drops, holds and refreshes that takes, then the files to write or empty (the tier
+    policy read in :meth:`_wanted` only)."""
 
-    by_target: dict[TargetKey, list[_Slot]] = {}
-    for slot in sorted(slots.values(), key=lambda s: s.key):
-        by_target.setdefault((slot.tier, slot.period), []).append(slot)
+    def __init__(self, archive: Archive, as_of: date, eligible: Callable[[date], bool]):
+        self.archive, self.as_of, self.eligible = archive, as_of, eligible
+        self.state = archive_state(archive.root)
+        self.catalog = self.state.catalog
+        self.slots: dict[SymbolDayKey, _Slot] = {}
+        self.moves: list[Move] = []
+        self.dropped: list[SymbolDayKey] = []
+        self.held: list[SymbolDayKey] = []
+        self.refreshed: list[_Refresh] = []
+        self.purged: set[SymbolDayKey] = set()
+        self.withdrawn_hot: list[HotFile] = []
+
+    def _wanted(self, day: date, reached: str | None) -> tuple[str, str | None, bool]:
+        """``(tier, period, held)`` for a symbol-day of ``day``: the tier its age at ``as_of``
+        calls for, or ``reached`` (the tier it reached before) when that is colder, then
+        ``held`` is True (a day never gets warmer); the period of that tier's layout (None for
+        HOT). The one reader of the tier policy while planning. ConfigError for a day after
+        ``as_of``."""
+        policy = self.archive.policy
+        tier, held = policy.tier_for(_age(day, self.as_of)), False
+        if reached is not None and is_colder(reached, tier):
+            tier, held = reached, True
+        return tier, None if tier == HOT else period_of(day, policy.layout_for(tier)), held
+
+    def place_hot_files(self) -> None:
+        """Slot every live hot file: refreshed when it holds its consolidated copy's ticks,
+        dropped from the catalog when it stays hot, else moved to the tier its age calls for
+        (or held in the colder tier its day already reached)."""
+        copies = _ConsolidatedCopies(self.archive)
+        for hot in self.state.hot_live:
+            entry = self.catalog.partitions.get(hot.key)
+            kept = None if hot.key in self.catalog.withdrawn else entry  # withdrawn: afresh
+            if kept is not None and (same := copies.same_ticks(hot, kept)) is not None:
+                self.refreshed.append(same)
+                continue
+            if not self.eligible(hot.day):
+                _age(hot.day, self.as_of)  # a day after as_of is refused all the same
+                continue
+            tier, period, held = self._wanted(hot.day, None if kept is None else kept.tier)
+            if held:
+                self.held.append(hot.key)  # compacted again: back to the coldest tier reached
+            if period is None:
+                if entry is not None:
+                    self.dropped.append(hot.key)
+                continue
+            self.slots[hot.key] = _Slot(hot.key, tier, period, hot=hot)
+            self.moves.append(Move(hot.symbol, hot.day, HOT, tier, period, hot.path))
+
+    def place_catalogued(self) -> None:
+        """Slot every catalogued symbol-day not slotted from a hot file, dropped or purged:
+        where its age calls for (never warmer than its tier: held), or where it is when its
+        month is not in this run."""
+        keep_hot = is_books_and_records(self.archive.root)
+        self.purged, self.withdrawn_hot = _purgeable(self.state, self.eligible, keep_hot=keep_hot)
+        dropped = set(self.dropped)
+        for key, entry in self.catalog.partitions.items():
+            if key in self.slots or key in dropped or key in self.purged:
+                continue
+            current = (entry.tier, self.catalog.files[entry.file].period)
+            tier, period, held = self._wanted(entry.date, entry.tier)
+            if held:
+                self.held.append(key)  # never back to a warmer tier
+            if not self.eligible(entry.date):
+                self.slots[key] = _Slot(key, *current, entry=entry)
+                continue
+            assert period is not None  # a catalogued day is held in its tier, never HOT
+            self.slots[key] = _Slot(key, tier, period, entry=entry)
+            if (tier, period) != current:
+                source = self.archive.resolve(entry.file)
+                self.moves.append(Move(*key, entry.tier, tier, period, source))
+
+    def plan(self) -> RetierPlan:
+        """The plan: the slots grouped by target file, and the files they change."""
+        by_target: dict[TargetKey, list[_Slot]] = {}
+        for slot in sorted(self.slots.values(), key=lambda s: s.key):
+            by_target.setdefault((slot.tier, slot.period), []).append(slot)
+        rewrites, emptied = _file_changes(self.catalog, by_target)
+        return RetierPlan(
+            archive_root=self.archive.root,
+            as_of=self.as_of,
+            generation=self.catalog.generation,
+            moves=sorted(self.moves, key=lambda m: (m.symbol, m.date)),
+            rewrites=rewrites,
+            emptied=emptied,
+            dropped=sorted(self.dropped),
+            held=sorted(self.held),
+            refreshed=self.refreshed,
+            purged=sorted(self.purged),
+            withdrawn_hot=self.withdrawn_hot,
+            catalog=self.catalog,
+            slots=by_target,
+        )
+
+
+def _file_changes(
+    catalog: Catalog, by_target: dict[TargetKey, list[_Slot]]
+) -> tuple[list[Rewrite], list[str]]:
+    """(rewrites, emptied): a :class:`Rewrite` for every target whose slots differ from what
+    its current files hold; the current files of targets left without any slot."""
     files_by_target: dict[TargetKey, list[str]] = {}
     for item in catalog.files.values():
         files_by_target.setdefault((item.tier, item.period), []).append(item.path)
@@ -309,21 +360,7 @@ def plan_retier(
             rewrites.append(Rewrite(*target, keys, tuple(current_files)))
         else:
             emptied += current_files
-    return RetierPlan(
-        archive_root=root,
-        as_of=as_of,
-        generation=catalog.generation,
-        moves=sorted(moves, key=lambda m: (m.symbol, m.date)),
-        rewrites=rewrites,
-        emptied=emptied,
-        dropped=sorted(dropped),
-        held=sorted(held),
-        refreshed=refreshed,
-        purged=sorted(purged),
-        withdrawn_hot=withdrawn_hot,
-        catalog=catalog,
-        slots=by_target,
-    )
+    return rewrites, emptied
 
 
 def _purgeable(
@@ -368,9 +405,8 @@ class _ConsolidatedCopies:
     """Compares live hot files with the consolidated copies of their symbol-days (each
     consolidated file read at most once)."""
 
-    def __init__(self, root: Path, policy: TierPolicy):
-        self.root = root
-        self.policy = policy
+    def __init__(self, archive: Archive):
+        self.archive = archive
         self._files: dict[str, dict[SymbolDayKey, TickBatch]] = {}
 
     def same_ticks(self, hot: HotFile, entry: CatalogPartition) -> _Refresh | None:
@@ -393,7 +429,7 @@ class _ConsolidatedCopies:
 
     def _copy(self, entry: CatalogPartition) -> TickBatch:
         if entry.file not in self._files:
-            path = resolve(self.root, entry.file, self.policy)
+            path = self.archive.resolve(entry.file)
             self._files[entry.file] = {
                 (p.symbol, p.day): p.batch for p in read_consolidated_file(path)
             }
@@ -479,20 +515,13 @@ class RetierResult:
         }
 
 
-def retier(
-    archive_root: Path,
-    *,
-    as_of: date,
-    policy: TierPolicy | None = None,
-    months: Collection[str] | None = None,
-    audit_log: Path | None = None,
-    lock_timeout: float = 0.0,
-) -> RetierResult:
-    """Move every symbol-day to the tier its age calls for at ``as_of`` (see the module notes).
+def retier(archive: Archive, *, as_of: date, months: Collection[str] | None = None) -> RetierResult:
+    """Move every symbol-day of ``archive`` to the tier its age calls for at ``as_of`` (see
+    the module notes).
 
     Holds the archive's lock (``<archive root>/.skewtape-archive.lock``) throughout. Every
-    rewrite, the commit and every removal are appended to ``audit_log`` (None: not audited).
-    Withdrawn symbol-days are purged from their files (see the module notes).
+    rewrite, the commit and every removal are appended to the archive's audit log (None: not
+    audited). Withdrawn symbol-days are purged from their files (see the module notes).
     Idempotent: a second run with the same arguments changes nothing; a run after a crash
     finishes the interrupted one.
 
@@ -518,36 +547,17 @@ def retier(
         A new file did not read back equal; nothing was committed or removed.
     """
     started = time.perf_counter()
-    root = Path(archive_root)
-    policy = _check_policy(policy)
-    with archive_lock(root, timeout=lock_timeout, what="re-tiering"):
-        for tier in (WARM, COLD):
-            policy.store_for(tier, root).remove_stale_temps()
-        remove_stale_catalog_temps(root)
-        remove_orphaned_staged_files(root)
-        checked_catalog(root, policy)
-        plan = plan_retier(root, as_of=as_of, policy=policy, months=months)
+    root = archive.root
+    with archive.locked("re-tiering"):
+        plan = _checked_plan(archive, as_of, months)
         books = is_books_and_records(root)
-        reader = _SourceReader(root, plan.catalog, policy)  # reads the records: refuses first
-        removed_first = remove_files(root, _withdrawn_garbage(plan), audit_log, policy)
-        written = []
-        for rewrite in plan.rewrites:
-            written.append(_write_rewrite(root, plan, rewrite, policy, reader, audit_log))
-            progress.report("re-tiering", len(written), len(plan.rewrites), "files written")
-        catalog = plan.catalog
-        if plan.changes_catalog:
-            catalog = _next_catalog(root, plan, written, policy)
-            _commit(root, catalog, plan, written, audit_log, policy)
-        garbage = _garbage(root, policy)
-        kept = set() if books else kept_files(root, policy)
-        retained = [path for path, _ in garbage if books or path in kept]
-        removed = []
-        if not books:
-            unread = [(path, why) for path, why in garbage if path not in kept]
-            removed = remove_files(root, unread, audit_log, policy)
-            catalog = _forget_gone_sources(root, catalog, audit_log)
+        reader = _SourceReader(archive, plan.catalog)  # reads the records: refuses first
+        removed_first = remove_files(archive, _withdrawn_garbage(plan))
+        written = _write_rewrites(archive, plan, reader)
+        catalog = _commit(archive, plan, written)
+        catalog, removed, retained = _remove_replaced(archive, catalog, books=books)
         settle_hot_records(root)
-        version = record_version(root, "retier", audit_log=audit_log)
+        version = record_version(root, "retier", audit_log=archive.audit_log)
     return RetierResult(
         archive_root=root,
         as_of=plan.as_of,
@@ -564,6 +574,41 @@ def retier(
         seconds=time.perf_counter() - started,
         version=None if version is None else version.version,
     )
+
+
+def _checked_plan(archive: Archive, as_of: date, months: Collection[str] | None) -> RetierPlan:
+    """Under the lock: remove what interrupted runs left (temporary tier files and catalogs,
+    orphaned staged files), refuse a catalog that does not account for the files on disk,
+    then plan (:func:`plan_retier`)."""
+    for tier in (WARM, COLD):
+        archive.policy.store_for(tier, archive.root).remove_stale_temps()
+    remove_stale_catalog_temps(archive.root)
+    remove_orphaned_staged_files(archive.root)
+    checked_catalog(archive.root, archive.policy)
+    return plan_retier(archive, as_of=as_of, months=months)
+
+
+def _write_rewrites(archive: Archive, plan: RetierPlan, reader: _SourceReader) -> list[_Written]:
+    """Write every file the plan rewrites (:func:`_write_rewrite`), reporting progress."""
+    written: list[_Written] = []
+    for rewrite in plan.rewrites:
+        written.append(_write_rewrite(archive, plan, rewrite, reader))
+        progress.report("re-tiering", len(written), len(plan.rewrites), "files written")
+    return written
+
+
+def _remove_replaced(
+    archive: Archive, catalog: Catalog, *, books: bool
+) -> tuple[Catalog, list[TierFile], list[TierFile]]:
+    """After the commit: remove the files the catalog no longer reaches and no kept version
+    reads, then forget the stamps of the hot files gone (``catalog`` committed again); in
+    ``books`` mode remove nothing. Returns (catalog, removed, retained)."""
+    garbage, kept = _garbage(archive, books=books)
+    retained = [path for path, _ in garbage if books or path in kept]
+    if books:
+        return catalog, [], retained
+    removed = remove_files(archive, [(path, why) for path, why in garbage if path not in kept])
+    return _forget_gone_sources(archive, catalog), removed, retained
 
 
 def _withdrawn_garbage(plan: RetierPlan) -> list[tuple[TierFile, str]]:
@@ -588,120 +633,116 @@ def remove_orphaned_staged_files(root: Path) -> None:
 
 @dataclass(frozen=True)
 class _Written:
+    """A consolidated file written for ``rewrite``: the file, its catalog path, its
+    partitions and the moves into it."""
+
     rewrite: Rewrite
     file: ConsolidatedFile
+    rel: str
     partitions: list[CatalogPartition]
     moves: list[PartitionMove]
 
 
 def _write_rewrite(
-    root: Path,
-    plan: RetierPlan,
-    rewrite: Rewrite,
-    policy: TierPolicy,
-    reader: _SourceReader,
-    audit_log: Path | None,
+    archive: Archive, plan: RetierPlan, rewrite: Rewrite, reader: _SourceReader
 ) -> _Written:
-    """Write one consolidated file from its symbol-days' current copies; audit it."""
+    """Write one consolidated file from its symbol-days' current copies (verified row for row
+    before it appears); audit it. Returns it with its catalog partitions and the moves."""
     slots = plan.slots[(rewrite.tier, rewrite.period)]
     reader.start()
-    moved = plan.moved_keys
-    parts, stamps = [], {}
-    for slot in slots:
-        batch, stamp = reader.read(slot)
-        parts.append(SymbolDayRows(slot.key[0], slot.key[1], batch))
-        stamps[slot.key] = stamp
-    store = policy.store_for(rewrite.tier, root)
+    read = [reader.read(slot) for slot in slots]
+    parts = [SymbolDayRows(*slot.key, batch) for slot, (batch, _) in zip(slots, read, strict=True)]
+    written = _write_file(archive, plan, rewrite, parts)
+    rel = archive.relative(written.path)
+    partitions = [
+        CatalogPartition(*slot.key, rewrite.tier, rel, len(part.batch), share, stamp)
+        for slot, part, share, (_, stamp) in zip(
+            slots, parts, written.byte_shares, read, strict=True
+        )
+    ]
+    moved = plan.moves_by_key
+    moves = [
+        _partition_move(moved[slot.key], slot, partition, written.path)
+        for slot, partition in zip(slots, partitions, strict=True)
+        if slot.key in moved
+    ]
+    _audit_rewrite(archive, rewrite, written, rel, reader.sources_read())
+    faults.checkpoint(f"wrote:{written.path.name}")
+    return _Written(rewrite, written, rel, partitions, moves)
+
+
+def _write_file(
+    archive: Archive, plan: RetierPlan, rewrite: Rewrite, parts: list[SymbolDayRows]
+) -> ConsolidatedFile:
+    """``parts`` as one consolidated file of the rewrite's tier and period, written with the
+    tier's settings into its store (whose archive marker must match the parts' scales)."""
+    store = archive.policy.store_for(rewrite.tier, archive.root)
+    first = parts[0].batch
     ensure_archive_schema(
         store,
-        price_scale=parts[0].batch.price_scale,
-        quantity_scale=parts[0].batch.quantity_scale,
-        timestamp_unit=parts[0].batch.timestamp_unit,
+        price_scale=first.price_scale,
+        quantity_scale=first.quantity_scale,
+        timestamp_unit=first.timestamp_unit,
     )
-    settings = policy.settings_for(rewrite.tier)
-    written = write_consolidated_file(
+    return write_consolidated_file(
         parts,
         period_subfolder(rewrite.period),
         store=store,
-        settings=settings,
+        settings=archive.policy.settings_for(rewrite.tier),
         metadata={
             "skewtape.tier": rewrite.tier,
             "skewtape.period": rewrite.period,
-            "skewtape.layout_granularity": policy.layout_for(rewrite.tier),
+            "skewtape.layout_granularity": archive.policy.layout_for(rewrite.tier),
             META_CATALOG_GENERATION: str(plan.generation + 1),  # the commit that lists it
         },
         checkpoint=faults.checkpoint,
     )
-    rel = relative_to_root(root, written.path, policy)
-    partitions, moves = [], []
-    for slot, part, share in zip(slots, parts, written.byte_shares, strict=True):
-        partitions.append(
-            CatalogPartition(
-                symbol=part.symbol,
-                date=part.day,
-                tier=rewrite.tier,
-                file=rel,
-                rows=len(part.batch),
-                byte_share=share,
-                source=stamps[slot.key],
-            )
-        )
-        if slot.key in moved:
-            moves.append(
-                _partition_move(
-                    root, slot, rewrite, written.path, len(part.batch), share, policy=policy
-                )
-            )
-    audit(
-        root,
-        audit_log,
-        [
-            {
-                "event": EVENT_REWRITE,
-                "archive": str(root.absolute()),
-                "tier": rewrite.tier,
-                "period": rewrite.period,
-                "file": rel,
-                "sha256": written.sha256,
-                "bytes": written.bytes,
-                "rows": written.rows,
-                "symbol_days": len(parts),
-                "verified": "row for row against its sources",
-                "replaces": list(rewrite.replaces),
-                "sources": reader.sources_read(),
-            }
-        ],
-    )
-    faults.checkpoint(f"wrote:{written.path.name}")
-    return _Written(rewrite, written, partitions, moves)
+
+
+def _audit_rewrite(
+    archive: Archive,
+    rewrite: Rewrite,
+    written: ConsolidatedFile,
+    rel: str,
+    sources: list[dict[str, str]],
+) -> None:
+    """Append the rewrite's record (the file ``rel``, what it replaces, its sources)."""
+    record = {
+        "event": EVENT_REWRITE,
+        "archive": str(archive.root.absolute()),
+        "tier": rewrite.tier,
+        "period": rewrite.period,
+        "file": rel,
+        "sha256": written.sha256,
+        "bytes": written.bytes,
+        "rows": written.rows,
+        "symbol_days": len(written.parts),
+        "verified": "row for row against its sources",
+        "replaces": list(rewrite.replaces),
+        "sources": sources,
+    }
+    audit(archive.root, archive.audit_log, [record])
 
 
 def _partition_move(
-    root: Path,
-    slot: _Slot,
-    rewrite: Rewrite,
-    path: TierFile,
-    rows: int,
-    share: int,
-    *,
-    policy: TierPolicy,
+    move: Move, slot: _Slot, partition: CatalogPartition, path: TierFile
 ) -> PartitionMove:
+    """Where the planned ``move`` took its symbol-day: from its hot file or consolidated file
+    (``move.source``) to ``partition`` of the new file ``path``."""
     if slot.hot is not None:
-        from_tier, from_path, before = HOT, slot.hot.path, slot.hot.stamp.size
+        before = slot.hot.stamp.size
     else:
         assert slot.entry is not None
-        entry = slot.entry
-        from_path = resolve(root, entry.file, policy)
-        from_tier, before = entry.tier, entry.byte_share
+        before = slot.entry.byte_share
     return PartitionMove(
-        symbol=slot.key[0],
-        date=slot.key[1],
-        from_tier=from_tier,
-        to_tier=rewrite.tier,
-        from_path=str(from_path),
+        symbol=move.symbol,
+        date=move.date,
+        from_tier=move.from_tier,
+        to_tier=partition.tier,
+        from_path=str(move.source),
         to_path=str(path),
-        rows=rows,
-        byte_share=share,
+        rows=partition.rows,
+        byte_share=partition.byte_share,
         bytes_before=before,
     )
 
@@ -710,13 +751,12 @@ class _SourceReader:
     """Reads symbol-days from hot files and consolidated files (each whole file read once, and
     verified first: its size and sha256 against its record, then its footer)."""
 
-    def __init__(self, root: Path, catalog: Catalog, policy: TierPolicy):
-        self.root = root
+    def __init__(self, archive: Archive, catalog: Catalog):
+        self.archive, self.root = archive, archive.root
         self.catalog = catalog
-        self.policy = policy
         self._files: dict[str, dict[SymbolDayKey, TickBatch]] = {}
         self._read: dict[str, str] = {}
-        self._records = read_hot_records(root)
+        self._records = read_hot_records(archive.root)
 
     def start(self) -> None:
         """Forget the list of sources read (kept per written file, for its audit record)."""
@@ -739,7 +779,7 @@ class _SourceReader:
             st = os.fstat(handle.fileno())
             data = handle.read()
         digest = sha256_bytes(data)
-        rel = relative_to_root(self.root, hot.path, self.policy)
+        rel = self.archive.relative(hot.path)
         self._check_record(hot, FileRecord(st.st_size, digest))
         buffer = owned_buffer(data)
         read_footer(hot.path, buffer)
@@ -771,74 +811,63 @@ class _SourceReader:
             )
 
     def _read_consolidated(self, rel: str) -> dict[SymbolDayKey, TickBatch]:
-        path = resolve(self.root, rel, self.policy)
-        listed = self.catalog.files[rel]
-        size = size_of(path)
-        if size != listed.bytes:
+        """Every symbol-day of the consolidated file ``rel``, once its size and sha256 are the
+        catalog's (DamagedFileError naming the file and the difference, else)."""
+        path = self.archive.resolve(rel)
+        listed, found = self.catalog.files[rel], []
+        record = FileRecord(listed.bytes, listed.sha256)
+        problems = record_problems(path, record, "the catalog", found=found)
+        if problems:
+            difference = problems[0].removeprefix(f"{path}: ")
             raise DamagedFileError(
-                f"size is {size} bytes, the catalog recorded {listed.bytes}; the file changed "
-                "after it was written (restore it from a copy before re-tiering)",
+                f"{difference}; the file changed after it was written (restore it from a copy "
+                "before re-tiering)",
                 path=path,
             )
-        found = sha256_of(path)
-        if found != listed.sha256:
-            raise DamagedFileError(
-                f"sha256 is {found}, the catalog recorded {listed.sha256}; the file changed "
-                "after it was written (restore it from a copy before re-tiering)",
-                path=path,
-            )
-        self._read[rel] = found
+        self._read[rel] = found[0]
         return {(p.symbol, p.day): p.batch for p in read_consolidated_file(path)}
 
     def sources_read(self) -> list[dict[str, str]]:
         return [{"file": rel, "sha256": digest} for rel, digest in sorted(self._read.items())]
 
 
-def _commit(
-    root: Path,
-    catalog: Catalog,
-    plan: RetierPlan,
-    written: Sequence[_Written],
-    audit_log: Path | None,
-    policy: TierPolicy,
-) -> None:
-    """Replace the catalog (one atomic rename), then audit the commit."""
-    _write_catalog_audited(
-        root,
-        catalog,
-        audit_log,
-        {
-            "symbol_days_moved": len(plan.moves),
-            "symbol_days_dropped": len(plan.dropped),
-            "symbol_days_purged": len(plan.purged),
-            "files_written": [relative_to_root(root, w.file.path, policy) for w in written],
-            "files_unlisted": sorted(
-                {old for w in written for old in w.rewrite.replaces} | set(plan.emptied)
-            ),
-        },
-    )
+def _commit(archive: Archive, plan: RetierPlan, written: Sequence[_Written]) -> Catalog:
+    """Replace the catalog with the plan's next one (one atomic rename), then audit the
+    commit; returns the catalog now in force (the plan's own when it changes nothing)."""
+    if not plan.changes_catalog:
+        return plan.catalog
+    catalog = _next_catalog(archive, plan, written)
+    unlisted = {old for w in written for old in w.rewrite.replaces} | set(plan.emptied)
+    details = {
+        "symbol_days_moved": len(plan.moves),
+        "symbol_days_dropped": len(plan.dropped),
+        "symbol_days_purged": len(plan.purged),
+        "files_written": [w.rel for w in written],
+        "files_unlisted": sorted(unlisted),
+    }
+    _write_catalog_audited(archive, catalog, details)
     faults.checkpoint("committed")
+    return catalog
 
 
-def _write_catalog_audited(
-    root: Path, catalog: Catalog, audit_log: Path | None, details: dict[str, Any]
-) -> None:
+def _write_catalog_audited(archive: Archive, catalog: Catalog, details: dict[str, Any]) -> None:
     """Replace the catalog atomically, then append its commit (sha256 of its bytes and
     ``details``) to the audit log."""
-    write_catalog(root, catalog)
+    write_catalog(archive.root, catalog)
     record = {
         "event": EVENT_COMMIT,
-        "archive": str(root.absolute()),
+        "archive": str(archive.root.absolute()),
         "generation": catalog.generation,
         "catalog_sha256": sha256_bytes(catalog.to_bytes()),
     }
-    audit(root, audit_log, [record | details])
+    audit(archive.root, archive.audit_log, [record | details])
 
 
-def _next_catalog(
-    root: Path, plan: RetierPlan, written: Sequence[_Written], policy: TierPolicy
-) -> Catalog:
-    catalog = plan.catalog
+def _next_catalog(archive: Archive, plan: RetierPlan, written: Sequence[_Written]) -> Catalog:
+    """The plan's catalog with the written files in place of those they replace, the emptied
+    files and dropped symbol-days gone, the refreshed stamps recorded and stale stamps dropped;
+    its generation is one up when rows moved."""
+    root, catalog = archive.root, plan.catalog
     files = dict(catalog.files)
     partitions = dict(catalog.partitions)
     for gone in plan.emptied:
@@ -848,9 +877,8 @@ def _next_catalog(
     for item in written:
         for old in item.rewrite.replaces:
             files.pop(old, None)
-        rel = relative_to_root(root, item.file.path, policy)
-        files[rel] = CatalogFile(
-            path=rel,
+        files[item.rel] = CatalogFile(
+            path=item.rel,
             tier=item.rewrite.tier,
             period=item.rewrite.period,
             bytes=item.file.bytes,
@@ -858,16 +886,14 @@ def _next_catalog(
             sha256=item.file.sha256,
             symbol_days=len(item.partitions),
         )
-        for partition in item.partitions:
-            partitions[partition.key] = partition
+        partitions.update((partition.key, partition) for partition in item.partitions)
     for refresh in plan.refreshed:
-        entry, hot = partitions.get(refresh.key), refresh.hot
-        if entry is not None:
-            rel = relative_to_root(root, hot.path, policy)
+        if (entry := partitions.get(refresh.key)) is not None:
+            hot, rel = refresh.hot, archive.relative(refresh.hot.path)
             stamp = SourceStamp(
                 rel, refresh.sha256, hot.stamp.size, hot.stamp.inode, hot.stamp.mtime_ns
             )
-            partitions[hot.key] = replace(entry, source=stamp)
+            partitions[refresh.key] = replace(entry, source=stamp)
     partitions = {
         k: _without_stale_stamp(root, p) for k, p in partitions.items() if p.file in files
     }
@@ -882,7 +908,7 @@ def _next_catalog(
     )
 
 
-def _forget_gone_sources(root: Path, catalog: Catalog, audit_log: Path | None) -> Catalog:
+def _forget_gone_sources(archive: Archive, catalog: Catalog) -> Catalog:
     """The committed catalog without the source stamps of hot files that are gone now.
 
     A stamp only serves while its hot file is on disk (telling the superseded copy from a
@@ -891,13 +917,14 @@ def _forget_gone_sources(root: Path, catalog: Catalog, audit_log: Path | None) -
     generation (no symbol-day changes file: the generation counts the commits that move rows).
     Unchanged (nothing written) when no stamp is stale.
     """
+    root = archive.root
     partitions = {key: _without_stale_stamp(root, p) for key, p in catalog.partitions.items()}
     if all(partitions[key] is p for key, p in catalog.partitions.items()):
         return catalog
     settled = replace(catalog, partitions=partitions)
     faults.checkpoint("forgetting-sources")
     reason = "forget the source stamps of removed hot files"
-    _write_catalog_audited(root, settled, audit_log, {"reason": reason, "symbol_days_moved": 0})
+    _write_catalog_audited(archive, settled, {"reason": reason, "symbol_days_moved": 0})
     return settled
 
 
@@ -911,13 +938,7 @@ def _without_stale_stamp(root: Path, partition: CatalogPartition) -> CatalogPart
     return replace(partition, source=None)
 
 
-def prune(
-    archive_root: Path,
-    *,
-    policy: TierPolicy | None = None,
-    audit_log: Path | None = None,
-    lock_timeout: float = 0.0,
-) -> list[TierFile]:
+def prune(archive: Archive) -> list[TierFile]:
     """Remove superseded files (moved hot files, replaced or uncommitted consolidated files)
     that no kept version reads (``versions.kept_files``).
 
@@ -934,40 +955,41 @@ def prune(
     CatalogMismatchError
         The catalog does not account for the files on disk (nothing is removed).
     """
-    root = Path(archive_root)
-    policy = _check_policy(policy)
-    with archive_lock(root, timeout=lock_timeout, what="pruning"):
-        checked_catalog(root, policy)
-        kept = kept_files(root, policy)
-        unread = [(path, why) for path, why in _garbage(root, policy) if path not in kept]
-        removed = remove_files(root, unread, audit_log, policy)
+    root = archive.root
+    with archive.locked("pruning"):
+        checked_catalog(root, archive.policy)
+        garbage, kept = _garbage(archive)
+        unread = [(path, why) for path, why in garbage if path not in kept]
+        removed = remove_files(archive, unread)
         if not is_books_and_records(root):
-            _forget_gone_sources(root, read_catalog(root), audit_log)
+            _forget_gone_sources(archive, read_catalog(root))
         return removed
 
 
-def _garbage(root: Path, policy: TierPolicy) -> list[tuple[TierFile, str]]:
-    """Files on disk that the committed catalog makes unreachable, with the reason (some of
-    which a kept version may still read: ``versions.kept_files``)."""
-    state = archive_state(root)
+def _garbage(
+    archive: Archive, *, books: bool = False
+) -> tuple[list[tuple[TierFile, str]], set[TierFile]]:
+    """(garbage, kept): the files on disk that the committed catalog makes unreachable, with
+    the reason, and the consolidated files some kept version still reads
+    (``versions.kept_files``; none looked for in ``books`` mode, where nothing is removed)."""
+    state = archive_state(archive.root)
     out = [
         (hot.path, "superseded: its rows live in a consolidated file")
         for hot in state.hot_superseded
     ]
     out += [
         (path, "not in the catalog: replaced, or left by an interrupted run")
-        for path in uncatalogued_files(root, policy, state.catalog)
+        for path in uncatalogued_files(archive.root, archive.policy, state.catalog)
     ]
-    return out
+    return out, set() if books else kept_files(archive.root, archive.policy)
 
 
-def remove_files(
-    root: Path, garbage: list[tuple[TierFile, str]], audit_log: Path | None, policy: TierPolicy
-) -> list[TierFile]:
+def remove_files(archive: Archive, garbage: list[tuple[TierFile, str]]) -> list[TierFile]:
     """Audit every removal (``reason`` each) first (one append), then remove the files;
     WriteOnceError (audited) in ``books_and_records`` mode. Returns the files removed."""
     if not garbage:
         return []
+    root, audit_log = archive.root, archive.audit_log
     records = []
     for path, reason in garbage:
         check_may_delete(root, path, why=reason, audit_log=audit_log)
@@ -975,7 +997,7 @@ def remove_files(
             {
                 "event": EVENT_REMOVE,
                 "archive": str(root.absolute()),
-                "file": relative_to_root(root, path, policy),
+                "file": archive.relative(path),
                 "sha256": sha256_of(path),
                 "bytes": size_of(path),
                 "reason": reason,
@@ -995,7 +1017,7 @@ def remove_files(
 
 
 def relocated_report(
-    report: TickStorageCompactionReport, archive_root: Path, *, policy: TierPolicy | None = None
+    report: TickStorageCompactionReport, archive: Archive
 ) -> TickStorageCompactionReport:
     """``report`` updated to where its symbol-day's rows live now.
 
@@ -1009,10 +1031,11 @@ def relocated_report(
     """
     if report.date is None:
         raise ConfigError(f"report of {report.symbol}: has no date; expected a symbol-day report")
-    location = locate(archive_root, report.symbol, date.fromisoformat(report.date), policy=policy)
+    day = date.fromisoformat(report.date)
+    location = locate(archive.root, report.symbol, day, policy=archive.policy)
     if location is None:
         raise ConfigError(
-            f"{report.symbol} {report.date}: the archive at {archive_root} holds no rows for it"
+            f"{report.symbol} {report.date}: the archive at {archive.root} holds no rows for it"
         )
     if not location.consolidated:
         return report
@@ -1044,13 +1067,6 @@ def _check_date(value: object) -> date:
     if isinstance(value, datetime) or not isinstance(value, date):
         raise ConfigError(f"as_of = {value!r}: expected a datetime.date")
     return value
-
-
-def _check_policy(policy: TierPolicy | None) -> TierPolicy:
-    policy = TierPolicy.or_default(policy)
-    if not isinstance(policy, TierPolicy):
-        raise ConfigError(f"policy = {policy!r}: expected a TierPolicy")
-    return policy
 
 
 def _age(day: date, as_of: date) -> int:

@@ -14,16 +14,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.storage import TierFile, size_of
 from skewtape_pipeline.ticks.archive.books import audit, check_may_delete
-from skewtape_pipeline.ticks.archive.catalog import read_catalog, resolve
+from skewtape_pipeline.ticks.archive.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.lifecycle import remove_files
-from skewtape_pipeline.ticks.archive.parquet_store import archive_lock
 from skewtape_pipeline.ticks.archive.placement import uncatalogued_files
-from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.archive.versions import (
     SUFFIX,
     Version,
@@ -35,6 +34,9 @@ from skewtape_pipeline.ticks.archive.versions import (
     read_manifest,
     versions_dir,
 )
+
+if TYPE_CHECKING:
+    from skewtape_pipeline.ticks.archive.handle import Archive
 
 EVENT_PRUNE = "tick-archive-versions-pruned"
 
@@ -56,17 +58,11 @@ class PruneResult:
 
 
 def prune_versions(
-    archive_root: Path,
-    *,
-    keep_last: int | None = None,
-    older_than: date | None = None,
-    policy: TierPolicy | None = None,
-    audit_log: Path | None = None,
-    lock_timeout: float = 0.0,
+    archive: Archive, *, keep_last: int | None = None, older_than: date | None = None
 ) -> PruneResult:
-    """Prune the versions beyond the ``keep_last`` newest, or committed before the day
-    ``older_than`` (UTC), keeping the latest and every tagged one; then remove the files only
-    pruned versions read (see the module notes).
+    """Prune the versions of ``archive`` beyond the ``keep_last`` newest, or committed before
+    the day ``older_than`` (UTC), keeping the latest and every tagged one; then remove the
+    files only pruned versions read (see the module notes). Audited to the archive's log.
 
     Raises
     ------
@@ -75,29 +71,31 @@ def prune_versions(
     WriteOnceError
         The archive is in ``books_and_records`` mode (audited; nothing removed).
     ArchiveBusyError
-        Another writer holds the archive's lock beyond ``lock_timeout`` seconds.
+        Another writer holds the archive's lock beyond its ``lock_timeout`` seconds.
     """
-    root = Path(archive_root)
-    policy = TierPolicy.or_default(policy)
+    root = archive.root
     _check_rule(keep_last, older_than)
-    check_may_delete(root, versions_dir(root), why="pruning versions", audit_log=audit_log)
-    with archive_lock(root, timeout=lock_timeout, what="pruning versions"):
+    check_may_delete(root, versions_dir(root), why="pruning versions", audit_log=archive.audit_log)
+    with archive.locked("pruning versions"):
         versions = list_versions(root)
         drop = _to_prune(versions, set(list_tags(root).values()), keep_last, older_than)
-        if drop:
-            audit(
-                root,
-                audit_log,
-                [{"event": EVENT_PRUNE, "archive": str(root.absolute()), "versions": drop}],
-            )
-            faults.checkpoint("audited-version-pruning")
-        for number in drop:
-            fsio.atomic_unlink(versions_dir(root) / "records" / f"{number:010d}.json")
-            faults.checkpoint(f"pruned-version:{number}")
+        _drop_versions(archive, drop)
         kept = [v for v in versions if v.version not in set(drop)]
-        garbage = [(path, "read by no kept version") for path in _unread(root, kept, policy)]
-        removed = remove_files(root, garbage, audit_log, policy)
+        unread = _unread(archive, kept)
+        removed = remove_files(archive, [(path, "read by no kept version") for path in unread])
     return PruneResult(drop, [v.version for v in kept], removed)
+
+
+def _drop_versions(archive: Archive, drop: list[int]) -> None:
+    """Audit the pruning of the versions ``drop`` (once), then remove their records."""
+    root = archive.root
+    if drop:
+        record = {"event": EVENT_PRUNE, "archive": str(root.absolute()), "versions": drop}
+        audit(root, archive.audit_log, [record])
+        faults.checkpoint("audited-version-pruning")
+    for number in drop:
+        fsio.atomic_unlink(versions_dir(root) / "records" / f"{number:010d}.json")
+        faults.checkpoint(f"pruned-version:{number}")
 
 
 def _check_rule(keep_last: object, older_than: object) -> None:
@@ -126,9 +124,10 @@ def _to_prune(
     return [v.version for v in candidates if v.version != latest and v.version not in tagged]
 
 
-def _unread(root: Path, kept: list[Version], policy: TierPolicy) -> list[TierFile]:
+def _unread(archive: Archive, kept: list[Version]) -> list[TierFile]:
     """Files under the version store and the tier roots that neither a kept version nor the
     current catalog reads."""
+    root = archive.root
     store = versions_dir(root)
     wanted: set[Path] = set()
     for version in kept:
@@ -144,17 +143,18 @@ def _unread(root: Path, kept: list[Version], policy: TierPolicy) -> list[TierFil
     for folder in ("manifests", "catalogs", "hot"):
         if (store / folder).is_dir():
             out += sorted(p for p in (store / folder).rglob(f"*{SUFFIX}") if p not in wanted)
-    held = kept_files(root, policy)
-    out += [f for f in uncatalogued_files(root, policy, read_catalog(root)) if f not in held]
+    held = kept_files(root, archive.policy)
+    unlisted = uncatalogued_files(root, archive.policy, read_catalog(root))
+    out += [f for f in unlisted if f not in held]
     return out
 
 
-def past_version_bytes(archive_root: Path, policy: TierPolicy | None = None) -> int:
-    """The bytes only past versions hold: consolidated files kept for them that the current
-    catalog no longer lists, and hot files kept under their content names that are no longer
-    a live hot file (no other link to them)."""
-    root = Path(archive_root)
-    current = {resolve(root, f.path, policy) for f in read_catalog(root).files.values()}
+def past_version_bytes(archive: Archive) -> int:
+    """The bytes only past versions of ``archive`` hold: consolidated files kept for them that
+    the current catalog no longer lists, and hot files kept under their content names that are
+    no longer a live hot file (no other link to them)."""
+    root, policy = archive.root, archive.policy
+    current = {archive.resolve(f.path) for f in read_catalog(root).files.values()}
     total = sum(size_of(f) for f in kept_files(root, policy) - current if _exists(f))
     hot = versions_dir(root) / "hot"
     if hot.is_dir():

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from datetime import date, datetime
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.errors import ConfigError
@@ -27,14 +27,15 @@ from skewtape_pipeline.ticks.archive.books import audit, check_may_delete
 from skewtape_pipeline.ticks.archive.catalog import (
     Catalog,
     SymbolDayKey,
-    resolve,
     write_catalog,
 )
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
 from skewtape_pipeline.ticks.archive.lifecycle import remove_stale_catalog_temps
-from skewtape_pipeline.ticks.archive.parquet_store import archive_lock, partition_file
-from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.parquet_store import partition_file
 from skewtape_pipeline.ticks.archive.versions import record_version
+
+if TYPE_CHECKING:
+    from skewtape_pipeline.ticks.archive.handle import Archive
 
 EVENT_WITHDRAW = "tick-archive-withdraw"
 
@@ -51,20 +52,13 @@ class Removal:
     """Its warm or cold copy was withdrawn from the catalog by this call."""
 
 
-def remove_symbol_days(
-    archive_root: Path,
-    keys: Iterable[SymbolDayKey],
-    *,
-    audit_log: Path | None = None,
-    lock_timeout: float = 0.0,
-    policy: TierPolicy | None = None,
-) -> list[Removal]:
-    """Take symbol-days out of the archive: withdraw their consolidated copy, remove their hot
+def remove_symbol_days(archive: Archive, keys: Iterable[SymbolDayKey]) -> list[Removal]:
+    """Take symbol-days out of ``archive``: withdraw their consolidated copy, remove their hot
     file. Withdrawal comes first, so a crash between leaves the day hidden or gone, never
     half-visible; a rerun finishes. Both happen under the archive's lock
-    (``parquet_store.archive_lock``), so a re-tiering
-    cannot move a hot file being removed back into a consolidated file. Idempotent. Returns
-    one :class:`Removal` per key, sorted.
+    (:meth:`Archive.locked`), so a re-tiering cannot move a hot file being removed back into a
+    consolidated file. Idempotent; audited to the archive's audit log. Returns one
+    :class:`Removal` per key, sorted.
 
     Raises
     ------
@@ -74,28 +68,28 @@ def remove_symbol_days(
         ``books_and_records`` mode and a key has a hot file or a catalogued copy (audited;
         nothing changed).
     ArchiveBusyError
-        A re-tiering holds the archive's lock beyond ``lock_timeout`` seconds.
+        A re-tiering holds the archive's lock beyond its ``lock_timeout`` seconds.
     CatalogMismatchError
-        The catalog does not account for the files on disk (``policy`` names the tier roots);
-        nothing changed.
+        The catalog does not account for the files on disk (in the tier roots of the
+        archive's policy); nothing changed.
     """
-    root = Path(archive_root)
+    root = archive.root
     wanted = sorted(_check_keys(keys))
-    catalog = checked_catalog(root, policy)
+    catalog = checked_catalog(root, archive.policy)
     for key in wanted:
         hot = partition_file(root, *key)
         if hot.exists() or key in catalog.partitions:
-            check_may_delete(root, hot, why=_why(key), audit_log=audit_log)
+            check_may_delete(root, hot, why=_why(key), audit_log=archive.audit_log)
     hot_files = [partition_file(root, *key) for key in wanted]
     if not any(hot.exists() for hot in hot_files) and not _to_withdraw(catalog, wanted):
         return [Removal(*key, removed_file=False, withdrawn=False) for key in wanted]
-    with archive_lock(root, timeout=lock_timeout, what="removing"):
-        withdrawn = set(_withdraw_locked(root, wanted, audit_log, policy))
+    with archive.locked("removing"):
+        withdrawn = set(_withdraw_locked(archive, wanted))
         removals = [
             Removal(*key, removed_file=fsio.atomic_unlink(hot), withdrawn=key in withdrawn)
             for key, hot in zip(wanted, hot_files, strict=True)
         ]
-        record_version(root, "remove", audit_log=audit_log)
+        record_version(root, "remove", audit_log=archive.audit_log)
         return removals
 
 
@@ -103,15 +97,9 @@ def _why(key: SymbolDayKey) -> str:
     return f"{key[0]} {key[1].isoformat()} has no ticks any more"
 
 
-def withdraw_symbol_days(
-    archive_root: Path,
-    keys: Iterable[SymbolDayKey],
-    *,
-    audit_log: Path | None = None,
-    lock_timeout: float = 0.0,
-    policy: TierPolicy | None = None,
-) -> list[SymbolDayKey]:
-    """Hide catalogued symbol-days whose ticks the publisher corrected away, at once.
+def withdraw_symbol_days(archive: Archive, keys: Iterable[SymbolDayKey]) -> list[SymbolDayKey]:
+    """Hide catalogued symbol-days of ``archive`` whose ticks the publisher corrected away, at
+    once.
 
     Marks the catalogued ``(symbol, date)`` keys withdrawn in one atomic catalog write
     (generation + 1) under the archive's lock: from then on the query view, :func:`locate`
@@ -119,7 +107,7 @@ def withdraw_symbol_days(
     live copy); the next :func:`retier` rewrites their file without them. Keys the catalog
     does not list, or lists as withdrawn already, are ignored: idempotent (nothing is written
     when nothing is new). The withdrawal is appended to the audit log before the catalog is
-    replaced. Returns the keys withdrawn by this call, sorted.
+    replaced (the archive's audit log). Returns the keys withdrawn by this call, sorted.
 
     Raises
     ------
@@ -129,37 +117,32 @@ def withdraw_symbol_days(
         The archive is in ``books_and_records`` mode and a key is to be withdrawn (audited;
         nothing written).
     ArchiveBusyError
-        A re-tiering of this archive holds the lock beyond ``lock_timeout`` seconds.
+        Another writer holds the archive's lock beyond its ``lock_timeout`` seconds.
     CatalogMismatchError
-        The catalog is missing, unreadable or does not account for the files on disk
-        (``policy`` names the tier roots); nothing written.
+        The catalog is missing, unreadable or does not account for the files on disk (in the
+        tier roots of the archive's policy); nothing written.
     """
-    root = Path(archive_root)
     wanted = _check_keys(keys)
-    if not _to_withdraw(checked_catalog(root, policy), wanted):
+    if not _to_withdraw(checked_catalog(archive.root, archive.policy), wanted):
         return []  # nothing to do: no lock taken, nothing written
-    with archive_lock(root, timeout=lock_timeout, what="withdrawing"):
-        withdrawn = _withdraw_locked(root, wanted, audit_log, policy)
-        record_version(root, "withdraw", audit_log=audit_log)
+    with archive.locked("withdrawing"):
+        withdrawn = _withdraw_locked(archive, wanted)
+        record_version(archive.root, "withdraw", audit_log=archive.audit_log)
         return withdrawn
 
 
-def _withdraw_locked(
-    root: Path,
-    wanted: Collection[SymbolDayKey],
-    audit_log: Path | None,
-    policy: TierPolicy | None,
-) -> list[SymbolDayKey]:
+def _withdraw_locked(archive: Archive, wanted: Collection[SymbolDayKey]) -> list[SymbolDayKey]:
     """:func:`withdraw_symbol_days` once the lock is held."""
+    root, audit_log = archive.root, archive.audit_log
     remove_stale_catalog_temps(root)
-    catalog = checked_catalog(root, policy)
+    catalog = checked_catalog(root, archive.policy)
     new = _to_withdraw(catalog, wanted)
     if not new:
         return []
     files = sorted({catalog.partitions[key].file for key in new})
     check_may_delete(
         root,
-        resolve(root, files[0], policy),
+        archive.resolve(files[0]),
         why=f"withdrawing {len(new)} symbol-day(s) from its consolidated copy "
         f"(first: {new[0][0]} {new[0][1].isoformat()})",
         audit_log=audit_log,

@@ -49,6 +49,7 @@ from skewtape_pipeline.ticks.archive.compact import (
     spilling_router,
     utc_days,
 )
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.parquet_store import (
     ARCHIVE_LOCK_WAIT_SECONDS,
     partition_file,
@@ -56,7 +57,6 @@ from skewtape_pipeline.ticks.archive.parquet_store import (
 )
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.archive.versions import commit_version
-from skewtape_pipeline.ticks.archive.withdraw import remove_symbol_days
 from skewtape_pipeline.ticks.encode.chunked import RawChunk, ReadState, open_parquet, parquet_chunks
 from skewtape_pipeline.ticks.encode.model import (
     TickSchema,
@@ -370,9 +370,10 @@ def archive_symbol_days(
             router.spill()  # the next month file's rows get the whole budget
         gone = [key for key in wanted if key not in planned and sources[key].sha256 is not None]
         _check_write_once(out, wanted, planned, gone, audit_log)
-        removed = remove_symbol_days(
-            out, gone, audit_log=audit_log, lock_timeout=ARCHIVE_LOCK_WAIT_SECONDS, policy=policy
+        archive = Archive(
+            out, policy=policy, audit_log=audit_log, lock_timeout=ARCHIVE_LOCK_WAIT_SECONDS
         )
+        removed = archive.remove(gone)
         removals = {(r.symbol, r.day): r for r in removed}
         results = []
         for key in wanted:

@@ -19,10 +19,10 @@ from skewtape_pipeline.orchestration.ticks.partitions import register_venues
 from skewtape_pipeline.orchestration.ticks.schedules import daily_retier_schedule
 from skewtape_pipeline.orchestration.ticks.tier_assets import retier_run_config
 from skewtape_pipeline.ticks.archive.books import BOOKS_MARKER, EVENT_REFUSED
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.placement import locate
 from skewtape_pipeline.ticks.archive.query import run_query
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, TierPolicy
-from skewtape_pipeline.ticks.archive.withdraw import remove_symbol_days
 from skewtape_pipeline.ticks.fills.snapshot_fills import archive_symbol_days, new_symbols
 
 DAYS = (date(2026, 9, 25), date(2026, 10, 15), date(2026, 11, 5))
@@ -168,7 +168,9 @@ def test_retier_ticks_when_a_warm_day_was_withdrawn_purges_it_and_reports_it(
     counts = "SELECT symbol, count(*) AS n FROM ticks GROUP BY symbol ORDER BY symbol"
     before = {row["symbol"]: row["n"] for row in run_query(counts, archive).to_pylist()}
     symbol = min(before)
-    remove_symbol_days(archive, [(symbol, DAYS[1])])  # the publisher corrected the day away
+    Archive(archive, audit_log=None).remove(
+        [(symbol, DAYS[1])]
+    )  # the publisher corrected the day away
 
     result = job.execute_in_process(**run, instance=instance)
 

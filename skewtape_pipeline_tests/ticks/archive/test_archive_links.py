@@ -8,7 +8,7 @@ import pytest
 
 from skewtape_pipeline.errors import LinkedStateFileError
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
-from skewtape_pipeline.ticks.archive.lifecycle import retier
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.parquet_store import ARCHIVE_LOCK_FILE
 from skewtape_pipeline_tests.ticks.archive_builders import DAYS, POLICY, build_archive, day_ticks
 
@@ -40,5 +40,5 @@ def test_retier_when_the_audit_log_is_a_planted_symlink_refuses_and_leaves_its_t
     log = tmp_path / "audit.jsonl"
     log.symlink_to(precious)
     with pytest.raises(LinkedStateFileError, match=r"audit\.jsonl"):
-        retier(root, as_of=as_of, policy=POLICY, audit_log=log)
+        Archive(root, policy=POLICY, audit_log=log).retier(as_of=as_of)
     assert precious.read_text() == "keep me\n"

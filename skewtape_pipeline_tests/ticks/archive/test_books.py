@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.errors import WriteOnceError
 from skewtape_pipeline.ticks.archive.books import (
     EVENT_ENABLED,
@@ -18,7 +15,8 @@ from skewtape_pipeline.ticks.archive.books import (
 )
 from skewtape_pipeline.ticks.archive.catalog import read_catalog, resolve
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
-from skewtape_pipeline.ticks.archive.lifecycle import EVENT_REMOVE, prune, retier
+from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.lifecycle import EVENT_REMOVE
 from skewtape_pipeline.ticks.archive.placement import archive_metrics
 from skewtape_pipeline.ticks.archive.tiers import COLD
 from skewtape_pipeline_tests.ticks.archive_builders import (
@@ -26,6 +24,7 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     POLICY,
     STAGE_1,
     STAGE_2,
+    audit_events,
     build_archive,
     day_ticks,
     expected_rows,
@@ -35,12 +34,6 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
 )
 
 
-def events(root) -> list[dict]:
-    path = root.parent / "audit.jsonl"
-    verify_audit_log(path)
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
 def test_retier_when_books_and_records_writes_copies_and_deletes_nothing(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1)
     assert enable_books_and_records(
@@ -48,8 +41,8 @@ def test_retier_when_books_and_records_writes_copies_and_deletes_nothing(tmp_pat
     )
     before = [f for f in files_under(tmp_path) if f.endswith(".parquet")]
 
-    first = retier(root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root))
-    second = retier(root, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(root))
+    first = Archive(root, policy=POLICY).retier(as_of=STAGE_1)
+    second = Archive(root, policy=POLICY).retier(as_of=STAGE_2)
     after = [f for f in files_under(tmp_path) if f.endswith(".parquet")]
     assert set(before) < set(after)  # every original file is still there
     assert first.files_removed == second.files_removed == []
@@ -58,7 +51,7 @@ def test_retier_when_books_and_records_writes_copies_and_deletes_nothing(tmp_pat
     assert set(tiers_by_day(root).values()) == {COLD}
     for item in read_catalog(root).files.values():
         assert not resolve(root, item.path).stat().st_mode & 0o222
-    assert not [e for e in events(root) if e["event"] == EVENT_REMOVE]
+    assert not [e for e in audit_events(root) if e["event"] == EVENT_REMOVE]
     metrics = archive_metrics(root, policy=POLICY)
     assert metrics.retained_files == len(second.files_retained)
 
@@ -66,15 +59,15 @@ def test_retier_when_books_and_records_writes_copies_and_deletes_nothing(tmp_pat
 def test_prune_when_books_and_records_refuses_and_audits_the_attempt(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1)
     enable_books_and_records(root, audit_log=default_audit_log(root))
-    retier(root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root))
+    Archive(root, policy=POLICY).retier(as_of=STAGE_1)
     before = files_under(tmp_path)
     with pytest.raises(WriteOnceError, match="delete refused") as info:
-        prune(root, policy=POLICY, audit_log=default_audit_log(root))
+        Archive(root, policy=POLICY).prune()
     assert info.value.operation == "delete" and info.value.path is not None
     assert [f for f in files_under(tmp_path) if f != "audit.jsonl"] == [
         f for f in before if f != "audit.jsonl"
     ]
-    refused = [e for e in events(root) if e["event"] == EVENT_REFUSED]
+    refused = [e for e in audit_events(root) if e["event"] == EVENT_REFUSED]
     assert refused[-1]["operation"] == "delete"
 
 
@@ -82,10 +75,8 @@ def test_prune_when_not_books_and_records_removes_retained_copies(tmp_path, no_f
     root = build_archive(tmp_path, as_of=STAGE_1)
     enable = tmp_path / "other"
     assert not is_books_and_records(root) and not enable.exists()
-    retier(root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root))
-    assert (
-        prune(root, policy=POLICY, audit_log=default_audit_log(root)) == []
-    )  # retier already removed what it replaced
+    Archive(root, policy=POLICY).retier(as_of=STAGE_1)
+    assert Archive(root, policy=POLICY).prune() == []  # retier already removed what it replaced
 
 
 def test_compact_when_books_and_records_and_symbol_day_exists_refuses_overwrite(tmp_path, no_fsync):
@@ -120,5 +111,5 @@ def test_books_and_records_when_enabled_twice_is_idempotent_and_cannot_be_disabl
     with pytest.raises(WriteOnceError, match="cannot be turned off"):
         disable_books_and_records(root, audit_log=default_audit_log(root))
     assert is_books_and_records(root)
-    kinds = [e["event"] for e in events(root)]
+    kinds = [e["event"] for e in audit_events(root)]
     assert kinds == [EVENT_ENABLED, EVENT_REFUSED]

@@ -17,7 +17,6 @@ import pytest
 
 from skewtape_pipeline.errors import TickFormatError
 from skewtape_pipeline.hashing import sha256_file
-from skewtape_pipeline.ticks.archive.books import default_audit_log
 from skewtape_pipeline.ticks.archive.catalog import (
     CATALOG_FILE,
     Catalog,
@@ -30,7 +29,7 @@ from skewtape_pipeline.ticks.archive.catalog import (
     resolve,
     write_catalog,
 )
-from skewtape_pipeline.ticks.archive.lifecycle import retier
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.parquet_store import partition_file
 from skewtape_pipeline.ticks.archive.placement import archive_state
 from skewtape_pipeline_tests.ticks.archive_builders import DAYS, POLICY, build_archive
@@ -179,7 +178,7 @@ def test_write_catalog_when_committed_by_retier_audit_names_the_file_sha256(tmp_
     monkeypatch.setattr(os, "fsync", lambda fd: None)
     as_of = DAYS[-1] + timedelta(days=14)
     root = build_archive(tmp_path, as_of=as_of, days=DAYS[:2])
-    retier(root, as_of=as_of, policy=POLICY, audit_log=tmp_path / "audit.jsonl")
+    Archive(root, policy=POLICY, audit_log=tmp_path / "audit.jsonl").retier(as_of=as_of)
     records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     moved, settled = [r for r in records if "catalog_sha256" in r]
     assert moved["symbol_days_moved"] == 6 and settled["generation"] == moved["generation"]
@@ -345,7 +344,7 @@ def test_archive_state_when_moved_hot_file_remains_marks_it_superseded(tmp_path,
     as_of = DAYS[-1] + timedelta(days=14)
     root = build_archive(tmp_path, as_of=as_of, days=DAYS[:2])
     hot_files = {h.path: h.path.read_bytes() for h in archive_state(root).hot_live}
-    retier(root, as_of=as_of, policy=POLICY, audit_log=default_audit_log(root))
+    Archive(root, policy=POLICY).retier(as_of=as_of)
     for path, data in hot_files.items():  # put one back as a byte-identical copy (new inode)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
@@ -353,8 +352,6 @@ def test_archive_state_when_moved_hot_file_remains_marks_it_superseded(tmp_path,
         break
     state = archive_state(root)
     assert len(state.hot_live) == 1 and len(state.overridden) == 1  # a new file: shown hot
-    retier(
-        root, as_of=as_of, policy=POLICY, audit_log=default_audit_log(root)
-    )  # same bytes: recognised and removed
+    Archive(root, policy=POLICY).retier(as_of=as_of)  # same bytes: recognised and removed
     state = archive_state(root)
     assert state.hot_live == [] and state.overridden == frozenset()

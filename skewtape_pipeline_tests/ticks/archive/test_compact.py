@@ -21,7 +21,6 @@ from skewtape_pipeline.errors import (
     TickValidationError,
 )
 from skewtape_pipeline.hashing import sha256_file
-from skewtape_pipeline.ticks.archive.books import default_audit_log
 from skewtape_pipeline.ticks.archive.compact import (
     EVENT_RECOMPACT,
     RECOMPACTED,
@@ -30,7 +29,7 @@ from skewtape_pipeline.ticks.archive.compact import (
     compact_ticks,
     sort_batch,
 )
-from skewtape_pipeline.ticks.archive.lifecycle import retier
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.parquet_store import (
     ARCHIVE_LOCK_FILE,
     partition_file,
@@ -321,7 +320,8 @@ def test_compact_symbol_day_when_argument_invalid_raises_and_writes_nothing(tmp_
 
 def test_compact_symbol_day_when_age_days_omitted_is_a_type_error(tmp_path):
     with pytest.raises(TypeError, match="age_days"):
-        compact_symbol_day(day_batch(3), symbol="S", day=DAY, out=tmp_path,  # type: ignore[call-arg]
+        # type: ignore[call-arg]
+        compact_symbol_day(day_batch(3), symbol="S", day=DAY, out=tmp_path,
                            policy=TierPolicy())  # fmt: skip
 
 
@@ -518,7 +518,9 @@ def test_compact_symbol_day_when_day_is_catalogued_audits_that_it_supersedes_the
     policy = TierPolicy()
     compact_symbol_day(day_batch(5), symbol="ES", day=DAY, out=out, age_days=0, policy=policy,
                        audit_log=log)  # fmt: skip
-    retier(out, as_of=date(2028, 1, 1), policy=policy, audit_log=log)  # cold now; hot file gone
+    Archive(out, policy=policy, audit_log=log).retier(
+        as_of=date(2028, 1, 1)
+    )  # cold now; hot file gone
     before = len(_records(log))
 
     compact_symbol_day(day_batch(6), symbol="ES", day=DAY, out=out, age_days=0, policy=policy,
@@ -560,7 +562,7 @@ def test_retier_when_a_compaction_died_while_staging_removes_its_staged_file(tmp
     orphan = staging_folder(tmp_path) / f".part-0.parquet.{host}.{dead}.7.0{fsio.TEMP_MARKER}"
     orphan.write_bytes(b"a compaction killed while encoding")
 
-    retier(tmp_path, as_of=DAY, policy=TierPolicy(), audit_log=default_audit_log(tmp_path))
+    Archive(tmp_path, policy=TierPolicy()).retier(as_of=DAY)
 
     assert not orphan.exists()
     assert read_archive_batch(partition_file(tmp_path, "S", DAY)).equals(day_batch(5))

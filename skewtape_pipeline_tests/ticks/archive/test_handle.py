@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from skewtape_pipeline.cli import main
-from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.errors import ArchiveBusyError, ConfigError
 from skewtape_pipeline.ticks.archive.handle import POLICY_RECORD, Archive
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.encode.sources import read_canonical
@@ -128,3 +128,27 @@ def test_archive_given_a_policy_records_it_only_once_a_write_succeeded(tmp_path)
     source = write_four_day_csv(tmp_path / "ticks.csv")
     archive.compact(read_canonical(source), as_of=date(2025, 12, 5), price_scale=2)
     assert Archive(tmp_path / "archive").policy == policy
+
+
+def test_archive_maps_catalog_paths_through_its_policy_tier_roots_both_ways(tmp_path):
+    policy = TierPolicy.from_dict({"warm": {"root": "tiers/warm"}}, source="test")
+    archive = Archive(tmp_path / "data" / "archive", policy=policy)
+    warm = archive.resolve("WARM/year=2026/part-0123456789abcdef.parquet")
+    assert warm == tmp_path / "data" / "tiers" / "warm" / "year=2026" / warm.name
+    assert archive.relative(warm) == "WARM/year=2026/part-0123456789abcdef.parquet"
+    hot = archive.resolve("symbol=ES/date=2026-11-20/part.parquet")
+    assert hot == archive.root / "symbol=ES" / "date=2026-11-20" / "part.parquet"
+    assert archive.relative(hot) == "symbol=ES/date=2026-11-20/part.parquet"
+
+
+def test_archive_locked_refuses_a_second_holder_after_its_lock_timeout_naming_the_first(
+    tmp_path,
+):
+    archive = Archive(tmp_path / "archive")
+    archive.root.mkdir()
+    contender = Archive(archive.root, lock_timeout=0.1)
+    refused = pytest.raises(ArchiveBusyError, match=r"held by re-tiering .*refused pruning")
+    with archive.locked("re-tiering"), refused, contender.locked("pruning"):
+        pass
+    with contender.locked("pruning"):  # released: taken again
+        pass

@@ -15,7 +15,6 @@ import pytest
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import CatalogMismatchError, DamagedFileError, TickFormatError
 from skewtape_pipeline.hashing import sha256_file
-from skewtape_pipeline.ticks.archive.books import default_audit_log
 from skewtape_pipeline.ticks.archive.catalog import (
     CATALOG_FILE,
     read_catalog,
@@ -28,14 +27,12 @@ from skewtape_pipeline.ticks.archive.consolidate import (
     META_SYMBOL_DAYS_COUNT,
     META_SYMBOL_DAYS_SHA256,
 )
-from skewtape_pipeline.ticks.archive.integrity import EVENT_REBUILD, rebuild_catalog, verify_archive
-from skewtape_pipeline.ticks.archive.lifecycle import retier
+from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.integrity import EVENT_REBUILD, verify_archive
 from skewtape_pipeline.ticks.archive.placement import archive_metrics, archive_state, scan_hot_files
 from skewtape_pipeline.ticks.archive.query import run_query
 from skewtape_pipeline.ticks.archive.tiers import COLD, WARM
-from skewtape_pipeline.ticks.archive.version_pruning import prune_versions
 from skewtape_pipeline.ticks.archive.versions import EVENT_VERSION
-from skewtape_pipeline.ticks.archive.withdraw import remove_symbol_days
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
@@ -48,14 +45,6 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     files_under,
     view_rows,
 )
-
-
-@pytest.fixture
-def tiered(tmp_path, no_fsync):
-    """An archive spanning hot, warm and cold (re-tiered at STAGE_1)."""
-    root = build_archive(tmp_path, as_of=STAGE_1)
-    retier(root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root))
-    return root
 
 
 def consolidated_paths(root):
@@ -125,7 +114,7 @@ def test_retier_when_catalog_deleted_refuses_naming_files_and_removes_nothing(ti
     )
     before = files_under(tiered.parent)
     with pytest.raises(CatalogMismatchError) as raised:
-        retier(tiered, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(tiered))
+        Archive(tiered, policy=POLICY).retier(as_of=STAGE_2)
     message = str(raised.value)
     assert "rebuild-catalog" in message
     on_disk = sorted(tiered.parent.glob("archive-*/**/*.parquet"))
@@ -159,41 +148,35 @@ def test_remove_days_when_catalog_unreadable_refuses_and_changes_nothing(tiered)
     (tiered / CATALOG_FILE).write_bytes(b"not parquet")
     before = files_under(tiered.parent)
     with pytest.raises(CatalogMismatchError, match="rebuild-catalog"):
-        remove_symbol_days(
-            tiered, [(SYMBOLS[0], DAYS[-1])], policy=POLICY, audit_log=default_audit_log(tiered)
-        )
+        Archive(tiered, policy=POLICY).remove([(SYMBOLS[0], DAYS[-1])])
     assert files_under(tiered.parent) == before
 
 
 def test_retier_when_catalog_is_an_older_copy_refuses_the_files_it_does_not_list(tiered):
     old = (tiered / CATALOG_FILE).read_bytes()
     old_files = consolidated_paths(tiered)
-    retier(
-        tiered, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(tiered)
-    )  # replaces those files
-    prune_versions(
-        tiered, keep_last=1, policy=POLICY, audit_log=default_audit_log(tiered)
-    )  # and removes them
+    Archive(tiered, policy=POLICY).retier(as_of=STAGE_2)  # replaces those files
+    Archive(tiered, policy=POLICY).prune_versions(keep_last=1)  # and removes them
     newest = consolidated_paths(tiered)
     (tiered / CATALOG_FILE).chmod(0o644)
     (tiered / CATALOG_FILE).write_bytes(old)
     before = files_under(tiered.parent)
     with pytest.raises(CatalogMismatchError) as raised:  # it lists files that are gone
-        retier(tiered, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(tiered))
+        Archive(tiered, policy=POLICY).retier(as_of=STAGE_2)
     assert all(path.name in str(raised.value) for path in old_files)
     assert files_under(tiered.parent) == before
     for path in old_files:  # with the old files back, the newer ones are not accounted for
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"")
     with pytest.raises(CatalogMismatchError) as raised:
-        retier(tiered, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(tiered))
+        Archive(tiered, policy=POLICY).retier(as_of=STAGE_2)
     assert all(path.name in str(raised.value) for path in newest)
 
 
 def test_rebuild_catalog_when_catalog_deleted_restores_view_and_retier(tiered):
     wanted = read_catalog(tiered)
     (tiered / CATALOG_FILE).unlink()
-    result = rebuild_catalog(tiered, policy=POLICY, audit_log=default_audit_log(tiered))
+    result = Archive(tiered, policy=POLICY).rebuild_catalog()
     rebuilt = read_catalog(tiered)
     assert rebuilt.files == wanted.files
     assert {k: (p.file, p.rows, p.byte_share) for k, p in rebuilt.partitions.items()} == {
@@ -206,7 +189,7 @@ def test_rebuild_catalog_when_catalog_deleted_restores_view_and_retier(tiered):
     assert rebuilt.generation == result.generation > max(recorded)
     assert result.files == len(wanted.files)
     assert view_rows(tiered) == expected_rows()
-    retier(tiered, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(tiered))
+    Archive(tiered, policy=POLICY).retier(as_of=STAGE_2)
     assert view_rows(tiered) == expected_rows()
 
 
@@ -214,13 +197,13 @@ def test_rebuild_catalog_when_replaced_files_remain_keeps_the_newest_copy(tiered
     from skewtape_pipeline.ticks.archive import lifecycle
 
     monkeypatch.setattr(lifecycle, "remove_files", lambda *args: [])
-    retier(
-        tiered, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(tiered)
+    Archive(tiered, policy=POLICY).retier(
+        as_of=STAGE_2
     )  # the replaced files and moved hot files stay
     wanted = read_catalog(tiered)
     superseded = [h.key for h in archive_state(tiered).hot_superseded]
     (tiered / CATALOG_FILE).unlink()
-    result = rebuild_catalog(tiered, policy=POLICY, audit_log=default_audit_log(tiered))
+    result = Archive(tiered, policy=POLICY).rebuild_catalog()
     assert read_catalog(tiered).files == wanted.files
     assert len(result.superseded) == 2  # the warm and cold files of generation 1
     assert [h.key for h in archive_state(tiered).hot_superseded] == superseded != []
@@ -246,7 +229,7 @@ def test_rebuild_catalog_when_symbol_days_digest_tampered_refuses_naming_the_fil
     (tiered / CATALOG_FILE).unlink()
     before = files_under(tiered.parent)
     with pytest.raises(TickFormatError, match=f"{warm.name}: .*symbol_days_sha256"):
-        rebuild_catalog(tiered, policy=POLICY, audit_log=default_audit_log(tiered))
+        Archive(tiered, policy=POLICY).rebuild_catalog()
     assert files_under(tiered.parent) == before  # no catalog written
 
 
@@ -257,7 +240,7 @@ def test_rebuild_catalog_when_rows_of_a_symbol_day_dropped_refuses_naming_the_fi
     pq.write_table(table.slice(1), cold)  # the metadata still pins the full list
     (tiered / CATALOG_FILE).unlink()
     with pytest.raises(TickFormatError, match=f"{cold.name}: .*symbol-days"):
-        rebuild_catalog(tiered, policy=POLICY, audit_log=default_audit_log(tiered))
+        Archive(tiered, policy=POLICY).rebuild_catalog()
     assert not (tiered / CATALOG_FILE).exists()
 
 
@@ -270,7 +253,7 @@ def test_rebuild_catalog_when_a_hot_file_was_recompacted_keeps_it_live(tiered):
     assert (symbol, day) in wanted.overridden
     assert len([r for r in rows if r[:2] == (symbol, day)]) == 1  # the newer copy only
     (tiered / CATALOG_FILE).unlink()
-    rebuild_catalog(tiered, policy=POLICY, audit_log=default_audit_log(tiered))
+    Archive(tiered, policy=POLICY).rebuild_catalog()
     state = archive_state(tiered)
     assert state.overridden == wanted.overridden and state.hot_superseded == []
     assert view_rows(tiered) == rows
@@ -349,7 +332,7 @@ def test_retier_when_hot_footer_damaged_raises_typed_error_naming_the_file(tmp_p
     [hot, *_] = scan_hot_files(root)
     damage_footer(hot.path)
     with pytest.raises(DamagedFileError) as raised:
-        retier(root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root))
+        Archive(root, policy=POLICY).retier(as_of=STAGE_1)
     assert str(hot.path) in str(raised.value) and "TProtocol" not in str(raised.value)
 
 
@@ -368,7 +351,7 @@ def test_retier_when_hot_page_bit_flipped_raises_typed_error_and_commits_nothing
     flip_bit_in_data_page(hot.path)
     before = files_under(tmp_path)
     with pytest.raises(DamagedFileError, match="sha256") as raised:  # before its pages
-        retier(root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root))
+        Archive(root, policy=POLICY).retier(as_of=STAGE_1)
     assert raised.value.path == hot.path
     assert [f for f in files_under(tmp_path) if f.endswith(".parquet")] == [
         f for f in before if f.endswith(".parquet")
@@ -396,7 +379,7 @@ def test_copied_archive_when_original_deleted_queries_and_retiers_its_own_files(
         shutil.rmtree(base / f"archive{suffix}")
     assert view_rows(copy) == expected_rows()
     assert verify_archive(copy, policy=POLICY, full=True).problems == []
-    retier(copy, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(copy))
+    Archive(copy, policy=POLICY).retier(as_of=STAGE_2)
     assert view_rows(copy) == expected_rows()
     for item in read_catalog(copy).files.values():
         assert resolve(copy, item.path).is_relative_to(base / "copy-cold")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from datetime import date, timedelta
 
@@ -12,22 +11,19 @@ import pytest
 from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickFormatError
-from skewtape_pipeline.ticks.archive.books import default_audit_log
 from skewtape_pipeline.ticks.archive.catalog import read_catalog, resolve
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.consolidate import read_consolidated_file
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.lifecycle import (
     EVENT_COMMIT,
     EVENT_REMOVE,
     EVENT_REWRITE,
-    plan_retier,
     relocated_report,
-    retier,
 )
 from skewtape_pipeline.ticks.archive.parquet_store import ARCHIVE_LOCK_FILE
 from skewtape_pipeline.ticks.archive.placement import archive_metrics, locate, scan_hot_files
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM
-from skewtape_pipeline.ticks.archive.version_pruning import prune_versions
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
@@ -35,6 +31,7 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     STAGE_2,
     SYMBOLS,
     Crash,
+    audit_events,
     build_archive,
     copy_data,
     crash_at,
@@ -45,12 +42,6 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     tiers_by_day,
     view_rows,
 )
-
-
-def audit_events(root) -> list[dict]:
-    path = root.parent / "audit.jsonl"
-    verify_audit_log(path)
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def expected_tier(day: date, as_of: date) -> str:
@@ -64,7 +55,7 @@ def test_retier_when_days_age_through_tiers_view_returns_same_rows_at_each_stage
     assert view_rows(root) == expected_rows()
     assert set(tiers_by_day(root).values()) == {HOT}
 
-    first = retier(root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root))
+    first = Archive(root, policy=POLICY).retier(as_of=STAGE_1)
     assert view_rows(root) == expected_rows()
     assert tiers_by_day(root) == {(s, d): expected_tier(d, STAGE_1) for s in SYMBOLS for d in DAYS}
     assert first.committed and len(first.moved) == len(SYMBOLS) * (len(DAYS) - 1)
@@ -72,21 +63,21 @@ def test_retier_when_days_age_through_tiers_view_returns_same_rows_at_each_stage
     assert hot_left == {(s, DAYS[-1]) for s in SYMBOLS}  # moved hot files are gone
 
     between = STAGE_1 + timedelta(days=4)  # two of the warm month's days turn cold
-    partial = retier(root, as_of=between, policy=POLICY, audit_log=default_audit_log(root))
+    partial = Archive(root, policy=POLICY).retier(as_of=between)
     assert view_rows(root) == expected_rows()
     assert tiers_by_day(root) == {(s, d): expected_tier(d, between) for s in SYMBOLS for d in DAYS}
     assert {(m.from_tier, m.to_tier) for m in partial.moved} == {(WARM, COLD), (HOT, WARM)}
     assert len(partial.files_written) == 2 and len(partial.files_removed) == len(SYMBOLS)
     assert len(partial.files_retained) == 2  # the replaced files: past versions read them
 
-    second = retier(root, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(root))
+    second = Archive(root, policy=POLICY).retier(as_of=STAGE_2)
     assert view_rows(root) == expected_rows()
     assert set(tiers_by_day(root).values()) == {COLD}
     assert {m.from_tier for m in second.moved} == {WARM}
     assert scan_hot_files(root) == []
     warm_root = POLICY.root_for(WARM, root)
     assert list(warm_root.rglob("*.parquet"))  # replaced, kept: past versions read it
-    prune_versions(root, keep_last=1, policy=POLICY)
+    Archive(root, policy=POLICY, audit_log=None).prune_versions(keep_last=1)
     assert list(warm_root.rglob("*.parquet")) == []  # the warm file was replaced and removed
     catalog = read_catalog(root)
     assert {f.tier for f in catalog.files.values()} == {COLD}
@@ -94,16 +85,16 @@ def test_retier_when_days_age_through_tiers_view_returns_same_rows_at_each_stage
 
 def test_retier_when_run_again_changes_nothing(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1)
-    retier(root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root))
+    Archive(root, policy=POLICY).retier(as_of=STAGE_1)
     before = files_under(tmp_path)
-    again = retier(root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root))
+    again = Archive(root, policy=POLICY).retier(as_of=STAGE_1)
     assert not again.committed and again.moved == [] and again.files_removed == []
     assert files_under(tmp_path) == before
 
 
 def test_retier_when_moving_writes_sorted_row_groups_on_symbol_day_boundaries(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_2)
-    retier(root, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(root))
+    Archive(root, policy=POLICY).retier(as_of=STAGE_2)
     (cold,) = [resolve(root, f.path) for f in read_catalog(root).files.values()]
     parts = read_consolidated_file(cold)
     assert [(p.symbol, p.day) for p in parts] == sorted((s, d) for s in SYMBOLS for d in DAYS)
@@ -122,7 +113,7 @@ def test_retier_when_moving_writes_sorted_row_groups_on_symbol_day_boundaries(tm
 
 def test_retier_when_moving_appends_rewrite_commit_and_removal_to_audit_log(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1)
-    result = retier(root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root))
+    result = Archive(root, policy=POLICY).retier(as_of=STAGE_1)
     events = audit_events(root)
     rewrites = [e for e in events if e["event"] == EVENT_REWRITE]
     commits = [e for e in events if e["event"] == EVENT_COMMIT]
@@ -144,12 +135,12 @@ def test_retier_when_crashing_at_each_step_keeps_every_tick_once_and_rerun_finis
 ):
     base = build_archive(tmp_path / "base", as_of=STAGE_1)
     if stage == 2:
-        retier(base, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(base))
+        Archive(base, policy=POLICY).retier(as_of=STAGE_1)
     as_of = STAGE_1 if stage == 1 else STAGE_2
     clean = copy_data(base.parent, tmp_path / "clean")
     names: list[str] = []
     with faults.installed(names.append):
-        retier(clean, as_of=as_of, policy=POLICY, audit_log=default_audit_log(clean))
+        Archive(clean, policy=POLICY).retier(as_of=as_of)
     removals = [i for i, n in enumerate(names) if n.startswith("removed:")]
     points = [i for i, n in enumerate(names) if not n.startswith("removed:")]
     points += [removals[0], removals[-1]]
@@ -159,9 +150,9 @@ def test_retier_when_crashing_at_each_step_keeps_every_tick_once_and_rerun_finis
         work = copy_data(base.parent, tmp_path / f"crash-{point}")
         crash = crash_at(point)
         with pytest.raises(Crash), faults.installed(crash):
-            retier(work, as_of=as_of, policy=POLICY, audit_log=default_audit_log(work))
+            Archive(work, policy=POLICY).retier(as_of=as_of)
         assert view_rows(work) == expected_rows(), f"after a crash at {names[point]}"
-        retier(work, as_of=as_of, policy=POLICY, audit_log=default_audit_log(work))
+        Archive(work, policy=POLICY).retier(as_of=as_of)
         assert view_rows(work) == expected_rows()
         assert settled_files(work.parent) == settled_files(clean.parent), (
             f"rerun after a crash at {names[point]} did not finish the move"
@@ -185,7 +176,7 @@ def test_retier_when_new_file_does_not_verify_commits_and_removes_nothing(
 
     monkeypatch.setattr(consolidate, "consolidated_table", one_row_short)
     with pytest.raises(RoundTripError):
-        retier(root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root))
+        Archive(root, policy=POLICY).retier(as_of=STAGE_1)
     data = [f for f in files_under(tmp_path) if f.endswith(".parquet")]
     assert data == [f for f in before if f.endswith(".parquet")]
     assert read_catalog(root).generation == 0 and not (tmp_path / "audit.jsonl").exists()
@@ -194,7 +185,7 @@ def test_retier_when_new_file_does_not_verify_commits_and_removes_nothing(
 
 def test_view_when_hot_file_rewritten_after_move_shows_newer_copy_once(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_2)
-    retier(root, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(root))
+    Archive(root, policy=POLICY).retier(as_of=STAGE_2)
     symbol, day = SYMBOLS[0], DAYS[0]
     newer = day_ticks(symbol, day).slice(0, 1)  # a correction: one tick left that day
     compact_symbol_day(
@@ -205,7 +196,7 @@ def test_view_when_hot_file_rewritten_after_move_shows_newer_copy_once(tmp_path,
     assert view_rows(root) == wanted
     assert tiers_by_day(root)[(symbol, day)] == HOT
 
-    result = retier(root, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(root))
+    result = Archive(root, policy=POLICY).retier(as_of=STAGE_2)
     assert [(m.symbol, m.date, m.from_tier) for m in result.moved] == [(symbol, day, HOT)]
     assert view_rows(root) == wanted
     assert tiers_by_day(root)[(symbol, day)] == COLD
@@ -214,9 +205,7 @@ def test_view_when_hot_file_rewritten_after_move_shows_newer_copy_once(tmp_path,
 
 def test_retier_when_months_given_moves_only_symbol_days_of_those_months(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_2)
-    result = retier(
-        root, as_of=STAGE_2, policy=POLICY, months=["2026-01"], audit_log=default_audit_log(root)
-    )
+    result = Archive(root, policy=POLICY).retier(as_of=STAGE_2, months=["2026-01"])
     assert {m.date.month for m in result.moved} == {1}
     tiers = tiers_by_day(root)
     assert {t for (s, d), t in tiers.items() if d.month == 1} == {COLD}
@@ -226,47 +215,50 @@ def test_retier_when_months_given_moves_only_symbol_days_of_those_months(tmp_pat
 
 def test_retier_when_consolidated_file_changed_on_disk_refuses(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1)
-    retier(root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root))
+    Archive(root, policy=POLICY).retier(as_of=STAGE_1)
     (warm,) = [resolve(root, f.path) for f in read_catalog(root).files.values() if f.tier == WARM]
     warm.chmod(0o644)
     data = bytearray(warm.read_bytes())
     data[10] ^= 0xFF
     warm.write_bytes(bytes(data))
     with pytest.raises(TickFormatError, match="sha256"):
-        retier(root, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(root))
+        Archive(root, policy=POLICY).retier(as_of=STAGE_2)
 
 
 def test_retier_when_lock_held_raises_archive_busy_naming_the_holder(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1, days=DAYS[:1])
     held = fsio.exclusive_lock(root / ARCHIVE_LOCK_FILE, what="compacting")
     with held, pytest.raises(ArchiveBusyError, match=r"held by compacting .*refused re-tiering"):
-        retier(root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root))
+        Archive(root, policy=POLICY).retier(as_of=STAGE_1)
 
 
 def test_plan_retier_when_as_of_before_ticks_raises(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1, days=DAYS[:1])
     with pytest.raises(ConfigError, match="after it"):
-        plan_retier(root, as_of=DAYS[0] - timedelta(days=1), policy=POLICY)
+        Archive(root, policy=POLICY).plan_retier(as_of=DAYS[0] - timedelta(days=1))
     with pytest.raises(ConfigError, match="YYYY-MM"):
-        plan_retier(root, as_of=STAGE_1, policy=POLICY, months=["2026-13"])
+        Archive(root, policy=POLICY).plan_retier(as_of=STAGE_1, months=["2026-13"])
 
 
 def test_plan_retier_months_when_days_are_due_names_exactly_their_months(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1)
-    assert plan_retier(root, as_of=STAGE_1, policy=POLICY).months() == ["2026-01", "2026-02"]
-    retier(root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root))
-    assert plan_retier(root, as_of=STAGE_1, policy=POLICY).months() == []
+    assert Archive(root, policy=POLICY).plan_retier(as_of=STAGE_1).months() == [
+        "2026-01",
+        "2026-02",
+    ]
+    Archive(root, policy=POLICY).retier(as_of=STAGE_1)
+    assert Archive(root, policy=POLICY).plan_retier(as_of=STAGE_1).months() == []
     between = STAGE_1 + timedelta(days=4)  # only February's days change tier
-    assert plan_retier(root, as_of=between, policy=POLICY).months() == ["2026-02"]
+    assert Archive(root, policy=POLICY).plan_retier(as_of=between).months() == ["2026-02"]
 
 
 def test_plan_retier_when_policy_makes_tiers_warmer_holds_symbol_days(tmp_path, no_fsync):
     from dataclasses import replace
 
     root = build_archive(tmp_path, as_of=STAGE_2)
-    retier(root, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(root))
+    Archive(root, policy=POLICY).retier(as_of=STAGE_2)
     warmer = replace(POLICY, hot_max_age_days=100, warm_max_age_days=200)
-    plan = plan_retier(root, as_of=STAGE_2, policy=warmer)
+    plan = Archive(root, policy=warmer).plan_retier(as_of=STAGE_2)
     assert plan.moves == [] and plan.rewrites == []
     assert len(plan.held) == len(SYMBOLS) * len(DAYS)
 
@@ -280,8 +272,8 @@ def test_relocated_report_when_moved_names_consolidated_file_and_honest_share(tm
         for s in SYMBOLS
         for d in DAYS
     ]
-    retier(root, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(root))
-    moved = [relocated_report(r, root) for r in reports]
+    Archive(root, policy=POLICY).retier(as_of=STAGE_2)
+    moved = [relocated_report(r, Archive(root)) for r in reports]
     (cold,) = {m.path for m in moved}
     assert {m.tier for m in moved} == {COLD}
     assert sum(m.compacted_size_bytes for m in moved) == os.path.getsize(cold)
@@ -305,7 +297,7 @@ def test_archive_metrics_when_retiered_counts_bytes_files_and_ticks_per_tier(tmp
     before = archive_metrics(root, policy=POLICY)
     total_ticks = len(expected_rows())
     assert before.tiers[HOT].ticks == total_ticks and before.tiers[HOT].files == 18
-    retier(root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root))
+    Archive(root, policy=POLICY).retier(as_of=STAGE_1)
     after = archive_metrics(root, policy=POLICY).to_dict()
     assert after["hot_files"] == len(SYMBOLS) and after["warm_files"] == 1
     assert after["cold_files"] == 1
@@ -336,7 +328,7 @@ def test_retier_when_cold_day_rearchived_and_month_retiered_earlier_returns_it_t
     tmp_path, no_fsync
 ):
     root = build_archive(tmp_path, as_of=STAGE_2)
-    retier(root, as_of=STAGE_2, policy=POLICY)
+    Archive(root, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)
     (cold_before,) = read_catalog(root).files
     day = DAYS[2]  # February 2nd: cold at STAGE_2, warm by its age at STAGE_1
     assert expected_tier(day, STAGE_1) == WARM
@@ -344,7 +336,7 @@ def test_retier_when_cold_day_rearchived_and_month_retiered_earlier_returns_it_t
     for symbol in SYMBOLS[1:]:
         rearchive(root, symbol, day)  # the same ticks again
 
-    result = retier(root, as_of=STAGE_1, policy=POLICY, months=["2026-02"])
+    result = Archive(root, policy=POLICY, audit_log=None).retier(as_of=STAGE_1, months=["2026-02"])
 
     assert [(m.symbol, m.date, m.from_tier, m.to_tier) for m in result.moved] == [
         (SYMBOLS[0], day, HOT, COLD)
@@ -360,12 +352,12 @@ def test_retier_when_cold_day_rearchived_and_month_retiered_earlier_returns_it_t
 
 def test_retier_when_cold_day_rearchived_unchanged_rewrites_no_file(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_2)
-    retier(root, as_of=STAGE_2, policy=POLICY)
+    Archive(root, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)
     catalog = read_catalog(root)
     for symbol in SYMBOLS:
         rearchive(root, symbol, DAYS[2])
 
-    result = retier(root, as_of=STAGE_1, policy=POLICY, months=["2026-02"])
+    result = Archive(root, policy=POLICY, audit_log=None).retier(as_of=STAGE_1, months=["2026-02"])
 
     assert result.moved == [] and result.files_written == [] and result.files_reused == []
     assert set(read_catalog(root).files) == set(catalog.files)

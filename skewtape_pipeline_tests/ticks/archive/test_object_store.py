@@ -31,13 +31,11 @@ from skewtape_pipeline.ticks.archive.books import (
 )
 from skewtape_pipeline.ticks.archive.catalog import catalog_path, read_catalog, resolve
 from skewtape_pipeline.ticks.archive.consolidate import read_footer
-from skewtape_pipeline.ticks.archive.integrity import rebuild_catalog, verify_archive
-from skewtape_pipeline.ticks.archive.lifecycle import retier
+from skewtape_pipeline.ticks.archive.handle import POLICY_RECORD, Archive
+from skewtape_pipeline.ticks.archive.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.placement import archive_metrics, locate, scan_hot_files
 from skewtape_pipeline.ticks.archive.query import run_query, ticks_view_sql
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, TierPolicy
-from skewtape_pipeline.ticks.archive.version_pruning import prune_versions
-from skewtape_pipeline.ticks.archive.withdraw import withdraw_symbol_days
 from skewtape_pipeline_tests.scale_out.servers import free_port
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
@@ -107,7 +105,7 @@ def test_retier_when_tiers_are_on_s3_moves_days_there_and_view_returns_every_tic
     root = build_archive(tmp_path, as_of=STAGE_1)
     assert view_rows(root, policy=policy) == expected_rows()
 
-    first = retier(root, as_of=STAGE_1, policy=policy, audit_log=default_audit_log(root))
+    first = Archive(root, policy=policy).retier(as_of=STAGE_1)
     assert first.committed and first.files_written
     assert all(str(f).startswith(f"s3://tiers/{prefix}/") for f in first.files_written)
     assert view_rows(root, policy=policy) == expected_rows()
@@ -121,21 +119,16 @@ def test_retier_when_tiers_are_on_s3_moves_days_there_and_view_returns_every_tic
     assert catalogued == {k.lower() for k in stored if k.endswith(".parquet")}
     assert not (tmp_path / "archive-warm").exists() and not (tmp_path / "archive-cold").exists()
 
-    second = retier(root, as_of=STAGE_2, policy=policy, audit_log=default_audit_log(root))
+    second = Archive(root, policy=policy).retier(as_of=STAGE_2)
     assert set(tiers_by_day(root, policy=policy).values()) == {COLD}
     assert view_rows(root, policy=policy) == expected_rows()
     assert second.files_removed  # moved hot files; the warm objects are kept for past versions
     warm = f"{prefix}/warm"
     assert [k for k in objects_under(s3_env, warm) if k.endswith(".parquet")]
-    pruned = prune_versions(
-        root, keep_last=1, policy=policy, audit_log=default_audit_log(root)
-    )  # then no version reads them
+    pruned = Archive(root, policy=policy).prune_versions(keep_last=1)  # then no version reads them
     assert any(str(f).startswith(f"s3://tiers/{warm}/") for f in pruned.files_removed)
     assert [k for k in objects_under(s3_env, warm) if k.endswith(".parquet")] == []
-    assert (
-        retier(root, as_of=STAGE_2, policy=policy, audit_log=default_audit_log(root)).committed
-        is False
-    )  # idempotent
+    assert Archive(root, policy=policy).retier(as_of=STAGE_2).committed is False  # idempotent
     assert HOT not in set(tiers_by_day(root, policy=policy).values())
 
 
@@ -146,29 +139,22 @@ def test_retier_on_s3_when_crashing_at_each_step_keeps_every_tick_once_and_rerun
     base_prefix = new_prefix()
     base = build_archive(tmp_path / "base", as_of=STAGE_1)
     if stage == 2:
-        retier(
-            base,
-            as_of=STAGE_1,
-            policy=s3_policy(s3_env, base_prefix),
-            audit_log=default_audit_log(base),
-        )
+        Archive(base, policy=s3_policy(s3_env, base_prefix)).retier(as_of=STAGE_1)
     as_of = STAGE_1 if stage == 1 else STAGE_2
 
     def fresh(name: str):
-        """A copy of the base archive, its tier objects copied under a new prefix."""
+        """A copy of the base archive, its tier objects copied under a new prefix (the copy
+        records no tier policy: its first re-tiering records the new prefix's)."""
         prefix = new_prefix()
         copy_objects(s3_env, base_prefix, prefix)
-        return copy_data(base.parent, tmp_path / name), prefix
+        root = copy_data(base.parent, tmp_path / name)
+        (root / POLICY_RECORD).unlink(missing_ok=True)
+        return root, prefix
 
     clean, clean_prefix = fresh("clean")
     names: list[str] = []
     with faults.installed(names.append):
-        retier(
-            clean,
-            as_of=as_of,
-            policy=s3_policy(s3_env, clean_prefix),
-            audit_log=default_audit_log(clean),
-        )
+        Archive(clean, policy=s3_policy(s3_env, clean_prefix)).retier(as_of=as_of)
     assert {"committed", "audited-removals"} <= set(names)
     assert any(n.startswith("uploaded:") for n in names)
     removals = [i for i, n in enumerate(names) if n.startswith("removed:")]
@@ -179,9 +165,9 @@ def test_retier_on_s3_when_crashing_at_each_step_keeps_every_tick_once_and_rerun
         work, prefix = fresh(f"crash-{point}")
         policy = s3_policy(s3_env, prefix)
         with pytest.raises(Crash), faults.installed(crash_at(point)):
-            retier(work, as_of=as_of, policy=policy, audit_log=default_audit_log(work))
+            Archive(work, policy=policy).retier(as_of=as_of)
         assert view_rows(work, policy=policy) == expected_rows(), f"after a crash at {names[point]}"
-        retier(work, as_of=as_of, policy=policy, audit_log=default_audit_log(work))
+        Archive(work, policy=policy).retier(as_of=as_of)
         assert view_rows(work, policy=policy) == expected_rows()
         assert settled_files(work.parent) == settled_files(clean.parent), (
             f"rerun after a crash at {names[point]} did not finish the move"
@@ -294,7 +280,7 @@ def test_query_over_s3_tiers_when_filtered_opens_and_reads_less_than_unfiltered(
     prefix = new_prefix()
     policy = replace(s3_policy(s3_env, prefix), warm_max_age_days=30)  # warm: Jan and Feb
     root = build_archive(tmp_path, as_of=STAGE_1)
-    retier(root, as_of=STAGE_1, policy=policy, audit_log=default_audit_log(root))
+    Archive(root, policy=policy).retier(as_of=STAGE_1)
     months = {f.period for f in read_catalog(root).files.values()}
     assert months == {"2026-01", "2026-02"}
 
@@ -330,7 +316,7 @@ def tiered_on_s3(tmp_path, server):
     """An archive re-tiered once at :data:`STAGE_1` with its warm and cold roots on S3."""
     policy = s3_policy(server, new_prefix())
     root = build_archive(tmp_path, as_of=STAGE_1)
-    retier(root, as_of=STAGE_1, policy=policy, audit_log=default_audit_log(root))
+    Archive(root, policy=policy).retier(as_of=STAGE_1)
     return root, policy
 
 
@@ -410,11 +396,9 @@ def test_rebuild_catalog_on_s3_when_the_catalog_is_lost_restores_it(tmp_path, no
     before = read_catalog(root)
     catalog_path(root).unlink()
     with pytest.raises(CatalogMismatchError, match="s3://tiers/"):
-        retier(
-            root, as_of=STAGE_2, policy=policy, audit_log=default_audit_log(root)
-        )  # the objects are not accounted for
+        Archive(root, policy=policy).retier(as_of=STAGE_2)  # the objects are not accounted for
 
-    result = rebuild_catalog(root, policy=policy, audit_log=default_audit_log(root))
+    result = Archive(root, policy=policy).rebuild_catalog()
 
     after = read_catalog(root)
     assert result.files == len(before.files) and result.symbol_days == len(before.partitions)
@@ -440,16 +424,15 @@ def test_s3_tier_when_store_cannot_be_used_raises_typed_error_naming_uri_changes
         warm = policy.warm.root
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
     broken_policy = replace(policy, warm=replace(policy.warm, root=warm))
+    (root / POLICY_RECORD).unlink()  # an archive recording no policy takes the one given
     local, stored = files_under(tmp_path), objects_under(s3_env, prefix)
     named = warm.partition("?")[0]
     [warm_file] = [f.path for f in read_catalog(root).files.values() if f.tier == WARM]
 
     for attempt in (
-        lambda: retier(
-            root, as_of=STAGE_2, policy=broken_policy, audit_log=default_audit_log(root)
-        ),
+        lambda: Archive(root, policy=broken_policy).retier(as_of=STAGE_2),
         lambda: verify_archive(root, policy=broken_policy),
-        lambda: rebuild_catalog(root, policy=broken_policy, audit_log=default_audit_log(root)),
+        lambda: Archive(root, policy=broken_policy).rebuild_catalog(),
         lambda: view_rows(root, policy=broken_policy),
         lambda: read_footer(resolve(root, warm_file, broken_policy)),  # never "damaged"
     ):
@@ -518,21 +501,17 @@ def test_withdraw_on_s3_hides_the_day_at_once_and_retier_rewrites_its_object_wit
     prefix = policy.cold.root.split("/")[3]
     withdrawn = ("ES", DAYS[1])  # cold at STAGE_1
     [old] = [f.path for f in read_catalog(root).files.values() if f.tier == COLD]
-    assert withdraw_symbol_days(
-        root, [withdrawn], policy=policy, audit_log=default_audit_log(root)
-    ) == [withdrawn]
+    assert Archive(root, policy=policy).withdraw([withdrawn]) == [withdrawn]
     wanted = [row for row in expected_rows() if (row[0], row[1]) != withdrawn]
     assert view_rows(root, policy=policy) == wanted
     assert locate(root, *withdrawn, policy=policy) is None
 
-    result = retier(root, as_of=STAGE_1, policy=policy, audit_log=default_audit_log(root))
+    result = Archive(root, policy=policy).retier(as_of=STAGE_1)
 
     assert result.purged == [withdrawn]
     [new] = [f.path for f in read_catalog(root).files.values() if f.tier == COLD]
     assert new != old and withdrawn not in read_catalog(root).partitions
-    prune_versions(
-        root, keep_last=1, policy=policy, audit_log=default_audit_log(root)
-    )  # past versions read the old object
+    Archive(root, policy=policy).prune_versions(keep_last=1)  # past versions read the old object
     cold_objects = [k for k in objects_under(s3_env, f"{prefix}/cold") if k.endswith(".parquet")]
     assert cold_objects == [new.removeprefix("COLD/")]  # the old object was removed
     assert view_rows(root, policy=policy) == wanted
@@ -551,7 +530,7 @@ def test_retier_on_s3_in_books_and_records_mode_retains_replaced_objects(
     warm_before = [k for k in objects_under(s3_env, f"{prefix}/warm") if k.endswith(".parquet")]
     assert warm_before
 
-    result = retier(root, as_of=STAGE_2, policy=policy, audit_log=default_audit_log(root))
+    result = Archive(root, policy=policy).retier(as_of=STAGE_2)
 
     assert result.books_and_records and result.files_removed == []
     retained = {str(f) for f in result.files_retained}
@@ -562,9 +541,7 @@ def test_retier_on_s3_in_books_and_records_mode_retains_replaced_objects(
     assert view_rows(root, policy=policy) == expected_rows()  # replaced objects never read
     assert set(tiers_by_day(root, policy=policy).values()) == {COLD}
     with pytest.raises(WriteOnceError) as refused:  # withdrawing would rewrite an object
-        withdraw_symbol_days(
-            root, [("ES", DAYS[0])], policy=policy, audit_log=default_audit_log(root)
-        )
+        Archive(root, policy=policy).withdraw([("ES", DAYS[0])])
     assert str(refused.value.path).startswith(f"s3://tiers/{prefix}/cold/year=2026/part-")
     records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     [record] = [r for r in records if r["event"] == EVENT_REFUSED]

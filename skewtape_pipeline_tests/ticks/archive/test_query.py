@@ -12,7 +12,7 @@ import pytest
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.ticks.archive.books import enable_books_and_records
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
-from skewtape_pipeline.ticks.archive.lifecycle import retier
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.placement import archive_state
 from skewtape_pipeline.ticks.archive.query import (
     VIEW_COLUMNS,
@@ -24,7 +24,6 @@ from skewtape_pipeline.ticks.archive.query import (
     ticks_view_sql,
 )
 from skewtape_pipeline.ticks.archive.tiers import COLD
-from skewtape_pipeline.ticks.archive.withdraw import withdraw_symbol_days
 from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.validate import day_start_ns
 from skewtape_pipeline_tests.ticks.archive_builders import (
@@ -50,7 +49,7 @@ def test_scan_stats_when_hot_tier_filtered_by_symbol_and_date_opens_one_file(tmp
 
 def test_scan_stats_when_cold_tier_filtered_by_symbol_and_date_skips_row_groups(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=AS_OF)
-    retier(root, as_of=AS_OF, policy=POLICY)
+    Archive(root, policy=POLICY, audit_log=None).retier(as_of=AS_OF)
     symbol, day = "KX-25MAR", DAYS[4]
     stats = scan_stats(SYMBOL_DATE, root, parameters=[symbol, day, day])
     assert stats.rows == len(day_ticks(symbol, day))
@@ -64,7 +63,7 @@ def test_scan_stats_when_cold_tier_filtered_by_symbol_and_date_skips_row_groups(
 
 def test_run_query_when_days_in_different_tiers_answers_across_them(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=DAYS[-1] + timedelta(days=1))
-    retier(root, as_of=DAYS[-1] + timedelta(days=1), policy=POLICY)
+    Archive(root, policy=POLICY, audit_log=None).retier(as_of=DAYS[-1] + timedelta(days=1))
     table = run_query(
         "SELECT tier, count(*) AS n FROM ticks WHERE symbol = ? AND date BETWEEN ? AND ? "
         "GROUP BY tier ORDER BY tier",
@@ -78,7 +77,7 @@ def test_run_query_when_days_in_different_tiers_answers_across_them(tmp_path, no
 
 def test_run_query_when_symbol_needs_encoding_returns_exact_values(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=AS_OF, days=DAYS[:1])
-    retier(root, as_of=AS_OF, policy=POLICY)
+    Archive(root, policy=POLICY, audit_log=None).retier(as_of=AS_OF)
     table = run_query(
         "SELECT price, quantity, tier FROM ticks WHERE symbol = 'CL/F' ORDER BY ts, price", root
     )
@@ -109,9 +108,9 @@ def test_run_query_when_sql_or_root_bad_raises_config_error(tmp_path, no_fsync):
 
 def test_scan_stats_when_many_symbol_days_hidden_still_skips_row_groups(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=AS_OF)
-    retier(root, as_of=AS_OF, policy=POLICY)
+    Archive(root, policy=POLICY, audit_log=None).retier(as_of=AS_OF)
     hidden = [(s, d) for s in SYMBOLS for d in DAYS if (s, d) != ("KX-25MAR", DAYS[4])]
-    withdraw_symbol_days(root, hidden)
+    Archive(root, audit_log=None).withdraw(hidden)
     sql = ticks_view_sql(root)
     assert "ANTI JOIN (VALUES" in sql and "symbol = '" not in sql  # one join, no OR-chain
     symbol, day = "KX-25MAR", DAYS[4]
@@ -128,7 +127,7 @@ def test_scan_stats_when_year_filter_given_skips_cold_files_of_other_years_unope
     days = (date(2025, 12, 30), date(2026, 1, 2))
     as_of = days[-1] + timedelta(days=60)
     root = build_archive(tmp_path, as_of=as_of, days=days)
-    retier(root, as_of=as_of, policy=POLICY)
+    Archive(root, policy=POLICY, audit_log=None).retier(as_of=as_of)
     assert len(archive_state(root).consolidated_files(COLD)) == 2  # one per year
     symbol, day = "ES", days[1]
 
@@ -141,7 +140,7 @@ def test_scan_stats_when_year_filter_given_skips_cold_files_of_other_years_unope
 def test_run_query_when_days_in_every_tier_year_and_month_match_the_date(tmp_path, no_fsync):
     as_of = DAYS[-1] + timedelta(days=1)
     root = build_archive(tmp_path, as_of=as_of)
-    retier(root, as_of=as_of, policy=POLICY)
+    Archive(root, policy=POLICY, audit_log=None).retier(as_of=as_of)
     table = run_query(
         "SELECT tier, count(*) AS n, count(*) FILTER (year = year(date) AND month = month(date))"
         " AS right FROM ticks GROUP BY tier",
@@ -158,8 +157,8 @@ def test_run_query_when_data_folder_name_has_a_view_column_key_returns_every_tic
 ):
     as_of = DAYS[-1] + timedelta(days=1)
     root = build_archive(tmp_path / folder, as_of=as_of)
-    retier(root, as_of=as_of, policy=POLICY)
-    withdraw_symbol_days(root, [("ES", DAYS[0])])
+    Archive(root, policy=POLICY, audit_log=None).retier(as_of=as_of)
+    Archive(root, audit_log=None).withdraw([("ES", DAYS[0])])
     table = run_query(
         "SELECT symbol, date, tier, year, month, count(*) AS n FROM ticks GROUP BY ALL", root
     )

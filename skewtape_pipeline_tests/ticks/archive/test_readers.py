@@ -24,7 +24,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from skewtape_pipeline.ticks.archive.compact import compact_ticks
-from skewtape_pipeline.ticks.archive.lifecycle import retier
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, TierPolicy
 from skewtape_pipeline.ticks.encode.validate import day_start_ns
 
@@ -84,7 +84,7 @@ def archive(request, tmp_path_factory) -> tuple[str, dict[str, Path]]:
     out = folder / "archive"
     policy = TierPolicy()
     compact_ticks(source, out=out, as_of=AS_OF, tier_policy=policy)
-    retier(out, as_of=AS_OF, policy=policy)
+    Archive(out, policy=policy, audit_log=None).retier(as_of=AS_OF)
     roots = {tier: policy.root_for(tier, out) for tier in (HOT, WARM, COLD)}
     for tier, root in roots.items():
         assert list(root.rglob("*.parquet")), f"the {tier} tier holds no file"

@@ -14,11 +14,10 @@ from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.ticks.archive.books import default_audit_log
 from skewtape_pipeline.ticks.archive.catalog import read_catalog
-from skewtape_pipeline.ticks.archive.lifecycle import retier
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.query import run_query
 from skewtape_pipeline.ticks.archive.show import show_symbol_day
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, TierPolicy
-from skewtape_pipeline.ticks.archive.withdraw import remove_symbol_days
 from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day
 
 DAY = date(2026, 10, 5)
@@ -61,7 +60,7 @@ def test_show_when_just_archived_names_hot_file_report_and_written(archived):
 
 def test_show_when_retiered_names_cold_file_row_range_and_the_move(archived):
     root, symbol = archived
-    retier(root, as_of=LATER, audit_log=default_audit_log(root))
+    Archive(root).retier(as_of=LATER)
     story = show_symbol_day(root, symbol, DAY)
     (cold,) = read_catalog(root).files.values()
     assert story.place is not None and (story.place.tier, story.place.file) == (COLD, cold.path)
@@ -75,20 +74,20 @@ def test_tick_reports_when_retiered_name_the_consolidated_file_not_the_removed_h
     root, _ = archived
     before = reported_places(root)
     assert {tier for tier, _ in before.values()} == {HOT}
-    retier(root, as_of=LATER, audit_log=default_audit_log(root))
+    Archive(root).retier(as_of=LATER)
     (cold,) = read_catalog(root).files.values()
     assert reported_places(root) == {symbol: (COLD, cold.path) for symbol in before}
 
 
 def test_show_when_withdrawn_then_purged_says_so_and_reports_name_no_file(archived):
     root, symbol = archived
-    retier(root, as_of=LATER, audit_log=default_audit_log(root))
-    remove_symbol_days(root, [(symbol, DAY)], audit_log=default_audit_log(root))
+    Archive(root).retier(as_of=LATER)
+    Archive(root).remove([(symbol, DAY)])
     story = show_symbol_day(root, symbol, DAY)
     assert story.place is None and story.withdrawn
     assert events(story)[-1] == "withdrawn"
     assert reported_places(root)[symbol] == (None, None)
-    retier(root, as_of=LATER, audit_log=default_audit_log(root))
+    Archive(root).retier(as_of=LATER)
     assert events(show_symbol_day(root, symbol, DAY))[-2:] == ["withdrawn", "purged"]
 
 
@@ -100,7 +99,7 @@ def test_show_when_symbol_day_unknown_refuses_naming_it(archived):
 
 def test_cli_show_when_json_prints_place_report_and_history(archived, capsys):
     root, symbol = archived
-    retier(root, as_of=LATER, audit_log=default_audit_log(root))
+    Archive(root).retier(as_of=LATER)
     assert main(["show", str(root), symbol, DAY.isoformat(), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["place"]["tier"] == COLD and shown["report"]["tier"] == COLD
@@ -109,7 +108,7 @@ def test_cli_show_when_json_prints_place_report_and_history(archived, capsys):
 
 def test_cli_show_when_text_says_tier_file_rows_and_history(archived, capsys):
     root, symbol = archived
-    retier(root, as_of=LATER, audit_log=default_audit_log(root))
+    Archive(root).retier(as_of=LATER)
     assert main(["show", str(root), symbol, DAY.isoformat()]) == 0
     out = capsys.readouterr().out.splitlines()
     (cold,) = read_catalog(root).files.values()
@@ -128,7 +127,7 @@ def test_cli_show_when_date_or_symbol_wrong_exits_2_with_one_line(archived, caps
 
 def test_show_when_cold_day_rearchived_unchanged_tells_recompaction_and_back_in_cold(archived):
     root, symbol = archived
-    retier(root, as_of=LATER, audit_log=default_audit_log(root))
+    Archive(root).retier(as_of=LATER)
     (cold,) = read_catalog(root).files.values()
     options = VenueDayOptions(
         out=root,
@@ -142,9 +141,7 @@ def test_show_when_cold_day_rearchived_unchanged_tells_recompaction_and_back_in_
     assert story.place is not None and story.place.tier == HOT
     assert events(story)[-1] == "recompacted" and story.report["batch"] == "b2"
 
-    result = retier(
-        root, as_of=date(2026, 12, 3), audit_log=default_audit_log(root)
-    )  # today: October's age says WARM
+    result = Archive(root).retier(as_of=date(2026, 12, 3))  # today: October's age says WARM
 
     assert result.moved == [] and result.files_written == []
     story = show_symbol_day(root, symbol, DAY)

@@ -26,7 +26,7 @@ from skewtape_pipeline.ticks.archive.consolidate import (
     read_consolidated_file,
     write_consolidated_file,
 )
-from skewtape_pipeline.ticks.archive.lifecycle import retier
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.parquet_store import (
     ARCHIVE_MARKER,
     ensure_archive_schema,
@@ -237,7 +237,7 @@ def test_retier_when_archive_unit_is_ms_keeps_the_unit_in_every_tier(tmp_path):
         compact_symbol_day(batches[day], symbol="KX", day=day, out=root,
                            age_days=(DAY - day).days, policy=policy,
                            timestamp_unit="ms")  # fmt: skip
-    retier(root, as_of=DAY, policy=policy)
+    Archive(root, policy=policy, audit_log=None).retier(as_of=DAY)
     cold_marker = json.loads((policy.root_for(COLD, root) / ARCHIVE_MARKER).read_text())
     assert cold_marker["timestamp_unit"] == "ms"
     table = run_query("SELECT epoch_ns(ts) AS ns, tier FROM ticks ORDER BY ns", root)

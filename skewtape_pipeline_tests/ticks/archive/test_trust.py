@@ -24,8 +24,8 @@ from skewtape_pipeline.ticks.archive import trust
 from skewtape_pipeline.ticks.archive.books import enable_books_and_records
 from skewtape_pipeline.ticks.archive.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
-from skewtape_pipeline.ticks.archive.integrity import rebuild_catalog, verify_archive
-from skewtape_pipeline.ticks.archive.lifecycle import retier
+from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.parquet_store import partition_file
 from skewtape_pipeline.ticks.archive.placement import archive_state, scan_hot_files
 from skewtape_pipeline.ticks.archive.query import run_query, run_query_text
@@ -38,7 +38,6 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     STAGE_2,
     SYMBOLS,
     Crash,
-    build_archive,
     crash_at_name,
     day_ticks,
     expected_rows,
@@ -48,20 +47,6 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
 
 HOT_RECORDS = "_skewtape_hot_files.jsonl"
 SUM_SQL = "SELECT sum(quantity) AS q, sum(price) AS p FROM ticks"
-
-
-@pytest.fixture
-def tiered(tmp_path, no_fsync):
-    """An archive spanning hot, warm and cold (re-tiered at STAGE_1)."""
-    root = build_archive(tmp_path, as_of=STAGE_1)
-    retier(root, as_of=STAGE_1, policy=POLICY)
-    return root
-
-
-@pytest.fixture
-def hot_only(tmp_path, no_fsync):
-    """An archive of hot files only (nothing re-tiered yet)."""
-    return build_archive(tmp_path, as_of=STAGE_1)
 
 
 def times_1000(path):
@@ -126,7 +111,7 @@ def test_retier_when_hot_source_rewritten_refuses_naming_it_and_commits_nothing(
     hot = scan_hot_files(hot_only)[0].path
     times_1000(hot)
     with pytest.raises(DamagedFileError, match=f"{trust.HOT_WRITER} recorded") as raised:
-        retier(hot_only, as_of=STAGE_1, policy=POLICY)
+        Archive(hot_only, policy=POLICY, audit_log=None).retier(as_of=STAGE_1)
     assert str(hot) in str(raised.value)
     assert read_catalog(hot_only) == before
 
@@ -134,7 +119,9 @@ def test_retier_when_hot_source_rewritten_refuses_naming_it_and_commits_nothing(
 def test_verify_archive_when_a_retained_consolidated_file_changed_reports_it(tiered):
     enable_books_and_records(tiered, reason="test")
     warm = tier_file(tiered, WARM)
-    result = retier(tiered, as_of=STAGE_2, policy=POLICY)  # every day cold; the warm file stays
+    result = Archive(tiered, policy=POLICY, audit_log=None).retier(
+        as_of=STAGE_2
+    )  # every day cold; the warm file stays
     assert warm in result.files_retained and verify_archive(tiered, policy=POLICY).ok
     flip_bit_in_data_page(warm)
     problems = verify_archive(tiered, policy=POLICY).problems
@@ -157,9 +144,9 @@ def test_hot_records_when_a_line_is_malformed_every_command_refuses_naming_it(ti
     assert main(["query", SUM_SQL, "--archive", str(tiered)]) == 2
     assert where in capsys.readouterr().err
     with pytest.raises(TickFormatError, match=where):
-        retier(tiered, as_of=STAGE_2, policy=POLICY)
+        Archive(tiered, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)
     with pytest.raises(TickFormatError, match=where):
-        rebuild_catalog(tiered, policy=POLICY)
+        Archive(tiered, policy=POLICY, audit_log=None).rebuild_catalog()
     assert (tiered / "_skewtape_catalog.parquet").read_bytes() == catalog
 
 
@@ -171,7 +158,7 @@ def test_archive_without_hot_records_when_verified_says_how_and_rebuild_records_
     assert all("no record" in p and "rebuild-catalog" in p for p in problems)
     with pytest.raises(CatalogMismatchError, match="rebuild-catalog"):
         run_query(SUM_SQL, tiered, policy=POLICY)
-    result = rebuild_catalog(tiered, policy=POLICY)
+    result = Archive(tiered, policy=POLICY, audit_log=None).rebuild_catalog()
     assert result.hot_files_recorded == len(live)
     assert verify_archive(tiered, policy=POLICY, full=True).ok
     assert sorted(view_rows(tiered, policy=POLICY)) == sorted(expected_rows())
@@ -180,7 +167,7 @@ def test_archive_without_hot_records_when_verified_says_how_and_rebuild_records_
 def test_rebuild_catalog_when_a_recorded_hot_file_changed_keeps_its_record(tiered):
     hot = live_hot(tiered)
     times_1000(hot)
-    assert rebuild_catalog(tiered, policy=POLICY).hot_files_recorded == 0
+    assert Archive(tiered, policy=POLICY, audit_log=None).rebuild_catalog().hot_files_recorded == 0
     assert [p for p in verify_archive(tiered, policy=POLICY).problems if str(hot) in p]
 
 
@@ -192,7 +179,9 @@ def test_retier_when_done_leaves_one_record_per_hot_file_path(hot_only):
         )
     lines = (hot_only / HOT_RECORDS).read_text().splitlines()
     assert len(lines) == len(SYMBOLS) * len(DAYS) + 2
-    retier(hot_only, as_of=STAGE_1, policy=POLICY)  # removes the hot files it moved
+    Archive(hot_only, policy=POLICY, audit_log=None).retier(
+        as_of=STAGE_1
+    )  # removes the hot files it moved
     lines = (hot_only / HOT_RECORDS).read_text().splitlines()
     assert len(lines) == len(SYMBOLS) * len(DAYS)  # the latest record of every path
     assert verify_archive(hot_only, policy=POLICY, full=True).ok

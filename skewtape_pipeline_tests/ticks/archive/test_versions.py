@@ -19,9 +19,8 @@ from skewtape_pipeline.errors import ConfigError, VersionError, WriteOnceError
 from skewtape_pipeline.ticks.archive.books import default_audit_log, enable_books_and_records
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.lifecycle import retier
 from skewtape_pipeline.ticks.archive.query import run_query, ticks_view_sql
-from skewtape_pipeline.ticks.archive.version_pruning import past_version_bytes, prune_versions
+from skewtape_pipeline.ticks.archive.version_pruning import past_version_bytes
 from skewtape_pipeline.ticks.archive.versions import (
     MAX_DELTA_DEPTH,
     commit_version,
@@ -33,7 +32,6 @@ from skewtape_pipeline.ticks.archive.versions import (
     version_count,
     versions_dir,
 )
-from skewtape_pipeline.ticks.archive.withdraw import remove_symbol_days, withdraw_symbol_days
 from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
@@ -123,9 +121,9 @@ def test_read_as_of_when_a_day_was_recompacted_returns_the_ticks_before(archive)
 
 def test_read_as_of_when_retier_and_removal_deleted_files_still_reads_them(archive):
     before = rows(archive)
-    retier(archive, as_of=STAGE_2, policy=POLICY)
-    remove_symbol_days(archive, [KEYS[1]], policy=POLICY)
-    retier(archive, as_of=STAGE_2, policy=POLICY)
+    Archive(archive, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)
+    Archive(archive, policy=POLICY, audit_log=None).remove([KEYS[1]])
+    Archive(archive, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)
     assert KEYS[1] not in {(r[0], r[1]) for r in rows(archive)}
     assert rows(archive, as_of=len(KEYS)) == before
     assert [v.operation for v in list_versions(archive)][-3:] == ["retier", "remove", "retier"]
@@ -172,7 +170,7 @@ def test_tag_when_pinned_survives_pruning_and_reads_its_version(archive):
     assert tag_version(archive, "paper-2026", version=2) == 2
     for variant in (1, 2, 3):
         compact(archive, KEYS[0], variant=variant)
-    prune_versions(archive, keep_last=1, policy=POLICY)
+    Archive(archive, policy=POLICY, audit_log=None).prune_versions(keep_last=1)
     kept = [v.version for v in list_versions(archive)]
     assert kept == [2, version_count(archive)]
     assert list_tags(archive) == {"paper-2026": 2}
@@ -204,24 +202,26 @@ def test_tags_and_versions_when_made_are_audited(archive):
 
 
 def test_prune_versions_when_keep_last_removes_only_files_no_kept_version_reads(archive):
-    retier(archive, as_of=STAGE_1, policy=POLICY)
+    Archive(archive, policy=POLICY, audit_log=None).retier(as_of=STAGE_1)
     compact(archive, KEYS[0], variant=1)
-    retier(archive, as_of=STAGE_2, policy=POLICY)
-    assert past_version_bytes(archive, POLICY) > 0
+    Archive(archive, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)
+    assert past_version_bytes(Archive(archive, policy=POLICY)) > 0
     latest = version_count(archive)
     now = rows(archive)
-    result = prune_versions(archive, keep_last=1, policy=POLICY)
+    result = Archive(archive, policy=POLICY, audit_log=None).prune_versions(keep_last=1)
     assert result.kept == [latest]
     assert result.files_removed
     assert rows(archive) == now
     assert rows(archive, as_of=latest) == now
-    assert past_version_bytes(archive, POLICY) == 0
+    assert past_version_bytes(Archive(archive, policy=POLICY)) == 0
     with pytest.raises(VersionError, match="was pruned"):
         resolve_as_of(archive, 1)
 
 
 def test_prune_versions_when_older_than_keeps_the_latest(archive):
-    result = prune_versions(archive, older_than=date(2999, 1, 1), policy=POLICY)
+    result = Archive(archive, policy=POLICY, audit_log=None).prune_versions(
+        older_than=date(2999, 1, 1)
+    )
     assert result.kept == [len(KEYS)]
     assert rows(archive, as_of=len(KEYS)) == rows(archive)
 
@@ -229,22 +229,22 @@ def test_prune_versions_when_older_than_keeps_the_latest(archive):
 def test_prune_versions_when_books_and_records_refuses(archive):
     enable_books_and_records(archive)
     with pytest.raises(WriteOnceError):
-        prune_versions(archive, keep_last=1, policy=POLICY)
+        Archive(archive, policy=POLICY, audit_log=None).prune_versions(keep_last=1)
     assert version_count(archive) == len(list_versions(archive))
 
 
 def test_prune_versions_when_rule_is_missing_or_double_refuses(archive):
     with pytest.raises(ConfigError, match="exactly one"):
-        prune_versions(archive, policy=POLICY)
+        Archive(archive, policy=POLICY, audit_log=None).prune_versions()
     with pytest.raises(ConfigError, match="keep_last = 0"):
-        prune_versions(archive, keep_last=0, policy=POLICY)
+        Archive(archive, policy=POLICY, audit_log=None).prune_versions(keep_last=0)
 
 
 # --- the Python read API ------------------------------------------------------------------------
 
 
 def test_archive_read_when_filtered_equals_the_view_now_and_as_of_past_versions(archive):
-    retier(archive, as_of=STAGE_1, policy=POLICY)
+    Archive(archive, policy=POLICY, audit_log=None).retier(as_of=STAGE_1)
     compact(archive, KEYS[4], variant=2)
     handle = Archive(archive, policy=POLICY)
     for as_of in (None, 3, version_count(archive) - 1, version_count(archive)):
@@ -309,11 +309,11 @@ def test_every_version_reads_as_the_view_read_right_after_it_committed(
         if name == "compact":
             compact(root, key, variant=arg)
         elif name == "withdraw":
-            withdraw_symbol_days(root, [key], policy=POLICY)
+            Archive(root, policy=POLICY, audit_log=None).withdraw([key])
         elif name == "remove":
-            remove_symbol_days(root, [key], policy=POLICY)
+            Archive(root, policy=POLICY, audit_log=None).remove([key])
         else:
-            retier(root, as_of=(STAGE_1, STAGE_2)[arg], policy=POLICY)
+            Archive(root, policy=POLICY, audit_log=None).retier(as_of=(STAGE_1, STAGE_2)[arg])
         captured.setdefault(version_count(root), rows(root))
     for number, expected in captured.items():
         assert rows(root, as_of=number) == expected, number
@@ -341,15 +341,15 @@ def test_commit_version_when_crashing_at_a_checkpoint_a_rerun_finishes(archive, 
     "point", ["audited-version-pruning", "pruned-version:1", "audited-removals"]
 )
 def test_prune_versions_when_crashing_keeps_every_kept_version_readable(archive, point):
-    retier(archive, as_of=STAGE_1, policy=POLICY)
+    Archive(archive, policy=POLICY, audit_log=None).retier(as_of=STAGE_1)
     compact(archive, KEYS[0], variant=1)
-    retier(archive, as_of=STAGE_2, policy=POLICY)
+    Archive(archive, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)
     before = {v.version: rows(archive, as_of=v.version) for v in list_versions(archive)}
     with faults.installed(crash_at_name(point)), pytest.raises(Crash):
-        prune_versions(archive, keep_last=2, policy=POLICY)
+        Archive(archive, policy=POLICY, audit_log=None).prune_versions(keep_last=2)
     for v in list_versions(archive):
         assert rows(archive, as_of=v.version) == before[v.version]
-    prune_versions(archive, keep_last=2, policy=POLICY)
+    Archive(archive, policy=POLICY, audit_log=None).prune_versions(keep_last=2)
     kept = [v.version for v in list_versions(archive)]
     assert len(kept) == 2
     for number in kept:
@@ -359,9 +359,9 @@ def test_prune_versions_when_crashing_keeps_every_kept_version_readable(archive,
 def test_retier_when_crashing_after_its_commit_a_rerun_records_the_version(archive):
     before = rows(archive)
     with faults.installed(crash_at_name("committed")), pytest.raises(Crash):
-        retier(archive, as_of=STAGE_2, policy=POLICY)
+        Archive(archive, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)
     assert version_count(archive) == len(KEYS)
-    result = retier(archive, as_of=STAGE_2, policy=POLICY)
+    result = Archive(archive, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)
     assert result.version == len(KEYS) + 1
     assert rows(archive, as_of=len(KEYS)) == before
 
@@ -449,12 +449,12 @@ def test_versions_when_tiers_are_on_s3_read_replaced_objects_until_pruned(
         return sorted(zip(*(table[c].to_pylist() for c in table.column_names), strict=True))
 
     captured = {version_count(root): view()}
-    retier(root, as_of=STAGE_1, policy=policy)
+    Archive(root, policy=policy, audit_log=None).retier(as_of=STAGE_1)
     captured[version_count(root)] = view()
     compact(root, KEYS[0], variant=2)
-    retier(root, as_of=STAGE_2, policy=policy)
+    Archive(root, policy=policy, audit_log=None).retier(as_of=STAGE_2)
     captured[version_count(root)] = view()
-    withdraw_symbol_days(root, [KEYS[5]], policy=policy)
+    Archive(root, policy=policy, audit_log=None).withdraw([KEYS[5]])
     captured[version_count(root)] = view()
     assert len(captured) == 4
     for number, expected in captured.items():
@@ -465,7 +465,7 @@ def test_versions_when_tiers_are_on_s3_read_replaced_objects_until_pruned(
     assert got.to_pylist() and set(got["tier"].to_pylist()) <= {"HOT", "WARM", "COLD"}
 
     stored = [k for k in objects_under(s3_env, prefix) if k.endswith(".parquet")]
-    prune_versions(root, keep_last=1, policy=policy)
+    Archive(root, policy=policy, audit_log=None).prune_versions(keep_last=1)
     left = [k for k in objects_under(s3_env, prefix) if k.endswith(".parquet")]
     assert len(left) < len(stored)
     assert view() == view(as_of=version_count(root)) == captured[version_count(root)]
@@ -478,7 +478,9 @@ def test_versions_when_manifests_are_deltas_past_their_depth_every_kept_version_
         captured[version_count(archive)] = rows(archive)
     middle = len(KEYS) + 5
     tag_version(archive, "middle", version=middle)
-    prune_versions(archive, keep_last=1, policy=POLICY)  # the middle's delta chain stays
+    Archive(archive, policy=POLICY, audit_log=None).prune_versions(
+        keep_last=1
+    )  # the middle's delta chain stays
     for number in (middle, version_count(archive)):
         assert rows(archive, as_of=number) == captured[number]
     stored = list((versions_dir(archive) / "manifests").iterdir())
@@ -491,7 +493,7 @@ def retier_checkpoints(tmp_path: Path) -> list[str]:
     root = versioned_archive(tmp_path / "names")
     names: list[str] = []
     with faults.installed(names.append):
-        retier(root, as_of=STAGE_2, policy=POLICY)
+        Archive(root, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)
     return names
 
 
@@ -499,7 +501,7 @@ def versioned_archive(folder: Path) -> Path:
     root = folder / "data" / "archive"
     for key in KEYS:
         compact(root, key)
-    retier(root, as_of=STAGE_1, policy=POLICY)
+    Archive(root, policy=POLICY, audit_log=None).retier(as_of=STAGE_1)
     compact(root, KEYS[0], variant=1)
     return root
 
@@ -516,10 +518,10 @@ def test_retier_when_crashing_at_any_checkpoint_every_version_reads_what_it_read
         shutil.copytree(base.parent, work / "data")
         root = work / "data" / "archive"
         with faults.installed(crash_at_name(name)), pytest.raises(Crash):
-            retier(root, as_of=STAGE_2, policy=POLICY)
+            Archive(root, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)
         for number, expected in before.items():
             assert rows(root, as_of=number) == expected, f"after a crash at {name}"
-        retier(root, as_of=STAGE_2, policy=POLICY)  # the rerun finishes
+        Archive(root, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)  # the rerun finishes
         assert rows(root, as_of=version_count(root)) == rows(root), name
         for number, expected in before.items():
             assert rows(root, as_of=number) == expected, f"after the rerun, crash at {name}"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 from datetime import date
@@ -22,7 +21,7 @@ from skewtape_pipeline.ticks.archive.books import (
 from skewtape_pipeline.ticks.archive.catalog import read_catalog, resolve
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.consolidate import read_consolidated_file
-from skewtape_pipeline.ticks.archive.lifecycle import retier
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.parquet_store import partition_file
 from skewtape_pipeline.ticks.archive.placement import (
     archive_metrics,
@@ -32,11 +31,8 @@ from skewtape_pipeline.ticks.archive.placement import (
     scan_hot_files,
 )
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM
-from skewtape_pipeline.ticks.archive.version_pruning import prune_versions
 from skewtape_pipeline.ticks.archive.withdraw import (
     EVENT_WITHDRAW,
-    remove_symbol_days,
-    withdraw_symbol_days,
 )
 from skewtape_pipeline_tests.ticks.archive_builders import (
     BUSY,
@@ -46,6 +42,7 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     STAGE_2,
     SYMBOLS,
     Crash,
+    audit_events,
     build_archive,
     copy_data,
     crash_at,
@@ -78,15 +75,9 @@ def contents(folder: Path, *, audit: bool = True) -> dict[str, bytes]:
     }
 
 
-def events(root: Path) -> list[dict]:
-    path = root.parent / "audit.jsonl"
-    verify_audit_log(path)
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
 def retiered(folder: Path, as_of: date = STAGE_1) -> Path:
     root = build_archive(folder, as_of=as_of)
-    retier(root, as_of=as_of, policy=POLICY, audit_log=default_audit_log(root))
+    Archive(root, policy=POLICY).retier(as_of=as_of)
     return root
 
 
@@ -105,9 +96,7 @@ def test_withdraw_when_days_are_warm_and_cold_view_lacks_exactly_their_ticks(tmp
     assert tiers_by_day(root)[COLD_KEY] == COLD and tiers_by_day(root)[WARM_KEY] == WARM
     generation = read_catalog(root).generation
 
-    done = withdraw_symbol_days(
-        root, [WARM_KEY, COLD_KEY, HOT_KEY, ("NQ", DAYS[0])], audit_log=default_audit_log(root)
-    )
+    done = Archive(root).withdraw([WARM_KEY, COLD_KEY, HOT_KEY, ("NQ", DAYS[0])])
 
     assert done == sorted([WARM_KEY, COLD_KEY])  # the hot and unknown keys are ignored
     assert view_rows(root) == without([WARM_KEY, COLD_KEY])
@@ -117,23 +106,23 @@ def test_withdraw_when_days_are_warm_and_cold_view_lacks_exactly_their_ticks(tmp
     assert locate(root, *HOT_KEY) is not None  # a hot day is not touched
     listed = {(loc.symbol, loc.date) for loc in locations(root)}
     assert listed == {(s, d) for s in SYMBOLS for d in DAYS} - {WARM_KEY, COLD_KEY}
-    [event] = [e for e in events(root) if e["event"] == EVENT_WITHDRAW]
+    [event] = [e for e in audit_events(root) if e["event"] == EVENT_WITHDRAW]
     assert event["symbol_days"] == [[s, d.isoformat()] for s, d in done]
     assert event["generation"] == catalog.generation
 
 
 def test_withdraw_when_run_again_changes_nothing(tmp_path, no_fsync):
     root = retiered(tmp_path)
-    withdraw_symbol_days(root, [COLD_KEY], audit_log=default_audit_log(root))
+    Archive(root).withdraw([COLD_KEY])
     before = contents(tmp_path)
-    assert withdraw_symbol_days(root, [COLD_KEY], audit_log=default_audit_log(root)) == []
+    assert Archive(root).withdraw([COLD_KEY]) == []
     assert contents(tmp_path) == before  # the catalog and the audit log included
 
 
 def test_withdraw_when_archive_has_no_catalog_writes_nothing(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1, days=DAYS[:1])
     before = files_under(tmp_path)
-    assert withdraw_symbol_days(root, [("ES", DAYS[0])], audit_log=default_audit_log(root)) == []
+    assert Archive(root).withdraw([("ES", DAYS[0])]) == []
     assert files_under(tmp_path) == before
 
 
@@ -141,18 +130,16 @@ def test_withdraw_when_key_is_not_a_symbol_day_raises_config_error(tmp_path, no_
     root = retiered(tmp_path)
     before = contents(tmp_path)
     with pytest.raises(ConfigError, match="not a"):
-        withdraw_symbol_days(
-            root, [COLD_KEY, ("ES", "2026-01-30")], audit_log=default_audit_log(root)
-        )
+        Archive(root).withdraw([COLD_KEY, ("ES", "2026-01-30")])
     assert contents(tmp_path) == before
 
 
 def test_retier_when_symbol_days_withdrawn_rewrites_their_files_without_them(tmp_path, no_fsync):
     root = retiered(tmp_path)
-    withdraw_symbol_days(root, [COLD_KEY, WARM_KEY], audit_log=default_audit_log(root))
+    Archive(root).withdraw([COLD_KEY, WARM_KEY])
     old_files = set(read_catalog(root).files)
 
-    result = retier(root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root))
+    result = Archive(root, policy=POLICY).retier(as_of=STAGE_1)
 
     assert result.committed and result.purged == sorted([COLD_KEY, WARM_KEY])
     assert result.moved == []  # nothing changed tier
@@ -164,67 +151,56 @@ def test_retier_when_symbol_days_withdrawn_rewrites_their_files_without_them(tmp
     assert consolidated_keys(root) == expected_keys
     assert view_rows(root) == without([COLD_KEY, WARM_KEY])
     assert all(resolve(root, old).exists() for old in old_files)  # past versions read them
-    prune_versions(root, keep_last=1, policy=POLICY, audit_log=default_audit_log(root))
+    Archive(root, policy=POLICY).prune_versions(keep_last=1)
     assert not any(resolve(root, old).exists() for old in old_files)
-    again = retier(root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root))
+    again = Archive(root, policy=POLICY).retier(as_of=STAGE_1)
     assert not again.committed and again.purged == [] and again.files_removed == []
 
 
 def test_retier_when_every_symbol_day_of_a_file_withdrawn_empties_it(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_2, days=DAYS[:1])
-    retier(root, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(root))
+    Archive(root, policy=POLICY).retier(as_of=STAGE_2)
     (cold,) = [resolve(root, f.path) for f in read_catalog(root).files.values()]
-    withdraw_symbol_days(root, [(s, DAYS[0]) for s in SYMBOLS], audit_log=default_audit_log(root))
+    Archive(root).withdraw([(s, DAYS[0]) for s in SYMBOLS])
     assert view_rows(root) == []
 
-    result = retier(root, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(root))
+    result = Archive(root, policy=POLICY).retier(as_of=STAGE_2)
 
     assert result.committed and len(result.purged) == len(SYMBOLS)
     assert read_catalog(root).files == {} and read_catalog(root).withdrawn == frozenset()
     assert cold.exists() and cold in result.files_retained  # past versions read it
     assert view_rows(root) == []
-    assert (
-        cold
-        in prune_versions(
-            root, keep_last=1, policy=POLICY, audit_log=default_audit_log(root)
-        ).files_removed
-    )
+    assert cold in Archive(root, policy=POLICY).prune_versions(keep_last=1).files_removed
     assert not cold.exists()
 
 
 def test_retier_when_months_exclude_a_withdrawn_day_keeps_it_hidden_and_marked(tmp_path, no_fsync):
     root = retiered(tmp_path, as_of=STAGE_2)  # one cold file holds both months
     january, february = ("ES", DAYS[0]), ("ES", DAYS[-1])
-    withdraw_symbol_days(root, [january, february], audit_log=default_audit_log(root))
+    Archive(root).withdraw([january, february])
 
-    result = retier(
-        root, as_of=STAGE_2, policy=POLICY, months=["2026-02"], audit_log=default_audit_log(root)
-    )
+    result = Archive(root, policy=POLICY).retier(as_of=STAGE_2, months=["2026-02"])
 
     assert result.purged == [february]
     assert read_catalog(root).withdrawn == {january}  # carried into the new file, still hidden
     assert view_rows(root) == without([january, february])
-    assert retier(root, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(root)).purged == [
-        january
-    ]
+    assert Archive(root, policy=POLICY).retier(as_of=STAGE_2).purged == [january]
     assert view_rows(root) == without([january, february])
 
 
 def test_retier_when_crashing_while_purging_withdrawn_days_never_shows_them(tmp_path, no_fsync):
     base = build_archive(tmp_path / "base", as_of=STAGE_1)
     with pytest.raises(Crash), faults.installed(crash_at_name("audited-removals")):
-        retier(
-            base, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(base)
-        )  # committed; superseded hot copies stay
+        Archive(base, policy=POLICY).retier(as_of=STAGE_1)  # committed; superseded hot copies stay
     assert partition_file(base, *COLD_KEY) in {h.path for h in archive_state(base).hot_superseded}
-    withdraw_symbol_days(base, [COLD_KEY, WARM_KEY], audit_log=default_audit_log(base))
+    Archive(base).withdraw([COLD_KEY, WARM_KEY])
     wanted = without([COLD_KEY, WARM_KEY])
     assert view_rows(base) == wanted
 
     clean = copy_linking_parquet(base.parent, tmp_path / "clean")
     names: list[str] = []
     with faults.installed(names.append):
-        result = retier(clean, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(clean))
+        result = Archive(clean, policy=POLICY).retier(as_of=STAGE_2)
     assert partition_file(clean, *COLD_KEY) in result.files_removed
     assert names.index(f"removed:{partition_file(clean, *COLD_KEY).name}") < names.index(
         "committed"
@@ -234,9 +210,9 @@ def test_retier_when_crashing_while_purging_withdrawn_days_never_shows_them(tmp_
     for point, name in enumerate(names):
         work = copy_linking_parquet(base.parent, tmp_path / f"crash-{point}")
         with pytest.raises(Crash), faults.installed(crash_at(point)):
-            retier(work, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(work))
+            Archive(work, policy=POLICY).retier(as_of=STAGE_2)
         assert view_rows(work) == wanted, f"after a crash at {name}"
-        retier(work, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(work))
+        Archive(work, policy=POLICY).retier(as_of=STAGE_2)
         assert view_rows(work) == wanted, f"after the rerun of a crash at {name}"
         assert settled_files(work.parent) == settled_files(clean.parent), (
             f"rerun after a crash at {name} did not finish"
@@ -252,17 +228,15 @@ def test_withdraw_when_crashing_before_the_catalog_is_replaced_changes_nothing_v
     names: list[str] = []
     clean = copy_data(base.parent, tmp_path / "clean")
     with faults.installed(names.append):
-        withdraw_symbol_days(clean, [COLD_KEY], audit_log=default_audit_log(clean))
+        Archive(clean).withdraw([COLD_KEY])
     assert names  # the audit append and the catalog rename are checkpoints
     committed = names.index("publish:_skewtape_catalog.parquet")  # then the version follows
     for point, name in enumerate(names[: committed + 1]):
         work = copy_data(base.parent, tmp_path / f"crash-{point}")
         with pytest.raises(Crash), faults.installed(crash_at(point)):
-            withdraw_symbol_days(work, [COLD_KEY], audit_log=default_audit_log(work))
+            Archive(work).withdraw([COLD_KEY])
         assert view_rows(work) == expected_rows(), f"after a crash at {name}"
-        assert withdraw_symbol_days(work, [COLD_KEY], audit_log=default_audit_log(work)) == [
-            COLD_KEY
-        ]
+        assert Archive(work).withdraw([COLD_KEY]) == [COLD_KEY]
         assert view_rows(work) == without([COLD_KEY])
         assert settled_files(work) == settled_files(clean)  # no temporary left behind
 
@@ -286,17 +260,17 @@ def test_withdraw_when_books_and_records_refuses_and_changes_nothing(tmp_path, n
     enable_books_and_records(root, audit_log=default_audit_log(root))
     before = contents(tmp_path, audit=False)
     with pytest.raises(WriteOnceError, match="delete refused") as refused:
-        withdraw_symbol_days(root, [COLD_KEY], audit_log=default_audit_log(root))
+        Archive(root).withdraw([COLD_KEY])
     assert refused.value.path == resolve(root, read_catalog(root).partitions[COLD_KEY].file)
     assert contents(tmp_path, audit=False) == before
-    assert events(root)[-1]["event"] == EVENT_REFUSED
+    assert audit_events(root)[-1]["event"] == EVENT_REFUSED
     assert view_rows(root) == expected_rows()
 
 
 @pytest.mark.parametrize("same_ticks", [True, False], ids=["same-ticks", "new-ticks"])
 def test_withdraw_when_ticks_are_re_added_later_they_come_back(tmp_path, no_fsync, same_ticks):
     root = retiered(tmp_path, as_of=STAGE_2)
-    withdraw_symbol_days(root, [COLD_KEY], audit_log=default_audit_log(root))
+    Archive(root).withdraw([COLD_KEY])
     batch = day_ticks(*COLD_KEY) if same_ticks else day_ticks(*COLD_KEY).slice(0, 3)
     compact_symbol_day(
         batch,
@@ -313,7 +287,7 @@ def test_withdraw_when_ticks_are_re_added_later_they_come_back(tmp_path, no_fsyn
     location = locate(root, *COLD_KEY)
     assert location is not None and location.tier == HOT and location.rows == len(batch)
 
-    result = retier(root, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(root))
+    result = Archive(root, policy=POLICY).retier(as_of=STAGE_2)
 
     assert [(m.symbol, m.date, m.from_tier) for m in result.moved] == [(*COLD_KEY, HOT)]
     assert view_rows(root) == wanted and tiers_by_day(root)[COLD_KEY] == COLD
@@ -323,7 +297,7 @@ def test_withdraw_when_ticks_are_re_added_later_they_come_back(tmp_path, no_fsyn
 def test_archive_metrics_when_withdrawn_counts_bytes_on_disk_and_visible_ticks(tmp_path, no_fsync):
     root = retiered(tmp_path)
     before = archive_metrics(root, policy=POLICY)
-    withdraw_symbol_days(root, [COLD_KEY], audit_log=default_audit_log(root))
+    Archive(root).withdraw([COLD_KEY])
     hidden = archive_metrics(root, policy=POLICY)
     rows = len(day_ticks(*COLD_KEY))
     assert hidden.tiers[COLD].bytes == before.tiers[COLD].bytes  # still inside the cold file
@@ -333,10 +307,8 @@ def test_archive_metrics_when_withdrawn_counts_bytes_on_disk_and_visible_ticks(t
     assert (hidden.hidden_symbol_days, hidden.hidden_ticks) == (1, rows)
     assert hidden.to_dict()["total_ticks"] == len(without([COLD_KEY]))
 
-    retier(root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root))
-    prune_versions(
-        root, keep_last=1, policy=POLICY, audit_log=default_audit_log(root)
-    )  # past versions read the old cold file
+    Archive(root, policy=POLICY).retier(as_of=STAGE_1)
+    Archive(root, policy=POLICY).prune_versions(keep_last=1)  # past versions read the old cold file
     after = archive_metrics(root, policy=POLICY)
     on_disk = sum(p.stat().st_size for p in POLICY.root_for(COLD, root).rglob("*.parquet"))
     assert after.tiers[COLD].bytes == on_disk < before.tiers[COLD].bytes
@@ -347,15 +319,11 @@ def test_archive_metrics_when_withdrawn_counts_bytes_on_disk_and_visible_ticks(t
 def test_retier_when_moved_hot_files_are_removed_forgets_their_stamps(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1)
     with pytest.raises(Crash), faults.installed(crash_at_name("audited-removals")):
-        retier(
-            root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root)
-        )  # committed, nothing removed yet
+        Archive(root, policy=POLICY).retier(as_of=STAGE_1)  # committed, nothing removed yet
     stamped = [p for p in read_catalog(root).partitions.values() if p.source is not None]
     assert stamped and len(stamped) == len(read_catalog(root).partitions)  # hot files exist
 
-    retier(
-        root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root)
-    )  # the rerun removes them, then the stamps
+    Archive(root, policy=POLICY).retier(as_of=STAGE_1)  # the rerun removes them, then the stamps
 
     assert all(p.source is None for p in read_catalog(root).partitions.values())
     assert view_rows(root) == expected_rows()
@@ -364,8 +332,8 @@ def test_retier_when_moved_hot_files_are_removed_forgets_their_stamps(tmp_path, 
 def test_retier_when_books_and_records_keeps_stamps_of_retained_hot_files(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1)
     enable_books_and_records(root, audit_log=default_audit_log(root))
-    retier(root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root))
-    retier(root, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(root))
+    Archive(root, policy=POLICY).retier(as_of=STAGE_1)
+    Archive(root, policy=POLICY).retier(as_of=STAGE_2)
     partitions = read_catalog(root).partitions.values()
     assert all(p.source is not None for p in partitions)
     assert view_rows(root) == expected_rows()  # the retained hot files stay superseded
@@ -373,7 +341,7 @@ def test_retier_when_books_and_records_keeps_stamps_of_retained_hot_files(tmp_pa
 
 def test_view_when_hot_file_recompacted_after_stamp_dropped_shows_newer_copy(tmp_path, no_fsync):
     root = retiered(tmp_path)
-    retier(root, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(root))
+    Archive(root, policy=POLICY).retier(as_of=STAGE_2)
     key = ("ES", DAYS[0])
     assert read_catalog(root).partitions[key].source is None
     newer = day_ticks(*key).slice(0, 1)
@@ -382,7 +350,7 @@ def test_view_when_hot_file_recompacted_after_stamp_dropped_shows_newer_copy(tmp
     )
     wanted = sorted(without([key]) + [r for r in expected_rows() if (r[0], r[1]) == key][:1])
     assert view_rows(root) == wanted and tiers_by_day(root)[key] == HOT
-    retier(root, as_of=STAGE_2, policy=POLICY, audit_log=default_audit_log(root))
+    Archive(root, policy=POLICY).retier(as_of=STAGE_2)
     assert view_rows(root) == wanted and tiers_by_day(root)[key] == COLD
     assert read_catalog(root).partitions[key].rows == 1
 
@@ -391,16 +359,14 @@ def test_remove_symbol_days_when_hot_and_cold_days_go_neither_is_in_the_view(tmp
     root = retiered(tmp_path)
     assert partition_file(root, *HOT_KEY).exists()
 
-    removals = remove_symbol_days(root, [COLD_KEY, HOT_KEY], audit_log=default_audit_log(root))
+    removals = Archive(root).remove([COLD_KEY, HOT_KEY])
 
     assert [(r.symbol, r.day, r.removed_file, r.withdrawn) for r in removals] == sorted(
         [(*COLD_KEY, False, True), (*HOT_KEY, True, False)]
     )
     assert not partition_file(root, *HOT_KEY).exists()
     assert view_rows(root) == without([COLD_KEY, HOT_KEY])
-    again = remove_symbol_days(
-        root, [COLD_KEY, HOT_KEY], audit_log=default_audit_log(root)
-    )  # idempotent
+    again = Archive(root).remove([COLD_KEY, HOT_KEY])  # idempotent
     assert not any(r.removed_file or r.withdrawn for r in again)
 
 
@@ -410,7 +376,7 @@ def test_remove_symbol_days_when_books_and_records_refuses_and_changes_nothing(t
     before = contents(tmp_path, audit=False)
 
     with pytest.raises(WriteOnceError, match="has no ticks any more"):
-        remove_symbol_days(root, [HOT_KEY], audit_log=tmp_path / "audit.jsonl")
+        Archive(root, audit_log=tmp_path / "audit.jsonl").remove([HOT_KEY])
 
     assert contents(tmp_path, audit=False) == before
     assert view_rows(root) == expected_rows()
@@ -432,12 +398,12 @@ def test_remove_symbol_days_when_retier_tries_to_run_before_the_hot_file_goes_ke
         if path == partition_file(root, *COLD_KEY) and not interleaved:
             interleaved.append(path)
             with contextlib.suppress(ArchiveBusyError):
-                retier(root, as_of=STAGE_1, policy=POLICY, audit_log=default_audit_log(root))
+                Archive(root, policy=POLICY).retier(as_of=STAGE_1)
         return unlink(path)
 
     monkeypatch.setattr(fsio, "atomic_unlink", retier_first)
 
-    remove_symbol_days(root, [COLD_KEY], audit_log=default_audit_log(root))
+    Archive(root).remove([COLD_KEY])
 
     assert interleaved and view_rows(root) == without([COLD_KEY])
     assert locate(root, *COLD_KEY) is None

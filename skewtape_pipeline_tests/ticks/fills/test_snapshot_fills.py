@@ -18,7 +18,7 @@ from skewtape_pipeline.mirror.apply import apply_delta
 from skewtape_pipeline.mirror.snapshot import read_snapshot
 from skewtape_pipeline.ticks.archive import spill
 from skewtape_pipeline.ticks.archive.books import EVENT_REFUSED, enable_books_and_records
-from skewtape_pipeline.ticks.archive.lifecycle import retier
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.parquet_store import partition_file
 from skewtape_pipeline.ticks.archive.query import run_query
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
@@ -249,8 +249,8 @@ def test_archive_symbol_days_when_day_corrected_away_after_it_went_cold_leaves_t
         policy=policy,
         audit_log=log_beside(tmp_path),
     )
-    retier(
-        out, as_of=date(2027, 6, 1), policy=policy, audit_log=log_beside(tmp_path)
+    Archive(out, policy=policy, audit_log=log_beside(tmp_path)).retier(
+        as_of=date(2027, 6, 1)
     )  # both days are cold now
 
     def view(key: tuple[str, date]) -> list[tuple[str, int]]:
@@ -286,8 +286,8 @@ def test_archive_symbol_days_when_day_corrected_away_after_it_went_cold_leaves_t
     )
     assert not again.withdrawn and not again.removed_file  # idempotent
 
-    assert retier(
-        out, as_of=date(2027, 6, 1), policy=policy, audit_log=log_beside(tmp_path)
+    assert Archive(out, policy=policy, audit_log=log_beside(tmp_path)).retier(
+        as_of=date(2027, 6, 1)
     ).purged == [gone_key]
     assert view(gone_key) == [] and view(kept_key) == kept_before
 
