@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 from pyarrow import fs as pafs
 
+from skewtape_pipeline.errors import PublisherError
 from skewtape_pipeline.mirror.fetch import fetch_deltas
 from skewtape_pipeline.mirror.sources import TransferSettings, open_source
+from skewtape_pipeline_tests.mirror.apply_support import tree_state
 from skewtape_pipeline_tests.mirror.conftest import LARGE_NEXT
 from skewtape_pipeline_tests.mirror.publisher_servers import Fault, FaultProxy
 from skewtape_pipeline_tests.mirror.test_fetch import published_files
@@ -122,6 +124,27 @@ def test_s3_source_when_an_object_is_replaced_between_ranged_reads_fails_instead
         for chunk in body.chunks:
             assert set(bytes(chunk)) == {ord("a")}
     assert source.stat("big.bin") != body.remote  # the resume starts the new version over
+
+
+def test_fetch_over_s3_when_a_listed_object_is_missing_is_refused_and_changes_nothing(
+    large_subscriber, large_publisher, s3_publisher, s3_env
+):
+    client = s3_client(s3_publisher)
+    delta = large_publisher / DELTA
+    files = sorted(p for p in delta.rglob("*") if p.is_file())
+    missing = max(files, key=lambda p: p.stat().st_size)
+    for path in files:
+        if path != missing:
+            key = f"{s3_publisher.bucket}/gone/{DELTA}/{path.relative_to(delta).as_posix()}"
+            with client.open_output_stream(key) as out:
+                out.write(path.read_bytes())
+    before = tree_state(large_subscriber)
+
+    with pytest.raises(PublisherError, match="does not have it") as info:
+        fetch_deltas(s3_publisher.uri("gone"), large_subscriber, settings=SETTINGS)
+
+    assert missing.relative_to(delta).as_posix() in str(info.value)
+    assert tree_state(large_subscriber) == before
 
 
 @pytest.mark.parametrize("share", [0.0, 0.3, 0.7])
