@@ -925,32 +925,22 @@ def _add_show_command(command: Callable[..., argparse.ArgumentParser]) -> None:
 
 
 def _add_archive_repair_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
-    """``verify-archive`` and ``rebuild-catalog``."""
-    check = command(
-        "verify-archive",
-        cmd_verify_archive,
-        "check a tick archive against its catalog (presence, sizes, sha256; --full: pages)",
-    )
-    check.add_argument("archive", help="archive root (its hot tier)")
-    check.add_argument(
-        "--full",
-        action="store_true",
-        help="also read every page of every file, verifying its checksum (CRC) through pyarrow",
-    )
-    _add_archive_options(check, writes=False)
-
-    rebuild = command(
-        "rebuild-catalog",
-        cmd_rebuild_catalog,
-        "rebuild a tick archive's catalog from its consolidated files' own metadata",
-    )
-    rebuild.add_argument("archive", help="archive root (its hot tier)")
-    rebuild.add_argument(
-        "--allow-fewer",
-        action="store_true",
-        help="rebuild even when the files found hold fewer symbol-days than the catalog",
-    )
-    _add_archive_options(rebuild, writes=True)
+    """``verify-archive`` and ``rebuild-catalog``: an archive root and one flag each."""
+    repairs = (
+        ("verify-archive", cmd_verify_archive, False,
+         "check a tick archive against its catalog (presence, sizes, sha256; --full: pages)",
+         "--full",
+         "also read every page of every file, verifying its checksum (CRC) through pyarrow"),
+        ("rebuild-catalog", cmd_rebuild_catalog, True,
+         "rebuild a tick archive's catalog from its consolidated files' own metadata",
+         "--allow-fewer",
+         "rebuild even when the files found hold fewer symbol-days than the catalog"),
+    )  # fmt: skip
+    for name, handler, writes, summary, flag, flag_help in repairs:
+        repair = command(name, handler, summary)
+        repair.add_argument("archive", help="archive root (its hot tier)")
+        repair.add_argument(flag, action="store_true", help=flag_help)
+        _add_archive_options(repair, writes=writes)
 
 
 def one_line(message: str) -> str:

@@ -1,6 +1,7 @@
 """What the package's modules may import: the core (mirror, ticks, the shared modules) never
 dagster, and no product module the seed's TKC1 reference model (``skewtape_pipeline.reference``);
-and only ``arrow_memory`` hands bytes to pyarrow."""
+only ``arrow_memory`` hands bytes to pyarrow; the walls between ticks' subjects and between the
+orchestration's domains (its mirror imports no ticks, its shared modules no domain)."""
 
 from __future__ import annotations
 
@@ -132,6 +133,21 @@ def test_ticks_modules_outside_fills_when_scanned_never_read_the_mirror():
 
 def test_mirror_modules_when_scanned_import_no_ticks():
     assert crossings(imports_under("mirror"), ("skewtape_pipeline.ticks",)) == {}
+
+
+def test_orchestration_mirror_modules_when_scanned_import_nothing_from_ticks():
+    walls = ("skewtape_pipeline.ticks", "skewtape_pipeline.orchestration.ticks")
+    assert crossings(imports_under("orchestration", "mirror"), walls) == {}
+
+
+def test_orchestration_shared_modules_when_scanned_import_no_domain():
+    walls = (
+        "skewtape_pipeline.ticks",
+        "skewtape_pipeline.orchestration.mirror",
+        "skewtape_pipeline.orchestration.ticks",
+        "skewtape_pipeline.orchestration.definitions",
+    )
+    assert crossings(imports_under("orchestration", "shared"), walls) == {}
 
 
 def test_crossings_when_a_module_imports_below_a_wall_names_it_and_not_a_lookalike():
