@@ -63,12 +63,11 @@ from tick_anchors import (
 )
 from tick_data import BUY, KALSHI_FILE, NS_PER_DAY, SELL, Ticks, decimal_array, load_kalshi
 
-from skewtape_pipeline.ticks.archive.catalog import CATALOG_FILE
 from skewtape_pipeline.ticks.archive.compact import compact_source
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.parquet_store import read_archive_marker
+from skewtape_pipeline.ticks.archive.layout import CATALOG_FILE, read_archive_marker
 from skewtape_pipeline.ticks.archive.placement import archive_metrics
-from skewtape_pipeline.ticks.archive.query import run_query, scan_stats
+from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query, scan_stats
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, TierPolicy
 from skewtape_pipeline.ticks.encode.sides import KALSHI_TAKER_SIDES
 from skewtape_pipeline.ticks.encode.sources import (
@@ -382,7 +381,7 @@ def check_view_rows(root: Path, ticks: Ticks) -> None:
         "quantity, side = 'SELL' AS sell FROM ticks "
         "ORDER BY symbol, ts_ns, price, quantity, sell",
         root,
-        threads=1,
+        QueryOptions(threads=1),
     )
     order = np.lexsort((ticks.side, ticks.quantity, ticks.price, ticks.ts_ns, ticks.symbols))
     expected = {

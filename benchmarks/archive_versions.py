@@ -36,7 +36,7 @@ from pathlib import Path
 from skewtape_pipeline.ticks.archive import versions as versions_module
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.query import run_query
+from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.archive.versions import (
     commit_version,
@@ -45,7 +45,7 @@ from skewtape_pipeline.ticks.archive.versions import (
     version_count,
     versions_dir,
 )
-from skewtape_pipeline.ticks.encode.model import TickBatch
+from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 
 FIRST_DAY = date(2026, 11, 1)
 DAYS = 30
@@ -62,7 +62,7 @@ def day_ticks(symbol: int, day: date, revision: int, per_day: int) -> TickBatch:
     price = [1 + (symbol * 7 + i * 13 + revision) % 99 for i in range(per_day)]
     quantity = [1 + (i * symbol) % 40 for i in range(per_day)]
     side = [i % 2 for i in range(per_day)]
-    return TickBatch.from_units(ts, price, quantity, side, price_scale=2)
+    return TickBatch.from_units(ts, price, quantity, side, TickSchema(price_scale=2))
 
 
 def compact(root: Path, symbol: int, day: date, revision: int, per_day: int) -> None:
@@ -167,14 +167,14 @@ def run(workdir: Path, *, symbols: int, versions: int, per_day: int, repeats: in
     shutil.rmtree(versions_dir(plain))
     middle = versions // 2
     params = ["MKT-001", FIRST_DAY, FIRST_DAY + timedelta(days=DAYS - 1)]
-    assert run_query(QUERY, plain, parameters=params) == run_query(
-        QUERY, versioned, parameters=params
+    assert run_query(QUERY, plain, QueryOptions(parameters=params)) == run_query(
+        QUERY, versioned, QueryOptions(parameters=params)
     )
     unversioned, current, as_of = interleaved_medians(
         [
-            lambda: run_query(QUERY, plain, parameters=params),
-            lambda: run_query(QUERY, versioned, parameters=params),
-            lambda: run_query(QUERY, versioned, parameters=params, as_of=middle),
+            lambda: run_query(QUERY, plain, QueryOptions(parameters=params)),
+            lambda: run_query(QUERY, versioned, QueryOptions(parameters=params)),
+            lambda: run_query(QUERY, versioned, QueryOptions(parameters=params, as_of=middle)),
         ],
         repeats,
     )

@@ -234,8 +234,8 @@ def column_breakdown(t: Ticks, workdir: Path) -> str:
     contender.prepare([part])
     contender([part], scratch)
     (path,) = [p for p in scratch.rglob("*.parquet") if not p.name.startswith("_")]
-    trials = tick_ours.parquet_store.choose_encodings(
-        tick_ours.parquet_store.archive_table(tick_ours.to_batch(t)),
+    trials = tick_ours.parquet_file.choose_encodings(
+        tick_ours.parquet_file.archive_table(tick_ours.to_batch(t)),
         tick_ours.POLICY.settings_for(tick_ours.COLD),
         ts_sorted=t.symbols is None,
     ).trial_bytes

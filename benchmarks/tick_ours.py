@@ -9,7 +9,7 @@ Single-symbol files and symbol-day splits go through the public ``compact_symbol
 (validate, choose encodings, write atomically, read back and compare, report). The whole
 multi-symbol Kalshi file is, as the issue defines it, one file sorted by symbol then time with
 a ``symbol`` column, at the cold tier's settings: the archive's own columns
-(``parquet_store.archive_table``), encoding choice (``choose_encodings``, ts measured since it
+(``parquet_file.archive_table``), encoding choice (``choose_encodings``, ts measured since it
 restarts at every symbol) and writer options (``writer_options``), plus a dictionary-encoded
 ``symbol`` column, read back and compared. What the cold tier's consolidated layout writes for
 the same ticks (``write_consolidated_file``: symbol and date columns, row groups on symbol-day
@@ -31,11 +31,11 @@ import pyarrow.parquet as pq
 from tick_anchors import Part, canonical_csv, file_bytes, tkc1_blob
 from tick_data import NS_PER_DAY, Ticks, symbol_days
 
-from skewtape_pipeline.ticks.archive import parquet_store
 from skewtape_pipeline.ticks.archive.compact import SourceFacts, compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, TierPolicy
-from skewtape_pipeline.ticks.encode.model import TickBatch, widest_schema
+from skewtape_pipeline.ticks.encode import parquet_file
+from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema, widest_schema
 from skewtape_pipeline.ticks.encode.sides import BUY, SELL, UNKNOWN
 
 POLICY = TierPolicy()
@@ -70,9 +70,7 @@ def mapped_batch(t: Ticks) -> TickBatch:
         pa.array(t.price, pa.int64()),
         pa.array(t.quantity, pa.int64()),
         pa.array(OUR_SIDE_CODES[t.side], pa.int8()),
-        price_scale=t.price_scale,
-        quantity_scale=t.quantity_scale,
-        timestamp_unit="ns",
+        TickSchema(timestamp_unit="ns", price_scale=t.price_scale, quantity_scale=t.quantity_scale),
     )
 
 
@@ -157,13 +155,13 @@ class WholeMultiSymbol:
 
     def __call__(self, parts: list[Part], workdir: Path) -> int:
         settings = POLICY.settings_for(self.tier)
-        archive = parquet_store.archive_table(self.batch)
-        choice = parquet_store.choose_encodings(archive, settings, ts_sorted=False)
+        archive = parquet_file.archive_table(self.batch)
+        choice = parquet_file.choose_encodings(archive, settings, ts_sorted=False)
         choice = dataclasses.replace(
             choice, dictionary_columns=["symbol", *choice.dictionary_columns]
         )
         table = archive.add_column(0, pa.field("symbol", pa.string(), nullable=False), self.symbols)
-        options = parquet_store.writer_options(settings, choice, sorting_columns=(0, 1))
+        options = parquet_file.writer_options(settings, choice, sorting_columns=(0, 1))
         path = workdir / "whole.parquet"
         with pq.ParquetWriter(path, table.schema, **options) as writer:
             writer.write_table(table, row_group_size=settings.row_group_size)
@@ -177,13 +175,8 @@ class WholeMultiSymbol:
     def _key_values(self, settings) -> dict[str, str]:
         """The same key-value metadata an archive file carries (so sizes compare fairly)."""
         return {
-            parquet_store.META_FORMAT: parquet_store.ARCHIVE_FORMAT,
-            parquet_store.META_FORMAT_VERSION: parquet_store.ARCHIVE_FORMAT_VERSION,
-            parquet_store.META_PRICE_SCALE: str(self.batch.price_scale),
-            parquet_store.META_QUANTITY_SCALE: str(self.batch.quantity_scale),
-            parquet_store.META_TIMESTAMP_UNIT: self.batch.timestamp_unit,
-            parquet_store.META_COMPRESSION_LEVEL: str(settings.compression_level),
-            parquet_store.META_PREFIX + "tier": self.tier,
+            **parquet_file.file_metadata(self.batch, settings),
+            parquet_file.META_PREFIX + "tier": self.tier,
         }
 
 
@@ -270,9 +263,9 @@ def _pyarrow_write_seconds(batch: TickBatch, path: Path) -> float:
     """Seconds of ``ParquetWriter.write_table`` alone for the archive columns of ``batch``
     (the hot tier's settings and encodings, chosen untimed)."""
     settings = POLICY.settings_for(HOT)
-    table = parquet_store.archive_table(batch)
-    choice = parquet_store.choose_encodings(table, settings)
-    options = parquet_store.writer_options(settings, choice)
+    table = parquet_file.archive_table(batch)
+    choice = parquet_file.choose_encodings(table, settings)
+    options = parquet_file.writer_options(settings, choice)
     start = time.perf_counter()
     with pq.ParquetWriter(path, table.schema, **options) as writer:
         writer.write_table(table, row_group_size=settings.row_group_size)

@@ -493,7 +493,7 @@ PROGRESS_REDRAW_SECONDS = 0.2
 
 
 def cmd_retier(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.layout import check_archive_root
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
     as_of = _parse_day(args.as_of)
@@ -519,7 +519,7 @@ def describe_retier(archive: str, metrics: dict[str, Any]) -> str:
 
 
 def cmd_remove_days(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.layout import check_archive_root
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
     keys = [(symbol, _parse_day(day, option="--day")) for symbol, day in args.day]
@@ -564,7 +564,7 @@ def _check_symbol_days_archived(archive: Path, keys: Sequence[tuple[str, date]])
     """ConfigError naming the first symbol-day that has neither a hot file nor a catalogued
     copy in ``archive`` (a mistyped symbol or day), before anything is removed."""
     from skewtape_pipeline.ticks.archive.catalog import read_catalog
-    from skewtape_pipeline.ticks.archive.parquet_store import partition_file
+    from skewtape_pipeline.ticks.archive.layout import partition_file
 
     catalogued = read_catalog(archive).partitions
     for symbol, day in keys:
@@ -576,7 +576,7 @@ def _check_symbol_days_archived(archive: Path, keys: Sequence[tuple[str, date]])
 
 
 def cmd_show(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.layout import check_archive_root
     from skewtape_pipeline.ticks.archive.show import show_symbol_day
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
@@ -591,25 +591,25 @@ def cmd_show(args: argparse.Namespace) -> None:
 
 
 def cmd_query(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.query import run_query_json, run_query_text
+    from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query_json, run_query_text
 
     roots = [Path(root) for root in args.archive]
-    options = {
-        "policy": _archive(args, args.archive[0]).policy,
-        "unrestricted": args.unrestricted,
-        "as_of": args.as_of,
-    }
+    options = QueryOptions(
+        policy=_archive(args, args.archive[0]).policy,
+        unrestricted=args.unrestricted,
+        as_of=args.as_of,
+    )
     if args.json:
-        print(run_query_json(args.sql, roots, **options))
+        print(run_query_json(args.sql, roots, options))
         return
-    result = run_query_text(args.sql, roots, **options)
+    result = run_query_text(args.sql, roots, options)
     print("\t".join(_tsv_field(name) for name in result.columns))
     for row in result.rows:
         print("\t".join(_tsv_field(value) for value in row))
 
 
 def cmd_versions(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.layout import check_archive_root
     from skewtape_pipeline.ticks.archive.versions import list_tags, list_versions
 
     archive = check_archive_root(args.archive, empty_ok=False)
@@ -627,7 +627,7 @@ def cmd_versions(args: argparse.Namespace) -> None:
 
 
 def cmd_tag(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.layout import check_archive_root
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
     version = archive.tag(args.name, version=args.version)
@@ -636,7 +636,7 @@ def cmd_tag(args: argparse.Namespace) -> None:
 
 
 def cmd_prune_versions(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.query import check_archive_root
+    from skewtape_pipeline.ticks.archive.layout import check_archive_root
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
     result = archive.prune_versions(
@@ -930,32 +930,22 @@ def _add_show_command(command: Callable[..., argparse.ArgumentParser]) -> None:
 
 
 def _add_archive_repair_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
-    """``verify-archive`` and ``rebuild-catalog``."""
-    check = command(
-        "verify-archive",
-        cmd_verify_archive,
-        "check a tick archive against its catalog (presence, sizes, sha256; --full: pages)",
-    )
-    check.add_argument("archive", help="archive root (its hot tier)")
-    check.add_argument(
-        "--full",
-        action="store_true",
-        help="also read every page of every file, verifying its checksum (CRC) through pyarrow",
-    )
-    _add_archive_options(check, writes=False)
-
-    rebuild = command(
-        "rebuild-catalog",
-        cmd_rebuild_catalog,
-        "rebuild a tick archive's catalog from its consolidated files' own metadata",
-    )
-    rebuild.add_argument("archive", help="archive root (its hot tier)")
-    rebuild.add_argument(
-        "--allow-fewer",
-        action="store_true",
-        help="rebuild even when the files found hold fewer symbol-days than the catalog",
-    )
-    _add_archive_options(rebuild, writes=True)
+    """``verify-archive`` and ``rebuild-catalog``: an archive root and one flag each."""
+    repairs = (
+        ("verify-archive", cmd_verify_archive, False,
+         "check a tick archive against its catalog (presence, sizes, sha256; --full: pages)",
+         "--full",
+         "also read every page of every file, verifying its checksum (CRC) through pyarrow"),
+        ("rebuild-catalog", cmd_rebuild_catalog, True,
+         "rebuild a tick archive's catalog from its consolidated files' own metadata",
+         "--allow-fewer",
+         "rebuild even when the files found hold fewer symbol-days than the catalog"),
+    )  # fmt: skip
+    for name, handler, writes, summary, flag, flag_help in repairs:
+        repair = command(name, handler, summary)
+        repair.add_argument("archive", help="archive root (its hot tier)")
+        repair.add_argument(flag, action="store_true", help=flag_help)
+        _add_archive_options(repair, writes=writes)
 
 
 def one_line(message: str) -> str:

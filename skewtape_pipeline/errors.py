@@ -156,7 +156,7 @@ class TickError(SkewtapeError):
 
 class ArchiveBusyError(LockHeldError, TickError):
     """Another writer (compacting, re-tiering, pruning, withdrawing, removing, rebuilding the
-    catalog) holds the archive's one lock (``ticks.archive.parquet_store.archive_lock``)."""
+    catalog) holds the archive's one lock (``ticks.archive.layout.archive_lock``)."""
 
 
 class TickValidationError(TickError):

@@ -474,6 +474,9 @@ def exclusive_lock(
     Waits up to ``timeout`` seconds (0: do not wait), then raises ``held_error`` (a
     :class:`~skewtape_pipeline.errors.LockHeldError` by default) naming the lock file and what
     holds it. The lock dies with the process, so a crash never leaves a stale lock behind.
+    A holder may remove the lock file before it lets go (:func:`remove_lock_file`): a process
+    that opened the file before it was removed finds, once it has the lock, that the path no
+    longer names its file, and locks the file now there (a new one) instead.
 
     Raises
     ------
@@ -482,24 +485,53 @@ def exclusive_lock(
     """
     lock_file.parent.mkdir(parents=True, exist_ok=True)
     lock_file = Path(os.path.realpath(lock_file.parent)) / lock_file.name
-    fd = open_state_file(lock_file, os.O_RDWR | os.O_CREAT)
+    deadline = time.monotonic() + timeout
+    while True:
+        fd = open_state_file(lock_file, os.O_RDWR | os.O_CREAT)
+        try:
+            _wait_for_flock(fd, lock_file, deadline, what, held_error)
+        except BaseException:
+            os.close(fd)
+            raise
+        if _names(lock_file, fd):
+            break
+        os.close(fd)  # its holder removed it: lock the file the path names now
     try:
-        deadline, pause = time.monotonic() + timeout, LOCK_FIRST_PAUSE
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise held_error(_held_message(lock_file, fd, what)) from None
-                time.sleep(min(pause, left))
-                pause = min(pause * 2, LOCK_LONGEST_PAUSE)
         os.ftruncate(fd, 0)
         os.pwrite(fd, _holder_record(what), 0)
         yield
     finally:
         os.close(fd)
+
+
+def _wait_for_flock(fd: int, lock_file: Path, deadline: float, what: str, held_error) -> None:
+    pause = LOCK_FIRST_PAUSE
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise held_error(_held_message(lock_file, fd, what)) from None
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, LOCK_LONGEST_PAUSE)
+
+
+def _names(path: Path, fd: int) -> bool:
+    """True when ``path`` is the file open as ``fd`` (not removed or replaced since)."""
+    try:
+        there = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+def remove_lock_file(lock_file: Path) -> None:
+    """Remove ``lock_file`` while holding its :func:`exclusive_lock` (a process waiting for it
+    then locks a new file; see there)."""
+    (Path(os.path.realpath(lock_file.parent)) / lock_file.name).unlink(missing_ok=True)
 
 
 def _holder_record(what: str) -> bytes:

@@ -11,7 +11,8 @@ import pytest
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.mirror import apply as apply_module
 from skewtape_pipeline.mirror import merge
-from skewtape_pipeline.ticks.archive import consolidate, parquet_store
+from skewtape_pipeline.ticks.archive import consolidate, layout
+from skewtape_pipeline.ticks.encode import parquet_file
 from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
 from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
 
@@ -213,12 +214,12 @@ def test_cli_compact_ticks_when_the_disk_fills_exits_1_naming_the_file_leaving_n
 ):
     source = write_four_day_csv(tmp_path / "ticks.csv")
     archive = tmp_path / "archive"
-    monkeypatch.setattr(parquet_store, "_write_parquet", _pyarrow_full)
+    monkeypatch.setattr(parquet_file, "_write_parquet", _pyarrow_full)
     argv = ["compact-ticks", str(source), "--out", str(archive), "--as-of", "2025-12-05"]
     code, _, err = run(capsys, *argv, "--price-scale", "2")
     assert code == 1
     _assert_one_error_line(err, "No space left", archive / "symbol=KX-0", "part-0.parquet")
-    assert not (archive / parquet_store.STAGING_FOLDER).exists()
+    assert not (archive / layout.STAGING_FOLDER).exists()
     assert _empty_folders(tmp_path) == []
 
 
@@ -233,7 +234,7 @@ def test_cli_retier_when_the_disk_fills_exits_1_naming_the_file_leaving_no_empty
     code, _, err = run(capsys, "retier", str(archive), "--as-of", "2027-01-01")
     assert code == 1
     _assert_one_error_line(err, "No space left", tmp_path / "archive-cold" / "year=2025")
-    assert _empty_folders(tmp_path) == [str(archive / parquet_store.STAGING_FOLDER)]
+    assert _empty_folders(tmp_path) == [str(archive / layout.STAGING_FOLDER)]
 
 
 # --- the obvious mistakes: each refused naming the real mistake, nothing written ------------

@@ -79,6 +79,26 @@ def test_exclusive_lock_when_held_by_another_process_names_the_operation_pid_hos
     assert "since 20" in message  # an ISO-8601 time
 
 
+def test_exclusive_lock_when_its_holder_removes_the_file_locks_the_file_there_now(
+    tmp_path, monkeypatch
+):
+    lock = tmp_path / ".skewtape-fetch.lock"
+    opened = fsio.open_state_file
+
+    def open_then_lose_it(path, flags, mode=0o644):
+        fd = opened(path, flags, mode)
+        if opened_files.append(path) or len(opened_files) == 1:
+            fsio.remove_lock_file(lock)  # as a holder does before letting go
+        return fd
+
+    opened_files: list[Path] = []
+    monkeypatch.setattr(fsio, "open_state_file", open_then_lose_it)
+    with fsio.exclusive_lock(lock, what="fetching"):
+        assert lock.is_file()  # the lock held is the file a newcomer opens, not a removed one
+        assert "fetching" in lock.read_text()
+    assert len(opened_files) == 2
+
+
 def test_atomic_write_bytes_when_a_symlink_is_planted_at_the_temp_name_leaves_its_target(
     tmp_path,
 ):

@@ -1,10 +1,12 @@
 """What the package's modules may import: the core (mirror, ticks, the shared modules) never
 dagster, and no product module the seed's TKC1 reference model (``skewtape_pipeline.reference``);
-and only ``arrow_memory`` hands bytes to pyarrow."""
+only ``arrow_memory`` hands bytes to pyarrow; the walls between ticks' subjects and between the
+orchestration's domains (its mirror imports no ticks, its shared modules no domain)."""
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import skewtape_pipeline
@@ -134,6 +136,21 @@ def test_mirror_modules_when_scanned_import_no_ticks():
     assert crossings(imports_under("mirror"), ("skewtape_pipeline.ticks",)) == {}
 
 
+def test_orchestration_mirror_modules_when_scanned_import_nothing_from_ticks():
+    walls = ("skewtape_pipeline.ticks", "skewtape_pipeline.orchestration.ticks")
+    assert crossings(imports_under("orchestration", "mirror"), walls) == {}
+
+
+def test_orchestration_shared_modules_when_scanned_import_no_domain():
+    walls = (
+        "skewtape_pipeline.ticks",
+        "skewtape_pipeline.orchestration.mirror",
+        "skewtape_pipeline.orchestration.ticks",
+        "skewtape_pipeline.orchestration.definitions",
+    )
+    assert crossings(imports_under("orchestration", "shared"), walls) == {}
+
+
 def test_crossings_when_a_module_imports_below_a_wall_names_it_and_not_a_lookalike():
     imports = {
         "ticks/encode/a.py": {"skewtape_pipeline.ticks.archive.catalog", "skewtape_pipeline.ticks"},
@@ -142,3 +159,22 @@ def test_crossings_when_a_module_imports_below_a_wall_names_it_and_not_a_lookali
     assert crossings(imports, ("skewtape_pipeline.ticks.archive",)) == {
         "ticks/encode/a.py": ["skewtape_pipeline.ticks.archive.catalog"]
     }
+
+
+STDLIB_ONLY_ENCODE = ("sides.py", "decimals.py", "report.py", "writer_settings.py")
+"""The encode modules their docstrings call stdlib only (``skewtape_pipeline.errors`` aside):
+importable without pyarrow, so the archive's tier settings load without it."""
+
+
+def test_stdlib_only_encode_modules_when_scanned_import_only_stdlib_and_errors():
+    def foreign(name: str) -> bool:
+        top = name.split(".")[0]
+        return top not in sys.stdlib_module_names and not name.startswith(
+            ("skewtape_pipeline.errors", "__future__")
+        )
+
+    found = {
+        name: sorted(filter(foreign, imports_of(PACKAGE / "ticks" / "encode" / name)))
+        for name in STDLIB_ONLY_ENCODE
+    }
+    assert {name: imported for name, imported in found.items() if imported} == {}

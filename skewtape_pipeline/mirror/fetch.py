@@ -30,9 +30,9 @@ What a fetch promises
 - **A refusal changes nothing.** A publisher that serves something the format does not allow
   (a path leaving the folder, a sha256 mismatch, a CHECKSUMS.sha256 without the manifest, an
   HTML page, a redirect elsewhere, a file longer than the size recorded for it or without a
-  length, a listed file that is not there) gets a typed error and the month's staging folder is
-  removed (only the fetch's lock file in the data root, created once a download begins, stays);
-  a network failure after the last retry (:class:`TransferError`) keeps it for a rerun.
+  length, a listed file that is not there) gets a typed error, and the month's staging folder
+  and the fetch's lock file (when this fetch created it) are removed; a network failure after
+  the last retry (:class:`TransferError`) keeps them for a rerun.
 
 This module does not import dagster.
 """
@@ -48,7 +48,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import KW_ONLY, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -88,6 +88,8 @@ WRITEBACK_EVERY = 8 << 20
 """Bytes of a file streamed between two requests that the kernel start writing them to disk
 (:func:`~skewtape_pipeline.fsio.start_writeback`), so the fsync that ends the file finds
 little left to write instead of the whole file."""
+REFUSALS = (PublisherError, DeltaRefusedError, ChainError)
+"""What a publisher's month is refused with (it changes nothing on disk)."""
 Kind = Literal["delta", "snapshot"]
 Progress = Callable[["TransferStats"], None]
 
@@ -96,24 +98,33 @@ Progress = Callable[["TransferStats"], None]
 
 
 @dataclass
-class TransferStats:
-    """Running totals of one fetch, safe to update from its transfer threads.
+class TransferCounts:
+    """What a fetch moved: ``bytes_fetched`` came over the network (restarts included),
+    ``bytes_resumed`` were kept from an earlier, interrupted run, ``bytes_hashed`` were read to
+    hash them (streamed bytes included), ``files_present`` were found whole in the staging
+    folder (verified from disk, not downloaded again)."""
 
-    ``bytes_total`` is the size of every file to be in place at the end, ``bytes_done`` how much
-    of it is on disk now; ``bytes_fetched`` came over the network in this run (restarts
-    included), ``bytes_resumed`` were kept from an earlier, interrupted run, ``bytes_hashed``
-    were read to hash them (streamed bytes included).
-    """
-
-    bytes_total: int = 0
-    bytes_done: int = 0
+    _: KW_ONLY
     bytes_fetched: int = 0
     bytes_resumed: int = 0
     bytes_hashed: int = 0
     retries: int = 0
     files_fetched: int = 0
     files_present: int = 0
-    """Files found whole in the staging folder (verified from disk, not downloaded again)."""
+
+    def counters(self) -> dict[str, int]:
+        """The byte, file and retry counts (for a month's result)."""
+        return {counter.name: getattr(self, counter.name) for counter in fields(TransferCounts)}
+
+
+@dataclass
+class TransferStats(TransferCounts):
+    """Running totals of one fetch, safe to update from its transfer threads: its counts, and
+    ``bytes_total``, the size of every file to be in place at the end, ``bytes_done``, how much
+    of it is on disk now."""
+
+    bytes_total: int = 0
+    bytes_done: int = 0
     started: float = field(default_factory=time.monotonic)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     listener: Progress | None = field(default=None, repr=False, compare=False)
@@ -129,18 +140,11 @@ class TransferStats:
     def seconds(self) -> float:
         return time.monotonic() - self.started
 
-    def counters(self) -> dict[str, int]:
-        """The byte, file and retry counts (for a month's result)."""
-        return {
-            name: getattr(self, name)
-            for name in ("bytes_fetched", "bytes_resumed", "bytes_hashed", "retries",
-                         "files_fetched", "files_present")
-        }  # fmt: skip
-
 
 @dataclass
-class FetchedMonth:
-    """One month a fetch placed (or found in place, or, in a dry run, would fetch)."""
+class FetchedMonth(TransferCounts):
+    """One month a fetch placed (or found in place, or, in a dry run, would fetch), and what
+    its transfer moved."""
 
     month: str
     kind: Kind
@@ -148,12 +152,6 @@ class FetchedMonth:
     files: int
     bytes: int
     already_present: bool = False
-    bytes_fetched: int = 0
-    bytes_resumed: int = 0
-    bytes_hashed: int = 0
-    retries: int = 0
-    files_fetched: int = 0
-    files_present: int = 0
     seconds: float = 0.0
 
     @property
@@ -467,7 +465,7 @@ def _place_month(
         return placed
     stats.add(bytes_total=size)
     # The lock is taken (its file created) only now: a refusal before this changes nothing.
-    with fsio.exclusive_lock(root / LOCK_NAME, what="fetching", held_error=LockHeldError):
+    with _fetch_lock(root):
         if (target / MANIFEST).is_file():  # another fetch placed it meanwhile
             return replace(placed, already_present=True)
         _stage_and_place(source, remote, target, remotes, stats)
@@ -529,6 +527,21 @@ def _check_size(url: str, found: RemoteFile, recorded: int | None) -> None:
 
 
 @contextlib.contextmanager
+def _fetch_lock(root: Path) -> Iterator[None]:
+    """Hold the data root's fetch lock; a refusal removes its file again when this fetch
+    created it, so a refused fetch leaves the root as it found it."""
+    lock = root / LOCK_NAME
+    created = not lock.exists()
+    with fsio.exclusive_lock(lock, what="fetching", held_error=LockHeldError):
+        try:
+            yield
+        except REFUSALS:
+            if created:
+                fsio.remove_lock_file(lock)
+            raise
+
+
+@contextlib.contextmanager
 def _discarded_on_refusal(stage: Path) -> Iterator[None]:
     """Remove ``stage`` (and its parent folder when this created it and it is left empty) when
     the block refuses what the publisher served (a typed refusal); any other failure (the
@@ -537,7 +550,7 @@ def _discarded_on_refusal(stage: Path) -> Iterator[None]:
     stage.mkdir(parents=True, exist_ok=True)
     try:
         yield
-    except (PublisherError, DeltaRefusedError, ChainError):
+    except REFUSALS:
         shutil.rmtree(stage, ignore_errors=True)
         if created:
             with contextlib.suppress(OSError):

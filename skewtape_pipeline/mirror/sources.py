@@ -5,7 +5,7 @@
 - :meth:`read_small` reads a small file whole (a ``CHECKSUMS.sha256``, a manifest), or None when
   the publisher does not have it (how a month is discovered: no listing is ever requested);
 - :meth:`stat` says how large a file is and what identifies its version (an ETag, else its
-  Last-Modified; an object's or a file's size and modification time);
+  Last-Modified; an object's ETag; a file's size and modification time);
 - :meth:`open_range` streams a file from a byte offset. When the remote file is no longer the
   version the caller started from, the :class:`Body` starts at 0 again with the new version
   (over HTTP an ``If-Range`` request does this; the caller then starts over, never stitching
@@ -16,9 +16,10 @@ connections, timeouts, resets and 5xx answers with exponential backoff; the same
 object also budgets and paces the resumes after a transfer broken mid-body
 (:func:`next_attempt`). ``http://`` is accepted for loopback hosts only (tests, a local
 publisher). Redirects are followed only within the same scheme, host and port. S3 goes through
-the pyarrow filesystem the tick archive's S3 tiers use (:func:`~skewtape_pipeline.storage.
-object_filesystem`: endpoint and options in the URI's query, credentials from the environment
-only), with the AWS SDK's own retries.
+obstore (Rust's ``object_store``), configured as the tick archive's S3 tiers are (endpoint and
+region in the URI's query or the environment, credentials from the environment only), with its
+own retries; its ranged reads hand over the client's buffers without a copy in Python, and each
+asks for the version it started from (``If-Match``).
 
 Nothing here writes to disk.
 """
@@ -26,6 +27,8 @@ Nothing here writes to disk.
 from __future__ import annotations
 
 import collections
+import contextlib
+import functools
 import ipaddress
 import itertools
 import os
@@ -33,19 +36,21 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import timedelta
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Protocol
-from urllib.parse import quote, urljoin, urlsplit
+from typing import Any, Protocol
+from urllib.parse import parse_qsl, quote, urljoin, urlsplit
 
+import obstore
 import urllib3
-from pyarrow import fs as pafs
+from obstore import exceptions as obstore_errors
 from urllib3.exceptions import HTTPError, MaxRetryError, SSLError
 from urllib3.util import Retry, Timeout
 
 from skewtape_pipeline.errors import ConfigError, PublisherError, TLSFailureError, TransferError
 from skewtape_pipeline.hashing import BLOCK
-from skewtape_pipeline.storage import S3_SCHEME, check_object_uri, object_filesystem
+from skewtape_pipeline.storage import S3_SCHEME, check_object_uri
 
 SMALL_FILE_LIMIT = 16 << 20
 """The most a CHECKSUMS.sha256 or manifest may hold (a stream that goes on is cut here)."""
@@ -116,12 +121,17 @@ class SmallFile:
 
 def small_file(url: str, data: bytes, mtime_ns: int | None) -> SmallFile:
     """``data`` as a :class:`SmallFile`; PublisherError when it went past the limit."""
-    if len(data) > SMALL_FILE_LIMIT:
+    refuse_large(url, len(data))
+    return SmallFile(data, mtime_ns)
+
+
+def refuse_large(url: str, size: int) -> None:
+    """PublisherError when a small file of ``size`` bytes is past :data:`SMALL_FILE_LIMIT`."""
+    if size > SMALL_FILE_LIMIT:
         raise PublisherError(
             f"is longer than {SMALL_FILE_LIMIT} bytes; a checksums or manifest file is small",
             url=url,
         )
-    return SmallFile(data, mtime_ns)
 
 
 @dataclass
@@ -404,14 +414,28 @@ S3_BLOCK = 2 * BLOCK
 S3_BLOCK_MAX = 16 * BLOCK
 """Bytes of the largest ranged read of any object."""
 S3_GETS_PER_OBJECT = 32
-"""A larger object's GETs are at most 1/32 of it (so a GET the SDK retries costs at most that
-again), between :data:`S3_BLOCK` and :data:`S3_BLOCK_MAX` bytes."""
+"""A larger object's GETs are at most 1/32 of it (so a GET retried costs at most that again),
+between :data:`S3_BLOCK` and :data:`S3_BLOCK_MAX` bytes."""
 S3_DEPTH = 4
 """Ranged reads of one object in flight at once."""
+OBJECT_ABSENT = (FileNotFoundError, obstore_errors.NotFoundError)
+"""What obstore raises for an object that is not there."""
+S3_REQUEST_LIMIT = timedelta(hours=1)
+"""The longest one request may take (``read_timeout`` catches a stalled one long before)."""
+S3_LEAST_BACKOFF = 0.001
+"""Seconds of the shortest backoff (object_store's jitter needs a backoff above 0)."""
 
 
 class ObjectSource:
-    """A publisher's root in an S3 bucket, read through pyarrow's S3 filesystem."""
+    """A publisher's root in an S3 bucket, read through obstore (Rust's ``object_store``).
+
+    The endpoint and region come from the URI's query (``endpoint_override``, ``scheme``,
+    ``region``, as for the S3 tiers) or the environment (``AWS_ENDPOINT_URL``, ``AWS_REGION``);
+    credentials only from the environment (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+    ``AWS_SESSION_TOKEN``, or the instance's role). An object's version is its ETag: every
+    ranged read asks for that ETag (``If-Match``), so an object replaced between two reads
+    fails the read instead of being stitched, and the resume starts it over.
+    """
 
     def __init__(self, uri: str, settings: TransferSettings):
         parts = urlsplit(uri)
@@ -420,41 +444,36 @@ class ObjectSource:
         except ConfigError as exc:  # its message quotes the URI: never echo a query's values
             shown = f"{S3_SCHEME}{parts.netloc}{parts.path}?..."
             raise ConfigError(str(exc).replace(repr(uri), repr(shown))) from None
-        self.base = (parts.netloc + parts.path).rstrip("/")
-        self.location = f"{S3_SCHEME}{self.base}"
+        self.prefix = parts.path.strip("/")
+        self.location = f"{S3_SCHEME}{parts.netloc}/{self.prefix}".rstrip("/")
         self.settings = settings
-        self.filesystem = object_filesystem(uri)
-        self.transient = (OSError,)
+        self.store = _object_store(parts.netloc, dict(parse_qsl(parts.query)), settings)
+        self.transient = (obstore_errors.BaseError, OSError)
         self.retries = 0
 
     def url(self, rel: str) -> str:
         return f"{self.location}/{rel}"
 
     def _key(self, rel: str) -> str:
-        return f"{self.base}/{rel}"
+        return f"{self.prefix}/{rel}" if self.prefix else rel
 
     def read_small(self, rel: str) -> SmallFile | None:
-        found = self.stat(rel)
-        if found is None:
-            return None
-        try:
-            with self.filesystem.open_input_stream(self._key(rel)) as stream:
-                data = stream.read(SMALL_FILE_LIMIT + 1)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise TransferError(f"reading it failed ({exc})", url=self.url(rel)) from None
-        return small_file(self.url(rel), data, found.mtime_ns)
+        with _object_errors(self.url(rel), "reading it"):
+            try:
+                result = obstore.get(self.store, self._key(rel))
+            except OBJECT_ABSENT:
+                return None
+            remote = _object_version(result.meta)
+            refuse_large(self.url(rel), remote.size)
+            data = bytes(result.bytes())
+        return small_file(self.url(rel), data, remote.mtime_ns)
 
     def stat(self, rel: str) -> RemoteFile | None:
-        try:
-            info = self.filesystem.get_file_info(self._key(rel))
-        except OSError as exc:
-            raise TransferError(f"looking it up failed ({exc})", url=self.url(rel)) from None
-        if info.type != pafs.FileType.File:
-            return None
-        mtime_ns = info.mtime_ns
-        return RemoteFile(info.size, f"{info.size}-{mtime_ns}", mtime_ns)
+        with _object_errors(self.url(rel), "looking it up"):
+            try:
+                return _object_version(obstore.head(self.store, self._key(rel)))
+            except OBJECT_ABSENT:
+                return None
 
     def open_range(self, rel: str, start: int, expected: RemoteFile) -> Body:
         remote = self.stat(rel)
@@ -464,9 +483,65 @@ class ObjectSource:
                 url=self.url(rel),
             )
         begins = start if remote == expected else 0
-        handle = self.filesystem.open_input_file(self._key(rel))
-        chunks = _read_ahead(handle, begins, remote.size, _largest_get(remote.size))
-        return Body(begins, remote, chunks, handle.close)
+        read = functools.partial(_block_at, self.store, self._key(rel), remote.validator)
+        chunks = _read_ahead(read, begins, remote.size, _largest_get(remote.size))
+        return Body(begins, remote, chunks, chunks.close)
+
+
+def _object_store(bucket: str, options: dict[str, str], settings: TransferSettings):
+    """The obstore S3 client of ``bucket``: where the server is from ``options`` (the URI's
+    query) or the environment, credentials from the environment only, ``settings``' timeouts,
+    and the client's own retries (``attempts``, exponential backoff)."""
+    from obstore.store import S3Store
+
+    config = {"region": options["region"]} if "region" in options else {}
+    if "endpoint_override" in options:
+        scheme = options.get("scheme", "https")
+        config["endpoint"] = f"{scheme}://{options['endpoint_override']}"
+    client = {
+        "connect_timeout": timedelta(seconds=settings.connect_timeout),
+        "read_timeout": timedelta(seconds=settings.read_timeout),
+        "timeout": S3_REQUEST_LIMIT,
+        "allow_http": options.get("scheme") == "http" or _http_endpoint_in_environment(),
+    }
+    retry = {
+        "max_retries": settings.attempts - 1,
+        "backoff": {
+            "init_backoff": timedelta(seconds=max(settings.backoff, S3_LEAST_BACKOFF)),
+            "max_backoff": timedelta(seconds=max(settings.backoff_max, S3_LEAST_BACKOFF)),
+            "base": 2.0,
+        },
+        "retry_timeout": S3_REQUEST_LIMIT,
+    }
+    try:
+        return S3Store(bucket, config=config, client_options=client, retry_config=retry)
+    except (obstore_errors.BaseError, ValueError) as exc:
+        raise ConfigError(f"source {S3_SCHEME}{bucket}: not a usable S3 source ({exc})") from None
+
+
+def _http_endpoint_in_environment() -> bool:
+    return os.environ.get("AWS_ENDPOINT_URL", "").startswith("http://")
+
+
+def _object_version(meta) -> RemoteFile:
+    """The version an object's metadata describes: its size, ETag ("" when the store sends
+    none: a resume then starts the object over) and modification time."""
+    modified = meta["last_modified"]
+    mtime_ns = int(modified.timestamp()) * 1_000_000_000 + modified.microsecond * 1000
+    return RemoteFile(meta["size"], meta.get("e_tag") or "", mtime_ns)
+
+
+@contextlib.contextmanager
+def _object_errors(url: str, doing: str) -> Iterator[None]:
+    """The client's failures (after its own retries) as TransferError naming ``url``."""
+    try:
+        yield
+    except (obstore_errors.BaseError, OSError) as exc:
+        raise TransferError(f"{doing} failed ({_first_line(exc)})", url=url) from None
+
+
+def _first_line(error: BaseException) -> str:
+    return _reason(error).splitlines()[0]
 
 
 def _largest_get(size: int) -> int:
@@ -476,23 +551,27 @@ def _largest_get(size: int) -> int:
     return min(S3_BLOCK_MAX, max(S3_BLOCK, size // S3_GETS_PER_OBJECT))
 
 
-def _read_ahead(handle, start: int, end: int, largest: int) -> Iterator[bytes]:
-    """The bytes of an object from ``start`` to ``end`` in ranged GETs, :data:`S3_DEPTH` of them
-    in flight at once (``read_at`` is thread-safe), yielded in order while the caller writes and
-    hashes. The GETs grow from :data:`BLOCK` to ``largest`` bytes (a broken GET that the SDK
+def _read_ahead(read: Callable[[int, int], Any], start: int, end: int, largest: int):
+    """The bytes of an object from ``start`` to ``end`` in ranged GETs (``read(offset, size)``),
+    :data:`S3_DEPTH` of them in flight at once, yielded in order while the caller writes and
+    hashes. The GETs grow from :data:`BLOCK` to ``largest`` bytes (a broken GET that the client
     retries costs what it had received, so the first ones are small). One that fails for good
-    raises OSError, and the caller resumes after the blocks it received."""
+    raises, and the caller resumes after the blocks it received."""
     ranges = iter(_growing_ranges(start, end, largest))
     with ThreadPoolExecutor(max_workers=S3_DEPTH) as pool:
         pending = collections.deque(
-            pool.submit(_block_at, handle, *span) for span in itertools.islice(ranges, S3_DEPTH)
+            pool.submit(read, *span) for span in itertools.islice(ranges, S3_DEPTH)
         )
-        while pending:
-            chunk = pending.popleft().result()
-            span = next(ranges, None)
-            if span is not None:
-                pending.append(pool.submit(_block_at, handle, *span))
-            yield chunk
+        try:
+            while pending:
+                chunk = pending.popleft().result()
+                span = next(ranges, None)
+                if span is not None:
+                    pending.append(pool.submit(read, *span))
+                yield chunk
+        finally:
+            for future in pending:
+                future.cancel()
 
 
 def _growing_ranges(start: int, end: int, largest: int) -> Iterator[tuple[int, int]]:
@@ -504,8 +583,11 @@ def _growing_ranges(start: int, end: int, largest: int) -> Iterator[tuple[int, i
         size = min(2 * size, largest)
 
 
-def _block_at(handle, offset: int, size: int) -> bytes:
-    chunk = handle.read_at(size, offset)
+def _block_at(store, key: str, version: str, offset: int, size: int):
+    """``size`` bytes of object ``key`` at ``offset`` (the client's buffer, not copied), only
+    from the version whose ETag is ``version`` (obstore's PreconditionError otherwise)."""
+    options = {"range": (offset, offset + size), "if_match": version or None}
+    chunk = obstore.get(store, key, options=options).bytes()
     if len(chunk) != size:
         raise OSError(f"a ranged read at {offset} returned {len(chunk)} of {size} bytes")
     return chunk

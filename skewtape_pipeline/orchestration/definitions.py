@@ -8,18 +8,22 @@ from __future__ import annotations
 import dagster as dg
 
 from skewtape_pipeline.orchestration.mirror.checks import month_checks
+from skewtape_pipeline.orchestration.mirror.jobs import apply_month_job
 from skewtape_pipeline.orchestration.mirror.publisher import PublisherSource, publisher_sensor
 from skewtape_pipeline.orchestration.mirror.schedules import monthly_apply_schedule
 from skewtape_pipeline.orchestration.mirror.sensors import delta_arrival_sensor
 from skewtape_pipeline.orchestration.mirror.snapshot_asset import history_snapshot
-from skewtape_pipeline.orchestration.shared.jobs import apply_month_job
-from skewtape_pipeline.orchestration.shared.resources import ArchiveSettings, SkewtapeHome
+from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.archive_asset import archive_ticks_job, tick_archive
+from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.orchestration.ticks.schedules import (
     daily_retier_schedule,
     daily_verify_archive_schedule,
 )
-from skewtape_pipeline.orchestration.ticks.sensors import tick_corrections_sensor
+from skewtape_pipeline.orchestration.ticks.sensors import (
+    tick_corrections_sensor,
+    tick_venues_sensor,
+)
 from skewtape_pipeline.orchestration.ticks.tier_assets import (
     retier_ticks_job,
     tick_archive_stats,
@@ -54,7 +58,12 @@ def build_definitions(
             verify_archive_job,
             prune_tick_versions_job,
         ],
-        sensors=[delta_arrival_sensor, publisher_sensor, tick_corrections_sensor],
+        sensors=[
+            delta_arrival_sensor,
+            publisher_sensor,
+            tick_venues_sensor,
+            tick_corrections_sensor,
+        ],
         schedules=[
             monthly_apply_schedule,
             daily_retier_schedule,

@@ -5,15 +5,15 @@ publisher) and fetches its first snapshot and deltas from there, as ``sync`` doe
 ``apply_month`` job of the code location in process (no daemon), recording into the Dagster
 instance of ``ROOT/dagster_home`` (the one ``make ui`` opens, so its runs and materializations
 show there), for every month partition that has a snapshot or a delta, oldest first, and prints
-what was materialized and where. Then
-it runs the ``archive_ticks`` job for the busiest complete day of each applied month over all
-registered venues (one run per day, as a UI backfill does) and prints the compaction reports.
-Last, it runs the ``retier_ticks`` job over those months twice, as of two days in the future
-(the newest archived day aged just past the hot, then the warm limit), so the archived days
-move hot -> warm -> cold, and prints the tiers and a query through the ``ticks`` view at each
-stage. Rerunning it is safe: months already applied are verified and reported as such,
-symbol-days are rewritten in place, and re-tiering finds their rows already moved (the same
-bytes), so it only removes the rewritten copies.
+what was materialized and where. Then it registers the applied months' venues as the venues
+sensor would (no daemon runs it here), runs the ``archive_ticks`` job for the busiest complete
+day of each applied month over all registered venues (one run per day, as a UI backfill does)
+and prints the compaction reports. Last, it runs the ``retier_ticks`` job over those months
+twice, as of two days in the future (the newest archived day aged just past the hot, then the
+warm limit), so the archived days move hot -> warm -> cold, and prints the tiers and a query
+through the ``ticks`` view at each stage. Rerunning it is safe: months already applied are
+verified and reported as such, symbol-days are rewritten in place, and re-tiering finds their
+rows already moved (the same bytes), so it only removes the rewritten copies.
 """
 
 from __future__ import annotations
@@ -32,11 +32,13 @@ from skewtape_pipeline.mirror.fetch import fetch_deltas, fetch_snapshot, newest_
 from skewtape_pipeline.mirror.sources import open_source
 from skewtape_pipeline.orchestration.definitions import build_definitions
 from skewtape_pipeline.orchestration.shared.partitions import month_partitions
-from skewtape_pipeline.orchestration.shared.resources import ArchiveSettings, SkewtapeHome
+from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.partitions import VENUES, day_partitions
+from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.orchestration.ticks.tier_assets import retier_run_config
+from skewtape_pipeline.orchestration.ticks.venues import register_applied_venues
 from skewtape_pipeline.sample.publisher import publish_sample
-from skewtape_pipeline.ticks.archive.query import run_query
+from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query
 from skewtape_pipeline.ticks.archive.tiers import TIERS
 from skewtape_pipeline.ticks.fills.snapshot_fills import days_by_activity
 
@@ -150,6 +152,7 @@ def run_demo(root: Path, *, fills_per_venue_month: int = DEMO_FILLS_PER_VENUE_MO
             if not result.success:
                 return DemoResult(outcomes, fetched=fetched)
         demo = DemoResult(outcomes, fetched=fetched)
+        register_applied_venues(instance, skewtape.history_dir)
         archive_job = defs.resolve_job_def("archive_ticks")
         venues = sorted(instance.get_dynamic_partitions(VENUES))
         for month in months:
@@ -191,7 +194,7 @@ def archived_reports(skewtape: SkewtapeHome, day: date, run_id: str) -> list[dic
         "SELECT * FROM tick_reports WHERE date = ? AND batch = ? AND status = 'archived' "
         "ORDER BY symbol",
         skewtape.archive_dir,
-        parameters=[day, run_id],
+        QueryOptions(parameters=[day, run_id]),
     ).to_pylist()
     return [
         row | {"path": str(skewtape.archive_dir / row["path"]), "date": row["date"].isoformat()}
@@ -257,7 +260,7 @@ def _stage(stage: TierStage, skewtape: SkewtapeHome, symbol_day: tuple[str, str]
     stage.view = {str(r["tier"]): (int(r["ticks"]), int(r["contracts"])) for r in rows}
     symbol, day = stage.query = symbol_day
     stage.answer = run_query(
-        VIEW_SYMBOL_DAY, skewtape.archive_dir, parameters=[symbol, day, day]
+        VIEW_SYMBOL_DAY, skewtape.archive_dir, QueryOptions(parameters=[symbol, day, day])
     ).to_pylist()
     return stage
 

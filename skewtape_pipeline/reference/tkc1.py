@@ -2,7 +2,7 @@
 
 This is a model for reasoning about and testing the encoding mechanics, and a yardstick for
 benchmarks; it is NOT the archive format. No query engine reads a TKC1 blob. The archive is
-Parquet (:mod:`skewtape_pipeline.ticks.archive.parquet_store`), which specifies the same techniques
+Parquet (:mod:`skewtape_pipeline.ticks.encode.parquet_file`), which specifies the same techniques
 natively (DELTA_BINARY_PACKED, ZSTD) and stays readable by DuckDB, pyarrow and Spark.
 
 Layout (big-endian), exactly ``14 + n * 25`` bytes::
@@ -65,7 +65,6 @@ from skewtape_pipeline.ticks.encode.report import (
     check_raw_size,
     check_target_ratio,
     compression_ratio,
-    report_notes,
 )
 from skewtape_pipeline.ticks.encode.sides import SIDE_CODES, SIDE_NAMES
 from skewtape_pipeline.ticks.encode.sources import CSV_HEADER
@@ -458,16 +457,6 @@ def compact_tkc1(
     else:
         raw, basis = raw_size_bytes, RAW_SIZE_BASIS_SUPPLIED
     ratio = compression_ratio(raw, len(blob.data))
-    notes = report_notes(
-        price_precision_loss_ticks=encoded.price_precision_loss_ticks,
-        quantity_precision_loss_ticks=0,
-        price_scale=price_scale,
-        quantity_scale=0,
-        reordered_ticks=0,
-        ratio=ratio,
-        target=target,
-        raw_size_basis=basis,
-    )
     report = TickStorageCompactionReport(
         symbol=symbol,
         date=day.isoformat() if day else None,
@@ -498,8 +487,7 @@ def compact_tkc1(
         round_trip_verified=True,
         path=None,
         seconds=time.perf_counter() - started,
-        notes=notes,
-    )
+    ).noted()
     return blob, report
 
 

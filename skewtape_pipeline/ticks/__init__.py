@@ -3,21 +3,22 @@
 Each package imports nothing (import the modules directly), so the stdlib-only modules stay
 importable without pyarrow.
 
-- ``encode/``: One batch of ticks -> exact columns, validated, and its compaction report. Knows
-  no archive root: imports nothing from ``ticks.archive`` or ``ticks.fills``. Modules:
-  ``sides``, ``decimals``, ``model``, ``validate``, ``sources``, ``report``, ``options``
-  (``TickEncoding``).
+- ``encode/``: One batch of ticks -> exact columns, validated, one verified Parquet file and its
+  compaction report. Knows no archive root: imports nothing from ``ticks.archive`` or
+  ``ticks.fills``. Modules: ``sides``, ``decimals``, ``model``, ``validate``, ``sources``,
+  ``chunked``, ``writer_settings`` (the Parquet writer settings, each tier's by default),
+  ``parquet_file`` (the Parquet writer and readers), ``report``, ``options``
+  (``TickEncoding``: how ticks are encoded, fixed once per run).
 - ``archive/``: Everything under an archive root, behind one front door: ``handle.Archive``,
   built once from the root, the tier policy, the audit log, the lock timeout and the write-once
   mode, with every verb (compact, retier, withdraw, remove, verify, rebuild_catalog, query,
   open_view, stats, locate). Below it: where files live (layout, tiers and their roots), the
-  Parquet files, the catalog and placement, and the modules that do each verb's work
+  catalog and placement, and the modules that do each verb's work
   (compaction, consolidation, re-tiering, withdrawal, integrity, books mode, the query view,
-  the reports table). Modules: ``handle``, ``tiers``, ``parquet_store``, ``books``, ``catalog``,
+  the reports table). Modules: ``handle``, ``tiers``, ``layout``, ``books``, ``catalog``,
   ``consolidate``, ``placement``, ``compact``, ``lifecycle``, ``withdraw``, ``integrity``,
-  ``query``, ``reports_table``, ``file_compression``, ``trust``, ``versions`` (the version log,
-  as-of reads, tags), ``version_pruning``, ``handle`` (``Archive``: reads now or as of a
-  version).
+  ``query``, ``reports_table``, ``show``, ``spill``, ``file_compression``, ``trust``,
+  ``versions`` (the version log, as-of reads, tags), ``version_pruning``.
 - ``fills/``: The only ticks code that reads mirror snapshots: a snapshot's fills as symbol-day
   ticks, and a venue-day of them into the archive. Modules: ``snapshot_fills``, ``venue_days``.
 

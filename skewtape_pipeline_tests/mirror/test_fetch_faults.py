@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 from pyarrow import fs as pafs
 
+from skewtape_pipeline.errors import PublisherError
 from skewtape_pipeline.mirror.fetch import fetch_deltas
-from skewtape_pipeline.mirror.sources import TransferSettings
+from skewtape_pipeline.mirror.sources import TransferSettings, open_source
+from skewtape_pipeline_tests.mirror.apply_support import tree_state
 from skewtape_pipeline_tests.mirror.conftest import LARGE_NEXT
 from skewtape_pipeline_tests.mirror.publisher_servers import Fault, FaultProxy
 from skewtape_pipeline_tests.mirror.test_fetch import published_files
@@ -58,16 +60,21 @@ def test_fetch_over_nginx_when_a_connection_fails_resumes_to_the_verified_month(
     assert_fetched(large_subscriber, large_publisher, proxy)
 
 
-@pytest.fixture(scope="module")
-def s3_publisher(large_publisher, seaweedfs):
-    """:func:`large_publisher` uploaded to the SeaweedFS bucket under ``publisher/``."""
-    client = pafs.S3FileSystem(
-        access_key=seaweedfs.environment()["AWS_ACCESS_KEY_ID"],
-        secret_key=seaweedfs.environment()["AWS_SECRET_ACCESS_KEY"],
-        endpoint_override=seaweedfs.endpoint,
+def s3_client(server) -> pafs.S3FileSystem:
+    """A client of ``server`` that writes what the tests publish (not the fetch's client)."""
+    return pafs.S3FileSystem(
+        access_key=server.environment()["AWS_ACCESS_KEY_ID"],
+        secret_key=server.environment()["AWS_SECRET_ACCESS_KEY"],
+        endpoint_override=server.endpoint,
         scheme="http",
         region=S3_REGION,
     )
+
+
+@pytest.fixture(scope="module")
+def s3_publisher(large_publisher, seaweedfs):
+    """:func:`large_publisher` uploaded to the SeaweedFS bucket under ``publisher/``."""
+    client = s3_client(seaweedfs)
     for path in large_publisher.rglob("*"):
         if path.is_file():
             key = f"{seaweedfs.bucket}/publisher/{path.relative_to(large_publisher).as_posix()}"
@@ -85,7 +92,7 @@ def test_fetch_from_s3_places_the_verified_month(
     assert published_files(large_subscriber / DELTA) == published_files(large_publisher / DELTA)
 
 
-@pytest.mark.parametrize("fault", ["cut", "503"])
+@pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_fetch_over_s3_when_a_connection_fails_resumes_to_the_verified_month(
     large_subscriber, large_publisher, s3_publisher, s3_env, fault
 ):
@@ -98,6 +105,46 @@ def test_fetch_over_s3_when_a_connection_fails_resumes_to_the_verified_month(
         proxy.close()
 
     assert_fetched(large_subscriber, large_publisher, proxy)
+
+
+def test_s3_source_when_an_object_is_replaced_between_ranged_reads_fails_instead_of_stitching(
+    s3_publisher, s3_env
+):
+    client = s3_client(s3_publisher)
+    key = f"{s3_publisher.bucket}/changing/big.bin"
+    with client.open_output_stream(key) as out:
+        out.write(b"a" * (24 << 20))
+    source = open_source(s3_publisher.uri("changing"), SETTINGS)
+    body = source.open_range("big.bin", 0, source.stat("big.bin"))
+    assert bytes(next(body.chunks)) == b"a" * (1 << 20)
+    with client.open_output_stream(key) as out:  # republished while it is being read
+        out.write(b"b" * (24 << 20))
+
+    with pytest.raises(source.transient, match=r"(?i)precondition"):
+        for chunk in body.chunks:
+            assert set(bytes(chunk)) == {ord("a")}
+    assert source.stat("big.bin") != body.remote  # the resume starts the new version over
+
+
+def test_fetch_over_s3_when_a_listed_object_is_missing_is_refused_and_changes_nothing(
+    large_subscriber, large_publisher, s3_publisher, s3_env
+):
+    client = s3_client(s3_publisher)
+    delta = large_publisher / DELTA
+    files = sorted(p for p in delta.rglob("*") if p.is_file())
+    missing = max(files, key=lambda p: p.stat().st_size)
+    for path in files:
+        if path != missing:
+            key = f"{s3_publisher.bucket}/gone/{DELTA}/{path.relative_to(delta).as_posix()}"
+            with client.open_output_stream(key) as out:
+                out.write(path.read_bytes())
+    before = tree_state(large_subscriber)
+
+    with pytest.raises(PublisherError, match="does not have it") as info:
+        fetch_deltas(s3_publisher.uri("gone"), large_subscriber, settings=SETTINGS)
+
+    assert missing.relative_to(delta).as_posix() in str(info.value)
+    assert tree_state(large_subscriber) == before
 
 
 @pytest.mark.parametrize("share", [0.0, 0.3, 0.7])

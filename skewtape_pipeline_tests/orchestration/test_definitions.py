@@ -11,8 +11,8 @@ from pathlib import Path
 import dagster as dg
 
 from skewtape_pipeline.definitions import defs
-from skewtape_pipeline.orchestration.mirror.snapshot_asset import APPLY_POOL
-from skewtape_pipeline.orchestration.shared.jobs import HISTORY_SNAPSHOT
+from skewtape_pipeline.orchestration.mirror.jobs import APPLY_POOL
+from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT
 from skewtape_pipeline.orchestration.ticks.archive_asset import ARCHIVE_POOL, TICK_ARCHIVE
 from skewtape_pipeline.orchestration.ticks.partitions import VENUES
 from skewtape_pipeline.orchestration.ticks.tier_assets import TICK_ARCHIVE_STATS, TICK_ARCHIVE_TIERS
@@ -25,6 +25,7 @@ def test_definitions_when_loaded_validate_and_expose_jobs_sensors_schedule():
     assert defs.resolve_sensor_def("delta_arrival_sensor").job_name == "apply_month"
     assert defs.resolve_schedule_def("monthly_apply_schedule").job_name == "apply_month"
     assert defs.resolve_sensor_def("tick_corrections_sensor").job_name == "archive_ticks"
+    assert defs.resolve_sensor_def("tick_venues_sensor").default_status.value == "RUNNING"
     assert defs.resolve_schedule_def("daily_retier_schedule").job_name == "retier_ticks"
     retier_job = defs.resolve_job_def("retier_ticks")
     assert retier_job.asset_layer.executable_asset_keys == {TICK_ARCHIVE_TIERS, TICK_ARCHIVE_STATS}

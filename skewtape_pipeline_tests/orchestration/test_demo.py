@@ -11,7 +11,7 @@ import pytest
 
 from skewtape_pipeline.mirror.verify import verify_snapshot
 from skewtape_pipeline.orchestration.demo import SYMBOL_WIDTH, fit, main, run_demo
-from skewtape_pipeline.ticks.archive.parquet_store import partition_file
+from skewtape_pipeline.ticks.archive.layout import partition_file
 from skewtape_pipeline.ticks.archive.placement import locate
 from skewtape_pipeline.ticks.fills.snapshot_fills import today_utc
 

@@ -18,7 +18,7 @@ from skewtape_pipeline.errors import (
 )
 from skewtape_pipeline.reference import tkc1
 from skewtape_pipeline.reference.tkc1 import Tick
-from skewtape_pipeline.ticks.encode.model import TickBatch
+from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.report import (
     RAW_SIZE_BASIS_CANONICAL_CSV,
     RAW_SIZE_BASIS_SUPPLIED,
@@ -156,7 +156,7 @@ def test_canonical_csv_when_same_ticks_matches_parquet_side_serializer():
         [tkc1.quantize_price(t.price, 4)[0] for t in ticks],
         [t.quantity for t in ticks],
         [SIDE_CODES[t.side] for t in ticks],
-        price_scale=4,
+        TickSchema(price_scale=4),
     )
     assert canonical_csv_bytes(batch).decode() == text
     assert text.splitlines()[0] == "timestamp_nanos,price,quantity,side"

@@ -17,7 +17,7 @@ from dagster._core.definitions.reconstruct import ReconstructableRepository
 from skewtape_pipeline.celery_definitions import CELERY_SETTINGS
 from skewtape_pipeline.celery_definitions import defs as celery_defs
 from skewtape_pipeline.orchestration.definitions import build_definitions
-from skewtape_pipeline.orchestration.mirror.snapshot_asset import APPLY_POOL
+from skewtape_pipeline.orchestration.mirror.jobs import APPLY_POOL
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.partitions import VENUES, register_venues
 from skewtape_pipeline.ticks.archive.query import run_query

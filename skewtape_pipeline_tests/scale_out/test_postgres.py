@@ -13,10 +13,11 @@ from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, Postgr
 
 from skewtape_pipeline.orchestration.definitions import build_definitions
 from skewtape_pipeline.orchestration.mirror.sensors import delta_arrival_sensor
-from skewtape_pipeline.orchestration.shared.jobs import HISTORY_SNAPSHOT
+from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.archive_asset import TICK_ARCHIVE
 from skewtape_pipeline.orchestration.ticks.partitions import VENUES, register_venues
+from skewtape_pipeline.orchestration.ticks.venues import register_applied_venues
 from skewtape_pipeline.ticks.archive.query import run_query
 from skewtape_pipeline.ticks.fills.snapshot_fills import new_symbols
 from skewtape_pipeline_tests.scale_out.conftest import POSTGRES_INSTANCE_FILE
@@ -69,7 +70,8 @@ def test_delta_sensor_and_month_backfill_when_on_postgres_apply_every_month_in_o
         result = job.execute_in_process(instance=postgres_instance, partition_key=month, tags=tags)
         assert result.success, month
     assert postgres_instance.get_materialized_partitions(HISTORY_SNAPSHOT) == set(MONTHS)
-    assert postgres_instance.get_dynamic_partitions(VENUES)  # registered by the months
+    register_applied_venues(postgres_instance, sample_root / "history")  # as the venues sensor
+    assert postgres_instance.get_dynamic_partitions(VENUES)
     assert run_tables(postgres_instance) == 3
 
 

@@ -15,7 +15,7 @@ import pytest
 from skewtape_pipeline.mirror.apply import apply_delta
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
-from skewtape_pipeline.ticks.encode.model import SchemaRequest, TickBatch
+from skewtape_pipeline.ticks.encode.model import SchemaRequest, TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.options import TickEncoding
 from skewtape_pipeline.ticks.encode.validate import day_start_ns
 
@@ -39,7 +39,7 @@ def make_batch(
     ts, price, qty, side = zip(*rows, strict=True) if rows else ((), (), (), ())
     return TickBatch.from_units(
         list(ts), list(price), list(qty), list(side),
-        price_scale=price_scale, quantity_scale=quantity_scale,
+        TickSchema(price_scale=price_scale, quantity_scale=quantity_scale),
     )  # fmt: skip
 
 

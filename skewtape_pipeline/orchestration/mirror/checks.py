@@ -6,16 +6,19 @@ last op raises (a failing check alone does not stop the materialization being re
 """
 
 import warnings
+from collections.abc import Callable
+from pathlib import Path
 
 import dagster as dg
 
 from skewtape_pipeline.errors import SkewtapeError, VerificationError
-from skewtape_pipeline.mirror.format import TABLE_KEYS
+from skewtape_pipeline.mirror.format import TABLE_KEYS, SnapshotManifest
 from skewtape_pipeline.mirror.snapshot import SEAL_FILES, list_folder, read_snapshot
 from skewtape_pipeline.mirror.tables import key_problems, parquet_rows, read_table
 from skewtape_pipeline.mirror.verify import verify_snapshot
-from skewtape_pipeline.orchestration.shared.jobs import HISTORY_SNAPSHOT
-from skewtape_pipeline.orchestration.shared.metadata import problems_metadata, verify_metadata
+from skewtape_pipeline.orchestration.mirror.metadata import verify_metadata
+from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT
+from skewtape_pipeline.orchestration.shared.metadata import problems_metadata
 from skewtape_pipeline.orchestration.shared.partitions import month_partitions
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 
@@ -26,7 +29,7 @@ def _result(problems: list[str], **metadata: dg.MetadataValue) -> dg.AssetCheckR
     )
 
 
-def _month_check(description: str):
+def _month_check(description: str, name: str | None = None):
     """A blocking check per month partition (a preview feature of Dagster 1.13, used knowingly)."""
 
     def decorate(check_fn):
@@ -37,7 +40,32 @@ def _month_check(description: str):
                 partitions_def=month_partitions,
                 blocking=True,
                 description=description,
+                name=name,
             )(check_fn)
+
+    return decorate
+
+
+Judgement = tuple[list[str], dict[str, dg.MetadataValue]]
+"""What a check over a month's manifest found: its problems, and metadata beside them."""
+
+
+def _manifest_check(description: str):
+    """A month check that judges the month's folder against its manifest: the decorated
+    ``judge(snapshot, manifest)`` returns a :data:`Judgement`; a manifest that cannot be read is
+    the check's one problem (``judge`` is not called). The check takes ``judge``'s name."""
+
+    def decorate(judge: Callable[[Path, SnapshotManifest], Judgement]):
+        def check(context: dg.AssetCheckExecutionContext, skewtape: SkewtapeHome):
+            snapshot = skewtape.snapshot_dir(context.partition_key)
+            try:
+                manifest, _, _ = read_snapshot(snapshot)
+            except SkewtapeError as exc:
+                return _result([str(exc)])
+            problems, metadata = judge(snapshot, manifest)
+            return _result(problems, **metadata)
+
+        return _month_check(description, name=judge.__name__)(check)
 
     return decorate
 
@@ -66,13 +94,8 @@ def keys_unique(context: dg.AssetCheckExecutionContext, skewtape: SkewtapeHome):
     return _result(problems)
 
 
-@_month_check("Every Parquet file has the row count its manifest entry records.")
-def row_counts_match(context: dg.AssetCheckExecutionContext, skewtape: SkewtapeHome):
-    snapshot = skewtape.snapshot_dir(context.partition_key)
-    try:
-        manifest, _, _ = read_snapshot(snapshot)
-    except SkewtapeError as exc:
-        return _result([str(exc)])
+@_manifest_check("Every Parquet file has the row count its manifest entry records.")
+def row_counts_match(snapshot: Path, manifest: SnapshotManifest) -> Judgement:
     problems: list[str] = []
     counted = 0
     for entry in manifest.files:
@@ -86,16 +109,11 @@ def row_counts_match(context: dg.AssetCheckExecutionContext, skewtape: SkewtapeH
         counted += found
         if found != entry.rows:
             problems.append(f"{entry.path}: has {found} rows; the manifest records {entry.rows}")
-    return _result(problems, rows=dg.MetadataValue.int(counted))
+    return problems, {"rows": dg.MetadataValue.int(counted)}
 
 
-@_month_check("The folder holds no file the manifest does not list (no leftovers, no links).")
-def no_unlisted_files(context: dg.AssetCheckExecutionContext, skewtape: SkewtapeHome):
-    snapshot = skewtape.snapshot_dir(context.partition_key)
-    try:
-        manifest, _, _ = read_snapshot(snapshot)
-    except SkewtapeError as exc:
-        return _result([str(exc)])
+@_manifest_check("The folder holds no file the manifest does not list (no leftovers, no links).")
+def no_unlisted_files(snapshot: Path, manifest: SnapshotManifest) -> Judgement:
     listing = list_folder(snapshot)
     listed = set(manifest.by_path()) | set(SEAL_FILES)
     problems = [
@@ -104,7 +122,7 @@ def no_unlisted_files(context: dg.AssetCheckExecutionContext, skewtape: Skewtape
     problems += [f"{rel}: is a leftover temporary file" for rel in listing.temps]
     problems += [f"{rel}: is a link" for rel in listing.symlinks]
     problems += [f"{rel}: is not a regular file" for rel in listing.others]
-    return _result(problems, files=dg.MetadataValue.int(len(listing.files)))
+    return problems, {"files": dg.MetadataValue.int(len(listing.files))}
 
 
 month_checks = [checksums_verified, keys_unique, row_counts_match, no_unlisted_files]

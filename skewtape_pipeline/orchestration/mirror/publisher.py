@@ -15,11 +15,8 @@ from skewtape_pipeline.mirror.catchup import chain_tip, next_month
 from skewtape_pipeline.mirror.fetch import CHECKSUMS, DELTAS, FetchedMonth, fetch_deltas
 from skewtape_pipeline.mirror.format import MANIFEST
 from skewtape_pipeline.mirror.sources import Source, TransferSettings, open_source
-from skewtape_pipeline.orchestration.shared.jobs import (
-    APPLY_POOL,
-    HISTORY_SNAPSHOT,
-    apply_month_job,
-)
+from skewtape_pipeline.orchestration.mirror.jobs import APPLY_POOL, apply_month_job
+from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT
 from skewtape_pipeline.orchestration.shared.metadata import seconds_value
 from skewtape_pipeline.orchestration.shared.partitions import is_month_partition
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome

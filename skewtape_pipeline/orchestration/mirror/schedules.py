@@ -5,9 +5,9 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from skewtape_pipeline.mirror.arrivals import inspect_delta
+from skewtape_pipeline.orchestration.mirror.jobs import apply_month_job
 from skewtape_pipeline.orchestration.mirror.publisher import PublisherSource, remote_month_request
 from skewtape_pipeline.orchestration.mirror.sensors import run_key
-from skewtape_pipeline.orchestration.shared.jobs import apply_month_job
 from skewtape_pipeline.orchestration.shared.partitions import (
     is_month_partition,
     month_of,

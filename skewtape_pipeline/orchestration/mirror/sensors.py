@@ -3,7 +3,7 @@
 import dagster as dg
 
 from skewtape_pipeline.mirror.arrivals import delta_months, holds_snapshot, inspect_delta
-from skewtape_pipeline.orchestration.shared.jobs import apply_month_job
+from skewtape_pipeline.orchestration.mirror.jobs import apply_month_job
 from skewtape_pipeline.orchestration.shared.partitions import FIRST_MONTH, is_month_partition
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.shared.sensor_skips import skipped

@@ -17,7 +17,7 @@ dagster.yaml): one apply at a time.
 """
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import dagster as dg
@@ -35,17 +35,16 @@ from skewtape_pipeline.mirror.apply import (
 )
 from skewtape_pipeline.mirror.months import plan_month
 from skewtape_pipeline.mirror.verify import verify_snapshot
-from skewtape_pipeline.orchestration.mirror.publisher import fetch_delta
-from skewtape_pipeline.orchestration.shared.jobs import APPLY_POOL, HISTORY_SNAPSHOT
-from skewtape_pipeline.orchestration.shared.metadata import (
+from skewtape_pipeline.orchestration.mirror.jobs import APPLY_POOL
+from skewtape_pipeline.orchestration.mirror.metadata import (
     apply_metadata,
     bootstrap_metadata,
     verify_metadata,
 )
+from skewtape_pipeline.orchestration.mirror.publisher import fetch_delta
+from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT
 from skewtape_pipeline.orchestration.shared.partitions import month_partitions, previous_month
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
-from skewtape_pipeline.orchestration.ticks.partitions import register_venues
-from skewtape_pipeline.ticks.fills.snapshot_fills import new_symbols
 
 MonthStep = dict[str, Any]
 """What an op hands the next: ``{"month": "YYYY-MM", "kind": "bootstrap" | "apply", "apply":
@@ -115,28 +114,31 @@ def verify_delta(context: dg.OpExecutionContext, skewtape: SkewtapeHome) -> Mont
     return {"month": month, "kind": plan.kind, "apply": staged.to_dict() if staged else None}
 
 
-@dg.op(pool=APPLY_POOL)
-def apply_file_ops(
-    context: dg.OpExecutionContext, skewtape: SkewtapeHome, progress: MonthStep
-) -> MonthStep:
-    """Apply the delta's add, replace and delete entries in manifest order (in staging)."""
-    staged = _staged(progress)
-    if staged is not None:
-        with refusal_as_failure(context, progress["month"]):
-            file_ops_step(_target(skewtape, progress["month"]), staged, _options(skewtape))
-    return progress
+def _staging_op(name: str, step: Callable[..., object], description: str) -> dg.OpDefinition:
+    """An op that runs one staging ``step`` of the core's applier on the month's staged apply
+    (nothing for a bootstrap month), a refusal failing the run with its reason."""
+
+    @dg.op(name=name, pool=APPLY_POOL, description=description)
+    def staging_op(
+        context: dg.OpExecutionContext, skewtape: SkewtapeHome, progress: MonthStep
+    ) -> MonthStep:
+        staged = _staged(progress)
+        if staged is not None:
+            with refusal_as_failure(context, progress["month"]):
+                step(_target(skewtape, progress["month"]), staged, _options(skewtape))
+        return progress
+
+    return staging_op
 
 
-@dg.op(pool=APPLY_POOL)
-def merge_tables(
-    context: dg.OpExecutionContext, skewtape: SkewtapeHome, progress: MonthStep
-) -> MonthStep:
-    """Merge the delta's table changes by key with DuckDB (in staging)."""
-    staged = _staged(progress)
-    if staged is not None:
-        with refusal_as_failure(context, progress["month"]):
-            merges_step(_target(skewtape, progress["month"]), staged, _options(skewtape))
-    return progress
+apply_file_ops = _staging_op(
+    "apply_file_ops",
+    file_ops_step,
+    "Apply the delta's add, replace and delete entries in manifest order (in staging).",
+)
+merge_tables = _staging_op(
+    "merge_tables", merges_step, "Merge the delta's table changes by key with DuckDB (in staging)."
+)
 
 
 @dg.op(pool=APPLY_POOL)
@@ -168,9 +170,7 @@ def verify_month_snapshot(
     was verified before it was published (the result is read from its journal); a bootstrap
     month or one already applied is verified here.
 
-    On success, registers the venues of the fills files the month added or replaced (the
-    tick archive's `venues` dimension) and records the apply's (or the bootstrap's)
-    metadata on the materialization (`venues_registered` only when it registered any).
+    On success, records the apply's (or the bootstrap's) metadata on the materialization.
     """
     month, staged = progress["month"], _staged(applied)
     with refusal_as_failure(context, month):
@@ -180,9 +180,7 @@ def verify_month_snapshot(
         else:
             result, verified = applied_step(_target(skewtape, month), staged)
             described = apply_metadata(result)
-    registered = register_venues(context.instance, new_symbols(skewtape.history_dir, month))
-    newly = {"venues_registered": dg.MetadataValue.int(len(registered))} if registered else {}
-    context.add_output_metadata({**described, **verify_metadata(verified), **newly})
+    context.add_output_metadata({**described, **verify_metadata(verified)})
 
 
 @dg.graph_asset(

@@ -1,11 +1,16 @@
 """A sensor tick that requests nothing says why where the UI shows it."""
 
+from typing import Any
+
 import dagster as dg
 
 
-def skipped(context: dg.SensorEvaluationContext, reason: str, cursor: str) -> dg.SensorResult:
+def skipped(
+    context: dg.SensorEvaluationContext, reason: str, cursor: str, **result: Any
+) -> dg.SensorResult:
     """The tick's result when it requests no run: ``reason`` is its skip reason and, logged
     through the tick's logger, a line of the tick's logs (what the UI's tick dialog shows,
-    where the skip reason alone would leave "No logs to display")."""
+    where the skip reason alone would leave "No logs to display"). ``result`` are further
+    ``SensorResult`` arguments (e.g. dynamic partitions to add)."""
     context.log.info(f"skipped: {reason}")
-    return dg.SensorResult(skip_reason=dg.SkipReason(reason), cursor=cursor)
+    return dg.SensorResult(skip_reason=dg.SkipReason(reason), cursor=cursor, **result)

@@ -29,10 +29,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field
 
-from skewtape_pipeline.orchestration.shared.jobs import HISTORY_SNAPSHOT, QUEUE_TAG
+from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT, QUEUE_TAG
 from skewtape_pipeline.orchestration.shared.metadata import problems_metadata
-from skewtape_pipeline.orchestration.shared.resources import ArchiveSettings, SkewtapeHome
+from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.partitions import venue_day_of, venue_day_partitions
+from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.orchestration.ticks.venue_day_metadata import venue_day_metadata
 from skewtape_pipeline.ticks.archive.reports_table import read_venue_day_reports
 from skewtape_pipeline.ticks.archive.versions import version_count

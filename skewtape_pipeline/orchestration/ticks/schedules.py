@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from skewtape_pipeline.orchestration.shared.partitions import is_month_partition
-from skewtape_pipeline.orchestration.shared.resources import ArchiveSettings, SkewtapeHome
+from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
+from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.orchestration.ticks.tier_assets import (
     retier_run_config,
     retier_ticks_job,

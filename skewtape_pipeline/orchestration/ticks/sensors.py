@@ -1,8 +1,13 @@
-"""The corrections sensor: when a new snapshot replaces an earlier month's fills file, request
+"""The tick archive's sensors, reading the months applied in ``history/``: the venues sensor
+registers each new month's venues as partitions (see
+:mod:`~skewtape_pipeline.orchestration.ticks.venues`); the corrections sensor, when a new
+snapshot replaces an earlier month's fills file, registers its venues likewise, then requests
 exactly the symbol-days whose ticks changed, so the archive never keeps corrected ticks."""
 
 from collections import defaultdict
+from collections.abc import Collection
 from datetime import date
+from pathlib import Path
 
 import dagster as dg
 
@@ -15,6 +20,7 @@ from skewtape_pipeline.orchestration.ticks.partitions import (
     dimension_key,
     venue_day_key,
 )
+from skewtape_pipeline.orchestration.ticks.venues import new_venues, registration
 from skewtape_pipeline.ticks.fills.snapshot_fills import (
     applied_months,
     corrected_symbol_days,
@@ -25,6 +31,30 @@ CORRECTED_BY_TAG = "skewtape/corrected_by"
 SYMBOL_DAYS_TAG = "skewtape/symbol_days"
 
 
+@dg.sensor(
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Registers the venues of each newly applied month's fills (the files it added "
+    "or replaced) as partitions of `tick_archive` (its `venues` dimension), however the month "
+    "was applied, and records on `tick_archive` an observation per month (`venues_registered`, "
+    "`venues`). Requests no run; runs from the start.",
+)
+def tick_venues_sensor(context: dg.SensorEvaluationContext, skewtape: SkewtapeHome):
+    """Register the venues of the months applied after the cursor (the last month looked at)
+    that the instance does not know yet."""
+    cursor = context.cursor or ""
+    months = [m for m in applied_months(skewtape.history_dir) if m > cursor]
+    if not months:
+        return skipped(context, "no newly applied month", cursor)
+    known = context.instance.get_dynamic_partitions(VENUES)
+    by_month = new_venues(skewtape.history_dir, months, known)
+    if not by_month:
+        return skipped(context, f"{', '.join(months)}: no venue new to `tick_archive`", months[-1])
+    for month, keys in by_month.items():
+        context.log.info(f"{month}: registering venue(s) {', '.join(keys)}")
+    return dg.SensorResult(cursor=months[-1], **registration(by_month))
+
+
 def correction_run_config(symbols: list[str]) -> dict:
     """The run config of a tick archive run over only ``symbols`` of its venue-day."""
     return {"ops": {TICK_ARCHIVE.path[-1]: {"config": {"symbols": sorted(symbols)}}}}
@@ -33,43 +63,60 @@ def correction_run_config(symbols: list[str]) -> dict:
 @dg.sensor(
     job=archive_ticks_job,
     minimum_interval_seconds=60,
-    description="Requests a tick archive run per venue-day a newly applied month corrected "
+    description="Registers the venues of each newly applied month not registered yet, then "
+    "requests a tick archive run per venue-day the month corrected "
     "(a replaced fills file of an earlier month; a venue that left corrects nothing), over "
     "exactly the symbol-days whose ticks changed (named in the run config).",
 )
 def tick_corrections_sensor(context: dg.SensorEvaluationContext, skewtape: SkewtapeHome):
     """Compare each newly applied month's fills files with the previous snapshot's.
 
-    The cursor is the last month looked at. The touched symbol-days of one venue-day are one
-    run request (run key ``<month>:<partition key>``, the symbols in the run config, the count
-    in a tag); a venue-day whose venue is not registered or whose day is not a partition yet
-    is only named in the skip reason.
+    The cursor is the last month looked at. The months' venues not registered yet are
+    registered first (as the venues sensor does), so no venue-day is missed while that sensor
+    has not ticked. The touched symbol-days of one venue-day are one run request (run key
+    ``<month>:<partition key>``, the symbols in the run config, the count in a tag); a
+    venue-day whose day is not a partition yet is only named in the skip reason.
     """
     cursor = context.cursor or ""
+    months = [m for m in applied_months(skewtape.history_dir) if m > cursor]
     known = set(context.instance.get_dynamic_partitions(VENUES))
+    by_month = new_venues(skewtape.history_dir, months, known)
+    known.update(key for keys in by_month.values() for key in keys)
     requests: list[dg.RunRequest] = []
     notes: list[str] = []
-    for month in [m for m in applied_months(skewtape.history_dir) if m > cursor]:
-        by_venue_day: dict[tuple[str, date], list[str]] = defaultdict(list)
-        for symbol, day in corrected_symbol_days(skewtape.history_dir, month):
-            by_venue_day[(split_symbol(symbol)[0], day)].append(symbol)
-        for (venue, day), symbols in sorted(by_venue_day.items()):
-            if dimension_key(venue) not in known or not day_partitions.has_partition_key(
-                day.isoformat()
-            ):
-                notes.append(f"{venue} {day} (corrected by {month}) is not a partition")
-                continue
-            key = venue_day_key(venue, day)
-            requests.append(
-                dg.RunRequest(
-                    partition_key=key,
-                    run_key=f"{month}:{key}",
-                    run_config=correction_run_config(symbols),
-                    tags={CORRECTED_BY_TAG: month, SYMBOL_DAYS_TAG: str(len(symbols))},
-                )
-            )
-        cursor = month
+    for month in months:
+        month_requests, month_notes = _correction_requests(skewtape.history_dir, month, known)
+        requests += month_requests
+        notes += month_notes
+    cursor = months[-1] if months else cursor
     if requests:
-        return dg.SensorResult(run_requests=requests, cursor=cursor)
+        return dg.SensorResult(run_requests=requests, cursor=cursor, **registration(by_month))
     reason = "; ".join(notes[:20]) or "no newly applied month corrects archived ticks"
-    return skipped(context, reason, cursor)
+    return skipped(context, reason, cursor, **registration(by_month))
+
+
+def _correction_requests(
+    history: Path, month: str, venues: Collection[str]
+) -> tuple[list[dg.RunRequest], list[str]]:
+    """The run requests of the venue-days ``month`` corrected, and a note for each of them
+    that is not a partition (its venue key not in ``venues``, or its day not a day partition)."""
+    by_venue_day: dict[tuple[str, date], list[str]] = defaultdict(list)
+    for symbol, day in corrected_symbol_days(history, month):
+        by_venue_day[(split_symbol(symbol)[0], day)].append(symbol)
+    requests, notes = [], []
+    for (venue, day), symbols in sorted(by_venue_day.items()):
+        if dimension_key(venue) not in venues or not day_partitions.has_partition_key(
+            day.isoformat()
+        ):
+            notes.append(f"{venue} {day} (corrected by {month}) is not a partition")
+            continue
+        key = venue_day_key(venue, day)
+        requests.append(
+            dg.RunRequest(
+                partition_key=key,
+                run_key=f"{month}:{key}",
+                run_config=correction_run_config(symbols),
+                tags={CORRECTED_BY_TAG: month, SYMBOL_DAYS_TAG: str(len(symbols))},
+            )
+        )
+    return requests, notes

@@ -27,21 +27,21 @@ import dagster as dg
 from pydantic import Field
 
 from skewtape_pipeline.errors import ConfigError
-from skewtape_pipeline.orchestration.shared.jobs import QUEUE_TAG
-from skewtape_pipeline.orchestration.shared.metadata import (
+from skewtape_pipeline.orchestration.shared.keys import QUEUE_TAG
+from skewtape_pipeline.orchestration.shared.metadata import bytes_value, problems_metadata
+from skewtape_pipeline.orchestration.shared.partitions import month_partitions
+from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
+from skewtape_pipeline.orchestration.ticks.archive_asset import ARCHIVE_POOL, TICK_ARCHIVE
+from skewtape_pipeline.orchestration.ticks.metadata import (
     archive_metrics_metadata,
-    bytes_value,
     compression_check_metadata,
     moves_by_month,
     moves_metadata,
-    problems_metadata,
     retier_run_metadata,
     versions_metadata,
 )
-from skewtape_pipeline.orchestration.shared.partitions import month_partitions
-from skewtape_pipeline.orchestration.shared.resources import ArchiveSettings, SkewtapeHome
-from skewtape_pipeline.orchestration.ticks.archive_asset import ARCHIVE_POOL, TICK_ARCHIVE
 from skewtape_pipeline.orchestration.ticks.partitions import DATE_DIMENSION
+from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.ticks.archive.catalog import relative_to_root
 from skewtape_pipeline.ticks.archive.file_compression import file_compression
 from skewtape_pipeline.ticks.archive.version_pruning import past_version_bytes

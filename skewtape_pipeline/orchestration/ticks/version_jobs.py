@@ -9,9 +9,10 @@ import dagster as dg
 from pydantic import Field
 
 from skewtape_pipeline.errors import ConfigError
-from skewtape_pipeline.orchestration.shared.jobs import QUEUE_TAG
-from skewtape_pipeline.orchestration.shared.resources import ArchiveSettings, SkewtapeHome
+from skewtape_pipeline.orchestration.shared.keys import QUEUE_TAG
+from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.archive_asset import ARCHIVE_POOL
+from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 
 
 class PruneVersionsConfig(dg.Config):

@@ -1,5 +1,5 @@
-"""Everything under an archive root: where files live (layout, tiers and their roots), the Parquet
-files, the catalog and placement, and the verbs that change or read the archive (compaction,
+"""Everything under an archive root: where files live (layout, tiers and their roots), the catalog
+and placement, and the verbs that change or read the archive (compaction,
 consolidation, re-tiering, withdrawal, integrity, books mode, the query view, the reports
 table).
 
@@ -9,11 +9,12 @@ Modules:
   the one the archive records), the audit log (None: no audit), the lock timeout and the
   write-once mode; every verb below reached from it. The command line and the Dagster
   ``archive`` resource each build one.
-- ``tiers``: :class:`TierPolicy` (age thresholds, layouts, roots) and :class:`TierSettings` (the
-  Parquet writer settings per tier).
-- ``parquet_store``: the layout under an archive root (symbol-day paths, marker, the one lock
-  every writer takes: ``archive_lock``, staging names) and the Parquet file: schema,
-  encodings, writer, verifier, readers, facts.
+- ``tiers``: :class:`TierPolicy` (age thresholds, layouts, roots) and :class:`TierSettings` (a
+  tier's layout and root, extending the encoder's Parquet writer settings).
+- ``layout``: what lives under an archive root and where (symbol-day paths, the marker pinning
+  the schema, the catalog's name, the one lock every writer takes: ``archive_lock``, the
+  staging folder and publishing into place, ``check_archive_root``). The Parquet file itself
+  is ``ticks.encode.parquet_file``.
 - ``books``: the write-once ``books_and_records`` mode and the archive's audit records.
 - ``catalog``: which consolidated file holds each symbol-day (one atomically replaced file), and
   the hot files' records (size and sha256 when written).
@@ -26,8 +27,7 @@ Modules:
 - ``lifecycle``: re-tiering by age (``plan_retier``, ``retier``, ``prune``), relocated reports.
 - ``withdraw``: symbol-days corrected away (``withdraw_symbol_days``, ``remove_symbol_days``).
 - ``integrity``: the writers' catalog check, ``verify_archive``, ``rebuild_catalog``.
-- ``query``: the DuckDB view ``ticks`` over every tier (``open_ticks_view``, ``run_query``),
-  ``check_archive_root``.
+- ``query``: the DuckDB view ``ticks`` over every tier (``open_ticks_view``, ``run_query``).
 - ``reports_table``: the ``tick_reports`` table: one row per symbol-day a venue-day run looked
   at (its tier and path where the day is now, in the view).
 - ``show``: one symbol-day told whole: where it is now, its report, its audited history

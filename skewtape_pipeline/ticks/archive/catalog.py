@@ -68,14 +68,14 @@ from skewtape_pipeline.arrow_memory import owned_reader
 from skewtape_pipeline.errors import TickFormatError, TickValidationError
 from skewtape_pipeline.hashing import FileStamp, is_sha256_hex
 from skewtape_pipeline.storage import TierFile
-from skewtape_pipeline.ticks.archive.parquet_store import (
+from skewtape_pipeline.ticks.archive.layout import (
+    CATALOG_FILE,
     MAX_SYMBOL_SEGMENT_BYTES,
     PART_FILE_NAME,
     encode_symbol,
 )
 from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, TierPolicy
 
-CATALOG_FILE = "_skewtape_catalog.parquet"
 CATALOG_FORMAT = "skewtape-tick-catalog"
 CATALOG_VERSION = 3
 CATALOG_METADATA_KEY = "skewtape_catalog"

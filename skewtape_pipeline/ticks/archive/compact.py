@@ -56,14 +56,8 @@ from skewtape_pipeline.ticks.archive.catalog import (
     read_catalog,
 )
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
-from skewtape_pipeline.ticks.archive.parquet_store import (
+from skewtape_pipeline.ticks.archive.layout import (
     ARCHIVE_LOCK_WAIT_SECONDS,
-    META_DATE,
-    META_PREFIX,
-    META_PRICE_SCALE,
-    META_QUANTITY_SCALE,
-    META_SYMBOL,
-    FileFacts,
     PreparedFile,
     archive_lock,
     encode_symbol,
@@ -95,6 +89,14 @@ from skewtape_pipeline.ticks.encode.model import (
     widest_schema,
 )
 from skewtape_pipeline.ticks.encode.options import DEFAULT_ENCODING, TickEncoding
+from skewtape_pipeline.ticks.encode.parquet_file import (
+    META_DATE,
+    META_PREFIX,
+    META_PRICE_SCALE,
+    META_QUANTITY_SCALE,
+    META_SYMBOL,
+    FileFacts,
+)
 from skewtape_pipeline.ticks.encode.report import (
     RAW_SIZE_BASES,
     RAW_SIZE_BASIS_CANONICAL_CSV,
@@ -104,7 +106,6 @@ from skewtape_pipeline.ticks.encode.report import (
     TickStorageCompactionReport,
     check_raw_size,
     compression_ratio,
-    report_notes,
 )
 from skewtape_pipeline.ticks.encode.sources import (
     SourceTicks,
@@ -750,7 +751,7 @@ def _checked_batch(
 
 def compaction_lock_wait(archive: Archive) -> float:
     """Seconds a compaction waits for the archive's lock: the archive's ``lock_timeout``, at
-    least :data:`~skewtape_pipeline.ticks.archive.parquet_store.ARCHIVE_LOCK_WAIT_SECONDS`
+    least :data:`~skewtape_pipeline.ticks.archive.layout.ARCHIVE_LOCK_WAIT_SECONDS`
     (a compaction holds the lock only for its checks and renames, so it waits out a
     re-tiering rather than refusing)."""
     return max(archive.lock_timeout, ARCHIVE_LOCK_WAIT_SECONDS)
@@ -782,8 +783,9 @@ def _write_symbol_day(
         facts, rewrite = _publish_under_lock(archive, prepared, item)
     finally:
         prepared.discard()
-    fields = _report_fields(item, (path, facts, rewrite), target, started)
-    return TickStorageCompactionReport(**fields, tier=tier, tier_policy=recorded)
+    fields = _report_fields(item, (path, facts), target, started)
+    report = TickStorageCompactionReport(**fields, tier=tier, tier_policy=recorded)
+    return report.noted(*([] if rewrite is None else [recompaction_note(rewrite)]))
 
 
 def _check_before_encoding(archive: Archive, batch: TickBatch, path: Path) -> None:
@@ -801,32 +803,18 @@ def _check_before_encoding(archive: Archive, batch: TickBatch, path: Path) -> No
 
 def _report_fields(
     item: PlannedSymbolDay,
-    written: tuple[Path, FileFacts, dict | None],
+    written: tuple[Path, FileFacts],
     target: float,
     started: float,
 ) -> dict[str, Any]:
-    """The compaction report's fields of ``item`` written to ``written`` (its path, the facts
-    read back from the file and the record of what it replaced, if anything), measured against
-    ``target``, timed from ``started``; all but its tier and tier policy."""
-    path, facts, rewrite = written
+    """The compaction report's fields of ``item`` written to ``written`` (its path and the
+    facts read back from the file), measured against ``target``, timed from ``started``; all
+    but its tier, its tier policy and its notes."""
+    path, facts = written
     batch, raw_size_bytes = item.batch, item.raw_size_bytes
     ratio = compression_ratio(raw_size_bytes, facts.size_bytes)
     price_scale = int(facts.metadata[META_PRICE_SCALE])
     quantity_scale = int(facts.metadata[META_QUANTITY_SCALE])
-    notes = report_notes(
-        price_precision_loss_ticks=batch.price_precision_loss_ticks,
-        quantity_precision_loss_ticks=batch.quantity_precision_loss_ticks,
-        price_scale=price_scale,
-        quantity_scale=quantity_scale,
-        reordered_ticks=item.reordered_ticks,
-        ratio=ratio,
-        target=target,
-        raw_size_basis=item.raw_size_basis,
-        price_float_noise_normalized=batch.price_float_noise_ticks,
-        quantity_float_noise_normalized=batch.quantity_float_noise_ticks,
-    )
-    if rewrite is not None:
-        notes.append(recompaction_note(rewrite))
     return dict(
         symbol=item.symbol,
         date=item.day.isoformat(),
@@ -851,7 +839,6 @@ def _report_fields(
         path=str(path),
         seconds=time.perf_counter() - started,
         timestamp_unit=facts.timestamp_unit,
-        notes=notes,
         price_float_noise_normalized=batch.price_float_noise_ticks,
         quantity_float_noise_normalized=batch.quantity_float_noise_ticks,
     )

@@ -8,7 +8,7 @@ older symbol-days are rewritten into one file per archive and period (``month`` 
 
 Columns: ``symbol`` (string, dictionary), ``date`` (the UTC day, date32), then the archive's
 own ``ts`` (at the archive's timestamp unit), ``price``, ``quantity``, ``side`` (see
-``parquet_store``). Rows are sorted by
+``ticks.encode.parquet_file``). Rows are sorted by
 symbol, then date and time (``sorting_columns`` says so); row groups of about the tier's
 ``consolidated_row_group_size`` rows end on symbol-day boundaries, and carry min/max
 statistics for ``symbol``, ``date`` and ``ts`` only, which is what lets DuckDB skip to a symbol
@@ -62,30 +62,25 @@ from skewtape_pipeline.storage import (
     reading,
     size_of,
 )
-from skewtape_pipeline.ticks.archive import parquet_store
-from skewtape_pipeline.ticks.archive.parquet_store import (
-    ARCHIVE_FORMAT,
-    ARCHIVE_FORMAT_VERSION,
+from skewtape_pipeline.ticks.archive.tiers import LAYOUT_MONTH, LAYOUT_YEAR, TierSettings
+from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
+from skewtape_pipeline.ticks.encode.parquet_file import (
     DICTIONARY,
-    META_COMPRESSION_LEVEL,
-    META_FORMAT,
-    META_FORMAT_VERSION,
+    META_LAYOUT,
     META_PREFIX,
     META_PRICE_SCALE,
     META_QUANTITY_SCALE,
-    META_TIMESTAMP_UNIT,
     FileFacts,
     archive_table,
     choose_encodings,
+    file_metadata,
     read_file_facts,
     stored_timestamp_unit,
-    timestamps_as_ns,
+    table_batch,
+    trial_sizes,
 )
-from skewtape_pipeline.ticks.archive.tiers import LAYOUT_MONTH, LAYOUT_YEAR, TierSettings
-from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.validate import check_within_day, validate_batch
 
-META_LAYOUT = META_PREFIX + "layout"
 META_TIER = META_PREFIX + "tier"
 META_PERIOD = META_PREFIX + "period"
 META_CATALOG_GENERATION = META_PREFIX + "catalog_generation"
@@ -194,7 +189,7 @@ def write_consolidated_file(
     """
     check_parts(parts)
     table = consolidated_table(parts)
-    key_values = file_metadata(parts, settings, metadata)
+    key_values = consolidated_metadata(parts, settings, metadata)
     if store is None:
         store, folder = LocalTier(Path(folder)), ""
     lengths = [len(p.batch) for p in parts]
@@ -216,23 +211,16 @@ def write_consolidated_file(
     )
 
 
-def file_metadata(
+def consolidated_metadata(
     parts: Sequence[SymbolDayRows], settings: TierSettings, metadata: Mapping[str, str]
 ) -> dict[str, str]:
     """A consolidated file's key-value metadata: the caller's ``metadata``, the pin of its
-    symbol-days, the archive format, layout, scales, timestamp unit and compression level."""
-    first = parts[0].batch
-    level = settings.compression_level
+    symbol-days, then every tick file's own (``parquet_file.file_metadata``: format, layout,
+    scales, timestamp unit and compression level)."""
     return {
         **metadata,
         **symbol_days_metadata([(p.symbol, p.day, len(p.batch)) for p in parts]),
-        META_FORMAT: ARCHIVE_FORMAT,
-        META_FORMAT_VERSION: ARCHIVE_FORMAT_VERSION,
-        META_LAYOUT: CONSOLIDATED,
-        META_PRICE_SCALE: str(first.price_scale),
-        META_QUANTITY_SCALE: str(first.quantity_scale),
-        META_TIMESTAMP_UNIT: first.timestamp_unit,
-        META_COMPRESSION_LEVEL: "" if level is None else str(level),
+        **file_metadata(parts[0].batch, settings, layout=CONSOLIDATED),
     }
 
 
@@ -401,7 +389,7 @@ def _choose_all_encodings(table: pa.Table, settings: TierSettings) -> tuple[dict
     dictionary = ["symbol", *choice.dictionary_columns]
     sample = table.slice(0, settings.encoding_sample_rows or table.num_rows)
     trials = {("date", encoding): sample.column("date") for encoding in _DATE_CANDIDATES}
-    sizes = parquet_store._trial_sizes(trials, settings)
+    sizes = trial_sizes(trials, settings)
     measured = {enc: size for (_, enc), size in sizes.items()}
     best = min(measured, key=measured.__getitem__)
     if best == DICTIONARY:
@@ -464,15 +452,7 @@ def read_consolidated_file(path: TierFile) -> list[SymbolDayRows]:
     expected = ["symbol", "date", "ts", "price", "quantity", "side"]
     if table.column_names != expected:
         raise TickFormatError(f"{path}: columns {table.column_names}, expected {expected}")
-    batch = TickBatch(
-        ts_ns=timestamps_as_ns(table.column("ts").combine_chunks()),
-        price=parquet_store._units(table.column("price").combine_chunks()),
-        quantity=parquet_store._units(table.column("quantity").combine_chunks()),
-        side=parquet_store._side_codes(table.column("side"), path),
-        price_scale=price_scale,
-        quantity_scale=quantity_scale,
-        timestamp_unit=timestamp_unit,
-    )
+    batch = table_batch(table, TickSchema(timestamp_unit, price_scale, quantity_scale), path)
     symbols = pc.cast(table.column("symbol").combine_chunks(), pa.string())
     days = table.column("date").combine_chunks()
     return [

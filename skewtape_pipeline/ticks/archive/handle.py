@@ -22,8 +22,8 @@ Options (keyword-only, safe defaults):
 - ``audit_log``: where the writers' audit records go; None: no audit (the mirror's meaning).
   Default: ``audit.jsonl`` beside the archive root (:func:`books.default_audit_log`).
 - ``lock_timeout``: seconds a writer waits for another to release the archive's one lock
-  (``parquet_store.archive_lock``); default 0: refuse at once. Compaction holds the lock only
-  for its checks and renames and waits at least ``parquet_store.ARCHIVE_LOCK_WAIT_SECONDS``
+  (``layout.archive_lock``); default 0: refuse at once. Compaction holds the lock only
+  for its checks and renames and waits at least ``layout.ARCHIVE_LOCK_WAIT_SECONDS``
   (``compact.compaction_lock_wait``).
 - ``books_and_records``: put the archive in write-once mode before the first write (for good;
   False never turns it off).
@@ -66,7 +66,7 @@ from skewtape_pipeline.ticks.archive.compact import (
     CompactionRun,
     SourceFacts,
 )
-from skewtape_pipeline.ticks.archive.parquet_store import archive_lock
+from skewtape_pipeline.ticks.archive.layout import archive_lock
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, Location, archive_state, locate
 from skewtape_pipeline.ticks.archive.query import VIEW_COLUMNS, open_ticks_view
 from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, TierPolicy
@@ -100,7 +100,7 @@ class Archive:
     Raises ConfigError when built for a path that is a file, a policy that is not a TierPolicy
     or that contradicts the recorded one, a negative or non-numeric ``lock_timeout``. (The root
     may not exist yet: a first compaction creates it; the verbs that need an archive refuse a
-    folder that holds none, as ``views.check_archive_root`` says.)
+    folder that holds none, as ``layout.check_archive_root`` says.)
     """
 
     def __init__(
@@ -223,7 +223,7 @@ class Archive:
         return relative_to_root(self.root, path, self.policy)
 
     def locked(self, what: str) -> AbstractContextManager[None]:
-        """The archive's one lock (``parquet_store.archive_lock``), waited for up to
+        """The archive's one lock (``layout.archive_lock``), waited for up to
         ``lock_timeout`` seconds; ``what`` names the holder's work in a refusal
         (ArchiveBusyError)."""
         return archive_lock(self.root, timeout=self.lock_timeout, what=what)
@@ -332,10 +332,12 @@ class Archive:
         parameters: Sequence[Any] | None = None,
         unrestricted: bool = False,
     ) -> pa.Table:
-        """``sql`` over the view ``ticks`` spanning every tier (``views.run_query``)."""
-        return views.run_query(
-            sql, self.root, parameters=parameters, policy=self.policy, unrestricted=unrestricted
+        """``sql`` over the view ``ticks`` spanning every tier (``views.run_query``), with this
+        archive's policy; ConfigError for options that ``views.QueryOptions`` refuses."""
+        options = views.QueryOptions(
+            parameters=parameters or (), policy=self.policy, unrestricted=unrestricted
         )
+        return views.run_query(sql, self.root, options)
 
     def open_view(self, con: Any, *, name: str = views.VIEW_NAME) -> Any:
         """The view ``name`` over every tier on the DuckDB connection ``con``

@@ -77,7 +77,6 @@ from skewtape_pipeline.ticks.archive.catalog import (
 from skewtape_pipeline.ticks.archive.consolidate import (
     CONSOLIDATED,
     META_CATALOG_GENERATION,
-    META_LAYOUT,
     META_PERIOD,
     META_SYMBOL_DAYS_COUNT,
     META_SYMBOL_DAYS_SHA256,
@@ -90,10 +89,9 @@ from skewtape_pipeline.ticks.archive.consolidate import (
     read_symbol_days,
     symbol_days_digest,
 )
-from skewtape_pipeline.ticks.archive.parquet_store import (
+from skewtape_pipeline.ticks.archive.layout import (
     ARCHIVE_MARKER,
     parse_archive_marker,
-    read_archive_batch,
 )
 from skewtape_pipeline.ticks.archive.placement import HotFile, scan_hot_files
 from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, TierPolicy
@@ -105,6 +103,7 @@ from skewtape_pipeline.ticks.archive.trust import (
     unrecorded_hint,
 )
 from skewtape_pipeline.ticks.archive.versions import record_version
+from skewtape_pipeline.ticks.encode.parquet_file import META_LAYOUT, read_archive_batch
 
 if TYPE_CHECKING:
     from skewtape_pipeline.ticks.archive.handle import Archive

@@ -92,12 +92,7 @@ from skewtape_pipeline.ticks.archive.consolidate import (
     write_consolidated_file,
 )
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
-from skewtape_pipeline.ticks.archive.parquet_store import (
-    ensure_archive_schema,
-    read_archive_batch,
-    read_file_facts,
-    staging_folder,
-)
+from skewtape_pipeline.ticks.archive.layout import ensure_archive_schema, staging_folder
 from skewtape_pipeline.ticks.archive.placement import (
     ArchiveState,
     HotFile,
@@ -115,6 +110,7 @@ from skewtape_pipeline.ticks.archive.tiers import (
 from skewtape_pipeline.ticks.archive.trust import HOT_WRITER, record_problems, required_hot_record
 from skewtape_pipeline.ticks.archive.versions import kept_files, record_version
 from skewtape_pipeline.ticks.encode.model import TickBatch
+from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch, read_file_facts
 from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport, compression_ratio
 
 if TYPE_CHECKING:

@@ -37,7 +37,7 @@ from skewtape_pipeline.ticks.archive.catalog import (
     resolve,
 )
 from skewtape_pipeline.ticks.archive.consolidate import read_footer
-from skewtape_pipeline.ticks.archive.parquet_store import PART_FILE_NAME, decode_symbol
+from skewtape_pipeline.ticks.archive.layout import PART_FILE_NAME, decode_symbol
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, TIERS, WARM, TierPolicy
 
 HOT_GLOB = f"symbol=*/year=*/month=*/date=*/{PART_FILE_NAME}"

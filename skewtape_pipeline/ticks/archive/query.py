@@ -71,6 +71,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -81,10 +82,10 @@ import pyarrow.dataset as ds
 from skewtape_pipeline.errors import CatalogMismatchError, ConfigError
 from skewtape_pipeline.fsio import load_json
 from skewtape_pipeline.storage import LocalTier, ObjectFile, ObjectTier, exists
-from skewtape_pipeline.ticks.archive.catalog import CATALOG_FILE, Catalog, normalized, resolve
+from skewtape_pipeline.ticks.archive.catalog import Catalog, normalized, resolve
 from skewtape_pipeline.ticks.archive.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.integrity import check_catalog_present, repair_hint
-from skewtape_pipeline.ticks.archive.parquet_store import ARCHIVE_MARKER
+from skewtape_pipeline.ticks.archive.layout import ARCHIVE_MARKER, check_archive_root
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, archive_state
 from skewtape_pipeline.ticks.archive.reports_table import PLACES_SCHEMA, reports_view_sql
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, TierPolicy
@@ -319,37 +320,62 @@ def open_ticks_view(
     return con
 
 
-def run_query(
-    sql: str,
-    roots: Roots,
-    *,
-    parameters: Sequence[Any] | None = None,
-    threads: int | None = None,
-    policy: TierPolicy | None = None,
-    unrestricted: bool = False,
-    as_of: AsOf | None = None,
-) -> pa.Table:
-    """Run ``sql`` against a fresh in-memory DuckDB with the ``ticks`` view (and ``tick_reports``,
-    the archive's reports table: ``reports_table.reports_view_sql``); return the rows.
+@dataclass(frozen=True)
+class QueryOptions:
+    """How a query runs, fixed once and checked when built.
 
-    ``parameters`` fill ``?`` placeholders; ``policy`` names the tier roots; ``as_of`` reads
-    the view as of a version (:func:`ticks_view_sql`). Read-only unless
-    ``unrestricted`` (see :func:`check_read_only` and :func:`restrict`). Every file the view
-    reads is verified against its record first when its stamp changed since it last was
+    ``parameters`` fill ``?`` placeholders (kept as a tuple); ``threads`` caps DuckDB's
+    threads (None: DuckDB's default); ``policy`` names the tier roots (None: the default
+    policy); ``unrestricted`` lifts the read-only checks (:func:`check_read_only`,
+    :func:`restrict`); ``as_of`` reads the view as of a version (:func:`ticks_view_sql`).
+
+    Raises
+    ------
+    ConfigError
+        Naming the option: parameters that are not a list or tuple, threads that are not an
+        integer >= 1, a policy that is not a TierPolicy, unrestricted that is not a bool, or
+        as_of that is not a version number, a time or a tag.
+    """
+
+    parameters: Sequence[Any] = ()
+    threads: int | None = None
+    policy: TierPolicy | None = None
+    unrestricted: bool = False
+    as_of: AsOf | None = None
+
+    def __post_init__(self) -> None:
+        parameters = () if self.parameters is None else self.parameters
+        if not isinstance(parameters, list | tuple):
+            raise ConfigError(f"parameters = {parameters!r}: expected a list of values")
+        object.__setattr__(self, "parameters", tuple(parameters))
+        threads = self.threads
+        if threads is not None and (type(threads) is not int or threads < 1):
+            raise ConfigError(f"threads = {threads!r}: expected an integer >= 1 (or unset)")
+        if self.policy is not None and not isinstance(self.policy, TierPolicy):
+            raise ConfigError(f"policy = {self.policy!r}: expected a TierPolicy (or unset)")
+        if not isinstance(self.unrestricted, bool):
+            raise ConfigError(f"unrestricted = {self.unrestricted!r}: expected true or false")
+        if isinstance(self.as_of, bool) or not isinstance(self.as_of, int | str | datetime | None):
+            raise ConfigError(
+                f"as_of = {self.as_of!r}: expected a version number, a time or a tag (or unset)"
+            )
+
+
+def run_query(sql: str, roots: Roots, options: QueryOptions | None = None) -> pa.Table:
+    """Run ``sql`` against a fresh in-memory DuckDB with the ``ticks`` view (and ``tick_reports``,
+    the archive's reports table: ``reports_table.reports_view_sql``); return the rows (a table
+    without columns when DuckDB gives no relation).
+
+    ``options`` (:class:`QueryOptions`; None: the defaults) give the parameters, threads, tier
+    policy, read-only or not, and the version to read as of. Read-only unless
+    ``options.unrestricted`` (see :func:`check_read_only` and :func:`restrict`). Every file the
+    view reads is verified against its record first when its stamp changed since it last was
     (``trust.verify_before_reading``). Raises ConfigError naming the query when it is not one
     read-only statement or DuckDB rejects it, DamagedFileError naming the file when a file of
     the view differs from its record or has a footer that does not decode.
     """
-    check_read_only(sql, unrestricted=unrestricted)
-    con = _connect(roots, threads, policy, unrestricted=unrestricted, as_of=as_of)
-    try:
-        return con.sql(sql, params=parameters or None).to_arrow_table()
-    except duckdb.Error as exc:
-        if not isinstance(exc, duckdb.ParserException):
-            _raise_if_damaged(roots, policy)
-        raise ConfigError(f"query {sql!r}: {exc}") from None
-    finally:
-        con.close()
+    with _query(sql, roots, options or QueryOptions()) as relation:
+        return pa.table({}) if relation is None else relation.to_arrow_table()
 
 
 def _raise_if_damaged(roots: Roots, policy: TierPolicy | None) -> None:
@@ -379,16 +405,7 @@ class QueryText:
     rows: list[tuple[str | None, ...]]
 
 
-def run_query_text(
-    sql: str,
-    roots: Roots,
-    *,
-    parameters: Sequence[Any] | None = None,
-    threads: int | None = None,
-    policy: TierPolicy | None = None,
-    unrestricted: bool = False,
-    as_of: AsOf | None = None,
-) -> QueryText:
+def run_query_text(sql: str, roots: Roots, options: QueryOptions | None = None) -> QueryText:
     """Run ``sql`` like :func:`run_query` (read-only unless ``unrestricted``); return every
     value as DuckDB's own text.
 
@@ -396,7 +413,7 @@ def run_query_text(
     without a result (``unrestricted``, e.g. ``SET``) gives no columns. Raises ConfigError
     naming the query when DuckDB rejects it.
     """
-    with _query(sql, roots, parameters, threads, policy, unrestricted, as_of) as relation:
+    with _query(sql, roots, options or QueryOptions()) as relation:
         if relation is None:
             return QueryText([], [], [])
         casts = ", ".join(f"CAST(#{i + 1} AS VARCHAR)" for i in range(len(relation.columns)))
@@ -404,21 +421,12 @@ def run_query_text(
         return QueryText(list(relation.columns), [str(t) for t in relation.types], rows)
 
 
-def run_query_json(
-    sql: str,
-    roots: Roots,
-    *,
-    parameters: Sequence[Any] | None = None,
-    threads: int | None = None,
-    policy: TierPolicy | None = None,
-    unrestricted: bool = False,
-    as_of: AsOf | None = None,
-) -> str:
+def run_query_json(sql: str, roots: Roots, options: QueryOptions | None = None) -> str:
     """Run ``sql`` like :func:`run_query` (read-only unless ``unrestricted``); return a JSON
     array of one object per row, each written by DuckDB's ``to_json`` (numbers stay exact,
     HUGEINTs included; timestamps, intervals and blobs are DuckDB's text; a repeated column
     name gets a ``_1`` suffix). Raises ConfigError naming the query when DuckDB rejects it."""
-    with _query(sql, roots, parameters, threads, policy, unrestricted, as_of) as relation:
+    with _query(sql, roots, options or QueryOptions()) as relation:
         if relation is None:
             return "[]"
         name = "_skewtape_row"
@@ -430,25 +438,19 @@ def run_query_json(
 
 @contextmanager
 def _query(
-    sql: str,
-    roots: Roots,
-    parameters: Sequence[Any] | None,
-    threads: int | None,
-    policy: TierPolicy | None,
-    unrestricted: bool,
-    as_of: AsOf | None = None,
+    sql: str, roots: Roots, options: QueryOptions
 ) -> Iterator[duckdb.DuckDBPyRelation | None]:
     """The relation of ``sql`` (checked: :func:`check_read_only`) on a fresh connection with
     the view, closed afterwards; DuckDB's errors (while planning or fetching) become
     ConfigError naming the query, or DamagedFileError naming a file of the view whose footer
     does not decode."""
-    check_read_only(sql, unrestricted=unrestricted)
-    con = _connect(roots, threads, policy, unrestricted=unrestricted, as_of=as_of)
+    check_read_only(sql, unrestricted=options.unrestricted)
+    con = _connect(roots, options)
     try:
-        yield con.sql(sql, params=parameters or None)
+        yield con.sql(sql, params=list(options.parameters) or None)
     except duckdb.Error as exc:
         if not isinstance(exc, duckdb.ParserException):
-            _raise_if_damaged(roots, policy)
+            _raise_if_damaged(roots, options.policy)
         raise ConfigError(f"query {sql!r}: {exc}") from None
     finally:
         con.close()
@@ -477,7 +479,7 @@ def scan_stats(sql: str, roots: Roots, *, parameters: Sequence[Any] | None = Non
     """Run ``sql`` (one read-only statement: :func:`check_read_only`) under ``EXPLAIN ANALYZE``
     on one thread and report what it read."""
     check_read_only(sql)
-    con = _connect(roots, 1)
+    con = _connect(roots, QueryOptions(threads=1))
     try:
         (row,) = con.execute(f"EXPLAIN (ANALYZE, FORMAT json) {sql}", parameters or []).fetchall()
         profile = load_json(row[1], "EXPLAIN ANALYZE output", error=ConfigError)
@@ -518,30 +520,25 @@ def _files_read(extra_info: dict[str, Any]) -> tuple[int, int]:
     return read, read
 
 
-def _connect(
-    roots: Roots,
-    threads: int | None,
-    policy: TierPolicy | None = None,
-    *,
-    unrestricted: bool = False,
-    as_of: AsOf | None = None,
-) -> duckdb.DuckDBPyConnection:
-    """A fresh in-memory connection with the view (as of ``as_of`` when given), its time zone
-    UTC (the archive's days are UTC days, and timestamps print the same on every machine),
-    restricted to reading the archives' own files (:func:`restrict`) unless ``unrestricted``."""
+def _connect(roots: Roots, options: QueryOptions) -> duckdb.DuckDBPyConnection:
+    """A fresh in-memory connection with the view (as of ``options.as_of`` when given), its
+    time zone UTC (the archive's days are UTC days, and timestamps print the same on every
+    machine), restricted to reading the archives' own files (:func:`restrict`) unless
+    ``options.unrestricted``."""
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
-    if threads is not None:
-        con.execute(f"SET threads = {int(threads)}")
+    if options.threads is not None:
+        con.execute(f"SET threads = {options.threads}")
+    policy = options.policy
     try:
-        open_ticks_view(con, roots, policy=policy, as_of=as_of)
+        open_ticks_view(con, roots, policy=policy, as_of=options.as_of)
         places = []
-        if as_of is None:  # as of a version, a report names where its run put the day
+        if options.as_of is None:  # as of a version, a report names where its run put the day
             for index, root in enumerate(_roots(roots)):
                 places.append(f"_skewtape_places_{index}")
                 con.register(places[-1], current_places(root))
         con.execute(reports_view_sql(_roots(roots), places=places or None))
-        if not unrestricted:
+        if not options.unrestricted:
             restrict(con, _allowed_folders(roots, policy))
     except BaseException:
         con.close()
@@ -620,46 +617,6 @@ def _allowed_folders(roots: Roots, policy: TierPolicy | None) -> list[Path]:
             if isinstance(store, LocalTier):
                 folders.append(store.folder)
     return folders
-
-
-def check_archive_root(root: Path | str, *, empty_ok: bool = True) -> Path:
-    """``root`` as a Path when it is a tick archive root (the hot tier: the folder holding
-    ``_skewtape_archive.json``, the catalog and the ``symbol=`` folders); ConfigError naming it
-    otherwise, touching nothing.
-
-    Refused: a path that is not a folder, a warm or cold tier folder (consolidated ``year=``
-    folders, no catalog: the message names the archive root it likely belongs to), and a
-    folder holding files of its own but no archive marker. A folder holding no more than the
-    archive's bookkeeping (dot files, ``_skewtape*`` markers: an archive with nothing
-    compacted yet) passes only with ``empty_ok``.
-    """
-    path = Path(root)
-    if not path.is_dir():
-        raise ConfigError(f"{path}: not a folder; expected a tick archive root")
-    names = {child.name for child in path.iterdir()}
-    if ARCHIVE_MARKER not in names:
-        if empty_ok and all(n.startswith((".", "_skewtape")) for n in names):
-            return path
-        what = "holds no tick archive yet" if not names else f"holds no {ARCHIVE_MARKER}"
-        raise ConfigError(f"{path}: {what}; expected a tick archive root")
-    if _looks_like_tier_folder(names):
-        base, _, tier = path.name.rpartition("-")
-        hint = path.with_name(base) if base and tier.upper() in (WARM, COLD) else None
-        raise ConfigError(
-            f"{path}: is a warm or cold tier folder (consolidated files, no catalog), not an "
-            f"archive root; pass the archive root (its hot tier)"
-            + (f", e.g. {hint}" if hint else "")
-        )
-    return path
-
-
-def _looks_like_tier_folder(names: set[str]) -> bool:
-    """Consolidated ``year=`` folders without the catalog or any hot ``symbol=`` folder."""
-    return (
-        CATALOG_FILE not in names
-        and any(n.startswith("year=") for n in names)
-        and not any(n.startswith("symbol=") for n in names)
-    )
 
 
 def _roots(roots: Roots) -> list[Path]:

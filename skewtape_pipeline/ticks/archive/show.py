@@ -29,8 +29,8 @@ from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.ticks.archive.books import default_audit_log
 from skewtape_pipeline.ticks.archive.catalog import Catalog
 from skewtape_pipeline.ticks.archive.compact import EVENT_RECOMPACT
+from skewtape_pipeline.ticks.archive.layout import partition_file
 from skewtape_pipeline.ticks.archive.lifecycle import EVENT_REMOVE, EVENT_REWRITE
-from skewtape_pipeline.ticks.archive.parquet_store import partition_file
 from skewtape_pipeline.ticks.archive.placement import archive_state, locate
 from skewtape_pipeline.ticks.archive.reports_table import symbol_day_report
 from skewtape_pipeline.ticks.archive.tiers import HOT, TierPolicy

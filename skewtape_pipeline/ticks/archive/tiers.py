@@ -2,8 +2,8 @@
 
 A batch's tier follows from its real age in days (``age_days`` has no default anywhere): up to
 ``hot_max_age_days`` it is HOT, up to ``warm_max_age_days`` WARM, older COLD. Each tier carries
-its own Parquet settings: hot favours speed (a low zstd level, encodings chosen on a small
-sample), cold favours size (a high level, encodings chosen on a large sample).
+its own Parquet writer settings (``ticks.encode.writer_settings``: hot favours speed, cold
+size), which its :class:`TierSettings` extend with the tier's layout and root.
 
 Each tier also has a layout and a storage root. HOT holds one file per symbol-day under the
 archive root (where compaction writes). WARM and COLD hold consolidated files, one per period
@@ -33,7 +33,8 @@ Configuration file (TOML or JSON, every key optional)::
     [cold]                         # defaults: zstd 19, layout "year", row groups of 8192
     ...
 
-Imports only the standard library and ``skewtape_pipeline.storage`` (the tiers' stores).
+Imports only the standard library, ``skewtape_pipeline.storage`` (the tiers' stores) and the
+writer settings of ``ticks.encode``.
 """
 
 from __future__ import annotations
@@ -47,6 +48,13 @@ from typing import Any
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.fsio import load_json
 from skewtape_pipeline.storage import TierStore, check_object_uri, is_object_uri, tier_store
+from skewtape_pipeline.ticks.encode.writer_settings import (
+    COLD_WRITER,
+    HOT_WRITER,
+    WARM_WRITER,
+    WriterSettings,
+    is_int,
+)
 
 HOT = "HOT"
 WARM = "WARM"
@@ -62,37 +70,15 @@ CONSOLIDATED_LAYOUTS: tuple[str, ...] = (LAYOUT_MONTH, LAYOUT_YEAR)
 DEFAULT_LAYOUTS: Mapping[str, str] = {HOT: LAYOUT_SYMBOL_DAY, WARM: LAYOUT_MONTH, COLD: LAYOUT_YEAR}
 """The layout of a tier whose settings leave ``layout`` unset."""
 
-COMPRESSION_LEVELS: Mapping[str, tuple[int, int] | None] = {
-    "zstd": (1, 22),
-    "gzip": (1, 9),
-    "brotli": (0, 11),
-    "lz4": None,
-    "snappy": None,
-    "none": None,
-}
-"""Parquet codecs a tier may name, with their level range (None: the codec takes no level)."""
-
 
 @dataclass(frozen=True)
-class TierSettings:
-    """How one tier writes its Parquet files.
+class TierSettings(WriterSettings):
+    """How one tier writes its Parquet files (the writer settings, see
+    :class:`~skewtape_pipeline.ticks.encode.writer_settings.WriterSettings`) and where and how
+    they are laid out.
 
     Parameters
     ----------
-    compression
-        Parquet codec, one of :data:`COMPRESSION_LEVELS` (default ``zstd``).
-    compression_level
-        Codec level; must be None for codecs without levels.
-    encoding_sample_rows
-        Rows (from the start of the batch) on which candidate encodings of price and quantity
-        are measured; 0 measures on the whole batch.
-    row_group_size
-        Maximum rows per Parquet row group.
-    byte_stream_split
-        Offer BYTE_STREAM_SPLIT as a measured candidate for price and quantity (INT64 columns,
-        plain integers and INT64-backed decimals alike; DuckDB 2.0 and pyarrow read both
-        exactly). Turn it off when the archive must be read by engines that predate Parquet
-        format 2.11's integer BYTE_STREAM_SPLIT (e.g. Spark before 4.0).
     layout
         ``symbol-day`` (hot only), ``month`` or ``year`` (warm and cold: one consolidated file
         per period); None takes the tier's default (:data:`DEFAULT_LAYOUTS`).
@@ -110,72 +96,44 @@ class TierSettings:
     Raises
     ------
     ConfigError
-        On an unknown codec, a level outside the codec's range, or a negative/zero size.
+        On an invalid writer setting (see ``WriterSettings``), an unknown layout, a
+        negative/zero row group size or an empty root.
     """
 
-    compression: str = "zstd"
-    compression_level: int | None = 3
-    encoding_sample_rows: int = 65_536
-    row_group_size: int = 1_048_576
-    byte_stream_split: bool = True
     layout: str | None = None
     consolidated_row_group_size: int = 2_048
     root: str | None = None
 
     def __post_init__(self) -> None:
-        if self.compression not in COMPRESSION_LEVELS:
-            raise ConfigError(
-                f"compression = {self.compression!r}: expected one of "
-                f"{', '.join(COMPRESSION_LEVELS)}"
-            )
-        level_range = COMPRESSION_LEVELS[self.compression]
-        level = self.compression_level
-        if level_range is None:
-            if level is not None:
-                raise ConfigError(
-                    f"compression_level = {level!r}: {self.compression} takes no level; omit it"
-                )
-        elif not _is_int(level) or not level_range[0] <= level <= level_range[1]:
-            raise ConfigError(
-                f"compression_level = {level!r}: expected an integer in "
-                f"{level_range[0]}..{level_range[1]} for {self.compression}"
-            )
-        if not _is_int(self.encoding_sample_rows) or self.encoding_sample_rows < 0:
-            raise ConfigError(
-                f"encoding_sample_rows = {self.encoding_sample_rows!r}: "
-                "expected an integer >= 0 (0: the whole batch)"
-            )
-        if not _is_int(self.row_group_size) or self.row_group_size < 1:
-            raise ConfigError(f"row_group_size = {self.row_group_size!r}: expected an integer >= 1")
-        if not isinstance(self.byte_stream_split, bool):
-            raise ConfigError(
-                f"byte_stream_split = {self.byte_stream_split!r}: expected true/false"
-            )
+        super().__post_init__()
         if self.layout is not None and self.layout not in LAYOUTS:
             raise ConfigError(f"layout = {self.layout!r}: expected one of {', '.join(LAYOUTS)}")
         size = self.consolidated_row_group_size
-        if not _is_int(size) or size < 1:
+        if not is_int(size) or size < 1:
             raise ConfigError(f"consolidated_row_group_size = {size!r}: expected an integer >= 1")
         if self.root is not None and (not isinstance(self.root, str) or not self.root.strip()):
             raise ConfigError(f"root = {self.root!r}: expected a folder path (or leave it unset)")
         if is_object_uri(self.root):
             check_object_uri(self.root)
 
+    @classmethod
+    def writing_as(cls, writer: WriterSettings, **tier: Any) -> TierSettings:
+        """The tier settings that write as ``writer``, with the tier's own keys ``tier``."""
+        return cls(**{f.name: getattr(writer, f.name) for f in fields(WriterSettings)}, **tier)
+
 
 def _default_hot() -> TierSettings:
-    return TierSettings(compression_level=1, encoding_sample_rows=65_536)
+    return TierSettings.writing_as(HOT_WRITER)
 
 
 def _default_warm() -> TierSettings:
-    return TierSettings(compression_level=9, encoding_sample_rows=262_144)
+    return TierSettings.writing_as(WARM_WRITER)
 
 
 def _default_cold() -> TierSettings:
     # Larger row groups than warm: smaller files, and at scale fewer footer bytes per query
     # (measured in benchmarks/archive_tiers.py: 2.5% worst read share against 4.0% at 2,048).
-    return TierSettings(
-        compression_level=19, encoding_sample_rows=1_048_576, consolidated_row_group_size=8_192
-    )
+    return TierSettings.writing_as(COLD_WRITER, consolidated_row_group_size=8_192)
 
 
 @dataclass(frozen=True)
@@ -198,11 +156,11 @@ class TierPolicy:
     cold: TierSettings = field(default_factory=_default_cold)
 
     def __post_init__(self) -> None:
-        if not _is_int(self.hot_max_age_days) or self.hot_max_age_days < 0:
+        if not is_int(self.hot_max_age_days) or self.hot_max_age_days < 0:
             raise ConfigError(
                 f"hot_max_age_days = {self.hot_max_age_days!r}: expected an integer >= 0"
             )
-        if not _is_int(self.warm_max_age_days) or self.warm_max_age_days <= self.hot_max_age_days:
+        if not is_int(self.warm_max_age_days) or self.warm_max_age_days <= self.hot_max_age_days:
             raise ConfigError(
                 f"warm_max_age_days = {self.warm_max_age_days!r}: expected an integer greater "
                 f"than hot_max_age_days ({self.hot_max_age_days})"
@@ -368,10 +326,6 @@ def check_age_days(age_days: object) -> int:
             "age_days is required: the tier follows from the batch's real age, and a guessed "
             "age gives a confident tier that can be wrong by two tiers"
         )
-    if not _is_int(age_days) or age_days < 0:  # type: ignore[operator]
+    if not is_int(age_days) or age_days < 0:  # type: ignore[operator]
         raise ConfigError(f"age_days = {age_days!r}: expected an integer >= 0")
     return age_days  # type: ignore[return-value]
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

@@ -74,7 +74,7 @@ from skewtape_pipeline.ticks.archive.catalog import (
     read_hot_records,
     resolve,
 )
-from skewtape_pipeline.ticks.archive.parquet_store import (
+from skewtape_pipeline.ticks.archive.layout import (
     ARCHIVE_LOCK_WAIT_SECONDS,
     archive_lock,
     encode_symbol,

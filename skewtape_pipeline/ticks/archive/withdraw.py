@@ -30,8 +30,8 @@ from skewtape_pipeline.ticks.archive.catalog import (
     write_catalog,
 )
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
+from skewtape_pipeline.ticks.archive.layout import partition_file
 from skewtape_pipeline.ticks.archive.lifecycle import remove_stale_catalog_temps
-from skewtape_pipeline.ticks.archive.parquet_store import partition_file
 from skewtape_pipeline.ticks.archive.versions import record_version
 
 if TYPE_CHECKING:

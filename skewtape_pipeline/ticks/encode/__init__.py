@@ -1,5 +1,5 @@
-"""One batch of ticks -> exact columns, validated, and its compaction report. Knows no archive
-root: imports nothing from ``ticks.archive`` or ``ticks.fills``.
+"""One batch of ticks -> exact columns, validated, one verified Parquet file and its compaction
+report. Knows no archive root: imports nothing from ``ticks.archive`` or ``ticks.fills``.
 
 Modules:
 
@@ -10,6 +10,11 @@ Modules:
 - ``validate``: batch rules (order, signs, digits, side codes, day bounds), vectorized.
 - ``sources``: readers (canonical CSV/Parquet, Kalshi, Tardis, LOBSTER) into exact columns, and
   the canonical CSV form and size.
+- ``chunked``: a large Parquet source read in bounded chunks.
+- ``writer_settings``: :class:`WriterSettings` (codec, level, encoding sample, row groups) and
+  each tier's writer by default; stdlib only.
+- ``parquet_file``: the Parquet tick file: schema, encoding choice, writer, verifier, readers,
+  the facts a file records about itself.
 - ``report``: :class:`TickStorageCompactionReport` and the raw-size bases of its ratio; stdlib
   only.
 - ``options``: :class:`TickEncoding`, how ticks are encoded (the schema fixed, the side

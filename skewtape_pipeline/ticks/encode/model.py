@@ -519,22 +519,19 @@ class TickBatch:
         price: Sequence[int] | pa.Array,
         quantity: Sequence[int] | pa.Array,
         side: Sequence[int] | pa.Array,
-        *,
-        price_scale: int,
-        quantity_scale: int = 0,
-        timestamp_unit: str = DEFAULT_TIMESTAMP_UNIT,
+        schema: TickSchema,
     ) -> TickBatch:
-        """Build a batch from already-scaled integers and side codes (no rounding, no checks
-        beyond types and the timestamp unit: run
+        """Build a batch from already-scaled integers and side codes at ``schema`` (its scales
+        and timestamp unit; no rounding, no checks beyond types: run
         :func:`~skewtape_pipeline.ticks.encode.validate.validate_batch`)."""
         return cls(
             ts_ns=pa.array(ts_ns, pa.int64()),
             price=pa.array(price, pa.int64()),
             quantity=pa.array(quantity, pa.int64()),
             side=pa.array(side, pa.int8()),
-            price_scale=price_scale,
-            quantity_scale=quantity_scale,
-            timestamp_unit=timestamp_unit,
+            price_scale=schema.price_scale,
+            quantity_scale=schema.quantity_scale,
+            timestamp_unit=schema.timestamp_unit,
         )
 
     def with_timestamp_unit(self, unit: str) -> TickBatch:
@@ -1124,22 +1121,19 @@ def side_codes(
 
 
 def batch_from_columns(
-    timestamps: Any,
-    prices: Any,
-    quantities: Any,
-    sides: Any,
+    columns: Mapping[str, Any] | pa.Table,
+    request: SchemaRequest,
     *,
-    price_scale: int | None,
-    quantity_scale: int | None = 0,
     side_map: Mapping[str, str] | None = None,
     allow_precision_loss: bool = False,
-    timestamp_unit: str | None = DEFAULT_TIMESTAMP_UNIT,
 ) -> TickBatch:
-    """Build an exact :class:`TickBatch` from raw columns (pyarrow arrays or Python lists).
+    """Build an exact :class:`TickBatch` from raw columns: ``columns`` maps the canonical names
+    ``timestamp_nanos``, ``price``, ``quantity`` and ``side`` to pyarrow arrays or Python
+    lists (a pyarrow table with those columns will do).
 
-    ``timestamp_unit`` is the precision the timestamps will be stored at; a timestamp finer
-    than it is refused (``allow_precision_loss`` concerns prices and quantities only). A scale
-    or unit given as None is detected: the smallest exact scale of the column
+    ``request.timestamp_unit`` is the precision the timestamps will be stored at; a timestamp
+    finer than it is refused (``allow_precision_loss`` concerns prices and quantities only). A
+    field of ``request`` left None is detected: the smallest exact scale of the column
     (:func:`smallest_exact_scale`), the coarsest exact unit of the timestamps
     (:func:`coarsest_timestamp_unit`).
 
@@ -1150,25 +1144,27 @@ def batch_from_columns(
     Raises
     ------
     ConfigError
-        A bad scale, timestamp unit or side vocabulary.
+        A bad side vocabulary (a bad scale or unit is refused when ``request`` is built).
     TickValidationError, PrecisionLossError
         As :func:`timestamps_ns`, :func:`exact_units` and :func:`side_codes`; also columns of
-        different lengths, or a timestamp finer than ``timestamp_unit``.
+        different lengths, or a timestamp finer than ``request.timestamp_unit``.
     """
-    request = SchemaRequest(timestamp_unit, price_scale, quantity_scale)
-    ts = timestamps_ns(timestamps)
+    ts = timestamps_ns(columns["timestamp_nanos"])
     unit = request.timestamp_unit or coarsest_timestamp_unit(ts)
     check_timestamps_fit_unit(ts, unit)
     price, price_scale = _units_at(
-        prices, request.price_scale, field="price", allow_precision_loss=allow_precision_loss
+        columns["price"],
+        request.price_scale,
+        field="price",
+        allow_precision_loss=allow_precision_loss,
     )
     quantity, quantity_scale = _units_at(
-        quantities,
+        columns["quantity"],
         request.quantity_scale,
         field="quantity",
         allow_precision_loss=allow_precision_loss,
     )
-    side = side_codes(sides, side_map)
+    side = side_codes(columns["side"], side_map)
     return TickBatch(
         ts_ns=ts,
         price=price.units,

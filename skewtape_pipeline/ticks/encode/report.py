@@ -6,7 +6,7 @@ is (``raw_size_basis``) and whether the stated target was met. Standard library 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from skewtape_pipeline.errors import ConfigError
@@ -87,6 +87,11 @@ class TickStorageCompactionReport:
         """``(1 - compacted / raw) * 100``."""
         return (1.0 - self.compacted_size_bytes / self.raw_size_bytes) * 100.0
 
+    def noted(self, *extra: str) -> TickStorageCompactionReport:
+        """This report with its notes: :func:`report_notes` of its own fields, then ``extra``
+        (e.g. what a recompaction replaced)."""
+        return replace(self, notes=[*report_notes(self), *extra])
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field plus the derived savings, the total loss count and
         the total float noise count."""
@@ -97,46 +102,37 @@ class TickStorageCompactionReport:
         return data
 
 
-def report_notes(
-    *,
-    price_precision_loss_ticks: int,
-    quantity_precision_loss_ticks: int,
-    price_scale: int,
-    quantity_scale: int,
-    reordered_ticks: int,
-    ratio: float,
-    target: float,
-    raw_size_basis: str,
-    price_float_noise_normalized: int = 0,
-    quantity_float_noise_normalized: int = 0,
-) -> list[str]:
-    """One line for each thing a reader of the report should not miss."""
+def report_notes(report: TickStorageCompactionReport) -> list[str]:
+    """One line for each thing a reader of ``report`` should not miss: float noise rounded
+    away, precision lost by the caller's leave, ticks reordered, a ratio below its target."""
     notes = []
     for count, what, scale in (
-        (price_float_noise_normalized, "price(s)", price_scale),
-        (quantity_float_noise_normalized, "quantity(ies)", quantity_scale),
+        (report.price_float_noise_normalized, "price(s)", report.price_scale),
+        (report.quantity_float_noise_normalized, "quantity(ies)", report.quantity_scale),
     ):
         if count:
             notes.append(
                 f"{count} {what} carried float noise beyond {scale} decimals (e.g. "
                 "150.15000000000003); stored rounded to the scale, not precision loss"
             )
-    if price_precision_loss_ticks:
+    if report.price_precision_loss_ticks:
         notes.append(
-            f"{price_precision_loss_ticks} price(s) rounded half-even to {price_scale} decimals "
-            "(loss allowed by the caller; the dropped digits are not recoverable)"
+            f"{report.price_precision_loss_ticks} price(s) rounded half-even to "
+            f"{report.price_scale} decimals (loss allowed by the caller; the dropped digits "
+            "are not recoverable)"
         )
-    if quantity_precision_loss_ticks:
+    if report.quantity_precision_loss_ticks:
         notes.append(
-            f"{quantity_precision_loss_ticks} quantity(ies) rounded half-even to "
-            f"{quantity_scale} decimals (loss allowed by the caller)"
+            f"{report.quantity_precision_loss_ticks} quantity(ies) rounded half-even to "
+            f"{report.quantity_scale} decimals (loss allowed by the caller)"
         )
-    if reordered_ticks:
-        notes.append(f"{reordered_ticks} tick(s) moved by the explicit timestamp sort")
+    if report.reordered_ticks:
+        notes.append(f"{report.reordered_ticks} tick(s) moved by the explicit timestamp sort")
+    ratio, target = report.compression_ratio, report.target_compression_ratio
     if ratio < target:
         notes.append(
             f"compression ratio {ratio:.2f} is below the target {target:.2f} "
-            f"(baseline: {raw_size_basis})"
+            f"(baseline: {report.raw_size_basis})"
         )
     return notes
 

@@ -46,7 +46,12 @@ from skewtape_pipeline.ticks.encode.chunked import (
     open_parquet,
     parquet_chunks,
 )
-from skewtape_pipeline.ticks.encode.model import TickBatch, batch_from_columns, first_true
+from skewtape_pipeline.ticks.encode.model import (
+    SchemaRequest,
+    TickBatch,
+    batch_from_columns,
+    first_true,
+)
 from skewtape_pipeline.ticks.encode.sides import (
     CANONICAL_SIDES,
     EXCHANGE_TAKER_SIDES,
@@ -157,15 +162,10 @@ class SourceTicks:
         table = self.table
         try:
             return batch_from_columns(
-                table.column("timestamp_nanos"),
-                table.column("price"),
-                table.column("quantity"),
-                table.column("side"),
-                price_scale=price_scale,
-                quantity_scale=quantity_scale,
+                table,
+                SchemaRequest(timestamp_unit, price_scale, quantity_scale),
                 side_map=self.side_map if side_map is None else side_map,
                 allow_precision_loss=allow_precision_loss,
-                timestamp_unit=timestamp_unit,
             )
         except TickValidationError as exc:
             raise self.located(exc) from None

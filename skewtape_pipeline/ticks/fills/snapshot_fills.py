@@ -51,7 +51,7 @@ from skewtape_pipeline.ticks.archive.compact import (
     spilling_router,
     utc_days,
 )
-from skewtape_pipeline.ticks.archive.parquet_store import partition_file, recorded_schema
+from skewtape_pipeline.ticks.archive.layout import partition_file, recorded_schema
 from skewtape_pipeline.ticks.archive.versions import commit_version
 from skewtape_pipeline.ticks.archive.withdraw import Removal, remove_symbol_days
 from skewtape_pipeline.ticks.encode.chunked import RawChunk, ReadState, open_parquet, parquet_chunks

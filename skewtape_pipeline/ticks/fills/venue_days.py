@@ -29,7 +29,7 @@ import duckdb
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.ticks.archive.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.compact import DEFAULT_MEMORY_LIMIT
-from skewtape_pipeline.ticks.archive.parquet_store import PART_FILE_NAME, decode_symbol
+from skewtape_pipeline.ticks.archive.layout import PART_FILE_NAME, decode_symbol
 from skewtape_pipeline.ticks.archive.reports_table import (
     ARCHIVED,
     REMOVED,

@@ -13,7 +13,7 @@ import pytest
 from skewtape_pipeline.mirror.format import MANIFEST
 from skewtape_pipeline.orchestration.definitions import build_definitions
 from skewtape_pipeline.orchestration.mirror.publisher import PublisherSource, publisher_sensor
-from skewtape_pipeline.orchestration.shared.jobs import HISTORY_SNAPSHOT
+from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
 from skewtape_pipeline_tests.mirror.apply_support import assert_same_snapshot

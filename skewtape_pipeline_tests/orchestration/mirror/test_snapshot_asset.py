@@ -15,7 +15,7 @@ from skewtape_pipeline.mirror.format import MANIFEST, DeltaManifest
 from skewtape_pipeline.mirror.snapshot import read_snapshot
 from skewtape_pipeline.mirror.verify import verify_snapshot
 from skewtape_pipeline.orchestration.mirror import snapshot_asset
-from skewtape_pipeline.orchestration.shared.jobs import HISTORY_SNAPSHOT
+from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT
 from skewtape_pipeline_tests.orchestration.conftest import run_month
 
 

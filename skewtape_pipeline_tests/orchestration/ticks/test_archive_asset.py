@@ -1,5 +1,5 @@
-"""The tick archive asset in process: venues registered by the months, a day over all venues in
-one run with a venue-day's symbol-days in its metadata and the reports table, and its checks."""
+"""The tick archive asset in process: a day over all venues in one run with a venue-day's
+symbol-days in its metadata and the reports table, and its checks."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
 
-from skewtape_pipeline.orchestration.shared.resources import ArchiveSettings, SkewtapeHome
+from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.archive_asset import (
     ROUND_TRIP,
     SHARDS,
@@ -23,12 +23,13 @@ from skewtape_pipeline.orchestration.ticks.archive_asset import (
 )
 from skewtape_pipeline.orchestration.ticks.partitions import (
     VENUES,
-    dimension_key,
     venue_day_key,
     venue_day_of,
     venue_day_partitions,
 )
+from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.orchestration.ticks.venue_day_metadata import venue_day_metadata
+from skewtape_pipeline.orchestration.ticks.venues import register_applied_venues
 from skewtape_pipeline.ticks.archive.placement import locate
 from skewtape_pipeline.ticks.archive.query import run_query
 from skewtape_pipeline.ticks.archive.reports_table import (
@@ -37,7 +38,6 @@ from skewtape_pipeline.ticks.archive.reports_table import (
     reports_dir,
     write_venue_day_reports,
 )
-from skewtape_pipeline.ticks.fills.snapshot_fills import new_symbols, split_symbol
 from skewtape_pipeline_tests.orchestration.conftest import run_month
 
 DAY = "2026-10-05"
@@ -50,9 +50,13 @@ def instance():
 
 
 @pytest.fixture
-def two_months(definitions: dg.Definitions, instance: dg.DagsterInstance) -> dg.Definitions:
+def two_months(
+    definitions: dg.Definitions, instance: dg.DagsterInstance, sample_root: Path
+) -> dg.Definitions:
+    """Two months applied, their venues registered (as the venues sensor would)."""
     for month in ("2026-09", "2026-10"):
         assert run_month(definitions, month, instance).success
+    register_applied_venues(instance, sample_root / "history")
     return definitions
 
 
@@ -81,15 +85,6 @@ def fills_counts(history: Path, day: str) -> dict[str, int]:
                 "day": day},
     ).fetchall()  # fmt: skip
     return dict(rows)
-
-
-def test_history_snapshot_when_months_applied_registers_the_venues_of_their_fills(
-    two_months: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
-):
-    history = sample_root / "history"
-    symbols = {s for m in ("2026-09", "2026-10") for s in new_symbols(history, m)}
-    expected = {dimension_key(split_symbol(s)[0]) for s in symbols}
-    assert set(instance.get_dynamic_partitions(VENUES)) == expected
 
 
 def test_tick_archive_when_one_day_runs_over_all_venues_lists_only_symbol_days_with_trades(
@@ -200,6 +195,7 @@ def test_tick_archive_when_a_venue_left_keeps_its_ticks_and_says_so(
 ):
     for month in ("2026-09", "2026-10", "2026-11", "2026-12"):  # augur leaves in 2026-12
         assert run_month(definitions, month, instance).success
+    register_applied_venues(instance, sample_root / "history")
     assert run_day(definitions, instance, DAY).success
     augur = fills_counts(sample_root / "history", DAY)
     augur = {s: n for s, n in augur.items() if s.startswith("augur:")}
@@ -219,9 +215,10 @@ def test_tick_archive_when_a_venue_left_keeps_its_ticks_and_says_so(
 
 
 def test_tick_archive_when_day_month_not_applied_fails_and_records_nothing(
-    definitions: dg.Definitions, instance: dg.DagsterInstance
+    definitions: dg.Definitions, instance: dg.DagsterInstance, sample_root: Path
 ):
     assert run_month(definitions, "2026-09", instance).success
+    register_applied_venues(instance, sample_root / "history")
     result = run_day(definitions, instance, DAY)
     assert not result.success
     failures = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]

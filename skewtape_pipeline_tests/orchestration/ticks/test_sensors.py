@@ -1,5 +1,6 @@
-"""The corrections sensor: a month that replaces an earlier month's fills requests one run per
-venue-day it touched, over exactly the symbol-days whose ticks changed."""
+"""The tick archive's sensors: the venues sensor registers each applied month's venues; the
+corrections sensor, for a month that replaces an earlier month's fills, registers them too and
+requests one run per venue-day it touched, over exactly the symbol-days whose ticks changed."""
 
 from __future__ import annotations
 
@@ -11,14 +12,27 @@ import pytest
 
 from skewtape_pipeline.orchestration.definitions import build_definitions
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
-from skewtape_pipeline.orchestration.ticks.partitions import register_venues, venue_day_key
+from skewtape_pipeline.orchestration.ticks.archive_asset import TICK_ARCHIVE
+from skewtape_pipeline.orchestration.ticks.partitions import (
+    VENUES,
+    dimension_key,
+    register_venues,
+    venue_day_key,
+)
 from skewtape_pipeline.orchestration.ticks.sensors import (
     CORRECTED_BY_TAG,
     SYMBOL_DAYS_TAG,
     tick_corrections_sensor,
+    tick_venues_sensor,
 )
 from skewtape_pipeline.ticks.archive.query import run_query
-from skewtape_pipeline.ticks.fills.snapshot_fills import corrected_symbol_days, new_symbols
+from skewtape_pipeline.ticks.fills.snapshot_fills import (
+    corrected_symbol_days,
+    new_symbols,
+    split_symbol,
+)
+
+MONTHS = ("2026-09", "2026-10", "2026-11")
 
 
 @pytest.fixture
@@ -66,13 +80,68 @@ def test_corrections_sensor_when_a_month_corrects_earlier_fills_requests_exactly
     assert again.cursor == "2026-11"
 
 
-def test_corrections_sensor_when_venues_not_registered_names_them_instead(
+def test_corrections_sensor_when_venues_not_registered_registers_them_before_requesting(
     applied_chain: Path, instance: dg.DagsterInstance
 ):
+    """The venues sensor has not ticked yet: the corrections sensor registers the month's
+    venues in the same tick (Dagster adds them before it launches the runs)."""
+    history = applied_chain / "history"
     result = tick(applied_chain, instance, cursor="2026-10")
-    assert result.run_requests == []
-    [(symbol, day), *_] = corrected_symbol_days(applied_chain / "history", "2026-11")
-    assert f"{symbol.split(':')[0]} {day}" in result.skip_reason.skip_message
+    [add] = result.dynamic_partitions_requests
+    assert add.partitions_def_name == VENUES
+    assert set(add.partition_keys) == venue_keys(history, ("2026-11",))
+    expected = corrected_by_venue_day(history, "2026-11")
+    assert {r.partition_key for r in result.run_requests} == set(expected)
+    [observation] = result.asset_events
+    assert observation.metadata["month"].value == "2026-11"
+
+
+def venues_tick(root: Path, instance: dg.DagsterInstance, cursor: str | None = None):
+    context = dg.build_sensor_context(
+        cursor=cursor, instance=instance, resources={"skewtape": SkewtapeHome(root=str(root))}
+    )
+    return tick_venues_sensor(context)
+
+
+def venue_keys(history: Path, months: tuple[str, ...]) -> set[str]:
+    """The venue keys of the symbols the months' fills files added or replaced."""
+    symbols = {s for month in months for s in new_symbols(history, month)}
+    return {dimension_key(split_symbol(s)[0]) for s in symbols}
+
+
+def test_venues_sensor_when_months_applied_registers_the_venues_of_their_fills(
+    applied_chain: Path, instance: dg.DagsterInstance
+):
+    history = applied_chain / "history"
+    result = venues_tick(applied_chain, instance)
+    assert result.run_requests in (None, [])
+    [add] = result.dynamic_partitions_requests
+    assert add.partitions_def_name == VENUES
+    assert set(add.partition_keys) == venue_keys(history, MONTHS)
+    by_month = {e.metadata["month"].value: e.metadata for e in result.asset_events}
+    assert all(e.asset_key == TICK_ARCHIVE for e in result.asset_events)
+    assert sum(m["venues_registered"].value for m in by_month.values()) == len(add.partition_keys)
+    assert set(by_month["2026-09"]["venues"].value) == venue_keys(history, MONTHS[:1])
+    assert result.cursor == "2026-11"
+
+
+def test_venues_sensor_when_venues_known_or_no_new_month_skips_saying_why(
+    applied_chain: Path, instance: dg.DagsterInstance
+):
+    history = applied_chain / "history"
+    for month in MONTHS:
+        register_venues(instance, new_symbols(history, month))
+    known = venues_tick(applied_chain, instance, cursor="2026-09")
+    assert not known.dynamic_partitions_requests and not known.asset_events
+    assert "2026-10, 2026-11: no venue new" in known.skip_reason.skip_message
+    assert known.cursor == "2026-11"
+    idle = venues_tick(applied_chain, instance, cursor="2026-11")
+    assert idle.skip_reason.skip_message == "no newly applied month"
+
+
+def test_venues_sensor_when_loaded_runs_from_the_start_and_requests_no_job():
+    assert tick_venues_sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    assert not tick_venues_sensor.targets
 
 
 def test_corrections_sensor_when_request_runs_rewrites_only_the_named_symbol_days(

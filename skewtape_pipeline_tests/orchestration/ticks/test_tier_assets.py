@@ -14,8 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from skewtape_pipeline.orchestration.definitions import build_definitions
-from skewtape_pipeline.orchestration.shared.resources import ArchiveSettings, SkewtapeHome
+from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.partitions import register_venues
+from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.orchestration.ticks.schedules import daily_retier_schedule
 from skewtape_pipeline.orchestration.ticks.tier_assets import retier_run_config
 from skewtape_pipeline.ticks.archive.books import BOOKS_MARKER, EVENT_REFUSED

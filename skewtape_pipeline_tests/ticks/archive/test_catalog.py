@@ -30,7 +30,7 @@ from skewtape_pipeline.ticks.archive.catalog import (
     write_catalog,
 )
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.parquet_store import partition_file
+from skewtape_pipeline.ticks.archive.layout import partition_file
 from skewtape_pipeline.ticks.archive.placement import archive_state
 from skewtape_pipeline_tests.ticks.archive_builders import DAYS, POLICY, build_archive
 

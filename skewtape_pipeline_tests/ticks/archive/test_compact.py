@@ -33,13 +33,10 @@ from skewtape_pipeline.ticks.archive.compact import (
     sort_batch,
 )
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.parquet_store import (
-    ARCHIVE_LOCK_FILE,
-    partition_file,
-    read_archive_batch,
-)
+from skewtape_pipeline.ticks.archive.layout import ARCHIVE_LOCK_FILE, partition_file
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.archive.versions import EVENT_VERSION
+from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch
 from skewtape_pipeline.ticks.encode.report import (
     DEFAULT_TARGET_RATIO,
     RAW_SIZE_BASIS_CANONICAL_CSV,
@@ -548,17 +545,17 @@ def test_compact_symbol_day_when_encoding_leaves_the_archive_lock_free_for_other
 ):
     import threading
 
-    from skewtape_pipeline.ticks.archive import parquet_store
+    from skewtape_pipeline.ticks.encode import parquet_file
 
     encoding, proceed = threading.Event(), threading.Event()
-    real_verify = parquet_store.verify_archive_file
+    real_verify = parquet_file.verify_archive_file
 
     def slow_verify(path, batch, **kwargs):  # the encode-write-verify step, held open
         encoding.set()
         assert proceed.wait(30)
         return real_verify(path, batch, **kwargs)
 
-    monkeypatch.setattr(parquet_store, "verify_archive_file", slow_verify)
+    monkeypatch.setattr(parquet_file, "verify_archive_file", slow_verify)
     errors: list[BaseException] = []
 
     def compact() -> None:
@@ -685,7 +682,7 @@ def test_retier_when_a_compaction_died_while_staging_removes_its_staged_file(tmp
     import subprocess
     import sys
 
-    from skewtape_pipeline.ticks.archive.parquet_store import staging_folder
+    from skewtape_pipeline.ticks.archive.layout import staging_folder
 
     compact_symbol_day(
         archive_at(tmp_path, TierPolicy()), day_batch(5), symbol="S", day=DAY, age_days=0

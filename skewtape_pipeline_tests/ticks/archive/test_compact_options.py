@@ -15,7 +15,7 @@ from skewtape_pipeline.ticks.archive.compact import (
     SourceFacts,
     compaction_lock_wait,
 )
-from skewtape_pipeline.ticks.archive.parquet_store import ARCHIVE_LOCK_WAIT_SECONDS
+from skewtape_pipeline.ticks.archive.layout import ARCHIVE_LOCK_WAIT_SECONDS
 from skewtape_pipeline.ticks.encode.sources import read_canonical
 from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
 from skewtape_pipeline_tests.ticks.conftest import archive_at, encoded

@@ -14,7 +14,7 @@ from skewtape_pipeline.ticks.archive.catalog import (
     catalog_path,
     read_catalog,
 )
-from skewtape_pipeline.ticks.archive.parquet_store import ARCHIVE_MARKER, read_archive_marker
+from skewtape_pipeline.ticks.archive.layout import ARCHIVE_MARKER, read_archive_marker
 from skewtape_pipeline.ticks.archive.query import run_query
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 

@@ -15,13 +15,13 @@ from skewtape_pipeline.ticks.archive.catalog import read_catalog, resolve
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.consolidate import read_consolidated_file
 from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.layout import ARCHIVE_LOCK_FILE
 from skewtape_pipeline.ticks.archive.lifecycle import (
     EVENT_COMMIT,
     EVENT_REMOVE,
     EVENT_REWRITE,
     relocated_report,
 )
-from skewtape_pipeline.ticks.archive.parquet_store import ARCHIVE_LOCK_FILE
 from skewtape_pipeline.ticks.archive.placement import archive_metrics, locate, scan_hot_files
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM
 from skewtape_pipeline_tests.ticks.archive_builders import (

@@ -34,7 +34,7 @@ from skewtape_pipeline.ticks.archive.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.handle import POLICY_RECORD, Archive
 from skewtape_pipeline.ticks.archive.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.placement import archive_metrics, locate, scan_hot_files
-from skewtape_pipeline.ticks.archive.query import run_query, ticks_view_sql
+from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query, ticks_view_sql
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, TierPolicy
 from skewtape_pipeline_tests.scale_out.servers import free_port
 from skewtape_pipeline_tests.ticks.archive_builders import (
@@ -292,7 +292,7 @@ def test_query_over_s3_tiers_when_filtered_opens_and_reads_less_than_unfiltered(
 
     def measured(sql: str) -> tuple[int, int, list]:
         counting.reset()
-        rows = run_query(sql, root, policy=policy).to_pylist()
+        rows = run_query(sql, root, QueryOptions(policy=policy)).to_pylist()
         return len(set(counting.opened)), counting.bytes_read, rows
 
     every = "SELECT symbol, date, ts, price FROM ticks WHERE tier = 'WARM'"
@@ -361,11 +361,11 @@ def test_query_over_s3_when_an_object_is_overwritten_after_a_query_refuses_namin
     hashed = []
     monkeypatch.setattr(trust, "sha256_of", lambda file: hashed.append(file) or sha256_of(file))
     sql = "SELECT sum(price) AS p, sum(quantity) AS q FROM ticks"
-    answer = run_query(sql, root, policy=policy)  # verifies every object once
+    answer = run_query(sql, root, QueryOptions(policy=policy))  # verifies every object once
     objects = [f for f in hashed if isinstance(f, storage.ObjectFile)]
     assert len(objects) == len(read_catalog(root).files)
     hashed.clear()
-    assert run_query(sql, root, policy=policy) == answer
+    assert run_query(sql, root, QueryOptions(policy=policy)) == answer
     assert hashed == []  # trusted by their unchanged stamps
     [cold] = [f for f in read_catalog(root).files.values() if f.tier == COLD]
     uri = str(resolve(root, cold.path, policy))
@@ -373,7 +373,7 @@ def test_query_over_s3_when_an_object_is_overwritten_after_a_query_refuses_namin
     flip_a_byte(s3_env, uri)  # same size, within the same second: the ETag moves
 
     with pytest.raises(DamagedFileError, match="the catalog recorded") as raised:
-        run_query(sql, root, policy=policy)
+        run_query(sql, root, QueryOptions(policy=policy))
     assert str(raised.value).startswith(f"{uri}: sha256 is ")
 
 

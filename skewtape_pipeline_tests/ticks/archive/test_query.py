@@ -16,6 +16,7 @@ from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.placement import archive_state
 from skewtape_pipeline.ticks.archive.query import (
     VIEW_COLUMNS,
+    QueryOptions,
     open_ticks_view,
     run_query,
     run_query_json,
@@ -24,7 +25,7 @@ from skewtape_pipeline.ticks.archive.query import (
     ticks_view_sql,
 )
 from skewtape_pipeline.ticks.archive.tiers import COLD
-from skewtape_pipeline.ticks.encode.model import TickBatch
+from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.validate import day_start_ns
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
@@ -69,7 +70,7 @@ def test_run_query_when_days_in_different_tiers_answers_across_them(tmp_path, no
         "SELECT tier, count(*) AS n FROM ticks WHERE symbol = ? AND date BETWEEN ? AND ? "
         "GROUP BY tier ORDER BY tier",
         root,
-        parameters=["ES", DAYS[0], DAYS[-1]],
+        QueryOptions(parameters=["ES", DAYS[0], DAYS[-1]]),
     )
     tiers = dict(zip(table.column("tier").to_pylist(), table.column("n").to_pylist(), strict=True))
     assert set(tiers) == {"COLD", "HOT", "WARM"}
@@ -237,7 +238,9 @@ def _ns_archive(folder) -> tuple[object, list[str]]:
     as text computed from the integers (not by DuckDB), in UTC (``+00``)."""
     start = day_start_ns(NS_DAY)
     ts = [start + offset for offset in NS_OFFSETS]
-    batch = TickBatch.from_units(ts, [22051, 22051, 22603], [100, 5, 7], [0, 1, 2], price_scale=2)
+    batch = TickBatch.from_units(
+        ts, [22051, 22051, 22603], [100, 5, 7], [0, 1, 2], TickSchema(price_scale=2)
+    )
     root = folder / "archive"
     compact_symbol_day(archive_at(root, POLICY), batch, symbol="AMZN", day=NS_DAY, age_days=0)
     texts = []
@@ -298,8 +301,36 @@ def test_run_query_when_root_is_not_an_archive_refuses_naming_it(tmp_path):
 
 def test_run_query_json_when_statement_has_no_rows_or_parameters_answers_them(tmp_path):
     root, expected = _ns_archive(tmp_path)
-    assert run_query_json("SET threads = 1", root, unrestricted=True) == "[]"
+    assert run_query_json("SET threads = 1", root, QueryOptions(unrestricted=True)) == "[]"
     sql = "SELECT ts, 1 AS _skewtape_row FROM ticks WHERE symbol = ? ORDER BY ts"
-    rows = json.loads(run_query_json(sql, root, parameters=["AMZN"]))
+    rows = json.loads(run_query_json(sql, root, QueryOptions(parameters=["AMZN"])))
     assert [(r["ts"], r["_skewtape_row"]) for r in rows] == [(ts, 1) for ts in expected]
-    assert run_query_text(sql, root, parameters=["NONE"]).rows == []
+    assert run_query_text(sql, root, QueryOptions(parameters=["NONE"])).rows == []
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"threads": 0}, "threads"),
+        ({"threads": "4"}, "threads"),
+        ({"parameters": "AMZN"}, "parameters"),
+        ({"policy": {"hot_max_age_days": 7}}, "policy"),
+        ({"unrestricted": "yes"}, "unrestricted"),
+        ({"as_of": 1.5}, "as_of"),
+    ],
+)
+def test_query_options_when_a_value_is_wrong_refuses_naming_it_before_any_query(options, named):
+    with pytest.raises(ConfigError, match=rf"^{named} = "):
+        QueryOptions(**options)
+
+
+def test_query_options_when_built_fix_parameters_and_the_same_options_serve_every_form(tmp_path):
+    root, expected = _ns_archive(tmp_path)
+    given = ["AMZN"]
+    options = QueryOptions(parameters=given, threads=1)
+    given.append("changed after")
+    assert options.parameters == ("AMZN",)
+    sql = "SELECT ts FROM ticks WHERE symbol = ? ORDER BY ts"
+    assert run_query(sql, root, options).num_rows == len(expected)
+    assert [r["ts"] for r in json.loads(run_query_json(sql, root, options))] == expected
+    assert run_query_text(sql, root, options).rows == [(ts,) for ts in expected]

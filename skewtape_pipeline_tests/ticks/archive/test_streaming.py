@@ -23,7 +23,7 @@ from skewtape_pipeline.errors import ConfigError, TickValidationError
 from skewtape_pipeline.progress import ProgressLine
 from skewtape_pipeline.ticks.archive.catalog import hot_records_path, read_hot_records
 from skewtape_pipeline.ticks.archive.compact import CompactionRun, compact_source, compact_ticks
-from skewtape_pipeline.ticks.archive.parquet_store import staging_folder
+from skewtape_pipeline.ticks.archive.layout import staging_folder
 from skewtape_pipeline.ticks.archive.spill import SymbolDayRouter
 from skewtape_pipeline.ticks.archive.versions import VERSIONS_DIR
 from skewtape_pipeline.ticks.encode import sources
@@ -387,8 +387,9 @@ KILLED = """
 import os, signal, sys
 from datetime import date
 from pathlib import Path
-from skewtape_pipeline.ticks.archive import compact, parquet_store, spill
+from skewtape_pipeline.ticks.archive import compact, spill
 from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.encode import parquet_file
 
 where, path, out = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
 seen = []
@@ -408,11 +409,11 @@ if where == "spilling":
             kill_at(30)
     spill._merged = dying_merged
 else:
-    write = parquet_store._write_parquet
+    write = parquet_file._write_parquet
     def dying_write(*args, **kwargs):
         write(*args, **kwargs)
         kill_at(5)
-    parquet_store._write_parquet = dying_write
+    parquet_file._write_parquet = dying_write
 compact.compact_ticks(Archive(out, audit_log=None), path, as_of=date(2024, 3, 20),
                       run=compact.CompactionRun(memory_limit=4 * 2**20))
 """

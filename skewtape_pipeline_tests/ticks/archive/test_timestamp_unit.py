@@ -28,16 +28,12 @@ from skewtape_pipeline.ticks.archive.consolidate import (
     write_consolidated_file,
 )
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.parquet_store import (
-    ARCHIVE_MARKER,
-    ensure_archive_schema,
-    read_archive_batch,
-    read_file_facts,
-)
+from skewtape_pipeline.ticks.archive.layout import ARCHIVE_MARKER, ensure_archive_schema
 from skewtape_pipeline.ticks.archive.query import run_query
 from skewtape_pipeline.ticks.archive.tiers import COLD, TierPolicy, TierSettings
 from skewtape_pipeline.ticks.encode import sources
-from skewtape_pipeline.ticks.encode.model import TickBatch
+from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
+from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch, read_file_facts
 from skewtape_pipeline.ticks.encode.sides import SIDE_NAMES
 from skewtape_pipeline.ticks.encode.validate import day_start_ns
 from skewtape_pipeline_tests.ticks.conftest import DAY, DAY_NS, TARDIS_FILE, archive_at, encoded
@@ -55,7 +51,7 @@ def batch_at(unit: str, n: int = 30, *, start: int = DAY_NS, price_scale: int = 
         [9_000 + (i * 31) % 17 - 8 for i in range(n)],
         [1 + (i * 13) % 9 for i in range(n)],
         [i % 3 for i in range(n)],
-        price_scale=price_scale,
+        TickSchema(price_scale=price_scale),
     )
 
 
@@ -90,7 +86,9 @@ def expected_ticks(batch: TickBatch) -> list[tuple]:
 def test_batch_when_timestamp_finer_than_unit_refuses_naming_the_row():
     ts = [DAY_NS, DAY_NS + 2_000, DAY_NS + 2_001, DAY_NS + 3_500]
     with pytest.raises(PrecisionLossError, match=r"finer than the timestamp unit 'us'") as info:
-        TickBatch.from_units(ts, [1] * 4, [1] * 4, [1] * 4, price_scale=0, timestamp_unit="us")
+        TickBatch.from_units(
+            ts, [1] * 4, [1] * 4, [1] * 4, TickSchema(timestamp_unit="us", price_scale=0)
+        )
     assert (info.value.row, info.value.field) == (2, "timestamp_nanos")
     assert str(DAY_NS + 2_001) in str(info.value)
     assert "2 such row(s)" in str(info.value)
@@ -106,7 +104,7 @@ def test_compact_symbol_day_when_timestamp_finer_than_unit_refuses_and_writes_no
     ts = batch.ts_ns.to_pylist()
     ts[6] += 1  # one nanosecond in a microsecond archive
     finer = TickBatch.from_units(
-        ts, batch.price, batch.quantity, batch.side, price_scale=batch.price_scale
+        ts, batch.price, batch.quantity, batch.side, TickSchema(price_scale=batch.price_scale)
     )
     with pytest.raises(PrecisionLossError) as info:
         compact_symbol_day(
@@ -300,7 +298,7 @@ def test_round_trip_property_when_timestamps_are_whole_units_reads_back_exactly(
     step = UNIT_NS[unit]
     ts = sorted(DAY_NS + (w * 1_000 % (86_400 * 10**9)) // step * step for w in whole_units)
     n = len(ts)
-    batch = TickBatch.from_units(ts, list(range(n)), [1] * n, sides[:n], price_scale=2)
+    batch = TickBatch.from_units(ts, list(range(n)), [1] * n, sides[:n], TickSchema(price_scale=2))
     root = tmp_path / unit  # one root holds one unit
     report = compact_symbol_day(
         archive_at(root, TierPolicy()),

@@ -19,7 +19,7 @@ from skewtape_pipeline.errors import ConfigError, VersionError, WriteOnceError
 from skewtape_pipeline.ticks.archive.books import default_audit_log, enable_books_and_records
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.query import run_query, ticks_view_sql
+from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query, ticks_view_sql
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.archive.version_pruning import past_version_bytes
 from skewtape_pipeline.ticks.archive.versions import (
@@ -33,7 +33,7 @@ from skewtape_pipeline.ticks.archive.versions import (
     version_count,
     versions_dir,
 )
-from skewtape_pipeline.ticks.encode.model import TickBatch
+from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
@@ -62,7 +62,7 @@ def ticks(symbol: str, day: date, variant: int) -> TickBatch:
         [p + variant for p in batch.price.to_pylist()[:n]],
         batch.quantity.to_pylist()[:n],
         batch.side.to_pylist()[:n],
-        price_scale=2,
+        TickSchema(price_scale=2),
     )
 
 
@@ -88,7 +88,9 @@ def compact(
 
 def rows(root: Path, as_of=None) -> list[tuple]:
     """Every row of the view (now, or as of a version), sorted."""
-    table = run_query(f"SELECT {COLUMNS} FROM ticks", root, policy=POLICY, as_of=as_of)
+    table = run_query(
+        f"SELECT {COLUMNS} FROM ticks", root, QueryOptions(policy=POLICY, as_of=as_of)
+    )
     table = table.set_column(2, "ts", table["ts"].cast(pa.int64()))
     return sorted(zip(*(table[c].to_pylist() for c in table.column_names), strict=True))
 
@@ -263,7 +265,9 @@ def test_archive_read_when_filtered_equals_the_view_now_and_as_of_past_versions(
             expected
         )
         assert sorted(handle.read(as_of=as_of).to_pylist(), key=str) == sorted(
-            run_query("SELECT * FROM ticks", archive, policy=POLICY, as_of=as_of).to_pylist(),
+            run_query(
+                "SELECT * FROM ticks", archive, QueryOptions(policy=POLICY, as_of=as_of)
+            ).to_pylist(),
             key=str,
         )
 
@@ -450,7 +454,9 @@ def test_versions_when_tiers_are_on_s3_read_replaced_objects_until_pruned(
         compact(root, key, policy=policy)
 
     def view(as_of=None):
-        table = run_query(f"SELECT {COLUMNS} FROM ticks", root, policy=policy, as_of=as_of)
+        table = run_query(
+            f"SELECT {COLUMNS} FROM ticks", root, QueryOptions(policy=policy, as_of=as_of)
+        )
         table = table.set_column(2, "ts", table["ts"].cast(pa.int64()))
         return sorted(zip(*(table[c].to_pylist() for c in table.column_names), strict=True))
 

@@ -22,7 +22,7 @@ from skewtape_pipeline.ticks.archive.catalog import read_catalog, resolve
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.consolidate import read_consolidated_file
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.parquet_store import partition_file
+from skewtape_pipeline.ticks.archive.layout import partition_file
 from skewtape_pipeline.ticks.archive.placement import (
     archive_metrics,
     archive_state,

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from skewtape_pipeline.cli import main
-from skewtape_pipeline.ticks.archive.parquet_store import recorded_schema
+from skewtape_pipeline.ticks.archive.layout import recorded_schema
 from skewtape_pipeline.ticks.archive.reports_table import (
     ReportRow,
     read_venue_day_reports,

@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 from skewtape_pipeline.errors import ConfigError, PrecisionLossError, TickValidationError
 from skewtape_pipeline.ticks.encode.decimals import EXACT, FLOAT_NOISE, LOSS, quantize
 from skewtape_pipeline.ticks.encode.model import (
+    SchemaRequest,
     TickBatch,
+    TickSchema,
     batch_from_columns,
     exact_units,
     side_codes,
@@ -193,13 +195,14 @@ def test_side_codes_when_empty_string_mapped_explicitly_is_accepted():
 
 
 def test_batch_from_columns_when_snapshot_fill_types_builds_exact_batch():
+    columns = {
+        "timestamp_nanos": pa.array([10, 20], pa.timestamp("ns", "UTC")),
+        "price": pa.array([Decimal("0.4037"), Decimal("0.9900")], pa.decimal128(8, 4)),
+        "quantity": pa.array([10, 20], pa.int64()),
+        "side": pa.array(["yes", "no"]),
+    }
     batch = batch_from_columns(
-        pa.array([10, 20], pa.timestamp("ns", "UTC")),
-        pa.array([Decimal("0.4037"), Decimal("0.9900")], pa.decimal128(8, 4)),
-        pa.array([10, 20], pa.int64()),
-        pa.array(["yes", "no"]),
-        price_scale=4,
-        side_map=KALSHI_TAKER_SIDES,
+        columns, SchemaRequest("ns", price_scale=4, quantity_scale=0), side_map=KALSHI_TAKER_SIDES
     )
     assert batch.ts_ns.to_pylist() == [10, 20]
     assert batch.price.to_pylist() == [4037, 9900]
@@ -209,20 +212,23 @@ def test_batch_from_columns_when_snapshot_fill_types_builds_exact_batch():
 
 def test_batch_from_columns_when_lengths_differ_raises():
     with pytest.raises(TickValidationError, match="rows"):
-        batch_from_columns([1, 2], ["1"], [1, 2], ["BUY", "BUY"], price_scale=2)
+        batch_from_columns(
+            {"timestamp_nanos": [1, 2], "price": ["1"], "quantity": [1, 2], "side": ["BUY"] * 2},
+            SchemaRequest("ns", price_scale=2, quantity_scale=0),
+        )
 
 
 def test_tick_batch_when_scale_out_of_range_raises_config_error():
     with pytest.raises(ConfigError, match="price_scale"):
-        TickBatch.from_units([1], [1], [1], [1], price_scale=19)
+        TickBatch.from_units([1], [1], [1], [1], TickSchema(price_scale=19))
 
 
 def test_tick_batch_when_compared_reports_first_difference():
-    a = TickBatch.from_units([1, 2], [5, 6], [1, 1], [1, 2], price_scale=2)
-    b = TickBatch.from_units([1, 2], [5, 7], [1, 1], [1, 2], price_scale=2)
+    a = TickBatch.from_units([1, 2], [5, 6], [1, 1], [1, 2], TickSchema(price_scale=2))
+    b = TickBatch.from_units([1, 2], [5, 7], [1, 1], [1, 2], TickSchema(price_scale=2))
     assert a.equals(a.take(pa.array([0, 1])))
     assert a.first_difference(b) == "column price differs first at row 1: 6 vs 7"
-    c = TickBatch.from_units([1, 2], [5, 6], [1, 1], [1, 2], price_scale=3)
+    c = TickBatch.from_units([1, 2], [5, 6], [1, 1], [1, 2], TickSchema(price_scale=3))
     assert "scales differ" in a.first_difference(c)
 
 
@@ -262,14 +268,13 @@ def test_exact_units_when_floats_or_their_text_given_matches_the_scalar_rule(dra
 
 
 def test_batch_from_columns_when_quantity_has_float_noise_stores_whole_contracts():
-    batch = batch_from_columns(
-        [1, 2],
-        ["150.15000000000003", "0.30000000000000004"],
-        ["7.000000000000001", "5"],
-        ["BUY", "SELL"],
-        price_scale=None,
-        quantity_scale=None,
-    )
+    columns = {
+        "timestamp_nanos": [1, 2],
+        "price": ["150.15000000000003", "0.30000000000000004"],
+        "quantity": ["7.000000000000001", "5"],
+        "side": ["BUY", "SELL"],
+    }
+    batch = batch_from_columns(columns, SchemaRequest("ns", price_scale=None, quantity_scale=None))
     assert (batch.price_scale, batch.quantity_scale) == (2, 0)
     assert batch.price.to_pylist() == [15_015, 30]
     assert batch.quantity.to_pylist() == [7, 5]

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import ArchiveSchemaError, ConfigError, TickValidationError
 from skewtape_pipeline.ticks.archive.compact import compact_source, compact_ticks
-from skewtape_pipeline.ticks.archive.parquet_store import read_archive_marker, recorded_schema
+from skewtape_pipeline.ticks.archive.layout import read_archive_marker, recorded_schema
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.encode import sources
 from skewtape_pipeline.ticks.encode.decimals import FLOAT_NOISE, quantize
@@ -124,7 +124,7 @@ def test_coarsest_timestamp_unit_when_every_value_is_whole_gives_that_unit(step,
 
 
 def test_batch_at_schema_when_smaller_scale_drops_a_digit_refuses():
-    batch = TickBatch.from_units([DAY_NS], [12_345], [1], [1], price_scale=4)
+    batch = TickBatch.from_units([DAY_NS], [12_345], [1], [1], TickSchema(price_scale=4))
     assert batch.at_schema(TickSchema("ns", 6, 0)).price.to_pylist() == [1_234_500]
     with pytest.raises(Exception, match="more than 3 decimals"):
         batch.at_schema(TickSchema("ns", 3, 0))

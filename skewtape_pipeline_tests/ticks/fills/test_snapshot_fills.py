@@ -19,8 +19,8 @@ from skewtape_pipeline.mirror.snapshot import read_snapshot
 from skewtape_pipeline.ticks.archive import spill
 from skewtape_pipeline.ticks.archive.books import EVENT_REFUSED, enable_books_and_records
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.parquet_store import partition_file
-from skewtape_pipeline.ticks.archive.query import run_query
+from skewtape_pipeline.ticks.archive.layout import partition_file
+from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.archive.versions import EVENT_VERSION
 from skewtape_pipeline.ticks.archive.withdraw import EVENT_WITHDRAW
@@ -250,7 +250,7 @@ def test_archive_symbol_days_when_day_corrected_away_after_it_went_cold_leaves_t
         table = run_query(
             "SELECT tier, count(*) AS n FROM ticks WHERE symbol = ? AND date = ? GROUP BY tier",
             out,
-            parameters=list(key),
+            QueryOptions(parameters=list(key)),
         )
         tiers, counts = table.column("tier").to_pylist(), table.column("n").to_pylist()
         return sorted(zip(tiers, counts, strict=True))

@@ -1,13 +1,6 @@
-"""The Parquet tick archive: layout, writer, verifier, and facts read from the written file.
-
-Layout (Hive style, one file per symbol-day; the date is the UTC calendar day)::
-
-    <root>/symbol=<S>/year=<YYYY>/month=<MM>/date=<YYYY-MM-DD>/part-0.parquet
-
-``<S>`` is the symbol percent-encoded (RFC 3986, UTF-8): every byte except ``A-Z a-z 0-9 - _ .
-~`` becomes ``%XX``, and a leading ``.`` becomes ``%2E`` so no folder is hidden or special.
-The encoding is reversible (:func:`decode_symbol`) and is what DuckDB, pyarrow and Spark decode
-in Hive partition values, so ``symbol`` reads back as the original string.
+"""One tick batch as one verified Parquet file: the schema, the writer, the verifier and the
+readers, and the facts read from a written file. Knows no archive root (``ticks.archive.layout``
+says where files go).
 
 Columns, readable without this package: ``ts`` (Parquet timestamp, UTC, at the archive's
 timestamp unit), ``price`` (decimal(18, P) on INT64), ``quantity`` (int64 at scale 0, else
@@ -20,25 +13,21 @@ more). Parquet has no seconds unit, so ``s`` is stored as a MILLIS column of who
 batch with a finer timestamp is refused (PrecisionLossError), never truncated.
 
 Encodings: ``ts`` DELTA_BINARY_PACKED (sorted); price and quantity get whichever of PLAIN,
-DELTA_BINARY_PACKED, BYTE_STREAM_SPLIT (when the tier allows it) and dictionary is smallest,
-measured on a sample of the batch with the tier's codec. BYTE_STREAM_SPLIT on INT64 columns,
-decimals included, is Parquet format 2.11; DuckDB 2.0 and pyarrow read it exactly (Spark needs
-parquet-java 1.14+; turn ``byte_stream_split`` off for older readers). Page checksums, the page
-index, statistics and ``sorting_columns`` (``ts``) are written. Parquet does not record a
-compression level, so the writer stores it (with the scales, timestamp unit, symbol and date)
-in the file's key-value metadata, from where the report reads it back.
+DELTA_BINARY_PACKED, BYTE_STREAM_SPLIT (when the writer settings allow it) and dictionary is
+smallest, measured on a sample of the batch with the writer's codec. BYTE_STREAM_SPLIT on INT64
+columns, decimals included, is Parquet format 2.11; DuckDB 2.0 and pyarrow read it exactly
+(Spark needs parquet-java 1.14+; turn ``byte_stream_split`` off for older readers). Page
+checksums, the page index, statistics and ``sorting_columns`` (``ts``) are written. Parquet does
+not record a compression level, so the writer stores it (with the scales, timestamp unit, symbol
+and date) in the file's key-value metadata, from where the report reads it back.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, replace
-from datetime import date
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,23 +35,8 @@ import pyarrow.parquet as pq
 
 from skewtape_pipeline import fsio
 from skewtape_pipeline.arrow_memory import owned_reader
-from skewtape_pipeline.errors import (
-    ArchiveBusyError,
-    ConfigError,
-    RoundTripError,
-    TickFormatError,
-    TickValidationError,
-    location,
-)
-from skewtape_pipeline.storage import (
-    LocalTier,
-    ObjectTier,
-    TierFile,
-    TierStore,
-    parquet_source,
-    size_of,
-)
-from skewtape_pipeline.ticks.archive.tiers import TierSettings
+from skewtape_pipeline.errors import RoundTripError, TickFormatError
+from skewtape_pipeline.storage import TierFile, parquet_source, size_of
 from skewtape_pipeline.ticks.encode.model import (
     DEFAULT_TIMESTAMP_UNIT,
     TIMESTAMP_UNITS,
@@ -72,33 +46,10 @@ from skewtape_pipeline.ticks.encode.model import (
 )
 from skewtape_pipeline.ticks.encode.sides import SIDE_CODES, SIDE_NAMES
 from skewtape_pipeline.ticks.encode.sources import units_as_decimal
-
-PART_FILE_NAME = "part-0.parquet"
-ARCHIVE_MARKER = "_skewtape_archive.json"
-ARCHIVE_LOCK_FILE = ".skewtape-archive.lock"
-"""In the archive root: held by every writer that publishes or removes archive files
-(compaction, re-tiering, withdrawal), so a re-tiering never removes a hot file that a
-compaction has just replaced."""
-ARCHIVE_LOCK_WAIT_SECONDS = 600.0
-"""How long an archiver waits for another writer (e.g. a re-tiering) to release the lock."""
-
-
-def archive_lock(root: Path, *, timeout: float, what: str) -> AbstractContextManager[None]:
-    """The archive's one exclusive lock, ``<root>/.skewtape-archive.lock``: every writer that
-    publishes, moves or removes archive files or the catalog holds it (compacting, re-tiering,
-    pruning, withdrawing, removing, rebuilding), so none of them sees another's half-done work.
-
-    Raises ArchiveBusyError naming the holder (pid, host, ``what`` it is doing) when another
-    writer holds it for more than ``timeout`` seconds.
-    """
-    return fsio.exclusive_lock(
-        Path(root) / ARCHIVE_LOCK_FILE, timeout=timeout, what=what, held_error=ArchiveBusyError
-    )
-
+from skewtape_pipeline.ticks.encode.writer_settings import WriterSettings
 
 ARCHIVE_FORMAT = "skewtape-ticks"
 ARCHIVE_FORMAT_VERSION = "1"
-MAX_SYMBOL_SEGMENT_BYTES = 200
 
 META_PREFIX = "skewtape."
 META_FORMAT = META_PREFIX + "format"
@@ -109,6 +60,8 @@ META_PRICE_SCALE = META_PREFIX + "price_scale"
 META_QUANTITY_SCALE = META_PREFIX + "quantity_scale"
 META_COMPRESSION_LEVEL = META_PREFIX + "compression_level"
 META_TIMESTAMP_UNIT = META_PREFIX + "timestamp_unit"
+META_LAYOUT = META_PREFIX + "layout"
+"""Set on a file that holds more than one symbol-day (``ticks.archive.consolidate``)."""
 
 TS_ENCODING = "DELTA_BINARY_PACKED"
 DICTIONARY = "RLE_DICTIONARY"
@@ -117,139 +70,6 @@ _VALUE_CANDIDATES = ("DELTA_BINARY_PACKED", "PLAIN", BYTE_STREAM_SPLIT, DICTIONA
 """Encodings measured for price and quantity (INT64, plain or decimal), ties to the earlier."""
 _TS_CANDIDATES = (TS_ENCODING, "PLAIN", BYTE_STREAM_SPLIT)
 """Encodings measured for ``ts`` when it is not sorted across the whole file."""
-
-
-# --- layout -------------------------------------------------------------------------------------
-
-
-def encode_symbol(symbol: str) -> str:
-    """Percent-encode ``symbol`` for a path segment (see the module docstring).
-
-    Raises TickValidationError for an empty or non-string symbol, or one whose encoding is
-    longer than 200 bytes.
-    """
-    if not isinstance(symbol, str) or not symbol:
-        raise TickValidationError(f"symbol {symbol!r}: expected a non-empty string", field="symbol")
-    encoded = quote(symbol, safe="", encoding="utf-8")
-    if encoded.startswith("."):
-        encoded = "%2E" + encoded[1:]
-    if len(encoded) > MAX_SYMBOL_SEGMENT_BYTES:
-        raise TickValidationError(
-            f"symbol {symbol!r} encodes to {len(encoded)} bytes; at most "
-            f"{MAX_SYMBOL_SEGMENT_BYTES} fit a folder name",
-            field="symbol",
-        )
-    return encoded
-
-
-def decode_symbol(segment: str) -> str:
-    """The symbol a path segment made by :func:`encode_symbol` stands for."""
-    return unquote(segment, encoding="utf-8", errors="strict")
-
-
-def partition_dir(root: Path, symbol: str, day: date) -> Path:
-    """``<root>/symbol=<S>/year=<YYYY>/month=<MM>/date=<YYYY-MM-DD>``."""
-    return (
-        Path(root)
-        / f"symbol={encode_symbol(symbol)}"
-        / f"year={day.year:04d}"
-        / f"month={day.month:02d}"
-        / f"date={day.isoformat()}"
-    )
-
-
-def partition_file(root: Path, symbol: str, day: date) -> Path:
-    """The archive file of one symbol-day."""
-    return partition_dir(root, symbol, day) / PART_FILE_NAME
-
-
-def ensure_archive_schema(
-    root: Path | TierStore,
-    *,
-    price_scale: int,
-    quantity_scale: int,
-    timestamp_unit: str = DEFAULT_TIMESTAMP_UNIT,
-) -> None:
-    """Record the archive's scales and timestamp unit in ``<root>/_skewtape_archive.json``, or
-    check them against it; ``root`` a folder or a tier's store (a folder or an S3 prefix).
-
-    One archive root holds one schema: a reader globbing ``**/*.parquet`` takes the first file's
-    types and casts the rest to them, so a root mixing ``decimal(18, 2)`` and ``decimal(18, 4)``
-    prices, or ``timestamp[ms]`` and ``timestamp[ns]`` times, would silently round. The first
-    writer creates the marker without clobbering (``TierStore.create_or_read``: a hard link of
-    a finished temp file, or a PUT to an absent key); later writers must match it. A marker
-    written before timestamp units existed means ``ns``. The name starts with ``_`` so Parquet
-    readers and globs skip it.
-
-    Raises
-    ------
-    ConfigError
-        The root already holds an archive with other scales or another timestamp unit (or an
-        unreadable marker), or ``timestamp_unit`` is unknown.
-    """
-    store = root if isinstance(root, LocalTier | ObjectTier) else LocalTier(Path(root))
-    marker = store.file(ARCHIVE_MARKER)
-    wanted = {
-        "format": ARCHIVE_FORMAT,
-        "format_version": ARCHIVE_FORMAT_VERSION,
-        "price_scale": price_scale,
-        "quantity_scale": quantity_scale,
-        "timestamp_unit": check_timestamp_unit(timestamp_unit),
-    }
-    stored = store.create_or_read(ARCHIVE_MARKER, json.dumps(wanted, sort_keys=True).encode())
-    found = parse_archive_marker(location(marker), stored)
-    if found != wanted:
-        raise ConfigError(
-            f"{marker}: this archive holds price_scale {found.get('price_scale')!r}, "
-            f"quantity_scale {found.get('quantity_scale')!r} and timestamp_unit "
-            f"{found.get('timestamp_unit')!r}; the batch has {price_scale}, {quantity_scale} "
-            f"and {timestamp_unit!r}. One root holds one schema (readers would cast silently): "
-            "use the same configuration or another root"
-        )
-
-
-def read_archive_marker(root: Path) -> dict[str, object]:
-    """The configuration recorded in ``<root>/_skewtape_archive.json`` (``timestamp_unit``
-    filled in as ``ns`` for a marker that predates it).
-
-    Raises ConfigError when the marker is missing or unreadable.
-    """
-    marker = Path(root) / ARCHIVE_MARKER
-    try:
-        raw = marker.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{marker}: unreadable archive marker ({exc})") from None
-    return parse_archive_marker(marker, raw)
-
-
-def parse_archive_marker(marker: Path | str, raw: bytes) -> dict[str, object]:
-    """The configuration in the bytes ``raw`` of the marker ``marker`` (a file or an object).
-
-    Raises ConfigError naming the marker when it is not a JSON object.
-    """
-    try:
-        found = fsio.load_json(raw, marker, error=ConfigError)
-    except ValueError as exc:
-        raise ConfigError(f"{marker}: unreadable archive marker ({exc})") from None
-    if not isinstance(found, dict):
-        raise ConfigError(f"{marker}: unreadable archive marker (not a JSON object)")
-    found.setdefault("timestamp_unit", DEFAULT_TIMESTAMP_UNIT)
-    return found
-
-
-def recorded_schema(root: Path) -> TickSchema | None:
-    """The schema ``<root>/_skewtape_archive.json`` records, or None when the root holds no
-    archive yet.
-
-    Raises ConfigError when the marker exists but is unreadable or invalid.
-    """
-    if not (Path(root) / ARCHIVE_MARKER).exists():
-        return None
-    found = read_archive_marker(root)
-    try:
-        return TickSchema(found["timestamp_unit"], found["price_scale"], found["quantity_scale"])
-    except KeyError as exc:
-        raise ConfigError(f"{Path(root) / ARCHIVE_MARKER}: no {exc.args[0]} recorded") from None
 
 
 # --- schema -------------------------------------------------------------------------------------
@@ -334,7 +154,7 @@ class EncodingChoice:
 
 
 def choose_encodings(
-    table: pa.Table, settings: TierSettings, *, ts_sorted: bool = True
+    table: pa.Table, settings: WriterSettings, *, ts_sorted: bool = True
 ) -> EncodingChoice:
     """Measure candidate encodings of ``price`` and ``quantity`` and keep the smallest.
 
@@ -357,7 +177,7 @@ def choose_encodings(
             if encoding == BYTE_STREAM_SPLIT and not settings.byte_stream_split:
                 continue
             trial_columns[(name, encoding)] = sample.column(name)
-    sizes = _trial_sizes(trial_columns, settings)
+    sizes = trial_sizes(trial_columns, settings)
     trials: dict[str, dict[str, int]] = {}
     for (name, encoding), size in sizes.items():
         trials.setdefault(name, {})[encoding] = size
@@ -372,8 +192,8 @@ def choose_encodings(
     return EncodingChoice(column_encoding, dictionary_columns, trials)
 
 
-def _trial_sizes(
-    columns: Mapping[tuple[str, str], pa.ChunkedArray], settings: TierSettings
+def trial_sizes(
+    columns: Mapping[tuple[str, str], pa.ChunkedArray], settings: WriterSettings
 ) -> dict[tuple[str, str], int]:
     """Compressed bytes of each ``(column, encoding)`` trial, written side by side."""
     keys = list(columns)
@@ -419,59 +239,16 @@ class FileFacts:
     timestamp_unit: str = DEFAULT_TIMESTAMP_UNIT
 
 
-STAGING_FOLDER = ".skewtape-staging"
-"""Folder of the archive root where symbol-day files are written and verified before they are
-published (renamed into their partition folder under the archive's lock)."""
-
-
-@dataclass
-class PreparedFile:
-    """A symbol-day file written and verified in the archive's staging folder, not yet published:
-    :func:`publish_archive_file` renames it into place, :meth:`discard` removes it."""
-
-    temp: Path
-    target: Path
-    facts: FileFacts
-
-    def discard(self) -> None:
-        """Remove the staged file (nothing once it was published)."""
-        self.temp.unlink(missing_ok=True)
-
-
-def staging_folder(archive_root: Path) -> Path:
-    """``<archive root>/.skewtape-staging`` (a dot folder: readers, globs and views skip it)."""
-    return Path(archive_root) / STAGING_FOLDER
-
-
-def prepare_archive_file(
-    batch: TickBatch,
-    target: Path,
-    *,
-    archive_root: Path,
-    settings: TierSettings,
-    metadata: Mapping[str, str],
-) -> PreparedFile:
-    """Write ``batch`` for ``target`` to a new file in the archive's staging folder, fsynced,
-    read back in full (page checksums checked) and compared field for field with ``batch``.
-
-    Needs no lock: the staged name is unique to this call (host, process, thread, a counter),
-    and nothing but :func:`publish_archive_file` moves it into the archive. The caller
-    publishes or discards it.
-
-    Raises
-    ------
-    RoundTripError
-        The file did not read back equal; it is removed and nothing is published.
-    OSError
-        Writing failed (a full disk): names ``target``; the staged file is removed, and the
-        staging folder too when no other file is staged there.
-    """
-    table = archive_table(batch)
-    choice = choose_encodings(table, settings)
-    key_values = {
-        **metadata,
+def file_metadata(
+    batch: TickBatch, settings: WriterSettings, *, layout: str | None = None
+) -> dict[str, str]:
+    """The key-value metadata every tick file records, in this order: format, ``layout`` (when
+    given: a file of many symbol-days), scales, timestamp unit and the compression level (empty
+    for a codec without levels; Parquet itself does not record it)."""
+    return {
         META_FORMAT: ARCHIVE_FORMAT,
         META_FORMAT_VERSION: ARCHIVE_FORMAT_VERSION,
+        **({} if layout is None else {META_LAYOUT: layout}),
         META_PRICE_SCALE: str(batch.price_scale),
         META_QUANTITY_SCALE: str(batch.quantity_scale),
         META_TIMESTAMP_UNIT: batch.timestamp_unit,
@@ -479,37 +256,33 @@ def prepare_archive_file(
             "" if settings.compression_level is None else str(settings.compression_level)
         ),
     }
-    folder = staging_folder(archive_root)
-    temp = folder / fsio.unique_temp_name(target.name)
-    try:
-        with fsio.naming(target, temp):
-            fsio.create_staged_file(temp)
-            _write_parquet(table, temp, settings=settings, choice=choice, key_values=key_values)
-            fsio.fsync_file(temp)
-        facts = verify_archive_file(temp, batch, expected_metadata=key_values)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        fsio.prune_empty_folders(folder, within=lambda path: path == folder)
-        raise
-    return PreparedFile(temp=temp, target=target, facts=facts)
 
 
-def publish_archive_file(prepared: PreparedFile) -> FileFacts:
-    """Rename a staged file over its target (creating the partition folders), then remove any
-    other ``*.parquet`` of that folder, so a rewritten partition holds exactly this file. Call
-    it under the archive's lock. Returns the facts read from the very bytes now at the target.
+def write_verified_file(
+    batch: TickBatch, path: Path, *, settings: WriterSettings, metadata: Mapping[str, str]
+) -> FileFacts:
+    """Write ``batch`` to the new file ``path`` with ``settings``, fsync it, read it back in full
+    (page checksums checked), compare it field for field with ``batch`` and return its facts.
+    ``metadata`` adds the caller's keys (symbol, date) to :func:`file_metadata`'s.
+
+    Raises
+    ------
+    RoundTripError
+        The file did not read back equal (``path`` is left for the caller to remove).
+    OSError
+        Writing failed (a full disk).
     """
-    target = prepared.target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fsio.publish(prepared.temp, target)
-    for other in target.parent.glob("*.parquet"):
-        if other.name != target.name:
-            fsio.atomic_unlink(other)
-    return replace(prepared.facts, path=target)
+    table = archive_table(batch)
+    choice = choose_encodings(table, settings)
+    key_values = {**metadata, **file_metadata(batch, settings)}
+    fsio.create_staged_file(path)
+    _write_parquet(table, path, settings=settings, choice=choice, key_values=key_values)
+    fsio.fsync_file(path)
+    return verify_archive_file(path, batch, expected_metadata=key_values)
 
 
 def writer_options(
-    settings: TierSettings, choice: EncodingChoice, *, sorting_columns: Sequence[int] = (0,)
+    settings: WriterSettings, choice: EncodingChoice, *, sorting_columns: Sequence[int] = (0,)
 ) -> dict[str, Any]:
     """Keyword arguments of ``pyarrow.parquet.ParquetWriter`` for archive files.
 
@@ -536,7 +309,7 @@ def _write_parquet(
     table: pa.Table,
     path: Path,
     *,
-    settings: TierSettings,
+    settings: WriterSettings,
     choice: EncodingChoice,
     key_values: Mapping[str, str],
 ) -> None:
@@ -591,9 +364,9 @@ def _first_group_difference(
         "ts": lambda chunk: pa.Array.from_buffers(
             pa.int64(), len(chunk), chunk.buffers(), chunk.null_count, chunk.offset
         ),
-        "price": _units,
-        "quantity": _units,
-        "side": lambda chunk: _side_codes(pa.chunked_array([chunk]), path),
+        "price": stored_units,
+        "quantity": stored_units,
+        "side": lambda chunk: stored_side_codes(pa.chunked_array([chunk]), path),
     }
     arrow_schema = archive_schema(schema.price_scale, schema.quantity_scale, schema.timestamp_unit)
     offset = 0
@@ -617,7 +390,7 @@ def read_archive_batch(path: Path) -> TickBatch:
     Raises TickFormatError when the file lacks the archive's metadata or columns.
     """
     table, schema = read_archive_table(path)
-    return _table_batch(table, schema, path)
+    return table_batch(table, schema, path)
 
 
 def read_archive_table(path: Path) -> tuple[pa.Table, TickSchema]:
@@ -667,12 +440,14 @@ def _open_archive_file(path: Path) -> tuple[pq.ParquetFile, TickSchema]:
     return parquet, TickSchema(timestamp_unit, price_scale, quantity_scale)
 
 
-def _table_batch(table: pa.Table, schema: TickSchema, path: Path) -> TickBatch:
+def table_batch(table: pa.Table, schema: TickSchema, path: Path) -> TickBatch:
+    """The ``ts``, ``price``, ``quantity`` and ``side`` columns of ``table`` (read from the
+    file ``path``) as an exact batch at ``schema``."""
     return TickBatch(
         ts_ns=timestamps_as_ns(table.column("ts").combine_chunks()),
-        price=_units(table.column("price").combine_chunks()),
-        quantity=_units(table.column("quantity").combine_chunks()),
-        side=_side_codes(table.column("side"), path),
+        price=stored_units(table.column("price").combine_chunks()),
+        quantity=stored_units(table.column("quantity").combine_chunks()),
+        side=stored_side_codes(table.column("side"), path),
         price_scale=schema.price_scale,
         quantity_scale=schema.quantity_scale,
         timestamp_unit=schema.timestamp_unit,
@@ -727,7 +502,9 @@ def _check_types(path: Path, found: pa.Schema, expected: pa.Schema) -> None:
             raise TickFormatError(f"{path}: column {got.name} is {got_type}, expected {want_type}")
 
 
-def _units(column: pa.Array) -> pa.Array:
+def stored_units(column: pa.Array) -> pa.Array:
+    """A stored price or quantity column (int64, or a decimal on INT64 or wider) as int64
+    units at its scale, zero-copy where the storage already is 64-bit."""
     if pa.types.is_integer(column.type):
         return pc.cast(column, pa.int64())
     if column.type.bit_width == 64:
@@ -740,7 +517,9 @@ def _units(column: pa.Array) -> pa.Array:
     return pc.cast(raw, pa.int64())
 
 
-def _side_codes(column: pa.ChunkedArray, path: Path) -> pa.Array:
+def stored_side_codes(column: pa.ChunkedArray, path: Path) -> pa.Array:
+    """A stored ``side`` column (dictionary or plain strings) as int8 side codes; a
+    TickFormatError naming ``path`` for a value that is not BUY, SELL or UNKNOWN."""
     pieces = []
     for chunk in column.chunks:
         if not pa.types.is_dictionary(chunk.type):

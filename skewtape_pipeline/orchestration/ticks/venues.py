@@ -1,0 +1,79 @@
+"""Venue registration: the venues of each applied month's fills become keys of the tick
+archive's ``venues`` dimension, so their venue-days are partitions of ``tick_archive``.
+
+The tick side registers them, reading the months in ``history/`` (however they were applied:
+from the UI, the schedule, a sensor or a backfill): the venues sensor on every tick, and the
+corrections sensor before it requests venue-days. A sensor hands Dagster's daemon the keys to
+add and, per month that brought any, an observation of ``tick_archive`` (``venues_registered``,
+``venues``, ``month``) that the asset's *Events* list; :func:`register_applied_venues` does the
+same in process, where no daemon runs (the demo, the tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from skewtape_pipeline.orchestration.ticks.archive_asset import TICK_ARCHIVE
+from skewtape_pipeline.orchestration.ticks.partitions import (
+    VENUES,
+    dimension_key,
+    venue_partitions,
+)
+from skewtape_pipeline.ticks.fills.snapshot_fills import applied_months, new_symbols, split_symbol
+
+
+def new_venues(
+    history: Path, months: Iterable[str], known: Collection[str]
+) -> dict[str, list[str]]:
+    """``{month: venue keys}``: the venues of the fills files each of ``months`` (oldest first)
+    added or replaced that ``known`` does not hold, each under the first month bringing it;
+    months that bring none are left out."""
+    seen = set(known)
+    found: dict[str, list[str]] = {}
+    for month in months:
+        keys = sorted({dimension_key(split_symbol(s)[0]) for s in new_symbols(history, month)})
+        fresh = [key for key in keys if key not in seen]
+        if fresh:
+            found[month] = fresh
+            seen.update(fresh)
+    return found
+
+
+def venues_observation(month: str, keys: list[str]) -> dg.AssetObservation:
+    """The observation of ``tick_archive`` saying which venue keys ``month`` registered."""
+    return dg.AssetObservation(
+        TICK_ARCHIVE,
+        description=f"{month} registered {len(keys)} venue(s) as partitions: {', '.join(keys)}",
+        metadata={
+            "month": dg.MetadataValue.text(month),
+            "venues_registered": dg.MetadataValue.int(len(keys)),
+            "venues": dg.MetadataValue.json(keys),
+        },
+    )
+
+
+def registration(by_month: Mapping[str, list[str]]) -> dict[str, Any]:
+    """The ``SensorResult`` arguments registering ``by_month`` (from :func:`new_venues`): the
+    keys to add (none: no request) and one observation per month."""
+    keys = [key for month_keys in by_month.values() for key in month_keys]
+    return {
+        "dynamic_partitions_requests": [venue_partitions.build_add_request(keys)] if keys else [],
+        "asset_events": [venues_observation(month, ks) for month, ks in by_month.items()],
+    }
+
+
+def register_applied_venues(instance: dg.DagsterInstance, history: Path) -> dict[str, list[str]]:
+    """Register the venues of every month applied in ``history`` that ``instance`` does not
+    know yet, in process (what the daemon does with the venues sensor's result): the keys
+    added, each month's observation recorded. Returns ``{month: keys added}``."""
+    by_month = new_venues(history, applied_months(history), instance.get_dynamic_partitions(VENUES))
+    parts = registration(by_month)
+    for request in parts["dynamic_partitions_requests"]:
+        instance.add_dynamic_partitions(VENUES, list(request.partition_keys))
+    for event in parts["asset_events"]:
+        instance.report_runless_asset_event(event)
+    return by_month
