@@ -56,7 +56,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
 from functools import cached_property
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -74,7 +74,14 @@ from skewtape_pipeline.ticks.archive.layout import (
     PART_FILE_NAME,
     encode_symbol,
 )
-from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import (
+    COLD,
+    WARM,
+    ArchiveTiers,
+    TierPolicy,
+    inside_path,
+    normalized,
+)
 
 CATALOG_FORMAT = "skewtape-tick-catalog"
 CATALOG_VERSION = 3
@@ -189,38 +196,19 @@ _TIER_ROOTS = (WARM, COLD)
 
 
 def relative_to_root(archive_root: Path, path: TierFile, policy: TierPolicy | None = None) -> str:
-    """The catalog path of ``path``: ``<TIER>/<path inside the tier root>`` for a file under
-    the warm or cold root of ``policy`` (default: the default policy; a folder or an S3
-    prefix), else the path relative to the archive root (a hot file), POSIX style.
-
-    Raises TickFormatError for a path outside the archive root and its tier roots.
-    """
-    policy = TierPolicy.or_default(policy)
-    for tier in _TIER_ROOTS:
-        inside = policy.store_for(tier, archive_root).relative(path)
-        if inside is not None:
-            return f"{tier}/{inside}"
-    if isinstance(path, Path):
-        target, base = normalized(path), normalized(Path(archive_root))
-        if target.is_relative_to(base):
-            return target.relative_to(base).as_posix()
-    raise TickFormatError(
-        f"{path}: outside the archive root {archive_root} and its warm and cold roots"
-    )
+    """The catalog path of ``path`` under the archive at ``archive_root`` and ``policy``
+    (default: the default policy): :meth:`ArchiveTiers.relative
+    <skewtape_pipeline.ticks.archive.tiers.ArchiveTiers.relative>`, for callers holding no
+    ``Archive``. TickFormatError for a path outside the archive root and its tier roots."""
+    return ArchiveTiers.of(archive_root, policy).relative(path)
 
 
 def resolve(archive_root: Path, relative: str, policy: TierPolicy | None = None) -> TierFile:
-    """The file a catalog path names: ``WARM/...`` and ``COLD/...`` inside that tier's root of
-    ``policy`` (default: the default policy; an object for an S3 root), any other path inside
-    the archive root (a Path).
-
-    Raises TickFormatError for a path that would leave its root (``..``, absolute, empty).
-    """
-    policy = TierPolicy.or_default(policy)
-    tier, _, rest = relative.partition("/")
-    if tier in _TIER_ROOTS:
-        return policy.store_for(tier, archive_root).file(_inside(rest, relative).as_posix())
-    return resolve_hot(archive_root, relative)
+    """The file the catalog path ``relative`` names under the archive at ``archive_root`` and
+    ``policy`` (default: the default policy): :meth:`ArchiveTiers.resolve
+    <skewtape_pipeline.ticks.archive.tiers.ArchiveTiers.resolve>`, for callers holding no
+    ``Archive``. TickFormatError for a path that would leave its root."""
+    return ArchiveTiers.of(archive_root, policy).resolve(relative)
 
 
 def resolve_hot(archive_root: Path, relative: str) -> Path:
@@ -228,7 +216,7 @@ def resolve_hot(archive_root: Path, relative: str) -> Path:
 
     Raises TickFormatError for a path that would leave the root.
     """
-    return normalized(Path(archive_root)) / _inside(relative, relative)
+    return normalized(Path(archive_root)) / inside_path(relative, relative)
 
 
 def split_catalog_path(relative: str) -> tuple[str, str]:
@@ -242,22 +230,7 @@ def split_catalog_path(relative: str) -> tuple[str, str]:
         raise TickFormatError(
             f"catalog path {relative!r}: expected WARM/<path> or COLD/<path> (a tier root)"
         )
-    return tier, _inside(rest, relative).as_posix()
-
-
-def _inside(rest: str, whole: str) -> PurePosixPath:
-    part = PurePosixPath(rest)
-    if not rest or part.is_absolute() or ".." in part.parts or "\\" in rest:
-        raise TickFormatError(
-            f"catalog path {whole!r}: outside its root (expected a relative path inside it)"
-        )
-    return part
-
-
-def normalized(path: Path) -> Path:
-    """``path`` absolute, with ``.`` and ``..`` folded (no link resolved): how catalog paths
-    and files on disk are compared."""
-    return Path(os.path.normpath(Path(path).absolute()))
+    return tier, inside_path(rest, relative).as_posix()
 
 
 # --- read and write -----------------------------------------------------------------------------

@@ -766,9 +766,9 @@ def _write_symbol_day(
     it again (:func:`_publish_under_lock`). Besides the rewrite check
     (:func:`_check_may_rewrite`), the one place compaction reads the archive's tier policy: the
     tier of the item's age, that tier's writer settings and the policy the report records."""
-    policy = archive.policy
+    policy = archive.tiers.policy
     tier, recorded = policy.tier_for(item.age_days), policy.to_dict()
-    settings = policy.settings_for(tier)
+    settings = policy.settings_for(tier).writer
     path = partition_file(archive.root, item.symbol, item.day)
     _check_before_encoding(archive, item.batch, path)  # every refusal before anything is written
     metadata = {
@@ -849,7 +849,7 @@ def _check_may_rewrite(archive: Archive, path: Path) -> None:
     catalog does not account for the files on disk. Call it under the archive's lock."""
     check_may_write(archive.root, path)
     if path.exists():
-        checked_catalog(archive.root, archive.policy)
+        checked_catalog(archive.tiers)
 
 
 def _publish_under_lock(

@@ -42,6 +42,7 @@ audit to ``self.audit_log`` as the verbs here do.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections.abc import Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -59,7 +60,7 @@ from skewtape_pipeline.ticks.archive import compact, integrity, lifecycle, place
 from skewtape_pipeline.ticks.archive import query as views
 from skewtape_pipeline.ticks.archive import withdraw as withdrawal
 from skewtape_pipeline.ticks.archive.books import default_audit_log, enable_books_and_records
-from skewtape_pipeline.ticks.archive.catalog import SymbolDayKey, relative_to_root, resolve
+from skewtape_pipeline.ticks.archive.catalog import SymbolDayKey
 from skewtape_pipeline.ticks.archive.compact import (
     DEFAULT_RUN,
     NO_SOURCE_FACTS,
@@ -69,7 +70,7 @@ from skewtape_pipeline.ticks.archive.compact import (
 from skewtape_pipeline.ticks.archive.layout import archive_lock
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, Location, archive_state, locate
 from skewtape_pipeline.ticks.archive.query import VIEW_COLUMNS, open_ticks_view
-from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, ArchiveTiers, TierPolicy
 from skewtape_pipeline.ticks.archive.version_pruning import PruneResult, prune_versions
 from skewtape_pipeline.ticks.archive.versions import (
     AsOf,
@@ -214,13 +215,21 @@ class Archive:
     def resolve(self, rel: str) -> TierFile:
         """The file the catalog path ``rel`` names: inside the warm or cold root the policy
         gives (a folder, or an object under an S3 prefix), else inside the archive root
-        (``catalog.resolve``; TickFormatError for a path that would leave its root)."""
-        return resolve(self.root, rel, self.policy)
+        (``ArchiveTiers.resolve``; TickFormatError for a path that would leave its root)."""
+        return self.tiers.resolve(rel)
 
     def relative(self, path: TierFile) -> str:
         """The catalog path of ``path``, a file under the archive root or a tier root of the
-        policy (``catalog.relative_to_root``; TickFormatError for a path outside them)."""
-        return relative_to_root(self.root, path, self.policy)
+        policy (``ArchiveTiers.relative``; TickFormatError for a path outside them)."""
+        return self.tiers.relative(path)
+
+    @functools.cached_property
+    def tiers(self) -> ArchiveTiers:
+        """The tier policy resolved for this archive, once, on first use: its warm and cold
+        stores, each tier's writer settings and layout, its catalog paths
+        (:class:`~skewtape_pipeline.ticks.archive.tiers.ArchiveTiers`). Every verb hands this
+        one value down; nothing below derives a store from the policy again."""
+        return ArchiveTiers.of(self.root, self.policy)
 
     def locked(self, what: str) -> AbstractContextManager[None]:
         """The archive's one lock (``layout.archive_lock``), waited for up to

@@ -69,8 +69,6 @@ from skewtape_pipeline.ticks.archive.catalog import (
     catalog_path,
     read_catalog,
     read_hot_records,
-    relative_to_root,
-    resolve,
     write_catalog,
     write_hot_records,
 )
@@ -94,7 +92,7 @@ from skewtape_pipeline.ticks.archive.layout import (
     parse_archive_marker,
 )
 from skewtape_pipeline.ticks.archive.placement import HotFile, scan_hot_files
-from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, ArchiveTiers, TierPolicy
 from skewtape_pipeline.ticks.archive.trust import (
     HOT_WRITER,
     hot_record,
@@ -148,27 +146,6 @@ class RecordedFile:
     symbol_days: tuple[RecordedSymbolDay, ...]
 
 
-def consolidated_files_on_disk(
-    archive_root: Path, policy: TierPolicy
-) -> list[tuple[str, TierFile]]:
-    """``(tier, file)`` of every Parquet file under the warm and cold roots (folders or S3
-    prefixes), COLD first, sorted within a tier.
-
-    Raises ObjectStoreError naming the URI when an S3 root cannot be listed.
-    """
-    found: list[tuple[str, TierFile]] = []
-    for tier in (COLD, WARM):
-        found += [(tier, f) for f in policy.store_for(tier, archive_root).parquet_files()]
-    return found
-
-
-def check_tier_stores(archive_root: Path, policy: TierPolicy) -> None:
-    """Raise ObjectStoreError naming the URI when a tier root in an object store cannot be
-    used (endpoint unreachable, bucket missing, credentials refused); local roots pass."""
-    for tier in (WARM, COLD):
-        policy.store_for(tier, archive_root).check_reachable()
-
-
 def read_recorded(path: TierFile, tier: str) -> RecordedFile:
     """What the consolidated file ``path`` (found under ``tier``'s root) records and holds.
 
@@ -213,9 +190,10 @@ def read_recorded(path: TierFile, tier: str) -> RecordedFile:
 # --- the writers' check -------------------------------------------------------------------------
 
 
-def checked_catalog(archive_root: Path, policy: TierPolicy | None = None) -> Catalog:
-    """The catalog, once it is known to account for every consolidated file (see the module
-    notes); what writers read before removing or rewriting anything. Reads only.
+def checked_catalog(tiers: ArchiveTiers) -> Catalog:
+    """The catalog of the archive ``tiers`` resolves (``Archive.tiers``), once it is known to
+    account for every consolidated file (see the module notes); what writers read before
+    removing or rewriting anything. Reads only.
 
     Raises
     ------
@@ -223,11 +201,9 @@ def checked_catalog(archive_root: Path, policy: TierPolicy | None = None) -> Cat
         The catalog is missing while consolidated files exist, unreadable, lists files that
         are not on disk, or does not account for files on disk; names them and the repair.
     """
-    root = Path(archive_root)
-    policy = TierPolicy.or_default(policy)
-    where = catalog_path(root)
-    check_tier_stores(root, policy)
-    on_disk = consolidated_files_on_disk(root, policy)
+    root, where = tiers.root, catalog_path(tiers.root)
+    tiers.check_reachable()
+    on_disk = tiers.consolidated_files()
     try:
         catalog = read_catalog(root)
     except TickFormatError as exc:
@@ -237,7 +213,7 @@ def checked_catalog(archive_root: Path, policy: TierPolicy | None = None) -> Cat
         ) from None
     if not where.exists():
         _refuse_missing(root, on_disk, "nothing was changed")
-    listed = [resolve(root, item.path, policy) for item in catalog.files.values()]
+    listed = [tiers.resolve(item.path) for item in catalog.files.values()]
     missing = [p for p in listed if not exists(p)]
     if missing:
         raise CatalogMismatchError(
@@ -259,18 +235,15 @@ def checked_catalog(archive_root: Path, policy: TierPolicy | None = None) -> Cat
     return catalog
 
 
-def check_catalog_present(archive_root: Path, policy: TierPolicy | None = None) -> None:
+def check_catalog_present(tiers: ArchiveTiers) -> None:
     """Raise CatalogMismatchError when the catalog is missing but consolidated files exist
     that an empty catalog does not account for (a reader would otherwise answer without
     them); the files of a first re-tiering interrupted before its commit are fine. Reads only.
     """
-    root = Path(archive_root)
-    policy = TierPolicy.or_default(policy)
-    check_tier_stores(root, policy)
-    if catalog_path(root).exists():
+    tiers.check_reachable()
+    if catalog_path(tiers.root).exists():
         return
-    on_disk = consolidated_files_on_disk(root, policy)
-    _refuse_missing(root, on_disk, "the archive cannot be read without it")
+    _refuse_missing(tiers.root, tiers.consolidated_files(), "the archive cannot be read without it")
 
 
 def _refuse_missing(root: Path, on_disk: list[tuple[str, TierFile]], consequence: str) -> None:
@@ -391,7 +364,7 @@ def rebuild_catalog(archive: Archive, *, allow_fewer: bool = False) -> RebuildRe
         The rebuilt catalog would account for fewer symbol-days than the one it replaces
         (names both counts and the tier roots looked in); nothing is written.
     """
-    root, policy = archive.root, archive.policy
+    root, tiers = archive.root, archive.tiers
     with archive.locked("rebuilding"):
         recorded = _recorded_files(archive)
         old = _readable_catalog(root)
@@ -400,7 +373,7 @@ def rebuild_catalog(archive: Archive, *, allow_fewer: bool = False) -> RebuildRe
         hot = {h.key: h for h in scan_hot_files(root)}
         catalog = _rebuilt(archive, chosen, hot, old, recorded)
         if not allow_fewer:
-            _refuse_fewer(root, policy, old, len(catalog.partitions))
+            _refuse_fewer(tiers, old, len(catalog.partitions))
         write_catalog(root, catalog)
         added = _record_unrecorded_hot_files(root, catalog, records, list(hot.values()))
         _audit_rebuild(archive, catalog, superseded, sorted(added))
@@ -419,8 +392,8 @@ def rebuild_catalog(archive: Archive, *, allow_fewer: bool = False) -> RebuildRe
 def _recorded_files(archive: Archive) -> list[RecordedFile]:
     """What every consolidated file in the archive's tier roots records (:func:`read_recorded`);
     ObjectStoreError naming the URI of a tier root that cannot be used."""
-    check_tier_stores(archive.root, archive.policy)
-    on_disk = consolidated_files_on_disk(archive.root, archive.policy)
+    archive.tiers.check_reachable()
+    on_disk = archive.tiers.consolidated_files()
     return [read_recorded(path, tier) for tier, path in on_disk]
 
 
@@ -436,7 +409,7 @@ def _rebuilt(
     generation seen (``old``'s and the ``recorded`` files')."""
     files, partitions = {}, {}
     for item in chosen:
-        entry, parts = _catalogued(archive.root, archive.policy, item, hot)
+        entry, parts = _catalogued(archive.tiers, item, hot)
         files[entry.path] = entry
         partitions.update((p.key, p) for p in parts)
     withdrawn = frozenset(k for k in old.withdrawn if k in partitions)
@@ -479,14 +452,15 @@ def _audit_rebuild(
     audit(archive.root, archive.audit_log, [record])
 
 
-def _refuse_fewer(root: Path, policy: TierPolicy, old: Catalog, found: int) -> None:
+def _refuse_fewer(tiers: ArchiveTiers, old: Catalog, found: int) -> None:
     """CatalogMismatchError when the files found account for fewer symbol-days than the
     catalog ``old`` does."""
     if found >= len(old.partitions):
         return
-    roots = ", ".join(str(location(policy.root_for(tier, root))) for tier in (WARM, COLD))
+    places = (tiers.policy.root_for(tier, tiers.root) for tier in (WARM, COLD))
+    roots = ", ".join(str(location(place)) for place in places)
     raise CatalogMismatchError(
-        f"{root}: the consolidated files in {roots} hold {found} symbol-days, the catalog "
+        f"{tiers.root}: the consolidated files in {roots} hold {found} symbol-days, the catalog "
         f"{len(old.partitions)}; nothing rebuilt. Are the tiers elsewhere (the archive's tier "
         "policy)? Pass allow_fewer (--allow-fewer) to rebuild with the symbol-days lost"
     )
@@ -521,9 +495,9 @@ def _newest_copies(
 
 
 def _catalogued(
-    root: Path, policy: TierPolicy, item: RecordedFile, hot: dict[SymbolDayKey, HotFile]
+    tiers: ArchiveTiers, item: RecordedFile, hot: dict[SymbolDayKey, HotFile]
 ) -> tuple[CatalogFile, list[CatalogPartition]]:
-    rel = relative_to_root(root, item.path, policy)
+    rel = tiers.relative(item.path)
     entry = CatalogFile(
         path=rel,
         tier=item.tier,
@@ -543,7 +517,7 @@ def _catalogued(
             rel,
             d.rows,
             share,
-            _superseded_hot(root, policy, hot[d.key], copies[d.key]) if d.key in copies else None,
+            _superseded_hot(tiers, hot[d.key], copies[d.key]) if d.key in copies else None,
         )
         for d, share in zip(item.symbol_days, shares, strict=True)
     ]
@@ -561,9 +535,7 @@ def _copies_with_hot_files(
     return {(p.symbol, p.day): p for p in rows if (p.symbol, p.day) in hot}
 
 
-def _superseded_hot(
-    root: Path, policy: TierPolicy, hot: HotFile, copy: SymbolDayRows
-) -> SourceStamp | None:
+def _superseded_hot(tiers: ArchiveTiers, hot: HotFile, copy: SymbolDayRows) -> SourceStamp | None:
     """The stamp of the hot file when its ticks equal the consolidated copy (re-tiering
     moved it), None when they differ (a newer recompaction: the hot file is live).
 
@@ -582,7 +554,7 @@ def _superseded_hot(
         return None
     digest = sha256_file(hot.path)
     stamp = FileStamp.of(hot.path)
-    rel = relative_to_root(root, hot.path, policy)
+    rel = tiers.relative(hot.path)
     return SourceStamp(rel, digest, stamp.size, stamp.inode, stamp.mtime_ns)
 
 
@@ -631,13 +603,12 @@ def verify_archive(
     ``full``, every page of every archive file (hot and consolidated) is also read through
     pyarrow with page checksum verification.
     """
-    root = Path(archive_root)
-    policy = TierPolicy.or_default(policy)
-    problems: list[str] = []
+    tiers = ArchiveTiers.of(archive_root, policy)  # resolved once, handed down
+    root, problems = tiers.root, []
     checked = checked_bytes = 0
-    check_tier_stores(root, policy)
+    tiers.check_reachable()
     try:
-        check_catalog_present(root, policy)
+        check_catalog_present(tiers)
         catalog = read_catalog(root)
         records = read_hot_records(root)
     except TickFormatError as exc:
@@ -645,13 +616,13 @@ def verify_archive(
     listed = set()
     catalogued = sorted(catalog.files.values(), key=lambda f: f.path)
     for index, item in enumerate(catalogued):
-        path = resolve(root, item.path, policy)
+        path = tiers.resolve(item.path)
         listed.add(path)
         problems += _check_recorded(path, FileRecord(item.bytes, item.sha256), "the catalog", full)
         if exists(path):
             checked, checked_bytes = checked + 1, checked_bytes + size_of(path)
         progress.report("consolidated files", index + 1, len(catalogued))
-    on_disk = consolidated_files_on_disk(root, policy)
+    on_disk = tiers.consolidated_files()
     for _, path in on_disk:
         if path not in listed and _CONTENT_NAME.fullmatch(path.name):
             problems += _check_content_named(path, full)
@@ -672,7 +643,7 @@ def verify_archive(
         checked, checked_bytes = checked + 1, checked_bytes + hot.stamp.size
         progress.report("hot files", index + 1, len(hot_files))
     if checked:
-        problems += _marker_problems(root, policy, catalog)
+        problems += _marker_problems(tiers, catalog)
     return ArchiveVerification(root, full, checked, checked_bytes, problems)
 
 
@@ -701,10 +672,10 @@ def _check_content_named(path: TierFile, full: bool) -> list[str]:
     return _check_pages(path, full=full)
 
 
-def _marker_problems(root: Path, policy: TierPolicy, catalog: Catalog) -> list[str]:
+def _marker_problems(tiers: ArchiveTiers, catalog: Catalog) -> list[str]:
     """The archive marker (``_skewtape_archive.json``: scales and timestamp unit) missing from
     the archive root or from a tier root holding catalogued files, or different there."""
-    own = root / ARCHIVE_MARKER
+    own = tiers.root / ARCHIVE_MARKER
     if not own.exists():
         return [f"{own}: missing; the archive's scales and timestamp unit are unknown"]
     wanted = parse_archive_marker(own, own.read_bytes())
@@ -713,7 +684,7 @@ def _marker_problems(root: Path, policy: TierPolicy, catalog: Catalog) -> list[s
         held = sum(1 for f in catalog.files.values() if f.tier == tier)
         if not held:
             continue
-        marker = policy.store_for(tier, root).file(ARCHIVE_MARKER)
+        marker = tiers.stores[tier].file(ARCHIVE_MARKER)
         try:
             found = parse_archive_marker(marker, read_bytes(marker))
         except FileNotFoundError:

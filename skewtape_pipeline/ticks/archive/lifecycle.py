@@ -101,9 +101,7 @@ from skewtape_pipeline.ticks.archive.placement import (
     uncatalogued_files,
 )
 from skewtape_pipeline.ticks.archive.tiers import (
-    COLD,
     HOT,
-    WARM,
     check_age_days,
     is_colder,
 )
@@ -260,7 +258,7 @@ class _Planner:
         ``held`` is True (a day never gets warmer); the period of that tier's layout (None for
         HOT). The one reader of the tier policy while planning. ConfigError for a day after
         ``as_of``."""
-        policy = self.archive.policy
+        policy = self.archive.tiers.policy
         tier, held = policy.tier_for(_age(day, self.as_of)), False
         if reached is not None and is_colder(reached, tier):
             tier, held = reached, True
@@ -576,11 +574,11 @@ def _checked_plan(archive: Archive, as_of: date, months: Collection[str] | None)
     """Under the lock: remove what interrupted runs left (temporary tier files and catalogs,
     orphaned staged files), refuse a catalog that does not account for the files on disk,
     then plan (:func:`plan_retier`)."""
-    for tier in (WARM, COLD):
-        archive.policy.store_for(tier, archive.root).remove_stale_temps()
+    for store in archive.tiers.stores.values():
+        store.remove_stale_temps()
     remove_stale_catalog_temps(archive.root)
     remove_orphaned_staged_files(archive.root)
-    checked_catalog(archive.root, archive.policy)
+    checked_catalog(archive.tiers)
     return plan_retier(archive, as_of=as_of, months=months)
 
 
@@ -672,7 +670,8 @@ def _write_file(
 ) -> ConsolidatedFile:
     """``parts`` as one consolidated file of the rewrite's tier and period, written with the
     tier's settings into its store (whose archive marker must match the parts' scales)."""
-    store = archive.policy.store_for(rewrite.tier, archive.root)
+    tiers = archive.tiers
+    store, settings = tiers.stores[rewrite.tier], tiers.settings(rewrite.tier)
     first = parts[0].batch
     ensure_archive_schema(
         store,
@@ -684,11 +683,11 @@ def _write_file(
         parts,
         period_subfolder(rewrite.period),
         store=store,
-        settings=archive.policy.settings_for(rewrite.tier),
+        settings=settings,
         metadata={
             "skewtape.tier": rewrite.tier,
             "skewtape.period": rewrite.period,
-            "skewtape.layout_granularity": archive.policy.layout_for(rewrite.tier),
+            "skewtape.layout_granularity": tiers.policy.layout_for(rewrite.tier),
             META_CATALOG_GENERATION: str(plan.generation + 1),  # the commit that lists it
         },
         checkpoint=faults.checkpoint,
@@ -953,7 +952,7 @@ def prune(archive: Archive) -> list[TierFile]:
     """
     root = archive.root
     with archive.locked("pruning"):
-        checked_catalog(root, archive.policy)
+        checked_catalog(archive.tiers)
         garbage, kept = _garbage(archive)
         unread = [(path, why) for path, why in garbage if path not in kept]
         removed = remove_files(archive, unread)
@@ -975,9 +974,9 @@ def _garbage(
     ]
     out += [
         (path, "not in the catalog: replaced, or left by an interrupted run")
-        for path in uncatalogued_files(archive.root, archive.policy, state.catalog)
+        for path in uncatalogued_files(archive.tiers, state.catalog)
     ]
-    return out, set() if books else kept_files(archive.root, archive.policy)
+    return out, set() if books else kept_files(archive.tiers)
 
 
 def remove_files(archive: Archive, garbage: list[tuple[TierFile, str]]) -> list[TierFile]:

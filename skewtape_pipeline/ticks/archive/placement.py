@@ -38,7 +38,7 @@ from skewtape_pipeline.ticks.archive.catalog import (
 )
 from skewtape_pipeline.ticks.archive.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.layout import PART_FILE_NAME, decode_symbol
-from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, TIERS, WARM, TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, TIERS, WARM, ArchiveTiers, TierPolicy
 
 HOT_GLOB = f"symbol=*/year=*/month=*/date=*/{PART_FILE_NAME}"
 
@@ -275,7 +275,7 @@ def archive_metrics(archive_root: Path, *, policy: TierPolicy | None = None) -> 
             symbol_days=len(shown),
         )
     retained = [hot.path for hot in state.hot_superseded]
-    retained += uncatalogued_files(root, policy, state.catalog)
+    retained += uncatalogued_files(ArchiveTiers.of(root, policy), state.catalog)
     hidden = [state.catalog.partitions[key] for key in state.hidden]
     return ArchiveMetrics(
         generation=state.catalog.generation,
@@ -287,15 +287,13 @@ def archive_metrics(archive_root: Path, *, policy: TierPolicy | None = None) -> 
     )
 
 
-def uncatalogued_files(archive_root: Path, policy: TierPolicy, catalog: Catalog) -> list[TierFile]:
-    """Parquet files under the warm and cold roots (folders or S3 prefixes) that the catalog
-    does not list."""
-    listed = {resolve(archive_root, f.path, policy) for f in catalog.files.values()}
-    found: list[TierFile] = []
-    for tier in (WARM, COLD):
-        store = policy.store_for(tier, archive_root)
-        found += [f for f in store.parquet_files() if f not in listed]
-    return found
+def uncatalogued_files(tiers: ArchiveTiers, catalog: Catalog) -> list[TierFile]:
+    """Parquet files under the warm and cold roots of ``tiers`` (``Archive.tiers``; folders or
+    S3 prefixes) that the catalog does not list, warm first."""
+    listed = {tiers.resolve(f.path) for f in catalog.files.values()}
+    return [
+        f for tier in (WARM, COLD) for f in tiers.stores[tier].parquet_files() if f not in listed
+    ]
 
 
 def _size(path: TierFile) -> int:

@@ -82,13 +82,20 @@ import pyarrow.dataset as ds
 from skewtape_pipeline.errors import CatalogMismatchError, ConfigError
 from skewtape_pipeline.fsio import load_json
 from skewtape_pipeline.storage import LocalTier, ObjectFile, ObjectTier, exists
-from skewtape_pipeline.ticks.archive.catalog import Catalog, normalized, resolve
+from skewtape_pipeline.ticks.archive.catalog import Catalog, resolve
 from skewtape_pipeline.ticks.archive.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.integrity import check_catalog_present, repair_hint
 from skewtape_pipeline.ticks.archive.layout import ARCHIVE_MARKER, check_archive_root
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, archive_state
 from skewtape_pipeline.ticks.archive.reports_table import PLACES_SCHEMA, reports_view_sql
-from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import (
+    COLD,
+    HOT,
+    WARM,
+    ArchiveTiers,
+    TierPolicy,
+    normalized,
+)
 from skewtape_pipeline.ticks.archive.trust import verify_before_reading
 from skewtape_pipeline.ticks.archive.versions import (
     AsOf,
@@ -202,7 +209,7 @@ def _verified_state(
 ) -> ArchiveState:
     """The state the view reads (now, or as of a version), narrowed, its files verified."""
     if as_of is None:
-        check_catalog_present(root, policy)
+        check_catalog_present(ArchiveTiers.of(root, policy))
         state = archive_state(root)
     else:
         state = version_state(root, resolve_as_of(root, as_of))

@@ -39,15 +39,22 @@ writer settings of ``ticks.encode``.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path, PurePath
+from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
 
-from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.errors import ConfigError, TickFormatError
 from skewtape_pipeline.fsio import load_json
-from skewtape_pipeline.storage import TierStore, check_object_uri, is_object_uri, tier_store
+from skewtape_pipeline.storage import (
+    TierFile,
+    TierStore,
+    check_object_uri,
+    is_object_uri,
+    tier_store,
+)
 from skewtape_pipeline.ticks.encode.writer_settings import (
     COLD_WRITER,
     HOT_WRITER,
@@ -119,7 +126,17 @@ class TierSettings(WriterSettings):
     @classmethod
     def writing_as(cls, writer: WriterSettings, **tier: Any) -> TierSettings:
         """The tier settings that write as ``writer``, with the tier's own keys ``tier``."""
-        return cls(**{f.name: getattr(writer, f.name) for f in fields(WriterSettings)}, **tier)
+        return cls(**_writer_fields(writer), **tier)
+
+    @property
+    def writer(self) -> WriterSettings:
+        """The writer settings alone: what the Parquet writer is handed (it never sees a
+        tier's layout or root)."""
+        return WriterSettings(**_writer_fields(self))
+
+
+def _writer_fields(settings: WriterSettings) -> dict[str, Any]:
+    return {f.name: getattr(settings, f.name) for f in fields(WriterSettings)}
 
 
 def _default_hot() -> TierSettings:
@@ -297,6 +314,83 @@ class TierPolicy:
         except (tomllib.TOMLDecodeError, RecursionError) as exc:  # RecursionError: too deep
             raise ConfigError(f"{path}: not valid {path.suffix[1:].upper()}: {exc}") from None
         return cls.from_dict(data, source=str(path))
+
+
+@dataclass(frozen=True)
+class ArchiveTiers:
+    """The tier policy resolved once for the archive at ``root``: the warm and cold stores
+    (folders or S3 prefixes, :meth:`TierPolicy.store_for`), each tier's writer settings and
+    layout, and the catalog paths that name files in them. An ``Archive`` builds one
+    (``Archive.tiers``) and hands it down; nothing below it derives a store from the policy
+    again. Build one with :meth:`of`."""
+
+    root: Path
+    policy: TierPolicy
+    stores: Mapping[str, TierStore]
+    """The store of WARM and of COLD."""
+
+    @classmethod
+    def of(cls, root: Path | str, policy: TierPolicy | None = None) -> ArchiveTiers:
+        """``policy`` (None: the default policy) resolved for the archive at ``root``."""
+        policy, root = TierPolicy.or_default(policy), Path(root)
+        return cls(root, policy, {tier: policy.store_for(tier, root) for tier in (WARM, COLD)})
+
+    def settings(self, tier: str) -> TierSettings:
+        """``tier``'s settings (:meth:`TierPolicy.settings_for`)."""
+        return self.policy.settings_for(tier)
+
+    def check_reachable(self) -> None:
+        """Raise ObjectStoreError naming the URI when a tier root in an object store cannot
+        be used (endpoint unreachable, bucket missing, credentials refused); local roots pass."""
+        for store in self.stores.values():
+            store.check_reachable()
+
+    def consolidated_files(self) -> list[tuple[str, TierFile]]:
+        """``(tier, file)`` of every Parquet file under the warm and cold roots, COLD first,
+        sorted within a tier. ObjectStoreError naming the URI when an S3 root cannot be listed."""
+        return [(tier, f) for tier in (COLD, WARM) for f in self.stores[tier].parquet_files()]
+
+    def relative(self, path: TierFile) -> str:
+        """The catalog path of ``path``: ``<TIER>/<path inside the tier root>`` for a file
+        under the warm or cold root, else the path relative to the archive root (a hot file),
+        POSIX style. TickFormatError for a path outside the archive root and its tier roots."""
+        for tier, store in self.stores.items():
+            inside = store.relative(path)
+            if inside is not None:
+                return f"{tier}/{inside}"
+        if isinstance(path, Path):
+            target, base = normalized(path), normalized(self.root)
+            if target.is_relative_to(base):
+                return target.relative_to(base).as_posix()
+        raise TickFormatError(
+            f"{path}: outside the archive root {self.root} and its warm and cold roots"
+        )
+
+    def resolve(self, relative: str) -> TierFile:
+        """The file a catalog path names: ``WARM/...`` and ``COLD/...`` inside that tier's
+        store (an object for an S3 root), any other path inside the archive root (a Path).
+        TickFormatError for a path that would leave its root (``..``, absolute, empty)."""
+        tier, _, rest = relative.partition("/")
+        if tier in self.stores:
+            return self.stores[tier].file(inside_path(rest, relative).as_posix())
+        return normalized(self.root) / inside_path(relative, relative)
+
+
+def inside_path(rest: str, whole: str) -> PurePosixPath:
+    """``rest`` (of the catalog path ``whole``) as a relative POSIX path; TickFormatError when
+    it would leave its root (empty, absolute, ``..``, a backslash)."""
+    part = PurePosixPath(rest)
+    if not rest or part.is_absolute() or ".." in part.parts or "\\" in rest:
+        raise TickFormatError(
+            f"catalog path {whole!r}: outside its root (expected a relative path inside it)"
+        )
+    return part
+
+
+def normalized(path: Path) -> Path:
+    """``path`` absolute, with ``.`` and ``..`` folded (no link resolved): how catalog paths
+    and files on disk are compared."""
+    return Path(os.path.normpath(Path(path).absolute()))
 
 
 def _settings_from_dict(data: Any, *, source: str) -> TierSettings:

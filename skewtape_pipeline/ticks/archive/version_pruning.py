@@ -143,8 +143,8 @@ def _unread(archive: Archive, kept: list[Version]) -> list[TierFile]:
     for folder in ("manifests", "catalogs", "hot"):
         if (store / folder).is_dir():
             out += sorted(p for p in (store / folder).rglob(f"*{SUFFIX}") if p not in wanted)
-    held = kept_files(root, archive.policy)
-    unlisted = uncatalogued_files(root, archive.policy, read_catalog(root))
+    held = kept_files(archive.tiers)
+    unlisted = uncatalogued_files(archive.tiers, read_catalog(root))
     out += [f for f in unlisted if f not in held]
     return out
 
@@ -153,9 +153,9 @@ def past_version_bytes(archive: Archive) -> int:
     """The bytes only past versions of ``archive`` hold: consolidated files kept for them that
     the current catalog no longer lists, and hot files kept under their content names that are
     no longer a live hot file (no other link to them)."""
-    root, policy = archive.root, archive.policy
+    root = archive.root
     current = {archive.resolve(f.path) for f in read_catalog(root).files.values()}
-    total = sum(size_of(f) for f in kept_files(root, policy) - current if _exists(f))
+    total = sum(size_of(f) for f in kept_files(archive.tiers) - current if _exists(f))
     hot = versions_dir(root) / "hot"
     if hot.is_dir():
         for blob in hot.rglob(f"*{SUFFIX}"):

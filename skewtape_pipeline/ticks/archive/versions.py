@@ -72,7 +72,6 @@ from skewtape_pipeline.ticks.archive.catalog import (
     catalog_path,
     parse_catalog,
     read_hot_records,
-    resolve,
 )
 from skewtape_pipeline.ticks.archive.layout import (
     ARCHIVE_LOCK_WAIT_SECONDS,
@@ -80,7 +79,7 @@ from skewtape_pipeline.ticks.archive.layout import (
     encode_symbol,
 )
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, HotFile, archive_state
-from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers, TierPolicy
 from skewtape_pipeline.ticks.archive.trust import VerifiedFiles, verify_consolidated
 
 VERSIONS_DIR = "_skewtape_versions"
@@ -721,13 +720,13 @@ def kept_catalogs(archive_root: Path) -> list[Catalog]:
     return list(seen.values())
 
 
-def kept_files(archive_root: Path, policy: TierPolicy | None = None) -> set[TierFile]:
-    """The consolidated files some kept version reads (local paths or objects): re-tiering
-    and pruning leave them in place."""
-    root = Path(archive_root)
+def kept_files(tiers: ArchiveTiers) -> set[TierFile]:
+    """The consolidated files some kept version of the archive ``tiers`` resolves
+    (``Archive.tiers``) reads (local paths or objects): re-tiering and pruning leave them in
+    place."""
     return {
-        resolve(root, item.path, policy)
-        for catalog in kept_catalogs(root)
+        tiers.resolve(item.path)
+        for catalog in kept_catalogs(tiers.root)
         for item in catalog.files.values()
     }
 

@@ -75,7 +75,7 @@ def remove_symbol_days(archive: Archive, keys: Iterable[SymbolDayKey]) -> list[R
     """
     root = archive.root
     wanted = sorted(_check_keys(keys))
-    catalog = checked_catalog(root, archive.policy)
+    catalog = checked_catalog(archive.tiers)
     for key in wanted:
         hot = partition_file(root, *key)
         if hot.exists() or key in catalog.partitions:
@@ -123,7 +123,7 @@ def withdraw_symbol_days(archive: Archive, keys: Iterable[SymbolDayKey]) -> list
         tier roots of the archive's policy); nothing written.
     """
     wanted = _check_keys(keys)
-    if not _to_withdraw(checked_catalog(archive.root, archive.policy), wanted):
+    if not _to_withdraw(checked_catalog(archive.tiers), wanted):
         return []  # nothing to do: no lock taken, nothing written
     with archive.locked("withdrawing"):
         withdrawn = _withdraw_locked(archive, wanted)
@@ -135,7 +135,7 @@ def _withdraw_locked(archive: Archive, wanted: Collection[SymbolDayKey]) -> list
     """:func:`withdraw_symbol_days` once the lock is held."""
     root, audit_log = archive.root, archive.audit_log
     remove_stale_catalog_temps(root)
-    catalog = checked_catalog(root, archive.policy)
+    catalog = checked_catalog(archive.tiers)
     new = _to_withdraw(catalog, wanted)
     if not new:
         return []
