@@ -444,7 +444,7 @@ def _audit_rebuild(
         "generation": catalog.generation,
         "catalog_sha256": sha256_bytes(catalog.to_bytes()),
         "files": sorted(catalog.files),
-        "superseded": [archive.relative(r.path) for r in superseded],
+        "superseded": [archive.tiers.relative(r.path) for r in superseded],
         "hot_files_recorded": hot_recorded,
         "symbol_days": len(catalog.partitions),
         "reason": "catalog rebuilt from the consolidated files",

@@ -308,7 +308,7 @@ class _Planner:
             assert period is not None  # a catalogued day is held in its tier, never HOT
             self.slots[key] = _Slot(key, tier, period, entry=entry)
             if (tier, period) != current:
-                source = self.archive.resolve(entry.file)
+                source = self.archive.tiers.resolve(entry.file)
                 self.moves.append(Move(*key, entry.tier, tier, period, source))
 
     def plan(self) -> RetierPlan:
@@ -423,7 +423,7 @@ class _ConsolidatedCopies:
 
     def _copy(self, entry: CatalogPartition) -> TickBatch:
         if entry.file not in self._files:
-            path = self.archive.resolve(entry.file)
+            path = self.archive.tiers.resolve(entry.file)
             self._files[entry.file] = {
                 (p.symbol, p.day): p.batch for p in read_consolidated_file(path)
             }
@@ -647,7 +647,7 @@ def _write_rewrite(
     read = [reader.read(slot) for slot in slots]
     parts = [SymbolDayRows(*slot.key, batch) for slot, (batch, _) in zip(slots, read, strict=True)]
     written = _write_file(archive, plan, rewrite, parts)
-    rel = archive.relative(written.path)
+    rel = archive.tiers.relative(written.path)
     partitions = [
         CatalogPartition(*slot.key, rewrite.tier, rel, len(part.batch), share, stamp)
         for slot, part, share, (_, stamp) in zip(
@@ -774,7 +774,7 @@ class _SourceReader:
             st = os.fstat(handle.fileno())
             data = handle.read()
         digest = sha256_bytes(data)
-        rel = self.archive.relative(hot.path)
+        rel = self.archive.tiers.relative(hot.path)
         self._check_record(hot, FileRecord(st.st_size, digest))
         buffer = owned_buffer(data)
         read_footer(hot.path, buffer)
@@ -808,7 +808,7 @@ class _SourceReader:
     def _read_consolidated(self, rel: str) -> dict[SymbolDayKey, TickBatch]:
         """Every symbol-day of the consolidated file ``rel``, once its size and sha256 are the
         catalog's (DamagedFileError naming the file and the difference, else)."""
-        path = self.archive.resolve(rel)
+        path = self.archive.tiers.resolve(rel)
         listed, found = self.catalog.files[rel], []
         record = FileRecord(listed.bytes, listed.sha256)
         problems = record_problems(path, record, "the catalog", found=found)
@@ -884,7 +884,7 @@ def _next_catalog(archive: Archive, plan: RetierPlan, written: Sequence[_Written
         partitions.update((partition.key, partition) for partition in item.partitions)
     for refresh in plan.refreshed:
         if (entry := partitions.get(refresh.key)) is not None:
-            hot, rel = refresh.hot, archive.relative(refresh.hot.path)
+            hot, rel = refresh.hot, archive.tiers.relative(refresh.hot.path)
             stamp = SourceStamp(
                 rel, refresh.sha256, hot.stamp.size, hot.stamp.inode, hot.stamp.mtime_ns
             )
@@ -992,7 +992,7 @@ def remove_files(archive: Archive, garbage: list[tuple[TierFile, str]]) -> list[
             {
                 "event": EVENT_REMOVE,
                 "archive": str(root.absolute()),
-                "file": archive.relative(path),
+                "file": archive.tiers.relative(path),
                 "sha256": sha256_of(path),
                 "bytes": size_of(path),
                 "reason": reason,

@@ -154,7 +154,7 @@ def past_version_bytes(archive: Archive) -> int:
     the current catalog no longer lists, and hot files kept under their content names that are
     no longer a live hot file (no other link to them)."""
     root = archive.root
-    current = {archive.resolve(f.path) for f in read_catalog(root).files.values()}
+    current = {archive.tiers.resolve(f.path) for f in read_catalog(root).files.values()}
     total = sum(size_of(f) for f in kept_files(archive.tiers) - current if _exists(f))
     hot = versions_dir(root) / "hot"
     if hot.is_dir():

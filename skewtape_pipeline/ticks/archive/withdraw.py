@@ -142,7 +142,7 @@ def _withdraw_locked(archive: Archive, wanted: Collection[SymbolDayKey]) -> list
     files = sorted({catalog.partitions[key].file for key in new})
     check_may_delete(
         root,
-        archive.resolve(files[0]),
+        archive.tiers.resolve(files[0]),
         why=f"withdrawing {len(new)} symbol-day(s) from its consolidated copy "
         f"(first: {new[0][0]} {new[0][1].isoformat()})",
         audit_log=audit_log,
