@@ -766,9 +766,9 @@ def _write_symbol_day(
     it again (:func:`_publish_under_lock`). Besides the rewrite check
     (:func:`_check_may_rewrite`), the one place compaction reads the archive's tier policy: the
     tier of the item's age, that tier's writer settings and the policy the report records."""
-    policy = archive.tiers.policy
-    tier, recorded = policy.tier_for(item.age_days), policy.to_dict()
-    settings = policy.settings_for(tier).writer
+    tiers = archive.tiers
+    tier, recorded = tiers.policy.tier_for(item.age_days), tiers.policy.to_dict()
+    settings = tiers.writers[tier]
     path = partition_file(archive.root, item.symbol, item.day)
     _check_before_encoding(archive, item.batch, path)  # every refusal before anything is written
     metadata = {

@@ -80,6 +80,7 @@ from skewtape_pipeline.ticks.encode.parquet_file import (
     trial_sizes,
 )
 from skewtape_pipeline.ticks.encode.validate import check_within_day, validate_batch
+from skewtape_pipeline.ticks.encode.writer_settings import WriterSettings
 
 META_TIER = META_PREFIX + "tier"
 META_PERIOD = META_PREFIX + "period"
@@ -189,14 +190,13 @@ def write_consolidated_file(
     """
     check_parts(parts)
     table = consolidated_table(parts)
-    key_values = consolidated_metadata(parts, settings, metadata)
     if store is None:
         store, folder = LocalTier(Path(folder)), ""
     lengths = [len(p.batch) for p in parts]
     with store.staging(str(folder)) as staging:
         temp = staging / f".consolidating.{os.getpid()}{fsio.TEMP_MARKER}"
         try:
-            _write_verified(temp, table, parts, settings=settings, key_values=key_values)
+            _write_verified(temp, table, parts, settings=settings, metadata=metadata)
             digest = sha256_file(temp)
             facts, shares = read_file_facts(temp), byte_shares(temp, lengths)
             name = consolidated_file_name(digest)
@@ -211,36 +211,33 @@ def write_consolidated_file(
     )
 
 
-def consolidated_metadata(
-    parts: Sequence[SymbolDayRows], settings: TierSettings, metadata: Mapping[str, str]
-) -> dict[str, str]:
-    """A consolidated file's key-value metadata: the caller's ``metadata``, the pin of its
-    symbol-days, then every tick file's own (``parquet_file.file_metadata``: format, layout,
-    scales, timestamp unit and compression level)."""
-    return {
-        **metadata,
-        **symbol_days_metadata([(p.symbol, p.day, len(p.batch)) for p in parts]),
-        **file_metadata(parts[0].batch, settings, layout=CONSOLIDATED),
-    }
-
-
 def _write_verified(
     temp: Path,
     table: pa.Table,
     parts: Sequence[SymbolDayRows],
     *,
     settings: TierSettings,
-    key_values: Mapping[str, str],
+    metadata: Mapping[str, str],
 ) -> None:
-    """Write ``table`` to ``temp`` in row groups ending on symbol-day boundaries, fsync it, then
-    read it back and compare it with ``parts`` (RoundTripError when it differs)."""
+    """Write ``table`` to ``temp`` in row groups ending on symbol-day boundaries, with the
+    caller's ``metadata``, the pin of its symbol-days, then every tick file's own
+    (``parquet_file.file_metadata``: format, layout, scales, timestamp unit and compression
+    level); fsync it, then read it back and compare it with ``parts`` (RoundTripError when it
+    differs). The one reader of the tier's settings: the Parquet writer is handed its writer
+    settings alone."""
+    writer = settings.writer
+    key_values = {
+        **metadata,
+        **symbol_days_metadata([(p.symbol, p.day, len(p.batch)) for p in parts]),
+        **file_metadata(parts[0].batch, writer, layout=CONSOLIDATED),
+    }
     bounds = row_group_bounds(
         [len(p.batch) for p in parts],
         target=settings.consolidated_row_group_size,
         max_rows=settings.row_group_size,
     )
     with fsio.naming(temp, temp):  # pyarrow's write errors name no file
-        _write_table(table, temp, bounds=bounds, settings=settings, key_values=key_values)
+        _write_table(table, temp, bounds=bounds, settings=writer, key_values=key_values)
         fsio.fsync_file(temp)
     verify_consolidated_file(temp, parts)
 
@@ -355,7 +352,7 @@ def _write_table(
     path: Path,
     *,
     bounds: Sequence[tuple[int, int]],
-    settings: TierSettings,
+    settings: WriterSettings,
     key_values: Mapping[str, str],
 ) -> None:
     encodings, dictionary = _choose_all_encodings(table, settings)
@@ -379,7 +376,7 @@ def _write_table(
         writer.add_key_value_metadata(dict(key_values))
 
 
-def _choose_all_encodings(table: pa.Table, settings: TierSettings) -> tuple[dict[str, str], list]:
+def _choose_all_encodings(table: pa.Table, settings: WriterSettings) -> tuple[dict[str, str], list]:
     """Smallest measured encodings: ts (restarting at every symbol), price and quantity as
     ``choose_encodings`` measures them; date here."""
     choice = choose_encodings(

@@ -258,11 +258,11 @@ class _Planner:
         ``held`` is True (a day never gets warmer); the period of that tier's layout (None for
         HOT). The one reader of the tier policy while planning. ConfigError for a day after
         ``as_of``."""
-        policy = self.archive.tiers.policy
-        tier, held = policy.tier_for(_age(day, self.as_of)), False
+        tiers = self.archive.tiers
+        tier, held = tiers.policy.tier_for(_age(day, self.as_of)), False
         if reached is not None and is_colder(reached, tier):
             tier, held = reached, True
-        return tier, None if tier == HOT else period_of(day, policy.layout_for(tier)), held
+        return tier, None if tier == HOT else period_of(day, tiers.layouts[tier]), held
 
     def place_hot_files(self) -> None:
         """Slot every live hot file: refreshed when it holds its consolidated copy's ticks,
@@ -671,7 +671,7 @@ def _write_file(
     """``parts`` as one consolidated file of the rewrite's tier and period, written with the
     tier's settings into its store (whose archive marker must match the parts' scales)."""
     tiers = archive.tiers
-    store, settings = tiers.stores[rewrite.tier], tiers.settings(rewrite.tier)
+    store, settings = tiers.stores[rewrite.tier], tiers.settings[rewrite.tier]
     first = parts[0].batch
     ensure_archive_schema(
         store,
@@ -687,7 +687,7 @@ def _write_file(
         metadata={
             "skewtape.tier": rewrite.tier,
             "skewtape.period": rewrite.period,
-            "skewtape.layout_granularity": tiers.policy.layout_for(rewrite.tier),
+            "skewtape.layout_granularity": tiers.layouts[rewrite.tier],
             META_CATALOG_GENERATION: str(plan.generation + 1),  # the commit that lists it
         },
         checkpoint=faults.checkpoint,

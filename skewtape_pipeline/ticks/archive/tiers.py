@@ -319,25 +319,35 @@ class TierPolicy:
 @dataclass(frozen=True)
 class ArchiveTiers:
     """The tier policy resolved once for the archive at ``root``: the warm and cold stores
-    (folders or S3 prefixes, :meth:`TierPolicy.store_for`), each tier's writer settings and
-    layout, and the catalog paths that name files in them. An ``Archive`` builds one
-    (``Archive.tiers``) and hands it down; nothing below it derives a store from the policy
-    again. Build one with :meth:`of`."""
+    (folders or S3 prefixes, :meth:`TierPolicy.store_for`), each tier's settings, writer
+    settings and layout, and the catalog paths that name files in the stores. An ``Archive``
+    builds one (``Archive.tiers``) and hands it down; nothing below derives a store, a
+    setting or a root from the policy again. Build one with :meth:`of`."""
 
     root: Path
     policy: TierPolicy
     stores: Mapping[str, TierStore]
     """The store of WARM and of COLD."""
+    settings: Mapping[str, TierSettings]
+    """Each tier's settings (the consolidation's row groups besides the writer's)."""
+    writers: Mapping[str, WriterSettings]
+    """Each tier's writer settings alone: what the Parquet writer is handed."""
+    layouts: Mapping[str, str]
+    """Each tier's layout (:meth:`TierPolicy.layout_for`)."""
 
     @classmethod
     def of(cls, root: Path | str, policy: TierPolicy | None = None) -> ArchiveTiers:
         """``policy`` (None: the default policy) resolved for the archive at ``root``."""
         policy, root = TierPolicy.or_default(policy), Path(root)
-        return cls(root, policy, {tier: policy.store_for(tier, root) for tier in (WARM, COLD)})
-
-    def settings(self, tier: str) -> TierSettings:
-        """``tier``'s settings (:meth:`TierPolicy.settings_for`)."""
-        return self.policy.settings_for(tier)
+        settings = {tier: policy.settings_for(tier) for tier in TIERS}
+        return cls(
+            root,
+            policy,
+            stores={tier: policy.store_for(tier, root) for tier in (WARM, COLD)},
+            settings=settings,
+            writers={tier: tier_settings.writer for tier, tier_settings in settings.items()},
+            layouts={tier: policy.layout_for(tier) for tier in TIERS},
+        )
 
     def check_reachable(self) -> None:
         """Raise ObjectStoreError naming the URI when a tier root in an object store cannot
