@@ -31,8 +31,16 @@ Options (keyword-only, safe defaults):
 The verbs delegate to the modules that do the work (``compact``, ``lifecycle``, ``withdraw``,
 ``integrity``, ``query``, ``placement``): re-tiering, pruning, withdrawal, removal, the catalog
 rebuild and version pruning are handed the handle itself and take its lock
-(:meth:`Archive.locked`) and its path map (:meth:`Archive.resolve`, :meth:`Archive.relative`)
-from it; the others are passed the handle's options. Each writing verb first
+(:meth:`Archive.locked`) from it; the others are passed the handle's options.
+
+The tier policy is resolved in one place, once: :attr:`Archive.tiers` (a
+``tiers.ArchiveTiers``: the warm and cold stores, each tier's settings, writer settings and
+layout, the catalog path map). Compaction reads the tier and writer settings there and hands
+the Parquet writer (``layout.prepare_archive_file``) the ``WriterSettings`` alone; re-tiering
+reads the tier, layout, store and settings there and hands ``consolidate`` one store and one
+tier's settings; the catalog check (``integrity.checked_catalog``), ``placement.uncatalogued_files``
+and ``versions.kept_files`` take the ``ArchiveTiers`` itself; nothing derives a store from the
+policy again. Each writing verb first
 calls :meth:`Archive.prepare` and, once it succeeded, records a policy given to an archive that
 recorded none. Versioned reads (``read``, ``versions``, ``tag``, ``prune_versions``) are methods
 of this same class, with the same constructor: they read ``self.root`` and ``self.policy`` and

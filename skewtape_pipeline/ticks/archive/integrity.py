@@ -266,7 +266,7 @@ def unaccounted_files(
     on_disk: list[tuple[str, TierFile]],
     listed: Collection[TierFile],
 ) -> list[tuple[TierFile, str]]:
-    """The consolidated files ``on_disk`` (``consolidated_files_on_disk``) that ``catalog``
+    """The consolidated files ``on_disk`` (``ArchiveTiers.consolidated_files``) that ``catalog``
     neither lists (``listed``: its files resolved) nor accounts for, with the reason."""
     root = Path(archive_root)
     hot: set[SymbolDayKey] | None = None

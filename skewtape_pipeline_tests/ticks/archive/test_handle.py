@@ -5,6 +5,7 @@ audit, and a catalog rebuild that would lose symbol-days refused."""
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from datetime import date
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.encode.model import SchemaRequest
 from skewtape_pipeline.ticks.encode.options import TickEncoding
 from skewtape_pipeline.ticks.encode.sources import read_canonical
+from skewtape_pipeline.ticks.encode.writer_settings import WriterSettings
 from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
 
 COUNT = "SELECT count(*) AS n FROM ticks"
@@ -142,6 +144,29 @@ def test_archive_maps_catalog_paths_through_its_policy_tier_roots_both_ways(tmp_
     hot = archive.resolve("symbol=ES/date=2026-11-20/part.parquet")
     assert hot == archive.root / "symbol=ES" / "date=2026-11-20" / "part.parquet"
     assert archive.relative(hot) == "symbol=ES/date=2026-11-20/part.parquet"
+
+
+def test_archive_resolves_its_tier_policy_into_stores_once_for_every_verb(tmp_path, monkeypatch):
+    resolved: list[str] = []
+    store_for = TierPolicy.store_for
+
+    def counted(policy: TierPolicy, tier: str, root: Path):
+        resolved.append(tier)
+        return store_for(policy, tier, root)
+
+    monkeypatch.setattr(TierPolicy, "store_for", counted)
+    archive = Archive(tmp_path / "archive")
+    source = read_canonical(write_four_day_csv(tmp_path / "ticks.csv"))
+    archive.compact(source, as_of=date(2025, 12, 5), encoding=PRICE_SCALE_2)
+    assert archive.retier(as_of=date(2027, 1, 1)).moved
+    archive.waiting(1).compact(source, as_of=date(2025, 12, 5), encoding=PRICE_SCALE_2)
+    archive.prune()
+    archive.rebuild_catalog()
+    assert resolved == ["WARM", "COLD"]
+    assert archive.tiers.writers["COLD"] == WriterSettings(
+        **{f.name: getattr(archive.policy.cold, f.name) for f in fields(WriterSettings)}
+    )
+    assert type(archive.tiers.writers["COLD"]) is WriterSettings
 
 
 def test_archive_locked_refuses_a_second_holder_after_its_lock_timeout_naming_the_first(
