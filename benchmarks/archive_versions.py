@@ -35,6 +35,7 @@ from pathlib import Path
 
 from skewtape_pipeline.ticks.archive import versions as versions_module
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.archive.versions import (
@@ -66,12 +67,11 @@ def day_ticks(symbol: int, day: date, revision: int, per_day: int) -> TickBatch:
 
 def compact(root: Path, symbol: int, day: date, revision: int, per_day: int) -> None:
     compact_symbol_day(
+        Archive(root, policy=POLICY, audit_log=None),
         day_ticks(symbol, day, revision, per_day),
         symbol=f"MKT-{symbol:03d}",
         day=day,
-        out=root,
         age_days=0,
-        policy=POLICY,
     )
 
 

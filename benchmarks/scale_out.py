@@ -75,6 +75,7 @@ from bench_util import fmt_float, markdown_table  # noqa: E402
 from skewtape_pipeline import fsio  # noqa: E402
 from skewtape_pipeline.orchestration.ticks.partitions import VENUES, dimension_key  # noqa: E402
 from skewtape_pipeline.sample.publisher import publish_sample  # noqa: E402
+from skewtape_pipeline.ticks.archive.handle import Archive  # noqa: E402
 from skewtape_pipeline.ticks.archive.query import run_query  # noqa: E402
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy  # noqa: E402
 from skewtape_pipeline.ticks.fills.snapshot_fills import today_utc  # noqa: E402
@@ -222,13 +223,8 @@ fsio.exclusive_lock = _timed_lock  # the core takes it as fsio.exclusive_lock: t
 
 def core_options(root: Path, batch: str) -> VenueDayOptions:
     """What the archiving op passes ``archive_venue_day``, for the data root ``root``."""
-    return VenueDayOptions(
-        out=root / "archive",
-        as_of=today_utc(),
-        policy=TierPolicy(),
-        batch=batch,
-        audit_log=root / "audit.jsonl",
-    )
+    archive = Archive(root / "archive", policy=TierPolicy(), audit_log=root / "audit.jsonl")
+    return VenueDayOptions(archive=archive, as_of=today_utc(), batch=batch)
 
 
 def run_core(folder: Path, month: Month) -> tuple[Path, float, float, dict[str, float]]:

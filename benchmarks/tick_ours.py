@@ -31,7 +31,8 @@ import pyarrow.parquet as pq
 from tick_anchors import Part, canonical_csv, file_bytes, tkc1_blob
 from tick_data import NS_PER_DAY, Ticks, symbol_days
 
-from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.compact import SourceFacts, compact_symbol_day
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, TierPolicy
 from skewtape_pipeline.ticks.encode import parquet_file
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema, widest_schema
@@ -124,16 +125,15 @@ class SymbolDays:
         else:
             schema = widest_schema([batch.smallest_schema() for batch in self.batches])
             batches = [batch.at_schema(schema) for batch in self.batches]
+        archive = Archive(workdir, policy=POLICY, audit_log=None)
         for i, part in enumerate(parts):
             compact_symbol_day(
+                archive,
                 batches[i],
                 symbol=part.symbol,
                 day=self.days[i],
-                out=workdir,
                 age_days=AGE_DAYS[self.tier],
-                policy=POLICY,
-                raw_size_bytes=self.raw_sizes[i],
-                raw_size_basis="canonical_csv",
+                source=SourceFacts(self.raw_sizes[i], "canonical_csv"),
             )
         return file_bytes(workdir)
 

@@ -339,6 +339,10 @@ def _archive(args: argparse.Namespace, root: Path | str) -> Any:
 
 
 def cmd_compact_ticks(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.ticks.archive.compact import CompactionRun
+    from skewtape_pipeline.ticks.encode.model import SchemaRequest
+    from skewtape_pipeline.ticks.encode.options import TickEncoding
+
     side_map = parse_side_map(args.side_map)
     archive = _archive(args, args.out)
     source = _read_ticks(args, side_map)
@@ -348,19 +352,17 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
     reading = ReadingRate(
         progress.ProgressLine(sys.stderr, "bytes", label=args.command, enabled=not args.json)
     )
-    reports = archive.compact(
-        source,
-        as_of=_parse_day(args.as_of),
-        price_scale=args.price_scale,
-        quantity_scale=args.quantity_scale,
-        side_map=side_map,
+    schema = SchemaRequest(args.timestamp_unit, args.price_scale, args.quantity_scale)
+    encoding = TickEncoding(
+        schema, side_map=side_map, allow_precision_loss=args.allow_precision_loss
+    )
+    run = CompactionRun(
         symbol=args.symbol,
-        allow_precision_loss=args.allow_precision_loss,
-        timestamp_unit=args.timestamp_unit,
         memory_limit=parse_bytes(args.memory_limit),
         on_progress=line.update,
         on_read=reading.update,
     )
+    reports = archive.compact(source, as_of=_parse_day(args.as_of), encoding=encoding, run=run)
     reading.line.finish()
     line.finish()
     if args.json:
@@ -695,7 +697,10 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-ARCHIVE_WAIT = "wait this long for another writer to release the archive's lock (default: refuse)"
+ARCHIVE_WAIT = (
+    "wait this long for another writer to release the archive's lock (default: refuse; "
+    "compact-ticks waits at least 10 minutes)"
+)
 
 
 def _add_archive_options(parser: argparse.ArgumentParser, *, writes: bool) -> None:

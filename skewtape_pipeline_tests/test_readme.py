@@ -79,7 +79,8 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     months = ("2026-09", "2026-10", "2026-11")
     venues = sorted({split_symbol(s)[0] for month in months for s in new_symbols(history, month)})
     policy = TierPolicy()
-    options = VenueDayOptions(out=root / "archive", as_of=max(DAYS), policy=policy, batch="readme")
+    archive = Archive(root / "archive", policy=policy, audit_log=None)
+    options = VenueDayOptions(archive=archive, as_of=max(DAYS), batch="readme")
     for day in DAYS:  # as the demo's runs do: every venue-day, with its rows of tick_reports
         for venue in venues:
             archive_venue_day(history, (venue, day), options)

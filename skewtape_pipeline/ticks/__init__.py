@@ -7,7 +7,8 @@ importable without pyarrow.
   compaction report. Knows no archive root: imports nothing from ``ticks.archive`` or
   ``ticks.fills``. Modules: ``sides``, ``decimals``, ``model``, ``validate``, ``sources``,
   ``chunked``, ``writer_settings`` (the Parquet writer settings, each tier's by default),
-  ``parquet_file`` (the Parquet writer and readers), ``report``.
+  ``parquet_file`` (the Parquet writer and readers), ``report``, ``options``
+  (``TickEncoding``: how ticks are encoded, fixed once per run).
 - ``archive/``: Everything under an archive root, behind one front door: ``handle.Archive``,
   built once from the root, the tier policy, the audit log, the lock timeout and the write-once
   mode, with every verb (compact, retier, withdraw, remove, verify, rebuild_catalog, query,

@@ -25,6 +25,7 @@ from skewtape_pipeline.ticks.archive.trust import VERIFIED_CACHE
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.sides import SIDE_NAMES
 from skewtape_pipeline.ticks.encode.validate import day_start_ns
+from skewtape_pipeline_tests.ticks.conftest import archive_at
 
 SYMBOLS = ("CL/F", "ES", "KX-25MAR")
 FIRST_DAY = date(2026, 1, 27)
@@ -63,12 +64,11 @@ def build_archive(folder: Path, *, as_of: date, days: tuple[date, ...] = DAYS) -
     for symbol in SYMBOLS:
         for day in days:
             compact_symbol_day(
+                archive_at(root, POLICY),
                 day_ticks(symbol, day),
                 symbol=symbol,
                 day=day,
-                out=root,
                 age_days=(as_of - day).days,
-                policy=POLICY,
             )
     return root
 

@@ -13,7 +13,10 @@ import pyarrow as pa
 import pytest
 
 from skewtape_pipeline.mirror.apply import apply_delta
-from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
+from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.encode.model import SchemaRequest, TickBatch, TickSchema
+from skewtape_pipeline.ticks.encode.options import TickEncoding
 from skewtape_pipeline.ticks.encode.validate import day_start_ns
 
 REAL_TICKS = Path(
@@ -47,6 +50,22 @@ def day_batch(n: int = 50, *, start: int = DAY_NS, price_scale: int = 4) -> Tick
         ts = start + 7_000 * (i // 2)
         rows.append((ts, 1_500_000 + (i * 37) % 11 - 5, 1 + (i * 13) % 97, i % 3))
     return make_batch(rows, price_scale=price_scale)
+
+
+def archive_at(root: Path, policy: TierPolicy | None = None, **options) -> Archive:
+    """The ``Archive`` at ``root`` under ``policy``, not audited unless ``audit_log`` is given
+    (``options``: the Archive's other options)."""
+    return Archive(root, policy=policy, **{"audit_log": None, **options})
+
+
+def encoded(
+    timestamp_unit: str | None = None,
+    price_scale: int | None = None,
+    quantity_scale: int | None = None,
+    **options,
+) -> TickEncoding:
+    """A ``TickEncoding`` fixing the schema fields given (``options``: its other fields)."""
+    return TickEncoding(SchemaRequest(timestamp_unit, price_scale, quantity_scale), **options)
 
 
 def write_text(path: Path, text: str) -> Path:

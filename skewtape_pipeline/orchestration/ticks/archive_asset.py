@@ -78,13 +78,12 @@ def _archive_shard_op(shard: int) -> dg.OpDefinition:
     ) -> None:
         """Archive this shard's venue-days of the run, one after the other."""
         tick_archive = archive.open(skewtape)
+        tick_archive.prepare()
         options = VenueDayOptions(
-            out=tick_archive.prepare(),
+            archive=tick_archive,
             as_of=today_utc(),
-            policy=tick_archive.policy,
             batch=context.run_id,
             target_ratio=archive.target_ratio,
-            audit_log=tick_archive.audit_log,
             memory_limit=archive.memory_limit,
         )
         for key in shard_of(list(context.partition_keys), shard):

@@ -22,7 +22,8 @@ Modules:
   content-named).
 - ``placement``: where each symbol-day's rows live now, its location, archive-wide metrics.
 - ``compact``: symbol-day files into the archive (``compact_ticks``, ``compact_source``,
-  ``compact_symbol_day``, ``sort_batch``).
+  ``compact_symbol_day``, ``sort_batch``), each given the ``Archive`` and the run's options
+  (``CompactionRun``, ``SourceFacts``).
 - ``lifecycle``: re-tiering by age (``plan_retier``, ``retier``, ``prune``), relocated reports.
 - ``withdraw``: symbol-days corrected away (``withdraw_symbol_days``, ``remove_symbol_days``).
 - ``integrity``: the writers' catalog check, ``verify_archive``, ``rebuild_catalog``.

@@ -1,20 +1,23 @@
 """Compaction: split ticks into symbol-days (UTC), sort each explicitly (counted), validate,
 write a verified Parquet file per symbol-day and report on it.
 
-Entry points:
+Entry points, each given the :class:`~skewtape_pipeline.ticks.archive.handle.Archive` it writes
+(its root, tier policy, audit log and lock timeout) and options objects fixed for the run:
+:class:`~skewtape_pipeline.ticks.encode.options.TickEncoding` (how ticks are encoded) and
+:class:`CompactionRun` (symbol filter, memory limit, progress callbacks):
 
 - :func:`compact_ticks` -- a canonical CSV/Parquet file -> one report per symbol-day;
 - :func:`compact_source` -- the same for any
   :class:`~skewtape_pipeline.ticks.encode.sources.SourceTicks` (the real-file readers);
-- :func:`compact_symbol_day` -- one already-built :class:`TickBatch` of one symbol-day (what an
-  orchestration asset calls with fills read from a snapshot month file).
+- :func:`compact_symbol_day` -- one already-built :class:`TickBatch` of one symbol-day, with the
+  :class:`SourceFacts` measured of its input.
 
 Bad input changes nothing on disk: every symbol-day of an input is converted and validated
 before the first file is written. The input is read in chunks (:func:`plan_stream`) and its
 rows routed to symbol-days within a memory budget, the rest spilled to the archive's staging
-folder (:mod:`~skewtape_pipeline.ticks.spill`), so any input size compacts in bounded memory.
+folder (:mod:`~skewtape_pipeline.ticks.archive.spill`), so any input compacts in bounded memory.
 
-``timestamp_unit`` (``ns``, ``us``, ``ms``, ``s``) and the price and quantity scales are the
+The timestamp unit (``ns``, ``us``, ``ms``, ``s``) and the price and quantity scales are the
 archive's one schema: the archive root records them and refuses a batch at another one. By
 default they are detected: the coarsest unit and the smallest scales that hold the data
 exactly (Kalshi stamps in microseconds, Binance exchange time in milliseconds, LOBSTER prices
@@ -31,11 +34,13 @@ import itertools
 import os
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -70,11 +75,12 @@ from skewtape_pipeline.ticks.archive.spill import (
     new_spill_folder,
     remove_orphaned_staging,
 )
-from skewtape_pipeline.ticks.archive.tiers import TierPolicy, check_age_days
+from skewtape_pipeline.ticks.archive.tiers import check_age_days
 from skewtape_pipeline.ticks.archive.versions import commit_version
 from skewtape_pipeline.ticks.encode.chunked import DEFAULT_BLOCK_BYTES, read_ahead
 from skewtape_pipeline.ticks.encode.model import (
     MAX_UNITS,
+    SCHEMA_FIELDS,
     SchemaRequest,
     TickBatch,
     TickSchema,
@@ -82,6 +88,7 @@ from skewtape_pipeline.ticks.encode.model import (
     rescaled_units,
     widest_schema,
 )
+from skewtape_pipeline.ticks.encode.options import DEFAULT_ENCODING, TickEncoding
 from skewtape_pipeline.ticks.encode.parquet_file import (
     META_DATE,
     META_PREFIX,
@@ -91,7 +98,6 @@ from skewtape_pipeline.ticks.encode.parquet_file import (
     FileFacts,
 )
 from skewtape_pipeline.ticks.encode.report import (
-    DEFAULT_TARGET_RATIO,
     RAW_SIZE_BASES,
     RAW_SIZE_BASIS_CANONICAL_CSV,
     RAW_SIZE_BASIS_SOURCE_FILE,
@@ -99,7 +105,6 @@ from skewtape_pipeline.ticks.encode.report import (
     RAW_SIZE_BASIS_SUPPLIED,
     TickStorageCompactionReport,
     check_raw_size,
-    check_target_ratio,
     compression_ratio,
 )
 from skewtape_pipeline.ticks.encode.sources import (
@@ -115,6 +120,9 @@ from skewtape_pipeline.ticks.encode.validate import (
     validate_batch,
     validate_values,
 )
+
+if TYPE_CHECKING:
+    from skewtape_pipeline.ticks.archive.handle import Archive
 
 _DAY_KEY_SHIFT = 2**20
 """Days since 1970 fit in +-2**19 for any int64 nanosecond timestamp."""
@@ -183,6 +191,80 @@ routing: reading, converting and routing run side by side."""
 
 ReadProgress = Callable[[int, int, int], None]
 """``on_read(bytes_read, file_bytes, ticks_read)``, called after each chunk is routed."""
+
+
+@dataclass(frozen=True)
+class CompactionRun:
+    """How one compaction run goes (kept apart from how its ticks are encoded,
+    :class:`~skewtape_pipeline.ticks.encode.options.TickEncoding`): ``symbol`` names the
+    instrument of an input without a symbol column, or selects that symbol's rows of one that
+    has one (None: every symbol); ``memory_limit`` is the bytes it may use (routed rows beyond
+    half of it are spilled to the archive's staging folder); ``on_read(bytes_read, file_bytes,
+    ticks)`` follows the reading and ``on_progress(done, total)`` the symbol-days written.
+
+    Validated when built: ConfigError naming the field.
+    """
+
+    symbol: str | None = None
+    memory_limit: int = DEFAULT_MEMORY_LIMIT
+    on_progress: Callable[[int, int], None] | None = None
+    on_read: ReadProgress | None = None
+
+    def __post_init__(self) -> None:
+        if self.symbol is not None and not isinstance(self.symbol, str):
+            raise ConfigError(f"symbol = {self.symbol!r}: expected a string")
+        check_memory_limit(self.memory_limit)
+        for name in ("on_progress", "on_read"):
+            if getattr(self, name) is not None and not callable(getattr(self, name)):
+                raise ConfigError(f"{name} = {getattr(self, name)!r}: expected a callable")
+
+
+DEFAULT_RUN = CompactionRun()
+"""Every symbol, :data:`DEFAULT_MEMORY_LIMIT`, no progress reported."""
+
+
+def _checked_basis(raw_size_bytes: int | None, raw_size_basis: str | None) -> str | None:
+    """The basis of a supplied raw size (default ``supplied``); ConfigError for a bad size or
+    basis, or a basis without a size."""
+    if raw_size_bytes is not None:
+        check_raw_size(raw_size_bytes)
+    basis = raw_size_basis or (RAW_SIZE_BASIS_SUPPLIED if raw_size_bytes is not None else None)
+    if basis is not None and (basis not in RAW_SIZE_BASES or raw_size_bytes is None):
+        raise ConfigError(
+            f"raw_size_basis = {raw_size_basis!r}: expected one of {', '.join(RAW_SIZE_BASES)}, "
+            "together with raw_size_bytes"
+        )
+    return basis
+
+
+@dataclass(frozen=True)
+class SourceFacts:
+    """What was measured of the input a symbol-day's batch came from: ``raw_size_bytes``, the
+    size of what the archive replaces (None: the canonical CSV is serialized and measured),
+    ``raw_size_basis``, what that size is (one of ``RAW_SIZE_BASES``; default ``supplied``
+    with a size), and ``reordered_ticks``, the ticks sorting moved (:func:`sort_batch`).
+
+    Validated when built: ConfigError naming the field.
+    """
+
+    raw_size_bytes: int | None = None
+    raw_size_basis: str | None = None
+    reordered_ticks: int = 0
+
+    def __post_init__(self) -> None:
+        _checked_basis(self.raw_size_bytes, self.raw_size_basis)
+        count = self.reordered_ticks
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ConfigError(f"reordered_ticks = {count!r}: expected a count >= 0")
+
+    @property
+    def basis(self) -> str | None:
+        """``raw_size_basis``; ``supplied`` for a size given without one."""
+        return _checked_basis(self.raw_size_bytes, self.raw_size_basis)
+
+
+NO_SOURCE_FACTS = SourceFacts()
+"""Nothing measured: the raw size is the canonical CSV's, no tick reordered."""
 
 
 @dataclass
@@ -263,45 +345,22 @@ class StreamPlan:
         return None, None
 
 
-def plan_symbol_days(
-    source: SourceTicks,
-    *,
-    as_of: date,
-    price_scale: int | None = None,
-    quantity_scale: int | None = None,
-    side_map: Mapping[str, str] | None = None,
-    symbol: str | None = None,
-    allow_precision_loss: bool = False,
-    timestamp_unit: str | None = None,
-    archive: TickSchema | None = None,
-) -> list[PlannedSymbolDay]:
-    """Every symbol-day of an in-memory ``source``, held whole (see :func:`plan_stream`),
-    ordered by symbol, then day."""
-    options = PlanOptions(as_of, price_scale, quantity_scale, side_map, symbol,
-                          allow_precision_loss, timestamp_unit, archive)  # fmt: skip
-    unbounded = SymbolDayRouter(_no_spill, memory_bytes=2**62)
-    with unbounded:
-        plan = plan_stream(stream_of(source), options, unbounded)
-        return [plan.symbol_day(key) for key in plan.keys]
-
-
-def _no_spill() -> Path:
-    raise AssertionError("an unbounded router never spills")
-
-
 @dataclass(frozen=True)
 class PlanOptions:
-    """What :func:`plan_stream` converts with (see :func:`compact_ticks`); ``archive`` is the
-    schema the archive records (None: a new archive)."""
+    """What :func:`plan_stream` converts with: ``as_of`` (no tick may be dated after it),
+    the ``encoding``, the ``symbol`` (see :class:`CompactionRun`) and ``archive``, the schema
+    the archive records (None: a new archive). Raises ConfigError when built with an
+    ``as_of`` that is not a date or an ``encoding`` that is not a TickEncoding."""
 
     as_of: date
-    price_scale: int | None = None
-    quantity_scale: int | None = None
-    side_map: Mapping[str, str] | None = None
+    encoding: TickEncoding = DEFAULT_ENCODING
     symbol: str | None = None
-    allow_precision_loss: bool = False
-    timestamp_unit: str | None = None
     archive: TickSchema | None = None
+
+    def __post_init__(self) -> None:
+        _check_date(self.as_of, name="as_of")
+        if not isinstance(self.encoding, TickEncoding):
+            raise ConfigError(f"encoding = {self.encoding!r}: expected a TickEncoding")
 
 
 def plan_stream(
@@ -332,43 +391,55 @@ def plan_stream(
         ``timestamp_unit`` is a PrecisionLossError), no ticks (unless ``allow_empty``: a plan
         without symbol-days), or ticks dated after ``as_of``.
     """
-    as_of = _check_date(options.as_of, name="as_of")
-    router_state = _Routing(options, router)
-
-    def route_next() -> None:
-        router_state.route(*pending.popleft().result())
-        if on_read is not None:
-            state = stream.state
-            on_read(state.bytes_read, state.file_bytes, router_state.ticks)
-
-    pending: deque[Future] = deque()
-    with ThreadPoolExecutor(max_workers=1) as converter:
-        for chunk in read_ahead(stream.chunks(), depth=READ_AHEAD_CHUNKS):
-            pending.append(converter.submit(router_state.convert, chunk))
-            while len(pending) > 1:
-                route_next()
-        while pending:
-            route_next()
-    if router_state.ticks == 0 and not allow_empty:
-        where = stream.path or "input"
-        if router_state.selecting:
-            raise TickValidationError(
-                f"{where}: no ticks of symbol {options.symbol!r}", field="symbol"
-            )
-        raise TickValidationError(f"{where}: there are no ticks to compact")
-    request = SchemaRequest(options.timestamp_unit, options.price_scale, options.quantity_scale)
-    schema = request.resolve(widest_schema([f.schema for f in router_state.facts]), options.archive)
-    _check_widened(stream, options, router_state.facts, schema)
+    routing = _Routing(options, router)
+    _route_stream(stream, routing, on_read)
+    if routing.ticks == 0 and not allow_empty:
+        _refuse_empty(stream, routing)
+    request = options.encoding.schema
+    schema = request.resolve(widest_schema([f.schema for f in routing.facts]), options.archive)
+    _check_widened(stream, options, routing.facts, schema)
     return StreamPlan(
         stream=stream,
         router=router,
         schema=schema,
-        as_of=as_of,
-        labels=router_state.labels,
-        raw_bytes=router_state.raw_bytes,
-        measured=stream.state.lines_measured and router_state.measured,
-        whole_file=len(router_state.labels) == 1 and stream.state.rows == router_state.ticks,
+        as_of=options.as_of,
+        labels=routing.labels,
+        raw_bytes=routing.raw_bytes,
+        measured=stream.state.lines_measured and routing.measured,
+        whole_file=len(routing.labels) == 1 and stream.state.rows == routing.ticks,
     )
+
+
+def _route_stream(stream: TickStream, routing: _Routing, on_read: ReadProgress | None) -> None:
+    """Convert each chunk of ``stream`` in a thread of its own, :data:`READ_AHEAD_CHUNKS` read
+    ahead, and route the converted chunks in file order, reporting each to ``on_read``. The
+    first error of any step is raised once the chunks before it were routed."""
+
+    def route_next() -> None:
+        routing.route(*pending.popleft().result())
+        if on_read is not None:
+            state = stream.state
+            on_read(state.bytes_read, state.file_bytes, routing.ticks)
+
+    pending: deque[Future] = deque()
+    with ThreadPoolExecutor(max_workers=1) as converter:
+        for chunk in read_ahead(stream.chunks(), depth=READ_AHEAD_CHUNKS):
+            pending.append(converter.submit(routing.convert, chunk))
+            while len(pending) > 1:
+                route_next()
+        while pending:
+            route_next()
+
+
+def _refuse_empty(stream: TickStream, routing: _Routing) -> None:
+    """Raise TickValidationError for a stream that routed no tick, naming the symbol that
+    selected none when one did."""
+    where = stream.path or "input"
+    if routing.selecting:
+        raise TickValidationError(
+            f"{where}: no ticks of symbol {routing.options.symbol!r}", field="symbol"
+        )
+    raise TickValidationError(f"{where}: there are no ticks to compact")
 
 
 class _Routing:
@@ -417,13 +488,7 @@ class _Routing:
         The widest schema over the chunks is the same either way."""
         if self.widest is None:
             return _chunk_batch(chunk, self.options)
-        hinted = replace(
-            self.options,
-            price_scale=_given_or(self.options.price_scale, self.widest.price_scale),
-            quantity_scale=_given_or(self.options.quantity_scale, self.widest.quantity_scale),
-            timestamp_unit=_given_or(self.options.timestamp_unit, self.widest.timestamp_unit),
-            allow_precision_loss=False,
-        )
+        hinted = _hinted(self.options, self.widest)
         if hinted == self.options:
             return _chunk_batch(chunk, self.options)
         try:
@@ -489,18 +554,36 @@ class _Routing:
         return names[symbol_id], _EPOCH + timedelta(days=day_index - _DAY_KEY_SHIFT // 2)
 
 
+def _hinted(options: PlanOptions, widest: TickSchema) -> PlanOptions:
+    """``options`` with each schema field it leaves free fixed at ``widest``'s, and no
+    rounding allowed (a chunk the hint does not hold exactly is converted at its own)."""
+    request = options.encoding.schema
+    fixed = SchemaRequest(**{name: _given_or(getattr(request, name), getattr(widest, name))
+                             for name in SCHEMA_FIELDS})  # fmt: skip
+    encoding = replace(options.encoding, schema=fixed, allow_precision_loss=False)
+    return replace(options, encoding=encoding)
+
+
+def _at_scales(options: PlanOptions, schema: TickSchema) -> PlanOptions:
+    """``options`` with the price and quantity scales of ``schema`` fixed."""
+    request = replace(options.encoding.schema, price_scale=schema.price_scale,
+                      quantity_scale=schema.quantity_scale)  # fmt: skip
+    return replace(options, encoding=replace(options.encoding, schema=request))
+
+
 def _given_or(given, hint):
     return hint if given is None else given
 
 
 def _chunk_batch(chunk: SourceTicks, options: PlanOptions) -> TickBatch:
     """The chunk as a validated (unsorted) TickBatch at its own schema (errors name file rows)."""
+    encoding = options.encoding
     batch = chunk.to_batch(
-        price_scale=options.price_scale,
-        quantity_scale=options.quantity_scale,
-        side_map=options.side_map,
-        allow_precision_loss=options.allow_precision_loss,
-        timestamp_unit=options.timestamp_unit,
+        price_scale=encoding.schema.price_scale,
+        quantity_scale=encoding.schema.quantity_scale,
+        side_map=encoding.side_map,
+        allow_precision_loss=encoding.allow_precision_loss,
+        timestamp_unit=encoding.schema.timestamp_unit,
     )
     try:
         validate_values(batch)
@@ -541,10 +624,9 @@ def _check_widened(
         )  # fmt: skip
         if fits:
             continue
-        fixed = replace(options, price_scale=schema.price_scale,
-                        quantity_scale=schema.quantity_scale)  # fmt: skip
         chunk = next(itertools.islice(stream.chunks(), fact.index, None))
-        _chunk_batch(_select_symbol(chunk, options.symbol)[0], fixed)  # raises, naming the row
+        selected = _select_symbol(chunk, options.symbol)[0]
+        _chunk_batch(selected, _at_scales(options, schema))  # raises, naming the row
         raise TickValidationError(f"{stream.path or 'input'}: a value needs more than 18 digits")
 
 
@@ -586,42 +668,36 @@ def _select_symbol(source: SourceTicks, symbol: str | None) -> tuple[SourceTicks
 
 
 def compact_symbol_day(
+    archive: Archive,
     batch: TickBatch,
     *,
     symbol: str,
     day: date,
-    out: Path,
     age_days: int,
-    policy: TierPolicy,
-    raw_size_bytes: int | None = None,
-    raw_size_basis: str | None = None,
-    reordered_ticks: int = 0,
-    target_ratio: float = DEFAULT_TARGET_RATIO,
-    timestamp_unit: str | None = None,
-    lock_timeout: float = ARCHIVE_LOCK_WAIT_SECONDS,
-    audit_log: Path | None = None,
+    source: SourceFacts = NO_SOURCE_FACTS,
+    encoding: TickEncoding = DEFAULT_ENCODING,
 ) -> TickStorageCompactionReport:
-    """Validate one symbol-day, write it to the archive under ``out``, verify it, report on it.
+    """Validate one symbol-day, write it to ``archive``, verify it, report on it.
 
-    ``batch`` must be sorted (:func:`sort_batch` does it and counts; pass the count as
-    ``reordered_ticks``) and fall on ``day`` (UTC). ``raw_size_bytes`` is the measured size of
-    what the archive replaces (``raw_size_basis`` says what it is, default ``supplied``);
-    without it the canonical CSV is serialized and measured. The tier follows from ``age_days``
-    under ``policy``. Timestamps are stored at ``timestamp_unit`` (None: the batch's own; the
-    report records the unit read back from the written file). Atomic and
+    ``batch`` must be sorted (:func:`sort_batch` does it and counts; pass the count in
+    ``source``) and fall on ``day`` (UTC). ``source`` holds what was measured of the input
+    (its raw size and basis; without a size the canonical CSV is serialized and measured). The
+    tier follows from ``age_days`` under the archive's policy. Of ``encoding``, the timestamp
+    unit (None: the batch's own; the report records the unit read back from the written file)
+    and the target ratio apply: the batch is already at its scales and sides. Atomic and
     idempotent: rewriting a symbol-day replaces its file. The file is published under the
-    archive's lock (waiting up to ``lock_timeout`` seconds for a re-tiering to finish), and its
-    size and sha256 recorded there (``catalog.append_hot_record``: what readers verify it by).
-    Compacting a symbol-day the archive already holds is audited once the write succeeded
-    (:func:`recompaction_record`, to ``audit_log``; None: not audited).
+    archive's lock (waiting up to :func:`compaction_lock_wait` seconds for a re-tiering to
+    finish), and its size and sha256 recorded there (``catalog.append_hot_record``: what
+    readers verify it by). Compacting a symbol-day the archive already holds is audited to the
+    archive's audit log once the write succeeded (:func:`recompaction_record`).
 
     Raises
     ------
     ConfigError
-        ``age_days`` missing/negative, a bad policy, target, raw size, basis or timestamp
-        unit, or scales or a unit that differ from the archive's (:func:`ensure_archive_schema`).
+        ``age_days`` missing/negative, or scales or a unit that differ from the archive's
+        (:func:`ensure_archive_schema`).
     PrecisionLossError
-        A timestamp finer than ``timestamp_unit`` (names the row; nothing is written).
+        A timestamp finer than the encoding's timestamp unit (names the row; nothing written).
     TickValidationError
         An empty or invalid batch (names the row), a tick outside ``day``, a bad symbol.
     RoundTripError
@@ -632,36 +708,31 @@ def compact_symbol_day(
         The symbol-day's file exists and the catalog is missing, unreadable or does not account
         for the files on disk (``integrity.checked_catalog``); nothing is rewritten.
     ArchiveBusyError
-        Another writer held the archive's lock for more than ``lock_timeout`` seconds.
+        Another writer held the archive's lock for longer than the compaction waits.
     """
     started = time.perf_counter()
+    item = _planned(batch, symbol, day, age_days, source, encoding)
+    return _write_symbol_day(archive, item, encoding.target_ratio, started)
+
+
+def _planned(
+    batch: TickBatch,
+    symbol: str,
+    day: date,
+    age_days: int,
+    source: SourceFacts,
+    encoding: TickEncoding,
+) -> PlannedSymbolDay:
+    """The symbol-day checked as :func:`compact_symbol_day` says, its batch at the encoding's
+    timestamp unit, its raw size the one measured in ``source`` or else the canonical CSV's."""
     check_age_days(age_days)
-    if not isinstance(policy, TierPolicy):
-        raise ConfigError(f"policy = {policy!r}: expected a TierPolicy")
-    target = check_target_ratio(target_ratio)
     day = _check_date(day, name="day")
     encode_symbol(symbol)
-    basis = _checked_basis(raw_size_bytes, raw_size_basis)
-    batch = _checked_batch(batch, symbol, day, timestamp_unit)
-    if raw_size_bytes is None:
-        raw_size_bytes, basis = canonical_csv_size_bytes(batch), RAW_SIZE_BASIS_CANONICAL_CSV
-    item = PlannedSymbolDay(symbol, day, batch, reordered_ticks, age_days, raw_size_bytes, basis)
-    written = _write_symbol_day(item, Path(out), policy, lock_timeout, audit_log)
-    return _report(item, written, policy, target, started)
-
-
-def _checked_basis(raw_size_bytes: int | None, raw_size_basis: str | None) -> str | None:
-    """The basis of a supplied raw size (default ``supplied``); ConfigError for a bad size or
-    basis, or a basis without a size."""
-    if raw_size_bytes is not None:
-        check_raw_size(raw_size_bytes)
-    basis = raw_size_basis or (RAW_SIZE_BASIS_SUPPLIED if raw_size_bytes is not None else None)
-    if basis is not None and (basis not in RAW_SIZE_BASES or raw_size_bytes is None):
-        raise ConfigError(
-            f"raw_size_basis = {raw_size_basis!r}: expected one of {', '.join(RAW_SIZE_BASES)}, "
-            "together with raw_size_bytes"
-        )
-    return basis
+    batch = _checked_batch(batch, symbol, day, encoding.schema.timestamp_unit)
+    raw_size, basis = source.raw_size_bytes, source.basis
+    if raw_size is None:
+        raw_size, basis = canonical_csv_size_bytes(batch), RAW_SIZE_BASIS_CANONICAL_CSV
+    return PlannedSymbolDay(symbol, day, batch, source.reordered_ticks, age_days, raw_size, basis)
 
 
 def _checked_batch(
@@ -678,61 +749,73 @@ def _checked_batch(
     return batch
 
 
+def compaction_lock_wait(archive: Archive) -> float:
+    """Seconds a compaction waits for the archive's lock: the archive's ``lock_timeout``, at
+    least :data:`~skewtape_pipeline.ticks.archive.layout.ARCHIVE_LOCK_WAIT_SECONDS`
+    (a compaction holds the lock only for its checks and renames, so it waits out a
+    re-tiering rather than refusing)."""
+    return max(archive.lock_timeout, ARCHIVE_LOCK_WAIT_SECONDS)
+
+
 def _write_symbol_day(
-    item: PlannedSymbolDay,
-    out: Path,
-    policy: TierPolicy,
-    lock_timeout: float,
-    audit_log: Path | None,
-) -> tuple[Path, FileFacts, dict | None]:
-    """Write ``item``'s file under ``out`` at its tier's settings: the schema and rewrite
-    checks under the archive's lock, then encoding and verification outside it, then the
-    publication under it again (:func:`_publish_under_lock`). Returns its path, its facts and
-    the rewrite's audit record (None for a new symbol-day)."""
-    tier, batch = policy.tier_for(item.age_days), item.batch
-    path = partition_file(out, item.symbol, item.day)
-    # every refusal comes before anything is written
-    with archive_lock(out, timeout=lock_timeout, what="compacting"):
-        ensure_archive_schema(
-            out,
-            price_scale=batch.price_scale,
-            quantity_scale=batch.quantity_scale,
-            timestamp_unit=batch.timestamp_unit,
-        )
-        _check_may_rewrite(out, path, policy)
+    archive: Archive, item: PlannedSymbolDay, target: float, started: float
+) -> TickStorageCompactionReport:
+    """Write ``item``'s file into ``archive`` at its tier's settings and report on it
+    (measured against ``target``, timed from ``started``): the schema and rewrite checks under
+    the archive's lock, then encoding and verification outside it, then the publication under
+    it again (:func:`_publish_under_lock`). Besides the rewrite check
+    (:func:`_check_may_rewrite`), the one place compaction reads the archive's tier policy: the
+    tier of the item's age, that tier's writer settings and the policy the report records."""
+    policy = archive.policy
+    tier, recorded = policy.tier_for(item.age_days), policy.to_dict()
+    settings = policy.settings_for(tier)
+    path = partition_file(archive.root, item.symbol, item.day)
+    _check_before_encoding(archive, item.batch, path)  # every refusal before anything is written
     metadata = {
         META_SYMBOL: item.symbol,
         META_DATE: item.day.isoformat(),
         META_PREFIX + "tier": tier,
     }
     prepared = prepare_archive_file(  # encode, write, verify: outside the lock, in parallel
-        batch, path, archive_root=out, settings=policy.settings_for(tier), metadata=metadata
+        item.batch, path, archive_root=archive.root, settings=settings, metadata=metadata
     )
     try:
-        facts, rewrite = _publish_under_lock(prepared, item.symbol, item.day, out=out,
-                                             policy=policy, lock_timeout=lock_timeout,
-                                             audit_log=audit_log)  # fmt: skip
+        facts, rewrite = _publish_under_lock(archive, prepared, item)
     finally:
         prepared.discard()
-    return path, facts, rewrite
+    fields = _report_fields(item, (path, facts), target, started)
+    report = TickStorageCompactionReport(**fields, tier=tier, tier_policy=recorded)
+    return report.noted(*([] if rewrite is None else [recompaction_note(rewrite)]))
 
 
-def _report(
+def _check_before_encoding(archive: Archive, batch: TickBatch, path: Path) -> None:
+    """Under the archive's lock: the batch's schema is the archive's (recorded when the
+    archive has none) and the file at ``path`` may be written (:func:`_check_may_rewrite`)."""
+    with archive_lock(archive.root, timeout=compaction_lock_wait(archive), what="compacting"):
+        ensure_archive_schema(
+            archive.root,
+            price_scale=batch.price_scale,
+            quantity_scale=batch.quantity_scale,
+            timestamp_unit=batch.timestamp_unit,
+        )
+        _check_may_rewrite(archive, path)
+
+
+def _report_fields(
     item: PlannedSymbolDay,
-    written: tuple[Path, FileFacts, dict | None],
-    policy: TierPolicy,
+    written: tuple[Path, FileFacts],
     target: float,
     started: float,
-) -> TickStorageCompactionReport:
-    """The compaction report of ``item`` written to ``written`` (its path, the facts read
-    back from the file and the record of what it replaced, if anything), measured against
-    ``target``, timed from ``started``."""
-    path, facts, rewrite = written
+) -> dict[str, Any]:
+    """The compaction report's fields of ``item`` written to ``written`` (its path and the
+    facts read back from the file), measured against ``target``, timed from ``started``; all
+    but its tier, its tier policy and its notes."""
+    path, facts = written
     batch, raw_size_bytes = item.batch, item.raw_size_bytes
     ratio = compression_ratio(raw_size_bytes, facts.size_bytes)
     price_scale = int(facts.metadata[META_PRICE_SCALE])
     quantity_scale = int(facts.metadata[META_QUANTITY_SCALE])
-    report = TickStorageCompactionReport(
+    return dict(
         symbol=item.symbol,
         date=item.day.isoformat(),
         tick_count=facts.num_rows,
@@ -751,9 +834,7 @@ def _report(
         price_precision_loss_ticks=batch.price_precision_loss_ticks,
         quantity_precision_loss_ticks=batch.quantity_precision_loss_ticks,
         reordered_ticks=item.reordered_ticks,
-        tier=policy.tier_for(item.age_days),
         age_days=item.age_days,
-        tier_policy=policy.to_dict(),
         round_trip_verified=True,
         path=str(path),
         seconds=time.perf_counter() - started,
@@ -761,42 +842,35 @@ def _report(
         price_float_noise_normalized=batch.price_float_noise_ticks,
         quantity_float_noise_normalized=batch.quantity_float_noise_ticks,
     )
-    return report.noted(*([] if rewrite is None else [recompaction_note(rewrite)]))
 
 
-def _check_may_rewrite(out: Path, path: Path, policy: TierPolicy) -> None:
+def _check_may_rewrite(archive: Archive, path: Path) -> None:
     """Refuse replacing an existing symbol-day file in books_and_records mode, or while the
     catalog does not account for the files on disk. Call it under the archive's lock."""
-    check_may_write(out, path)
+    check_may_write(archive.root, path)
     if path.exists():
-        checked_catalog(out, policy)
+        checked_catalog(archive.root, archive.policy)
 
 
 def _publish_under_lock(
-    prepared: PreparedFile,
-    symbol: str,
-    day: date,
-    *,
-    out: Path,
-    policy: TierPolicy,
-    lock_timeout: float,
-    audit_log: Path | None,
+    archive: Archive, prepared: PreparedFile, item: PlannedSymbolDay
 ) -> tuple[FileFacts, dict | None]:
     """Publish a staged symbol-day file under the archive's lock, held only for the checks,
     the rename, the file's record (size and sha256, ``catalog.append_hot_record``) and the audit
     record, not while encoding or hashing (so writers of one archive run side by side). A
     rewrite is refused as before the encoding, and audited once the rename succeeded. Returns
     the file's facts and the rewrite's audit record (None for a new symbol-day)."""
+    out = archive.root
     record = FileRecord(prepared.temp.stat().st_size, sha256_file(prepared.temp))  # private file
-    with archive_lock(out, timeout=lock_timeout, what="compacting"):
-        _check_may_rewrite(out, prepared.target, policy)  # again: the lock was let go meanwhile
+    with archive_lock(out, timeout=compaction_lock_wait(archive), what="compacting"):
+        _check_may_rewrite(archive, prepared.target)  # again: the lock was let go meanwhile
         fsio.refuse_linked_state(hot_records_path(out))  # the record must follow the rename
-        rewrite = recompaction_record(out, symbol, day, rows=prepared.facts.num_rows)
+        rewrite = recompaction_record(out, item.symbol, item.day, rows=prepared.facts.num_rows)
         facts = publish_archive_file(prepared)
         faults.checkpoint("hot-published")  # a crash here: the file without its record
         append_hot_record(out, prepared.target.relative_to(out).as_posix(), record)
         if rewrite is not None:
-            audit(out, audit_log, [rewrite])
+            audit(out, archive.audit_log, [rewrite])
     return facts, rewrite
 
 
@@ -869,54 +943,29 @@ def recompaction_record(out: Path, symbol: str, day: date, *, rows: int) -> dict
 
 
 def compact_source(
+    archive: Archive,
     source: SourceTicks | TickStream,
     *,
-    out: Path,
     as_of: date,
-    price_scale: int | None = None,
-    quantity_scale: int | None = None,
-    side_map: Mapping[str, str] | None = None,
-    symbol: str | None = None,
-    tier_policy: TierPolicy | None = None,
-    allow_precision_loss: bool = False,
-    target_ratio: float = DEFAULT_TARGET_RATIO,
-    timestamp_unit: str | None = None,
-    audit_log: Path | None = None,
-    memory_limit: int = DEFAULT_MEMORY_LIMIT,
-    on_progress: Callable[[int, int], None] | None = None,
-    on_read: ReadProgress | None = None,
+    encoding: TickEncoding = DEFAULT_ENCODING,
+    run: CompactionRun = DEFAULT_RUN,
 ) -> list[TickStorageCompactionReport]:
-    """Compact every symbol-day of ``source`` (see :func:`compact_ticks`).
+    """Compact every symbol-day of ``source`` into ``archive`` (see :func:`compact_ticks`).
 
-    A :class:`~skewtape_pipeline.ticks.sources.TickStream` is read chunk by chunk
-    (:func:`plan_stream`); routed rows beyond half of ``memory_limit`` are spilled to the
+    A :class:`~skewtape_pipeline.ticks.encode.sources.TickStream` is read chunk by chunk
+    (:func:`plan_stream`); routed rows beyond half of ``run.memory_limit`` are spilled to the
     archive's staging folder and read back one symbol-day at a time, so memory stays within
-    ``memory_limit`` (plus the largest symbol-day being encoded) whatever the input's size.
-    ``on_read(bytes_read, file_bytes, ticks)`` follows the reading, ``on_progress(done,
-    total)`` the symbol-days written; rewrites are audited to ``audit_log``
-    (:func:`recompaction_record`).
+    the limit (plus the largest symbol-day being encoded) whatever the input's size. The run's
+    callbacks follow the reading and the symbol-days written; rewrites are audited to the
+    archive's audit log (:func:`recompaction_record`); the run commits one version.
     """
-    policy = TierPolicy.or_default(tier_policy)
-    if not isinstance(policy, TierPolicy):
-        raise ConfigError(f"tier_policy = {tier_policy!r}: expected a TierPolicy")
-    check_target_ratio(target_ratio)
-    limit = memory_limit
     stream = source if isinstance(source, TickStream) else stream_of(source)
-    options = PlanOptions(
-        as_of, price_scale, quantity_scale, side_map, symbol, allow_precision_loss,
-        timestamp_unit, archive=recorded_schema(Path(out)),
-    )  # fmt: skip
-    with spilling_router(Path(out), limit) as router:
-        plan = plan_stream(stream, options, router, on_read=on_read)
-        reports = _write_symbol_days(
-            plan,
-            lambda item: compact_planned(
-                item, out=out, policy=policy, target_ratio=target_ratio,
-                timestamp_unit=timestamp_unit, audit_log=audit_log,
-            ),
-            on_progress,
-        )  # fmt: skip
-    commit_version(Path(out), "compact", audit_log=audit_log)
+    options = PlanOptions(as_of, encoding, run.symbol, archive=recorded_schema(archive.root))
+    with spilling_router(archive.root, run.memory_limit) as router:
+        plan = plan_stream(stream, options, router, on_read=run.on_read)
+        write = partial(compact_planned, archive, encoding=encoding)
+        reports = _write_symbol_days(plan, write, run.on_progress)
+    commit_version(archive.root, "compact", audit_log=archive.audit_log)
     return reports
 
 
@@ -963,58 +1012,35 @@ def _write_symbol_days(
 
 
 def compact_planned(
-    item: PlannedSymbolDay,
-    *,
-    out: Path,
-    policy: TierPolicy,
-    target_ratio: float = DEFAULT_TARGET_RATIO,
-    timestamp_unit: str | None = None,
-    audit_log: Path | None = None,
+    archive: Archive, item: PlannedSymbolDay, *, encoding: TickEncoding = DEFAULT_ENCODING
 ) -> TickStorageCompactionReport:
-    """:func:`compact_symbol_day` for one symbol-day of :func:`plan_symbol_days`' plan."""
-    return compact_symbol_day(
-        item.batch,
-        symbol=item.symbol,
-        day=item.day,
-        out=out,
-        age_days=item.age_days,
-        policy=policy,
-        raw_size_bytes=item.raw_size_bytes,
-        raw_size_basis=item.raw_size_basis,
-        reordered_ticks=item.reordered_ticks,
-        target_ratio=target_ratio,
-        timestamp_unit=timestamp_unit,
-        audit_log=audit_log,
-    )
+    """:func:`compact_symbol_day` for one symbol-day of a :class:`StreamPlan`."""
+    source = SourceFacts(item.raw_size_bytes, item.raw_size_basis, item.reordered_ticks)
+    return compact_symbol_day(archive, item.batch, symbol=item.symbol, day=item.day,
+                              age_days=item.age_days, source=source, encoding=encoding)  # fmt: skip
 
 
 def compact_ticks(
+    archive: Archive,
     input_path: Path | str,
     *,
-    out: Path,
     as_of: date,
-    price_scale: int | None = None,
-    quantity_scale: int | None = None,
-    side_map: Mapping[str, str] | None = None,
-    symbol: str | None = None,
-    tier_policy: TierPolicy | None = None,
-    allow_precision_loss: bool = False,
-    target_ratio: float = DEFAULT_TARGET_RATIO,
-    timestamp_unit: str | None = None,
-    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    encoding: TickEncoding = DEFAULT_ENCODING,
+    run: CompactionRun = DEFAULT_RUN,
 ) -> list[TickStorageCompactionReport]:
-    """Compact a canonical tick file into the archive under ``out``; one report per symbol-day.
+    """Compact a canonical tick file into ``archive``; one report per symbol-day.
 
     The input is CSV or Parquet with ``timestamp_nanos,price,quantity,side[,symbol]``. It is
     split into symbol-days (UTC), each sorted explicitly (the count of moved ticks is
     reported), validated, written atomically, read back and compared, and reported with its
     measured raw size: the whole file's bytes when it holds exactly one symbol-day, else the
     bytes of that symbol-day's CSV lines, else (Parquet) the canonical CSV serialized and
-    measured. The tier follows from each day's age at ``as_of``. Timestamps are stored at
-    ``timestamp_unit`` and prices and quantities at their scales: each None by default, the
-    data's smallest exact choice widened to the archive's recorded schema (module docstring).
-    Idempotent. The file is read in chunks and uses at most about ``memory_limit`` bytes
-    (:func:`compact_source`) whatever its size; a symbol-day is encoded whole.
+    measured. The tier follows from each day's age at ``as_of`` under the archive's policy.
+    Timestamps, prices and quantities are stored at the ``encoding``'s schema: each field left
+    None is the data's smallest exact choice widened to the archive's recorded schema (module
+    docstring). Idempotent. The file is read in chunks and uses at most about
+    ``run.memory_limit`` bytes (:func:`compact_source`) whatever its size; a symbol-day is
+    encoded whole.
 
     Raises
     ------
@@ -1022,31 +1048,17 @@ def compact_ticks(
         The data needs a finer unit or a larger scale than the archive records; nothing is
         written.
     ConfigError
-        A bad scale, timestamp unit, vocabulary, policy or target, no symbol for an input
-        without one, or a configuration that differs from the archive's.
+        A vocabulary the data does not follow, no symbol for an input without one, or a
+        configuration that differs from the archive's.
     TickValidationError, PrecisionLossError
-        Invalid input, named by file, row and column (a timestamp finer than
-        ``timestamp_unit`` is a PrecisionLossError). Nothing is written for any symbol-day.
+        Invalid input, named by file, row and column (a timestamp finer than the encoding's
+        unit is a PrecisionLossError). Nothing is written for any symbol-day.
     RoundTripError
         A written file did not read back equal (that symbol-day is not published).
     """
-    stream = open_canonical(
-        input_path, side_map=side_map, block_bytes=block_bytes_for(memory_limit)
-    )
-    return compact_source(
-        stream,
-        out=out,
-        as_of=as_of,
-        price_scale=price_scale,
-        quantity_scale=quantity_scale,
-        side_map=side_map,
-        symbol=symbol,
-        tier_policy=tier_policy,
-        allow_precision_loss=allow_precision_loss,
-        target_ratio=target_ratio,
-        timestamp_unit=timestamp_unit,
-        memory_limit=memory_limit,
-    )
+    block_bytes = block_bytes_for(run.memory_limit)
+    stream = open_canonical(input_path, side_map=encoding.side_map, block_bytes=block_bytes)
+    return compact_source(archive, stream, as_of=as_of, encoding=encoding, run=run)
 
 
 def _check_date(value: object, *, name: str) -> date:

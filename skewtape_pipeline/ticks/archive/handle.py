@@ -23,7 +23,8 @@ Options (keyword-only, safe defaults):
   Default: ``audit.jsonl`` beside the archive root (:func:`books.default_audit_log`).
 - ``lock_timeout``: seconds a writer waits for another to release the archive's one lock
   (``layout.archive_lock``); default 0: refuse at once. Compaction holds the lock only
-  for its checks and renames and waits ``layout.ARCHIVE_LOCK_WAIT_SECONDS`` as always.
+  for its checks and renames and waits at least ``layout.ARCHIVE_LOCK_WAIT_SECONDS``
+  (``compact.compaction_lock_wait``).
 - ``books_and_records``: put the archive in write-once mode before the first write (for good;
   False never turns it off).
 
@@ -40,6 +41,7 @@ audit to ``self.audit_log`` as the verbs here do.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -58,6 +60,12 @@ from skewtape_pipeline.ticks.archive import query as views
 from skewtape_pipeline.ticks.archive import withdraw as withdrawal
 from skewtape_pipeline.ticks.archive.books import default_audit_log, enable_books_and_records
 from skewtape_pipeline.ticks.archive.catalog import SymbolDayKey, relative_to_root, resolve
+from skewtape_pipeline.ticks.archive.compact import (
+    DEFAULT_RUN,
+    NO_SOURCE_FACTS,
+    CompactionRun,
+    SourceFacts,
+)
 from skewtape_pipeline.ticks.archive.layout import archive_lock
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, Location, archive_state, locate
 from skewtape_pipeline.ticks.archive.query import VIEW_COLUMNS, open_ticks_view
@@ -73,6 +81,7 @@ from skewtape_pipeline.ticks.archive.versions import (
     version_state,
 )
 from skewtape_pipeline.ticks.encode.model import TickBatch
+from skewtape_pipeline.ticks.encode.options import DEFAULT_ENCODING, TickEncoding
 from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport
 from skewtape_pipeline.ticks.encode.sources import SourceTicks, TickStream
 
@@ -116,11 +125,7 @@ class Archive:
         if audit_log == BESIDE:
             audit_log = default_audit_log(self.root)
         self.audit_log: Path | None = None if audit_log is None else Path(audit_log)
-        if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, int | float):
-            raise ConfigError(f"lock_timeout = {lock_timeout!r}: expected seconds (a number)")
-        if lock_timeout < 0:
-            raise ConfigError(f"lock_timeout = {lock_timeout!r}: expected seconds >= 0")
-        self.lock_timeout = float(lock_timeout)
+        self.lock_timeout = _checked_lock_timeout(lock_timeout)
         self.books_and_records = bool(books_and_records)
 
     def __repr__(self) -> str:
@@ -139,38 +144,36 @@ class Archive:
         return prune_versions(self, keep_last=keep_last, older_than=older_than)
 
     def compact(
-        self, source: SourceTicks | TickStream, *, as_of: date, **options: Any
+        self,
+        source: SourceTicks | TickStream,
+        *,
+        as_of: date,
+        encoding: TickEncoding = DEFAULT_ENCODING,
+        run: CompactionRun = DEFAULT_RUN,
     ) -> list[TickStorageCompactionReport]:
-        """Every symbol-day of ``source`` into the archive (``compact.compact_source``;
-        ``options``: scales, side map, symbol, precision loss, target, timestamp unit,
-        memory limit, ``on_progress``, ``on_read``)."""
+        """Every symbol-day of ``source`` into the archive, encoded as ``encoding`` says, the
+        run going as ``run`` says (``compact.compact_source``)."""
         self.prepare()
-        reports = compact.compact_source(
-            source,
-            out=self.root,
-            as_of=as_of,
-            tier_policy=self.policy,
-            audit_log=self.audit_log,
-            **options,
-        )
+        reports = compact.compact_source(self, source, as_of=as_of, encoding=encoding, run=run)
         self._after_writing()
         return reports
 
     def compact_symbol_day(
-        self, batch: TickBatch, *, symbol: str, day: date, age_days: int, **options: Any
+        self,
+        batch: TickBatch,
+        *,
+        symbol: str,
+        day: date,
+        age_days: int,
+        source: SourceFacts = NO_SOURCE_FACTS,
+        encoding: TickEncoding = DEFAULT_ENCODING,
     ) -> TickStorageCompactionReport:
         """One sorted symbol-day into the archive (``compact.compact_symbol_day``)."""
         self.prepare()
         report = compact.compact_symbol_day(
-            batch,
-            symbol=symbol,
-            day=day,
-            out=self.root,
-            age_days=age_days,
-            policy=self.policy,
-            audit_log=self.audit_log,
-            **options,
-        )
+            self, batch, symbol=symbol, day=day, age_days=age_days, source=source,
+            encoding=encoding,
+        )  # fmt: skip
         self._after_writing()
         return report
 
@@ -224,6 +227,14 @@ class Archive:
         ``lock_timeout`` seconds; ``what`` names the holder's work in a refusal
         (ArchiveBusyError)."""
         return archive_lock(self.root, timeout=self.lock_timeout, what=what)
+
+    def waiting(self, seconds: float) -> Archive:
+        """This archive with its writers waiting up to ``seconds`` for the lock instead (as a
+        compaction's removals wait as long as its writes, ``compact.compaction_lock_wait``).
+        ConfigError for seconds that are negative or not a number."""
+        other = copy.copy(self)
+        other.lock_timeout = _checked_lock_timeout(seconds)
+        return other
 
     def prepare(self) -> Path:
         """Turn ``books_and_records`` mode on when the handle was built with it (idempotent;
@@ -360,6 +371,15 @@ def _select(
         parameters.append(end)
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     return f"SELECT {', '.join(columns)} FROM ticks{clause} ORDER BY {_ORDER}", parameters
+
+
+def _checked_lock_timeout(seconds: object) -> float:
+    """``seconds`` as a float; ConfigError naming ``lock_timeout`` unless a number >= 0."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise ConfigError(f"lock_timeout = {seconds!r}: expected seconds (a number)")
+    if seconds < 0:
+        raise ConfigError(f"lock_timeout = {seconds!r}: expected seconds >= 0")
+    return float(seconds)
 
 
 # --- the recorded policy ---------------------------------------------------------------------

@@ -17,4 +17,6 @@ Modules:
   the facts a file records about itself.
 - ``report``: :class:`TickStorageCompactionReport` and the raw-size bases of its ratio; stdlib
   only.
+- ``options``: :class:`TickEncoding`, how ticks are encoded (the schema fixed, the side
+  vocabulary, precision loss, the target ratio), fixed once per run.
 """

@@ -24,6 +24,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
@@ -45,18 +46,14 @@ from skewtape_pipeline.ticks.archive.compact import (
     StreamPlan,
     block_bytes_for,
     compact_planned,
+    compaction_lock_wait,
     plan_stream,
     spilling_router,
     utc_days,
 )
-from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.layout import (
-    ARCHIVE_LOCK_WAIT_SECONDS,
-    partition_file,
-    recorded_schema,
-)
-from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.layout import partition_file, recorded_schema
 from skewtape_pipeline.ticks.archive.versions import commit_version
+from skewtape_pipeline.ticks.archive.withdraw import Removal, remove_symbol_days
 from skewtape_pipeline.ticks.encode.chunked import RawChunk, ReadState, open_parquet, parquet_chunks
 from skewtape_pipeline.ticks.encode.model import (
     TickSchema,
@@ -65,6 +62,7 @@ from skewtape_pipeline.ticks.encode.model import (
     timestamps_ns,
     widest_schema,
 )
+from skewtape_pipeline.ticks.encode.options import TickEncoding
 from skewtape_pipeline.ticks.encode.report import DEFAULT_TARGET_RATIO, TickStorageCompactionReport
 from skewtape_pipeline.ticks.encode.sources import (
     PARQUET_ROW_BYTES,
@@ -73,8 +71,13 @@ from skewtape_pipeline.ticks.encode.sources import (
     source_stream,
 )
 
+if TYPE_CHECKING:
+    from skewtape_pipeline.ticks.archive.handle import Archive
+
 FILLS_SIDE_MAP = {"yes": "BUY", "no": "SELL"}
 """The side vocabulary of fills (``taker_side``)."""
+FILLS_ENCODING = TickEncoding(side_map=FILLS_SIDE_MAP)
+"""How fills are read into ticks: their sides, every schema field the archive's (or detected)."""
 SYMBOL_SEPARATOR = ":"
 NS_PER_DAY = 86_400 * 1_000_000_000
 
@@ -311,18 +314,16 @@ class SymbolDayResult:
 
 
 def archive_symbol_days(
+    archive: Archive,
     history: Path,
     wanted: Sequence[SymbolDayKey],
     *,
-    out: Path,
     as_of: date,
-    policy: TierPolicy,
     target_ratio: float = DEFAULT_TARGET_RATIO,
-    audit_log: Path | None = None,
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
 ) -> list[SymbolDayResult]:
     """Compact each wanted symbol-day's ticks from the newest snapshot holding its month file
-    (:func:`newest_sources`) into the archive.
+    (:func:`newest_sources`) into ``archive``.
 
     Every wanted symbol-day is read and validated before the first file is written (one
     streaming scan per month file, :func:`open_fills`, in at most about ``memory_limit`` bytes:
@@ -331,9 +332,9 @@ def archive_symbol_days(
     ticks away); one whose month file no snapshot holds (its venue
     left and the snapshots that held it are gone, e.g. a mirror advanced in place) is left as
     archived: a warm or cold copy of it is withdrawn from the catalog
-    (``withdraw.remove_symbol_days``, audited to ``audit_log``), then its hot file is
-    removed. Archiving a symbol-day again (e.g. a correction) is audited to ``audit_log``.
-    Idempotent; results follow ``wanted``.
+    (``withdraw.remove_symbol_days``, audited to the archive's audit log), then its hot file is
+    removed. Archiving a symbol-day again (e.g. a correction) is audited there too. Reports
+    are measured against ``target_ratio``. Idempotent; results follow ``wanted``.
 
     Raises
     ------
@@ -349,68 +350,101 @@ def archive_symbol_days(
         anything is written, and audited.
     ArchiveBusyError
         Another writer (e.g. a re-tiering) held the archive's lock for longer than
-        ``ARCHIVE_LOCK_WAIT_SECONDS``.
+        ``compact.compaction_lock_wait``.
     """
     sources = newest_sources(history, wanted)
-    by_file: dict[FillsSource, list[SymbolDayKey]] = defaultdict(list)
-    for key, source in sources.items():
-        by_file[source].append(key)
-    schema = recorded_schema(out) if by_file else None
+    encoding = TickEncoding(target_ratio=target_ratio)
     with ExitStack() as routers:
-        planned: dict[SymbolDayKey, tuple[StreamPlan, int]] = {}
-        for source, keys in by_file.items():
-            if source.sha256 is None:
-                continue
-            schema = schema or snapshot_fills_schema(source.snapshot)
-            stream = open_fills(source.snapshot / source.path, keys, memory_limit=memory_limit)
-            router = routers.enter_context(spilling_router(out, memory_limit))
-            options = PlanOptions(as_of, side_map=FILLS_SIDE_MAP, archive=schema)
-            plan = plan_stream(stream, options, router, allow_empty=True)
-            planned |= {plan.labels[key]: (plan, key) for key in plan.keys}
-            router.spill()  # the next month file's rows get the whole budget
+        planned = _planned_symbol_days(archive, sources, as_of, memory_limit, routers)
         gone = [key for key in wanted if key not in planned and sources[key].sha256 is not None]
-        _check_write_once(out, wanted, planned, gone, audit_log)
-        archive = Archive(
-            out, policy=policy, audit_log=audit_log, lock_timeout=ARCHIVE_LOCK_WAIT_SECONDS
-        )
-        removed = archive.remove(gone)
-        removals = {(r.symbol, r.day): r for r in removed}
+        _check_write_once(archive, wanted, planned, gone)
+        removals = _removed(archive, gone)
         results = []
         for key in wanted:
-            if key not in planned:
-                removal = removals.get(key)  # None: no snapshot holds its month file; kept
-                results.append(
-                    SymbolDayResult(
-                        *key,
-                        sources[key],
-                        None,
-                        removed_file=removal is not None and removal.removed_file,
-                        withdrawn=removal is not None and removal.withdrawn,
-                    )
-                )
-                continue
-            plan, plan_key = planned[key]
-            item = plan.symbol_day(plan_key)
-            plan.router.drop(plan_key)
-            report = compact_planned(
-                item, out=out, policy=policy, target_ratio=target_ratio, audit_log=audit_log
-            )
-            results.append(SymbolDayResult(*key, sources[key], report))
+            if key in planned:
+                report = _compact_held(archive, *planned[key], encoding=encoding)
+                results.append(SymbolDayResult(*key, sources[key], report))
+            else:  # no removal: no snapshot holds its month file; kept
+                results.append(_removal_result(key, sources[key], removals.get(key)))
     bundles = {key: sources[key].bundle_id for key in planned}
-    commit_version(out, "compact", sources=bundles, audit_log=audit_log)
+    commit_version(archive.root, "compact", sources=bundles, audit_log=archive.audit_log)
     return results
 
 
+HeldSymbolDay = tuple[StreamPlan, int]
+"""A symbol-day a plan holds: the plan and its key there."""
+
+
+def _planned_symbol_days(
+    archive: Archive,
+    sources: Mapping[SymbolDayKey, FillsSource],
+    as_of: date,
+    memory_limit: int,
+    routers: ExitStack,
+) -> dict[SymbolDayKey, HeldSymbolDay]:
+    """Read, convert and validate every symbol-day with ticks in its month file, one scan per
+    month file, each spilling to the archive's staging folder (its router entered on
+    ``routers``) beyond ``memory_limit``; writes nothing to the archive. The schema is the
+    archive's recorded one, else the smallest holding every fill of the first snapshot read
+    (:func:`snapshot_fills_schema`)."""
+    by_file: dict[FillsSource, list[SymbolDayKey]] = defaultdict(list)
+    for key, source in sources.items():
+        by_file[source].append(key)
+    schema = recorded_schema(archive.root) if by_file else None
+    planned: dict[SymbolDayKey, HeldSymbolDay] = {}
+    for source, keys in by_file.items():
+        if source.sha256 is None:
+            continue
+        schema = schema or snapshot_fills_schema(source.snapshot)
+        stream = open_fills(source.snapshot / source.path, keys, memory_limit=memory_limit)
+        router = routers.enter_context(spilling_router(archive.root, memory_limit))
+        options = PlanOptions(as_of, FILLS_ENCODING, archive=schema)
+        plan = plan_stream(stream, options, router, allow_empty=True)
+        planned |= {plan.labels[key]: (plan, key) for key in plan.keys}
+        router.spill()  # the next month file's rows get the whole budget
+    return planned
+
+
+def _compact_held(
+    archive: Archive, plan: StreamPlan, key: int, *, encoding: TickEncoding
+) -> TickStorageCompactionReport:
+    """Compact symbol-day ``key`` of ``plan`` into ``archive``, then let the plan drop it."""
+    item = plan.symbol_day(key)
+    plan.router.drop(key)
+    return compact_planned(archive, item, encoding=encoding)
+
+
+def _removed(archive: Archive, gone: Sequence[SymbolDayKey]) -> dict[SymbolDayKey, Removal]:
+    """Take the ``gone`` symbol-days out of ``archive`` (``withdraw.remove_symbol_days``,
+    waiting for the lock as a compaction does); their removals by symbol-day."""
+    removed = remove_symbol_days(archive.waiting(compaction_lock_wait(archive)), gone)
+    return {(r.symbol, r.day): r for r in removed}
+
+
+def _removal_result(
+    key: SymbolDayKey, source: FillsSource, removal: Removal | None
+) -> SymbolDayResult:
+    """The result of a wanted symbol-day without ticks: what its removal did (None: nothing
+    was removed)."""
+    return SymbolDayResult(
+        *key,
+        source,
+        None,
+        removed_file=removal is not None and removal.removed_file,
+        withdrawn=removal is not None and removal.withdrawn,
+    )
+
+
 def _check_write_once(
-    out: Path,
+    archive: Archive,
     wanted: Sequence[SymbolDayKey],
     planned: Mapping,
     gone: Sequence[SymbolDayKey],
-    audit_log: Path | None,
 ) -> None:
     """In ``books_and_records`` mode, refuse (audited) before the first write when a planned
     symbol-day's file exists (it would be overwritten), or a ``gone`` one's file exists or is
     catalogued (it would be removed or withdrawn for lack of ticks); in ``wanted`` order."""
+    out, audit_log = archive.root, archive.audit_log
     if not is_books_and_records(out):
         return
     catalogued = read_catalog(out).partitions

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import duckdb
@@ -36,7 +37,6 @@ from skewtape_pipeline.ticks.archive.reports_table import (
     ReportRow,
     write_venue_day_reports,
 )
-from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.encode.report import DEFAULT_TARGET_RATIO
 from skewtape_pipeline.ticks.fills.snapshot_fills import (
     NS_PER_DAY,
@@ -51,20 +51,21 @@ from skewtape_pipeline.ticks.fills.snapshot_fills import (
     symbols_in,
 )
 
+if TYPE_CHECKING:
+    from skewtape_pipeline.ticks.archive.handle import Archive
+
 VenueDay = tuple[str, date]
 
 
 @dataclass(frozen=True)
 class VenueDayOptions:
-    """How a venue-day is archived: where, as of when, under which policy, and the batch name
-    its report rows carry (a run id)."""
+    """How a venue-day is archived: into which archive (its root, policy and audit log), as of
+    when, and the batch name its report rows carry (a run id)."""
 
-    out: Path
+    archive: Archive
     as_of: date
-    policy: TierPolicy
     batch: str
     target_ratio: float = DEFAULT_TARGET_RATIO
-    audit_log: Path | None = None
     memory_limit: int = DEFAULT_MEMORY_LIMIT
     """Bytes the venue-day's reads may use (``compact-ticks --memory-limit``)."""
 
@@ -150,7 +151,8 @@ def archive_venue_day(
     present = source.sha256 is not None
     fills_file = source.snapshot / source.path
     traded = traded_symbols(fills_file, venue, day) if present else []
-    before = archived_symbols(options.out, venue, day) if options.out.is_dir() else set()
+    out = options.archive.root
+    before = archived_symbols(out, venue, day) if out.is_dir() else set()
     wanted = sorted(set(traded) | before)
     listed = symbols_in(fills_file) if present else []
     if symbols is not None:
@@ -158,22 +160,20 @@ def archive_venue_day(
         wanted = [s for s in wanted if s in chosen]
         listed = [s for s in listed if s in chosen]
     results = archive_symbol_days(
+        options.archive,
         history,
         [(symbol, day) for symbol in wanted],
-        out=options.out,
         as_of=options.as_of,
-        policy=options.policy,
         target_ratio=options.target_ratio,
-        audit_log=options.audit_log,
         memory_limit=options.memory_limit,
     )
-    checked = read_back_mismatches(results, out=options.out, memory_limit=options.memory_limit)
+    checked = read_back_mismatches(results, out=out, memory_limit=options.memory_limit)
     mismatched = {symbol: count for symbol, _, count in checked}
     skipped = sorted(set(listed) - set(wanted))
     rows = [_row(result, venue, options, mismatched.get(result.symbol, 0)) for result in results]
     rows += [_skipped_row(symbol, venue, day, source, options) for symbol in skipped]
     if rows or symbols is None:
-        write_venue_day_reports(options.out, venue, day, rows, replace_all=symbols is None)
+        write_venue_day_reports(out, venue, day, rows, replace_all=symbols is None)
     return VenueDayResult(venue, day, source, results, skipped, rows, partial=symbols is not None)
 
 
@@ -205,7 +205,7 @@ def _row(
         **common,
         read_back_mismatched_rows=mismatched,
         tier=report.tier,
-        path=_relative(options.out, path) if path else None,
+        path=_relative(options.archive.root, path) if path else None,
         compacted_size_bytes=report.compacted_size_bytes,
         raw_size_bytes=report.raw_size_bytes,
         raw_size_basis=report.raw_size_basis,

@@ -25,6 +25,7 @@ from skewtape_pipeline.ticks.archive.placement import locate
 from skewtape_pipeline.ticks.archive.query import run_query
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, TierPolicy
 from skewtape_pipeline.ticks.fills.snapshot_fills import archive_symbol_days, new_symbols
+from skewtape_pipeline_tests.ticks.conftest import archive_at
 
 DAYS = (date(2026, 9, 25), date(2026, 10, 15), date(2026, 11, 5))
 """Archived days: 41 days apart at most, so one as_of puts all of them in the warm tier."""
@@ -44,7 +45,7 @@ def archive_days(root: Path, days: tuple[date, ...]) -> Path:
     """Compact every symbol-day of ``days`` from the newest snapshot into ``root/archive``."""
     history = root / "history"
     wanted = [(symbol, day) for day in days for symbol in symbols_of(history)]
-    archive_symbol_days(history, wanted, out=root / "archive", as_of=max(days), policy=POLICY)
+    archive_symbol_days(archive_at(root / "archive", POLICY), history, wanted, as_of=max(days))
     return root / "archive"
 
 

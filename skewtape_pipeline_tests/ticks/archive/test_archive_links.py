@@ -11,6 +11,7 @@ from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.layout import ARCHIVE_LOCK_FILE
 from skewtape_pipeline_tests.ticks.archive_builders import DAYS, POLICY, build_archive, day_ticks
+from skewtape_pipeline_tests.ticks.conftest import archive_at
 
 
 def _precious(tmp_path):
@@ -27,8 +28,9 @@ def test_compact_symbol_day_when_the_archive_lock_is_a_planted_symlink_refuses_u
     root.mkdir()
     (root / ARCHIVE_LOCK_FILE).symlink_to(precious)
     with pytest.raises(LinkedStateFileError, match=ARCHIVE_LOCK_FILE):
-        compact_symbol_day(day_ticks("ES", DAYS[0]), symbol="ES", day=DAYS[0], out=root,
-                           age_days=0, policy=POLICY)  # fmt: skip
+        compact_symbol_day(
+            archive_at(root, POLICY), day_ticks("ES", DAYS[0]), symbol="ES", day=DAYS[0], age_days=0
+        )
     assert precious.read_text() == "keep me\n"
     assert sorted(p.name for p in root.iterdir()) == [ARCHIVE_LOCK_FILE]
 

@@ -32,6 +32,7 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     tiers_by_day,
     view_rows,
 )
+from skewtape_pipeline_tests.ticks.conftest import archive_at
 
 
 def test_retier_when_books_and_records_writes_copies_and_deletes_nothing(tmp_path, no_fsync):
@@ -85,22 +86,20 @@ def test_compact_when_books_and_records_and_symbol_day_exists_refuses_overwrite(
     day = DAYS[0]
     with pytest.raises(WriteOnceError, match="overwrite refused"):
         compact_symbol_day(
+            archive_at(root, POLICY),
             day_ticks("ES", day).slice(0, 1),
             symbol="ES",
             day=day,
-            out=root,
             age_days=(STAGE_1 - day).days,
-            policy=POLICY,
         )
     assert view_rows(root) == expected_rows(DAYS[:1])
     new_day = DAYS[1]  # a symbol-day not in the archive yet is written as usual
     compact_symbol_day(
+        archive_at(root, POLICY),
         day_ticks("ES", new_day),
         symbol="ES",
         day=new_day,
-        out=root,
         age_days=(STAGE_1 - new_day).days,
-        policy=POLICY,
     )
 
 

@@ -21,9 +21,12 @@ from skewtape_pipeline.errors import (
     TickValidationError,
 )
 from skewtape_pipeline.hashing import sha256_file
+from skewtape_pipeline.ticks.archive import compact
 from skewtape_pipeline.ticks.archive.compact import (
     EVENT_RECOMPACT,
     RECOMPACTED,
+    CompactionRun,
+    SourceFacts,
     compact_source,
     compact_symbol_day,
     compact_ticks,
@@ -35,6 +38,7 @@ from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.archive.versions import EVENT_VERSION
 from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch
 from skewtape_pipeline.ticks.encode.report import (
+    DEFAULT_TARGET_RATIO,
     RAW_SIZE_BASIS_CANONICAL_CSV,
     RAW_SIZE_BASIS_SOURCE_FILE,
     RAW_SIZE_BASIS_SOURCE_ROWS,
@@ -45,9 +49,11 @@ from skewtape_pipeline.ticks.encode.sources import canonical_csv_size_bytes, sou
 from skewtape_pipeline_tests.ticks.conftest import (
     DAY,
     DAY_NS,
+    archive_at,
     archive_rows,
     day_batch,
     duckdb_archive,
+    encoded,
     make_batch,
     write_text,
 )
@@ -81,7 +87,7 @@ def file_listing(root: Path) -> list[str]:
 def test_compact_ticks_when_csv_has_symbol_days_writes_one_verified_file_each(tmp_path):
     source = write_text(tmp_path / "ticks.csv", csv_text(ROWS))
     out = tmp_path / "archive"
-    reports = compact_ticks(source, out=out, as_of=AS_OF, price_scale=4)
+    reports = compact_ticks(archive_at(out), source, as_of=AS_OF, encoding=encoded(price_scale=4))
     assert [(r.symbol, r.date, r.tick_count) for r in reports] == [
         ("CL/F", "2026-11-20", 2), ("ES", "2026-11-20", 3), ("ES", "2026-11-21", 1)
     ]  # fmt: skip
@@ -96,14 +102,18 @@ def test_compact_ticks_when_csv_has_symbol_days_writes_one_verified_file_each(tm
 
 def test_compact_ticks_when_rows_out_of_order_counts_moved_ticks(tmp_path):
     source = write_text(tmp_path / "ticks.csv", csv_text(ROWS))
-    reports = compact_ticks(source, out=tmp_path / "a", as_of=AS_OF, price_scale=4)
+    reports = compact_ticks(
+        archive_at(tmp_path / "a"), source, as_of=AS_OF, encoding=encoded(price_scale=4)
+    )
     assert [r.reordered_ticks for r in reports] == [0, 3, 0]
 
 
 def test_compact_ticks_when_multi_day_csv_measures_each_days_source_lines(tmp_path):
     text = csv_text(ROWS)
     source = write_text(tmp_path / "ticks.csv", text)
-    reports = compact_ticks(source, out=tmp_path / "a", as_of=AS_OF, price_scale=4)
+    reports = compact_ticks(
+        archive_at(tmp_path / "a"), source, as_of=AS_OF, encoding=encoded(price_scale=4)
+    )
     assert {r.raw_size_basis for r in reports} == {RAW_SIZE_BASIS_SOURCE_ROWS}
     lines = text.encode().splitlines(keepends=True)[1:]
     assert reports[0].raw_size_bytes == len(lines[4]) + len(lines[5])
@@ -112,7 +122,9 @@ def test_compact_ticks_when_multi_day_csv_measures_each_days_source_lines(tmp_pa
 
 def test_compact_ticks_when_file_is_one_symbol_day_measures_whole_file(tmp_path):
     source = write_text(tmp_path / "ticks.csv", csv_text(ROWS[:3]))
-    (report,) = compact_ticks(source, out=tmp_path / "a", as_of=AS_OF, price_scale=2)
+    (report,) = compact_ticks(
+        archive_at(tmp_path / "a"), source, as_of=AS_OF, encoding=encoded(price_scale=2)
+    )
     assert report.raw_size_basis == RAW_SIZE_BASIS_SOURCE_FILE
     assert report.raw_size_bytes == source.stat().st_size
 
@@ -131,7 +143,13 @@ def test_compact_ticks_when_parquet_input_measures_canonical_csv(tmp_path):
         ),
         source,
     )
-    (report,) = compact_ticks(source, out=tmp_path / "a", as_of=AS_OF, price_scale=4, symbol="X")
+    (report,) = compact_ticks(
+        archive_at(tmp_path / "a"),
+        source,
+        as_of=AS_OF,
+        encoding=encoded(price_scale=4),
+        run=CompactionRun(symbol="X"),
+    )
     assert report.raw_size_basis == RAW_SIZE_BASIS_SOURCE_FILE
     assert report.raw_size_bytes == source.stat().st_size
     two_days = tmp_path / "two.parquet"
@@ -140,8 +158,13 @@ def test_compact_ticks_when_parquet_input_measures_canonical_csv(tmp_path):
             0, "timestamp_nanos", pa.array([t + NS_DAY for t in batch.ts_ns.to_pylist()]))]
     )  # fmt: skip
     pq.write_table(shifted, two_days)
-    first, second = compact_ticks(two_days, out=tmp_path / "b", as_of=AS_OF, price_scale=4,
-                                  symbol="X")  # fmt: skip
+    first, second = compact_ticks(
+        archive_at(tmp_path / "b"),
+        two_days,
+        as_of=AS_OF,
+        encoding=encoded(price_scale=4),
+        run=CompactionRun(symbol="X"),
+    )
     assert first.raw_size_basis == RAW_SIZE_BASIS_CANONICAL_CSV
     assert first.raw_size_bytes == canonical_csv_size_bytes(batch)
     assert second.raw_size_bytes == first.raw_size_bytes  # same digits, one day later
@@ -152,7 +175,7 @@ def test_compact_ticks_when_bad_row_in_later_symbol_day_writes_nothing(tmp_path)
     source = write_text(tmp_path / "ticks.csv", csv_text(rows))
     out = tmp_path / "archive"
     with pytest.raises(TickValidationError) as info:
-        compact_ticks(source, out=out, as_of=AS_OF, price_scale=4)
+        compact_ticks(archive_at(out), source, as_of=AS_OF, encoding=encoded(price_scale=4))
     assert (info.value.row, info.value.field) == (5, "side")
     assert str(source) in str(info.value)
     assert file_listing(out) == []
@@ -168,7 +191,9 @@ def test_compact_ticks_when_value_invalid_names_row_and_writes_nothing(tmp_path,
     rows[3][column] = bad
     source = write_text(tmp_path / "ticks.csv", csv_text(rows))
     with pytest.raises(TickValidationError) as info:
-        compact_ticks(source, out=tmp_path / "archive", as_of=AS_OF, price_scale=4)
+        compact_ticks(
+            archive_at(tmp_path / "archive"), source, as_of=AS_OF, encoding=encoded(price_scale=4)
+        )
     assert (info.value.row, info.value.field) == (3, field)
     assert file_listing(tmp_path / "archive") == []
 
@@ -177,16 +202,24 @@ def test_compact_ticks_when_precision_lost_refuses_unless_allowed_then_counts(tm
     rows = [*ROWS[:3], (DAY_NS + 400, "4512.123456", "1", "BUY", "ES")]
     source = write_text(tmp_path / "ticks.csv", csv_text(rows))
     with pytest.raises(PrecisionLossError) as info:
-        compact_ticks(source, out=tmp_path / "a", as_of=AS_OF, price_scale=4)
+        compact_ticks(
+            archive_at(tmp_path / "a"), source, as_of=AS_OF, encoding=encoded(price_scale=4)
+        )
     assert info.value.row == 3
     assert file_listing(tmp_path / "a") == []
-    (report,) = compact_ticks(source, out=tmp_path / "a", as_of=AS_OF, price_scale=4,
-                              allow_precision_loss=True)  # fmt: skip
+    (report,) = compact_ticks(
+        archive_at(tmp_path / "a"),
+        source,
+        as_of=AS_OF,
+        encoding=encoded(price_scale=4, allow_precision_loss=True),
+    )
     assert report.price_precision_loss_ticks == 1
     assert report.precision_loss_ticks == 1
     assert any("1 price(s) rounded" in note for note in report.notes)
     assert read_archive_batch(Path(report.path)).price.to_pylist()[-1] == 45_121_235
-    (exact,) = compact_ticks(source, out=tmp_path / "b", as_of=AS_OF, price_scale=6)
+    (exact,) = compact_ticks(
+        archive_at(tmp_path / "b"), source, as_of=AS_OF, encoding=encoded(price_scale=6)
+    )
     assert exact.price_precision_loss_ticks == 0
 
 
@@ -194,9 +227,18 @@ def test_compact_ticks_when_fractional_quantities_use_quantity_scale(tmp_path):
     rows = [(DAY_NS + i, "9682.07", q, "BUY", "BTCUSDT") for i, q in enumerate(["0.001", "23.139"])]
     source = write_text(tmp_path / "ticks.csv", csv_text(rows))
     with pytest.raises(PrecisionLossError, match="quantity"):
-        compact_ticks(source, out=tmp_path / "a", as_of=AS_OF, price_scale=2, quantity_scale=0)
-    (report,) = compact_ticks(source, out=tmp_path / "a", as_of=AS_OF, price_scale=2,
-                              quantity_scale=8)  # fmt: skip
+        compact_ticks(
+            archive_at(tmp_path / "a"),
+            source,
+            as_of=AS_OF,
+            encoding=encoded(price_scale=2, quantity_scale=0),
+        )
+    (report,) = compact_ticks(
+        archive_at(tmp_path / "a"),
+        source,
+        as_of=AS_OF,
+        encoding=encoded(price_scale=2, quantity_scale=8),
+    )
     assert report.quantity_scale == 8
     table = duckdb_archive(tmp_path / "a")
     assert table.column("quantity").to_pylist() == [Decimal("0.001"), Decimal("23.139")]
@@ -205,7 +247,12 @@ def test_compact_ticks_when_fractional_quantities_use_quantity_scale(tmp_path):
 def test_compact_ticks_when_ticks_dated_after_as_of_refuses(tmp_path):
     source = write_text(tmp_path / "ticks.csv", csv_text(ROWS))
     with pytest.raises(TickValidationError, match="after as_of"):
-        compact_ticks(source, out=tmp_path / "a", as_of=date(2026, 11, 20), price_scale=4)
+        compact_ticks(
+            archive_at(tmp_path / "a"),
+            source,
+            as_of=date(2026, 11, 20),
+            encoding=encoded(price_scale=4),
+        )
     assert file_listing(tmp_path / "a") == []
 
 
@@ -213,26 +260,52 @@ def test_compact_ticks_when_no_symbol_anywhere_raises_config_error(tmp_path):
     text = "timestamp_nanos,price,quantity,side\n" + f"{DAY_NS},1.5,1,BUY\n"
     source = write_text(tmp_path / "ticks.csv", text)
     with pytest.raises(ConfigError, match="symbol"):
-        compact_ticks(source, out=tmp_path / "a", as_of=AS_OF, price_scale=2)
-    (report,) = compact_ticks(source, out=tmp_path / "a", as_of=AS_OF, price_scale=2, symbol="Z")
+        compact_ticks(
+            archive_at(tmp_path / "a"), source, as_of=AS_OF, encoding=encoded(price_scale=2)
+        )
+    (report,) = compact_ticks(
+        archive_at(tmp_path / "a"),
+        source,
+        as_of=AS_OF,
+        encoding=encoded(price_scale=2),
+        run=CompactionRun(symbol="Z"),
+    )
     assert report.symbol == "Z"
 
 
 def test_compact_ticks_when_symbol_given_selects_its_rows(tmp_path):
     source = write_text(tmp_path / "ticks.csv", csv_text(ROWS))
-    reports = compact_ticks(source, out=tmp_path / "a", as_of=AS_OF, price_scale=4, symbol="ES")
+    reports = compact_ticks(
+        archive_at(tmp_path / "a"),
+        source,
+        as_of=AS_OF,
+        encoding=encoded(price_scale=4),
+        run=CompactionRun(symbol="ES"),
+    )
     assert [(r.symbol, r.tick_count) for r in reports] == [("ES", 3), ("ES", 1)]
     with pytest.raises(TickValidationError, match="no ticks of symbol"):
-        compact_ticks(source, out=tmp_path / "b", as_of=AS_OF, price_scale=4, symbol="NQ")
+        compact_ticks(
+            archive_at(tmp_path / "b"),
+            source,
+            as_of=AS_OF,
+            encoding=encoded(price_scale=4),
+            run=CompactionRun(symbol="NQ"),
+        )
 
 
 def test_compact_ticks_when_side_vocabulary_given_maps_explicitly(tmp_path):
     rows = [(DAY_NS, "1", "1", "B", "X"), (DAY_NS + 1, "1", "1", "S", "X")]
     source = write_text(tmp_path / "ticks.csv", csv_text(rows))
     with pytest.raises(TickValidationError, match="'B'"):
-        compact_ticks(source, out=tmp_path / "a", as_of=AS_OF, price_scale=0)
-    compact_ticks(source, out=tmp_path / "a", as_of=AS_OF, price_scale=0,
-                  side_map={"B": "BUY", "S": "SELL"})  # fmt: skip
+        compact_ticks(
+            archive_at(tmp_path / "a"), source, as_of=AS_OF, encoding=encoded(price_scale=0)
+        )
+    compact_ticks(
+        archive_at(tmp_path / "a"),
+        source,
+        as_of=AS_OF,
+        encoding=encoded(price_scale=0, side_map={"B": "BUY", "S": "SELL"}),
+    )
     assert duckdb_archive(tmp_path / "a").column("side").to_pylist() == ["BUY", "SELL"]
 
 
@@ -240,21 +313,28 @@ def test_compact_ticks_when_side_vocabulary_given_maps_explicitly(tmp_path):
 def test_compact_ticks_when_day_ages_assigns_tier_from_real_age(tmp_path, age, tier):
     source = write_text(tmp_path / "ticks.csv", csv_text(ROWS[:3]))
     as_of = date.fromordinal(DAY.toordinal() + age)
-    (report,) = compact_ticks(source, out=tmp_path / "a", as_of=as_of, price_scale=2)
+    (report,) = compact_ticks(
+        archive_at(tmp_path / "a"), source, as_of=as_of, encoding=encoded(price_scale=2)
+    )
     assert (report.age_days, report.tier) == (age, tier)
     assert report.tier_policy == TierPolicy().to_dict()
     custom = TierPolicy(hot_max_age_days=0, warm_max_age_days=1)
-    (other,) = compact_ticks(source, out=tmp_path / "b", as_of=as_of, price_scale=2,
-                             tier_policy=custom)  # fmt: skip
+    (other,) = compact_ticks(
+        archive_at(tmp_path / "b", custom), source, as_of=as_of, encoding=encoded(price_scale=2)
+    )
     assert other.tier == ("HOT" if age == 0 else "COLD")
     assert other.tier_policy["warm_max_age_days"] == 1
 
 
 def test_compact_ticks_when_run_twice_is_idempotent(tmp_path):
     source = write_text(tmp_path / "ticks.csv", csv_text(ROWS))
-    first = compact_ticks(source, out=tmp_path / "a", as_of=AS_OF, price_scale=4)
+    first = compact_ticks(
+        archive_at(tmp_path / "a"), source, as_of=AS_OF, encoding=encoded(price_scale=4)
+    )
     before = {r.path: Path(r.path).read_bytes() for r in first}
-    second = compact_ticks(source, out=tmp_path / "a", as_of=AS_OF, price_scale=4)
+    second = compact_ticks(
+        archive_at(tmp_path / "a"), source, as_of=AS_OF, encoding=encoded(price_scale=4)
+    )
     assert {r.path: Path(r.path).read_bytes() for r in second} == before
     assert [r.to_dict() | {"seconds": 0} for r in first] == [
         r.to_dict() | {"seconds": 0, "notes": r.notes[:-1]} for r in second
@@ -264,8 +344,9 @@ def test_compact_ticks_when_run_twice_is_idempotent(tmp_path):
 
 def test_compact_symbol_day_when_no_size_given_measures_canonical_csv(tmp_path):
     batch = day_batch(500)
-    report = compact_symbol_day(batch, symbol="S", day=DAY, out=tmp_path, age_days=2,
-                                policy=TierPolicy())  # fmt: skip
+    report = compact_symbol_day(
+        archive_at(tmp_path, TierPolicy()), batch, symbol="S", day=DAY, age_days=2
+    )
     assert report.raw_size_basis == RAW_SIZE_BASIS_CANONICAL_CSV
     assert report.raw_size_bytes == canonical_csv_size_bytes(batch)
     assert report.compacted_size_bytes == Path(report.path).stat().st_size
@@ -273,19 +354,31 @@ def test_compact_symbol_day_when_no_size_given_measures_canonical_csv(tmp_path):
 
 
 def test_compact_symbol_day_when_size_supplied_reports_it_with_basis(tmp_path):
-    report = compact_symbol_day(day_batch(50), symbol="S", day=DAY, out=tmp_path, age_days=2,
-                                policy=TierPolicy(), raw_size_bytes=98_765)  # fmt: skip
+    report = compact_symbol_day(
+        archive_at(tmp_path, TierPolicy()),
+        day_batch(50),
+        symbol="S",
+        day=DAY,
+        age_days=2,
+        source=SourceFacts(raw_size_bytes=98_765),
+    )
     assert (report.raw_size_bytes, report.raw_size_basis) == (98_765, RAW_SIZE_BASIS_SUPPLIED)
 
 
 def test_compact_symbol_day_when_target_checked_meets_five_fails_one_above(tmp_path):
     batch = day_batch(5_000)
-    report = compact_symbol_day(batch, symbol="S", day=DAY, out=tmp_path, age_days=2,
-                                policy=TierPolicy())  # fmt: skip
+    report = compact_symbol_day(
+        archive_at(tmp_path, TierPolicy()), batch, symbol="S", day=DAY, age_days=2
+    )
     assert report.compression_ratio > 5.0 and report.meets_compression_target
-    stricter = compact_symbol_day(batch, symbol="S", day=DAY, out=tmp_path, age_days=2,
-                                  policy=TierPolicy(),
-                                  target_ratio=report.compression_ratio + 1)  # fmt: skip
+    stricter = compact_symbol_day(
+        archive_at(tmp_path, TierPolicy()),
+        batch,
+        symbol="S",
+        day=DAY,
+        age_days=2,
+        encoding=encoded(target_ratio=report.compression_ratio + 1),
+    )
     assert stricter.meets_compression_target is False
     assert stricter.target_compression_ratio == report.compression_ratio + 1
     assert any("below the target" in note for note in stricter.notes)
@@ -300,7 +393,7 @@ def test_compact_symbol_day_when_target_checked_meets_five_fails_one_above(tmp_p
         ({"raw_size_bytes": 0}, ConfigError),
         ({"raw_size_bytes": -10}, ConfigError),
         ({"raw_size_bytes": 10, "raw_size_basis": "guess"}, ConfigError),
-        ({"policy": None}, ConfigError),
+        ({"policy": {"hot_max_age_days": 7}}, ConfigError),
         ({"target_ratio": 0}, ConfigError),
         ({"symbol": ""}, TickValidationError),
         ({"day": date(2026, 11, 21)}, TickValidationError),
@@ -308,33 +401,43 @@ def test_compact_symbol_day_when_target_checked_meets_five_fails_one_above(tmp_p
 )
 def test_compact_symbol_day_when_argument_invalid_raises_and_writes_nothing(tmp_path, kwargs,
                                                                             error):  # fmt: skip
-    arguments = {"symbol": "S", "day": DAY, "out": tmp_path / "a", "age_days": 1,
-                 "policy": TierPolicy(), **kwargs}  # fmt: skip
+    arguments = {"symbol": "S", "day": DAY, "age_days": 1, "policy": TierPolicy(), **kwargs}
     with pytest.raises(error):
-        compact_symbol_day(day_batch(10), **arguments)
+        archive = archive_at(tmp_path / "a", arguments.pop("policy"))
+        size = [arguments.pop(name, None) for name in ("raw_size_bytes", "raw_size_basis")]
+        target = arguments.pop("target_ratio", DEFAULT_TARGET_RATIO)
+        compact_symbol_day(archive, day_batch(10), source=SourceFacts(*size),
+                           encoding=encoded(target_ratio=target), **arguments)  # fmt: skip
     assert file_listing(tmp_path / "a") == []
 
 
 def test_compact_symbol_day_when_age_days_omitted_is_a_type_error(tmp_path):
     with pytest.raises(TypeError, match="age_days"):
-        # type: ignore[call-arg]
-        compact_symbol_day(day_batch(3), symbol="S", day=DAY, out=tmp_path,
-                           policy=TierPolicy())  # fmt: skip
+        compact_symbol_day(  # type: ignore[call-arg]
+            archive_at(tmp_path, TierPolicy()), day_batch(3), symbol="S", day=DAY
+        )
 
 
 def test_compact_symbol_day_when_batch_unsorted_refuses_then_sort_counts(tmp_path):
     batch = make_batch([(DAY_NS + 5, 1, 1, 1), (DAY_NS + 2, 1, 1, 2), (DAY_NS + 2, 2, 1, 0)])
     with pytest.raises(TickValidationError, match="sort") as info:
-        compact_symbol_day(batch, symbol="S", day=DAY, out=tmp_path, age_days=1,
-                           policy=TierPolicy())  # fmt: skip
+        compact_symbol_day(
+            archive_at(tmp_path, TierPolicy()), batch, symbol="S", day=DAY, age_days=1
+        )
     assert info.value.row == 1
     assert file_listing(tmp_path) == []
     ordered, moved = sort_batch(batch)
     assert ordered.ts_ns.to_pylist() == [DAY_NS + 2, DAY_NS + 2, DAY_NS + 5]
     assert ordered.price.to_pylist() == [1, 2, 1]
     assert moved == 3
-    report = compact_symbol_day(ordered, symbol="S", day=DAY, out=tmp_path, age_days=1,
-                                policy=TierPolicy(), reordered_ticks=moved)  # fmt: skip
+    report = compact_symbol_day(
+        archive_at(tmp_path, TierPolicy()),
+        ordered,
+        symbol="S",
+        day=DAY,
+        age_days=1,
+        source=SourceFacts(reordered_ticks=moved),
+    )
     assert report.reordered_ticks == 3
     assert any("3 tick(s) moved" in note for note in report.notes)
     assert sort_batch(ordered) == (ordered, 0)
@@ -342,8 +445,9 @@ def test_compact_symbol_day_when_batch_unsorted_refuses_then_sort_counts(tmp_pat
 
 def test_compact_symbol_day_when_batch_empty_refuses(tmp_path):
     with pytest.raises(TickValidationError, match="empty"):
-        compact_symbol_day(make_batch([]), symbol="S", day=DAY, out=tmp_path, age_days=1,
-                           policy=TierPolicy())  # fmt: skip
+        compact_symbol_day(
+            archive_at(tmp_path, TierPolicy()), make_batch([]), symbol="S", day=DAY, age_days=1
+        )
 
 
 def test_compact_source_when_snapshot_fills_table_wrapped_compacts_per_market_day(tmp_path):
@@ -362,7 +466,9 @@ def test_compact_source_when_snapshot_fills_table_wrapped_compacts_per_market_da
         side_map=KALSHI_TAKER_SIDES,
         columns={"timestamp_nanos": "ts", "side": "taker_side", "symbol": "market_id"},
     )
-    reports = compact_source(source, out=tmp_path, as_of=AS_OF, price_scale=4)
+    reports = compact_source(
+        archive_at(tmp_path), source, as_of=AS_OF, encoding=encoded(price_scale=4)
+    )
     assert [(r.symbol, r.tick_count, r.reordered_ticks) for r in reports] == [
         ("KX-A", 2, 2), ("KX-B", 1, 0)
     ]  # fmt: skip
@@ -380,27 +486,34 @@ def test_compact_source_when_snapshot_fills_table_wrapped_compacts_per_market_da
 def test_canonical_baseline_when_digit_widths_differ_is_not_per_row_constant(tmp_path):
     narrow = make_batch([(DAY_NS + i, 1, 1, 1) for i in range(100)])
     wide = make_batch([(DAY_NS + i, -7_123_456_789, 10**10, 0) for i in range(100)])
+    archive = archive_at(tmp_path, TierPolicy())
     sizes = [
-        compact_symbol_day(b, symbol=s, day=DAY, out=tmp_path, age_days=1,
-                           policy=TierPolicy()).raw_size_bytes
+        compact_symbol_day(archive, b, symbol=s, day=DAY, age_days=1).raw_size_bytes
         for s, b in (("N", narrow), ("W", wide))
-    ]  # fmt: skip
+    ]
     assert sizes == [canonical_csv_size_bytes(narrow), canonical_csv_size_bytes(wide)]
     assert sizes[0] != sizes[1]
 
 
 def test_compact_symbol_day_when_root_holds_other_scales_refuses_and_writes_nothing(tmp_path):
-    first = compact_symbol_day(day_batch(5), symbol="A", day=DAY, out=tmp_path, age_days=1,
-                               policy=TierPolicy())  # fmt: skip
+    first = compact_symbol_day(
+        archive_at(tmp_path, TierPolicy()), day_batch(5), symbol="A", day=DAY, age_days=1
+    )
     marker = json.loads((tmp_path / "_skewtape_archive.json").read_text())
     assert (marker["price_scale"], marker["quantity_scale"]) == (4, 0)
     before = file_listing(tmp_path)
     with pytest.raises(ConfigError, match="price_scale 4"):
-        compact_symbol_day(day_batch(5, price_scale=2), symbol="B", day=DAY, out=tmp_path,
-                           age_days=1, policy=TierPolicy())  # fmt: skip
+        compact_symbol_day(
+            archive_at(tmp_path, TierPolicy()),
+            day_batch(5, price_scale=2),
+            symbol="B",
+            day=DAY,
+            age_days=1,
+        )
     assert file_listing(tmp_path) == before
-    again = compact_symbol_day(day_batch(7), symbol="B", day=DAY, out=tmp_path, age_days=1,
-                               policy=TierPolicy())  # fmt: skip
+    again = compact_symbol_day(
+        archive_at(tmp_path, TierPolicy()), day_batch(7), symbol="B", day=DAY, age_days=1
+    )
     assert Path(again.path).parent.parent.parent.parent.name == "symbol=B"
     assert Path(first.path).exists()
     table = duckdb_archive(tmp_path)
@@ -408,15 +521,22 @@ def test_compact_symbol_day_when_root_holds_other_scales_refuses_and_writes_noth
 
 
 def test_compact_symbol_day_when_another_writer_holds_the_archive_lock_waits_then_refuses(
-    tmp_path,
+    tmp_path, monkeypatch
 ):
+    monkeypatch.setattr(compact, "ARCHIVE_LOCK_WAIT_SECONDS", 0.1)
     with fsio.exclusive_lock(tmp_path / ARCHIVE_LOCK_FILE, what="re-tiering"):
         with pytest.raises(ArchiveBusyError, match=r"skewtape-archive\.lock is held by re-tiering"):
-            compact_symbol_day(day_batch(5), symbol="S", day=DAY, out=tmp_path, age_days=2,
-                               policy=TierPolicy(), lock_timeout=0.1)  # fmt: skip
+            compact_symbol_day(
+                archive_at(tmp_path, TierPolicy(), lock_timeout=0.1),
+                day_batch(5),
+                symbol="S",
+                day=DAY,
+                age_days=2,
+            )
         assert not list(tmp_path.rglob("*.parquet"))  # nothing published while it was held
-    report = compact_symbol_day(day_batch(5), symbol="S", day=DAY, out=tmp_path, age_days=2,
-                                policy=TierPolicy())  # fmt: skip
+    report = compact_symbol_day(
+        archive_at(tmp_path, TierPolicy()), day_batch(5), symbol="S", day=DAY, age_days=2
+    )
     assert Path(report.path).is_file()
 
 
@@ -440,8 +560,9 @@ def test_compact_symbol_day_when_encoding_leaves_the_archive_lock_free_for_other
 
     def compact() -> None:
         try:
-            compact_symbol_day(day_batch(5), symbol="S", day=DAY, out=tmp_path, age_days=2,
-                               policy=TierPolicy())  # fmt: skip
+            compact_symbol_day(
+                archive_at(tmp_path, TierPolicy()), day_batch(5), symbol="S", day=DAY, age_days=2
+            )
         except BaseException as exc:
             errors.append(exc)
 
@@ -467,14 +588,16 @@ def _records(log: Path) -> list[dict]:
 
 def test_compact_symbol_day_when_file_exists_audits_the_rewrite(tmp_path):
     out, log = tmp_path / "archive", tmp_path / "audit.jsonl"
-    compact_symbol_day(day_batch(5), symbol="ES", day=DAY, out=out, age_days=0,
-                       policy=TierPolicy(), audit_log=log)  # fmt: skip
+    compact_symbol_day(
+        archive_at(out, TierPolicy(), audit_log=log), day_batch(5), symbol="ES", day=DAY, age_days=0
+    )
     assert not log.exists()  # a first write replaces nothing
     first = partition_file(out, "ES", DAY)
     old_sha, old_bytes = sha256_file(first), first.stat().st_size
 
-    report = compact_symbol_day(day_batch(7), symbol="ES", day=DAY, out=out, age_days=0,
-                                policy=TierPolicy(), audit_log=log)  # fmt: skip
+    report = compact_symbol_day(
+        archive_at(out, TierPolicy(), audit_log=log), day_batch(7), symbol="ES", day=DAY, age_days=0
+    )
 
     [record] = _records(log)
     assert record["event"] == EVENT_RECOMPACT
@@ -494,15 +617,21 @@ def _fail_every_publish(temp: Path, target: Path) -> None:
 
 def test_compact_symbol_day_when_the_rewrite_fails_audits_nothing_and_keeps_the_file(tmp_path):
     out, log = tmp_path / "archive", tmp_path / "audit.jsonl"
-    compact_symbol_day(day_batch(5), symbol="ES", day=DAY, out=out, age_days=0,
-                       policy=TierPolicy(), audit_log=log)  # fmt: skip
+    compact_symbol_day(
+        archive_at(out, TierPolicy(), audit_log=log), day_batch(5), symbol="ES", day=DAY, age_days=0
+    )
     first = partition_file(out, "ES", DAY)
     old_sha = sha256_file(first)
     previous = fsio.set_publish_hook(_fail_every_publish)
     try:
         with pytest.raises(_DiskFull):
-            compact_symbol_day(day_batch(7), symbol="ES", day=DAY, out=out, age_days=0,
-                               policy=TierPolicy(), audit_log=log)  # fmt: skip
+            compact_symbol_day(
+                archive_at(out, TierPolicy(), audit_log=log),
+                day_batch(7),
+                symbol="ES",
+                day=DAY,
+                age_days=0,
+            )
     finally:
         fsio.set_publish_hook(previous)
 
@@ -513,15 +642,17 @@ def test_compact_symbol_day_when_the_rewrite_fails_audits_nothing_and_keeps_the_
 def test_compact_symbol_day_when_day_is_catalogued_audits_that_it_supersedes_the_copy(tmp_path):
     out, log = tmp_path / "archive", tmp_path / "audit.jsonl"
     policy = TierPolicy()
-    compact_symbol_day(day_batch(5), symbol="ES", day=DAY, out=out, age_days=0, policy=policy,
-                       audit_log=log)  # fmt: skip
+    compact_symbol_day(
+        archive_at(out, policy, audit_log=log), day_batch(5), symbol="ES", day=DAY, age_days=0
+    )
     Archive(out, policy=policy, audit_log=log).retier(
         as_of=date(2028, 1, 1)
     )  # cold now; hot file gone
     before = len(_records(log))
 
-    compact_symbol_day(day_batch(6), symbol="ES", day=DAY, out=out, age_days=0, policy=policy,
-                       audit_log=log)  # fmt: skip
+    compact_symbol_day(
+        archive_at(out, policy, audit_log=log), day_batch(6), symbol="ES", day=DAY, age_days=0
+    )
 
     [record] = _records(log)[before:]
     assert record["event"] == EVENT_RECOMPACT and record["rows"] == 6
@@ -540,7 +671,9 @@ def test_cli_compact_ticks_when_run_twice_audits_every_rewritten_symbol_day(tmp_
     assert [r["event"] for r in _records(log)] == [EVENT_VERSION]  # no rewrite, one version
     assert main(argv) == 0, capsys.readouterr().err
     days = {(r["symbol"], r["date"]) for r in _records(log) if r["event"] == EVENT_RECOMPACT}
-    reports = compact_ticks(source, out=tmp_path / "other", as_of=AS_OF, price_scale=4)
+    reports = compact_ticks(
+        archive_at(tmp_path / "other"), source, as_of=AS_OF, encoding=encoded(price_scale=4)
+    )
     assert days == {(r.symbol, r.date) for r in reports} and len(days) > 1
 
 
@@ -551,8 +684,9 @@ def test_retier_when_a_compaction_died_while_staging_removes_its_staged_file(tmp
 
     from skewtape_pipeline.ticks.archive.layout import staging_folder
 
-    compact_symbol_day(day_batch(5), symbol="S", day=DAY, out=tmp_path, age_days=0,
-                       policy=TierPolicy())  # fmt: skip
+    compact_symbol_day(
+        archive_at(tmp_path, TierPolicy()), day_batch(5), symbol="S", day=DAY, age_days=0
+    )
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
     host = socket.gethostname().replace(".", "_")

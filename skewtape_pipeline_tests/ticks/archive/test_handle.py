@@ -14,10 +14,13 @@ from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError
 from skewtape_pipeline.ticks.archive.handle import POLICY_RECORD, Archive
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.encode.model import SchemaRequest
+from skewtape_pipeline.ticks.encode.options import TickEncoding
 from skewtape_pipeline.ticks.encode.sources import read_canonical
 from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
 
 COUNT = "SELECT count(*) AS n FROM ticks"
+PRICE_SCALE_2 = TickEncoding(SchemaRequest(price_scale=2))
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -96,11 +99,11 @@ def test_cli_rebuild_catalog_that_would_hold_fewer_symbol_days_refuses_unless_al
 def test_archive_with_no_audit_log_writes_none_and_by_default_audits_beside_the_root(tmp_path):
     source = write_four_day_csv(tmp_path / "ticks.csv")
     quiet = Archive(tmp_path / "quiet" / "archive", audit_log=None)
-    quiet.compact(read_canonical(source), as_of=date(2025, 12, 5), price_scale=2)
+    quiet.compact(read_canonical(source), as_of=date(2025, 12, 5), encoding=PRICE_SCALE_2)
     quiet.retier(as_of=date(2027, 1, 1))
     assert not (tmp_path / "quiet" / "audit.jsonl").exists()
     audited = Archive(tmp_path / "audited" / "archive")
-    audited.compact(read_canonical(source), as_of=date(2025, 12, 5), price_scale=2)
+    audited.compact(read_canonical(source), as_of=date(2025, 12, 5), encoding=PRICE_SCALE_2)
     audited.retier(as_of=date(2027, 1, 1))
     assert audited.audit_log == (tmp_path / "audited" / "audit.jsonl").absolute()
     assert audited.audit_log.exists()
@@ -126,7 +129,7 @@ def test_archive_given_a_policy_records_it_only_once_a_write_succeeded(tmp_path)
     archive = Archive(tmp_path / "archive", policy=policy)
     assert not (tmp_path / "archive").exists()
     source = write_four_day_csv(tmp_path / "ticks.csv")
-    archive.compact(read_canonical(source), as_of=date(2025, 12, 5), price_scale=2)
+    archive.compact(read_canonical(source), as_of=date(2025, 12, 5), encoding=PRICE_SCALE_2)
     assert Archive(tmp_path / "archive").policy == policy
 
 

@@ -42,6 +42,7 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     tiers_by_day,
     view_rows,
 )
+from skewtape_pipeline_tests.ticks.conftest import archive_at
 
 
 def expected_tier(day: date, as_of: date) -> str:
@@ -189,7 +190,7 @@ def test_view_when_hot_file_rewritten_after_move_shows_newer_copy_once(tmp_path,
     symbol, day = SYMBOLS[0], DAYS[0]
     newer = day_ticks(symbol, day).slice(0, 1)  # a correction: one tick left that day
     compact_symbol_day(
-        newer, symbol=symbol, day=day, out=root, age_days=(STAGE_2 - day).days, policy=POLICY
+        archive_at(root, POLICY), newer, symbol=symbol, day=day, age_days=(STAGE_2 - day).days
     )
     wanted = [r for r in expected_rows() if (r[0], r[1]) != (symbol, day)]
     wanted = sorted(wanted + [r for r in expected_rows() if (r[0], r[1]) == (symbol, day)][:1])
@@ -267,7 +268,7 @@ def test_relocated_report_when_moved_names_consolidated_file_and_honest_share(tm
     root = tmp_path / "archive"
     reports = [
         compact_symbol_day(
-            day_ticks(s, d), symbol=s, day=d, out=root, age_days=(STAGE_2 - d).days, policy=POLICY
+            archive_at(root, POLICY), day_ticks(s, d), symbol=s, day=d, age_days=(STAGE_2 - d).days
         )
         for s in SYMBOLS
         for d in DAYS
@@ -315,12 +316,11 @@ def rearchive(root, symbol: str, day: date, *, correct: bool = False) -> None:
     to their first one when ``correct``."""
     ticks = day_ticks(symbol, day)
     compact_symbol_day(
+        archive_at(root, POLICY),
         ticks.slice(0, 1) if correct else ticks,
         symbol=symbol,
         day=day,
-        out=root,
         age_days=(STAGE_1 - day).days,
-        policy=POLICY,
     )
 
 

@@ -35,6 +35,7 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     day_ticks,
     expected_rows,
 )
+from skewtape_pipeline_tests.ticks.conftest import archive_at
 
 AS_OF = DAYS[-1] + timedelta(days=14)  # every day cold
 SYMBOL_DATE = "SELECT * FROM ticks WHERE symbol = ? AND date BETWEEN ? AND ?"
@@ -241,7 +242,7 @@ def _ns_archive(folder) -> tuple[object, list[str]]:
         ts, [22051, 22051, 22603], [100, 5, 7], [0, 1, 2], TickSchema(price_scale=2)
     )
     root = folder / "archive"
-    compact_symbol_day(batch, symbol="AMZN", day=NS_DAY, out=root, age_days=0, policy=POLICY)
+    compact_symbol_day(archive_at(root, POLICY), batch, symbol="AMZN", day=NS_DAY, age_days=0)
     texts = []
     for offset in NS_OFFSETS:
         seconds, nanos = divmod(offset, 10**9)

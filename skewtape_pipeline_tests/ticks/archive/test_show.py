@@ -28,13 +28,8 @@ LATER = date(2027, 6, 1)  # every October day is cold
 def archived(applied_chain: Path) -> tuple[Path, str]:
     """The sample's Kalshi venue-day archived as the demo does; (archive root, a symbol)."""
     root = applied_chain / "archive"
-    options = VenueDayOptions(
-        out=root,
-        as_of=date(2026, 10, 7),
-        policy=TierPolicy(),
-        batch="b1",
-        audit_log=default_audit_log(root),
-    )
+    archive = Archive(root, policy=TierPolicy(), audit_log=default_audit_log(root))
+    options = VenueDayOptions(archive=archive, as_of=date(2026, 10, 7), batch="b1")
     result = archive_venue_day(applied_chain / "history", ("kalshi", DAY), options)
     return root, sorted(r.symbol for r in result.archived)[0]
 
@@ -129,13 +124,8 @@ def test_show_when_cold_day_rearchived_unchanged_tells_recompaction_and_back_in_
     root, symbol = archived
     Archive(root).retier(as_of=LATER)
     (cold,) = read_catalog(root).files.values()
-    options = VenueDayOptions(
-        out=root,
-        as_of=date(2026, 12, 3),
-        policy=TierPolicy(),
-        batch="b2",
-        audit_log=default_audit_log(root),
-    )
+    archive = Archive(root, policy=TierPolicy(), audit_log=default_audit_log(root))
+    options = VenueDayOptions(archive=archive, as_of=date(2026, 12, 3), batch="b2")
     archive_venue_day(root.parent / "history", ("kalshi", DAY), options, symbols=[symbol])
     story = show_symbol_day(root, symbol, DAY)
     assert story.place is not None and story.place.tier == HOT

@@ -22,11 +22,12 @@ from skewtape_pipeline.cli import ReadingRate, main, parse_bytes
 from skewtape_pipeline.errors import ConfigError, TickValidationError
 from skewtape_pipeline.progress import ProgressLine
 from skewtape_pipeline.ticks.archive.catalog import hot_records_path, read_hot_records
-from skewtape_pipeline.ticks.archive.compact import compact_source, compact_ticks
+from skewtape_pipeline.ticks.archive.compact import CompactionRun, compact_source, compact_ticks
 from skewtape_pipeline.ticks.archive.layout import staging_folder
 from skewtape_pipeline.ticks.archive.spill import SymbolDayRouter
 from skewtape_pipeline.ticks.archive.versions import VERSIONS_DIR
 from skewtape_pipeline.ticks.encode import sources
+from skewtape_pipeline_tests.ticks.conftest import archive_at
 
 REPO = Path(__file__).resolve().parents[3]
 DAY_NS = 86_400 * 10**9
@@ -209,7 +210,9 @@ def test_compaction_when_over_its_memory_budget_spills_and_writes_the_same_archi
     for label, limit in (("bounded", budget), ("unbounded", UNBOUNDED)):
         out = tmp_path / label
         stream = opener(path, block_bytes=64 * 1024 if label == "bounded" else 64 * MIB)
-        reports = compact_source(stream, out=out, as_of=date(2024, 3, 20), memory_limit=limit)
+        reports = compact_source(
+            archive_at(out), stream, as_of=date(2024, 3, 20), run=CompactionRun(memory_limit=limit)
+        )
         archives[label] = (archive_bytes(out), report_facts(reports))
         assert staged_files(out) == []
         if label == "bounded":
@@ -227,7 +230,7 @@ def test_compaction_when_over_its_memory_budget_spills_and_writes_the_same_archi
 def test_compaction_when_read_in_chunks_measures_each_symbol_days_lines(tmp_path):
     path = canonical_csv(tmp_path, 50_000)
     reports = compact_source(
-        sources.open_canonical(path, block_bytes=64 * 1024), out=tmp_path / "a", as_of=AS_OF
+        archive_at(tmp_path / "a"), sources.open_canonical(path, block_bytes=64 * 1024), as_of=AS_OF
     )
     lines = path.read_bytes().splitlines(keepends=True)[1:]
     assert sum(r.raw_size_bytes for r in reports) == sum(len(line) for line in lines)
@@ -243,10 +246,10 @@ def test_compaction_when_a_later_chunk_is_bad_names_its_file_row_and_writes_noth
     out = tmp_path / "a"
     with pytest.raises(TickValidationError) as info:
         compact_source(
+            archive_at(out),
             sources.open_canonical(path, block_bytes=64 * 1024),
-            out=out,
             as_of=AS_OF,
-            memory_limit=1 * MIB,
+            run=CompactionRun(memory_limit=1 * MIB),
         )
     assert (info.value.row, info.value.field) == (31_234, "quantity")
     assert str(path) in str(info.value)
@@ -264,7 +267,9 @@ def test_compaction_when_a_late_chunk_needs_a_larger_scale_refuses_a_value_it_ov
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(TickValidationError) as info:
         compact_source(
-            sources.open_canonical(path, block_bytes=64 * 1024), out=tmp_path / "a", as_of=AS_OF
+            archive_at(tmp_path / "a"),
+            sources.open_canonical(path, block_bytes=64 * 1024),
+            as_of=AS_OF,
         )
     assert (info.value.row, info.value.field) == (0, "price")
 
@@ -317,8 +322,12 @@ def test_memory_limit_when_given_as_text_is_parsed_and_refused_when_too_small(tm
     with pytest.raises(ConfigError):
         parse_bytes("lots")
     with pytest.raises(ConfigError, match="memory_limit"):
-        compact_ticks(canonical_csv(tmp_path, 10), out=tmp_path / "a", as_of=AS_OF,
-                      memory_limit=1000)  # fmt: skip
+        compact_ticks(
+            archive_at(tmp_path / "a"),
+            canonical_csv(tmp_path, 10),
+            as_of=AS_OF,
+            run=CompactionRun(memory_limit=1000),
+        )
 
 
 def test_compact_ticks_when_memory_limit_is_not_bytes_refuses_in_one_line(tmp_path, capsys):
@@ -379,6 +388,7 @@ import os, signal, sys
 from datetime import date
 from pathlib import Path
 from skewtape_pipeline.ticks.archive import compact, spill
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.encode import parquet_file
 
 where, path, out = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
@@ -404,7 +414,8 @@ else:
         write(*args, **kwargs)
         kill_at(5)
     parquet_file._write_parquet = dying_write
-compact.compact_ticks(path, out=out, as_of=date(2024, 3, 20), memory_limit=4 * 2**20)
+compact.compact_ticks(Archive(out, audit_log=None), path, as_of=date(2024, 3, 20),
+                      run=compact.CompactionRun(memory_limit=4 * 2**20))
 """
 
 
@@ -414,7 +425,7 @@ def test_compaction_when_killed_then_rerun_gives_the_exact_archive_and_no_stagin
 ):
     path = write_csv(generated_ticks(300_000), tmp_path / "ticks.csv")
     expected = tmp_path / "expected"
-    compact_ticks(path, out=expected, as_of=AS_OF)
+    compact_ticks(archive_at(expected), path, as_of=AS_OF)
     out = tmp_path / "archive"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
@@ -422,7 +433,7 @@ def test_compaction_when_killed_then_rerun_gives_the_exact_archive_and_no_stagin
     )
     assert done.returncode == -signal.SIGKILL
     assert staged_files(out) != []
-    compact_ticks(path, out=out, as_of=AS_OF, memory_limit=4 * MIB)
+    compact_ticks(archive_at(out), path, as_of=AS_OF, run=CompactionRun(memory_limit=4 * MIB))
     assert archive_bytes(out) == archive_bytes(expected)
     assert staged_files(out) == []
 
@@ -489,10 +500,10 @@ def test_compaction_when_float_noise_spans_chunks_counts_it_as_the_whole_file_do
     facts = {}
     for label, block, limit in (("chunked", 64 * 1024, 1 * MIB), ("whole", 64 * MIB, UNBOUNDED)):
         reports = compact_source(
+            archive_at(tmp_path / label),
             sources.open_canonical(path, block_bytes=block),
-            out=tmp_path / label,
             as_of=AS_OF,
-            memory_limit=limit,
+            run=CompactionRun(memory_limit=limit),
         )
         facts[label] = report_facts(reports)
     assert facts["chunked"] == facts["whole"]

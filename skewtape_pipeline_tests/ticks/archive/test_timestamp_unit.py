@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from skewtape_pipeline.errors import ConfigError, PrecisionLossError
 from skewtape_pipeline.ticks.archive.compact import (
+    CompactionRun,
     compact_source,
     compact_symbol_day,
     compact_ticks,
@@ -35,7 +36,7 @@ from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch, read_file_facts
 from skewtape_pipeline.ticks.encode.sides import SIDE_NAMES
 from skewtape_pipeline.ticks.encode.validate import day_start_ns
-from skewtape_pipeline_tests.ticks.conftest import DAY, DAY_NS, TARDIS_FILE
+from skewtape_pipeline_tests.ticks.conftest import DAY, DAY_NS, TARDIS_FILE, archive_at, encoded
 
 UNIT_NS = {"us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 PARQUET_UNIT = {"us": "microseconds", "ms": "milliseconds", "s": "milliseconds"}
@@ -106,8 +107,14 @@ def test_compact_symbol_day_when_timestamp_finer_than_unit_refuses_and_writes_no
         ts, batch.price, batch.quantity, batch.side, TickSchema(price_scale=batch.price_scale)
     )
     with pytest.raises(PrecisionLossError) as info:
-        compact_symbol_day(finer, symbol="S", day=DAY, out=tmp_path / "a", age_days=1,
-                           policy=TierPolicy(), timestamp_unit="us")  # fmt: skip
+        compact_symbol_day(
+            archive_at(tmp_path / "a", TierPolicy()),
+            finer,
+            symbol="S",
+            day=DAY,
+            age_days=1,
+            encoding=encoded(timestamp_unit="us"),
+        )
     assert info.value.row == 6
     assert not (tmp_path / "a").exists()
 
@@ -119,13 +126,23 @@ def test_compact_ticks_when_csv_timestamp_finer_than_unit_names_the_file_row(tmp
     source = tmp_path / "ticks.csv"
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(PrecisionLossError) as info:
-        compact_ticks(source, out=tmp_path / "a", as_of=DAY, price_scale=2, symbol="X",
-                      timestamp_unit="ms")  # fmt: skip
+        compact_ticks(
+            archive_at(tmp_path / "a"),
+            source,
+            as_of=DAY,
+            encoding=encoded(timestamp_unit="ms", price_scale=2),
+            run=CompactionRun(symbol="X"),
+        )
     assert str(source) in str(info.value)
     assert (info.value.row, info.value.field) == (3, "timestamp_nanos")
     assert not (tmp_path / "a").exists()
-    (report,) = compact_ticks(source, out=tmp_path / "b", as_of=DAY, price_scale=2, symbol="X",
-                              timestamp_unit="us")  # fmt: skip
+    (report,) = compact_ticks(
+        archive_at(tmp_path / "b"),
+        source,
+        as_of=DAY,
+        encoding=encoded(timestamp_unit="us", price_scale=2),
+        run=CompactionRun(symbol="X"),
+    )
     assert report.timestamp_unit == "us"
 
 
@@ -137,8 +154,14 @@ def test_compact_symbol_day_when_unit_coarser_round_trips_through_duckdb_and_pya
     tmp_path, unit
 ):
     batch = batch_at(unit)
-    report = compact_symbol_day(batch, symbol="S", day=DAY, out=tmp_path, age_days=1,
-                                policy=TierPolicy(), timestamp_unit=unit)  # fmt: skip
+    report = compact_symbol_day(
+        archive_at(tmp_path, TierPolicy()),
+        batch,
+        symbol="S",
+        day=DAY,
+        age_days=1,
+        encoding=encoded(timestamp_unit=unit),
+    )
     path = Path(report.path)
     assert report.timestamp_unit == unit == read_file_facts(path).timestamp_unit
     ts_column = pq.ParquetFile(path).schema.column(0)
@@ -170,22 +193,33 @@ def test_tardis_file_when_compacted_at_ms_reads_back_exactly_with_duckdb(tmp_pat
 
 
 def compact_ticks_source(source, out: Path, *, timestamp_unit: str):
-    return compact_source(source, out=out, as_of=date(2026, 11, 29), price_scale=2,
-                          quantity_scale=3, timestamp_unit=timestamp_unit)  # fmt: skip
+    return compact_source(
+        archive_at(out),
+        source,
+        as_of=date(2026, 11, 29),
+        encoding=encoded(timestamp_unit=timestamp_unit, price_scale=2, quantity_scale=3),
+    )
 
 
 # --- one unit per archive root ----------------------------------------------------------------
 
 
 def test_compact_symbol_day_when_archive_holds_another_unit_refuses_and_writes_nothing(tmp_path):
-    compact_symbol_day(batch_at("ms"), symbol="A", day=DAY, out=tmp_path, age_days=1,
-                       policy=TierPolicy(), timestamp_unit="ms")  # fmt: skip
+    compact_symbol_day(
+        archive_at(tmp_path, TierPolicy()),
+        batch_at("ms"),
+        symbol="A",
+        day=DAY,
+        age_days=1,
+        encoding=encoded(timestamp_unit="ms"),
+    )
     marker = json.loads((tmp_path / ARCHIVE_MARKER).read_text())
     assert marker["timestamp_unit"] == "ms"
     before = file_listing(tmp_path)
     with pytest.raises(ConfigError, match="timestamp_unit 'ms'"):
-        compact_symbol_day(batch_at("ms"), symbol="B", day=DAY, out=tmp_path, age_days=1,
-                           policy=TierPolicy())  # fmt: skip
+        compact_symbol_day(
+            archive_at(tmp_path, TierPolicy()), batch_at("ms"), symbol="B", day=DAY, age_days=1
+        )
     assert file_listing(tmp_path) == before
     rows = duckdb.sql(
         f"SELECT count(*) FROM read_parquet('{tmp_path}/**/*.parquet', hive_partitioning=true)"
@@ -232,9 +266,14 @@ def test_retier_when_archive_unit_is_ms_keeps_the_unit_in_every_tier(tmp_path):
     batches = {}
     for day in days:
         batches[day] = batch_at("ms", 12, start=day_start_ns(day))
-        compact_symbol_day(batches[day], symbol="KX", day=day, out=root,
-                           age_days=(DAY - day).days, policy=policy,
-                           timestamp_unit="ms")  # fmt: skip
+        compact_symbol_day(
+            archive_at(root, policy),
+            batches[day],
+            symbol="KX",
+            day=day,
+            age_days=(DAY - day).days,
+            encoding=encoded(timestamp_unit="ms"),
+        )
     Archive(root, policy=policy, audit_log=None).retier(as_of=DAY)
     cold_marker = json.loads((policy.root_for(COLD, root) / ARCHIVE_MARKER).read_text())
     assert cold_marker["timestamp_unit"] == "ms"
@@ -261,8 +300,14 @@ def test_round_trip_property_when_timestamps_are_whole_units_reads_back_exactly(
     n = len(ts)
     batch = TickBatch.from_units(ts, list(range(n)), [1] * n, sides[:n], TickSchema(price_scale=2))
     root = tmp_path / unit  # one root holds one unit
-    report = compact_symbol_day(batch, symbol="P", day=DAY, out=root, age_days=0,
-                                policy=TierPolicy(), timestamp_unit=unit)  # fmt: skip
+    report = compact_symbol_day(
+        archive_at(root, TierPolicy()),
+        batch,
+        symbol="P",
+        day=DAY,
+        age_days=0,
+        encoding=encoded(timestamp_unit=unit),
+    )
     assert report.timestamp_unit == unit
     assert read_archive_batch(Path(report.path)).equals(batch.with_timestamp_unit(unit))
     assert duckdb_ticks(report.path) == expected_ticks(batch)

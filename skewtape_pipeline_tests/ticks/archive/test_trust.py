@@ -44,6 +44,7 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     racy_rule_off,
     view_rows,
 )
+from skewtape_pipeline_tests.ticks.conftest import archive_at
 
 HOT_RECORDS = "_skewtape_hot_files.jsonl"
 SUM_SQL = "SELECT sum(quantity) AS q, sum(price) AS p FROM ticks"
@@ -175,7 +176,7 @@ def test_retier_when_done_leaves_one_record_per_hot_file_path(hot_only):
     symbol, day = "ES", DAYS[-1]
     for _ in range(2):  # a recompaction appends a second record for the same file
         compact_symbol_day(
-            day_ticks(symbol, day), symbol=symbol, day=day, out=hot_only, age_days=1, policy=POLICY
+            archive_at(hot_only, POLICY), day_ticks(symbol, day), symbol=symbol, day=day, age_days=1
         )
     lines = (hot_only / HOT_RECORDS).read_text().splitlines()
     assert len(lines) == len(SYMBOLS) * len(DAYS) + 2
@@ -195,8 +196,8 @@ def test_compact_when_hot_records_file_is_a_link_refuses_before_publishing(hot_o
     (hot_only / HOT_RECORDS).symlink_to(target)
     before = {p: p.read_bytes() for p in hot_only.rglob("*.parquet")}
     with pytest.raises(LinkedStateFileError):
-        compact_symbol_day(  # other ticks than the file holds
-            day_ticks("CL/F", day), symbol=symbol, day=day, out=hot_only, age_days=1, policy=POLICY
+        compact_symbol_day(
+            archive_at(hot_only, POLICY), day_ticks("CL/F", day), symbol=symbol, day=day, age_days=1
         )
     assert {p: p.read_bytes() for p in hot_only.rglob("*.parquet")} == before and hot.exists()
 
@@ -207,7 +208,7 @@ def test_compact_when_crashing_between_rename_and_record_a_rerun_finishes(hot_on
     newer = day_ticks("CL/F", day)  # other ticks than the file holds
 
     def recompact():
-        compact_symbol_day(newer, symbol=symbol, day=day, out=hot_only, age_days=1, policy=POLICY)
+        compact_symbol_day(archive_at(hot_only, POLICY), newer, symbol=symbol, day=day, age_days=1)
 
     with pytest.raises(Crash), faults.installed(crash_at_name("hot-published")):
         recompact()
@@ -262,8 +263,8 @@ def test_query_when_stamps_unchanged_reads_no_file_twice_to_verify(tiered, monke
 def test_query_verification_when_a_compaction_replaced_a_hot_file_meanwhile_accepts_it(hot_only):
     symbol, day = "ES", DAYS[-1]
     verified = trust.VerifiedFiles(hot_only)  # the records as a query read them
-    compact_symbol_day(  # then a compaction replaces a hot file and appends its record
-        day_ticks("CL/F", day), symbol=symbol, day=day, out=hot_only, age_days=1, policy=POLICY
+    compact_symbol_day(
+        archive_at(hot_only, POLICY), day_ticks("CL/F", day), symbol=symbol, day=day, age_days=1
     )
     [hot] = [h for h in scan_hot_files(hot_only) if h.key == (symbol, day)]
     verified.check_hot(hot, read_catalog(hot_only))  # no DamagedFileError

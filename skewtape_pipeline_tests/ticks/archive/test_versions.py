@@ -20,6 +20,7 @@ from skewtape_pipeline.ticks.archive.books import default_audit_log, enable_book
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query, ticks_view_sql
+from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.archive.version_pruning import past_version_bytes
 from skewtape_pipeline.ticks.archive.versions import (
     MAX_DELTA_DEPTH,
@@ -43,6 +44,7 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     day_ticks,
     write_four_day_csv,
 )
+from skewtape_pipeline_tests.ticks.conftest import archive_at
 
 KEYS = [(symbol, day) for symbol in ("ES", "CL/F") for day in DAYS[:4]]
 COLUMNS = "symbol, date, ts, price, quantity, side, tier"
@@ -64,18 +66,22 @@ def ticks(symbol: str, day: date, variant: int) -> TickBatch:
     )
 
 
-def compact(root: Path, key: tuple[str, date], variant: int = 0, as_of: date = STAGE_1):
-    """One compaction batch of one symbol-day, committed as a version (as ``compact_source``
-    does after its batch)."""
+def compact(
+    root: Path,
+    key: tuple[str, date],
+    variant: int = 0,
+    as_of: date = STAGE_1,
+    policy: TierPolicy = POLICY,
+):
+    """One compaction batch of one symbol-day under ``policy``, committed as a version (as
+    ``compact_source`` does after its batch)."""
     symbol, day = key
     compact_symbol_day(
+        archive_at(root, policy, audit_log=default_audit_log(root)),
         ticks(symbol, day, variant),
         symbol=symbol,
         day=day,
-        out=root,
         age_days=(as_of - day).days,
-        policy=POLICY,
-        audit_log=default_audit_log(root),
     )
     return commit_version(root, "compact", audit_log=default_audit_log(root))
 
@@ -445,7 +451,7 @@ def test_versions_when_tiers_are_on_s3_read_replaced_objects_until_pruned(
     policy = s3_policy(s3_env, prefix)
     root = tmp_path / "data" / "archive"
     for key in KEYS:
-        compact(root, key)
+        compact(root, key, policy=policy)
 
     def view(as_of=None):
         table = run_query(
@@ -457,7 +463,7 @@ def test_versions_when_tiers_are_on_s3_read_replaced_objects_until_pruned(
     captured = {version_count(root): view()}
     Archive(root, policy=policy, audit_log=None).retier(as_of=STAGE_1)
     captured[version_count(root)] = view()
-    compact(root, KEYS[0], variant=2)
+    compact(root, KEYS[0], variant=2, policy=policy)
     Archive(root, policy=policy, audit_log=None).retier(as_of=STAGE_2)
     captured[version_count(root)] = view()
     Archive(root, policy=policy, audit_log=None).withdraw([KEYS[5]])

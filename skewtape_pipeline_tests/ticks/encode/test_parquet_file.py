@@ -27,7 +27,7 @@ from skewtape_pipeline.ticks.encode.parquet_file import (
     write_verified_file,
 )
 from skewtape_pipeline.ticks.encode.writer_settings import WriterSettings
-from skewtape_pipeline_tests.ticks.conftest import DAY, DAY_NS, day_batch, make_batch
+from skewtape_pipeline_tests.ticks.conftest import DAY, DAY_NS, archive_at, day_batch, make_batch
 
 HOT = WriterSettings(compression_level=1, encoding_sample_rows=1_000)
 DICTIONARY = "RLE_DICTIONARY"
@@ -212,7 +212,7 @@ def test_report_when_writer_changes_codec_reports_what_file_says(tmp_path, monke
 
     monkeypatch.setattr(parquet_file, "_write_parquet", snappy_writer)
     report = compact_symbol_day(
-        day_batch(30), symbol="SYM", day=DAY, out=tmp_path, age_days=0, policy=TierPolicy()
+        archive_at(tmp_path, TierPolicy()), day_batch(30), symbol="SYM", day=DAY, age_days=0
     )
     assert report.codec == "SNAPPY"
     footer = pq.ParquetFile(report.path).metadata.row_group(0)
@@ -223,7 +223,7 @@ def test_report_when_writer_changes_codec_reports_what_file_says(tmp_path, monke
 def test_report_when_tier_uses_gzip_reads_codec_and_level_from_file(tmp_path):
     policy = TierPolicy(hot=TierSettings(compression="gzip", compression_level=5))
     report = compact_symbol_day(
-        day_batch(30), symbol="SYM", day=DAY, out=tmp_path, age_days=1, policy=policy
+        archive_at(tmp_path, policy), day_batch(30), symbol="SYM", day=DAY, age_days=1
     )
     meta = pq.ParquetFile(report.path).metadata
     assert report.codec == meta.row_group(0).column(0).compression == "GZIP"
@@ -258,7 +258,7 @@ def test_round_trip_property_when_any_valid_batch_reads_back_exactly(
     batch = make_batch(rows, price_scale=price_scale, quantity_scale=quantity_scale)
     root = tmp_path / f"p{price_scale}-q{quantity_scale}"  # one root holds one schema
     report = compact_symbol_day(
-        batch, symbol="P/Q", day=DAY, out=root, age_days=0, policy=TierPolicy()
+        archive_at(root, TierPolicy()), batch, symbol="P/Q", day=DAY, age_days=0
     )
     assert read_archive_batch(Path(report.path)).equals(batch)
     back = duckdb.sql(

@@ -24,8 +24,10 @@ from skewtape_pipeline_tests.ticks.conftest import (
     KALSHI_FILE,
     LOBSTER_FILE,
     TARDIS_FILE,
+    archive_at,
     archive_rows,
     duckdb_archive,
+    encoded,
 )
 
 AS_OF = date(2026, 11, 29)
@@ -91,7 +93,9 @@ def expected_lobster() -> list[tuple]:
 @pytest.mark.slow
 def test_kalshi_file_when_compacted_reads_back_exactly_with_duckdb(tmp_path, no_fsync):
     source = sources.read_kalshi_trades(KALSHI_FILE)
-    reports = compact_source(source, out=tmp_path, as_of=AS_OF, price_scale=2)
+    reports = compact_source(
+        archive_at(tmp_path), source, as_of=AS_OF, encoding=encoded(price_scale=2)
+    )
     assert sum(r.tick_count for r in reports) == 16_281
     assert len({(r.symbol, r.date) for r in reports}) == len(reports)
     assert {r.raw_size_basis for r in reports} == {RAW_SIZE_BASIS_SOURCE_ROWS}
@@ -103,7 +107,9 @@ def test_kalshi_file_when_compacted_reads_back_exactly_with_duckdb(tmp_path, no_
 
 def test_tardis_file_when_compacted_reads_back_exactly_with_duckdb(tmp_path):
     source = sources.read_tardis_trades(TARDIS_FILE)
-    (report,) = compact_source(source, out=tmp_path, as_of=AS_OF, price_scale=2, quantity_scale=3)
+    (report,) = compact_source(
+        archive_at(tmp_path), source, as_of=AS_OF, encoding=encoded(price_scale=2, quantity_scale=3)
+    )
     assert (report.symbol, report.date, report.tick_count) == ("BTCUSDT", "2020-02-22", 9_999)
     assert report.raw_size_basis == RAW_SIZE_BASIS_SOURCE_FILE
     assert report.raw_size_bytes == TARDIS_FILE.stat().st_size
@@ -116,7 +122,9 @@ def test_lobster_file_when_compacted_reads_back_exactly_with_duckdb(tmp_path):
     source = sources.read_lobster_messages(
         LOBSTER_FILE, symbol="AMZN", session_date=date(2012, 6, 21)
     )
-    (report,) = compact_source(source, out=tmp_path, as_of=AS_OF, price_scale=4)
+    (report,) = compact_source(
+        archive_at(tmp_path), source, as_of=AS_OF, encoding=encoded(price_scale=4)
+    )
     assert (report.symbol, report.date, report.tick_count) == ("AMZN", "2012-06-21", 11_419)
     assert report.raw_size_basis == RAW_SIZE_BASIS_SOURCE_ROWS
     assert report.raw_size_bytes < LOBSTER_FILE.stat().st_size
@@ -126,7 +134,12 @@ def test_lobster_file_when_compacted_reads_back_exactly_with_duckdb(tmp_path):
 def test_tardis_file_when_quantity_scale_too_small_refuses_and_writes_nothing(tmp_path):
     source = sources.read_tardis_trades(TARDIS_FILE)
     with pytest.raises(Exception, match="more than 2 decimals") as info:
-        compact_source(source, out=tmp_path / "a", as_of=AS_OF, price_scale=2, quantity_scale=2)
+        compact_source(
+            archive_at(tmp_path / "a"),
+            source,
+            as_of=AS_OF,
+            encoding=encoded(price_scale=2, quantity_scale=2),
+        )
     assert type(info.value).__name__ == "PrecisionLossError"
     assert str(TARDIS_FILE) in str(info.value)
     assert not (tmp_path / "a").exists()

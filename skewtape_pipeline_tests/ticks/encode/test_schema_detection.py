@@ -35,8 +35,10 @@ from skewtape_pipeline_tests.ticks.conftest import (
     KALSHI_FILE,
     LOBSTER_FILE,
     TARDIS_FILE,
+    archive_at,
     archive_rows,
     duckdb_archive,
+    encoded,
     write_text,
 )
 
@@ -151,7 +153,7 @@ def test_compact_source_when_no_flags_given_stores_the_smallest_exact_schema(
 ):
     source = reader(path)
     out = tmp_path / "archive"
-    reports = compact_source(source, out=out, as_of=AS_OF)
+    reports = compact_source(archive_at(out), source, as_of=AS_OF)
     assert recorded_schema(out) == expected
     assert {(r.timestamp_unit, r.price_scale, r.quantity_scale) for r in reports} == {
         (expected.timestamp_unit, expected.price_scale, expected.quantity_scale)
@@ -178,8 +180,8 @@ def test_compact_ticks_when_later_batch_is_coarser_stores_it_at_the_archive_sche
     coarse = write_text(
         tmp_path / "coarse.csv", csv_of([(DAY_NS + 3_000_000_000, "1.5", "3", "SELL")], "Y")
     )
-    compact_ticks(fine, out=out, as_of=AS_OF)
-    (report,) = compact_ticks(coarse, out=out, as_of=AS_OF)
+    compact_ticks(archive_at(out), fine, as_of=AS_OF)
+    (report,) = compact_ticks(archive_at(out), coarse, as_of=AS_OF)
     assert (report.timestamp_unit, report.price_scale, report.quantity_scale) == ("us", 3, 0)
     rows = duckdb.sql(
         f"SELECT epoch_ns(ts), price FROM read_parquet('{out}/**/*.parquet') ORDER BY 1"
@@ -200,11 +202,11 @@ def test_compact_ticks_when_later_batch_is_finer_refuses_naming_what_it_needs(
 ):
     out = tmp_path / "archive"
     first = write_text(tmp_path / "first.csv", csv_of([(DAY_NS + 1_000, "1.255", "2", "BUY")]))
-    compact_ticks(first, out=out, as_of=AS_OF)
+    compact_ticks(archive_at(out), first, as_of=AS_OF)
     before = listing(out)
     finer = write_text(tmp_path / "finer.csv", csv_of([row, (DAY_NS + 90_000, "2", "1", "SELL")]))
     with pytest.raises(ArchiveSchemaError, match=f"need {field} {needed!r}") as caught:
-        compact_ticks(finer, out=out, as_of=AS_OF)
+        compact_ticks(archive_at(out), finer, as_of=AS_OF)
     assert (caught.value.field, caught.value.needed) == (field, needed)
     assert listing(out) == before
 
@@ -213,12 +215,15 @@ def test_compact_ticks_when_flags_given_override_detection(tmp_path):
     source = write_text(tmp_path / "t.csv", csv_of([(DAY_NS + 1_000_000, "1.5", "2", "BUY")]))
     out = tmp_path / "archive"
     (report,) = compact_ticks(
-        source, out=out, as_of=AS_OF, price_scale=4, quantity_scale=1, timestamp_unit="ns"
+        archive_at(out),
+        source,
+        as_of=AS_OF,
+        encoding=encoded(timestamp_unit="ns", price_scale=4, quantity_scale=1),
     )
     assert (report.timestamp_unit, report.price_scale, report.quantity_scale) == ("ns", 4, 1)
     assert pq.read_schema(report.path).field("ts").type.unit == "ns"
     with pytest.raises(ConfigError, match="price_scale"):
-        compact_ticks(source, out=out, as_of=AS_OF, price_scale=2)
+        compact_ticks(archive_at(out), source, as_of=AS_OF, encoding=encoded(price_scale=2))
 
 
 def test_schema_request_when_field_fixed_keeps_it_over_the_archive():
@@ -268,7 +273,7 @@ def test_archive_symbol_days_when_archive_is_new_takes_the_snapshot_fills_schema
     ).fetchall()
     out = tmp_path / "archive"
     [result] = archive_symbol_days(
-        history, [(symbol, day)], out=out, as_of=AS_OF, policy=TierPolicy()
+        archive_at(out, TierPolicy()), history, [(symbol, day)], as_of=AS_OF
     )
     assert recorded_schema(out) == expected
     assert pq.read_schema(result.report.path).field("ts").type.unit == "us"

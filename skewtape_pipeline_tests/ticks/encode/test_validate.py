@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from skewtape_pipeline.errors import TickValidationError
-from skewtape_pipeline.ticks.archive.compact import compact_ticks
+from skewtape_pipeline.ticks.archive.compact import CompactionRun, compact_ticks
 from skewtape_pipeline.ticks.encode.validate import (
     MAX_FINITE_TS_NS,
     MIN_FINITE_TS_NS,
@@ -19,7 +19,7 @@ from skewtape_pipeline.ticks.encode.validate import (
     is_sorted,
     validate_batch,
 )
-from skewtape_pipeline_tests.ticks.conftest import DAY, DAY_NS, make_batch
+from skewtape_pipeline_tests.ticks.conftest import DAY, DAY_NS, archive_at, encoded, make_batch
 
 
 def test_validate_when_duplicates_negative_prices_and_zero_quantity_passes():
@@ -97,8 +97,13 @@ def test_compact_ticks_when_time_is_infinite_to_duckdb_refuses_naming_the_row(tm
     day_neighbour = MAX_FINITE_TS_NS if edge > 0 else MIN_FINITE_TS_NS
     source = csv_of_times(tmp_path / "ticks.csv", sorted([day_neighbour, edge]))
     with pytest.raises(TickValidationError, match="not a finite time") as info:
-        compact_ticks(source, out=tmp_path / "a", as_of=date(2262, 4, 12), price_scale=2,
-                      symbol="X")  # fmt: skip
+        compact_ticks(
+            archive_at(tmp_path / "a"),
+            source,
+            as_of=date(2262, 4, 12),
+            encoding=encoded(price_scale=2),
+            run=CompactionRun(symbol="X"),
+        )
     assert (info.value.row, info.value.field) == (sorted([day_neighbour, edge]).index(edge),
                                                   "timestamp_nanos")  # fmt: skip
     assert str(source) in str(info.value) and str(edge) in str(info.value)
@@ -108,8 +113,13 @@ def test_compact_ticks_when_time_is_infinite_to_duckdb_refuses_naming_the_row(tm
 @pytest.mark.parametrize("bound", [MIN_FINITE_TS_NS, MAX_FINITE_TS_NS])
 def test_compact_ticks_when_time_is_duckdbs_finite_bound_reads_back_exactly(tmp_path, bound):
     source = csv_of_times(tmp_path / "ticks.csv", [bound])
-    (report,) = compact_ticks(source, out=tmp_path / "a", as_of=date(2262, 4, 12),
-                              price_scale=2, symbol="X")  # fmt: skip
+    (report,) = compact_ticks(
+        archive_at(tmp_path / "a"),
+        source,
+        as_of=date(2262, 4, 12),
+        encoding=encoded(price_scale=2),
+        run=CompactionRun(symbol="X"),
+    )
     read = duckdb.sql(
         f"SELECT epoch_ns(ts), isfinite(ts::TIMESTAMP) FROM read_parquet('{report.path}')"
     ).fetchall()

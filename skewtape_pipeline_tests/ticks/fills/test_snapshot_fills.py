@@ -35,6 +35,7 @@ from skewtape_pipeline.ticks.fills.snapshot_fills import (
     symbols_in,
 )
 from skewtape_pipeline_tests.conftest import copy_snapshot, make_snapshot, reseal
+from skewtape_pipeline_tests.ticks.conftest import archive_at
 
 AS_OF = date(2026, 11, 29)
 
@@ -104,7 +105,7 @@ def test_archive_symbol_days_when_ticks_exist_writes_reports_that_read_back_equa
     history = applied_chain / "history"
     wanted = busiest_symbol_days(history / "2026-10" / "fills/kalshi/2026-10.parquet", 5)
     out = tmp_path / "archive"
-    results = archive_symbol_days(history, wanted, out=out, as_of=AS_OF, policy=TierPolicy())
+    results = archive_symbol_days(archive_at(out, TierPolicy()), history, wanted, as_of=AS_OF)
     assert [(r.symbol, r.day) for r in results] == wanted
     for result in results:
         assert result.report is not None and result.report.round_trip_verified
@@ -120,7 +121,7 @@ def test_archive_read_back_when_a_file_was_altered_names_the_symbol(
     history = applied_chain / "history"
     wanted = busiest_symbol_days(history / "2026-10" / "fills/kalshi/2026-10.parquet", 2)
     out = tmp_path / "archive"
-    results = archive_symbol_days(history, wanted, out=out, as_of=AS_OF, policy=TierPolicy())
+    results = archive_symbol_days(archive_at(out, TierPolicy()), history, wanted, as_of=AS_OF)
     victim = partition_file(out, *wanted[0])
     table = pq.read_table(victim)
     pq.write_table(table.slice(1), victim)
@@ -135,7 +136,7 @@ def test_archive_symbol_days_when_symbol_day_lost_its_ticks_removes_its_file(
     fills = history / "2026-11" / "fills" / "kalshi" / "2026-10.parquet"
     [(symbol, day)] = busiest_symbol_days(fills, 1)
     out = tmp_path / "archive"
-    archive_symbol_days(history, [(symbol, day)], out=out, as_of=AS_OF, policy=TierPolicy())
+    archive_symbol_days(archive_at(out, TierPolicy()), history, [(symbol, day)], as_of=AS_OF)
     assert partition_file(out, symbol, day).exists()
     table = pq.read_table(fills)
     fills.chmod(0o644)
@@ -143,7 +144,7 @@ def test_archive_symbol_days_when_symbol_day_lost_its_ticks_removes_its_file(
         table.filter(pc.not_equal(table.column("market_id"), symbol.split(":")[1])), fills
     )
     [gone] = archive_symbol_days(
-        history, [(symbol, day)], out=out, as_of=AS_OF, policy=TierPolicy()
+        archive_at(out, TierPolicy()), history, [(symbol, day)], as_of=AS_OF
     )
     assert gone.report is None and gone.removed_file
     assert not partition_file(out, symbol, day).exists()
@@ -153,11 +154,10 @@ def test_archive_symbol_days_when_symbol_never_traded_that_day_reports_no_ticks(
     applied_chain: Path, tmp_path: Path
 ):
     [result] = archive_symbol_days(
+        archive_at(tmp_path / "archive", TierPolicy()),
         applied_chain / "history",
         [("kalshi:NO-SUCH-MARKET", date(2026, 10, 1))],
-        out=tmp_path / "archive",
         as_of=AS_OF,
-        policy=TierPolicy(),
     )
     assert result.report is None and not result.removed_file
     assert result.source.path == "fills/kalshi/2026-10.parquet"
@@ -166,11 +166,10 @@ def test_archive_symbol_days_when_symbol_never_traded_that_day_reports_no_ticks(
 def test_archive_symbol_days_when_month_not_applied_refuses_naming_it(applied_chain: Path):
     with pytest.raises(ChainError, match="2026-12"):
         archive_symbol_days(
+            archive_at(applied_chain / "archive", TierPolicy()),
             applied_chain / "history",
             [("kalshi:X", date(2026, 12, 3))],
-            out=applied_chain / "archive",
             as_of=date(2026, 12, 31),
-            policy=TierPolicy(),
         )
 
 
@@ -190,23 +189,19 @@ def test_archive_symbol_days_when_books_and_records_and_a_file_exists_refuses_be
     wanted = busiest_symbol_days(history / "2026-10" / "fills/kalshi/2026-10.parquet", 3)
     out = tmp_path / "archive"
     archive_symbol_days(
+        archive_at(out, TierPolicy(), audit_log=log_beside(tmp_path)),
         history,
         wanted[1:2],
-        out=out,
         as_of=AS_OF,
-        policy=TierPolicy(),
-        audit_log=log_beside(tmp_path),
     )
     enable_books_and_records(out, audit_log=log_beside(tmp_path))
     kept = partition_file(out, *wanted[1]).read_bytes()
     with pytest.raises(WriteOnceError, match="overwrite refused") as refused:
         archive_symbol_days(
+            archive_at(out, TierPolicy(), audit_log=log_beside(tmp_path)),
             history,
             wanted,
-            out=out,
             as_of=AS_OF,
-            policy=TierPolicy(),
-            audit_log=log_beside(tmp_path),
         )
     assert refused.value.path == partition_file(out, *wanted[1])
     assert not partition_file(out, *wanted[0]).exists()  # refused before the first write
@@ -222,7 +217,7 @@ def test_archive_symbol_days_when_books_and_records_and_ticks_corrected_away_kee
     fills = history / "2026-11" / "fills" / "kalshi" / "2026-10.parquet"
     [(symbol, day)] = busiest_symbol_days(fills, 1)
     out = tmp_path / "archive"
-    archive_symbol_days(history, [(symbol, day)], out=out, as_of=AS_OF, policy=TierPolicy())
+    archive_symbol_days(archive_at(out, TierPolicy()), history, [(symbol, day)], as_of=AS_OF)
     enable_books_and_records(out)
     table = pq.read_table(fills)
     fills.chmod(0o644)
@@ -230,7 +225,7 @@ def test_archive_symbol_days_when_books_and_records_and_ticks_corrected_away_kee
         table.filter(pc.not_equal(table.column("market_id"), symbol.split(":")[1])), fills
     )
     with pytest.raises(WriteOnceError, match="delete refused"):
-        archive_symbol_days(history, [(symbol, day)], out=out, as_of=AS_OF, policy=TierPolicy())
+        archive_symbol_days(archive_at(out, TierPolicy()), history, [(symbol, day)], as_of=AS_OF)
     assert partition_file(out, symbol, day).exists()
 
 
@@ -242,12 +237,10 @@ def test_archive_symbol_days_when_day_corrected_away_after_it_went_cold_leaves_t
     gone_key, kept_key = busiest_symbol_days(fills, 2)
     out, policy = tmp_path / "archive", TierPolicy()
     archive_symbol_days(
+        archive_at(out, policy, audit_log=log_beside(tmp_path)),
         history,
         [gone_key, kept_key],
-        out=out,
         as_of=AS_OF,
-        policy=policy,
-        audit_log=log_beside(tmp_path),
     )
     Archive(out, policy=policy, audit_log=log_beside(tmp_path)).retier(
         as_of=date(2027, 6, 1)
@@ -273,7 +266,7 @@ def test_archive_symbol_days_when_day_corrected_away_after_it_went_cold_leaves_t
     pq.write_table(table.filter(pc.invert(corrected_away)), fills)
 
     [gone] = archive_symbol_days(
-        history, [gone_key], out=out, as_of=AS_OF, policy=policy, audit_log=log_beside(tmp_path)
+        archive_at(out, policy, audit_log=log_beside(tmp_path)), history, [gone_key], as_of=AS_OF
     )
 
     assert gone.report is None and gone.withdrawn and not gone.removed_file
@@ -282,7 +275,7 @@ def test_archive_symbol_days_when_day_corrected_away_after_it_went_cold_leaves_t
     assert [e["event"] for e in events[-2:]] == [EVENT_WITHDRAW, EVENT_VERSION]
     assert events[-2]["symbol_days"] == [[gone_key[0], gone_key[1].isoformat()]]
     [again] = archive_symbol_days(
-        history, [gone_key], out=out, as_of=AS_OF, policy=policy, audit_log=log_beside(tmp_path)
+        archive_at(out, policy, audit_log=log_beside(tmp_path)), history, [gone_key], as_of=AS_OF
     )
     assert not again.withdrawn and not again.removed_file  # idempotent
 
@@ -312,12 +305,12 @@ def test_archive_symbol_days_when_sample_venue_leaves_keeps_its_archived_ticks(
     wanted = busiest_symbol_days(fills, 3)
     expected = {key: snapshot_fills.read_fills_ticks(fills, [key]).table.num_rows for key in wanted}
     out, policy = tmp_path / "archive", TierPolicy()
-    archive_symbol_days(history, wanted, out=out, as_of=AS_OF, policy=policy)
+    archive_symbol_days(archive_at(out, policy), history, wanted, as_of=AS_OF)
     _apply_december(applied_chain)
     manifest, _, _ = read_snapshot(history / "2026-12")
     assert "augur" in manifest.omitted_venues  # the sample's departure, as published
 
-    results = archive_symbol_days(history, wanted, out=out, as_of=AS_OF, policy=policy)
+    results = archive_symbol_days(archive_at(out, policy), history, wanted, as_of=AS_OF)
 
     for result in results:
         assert result.report is not None and not result.removed_file
@@ -350,7 +343,7 @@ def test_archive_symbol_days_when_hand_built_venue_leaves_reads_the_last_snapsho
     out = tmp_path / "archive"
 
     results = archive_symbol_days(
-        history, wanted + stayed, out=out, as_of=AS_OF, policy=TierPolicy()
+        archive_at(out, TierPolicy()), history, wanted + stayed, as_of=AS_OF
     )
 
     left, kept = results[:-1], results[-1]
@@ -370,11 +363,10 @@ def test_archive_symbol_days_when_month_file_never_published_reports_no_ticks_no
 ):
     history = _venue_leaves(tmp_path / "data", "polymarket")
     [result] = archive_symbol_days(
+        archive_at(tmp_path / "archive", TierPolicy()),
         history,
         [("polymarket:PO-M0", date(2026, 11, 1))],
-        out=tmp_path / "archive",
         as_of=AS_OF,
-        policy=TierPolicy(),
     )
     assert result.report is None and not result.source.departed and result.source.sha256 is None
 
@@ -408,12 +400,12 @@ def test_archive_symbol_days_when_no_snapshot_holds_the_month_file_keeps_archive
     fills = history / "2026-10" / "fills" / "polymarket" / "2026-10.parquet"
     wanted = busiest_symbol_days(fills, 1)
     out, policy = tmp_path / "archive", TierPolicy()
-    archive_symbol_days(history, wanted, out=out, as_of=AS_OF, policy=policy)
+    archive_symbol_days(archive_at(out, policy), history, wanted, as_of=AS_OF)
     kept = partition_file(out, *wanted[0]).read_bytes()
     shutil.rmtree(history / "2026-10")  # the last snapshot holding it is gone (pruned)
     enable_books_and_records(out)  # and nothing may be refused: nothing is to be removed
 
-    [result] = archive_symbol_days(history, wanted, out=out, as_of=AS_OF, policy=policy)
+    [result] = archive_symbol_days(archive_at(out, policy), history, wanted, as_of=AS_OF)
 
     assert result.report is None and not result.removed_file and not result.withdrawn
     assert result.source.sha256 is None
@@ -426,7 +418,7 @@ def test_archive_symbol_days_when_over_the_memory_limit_spills_and_writes_the_sa
     history = applied_chain / "history"
     wanted = busiest_symbol_days(history / "2026-10" / "fills/kalshi/2026-10.parquet", 6)
     unbounded = tmp_path / "unbounded"
-    archive_symbol_days(history, wanted, out=unbounded, as_of=AS_OF, policy=TierPolicy())
+    archive_symbol_days(archive_at(unbounded, TierPolicy()), history, wanted, as_of=AS_OF)
     over_budget = []
     original = spill.SymbolDayRouter.spill
 
@@ -439,7 +431,7 @@ def test_archive_symbol_days_when_over_the_memory_limit_spills_and_writes_the_sa
     monkeypatch.setattr(spill, "ROW_BYTES", 2**16)  # the sample's fills weigh as a big month's
     bounded = tmp_path / "bounded"
     results = archive_symbol_days(
-        history, wanted, out=bounded, as_of=AS_OF, policy=TierPolicy(), memory_limit=2**20
+        archive_at(bounded, TierPolicy()), history, wanted, as_of=AS_OF, memory_limit=2**20
     )
     assert len(over_budget) >= 2
     assert all(r.report is not None for r in results)

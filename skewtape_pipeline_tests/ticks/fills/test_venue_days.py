@@ -10,6 +10,7 @@ import duckdb
 import pytest
 
 from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.reports_table import ARCHIVED, SKIPPED, read_venue_day_reports
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day
@@ -18,8 +19,8 @@ DAY = date(2026, 10, 5)
 
 
 def options(root: Path, batch: str = "b1") -> VenueDayOptions:
-    return VenueDayOptions(out=root / "archive", as_of=date(2026, 11, 29), policy=TierPolicy(),
-                           batch=batch)  # fmt: skip
+    archive = Archive(root / "archive", policy=TierPolicy(), audit_log=None)
+    return VenueDayOptions(archive=archive, as_of=date(2026, 11, 29), batch=batch)
 
 
 def day_counts(fills: Path) -> tuple[dict[str, int], set[str]]:
