@@ -69,6 +69,7 @@ from skewtape_pipeline.ticks.archive.layout import CATALOG_FILE, read_archive_ma
 from skewtape_pipeline.ticks.archive.placement import archive_metrics
 from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query, scan_stats
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, TierPolicy
+from skewtape_pipeline.ticks.archive.versions import SUFFIX as VERSION_FILE_SUFFIX
 from skewtape_pipeline.ticks.encode.sides import KALSHI_TAKER_SIDES
 from skewtape_pipeline.ticks.encode.sources import (
     SourceTicks,
@@ -336,9 +337,22 @@ def write_hot(ds: Dataset, root: Path) -> float:
 
 
 def link_copy(root: Path, to: Path) -> None:
-    """A copy of the archive ``root`` sharing the files' bytes (hard links; re-tiering only
-    reads and unlinks hot files)."""
-    shutil.copytree(root, to, copy_function=os.link)
+    """A copy of the archive ``root`` that later writes to either leave the other as it was.
+
+    Parquet files (``.parquet``, and the version store's ``.pq``) are hard links sharing their
+    bytes: the archive never rewrites one in place, it writes a new file and renames or unlinks.
+    Every other file is copied: the version index, the hot files' records and the lock are
+    written in place, so a shared inode would carry ``root``'s next version into the copy's
+    index without its record (re-tiering the copy then fails with "version N was pruned").
+    """
+
+    def link_or_copy(source: str, target: str) -> None:
+        if source.endswith((".parquet", VERSION_FILE_SUFFIX)):
+            os.link(source, target)
+        else:
+            shutil.copy2(source, target)
+
+    shutil.copytree(root, to, copy_function=link_or_copy)
 
 
 def to_cold(root: Path, policy: TierPolicy, audit_log: Path) -> float:
