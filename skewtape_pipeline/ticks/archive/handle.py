@@ -34,17 +34,20 @@ rebuild and version pruning are handed the handle itself and take its lock
 (:meth:`Archive.locked`) from it; the others are passed the handle's options.
 
 The tier policy is resolved in one place, once: :attr:`Archive.tiers` (a
-``tiers.ArchiveTiers``: the warm and cold stores, each tier's settings, writer settings and
-layout, the catalog path map). Compaction reads the tier and writer settings there and hands
+``tiers.ArchiveTiers``: the warm and cold stores, each tier's settings, writer settings, layout
+and root, the catalog path map). Compaction reads the tier and writer settings there and hands
 the Parquet writer (``layout.prepare_archive_file``) the ``WriterSettings`` alone; re-tiering
 reads the tier, layout, store and settings there and hands ``consolidate`` one store and one
-tier's settings; the catalog check (``integrity.checked_catalog``), ``placement.uncatalogued_files``
-and ``versions.kept_files`` take the ``ArchiveTiers`` itself; nothing derives a store from the
-policy again. Each writing verb first
-calls :meth:`Archive.prepare` and, once it succeeded, records a policy given to an archive that
-recorded none. Versioned reads (``read``, ``versions``, ``tag``, ``prune_versions``) are methods
-of this same class, with the same constructor: they read ``self.root`` and ``self.policy`` and
-audit to ``self.audit_log`` as the verbs here do.
+tier's settings; the catalog check (``integrity.checked_catalog``),
+``placement.uncatalogued_files`` and ``versions.kept_files`` take the ``ArchiveTiers`` itself.
+The reading verbs (``query``, ``open_view``, ``stats``, ``report``, ``verify``) pass
+``self.policy`` to modules that also serve callers without an ``Archive``; those resolve it
+once per call.
+
+Each writing verb first calls :meth:`Archive.prepare` and, once it succeeded, records a
+policy given to an archive that recorded none. Versioned reads (``read``, ``versions``,
+``tag``, ``prune_versions``) are methods of this same class, with the same constructor: they
+read ``self.root`` and ``self.policy`` and audit to ``self.audit_log`` as the verbs here do.
 """
 
 from __future__ import annotations
@@ -236,7 +239,7 @@ class Archive:
         """The tier policy resolved for this archive, once, on first use: its warm and cold
         stores, each tier's writer settings and layout, its catalog paths
         (:class:`~skewtape_pipeline.ticks.archive.tiers.ArchiveTiers`). Every verb hands this
-        one value down; nothing below derives a store from the policy again."""
+        one value down instead of the policy."""
         return ArchiveTiers.of(self.root, self.policy)
 
     def locked(self, what: str) -> AbstractContextManager[None]:

@@ -457,8 +457,7 @@ def _refuse_fewer(tiers: ArchiveTiers, old: Catalog, found: int) -> None:
     catalog ``old`` does."""
     if found >= len(old.partitions):
         return
-    places = (tiers.policy.root_for(tier, tiers.root) for tier in (WARM, COLD))
-    roots = ", ".join(str(location(place)) for place in places)
+    roots = ", ".join(str(location(tiers.roots[tier])) for tier in (WARM, COLD))
     raise CatalogMismatchError(
         f"{tiers.root}: the consolidated files in {roots} hold {found} symbol-days, the catalog "
         f"{len(old.partitions)}; nothing rebuilt. Are the tiers elsewhere (the archive's tier "

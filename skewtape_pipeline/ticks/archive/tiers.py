@@ -321,8 +321,8 @@ class ArchiveTiers:
     """The tier policy resolved once for the archive at ``root``: the warm and cold stores
     (folders or S3 prefixes, :meth:`TierPolicy.store_for`), each tier's settings, writer
     settings and layout, and the catalog paths that name files in the stores. An ``Archive``
-    builds one (``Archive.tiers``) and hands it down; nothing below derives a store, a
-    setting or a root from the policy again. Build one with :meth:`of`."""
+    builds one (``Archive.tiers``) and its writing verbs hand it down instead of the policy.
+    Build one with :meth:`of`."""
 
     root: Path
     policy: TierPolicy
@@ -334,6 +334,8 @@ class ArchiveTiers:
     """Each tier's writer settings alone: what the Parquet writer is handed."""
     layouts: Mapping[str, str]
     """Each tier's layout (:meth:`TierPolicy.layout_for`)."""
+    roots: Mapping[str, Path | str]
+    """Each tier's root as configured (:meth:`TierPolicy.root_for`; what messages name)."""
 
     @classmethod
     def of(cls, root: Path | str, policy: TierPolicy | None = None) -> ArchiveTiers:
@@ -347,6 +349,7 @@ class ArchiveTiers:
             settings=settings,
             writers={tier: tier_settings.writer for tier, tier_settings in settings.items()},
             layouts={tier: policy.layout_for(tier) for tier in TIERS},
+            roots={tier: policy.root_for(tier, root) for tier in TIERS},
         )
 
     def check_reachable(self) -> None:
