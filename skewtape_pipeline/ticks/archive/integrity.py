@@ -202,18 +202,19 @@ def checked_catalog(tiers: ArchiveTiers) -> Catalog:
         are not on disk, or does not account for files on disk; names them and the repair.
     """
     root, where = tiers.root, catalog_path(tiers.root)
-    tiers.check_reachable()
-    on_disk = tiers.consolidated_files()
     try:
-        catalog = read_catalog(root)
+        catalog, unreadable = read_catalog(root), None
     except TickFormatError as exc:
+        catalog, unreadable = Catalog(), exc
+    on_disk, listed = tiers.survey(item.path for item in catalog.files.values())
+    if unreadable is not None:  # after the survey: a store that does not answer comes first
         raise CatalogMismatchError(
-            f"{where}: the catalog is unreadable ({exc}); nothing was changed; {repair_hint(root)}",
+            f"{where}: the catalog is unreadable ({unreadable}); nothing was changed; "
+            f"{repair_hint(root)}",
             paths=[where],
-        ) from None
+        )
     if not where.exists():
         _refuse_missing(root, on_disk, "nothing was changed")
-    listed = [tiers.resolve(item.path) for item in catalog.files.values()]
     missing = [p for p in listed if not exists(p)]
     if missing:
         raise CatalogMismatchError(

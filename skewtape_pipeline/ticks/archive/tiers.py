@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
@@ -362,6 +362,19 @@ class ArchiveTiers:
         """``(tier, file)`` of every Parquet file under the warm and cold roots, COLD first,
         sorted within a tier. ObjectStoreError naming the URI when an S3 root cannot be listed."""
         return [(tier, f) for tier in (COLD, WARM) for f in self.stores[tier].parquet_files()]
+
+    def survey(
+        self, catalog_paths: Iterable[str]
+    ) -> tuple[list[tuple[str, TierFile]], list[TierFile]]:
+        """``(on_disk, listed)``: every consolidated file under the warm and cold roots
+        (:meth:`consolidated_files`) and the files ``catalog_paths`` name (:meth:`resolve`),
+        once every store is known to answer (:meth:`check_reachable`). All the catalog check
+        (``integrity.checked_catalog``) reads of the tiers, in one call.
+
+        Raises ObjectStoreError naming the URI (a store that does not answer or cannot be
+        listed), TickFormatError for a catalog path that would leave its root."""
+        self.check_reachable()
+        return self.consolidated_files(), [self.resolve(path) for path in catalog_paths]
 
     def relative(self, path: TierFile) -> str:
         """The catalog path of ``path``: ``<TIER>/<path inside the tier root>`` for a file
