@@ -65,7 +65,7 @@ from skewtape_pipeline.errors import (
     TickFormatError,
 )
 from skewtape_pipeline.hashing import sha256_bytes
-from skewtape_pipeline.storage import TierFile, delete, sha256_of, size_of
+from skewtape_pipeline.storage import TierFile, TierStore, delete, sha256_of, size_of
 from skewtape_pipeline.ticks.archive.books import audit, check_may_delete, is_books_and_records
 from skewtape_pipeline.ticks.archive.catalog import (
     CATALOG_FILE,
@@ -102,6 +102,8 @@ from skewtape_pipeline.ticks.archive.placement import (
 )
 from skewtape_pipeline.ticks.archive.tiers import (
     HOT,
+    ArchiveTiers,
+    TierSettings,
     check_age_days,
     is_colder,
 )
@@ -139,12 +141,17 @@ class Move:
 
 @dataclass(frozen=True)
 class Rewrite:
-    """One consolidated file to write: its tier, period, symbol-days and the files it replaces."""
+    """One consolidated file to write: its tier, period, symbol-days and the files it replaces,
+    with what its writer needs, read from the archive's resolved tiers when planning: the
+    tier's store, settings and layout."""
 
     tier: str
     period: str
     symbol_days: tuple[SymbolDayKey, ...]
     replaces: tuple[str, ...]
+    store: TierStore = field(repr=False, compare=False)
+    settings: TierSettings = field(repr=False, compare=False)
+    layout: str = field(repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -179,6 +186,8 @@ class RetierPlan:
     dropped: list[SymbolDayKey]
     held: list[SymbolDayKey]
     refreshed: list[_Refresh]
+    tiers: ArchiveTiers = field(repr=False)
+    """The archive's resolved tiers the plan was made with (catalog paths, garbage listing)."""
     purged: list[SymbolDayKey] = field(default_factory=list)
     withdrawn_hot: list[HotFile] = field(default_factory=list)
     catalog: Catalog = field(repr=False, default_factory=Catalog)
@@ -238,10 +247,12 @@ def plan_retier(
 class _Planner:
     """Builds one :class:`RetierPlan`: where every symbol-day belongs at ``as_of`` (its slot),
     the moves, drops, holds and refreshes that takes, then the files to write or empty (the tier
-    policy read in :meth:`_wanted` only)."""
+    policy read in :meth:`_wanted` only; the resolved tiers read once, here, and handed down
+    with the plan)."""
 
     def __init__(self, archive: Archive, as_of: date, eligible: Callable[[date], bool]):
         self.archive, self.as_of, self.eligible = archive, as_of, eligible
+        self.tiers = archive.tiers
         self.state = archive_state(archive.root)
         self.catalog = self.state.catalog
         self.slots: dict[SymbolDayKey, _Slot] = {}
@@ -258,7 +269,7 @@ class _Planner:
         ``held`` is True (a day never gets warmer); the period of that tier's layout (None for
         HOT). The one reader of the tier policy while planning. ConfigError for a day after
         ``as_of``."""
-        tiers = self.archive.tiers
+        tiers = self.tiers
         tier, held = tiers.policy.tier_for(_age(day, self.as_of)), False
         if reached is not None and is_colder(reached, tier):
             tier, held = reached, True
@@ -308,7 +319,7 @@ class _Planner:
             assert period is not None  # a catalogued day is held in its tier, never HOT
             self.slots[key] = _Slot(key, tier, period, entry=entry)
             if (tier, period) != current:
-                source = self.archive.tiers.resolve(entry.file)
+                source = self.tiers.resolve(entry.file)
                 self.moves.append(Move(*key, entry.tier, tier, period, source))
 
     def plan(self) -> RetierPlan:
@@ -316,7 +327,7 @@ class _Planner:
         by_target: dict[TargetKey, list[_Slot]] = {}
         for slot in sorted(self.slots.values(), key=lambda s: s.key):
             by_target.setdefault((slot.tier, slot.period), []).append(slot)
-        rewrites, emptied = _file_changes(self.catalog, by_target)
+        rewrites, emptied = _file_changes(self.catalog, by_target, self.tiers)
         return RetierPlan(
             archive_root=self.archive.root,
             as_of=self.as_of,
@@ -327,6 +338,7 @@ class _Planner:
             dropped=sorted(self.dropped),
             held=sorted(self.held),
             refreshed=self.refreshed,
+            tiers=self.tiers,
             purged=sorted(self.purged),
             withdrawn_hot=self.withdrawn_hot,
             catalog=self.catalog,
@@ -335,10 +347,11 @@ class _Planner:
 
 
 def _file_changes(
-    catalog: Catalog, by_target: dict[TargetKey, list[_Slot]]
+    catalog: Catalog, by_target: dict[TargetKey, list[_Slot]], tiers: ArchiveTiers
 ) -> tuple[list[Rewrite], list[str]]:
     """(rewrites, emptied): a :class:`Rewrite` for every target whose slots differ from what
-    its current files hold; the current files of targets left without any slot."""
+    its current files hold (with its tier's store, settings and layout from ``tiers``); the
+    current files of targets left without any slot."""
     files_by_target: dict[TargetKey, list[str]] = {}
     for item in catalog.files.values():
         files_by_target.setdefault((item.tier, item.period), []).append(item.path)
@@ -350,8 +363,9 @@ def _file_changes(
         if _unchanged(held_now, wanted_slots, current_files):
             continue
         if wanted_slots:
-            keys = tuple(s.key for s in wanted_slots)
-            rewrites.append(Rewrite(*target, keys, tuple(current_files)))
+            keys, tier = tuple(s.key for s in wanted_slots), target[0]
+            writer = (tiers.stores[tier], tiers.settings[tier], tiers.layouts[tier])
+            rewrites.append(Rewrite(*target, keys, tuple(current_files), *writer))
         else:
             emptied += current_files
     return rewrites, emptied
@@ -549,7 +563,7 @@ def retier(archive: Archive, *, as_of: date, months: Collection[str] | None = No
         removed_first = remove_files(archive, _withdrawn_garbage(plan))
         written = _write_rewrites(archive, plan, reader)
         catalog = _commit(archive, plan, written)
-        catalog, removed, retained = _remove_replaced(archive, catalog, books=books)
+        catalog, removed, retained = _remove_replaced(archive, plan, catalog, books=books)
         settle_hot_records(root)
         version = record_version(root, "retier", audit_log=archive.audit_log)
     return RetierResult(
@@ -592,12 +606,13 @@ def _write_rewrites(archive: Archive, plan: RetierPlan, reader: _SourceReader) -
 
 
 def _remove_replaced(
-    archive: Archive, catalog: Catalog, *, books: bool
+    archive: Archive, plan: RetierPlan, catalog: Catalog, *, books: bool
 ) -> tuple[Catalog, list[TierFile], list[TierFile]]:
     """After the commit: remove the files the catalog no longer reaches and no kept version
-    reads, then forget the stamps of the hot files gone (``catalog`` committed again); in
-    ``books`` mode remove nothing. Returns (catalog, removed, retained)."""
-    garbage, kept = _garbage(archive, books=books)
+    reads (looked for in the tiers the plan carries), then forget the stamps of the hot files
+    gone (``catalog`` committed again); in ``books`` mode remove nothing. Returns (catalog,
+    removed, retained)."""
+    garbage, kept = _garbage(plan.tiers, books=books)
     retained = [path for path, _ in garbage if books or path in kept]
     if books:
         return catalog, [], retained
@@ -646,8 +661,8 @@ def _write_rewrite(
     reader.start()
     read = [reader.read(slot) for slot in slots]
     parts = [SymbolDayRows(*slot.key, batch) for slot, (batch, _) in zip(slots, read, strict=True)]
-    written = _write_file(archive, plan, rewrite, parts)
-    rel = archive.tiers.relative(written.path)
+    written = _write_file(plan.generation, rewrite, parts)
+    rel = plan.tiers.relative(written.path)
     partitions = [
         CatalogPartition(*slot.key, rewrite.tier, rel, len(part.batch), share, stamp)
         for slot, part, share, (_, stamp) in zip(
@@ -665,16 +680,13 @@ def _write_rewrite(
     return _Written(rewrite, written, rel, partitions, moves)
 
 
-def _write_file(
-    archive: Archive, plan: RetierPlan, rewrite: Rewrite, parts: list[SymbolDayRows]
-) -> ConsolidatedFile:
+def _write_file(generation: int, rewrite: Rewrite, parts: list[SymbolDayRows]) -> ConsolidatedFile:
     """``parts`` as one consolidated file of the rewrite's tier and period, written with the
-    tier's settings into its store (whose archive marker must match the parts' scales)."""
-    tiers = archive.tiers
-    store, settings = tiers.stores[rewrite.tier], tiers.settings[rewrite.tier]
+    tier's settings into its store, both carried by ``rewrite`` (the store's archive marker
+    must match the parts' scales), listed by the catalog of ``generation + 1``."""
     first = parts[0].batch
     ensure_archive_schema(
-        store,
+        rewrite.store,
         price_scale=first.price_scale,
         quantity_scale=first.quantity_scale,
         timestamp_unit=first.timestamp_unit,
@@ -682,13 +694,13 @@ def _write_file(
     return write_consolidated_file(
         parts,
         period_subfolder(rewrite.period),
-        store=store,
-        settings=settings,
+        store=rewrite.store,
+        settings=rewrite.settings,
         metadata={
             "skewtape.tier": rewrite.tier,
             "skewtape.period": rewrite.period,
-            "skewtape.layout_granularity": tiers.layouts[rewrite.tier],
-            META_CATALOG_GENERATION: str(plan.generation + 1),  # the commit that lists it
+            "skewtape.layout_granularity": rewrite.layout,
+            META_CATALOG_GENERATION: str(generation + 1),  # the commit that lists it
         },
         checkpoint=faults.checkpoint,
     )
@@ -953,7 +965,7 @@ def prune(archive: Archive) -> list[TierFile]:
     root = archive.root
     with archive.locked("pruning"):
         checked_catalog(archive.tiers)
-        garbage, kept = _garbage(archive)
+        garbage, kept = _garbage(archive.tiers)
         unread = [(path, why) for path, why in garbage if path not in kept]
         removed = remove_files(archive, unread)
         if not is_books_and_records(root):
@@ -962,21 +974,22 @@ def prune(archive: Archive) -> list[TierFile]:
 
 
 def _garbage(
-    archive: Archive, *, books: bool = False
+    tiers: ArchiveTiers, *, books: bool = False
 ) -> tuple[list[tuple[TierFile, str]], set[TierFile]]:
-    """(garbage, kept): the files on disk that the committed catalog makes unreachable, with
-    the reason, and the consolidated files some kept version still reads
-    (``versions.kept_files``; none looked for in ``books`` mode, where nothing is removed)."""
-    state = archive_state(archive.root)
+    """(garbage, kept): the files on disk that the committed catalog of the archive ``tiers``
+    resolves makes unreachable, with the reason, and the consolidated files some kept version
+    still reads (``versions.kept_files``; none looked for in ``books`` mode, where nothing is
+    removed)."""
+    state = archive_state(tiers.root)
     out = [
         (hot.path, "superseded: its rows live in a consolidated file")
         for hot in state.hot_superseded
     ]
     out += [
         (path, "not in the catalog: replaced, or left by an interrupted run")
-        for path in uncatalogued_files(archive.tiers, state.catalog)
+        for path in uncatalogued_files(tiers, state.catalog)
     ]
-    return out, set() if books else kept_files(archive.tiers)
+    return out, set() if books else kept_files(tiers)
 
 
 def remove_files(archive: Archive, garbage: list[tuple[TierFile, str]]) -> list[TierFile]:
