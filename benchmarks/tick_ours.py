@@ -161,7 +161,9 @@ class WholeMultiSymbol:
             choice, dictionary_columns=["symbol", *choice.dictionary_columns]
         )
         table = archive.add_column(0, pa.field("symbol", pa.string(), nullable=False), self.symbols)
-        options = parquet_file.writer_options(settings, choice, sorting_columns=(0, 1))
+        options = parquet_file.writer_options(
+            settings.compression, settings.compression_level, choice, sorting_columns=(0, 1)
+        )
         path = workdir / "whole.parquet"
         with pq.ParquetWriter(path, table.schema, **options) as writer:
             writer.write_table(table, row_group_size=settings.row_group_size)
@@ -175,7 +177,7 @@ class WholeMultiSymbol:
     def _key_values(self, settings) -> dict[str, str]:
         """The same key-value metadata an archive file carries (so sizes compare fairly)."""
         return {
-            **parquet_file.file_metadata(self.batch, settings),
+            **parquet_file.file_metadata(self.batch, settings.compression_level),
             parquet_file.META_PREFIX + "tier": self.tier,
         }
 
@@ -265,7 +267,7 @@ def _pyarrow_write_seconds(batch: TickBatch, path: Path) -> float:
     settings = POLICY.settings_for(HOT)
     table = parquet_file.archive_table(batch)
     choice = parquet_file.choose_encodings(table, settings)
-    options = parquet_file.writer_options(settings, choice)
+    options = parquet_file.writer_options(settings.compression, settings.compression_level, choice)
     start = time.perf_counter()
     with pq.ParquetWriter(path, table.schema, **options) as writer:
         writer.write_table(table, row_group_size=settings.row_group_size)

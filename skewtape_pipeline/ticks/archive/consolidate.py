@@ -65,31 +65,25 @@ from skewtape_pipeline.storage import (
 from skewtape_pipeline.ticks.archive.tiers import LAYOUT_MONTH, LAYOUT_YEAR, TierSettings
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.parquet_file import (
-    DICTIONARY,
+    CONSOLIDATED,
     META_LAYOUT,
     META_PREFIX,
     META_PRICE_SCALE,
     META_QUANTITY_SCALE,
     FileFacts,
     archive_table,
-    choose_encodings,
-    file_metadata,
     read_file_facts,
     stored_timestamp_unit,
     table_batch,
-    trial_sizes,
+    write_table,
 )
 from skewtape_pipeline.ticks.encode.validate import check_within_day, validate_batch
-from skewtape_pipeline.ticks.encode.writer_settings import WriterSettings
 
 META_TIER = META_PREFIX + "tier"
 META_PERIOD = META_PREFIX + "period"
 META_CATALOG_GENERATION = META_PREFIX + "catalog_generation"
 META_SYMBOL_DAYS_COUNT = META_PREFIX + "symbol_days_count"
 META_SYMBOL_DAYS_SHA256 = META_PREFIX + "symbol_days_sha256"
-CONSOLIDATED = "consolidated"
-STATISTICS_COLUMNS = ["symbol", "date", "ts"]
-_DATE_CANDIDATES = ("PLAIN", "DELTA_BINARY_PACKED", DICTIONARY)
 
 Checkpoint = Callable[[str], None]
 
@@ -221,23 +215,20 @@ def _write_verified(
 ) -> None:
     """Write ``table`` to ``temp`` in row groups ending on symbol-day boundaries, with the
     caller's ``metadata``, the pin of its symbol-days, then every tick file's own
-    (``parquet_file.file_metadata``: format, layout, scales, timestamp unit and compression
-    level); fsync it, then read it back and compare it with ``parts`` (RoundTripError when it
-    differs). The one reader of the tier's settings: the Parquet writer is handed its writer
-    settings alone."""
-    writer = settings.writer
-    key_values = {
-        **metadata,
-        **symbol_days_metadata([(p.symbol, p.day, len(p.batch)) for p in parts]),
-        **file_metadata(parts[0].batch, writer, layout=CONSOLIDATED),
-    }
+    (format, layout, scales, timestamp unit and compression level), in one call to
+    ``parquet_file.write_table`` (encodings measured there); fsync it, then read it back and
+    compare it with ``parts`` (RoundTripError when it differs). Reads the tier's row-group
+    settings; the Parquet writer reads only the writer settings among them."""
     bounds = row_group_bounds(
         [len(p.batch) for p in parts],
         target=settings.consolidated_row_group_size,
         max_rows=settings.row_group_size,
     )
+    pinned = {**metadata, **symbol_days_metadata([(p.symbol, p.day, len(p.batch)) for p in parts])}
     with fsio.naming(temp, temp):  # pyarrow's write errors name no file
-        _write_table(table, temp, bounds=bounds, settings=writer, key_values=key_values)
+        write_table(
+            table, temp, settings=settings, row_groups=bounds, like=parts[0].batch, metadata=pinned
+        )
         fsio.fsync_file(temp)
     verify_consolidated_file(temp, parts)
 
@@ -345,55 +336,6 @@ def row_group_bounds(
     if pending:
         bounds.append((start, start + pending))
     return bounds
-
-
-def _write_table(
-    table: pa.Table,
-    path: Path,
-    *,
-    bounds: Sequence[tuple[int, int]],
-    settings: WriterSettings,
-    key_values: Mapping[str, str],
-) -> None:
-    encodings, dictionary = _choose_all_encodings(table, settings)
-    with pq.ParquetWriter(
-        path,
-        table.schema,
-        version="2.6",
-        use_dictionary=dictionary,
-        column_encoding=encodings,
-        compression=settings.compression,
-        compression_level=settings.compression_level,
-        write_statistics=STATISTICS_COLUMNS,
-        write_page_index=False,
-        write_page_checksum=True,
-        sorting_columns=[pq.SortingColumn(0), pq.SortingColumn(1), pq.SortingColumn(2)],
-        store_decimal_as_integer=True,
-        store_schema=False,
-    ) as writer:
-        for start, stop in bounds:
-            writer.write_table(table.slice(start, stop - start), row_group_size=stop - start)
-        writer.add_key_value_metadata(dict(key_values))
-
-
-def _choose_all_encodings(table: pa.Table, settings: WriterSettings) -> tuple[dict[str, str], list]:
-    """Smallest measured encodings: ts (restarting at every symbol), price and quantity as
-    ``choose_encodings`` measures them; date here."""
-    choice = choose_encodings(
-        table.select(["ts", "price", "quantity", "side"]), settings, ts_sorted=False
-    )
-    encodings = dict(choice.column_encoding)
-    dictionary = ["symbol", *choice.dictionary_columns]
-    sample = table.slice(0, settings.encoding_sample_rows or table.num_rows)
-    trials = {("date", encoding): sample.column("date") for encoding in _DATE_CANDIDATES}
-    sizes = trial_sizes(trials, settings)
-    measured = {enc: size for (_, enc), size in sizes.items()}
-    best = min(measured, key=measured.__getitem__)
-    if best == DICTIONARY:
-        dictionary.append("date")
-    else:
-        encodings["date"] = best
-    return encodings, dictionary
 
 
 # --- read and verify ----------------------------------------------------------------------------

@@ -25,7 +25,7 @@ and date) in the file's key-value metadata, from where the report reads it back.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,8 @@ META_COMPRESSION_LEVEL = META_PREFIX + "compression_level"
 META_TIMESTAMP_UNIT = META_PREFIX + "timestamp_unit"
 META_LAYOUT = META_PREFIX + "layout"
 """Set on a file that holds more than one symbol-day (``ticks.archive.consolidate``)."""
+CONSOLIDATED = "consolidated"
+"""The :data:`META_LAYOUT` of a file of many symbol-days (:func:`write_table`)."""
 
 TS_ENCODING = "DELTA_BINARY_PACKED"
 DICTIONARY = "RLE_DICTIONARY"
@@ -70,6 +72,11 @@ _VALUE_CANDIDATES = ("DELTA_BINARY_PACKED", "PLAIN", BYTE_STREAM_SPLIT, DICTIONA
 """Encodings measured for price and quantity (INT64, plain or decimal), ties to the earlier."""
 _TS_CANDIDATES = (TS_ENCODING, "PLAIN", BYTE_STREAM_SPLIT)
 """Encodings measured for ``ts`` when it is not sorted across the whole file."""
+_DATE_CANDIDATES = ("PLAIN", "DELTA_BINARY_PACKED", DICTIONARY)
+"""Encodings measured for the ``date`` column of a table of many symbol-days."""
+STATISTICS_COLUMNS = ["symbol", "date", "ts"]
+"""The columns whose statistics a table of many symbol-days records (readers skip row groups
+by symbol, date and time; price and quantity statistics would only grow the footer)."""
 
 
 # --- schema -------------------------------------------------------------------------------------
@@ -165,21 +172,46 @@ def choose_encodings(
     ``settings.byte_stream_split``. ``side`` is always dictionary encoded; ``ts`` is
     DELTA_BINARY_PACKED when sorted (a symbol-day file), and measured among
     DELTA_BINARY_PACKED, PLAIN and BYTE_STREAM_SPLIT when ``ts_sorted`` is False (a file
-    sorted by symbol first, where time restarts at every symbol).
+    sorted by symbol first, where time restarts at every symbol). Reads ``settings`` here and
+    hands their values down (:func:`measured_encodings`).
     """
-    sample = table.slice(0, settings.encoding_sample_rows or table.num_rows)
+    return measured_encodings(
+        table.slice(0, settings.encoding_sample_rows or table.num_rows),
+        _candidates(settings.byte_stream_split, ts_sorted=ts_sorted),
+        settings.compression,
+        settings.compression_level,
+    )
+
+
+def _candidates(byte_stream_split: bool, *, ts_sorted: bool) -> dict[str, tuple[str, ...]]:
+    """The encodings to measure per column (BYTE_STREAM_SPLIT only when allowed)."""
     candidates = {"price": _VALUE_CANDIDATES, "quantity": _VALUE_CANDIDATES}
     if not ts_sorted:
         candidates["ts"] = _TS_CANDIDATES
-    trial_columns: dict[tuple[str, str], pa.Array] = {}
-    for name, encodings in candidates.items():
-        for encoding in encodings:
-            if encoding == BYTE_STREAM_SPLIT and not settings.byte_stream_split:
-                continue
-            trial_columns[(name, encoding)] = sample.column(name)
-    sizes = trial_sizes(trial_columns, settings)
+    return {
+        name: tuple(e for e in encodings if byte_stream_split or e != BYTE_STREAM_SPLIT)
+        for name, encodings in candidates.items()
+    }
+
+
+def measured_encodings(
+    sample: pa.Table,
+    candidates: Mapping[str, Sequence[str]],
+    compression: str,
+    compression_level: int | None,
+) -> EncodingChoice:
+    """The smallest of ``candidates`` (encodings per column, ties to the earlier) measured on
+    ``sample`` with ``compression`` at ``compression_level``; ``side`` dictionary encoded, ``ts``
+    DELTA_BINARY_PACKED unless measured."""
+    trial_columns = {
+        (name, encoding): sample.column(name)
+        for name, encodings in candidates.items()
+        for encoding in encodings
+    }
     trials: dict[str, dict[str, int]] = {}
-    for (name, encoding), size in sizes.items():
+    for (name, encoding), size in trial_sizes(
+        trial_columns, compression, compression_level
+    ).items():
         trials.setdefault(name, {})[encoding] = size
     column_encoding = {"ts": TS_ENCODING}
     dictionary_columns = ["side"]
@@ -193,7 +225,9 @@ def choose_encodings(
 
 
 def trial_sizes(
-    columns: Mapping[tuple[str, str], pa.ChunkedArray], settings: WriterSettings
+    columns: Mapping[tuple[str, str], pa.ChunkedArray],
+    compression: str,
+    compression_level: int | None,
 ) -> dict[tuple[str, str], int]:
     """Compressed bytes of each ``(column, encoding)`` trial, written side by side."""
     keys = list(columns)
@@ -202,8 +236,8 @@ def trial_sizes(
     pq.write_table(
         pa.table(dict(zip(names, columns.values(), strict=True))),
         sink,
-        compression=settings.compression,
-        compression_level=settings.compression_level,
+        compression=compression,
+        compression_level=compression_level,
         store_decimal_as_integer=True,
         store_schema=False,
         write_statistics=False,
@@ -240,7 +274,7 @@ class FileFacts:
 
 
 def file_metadata(
-    batch: TickBatch, settings: WriterSettings, *, layout: str | None = None
+    batch: TickBatch, compression_level: int | None, *, layout: str | None = None
 ) -> dict[str, str]:
     """The key-value metadata every tick file records, in this order: format, ``layout`` (when
     given: a file of many symbol-days), scales, timestamp unit and the compression level (empty
@@ -252,9 +286,7 @@ def file_metadata(
         META_PRICE_SCALE: str(batch.price_scale),
         META_QUANTITY_SCALE: str(batch.quantity_scale),
         META_TIMESTAMP_UNIT: batch.timestamp_unit,
-        META_COMPRESSION_LEVEL: (
-            "" if settings.compression_level is None else str(settings.compression_level)
-        ),
+        META_COMPRESSION_LEVEL: "" if compression_level is None else str(compression_level),
     }
 
 
@@ -263,7 +295,9 @@ def write_verified_file(
 ) -> FileFacts:
     """Write ``batch`` to the new file ``path`` with ``settings``, fsync it, read it back in full
     (page checksums checked), compare it field for field with ``batch`` and return its facts.
-    ``metadata`` adds the caller's keys (symbol, date) to :func:`file_metadata`'s.
+    ``metadata`` adds the caller's keys (symbol, date) to :func:`file_metadata`'s. With
+    :func:`write_table`, the one reader of ``settings`` on the way to the Parquet writer: the
+    steps below are handed its values (codec, level, encodings, row groups).
 
     Raises
     ------
@@ -273,16 +307,59 @@ def write_verified_file(
         Writing failed (a full disk).
     """
     table = archive_table(batch)
-    choice = choose_encodings(table, settings)
-    key_values = {**metadata, **file_metadata(batch, settings)}
+    compression, level = settings.compression, settings.compression_level  # read here only
+    sample = table.slice(0, settings.encoding_sample_rows or table.num_rows)
+    candidates = _candidates(settings.byte_stream_split, ts_sorted=True)
+    choice = measured_encodings(sample, candidates, compression, level)
+    key_values = {**metadata, **file_metadata(batch, level)}
     fsio.create_staged_file(path)
-    _write_parquet(table, path, settings=settings, choice=choice, key_values=key_values)
+    options = writer_options(compression, level, choice)
+    rows = _even_row_groups(table.num_rows, settings.row_group_size)
+    _write_parquet(table, path, options=options, row_groups=rows, key_values=key_values)
     fsio.fsync_file(path)
     return verify_archive_file(path, batch, expected_metadata=key_values)
 
 
+def write_table(
+    table: pa.Table,
+    path: Path,
+    *,
+    settings: WriterSettings,
+    row_groups: Sequence[tuple[int, int]],
+    like: TickBatch,
+    metadata: Mapping[str, str],
+) -> None:
+    """Write ``table``, many symbol-days (``symbol``, ``date`` and the archive columns, sorted
+    by symbol, date then time), to ``path`` in ``row_groups`` (``(start, stop)`` row ranges),
+    with ``settings`` read here once: encodings measured on a sample (``ts`` and ``date``
+    too; ``symbol`` and ``side`` dictionary encoded), statistics on
+    :data:`STATISTICS_COLUMNS`, no page index, sorted by symbol, date and time. The key-value
+    metadata is ``metadata`` then every tick file's (:func:`file_metadata`, scales and timestamp
+    unit of ``like``, layout ``consolidated``). Does not fsync.
+    """
+    compression, level = settings.compression, settings.compression_level
+    candidates = {
+        **_candidates(settings.byte_stream_split, ts_sorted=False),
+        "date": _DATE_CANDIDATES,
+    }
+    sample = table.slice(0, settings.encoding_sample_rows or table.num_rows)
+    choice = measured_encodings(sample, candidates, compression, level)
+    choice = replace(choice, dictionary_columns=["symbol", *choice.dictionary_columns])
+    options = {
+        **writer_options(compression, level, choice, sorting_columns=(0, 1, 2)),
+        "write_statistics": STATISTICS_COLUMNS,
+        "write_page_index": False,
+    }
+    key_values = {**metadata, **file_metadata(like, level, layout=CONSOLIDATED)}
+    _write_parquet(table, path, options=options, row_groups=row_groups, key_values=key_values)
+
+
 def writer_options(
-    settings: WriterSettings, choice: EncodingChoice, *, sorting_columns: Sequence[int] = (0,)
+    compression: str,
+    compression_level: int | None,
+    choice: EncodingChoice,
+    *,
+    sorting_columns: Sequence[int] = (0,),
 ) -> dict[str, Any]:
     """Keyword arguments of ``pyarrow.parquet.ParquetWriter`` for archive files.
 
@@ -294,8 +371,8 @@ def writer_options(
         "version": "2.6",
         "use_dictionary": choice.dictionary_columns,
         "column_encoding": choice.column_encoding,
-        "compression": settings.compression,
-        "compression_level": settings.compression_level,
+        "compression": compression,
+        "compression_level": compression_level,
         "write_statistics": True,
         "write_page_index": True,
         "write_page_checksum": True,
@@ -305,16 +382,26 @@ def writer_options(
     }
 
 
+def _even_row_groups(num_rows: int, size: int) -> list[tuple[int, int]]:
+    """``(start, stop)`` of row groups of ``size`` rows (the last shorter; one empty group for
+    no rows, as pyarrow writes an empty table)."""
+    return [(start, min(start + size, num_rows)) for start in range(0, max(num_rows, 1), size)]
+
+
 def _write_parquet(
     table: pa.Table,
     path: Path,
     *,
-    settings: WriterSettings,
-    choice: EncodingChoice,
+    options: Mapping[str, Any],
+    row_groups: Sequence[tuple[int, int]],
     key_values: Mapping[str, str],
 ) -> None:
-    with pq.ParquetWriter(path, table.schema, **writer_options(settings, choice)) as writer:
-        writer.write_table(table, row_group_size=settings.row_group_size)
+    """``table`` to ``path`` with the ParquetWriter ``options``, one row group per
+    ``(start, stop)`` of ``row_groups``, then ``key_values``."""
+    with pq.ParquetWriter(path, table.schema, **options) as writer:
+        for start, stop in row_groups:
+            rows = stop - start
+            writer.write_table(table.slice(start, rows), row_group_size=max(rows, 1))
         writer.add_key_value_metadata(dict(key_values))
 
 

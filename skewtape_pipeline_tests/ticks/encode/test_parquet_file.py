@@ -206,9 +206,9 @@ def test_read_archive_batch_when_not_an_archive_file_raises(tmp_path):
 def test_report_when_writer_changes_codec_reports_what_file_says(tmp_path, monkeypatch):
     real = parquet_file._write_parquet
 
-    def snappy_writer(table, path, *, settings, choice, key_values):
-        real(table, path, settings=TierSettings(compression="snappy", compression_level=None),
-             choice=choice, key_values=key_values)  # fmt: skip
+    def snappy_writer(table, path, *, options, row_groups, key_values):
+        snappy = {**options, "compression": "snappy", "compression_level": None}
+        real(table, path, options=snappy, row_groups=row_groups, key_values=key_values)
 
     monkeypatch.setattr(parquet_file, "_write_parquet", snappy_writer)
     report = compact_symbol_day(
