@@ -36,10 +36,12 @@ rebuild and version pruning are handed the handle itself and take its lock
 The tier policy is resolved in one place, once: :attr:`Archive.tiers` (a
 ``tiers.ArchiveTiers``: the warm and cold stores, each tier's settings, writer settings, layout
 and root, the catalog path map). Compaction reads the tier and writer settings there and hands
-the Parquet writer (``layout.prepare_archive_file``) the ``WriterSettings`` alone; re-tiering
-reads the tier, layout, store and settings there and hands ``consolidate`` one store and one
-tier's settings; the catalog check (``integrity.checked_catalog``),
-``placement.uncatalogued_files`` and ``versions.kept_files`` take the ``ArchiveTiers`` itself.
+the Parquet writer (``layout.prepare_archive_file``) the ``WriterSettings`` alone, read once in
+``parquet_file.write_verified_file``; re-tiering's planner reads the tier, layout, store and
+settings there once and its plan carries them, per rewrite, to ``consolidate`` (one call into
+``parquet_file.write_table``), and the ``ArchiveTiers`` to the garbage listing
+(``placement.uncatalogued_files``, ``versions.kept_files``); the catalog check
+(``integrity.checked_catalog``) reads the stores and paths in one call (``ArchiveTiers.survey``).
 The reading verbs (``query``, ``open_view``, ``stats``, ``report``, ``verify``) pass
 ``self.policy`` to modules that also serve callers without an ``Archive``; those resolve it
 once per call.
