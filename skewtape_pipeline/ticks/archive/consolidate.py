@@ -13,7 +13,8 @@ symbol, then date and time (``sorting_columns`` says so); row groups of about th
 ``consolidated_row_group_size`` rows end on symbol-day boundaries, and carry min/max
 statistics for ``symbol``, ``date`` and ``ts`` only, which is what lets DuckDB skip to a symbol
 and a date. Encodings of ``ts``, ``date``, ``price`` and ``quantity`` are measured on a sample
-and the smallest kept, as for symbol-day files.
+and the smallest kept, as for symbol-day files; ``parquet_file.write_table`` writes the table
+in the row groups this module chooses.
 
 Each file also records what it holds, so the catalog can be rebuilt from the files alone
 (``ticks.archive.integrity.rebuild_catalog``): ``skewtape.tier``, ``skewtape.period``,
