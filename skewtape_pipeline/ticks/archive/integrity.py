@@ -32,9 +32,10 @@ lists and reads them there the same way, after checking that the store answers (
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import date
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -223,7 +224,7 @@ def checked_catalog(tiers: ArchiveTiers) -> Catalog:
             f"{repair_hint(root)} (their symbol-days are then gone from the archive)",
             paths=missing,
         )
-    unaccounted = unaccounted_files(root, catalog, on_disk, set(listed))
+    unaccounted = unaccounted_files(partial(hot_keys_of, root), catalog, on_disk, set(listed))
     if unaccounted:
         paths = [path for path, _ in unaccounted]
         reasons = "; ".join(f"{path}: {why}" for path, why in unaccounted[:5])
@@ -251,7 +252,7 @@ def _refuse_missing(root: Path, on_disk: list[tuple[str, TierFile]], consequence
     """Raise CatalogMismatchError unless an empty catalog accounts for every file on disk."""
     if not on_disk:
         return
-    unaccounted = unaccounted_files(root, Catalog(), on_disk, set())
+    unaccounted = unaccounted_files(partial(hot_keys_of, root), Catalog(), on_disk, set())
     if unaccounted:
         paths = [path for path, _ in unaccounted]
         raise CatalogMismatchError(
@@ -262,14 +263,15 @@ def _refuse_missing(root: Path, on_disk: list[tuple[str, TierFile]], consequence
 
 
 def unaccounted_files(
-    archive_root: Path,
+    hot_keys: Callable[[], Collection[SymbolDayKey]],
     catalog: Catalog,
     on_disk: list[tuple[str, TierFile]],
     listed: Collection[TierFile],
 ) -> list[tuple[TierFile, str]]:
     """The consolidated files ``on_disk`` (``ArchiveTiers.consolidated_files``) that ``catalog``
-    neither lists (``listed``: its files resolved) nor accounts for, with the reason."""
-    root = Path(archive_root)
+    neither lists (``listed``: its files resolved) nor accounts for, with the reason.
+    ``hot_keys`` (:func:`hot_keys_of` the archive root) is called at most once, only when a
+    file written for the next generation needs its symbol-days looked for in the hot files."""
     hot: set[SymbolDayKey] | None = None
     out = []
     for tier, path in on_disk:
@@ -284,7 +286,7 @@ def unaccounted_files(
             continue  # committed once, replaced since: a retained or not yet removed copy
         if recorded.generation == catalog.generation + 1:
             if hot is None:
-                hot = {h.key for h in scan_hot_files(root)}
+                hot = set(hot_keys())
             held = set(catalog.partitions) | hot
             if all(d.key in held for d in recorded.symbol_days):
                 continue  # written by an interrupted run; its rows are still in its sources
@@ -296,6 +298,11 @@ def unaccounted_files(
             )
         )
     return out
+
+
+def hot_keys_of(archive_root: Path) -> set[SymbolDayKey]:
+    """The symbol-days of the hot files under ``archive_root`` (live or superseded)."""
+    return {h.key for h in scan_hot_files(archive_root)}
 
 
 def _names(paths: list[TierFile], limit: int = 5) -> str:
@@ -628,7 +635,8 @@ def verify_archive(
             problems += _check_content_named(path, full)
             checked, checked_bytes = checked + 1, checked_bytes + size_of(path)
     problems += [
-        f"{path}: {why}" for path, why in unaccounted_files(root, catalog, on_disk, listed)
+        f"{path}: {why}"
+        for path, why in unaccounted_files(partial(hot_keys_of, root), catalog, on_disk, listed)
     ]
     hot_files = list(scan_hot_files(root))
     for index, hot in enumerate(hot_files):

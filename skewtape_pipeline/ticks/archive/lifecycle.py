@@ -98,7 +98,7 @@ from skewtape_pipeline.ticks.archive.placement import (
     HotFile,
     archive_state,
     locate,
-    uncatalogued_files,
+    unlisted_files,
 )
 from skewtape_pipeline.ticks.archive.tiers import (
     HOT,
@@ -108,7 +108,7 @@ from skewtape_pipeline.ticks.archive.tiers import (
     is_colder,
 )
 from skewtape_pipeline.ticks.archive.trust import HOT_WRITER, record_problems, required_hot_record
-from skewtape_pipeline.ticks.archive.versions import kept_files, record_version
+from skewtape_pipeline.ticks.archive.versions import kept_catalog_paths, record_version
 from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch, read_file_facts
 from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport, compression_ratio
@@ -612,7 +612,7 @@ def _remove_replaced(
     reads (looked for in the tiers the plan carries), then forget the stamps of the hot files
     gone (``catalog`` committed again); in ``books`` mode remove nothing. Returns (catalog,
     removed, retained)."""
-    garbage, kept = _garbage(plan.tiers, books=books)
+    garbage, kept = _garbage(plan.tiers, plan.archive_root, books=books)
     retained = [path for path, _ in garbage if books or path in kept]
     if books:
         return catalog, [], retained
@@ -661,8 +661,7 @@ def _write_rewrite(
     reader.start()
     read = [reader.read(slot) for slot in slots]
     parts = [SymbolDayRows(*slot.key, batch) for slot, (batch, _) in zip(slots, read, strict=True)]
-    written = _write_file(plan.generation, rewrite, parts)
-    rel = plan.tiers.relative(written.path)
+    written, rel = _write_file(plan.generation, rewrite, parts)
     partitions = [
         CatalogPartition(*slot.key, rewrite.tier, rel, len(part.batch), share, stamp)
         for slot, part, share, (_, stamp) in zip(
@@ -680,10 +679,13 @@ def _write_rewrite(
     return _Written(rewrite, written, rel, partitions, moves)
 
 
-def _write_file(generation: int, rewrite: Rewrite, parts: list[SymbolDayRows]) -> ConsolidatedFile:
+def _write_file(
+    generation: int, rewrite: Rewrite, parts: list[SymbolDayRows]
+) -> tuple[ConsolidatedFile, str]:
     """``parts`` as one consolidated file of the rewrite's tier and period, written with the
     tier's settings into its store, both carried by ``rewrite`` (the store's archive marker
-    must match the parts' scales), listed by the catalog of ``generation + 1``."""
+    must match the parts' scales), listed by the catalog of ``generation + 1``. Returns the
+    file and its catalog path (``<TIER>/<path inside the tier's store>``)."""
     first = parts[0].batch
     ensure_archive_schema(
         rewrite.store,
@@ -691,7 +693,7 @@ def _write_file(generation: int, rewrite: Rewrite, parts: list[SymbolDayRows]) -
         quantity_scale=first.quantity_scale,
         timestamp_unit=first.timestamp_unit,
     )
-    return write_consolidated_file(
+    written = write_consolidated_file(
         parts,
         period_subfolder(rewrite.period),
         store=rewrite.store,
@@ -704,6 +706,7 @@ def _write_file(generation: int, rewrite: Rewrite, parts: list[SymbolDayRows]) -
         },
         checkpoint=faults.checkpoint,
     )
+    return written, f"{rewrite.tier}/{rewrite.store.relative(written.path)}"
 
 
 def _audit_rewrite(
@@ -965,7 +968,7 @@ def prune(archive: Archive) -> list[TierFile]:
     root = archive.root
     with archive.locked("pruning"):
         checked_catalog(archive.tiers)
-        garbage, kept = _garbage(archive.tiers)
+        garbage, kept = _garbage(archive.tiers, root)
         unread = [(path, why) for path, why in garbage if path not in kept]
         removed = remove_files(archive, unread)
         if not is_books_and_records(root):
@@ -974,22 +977,24 @@ def prune(archive: Archive) -> list[TierFile]:
 
 
 def _garbage(
-    tiers: ArchiveTiers, *, books: bool = False
+    tiers: ArchiveTiers, root: Path, *, books: bool = False
 ) -> tuple[list[tuple[TierFile, str]], set[TierFile]]:
-    """(garbage, kept): the files on disk that the committed catalog of the archive ``tiers``
-    resolves makes unreachable, with the reason, and the consolidated files some kept version
-    still reads (``versions.kept_files``; none looked for in ``books`` mode, where nothing is
-    removed)."""
-    state = archive_state(tiers.root)
+    """(garbage, kept): the files on disk that the committed catalog of the archive at
+    ``root`` makes unreachable, with the reason, and the consolidated files some kept version
+    still reads (``versions.kept_catalog_paths``; none looked for in ``books`` mode, where
+    nothing is removed). The tiers are read in one call (``ArchiveTiers.survey``)."""
+    state = archive_state(root)
+    paths = [item.path for item in state.catalog.files.values()]
+    on_disk, listed = tiers.survey(paths + ([] if books else kept_catalog_paths(root)))
     out = [
         (hot.path, "superseded: its rows live in a consolidated file")
         for hot in state.hot_superseded
     ]
     out += [
         (path, "not in the catalog: replaced, or left by an interrupted run")
-        for path in uncatalogued_files(tiers, state.catalog)
+        for path in unlisted_files(on_disk, set(listed[: len(paths)]))
     ]
-    return out, set() if books else kept_files(tiers)
+    return out, set(listed[len(paths) :])
 
 
 def remove_files(archive: Archive, garbage: list[tuple[TierFile, str]]) -> list[TierFile]:

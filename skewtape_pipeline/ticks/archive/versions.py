@@ -724,11 +724,13 @@ def kept_files(tiers: ArchiveTiers) -> set[TierFile]:
     """The consolidated files some kept version of the archive ``tiers`` resolves
     (``Archive.tiers``) reads (local paths or objects): re-tiering and pruning leave them in
     place."""
-    return {
-        tiers.resolve(item.path)
-        for catalog in kept_catalogs(tiers.root)
-        for item in catalog.files.values()
-    }
+    return {tiers.resolve(path) for path in kept_catalog_paths(tiers.root)}
+
+
+def kept_catalog_paths(archive_root: Path) -> list[str]:
+    """The catalog paths of the consolidated files some kept version of the archive at
+    ``archive_root`` reads (repeats included), in the order of :func:`kept_catalogs`."""
+    return [item.path for catalog in kept_catalogs(archive_root) for item in catalog.files.values()]
 
 
 def symbol_days(
