@@ -39,9 +39,11 @@ and root, the catalog path map). Compaction reads the tier and writer settings t
 the Parquet writer (``layout.prepare_archive_file``) the ``WriterSettings`` alone, read once in
 ``parquet_file.write_verified_file``; re-tiering's planner reads the tier, layout, store and
 settings there once and its plan carries them, per rewrite, to ``consolidate`` (one call into
-``parquet_file.write_table``), and the ``ArchiveTiers`` to the garbage listing
-(``placement.uncatalogued_files``, ``versions.kept_files``); the catalog check
-(``integrity.checked_catalog``) reads the stores and paths in one call (``ArchiveTiers.survey``).
+``parquet_file.write_table``; the store names the new file's catalog path), and the
+``ArchiveTiers`` to the garbage listing; the catalog check (``integrity.checked_catalog``) and
+the garbage listing (``lifecycle._garbage``) each read the stores and paths in one call
+(``ArchiveTiers.survey``) and hand the listing down (``integrity.unaccounted_files``,
+``placement.unlisted_files``), so those read no tiers.
 The reading verbs (``query``, ``open_view``, ``stats``, ``report``, ``verify``) pass
 ``self.policy`` to modules that also serve callers without an ``Archive``; those resolve it
 once per call.

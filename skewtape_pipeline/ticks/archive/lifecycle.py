@@ -187,7 +187,7 @@ class RetierPlan:
     held: list[SymbolDayKey]
     refreshed: list[_Refresh]
     tiers: ArchiveTiers = field(repr=False)
-    """The archive's resolved tiers the plan was made with (catalog paths, garbage listing)."""
+    """The archive's resolved tiers the plan was made with (the garbage listing reads them)."""
     purged: list[SymbolDayKey] = field(default_factory=list)
     withdrawn_hot: list[HotFile] = field(default_factory=list)
     catalog: Catalog = field(repr=False, default_factory=Catalog)
@@ -950,7 +950,7 @@ def _without_stale_stamp(root: Path, partition: CatalogPartition) -> CatalogPart
 
 def prune(archive: Archive) -> list[TierFile]:
     """Remove superseded files (moved hot files, replaced or uncommitted consolidated files)
-    that no kept version reads (``versions.kept_files``).
+    that no kept version reads (``versions.kept_catalog_paths``).
 
     What :func:`retier` does after its commit, on its own (e.g. after an interrupted run).
     Every removal is audited before it happens. Returns the files removed.

@@ -28,8 +28,8 @@ All of it lives under ``<archive root>/_skewtape_versions/``. A change that leav
 as the latest version's records no version (versions that share every file cost nothing).
 Consolidated files are content-named already (``part-<sha256[:16]>.parquet``, locally or in an
 S3 tier): a version's catalog names them, and re-tiering keeps every file a kept version's catalog
-lists (:func:`kept_files`) until ``prune-versions`` (``ticks.version_pruning``) drops the last
-version that reads it.
+lists (:func:`kept_catalog_paths`) until ``prune-versions`` (``ticks.version_pruning``) drops the
+last version that reads it.
 
 Tags (``tags/<NAME>.json``: ``{"tag", "version", "time"}``) pin a version by name; pruning never
 removes a tagged version. Versions and tags are audited (``tick-archive-version``,
