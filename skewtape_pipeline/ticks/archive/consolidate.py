@@ -219,7 +219,8 @@ def _write_verified(
     (format, layout, scales, timestamp unit and compression level), in one call to
     ``parquet_file.write_table`` (encodings measured there); fsync it, then read it back and
     compare it with ``parts`` (RoundTripError when it differs). Reads the tier's row-group
-    settings; the Parquet writer reads only the writer settings among them."""
+    settings here and hands the Parquet writer the writer settings alone
+    (``settings.writer``)."""
     bounds = row_group_bounds(
         [len(p.batch) for p in parts],
         target=settings.consolidated_row_group_size,
@@ -228,7 +229,12 @@ def _write_verified(
     pinned = {**metadata, **symbol_days_metadata([(p.symbol, p.day, len(p.batch)) for p in parts])}
     with fsio.naming(temp, temp):  # pyarrow's write errors name no file
         write_table(
-            table, temp, settings=settings, row_groups=bounds, like=parts[0].batch, metadata=pinned
+            table,
+            temp,
+            settings=settings.writer,
+            row_groups=bounds,
+            like=parts[0].batch,
+            metadata=pinned,
         )
         fsio.fsync_file(temp)
     verify_consolidated_file(temp, parts)

@@ -95,7 +95,7 @@ from skewtape_pipeline.ticks.archive.layout import (
 from skewtape_pipeline.ticks.archive.placement import HotFile, scan_hot_files
 from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, ArchiveTiers, TierPolicy
 from skewtape_pipeline.ticks.archive.trust import (
-    HOT_WRITER,
+    WRITTEN_BY_COMPACTION,
     hot_record,
     hot_rel,
     record_problems,
@@ -647,7 +647,7 @@ def verify_archive(
             )
             problems += _check_pages(hot.path, full=full)
         else:
-            problems += _check_recorded(hot.path, record, HOT_WRITER, full)
+            problems += _check_recorded(hot.path, record, WRITTEN_BY_COMPACTION, full)
         checked, checked_bytes = checked + 1, checked_bytes + hot.stamp.size
         progress.report("hot files", index + 1, len(hot_files))
     if checked:

@@ -107,7 +107,11 @@ from skewtape_pipeline.ticks.archive.tiers import (
     check_age_days,
     is_colder,
 )
-from skewtape_pipeline.ticks.archive.trust import HOT_WRITER, record_problems, required_hot_record
+from skewtape_pipeline.ticks.archive.trust import (
+    WRITTEN_BY_COMPACTION,
+    record_problems,
+    required_hot_record,
+)
 from skewtape_pipeline.ticks.archive.versions import kept_catalog_paths, record_version
 from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch, read_file_facts
@@ -186,8 +190,6 @@ class RetierPlan:
     dropped: list[SymbolDayKey]
     held: list[SymbolDayKey]
     refreshed: list[_Refresh]
-    tiers: ArchiveTiers = field(repr=False)
-    """The archive's resolved tiers the plan was made with (the garbage listing reads them)."""
     purged: list[SymbolDayKey] = field(default_factory=list)
     withdrawn_hot: list[HotFile] = field(default_factory=list)
     catalog: Catalog = field(repr=False, default_factory=Catalog)
@@ -247,8 +249,8 @@ def plan_retier(
 class _Planner:
     """Builds one :class:`RetierPlan`: where every symbol-day belongs at ``as_of`` (its slot),
     the moves, drops, holds and refreshes that takes, then the files to write or empty (the tier
-    policy read in :meth:`_wanted` only; the resolved tiers read once, here, and handed down
-    with the plan)."""
+    policy read in :meth:`_wanted` only; the resolved tiers taken from ``archive.tiers`` once,
+    here, and each rewrite's store, settings and layout handed down with the plan)."""
 
     def __init__(self, archive: Archive, as_of: date, eligible: Callable[[date], bool]):
         self.archive, self.as_of, self.eligible = archive, as_of, eligible
@@ -338,7 +340,6 @@ class _Planner:
             dropped=sorted(self.dropped),
             held=sorted(self.held),
             refreshed=self.refreshed,
-            tiers=self.tiers,
             purged=sorted(self.purged),
             withdrawn_hot=self.withdrawn_hot,
             catalog=self.catalog,
@@ -364,8 +365,8 @@ def _file_changes(
             continue
         if wanted_slots:
             keys, tier = tuple(s.key for s in wanted_slots), target[0]
-            writer = (tiers.stores[tier], tiers.settings[tier], tiers.layouts[tier])
-            rewrites.append(Rewrite(*target, keys, tuple(current_files), *writer))
+            store_settings_layout = (tiers.stores[tier], tiers.settings[tier], tiers.layouts[tier])
+            rewrites.append(Rewrite(*target, keys, tuple(current_files), *store_settings_layout))
         else:
             emptied += current_files
     return rewrites, emptied
@@ -563,7 +564,7 @@ def retier(archive: Archive, *, as_of: date, months: Collection[str] | None = No
         removed_first = remove_files(archive, _withdrawn_garbage(plan))
         written = _write_rewrites(archive, plan, reader)
         catalog = _commit(archive, plan, written)
-        catalog, removed, retained = _remove_replaced(archive, plan, catalog, books=books)
+        catalog, removed, retained = _remove_replaced(archive, catalog, books=books)
         settle_hot_records(root)
         version = record_version(root, "retier", audit_log=archive.audit_log)
     return RetierResult(
@@ -606,13 +607,13 @@ def _write_rewrites(archive: Archive, plan: RetierPlan, reader: _SourceReader) -
 
 
 def _remove_replaced(
-    archive: Archive, plan: RetierPlan, catalog: Catalog, *, books: bool
+    archive: Archive, catalog: Catalog, *, books: bool
 ) -> tuple[Catalog, list[TierFile], list[TierFile]]:
     """After the commit: remove the files the catalog no longer reaches and no kept version
-    reads (looked for in the tiers the plan carries), then forget the stamps of the hot files
-    gone (``catalog`` committed again); in ``books`` mode remove nothing. Returns (catalog,
-    removed, retained)."""
-    garbage, kept = _garbage(plan.tiers, plan.archive_root, books=books)
+    reads (looked for in ``archive.tiers``, the tiers the plan was made with), then forget the
+    stamps of the hot files gone (``catalog`` committed again); in ``books`` mode remove
+    nothing. Returns (catalog, removed, retained)."""
+    garbage, kept = _garbage(archive.tiers, archive.root, books=books)
     retained = [path for path, _ in garbage if books or path in kept]
     if books:
         return catalog, [], retained
@@ -813,7 +814,7 @@ class _SourceReader:
         record = required_hot_record(self.root, hot, self.catalog, self._records, before)
         if found != record:
             raise DamagedFileError(
-                f"{found.size} bytes with sha256 {found.sha256}, {HOT_WRITER} recorded "
+                f"{found.size} bytes with sha256 {found.sha256}, {WRITTEN_BY_COMPACTION} recorded "
                 f"{record.size} bytes with sha256 {record.sha256}; the file changed after it was "
                 "written (restore it from a copy, or compact the symbol-day again, before "
                 "re-tiering); nothing was committed",

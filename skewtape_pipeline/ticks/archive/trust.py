@@ -34,7 +34,7 @@ from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 
 VERIFIED_CACHE = ".skewtape-verified.json"
 """The archive root's cache of files verified against their records (a dot file: globs skip it)."""
-HOT_WRITER = "the compaction that wrote it"
+WRITTEN_BY_COMPACTION = "the compaction that wrote it"
 """Who recorded a hot file's size and sha256 (in messages: "... recorded <value>")."""
 
 
@@ -140,12 +140,12 @@ class VerifiedFiles:
         rel = hot_rel(self.root, hot)
         record = required_hot_record(self.root, hot, catalog, self.records, "it is read", rel)
         try:
-            self.check(rel, hot.path, hot.stamp, record, HOT_WRITER)
+            self.check(rel, hot.path, hot.stamp, record, WRITTEN_BY_COMPACTION)
         except DamagedFileError:
             self.records = read_hot_records(self.root)  # a compaction may have just replaced it
             if self.records.get(rel, record) == record:
                 raise
-            self.check(rel, hot.path, hot.stamp, self.records[rel], HOT_WRITER)
+            self.check(rel, hot.path, hot.stamp, self.records[rel], WRITTEN_BY_COMPACTION)
 
     def check(
         self, rel: str, path: TierFile, stamp: FileStamp, record: FileRecord, whose: str

@@ -295,9 +295,9 @@ def write_verified_file(
 ) -> FileFacts:
     """Write ``batch`` to the new file ``path`` with ``settings``, fsync it, read it back in full
     (page checksums checked), compare it field for field with ``batch`` and return its facts.
-    ``metadata`` adds the caller's keys (symbol, date) to :func:`file_metadata`'s. With
-    :func:`write_table`, the one reader of ``settings`` on the way to the Parquet writer: the
-    steps below are handed its values (codec, level, encodings, row groups).
+    ``metadata`` adds the caller's keys (symbol, date) to :func:`file_metadata`'s. This and
+    :func:`write_table` are the writer's two entry points; each reads ``settings`` itself and
+    hands the steps below its values (codec, level, encodings, row groups).
 
     Raises
     ------
@@ -331,8 +331,9 @@ def write_table(
 ) -> None:
     """Write ``table``, many symbol-days (``symbol``, ``date`` and the archive columns, sorted
     by symbol, date then time), to ``path`` in ``row_groups`` (``(start, stop)`` row ranges),
-    with ``settings`` read here once: encodings measured on a sample (``ts`` and ``date``
-    too; ``symbol`` and ``side`` dictionary encoded), statistics on
+    with ``settings`` read here (this and :func:`write_verified_file` are the writer's two entry
+    points): encodings measured on a sample (``ts`` and ``date`` too; ``symbol`` and ``side``
+    dictionary encoded), statistics on
     :data:`STATISTICS_COLUMNS`, no page index, sorted by symbol, date and time. The key-value
     metadata is ``metadata`` then every tick file's (:func:`file_metadata`, scales and timestamp
     unit of ``like``, layout ``consolidated``). Does not fsync.

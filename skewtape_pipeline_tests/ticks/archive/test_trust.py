@@ -97,7 +97,7 @@ def test_verify_archive_when_hot_file_rewritten_with_valid_parquet_reports_it(ti
     pq.ParquetFile(hot, page_checksum_verification=True).read()  # valid Parquet, pages intact
     problems = verify_archive(tiered, policy=POLICY, full=full).problems
     assert problems and all(str(hot) in p for p in problems)
-    assert f"{trust.HOT_WRITER} recorded" in problems[0]
+    assert f"{trust.WRITTEN_BY_COMPACTION} recorded" in problems[0]
 
 
 def test_verify_archive_full_when_page_index_bit_flipped_reports_the_file(hot_only):
@@ -111,7 +111,7 @@ def test_retier_when_hot_source_rewritten_refuses_naming_it_and_commits_nothing(
     before = read_catalog(hot_only)
     hot = scan_hot_files(hot_only)[0].path
     times_1000(hot)
-    with pytest.raises(DamagedFileError, match=f"{trust.HOT_WRITER} recorded") as raised:
+    with pytest.raises(DamagedFileError, match=f"{trust.WRITTEN_BY_COMPACTION} recorded") as raised:
         Archive(hot_only, policy=POLICY, audit_log=None).retier(as_of=STAGE_1)
     assert str(hot) in str(raised.value)
     assert read_catalog(hot_only) == before
@@ -229,7 +229,7 @@ def test_compact_when_crashing_between_rename_and_record_a_rerun_finishes(hot_on
 def test_query_when_hot_file_rewritten_refuses_naming_it(tiered):
     hot = live_hot(tiered)
     times_1000(hot)
-    with pytest.raises(DamagedFileError, match=f"{trust.HOT_WRITER} recorded") as raised:
+    with pytest.raises(DamagedFileError, match=f"{trust.WRITTEN_BY_COMPACTION} recorded") as raised:
         run_query(SUM_SQL, tiered, QueryOptions(policy=POLICY))
     assert str(hot) in str(raised.value)
 
