@@ -42,7 +42,6 @@ from skewtape_pipeline.orchestration.ticks.metadata import (
 )
 from skewtape_pipeline.orchestration.ticks.partitions import DATE_DIMENSION
 from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
-from skewtape_pipeline.ticks.archive.catalog import relative_to_root
 from skewtape_pipeline.ticks.archive.file_compression import file_compression
 from skewtape_pipeline.ticks.archive.version_pruning import past_version_bytes
 from skewtape_pipeline.ticks.archive.versions import list_tags, version_count
@@ -125,10 +124,7 @@ def tick_archive_tiers(
     for month, moves in moves_by_month(result.moved).items():
         context.add_asset_metadata(moves_metadata(moves), partition_key=month)
     measured = [file_compression(path) for path in result.files_written]
-    names = [
-        relative_to_root(tick_archive.root, path, tick_archive.policy)
-        for path in result.files_written
-    ]
+    names = [tick_archive.relative(path) for path in result.files_written]
     checked = compression_check_metadata(
         measured, target=archive.target_ratio, min_ticks=archive.target_min_ticks, names=names
     )
