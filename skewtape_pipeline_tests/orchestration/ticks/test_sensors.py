@@ -8,7 +8,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import dagster as dg
-import pytest
 
 from skewtape_pipeline.orchestration.definitions import build_definitions
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
@@ -33,12 +32,6 @@ from skewtape_pipeline.ticks.fills.snapshot_fills import (
 )
 
 MONTHS = ("2026-09", "2026-10", "2026-11")
-
-
-@pytest.fixture
-def instance():
-    with dg.DagsterInstance.ephemeral() as ephemeral:
-        yield ephemeral
 
 
 def tick(root: Path, instance: dg.DagsterInstance, cursor: str | None = None):
