@@ -360,7 +360,10 @@ def commit_version(
     lock_timeout: float = ARCHIVE_LOCK_WAIT_SECONDS,
 ) -> Version | None:
     """:func:`record_version` under the archive's lock, for a writer that let it go (a
-    compaction batch). Raises ArchiveBusyError after ``lock_timeout`` seconds."""
+    compaction batch). ``lock_timeout``: the seconds the writer's own locking waited (a
+    compaction passes ``compact.compaction_lock_wait`` of its ``Archive``), so recording its
+    version waits as long as its writes did. Raises ArchiveBusyError after ``lock_timeout``
+    seconds."""
     with archive_lock(archive_root, timeout=lock_timeout, what="recording a version"):
         return record_version(archive_root, operation, sources=sources, audit_log=audit_log)
 
