@@ -171,9 +171,9 @@ PLACES_SCHEMA = pa.schema(
         pa.field("path", pa.string(), nullable=False),
     ]
 )
-"""Where each symbol-day of an archive is now (``path`` relative to the archive root, as the
-catalog names consolidated files): what :func:`reports_view_sql` puts in the reports' ``tier``
-and ``path``."""
+"""Where each symbol-day of an archive is now (``path``: a hot file's path relative to the
+archive root; a consolidated file's catalog path, ``<TIER>/<path inside the tier root>``):
+what :func:`reports_view_sql` puts in the reports' ``tier`` and ``path``."""
 
 
 def reports_view_sql(
