@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from skewtape_pipeline.errors import TickFormatError
 from skewtape_pipeline.fsio import atomic_write_with, is_temp
-from skewtape_pipeline.ticks.archive.layout import decode_symbol, encode_symbol
+from skewtape_pipeline.ticks.archive.layout import encode_symbol
 
 REPORTS_DIR = "_skewtape_reports"
 REPORTS_VIEW = "tick_reports"
@@ -156,11 +156,6 @@ def reports_files(archive_root: Path) -> list[Path]:
     """Every venue-day reports file of the archive, by day then venue."""
     folder = reports_dir(archive_root)
     return sorted(p for p in folder.glob("*/*.parquet") if not is_temp(p))
-
-
-def venue_of_reports_file(path: Path) -> str:
-    """The venue a reports file is named for."""
-    return decode_symbol(path.stem)
 
 
 PLACES_SCHEMA = pa.schema(
