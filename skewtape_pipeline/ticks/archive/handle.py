@@ -113,8 +113,18 @@ POLICY_RECORD = "_skewtape_tier_policy.json"
 """In the archive root: the tier policy the archive was first given (where its tiers are)."""
 
 _ORDER = "symbol, date, ts, price, quantity, side"
-BESIDE = "beside"
-"""``audit_log``'s default: ``audit.jsonl`` beside the archive root."""
+
+
+class _Beside:
+    """The type of :data:`BESIDE` (an object no path or string equals)."""
+
+    def __repr__(self) -> str:
+        return "BESIDE"
+
+
+BESIDE = _Beside()
+"""``audit_log``'s default: ``audit.jsonl`` beside the archive root (a sentinel, so no path
+given, not even one named ``beside``, is taken for it)."""
 
 
 class Archive:
@@ -132,7 +142,7 @@ class Archive:
         root: Path | str,
         *,
         policy: TierPolicy | None = None,
-        audit_log: Path | str | None = BESIDE,
+        audit_log: Path | str | _Beside | None = BESIDE,
         lock_timeout: float = 0.0,
         books_and_records: bool = False,
     ):
@@ -146,7 +156,7 @@ class Archive:
             check_same_placement(self.root, policy, recorded)
         self.policy: TierPolicy = policy or recorded or TierPolicy()
         self._record = policy is not None and recorded is None
-        if audit_log == BESIDE:
+        if audit_log is BESIDE:
             audit_log = default_audit_log(self.root)
         self.audit_log: Path | None = None if audit_log is None else Path(audit_log)
         self.lock_timeout = _checked_lock_timeout(lock_timeout)
@@ -158,13 +168,19 @@ class Archive:
     # --- writing -------------------------------------------------------------------------------
 
     def tag(self, name: str, version: int | None = None) -> int:
-        """Pin ``version`` (default: the latest) as ``name``; returns the version."""
-        return tag_version(self.root, name, version=version, audit_log=self.audit_log)
+        """Pin ``version`` (default: the latest) as ``name``; returns the version. Under the
+        archive's lock, so a version pruning (which reads the tags under it) never drops a
+        version tagged meanwhile."""
+        self.prepare()
+        with self.locked("tagging a version"):
+            return tag_version(self.root, name, version=version, audit_log=self.audit_log)
 
     def prune_versions(
         self, *, keep_last: int | None = None, older_than: date | None = None
     ) -> PruneResult:
-        """Drop old versions and the files only they read (``version_pruning.prune_versions``)."""
+        """Drop old versions and the files only they read (``version_pruning.prune_versions``;
+        refused in books_and_records mode, which a handle built with it turns on first)."""
+        self.prepare()
         return prune_versions(self, keep_last=keep_last, older_than=older_than)
 
     def compact(

@@ -111,6 +111,17 @@ def test_archive_with_no_audit_log_writes_none_and_by_default_audits_beside_the_
     assert audited.audit_log.exists()
 
 
+def test_archive_when_audit_log_is_a_file_named_beside_audits_to_that_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    source = write_four_day_csv(tmp_path / "ticks.csv")
+    archive = Archive(tmp_path / "archive", audit_log="beside")
+    archive.compact(read_canonical(source), as_of=date(2025, 12, 5), encoding=PRICE_SCALE_2)
+    archive.retier(as_of=date(2027, 1, 1))
+    assert archive.audit_log == Path("beside")
+    assert (tmp_path / "beside").read_text().count("\n") > 0
+    assert not (tmp_path / "audit.jsonl").exists()
+
+
 @pytest.mark.parametrize(
     ("options", "named"),
     [
