@@ -284,7 +284,7 @@ class _Planner:
     module that do; :func:`_checked_tiers` is the other), and resolves every location once:
     each catalogued file (``files``) and each hot file's catalog path (``hot_rels``); the
     policy and layouts are read in :meth:`_wanted`, each rewrite's store, settings and layout
-    in :func:`_file_changes`. The plan carries them all, so carrying it out reads no tiers
+    in :meth:`_rewrite`. The plan carries them all, so carrying it out reads no tiers
     (after the commit, only the garbage survey does: :func:`_garbage`)."""
 
     def __init__(self, archive: Archive, as_of: object, months: Collection[str] | None):
@@ -374,7 +374,8 @@ class _Planner:
         by_target: dict[TargetKey, list[_Slot]] = {}
         for slot in sorted(self.slots.values(), key=lambda s: s.key):
             by_target.setdefault((slot.tier, slot.period), []).append(slot)
-        rewrites, emptied = _file_changes(self.catalog, by_target, self.tiers)
+        changed, emptied = _file_changes(self.catalog, by_target)
+        rewrites = [self._rewrite(*change) for change in changed]
         return RetierPlan(
             archive_root=self.root,
             as_of=self.as_of,
@@ -391,30 +392,41 @@ class _Planner:
             slots=by_target,
         )
 
+    def _rewrite(
+        self, target: TargetKey, keys: tuple[SymbolDayKey, ...], replaces: tuple[str, ...]
+    ) -> Rewrite:
+        """The :class:`Rewrite` of ``target``, with its tier's store, settings and layout."""
+        tier, tiers = target[0], self.tiers
+        writes = (tiers.stores[tier], tiers.settings[tier], tiers.layouts[tier])
+        return Rewrite(*target, keys, replaces, *writes)
+
+
+_Change = tuple[TargetKey, tuple[SymbolDayKey, ...], tuple[str, ...]]
+"""A target file to write: its (tier, period), its symbol-days and the files it replaces."""
+
 
 def _file_changes(
-    catalog: Catalog, by_target: dict[TargetKey, list[_Slot]], tiers: ArchiveTiers
-) -> tuple[list[Rewrite], list[str]]:
-    """(rewrites, emptied): a :class:`Rewrite` for every target whose slots differ from what
-    its current files hold (with its tier's store, settings and layout from ``tiers``); the
-    current files of targets left without any slot."""
+    catalog: Catalog, by_target: dict[TargetKey, list[_Slot]]
+) -> tuple[list[_Change], list[str]]:
+    """(changed, emptied): every target whose slots differ from what its current files hold
+    (its symbol-days, and the files it replaces); the current files of targets left without
+    any slot. Reads no tiers."""
     files_by_target: dict[TargetKey, list[str]] = {}
     for item in catalog.files.values():
         files_by_target.setdefault((item.tier, item.period), []).append(item.path)
     held_now = Counter(p.file for p in catalog.partitions.values())
-    rewrites, emptied = [], []
+    changed: list[_Change] = []
+    emptied: list[str] = []
     for target in sorted(set(by_target) | set(files_by_target)):
         wanted_slots = by_target.get(target, [])
         current_files = sorted(files_by_target.get(target, []))
         if _unchanged(held_now, wanted_slots, current_files):
             continue
         if wanted_slots:
-            keys, tier = tuple(s.key for s in wanted_slots), target[0]
-            store_settings_layout = (tiers.stores[tier], tiers.settings[tier], tiers.layouts[tier])
-            rewrites.append(Rewrite(*target, keys, tuple(current_files), *store_settings_layout))
+            changed.append((target, tuple(s.key for s in wanted_slots), tuple(current_files)))
         else:
             emptied += current_files
-    return rewrites, emptied
+    return changed, emptied
 
 
 def _purgeable(
