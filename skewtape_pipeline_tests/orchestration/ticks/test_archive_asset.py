@@ -44,12 +44,6 @@ DAY = "2026-10-05"
 
 
 @pytest.fixture
-def instance():
-    with dg.DagsterInstance.ephemeral() as ephemeral:
-        yield ephemeral
-
-
-@pytest.fixture
 def two_months(
     definitions: dg.Definitions, instance: dg.DagsterInstance, sample_root: Path
 ) -> dg.Definitions:
