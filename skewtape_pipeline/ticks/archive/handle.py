@@ -39,16 +39,16 @@ and root, the catalog path map).
 Compaction reads the tier and writer settings there (and hands them to the catalog check) and
 hands the Parquet writer (``layout.prepare_archive_file``) the ``WriterSettings`` alone, read
 in ``parquet_file.write_verified_file``. Re-tiering (``lifecycle.retier``) reads
-``archive.tiers`` in several places: its checks (``_checked_plan``: the stores' stale temps,
-the catalog check); its planner, which takes each rewrite's store, tier settings and layout
-there and carries them in the plan to ``consolidate`` (which hands
-``parquet_file.write_table`` the writer settings alone; the store names the new file's catalog
-path); the source readers (``_ConsolidatedCopies``, ``_SourceReader``: catalog paths resolved
-and made); the next catalog (``_next_catalog``: the hot sources' catalog paths); the garbage
-listing after the commit (``_remove_replaced``) and the removals (``remove_files``: catalog
-paths in the audit records), all the same value the plan was made with. Pruning, withdrawal,
-the catalog rebuild and version pruning read it where they need a store, a catalog path or the
-catalog check. The catalog check (``integrity.checked_catalog``) and the garbage
+``archive.tiers`` once, under the lock (``lifecycle._checked_tiers``: the stores' stale temps,
+the catalog check), and hands it to its planner, which resolves every location there and
+carries it in the plan: each source's file and catalog path, each rewrite's store, tier
+settings and layout (``consolidate`` hands ``parquet_file.write_table`` the writer settings
+alone; the store names the new file's catalog path). Carrying the plan out reads only the
+plan; after the commit the garbage listing surveys the same tiers and hands
+``lifecycle.remove_files`` each file with its catalog path. ``lifecycle.plan_retier`` (without
+the lock) and pruning read it the same way. Withdrawal, the catalog rebuild and version
+pruning read it where they need a store, a catalog path or the catalog check.
+The catalog check (``integrity.checked_catalog``) and the garbage
 listing (``lifecycle._garbage``) each read the stores and paths in one call
 (``ArchiveTiers.survey``) and hand the listing down (``integrity.unaccounted_files``,
 ``placement.unlisted_files``), so those read no tiers.

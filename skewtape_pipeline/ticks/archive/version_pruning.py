@@ -21,7 +21,7 @@ from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.storage import TierFile, size_of
 from skewtape_pipeline.ticks.archive.books import audit, check_may_delete
 from skewtape_pipeline.ticks.archive.catalog import read_catalog
-from skewtape_pipeline.ticks.archive.lifecycle import remove_files
+from skewtape_pipeline.ticks.archive.lifecycle import Garbage, remove_files
 from skewtape_pipeline.ticks.archive.placement import uncatalogued_files
 from skewtape_pipeline.ticks.archive.versions import (
     SUFFIX,
@@ -87,7 +87,10 @@ def prune_versions(
         _drop_versions(archive, drop)
         kept = [v for v in versions if v.version not in set(drop)]
         unread = _unread(archive, kept)
-        removed = remove_files(archive, [(path, "read by no kept version") for path in unread])
+        garbage = [
+            Garbage(path, archive.relative(path), "read by no kept version") for path in unread
+        ]
+        removed = remove_files(archive, garbage)
     return PruneResult(drop, [v.version for v in kept], removed)
 
 
