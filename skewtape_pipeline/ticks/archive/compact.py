@@ -685,8 +685,8 @@ def compact_symbol_day(
     unit (None: the batch's own; the report records the unit read back from the written file)
     and the target ratio apply: the batch is already at its scales and sides. Atomic and
     idempotent: rewriting a symbol-day replaces its file. The file is published under the
-    archive's lock (waiting up to :func:`compaction_lock_wait` seconds for a re-tiering to
-    finish), and its size and sha256 recorded there (``catalog.append_hot_record``: what
+    archive's lock (waiting up to :func:`compaction_lock_wait` seconds for another writer to
+    release it), and its size and sha256 recorded there (``catalog.append_hot_record``: what
     readers verify it by). Compacting a symbol-day the archive already holds is audited to the
     archive's audit log once the write succeeded (:func:`recompaction_record`).
 
@@ -971,7 +971,12 @@ def compact_source(
         plan = plan_stream(stream, options, router, on_read=run.on_read)
         write = partial(compact_planned, archive, encoding=encoding)
         reports = _write_symbol_days(plan, write, run.on_progress)
-    commit_version(archive.root, "compact", audit_log=archive.audit_log)
+    commit_version(
+        archive.root,
+        "compact",
+        audit_log=archive.audit_log,
+        lock_timeout=compaction_lock_wait(archive),
+    )
     return reports
 
 

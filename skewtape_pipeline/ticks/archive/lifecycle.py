@@ -11,8 +11,8 @@ where the tier policy wants it at ``as_of``; :func:`retier` carries the plan out
    new files and ignores the ones they replace (commit, audited);
 3. only then are the replaced files removed (hot files only if unchanged since they were read;
    each removal audited before it happens), but a consolidated file a kept version of the
-   archive still reads (``ticks.versions``) is retained until ``prune-versions`` drops the last
-   such version. In ``books_and_records`` mode nothing is removed: the replaced files are
+   archive still reads (``ticks.archive.versions``) is retained until ``prune-versions`` drops
+   the last such version. In ``books_and_records`` mode nothing is removed: the replaced files are
    retained and the result says so; then the version (``versions.record_version``) is recorded.
 
 Warm and cold roots may be S3 prefixes (``skewtape_pipeline.storage``): a new file is then verified
@@ -112,7 +112,6 @@ from skewtape_pipeline.ticks.archive.tiers import (
     HOT,
     ArchiveTiers,
     TierSettings,
-    check_age_days,
     is_colder,
 )
 from skewtape_pipeline.ticks.archive.trust import (
@@ -546,7 +545,7 @@ class RetierResult:
     purged: list[SymbolDayKey] = field(default_factory=list)
     """Withdrawn symbol-days this run removed from their consolidated file (and the catalog)."""
     version: int | None = None
-    """The archive version this run committed (``ticks.versions``); None when it changed
+    """The archive version this run committed (``ticks.archive.versions``); None when it changed
     nothing a version records."""
 
     def metrics(self) -> dict[str, int | float | bool]:
@@ -603,7 +602,7 @@ def retier(archive: Archive, *, as_of: date, months: Collection[str] | None = No
     ConfigError
         Bad arguments (see :func:`plan_retier`), or scales that differ from a tier root's.
     ArchiveBusyError
-        Another re-tiering of this archive holds the lock.
+        Another writer held the archive's lock beyond its ``lock_timeout`` seconds.
     CatalogMismatchError
         The catalog is missing, unreadable or does not account for the files on disk (names
         them and the repair); nothing changed. Also a hot source without a record (written
@@ -1028,7 +1027,7 @@ def prune(archive: Archive) -> list[TierFile]:
         The archive is in ``books_and_records`` mode and there is something to remove (the
         refusal is audited; nothing is removed).
     ArchiveBusyError
-        A re-tiering of this archive is running.
+        Another writer held the archive's lock beyond its ``lock_timeout`` seconds.
     CatalogMismatchError
         The catalog does not account for the files on disk (nothing is removed).
     """
@@ -1152,7 +1151,7 @@ def _age(day: date, as_of: date) -> int:
             f"as_of = {as_of.isoformat()}: the archive holds ticks dated {day.isoformat()}, "
             "after it; age_days cannot be negative"
         )
-    return check_age_days(age)
+    return age  # an int >= 0: what tier_for checks
 
 
 def _month_filter(months: Collection[str] | None) -> Callable[[date], bool]:
