@@ -8,7 +8,6 @@ from datetime import date
 import pytest
 
 from skewtape_pipeline.errors import ConfigError
-from skewtape_pipeline.ticks.archive import versions
 from skewtape_pipeline.ticks.archive.compact import (
     DEFAULT_MEMORY_LIMIT,
     DEFAULT_RUN,
@@ -70,20 +69,12 @@ def test_compaction_lock_wait_when_archive_waits_longer_takes_the_longer(tmp_pat
 
 
 def test_archive_compact_when_the_archive_waits_longer_records_its_version_waiting_as_long(
-    tmp_path, monkeypatch
+    tmp_path, version_lock_waits
 ):
-    waits: list[tuple[str, float]] = []
-    real_lock = versions.archive_lock
-
-    def recording_lock(root, *, timeout, what):
-        waits.append((what, timeout))
-        return real_lock(root, timeout=timeout, what=what)
-
-    monkeypatch.setattr(versions, "archive_lock", recording_lock)
     source = read_canonical(write_four_day_csv(tmp_path / "ticks.csv"))
     longer = ARCHIVE_LOCK_WAIT_SECONDS + 300
     archive_at(tmp_path / "archive", lock_timeout=longer).compact(source, as_of=date(2025, 12, 5))
-    assert waits == [("recording a version", longer)]
+    assert version_lock_waits == [("recording a version", longer)]
 
 
 def test_archive_compact_when_given_the_run_follows_it_and_the_encoding(tmp_path):

@@ -16,7 +16,7 @@ import pytest
 from skewtape_pipeline.errors import ChainError, WriteOnceError
 from skewtape_pipeline.mirror.apply import apply_delta
 from skewtape_pipeline.mirror.snapshot import read_snapshot
-from skewtape_pipeline.ticks.archive import spill, versions
+from skewtape_pipeline.ticks.archive import spill
 from skewtape_pipeline.ticks.archive.books import EVENT_REFUSED, enable_books_and_records
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.layout import ARCHIVE_LOCK_WAIT_SECONDS, partition_file
@@ -116,22 +116,14 @@ def test_archive_symbol_days_when_ticks_exist_writes_reports_that_read_back_equa
 
 
 def test_archive_symbol_days_when_the_archive_waits_longer_records_its_version_waiting_as_long(
-    applied_chain: Path, tmp_path: Path, monkeypatch
+    applied_chain: Path, tmp_path: Path, version_lock_waits
 ):
-    waits: list[tuple[str, float]] = []
-    real_lock = versions.archive_lock
-
-    def recording_lock(root, *, timeout, what):
-        waits.append((what, timeout))
-        return real_lock(root, timeout=timeout, what=what)
-
-    monkeypatch.setattr(versions, "archive_lock", recording_lock)
     history = applied_chain / "history"
     wanted = busiest_symbol_days(history / "2026-10" / "fills/kalshi/2026-10.parquet", 1)
     longer = ARCHIVE_LOCK_WAIT_SECONDS + 300
     archive = archive_at(tmp_path / "archive", TierPolicy(), lock_timeout=longer)
     archive_symbol_days(archive, history, wanted, as_of=AS_OF)
-    assert waits == [("recording a version", longer)]
+    assert version_lock_waits == [("recording a version", longer)]
 
 
 def test_archive_read_back_when_a_file_was_altered_names_the_symbol(
