@@ -79,25 +79,27 @@ def _archive_shard_op(shard: int) -> dg.OpDefinition:
     ) -> None:
         """Archive this shard's venue-days of the run, one after the other."""
         tick_archive = archive.open(skewtape)
-        tick_archive.prepare()
-        options = VenueDayOptions(
-            archive=tick_archive,
-            as_of=today_utc(),
-            batch=context.run_id,
-            target_ratio=archive.target_ratio,
-            memory_limit=archive.memory_limit,
-        )
-        for key in shard_of(list(context.partition_keys), shard):
-            venue, day = venue_day_of(key)
-            named = _symbols_of(config, venue)
-            if named == []:
-                continue  # symbols were named, none of this venue
-            result = archive_venue_day(skewtape.history_dir, (venue, day), options, symbols=named)
-            context.log.info(
-                f"{key}: {len(result.archived)} symbol-day(s) archived "
-                f"({result.tick_count} ticks), {len(result.skipped)} skipped (no trades), "
-                f"{len(result.removed)} removed"
+        with tick_archive.writing():  # write-once mode first; the policy recorded after
+            options = VenueDayOptions(
+                archive=tick_archive,
+                as_of=today_utc(),
+                batch=context.run_id,
+                target_ratio=archive.target_ratio,
+                memory_limit=archive.memory_limit,
             )
+            for key in shard_of(list(context.partition_keys), shard):
+                venue, day = venue_day_of(key)
+                named = _symbols_of(config, venue)
+                if named == []:
+                    continue  # symbols were named, none of this venue
+                result = archive_venue_day(
+                    skewtape.history_dir, (venue, day), options, symbols=named
+                )
+                context.log.info(
+                    f"{key}: {len(result.archived)} symbol-day(s) archived "
+                    f"({result.tick_count} ticks), {len(result.skipped)} skipped (no trades), "
+                    f"{len(result.removed)} removed"
+                )
 
     return archive_venue_days
 

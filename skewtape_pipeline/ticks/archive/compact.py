@@ -971,13 +971,20 @@ def compact_source(
         plan = plan_stream(stream, options, router, on_read=run.on_read)
         write = partial(compact_planned, archive, encoding=encoding)
         reports = _write_symbol_days(plan, write, run.on_progress)
+    commit_compaction(archive)
+    return reports
+
+
+def commit_compaction(archive: Archive) -> None:
+    """Record the archive's version after compaction wrote to it (``versions.commit_version``,
+    nothing when nothing changed), waiting for the lock as long as the writes did
+    (:func:`compaction_lock_wait`)."""
     commit_version(
         archive.root,
         "compact",
         audit_log=archive.audit_log,
         lock_timeout=compaction_lock_wait(archive),
     )
-    return reports
 
 
 ENCODE_WORKERS = max(1, min(2, os.cpu_count() or 1))

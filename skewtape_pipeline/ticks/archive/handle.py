@@ -56,18 +56,21 @@ The reading verbs (``query``, ``open_view``, ``stats``, ``report``, ``verify``) 
 ``self.policy`` to modules that also serve callers without an ``Archive``; those resolve it
 once per call.
 
-Each writing verb first calls :meth:`Archive.prepare` and, once it succeeded, records a
-policy given to an archive that recorded none. Versioned reads (``read``, ``versions``,
-``tag``, ``prune_versions``) are methods of this same class, with the same constructor: they
-read ``self.root`` and ``self.policy`` and audit to ``self.audit_log`` as the verbs here do.
+Every writing verb (and the orchestration's venue-day writer) runs inside
+:meth:`Archive.writing`: ``books_and_records`` mode turned on first when the handle was built
+with it, and a policy given to an archive that recorded none recorded once the write succeeded.
+Versioned reads (``read``, ``versions``) and the version verbs (``tag``, ``prune_versions``)
+are methods of this same class, with the same constructor: they read ``self.root`` and
+``self.policy`` and audit to ``self.audit_log`` as the verbs here do.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import json
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import date
 from pathlib import Path
@@ -171,8 +174,7 @@ class Archive:
         """Pin ``version`` (default: the latest) as ``name``; returns the version. Under the
         archive's lock, so a version pruning (which reads the tags under it) never drops a
         version tagged meanwhile."""
-        self.prepare()
-        with self.locked("tagging a version"):
+        with self.writing(), self.locked("tagging a version"):
             return tag_version(self.root, name, version=version, audit_log=self.audit_log)
 
     def prune_versions(
@@ -180,8 +182,8 @@ class Archive:
     ) -> PruneResult:
         """Drop old versions and the files only they read (``version_pruning.prune_versions``;
         refused in books_and_records mode, which a handle built with it turns on first)."""
-        self.prepare()
-        return prune_versions(self, keep_last=keep_last, older_than=older_than)
+        with self.writing():
+            return prune_versions(self, keep_last=keep_last, older_than=older_than)
 
     def compact(
         self,
@@ -193,10 +195,8 @@ class Archive:
     ) -> list[TickStorageCompactionReport]:
         """Every symbol-day of ``source`` into the archive, encoded as ``encoding`` says, the
         run going as ``run`` says (``compact.compact_source``)."""
-        self.prepare()
-        reports = compact.compact_source(self, source, as_of=as_of, encoding=encoding, run=run)
-        self._after_writing()
-        return reports
+        with self.writing():
+            return compact.compact_source(self, source, as_of=as_of, encoding=encoding, run=run)
 
     def compact_symbol_day(
         self,
@@ -208,48 +208,45 @@ class Archive:
         source: SourceFacts = NO_SOURCE_FACTS,
         encoding: TickEncoding = DEFAULT_ENCODING,
     ) -> TickStorageCompactionReport:
-        """One sorted symbol-day into the archive (``compact.compact_symbol_day``)."""
-        self.prepare()
-        report = compact.compact_symbol_day(
-            self, batch, symbol=symbol, day=day, age_days=age_days, source=source,
-            encoding=encoding,
-        )  # fmt: skip
-        self._after_writing()
-        return report
+        """One sorted symbol-day into the archive (``compact.compact_symbol_day``), committed
+        as a version of its own (as ``compact`` commits one per run)."""
+        with self.writing():
+            report = compact.compact_symbol_day(
+                self, batch, symbol=symbol, day=day, age_days=age_days, source=source,
+                encoding=encoding,
+            )  # fmt: skip
+            compact.commit_compaction(self)
+            return report
 
     def retier(
         self, *, as_of: date, months: Collection[str] | None = None
     ) -> lifecycle.RetierResult:
         """Move symbol-days to the tier their age calls for (``lifecycle.retier``)."""
-        self.prepare()
-        result = lifecycle.retier(self, as_of=as_of, months=months)
-        self._after_writing()
-        return result
+        with self.writing():
+            return lifecycle.retier(self, as_of=as_of, months=months)
 
     def prune(self) -> list[Any]:
         """Remove superseded files (``lifecycle.prune``); returns them."""
-        self.prepare()
-        return lifecycle.prune(self)
+        with self.writing():
+            return lifecycle.prune(self)
 
     def withdraw(self, keys: Iterable[SymbolDayKey]) -> list[SymbolDayKey]:
         """Hide catalogued symbol-days at once (``withdraw.withdraw_symbol_days``)."""
-        self.prepare()
-        return withdrawal.withdraw_symbol_days(self, keys)
+        with self.writing():
+            return withdrawal.withdraw_symbol_days(self, keys)
 
     def remove(self, keys: Iterable[SymbolDayKey]) -> list[withdrawal.Removal]:
         """Take symbol-days out: hot files removed, consolidated copies withdrawn
         (``withdraw.remove_symbol_days``)."""
-        self.prepare()
-        return withdrawal.remove_symbol_days(self, keys)
+        with self.writing():
+            return withdrawal.remove_symbol_days(self, keys)
 
     def rebuild_catalog(self, *, allow_fewer: bool = False) -> integrity.RebuildResult:
         """The catalog written again from the consolidated files (``integrity.rebuild_catalog``;
         refused when it would account for fewer symbol-days than the catalog it replaces,
         unless ``allow_fewer``)."""
-        self.prepare()
-        result = integrity.rebuild_catalog(self, allow_fewer=allow_fewer)
-        self._after_writing()
-        return result
+        with self.writing():
+            return integrity.rebuild_catalog(self, allow_fewer=allow_fewer)
 
     def resolve(self, rel: str) -> TierFile:
         """The file the catalog path ``rel`` names: inside the warm or cold root the policy
@@ -284,19 +281,19 @@ class Archive:
         other.lock_timeout = _checked_lock_timeout(seconds)
         return other
 
-    def prepare(self) -> Path:
-        """Turn ``books_and_records`` mode on when the handle was built with it (idempotent;
-        audited); every writing verb calls it first. Returns the root."""
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[Archive]:
+        """Around every write to the archive (each writing verb, and a writer outside this
+        class, such as the Dagster asset archiving venue-days): first ``books_and_records``
+        mode turned on when the handle was built with it (idempotent; audited), so the write is
+        refused what that mode refuses; then, once the write succeeded, the policy given to an
+        archive that recorded none is recorded (a refused write records nothing)."""
         if self.books_and_records:
             self.root.mkdir(parents=True, exist_ok=True)
             enable_books_and_records(
                 self.root, audit_log=self.audit_log, reason="Archive(books_and_records=True)"
             )
-        return self.root
-
-    def _after_writing(self) -> None:
-        """Record the policy given when the archive recorded none yet (once a write succeeded,
-        so a refused command leaves nothing behind)."""
+        yield self
         if self._record and self.root.is_dir():
             record_policy(self.root, self.policy)
             self._record = False
