@@ -51,6 +51,7 @@ from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.archive.books import audit, check_may_write
 from skewtape_pipeline.ticks.archive.catalog import (
     FileRecord,
+    SymbolDayKey,
     append_hot_record,
     hot_records_path,
     read_catalog,
@@ -975,13 +976,14 @@ def compact_source(
     return reports
 
 
-def commit_compaction(archive: Archive) -> None:
+def commit_compaction(archive: Archive, sources: Mapping[SymbolDayKey, str] | None = None) -> None:
     """Record the archive's version after compaction wrote to it (``versions.commit_version``,
-    nothing when nothing changed), waiting for the lock as long as the writes did
-    (:func:`compaction_lock_wait`)."""
+    nothing when nothing changed; ``sources``: the bundle each symbol-day came from), waiting
+    for the lock as long as the writes did (:func:`compaction_lock_wait`)."""
     commit_version(
         archive.root,
         "compact",
+        sources=sources,
         audit_log=archive.audit_log,
         lock_timeout=compaction_lock_wait(archive),
     )

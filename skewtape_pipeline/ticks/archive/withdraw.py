@@ -31,7 +31,11 @@ from skewtape_pipeline.ticks.archive.catalog import (
 )
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
 from skewtape_pipeline.ticks.archive.layout import partition_file
-from skewtape_pipeline.ticks.archive.lifecycle import remove_files, remove_stale_catalog_temps
+from skewtape_pipeline.ticks.archive.lifecycle import (
+    Garbage,
+    remove_files,
+    remove_stale_catalog_temps,
+)
 from skewtape_pipeline.ticks.archive.versions import record_version
 
 if TYPE_CHECKING:
@@ -87,9 +91,10 @@ def remove_symbol_days(archive: Archive, keys: Iterable[SymbolDayKey]) -> list[R
     with archive.locked("removing"):
         withdrawn = set(_withdraw_locked(archive, wanted))
         pairs = list(zip(wanted, hot_files, strict=True))
-        removed = set(
-            remove_files(archive, [(hot, _why(key)) for key, hot in pairs if hot.exists()])
-        )
+        gone = [
+            Garbage(hot, archive.relative(hot), _why(key)) for key, hot in pairs if hot.exists()
+        ]
+        removed = set(remove_files(archive, gone))
         removals = [
             Removal(*key, removed_file=hot in removed, withdrawn=key in withdrawn)
             for key, hot in pairs

@@ -45,6 +45,7 @@ from skewtape_pipeline.ticks.archive.compact import (
     PlanOptions,
     StreamPlan,
     block_bytes_for,
+    commit_compaction,
     compact_planned,
     compaction_lock_wait,
     plan_stream,
@@ -52,7 +53,6 @@ from skewtape_pipeline.ticks.archive.compact import (
     utc_days,
 )
 from skewtape_pipeline.ticks.archive.layout import partition_file, recorded_schema
-from skewtape_pipeline.ticks.archive.versions import commit_version
 from skewtape_pipeline.ticks.archive.withdraw import Removal, remove_symbol_days
 from skewtape_pipeline.ticks.encode.chunked import RawChunk, ReadState, open_parquet, parquet_chunks
 from skewtape_pipeline.ticks.encode.model import (
@@ -366,14 +366,7 @@ def archive_symbol_days(
                 results.append(SymbolDayResult(*key, sources[key], report))
             else:  # no removal: no snapshot holds its month file; kept
                 results.append(_removal_result(key, sources[key], removals.get(key)))
-    bundles = {key: sources[key].bundle_id for key in planned}
-    commit_version(
-        archive.root,
-        "compact",
-        sources=bundles,
-        audit_log=archive.audit_log,
-        lock_timeout=compaction_lock_wait(archive),
-    )
+    commit_compaction(archive, {key: sources[key].bundle_id for key in planned})
     return results
 
 
