@@ -17,7 +17,7 @@ from skewtape_pipeline.ticks.archive.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.query import run_query
 from skewtape_pipeline.ticks.archive.show import show_symbol_day
-from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, ArchiveTiers, TierPolicy
 from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day
 
 DAY = date(2026, 10, 5)
@@ -39,13 +39,16 @@ def events(story) -> list[str]:
 
 
 def reported_places(root: Path) -> dict[str, tuple[str | None, str | None]]:
-    table = run_query("SELECT symbol, tier, path FROM tick_reports WHERE status = 'archived'", root)
+    table = run_query(
+        "SELECT symbol, tier, path FROM tick_reports WHERE status = 'archived'",
+        ArchiveTiers.of(root),
+    )
     return {row["symbol"]: (row["tier"], row["path"]) for row in table.to_pylist()}
 
 
 def test_show_when_just_archived_names_hot_file_report_and_written(archived):
     root, symbol = archived
-    story = show_symbol_day(root, symbol, DAY)
+    story = show_symbol_day(ArchiveTiers.of(root), symbol, DAY)
     assert story.place is not None and story.place.tier == HOT
     assert (root / story.place.file).is_file() and story.place.first_row is None
     assert story.report is not None and story.report["status"] == "archived"
@@ -56,7 +59,7 @@ def test_show_when_just_archived_names_hot_file_report_and_written(archived):
 def test_show_when_retiered_names_cold_file_row_range_and_the_move(archived):
     root, symbol = archived
     Archive(root).retier(as_of=LATER)
-    story = show_symbol_day(root, symbol, DAY)
+    story = show_symbol_day(ArchiveTiers.of(root), symbol, DAY)
     (cold,) = read_catalog(root).files.values()
     assert story.place is not None and (story.place.tier, story.place.file) == (COLD, cold.path)
     assert story.place.first_row == 0 and story.place.rows == story.report["tick_count"]
@@ -78,18 +81,21 @@ def test_show_when_withdrawn_then_purged_says_so_and_reports_name_no_file(archiv
     root, symbol = archived
     Archive(root).retier(as_of=LATER)
     Archive(root).remove([(symbol, DAY)])
-    story = show_symbol_day(root, symbol, DAY)
+    story = show_symbol_day(ArchiveTiers.of(root), symbol, DAY)
     assert story.place is None and story.withdrawn
     assert events(story)[-1] == "withdrawn"
     assert reported_places(root)[symbol] == (None, None)
     Archive(root).retier(as_of=LATER)
-    assert events(show_symbol_day(root, symbol, DAY))[-2:] == ["withdrawn", "purged"]
+    assert events(show_symbol_day(ArchiveTiers.of(root), symbol, DAY))[-2:] == [
+        "withdrawn",
+        "purged",
+    ]
 
 
 def test_show_when_symbol_day_unknown_refuses_naming_it(archived):
     root, _ = archived
     with pytest.raises(ConfigError, match=r"kalshi:NOPE 2026-10-05: not in the archive"):
-        show_symbol_day(root, "kalshi:NOPE", DAY)
+        show_symbol_day(ArchiveTiers.of(root), "kalshi:NOPE", DAY)
 
 
 def test_cli_show_when_json_prints_place_report_and_history(archived, capsys):
@@ -127,14 +133,14 @@ def test_show_when_cold_day_rearchived_unchanged_tells_recompaction_and_back_in_
     archive = Archive(root, policy=TierPolicy(), audit_log=default_audit_log(root))
     options = VenueDayOptions(archive=archive, as_of=date(2026, 12, 3), batch="b2")
     archive_venue_day(root.parent / "history", ("kalshi", DAY), options, symbols=[symbol])
-    story = show_symbol_day(root, symbol, DAY)
+    story = show_symbol_day(ArchiveTiers.of(root), symbol, DAY)
     assert story.place is not None and story.place.tier == HOT
     assert events(story)[-1] == "recompacted" and story.report["batch"] == "b2"
 
     result = Archive(root).retier(as_of=date(2026, 12, 3))  # today: October's age says WARM
 
     assert result.moved == [] and result.files_written == []
-    story = show_symbol_day(root, symbol, DAY)
+    story = show_symbol_day(ArchiveTiers.of(root), symbol, DAY)
     assert story.place is not None and (story.place.tier, story.place.file) == (COLD, cold.path)
     assert events(story)[-2:] == ["recompacted", "hot-file-removed"]
     assert reported_places(root)[symbol] == (COLD, cold.path)
