@@ -130,7 +130,7 @@ def extend_versions(root: Path, to: int) -> None:
         record = versions_module._dumps(
             versions_module.Version(**{**latest.__dict__, "version": number}).to_dict()
         )
-        path = versions_module._record_path(root, number)
+        path = versions_module.record_path(root, number)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(record)
         versions_module._append_index(root, number - 1, latest.time_ns + number * 1_000_000)

@@ -11,8 +11,9 @@ importable without pyarrow.
   (``TickEncoding``: how ticks are encoded, fixed once per run).
 - ``archive/``: Everything under an archive root, behind one front door: ``handle.Archive``,
   built once from the root, the tier policy, the audit log, the lock timeout and the write-once
-  mode, with every verb (compact, retier, withdraw, remove, verify, rebuild_catalog, query,
-  open_view, stats, report, read now or as of a version, versions, tag, prune_versions).
+  mode, with the verbs (compact, compact_symbol_day, plan_retier, retier, prune, withdraw,
+  remove, verify, rebuild_catalog, query, open_view, stats, report, read now or as of a
+  version, state, symbols, days, versions, tag, prune_versions).
   Below it: where files live (layout, tiers and their roots), the
   catalog and placement, and the modules that do each verb's work
   (compaction, consolidation, re-tiering, withdrawal, integrity, books mode, the query view,

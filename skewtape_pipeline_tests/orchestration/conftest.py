@@ -1,4 +1,5 @@
-"""Builders for the orchestration tests: definitions over a copy of the sample chain.
+"""Builders for the orchestration tests: definitions over a copy of the sample chain, and a
+Dagster instance in memory.
 
 The sample chain itself (``published_sample``, ``sample_root``, ...) comes from the package's
 root conftest; here it is applied month by month through the ``apply_month`` job.
@@ -7,6 +8,7 @@ root conftest; here it is applied month by month through the ``apply_month`` job
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -19,6 +21,13 @@ from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 @pytest.fixture
 def skewtape(sample_root: Path) -> SkewtapeHome:
     return SkewtapeHome(root=str(sample_root))
+
+
+@pytest.fixture
+def instance() -> Iterator[dg.DagsterInstance]:
+    """An ephemeral Dagster instance (runs, events and partitions in memory) for one test."""
+    with dg.DagsterInstance.ephemeral() as ephemeral:
+        yield ephemeral
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from skewtape_pipeline.definitions import defs
 from skewtape_pipeline.orchestration.mirror.jobs import APPLY_POOL
@@ -82,6 +83,19 @@ def test_dagster_yaml_when_loaded_limits_pools_to_one_run_and_disables_telemetry
         pools = instance.get_concurrency_config().pool_config
         assert (pools.pool_granularity.value, pools.default_pool_limit) == ("run", 1)
         assert instance.telemetry_enabled is False
+
+
+def test_dagster_yaml_when_loaded_from_a_new_dagster_home_turns_off_the_community_pop_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The UI shows Dagster's "Join the community" pop-up when the instance's ``nux_enabled``
+    says so (and DAGSTER_HOME/.nux does not record it as seen): the project's dagster.yaml,
+    loaded from DAGSTER_HOME as the webserver and the daemon load it, turns it off."""
+    shutil.copy(REPO / "dagster.yaml", tmp_path / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    with dg.DagsterInstance.get() as instance:
+        assert not instance.is_ephemeral
+        assert instance.nux_enabled is False
 
 
 def test_dagster_definitions_validate_when_run_on_the_workspace_succeeds(tmp_path: Path):

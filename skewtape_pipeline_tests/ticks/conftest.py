@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 from skewtape_pipeline.mirror.apply import apply_delta
+from skewtape_pipeline.ticks.archive import versions
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.encode.model import SchemaRequest, TickBatch, TickSchema
@@ -127,3 +128,17 @@ def no_fsync(monkeypatch):
     """Durability is not what the tests that take this check (archives of thousands of tiny
     files): skip fsync to keep them fast."""
     monkeypatch.setattr(os, "fsync", lambda fd: None)
+
+
+@pytest.fixture
+def version_lock_waits(monkeypatch) -> list[tuple[str, float]]:
+    """``(what, timeout)`` of every archive lock taken to record a version, as taken."""
+    waits: list[tuple[str, float]] = []
+    real_lock = versions.archive_lock
+
+    def recording_lock(root, *, timeout, what):
+        waits.append((what, timeout))
+        return real_lock(root, timeout=timeout, what=what)
+
+    monkeypatch.setattr(versions, "archive_lock", recording_lock)
+    return waits

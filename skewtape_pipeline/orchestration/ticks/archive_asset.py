@@ -23,6 +23,7 @@ venue-days: the corrections sensor reruns exactly the symbol-days a correction t
 """
 
 import warnings
+from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
@@ -36,7 +37,7 @@ from skewtape_pipeline.orchestration.ticks.partitions import venue_day_of, venue
 from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.orchestration.ticks.venue_day_metadata import venue_day_metadata
 from skewtape_pipeline.ticks.archive.reports_table import read_venue_day_reports
-from skewtape_pipeline.ticks.archive.versions import version_count
+from skewtape_pipeline.ticks.archive.versions import latest_version
 from skewtape_pipeline.ticks.fills.snapshot_fills import split_symbol, today_utc
 from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day
 
@@ -78,25 +79,27 @@ def _archive_shard_op(shard: int) -> dg.OpDefinition:
     ) -> None:
         """Archive this shard's venue-days of the run, one after the other."""
         tick_archive = archive.open(skewtape)
-        tick_archive.prepare()
-        options = VenueDayOptions(
-            archive=tick_archive,
-            as_of=today_utc(),
-            batch=context.run_id,
-            target_ratio=archive.target_ratio,
-            memory_limit=archive.memory_limit,
-        )
-        for key in shard_of(list(context.partition_keys), shard):
-            venue, day = venue_day_of(key)
-            named = _symbols_of(config, venue)
-            if named == []:
-                continue  # symbols were named, none of this venue
-            result = archive_venue_day(skewtape.history_dir, (venue, day), options, symbols=named)
-            context.log.info(
-                f"{key}: {len(result.archived)} symbol-day(s) archived "
-                f"({result.tick_count} ticks), {len(result.skipped)} skipped (no trades), "
-                f"{len(result.removed)} removed"
+        with tick_archive.writing():  # write-once mode first; the policy recorded after
+            options = VenueDayOptions(
+                archive=tick_archive,
+                as_of=today_utc(),
+                batch=context.run_id,
+                target_ratio=archive.target_ratio,
+                memory_limit=archive.memory_limit,
             )
+            for key in shard_of(list(context.partition_keys), shard):
+                venue, day = venue_day_of(key)
+                named = _symbols_of(config, venue)
+                if named == []:
+                    continue  # symbols were named, none of this venue
+                result = archive_venue_day(
+                    skewtape.history_dir, (venue, day), options, symbols=named
+                )
+                context.log.info(
+                    f"{key}: {len(result.archived)} symbol-day(s) archived "
+                    f"({result.tick_count} ticks), {len(result.skipped)} skipped (no trades), "
+                    f"{len(result.removed)} removed"
+                )
 
     return archive_venue_days
 
@@ -122,13 +125,14 @@ def record_tick_archive(
     archive: ArchiveSettings,
 ):
     """Read the run's rows of the reports table back: each venue-day's metadata (with
-    archive_version, the archive version the run's last commit made), the checks.
+    archive_version, the archive version the run committed, 0 when it committed none), the
+    checks.
 
     A symbol-day read back unequal to its fills fails the check and then the op, before the
     asset's output: Dagster records a partition whenever the graph's last op succeeds, so
     raising here is what keeps the run's venue-days from showing as materialized."""
     batches = _batches(context)
-    version = version_count(skewtape.archive_dir)  # the run's last commit (archive pool: no other)
+    version = committed_version(context, skewtape.archive_dir)
     problems, files = [], 0
     for key in context.partition_keys:
         venue, day = venue_day_of(key)
@@ -171,9 +175,26 @@ def record_tick_archive(
 def _batches(context: dg.AssetExecutionContext):
     """The run ids whose report rows belong to this run: its own, and those of the runs it
     re-executes (a re-execution from failure skips the shards that succeeded before)."""
+    return pa.array(_run_ids(context), pa.string())
+
+
+def _run_ids(context: dg.AssetExecutionContext) -> list[str]:
+    """This run's id and those of the runs it re-executes, sorted."""
     run = context.run
-    ids = {run.run_id, run.parent_run_id, run.root_run_id} - {None}
-    return pa.array(sorted(ids), pa.string())
+    return sorted({run.run_id, run.parent_run_id, run.root_run_id} - {None})
+
+
+def committed_version(context: dg.AssetExecutionContext, archive_root: Path) -> int:
+    """The archive version this run's shards committed last: the archive's latest, when it was
+    recorded after this run (or the first run it re-executes) started; 0 when it was recorded
+    before, i.e. the run changed nothing (runs that write the archive share
+    :data:`ARCHIVE_POOL`, so no other run commits meanwhile)."""
+    latest = latest_version(archive_root)
+    records = [context.instance.get_run_record_by_id(run_id) for run_id in _run_ids(context)]
+    starts = [r.start_time for r in records if r is not None and r.start_time is not None]
+    if latest is None or not starts or latest.time.timestamp() < min(starts):
+        return 0
+    return latest.version
 
 
 with warnings.catch_warnings():

@@ -8,14 +8,18 @@ import dagster as dg
 from pydantic import Field
 
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
+from skewtape_pipeline.ticks.archive.compact import DEFAULT_MEMORY_LIMIT
 from skewtape_pipeline.ticks.archive.file_compression import MIN_TICKS_JUDGED
 from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.layout import ARCHIVE_LOCK_WAIT_SECONDS
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 
 
 class ArchiveSettings(dg.ConfigurableResource):
     """How the tick archive writes and re-tiers: the tier policy (explicit, recorded in every
-    report), the compression target each report is measured against, and the write-once mode."""
+    report), the compression target each report is measured against and the fewest ticks a
+    consolidated file is judged on, the write-once mode, the memory an archiving op may use,
+    and how long the run's writers wait for the archive's lock."""
 
     tier_policy_file: str | None = Field(
         default=None,
@@ -40,15 +44,17 @@ class ArchiveSettings(dg.ConfigurableResource):
         "already in it stays write-once.",
     )
     memory_limit: int = Field(
-        default=2 * 2**30,
+        default=DEFAULT_MEMORY_LIMIT,
         description="Bytes an archiving op may use reading a venue-day's fills (as "
         "`compact-ticks --memory-limit`): rows beyond half of it spill to the archive's staging "
         "folder; DuckDB's read-back check runs within it too.",
     )
     lock_timeout: float = Field(
         default=60.0,
-        description="Seconds a re-tiering waits for another one of the same archive (e.g. "
-        "started from the command line) to finish.",
+        description="Seconds each writer of the run's Archive (compacting, re-tiering, "
+        "removing, recording a version) waits for another writer of the same archive (e.g. "
+        "started from the command line) to release the archive's lock; compaction waits at "
+        f"least {ARCHIVE_LOCK_WAIT_SECONDS:g} seconds.",
     )
 
     def open(self, skewtape: SkewtapeHome) -> Archive:

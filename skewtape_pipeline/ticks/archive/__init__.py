@@ -7,10 +7,16 @@ Modules:
 
 - ``handle``: :class:`Archive`, the front door: built once from the root, the tier policy (default:
   the one the archive records), the audit log (None: no audit), the lock timeout and the
-  write-once mode; every verb below reached from it. The command line and the Dagster
-  ``archive`` resource each build one.
-- ``tiers``: :class:`TierPolicy` (age thresholds, layouts, roots) and :class:`TierSettings` (a
-  tier's layout and root, extending the encoder's Parquet writer settings).
+  write-once mode. Its verbs: compact, compact_symbol_day, plan_retier, retier, prune,
+  withdraw, remove, rebuild_catalog, verify, query, open_view, stats, report, read (now or as of
+  a version), state, symbols, days, versions, tag, prune_versions. Read-only functions outside
+  it take the archive's root and options: ``show.show_symbol_day``,
+  ``version_pruning.past_version_bytes``, ``file_compression.file_compression``. The command
+  line and the Dagster ``archive`` resource each build one.
+- ``tiers``: :class:`TierPolicy` (age thresholds, layouts, roots), :class:`TierSettings` (a
+  tier's layout and root, extending the encoder's Parquet writer settings) and
+  :class:`ArchiveTiers` (a policy resolved for one archive: its warm and cold stores, each
+  tier's settings and root, the catalog paths).
 - ``layout``: what lives under an archive root and where (symbol-day paths, the marker pinning
   the schema, the catalog's name, the one lock every writer takes: ``archive_lock``, the
   staging folder and publishing into place, ``check_archive_root``). The Parquet file itself
@@ -24,6 +30,8 @@ Modules:
 - ``compact``: symbol-day files into the archive (``compact_ticks``, ``compact_source``,
   ``compact_symbol_day``, ``sort_batch``), each given the ``Archive`` and the run's options
   (``CompactionRun``, ``SourceFacts``).
+- ``spill``: a compaction's symbol-days gathered from a stream of chunks in bounded memory,
+  spilling to the archive's staging folder (``SymbolDayRouter``).
 - ``lifecycle``: re-tiering by age (``plan_retier``, ``retier``, ``prune``), relocated reports.
 - ``withdraw``: symbol-days corrected away (``withdraw_symbol_days``, ``remove_symbol_days``).
 - ``integrity``: the writers' catalog check, ``verify_archive``, ``rebuild_catalog``.
@@ -35,4 +43,8 @@ Modules:
 - ``file_compression``: how well a consolidated file compresses its ticks, measured.
 - ``trust``: every file against the record made when it was written; what readers verify before
   reading (``verify_before_reading``).
+- ``versions``: every committed change recorded as a numbered version (the version log, as-of
+  reads, tags).
+- ``version_pruning``: pruning versions on purpose and the files only past versions read
+  (``prune_versions``, ``past_version_bytes``).
 """

@@ -34,7 +34,7 @@ import itertools
 import os
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
@@ -58,7 +58,6 @@ from skewtape_pipeline.ticks.archive.catalog import (
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
 from skewtape_pipeline.ticks.archive.layout import (
     ARCHIVE_LOCK_WAIT_SECONDS,
-    PreparedFile,
     archive_lock,
     encode_symbol,
     ensure_archive_schema,
@@ -75,7 +74,6 @@ from skewtape_pipeline.ticks.archive.spill import (
     new_spill_folder,
     remove_orphaned_staging,
 )
-from skewtape_pipeline.ticks.archive.tiers import check_age_days
 from skewtape_pipeline.ticks.archive.versions import commit_version
 from skewtape_pipeline.ticks.encode.chunked import DEFAULT_BLOCK_BYTES, read_ahead
 from skewtape_pipeline.ticks.encode.model import (
@@ -120,6 +118,7 @@ from skewtape_pipeline.ticks.encode.validate import (
     validate_batch,
     validate_values,
 )
+from skewtape_pipeline.ticks.encode.writer_settings import WriterSettings
 
 if TYPE_CHECKING:
     from skewtape_pipeline.ticks.archive.handle import Archive
@@ -686,8 +685,8 @@ def compact_symbol_day(
     unit (None: the batch's own; the report records the unit read back from the written file)
     and the target ratio apply: the batch is already at its scales and sides. Atomic and
     idempotent: rewriting a symbol-day replaces its file. The file is published under the
-    archive's lock (waiting up to :func:`compaction_lock_wait` seconds for a re-tiering to
-    finish), and its size and sha256 recorded there (``catalog.append_hot_record``: what
+    archive's lock (waiting up to :func:`compaction_lock_wait` seconds for another writer to
+    release it), and its size and sha256 recorded there (``catalog.append_hot_record``: what
     readers verify it by). Compacting a symbol-day the archive already holds is audited to the
     archive's audit log once the write succeeded (:func:`recompaction_record`).
 
@@ -703,10 +702,12 @@ def compact_symbol_day(
     RoundTripError
         The written file did not read back equal (nothing is published).
     WriteOnceError
-        The archive is in ``books_and_records`` mode and the symbol-day's file exists.
+        The archive is in ``books_and_records`` mode and the symbol-day's file exists (checked
+        before encoding, and again under the lock that publishes); nothing is written.
     CatalogMismatchError
         The symbol-day's file exists and the catalog is missing, unreadable or does not account
-        for the files on disk (``integrity.checked_catalog``); nothing is rewritten.
+        for the files on disk (``integrity.checked_catalog``, checked once, under the lock that
+        publishes); nothing is rewritten and the staged file is discarded.
     ArchiveBusyError
         Another writer held the archive's lock for longer than the compaction waits.
     """
@@ -723,9 +724,9 @@ def _planned(
     source: SourceFacts,
     encoding: TickEncoding,
 ) -> PlannedSymbolDay:
-    """The symbol-day checked as :func:`compact_symbol_day` says, its batch at the encoding's
-    timestamp unit, its raw size the one measured in ``source`` or else the canonical CSV's."""
-    check_age_days(age_days)
+    """The symbol-day checked as :func:`compact_symbol_day` says (``age_days`` is checked where
+    it picks the tier, ``TierPolicy.tier_for``), its batch at the encoding's timestamp unit, its
+    raw size the one measured in ``source`` or else the canonical CSV's."""
     day = _check_date(day, name="day")
     encode_symbol(symbol)
     batch = _checked_batch(batch, symbol, day, encoding.schema.timestamp_unit)
@@ -761,36 +762,31 @@ def _write_symbol_day(
     archive: Archive, item: PlannedSymbolDay, target: float, started: float
 ) -> TickStorageCompactionReport:
     """Write ``item``'s file into ``archive`` at its tier's settings and report on it
-    (measured against ``target``, timed from ``started``): the schema and rewrite checks under
-    the archive's lock, then encoding and verification outside it, then the publication under
-    it again (:func:`_publish_under_lock`). Besides the rewrite check
-    (:func:`_check_may_rewrite`), the one place compaction reads the archive's tier policy: the
-    tier of the item's age, that tier's writer settings and the policy the report records."""
+    (measured against ``target``, timed from ``started``): the refusals that need no tiers
+    before anything is encoded (:func:`_check_before_encoding`), then the file encoded and
+    published (:func:`_published`, where the catalog check runs). The one place compaction
+    reads the tier policy: the tier of the item's age (``tier_for`` checks ``age_days``), that
+    tier's writer settings and the policy the report records."""
     tiers = archive.tiers
     tier, recorded = tiers.policy.tier_for(item.age_days), tiers.policy.to_dict()
-    settings = tiers.writers[tier]
     path = partition_file(archive.root, item.symbol, item.day)
-    _check_before_encoding(archive, item.batch, path)  # every refusal before anything is written
+    _check_before_encoding(archive, item.batch, path)
     metadata = {
         META_SYMBOL: item.symbol,
         META_DATE: item.day.isoformat(),
         META_PREFIX + "tier": tier,
     }
-    prepared = prepare_archive_file(  # encode, write, verify: outside the lock, in parallel
-        item.batch, path, archive_root=archive.root, settings=settings, metadata=metadata
-    )
-    try:
-        facts, rewrite = _publish_under_lock(archive, prepared, item)
-    finally:
-        prepared.discard()
+    facts, rewrite = _published(archive, item, path, tiers.writers[tier], metadata)
     fields = _report_fields(item, (path, facts), target, started)
     report = TickStorageCompactionReport(**fields, tier=tier, tier_policy=recorded)
     return report.noted(*([] if rewrite is None else [recompaction_note(rewrite)]))
 
 
 def _check_before_encoding(archive: Archive, batch: TickBatch, path: Path) -> None:
-    """Under the archive's lock: the batch's schema is the archive's (recorded when the
-    archive has none) and the file at ``path`` may be written (:func:`_check_may_rewrite`)."""
+    """Under the archive's lock, the refusals that need no tiers, before anything is encoded:
+    the batch's schema is the archive's (recorded when the archive has none) and the file at
+    ``path`` may be written in books_and_records mode (``books.check_may_write``). The catalog
+    check reads the tiers and runs once, under the lock that publishes (:func:`_published`)."""
     with archive_lock(archive.root, timeout=compaction_lock_wait(archive), what="compacting"):
         ensure_archive_schema(
             archive.root,
@@ -798,7 +794,7 @@ def _check_before_encoding(archive: Archive, batch: TickBatch, path: Path) -> No
             quantity_scale=batch.quantity_scale,
             timestamp_unit=batch.timestamp_unit,
         )
-        _check_may_rewrite(archive, path)
+        check_may_write(archive.root, path)
 
 
 def _report_fields(
@@ -844,33 +840,43 @@ def _report_fields(
     )
 
 
-def _check_may_rewrite(archive: Archive, path: Path) -> None:
-    """Refuse replacing an existing symbol-day file in books_and_records mode, or while the
-    catalog does not account for the files on disk. Call it under the archive's lock."""
-    check_may_write(archive.root, path)
-    if path.exists():
-        checked_catalog(archive.tiers)
-
-
-def _publish_under_lock(
-    archive: Archive, prepared: PreparedFile, item: PlannedSymbolDay
+def _published(
+    archive: Archive,
+    item: PlannedSymbolDay,
+    path: Path,
+    settings: WriterSettings,
+    metadata: Mapping[str, str],
 ) -> tuple[FileFacts, dict | None]:
-    """Publish a staged symbol-day file under the archive's lock, held only for the checks,
-    the rename, the file's record (size and sha256, ``catalog.append_hot_record``) and the audit
-    record, not while encoding or hashing (so writers of one archive run side by side). A
-    rewrite is refused as before the encoding, and audited once the rename succeeded. Returns
-    the file's facts and the rewrite's audit record (None for a new symbol-day)."""
+    """Encode, write and verify ``item``'s file for ``path`` at ``settings`` in the staging
+    folder, outside the archive's lock (``layout.prepare_archive_file``: writers of one archive
+    encode side by side), then publish it under the lock, held only for the checks, the rename,
+    the file's record (size and sha256, ``catalog.append_hot_record``) and the audit record.
+
+    The checks under the lock: books_and_records mode again (the lock was let go while
+    encoding), then, when the file exists, the catalog check (``integrity.checked_catalog``,
+    refusing while the catalog does not account for the files on disk). A refusal publishes
+    nothing and the staged file is discarded, as it is whatever happens. A rewrite is audited
+    once the rename succeeded. Returns the file's facts and the rewrite's audit record (None
+    for a new symbol-day)."""
     out = archive.root
-    record = FileRecord(prepared.temp.stat().st_size, sha256_file(prepared.temp))  # private file
-    with archive_lock(out, timeout=compaction_lock_wait(archive), what="compacting"):
-        _check_may_rewrite(archive, prepared.target)  # again: the lock was let go meanwhile
-        fsio.refuse_linked_state(hot_records_path(out))  # the record must follow the rename
-        rewrite = recompaction_record(out, item.symbol, item.day, rows=prepared.facts.num_rows)
-        facts = publish_archive_file(prepared)
-        faults.checkpoint("hot-published")  # a crash here: the file without its record
-        append_hot_record(out, prepared.target.relative_to(out).as_posix(), record)
-        if rewrite is not None:
-            audit(out, archive.audit_log, [rewrite])
+    prepared = prepare_archive_file(
+        item.batch, path, archive_root=out, settings=settings, metadata=metadata
+    )
+    try:
+        record = FileRecord(prepared.temp.stat().st_size, sha256_file(prepared.temp))
+        with archive_lock(out, timeout=compaction_lock_wait(archive), what="compacting"):
+            check_may_write(out, path)
+            if path.exists():
+                checked_catalog(archive.tiers)
+            fsio.refuse_linked_state(hot_records_path(out))  # the record must follow the rename
+            rewrite = recompaction_record(out, item.symbol, item.day, rows=prepared.facts.num_rows)
+            facts = publish_archive_file(prepared)
+            faults.checkpoint("hot-published")  # a crash here: the file without its record
+            append_hot_record(out, path.relative_to(out).as_posix(), record)
+            if rewrite is not None:
+                audit(out, archive.audit_log, [rewrite])
+    finally:
+        prepared.discard()
     return facts, rewrite
 
 
@@ -965,8 +971,20 @@ def compact_source(
         plan = plan_stream(stream, options, router, on_read=run.on_read)
         write = partial(compact_planned, archive, encoding=encoding)
         reports = _write_symbol_days(plan, write, run.on_progress)
-    commit_version(archive.root, "compact", audit_log=archive.audit_log)
+    commit_compaction(archive)
     return reports
+
+
+def commit_compaction(archive: Archive) -> None:
+    """Record the archive's version after compaction wrote to it (``versions.commit_version``,
+    nothing when nothing changed), waiting for the lock as long as the writes did
+    (:func:`compaction_lock_wait`)."""
+    commit_version(
+        archive.root,
+        "compact",
+        audit_log=archive.audit_log,
+        lock_timeout=compaction_lock_wait(archive),
+    )
 
 
 ENCODE_WORKERS = max(1, min(2, os.cpu_count() or 1))

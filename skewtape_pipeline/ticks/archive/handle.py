@@ -40,16 +40,16 @@ and root, the catalog path map).
 Compaction reads the tier and writer settings there (and hands them to the catalog check) and
 hands the Parquet writer (``layout.prepare_archive_file``) the ``WriterSettings`` alone, read
 in ``parquet_file.write_verified_file``. Re-tiering (``lifecycle.retier``) reads
-``archive.tiers`` in several places: its checks (``_checked_plan``: the stores' stale temps,
-the catalog check); its planner, which takes each rewrite's store, tier settings and layout
-there and carries them in the plan to ``consolidate`` (which hands
-``parquet_file.write_table`` the writer settings alone; the store names the new file's catalog
-path); the source readers (``_ConsolidatedCopies``, ``_SourceReader``: catalog paths resolved
-and made); the next catalog (``_next_catalog``: the hot sources' catalog paths); the garbage
-listing after the commit (``_remove_replaced``) and the removals (``remove_files``: catalog
-paths in the audit records), all the same value the plan was made with. Pruning, withdrawal,
-the catalog rebuild and version pruning read it where they need a store, a catalog path or the
-catalog check. The catalog check (``integrity.checked_catalog``) and the garbage
+``archive.tiers`` once, under the lock (``lifecycle._checked_tiers``: the stores' stale temps,
+the catalog check), and hands it to its planner, which resolves every location there and
+carries it in the plan: each source's file and catalog path, each rewrite's store, tier
+settings and layout (``consolidate`` hands ``parquet_file.write_table`` the writer settings
+alone; the store names the new file's catalog path). Carrying the plan out reads only the
+plan; after the commit the garbage listing surveys the same tiers and hands
+``lifecycle.remove_files`` each file with its catalog path. ``lifecycle.plan_retier`` (without
+the lock) and pruning read it the same way. Withdrawal, the catalog rebuild and version
+pruning read it where they need a store, a catalog path or the catalog check.
+The catalog check (``integrity.checked_catalog``) and the garbage
 listing (``lifecycle._garbage``) each read the stores and paths in one call
 (``ArchiveTiers.survey``) and hand the listing down (``integrity.unaccounted_files``,
 ``placement.unlisted_files``), so those read no tiers.
@@ -58,18 +58,21 @@ the same value down (``query``'s view and its checks, ``placement.locate`` and
 ``archive_metrics``, ``integrity.verify_archive``), as does ``lifecycle.relocated_report``;
 no function below the handle resolves a policy again.
 
-Each writing verb first calls :meth:`Archive.prepare` and, once it succeeded, records a
-policy given to an archive that recorded none. Versioned reads (``read``, ``versions``,
-``tag``, ``prune_versions``) are methods of this same class, with the same constructor: they
-read ``self.root`` and ``self.tiers`` and audit to ``self.audit_log`` as the verbs here do.
+Every writing verb (and the orchestration's venue-day writer) runs inside
+:meth:`Archive.writing`: ``books_and_records`` mode turned on first when the handle was built
+with it, and a policy given to an archive that recorded none recorded once the write succeeded.
+Versioned reads (``read``, ``versions``) and the version verbs (``tag``, ``prune_versions``)
+are methods of this same class, with the same constructor: they read ``self.root`` and
+``self.tiers`` and audit to ``self.audit_log`` as the verbs here do.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import json
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import date
 from pathlib import Path
@@ -115,8 +118,18 @@ POLICY_RECORD = "_skewtape_tier_policy.json"
 """In the archive root: the tier policy the archive was first given (where its tiers are)."""
 
 _ORDER = "symbol, date, ts, price, quantity, side"
-BESIDE = "beside"
-"""``audit_log``'s default: ``audit.jsonl`` beside the archive root."""
+
+
+class _Beside:
+    """The type of :data:`BESIDE` (an object no path or string equals)."""
+
+    def __repr__(self) -> str:
+        return "BESIDE"
+
+
+BESIDE = _Beside()
+"""``audit_log``'s default: ``audit.jsonl`` beside the archive root (a sentinel, so no path
+given, not even one named ``beside``, is taken for it)."""
 
 
 class Archive:
@@ -134,7 +147,7 @@ class Archive:
         root: Path | str,
         *,
         policy: TierPolicy | None = None,
-        audit_log: Path | str | None = BESIDE,
+        audit_log: Path | str | _Beside | None = BESIDE,
         lock_timeout: float = 0.0,
         books_and_records: bool = False,
     ):
@@ -148,7 +161,7 @@ class Archive:
             check_same_placement(self.root, policy, recorded)
         self.policy: TierPolicy = policy or recorded or TierPolicy()
         self._record = policy is not None and recorded is None
-        if audit_log == BESIDE:
+        if audit_log is BESIDE:
             audit_log = default_audit_log(self.root)
         self.audit_log: Path | None = None if audit_log is None else Path(audit_log)
         self.lock_timeout = _checked_lock_timeout(lock_timeout)
@@ -160,14 +173,19 @@ class Archive:
     # --- writing -------------------------------------------------------------------------------
 
     def tag(self, name: str, version: int | None = None) -> int:
-        """Pin ``version`` (default: the latest) as ``name``; returns the version."""
-        return tag_version(self.root, name, version=version, audit_log=self.audit_log)
+        """Pin ``version`` (default: the latest) as ``name``; returns the version. Under the
+        archive's lock, so a version pruning (which reads the tags under it) never drops a
+        version tagged meanwhile."""
+        with self.writing(), self.locked("tagging a version"):
+            return tag_version(self.root, name, version=version, audit_log=self.audit_log)
 
     def prune_versions(
         self, *, keep_last: int | None = None, older_than: date | None = None
     ) -> PruneResult:
-        """Drop old versions and the files only they read (``version_pruning.prune_versions``)."""
-        return prune_versions(self, keep_last=keep_last, older_than=older_than)
+        """Drop old versions and the files only they read (``version_pruning.prune_versions``;
+        refused in books_and_records mode, which a handle built with it turns on first)."""
+        with self.writing():
+            return prune_versions(self, keep_last=keep_last, older_than=older_than)
 
     def compact(
         self,
@@ -179,10 +197,8 @@ class Archive:
     ) -> list[TickStorageCompactionReport]:
         """Every symbol-day of ``source`` into the archive, encoded as ``encoding`` says, the
         run going as ``run`` says (``compact.compact_source``)."""
-        self.prepare()
-        reports = compact.compact_source(self, source, as_of=as_of, encoding=encoding, run=run)
-        self._after_writing()
-        return reports
+        with self.writing():
+            return compact.compact_source(self, source, as_of=as_of, encoding=encoding, run=run)
 
     def compact_symbol_day(
         self,
@@ -194,48 +210,45 @@ class Archive:
         source: SourceFacts = NO_SOURCE_FACTS,
         encoding: TickEncoding = DEFAULT_ENCODING,
     ) -> TickStorageCompactionReport:
-        """One sorted symbol-day into the archive (``compact.compact_symbol_day``)."""
-        self.prepare()
-        report = compact.compact_symbol_day(
-            self, batch, symbol=symbol, day=day, age_days=age_days, source=source,
-            encoding=encoding,
-        )  # fmt: skip
-        self._after_writing()
-        return report
+        """One sorted symbol-day into the archive (``compact.compact_symbol_day``), committed
+        as a version of its own (as ``compact`` commits one per run)."""
+        with self.writing():
+            report = compact.compact_symbol_day(
+                self, batch, symbol=symbol, day=day, age_days=age_days, source=source,
+                encoding=encoding,
+            )  # fmt: skip
+            compact.commit_compaction(self)
+            return report
 
     def retier(
         self, *, as_of: date, months: Collection[str] | None = None
     ) -> lifecycle.RetierResult:
         """Move symbol-days to the tier their age calls for (``lifecycle.retier``)."""
-        self.prepare()
-        result = lifecycle.retier(self, as_of=as_of, months=months)
-        self._after_writing()
-        return result
+        with self.writing():
+            return lifecycle.retier(self, as_of=as_of, months=months)
 
     def prune(self) -> list[Any]:
         """Remove superseded files (``lifecycle.prune``); returns them."""
-        self.prepare()
-        return lifecycle.prune(self)
+        with self.writing():
+            return lifecycle.prune(self)
 
     def withdraw(self, keys: Iterable[SymbolDayKey]) -> list[SymbolDayKey]:
         """Hide catalogued symbol-days at once (``withdraw.withdraw_symbol_days``)."""
-        self.prepare()
-        return withdrawal.withdraw_symbol_days(self, keys)
+        with self.writing():
+            return withdrawal.withdraw_symbol_days(self, keys)
 
     def remove(self, keys: Iterable[SymbolDayKey]) -> list[withdrawal.Removal]:
         """Take symbol-days out: hot files removed, consolidated copies withdrawn
         (``withdraw.remove_symbol_days``)."""
-        self.prepare()
-        return withdrawal.remove_symbol_days(self, keys)
+        with self.writing():
+            return withdrawal.remove_symbol_days(self, keys)
 
     def rebuild_catalog(self, *, allow_fewer: bool = False) -> integrity.RebuildResult:
         """The catalog written again from the consolidated files (``integrity.rebuild_catalog``;
         refused when it would account for fewer symbol-days than the catalog it replaces,
         unless ``allow_fewer``)."""
-        self.prepare()
-        result = integrity.rebuild_catalog(self, allow_fewer=allow_fewer)
-        self._after_writing()
-        return result
+        with self.writing():
+            return integrity.rebuild_catalog(self, allow_fewer=allow_fewer)
 
     def resolve(self, rel: str) -> TierFile:
         """The file the catalog path ``rel`` names: inside the warm or cold root the policy
@@ -270,19 +283,19 @@ class Archive:
         other.lock_timeout = _checked_lock_timeout(seconds)
         return other
 
-    def prepare(self) -> Path:
-        """Turn ``books_and_records`` mode on when the handle was built with it (idempotent;
-        audited); every writing verb calls it first. Returns the root."""
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[Archive]:
+        """Around every write to the archive (each writing verb, and a writer outside this
+        class, such as the Dagster asset archiving venue-days): first ``books_and_records``
+        mode turned on when the handle was built with it (idempotent; audited), so the write is
+        refused what that mode refuses; then, once the write succeeded, the policy given to an
+        archive that recorded none is recorded (a refused write records nothing)."""
         if self.books_and_records:
             self.root.mkdir(parents=True, exist_ok=True)
             enable_books_and_records(
                 self.root, audit_log=self.audit_log, reason="Archive(books_and_records=True)"
             )
-        return self.root
-
-    def _after_writing(self) -> None:
-        """Record the policy given when the archive recorded none yet (once a write succeeded,
-        so a refused command leaves nothing behind)."""
+        yield self
         if self._record and self.root.is_dir():
             record_policy(self.root, self.policy)
             self._record = False

@@ -74,7 +74,6 @@ from skewtape_pipeline.ticks.archive.catalog import (
     write_hot_records,
 )
 from skewtape_pipeline.ticks.archive.consolidate import (
-    CONSOLIDATED,
     META_CATALOG_GENERATION,
     META_PERIOD,
     META_SYMBOL_DAYS_COUNT,
@@ -102,7 +101,11 @@ from skewtape_pipeline.ticks.archive.trust import (
     unrecorded_hint,
 )
 from skewtape_pipeline.ticks.archive.versions import record_version
-from skewtape_pipeline.ticks.encode.parquet_file import META_LAYOUT, read_archive_batch
+from skewtape_pipeline.ticks.encode.parquet_file import (
+    CONSOLIDATED,
+    META_LAYOUT,
+    read_archive_batch,
+)
 
 if TYPE_CHECKING:
     from skewtape_pipeline.ticks.archive.handle import Archive

@@ -53,17 +53,19 @@ from skewtape_pipeline.ticks.encode.writer_settings import WriterSettings
 PART_FILE_NAME = "part-0.parquet"
 ARCHIVE_MARKER = "_skewtape_archive.json"
 ARCHIVE_LOCK_FILE = ".skewtape-archive.lock"
-"""In the archive root: held by every writer that publishes or removes archive files
-(compaction, re-tiering, withdrawal), so a re-tiering never removes a hot file that a
+"""In the archive root: held by every writer that publishes, moves or removes archive files,
+the catalog or versions (:func:`archive_lock`), so a re-tiering never removes a hot file that a
 compaction has just replaced."""
 ARCHIVE_LOCK_WAIT_SECONDS = 600.0
-"""How long an archiver waits for another writer (e.g. a re-tiering) to release the lock."""
+"""How long a compaction waits at least for another writer to release the lock
+(``compact.compaction_lock_wait``)."""
 
 
 def archive_lock(root: Path, *, timeout: float, what: str) -> AbstractContextManager[None]:
     """The archive's one exclusive lock, ``<root>/.skewtape-archive.lock``: every writer that
-    publishes, moves or removes archive files or the catalog holds it (compacting, re-tiering,
-    pruning, withdrawing, removing, rebuilding), so none of them sees another's half-done work.
+    publishes, moves or removes archive files, the catalog or versions holds it (compacting,
+    re-tiering, pruning, withdrawing, removing, rebuilding the catalog, recording a version,
+    pruning versions), so none of them sees another's half-done work.
 
     Raises ArchiveBusyError naming the holder (pid, host, ``what`` it is doing) when another
     writer holds it for more than ``timeout`` seconds.

@@ -11,14 +11,22 @@ where the tier policy wants it at ``as_of``; :func:`retier` carries the plan out
    new files and ignores the ones they replace (commit, audited);
 3. only then are the replaced files removed (hot files only if unchanged since they were read;
    each removal audited before it happens), but a consolidated file a kept version of the
-   archive still reads (``ticks.versions``) is retained until ``prune-versions`` drops the last
-   such version. In ``books_and_records`` mode nothing is removed: the replaced files are
+   archive still reads (``ticks.archive.versions``) is retained until ``prune-versions`` drops
+   the last such version. In ``books_and_records`` mode nothing is removed: the replaced files are
    retained and the result says so; then the version (``versions.record_version``) is recorded.
 
 Warm and cold roots may be S3 prefixes (``skewtape_pipeline.storage``): a new file is then verified
 locally, uploaded under its content name only if that key is absent and read back (size, sha256)
 before step 2; the catalog stays local, so its rename is still the one commit point, and objects are
 removed in step 3 under the same rules as local files.
+
+The archive's resolved tiers (``Archive.tiers``) are read in two functions only: the planner
+(``_Planner``, built by :func:`plan_retier` and :func:`retier`) and :func:`_checked_tiers`
+(under the lock: re-tiering's and pruning's checks, and the tiers handed to the garbage survey).
+Planning resolves every location once and the plan carries it: each source's file and catalog
+path, each rewrite's store, settings and layout, each withdrawn hot copy's removal. Carrying the
+plan out reads only the plan; after the commit the garbage is surveyed in one call
+(:func:`_garbage`), which hands :func:`remove_files` each file with its catalog path.
 
 A crash anywhere leaves the catalog either before or after step 2, so the view returns every
 tick exactly once, and rerunning :func:`retier` finishes the move (written files are found again
@@ -49,11 +57,11 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pyarrow as pa
 
@@ -104,7 +112,6 @@ from skewtape_pipeline.ticks.archive.tiers import (
     HOT,
     ArchiveTiers,
     TierSettings,
-    check_age_days,
     is_colder,
 )
 from skewtape_pipeline.ticks.archive.trust import (
@@ -123,6 +130,10 @@ if TYPE_CHECKING:
 EVENT_REWRITE = "tick-archive-rewrite"
 EVENT_COMMIT = "tick-archive-commit"
 EVENT_REMOVE = "tick-archive-remove"
+
+WITHDRAWN = "withdrawn: the publisher corrected its ticks away"
+SUPERSEDED = "superseded: its rows live in a consolidated file"
+UNLISTED = "not in the catalog: replaced, or left by an interrupted run"
 
 TargetKey = tuple[str, str]
 """(tier, period) of a consolidated file."""
@@ -159,12 +170,32 @@ class Rewrite:
 
 
 @dataclass(frozen=True)
+class SourceFile:
+    """A file re-tiering reads, resolved when the plan is made: the file (a hot file, or a
+    consolidated file in its tier's store) and its catalog path."""
+
+    file: TierFile
+    rel: str
+
+
+class Garbage(NamedTuple):
+    """A file to remove (:func:`remove_files`): the file, its catalog path (what its audit
+    record names) and why it goes."""
+
+    file: TierFile
+    rel: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class _Slot:
-    """Where a symbol-day belongs after the run and where its rows are read from."""
+    """Where a symbol-day belongs after the run (``tier``, ``period``) and where its rows are
+    read from: ``source``, resolved when planning, and its hot file or its catalog entry."""
 
     key: SymbolDayKey
     tier: str
     period: str
+    source: SourceFile
     hot: HotFile | None = None
     entry: CatalogPartition | None = None
 
@@ -175,10 +206,11 @@ class RetierPlan:
 
     ``dropped`` are catalogued symbol-days whose newer hot file is to stay hot (the consolidated
     copy is removed from its file); ``purged`` withdrawn symbol-days removed from their file
-    (``withdrawn_hot``: superseded hot copies of them, removed before the commit); ``held``
-    symbol-days stay in (or, compacted again, go back to) a colder tier than their age calls
-    for; ``refreshed`` are hot files found to hold the bytes or the ticks of the consolidated
-    copy (their stamp and sha256 are recorded as its source, the file is superseded).
+    (``withdrawn_hot``: the removals of superseded hot copies of them, made before the commit);
+    ``held`` symbol-days stay in (or, compacted again, go back to) a colder tier than their age
+    calls for; ``refreshed`` are hot files found to hold the bytes or the ticks of the
+    consolidated copy (their stamp and sha256 are recorded as its source, the file is
+    superseded). Every file it names is resolved already (see :class:`_Planner`).
     """
 
     archive_root: Path
@@ -191,7 +223,7 @@ class RetierPlan:
     held: list[SymbolDayKey]
     refreshed: list[_Refresh]
     purged: list[SymbolDayKey] = field(default_factory=list)
-    withdrawn_hot: list[HotFile] = field(default_factory=list)
+    withdrawn_hot: list[Garbage] = field(default_factory=list)
     catalog: Catalog = field(repr=False, default_factory=Catalog)
     slots: dict[TargetKey, list[_Slot]] = field(repr=False, default_factory=dict)
 
@@ -231,7 +263,7 @@ def plan_retier(
 
     ``months`` (``YYYY-MM`` strings) limits the moves to symbol-days of those months (a
     backfill partition); other symbol-days stay where they are but are carried along when a
-    file they share is rewritten. Reads only.
+    file they share is rewritten. Reads only (``archive.tiers`` read by the planner, once).
 
     Raises
     ------
@@ -240,30 +272,35 @@ def plan_retier(
     TickFormatError
         A damaged catalog or an undecodable partition folder.
     """
-    planner = _Planner(archive, _check_date(as_of), _month_filter(months))
-    planner.place_hot_files()
-    planner.place_catalogued()
-    return planner.plan()
+    return _Planner(archive, as_of, months).plan()
 
 
 class _Planner:
     """Builds one :class:`RetierPlan`: where every symbol-day belongs at ``as_of`` (its slot),
-    the moves, drops, holds and refreshes that takes, then the files to write or empty (the tier
-    policy read in :meth:`_wanted` only; the resolved tiers taken from ``archive.tiers`` once,
-    here, and each rewrite's store, settings and layout handed down with the plan)."""
+    the moves, drops, holds and refreshes that takes, then the files to write or empty.
 
-    def __init__(self, archive: Archive, as_of: date, eligible: Callable[[date], bool]):
-        self.archive, self.as_of, self.eligible = archive, as_of, eligible
-        self.tiers = archive.tiers
+    Planning reads ``archive.tiers`` here, in ``__init__`` (one of the two functions of this
+    module that do; :func:`_checked_tiers` is the other), and resolves every location once:
+    each catalogued file (``files``) and each hot file's catalog path (``hot_rels``); the
+    policy and layouts are read in :meth:`_wanted`, each rewrite's store, settings and layout
+    in :meth:`_rewrite`. The plan carries them all, so carrying it out reads no tiers
+    (after the commit, only the garbage survey does: :func:`_garbage`)."""
+
+    def __init__(self, archive: Archive, as_of: object, months: Collection[str] | None):
+        self.as_of, self.eligible = _check_date(as_of), _month_filter(months)
+        self.root, self.tiers = archive.root, archive.tiers
         self.state = archive_state(archive.root)
         self.catalog = self.state.catalog
+        self.files = {rel: self.tiers.resolve(rel) for rel in self.catalog.files}
+        hot_files = [*self.state.hot_live, *self.state.hot_superseded]
+        self.hot_rels = {hot.key: self.tiers.relative(hot.path) for hot in hot_files}
         self.slots: dict[SymbolDayKey, _Slot] = {}
         self.moves: list[Move] = []
         self.dropped: list[SymbolDayKey] = []
         self.held: list[SymbolDayKey] = []
         self.refreshed: list[_Refresh] = []
         self.purged: set[SymbolDayKey] = set()
-        self.withdrawn_hot: list[HotFile] = []
+        self.withdrawn_hot: list[Garbage] = []
 
     def _wanted(self, day: date, reached: str | None) -> tuple[str, str | None, bool]:
         """``(tier, period, held)`` for a symbol-day of ``day``: the tier its age at ``as_of``
@@ -281,11 +318,12 @@ class _Planner:
         """Slot every live hot file: refreshed when it holds its consolidated copy's ticks,
         dropped from the catalog when it stays hot, else moved to the tier its age calls for
         (or held in the colder tier its day already reached)."""
-        copies = _ConsolidatedCopies(self.archive)
+        copies = _ConsolidatedCopies(self.files)
         for hot in self.state.hot_live:
+            source = SourceFile(hot.path, self.hot_rels[hot.key])
             entry = self.catalog.partitions.get(hot.key)
             kept = None if hot.key in self.catalog.withdrawn else entry  # withdrawn: afresh
-            if kept is not None and (same := copies.same_ticks(hot, kept)) is not None:
+            if kept is not None and (same := copies.same_ticks(hot, source.rel, kept)) is not None:
                 self.refreshed.append(same)
                 continue
             if not self.eligible(hot.day):
@@ -298,40 +336,47 @@ class _Planner:
                 if entry is not None:
                     self.dropped.append(hot.key)
                 continue
-            self.slots[hot.key] = _Slot(hot.key, tier, period, hot=hot)
+            self.slots[hot.key] = _Slot(hot.key, tier, period, source, hot=hot)
             self.moves.append(Move(hot.symbol, hot.day, HOT, tier, period, hot.path))
 
     def place_catalogued(self) -> None:
         """Slot every catalogued symbol-day not slotted from a hot file, dropped or purged:
         where its age calls for (never warmer than its tier: held), or where it is when its
         month is not in this run."""
-        keep_hot = is_books_and_records(self.archive.root)
-        self.purged, self.withdrawn_hot = _purgeable(self.state, self.eligible, keep_hot=keep_hot)
+        keep_hot = is_books_and_records(self.root)
+        self.purged, withdrawn_hot = _purgeable(self.state, self.eligible, keep_hot=keep_hot)
+        self.withdrawn_hot = [
+            Garbage(h.path, self.hot_rels[h.key], WITHDRAWN) for h in withdrawn_hot
+        ]
         dropped = set(self.dropped)
         for key, entry in self.catalog.partitions.items():
             if key in self.slots or key in dropped or key in self.purged:
                 continue
             current = (entry.tier, self.catalog.files[entry.file].period)
+            source = SourceFile(self.files[entry.file], entry.file)
             tier, period, held = self._wanted(entry.date, entry.tier)
             if held:
                 self.held.append(key)  # never back to a warmer tier
             if not self.eligible(entry.date):
-                self.slots[key] = _Slot(key, *current, entry=entry)
+                self.slots[key] = _Slot(key, *current, source, entry=entry)
                 continue
             assert period is not None  # a catalogued day is held in its tier, never HOT
-            self.slots[key] = _Slot(key, tier, period, entry=entry)
+            self.slots[key] = _Slot(key, tier, period, source, entry=entry)
             if (tier, period) != current:
-                source = self.tiers.resolve(entry.file)
-                self.moves.append(Move(*key, entry.tier, tier, period, source))
+                self.moves.append(Move(*key, entry.tier, tier, period, source.file))
 
     def plan(self) -> RetierPlan:
-        """The plan: the slots grouped by target file, and the files they change."""
+        """The plan: every symbol-day placed (hot files first), the slots grouped by target
+        file, and the files they change."""
+        self.place_hot_files()
+        self.place_catalogued()
         by_target: dict[TargetKey, list[_Slot]] = {}
         for slot in sorted(self.slots.values(), key=lambda s: s.key):
             by_target.setdefault((slot.tier, slot.period), []).append(slot)
-        rewrites, emptied = _file_changes(self.catalog, by_target, self.tiers)
+        changed, emptied = _file_changes(self.catalog, by_target)
+        rewrites = [self._rewrite(*change) for change in changed]
         return RetierPlan(
-            archive_root=self.archive.root,
+            archive_root=self.root,
             as_of=self.as_of,
             generation=self.catalog.generation,
             moves=sorted(self.moves, key=lambda m: (m.symbol, m.date)),
@@ -346,30 +391,41 @@ class _Planner:
             slots=by_target,
         )
 
+    def _rewrite(
+        self, target: TargetKey, keys: tuple[SymbolDayKey, ...], replaces: tuple[str, ...]
+    ) -> Rewrite:
+        """The :class:`Rewrite` of ``target``, with its tier's store, settings and layout."""
+        tier, tiers = target[0], self.tiers
+        writes = (tiers.stores[tier], tiers.settings[tier], tiers.layouts[tier])
+        return Rewrite(*target, keys, replaces, *writes)
+
+
+_Change = tuple[TargetKey, tuple[SymbolDayKey, ...], tuple[str, ...]]
+"""A target file to write: its (tier, period), its symbol-days and the files it replaces."""
+
 
 def _file_changes(
-    catalog: Catalog, by_target: dict[TargetKey, list[_Slot]], tiers: ArchiveTiers
-) -> tuple[list[Rewrite], list[str]]:
-    """(rewrites, emptied): a :class:`Rewrite` for every target whose slots differ from what
-    its current files hold (with its tier's store, settings and layout from ``tiers``); the
-    current files of targets left without any slot."""
+    catalog: Catalog, by_target: dict[TargetKey, list[_Slot]]
+) -> tuple[list[_Change], list[str]]:
+    """(changed, emptied): every target whose slots differ from what its current files hold
+    (its symbol-days, and the files it replaces); the current files of targets left without
+    any slot. Reads no tiers."""
     files_by_target: dict[TargetKey, list[str]] = {}
     for item in catalog.files.values():
         files_by_target.setdefault((item.tier, item.period), []).append(item.path)
     held_now = Counter(p.file for p in catalog.partitions.values())
-    rewrites, emptied = [], []
+    changed: list[_Change] = []
+    emptied: list[str] = []
     for target in sorted(set(by_target) | set(files_by_target)):
         wanted_slots = by_target.get(target, [])
         current_files = sorted(files_by_target.get(target, []))
         if _unchanged(held_now, wanted_slots, current_files):
             continue
         if wanted_slots:
-            keys, tier = tuple(s.key for s in wanted_slots), target[0]
-            store_settings_layout = (tiers.stores[tier], tiers.settings[tier], tiers.layouts[tier])
-            rewrites.append(Rewrite(*target, keys, tuple(current_files), *store_settings_layout))
+            changed.append((target, tuple(s.key for s in wanted_slots), tuple(current_files)))
         else:
             emptied += current_files
-    return rewrites, emptied
+    return changed, emptied
 
 
 def _purgeable(
@@ -400,9 +456,11 @@ def _unchanged(held_now: Counter[str], slots: list[_Slot], files: list[str]) -> 
 @dataclass(frozen=True)
 class _Refresh:
     """A live hot file of a catalogued symbol-day whose ticks equal the consolidated copy's:
-    its stamp and sha256 are recorded as the copy's source (the hot file is then superseded)."""
+    its stamp, catalog path (``rel``) and sha256 are recorded as the copy's source (the hot
+    file is then superseded)."""
 
     hot: HotFile
+    rel: str
     sha256: str
 
     @property
@@ -412,20 +470,21 @@ class _Refresh:
 
 class _ConsolidatedCopies:
     """Compares live hot files with the consolidated copies of their symbol-days (each
-    consolidated file read at most once)."""
+    consolidated file read at most once, from ``files``: the catalog's files resolved)."""
 
-    def __init__(self, archive: Archive):
-        self.archive = archive
+    def __init__(self, files: Mapping[str, TierFile]):
+        self.files = files
         self._files: dict[str, dict[SymbolDayKey, TickBatch]] = {}
 
-    def same_ticks(self, hot: HotFile, entry: CatalogPartition) -> _Refresh | None:
-        """A :class:`_Refresh` when ``hot`` holds the bytes that were moved, or other bytes with
-        the very ticks (ts, price, quantity, side) of the consolidated copy (the day compacted
-        again unchanged); None when the ticks differ (a correction: the hot file is newer)."""
+    def same_ticks(self, hot: HotFile, rel: str, entry: CatalogPartition) -> _Refresh | None:
+        """A :class:`_Refresh` when ``hot`` (catalog path ``rel``) holds the bytes that were
+        moved, or other bytes with the very ticks (ts, price, quantity, side) of the
+        consolidated copy (the day compacted again unchanged); None when the ticks differ (a
+        correction: the hot file is newer)."""
         data = Path(hot.path).read_bytes()
         digest = sha256_bytes(data)
         if entry.source is not None and digest == entry.source.sha256:
-            return _Refresh(hot, digest)
+            return _Refresh(hot, rel, digest)
         if entry.rows != read_footer(hot.path).num_rows:
             return None
         try:
@@ -434,11 +493,11 @@ class _ConsolidatedCopies:
             return None  # unreadable: planned as a newer copy, refused when it is read
         if batch.first_difference(self._copy(entry)) is not None:
             return None
-        return _Refresh(hot, digest)
+        return _Refresh(hot, rel, digest)
 
     def _copy(self, entry: CatalogPartition) -> TickBatch:
         if entry.file not in self._files:
-            path = self.archive.tiers.resolve(entry.file)
+            path = self.files[entry.file]
             self._files[entry.file] = {
                 (p.symbol, p.day): p.batch for p in read_consolidated_file(path)
             }
@@ -486,7 +545,7 @@ class RetierResult:
     purged: list[SymbolDayKey] = field(default_factory=list)
     """Withdrawn symbol-days this run removed from their consolidated file (and the catalog)."""
     version: int | None = None
-    """The archive version this run committed (``ticks.versions``); None when it changed
+    """The archive version this run committed (``ticks.archive.versions``); None when it changed
     nothing a version records."""
 
     def metrics(self) -> dict[str, int | float | bool]:
@@ -525,8 +584,7 @@ class RetierResult:
 
 
 def retier(archive: Archive, *, as_of: date, months: Collection[str] | None = None) -> RetierResult:
-    """Move every symbol-day of ``archive`` to the tier its age calls for at ``as_of`` (see
-    the module notes).
+    """Move every symbol-day of ``archive`` to the tier its age calls for at ``as_of``.
 
     Holds the archive's lock (``<archive root>/.skewtape-archive.lock``) throughout. Every
     rewrite, the commit and every removal are appended to the archive's audit log (None: not
@@ -544,7 +602,7 @@ def retier(archive: Archive, *, as_of: date, months: Collection[str] | None = No
     ConfigError
         Bad arguments (see :func:`plan_retier`), or scales that differ from a tier root's.
     ArchiveBusyError
-        Another re-tiering of this archive holds the lock.
+        Another writer held the archive's lock beyond its ``lock_timeout`` seconds.
     CatalogMismatchError
         The catalog is missing, unreadable or does not account for the files on disk (names
         them and the repair); nothing changed. Also a hot source without a record (written
@@ -558,13 +616,15 @@ def retier(archive: Archive, *, as_of: date, months: Collection[str] | None = No
     started = time.perf_counter()
     root = archive.root
     with archive.locked("re-tiering"):
-        plan = _checked_plan(archive, as_of, months)
+        tiers = _checked_tiers(archive, leftovers=True)
+        plan = _Planner(archive, as_of, months).plan()
         books = is_books_and_records(root)
-        reader = _SourceReader(archive, plan.catalog)  # reads the records: refuses first
-        removed_first = remove_files(archive, _withdrawn_garbage(plan))
+        reader = _SourceReader(root, plan.catalog)  # reads the records: refuses first
+        removed_first = remove_files(archive, plan.withdrawn_hot)
         written = _write_rewrites(archive, plan, reader)
         catalog = _commit(archive, plan, written)
-        catalog, removed, retained = _remove_replaced(archive, catalog, books=books)
+        garbage = _garbage(tiers, root, books=books)
+        catalog, removed, retained = _remove_replaced(archive, catalog, garbage, books=books)
         settle_hot_records(root)
         version = record_version(root, "retier", audit_log=archive.audit_log)
     return RetierResult(
@@ -585,16 +645,23 @@ def retier(archive: Archive, *, as_of: date, months: Collection[str] | None = No
     )
 
 
-def _checked_plan(archive: Archive, as_of: date, months: Collection[str] | None) -> RetierPlan:
-    """Under the lock: remove what interrupted runs left (temporary tier files and catalogs,
-    orphaned staged files), refuse a catalog that does not account for the files on disk,
-    then plan (:func:`plan_retier`)."""
-    for store in archive.tiers.stores.values():
-        store.remove_stale_temps()
-    remove_stale_catalog_temps(archive.root)
-    remove_orphaned_staged_files(archive.root)
-    checked_catalog(archive.tiers)
-    return plan_retier(archive, as_of=as_of, months=months)
+def _checked_tiers(archive: Archive, *, leftovers: bool = False) -> ArchiveTiers:
+    """Under the lock, before anything is written or removed: the archive's resolved tiers
+    (``archive.tiers``), once the catalog accounts for every consolidated file on disk
+    (``integrity.checked_catalog``). With ``leftovers`` (re-tiering), what interrupted runs
+    left is removed first: temporary tier files and catalogs, orphaned staged files.
+
+    Where re-tiering and pruning read ``archive.tiers`` (the planner, ``_Planner``, is the
+    other reader: the same value, resolved once per ``Archive``); they hand these tiers to the
+    garbage survey after the commit (:func:`_garbage`)."""
+    tiers = archive.tiers
+    if leftovers:
+        for store in tiers.stores.values():
+            store.remove_stale_temps()
+        remove_stale_catalog_temps(archive.root)
+        remove_orphaned_staged_files(archive.root)
+    checked_catalog(tiers)
+    return tiers
 
 
 def _write_rewrites(archive: Archive, plan: RetierPlan, reader: _SourceReader) -> list[_Written]:
@@ -607,25 +674,22 @@ def _write_rewrites(archive: Archive, plan: RetierPlan, reader: _SourceReader) -
 
 
 def _remove_replaced(
-    archive: Archive, catalog: Catalog, *, books: bool
+    archive: Archive,
+    catalog: Catalog,
+    survey: tuple[list[Garbage], set[TierFile]],
+    *,
+    books: bool,
 ) -> tuple[Catalog, list[TierFile], list[TierFile]]:
     """After the commit: remove the files the catalog no longer reaches and no kept version
-    reads (looked for in ``archive.tiers``, the tiers the plan was made with), then forget the
-    stamps of the hot files gone (``catalog`` committed again); in ``books`` mode remove
-    nothing. Returns (catalog, removed, retained)."""
-    garbage, kept = _garbage(archive.tiers, archive.root, books=books)
-    retained = [path for path, _ in garbage if books or path in kept]
+    reads (``survey``: :func:`_garbage` after the commit), then forget the stamps of the hot
+    files gone (``catalog`` committed again); in ``books`` mode remove nothing. Returns
+    (catalog, removed, retained)."""
+    garbage, kept = survey
+    retained = [item.file for item in garbage if books or item.file in kept]
     if books:
         return catalog, [], retained
-    removed = remove_files(archive, [(path, why) for path, why in garbage if path not in kept])
+    removed = remove_files(archive, [item for item in garbage if item.file not in kept])
     return _forget_gone_sources(archive, catalog), removed, retained
-
-
-def _withdrawn_garbage(plan: RetierPlan) -> list[tuple[TierFile, str]]:
-    return [
-        (hot.path, "withdrawn: the publisher corrected its ticks away")
-        for hot in plan.withdrawn_hot
-    ]
 
 
 def remove_stale_catalog_temps(root: Path) -> None:
@@ -762,35 +826,36 @@ class _SourceReader:
     """Reads symbol-days from hot files and consolidated files (each whole file read once, and
     verified first: its size and sha256 against its record, then its footer)."""
 
-    def __init__(self, archive: Archive, catalog: Catalog):
-        self.archive, self.root = archive, archive.root
-        self.catalog = catalog
+    def __init__(self, root: Path, catalog: Catalog):
+        self.root, self.catalog = root, catalog
         self._files: dict[str, dict[SymbolDayKey, TickBatch]] = {}
         self._read: dict[str, str] = {}
-        self._records = read_hot_records(archive.root)
+        self._records = read_hot_records(root)
 
     def start(self) -> None:
         """Forget the list of sources read (kept per written file, for its audit record)."""
         self._read = {}
 
     def read(self, slot: _Slot) -> tuple[TickBatch, SourceStamp | None]:
+        """The slot's batch, from the file the plan resolved (``slot.source``), and the stamp
+        of the hot file read (a consolidated copy: its entry's stamp)."""
         if slot.hot is not None:
-            return self._read_hot(slot.hot)
+            return self._read_hot(slot.hot, slot.source.rel)
         entry = slot.entry
         assert entry is not None
         if entry.file not in self._files:
-            self._files[entry.file] = self._read_consolidated(entry.file)
+            self._files[entry.file] = self._read_consolidated(slot.source)
         self._read[entry.file] = self.catalog.files[entry.file].sha256
         return self._files[entry.file][entry.key], entry.source
 
-    def _read_hot(self, hot: HotFile) -> tuple[TickBatch, SourceStamp]:
-        """The batch and the stamp of exactly the bytes parsed (one open file descriptor),
-        once they are known to be the bytes recorded when the file was written."""
+    def _read_hot(self, hot: HotFile, rel: str) -> tuple[TickBatch, SourceStamp]:
+        """The batch and the stamp (naming ``rel``, its catalog path) of exactly the bytes
+        parsed (one open file descriptor), once they are known to be the bytes recorded when
+        the file was written."""
         with open(hot.path, "rb") as handle:
             st = os.fstat(handle.fileno())
             data = handle.read()
         digest = sha256_bytes(data)
-        rel = self.archive.tiers.relative(hot.path)
         self._check_record(hot, FileRecord(st.st_size, digest))
         buffer = owned_buffer(data)
         read_footer(hot.path, buffer)
@@ -821,10 +886,10 @@ class _SourceReader:
                 path=hot.path,
             )
 
-    def _read_consolidated(self, rel: str) -> dict[SymbolDayKey, TickBatch]:
-        """Every symbol-day of the consolidated file ``rel``, once its size and sha256 are the
-        catalog's (DamagedFileError naming the file and the difference, else)."""
-        path = self.archive.tiers.resolve(rel)
+    def _read_consolidated(self, source: SourceFile) -> dict[SymbolDayKey, TickBatch]:
+        """Every symbol-day of the consolidated file ``source``, once its size and sha256 are
+        the catalog's (DamagedFileError naming the file and the difference, else)."""
+        path, rel = source.file, source.rel
         listed, found = self.catalog.files[rel], []
         record = FileRecord(listed.bytes, listed.sha256)
         problems = record_problems(path, record, "the catalog", found=found)
@@ -847,7 +912,7 @@ def _commit(archive: Archive, plan: RetierPlan, written: Sequence[_Written]) -> 
     commit; returns the catalog now in force (the plan's own when it changes nothing)."""
     if not plan.changes_catalog:
         return plan.catalog
-    catalog = _next_catalog(archive, plan, written)
+    catalog = _next_catalog(plan, written)
     unlisted = {old for w in written for old in w.rewrite.replaces} | set(plan.emptied)
     details = {
         "symbol_days_moved": len(plan.moves),
@@ -874,11 +939,11 @@ def _write_catalog_audited(archive: Archive, catalog: Catalog, details: dict[str
     audit(archive.root, archive.audit_log, [record | details])
 
 
-def _next_catalog(archive: Archive, plan: RetierPlan, written: Sequence[_Written]) -> Catalog:
+def _next_catalog(plan: RetierPlan, written: Sequence[_Written]) -> Catalog:
     """The plan's catalog with the written files in place of those they replace, the emptied
-    files and dropped symbol-days gone, the refreshed stamps recorded and stale stamps dropped;
-    its generation is one up when rows moved."""
-    root, catalog = archive.root, plan.catalog
+    files and dropped symbol-days gone, the refreshed stamps recorded (their catalog paths
+    made when planning) and stale stamps dropped; its generation is one up when rows moved."""
+    root, catalog = plan.archive_root, plan.catalog
     files = dict(catalog.files)
     partitions = dict(catalog.partitions)
     for gone in plan.emptied:
@@ -900,7 +965,7 @@ def _next_catalog(archive: Archive, plan: RetierPlan, written: Sequence[_Written
         partitions.update((partition.key, partition) for partition in item.partitions)
     for refresh in plan.refreshed:
         if (entry := partitions.get(refresh.key)) is not None:
-            hot, rel = refresh.hot, archive.tiers.relative(refresh.hot.path)
+            hot, rel = refresh.hot, refresh.rel
             stamp = SourceStamp(
                 rel, refresh.sha256, hot.stamp.size, hot.stamp.inode, hot.stamp.mtime_ns
             )
@@ -962,16 +1027,14 @@ def prune(archive: Archive) -> list[TierFile]:
         The archive is in ``books_and_records`` mode and there is something to remove (the
         refusal is audited; nothing is removed).
     ArchiveBusyError
-        A re-tiering of this archive is running.
+        Another writer held the archive's lock beyond its ``lock_timeout`` seconds.
     CatalogMismatchError
         The catalog does not account for the files on disk (nothing is removed).
     """
     root = archive.root
     with archive.locked("pruning"):
-        checked_catalog(archive.tiers)
-        garbage, kept = _garbage(archive.tiers, root)
-        unread = [(path, why) for path, why in garbage if path not in kept]
-        removed = remove_files(archive, unread)
+        garbage, kept = _garbage(_checked_tiers(archive), root)
+        removed = remove_files(archive, [item for item in garbage if item.file not in kept])
         if not is_books_and_records(root):
             _forget_gone_sources(archive, read_catalog(root))
         return removed
@@ -979,39 +1042,37 @@ def prune(archive: Archive) -> list[TierFile]:
 
 def _garbage(
     tiers: ArchiveTiers, root: Path, *, books: bool = False
-) -> tuple[list[tuple[TierFile, str]], set[TierFile]]:
+) -> tuple[list[Garbage], set[TierFile]]:
     """(garbage, kept): the files on disk that the committed catalog of the archive at
-    ``root`` makes unreachable, with the reason, and the consolidated files some kept version
-    still reads (``versions.kept_catalog_paths``; none looked for in ``books`` mode, where
-    nothing is removed). The tiers are read in one call (``ArchiveTiers.survey``)."""
+    ``root`` makes unreachable, each with its catalog path and the reason, and the
+    consolidated files some kept version still reads (``versions.kept_catalog_paths``; none
+    looked for in ``books`` mode, where nothing is removed). The one survey after a commit:
+    the stores listed and the catalog paths resolved in one call (``ArchiveTiers.survey``),
+    then each file's catalog path made (``ArchiveTiers.relative``)."""
     state = archive_state(root)
     paths = [item.path for item in state.catalog.files.values()]
     on_disk, listed = tiers.survey(paths + ([] if books else kept_catalog_paths(root)))
-    out = [
-        (hot.path, "superseded: its rows live in a consolidated file")
-        for hot in state.hot_superseded
-    ]
-    out += [
-        (path, "not in the catalog: replaced, or left by an interrupted run")
-        for path in unlisted_files(on_disk, set(listed[: len(paths)]))
-    ]
-    return out, set(listed[len(paths) :])
+    gone = [(hot.path, SUPERSEDED) for hot in state.hot_superseded]
+    gone += [(path, UNLISTED) for path in unlisted_files(on_disk, set(listed[: len(paths)]))]
+    garbage = [Garbage(path, tiers.relative(path), reason) for path, reason in gone]
+    return garbage, set(listed[len(paths) :])
 
 
-def remove_files(archive: Archive, garbage: list[tuple[TierFile, str]]) -> list[TierFile]:
-    """Audit every removal (``reason`` each) first (one append), then remove the files;
-    WriteOnceError (audited) in ``books_and_records`` mode. Returns the files removed."""
+def remove_files(archive: Archive, garbage: list[Garbage]) -> list[TierFile]:
+    """Audit every removal (each file named by its catalog path, with its reason) first (one
+    append), then remove the files; WriteOnceError (audited) in ``books_and_records`` mode.
+    Reads no tiers: each item carries its file and catalog path. Returns the files removed."""
     if not garbage:
         return []
     root, audit_log = archive.root, archive.audit_log
     records = []
-    for path, reason in garbage:
+    for path, rel, reason in garbage:
         check_may_delete(root, path, why=reason, audit_log=audit_log)
         records.append(
             {
                 "event": EVENT_REMOVE,
                 "archive": str(root.absolute()),
-                "file": archive.tiers.relative(path),
+                "file": rel,
                 "sha256": sha256_of(path),
                 "bytes": size_of(path),
                 "reason": reason,
@@ -1020,7 +1081,7 @@ def remove_files(archive: Archive, garbage: list[tuple[TierFile, str]]) -> list[
     audit(root, audit_log, records)
     faults.checkpoint("audited-removals")
     removed = []
-    for path, _ in garbage:
+    for path, _, _ in garbage:
         if delete(path):
             removed.append(path)
         faults.checkpoint(f"removed:{path.name}")
@@ -1090,7 +1151,7 @@ def _age(day: date, as_of: date) -> int:
             f"as_of = {as_of.isoformat()}: the archive holds ticks dated {day.isoformat()}, "
             "after it; age_days cannot be negative"
         )
-    return check_age_days(age)
+    return age  # an int >= 0: what tier_for checks
 
 
 def _month_filter(months: Collection[str] | None) -> Callable[[date], bool]:

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from skewtape_pipeline.errors import TickFormatError
 from skewtape_pipeline.fsio import atomic_write_with, is_temp
-from skewtape_pipeline.ticks.archive.layout import decode_symbol, encode_symbol
+from skewtape_pipeline.ticks.archive.layout import encode_symbol
 
 REPORTS_DIR = "_skewtape_reports"
 REPORTS_VIEW = "tick_reports"
@@ -158,11 +158,6 @@ def reports_files(archive_root: Path) -> list[Path]:
     return sorted(p for p in folder.glob("*/*.parquet") if not is_temp(p))
 
 
-def venue_of_reports_file(path: Path) -> str:
-    """The venue a reports file is named for."""
-    return decode_symbol(path.stem)
-
-
 PLACES_SCHEMA = pa.schema(
     [
         pa.field("symbol", pa.string(), nullable=False),
@@ -171,9 +166,9 @@ PLACES_SCHEMA = pa.schema(
         pa.field("path", pa.string(), nullable=False),
     ]
 )
-"""Where each symbol-day of an archive is now (``path`` relative to the archive root, as the
-catalog names consolidated files): what :func:`reports_view_sql` puts in the reports' ``tier``
-and ``path``."""
+"""Where each symbol-day of an archive is now (``path``: a hot file's path relative to the
+archive root; a consolidated file's catalog path, ``<TIER>/<path inside the tier root>``):
+what :func:`reports_view_sql` puts in the reports' ``tier`` and ``path``."""
 
 
 def reports_view_sql(

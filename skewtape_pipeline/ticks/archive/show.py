@@ -25,8 +25,8 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from skewtape_pipeline.errors import ConfigError
-from skewtape_pipeline.ticks.archive.books import default_audit_log
+from skewtape_pipeline.audit import REPAIR_EVENT
+from skewtape_pipeline.errors import AuditLogError, ConfigError
 from skewtape_pipeline.ticks.archive.catalog import Catalog
 from skewtape_pipeline.ticks.archive.compact import EVENT_RECOMPACT
 from skewtape_pipeline.ticks.archive.layout import partition_file
@@ -39,9 +39,9 @@ from skewtape_pipeline.ticks.archive.withdraw import EVENT_WITHDRAW
 
 @dataclass(frozen=True)
 class Place:
-    """Where a symbol-day's rows are now: tier, file (relative to the archive root, as the
-    catalog names it) and, in a consolidated file, rows ``first_row`` .. ``first_row + rows - 1``
-    (0-based, in file order)."""
+    """Where a symbol-day's rows are now: tier, file (a hot file's path relative to the archive
+    root; a consolidated file's catalog path, ``<TIER>/<path inside the tier root>``) and, in a
+    consolidated file, rows ``first_row`` .. ``first_row + rows - 1`` (0-based, in file order)."""
 
     tier: str
     file: str
@@ -113,8 +113,9 @@ def show_symbol_day(
     """Where ``symbol`` on ``day`` is now, its report and its history (see the module notes),
     in the archive whose resolved tiers are ``tiers`` (``Archive.tiers``).
 
-    ``audit_log`` defaults to ``audit.jsonl`` beside the archive root (a missing log: no
-    history). Reads only.
+    ``audit_log``: the log the archive's writers audit to (the ``Archive``'s ``audit_log``, as
+    the ``show`` command passes it); None: the archive is not audited, so the history holds only
+    the report's ``written`` (as does a log not written yet). Reads only.
 
     Raises
     ------
@@ -123,6 +124,9 @@ def show_symbol_day(
         audit record): a mistyped symbol or date.
     TickFormatError
         A damaged catalog or reports file.
+    AuditLogError
+        A line of the audit log that is not a record where no crash leaves one (see
+        :func:`_records`), naming the log and the line.
     """
     root = tiers.root
     catalog = archive_state(root).catalog
@@ -131,8 +135,7 @@ def show_symbol_day(
     if location is not None:
         place = _place(root, catalog, symbol, day, location)
     report = _report(root, symbol, day, place)
-    log = Path(audit_log) if audit_log is not None else default_audit_log(root)
-    history = _history(root, log, symbol, day, report)
+    history = _history(root, audit_log, symbol, day, report)
     withdrawn = (symbol, day) in catalog.withdrawn
     if place is None and report is None and not history and not withdrawn:
         raise ConfigError(
@@ -166,15 +169,16 @@ def _report(root: Path, symbol: str, day: date, place: Place | None) -> dict[str
 
 
 def _history(
-    root: Path, log: Path, symbol: str, day: date, report: dict[str, Any] | None
+    root: Path, log: Path | None, symbol: str, day: date, report: dict[str, Any] | None
 ) -> list[dict[str, Any]]:
-    """The audit log's records about the symbol-day, followed through the files it lived in."""
+    """The report's ``written`` and the audit log's records about the symbol-day, followed
+    through the files it lived in (``log`` None: no audit, the report's item alone)."""
     history: list[dict[str, Any]] = []
     if report is not None:
         history.append({"event": "written", "batch": report["batch"], "status": report["status"]})
     hot = partition_file(root, symbol, day).relative_to(root).as_posix()
     follower = _Follower(str(root.absolute()), symbol, day.isoformat(), hot)
-    for record in _records(log):
+    for record in _records(Path(log)) if log is not None else []:
         item = follower.see(record)
         if item is not None:
             history.append({"time": record.get("time"), **item})
@@ -182,17 +186,33 @@ def _history(
 
 
 def _records(log: Path) -> list[dict[str, Any]]:
+    """The records of the audit log ``log`` (none when it does not exist yet). A line that is
+    not a JSON object is skipped only where a crash leaves one (``audit``'s crash policy): the
+    last line, or a torn line the next append covered with a ``repair`` record right after it.
+    AuditLogError naming the log and the line for any other."""
     if not log.is_file():
         return []
-    out = []
-    for line in log.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a line cut short by a crash
-        if isinstance(record, dict):
-            out.append(record)
-    return out
+    records = [_parsed(line) for line in log.read_bytes().splitlines()]
+    for number, record in enumerate(records, start=1):
+        if record is None and number < len(records) and not _is_repair(records[number]):
+            raise AuditLogError(
+                f"{log}: line {number}: not a JSON record, and not a line cut short by a crash "
+                "(neither the last line nor followed by a repair record)"
+            )
+    return [record for record in records if record is not None]
+
+
+def _parsed(line: bytes) -> dict[str, Any] | None:
+    """The JSON object on ``line``; None when it is not one."""
+    try:
+        record = json.loads(line)
+    except ValueError:  # not JSON, or not UTF-8
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _is_repair(record: dict[str, Any] | None) -> bool:
+    return record is not None and record.get("event") == REPAIR_EVENT
 
 
 @dataclass

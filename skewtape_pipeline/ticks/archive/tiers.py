@@ -68,6 +68,9 @@ WARM = "WARM"
 COLD = "COLD"
 TIERS: tuple[str, ...] = (HOT, WARM, COLD)
 """Tier names from the newest data to the oldest (a tier later in the tuple is colder)."""
+CONSOLIDATED_TIERS: tuple[str, ...] = (WARM, COLD)
+"""The tiers of consolidated files, each with a root, a store and a layout of its own (HOT's
+files live in the archive root, one per symbol-day)."""
 
 LAYOUT_SYMBOL_DAY = "symbol-day"
 LAYOUT_MONTH = "month"
@@ -240,7 +243,7 @@ class TierPolicy:
 
         HOT is the archive root itself; WARM and COLD use their ``root`` setting (relative to
         the archive root's parent; an S3 URI as it is) or, unset, ``<archive root>-warm`` /
-        ``-cold`` beside it.
+        ``-cold`` beside it. ConfigError naming ``tier`` when it is not a tier name.
         """
         archive_root = Path(archive_root)
         if tier == HOT:
@@ -253,9 +256,9 @@ class TierPolicy:
         return archive_root.parent / PurePath(configured)
 
     def store_for(self, tier: str, archive_root: Path) -> TierStore:
-        """The store of ``tier``'s consolidated files (WARM or COLD; see :meth:`root_for`)."""
-        if tier not in (WARM, COLD):
-            raise ConfigError(f"tier = {tier!r}: only WARM and COLD hold consolidated files")
+        """The store of ``tier``'s files, at :meth:`root_for`: HOT's is the archive root (a
+        folder), WARM's and COLD's hold their consolidated files (a folder or an S3 prefix).
+        ConfigError naming ``tier`` when it is not a tier name, as :meth:`root_for` raises."""
         return tier_store(self.root_for(tier, archive_root))
 
     def to_dict(self) -> dict[str, Any]:
@@ -318,38 +321,40 @@ class TierPolicy:
 
 @dataclass(frozen=True)
 class ArchiveTiers:
-    """The tier policy resolved once for the archive at ``root``: the warm and cold stores
-    (folders or S3 prefixes, :meth:`TierPolicy.store_for`), each tier's settings, writer
-    settings and layout, and the catalog paths that name files in the stores. An ``Archive``
-    builds one (``Archive.tiers``) and its writing verbs hand it down instead of the policy.
-    Build one with :meth:`of`."""
+    """The tier policy resolved once for the archive at ``root``: each tier's writer settings
+    (a hot file is written at the settings of its age's tier), the warm and cold stores
+    (folders or S3 prefixes, :meth:`TierPolicy.store_for`), settings, layouts and roots, and
+    the catalog paths that name files in the stores. An ``Archive`` builds one
+    (``Archive.tiers``) and its writing verbs hand it down instead of the policy. Build one
+    with :meth:`of`."""
 
     root: Path
     policy: TierPolicy
+    writers: Mapping[str, WriterSettings]
+    """Each tier's writer settings alone: what the Parquet writer is handed (compaction reads
+    every tier's, re-tiering WARM's and COLD's through :attr:`settings`)."""
     stores: Mapping[str, TierStore]
     """The store of WARM and of COLD."""
     settings: Mapping[str, TierSettings]
-    """Each tier's settings (the consolidation's row groups besides the writer's)."""
-    writers: Mapping[str, WriterSettings]
-    """Each tier's writer settings alone: what the Parquet writer is handed."""
+    """WARM's and COLD's settings (the consolidation's row groups besides the writer's)."""
     layouts: Mapping[str, str]
-    """Each tier's layout (:meth:`TierPolicy.layout_for`)."""
+    """WARM's and COLD's layout (:meth:`TierPolicy.layout_for`)."""
     roots: Mapping[str, Path | str]
-    """Each tier's root as configured (:meth:`TierPolicy.root_for`; what messages name)."""
+    """WARM's and COLD's root as configured (:meth:`TierPolicy.root_for`; what messages
+    name)."""
 
     @classmethod
     def of(cls, root: Path | str, policy: TierPolicy | None = None) -> ArchiveTiers:
         """``policy`` (None: the default policy) resolved for the archive at ``root``."""
         policy, root = TierPolicy.or_default(policy), Path(root)
-        settings = {tier: policy.settings_for(tier) for tier in TIERS}
         return cls(
             root,
             policy,
-            stores={tier: policy.store_for(tier, root) for tier in (WARM, COLD)},
-            settings=settings,
-            writers={tier: tier_settings.writer for tier, tier_settings in settings.items()},
-            layouts={tier: policy.layout_for(tier) for tier in TIERS},
-            roots={tier: policy.root_for(tier, root) for tier in TIERS},
+            writers={tier: policy.settings_for(tier).writer for tier in TIERS},
+            stores={tier: policy.store_for(tier, root) for tier in CONSOLIDATED_TIERS},
+            settings={tier: policy.settings_for(tier) for tier in CONSOLIDATED_TIERS},
+            layouts={tier: policy.layout_for(tier) for tier in CONSOLIDATED_TIERS},
+            roots={tier: policy.root_for(tier, root) for tier in CONSOLIDATED_TIERS},
         )
 
     def check_reachable(self) -> None:

@@ -3,10 +3,10 @@
 :func:`prune_versions` removes the versions ``--keep-last N`` or ``--older-than DATE`` leaves out
 (never the latest, never a tagged one), then only the files no kept version and not the current
 state reads: consolidated files the catalogs no longer list, hot files kept under their content
-names, catalog and manifest snapshots (see ``ticks.versions``). In ``books_and_records`` mode it
-refuses (audited): records are never removed. Under the archive's lock; the pruning is audited
-before any record goes, every file removal before it happens. A crash at any step leaves every
-kept version readable; a rerun finishes the removals.
+names, catalog and manifest snapshots (see ``ticks.archive.versions``, whose path functions name
+them). In ``books_and_records`` mode it refuses (audited): records are never removed. Under the
+archive's lock; the pruning is audited before any record goes, every file removal before it
+happens. A crash at any step leaves every kept version readable; a rerun finishes the removals.
 """
 
 from __future__ import annotations
@@ -21,17 +21,22 @@ from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.storage import TierFile, size_of
 from skewtape_pipeline.ticks.archive.books import audit, check_may_delete
 from skewtape_pipeline.ticks.archive.catalog import read_catalog
-from skewtape_pipeline.ticks.archive.lifecycle import remove_files
+from skewtape_pipeline.ticks.archive.lifecycle import Garbage, remove_files
 from skewtape_pipeline.ticks.archive.placement import uncatalogued_files
 from skewtape_pipeline.ticks.archive.versions import (
     SUFFIX,
     Version,
+    catalog_snapshot_path,
     hot_blob,
+    hot_blobs_dir,
     kept_files,
     list_tags,
     list_versions,
     manifest_chain,
+    manifest_path,
     read_manifest,
+    record_path,
+    snapshot_dirs,
     versions_dir,
 )
 
@@ -82,7 +87,10 @@ def prune_versions(
         _drop_versions(archive, drop)
         kept = [v for v in versions if v.version not in set(drop)]
         unread = _unread(archive, kept)
-        removed = remove_files(archive, [(path, "read by no kept version") for path in unread])
+        garbage = [
+            Garbage(path, archive.relative(path), "read by no kept version") for path in unread
+        ]
+        removed = remove_files(archive, garbage)
     return PruneResult(drop, [v.version for v in kept], removed)
 
 
@@ -94,7 +102,7 @@ def _drop_versions(archive: Archive, drop: list[int]) -> None:
         audit(root, archive.audit_log, [record])
         faults.checkpoint("audited-version-pruning")
     for number in drop:
-        fsio.atomic_unlink(versions_dir(root) / "records" / f"{number:010d}.json")
+        fsio.atomic_unlink(record_path(root, number))
         faults.checkpoint(f"pruned-version:{number}")
 
 
@@ -128,21 +136,17 @@ def _unread(archive: Archive, kept: list[Version]) -> list[TierFile]:
     """Files under the version store and the tier roots that neither a kept version nor the
     current catalog reads."""
     root = archive.root
-    store = versions_dir(root)
     wanted: set[Path] = set()
     for version in kept:
-        wanted.update(
-            store / "manifests" / f"{digest}{SUFFIX}"
-            for digest in manifest_chain(root, version.manifest)
-        )
+        wanted.update(manifest_path(root, d) for d in manifest_chain(root, version.manifest))
         if version.catalog is not None:
-            wanted.add(store / "catalogs" / f"{version.catalog}{SUFFIX}")
+            wanted.add(catalog_snapshot_path(root, version.catalog))
     for manifest in {v.manifest: v for v in kept}.values():
         wanted.update(hot_blob(root, entry) for entry in read_manifest(root, manifest))
     out: list[TierFile] = []
-    for folder in ("manifests", "catalogs", "hot"):
-        if (store / folder).is_dir():
-            out += sorted(p for p in (store / folder).rglob(f"*{SUFFIX}") if p not in wanted)
+    for folder in snapshot_dirs(root):
+        if folder.is_dir():
+            out += sorted(p for p in folder.rglob(f"*{SUFFIX}") if p not in wanted)
     held = kept_files(archive.tiers)
     unlisted = uncatalogued_files(archive.tiers, read_catalog(root))
     out += [f for f in unlisted if f not in held]
@@ -156,7 +160,7 @@ def past_version_bytes(archive: Archive) -> int:
     root = archive.root
     current = {archive.tiers.resolve(f.path) for f in read_catalog(root).files.values()}
     total = sum(size_of(f) for f in kept_files(archive.tiers) - current if _exists(f))
-    hot = versions_dir(root) / "hot"
+    hot = hot_blobs_dir(root)
     if hot.is_dir():
         for blob in hot.rglob(f"*{SUFFIX}"):
             st = blob.stat()

@@ -28,8 +28,8 @@ All of it lives under ``<archive root>/_skewtape_versions/``. A change that leav
 as the latest version's records no version (versions that share every file cost nothing).
 Consolidated files are content-named already (``part-<sha256[:16]>.parquet``, locally or in an
 S3 tier): a version's catalog names them, and re-tiering keeps every file a kept version's catalog
-lists (:func:`kept_catalog_paths`) until ``prune-versions`` (``ticks.version_pruning``) drops the
-last version that reads it.
+lists (:func:`kept_catalog_paths`) until ``prune-versions`` (``ticks.archive.version_pruning``)
+drops the last version that reads it.
 
 Tags (``tags/<NAME>.json``: ``{"tag", "version", "time"}``) pin a version by name; pruning never
 removes a tagged version. Versions and tags are audited (``tick-archive-version``,
@@ -159,21 +159,36 @@ def versions_dir(archive_root: Path) -> Path:
     return Path(archive_root) / VERSIONS_DIR
 
 
-def _record_path(root: Path, number: int) -> Path:
-    return versions_dir(root) / "records" / f"{number:010d}.json"
+def record_path(archive_root: Path, number: int) -> Path:
+    """Where version ``number``'s record is: ``records/<number, 10 digits>.json``."""
+    return versions_dir(archive_root) / "records" / f"{number:010d}.json"
 
 
-def _catalog_snapshot(root: Path, digest: str) -> Path:
-    return versions_dir(root) / "catalogs" / f"{digest}{SUFFIX}"
+def catalog_snapshot_path(archive_root: Path, digest: str) -> Path:
+    """Where the catalog snapshot of sha256 ``digest`` is: ``catalogs/<digest>.pq``."""
+    return versions_dir(archive_root) / "catalogs" / f"{digest}{SUFFIX}"
 
 
-def _manifest_path(root: Path, digest: str) -> Path:
-    return versions_dir(root) / "manifests" / f"{digest}{SUFFIX}"
+def manifest_path(archive_root: Path, digest: str) -> Path:
+    """Where the manifest of sha256 ``digest`` is: ``manifests/<digest>.pq``."""
+    return versions_dir(archive_root) / "manifests" / f"{digest}{SUFFIX}"
+
+
+def hot_blobs_dir(archive_root: Path) -> Path:
+    """The folder of the hot files versions keep under their content names (``hot/``)."""
+    return versions_dir(archive_root) / "hot"
+
+
+def snapshot_dirs(archive_root: Path) -> list[Path]:
+    """The folders of the content-named files versions read (``manifests/``, ``catalogs/``,
+    ``hot/``), each file in them named ``*`` + :data:`SUFFIX`."""
+    store = versions_dir(archive_root)
+    return [store / "manifests", store / "catalogs", hot_blobs_dir(archive_root)]
 
 
 def hot_blob(archive_root: Path, entry: HotEntry) -> Path:
     """Where a version keeps a hot file: Hive folders as the hot tier's, named by content."""
-    return _blob(f"{versions_dir(archive_root)}/hot", entry)
+    return _blob(str(hot_blobs_dir(archive_root)), entry)
 
 
 def _blob(base: str, entry: HotEntry) -> Path:
@@ -258,7 +273,7 @@ def read_version(archive_root: Path, number: int) -> Version:
         raise VersionError(
             f"{archive_root}: version {number}: no such version (the archive has {count})"
         )
-    path = _record_path(Path(archive_root), number)
+    path = record_path(Path(archive_root), number)
     raw = fsio.read_state_bytes(path)
     if raw is None:
         raise VersionError(f"{archive_root}: version {number} was pruned")
@@ -287,7 +302,7 @@ def list_versions(archive_root: Path) -> list[Version]:
     root = Path(archive_root)
     out = []
     for number in range(1, version_count(root) + 1):
-        raw = fsio.read_state_bytes(_record_path(root, number))
+        raw = fsio.read_state_bytes(record_path(root, number))
         if raw is not None:
             out.append(_parse_record(fsio.load_json(raw, root, error=VersionError), root))
     return out
@@ -343,7 +358,7 @@ def record_version(
         sources=sorted((s, d, b) for (s, d), b in (sources or {}).items() if (s, d) in changed),
     )
     faults.checkpoint("version-snapshots")
-    fsio.atomic_write_bytes(_record_path(root, version.version), _dumps(version.to_dict()))
+    fsio.atomic_write_bytes(record_path(root, version.version), _dumps(version.to_dict()))
     faults.checkpoint("version-record")
     _append_index(root, count, time_ns)
     faults.checkpoint("version-indexed")
@@ -360,7 +375,10 @@ def commit_version(
     lock_timeout: float = ARCHIVE_LOCK_WAIT_SECONDS,
 ) -> Version | None:
     """:func:`record_version` under the archive's lock, for a writer that let it go (a
-    compaction batch). Raises ArchiveBusyError after ``lock_timeout`` seconds."""
+    compaction batch). ``lock_timeout``: the seconds the writer's own locking waited (a
+    compaction passes ``compact.compaction_lock_wait`` of its ``Archive``), so recording its
+    version waits as long as its writes did. Raises ArchiveBusyError after ``lock_timeout``
+    seconds."""
     with archive_lock(archive_root, timeout=lock_timeout, what="recording a version"):
         return record_version(archive_root, operation, sources=sources, audit_log=audit_log)
 
@@ -450,7 +468,7 @@ def _write_manifest(
     pq.write_table(table, sink, compression="zstd")
     raw = sink.getvalue()
     digest = sha256_bytes(raw)
-    _write_new(_manifest_path(root, digest), raw)
+    _write_new(manifest_path(root, digest), raw)
     return digest
 
 
@@ -459,7 +477,7 @@ def _snapshot_catalog(root: Path) -> str | None:
     if raw is None:
         return None
     digest = sha256_bytes(raw)
-    _write_new(_catalog_snapshot(root, digest), raw)
+    _write_new(catalog_snapshot_path(root, digest), raw)
     return digest
 
 
@@ -522,7 +540,7 @@ def manifest_chain(archive_root: Path, digest: str) -> list[str]:
 
 
 def _read_manifest_table(archive_root: Path, digest: str) -> pa.Table:
-    path = _manifest_path(Path(archive_root), digest)
+    path = manifest_path(Path(archive_root), digest)
     try:
         return pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
@@ -531,7 +549,7 @@ def _read_manifest_table(archive_root: Path, digest: str) -> pa.Table:
 
 def _manifest_header(archive_root: Path, digest: str) -> tuple[str, int]:
     """(the manifest this one is a delta of, "" for a whole list; its depth)."""
-    path = _manifest_path(Path(archive_root), digest)
+    path = manifest_path(Path(archive_root), digest)
     try:
         metadata = pq.read_schema(path).metadata or {}
         base, depth = json.loads(metadata[_BASE_KEY.encode()])
@@ -552,7 +570,7 @@ def _manifest_rows(table: pa.Table) -> list[HotEntry]:
 def _version_catalog(root: Path, version: Version) -> Catalog:
     if version.catalog is None:
         return Catalog()
-    path = _catalog_snapshot(root, version.catalog)
+    path = catalog_snapshot_path(root, version.catalog)
     raw = fsio.read_state_bytes(path)
     if raw is None:
         raise VersionError(f"{path}: version {version.version}'s catalog is missing")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime
 from typing import TYPE_CHECKING
 
-from skewtape_pipeline import faults, fsio
+from skewtape_pipeline import faults
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.ticks.archive.books import audit, check_may_delete
 from skewtape_pipeline.ticks.archive.catalog import (
@@ -31,7 +31,7 @@ from skewtape_pipeline.ticks.archive.catalog import (
 )
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
 from skewtape_pipeline.ticks.archive.layout import partition_file
-from skewtape_pipeline.ticks.archive.lifecycle import remove_stale_catalog_temps
+from skewtape_pipeline.ticks.archive.lifecycle import remove_files, remove_stale_catalog_temps
 from skewtape_pipeline.ticks.archive.versions import record_version
 
 if TYPE_CHECKING:
@@ -57,8 +57,9 @@ def remove_symbol_days(archive: Archive, keys: Iterable[SymbolDayKey]) -> list[R
     file. Withdrawal comes first, so a crash between leaves the day hidden or gone, never
     half-visible; a rerun finishes. Both happen under the archive's lock
     (:meth:`Archive.locked`), so a re-tiering cannot move a hot file being removed back into a
-    consolidated file. Idempotent; audited to the archive's audit log. Returns one
-    :class:`Removal` per key, sorted.
+    consolidated file. Idempotent; audited to the archive's audit log (the withdrawal, then
+    each hot file's removal as re-tiering audits its removals: ``lifecycle.remove_files``,
+    ``tick-archive-remove``). Returns one :class:`Removal` per key, sorted.
 
     Raises
     ------
@@ -68,7 +69,7 @@ def remove_symbol_days(archive: Archive, keys: Iterable[SymbolDayKey]) -> list[R
         ``books_and_records`` mode and a key has a hot file or a catalogued copy (audited;
         nothing changed).
     ArchiveBusyError
-        A re-tiering holds the archive's lock beyond its ``lock_timeout`` seconds.
+        Another writer holds the archive's lock beyond its ``lock_timeout`` seconds.
     CatalogMismatchError
         The catalog does not account for the files on disk (in the tier roots of the
         archive's policy); nothing changed.
@@ -85,9 +86,13 @@ def remove_symbol_days(archive: Archive, keys: Iterable[SymbolDayKey]) -> list[R
         return [Removal(*key, removed_file=False, withdrawn=False) for key in wanted]
     with archive.locked("removing"):
         withdrawn = set(_withdraw_locked(archive, wanted))
+        pairs = list(zip(wanted, hot_files, strict=True))
+        removed = set(
+            remove_files(archive, [(hot, _why(key)) for key, hot in pairs if hot.exists()])
+        )
         removals = [
-            Removal(*key, removed_file=fsio.atomic_unlink(hot), withdrawn=key in withdrawn)
-            for key, hot in zip(wanted, hot_files, strict=True)
+            Removal(*key, removed_file=hot in removed, withdrawn=key in withdrawn)
+            for key, hot in pairs
         ]
         record_version(root, "remove", audit_log=archive.audit_log)
         return removals

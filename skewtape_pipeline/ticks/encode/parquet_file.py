@@ -161,9 +161,15 @@ class EncodingChoice:
 
 
 def choose_encodings(
-    table: pa.Table, settings: WriterSettings, *, ts_sorted: bool = True
+    table: pa.Table,
+    settings: WriterSettings,
+    *,
+    ts_sorted: bool = True,
+    more: Mapping[str, Sequence[str]] | None = None,
 ) -> EncodingChoice:
-    """Measure candidate encodings of ``price`` and ``quantity`` and keep the smallest.
+    """Measure candidate encodings of ``price`` and ``quantity`` and keep the smallest: how
+    the writer chooses every file's encodings (:func:`write_verified_file`,
+    :func:`write_table`).
 
     The first ``settings.encoding_sample_rows`` rows (all rows when 0) of each column are
     written once per candidate, all in one trial file with the tier's codec and level; each
@@ -172,12 +178,13 @@ def choose_encodings(
     ``settings.byte_stream_split``. ``side`` is always dictionary encoded; ``ts`` is
     DELTA_BINARY_PACKED when sorted (a symbol-day file), and measured among
     DELTA_BINARY_PACKED, PLAIN and BYTE_STREAM_SPLIT when ``ts_sorted`` is False (a file
-    sorted by symbol first, where time restarts at every symbol). Reads ``settings`` here and
-    hands their values down (:func:`measured_encodings`).
+    sorted by symbol first, where time restarts at every symbol). ``more`` names further
+    columns to measure, each with its candidates (a consolidated file's ``date``). Reads
+    ``settings`` here and hands their values down (:func:`measured_encodings`).
     """
     return measured_encodings(
         table.slice(0, settings.encoding_sample_rows or table.num_rows),
-        _candidates(settings.byte_stream_split, ts_sorted=ts_sorted),
+        {**_candidates(settings.byte_stream_split, ts_sorted=ts_sorted), **(more or {})},
         settings.compression,
         settings.compression_level,
     )
@@ -296,8 +303,9 @@ def write_verified_file(
     """Write ``batch`` to the new file ``path`` with ``settings``, fsync it, read it back in full
     (page checksums checked), compare it field for field with ``batch`` and return its facts.
     ``metadata`` adds the caller's keys (symbol, date) to :func:`file_metadata`'s. This and
-    :func:`write_table` are the writer's two entry points; each reads ``settings`` itself and
-    hands the steps below its values (codec, level, encodings, row groups).
+    :func:`write_table` are the writer's two entry points; each hands ``settings`` to
+    :func:`choose_encodings` (the encodings measured on a sample) and reads the rest itself,
+    handing the steps below their values (codec, level, encodings, row groups).
 
     Raises
     ------
@@ -307,10 +315,8 @@ def write_verified_file(
         Writing failed (a full disk).
     """
     table = archive_table(batch)
-    compression, level = settings.compression, settings.compression_level  # read here only
-    sample = table.slice(0, settings.encoding_sample_rows or table.num_rows)
-    candidates = _candidates(settings.byte_stream_split, ts_sorted=True)
-    choice = measured_encodings(sample, candidates, compression, level)
+    choice = choose_encodings(table, settings)
+    compression, level = settings.compression, settings.compression_level
     key_values = {**metadata, **file_metadata(batch, level)}
     fsio.create_staged_file(path)
     options = writer_options(compression, level, choice)
@@ -331,21 +337,16 @@ def write_table(
 ) -> None:
     """Write ``table``, many symbol-days (``symbol``, ``date`` and the archive columns, sorted
     by symbol, date then time), to ``path`` in ``row_groups`` (``(start, stop)`` row ranges),
-    with ``settings`` read here (this and :func:`write_verified_file` are the writer's two entry
-    points): encodings measured on a sample (``ts`` and ``date`` too; ``symbol`` and ``side``
-    dictionary encoded), statistics on
+    with ``settings`` (this and :func:`write_verified_file` are the writer's two entry
+    points): encodings measured on a sample (:func:`choose_encodings`, ``ts`` and ``date`` too;
+    ``symbol`` and ``side`` dictionary encoded), statistics on
     :data:`STATISTICS_COLUMNS`, no page index, sorted by symbol, date and time. The key-value
     metadata is ``metadata`` then every tick file's (:func:`file_metadata`, scales and timestamp
     unit of ``like``, layout ``consolidated``). Does not fsync.
     """
-    compression, level = settings.compression, settings.compression_level
-    candidates = {
-        **_candidates(settings.byte_stream_split, ts_sorted=False),
-        "date": _DATE_CANDIDATES,
-    }
-    sample = table.slice(0, settings.encoding_sample_rows or table.num_rows)
-    choice = measured_encodings(sample, candidates, compression, level)
+    choice = choose_encodings(table, settings, ts_sorted=False, more={"date": _DATE_CANDIDATES})
     choice = replace(choice, dictionary_columns=["symbol", *choice.dictionary_columns])
+    compression, level = settings.compression, settings.compression_level
     options = {
         **writer_options(compression, level, choice, sorting_columns=(0, 1, 2)),
         "write_statistics": STATISTICS_COLUMNS,

@@ -1,7 +1,7 @@
 """Readers that turn tick files into exact columns, and the canonical CSV form.
 
 Every reader opens its file as a :class:`TickStream` (``open_*``): the file read in bounded
-chunks (:mod:`~skewtape_pipeline.ticks.chunked`), one :class:`SourceTicks` per chunk; the
+chunks (:mod:`~skewtape_pipeline.ticks.encode.chunked`), one :class:`SourceTicks` per chunk; the
 ``read_*`` functions read the whole file into one. A :class:`SourceTicks` is a pyarrow table with
 the canonical columns
 ``timestamp_nanos`` (int64 ns, UTC), ``price``, ``quantity`` (exact: decimal or decimal text,
@@ -206,7 +206,8 @@ def source_from_table(
 
 @dataclass
 class TickStream:
-    """The ticks of one file, read in bounded chunks (:mod:`~skewtape_pipeline.ticks.chunked`).
+    """The ticks of one file, read in bounded chunks
+    (:mod:`~skewtape_pipeline.ticks.encode.chunked`).
 
     :meth:`chunks` reads the file once more each time it is called and yields one
     :class:`SourceTicks` per chunk (rows named by their file row), validated as far as the
@@ -340,13 +341,6 @@ def open_canonical(
     raise TickValidationError(f"{path}: expected a .csv or .parquet file of ticks")
 
 
-def read_canonical_csv(
-    path: Path | str, *, side_map: Mapping[str, str] | None = None
-) -> SourceTicks:
-    """:func:`open_canonical_csv`, read whole."""
-    return open_canonical_csv(path, side_map=side_map).read_all()
-
-
 def open_canonical_csv(
     path: Path | str,
     *,
@@ -409,13 +403,6 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def read_canonical_parquet(
-    path: Path | str, *, side_map: Mapping[str, str] | None = None
-) -> SourceTicks:
-    """:func:`open_canonical_parquet`, read whole."""
-    return open_canonical_parquet(path, side_map=side_map).read_all()
 
 
 PARQUET_ROW_BYTES = 32

@@ -329,12 +329,12 @@ def archive_symbol_days(
     streaming scan per month file, :func:`open_fills`, in at most about ``memory_limit`` bytes:
     rows beyond it spill to the archive's staging folder, as ``compact-ticks`` does). A
     symbol-day without ticks in its month file leaves the archive (the publisher corrected those
-    ticks away); one whose month file no snapshot holds (its venue
-    left and the snapshots that held it are gone, e.g. a mirror advanced in place) is left as
-    archived: a warm or cold copy of it is withdrawn from the catalog
+    ticks away): a warm or cold copy of it is withdrawn from the catalog
     (``withdraw.remove_symbol_days``, audited to the archive's audit log), then its hot file is
-    removed. Archiving a symbol-day again (e.g. a correction) is audited there too. Reports
-    are measured against ``target_ratio``. Idempotent; results follow ``wanted``.
+    removed. One whose month file no snapshot holds (its venue left and the snapshots that held
+    it are gone, e.g. a mirror advanced in place) is left as archived. Archiving a symbol-day
+    again (e.g. a correction) is audited there too. Reports are measured against
+    ``target_ratio``. Idempotent; results follow ``wanted``.
 
     Raises
     ------
@@ -367,7 +367,13 @@ def archive_symbol_days(
             else:  # no removal: no snapshot holds its month file; kept
                 results.append(_removal_result(key, sources[key], removals.get(key)))
     bundles = {key: sources[key].bundle_id for key in planned}
-    commit_version(archive.root, "compact", sources=bundles, audit_log=archive.audit_log)
+    commit_version(
+        archive.root,
+        "compact",
+        sources=bundles,
+        audit_log=archive.audit_log,
+        lock_timeout=compaction_lock_wait(archive),
+    )
     return results
 
 

@@ -19,12 +19,6 @@ from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT
 from skewtape_pipeline_tests.orchestration.conftest import run_month
 
 
-@pytest.fixture
-def instance():
-    with dg.DagsterInstance.ephemeral() as ephemeral:
-        yield ephemeral
-
-
 def delta_manifest(root: Path, month: str) -> dict:
     return json.loads((root / "deltas" / month / MANIFEST).read_bytes())
 

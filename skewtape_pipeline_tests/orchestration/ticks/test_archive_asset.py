@@ -39,15 +39,10 @@ from skewtape_pipeline.ticks.archive.reports_table import (
     write_venue_day_reports,
 )
 from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.versions import version_count
 from skewtape_pipeline_tests.orchestration.conftest import run_month
 
 DAY = "2026-10-05"
-
-
-@pytest.fixture
-def instance():
-    with dg.DagsterInstance.ephemeral() as ephemeral:
-        yield ephemeral
 
 
 @pytest.fixture
@@ -124,6 +119,26 @@ def test_tick_archive_when_one_day_runs_over_all_venues_lists_only_symbol_days_w
     recorded = {k: v.value for k, v in checks[ROUND_TRIP].metadata.items()}
     assert recorded["tier_policy"]["hot_max_age_days"] == 7  # the run's policy, once
     assert len(instance.get_materialized_partitions(TICK_ARCHIVE)) == len(venues)
+
+
+def archive_versions_reported(result: dg.ExecuteInProcessResult) -> set[int]:
+    """The ``archive_version`` values the run's venue-days were materialized with."""
+    events = result.get_asset_materialization_events()
+    return {e.materialization.metadata["archive_version"].value for e in events}
+
+
+def test_tick_archive_when_rerun_unchanged_reports_archive_version_0_not_an_earlier_runs(
+    two_months: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    first = run_day(two_months, instance, DAY)
+    assert first.success
+    committed = version_count(sample_root / "archive")
+    assert committed > 0 and archive_versions_reported(first) == {committed}
+
+    again = run_day(two_months, instance, DAY)  # the same fills: nothing changes
+
+    assert again.success and version_count(sample_root / "archive") == committed
+    assert archive_versions_reported(again) == {0}
 
 
 def test_tick_archive_when_run_reports_table_answers_one_symbol_day_through_duckdb(

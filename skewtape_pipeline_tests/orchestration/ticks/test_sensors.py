@@ -1,15 +1,18 @@
-"""The tick archive's sensors: the venues sensor registers each applied month's venues; the
-corrections sensor, for a month that replaces an earlier month's fills, registers them too and
-requests one run per venue-day it touched, over exactly the symbol-days whose ticks changed."""
+"""The tick archive's sensors: the venues sensor registers each applied month's venues (of the
+sample chain, and of months the minimal publisher wrote); the corrections sensor, for a month
+that replaces an earlier month's fills, registers them too and requests one run per venue-day
+it touched, over exactly the symbol-days whose ticks changed."""
 
 from __future__ import annotations
 
+import shutil
 from collections import defaultdict
 from pathlib import Path
 
 import dagster as dg
-import pytest
+import pyarrow.parquet as pq
 
+from skewtape_pipeline.mirror.apply import apply_delta
 from skewtape_pipeline.orchestration.definitions import build_definitions
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.archive_asset import TICK_ARCHIVE
@@ -32,14 +35,10 @@ from skewtape_pipeline.ticks.fills.snapshot_fills import (
     new_symbols,
     split_symbol,
 )
+from skewtape_pipeline_tests.mirror import minimal_publisher as minimal
+from skewtape_pipeline_tests.mirror.test_conformance import month_file
 
 MONTHS = ("2026-09", "2026-10", "2026-11")
-
-
-@pytest.fixture
-def instance():
-    with dg.DagsterInstance.ephemeral() as ephemeral:
-        yield ephemeral
 
 
 def tick(root: Path, instance: dg.DagsterInstance, cursor: str | None = None):
@@ -138,6 +137,79 @@ def test_venues_sensor_when_venues_known_or_no_new_month_skips_saying_why(
     assert known.cursor == "2026-11"
     idle = venues_tick(applied_chain, instance, cursor="2026-11")
     assert idle.skip_reason.skip_message == "no newly applied month"
+
+
+def publish_two_months(out: Path) -> tuple[Path, Path, Path]:
+    """Publish with the minimal publisher a 2026-11 snapshot (kalshi, polymarket) and the delta
+    to 2026-12 (kalshi's 2026-10 fills replaced and 2026-12 added, a new venue's 2026-12 added,
+    polymarket omitted). Returns (the 2026-11 snapshot, the 2026-12 snapshot, the delta)."""
+    style = minimal.STYLES["terse"]
+    parent_files = {"README.md": b"Skewtape history 2026-11\n"}
+    for venue, month in (("kalshi", "2026-10"), ("kalshi", "2026-11"), ("polymarket", "2026-11")):
+        parent_files[f"fills/{venue}/{month}.parquet"] = month_file(venue, month, "price", 0)
+    next_files = {rel: data for rel, data in parent_files.items() if "/polymarket/" not in rel}
+    next_files["fills/kalshi/2026-10.parquet"] = month_file("kalshi", "2026-10", "price", 1)
+    for venue in ("kalshi", "augur"):
+        next_files[f"fills/{venue}/2026-12.parquet"] = month_file(venue, "2026-12", "price", 0)
+    parent, nxt = (
+        minimal.publish_snapshot(
+            out / "history" / month,
+            files,
+            bundle_id=f"skewtape-history-{month}",
+            venues=venues,
+            style=style,
+        )
+        for month, files, venues in (
+            ("2026-11", parent_files, ("kalshi", "polymarket")),
+            ("2026-12", next_files, ("kalshi", "augur")),
+        )
+    )
+    delta = minimal.publish_delta(
+        parent, nxt, out / "deltas" / "2026-12", omitted_venues=("polymarket",), style=style
+    )
+    return parent.folder, nxt.folder, delta
+
+
+def fills_venues(snapshot: Path) -> set[str]:
+    """The venues the fills files of a published snapshot hold (their ``venue`` column)."""
+    files = sorted(snapshot.glob("fills/*/*.parquet"))
+    return {v for f in files for v in pq.read_table(f, columns=["venue"])["venue"].to_pylist()}
+
+
+def register_as_the_daemon(instance: dg.DagsterInstance, result: dg.SensorResult) -> None:
+    """Add the partitions a sensor tick asked for to ``instance``, as Dagster's daemon does."""
+    for request in result.dynamic_partitions_requests or []:
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+
+
+def test_venues_sensor_when_minimal_publisher_months_applied_registers_their_fills_venues(
+    tmp_path: Path,
+):
+    """Months this project did not write (the minimal publisher's snapshot and delta), applied
+    by the project's applier: the partitions are the venues their fills hold, each under the
+    month that first brought it (a venue the delta omits stays registered)."""
+    parent, nxt, delta = publish_two_months(tmp_path / "publisher")
+    history = tmp_path / "data" / "history"
+    shutil.copytree(parent, history / "2026-11")
+    apply_delta(history / "2026-11", delta, into=history / "2026-12")
+    (tmp_path / "dagster_home").mkdir()
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        first = venues_tick(tmp_path / "data", instance)
+        register_as_the_daemon(instance, first)
+        registered = set(instance.get_dynamic_partitions(VENUES))
+        again = venues_tick(tmp_path / "data", instance, cursor=first.cursor)
+        register_as_the_daemon(instance, again)
+        assert set(instance.get_dynamic_partitions(VENUES)) == registered
+    assert registered == fills_venues(parent) | fills_venues(nxt)
+    by_month = {
+        e.metadata["month"].value: set(e.metadata["venues"].value) for e in first.asset_events
+    }
+    brought = fills_venues(nxt) - fills_venues(parent)
+    assert by_month == {"2026-11": fills_venues(parent), "2026-12": brought} and brought
+    assert first.cursor == "2026-12"
+    assert not again.dynamic_partitions_requests and not again.asset_events
+    assert again.skip_reason.skip_message == "no newly applied month"
+    assert again.cursor == "2026-12"
 
 
 def test_venues_sensor_when_loaded_runs_from_the_start_and_requests_no_job():

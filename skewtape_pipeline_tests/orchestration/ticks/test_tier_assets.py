@@ -11,7 +11,6 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 import pyarrow.parquet as pq
-import pytest
 
 from skewtape_pipeline.orchestration.definitions import build_definitions
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
@@ -82,12 +81,6 @@ def failure_message(result: dg.ExecuteInProcessResult) -> str:
     failures = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
     assert failures, "no step failed"
     return str(failures[0].event_specific_data.error)
-
-
-@pytest.fixture
-def instance():
-    with dg.DagsterInstance.ephemeral() as ephemeral:
-        yield ephemeral
 
 
 def test_retier_ticks_when_months_age_moves_hot_warm_cold_without_losing_or_doubling_ticks(

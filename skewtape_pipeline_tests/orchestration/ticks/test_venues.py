@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import dagster as dg
-import pytest
 
 from skewtape_pipeline.orchestration.ticks.archive_asset import TICK_ARCHIVE
 from skewtape_pipeline.orchestration.ticks.partitions import VENUES, dimension_key
@@ -14,12 +13,6 @@ from skewtape_pipeline.orchestration.ticks.venues import new_venues, register_ap
 from skewtape_pipeline.ticks.fills.snapshot_fills import new_symbols, split_symbol
 
 MONTHS = ("2026-09", "2026-10", "2026-11")
-
-
-@pytest.fixture
-def instance():
-    with dg.DagsterInstance.ephemeral() as ephemeral:
-        yield ephemeral
 
 
 def venue_keys(history: Path, months: tuple[str, ...]) -> set[str]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import dagster as dg
-import pytest
 
 from skewtape_pipeline.definitions import build_definitions
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
@@ -25,12 +24,6 @@ from skewtape_pipeline_tests.orchestration.ticks.test_tier_assets import (
     failure_message,
     materializations,
 )
-
-
-@pytest.fixture
-def instance():
-    with dg.DagsterInstance.ephemeral() as ephemeral:
-        yield ephemeral
 
 
 def test_retier_and_prune_jobs_when_run_name_versions_and_prune_them(

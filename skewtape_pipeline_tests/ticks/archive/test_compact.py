@@ -16,6 +16,7 @@ from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import (
     ArchiveBusyError,
+    CatalogMismatchError,
     ConfigError,
     PrecisionLossError,
     TickValidationError,
@@ -33,8 +34,14 @@ from skewtape_pipeline.ticks.archive.compact import (
     sort_batch,
 )
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.layout import ARCHIVE_LOCK_FILE, partition_file
-from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.layout import (
+    ARCHIVE_LOCK_FILE,
+    CATALOG_FILE,
+    partition_file,
+    staging_folder,
+)
+from skewtape_pipeline.ticks.archive.placement import scan_hot_files
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers, TierPolicy
 from skewtape_pipeline.ticks.archive.versions import EVENT_VERSION
 from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch
 from skewtape_pipeline.ticks.encode.report import (
@@ -46,6 +53,7 @@ from skewtape_pipeline.ticks.encode.report import (
 )
 from skewtape_pipeline.ticks.encode.sides import KALSHI_TAKER_SIDES
 from skewtape_pipeline.ticks.encode.sources import canonical_csv_size_bytes, source_from_table
+from skewtape_pipeline_tests.ticks.archive_builders import POLICY, day_ticks
 from skewtape_pipeline_tests.ticks.conftest import (
     DAY,
     DAY_NS,
@@ -697,3 +705,51 @@ def test_retier_when_a_compaction_died_while_staging_removes_its_staged_file(tmp
 
     assert not orphan.exists()
     assert read_archive_batch(partition_file(tmp_path, "S", DAY)).equals(day_batch(5))
+
+
+# --- the catalog check runs once, under the lock that publishes -----------------------------------
+
+
+def test_compact_symbol_day_when_rewriting_checks_the_catalog_once_with_the_file_staged(
+    tmp_path, monkeypatch
+):
+    out = tmp_path / "archive"
+    compact_symbol_day(archive_at(out, TierPolicy()), day_batch(5), symbol="ES", day=DAY,
+                       age_days=0)  # fmt: skip
+    staged_at_survey: list[list[str]] = []
+    survey = ArchiveTiers.survey
+
+    def counted(tiers: ArchiveTiers, catalog_paths):
+        staged_at_survey.append(staged_files(out))
+        return survey(tiers, catalog_paths)
+
+    monkeypatch.setattr(ArchiveTiers, "survey", counted)
+    compact_symbol_day(archive_at(out, TierPolicy()), day_batch(7), symbol="ES", day=DAY,
+                       age_days=0)  # fmt: skip
+
+    [staged] = staged_at_survey  # one catalog check, with the new file encoded and waiting
+    assert len(staged) == 1
+    assert read_archive_batch(partition_file(out, "ES", DAY)).equals(day_batch(7))
+    assert staged_files(out) == []
+
+
+def staged_files(out: Path) -> list[str]:
+    """The names of the files staged in ``out``'s staging folder."""
+    return [path.name for path in staging_folder(out).rglob("*") if path.is_file()]
+
+
+def test_compact_symbol_day_when_catalog_deleted_refuses_discarding_the_staged_file(tiered):
+    (tiered / CATALOG_FILE).unlink()
+    [hot, *_] = scan_hot_files(tiered)
+    before = contents(tiered.parent)
+    with pytest.raises(CatalogMismatchError, match="the catalog is missing") as refused:
+        compact_symbol_day(archive_at(tiered, POLICY), day_ticks(hot.symbol, hot.day).slice(0, 1),
+                           symbol=hot.symbol, day=hot.day, age_days=1)  # fmt: skip
+    assert "nothing was changed" in str(refused.value)
+    assert contents(tiered.parent) == before  # no staged file left, nothing published or recorded
+
+
+def contents(folder: Path) -> dict[Path, bytes]:
+    """Every file below ``folder`` and its bytes, but the lock file's (its last holder)."""
+    files = (path for path in folder.rglob("*") if path.is_file())
+    return {path: path.read_bytes() for path in files if path.name != ARCHIVE_LOCK_FILE}

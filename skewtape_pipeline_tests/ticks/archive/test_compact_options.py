@@ -68,6 +68,15 @@ def test_compaction_lock_wait_when_archive_waits_longer_takes_the_longer(tmp_pat
     assert compaction_lock_wait(archive_at(tmp_path, lock_timeout=longer)) == longer
 
 
+def test_archive_compact_when_the_archive_waits_longer_records_its_version_waiting_as_long(
+    tmp_path, version_lock_waits
+):
+    source = read_canonical(write_four_day_csv(tmp_path / "ticks.csv"))
+    longer = ARCHIVE_LOCK_WAIT_SECONDS + 300
+    archive_at(tmp_path / "archive", lock_timeout=longer).compact(source, as_of=date(2025, 12, 5))
+    assert version_lock_waits == [("recording a version", longer)]
+
+
 def test_archive_compact_when_given_the_run_follows_it_and_the_encoding(tmp_path):
     source = read_canonical(write_four_day_csv(tmp_path / "ticks.csv"))
     archive = archive_at(tmp_path / "archive")

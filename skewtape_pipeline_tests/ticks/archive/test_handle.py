@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import fields
 from datetime import date
+from decimal import Decimal
 from pathlib import Path
 
 import duckdb
@@ -22,6 +23,7 @@ from skewtape_pipeline.ticks.encode.options import TickEncoding
 from skewtape_pipeline.ticks.encode.sources import read_canonical
 from skewtape_pipeline.ticks.encode.writer_settings import WriterSettings
 from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
+from skewtape_pipeline_tests.ticks.conftest import make_batch
 
 COUNT = "SELECT count(*) AS n FROM ticks"
 PRICE_SCALE_2 = TickEncoding(SchemaRequest(price_scale=2))
@@ -122,6 +124,17 @@ def test_archive_with_no_audit_log_writes_none_and_by_default_audits_beside_the_
     assert audited.audit_log.exists()
 
 
+def test_archive_when_audit_log_is_a_file_named_beside_audits_to_that_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    source = write_four_day_csv(tmp_path / "ticks.csv")
+    archive = Archive(tmp_path / "archive", audit_log="beside")
+    archive.compact(read_canonical(source), as_of=date(2025, 12, 5), encoding=PRICE_SCALE_2)
+    archive.retier(as_of=date(2027, 1, 1))
+    assert archive.audit_log == Path("beside")
+    assert (tmp_path / "beside").read_text().count("\n") > 0
+    assert not (tmp_path / "audit.jsonl").exists()
+
+
 @pytest.mark.parametrize(
     ("options", "named"),
     [
@@ -144,6 +157,44 @@ def test_archive_given_a_policy_records_it_only_once_a_write_succeeded(tmp_path)
     source = write_four_day_csv(tmp_path / "ticks.csv")
     archive.compact(read_canonical(source), as_of=date(2025, 12, 5), encoding=PRICE_SCALE_2)
     assert Archive(tmp_path / "archive").policy == policy
+
+
+@pytest.mark.parametrize(
+    "verb",
+    [
+        lambda a: a.prune(),
+        lambda a: a.withdraw([("KX-1", date(2025, 12, 1))]),
+        lambda a: a.tag("first"),
+    ],
+    ids=["prune", "withdraw", "tag"],
+)
+def test_archive_given_a_policy_records_it_after_any_writing_verb_succeeded(tmp_path, verb):
+    source = write_four_day_csv(tmp_path / "ticks.csv")
+    Archive(tmp_path / "archive").compact(
+        read_canonical(source), as_of=date(2025, 12, 5), encoding=PRICE_SCALE_2
+    )
+    assert not (tmp_path / "archive" / POLICY_RECORD).exists()  # none given, none recorded
+    policy = TierPolicy(hot_max_age_days=3, warm_max_age_days=30)
+    verb(Archive(tmp_path / "archive", policy=policy))
+    assert Archive(tmp_path / "archive").policy == policy
+
+
+def test_archive_compact_symbol_day_when_it_succeeded_commits_a_version_readable_as_of_it(
+    tmp_path,
+):
+    source = read_canonical(write_four_day_csv(tmp_path / "ticks.csv"))
+    archive = Archive(tmp_path / "archive")
+    archive.compact(source, as_of=date(2025, 12, 5), encoding=PRICE_SCALE_2)
+    before = [v.version for v in archive.versions()]
+    day, start = date(2025, 12, 1), 1_764_547_200 * 10**9
+    one = archive.read(["KX-0"], start=day, end=day)
+    batch = make_batch([(start + i, 70 + i, i + 1, 1) for i in range(3)], price_scale=2)
+    archive.compact_symbol_day(batch, symbol="KX-0", day=day, age_days=4)
+    after = [v.version for v in archive.versions()]
+    assert after == [*before, before[-1] + 1]
+    changed = archive.read(["KX-0"], start=day, end=day)
+    assert changed["price"].to_pylist() == [Decimal("0.70"), Decimal("0.71"), Decimal("0.72")]
+    assert archive.read(["KX-0"], start=day, end=day, as_of=before[-1]) == one
 
 
 def test_archive_maps_catalog_paths_through_its_policy_tier_roots_both_ways(tmp_path):

@@ -130,6 +130,34 @@ def test_retier_when_moving_appends_rewrite_commit_and_removal_to_audit_log(tmp_
     assert events.index(commits[0]) < events.index(removals[0])  # nothing removed before
 
 
+def test_retier_when_carrying_out_its_plan_reads_no_tiers_and_surveys_once_after_commit(
+    tmp_path, no_fsync, monkeypatch
+):
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    events: list[str] = []
+
+    def recorded(name: str):
+        method = getattr(ArchiveTiers, name)
+
+        def read(self, *args):
+            events.append(f"tiers.{name}")
+            return method(self, *args)
+
+        return read
+
+    for name in ("resolve", "relative", "survey", "consolidated_files"):
+        monkeypatch.setattr(ArchiveTiers, name, recorded(name))
+    with faults.installed(events.append):
+        result = Archive(root, policy=POLICY).retier(as_of=STAGE_1)
+
+    assert len(result.files_written) == 2  # the second file's sources read after the first
+    first_step = next(i for i, e in enumerate(events) if not e.startswith("tiers."))
+    commit = events.index("committed")
+    assert [e for e in events[first_step:commit] if e.startswith("tiers.")] == []
+    assert events[commit:].count("tiers.survey") == 1  # the garbage, surveyed once
+    assert any(e.startswith("tiers.") for e in events[:first_step])  # resolved when planning
+
+
 @pytest.mark.parametrize("stage", [1, 2])
 def test_retier_when_crashing_at_each_step_keeps_every_tick_once_and_rerun_finishes(
     tmp_path, no_fsync, stage

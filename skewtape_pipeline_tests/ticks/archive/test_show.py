@@ -5,13 +5,15 @@ data (as the demo archives it) before and after re-tiering, recompaction and wit
 from __future__ import annotations
 
 import json
+import re
 from datetime import date
 from pathlib import Path
 
 import pytest
 
+from skewtape_pipeline.audit import AuditLog
 from skewtape_pipeline.cli import main
-from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.errors import AuditLogError, ConfigError
 from skewtape_pipeline.ticks.archive.books import default_audit_log
 from skewtape_pipeline.ticks.archive.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.handle import Archive
@@ -34,6 +36,11 @@ def archived(applied_chain: Path) -> tuple[Path, str]:
     return root, sorted(r.symbol for r in result.archived)[0]
 
 
+def shown(root: Path, symbol: str):
+    """``show`` of the symbol-day on :data:`DAY`, reading the log the archive audits to."""
+    return show_symbol_day(ArchiveTiers.of(root), symbol, DAY, audit_log=default_audit_log(root))
+
+
 def events(story) -> list[str]:
     return [item["event"] for item in story.history]
 
@@ -48,7 +55,7 @@ def reported_places(root: Path) -> dict[str, tuple[str | None, str | None]]:
 
 def test_show_when_just_archived_names_hot_file_report_and_written(archived):
     root, symbol = archived
-    story = show_symbol_day(ArchiveTiers.of(root), symbol, DAY)
+    story = shown(root, symbol)
     assert story.place is not None and story.place.tier == HOT
     assert (root / story.place.file).is_file() and story.place.first_row is None
     assert story.report is not None and story.report["status"] == "archived"
@@ -59,7 +66,7 @@ def test_show_when_just_archived_names_hot_file_report_and_written(archived):
 def test_show_when_retiered_names_cold_file_row_range_and_the_move(archived):
     root, symbol = archived
     Archive(root).retier(as_of=LATER)
-    story = show_symbol_day(ArchiveTiers.of(root), symbol, DAY)
+    story = shown(root, symbol)
     (cold,) = read_catalog(root).files.values()
     assert story.place is not None and (story.place.tier, story.place.file) == (COLD, cold.path)
     assert story.place.first_row == 0 and story.place.rows == story.report["tick_count"]
@@ -81,15 +88,41 @@ def test_show_when_withdrawn_then_purged_says_so_and_reports_name_no_file(archiv
     root, symbol = archived
     Archive(root).retier(as_of=LATER)
     Archive(root).remove([(symbol, DAY)])
-    story = show_symbol_day(ArchiveTiers.of(root), symbol, DAY)
+    story = shown(root, symbol)
     assert story.place is None and story.withdrawn
     assert events(story)[-1] == "withdrawn"
     assert reported_places(root)[symbol] == (None, None)
     Archive(root).retier(as_of=LATER)
-    assert events(show_symbol_day(ArchiveTiers.of(root), symbol, DAY))[-2:] == [
-        "withdrawn",
-        "purged",
-    ]
+    assert events(shown(root, symbol))[-2:] == ["withdrawn", "purged"]
+
+
+def test_show_when_the_archive_is_not_audited_tells_no_history_beyond_the_report(archived):
+    root, symbol = archived
+    Archive(root).retier(as_of=LATER)
+    story = show_symbol_day(ArchiveTiers.of(root), symbol, DAY, audit_log=None)
+    assert story.place is not None and story.place.tier == COLD
+    assert events(story) == ["written"]
+
+
+def test_show_when_a_line_before_the_last_is_not_a_record_refuses_naming_log_and_line(archived):
+    root, symbol = archived
+    Archive(root).retier(as_of=LATER)
+    log = default_audit_log(root)
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join([lines[0], b'{"event": "tick-archive-rem\n', *lines[1:]]))
+    with pytest.raises(AuditLogError, match=rf"{re.escape(str(log))}: line 2: not a JSON record"):
+        shown(root, symbol)
+
+
+def test_show_when_the_last_line_was_cut_short_by_a_crash_tells_the_history_before_it(archived):
+    root, symbol = archived
+    Archive(root).retier(as_of=LATER)
+    log = default_audit_log(root)
+    with log.open("ab") as handle:
+        handle.write(b'{"event": "tick-archive-rem')
+    assert events(shown(root, symbol)) == ["written", "moved", "hot-file-removed"]
+    AuditLog(log).append([{"event": "note"}])  # ends the torn line, a repair record after it
+    assert events(shown(root, symbol)) == ["written", "moved", "hot-file-removed"]
 
 
 def test_show_when_symbol_day_unknown_refuses_naming_it(archived):
@@ -133,14 +166,14 @@ def test_show_when_cold_day_rearchived_unchanged_tells_recompaction_and_back_in_
     archive = Archive(root, policy=TierPolicy(), audit_log=default_audit_log(root))
     options = VenueDayOptions(archive=archive, as_of=date(2026, 12, 3), batch="b2")
     archive_venue_day(root.parent / "history", ("kalshi", DAY), options, symbols=[symbol])
-    story = show_symbol_day(ArchiveTiers.of(root), symbol, DAY)
+    story = shown(root, symbol)
     assert story.place is not None and story.place.tier == HOT
     assert events(story)[-1] == "recompacted" and story.report["batch"] == "b2"
 
     result = Archive(root).retier(as_of=date(2026, 12, 3))  # today: October's age says WARM
 
     assert result.moved == [] and result.files_written == []
-    story = show_symbol_day(ArchiveTiers.of(root), symbol, DAY)
+    story = shown(root, symbol)
     assert story.place is not None and (story.place.tier, story.place.file) == (COLD, cold.path)
     assert events(story)[-2:] == ["recompacted", "hot-file-removed"]
     assert reported_places(root)[symbol] == (COLD, cold.path)

@@ -7,7 +7,15 @@ import json
 import pytest
 
 from skewtape_pipeline.errors import ConfigError
-from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, TierPolicy, TierSettings
+from skewtape_pipeline.storage import LocalTier
+from skewtape_pipeline.ticks.archive.tiers import (
+    COLD,
+    HOT,
+    WARM,
+    ArchiveTiers,
+    TierPolicy,
+    TierSettings,
+)
 from skewtape_pipeline.ticks.encode.sides import resolve_side_map
 
 
@@ -135,3 +143,28 @@ def test_root_for_when_warm_root_is_s3_keeps_the_uri_and_hot_stays_local(tmp_pat
     assert policy.root_for(HOT, tmp_path / "archive") == tmp_path / "archive"
     with pytest.raises(ConfigError, match="hot files live in the archive root"):
         TierPolicy(hot=TierSettings(root="s3://tiers/hot"))
+
+
+def test_store_for_and_root_for_when_tier_is_hot_agree_on_the_archive_root(tmp_path):
+    archive = tmp_path / "archive"
+    store = TierPolicy().store_for(HOT, archive)
+    assert isinstance(store, LocalTier)
+    assert store.folder == TierPolicy().root_for(HOT, archive) == archive
+
+
+@pytest.mark.parametrize("method", ["store_for", "root_for"])
+def test_store_for_and_root_for_when_tier_unknown_raise_config_error_naming_it(tmp_path, method):
+    with pytest.raises(ConfigError, match="'LUKEWARM'"):
+        getattr(TierPolicy(), method)("LUKEWARM", tmp_path / "archive")
+
+
+def test_archive_tiers_resolve_writers_for_every_tier_the_rest_for_consolidated_tiers(tmp_path):
+    policy = TierPolicy(warm=TierSettings(layout="year", root="warm"))
+    tiers = ArchiveTiers.of(tmp_path / "archive", policy)
+    assert list(tiers.writers) == [HOT, WARM, COLD]
+    assert tiers.writers[HOT] == policy.hot.writer
+    for resolved in (tiers.stores, tiers.settings, tiers.layouts, tiers.roots):
+        assert list(resolved) == [WARM, COLD]
+    assert tiers.settings[WARM] is policy.warm
+    assert tiers.layouts == {WARM: "year", COLD: "year"}
+    assert tiers.roots == {WARM: tmp_path / "warm", COLD: tmp_path / "archive-cold"}

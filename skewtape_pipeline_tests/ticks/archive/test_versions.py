@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from skewtape_pipeline import faults
 from skewtape_pipeline.cli import main
-from skewtape_pipeline.errors import ConfigError, VersionError, WriteOnceError
+from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, VersionError, WriteOnceError
 from skewtape_pipeline.ticks.archive.books import default_audit_log, enable_books_and_records
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
@@ -239,6 +239,24 @@ def test_prune_versions_when_books_and_records_refuses(archive):
     with pytest.raises(WriteOnceError):
         Archive(archive, policy=POLICY, audit_log=None).prune_versions(keep_last=1)
     assert version_count(archive) == len(list_versions(archive))
+
+
+def test_prune_versions_when_handle_built_write_once_turns_the_mode_on_and_refuses(archive):
+    kept = [v.version for v in list_versions(archive)]
+    handle = Archive(archive, policy=POLICY, audit_log=None, books_and_records=True)
+    with pytest.raises(WriteOnceError):
+        handle.prune_versions(keep_last=1)
+    assert [v.version for v in list_versions(archive)] == kept
+    with pytest.raises(WriteOnceError):  # the mode is the archive's now, for every handle
+        Archive(archive, policy=POLICY, audit_log=None).prune_versions(keep_last=1)
+
+
+def test_tag_when_another_writer_holds_the_lock_refuses_and_pins_nothing(archive):
+    handle = Archive(archive, policy=POLICY, audit_log=None)
+    with handle.locked("pruning versions"), pytest.raises(ArchiveBusyError, match="pruning"):
+        handle.tag("during-prune")
+    assert list_tags(archive) == {}
+    assert handle.tag("after-prune") == version_count(archive)
 
 
 def test_prune_versions_when_rule_is_missing_or_double_refuses(archive):

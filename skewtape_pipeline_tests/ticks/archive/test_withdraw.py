@@ -23,6 +23,7 @@ from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.consolidate import read_consolidated_file
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.layout import partition_file
+from skewtape_pipeline.ticks.archive.lifecycle import EVENT_REMOVE
 from skewtape_pipeline.ticks.archive.placement import (
     archive_metrics,
     archive_state,
@@ -30,6 +31,7 @@ from skewtape_pipeline.ticks.archive.placement import (
     locations,
     scan_hot_files,
 )
+from skewtape_pipeline.ticks.archive.show import show_symbol_day
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, ArchiveTiers
 from skewtape_pipeline.ticks.archive.withdraw import (
     EVENT_WITHDRAW,
@@ -375,6 +377,25 @@ def test_remove_symbol_days_when_hot_and_cold_days_go_neither_is_in_the_view(tmp
     assert view_rows(root) == without([COLD_KEY, HOT_KEY])
     again = Archive(root).remove([COLD_KEY, HOT_KEY])  # idempotent
     assert not any(r.removed_file or r.withdrawn for r in again)
+
+
+def test_remove_symbol_days_when_a_hot_file_goes_audits_its_removal_as_show_tells_it(
+    tmp_path, no_fsync
+):
+    root = retiered(tmp_path)
+    hot = partition_file(root, *HOT_KEY)
+    size = hot.stat().st_size
+
+    Archive(root).remove([HOT_KEY])
+
+    name = hot.relative_to(root).as_posix()
+    (record,) = [
+        e for e in audit_events(root) if (e["event"], e.get("file")) == (EVENT_REMOVE, name)
+    ]
+    assert record["bytes"] == size
+    assert record["reason"] == f"{HOT_KEY[0]} {HOT_KEY[1].isoformat()} has no ticks any more"
+    story = show_symbol_day(ArchiveTiers.of(root), *HOT_KEY, audit_log=default_audit_log(root))
+    assert [item["event"] for item in story.history] == ["hot-file-removed"]
 
 
 def test_remove_symbol_days_when_books_and_records_refuses_and_changes_nothing(tmp_path, no_fsync):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 from skewtape_pipeline.errors import RoundTripError, TickFormatError
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.consolidate import SymbolDayRows, consolidated_table
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy, TierSettings
 from skewtape_pipeline.ticks.encode import parquet_file
 from skewtape_pipeline.ticks.encode.model import TickBatch
@@ -270,3 +272,39 @@ def test_round_trip_property_when_any_valid_batch_reads_back_exactly(
         for ts, p, q, s in rows
     ]  # fmt: skip
     assert back == expected
+
+
+def _plain_price(monkeypatch) -> list[dict]:
+    """Make the writer's encoding choice ask for PLAIN prices; returns the recorded calls."""
+    calls: list[dict] = []
+    choose = parquet_file.choose_encodings
+
+    def plain_price(table, settings, **options):
+        calls.append({"settings": settings, **options})
+        choice = choose(table, settings, **options)
+        dictionary = [name for name in choice.dictionary_columns if name != "price"]
+        encodings = {**choice.column_encoding, "price": "PLAIN"}
+        return replace(choice, column_encoding=encodings, dictionary_columns=dictionary)
+
+    monkeypatch.setattr(parquet_file, "choose_encodings", plain_price)
+    return calls
+
+
+def test_writer_when_writing_any_file_encodes_as_choose_encodings_chooses(tmp_path, monkeypatch):
+    rng = random.Random(11)
+    batch = make_batch([(DAY_NS + i, int(rng.lognormvariate(8, 2)), 1, 1) for i in range(4_000)],
+                       price_scale=4)  # fmt: skip
+    measured = parquet_file.choose_encodings(parquet_file.archive_table(batch), HOT)
+    assert measured.column_encoding["price"] == "BYTE_STREAM_SPLIT"  # what it measures itself
+    calls = _plain_price(monkeypatch)
+
+    one_day = read_file_facts(write(tmp_path, batch)).encodings["price"]
+    table = consolidated_table([SymbolDayRows("SYM", DAY, batch)])
+    many_days = tmp_path / "consolidated.parquet"
+    parquet_file.write_table(table, many_days, settings=HOT, row_groups=[(0, len(batch))],
+                             like=batch, metadata={})  # fmt: skip
+
+    for encodings in (one_day, pq.ParquetFile(many_days).metadata.row_group(0).column(3).encodings):
+        assert "PLAIN" in encodings and "BYTE_STREAM_SPLIT" not in encodings
+    assert [call["settings"] for call in calls] == [HOT, HOT]
+    assert calls[1]["ts_sorted"] is False and set(calls[1]["more"]) == {"date"}

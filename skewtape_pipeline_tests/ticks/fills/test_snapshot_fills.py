@@ -19,7 +19,7 @@ from skewtape_pipeline.mirror.snapshot import read_snapshot
 from skewtape_pipeline.ticks.archive import spill
 from skewtape_pipeline.ticks.archive.books import EVENT_REFUSED, enable_books_and_records
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.layout import partition_file
+from skewtape_pipeline.ticks.archive.layout import ARCHIVE_LOCK_WAIT_SECONDS, partition_file
 from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query
 from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers, TierPolicy
 from skewtape_pipeline.ticks.archive.versions import EVENT_VERSION
@@ -113,6 +113,17 @@ def test_archive_symbol_days_when_ticks_exist_writes_reports_that_read_back_equa
         assert result.source.path == "fills/kalshi/2026-10.parquet"
         assert Path(result.report.path) == partition_file(out, result.symbol, result.day)
     assert archive_read_back_problems(results, out=out) == []
+
+
+def test_archive_symbol_days_when_the_archive_waits_longer_records_its_version_waiting_as_long(
+    applied_chain: Path, tmp_path: Path, version_lock_waits
+):
+    history = applied_chain / "history"
+    wanted = busiest_symbol_days(history / "2026-10" / "fills/kalshi/2026-10.parquet", 1)
+    longer = ARCHIVE_LOCK_WAIT_SECONDS + 300
+    archive = archive_at(tmp_path / "archive", TierPolicy(), lock_timeout=longer)
+    archive_symbol_days(archive, history, wanted, as_of=AS_OF)
+    assert version_lock_waits == [("recording a version", longer)]
 
 
 def test_archive_read_back_when_a_file_was_altered_names_the_symbol(
