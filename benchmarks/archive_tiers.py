@@ -68,7 +68,7 @@ from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.layout import CATALOG_FILE, read_archive_marker
 from skewtape_pipeline.ticks.archive.placement import archive_metrics
 from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query, scan_stats
-from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, ArchiveTiers, TierPolicy
 from skewtape_pipeline.ticks.archive.versions import SUFFIX as VERSION_FILE_SUFFIX
 from skewtape_pipeline.ticks.encode.sides import KALSHI_TAKER_SIDES
 from skewtape_pipeline.ticks.encode.sources import (
@@ -373,7 +373,7 @@ def check_archive(
 
     ``ticks`` given: the view's rows are also compared, value for value, with them.
     """
-    metrics = archive_metrics(root, policy=policy)
+    metrics = archive_metrics(ArchiveTiers.of(root, policy))
     held = metrics.tiers[tier]
     others = sum(m.ticks for t, m in metrics.tiers.items() if t != tier)
     if held.ticks != n or others or held.symbol_days != expected_days:
@@ -394,7 +394,7 @@ def check_view_rows(root: Path, ticks: Ticks) -> None:
         "SELECT symbol, epoch_us(ts) * 1000 AS ts_ns, CAST(price * 100 AS BIGINT) AS price, "
         "quantity, side = 'SELL' AS sell FROM ticks "
         "ORDER BY symbol, ts_ns, price, quantity, sell",
-        root,
+        ArchiveTiers.of(root),
         QueryOptions(threads=1),
     )
     order = np.lexsort((ticks.side, ticks.quantity, ticks.price, ticks.ts_ns, ticks.symbols))
@@ -425,9 +425,11 @@ def measure_reads(
     shares, read, groups, wrong, with_year = [], [], [], 0, []
     worst: tuple[str, dt.date, int] | None = None
     for symbol, day in samples:
-        stats = scan_stats(QUERY_SQL, root, parameters=[symbol, day, day])
+        stats = scan_stats(QUERY_SQL, ArchiveTiers.of(root), parameters=[symbol, day, day])
         pruned = scan_stats(
-            QUERY_SQL + " AND year = ?", root, parameters=[symbol, day, day, day.year]
+            QUERY_SQL + " AND year = ?",
+            ArchiveTiers.of(root),
+            parameters=[symbol, day, day, day.year],
         )
         if stats.rows != counts[(symbol, day)] or pruned.rows != stats.rows:
             wrong += 1
@@ -438,7 +440,9 @@ def measure_reads(
         if worst is None or stats.bytes_read > worst[2]:
             worst = (symbol, day, stats.bytes_read)
     day = samples[0][1]
-    empty = scan_stats(QUERY_SQL, root, parameters=[ABSENT_SYMBOL, day, day]).bytes_read
+    empty = scan_stats(
+        QUERY_SQL, ArchiveTiers.of(root), parameters=[ABSENT_SYMBOL, day, day]
+    ).bytes_read
     floor = min(bytes_read_alone(f) for f in files)
     return Reads(
         tier_bytes, len(files), footer, shares, read, groups, wrong, worst, empty, floor, with_year

@@ -37,7 +37,7 @@ from skewtape_pipeline.ticks.archive import versions as versions_module
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query
-from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers, TierPolicy
 from skewtape_pipeline.ticks.archive.versions import (
     commit_version,
     read_version,
@@ -167,14 +167,16 @@ def run(workdir: Path, *, symbols: int, versions: int, per_day: int, repeats: in
     shutil.rmtree(versions_dir(plain))
     middle = versions // 2
     params = ["MKT-001", FIRST_DAY, FIRST_DAY + timedelta(days=DAYS - 1)]
-    assert run_query(QUERY, plain, QueryOptions(parameters=params)) == run_query(
-        QUERY, versioned, QueryOptions(parameters=params)
+    assert run_query(QUERY, ArchiveTiers.of(plain), QueryOptions(parameters=params)) == run_query(
+        QUERY, ArchiveTiers.of(versioned), QueryOptions(parameters=params)
     )
     unversioned, current, as_of = interleaved_medians(
         [
-            lambda: run_query(QUERY, plain, QueryOptions(parameters=params)),
-            lambda: run_query(QUERY, versioned, QueryOptions(parameters=params)),
-            lambda: run_query(QUERY, versioned, QueryOptions(parameters=params, as_of=middle)),
+            lambda: run_query(QUERY, ArchiveTiers.of(plain), QueryOptions(parameters=params)),
+            lambda: run_query(QUERY, ArchiveTiers.of(versioned), QueryOptions(parameters=params)),
+            lambda: run_query(
+                QUERY, ArchiveTiers.of(versioned), QueryOptions(parameters=params, as_of=middle)
+            ),
         ],
         repeats,
     )

@@ -77,7 +77,7 @@ from skewtape_pipeline.orchestration.ticks.partitions import VENUES, dimension_k
 from skewtape_pipeline.sample.publisher import publish_sample  # noqa: E402
 from skewtape_pipeline.ticks.archive.handle import Archive  # noqa: E402
 from skewtape_pipeline.ticks.archive.query import run_query  # noqa: E402
-from skewtape_pipeline.ticks.archive.tiers import TierPolicy  # noqa: E402
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers, TierPolicy  # noqa: E402
 from skewtape_pipeline.ticks.fills.snapshot_fills import today_utc  # noqa: E402
 from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day  # noqa: E402
 from skewtape_pipeline_tests.scale_out.servers import (  # noqa: E402
@@ -195,7 +195,7 @@ def archive_digest(root: Path) -> dict[tuple[str, str], tuple[int, str]]:
         "SELECT symbol, strftime(date, '%Y-%m-%d') AS day, count(*) AS n, "
         "md5(string_agg(concat_ws(',', epoch_ns(ts), price, quantity, side), ';' "
         "ORDER BY ts, price, quantity, side)) AS digest FROM ticks GROUP BY ALL",
-        root / "archive",
+        ArchiveTiers.of(root / "archive"),
     ).to_pylist()
     return {(r["symbol"], r["day"]): (r["n"], r["digest"]) for r in rows}
 

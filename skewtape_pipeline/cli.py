@@ -581,10 +581,9 @@ def cmd_show(args: argparse.Namespace) -> None:
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
     story = show_symbol_day(
-        archive.root,
+        archive.tiers,
         args.symbol,
         _parse_day(args.date, option="DATE"),
-        policy=archive.policy,
         audit_log=archive.audit_log,
     )
     _print_result(args, story, "\n".join(story.describe()))
@@ -593,16 +592,12 @@ def cmd_show(args: argparse.Namespace) -> None:
 def cmd_query(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query_json, run_query_text
 
-    roots = [Path(root) for root in args.archive]
-    options = QueryOptions(
-        policy=_archive(args, args.archive[0]).policy,
-        unrestricted=args.unrestricted,
-        as_of=args.as_of,
-    )
+    archives = [_archive(args, root).tiers for root in args.archive]  # each its own tiers
+    options = QueryOptions(unrestricted=args.unrestricted, as_of=args.as_of)
     if args.json:
-        print(run_query_json(args.sql, roots, options))
+        print(run_query_json(args.sql, archives, options))
         return
-    result = run_query_text(args.sql, roots, options)
+    result = run_query_text(args.sql, archives, options)
     print("\t".join(_tsv_field(name) for name in result.columns))
     for row in result.rows:
         print("\t".join(_tsv_field(value) for value in row))
@@ -872,7 +867,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     query.add_argument("sql", help="e.g. \"SELECT count(*) FROM ticks WHERE symbol = 'X'\"")
     query.add_argument(
-        "--archive", action="append", required=True, help="archive root (repeatable)"
+        "--archive",
+        action="append",
+        required=True,
+        help="archive root (repeatable: each read through the tier policy it records)",
     )
     query.add_argument(
         "--unrestricted",

@@ -38,7 +38,6 @@ from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.orchestration.ticks.tier_assets import retier_run_config
 from skewtape_pipeline.orchestration.ticks.venues import register_applied_venues
 from skewtape_pipeline.sample.publisher import publish_sample
-from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query
 from skewtape_pipeline.ticks.archive.tiers import TIERS
 from skewtape_pipeline.ticks.fills.snapshot_fills import days_by_activity
 
@@ -190,12 +189,11 @@ def open_instance(skewtape: SkewtapeHome) -> dg.DagsterInstance:
 def archived_reports(skewtape: SkewtapeHome, day: date, run_id: str) -> list[dict[str, object]]:
     """The reports of the symbol-days a run archived on ``day`` (rows of ``tick_reports``;
     ``path`` made absolute, ``date`` ISO)."""
-    rows = run_query(
+    sql = (
         "SELECT * FROM tick_reports WHERE date = ? AND batch = ? AND status = 'archived' "
-        "ORDER BY symbol",
-        skewtape.archive_dir,
-        QueryOptions(parameters=[day, run_id]),
-    ).to_pylist()
+        "ORDER BY symbol"
+    )
+    rows = ArchiveSettings().open(skewtape).query(sql, parameters=[day, run_id]).to_pylist()
     return [
         row | {"path": str(skewtape.archive_dir / row["path"]), "date": row["date"].isoformat()}
         for row in rows
@@ -256,12 +254,11 @@ def _retier_run(
 
 def _stage(stage: TierStage, skewtape: SkewtapeHome, symbol_day: tuple[str, str]) -> TierStage:
     """``stage`` with what the ``ticks`` view returns now (per tier, and for ``symbol_day``)."""
-    rows = run_query(VIEW_BY_TIER, skewtape.archive_dir).to_pylist()
+    tick_archive = ArchiveSettings().open(skewtape)
+    rows = tick_archive.query(VIEW_BY_TIER).to_pylist()
     stage.view = {str(r["tier"]): (int(r["ticks"]), int(r["contracts"])) for r in rows}
     symbol, day = stage.query = symbol_day
-    stage.answer = run_query(
-        VIEW_SYMBOL_DAY, skewtape.archive_dir, QueryOptions(parameters=[symbol, day, day])
-    ).to_pylist()
+    stage.answer = tick_archive.query(VIEW_SYMBOL_DAY, parameters=[symbol, day, day]).to_pylist()
     return stage
 
 

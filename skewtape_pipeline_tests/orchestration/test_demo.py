@@ -13,6 +13,7 @@ from skewtape_pipeline.mirror.verify import verify_snapshot
 from skewtape_pipeline.orchestration.demo import SYMBOL_WIDTH, fit, main, run_demo
 from skewtape_pipeline.ticks.archive.layout import partition_file
 from skewtape_pipeline.ticks.archive.placement import locate
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.fills.snapshot_fills import today_utc
 
 
@@ -88,7 +89,9 @@ def test_run_demo_when_months_applied_archives_a_day_each_then_moves_it_hot_warm
         assert report["date"] in demo.days
         assert Path(str(report["path"])) == partition_file(archive, symbol, day)
         assert report["round_trip_verified"] is True
-        location = locate(archive, symbol, day)  # the hot file's rows moved on to the cold tier
+        location = locate(
+            ArchiveTiers.of(archive), symbol, day
+        )  # the hot file's rows moved on to the cold tier
         assert location.tier == "COLD" and location.path.is_file()
         assert location.rows == report["tick_count"]
     archived, warm, cold = demo.stages

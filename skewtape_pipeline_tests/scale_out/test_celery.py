@@ -21,6 +21,7 @@ from skewtape_pipeline.orchestration.mirror.jobs import APPLY_POOL
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.partitions import VENUES, register_venues
 from skewtape_pipeline.ticks.archive.query import run_query
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.fills.snapshot_fills import new_symbols
 from skewtape_pipeline_tests.scale_out.celery_workers import (
     CELERY_FILE,
@@ -128,7 +129,7 @@ def archived_counts(root: Path) -> dict[tuple[str, str], int]:
     rows = run_query(
         "SELECT symbol, strftime(date, '%Y-%m-%d') AS day, count(*) AS n FROM ticks "
         f"WHERE date BETWEEN DATE '{DAYS[0]}' AND DATE '{DAYS[-1]}' GROUP BY ALL",
-        root / "archive",
+        ArchiveTiers.of(root / "archive"),
     ).to_pylist()
     return {(row["symbol"], row["day"]): row["n"] for row in rows}
 

@@ -5,8 +5,9 @@ atomically (temporary file, fsync, rename): every re-tiering commits by that one
 reader sees either the old placement or the new one, never a mixture.
 
 Catalog paths name a file by its tier and its path inside that tier's root:
-``WARM/year=2026/month=02/part-<sha256[:16]>.parquet`` is resolved against the tier policy's
-WARM root when read (:func:`resolve`: a local path, or an object when the root is an S3 prefix),
+``WARM/year=2026/month=02/part-<sha256[:16]>.parquet`` is resolved against the archive's WARM
+root when read (``Archive.resolve``, ``tiers.ArchiveTiers.resolve``: a local path, or an object
+when the root is an S3 prefix),
 and a path that is not a plain relative path inside its root (``..``, absolute) is refused. Hot
 file paths (the source stamps) are relative to the archive root itself. So an archive and its
 tier roots are self-contained: copied or moved together, under any names, the copy reads its own
@@ -67,7 +68,6 @@ from skewtape_pipeline import fsio
 from skewtape_pipeline.arrow_memory import owned_reader
 from skewtape_pipeline.errors import TickFormatError, TickValidationError
 from skewtape_pipeline.hashing import FileStamp, is_sha256_hex
-from skewtape_pipeline.storage import TierFile
 from skewtape_pipeline.ticks.archive.layout import (
     CATALOG_FILE,
     MAX_SYMBOL_SEGMENT_BYTES,
@@ -77,8 +77,6 @@ from skewtape_pipeline.ticks.archive.layout import (
 from skewtape_pipeline.ticks.archive.tiers import (
     COLD,
     WARM,
-    ArchiveTiers,
-    TierPolicy,
     inside_path,
     normalized,
 )
@@ -193,22 +191,6 @@ def catalog_path(archive_root: Path) -> Path:
 
 
 _TIER_ROOTS = (WARM, COLD)
-
-
-def relative_to_root(archive_root: Path, path: TierFile, policy: TierPolicy | None = None) -> str:
-    """The catalog path of ``path`` under the archive at ``archive_root`` and ``policy``
-    (default: the default policy): :meth:`ArchiveTiers.relative
-    <skewtape_pipeline.ticks.archive.tiers.ArchiveTiers.relative>`, for callers holding no
-    ``Archive``. TickFormatError for a path outside the archive root and its tier roots."""
-    return ArchiveTiers.of(archive_root, policy).relative(path)
-
-
-def resolve(archive_root: Path, relative: str, policy: TierPolicy | None = None) -> TierFile:
-    """The file the catalog path ``relative`` names under the archive at ``archive_root`` and
-    ``policy`` (default: the default policy): :meth:`ArchiveTiers.resolve
-    <skewtape_pipeline.ticks.archive.tiers.ArchiveTiers.resolve>`, for callers holding no
-    ``Archive``. TickFormatError for a path that would leave its root."""
-    return ArchiveTiers.of(archive_root, policy).resolve(relative)
 
 
 def resolve_hot(archive_root: Path, relative: str) -> Path:

@@ -31,7 +31,8 @@ Options (keyword-only, safe defaults):
 The verbs delegate to the modules that do the work (``compact``, ``lifecycle``, ``withdraw``,
 ``integrity``, ``query``, ``placement``): re-tiering, pruning, withdrawal, removal, the catalog
 rebuild and version pruning are handed the handle itself and take its lock
-(:meth:`Archive.locked`) from it; the others are passed the handle's options.
+(:meth:`Archive.locked`) from it; the reading verbs are handed its resolved tiers (below),
+``tag`` its root and audit log.
 
 The tier policy is resolved in one place, once: :attr:`Archive.tiers` (a
 ``tiers.ArchiveTiers``: the warm and cold stores, each tier's settings, writer settings, layout
@@ -52,16 +53,17 @@ The catalog check (``integrity.checked_catalog``) and the garbage
 listing (``lifecycle._garbage``) each read the stores and paths in one call
 (``ArchiveTiers.survey``) and hand the listing down (``integrity.unaccounted_files``,
 ``placement.unlisted_files``), so those read no tiers.
-The reading verbs (``query``, ``open_view``, ``stats``, ``report``, ``verify``) pass
-``self.policy`` to modules that also serve callers without an ``Archive``; those resolve it
-once per call.
+The reading verbs (``read``, ``query``, ``open_view``, ``stats``, ``report``, ``verify``) hand
+the same value down (``query``'s view and its checks, ``placement.locate`` and
+``archive_metrics``, ``integrity.verify_archive``), as does ``lifecycle.relocated_report``;
+no function below the handle resolves a policy again.
 
 Every writing verb (and the orchestration's venue-day writer) runs inside
 :meth:`Archive.writing`: ``books_and_records`` mode turned on first when the handle was built
 with it, and a policy given to an archive that recorded none recorded once the write succeeded.
 Versioned reads (``read``, ``versions``) and the version verbs (``tag``, ``prune_versions``)
 are methods of this same class, with the same constructor: they read ``self.root`` and
-``self.policy`` and audit to ``self.audit_log`` as the verbs here do.
+``self.tiers`` and audit to ``self.audit_log`` as the verbs here do.
 """
 
 from __future__ import annotations
@@ -328,8 +330,7 @@ class Archive:
             con.execute("SET TimeZone = 'UTC'")
             open_ticks_view(
                 con,
-                self.root,
-                policy=self.policy,
+                self.tiers,
                 as_of=as_of,
                 narrow=lambda state: symbol_days(state, wanted, start, end),
             )
@@ -360,7 +361,7 @@ class Archive:
     def report(self, symbol: str, day: date) -> Location | None:
         """Where ``symbol`` on ``day`` lives now (tier, file, rows, bytes); None when the
         archive does not hold it."""
-        return locate(self.root, symbol, day, policy=self.policy)
+        return locate(self.tiers, symbol, day)
 
     def versions(self) -> list[Version]:
         """The kept versions, oldest first."""
@@ -368,7 +369,7 @@ class Archive:
 
     def verify(self, *, full: bool = False) -> integrity.ArchiveVerification:
         """Every file against its record (``integrity.verify_archive``); reads only."""
-        return integrity.verify_archive(self.root, policy=self.policy, full=full)
+        return integrity.verify_archive(self.tiers, full=full)
 
     def query(
         self,
@@ -377,21 +378,19 @@ class Archive:
         parameters: Sequence[Any] | None = None,
         unrestricted: bool = False,
     ) -> pa.Table:
-        """``sql`` over the view ``ticks`` spanning every tier (``views.run_query``), with this
-        archive's policy; ConfigError for options that ``views.QueryOptions`` refuses."""
-        options = views.QueryOptions(
-            parameters=parameters or (), policy=self.policy, unrestricted=unrestricted
-        )
-        return views.run_query(sql, self.root, options)
+        """``sql`` over the view ``ticks`` spanning every tier (``views.run_query``), through
+        this archive's tiers; ConfigError for options that ``views.QueryOptions`` refuses."""
+        options = views.QueryOptions(parameters=parameters or (), unrestricted=unrestricted)
+        return views.run_query(sql, self.tiers, options)
 
     def open_view(self, con: Any, *, name: str = views.VIEW_NAME) -> Any:
         """The view ``name`` over every tier on the DuckDB connection ``con``
         (``views.open_ticks_view``); returns ``con``."""
-        return views.open_ticks_view(con, self.root, name=name, policy=self.policy)
+        return views.open_ticks_view(con, self.tiers, name=name)
 
     def stats(self) -> placement.ArchiveMetrics:
         """Files, bytes, ticks and symbol-days per tier (``placement.archive_metrics``)."""
-        return placement.archive_metrics(self.root, policy=self.policy)
+        return placement.archive_metrics(self.tiers)
 
     def plan_retier(
         self, *, as_of: date, months: Collection[str] | None = None

@@ -92,7 +92,7 @@ from skewtape_pipeline.ticks.archive.layout import (
     parse_archive_marker,
 )
 from skewtape_pipeline.ticks.archive.placement import HotFile, scan_hot_files
-from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, ArchiveTiers, TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, ArchiveTiers
 from skewtape_pipeline.ticks.archive.trust import (
     WRITTEN_BY_COMPACTION,
     hot_record,
@@ -597,9 +597,7 @@ class ArchiveVerification:
         )
 
 
-def verify_archive(
-    archive_root: Path, *, policy: TierPolicy | None = None, full: bool = False
-) -> ArchiveVerification:
+def verify_archive(tiers: ArchiveTiers, *, full: bool = False) -> ArchiveVerification:
     """Check every byte of every archive file against its record; reads only, never raises
     for what it finds.
 
@@ -611,9 +609,9 @@ def verify_archive(
     record is reported, with the repair) and a readable footer; the archive marker must be in
     the archive root and in every tier root holding catalogued files, equal to the root's. With
     ``full``, every page of every archive file (hot and consolidated) is also read through
-    pyarrow with page checksum verification.
+    pyarrow with page checksum verification. ``tiers``: the archive's resolved tiers
+    (``Archive.tiers``: its root, stores and catalog paths), handed down.
     """
-    tiers = ArchiveTiers.of(archive_root, policy)  # resolved once, handed down
     root, problems = tiers.root, []
     checked = checked_bytes = 0
     tiers.check_reachable()

@@ -1107,7 +1107,7 @@ def relocated_report(
     if report.date is None:
         raise ConfigError(f"report of {report.symbol}: has no date; expected a symbol-day report")
     day = date.fromisoformat(report.date)
-    location = locate(archive.root, report.symbol, day, policy=archive.policy)
+    location = locate(archive.tiers, report.symbol, day)
     if location is None:
         raise ConfigError(
             f"{report.symbol} {report.date}: the archive at {archive.root} holds no rows for it"

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from skewtape_pipeline.errors import ConfigError, TickFormatError
+from skewtape_pipeline.errors import TickFormatError
 from skewtape_pipeline.hashing import FileStamp
 from skewtape_pipeline.storage import TierFile, size_of
 from skewtape_pipeline.ticks.archive.catalog import (
@@ -34,11 +34,10 @@ from skewtape_pipeline.ticks.archive.catalog import (
     CatalogPartition,
     SymbolDayKey,
     read_catalog,
-    resolve,
 )
 from skewtape_pipeline.ticks.archive.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.layout import PART_FILE_NAME, decode_symbol
-from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, TIERS, WARM, ArchiveTiers, TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, TIERS, WARM, ArchiveTiers
 
 HOT_GLOB = f"symbol=*/year=*/month=*/date=*/{PART_FILE_NAME}"
 
@@ -146,16 +145,14 @@ class Location:
     consolidated: bool
 
 
-def locate(
-    archive_root: Path, symbol: str, day: date, *, policy: TierPolicy | None = None
-) -> Location | None:
-    """Where the rows of ``symbol`` on ``day`` live now; None when the archive has none
-    (never archived, or withdrawn with no newer hot file).
+def locate(tiers: ArchiveTiers, symbol: str, day: date) -> Location | None:
+    """Where the rows of ``symbol`` on ``day`` live now in the archive whose resolved tiers
+    are ``tiers`` (``Archive.tiers``: its root, and the tier roots a catalog path names);
+    None when the archive has none (never archived, or withdrawn with no newer hot file).
 
     For a consolidated file ``bytes`` is the symbol-day's byte share; for a hot file, its size.
-    ``policy`` names the tier roots (default: the default policy).
     """
-    state = archive_state(archive_root)
+    state = archive_state(tiers.root)
     key = (symbol, day)
     for hot in state.hot_live:
         if hot.key == key:
@@ -163,15 +160,16 @@ def locate(
     entry = state.catalog.partitions.get(key)
     if entry is None or key in state.hidden:
         return None
-    return _consolidated_location(archive_root, entry, policy)
+    return _consolidated_location(tiers, entry)
 
 
-def locations(archive_root: Path, *, policy: TierPolicy | None = None) -> list[Location]:
-    """Where every symbol-day of the archive lives now, by symbol then date."""
-    state = archive_state(archive_root)
+def locations(tiers: ArchiveTiers) -> list[Location]:
+    """Where every symbol-day of the archive (whose resolved tiers are ``tiers``) lives now,
+    by symbol then date."""
+    state = archive_state(tiers.root)
     out = [_hot_location(hot) for hot in state.hot_live]
     out += [
-        _consolidated_location(archive_root, entry, policy)
+        _consolidated_location(tiers, entry)
         for key, entry in state.catalog.partitions.items()
         if key not in state.hidden
     ]
@@ -183,10 +181,8 @@ def _hot_location(hot: HotFile) -> Location:
     return Location(hot.symbol, hot.day, HOT, hot.path, rows, hot.stamp.size, False)
 
 
-def _consolidated_location(
-    archive_root: Path, entry: CatalogPartition, policy: TierPolicy | None
-) -> Location:
-    path = resolve(archive_root, entry.file, policy)
+def _consolidated_location(tiers: ArchiveTiers, entry: CatalogPartition) -> Location:
+    path = tiers.resolve(entry.file)
     return Location(entry.symbol, entry.date, entry.tier, path, entry.rows, entry.byte_share, True)
 
 
@@ -237,21 +233,17 @@ class ArchiveMetrics:
         return out
 
 
-def archive_metrics(archive_root: Path, *, policy: TierPolicy | None = None) -> ArchiveMetrics:
-    """Bytes, files, ticks and symbol-days per tier of the archive at ``archive_root``.
+def archive_metrics(tiers: ArchiveTiers) -> ArchiveMetrics:
+    """Bytes, files, ticks and symbol-days per tier of the archive whose resolved tiers are
+    ``tiers`` (``Archive.tiers``).
 
     Hot numbers come from the live hot files (their footers), warm and cold from the catalog:
     bytes and files on disk, ticks and symbol-days visible (see :class:`ArchiveMetrics`).
-    ``policy`` names the tier roots scanned for retained files (default: the default policy).
-    Reads only.
+    The warm and cold roots of ``tiers`` are scanned for retained files. Reads only.
     """
-    root = Path(archive_root)
-    policy = TierPolicy.or_default(policy)
-    if not isinstance(policy, TierPolicy):
-        raise ConfigError(f"policy = {policy!r}: expected a TierPolicy")
-    state = archive_state(root)
+    state = archive_state(tiers.root)
     hot_ticks = sum(read_footer(hot.path).num_rows for hot in state.hot_live)
-    tiers = {
+    per_tier = {
         HOT: TierMetrics(
             HOT,
             files=len(state.hot_live),
@@ -267,7 +259,7 @@ def archive_metrics(archive_root: Path, *, policy: TierPolicy | None = None) -> 
             for p in state.catalog.partitions.values()
             if p.tier == tier and p.key not in state.hidden
         ]
-        tiers[tier] = TierMetrics(
+        per_tier[tier] = TierMetrics(
             tier,
             files=len(files),
             bytes=sum(f.bytes for f in files),
@@ -275,11 +267,11 @@ def archive_metrics(archive_root: Path, *, policy: TierPolicy | None = None) -> 
             symbol_days=len(shown),
         )
     retained = [hot.path for hot in state.hot_superseded]
-    retained += uncatalogued_files(ArchiveTiers.of(root, policy), state.catalog)
+    retained += uncatalogued_files(tiers, state.catalog)
     hidden = [state.catalog.partitions[key] for key in state.hidden]
     return ArchiveMetrics(
         generation=state.catalog.generation,
-        tiers={tier: tiers[tier] for tier in TIERS},
+        tiers={tier: per_tier[tier] for tier in TIERS},
         retained_files=len(retained),
         retained_bytes=sum(_size(path) for path in retained),
         hidden_symbol_days=len(hidden),

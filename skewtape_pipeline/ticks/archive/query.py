@@ -34,8 +34,9 @@ Such a view exists only on the connection :func:`open_ticks_view` registered it 
 An archive whose catalog is missing while consolidated files exist is refused
 (``CatalogMismatchError``, naming the files and the rebuild command), as is a catalogued file
 missing from disk; a file whose Parquet footer does not decode is a ``DamagedFileError``
-naming it. Consolidated files are found under the tier roots of ``policy`` (default: the
-default policy's, ``<archive>-warm`` and ``<archive>-cold`` beside the archive).
+naming it. Consolidated files are found under the tier roots of each archive's resolved tiers
+(``Archive.tiers``, a ``tiers.ArchiveTiers``: every function here takes those, one archive's or
+several, and none resolves a tier policy itself).
 
 Every file the view names is verified against the record made when it was written before the
 view is created, unless its stamp is unchanged since it last was (``trust.verify_before_reading``:
@@ -82,7 +83,7 @@ import pyarrow.dataset as ds
 from skewtape_pipeline.errors import CatalogMismatchError, ConfigError
 from skewtape_pipeline.fsio import load_json
 from skewtape_pipeline.storage import LocalTier, ObjectFile, ObjectTier, exists
-from skewtape_pipeline.ticks.archive.catalog import Catalog, resolve
+from skewtape_pipeline.ticks.archive.catalog import Catalog
 from skewtape_pipeline.ticks.archive.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.integrity import check_catalog_present, repair_hint
 from skewtape_pipeline.ticks.archive.layout import ARCHIVE_MARKER, check_archive_root
@@ -93,7 +94,6 @@ from skewtape_pipeline.ticks.archive.tiers import (
     HOT,
     WARM,
     ArchiveTiers,
-    TierPolicy,
     normalized,
 )
 from skewtape_pipeline.ticks.archive.trust import verify_before_reading
@@ -108,25 +108,23 @@ VIEW_NAME = "ticks"
 VIEW_COLUMNS = ("symbol", "date", "ts", "price", "quantity", "side", "tier", "year", "month")
 HIVE_TYPES = "{'symbol': 'VARCHAR', 'year': 'INTEGER', 'month': 'INTEGER', 'date': 'DATE'}"
 
-Roots = Path | str | Sequence[Path | str]
+Archives = ArchiveTiers | Sequence[ArchiveTiers]
+"""One archive's resolved tiers (``Archive.tiers``), or several archives' (one view over all)."""
 Narrow = Callable[[ArchiveState], ArchiveState]
 
 
-def ticks_view_sql(
-    roots: Roots,
-    *,
-    name: str = VIEW_NAME,
-    policy: TierPolicy | None = None,
-    as_of: AsOf | None = None,
-) -> str:
-    """The ``CREATE OR REPLACE VIEW`` statement of the archive(s) at ``roots`` (reads only);
-    with ``as_of`` (a version number, a time or a tag: ``versions.resolve_as_of``; one root
-    only), the view as it read right after that version committed.
+def ticks_view_sql(archives: Archives, *, name: str = VIEW_NAME, as_of: AsOf | None = None) -> str:
+    """The ``CREATE OR REPLACE VIEW`` statement of the archive(s) whose resolved tiers are
+    ``archives`` (``Archive.tiers``; reads only); with ``as_of`` (a version number, a time or a
+    tag: ``versions.resolve_as_of``; one archive only), the view as it read right after that
+    version committed.
 
     Raises
     ------
     ConfigError
-        No roots, a root that is not a folder or lies below a folder named ``symbol=...`` or
+        No archive, an item that is not an ``ArchiveTiers`` (a bare path: pass
+        ``Archive(root).tiers``), a root that is not a folder or lies below a folder named
+        ``symbol=...`` or
         ``date=...`` (which DuckDB would read as those columns), a view name that is not an
         identifier, or a tier in an object store (its files are scanned through Arrow
         datasets that only :func:`open_ticks_view` can register on a connection).
@@ -142,7 +140,7 @@ def ticks_view_sql(
     VersionError
         ``as_of`` names no kept version, or a file the version reads is missing.
     """
-    view = _view(roots, name, policy, as_of)
+    view = _view(archives, name, as_of)
     if view.datasets:
         raise ConfigError(
             f"{', '.join(sorted(view.uris))}: a tier in an object store is read through Arrow "
@@ -162,24 +160,19 @@ class _View:
 
 
 def _view(
-    roots: Roots,
-    name: str,
-    policy: TierPolicy | None,
-    as_of: AsOf | None = None,
-    narrow: Narrow | None = None,
+    archives: Archives, name: str, as_of: AsOf | None = None, narrow: Narrow | None = None
 ) -> _View:
     if not name.isidentifier():
         raise ConfigError(f"name = {name!r}: expected an SQL identifier")
-    policy = TierPolicy.or_default(policy)
     branches, datasets, uris = [], {}, set()
-    checked = _roots(roots)
+    checked = _archives(archives)
     if as_of is not None and len(checked) != 1:
-        raise ConfigError(f"as_of = {as_of!r}: a version names one archive; pass one root")
-    for root in checked:
-        state = _verified_state(root, policy, as_of, narrow)
+        raise ConfigError(f"as_of = {as_of!r}: a version names one archive; pass one archive")
+    for tiers in checked:
+        state = _verified_state(tiers, as_of, narrow)
         hot = [str(h.path.absolute()) for h in state.hot_live]
         if hot:
-            folders = "year, month" if _no_keys_above(Path(root).absolute()) else _YEAR_MONTH
+            folders = "year, month" if _no_keys_above(tiers.root.absolute()) else _YEAR_MONTH
             branches.append(
                 f"SELECT {_COMMON}, '{HOT}' AS tier, {folders} "
                 f"FROM read_parquet({_list(hot)}, hive_partitioning = true, "
@@ -187,8 +180,8 @@ def _view(
             )
         for tier in (WARM, COLD):
             hidden = sorted(k for k in state.hidden if state.catalog.partitions[k].tier == tier)
-            store = policy.store_for(tier, root)
-            by_folders = _files_by_folder_keys(root, state.catalog, tier, policy)
+            store = tiers.stores[tier]
+            by_folders = _files_by_folder_keys(tiers, state.catalog, tier)
             for (monthly, hive), files in sorted(by_folders.items()):
                 if isinstance(store, ObjectTier):
                     table = f"_skewtape_{tier.lower()}_{len(datasets)}"
@@ -199,26 +192,25 @@ def _view(
                     branch = _consolidated_branch(tier, files, monthly=monthly, hive=hive)
                 branches.append(branch + _hide(hidden))
     if not branches:
-        branches.append(_empty_select(_roots(roots)))
+        branches.append(_empty_select([tiers.root for tiers in checked]))
     sql = f"CREATE OR REPLACE VIEW {name} AS\n" + "\nUNION ALL BY NAME\n".join(branches)
     return _View(sql, datasets, frozenset(uris))
 
 
-def _verified_state(
-    root: Path, policy: TierPolicy, as_of: AsOf | None, narrow: Narrow | None
-) -> ArchiveState:
+def _verified_state(tiers: ArchiveTiers, as_of: AsOf | None, narrow: Narrow | None) -> ArchiveState:
     """The state the view reads (now, or as of a version), narrowed, its files verified."""
+    root = tiers.root
     if as_of is None:
-        check_catalog_present(ArchiveTiers.of(root, policy))
+        check_catalog_present(tiers)
         state = archive_state(root)
     else:
         state = version_state(root, resolve_as_of(root, as_of))
     if narrow is not None:
         state = narrow(state)
     if as_of is None:
-        verify_before_reading(root, state, policy)
+        verify_before_reading(tiers, state)
     else:
-        verify_version(root, state, policy)
+        verify_version(tiers, state)
     return state
 
 
@@ -234,7 +226,7 @@ def _no_keys_above(folder: Path) -> bool:
 
 
 def _files_by_folder_keys(
-    root: Path, catalog: Catalog, tier: str, policy: TierPolicy
+    tiers: ArchiveTiers, catalog: Catalog, tier: str
 ) -> dict[tuple[bool, bool], list[str]]:
     """The tier's consolidated files by (monthly, hive): whether their folders name a month
     (``year=/month=``) or a year only (``year=``), and whether the folders above those are
@@ -244,11 +236,11 @@ def _files_by_folder_keys(
     out: dict[tuple[bool, bool], list[str]] = {}
     for item in sorted(catalog.files.values(), key=lambda f: f.path):
         if item.tier == tier:
-            path = resolve(root, item.path, policy)
+            path = tiers.resolve(item.path)
             if not exists(path):
                 raise CatalogMismatchError(
                     f"{path}: the catalog lists it ({tier} {item.period}) but it is not on "
-                    f"disk; restore it from a copy, or {repair_hint(root)}",
+                    f"disk; restore it from a copy, or {repair_hint(tiers.root)}",
                     paths=[path],
                 )
             monthly = "-" in item.period
@@ -301,28 +293,28 @@ def _consolidated_branch(tier: str, files: list[str], *, monthly: bool, hive: bo
 
 def open_ticks_view(
     con: duckdb.DuckDBPyConnection,
-    roots: Roots,
+    archives: Archives,
     *,
     name: str = VIEW_NAME,
-    policy: TierPolicy | None = None,
     as_of: AsOf | None = None,
     narrow: Narrow | None = None,
 ) -> duckdb.DuckDBPyConnection:
-    """Create (or replace) the view ``name`` over the archive(s) at ``roots`` on ``con``
-    (as of a version with ``as_of``: see :func:`ticks_view_sql`); ``narrow`` may cut the
+    """Create (or replace) the view ``name`` over the archive(s) whose resolved tiers are
+    ``archives`` (``Archive.tiers``) on ``con`` (as of a version with ``as_of``: see
+    :func:`ticks_view_sql`); ``narrow`` may cut the
     state down to the symbol-days wanted before any file is named or verified
     (``versions.symbol_days``).
 
     Returns ``con``. See :func:`ticks_view_sql` for what it raises; DamagedFileError when
     DuckDB cannot read a file's footer.
     """
-    view = _view(roots, name, policy, as_of, narrow)
+    view = _view(archives, name, as_of, narrow)
     for table, dataset in view.datasets.items():
         con.register(table, dataset)
     try:
         con.execute(view.sql)
     except duckdb.Error:
-        _raise_if_damaged(roots, policy)
+        _raise_if_damaged(archives)
         raise
     return con
 
@@ -332,21 +324,21 @@ class QueryOptions:
     """How a query runs, fixed once and checked when built.
 
     ``parameters`` fill ``?`` placeholders (kept as a tuple); ``threads`` caps DuckDB's
-    threads (None: DuckDB's default); ``policy`` names the tier roots (None: the default
-    policy); ``unrestricted`` lifts the read-only checks (:func:`check_read_only`,
-    :func:`restrict`); ``as_of`` reads the view as of a version (:func:`ticks_view_sql`).
+    threads (None: DuckDB's default); ``unrestricted`` lifts the read-only checks
+    (:func:`check_read_only`, :func:`restrict`); ``as_of`` reads the view as of a version
+    (:func:`ticks_view_sql`). Where the tiers are is not an option: the archives' resolved
+    tiers are given beside the options.
 
     Raises
     ------
     ConfigError
         Naming the option: parameters that are not a list or tuple, threads that are not an
-        integer >= 1, a policy that is not a TierPolicy, unrestricted that is not a bool, or
+        integer >= 1, unrestricted that is not a bool, or
         as_of that is not a version number, a time or a tag.
     """
 
     parameters: Sequence[Any] = ()
     threads: int | None = None
-    policy: TierPolicy | None = None
     unrestricted: bool = False
     as_of: AsOf | None = None
 
@@ -358,8 +350,6 @@ class QueryOptions:
         threads = self.threads
         if threads is not None and (type(threads) is not int or threads < 1):
             raise ConfigError(f"threads = {threads!r}: expected an integer >= 1 (or unset)")
-        if self.policy is not None and not isinstance(self.policy, TierPolicy):
-            raise ConfigError(f"policy = {self.policy!r}: expected a TierPolicy (or unset)")
         if not isinstance(self.unrestricted, bool):
             raise ConfigError(f"unrestricted = {self.unrestricted!r}: expected true or false")
         if isinstance(self.as_of, bool) or not isinstance(self.as_of, int | str | datetime | None):
@@ -368,31 +358,32 @@ class QueryOptions:
             )
 
 
-def run_query(sql: str, roots: Roots, options: QueryOptions | None = None) -> pa.Table:
+def run_query(sql: str, archives: Archives, options: QueryOptions | None = None) -> pa.Table:
     """Run ``sql`` against a fresh in-memory DuckDB with the ``ticks`` view (and ``tick_reports``,
     the archive's reports table: ``reports_table.reports_view_sql``); return the rows (a table
     without columns when DuckDB gives no relation).
 
-    ``options`` (:class:`QueryOptions`; None: the defaults) give the parameters, threads, tier
-    policy, read-only or not, and the version to read as of. Read-only unless
+    ``archives``: the resolved tiers of one archive or several (``Archive.tiers``); ``options``
+    (:class:`QueryOptions`; None: the defaults) give the parameters, threads, read-only or
+    not, and the version to read as of. Read-only unless
     ``options.unrestricted`` (see :func:`check_read_only` and :func:`restrict`). Every file the
     view reads is verified against its record first when its stamp changed since it last was
     (``trust.verify_before_reading``). Raises ConfigError naming the query when it is not one
     read-only statement or DuckDB rejects it, DamagedFileError naming the file when a file of
     the view differs from its record or has a footer that does not decode.
     """
-    with _query(sql, roots, options or QueryOptions()) as relation:
+    with _query(sql, archives, options or QueryOptions()) as relation:
         return pa.table({}) if relation is None else relation.to_arrow_table()
 
 
-def _raise_if_damaged(roots: Roots, policy: TierPolicy | None) -> None:
+def _raise_if_damaged(archives: Archives) -> None:
     """Raise DamagedFileError for the first file of the view whose footer does not decode
     (DuckDB's own message names neither the file nor the damage); return if none. Called
     when DuckDB fails other than on the SQL's syntax: it reads every footer once."""
-    for root in _roots(roots):
-        state = archive_state(root)
+    for tiers in _archives(archives):
+        state = archive_state(tiers.root)
         paths = [hot.path for hot in state.hot_live]
-        paths += [resolve(root, item.path, policy) for item in state.catalog.files.values()]
+        paths += [tiers.resolve(item.path) for item in state.catalog.files.values()]
         for path in paths:
             try:
                 read_footer(path)  # raises DamagedFileError naming the file
@@ -412,7 +403,7 @@ class QueryText:
     rows: list[tuple[str | None, ...]]
 
 
-def run_query_text(sql: str, roots: Roots, options: QueryOptions | None = None) -> QueryText:
+def run_query_text(sql: str, archives: Archives, options: QueryOptions | None = None) -> QueryText:
     """Run ``sql`` like :func:`run_query` (read-only unless ``unrestricted``); return every
     value as DuckDB's own text.
 
@@ -420,7 +411,7 @@ def run_query_text(sql: str, roots: Roots, options: QueryOptions | None = None) 
     without a result (``unrestricted``, e.g. ``SET``) gives no columns. Raises ConfigError
     naming the query when DuckDB rejects it.
     """
-    with _query(sql, roots, options or QueryOptions()) as relation:
+    with _query(sql, archives, options or QueryOptions()) as relation:
         if relation is None:
             return QueryText([], [], [])
         casts = ", ".join(f"CAST(#{i + 1} AS VARCHAR)" for i in range(len(relation.columns)))
@@ -428,12 +419,12 @@ def run_query_text(sql: str, roots: Roots, options: QueryOptions | None = None) 
         return QueryText(list(relation.columns), [str(t) for t in relation.types], rows)
 
 
-def run_query_json(sql: str, roots: Roots, options: QueryOptions | None = None) -> str:
+def run_query_json(sql: str, archives: Archives, options: QueryOptions | None = None) -> str:
     """Run ``sql`` like :func:`run_query` (read-only unless ``unrestricted``); return a JSON
     array of one object per row, each written by DuckDB's ``to_json`` (numbers stay exact,
     HUGEINTs included; timestamps, intervals and blobs are DuckDB's text; a repeated column
     name gets a ``_1`` suffix). Raises ConfigError naming the query when DuckDB rejects it."""
-    with _query(sql, roots, options or QueryOptions()) as relation:
+    with _query(sql, archives, options or QueryOptions()) as relation:
         if relation is None:
             return "[]"
         name = "_skewtape_row"
@@ -445,19 +436,19 @@ def run_query_json(sql: str, roots: Roots, options: QueryOptions | None = None) 
 
 @contextmanager
 def _query(
-    sql: str, roots: Roots, options: QueryOptions
+    sql: str, archives: Archives, options: QueryOptions
 ) -> Iterator[duckdb.DuckDBPyRelation | None]:
     """The relation of ``sql`` (checked: :func:`check_read_only`) on a fresh connection with
     the view, closed afterwards; DuckDB's errors (while planning or fetching) become
     ConfigError naming the query, or DamagedFileError naming a file of the view whose footer
     does not decode."""
     check_read_only(sql, unrestricted=options.unrestricted)
-    con = _connect(roots, options)
+    con = _connect(archives, options)
     try:
         yield con.sql(sql, params=list(options.parameters) or None)
     except duckdb.Error as exc:
         if not isinstance(exc, duckdb.ParserException):
-            _raise_if_damaged(roots, options.policy)
+            _raise_if_damaged(archives)
         raise ConfigError(f"query {sql!r}: {exc}") from None
     finally:
         con.close()
@@ -482,18 +473,20 @@ class ScanStats:
     rows: int
 
 
-def scan_stats(sql: str, roots: Roots, *, parameters: Sequence[Any] | None = None) -> ScanStats:
+def scan_stats(
+    sql: str, archives: Archives, *, parameters: Sequence[Any] | None = None
+) -> ScanStats:
     """Run ``sql`` (one read-only statement: :func:`check_read_only`) under ``EXPLAIN ANALYZE``
     on one thread and report what it read."""
     check_read_only(sql)
-    con = _connect(roots, QueryOptions(threads=1))
+    con = _connect(archives, QueryOptions(threads=1))
     try:
         (row,) = con.execute(f"EXPLAIN (ANALYZE, FORMAT json) {sql}", parameters or []).fetchall()
         profile = load_json(row[1], "EXPLAIN ANALYZE output", error=ConfigError)
         rows = len(con.execute(sql, parameters or []).fetchall())
     except duckdb.Error as exc:
         if not isinstance(exc, duckdb.ParserException):
-            _raise_if_damaged(roots, None)
+            _raise_if_damaged(archives)
         raise ConfigError(f"query {sql!r}: {exc}") from None
     finally:
         con.close()
@@ -527,7 +520,7 @@ def _files_read(extra_info: dict[str, Any]) -> tuple[int, int]:
     return read, read
 
 
-def _connect(roots: Roots, options: QueryOptions) -> duckdb.DuckDBPyConnection:
+def _connect(archives: Archives, options: QueryOptions) -> duckdb.DuckDBPyConnection:
     """A fresh in-memory connection with the view (as of ``options.as_of`` when given), its
     time zone UTC (the archive's days are UTC days, and timestamps print the same on every
     machine), restricted to reading the archives' own files (:func:`restrict`) unless
@@ -536,17 +529,17 @@ def _connect(roots: Roots, options: QueryOptions) -> duckdb.DuckDBPyConnection:
     con.execute("SET TimeZone = 'UTC'")
     if options.threads is not None:
         con.execute(f"SET threads = {options.threads}")
-    policy = options.policy
     try:
-        open_ticks_view(con, roots, policy=policy, as_of=options.as_of)
+        open_ticks_view(con, archives, as_of=options.as_of)
+        roots = [tiers.root for tiers in _archives(archives)]
         places = []
         if options.as_of is None:  # as of a version, a report names where its run put the day
-            for index, root in enumerate(_roots(roots)):
+            for index, root in enumerate(roots):
                 places.append(f"_skewtape_places_{index}")
                 con.register(places[-1], current_places(root))
-        con.execute(reports_view_sql(_roots(roots), places=places or None))
+        con.execute(reports_view_sql(roots, places=places or None))
         if not options.unrestricted:
-            restrict(con, _allowed_folders(roots, policy))
+            restrict(con, _allowed_folders(archives))
     except BaseException:
         con.close()
         raise
@@ -613,29 +606,34 @@ def restrict(con: duckdb.DuckDBPyConnection, folders: Sequence[Path]) -> None:
     con.execute("SET lock_configuration = true")
 
 
-def _allowed_folders(roots: Roots, policy: TierPolicy | None) -> list[Path]:
+def _allowed_folders(archives: Archives) -> list[Path]:
     """Each archive root and its local warm and cold roots (normalized absolute paths)."""
-    policy = TierPolicy.or_default(policy)
     folders = []
-    for root in _roots(roots):
-        folders.append(normalized(root))
+    for tiers in _archives(archives):
+        folders.append(normalized(tiers.root))
         for tier in (WARM, COLD):
-            store = policy.store_for(tier, root)
+            store = tiers.stores[tier]
             if isinstance(store, LocalTier):
                 folders.append(store.folder)
     return folders
 
 
-def _roots(roots: Roots) -> list[Path]:
-    items = [roots] if isinstance(roots, str | Path) else list(roots)
+def _archives(archives: Archives) -> list[ArchiveTiers]:
+    """``archives`` as a list, each checked: an ``ArchiveTiers`` whose root is an archive root
+    (``layout.check_archive_root``) below no ``symbol=``/``date=`` folder. ConfigError naming
+    the item otherwise (a bare path included: its tiers are ``Archive(root).tiers``)."""
+    items = [archives] if isinstance(archives, ArchiveTiers | str | Path) else list(archives)
     if not items:
-        raise ConfigError("roots: expected at least one archive root")
-    out = []
+        raise ConfigError("archives: expected at least one archive's tiers")
     for item in items:
-        path = check_archive_root(item)
-        _check_no_partition_keys_above(path)
-        out.append(path)
-    return out
+        if not isinstance(item, ArchiveTiers):
+            raise ConfigError(
+                f"{item}: expected an archive's resolved tiers (Archive(root).tiers), not a "
+                f"{type(item).__name__}"
+            )
+        check_archive_root(item.root)
+        _check_no_partition_keys_above(item.root)
+    return items
 
 
 def _check_no_partition_keys_above(root: Path) -> None:

@@ -33,7 +33,7 @@ from skewtape_pipeline.ticks.archive.layout import partition_file
 from skewtape_pipeline.ticks.archive.lifecycle import EVENT_REMOVE, EVENT_REWRITE
 from skewtape_pipeline.ticks.archive.placement import archive_state, locate
 from skewtape_pipeline.ticks.archive.reports_table import symbol_day_report
-from skewtape_pipeline.ticks.archive.tiers import HOT, TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import HOT, ArchiveTiers
 from skewtape_pipeline.ticks.archive.withdraw import EVENT_WITHDRAW
 
 
@@ -108,14 +108,10 @@ def _ratio(value: float | None) -> str:
 
 
 def show_symbol_day(
-    archive_root: Path,
-    symbol: str,
-    day: date,
-    *,
-    policy: TierPolicy | None = None,
-    audit_log: Path | None = None,
+    tiers: ArchiveTiers, symbol: str, day: date, *, audit_log: Path | None = None
 ) -> SymbolDayStory:
-    """Where ``symbol`` on ``day`` is now, its report and its history (see the module notes).
+    """Where ``symbol`` on ``day`` is now, its report and its history (see the module notes),
+    in the archive whose resolved tiers are ``tiers`` (``Archive.tiers``).
 
     ``audit_log``: the log the archive's writers audit to (the ``Archive``'s ``audit_log``, as
     the ``show`` command passes it); None: the archive is not audited, so the history holds only
@@ -132,9 +128,9 @@ def show_symbol_day(
         A line of the audit log that is not a record where no crash leaves one (see
         :func:`_records`), naming the log and the line.
     """
-    root = Path(archive_root)
+    root = tiers.root
     catalog = archive_state(root).catalog
-    location = locate(root, symbol, day, policy=policy)
+    location = locate(tiers, symbol, day)
     place = None
     if location is not None:
         place = _place(root, catalog, symbol, day, location)

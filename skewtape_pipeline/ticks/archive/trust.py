@@ -28,9 +28,9 @@ from pathlib import Path
 from skewtape_pipeline.errors import CatalogMismatchError, DamagedFileError
 from skewtape_pipeline.hashing import FileStamp, HashCache
 from skewtape_pipeline.storage import TierFile, sha256_of, size_of, stamp_of
-from skewtape_pipeline.ticks.archive.catalog import Catalog, FileRecord, read_hot_records, resolve
+from skewtape_pipeline.ticks.archive.catalog import Catalog, FileRecord, read_hot_records
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, HotFile
-from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 
 VERIFIED_CACHE = ".skewtape-verified.json"
 """The archive root's cache of files verified against their records (a dot file: globs skip it)."""
@@ -183,10 +183,11 @@ class VerifiedFiles:
         self._changed = False
 
 
-def verify_before_reading(archive_root: Path, state: ArchiveState, policy: TierPolicy) -> None:
+def verify_before_reading(tiers: ArchiveTiers, state: ArchiveState) -> None:
     """Verify every file a reader of ``state`` reads (the live hot files, the catalogued
-    consolidated files) whose stamp changed since it was last verified (see the module notes).
-    A file not on disk is left to the reader's own check.
+    consolidated files, found through the archive's resolved ``tiers``) whose stamp changed
+    since it was last verified (see the module notes). A file not on disk is left to the
+    reader's own check.
 
     Raises
     ------
@@ -197,22 +198,20 @@ def verify_before_reading(archive_root: Path, state: ArchiveState, policy: TierP
     ObjectStoreError
         An object-store tier cannot be used (names the URI).
     """
-    verified = VerifiedFiles(archive_root)
+    verified = VerifiedFiles(tiers.root)
     try:
         for hot in state.hot_live:
             verified.check_hot(hot, state.catalog)
-        verify_consolidated(verified, archive_root, state, policy)
+        verify_consolidated(verified, tiers, state)
     finally:
         verified.save()
 
 
-def verify_consolidated(
-    verified: VerifiedFiles, archive_root: Path, state: ArchiveState, policy: TierPolicy
-) -> None:
+def verify_consolidated(verified: VerifiedFiles, tiers: ArchiveTiers, state: ArchiveState) -> None:
     """Verify the consolidated files ``state``'s catalog lists against it (see
     :func:`verify_before_reading`); a file not on disk is left to the reader's own check."""
     for item in sorted(state.catalog.files.values(), key=lambda f: f.path):
-        path = resolve(archive_root, item.path, policy)
+        path = tiers.resolve(item.path)
         try:
             stamp = stamp_of(path)
         except FileNotFoundError:

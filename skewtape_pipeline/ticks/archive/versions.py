@@ -79,7 +79,7 @@ from skewtape_pipeline.ticks.archive.layout import (
     encode_symbol,
 )
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, HotFile, archive_state
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers, TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.trust import VerifiedFiles, verify_consolidated
 
 VERSIONS_DIR = "_skewtape_versions"
@@ -600,11 +600,12 @@ def version_state(archive_root: Path, version: Version) -> ArchiveState:
     return ArchiveState(catalog, live, [], overridden)
 
 
-def verify_version(archive_root: Path, state: ArchiveState, policy: TierPolicy) -> None:
+def verify_version(tiers: ArchiveTiers, state: ArchiveState) -> None:
     """Verify the files of a version's ``state`` (hot files by their content names,
-    consolidated files by its catalog) unless their stamps are unchanged since they last
-    were; DamagedFileError names a file that differs."""
-    root = Path(archive_root)
+    consolidated files by its catalog, found through the archive's resolved ``tiers``) unless
+    their stamps are unchanged since they last were; DamagedFileError names a file that
+    differs."""
+    root = tiers.root
     verified = VerifiedFiles(root)
     try:
         for hot in state.hot_live:
@@ -612,7 +613,7 @@ def verify_version(archive_root: Path, state: ArchiveState, policy: TierPolicy) 
             record = FileRecord(hot.stamp.size, digest)
             rel = hot.path.relative_to(root).as_posix()
             verified.check(rel, hot.path, hot.stamp, record, _CONTENT_NAME)
-        verify_consolidated(verified, root, state, policy)
+        verify_consolidated(verified, tiers, state)
     finally:
         verified.save()
 

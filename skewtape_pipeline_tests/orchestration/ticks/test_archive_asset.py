@@ -38,6 +38,7 @@ from skewtape_pipeline.ticks.archive.reports_table import (
     reports_dir,
     write_venue_day_reports,
 )
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.versions import version_count
 from skewtape_pipeline_tests.orchestration.conftest import run_month
 
@@ -154,18 +155,20 @@ def test_tick_archive_when_run_reports_table_answers_one_symbol_day_through_duck
     ).fetchall()
     [(status, ticks, path)] = raw
     assert (status, ticks) == ("archived", traded[symbol])
-    assert locate(archive, symbol, date.fromisoformat(DAY)).rows == ticks
+    assert locate(ArchiveTiers.of(archive), symbol, date.fromisoformat(DAY)).rows == ticks
     assert (archive / path).is_file()
     viewed = run_query(
         "SELECT status, count(*) AS n, sum(tick_count) AS ticks FROM tick_reports "
         "GROUP BY status ORDER BY status",
-        archive,
+        ArchiveTiers.of(archive),
     ).to_pylist()
     by_status = {row["status"]: row for row in viewed}
     assert by_status["archived"]["n"] == len(traded)
     assert by_status["archived"]["ticks"] == sum(traded.values())
     assert by_status["skipped"]["ticks"] == 0
-    ticks_total = run_query("SELECT count(*) AS n FROM ticks", archive).to_pylist()[0]["n"]
+    ticks_total = run_query(
+        "SELECT count(*) AS n FROM ticks", ArchiveTiers.of(archive)
+    ).to_pylist()[0]["n"]
     assert ticks_total == sum(traded.values())
 
 
@@ -200,7 +203,7 @@ def test_tick_archive_when_one_partition_materialized_backfills_only_that_venue_
               if s.startswith(f"{venue}:")}  # fmt: skip
     rows = run_query(
         "SELECT symbol, tick_count FROM tick_reports WHERE status = 'archived'",
-        sample_root / "archive",
+        ArchiveTiers.of(sample_root / "archive"),
     ).to_pylist()
     assert {r["symbol"]: r["tick_count"] for r in rows} == traded
 
@@ -218,7 +221,7 @@ def test_tick_archive_when_a_venue_left_keeps_its_ticks_and_says_so(
     rows = run_query(
         "SELECT symbol, tick_count, venue_departed, source_bundle_id FROM tick_reports "
         "WHERE status = 'archived' ORDER BY symbol",
-        sample_root / "archive",
+        ArchiveTiers.of(sample_root / "archive"),
     ).to_pylist()
     kept = {r["symbol"]: r["tick_count"] for r in rows if r["symbol"].startswith("augur:")}
     assert kept == augur

@@ -22,7 +22,7 @@ from skewtape_pipeline.ticks.archive.books import BOOKS_MARKER, EVENT_REFUSED
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.placement import locate
 from skewtape_pipeline.ticks.archive.query import run_query
-from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, ArchiveTiers, TierPolicy
 from skewtape_pipeline.ticks.fills.snapshot_fills import archive_symbol_days, new_symbols
 from skewtape_pipeline_tests.ticks.conftest import archive_at
 
@@ -61,7 +61,10 @@ def fills_totals(root: Path, days: tuple[date, ...]) -> tuple[int, int]:
 
 def view_tiers(archive: Path) -> set[str]:
     return {
-        row["tier"] for row in run_query("SELECT DISTINCT tier FROM ticks", archive).to_pylist()
+        row["tier"]
+        for row in run_query(
+            "SELECT DISTINCT tier FROM ticks", ArchiveTiers.of(archive)
+        ).to_pylist()
     }
 
 
@@ -85,8 +88,8 @@ def test_retier_ticks_when_months_age_moves_hot_warm_cold_without_losing_or_doub
 ):
     archive = archive_days(applied_chain, DAYS)
     fills, contracts = fills_totals(applied_chain, DAYS)
-    totals = run_query(VIEW_TOTALS, archive).to_pylist()
-    rows = run_query(VIEW_ROWS, archive)
+    totals = run_query(VIEW_TOTALS, ArchiveTiers.of(archive)).to_pylist()
+    rows = run_query(VIEW_ROWS, ArchiveTiers.of(archive))
     assert list(totals[0].values())[:2] == [fills, contracts] and fills > 0
     assert view_tiers(archive) == {HOT}
     job = build_definitions(SkewtapeHome(root=str(applied_chain))).resolve_job_def("retier_ticks")
@@ -102,8 +105,8 @@ def test_retier_ticks_when_months_age_moves_hot_warm_cold_without_losing_or_doub
             assert file["tier"] == WARM and file["bytes"] <= Path(path).stat().st_size
         [stats] = materializations(result, "tick_archive_stats").values()
     assert view_tiers(archive) == {WARM}
-    assert run_query(VIEW_TOTALS, archive).to_pylist() == totals
-    assert run_query(VIEW_ROWS, archive).equals(rows)
+    assert run_query(VIEW_TOTALS, ArchiveTiers.of(archive)).to_pylist() == totals
+    assert run_query(VIEW_ROWS, ArchiveTiers.of(archive)).equals(rows)
     assert (stats["warm_ticks"], stats["hot_ticks"], stats["cold_ticks"]) == (fills, 0, 0)
 
     result = job.execute_in_process(  # one run over every month, as a UI backfill runs them
@@ -120,8 +123,8 @@ def test_retier_ticks_when_months_age_moves_hot_warm_cold_without_losing_or_doub
     moved = sum(metadata["symbol_days_moved"] for metadata in by_month.values())
     assert moved == by_month[MONTHS[0]]["run.symbol_days_moved"] > 0
     assert view_tiers(archive) == {COLD}
-    assert run_query(VIEW_TOTALS, archive).to_pylist() == totals
-    assert run_query(VIEW_ROWS, archive).equals(rows)
+    assert run_query(VIEW_TOTALS, ArchiveTiers.of(archive)).to_pylist() == totals
+    assert run_query(VIEW_ROWS, ArchiveTiers.of(archive)).equals(rows)
     stats = materializations(result, "tick_archive_stats")[None]
     assert (stats["cold_ticks"], stats["warm_ticks"], stats["hot_ticks"]) == (fills, 0, 0)
     assert stats["warm_files"] == 0 and stats["cold_files"] >= 1
@@ -140,7 +143,7 @@ def test_tick_archive_tiers_when_symbol_days_move_records_where_each_now_lives(
     assert len(lines) == metadata["symbol_days_moved"] > 0
     for line in lines:
         symbol, day, source, target, rows, share, file = (c.strip() for c in line.split("|")[1:-1])
-        location = locate(archive, symbol, date.fromisoformat(day))
+        location = locate(ArchiveTiers.of(archive), symbol, date.fromisoformat(day))
         assert (source, target) == (HOT, WARM)
         assert (location.tier, location.path.name, location.bytes) == (target, file, int(share))
         assert str(location.path) in metadata["files"]
@@ -161,7 +164,9 @@ def test_retier_ticks_when_a_warm_day_was_withdrawn_purges_it_and_reports_it(
     run = {"partition_key": "2026-10", "run_config": retier_run_config(TO_WARM)}
     assert job.execute_in_process(**run, instance=instance).success
     counts = "SELECT symbol, count(*) AS n FROM ticks GROUP BY symbol ORDER BY symbol"
-    before = {row["symbol"]: row["n"] for row in run_query(counts, archive).to_pylist()}
+    before = {
+        row["symbol"]: row["n"] for row in run_query(counts, ArchiveTiers.of(archive)).to_pylist()
+    }
     symbol = min(before)
     Archive(archive, audit_log=None).remove(
         [(symbol, DAYS[1])]
@@ -173,8 +178,10 @@ def test_retier_ticks_when_a_warm_day_was_withdrawn_purges_it_and_reports_it(
     assert metadata["run.symbol_days_purged"] == 1
     [stats] = materializations(result, "tick_archive_stats").values()
     assert stats["hidden_symbol_days"] == stats["hidden_ticks"] == 0  # purged, not hidden
-    assert locate(archive, symbol, DAYS[1]) is None
-    after = {row["symbol"]: row["n"] for row in run_query(counts, archive).to_pylist()}
+    assert locate(ArchiveTiers.of(archive), symbol, DAYS[1]) is None
+    after = {
+        row["symbol"]: row["n"] for row in run_query(counts, ArchiveTiers.of(archive)).to_pylist()
+    }
     assert after == {s: n for s, n in before.items() if s != symbol}  # the day held all its ticks
 
 
@@ -211,7 +218,7 @@ def test_books_and_records_when_a_rerun_would_overwrite_a_retained_file_fails_th
     archive_job = defs.resolve_job_def("archive_ticks")
     assert archive_job.execute_in_process(instance=instance, tags=range_tags).success
     assert (skewtape.archive_dir / BOOKS_MARKER).is_file()
-    totals = run_query(VIEW_TOTALS, skewtape.archive_dir).to_pylist()
+    totals = run_query(VIEW_TOTALS, ArchiveTiers.of(skewtape.archive_dir)).to_pylist()
 
     retiered = defs.resolve_job_def("retier_ticks").execute_in_process(
         partition_key="2026-11", run_config=retier_run_config(TO_WARM), instance=instance
@@ -228,7 +235,7 @@ def test_books_and_records_when_a_rerun_would_overwrite_a_retained_file_fails_th
     message = failure_message(refused)
     assert "overwrite refused" in message and "books_and_records" in message
     assert "part-0.parquet" in message
-    assert run_query(VIEW_TOTALS, skewtape.archive_dir).to_pylist() == totals
+    assert run_query(VIEW_TOTALS, ArchiveTiers.of(skewtape.archive_dir)).to_pylist() == totals
     audit = [json.loads(line) for line in skewtape.audit_log.read_text().splitlines()]
     assert audit[-1]["event"] == EVENT_REFUSED
 

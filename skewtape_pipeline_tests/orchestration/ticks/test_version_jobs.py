@@ -12,6 +12,7 @@ from skewtape_pipeline.definitions import build_definitions
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.tier_assets import retier_run_config
 from skewtape_pipeline.ticks.archive.query import run_query
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.versions import list_versions, version_count
 from skewtape_pipeline_tests.orchestration.ticks.test_tier_assets import (
     DAYS,
@@ -29,7 +30,7 @@ def test_retier_and_prune_jobs_when_run_name_versions_and_prune_them(
     applied_chain: Path, instance: dg.DagsterInstance
 ):
     archive = archive_days(applied_chain, DAYS)
-    rows = run_query(VIEW_ROWS, archive)
+    rows = run_query(VIEW_ROWS, ArchiveTiers.of(archive))
     compacted = version_count(archive)
     assert [v.operation for v in list_versions(archive)] == ["compact"]
     assert list_versions(archive)[0].sources  # the bundle each symbol-day came from
@@ -54,7 +55,7 @@ def test_retier_and_prune_jobs_when_run_name_versions_and_prune_them(
     config = {"ops": {"prune_tick_versions_op": {"config": {"keep_last": 1}}}}
     assert prune.execute_in_process(run_config=config, instance=instance).success
     assert [v.version for v in list_versions(archive)] == [compacted + 2]
-    assert run_query(VIEW_ROWS, archive).equals(rows)
+    assert run_query(VIEW_ROWS, ArchiveTiers.of(archive)).equals(rows)
     result = retier_job.execute_in_process(
         run_config=retier_run_config(TO_COLD), instance=instance, tags=tags
     )

@@ -13,12 +13,12 @@ from skewtape_pipeline.ticks.archive.books import (
     enable_books_and_records,
     is_books_and_records,
 )
-from skewtape_pipeline.ticks.archive.catalog import read_catalog, resolve
+from skewtape_pipeline.ticks.archive.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.lifecycle import EVENT_REMOVE
 from skewtape_pipeline.ticks.archive.placement import archive_metrics
-from skewtape_pipeline.ticks.archive.tiers import COLD
+from skewtape_pipeline.ticks.archive.tiers import COLD, ArchiveTiers
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
@@ -51,9 +51,9 @@ def test_retier_when_books_and_records_writes_copies_and_deletes_nothing(tmp_pat
     assert view_rows(root) == expected_rows()  # never twice, although the copies remain
     assert set(tiers_by_day(root).values()) == {COLD}
     for item in read_catalog(root).files.values():
-        assert not resolve(root, item.path).stat().st_mode & 0o222
+        assert not ArchiveTiers.of(root).resolve(item.path).stat().st_mode & 0o222
     assert not [e for e in audit_events(root) if e["event"] == EVENT_REMOVE]
-    metrics = archive_metrics(root, policy=POLICY)
+    metrics = archive_metrics(ArchiveTiers.of(root, POLICY))
     assert metrics.retained_files == len(second.files_retained)
 
 

@@ -25,13 +25,12 @@ from skewtape_pipeline.ticks.archive.catalog import (
     SourceStamp,
     catalog_path,
     read_catalog,
-    relative_to_root,
-    resolve,
     write_catalog,
 )
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.layout import partition_file
 from skewtape_pipeline.ticks.archive.placement import archive_state
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline_tests.ticks.archive_builders import DAYS, POLICY, build_archive
 
 SHA = "ab" * 32
@@ -41,7 +40,7 @@ WARM_FILE = "WARM/year=2026/month=03/part-y.parquet"
 
 def hot_path(symbol: str, day: date) -> str:
     """The stamp path re-tiering records: the hot file, relative to the archive root."""
-    return relative_to_root("root", partition_file("root", symbol, day))
+    return ArchiveTiers.of("root").relative(partition_file("root", symbol, day))
 
 
 def stamp(symbol: str, day: date, seed: int, *, path: str | None = None) -> SourceStamp:
@@ -331,12 +330,12 @@ def test_write_catalog_when_catalog_would_not_read_back_raises_and_writes_nothin
 # --- paths and the live state --------------------------------------------------------------------
 
 
-def test_relative_to_root_when_file_in_cold_root_names_the_tier_and_resolves_back(tmp_path):
+def test_catalog_path_when_file_in_cold_root_names_the_tier_and_resolves_back(tmp_path):
     root = tmp_path / "archive"
     cold = tmp_path / "archive-cold" / "year=2026" / "part-1.parquet"
-    rel = relative_to_root(root, cold)
+    rel = ArchiveTiers.of(root).relative(cold)
     assert rel == "COLD/year=2026/part-1.parquet"
-    assert resolve(root, rel) == cold
+    assert ArchiveTiers.of(root).resolve(rel) == cold
 
 
 def test_archive_state_when_moved_hot_file_remains_marks_it_superseded(tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ from skewtape_pipeline.ticks.archive.catalog import (
 )
 from skewtape_pipeline.ticks.archive.layout import ARCHIVE_MARKER, read_archive_marker
 from skewtape_pipeline.ticks.archive.query import run_query
-from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers, TierPolicy
 
 DEEP = b"[" * 100_000 + b"]" * 100_000
 """JSON nested far deeper than Python's recursion limit."""
@@ -55,7 +55,7 @@ def test_run_query_when_an_empty_archive_marker_is_nested_too_deep_raises_config
 ):
     (tmp_path / ARCHIVE_MARKER).write_bytes(DEEP)
     with pytest.raises(ConfigError, match=f"{ARCHIVE_MARKER}: .*nested too deep"):
-        run_query("SELECT count(*) FROM ticks", [tmp_path])
+        run_query("SELECT count(*) FROM ticks", [ArchiveTiers.of(tmp_path)])
 
 
 def test_tier_policy_load_when_toml_nested_too_deep_raises_config_error_naming_it(tmp_path):

@@ -10,12 +10,14 @@ from datetime import date
 from decimal import Decimal
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError
 from skewtape_pipeline.ticks.archive.handle import POLICY_RECORD, Archive
-from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.lifecycle import relocated_report
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers, TierPolicy
 from skewtape_pipeline.ticks.encode.model import SchemaRequest
 from skewtape_pipeline.ticks.encode.options import TickEncoding
 from skewtape_pipeline.ticks.encode.sources import read_canonical
@@ -33,13 +35,14 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def _retiered_with_policy(tmp_path: Path, capsys) -> tuple[Path, Path]:
+def _retiered_with_policy(tmp_path: Path, capsys, tiers: str = "tiers") -> tuple[Path, Path]:
     """An archive compacted, then re-tiered to COLD with a policy placing the tiers in
-    ``tiers/``; returns (archive, policy file)."""
+    ``<tiers>/`` beside it; returns (archive, policy file)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     source = write_four_day_csv(tmp_path / "ticks.csv")
     archive = tmp_path / "data" / "archive"
     policy = tmp_path / "tiers.toml"
-    policy.write_text('[warm]\nroot = "tiers/warm"\n[cold]\nroot = "tiers/cold"\n')
+    policy.write_text(f'[warm]\nroot = "{tiers}/warm"\n[cold]\nroot = "{tiers}/cold"\n')
     code, _, err = run(capsys, "compact-ticks", str(source), "--out", str(archive),
                        "--as-of", "2025-12-05", "--price-scale", "2")  # fmt: skip
     assert code == 0, err
@@ -66,6 +69,14 @@ def test_cli_rebuild_catalog_after_retier_with_a_policy_finds_the_tiers_without_
     assert _count(capsys, archive) == 12
     code, out, err = run(capsys, "verify-archive", str(archive), "--json")
     assert code == 0 and json.loads(out)["problems"] == [], err
+
+
+def test_cli_query_over_two_archives_reads_each_through_the_policy_it_records(tmp_path, capsys):
+    first, _ = _retiered_with_policy(tmp_path / "first", capsys)
+    second, _ = _retiered_with_policy(tmp_path / "second", capsys, tiers="elsewhere")
+    assert _count(capsys, first) == _count(capsys, second) == 12
+    assert _count(capsys, first, "--archive", str(second)) == 24
+    assert _count(capsys, second, "--archive", str(first)) == 24
 
 
 def test_cli_a_policy_placing_the_tiers_elsewhere_than_recorded_is_refused_naming_both(
@@ -218,6 +229,32 @@ def test_archive_resolves_its_tier_policy_into_stores_once_for_every_verb(tmp_pa
         **{f.name: getattr(archive.policy.cold, f.name) for f in fields(WriterSettings)}
     )
     assert type(archive.tiers.writers["COLD"]) is WriterSettings
+
+
+def test_archive_reading_verbs_read_the_tiers_it_resolved_and_resolve_no_policy_again(
+    tmp_path, monkeypatch
+):
+    policy = TierPolicy.from_dict({"cold": {"root": "tiers/cold"}}, source="test")
+    archive = Archive(tmp_path / "data" / "archive", policy=policy, audit_log=None)
+    source = read_canonical(write_four_day_csv(tmp_path / "ticks.csv"))
+    reports = archive.compact(source, as_of=date(2025, 12, 5), encoding=PRICE_SCALE_2)
+    assert archive.retier(as_of=date(2027, 1, 1)).moved
+    assert archive.tiers.root == archive.root  # resolved once, before the reads
+    resolving = []
+    for name in ("store_for", "root_for", "layout_for", "or_default"):
+        monkeypatch.setattr(TierPolicy, name, lambda *a, name=name: resolving.append(name))
+    monkeypatch.setattr(ArchiveTiers, "of", lambda *a: resolving.append("ArchiveTiers.of"))
+
+    assert archive.query(COUNT).to_pylist() == [{"n": 12}]
+    assert archive.read(columns=["tier"]).column("tier").unique().to_pylist() == ["COLD"]
+    symbol, day = reports[0].symbol, date.fromisoformat(reports[0].date)
+    assert archive.report(symbol, day).path.is_relative_to(tmp_path / "data" / "tiers" / "cold")
+    assert archive.verify(full=True).problems == []
+    assert archive.stats().tiers["COLD"].ticks == 12
+    con = archive.open_view(duckdb.connect())
+    assert con.execute(COUNT).fetchall() == [(12,)]
+    assert relocated_report(reports[0], archive).tier == "COLD"
+    assert resolving == []
 
 
 def test_archive_locked_refuses_a_second_holder_after_its_lock_timeout_naming_the_first(

@@ -18,7 +18,6 @@ from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.archive.catalog import (
     CATALOG_FILE,
     read_catalog,
-    resolve,
     write_catalog,
 )
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
@@ -31,7 +30,7 @@ from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.integrity import EVENT_REBUILD, verify_archive
 from skewtape_pipeline.ticks.archive.placement import archive_metrics, archive_state, scan_hot_files
 from skewtape_pipeline.ticks.archive.query import run_query
-from skewtape_pipeline.ticks.archive.tiers import COLD, WARM
+from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, ArchiveTiers
 from skewtape_pipeline.ticks.archive.versions import EVENT_VERSION
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
@@ -49,11 +48,15 @@ from skewtape_pipeline_tests.ticks.conftest import archive_at
 
 
 def consolidated_paths(root):
-    return sorted(resolve(root, f.path) for f in read_catalog(root).files.values())
+    return sorted(ArchiveTiers.of(root).resolve(f.path) for f in read_catalog(root).files.values())
 
 
 def tier_file(root, tier):
-    [path] = [resolve(root, f.path) for f in read_catalog(root).files.values() if f.tier == tier]
+    [path] = [
+        ArchiveTiers.of(root).resolve(f.path)
+        for f in read_catalog(root).files.values()
+        if f.tier == tier
+    ]
     return path
 
 
@@ -85,7 +88,7 @@ def damage_footer(path):
 def test_consolidated_file_when_written_records_its_symbol_days_digest_and_generation(tiered):
     catalog = read_catalog(tiered)
     for item in catalog.files.values():
-        path = resolve(tiered, item.path)
+        path = ArchiveTiers.of(tiered).resolve(item.path)
         key_values = pq.read_metadata(path).metadata
         # oracle: the file's own symbol and date columns, counted by pyarrow
         table = pq.read_table(path, columns=["symbol", "date"])
@@ -141,7 +144,7 @@ def test_compact_symbol_day_when_catalog_deleted_refuses_to_rewrite_a_hot_file(t
 def test_query_when_catalog_deleted_refuses_instead_of_answering_without_it(tiered):
     (tiered / CATALOG_FILE).unlink()
     with pytest.raises(CatalogMismatchError, match="rebuild-catalog"):
-        run_query("SELECT count(*) FROM ticks", tiered)
+        run_query("SELECT count(*) FROM ticks", ArchiveTiers.of(tiered))
 
 
 def test_remove_days_when_catalog_unreadable_refuses_and_changes_nothing(tiered):
@@ -272,7 +275,7 @@ def test_cli_rebuild_catalog_when_catalog_deleted_exits_0_and_query_answers(tier
 
 
 def test_verify_archive_when_intact_finds_no_problem(tiered):
-    result = verify_archive(tiered, policy=POLICY, full=True)
+    result = verify_archive(ArchiveTiers.of(tiered, POLICY), full=True)
     assert result.problems == []
     assert result.files_checked == len(read_catalog(tiered).files) + len(scan_hot_files(tiered))
 
@@ -282,9 +285,9 @@ def test_verify_archive_when_warm_page_bit_flipped_reports_sha256_and_page_crc(t
     flip_bit_in_data_page(warm)
     with pytest.raises(OSError):  # the oracle: pyarrow's own page checksum verification
         pq.ParquetFile(warm, page_checksum_verification=True).read()
-    quick = verify_archive(tiered, policy=POLICY)
+    quick = verify_archive(ArchiveTiers.of(tiered, POLICY))
     assert [p for p in quick.problems if "sha256" in p and warm.name in p]
-    full = verify_archive(tiered, policy=POLICY, full=True)
+    full = verify_archive(ArchiveTiers.of(tiered, POLICY), full=True)
     assert [p for p in full.problems if "page" in p and warm.name in p]
 
 
@@ -293,7 +296,7 @@ def test_verify_archive_full_when_hot_page_bit_flipped_reports_the_file(tiered):
     flip_bit_in_data_page(hot.path)
     with pytest.raises(OSError):
         pq.ParquetFile(hot.path, page_checksum_verification=True).read()
-    problems = verify_archive(tiered, policy=POLICY, full=True).problems
+    problems = verify_archive(ArchiveTiers.of(tiered, POLICY), full=True).problems
     assert all(str(hot.path) in p for p in problems)
     assert [p for p in problems if "sha256" in p] and [p for p in problems if "page" in p]
 
@@ -304,7 +307,7 @@ def test_verify_archive_when_file_missing_or_resized_names_it(tiered):
     warm.chmod(0o644)
     with open(warm, "ab") as handle:
         handle.write(b"x")
-    problems = verify_archive(tiered, policy=POLICY).problems
+    problems = verify_archive(ArchiveTiers.of(tiered, POLICY)).problems
     assert any("missing" in p and cold.name in p for p in problems)
     assert any("size" in p and warm.name in p for p in problems)
 
@@ -323,7 +326,7 @@ def test_query_when_footer_damaged_raises_typed_error_naming_the_file(tiered, ti
     path = scan_hot_files(tiered)[0].path if tier == "HOT" else tier_file(tiered, tier)
     damage_footer(path)
     with pytest.raises(DamagedFileError) as raised:
-        run_query("SELECT sum(price) FROM ticks", tiered)
+        run_query("SELECT sum(price) FROM ticks", ArchiveTiers.of(tiered))
     assert str(path) in str(raised.value) and "TProtocol" not in str(raised.value)
 
 
@@ -340,7 +343,7 @@ def test_archive_metrics_when_hot_footer_damaged_raises_typed_error_naming_the_f
     [hot, *_] = scan_hot_files(tiered)
     damage_footer(hot.path)
     with pytest.raises(DamagedFileError, match=str(hot.path)):
-        archive_metrics(tiered, policy=POLICY)
+        archive_metrics(ArchiveTiers.of(tiered, POLICY))
 
 
 def test_retier_when_hot_page_bit_flipped_raises_typed_error_and_commits_nothing(
@@ -362,7 +365,7 @@ def test_retier_when_hot_page_bit_flipped_raises_typed_error_and_commits_nothing
 def test_verify_archive_when_footer_damaged_reports_the_file(tiered):
     cold = tier_file(tiered, COLD)
     damage_footer(cold)
-    problems = verify_archive(tiered, policy=POLICY, full=True).problems
+    problems = verify_archive(ArchiveTiers.of(tiered, POLICY), full=True).problems
     assert any(str(cold) in p and "footer" in p for p in problems)
     assert not any("TProtocol" in p for p in problems)
 
@@ -378,11 +381,11 @@ def test_copied_archive_when_original_deleted_queries_and_retiers_its_own_files(
     for suffix in ("", "-warm", "-cold"):
         shutil.rmtree(base / f"archive{suffix}")
     assert view_rows(copy) == expected_rows()
-    assert verify_archive(copy, policy=POLICY, full=True).problems == []
+    assert verify_archive(ArchiveTiers.of(copy, POLICY), full=True).problems == []
     Archive(copy, policy=POLICY).retier(as_of=STAGE_2)
     assert view_rows(copy) == expected_rows()
     for item in read_catalog(copy).files.values():
-        assert resolve(copy, item.path).is_relative_to(base / "copy-cold")
+        assert ArchiveTiers.of(copy).resolve(item.path).is_relative_to(base / "copy-cold")
 
 
 def test_read_catalog_when_entry_outside_its_tier_root_refuses(tiered):

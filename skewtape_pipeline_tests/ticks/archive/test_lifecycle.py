@@ -11,7 +11,7 @@ import pytest
 from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickFormatError
-from skewtape_pipeline.ticks.archive.catalog import read_catalog, resolve
+from skewtape_pipeline.ticks.archive.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.consolidate import read_consolidated_file
 from skewtape_pipeline.ticks.archive.handle import Archive
@@ -96,7 +96,7 @@ def test_retier_when_run_again_changes_nothing(tmp_path, no_fsync):
 def test_retier_when_moving_writes_sorted_row_groups_on_symbol_day_boundaries(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_2)
     Archive(root, policy=POLICY).retier(as_of=STAGE_2)
-    (cold,) = [resolve(root, f.path) for f in read_catalog(root).files.values()]
+    (cold,) = [ArchiveTiers.of(root).resolve(f.path) for f in read_catalog(root).files.values()]
     parts = read_consolidated_file(cold)
     assert [(p.symbol, p.day) for p in parts] == sorted((s, d) for s in SYMBOLS for d in DAYS)
     meta = pq.read_metadata(cold)
@@ -122,11 +122,11 @@ def test_retier_when_moving_appends_rewrite_commit_and_removal_to_audit_log(tmp_
     assert len(rewrites) == len(result.files_written) == 2  # the warm month, the cold year
     assert [c["generation"] for c in commits] == [1, 1]  # the move, then forgetting stamps
     assert commits[1]["symbol_days_moved"] == 0 and "stamps" in commits[1]["reason"]
-    assert {resolve(root, e["file"]) for e in removals} == {
+    assert {ArchiveTiers.of(root).resolve(e["file"]) for e in removals} == {
         tmp_path / "archive" / os.path.relpath(p, root) for p in result.files_removed
     }
     sources = {s["file"] for e in rewrites for s in e["sources"]}
-    assert {resolve(root, s) for s in sources} == set(result.files_removed)
+    assert {ArchiveTiers.of(root).resolve(s) for s in sources} == set(result.files_removed)
     assert events.index(commits[0]) < events.index(removals[0])  # nothing removed before
 
 
@@ -245,7 +245,11 @@ def test_retier_when_months_given_moves_only_symbol_days_of_those_months(tmp_pat
 def test_retier_when_consolidated_file_changed_on_disk_refuses(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1)
     Archive(root, policy=POLICY).retier(as_of=STAGE_1)
-    (warm,) = [resolve(root, f.path) for f in read_catalog(root).files.values() if f.tier == WARM]
+    (warm,) = [
+        ArchiveTiers.of(root).resolve(f.path)
+        for f in read_catalog(root).files.values()
+        if f.tier == WARM
+    ]
     warm.chmod(0o644)
     data = bytearray(warm.read_bytes())
     data[10] ^= 0xFF
@@ -317,17 +321,17 @@ def test_relocated_report_when_moved_names_consolidated_file_and_honest_share(tm
     )  # thin symbol-days share one footer
     busy = next(m for m in moved if (m.symbol, m.date) == ("ES", DAYS[1].isoformat()))
     assert busy.compacted_size_bytes == max(m.compacted_size_bytes for m in moved)
-    location = locate(root, "ES", DAYS[1])
+    location = locate(ArchiveTiers.of(root), "ES", DAYS[1])
     assert location is not None and location.bytes == busy.compacted_size_bytes
 
 
 def test_archive_metrics_when_retiered_counts_bytes_files_and_ticks_per_tier(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1)
-    before = archive_metrics(root, policy=POLICY)
+    before = archive_metrics(ArchiveTiers.of(root, POLICY))
     total_ticks = len(expected_rows())
     assert before.tiers[HOT].ticks == total_ticks and before.tiers[HOT].files == 18
     Archive(root, policy=POLICY).retier(as_of=STAGE_1)
-    after = archive_metrics(root, policy=POLICY).to_dict()
+    after = archive_metrics(ArchiveTiers.of(root, POLICY)).to_dict()
     assert after["hot_files"] == len(SYMBOLS) and after["warm_files"] == 1
     assert after["cold_files"] == 1
     assert after["hot_ticks"] + after["warm_ticks"] + after["cold_ticks"] == total_ticks

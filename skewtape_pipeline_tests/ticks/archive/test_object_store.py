@@ -29,13 +29,13 @@ from skewtape_pipeline.ticks.archive.books import (
     default_audit_log,
     enable_books_and_records,
 )
-from skewtape_pipeline.ticks.archive.catalog import catalog_path, read_catalog, resolve
+from skewtape_pipeline.ticks.archive.catalog import catalog_path, read_catalog
 from skewtape_pipeline.ticks.archive.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.handle import POLICY_RECORD, Archive
 from skewtape_pipeline.ticks.archive.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.placement import archive_metrics, locate, scan_hot_files
-from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query, ticks_view_sql
-from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, TierPolicy
+from skewtape_pipeline.ticks.archive.query import run_query, ticks_view_sql
+from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, ArchiveTiers, TierPolicy
 from skewtape_pipeline_tests.scale_out.servers import free_port
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
@@ -292,7 +292,7 @@ def test_query_over_s3_tiers_when_filtered_opens_and_reads_less_than_unfiltered(
 
     def measured(sql: str) -> tuple[int, int, list]:
         counting.reset()
-        rows = run_query(sql, root, QueryOptions(policy=policy)).to_pylist()
+        rows = run_query(sql, ArchiveTiers.of(root, policy)).to_pylist()
         return len(set(counting.opened)), counting.bytes_read, rows
 
     every = "SELECT symbol, date, ts, price FROM ticks WHERE tier = 'WARM'"
@@ -309,7 +309,7 @@ def test_query_over_s3_tiers_when_filtered_opens_and_reads_less_than_unfiltered(
     )
     assert rows_symbol
     with pytest.raises(ConfigError, match="use open_ticks_view"):
-        ticks_view_sql(root, policy=policy)  # its datasets exist only on a connection
+        ticks_view_sql(ArchiveTiers.of(root, policy))  # its datasets exist only on a connection
 
 
 def tiered_on_s3(tmp_path, server):
@@ -333,22 +333,22 @@ def flip_a_byte(server, uri: str) -> None:
 
 def test_verify_archive_on_s3_when_an_object_is_corrupted_names_it(tmp_path, no_fsync, s3_env):
     root, policy = tiered_on_s3(tmp_path, s3_env)
-    clean = verify_archive(root, policy=policy, full=True)
+    clean = verify_archive(ArchiveTiers.of(root, policy), full=True)
     catalog = read_catalog(root)
     assert clean.ok, clean.problems
     assert clean.files_checked == len(catalog.files) + len(scan_hot_files(root))
     [cold] = [f for f in catalog.files.values() if f.tier == COLD]
-    uri = str(resolve(root, cold.path, policy))
+    uri = str(ArchiveTiers.of(root, policy).resolve(cold.path))
     assert uri.startswith(f"s3://tiers/{policy.cold.root.split('/')[3]}/cold/year=2026/")
 
     flip_a_byte(s3_env, uri)
 
-    quick = verify_archive(root, policy=policy)
+    quick = verify_archive(ArchiveTiers.of(root, policy))
     assert [p for p in quick.problems if p.startswith(uri)] == [
-        f"{uri}: sha256 is {sha256_of(resolve(root, cold.path, policy))}, "
+        f"{uri}: sha256 is {sha256_of(ArchiveTiers.of(root, policy).resolve(cold.path))}, "
         f"the catalog recorded {cold.sha256}"
     ]
-    full = verify_archive(root, policy=policy, full=True)
+    full = verify_archive(ArchiveTiers.of(root, policy), full=True)
     assert any(p.startswith(f"{uri}: row group") or "footer" in p for p in full.problems)
     assert len(full.problems) == 2
 
@@ -361,19 +361,19 @@ def test_query_over_s3_when_an_object_is_overwritten_after_a_query_refuses_namin
     hashed = []
     monkeypatch.setattr(trust, "sha256_of", lambda file: hashed.append(file) or sha256_of(file))
     sql = "SELECT sum(price) AS p, sum(quantity) AS q FROM ticks"
-    answer = run_query(sql, root, QueryOptions(policy=policy))  # verifies every object once
+    answer = run_query(sql, ArchiveTiers.of(root, policy))  # verifies every object once
     objects = [f for f in hashed if isinstance(f, storage.ObjectFile)]
     assert len(objects) == len(read_catalog(root).files)
     hashed.clear()
-    assert run_query(sql, root, QueryOptions(policy=policy)) == answer
+    assert run_query(sql, ArchiveTiers.of(root, policy)) == answer
     assert hashed == []  # trusted by their unchanged stamps
     [cold] = [f for f in read_catalog(root).files.values() if f.tier == COLD]
-    uri = str(resolve(root, cold.path, policy))
+    uri = str(ArchiveTiers.of(root, policy).resolve(cold.path))
 
     flip_a_byte(s3_env, uri)  # same size, within the same second: the ETag moves
 
     with pytest.raises(DamagedFileError, match="the catalog recorded") as raised:
-        run_query(sql, root, QueryOptions(policy=policy))
+        run_query(sql, ArchiveTiers.of(root, policy))
     assert str(raised.value).startswith(f"{uri}: sha256 is ")
 
 
@@ -383,11 +383,11 @@ def test_verify_archive_on_s3_when_a_tier_marker_object_is_deleted_reports_it(
 ):
     root, policy = tiered_on_s3(tmp_path, s3_env)
     marker = policy.store_for(tier, root).file("_skewtape_archive.json")
-    assert storage.exists(marker) and verify_archive(root, policy=policy).ok
+    assert storage.exists(marker) and verify_archive(ArchiveTiers.of(root, policy)).ok
 
     bucket_filesystem(s3_env).delete_file(marker.key)
 
-    problems = verify_archive(root, policy=policy).problems
+    problems = verify_archive(ArchiveTiers.of(root, policy)).problems
     assert len(problems) == 1 and problems[0].startswith(f"{marker.uri}: missing")
 
 
@@ -407,7 +407,7 @@ def test_rebuild_catalog_on_s3_when_the_catalog_is_lost_restores_it(tmp_path, no
         k: (p.file, p.rows, p.byte_share) for k, p in before.partitions.items()
     }
     assert view_rows(root, policy=policy) == expected_rows()
-    assert verify_archive(root, policy=policy, full=True).ok
+    assert verify_archive(ArchiveTiers.of(root, policy), full=True).ok
 
 
 @pytest.mark.parametrize("broken", ["unreachable endpoint", "missing bucket", "bad credentials"])
@@ -431,10 +431,11 @@ def test_s3_tier_when_store_cannot_be_used_raises_typed_error_naming_uri_changes
 
     for attempt in (
         lambda: Archive(root, policy=broken_policy).retier(as_of=STAGE_2),
-        lambda: verify_archive(root, policy=broken_policy),
+        lambda: verify_archive(ArchiveTiers.of(root, broken_policy)),
         lambda: Archive(root, policy=broken_policy).rebuild_catalog(),
         lambda: view_rows(root, policy=broken_policy),
-        lambda: read_footer(resolve(root, warm_file, broken_policy)),  # never "damaged"
+        # a footer read through the broken store: never "damaged"
+        lambda: read_footer(ArchiveTiers.of(root, broken_policy).resolve(warm_file)),
     ):
         with pytest.raises(ObjectStoreError) as refused:
             attempt()
@@ -504,7 +505,7 @@ def test_withdraw_on_s3_hides_the_day_at_once_and_retier_rewrites_its_object_wit
     assert Archive(root, policy=policy).withdraw([withdrawn]) == [withdrawn]
     wanted = [row for row in expected_rows() if (row[0], row[1]) != withdrawn]
     assert view_rows(root, policy=policy) == wanted
-    assert locate(root, *withdrawn, policy=policy) is None
+    assert locate(ArchiveTiers.of(root, policy), *withdrawn) is None
 
     result = Archive(root, policy=policy).retier(as_of=STAGE_1)
 
@@ -515,9 +516,9 @@ def test_withdraw_on_s3_hides_the_day_at_once_and_retier_rewrites_its_object_wit
     cold_objects = [k for k in objects_under(s3_env, f"{prefix}/cold") if k.endswith(".parquet")]
     assert cold_objects == [new.removeprefix("COLD/")]  # the old object was removed
     assert view_rows(root, policy=policy) == wanted
-    place = locate(root, "ES", DAYS[0], policy=policy)
+    place = locate(ArchiveTiers.of(root, policy), "ES", DAYS[0])
     assert str(place.path) == f"s3://tiers/{prefix}/cold/{new.removeprefix('COLD/')}"
-    metrics = archive_metrics(root, policy=policy)
+    metrics = archive_metrics(ArchiveTiers.of(root, policy))
     assert metrics.tiers[COLD].bytes == bucket_filesystem(s3_env).get_file_info(place.path.key).size
 
 

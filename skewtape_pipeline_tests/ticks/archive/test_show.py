@@ -19,7 +19,7 @@ from skewtape_pipeline.ticks.archive.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.query import run_query
 from skewtape_pipeline.ticks.archive.show import show_symbol_day
-from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, ArchiveTiers, TierPolicy
 from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day
 
 DAY = date(2026, 10, 5)
@@ -38,7 +38,7 @@ def archived(applied_chain: Path) -> tuple[Path, str]:
 
 def shown(root: Path, symbol: str):
     """``show`` of the symbol-day on :data:`DAY`, reading the log the archive audits to."""
-    return show_symbol_day(root, symbol, DAY, audit_log=default_audit_log(root))
+    return show_symbol_day(ArchiveTiers.of(root), symbol, DAY, audit_log=default_audit_log(root))
 
 
 def events(story) -> list[str]:
@@ -46,7 +46,10 @@ def events(story) -> list[str]:
 
 
 def reported_places(root: Path) -> dict[str, tuple[str | None, str | None]]:
-    table = run_query("SELECT symbol, tier, path FROM tick_reports WHERE status = 'archived'", root)
+    table = run_query(
+        "SELECT symbol, tier, path FROM tick_reports WHERE status = 'archived'",
+        ArchiveTiers.of(root),
+    )
     return {row["symbol"]: (row["tier"], row["path"]) for row in table.to_pylist()}
 
 
@@ -96,7 +99,7 @@ def test_show_when_withdrawn_then_purged_says_so_and_reports_name_no_file(archiv
 def test_show_when_the_archive_is_not_audited_tells_no_history_beyond_the_report(archived):
     root, symbol = archived
     Archive(root).retier(as_of=LATER)
-    story = show_symbol_day(root, symbol, DAY, audit_log=None)
+    story = show_symbol_day(ArchiveTiers.of(root), symbol, DAY, audit_log=None)
     assert story.place is not None and story.place.tier == COLD
     assert events(story) == ["written"]
 
@@ -125,7 +128,7 @@ def test_show_when_the_last_line_was_cut_short_by_a_crash_tells_the_history_befo
 def test_show_when_symbol_day_unknown_refuses_naming_it(archived):
     root, _ = archived
     with pytest.raises(ConfigError, match=r"kalshi:NOPE 2026-10-05: not in the archive"):
-        show_symbol_day(root, "kalshi:NOPE", DAY)
+        show_symbol_day(ArchiveTiers.of(root), "kalshi:NOPE", DAY)
 
 
 def test_cli_show_when_json_prints_place_report_and_history(archived, capsys):

@@ -29,7 +29,7 @@ from skewtape_pipeline.ticks.archive.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.layout import partition_file
 from skewtape_pipeline.ticks.archive.placement import archive_state, scan_hot_files
 from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query, run_query_text
-from skewtape_pipeline.ticks.archive.tiers import COLD, WARM
+from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, ArchiveTiers
 from skewtape_pipeline_tests.ticks.archive.test_integrity import flip_bit_in_data_page, tier_file
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
@@ -95,7 +95,7 @@ def test_verify_archive_when_hot_file_rewritten_with_valid_parquet_reports_it(ti
     hot = live_hot(tiered)
     times_1000(hot)
     pq.ParquetFile(hot, page_checksum_verification=True).read()  # valid Parquet, pages intact
-    problems = verify_archive(tiered, policy=POLICY, full=full).problems
+    problems = verify_archive(ArchiveTiers.of(tiered, POLICY), full=full).problems
     assert problems and all(str(hot) in p for p in problems)
     assert f"{trust.WRITTEN_BY_COMPACTION} recorded" in problems[0]
 
@@ -103,7 +103,7 @@ def test_verify_archive_when_hot_file_rewritten_with_valid_parquet_reports_it(ti
 def test_verify_archive_full_when_page_index_bit_flipped_reports_the_file(hot_only):
     hot = scan_hot_files(hot_only)[0].path
     flip_bit_in_page_index(hot)
-    problems = verify_archive(hot_only, policy=POLICY, full=True).problems
+    problems = verify_archive(ArchiveTiers.of(hot_only, POLICY), full=True).problems
     assert [p for p in problems if p.startswith(f"{hot}: sha256 is ")]
 
 
@@ -123,9 +123,9 @@ def test_verify_archive_when_a_retained_consolidated_file_changed_reports_it(tie
     result = Archive(tiered, policy=POLICY, audit_log=None).retier(
         as_of=STAGE_2
     )  # every day cold; the warm file stays
-    assert warm in result.files_retained and verify_archive(tiered, policy=POLICY).ok
+    assert warm in result.files_retained and verify_archive(ArchiveTiers.of(tiered, POLICY)).ok
     flip_bit_in_data_page(warm)
-    problems = verify_archive(tiered, policy=POLICY).problems
+    problems = verify_archive(ArchiveTiers.of(tiered, POLICY)).problems
     assert len(problems) == 1 and problems[0].startswith(f"{warm}: sha256 is ")
 
 
@@ -133,7 +133,7 @@ def test_hot_records_when_last_line_cut_short_ignore_it(hot_only):
     records = hot_only / HOT_RECORDS
     with open(records, "ab") as handle:
         handle.write(b'{"path": "symbol=X/year=2026/mo')  # a crash while appending
-    assert verify_archive(hot_only, policy=POLICY).ok
+    assert verify_archive(ArchiveTiers.of(hot_only, POLICY)).ok
 
 
 def test_hot_records_when_a_line_is_malformed_every_command_refuses_naming_it(tiered, capsys):
@@ -141,7 +141,7 @@ def test_hot_records_when_a_line_is_malformed_every_command_refuses_naming_it(ti
         handle.write(b'{"path": "../outside.parquet", "sha256": "00", "size": 1}\n')
     catalog = (tiered / "_skewtape_catalog.parquet").read_bytes()
     where = f"{tiered / HOT_RECORDS}: line {len((tiered / HOT_RECORDS).read_bytes().splitlines())}"
-    assert verify_archive(tiered, policy=POLICY).problems[0].startswith(where)
+    assert verify_archive(ArchiveTiers.of(tiered, POLICY)).problems[0].startswith(where)
     assert main(["query", SUM_SQL, "--archive", str(tiered)]) == 2
     assert where in capsys.readouterr().err
     with pytest.raises(TickFormatError, match=where):
@@ -154,14 +154,14 @@ def test_hot_records_when_a_line_is_malformed_every_command_refuses_naming_it(ti
 def test_archive_without_hot_records_when_verified_says_how_and_rebuild_records_them(tiered):
     (tiered / HOT_RECORDS).unlink()  # an archive written before hot files were recorded
     live = [h.path for h in archive_state(tiered).hot_live]
-    problems = verify_archive(tiered, policy=POLICY).problems
+    problems = verify_archive(ArchiveTiers.of(tiered, POLICY)).problems
     assert len(problems) == len(live)
     assert all("no record" in p and "rebuild-catalog" in p for p in problems)
     with pytest.raises(CatalogMismatchError, match="rebuild-catalog"):
-        run_query(SUM_SQL, tiered, QueryOptions(policy=POLICY))
+        run_query(SUM_SQL, ArchiveTiers.of(tiered, POLICY))
     result = Archive(tiered, policy=POLICY, audit_log=None).rebuild_catalog()
     assert result.hot_files_recorded == len(live)
-    assert verify_archive(tiered, policy=POLICY, full=True).ok
+    assert verify_archive(ArchiveTiers.of(tiered, POLICY), full=True).ok
     assert sorted(view_rows(tiered, policy=POLICY)) == sorted(expected_rows())
 
 
@@ -169,7 +169,7 @@ def test_rebuild_catalog_when_a_recorded_hot_file_changed_keeps_its_record(tiere
     hot = live_hot(tiered)
     times_1000(hot)
     assert Archive(tiered, policy=POLICY, audit_log=None).rebuild_catalog().hot_files_recorded == 0
-    assert [p for p in verify_archive(tiered, policy=POLICY).problems if str(hot) in p]
+    assert [p for p in verify_archive(ArchiveTiers.of(tiered, POLICY)).problems if str(hot) in p]
 
 
 def test_retier_when_done_leaves_one_record_per_hot_file_path(hot_only):
@@ -185,7 +185,7 @@ def test_retier_when_done_leaves_one_record_per_hot_file_path(hot_only):
     )  # removes the hot files it moved
     lines = (hot_only / HOT_RECORDS).read_text().splitlines()
     assert len(lines) == len(SYMBOLS) * len(DAYS)  # the latest record of every path
-    assert verify_archive(hot_only, policy=POLICY, full=True).ok
+    assert verify_archive(ArchiveTiers.of(hot_only, POLICY), full=True).ok
 
 
 def test_compact_when_hot_records_file_is_a_link_refuses_before_publishing(hot_only, tmp_path):
@@ -213,14 +213,13 @@ def test_compact_when_crashing_between_rename_and_record_a_rerun_finishes(hot_on
     with pytest.raises(Crash), faults.installed(crash_at_name("hot-published")):
         recompact()
     with pytest.raises(DamagedFileError, match="compact a hot file's symbol-day again"):
-        run_query(SUM_SQL, hot_only, QueryOptions(policy=POLICY))
-    assert [p for p in verify_archive(hot_only, policy=POLICY).problems if str(hot) in p]
+        run_query(SUM_SQL, ArchiveTiers.of(hot_only, POLICY))
+    assert [p for p in verify_archive(ArchiveTiers.of(hot_only, POLICY)).problems if str(hot) in p]
     recompact()
-    assert verify_archive(hot_only, policy=POLICY, full=True).ok
+    assert verify_archive(ArchiveTiers.of(hot_only, POLICY), full=True).ok
     sql = "SELECT count(*) AS n FROM ticks WHERE symbol = 'ES' AND date = ?"
-    assert run_query(sql, hot_only, QueryOptions(parameters=[day])).column("n").to_pylist() == [
-        len(newer)
-    ]
+    answer = run_query(sql, ArchiveTiers.of(hot_only), QueryOptions(parameters=[day]))
+    assert answer.column("n").to_pylist() == [len(newer)]
 
 
 # --- 2. query verifies a file whose stamp changed ------------------------------------------------
@@ -230,7 +229,7 @@ def test_query_when_hot_file_rewritten_refuses_naming_it(tiered):
     hot = live_hot(tiered)
     times_1000(hot)
     with pytest.raises(DamagedFileError, match=f"{trust.WRITTEN_BY_COMPACTION} recorded") as raised:
-        run_query(SUM_SQL, tiered, QueryOptions(policy=POLICY))
+        run_query(SUM_SQL, ArchiveTiers.of(tiered, POLICY))
     assert str(hot) in str(raised.value)
 
 
@@ -239,7 +238,7 @@ def test_query_when_a_page_bit_flipped_in_a_consolidated_file_refuses_naming_it(
     path = tier_file(tiered, tier)
     flip_bit_in_data_page(path, column="quantity")
     with pytest.raises(DamagedFileError, match="the catalog recorded") as raised:
-        run_query_text(SUM_SQL, tiered, QueryOptions(policy=POLICY))
+        run_query_text(SUM_SQL, ArchiveTiers.of(tiered, POLICY))
     assert str(path) in str(raised.value)
 
 
@@ -248,15 +247,15 @@ def test_query_when_stamps_unchanged_reads_no_file_twice_to_verify(tiered, monke
     measure = trust.sha256_of
     monkeypatch.setattr(trust, "sha256_of", lambda path: hashed.append(path) or measure(path))
     racy_rule_off(monkeypatch)
-    answer = run_query(SUM_SQL, tiered, QueryOptions(policy=POLICY))
+    answer = run_query(SUM_SQL, ArchiveTiers.of(tiered, POLICY))
     files = len(archive_state(tiered).hot_live) + len(read_catalog(tiered).files)
     assert len(hashed) == files
     hashed.clear()
-    assert run_query(SUM_SQL, tiered, QueryOptions(policy=POLICY)) == answer
+    assert run_query(SUM_SQL, ArchiveTiers.of(tiered, POLICY)) == answer
     assert hashed == []
     cold = tier_file(tiered, COLD)
     os.utime(cold, ns=(cold.stat().st_atime_ns, cold.stat().st_mtime_ns))  # moves the ctime
-    assert run_query(SUM_SQL, tiered, QueryOptions(policy=POLICY)) == answer
+    assert run_query(SUM_SQL, ArchiveTiers.of(tiered, POLICY)) == answer
     assert hashed == [cold]
 
 
@@ -294,7 +293,7 @@ def test_query_when_sql_would_write_or_read_outside_refuses_and_changes_nothing(
     sql = HOSTILE[name].format(hot=hot, root=tiered, outside=outside)
     before = {p: p.read_bytes() for p in tiered.rglob("*") if p.is_file()}
     with pytest.raises(ConfigError) as raised:
-        run_query_text(sql, tiered, QueryOptions(policy=POLICY))
+        run_query_text(sql, ArchiveTiers.of(tiered, POLICY))
     assert sql in str(raised.value)
     after = {p: p.read_bytes() for p in tiered.rglob("*") if p.is_file()}
     assert {p: b for p, b in after.items() if p.name != trust.VERIFIED_CACHE} == {
@@ -305,7 +304,7 @@ def test_query_when_sql_would_write_or_read_outside_refuses_and_changes_nothing(
 def test_query_when_reading_the_archives_own_files_answers(tiered):
     catalog = tiered / "_skewtape_catalog.parquet"
     sql = f"SELECT count(*) AS n FROM read_parquet('{catalog}')"
-    assert run_query(sql, tiered, QueryOptions(policy=POLICY)).column("n").to_pylist() == [
+    assert run_query(sql, ArchiveTiers.of(tiered, POLICY)).column("n").to_pylist() == [
         len(read_catalog(tiered).partitions)
     ]
 
@@ -324,7 +323,7 @@ def test_cli_query_when_unrestricted_runs_any_sql(tiered, tmp_path, capsys):
 
 def test_verify_archive_when_a_tier_roots_marker_deleted_reports_it(tiered):
     marker = tiered.parent / "archive-cold" / "_skewtape_archive.json"
-    assert verify_archive(tiered, policy=POLICY).ok
+    assert verify_archive(ArchiveTiers.of(tiered, POLICY)).ok
     marker.unlink()
-    problems = verify_archive(tiered, policy=POLICY).problems
+    problems = verify_archive(ArchiveTiers.of(tiered, POLICY)).problems
     assert len(problems) == 1 and problems[0].startswith(f"{marker}: missing")

@@ -20,7 +20,7 @@ from skewtape_pipeline.ticks.archive.books import default_audit_log, enable_book
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query, ticks_view_sql
-from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers, TierPolicy
 from skewtape_pipeline.ticks.archive.version_pruning import past_version_bytes
 from skewtape_pipeline.ticks.archive.versions import (
     MAX_DELTA_DEPTH,
@@ -89,7 +89,7 @@ def compact(
 def rows(root: Path, as_of=None) -> list[tuple]:
     """Every row of the view (now, or as of a version), sorted."""
     table = run_query(
-        f"SELECT {COLUMNS} FROM ticks", root, QueryOptions(policy=POLICY, as_of=as_of)
+        f"SELECT {COLUMNS} FROM ticks", ArchiveTiers.of(root, POLICY), QueryOptions(as_of=as_of)
     )
     table = table.set_column(2, "ts", table["ts"].cast(pa.int64()))
     return sorted(zip(*(table[c].to_pylist() for c in table.column_names), strict=True))
@@ -165,7 +165,7 @@ def test_view_sql_as_of_a_version_works_on_the_users_own_connection(archive):
     compact(archive, KEYS[2], variant=1)
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
-    con.execute(ticks_view_sql(archive, policy=POLICY, as_of=len(KEYS)))
+    con.execute(ticks_view_sql(ArchiveTiers.of(archive, POLICY), as_of=len(KEYS)))
     count = con.execute("SELECT count(*) FROM ticks").fetchone()[0]
     assert count == len(before)
 
@@ -284,7 +284,7 @@ def test_archive_read_when_filtered_equals_the_view_now_and_as_of_past_versions(
         )
         assert sorted(handle.read(as_of=as_of).to_pylist(), key=str) == sorted(
             run_query(
-                "SELECT * FROM ticks", archive, QueryOptions(policy=POLICY, as_of=as_of)
+                "SELECT * FROM ticks", ArchiveTiers.of(archive, POLICY), QueryOptions(as_of=as_of)
             ).to_pylist(),
             key=str,
         )
@@ -473,7 +473,7 @@ def test_versions_when_tiers_are_on_s3_read_replaced_objects_until_pruned(
 
     def view(as_of=None):
         table = run_query(
-            f"SELECT {COLUMNS} FROM ticks", root, QueryOptions(policy=policy, as_of=as_of)
+            f"SELECT {COLUMNS} FROM ticks", ArchiveTiers.of(root, policy), QueryOptions(as_of=as_of)
         )
         table = table.set_column(2, "ts", table["ts"].cast(pa.int64()))
         return sorted(zip(*(table[c].to_pylist() for c in table.column_names), strict=True))

@@ -18,7 +18,7 @@ from skewtape_pipeline.ticks.archive.books import (
     default_audit_log,
     enable_books_and_records,
 )
-from skewtape_pipeline.ticks.archive.catalog import read_catalog, resolve
+from skewtape_pipeline.ticks.archive.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.consolidate import read_consolidated_file
 from skewtape_pipeline.ticks.archive.handle import Archive
@@ -32,7 +32,7 @@ from skewtape_pipeline.ticks.archive.placement import (
     scan_hot_files,
 )
 from skewtape_pipeline.ticks.archive.show import show_symbol_day
-from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM
+from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, ArchiveTiers
 from skewtape_pipeline.ticks.archive.withdraw import (
     EVENT_WITHDRAW,
 )
@@ -90,7 +90,7 @@ def consolidated_keys(root: Path) -> set[tuple[str, date]]:
     return {
         (part.symbol, part.day)
         for item in catalog.files.values()
-        for part in read_consolidated_file(resolve(root, item.path))
+        for part in read_consolidated_file(ArchiveTiers.of(root).resolve(item.path))
     }
 
 
@@ -105,9 +105,12 @@ def test_withdraw_when_days_are_warm_and_cold_view_lacks_exactly_their_ticks(tmp
     assert view_rows(root) == without([WARM_KEY, COLD_KEY])
     catalog = read_catalog(root)
     assert catalog.withdrawn == {WARM_KEY, COLD_KEY} and catalog.generation == generation + 1
-    assert locate(root, *COLD_KEY) is None and locate(root, *WARM_KEY) is None
-    assert locate(root, *HOT_KEY) is not None  # a hot day is not touched
-    listed = {(loc.symbol, loc.date) for loc in locations(root)}
+    assert (
+        locate(ArchiveTiers.of(root), *COLD_KEY) is None
+        and locate(ArchiveTiers.of(root), *WARM_KEY) is None
+    )
+    assert locate(ArchiveTiers.of(root), *HOT_KEY) is not None  # a hot day is not touched
+    listed = {(loc.symbol, loc.date) for loc in locations(ArchiveTiers.of(root))}
     assert listed == {(s, d) for s in SYMBOLS for d in DAYS} - {WARM_KEY, COLD_KEY}
     [event] = [e for e in audit_events(root) if e["event"] == EVENT_WITHDRAW]
     assert event["symbol_days"] == [[s, d.isoformat()] for s, d in done]
@@ -153,9 +156,11 @@ def test_retier_when_symbol_days_withdrawn_rewrites_their_files_without_them(tmp
     expected_keys = {(s, d) for s in SYMBOLS for d in DAYS[:-1]} - {COLD_KEY, WARM_KEY}
     assert consolidated_keys(root) == expected_keys
     assert view_rows(root) == without([COLD_KEY, WARM_KEY])
-    assert all(resolve(root, old).exists() for old in old_files)  # past versions read them
+    assert all(
+        ArchiveTiers.of(root).resolve(old).exists() for old in old_files
+    )  # past versions read them
     Archive(root, policy=POLICY).prune_versions(keep_last=1)
-    assert not any(resolve(root, old).exists() for old in old_files)
+    assert not any(ArchiveTiers.of(root).resolve(old).exists() for old in old_files)
     again = Archive(root, policy=POLICY).retier(as_of=STAGE_1)
     assert not again.committed and again.purged == [] and again.files_removed == []
 
@@ -163,7 +168,7 @@ def test_retier_when_symbol_days_withdrawn_rewrites_their_files_without_them(tmp
 def test_retier_when_every_symbol_day_of_a_file_withdrawn_empties_it(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_2, days=DAYS[:1])
     Archive(root, policy=POLICY).retier(as_of=STAGE_2)
-    (cold,) = [resolve(root, f.path) for f in read_catalog(root).files.values()]
+    (cold,) = [ArchiveTiers.of(root).resolve(f.path) for f in read_catalog(root).files.values()]
     Archive(root).withdraw([(s, DAYS[0]) for s in SYMBOLS])
     assert view_rows(root) == []
 
@@ -264,7 +269,9 @@ def test_withdraw_when_books_and_records_refuses_and_changes_nothing(tmp_path, n
     before = contents(tmp_path, audit=False)
     with pytest.raises(WriteOnceError, match="delete refused") as refused:
         Archive(root).withdraw([COLD_KEY])
-    assert refused.value.path == resolve(root, read_catalog(root).partitions[COLD_KEY].file)
+    assert refused.value.path == ArchiveTiers.of(root).resolve(
+        read_catalog(root).partitions[COLD_KEY].file
+    )
     assert contents(tmp_path, audit=False) == before
     assert audit_events(root)[-1]["event"] == EVENT_REFUSED
     assert view_rows(root) == expected_rows()
@@ -286,7 +293,7 @@ def test_withdraw_when_ticks_are_re_added_later_they_come_back(tmp_path, no_fsyn
     wanted = sorted(without([COLD_KEY]) + back)
     assert view_rows(root) == wanted
     assert tiers_by_day(root)[COLD_KEY] == HOT
-    location = locate(root, *COLD_KEY)
+    location = locate(ArchiveTiers.of(root), *COLD_KEY)
     assert location is not None and location.tier == HOT and location.rows == len(batch)
 
     result = Archive(root, policy=POLICY).retier(as_of=STAGE_2)
@@ -298,9 +305,9 @@ def test_withdraw_when_ticks_are_re_added_later_they_come_back(tmp_path, no_fsyn
 
 def test_archive_metrics_when_withdrawn_counts_bytes_on_disk_and_visible_ticks(tmp_path, no_fsync):
     root = retiered(tmp_path)
-    before = archive_metrics(root, policy=POLICY)
+    before = archive_metrics(ArchiveTiers.of(root, POLICY))
     Archive(root).withdraw([COLD_KEY])
-    hidden = archive_metrics(root, policy=POLICY)
+    hidden = archive_metrics(ArchiveTiers.of(root, POLICY))
     rows = len(day_ticks(*COLD_KEY))
     assert hidden.tiers[COLD].bytes == before.tiers[COLD].bytes  # still inside the cold file
     assert hidden.tiers[COLD].files == before.tiers[COLD].files
@@ -311,7 +318,7 @@ def test_archive_metrics_when_withdrawn_counts_bytes_on_disk_and_visible_ticks(t
 
     Archive(root, policy=POLICY).retier(as_of=STAGE_1)
     Archive(root, policy=POLICY).prune_versions(keep_last=1)  # past versions read the old cold file
-    after = archive_metrics(root, policy=POLICY)
+    after = archive_metrics(ArchiveTiers.of(root, POLICY))
     on_disk = sum(p.stat().st_size for p in POLICY.root_for(COLD, root).rglob("*.parquet"))
     assert after.tiers[COLD].bytes == on_disk < before.tiers[COLD].bytes
     assert after.tiers[COLD].ticks == hidden.tiers[COLD].ticks
@@ -387,7 +394,7 @@ def test_remove_symbol_days_when_a_hot_file_goes_audits_its_removal_as_show_tell
     ]
     assert record["bytes"] == size
     assert record["reason"] == f"{HOT_KEY[0]} {HOT_KEY[1].isoformat()} has no ticks any more"
-    story = show_symbol_day(root, *HOT_KEY, audit_log=default_audit_log(root))
+    story = show_symbol_day(ArchiveTiers.of(root), *HOT_KEY, audit_log=default_audit_log(root))
     assert [item["event"] for item in story.history] == ["hot-file-removed"]
 
 
@@ -427,4 +434,4 @@ def test_remove_symbol_days_when_retier_tries_to_run_before_the_hot_file_goes_ke
     Archive(root).remove([COLD_KEY])
 
     assert interleaved and view_rows(root) == without([COLD_KEY])
-    assert locate(root, *COLD_KEY) is None
+    assert locate(ArchiveTiers.of(root), *COLD_KEY) is None

@@ -21,7 +21,7 @@ from skewtape_pipeline.ticks.archive.books import EVENT_REFUSED, enable_books_an
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.layout import ARCHIVE_LOCK_WAIT_SECONDS, partition_file
 from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query
-from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers, TierPolicy
 from skewtape_pipeline.ticks.archive.versions import EVENT_VERSION
 from skewtape_pipeline.ticks.archive.withdraw import EVENT_WITHDRAW
 from skewtape_pipeline.ticks.fills import snapshot_fills
@@ -260,7 +260,7 @@ def test_archive_symbol_days_when_day_corrected_away_after_it_went_cold_leaves_t
     def view(key: tuple[str, date]) -> list[tuple[str, int]]:
         table = run_query(
             "SELECT tier, count(*) AS n FROM ticks WHERE symbol = ? AND date = ? GROUP BY tier",
-            out,
+            ArchiveTiers.of(out),
             QueryOptions(parameters=list(key)),
         )
         tiers, counts = table.column("tier").to_pylist(), table.column("n").to_pylist()
@@ -365,7 +365,9 @@ def test_archive_symbol_days_when_hand_built_venue_leaves_reads_the_last_snapsho
     assert kept.report is not None and not kept.source.departed
     assert kept.source.snapshot == history / "2026-11"
     assert archive_read_back_problems(results, out=out) == []
-    table = run_query("SELECT count(*) AS n FROM ticks WHERE symbol LIKE 'polymarket:%'", out)
+    table = run_query(
+        "SELECT count(*) AS n FROM ticks WHERE symbol LIKE 'polymarket:%'", ArchiveTiers.of(out)
+    )
     assert table.column("n").to_pylist() == [pq.read_metadata(fills).num_rows]
 
 
