@@ -37,11 +37,13 @@ rebuild and version pruning are handed the handle itself and take its lock
 The tier policy is resolved in one place, once: :attr:`Archive.tiers` (a
 ``tiers.ArchiveTiers``: the warm and cold stores, each tier's settings, writer settings, layout
 and root, the catalog path map).
-Compaction reads the tier and writer settings there (and hands them to the catalog check) and
-hands the Parquet writer (``layout.prepare_archive_file``) the ``WriterSettings`` alone, read
-in ``parquet_file.write_verified_file``. Re-tiering (``lifecycle.retier``) reads
-``archive.tiers`` once, under the lock (``lifecycle._checked_tiers``: the stores' stale temps,
-the catalog check), and hands it to its planner, which resolves every location there and
+Compaction reads the tier and writer settings there, hands the Parquet writer
+(``layout.prepare_archive_file``) the ``WriterSettings`` alone (read in
+``parquet_file.write_verified_file`` and ``choose_encodings``), and hands the tiers to the
+catalog check it runs once, under the lock it publishes under.
+Re-tiering (``lifecycle.retier``) reads ``archive.tiers`` once, under the lock
+(``lifecycle._checked_tiers``: the stores' stale temps, the catalog check), and hands it to its
+planner, which resolves every location there and
 carries it in the plan: each source's file and catalog path, each rewrite's store, tier
 settings and layout (``consolidate`` hands ``parquet_file.write_table`` the writer settings
 alone; the store names the new file's catalog path). Carrying the plan out reads only the
