@@ -577,15 +577,9 @@ def _check_symbol_days_archived(archive: Path, keys: Sequence[tuple[str, date]])
 
 def cmd_show(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.archive.layout import check_archive_root
-    from skewtape_pipeline.ticks.archive.show import show_symbol_day
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
-    story = show_symbol_day(
-        archive.tiers,
-        args.symbol,
-        _parse_day(args.date, option="DATE"),
-        audit_log=archive.audit_log,
-    )
+    story = archive.show(args.symbol, _parse_day(args.date, option="DATE"))
     _print_result(args, story, "\n".join(story.describe()))
 
 
@@ -605,12 +599,11 @@ def cmd_query(args: argparse.Namespace) -> None:
 
 def cmd_versions(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.archive.layout import check_archive_root
-    from skewtape_pipeline.ticks.archive.versions import list_tags, list_versions
 
-    archive = check_archive_root(args.archive, empty_ok=False)
-    versions = list_versions(archive)
+    archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
+    versions = archive.versions()
     tags: dict[int, list[str]] = {}
-    for name, number in list_tags(archive).items():
+    for name, number in archive.tags().items():
         tags.setdefault(number, []).append(name)
     rows = [v.to_dict() | {"tags": tags.get(v.version, [])} for v in versions]
     lines = [

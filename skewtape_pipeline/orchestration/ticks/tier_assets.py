@@ -43,8 +43,7 @@ from skewtape_pipeline.orchestration.ticks.metadata import (
 from skewtape_pipeline.orchestration.ticks.partitions import DATE_DIMENSION
 from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.ticks.archive.file_compression import file_compression
-from skewtape_pipeline.ticks.archive.version_pruning import past_version_bytes
-from skewtape_pipeline.ticks.archive.versions import list_tags, version_count
+from skewtape_pipeline.ticks.archive.versions import version_count
 
 TICK_ARCHIVE_TIERS = dg.AssetKey("tick_archive_tiers")
 TICK_ARCHIVE_STATS = dg.AssetKey("tick_archive_stats")
@@ -154,8 +153,8 @@ def tick_archive_stats(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.M
     tick_archive = archive.open(skewtape)
     versions = versions_metadata(
         kept=len(tick_archive.versions()),
-        tags=len(list_tags(tick_archive.root)),
-        past_bytes=past_version_bytes(tick_archive),
+        tags=len(tick_archive.tags()),
+        past_bytes=tick_archive.past_version_bytes(),
         latest=version_count(tick_archive.root),
     )
     return dg.MaterializeResult(metadata=archive_metrics_metadata(tick_archive.stats()) | versions)

@@ -100,11 +100,17 @@ from skewtape_pipeline.ticks.archive.compact import (
 from skewtape_pipeline.ticks.archive.layout import archive_lock
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, Location, archive_state, locate
 from skewtape_pipeline.ticks.archive.query import VIEW_COLUMNS, open_ticks_view
+from skewtape_pipeline.ticks.archive.show import SymbolDayStory, show_symbol_day
 from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, ArchiveTiers, TierPolicy
-from skewtape_pipeline.ticks.archive.version_pruning import PruneResult, prune_versions
+from skewtape_pipeline.ticks.archive.version_pruning import (
+    PruneResult,
+    past_version_bytes,
+    prune_versions,
+)
 from skewtape_pipeline.ticks.archive.versions import (
     AsOf,
     Version,
+    list_tags,
     list_versions,
     resolve_as_of,
     symbol_days,
@@ -368,6 +374,20 @@ class Archive:
     def versions(self) -> list[Version]:
         """The kept versions, oldest first."""
         return list_versions(self.root)
+
+    def tags(self) -> dict[str, int]:
+        """Every tag and the version it pins (``versions.list_tags``)."""
+        return list_tags(self.root)
+
+    def past_version_bytes(self) -> int:
+        """Bytes on disk that only past versions read (``version_pruning.past_version_bytes``:
+        what pruning versions would free)."""
+        return past_version_bytes(self)
+
+    def show(self, symbol: str, day: date) -> SymbolDayStory:
+        """Where ``symbol`` on ``day`` is now, its report and its history from this archive's
+        audit log (``show.show_symbol_day``); reads only."""
+        return show_symbol_day(self.tiers, symbol, day, audit_log=self.audit_log)
 
     def verify(self, *, full: bool = False) -> integrity.ArchiveVerification:
         """Every file against its record (``integrity.verify_archive``); reads only."""

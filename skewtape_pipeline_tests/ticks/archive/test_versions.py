@@ -21,7 +21,6 @@ from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query, ticks_view_sql
 from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers, TierPolicy
-from skewtape_pipeline.ticks.archive.version_pruning import past_version_bytes
 from skewtape_pipeline.ticks.archive.versions import (
     MAX_DELTA_DEPTH,
     commit_version,
@@ -213,7 +212,7 @@ def test_prune_versions_when_keep_last_removes_only_files_no_kept_version_reads(
     Archive(archive, policy=POLICY, audit_log=None).retier(as_of=STAGE_1)
     compact(archive, KEYS[0], variant=1)
     Archive(archive, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)
-    assert past_version_bytes(Archive(archive, policy=POLICY)) > 0
+    assert Archive(archive, policy=POLICY).past_version_bytes() > 0
     latest = version_count(archive)
     now = rows(archive)
     result = Archive(archive, policy=POLICY, audit_log=None).prune_versions(keep_last=1)
@@ -221,7 +220,7 @@ def test_prune_versions_when_keep_last_removes_only_files_no_kept_version_reads(
     assert result.files_removed
     assert rows(archive) == now
     assert rows(archive, as_of=latest) == now
-    assert past_version_bytes(Archive(archive, policy=POLICY)) == 0
+    assert Archive(archive, policy=POLICY).past_version_bytes() == 0
     with pytest.raises(VersionError, match="was pruned"):
         resolve_as_of(archive, 1)
 
@@ -257,6 +256,7 @@ def test_tag_when_another_writer_holds_the_lock_refuses_and_pins_nothing(archive
         handle.tag("during-prune")
     assert list_tags(archive) == {}
     assert handle.tag("after-prune") == version_count(archive)
+    assert handle.tags() == {"after-prune": version_count(archive)}
 
 
 def test_prune_versions_when_rule_is_missing_or_double_refuses(archive):
