@@ -9,10 +9,9 @@ Modules:
   the one the archive records), the audit log (None: no audit), the lock timeout and the
   write-once mode. Its verbs: compact, compact_symbol_day, plan_retier, retier, prune,
   withdraw, remove, rebuild_catalog, verify, query, open_view, stats, report, read (now or as of
-  a version), state, symbols, days, versions, tag, prune_versions. Read-only functions outside
-  it take the archive's root and options: ``show.show_symbol_day``,
-  ``version_pruning.past_version_bytes``, ``file_compression.file_compression``. The command
-  line and the Dagster ``archive`` resource each build one.
+  a version), state, symbols, days, show, versions, tags, tag, prune_versions,
+  past_version_bytes. ``file_compression.file_compression`` measures one file and needs no
+  archive. The command line and the Dagster ``archive`` resource each build one.
 - ``tiers``: :class:`TierPolicy` (age thresholds, layouts, roots), :class:`TierSettings` (a
   tier's layout and root, extending the encoder's Parquet writer settings) and
   :class:`ArchiveTiers` (a policy resolved for one archive: its warm and cold stores, each
