@@ -161,10 +161,6 @@ class Catalog:
     partitions: Mapping[SymbolDayKey, CatalogPartition] = field(default_factory=dict)
     withdrawn: frozenset[SymbolDayKey] = frozenset()
 
-    def partitions_of(self, file: str) -> list[CatalogPartition]:
-        """The partitions held by ``file`` (a catalog path), ordered by symbol then date."""
-        return sorted((p for p in self.partitions.values() if p.file == file), key=_order)
-
     def to_bytes(self) -> bytes:
         """The catalog file's bytes (Parquet, built in memory; equal catalogs give equal bytes).
 
