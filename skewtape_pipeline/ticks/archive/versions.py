@@ -266,7 +266,8 @@ def _utc(when: datetime) -> int:
 def read_version(archive_root: Path, number: int) -> Version:
     """The record of version ``number`` (one file read).
 
-    Raises VersionError when there is no such version or it was pruned.
+    Raises VersionError when there is no such version, or when its record is gone (pruned,
+    or missing from a damaged or partial copy: the message names the file).
     """
     count = version_count(archive_root)
     if not 1 <= number <= count:
@@ -276,7 +277,10 @@ def read_version(archive_root: Path, number: int) -> Version:
     path = record_path(Path(archive_root), number)
     raw = fsio.read_state_bytes(path)
     if raw is None:
-        raise VersionError(f"{archive_root}: version {number} was pruned")
+        raise VersionError(
+            f"{archive_root}: version {number} was pruned or its record is missing ({path}: "
+            "prune-versions removes it; a copy of the archive may also have left it out)"
+        )
     return _parse_record(fsio.load_json(raw, path, error=VersionError), path)
 
 

@@ -26,6 +26,7 @@ from skewtape_pipeline.ticks.archive.versions import (
     commit_version,
     list_tags,
     list_versions,
+    record_path,
     resolve_as_of,
     tag_version,
     version_at,
@@ -223,6 +224,14 @@ def test_prune_versions_when_keep_last_removes_only_files_no_kept_version_reads(
     assert Archive(archive, policy=POLICY).past_version_bytes() == 0
     with pytest.raises(VersionError, match="was pruned"):
         resolve_as_of(archive, 1)
+
+
+def test_read_as_of_when_a_version_record_is_missing_names_the_file(archive):
+    record = record_path(archive, 2)
+    record.unlink()  # as a partial copy of the archive would leave it
+    with pytest.raises(VersionError, match="was pruned or its record is missing") as error:
+        resolve_as_of(archive, 2)
+    assert str(record) in str(error.value)
 
 
 def test_prune_versions_when_older_than_keeps_the_latest(archive):
