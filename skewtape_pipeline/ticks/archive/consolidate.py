@@ -63,7 +63,7 @@ from skewtape_pipeline.storage import (
     reading,
     size_of,
 )
-from skewtape_pipeline.ticks.archive.tiers import LAYOUT_MONTH, LAYOUT_YEAR, TierSettings
+from skewtape_pipeline.ticks.archive.tiers import TierSettings
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.parquet_file import (
     CONSOLIDATED,
@@ -120,23 +120,14 @@ class ConsolidatedFile:
 # --- layout -------------------------------------------------------------------------------------
 
 
-def period_of(day: date, layout: str) -> str:
-    """``YYYY-MM`` (layout ``month``) or ``YYYY`` (layout ``year``) of ``day``."""
-    if layout == LAYOUT_MONTH:
-        return f"{day.year:04d}-{day.month:02d}"
-    if layout == LAYOUT_YEAR:
-        return f"{day.year:04d}"
-    raise ConfigError(f"layout = {layout!r}: expected {LAYOUT_MONTH!r} or {LAYOUT_YEAR!r}")
-
-
 def period_folder(tier_root: Path, period: str) -> Path:
-    """``<tier root>/year=YYYY[/month=MM]`` for a period made by :func:`period_of`."""
+    """``<tier root>/year=YYYY[/month=MM]`` for a period made by ``tiers.period_of``."""
     return Path(tier_root) / period_subfolder(period)
 
 
 def period_subfolder(period: str) -> str:
     """``year=YYYY[/month=MM]`` (POSIX, inside a tier root) for a period made by
-    :func:`period_of`."""
+    ``tiers.period_of``."""
     year, _, month = period.partition("-")
     return f"year={year}/month={month}" if month else f"year={year}"
 

@@ -93,7 +93,6 @@ from skewtape_pipeline.ticks.archive.consolidate import (
     META_CATALOG_GENERATION,
     ConsolidatedFile,
     SymbolDayRows,
-    period_of,
     period_subfolder,
     read_consolidated_file,
     read_footer,
@@ -112,7 +111,6 @@ from skewtape_pipeline.ticks.archive.tiers import (
     HOT,
     ArchiveTiers,
     TierSettings,
-    is_colder,
 )
 from skewtape_pipeline.ticks.archive.trust import (
     WRITTEN_BY_COMPACTION,
@@ -281,10 +279,11 @@ class _Planner:
 
     Planning reads ``archive.tiers`` here, in ``__init__`` (one of the two functions of this
     module that do; :func:`_checked_tiers` is the other), and resolves every location once:
-    each catalogued file (``files``) and each hot file's catalog path (``hot_rels``); the
-    policy and layouts are read in :meth:`_wanted`, each rewrite's store, settings and layout
-    in :meth:`_rewrite`. The plan carries them all, so carrying it out reads no tiers
-    (after the commit, only the garbage survey does: :func:`_garbage`)."""
+    each catalogued file (``files``) and each hot file's catalog path (``hot_rels``); each
+    day's tier and period come from one call (``ArchiveTiers.placement``, in :meth:`_wanted`),
+    each rewrite's store, settings and layout from :meth:`_rewrite`. The plan carries them
+    all, so carrying it out reads no tiers (after the commit, only the garbage survey does:
+    :func:`_garbage`)."""
 
     def __init__(self, archive: Archive, as_of: object, months: Collection[str] | None):
         self.as_of, self.eligible = _check_date(as_of), _month_filter(months)
@@ -303,16 +302,10 @@ class _Planner:
         self.withdrawn_hot: list[Garbage] = []
 
     def _wanted(self, day: date, reached: str | None) -> tuple[str, str | None, bool]:
-        """``(tier, period, held)`` for a symbol-day of ``day``: the tier its age at ``as_of``
-        calls for, or ``reached`` (the tier it reached before) when that is colder, then
-        ``held`` is True (a day never gets warmer); the period of that tier's layout (None for
-        HOT). The one reader of the tier policy while planning. ConfigError for a day after
-        ``as_of``."""
-        tiers = self.tiers
-        tier, held = tiers.policy.tier_for(_age(day, self.as_of)), False
-        if reached is not None and is_colder(reached, tier):
-            tier, held = reached, True
-        return tier, None if tier == HOT else period_of(day, tiers.layouts[tier]), held
+        """``(tier, period, held)`` for a symbol-day of ``day`` at ``as_of``, having reached
+        ``reached`` (``ArchiveTiers.placement``: the one reader of the tier policy while
+        planning). ConfigError for a day after ``as_of``."""
+        return self.tiers.placement(day, _age(day, self.as_of), reached)
 
     def place_hot_files(self) -> None:
         """Slot every live hot file: refreshed when it holds its consolidated copy's ticks,

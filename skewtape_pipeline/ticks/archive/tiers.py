@@ -43,6 +43,7 @@ import os
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
+from datetime import date
 from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
 
@@ -381,6 +382,19 @@ class ArchiveTiers:
         self.check_reachable()
         return self.consolidated_files(), [self.resolve(path) for path in catalog_paths]
 
+    def placement(
+        self, day: date, age_days: int, reached: str | None = None
+    ) -> tuple[str, str | None, bool]:
+        """``(tier, period, held)`` of a symbol-day of ``day`` that is ``age_days`` old: the
+        tier its age calls for (:meth:`TierPolicy.tier_for`), or ``reached`` (the tier it
+        reached before) when that is colder, then ``held`` is True (a day never gets warmer);
+        the period of that tier's layout (:func:`period_of`; None for HOT). ConfigError for a
+        bad ``age_days``."""
+        tier, held = self.policy.tier_for(age_days), False
+        if reached is not None and is_colder(reached, tier):
+            tier, held = reached, True
+        return tier, None if tier == HOT else period_of(day, self.layouts[tier]), held
+
     def relative(self, path: TierFile) -> str:
         """The catalog path of ``path``: ``<TIER>/<path inside the tier root>`` for a file
         under the warm or cold root, else the path relative to the archive root (a hot file),
@@ -437,6 +451,16 @@ def _settings_from_dict(data: Any, *, source: str) -> TierSettings:
         return TierSettings(**data)
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
+
+
+def period_of(day: date, layout: str) -> str:
+    """``YYYY-MM`` (layout ``month``) or ``YYYY`` (layout ``year``) of ``day``: the period of
+    the consolidated file that holds it."""
+    if layout == LAYOUT_MONTH:
+        return f"{day.year:04d}-{day.month:02d}"
+    if layout == LAYOUT_YEAR:
+        return f"{day.year:04d}"
+    raise ConfigError(f"layout = {layout!r}: expected {LAYOUT_MONTH!r} or {LAYOUT_YEAR!r}")
 
 
 def is_colder(tier: str, than: str) -> bool:

@@ -11,12 +11,11 @@ from skewtape_pipeline.ticks.archive.consolidate import (
     SymbolDayRows,
     byte_shares,
     period_folder,
-    period_of,
     read_consolidated_file,
     row_group_bounds,
     write_consolidated_file,
 )
-from skewtape_pipeline.ticks.archive.tiers import TierSettings
+from skewtape_pipeline.ticks.archive.tiers import TierSettings, period_of
 from skewtape_pipeline_tests.ticks.archive_builders import DAYS, SYMBOLS, day_ticks
 
 SETTINGS = TierSettings(compression_level=9, consolidated_row_group_size=8)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import date
 
 import pytest
 
@@ -168,3 +169,17 @@ def test_archive_tiers_resolve_writers_for_every_tier_the_rest_for_consolidated_
     assert tiers.settings[WARM] is policy.warm
     assert tiers.layouts == {WARM: "year", COLD: "year"}
     assert tiers.roots == {WARM: tmp_path / "warm", COLD: tmp_path / "archive-cold"}
+
+
+def test_placement_when_aged_or_already_colder_gives_tier_period_and_whether_held(tmp_path):
+    tiers = ArchiveTiers.of(
+        tmp_path / "archive", TierPolicy(hot_max_age_days=3, warm_max_age_days=30)
+    )
+    day = date(2026, 3, 14)
+    assert tiers.placement(day, 2) == (HOT, None, False)
+    assert tiers.placement(day, 10) == (WARM, "2026-03", False)
+    assert tiers.placement(day, 400) == (COLD, "2026", False)
+    assert tiers.placement(day, 10, reached=COLD) == (COLD, "2026", True)  # never warmer
+    assert tiers.placement(day, 400, reached=WARM) == (COLD, "2026", False)
+    with pytest.raises(ConfigError, match="age_days"):
+        tiers.placement(day, -1)
