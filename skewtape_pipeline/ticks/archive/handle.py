@@ -39,22 +39,21 @@ The tier policy is resolved in one place, once: :attr:`Archive.tiers` (a
 and root, the catalog path map).
 Compaction reads the tier and writer settings there, hands the Parquet writer
 (``layout.prepare_archive_file``) the ``WriterSettings`` alone (read in
-``parquet_file.write_verified_file`` and ``choose_encodings``), and hands the tiers to the
-catalog check it runs once, under the lock it publishes under.
-Re-tiering (``lifecycle.retier``) reads ``archive.tiers`` once, under the lock
-(``lifecycle._checked_tiers``: the stores' stale temps, the catalog check), and hands it to its
-planner, which resolves every location there and
-carries it in the plan: each source's file and catalog path, each rewrite's store, tier
-settings and layout (``consolidate`` hands ``parquet_file.write_table`` the writer settings
-alone; the store names the new file's catalog path). Carrying the plan out reads only the
-plan; after the commit the garbage listing surveys the same tiers and hands
-``lifecycle.remove_files`` each file with its catalog path. ``lifecycle.plan_retier`` (without
-the lock) and pruning read it the same way. Withdrawal, the catalog rebuild and version
-pruning read it where they need a store, a catalog path or the catalog check.
-The catalog check (``integrity.checked_catalog``) and the garbage
-listing (``lifecycle._garbage``) each read the stores and paths in one call
-(``ArchiveTiers.survey``) and hand the listing down (``integrity.unaccounted_files``,
-``placement.unlisted_files``), so those read no tiers.
+``parquet_file.write_verified_file`` and ``choose_encodings``), and hands the tiers to the catalog
+check it runs once, under the lock it publishes under. Re-tiering (``lifecycle.retier``) reads
+``archive.tiers`` once, under the lock (``lifecycle._checked_tiers``: the stores' stale temps, the
+catalog check), and hands it to its planner, which resolves every location there and carries it in
+the plan: each source's file and catalog path, each day's tier and period
+(``ArchiveTiers.placement``), each rewrite's store, tier settings and layout (``consolidate`` hands
+``parquet_file.write_table`` the writer settings alone; the store names the new file's catalog
+path). Carrying the plan out reads only the plan; after the commit the garbage listing surveys the
+same tiers and hands ``lifecycle.remove_files`` each file with its catalog path.
+``lifecycle.plan_retier`` (without the lock) and pruning read it the same way. Withdrawal, the
+catalog rebuild and version pruning read it where they need a store, a catalog path or the catalog
+check. The catalog check (``integrity.checked_catalog``) and the garbage listing
+(``lifecycle._garbage``) each read the stores and paths in one call (``ArchiveTiers.survey``) and
+hand the listing down (``integrity.unaccounted_files``, ``placement.unlisted_files``), so those
+read no tiers.
 The reading verbs (``read``, ``query``, ``open_view``, ``stats``, ``report``, ``verify``) hand
 the same value down (``query``'s view and its checks, ``placement.locate`` and
 ``archive_metrics``, ``integrity.verify_archive``), as does ``lifecycle.relocated_report``;
@@ -70,12 +69,11 @@ are methods of this same class, with the same constructor: they read ``self.root
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
 import json
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -291,7 +289,7 @@ class Archive:
         other.lock_timeout = _checked_lock_timeout(seconds)
         return other
 
-    @contextlib.contextmanager
+    @contextmanager
     def writing(self) -> Iterator[Archive]:
         """Around every write to the archive (each writing verb, and a writer outside this
         class, such as the Dagster asset archiving venue-days): first ``books_and_records``
