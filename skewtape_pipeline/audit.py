@@ -357,7 +357,8 @@ def _chain_lines(fd: int, last: _LastRecord, bodies: list[str]) -> tuple[bytes, 
     return bytes(out), seq, prev
 
 
-def _is_repair(record: Mapping[str, Any]) -> bool:
+def is_repair(record: Mapping[str, Any]) -> bool:
+    """True for a ``repair`` record the log's own appender wrote (over a torn line)."""
     return record.get("event") == REPAIR_EVENT and record.get("actor") == REPAIR_ACTOR
 
 
@@ -368,7 +369,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def _parse_record(line: bytes) -> dict[str, Any] | None:
+def parse_record(line: bytes) -> dict[str, Any] | None:
     """The record on ``line`` if it is one (seq, time and prev_sha256 well formed), else None."""
     try:
         record = load_json(line, "audit line")
@@ -396,7 +397,7 @@ def _find_last_record(fd: int, size: int) -> _LastRecord:
             if begin == 0 and start > 0:
                 break  # this line may start before the chunk: read more
             line = data[begin:end]
-            record = _parse_record(line)
+            record = parse_record(line)
             if record is not None:
                 return _LastRecord(record["seq"], sha256_bytes(line), start + end + 1, size)
             end = begin - 1 if begin > 0 else -1
@@ -541,7 +542,7 @@ class _ChainChecker:
                 self._skip(pos, line_no)
                 break
             line = data[pos:end]
-            record = _parse_record(line)
+            record = parse_record(line)
             if record is None:
                 self._skip(pos, line_no)
             else:
@@ -579,7 +580,7 @@ class _ChainChecker:
     def _check_record(self, record: dict[str, Any], line: bytes, pos: int, line_no: int) -> None:
         if self.skipped_at is not None:
             self._check_repair(record, pos, line_no)
-        elif _is_repair(record):
+        elif is_repair(record):
             raise self.fail(line_no, "records a repair but no skipped bytes precede it")
         if record["seq"] != self.seq + 1:
             raise self.fail(
@@ -602,7 +603,7 @@ class _ChainChecker:
         assert start is not None
         size, digest = record.get("torn_bytes"), record.get("torn_sha256")
         covered = (
-            _is_repair(record)
+            is_repair(record)
             and record.get("torn_offset") == start
             and isinstance(size, int)
             and 0 < size <= pos - start

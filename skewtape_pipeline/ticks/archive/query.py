@@ -124,10 +124,9 @@ def ticks_view_sql(archives: Archives, *, name: str = VIEW_NAME, as_of: AsOf | N
     ConfigError
         No archive, an item that is not an ``ArchiveTiers`` (a bare path: pass
         ``Archive(root).tiers``), a root that is not a folder or lies below a folder named
-        ``symbol=...`` or
-        ``date=...`` (which DuckDB would read as those columns), a view name that is not an
-        identifier, or a tier in an object store (its files are scanned through Arrow
-        datasets that only :func:`open_ticks_view` can register on a connection).
+        ``symbol=...`` or ``date=...`` (which DuckDB would read as those columns), a view name
+        that is not an identifier, or a tier in an object store (its files are scanned
+        through Arrow datasets that only :func:`open_ticks_view` can register on a connection).
     TickFormatError
         A damaged catalog.
     CatalogMismatchError
@@ -301,9 +300,8 @@ def open_ticks_view(
 ) -> duckdb.DuckDBPyConnection:
     """Create (or replace) the view ``name`` over the archive(s) whose resolved tiers are
     ``archives`` (``Archive.tiers``) on ``con`` (as of a version with ``as_of``: see
-    :func:`ticks_view_sql`); ``narrow`` may cut the
-    state down to the symbol-days wanted before any file is named or verified
-    (``versions.symbol_days``).
+    :func:`ticks_view_sql`); ``narrow`` may cut the state down to the symbol-days wanted before
+    any file is named or verified (``versions.symbol_days``).
 
     Returns ``con``. See :func:`ticks_view_sql` for what it raises; DamagedFileError when
     DuckDB cannot read a file's footer.

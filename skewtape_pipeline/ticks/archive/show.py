@@ -19,13 +19,12 @@ and path replaced by where the day is now, the report's own kept as ``reported_t
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 from typing import Any
 
-from skewtape_pipeline.audit import REPAIR_EVENT
+from skewtape_pipeline.audit import is_repair, parse_record
 from skewtape_pipeline.errors import AuditLogError, ConfigError
 from skewtape_pipeline.ticks.archive.catalog import Catalog
 from skewtape_pipeline.ticks.archive.compact import EVENT_RECOMPACT
@@ -186,33 +185,24 @@ def _history(
 
 
 def _records(log: Path) -> list[dict[str, Any]]:
-    """The records of the audit log ``log`` (none when it does not exist yet). A line that is
-    not a JSON object is skipped only where a crash leaves one (``audit``'s crash policy): the
-    last line, or a torn line the next append covered with a ``repair`` record right after it.
+    """The records of the audit log ``log`` (none when it does not exist yet), each line read
+    as the log's appender reads it (``audit.parse_record``). A line that is not a record is
+    skipped only where a crash leaves one (``audit``'s crash policy): the last line, or a torn
+    line the next append covered with a ``repair`` record (``audit.is_repair``) right after it.
     AuditLogError naming the log and the line for any other."""
     if not log.is_file():
         return []
-    records = [_parsed(line) for line in log.read_bytes().splitlines()]
+    records = [parse_record(line) for line in log.read_bytes().splitlines()]
     for number, record in enumerate(records, start=1):
-        if record is None and number < len(records) and not _is_repair(records[number]):
+        if number == len(records) or record is not None:
+            continue  # a record, or the last line (a crash's torn tail)
+        following = records[number]
+        if following is None or not is_repair(following):
             raise AuditLogError(
                 f"{log}: line {number}: not a JSON record, and not a line cut short by a crash "
                 "(neither the last line nor followed by a repair record)"
             )
     return [record for record in records if record is not None]
-
-
-def _parsed(line: bytes) -> dict[str, Any] | None:
-    """The JSON object on ``line``; None when it is not one."""
-    try:
-        record = json.loads(line)
-    except ValueError:  # not JSON, or not UTF-8
-        return None
-    return record if isinstance(record, dict) else None
-
-
-def _is_repair(record: dict[str, Any] | None) -> bool:
-    return record is not None and record.get("event") == REPAIR_EVENT
 
 
 @dataclass
