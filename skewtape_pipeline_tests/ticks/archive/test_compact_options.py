@@ -68,13 +68,21 @@ def test_compaction_lock_wait_when_archive_waits_longer_takes_the_longer(tmp_pat
     assert compaction_lock_wait(archive_at(tmp_path, lock_timeout=longer)) == longer
 
 
-def test_archive_compact_when_the_archive_waits_longer_records_its_version_waiting_as_long(
-    tmp_path, version_lock_waits
+@pytest.mark.parametrize(
+    ("lock_timeout", "waited"),
+    [
+        (0.0, ARCHIVE_LOCK_WAIT_SECONDS),
+        (ARCHIVE_LOCK_WAIT_SECONDS + 300, ARCHIVE_LOCK_WAIT_SECONDS + 300),
+    ],
+    ids=["default", "longer"],
+)
+def test_archive_compact_records_its_version_waiting_for_the_lock_as_long_as_its_writes(
+    tmp_path, version_lock_waits, lock_timeout, waited
 ):
     source = read_canonical(write_four_day_csv(tmp_path / "ticks.csv"))
-    longer = ARCHIVE_LOCK_WAIT_SECONDS + 300
-    archive_at(tmp_path / "archive", lock_timeout=longer).compact(source, as_of=date(2025, 12, 5))
-    assert version_lock_waits == [("recording a version", longer)]
+    archive = archive_at(tmp_path / "archive", lock_timeout=lock_timeout)
+    archive.compact(source, as_of=date(2025, 12, 5))
+    assert version_lock_waits == [("recording a version", waited)]
 
 
 def test_archive_compact_when_given_the_run_follows_it_and_the_encoding(tmp_path):

@@ -164,9 +164,12 @@ def test_archive_given_a_policy_records_it_only_once_a_write_succeeded(tmp_path)
     [
         lambda a: a.prune(),
         lambda a: a.withdraw([("KX-1", date(2025, 12, 1))]),
+        lambda a: a.remove([("KX-0", date(2025, 12, 1))]),
+        lambda a: a.rebuild_catalog(allow_fewer=True),
         lambda a: a.tag("first"),
+        lambda a: a.prune_versions(keep_last=1),
     ],
-    ids=["prune", "withdraw", "tag"],
+    ids=["prune", "withdraw", "remove", "rebuild_catalog", "tag", "prune_versions"],
 )
 def test_archive_given_a_policy_records_it_after_any_writing_verb_succeeded(tmp_path, verb):
     source = write_four_day_csv(tmp_path / "ticks.csv")

@@ -115,15 +115,22 @@ def test_archive_symbol_days_when_ticks_exist_writes_reports_that_read_back_equa
     assert archive_read_back_problems(results, out=out) == []
 
 
-def test_archive_symbol_days_when_the_archive_waits_longer_records_its_version_waiting_as_long(
-    applied_chain: Path, tmp_path: Path, version_lock_waits
+@pytest.mark.parametrize(
+    ("lock_timeout", "waited"),
+    [
+        (0.0, ARCHIVE_LOCK_WAIT_SECONDS),
+        (ARCHIVE_LOCK_WAIT_SECONDS + 300, ARCHIVE_LOCK_WAIT_SECONDS + 300),
+    ],
+    ids=["default", "longer"],
+)
+def test_archive_symbol_days_records_its_version_waiting_for_the_lock_as_long_as_its_writes(
+    applied_chain: Path, tmp_path: Path, version_lock_waits, lock_timeout, waited
 ):
     history = applied_chain / "history"
     wanted = busiest_symbol_days(history / "2026-10" / "fills/kalshi/2026-10.parquet", 1)
-    longer = ARCHIVE_LOCK_WAIT_SECONDS + 300
-    archive = archive_at(tmp_path / "archive", TierPolicy(), lock_timeout=longer)
+    archive = archive_at(tmp_path / "archive", TierPolicy(), lock_timeout=lock_timeout)
     archive_symbol_days(archive, history, wanted, as_of=AS_OF)
-    assert version_lock_waits == [("recording a version", longer)]
+    assert version_lock_waits == [("recording a version", waited)]
 
 
 def test_archive_read_back_when_a_file_was_altered_names_the_symbol(
