@@ -31,7 +31,7 @@ import functools
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -409,6 +409,23 @@ class ObjectTier:
 
 
 TierStore = LocalTier | ObjectTier
+
+
+def parquet_files_of(stores: Mapping[str, TierStore]) -> list[tuple[str, TierFile, str]]:
+    """``(name, file, path inside its store)`` of every ``*.parquet`` file of each of
+    ``stores``, store by store in the mapping's order, sorted within a store, once every store
+    is known to answer (checked in that order): one listing per store (for an S3 prefix, a
+    request per thousand keys, never one per file). ObjectStoreError naming the URI of the
+    first store that does not answer or cannot be listed."""
+    for store in stores.values():
+        store.check_reachable()
+    listed = []
+    for name, store in stores.items():
+        for file in store.parquet_files():
+            inside = store.relative(file)
+            assert inside is not None  # listed under the store's root
+            listed.append((name, file, inside))
+    return listed
 
 
 def tier_store(root: Path | str) -> TierStore:

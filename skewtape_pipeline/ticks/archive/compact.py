@@ -75,6 +75,7 @@ from skewtape_pipeline.ticks.archive.spill import (
     new_spill_folder,
     remove_orphaned_staging,
 )
+from skewtape_pipeline.ticks.archive.tiers import check_age_days
 from skewtape_pipeline.ticks.archive.versions import commit_version
 from skewtape_pipeline.ticks.encode.chunked import DEFAULT_BLOCK_BYTES, read_ahead
 from skewtape_pipeline.ticks.encode.model import (
@@ -119,7 +120,6 @@ from skewtape_pipeline.ticks.encode.validate import (
     validate_batch,
     validate_values,
 )
-from skewtape_pipeline.ticks.encode.writer_settings import WriterSettings
 
 if TYPE_CHECKING:
     from skewtape_pipeline.ticks.archive.handle import Archive
@@ -725,9 +725,10 @@ def _planned(
     source: SourceFacts,
     encoding: TickEncoding,
 ) -> PlannedSymbolDay:
-    """The symbol-day checked as :func:`compact_symbol_day` says (``age_days`` is checked where
-    it picks the tier, ``TierPolicy.tier_for``), its batch at the encoding's timestamp unit, its
-    raw size the one measured in ``source`` or else the canonical CSV's."""
+    """The symbol-day checked as :func:`compact_symbol_day` says (``age_days`` too, before
+    anything is written: ``tiers.check_age_days``), its batch at the encoding's timestamp unit,
+    its raw size the one measured in ``source`` or else the canonical CSV's."""
+    check_age_days(age_days)
     day = _check_date(day, name="day")
     encode_symbol(symbol)
     batch = _checked_batch(batch, symbol, day, encoding.schema.timestamp_unit)
@@ -762,24 +763,18 @@ def compaction_lock_wait(archive: Archive) -> float:
 def _write_symbol_day(
     archive: Archive, item: PlannedSymbolDay, target: float, started: float
 ) -> TickStorageCompactionReport:
-    """Write ``item``'s file into ``archive`` at its tier's settings and report on it
-    (measured against ``target``, timed from ``started``): the refusals that need no tiers
-    before anything is encoded (:func:`_check_before_encoding`), then the file encoded and
-    published (:func:`_published`, where the catalog check runs). The one place compaction
-    reads the tier policy: the tier of the item's age (``tier_for`` checks ``age_days``), that
-    tier's writer settings and the policy the report records."""
-    tiers = archive.tiers
-    tier, recorded = tiers.policy.tier_for(item.age_days), tiers.policy.to_dict()
+    """Write ``item``'s file into ``archive`` and report on it (measured against ``target``,
+    timed from ``started``): the refusals that need no tiers before anything is encoded
+    (:func:`_check_before_encoding`), then the file encoded at its tier's settings and
+    published (:func:`_published`: the one place compaction reads the tier policy)."""
     path = partition_file(archive.root, item.symbol, item.day)
     _check_before_encoding(archive, item.batch, path)
-    metadata = {
-        META_SYMBOL: item.symbol,
-        META_DATE: item.day.isoformat(),
-        META_PREFIX + "tier": tier,
-    }
-    facts, rewrite = _published(archive, item, path, tiers.writers[tier], metadata)
-    fields = _report_fields(item, (path, facts), target, started)
-    report = TickStorageCompactionReport(**fields, tier=tier, tier_policy=recorded)
+    published = _published(archive, item, path)
+    fields = _report_fields(item, (path, published.facts), target, started)
+    report = TickStorageCompactionReport(
+        **fields, tier=published.tier, tier_policy=published.tier_policy
+    )
+    rewrite = published.rewrite
     return report.noted(*([] if rewrite is None else [recompaction_note(rewrite)]))
 
 
@@ -841,34 +836,47 @@ def _report_fields(
     )
 
 
-def _published(
-    archive: Archive,
-    item: PlannedSymbolDay,
-    path: Path,
-    settings: WriterSettings,
-    metadata: Mapping[str, str],
-) -> tuple[FileFacts, dict | None]:
-    """Encode, write and verify ``item``'s file for ``path`` at ``settings`` in the staging
-    folder, outside the archive's lock (``layout.prepare_archive_file``: writers of one archive
-    encode side by side), then publish it under the lock, held only for the checks, the rename,
-    the file's record (size and sha256, ``catalog.append_hot_record``) and the audit record.
+@dataclass(frozen=True)
+class _Published:
+    """A symbol-day's file as :func:`_published` published it: its tier, the tier policy that
+    chose it (as the report records it), the facts read back and the rewrite's audit record
+    (None for a new symbol-day)."""
+
+    tier: str
+    tier_policy: dict[str, Any]
+    facts: FileFacts
+    rewrite: dict | None
+
+
+def _published(archive: Archive, item: PlannedSymbolDay, path: Path) -> _Published:
+    """Encode, write and verify ``item``'s file for ``path`` in the staging folder, outside the
+    archive's lock (``layout.prepare_archive_file``: writers of one archive encode side by
+    side), at the writer settings of the tier of the item's age (``TierPolicy.tier_for``,
+    which checks ``age_days``); then publish it under the lock, held only for the checks, the
+    rename, the file's record (size and sha256, ``catalog.append_hot_record``) and the audit
+    record. The one function of compaction that reads the archive's tiers.
 
     The checks under the lock: books_and_records mode again (the lock was let go while
     encoding), then, when the file exists, the catalog check (``integrity.checked_catalog``,
     refusing while the catalog does not account for the files on disk). A refusal publishes
     nothing and the staged file is discarded, as it is whatever happens. A rewrite is audited
-    once the rename succeeded. Returns the file's facts and the rewrite's audit record (None
-    for a new symbol-day)."""
-    out = archive.root
+    once the rename succeeded."""
+    out, tiers = archive.root, archive.tiers
+    tier, recorded = tiers.policy.tier_for(item.age_days), tiers.policy.to_dict()
+    metadata = {
+        META_SYMBOL: item.symbol,
+        META_DATE: item.day.isoformat(),
+        META_PREFIX + "tier": tier,
+    }
     prepared = prepare_archive_file(
-        item.batch, path, archive_root=out, settings=settings, metadata=metadata
+        item.batch, path, archive_root=out, settings=tiers.writers[tier], metadata=metadata
     )
     try:
         record = FileRecord(prepared.temp.stat().st_size, sha256_file(prepared.temp))
         with archive_lock(out, timeout=compaction_lock_wait(archive), what="compacting"):
             check_may_write(out, path)
             if path.exists():
-                checked_catalog(archive.tiers)
+                checked_catalog(tiers)
             fsio.refuse_linked_state(hot_records_path(out))  # the record must follow the rename
             rewrite = recompaction_record(out, item.symbol, item.day, rows=prepared.facts.num_rows)
             facts = publish_archive_file(prepared)
@@ -878,7 +886,7 @@ def _published(
                 audit(out, archive.audit_log, [rewrite])
     finally:
         prepared.discard()
-    return facts, rewrite
+    return _Published(tier, recorded, facts, rewrite)
 
 
 EVENT_RECOMPACT = "tick-archive-recompact"

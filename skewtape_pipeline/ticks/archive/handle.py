@@ -37,9 +37,9 @@ rebuild and version pruning are handed the handle itself and take its lock
 The tier policy is resolved in one place, once: :attr:`Archive.tiers` (a
 ``tiers.ArchiveTiers``: the warm and cold stores, each tier's settings, writer settings, layout
 and root, the catalog path map).
-Compaction reads the tier and writer settings there, hands the Parquet writer
-(``layout.prepare_archive_file``) the ``WriterSettings`` alone (read in
-``parquet_file.write_verified_file`` and ``choose_encodings``), and hands the tiers to the catalog
+Compaction reads the tier and writer settings in one function (``compact._published``), hands the
+Parquet writer (``layout.prepare_archive_file``) the ``WriterSettings`` alone (read in
+``parquet_file.write_verified_file`` and ``choose_encodings``), then hands the tiers to the catalog
 check it runs once, under the lock it publishes under. Re-tiering (``lifecycle.retier``) reads
 ``archive.tiers`` once, under the lock (``lifecycle._checked_tiers``: the stores' stale temps, the
 catalog check), and hands it to its planner, which resolves every location there and carries it in
@@ -51,9 +51,9 @@ same tiers and hands ``lifecycle.remove_files`` each file with its catalog path.
 ``lifecycle.plan_retier`` (without the lock) and pruning read it the same way. Withdrawal, the
 catalog rebuild and version pruning read it where they need a store, a catalog path or the catalog
 check. The catalog check (``integrity.checked_catalog``) and the garbage listing
-(``lifecycle._garbage``) each read the stores and paths in one call (``ArchiveTiers.survey``) and
-hand the listing down (``integrity.unaccounted_files``, ``placement.unlisted_files``), so those
-read no tiers.
+(``lifecycle._garbage``) each list the stores once (``storage.parquet_files_of``: one listing per
+store, never a request per file), compare the files' catalog paths with the catalog's and hand
+the listing down (``integrity.unaccounted_files``), which reads no tiers.
 The reading verbs (``read``, ``query``, ``open_view``, ``stats``, ``report``, ``verify``) hand
 the same value down (``query``'s view and its checks, ``placement.locate`` and
 ``archive_metrics``, ``integrity.verify_archive``), as does ``lifecycle.relocated_report``;
@@ -99,7 +99,13 @@ from skewtape_pipeline.ticks.archive.layout import archive_lock
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, Location, archive_state, locate
 from skewtape_pipeline.ticks.archive.query import VIEW_COLUMNS, open_ticks_view
 from skewtape_pipeline.ticks.archive.show import SymbolDayStory, show_symbol_day
-from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, ArchiveTiers, TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import (
+    COLD,
+    WARM,
+    ArchiveTiers,
+    TierPolicy,
+    check_roots_apart,
+)
 from skewtape_pipeline.ticks.archive.version_pruning import (
     PruneResult,
     past_version_bytes,
@@ -143,7 +149,8 @@ class Archive:
     module docstring).
 
     Raises ConfigError when built for a path that is a file, a policy that is not a TierPolicy
-    or that contradicts the recorded one, a negative or non-numeric ``lock_timeout``. (The root
+    or that contradicts the recorded one, tier roots that nest (``tiers.check_roots_apart``),
+    a negative or non-numeric ``lock_timeout``. (The root
     may not exist yet: a first compaction creates it; the verbs that need an archive refuse a
     folder that holds none, as ``layout.check_archive_root`` says.)
     """
@@ -166,6 +173,7 @@ class Archive:
         if policy is not None and recorded is not None:
             check_same_placement(self.root, policy, recorded)
         self.policy: TierPolicy = policy or recorded or TierPolicy()
+        check_roots_apart(self.root, self.policy)
         self._record = policy is not None and recorded is None
         if audit_log is BESIDE:
             audit_log = default_audit_log(self.root)

@@ -32,7 +32,7 @@ lists and reads them there the same way, after checking that the store answers (
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from functools import partial
@@ -53,7 +53,9 @@ from skewtape_pipeline.errors import (
 from skewtape_pipeline.hashing import FileStamp, sha256_bytes, sha256_file
 from skewtape_pipeline.storage import (
     TierFile,
+    TierStore,
     exists,
+    parquet_files_of,
     parquet_source,
     read_bytes,
     sha256_of,
@@ -70,6 +72,7 @@ from skewtape_pipeline.ticks.archive.catalog import (
     catalog_path,
     read_catalog,
     read_hot_records,
+    split_catalog_path,
     write_catalog,
     write_hot_records,
 )
@@ -210,16 +213,18 @@ def checked_catalog(tiers: ArchiveTiers) -> Catalog:
         catalog, unreadable = read_catalog(root), None
     except TickFormatError as exc:
         catalog, unreadable = Catalog(), exc
-    on_disk, listed = tiers.survey(item.path for item in catalog.files.values())
-    if unreadable is not None:  # after the survey: a store that does not answer comes first
+    listing = parquet_files_of(tiers.stores)  # every store's one listing, warm first
+    if unreadable is not None:  # after the listing: a store that does not answer comes first
         raise CatalogMismatchError(
             f"{where}: the catalog is unreadable ({unreadable}); nothing was changed; "
             f"{repair_hint(root)}",
             paths=[where],
         )
+    on_disk = [(tier, file) for tier, file, _ in listing]
     if not where.exists():
         _refuse_missing(root, on_disk, "nothing was changed")
-    missing = [p for p in listed if not exists(p)]
+    found = {f"{tier}/{inside}": file for tier, file, inside in listing}
+    missing = [_named(tiers.stores, rel) for rel in catalog.files if rel not in found]
     if missing:
         raise CatalogMismatchError(
             f"{where}: the catalog lists {len(missing)} file(s) that are not on disk "
@@ -227,7 +232,8 @@ def checked_catalog(tiers: ArchiveTiers) -> Catalog:
             f"{repair_hint(root)} (their symbol-days are then gone from the archive)",
             paths=missing,
         )
-    unaccounted = unaccounted_files(partial(hot_keys_of, root), catalog, on_disk, set(listed))
+    listed = {found[rel] for rel in catalog.files}
+    unaccounted = unaccounted_files(partial(hot_keys_of, root), catalog, on_disk, listed)
     if unaccounted:
         paths = [path for path, _ in unaccounted]
         reasons = "; ".join(f"{path}: {why}" for path, why in unaccounted[:5])
@@ -238,6 +244,13 @@ def checked_catalog(tiers: ArchiveTiers) -> Catalog:
             paths=paths,
         )
     return catalog
+
+
+def _named(stores: Mapping[str, TierStore], rel: str) -> TierFile:
+    """The file the consolidated file's catalog path ``rel`` (validated when the catalog was
+    read, ``catalog.split_catalog_path``) names in its tier's store: what messages name."""
+    tier, inside = split_catalog_path(rel)
+    return stores[tier].file(inside)
 
 
 def check_catalog_present(tiers: ArchiveTiers) -> None:

@@ -26,7 +26,8 @@ The archive's resolved tiers (``Archive.tiers``) are read in two functions only:
 Planning resolves every location once and the plan carries it: each source's file and catalog
 path, each rewrite's store, settings and layout, each withdrawn hot copy's removal. Carrying the
 plan out reads only the plan; after the commit the garbage is surveyed in one call
-(:func:`_garbage`), which hands :func:`remove_files` each file with its catalog path.
+(:func:`_garbage`: each tier's store listed once), which hands :func:`remove_files` each file with
+its catalog path.
 
 A crash anywhere leaves the catalog either before or after step 2, so the view returns every
 tick exactly once, and rerunning :func:`retier` finishes the move (written files are found again
@@ -73,7 +74,14 @@ from skewtape_pipeline.errors import (
     TickFormatError,
 )
 from skewtape_pipeline.hashing import sha256_bytes
-from skewtape_pipeline.storage import TierFile, TierStore, delete, sha256_of, size_of
+from skewtape_pipeline.storage import (
+    TierFile,
+    TierStore,
+    delete,
+    parquet_files_of,
+    sha256_of,
+    size_of,
+)
 from skewtape_pipeline.ticks.archive.books import audit, check_may_delete, is_books_and_records
 from skewtape_pipeline.ticks.archive.catalog import (
     CATALOG_FILE,
@@ -105,7 +113,6 @@ from skewtape_pipeline.ticks.archive.placement import (
     HotFile,
     archive_state,
     locate,
-    unlisted_files,
 )
 from skewtape_pipeline.ticks.archive.tiers import (
     HOT,
@@ -114,6 +121,7 @@ from skewtape_pipeline.ticks.archive.tiers import (
 )
 from skewtape_pipeline.ticks.archive.trust import (
     WRITTEN_BY_COMPACTION,
+    hot_rel,
     record_problems,
     required_hot_record,
 )
@@ -1037,18 +1045,24 @@ def _garbage(
     tiers: ArchiveTiers, root: Path, *, books: bool = False
 ) -> tuple[list[Garbage], set[TierFile]]:
     """(garbage, kept): the files on disk that the committed catalog of the archive at
-    ``root`` makes unreachable, each with its catalog path and the reason, and the
-    consolidated files some kept version still reads (``versions.kept_catalog_paths``; none
-    looked for in ``books`` mode, where nothing is removed). The one survey after a commit:
-    the stores listed and the catalog paths resolved in one call (``ArchiveTiers.survey``),
-    then each file's catalog path made (``ArchiveTiers.relative``)."""
+    ``root`` makes unreachable, each with its catalog path and the reason (superseded hot
+    files, then unlisted consolidated files, warm first: the order removals are audited in),
+    and the consolidated files some kept version still reads (``versions.kept_catalog_paths``;
+    none looked for in ``books`` mode, where nothing is removed). The one survey after a
+    commit: each tier's store listed once (``storage.parquet_files_of``), its files named by
+    their catalog paths and compared with the catalogs' paths; reads the stores of ``tiers``
+    and nothing else of them."""
     state = archive_state(root)
-    paths = [item.path for item in state.catalog.files.values()]
-    on_disk, listed = tiers.survey(paths + ([] if books else kept_catalog_paths(root)))
-    gone = [(hot.path, SUPERSEDED) for hot in state.hot_superseded]
-    gone += [(path, UNLISTED) for path in unlisted_files(on_disk, set(listed[: len(paths)]))]
-    garbage = [Garbage(path, tiers.relative(path), reason) for path, reason in gone]
-    return garbage, set(listed[len(paths) :])
+    wanted = set() if books else set(kept_catalog_paths(root))
+    garbage = [Garbage(hot.path, hot_rel(root, hot), SUPERSEDED) for hot in state.hot_superseded]
+    kept = set()
+    for tier, file, inside in parquet_files_of(tiers.stores):  # warm first
+        rel = f"{tier}/{inside}"
+        if rel not in state.catalog.files:
+            garbage.append(Garbage(file, rel, UNLISTED))
+            if rel in wanted:
+                kept.add(file)
+    return garbage, kept
 
 
 def remove_files(archive: Archive, garbage: list[Garbage]) -> list[TierFile]:

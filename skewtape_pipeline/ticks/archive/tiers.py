@@ -41,11 +41,12 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from datetime import date
 from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 from skewtape_pipeline.errors import ConfigError, TickFormatError
 from skewtape_pipeline.fsio import load_json
@@ -54,6 +55,7 @@ from skewtape_pipeline.storage import (
     TierStore,
     check_object_uri,
     is_object_uri,
+    parquet_files_of,
     tier_store,
 )
 from skewtape_pipeline.ticks.encode.writer_settings import (
@@ -335,7 +337,8 @@ class ArchiveTiers:
     """Each tier's writer settings alone: what the Parquet writer is handed (compaction reads
     every tier's, re-tiering WARM's and COLD's through :attr:`settings`)."""
     stores: Mapping[str, TierStore]
-    """The store of WARM and of COLD."""
+    """The store of WARM and of COLD, in that order (what listings follow:
+    ``storage.parquet_files_of``)."""
     settings: Mapping[str, TierSettings]
     """WARM's and COLD's settings (the consolidation's row groups besides the writer's)."""
     layouts: Mapping[str, str]
@@ -348,6 +351,7 @@ class ArchiveTiers:
     def of(cls, root: Path | str, policy: TierPolicy | None = None) -> ArchiveTiers:
         """``policy`` (None: the default policy) resolved for the archive at ``root``."""
         policy, root = TierPolicy.or_default(policy), Path(root)
+        check_roots_apart(root, policy)
         return cls(
             root,
             policy,
@@ -367,20 +371,8 @@ class ArchiveTiers:
     def consolidated_files(self) -> list[tuple[str, TierFile]]:
         """``(tier, file)`` of every Parquet file under the warm and cold roots, COLD first,
         sorted within a tier. ObjectStoreError naming the URI when an S3 root cannot be listed."""
-        return [(tier, f) for tier in (COLD, WARM) for f in self.stores[tier].parquet_files()]
-
-    def survey(
-        self, catalog_paths: Iterable[str]
-    ) -> tuple[list[tuple[str, TierFile]], list[TierFile]]:
-        """``(on_disk, listed)``: every consolidated file under the warm and cold roots
-        (:meth:`consolidated_files`) and the files ``catalog_paths`` name (:meth:`resolve`),
-        once every store is known to answer (:meth:`check_reachable`). All the catalog check
-        (``integrity.checked_catalog``) reads of the tiers, in one call.
-
-        Raises ObjectStoreError naming the URI (a store that does not answer or cannot be
-        listed), TickFormatError for a catalog path that would leave its root."""
-        self.check_reachable()
-        return self.consolidated_files(), [self.resolve(path) for path in catalog_paths]
+        stores = {tier: self.stores[tier] for tier in (COLD, WARM)}
+        return [(tier, f) for tier, f, _ in parquet_files_of(stores)]
 
     def placement(
         self, day: date, age_days: int, reached: str | None = None
@@ -419,6 +411,46 @@ class ArchiveTiers:
         if tier in self.stores:
             return self.stores[tier].file(inside_path(rest, relative).as_posix())
         return normalized(self.root) / inside_path(relative, relative)
+
+
+def check_roots_apart(root: Path, policy: TierPolicy) -> None:
+    """Raise ConfigError, naming both, when a tier's root (:meth:`TierPolicy.root_for`: the
+    archive root for HOT) is another's or lies inside it: each tier lists every Parquet file
+    under its root as its own, so a nested root would take another tier's files for its own."""
+    roots = [(tier, policy.root_for(tier, root)) for tier in TIERS]
+    for index, (tier, where) in enumerate(roots):
+        for other, inner in roots[index + 1 :]:
+            if _nested(where, inner):
+                raise ConfigError(
+                    f"the {other} root {_shown(inner)} and the {tier} root {_shown(where)}: one "
+                    "is, or lies inside, the other; give each tier a folder or prefix of its "
+                    "own (set [warm] root and [cold] root apart from the archive root and from "
+                    "each other)"
+                )
+
+
+def _nested(a: Path | str, b: Path | str) -> bool:
+    """True when the roots ``a`` and ``b`` are the same folder (or S3 prefix on the same
+    endpoint) or one lies inside the other."""
+    if is_object_uri(a) != is_object_uri(b):
+        return False
+    if isinstance(a, Path) and isinstance(b, Path):
+        x, y = normalized(a), normalized(b)
+        return x.is_relative_to(y) or y.is_relative_to(x)
+    (x, endpoint_a), (y, endpoint_b) = _prefix(str(a)), _prefix(str(b))
+    return endpoint_a == endpoint_b and (x.is_relative_to(y) or y.is_relative_to(x))
+
+
+def _prefix(uri: str) -> tuple[PurePosixPath, str | None]:
+    """``(bucket/prefix, endpoint_override)`` of an ``s3://`` root."""
+    parts = urlsplit(uri)
+    endpoint = dict(parse_qsl(parts.query)).get("endpoint_override")
+    return PurePosixPath("/", parts.netloc + parts.path), endpoint
+
+
+def _shown(root: Path | str) -> str:
+    """``root`` for a message: an S3 URI without its query."""
+    return str(root).partition("?")[0]
 
 
 def inside_path(rest: str, whole: str) -> PurePosixPath:

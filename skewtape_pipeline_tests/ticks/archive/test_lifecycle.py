@@ -11,6 +11,7 @@ import pytest
 from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickFormatError
+from skewtape_pipeline.ticks.archive import lifecycle
 from skewtape_pipeline.ticks.archive.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.consolidate import read_consolidated_file
@@ -130,31 +131,41 @@ def test_retier_when_moving_appends_rewrite_commit_and_removal_to_audit_log(tmp_
     assert events.index(commits[0]) < events.index(removals[0])  # nothing removed before
 
 
-def test_retier_when_carrying_out_its_plan_reads_no_tiers_and_surveys_once_after_commit(
+class _RecordedTiers:
+    """An archive's tiers that record every attribute read of them (methods and values)."""
+
+    def __init__(self, tiers: ArchiveTiers, events: list[str]):
+        self._tiers, self._events = tiers, events
+
+    def __getattr__(self, name: str):
+        self._events.append(f"tiers.{name}")
+        return getattr(self._tiers, name)
+
+
+def test_retier_when_carrying_out_its_plan_reads_no_tiers_and_lists_stores_once_after_commit(
     tmp_path, no_fsync, monkeypatch
 ):
     root = build_archive(tmp_path, as_of=STAGE_1)
     events: list[str] = []
+    listing = lifecycle.parquet_files_of
 
-    def recorded(name: str):
-        method = getattr(ArchiveTiers, name)
+    def listed(stores):
+        events.append("listing")
+        return listing(stores)
 
-        def read(self, *args):
-            events.append(f"tiers.{name}")
-            return method(self, *args)
-
-        return read
-
-    for name in ("resolve", "relative", "survey", "consolidated_files"):
-        monkeypatch.setattr(ArchiveTiers, name, recorded(name))
+    monkeypatch.setattr(lifecycle, "parquet_files_of", listed)
+    archive = Archive(root, policy=POLICY)
+    archive.__dict__["tiers"] = _RecordedTiers(ArchiveTiers.of(root, POLICY), events)
     with faults.installed(events.append):
-        result = Archive(root, policy=POLICY).retier(as_of=STAGE_1)
+        result = archive.retier(as_of=STAGE_1)
 
     assert len(result.files_written) == 2  # the second file's sources read after the first
     first_step = next(i for i, e in enumerate(events) if not e.startswith("tiers."))
     commit = events.index("committed")
     assert [e for e in events[first_step:commit] if e.startswith("tiers.")] == []
-    assert events[commit:].count("tiers.survey") == 1  # the garbage, surveyed once
+    assert "listing" not in events[:commit]
+    assert events[commit:].count("listing") == 1  # the garbage, listed once
+    assert set(events[commit:]) & {"tiers.resolve", "tiers.relative", "tiers.placement"} == set()
     assert any(e.startswith("tiers.") for e in events[:first_step])  # resolved when planning
 
 

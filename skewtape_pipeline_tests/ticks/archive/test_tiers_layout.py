@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 
 from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.tiers import (
     COLD,
     HOT,
     WARM,
+    ArchiveTiers,
     TierPolicy,
     TierSettings,
     is_colder,
@@ -75,3 +77,38 @@ def test_load_when_toml_sets_layouts_round_trips_through_json(tmp_path):
 def test_is_colder_when_compared_follows_tier_order():
     assert is_colder(COLD, WARM) and is_colder(WARM, HOT)
     assert not is_colder(HOT, WARM) and not is_colder(COLD, COLD)
+
+
+@pytest.mark.parametrize(
+    ("warm", "cold", "named"),
+    [
+        ("archive/warm", None, "WARM root"),  # inside the archive root (HOT)
+        ("archive", None, "WARM root"),  # the archive root itself
+        ("tiers", "tiers/cold", "COLD root"),  # cold inside warm
+        ("tiers/./x", "tiers/x", "COLD root"),  # the same folder, spelled twice
+        ("s3://bucket/tiers", "s3://bucket/tiers/cold", "COLD root"),
+        ("s3://bucket/t?endpoint_override=h:1", "s3://bucket/t/c?endpoint_override=h:1", "COLD"),
+    ],
+)
+def test_archive_when_tier_roots_nest_refuses_naming_both(tmp_path, warm, cold, named):
+    policy = TierPolicy(warm=TierSettings(root=warm), cold=TierSettings(root=cold))
+    root = tmp_path / "archive"
+    with pytest.raises(ConfigError, match=f"{named}.*one is, or lies inside, the other"):
+        Archive(root, policy=policy)
+    with pytest.raises(ConfigError, match="lies inside"):
+        ArchiveTiers.of(root, policy)
+    assert not root.exists()
+
+
+@pytest.mark.parametrize(
+    ("warm", "cold"),
+    [
+        ("tiers/warm", "tiers/cold"),  # siblings under one folder
+        ("s3://bucket/warm", "s3://bucket/warm-cold"),  # a prefix of the name, not a folder
+        ("s3://bucket/t?endpoint_override=h:1", "s3://bucket/t/c?endpoint_override=h:2"),
+        ("s3://bucket/archive", None),  # an S3 warm root never nests in a local folder
+    ],
+)
+def test_archive_when_tier_roots_apart_builds(tmp_path, warm, cold):
+    policy = TierPolicy(warm=TierSettings(root=warm), cold=TierSettings(root=cold))
+    assert Archive(tmp_path / "archive", policy=policy).policy == policy
