@@ -74,6 +74,14 @@ def test_k8s_instance_file_when_validated_by_dagster_accepts_instance_and_launch
     assert "SKEWTAPE_HOME=/data" in checked.value["env_vars"]
 
 
+def test_k8s_instance_file_when_loaded_turns_off_telemetry_and_the_community_pop_up(
+    k8s_home: Path,
+):
+    with dg.DagsterInstance.from_config(str(k8s_home)) as instance:
+        assert instance.telemetry_enabled is False
+        assert instance.nux_enabled is False
+
+
 def test_k8s_run_launcher_when_a_run_launches_creates_a_pod_whose_command_runs_it(
     k8s_home: Path, applied_chain: Path, monkeypatch
 ):

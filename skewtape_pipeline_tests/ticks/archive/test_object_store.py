@@ -32,7 +32,7 @@ from skewtape_pipeline.ticks.archive.books import (
 from skewtape_pipeline.ticks.archive.catalog import catalog_path, read_catalog
 from skewtape_pipeline.ticks.archive.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.handle import POLICY_RECORD, Archive
-from skewtape_pipeline.ticks.archive.integrity import verify_archive
+from skewtape_pipeline.ticks.archive.integrity import checked_catalog, verify_archive
 from skewtape_pipeline.ticks.archive.placement import archive_metrics, locate, scan_hot_files
 from skewtape_pipeline.ticks.archive.query import run_query, ticks_view_sql
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, ArchiveTiers, TierPolicy
@@ -187,9 +187,11 @@ class CountingHandler(fs.FileSystemHandler):
         self.inner = inner
         self.opened: list[str] = []
         self.bytes_read = 0
+        self.asked: list[str] = []  # the paths asked about one by one (a HEAD each)
+        self.listed: list[str] = []  # the folders listed
 
     def reset(self) -> None:
-        self.opened, self.bytes_read = [], 0
+        self.opened, self.bytes_read, self.asked, self.listed = [], 0, [], []
 
     def open_input_file(self, path):
         self.opened.append(path)
@@ -206,9 +208,11 @@ class CountingHandler(fs.FileSystemHandler):
         return self.inner.normalize_path(path)
 
     def get_file_info(self, paths):
+        self.asked += paths
         return self.inner.get_file_info(paths)
 
     def get_file_info_selector(self, selector):
+        self.listed.append(selector.base_dir)
         return self.inner.get_file_info(selector)
 
     def create_dir(self, path, recursive):
@@ -272,6 +276,29 @@ class _CountingReader:
     def close(self):
         self.closed = True
         self.native.close()
+
+
+def test_catalog_check_on_s3_lists_each_store_once_and_asks_about_no_file_one_by_one(
+    tmp_path, no_fsync, s3_env, monkeypatch
+):
+    root, policy = tiered_on_s3(tmp_path, s3_env)
+    catalogued = [f.path for f in read_catalog(root).files.values()]
+    counting = CountingHandler(storage.object_filesystem(policy.warm.root))
+    monkeypatch.setattr(storage, "object_filesystem", lambda uri: fs.PyFileSystem(counting))
+    tiers = ArchiveTiers.of(root, policy)
+    keys = [tiers.resolve(rel).key for rel in catalogued]
+
+    assert checked_catalog(tiers).files == read_catalog(root).files
+    assert len(catalogued) == 2 and set(keys).isdisjoint(counting.asked)
+    assert sorted(counting.listed) == sorted(
+        tiers.stores[tier].base for tier in (WARM, COLD)
+    )  # one listing per store
+
+    counting.reset()
+    tiers.resolve(catalogued[0]).filesystem.delete_file(keys[0])
+    with pytest.raises(CatalogMismatchError, match=r"lists 1 file.* not on disk") as refused:
+        checked_catalog(tiers)
+    assert refused.value.paths == [f"s3://{keys[0]}"] and set(keys).isdisjoint(counting.asked)
 
 
 def test_query_over_s3_tiers_when_filtered_opens_and_reads_less_than_unfiltered(
