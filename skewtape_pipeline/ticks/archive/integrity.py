@@ -48,6 +48,7 @@ from skewtape_pipeline.errors import (
     ConfigError,
     DamagedFileError,
     TickFormatError,
+    VersionError,
     location,
 )
 from skewtape_pipeline.hashing import FileStamp, sha256_bytes, sha256_file
@@ -103,7 +104,13 @@ from skewtape_pipeline.ticks.archive.trust import (
     record_problems,
     unrecorded_hint,
 )
-from skewtape_pipeline.ticks.archive.versions import record_version
+from skewtape_pipeline.ticks.archive.versions import (
+    SUFFIX,
+    list_versions,
+    record_version,
+    snapshot_dirs,
+    version_state,
+)
 from skewtape_pipeline.ticks.encode.parquet_file import (
     CONSOLIDATED,
     META_LAYOUT,
@@ -620,9 +627,11 @@ def verify_archive(tiers: ArchiveTiers, *, full: bool = False) -> ArchiveVerific
     mode, or left by an interrupted run) must hash to its content name; every hot file must
     have the size and sha256 recorded when it was written (``trust.hot_record``; one without a
     record is reported, with the repair) and a readable footer; the archive marker must be in
-    the archive root and in every tier root holding catalogued files, equal to the root's. With
-    ``full``, every page of every archive file (hot and consolidated) is also read through
-    pyarrow with page checksum verification. ``tiers``: the archive's resolved tiers
+    the archive root and in every tier root holding catalogued files, equal to the root's; what
+    the kept versions read must be there and every content-named file versions keep must hold
+    the bytes its name records (:func:`_verified_version_files`). With ``full``, every page of
+    every archive file (hot, consolidated, kept for versions) is also read through pyarrow with
+    page checksum verification. ``tiers``: the archive's resolved tiers
     (``Archive.tiers``: its root, stores and catalog paths), handed down.
     """
     root, problems = tiers.root, []
@@ -652,21 +661,108 @@ def verify_archive(tiers: ArchiveTiers, *, full: bool = False) -> ArchiveVerific
         f"{path}: {why}"
         for path, why in unaccounted_files(partial(hot_keys_of, root), catalog, on_disk, listed)
     ]
+    hot = _verified_hot_files(root, catalog, records, full)
+    kept = _verified_version_files(tiers, full, hot.verified)
+    problems += hot.problems + kept.problems
+    checked, checked_bytes = checked + hot.files, checked_bytes + hot.bytes
+    if checked:
+        problems += _marker_problems(tiers, catalog)
+    checked, checked_bytes = checked + kept.files, checked_bytes + kept.bytes
+    return ArchiveVerification(root, full, checked, checked_bytes, problems)
+
+
+@dataclass
+class _Checked:
+    """What one part of :func:`verify_archive` checked and found; ``verified``: the files
+    found to hold their recorded bytes, by (device, inode), with their sha256."""
+
+    problems: list[str] = field(default_factory=list)
+    files: int = 0
+    bytes: int = 0
+    verified: dict[tuple[int, int], str] = field(default_factory=dict)
+
+    def add(self, size: int, problems: list[str]) -> None:
+        self.problems += problems
+        self.files, self.bytes = self.files + 1, self.bytes + size
+
+
+def _verified_hot_files(
+    root: Path, catalog: Catalog, records: dict[str, FileRecord], full: bool
+) -> _Checked:
+    """Every hot file against the record its compaction made (``trust.hot_record``; one
+    without a record is reported, with the repair), then its footer and, with ``full``, its
+    pages."""
+    checked = _Checked()
     hot_files = list(scan_hot_files(root))
     for index, hot in enumerate(hot_files):
         record = hot_record(hot, catalog, records, hot_rel(root, hot))
         if record is None:
-            problems.append(
-                f"{hot.path}: no record of its size and sha256; {unrecorded_hint(root)}"
-            )
+            problems = [f"{hot.path}: no record of its size and sha256; {unrecorded_hint(root)}"]
             problems += _check_pages(hot.path, full=full)
         else:
-            problems += _check_recorded(hot.path, record, WRITTEN_BY_COMPACTION, full)
-        checked, checked_bytes = checked + 1, checked_bytes + hot.stamp.size
+            problems = _check_recorded(hot.path, record, WRITTEN_BY_COMPACTION, full)
+            if not problems:
+                checked.verified[(hot.stamp.device, hot.stamp.inode)] = record.sha256
+        checked.add(hot.stamp.size, problems)
         progress.report("hot files", index + 1, len(hot_files))
-    if checked:
-        problems += _marker_problems(tiers, catalog)
-    return ArchiveVerification(root, full, checked, checked_bytes, problems)
+    return checked
+
+
+def _verified_version_files(
+    tiers: ArchiveTiers, full: bool, verified: dict[tuple[int, int], str]
+) -> _Checked:
+    """What the kept versions read (``ticks.archive.versions``): every version's snapshots and
+    kept hot files present (``versions.version_state``) and the consolidated files its catalog
+    lists on disk; every content-named file versions keep (``versions.snapshot_dirs``: catalog
+    snapshots, manifests, kept hot files) holding the bytes its name records (its sha256), with
+    a readable footer and, with ``full``, pages. A kept hot file that is a link to a hot file
+    ``verified`` already is not read again (same inode, the same sha256)."""
+    checked, root = _Checked(), tiers.root
+    try:
+        versions = list_versions(root)
+    except VersionError as exc:
+        return _Checked([str(exc)])
+    readers: dict[TierFile, list[int]] = {}
+    for version in versions:
+        try:
+            state = version_state(root, version)
+        except (VersionError, TickFormatError) as exc:
+            checked.problems.append(f"version {version.version}: {exc}")
+            continue
+        for rel in state.catalog.files:
+            readers.setdefault(tiers.resolve(rel), []).append(version.version)
+    for path, numbers in readers.items():
+        if not exists(path):
+            checked.problems.append(
+                f"{path}: missing (kept version(s) {_numbers(numbers)} read it)"
+            )
+    blobs = [p for folder in snapshot_dirs(root) for p in sorted(folder.rglob(f"*{SUFFIX}"))]
+    for index, path in enumerate(blobs):
+        stamp = FileStamp.of(path)
+        checked.add(stamp.size, _content_problems(path, stamp, verified, full))
+        progress.report("version files", index + 1, len(blobs))
+    return checked
+
+
+def _content_problems(
+    path: Path, stamp: FileStamp, verified: dict[tuple[int, int], str], full: bool
+) -> list[str]:
+    """A file versions keep against the sha256 its name records (not read again when it is a
+    link to a file ``verified`` to hold those bytes), then its footer and pages."""
+    if verified.get((stamp.device, stamp.inode)) == path.stem:
+        return []
+    digest = sha256_file(path)
+    if digest != path.stem:
+        return [
+            f"{path}: sha256 is {digest}, its content name records {path.stem} (a file kept "
+            "for versions changed after it was written; restore it from a copy)"
+        ]
+    return _check_pages(path, full=full)
+
+
+def _numbers(numbers: list[int], limit: int = 5) -> str:
+    shown = ", ".join(str(n) for n in numbers[:limit])
+    return shown + (f" and {len(numbers) - limit} more" if len(numbers) > limit else "")
 
 
 def _check_recorded(path: TierFile, record: FileRecord, whose: str, full: bool) -> list[str]:

@@ -15,6 +15,7 @@ import pytest
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import CatalogMismatchError, DamagedFileError, TickFormatError
 from skewtape_pipeline.hashing import sha256_file
+from skewtape_pipeline.ticks.archive import integrity
 from skewtape_pipeline.ticks.archive.catalog import (
     CATALOG_FILE,
     read_catalog,
@@ -31,7 +32,7 @@ from skewtape_pipeline.ticks.archive.integrity import EVENT_REBUILD, verify_arch
 from skewtape_pipeline.ticks.archive.placement import archive_metrics, archive_state, scan_hot_files
 from skewtape_pipeline.ticks.archive.query import run_query
 from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, ArchiveTiers
-from skewtape_pipeline.ticks.archive.versions import EVENT_VERSION
+from skewtape_pipeline.ticks.archive.versions import EVENT_VERSION, record_version, snapshot_dirs
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
@@ -276,8 +277,12 @@ def test_cli_rebuild_catalog_when_catalog_deleted_exits_0_and_query_answers(tier
 
 def test_verify_archive_when_intact_finds_no_problem(tiered):
     result = verify_archive(ArchiveTiers.of(tiered, POLICY), full=True)
+    kept = [p for folder in snapshot_dirs(tiered) for p in folder.rglob("*.pq")]
     assert result.problems == []
-    assert result.files_checked == len(read_catalog(tiered).files) + len(scan_hot_files(tiered))
+    assert kept  # the versions' catalogs, manifests and hot files are checked too
+    assert result.files_checked == len(read_catalog(tiered).files) + len(
+        scan_hot_files(tiered)
+    ) + len(kept)
 
 
 def test_verify_archive_when_warm_page_bit_flipped_reports_sha256_and_page_crc(tiered):
@@ -297,8 +302,68 @@ def test_verify_archive_full_when_hot_page_bit_flipped_reports_the_file(tiered):
     with pytest.raises(OSError):
         pq.ParquetFile(hot.path, page_checksum_verification=True).read()
     problems = verify_archive(ArchiveTiers.of(tiered, POLICY), full=True).problems
-    assert all(str(hot.path) in p for p in problems)
-    assert [p for p in problems if "sha256" in p] and [p for p in problems if "page" in p]
+    kept = [p for folder in snapshot_dirs(tiered) for p in folder.rglob("*.pq")]
+    [link] = [p for p in kept if p.samefile(hot.path)]  # a version's link: the same bytes
+    about_hot = [p for p in problems if str(hot.path) in p]
+    assert [p for p in about_hot if "sha256" in p] and [p for p in about_hot if "page" in p]
+    assert [p for p in problems if str(link) in p and "content name" in p]
+    assert all(str(hot.path) in p or str(link) in p for p in problems)
+
+
+@pytest.fixture
+def versioned(hot_only):
+    """``hot_only`` with a version of its hot files recorded, then re-tiered (as ``tiered``):
+    the moved hot files are gone, the version keeps them."""
+    record_version(hot_only, "compact")
+    Archive(hot_only, policy=POLICY).retier(as_of=STAGE_1)
+    return hot_only
+
+
+def kept_hot_files(root) -> list:
+    """The hot files kept for versions only (no live hot file is the same file)."""
+    live = [hot.path for hot in scan_hot_files(root)]
+    kept = sorted((root / "_skewtape_versions" / "hot").rglob("*.pq"))
+    return [p for p in kept if not any(p.samefile(h) for h in live)]
+
+
+def test_verify_archive_when_a_file_kept_for_versions_changed_names_it(versioned):
+    [blob, *_] = kept_hot_files(versioned)  # the hot copy of a day re-tiering moved
+    flip_bit_in_data_page(blob)
+
+    problems = verify_archive(ArchiveTiers.of(versioned, POLICY)).problems
+
+    assert [p for p in problems if p.startswith(f"{blob}: sha256 is ")] == [
+        p for p in problems if "content name" in p
+    ]
+    assert len(problems) == 1 and blob.stem in problems[0]
+
+
+def test_verify_archive_when_what_a_version_reads_is_gone_names_it_and_the_versions(
+    versioned,
+):
+    [blob, *_] = kept_hot_files(versioned)
+    blob.unlink()
+    warm = tier_file(versioned, WARM)
+    warm.unlink()
+
+    problems = verify_archive(ArchiveTiers.of(versioned, POLICY)).problems
+
+    assert [p for p in problems if str(blob) in p and "reads it but it is missing" in p]
+    assert [p for p in problems if p.startswith(f"{warm}: missing (kept version(s) ")]
+
+
+def test_verify_archive_reads_a_version_link_to_a_verified_hot_file_once(tiered, monkeypatch):
+    hashed = []
+    monkeypatch.setattr(integrity, "sha256_file", lambda p: hashed.append(p) or sha256_file(p))
+    live = scan_hot_files(tiered)
+    linked = [
+        p for folder in snapshot_dirs(tiered) for p in folder.rglob("*.pq")
+        if any(p.samefile(hot.path) for hot in live)
+    ]  # fmt: skip
+
+    assert verify_archive(ArchiveTiers.of(tiered, POLICY)).ok
+    assert linked and not set(linked) & set(hashed)
+    assert set(kept_hot_files(tiered)) <= set(hashed)  # the others are read
 
 
 def test_verify_archive_when_file_missing_or_resized_names_it(tiered):
