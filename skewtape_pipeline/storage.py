@@ -319,7 +319,13 @@ class ObjectTier:
         self.uri = uri
         self.base = (parts.netloc + parts.path).rstrip("/")
         self.bucket = parts.netloc
-        self.filesystem = object_filesystem(uri)
+
+    @functools.cached_property
+    def filesystem(self) -> pafs.FileSystem:
+        """The prefix's pyarrow filesystem, made on first use (``object_filesystem``: pyarrow
+        may ask the network for the bucket's region, so building a store asks nothing).
+        ConfigError naming the URI when pyarrow refuses it."""
+        return object_filesystem(self.uri)
 
     @property
     def root(self) -> str:

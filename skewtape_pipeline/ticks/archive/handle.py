@@ -70,7 +70,6 @@ are methods of this same class, with the same constructor: they read ``self.root
 from __future__ import annotations
 
 import copy
-import functools
 import json
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -104,7 +103,6 @@ from skewtape_pipeline.ticks.archive.tiers import (
     WARM,
     ArchiveTiers,
     TierPolicy,
-    check_roots_apart,
 )
 from skewtape_pipeline.ticks.archive.version_pruning import (
     PruneResult,
@@ -149,8 +147,9 @@ class Archive:
     module docstring).
 
     Raises ConfigError when built for a path that is a file, a policy that is not a TierPolicy
-    or that contradicts the recorded one, tier roots that nest (``tiers.check_roots_apart``),
-    a negative or non-numeric ``lock_timeout``. (The root
+    or that contradicts the recorded one, a policy that does not resolve for this root (tier
+    roots that nest, ``tiers.check_roots_apart``; an S3 root pyarrow refuses), a negative or
+    non-numeric ``lock_timeout``. (The root
     may not exist yet: a first compaction creates it; the verbs that need an archive refuse a
     folder that holds none, as ``layout.check_archive_root`` says.)
     """
@@ -173,7 +172,11 @@ class Archive:
         if policy is not None and recorded is not None:
             check_same_placement(self.root, policy, recorded)
         self.policy: TierPolicy = policy or recorded or TierPolicy()
-        check_roots_apart(self.root, self.policy)
+        self.tiers: ArchiveTiers = ArchiveTiers.of(self.root, self.policy)
+        """The tier policy resolved for this archive, once, when it is built: its warm and
+        cold stores, each tier's writer settings and layout, its catalog paths
+        (:class:`~skewtape_pipeline.ticks.archive.tiers.ArchiveTiers`). Every verb hands this
+        one value down instead of the policy."""
         self._record = policy is not None and recorded is None
         if audit_log is BESIDE:
             audit_log = default_audit_log(self.root)
@@ -274,14 +277,6 @@ class Archive:
         """The catalog path of ``path``, a file under the archive root or a tier root of the
         policy (``ArchiveTiers.relative``; TickFormatError for a path outside them)."""
         return self.tiers.relative(path)
-
-    @functools.cached_property
-    def tiers(self) -> ArchiveTiers:
-        """The tier policy resolved for this archive, once, on first use: its warm and cold
-        stores, each tier's writer settings and layout, its catalog paths
-        (:class:`~skewtape_pipeline.ticks.archive.tiers.ArchiveTiers`). Every verb hands this
-        one value down instead of the policy."""
-        return ArchiveTiers.of(self.root, self.policy)
 
     def locked(self, what: str) -> AbstractContextManager[None]:
         """The archive's one lock (``layout.archive_lock``), waited for up to

@@ -662,7 +662,7 @@ def verify_archive(tiers: ArchiveTiers, *, full: bool = False) -> ArchiveVerific
         for path, why in unaccounted_files(partial(hot_keys_of, root), catalog, on_disk, listed)
     ]
     hot = _verified_hot_files(root, catalog, records, full)
-    kept = _verified_version_files(tiers, full, hot.verified)
+    kept = _verified_version_files(tiers, full, hot.hot)
     problems += hot.problems + kept.problems
     checked, checked_bytes = checked + hot.files, checked_bytes + hot.bytes
     if checked:
@@ -673,13 +673,14 @@ def verify_archive(tiers: ArchiveTiers, *, full: bool = False) -> ArchiveVerific
 
 @dataclass
 class _Checked:
-    """What one part of :func:`verify_archive` checked and found; ``verified``: the files
-    found to hold their recorded bytes, by (device, inode), with their sha256."""
+    """What one part of :func:`verify_archive` checked and found; ``hot``: the hot files
+    checked against a record, by (device, inode), each with its path and its sha256 when it
+    held its recorded bytes (None when it did not)."""
 
     problems: list[str] = field(default_factory=list)
     files: int = 0
     bytes: int = 0
-    verified: dict[tuple[int, int], str] = field(default_factory=dict)
+    hot: dict[tuple[int, int], tuple[Path, str | None]] = field(default_factory=dict)
 
     def add(self, size: int, problems: list[str]) -> None:
         self.problems += problems
@@ -701,22 +702,23 @@ def _verified_hot_files(
             problems += _check_pages(hot.path, full=full)
         else:
             problems = _check_recorded(hot.path, record, WRITTEN_BY_COMPACTION, full)
-            if not problems:
-                checked.verified[(hot.stamp.device, hot.stamp.inode)] = record.sha256
+        if record is not None:  # its bytes known to be, or not to be, the recorded ones
+            digest = None if problems else record.sha256
+            checked.hot[(hot.stamp.device, hot.stamp.inode)] = (hot.path, digest)
         checked.add(hot.stamp.size, problems)
         progress.report("hot files", index + 1, len(hot_files))
     return checked
 
 
 def _verified_version_files(
-    tiers: ArchiveTiers, full: bool, verified: dict[tuple[int, int], str]
+    tiers: ArchiveTiers, full: bool, hot: dict[tuple[int, int], tuple[Path, str | None]]
 ) -> _Checked:
     """What the kept versions read (``ticks.archive.versions``): every version's snapshots and
     kept hot files present (``versions.version_state``) and the consolidated files its catalog
     lists on disk; every content-named file versions keep (``versions.snapshot_dirs``: catalog
     snapshots, manifests, kept hot files) holding the bytes its name records (its sha256), with
     a readable footer and, with ``full``, pages. A kept hot file that is a link to a hot file
-    ``verified`` already is not read again (same inode, the same sha256)."""
+    checked already (``hot``: the same inode) is not read again."""
     checked, root = _Checked(), tiers.root
     try:
         versions = list_versions(root)
@@ -739,18 +741,22 @@ def _verified_version_files(
     blobs = [p for folder in snapshot_dirs(root) for p in sorted(folder.rglob(f"*{SUFFIX}"))]
     for index, path in enumerate(blobs):
         stamp = FileStamp.of(path)
-        checked.add(stamp.size, _content_problems(path, stamp, verified, full))
+        checked.add(stamp.size, _content_problems(path, stamp, hot, full))
         progress.report("version files", index + 1, len(blobs))
     return checked
 
 
 def _content_problems(
-    path: Path, stamp: FileStamp, verified: dict[tuple[int, int], str], full: bool
+    path: Path, stamp: FileStamp, hot: dict[tuple[int, int], tuple[Path, str | None]], full: bool
 ) -> list[str]:
-    """A file versions keep against the sha256 its name records (not read again when it is a
-    link to a file ``verified`` to hold those bytes), then its footer and pages."""
-    if verified.get((stamp.device, stamp.inode)) == path.stem:
+    """A file versions keep against the sha256 its name records, then its footer and pages;
+    not read again when it is a link to a hot file checked already (``hot``): fine when that
+    held these very bytes, else named as that file."""
+    linked, digest = hot.get((stamp.device, stamp.inode), (None, None))
+    if linked is not None and digest == path.stem:
         return []
+    if linked is not None and digest is None:
+        return [f"{path}: the same file as {linked} (see there): not the bytes its name records"]
     digest = sha256_file(path)
     if digest != path.stem:
         return [

@@ -287,11 +287,11 @@ class _Planner:
 
     Planning reads ``archive.tiers`` here, in ``__init__`` (one of the two functions of this
     module that do; :func:`_checked_tiers` is the other), and resolves every location once:
-    each catalogued file (``files``) and each hot file's catalog path (``hot_rels``); each
-    day's tier and period come from one call (``ArchiveTiers.placement``, in :meth:`_wanted`),
-    each rewrite's store, settings and layout from :meth:`_rewrite`. The plan carries them
-    all, so carrying it out reads no tiers (after the commit, only the garbage survey does:
-    :func:`_garbage`)."""
+    each catalogued file (``files``) and each hot file's catalog path (``hot_rels``, as its
+    record names it: ``trust.hot_rel``); each day's tier and period come from one call
+    (``ArchiveTiers.placement``, in :meth:`_wanted`), each rewrite's store, settings and layout
+    from :meth:`_rewrite`. The plan carries them all, so carrying it out reads no tiers (after
+    the commit, only the garbage survey does: :func:`_garbage`)."""
 
     def __init__(self, archive: Archive, as_of: object, months: Collection[str] | None):
         self.as_of, self.eligible = _check_date(as_of), _month_filter(months)
@@ -300,7 +300,7 @@ class _Planner:
         self.catalog = self.state.catalog
         self.files = {rel: self.tiers.resolve(rel) for rel in self.catalog.files}
         hot_files = [*self.state.hot_live, *self.state.hot_superseded]
-        self.hot_rels = {hot.key: self.tiers.relative(hot.path) for hot in hot_files}
+        self.hot_rels = {hot.key: hot_rel(archive.root, hot) for hot in hot_files}
         self.slots: dict[SymbolDayKey, _Slot] = {}
         self.moves: list[Move] = []
         self.dropped: list[SymbolDayKey] = []

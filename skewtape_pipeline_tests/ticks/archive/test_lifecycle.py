@@ -155,7 +155,7 @@ def test_retier_when_carrying_out_its_plan_reads_no_tiers_and_lists_stores_once_
 
     monkeypatch.setattr(lifecycle, "parquet_files_of", listed)
     archive = Archive(root, policy=POLICY)
-    archive.__dict__["tiers"] = _RecordedTiers(ArchiveTiers.of(root, POLICY), events)
+    archive.tiers = _RecordedTiers(ArchiveTiers.of(root, POLICY), events)  # type: ignore[assignment]
     with faults.installed(events.append):
         result = archive.retier(as_of=STAGE_1)
 

@@ -36,6 +36,7 @@ from skewtape_pipeline.ticks.archive.integrity import checked_catalog, verify_ar
 from skewtape_pipeline.ticks.archive.placement import archive_metrics, locate, scan_hot_files
 from skewtape_pipeline.ticks.archive.query import run_query, ticks_view_sql
 from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, ArchiveTiers, TierPolicy
+from skewtape_pipeline.ticks.archive.versions import snapshot_dirs
 from skewtape_pipeline_tests.scale_out.servers import free_port
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
@@ -362,8 +363,9 @@ def test_verify_archive_on_s3_when_an_object_is_corrupted_names_it(tmp_path, no_
     root, policy = tiered_on_s3(tmp_path, s3_env)
     clean = verify_archive(ArchiveTiers.of(root, policy), full=True)
     catalog = read_catalog(root)
+    kept = [p for folder in snapshot_dirs(root) for p in folder.rglob("*.pq")]
     assert clean.ok, clean.problems
-    assert clean.files_checked == len(catalog.files) + len(scan_hot_files(root))
+    assert clean.files_checked == len(catalog.files) + len(scan_hot_files(root)) + len(kept)
     [cold] = [f for f in catalog.files.values() if f.tier == COLD]
     uri = str(ArchiveTiers.of(root, policy).resolve(cold.path))
     assert uri.startswith(f"s3://tiers/{policy.cold.root.split('/')[3]}/cold/year=2026/")
@@ -511,7 +513,8 @@ def test_cli_round_trip_when_policy_puts_warm_and_cold_on_s3(tmp_path, s3_env, c
     ]
     code, out, err = cli("verify-archive", str(archive), "--full", *policy)
     assert code == 0, err
-    assert "verified 2 files" in out
+    kept = [p for folder in snapshot_dirs(archive) for p in folder.rglob("*.pq")]
+    assert f"verified {2 + len(kept)} files" in out  # 2 consolidated objects, the versions' files
 
     bad = tmp_path / "bad.toml"
     bad.write_text(

@@ -30,6 +30,7 @@ from skewtape_pipeline.ticks.archive.layout import partition_file
 from skewtape_pipeline.ticks.archive.placement import archive_state, scan_hot_files
 from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query, run_query_text
 from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, ArchiveTiers
+from skewtape_pipeline.ticks.archive.versions import snapshot_dirs
 from skewtape_pipeline_tests.ticks.archive.test_integrity import flip_bit_in_data_page, tier_file
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
@@ -96,8 +97,12 @@ def test_verify_archive_when_hot_file_rewritten_with_valid_parquet_reports_it(ti
     times_1000(hot)
     pq.ParquetFile(hot, page_checksum_verification=True).read()  # valid Parquet, pages intact
     problems = verify_archive(ArchiveTiers.of(tiered, POLICY), full=full).problems
-    assert problems and all(str(hot) in p for p in problems)
-    assert f"{trust.WRITTEN_BY_COMPACTION} recorded" in problems[0]
+    kept = [p for folder in snapshot_dirs(tiered) for p in folder.rglob("*.pq")]
+    [link] = [p for p in kept if p.samefile(hot)]  # the version's link: the same bytes
+    assert problems and all(str(hot) in p or str(link) in p for p in problems)
+    assert f"{trust.WRITTEN_BY_COMPACTION} recorded" in problems[0] and str(hot) in problems[0]
+    same = f"{link}: the same file as {hot} (see there): not the bytes its name records"
+    assert same in problems
 
 
 def test_verify_archive_full_when_page_index_bit_flipped_reports_the_file(hot_only):
