@@ -59,7 +59,6 @@ from skewtape_pipeline.ticks.archive.catalog import (
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
 from skewtape_pipeline.ticks.archive.layout import (
     ARCHIVE_LOCK_WAIT_SECONDS,
-    archive_lock,
     encode_symbol,
     ensure_archive_schema,
     partition_file,
@@ -783,7 +782,7 @@ def _check_before_encoding(archive: Archive, batch: TickBatch, path: Path) -> No
     the batch's schema is the archive's (recorded when the archive has none) and the file at
     ``path`` may be written in books_and_records mode (``books.check_may_write``). The catalog
     check reads the tiers and runs once, under the lock that publishes (:func:`_published`)."""
-    with archive_lock(archive.root, timeout=compaction_lock_wait(archive), what="compacting"):
+    with archive.waiting(compaction_lock_wait(archive)).locked("compacting"):
         ensure_archive_schema(
             archive.root,
             price_scale=batch.price_scale,
@@ -873,7 +872,7 @@ def _published(archive: Archive, item: PlannedSymbolDay, path: Path) -> _Publish
     )
     try:
         record = FileRecord(prepared.temp.stat().st_size, sha256_file(prepared.temp))
-        with archive_lock(out, timeout=compaction_lock_wait(archive), what="compacting"):
+        with archive.waiting(compaction_lock_wait(archive)).locked("compacting"):
             check_may_write(out, path)
             if path.exists():
                 checked_catalog(tiers)

@@ -171,13 +171,15 @@ class Archive:
         recorded = recorded_policy(self.root)
         if policy is not None and recorded is not None:
             check_same_placement(self.root, policy, recorded)
-        self.policy: TierPolicy = policy or recorded or TierPolicy()
-        self.tiers: ArchiveTiers = ArchiveTiers.of(self.root, self.policy)
+        self.tiers: ArchiveTiers = ArchiveTiers.of(self.root, policy or recorded)
         """The tier policy resolved for this archive, once, when it is built: its warm and
         cold stores, each tier's writer settings and layout, its catalog paths
         (:class:`~skewtape_pipeline.ticks.archive.tiers.ArchiveTiers`). Every verb hands this
         one value down instead of the policy."""
-        self._record = policy is not None and recorded is None
+        self._record = policy.to_dict() if policy is not None and recorded is None else None
+        """The record of a policy given to an archive that records none, written by the first
+        write that succeeds (:meth:`writing`); None once written, or when there is none to
+        write."""
         if audit_log is BESIDE:
             audit_log = default_audit_log(self.root)
         self.audit_log: Path | None = None if audit_log is None else Path(audit_log)
@@ -278,6 +280,11 @@ class Archive:
         policy (``ArchiveTiers.relative``; TickFormatError for a path outside them)."""
         return self.tiers.relative(path)
 
+    @property
+    def policy(self) -> TierPolicy:
+        """The archive's tier policy (the one its tiers resolve: ``tiers.policy``)."""
+        return self.tiers.policy
+
     def locked(self, what: str) -> AbstractContextManager[None]:
         """The archive's one lock (``layout.archive_lock``), waited for up to
         ``lock_timeout`` seconds; ``what`` names the holder's work in a refusal
@@ -305,9 +312,9 @@ class Archive:
                 self.root, audit_log=self.audit_log, reason="Archive(books_and_records=True)"
             )
         yield self
-        if self._record and self.root.is_dir():
-            record_policy(self.root, self.policy)
-            self._record = False
+        if self._record is not None and self.root.is_dir():
+            record_policy(self.root, self._record)
+            self._record = None
 
     # --- reading -------------------------------------------------------------------------------
 
@@ -467,11 +474,12 @@ def recorded_policy(root: Path) -> TierPolicy | None:
     return TierPolicy.from_dict(fsio.load_json(raw, path, error=ConfigError), source=str(path))
 
 
-def record_policy(root: Path, policy: TierPolicy) -> None:
-    """Write ``policy`` as the archive's record (atomically; never replaces a record)."""
+def record_policy(root: Path, record: dict[str, Any]) -> None:
+    """Write ``record`` (a policy's ``TierPolicy.to_dict``) as the archive's record
+    (atomically; never replaces a record)."""
     path = Path(root) / POLICY_RECORD
     if not path.exists():
-        text = json.dumps(policy.to_dict(), indent=2, sort_keys=True) + "\n"
+        text = json.dumps(record, indent=2, sort_keys=True) + "\n"
         fsio.atomic_write_bytes(path, text.encode())
 
 
