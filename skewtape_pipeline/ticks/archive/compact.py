@@ -861,7 +861,7 @@ def _published(archive: Archive, item: PlannedSymbolDay, path: Path) -> _Publish
     nothing and the staged file is discarded, as it is whatever happens. A rewrite is audited
     once the rename succeeded."""
     out, tiers = archive.root, archive.tiers
-    tier, recorded = tiers.policy.tier_for(item.age_days), tiers.policy.to_dict()
+    tier = tiers.policy.tier_for(item.age_days)
     metadata = {
         META_SYMBOL: item.symbol,
         META_DATE: item.day.isoformat(),
@@ -885,7 +885,7 @@ def _published(archive: Archive, item: PlannedSymbolDay, path: Path) -> _Publish
                 audit(out, archive.audit_log, [rewrite])
     finally:
         prepared.discard()
-    return _Published(tier, recorded, facts, rewrite)
+    return _Published(tier, dict(tiers.record), facts, rewrite)
 
 
 EVENT_RECOMPACT = "tick-archive-recompact"

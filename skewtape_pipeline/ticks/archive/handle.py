@@ -71,7 +71,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import date
 from pathlib import Path
@@ -176,7 +176,7 @@ class Archive:
         cold stores, each tier's writer settings and layout, its catalog paths
         (:class:`~skewtape_pipeline.ticks.archive.tiers.ArchiveTiers`). Every verb hands this
         one value down instead of the policy."""
-        self._record = policy.to_dict() if policy is not None and recorded is None else None
+        self._record = self.tiers.record if policy is not None and recorded is None else None
         """The record of a policy given to an archive that records none, written by the first
         write that succeeds (:meth:`writing`); None once written, or when there is none to
         write."""
@@ -474,7 +474,7 @@ def recorded_policy(root: Path) -> TierPolicy | None:
     return TierPolicy.from_dict(fsio.load_json(raw, path, error=ConfigError), source=str(path))
 
 
-def record_policy(root: Path, record: dict[str, Any]) -> None:
+def record_policy(root: Path, record: Mapping[str, Any]) -> None:
     """Write ``record`` (a policy's ``TierPolicy.to_dict``) as the archive's record
     (atomically; never replaces a record)."""
     path = Path(root) / POLICY_RECORD

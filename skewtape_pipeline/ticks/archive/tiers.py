@@ -346,6 +346,9 @@ class ArchiveTiers:
     roots: Mapping[str, Path | str]
     """WARM's and COLD's root as configured (:meth:`TierPolicy.root_for`; what messages
     name)."""
+    record: Mapping[str, Any]
+    """The policy as reports and the archive's policy record hold it
+    (:meth:`TierPolicy.to_dict`), made once."""
 
     @classmethod
     def of(cls, root: Path | str, policy: TierPolicy | None = None) -> ArchiveTiers:
@@ -360,6 +363,7 @@ class ArchiveTiers:
             settings={tier: policy.settings_for(tier) for tier in CONSOLIDATED_TIERS},
             layouts={tier: policy.layout_for(tier) for tier in CONSOLIDATED_TIERS},
             roots={tier: policy.root_for(tier, root) for tier in CONSOLIDATED_TIERS},
+            record=policy.to_dict(),
         )
 
     def check_reachable(self) -> None:
