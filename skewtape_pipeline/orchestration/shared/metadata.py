@@ -41,8 +41,11 @@ def bytes_value(nbytes: int) -> dg.MetadataValue:
 
 
 def problems_metadata(problems: Sequence[str]) -> dict[str, dg.MetadataValue]:
-    """Metadata listing the problems a check found (the first ones, and how many in all)."""
-    return {
-        "problems": dg.MetadataValue.int(len(problems)),
-        "details": dg.MetadataValue.md("\n".join(f"- {p}" for p in listed(list(problems)))),
+    """Metadata listing the problems a check found (how many in all, and the first ones under
+    ``details``, which is left out when there are none: the UI would show an empty page)."""
+    count = {"problems": dg.MetadataValue.int(len(problems))}
+    if not problems:
+        return count
+    return count | {
+        "details": dg.MetadataValue.md("\n".join(f"- {p}" for p in listed(list(problems))))
     }

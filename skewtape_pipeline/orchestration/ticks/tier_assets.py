@@ -164,7 +164,8 @@ def tick_archive_stats(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.M
     asset=TICK_ARCHIVE_STATS,
     pool=ARCHIVE_POOL,  # never reads while a compaction or re-tiering moves files
     description="Every archive file matches the catalog (presence, size, sha256) and every "
-    "Parquet page its checksum (read through pyarrow; DuckDB does not check them).",
+    "Parquet page its checksum (read through pyarrow; DuckDB does not check them); what the kept "
+    "versions read is there and holds the bytes its name records.",
 )
 def tick_archive_verified(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.AssetCheckResult:
     result = archive.open(skewtape).verify(full=True)

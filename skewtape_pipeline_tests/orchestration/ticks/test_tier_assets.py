@@ -252,7 +252,9 @@ def test_tick_archive_verified_when_a_warm_page_is_damaged_fails_naming_the_file
     retiered = defs.resolve_job_def("retier_ticks").execute_in_process(
         partition_key="2026-11", run_config=retier_run_config(TO_WARM), instance=instance
     )
-    assert check_evaluations(retiered)["tick_archive_verified"].passed  # runs after re-tiering
+    passed = check_evaluations(retiered)["tick_archive_verified"]
+    assert passed.passed  # runs after re-tiering
+    assert passed.metadata["problems"].value == 0 and "details" not in passed.metadata
     [warm] = [p for p in archive.with_name("archive-warm").rglob("*.parquet")]
     meta = pq.read_metadata(warm)
     chunk = meta.row_group(0).column(meta.schema.names.index("price"))
