@@ -98,12 +98,7 @@ from skewtape_pipeline.ticks.archive.layout import archive_lock
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, Location, archive_state, locate
 from skewtape_pipeline.ticks.archive.query import VIEW_COLUMNS, open_ticks_view
 from skewtape_pipeline.ticks.archive.show import SymbolDayStory, show_symbol_day
-from skewtape_pipeline.ticks.archive.tiers import (
-    COLD,
-    WARM,
-    ArchiveTiers,
-    TierPolicy,
-)
+from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, ArchiveTiers, TierPolicy
 from skewtape_pipeline.ticks.archive.version_pruning import (
     PruneResult,
     past_version_bytes,
@@ -147,11 +142,10 @@ class Archive:
     module docstring).
 
     Raises ConfigError when built for a path that is a file, a policy that is not a TierPolicy
-    or that contradicts the recorded one, a policy that does not resolve for this root (tier
-    roots that nest, ``tiers.check_roots_apart``; an S3 root pyarrow refuses), a negative or
-    non-numeric ``lock_timeout``. (The root
-    may not exist yet: a first compaction creates it; the verbs that need an archive refuse a
-    folder that holds none, as ``layout.check_archive_root`` says.)
+    or that contradicts the recorded one, tier roots that nest (``tiers.check_roots_apart``),
+    a negative or non-numeric ``lock_timeout``. (The root may not exist yet: a first
+    compaction creates it; the verbs that need an archive refuse a folder that holds none, as
+    ``layout.check_archive_root`` says.)
     """
 
     def __init__(

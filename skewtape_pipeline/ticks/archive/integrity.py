@@ -662,7 +662,7 @@ def verify_archive(tiers: ArchiveTiers, *, full: bool = False) -> ArchiveVerific
         for path, why in unaccounted_files(partial(hot_keys_of, root), catalog, on_disk, listed)
     ]
     hot = _verified_hot_files(root, catalog, records, full)
-    kept = _verified_version_files(tiers, full, hot.hot)
+    kept = _verified_version_files(tiers, full, hot.hot, {path for _, path in on_disk})
     problems += hot.problems + kept.problems
     checked, checked_bytes = checked + hot.files, checked_bytes + hot.bytes
     if checked:
@@ -702,8 +702,7 @@ def _verified_hot_files(
             problems += _check_pages(hot.path, full=full)
         else:
             problems = _check_recorded(hot.path, record, WRITTEN_BY_COMPACTION, full)
-        if record is not None:  # its bytes known to be, or not to be, the recorded ones
-            digest = None if problems else record.sha256
+            digest = None if problems else record.sha256  # known to hold the recorded bytes
             checked.hot[(hot.stamp.device, hot.stamp.inode)] = (hot.path, digest)
         checked.add(hot.stamp.size, problems)
         progress.report("hot files", index + 1, len(hot_files))
@@ -711,14 +710,18 @@ def _verified_hot_files(
 
 
 def _verified_version_files(
-    tiers: ArchiveTiers, full: bool, hot: dict[tuple[int, int], tuple[Path, str | None]]
+    tiers: ArchiveTiers,
+    full: bool,
+    hot: dict[tuple[int, int], tuple[Path, str | None]],
+    on_disk: set[TierFile],
 ) -> _Checked:
     """What the kept versions read (``ticks.archive.versions``): every version's snapshots and
     kept hot files present (``versions.version_state``) and the consolidated files its catalog
-    lists on disk; every content-named file versions keep (``versions.snapshot_dirs``: catalog
-    snapshots, manifests, kept hot files) holding the bytes its name records (its sha256), with
-    a readable footer and, with ``full``, pages. A kept hot file that is a link to a hot file
-    checked already (``hot``: the same inode) is not read again."""
+    lists among those ``on_disk`` (the stores' listing); every content-named file versions keep
+    (``versions.snapshot_dirs``: catalog snapshots, manifests, kept hot files) holding the bytes
+    its name records (its sha256), with a readable footer and, with ``full``, pages. A kept hot
+    file that is a link to a hot file checked already (``hot``: the same inode) is not read
+    again."""
     checked, root = _Checked(), tiers.root
     try:
         versions = list_versions(root)
@@ -734,7 +737,7 @@ def _verified_version_files(
         for rel in state.catalog.files:
             readers.setdefault(tiers.resolve(rel), []).append(version.version)
     for path, numbers in readers.items():
-        if not exists(path):
+        if path not in on_disk:
             checked.problems.append(
                 f"{path}: missing (kept version(s) {_numbers(numbers)} read it)"
             )
