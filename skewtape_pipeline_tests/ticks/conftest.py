@@ -15,6 +15,7 @@ import pytest
 from skewtape_pipeline.mirror.apply import apply_delta
 from skewtape_pipeline.ticks.archive import versions
 from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.layout import ARCHIVE_LOCK_WAIT_SECONDS
 from skewtape_pipeline.ticks.archive.tiers import TierPolicy
 from skewtape_pipeline.ticks.encode.model import SchemaRequest, TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.options import TickEncoding
@@ -128,6 +129,18 @@ def no_fsync(monkeypatch):
     """Durability is not what the tests that take this check (archives of thousands of tiny
     files): skip fsync to keep them fast."""
     monkeypatch.setattr(os, "fsync", lambda fd: None)
+
+
+LOCK_WAITS = pytest.mark.parametrize(
+    ("lock_timeout", "waited"),
+    [
+        (0.0, ARCHIVE_LOCK_WAIT_SECONDS),
+        (ARCHIVE_LOCK_WAIT_SECONDS + 300, ARCHIVE_LOCK_WAIT_SECONDS + 300),
+    ],
+    ids=["default", "longer"],
+)
+"""An archive's ``lock_timeout`` and how long its writers wait to record a version: the
+default archive waits the floor, one waiting longer its own timeout."""
 
 
 @pytest.fixture

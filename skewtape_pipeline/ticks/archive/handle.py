@@ -51,7 +51,7 @@ same tiers and hands ``lifecycle.remove_files`` each file with its catalog path.
 ``lifecycle.plan_retier`` (without the lock) and pruning read it the same way. Withdrawal, the
 catalog rebuild and version pruning read it where they need a store, a catalog path or the catalog
 check. The catalog check (``integrity.checked_catalog``) and the garbage listing
-(``lifecycle._garbage``) each list the stores once (``storage.parquet_files_of``: one listing per
+(``lifecycle._garbage``) each list the stores once (``ArchiveTiers.listing``: one listing per
 store, never a request per file), compare the files' catalog paths with the catalog's and hand
 the listing down (``integrity.unaccounted_files``), which reads no tiers.
 The reading verbs (``read``, ``query``, ``open_view``, ``stats``, ``report``, ``verify``) hand

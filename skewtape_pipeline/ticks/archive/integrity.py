@@ -32,7 +32,7 @@ lists and reads them there the same way, after checking that the store answers (
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from functools import partial
@@ -54,9 +54,7 @@ from skewtape_pipeline.errors import (
 from skewtape_pipeline.hashing import FileStamp, sha256_bytes, sha256_file
 from skewtape_pipeline.storage import (
     TierFile,
-    TierStore,
     exists,
-    parquet_files_of,
     parquet_source,
     read_bytes,
     sha256_of,
@@ -73,7 +71,6 @@ from skewtape_pipeline.ticks.archive.catalog import (
     catalog_path,
     read_catalog,
     read_hot_records,
-    split_catalog_path,
     write_catalog,
     write_hot_records,
 )
@@ -220,7 +217,7 @@ def checked_catalog(tiers: ArchiveTiers) -> Catalog:
         catalog, unreadable = read_catalog(root), None
     except TickFormatError as exc:
         catalog, unreadable = Catalog(), exc
-    listing = parquet_files_of(tiers.stores)  # every store's one listing, warm first
+    listing = tiers.listing()
     if unreadable is not None:  # after the listing: a store that does not answer comes first
         raise CatalogMismatchError(
             f"{where}: the catalog is unreadable ({unreadable}); nothing was changed; "
@@ -230,8 +227,8 @@ def checked_catalog(tiers: ArchiveTiers) -> Catalog:
     on_disk = [(tier, file) for tier, file, _ in listing]
     if not where.exists():
         _refuse_missing(root, on_disk, "nothing was changed")
-    found = {f"{tier}/{inside}": file for tier, file, inside in listing}
-    missing = [_named(tiers.stores, rel) for rel in catalog.files if rel not in found]
+    found = {rel: file for _, file, rel in listing}
+    missing = [tiers.resolve(rel) for rel in catalog.files if rel not in found]
     if missing:
         raise CatalogMismatchError(
             f"{where}: the catalog lists {len(missing)} file(s) that are not on disk "
@@ -251,13 +248,6 @@ def checked_catalog(tiers: ArchiveTiers) -> Catalog:
             paths=paths,
         )
     return catalog
-
-
-def _named(stores: Mapping[str, TierStore], rel: str) -> TierFile:
-    """The file the consolidated file's catalog path ``rel`` (validated when the catalog was
-    read, ``catalog.split_catalog_path``) names in its tier's store: what messages name."""
-    tier, inside = split_catalog_path(rel)
-    return stores[tier].file(inside)
 
 
 def check_catalog_present(tiers: ArchiveTiers) -> None:

@@ -78,7 +78,6 @@ from skewtape_pipeline.storage import (
     TierFile,
     TierStore,
     delete,
-    parquet_files_of,
     sha256_of,
     size_of,
 )
@@ -1049,15 +1048,13 @@ def _garbage(
     files, then unlisted consolidated files, warm first: the order removals are audited in),
     and the consolidated files some kept version still reads (``versions.kept_catalog_paths``;
     none looked for in ``books`` mode, where nothing is removed). The one survey after a
-    commit: each tier's store listed once (``storage.parquet_files_of``), its files named by
-    their catalog paths and compared with the catalogs' paths; reads the stores of ``tiers``
-    and nothing else of them."""
+    commit: each tier's store listed once (``ArchiveTiers.listing``), its files named by their
+    catalog paths and compared with the catalogs' paths."""
     state = archive_state(root)
     wanted = set() if books else set(kept_catalog_paths(root))
     garbage = [Garbage(hot.path, hot_rel(root, hot), SUPERSEDED) for hot in state.hot_superseded]
     kept = set()
-    for tier, file, inside in parquet_files_of(tiers.stores):  # warm first
-        rel = f"{tier}/{inside}"
+    for _, file, rel in tiers.listing():  # warm first
         if rel not in state.catalog.files:
             garbage.append(Garbage(file, rel, UNLISTED))
             if rel in wanted:

@@ -21,7 +21,7 @@ this module reads it together with the hot files on disk, once, into that one pl
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -282,17 +282,7 @@ def archive_metrics(tiers: ArchiveTiers) -> ArchiveMetrics:
 def uncatalogued_files(tiers: ArchiveTiers, catalog: Catalog) -> list[TierFile]:
     """Parquet files under the warm and cold roots of ``tiers`` (``Archive.tiers``; folders or
     S3 prefixes) that the catalog does not list, warm first."""
-    listed = {tiers.resolve(f.path) for f in catalog.files.values()}
-    return unlisted_files(tiers.consolidated_files(), listed)
-
-
-def unlisted_files(
-    on_disk: Sequence[tuple[str, TierFile]], listed: Collection[TierFile]
-) -> list[TierFile]:
-    """The files of ``on_disk`` (``(tier, file)``, ``ArchiveTiers.consolidated_files``) that
-    are not ``listed``, warm first, in their order within a tier (the order removals are
-    audited in). Reads nothing."""
-    return [f for tier in (WARM, COLD) for t, f in on_disk if t == tier and f not in listed]
+    return [file for _, file, rel in tiers.listing() if rel not in catalog.files]
 
 
 def _size(path: TierFile) -> int:

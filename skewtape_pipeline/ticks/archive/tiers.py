@@ -378,6 +378,14 @@ class ArchiveTiers:
         stores = {tier: self.stores[tier] for tier in (COLD, WARM)}
         return [(tier, f) for tier, f, _ in parquet_files_of(stores)]
 
+    def listing(self) -> list[tuple[str, TierFile, str]]:
+        """``(tier, file, catalog path)`` of every Parquet file under the warm and cold roots,
+        warm first, sorted within a tier: each store listed once, once every store is known to
+        answer (``storage.parquet_files_of``: never a request per file). ObjectStoreError naming
+        the URI of a store that does not answer or cannot be listed."""
+        listed = parquet_files_of(self.stores)
+        return [(tier, file, f"{tier}/{inside}") for tier, file, inside in listed]
+
     def placement(
         self, day: date, age_days: int, reached: str | None = None
     ) -> tuple[str, str | None, bool]:

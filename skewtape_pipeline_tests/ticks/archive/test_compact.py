@@ -22,7 +22,7 @@ from skewtape_pipeline.errors import (
     TickValidationError,
 )
 from skewtape_pipeline.hashing import sha256_file
-from skewtape_pipeline.ticks.archive import compact, integrity
+from skewtape_pipeline.ticks.archive import compact
 from skewtape_pipeline.ticks.archive.compact import (
     EVENT_RECOMPACT,
     RECOMPACTED,
@@ -41,7 +41,7 @@ from skewtape_pipeline.ticks.archive.layout import (
     staging_folder,
 )
 from skewtape_pipeline.ticks.archive.placement import scan_hot_files
-from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers, TierPolicy
 from skewtape_pipeline.ticks.archive.versions import EVENT_VERSION
 from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch
 from skewtape_pipeline.ticks.encode.report import (
@@ -717,13 +717,13 @@ def test_compact_symbol_day_when_rewriting_checks_the_catalog_once_with_the_file
     compact_symbol_day(archive_at(out, TierPolicy()), day_batch(5), symbol="ES", day=DAY,
                        age_days=0)  # fmt: skip
     staged_at_survey: list[list[str]] = []
-    listing = integrity.parquet_files_of
+    listing = ArchiveTiers.listing
 
-    def counted(stores):
+    def counted(tiers: ArchiveTiers):
         staged_at_survey.append(staged_files(out))
-        return listing(stores)
+        return listing(tiers)
 
-    monkeypatch.setattr(integrity, "parquet_files_of", counted)
+    monkeypatch.setattr(ArchiveTiers, "listing", counted)
     compact_symbol_day(archive_at(out, TierPolicy()), day_batch(7), symbol="ES", day=DAY,
                        age_days=0)  # fmt: skip
 

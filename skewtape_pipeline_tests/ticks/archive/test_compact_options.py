@@ -18,7 +18,7 @@ from skewtape_pipeline.ticks.archive.compact import (
 from skewtape_pipeline.ticks.archive.layout import ARCHIVE_LOCK_WAIT_SECONDS
 from skewtape_pipeline.ticks.encode.sources import read_canonical
 from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
-from skewtape_pipeline_tests.ticks.conftest import archive_at, encoded
+from skewtape_pipeline_tests.ticks.conftest import LOCK_WAITS, archive_at, encoded
 
 
 def test_compaction_run_when_defaulted_takes_every_symbol_in_the_default_memory():
@@ -68,14 +68,7 @@ def test_compaction_lock_wait_when_archive_waits_longer_takes_the_longer(tmp_pat
     assert compaction_lock_wait(archive_at(tmp_path, lock_timeout=longer)) == longer
 
 
-@pytest.mark.parametrize(
-    ("lock_timeout", "waited"),
-    [
-        (0.0, ARCHIVE_LOCK_WAIT_SECONDS),
-        (ARCHIVE_LOCK_WAIT_SECONDS + 300, ARCHIVE_LOCK_WAIT_SECONDS + 300),
-    ],
-    ids=["default", "longer"],
-)
+@LOCK_WAITS
 def test_archive_compact_records_its_version_waiting_for_the_lock_as_long_as_its_writes(
     tmp_path, version_lock_waits, lock_timeout, waited
 ):

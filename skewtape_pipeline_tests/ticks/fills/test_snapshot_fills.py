@@ -19,7 +19,7 @@ from skewtape_pipeline.mirror.snapshot import read_snapshot
 from skewtape_pipeline.ticks.archive import spill
 from skewtape_pipeline.ticks.archive.books import EVENT_REFUSED, enable_books_and_records
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.layout import ARCHIVE_LOCK_WAIT_SECONDS, partition_file
+from skewtape_pipeline.ticks.archive.layout import partition_file
 from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query
 from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers, TierPolicy
 from skewtape_pipeline.ticks.archive.versions import EVENT_VERSION
@@ -35,7 +35,7 @@ from skewtape_pipeline.ticks.fills.snapshot_fills import (
     symbols_in,
 )
 from skewtape_pipeline_tests.conftest import copy_snapshot, make_snapshot, reseal
-from skewtape_pipeline_tests.ticks.conftest import archive_at
+from skewtape_pipeline_tests.ticks.conftest import LOCK_WAITS, archive_at
 
 AS_OF = date(2026, 11, 29)
 
@@ -115,14 +115,7 @@ def test_archive_symbol_days_when_ticks_exist_writes_reports_that_read_back_equa
     assert archive_read_back_problems(results, out=out) == []
 
 
-@pytest.mark.parametrize(
-    ("lock_timeout", "waited"),
-    [
-        (0.0, ARCHIVE_LOCK_WAIT_SECONDS),
-        (ARCHIVE_LOCK_WAIT_SECONDS + 300, ARCHIVE_LOCK_WAIT_SECONDS + 300),
-    ],
-    ids=["default", "longer"],
-)
+@LOCK_WAITS
 def test_archive_symbol_days_records_its_version_waiting_for_the_lock_as_long_as_its_writes(
     applied_chain: Path, tmp_path: Path, version_lock_waits, lock_timeout, waited
 ):
