@@ -36,8 +36,9 @@ from pathlib import Path
 from skewtape_pipeline.ticks.archive import versions as versions_module
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers, TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.versions import (
     commit_version,
     read_version,

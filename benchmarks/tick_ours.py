@@ -33,7 +33,7 @@ from tick_data import NS_PER_DAY, Ticks, symbol_days
 
 from skewtape_pipeline.ticks.archive.compact import SourceFacts, compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, TierPolicy
+from skewtape_pipeline.ticks.archive.policy import COLD, HOT, TierPolicy
 from skewtape_pipeline.ticks.encode import parquet_file
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema, widest_schema
 from skewtape_pipeline.ticks.encode.sides import BUY, SELL, UNKNOWN

@@ -327,7 +327,7 @@ def _archive(args: argparse.Namespace, root: Path | str) -> Any:
     (default: the policy the archive records), ``--audit-log`` (default: audit.jsonl beside
     the archive) and ``--wait``."""
     from skewtape_pipeline.ticks.archive.handle import Archive
-    from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+    from skewtape_pipeline.ticks.archive.policy import TierPolicy
 
     audit_log = getattr(args, "audit_log", None)
     options: dict[str, Any] = {"lock_timeout": getattr(args, "wait", 0.0)}
@@ -436,7 +436,7 @@ def _recompacted_lines(reports: Sequence[Any]) -> list[str]:
 
 
 def _retier_hint(reports: Sequence[Any], retier_command: str | None) -> list[str]:
-    from skewtape_pipeline.ticks.archive.tiers import HOT
+    from skewtape_pipeline.ticks.archive.policy import HOT
 
     older = Counter(r.tier for r in reports if r.tier != HOT)
     if not older or retier_command is None:

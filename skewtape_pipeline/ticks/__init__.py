@@ -18,7 +18,7 @@ importable without pyarrow.
   Below it: where files live (layout, tiers and their roots), the
   catalog and placement, and the modules that do each verb's work
   (compaction, consolidation, re-tiering, withdrawal, integrity, books mode, the query view,
-  the reports table). Modules: ``handle``, ``tiers``, ``layout``, ``books``, ``catalog``,
+  the reports table). Modules: ``handle``, ``policy``, ``tiers``, ``layout``, ``books``, ``catalog``,
   ``consolidate``, ``placement``, ``compact``, ``lifecycle``, ``withdraw``, ``integrity``,
   ``query``, ``reports_table``, ``show``, ``spill``, ``file_compression``, ``trust``,
   ``versions`` (the version log, as-of reads, tags), ``version_pruning``.

@@ -19,8 +19,9 @@ import pyarrow as pa
 from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.hashing import HashCache
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.policy import TierPolicy, TierSettings
 from skewtape_pipeline.ticks.archive.query import run_query
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers, TierPolicy, TierSettings
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.trust import VERIFIED_CACHE
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.sides import SIDE_NAMES

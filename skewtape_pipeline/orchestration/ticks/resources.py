@@ -12,7 +12,7 @@ from skewtape_pipeline.ticks.archive.compact import DEFAULT_MEMORY_LIMIT
 from skewtape_pipeline.ticks.archive.file_compression import MIN_TICKS_JUDGED
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.layout import ARCHIVE_LOCK_WAIT_SECONDS
-from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.policy import TierPolicy
 
 
 class ArchiveSettings(dg.ConfigurableResource):

@@ -12,10 +12,12 @@ Modules:
   a version), state, symbols, days, show, versions, tags, tag, prune_versions,
   past_version_bytes. ``file_compression.file_compression`` measures one file and needs no
   archive. The command line and the Dagster ``archive`` resource each build one.
-- ``tiers``: :class:`TierPolicy` (age thresholds, layouts, roots), :class:`TierSettings` (a
-  tier's layout and root, extending the encoder's Parquet writer settings) and
-  :class:`ArchiveTiers` (a policy resolved for one archive: its warm and cold stores, each
-  tier's settings and root, the catalog paths).
+- ``policy``: the tier policy as configured: :class:`TierPolicy` (age thresholds, each tier's
+  settings, layout and root; which tier and period a symbol-day's age calls for) and
+  :class:`TierSettings` (a tier's layout and root, extending the encoder's Parquet writer
+  settings).
+- ``tiers``: :class:`ArchiveTiers`, a policy resolved for one archive: its warm and cold stores
+  and their listing, each tier's settings and root, the catalog paths.
 - ``layout``: what lives under an archive root and where (symbol-day paths, the marker pinning
   the schema, the catalog's name, the one lock every writer takes: ``archive_lock``, the
   staging folder and publishing into place, ``check_archive_root``). The Parquet file itself

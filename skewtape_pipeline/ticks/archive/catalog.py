@@ -74,12 +74,8 @@ from skewtape_pipeline.ticks.archive.layout import (
     PART_FILE_NAME,
     encode_symbol,
 )
-from skewtape_pipeline.ticks.archive.tiers import (
-    COLD,
-    WARM,
-    inside_path,
-    normalized,
-)
+from skewtape_pipeline.ticks.archive.policy import COLD, WARM
+from skewtape_pipeline.ticks.archive.tiers import inside_path, normalized
 
 CATALOG_FORMAT = "skewtape-tick-catalog"
 CATALOG_VERSION = 3

@@ -67,6 +67,7 @@ from skewtape_pipeline.ticks.archive.layout import (
     recorded_schema,
     staging_folder,
 )
+from skewtape_pipeline.ticks.archive.policy import check_age_days
 from skewtape_pipeline.ticks.archive.spill import (
     MARKER_COLUMNS,
     Piece,
@@ -74,7 +75,6 @@ from skewtape_pipeline.ticks.archive.spill import (
     new_spill_folder,
     remove_orphaned_staging,
 )
-from skewtape_pipeline.ticks.archive.tiers import check_age_days
 from skewtape_pipeline.ticks.archive.versions import commit_version
 from skewtape_pipeline.ticks.encode.chunked import DEFAULT_BLOCK_BYTES, read_ahead
 from skewtape_pipeline.ticks.encode.model import (
@@ -725,7 +725,7 @@ def _planned(
     encoding: TickEncoding,
 ) -> PlannedSymbolDay:
     """The symbol-day checked as :func:`compact_symbol_day` says (``age_days`` too, before
-    anything is written: ``tiers.check_age_days``), its batch at the encoding's timestamp unit,
+    anything is written: ``policy.check_age_days``), its batch at the encoding's timestamp unit,
     its raw size the one measured in ``source`` or else the canonical CSV's."""
     check_age_days(age_days)
     day = _check_date(day, name="day")

@@ -63,7 +63,7 @@ from skewtape_pipeline.storage import (
     reading,
     size_of,
 )
-from skewtape_pipeline.ticks.archive.tiers import TierSettings
+from skewtape_pipeline.ticks.archive.policy import TierSettings
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.parquet_file import (
     CONSOLIDATED,
@@ -121,13 +121,13 @@ class ConsolidatedFile:
 
 
 def period_folder(tier_root: Path, period: str) -> Path:
-    """``<tier root>/year=YYYY[/month=MM]`` for a period made by ``tiers.period_of``."""
+    """``<tier root>/year=YYYY[/month=MM]`` for a period made by ``policy.period_of``."""
     return Path(tier_root) / period_subfolder(period)
 
 
 def period_subfolder(period: str) -> str:
     """``year=YYYY[/month=MM]`` (POSIX, inside a tier root) for a period made by
-    ``tiers.period_of``."""
+    ``policy.period_of``."""
     year, _, month = period.partition("-")
     return f"year={year}/month={month}" if month else f"year={year}"
 

@@ -44,7 +44,7 @@ check it runs once, under the lock it publishes under. Re-tiering (``lifecycle.r
 ``archive.tiers`` once, under the lock (``lifecycle._checked_tiers``: the stores' stale temps, the
 catalog check), and hands it to its planner, which resolves every location there and carries it in
 the plan: each source's file and catalog path, each day's tier and period
-(``ArchiveTiers.placement``), each rewrite's store, tier settings and layout (``consolidate`` hands
+(``TierPolicy.placement``), each rewrite's store, tier settings and layout (``consolidate`` hands
 ``parquet_file.write_table`` the writer settings alone; the store names the new file's catalog
 path). Carrying the plan out reads only the plan; after the commit the garbage listing surveys the
 same tiers and hands ``lifecycle.remove_files`` each file with its catalog path.
@@ -96,9 +96,10 @@ from skewtape_pipeline.ticks.archive.compact import (
 )
 from skewtape_pipeline.ticks.archive.layout import archive_lock
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, Location, archive_state, locate
+from skewtape_pipeline.ticks.archive.policy import COLD, WARM, TierPolicy
 from skewtape_pipeline.ticks.archive.query import VIEW_COLUMNS, open_ticks_view
 from skewtape_pipeline.ticks.archive.show import SymbolDayStory, show_symbol_day
-from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, ArchiveTiers, TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.version_pruning import (
     PruneResult,
     past_version_bytes,

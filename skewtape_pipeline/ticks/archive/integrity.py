@@ -93,7 +93,8 @@ from skewtape_pipeline.ticks.archive.layout import (
     parse_archive_marker,
 )
 from skewtape_pipeline.ticks.archive.placement import HotFile, scan_hot_files
-from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, ArchiveTiers
+from skewtape_pipeline.ticks.archive.policy import COLD, WARM
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.trust import (
     WRITTEN_BY_COMPACTION,
     hot_record,

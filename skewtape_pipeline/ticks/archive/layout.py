@@ -35,7 +35,7 @@ from skewtape_pipeline.errors import (
     location,
 )
 from skewtape_pipeline.storage import LocalTier, ObjectTier, TierStore
-from skewtape_pipeline.ticks.archive.tiers import COLD, WARM
+from skewtape_pipeline.ticks.archive.policy import COLD, WARM
 from skewtape_pipeline.ticks.encode.model import (
     DEFAULT_TIMESTAMP_UNIT,
     TickBatch,

@@ -113,11 +113,8 @@ from skewtape_pipeline.ticks.archive.placement import (
     archive_state,
     locate,
 )
-from skewtape_pipeline.ticks.archive.tiers import (
-    HOT,
-    ArchiveTiers,
-    TierSettings,
-)
+from skewtape_pipeline.ticks.archive.policy import HOT, TierSettings
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.trust import (
     WRITTEN_BY_COMPACTION,
     hot_rel,
@@ -288,7 +285,7 @@ class _Planner:
     module that do; :func:`_checked_tiers` is the other), and resolves every location once:
     each catalogued file (``files``) and each hot file's catalog path (``hot_rels``, as its
     record names it: ``trust.hot_rel``); each day's tier and period come from one call
-    (``ArchiveTiers.placement``, in :meth:`_wanted`), each rewrite's store, settings and layout
+    (``TierPolicy.placement``, in :meth:`_wanted`), each rewrite's store, settings and layout
     from :meth:`_rewrite`. The plan carries them all, so carrying it out reads no tiers (after
     the commit, only the garbage survey does: :func:`_garbage`)."""
 
@@ -310,9 +307,9 @@ class _Planner:
 
     def _wanted(self, day: date, reached: str | None) -> tuple[str, str | None, bool]:
         """``(tier, period, held)`` for a symbol-day of ``day`` at ``as_of``, having reached
-        ``reached`` (``ArchiveTiers.placement``: the one reader of the tier policy while
+        ``reached`` (``TierPolicy.placement``: the one reader of the tier policy while
         planning). ConfigError for a day after ``as_of``."""
-        return self.tiers.placement(day, _age(day, self.as_of), reached)
+        return self.tiers.policy.placement(day, _age(day, self.as_of), reached)
 
     def place_hot_files(self) -> None:
         """Slot every live hot file: refreshed when it holds its consolidated copy's ticks,

@@ -37,7 +37,8 @@ from skewtape_pipeline.ticks.archive.catalog import (
 )
 from skewtape_pipeline.ticks.archive.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.layout import PART_FILE_NAME, decode_symbol
-from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, TIERS, WARM, ArchiveTiers
+from skewtape_pipeline.ticks.archive.policy import COLD, HOT, TIERS, WARM
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 
 HOT_GLOB = f"symbol=*/year=*/month=*/date=*/{PART_FILE_NAME}"
 

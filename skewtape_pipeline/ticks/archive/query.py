@@ -88,14 +88,9 @@ from skewtape_pipeline.ticks.archive.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.integrity import check_catalog_present, repair_hint
 from skewtape_pipeline.ticks.archive.layout import ARCHIVE_MARKER, check_archive_root
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, archive_state
+from skewtape_pipeline.ticks.archive.policy import COLD, HOT, WARM
 from skewtape_pipeline.ticks.archive.reports_table import PLACES_SCHEMA, reports_view_sql
-from skewtape_pipeline.ticks.archive.tiers import (
-    COLD,
-    HOT,
-    WARM,
-    ArchiveTiers,
-    normalized,
-)
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers, normalized
 from skewtape_pipeline.ticks.archive.trust import verify_before_reading
 from skewtape_pipeline.ticks.archive.versions import (
     AsOf,

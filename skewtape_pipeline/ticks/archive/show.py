@@ -31,8 +31,9 @@ from skewtape_pipeline.ticks.archive.compact import EVENT_RECOMPACT
 from skewtape_pipeline.ticks.archive.layout import partition_file
 from skewtape_pipeline.ticks.archive.lifecycle import EVENT_REMOVE, EVENT_REWRITE
 from skewtape_pipeline.ticks.archive.placement import archive_state, locate
+from skewtape_pipeline.ticks.archive.policy import HOT
 from skewtape_pipeline.ticks.archive.reports_table import symbol_day_report
-from skewtape_pipeline.ticks.archive.tiers import HOT, ArchiveTiers
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.withdraw import EVENT_WITHDRAW
 
 

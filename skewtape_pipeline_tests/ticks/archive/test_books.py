@@ -18,7 +18,8 @@ from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.lifecycle import EVENT_REMOVE
 from skewtape_pipeline.ticks.archive.placement import archive_metrics
-from skewtape_pipeline.ticks.archive.tiers import COLD, ArchiveTiers
+from skewtape_pipeline.ticks.archive.policy import COLD
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,

@@ -41,7 +41,8 @@ from skewtape_pipeline.ticks.archive.layout import (
     staging_folder,
 )
 from skewtape_pipeline.ticks.archive.placement import scan_hot_files
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers, TierPolicy
+from skewtape_pipeline.ticks.archive.policy import TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.versions import EVENT_VERSION
 from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch
 from skewtape_pipeline.ticks.encode.report import (

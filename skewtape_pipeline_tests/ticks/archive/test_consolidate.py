@@ -15,7 +15,7 @@ from skewtape_pipeline.ticks.archive.consolidate import (
     row_group_bounds,
     write_consolidated_file,
 )
-from skewtape_pipeline.ticks.archive.tiers import TierSettings, period_of
+from skewtape_pipeline.ticks.archive.policy import TierSettings, period_of
 from skewtape_pipeline_tests.ticks.archive_builders import DAYS, SYMBOLS, day_ticks
 
 SETTINGS = TierSettings(compression_level=9, consolidated_row_group_size=8)

@@ -15,8 +15,9 @@ from skewtape_pipeline.ticks.archive.catalog import (
     read_catalog,
 )
 from skewtape_pipeline.ticks.archive.layout import ARCHIVE_MARKER, read_archive_marker
+from skewtape_pipeline.ticks.archive.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.query import run_query
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers, TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 
 DEEP = b"[" * 100_000 + b"]" * 100_000
 """JSON nested far deeper than Python's recursion limit."""

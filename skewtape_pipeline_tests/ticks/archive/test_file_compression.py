@@ -9,7 +9,7 @@ import pytest
 from skewtape_pipeline.errors import TickFormatError
 from skewtape_pipeline.ticks.archive.consolidate import SymbolDayRows, write_consolidated_file
 from skewtape_pipeline.ticks.archive.file_compression import MIN_TICKS_JUDGED, file_compression
-from skewtape_pipeline.ticks.archive.tiers import TierSettings
+from skewtape_pipeline.ticks.archive.policy import TierSettings
 from skewtape_pipeline.ticks.encode.sources import write_canonical_csv
 from skewtape_pipeline_tests.ticks.archive_builders import DAYS, SYMBOLS, day_ticks
 

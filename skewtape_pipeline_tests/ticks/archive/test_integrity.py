@@ -30,8 +30,9 @@ from skewtape_pipeline.ticks.archive.consolidate import (
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.integrity import EVENT_REBUILD, verify_archive
 from skewtape_pipeline.ticks.archive.placement import archive_metrics, archive_state, scan_hot_files
+from skewtape_pipeline.ticks.archive.policy import COLD, WARM
 from skewtape_pipeline.ticks.archive.query import run_query
-from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, ArchiveTiers
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.versions import EVENT_VERSION, record_version, snapshot_dirs
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,

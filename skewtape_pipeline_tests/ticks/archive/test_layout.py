@@ -20,7 +20,7 @@ from skewtape_pipeline.ticks.archive.layout import (
     prepare_archive_file,
     publish_archive_file,
 )
-from skewtape_pipeline.ticks.archive.tiers import TierSettings
+from skewtape_pipeline.ticks.archive.policy import TierSettings
 from skewtape_pipeline.ticks.encode import parquet_file
 from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch, read_archive_table

@@ -23,7 +23,8 @@ from skewtape_pipeline.ticks.archive.lifecycle import (
     relocated_report,
 )
 from skewtape_pipeline.ticks.archive.placement import archive_metrics, locate, scan_hot_files
-from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, ArchiveTiers
+from skewtape_pipeline.ticks.archive.policy import COLD, HOT, WARM
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,

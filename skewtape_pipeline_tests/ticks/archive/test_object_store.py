@@ -34,8 +34,9 @@ from skewtape_pipeline.ticks.archive.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.handle import POLICY_RECORD, Archive
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog, verify_archive
 from skewtape_pipeline.ticks.archive.placement import archive_metrics, locate, scan_hot_files
+from skewtape_pipeline.ticks.archive.policy import COLD, HOT, WARM, TierPolicy
 from skewtape_pipeline.ticks.archive.query import run_query, ticks_view_sql
-from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, ArchiveTiers, TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.versions import snapshot_dirs
 from skewtape_pipeline_tests.scale_out.servers import free_port
 from skewtape_pipeline_tests.ticks.archive_builders import (

@@ -14,6 +14,7 @@ from skewtape_pipeline.ticks.archive.books import enable_books_and_records
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.placement import archive_state
+from skewtape_pipeline.ticks.archive.policy import COLD
 from skewtape_pipeline.ticks.archive.query import (
     VIEW_COLUMNS,
     QueryOptions,
@@ -24,7 +25,7 @@ from skewtape_pipeline.ticks.archive.query import (
     scan_stats,
     ticks_view_sql,
 )
-from skewtape_pipeline.ticks.archive.tiers import COLD, ArchiveTiers
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.validate import day_start_ns
 from skewtape_pipeline_tests.ticks.archive_builders import (

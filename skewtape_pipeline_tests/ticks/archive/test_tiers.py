@@ -9,14 +9,8 @@ import pytest
 
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.storage import LocalTier
-from skewtape_pipeline.ticks.archive.tiers import (
-    COLD,
-    HOT,
-    WARM,
-    ArchiveTiers,
-    TierPolicy,
-    TierSettings,
-)
+from skewtape_pipeline.ticks.archive.policy import COLD, HOT, WARM, TierPolicy, TierSettings
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.encode.sides import resolve_side_map
 
 
@@ -171,15 +165,13 @@ def test_archive_tiers_resolve_writers_for_every_tier_the_rest_for_consolidated_
     assert tiers.roots == {WARM: tmp_path / "warm", COLD: tmp_path / "archive-cold"}
 
 
-def test_placement_when_aged_or_already_colder_gives_tier_period_and_whether_held(tmp_path):
-    tiers = ArchiveTiers.of(
-        tmp_path / "archive", TierPolicy(hot_max_age_days=3, warm_max_age_days=30)
-    )
+def test_placement_when_aged_or_already_colder_gives_tier_period_and_whether_held():
+    policy = TierPolicy(hot_max_age_days=3, warm_max_age_days=30)
     day = date(2026, 3, 14)
-    assert tiers.placement(day, 2) == (HOT, None, False)
-    assert tiers.placement(day, 10) == (WARM, "2026-03", False)
-    assert tiers.placement(day, 400) == (COLD, "2026", False)
-    assert tiers.placement(day, 10, reached=COLD) == (COLD, "2026", True)  # never warmer
-    assert tiers.placement(day, 400, reached=WARM) == (COLD, "2026", False)
+    assert policy.placement(day, 2) == (HOT, None, False)
+    assert policy.placement(day, 10) == (WARM, "2026-03", False)
+    assert policy.placement(day, 400) == (COLD, "2026", False)
+    assert policy.placement(day, 10, reached=COLD) == (COLD, "2026", True)  # never warmer
+    assert policy.placement(day, 400, reached=WARM) == (COLD, "2026", False)
     with pytest.raises(ConfigError, match="age_days"):
-        tiers.placement(day, -1)
+        policy.placement(day, -1)

@@ -9,15 +9,15 @@ import pytest
 
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.tiers import (
+from skewtape_pipeline.ticks.archive.policy import (
     COLD,
     HOT,
     WARM,
-    ArchiveTiers,
     TierPolicy,
     TierSettings,
     is_colder,
 )
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 
 
 def test_layout_for_when_unset_uses_tier_defaults():

@@ -29,8 +29,9 @@ from skewtape_pipeline.ticks.archive.consolidate import (
 )
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.layout import ARCHIVE_MARKER, ensure_archive_schema
+from skewtape_pipeline.ticks.archive.policy import COLD, TierPolicy, TierSettings
 from skewtape_pipeline.ticks.archive.query import run_query
-from skewtape_pipeline.ticks.archive.tiers import COLD, ArchiveTiers, TierPolicy, TierSettings
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.encode import sources
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch, read_file_facts

@@ -28,8 +28,9 @@ from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.layout import partition_file
 from skewtape_pipeline.ticks.archive.placement import archive_state, scan_hot_files
+from skewtape_pipeline.ticks.archive.policy import COLD, WARM
 from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query, run_query_text
-from skewtape_pipeline.ticks.archive.tiers import COLD, WARM, ArchiveTiers
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.versions import snapshot_dirs
 from skewtape_pipeline_tests.ticks.archive.test_integrity import flip_bit_in_data_page, tier_file
 from skewtape_pipeline_tests.ticks.archive_builders import (

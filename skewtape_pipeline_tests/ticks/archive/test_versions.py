@@ -19,8 +19,9 @@ from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, VersionError
 from skewtape_pipeline.ticks.archive.books import default_audit_log, enable_books_and_records
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query, ticks_view_sql
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers, TierPolicy
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.versions import (
     MAX_DELTA_DEPTH,
     commit_version,

@@ -31,8 +31,9 @@ from skewtape_pipeline.ticks.archive.placement import (
     locations,
     scan_hot_files,
 )
+from skewtape_pipeline.ticks.archive.policy import COLD, HOT, WARM
 from skewtape_pipeline.ticks.archive.show import show_symbol_day
-from skewtape_pipeline.ticks.archive.tiers import COLD, HOT, WARM, ArchiveTiers
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.withdraw import (
     EVENT_WITHDRAW,
 )

@@ -19,7 +19,7 @@ from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import ArchiveSchemaError, ConfigError, TickValidationError
 from skewtape_pipeline.ticks.archive.compact import compact_source, compact_ticks
 from skewtape_pipeline.ticks.archive.layout import read_archive_marker, recorded_schema
-from skewtape_pipeline.ticks.archive.tiers import TierPolicy
+from skewtape_pipeline.ticks.archive.policy import TierPolicy
 from skewtape_pipeline.ticks.encode import sources
 from skewtape_pipeline.ticks.encode.decimals import FLOAT_NOISE, quantize
 from skewtape_pipeline.ticks.encode.model import (
