@@ -18,10 +18,11 @@ importable without pyarrow.
   Below it: where files live (layout, tiers and their roots), the
   catalog and placement, and the modules that do each verb's work
   (compaction, consolidation, re-tiering, withdrawal, integrity, books mode, the query view,
-  the reports table). Modules: ``handle``, ``policy``, ``tiers``, ``layout``, ``books``, ``catalog``,
-  ``consolidate``, ``placement``, ``compact``, ``lifecycle``, ``withdraw``, ``integrity``,
-  ``query``, ``reports_table``, ``show``, ``spill``, ``file_compression``, ``trust``,
-  ``versions`` (the version log, as-of reads, tags), ``version_pruning``.
+  the reports table). Modules: ``handle``, ``policy``, ``tiers``, ``layout``, ``books``,
+  ``catalog``, ``consolidate``, ``placement``, ``compact``, ``retier_plan``, ``lifecycle``,
+  ``garbage``, ``withdraw``, ``integrity``, ``query``, ``reports_table``, ``show``, ``spill``,
+  ``file_compression``, ``trust``, ``versions`` (the version log, as-of reads, tags),
+  ``version_pruning``.
 - ``fills/``: The only ticks code that reads mirror snapshots: a snapshot's fills as symbol-day
   ticks, and a venue-day of them into the archive. Modules: ``snapshot_fills``, ``venue_days``.
 

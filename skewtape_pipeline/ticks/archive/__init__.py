@@ -33,7 +33,12 @@ Modules:
   (``CompactionRun``, ``SourceFacts``).
 - ``spill``: a compaction's symbol-days gathered from a stream of chunks in bounded memory,
   spilling to the archive's staging folder (``SymbolDayRouter``).
-- ``lifecycle``: re-tiering by age (``plan_retier``, ``retier``, ``prune``), relocated reports.
+- ``retier_plan``: where every symbol-day belongs at a date under the policy, and the files
+  that takes (``plan_retier``, ``RetierPlan``; writes nothing).
+- ``lifecycle``: re-tiering by age: the plan carried out, committed, audited, crash-safe
+  (``retier``, ``prune``), relocated reports.
+- ``garbage``: the files the committed catalog no longer reaches (``unreachable_files``) and
+  their audited removal (``remove_files``).
 - ``withdraw``: symbol-days corrected away (``withdraw_symbol_days``, ``remove_symbol_days``).
 - ``integrity``: the writers' catalog check, ``verify_archive``, ``rebuild_catalog``.
 - ``query``: the DuckDB view ``ticks`` over every tier (``open_ticks_view``, ``run_query``).

@@ -36,6 +36,7 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from functools import partial
@@ -759,6 +760,12 @@ def compaction_lock_wait(archive: Archive) -> float:
     return max(archive.lock_timeout, ARCHIVE_LOCK_WAIT_SECONDS)
 
 
+def _compaction_locked(archive: Archive) -> AbstractContextManager[None]:
+    """The archive's lock, taken for a compaction's checks and renames (waiting up to
+    :func:`compaction_lock_wait` seconds; ArchiveBusyError after that)."""
+    return archive.waiting(compaction_lock_wait(archive)).locked("compacting")
+
+
 def _write_symbol_day(
     archive: Archive, item: PlannedSymbolDay, target: float, started: float
 ) -> TickStorageCompactionReport:
@@ -782,7 +789,7 @@ def _check_before_encoding(archive: Archive, batch: TickBatch, path: Path) -> No
     the batch's schema is the archive's (recorded when the archive has none) and the file at
     ``path`` may be written in books_and_records mode (``books.check_may_write``). The catalog
     check reads the tiers and runs once, under the lock that publishes (:func:`_published`)."""
-    with archive.waiting(compaction_lock_wait(archive)).locked("compacting"):
+    with _compaction_locked(archive):
         ensure_archive_schema(
             archive.root,
             price_scale=batch.price_scale,
@@ -872,7 +879,7 @@ def _published(archive: Archive, item: PlannedSymbolDay, path: Path) -> _Publish
     )
     try:
         record = FileRecord(prepared.temp.stat().st_size, sha256_file(prepared.temp))
-        with archive.waiting(compaction_lock_wait(archive)).locked("compacting"):
+        with _compaction_locked(archive):
             check_may_write(out, path)
             if path.exists():
                 checked_catalog(tiers)

@@ -28,32 +28,33 @@ Options (keyword-only, safe defaults):
 - ``books_and_records``: put the archive in write-once mode before the first write (for good;
   False never turns it off).
 
-The verbs delegate to the modules that do the work (``compact``, ``lifecycle``, ``withdraw``,
-``integrity``, ``query``, ``placement``): re-tiering, pruning, withdrawal, removal, the catalog
-rebuild and version pruning are handed the handle itself and take its lock
+The verbs delegate to the modules that do the work (``compact``, ``retier_plan``, ``lifecycle``,
+``withdraw``, ``integrity``, ``query``, ``placement``): re-tiering, pruning, withdrawal,
+removal, the catalog rebuild and version pruning are handed the handle itself and take its lock
 (:meth:`Archive.locked`) from it; the reading verbs are handed its resolved tiers (below),
 ``tag`` its root and audit log.
 
 The tier policy is resolved in one place, once: :attr:`Archive.tiers` (a
 ``tiers.ArchiveTiers``: the warm and cold stores, each tier's settings, writer settings, layout
 and root, the catalog path map).
-Compaction reads the tier and writer settings in one function (``compact._published``), hands the
-Parquet writer (``layout.prepare_archive_file``) the ``WriterSettings`` alone (read in
-``parquet_file.write_verified_file`` and ``choose_encodings``), then hands the tiers to the catalog
-check it runs once, under the lock it publishes under. Re-tiering (``lifecycle.retier``) reads
-``archive.tiers`` once, under the lock (``lifecycle._checked_tiers``: the stores' stale temps, the
-catalog check), and hands it to its planner, which resolves every location there and carries it in
+Compaction reads the tier and writer settings in one function (``compact._published``: the tier
+from ``TierPolicy.tier_for``), hands the Parquet writer (``layout.prepare_archive_file``) the
+``WriterSettings`` alone (read in ``parquet_file.write_verified_file`` and ``choose_encodings``),
+then hands the tiers to the catalog check it runs once, under the lock it publishes under.
+Re-tiering (``lifecycle.retier``) reads ``archive.tiers`` once, under the lock
+(``lifecycle._checked_tiers``: the stores' stale temps, the catalog check); its planner
+(``retier_plan``) reads the same value once, when it is built, and carries every location in
 the plan: each source's file and catalog path, each day's tier and period
 (``TierPolicy.placement``), each rewrite's store, tier settings and layout (``consolidate`` hands
 ``parquet_file.write_table`` the writer settings alone; the store names the new file's catalog
-path). Carrying the plan out reads only the plan; after the commit the garbage listing surveys the
-same tiers and hands ``lifecycle.remove_files`` each file with its catalog path.
-``lifecycle.plan_retier`` (without the lock) and pruning read it the same way. Withdrawal, the
-catalog rebuild and version pruning read it where they need a store, a catalog path or the catalog
-check. The catalog check (``integrity.checked_catalog``) and the garbage listing
-(``lifecycle._garbage``) each list the stores once (``ArchiveTiers.listing``: one listing per
-store, never a request per file), compare the files' catalog paths with the catalog's and hand
-the listing down (``integrity.unaccounted_files``), which reads no tiers.
+path). Carrying the plan out reads only the plan; after the commit the garbage survey
+(``garbage.unreachable_files``) lists the same tiers and hands ``garbage.remove_files`` each file
+with its catalog path. ``retier_plan.plan_retier`` (without the lock) and pruning read it the
+same way. Withdrawal, the catalog rebuild and version pruning read it where they need a store, a
+catalog path or the catalog check. The catalog check (``integrity.checked_catalog``) and the
+garbage survey each list the stores once (``ArchiveTiers.listing``: one listing per store, never
+a request per file), compare the files' catalog paths with the catalog's and hand the listing
+down (``integrity.unaccounted_files``), which reads no tiers.
 The reading verbs (``read``, ``query``, ``open_view``, ``stats``, ``report``, ``verify``) hand
 the same value down (``query``'s view and its checks, ``placement.locate`` and
 ``archive_metrics``, ``integrity.verify_archive``), as does ``lifecycle.relocated_report``;
@@ -83,7 +84,7 @@ import pyarrow as pa
 from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.storage import TierFile
-from skewtape_pipeline.ticks.archive import compact, integrity, lifecycle, placement
+from skewtape_pipeline.ticks.archive import compact, integrity, lifecycle, placement, retier_plan
 from skewtape_pipeline.ticks.archive import query as views
 from skewtape_pipeline.ticks.archive import withdraw as withdrawal
 from skewtape_pipeline.ticks.archive.books import default_audit_log, enable_books_and_records
@@ -419,9 +420,9 @@ class Archive:
 
     def plan_retier(
         self, *, as_of: date, months: Collection[str] | None = None
-    ) -> lifecycle.RetierPlan:
-        """What :meth:`retier` would move (``lifecycle.plan_retier``); reads only."""
-        return lifecycle.plan_retier(self, as_of=as_of, months=months)
+    ) -> retier_plan.RetierPlan:
+        """What :meth:`retier` would move (``retier_plan.plan_retier``); reads only."""
+        return retier_plan.plan_retier(self, as_of=as_of, months=months)
 
 
 def _select(

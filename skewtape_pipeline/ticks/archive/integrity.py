@@ -225,11 +225,11 @@ def checked_catalog(tiers: ArchiveTiers) -> Catalog:
             f"{repair_hint(root)}",
             paths=[where],
         )
+    found = {rel: file for _, file, rel in listing}
+    missing = [tiers.resolve(rel) for rel in catalog.files if rel not in found]  # none if absent
     on_disk = [(tier, file) for tier, file, _ in listing]
     if not where.exists():
         _refuse_missing(root, on_disk, "nothing was changed")
-    found = {rel: file for _, file, rel in listing}
-    missing = [tiers.resolve(rel) for rel in catalog.files if rel not in found]
     if missing:
         raise CatalogMismatchError(
             f"{where}: the catalog lists {len(missing)} file(s) that are not on disk "

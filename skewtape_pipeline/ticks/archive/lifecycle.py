@@ -1,7 +1,7 @@
 """Re-tiering: symbol-days move to the tier their age calls for, verified, audited, crash-safe.
 
-:func:`plan_retier` compares where every symbol-day lives (``placement.archive_state``) with
-where the tier policy wants it at ``as_of``; :func:`retier` carries the plan out:
+``retier_plan.plan_retier`` compares where every symbol-day lives (``placement.archive_state``)
+with where the tier policy wants it at ``as_of``; :func:`retier` carries the plan out:
 
 1. every consolidated file whose content changes is rewritten whole, from the symbol-days that
    belong in it (read from their hot files or from the consolidated files they are in now),
@@ -20,14 +20,13 @@ locally, uploaded under its content name only if that key is absent and read bac
 before step 2; the catalog stays local, so its rename is still the one commit point, and objects are
 removed in step 3 under the same rules as local files.
 
-The archive's resolved tiers (``Archive.tiers``) are read in two functions only: the planner
-(``_Planner``, built by :func:`plan_retier` and :func:`retier`) and :func:`_checked_tiers`
-(under the lock: re-tiering's and pruning's checks, and the tiers handed to the garbage survey).
-Planning resolves every location once and the plan carries it: each source's file and catalog
-path, each rewrite's store, settings and layout, each withdrawn hot copy's removal. Carrying the
-plan out reads only the plan; after the commit the garbage is surveyed in one call
-(:func:`_garbage`: each tier's store listed once), which hands :func:`remove_files` each file with
-its catalog path.
+The archive's resolved tiers (``Archive.tiers``) are read in two places only: the planner
+(``retier_plan``, when it is built) and :func:`_checked_tiers` (under the lock: re-tiering's and
+pruning's checks, and the tiers handed to the garbage survey). Planning resolves every location
+once and the plan carries it: each source's file and catalog path, each rewrite's store, settings
+and layout, each withdrawn hot copy's removal. Carrying the plan out reads only the plan; after
+the commit the garbage is surveyed in one call (``garbage.unreachable_files``: each tier's store
+listed once), which hands ``garbage.remove_files`` each file with its catalog path.
 
 A crash anywhere leaves the catalog either before or after step 2, so the view returns every
 tick exactly once, and rerunning :func:`retier` finishes the move (written files are found again
@@ -57,12 +56,11 @@ from __future__ import annotations
 
 import os
 import time
-from collections import Counter
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from datetime import date, datetime
+from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -76,12 +74,8 @@ from skewtape_pipeline.errors import (
 from skewtape_pipeline.hashing import sha256_bytes
 from skewtape_pipeline.storage import (
     TierFile,
-    TierStore,
-    delete,
-    sha256_of,
-    size_of,
 )
-from skewtape_pipeline.ticks.archive.books import audit, check_may_delete, is_books_and_records
+from skewtape_pipeline.ticks.archive.books import audit, is_books_and_records
 from skewtape_pipeline.ticks.archive.catalog import (
     CATALOG_FILE,
     Catalog,
@@ -105,23 +99,28 @@ from skewtape_pipeline.ticks.archive.consolidate import (
     read_footer,
     write_consolidated_file,
 )
+from skewtape_pipeline.ticks.archive.garbage import Garbage, remove_files, unreachable_files
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
 from skewtape_pipeline.ticks.archive.layout import ensure_archive_schema, staging_folder
 from skewtape_pipeline.ticks.archive.placement import (
-    ArchiveState,
     HotFile,
-    archive_state,
     locate,
 )
-from skewtape_pipeline.ticks.archive.policy import HOT, TierSettings
+from skewtape_pipeline.ticks.archive.retier_plan import (
+    Move,
+    RetierPlan,
+    Rewrite,
+    Slot,
+    SourceFile,
+    plan_retier,
+)
 from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.trust import (
     WRITTEN_BY_COMPACTION,
-    hot_rel,
     record_problems,
     required_hot_record,
 )
-from skewtape_pipeline.ticks.archive.versions import kept_catalog_paths, record_version
+from skewtape_pipeline.ticks.archive.versions import record_version
 from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch, read_file_facts
 from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport, compression_ratio
@@ -131,374 +130,6 @@ if TYPE_CHECKING:
 
 EVENT_REWRITE = "tick-archive-rewrite"
 EVENT_COMMIT = "tick-archive-commit"
-EVENT_REMOVE = "tick-archive-remove"
-
-WITHDRAWN = "withdrawn: the publisher corrected its ticks away"
-SUPERSEDED = "superseded: its rows live in a consolidated file"
-UNLISTED = "not in the catalog: replaced, or left by an interrupted run"
-
-TargetKey = tuple[str, str]
-"""(tier, period) of a consolidated file."""
-
-
-# --- the plan -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Move:
-    """One symbol-day leaving its current file for a file of ``to_tier`` and ``period``."""
-
-    symbol: str
-    date: date
-    from_tier: str
-    to_tier: str
-    period: str
-    source: TierFile
-
-
-@dataclass(frozen=True)
-class Rewrite:
-    """One consolidated file to write: its tier, period, symbol-days and the files it replaces,
-    with what its writer needs, read from the archive's resolved tiers when planning: the
-    tier's store, settings and layout."""
-
-    tier: str
-    period: str
-    symbol_days: tuple[SymbolDayKey, ...]
-    replaces: tuple[str, ...]
-    store: TierStore = field(repr=False, compare=False)
-    settings: TierSettings = field(repr=False, compare=False)
-    layout: str = field(repr=False, compare=False)
-
-
-@dataclass(frozen=True)
-class SourceFile:
-    """A file re-tiering reads, resolved when the plan is made: the file (a hot file, or a
-    consolidated file in its tier's store) and its catalog path."""
-
-    file: TierFile
-    rel: str
-
-
-class Garbage(NamedTuple):
-    """A file to remove (:func:`remove_files`): the file, its catalog path (what its audit
-    record names) and why it goes."""
-
-    file: TierFile
-    rel: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class _Slot:
-    """Where a symbol-day belongs after the run (``tier``, ``period``) and where its rows are
-    read from: ``source``, resolved when planning, and its hot file or its catalog entry."""
-
-    key: SymbolDayKey
-    tier: str
-    period: str
-    source: SourceFile
-    hot: HotFile | None = None
-    entry: CatalogPartition | None = None
-
-
-@dataclass(frozen=True)
-class RetierPlan:
-    """What :func:`retier` would do at ``as_of`` (computed by :func:`plan_retier`; writes nothing).
-
-    ``dropped`` are catalogued symbol-days whose newer hot file is to stay hot (the consolidated
-    copy is removed from its file); ``purged`` withdrawn symbol-days removed from their file
-    (``withdrawn_hot``: the removals of superseded hot copies of them, made before the commit);
-    ``held`` symbol-days stay in (or, compacted again, go back to) a colder tier than their age
-    calls for; ``refreshed`` are hot files found to hold the bytes or the ticks of the
-    consolidated copy (their stamp and sha256 are recorded as its source, the file is
-    superseded). Every file it names is resolved already (see :class:`_Planner`).
-    """
-
-    archive_root: Path
-    as_of: date
-    generation: int
-    moves: list[Move]
-    rewrites: list[Rewrite]
-    emptied: list[str]
-    dropped: list[SymbolDayKey]
-    held: list[SymbolDayKey]
-    refreshed: list[_Refresh]
-    purged: list[SymbolDayKey] = field(default_factory=list)
-    withdrawn_hot: list[Garbage] = field(default_factory=list)
-    catalog: Catalog = field(repr=False, default_factory=Catalog)
-    slots: dict[TargetKey, list[_Slot]] = field(repr=False, default_factory=dict)
-
-    @property
-    def moves_by_key(self) -> dict[SymbolDayKey, Move]:
-        """The planned moves by symbol-day."""
-        return {(m.symbol, m.date): m for m in self.moves}
-
-    @property
-    def changes_catalog(self) -> bool:
-        """True when running the plan changes where some symbol-day lives (or a stamp)."""
-        return bool(self.rewrites or self.emptied or self.refreshed)
-
-    def months(self) -> list[str]:
-        """``YYYY-MM`` of the symbol-days the plan moves, drops or purges, sorted: the months a
-        run limited by ``months`` must cover to carry the plan out."""
-        days = [m.date for m in self.moves] + [day for _, day in self.dropped + self.purged]
-        return sorted({f"{day.year:04d}-{day.month:02d}" for day in days})
-
-    def summary(self) -> dict[str, int]:
-        """Counts for logs and metadata."""
-        return {
-            "symbol_days_to_move": len(self.moves),
-            "files_to_write": len(self.rewrites),
-            "files_to_empty": len(self.emptied),
-            "symbol_days_dropped": len(self.dropped),
-            "symbol_days_purged": len(self.purged),
-            "symbol_days_held": len(self.held),
-        }
-
-
-def plan_retier(
-    archive: Archive, *, as_of: date, months: Collection[str] | None = None
-) -> RetierPlan:
-    """Plan the moves that bring every symbol-day of ``archive`` to the tier its age calls for
-    at ``as_of`` under the archive's tier policy.
-
-    ``months`` (``YYYY-MM`` strings) limits the moves to symbol-days of those months (a
-    backfill partition); other symbol-days stay where they are but are carried along when a
-    file they share is rewritten. Reads only (``archive.tiers`` read by the planner, once).
-
-    Raises
-    ------
-    ConfigError
-        ``as_of`` not a date, a bad month, or a symbol-day dated after ``as_of``.
-    TickFormatError
-        A damaged catalog or an undecodable partition folder.
-    """
-    return _Planner(archive, as_of, months).plan()
-
-
-class _Planner:
-    """Builds one :class:`RetierPlan`: where every symbol-day belongs at ``as_of`` (its slot),
-    the moves, drops, holds and refreshes that takes, then the files to write or empty.
-
-    Planning reads ``archive.tiers`` here, in ``__init__`` (one of the two functions of this
-    module that do; :func:`_checked_tiers` is the other), and resolves every location once:
-    each catalogued file (``files``) and each hot file's catalog path (``hot_rels``, as its
-    record names it: ``trust.hot_rel``); each day's tier and period come from one call
-    (``TierPolicy.placement``, in :meth:`_wanted`), each rewrite's store, settings and layout
-    from :meth:`_rewrite`. The plan carries them all, so carrying it out reads no tiers (after
-    the commit, only the garbage survey does: :func:`_garbage`)."""
-
-    def __init__(self, archive: Archive, as_of: object, months: Collection[str] | None):
-        self.as_of, self.eligible = _check_date(as_of), _month_filter(months)
-        self.root, self.tiers = archive.root, archive.tiers
-        self.state = archive_state(archive.root)
-        self.catalog = self.state.catalog
-        self.files = {rel: self.tiers.resolve(rel) for rel in self.catalog.files}
-        hot_files = [*self.state.hot_live, *self.state.hot_superseded]
-        self.hot_rels = {hot.key: hot_rel(archive.root, hot) for hot in hot_files}
-        self.slots: dict[SymbolDayKey, _Slot] = {}
-        self.moves: list[Move] = []
-        self.dropped: list[SymbolDayKey] = []
-        self.held: list[SymbolDayKey] = []
-        self.refreshed: list[_Refresh] = []
-        self.purged: set[SymbolDayKey] = set()
-        self.withdrawn_hot: list[Garbage] = []
-
-    def _wanted(self, day: date, reached: str | None) -> tuple[str, str | None, bool]:
-        """``(tier, period, held)`` for a symbol-day of ``day`` at ``as_of``, having reached
-        ``reached`` (``TierPolicy.placement``: the one reader of the tier policy while
-        planning). ConfigError for a day after ``as_of``."""
-        return self.tiers.policy.placement(day, _age(day, self.as_of), reached)
-
-    def place_hot_files(self) -> None:
-        """Slot every live hot file: refreshed when it holds its consolidated copy's ticks,
-        dropped from the catalog when it stays hot, else moved to the tier its age calls for
-        (or held in the colder tier its day already reached)."""
-        copies = _ConsolidatedCopies(self.files)
-        for hot in self.state.hot_live:
-            source = SourceFile(hot.path, self.hot_rels[hot.key])
-            entry = self.catalog.partitions.get(hot.key)
-            kept = None if hot.key in self.catalog.withdrawn else entry  # withdrawn: afresh
-            if kept is not None and (same := copies.same_ticks(hot, source.rel, kept)) is not None:
-                self.refreshed.append(same)
-                continue
-            if not self.eligible(hot.day):
-                _age(hot.day, self.as_of)  # a day after as_of is refused all the same
-                continue
-            tier, period, held = self._wanted(hot.day, None if kept is None else kept.tier)
-            if held:
-                self.held.append(hot.key)  # compacted again: back to the coldest tier reached
-            if period is None:
-                if entry is not None:
-                    self.dropped.append(hot.key)
-                continue
-            self.slots[hot.key] = _Slot(hot.key, tier, period, source, hot=hot)
-            self.moves.append(Move(hot.symbol, hot.day, HOT, tier, period, hot.path))
-
-    def place_catalogued(self) -> None:
-        """Slot every catalogued symbol-day not slotted from a hot file, dropped or purged:
-        where its age calls for (never warmer than its tier: held), or where it is when its
-        month is not in this run."""
-        keep_hot = is_books_and_records(self.root)
-        self.purged, withdrawn_hot = _purgeable(self.state, self.eligible, keep_hot=keep_hot)
-        self.withdrawn_hot = [
-            Garbage(h.path, self.hot_rels[h.key], WITHDRAWN) for h in withdrawn_hot
-        ]
-        dropped = set(self.dropped)
-        for key, entry in self.catalog.partitions.items():
-            if key in self.slots or key in dropped or key in self.purged:
-                continue
-            current = (entry.tier, self.catalog.files[entry.file].period)
-            source = SourceFile(self.files[entry.file], entry.file)
-            tier, period, held = self._wanted(entry.date, entry.tier)
-            if held:
-                self.held.append(key)  # never back to a warmer tier
-            if not self.eligible(entry.date):
-                self.slots[key] = _Slot(key, *current, source, entry=entry)
-                continue
-            assert period is not None  # a catalogued day is held in its tier, never HOT
-            self.slots[key] = _Slot(key, tier, period, source, entry=entry)
-            if (tier, period) != current:
-                self.moves.append(Move(*key, entry.tier, tier, period, source.file))
-
-    def plan(self) -> RetierPlan:
-        """The plan: every symbol-day placed (hot files first), the slots grouped by target
-        file, and the files they change."""
-        self.place_hot_files()
-        self.place_catalogued()
-        by_target: dict[TargetKey, list[_Slot]] = {}
-        for slot in sorted(self.slots.values(), key=lambda s: s.key):
-            by_target.setdefault((slot.tier, slot.period), []).append(slot)
-        changed, emptied = _file_changes(self.catalog, by_target)
-        rewrites = [self._rewrite(*change) for change in changed]
-        return RetierPlan(
-            archive_root=self.root,
-            as_of=self.as_of,
-            generation=self.catalog.generation,
-            moves=sorted(self.moves, key=lambda m: (m.symbol, m.date)),
-            rewrites=rewrites,
-            emptied=emptied,
-            dropped=sorted(self.dropped),
-            held=sorted(self.held),
-            refreshed=self.refreshed,
-            purged=sorted(self.purged),
-            withdrawn_hot=self.withdrawn_hot,
-            catalog=self.catalog,
-            slots=by_target,
-        )
-
-    def _rewrite(
-        self, target: TargetKey, keys: tuple[SymbolDayKey, ...], replaces: tuple[str, ...]
-    ) -> Rewrite:
-        """The :class:`Rewrite` of ``target``, with its tier's store, settings and layout."""
-        tier, tiers = target[0], self.tiers
-        writes = (tiers.stores[tier], tiers.settings[tier], tiers.layouts[tier])
-        return Rewrite(*target, keys, replaces, *writes)
-
-
-_Change = tuple[TargetKey, tuple[SymbolDayKey, ...], tuple[str, ...]]
-"""A target file to write: its (tier, period), its symbol-days and the files it replaces."""
-
-
-def _file_changes(
-    catalog: Catalog, by_target: dict[TargetKey, list[_Slot]]
-) -> tuple[list[_Change], list[str]]:
-    """(changed, emptied): every target whose slots differ from what its current files hold
-    (its symbol-days, and the files it replaces); the current files of targets left without
-    any slot. Reads no tiers."""
-    files_by_target: dict[TargetKey, list[str]] = {}
-    for item in catalog.files.values():
-        files_by_target.setdefault((item.tier, item.period), []).append(item.path)
-    held_now = Counter(p.file for p in catalog.partitions.values())
-    changed: list[_Change] = []
-    emptied: list[str] = []
-    for target in sorted(set(by_target) | set(files_by_target)):
-        wanted_slots = by_target.get(target, [])
-        current_files = sorted(files_by_target.get(target, []))
-        if _unchanged(held_now, wanted_slots, current_files):
-            continue
-        if wanted_slots:
-            changed.append((target, tuple(s.key for s in wanted_slots), tuple(current_files)))
-        else:
-            emptied += current_files
-    return changed, emptied
-
-
-def _purgeable(
-    state: ArchiveState, eligible: Callable[[date], bool], *, keep_hot: bool
-) -> tuple[set[SymbolDayKey], list[HotFile]]:
-    """Withdrawn symbol-days to leave their file in this run, and their superseded hot copies
-    (removed before the commit). A day with a live hot file is planned like any hot day; with
-    a superseded hot copy that must be kept (``keep_hot``), the day stays withdrawn."""
-    superseded = {hot.key: hot for hot in state.hot_superseded}
-    live = {hot.key for hot in state.hot_live}
-    purged, hot_copies = set(), []
-    for key in state.withdrawn - live:
-        if not eligible(key[1]) or (keep_hot and key in superseded):
-            continue
-        purged.add(key)
-        if key in superseded:
-            hot_copies.append(superseded[key])
-    return purged, sorted(hot_copies, key=lambda h: h.key)
-
-
-def _unchanged(held_now: Counter[str], slots: list[_Slot], files: list[str]) -> bool:
-    """True when the target's one current file holds exactly these symbol-days already."""
-    if len(files) != 1 or any(s.entry is None or s.entry.file != files[0] for s in slots):
-        return False
-    return held_now[files[0]] == len(slots)
-
-
-@dataclass(frozen=True)
-class _Refresh:
-    """A live hot file of a catalogued symbol-day whose ticks equal the consolidated copy's:
-    its stamp, catalog path (``rel``) and sha256 are recorded as the copy's source (the hot
-    file is then superseded)."""
-
-    hot: HotFile
-    rel: str
-    sha256: str
-
-    @property
-    def key(self) -> SymbolDayKey:
-        return self.hot.key
-
-
-class _ConsolidatedCopies:
-    """Compares live hot files with the consolidated copies of their symbol-days (each
-    consolidated file read at most once, from ``files``: the catalog's files resolved)."""
-
-    def __init__(self, files: Mapping[str, TierFile]):
-        self.files = files
-        self._files: dict[str, dict[SymbolDayKey, TickBatch]] = {}
-
-    def same_ticks(self, hot: HotFile, rel: str, entry: CatalogPartition) -> _Refresh | None:
-        """A :class:`_Refresh` when ``hot`` (catalog path ``rel``) holds the bytes that were
-        moved, or other bytes with the very ticks (ts, price, quantity, side) of the
-        consolidated copy (the day compacted again unchanged); None when the ticks differ (a
-        correction: the hot file is newer)."""
-        data = Path(hot.path).read_bytes()
-        digest = sha256_bytes(data)
-        if entry.source is not None and digest == entry.source.sha256:
-            return _Refresh(hot, rel, digest)
-        if entry.rows != read_footer(hot.path).num_rows:
-            return None
-        try:
-            batch = read_archive_batch(owned_reader(owned_buffer(data)))  # type: ignore[arg-type]
-        except (OSError, TickFormatError, pa.ArrowException):
-            return None  # unreadable: planned as a newer copy, refused when it is read
-        if batch.first_difference(self._copy(entry)) is not None:
-            return None
-        return _Refresh(hot, rel, digest)
-
-    def _copy(self, entry: CatalogPartition) -> TickBatch:
-        if entry.file not in self._files:
-            path = self.files[entry.file]
-            self._files[entry.file] = {
-                (p.symbol, p.day): p.batch for p in read_consolidated_file(path)
-            }
-        return self._files[entry.file][entry.key]
 
 
 # --- carrying it out ----------------------------------------------------------------------------
@@ -597,7 +228,7 @@ def retier(archive: Archive, *, as_of: date, months: Collection[str] | None = No
     Raises
     ------
     ConfigError
-        Bad arguments (see :func:`plan_retier`), or scales that differ from a tier root's.
+        Bad arguments (see ``retier_plan.plan_retier``), or scales that differ from a tier root's.
     ArchiveBusyError
         Another writer held the archive's lock beyond its ``lock_timeout`` seconds.
     CatalogMismatchError
@@ -614,13 +245,13 @@ def retier(archive: Archive, *, as_of: date, months: Collection[str] | None = No
     root = archive.root
     with archive.locked("re-tiering"):
         tiers = _checked_tiers(archive, leftovers=True)
-        plan = _Planner(archive, as_of, months).plan()
+        plan = plan_retier(archive, as_of=as_of, months=months)
         books = is_books_and_records(root)
         reader = _SourceReader(root, plan.catalog)  # reads the records: refuses first
         removed_first = remove_files(archive, plan.withdrawn_hot)
         written = _write_rewrites(archive, plan, reader)
         catalog = _commit(archive, plan, written)
-        garbage = _garbage(tiers, root, books=books)
+        garbage = unreachable_files(tiers, root, books=books)
         catalog, removed, retained = _remove_replaced(archive, catalog, garbage, books=books)
         settle_hot_records(root)
         version = record_version(root, "retier", audit_log=archive.audit_log)
@@ -648,9 +279,9 @@ def _checked_tiers(archive: Archive, *, leftovers: bool = False) -> ArchiveTiers
     (``integrity.checked_catalog``). With ``leftovers`` (re-tiering), what interrupted runs
     left is removed first: temporary tier files and catalogs, orphaned staged files.
 
-    Where re-tiering and pruning read ``archive.tiers`` (the planner, ``_Planner``, is the
+    Where re-tiering and pruning read ``archive.tiers`` (the planner, ``retier_plan``, is the
     other reader: the same value, resolved once per ``Archive``); they hand these tiers to the
-    garbage survey after the commit (:func:`_garbage`)."""
+    garbage survey after the commit (``garbage.unreachable_files``)."""
     tiers = archive.tiers
     if leftovers:
         for store in tiers.stores.values():
@@ -678,9 +309,9 @@ def _remove_replaced(
     books: bool,
 ) -> tuple[Catalog, list[TierFile], list[TierFile]]:
     """After the commit: remove the files the catalog no longer reaches and no kept version
-    reads (``survey``: :func:`_garbage` after the commit), then forget the stamps of the hot
-    files gone (``catalog`` committed again); in ``books`` mode remove nothing. Returns
-    (catalog, removed, retained)."""
+    reads (``survey``: ``garbage.unreachable_files`` after the commit), then forget the stamps
+    of the hot files gone (``catalog`` committed again); in ``books`` mode remove nothing.
+    Returns (catalog, removed, retained)."""
     garbage, kept = survey
     retained = [item.file for item in garbage if books or item.file in kept]
     if books:
@@ -797,7 +428,7 @@ def _audit_rewrite(
 
 
 def _partition_move(
-    move: Move, slot: _Slot, partition: CatalogPartition, path: TierFile
+    move: Move, slot: Slot, partition: CatalogPartition, path: TierFile
 ) -> PartitionMove:
     """Where the planned ``move`` took its symbol-day: from its hot file or consolidated file
     (``move.source``) to ``partition`` of the new file ``path``."""
@@ -833,7 +464,7 @@ class _SourceReader:
         """Forget the list of sources read (kept per written file, for its audit record)."""
         self._read = {}
 
-    def read(self, slot: _Slot) -> tuple[TickBatch, SourceStamp | None]:
+    def read(self, slot: Slot) -> tuple[TickBatch, SourceStamp | None]:
         """The slot's batch, from the file the plan resolved (``slot.source``), and the stamp
         of the hot file read (a consolidated copy: its entry's stamp)."""
         if slot.hot is not None:
@@ -1030,63 +661,11 @@ def prune(archive: Archive) -> list[TierFile]:
     """
     root = archive.root
     with archive.locked("pruning"):
-        garbage, kept = _garbage(_checked_tiers(archive), root)
+        garbage, kept = unreachable_files(_checked_tiers(archive), root)
         removed = remove_files(archive, [item for item in garbage if item.file not in kept])
         if not is_books_and_records(root):
             _forget_gone_sources(archive, read_catalog(root))
         return removed
-
-
-def _garbage(
-    tiers: ArchiveTiers, root: Path, *, books: bool = False
-) -> tuple[list[Garbage], set[TierFile]]:
-    """(garbage, kept): the files on disk that the committed catalog of the archive at
-    ``root`` makes unreachable, each with its catalog path and the reason (superseded hot
-    files, then unlisted consolidated files, warm first: the order removals are audited in),
-    and the consolidated files some kept version still reads (``versions.kept_catalog_paths``;
-    none looked for in ``books`` mode, where nothing is removed). The one survey after a
-    commit: each tier's store listed once (``ArchiveTiers.listing``), its files named by their
-    catalog paths and compared with the catalogs' paths."""
-    state = archive_state(root)
-    wanted = set() if books else set(kept_catalog_paths(root))
-    garbage = [Garbage(hot.path, hot_rel(root, hot), SUPERSEDED) for hot in state.hot_superseded]
-    kept = set()
-    for _, file, rel in tiers.listing():  # warm first
-        if rel not in state.catalog.files:
-            garbage.append(Garbage(file, rel, UNLISTED))
-            if rel in wanted:
-                kept.add(file)
-    return garbage, kept
-
-
-def remove_files(archive: Archive, garbage: list[Garbage]) -> list[TierFile]:
-    """Audit every removal (each file named by its catalog path, with its reason) first (one
-    append), then remove the files; WriteOnceError (audited) in ``books_and_records`` mode.
-    Reads no tiers: each item carries its file and catalog path. Returns the files removed."""
-    if not garbage:
-        return []
-    root, audit_log = archive.root, archive.audit_log
-    records = []
-    for path, rel, reason in garbage:
-        check_may_delete(root, path, why=reason, audit_log=audit_log)
-        records.append(
-            {
-                "event": EVENT_REMOVE,
-                "archive": str(root.absolute()),
-                "file": rel,
-                "sha256": sha256_of(path),
-                "bytes": size_of(path),
-                "reason": reason,
-            }
-        )
-    audit(root, audit_log, records)
-    faults.checkpoint("audited-removals")
-    removed = []
-    for path, _, _ in garbage:
-        if delete(path):
-            removed.append(path)
-        faults.checkpoint(f"removed:{path.name}")
-    return removed
 
 
 # --- reports ------------------------------------------------------------------------------------
@@ -1134,38 +713,3 @@ def relocated_report(
         encodings=facts.encodings,
         notes=[*report.notes, note],
     )
-
-
-# --- argument checks ----------------------------------------------------------------------------
-
-
-def _check_date(value: object) -> date:
-    if isinstance(value, datetime) or not isinstance(value, date):
-        raise ConfigError(f"as_of = {value!r}: expected a datetime.date")
-    return value
-
-
-def _age(day: date, as_of: date) -> int:
-    age = (as_of - day).days
-    if age < 0:
-        raise ConfigError(
-            f"as_of = {as_of.isoformat()}: the archive holds ticks dated {day.isoformat()}, "
-            "after it; age_days cannot be negative"
-        )
-    return age  # an int >= 0: what tier_for checks
-
-
-def _month_filter(months: Collection[str] | None) -> Callable[[date], bool]:
-    if months is None:
-        return lambda day: True
-    if isinstance(months, str):
-        raise ConfigError(f"months = {months!r}: expected a collection of YYYY-MM strings")
-    wanted = set()
-    for month in months:
-        try:
-            year, mon = (int(part) for part in str(month).split("-"))
-            wanted.add((year, mon))
-            date(year, mon, 1)
-        except ValueError:
-            raise ConfigError(f"months: {month!r} is not a YYYY-MM month") from None
-    return lambda day: (day.year, day.month) in wanted

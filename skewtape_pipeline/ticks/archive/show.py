@@ -28,8 +28,9 @@ from skewtape_pipeline.audit import is_repair, parse_record
 from skewtape_pipeline.errors import AuditLogError, ConfigError
 from skewtape_pipeline.ticks.archive.catalog import Catalog
 from skewtape_pipeline.ticks.archive.compact import EVENT_RECOMPACT
+from skewtape_pipeline.ticks.archive.garbage import EVENT_REMOVE
 from skewtape_pipeline.ticks.archive.layout import partition_file
-from skewtape_pipeline.ticks.archive.lifecycle import EVENT_REMOVE, EVENT_REWRITE
+from skewtape_pipeline.ticks.archive.lifecycle import EVENT_REWRITE
 from skewtape_pipeline.ticks.archive.placement import archive_state, locate
 from skewtape_pipeline.ticks.archive.policy import HOT
 from skewtape_pipeline.ticks.archive.reports_table import symbol_day_report

@@ -21,7 +21,7 @@ from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.storage import TierFile, size_of
 from skewtape_pipeline.ticks.archive.books import audit, check_may_delete
 from skewtape_pipeline.ticks.archive.catalog import read_catalog
-from skewtape_pipeline.ticks.archive.lifecycle import Garbage, remove_files
+from skewtape_pipeline.ticks.archive.garbage import Garbage, remove_files
 from skewtape_pipeline.ticks.archive.placement import uncatalogued_files
 from skewtape_pipeline.ticks.archive.versions import (
     SUFFIX,

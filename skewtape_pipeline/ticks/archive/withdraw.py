@@ -29,13 +29,10 @@ from skewtape_pipeline.ticks.archive.catalog import (
     SymbolDayKey,
     write_catalog,
 )
+from skewtape_pipeline.ticks.archive.garbage import Garbage, remove_files
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
 from skewtape_pipeline.ticks.archive.layout import partition_file
-from skewtape_pipeline.ticks.archive.lifecycle import (
-    Garbage,
-    remove_files,
-    remove_stale_catalog_temps,
-)
+from skewtape_pipeline.ticks.archive.lifecycle import remove_stale_catalog_temps
 from skewtape_pipeline.ticks.archive.versions import record_version
 
 if TYPE_CHECKING:
@@ -62,7 +59,7 @@ def remove_symbol_days(archive: Archive, keys: Iterable[SymbolDayKey]) -> list[R
     half-visible; a rerun finishes. Both happen under the archive's lock
     (:meth:`Archive.locked`), so a re-tiering cannot move a hot file being removed back into a
     consolidated file. Idempotent; audited to the archive's audit log (the withdrawal, then
-    each hot file's removal as re-tiering audits its removals: ``lifecycle.remove_files``,
+    each hot file's removal as re-tiering audits its removals: ``garbage.remove_files``,
     ``tick-archive-remove``). Returns one :class:`Removal` per key, sorted.
 
     Raises

@@ -15,8 +15,8 @@ from skewtape_pipeline.ticks.archive.books import (
 )
 from skewtape_pipeline.ticks.archive.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.garbage import EVENT_REMOVE
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.lifecycle import EVENT_REMOVE
 from skewtape_pipeline.ticks.archive.placement import archive_metrics
 from skewtape_pipeline.ticks.archive.policy import COLD
 from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers

@@ -21,9 +21,9 @@ from skewtape_pipeline.ticks.archive.books import (
 from skewtape_pipeline.ticks.archive.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.consolidate import read_consolidated_file
+from skewtape_pipeline.ticks.archive.garbage import EVENT_REMOVE
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.layout import partition_file
-from skewtape_pipeline.ticks.archive.lifecycle import EVENT_REMOVE
 from skewtape_pipeline.ticks.archive.placement import (
     archive_metrics,
     archive_state,

@@ -1,0 +1,92 @@
+"""Files that leave the archive: which files on disk the committed catalog no longer reaches
+(:func:`unreachable_files`), and their removal, each audited before it happens
+(:func:`remove_files`).
+
+Re-tiering removes what its commit replaced, pruning what an interrupted run left, withdrawal
+the hot files of withdrawn symbol-days, version pruning the files only past versions read: all
+through :func:`remove_files`, each file named by its catalog path and the reason it goes. A
+consolidated file a kept version of the archive still reads (``versions.kept_catalog_paths``) is
+not garbage yet. In ``books_and_records`` mode nothing is removed (``books.check_may_delete``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from skewtape_pipeline import faults
+from skewtape_pipeline.storage import TierFile, delete, sha256_of, size_of
+from skewtape_pipeline.ticks.archive.books import audit, check_may_delete
+from skewtape_pipeline.ticks.archive.placement import archive_state
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.trust import hot_rel
+from skewtape_pipeline.ticks.archive.versions import kept_catalog_paths
+
+if TYPE_CHECKING:
+    from skewtape_pipeline.ticks.archive.handle import Archive
+
+EVENT_REMOVE = "tick-archive-remove"
+SUPERSEDED = "superseded: its rows live in a consolidated file"
+UNLISTED = "not in the catalog: replaced, or left by an interrupted run"
+
+
+class Garbage(NamedTuple):
+    """A file to remove (:func:`remove_files`): the file, its catalog path (what its audit
+    record names) and why it goes."""
+
+    file: TierFile
+    rel: str
+    reason: str
+
+
+def unreachable_files(
+    tiers: ArchiveTiers, root: Path, *, books: bool = False
+) -> tuple[list[Garbage], set[TierFile]]:
+    """(garbage, kept): the files on disk that the committed catalog of the archive at
+    ``root`` makes unreachable, each with its catalog path and the reason (superseded hot
+    files, then unlisted consolidated files, warm first: the order removals are audited in),
+    and the consolidated files some kept version still reads (``versions.kept_catalog_paths``;
+    none looked for in ``books`` mode, where nothing is removed). The one survey after a
+    commit (re-tiering's, or a prune's): each tier's store listed once
+    (``ArchiveTiers.listing``), its files named by their catalog paths and compared with the
+    catalog's paths."""
+    state = archive_state(root)
+    wanted = set() if books else set(kept_catalog_paths(root))
+    garbage = [Garbage(hot.path, hot_rel(root, hot), SUPERSEDED) for hot in state.hot_superseded]
+    kept = set()
+    for _, file, rel in tiers.listing():  # warm first
+        if rel not in state.catalog.files:
+            garbage.append(Garbage(file, rel, UNLISTED))
+            if rel in wanted:
+                kept.add(file)
+    return garbage, kept
+
+
+def remove_files(archive: Archive, garbage: list[Garbage]) -> list[TierFile]:
+    """Audit every removal (each file named by its catalog path, with its reason) first (one
+    append), then remove the files; WriteOnceError (audited) in ``books_and_records`` mode.
+    Reads no tiers: each item carries its file and catalog path. Returns the files removed."""
+    if not garbage:
+        return []
+    root, audit_log = archive.root, archive.audit_log
+    records = []
+    for path, rel, reason in garbage:
+        check_may_delete(root, path, why=reason, audit_log=audit_log)
+        records.append(
+            {
+                "event": EVENT_REMOVE,
+                "archive": str(root.absolute()),
+                "file": rel,
+                "sha256": sha256_of(path),
+                "bytes": size_of(path),
+                "reason": reason,
+            }
+        )
+    audit(root, audit_log, records)
+    faults.checkpoint("audited-removals")
+    removed = []
+    for path, _, _ in garbage:
+        if delete(path):
+            removed.append(path)
+        faults.checkpoint(f"removed:{path.name}")
+    return removed
