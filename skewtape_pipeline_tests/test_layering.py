@@ -132,6 +132,22 @@ def test_ticks_modules_outside_fills_when_scanned_never_read_the_mirror():
     assert crossings(outside, ("skewtape_pipeline.mirror",)) == {}
 
 
+POLICY_MAY_IMPORT = (
+    "skewtape_pipeline.errors",
+    "skewtape_pipeline.fsio",
+    "skewtape_pipeline.storage",
+    "skewtape_pipeline.ticks.encode.writer_settings",
+)
+"""All the tier policy (``ticks/archive/policy.py``) imports of the package: it knows no archive."""
+
+
+def test_policy_module_when_scanned_imports_no_archive_module():
+    imported = imports_of(PACKAGE / "ticks" / "archive" / "policy.py")
+    ours = {name for name in imported if name.startswith("skewtape_pipeline")}
+    assert ours, "the scan found no import of the package: a wall around nothing"
+    assert sorted(m for m in ours if not m.startswith(POLICY_MAY_IMPORT)) == []
+
+
 def test_mirror_modules_when_scanned_import_no_ticks():
     assert crossings(imports_under("mirror"), ("skewtape_pipeline.ticks",)) == {}
 

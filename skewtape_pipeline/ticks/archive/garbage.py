@@ -11,7 +11,6 @@ not garbage yet. In ``books_and_records`` mode nothing is removed (``books.check
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from skewtape_pipeline import faults
@@ -40,16 +39,17 @@ class Garbage(NamedTuple):
 
 
 def unreachable_files(
-    tiers: ArchiveTiers, root: Path, *, books: bool = False
+    tiers: ArchiveTiers, *, books: bool = False
 ) -> tuple[list[Garbage], set[TierFile]]:
-    """(garbage, kept): the files on disk that the committed catalog of the archive at
-    ``root`` makes unreachable, each with its catalog path and the reason (superseded hot
+    """(garbage, kept): the files on disk that the committed catalog of the archive ``tiers``
+    resolves makes unreachable, each with its catalog path and the reason (superseded hot
     files, then unlisted consolidated files, warm first: the order removals are audited in),
     and the consolidated files some kept version still reads (``versions.kept_catalog_paths``;
     none looked for in ``books`` mode, where nothing is removed). The one survey after a
     commit (re-tiering's, or a prune's): each tier's store listed once
     (``ArchiveTiers.listing``), its files named by their catalog paths and compared with the
     catalog's paths."""
+    root = tiers.root
     state = archive_state(root)
     wanted = set() if books else set(kept_catalog_paths(root))
     garbage = [Garbage(hot.path, hot_rel(root, hot), SUPERSEDED) for hot in state.hot_superseded]

@@ -251,7 +251,7 @@ def retier(archive: Archive, *, as_of: date, months: Collection[str] | None = No
         removed_first = remove_files(archive, plan.withdrawn_hot)
         written = _write_rewrites(archive, plan, reader)
         catalog = _commit(archive, plan, written)
-        garbage = unreachable_files(tiers, root, books=books)
+        garbage = unreachable_files(tiers, books=books)
         catalog, removed, retained = _remove_replaced(archive, catalog, garbage, books=books)
         settle_hot_records(root)
         version = record_version(root, "retier", audit_log=archive.audit_log)
@@ -661,7 +661,7 @@ def prune(archive: Archive) -> list[TierFile]:
     """
     root = archive.root
     with archive.locked("pruning"):
-        garbage, kept = unreachable_files(_checked_tiers(archive), root)
+        garbage, kept = unreachable_files(_checked_tiers(archive))
         removed = remove_files(archive, [item for item in garbage if item.file not in kept])
         if not is_books_and_records(root):
             _forget_gone_sources(archive, read_catalog(root))

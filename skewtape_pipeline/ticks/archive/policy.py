@@ -35,8 +35,9 @@ Configuration file (TOML or JSON, every key optional)::
     ...
 
 What the policy says for one archive root (its stores, their listing, catalog paths) is
-``ticks.archive.tiers.ArchiveTiers``. Imports only the standard library,
-``skewtape_pipeline.storage`` (a tier's store) and the writer settings of ``ticks.encode``.
+``ticks.archive.tiers.ArchiveTiers``. The policy knows no archive: this module imports nothing
+else of ``ticks.archive``, only the standard library, ``skewtape_pipeline``'s ``errors``,
+``fsio`` and ``storage`` (a tier's store) and the writer settings of ``ticks.encode``.
 """
 
 from __future__ import annotations

@@ -96,7 +96,7 @@ class Slot:
 
 @dataclass(frozen=True)
 class RetierPlan:
-    """What :func:`retier` would do at ``as_of`` (computed by :func:`plan_retier`; writes nothing).
+    """What ``lifecycle.retier`` would do at ``as_of`` (by :func:`plan_retier`; writes nothing).
 
     ``dropped`` are catalogued symbol-days whose newer hot file is to stay hot (the consolidated
     copy is removed from its file); ``purged`` withdrawn symbol-days removed from their file
