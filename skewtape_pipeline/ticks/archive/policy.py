@@ -303,14 +303,7 @@ class TierPolicy:
         ConfigError
             Naming ``source`` and the key on an unknown key, a wrong type or a bad value.
         """
-        if not isinstance(data, Mapping):
-            raise ConfigError(f"{source}: expected a table of settings, got {type(data).__name__}")
-        top_keys = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - top_keys)
-        if unknown:
-            raise ConfigError(
-                f"{source}: unknown key(s) {', '.join(unknown)}; expected {', '.join(top_keys)}"
-            )
+        _check_keys(data, cls, source=source)
         kwargs: dict[str, Any] = {}
         for key, value in data.items():
             if key in ("hot", "warm", "cold"):
@@ -348,15 +341,21 @@ class TierPolicy:
         return cls.from_dict(data, source=str(path))
 
 
-def _settings_from_dict(data: Any, *, source: str) -> TierSettings:
+def _check_keys(data: Any, kind: type, *, source: str) -> None:
+    """Raise ConfigError naming ``source`` unless ``data`` is a mapping whose keys are all
+    fields of the dataclass ``kind`` (the unknown ones and the expected ones named, sorted)."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: expected a table of settings, got {type(data).__name__}")
-    known = {f.name for f in fields(TierSettings)}
+    known = {f.name for f in fields(kind)}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ConfigError(
             f"{source}: unknown key(s) {', '.join(unknown)}; expected {', '.join(sorted(known))}"
         )
+
+
+def _settings_from_dict(data: Any, *, source: str) -> TierSettings:
+    _check_keys(data, TierSettings, source=source)
     try:
         return TierSettings(**data)
     except ConfigError as exc:

@@ -78,6 +78,13 @@ def test_load_when_unknown_key_names_file_and_key(tmp_path):
         TierPolicy.load(path)
 
 
+def test_from_dict_when_top_level_key_unknown_names_it_and_the_expected_keys_sorted():
+    with pytest.raises(ConfigError) as raised:
+        TierPolicy.from_dict({"hot_max_age": 3}, source="tiers.toml")
+    expected = "cold, hot, hot_max_age_days, warm, warm_max_age_days"
+    assert str(raised.value) == f"tiers.toml: unknown key(s) hot_max_age; expected {expected}"
+
+
 def test_load_when_bad_value_names_file(tmp_path):
     path = tmp_path / "tiers.toml"
     path.write_text('hot_max_age_days = "seven"\n')
