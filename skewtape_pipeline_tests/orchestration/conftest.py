@@ -8,7 +8,7 @@ root conftest; here it is applied month by month through the ``apply_month`` job
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -16,6 +16,7 @@ import pytest
 
 from skewtape_pipeline.orchestration.definitions import build_definitions
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
+from skewtape_pipeline.orchestration.ticks.partitions import VENUES, venue_keys
 
 
 @pytest.fixture
@@ -61,3 +62,13 @@ def applied_chain(applied_chain_once: Path, tmp_path: Path) -> Path:
     root = tmp_path / "applied"
     shutil.copytree(applied_chain_once, root, symlinks=True)
     return root
+
+
+def register_venues(instance: dg.DagsterInstance, symbols: Iterable[str]) -> list[str]:
+    """Add the venue keys of ``symbols`` (``<venue>:<market>``) that ``instance`` does not know
+    yet to the ``venues`` dimension, as the venues sensor's request would; returns them."""
+    known = set(instance.get_dynamic_partitions(VENUES))
+    new = [key for key in venue_keys(symbols) if key not in known]
+    if new:
+        instance.add_dynamic_partitions(VENUES, new)
+    return new

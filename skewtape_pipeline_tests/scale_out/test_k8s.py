@@ -26,8 +26,9 @@ from dagster_k8s import K8sRunLauncher
 from skewtape_pipeline.orchestration.definitions import build_definitions
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.archive_asset import TICK_ARCHIVE
-from skewtape_pipeline.orchestration.ticks.partitions import VENUES, register_venues
+from skewtape_pipeline.orchestration.ticks.partitions import VENUES
 from skewtape_pipeline.ticks.fills.snapshot_fills import new_symbols
+from skewtape_pipeline_tests.orchestration.conftest import register_venues
 from skewtape_pipeline_tests.scale_out.conftest import REPO
 
 pytestmark = pytest.mark.slow  # starts servers

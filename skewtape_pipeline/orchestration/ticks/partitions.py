@@ -100,11 +100,6 @@ def venue_day_of(key: str | dg.MultiPartitionKey) -> tuple[str, date]:
     return venue, date.fromisoformat(dims[DATE_DIMENSION])
 
 
-def register_venues(instance: dg.DagsterInstance, symbols: Iterable[str]) -> list[str]:
-    """Add the venue keys of ``symbols`` (``<venue>:<market>``) not registered yet to the
-    ``venues`` dimension; returns them."""
-    known = set(instance.get_dynamic_partitions(VENUES))
-    new = sorted({dimension_key(split_symbol(symbol)[0]) for symbol in symbols} - known)
-    if new:
-        instance.add_dynamic_partitions(VENUES, new)
-    return new
+def venue_keys(symbols: Iterable[str]) -> list[str]:
+    """The venue keys (sorted, each once) of ``symbols`` (``<venue>:<market>``)."""
+    return sorted({dimension_key(split_symbol(symbol)[0]) for symbol in symbols})

@@ -20,10 +20,10 @@ import dagster as dg
 from skewtape_pipeline.orchestration.ticks.archive_asset import TICK_ARCHIVE
 from skewtape_pipeline.orchestration.ticks.partitions import (
     VENUES,
-    dimension_key,
+    venue_keys,
     venue_partitions,
 )
-from skewtape_pipeline.ticks.fills.snapshot_fills import applied_months, new_symbols, split_symbol
+from skewtape_pipeline.ticks.fills.snapshot_fills import applied_months, new_symbols
 
 
 def new_venues(
@@ -35,8 +35,7 @@ def new_venues(
     seen = set(known)
     found: dict[str, list[str]] = {}
     for month in months:
-        keys = sorted({dimension_key(split_symbol(s)[0]) for s in new_symbols(history, month)})
-        fresh = [key for key in keys if key not in seen]
+        fresh = [key for key in venue_keys(new_symbols(history, month)) if key not in seen]
         if fresh:
             found[month] = fresh
             seen.update(fresh)

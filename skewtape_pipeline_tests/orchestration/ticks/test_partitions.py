@@ -16,12 +16,12 @@ from skewtape_pipeline.orchestration.ticks.partitions import (
     VENUES,
     dimension_key,
     name_from_key,
-    register_venues,
     venue_day_key,
     venue_day_key_count,
     venue_day_of,
     venue_day_partitions_over,
 )
+from skewtape_pipeline_tests.orchestration.conftest import register_venues
 
 REFUSED_CHARACTERS = set("|,[]")
 REFUSED_SUBSTRINGS = ["...", "\a", "\b", "\f", "\n", "\r", "\t", "\v", "\0"]

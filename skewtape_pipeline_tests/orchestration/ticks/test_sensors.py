@@ -19,7 +19,6 @@ from skewtape_pipeline.orchestration.ticks.archive_asset import TICK_ARCHIVE
 from skewtape_pipeline.orchestration.ticks.partitions import (
     VENUES,
     dimension_key,
-    register_venues,
     venue_day_key,
 )
 from skewtape_pipeline.orchestration.ticks.sensors import (
@@ -37,6 +36,7 @@ from skewtape_pipeline.ticks.fills.snapshot_fills import (
 )
 from skewtape_pipeline_tests.mirror import minimal_publisher as minimal
 from skewtape_pipeline_tests.mirror.test_conformance import month_file
+from skewtape_pipeline_tests.orchestration.conftest import register_venues
 
 MONTHS = ("2026-09", "2026-10", "2026-11")
 

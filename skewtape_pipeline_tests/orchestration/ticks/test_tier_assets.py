@@ -14,7 +14,6 @@ import pyarrow.parquet as pq
 
 from skewtape_pipeline.orchestration.definitions import build_definitions
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
-from skewtape_pipeline.orchestration.ticks.partitions import register_venues
 from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.orchestration.ticks.schedules import daily_retier_schedule
 from skewtape_pipeline.orchestration.ticks.tier_assets import retier_run_config
@@ -25,6 +24,7 @@ from skewtape_pipeline.ticks.archive.policy import COLD, HOT, WARM, TierPolicy
 from skewtape_pipeline.ticks.archive.query import run_query
 from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.fills.snapshot_fills import archive_symbol_days, new_symbols
+from skewtape_pipeline_tests.orchestration.conftest import register_venues
 from skewtape_pipeline_tests.ticks.conftest import archive_at
 
 DAYS = (date(2026, 9, 25), date(2026, 10, 15), date(2026, 11, 5))
