@@ -23,7 +23,6 @@ venue-days: the corrections sensor reruns exactly the symbol-days a correction t
 """
 
 import warnings
-from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
@@ -36,8 +35,7 @@ from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.partitions import venue_day_of, venue_day_partitions
 from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.orchestration.ticks.venue_day_metadata import venue_day_metadata
-from skewtape_pipeline.ticks.archive.reports_table import read_venue_day_reports
-from skewtape_pipeline.ticks.archive.versions import latest_version
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.fills.snapshot_fills import split_symbol, today_utc
 from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day
 
@@ -132,11 +130,12 @@ def record_tick_archive(
     asset's output: Dagster records a partition whenever the graph's last op succeeds, so
     raising here is what keeps the run's venue-days from showing as materialized."""
     batches = _batches(context)
-    version = committed_version(context, skewtape.archive_dir)
+    tick_archive = archive.open(skewtape)
+    version = committed_version(context, tick_archive)
     problems, files = [], 0
     for key in context.partition_keys:
         venue, day = venue_day_of(key)
-        rows = read_venue_day_reports(skewtape.archive_dir, venue, day)
+        rows = tick_archive.venue_day_reports(venue, day)
         rows = rows.filter(pc.is_in(rows["batch"], value_set=batches))
         context.add_asset_metadata(
             venue_day_metadata(rows, scope=_symbols_of(config, venue))
@@ -160,7 +159,7 @@ def record_tick_archive(
         metadata={
             **problems_metadata(problems),
             **count,
-            "tier_policy": dg.MetadataValue.json(archive.open(skewtape).policy.to_dict()),
+            "tier_policy": dg.MetadataValue.json(tick_archive.policy.to_dict()),
         },
     )
     if problems:
@@ -184,12 +183,12 @@ def _run_ids(context: dg.AssetExecutionContext) -> list[str]:
     return sorted({run.run_id, run.parent_run_id, run.root_run_id} - {None})
 
 
-def committed_version(context: dg.AssetExecutionContext, archive_root: Path) -> int:
+def committed_version(context: dg.AssetExecutionContext, archive: Archive) -> int:
     """The archive version this run's shards committed last: the archive's latest, when it was
     recorded after this run (or the first run it re-executes) started; 0 when it was recorded
     before, i.e. the run changed nothing (runs that write the archive share
     :data:`ARCHIVE_POOL`, so no other run commits meanwhile)."""
-    latest = latest_version(archive_root)
+    latest = archive.latest_version()
     records = [context.instance.get_run_record_by_id(run_id) for run_id in _run_ids(context)]
     starts = [r.start_time for r in records if r is not None and r.start_time is not None]
     if latest is None or not starts or latest.time.timestamp() < min(starts):

@@ -99,6 +99,7 @@ from skewtape_pipeline.ticks.archive.layout import archive_lock
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, Location, archive_state, locate
 from skewtape_pipeline.ticks.archive.policy import COLD, WARM, TierPolicy
 from skewtape_pipeline.ticks.archive.query import VIEW_COLUMNS, open_ticks_view
+from skewtape_pipeline.ticks.archive.reports_table import read_venue_day_reports
 from skewtape_pipeline.ticks.archive.show import SymbolDayStory, show_symbol_day
 from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.version_pruning import (
@@ -109,6 +110,7 @@ from skewtape_pipeline.ticks.archive.version_pruning import (
 from skewtape_pipeline.ticks.archive.versions import (
     AsOf,
     Version,
+    latest_version,
     list_tags,
     list_versions,
     resolve_as_of,
@@ -378,6 +380,15 @@ class Archive:
     def versions(self) -> list[Version]:
         """The kept versions, oldest first."""
         return list_versions(self.root)
+
+    def latest_version(self) -> Version | None:
+        """The latest version (never pruned), None before the first."""
+        return latest_version(self.root)
+
+    def venue_day_reports(self, venue: str, day: date) -> pa.Table:
+        """The reports table's rows of one venue-day (``reports_table.REPORTS_SCHEMA``; an
+        empty table when no run reported it)."""
+        return read_venue_day_reports(self.root, venue, day)
 
     def tags(self) -> dict[str, int]:
         """Every tag and the version it pins (``versions.list_tags``)."""

@@ -30,6 +30,7 @@ from skewtape_pipeline.orchestration.ticks.partitions import (
 from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.orchestration.ticks.venue_day_metadata import venue_day_metadata
 from skewtape_pipeline.orchestration.ticks.venues import register_applied_venues
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.placement import locate
 from skewtape_pipeline.ticks.archive.query import run_query
 from skewtape_pipeline.ticks.archive.reports_table import (
@@ -285,9 +286,7 @@ def test_tick_archive_when_instance_holds_old_symbol_day_partitions_ignores_them
 def test_tick_archive_when_a_symbol_day_reads_back_unequal_fails_and_records_no_partition(
     two_months: dg.Definitions, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
 ):
-    from skewtape_pipeline.orchestration.ticks import archive_asset
-
-    real = archive_asset.read_venue_day_reports
+    real = Archive.venue_day_reports
 
     def one_mismatch(archive, venue, day):  # the shards' read-back found 3 rows differing
         rows = real(archive, venue, day)
@@ -295,7 +294,7 @@ def test_tick_archive_when_a_symbol_day_reads_back_unequal_fails_and_records_no_
         column = rows.schema.get_field_index("read_back_mismatched_rows")
         return rows.set_column(column, rows.schema.field(column), pa.array(mismatched, pa.int64()))
 
-    monkeypatch.setattr(archive_asset, "read_venue_day_reports", one_mismatch)
+    monkeypatch.setattr(Archive, "venue_day_reports", one_mismatch)
     result = run_day(two_months, instance, DAY)
 
     assert not result.success
