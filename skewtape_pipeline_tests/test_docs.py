@@ -314,7 +314,7 @@ def test_cli_reference_when_rendered_holds_every_command_and_option():
             for option in action.option_strings:
                 assert f"`{option}" in section or f", {option}" in section, (name, option)
             if not action.option_strings:
-                assert f"`{action.metavar or action.dest.upper()}`" in section, (name, action.dest)
+                assert f"`{action.metavar or action.dest}`" in section, (name, action.dest)
     page = (DOCS / "reference" / "cli.md").read_text()
     assert reference.MARKER in page
 

@@ -21,22 +21,13 @@ def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
     return dict(group.choices)
 
 
-def _argument(action: argparse.Action) -> str:
-    """One argument as a list item: its spelling, its help, its default where it has one."""
-    if action.option_strings:
-        spelled = ", ".join(action.option_strings)
-        if action.nargs != 0:
-            metavar = action.metavar or action.dest.upper()
-            spelled += " " + (" ".join(metavar) if isinstance(metavar, tuple) else metavar)
-    else:
-        spelled = action.metavar or action.dest.upper()
+def _argument(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
+    """One argument as a list item: spelled as argparse's help spells it, with its help and its
+    default where the help does not say it."""
+    spelled = parser._get_formatter()._format_action_invocation(action)
     text = f"- `{spelled}`"
     if action.help:
         text += f": {action.help}"
-    if action.choices and not action.option_strings:
-        text += f" (one of {', '.join(map(str, action.choices))})"
-    elif action.choices:
-        text += f" (one of: {', '.join(f'`{c}`' for c in action.choices)})"
     if action.required and action.option_strings:
         text += " (required)"
     shown = action.option_strings and action.nargs != 0 and "default" not in (action.help or "")
@@ -52,7 +43,7 @@ def render(parser: argparse.ArgumentParser) -> str:
         sub.formatter_class = lambda prog: argparse.HelpFormatter(prog, width=WIDTH)
         usage = sub.format_usage().strip()
         arguments = [
-            _argument(action)
+            _argument(sub, action)
             for action in sub._actions
             if not isinstance(action, argparse._HelpAction)
         ]
