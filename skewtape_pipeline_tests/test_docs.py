@@ -353,6 +353,22 @@ def test_docs_command_lines_when_checked_use_the_parsers_commands_and_options(pa
                 assert option in allowed, f"{page_id(page)}: {option} in {line}"
 
 
+PATH_SPAN = re.compile(r"`((?:skewtape_pipeline\w*|benchmarks|deploy)/[^`\s]*)`")
+TEST_SPAN = re.compile(r"`((?:\w+/)*test_\w+\.py)`")
+
+
+@pytest.mark.parametrize("page", pages(), ids=page_id)
+def test_docs_paths_when_named_exist(page: Path):
+    """Every repository path a page names in code (``benchmarks/fetch.py``), and every test file
+    it names relative to the tests' folder (``mirror/test_fetch.py``), is there."""
+    text = page.read_text()
+    for path in PATH_SPAN.findall(text):
+        assert (REPO / path).exists(), f"{page_id(page)}: {path}"
+    tests = REPO / "skewtape_pipeline_tests"
+    for path in TEST_SPAN.findall(text):
+        assert (tests / path).exists() or (REPO / path).exists(), f"{page_id(page)}: {path}"
+
+
 # --- the README's size and links ----------------------------------------------------------------
 
 
