@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export SKEWTAPE_HOME ?= $(CURDIR)/data
 UI_PORT ?= 3000
 
-.PHONY: venv demo test lint format ui bench clean postgres-binaries reflink-filesystem instance nginx
+.PHONY: venv demo test docs lint format ui bench clean postgres-binaries reflink-filesystem instance nginx
 
 $(VENV)/.installed: pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; set PYTHON=/path/to/python3.11"; exit 1; }
@@ -19,6 +19,15 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 venv: $(VENV)/.installed
+
+$(VENV)/.docs-installed: $(VENV)/.installed
+	$(PY) -m pip install --progress-bar off -e '.[docs]'
+	touch $@
+
+# The documentation site in ./site: strict, so a broken link or anchor, a page missing from the
+# navigation or a docstring griffe cannot read fails the build.
+docs: $(VENV)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # The Dagster instance of the data root, which the demo records into and `make ui` opens.
 instance:
@@ -84,4 +93,4 @@ bench:
 	$(MAKE) -C benchmarks bench
 
 clean:
-	rm -rf $(VENV) data .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) data site .pytest_cache .ruff_cache .hypothesis

@@ -104,6 +104,10 @@ def publish_sample(
 ) -> SampleSummary:
     """Write a sample history and its chain of deltas under ``root``.
 
+    Everything is built in a work folder inside ``root`` and moved into place at the end, so
+    a failure leaves no history or deltas behind; work folders left by a killed run are
+    removed first. Not safe to run twice at once on the same root.
+
     Parameters
     ----------
     root
@@ -118,10 +122,6 @@ def publish_sample(
         Trades per venue and month (at least 100).
     snapshots_dir
         When given, every month's full sealed snapshot is kept as ``<snapshots_dir>/<month>/``.
-
-    Everything is built in a work folder inside ``root`` and moved into place at the end, so
-    a failure leaves no history or deltas behind; work folders left by a killed run are
-    removed first. Not safe to run twice at once on the same root.
 
     Raises
     ------

@@ -2,11 +2,11 @@
 Spark, DuckDB, pyarrow and polars, gives the same column types in every tier and exactly the
 ticks that went in.
 
-Each reader reads a tier root the way the README says: Spark ``spark.read.parquet(root)``,
+Each reader reads a tier root the way the docs say: Spark ``spark.read.parquet(root)``,
 DuckDB ``read_parquet('<root>/**/*.parquet', hive_partitioning = true)``, polars
 ``scan_parquet('<root>/**/*.parquet', hive_partitioning=True)``, pyarrow
 ``ds.dataset(root, partitioning=HIVE_PARTITIONING)`` (pyarrow cannot infer a date from a folder
-name, so the README gives the partitioning's types).
+name, so the docs give the partitioning's types).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ HIVE_PARTITIONING = ds.partitioning(
     ),
     flavor="hive",
 )
-"""What the README tells pyarrow users to pass for the hot tier (folder names carry no type)."""
+"""What the docs tell pyarrow users to pass for the hot tier (folder names carry no type)."""
 
 
 def _ticks(sizes: str) -> list[tuple[str, date, int, str, str, str]]:
@@ -69,7 +69,7 @@ QUANTITY_TYPES = {
                 "polars": "Decimal(precision=18, scale=3)"},
     "whole": {"spark": "bigint", "duckdb": "BIGINT", "pyarrow": "int64", "polars": "Int64"},
 }  # fmt: skip
-"""The quantity type each reader sees (the README's table): INT64 at scale 0, else DECIMAL."""
+"""The quantity type each reader sees (the docs' table): INT64 at scale 0, else DECIMAL."""
 
 
 @pytest.fixture(scope="module", params=sorted(QUANTITY_TYPES))
