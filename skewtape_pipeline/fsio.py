@@ -18,6 +18,7 @@ import fcntl
 import itertools
 import json
 import os
+import re
 import shutil
 import socket
 import sys
@@ -422,30 +423,79 @@ def read_state_bytes(path: Path) -> bytes | None:
 # --- JSON ------------------------------------------------------------------------------------
 
 
+JSON_MAX_BYTES = 256 << 20
+"""The largest JSON text :func:`load_json` parses (a manifest of a million files is ~200 MB)."""
+JSON_MAX_DEPTH = 64
+"""The deepest nesting of arrays and objects :func:`load_json` parses (the package's own files
+nest 4 levels at most): a file nested deeper is refused before the parser meets it, so no
+input, however deep, reaches Python's recursion limit."""
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEPS = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+_DEPTH_STEPS = [_STEPS.get(b, 0) for b in range(256)]
+
+
+def json_depth(data: bytes) -> int:
+    """The deepest nesting of arrays and objects in the JSON text ``data`` (brackets inside
+    strings do not count), found without parsing it. :func:`load_json` first counts every
+    bracket (strings included: fast), and only when that passes the limit this exact count."""
+    return _bracket_depth(_JSON_STRING.sub(b"", data))
+
+
+def _bracket_depth(data: bytes) -> int:
+    brackets = data.translate(None, _NOT_BRACKETS)
+    return max(itertools.accumulate(map(_DEPTH_STEPS.__getitem__, brackets)), default=0)
+
+
 def load_json(
     data: bytes | str,
     source: Path | str,
     *,
     line: int | None = None,
     error: Callable[[str], Exception] | type[MalformedJsonError] = MalformedJsonError,
+    max_bytes: int = JSON_MAX_BYTES,
+    max_depth: int = JSON_MAX_DEPTH,
 ) -> Any:
     """The JSON value in ``data``, read from ``source`` (its ``line``, for a JSON-lines file).
 
-    The one place the package parses JSON. Anything that does not parse (bad syntax, bytes that
-    are not UTF-8, nesting too deep for the parser) raises ``error(message)`` (by default
-    :class:`~skewtape_pipeline.errors.MalformedJsonError`), the message naming ``source`` (and
-    ``line``) and what is wrong; never a RecursionError.
+    The one place the package parses JSON: every JSON text from outside (manifests, publisher
+    files, records read back, markers, locks) goes through it, with two limits checked before
+    the parser runs: at most ``max_bytes`` bytes and ``max_depth`` levels of nesting. Anything
+    past them or that does not parse (bad syntax, bytes that are not UTF-8) raises
+    ``error(message)`` (by default :class:`~skewtape_pipeline.errors.MalformedJsonError`), the
+    message naming ``source`` (and ``line``) and what is wrong; never a RecursionError.
     """
-    try:
-        return json.loads(data)
-    except RecursionError:
-        reason = "nested too deep to parse"
-    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
-        reason = str(exc)
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+    reason = None
+    if len(raw) > max_bytes:
+        reason = f"{len(raw)} bytes; at most {max_bytes} are read"
+    elif _bracket_depth(raw) > max_depth and (depth := json_depth(raw)) > max_depth:
+        reason = f"nested too deep to parse: {depth} levels; at most {max_depth}"
+    else:
+        try:
+            return json.loads(raw)
+        except RecursionError:
+            reason = "nested too deep to parse"
+        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+            reason = str(exc)
     malformed = MalformedJsonError(source, reason, line=line)
     if error is MalformedJsonError:
         raise malformed
     raise error(str(malformed))
+
+
+def read_json_file(
+    path: Path,
+    *,
+    error: Callable[[str], Exception] | type[MalformedJsonError] = MalformedJsonError,
+    max_bytes: int = JSON_MAX_BYTES,
+) -> Any:
+    """The JSON value of the file ``path`` through :func:`load_json`, reading at most
+    ``max_bytes`` + 1 bytes of it (a larger file is refused without being read whole).
+    OSError as the file system raises it."""
+    with open(path, "rb") as handle:
+        data = handle.read(max_bytes + 1)
+    return load_json(data, path, error=error, max_bytes=max_bytes)
 
 
 # --- the exclusive lock ----------------------------------------------------------------------

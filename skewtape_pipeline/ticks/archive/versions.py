@@ -556,7 +556,7 @@ def _manifest_header(archive_root: Path, digest: str) -> tuple[str, int]:
     path = manifest_path(Path(archive_root), digest)
     try:
         metadata = pq.read_schema(path).metadata or {}
-        base, depth = json.loads(metadata[_BASE_KEY.encode()])
+        base, depth = fsio.load_json(metadata[_BASE_KEY.encode()], path, error=VersionError)
     except (OSError, pa.ArrowException, KeyError, ValueError, TypeError) as exc:
         raise VersionError(f"{path}: a version's manifest: {exc!r}") from None
     return base, depth
