@@ -53,6 +53,7 @@ from skewtape_pipeline.fsio import (
     atomic_write_bytes,
     fsync_dir,
     load_json,
+    naming,
     open_state_file,
     read_state_bytes,
 )
@@ -189,8 +190,9 @@ class AuditLog:
             if recorded is not None:
                 _check_log_holds_head(fd, size, recorded, self.path, head_path)
             lines, seq, sha = _chain_lines(fd, _find_last_record(fd, size), bodies)
-            _write_all(fd, lines)
-            os.fsync(fd)
+            with naming(self.path, self.path):  # a full disk names the log
+                _write_all(fd, lines)
+                os.fsync(fd)
             if size == 0:
                 fsync_dir(self.path.parent)
             _move_head(fd, head_path, recorded, seq=seq, sha256=sha, end=size + len(lines))

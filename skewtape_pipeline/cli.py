@@ -524,7 +524,7 @@ def cmd_remove_days(args: argparse.Namespace) -> None:
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
     keys = [(symbol, _parse_day(day, option="--day")) for symbol, day in args.day]
-    _check_symbol_days_archived(archive.root, keys)
+    _check_symbol_days_archived(archive.tiers, keys)
     removals = archive.remove(keys)
     rows = [
         {
@@ -561,12 +561,17 @@ def cmd_rebuild_catalog(args: argparse.Namespace) -> None:
     )
 
 
-def _check_symbol_days_archived(archive: Path, keys: Sequence[tuple[str, date]]) -> None:
+def _check_symbol_days_archived(tiers: Any, keys: Sequence[tuple[str, date]]) -> None:
     """ConfigError naming the first symbol-day that has neither a hot file nor a catalogued
-    copy in ``archive`` (a mistyped symbol or day), before anything is removed."""
+    copy in the archive of ``tiers`` (a mistyped symbol or day), before anything is removed;
+    first CatalogMismatchError when the catalog is gone while consolidated files are on disk
+    (the catalog is to blame then, not the day)."""
     from skewtape_pipeline.ticks.archive.catalog import read_catalog
+    from skewtape_pipeline.ticks.archive.integrity import check_catalog_present
     from skewtape_pipeline.ticks.archive.layout import partition_file
 
+    check_catalog_present(tiers)
+    archive = tiers.root
     catalogued = read_catalog(archive).partitions
     for symbol, day in keys:
         if (symbol, day) not in catalogued and not partition_file(archive, symbol, day).exists():

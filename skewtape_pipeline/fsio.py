@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from skewtape_pipeline.errors import (
+    DiskFullError,
     LinkedStateFileError,
     LockHeldError,
     MalformedJsonError,
@@ -216,15 +217,47 @@ def _create_temp(temp: Path) -> int:
 @contextlib.contextmanager
 def naming(target: Path, temp: Path) -> Iterator[None]:
     """Re-raise an OSError that names no file (pyarrow's ``Error writing bytes to file`` on a
-    full disk), or only our temporary file, as naming ``target``."""
+    full disk), or our temporary file (a copy's error names its source first, then the
+    temporary it was writing), as naming ``target``."""
     try:
         yield
     except OSError as exc:
         if isinstance(exc, SkewtapeError) or exc.errno is None:
             raise
-        if exc.filename is not None and Path(exc.filename) != temp:
+        ours = exc.filename is None or temp in (Path(exc.filename), Path(exc.filename2 or ""))
+        if not ours:
             raise
         raise OSError(exc.errno, exc.strerror, str(target)) from exc
+
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+"""The errors of a full disk (or quota): never retried, the command stops at once."""
+
+
+def is_disk_full(exc: OSError) -> bool:
+    """True for the error of a full disk or quota (DuckDB's, which carries no errno, by its
+    words)."""
+    return exc.errno in DISK_FULL or "no space left on device" in str(exc).lower()
+
+
+@contextlib.contextmanager
+def stop_when_disk_full(folder: Path, doing: str) -> Iterator[None]:
+    """Re-raise the error of a full disk inside the block as one
+    :class:`~skewtape_pipeline.errors.DiskFullError` naming ``folder``, what the command was
+    ``doing`` and the file it was writing (when the error names one), never a bare ``[Errno
+    28]``; other errors pass as they are."""
+    try:
+        yield
+    except OSError as exc:
+        if isinstance(exc, DiskFullError) or not is_disk_full(exc):
+            raise
+        detail = exc.filename or (str(exc) if isinstance(exc, SkewtapeError) else None)
+        writing = f", writing {detail}" if detail else ""
+        raise DiskFullError(
+            f"{folder}: no space left on the device while {doing}{writing}; stopped at once "
+            "(nothing half-written is published): free space, then run the command again to "
+            "finish or start over"
+        ) from None
 
 
 def atomic_copy(source: Path, target: Path) -> None:
@@ -243,27 +276,36 @@ FICLONE = 0x40049409
 _NO_CLONE = (errno.EOPNOTSUPP, errno.ENOTTY, errno.EXDEV, errno.EINVAL, errno.ENOSYS)
 
 
-def atomic_clone_link_or_copy(source: Path, target: Path) -> str:
+def atomic_clone_link_or_copy(source: Path, target: Path, *, link: bool = True) -> str:
     """Make ``target`` hold ``source``'s bytes, atomically, sharing what the file system can.
 
     Where it clones files (XFS, Btrfs: ``FICLONE``), ``target`` is a copy-on-write clone: its
     own inode, so a later write to ``source`` never reaches it. Elsewhere a hard link (the same
-    inode as ``source``), and across file systems a copy. Returns :data:`CLONED`,
+    inode as ``source``; never without ``link``), and across file systems (or without ``link``)
+    a copy. A clone or a copy keeps ``source``'s modification time, as a link does (so a hash
+    taken of it is not one of a file written a moment ago). Returns :data:`CLONED`,
     :data:`LINKED` or :data:`COPIED`. An existing ``target`` is replaced by rename, never
     written through, so files sharing its inode are safe.
     """
     target.parent.mkdir(parents=True, exist_ok=True)
     temp = temp_path_for(target)
+    times = os.stat(source)
     with naming(target, temp):  # an ioctl's error names no file
         cloned = _clone(source, temp)
     if cloned:
+        os.utime(temp, ns=(times.st_atime_ns, times.st_mtime_ns))
         publish(temp, target)
         return CLONED
     temp.unlink(missing_ok=True)  # a stale temp, or a link planted at its name
-    if try_link(source, temp):
+    if link and try_link(source, temp):
         publish(temp, target)
         return LINKED
-    atomic_copy(source, target)
+
+    def copy(temp: Path) -> None:
+        shutil.copyfile(source, temp)
+        os.utime(temp, ns=(times.st_atime_ns, times.st_mtime_ns))
+
+    atomic_write_with(target, copy)
     return COPIED
 
 
@@ -547,8 +589,9 @@ def exclusive_lock(
             break
         os.close(fd)  # its holder removed it: lock the file the path names now
     try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, _holder_record(what), 0)
+        with naming(lock_file, lock_file):  # a full disk names the lock file
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, _holder_record(what), 0)
         yield
     finally:
         os.close(fd)

@@ -214,7 +214,8 @@ class Archive:
     ) -> list[TickStorageCompactionReport]:
         """Every symbol-day of ``source`` into the archive, encoded as ``encoding`` says, the
         run going as ``run`` says (``compact.compact_source``)."""
-        with self.writing():
+        doing = "compacting ticks into it"
+        with fsio.stop_when_disk_full(self.root, doing), self.writing():
             return compact.compact_source(self, source, as_of=as_of, encoding=encoding, run=run)
 
     def compact_symbol_day(

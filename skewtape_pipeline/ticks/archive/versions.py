@@ -229,7 +229,7 @@ def _append_index(root: Path, count: int, time_ns: int) -> None:
     """Append the entry of version ``count + 1`` (a partial entry left by a crash is cut off)."""
     index = versions_dir(root) / INDEX_FILE
     fd = fsio.open_state_file(index, os.O_RDWR | os.O_CREAT)
-    with open(fd, "r+b") as handle:
+    with fsio.naming(index, index), open(fd, "r+b") as handle:  # a full disk names the index
         handle.truncate(count * _ENTRY.size)
         handle.seek(count * _ENTRY.size)
         handle.write(_ENTRY.pack(time_ns))
@@ -422,7 +422,13 @@ def _rel(root: Path, hot: HotFile) -> str:
 def _keep_hot(root: Path, hot: HotFile, record: FileRecord | None) -> HotEntry:
     """Keep ``hot`` under its content name (a hard link; a copy where links fail) unless it is
     kept already; its manifest entry. The file is hashed only when no link of it is found
-    under the name its ``record`` gives (the same inode)."""
+    under the name its ``record`` gives (the same inode).
+
+    A kept file that is a link shares the hot file's bytes, so damage written into the hot
+    file in place damages it too. The repair is to compact the symbol-day again: the new hot
+    file (same ticks, same bytes, a new inode) then finds its content name taken by a file
+    that no longer holds those bytes, and replaces it by a link to itself, which restores the
+    copy every version that reads it (``verify-archive`` names them and this repair)."""
     if record is not None:
         entry = HotEntry(hot.symbol, hot.day, record.sha256, record.size)
         try:
@@ -432,7 +438,7 @@ def _keep_hot(root: Path, hot: HotFile, record: FileRecord | None) -> HotEntry:
             pass
     entry = HotEntry(hot.symbol, hot.day, sha256_file(hot.path), hot.stamp.size)
     blob = hot_blob(root, entry)
-    if not blob.exists():
+    if not _holds(blob, entry, hot):
         blob.parent.mkdir(parents=True, exist_ok=True)
         temp = fsio.temp_path_for(blob)
         try:
@@ -442,6 +448,19 @@ def _keep_hot(root: Path, hot: HotFile, record: FileRecord | None) -> HotEntry:
         os.replace(temp, blob)
         fsio.fsync_dir(blob.parent)
     return entry
+
+
+def _holds(blob: Path, entry: HotEntry, hot: HotFile) -> bool:
+    """True when the kept file ``blob`` exists and holds ``entry``'s bytes: the hot file itself
+    (a link to it), or the size and sha256 its name records (read only when it is another
+    file of that size: a copy, or a link to a hot file since replaced)."""
+    try:
+        found = blob.stat()
+    except FileNotFoundError:
+        return False
+    if (found.st_dev, found.st_ino) == (hot.stamp.device, hot.stamp.inode):
+        return True
+    return found.st_size == entry.size and sha256_file(blob) == entry.sha256
 
 
 def _write_manifest(
