@@ -426,9 +426,11 @@ def _keep_hot(root: Path, hot: HotFile, record: FileRecord | None) -> HotEntry:
 
     A kept file that is a link shares the hot file's bytes, so damage written into the hot
     file in place damages it too. The repair is to compact the symbol-day again: the new hot
-    file (same ticks, same bytes, a new inode) then finds its content name taken by a file
-    that no longer holds those bytes, and replaces it by a link to itself, which restores the
-    copy every version that reads it (``verify-archive`` names them and this repair)."""
+    file (same ticks, same bytes, a new inode) finds its content name held by another file,
+    and, its own bytes just hashed to that name, replaces it by a link to itself, which
+    restores the copy every version that reads it (``verify-archive`` names them and this
+    repair) and lets the next version find the link at once. Where links fail, the kept copy
+    is replaced only when it no longer holds the bytes its name records."""
     if record is not None:
         entry = HotEntry(hot.symbol, hot.day, record.sha256, record.size)
         try:
@@ -438,29 +440,38 @@ def _keep_hot(root: Path, hot: HotFile, record: FileRecord | None) -> HotEntry:
             pass
     entry = HotEntry(hot.symbol, hot.day, sha256_file(hot.path), hot.stamp.size)
     blob = hot_blob(root, entry)
-    if not _holds(blob, entry, hot):
-        blob.parent.mkdir(parents=True, exist_ok=True)
-        temp = fsio.temp_path_for(blob)
-        try:
-            os.link(hot.path, temp)
-        except OSError:
-            shutil.copyfile(hot.path, temp)
-        os.replace(temp, blob)
-        fsio.fsync_dir(blob.parent)
+    if _is_file(blob, hot.stamp):
+        return entry
+    blob.parent.mkdir(parents=True, exist_ok=True)
+    temp = fsio.temp_path_for(blob)
+    temp.unlink(missing_ok=True)
+    try:
+        os.link(hot.path, temp)
+    except OSError:
+        if _holds(blob, entry):
+            return entry
+        shutil.copyfile(hot.path, temp)
+    os.replace(temp, blob)
+    fsio.fsync_dir(blob.parent)
     return entry
 
 
-def _holds(blob: Path, entry: HotEntry, hot: HotFile) -> bool:
-    """True when the kept file ``blob`` exists and holds ``entry``'s bytes: the hot file itself
-    (a link to it), or the size and sha256 its name records (read only when it is another
-    file of that size: a copy, or a link to a hot file since replaced)."""
+def _is_file(path: Path, stamp: FileStamp) -> bool:
+    """True when ``path`` is the file of ``stamp`` (the same inode)."""
     try:
-        found = blob.stat()
+        found = path.stat()
     except FileNotFoundError:
         return False
-    if (found.st_dev, found.st_ino) == (hot.stamp.device, hot.stamp.inode):
-        return True
-    return found.st_size == entry.size and sha256_file(blob) == entry.sha256
+    return (found.st_dev, found.st_ino) == (stamp.device, stamp.inode)
+
+
+def _holds(blob: Path, entry: HotEntry) -> bool:
+    """True when the kept copy ``blob`` exists with the size and sha256 its name records."""
+    try:
+        size = blob.stat().st_size
+    except FileNotFoundError:
+        return False
+    return size == entry.size and sha256_file(blob) == entry.sha256
 
 
 def _write_manifest(
