@@ -53,6 +53,7 @@ from skewtape_pipeline.fsio import (
     atomic_write_bytes,
     fsync_dir,
     load_json,
+    naming,
     open_state_file,
     read_state_bytes,
 )
@@ -189,8 +190,9 @@ class AuditLog:
             if recorded is not None:
                 _check_log_holds_head(fd, size, recorded, self.path, head_path)
             lines, seq, sha = _chain_lines(fd, _find_last_record(fd, size), bodies)
-            _write_all(fd, lines)
-            os.fsync(fd)
+            with naming(self.path, self.path):  # a full disk names the log
+                _write_all(fd, lines)
+                os.fsync(fd)
             if size == 0:
                 fsync_dir(self.path.parent)
             _move_head(fd, head_path, recorded, seq=seq, sha256=sha, end=size + len(lines))
@@ -207,12 +209,53 @@ class AuditLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         return open_state_file(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
 
+    def repair_head(self) -> bool:
+        """Give a log without a head its head again, and remove the head's stale temporaries
+        (``.<log>.head.*.skewtape-tmp``, left by a process killed while writing the head).
+
+        A writer killed after its records were committed but before the head was written
+        leaves the log without one, and its rerun may have nothing to append (the work was
+        done): every writer calls this first (:meth:`check_appendable` does), so that the
+        head is back after any rerun. The head is written only when the whole chain verifies
+        (a torn tail after the last record is allowed; the head names that record). Under the
+        log's exclusive lock, like every head update; a log absent, empty, or holding a head
+        already is left alone. Returns True when a head was written.
+
+        Raises LinkedStateFileError when the log or its head is a symbolic link.
+        """
+        head_path = audit_head_path(self.path)
+        try:
+            fd = open_state_file(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return False
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return False
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            _remove_head_temps(head_path)
+            size = os.fstat(fd).st_size
+            if size == 0 or ChainHead.read(head_path) is not None:
+                return False
+            try:
+                _ChainChecker(self.path, os.pread(fd, size, 0)).run(allow_torn_tail=True)
+            except AuditLogError:
+                return False  # not ours to mend: audit-verify names the break
+            last = _find_last_record(fd, size)
+            if last.seq == 0:
+                return False
+            _move_head(fd, head_path, None, seq=last.seq, sha256=last.sha256, end=last.tail_start)
+            return ChainHead.read(head_path) is not None
+        finally:
+            os.close(fd)  # releases the lock
+
     def check_appendable(self) -> None:
-        """Refuse now, writing nothing, what would make :meth:`append` refuse: the log or its
-        head a symbolic link (LinkedStateFileError), a damaged head, a log its head no longer
-        matches (truncated, rewritten or removed) or a log that is not a regular file
-        (AuditLogError). An operation that must not be refused past its commit point calls it
-        before committing."""
+        """Refuse now, writing nothing but a missing head (:meth:`repair_head`), what would
+        make :meth:`append` refuse: the log or its head a symbolic link
+        (LinkedStateFileError), a damaged head, a log its head no longer matches (truncated,
+        rewritten or removed) or a log that is not a regular file (AuditLogError). An
+        operation that must not be refused past its commit point calls it before committing;
+        every writer calls it when it starts."""
+        self.repair_head()
         head_path = audit_head_path(self.path)
         recorded = ChainHead.read(head_path)
         try:
@@ -286,10 +329,17 @@ def _move_head(
     else:
         line = recorded.line + _count_newlines(fd, recorded.end, end)
     with contextlib.suppress(OSError):
-        for entry in os.scandir(head_path.parent):  # left by a crash while writing the head
+        _remove_head_temps(head_path)
+        atomic_write_bytes(head_path, ChainHead(seq, sha256, line, end).to_json())
+
+
+def _remove_head_temps(head_path: Path) -> None:
+    """Remove the temporaries of ``head_path`` a crash left while writing it; call it under
+    the log's exclusive lock (no other head write is then under way)."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(head_path.parent):
             if entry.name.startswith(f".{head_path.name}.") and entry.name.endswith(TEMP_MARKER):
                 Path(entry.path).unlink(missing_ok=True)
-        atomic_write_bytes(head_path, ChainHead(seq, sha256, line, end).to_json())
 
 
 def _count_newlines(fd: int, start: int, stop: int) -> int:

@@ -226,6 +226,7 @@ def cmd_sample(args: argparse.Namespace) -> None:
 
 
 def cmd_diff(args: argparse.Namespace) -> None:
+    from skewtape_pipeline.fsio import load_json
     from skewtape_pipeline.mirror.diff import build_delta
 
     manifest = build_delta(Path(args.parent), Path(args.next), Path(args.out))
@@ -235,7 +236,7 @@ def cmd_diff(args: argparse.Namespace) -> None:
     summary = ", ".join(f"{op} {n}" for op, n in sorted(counts.items()))
     _print_result(
         args,
-        json.loads(manifest.to_json()),
+        load_json(manifest.to_json(), Path(args.out) / "manifest.json"),
         f"{args.out}: {manifest.parent.bundle_id} -> {manifest.next.bundle_id} ({summary})",
     )
 
@@ -523,7 +524,7 @@ def cmd_remove_days(args: argparse.Namespace) -> None:
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
     keys = [(symbol, _parse_day(day, option="--day")) for symbol, day in args.day]
-    _check_symbol_days_archived(archive.root, keys)
+    _check_symbol_days_archived(archive.tiers, keys)
     removals = archive.remove(keys)
     rows = [
         {
@@ -560,12 +561,17 @@ def cmd_rebuild_catalog(args: argparse.Namespace) -> None:
     )
 
 
-def _check_symbol_days_archived(archive: Path, keys: Sequence[tuple[str, date]]) -> None:
+def _check_symbol_days_archived(tiers: Any, keys: Sequence[tuple[str, date]]) -> None:
     """ConfigError naming the first symbol-day that has neither a hot file nor a catalogued
-    copy in ``archive`` (a mistyped symbol or day), before anything is removed."""
+    copy in the archive of ``tiers`` (a mistyped symbol or day), before anything is removed;
+    first CatalogMismatchError when the catalog is gone while consolidated files are on disk
+    (the catalog is to blame then, not the day)."""
     from skewtape_pipeline.ticks.archive.catalog import read_catalog
+    from skewtape_pipeline.ticks.archive.integrity import check_catalog_present
     from skewtape_pipeline.ticks.archive.layout import partition_file
 
+    check_catalog_present(tiers)
+    archive = tiers.root
     catalogued = read_catalog(archive).partitions
     for symbol, day in keys:
         if (symbol, day) not in catalogued and not partition_file(archive, symbol, day).exists():
@@ -707,8 +713,17 @@ def _add_archive_options(parser: argparse.ArgumentParser, *, writes: bool) -> No
         parser.add_argument("--wait", type=float, default=0.0, metavar="SECONDS", help=ARCHIVE_WAIT)
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors name any URL argument redacted."""
+
+    def error(self, message: str):  # type: ignore[override]
+        from skewtape_pipeline.locations import redact_urls
+
+        super().error(redact_urls(message))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="skewtape-pipeline", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="skewtape-pipeline", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, handler: Callable[[argparse.Namespace], None], help_text: str):
@@ -946,18 +961,54 @@ def one_line(message: str) -> str:
     return "; ".join(line for line in lines if line and set(line) != {"^"})
 
 
+NOT_PATHS = frozenset({"source", "sql", "handler", "command"})
+"""The arguments that are no local path (or plain word): the publisher, which
+``mirror.sources.open_source`` reads, and ``query``'s SQL."""
+INTERRUPTED = "interrupted; run again to resume"
+"""The one line Ctrl-C prints (exit 130): every command resumes or redoes on its next run."""
+EXIT_INTERRUPTED = 130
+
+
+def refuse_url_arguments(args: argparse.Namespace) -> None:
+    """Refuse (ConfigError) an argument other than the source and the SQL that is a
+    ``scheme://`` URL (a folder, a file, a month or a name given as one): it would be taken for
+    a relative path and its words echoed; the message names it redacted
+    (:mod:`skewtape_pipeline.locations`)."""
+    from skewtape_pipeline.locations import refuse_url
+
+    for name, value in vars(args).items():
+        if name in NOT_PATHS:
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            for text in item if isinstance(item, list) else [item]:
+                if isinstance(text, str):
+                    refuse_url(text, name.replace("_", "-"), "a local path")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    """Run the command line; returns the exit code (130 on Ctrl-C, after one line)."""
     try:
+        args = build_parser().parse_args(argv)
+        refuse_url_arguments(args)
         args.handler(args)
+    except KeyboardInterrupt:
+        print(INTERRUPTED, file=sys.stderr)
+        return EXIT_INTERRUPTED
     except OSError as exc:  # before SkewtapeError: a StorageError is an OS error
-        print(f"error: {one_line(str(exc))}", file=sys.stderr)
+        print(f"error: {error_line(exc)}", file=sys.stderr)
         return 1
     except SkewtapeError as exc:
-        print(f"error: {one_line(str(exc))}", file=sys.stderr)
+        print(f"error: {error_line(exc)}", file=sys.stderr)
         return 2
     return 0
+
+
+def error_line(exc: BaseException) -> str:
+    """The one line an error prints: its message on one line, any URL in it redacted (the
+    messages name sources redacted already; a library's own words might not)."""
+    from skewtape_pipeline.locations import redact_urls
+
+    return redact_urls(one_line(str(exc)))
 
 
 if __name__ == "__main__":

@@ -133,6 +133,12 @@ class StorageError(SkewtapeError, OSError):
     not raise an :class:`OSError` itself (DuckDB); names the file. An OS error: the CLI exits 1."""
 
 
+class DiskFullError(StorageError):
+    """The disk filled up (no space left on the device, or the quota) while a command was
+    writing: it stopped at once, naming the folder and what it was writing; what it had not
+    finished was not published (a rerun once there is space resumes or starts over)."""
+
+
 class WrongFolderError(SkewtapeError):
     """A folder given as a snapshot, a delta, a history folder or a deltas folder is another of
     these (arguments swapped, a month's folder for the folder of months, or the reverse); the

@@ -18,6 +18,7 @@ import fcntl
 import itertools
 import json
 import os
+import re
 import shutil
 import socket
 import sys
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from skewtape_pipeline.errors import (
+    DiskFullError,
     LinkedStateFileError,
     LockHeldError,
     MalformedJsonError,
@@ -215,15 +217,47 @@ def _create_temp(temp: Path) -> int:
 @contextlib.contextmanager
 def naming(target: Path, temp: Path) -> Iterator[None]:
     """Re-raise an OSError that names no file (pyarrow's ``Error writing bytes to file`` on a
-    full disk), or only our temporary file, as naming ``target``."""
+    full disk), or our temporary file (a copy's error names its source first, then the
+    temporary it was writing), as naming ``target``."""
     try:
         yield
     except OSError as exc:
         if isinstance(exc, SkewtapeError) or exc.errno is None:
             raise
-        if exc.filename is not None and Path(exc.filename) != temp:
+        ours = exc.filename is None or temp in (Path(exc.filename), Path(exc.filename2 or ""))
+        if not ours:
             raise
         raise OSError(exc.errno, exc.strerror, str(target)) from exc
+
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+"""The errors of a full disk (or quota): never retried, the command stops at once."""
+
+
+def is_disk_full(exc: OSError) -> bool:
+    """True for the error of a full disk or quota (DuckDB's, which carries no errno, by its
+    words)."""
+    return exc.errno in DISK_FULL or "no space left on device" in str(exc).lower()
+
+
+@contextlib.contextmanager
+def stop_when_disk_full(folder: Path, doing: str) -> Iterator[None]:
+    """Re-raise the error of a full disk inside the block as one
+    :class:`~skewtape_pipeline.errors.DiskFullError` naming ``folder``, what the command was
+    ``doing`` and the file it was writing (when the error names one), never a bare ``[Errno
+    28]``; other errors pass as they are."""
+    try:
+        yield
+    except OSError as exc:
+        if isinstance(exc, DiskFullError) or not is_disk_full(exc):
+            raise
+        detail = exc.filename or (str(exc) if isinstance(exc, SkewtapeError) else None)
+        writing = f", writing {detail}" if detail else ""
+        raise DiskFullError(
+            f"{folder}: no space left on the device while {doing}{writing}; stopped at once "
+            "(nothing half-written is published): free space, then run the command again to "
+            "finish or start over"
+        ) from None
 
 
 def atomic_copy(source: Path, target: Path) -> None:
@@ -242,27 +276,36 @@ FICLONE = 0x40049409
 _NO_CLONE = (errno.EOPNOTSUPP, errno.ENOTTY, errno.EXDEV, errno.EINVAL, errno.ENOSYS)
 
 
-def atomic_clone_link_or_copy(source: Path, target: Path) -> str:
+def atomic_clone_link_or_copy(source: Path, target: Path, *, link: bool = True) -> str:
     """Make ``target`` hold ``source``'s bytes, atomically, sharing what the file system can.
 
     Where it clones files (XFS, Btrfs: ``FICLONE``), ``target`` is a copy-on-write clone: its
     own inode, so a later write to ``source`` never reaches it. Elsewhere a hard link (the same
-    inode as ``source``), and across file systems a copy. Returns :data:`CLONED`,
+    inode as ``source``; never without ``link``), and across file systems (or without ``link``)
+    a copy. A clone or a copy keeps ``source``'s modification time, as a link does (so a hash
+    taken of it is not one of a file written a moment ago). Returns :data:`CLONED`,
     :data:`LINKED` or :data:`COPIED`. An existing ``target`` is replaced by rename, never
     written through, so files sharing its inode are safe.
     """
     target.parent.mkdir(parents=True, exist_ok=True)
     temp = temp_path_for(target)
+    times = os.stat(source)
     with naming(target, temp):  # an ioctl's error names no file
         cloned = _clone(source, temp)
     if cloned:
+        os.utime(temp, ns=(times.st_atime_ns, times.st_mtime_ns))
         publish(temp, target)
         return CLONED
     temp.unlink(missing_ok=True)  # a stale temp, or a link planted at its name
-    if try_link(source, temp):
+    if link and try_link(source, temp):
         publish(temp, target)
         return LINKED
-    atomic_copy(source, target)
+
+    def copy(temp: Path) -> None:
+        shutil.copyfile(source, temp)
+        os.utime(temp, ns=(times.st_atime_ns, times.st_mtime_ns))
+
+    atomic_write_with(target, copy)
     return COPIED
 
 
@@ -422,30 +465,79 @@ def read_state_bytes(path: Path) -> bytes | None:
 # --- JSON ------------------------------------------------------------------------------------
 
 
+JSON_MAX_BYTES = 256 << 20
+"""The largest JSON text :func:`load_json` parses (a manifest of a million files is ~200 MB)."""
+JSON_MAX_DEPTH = 64
+"""The deepest nesting of arrays and objects :func:`load_json` parses (the package's own files
+nest 4 levels at most): a file nested deeper is refused before the parser meets it, so no
+input, however deep, reaches Python's recursion limit."""
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEPS = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+_DEPTH_STEPS = [_STEPS.get(b, 0) for b in range(256)]
+
+
+def json_depth(data: bytes) -> int:
+    """The deepest nesting of arrays and objects in the JSON text ``data`` (brackets inside
+    strings do not count), found without parsing it. :func:`load_json` first counts every
+    bracket (strings included: fast), and only when that passes the limit this exact count."""
+    return _bracket_depth(_JSON_STRING.sub(b"", data))
+
+
+def _bracket_depth(data: bytes) -> int:
+    brackets = data.translate(None, _NOT_BRACKETS)
+    return max(itertools.accumulate(map(_DEPTH_STEPS.__getitem__, brackets)), default=0)
+
+
 def load_json(
     data: bytes | str,
     source: Path | str,
     *,
     line: int | None = None,
     error: Callable[[str], Exception] | type[MalformedJsonError] = MalformedJsonError,
+    max_bytes: int = JSON_MAX_BYTES,
+    max_depth: int = JSON_MAX_DEPTH,
 ) -> Any:
     """The JSON value in ``data``, read from ``source`` (its ``line``, for a JSON-lines file).
 
-    The one place the package parses JSON. Anything that does not parse (bad syntax, bytes that
-    are not UTF-8, nesting too deep for the parser) raises ``error(message)`` (by default
-    :class:`~skewtape_pipeline.errors.MalformedJsonError`), the message naming ``source`` (and
-    ``line``) and what is wrong; never a RecursionError.
+    The one place the package parses JSON: every JSON text from outside (manifests, publisher
+    files, records read back, markers, locks) goes through it, with two limits checked before
+    the parser runs: at most ``max_bytes`` bytes and ``max_depth`` levels of nesting. Anything
+    past them or that does not parse (bad syntax, bytes that are not UTF-8) raises
+    ``error(message)`` (by default :class:`~skewtape_pipeline.errors.MalformedJsonError`), the
+    message naming ``source`` (and ``line``) and what is wrong; never a RecursionError.
     """
-    try:
-        return json.loads(data)
-    except RecursionError:
-        reason = "nested too deep to parse"
-    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
-        reason = str(exc)
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+    reason = None
+    if len(raw) > max_bytes:
+        reason = f"{len(raw)} bytes; at most {max_bytes} are read"
+    elif _bracket_depth(raw) > max_depth and (depth := json_depth(raw)) > max_depth:
+        reason = f"nested too deep to parse: {depth} levels; at most {max_depth}"
+    else:
+        try:
+            return json.loads(raw)
+        except RecursionError:
+            reason = "nested too deep to parse"
+        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+            reason = str(exc)
     malformed = MalformedJsonError(source, reason, line=line)
     if error is MalformedJsonError:
         raise malformed
     raise error(str(malformed))
+
+
+def read_json_file(
+    path: Path,
+    *,
+    error: Callable[[str], Exception] | type[MalformedJsonError] = MalformedJsonError,
+    max_bytes: int = JSON_MAX_BYTES,
+) -> Any:
+    """The JSON value of the file ``path`` through :func:`load_json`, reading at most
+    ``max_bytes`` + 1 bytes of it (a larger file is refused without being read whole).
+    OSError as the file system raises it."""
+    with open(path, "rb") as handle:
+        data = handle.read(max_bytes + 1)
+    return load_json(data, path, error=error, max_bytes=max_bytes)
 
 
 # --- the exclusive lock ----------------------------------------------------------------------
@@ -497,8 +589,9 @@ def exclusive_lock(
             break
         os.close(fd)  # its holder removed it: lock the file the path names now
     try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, _holder_record(what), 0)
+        with naming(lock_file, lock_file):  # a full disk names the lock file
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, _holder_record(what), 0)
         yield
     finally:
         os.close(fd)

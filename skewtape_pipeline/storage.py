@@ -48,6 +48,7 @@ from skewtape_pipeline.errors import (
     TickFormatError,
 )
 from skewtape_pipeline.hashing import BLOCK, FileStamp, sha256_bytes, sha256_file, sha256_stream
+from skewtape_pipeline.locations import parse_location, redacted
 
 S3_SCHEME = "s3://"
 URI_OPTIONS = ("endpoint_override", "scheme", "region")
@@ -77,7 +78,7 @@ def check_object_uri(uri: str) -> str:
             "or in an option) is refused and not shown; give credentials in the environment: "
             f"{', '.join(CREDENTIAL_ENV[:2])}"
         )
-    shown = uri.partition("?")[0].partition("#")[0]
+    shown = redacted(uri)
     try:
         parts = urlsplit(uri)
     except ValueError:
@@ -93,6 +94,24 @@ def check_object_uri(uri: str) -> str:
                 f"{', '.join(CREDENTIAL_ENV[:2])})"
             )
     return uri
+
+
+def check_tier_root(root: str) -> str:
+    """A warm or cold tier's ``root`` setting as the archive keeps it: a folder path as it is,
+    an S3 URI (any case of ``s3://``) checked by :func:`check_object_uri` and written with
+    ``s3://`` in lower case. Any other ``scheme://`` root (``https://...``, ``ftp://...``) is
+    refused with ConfigError naming it redacted (no user part, query or fragment): a URL is
+    never taken for a relative folder, and no credential reaches a recorded policy."""
+    where = parse_location(root)
+    if where.scheme == "s3":
+        return check_object_uri(where.raw)
+    if where.is_url:
+        raise ConfigError(
+            f"root = {where.shown!r}: {where.scheme}:// tier roots are not supported; expected "
+            "a folder path or s3://<bucket>[/<prefix>] (credentials come from the environment: "
+            f"{', '.join(CREDENTIAL_ENV[:2])})"
+        )
+    return root
 
 
 # --- files --------------------------------------------------------------------------------------

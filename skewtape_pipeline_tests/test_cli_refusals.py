@@ -140,7 +140,7 @@ def test_cli_apply_delta_when_copying_hits_a_full_disk_exits_1_naming_the_file(
     delta = str(sample_root / "deltas" / NEXT_MONTH)
     code, _, err = run(capsys, "apply-delta", str(snapshot), delta, "--copy", "--no-audit")
     assert code == 1
-    _assert_one_error_line(err, "No space left on device", snapshot)
+    _assert_one_error_line(err, "no space left on the device while applying", snapshot)
 
 
 def test_cli_apply_delta_when_duckdb_cannot_write_the_merged_table_exits_1_naming_it(
@@ -218,7 +218,12 @@ def test_cli_compact_ticks_when_the_disk_fills_exits_1_naming_the_file_leaving_n
     argv = ["compact-ticks", str(source), "--out", str(archive), "--as-of", "2025-12-05"]
     code, _, err = run(capsys, *argv, "--price-scale", "2")
     assert code == 1
-    _assert_one_error_line(err, "No space left", archive / "symbol=KX-0", "part-0.parquet")
+    _assert_one_error_line(
+        err,
+        "no space left on the device while compacting",
+        archive / "symbol=KX-0",
+        "part-0.parquet",
+    )
     assert not (archive / layout.STAGING_FOLDER).exists()
     assert _empty_folders(tmp_path) == []
 

@@ -135,6 +135,7 @@ def test_ticks_modules_outside_fills_when_scanned_never_read_the_mirror():
 POLICY_MAY_IMPORT = (
     "skewtape_pipeline.errors",
     "skewtape_pipeline.fsio",
+    "skewtape_pipeline.locations",
     "skewtape_pipeline.storage",
     "skewtape_pipeline.ticks.encode.writer_settings",
 )

@@ -261,7 +261,8 @@ def apply_delta(
     target = ApplyTarget.of(snapshot, delta, into)
     _check_into(target)  # before the lock file is created beside it
     options = ApplyOptions(audit_log, lock_timeout, link_sources)
-    with _lock(target, options, f"applying {target.delta}"):
+    doing = f"applying {target.delta}"
+    with fsio.stop_when_disk_full(target.final, doing), _lock(target, options, doing):
         return _apply_locked(target, options)
 
 
@@ -356,7 +357,11 @@ def check_step(target: ApplyTarget) -> StagedApply:
         plan=_plan(checked, target, parent_files),
     )
     journal.add_seconds("verify_delta", time.perf_counter() - started)
-    journal.save()
+    try:
+        journal.save()
+    except OSError:  # a full disk: no staging folder without its journal is left behind
+        shutil.rmtree(work, ignore_errors=True)
+        raise
     faults.checkpoint("staged")
     return StagedApply(run_id)
 
@@ -573,8 +578,9 @@ class _Stage:
     @classmethod
     @contextlib.contextmanager
     def open(cls, target: ApplyTarget, staged: StagedApply, options: ApplyOptions):
-        """The stage of ``staged``; on a refusal it is removed (a rerun starts again), and on
-        the way out its journal and cache are saved."""
+        """The stage of ``staged``; on a refusal or a full disk it is removed (a rerun starts
+        again; no hidden staging folder is left holding space), and on the way out its journal
+        and cache are saved."""
         assert staged.run_id is not None
         work = staging_folder(target, staged.run_id)
         journal = Journal.find(work, None)
@@ -586,12 +592,17 @@ class _Stage:
         stage = cls(target, journal, options)
         try:
             yield stage
+            if not (stage.journal.committed or stage.discarded):
+                stage.cache.save()
+                stage.journal.save()
         except (DeltaRefusedError, VerificationError, SnapshotMismatchError):
             stage.discard()
             raise
-        if not (stage.journal.committed or stage.discarded):
-            stage.cache.save()
-            stage.journal.save()
+        except OSError as exc:
+            if fsio.is_disk_full(exc) and not (stage.journal.committed or stage.discarded):
+                with contextlib.suppress(OSError):  # what it can: the first error is the one
+                    stage.discard()
+            raise
 
     def discard(self) -> None:
         """Remove the staging folder (a refused apply; a rerun starts again). In place, the
@@ -796,14 +807,18 @@ class _Stage:
 
     def _share(self, entry: DeltaFileEntry, source: Path, target: Path) -> tuple[str, int]:
         """Clone the checked ``source`` at ``target`` (its own inode: a later rewrite of the
-        delta's file cannot reach it), else hard-link it (the delta's inode, re-checked before
-        the commit), else copy it. Returns the sha256 ``target`` holds and when it was taken:
-        the checked one, unless the file was copied or ``source`` was written to while it was
-        cloned (its stamp moved), when ``target`` is hashed."""
+        delta's file cannot reach it), else, for a versioned apply, hard-link it (the delta's
+        inode, re-checked before the commit), else copy it. In place the file never shares
+        the delta's inode: the month being advanced is the one readers use, and a link would
+        let a rewrite of the delta's file after the commit change it. Returns the sha256
+        ``target`` holds and when it was taken: the checked one, unless the file was copied or
+        ``source`` was written to while it was cloned (its stamp moved), when ``target`` is
+        hashed."""
         verified = FileStamp.from_stat(source.lstat())
         if verified != self.checked_stamp(entry.source):
             verified = self._recheck_source(entry, source)
-        how = fsio.atomic_clone_link_or_copy(source, target)
+        link = self.target.into is not None
+        how = fsio.atomic_clone_link_or_copy(source, target, link=link)
         if how == fsio.LINKED:
             self.journal.count("files_linked", 1)
         elif how == fsio.CLONED and FileStamp.from_stat(source.lstat()) == verified:

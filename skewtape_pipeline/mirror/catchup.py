@@ -89,8 +89,11 @@ def catch_up(
     if audit_log is not None:
         AuditLog(Path(audit_log)).check_appendable()
     lock = lock_file_for(history / "any-month")
-    with fsio.exclusive_lock(
-        lock, timeout=lock_timeout, what="catching up", held_error=ApplyInProgressError
+    with (
+        fsio.stop_when_disk_full(history, f"catching up from {deltas}"),
+        fsio.exclusive_lock(
+            lock, timeout=lock_timeout, what="catching up", held_error=ApplyInProgressError
+        ),
     ):
         current = current_snapshot(history)
         chain = plan_chain(current, deltas)

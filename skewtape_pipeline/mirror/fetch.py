@@ -58,6 +58,7 @@ from skewtape_pipeline.errors import (
     ChecksumMismatchError,
     DeltaRefusedError,
     LockHeldError,
+    MalformedJsonError,
     PublisherError,
 )
 from skewtape_pipeline.hashing import BLOCK, HashCache, parse_checksums, sha256_bytes
@@ -528,14 +529,16 @@ def _check_size(url: str, found: RemoteFile, recorded: int | None) -> None:
 
 @contextlib.contextmanager
 def _fetch_lock(root: Path) -> Iterator[None]:
-    """Hold the data root's fetch lock; a refusal removes its file again when this fetch
-    created it, so a refused fetch leaves the root as it found it."""
+    """Hold the data root's fetch lock; a refusal or an interruption (Ctrl-C) removes its file
+    again when this fetch created it, so a refused fetch leaves the root as it found it. The
+    lock is an ``flock``: one left by a process that died (killed, the machine stopped) is
+    taken over by the next fetch, as the archive's lock is."""
     lock = root / LOCK_NAME
     created = not lock.exists()
     with fsio.exclusive_lock(lock, what="fetching", held_error=LockHeldError):
         try:
             yield
-        except REFUSALS:
+        except (*REFUSALS, KeyboardInterrupt):
             if created:
                 fsio.remove_lock_file(lock)
             raise
@@ -736,8 +739,8 @@ def _load_versions(path: Path) -> dict[str, str]:
     """{path: remote version} of ``fetch.json``; {} when it is absent or damaged (every
     partial file is then started over)."""
     try:
-        data = json.loads(path.read_bytes())
-    except (FileNotFoundError, ValueError):
+        data = fsio.read_json_file(path)
+    except (OSError, MalformedJsonError):
         return {}
     if not isinstance(data, dict):
         return {}

@@ -8,10 +8,10 @@ are read, nothing is hashed.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from skewtape_pipeline.errors import WrongFolderError
+from skewtape_pipeline.errors import MalformedJsonError, WrongFolderError
+from skewtape_pipeline.fsio import read_json_file
 from skewtape_pipeline.mirror.format import MANIFEST, MONTH_RE
 
 SNAPSHOT, DELTA = "snapshot", "delta"
@@ -46,7 +46,7 @@ def folder_kind(folder: Path) -> str:
     folder = Path(folder)
     manifest = folder / MANIFEST
     if manifest.is_file() and not manifest.is_symlink():
-        return DELTA if _is_delta_manifest(manifest) else SNAPSHOT
+        return _manifest_kind(manifest)
     for month in month_folders(folder):
         kind = folder_kind(folder / month)
         if kind in (SNAPSHOT, DELTA):
@@ -54,12 +54,17 @@ def folder_kind(folder: Path) -> str:
     return OTHER
 
 
-def _is_delta_manifest(path: Path) -> bool:
+def _manifest_kind(path: Path) -> str:
+    """:data:`DELTA` for a delta's manifest, :data:`SNAPSHOT` for another JSON object, and
+    :data:`OTHER` for a manifest that does not read (through the guarded reader: too large,
+    too deep, not JSON), left to the caller's own checks, which name what is wrong with it."""
     try:
-        manifest = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return False
-    return isinstance(manifest, dict) and "parent" in manifest and "next" in manifest
+        manifest = read_json_file(path)
+    except (OSError, MalformedJsonError):
+        return OTHER
+    if not isinstance(manifest, dict):
+        return OTHER
+    return DELTA if "parent" in manifest and "next" in manifest else SNAPSHOT
 
 
 def _first_month(folder: Path, kind: str) -> Path:

@@ -50,6 +50,7 @@ from urllib3.util import Retry, Timeout
 
 from skewtape_pipeline.errors import ConfigError, PublisherError, TLSFailureError, TransferError
 from skewtape_pipeline.hashing import BLOCK
+from skewtape_pipeline.locations import Location, parse_location
 from skewtape_pipeline.storage import S3_SCHEME, check_object_uri
 
 SMALL_FILE_LIMIT = 16 << 20
@@ -162,21 +163,26 @@ class Source(Protocol):
     def open_range(self, rel: str, start: int, expected: RemoteFile) -> Body: ...
 
 
-def open_source(spec: str, settings: TransferSettings | None = None) -> Source:
+def open_source(spec: str | Location, settings: TransferSettings | None = None) -> Source:
     """The source named by ``spec``: an ``https://`` (or loopback ``http://``) URL, an
-    ``s3://bucket/prefix`` URI, or a local folder.
+    ``s3://bucket/prefix`` URI, or a local folder. Schemes compare case-insensitively.
 
-    Raises ConfigError for an ``http://`` URL to another host, a URL with credentials, an
-    unusable S3 URI, or a folder that does not exist.
+    ``spec`` is read once into a :class:`~skewtape_pipeline.locations.Location`: every message
+    (and the source's ``location``) names it redacted, never with its credentials, query or
+    fragment.
+
+    Raises ConfigError for an ``http://`` URL to another host, a URL with credentials, a query
+    or a fragment, another scheme, an unusable S3 URI, or a folder that does not exist.
     """
     settings = settings or TransferSettings()
-    if spec.startswith(("http://", "https://")):
-        return HttpSource(spec, settings)
-    if spec.startswith(S3_SCHEME):
-        return ObjectSource(spec, settings)
-    if "://" in spec:
-        raise ConfigError(f"source {spec!r}: expected https://, s3:// or a local folder")
-    return FolderSource(Path(spec), settings)
+    where = parse_location(spec)
+    if where.scheme in ("http", "https"):
+        return HttpSource(where, settings)
+    if where.scheme == "s3":
+        return ObjectSource(where, settings)
+    if where.is_url:
+        raise ConfigError(f"source {where.shown!r}: expected https://, s3:// or a local folder")
+    return FolderSource(Path(where.raw), settings)
 
 
 def next_attempt(retry: Retry, url: str, error: BaseException) -> Retry:
@@ -220,19 +226,27 @@ def _origin(url: str) -> tuple[str, str, int | None]:
 class HttpSource:
     """A publisher's root URL, read through urllib3 (see the module notes)."""
 
-    def __init__(self, base_url: str, settings: TransferSettings):
-        parts = urlsplit(base_url)
-        if parts.username or parts.password or parts.query or parts.fragment:
+    def __init__(self, base_url: str | Location, settings: TransferSettings):
+        where = parse_location(base_url)
+        shown = where.shown
+        try:
+            parts = urlsplit(where.raw)
+            parts.port  # noqa: B018 (raises ValueError for a port that is no number)
+        except ValueError:
+            raise ConfigError(f"source {shown!r}: expected https://host[:port]/path") from None
+        if parts.username or parts.password or parts.query or parts.fragment or where.secret:
             raise ConfigError(
-                f"source {base_url!r}: expected a URL without credentials, query or fragment"
+                f"source {shown!r}: expected a URL without credentials, query or fragment "
+                "(what it held is not shown)"
             )
         if not parts.hostname:
-            raise ConfigError(f"source {base_url!r}: expected a host name")
+            raise ConfigError(f"source {shown!r}: expected a host name")
         if parts.scheme == "http" and not _is_loopback(parts.hostname):
             raise ConfigError(
-                f"source {base_url!r}: plain http:// is accepted only for a loopback host "
+                f"source {shown!r}: plain http:// is accepted only for a loopback host "
                 "(127.0.0.1, localhost); use https://"
             )
+        base_url = where.raw
         self.location = base_url.rstrip("/")
         self.settings = settings
         self.origin = _origin(base_url)
@@ -437,13 +451,14 @@ class ObjectSource:
     fails the read instead of being stitched, and the resume starts it over.
     """
 
-    def __init__(self, uri: str, settings: TransferSettings):
-        parts = urlsplit(uri)
+    def __init__(self, uri: str | Location, settings: TransferSettings):
+        where = parse_location(uri)
+        uri = where.raw
         try:
             check_object_uri(uri)
-        except ConfigError as exc:  # its message quotes the URI: never echo a query's values
-            shown = f"{S3_SCHEME}{parts.netloc}{parts.path}?..."
-            raise ConfigError(str(exc).replace(repr(uri), repr(shown))) from None
+        except ConfigError as exc:  # "root ...: why": named here as the source, redacted
+            raise ConfigError(f"source {where.shown!r}: {str(exc).partition(': ')[2]}") from None
+        parts = urlsplit(uri)
         self.prefix = parts.path.strip("/")
         self.location = f"{S3_SCHEME}{parts.netloc}/{self.prefix}".rstrip("/")
         self.settings = settings

@@ -107,3 +107,15 @@ def test_transfer_progress_in_a_pipe_prints_lines_not_a_bar():
 
     line = stream.getvalue()
     assert line.startswith("fetch: ") and "5.0 MB of 10.0 MB (50%)" in line and "\r" not in line
+
+
+def test_cli_fetch_when_the_scheme_is_upper_case_fetches_as_from_the_lower_case_url(
+    subscriber, nginx_publisher, capsys
+):
+    url = nginx_publisher.url.replace("http://", "HTTP://")
+    code, out, err = run(capsys, "fetch", url, "--root", str(subscriber), "--json")
+
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["source"] == nginx_publisher.url.rstrip("/")
+    assert [m["month"] for m in result["months"]] == ["2026-10", "2026-11", "2026-12"]

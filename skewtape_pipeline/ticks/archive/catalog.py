@@ -312,10 +312,9 @@ def _hot_record_line(rel: str, record: FileRecord) -> bytes:
 def append_hot_record(archive_root: Path, rel: str, record: FileRecord) -> None:
     """Append the record of the hot file ``rel`` (just written) and fsync it; call it under the
     archive's lock. Raises LinkedStateFileError when the records file is a symbolic link."""
-    fd = fsio.open_state_file(
-        hot_records_path(archive_root), os.O_WRONLY | os.O_APPEND | os.O_CREAT
-    )
-    with open(fd, "ab") as handle:
+    path = hot_records_path(archive_root)
+    fd = fsio.open_state_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    with fsio.naming(path, path), open(fd, "ab") as handle:  # a full disk names the file
         handle.write(_hot_record_line(rel, record))
         handle.flush()
         os.fsync(handle.fileno())

@@ -82,7 +82,9 @@ import duckdb
 import pyarrow as pa
 
 from skewtape_pipeline import fsio
+from skewtape_pipeline.audit import AuditLog
 from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.locations import refuse_url
 from skewtape_pipeline.storage import TierFile
 from skewtape_pipeline.ticks.archive import compact, integrity, lifecycle, placement, retier_plan
 from skewtape_pipeline.ticks.archive import query as views
@@ -95,7 +97,7 @@ from skewtape_pipeline.ticks.archive.compact import (
     CompactionRun,
     SourceFacts,
 )
-from skewtape_pipeline.ticks.archive.layout import archive_lock
+from skewtape_pipeline.ticks.archive.layout import ARCHIVE_ROOT_EXPECTED, archive_lock
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, Location, archive_state, locate
 from skewtape_pipeline.ticks.archive.policy import COLD, WARM, TierPolicy
 from skewtape_pipeline.ticks.archive.query import VIEW_COLUMNS, open_ticks_view
@@ -161,7 +163,7 @@ class Archive:
         lock_timeout: float = 0.0,
         books_and_records: bool = False,
     ):
-        self.root = Path(root)
+        self.root = Path(refuse_url(root, "archive root", ARCHIVE_ROOT_EXPECTED))
         if self.root.exists() and not self.root.is_dir():
             raise ConfigError(f"{self.root}: not a folder; expected a tick archive root")
         if policy is not None and not isinstance(policy, TierPolicy):
@@ -214,7 +216,8 @@ class Archive:
     ) -> list[TickStorageCompactionReport]:
         """Every symbol-day of ``source`` into the archive, encoded as ``encoding`` says, the
         run going as ``run`` says (``compact.compact_source``)."""
-        with self.writing():
+        doing = "compacting ticks into it"
+        with fsio.stop_when_disk_full(self.root, doing), self.writing():
             return compact.compact_source(self, source, as_of=as_of, encoding=encoding, run=run)
 
     def compact_symbol_day(
@@ -303,7 +306,11 @@ class Archive:
         class, such as the Dagster asset archiving venue-days): first ``books_and_records``
         mode turned on when the handle was built with it (idempotent; audited), so the write is
         refused what that mode refuses; then, once the write succeeded, the policy given to an
-        archive that recorded none is recorded (a refused write records nothing)."""
+        archive that recorded none is recorded (a refused write records nothing). The audit
+        log's head, when a writer killed before writing it left none, is written first
+        (:meth:`~skewtape_pipeline.audit.AuditLog.repair_head`)."""
+        if self.audit_log is not None:
+            AuditLog(self.audit_log).repair_head()
         if self.books_and_records:
             self.root.mkdir(parents=True, exist_ok=True)
             enable_books_and_records(

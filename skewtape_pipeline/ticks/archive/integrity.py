@@ -719,6 +719,7 @@ def _verified_version_files(
     except VersionError as exc:
         return _Checked([str(exc)])
     readers: dict[TierFile, list[int]] = {}
+    kept: dict[Path, _KeptHot] = {}
     for version in versions:
         try:
             state = version_state(root, version)
@@ -727,6 +728,8 @@ def _verified_version_files(
             continue
         for rel in state.catalog.files:
             readers.setdefault(tiers.resolve(rel), []).append(version.version)
+        for kept_hot in state.hot_live:
+            kept.setdefault(kept_hot.path, _KeptHot(kept_hot)).versions.append(version.version)
     for path, numbers in readers.items():
         if path not in on_disk:
             checked.problems.append(
@@ -735,9 +738,29 @@ def _verified_version_files(
     blobs = [p for folder in snapshot_dirs(root) for p in sorted(folder.rglob(f"*{SUFFIX}"))]
     for index, path in enumerate(blobs):
         stamp = FileStamp.of(path)
-        checked.add(stamp.size, _content_problems(path, stamp, hot, full))
+        problems = _content_problems(path, stamp, hot, full)
+        if problems and path in kept:
+            problems = [f"{problems[0]}; {kept[path].repair()}", *problems[1:]]
+        checked.add(stamp.size, problems)
         progress.report("version files", index + 1, len(blobs))
     return checked
+
+
+@dataclass
+class _KeptHot:
+    """A hot file versions keep (``versions.hot_blob``) and the versions that read it."""
+
+    hot: HotFile
+    versions: list[int] = field(default_factory=list)
+
+    def repair(self) -> str:
+        """Which versions a damaged copy breaks, and the repair."""
+        day = self.hot.day.isoformat()
+        return (
+            f"version(s) {_numbers(self.versions)} read it; repair: compact {self.hot.symbol} "
+            f"{day} again from the same ticks (the rewritten hot file restores this copy when "
+            f"its bytes match its name), or restore it from a copy, or prune those versions"
+        )
 
 
 def _content_problems(

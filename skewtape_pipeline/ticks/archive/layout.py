@@ -34,6 +34,7 @@ from skewtape_pipeline.errors import (
     TickValidationError,
     location,
 )
+from skewtape_pipeline.locations import refuse_url
 from skewtape_pipeline.storage import LocalTier, ObjectTier, TierStore
 from skewtape_pipeline.ticks.archive.policy import COLD, WARM
 from skewtape_pipeline.ticks.encode.model import (
@@ -74,6 +75,12 @@ def archive_lock(root: Path, *, timeout: float, what: str) -> AbstractContextMan
         Path(root) / ARCHIVE_LOCK_FILE, timeout=timeout, what=what, held_error=ArchiveBusyError
     )
 
+
+ARCHIVE_ROOT_EXPECTED = (
+    "a local folder (the hot tier; a warm or cold tier's root may be s3://bucket/prefix in the "
+    "tier policy)"
+)
+"""What an archive root given as a URL is told it should be (:func:`check_archive_root`)."""
 
 CATALOG_FILE = "_skewtape_catalog.parquet"
 """The archive's catalog, in the archive root (``ticks.archive.catalog``)."""
@@ -221,7 +228,7 @@ def check_archive_root(root: Path | str, *, empty_ok: bool = True) -> Path:
     archive's bookkeeping (dot files, ``_skewtape*`` markers: an archive with nothing
     compacted yet) passes only with ``empty_ok``.
     """
-    path = Path(root)
+    path = Path(refuse_url(root, "archive root", ARCHIVE_ROOT_EXPECTED))
     if not path.is_dir():
         raise ConfigError(f"{path}: not a folder; expected a tick archive root")
     names = {child.name for child in path.iterdir()}

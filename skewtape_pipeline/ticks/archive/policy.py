@@ -37,7 +37,8 @@ Configuration file (TOML or JSON, every key optional)::
 What the policy says for one archive root (its stores, their listing, catalog paths) is
 ``ticks.archive.tiers.ArchiveTiers``. The policy knows no archive: this module imports nothing
 else of ``ticks.archive``, only the standard library, ``skewtape_pipeline``'s ``errors``,
-``fsio`` and ``storage`` (a tier's store) and the writer settings of ``ticks.encode``.
+``fsio``, ``locations`` and ``storage`` (a tier's store) and the writer settings of
+``ticks.encode``.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ from typing import Any
 
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.fsio import load_json
-from skewtape_pipeline.storage import TierStore, check_object_uri, is_object_uri, tier_store
+from skewtape_pipeline.locations import redacted
+from skewtape_pipeline.storage import TierStore, check_tier_root, is_object_uri, tier_store
 from skewtape_pipeline.ticks.encode.writer_settings import (
     COLD_WRITER,
     HOT_WRITER,
@@ -139,8 +141,8 @@ class TierSettings(WriterSettings):
             raise ConfigError(f"consolidated_row_group_size = {size!r}: expected an integer >= 1")
         if self.root is not None and (not isinstance(self.root, str) or not self.root.strip()):
             raise ConfigError(f"root = {self.root!r}: expected a folder path (or leave it unset)")
-        if is_object_uri(self.root):
-            check_object_uri(self.root)
+        if self.root is not None:  # a URL other than s3:// is refused, never taken for a folder
+            object.__setattr__(self, "root", check_tier_root(self.root))
 
     @classmethod
     def writing_as(cls, writer: WriterSettings, **tier: Any) -> TierSettings:
@@ -211,8 +213,8 @@ class TierPolicy:
             )
         if self.hot.root is not None:
             raise ConfigError(
-                f"[hot] root = {self.hot.root!r}: hot files live in the archive root itself "
-                "(the folder compaction writes to); leave it unset"
+                f"[hot] root = {redacted(self.hot.root)!r}: hot files live in the archive root "
+                "itself (the folder compaction writes to); leave it unset"
             )
         for name in ("warm", "cold"):
             layout = getattr(self, name).layout

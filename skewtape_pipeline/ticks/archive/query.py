@@ -581,9 +581,18 @@ def check_read_only(sql: str, *, unrestricted: bool = False) -> None:
     kind = statements[0].type
     if kind not in READ_ONLY_STATEMENTS:
         raise ConfigError(
-            f"query {sql!r}: a {kind.name} statement; expected a SELECT (queries are "
-            "read-only; --unrestricted runs any SQL)"
+            f"query {sql!r}: {_statement_named(statements[0].query, kind.name)}; expected a "
+            "SELECT (queries are read-only; --unrestricted runs any SQL)"
         )
+
+
+def _statement_named(text: str, kind: str) -> str:
+    """The statement named as its text begins (``an INSTALL statement``: DuckDB types INSTALL
+    and FORCE INSTALL as LOAD), else by DuckDB's type name ``kind``."""
+    words = [word.upper() for word in text.split()[:2]]
+    name = " ".join(words if words[:1] == ["FORCE"] else words[:1]) or kind
+    name = name if name.replace(" ", "").isalpha() else kind
+    return f"{'an' if name[0] in 'AEIOU' else 'a'} {name} statement"
 
 
 def restrict(con: duckdb.DuckDBPyConnection, folders: Sequence[Path]) -> None:

@@ -229,7 +229,7 @@ def _append_index(root: Path, count: int, time_ns: int) -> None:
     """Append the entry of version ``count + 1`` (a partial entry left by a crash is cut off)."""
     index = versions_dir(root) / INDEX_FILE
     fd = fsio.open_state_file(index, os.O_RDWR | os.O_CREAT)
-    with open(fd, "r+b") as handle:
+    with fsio.naming(index, index), open(fd, "r+b") as handle:  # a full disk names the index
         handle.truncate(count * _ENTRY.size)
         handle.seek(count * _ENTRY.size)
         handle.write(_ENTRY.pack(time_ns))
@@ -422,7 +422,15 @@ def _rel(root: Path, hot: HotFile) -> str:
 def _keep_hot(root: Path, hot: HotFile, record: FileRecord | None) -> HotEntry:
     """Keep ``hot`` under its content name (a hard link; a copy where links fail) unless it is
     kept already; its manifest entry. The file is hashed only when no link of it is found
-    under the name its ``record`` gives (the same inode)."""
+    under the name its ``record`` gives (the same inode).
+
+    A kept file that is a link shares the hot file's bytes, so damage written into the hot
+    file in place damages it too. The repair is to compact the symbol-day again: the new hot
+    file (same ticks, same bytes, a new inode) finds its content name held by another file,
+    and, its own bytes just hashed to that name, replaces it by a link to itself, which
+    restores the copy every version that reads it (``verify-archive`` names them and this
+    repair) and lets the next version find the link at once. Where links fail, the kept copy
+    is replaced only when it no longer holds the bytes its name records."""
     if record is not None:
         entry = HotEntry(hot.symbol, hot.day, record.sha256, record.size)
         try:
@@ -432,16 +440,38 @@ def _keep_hot(root: Path, hot: HotFile, record: FileRecord | None) -> HotEntry:
             pass
     entry = HotEntry(hot.symbol, hot.day, sha256_file(hot.path), hot.stamp.size)
     blob = hot_blob(root, entry)
-    if not blob.exists():
-        blob.parent.mkdir(parents=True, exist_ok=True)
-        temp = fsio.temp_path_for(blob)
-        try:
-            os.link(hot.path, temp)
-        except OSError:
-            shutil.copyfile(hot.path, temp)
-        os.replace(temp, blob)
-        fsio.fsync_dir(blob.parent)
+    if _is_file(blob, hot.stamp):
+        return entry
+    blob.parent.mkdir(parents=True, exist_ok=True)
+    temp = fsio.temp_path_for(blob)
+    temp.unlink(missing_ok=True)
+    try:
+        os.link(hot.path, temp)
+    except OSError:
+        if _holds(blob, entry):
+            return entry
+        shutil.copyfile(hot.path, temp)
+    os.replace(temp, blob)
+    fsio.fsync_dir(blob.parent)
     return entry
+
+
+def _is_file(path: Path, stamp: FileStamp) -> bool:
+    """True when ``path`` is the file of ``stamp`` (the same inode)."""
+    try:
+        found = path.stat()
+    except FileNotFoundError:
+        return False
+    return (found.st_dev, found.st_ino) == (stamp.device, stamp.inode)
+
+
+def _holds(blob: Path, entry: HotEntry) -> bool:
+    """True when the kept copy ``blob`` exists with the size and sha256 its name records."""
+    try:
+        size = blob.stat().st_size
+    except FileNotFoundError:
+        return False
+    return size == entry.size and sha256_file(blob) == entry.sha256
 
 
 def _write_manifest(
@@ -556,7 +586,7 @@ def _manifest_header(archive_root: Path, digest: str) -> tuple[str, int]:
     path = manifest_path(Path(archive_root), digest)
     try:
         metadata = pq.read_schema(path).metadata or {}
-        base, depth = json.loads(metadata[_BASE_KEY.encode()])
+        base, depth = fsio.load_json(metadata[_BASE_KEY.encode()], path, error=VersionError)
     except (OSError, pa.ArrowException, KeyError, ValueError, TypeError) as exc:
         raise VersionError(f"{path}: a version's manifest: {exc!r}") from None
     return base, depth

@@ -12,6 +12,8 @@ file (and the row, for a line longer than a block), never a reader's traceback.
 from __future__ import annotations
 
 import csv
+import errno
+import os
 import queue
 import threading
 from collections.abc import Iterator
@@ -70,7 +72,9 @@ def csv_header(path: Path) -> list[str]:
             first = handle.readline(HEADER_LIMIT_BYTES + 1)
         text = first.decode("utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
-        raise TickValidationError(f"{path}: cannot read the CSV header: {exc}") from None
+        raise unreadable(path, exc) or TickValidationError(
+            f"{path}: cannot read the CSV header: {exc}"
+        ) from None
     if len(first) > HEADER_LIMIT_BYTES:
         raise TickValidationError(
             f"{path}: the header line is longer than {HEADER_LIMIT_BYTES} bytes (a file "
@@ -212,7 +216,9 @@ def csv_chunks(
             state.lines_measured = False  # quoted newlines: more lines than rows
         state.bytes_read = state.file_bytes
     except (OSError, pa.ArrowException) as exc:
-        raise _csv_error(path, exc, lines, state.rows, block_bytes) from None
+        raise unreadable(path, exc) or _csv_error(
+            path, exc, lines, state.rows, block_bytes
+        ) from None
     finally:
         lines.close()
 
@@ -251,7 +257,9 @@ def open_parquet(path: Path) -> pq.ParquetFile:
     try:
         return pq.ParquetFile(path)
     except (OSError, pa.ArrowException) as exc:
-        raise TickValidationError(f"{path}: cannot read as Parquet: {exc}") from None
+        raise unreadable(path, exc) or TickValidationError(
+            f"{path}: cannot read as Parquet: {exc}"
+        ) from None
 
 
 def parquet_chunks(
@@ -273,7 +281,23 @@ def parquet_chunks(
             state.bytes_read = state.file_bytes * state.rows // total
             yield chunk
     except (OSError, pa.ArrowException) as exc:
-        raise TickValidationError(f"{path}: cannot read as Parquet: {exc}") from None
+        raise unreadable(path, exc) or TickValidationError(
+            f"{path}: cannot read as Parquet: {exc}"
+        ) from None
+
+
+REFUSED_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EISDIR})
+"""Failures to open an input that are a wrong argument (no such file, a folder given), refused
+as input (exit 2); any other OS error reading it is the system's (exit 1)."""
+
+
+def unreadable(path: Path, exc: BaseException) -> OSError | None:
+    """The OS error of reading the input ``path`` (a permission refused, an I/O error) as one
+    OSError naming it, which the command line reports as an OS error (exit 1); None for what is
+    the input's fault (a missing file, a folder, bytes that are not the format: refused)."""
+    if not isinstance(exc, OSError) or exc.errno is None or exc.errno in REFUSED_ERRNOS:
+        return None
+    return OSError(exc.errno, f"cannot read the input ({os.strerror(exc.errno)})", str(path))
 
 
 _END = object()

@@ -1,0 +1,97 @@
+"""Where a source or a root is, as one value whose text never holds a secret.
+
+A publisher's source or a tier root given as text may carry credentials (``https://user:PW@host/``,
+``s3://KEY:SECRET@bucket/``), a token in its query (``?token=PW``) or anything in a fragment.
+:func:`parse_location` reads such a text once into a :class:`Location`, whose text form (``str``,
+``repr``, f-strings) is redacted: the scheme in lower case, ``***@`` in place of any user part,
+then the host and the path, without the query and the fragment (``https://***@host/path``). Only
+that form goes into a message, a log line, a metadata value, an audit record, a JSON result or
+an exception; the text as given (:attr:`Location.raw`) is for connecting alone.
+
+Schemes compare case-insensitively (``HTTPS://`` is ``https://``). A text without a
+``scheme://`` is a local path, shown as it is.
+
+This module imports only the standard library and ``skewtape_pipeline.errors``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from skewtape_pipeline.errors import ConfigError
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
+REDACTED = "***"
+
+
+@dataclass(frozen=True)
+class Location:
+    """A source or root read by :func:`parse_location`. Its text form is :attr:`shown`."""
+
+    scheme: str
+    """The scheme in lower case (``https``, ``s3``, ...); "" for a local path."""
+    shown: str
+    """The redacted text: no user part (``***@`` instead), no query, no fragment."""
+    raw: str = field(repr=False, compare=False)
+    """The text as given, its scheme in lower case: for connecting only, never shown."""
+    secret: bool = field(default=False, compare=False)
+    """True when the text carried a user part, a query or a fragment (left out of ``shown``)."""
+
+    def __str__(self) -> str:
+        return self.shown
+
+    def __repr__(self) -> str:
+        return f"Location({self.shown!r})"
+
+    @property
+    def is_url(self) -> bool:
+        """True for a ``scheme://`` text, False for a local path."""
+        return bool(self.scheme)
+
+
+def parse_location(text: str | Location) -> Location:
+    """``text`` as a :class:`Location` (see the module notes); a Location is returned as is."""
+    if isinstance(text, Location):
+        return text
+    text = str(text)
+    found = _SCHEME.match(text)
+    if found is None:
+        return Location("", text, text)
+    scheme = found.group(1).lower()
+    rest = text[found.end() :]
+    before_query = re.split(r"[?#]", rest, maxsplit=1)[0]
+    secret = before_query != rest
+    # Everything up to the last "@" before the query is a user part, even when it holds a "/"
+    # (an unencoded password may): shown as ***, never guessed at.
+    _user, at, place = before_query.rpartition("@")
+    if at:
+        secret = True
+    shown = f"{scheme}://{REDACTED + '@' if at else ''}{place}"
+    return Location(scheme, shown, f"{scheme}://{rest}", secret)
+
+
+def redacted(text: str | Location) -> str:
+    """The redacted text form of ``text`` (:attr:`Location.shown`)."""
+    return parse_location(text).shown
+
+
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>]*")
+
+
+def redact_urls(text: str) -> str:
+    """``text`` with every ``scheme://...`` in it redacted (:func:`redacted`): the last guard of
+    a message whose words came from elsewhere (a library's error, an argument parser's)."""
+    return _URL_IN_TEXT.sub(lambda found: redacted(found.group(0)), text)
+
+
+def refuse_url(text: str | Location, what: str, expected: str) -> str:
+    """``text`` when it is a local path; otherwise raise ConfigError naming ``what`` and the
+    redacted location, and saying what was ``expected``. Nothing is written either way."""
+    where = parse_location(text)
+    if where.is_url:
+        raise ConfigError(
+            f"{what} {where.shown!r}: {where.scheme}:// locations are not supported here; "
+            f"expected {expected}"
+        )
+    return where.raw

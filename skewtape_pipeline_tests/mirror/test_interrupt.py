@@ -1,0 +1,119 @@
+"""Ctrl-C in ``fetch``, ``sync`` and ``compact-ticks``: one line ("interrupted; run again to
+resume"), exit 130, no traceback; the rerun finishes the work. A fetch lock left by a process
+of this host that died is taken over by the next fetch."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from skewtape_pipeline.cli import INTERRUPTED, main
+from skewtape_pipeline.mirror.fetch import LOCK_NAME
+from skewtape_pipeline_tests.mirror.conftest import LARGE_NEXT
+from skewtape_pipeline_tests.mirror.publisher_servers import FaultProxy
+from skewtape_pipeline_tests.mirror.test_fetch_faults import published_files, staged_bytes
+
+DELTA = Path("deltas") / LARGE_NEXT
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cli(*argv: str, cwd: Path | None = None) -> subprocess.Popen:
+    environment = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "skewtape_pipeline.cli", *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment,
+        cwd=cwd,
+    )
+
+
+def interrupt_when(process: subprocess.Popen, condition, timeout: float = 60) -> str:
+    """Send SIGINT to ``process`` once ``condition()`` holds; its stderr (exit 130 asserted)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert process.poll() is None, f"it ended first: {process.stderr.read()}"
+        assert time.monotonic() < deadline, "it did not get there in time"
+        time.sleep(0.01)
+    process.send_signal(signal.SIGINT)
+    try:
+        _, err = process.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise AssertionError("Ctrl-C did not stop it within 30 s") from None
+    assert process.returncode == 130, err
+    return err
+
+
+def assert_one_line(err: str) -> None:
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.rstrip("\n").splitlines()[-1] == INTERRUPTED
+    assert err.count(INTERRUPTED) == 1
+
+
+@pytest.mark.parametrize("command", ["fetch", "sync"])
+def test_ctrl_c_in_a_transfer_prints_one_line_exits_130_and_the_rerun_resumes(
+    command, large_subscriber, large_publisher, large_nginx
+):
+    staged = large_subscriber / "deltas" / f".fetch-{LARGE_NEXT}"
+    slow = FaultProxy(large_nginx.port, rate=4e6)
+    try:
+        process = cli(command, slow.url, "--root", str(large_subscriber))
+        err = interrupt_when(process, lambda: staged.is_dir() and staged_bytes(staged) > 0)
+    finally:
+        slow.close()
+
+    assert_one_line(err)
+    assert not (large_subscriber / LOCK_NAME).exists()
+    assert not (large_subscriber / DELTA).exists()
+    again = cli(command, large_nginx.url, "--root", str(large_subscriber))
+    assert again.wait(timeout=120) == 0, again.stderr.read()
+    assert published_files(large_subscriber / DELTA) == published_files(large_publisher / DELTA)
+
+
+def test_a_fetch_lock_left_by_a_dead_process_of_this_host_is_taken_over(
+    large_subscriber, large_publisher, large_nginx, capsys
+):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (large_subscriber / LOCK_NAME).write_text(
+        json.dumps({"operation": "fetching", "pid": dead.pid, "host": socket.gethostname(),
+                    "since": "2026-12-01T00:00:00+00:00"}) + "\n"
+    )  # fmt: skip
+
+    assert main(["fetch", large_nginx.url, "--root", str(large_subscriber)]) == 0
+    assert published_files(large_subscriber / DELTA) == published_files(large_publisher / DELTA)
+
+
+def write_ticks_csv(path: Path, rows: int) -> Path:
+    start = 1_764_547_200 * 10**9  # 2025-12-01
+    with open(path, "w") as out:
+        out.write("timestamp_nanos,price,quantity,side,symbol\n")
+        out.writelines(
+            f"{start + i * 1_000_000},{0.5 + (i % 97) / 100:.2f},{1 + i % 7},BUY,KX-{i % 40}\n"
+            for i in range(rows)
+        )
+    return path
+
+
+def test_ctrl_c_in_compact_ticks_prints_one_line_exits_130_and_the_rerun_completes(tmp_path):
+    source = write_ticks_csv(tmp_path / "ticks.csv", 1_500_000)
+    archive = tmp_path / "archive"
+    argv = ("compact-ticks", str(source), "--out", str(archive), "--as-of", "2025-12-05",
+            "--price-scale", "2")  # fmt: skip
+    process = cli(*argv)
+    err = interrupt_when(process, lambda: (archive / ".skewtape-staging").is_dir())
+
+    assert_one_line(err)
+    again = cli(*argv)
+    assert again.wait(timeout=300) == 0, again.stderr.read()
+    assert cli("verify-archive", str(archive)).wait(timeout=120) == 0
