@@ -40,6 +40,7 @@ This module does not import dagster.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -49,7 +50,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import KW_ONLY, asdict, dataclass, field, fields, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from skewtape_pipeline import fsio
@@ -57,8 +58,12 @@ from skewtape_pipeline.errors import (
     ChainError,
     ChecksumMismatchError,
     DeltaRefusedError,
+    FetchDiskError,
+    FetchError,
     LockHeldError,
     PublisherError,
+    StorageError,
+    TransferError,
 )
 from skewtape_pipeline.hashing import BLOCK, HashCache, parse_checksums, sha256_bytes
 from skewtape_pipeline.mirror.catchup import chain_tip, month_folders, next_month
@@ -71,6 +76,7 @@ from skewtape_pipeline.mirror.format import (
     safe_relpath,
 )
 from skewtape_pipeline.mirror.sources import (
+    LowSpeedCheck,
     RemoteFile,
     SmallFile,
     Source,
@@ -90,6 +96,11 @@ WRITEBACK_EVERY = 8 << 20
 little left to write instead of the whole file."""
 REFUSALS = (PublisherError, DeltaRefusedError, ChainError)
 """What a publisher's month is refused with (it changes nothing on disk)."""
+DISCARDED = (*REFUSALS, FetchDiskError)
+"""What removes a month's staging folder (and the lock file this fetch created): a refusal,
+or a disk that could not hold the month's files (a full disk is not waited out)."""
+NAME_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.ENOTDIR, errno.EISDIR, errno.EEXIST})
+"""What writing a listed file fails with when the file system cannot hold its name."""
 Kind = Literal["delta", "snapshot"]
 Progress = Callable[["TransferStats"], None]
 
@@ -281,12 +292,45 @@ def _listed(source: Source, folder: str, raw: bytes) -> dict[str, str]:
     listed = parse_checksums(raw, source=Path(folder) / CHECKSUMS)
     for rel in listed:
         safe_relpath(rel, field_name=f"a line of {url}")
+    _refuse_file_and_folder(url, listed)
     if MANIFEST not in listed:
         raise ChecksumMismatchError(
             f"{url} does not list {MANIFEST}; a month's checksums vouch for its manifest",
             field=MANIFEST,
         )
     return listed
+
+
+def _refuse_file_and_folder(url: str, listed: dict[str, str]) -> None:
+    """PublisherError when a listed path is also the folder of another listed path (no file
+    system holds both ``zz`` and ``zz/inner.bin``)."""
+    folders = {parent.as_posix(): rel for rel in listed for parent in PurePosixPath(rel).parents}
+    for rel in sorted(listed):
+        if rel in folders:
+            raise PublisherError(
+                f"lists {rel!r} as a file and as the folder of {folders[rel]!r}; no file system "
+                "holds both",
+                url=url,
+            )
+
+
+def _refuse_unholdable_names(source: Source, remote: RemoteMonth, stage: Path) -> None:
+    """PublisherError naming the first listed path whose name (a part longer than this file
+    system's NAME_MAX) or whole path in ``stage`` (longer than PATH_MAX) it cannot hold."""
+    existing = next(folder for folder in (stage, *stage.parents) if folder.is_dir())
+    name_max = os.pathconf(existing, "PC_NAME_MAX")
+    path_max = os.pathconf(existing, "PC_PATH_MAX")
+    for rel in sorted(remote.listed):
+        longest = max(rel.split("/"), key=lambda part: len(os.fsencode(part)))
+        if len(os.fsencode(longest)) > name_max:
+            why = f"a name of {len(os.fsencode(longest))} bytes; this file system holds {name_max}"
+        elif len(os.fsencode(stage / rel)) >= path_max:
+            why = f"a path longer than this file system's {path_max} bytes in {stage}"
+        else:
+            continue
+        raise PublisherError(
+            f"lists {rel!r}, {why}", url=source.url(f"{remote.folder}/{CHECKSUMS}")
+        )
 
 
 def _read_listed(source: Source, folder: str, rel: str, listed: dict[str, str]) -> SmallFile:
@@ -456,6 +500,7 @@ def _place_month(
 ) -> FetchedMonth:
     """Fetch ``remote`` into its staging folder, verify it whole, rename it into place."""
     target = root / remote.folder
+    _refuse_unholdable_names(source, remote, target.parent / _staging_name(remote.month))
     stats = TransferStats(listener=on_progress)
     large = {rel: digest for rel, digest in remote.listed.items() if rel not in remote.small}
     remotes = _stat_all(source, remote, large)
@@ -485,13 +530,15 @@ def _stage_and_place(
     """Download into the staging folder beside ``target``, verify, rename it into place."""
     stage = target.parent / _staging_name(remote.month)
     with _discarded_on_refusal(stage):
-        fsio.remove_stale_temps(stage)  # a killed fetch's half-written small file
-        _write_small(stage, remote, stats)
+        with _writing(source, remote, stage, "its small files"):
+            fsio.remove_stale_temps(stage)  # a killed fetch's half-written small file
+            _write_small(stage, remote, stats)
         month = _StagedMonth(stage, source, remote, stats)
         month.fetch_all(remotes)
-        month.cache.save()
-        (stage / LOCAL_STATE_DIR / JOURNAL).unlink(missing_ok=True)
-        fsio.fsync_dir(stage)
+        with _writing(source, remote, stage, "its hash cache"):
+            month.cache.save()
+            (stage / LOCAL_STATE_DIR / JOURNAL).unlink(missing_ok=True)
+            fsio.fsync_dir(stage)
         os.rename(stage, target)
         fsio.fsync_dir(target.parent)
 
@@ -535,7 +582,7 @@ def _fetch_lock(root: Path) -> Iterator[None]:
     with fsio.exclusive_lock(lock, what="fetching", held_error=LockHeldError):
         try:
             yield
-        except REFUSALS:
+        except DISCARDED:
             if created:
                 fsio.remove_lock_file(lock)
             raise
@@ -544,18 +591,53 @@ def _fetch_lock(root: Path) -> Iterator[None]:
 @contextlib.contextmanager
 def _discarded_on_refusal(stage: Path) -> Iterator[None]:
     """Remove ``stage`` (and its parent folder when this created it and it is left empty) when
-    the block refuses what the publisher served (a typed refusal); any other failure (the
-    network, a full disk, an interruption) keeps it for a resume."""
+    the block refuses what the publisher served (a typed refusal) or the disk cannot hold it
+    (:class:`FetchDiskError`); any other failure (the network, an interruption) keeps it for
+    a resume."""
     created = not stage.parent.exists()
-    stage.mkdir(parents=True, exist_ok=True)
+    with _writing_folder(stage):
+        stage.mkdir(parents=True, exist_ok=True)
     try:
         yield
-    except REFUSALS:
+    except DISCARDED:
         shutil.rmtree(stage, ignore_errors=True)
         if created:
             with contextlib.suppress(OSError):
                 stage.parent.rmdir()
         raise
+
+
+@contextlib.contextmanager
+def _writing(source: Source, remote: RemoteMonth, stage: Path, what: str) -> Iterator[None]:
+    """A disk error in the block as what it means, never retried: a listed name this file
+    system cannot hold is the publisher's (PublisherError); anything else (no space left, a
+    quota, an I/O error) a FetchDiskError naming ``stage`` and ``what`` was being written."""
+    try:
+        yield
+    except (FetchError, StorageError):
+        raise
+    except OSError as exc:
+        if exc.errno in NAME_ERRNOS and what in remote.listed:
+            raise PublisherError(
+                f"lists {what!r}, a name this file system cannot hold ({exc.strerror})",
+                url=source.url(f"{remote.folder}/{CHECKSUMS}"),
+            ) from None
+        raise _disk_error(exc, stage, what) from None
+
+
+@contextlib.contextmanager
+def _writing_folder(folder: Path) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        raise _disk_error(exc, folder, "the folder itself") from None
+
+
+def _disk_error(error: OSError, stage: Path, what: str) -> FetchDiskError:
+    return FetchDiskError(
+        f"{stage}: {error.strerror or error} while writing {what}; the fetch stopped and removed "
+        "the staging folder (nothing was placed)"
+    )
 
 
 def _write_small(stage: Path, remote: RemoteMonth, stats: TransferStats) -> None:
@@ -584,6 +666,8 @@ class _StagedMonth:
         self.cache = HashCache(hash_cache_path(stage))
         self.lock = threading.Lock()
         self.cancel = threading.Event()
+        limit = source.settings.time_limit
+        self.deadline = None if limit is None else time.monotonic() + limit
         for rel, small in remote.small.items():
             self.cache.record(rel, stage / rel, sha256_bytes(small.data), hashed_at_ns=started_ns)
 
@@ -622,7 +706,8 @@ class _StagedMonth:
                 f"month's {CHECKSUMS} lists {expected}",
                 field=rel,
             )
-        self._record(rel, path, digest, started_ns, remote.mtime_ns)
+        with _writing(self.source, self.remote, self.stage, "its hash cache"):
+            self._record(rel, path, digest, started_ns, remote.mtime_ns)
         self.stats.add(files_fetched=1)
 
     def _usable_prefix(self, rel: str, path: Path, remote: RemoteFile) -> int:
@@ -647,51 +732,76 @@ class _StagedMonth:
 
     def _download(self, rel: str, path: Path, remote: RemoteFile, have: int) -> str:
         """Stream the file into ``path`` from byte ``have`` (kept bytes hashed from disk first);
-        returns the sha256 of the whole file. Restarts from 0 when the remote version changes."""
-        self._remember_version(rel, remote.validator)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        returns the sha256 of the whole file. Starts over from 0 when the source does not resume
+        the version started from (a changed or weak validator, a range not the one asked for).
+        Every broken or stalled body uses one of ``attempts``; a disk error stops at once."""
         url = self.source.url(f"{self.remote.folder}/{rel}")
         retry = self.source.settings.retry()
-        with open(path, "r+b" if path.exists() else "w+b") as out:
-            out.truncate(have)
-            digest = _hash_prefix(out, have, self.stats)
+        with _writing(self.source, self.remote, self.stage, rel):
+            self._remember_version(rel, remote.validator)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            out = open(path, "r+b" if path.exists() else "w+b")  # noqa: SIM115 (closed below)
+        with out:
+            with _writing(self.source, self.remote, self.stage, rel):
+                out.truncate(have)
+                digest = _hash_prefix(out, have, self.stats)
             self.stats.add(bytes_resumed=have, bytes_done=have)
             while have < remote.size:
+                self._check_deadline(url)
                 body = self.source.open_range(f"{self.remote.folder}/{rel}", have, remote)
                 if body.start != have or body.remote != remote:
                     _check_size(url, body.remote, self.remote.sizes.get(rel))
                     self.stats.add(bytes_done=-have)
                     remote, have, digest = body.remote, 0, hashlib.sha256()
-                    self._remember_version(rel, remote.validator)
-                    out.seek(0)
-                    out.truncate(0)
+                    with _writing(self.source, self.remote, self.stage, rel):
+                        self._remember_version(rel, remote.validator)
+                        out.seek(0)
+                        out.truncate(0)
                 try:
-                    have = self._stream(body.chunks, out, digest, have)
+                    have = self._stream(rel, url, body.chunks, out, digest, have)
+                except (FetchError, StorageError, _Cancelled):
+                    body.close()
+                    raise
                 except self.source.transient as exc:
                     have = out.tell()  # what was written before the break is hashed too
                     body.close()
                     retry = next_attempt(retry, url, exc)
                     self.stats.add(retries=1)
-            out.flush()
-            os.fsync(out.fileno())
+            with _writing(self.source, self.remote, self.stage, rel):
+                out.flush()
+                os.fsync(out.fileno())
         return digest.hexdigest()
 
-    def _stream(self, chunks: Iterator[bytes], out, digest, have: int) -> int:
+    def _check_deadline(self, url: str) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise TransferError(
+                f"the month's transfer ran past its time limit of "
+                f"{self.source.settings.time_limit:g} s; a rerun resumes it",
+                url=url,
+            )
+
+    def _stream(self, rel: str, url: str, chunks: Iterator[bytes], out, digest, have: int) -> int:
         """Write and hash ``chunks`` at ``have``; returns where the file ends. Every
-        :data:`WRITEBACK_EVERY` bytes the kernel is asked to start writing them to disk."""
+        :data:`WRITEBACK_EVERY` bytes the kernel is asked to start writing them to disk. A
+        body slower than the low-speed limit raises StalledTransfer; a write that fails,
+        FetchDiskError (or PublisherError for a name the file system cannot hold)."""
         flushed = have
+        speed = LowSpeedCheck(self.source.settings)
         for chunk in chunks:
             if self.cancel.is_set():
                 raise _Cancelled()
-            out.write(chunk)
+            with _writing(self.source, self.remote, self.stage, rel):
+                out.write(chunk)
+                if have + len(chunk) - flushed >= WRITEBACK_EVERY:
+                    out.flush()
+                    fsio.start_writeback(out.fileno(), flushed, have + len(chunk) - flushed)
+                    flushed = have + len(chunk)
             digest.update(chunk)
             have += len(chunk)
-            if have - flushed >= WRITEBACK_EVERY:
-                out.flush()
-                fsio.start_writeback(out.fileno(), flushed, have - flushed)
-                flushed = have
             self.stats.add(bytes_fetched=len(chunk), bytes_done=len(chunk),
                            bytes_hashed=len(chunk))  # fmt: skip
+            speed.received(len(chunk))
+            self._check_deadline(url)
         return have
 
     def _remember_version(self, rel: str, validator: str) -> None:

@@ -33,6 +33,7 @@ import ipaddress
 import itertools
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ from urllib.parse import parse_qsl, quote, urljoin, urlsplit
 import obstore
 import urllib3
 from obstore import exceptions as obstore_errors
-from urllib3.exceptions import HTTPError, MaxRetryError, SSLError
+from urllib3.exceptions import HTTPError, MaxRetryError, ProtocolError, SSLError
 from urllib3.util import Retry, Timeout
 
 from skewtape_pipeline.errors import ConfigError, PublisherError, TLSFailureError, TransferError
@@ -63,9 +64,13 @@ HTML_SUFFIXES = (".html", ".htm")
 
 @dataclass(frozen=True)
 class TransferSettings:
-    """How hard a transfer tries: ``attempts`` per request (and per broken body), backoff
-    between them (``backoff`` s, doubling up to ``backoff_max``), timeouts in seconds, and the
-    number of parallel connections. Validated when built."""
+    """How hard a transfer tries: ``attempts`` per request (and per file: a broken body, a
+    stalled one or an answer that does not resume the file each use one), backoff between them
+    (``backoff`` s, doubling up to ``backoff_max``), timeouts in seconds, the number of
+    parallel connections, the low-speed limit (a body slower than ``speed_limit`` bytes/s over
+    ``speed_time`` seconds is a broken transfer, as curl's ``--speed-limit``/``--speed-time``)
+    and ``time_limit``, the seconds a month's transfer may take in all (None: no limit).
+    Validated when built."""
 
     connections: int = 4
     attempts: int = 5
@@ -75,12 +80,20 @@ class TransferSettings:
     read_timeout: float = 60.0
     ca_certs: str | None = None
     """A CA bundle to trust for ``https://`` (default: the system's)."""
+    speed_limit: float = 1024.0
+    speed_time: float = 30.0
+    time_limit: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.connections, int) or not 1 <= self.connections <= 64:
             raise ConfigError(f"connections={self.connections!r}; expected 1 to 64")
         if not isinstance(self.attempts, int) or self.attempts < 1:
             raise ConfigError(f"attempts={self.attempts!r}; expected at least 1")
+        for name in ("speed_limit", "speed_time"):
+            if not isinstance(getattr(self, name), int | float) or getattr(self, name) < 0:
+                raise ConfigError(f"{name}={getattr(self, name)!r}; expected 0 or more")
+        if self.time_limit is not None and not self.time_limit > 0:
+            raise ConfigError(f"time_limit={self.time_limit!r}; expected seconds above 0")
 
     def retry(self) -> Retry:
         """The urllib3 retry policy of these settings (also the budget of resumed bodies)."""
@@ -109,6 +122,12 @@ class RemoteFile:
     size: int
     validator: str
     mtime_ns: int | None = None
+
+    @property
+    def resumable(self) -> bool:
+        """True when a partial copy of this version may be resumed: it has a strong validator
+        (a weak ``W/`` ETag, or none, never vouches for bytes at an offset)."""
+        return bool(self.validator) and not self.validator.startswith("W/")
 
 
 @dataclass(frozen=True)
@@ -184,8 +203,9 @@ def next_attempt(retry: Retry, url: str, error: BaseException) -> Retry:
 
     Raises TransferError naming ``url`` and ``error`` once the attempts are used up.
     """
-    try:
-        retry = retry.increment(method="GET", url=url, error=error)
+    counted = error if isinstance(error, HTTPError) else ProtocolError(_reason(error))
+    try:  # a broken body of any client counts as a read error (urllib3 gives "other" errors 0)
+        retry = retry.increment(method="GET", url=url, error=counted)
     except MaxRetryError:
         raise TransferError(
             f"the transfer broke off ({_reason(error)}) and the last retry failed too",
@@ -193,6 +213,33 @@ def next_attempt(retry: Retry, url: str, error: BaseException) -> Retry:
         ) from None
     retry.sleep()
     return retry
+
+
+class StalledTransfer(OSError):
+    """A body that came slower than the low-speed limit: a broken transfer (resumed)."""
+
+
+class LowSpeedCheck:
+    """curl's ``--speed-limit``/``--speed-time``: :meth:`received` raises
+    :class:`StalledTransfer` when fewer than ``limit`` bytes/s arrived over a window of
+    ``window`` seconds (a limit of 0 checks nothing)."""
+
+    def __init__(self, settings: TransferSettings):
+        self.limit, self.window = settings.speed_limit, settings.speed_time
+        self.since, self.bytes = time.monotonic(), 0
+
+    def received(self, size: int) -> None:
+        self.bytes += size
+        elapsed = time.monotonic() - self.since
+        if elapsed < self.window or not self.limit:
+            return
+        rate = self.bytes / elapsed
+        if rate < self.limit:
+            raise StalledTransfer(
+                f"{rate:.0f} bytes/s over {elapsed:.0f} s, below the low-speed limit of "
+                f"{self.limit:.0f} bytes/s"
+            )
+        self.since, self.bytes = time.monotonic(), 0
 
 
 def _reason(error: BaseException) -> str:
@@ -243,7 +290,7 @@ class HttpSource:
             num_pools=4,
             maxsize=settings.connections,
             retries=settings.retry(),
-            timeout=Timeout(connect=settings.connect_timeout, read=settings.read_timeout),
+            timeout=Timeout(connect=settings.connect_timeout, read=_read_timeout(settings)),
             ca_certs=settings.ca_certs,
         )
 
@@ -251,49 +298,72 @@ class HttpSource:
         return f"{self.location}/{quote(rel)}"
 
     def read_small(self, rel: str) -> SmallFile | None:
-        url, response = self._get(rel, {})
-        try:
-            if response.status in ABSENT_STATUSES:
-                return None
-            self._check_answer(url, rel, response, (200,))
-            data = response.read(SMALL_FILE_LIMIT + 1)
-        except HTTPError as exc:
-            raise TransferError(f"reading it failed ({_reason(exc)})", url=url) from None
-        finally:
-            _finish(response)
-        return small_file(url, data, _mtime_ns(response))
+        def read(url: str, response) -> SmallFile:
+            return small_file(url, response.read(SMALL_FILE_LIMIT + 1), _mtime_ns(response))
+
+        return self._read_answer(rel, {}, (200,), read)
 
     def stat(self, rel: str) -> RemoteFile | None:
-        url, response = self._get(rel, {"Range": "bytes=0-0"})
-        try:
-            if response.status in ABSENT_STATUSES:
-                return None
-            self._check_answer(url, rel, response, (200, 206))
+        def read(url: str, response) -> RemoteFile:
             if response.status == 206:
                 response.read()  # one byte: the connection stays reusable
             return _remote_file(url, response)
-        except HTTPError as exc:
-            raise TransferError(f"looking it up failed ({_reason(exc)})", url=url) from None
-        finally:
-            _finish(response)
+
+        return self._read_answer(rel, {"Range": "bytes=0-0"}, (200, 206), read)
+
+    def _read_answer(self, rel: str, headers: dict[str, str], allowed: tuple[int, ...], read):
+        """``read(url, response)`` of the answer to GET ``rel``, or None when the publisher
+        does not have it; a body broken on the way is asked for again (as a large file's is
+        resumed, within ``attempts``)."""
+        retry = self.settings.retry()
+        while True:
+            url, response = self._get(rel, headers)
+            try:
+                if response.status in ABSENT_STATUSES:
+                    return None
+                self._check_answer(url, rel, response, allowed)
+                return read(url, response)
+            except HTTPError as exc:
+                retry = next_attempt(retry, url, exc)
+                with self._count:
+                    self.retries += 1
+            finally:
+                _finish(response)
 
     def open_range(self, rel: str, start: int, expected: RemoteFile) -> Body:
-        headers = {"Range": f"bytes={start}-", "If-Range": expected.validator} if start else {}
+        """The file from ``start`` when the answer resumes ``expected`` exactly (a 206 whose
+        Content-Range is the range asked for and whose strong validator is ``expected``'s,
+        asked with ``If-Range``); otherwise the whole file from 0, asked without a Range (a
+        weak or missing validator never resumes)."""
+        resume = start > 0 and expected.resumable
+        headers = {"Range": f"bytes={start}-", "If-Range": expected.validator} if resume else {}
         url, response = self._get(rel, headers)
         try:
-            if response.status in ABSENT_STATUSES:
-                raise PublisherError(
-                    f"is listed in its folder's CHECKSUMS.sha256 but the publisher answered "
-                    f"{response.status}",
-                    url=url,
-                )
-            self._check_answer(url, rel, response, (200, 206))
+            self._check_body_answer(url, rel, response)
             remote = _remote_file(url, response)
-            begins = _range_start(url, response) if response.status == 206 else 0
+            if response.status == 206 and not _resumes(response, remote, start, expected):
+                if not resume:
+                    raise PublisherError(
+                        f"answered 206 with Content-Range "
+                        f"{response.headers.get('Content-Range')!r} to a request for all of it",
+                        url=url,
+                    )
+                _finish(response)
+                return self.open_range(rel, 0, expected)
+            begins = start if response.status == 206 else 0
         except BaseException:
             _finish(response)
             raise
         return Body(begins, remote, _read_body(response, remote.size - begins), response.close)
+
+    def _check_body_answer(self, url: str, rel: str, response) -> None:
+        if response.status in ABSENT_STATUSES:
+            raise PublisherError(
+                f"is listed in its folder's CHECKSUMS.sha256 but the publisher answered "
+                f"{response.status}",
+                url=url,
+            )
+        self._check_answer(url, rel, response, (200, 206))
 
     def _get(self, rel: str, headers: dict[str, str]) -> tuple[str, urllib3.BaseHTTPResponse]:
         """GET ``rel`` (following same-origin redirects only): (final URL, unread response)."""
@@ -334,6 +404,14 @@ class HttpSource:
                 "the file itself",
                 url=url,
             )
+
+
+def _read_timeout(settings: TransferSettings) -> float:
+    """Seconds a read may wait for its next byte: ``read_timeout``, at most ``speed_time`` when
+    a low-speed limit is set (a silent socket is the slowest body)."""
+    if settings.speed_limit and settings.speed_time:
+        return min(settings.read_timeout, max(settings.speed_time, 1.0))
+    return settings.read_timeout
 
 
 def _failed(url: str, error: BaseException) -> TransferError:
@@ -381,15 +459,12 @@ def _full_size(response) -> int | None:
     return int(length) if length.isdigit() else None
 
 
-def _range_start(url: str, response) -> int:
-    unit, _, spec = response.headers.get("Content-Range", "").partition(" ")
-    first = spec.partition("-")[0]
-    if unit != "bytes" or not first.isdigit():
-        raise PublisherError(
-            f"answered 206 with Content-Range {response.headers.get('Content-Range')!r}",
-            url=url,
-        )
-    return int(first)
+def _resumes(response, remote: RemoteFile, start: int, expected: RemoteFile) -> bool:
+    """True when a 206 answer is the rest of ``expected`` from ``start``: its Content-Range is
+    exactly the range asked for and its strong validator is the one sent in If-Range."""
+    wanted = f"bytes {start}-{expected.size - 1}/{expected.size}"
+    same_range = response.headers.get("Content-Range", "").strip() == wanted
+    return same_range and remote.resumable and remote == expected
 
 
 def _read_body(response, length: int) -> Iterator[bytes]:
@@ -458,15 +533,23 @@ class ObjectSource:
         return f"{self.prefix}/{rel}" if self.prefix else rel
 
     def read_small(self, rel: str) -> SmallFile | None:
-        with _object_errors(self.url(rel), "reading it"):
-            try:
-                result = obstore.get(self.store, self._key(rel))
-            except OBJECT_ABSENT:
-                return None
-            remote = _object_version(result.meta)
-            refuse_large(self.url(rel), remote.size)
-            data = bytes(result.bytes())
-        return small_file(self.url(rel), data, remote.mtime_ns)
+        """The object read whole (a read broken on the way read again within ``attempts``, as
+        a large object's is resumed), or None when there is no such object."""
+        retry = self.settings.retry()
+        while True:
+            with _object_errors(self.url(rel), "reading it"):
+                try:
+                    result = obstore.get(self.store, self._key(rel))
+                except OBJECT_ABSENT:
+                    return None
+                remote = _object_version(result.meta)
+                refuse_large(self.url(rel), remote.size)
+                try:
+                    data = bytes(result.bytes())
+                except self.transient as exc:
+                    retry = next_attempt(retry, self.url(rel), exc)
+                    continue
+            return small_file(self.url(rel), data, remote.mtime_ns)
 
     def stat(self, rel: str) -> RemoteFile | None:
         with _object_errors(self.url(rel), "looking it up"):
@@ -482,7 +565,7 @@ class ObjectSource:
                 "is listed in its folder's CHECKSUMS.sha256 but the bucket has no such object",
                 url=self.url(rel),
             )
-        begins = start if remote == expected else 0
+        begins = start if remote == expected and remote.resumable else 0
         read = functools.partial(_block_at, self.store, self._key(rel), remote.validator)
         chunks = _read_ahead(read, begins, remote.size, _largest_get(remote.size))
         return Body(begins, remote, chunks, chunks.close)
