@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,11 +18,11 @@ from pathlib import Path
 import pytest
 from pyarrow import fs as pafs
 
-from skewtape_pipeline.errors import PublisherError, TransferError
+from skewtape_pipeline.errors import FetchDiskError, PublisherError, TransferError
 from skewtape_pipeline.mirror.fetch import fetch_deltas
 from skewtape_pipeline.mirror.sources import TransferSettings, open_source
 from skewtape_pipeline_tests.mirror.apply_support import tree_state
-from skewtape_pipeline_tests.mirror.conftest import LARGE_NEXT
+from skewtape_pipeline_tests.mirror.conftest import LARGE_NEXT, LARGE_PARENT
 from skewtape_pipeline_tests.mirror.publisher_servers import (
     Fault,
     FaultProxy,
@@ -409,3 +410,35 @@ def test_fetch_when_a_body_stays_below_the_low_speed_limit_fails_naming_the_file
     assert "\n" not in message
     assert path.rsplit("/", 1)[1] in message
     assert re.search(r"\d+ bytes/s over \d+ s, below the low-speed limit of 64000 bytes/s", message)
+
+
+# --- a full disk ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A folder on a 12 MiB tmpfs (mounted for the test, as root), too small for the delta."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_fetch_when_the_disk_fills_stops_at_once_naming_the_folder_and_changes_nothing(
+    small_disk, large_publisher, large_nginx
+):
+    root = small_disk / "mirror"
+    shutil.copytree(large_publisher / "history" / LARGE_PARENT, root / "history" / LARGE_PARENT)
+    before = tree_state(root)
+    rules = HttpRules()
+
+    with pytest.raises(FetchDiskError) as info:
+        via_rules(large_nginx, root, rules)
+
+    stage = root / "deltas" / f".fetch-{LARGE_NEXT}"
+    assert str(info.value).startswith(f"{stage}: No space left on device while writing snapshot/")
+    assert tree_state(root) == before
+    assert max(rules.counts.values()) <= 2  # each file looked up and asked for once: no retry
