@@ -29,6 +29,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import http.client
 import ipaddress
 import itertools
 import os
@@ -40,7 +41,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 from urllib.parse import parse_qsl, quote, urljoin, urlsplit
 
 import obstore
@@ -203,9 +204,8 @@ def next_attempt(retry: Retry, url: str, error: BaseException) -> Retry:
 
     Raises TransferError naming ``url`` and ``error`` once the attempts are used up.
     """
-    counted = error if isinstance(error, HTTPError) else ProtocolError(_reason(error))
     try:  # a broken body of any client counts as a read error (urllib3 gives "other" errors 0)
-        retry = retry.increment(method="GET", url=url, error=counted)
+        retry = retry.increment(method="GET", url=url, error=ProtocolError(_reason(error)))
     except MaxRetryError:
         raise TransferError(
             f"the transfer broke off ({_reason(error)}) and the last retry failed too",
@@ -283,7 +283,7 @@ class HttpSource:
         self.location = base_url.rstrip("/")
         self.settings = settings
         self.origin = _origin(base_url)
-        self.transient = (HTTPError, OSError)
+        self.transient = (HTTPError, OSError, http.client.HTTPException)
         self.retries = 0
         self._count = threading.Lock()
         self.pool = urllib3.PoolManager(
@@ -467,18 +467,34 @@ def _resumes(response, remote: RemoteFile, start: int, expected: RemoteFile) -> 
     return same_range and remote.resumable and remote == expected
 
 
-def _read_body(response, length: int) -> Iterator[bytes]:
-    """The body's blocks, ``length`` bytes in all (urllib3 raises when it ends short)."""
+def _read_body(response, length: int) -> Iterator[bytes | memoryview]:
+    """The body's blocks, ``length`` bytes in all (IncompleteRead when it ends short), each
+    what arrived (a cut loses nothing read). Without a content coding, the socket's bytes are
+    read into one reused buffer (``readinto1`` of the connection's buffered reader, below
+    urllib3 and http.client, which then close the connection instead of reusing it), so no
+    block is allocated: each block yielded is valid until the next is asked for."""
     try:
         left = length
+        raw, buffer = _unencoded(response), memoryview(bytearray(min(BLOCK, length)))
         while left > 0:
-            chunk = response.read1(min(BLOCK, left))  # what arrived: a cut loses nothing read
+            if raw is not None:
+                chunk = buffer[: raw.readinto1(buffer[: min(BLOCK, left)])]
+            else:
+                chunk = response.read1(min(BLOCK, left))
             if not chunk:
                 raise urllib3.exceptions.IncompleteRead(length - left, left)
             left -= len(chunk)
             yield chunk
     finally:
         _finish(response)
+
+
+def _unencoded(response):
+    """The connection's buffered reader under urllib3's and http.client's responses when the
+    body comes as it is stored (no Content-Encoding to decode); else None (urllib3 decodes)."""
+    coding = response.headers.get("Content-Encoding", "identity").strip().lower()
+    raw = getattr(getattr(response, "_fp", None), "fp", None)
+    return raw if coding == "identity" and hasattr(raw, "readinto1") else None
 
 
 # --- S3 ----------------------------------------------------------------------------------------
@@ -634,8 +650,9 @@ def _largest_get(size: int) -> int:
     return min(S3_BLOCK_MAX, max(S3_BLOCK, size // S3_GETS_PER_OBJECT))
 
 
-def _read_ahead(read: Callable[[int, int], Any], start: int, end: int, largest: int):
-    """The bytes of an object from ``start`` to ``end`` in ranged GETs (``read(offset, size)``),
+def _read_ahead(read: Callable[[int, int], list], start: int, end: int, largest: int):
+    """The bytes of an object from ``start`` to ``end`` in ranged GETs (``read(offset, size)``:
+    a GET's buffers),
     :data:`S3_DEPTH` of them in flight at once, yielded in order while the caller writes and
     hashes. The GETs grow from :data:`BLOCK` to ``largest`` bytes (a broken GET that the client
     retries costs what it had received, so the first ones are small). One that fails for good
@@ -647,11 +664,11 @@ def _read_ahead(read: Callable[[int, int], Any], start: int, end: int, largest: 
         )
         try:
             while pending:
-                chunk = pending.popleft().result()
+                chunks = pending.popleft().result()
                 span = next(ranges, None)
                 if span is not None:
                     pending.append(pool.submit(read, *span))
-                yield chunk
+                yield from chunks
         finally:
             for future in pending:
                 future.cancel()
@@ -666,14 +683,16 @@ def _growing_ranges(start: int, end: int, largest: int) -> Iterator[tuple[int, i
         size = min(2 * size, largest)
 
 
-def _block_at(store, key: str, version: str, offset: int, size: int):
-    """``size`` bytes of object ``key`` at ``offset`` (the client's buffer, not copied), only
-    from the version whose ETag is ``version`` (obstore's PreconditionError otherwise)."""
+def _block_at(store, key: str, version: str, offset: int, size: int) -> list:
+    """``size`` bytes of object ``key`` at ``offset`` as the client's buffers of at least
+    :data:`BLOCK` bytes (not copied in Python, nor gathered into one), only from the version
+    whose ETag is ``version`` (obstore's PreconditionError otherwise)."""
     options = {"range": (offset, offset + size), "if_match": version or None}
-    chunk = obstore.get(store, key, options=options).bytes()
-    if len(chunk) != size:
-        raise OSError(f"a ranged read at {offset} returned {len(chunk)} of {size} bytes")
-    return chunk
+    chunks = list(obstore.get(store, key, options=options).stream(min_chunk_size=BLOCK))
+    received = sum(len(chunk) for chunk in chunks)
+    if received != size:
+        raise OSError(f"a ranged read at {offset} returned {received} of {size} bytes")
+    return chunks
 
 
 def _read_handle(handle, length: int, block: int) -> Iterator[bytes]:
