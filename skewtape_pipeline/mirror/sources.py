@@ -471,30 +471,35 @@ def _read_body(response, length: int) -> Iterator[bytes | memoryview]:
     """The body's blocks, ``length`` bytes in all (IncompleteRead when it ends short), each
     what arrived (a cut loses nothing read). Without a content coding, the socket's bytes are
     read into one reused buffer (``readinto1`` of the connection's buffered reader, below
-    urllib3 and http.client, which then close the connection instead of reusing it), so no
-    block is allocated: each block yielded is valid until the next is asked for."""
+    urllib3's and http.client's responses; the latter is closed once the body is read whole,
+    as it closes itself, so the connection is reused), so no block is allocated: each block
+    yielded is valid until the next is asked for."""
     try:
         left = length
-        raw, buffer = _unencoded(response), memoryview(bytearray(min(BLOCK, length)))
+        stdlib, buffer = _unencoded(response), memoryview(bytearray(min(BLOCK, length)))
         while left > 0:
-            if raw is not None:
-                chunk = buffer[: raw.readinto1(buffer[: min(BLOCK, left)])]
+            if stdlib is not None:
+                chunk = buffer[: stdlib.fp.readinto1(buffer[: min(BLOCK, left)])]
             else:
                 chunk = response.read1(min(BLOCK, left))
             if not chunk:
                 raise urllib3.exceptions.IncompleteRead(length - left, left)
             left -= len(chunk)
             yield chunk
+        if stdlib is not None:
+            stdlib.close()  # the body was read whole: the connection can serve the next request
     finally:
         _finish(response)
 
 
-def _unencoded(response):
-    """The connection's buffered reader under urllib3's and http.client's responses when the
-    body comes as it is stored (no Content-Encoding to decode); else None (urllib3 decodes)."""
+def _unencoded(response) -> http.client.HTTPResponse | None:
+    """The standard library's response under urllib3's when the body comes as it is stored
+    (no Content-Encoding to decode) and its buffered reader can read into a buffer; else None
+    (urllib3 reads and decodes it)."""
     coding = response.headers.get("Content-Encoding", "identity").strip().lower()
-    raw = getattr(getattr(response, "_fp", None), "fp", None)
-    return raw if coding == "identity" and hasattr(raw, "readinto1") else None
+    stdlib = getattr(response, "_fp", None)
+    usable = isinstance(stdlib, http.client.HTTPResponse) and hasattr(stdlib.fp, "readinto1")
+    return stdlib if coding == "identity" and usable else None
 
 
 # --- S3 ----------------------------------------------------------------------------------------
@@ -511,6 +516,8 @@ S3_DEPTH = 4
 """Ranged reads of one object in flight at once."""
 OBJECT_ABSENT = (FileNotFoundError, obstore_errors.NotFoundError)
 """What obstore raises for an object that is not there."""
+OBJECT_BROKEN = (obstore_errors.GenericError, OSError)
+"""What obstore raises for an answer broken on the way (read again), not a refusal."""
 S3_REQUEST_LIMIT = timedelta(hours=1)
 """The longest one request may take (``read_timeout`` catches a stalled one long before)."""
 S3_LEAST_BACKOFF = 0.001
@@ -556,15 +563,14 @@ class ObjectSource:
             with _object_errors(self.url(rel), "reading it"):
                 try:
                     result = obstore.get(self.store, self._key(rel))
+                    remote = _object_version(result.meta)
+                    refuse_large(self.url(rel), remote.size)
+                    data = bytes(result.bytes())
                 except OBJECT_ABSENT:
                     return None
-                remote = _object_version(result.meta)
-                refuse_large(self.url(rel), remote.size)
-                try:
-                    data = bytes(result.bytes())
-                except self.transient as exc:
-                    retry = next_attempt(retry, self.url(rel), exc)
-                    continue
+                except OBJECT_BROKEN as exc:  # an answer cut on the way (the client's own
+                    retry = next_attempt(retry, self.url(rel), exc)  # retries ask again only
+                    continue  # for one that did not begin)
             return small_file(self.url(rel), data, remote.mtime_ns)
 
     def stat(self, rel: str) -> RemoteFile | None:
@@ -599,7 +605,7 @@ def _object_store(bucket: str, options: dict[str, str], settings: TransferSettin
         config["endpoint"] = f"{scheme}://{options['endpoint_override']}"
     client = {
         "connect_timeout": timedelta(seconds=settings.connect_timeout),
-        "read_timeout": timedelta(seconds=settings.read_timeout),
+        "read_timeout": timedelta(seconds=_read_timeout(settings)),
         "timeout": S3_REQUEST_LIMIT,
         "allow_http": options.get("scheme") == "http" or _http_endpoint_in_environment(),
     }

@@ -442,3 +442,32 @@ def test_fetch_when_the_disk_fills_stops_at_once_naming_the_folder_and_changes_n
     assert str(info.value).startswith(f"{stage}: No space left on device while writing snapshot/")
     assert tree_state(root) == before
     assert max(rules.counts.values()) <= 2  # each file looked up and asked for once: no retry
+
+
+def test_fetch_over_s3_when_every_first_answer_is_cut_at_half_reads_again_and_verifies(
+    large_subscriber, large_publisher, s3_publisher, s3_env
+):
+    rules = HttpRules(cut_at=lambda answer: 0.5 if answer.count == 0 else None)
+    proxy = FaultProxy(s3_publisher.s3_port, http=rules)
+    try:
+        fetch_deltas(s3_publisher.uri("publisher", port=proxy.port), large_subscriber,
+                     settings=SETTINGS)  # fmt: skip
+    finally:
+        proxy.close()
+
+    assert published_files(large_subscriber / DELTA) == published_files(large_publisher / DELTA)
+    checksums = [path for path in rules.counts if path.endswith(f"{DELTA}/CHECKSUMS.sha256")]
+    assert checksums and rules.counts[checksums[0]] >= 2
+
+
+def test_fetch_over_one_connection_reuses_it_for_every_file(
+    large_subscriber, large_publisher, large_nginx
+):
+    proxy = FaultProxy(large_nginx.port)
+    try:
+        fetch_deltas(proxy.url, large_subscriber, settings=replace(SETTINGS, connections=1))
+    finally:
+        proxy.close()
+
+    assert_fetched(large_subscriber, large_publisher, proxy)
+    assert proxy.connections == 1
