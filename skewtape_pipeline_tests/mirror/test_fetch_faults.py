@@ -355,7 +355,7 @@ def test_fetch_when_every_first_answer_is_cut_at_half_reads_small_files_again_an
 
 # --- a publisher too slow to wait for ------------------------------------------------------------
 
-SLOW = replace(SETTINGS, speed_limit=64_000, speed_time=0.5)
+SLOW = replace(SETTINGS, speed_limit=16_000, speed_time=1.0)
 """A low-speed limit that a slow answer (:data:`SLOW_RATE`) stays under."""
 SLOW_RATE = 2_000
 SLOW_BYTES = 40_000
@@ -409,7 +409,7 @@ def test_fetch_when_a_body_stays_below_the_low_speed_limit_fails_naming_the_file
     message = str(info.value)
     assert "\n" not in message
     assert path.rsplit("/", 1)[1] in message
-    assert re.search(r"\d+ bytes/s over \d+ s, below the low-speed limit of 64000 bytes/s", message)
+    assert re.search(r"\d+ bytes/s over \d+ s, below the low-speed limit of 16000 bytes/s", message)
 
 
 # --- a full disk ---------------------------------------------------------------------------------
