@@ -157,11 +157,12 @@ def refuse_large(url: str, size: int) -> None:
 @dataclass
 class Body:
     """A response's bytes from offset ``start`` of ``remote``. ``chunks`` ends at
-    ``remote.size``; iterate it to the end or call ``close``."""
+    ``remote.size``; iterate it to the end or call ``close``. A chunk (bytes, or a memoryview
+    of a reused buffer) is valid until the next one is asked for."""
 
     start: int
     remote: RemoteFile
-    chunks: Iterator[bytes]
+    chunks: Iterator[bytes | memoryview]
     close: Callable[[], None] = field(default=lambda: None, repr=False)
 
 
