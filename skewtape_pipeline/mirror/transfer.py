@@ -3,9 +3,9 @@
 How the bytes move
 ------------------
 - **One stream, one copy.** A file is received in one stream from where its kept bytes end;
-  each block the source hands over (urllib3's read, the S3 client's buffer) is written to the
-  file and hashed from that same buffer while it is still in the CPU's cache: no byte is copied
-  in Python between the socket and the file.
+  each block the source hands over (over HTTP a reused buffer the socket's bytes are read into,
+  over S3 the client's buffer) is written to the file and hashed from that same buffer while
+  it is still in the CPU's cache: no byte is copied in Python between the socket and the file.
 - **No fsync here.** The caller fsyncs the month's files together once all arrived, before the
   month folder is renamed into place (a crash before that leaves only the staging folder).
 - **Bounded.** Every broken or stalled body, and every answer that does not continue the file
