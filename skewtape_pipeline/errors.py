@@ -344,6 +344,12 @@ class TransferError(FetchError, OSError):
     1): a rerun resumes what was already downloaded."""
 
 
+class FetchDiskError(StorageError):
+    """Writing a fetched file failed on the local disk (no space left, a quota, an I/O error):
+    the fetch stopped at once, without retrying, and removed the month's staging folder; the
+    message names the folder and the file it was writing. An OS error: the CLI exits 1."""
+
+
 class TLSFailureError(TransferError):
     """The TLS handshake with an ``https://`` source failed (an untrusted certificate, a wrong
     host name, no common protocol)."""

@@ -11,15 +11,18 @@ What a fetch promises
   beside the target (``deltas/.fetch-<YYYY-MM>/``, ``history/.fetch-<YYYY-MM>/``); every file's
   sha256 is computed while it streams and checked against the month's ``CHECKSUMS.sha256`` (and,
   for a delta, against its manifest's entries); the folder is renamed into place only once every
-  file verified. A delta's ``CHECKSUMS.sha256`` and manifest are read first, and the delta is
-  refused before any of it is written when its parent is not the snapshot the local chain ends
-  at (by manifest sha256).
+  file verified and the month's files were fsynced together (once, not file by file). A delta's
+  ``CHECKSUMS.sha256`` and manifest are read first, and the delta is refused before any of it
+  is written when its parent is not the snapshot the local chain ends at (by manifest sha256).
 - **Resumable and idempotent.** A fetch stopped at any point keeps its staging folder; run again,
   it resumes each partial file with a ranged request from where the file ends, provided the
-  remote file is still the version it started (its ETag, or size and modification time; the
-  versions are kept in ``.skewtape/fetch.json`` in the staging folder), and starts the file over
-  otherwise, never stitching two versions. A staged file already whole is verified from disk,
-  not downloaded again. A month already in place is not fetched at all.
+  remote file is still the version it started (a strong ETag, or its Last-Modified; size and
+  modification time for a folder; the versions are kept in ``.skewtape/fetch.json`` in the
+  staging folder) and the answer is the range asked for of that version; otherwise the file
+  starts over, never stitching two versions (see :mod:`~skewtape_pipeline.mirror.transfer`).
+  A staged file already whole is verified from disk, not downloaded again. A month already in
+  place is not fetched at all. Each file has ``attempts`` (broken, stalled below the low-speed
+  limit, or not resumed), then the fetch fails naming it.
 - **No byte hashed twice.** The hashes the fetch verified are recorded in the month folder's hash
   cache (``.skewtape/hashes.json``, see :mod:`skewtape_pipeline.hashing`), which the apply
   (:func:`~skewtape_pipeline.mirror.preflight.check_delta_files`) and ``verify`` consult, so
@@ -30,9 +33,11 @@ What a fetch promises
 - **A refusal changes nothing.** A publisher that serves something the format does not allow
   (a path leaving the folder, a sha256 mismatch, a CHECKSUMS.sha256 without the manifest, an
   HTML page, a redirect elsewhere, a file longer than the size recorded for it or without a
-  length, a listed file that is not there) gets a typed error, and the month's staging folder
-  and the fetch's lock file (when this fetch created it) are removed; a network failure after
-  the last retry (:class:`TransferError`) keeps them for a rerun.
+  length, a listed file that is not there, a name the file system cannot hold) gets a typed
+  error, and the month's staging folder and the fetch's lock file (when this fetch created it)
+  are removed, as they are when a write fails (a full disk: :class:`FetchDiskError`, at once,
+  never retried); a network failure after the last retry (:class:`TransferError`) keeps them
+  for a rerun.
 
 This module does not import dagster.
 """
@@ -40,6 +45,8 @@ This module does not import dagster.
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import hashlib
 import json
 import os
@@ -49,7 +56,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import KW_ONLY, asdict, dataclass, field, fields, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from skewtape_pipeline import fsio
@@ -57,9 +64,13 @@ from skewtape_pipeline.errors import (
     ChainError,
     ChecksumMismatchError,
     DeltaRefusedError,
+    FetchDiskError,
+    FetchError,
     LockHeldError,
     MalformedJsonError,
     PublisherError,
+    StorageError,
+    TransferError,
 )
 from skewtape_pipeline.hashing import BLOCK, HashCache, parse_checksums, sha256_bytes
 from skewtape_pipeline.mirror.catchup import chain_tip, month_folders, next_month
@@ -76,21 +87,22 @@ from skewtape_pipeline.mirror.sources import (
     SmallFile,
     Source,
     TransferSettings,
-    next_attempt,
     open_source,
 )
+from skewtape_pipeline.mirror.transfer import Cancelled, FileTransfer, Hooks
 from skewtape_pipeline.mirror.verify import hash_cache_path
 
 HISTORY, DELTAS = "history", "deltas"
 STAGING_PREFIX = ".fetch-"
 JOURNAL = "fetch.json"
 LOCK_NAME = ".skewtape-fetch.lock"
-WRITEBACK_EVERY = 8 << 20
-"""Bytes of a file streamed between two requests that the kernel start writing them to disk
-(:func:`~skewtape_pipeline.fsio.start_writeback`), so the fsync that ends the file finds
-little left to write instead of the whole file."""
 REFUSALS = (PublisherError, DeltaRefusedError, ChainError)
 """What a publisher's month is refused with (it changes nothing on disk)."""
+DISCARDED = (*REFUSALS, FetchDiskError)
+"""What removes a month's staging folder (and the lock file this fetch created): a refusal,
+or a disk that could not hold the month's files (a full disk is not waited out)."""
+NAME_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.ENOTDIR, errno.EISDIR, errno.EEXIST})
+"""What writing a listed file fails with when the file system cannot hold its name."""
 Kind = Literal["delta", "snapshot"]
 Progress = Callable[["TransferStats"], None]
 
@@ -282,12 +294,45 @@ def _listed(source: Source, folder: str, raw: bytes) -> dict[str, str]:
     listed = parse_checksums(raw, source=Path(folder) / CHECKSUMS)
     for rel in listed:
         safe_relpath(rel, field_name=f"a line of {url}")
+    _refuse_file_and_folder(url, listed)
     if MANIFEST not in listed:
         raise ChecksumMismatchError(
             f"{url} does not list {MANIFEST}; a month's checksums vouch for its manifest",
             field=MANIFEST,
         )
     return listed
+
+
+def _refuse_file_and_folder(url: str, listed: dict[str, str]) -> None:
+    """PublisherError when a listed path is also the folder of another listed path (no file
+    system holds both ``zz`` and ``zz/inner.bin``)."""
+    folders = {parent.as_posix(): rel for rel in listed for parent in PurePosixPath(rel).parents}
+    for rel in sorted(listed):
+        if rel in folders:
+            raise PublisherError(
+                f"lists {rel!r} as a file and as the folder of {folders[rel]!r}; no file system "
+                "holds both",
+                url=url,
+            )
+
+
+def _refuse_unholdable_names(source: Source, remote: RemoteMonth, stage: Path) -> None:
+    """PublisherError naming the first listed path whose name (a part longer than this file
+    system's NAME_MAX) or whole path in ``stage`` (longer than PATH_MAX) it cannot hold."""
+    existing = next(folder for folder in (stage, *stage.parents) if folder.is_dir())
+    name_max = os.pathconf(existing, "PC_NAME_MAX")
+    path_max = os.pathconf(existing, "PC_PATH_MAX")
+    for rel in sorted(remote.listed):
+        longest = max(rel.split("/"), key=lambda part: len(os.fsencode(part)))
+        if len(os.fsencode(longest)) > name_max:
+            why = f"a name of {len(os.fsencode(longest))} bytes; this file system holds {name_max}"
+        elif len(os.fsencode(stage / rel)) >= path_max:
+            why = f"a path longer than this file system's {path_max} bytes in {stage}"
+        else:
+            continue
+        raise PublisherError(
+            f"lists {rel!r}, {why}", url=source.url(f"{remote.folder}/{CHECKSUMS}")
+        )
 
 
 def _read_listed(source: Source, folder: str, rel: str, listed: dict[str, str]) -> SmallFile:
@@ -457,6 +502,7 @@ def _place_month(
 ) -> FetchedMonth:
     """Fetch ``remote`` into its staging folder, verify it whole, rename it into place."""
     target = root / remote.folder
+    _refuse_unholdable_names(source, remote, target.parent / _staging_name(remote.month))
     stats = TransferStats(listener=on_progress)
     large = {rel: digest for rel, digest in remote.listed.items() if rel not in remote.small}
     remotes = _stat_all(source, remote, large)
@@ -486,13 +532,15 @@ def _stage_and_place(
     """Download into the staging folder beside ``target``, verify, rename it into place."""
     stage = target.parent / _staging_name(remote.month)
     with _discarded_on_refusal(stage):
-        fsio.remove_stale_temps(stage)  # a killed fetch's half-written small file
-        _write_small(stage, remote, stats)
+        with _writing(source, remote, stage, "its small files"):
+            fsio.remove_stale_temps(stage)  # a killed fetch's half-written small file
+            _write_small(stage, remote, stats)
         month = _StagedMonth(stage, source, remote, stats)
         month.fetch_all(remotes)
-        month.cache.save()
-        (stage / LOCAL_STATE_DIR / JOURNAL).unlink(missing_ok=True)
-        fsio.fsync_dir(stage)
+        with _writing(source, remote, stage, "its hash cache"):
+            month.cache.save()
+            (stage / LOCAL_STATE_DIR / JOURNAL).unlink(missing_ok=True)
+            fsio.fsync_dir(stage)
         os.rename(stage, target)
         fsio.fsync_dir(target.parent)
 
@@ -538,7 +586,7 @@ def _fetch_lock(root: Path) -> Iterator[None]:
     with fsio.exclusive_lock(lock, what="fetching", held_error=LockHeldError):
         try:
             yield
-        except (*REFUSALS, KeyboardInterrupt):
+        except (*DISCARDED, KeyboardInterrupt):
             if created:
                 fsio.remove_lock_file(lock)
             raise
@@ -547,18 +595,53 @@ def _fetch_lock(root: Path) -> Iterator[None]:
 @contextlib.contextmanager
 def _discarded_on_refusal(stage: Path) -> Iterator[None]:
     """Remove ``stage`` (and its parent folder when this created it and it is left empty) when
-    the block refuses what the publisher served (a typed refusal); any other failure (the
-    network, a full disk, an interruption) keeps it for a resume."""
+    the block refuses what the publisher served (a typed refusal) or the disk cannot hold it
+    (:class:`FetchDiskError`); any other failure (the network, an interruption) keeps it for
+    a resume."""
     created = not stage.parent.exists()
-    stage.mkdir(parents=True, exist_ok=True)
+    with _writing_folder(stage):
+        stage.mkdir(parents=True, exist_ok=True)
     try:
         yield
-    except REFUSALS:
+    except DISCARDED:
         shutil.rmtree(stage, ignore_errors=True)
         if created:
             with contextlib.suppress(OSError):
                 stage.parent.rmdir()
         raise
+
+
+@contextlib.contextmanager
+def _writing(source: Source, remote: RemoteMonth, stage: Path, what: str) -> Iterator[None]:
+    """A disk error in the block as what it means, never retried: a listed name this file
+    system cannot hold is the publisher's (PublisherError); anything else (no space left, a
+    quota, an I/O error) a FetchDiskError naming ``stage`` and ``what`` was being written."""
+    try:
+        yield
+    except (FetchError, StorageError):
+        raise
+    except OSError as exc:
+        if exc.errno in NAME_ERRNOS and what in remote.listed:
+            raise PublisherError(
+                f"lists {what!r}, a name this file system cannot hold ({exc.strerror})",
+                url=source.url(f"{remote.folder}/{CHECKSUMS}"),
+            ) from None
+        raise _disk_error(exc, stage, what) from None
+
+
+@contextlib.contextmanager
+def _writing_folder(folder: Path) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        raise _disk_error(exc, folder, "the folder itself") from None
+
+
+def _disk_error(error: OSError, stage: Path, what: str) -> FetchDiskError:
+    return FetchDiskError(
+        f"{stage}: {error.strerror or error} while writing {what}; the fetch stopped and removed "
+        "the staging folder (nothing was placed)"
+    )
 
 
 def _write_small(stage: Path, remote: RemoteMonth, stats: TransferStats) -> None:
@@ -569,10 +652,6 @@ def _write_small(stage: Path, remote: RemoteMonth, stats: TransferStats) -> None
             os.utime(stage / rel, ns=(small.mtime_ns, small.mtime_ns))
         size = len(small.data)
         stats.add(bytes_done=size, bytes_fetched=size, bytes_hashed=size)
-
-
-class _Cancelled(Exception):
-    """Another file of the month failed; this transfer stops where it is."""
 
 
 class _StagedMonth:
@@ -587,55 +666,69 @@ class _StagedMonth:
         self.cache = HashCache(hash_cache_path(stage))
         self.lock = threading.Lock()
         self.cancel = threading.Event()
+        limit = source.settings.time_limit
+        self.deadline = None if limit is None else time.monotonic() + limit
         for rel, small in remote.small.items():
             self.cache.record(rel, stage / rel, sha256_bytes(small.data), hashed_at_ns=started_ns)
 
     def fetch_all(self, remotes: dict[str, RemoteFile]) -> None:
-        """Fetch every file (largest first, ``connections`` at a time); the first failure
-        stops the others and is raised once they stopped."""
+        """Fetch every file (largest first, ``connections`` at a time), then fsync them all
+        together; the first failure stops the others and is raised once they stopped."""
+        started = {rel: self.versions.get(rel) for rel in remotes}  # what the files were of
+        with _writing(self.source, self.remote, self.stage, "its journal"):
+            self._remember_versions({rel: remote.validator for rel, remote in remotes.items()})
         order = sorted(remotes, key=lambda rel: remotes[rel].size, reverse=True)
         with ThreadPoolExecutor(max_workers=self.source.settings.connections) as pool:
-            futures = [pool.submit(self.fetch_file, rel, remotes[rel]) for rel in order]
+            futures = [
+                pool.submit(self.fetch_file, rel, remotes[rel], started[rel]) for rel in order
+            ]
             try:
                 wait(futures, return_when=FIRST_EXCEPTION)
             finally:
                 self.cancel.set()
                 wait(futures)
-        errors = [f.exception() for f in futures if f.exception() is not None]
-        real = [e for e in errors if not isinstance(e, _Cancelled)]
-        if real:
-            raise real[0]
+            errors = [f.exception() for f in futures if f.exception() is not None]
+            real = [e for e in errors if not isinstance(e, Cancelled)]
+            if real:
+                raise real[0]
+            with _writing(self.source, self.remote, self.stage, "the fetched files"):
+                list(pool.map(fsio.fsync_file, [self.stage / rel for rel in order]))
 
-    def fetch_file(self, rel: str, remote: RemoteFile) -> None:
+    def fetch_file(self, rel: str, remote: RemoteFile, started_from: str | None) -> None:
         """Make ``stage/rel`` the verified file: kept when whole, resumed, or fetched."""
         path = self.stage / rel
         expected = self.remote.listed[rel]
         started_ns = time.time_ns()
-        have = self._usable_prefix(rel, path, remote)
-        if have == remote.size and self._verified_on_disk(rel, path, expected):
-            self.stats.add(files_present=1, bytes_done=have, bytes_resumed=have)
-            return
-        kept = have if have < remote.size else 0
-        digest = self._download(rel, path, remote, kept)
-        if digest != expected and kept:
-            digest = self._download(rel, path, remote, 0)  # the kept bytes were not the file's
+        with _writing(self.source, self.remote, self.stage, rel):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            kept = self._kept(rel, fd, remote, started_from)
+            if kept == remote.size and self._verified_on_disk(rel, path, expected):
+                self.stats.add(files_present=1, bytes_done=kept, bytes_resumed=kept)
+                return
+            kept = kept if kept < remote.size else 0
+            digest, remote = self._download(rel, fd, remote, kept)
+            if digest != expected and kept:  # the kept bytes were not the file's
+                self.stats.add(bytes_done=-remote.size)
+                digest, remote = self._download(rel, fd, remote, 0)
+        finally:
+            os.close(fd)
         if digest != expected:
             raise ChecksumMismatchError(
                 f"{self.source.url(f'{self.remote.folder}/{rel}')} hashes to {digest}; the "
                 f"month's {CHECKSUMS} lists {expected}",
                 field=rel,
             )
-        self._record(rel, path, digest, started_ns, remote.mtime_ns)
+        with _writing(self.source, self.remote, self.stage, "its hash cache"):
+            self._record(rel, path, digest, started_ns, remote.mtime_ns)
         self.stats.add(files_fetched=1)
 
-    def _usable_prefix(self, rel: str, path: Path, remote: RemoteFile) -> int:
-        """Bytes of ``path`` a resume can keep: all of it when it was started from the same
-        remote version and is not longer than it; else 0."""
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            return 0
-        same = self.versions.get(rel) == remote.validator and remote.validator
+    def _kept(self, rel: str, fd: int, remote: RemoteFile, started_from: str | None) -> int:
+        """Bytes of ``fd`` a resume can keep: all of them when it was started from the same
+        remote version (one that can be resumed) and is not longer than it; else 0."""
+        same = started_from == remote.validator and remote.resumable
+        size = os.fstat(fd).st_size
         return size if same and size <= remote.size else 0
 
     def _verified_on_disk(self, rel: str, path: Path, expected: str) -> bool:
@@ -648,91 +741,53 @@ class _StagedMonth:
                     self.cache.record(rel, path, digest, hashed_at_ns=started_ns)
         return digest == expected
 
-    def _download(self, rel: str, path: Path, remote: RemoteFile, have: int) -> str:
-        """Stream the file into ``path`` from byte ``have`` (kept bytes hashed from disk first);
-        returns the sha256 of the whole file. Restarts from 0 when the remote version changes."""
-        self._remember_version(rel, remote.validator)
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def _download(self, rel: str, fd: int, remote: RemoteFile, kept: int) -> tuple[str, RemoteFile]:
+        """Fill ``fd`` with the file after its first ``kept`` bytes; returns the sha256 of the
+        whole file and the version fetched (see :mod:`.transfer`)."""
         url = self.source.url(f"{self.remote.folder}/{rel}")
-        retry = self.source.settings.retry()
-        with open(path, "r+b" if path.exists() else "w+b") as out:
-            out.truncate(have)
-            digest = _hash_prefix(out, have, self.stats)
-            self.stats.add(bytes_resumed=have, bytes_done=have)
-            while have < remote.size:
-                body = self.source.open_range(f"{self.remote.folder}/{rel}", have, remote)
-                if body.start != have or body.remote != remote:
-                    _check_size(url, body.remote, self.remote.sizes.get(rel))
-                    self.stats.add(bytes_done=-have)
-                    remote, have, digest = body.remote, 0, hashlib.sha256()
-                    self._remember_version(rel, remote.validator)
-                    out.seek(0)
-                    out.truncate(0)
-                try:
-                    have = self._stream(body.chunks, out, digest, have)
-                except self.source.transient as exc:
-                    have = out.tell()  # what was written before the break is hashed too
-                    body.close()
-                    retry = next_attempt(retry, url, exc)
-                    self.stats.add(retries=1)
-            out.flush()
-            os.fsync(out.fileno())
-        return digest.hexdigest()
+        writing = functools.partial(_writing, self.source, self.remote, self.stage, rel)
 
-    def _stream(self, chunks: Iterator[bytes], out, digest, have: int) -> int:
-        """Write and hash ``chunks`` at ``have``; returns where the file ends. Every
-        :data:`WRITEBACK_EVERY` bytes the kernel is asked to start writing them to disk."""
-        flushed = have
-        for chunk in chunks:
-            if self.cancel.is_set():
-                raise _Cancelled()
-            out.write(chunk)
-            digest.update(chunk)
-            have += len(chunk)
-            if have - flushed >= WRITEBACK_EVERY:
-                out.flush()
-                fsio.start_writeback(out.fileno(), flushed, have - flushed)
-                flushed = have
-            self.stats.add(bytes_fetched=len(chunk), bytes_done=len(chunk),
-                           bytes_hashed=len(chunk))  # fmt: skip
-        return have
+        def new_version(found: RemoteFile) -> None:
+            _check_size(url, found, self.remote.sizes.get(rel))
+            with writing():
+                self._remember_versions({rel: found.validator})
 
-    def _remember_version(self, rel: str, validator: str) -> None:
+        hooks = Hooks(self.stats.add, writing, lambda: self._check_deadline(url), new_version,
+                      self.cancel)  # fmt: skip
+        transfer = FileTransfer(self.source, f"{self.remote.folder}/{rel}", url, fd, hooks)
+        return transfer.run(remote, kept)
+
+    def _check_deadline(self, url: str) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise TransferError(
+                f"the month's transfer ran past its time limit of "
+                f"{self.source.settings.time_limit:g} s; a rerun resumes it",
+                url=url,
+            )
+
+    def _remember_versions(self, versions: dict[str, str]) -> None:
         with self.lock:
-            if self.versions.get(rel) == validator:
+            if all(self.versions.get(rel) == found for rel, found in versions.items()):
                 return
-            self.versions[rel] = validator
+            self.versions.update(versions)
             fsio.atomic_write_bytes(self.journal_path, _dump_versions(self.versions))
 
     def _record(self, rel: str, path: Path, digest: str, started_ns: int, mtime_ns: int | None):
-        """Give ``path`` the publisher's modification time and record its verified hash."""
+        """Give ``path`` the publisher's modification time and record its verified hash (the
+        cache is saved once the month's files are all in)."""
         if mtime_ns is not None:
             os.utime(path, ns=(mtime_ns, mtime_ns))
         with self.lock:
             self.cache.record(rel, path, digest, hashed_at_ns=started_ns)
-            self.cache.save()
 
 
 def _hash_file(path: Path, stats: TransferStats) -> str:
-    with open(path, "rb") as handle:
-        return _hash_prefix(handle, path.stat().st_size, stats).hexdigest()
-
-
-def _hash_prefix(handle, length: int, stats: TransferStats):
-    """A sha256 object fed the first ``length`` bytes of the open file ``handle`` (left at
-    ``length``)."""
     digest = hashlib.sha256()
-    handle.seek(0)
-    left = length
-    while left > 0:
-        chunk = handle.read(min(BLOCK, left))
-        if not chunk:
-            break
-        digest.update(chunk)
-        left -= len(chunk)
-    handle.seek(length)
-    stats.add(bytes_hashed=length - left)
-    return digest
+    with open(path, "rb") as handle:
+        while chunk := handle.read(BLOCK):
+            digest.update(chunk)
+            stats.add(bytes_hashed=len(chunk))
+    return digest.hexdigest()
 
 
 def _load_versions(path: Path) -> dict[str, str]:

@@ -5,6 +5,8 @@
   and a generated config, on a free port, serving a folder;
 - :class:`FaultProxy`: a TCP proxy in front of any server that, connection by connection, cuts
   the stream after N bytes, stalls, or answers 503 itself, and counts the bytes it forwarded;
+  with :class:`HttpRules` it reads the HTTP it forwards and edits it answer by answer (headers
+  changed, a body cut at a share or sent slowly);
 - :class:`HostileServer`: the standard library's file server with chosen paths answered by hand
   (an HTML page, a redirect, an endless stream...): a publisher that misbehaves on purpose;
 - :func:`publisher_tree`: the layout a publisher serves (``history/<YYYY-MM>/`` beside
@@ -163,13 +165,54 @@ class Fault:
 
 
 @dataclass
+class HttpAnswer:
+    """One answer's head as an :class:`HttpRules` hook sees it: the request's method, path and
+    headers, the answer's status line and headers (change ``headers`` in place), and ``count``,
+    how many answers to that path came before this one; ``sent``, the bytes of its body sent
+    so far."""
+
+    method: str
+    path: str
+    request: dict[str, str]
+    status: int
+    headers: dict[str, str]
+    count: int
+    sent: int = 0
+
+    @property
+    def length(self) -> int:
+        """The body's length (none after a HEAD request, a 204 or a 304)."""
+        if self.method == "HEAD" or self.status in (204, 304):
+            return 0
+        return int(self.headers.get("Content-Length", "0"))
+
+
+@dataclass
+class HttpRules:
+    """How the proxy edits the HTTP it forwards (HTTP/1.1, bodies of a known length):
+    ``request`` may change a request's headers ({name: value}; method and path passed too),
+    ``answer`` an answer's headers (:class:`HttpAnswer`); ``cut_at`` gives the share of an answer's
+    body after which its connection is cut (None: whole); ``rate`` the bytes/s an answer's body
+    is sent at (None: as fast as it comes). ``answers`` keeps every answer forwarded."""
+
+    request: Callable[[str, str, dict[str, str]], None] | None = None
+    answer: Callable[[HttpAnswer], None] | None = None
+    cut_at: Callable[[HttpAnswer], float | None] | None = None
+    rate: Callable[[HttpAnswer], float | None] | None = None
+    counts: collections.Counter = field(default_factory=collections.Counter)
+    answers: list[HttpAnswer] = field(default_factory=list)
+
+
+@dataclass
 class FaultProxy:
     """A TCP proxy on a free 127.0.0.1 port in front of ``upstream_port``. Each new connection
     takes the next queued :class:`Fault` (none left: forwarded as is). ``bytes_down`` counts
-    every byte sent to the client; ``rate`` (bytes/s) throttles what it forwards."""
+    every byte sent to the client; ``rate`` (bytes/s) throttles what it forwards. With ``http``
+    (:class:`HttpRules`) it reads the HTTP it forwards, answer by answer, and edits it."""
 
     upstream_port: int
     rate: float | None = None
+    http: HttpRules | None = None
     faults: collections.deque = field(default_factory=collections.deque)
     bytes_down: int = 0
     connections: int = 0
@@ -218,6 +261,9 @@ class FaultProxy:
             except OSError:
                 return
             with upstream:
+                if self.http is not None:
+                    self._serve_http(client, upstream)
+                    return
                 threading.Thread(target=_pump, args=(client, upstream), daemon=True).start()
                 self._forward_down(upstream, client, fault)
 
@@ -240,8 +286,7 @@ class FaultProxy:
             except OSError:
                 return
             sent += len(data)
-            with self._lock:
-                self.bytes_down += len(data)
+            self._count(len(data))
             if self.rate:
                 time.sleep(len(data) / self.rate)
             if limit is not None and sent >= limit:
@@ -250,6 +295,122 @@ class FaultProxy:
                 with contextlib.suppress(OSError):
                     client.shutdown(socket.SHUT_RDWR)
                 return
+
+    def _count(self, size: int) -> None:
+        with self._lock:
+            self.bytes_down += size
+
+    # --- HTTP, answer by answer ---
+
+    def _serve_http(self, client: socket.socket, upstream: socket.socket) -> None:
+        asked: collections.deque = collections.deque()
+        arrived = threading.Condition()
+        threading.Thread(
+            target=self._pump_requests, args=(client, upstream, asked, arrived), daemon=True
+        ).start()
+        down = _Reader(upstream)
+        with contextlib.suppress(OSError):
+            while (head := down.head()) is not None:
+                with arrived:
+                    arrived.wait_for(lambda: asked or self._closing.is_set(), timeout=30)
+                    if not asked:
+                        return
+                    method, path, request = asked.popleft()
+                if not self._answer(client, down, head, method, path, request):
+                    client.shutdown(socket.SHUT_RDWR)
+                    return
+            client.shutdown(socket.SHUT_WR)
+
+    def _pump_requests(self, client, upstream, asked, arrived) -> None:
+        """Forward each request head (GET and HEAD carry no body), edited by the rules."""
+        up = _Reader(client)
+        with contextlib.suppress(OSError):
+            while (head := up.head()) is not None:
+                first, headers = _parse_head(head)
+                method, path, _ = first.split(" ", 2)
+                if self.http.request is not None:
+                    self.http.request(method, path, headers)
+                with arrived:
+                    asked.append((method, path, dict(headers)))
+                    arrived.notify()
+                upstream.sendall(_build_head(first, headers))
+        with contextlib.suppress(OSError):
+            upstream.shutdown(socket.SHUT_WR)
+
+    def _answer(self, client, down: _Reader, head: bytes, method, path, request) -> bool:
+        """Forward one answer (edited, maybe cut or slowed); False when the connection ends."""
+        first, headers = _parse_head(head)
+        rules = self.http
+        with self._lock:
+            count = rules.counts[path]
+            rules.counts[path] += 1
+            answer = HttpAnswer(method, path, request, int(first.split(" ")[1]), headers, count)
+            rules.answers.append(answer)
+        if "chunked" in headers.get("Transfer-Encoding", "").lower():
+            client.sendall(head)  # not edited: forwarded as it comes to the end
+            while data := down.some():
+                client.sendall(data)
+            return False
+        length = answer.length
+        if rules.answer is not None:
+            rules.answer(answer)
+        share = rules.cut_at(answer) if rules.cut_at is not None else None
+        rate = rules.rate(answer) if rules.rate is not None else None
+        client.sendall(_build_head(first, answer.headers))
+        left = length if share is None else min(length, int(length * share))
+        while left > 0:
+            data = down.some(min(left, _piece(rate)))
+            if not data:
+                return False
+            client.sendall(data)
+            self._count(len(data))
+            answer.sent += len(data)
+            left -= len(data)
+            if rate and self._closing.wait(len(data) / rate):
+                return False
+        return share is None
+
+
+def _piece(rate: float | None) -> int:
+    """Bytes sent at once: 64 KiB, or a tenth of a second's worth at a slow rate."""
+    return 1 << 16 if not rate else max(1, min(1 << 16, int(rate / 10)))
+
+
+class _Reader:
+    """Heads and bodies read from a socket, what was read past a head kept for the body."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock, self.buffer = sock, b""
+
+    def head(self) -> bytes | None:
+        while b"\r\n\r\n" not in self.buffer:
+            data = self.sock.recv(1 << 16)
+            if not data:
+                return None
+            self.buffer += data
+        head, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
+        return head + b"\r\n\r\n"
+
+    def some(self, most: int = 1 << 16) -> bytes:
+        if not self.buffer:
+            self.buffer = self.sock.recv(1 << 16)
+        data, self.buffer = self.buffer[:most], self.buffer[most:]
+        return data
+
+
+def _parse_head(head: bytes) -> tuple[str, dict[str, str]]:
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines[1:]:
+        if line:
+            name, _, value = line.partition(":")
+            headers[name.strip().title()] = value.strip()
+    return lines[0], headers
+
+
+def _build_head(first: str, headers: dict[str, str]) -> bytes:
+    lines = [first, *(f"{name}: {value}" for name, value in headers.items()), "", ""]
+    return "\r\n".join(lines).encode("latin-1")
 
 
 def _pump(source: socket.socket, target: socket.socket) -> None:

@@ -15,7 +15,8 @@ from obstore.store import LocalStore
 
 from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import ChainError, ConfigError
-from skewtape_pipeline.mirror import fetch as fetch_module
+from skewtape_pipeline.hashing import HashCache
+from skewtape_pipeline.mirror import transfer as transfer_module
 from skewtape_pipeline.mirror.catchup import catch_up
 from skewtape_pipeline.mirror.fetch import (
     fetch_deltas,
@@ -186,7 +187,7 @@ def test_fetch_asks_for_each_streamed_range_to_be_written_to_disk_as_it_goes(
         staged = os.readlink(f"/proc/self/fd/{fd}")  # deltas/.fetch-<month>/<path>
         ranges.setdefault(staged.partition("/.fetch-")[2], []).append((offset, length))
 
-    monkeypatch.setattr(fetch_module, "WRITEBACK_EVERY", every)
+    monkeypatch.setattr(transfer_module, "WRITEBACK_EVERY", every)
     monkeypatch.setattr(fsio, "start_writeback", record)
     fetch_deltas(str(publisher), subscriber, settings=FAST)
 
@@ -298,3 +299,38 @@ def test_apply_after_fetch_when_a_fetched_file_was_rewritten_hashes_it_and_refus
 
     with pytest.raises(ChecksumMismatchError, match="hashes to"):
         check_delta_files(read_delta_head(delta))
+
+
+def test_fetch_fsyncs_the_months_files_together_before_renaming_the_month_into_place(
+    subscriber, publisher, monkeypatch
+):
+    events: list[tuple[str, str]] = []
+    fsync, rename, record = os.fsync, os.rename, HashCache.record
+
+    def record_fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        fsync(fd)
+
+    def record_rename(source, target):
+        events.append(("rename", str(target)))
+        rename(source, target)
+
+    def record_verified(cache, rel, path, *args, **kwargs):
+        events.append(("verified", str(path)))
+        record(cache, rel, path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "fsync", record_fsync)
+    monkeypatch.setattr(os, "rename", record_rename)
+    monkeypatch.setattr(HashCache, "record", record_verified)
+    fetch_deltas(str(publisher), subscriber, settings=FAST, until="2026-10")
+
+    month = DELTA_MONTHS[0]
+    stage = str(subscriber / "deltas" / f".fetch-{month}")
+    placed = events.index(("rename", str(subscriber / "deltas" / month)))
+    small = {f"{stage}/{rel}" for rel in remote_delta(open_source(str(publisher)), month).small}
+    fetched = {path for kind, path in events if kind == "verified"} - small
+    synced = [i for i, (kind, path) in enumerate(events) if kind == "fsync" and path in fetched]
+    last_verified = max(i for i, event in enumerate(events) if event[0] == "verified")
+    assert {events[i][1] for i in synced} == fetched and len(fetched) > 3
+    assert last_verified < min(synced) and max(synced) < placed
+    assert all(path.startswith(stage) for path in fetched)

@@ -6,21 +6,29 @@ delta's size (nothing downloaded twice)."""
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from pyarrow import fs as pafs
 
-from skewtape_pipeline.errors import PublisherError
+from skewtape_pipeline.errors import FetchDiskError, PublisherError, TransferError
 from skewtape_pipeline.mirror.fetch import fetch_deltas
 from skewtape_pipeline.mirror.sources import TransferSettings, open_source
 from skewtape_pipeline_tests.mirror.apply_support import tree_state
-from skewtape_pipeline_tests.mirror.conftest import LARGE_NEXT
-from skewtape_pipeline_tests.mirror.publisher_servers import Fault, FaultProxy
+from skewtape_pipeline_tests.mirror.conftest import LARGE_NEXT, LARGE_PARENT
+from skewtape_pipeline_tests.mirror.publisher_servers import (
+    Fault,
+    FaultProxy,
+    HttpAnswer,
+    HttpRules,
+)
 from skewtape_pipeline_tests.mirror.test_fetch import published_files
 from skewtape_pipeline_tests.scale_out.servers import S3_REGION
 
@@ -196,3 +204,270 @@ def wait_until(condition, process: subprocess.Popen, timeout: float = 60) -> Non
         assert process.poll() is None, f"the fetch ended first: {process.stderr.read()}"
         assert time.monotonic() < deadline, "the fetch did not get there in time"
         time.sleep(0.01)
+
+
+# --- answers that do not resume what was asked (HTTP rules in front of nginx) -----------------
+
+
+def largest(publisher: Path) -> str:
+    """The URL path of the delta's largest file."""
+    files = published_files(publisher / DELTA)
+    return f"/{DELTA}/{max(files, key=lambda rel: len(files[rel]))}"
+
+
+ENOUGH = 8
+"""Answers to one file after which the rules of :func:`first_body_cut` cut every answer."""
+
+
+def first_body_cut(path: str, share: float = 0.5):
+    """A ``cut_at`` rule: the first answer to ``path`` after its look-up (the first answer) is
+    cut at ``share`` of its body; answers after the :data:`ENOUGH`-th are cut at once (a client
+    that would ask forever fails instead)."""
+    cut: list[int] = []
+
+    def rule(answer: HttpAnswer) -> float | None:
+        if answer.path == path and answer.count > ENOUGH:
+            return 0.0
+        if answer.path != path or answer.count == 0 or cut:
+            return None
+        cut.append(answer.count)
+        return share
+
+    return rule
+
+
+def via_rules(nginx, subscriber: Path, rules: HttpRules, settings=SETTINGS):
+    """Fetch through a proxy with ``rules`` in front of ``nginx``: (result, proxy)."""
+    proxy = FaultProxy(nginx.port, http=rules)
+    try:
+        return fetch_deltas(proxy.url, subscriber, settings=settings), proxy
+    finally:
+        proxy.close()
+
+
+def changing_etag(answer: HttpAnswer) -> None:
+    """Every answer carries another ETag (as a publisher republishing the file would)."""
+    if "Etag" in answer.headers:
+        answer.headers["Etag"] = f'"{answer.count}-{answer.headers["Etag"].strip(chr(34))}"'
+
+
+def without_if_range(method: str, path: str, headers: dict[str, str]) -> None:
+    headers.pop("If-Range", None)  # nginx then answers every Range with 206
+
+
+def test_fetch_when_a_206_carries_another_etag_fetches_the_file_whole_and_verifies(
+    large_subscriber, large_publisher, large_nginx
+):
+    path = largest(large_publisher)
+    rules = HttpRules(request=without_if_range, answer=changing_etag,
+                      cut_at=first_body_cut(path))  # fmt: skip
+
+    result, _ = via_rules(large_nginx, large_subscriber, rules)
+
+    assert published_files(large_subscriber / DELTA) == published_files(large_publisher / DELTA)
+    assert rules.counts[path] <= 4  # look-up, cut body, the refused 206, the whole file
+    assert result.months[0].retries >= 1
+
+
+def weak_etag_on_206(answer: HttpAnswer) -> None:
+    if answer.status == 206 and answer.length > 1:
+        answer.headers["Etag"] = f"W/{answer.headers['Etag']}"
+
+
+def shifted_content_range(answer: HttpAnswer) -> None:
+    if answer.status == 206 and answer.length > 1:
+        first, _, rest = answer.headers["Content-Range"].removeprefix("bytes ").partition("-")
+        answer.headers["Content-Range"] = f"bytes {int(first) + 1}-{rest}"
+
+
+def without_range(method: str, path: str, headers: dict[str, str]) -> None:
+    for name in ("Range", "If-Range"):
+        headers.pop(name, None)
+
+
+@pytest.mark.parametrize(
+    "rules",
+    [
+        pytest.param(
+            lambda: {"answer": weak_etag_on_206, "request": without_if_range}, id="weak-etag-on-206"
+        ),
+        pytest.param(lambda: {"answer": shifted_content_range}, id="content-range-not-asked"),
+        pytest.param(lambda: {"request": without_range}, id="server-ignores-range"),
+    ],
+)
+def test_fetch_when_a_resume_is_not_answered_as_asked_fetches_the_file_whole_and_verifies(
+    large_subscriber, large_publisher, large_nginx, rules
+):
+    path = largest(large_publisher)
+    rules = HttpRules(cut_at=first_body_cut(path), **rules())
+
+    result, _ = via_rules(large_nginx, large_subscriber, rules)
+
+    assert published_files(large_subscriber / DELTA) == published_files(large_publisher / DELTA)
+    assert result.months[0].retries >= 1
+
+
+def weak_etag(answer: HttpAnswer) -> None:
+    if "Etag" in answer.headers:
+        answer.headers["Etag"] = f"W/{answer.headers['Etag']}"
+
+
+def test_fetch_when_etags_are_weak_never_resumes_with_them_and_verifies(
+    large_subscriber, large_publisher, large_nginx
+):
+    path = largest(large_publisher)
+    rules = HttpRules(answer=weak_etag, cut_at=first_body_cut(path))
+
+    result, _ = via_rules(large_nginx, large_subscriber, rules)
+
+    assert published_files(large_subscriber / DELTA) == published_files(large_publisher / DELTA)
+    assert result.months[0].retries >= 1
+    asked = [answer.request for answer in rules.answers if answer.path == path]
+    assert [request.get("Range") for request in asked] == ["bytes=0-0", None, None]
+    assert not any("If-Range" in request for request in asked)
+
+
+def test_fetch_when_every_answer_changes_and_breaks_fails_after_its_attempts_naming_the_file(
+    large_subscriber, large_publisher, large_nginx
+):
+    path = largest(large_publisher)
+    rules = HttpRules(answer=changing_etag, cut_at=lambda a: 0.5 if a.path == path else None)
+    settings = replace(SETTINGS, attempts=3)
+
+    with pytest.raises(TransferError, match="last retry failed") as info:
+        via_rules(large_nginx, large_subscriber, rules, settings)
+
+    assert path.rsplit("/", 1)[1] in str(info.value)
+    assert rules.counts[path] <= 2 * settings.attempts + 1
+
+
+def test_fetch_when_every_first_answer_is_cut_at_half_reads_small_files_again_and_verifies(
+    large_subscriber, large_publisher, large_nginx
+):
+    rules = HttpRules(cut_at=lambda answer: 0.5 if answer.count == 0 else None)
+
+    result, _ = via_rules(large_nginx, large_subscriber, rules)
+
+    assert published_files(large_subscriber / DELTA) == published_files(large_publisher / DELTA)
+    assert rules.counts[f"/{DELTA}/CHECKSUMS.sha256"] == 2
+    assert result.months[0].retries >= len(published_files(large_publisher / DELTA))
+
+
+# --- a publisher too slow to wait for ------------------------------------------------------------
+
+SLOW = replace(SETTINGS, speed_limit=16_000, speed_time=1.0)
+"""A low-speed limit that a slow answer (:data:`SLOW_RATE`) stays under."""
+SLOW_RATE = 2_000
+SLOW_BYTES = 40_000
+"""Where a slow answer ends (20 s at its rate), so that a fetch without the limit ends too."""
+
+
+def slow(path: str, times: int | None = None):
+    """``rate`` and ``cut_at`` rules: the first ``times`` answers with a body to ``path`` (all
+    when None) come at :data:`SLOW_RATE` bytes/s and end after :data:`SLOW_BYTES`."""
+    slowed: list[int] = []
+
+    def chosen(answer: HttpAnswer) -> bool:
+        if answer.path != path or answer.length <= 1:
+            return False
+        if answer.count not in slowed and len(slowed) != times:
+            slowed.append(answer.count)
+        return answer.count in slowed
+
+    return {
+        "rate": lambda answer: SLOW_RATE if chosen(answer) else None,
+        "cut_at": lambda answer: SLOW_BYTES / answer.length if chosen(answer) else None,
+    }
+
+
+def test_fetch_when_a_body_stalls_below_the_low_speed_limit_resumes_it_and_verifies(
+    large_subscriber, large_publisher, large_nginx
+):
+    path = largest(large_publisher)
+    rules = HttpRules(**slow(path, times=1))
+    proxy = FaultProxy(large_nginx.port, http=rules)
+    try:
+        result = fetch_deltas(proxy.url, large_subscriber, settings=SLOW)
+    finally:
+        proxy.close()
+
+    slowed = [answer for answer in rules.answers if answer.path == path][1]
+    assert slowed.sent < SLOW_BYTES  # the fetch let go of it, not the proxy
+    assert result.months[0].retries == 1
+    assert_fetched(large_subscriber, large_publisher, proxy)
+
+
+def test_fetch_when_a_body_stays_below_the_low_speed_limit_fails_naming_the_file_and_rate(
+    large_subscriber, large_publisher, large_nginx
+):
+    path = largest(large_publisher)
+    rules = HttpRules(**slow(path))
+
+    with pytest.raises(TransferError) as info:
+        via_rules(large_nginx, large_subscriber, rules, replace(SLOW, attempts=2))
+
+    message = str(info.value)
+    assert "\n" not in message
+    assert path.rsplit("/", 1)[1] in message
+    assert re.search(r"\d+ bytes/s over \d+ s, below the low-speed limit of 16000 bytes/s", message)
+
+
+# --- a full disk ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A folder on a 12 MiB tmpfs (mounted for the test, as root), too small for the delta."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_fetch_when_the_disk_fills_stops_at_once_naming_the_folder_and_changes_nothing(
+    small_disk, large_publisher, large_nginx
+):
+    root = small_disk / "mirror"
+    shutil.copytree(large_publisher / "history" / LARGE_PARENT, root / "history" / LARGE_PARENT)
+    before = tree_state(root)
+    rules = HttpRules()
+
+    with pytest.raises(FetchDiskError) as info:
+        via_rules(large_nginx, root, rules)
+
+    stage = root / "deltas" / f".fetch-{LARGE_NEXT}"
+    assert str(info.value).startswith(f"{stage}: No space left on device while writing snapshot/")
+    assert tree_state(root) == before
+    assert max(rules.counts.values()) <= 2  # each file looked up and asked for once: no retry
+
+
+def test_fetch_over_s3_when_every_first_answer_is_cut_at_half_reads_again_and_verifies(
+    large_subscriber, large_publisher, s3_publisher, s3_env
+):
+    rules = HttpRules(cut_at=lambda answer: 0.5 if answer.count == 0 else None)
+    proxy = FaultProxy(s3_publisher.s3_port, http=rules)
+    try:
+        fetch_deltas(s3_publisher.uri("publisher", port=proxy.port), large_subscriber,
+                     settings=SETTINGS)  # fmt: skip
+    finally:
+        proxy.close()
+
+    assert published_files(large_subscriber / DELTA) == published_files(large_publisher / DELTA)
+    checksums = [path for path in rules.counts if path.endswith(f"{DELTA}/CHECKSUMS.sha256")]
+    assert checksums and rules.counts[checksums[0]] >= 2
+
+
+def test_fetch_over_one_connection_reuses_it_for_every_file(
+    large_subscriber, large_publisher, large_nginx
+):
+    proxy = FaultProxy(large_nginx.port)
+    try:
+        fetch_deltas(proxy.url, large_subscriber, settings=replace(SETTINGS, connections=1))
+    finally:
+        proxy.close()
+
+    assert_fetched(large_subscriber, large_publisher, proxy)
+    assert proxy.connections == 1

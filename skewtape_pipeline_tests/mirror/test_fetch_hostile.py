@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import (
     ChecksumMismatchError,
     PublisherError,
@@ -153,3 +154,40 @@ def endless(handler) -> None:
     block = b"0" * 65536
     while True:
         handler.wfile.write(b"%x\r\n%s\r\n" % (len(block), block))
+
+
+# --- names this file system cannot hold -----------------------------------------------------------
+
+
+def list_extra(publisher: Path, server, files: dict[str, bytes]) -> None:
+    """List ``files`` ({path in the delta: bytes}) in the delta's CHECKSUMS.sha256, each
+    answered by hand."""
+    lines = [f"{hashlib.sha256(data).hexdigest()}  {rel}" for rel, data in files.items()]
+    write_checksums(publisher, [*checksums_lines(publisher), *lines])
+    for rel, data in files.items():
+        server.answers[f"{DELTA}/{rel}"] = lambda h, data=data: answer(h, 200, data)
+
+
+def test_fetch_when_a_listed_name_is_longer_than_the_file_system_holds_is_refused(
+    tampered, subscriber
+):
+    name = f"snapshot/{'n' * 300}.parquet"
+    with hostile_server(tampered) as server:
+        list_extra(tampered, server, {name: b"a month file"})
+        error = refused(server.url, subscriber, PublisherError, "a name of 308 bytes")
+    assert name in str(error) and "CHECKSUMS.sha256" in str(error)
+
+
+def test_cli_fetch_when_a_listed_file_is_also_a_listed_folder_exits_2_naming_both(
+    tampered, subscriber, capsys
+):
+    before = tree_state(subscriber)
+    with hostile_server(tampered) as server:
+        list_extra(tampered, server, {"zz": b"a file", "zz/inner.bin": b"inside"})
+        code = main(["fetch", server.url, "--root", str(subscriber)])
+    err = capsys.readouterr().err
+
+    assert code == 2
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "'zz' as a file and as the folder of 'zz/inner.bin'" in err
+    assert tree_state(subscriber) == before

@@ -22,6 +22,9 @@ from skewtape_pipeline.orchestration.shared.partitions import is_month_partition
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 
 SOURCE_VARIABLE = "SKEWTAPE_SOURCE"
+FETCH_TIME_LIMIT_S = 6 * 3600.0
+"""The seconds a month's fetch may take in a Dagster run by default (then it fails; the next run
+resumes it)."""
 
 
 class PublisherSource(dg.ConfigurableResource):
@@ -39,6 +42,10 @@ class PublisherSource(dg.ConfigurableResource):
         description="The environment variable read for the source when `source` is empty.",
     )
     connections: int = Field(default=4, description="Parallel transfers of a fetch.")
+    fetch_time_limit_s: float = Field(
+        default=FETCH_TIME_LIMIT_S,
+        description="Seconds a month's fetch may take before it fails (a later run resumes it).",
+    )
 
     def location(self) -> str:
         """The configured source, or "" when there is none."""
@@ -49,7 +56,10 @@ class PublisherSource(dg.ConfigurableResource):
         location = self.location()
         if not location:
             return None
-        return open_source(location, TransferSettings(connections=self.connections))
+        settings = TransferSettings(
+            connections=self.connections, time_limit=self.fetch_time_limit_s
+        )
+        return open_source(location, settings)
 
 
 @dg.op(pool=APPLY_POOL, ins={"after_previous_month": dg.In(dg.Nothing)}, out=dg.Out(dg.Nothing))

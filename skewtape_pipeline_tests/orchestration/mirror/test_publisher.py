@@ -12,7 +12,11 @@ import pytest
 
 from skewtape_pipeline.mirror.format import MANIFEST
 from skewtape_pipeline.orchestration.definitions import build_definitions
-from skewtape_pipeline.orchestration.mirror.publisher import PublisherSource, publisher_sensor
+from skewtape_pipeline.orchestration.mirror.publisher import (
+    FETCH_TIME_LIMIT_S,
+    PublisherSource,
+    publisher_sensor,
+)
 from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
@@ -107,3 +111,23 @@ def test_demo_when_the_root_is_new_fetches_every_month_from_its_local_publisher(
     assert len(lines) == 4 and (root / PUBLISHER_DIR / "history" / "2026-09").is_dir()
     assert sorted(p.name for p in (root / "deltas").iterdir()) == ["2026-10", "2026-11", "2026-12"]
     assert (root / "history" / "2026-09" / MANIFEST).is_file()
+
+
+def test_publisher_source_gives_every_fetch_a_time_limit_by_default(published_sample):
+    settings = PublisherSource(source=str(published_sample)).open().settings
+    assert settings.time_limit == FETCH_TIME_LIMIT_S
+
+
+def test_month_run_when_the_fetch_passes_its_time_limit_fails_naming_the_limit(
+    subscriber, published_sample
+):
+    publisher = PublisherSource(source=str(published_sample), fetch_time_limit_s=1e-6)
+    defs = build_definitions(SkewtapeHome(root=str(subscriber)), publisher=publisher)
+    with dg.DagsterInstance.ephemeral() as instance:
+        assert run_month(defs, "2026-09", instance).success
+        result = run_month(defs, "2026-10", instance)
+
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert "ran past its time limit of 1e-06 s" in str(failure.event_specific_data.error)
+    assert not (subscriber / "deltas" / "2026-10" / MANIFEST).exists()
