@@ -23,6 +23,7 @@ from typing import Any
 from skewtape_pipeline import progress
 from skewtape_pipeline.audit import AUDIT_LOG_NAME
 from skewtape_pipeline.errors import ConfigError, SkewtapeError
+from skewtape_pipeline.ticks.input_formats import INPUT_FORMATS
 
 
 def default_audit_log(history: Path) -> Path:
@@ -272,32 +273,21 @@ def _parse_day(text: str, *, option: str = "--as-of") -> date:
         raise ConfigError(f"{option} is {text!r}; expected a date YYYY-MM-DD") from None
 
 
-INPUT_FORMATS = ("canonical", "kalshi-trades", "tardis-trades", "lobster-messages")
-"""``--input-format`` values: the canonical form, or a raw file mapped as its source documents."""
-
-
 def _read_ticks(args: argparse.Namespace, side_map: dict[str, str] | None) -> Any:
-    """The input file as a stream of chunks, read by the reader of ``--input-format`` in
-    chunks sized for ``--memory-limit``."""
+    """The input file as a stream of chunks, read by the reader of ``--input-format`` (default:
+    detected from the file) in chunks sized for ``--memory-limit``."""
     from skewtape_pipeline.ticks.archive.compact import block_bytes_for
-    from skewtape_pipeline.ticks.encode import sources
+    from skewtape_pipeline.ticks.input_formats import InputOptions, open_input
 
-    path, input_format = Path(args.input), args.input_format
-    if args.session_date is not None and input_format != "lobster-messages":
-        raise ConfigError("--session-date applies to --input-format lobster-messages only")
-    block = block_bytes_for(parse_bytes(args.memory_limit))
-    readers = {
-        "canonical": lambda: sources.open_canonical(path, side_map=side_map, block_bytes=block),
-        "kalshi-trades": lambda: sources.open_kalshi_trades(path, block_bytes=block),
-        "tardis-trades": lambda: sources.open_tardis_trades(path, block_bytes=block),
-        "lobster-messages": lambda: sources.open_lobster_messages(
-            path,
-            symbol=args.symbol,
-            session_date=_session_date(args.session_date),
-            block_bytes=block,
-        ),
-    }
-    return readers[input_format]()
+    limit = parse_bytes(args.memory_limit)
+    options = InputOptions(
+        side_map=side_map,
+        symbol=args.symbol,
+        session_date=_session_date(args.session_date),
+        block_bytes=block_bytes_for(limit),
+        memory_limit=limit,
+    )
+    return open_input(Path(args.input), args.input_format, options)
 
 
 BYTE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -340,8 +330,10 @@ def _archive(args: argparse.Namespace, root: Path | str) -> Any:
 
 def cmd_compact_ticks(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.archive.compact import CompactionRun
+    from skewtape_pipeline.ticks.archive.layout import recorded_schema
     from skewtape_pipeline.ticks.encode.model import SchemaRequest
     from skewtape_pipeline.ticks.encode.options import TickEncoding
+    from skewtape_pipeline.ticks.input_formats import input_schema_request
 
     side_map = parse_side_map(args.side_map)
     archive = _archive(args, args.out)
@@ -352,7 +344,12 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
     reading = ReadingRate(
         progress.ProgressLine(sys.stderr, "bytes", label=args.command, enabled=not args.json)
     )
-    schema = SchemaRequest(args.timestamp_unit, args.price_scale, args.quantity_scale)
+    schema = input_schema_request(
+        Path(args.input),
+        args.input_format,
+        SchemaRequest(args.timestamp_unit, args.price_scale, args.quantity_scale),
+        archive_has_schema=recorded_schema(archive.root) is not None,
+    )
     encoding = TickEncoding(
         schema, side_map=side_map, allow_precision_loss=args.allow_precision_loss
     )
@@ -373,6 +370,42 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
     if args.tier_policy:
         retier += f" --tier-policy {args.tier_policy}"
     print("\n".join(compaction_summary(reports, Path(args.out), retier_command=retier)))
+
+
+def cmd_archive_month(args: argparse.Namespace) -> None:
+    import uuid
+
+    from skewtape_pipeline.ticks.fills.month_archive import archive_month
+    from skewtape_pipeline.ticks.fills.snapshot_fills import today_utc
+    from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions
+
+    root = _data_root(args)
+    archive = _archive(args, root / "archive")  # audit.jsonl in the data root, as the asset's
+    as_of = _parse_day(args.as_of) if args.as_of else today_utc()
+    options = VenueDayOptions(
+        archive=archive,
+        as_of=as_of,
+        batch=f"archive-month-{uuid.uuid4().hex[:12]}",
+        memory_limit=parse_bytes(args.memory_limit),
+    )
+    line = progress.ProgressLine(sys.stderr, "venue-days", label=args.command,
+                                 enabled=not args.json)  # fmt: skip
+    with archive.writing():
+        result = archive_month(root / "history", _check_month(args.month), options,
+                               on_progress=line.update)  # fmt: skip
+    line.finish()
+    _print_result(args, result, describe_month(result, root / "archive"))
+
+
+def describe_month(result: Any, archive: Path) -> str:
+    """``archive-month``'s summary: the venue-days and what became of their symbol-days."""
+    n = result.counts()
+    return (
+        f"{archive}: {result.month}: {n['venue_days']} venue-days; {n['symbol_days_archived']} "
+        f"symbol-days archived ({n['ticks']} ticks), {n['symbol_days_skipped']} skipped (no "
+        f"trades), {n['symbol_days_removed']} removed; {n['corrected_symbol_days']} symbol-days "
+        "of earlier months archived again for corrections"
+    )
 
 
 SUMMARY_ROWS = 10
@@ -778,12 +811,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     ticks = command("compact-ticks", cmd_compact_ticks, "compact trades into the Parquet archive")
-    ticks.add_argument("input", help="CSV or Parquet: timestamp_nanos,price,quantity,side[,symbol]")
+    ticks.add_argument(
+        "input",
+        help="CSV or Parquet: timestamp_nanos,price,quantity,side[,symbol]; or a raw file of "
+        "--input-format",
+    )
     ticks.add_argument(
         "--input-format",
         choices=INPUT_FORMATS,
-        default="canonical",
-        help="raw venue files are mapped exactly (Kalshi trades API, Tardis trades, LOBSTER)",
+        help="raw venue files are mapped exactly (Kalshi trades API, Tardis trades, LOBSTER, a "
+        "Skewtape mirror's fills month file); default: detected from the file "
+        "(a fills file by its columns), else canonical",
     )
     ticks.add_argument("--out", required=True, help="archive root")
     ticks.add_argument("--as-of", required=True, help="today's date for tiering (YYYY-MM-DD)")
@@ -831,6 +869,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="round digits beyond the scales that are not float noise (counted in the report "
         "as precision loss) instead of refusing",
     )
+    _add_archive_month_command(command)
     retier = command("retier", cmd_retier, "move symbol-days to the tier their age calls for")
     retier.add_argument("archive", help="archive root (its hot tier)")
     retier.add_argument("--as-of", required=True, help="today's date for ages (YYYY-MM-DD)")
@@ -881,6 +920,31 @@ def build_parser() -> argparse.ArgumentParser:
     _add_version_commands(command)
     _add_show_command(command)
     return parser
+
+
+def _add_archive_month_command(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``archive-month``: a month of the mirror into its archive, as the tick archive asset."""
+    month = command(
+        "archive-month",
+        cmd_archive_month,
+        "archive every venue-day of a month of the mirror as the tick archive asset does "
+        "(corrections of earlier months and withdrawals included), without Dagster",
+    )
+    month.add_argument("month", metavar="YYYY-MM", help="the month of fills to archive")
+    month.add_argument(
+        "--root",
+        help="data root (history/ in, archive/ out; default: $SKEWTAPE_HOME, else ./data)",
+    )
+    month.add_argument(
+        "--as-of",
+        help="today's date (YYYY-MM-DD; default: today, UTC): the days before it are archived, "
+        "and tiers follow from ages at it",
+    )
+    _add_archive_options(month, writes=True)
+    month.add_argument(
+        "--memory-limit", default="2G", metavar="BYTES",
+        help="memory each venue-day's reads may use, e.g. 2G or 512M (default 2G)",
+    )  # fmt: skip
 
 
 def _add_version_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
