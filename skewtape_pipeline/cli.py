@@ -404,7 +404,8 @@ def describe_month(result: Any, archive: Path) -> str:
         f"{archive}: {result.month}: {n['venue_days']} venue-days; {n['symbol_days_archived']} "
         f"symbol-days archived ({n['ticks']} ticks), {n['symbol_days_skipped']} skipped (no "
         f"trades), {n['symbol_days_removed']} removed; {n['corrected_symbol_days']} symbol-days "
-        "of earlier months archived again for corrections"
+        f"of earlier months archived again for corrections; {n['symbol_days_changed']} "
+        "symbol-days changed"
     )
 
 
@@ -431,6 +432,7 @@ def compaction_summary(
         f"compacted {ticks} ticks in {len(reports)} symbol-days into {out}: "
         f"{raw} -> {packed} bytes ({raw / packed if packed else 0.0:.2f}x)"
     ]
+    lines.append(_changed_line(reports))
     noise = sum(report.float_noise_normalized for report in reports)
     loss = sum(report.precision_loss_ticks for report in reports)
     if noise or loss:
@@ -452,6 +454,18 @@ def compaction_summary(
             f"({len(reports) - rows} more symbol-days not shown; --json prints every report)"
         )
     return lines + _recompacted_lines(reports) + _retier_hint(reports, retier_command)
+
+
+def _changed_line(reports: Sequence[Any]) -> str:
+    """How many symbol-days the compaction changed, and how many the archive already held with
+    the same ticks (nothing written for them)."""
+    from skewtape_pipeline.ticks.archive.compact import is_unchanged
+
+    held = sum(is_unchanged(report) for report in reports)
+    return (
+        f"{len(reports) - held} symbol-days changed; {held} already held with the same ticks "
+        "(nothing written for them)"
+    )
 
 
 def _recompacted_lines(reports: Sequence[Any]) -> list[str]:

@@ -39,7 +39,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,8 +47,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from skewtape_pipeline import faults, fsio
-from skewtape_pipeline.errors import ConfigError, TickValidationError
+from skewtape_pipeline.errors import ConfigError, TickFormatError, TickValidationError
 from skewtape_pipeline.hashing import sha256_file
+from skewtape_pipeline.storage import TierFile
 from skewtape_pipeline.ticks.archive.books import audit, check_may_write
 from skewtape_pipeline.ticks.archive.catalog import (
     FileRecord,
@@ -57,6 +58,7 @@ from skewtape_pipeline.ticks.archive.catalog import (
     hot_records_path,
     read_catalog,
 )
+from skewtape_pipeline.ticks.archive.consolidate import read_consolidated_file
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
 from skewtape_pipeline.ticks.archive.layout import (
     ARCHIVE_LOCK_WAIT_SECONDS,
@@ -96,6 +98,8 @@ from skewtape_pipeline.ticks.encode.parquet_file import (
     META_QUANTITY_SCALE,
     META_SYMBOL,
     FileFacts,
+    read_archive_batch,
+    read_file_facts,
 )
 from skewtape_pipeline.ticks.encode.report import (
     RAW_SIZE_BASES,
@@ -123,6 +127,7 @@ from skewtape_pipeline.ticks.encode.validate import (
 
 if TYPE_CHECKING:
     from skewtape_pipeline.ticks.archive.handle import Archive
+    from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 
 _DAY_KEY_SHIFT = 2**20
 """Days since 1970 fit in +-2**19 for any int64 nanosecond timestamp."""
@@ -776,12 +781,13 @@ def _write_symbol_day(
     path = partition_file(archive.root, item.symbol, item.day)
     _check_before_encoding(archive, item.batch, path)
     published = _published(archive, item, path)
-    fields = _report_fields(item, (path, published.facts), target, started)
+    fields = _report_fields(item, (published.facts.path, published.facts), target, started)
     report = TickStorageCompactionReport(
         **fields, tier=published.tier, tier_policy=published.tier_policy
     )
     rewrite = published.rewrite
-    return report.noted(*([] if rewrite is None else [recompaction_note(rewrite)]))
+    notes = [published.unchanged] if published.unchanged else []
+    return report.noted(*notes, *([] if rewrite is None else [recompaction_note(rewrite)]))
 
 
 def _check_before_encoding(archive: Archive, batch: TickBatch, path: Path) -> None:
@@ -846,12 +852,80 @@ def _report_fields(
 class _Published:
     """A symbol-day's file as :func:`_published` published it: its tier, the tier policy that
     chose it (as the report records it), the facts read back and the rewrite's audit record
-    (None for a new symbol-day)."""
+    (None for a new symbol-day); or, with ``unchanged`` (the report's note), the copy the
+    archive already held with the very same ticks, left as it was."""
 
     tier: str
     tier_policy: dict[str, Any]
     facts: FileFacts
     rewrite: dict | None
+    unchanged: str | None = None
+
+
+UNCHANGED = "unchanged: "
+"""How a report's note about a symbol-day the archive already held as it is starts."""
+
+
+def _held_unchanged(
+    tiers: ArchiveTiers, item: PlannedSymbolDay, path: Path, staged: FileRecord
+) -> _Published | None:
+    """The copy ``tiers`` already hold of ``item``'s symbol-day when it has ``item``'s very
+    ticks (ts, price, quantity, side, at the same schema): its hot file at ``path``, else its
+    catalogued consolidated copy (not withdrawn; its facts then name its catalog path and its
+    share of the file's bytes). Same bytes as the ``staged`` file or same ticks read back both
+    count. None when there is no such copy: the symbol-day is written.
+    Called under the archive's lock, so nothing changes the copy meanwhile."""
+    if path.exists():
+        if sha256_file(path) != staged.sha256 and not _same_ticks(_hot_copy(path), item):
+            return None
+        where = f"{UNCHANGED}the archive holds these ticks already in its hot file; not rewritten"
+        tier = tiers.policy.tier_for(item.age_days)
+        return _Published(tier, dict(tiers.record), read_file_facts(path), None, where)
+    catalog = read_catalog(tiers.root)
+    entry = catalog.partitions.get((item.symbol, item.day))
+    if entry is None or entry.key in catalog.withdrawn or entry.rows != len(item.batch):
+        return None
+    moved_bytes = entry.source is not None and entry.source.sha256 == staged.sha256
+    if not moved_bytes and not _same_ticks(
+        _consolidated_copy(tiers.resolve(entry.file), entry.key), item
+    ):
+        return None
+    where = (
+        f"{UNCHANGED}the archive holds these ticks already in its {entry.tier} copy "
+        f"{entry.file}; left there, no hot file written"
+    )
+    facts = replace(read_file_facts(tiers.resolve(entry.file)), path=Path(entry.file),
+                    size_bytes=entry.byte_share, num_rows=entry.rows)  # fmt: skip
+    return _Published(entry.tier, dict(tiers.record), facts, None, where)
+
+
+def _same_ticks(held: TickBatch | None, item: PlannedSymbolDay) -> bool:
+    return held is not None and held.first_difference(item.batch) is None
+
+
+def _hot_copy(path: Path) -> TickBatch | None:
+    """The ticks of a hot file; None when it cannot be read (rewriting it repairs it)."""
+    try:
+        return read_archive_batch(path)
+    except (OSError, TickFormatError, pa.ArrowException):
+        return None
+
+
+def is_unchanged(report: TickStorageCompactionReport) -> bool:
+    """True when compaction found the report's symbol-day already held with the same ticks and
+    wrote nothing for it."""
+    return any(note.startswith(UNCHANGED) for note in report.notes)
+
+
+@lru_cache(maxsize=2)
+def _consolidated_copies(file: TierFile) -> dict[SymbolDayKey, TickBatch]:
+    """Every symbol-day's ticks in a consolidated file (content-named, so never stale), the two
+    read last kept: a run compacts symbol-days in (symbol, day) order, file after file."""
+    return {(rows.symbol, rows.day): rows.batch for rows in read_consolidated_file(file)}
+
+
+def _consolidated_copy(file: TierFile, key: SymbolDayKey) -> TickBatch:
+    return _consolidated_copies(file)[key]
 
 
 def _published(archive: Archive, item: PlannedSymbolDay, path: Path) -> _Published:
@@ -883,6 +957,9 @@ def _published(archive: Archive, item: PlannedSymbolDay, path: Path) -> _Publish
             check_may_write(out, path)
             if path.exists():
                 checked_catalog(tiers)
+            held = _held_unchanged(tiers, item, path, record)
+            if held is not None:
+                return held
             fsio.refuse_linked_state(hot_records_path(out))  # the record must follow the rename
             rewrite = recompaction_record(out, item.symbol, item.day, rows=prepared.facts.num_rows)
             facts = publish_archive_file(prepared)

@@ -24,7 +24,9 @@ from datetime import date
 from pathlib import Path
 
 from skewtape_pipeline.errors import ChainError
+from skewtape_pipeline.ticks.archive.compact import is_unchanged
 from skewtape_pipeline.ticks.fills.snapshot_fills import (
+    SymbolDayResult,
     applied_months,
     corrected_symbol_days,
     month_files,
@@ -48,11 +50,15 @@ class MonthResult:
     corrections: list[VenueDayResult]
 
     def counts(self) -> dict[str, int]:
-        """Venue-days, symbol-days archived, skipped (no trades) and removed, ticks, and the
-        symbol-days rewritten for corrections."""
+        """Venue-days, symbol-days archived, skipped (no trades) and removed, ticks, the
+        symbol-days archived again for corrections, and the symbol-days the run changed (written
+        with other ticks than the archive held, or removed)."""
         every = self.venue_days + self.corrections
         return {
             "venue_days": len(self.venue_days),
+            "symbol_days_changed": sum(
+                _changed(r) for venue_day in every for r in venue_day.results
+            ),
             "symbol_days_archived": sum(len(r.archived) for r in self.venue_days),
             "symbol_days_skipped": sum(len(r.skipped) for r in self.venue_days),
             "symbol_days_removed": sum(len(r.removed) for r in every),
@@ -62,6 +68,12 @@ class MonthResult:
 
     def to_dict(self) -> dict[str, object]:
         return {"month": self.month, **self.counts()}
+
+
+def _changed(result: SymbolDayResult) -> bool:
+    if result.report is None:
+        return result.removed_file or result.withdrawn
+    return not is_unchanged(result.report)
 
 
 def month_venue_days(history: Path, month: str, as_of: date) -> list[VenueDay]:

@@ -25,7 +25,7 @@ from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.archive import compact
 from skewtape_pipeline.ticks.archive.compact import (
     EVENT_RECOMPACT,
-    RECOMPACTED,
+    UNCHANGED,
     CompactionRun,
     SourceFacts,
     compact_source,
@@ -340,15 +340,15 @@ def test_compact_ticks_when_run_twice_is_idempotent(tmp_path):
     first = compact_ticks(
         archive_at(tmp_path / "a"), source, as_of=AS_OF, encoding=encoded(price_scale=4)
     )
-    before = {r.path: Path(r.path).read_bytes() for r in first}
+    before = {r.path: Path(r.path).stat().st_ino for r in first}
     second = compact_ticks(
         archive_at(tmp_path / "a"), source, as_of=AS_OF, encoding=encoded(price_scale=4)
     )
-    assert {r.path: Path(r.path).read_bytes() for r in second} == before
+    assert {r.path: Path(r.path).stat().st_ino for r in second} == before  # not rewritten
     assert [r.to_dict() | {"seconds": 0} for r in first] == [
         r.to_dict() | {"seconds": 0, "notes": r.notes[:-1]} for r in second
     ]
-    assert all(r.notes[-1].startswith(RECOMPACTED + "replaced its hot file") for r in second)
+    assert all(r.notes[-1].startswith(UNCHANGED) for r in second)
 
 
 def test_compact_symbol_day_when_no_size_given_measures_canonical_csv(tmp_path):
@@ -671,13 +671,19 @@ def test_compact_symbol_day_when_day_is_catalogued_audits_that_it_supersedes_the
     assert verify_audit_log(log) == len(_records(log))
 
 
-def test_cli_compact_ticks_when_run_twice_audits_every_rewritten_symbol_day(tmp_path, capsys):
+def test_cli_compact_ticks_when_rerun_audits_every_changed_symbol_day_and_no_unchanged_one(
+    tmp_path, capsys
+):
     source = write_text(tmp_path / "t.csv", csv_text(ROWS))
     log = tmp_path / "custom.jsonl"
     argv = ["compact-ticks", str(source), "--out", str(tmp_path / "archive"), "--as-of",
             AS_OF.isoformat(), "--price-scale", "4", "--audit-log", str(log)]  # fmt: skip
     assert main(argv) == 0
     assert [r["event"] for r in _records(log)] == [EVENT_VERSION]  # no rewrite, one version
+    assert main(argv) == 0, capsys.readouterr().err
+    assert [r["event"] for r in _records(log)] == [EVENT_VERSION]  # the same ticks: nothing
+    moved = [(ts + 1, *rest) for ts, *rest in ROWS]  # every tick 1 ns later
+    write_text(source, csv_text(moved))
     assert main(argv) == 0, capsys.readouterr().err
     days = {(r["symbol"], r["date"]) for r in _records(log) if r["event"] == EVENT_RECOMPACT}
     reports = compact_ticks(

@@ -160,21 +160,20 @@ def test_cli_show_when_date_or_symbol_wrong_exits_2_with_one_line(archived, caps
     assert "expected a date YYYY-MM-DD" in capsys.readouterr().err
 
 
-def test_show_when_cold_day_rearchived_unchanged_tells_recompaction_and_back_in_cold(archived):
+def test_show_when_cold_day_rearchived_unchanged_stays_in_cold_with_nothing_to_move(archived):
     root, symbol = archived
     Archive(root).retier(as_of=LATER)
     (cold,) = read_catalog(root).files.values()
+    before = events(shown(root, symbol))
     archive = Archive(root, policy=TierPolicy(), audit_log=default_audit_log(root))
     options = VenueDayOptions(archive=archive, as_of=date(2026, 12, 3), batch="b2")
     archive_venue_day(root.parent / "history", ("kalshi", DAY), options, symbols=[symbol])
     story = shown(root, symbol)
-    assert story.place is not None and story.place.tier == HOT
-    assert events(story)[-1] == "recompacted" and story.report["batch"] == "b2"
+    assert story.place is not None and (story.place.tier, story.place.file) == (COLD, cold.path)
+    assert events(story) == before and story.report["batch"] == "b2"
+    assert reported_places(root)[symbol] == (COLD, cold.path)
 
     result = Archive(root).retier(as_of=date(2026, 12, 3))  # today: October's age says WARM
 
-    assert result.moved == [] and result.files_written == []
-    story = shown(root, symbol)
-    assert story.place is not None and (story.place.tier, story.place.file) == (COLD, cold.path)
-    assert events(story)[-2:] == ["recompacted", "hot-file-removed"]
-    assert reported_places(root)[symbol] == (COLD, cold.path)
+    assert result.moved == [] and result.files_written == [] and result.files_removed == []
+    assert events(shown(root, symbol)) == before
