@@ -2,11 +2,12 @@
 detected when none is named.
 
 Each format is read by its own reader, mapped exactly as that reader documents: the canonical
-form, the raw files of a field (Kalshi, Tardis, LOBSTER: ``ticks.encode.sources``) and a
+form, the raw files of a field (Kalshi, Tardis, LOBSTER: ``ticks.encode.sources``; Databento
+DBN: ``ticks.encode.databento``; Binance trades and aggTrades: ``ticks.encode.binance``) and a
 Skewtape mirror's fills (``ticks.fills.snapshot_fills.open_fills``, the tick archive asset's
-own mapping). :func:`detect_input_format` names a file's format from its schema where that is
-unambiguous: a Parquet file with the columns of a fills month file is ``skewtape-fills``;
-every other file is ``canonical``, whose reader names the raw format a header belongs to.
+own mapping). :func:`detect_input_format` names a file's format where its name or schema tells
+it unambiguously; every other file is ``canonical``, whose reader names the raw format a
+header belongs to (Kalshi, Tardis, LOBSTER: those need ``--input-format``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,13 @@ if TYPE_CHECKING:
 CANONICAL = "canonical"
 SKEWTAPE_FILLS = "skewtape-fills"
 LOBSTER = "lobster-messages"
-INPUT_FORMATS = (CANONICAL, "kalshi-trades", "tardis-trades", LOBSTER, SKEWTAPE_FILLS)
+DATABENTO_DBN = "databento-dbn"
+BINANCE_TRADES = "binance-trades"
+BINANCE_AGG_TRADES = "binance-aggtrades"
+INPUT_FORMATS = (
+    CANONICAL, "kalshi-trades", "tardis-trades", LOBSTER, DATABENTO_DBN, BINANCE_TRADES,
+    BINANCE_AGG_TRADES, SKEWTAPE_FILLS,
+)  # fmt: skip
 """``--input-format`` values: the canonical form, a raw file mapped as its source documents,
 or a Skewtape mirror's fills month file."""
 
@@ -46,14 +53,23 @@ class InputOptions:
 
 
 def detect_input_format(path: Path) -> str:
-    """The format of ``path`` when its schema tells it: ``skewtape-fills`` for a Parquet file
-    holding every column of a fills month file, else ``canonical``."""
-    from skewtape_pipeline.ticks.encode.chunked import open_parquet
+    """The format of ``path`` when its name or schema tells it unambiguously: ``databento-dbn``
+    for a ``.dbn`` or ``.dbn.zst`` name, ``skewtape-fills`` for a Parquet file holding every
+    column of a fills month file, ``binance-trades`` or ``binance-aggtrades`` for a CSV whose
+    first line is of one of Binance's layouts; else ``canonical``."""
+    from skewtape_pipeline.ticks.encode.binance import binance_format_of
+    from skewtape_pipeline.ticks.encode.chunked import csv_header, open_parquet
+    from skewtape_pipeline.ticks.encode.databento import is_dbn_name
     from skewtape_pipeline.ticks.fills.snapshot_fills import is_fills_file
 
-    parquet = path.suffix.lower() in (".parquet", ".pq") and path.is_file()
+    suffix = path.suffix.lower()
+    if is_dbn_name(path):
+        return DATABENTO_DBN
+    parquet = suffix in (".parquet", ".pq") and path.is_file()
     if parquet and is_fills_file(open_parquet(path).schema_arrow.names):
         return SKEWTAPE_FILLS
+    if suffix == ".csv" and path.is_file():
+        return binance_format_of(csv_header(path)) or CANONICAL
     return CANONICAL
 
 
@@ -64,6 +80,8 @@ def open_input(path: Path, input_format: str | None, options: InputOptions) -> T
     format; the reader's TickValidationError or SourceLabelError for a file it refuses.
     """
     from skewtape_pipeline.ticks.encode import sources
+    from skewtape_pipeline.ticks.encode.binance import open_binance
+    from skewtape_pipeline.ticks.encode.databento import open_dbn
     from skewtape_pipeline.ticks.fills.snapshot_fills import open_fills
 
     input_format = input_format or detect_input_format(path)
@@ -82,6 +100,13 @@ def open_input(path: Path, input_format: str | None, options: InputOptions) -> T
         "tardis-trades": lambda: sources.open_tardis_trades(path, block_bytes=block),
         LOBSTER: lambda: sources.open_lobster_messages(
             path, symbol=options.symbol, session_date=options.session_date, block_bytes=block
+        ),
+        DATABENTO_DBN: lambda: open_dbn(path, block_bytes=block),
+        BINANCE_TRADES: lambda: open_binance(
+            path, BINANCE_TRADES, symbol=options.symbol, block_bytes=block
+        ),
+        BINANCE_AGG_TRADES: lambda: open_binance(
+            path, BINANCE_AGG_TRADES, symbol=options.symbol, block_bytes=block
         ),
         SKEWTAPE_FILLS: lambda: open_fills(path, memory_limit=options.memory_limit),
     }
