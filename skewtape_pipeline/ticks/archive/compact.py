@@ -57,6 +57,7 @@ from skewtape_pipeline.ticks.archive.catalog import (
     append_hot_record,
     hot_records_path,
     read_catalog,
+    read_hot_records,
 )
 from skewtape_pipeline.ticks.archive.consolidate import read_consolidated_file
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
@@ -870,13 +871,18 @@ def _held_unchanged(
     tiers: ArchiveTiers, item: PlannedSymbolDay, path: Path, staged: FileRecord
 ) -> _Published | None:
     """The copy ``tiers`` already hold of ``item``'s symbol-day when it has ``item``'s very
-    ticks (ts, price, quantity, side, at the same schema): its hot file at ``path``, else its
+    ticks (ts, price, quantity, side, at the same schema): its hot file at ``path`` (when it is
+    the file its compaction recorded, ``catalog.read_hot_records``), else its
     catalogued consolidated copy (not withdrawn; its facts then name its catalog path and its
     share of the file's bytes). Same bytes as the ``staged`` file or same ticks read back both
     count. None when there is no such copy: the symbol-day is written.
     Called under the archive's lock, so nothing changes the copy meanwhile."""
     if path.exists():
-        if sha256_file(path) != staged.sha256 and not _same_ticks(_hot_copy(path), item):
+        held = sha256_file(path)
+        recorded = _hot_records(tiers.root).get(path.relative_to(tiers.root).as_posix())
+        if recorded is None or recorded.sha256 != held:
+            return None  # not the file its compaction recorded (a crash): written again
+        if held != staged.sha256 and not _same_ticks(_hot_copy(path), item):
             return None
         where = f"{UNCHANGED}the archive holds these ticks already in its hot file; not rewritten"
         tier = tiers.policy.tier_for(item.age_days)
@@ -897,6 +903,25 @@ def _held_unchanged(
     facts = replace(read_file_facts(tiers.resolve(entry.file)), path=Path(entry.file),
                     size_bytes=entry.byte_share, num_rows=entry.rows)  # fmt: skip
     return _Published(entry.tier, dict(tiers.record), facts, None, where)
+
+
+_HOT_RECORDS: dict[Path, tuple[tuple[int, int, int], dict[str, FileRecord]]] = {}
+"""The hot records last read per archive root, with the stamp of the file they were read from."""
+
+
+def _hot_records(root: Path) -> dict[str, FileRecord]:
+    """``catalog.read_hot_records`` of ``root``, read again only when the records file changed
+    (it is appended to and rewritten under the archive's lock, where this is called): a run
+    asks once per symbol-day."""
+    try:
+        info = hot_records_path(root).stat()
+    except FileNotFoundError:
+        return {}
+    stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
+    cached = _HOT_RECORDS.get(root)
+    if cached is None or cached[0] != stamp:
+        cached = _HOT_RECORDS[root] = (stamp, read_hot_records(root))
+    return cached[1]
 
 
 def _same_ticks(held: TickBatch | None, item: PlannedSymbolDay) -> bool:
