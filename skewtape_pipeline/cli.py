@@ -142,6 +142,11 @@ def _fetch(args: argparse.Namespace, *, first_snapshot: bool) -> Any:
     from skewtape_pipeline.mirror.sources import TransferSettings, open_source
 
     root = _data_root(args)
+    if not root.absolute().parent.is_dir():
+        raise ConfigError(
+            f"--root {root}: its folder {root.absolute().parent} does not exist; the data root "
+            "is created only inside an existing folder (a missing folder is refused, never created)"
+        )
     source = open_source(args.source, TransferSettings(connections=args.connections))
     shown = TransferProgress(sys.stderr, enabled=not args.json)
     options = {"dry_run": getattr(args, "dry_run", False), "on_progress": shown.update}
@@ -761,7 +766,7 @@ def build_parser() -> argparse.ArgumentParser:
     def command(name: str, handler: Callable[[argparse.Namespace], None], help_text: str):
         sub = commands.add_parser(name, help=help_text, description=help_text)
         sub.add_argument("--json", action="store_true", help="print the result object as JSON")
-        sub.set_defaults(handler=handler)
+        sub.set_defaults(handler=handler, command_parser=sub)
         return sub
 
     apply = command("apply-delta", cmd_apply_delta, "apply a monthly delta to a snapshot")
@@ -774,7 +779,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_audit_options(apply)
 
     verify = command("verify", cmd_verify, "verify a snapshot against its checksums and manifest")
-    verify.add_argument("snapshot")
+    verify.add_argument("snapshot", help="a snapshot folder (history/YYYY-MM/)")
     verify.add_argument("--full", action="store_true", help="re-hash every file (a scrub)")
 
     catch = command("catch-up", cmd_catch_up, "apply every pending delta in month order")
@@ -812,12 +817,12 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("--keep-snapshots", help="also keep every month's full snapshot here")
 
     diff = command("diff", cmd_diff, "build the delta between two snapshot folders")
-    diff.add_argument("parent")
-    diff.add_argument("next")
+    diff.add_argument("parent", help="the earlier snapshot folder")
+    diff.add_argument("next", help="the later snapshot folder")
     diff.add_argument("out", help="the new delta folder")
 
     audit = command("audit-verify", cmd_audit_verify, "check the audit log's hash chain")
-    audit.add_argument("log")
+    audit.add_argument("log", help="the audit log (audit.jsonl in the data root)")
     audit.add_argument(
         "--require-head",
         action="store_true",
@@ -1026,7 +1031,9 @@ def one_line(message: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:  # answered with the subcommand's usage, not the top-level one
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         args.handler(args)
     except OSError as exc:  # before SkewtapeError: a StorageError is an OS error
