@@ -694,8 +694,10 @@ def compact_symbol_day(
     idempotent: rewriting a symbol-day replaces its file. The file is published under the
     archive's lock (waiting up to :func:`compaction_lock_wait` seconds for another writer to
     release it), and its size and sha256 recorded there (``catalog.append_hot_record``: what
-    readers verify it by). Compacting a symbol-day the archive already holds is audited to the
-    archive's audit log once the write succeeded (:func:`recompaction_record`).
+    readers verify it by). Each write is audited to the archive's audit log once it succeeded,
+    with the report's main numbers (:data:`EVENT_WRITE`; a symbol-day the archive already held:
+    :func:`recompaction_record`); the same ticks the archive holds are not written again
+    (the report's note starts with :data:`UNCHANGED`).
 
     Raises
     ------
@@ -959,12 +961,14 @@ def _published(archive: Archive, item: PlannedSymbolDay, path: Path) -> _Publish
     side), at the writer settings of the tier of the item's age (``TierPolicy.tier_for``,
     which checks ``age_days``); then publish it under the lock, held only for the checks, the
     rename, the file's record (size and sha256, ``catalog.append_hot_record``) and the audit
-    record. The one function of compaction that reads the archive's tiers.
+    record (:data:`EVENT_WRITE` for a new symbol-day, :data:`EVENT_RECOMPACT` for a rewrite,
+    each with the report's main numbers). The one function of compaction that reads the
+    archive's tiers.
 
     The checks under the lock: books_and_records mode again (the lock was let go while
     encoding), then, when the file exists, the catalog check (``integrity.checked_catalog``,
     refusing while the catalog does not account for the files on disk). A refusal publishes
-    nothing and the staged file is discarded, as it is whatever happens. A rewrite is audited
+    nothing and the staged file is discarded, as it is whatever happens. The write is audited
     once the rename succeeded."""
     out, tiers = archive.root, archive.tiers
     tier = tiers.policy.tier_for(item.age_days)
@@ -990,11 +994,39 @@ def _published(archive: Archive, item: PlannedSymbolDay, path: Path) -> _Publish
             facts = publish_archive_file(prepared)
             faults.checkpoint("hot-published")  # a crash here: the file without its record
             append_hot_record(out, path.relative_to(out).as_posix(), record)
-            if rewrite is not None:
-                audit(out, archive.audit_log, [rewrite])
+            written = rewrite or written_record(out, item.symbol, item.day)
+            audit(
+                out, archive.audit_log, [written | {"report": _audited_report(item, facts, tier)}]
+            )
     finally:
         prepared.discard()
     return _Published(tier, dict(tiers.record), facts, rewrite)
+
+
+EVENT_WRITE = "tick-archive-write"
+"""Audit event: a symbol-day the archive did not hold was compacted into a new hot file."""
+
+
+def written_record(out: Path, symbol: str, day: date) -> dict:
+    """The :data:`EVENT_WRITE` audit record of a new symbol-day's hot file (its report added
+    by the writer)."""
+    file = partition_file(out, symbol, day).relative_to(out).as_posix()
+    return {"event": EVENT_WRITE, "archive": str(out.absolute()), "symbol": symbol,
+            "date": day.isoformat(), "file": file}  # fmt: skip
+
+
+def _audited_report(item: PlannedSymbolDay, facts: FileFacts, tier: str) -> dict[str, Any]:
+    """The compaction report's main numbers, as the audit records of a write carry them."""
+    return {
+        "tick_count": facts.num_rows,
+        "compacted_size_bytes": facts.size_bytes,
+        "raw_size_bytes": item.raw_size_bytes,
+        "raw_size_basis": item.raw_size_basis,
+        "compression_ratio": compression_ratio(item.raw_size_bytes, facts.size_bytes),
+        "tier": tier,
+        "codec": facts.codec,
+        "compression_level": facts.compression_level,
+    }
 
 
 EVENT_RECOMPACT = "tick-archive-recompact"
@@ -1079,8 +1111,9 @@ def compact_source(
     (:func:`plan_stream`); routed rows beyond half of ``run.memory_limit`` are spilled to the
     archive's staging folder and read back one symbol-day at a time, so memory stays within
     the limit (plus the largest symbol-day being encoded) whatever the input's size. The run's
-    callbacks follow the reading and the symbol-days written; rewrites are audited to the
-    archive's audit log (:func:`recompaction_record`); the run commits one version.
+    callbacks follow the reading and the symbol-days written; each write is audited to the
+    archive's audit log (:func:`compact_symbol_day`); the run commits one version when it
+    changed anything.
     """
     stream = source if isinstance(source, TickStream) else stream_of(source)
     options = PlanOptions(as_of, encoding, run.symbol, archive=recorded_schema(archive.root))

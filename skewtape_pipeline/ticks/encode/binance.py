@@ -28,7 +28,12 @@ import pyarrow.compute as pc
 from skewtape_pipeline.errors import SourceLabelError, TickValidationError
 from skewtape_pipeline.ticks.encode.chunked import DEFAULT_BLOCK_BYTES, csv_header
 from skewtape_pipeline.ticks.encode.sides import BINANCE_BUYER_MAKER
-from skewtape_pipeline.ticks.encode.sources import TickStream, csv_stream, int_column
+from skewtape_pipeline.ticks.encode.sources import (
+    TickStream,
+    csv_stream,
+    int_column,
+    nanoseconds,
+)
 
 TRADES = "binance-trades"
 AGG_TRADES = "binance-aggtrades"
@@ -96,15 +101,9 @@ def open_binance(
 
     def transform(raw: pa.Table) -> tuple[pa.Table, None]:
         stamps = int_column(raw, time, path)
-        scale = pc.if_else(pc.less(stamps, MICROSECONDS_FROM), 10**6, 10**3)
-        try:
-            ts = pc.multiply_checked(stamps, scale)
-        except pa.ArrowInvalid:
-            raise TickValidationError(
-                f"{path}: a {time} value overflows int64 nanoseconds", field=time
-            ) from None
+        per_unit = pc.if_else(pc.less(stamps, MICROSECONDS_FROM), 10**6, 10**3)
         columns = {
-            "timestamp_nanos": ts,
+            "timestamp_nanos": nanoseconds(stamps, per_unit, time, path),
             "price": raw["price"],
             "quantity": raw[quantity],
             "side": raw["is_buyer_maker"],

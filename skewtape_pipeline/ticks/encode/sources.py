@@ -555,15 +555,8 @@ def open_tardis_trades(
     column = "timestamp" if timestamp == "exchange" else "local_timestamp"
 
     def transform(raw: pa.Table) -> tuple[pa.Table, None]:
-        micros = int_column(raw, column, path)
-        try:
-            ts = pc.multiply_checked(micros, 1000)
-        except pa.ArrowInvalid:
-            raise TickValidationError(
-                f"{path}: a {column} value overflows int64 nanoseconds", field=column
-            ) from None
         columns = {
-            "timestamp_nanos": ts,
+            "timestamp_nanos": nanoseconds(int_column(raw, column, path), 1000, column, path),
             "price": raw.column("price"),
             "quantity": raw.column("amount"),
             "side": raw.column("side"),
@@ -741,6 +734,17 @@ def _names(names: Iterable[str]) -> str:
     """Column names for a message, quoted with repr so an invisible character (a byte-order
     mark, a zero-width space, trailing blanks) shows."""
     return ", ".join(repr(name) for name in names)
+
+
+def nanoseconds(stamps: pa.Array, factor: int | pa.Array, name: str, path: Path) -> pa.Array:
+    """Integer timestamps ``stamps`` (of column ``name``) times ``factor`` nanoseconds per unit
+    (one for all, or one per row); TickValidationError when one overflows int64."""
+    try:
+        return pc.multiply_checked(stamps, factor)
+    except pa.ArrowInvalid:
+        raise TickValidationError(
+            f"{path}: a {name} value overflows int64 nanoseconds", field=name
+        ) from None
 
 
 def int_column(table: pa.Table, name: str, path: Path) -> pa.Array:

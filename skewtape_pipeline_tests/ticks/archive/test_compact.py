@@ -25,6 +25,7 @@ from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.archive import compact
 from skewtape_pipeline.ticks.archive.compact import (
     EVENT_RECOMPACT,
+    EVENT_WRITE,
     UNCHANGED,
     CompactionRun,
     SourceFacts,
@@ -600,7 +601,8 @@ def test_compact_symbol_day_when_file_exists_audits_the_rewrite(tmp_path):
     compact_symbol_day(
         archive_at(out, TierPolicy(), audit_log=log), day_batch(5), symbol="ES", day=DAY, age_days=0
     )
-    assert not log.exists()  # a first write replaces nothing
+    [written] = _records(log)  # a first write replaces nothing
+    assert (written["event"], written["report"]["tick_count"]) == (EVENT_WRITE, 5)
     first = partition_file(out, "ES", DAY)
     old_sha, old_bytes = sha256_file(first), first.stat().st_size
 
@@ -608,12 +610,12 @@ def test_compact_symbol_day_when_file_exists_audits_the_rewrite(tmp_path):
         archive_at(out, TierPolicy(), audit_log=log), day_batch(7), symbol="ES", day=DAY, age_days=0
     )
 
-    [record] = _records(log)
+    [_, record] = _records(log)
     assert record["event"] == EVENT_RECOMPACT
     assert (record["symbol"], record["date"], record["rows"]) == ("ES", DAY.isoformat(), 7)
     assert record["replaces"] == {"file": str(first.relative_to(out)), "sha256": old_sha,
                                   "bytes": old_bytes}  # fmt: skip
-    assert report.tick_count == 7 and verify_audit_log(log) == 1
+    assert report.tick_count == 7 and verify_audit_log(log) == 2
 
 
 class _DiskFull(OSError):
@@ -630,7 +632,7 @@ def test_compact_symbol_day_when_the_rewrite_fails_audits_nothing_and_keeps_the_
         archive_at(out, TierPolicy(), audit_log=log), day_batch(5), symbol="ES", day=DAY, age_days=0
     )
     first = partition_file(out, "ES", DAY)
-    old_sha = sha256_file(first)
+    old_sha, written = sha256_file(first), _records(log)
     previous = fsio.set_publish_hook(_fail_every_publish)
     try:
         with pytest.raises(_DiskFull):
@@ -644,7 +646,7 @@ def test_compact_symbol_day_when_the_rewrite_fails_audits_nothing_and_keeps_the_
     finally:
         fsio.set_publish_hook(previous)
 
-    assert _records(log) == []  # no record of a rewrite that did not happen
+    assert _records(log) == written  # no record of a rewrite that did not happen
     assert sha256_file(first) == old_sha
 
 
@@ -679,9 +681,10 @@ def test_cli_compact_ticks_when_rerun_audits_every_changed_symbol_day_and_no_unc
     argv = ["compact-ticks", str(source), "--out", str(tmp_path / "archive"), "--as-of",
             AS_OF.isoformat(), "--price-scale", "4", "--audit-log", str(log)]  # fmt: skip
     assert main(argv) == 0
-    assert [r["event"] for r in _records(log)] == [EVENT_VERSION]  # no rewrite, one version
+    first = [r["event"] for r in _records(log)]
+    assert first == [EVENT_WRITE] * (len(first) - 1) + [EVENT_VERSION]  # writes, one version
     assert main(argv) == 0, capsys.readouterr().err
-    assert [r["event"] for r in _records(log)] == [EVENT_VERSION]  # the same ticks: nothing
+    assert [r["event"] for r in _records(log)] == first  # the same ticks: nothing
     moved = [(ts + 1, *rest) for ts, *rest in ROWS]  # every tick 1 ns later
     write_text(source, csv_text(moved))
     assert main(argv) == 0, capsys.readouterr().err

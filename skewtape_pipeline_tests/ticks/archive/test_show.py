@@ -149,7 +149,7 @@ def test_cli_show_when_text_says_tier_file_rows_and_history(archived, capsys):
     (cold,) = read_catalog(root).files.values()
     assert out[0].startswith(f"{symbol} 2026-10-05 in {root}: COLD, {cold.path} rows 0..")
     assert out[1].startswith("report: archived,")
-    assert out[2] == "history:" and "moved: from HOT, to COLD" in out[4]
+    assert out[2] == "history:" and "moved: from HOT to COLD into COLD/" in out[4]
 
 
 def test_cli_show_when_date_or_symbol_wrong_exits_2_with_one_line(archived, capsys):
@@ -177,3 +177,26 @@ def test_show_when_cold_day_rearchived_unchanged_stays_in_cold_with_nothing_to_m
 
     assert result.moved == [] and result.files_written == [] and result.files_removed == []
     assert events(shown(root, symbol)) == before
+
+
+def test_show_when_compacted_from_the_command_line_tells_written_its_report_and_words(
+    tmp_path, capsys
+):
+    from skewtape_pipeline.cli import main
+
+    archive, source = tmp_path / "archive", tmp_path / "ticks.csv"
+    day_ns = 1_793_491_200 * 10**9  # 2026-11-01
+    argv = ["compact-ticks", str(source), "--out", str(archive), "--as-of", "2026-11-02"]
+    for price in ("1.25", "1.35"):  # written, then corrected
+        source.write_text(
+            f"timestamp_nanos,price,quantity,side,symbol\n{day_ns + 5},{price},3,BUY,S\n"
+        )
+        assert main(argv) == 0
+    capsys.readouterr()
+    assert main(["show", str(archive), "S", "2026-11-01"]) == 0
+    out = capsys.readouterr().out
+    assert "\nreport: archived, 1 ticks, " in out
+    history = out.split("history:\n")[1].splitlines()
+    assert re.match(r"  \d{4}-\d\d-\d\dT\S+  written: 1 ticks, \d+ bytes", history[0])
+    assert re.match(r"  \d{4}-\d\d-\d\dT\S+  recompacted: replaced its hot file \(", history[1])
+    assert not any(mark in out for mark in ("{", "}", "'"))
