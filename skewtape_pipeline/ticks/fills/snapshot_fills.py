@@ -588,6 +588,12 @@ def _batch_schema(batch: pa.RecordBatch) -> TickSchema:
     )
 
 
+def mirror_venues(history: Path) -> list[str]:
+    """Venues with a fills folder in any applied snapshot of ``history``, sorted."""
+    folders = (history / month / "fills" for month in applied_months(history))
+    return sorted({path.name for fills in folders for path in fills.glob("*") if path.is_dir()})
+
+
 def month_files(history: Path, month: str) -> dict[str, Path]:
     """``{venue: fills file}`` of ``month``: each venue's month file in the newest snapshot
     holding it (a venue that left the newest snapshot still counts)."""
