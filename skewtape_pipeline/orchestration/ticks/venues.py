@@ -17,13 +17,14 @@ from typing import Any
 
 import dagster as dg
 
+from skewtape_pipeline.mirror.months import applied_months
 from skewtape_pipeline.orchestration.ticks.archive_asset import TICK_ARCHIVE
 from skewtape_pipeline.orchestration.ticks.partitions import (
     VENUES,
     dimension_key,
     venue_partitions,
 )
-from skewtape_pipeline.ticks.fills.snapshot_fills import applied_months, new_symbols, split_symbol
+from skewtape_pipeline.ticks.fills.snapshot_fills import new_symbols, split_symbol
 
 
 def new_venues(

@@ -24,10 +24,10 @@ from datetime import date
 from pathlib import Path
 
 from skewtape_pipeline.errors import ChainError
+from skewtape_pipeline.mirror.months import applied_months
 from skewtape_pipeline.ticks.archive.compact import is_unchanged
 from skewtape_pipeline.ticks.fills.snapshot_fills import (
     SymbolDayResult,
-    applied_months,
     corrected_symbol_days,
     month_files,
     split_symbol,

@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 
 from skewtape_pipeline.errors import ChainError, ConfigError, TickValidationError
 from skewtape_pipeline.mirror.format import MANIFEST, MONTH_RE, SnapshotManifest
+from skewtape_pipeline.mirror.months import applied_months
 from skewtape_pipeline.mirror.snapshot import read_snapshot
 from skewtape_pipeline.ticks.archive.books import (
     check_may_delete,
@@ -102,15 +103,6 @@ def fills_path(venue: str, month: str) -> str:
 
 def month_of_day(day: date) -> str:
     return f"{day.year:04d}-{day.month:02d}"
-
-
-def applied_months(history: Path) -> list[str]:
-    """Months of ``history/`` that hold a snapshot (a manifest.json), oldest first."""
-    if not history.is_dir():
-        return []
-    return sorted(
-        p.name for p in history.iterdir() if MONTH_RE.match(p.name) and (p / MANIFEST).is_file()
-    )
 
 
 @dataclass(frozen=True)
