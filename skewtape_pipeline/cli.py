@@ -23,6 +23,7 @@ from typing import Any
 from skewtape_pipeline import progress
 from skewtape_pipeline.audit import AUDIT_LOG_NAME
 from skewtape_pipeline.errors import ConfigError, SkewtapeError
+from skewtape_pipeline.ticks.input_formats import INPUT_FORMATS
 
 
 def default_audit_log(history: Path) -> Path:
@@ -100,12 +101,25 @@ def cmd_verify(args: argparse.Namespace) -> None:
     check_snapshot_folder(Path(args.snapshot))
     with _progress(args):
         result = verify_snapshot(Path(args.snapshot), full=args.full)
-    _print_result(
-        args,
-        result,
+    summary = (
         f"{result.snapshot}: {result.bundle_id} verified ({result.files_checked} files, "
-        f"{result.files_hashed} hashed{', full scrub' if args.full else ''})",
+        f"{result.files_hashed} hashed{', full scrub' if args.full else ''})"
     )
+    _print_result(args, result, "\n".join([summary, *_rows_compared_lines(result)]))
+
+
+def _rows_compared_lines(result: Any) -> list[str]:
+    """What ``verify`` compared by rows rather than bytes, and why (none: nothing to say)."""
+    tables = result.compared_by_rows
+    if not tables:
+        return []
+    return [
+        f"{len(tables)} reference tables compared by their rows, keys and columns, not their "
+        f"bytes: {', '.join(tables)}",
+        "  an apply merged row changes into them with DuckDB, which writes new Parquet bytes, so "
+        "`sha256sum -c CHECKSUMS.sha256` lists them as FAILED; `skewtape-pipeline verify "
+        "--full` is the check that covers every file",
+    ]
 
 
 def cmd_catch_up(args: argparse.Namespace) -> None:
@@ -141,6 +155,11 @@ def _fetch(args: argparse.Namespace, *, first_snapshot: bool) -> Any:
     from skewtape_pipeline.mirror.sources import TransferSettings, open_source
 
     root = _data_root(args)
+    if not root.absolute().parent.is_dir():
+        raise ConfigError(
+            f"--root {root}: its folder {root.absolute().parent} does not exist; the data root "
+            "is created only inside an existing folder (a missing folder is refused, never created)"
+        )
     source = open_source(args.source, TransferSettings(connections=args.connections))
     shown = TransferProgress(sys.stderr, enabled=not args.json)
     options = {"dry_run": getattr(args, "dry_run", False), "on_progress": shown.update}
@@ -273,32 +292,21 @@ def _parse_day(text: str, *, option: str = "--as-of") -> date:
         raise ConfigError(f"{option} is {text!r}; expected a date YYYY-MM-DD") from None
 
 
-INPUT_FORMATS = ("canonical", "kalshi-trades", "tardis-trades", "lobster-messages")
-"""``--input-format`` values: the canonical form, or a raw file mapped as its source documents."""
-
-
 def _read_ticks(args: argparse.Namespace, side_map: dict[str, str] | None) -> Any:
-    """The input file as a stream of chunks, read by the reader of ``--input-format`` in
-    chunks sized for ``--memory-limit``."""
+    """The input file as a stream of chunks, read by the reader of ``--input-format`` (default:
+    detected from the file) in chunks sized for ``--memory-limit``."""
     from skewtape_pipeline.ticks.archive.compact import block_bytes_for
-    from skewtape_pipeline.ticks.encode import sources
+    from skewtape_pipeline.ticks.input_formats import InputOptions, open_input
 
-    path, input_format = Path(args.input), args.input_format
-    if args.session_date is not None and input_format != "lobster-messages":
-        raise ConfigError("--session-date applies to --input-format lobster-messages only")
-    block = block_bytes_for(parse_bytes(args.memory_limit))
-    readers = {
-        "canonical": lambda: sources.open_canonical(path, side_map=side_map, block_bytes=block),
-        "kalshi-trades": lambda: sources.open_kalshi_trades(path, block_bytes=block),
-        "tardis-trades": lambda: sources.open_tardis_trades(path, block_bytes=block),
-        "lobster-messages": lambda: sources.open_lobster_messages(
-            path,
-            symbol=args.symbol,
-            session_date=_session_date(args.session_date),
-            block_bytes=block,
-        ),
-    }
-    return readers[input_format]()
+    limit = parse_bytes(args.memory_limit)
+    options = InputOptions(
+        side_map=side_map,
+        symbol=args.symbol,
+        session_date=_session_date(args.session_date),
+        block_bytes=block_bytes_for(limit),
+        memory_limit=limit,
+    )
+    return open_input(Path(args.input), args.input_format, options)
 
 
 BYTE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -341,8 +349,10 @@ def _archive(args: argparse.Namespace, root: Path | str) -> Any:
 
 def cmd_compact_ticks(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.archive.compact import CompactionRun
+    from skewtape_pipeline.ticks.archive.layout import recorded_schema
     from skewtape_pipeline.ticks.encode.model import SchemaRequest
     from skewtape_pipeline.ticks.encode.options import TickEncoding
+    from skewtape_pipeline.ticks.input_formats import input_schema_request
 
     side_map = parse_side_map(args.side_map)
     archive = _archive(args, args.out)
@@ -353,7 +363,12 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
     reading = ReadingRate(
         progress.ProgressLine(sys.stderr, "bytes", label=args.command, enabled=not args.json)
     )
-    schema = SchemaRequest(args.timestamp_unit, args.price_scale, args.quantity_scale)
+    schema = input_schema_request(
+        Path(args.input),
+        args.input_format,
+        SchemaRequest(args.timestamp_unit, args.price_scale, args.quantity_scale),
+        archive_has_schema=recorded_schema(archive.root) is not None,
+    )
     encoding = TickEncoding(
         schema, side_map=side_map, allow_precision_loss=args.allow_precision_loss
     )
@@ -374,6 +389,43 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
     if args.tier_policy:
         retier += f" --tier-policy {args.tier_policy}"
     print("\n".join(compaction_summary(reports, Path(args.out), retier_command=retier)))
+
+
+def cmd_archive_month(args: argparse.Namespace) -> None:
+    import uuid
+
+    from skewtape_pipeline.ticks.fills.month_archive import archive_month
+    from skewtape_pipeline.ticks.fills.snapshot_fills import today_utc
+    from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions
+
+    root = _data_root(args)
+    archive = _archive(args, root / "archive")  # audit.jsonl in the data root, as the asset's
+    as_of = _parse_day(args.as_of) if args.as_of else today_utc()
+    options = VenueDayOptions(
+        archive=archive,
+        as_of=as_of,
+        batch=f"archive-month-{uuid.uuid4().hex[:12]}",
+        memory_limit=parse_bytes(args.memory_limit),
+    )
+    line = progress.ProgressLine(sys.stderr, "venue-days", label=args.command,
+                                 enabled=not args.json)  # fmt: skip
+    with archive.writing():
+        result = archive_month(root / "history", _check_month(args.month), options,
+                               on_progress=line.update)  # fmt: skip
+    line.finish()
+    _print_result(args, result, describe_month(result, root / "archive"))
+
+
+def describe_month(result: Any, archive: Path) -> str:
+    """``archive-month``'s summary: the venue-days and what became of their symbol-days."""
+    n = result.counts()
+    return (
+        f"{archive}: {result.month}: {n['venue_days']} venue-days; {n['symbol_days_archived']} "
+        f"symbol-days archived ({n['ticks']} ticks), {n['symbol_days_skipped']} skipped (no "
+        f"trades), {n['symbol_days_removed']} removed; {n['corrected_symbol_days']} symbol-days "
+        f"of earlier months archived again for corrections; {n['symbol_days_changed']} "
+        "symbol-days changed"
+    )
 
 
 SUMMARY_ROWS = 10
@@ -399,6 +451,7 @@ def compaction_summary(
         f"compacted {ticks} ticks in {len(reports)} symbol-days into {out}: "
         f"{raw} -> {packed} bytes ({raw / packed if packed else 0.0:.2f}x)"
     ]
+    lines.append(_changed_line(reports))
     noise = sum(report.float_noise_normalized for report in reports)
     loss = sum(report.precision_loss_ticks for report in reports)
     if noise or loss:
@@ -420,6 +473,18 @@ def compaction_summary(
             f"({len(reports) - rows} more symbol-days not shown; --json prints every report)"
         )
     return lines + _recompacted_lines(reports) + _retier_hint(reports, retier_command)
+
+
+def _changed_line(reports: Sequence[Any]) -> str:
+    """How many symbol-days the compaction changed, and how many the archive already held with
+    the same ticks (nothing written for them)."""
+    from skewtape_pipeline.ticks.archive.compact import is_unchanged
+
+    held = sum(is_unchanged(report) for report in reports)
+    return (
+        f"{len(reports) - held} symbol-days changed; {held} already held with the same ticks "
+        "(nothing written for them)"
+    )
 
 
 def _recompacted_lines(reports: Sequence[Any]) -> list[str]:
@@ -729,7 +794,7 @@ def build_parser() -> argparse.ArgumentParser:
     def command(name: str, handler: Callable[[argparse.Namespace], None], help_text: str):
         sub = commands.add_parser(name, help=help_text, description=help_text)
         sub.add_argument("--json", action="store_true", help="print the result object as JSON")
-        sub.set_defaults(handler=handler)
+        sub.set_defaults(handler=handler, command_parser=sub)
         return sub
 
     apply = command("apply-delta", cmd_apply_delta, "apply a monthly delta to a snapshot")
@@ -742,7 +807,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_audit_options(apply)
 
     verify = command("verify", cmd_verify, "verify a snapshot against its checksums and manifest")
-    verify.add_argument("snapshot")
+    verify.add_argument("snapshot", help="a snapshot folder (history/YYYY-MM/)")
     verify.add_argument("--full", action="store_true", help="re-hash every file (a scrub)")
 
     catch = command("catch-up", cmd_catch_up, "apply every pending delta in month order")
@@ -780,12 +845,12 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("--keep-snapshots", help="also keep every month's full snapshot here")
 
     diff = command("diff", cmd_diff, "build the delta between two snapshot folders")
-    diff.add_argument("parent")
-    diff.add_argument("next")
+    diff.add_argument("parent", help="the earlier snapshot folder")
+    diff.add_argument("next", help="the later snapshot folder")
     diff.add_argument("out", help="the new delta folder")
 
     audit = command("audit-verify", cmd_audit_verify, "check the audit log's hash chain")
-    audit.add_argument("log")
+    audit.add_argument("log", help="the audit log (audit.jsonl in the data root)")
     audit.add_argument(
         "--require-head",
         action="store_true",
@@ -793,12 +858,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     ticks = command("compact-ticks", cmd_compact_ticks, "compact trades into the Parquet archive")
-    ticks.add_argument("input", help="CSV or Parquet: timestamp_nanos,price,quantity,side[,symbol]")
+    ticks.add_argument(
+        "input",
+        help="CSV or Parquet: timestamp_nanos,price,quantity,side[,symbol]; or a raw file of "
+        "--input-format",
+    )
     ticks.add_argument(
         "--input-format",
         choices=INPUT_FORMATS,
-        default="canonical",
-        help="raw venue files are mapped exactly (Kalshi trades API, Tardis trades, LOBSTER)",
+        help="raw venue files are mapped exactly (Kalshi trades API, Tardis trades, LOBSTER, a "
+        "Skewtape mirror's fills month file); default: detected from the file "
+        "(a fills file by its columns), else canonical",
     )
     ticks.add_argument("--out", required=True, help="archive root")
     ticks.add_argument("--as-of", required=True, help="today's date for tiering (YYYY-MM-DD)")
@@ -846,6 +916,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="round digits beyond the scales that are not float noise (counted in the report "
         "as precision loss) instead of refusing",
     )
+    _add_archive_month_command(command)
     retier = command("retier", cmd_retier, "move symbol-days to the tier their age calls for")
     retier.add_argument("archive", help="archive root (its hot tier)")
     retier.add_argument("--as-of", required=True, help="today's date for ages (YYYY-MM-DD)")
@@ -896,6 +967,31 @@ def build_parser() -> argparse.ArgumentParser:
     _add_version_commands(command)
     _add_show_command(command)
     return parser
+
+
+def _add_archive_month_command(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``archive-month``: a month of the mirror into its archive, as the tick archive asset."""
+    month = command(
+        "archive-month",
+        cmd_archive_month,
+        "archive every venue-day of a month of the mirror as the tick archive asset does "
+        "(corrections of earlier months and withdrawals included), without Dagster",
+    )
+    month.add_argument("month", metavar="YYYY-MM", help="the month of fills to archive")
+    month.add_argument(
+        "--root",
+        help="data root (history/ in, archive/ out; default: $SKEWTAPE_HOME, else ./data)",
+    )
+    month.add_argument(
+        "--as-of",
+        help="today's date (YYYY-MM-DD; default: today, UTC): the days before it are archived, "
+        "and tiers follow from ages at it",
+    )
+    _add_archive_options(month, writes=True)
+    month.add_argument(
+        "--memory-limit", default="2G", metavar="BYTES",
+        help="memory each venue-day's reads may use, e.g. 2G or 512M (default 2G)",
+    )  # fmt: skip
 
 
 def _add_version_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
@@ -988,7 +1084,9 @@ def refuse_url_arguments(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (130 on Ctrl-C, after one line)."""
     try:
-        args = build_parser().parse_args(argv)
+        args, unknown = build_parser().parse_known_args(argv)
+        if unknown:  # answered with the subcommand's usage, not the top-level one
+            args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
         refuse_url_arguments(args)
         args.handler(args)
     except KeyboardInterrupt:

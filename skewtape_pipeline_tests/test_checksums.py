@@ -149,3 +149,25 @@ def test_parse_checksums_when_name_holds_a_form_feed_keeps_it_in_the_name():
     assert parse_checksums(f"{digest}  a\x0cb\u2028c\n".encode(), source=SRC) == {
         "a\x0cb\u2028c": digest
     }
+
+
+def test_verify_when_an_apply_merged_tables_names_exactly_those_sha256sum_fails(
+    published_sample: Path, tmp_path: Path, capsys
+):
+    from skewtape_pipeline.cli import main
+
+    root = tmp_path / "mirror"
+    assert main(["sync", str(published_sample), "--root", str(root), "--json"]) == 0
+    snapshot = sorted((root / "history").iterdir())[-1]
+    capsys.readouterr()
+    assert main(["verify", str(snapshot), "--full"]) == 0
+    out = capsys.readouterr().out
+    checked = subprocess.run(
+        [SHA256SUM, "-c", "CHECKSUMS.sha256"], cwd=snapshot, capture_output=True, text=True
+    )
+    failed = sorted(line.split(": ")[0] for line in checked.stdout.splitlines()
+                    if line.endswith(": FAILED"))  # fmt: skip
+    assert failed, "the sample chain merges reference tables, which sha256sum then fails"
+    assert f"{len(failed)} reference tables compared by their rows" in out
+    assert f"not their bytes: {', '.join(failed)}\n" in out
+    assert "`sha256sum -c CHECKSUMS.sha256` lists them as FAILED" in out

@@ -344,3 +344,48 @@ def test_cli_sample_when_the_roots_folder_is_missing_creates_nothing(tmp_path, c
     assert code == 2
     _assert_one_error_line(err, f"{missing}: its folder {missing.parent} does not exist")
     assert not missing.parent.exists()
+
+
+def test_cli_sync_when_the_roots_folder_is_missing_creates_nothing(
+    published_sample, tmp_path, capsys
+):
+    missing = tmp_path / "nonexistent" / "dir"
+    code, _, err = run(capsys, "sync", str(published_sample), "--root", str(missing))
+    assert code == 2
+    _assert_one_error_line(err, f"--root {missing}: its folder {missing.parent} does not exist")
+    assert not missing.parent.exists()
+
+
+def test_cli_fetch_dry_run_when_the_root_is_empty_says_which_command_starts_it(
+    published_sample, tmp_path, capsys
+):
+    root = tmp_path / "root"
+    code, _, err = run(capsys, "fetch", str(published_sample), "--root", str(root), "--dry-run")
+    assert code == 2 and f"`skewtape-pipeline sync SOURCE --root {root}`" in err
+    assert "fetch_snapshot" not in err
+
+
+MISTYPED = {
+    "verify": (["verify", "snap", "--fulll"], "--fulll"),
+    "retier": (["retier", "A", "--as-of", "2026-11-01", "--tier-polcy", "p.toml"], "p.toml"),
+}
+
+
+@pytest.mark.parametrize("command", sorted(MISTYPED))
+def test_cli_when_an_option_is_mistyped_answers_with_the_subcommands_usage(command, capsys):
+    argv, unknown = MISTYPED[command]
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert err.startswith(f"usage: skewtape-pipeline {command} ")
+    assert f"skewtape-pipeline {command}: error: unrecognized arguments: " in err
+    assert unknown in err
+
+
+@pytest.mark.parametrize("command", ["verify", "diff", "audit-verify"])
+def test_cli_help_when_a_command_takes_positional_arguments_explains_each(command, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    section = capsys.readouterr().out.split("positional arguments:\n")[1].split("\n\n")[0]
+    assert section and all(len(line.split(maxsplit=1)) == 2 for line in section.splitlines())

@@ -388,8 +388,10 @@ def fetch_deltas(
     root = Path(root)
     if not holds_snapshot(root):
         raise ChainError(
-            f"{root / HISTORY} holds no snapshot to follow the publisher from; fetch a first one "
-            "with fetch_snapshot (the command line: fetch --snapshot YYYY-MM, or sync)"
+            f"{root / HISTORY} holds no snapshot to follow the publisher from; start the mirror "
+            f"with `skewtape-pipeline sync SOURCE --root {root}` (the newest snapshot, then its "
+            "deltas) or `skewtape-pipeline fetch SOURCE --root "
+            f"{root} --snapshot YYYY-MM`"
         )
     month, parent = chain_tip(root / HISTORY, root / DELTAS)
     result = FetchResult(source.location, [], dry_run=dry_run)

@@ -20,7 +20,7 @@ from typing import Literal
 
 from skewtape_pipeline.errors import ChainError
 from skewtape_pipeline.mirror.arrivals import holds_snapshot
-from skewtape_pipeline.mirror.format import MANIFEST
+from skewtape_pipeline.mirror.format import MANIFEST, MONTH_RE
 from skewtape_pipeline.mirror.preflight import read_delta_head
 
 Kind = Literal["bootstrap", "apply"]
@@ -38,6 +38,15 @@ class MonthPlan:
     """``history/<previous month>/``, the snapshot the delta applies to (apply only)."""
     delta: Path | None = None
     """``deltas/<month>/`` when there is one."""
+
+
+def applied_months(history: Path) -> list[str]:
+    """Months of ``history/`` that hold a snapshot (a manifest.json), oldest first."""
+    if not history.is_dir():
+        return []
+    return sorted(
+        p.name for p in history.iterdir() if MONTH_RE.match(p.name) and (p / MANIFEST).is_file()
+    )
 
 
 def plan_month(history: Path, deltas: Path, month: str, previous: str) -> MonthPlan:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from skewtape_pipeline.orchestration.mirror.catch_up_job import catch_up_months
 from skewtape_pipeline.orchestration.mirror.checks import month_checks
 from skewtape_pipeline.orchestration.mirror.jobs import apply_month_job
 from skewtape_pipeline.orchestration.mirror.publisher import PublisherSource, publisher_sensor
@@ -53,6 +54,7 @@ def build_definitions(
         asset_checks=[*month_checks, tick_archive_verified],
         jobs=[
             apply_month_job,
+            catch_up_months,
             archive_ticks_job,
             retier_ticks_job,
             verify_archive_job,

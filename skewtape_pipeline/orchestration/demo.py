@@ -326,8 +326,8 @@ def format_reports(reports: Sequence[dict[str, object]], *, shown: int = 12) -> 
     busiest = sorted(reports, key=lambda r: (-int(r["tick_count"]), str(r["symbol"])))
     listed = min(shown, len(busiest))
     lines = [
-        f"The {listed} busiest of {len(reports)} symbol-days with ticks (every one is a "
-        "partition of tick_archive in the UI):",
+        f"The {listed} busiest of {len(reports)} symbol-days with ticks (each is listed in the "
+        "metadata of its venue-day, a partition of tick_archive in the UI):",
         header,
         "-" * len(header),
     ]

@@ -29,8 +29,19 @@ def _result(problems: list[str], **metadata: dg.MetadataValue) -> dg.AssetCheckR
     )
 
 
+REFUSED_MONTH_NOTE = (
+    " A month the run refused (its delta does not verify, an earlier month is missing, ...) "
+    "leaves this check 'Execution failed' without a partition: Dagster records no result for a "
+    "check whose asset's op failed. The reason is the run's failure message and an observation "
+    "on the month's partition (`<month> refused (<error>): <reason>`, the asset's Events)."
+)
+"""Said by every month check's description: what a refused month shows there, and where its
+reason is."""
+
+
 def _month_check(description: str, name: str | None = None):
-    """A blocking check per month partition (a preview feature of Dagster 1.13, used knowingly)."""
+    """A blocking check per month partition (a preview feature of Dagster 1.13, used knowingly),
+    its description followed by :data:`REFUSED_MONTH_NOTE`."""
 
     def decorate(check_fn):
         with warnings.catch_warnings():
@@ -39,7 +50,7 @@ def _month_check(description: str, name: str | None = None):
                 asset=HISTORY_SNAPSHOT,
                 partitions_def=month_partitions,
                 blocking=True,
-                description=description,
+                description=description + REFUSED_MONTH_NOTE,
                 name=name,
             )(check_fn)
 

@@ -73,28 +73,29 @@ def _staged(step: MonthStep) -> StagedApply | None:
 
 
 @contextlib.contextmanager
-def refusal_as_failure(context: dg.OpExecutionContext, month: str) -> Iterator[None]:
+def refusal_as_failure(context: dg.OpExecutionContext, month: str | None) -> Iterator[None]:
     """Turn the core's refusal of ``month`` (a :class:`SkewtapeError` that is not an OS error)
     into a :class:`dagster.Failure` whose description is the reason, so the run shows it first
     (not a stack trace), with the error's type and text as metadata, and record the same on the
-    month's partition as an observation (the asset's Events list it); a refusal is never
-    retried."""
+    month's partition as an observation (the asset's Events list it; ``month`` None: a catch-up
+    over several months, no partition to record it on); a refusal is never retried."""
     try:
         yield
     except SkewtapeError as exc:
         if isinstance(exc, OSError):
             raise
-        description = f"{month} refused ({type(exc).__name__}): {exc}"
+        description = f"{month or 'catch-up'} refused ({type(exc).__name__}): {exc}"
         metadata = {
-            "month": dg.MetadataValue.text(month),
+            "month": dg.MetadataValue.text(month or "pending months"),
             "refused_by": dg.MetadataValue.text(type(exc).__name__),
             "reason": dg.MetadataValue.text(str(exc)),
         }
-        context.log_event(
-            dg.AssetObservation(
-                HISTORY_SNAPSHOT, partition=month, description=description, metadata=metadata
+        if month is not None:
+            context.log_event(
+                dg.AssetObservation(
+                    HISTORY_SNAPSHOT, partition=month, description=description, metadata=metadata
+                )
             )
-        )
         raise dg.Failure(description=description, metadata=metadata, allow_retries=False) from None
 
 

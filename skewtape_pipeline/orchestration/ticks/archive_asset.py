@@ -238,7 +238,11 @@ with warnings.catch_warnings():
 archive_ticks_job = dg.define_asset_job(
     name="archive_ticks",
     selection=dg.AssetSelection.assets(TICK_ARCHIVE),
-    description="Compact venue-days of fills into the tick archive.",
+    description="Compact venue-days of fills into the tick archive. Backfill venue-days from "
+    "the `tick_archive` asset's page (Materialize: a date range, the venues), not from this "
+    "job's page: Dagster 1.13 launches a backfill from a job page of a multi-partitioned asset "
+    "as runs that each carry one venue-day's tags (Dagster issue #28861), so it reports "
+    "success having built one venue-day.",
     tags={QUEUE_TAG: ARCHIVE_POOL},
 )
 """Runs on the code location's executor: in process by default, dagster-celery's workers in

@@ -11,6 +11,7 @@ from typing import Any
 import dagster as dg
 
 from skewtape_pipeline.orchestration.shared.metadata import MAX_LISTED, ratio_value, seconds_value
+from skewtape_pipeline.progress import size_text
 
 MAX_MOVES_LISTED = 200
 """How many moved symbol-days a partition's ``moves`` table shows (the catalog has them all)."""
@@ -107,8 +108,9 @@ def versions_metadata(
 
 
 def archive_metrics_metadata(metrics: Any) -> dict[str, dg.MetadataValue]:
-    """A markdown table of the tiers first, then numeric metadata of the archive as a whole
-    (``hot_bytes``, ``cold_ticks``, ...), which the UI plots over materializations.
+    """A markdown table of the tiers first (bytes with their unit, as the other assets show
+    them), then numeric metadata of the archive as a whole (``hot_bytes``, ``cold_ticks``, ...:
+    plain integers, which the UI plots over materializations).
 
     ``metrics`` is the core's ``ArchiveMetrics``.
     """
@@ -120,11 +122,11 @@ def archive_metrics_metadata(metrics: Any) -> dict[str, dg.MetadataValue]:
     for tier, numbers in metrics.tiers.items():
         per_tick = f"{numbers.bytes / numbers.ticks:.2f}" if numbers.ticks else "-"
         lines.append(
-            f"| {tier} | {numbers.files} | {numbers.bytes} | {numbers.ticks} | "
+            f"| {tier} | {numbers.files} | {size_text(numbers.bytes)} | {numbers.ticks} | "
             f"{numbers.symbol_days} | {per_tick} |"
         )
     lines.append(
-        f"\n{flat['retained_files']} superseded file(s), {flat['retained_bytes']} bytes, "
+        f"\n{flat['retained_files']} superseded file(s), {size_text(flat['retained_bytes'])}, "
         "retained on disk (outside the query view); "
         f"{flat['hidden_symbol_days']} symbol-day(s), {flat['hidden_ticks']} ticks, hidden in "
         "consolidated files (withdrawn, or overridden by a newer hot file) until re-tiering."

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from skewtape_pipeline.mirror.months import applied_months
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.shared.sensor_skips import skipped
 from skewtape_pipeline.orchestration.ticks.archive_asset import TICK_ARCHIVE, archive_ticks_job
@@ -22,7 +23,6 @@ from skewtape_pipeline.orchestration.ticks.partitions import (
 )
 from skewtape_pipeline.orchestration.ticks.venues import new_venues, registration
 from skewtape_pipeline.ticks.fills.snapshot_fills import (
-    applied_months,
     corrected_symbol_days,
     split_symbol,
 )

@@ -25,12 +25,12 @@ _TABLE_SCHEMA = dg.TableSchema(
     columns=[
         dg.TableColumn("symbol", "string"),
         dg.TableColumn("tick_count", "int"),
-        dg.TableColumn("tier", "string"),
         dg.TableColumn("compression_ratio", "float", description="CSV bytes / file bytes"),
     ]
 )
-"""The symbol-days table: symbol and tick count first; the file's path (long, and following from
-the symbol and day) is in the reports table."""
+"""The symbol-days table: symbol and tick count first. No tier: a materialization's metadata is
+fixed when it is recorded, and re-tiering moves symbol-days later; where a day is now (tier and
+file) is in the ``tick_reports`` view (``report_query``)."""
 
 
 def venue_day_metadata(rows: pa.Table, *, scope: Sequence[str] | None) -> dict[str, object]:
@@ -46,7 +46,7 @@ def venue_day_metadata(rows: pa.Table, *, scope: Sequence[str] | None) -> dict[s
     counts = {status: sum(r["status"] == status for r in records) for status in (SKIPPED, REMOVED)}
     metadata: dict[str, object] = {
         "symbol_days_archived": dg.MetadataValue.int(len(archived)),
-        "symbol_days_skipped": dg.MetadataValue.int(counts[SKIPPED]),
+        "symbol_days_skipped_no_trades": dg.MetadataValue.int(counts[SKIPPED]),
         "symbol_days_removed": dg.MetadataValue.int(counts[REMOVED]),
         "tick_count": dg.MetadataValue.int(sum(r["tick_count"] for r in archived)),
         "compacted_bytes": bytes_value(sum(r["compacted_size_bytes"] or 0 for r in archived)),
@@ -62,7 +62,6 @@ def venue_day_metadata(rows: pa.Table, *, scope: Sequence[str] | None) -> dict[s
                     {
                         "symbol": r["symbol"],
                         "tick_count": r["tick_count"],
-                        "tier": r["tier"] or "",
                         "compression_ratio": ratio_value(r["compression_ratio"] or 0.0).value,
                     }
                 )
@@ -80,7 +79,8 @@ def venue_day_metadata(rows: pa.Table, *, scope: Sequence[str] | None) -> dict[s
         )
         metadata["venue_departed"] = dg.MetadataValue.bool(bool(first["venue_departed"]))
         metadata["report_query"] = dg.MetadataValue.md(
-            "Every symbol-day's report: `skewtape-pipeline query \"SELECT * FROM tick_reports "
+            "Every symbol-day's report, with the tier and file where it is now: "
+            '`skewtape-pipeline query "SELECT * FROM tick_reports '
             f"WHERE symbol = '<symbol>' AND date = DATE '{first['date']}'\"`"
         )
     if len(archived) > MAX_SYMBOL_DAYS_LISTED:

@@ -17,13 +17,14 @@ from typing import Any
 
 import dagster as dg
 
+from skewtape_pipeline.mirror.months import applied_months
 from skewtape_pipeline.orchestration.ticks.archive_asset import TICK_ARCHIVE
 from skewtape_pipeline.orchestration.ticks.partitions import (
     VENUES,
     venue_keys,
     venue_partitions,
 )
-from skewtape_pipeline.ticks.fills.snapshot_fills import applied_months, new_symbols
+from skewtape_pipeline.ticks.fills.snapshot_fills import new_symbols
 
 
 def new_venues(

@@ -39,7 +39,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,8 +47,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from skewtape_pipeline import faults, fsio
-from skewtape_pipeline.errors import ConfigError, TickValidationError
+from skewtape_pipeline.errors import ConfigError, TickFormatError, TickValidationError
 from skewtape_pipeline.hashing import sha256_file
+from skewtape_pipeline.storage import TierFile
 from skewtape_pipeline.ticks.archive.books import audit, check_may_write
 from skewtape_pipeline.ticks.archive.catalog import (
     FileRecord,
@@ -56,7 +57,9 @@ from skewtape_pipeline.ticks.archive.catalog import (
     append_hot_record,
     hot_records_path,
     read_catalog,
+    read_hot_records,
 )
+from skewtape_pipeline.ticks.archive.consolidate import read_consolidated_file
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
 from skewtape_pipeline.ticks.archive.layout import (
     ARCHIVE_LOCK_WAIT_SECONDS,
@@ -96,6 +99,8 @@ from skewtape_pipeline.ticks.encode.parquet_file import (
     META_QUANTITY_SCALE,
     META_SYMBOL,
     FileFacts,
+    read_archive_batch,
+    read_file_facts,
 )
 from skewtape_pipeline.ticks.encode.report import (
     RAW_SIZE_BASES,
@@ -123,6 +128,7 @@ from skewtape_pipeline.ticks.encode.validate import (
 
 if TYPE_CHECKING:
     from skewtape_pipeline.ticks.archive.handle import Archive
+    from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 
 _DAY_KEY_SHIFT = 2**20
 """Days since 1970 fit in +-2**19 for any int64 nanosecond timestamp."""
@@ -688,8 +694,10 @@ def compact_symbol_day(
     idempotent: rewriting a symbol-day replaces its file. The file is published under the
     archive's lock (waiting up to :func:`compaction_lock_wait` seconds for another writer to
     release it), and its size and sha256 recorded there (``catalog.append_hot_record``: what
-    readers verify it by). Compacting a symbol-day the archive already holds is audited to the
-    archive's audit log once the write succeeded (:func:`recompaction_record`).
+    readers verify it by). Each write is audited to the archive's audit log once it succeeded,
+    with the report's main numbers (:data:`EVENT_WRITE`; a symbol-day the archive already held:
+    :func:`recompaction_record`); the same ticks the archive holds are not written again
+    (the report's note starts with :data:`UNCHANGED`).
 
     Raises
     ------
@@ -776,12 +784,13 @@ def _write_symbol_day(
     path = partition_file(archive.root, item.symbol, item.day)
     _check_before_encoding(archive, item.batch, path)
     published = _published(archive, item, path)
-    fields = _report_fields(item, (path, published.facts), target, started)
+    fields = _report_fields(item, (published.facts.path, published.facts), target, started)
     report = TickStorageCompactionReport(
         **fields, tier=published.tier, tier_policy=published.tier_policy
     )
     rewrite = published.rewrite
-    return report.noted(*([] if rewrite is None else [recompaction_note(rewrite)]))
+    notes = [published.unchanged] if published.unchanged else []
+    return report.noted(*notes, *([] if rewrite is None else [recompaction_note(rewrite)]))
 
 
 def _check_before_encoding(archive: Archive, batch: TickBatch, path: Path) -> None:
@@ -846,12 +855,104 @@ def _report_fields(
 class _Published:
     """A symbol-day's file as :func:`_published` published it: its tier, the tier policy that
     chose it (as the report records it), the facts read back and the rewrite's audit record
-    (None for a new symbol-day)."""
+    (None for a new symbol-day); or, with ``unchanged`` (the report's note), the copy the
+    archive already held with the very same ticks, left as it was."""
 
     tier: str
     tier_policy: dict[str, Any]
     facts: FileFacts
     rewrite: dict | None
+    unchanged: str | None = None
+
+
+UNCHANGED = "unchanged: "
+"""How a report's note about a symbol-day the archive already held as it is starts."""
+
+
+def _held_unchanged(
+    tiers: ArchiveTiers, item: PlannedSymbolDay, path: Path, staged: FileRecord
+) -> _Published | None:
+    """The copy ``tiers`` already hold of ``item``'s symbol-day when it has ``item``'s very
+    ticks (ts, price, quantity, side, at the same schema): its hot file at ``path`` (when it is
+    the file its compaction recorded, ``catalog.read_hot_records``), else its
+    catalogued consolidated copy (not withdrawn; its facts then name its catalog path and its
+    share of the file's bytes). Same bytes as the ``staged`` file or same ticks read back both
+    count. None when there is no such copy: the symbol-day is written.
+    Called under the archive's lock, so nothing changes the copy meanwhile."""
+    if path.exists():
+        held = sha256_file(path)
+        recorded = _hot_records(tiers.root).get(path.relative_to(tiers.root).as_posix())
+        if recorded is None or recorded.sha256 != held:
+            return None  # not the file its compaction recorded (a crash): written again
+        if held != staged.sha256 and not _same_ticks(_hot_copy(path), item):
+            return None
+        where = f"{UNCHANGED}the archive holds these ticks already in its hot file; not rewritten"
+        tier = tiers.policy.tier_for(item.age_days)
+        return _Published(tier, dict(tiers.record), read_file_facts(path), None, where)
+    catalog = read_catalog(tiers.root)
+    entry = catalog.partitions.get((item.symbol, item.day))
+    if entry is None or entry.key in catalog.withdrawn or entry.rows != len(item.batch):
+        return None
+    moved_bytes = entry.source is not None and entry.source.sha256 == staged.sha256
+    if not moved_bytes and not _same_ticks(
+        _consolidated_copy(tiers.resolve(entry.file), entry.key), item
+    ):
+        return None
+    where = (
+        f"{UNCHANGED}the archive holds these ticks already in its {entry.tier} copy "
+        f"{entry.file}; left there, no hot file written"
+    )
+    facts = replace(read_file_facts(tiers.resolve(entry.file)), path=Path(entry.file),
+                    size_bytes=entry.byte_share, num_rows=entry.rows)  # fmt: skip
+    return _Published(entry.tier, dict(tiers.record), facts, None, where)
+
+
+_HOT_RECORDS: dict[Path, tuple[tuple[int, int, int], dict[str, FileRecord]]] = {}
+"""The hot records last read per archive root, with the stamp of the file they were read from."""
+
+
+def _hot_records(root: Path) -> dict[str, FileRecord]:
+    """``catalog.read_hot_records`` of ``root``, read again only when the records file changed
+    (it is appended to and rewritten under the archive's lock, where this is called): a run
+    asks once per symbol-day."""
+    try:
+        info = hot_records_path(root).stat()
+    except FileNotFoundError:
+        return {}
+    stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
+    cached = _HOT_RECORDS.get(root)
+    if cached is None or cached[0] != stamp:
+        cached = _HOT_RECORDS[root] = (stamp, read_hot_records(root))
+    return cached[1]
+
+
+def _same_ticks(held: TickBatch | None, item: PlannedSymbolDay) -> bool:
+    return held is not None and held.first_difference(item.batch) is None
+
+
+def _hot_copy(path: Path) -> TickBatch | None:
+    """The ticks of a hot file; None when it cannot be read (rewriting it repairs it)."""
+    try:
+        return read_archive_batch(path)
+    except (OSError, TickFormatError, pa.ArrowException):
+        return None
+
+
+def is_unchanged(report: TickStorageCompactionReport) -> bool:
+    """True when compaction found the report's symbol-day already held with the same ticks and
+    wrote nothing for it."""
+    return any(note.startswith(UNCHANGED) for note in report.notes)
+
+
+@lru_cache(maxsize=2)
+def _consolidated_copies(file: TierFile) -> dict[SymbolDayKey, TickBatch]:
+    """Every symbol-day's ticks in a consolidated file (content-named, so never stale), the two
+    read last kept: a run compacts symbol-days in (symbol, day) order, file after file."""
+    return {(rows.symbol, rows.day): rows.batch for rows in read_consolidated_file(file)}
+
+
+def _consolidated_copy(file: TierFile, key: SymbolDayKey) -> TickBatch:
+    return _consolidated_copies(file)[key]
 
 
 def _published(archive: Archive, item: PlannedSymbolDay, path: Path) -> _Published:
@@ -860,12 +961,14 @@ def _published(archive: Archive, item: PlannedSymbolDay, path: Path) -> _Publish
     side), at the writer settings of the tier of the item's age (``TierPolicy.tier_for``,
     which checks ``age_days``); then publish it under the lock, held only for the checks, the
     rename, the file's record (size and sha256, ``catalog.append_hot_record``) and the audit
-    record. The one function of compaction that reads the archive's tiers.
+    record (:data:`EVENT_WRITE` for a new symbol-day, :data:`EVENT_RECOMPACT` for a rewrite,
+    each with the report's main numbers). The one function of compaction that reads the
+    archive's tiers.
 
     The checks under the lock: books_and_records mode again (the lock was let go while
     encoding), then, when the file exists, the catalog check (``integrity.checked_catalog``,
     refusing while the catalog does not account for the files on disk). A refusal publishes
-    nothing and the staged file is discarded, as it is whatever happens. A rewrite is audited
+    nothing and the staged file is discarded, as it is whatever happens. The write is audited
     once the rename succeeded."""
     out, tiers = archive.root, archive.tiers
     tier = tiers.policy.tier_for(item.age_days)
@@ -883,16 +986,47 @@ def _published(archive: Archive, item: PlannedSymbolDay, path: Path) -> _Publish
             check_may_write(out, path)
             if path.exists():
                 checked_catalog(tiers)
+            held = _held_unchanged(tiers, item, path, record)
+            if held is not None:
+                return held
             fsio.refuse_linked_state(hot_records_path(out))  # the record must follow the rename
             rewrite = recompaction_record(out, item.symbol, item.day, rows=prepared.facts.num_rows)
             facts = publish_archive_file(prepared)
             faults.checkpoint("hot-published")  # a crash here: the file without its record
             append_hot_record(out, path.relative_to(out).as_posix(), record)
-            if rewrite is not None:
-                audit(out, archive.audit_log, [rewrite])
+            written = rewrite or written_record(out, item.symbol, item.day)
+            audit(
+                out, archive.audit_log, [written | {"report": _audited_report(item, facts, tier)}]
+            )
     finally:
         prepared.discard()
     return _Published(tier, dict(tiers.record), facts, rewrite)
+
+
+EVENT_WRITE = "tick-archive-write"
+"""Audit event: a symbol-day the archive did not hold was compacted into a new hot file."""
+
+
+def written_record(out: Path, symbol: str, day: date) -> dict:
+    """The :data:`EVENT_WRITE` audit record of a new symbol-day's hot file (its report added
+    by the writer)."""
+    file = partition_file(out, symbol, day).relative_to(out).as_posix()
+    return {"event": EVENT_WRITE, "archive": str(out.absolute()), "symbol": symbol,
+            "date": day.isoformat(), "file": file}  # fmt: skip
+
+
+def _audited_report(item: PlannedSymbolDay, facts: FileFacts, tier: str) -> dict[str, Any]:
+    """The compaction report's main numbers, as the audit records of a write carry them."""
+    return {
+        "tick_count": facts.num_rows,
+        "compacted_size_bytes": facts.size_bytes,
+        "raw_size_bytes": item.raw_size_bytes,
+        "raw_size_basis": item.raw_size_basis,
+        "compression_ratio": compression_ratio(item.raw_size_bytes, facts.size_bytes),
+        "tier": tier,
+        "codec": facts.codec,
+        "compression_level": facts.compression_level,
+    }
 
 
 EVENT_RECOMPACT = "tick-archive-recompact"
@@ -977,8 +1111,9 @@ def compact_source(
     (:func:`plan_stream`); routed rows beyond half of ``run.memory_limit`` are spilled to the
     archive's staging folder and read back one symbol-day at a time, so memory stays within
     the limit (plus the largest symbol-day being encoded) whatever the input's size. The run's
-    callbacks follow the reading and the symbol-days written; rewrites are audited to the
-    archive's audit log (:func:`recompaction_record`); the run commits one version.
+    callbacks follow the reading and the symbol-days written; each write is audited to the
+    archive's audit log (:func:`compact_symbol_day`); the run commits one version when it
+    changed anything.
     """
     stream = source if isinstance(source, TickStream) else stream_of(source)
     options = PlanOptions(as_of, encoding, run.symbol, archive=recorded_schema(archive.root))

@@ -2,12 +2,15 @@
 
 :func:`show_symbol_day` reads (never writes) three things: the archive's placement (the
 catalog and the hot files: the tier, the file and, in a consolidated file, the row range the
-``ticks`` view reads), the reports table's row of the symbol-day (``reports_table``; its tier
-and path replaced by where the day is now, the report's own kept as ``reported_tier`` and
-``reported_path``) and the audit log's records about it, in order:
+``ticks`` view reads), its report (the reports table's row of the symbol-day,
+``reports_table``, else the main numbers its latest audited compaction recorded, as a day
+compacted by ``compact-ticks`` has; its tier and path replaced by where the day is now, the
+report's own kept as ``reported_tier`` and ``reported_path``) and the audit log's records
+about it, in order:
 
-- ``written``: the venue-day run that archived it (from its report: the first compaction of a
-  symbol-day is not audited);
+- ``written``: its first compaction (``tick-archive-write``: its time and the report's main
+  numbers; with the batch of the venue-day run that archived it when the reports table has a
+  row for it, the only ``written`` of a symbol-day written before writes were audited);
 - ``recompacted``: compacted again (``tick-archive-recompact``: the hot file or consolidated
   copy it replaced);
 - ``moved`` / ``rewritten``: re-tiering wrote it into a consolidated file of another tier / of
@@ -27,7 +30,7 @@ from typing import Any
 from skewtape_pipeline.audit import is_repair, parse_record
 from skewtape_pipeline.errors import AuditLogError, ConfigError
 from skewtape_pipeline.ticks.archive.catalog import Catalog
-from skewtape_pipeline.ticks.archive.compact import EVENT_RECOMPACT
+from skewtape_pipeline.ticks.archive.compact import EVENT_RECOMPACT, EVENT_WRITE
 from skewtape_pipeline.ticks.archive.garbage import EVENT_REMOVE
 from skewtape_pipeline.ticks.archive.layout import partition_file
 from skewtape_pipeline.ticks.archive.lifecycle import EVENT_REWRITE
@@ -80,19 +83,56 @@ class SymbolDayStory:
         head = f"{self.symbol} {self.date.isoformat()} in {self.archive_root}"
         lines = [head + ": " + _describe_place(self.place, self.withdrawn)]
         if self.report is None:
-            lines.append("report: none (only venue-day runs write the reports table)")
+            lines.append("report: none (neither the reports table nor the audit log has one)")
         else:
             r = self.report
+            batch = f"batch {r['batch']}" if r.get("batch") else "from the audit log"
             lines.append(
                 f"report: {r['status']}, {r['tick_count']} ticks, {r['compacted_size_bytes']} "
-                f"bytes ({_ratio(r['compression_ratio'])}), batch {r['batch']}"
+                f"bytes ({_ratio(r['compression_ratio'])}), {batch}"
             )
         lines.append("history:" if self.history else "history: none in the audit log")
         for item in self.history:
             when = item.get("time") or "-"
-            details = ", ".join(f"{k} {v}" for k, v in item.items() if k not in ("time", "event"))
+            details = _item_words(item)
             lines.append(f"  {when}  {item['event']}" + (f": {details}" if details else ""))
         return lines
+
+
+def _item_words(item: dict[str, Any]) -> str:
+    """A history item's details in words: counts, tiers and files, never a Python repr."""
+    parts = []
+    for key, value in item.items():
+        if key in ("time", "event") or value in (None, [], {}):
+            continue
+        if key == "report":
+            parts.append(f"{value['tick_count']} ticks, {value['compacted_size_bytes']} bytes "
+                         f"({_ratio(value['compression_ratio'])}, {value['tier']})")  # fmt: skip
+        elif key == "replaced":
+            parts.append("replaced " + "; ".join(_copy_words(copy) for copy in _listed(value)))
+        elif key == "rows" and not item.get("report"):
+            parts.append(f"{value} ticks")
+        elif key in _WORDS:
+            parts.append(_WORDS[key].format(", ".join(str(v) for v in _listed(value))))
+    return " ".join(parts) if item["event"] in ("moved", "rewritten") else ", ".join(parts)
+
+
+_WORDS = {"from": "from {}", "to": "to {}", "file": "into {}", "reason": "{}",
+          "batch": "batch {}", "status": "{}"}  # fmt: skip
+"""How a history item's other details read."""
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _copy_words(copy: Any) -> str:
+    """A replaced copy in words: a hot file (bytes, sha256) or a consolidated copy (tier, rows)."""
+    if not isinstance(copy, dict):
+        return str(copy)
+    if "sha256" in copy:
+        return f"its hot file ({copy.get('bytes')} bytes, sha256 {str(copy['sha256'])[:16]})"
+    return f"its {copy.get('tier')} copy in {copy.get('file')} ({copy.get('rows')} ticks)"
 
 
 def _describe_place(place: Place | None, withdrawn: bool) -> str:
@@ -137,6 +177,8 @@ def show_symbol_day(
         place = _place(root, catalog, symbol, day, location)
     report = _report(root, symbol, day, place)
     history = _history(root, audit_log, symbol, day, report)
+    if report is None:
+        report = _audited_report(history, place)
     withdrawn = (symbol, day) in catalog.withdrawn
     if place is None and report is None and not history and not withdrawn:
         raise ConfigError(
@@ -169,21 +211,43 @@ def _report(root: Path, symbol: str, day: date, place: Place | None) -> dict[str
     return row
 
 
+def _audited_report(history: list[dict[str, Any]], place: Place | None) -> dict[str, Any] | None:
+    """The report the latest audited compaction of the symbol-day recorded, where it is now
+    (None: no audited compaction carries one)."""
+    audited = [item["report"] for item in history if item.get("report")]
+    if not audited:
+        return None
+    return {
+        **audited[-1],
+        "status": "archived",
+        "batch": None,
+        "reported_tier": audited[-1]["tier"],
+        "tier": None if place is None else place.tier,
+        "path": None if place is None else place.file,
+    }
+
+
 def _history(
     root: Path, log: Path | None, symbol: str, day: date, report: dict[str, Any] | None
 ) -> list[dict[str, Any]]:
-    """The report's ``written`` and the audit log's records about the symbol-day, followed
-    through the files it lived in (``log`` None: no audit, the report's item alone)."""
-    history: list[dict[str, Any]] = []
-    if report is not None:
-        history.append({"event": "written", "batch": report["batch"], "status": report["status"]})
+    """The audit log's records about the symbol-day, followed through the files it lived in,
+    its first ``written`` carrying the report's batch and status (``log`` None, or a day written
+    before writes were audited: the report's ``written`` alone, without a time)."""
     hot = partition_file(root, symbol, day).relative_to(root).as_posix()
     follower = _Follower(str(root.absolute()), symbol, day.isoformat(), hot)
+    history: list[dict[str, Any]] = []
     for record in _records(Path(log)) if log is not None else []:
         item = follower.see(record)
         if item is not None:
             history.append({"time": record.get("time"), **item})
-    return history
+    if report is None:
+        return history
+    reported = {"batch": report["batch"], "status": report["status"]}
+    written = [item for item in history if item["event"] == "written"]
+    if written:
+        written[0].update(reported)
+        return history
+    return [{"event": "written", **reported}, *history]
 
 
 def _records(log: Path) -> list[dict[str, Any]]:
@@ -229,15 +293,17 @@ class _Follower:
         if record.get("archive") != self.archive:
             return None
         event = record.get("event")
-        if event == EVENT_RECOMPACT and (record.get("symbol"), record.get("date")) == (
-            self.symbol,
-            self.date,
-        ):
+        mine = (record.get("symbol"), record.get("date")) == (self.symbol, self.date)
+        if event == EVENT_WRITE and mine:
+            self.places, self.tier, self.withdrawn = self.places | {self.hot}, HOT, False
+            return {"event": "written", "rows": record.get("rows"), "report": record.get("report")}
+        if event == EVENT_RECOMPACT and mine:
             if self.tier != HOT:
                 self.copy_tier = self.tier  # the consolidated copy, if its ticks come back
             self.places, self.tier, self.withdrawn = self.places | {self.hot}, HOT, False
             replaced = record.get("replaces") or record.get("supersedes") or None
-            return {"event": "recompacted", "rows": record.get("rows"), "replaced": replaced}
+            return {"event": "recompacted", "rows": record.get("rows"), "replaced": replaced,
+                    "report": record.get("report")}  # fmt: skip
         if event == EVENT_REWRITE:
             return self._rewrite(record)
         if event == EVENT_REMOVE and record.get("file") == self.hot:

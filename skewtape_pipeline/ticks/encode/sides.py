@@ -78,3 +78,9 @@ def resolve_side_map(side_map: Mapping[str, str], *, name: str = "side_map") -> 
             )
         resolved[raw] = SIDE_CODES[side]
     return resolved
+
+
+BINANCE_BUYER_MAKER: Mapping[str, str] = MappingProxyType(
+    {"true": "SELL", "True": "SELL", "TRUE": "SELL", "false": "BUY", "False": "BUY", "FALSE": "BUY"}
+)
+"""Binance ``is_buyer_maker``: true when the buyer's order rested, so the aggressor sold."""

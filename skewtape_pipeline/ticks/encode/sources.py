@@ -304,7 +304,7 @@ def _chunk_source(
     )
 
 
-def _csv_stream(
+def csv_stream(
     path: Path, names: list[str], transform: Transform, side_map: Mapping[str, str], *,
     header_lines: int = 1, block_bytes: int = DEFAULT_BLOCK_BYTES,
 ) -> TickStream:  # fmt: skip
@@ -375,7 +375,7 @@ def open_canonical_csv(
             field=exc.field,
         ) from None
     present = [n for n in (*CANONICAL_COLUMNS, SYMBOL_COLUMN) if n in names]
-    return _csv_stream(
+    return csv_stream(
         path,
         names,
         lambda raw: (raw.select(present), None),
@@ -510,8 +510,8 @@ def open_kalshi_trades(path: Path | str, *, block_bytes: int = DEFAULT_BLOCK_BYT
                 field="created_time",
             )
         ts = pc.cast(pc.cast(created, pa.timestamp("ns", "UTC")), pa.int64())
-        yes = _int_column(raw, "yes_price", path)
-        no = _int_column(raw, "no_price", path)
+        yes = int_column(raw, "yes_price", path)
+        no = int_column(raw, "no_price", path)
         row = first_true(pc.not_equal(pc.add(yes, no), 100))
         if row is not None:
             raise TickValidationError(
@@ -522,13 +522,13 @@ def open_kalshi_trades(path: Path | str, *, block_bytes: int = DEFAULT_BLOCK_BYT
         columns = {
             "timestamp_nanos": ts,
             "price": units_as_decimal(yes, 2),
-            "quantity": _int_column(raw, "count", path),
+            "quantity": int_column(raw, "count", path),
             "side": raw.column("taker_side"),
             "symbol": raw.column("ticker"),
         }
         return pa.table(columns), None
 
-    return _csv_stream(path, names, transform, KALSHI_TAKER_SIDES, block_bytes=block_bytes)
+    return csv_stream(path, names, transform, KALSHI_TAKER_SIDES, block_bytes=block_bytes)
 
 
 def read_tardis_trades(path: Path | str, *, timestamp: str = "exchange") -> SourceTicks:
@@ -555,15 +555,8 @@ def open_tardis_trades(
     column = "timestamp" if timestamp == "exchange" else "local_timestamp"
 
     def transform(raw: pa.Table) -> tuple[pa.Table, None]:
-        micros = _int_column(raw, column, path)
-        try:
-            ts = pc.multiply_checked(micros, 1000)
-        except pa.ArrowInvalid:
-            raise TickValidationError(
-                f"{path}: a {column} value overflows int64 nanoseconds", field=column
-            ) from None
         columns = {
-            "timestamp_nanos": ts,
+            "timestamp_nanos": nanoseconds(int_column(raw, column, path), 1000, column, path),
             "price": raw.column("price"),
             "quantity": raw.column("amount"),
             "side": raw.column("side"),
@@ -571,7 +564,7 @@ def open_tardis_trades(
         }
         return pa.table(columns), None
 
-    return _csv_stream(path, names, transform, EXCHANGE_TAKER_SIDES, block_bytes=block_bytes)
+    return csv_stream(path, names, transform, EXCHANGE_TAKER_SIDES, block_bytes=block_bytes)
 
 
 def lobster_label(
@@ -669,7 +662,7 @@ def open_lobster_messages(
             row = None if exc.row is None else rows[exc.row].as_py()
             raise TickValidationError(exc.detail, row=row, field=exc.field) from None
 
-    return _csv_stream(
+    return csv_stream(
         path, list(LOBSTER_COLUMNS), transform, LOBSTER_DIRECTIONS, header_lines=0,
         block_bytes=block_bytes,
     )  # fmt: skip
@@ -692,8 +685,8 @@ def _lobster_executions(
     whole = pc.cast(pc.struct_field(parts, "sec"), pa.int64())
     nanos = pc.cast(pc.utf8_rpad(pc.struct_field(parts, "frac"), 9, "0"), pa.int64())
     ts = pc.add_checked(pc.add_checked(pc.multiply_checked(whole, 10**9), nanos), midnight_ns)
-    price = _int_column(executions, "price", path)
-    size = _int_column(executions, "size", path)
+    price = int_column(executions, "price", path)
+    size = int_column(executions, "size", path)
     side = pc.if_else(
         pc.equal(executions.column("type"), "6"), LOBSTER_CROSS, executions.column("direction")
     )
@@ -743,7 +736,18 @@ def _names(names: Iterable[str]) -> str:
     return ", ".join(repr(name) for name in names)
 
 
-def _int_column(table: pa.Table, name: str, path: Path) -> pa.Array:
+def nanoseconds(stamps: pa.Array, factor: int | pa.Array, name: str, path: Path) -> pa.Array:
+    """Integer timestamps ``stamps`` (of column ``name``) times ``factor`` nanoseconds per unit
+    (one for all, or one per row); TickValidationError when one overflows int64."""
+    try:
+        return pc.multiply_checked(stamps, factor)
+    except pa.ArrowInvalid:
+        raise TickValidationError(
+            f"{path}: a {name} value overflows int64 nanoseconds", field=name
+        ) from None
+
+
+def int_column(table: pa.Table, name: str, path: Path) -> pa.Array:
     values = pc.utf8_trim_whitespace(table.column(name).combine_chunks())
     row = first_true(pc.invert(pc.match_substring_regex(values, _INTEGER_PATTERN)))
     if row is not None:

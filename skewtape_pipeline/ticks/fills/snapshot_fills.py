@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 
 from skewtape_pipeline.errors import ChainError, ConfigError, TickValidationError
 from skewtape_pipeline.mirror.format import MANIFEST, MONTH_RE, SnapshotManifest
+from skewtape_pipeline.mirror.months import applied_months
 from skewtape_pipeline.mirror.snapshot import read_snapshot
 from skewtape_pipeline.ticks.archive.books import (
     check_may_delete,
@@ -102,15 +103,6 @@ def fills_path(venue: str, month: str) -> str:
 
 def month_of_day(day: date) -> str:
     return f"{day.year:04d}-{day.month:02d}"
-
-
-def applied_months(history: Path) -> list[str]:
-    """Months of ``history/`` that hold a snapshot (a manifest.json), oldest first."""
-    if not history.is_dir():
-        return []
-    return sorted(
-        p.name for p in history.iterdir() if MONTH_RE.match(p.name) and (p / MANIFEST).is_file()
-    )
 
 
 @dataclass(frozen=True)
@@ -469,28 +461,34 @@ def read_fills_ticks(fills_file: Path, wanted: Iterable[SymbolDayKey]) -> Source
 
 
 FILLS_COLUMNS = ("ts", "price", "quantity", "taker_side", "venue", "market_id")
+"""The columns of a fills month file that become ticks."""
+FILLS_FILE_COLUMNS = ("venue", "market_id", "trade_id", *FILLS_COLUMNS[:4])
+"""Every column of a fills month file (``fills/<venue>/<YYYY-MM>.parquet``)."""
 
 
 def open_fills(
-    fills_file: Path, wanted: Iterable[SymbolDayKey], *, memory_limit: int = DEFAULT_MEMORY_LIMIT
+    fills_file: Path,
+    wanted: Iterable[SymbolDayKey] | None = None,
+    *,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
 ) -> TickStream:
-    """The rows of ``fills_file`` on the wanted symbol-days as a stream of chunks in file
-    order (``ParquetFile.iter_batches``, chunks sized for ``memory_limit``): canonical columns
-    ``timestamp_nanos`` (the ``ts`` column as read), ``price``, ``quantity``, ``side``
-    (``taker_side``) and ``symbol`` (``<venue>:<market_id>``), each row named by its file row.
+    """The rows of ``fills_file`` on the wanted symbol-days (None: every row) as a stream of
+    chunks in file order (``ParquetFile.iter_batches``, chunks sized for ``memory_limit``):
+    canonical columns ``timestamp_nanos`` (the ``ts`` column as read), ``price``,
+    ``quantity``, ``side`` (``taker_side``) and ``symbol`` (``<venue>:<market_id>``), each row
+    named by its file row. The one mapping of fills to ticks: the tick archive asset and
+    ``compact-ticks --input-format skewtape-fills`` both read through it.
 
     Raises TickValidationError naming the file when it cannot be read or lacks a column.
     """
-    pairs = sorted(set(wanted))
-    for symbol, _ in pairs:
-        split_symbol(symbol)
-    wanted_keys = pa.array(
-        [f"{symbol}|{_day_start_ns(day) // NS_PER_DAY}" for symbol, day in pairs]
-    )
+    wanted_keys = None if wanted is None else _symbol_day_keys(wanted)
     file = open_parquet(fills_file)
     missing = [name for name in FILLS_COLUMNS if name not in file.schema_arrow.names]
     if missing:
-        raise TickValidationError(f"{fills_file}: missing column(s) {missing}", field=missing[0])
+        raise TickValidationError(
+            f"{fills_file}: missing column(s) {missing} of a Skewtape fills file",
+            field=missing[0],
+        )
     rows = max(block_bytes_for(memory_limit) // PARQUET_ROW_BYTES, 1)
 
     def chunks(state: ReadState) -> Iterator[RawChunk]:
@@ -498,22 +496,46 @@ def open_fills(
         return parquet_chunks(reader, fills_file, state=state, batch_rows=rows,
                               columns=list(FILLS_COLUMNS))  # fmt: skip
 
-    def transform(raw: pa.Table) -> tuple[pa.Table, pa.Array]:
+    def transform(raw: pa.Table) -> tuple[pa.Table, pa.Array | None]:
         symbols = pc.binary_join_element_wise(raw["venue"], raw["market_id"], SYMBOL_SEPARATOR)
         ns = timestamps_ns(raw["ts"], field="ts")
-        days = utc_days(ns)
-        keys = pc.binary_join_element_wise(symbols, pc.cast(days, pa.string()), "|")
-        kept = pc.cast(pc.indices_nonzero(pc.is_in(keys, value_set=wanted_keys)), pa.int64())
         columns = {
-            "timestamp_nanos": pc.take(ns, kept),
-            "price": pc.take(raw["price"], kept),
-            "quantity": pc.take(raw["quantity"], kept),
-            "side": pc.take(raw["taker_side"], kept),
-            "symbol": pc.take(symbols, kept),
+            "timestamp_nanos": ns,
+            "price": raw["price"],
+            "quantity": raw["quantity"],
+            "side": raw["taker_side"],
+            "symbol": symbols,
         }
-        return pa.table(columns), kept
+        if wanted_keys is None:
+            return pa.table(columns), None
+        keys = pc.binary_join_element_wise(symbols, pc.cast(utc_days(ns), pa.string()), "|")
+        kept = pc.cast(pc.indices_nonzero(pc.is_in(keys, value_set=wanted_keys)), pa.int64())
+        return pa.table({name: pc.take(column, kept) for name, column in columns.items()}), kept
 
     return source_stream(fills_file, chunks, transform, FILLS_SIDE_MAP)
+
+
+def _symbol_day_keys(wanted: Iterable[SymbolDayKey]) -> pa.Array:
+    """``<symbol>|<days since 1970>`` of each wanted symbol-day (ConfigError: a bad symbol)."""
+    pairs = sorted(set(wanted))
+    for symbol, _ in pairs:
+        split_symbol(symbol)
+    return pa.array([f"{symbol}|{_day_start_ns(day) // NS_PER_DAY}" for symbol, day in pairs])
+
+
+def is_fills_file(names: Iterable[str]) -> bool:
+    """True when a Parquet file's column names include every column of a fills month file."""
+    return set(FILLS_FILE_COLUMNS) <= set(names)
+
+
+def snapshot_of_fills_file(fills_file: Path) -> Path | None:
+    """The snapshot folder holding ``fills_file`` as ``fills/<venue>/<YYYY-MM>.parquet`` (its
+    manifest beside ``fills/``), or None for a fills file outside a snapshot."""
+    path = Path(fills_file).absolute()
+    snapshot = path.parents[2] if len(path.parents) > 2 else None
+    if snapshot is None or path.parents[1].name != "fills" or not MONTH_RE.match(path.stem):
+        return None
+    return snapshot if (snapshot / MANIFEST).is_file() else None
 
 
 def _day_start_ns(day: date) -> int:
@@ -558,15 +580,28 @@ def _batch_schema(batch: pa.RecordBatch) -> TickSchema:
     )
 
 
-def days_by_activity(history: Path, month: str) -> list[date]:
-    """The UTC days of ``month`` with fills, busiest first: each venue's month file read from
-    the newest snapshot holding it (a venue that left still counts)."""
+def mirror_venues(history: Path) -> list[str]:
+    """Venues with a fills folder in any applied snapshot of ``history``, sorted."""
+    folders = (history / month / "fills" for month in applied_months(history))
+    return sorted({path.name for fills in folders for path in fills.glob("*") if path.is_dir()})
+
+
+def month_files(history: Path, month: str) -> dict[str, Path]:
+    """``{venue: fills file}`` of ``month``: each venue's month file in the newest snapshot
+    holding it (a venue that left the newest snapshot still counts)."""
     files: dict[str, Path] = {}
     for snapshot_month in reversed(applied_months(history)):
         if snapshot_month < month:
             break
         for path in (history / snapshot_month).glob(f"fills/*/{month}.parquet"):
             files.setdefault(path.parent.name, path)
+    return files
+
+
+def days_by_activity(history: Path, month: str) -> list[date]:
+    """The UTC days of ``month`` with fills, busiest first: each venue's month file read from
+    the newest snapshot holding it (a venue that left still counts)."""
+    files = month_files(history, month)
     if not files:
         return []
     rows = duckdb.sql(
@@ -601,8 +636,12 @@ def read_back_mismatches(
 ) -> list[tuple[str, FillsSource, int]]:
     """(symbol, source, rows that differ) of each written symbol-day DuckDB does not read back
     equal to the snapshot's fills (see :func:`archive_read_back_problems`): DuckDB reads both
-    files itself, within ``memory_limit``."""
-    written = [r for r in results if r.report is not None]
+    files itself, within ``memory_limit``. A symbol-day left in its consolidated copy (its
+    ticks unchanged, compared when compaction skipped it) has no hot file to read back."""
+    written = [
+        r for r in results
+        if r.report is not None and Path(r.report.path) == partition_file(out, r.symbol, r.day)
+    ]  # fmt: skip
     problems = []
     by_file: dict[FillsSource, list[SymbolDayResult]] = defaultdict(list)
     for result in written:

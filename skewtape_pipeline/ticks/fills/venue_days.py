@@ -45,6 +45,7 @@ from skewtape_pipeline.ticks.fills.snapshot_fills import (
     SymbolDayResult,
     archive_symbol_days,
     fill_symbol,
+    mirror_venues,
     newest_sources,
     read_back_mismatches,
     split_symbol,
@@ -147,6 +148,7 @@ def archive_venue_day(
     for symbol in symbols or ():
         if split_symbol(symbol)[0] != venue:
             raise ConfigError(f"symbol {symbol!r} is not of venue {venue!r} ({day})")
+    _check_venue_known(history, venue, day, options.archive.root)
     source = venue_month_source(history, venue, day)
     present = source.sha256 is not None
     fills_file = source.snapshot / source.path
@@ -175,6 +177,19 @@ def archive_venue_day(
     if rows or symbols is None:
         write_venue_day_reports(out, venue, day, rows, replace_all=symbols is None)
     return VenueDayResult(venue, day, source, results, skipped, rows, partial=symbols is not None)
+
+
+def _check_venue_known(history: Path, venue: str, day: date, archive_root: Path) -> None:
+    """ConfigError, before anything is written, for a venue no snapshot of the mirror holds
+    fills of and the archive holds nothing of on ``day`` (a venue mistyped, e.g. in a backfill
+    dialog): archiving it would archive nothing and say nothing."""
+    held = mirror_venues(history)
+    if venue in held or (archive_root.is_dir() and archived_symbols(archive_root, venue, day)):
+        return
+    raise ConfigError(
+        f"venue {venue!r} ({day}): no snapshot in {history} holds fills of it (the mirror's "
+        f"venues: {', '.join(held) or 'none'}); nothing archived"
+    )
 
 
 def _source_fields(source: FillsSource, batch: str) -> dict[str, object]:

@@ -197,3 +197,20 @@ def test_history_snapshot_when_applied_hands_ops_small_location_independent_json
         text = json.dumps(handed)
         assert json.loads(text) == handed, op
         assert str(sample_root) not in text and len(text) < 1_000, op
+
+
+def test_history_snapshot_checks_when_a_month_is_refused_say_where_the_reason_is(
+    definitions: dg.Definitions, instance: dg.DagsterInstance
+):
+    result = run_month(definitions, "2026-11", instance)
+    assert not result.success
+    evaluations = instance.all_logs(
+        result.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
+    )
+    assert evaluations == []  # Dagster records no check result: what the descriptions explain
+    specs = [spec for checks in definitions.asset_checks or [] for spec in checks.check_specs
+             if spec.asset_key == HISTORY_SNAPSHOT]  # fmt: skip
+    assert specs
+    for spec in specs:
+        assert "`<month> refused (<error>): <reason>`" in spec.description
+        assert "observation on the month's partition" in spec.description

@@ -17,6 +17,7 @@ from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.orchestration.ticks.schedules import daily_retier_schedule
 from skewtape_pipeline.orchestration.ticks.tier_assets import retier_run_config
+from skewtape_pipeline.progress import size_text
 from skewtape_pipeline.ticks.archive.books import BOOKS_MARKER, EVENT_REFUSED
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.placement import locate
@@ -129,6 +130,8 @@ def test_retier_ticks_when_months_age_moves_hot_warm_cold_without_losing_or_doub
     stats = materializations(result, "tick_archive_stats")[None]
     assert (stats["cold_ticks"], stats["warm_ticks"], stats["hot_ticks"]) == (fills, 0, 0)
     assert stats["warm_files"] == 0 and stats["cold_files"] >= 1
+    cold_row = next(line for line in stats["summary"].splitlines() if line.startswith("| COLD |"))
+    assert cold_row.split(" | ")[2] == size_text(stats["cold_bytes"])  # bytes with their unit
 
 
 def test_tick_archive_tiers_when_symbol_days_move_records_where_each_now_lives(

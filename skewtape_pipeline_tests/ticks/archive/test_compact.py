@@ -25,7 +25,8 @@ from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.archive import compact
 from skewtape_pipeline.ticks.archive.compact import (
     EVENT_RECOMPACT,
-    RECOMPACTED,
+    EVENT_WRITE,
+    UNCHANGED,
     CompactionRun,
     SourceFacts,
     compact_source,
@@ -340,15 +341,15 @@ def test_compact_ticks_when_run_twice_is_idempotent(tmp_path):
     first = compact_ticks(
         archive_at(tmp_path / "a"), source, as_of=AS_OF, encoding=encoded(price_scale=4)
     )
-    before = {r.path: Path(r.path).read_bytes() for r in first}
+    before = {r.path: Path(r.path).stat().st_ino for r in first}
     second = compact_ticks(
         archive_at(tmp_path / "a"), source, as_of=AS_OF, encoding=encoded(price_scale=4)
     )
-    assert {r.path: Path(r.path).read_bytes() for r in second} == before
+    assert {r.path: Path(r.path).stat().st_ino for r in second} == before  # not rewritten
     assert [r.to_dict() | {"seconds": 0} for r in first] == [
         r.to_dict() | {"seconds": 0, "notes": r.notes[:-1]} for r in second
     ]
-    assert all(r.notes[-1].startswith(RECOMPACTED + "replaced its hot file") for r in second)
+    assert all(r.notes[-1].startswith(UNCHANGED) for r in second)
 
 
 def test_compact_symbol_day_when_no_size_given_measures_canonical_csv(tmp_path):
@@ -600,7 +601,8 @@ def test_compact_symbol_day_when_file_exists_audits_the_rewrite(tmp_path):
     compact_symbol_day(
         archive_at(out, TierPolicy(), audit_log=log), day_batch(5), symbol="ES", day=DAY, age_days=0
     )
-    assert not log.exists()  # a first write replaces nothing
+    [written] = _records(log)  # a first write replaces nothing
+    assert (written["event"], written["report"]["tick_count"]) == (EVENT_WRITE, 5)
     first = partition_file(out, "ES", DAY)
     old_sha, old_bytes = sha256_file(first), first.stat().st_size
 
@@ -608,12 +610,12 @@ def test_compact_symbol_day_when_file_exists_audits_the_rewrite(tmp_path):
         archive_at(out, TierPolicy(), audit_log=log), day_batch(7), symbol="ES", day=DAY, age_days=0
     )
 
-    [record] = _records(log)
+    [_, record] = _records(log)
     assert record["event"] == EVENT_RECOMPACT
     assert (record["symbol"], record["date"], record["rows"]) == ("ES", DAY.isoformat(), 7)
     assert record["replaces"] == {"file": str(first.relative_to(out)), "sha256": old_sha,
                                   "bytes": old_bytes}  # fmt: skip
-    assert report.tick_count == 7 and verify_audit_log(log) == 1
+    assert report.tick_count == 7 and verify_audit_log(log) == 2
 
 
 class _DiskFull(OSError):
@@ -630,7 +632,7 @@ def test_compact_symbol_day_when_the_rewrite_fails_audits_nothing_and_keeps_the_
         archive_at(out, TierPolicy(), audit_log=log), day_batch(5), symbol="ES", day=DAY, age_days=0
     )
     first = partition_file(out, "ES", DAY)
-    old_sha = sha256_file(first)
+    old_sha, written = sha256_file(first), _records(log)
     previous = fsio.set_publish_hook(_fail_every_publish)
     try:
         with pytest.raises(_DiskFull):
@@ -644,7 +646,7 @@ def test_compact_symbol_day_when_the_rewrite_fails_audits_nothing_and_keeps_the_
     finally:
         fsio.set_publish_hook(previous)
 
-    assert _records(log) == []  # no record of a rewrite that did not happen
+    assert _records(log) == written  # no record of a rewrite that did not happen
     assert sha256_file(first) == old_sha
 
 
@@ -671,13 +673,20 @@ def test_compact_symbol_day_when_day_is_catalogued_audits_that_it_supersedes_the
     assert verify_audit_log(log) == len(_records(log))
 
 
-def test_cli_compact_ticks_when_run_twice_audits_every_rewritten_symbol_day(tmp_path, capsys):
+def test_cli_compact_ticks_when_rerun_audits_every_changed_symbol_day_and_no_unchanged_one(
+    tmp_path, capsys
+):
     source = write_text(tmp_path / "t.csv", csv_text(ROWS))
     log = tmp_path / "custom.jsonl"
     argv = ["compact-ticks", str(source), "--out", str(tmp_path / "archive"), "--as-of",
             AS_OF.isoformat(), "--price-scale", "4", "--audit-log", str(log)]  # fmt: skip
     assert main(argv) == 0
-    assert [r["event"] for r in _records(log)] == [EVENT_VERSION]  # no rewrite, one version
+    first = [r["event"] for r in _records(log)]
+    assert first == [EVENT_WRITE] * (len(first) - 1) + [EVENT_VERSION]  # writes, one version
+    assert main(argv) == 0, capsys.readouterr().err
+    assert [r["event"] for r in _records(log)] == first  # the same ticks: nothing
+    moved = [(ts + 1, *rest) for ts, *rest in ROWS]  # every tick 1 ns later
+    write_text(source, csv_text(moved))
     assert main(argv) == 0, capsys.readouterr().err
     days = {(r["symbol"], r["date"]) for r in _records(log) if r["event"] == EVENT_RECOMPACT}
     reports = compact_ticks(

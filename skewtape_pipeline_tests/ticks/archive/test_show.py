@@ -149,7 +149,7 @@ def test_cli_show_when_text_says_tier_file_rows_and_history(archived, capsys):
     (cold,) = read_catalog(root).files.values()
     assert out[0].startswith(f"{symbol} 2026-10-05 in {root}: COLD, {cold.path} rows 0..")
     assert out[1].startswith("report: archived,")
-    assert out[2] == "history:" and "moved: from HOT, to COLD" in out[4]
+    assert out[2] == "history:" and "moved: from HOT to COLD into COLD/" in out[4]
 
 
 def test_cli_show_when_date_or_symbol_wrong_exits_2_with_one_line(archived, capsys):
@@ -160,21 +160,43 @@ def test_cli_show_when_date_or_symbol_wrong_exits_2_with_one_line(archived, caps
     assert "expected a date YYYY-MM-DD" in capsys.readouterr().err
 
 
-def test_show_when_cold_day_rearchived_unchanged_tells_recompaction_and_back_in_cold(archived):
+def test_show_when_cold_day_rearchived_unchanged_stays_in_cold_with_nothing_to_move(archived):
     root, symbol = archived
     Archive(root).retier(as_of=LATER)
     (cold,) = read_catalog(root).files.values()
+    before = events(shown(root, symbol))
     archive = Archive(root, policy=TierPolicy(), audit_log=default_audit_log(root))
     options = VenueDayOptions(archive=archive, as_of=date(2026, 12, 3), batch="b2")
     archive_venue_day(root.parent / "history", ("kalshi", DAY), options, symbols=[symbol])
     story = shown(root, symbol)
-    assert story.place is not None and story.place.tier == HOT
-    assert events(story)[-1] == "recompacted" and story.report["batch"] == "b2"
+    assert story.place is not None and (story.place.tier, story.place.file) == (COLD, cold.path)
+    assert events(story) == before and story.report["batch"] == "b2"
+    assert reported_places(root)[symbol] == (COLD, cold.path)
 
     result = Archive(root).retier(as_of=date(2026, 12, 3))  # today: October's age says WARM
 
-    assert result.moved == [] and result.files_written == []
-    story = shown(root, symbol)
-    assert story.place is not None and (story.place.tier, story.place.file) == (COLD, cold.path)
-    assert events(story)[-2:] == ["recompacted", "hot-file-removed"]
-    assert reported_places(root)[symbol] == (COLD, cold.path)
+    assert result.moved == [] and result.files_written == [] and result.files_removed == []
+    assert events(shown(root, symbol)) == before
+
+
+def test_show_when_compacted_from_the_command_line_tells_written_its_report_and_words(
+    tmp_path, capsys
+):
+    from skewtape_pipeline.cli import main
+
+    archive, source = tmp_path / "archive", tmp_path / "ticks.csv"
+    day_ns = 1_793_491_200 * 10**9  # 2026-11-01
+    argv = ["compact-ticks", str(source), "--out", str(archive), "--as-of", "2026-11-02"]
+    for price in ("1.25", "1.35"):  # written, then corrected
+        source.write_text(
+            f"timestamp_nanos,price,quantity,side,symbol\n{day_ns + 5},{price},3,BUY,S\n"
+        )
+        assert main(argv) == 0
+    capsys.readouterr()
+    assert main(["show", str(archive), "S", "2026-11-01"]) == 0
+    out = capsys.readouterr().out
+    assert "\nreport: archived, 1 ticks, " in out
+    history = out.split("history:\n")[1].splitlines()
+    assert re.match(r"  \d{4}-\d\d-\d\dT\S+  written: 1 ticks, \d+ bytes", history[0])
+    assert re.match(r"  \d{4}-\d\d-\d\dT\S+  recompacted: replaced its hot file \(", history[1])
+    assert not any(mark in out for mark in ("{", "}", "'"))

@@ -180,9 +180,9 @@ def test_rebuild_catalog_when_a_recorded_hot_file_changed_keeps_its_record(tiere
 
 def test_retier_when_done_leaves_one_record_per_hot_file_path(hot_only):
     symbol, day = "ES", DAYS[-1]
-    for _ in range(2):  # a recompaction appends a second record for the same file
+    for ticks in ("CL/F", "KX-25MAR"):  # each recompaction with other ticks appends a record
         compact_symbol_day(
-            archive_at(hot_only, POLICY), day_ticks(symbol, day), symbol=symbol, day=day, age_days=1
+            archive_at(hot_only, POLICY), day_ticks(ticks, day), symbol=symbol, day=day, age_days=1
         )
     lines = (hot_only / HOT_RECORDS).read_text().splitlines()
     assert len(lines) == len(SYMBOLS) * len(DAYS) + 2

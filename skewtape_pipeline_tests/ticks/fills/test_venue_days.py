@@ -65,3 +65,11 @@ def test_archive_venue_day_when_a_symbol_of_another_venue_is_named_refuses_writi
         archive_venue_day(applied_chain / "history", ("kalshi", DAY), options(applied_chain),
                           symbols=["polymarket:x"])  # fmt: skip
     assert not (applied_chain / "archive").exists()
+
+
+def test_archive_venue_day_when_the_mirror_holds_no_such_venue_refuses_naming_the_venues(
+    applied_chain: Path,
+):
+    with pytest.raises(ConfigError, match=r"venue 'kalshii' .*venues: .*kalshi"):
+        archive_venue_day(applied_chain / "history", ("kalshii", DAY), options(applied_chain))
+    assert not (applied_chain / "archive").exists()

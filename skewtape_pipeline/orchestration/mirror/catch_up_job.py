@@ -1,0 +1,69 @@
+"""The ``catch_up_months`` job: every pending delta applied in one run, oldest first.
+
+A backfill of ``history_snapshot`` over many months runs one month per run, and Dagster's
+backfill daemon starts the next month's run only on a later cycle (about 30 s each: 60 months
+take about half an hour, mostly waiting). This job applies every delta already in ``deltas/``
+later than the newest month in ``history/`` in one run, through the core's catch-up (one lock
+for all of them, each month verified before it is published, as ``skewtape-pipeline
+catch-up`` does), and records a materialization of ``history_snapshot`` for each month it
+applied, with the apply's metadata. It fetches nothing: ``sync``, ``fetch`` or the delta
+sensors bring the deltas. A refusal fails the run with its reason (the core checks every pending
+delta's manifest before the first is applied); a month applied before a later one was refused
+stays applied and is recorded.
+"""
+
+import dagster as dg
+
+from skewtape_pipeline.mirror.catchup import catch_up
+from skewtape_pipeline.mirror.months import applied_months
+from skewtape_pipeline.orchestration.mirror.jobs import APPLY_POOL
+from skewtape_pipeline.orchestration.mirror.metadata import apply_metadata
+from skewtape_pipeline.orchestration.mirror.snapshot_asset import refusal_as_failure
+from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT, QUEUE_TAG
+from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
+
+
+@dg.op(pool=APPLY_POOL, out=dg.Out(dg.Nothing))
+def apply_pending_months(context: dg.OpExecutionContext, skewtape: SkewtapeHome) -> None:
+    """Apply every pending delta in month order; one `history_snapshot` materialization per
+    month applied (a month applied before a later one was refused is recorded too)."""
+    before = set(applied_months(skewtape.history_dir))
+    try:
+        with refusal_as_failure(context, None):
+            results = catch_up(
+                skewtape.history_dir,
+                skewtape.deltas_dir,
+                audit_log=skewtape.audit_log,
+                lock_timeout=skewtape.lock_timeout,
+            )
+    except dg.Failure as failure:
+        for month in sorted(set(applied_months(skewtape.history_dir)) - before):
+            note = f"applied by this run before it failed: {failure.description}"
+            context.log_event(
+                dg.AssetMaterialization(
+                    HISTORY_SNAPSHOT,
+                    partition=month,
+                    metadata={"note": dg.MetadataValue.text(note)},
+                )
+            )
+        raise
+    for result in results:
+        context.log_event(
+            dg.AssetMaterialization(
+                HISTORY_SNAPSHOT, partition=result.snapshot.name, metadata=apply_metadata(result)
+            )
+        )
+    context.log.info(
+        f"{len(results)} month(s) applied: {', '.join(r.snapshot.name for r in results)}"
+    )
+
+
+@dg.job(
+    description="Apply every delta already in `deltas/` after the newest month of `history/`, "
+    "oldest first, in one run (a backfill of `history_snapshot` runs one month per daemon "
+    "cycle); records a `history_snapshot` materialization per month applied.",
+    tags={QUEUE_TAG: APPLY_POOL},
+    executor_def=dg.in_process_executor,
+)
+def catch_up_months():
+    apply_pending_months()

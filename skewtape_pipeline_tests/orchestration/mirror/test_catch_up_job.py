@@ -1,0 +1,47 @@
+"""``catch_up_months`` applies every pending month in one run and records each on
+``history_snapshot``, as a backfill of it would month by month."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+
+from skewtape_pipeline.mirror.verify import verify_snapshot
+from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT
+from skewtape_pipeline_tests.orchestration.conftest import run_month
+
+
+def test_catch_up_months_when_deltas_are_pending_applies_them_in_one_run_and_records_each(
+    definitions: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    assert run_month(definitions, "2026-09", instance).success  # the bootstrap month
+    pending = sorted(p.name for p in (sample_root / "deltas").iterdir())
+    job = definitions.resolve_job_def("catch_up_months")
+    result = job.execute_in_process(instance=instance, raise_on_error=False)
+    assert result.success
+    assert instance.get_materialized_partitions(HISTORY_SNAPSHOT) == {"2026-09", *pending}
+    for month in pending:
+        assert verify_snapshot(sample_root / "history" / month).ok
+    again = job.execute_in_process(instance=instance, raise_on_error=False)
+    assert again.success and again.get_asset_materialization_events() == []  # current: nothing
+
+
+def test_catch_up_months_when_a_delta_is_refused_fails_with_the_reason_keeping_earlier_months(
+    definitions: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    assert run_month(definitions, "2026-09", instance).success
+    deltas = sorted((sample_root / "deltas").iterdir())
+    damaged = next(f for f in sorted(deltas[-1].rglob("*.parquet")))
+    damaged.write_bytes(damaged.read_bytes() + b"damaged after publication")
+    result = definitions.resolve_job_def("catch_up_months").execute_in_process(
+        instance=instance, raise_on_error=False
+    )
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert failure.event_specific_data.user_failure_data.description.startswith(
+        "catch-up refused ("
+    )
+    assert not (sample_root / "history" / deltas[-1].name).exists()
+    earlier = {"2026-09", *(d.name for d in deltas[:-1])}
+    assert instance.get_materialized_partitions(HISTORY_SNAPSHOT) == earlier

@@ -1,0 +1,73 @@
+"""``archive-month`` on a mirror the sample publisher's chain reaches through ``sync``: a month
+the publisher corrects later is archived again where it was corrected, so the archive holds the
+newest fills, as the corrections sensor and the asset make it."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import date
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from skewtape_pipeline.cli import main
+from skewtape_pipeline.errors import ChainError
+from skewtape_pipeline.ticks.archive.versions import version_count
+from skewtape_pipeline.ticks.fills.month_archive import month_venue_days
+
+
+def fills_rows(fills: Path) -> list[tuple]:
+    """A fills file's rows as the archive should hold them, mapped by DuckDB (not our code)."""
+    return duckdb.sql(
+        "SELECT venue || ':' || market_id, epoch_ns(ts), price::DECIMAL(18, 6), "
+        "quantity::DECIMAL(18, 6), CASE taker_side WHEN 'yes' THEN 'BUY' ELSE 'SELL' END "
+        "FROM read_parquet($f) ORDER BY ALL",
+        params={"f": str(fills)},
+    ).fetchall()
+
+
+def archive_rows(archive: Path, venue: str, month: str) -> list[tuple]:
+    return duckdb.sql(
+        "SELECT symbol, epoch_ns(ts), price::DECIMAL(18, 6), quantity::DECIMAL(18, 6), "
+        "side::VARCHAR FROM read_parquet($glob, hive_partitioning = true) "
+        "WHERE strftime(date, '%Y-%m') = $month ORDER BY ALL",
+        params={"glob": f"{archive}/symbol={venue}%3A*/**/*.parquet", "month": month},
+    ).fetchall()
+
+
+def test_archive_month_when_a_later_month_corrects_fills_archives_the_corrected_ticks(
+    published_sample: Path, tmp_path: Path, capsys
+):
+    publisher, mirror = tmp_path / "publisher", tmp_path / "mirror"
+    shutil.copytree(published_sample, publisher)
+    later = tmp_path / "later"
+    later.mkdir()
+    for month in ("2026-11", "2026-12"):  # published later
+        shutil.move(publisher / "deltas" / month, later / month)
+    assert main(["sync", str(publisher), "--root", str(mirror)]) == 0
+    archived = mirror / "history" / "2026-10" / "fills" / "kalshi" / "2026-09.parquet"
+    out = str(mirror / "archive")
+    assert main(["compact-ticks", str(archived), "--out", out, "--as-of", "2026-10-31"]) == 0
+    shutil.move(later / "2026-11", publisher / "deltas" / "2026-11")
+    assert main(["sync", str(publisher), "--root", str(mirror)]) == 0
+    corrected = mirror / "history" / "2026-11" / "fills" / "kalshi" / "2026-09.parquet"
+    assert archive_rows(mirror / "archive", "kalshi", "2026-09") != fills_rows(corrected)
+    capsys.readouterr()
+
+    argv = ["archive-month", "2026-11", "--root", str(mirror), "--as-of", "2026-11-02"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert " 0 symbol-days of earlier months" not in out
+    assert archive_rows(mirror / "archive", "kalshi", "2026-09") == fills_rows(corrected)
+
+    versions = version_count(mirror / "archive")
+    assert main(argv) == 0  # a rerun: everything is archived as it is
+    assert capsys.readouterr().out.endswith("; 0 symbol-days changed\n")
+    assert version_count(mirror / "archive") == versions
+
+
+def test_month_venue_days_when_the_month_is_not_applied_refuses_naming_sync(tmp_path: Path):
+    (tmp_path / "history").mkdir()
+    with pytest.raises(ChainError, match=r"2027-01.*sync"):
+        month_venue_days(tmp_path / "history", "2027-01", date(2027, 1, 2))
