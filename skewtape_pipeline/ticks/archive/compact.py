@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 
 from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.errors import ConfigError, TickValidationError
-from skewtape_pipeline.hashing import sha256_file
+from skewtape_pipeline.hashing import FileStamp, sha256_file
 from skewtape_pipeline.ticks.archive.books import audit, check_may_write
 from skewtape_pipeline.ticks.archive.catalog import (
     FileRecord,
@@ -57,6 +57,7 @@ from skewtape_pipeline.ticks.archive.catalog import (
     hot_records_path,
     read_catalog,
 )
+from skewtape_pipeline.ticks.archive.hot_index import ensure_index
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
 from skewtape_pipeline.ticks.archive.layout import (
     ARCHIVE_LOCK_WAIT_SECONDS,
@@ -884,10 +885,12 @@ def _published(archive: Archive, item: PlannedSymbolDay, path: Path) -> _Publish
             if path.exists():
                 checked_catalog(tiers)
             fsio.refuse_linked_state(hot_records_path(out))  # the record must follow the rename
+            ensure_index(out)  # an archive written before the hot index gets one first
             rewrite = recompaction_record(out, item.symbol, item.day, rows=prepared.facts.num_rows)
             facts = publish_archive_file(prepared)
             faults.checkpoint("hot-published")  # a crash here: the file without its record
-            append_hot_record(out, path.relative_to(out).as_posix(), record)
+            rel = path.relative_to(out).as_posix()
+            append_hot_record(out, rel, record, FileStamp.of(path))
             if rewrite is not None:
                 audit(out, archive.audit_log, [rewrite])
     finally:

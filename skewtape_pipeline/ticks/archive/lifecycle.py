@@ -499,7 +499,10 @@ class _SourceReader:
                 path=hot.path,
             ) from None
         self._read[rel] = digest
-        return batch, SourceStamp(rel, digest, st.st_size, st.st_ino, st.st_mtime_ns)
+        # The file as the hot index knows it (its bytes are the recorded ones, checked above):
+        # what ``placement.classified`` compares the stamp with, in a copy of the archive too.
+        stamp = hot.stamp
+        return batch, SourceStamp(rel, digest, st.st_size, stamp.inode, stamp.mtime_ns)
 
     def _check_record(self, hot: HotFile, found: FileRecord) -> None:
         """Refuse a hot file whose bytes read differ from its record, or that has none."""
