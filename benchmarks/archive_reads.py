@@ -325,17 +325,43 @@ def reads_section(work: Path, args) -> None:
         "pyarrow floor": floor_queries(root, facts, args.symbols, args.days),
     }
     print_reads("hot (one file per symbol-day)", best_of_alternating(contenders, args.repeat))
-    started = time.perf_counter()
-    archive = Archive(root, audit_log=None)
-    result = archive.retier(as_of=FIRST_DAY + timedelta(days=args.days + 400))
-    seconds = time.perf_counter() - started
+    seconds, peak, files, moved = retier_in_child(root, FIRST_DAY + timedelta(days=args.days + 400))
     print(
-        f"\nre-tiered into {len(result.files_written)} cold file(s) in {seconds:.1f} s "
-        f"({result.metrics()['ticks_moved']:,} ticks)"
+        f"\nre-tiered into {files} cold file(s) in {seconds:.1f} s ({moved:,} ticks), the "
+        f"re-tiering process peaking at {peak / 2**20:,.0f} MiB RSS (bar: under 1 GiB)"
     )
     contenders["ours"] = ours_queries(root, facts, args.symbols, args.days)
     contenders["pyarrow floor"] = floor_queries(root, facts, args.symbols, args.days)
     print_reads("re-tiered to one cold yearly file", best_of_alternating(contenders, args.repeat))
+
+
+RETIER = """
+import json, resource, sys, time
+from datetime import date
+from pathlib import Path
+from skewtape_pipeline.ticks.archive.handle import Archive
+started = time.perf_counter()
+result = Archive(Path(sys.argv[1]), audit_log=None).retier(as_of=date.fromisoformat(sys.argv[2]))
+print(json.dumps([time.perf_counter() - started,
+                  resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                  len(result.files_written), result.metrics()["ticks_moved"]]))
+"""
+
+
+def retier_in_child(root: Path, as_of: date) -> tuple[float, int, int, int]:
+    """(seconds, peak RSS bytes, files written, ticks moved) of re-tiering ``root`` in a child
+    process (its own ``getrusage``: the peak is the re-tiering's alone)."""
+    import json
+    import subprocess
+
+    project = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": project}
+    done = subprocess.run(
+        [sys.executable, "-c", RETIER, str(root), as_of.isoformat()],
+        env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    seconds, peak, files, moved = json.loads(done.stdout.strip().splitlines()[-1])
+    return seconds, peak, files, moved
 
 
 # --- scaling -------------------------------------------------------------------------------------

@@ -34,16 +34,17 @@ them (an archive of theirs is re-created from its sources).
 
 Hot file records
 ----------------
-Every hot symbol-day file's size and sha256 are recorded when it is written, in
-``<archive root>/_skewtape_hot_files.jsonl`` beside the catalog: one JSON object per line,
-``{"path": <hot file path relative to the archive root>, "sha256": <hex>, "size": <bytes>}``,
-appended (and fsynced) under the archive's lock right after the file is renamed into place; the
-last line of a path is its record (:func:`read_hot_records`); re-tiering folds the file to one
-line per path (:func:`settle_hot_records`). Appending keeps a compaction's
-cost independent of the archive's size (rewriting the catalog per file would not). A line cut
-short by a crash (no final newline) is ignored: its file then has no record, or an older one,
-and rerunning the compaction writes both again. An archive written before hot files were
-recorded has none: ``rebuild-catalog`` records its hot files as they are then
+Every hot symbol-day file's size and sha256 are recorded when it is published, in the hot
+index (``ticks.archive.hot_index``): appended (and fsynced) under the archive's lock right
+after the file is renamed into place, as a line of ``<archive root>/_skewtape_hot_files.jsonl``
+(``{"path", "sha256", "size", "stamp"}``; ``{"path", "gone": true}`` when a file is removed),
+which is folded into ``_skewtape_hot_index.pq`` once it grows long and by re-tiering
+(:func:`settle_hot_records`). The last line of a path wins (:func:`read_hot_records`).
+Appending keeps a compaction's cost independent of the archive's size (rewriting the catalog
+per file would not). A line cut short by a crash (no final newline) is ignored and cut off by
+the next append: its file then has no record, or an older one, and rerunning the compaction
+writes both again. An archive written before hot files were recorded has none:
+``rebuild-catalog`` records its hot files as they are then
 (``ticks.archive.integrity.rebuild_catalog``); until then ``verify-archive``, ``query`` and
 ``retier`` refuse to vouch for them and say so.
 """

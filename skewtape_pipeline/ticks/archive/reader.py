@@ -25,7 +25,7 @@ import os
 from collections.abc import Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -446,8 +446,7 @@ class ArchiveReader:
 
     def _hot_table(self, piece: _Piece, stored: list[str], picked: list[str]) -> pa.Table:
         tie_key = (piece.record.sha256, piece.key)
-        ties = self._ties.get(tie_key)
-        read = list(_STORED) if ties is None or (ties and stored) else (stored or ["ts"])
+        read = self._stored_to_read([piece], stored)
         try:
             source = file_reader(piece.file)  # a small file: read whole, decoded in memory
             table = pq.read_table(source, columns=read, use_threads=False)
@@ -481,8 +480,9 @@ class ArchiveReader:
             with reading(first.file):
                 parquet = pq.ParquetFile(source, filesystem=filesystem, metadata=footer)
                 table = parquet.read_row_groups(
-                    chosen, columns=["symbol", "date", *_STORED], use_threads=False
-                )
+                    chosen, columns=["symbol", "date", *self._stored_to_read(pieces, stored)],
+                    use_threads=False,
+                )  # fmt: skip
         except (OSError, pa.ArrowException) as exc:
             raise DamagedFileError(
                 f"does not read as a consolidated tick file ({exc})", path=first.file
@@ -498,8 +498,16 @@ class ArchiveReader:
             part = table.slice(offsets[group] + lo - starts[group], n)
             _check_slice(self.root, part, piece)
             tie_key = (piece.record.sha256, piece.key)
-            out.append(self._finish(part.select(list(_STORED)), piece, tie_key, picked))
+            out.append(self._finish(part.drop_columns(["symbol", "date"]), piece, tie_key, picked))
         return out
+
+    def _stored_to_read(self, pieces: list[_Piece], stored: list[str]) -> list[str]:
+        """The stored columns to read for ``pieces``: those asked for, or all four while some
+        piece's timestamp ties are unknown or must be ordered (``ts`` alone for none)."""
+        ties = [self._ties.get((p.record.sha256, p.key)) for p in pieces]
+        if any(t is None for t in ties) or (stored and any(ties)):
+            return list(_STORED)
+        return stored or ["ts"]
 
     def _footer(self, piece: _Piece) -> pq.FileMetaData:
         key = (piece.rel, piece.record.sha256)
@@ -645,8 +653,6 @@ def check_day(value: object, name: str) -> date | None:
     if value is None:
         return None
     if isinstance(value, str):
-        from datetime import datetime
-
         text = value.strip()
         try:
             return date.fromisoformat(text)
@@ -661,8 +667,6 @@ def check_day(value: object, name: str) -> date | None:
     to_pydatetime = getattr(value, "to_pydatetime", None)
     if callable(to_pydatetime) and not isinstance(value, date):
         value = to_pydatetime()
-    from datetime import UTC, datetime
-
     if isinstance(value, datetime):
         if value.tzinfo is not None:
             value = value.astimezone(UTC)
