@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
@@ -216,7 +217,9 @@ def read_catalog(archive_root: Path) -> Catalog:
     ``ticks.archive.integrity.checked_catalog``, which refuses when consolidated files exist then).
 
     Every row is validated on reading (column-wise); a partition object is built when it is
-    first looked up, so looking up a few symbol-days of a large catalog stays cheap.
+    first looked up, so looking up a few symbol-days of a large catalog stays cheap. The
+    catalogs parsed in this process are kept by their file's stamp (the catalog is only ever
+    replaced by a rename), so a writer reading it per symbol-day parses it once.
 
     Raises
     ------
@@ -225,8 +228,26 @@ def read_catalog(archive_root: Path) -> Catalog:
         the row).
     """
     parquet = catalog_path(archive_root)
-    raw = _read_if_present(parquet)
-    return Catalog() if raw is None else _parse(parquet, raw)
+    try:
+        with open(parquet, "rb") as handle:
+            stamp = FileStamp.from_stat(os.fstat(handle.fileno()))
+            cached = _PARSED.get(str(parquet))
+            if cached is not None and cached[0] == stamp:
+                return cached[1]
+            raw = handle.read()
+    except FileNotFoundError:
+        return Catalog()
+    except OSError as exc:
+        raise TickFormatError(f"{parquet}: cannot read the catalog ({exc.strerror})") from None
+    catalog = _parse(parquet, raw)
+    if len(_PARSED) >= 8:
+        _PARSED.pop(next(iter(_PARSED)))
+    _PARSED[str(parquet)] = (stamp, catalog)
+    return catalog
+
+
+_PARSED: dict[str, tuple[FileStamp, Catalog]] = {}
+"""Catalogs parsed in this process, by path, with the stamp of the file they were read from."""
 
 
 def write_catalog(archive_root: Path, catalog: Catalog) -> None:
@@ -242,15 +263,6 @@ def parse_catalog(path: Path, raw: bytes) -> Catalog:
     """The catalog in ``raw`` (a catalog file's bytes; ``path`` names it in errors), validated
     as :func:`read_catalog` does. Raises TickFormatError when it is malformed."""
     return _parse(path, raw)
-
-
-def _read_if_present(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise TickFormatError(f"{path}: cannot read the catalog ({exc.strerror})") from None
 
 
 # --- hot file records ----------------------------------------------------------------------------

@@ -15,8 +15,11 @@ publisher corrected away (*withdrawn*) has no place: its consolidated copy is hi
 re-tiering rewrites the file without it.
 
 The catalog (``ticks.archive.catalog``) says which consolidated file holds each catalogued
-symbol-day (a local file, or an object when its tier root is an S3 prefix);
-this module reads it together with the hot files on disk, once, into that one placement.
+symbol-day (a local file, or an object when its tier root is an S3 prefix), the hot index
+(``ticks.archive.hot_index``) which hot files the archive holds, each with its record and its
+stamp when published; this module reads both, once, into that one placement (no listing of the
+root, unless the archive predates the hot index). Whether a hot file is the superseded one
+compares the stamp the index recorded with the catalog's source stamp.
 """
 
 from __future__ import annotations
