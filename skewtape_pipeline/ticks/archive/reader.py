@@ -84,7 +84,8 @@ _ORDER = [("ts", "ascending"), ("price", "ascending"), ("quantity", "ascending")
 READ_WORKERS = max(1, min(4, os.cpu_count() or 1))
 """Files read side by side (pyarrow releases the GIL while it decodes)."""
 _PARALLEL_FROM = 4
-"""Fewer files than this are read one after the other (threads cost more than they save)."""
+"""Fewer symbol-days than this are read one after the other (threads cost more than they
+save)."""
 
 
 @dataclass(frozen=True)
@@ -395,14 +396,14 @@ class ArchiveReader:
         by_file: dict[str, list[int]] = {}
         for i, piece in enumerate(pieces):
             by_file.setdefault(piece.rel, []).append(i)
-        groups = list(by_file.values())
+        groups = [chunk for indices in by_file.values() for chunk in _chunks(indices)]
 
         def load(indices: list[int]) -> list[tuple[int, pa.Table]]:
             return list(zip(indices, self._read_file([pieces[i] for i in indices], picked),
                             strict=True))  # fmt: skip
 
         out: list[pa.Table | None] = [None] * len(pieces)
-        if len(groups) >= _PARALLEL_FROM and READ_WORKERS > 1:
+        if len(groups) > 1 and len(pieces) >= _PARALLEL_FROM and READ_WORKERS > 1:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(
                     max_workers=READ_WORKERS, thread_name_prefix="skewtape-read"
@@ -581,6 +582,15 @@ class ArchiveReader:
                 finally:
                     con.close()
         return self._empty.empty_table().select(picked)
+
+
+def _chunks(indices: list[int]) -> list[list[int]]:
+    """The pieces of one file in runs read side by side: a consolidated file's symbol-days
+    split into :data:`READ_WORKERS` runs (each reads its own row groups), a hot file whole."""
+    size = -(-len(indices) // READ_WORKERS)
+    if len(indices) < 2 * READ_WORKERS:
+        return [indices]
+    return [indices[i : i + size] for i in range(0, len(indices), size)]
 
 
 _FIXED = {
