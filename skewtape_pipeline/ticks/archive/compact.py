@@ -57,7 +57,7 @@ from skewtape_pipeline.ticks.archive.catalog import (
     hot_records_path,
     read_catalog,
 )
-from skewtape_pipeline.ticks.archive.hot_index import ensure_index
+from skewtape_pipeline.ticks.archive.hot_index import ensure_base
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
 from skewtape_pipeline.ticks.archive.layout import (
     ARCHIVE_LOCK_WAIT_SECONDS,
@@ -885,7 +885,7 @@ def _published(archive: Archive, item: PlannedSymbolDay, path: Path) -> _Publish
             if path.exists():
                 checked_catalog(tiers)
             fsio.refuse_linked_state(hot_records_path(out))  # the record must follow the rename
-            ensure_index(out)  # an archive written before the hot index gets one first
+            ensure_base(out)  # an archive written before the hot index gets one first
             rewrite = recompaction_record(out, item.symbol, item.day, rows=prepared.facts.num_rows)
             facts = publish_archive_file(prepared)
             faults.checkpoint("hot-published")  # a crash here: the file without its record

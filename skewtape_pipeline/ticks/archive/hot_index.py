@@ -647,6 +647,13 @@ def ensure_index(root: Path) -> HotIndex:
     return build_base(root, scan_index(root, legacy_records(root)))
 
 
+def ensure_base(root: Path) -> None:
+    """:func:`ensure_index` at the cost of one ``stat`` when the base exists (what a
+    publication checks before appending its line); under the lock."""
+    if not index_path(root).exists():
+        ensure_index(root)
+
+
 def fold_if_long(index: HotIndex) -> HotIndex:
     """:func:`fold` once the log holds :data:`FOLD_LINES` lines; under the lock."""
     return fold(index) if index.log_lines >= FOLD_LINES else index
