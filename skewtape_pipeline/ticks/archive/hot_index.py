@@ -35,9 +35,10 @@ them. A line cut short by a crash (no final newline) is ignored and cut off by t
 from __future__ import annotations
 
 import bisect
+import difflib
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date
 from functools import cached_property
@@ -661,19 +662,9 @@ def fold_if_long(index: HotIndex) -> HotIndex:
 
 def symbols_near(name: str, symbols: Iterable[str], limit: int = 3) -> list[str]:
     """The known symbols closest to ``name`` (for an unknown symbol's message)."""
-    import difflib
-
     pool = list(symbols)
     near = difflib.get_close_matches(name, pool, n=limit, cutoff=0.5)
     if len(near) < limit:
         lowered = name.lower()
         near += [s for s in pool if lowered in s.lower() and s not in near][: limit - len(near)]
     return near
-
-
-def iter_present(index: HotIndex | None, root: Path) -> Iterator[IndexEntry]:
-    """The present entries of ``index``, or of a listing of ``root`` when it has no base."""
-    if index is not None:
-        yield from index.entries()
-    else:
-        yield from (e for e in scan_index(root, legacy_records(root)) if e.present)
