@@ -13,6 +13,8 @@ a millisecond per megabyte.
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 
 
@@ -32,3 +34,19 @@ def owned_reader(data: pa.Buffer | bytes | bytearray | memoryview) -> pa.BufferR
     buffer as it is (this module's, or one pyarrow wrote), anything else copied by
     :func:`owned_buffer`."""
     return pa.BufferReader(data if isinstance(data, pa.Buffer) else owned_buffer(data))
+
+
+def file_reader(path: str | os.PathLike[str]) -> pa.BufferReader:
+    """A pyarrow reader over the whole file at ``path``, read into memory Arrow allocated
+    (one open, one read: what a reader checks is what it decodes)."""
+    with open(path, "rb", buffering=0) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        buffer = pa.allocate_buffer(size)
+        view = memoryview(buffer).cast("B")
+        done = 0
+        while done < size:
+            n = handle.readinto(view[done:])
+            if not n:
+                break
+            done += n
+    return pa.BufferReader(buffer if done == size else buffer.slice(0, done))

@@ -290,6 +290,21 @@ class ConfigError(SkewtapeError):
     """
 
 
+class NotAnArchiveError(ConfigError):
+    """A folder given as a tick archive root is none (missing, a file, a tier folder, or a
+    folder holding other files); the message names it."""
+
+
+class UnknownSymbolError(ConfigError):
+    """A symbol asked for that the tick archive does not hold (at the version read); the
+    message names it and the nearest symbols it holds (``nearest``)."""
+
+    def __init__(self, message: str, *, symbol: str, nearest: list[str]):
+        self.symbol = symbol
+        self.nearest = nearest
+        super().__init__(message)
+
+
 class ArchiveSchemaError(ConfigError):
     """A batch needs a finer timestamp unit or a larger scale than the archive's one schema
     holds; refused before anything is written (storing it would round).

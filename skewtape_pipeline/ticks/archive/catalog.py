@@ -34,16 +34,17 @@ them (an archive of theirs is re-created from its sources).
 
 Hot file records
 ----------------
-Every hot symbol-day file's size and sha256 are recorded when it is written, in
-``<archive root>/_skewtape_hot_files.jsonl`` beside the catalog: one JSON object per line,
-``{"path": <hot file path relative to the archive root>, "sha256": <hex>, "size": <bytes>}``,
-appended (and fsynced) under the archive's lock right after the file is renamed into place; the
-last line of a path is its record (:func:`read_hot_records`); re-tiering folds the file to one
-line per path (:func:`settle_hot_records`). Appending keeps a compaction's
-cost independent of the archive's size (rewriting the catalog per file would not). A line cut
-short by a crash (no final newline) is ignored: its file then has no record, or an older one,
-and rerunning the compaction writes both again. An archive written before hot files were
-recorded has none: ``rebuild-catalog`` records its hot files as they are then
+Every hot symbol-day file's size and sha256 are recorded when it is published, in the hot
+index (``ticks.archive.hot_index``): appended (and fsynced) under the archive's lock right
+after the file is renamed into place, as a line of ``<archive root>/_skewtape_hot_files.jsonl``
+(``{"path", "sha256", "size", "stamp"}``; ``{"path", "gone": true}`` when a file is removed),
+which is folded into ``_skewtape_hot_index.pq`` once it grows long and by re-tiering
+(:func:`settle_hot_records`). The last line of a path wins (:func:`read_hot_records`).
+Appending keeps a compaction's cost independent of the archive's size (rewriting the catalog
+per file would not). A line cut short by a crash (no final newline) is ignored and cut off by
+the next append: its file then has no record, or an older one, and rerunning the compaction
+writes both again. An archive written before hot files were recorded has none:
+``rebuild-catalog`` records its hot files as they are then
 (``ticks.archive.integrity.rebuild_catalog``); until then ``verify-archive``, ``query`` and
 ``retier`` refuse to vouch for them and say so.
 """
@@ -68,6 +69,7 @@ from skewtape_pipeline import fsio
 from skewtape_pipeline.arrow_memory import owned_reader
 from skewtape_pipeline.errors import TickFormatError, TickValidationError
 from skewtape_pipeline.hashing import FileStamp, is_sha256_hex
+from skewtape_pipeline.ticks.archive import hot_index
 from skewtape_pipeline.ticks.archive.layout import (
     CATALOG_FILE,
     MAX_SYMBOL_SEGMENT_BYTES,
@@ -215,7 +217,9 @@ def read_catalog(archive_root: Path) -> Catalog:
     ``ticks.archive.integrity.checked_catalog``, which refuses when consolidated files exist then).
 
     Every row is validated on reading (column-wise); a partition object is built when it is
-    first looked up, so looking up a few symbol-days of a large catalog stays cheap.
+    first looked up, so looking up a few symbol-days of a large catalog stays cheap. The
+    catalogs parsed in this process are kept by their file's stamp (the catalog is only ever
+    replaced by a rename), so a writer reading it per symbol-day parses it once.
 
     Raises
     ------
@@ -224,8 +228,26 @@ def read_catalog(archive_root: Path) -> Catalog:
         the row).
     """
     parquet = catalog_path(archive_root)
-    raw = _read_if_present(parquet)
-    return Catalog() if raw is None else _parse(parquet, raw)
+    try:
+        with open(parquet, "rb") as handle:
+            stamp = FileStamp.from_stat(os.fstat(handle.fileno()))
+            cached = _PARSED.get(str(parquet))
+            if cached is not None and cached[0] == stamp:
+                return cached[1]
+            raw = handle.read()
+    except FileNotFoundError:
+        return Catalog()
+    except OSError as exc:
+        raise TickFormatError(f"{parquet}: cannot read the catalog ({exc.strerror})") from None
+    catalog = _parse(parquet, raw)
+    if len(_PARSED) >= 8:
+        _PARSED.pop(next(iter(_PARSED)))
+    _PARSED[str(parquet)] = (stamp, catalog)
+    return catalog
+
+
+_PARSED: dict[str, tuple[FileStamp, Catalog]] = {}
+"""Catalogs parsed in this process, by path, with the stamp of the file they were read from."""
 
 
 def write_catalog(archive_root: Path, catalog: Catalog) -> None:
@@ -243,101 +265,48 @@ def parse_catalog(path: Path, raw: bytes) -> Catalog:
     return _parse(path, raw)
 
 
-def _read_if_present(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise TickFormatError(f"{path}: cannot read the catalog ({exc.strerror})") from None
-
-
 # --- hot file records ----------------------------------------------------------------------------
 
 
 def hot_records_path(archive_root: Path) -> Path:
-    """``<archive root>/_skewtape_hot_files.jsonl`` (see the module notes)."""
+    """``<archive root>/_skewtape_hot_files.jsonl``: the hot index's log (see the module notes
+    and ``ticks.archive.hot_index``)."""
     return Path(archive_root) / HOT_RECORDS_FILE
 
 
 def read_hot_records(archive_root: Path) -> dict[str, FileRecord]:
-    """``{hot file path relative to the archive root: its latest record}``; {} when none were
-    written yet. A last line without its newline (a crash while appending) is ignored.
+    """``{hot file path relative to the archive root: its latest record}`` (the hot index's, or
+    the log's lines when the archive has no index yet); {} when none were written yet. A last
+    line without its newline (a crash while appending) is ignored.
 
     Raises TickFormatError naming the file and the line when a complete line is malformed,
     LinkedStateFileError when the file is a symbolic link.
     """
-    where = hot_records_path(archive_root)
-    raw = fsio.read_state_bytes(where)
-    records: dict[str, FileRecord] = {}
-    if not raw:
-        return records
-    lines = raw.split(b"\n")[:-1]  # the piece after the last newline is incomplete
-    for number, line in enumerate(lines, start=1):
-        rel, record = _hot_record(line, where, number)
-        records[rel] = record
-    return records
+    index = hot_index.HotIndex.read(Path(archive_root))
+    records = hot_index.legacy_records(archive_root) if index is None else index.records()
+    return {rel: FileRecord(size, digest) for rel, (size, digest) in records.items()}
 
 
-def _hot_record(line: bytes, path: Path, number: int) -> tuple[str, FileRecord]:
-    body = fsio.load_json(line, path, line=number, error=TickFormatError)
-    where = f"{path}: line {number}"
-    if not isinstance(body, dict) or set(body) != {"path", "sha256", "size"}:
-        raise TickFormatError(f"{where}: expected an object with path, sha256 and size")
-    rel, digest, size = body["path"], body["sha256"], body["size"]
-    if not (_is_relative(rel) and is_sha256_hex(digest) and _is_count(size)):
-        raise TickFormatError(
-            f"{where}: {body!r}: expected a path inside the archive root, a sha256 (hex) and "
-            "a size (an int >= 0)"
-        )
-    return rel, FileRecord(size, digest)
-
-
-def _is_relative(rel: object) -> bool:
-    """What :func:`_inside` accepts, by string tests (records are read on every query)."""
-    return (
-        isinstance(rel, str)
-        and bool(rel)
-        and not rel.startswith("/")
-        and "\\" not in rel
-        and ".." not in rel.split("/")
-    )
-
-
-def _hot_record_line(rel: str, record: FileRecord) -> bytes:
-    body = {"path": rel, "sha256": record.sha256, "size": record.size}
-    return (_dumps(body) + "\n").encode()
-
-
-def append_hot_record(archive_root: Path, rel: str, record: FileRecord) -> None:
-    """Append the record of the hot file ``rel`` (just written) and fsync it; call it under the
-    archive's lock. Raises LinkedStateFileError when the records file is a symbolic link."""
-    path = hot_records_path(archive_root)
-    fd = fsio.open_state_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-    with fsio.naming(path, path), open(fd, "ab") as handle:  # a full disk names the file
-        handle.write(_hot_record_line(rel, record))
-        handle.flush()
-        os.fsync(handle.fileno())
+def append_hot_record(
+    archive_root: Path, rel: str, record: FileRecord, stamp: FileStamp | None = None
+) -> None:
+    """Record the hot file ``rel`` just renamed into place (its size and sha256, and its stamp
+    now) in the hot index's log and fsync it; call it under the archive's lock, after the hot
+    index exists (``hot_index.ensure_index``). Raises LinkedStateFileError when the log is a
+    symbolic link."""
+    body: dict[str, Any] = {"path": rel, "sha256": record.sha256, "size": record.size}
+    if stamp is not None:
+        body = hot_index.published_line(rel, record.size, record.sha256, stamp)
+    hot_index.append_lines(Path(archive_root), [body])
 
 
 def settle_hot_records(archive_root: Path) -> None:
-    """Rewrite the records file with one line per path (its latest record) when it holds more
-    (older records of recompacted files); under the archive's lock (re-tiering calls it), so it
-    grows with the symbol-days ever compacted, not with every recompaction. The record of a hot
-    file re-tiering removed is kept: a byte-identical copy put back is then still recognised."""
-    raw = fsio.read_state_bytes(hot_records_path(archive_root))
-    if not raw:
-        return
-    latest = read_hot_records(archive_root)
-    if raw.count(b"\n") > len(latest):
-        write_hot_records(archive_root, latest)
-
-
-def write_hot_records(archive_root: Path, records: Mapping[str, FileRecord]) -> None:
-    """Replace the records file atomically with one line per path (sorted); under the lock."""
-    fsio.refuse_linked_state(hot_records_path(archive_root))
-    data = b"".join(_hot_record_line(rel, records[rel]) for rel in sorted(records))
-    fsio.atomic_write_bytes(hot_records_path(archive_root), data)
+    """Fold the hot index's log into its base (``hot_index.fold``) when it holds lines; under
+    the archive's lock (re-tiering calls it). The record of a hot file re-tiering removed is
+    kept: a byte-identical copy put back is then still recognised."""
+    index = hot_index.ensure_index(Path(archive_root))
+    if index.log_lines:
+        hot_index.fold(index)
 
 
 # --- the catalog file (version 3) ---------------------------------------------------------------
@@ -773,3 +742,46 @@ def _fields(entry: Any, cls: type, where: str) -> dict[str, Any]:
 def _check_tier(tier: object, where: str) -> None:
     if tier not in (WARM, COLD):
         raise ValueError(f"{where}.tier: {tier!r}, expected WARM or COLD")
+
+
+# --- lookups by symbol and by file (readers) ------------------------------------------------
+
+
+def symbols_of(catalog: Catalog) -> list[str]:
+    """The symbols the catalog lists (withdrawn copies included), sorted."""
+    parts = catalog.partitions
+    if isinstance(parts, _StoredPartitions):
+        return sorted(parts._index[1])
+    return sorted({symbol for symbol, _ in parts})
+
+
+def partitions_of(catalog: Catalog, symbol: str) -> list[CatalogPartition]:
+    """The catalogued symbol-days of ``symbol``, by date (only that symbol's rows decoded)."""
+    parts = catalog.partitions
+    if isinstance(parts, _StoredPartitions):
+        if parts._all is not None:
+            return [p for k, p in parts._all.items() if k[0] == symbol]
+        start, end = parts._index[1].get(symbol, (0, 0))
+        if start == end:
+            return []
+        return list(_decode(parts._rows.slice(start, end - start), parts._tiers).values())
+    return sorted((p for k, p in parts.items() if k[0] == symbol), key=_order)
+
+
+def file_rows(catalog: Catalog, file: str) -> dict[SymbolDayKey, tuple[int, int]]:
+    """``{symbol-day: (first row, rows)}`` of the consolidated file ``file``: its symbol-days
+    are its rows in (symbol, date) order, as the catalog lists them."""
+    parts = catalog.partitions
+    if isinstance(parts, _StoredPartitions):
+        rows = parts._rows
+        chosen = rows.filter(pc.equal(rows["file"], file))
+        keys = zip(chosen["symbol"].to_pylist(), _dates(chosen["date"]), strict=True)
+        counts = chosen["rows"].to_pylist()
+    else:
+        held = sorted((p for p in parts.values() if p.file == file), key=_order)
+        keys, counts = (p.key for p in held), [p.rows for p in held]
+    out, offset = {}, 0
+    for key, count in zip(keys, counts, strict=True):
+        out[key] = (offset, count)
+        offset += count
+    return out

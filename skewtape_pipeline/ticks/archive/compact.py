@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 
 from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.errors import ConfigError, TickFormatError, TickValidationError
-from skewtape_pipeline.hashing import sha256_file
+from skewtape_pipeline.hashing import FileStamp, sha256_file
 from skewtape_pipeline.storage import TierFile
 from skewtape_pipeline.ticks.archive.books import audit, check_may_write
 from skewtape_pipeline.ticks.archive.catalog import (
@@ -60,6 +60,7 @@ from skewtape_pipeline.ticks.archive.catalog import (
     read_hot_records,
 )
 from skewtape_pipeline.ticks.archive.consolidate import read_consolidated_file
+from skewtape_pipeline.ticks.archive.hot_index import ensure_base
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
 from skewtape_pipeline.ticks.archive.layout import (
     ARCHIVE_LOCK_WAIT_SECONDS,
@@ -990,10 +991,12 @@ def _published(archive: Archive, item: PlannedSymbolDay, path: Path) -> _Publish
             if held is not None:
                 return held
             fsio.refuse_linked_state(hot_records_path(out))  # the record must follow the rename
+            ensure_base(out)  # an archive written before the hot index gets one first
             rewrite = recompaction_record(out, item.symbol, item.day, rows=prepared.facts.num_rows)
             facts = publish_archive_file(prepared)
             faults.checkpoint("hot-published")  # a crash here: the file without its record
-            append_hot_record(out, path.relative_to(out).as_posix(), record)
+            rel = path.relative_to(out).as_posix()
+            append_hot_record(out, rel, record, FileStamp.of(path))
             written = rewrite or written_record(out, item.symbol, item.day)
             audit(
                 out, archive.audit_log, [written | {"report": _audited_report(item, facts, tier)}]

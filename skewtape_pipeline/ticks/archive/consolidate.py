@@ -33,12 +33,15 @@ Writing the same symbol-days again is therefore idempotent and can never overwri
 
 from __future__ import annotations
 
+import bisect
+import hashlib
 import itertools
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -71,12 +74,12 @@ from skewtape_pipeline.ticks.encode.parquet_file import (
     META_PREFIX,
     META_PRICE_SCALE,
     META_QUANTITY_SCALE,
+    ConsolidatedWriter,
     FileFacts,
     archive_table,
     read_file_facts,
     stored_timestamp_unit,
     table_batch,
-    write_table,
 )
 from skewtape_pipeline.ticks.encode.validate import check_within_day, validate_batch
 
@@ -140,6 +143,17 @@ def consolidated_file_name(sha256: str) -> str:
 # --- write --------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class PartSource:
+    """One symbol-day to write into consolidated files: its key, its row count and how to
+    read its ticks (called when the writer reaches it, so at most one symbol-day is held)."""
+
+    symbol: str
+    day: date
+    rows: int
+    read: Callable[[], TickBatch]
+
+
 def write_consolidated_file(
     parts: Sequence[SymbolDayRows],
     folder: Path | str,
@@ -149,16 +163,48 @@ def write_consolidated_file(
     checkpoint: Checkpoint | None = None,
     store: TierStore | None = None,
 ) -> ConsolidatedFile:
-    """Write ``parts`` as one consolidated file in ``folder``, verified before it appears.
+    """Write ``parts`` (in memory) as one consolidated file in ``folder``, verified before it
+    appears: :func:`write_consolidated_files` without a size limit. Raises as it does."""
+    check_parts(parts)  # all of them, before anything is written
+    sources = [PartSource(p.symbol, p.day, len(p.batch), _held(p.batch)) for p in parts]
+    (written,) = write_consolidated_files(
+        sources, folder, settings=settings, metadata=metadata, checkpoint=checkpoint,
+        store=store, target_bytes=None,
+    )  # fmt: skip
+    return written
+
+
+def _held(batch: TickBatch) -> Callable[[], TickBatch]:
+    return lambda: batch
+
+
+def write_consolidated_files(
+    parts: Sequence[PartSource],
+    folder: Path | str,
+    *,
+    settings: TierSettings,
+    metadata: Mapping[str, str],
+    checkpoint: Checkpoint | None = None,
+    store: TierStore | None = None,
+    target_bytes: int | None = None,
+) -> list[ConsolidatedFile]:
+    """Write ``parts`` as consolidated files in ``folder``, row group by row group, each file
+    verified before it appears; a new file begins at the first symbol-day boundary once a
+    file holds ``target_bytes`` (None: one file).
+
+    Memory stays bounded whatever the input: a symbol-day's ticks are read when its first row
+    group is written and let go after its last (plus the first ``encoding_sample_rows`` rows,
+    on which the encodings are measured, as for one table: the bytes are those of one
+    in-memory write of the same parts); each file is read back row group by row group (page
+    checksums) and every symbol-day's ticks compared with what was written by digest.
 
     ``folder`` is a local folder, or with ``store`` (a tier root: a folder or an S3 prefix)
     the folder's POSIX path inside it. ``parts`` must be ordered by symbol then day, one entry
-    per symbol-day, all at the same scales. The file is written to a local temporary file,
-    read back in full (page checksums) and compared with every part; its sha256 names it, and
-    it is published without replacing anything (``TierStore.publish_new``: hard-linked into
-    a local folder; uploaded to an absent key and read back from an object store). The file's
-    ``skewtape.symbol_days_count`` and ``skewtape.symbol_days_sha256`` metadata pin its list
-    of parts; ``metadata`` adds the caller's keys (tier, period, catalog generation).
+    per symbol-day, all at the same scales. Each file's sha256 names it; it is published
+    without replacing anything (``TierStore.publish_new``: hard-linked into a local folder;
+    uploaded to an absent key and read back from an object store). Each file's
+    ``skewtape.symbol_days_count`` and ``skewtape.symbol_days_sha256`` metadata pin its list of
+    symbol-days; ``metadata`` adds the caller's keys (tier, period, catalog generation).
     ``checkpoint(name)`` is called before publishing (crash injection in tests). Idempotent.
 
     Raises
@@ -166,69 +212,297 @@ def write_consolidated_file(
     ConfigError
         No parts, parts out of order or repeated, or scales or timestamp units that differ.
     TickValidationError
-        A batch that is empty, unsorted or outside its day.
+        A batch that is empty, unsorted, outside its day or of another length than its part
+        says.
     RoundTripError
-        The file did not read back equal; nothing is published.
+        A file did not read back equal; it is not published.
     TickFormatError
         A different file already has the content-derived name (a sha256 prefix collision).
     ObjectStoreError
         The object store failed (names the URI).
     """
-    check_parts(parts)
-    table = consolidated_table(parts)
+    _check_order(parts)
     if store is None:
         store, folder = LocalTier(Path(folder)), ""
-    lengths = [len(p.batch) for p in parts]
-    with store.staging(str(folder)) as staging:
-        temp = staging / f".consolidating.{os.getpid()}{fsio.TEMP_MARKER}"
-        try:
-            _write_verified(temp, table, parts, settings=settings, metadata=metadata)
-            digest = sha256_file(temp)
-            facts, shares = read_file_facts(temp), byte_shares(temp, lengths)
-            name = consolidated_file_name(digest)
-            relative = f"{folder}/{name}" if folder else name
-            reused = store.publish_new(temp, relative, digest, checkpoint)
-        finally:
-            temp.unlink(missing_ok=True)
-    target, listing = store.file(relative), [(p.symbol, p.day, len(p.batch)) for p in parts]
-    facts = replace(facts, path=target)
-    return ConsolidatedFile(
-        target, digest, facts.size_bytes, facts.num_rows, listing, shares, facts, reused
-    )
-
-
-def _write_verified(
-    temp: Path,
-    table: pa.Table,
-    parts: Sequence[SymbolDayRows],
-    *,
-    settings: TierSettings,
-    metadata: Mapping[str, str],
-) -> None:
-    """Write ``table`` to ``temp`` in row groups ending on symbol-day boundaries, with the
-    caller's ``metadata``, the pin of its symbol-days, then every tick file's own
-    (format, layout, scales, timestamp unit and compression level), in one call to
-    ``parquet_file.write_table`` (encodings measured there); fsync it, then read it back and
-    compare it with ``parts`` (RoundTripError when it differs). Reads the tier's row-group
-    settings here and hands the Parquet writer the writer settings alone
-    (``settings.writer``)."""
+    feed = _PartFeed(parts)
     bounds = row_group_bounds(
-        [len(p.batch) for p in parts],
+        [p.rows for p in parts],
         target=settings.consolidated_row_group_size,
         max_rows=settings.row_group_size,
     )
-    pinned = {**metadata, **symbol_days_metadata([(p.symbol, p.day, len(p.batch)) for p in parts])}
-    with fsio.naming(temp, temp):  # pyarrow's write errors name no file
-        write_table(
-            table,
-            temp,
-            settings=settings.writer,
-            row_groups=bounds,
-            like=parts[0].batch,
-            metadata=pinned,
+    sample = feed.sample(settings.encoding_sample_rows or sum(p.rows for p in parts))
+    out: list[ConsolidatedFile] = []
+    at = 0
+    while at < len(bounds):
+        with store.staging(str(folder)) as staging:
+            temp = staging / f".consolidating.{os.getpid()}{fsio.TEMP_MARKER}"
+            try:
+                at, held = _write_file(temp, feed, bounds, at, sample, settings, metadata,
+                                       target_bytes)  # fmt: skip
+                digest = sha256_file(temp)
+                facts = read_file_facts(temp)
+                shares = byte_shares(temp, [rows for _, _, rows in held])
+                name = consolidated_file_name(digest)
+                relative = f"{folder}/{name}" if folder else name
+                reused = store.publish_new(temp, relative, digest, checkpoint)
+            finally:
+                temp.unlink(missing_ok=True)
+        target = store.file(relative)
+        facts = replace(facts, path=target)
+        out.append(
+            ConsolidatedFile(
+                target, digest, facts.size_bytes, facts.num_rows, held, shares, facts, reused
+            )
         )
-        fsio.fsync_file(temp)
-    verify_consolidated_file(temp, parts)
+    return out
+
+
+def _check_order(parts: Sequence[PartSource]) -> None:
+    if not parts:
+        raise ConfigError("parts: a consolidated file needs at least one symbol-day")
+    for before, after in itertools.pairwise(parts):
+        if (before.symbol, before.day) >= (after.symbol, after.day):
+            raise ConfigError(
+                f"parts: {after.symbol} {after.day} follows {before.symbol} {before.day}; "
+                "expected symbol-days ordered by symbol then day, each once"
+            )
+
+
+class _PartFeed:
+    """Hands out the rows of ``parts`` in order, reading each symbol-day when first needed
+    (checked: non-empty, sorted, within its day, of its stated length, at the first part's
+    scales and unit) and letting it go once its last row is handed out; keeps the digest of
+    every part's ticks as handed out."""
+
+    def __init__(self, parts: Sequence[PartSource]):
+        self.parts = parts
+        self._batches: dict[int, TickBatch] = {}
+        self._like: TickBatch | None = None
+        self.digests = [hashlib.sha256() for _ in parts]
+        self._starts = list(itertools.accumulate([0, *(p.rows for p in parts)]))
+
+    @property
+    def like(self) -> TickBatch:
+        if self._like is None:
+            self._like = self._batch(0)
+        return self._like
+
+    def _batch(self, index: int) -> TickBatch:
+        batch = self._batches.get(index)
+        if batch is None:
+            part = self.parts[index]
+            batch = part.read()
+            check_parts([SymbolDayRows(part.symbol, part.day, batch)])
+            if len(batch) != part.rows:
+                raise TickValidationError(
+                    f"{part.symbol} {part.day}: {len(batch)} ticks, its source said {part.rows}"
+                )
+            like = self._like or batch
+            mine = (batch.price_scale, batch.quantity_scale, batch.timestamp_unit)
+            first = (like.price_scale, like.quantity_scale, like.timestamp_unit)
+            if mine != first:
+                raise ConfigError(
+                    f"parts: one file holds one schema; {part.symbol} {part.day} has scales and "
+                    f"timestamp units {mine}, the first part {first}"
+                )
+            self._like = like
+            self._batches[index] = batch
+        return batch
+
+    def sample(self, rows: int) -> pa.Table:
+        """The first ``rows`` rows as a consolidated table (what the encodings are measured
+        on); the parts read for it are kept until written."""
+        pieces, left, index = [], rows, 0
+        while left > 0 and index < len(self.parts):
+            batch = self._batch(index)
+            pieces.append(SymbolDayRows(self.parts[index].symbol, self.parts[index].day,
+                                        batch.slice(0, min(left, len(batch)))))  # fmt: skip
+            left -= len(pieces[-1].batch)
+            index += 1
+        return consolidated_table(pieces)
+
+    def rows(self, start: int, stop: int) -> list[tuple[int, SymbolDayRows]]:
+        """Global rows ``start`` .. ``stop`` as (part index, slice) pieces; a part whose last
+        row is handed out is let go."""
+        out = []
+        index = bisect.bisect_right(self._starts, start) - 1
+        while start < stop:
+            part, first = self.parts[index], self._starts[index]
+            batch = self._batch(index)
+            lo, hi = start - first, min(stop, first + part.rows) - first
+            piece = batch.slice(lo, hi - lo)
+            _digest(self.digests[index], piece)
+            out.append((index, SymbolDayRows(part.symbol, part.day, piece)))
+            if first + hi == first + part.rows:
+                self._batches.pop(index, None)
+            start = first + hi
+            index += 1
+        return out
+
+    def part_starts_at(self, row: int) -> bool:
+        return row in self._starts
+
+
+def _digest(hasher: Any, batch: TickBatch) -> None:
+    """Feed ``batch``'s ticks (ts, price, quantity, side values) into ``hasher``."""
+    for column, width in ((batch.ts_ns, 8), (batch.price, 8), (batch.quantity, 8), (batch.side, 1)):
+        array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        data = array.buffers()[1]
+        hasher.update(memoryview(data)[array.offset * width : (array.offset + len(array)) * width])
+
+
+def _write_file(
+    temp: Path,
+    feed: _PartFeed,
+    bounds: list[tuple[int, int]],
+    at: int,
+    sample: pa.Table,
+    settings: TierSettings,
+    metadata: Mapping[str, str],
+    target_bytes: int | None,
+) -> tuple[int, list[tuple[str, date, int]]]:
+    """Write the row groups ``bounds[at:]`` to ``temp`` until it holds ``target_bytes`` at a
+    symbol-day boundary; fsync it, read it back and compare (RoundTripError). Returns the
+    index of the next row group and the file's ``(symbol, day, rows)``."""
+    held: list[tuple[int, str, date, int]] = []
+    with fsio.naming(temp, temp), ConsolidatedWriter(temp, sample, settings.writer) as writer:
+        while at < len(bounds):
+            start, stop = bounds[at]
+            pieces = feed.rows(start, stop)
+            writer.write(consolidated_table([piece for _, piece in pieces]))
+            for index, piece in pieces:
+                if held and held[-1][0] == index:
+                    held[-1] = (index, piece.symbol, piece.day, held[-1][3] + len(piece.batch))
+                else:
+                    held.append((index, piece.symbol, piece.day, len(piece.batch)))
+            at += 1
+            full = target_bytes is not None and writer.bytes_written >= target_bytes
+            if full and at < len(bounds) and feed.part_starts_at(bounds[at][0]):
+                break
+        listing = [(symbol, day, rows) for _, symbol, day, rows in held]
+        pinned = {**metadata, **symbol_days_metadata(listing)}
+        writer.finish(pinned, like=feed.like)
+    fsio.fsync_file(temp)
+    _verify_written(temp, held, feed)
+    return at, listing
+
+
+def _verify_written(path: Path, held: list[tuple[int, str, date, int]], feed: _PartFeed) -> None:
+    """Read ``path`` back row group by row group (page checksums) and compare its symbol-days
+    and each one's ticks (by digest) with what was written. RoundTripError naming the first
+    symbol-day that differs."""
+    try:
+        found = _read_back_digests(path)
+    except TickFormatError as exc:
+        raise RoundTripError(f"{path}: written file does not read back: {exc}") from None
+    wanted = [(symbol, day, rows) for _, symbol, day, rows in held]
+    keys = [(symbol, day, rows) for symbol, day, rows, _ in found]
+    for mine, theirs in zip(wanted, keys, strict=False):
+        if mine[:2] == theirs[:2] and mine[2] != theirs[2]:
+            raise RoundTripError(
+                f"{path}: {mine[0]} {mine[1]}: row counts differ: {mine[2]} written, "
+                f"{theirs[2]} read back"
+            )
+    if [k[:2] for k in keys] != [w[:2] for w in wanted]:
+        raise RoundTripError(
+            f"{path}: holds {len(keys)} symbol-days, expected {len(wanted)} (missing, "
+            "unexpected or out of order)"
+        )
+    for (index, symbol, day, _), (*_, digest) in zip(held, found, strict=True):
+        if feed.digests[index].hexdigest() != digest:
+            raise RoundTripError(f"{path}: {symbol} {day}: its ticks read back differ")
+
+
+def _read_back_digests(path: Path) -> list[tuple[str, date, int, str]]:
+    """``(symbol, day, rows, digest of its ticks)`` of each symbol-day of the consolidated
+    file ``path``, read row group by row group."""
+    footer = read_footer(path)
+    try:
+        parquet = pq.ParquetFile(
+            str(path), metadata=footer, read_dictionary=["symbol", "side"],
+            page_checksum_verification=True,
+        )  # fmt: skip
+        schema = _tick_schema(path, parquet)
+        out: list[tuple[str, date, int, Any]] = []
+        for group in range(footer.num_row_groups):
+            table = parquet.read_row_group(group, use_threads=False)
+            for symbol, day, batch in _symbol_days_of(path, table, schema):
+                if out and (out[-1][0], out[-1][1]) == (symbol, day):
+                    out[-1] = (symbol, day, out[-1][2] + len(batch), out[-1][3])
+                else:
+                    out.append((symbol, day, len(batch), hashlib.sha256()))
+                _digest(out[-1][3], batch)
+    except (OSError, KeyError, ValueError, pa.ArrowException) as exc:
+        raise TickFormatError(f"{path}: does not read as a consolidated tick file: {exc}") from None
+    return [(symbol, day, rows, hasher.hexdigest()) for symbol, day, rows, hasher in out]
+
+
+def _tick_schema(path: TierFile, parquet: pq.ParquetFile) -> TickSchema:
+    """The scales and unit a consolidated file records; TickFormatError when it is none."""
+    metadata = {k.decode(): v.decode() for k, v in (parquet.metadata.metadata or {}).items()}
+    if metadata.get(META_LAYOUT) != CONSOLIDATED:
+        raise TickFormatError(f"{path}: not a consolidated tick file ({META_LAYOUT} missing)")
+    timestamp_unit = stored_timestamp_unit(path, parquet.metadata)
+    price_scale = int(metadata[META_PRICE_SCALE])
+    return TickSchema(timestamp_unit, price_scale, int(metadata[META_QUANTITY_SCALE]))
+
+
+def _symbol_days_of(
+    path: TierFile, table: pa.Table, schema: TickSchema
+) -> list[tuple[str, date, TickBatch]]:
+    """The runs of one symbol-day in ``table`` (rows of a consolidated file), in order."""
+    expected = ["symbol", "date", "ts", "price", "quantity", "side"]
+    if table.column_names != expected:
+        raise TickFormatError(f"{path}: columns {table.column_names}, expected {expected}")
+    batch = table_batch(table, schema, path)
+    symbols = pc.cast(table.column("symbol").combine_chunks(), pa.string())
+    days = table.column("date").combine_chunks()
+    return [
+        (symbols[start].as_py(), days[start].as_py(), batch.slice(start, stop - start))
+        for start, stop in _runs(symbols, days)
+    ]
+
+
+def read_rows(path: TierFile, footer: pq.FileMetaData, start: int, count: int) -> pa.Table:
+    """Rows ``start`` .. ``start + count`` of the consolidated file ``path`` (its ``footer``
+    read already), reading only the row groups that hold them (page checksums verified)."""
+    groups, first, at = [], None, 0
+    for group in range(footer.num_row_groups):
+        rows = footer.row_group(group).num_rows
+        if at < start + count and at + rows > start:
+            groups.append(group)
+            first = at if first is None else first
+        at += rows
+    source, filesystem = parquet_source(path)
+    with reading(path):
+        parquet = pq.ParquetFile(
+            source, filesystem=filesystem, metadata=footer, read_dictionary=["symbol", "side"],
+            page_checksum_verification=True,
+        )  # fmt: skip
+        table = parquet.read_row_groups(groups, use_threads=False)
+    return table.slice(start - (first or 0), count)
+
+
+def read_symbol_day(
+    path: TierFile, footer: pq.FileMetaData, key: tuple[str, date], rows: tuple[int, int]
+) -> TickBatch:
+    """The ticks of the symbol-day ``key`` at ``rows`` (first row, count) of the consolidated
+    file ``path``; TickFormatError when those rows hold anything else."""
+    try:
+        source, filesystem = parquet_source(path)
+        with reading(path):
+            parquet = pq.ParquetFile(source, filesystem=filesystem, metadata=footer)
+        schema = _tick_schema(path, parquet)
+        table = read_rows(path, footer, *rows)
+        found = _symbol_days_of(path, table, schema)
+    except (OSError, KeyError, ValueError, pa.ArrowException) as exc:
+        raise TickFormatError(f"{path}: does not read as a consolidated tick file: {exc}") from None
+    if [(symbol, day, len(batch)) for symbol, day, batch in found] != [(*key, rows[1])]:
+        raise TickFormatError(
+            f"{path}: rows {rows[0]} to {rows[0] + rows[1]} do not hold {key[0]} {key[1]} alone "
+            "(the catalog and the file disagree); rebuild the catalog from the files"
+        )
+    return found[0][2]
 
 
 def symbol_days_metadata(symbol_days: Sequence[tuple[str, date, int]]) -> dict[str, str]:
@@ -421,33 +695,6 @@ def read_symbol_days(path: TierFile, footer: pq.FileMetaData) -> list[tuple[str,
         (symbols[start].as_py(), days[start].as_py(), stop - start)
         for start, stop in _runs(symbols, days)
     ]
-
-
-def verify_consolidated_file(path: Path, parts: Sequence[SymbolDayRows]) -> None:
-    """Read ``path`` back and compare it, symbol-day by symbol-day and row by row, with ``parts``.
-
-    Raises
-    ------
-    RoundTripError
-        Naming the first symbol-day (and column and row) that differs, or a damaged file.
-    """
-    try:
-        back = read_consolidated_file(path)
-    except TickFormatError as exc:
-        raise RoundTripError(f"{path}: written file does not read back: {exc}") from None
-    found = [(p.symbol, p.day) for p in back]
-    wanted = [(p.symbol, p.day) for p in parts]
-    if found != wanted:
-        missing = sorted(set(wanted) - set(found))[:3]
-        extra = sorted(set(found) - set(wanted))[:3]
-        raise RoundTripError(
-            f"{path}: holds {len(found)} symbol-days, expected {len(wanted)} "
-            f"(missing {missing}, unexpected {extra}, or out of order)"
-        )
-    for mine, theirs in zip(parts, back, strict=True):
-        difference = mine.batch.first_difference(theirs.batch)
-        if difference is not None:
-            raise RoundTripError(f"{path}: {mine.symbol} {mine.day}: {difference}")
 
 
 def _runs(symbols: pa.Array, days: pa.Array) -> list[tuple[int, int]]:

@@ -11,10 +11,12 @@ not garbage yet. In ``books_and_records`` mode nothing is removed (``books.check
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from skewtape_pipeline import faults
 from skewtape_pipeline.storage import TierFile, delete, sha256_of, size_of
+from skewtape_pipeline.ticks.archive import hot_index
 from skewtape_pipeline.ticks.archive.books import audit, check_may_delete
 from skewtape_pipeline.ticks.archive.placement import archive_state
 from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
@@ -72,6 +74,8 @@ def remove_files(archive: Archive, garbage: list[Garbage]) -> list[TierFile]:
     records = []
     for path, rel, reason in garbage:
         check_may_delete(root, path, why=reason, audit_log=audit_log)
+        if hot_index.key_of_rel(rel) is not None and not Path(path).exists():
+            continue  # removed by a run cut short before the hot index said so: said below
         records.append(
             {
                 "event": EVENT_REMOVE,
@@ -85,8 +89,14 @@ def remove_files(archive: Archive, garbage: list[Garbage]) -> list[TierFile]:
     audit(root, audit_log, records)
     faults.checkpoint("audited-removals")
     removed = []
-    for path, _, _ in garbage:
+    hot_gone = []
+    for path, rel, _ in garbage:
         if delete(path):
             removed.append(path)
+        if hot_index.key_of_rel(rel) is not None:
+            hot_gone.append(hot_index.gone_line(rel))
         faults.checkpoint(f"removed:{path.name}")
+    if hot_gone:  # the hot index follows the removals (a crash before: verify-archive names them)
+        hot_index.ensure_index(root)
+        hot_index.append_lines(root, hot_gone)
     return removed

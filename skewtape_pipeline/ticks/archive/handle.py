@@ -58,7 +58,10 @@ down (``integrity.unaccounted_files``), which reads no tiers.
 The reading verbs (``read``, ``query``, ``open_view``, ``stats``, ``report``, ``verify``) hand
 the same value down (``query``'s view and its checks, ``placement.locate`` and
 ``archive_metrics``, ``integrity.verify_archive``), as does ``lifecycle.relocated_report``;
-no function below the handle resolves a policy again.
+no function below the handle resolves a policy again. ``read``, ``read_batch``, ``symbols``
+and ``days`` go through the handle's one ``reader.ArchiveReader`` (made from those tiers on
+first use), which keeps what it has read while its files are unchanged, so a second read
+costs only the files it reads.
 
 Every writing verb (and the orchestration's venue-day writer) runs inside
 :meth:`Archive.writing`: ``books_and_records`` mode turned on first when the handle was built
@@ -78,7 +81,6 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 
 from skewtape_pipeline import fsio
@@ -100,7 +102,7 @@ from skewtape_pipeline.ticks.archive.compact import (
 from skewtape_pipeline.ticks.archive.layout import ARCHIVE_ROOT_EXPECTED, archive_lock
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, Location, archive_state, locate
 from skewtape_pipeline.ticks.archive.policy import COLD, WARM, TierPolicy
-from skewtape_pipeline.ticks.archive.query import VIEW_COLUMNS, open_ticks_view
+from skewtape_pipeline.ticks.archive.reader import ArchiveReader
 from skewtape_pipeline.ticks.archive.reports_table import read_venue_day_reports
 from skewtape_pipeline.ticks.archive.show import SymbolDayStory, show_symbol_day
 from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
@@ -116,7 +118,6 @@ from skewtape_pipeline.ticks.archive.versions import (
     list_tags,
     list_versions,
     resolve_as_of,
-    symbol_days,
     tag_version,
     version_state,
 )
@@ -127,8 +128,6 @@ from skewtape_pipeline.ticks.encode.sources import SourceTicks, TickStream
 
 POLICY_RECORD = "_skewtape_tier_policy.json"
 """In the archive root: the tier policy the archive was first given (where its tiers are)."""
-
-_ORDER = "symbol, date, ts, price, quantity, side"
 
 
 class _Beside:
@@ -185,6 +184,7 @@ class Archive:
         self.audit_log: Path | None = None if audit_log is None else Path(audit_log)
         self.lock_timeout = _checked_lock_timeout(lock_timeout)
         self.books_and_records = bool(books_and_records)
+        self._reader: ArchiveReader | None = None
 
     def __repr__(self) -> str:
         return f"Archive({str(self.root)!r}, audit_log={self.audit_log!r})"
@@ -326,58 +326,66 @@ class Archive:
     def read(
         self,
         symbols: Iterable[str] | str | None = None,
-        start: date | None = None,
-        end: date | None = None,
+        start: date | str | None = None,
+        end: date | str | None = None,
         columns: Collection[str] | None = None,
         as_of: AsOf | None = None,
     ) -> pa.Table:
         """The ticks of ``symbols`` (None: all) on the days ``start`` to ``end`` (inclusive;
-        None: open), as of a version (``as_of``: a number, a time, a tag; None: now), with
-        ``columns`` of the view (None: all), as an Arrow table (``.to_pandas()``; polars:
-        ``polars.from_arrow``).
+        None: open; a ``date``, a ``datetime`` or pandas ``Timestamp`` (its UTC day), or ISO
+        text), as of a version (``as_of``: a number, a time, a tag; None: now), with ``columns``
+        of the view (None: all), as an Arrow table (``.to_pandas()``; polars:
+        ``polars.from_arrow``): row for row what ``SELECT <columns> FROM ticks ... ORDER BY
+        symbol, date, ts, price, quantity, side`` returns, read straight from the files of
+        those symbol-days (``reader.ArchiveReader``: no listing of the archive, only the files
+        read verified). A symbol the archive holds with no ticks in the range gives no rows.
 
-        Raises ConfigError for an unknown column, VersionError for an ``as_of`` that names no
-        kept version, and what the ``ticks`` view raises (``query.ticks_view_sql``).
+        Raises NotAnArchiveError for a root that holds no archive, UnknownSymbolError naming a
+        symbol the archive does not hold (and the nearest it holds), ConfigError for an unknown
+        column or a day that is none, VersionError for an ``as_of`` that names no kept
+        version, DamagedFileError naming a file read that differs from its record,
+        CatalogMismatchError naming a file the catalog or hot index lists that is missing;
+        every one a SkewtapeError.
         """
-        wanted = [symbols] if isinstance(symbols, str) else symbols
-        wanted = None if wanted is None else sorted(set(wanted))
-        picked = list(VIEW_COLUMNS) if columns is None else list(columns)
-        unknown = [c for c in picked if c not in VIEW_COLUMNS]
-        if unknown or not picked:
-            raise ConfigError(f"columns = {columns!r}: expected some of {', '.join(VIEW_COLUMNS)}")
-        sql, parameters = _select(picked, wanted, start, end)
-        con = duckdb.connect()
-        try:
-            con.execute("SET TimeZone = 'UTC'")
-            open_ticks_view(
-                con,
-                self.tiers,
-                as_of=as_of,
-                narrow=lambda state: symbol_days(state, wanted, start, end),
-            )
-            return con.sql(sql, params=parameters or None).to_arrow_table()
-        finally:
-            con.close()
+        return self.reader.read(symbols, start, end, columns, as_of)
+
+    def read_batch(
+        self,
+        symbols: Sequence[str],
+        start: date | str | None = None,
+        end: date | str | None = None,
+        columns: Collection[str] | None = None,
+        as_of: AsOf | None = None,
+    ) -> dict[str, pa.Table]:
+        """:meth:`read` of each of ``symbols`` in one call (``{symbol: table}``, in the order
+        given), the state looked at once and the files read side by side (as ArcticDB's
+        ``read_batch``)."""
+        return self.reader.read_batch(symbols, start, end, columns, as_of)
+
+    @property
+    def reader(self) -> ArchiveReader:
+        """This handle's reader (``reader.ArchiveReader``), made on first use; it keeps what it
+        has read (catalog, hot index, footers, verified files) while their files are unchanged."""
+        if self._reader is None:
+            self._reader = ArchiveReader(self.tiers)
+        return self._reader
 
     def state(self, as_of: AsOf | None = None) -> ArchiveState:
         """Where every symbol-day lives (now, or as of a version)."""
+        self.reader.snapshot(None if as_of is None else as_of)  # refuses a root without archive
         if as_of is None:
             return archive_state(self.root)
         return version_state(self.root, resolve_as_of(self.root, as_of))
 
     def symbols(self, as_of: AsOf | None = None) -> list[str]:
-        """The symbols with at least one visible symbol-day, sorted."""
-        return sorted({symbol for symbol, _ in self._keys(as_of)})
+        """The symbols with at least one visible symbol-day, sorted (NotAnArchiveError for a
+        root that holds no archive)."""
+        return sorted(self.reader.snapshot(as_of).symbols())
 
     def days(self, symbol: str, as_of: AsOf | None = None) -> list[date]:
         """The days of ``symbol`` the archive holds, sorted."""
-        return sorted(day for s, day in self._keys(as_of) if s == symbol)
-
-    def _keys(self, as_of: AsOf | None) -> set[SymbolDayKey]:
-        state = self.state(as_of)
-        keys = {h.key for h in state.hot_live}
-        keys |= {k for k in state.catalog.partitions if k not in state.hidden}
-        return keys
+        snapshot = self.reader.snapshot(as_of)
+        return [piece.key[1] for piece in snapshot.pieces(self.tiers, symbol, None, None)]
 
     def report(self, symbol: str, day: date) -> Location | None:
         """Where ``symbol`` on ``day`` lives now (tier, file, rows, bytes); None when the
@@ -441,24 +449,6 @@ class Archive:
     ) -> retier_plan.RetierPlan:
         """What :meth:`retier` would move (``retier_plan.plan_retier``); reads only."""
         return retier_plan.plan_retier(self, as_of=as_of, months=months)
-
-
-def _select(
-    columns: list[str], symbols: list[str] | None, start: date | None, end: date | None
-) -> tuple[str, list[Any]]:
-    """The SELECT over the view for the filters (placeholders, never spliced values)."""
-    where, parameters = [], []
-    if symbols is not None:
-        where.append(f"symbol IN ({', '.join('?' for _ in symbols)})" if symbols else "false")
-        parameters += symbols
-    if start is not None:
-        where.append("date >= ?")
-        parameters.append(start)
-    if end is not None:
-        where.append("date <= ?")
-        parameters.append(end)
-    clause = f" WHERE {' AND '.join(where)}" if where else ""
-    return f"SELECT {', '.join(columns)} FROM ticks{clause} ORDER BY {_ORDER}", parameters
 
 
 def _checked_lock_timeout(seconds: object) -> float:

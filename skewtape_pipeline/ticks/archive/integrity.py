@@ -60,6 +60,7 @@ from skewtape_pipeline.storage import (
     sha256_of,
     size_of,
 )
+from skewtape_pipeline.ticks.archive import hot_index
 from skewtape_pipeline.ticks.archive.books import audit
 from skewtape_pipeline.ticks.archive.catalog import (
     Catalog,
@@ -72,7 +73,6 @@ from skewtape_pipeline.ticks.archive.catalog import (
     read_catalog,
     read_hot_records,
     write_catalog,
-    write_hot_records,
 )
 from skewtape_pipeline.ticks.archive.consolidate import (
     META_CATALOG_GENERATION,
@@ -390,7 +390,7 @@ def rebuild_catalog(archive: Archive, *, allow_fewer: bool = False) -> RebuildRe
     with archive.locked("rebuilding"):
         recorded = _recorded_files(archive)
         old = _readable_catalog(root)
-        records = read_hot_records(root)  # a malformed line is refused before anything changes
+        records = _readable_records(root)  # a malformed line is refused before anything changes
         chosen, superseded = _newest_copies(recorded)
         hot = {h.key: h for h in scan_hot_files(root)}
         catalog = _rebuilt(archive, chosen, hot, old, recorded)
@@ -409,6 +409,18 @@ def rebuild_catalog(archive: Archive, *, allow_fewer: bool = False) -> RebuildRe
         len(catalog.withdrawn),
         len(added),
     )
+
+
+def _readable_records(root: Path) -> dict[str, FileRecord]:
+    """The hot file records, from the hot index, or from its log alone when the index's base
+    is damaged (what the rebuild replaces)."""
+    try:
+        return read_hot_records(root)
+    except TickFormatError as exc:
+        if str(hot_index.index_path(root)) not in str(exc):
+            raise
+        records = hot_index.legacy_records(root)
+        return {rel: FileRecord(size, digest) for rel, (size, digest) in records.items()}
 
 
 def _recorded_files(archive: Archive) -> list[RecordedFile]:
@@ -442,17 +454,28 @@ def _rebuilt(
 def _record_unrecorded_hot_files(
     root: Path, catalog: Catalog, records: dict[str, FileRecord], hot_files: list[HotFile]
 ) -> list[str]:
-    """Record the size and sha256 of every hot file that has no record in ``records`` (written
-    before hot files were recorded), as it is now; a recorded file keeps its record (a changed
-    one stays reported). Returns the paths recorded."""
-    added = {}
+    """Build the hot index again from the hot files on disk (``hot_files``: a listing of the
+    root, stamped now), recording the size and sha256 of every one that has no record in
+    ``records`` (written before hot files were recorded) as it is now; a recorded file keeps
+    its record (a changed one stays reported), and the records of files gone are kept.
+    Returns the paths recorded."""
+    added = []
+    entries: dict[tuple[str, date], hot_index.IndexEntry] = {}
+    for rel, record in records.items():
+        key = hot_index.key_of_rel(rel)
+        if key is not None:
+            entries[key] = hot_index.IndexEntry(*key, record.size, record.sha256, None, False, 0)
     for hot in hot_files:
         rel = hot_rel(root, hot)
-        if hot_record(hot, catalog, records, rel) is None:
-            added[rel] = FileRecord(hot.stamp.size, sha256_file(hot.path))
-    if added:
-        write_hot_records(root, {**records, **added})
-    return list(added)
+        record = hot_record(hot, catalog, records, rel)
+        if record is None:
+            record = FileRecord(hot.stamp.size, sha256_file(hot.path))
+            added.append(rel)
+        entries[hot.key] = hot_index.IndexEntry(
+            *hot.key, record.size, record.sha256, hot.stamp, True, 0
+        )
+    hot_index.build_base(root, entries.values())
+    return added
 
 
 def _audit_rebuild(
@@ -653,6 +676,7 @@ def verify_archive(tiers: ArchiveTiers, *, full: bool = False) -> ArchiveVerific
         for path, why in unaccounted_files(partial(hot_keys_of, root), catalog, on_disk, listed)
     ]
     hot = _verified_hot_files(root, catalog, records, full)
+    problems += _index_problems(root)
     kept = _verified_version_files(tiers, full, hot.hot, {path for _, path in on_disk})
     problems += hot.problems + kept.problems
     checked, checked_bytes = checked + hot.files, checked_bytes + hot.bytes
@@ -698,6 +722,33 @@ def _verified_hot_files(
         checked.add(hot.stamp.size, problems)
         progress.report("hot files", index + 1, len(hot_files))
     return checked
+
+
+def _index_problems(root: Path) -> list[str]:
+    """The hot index against the hot files on disk: a file it lists that is not there, a file
+    there it does not list (published outside the archive, or a publication cut short); none
+    for an archive without an index yet (its first write builds one)."""
+    try:
+        index = hot_index.HotIndex.read(root)
+    except TickFormatError as exc:
+        return [str(exc)]
+    if index is None:
+        return []
+    listed = {e.key: e for e in index.entries()}
+    on_disk = {e.key: e for e in hot_index.scan_index(root) if e.present}
+    repair = f"record the hot files as they are with `skewtape-pipeline rebuild-catalog {root}`"
+    problems = [
+        f"{root / listed[key].rel}: the hot index lists it but it is not on disk; restore it "
+        f"from a copy, or {repair} (its ticks are then gone)"
+        for key in sorted(listed.keys() - on_disk.keys())
+    ]
+    problems += [
+        f"{root / on_disk[key].rel}: on disk but not in the hot index (not published by a "
+        f"compaction, or its publication was cut short): readers do not see it; compact its "
+        f"symbol-day again, or {repair}"
+        for key in sorted(on_disk.keys() - listed.keys())
+    ]
+    return problems
 
 
 def _verified_version_files(

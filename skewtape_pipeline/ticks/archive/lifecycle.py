@@ -63,6 +63,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from skewtape_pipeline import faults, fsio, progress
 from skewtape_pipeline.arrow_memory import owned_buffer, owned_reader
@@ -84,6 +85,7 @@ from skewtape_pipeline.ticks.archive.catalog import (
     FileRecord,
     SourceStamp,
     SymbolDayKey,
+    file_rows,
     read_catalog,
     read_hot_records,
     resolve_hot,
@@ -93,15 +95,19 @@ from skewtape_pipeline.ticks.archive.catalog import (
 from skewtape_pipeline.ticks.archive.consolidate import (
     META_CATALOG_GENERATION,
     ConsolidatedFile,
-    SymbolDayRows,
+    PartSource,
     period_subfolder,
-    read_consolidated_file,
     read_footer,
-    write_consolidated_file,
+    read_symbol_day,
+    write_consolidated_files,
 )
 from skewtape_pipeline.ticks.archive.garbage import Garbage, remove_files, unreachable_files
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
-from skewtape_pipeline.ticks.archive.layout import ensure_archive_schema, staging_folder
+from skewtape_pipeline.ticks.archive.layout import (
+    ensure_archive_schema,
+    recorded_schema,
+    staging_folder,
+)
 from skewtape_pipeline.ticks.archive.placement import (
     HotFile,
     locate,
@@ -295,9 +301,9 @@ def _checked_tiers(archive: Archive, *, leftovers: bool = False) -> ArchiveTiers
 def _write_rewrites(archive: Archive, plan: RetierPlan, reader: _SourceReader) -> list[_Written]:
     """Write every file the plan rewrites (:func:`_write_rewrite`), reporting progress."""
     written: list[_Written] = []
-    for rewrite in plan.rewrites:
-        written.append(_write_rewrite(archive, plan, rewrite, reader))
-        progress.report("re-tiering", len(written), len(plan.rewrites), "files written")
+    for done, rewrite in enumerate(plan.rewrites, start=1):
+        written += _write_rewrite(archive, plan, rewrite, reader)
+        progress.report("re-tiering", done, len(plan.rewrites), "periods written")
     return written
 
 
@@ -347,46 +353,58 @@ class _Written:
 
 def _write_rewrite(
     archive: Archive, plan: RetierPlan, rewrite: Rewrite, reader: _SourceReader
-) -> _Written:
-    """Write one consolidated file from its symbol-days' current copies (verified row for row
-    before it appears); audit it. Returns it with its catalog partitions and the moves."""
+) -> list[_Written]:
+    """Write the consolidated files of one period from its symbol-days' current copies, read
+    one symbol-day at a time as the files are written row group by row group (each file
+    verified before it appears; a new file once one holds the tier's
+    ``consolidated_target_bytes``); audit each. Returns them with their catalog partitions and
+    the moves."""
     slots = plan.slots[(rewrite.tier, rewrite.period)]
+    stamps: dict[SymbolDayKey, SourceStamp | None] = {}
+
+    def source(slot: Slot) -> PartSource:
+        def read() -> TickBatch:
+            batch, stamps[slot.key] = reader.read(slot)
+            return batch
+
+        return PartSource(*slot.key, reader.rows_of(slot), read)
+
     reader.start()
-    read = [reader.read(slot) for slot in slots]
-    parts = [SymbolDayRows(*slot.key, batch) for slot, (batch, _) in zip(slots, read, strict=True)]
-    written, rel = _write_file(plan.generation, rewrite, parts)
-    partitions = [
-        CatalogPartition(*slot.key, rewrite.tier, rel, len(part.batch), share, stamp)
-        for slot, part, share, (_, stamp) in zip(
-            slots, parts, written.byte_shares, read, strict=True
-        )
-    ]
-    moved = plan.moves_by_key
-    moves = [
-        _partition_move(moved[slot.key], slot, partition, written.path)
-        for slot, partition in zip(slots, partitions, strict=True)
-        if slot.key in moved
-    ]
-    _audit_rewrite(archive, rewrite, written, rel, reader.sources_read())
-    faults.checkpoint(f"wrote:{written.path.name}")
-    return _Written(rewrite, written, rel, partitions, moves)
+    files = _write_files(archive, plan.generation, rewrite, [source(slot) for slot in slots])
+    by_key, moved, out = {slot.key: slot for slot in slots}, plan.moves_by_key, []
+    for written, rel in files:
+        partitions = [
+            CatalogPartition(symbol, day, rewrite.tier, rel, rows, share, stamps[(symbol, day)])
+            for (symbol, day, rows), share in zip(written.parts, written.byte_shares, strict=True)
+        ]
+        moves = [
+            _partition_move(moved[p.key], by_key[p.key], p, written.path)
+            for p in partitions
+            if p.key in moved
+        ]
+        _audit_rewrite(archive, rewrite, written, rel, reader.sources_read())
+        reader.start()
+        faults.checkpoint(f"wrote:{written.path.name}")
+        out.append(_Written(rewrite, written, rel, partitions, moves))
+    return out
 
 
-def _write_file(
-    generation: int, rewrite: Rewrite, parts: list[SymbolDayRows]
-) -> tuple[ConsolidatedFile, str]:
-    """``parts`` as one consolidated file of the rewrite's tier and period, written with the
+def _write_files(
+    archive: Archive, generation: int, rewrite: Rewrite, parts: list[PartSource]
+) -> list[tuple[ConsolidatedFile, str]]:
+    """``parts`` as the consolidated files of the rewrite's tier and period, written with the
     tier's settings into its store, both carried by ``rewrite`` (the store's archive marker
-    must match the parts' scales), listed by the catalog of ``generation + 1``. Returns the
-    file and its catalog path (``<TIER>/<path inside the tier's store>``)."""
-    first = parts[0].batch
-    ensure_archive_schema(
-        rewrite.store,
-        price_scale=first.price_scale,
-        quantity_scale=first.quantity_scale,
-        timestamp_unit=first.timestamp_unit,
-    )
-    written = write_consolidated_file(
+    must match the archive's scales), listed by the catalog of ``generation + 1``. Returns
+    each file and its catalog path (``<TIER>/<path inside the tier's store>``)."""
+    schema = recorded_schema(archive.root)
+    if schema is not None:
+        ensure_archive_schema(
+            rewrite.store,
+            price_scale=schema.price_scale,
+            quantity_scale=schema.quantity_scale,
+            timestamp_unit=schema.timestamp_unit,
+        )
+    files = write_consolidated_files(
         parts,
         period_subfolder(rewrite.period),
         store=rewrite.store,
@@ -398,8 +416,9 @@ def _write_file(
             META_CATALOG_GENERATION: str(generation + 1),  # the commit that lists it
         },
         checkpoint=faults.checkpoint,
+        target_bytes=rewrite.settings.consolidated_target_bytes,
     )
-    return written, f"{rewrite.tier}/{rewrite.store.relative(written.path)}"
+    return [(f, f"{rewrite.tier}/{rewrite.store.relative(f.path)}") for f in files]
 
 
 def _audit_rewrite(
@@ -456,7 +475,8 @@ class _SourceReader:
 
     def __init__(self, root: Path, catalog: Catalog):
         self.root, self.catalog = root, catalog
-        self._files: dict[str, dict[SymbolDayKey, TickBatch]] = {}
+        self._footers: dict[str, pq.FileMetaData] = {}
+        self._rows: dict[str, dict[SymbolDayKey, tuple[int, int]]] = {}
         self._read: dict[str, str] = {}
         self._records = read_hot_records(root)
 
@@ -471,10 +491,29 @@ class _SourceReader:
             return self._read_hot(slot.hot, slot.source.rel)
         entry = slot.entry
         assert entry is not None
-        if entry.file not in self._files:
-            self._files[entry.file] = self._read_consolidated(slot.source)
-        self._read[entry.file] = self.catalog.files[entry.file].sha256
-        return self._files[entry.file][entry.key], entry.source
+        footer = self._verified_consolidated(slot.source)
+        rows = self._rows_in(entry.file)[entry.key]
+        path = slot.source.file
+        try:
+            batch = read_symbol_day(path, footer, entry.key, rows)
+        except OSError as exc:  # a page that fails its checksum
+            raise DamagedFileError(
+                f"a page fails its checksum or decoding ({exc}); restore the file from a copy",
+                path=path,
+            ) from None
+        return batch, entry.source
+
+    def rows_of(self, slot: Slot) -> int:
+        """How many ticks the slot's symbol-day has (its hot file's footer, or the catalog)."""
+        if slot.hot is not None:
+            return read_footer(slot.hot.path).num_rows
+        assert slot.entry is not None
+        return slot.entry.rows
+
+    def _rows_in(self, file: str) -> dict[SymbolDayKey, tuple[int, int]]:
+        if file not in self._rows:
+            self._rows[file] = file_rows(self.catalog, file)
+        return self._rows[file]
 
     def _read_hot(self, hot: HotFile, rel: str) -> tuple[TickBatch, SourceStamp]:
         """The batch and the stamp (naming ``rel``, its catalog path) of exactly the bytes
@@ -499,7 +538,10 @@ class _SourceReader:
                 path=hot.path,
             ) from None
         self._read[rel] = digest
-        return batch, SourceStamp(rel, digest, st.st_size, st.st_ino, st.st_mtime_ns)
+        # The file as the hot index knows it (its bytes are the recorded ones, checked above):
+        # what ``placement.classified`` compares the stamp with, in a copy of the archive too.
+        stamp = hot.stamp
+        return batch, SourceStamp(rel, digest, st.st_size, stamp.inode, stamp.mtime_ns)
 
     def _check_record(self, hot: HotFile, found: FileRecord) -> None:
         """Refuse a hot file whose bytes read differ from its record, or that has none."""
@@ -514,9 +556,16 @@ class _SourceReader:
                 path=hot.path,
             )
 
-    def _read_consolidated(self, source: SourceFile) -> dict[SymbolDayKey, TickBatch]:
-        """Every symbol-day of the consolidated file ``source``, once its size and sha256 are
-        the catalog's (DamagedFileError naming the file and the difference, else)."""
+    def _verified_consolidated(self, source: SourceFile) -> pq.FileMetaData:
+        """The footer of the consolidated file ``source``, once its size and sha256 are the
+        catalog's (checked once; DamagedFileError naming the file and the difference,
+        else)."""
+        if source.rel not in self._footers:
+            self._check_consolidated(source)
+            self._footers = {source.rel: read_footer(source.file)}  # files are read in turn
+        return self._footers[source.rel]
+
+    def _check_consolidated(self, source: SourceFile) -> None:
         path, rel = source.file, source.rel
         listed, found = self.catalog.files[rel], []
         record = FileRecord(listed.bytes, listed.sha256)
@@ -529,7 +578,6 @@ class _SourceReader:
                 path=path,
             )
         self._read[rel] = found[0]
-        return {(p.symbol, p.day): p.batch for p in read_consolidated_file(path)}
 
     def sources_read(self) -> list[dict[str, str]]:
         return [{"file": rel, "sha256": digest} for rel, digest in sorted(self._read.items())]

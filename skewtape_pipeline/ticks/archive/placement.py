@@ -15,8 +15,11 @@ publisher corrected away (*withdrawn*) has no place: its consolidated copy is hi
 re-tiering rewrites the file without it.
 
 The catalog (``ticks.archive.catalog``) says which consolidated file holds each catalogued
-symbol-day (a local file, or an object when its tier root is an S3 prefix);
-this module reads it together with the hot files on disk, once, into that one placement.
+symbol-day (a local file, or an object when its tier root is an S3 prefix), the hot index
+(``ticks.archive.hot_index``) which hot files the archive holds, each with its record and its
+stamp when published; this module reads both, once, into that one placement (no listing of the
+root, unless the archive predates the hot index). Whether a hot file is the superseded one
+compares the stamp the index recorded with the catalog's source stamp.
 """
 
 from __future__ import annotations
@@ -26,31 +29,34 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from skewtape_pipeline.errors import TickFormatError
 from skewtape_pipeline.hashing import FileStamp
 from skewtape_pipeline.storage import TierFile, size_of
+from skewtape_pipeline.ticks.archive import hot_index
 from skewtape_pipeline.ticks.archive.catalog import (
     Catalog,
     CatalogPartition,
+    FileRecord,
     SymbolDayKey,
     read_catalog,
 )
 from skewtape_pipeline.ticks.archive.consolidate import read_footer
-from skewtape_pipeline.ticks.archive.layout import PART_FILE_NAME, decode_symbol
 from skewtape_pipeline.ticks.archive.policy import COLD, HOT, TIERS, WARM
 from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 
-HOT_GLOB = f"symbol=*/year=*/month=*/date=*/{PART_FILE_NAME}"
+HOT_GLOB = hot_index.HOT_GLOB
 
 
 @dataclass(frozen=True)
 class HotFile:
-    """A symbol-day file of the hot tier, and its stamp when it was listed."""
+    """A symbol-day file of the hot tier: its stamp when it was published (as the hot index
+    records it; when listed, for an archive without an index) and its record (size and
+    sha256; None when the index has none: a file written before hot files were recorded)."""
 
     symbol: str
     day: date
     path: Path
     stamp: FileStamp
+    record: FileRecord | None = None
 
     @property
     def key(self) -> SymbolDayKey:
@@ -58,24 +64,41 @@ class HotFile:
 
 
 def scan_hot_files(archive_root: Path) -> list[HotFile]:
-    """Every ``symbol=/year=/month=/date=/part-0.parquet`` under the root, by symbol then day.
+    """Every ``symbol=/year=/month=/date=/part-0.parquet`` under the root, by symbol then day (a
+    listing of the root: ``verify-archive`` and the index's rebuild compare it with the index).
 
     Raises TickFormatError for a partition folder whose name does not decode.
     """
-    found = []
-    for path in Path(archive_root).glob(HOT_GLOB):
-        symbol_dir, date_dir = path.parents[3].name, path.parent.name
-        try:
-            symbol = decode_symbol(symbol_dir.removeprefix("symbol="))
-            day = date.fromisoformat(date_dir.removeprefix("date="))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise TickFormatError(f"{path}: partition folder does not decode ({exc})") from None
+    root = Path(archive_root)
+    return [hot_file_of(root, e) for e in hot_index.scan_index(root) if e.present]
+
+
+def hot_files(archive_root: Path, index: hot_index.HotIndex | None = None) -> list[HotFile]:
+    """The hot files the archive holds, by symbol then day: from its hot index (``index``, or
+    read now), or a listing of the root when it has none (an archive written before the index;
+    its first writer builds one)."""
+    root = Path(archive_root)
+    if index is None:
+        index = hot_index.HotIndex.read(root)
+    if index is None:
+        records = hot_index.legacy_records(root)
+        return [hot_file_of(root, e) for e in hot_index.scan_index(root, records) if e.present]
+    return [hot_file_of(root, e) for e in index.entries()]
+
+
+def hot_file_of(root: Path, entry: hot_index.IndexEntry) -> HotFile:
+    """The :class:`HotFile` of an index entry of the archive at ``root``."""
+    path = Path(f"{root}/{entry.rel}")
+    stamp = entry.stamp
+    if stamp is None:  # a line of the older form: stamped now
         try:
             stamp = FileStamp.of(path)
         except FileNotFoundError:
-            continue  # removed while listing
-        found.append(HotFile(symbol, day, path, stamp))
-    return sorted(found, key=lambda h: h.key)
+            stamp = FileStamp(0, 0, -1, 0, 0)
+    record = None
+    if entry.sha256 is not None and entry.size is not None:
+        record = FileRecord(entry.size, entry.sha256)
+    return HotFile(entry.symbol, entry.day, path, stamp, record)
 
 
 @dataclass(frozen=True)
@@ -111,14 +134,20 @@ class ArchiveState:
 
 
 def archive_state(archive_root: Path) -> ArchiveState:
-    """Read the catalog once and classify every hot file against it (reads, writes nothing).
+    """Read the catalog and the hot index once and classify every hot file against the catalog
+    (reads, writes nothing; no listing of the root unless it has no index yet).
 
-    Raises TickFormatError for a damaged catalog or an undecodable partition folder.
+    Raises TickFormatError for a damaged catalog or hot index, or an undecodable partition
+    folder.
     """
     root = Path(archive_root)
-    catalog = read_catalog(root)
+    return classified(read_catalog(root), hot_files(root))
+
+
+def classified(catalog: Catalog, files: list[HotFile]) -> ArchiveState:
+    """The state of the hot ``files`` against ``catalog`` (see :class:`ArchiveState`)."""
     live, superseded, overridden = [], [], set()
-    for hot in scan_hot_files(root):
+    for hot in files:
         entry = catalog.partitions.get(hot.key)
         if entry is None:
             live.append(hot)

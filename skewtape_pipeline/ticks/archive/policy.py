@@ -99,6 +99,10 @@ DEFAULT_LAYOUTS: Mapping[str, str] = {HOT: LAYOUT_SYMBOL_DAY, WARM: LAYOUT_MONTH
 """The layout of a tier whose settings leave ``layout`` unset."""
 
 
+DEFAULT_CONSOLIDATED_TARGET_BYTES = 1_000_000_000
+"""A consolidated file's target size unless the tier says otherwise (1 GB)."""
+
+
 @dataclass(frozen=True)
 class TierSettings(WriterSettings):
     """How one tier writes its Parquet files (the writer settings, see
@@ -115,6 +119,11 @@ class TierSettings(WriterSettings):
         (a symbol-day larger than the target gets groups of its own, at most
         ``row_group_size`` rows each). Small groups let readers skip to a symbol and a date
         by row-group statistics; each costs a few hundred bytes of footer.
+    consolidated_target_bytes
+        The size a consolidated file grows to (default 1 GB): once a file holds this many
+        bytes, the period's next symbol-day begins a new file (a file passes the target by
+        at most a row group; each file is catalogued). Files written before were one per
+        period; both read alike.
     root
         Folder of the tier's consolidated files (warm and cold only); None: beside the
         archive root. A relative path is taken from the archive root's parent. An
@@ -131,6 +140,7 @@ class TierSettings(WriterSettings):
     layout: str | None = None
     consolidated_row_group_size: int = 2_048
     root: str | None = None
+    consolidated_target_bytes: int = DEFAULT_CONSOLIDATED_TARGET_BYTES
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -139,6 +149,11 @@ class TierSettings(WriterSettings):
         size = self.consolidated_row_group_size
         if not is_int(size) or size < 1:
             raise ConfigError(f"consolidated_row_group_size = {size!r}: expected an integer >= 1")
+        target = self.consolidated_target_bytes
+        if not is_int(target) or target < 1:
+            raise ConfigError(
+                f"consolidated_target_bytes = {target!r}: expected an integer >= 1 (bytes)"
+            )
         if self.root is not None and (not isinstance(self.root, str) or not self.root.strip()):
             raise ConfigError(f"root = {self.root!r}: expected a folder path (or leave it unset)")
         if self.root is not None:  # a URL other than s3:// is refused, never taken for a folder

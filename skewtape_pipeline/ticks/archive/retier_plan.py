@@ -26,8 +26,13 @@ from skewtape_pipeline.errors import ConfigError, TickFormatError
 from skewtape_pipeline.hashing import sha256_bytes
 from skewtape_pipeline.storage import TierFile, TierStore
 from skewtape_pipeline.ticks.archive.books import is_books_and_records
-from skewtape_pipeline.ticks.archive.catalog import Catalog, CatalogPartition, SymbolDayKey
-from skewtape_pipeline.ticks.archive.consolidate import read_consolidated_file, read_footer
+from skewtape_pipeline.ticks.archive.catalog import (
+    Catalog,
+    CatalogPartition,
+    SymbolDayKey,
+    file_rows,
+)
+from skewtape_pipeline.ticks.archive.consolidate import read_footer, read_symbol_day
 from skewtape_pipeline.ticks.archive.garbage import Garbage
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, HotFile, archive_state
 from skewtape_pipeline.ticks.archive.policy import HOT, TierSettings
@@ -212,7 +217,7 @@ class _Planner:
         """Slot every live hot file: refreshed when it holds its consolidated copy's ticks,
         dropped from the catalog when it stays hot, else moved to the tier its age calls for
         (or held in the colder tier its day already reached)."""
-        copies = _ConsolidatedCopies(self.files)
+        copies = _ConsolidatedCopies(self.files, self.catalog)
         for hot in self.state.hot_live:
             source = SourceFile(hot.path, self.hot_rels[hot.key])
             entry = self.catalog.partitions.get(hot.key)
@@ -340,10 +345,12 @@ def _purgeable(
 
 
 def _unchanged(held_now: Counter[str], slots: list[Slot], files: list[str]) -> bool:
-    """True when the target's one current file holds exactly these symbol-days already."""
-    if len(files) != 1 or any(s.entry is None or s.entry.file != files[0] for s in slots):
+    """True when the target's current files (one, or several for a period past the tier's
+    target size) hold exactly these symbol-days already."""
+    current = set(files)
+    if not current or any(s.entry is None or s.entry.file not in current for s in slots):
         return False
-    return held_now[files[0]] == len(slots)
+    return sum(held_now[f] for f in current) == len(slots)
 
 
 @dataclass(frozen=True)
@@ -365,9 +372,9 @@ class _ConsolidatedCopies:
     """Compares live hot files with the consolidated copies of their symbol-days (each
     consolidated file read at most once, from ``files``: the catalog's files resolved)."""
 
-    def __init__(self, files: Mapping[str, TierFile]):
-        self.files = files
-        self._files: dict[str, dict[SymbolDayKey, TickBatch]] = {}
+    def __init__(self, files: Mapping[str, TierFile], catalog: Catalog):
+        self.files, self.catalog = files, catalog
+        self._rows: dict[str, dict[SymbolDayKey, tuple[int, int]]] = {}
 
     def same_ticks(self, hot: HotFile, rel: str, entry: CatalogPartition) -> Refresh | None:
         """A :class:`Refresh` when ``hot`` (catalog path ``rel``) holds the bytes that were
@@ -389,12 +396,13 @@ class _ConsolidatedCopies:
         return Refresh(hot, rel, digest)
 
     def _copy(self, entry: CatalogPartition) -> TickBatch:
-        if entry.file not in self._files:
-            path = self.files[entry.file]
-            self._files[entry.file] = {
-                (p.symbol, p.day): p.batch for p in read_consolidated_file(path)
-            }
-        return self._files[entry.file][entry.key]
+        """The consolidated copy's ticks, its rows alone read (the catalog places them)."""
+        if entry.file not in self._rows:
+            self._rows[entry.file] = file_rows(self.catalog, entry.file)
+        path = self.files[entry.file]
+        return read_symbol_day(
+            path, read_footer(path), entry.key, self._rows[entry.file][entry.key]
+        )
 
 
 def _check_date(value: object) -> date:

@@ -60,7 +60,7 @@ def hot_record(
 ) -> FileRecord | None:
     """The record of ``hot`` (its path ``rel``): its latest hot file record, else the catalog's
     source stamp when re-tiering read exactly this file; None when neither exists."""
-    found = records.get(rel)
+    found = hot.record if hot.record is not None else records.get(rel)
     if found is not None:
         return found
     entry = catalog.partitions.get(hot.key)
@@ -90,6 +90,21 @@ def required_hot_record(
             paths=[hot.path],
         )
     return record
+
+
+def current_stamp(root: Path, path: Path) -> FileStamp:
+    """The stamp of the hot file ``path`` now (taken before it is read); CatalogMismatchError
+    naming it and the repair when the hot index lists it but it is not on disk."""
+    try:
+        return FileStamp.of(path)
+    except FileNotFoundError:
+        raise CatalogMismatchError(
+            f"{path}: the hot index lists it but it is not on disk (removed behind the "
+            "archive's back); restore it from a copy, or compact its symbol-day again, or "
+            f"record the hot files as they are with `skewtape-pipeline rebuild-catalog {root}` "
+            "(its ticks are then gone from the archive)",
+            paths=[path],
+        ) from None
 
 
 def record_problems(
@@ -139,13 +154,15 @@ class VerifiedFiles:
         """
         rel = hot_rel(self.root, hot)
         record = required_hot_record(self.root, hot, catalog, self.records, "it is read", rel)
+        stamp = current_stamp(self.root, hot.path)
         try:
-            self.check(rel, hot.path, hot.stamp, record, WRITTEN_BY_COMPACTION)
+            self.check(rel, hot.path, stamp, record, WRITTEN_BY_COMPACTION)
         except DamagedFileError:
             self.records = read_hot_records(self.root)  # a compaction may have just replaced it
             if self.records.get(rel, record) == record:
                 raise
-            self.check(rel, hot.path, hot.stamp, self.records[rel], WRITTEN_BY_COMPACTION)
+            stamp = current_stamp(self.root, hot.path)
+            self.check(rel, hot.path, stamp, self.records[rel], WRITTEN_BY_COMPACTION)
 
     def check(
         self, rel: str, path: TierFile, stamp: FileStamp, record: FileRecord, whose: str

@@ -71,14 +71,27 @@ from skewtape_pipeline.ticks.archive.catalog import (
     SymbolDayKey,
     catalog_path,
     parse_catalog,
-    read_hot_records,
+    read_catalog,
+)
+from skewtape_pipeline.ticks.archive.hot_index import (
+    HotIndex,
+    IndexEntry,
+    IndexMark,
+    ensure_index,
+    fold_if_long,
 )
 from skewtape_pipeline.ticks.archive.layout import (
     ARCHIVE_LOCK_WAIT_SECONDS,
     archive_lock,
     encode_symbol,
 )
-from skewtape_pipeline.ticks.archive.placement import ArchiveState, HotFile, archive_state
+from skewtape_pipeline.ticks.archive.placement import (
+    ArchiveState,
+    HotFile,
+    classified,
+    hot_file_of,
+    hot_files,
+)
 from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.trust import VerifiedFiles, verify_consolidated
 
@@ -135,10 +148,14 @@ class Version:
     generation: int
     changed: list[SymbolDayKey]
     sources: list[tuple[str, date, str]]
+    hot_index: IndexMark | None = None
+    """Where the hot index stood when the version was taken (the next version reads the lines
+    after it: ``hot_index.HotIndex.changes_since``); None for versions recorded before."""
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON-ready values (dates as ISO text)."""
         return {
+            "hot_index": None if self.hot_index is None else self.hot_index.to_list(),
             "version": self.version,
             "time": self.time.isoformat().replace("+00:00", "Z"),
             "time_ns": self.time_ns,
@@ -296,6 +313,7 @@ def _parse_record(body: Any, path: Path) -> Version:
             generation=body["generation"],
             changed=[(s, date.fromisoformat(d)) for s, d in body["changed"]],
             sources=[(s, date.fromisoformat(d), b) for s, d, b in body["sources"]],
+            hot_index=IndexMark.from_list(body.get("hot_index")),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise VersionError(f"{path}: not a version record ({exc!r})") from None
@@ -333,19 +351,29 @@ def record_version(
     version's (nothing written). ``sources`` name the source bundle of symbol-days written
     from the mirror (kept for those the version changed).
 
+    What it reads follows what changed: while the catalog is the latest version's, only the
+    hot index's lines since that version (``HotIndex.changes_since``) and the catalog entries
+    of their symbol-days; otherwise (a re-tiering, a withdrawal, a rebuild, the first version,
+    a version recorded before the hot index) every live hot file against the latest version's.
+
     Raises TickFormatError for a damaged catalog, VersionError for a damaged version log.
     """
     root = Path(archive_root)
-    state = archive_state(root)
-    records = read_hot_records(root)
-    entries = [_keep_hot(root, hot, records.get(_rel(root, hot))) for hot in state.hot_live]
-    catalog = _snapshot_catalog(root)
+    index = ensure_index(root)
+    catalog_digest = _snapshot_catalog(root)
     previous = latest_version(root)
-    before = [] if previous is None else read_manifest(root, previous)
-    if previous is not None and previous.catalog == catalog and before == _by_key(entries):
+    diff = None
+    if previous is not None and previous.catalog == catalog_digest:
+        diff = index.changes_since(previous.hot_index)
+    if diff is None:
+        recorded = _everything(root, index, previous, catalog_digest)
+    else:
+        assert previous is not None
+        recorded = _what_changed(root, index, previous, diff)
+    if recorded is None:
+        fold_if_long(index)
         return None
-    manifest = _write_manifest(root, entries, previous, before)
-    changed = _changed(root, previous, state, entries, before)
+    manifest, changed, generation = recorded
     count = version_count(root)
     time_ns = _next_time(root, count)
     version = Version(
@@ -355,11 +383,12 @@ def record_version(
         ),
         time_ns=time_ns,
         operation=operation,
-        catalog=catalog,
+        catalog=catalog_digest,
         manifest=manifest,
-        generation=state.catalog.generation,
+        generation=generation,
         changed=changed,
         sources=sorted((s, d, b) for (s, d), b in (sources or {}).items() if (s, d) in changed),
+        hot_index=index.mark,
     )
     faults.checkpoint("version-snapshots")
     fsio.atomic_write_bytes(record_path(root, version.version), _dumps(version.to_dict()))
@@ -367,7 +396,75 @@ def record_version(
     _append_index(root, count, time_ns)
     faults.checkpoint("version-indexed")
     audit(root, audit_log, [_audit_record(root, version)])
+    fold_if_long(index)
     return version
+
+
+def _everything(
+    root: Path, index: HotIndex, previous: Version | None, catalog_digest: str | None
+) -> tuple[str, list[SymbolDayKey], int] | None:
+    """(manifest, changed, generation) of the state now compared whole with ``previous``'s;
+    None when they are the same."""
+    state = classified(read_catalog(root), hot_files(root, index))
+    entries = [_keep_hot(root, hot, hot.record) for hot in state.hot_live]
+    before = [] if previous is None else read_manifest(root, previous)
+    if previous is not None and previous.catalog == catalog_digest and before == _by_key(entries):
+        return None
+    manifest = _write_manifest(root, entries, previous, before)
+    changed = _changed(root, previous, state, entries, before)
+    return manifest, changed, state.catalog.generation
+
+
+def _what_changed(
+    root: Path,
+    index: HotIndex,
+    previous: Version,
+    diff: list[tuple[SymbolDayKey, IndexEntry | None, IndexEntry]],
+) -> tuple[str, list[SymbolDayKey], int] | None:
+    """(manifest, changed, generation) from the hot index's lines since ``previous`` alone,
+    the catalog being ``previous``'s: the live hot files they changed (kept under their
+    content names) written as a delta of ``previous``'s manifest; None when none changed."""
+    catalog = _version_catalog(root, previous) if diff else Catalog()
+    now: dict[SymbolDayKey, HotEntry | None] = {}
+    for key, before, after in diff:
+        old, new = _live(catalog, before), _live(catalog, after)
+        if old is None and new is None:
+            continue
+        if new is not None:
+            hot = hot_file_of(root, new)
+            kept = _keep_hot(root, hot, hot.record)
+        else:
+            kept = None
+        was = None if old is None else HotEntry(*key, old.sha256 or "", old.size or 0)
+        if kept != was:
+            now[key] = kept
+    if not now:
+        return None
+    rows = [e if e is not None else HotEntry(*k, "", -1) for k, e in sorted(now.items())]
+    depth = _manifest_header(root, previous.manifest)[1] + 1
+    if depth <= MAX_DELTA_DEPTH:
+        manifest = _manifest_file(root, rows, (previous.manifest, depth))
+    else:
+        merged = {e.key: e for e in read_manifest(root, previous)}
+        for key, entry in now.items():
+            if entry is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = entry
+        manifest = _manifest_file(root, [merged[k] for k in sorted(merged)], ("", 0))
+    return manifest, sorted(now), previous.generation
+
+
+def _live(catalog: Catalog, entry: IndexEntry | None) -> IndexEntry | None:
+    """``entry`` when it is a live hot file under ``catalog`` (present, not the source a
+    consolidated copy was read from: ``placement.classified``)."""
+    if entry is None or not entry.present:
+        return None
+    part = catalog.partitions.get(entry.key)
+    source = None if part is None else part.source
+    if source is not None and entry.stamp is not None and source.same_file(entry.stamp):
+        return None
+    return entry
 
 
 def commit_version(
@@ -413,10 +510,6 @@ def _next_time(root: Path, count: int) -> int:
 
 def _by_key(entries: Iterable[HotEntry]) -> list[HotEntry]:
     return sorted(entries, key=lambda e: e.key)
-
-
-def _rel(root: Path, hot: HotFile) -> str:
-    return hot.path.relative_to(root).as_posix()
 
 
 def _keep_hot(root: Path, hot: HotFile, record: FileRecord | None) -> HotEntry:
@@ -489,6 +582,12 @@ def _write_manifest(
         rows, header = _by_key(delta + gone), (previous.manifest, depth)
     else:
         rows, header = _by_key(entries), ("", 0)
+    return _manifest_file(root, rows, header)
+
+
+def _manifest_file(root: Path, rows: list[HotEntry], header: tuple[str, int]) -> str:
+    """Write the manifest of ``rows`` (sorted; ``header``: the manifest it is a delta of and
+    its depth, ("", 0) for a whole list), content-named if new; its sha256."""
     table = pa.table(
         {
             "symbol": [e.symbol for e in rows],
@@ -601,14 +700,26 @@ def _manifest_rows(table: pa.Table) -> list[HotEntry]:
     ]
 
 
+_CATALOGS: dict[str, Catalog] = {}
+"""Catalog snapshots parsed in this process, by sha256 (content-named: the same bytes in any
+archive), the last few kept."""
+
+
 def _version_catalog(root: Path, version: Version) -> Catalog:
     if version.catalog is None:
         return Catalog()
+    cached = _CATALOGS.get(version.catalog)
+    if cached is not None:
+        return cached
     path = catalog_snapshot_path(root, version.catalog)
     raw = fsio.read_state_bytes(path)
     if raw is None:
         raise VersionError(f"{path}: version {version.version}'s catalog is missing")
-    return parse_catalog(path, raw)
+    catalog = parse_catalog(path, raw)
+    if len(_CATALOGS) >= 4:
+        _CATALOGS.pop(next(iter(_CATALOGS)))
+    _CATALOGS[version.catalog] = catalog
+    return catalog
 
 
 def version_state(archive_root: Path, version: Version) -> ArchiveState:

@@ -30,6 +30,7 @@ from skewtape_pipeline.ticks.archive.catalog import (
     write_catalog,
 )
 from skewtape_pipeline.ticks.archive.garbage import Garbage, remove_files
+from skewtape_pipeline.ticks.archive.hot_index import HotIndex, ensure_index
 from skewtape_pipeline.ticks.archive.integrity import checked_catalog
 from skewtape_pipeline.ticks.archive.layout import partition_file
 from skewtape_pipeline.ticks.archive.lifecycle import remove_stale_catalog_temps
@@ -83,13 +84,21 @@ def remove_symbol_days(archive: Archive, keys: Iterable[SymbolDayKey]) -> list[R
         if hot.exists() or key in catalog.partitions:
             check_may_delete(root, hot, why=_why(key), audit_log=archive.audit_log)
     hot_files = [partition_file(root, *key) for key in wanted]
-    if not any(hot.exists() for hot in hot_files) and not _to_withdraw(catalog, wanted):
+    listed = HotIndex.read(root)
+    if (
+        not any(hot.exists() for hot in hot_files)
+        and not _to_withdraw(catalog, wanted)
+        and not (listed is not None and any(listed.present(key) for key in wanted))
+    ):
         return [Removal(*key, removed_file=False, withdrawn=False) for key in wanted]
     with archive.locked("removing"):
         withdrawn = set(_withdraw_locked(archive, wanted))
         pairs = list(zip(wanted, hot_files, strict=True))
+        index = ensure_index(root)
         gone = [
-            Garbage(hot, archive.relative(hot), _why(key)) for key, hot in pairs if hot.exists()
+            Garbage(hot, archive.relative(hot), _why(key))
+            for key, hot in pairs
+            if hot.exists() or index.present(key) is not None
         ]
         removed = set(remove_files(archive, gone))
         removals = [

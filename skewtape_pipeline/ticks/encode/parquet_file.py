@@ -336,24 +336,66 @@ def write_table(
     metadata: Mapping[str, str],
 ) -> None:
     """Write ``table``, many symbol-days (``symbol``, ``date`` and the archive columns, sorted
-    by symbol, date then time), to ``path`` in ``row_groups`` (``(start, stop)`` row ranges),
-    with ``settings`` (this and :func:`write_verified_file` are the writer's two entry
-    points): encodings measured on a sample (:func:`choose_encodings`, ``ts`` and ``date`` too;
-    ``symbol`` and ``side`` dictionary encoded), statistics on
-    :data:`STATISTICS_COLUMNS`, no page index, sorted by symbol, date and time. The key-value
-    metadata is ``metadata`` then every tick file's (:func:`file_metadata`, scales and timestamp
-    unit of ``like``, layout ``consolidated``). Does not fsync.
-    """
-    choice = choose_encodings(table, settings, ts_sorted=False, more={"date": _DATE_CANDIDATES})
-    choice = replace(choice, dictionary_columns=["symbol", *choice.dictionary_columns])
-    compression, level = settings.compression, settings.compression_level
-    options = {
-        **writer_options(compression, level, choice, sorting_columns=(0, 1, 2)),
-        "write_statistics": STATISTICS_COLUMNS,
-        "write_page_index": False,
-    }
-    key_values = {**metadata, **file_metadata(like, level, layout=CONSOLIDATED)}
-    _write_parquet(table, path, options=options, row_groups=row_groups, key_values=key_values)
+    by symbol, date then time), to ``path`` in ``row_groups`` (``(start, stop)`` row ranges)
+    with ``settings``, as :class:`ConsolidatedWriter` writes (this and
+    :func:`write_verified_file` are the writer's two entry points). Does not fsync."""
+    with ConsolidatedWriter(path, table, settings) as writer:
+        for start, stop in row_groups:
+            writer.write(table.slice(start, stop - start))
+        writer.finish(metadata, like=like)
+
+
+class ConsolidatedWriter:
+    """A consolidated file written row group by row group (many symbol-days: ``symbol``,
+    ``date`` and the archive columns, sorted by symbol, date then time) with ``settings``:
+    encodings measured on ``sample``, its first rows (:func:`choose_encodings`, ``ts`` and
+    ``date`` too; ``symbol`` and ``side`` dictionary encoded), statistics on
+    :data:`STATISTICS_COLUMNS`, no page index, sorted by symbol, date and time. :meth:`finish`
+    adds the key-value metadata: the caller's, then every tick file's (:func:`file_metadata`,
+    scales and timestamp unit of ``like``, layout ``consolidated``). Does not fsync."""
+
+    def __init__(self, path: Path, sample: pa.Table, settings: WriterSettings):
+        more = {"date": _DATE_CANDIDATES}
+        choice = choose_encodings(sample, settings, ts_sorted=False, more=more)
+        choice = replace(choice, dictionary_columns=["symbol", *choice.dictionary_columns])
+        self._level = settings.compression_level
+        options = {
+            **writer_options(settings.compression, self._level, choice, sorting_columns=(0, 1, 2)),
+            "write_statistics": STATISTICS_COLUMNS,
+            "write_page_index": False,
+        }
+        self._sink = pa.OSFile(str(path), "wb")
+        self._writer = pq.ParquetWriter(self._sink, sample.schema, **options)
+        self._open = True
+
+    def write(self, rows: pa.Table) -> None:
+        """``rows`` as one row group."""
+        self._writer.write_table(rows, row_group_size=max(rows.num_rows, 1))
+
+    @property
+    def bytes_written(self) -> int:
+        """Bytes in the file so far (complete row groups)."""
+        return self._sink.tell()
+
+    def finish(self, metadata: Mapping[str, str], *, like: TickBatch) -> None:
+        """Add the key-value metadata and close the file."""
+        key_values = {**metadata, **file_metadata(like, self._level, layout=CONSOLIDATED)}
+        self._writer.add_key_value_metadata(key_values)
+        self._close()
+
+    def _close(self) -> None:
+        if self._open:
+            self._open = False
+            try:
+                self._writer.close()
+            finally:
+                self._sink.close()
+
+    def __enter__(self) -> ConsolidatedWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._close()
 
 
 def writer_options(

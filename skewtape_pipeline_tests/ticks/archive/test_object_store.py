@@ -39,6 +39,7 @@ from skewtape_pipeline.ticks.archive.query import run_query, ticks_view_sql
 from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.versions import snapshot_dirs
 from skewtape_pipeline_tests.scale_out.servers import free_port
+from skewtape_pipeline_tests.ticks.archive.test_reads import assert_reads_as_the_view
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
@@ -578,3 +579,21 @@ def test_retier_on_s3_in_books_and_records_mode_retains_replaced_objects(
     records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     [record] = [r for r in records if r["event"] == EVENT_REFUSED]
     assert record["file"] == str(refused.value.path)
+
+
+def test_archive_read_over_s3_tiers_equals_the_view_and_refuses_an_object_changed_since(
+    tmp_path, no_fsync, s3_env
+):
+    root, policy = tiered_on_s3(tmp_path, s3_env)
+    handle = Archive(root, policy=policy, audit_log=None)
+    assert_reads_as_the_view(handle)
+    handle.retier(as_of=STAGE_2)  # every day cold, in the S3 cold root
+    assert set(handle.read(columns=["tier"])["tier"].to_pylist()) == {COLD}
+    assert_reads_as_the_view(handle)
+    assert_reads_as_the_view(handle, as_of=1)  # before: hot, warm and cold
+    [cold] = [f for f in read_catalog(root).files.values() if f.tier == COLD]
+    uri = str(handle.tiers.resolve(cold.path))
+    flip_a_byte(s3_env, uri)
+    with pytest.raises(DamagedFileError, match="the catalog recorded") as raised:
+        handle.read(["ES"])
+    assert uri in str(raised.value)

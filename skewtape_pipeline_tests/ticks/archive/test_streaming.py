@@ -23,6 +23,7 @@ from skewtape_pipeline.errors import ConfigError, TickValidationError
 from skewtape_pipeline.progress import ProgressLine
 from skewtape_pipeline.ticks.archive.catalog import hot_records_path, read_hot_records
 from skewtape_pipeline.ticks.archive.compact import CompactionRun, compact_source, compact_ticks
+from skewtape_pipeline.ticks.archive.hot_index import index_path
 from skewtape_pipeline.ticks.archive.layout import staging_folder
 from skewtape_pipeline.ticks.archive.spill import SymbolDayRouter
 from skewtape_pipeline.ticks.archive.versions import VERSIONS_DIR
@@ -166,7 +167,7 @@ def archive_bytes(out: Path) -> dict[str, object]:
         and ".skewtape-staging" not in path.parts
         and VERSIONS_DIR not in path.parts
         and not path.name.endswith(".lock")
-        and path != hot_records_path(out)
+        and path not in (hot_records_path(out), index_path(out))
     }
     if (out / VERSIONS_DIR).exists():
         files["versions"] = version_records_without_times(out)
@@ -180,7 +181,8 @@ def version_records_without_times(out: Path) -> list[dict]:
     only part of a version that two runs over the same input do not share)."""
     records = sorted((out / VERSIONS_DIR).rglob("records/*.json"))
     untimed = [json.loads(path.read_bytes()) for path in records]
-    return [{k: v for k, v in r.items() if k not in ("time", "time_ns")} for r in untimed]
+    skipped = ("time", "time_ns", "hot_index")  # the hot index's mark names its log's inode
+    return [{k: v for k, v in r.items() if k not in skipped} for r in untimed]
 
 
 def report_facts(reports) -> list[dict]:

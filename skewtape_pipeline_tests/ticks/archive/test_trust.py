@@ -22,7 +22,7 @@ from skewtape_pipeline.errors import (
 )
 from skewtape_pipeline.ticks.archive import trust
 from skewtape_pipeline.ticks.archive.books import enable_books_and_records
-from skewtape_pipeline.ticks.archive.catalog import read_catalog
+from skewtape_pipeline.ticks.archive.catalog import read_catalog, read_hot_records
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.integrity import verify_archive
@@ -49,6 +49,7 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
 from skewtape_pipeline_tests.ticks.conftest import archive_at
 
 HOT_RECORDS = "_skewtape_hot_files.jsonl"
+HOT_INDEX = "_skewtape_hot_index.pq"
 SUM_SQL = "SELECT sum(quantity) AS q, sum(price) AS p FROM ticks"
 
 
@@ -159,6 +160,7 @@ def test_hot_records_when_a_line_is_malformed_every_command_refuses_naming_it(ti
 
 def test_archive_without_hot_records_when_verified_says_how_and_rebuild_records_them(tiered):
     (tiered / HOT_RECORDS).unlink()  # an archive written before hot files were recorded
+    (tiered / HOT_INDEX).unlink()  # (and before the hot index)
     live = [h.path for h in archive_state(tiered).hot_live]
     problems = verify_archive(ArchiveTiers.of(tiered, POLICY)).problems
     assert len(problems) == len(live)
@@ -189,8 +191,8 @@ def test_retier_when_done_leaves_one_record_per_hot_file_path(hot_only):
     Archive(hot_only, policy=POLICY, audit_log=None).retier(
         as_of=STAGE_1
     )  # removes the hot files it moved
-    lines = (hot_only / HOT_RECORDS).read_text().splitlines()
-    assert len(lines) == len(SYMBOLS) * len(DAYS)  # the latest record of every path
+    assert (hot_only / HOT_RECORDS).read_text() == ""  # folded into the hot index
+    assert len(read_hot_records(hot_only)) == len(SYMBOLS) * len(DAYS)  # one per path
     assert verify_archive(ArchiveTiers.of(hot_only, POLICY), full=True).ok
 
 

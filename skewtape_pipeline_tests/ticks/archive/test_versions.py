@@ -35,6 +35,7 @@ from skewtape_pipeline.ticks.archive.versions import (
     versions_dir,
 )
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
+from skewtape_pipeline_tests.ticks.archive.test_reads import assert_reads_as_the_view
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
@@ -48,6 +49,12 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
 from skewtape_pipeline_tests.ticks.conftest import archive_at
 
 KEYS = [(symbol, day) for symbol in ("ES", "CL/F") for day in DAYS[:4]]
+READS = [
+    {},
+    {"symbols": ["ES"], "start": DAYS[1]},
+    {"symbols": ["CL/F", "ES"], "start": DAYS[0], "end": DAYS[2], "columns": ["ts", "tier"]},
+]
+"""The reads compared with the view after every operation (``test_reads``)."""
 COLUMNS = "symbol, date, ts, price, quantity, side, tier"
 
 
@@ -343,6 +350,7 @@ def test_every_version_reads_as_the_view_read_right_after_it_committed(
     for key in KEYS[::3]:
         compact(root, key)
     captured = {version_count(root): rows(root)}
+    handle = Archive(root, policy=POLICY, audit_log=None)  # kept throughout: revalidates
     for name, key, arg in operations:
         if name == "compact":
             compact(root, key, variant=arg)
@@ -353,8 +361,10 @@ def test_every_version_reads_as_the_view_read_right_after_it_committed(
         else:
             Archive(root, policy=POLICY, audit_log=None).retier(as_of=(STAGE_1, STAGE_2)[arg])
         captured.setdefault(version_count(root), rows(root))
+        assert_reads_as_the_view(handle, queries=READS)  # the view's rows, in its order
     for number, expected in captured.items():
         assert rows(root, as_of=number) == expected, number
+        assert_reads_as_the_view(handle, as_of=number, queries=READS)
 
 
 # --- crashes ------------------------------------------------------------------------------------

@@ -1,0 +1,671 @@
+"""The hot tier's index: which symbol-day files the hot tier holds, each with the record it was
+published with (size, sha256) and its stamp then, kept up to date at publication.
+
+Readers and writers find hot files here instead of listing the archive root: a read of some
+symbol-days looks them up (no directory scan, no stat of files it does not read), a commit
+reads what changed since the last version (no scan of every hot file).
+
+On disk, two files in the archive root, both written under the archive's lock:
+
+- ``_skewtape_hot_index.pq``, the *base*: one row per symbol-day that has or had a hot file,
+  sorted by symbol then date (``symbol``, ``date``, ``sha256`` (32 bytes), ``size``, the stamp at
+  publication ``device``, ``inode``, ``mtime_ns``, ``ctime_ns``, ``present``: the file is in the
+  hot tier, and ``seq``: the number of the log line that last set it); its key-value metadata
+  ``skewtape_hot_index`` holds JSON: ``format``, ``version``, ``seq`` (the last line folded in)
+  and ``log`` (``[inode, lines]``: the log it folded and how many of its lines). Replaced
+  atomically.
+- ``_skewtape_hot_files.jsonl``, the *log* (the hot file records of ``ticks.archive.catalog``):
+  one JSON object per line, appended and fsynced right after a file is renamed into place
+  (``{"path", "sha256", "size", "stamp": [device, inode, size, mtime_ns, ctime_ns]}``) or removed
+  (``{"path", "gone": true}``); a line of the older form (``path``, ``sha256``, ``size``) records
+  a file without its stamp. The last line of a path wins over the base. When the log grows past
+  :data:`FOLD_LINES` lines it is folded into a new base and replaced by an empty log (the base
+  first: a crash between leaves lines the base names as folded, which are skipped).
+
+Every line has a number (``seq``), counted on from the base's: a version records the number it
+was taken at, so the next one reads only the lines after it (:meth:`HotIndex.changes_since`).
+
+An archive written before the index existed has no base: readers then list the root as before
+(:func:`scan_index`, once per read), and the first writer (compaction, re-tiering, removal, the
+catalog rebuild) builds the base from that listing under the lock (:func:`ensure_index`).
+``rebuild-catalog`` builds it again from the files on disk; ``verify-archive`` compares it with
+them. A line cut short by a crash (no final newline) is ignored and cut off by the next append.
+"""
+
+from __future__ import annotations
+
+import bisect
+import difflib
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import date
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from skewtape_pipeline import fsio
+from skewtape_pipeline.arrow_memory import owned_reader
+from skewtape_pipeline.errors import TickFormatError
+from skewtape_pipeline.hashing import FileStamp, is_sha256_hex
+from skewtape_pipeline.ticks.archive.layout import PART_FILE_NAME, decode_symbol, encode_symbol
+
+INDEX_FILE = "_skewtape_hot_index.pq"
+"""Not ``.parquet``: a reader globbing the root's ``**/*.parquet`` (the hot tier's plain layout)
+never meets it."""
+LOG_FILE = "_skewtape_hot_files.jsonl"
+INDEX_FORMAT = "skewtape-hot-index"
+INDEX_VERSION = 1
+METADATA_KEY = "skewtape_hot_index"
+FOLD_LINES = 2048
+"""The log is folded into the base once it holds this many lines (so reading it stays cheap,
+and folding, which costs the index's size, happens once per this many publications)."""
+HOT_GLOB = f"symbol=*/year=*/month=*/date=*/{PART_FILE_NAME}"
+
+SymbolDayKey = tuple[str, date]
+
+SCHEMA = pa.schema(
+    [
+        pa.field("symbol", pa.string(), nullable=False),
+        pa.field("date", pa.date32(), nullable=False),
+        pa.field("sha256", pa.binary(32)),
+        pa.field("size", pa.int64()),
+        pa.field("device", pa.uint64()),
+        pa.field("inode", pa.uint64()),
+        pa.field("mtime_ns", pa.int64()),
+        pa.field("ctime_ns", pa.int64()),
+        pa.field("present", pa.bool_(), nullable=False),
+        pa.field("seq", pa.int64(), nullable=False),
+    ]
+)
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """One symbol-day of the index: its record (size, sha256; None for a file found on disk
+    that was never recorded), its stamp when published (None when unknown), whether the hot
+    tier holds it now, and the log line that last set it."""
+
+    symbol: str
+    day: date
+    size: int | None
+    sha256: str | None
+    stamp: FileStamp | None
+    present: bool
+    seq: int
+
+    @property
+    def key(self) -> SymbolDayKey:
+        return (self.symbol, self.day)
+
+    @property
+    def rel(self) -> str:
+        return hot_rel_of(self.symbol, self.day)
+
+
+@dataclass(frozen=True)
+class IndexMark:
+    """Where the index stood: the last line's number, and the log's inode and byte length then
+    (so the lines after it are read from that offset while the log is the same file)."""
+
+    seq: int
+    log_inode: int
+    log_offset: int
+
+    def to_list(self) -> list[int]:
+        return [self.seq, self.log_inode, self.log_offset]
+
+    @classmethod
+    def from_list(cls, value: object) -> IndexMark | None:
+        if (
+            isinstance(value, list)
+            and len(value) == 3
+            and all(isinstance(n, int) and not isinstance(n, bool) for n in value)
+        ):
+            return cls(*value)
+        return None
+
+
+def index_path(root: Path) -> Path:
+    return Path(root) / INDEX_FILE
+
+
+def log_path(root: Path) -> Path:
+    return Path(root) / LOG_FILE
+
+
+def hot_rel_of(symbol: str, day: date) -> str:
+    """The hot file of a symbol-day, relative to the archive root (``layout.partition_file``)."""
+    return (
+        f"symbol={_folder(symbol)}/year={day.year:04d}/month={day.month:02d}"
+        f"/date={day.isoformat()}/{PART_FILE_NAME}"
+    )
+
+
+_FOLDERS: dict[str, str] = {}
+
+
+def _folder(symbol: str) -> str:
+    folder = _FOLDERS.get(symbol)
+    if folder is None:
+        folder = encode_symbol(symbol)
+        if len(_FOLDERS) < 100_000:
+            _FOLDERS[symbol] = folder
+    return folder
+
+
+def key_of_rel(rel: str) -> SymbolDayKey | None:
+    """The symbol-day a hot file path (relative to the root) names; None when it names none."""
+    parts = rel.split("/")
+    if len(parts) != 5 or parts[4] != PART_FILE_NAME:
+        return None
+    folder, year, month, day = parts[:4]
+    if not (folder.startswith("symbol=") and day.startswith("date=")):
+        return None
+    try:
+        symbol = decode_symbol(folder[7:])
+        when = date.fromisoformat(day[5:])
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if year != f"year={when.year:04d}" or month != f"month={when.month:02d}" or not symbol:
+        return None
+    return symbol, when
+
+
+# --- reading ------------------------------------------------------------------------------------
+
+
+class HotIndex:
+    """The hot index of one archive as read once (base and log), with lookups by symbol-day and
+    symbol that build no object per row until asked; :meth:`refreshed` reads only what was
+    appended since (see the module notes)."""
+
+    def __init__(
+        self,
+        root: Path,
+        base: pa.Table,
+        base_stamp: FileStamp | None,
+        base_seq: int,
+        skip: tuple[int, int],
+    ):
+        self.root = Path(root)
+        self._base = base
+        self._base_stamp = base_stamp
+        self._base_seq = base_seq
+        self._seq = base_seq
+        self._skip = skip
+        self._log: dict[SymbolDayKey, IndexEntry] = {}
+        self._history: list[tuple[int, SymbolDayKey, IndexEntry | None]] = []
+        self._decoded: dict[int, IndexEntry] = {}
+        self._log_inode = 0
+        self._offset = 0
+        self._lines = 0
+
+    # -- building
+
+    @classmethod
+    def read(cls, root: Path) -> HotIndex | None:
+        """The index of the archive at ``root``; None when it has no base (an archive written
+        before the index: see :func:`scan_index`).
+
+        Raises TickFormatError naming the file and the line or column that is malformed.
+        """
+        path = index_path(root)
+        try:
+            with open(path, "rb") as handle:
+                st = os.fstat(handle.fileno())
+                raw = handle.read()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise TickFormatError(f"{path}: cannot read the hot index ({exc.strerror})") from None
+        base, seq, skip = _parse_base(path, raw)
+        index = cls(root, base, FileStamp.from_stat(st), seq, skip)
+        index._read_log()
+        return index
+
+    def refreshed(self) -> HotIndex | None:
+        """This index brought up to date: the lines appended since it was read, or the whole
+        index read again when the base or the log was replaced (None: the base is gone)."""
+        try:
+            stamp = FileStamp.of(index_path(self.root))
+        except FileNotFoundError:
+            return None
+        if stamp != self._base_stamp:
+            return HotIndex.read(self.root)
+        try:
+            st = os.stat(log_path(self.root))
+        except FileNotFoundError:
+            st = None
+        if st is None:
+            if self._log_inode:
+                return HotIndex.read(self.root)
+            return self
+        if self._log_inode and (st.st_ino != self._log_inode or st.st_size < self._offset):
+            return HotIndex.read(self.root)
+        if st.st_size != self._offset or not self._log_inode:
+            self._read_log()
+        return self
+
+    def _read_log(self) -> None:
+        """Apply the log's complete lines after the offset read so far."""
+        path = log_path(self.root)
+        try:
+            fd = fsio.open_state_file(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        with open(fd, "rb") as handle:
+            st = os.fstat(handle.fileno())
+            if self._log_inode != st.st_ino:
+                self._log_inode, self._offset, self._lines = st.st_ino, 0, 0
+            handle.seek(self._offset)
+            raw = handle.read()
+        end = raw.rfind(b"\n") + 1
+        skip_inode, skip_lines = self._skip
+        for line in raw[:end].split(b"\n")[:-1]:
+            self._lines += 1
+            if st.st_ino == skip_inode and self._lines <= skip_lines:
+                continue
+            self._seq += 1
+            entry = _log_entry(line, path, self._lines, self._seq, self._lookup)
+            self._history.append((self._seq, entry.key, self._lookup(entry.key)))
+            self._log[entry.key] = entry
+        self._offset += end
+
+    # -- looking up
+
+    @property
+    def seq(self) -> int:
+        """The number of the last line read."""
+        return self._seq
+
+    @property
+    def mark(self) -> IndexMark:
+        return IndexMark(self._seq, self._log_inode, self._offset)
+
+    @property
+    def stamp(self) -> tuple[Any, ...]:
+        """What changes whenever the index does (base stamp, log inode and length read)."""
+        return (self._base_stamp, self._log_inode, self._offset)
+
+    def get(self, key: SymbolDayKey) -> IndexEntry | None:
+        """The entry of ``key``, present or not; None when the index never had it."""
+        return self._lookup(key)
+
+    def present(self, key: SymbolDayKey) -> IndexEntry | None:
+        """The entry of ``key`` when the hot tier holds its file now."""
+        entry = self._lookup(key)
+        return entry if entry is not None and entry.present else None
+
+    def _lookup(self, key: SymbolDayKey) -> IndexEntry | None:
+        found = self._log.get(key)
+        if found is not None:
+            return found
+        row = self._row_of(key)
+        if row is None:
+            return None
+        entry = self._decoded.get(row)
+        if entry is None:
+            entry = self._entries_of(row, row + 1)[0]
+            self._decoded[row] = entry
+        return entry
+
+    def days(self, symbol: str) -> list[date]:
+        """The days of ``symbol`` whose hot file the tier holds, sorted."""
+        start, end = self._runs.get(symbol, (0, 0))
+        present = self._present[start:end]
+        days = {
+            date.fromordinal(d + _EPOCH_ORDINAL)
+            for d, ok in zip(self._days[start:end], present, strict=True)
+            if ok
+        }
+        for (s, day), entry in self._log.items():
+            if s == symbol:
+                days.discard(day)
+                if entry.present:
+                    days.add(day)
+        return sorted(days)
+
+    def symbols(self) -> set[str]:
+        """The symbols with at least one hot file."""
+        out = {s for s, (a, b) in self._runs.items() if any(self._present[a:b])}
+        changed = {s for s, _ in self._log}
+        for symbol in changed:
+            out.discard(symbol)
+            if self.days(symbol):
+                out.add(symbol)
+        return out
+
+    def entries(self, *, present_only: bool = True) -> list[IndexEntry]:
+        """Every entry (those the hot tier holds, unless ``present_only`` is False), by symbol
+        then date (one object per row: for whole-archive work)."""
+        merged = {e.key: e for e in self._entries_of(0, self._base.num_rows)}
+        merged.update(self._log)
+        return [merged[k] for k in sorted(merged) if merged[k].present or not present_only]
+
+    def changes_since(
+        self, mark: IndexMark | None
+    ) -> list[tuple[SymbolDayKey, IndexEntry | None, IndexEntry]] | None:
+        """``(key, before, after)`` of every symbol-day a line after ``mark`` set: its entry at
+        the mark (None: the index did not have it) and now; None when that cannot be told from
+        the log (no mark, a mark of another history, or lines folded into the base since)."""
+        if mark is None or mark.seq < self._base_seq or mark.seq > self._seq:
+            return None
+        before: dict[SymbolDayKey, IndexEntry | None] = {}
+        for seq, key, entry in self._history:
+            if seq > mark.seq and key not in before:
+                before[key] = entry
+        return [(key, before[key], self._log[key]) for key in sorted(before)]
+
+    def records(self) -> dict[str, tuple[int, str]]:
+        """``{hot file path: (size, sha256)}`` of every recorded entry, present or not."""
+        return {
+            e.rel: (e.size, e.sha256)
+            for e in self.entries(present_only=False)
+            if e.sha256 is not None and e.size is not None
+        }
+
+    @property
+    def log_lines(self) -> int:
+        return self._lines
+
+    def to_table(self) -> pa.Table:
+        """The index as a base table (the log applied), sorted."""
+        return _table(self.entries(present_only=False))
+
+    # -- the base's columns, built when first needed
+
+    @cached_property
+    def _runs(self) -> dict[str, tuple[int, int]]:
+        rows = self._base
+        if rows.num_rows == 0:
+            return {}
+        runs = pc.run_end_encode(rows["symbol"].combine_chunks())
+        ends = runs.run_ends.to_pylist()
+        return dict(
+            zip(runs.values.to_pylist(), zip([0, *ends[:-1]], ends, strict=True), strict=True)
+        )
+
+    @cached_property
+    def _days(self) -> list[int]:
+        return pc.cast(self._base["date"], pa.int32()).to_pylist()
+
+    @cached_property
+    def _present(self) -> list[bool]:
+        return self._base["present"].to_pylist()
+
+    def _row_of(self, key: SymbolDayKey) -> int | None:
+        symbol, day = key
+        start, end = self._runs.get(symbol, (0, 0))
+        if start == end:
+            return None
+        wanted = day.toordinal() - _EPOCH_ORDINAL
+        row = bisect.bisect_left(self._days, wanted, start, end)
+        return row if row < end and self._days[row] == wanted else None
+
+    def _entries_of(self, start: int, stop: int) -> list[IndexEntry]:
+        rows = self._base.slice(start, stop - start)
+        if rows.num_rows == 0:
+            return []
+        columns = {name: rows[name].to_pylist() for name in SCHEMA.names}
+        out = []
+        for i in range(rows.num_rows):
+            digest = columns["sha256"][i]
+            stamp_fields = [columns[n][i] for n in ("device", "inode", "size", "mtime_ns")]
+            ctime = columns["ctime_ns"][i]
+            stamp = (
+                None
+                if any(v is None for v in stamp_fields) or ctime is None
+                else FileStamp(*stamp_fields, ctime)
+            )
+            out.append(
+                IndexEntry(
+                    columns["symbol"][i],
+                    columns["date"][i],
+                    columns["size"][i],
+                    None if digest is None else digest.hex(),
+                    stamp,
+                    columns["present"][i],
+                    columns["seq"][i],
+                )
+            )
+        return out
+
+
+def _log_entry(line: bytes, path: Path, number: int, seq: int, previous) -> IndexEntry:
+    """The entry one log line sets (``previous(key)``: the entry before it, for a removal)."""
+    body = fsio.load_json(line, path, line=number, error=TickFormatError)
+    where = f"{path}: line {number}"
+    if not isinstance(body, dict) or not isinstance(body.get("path"), str):
+        raise TickFormatError(f"{where}: expected an object with a path")
+    key = key_of_rel(body["path"])
+    if key is None:
+        raise TickFormatError(
+            f"{where}: {body['path']!r}: expected a hot file path "
+            "(symbol=<S>/year=<YYYY>/month=<MM>/date=<YYYY-MM-DD>/part-0.parquet)"
+        )
+    if set(body) == {"path", "gone"} and body["gone"] is True:
+        before = previous(key)
+        if before is None:
+            return IndexEntry(*key, None, None, None, False, seq)
+        return IndexEntry(*key, before.size, before.sha256, before.stamp, False, seq)
+    keys = set(body)
+    if keys not in ({"path", "sha256", "size"}, {"path", "sha256", "size", "stamp"}):
+        raise TickFormatError(f"{where}: expected an object with path, sha256 and size")
+    digest, size = body["sha256"], body["size"]
+    stamp = FileStamp.from_list(body.get("stamp")) if "stamp" in body else None
+    if not (is_sha256_hex(digest) and _is_count(size)) or ("stamp" in body and stamp is None):
+        raise TickFormatError(
+            f"{where}: {body!r}: expected a path inside the archive root, a sha256 (hex) and "
+            "a size (an int >= 0)"
+        )
+    return IndexEntry(*key, size, digest, stamp, True, seq)
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _parse_base(path: Path, raw: bytes) -> tuple[pa.Table, int, tuple[int, int]]:
+    try:
+        parquet = pq.ParquetFile(owned_reader(raw))
+        table = parquet.read()
+    except (pa.ArrowException, OSError) as exc:
+        raise TickFormatError(
+            f"{path}: not a readable hot index ({exc}); rebuild it with rebuild-catalog"
+        ) from None
+    meta = (parquet.metadata.metadata or {}).get(METADATA_KEY.encode())
+    body = None if meta is None else fsio.load_json(meta, path, error=TickFormatError)
+    if (
+        not isinstance(body, dict)
+        or body.get("format") != INDEX_FORMAT
+        or body.get("version") != INDEX_VERSION
+        or not _is_count(body.get("seq"))
+        or not (isinstance(body.get("log"), list) and len(body["log"]) == 2)
+    ):
+        raise TickFormatError(
+            f"{path}: metadata {METADATA_KEY}: expected format {INDEX_FORMAT!r}, version "
+            f"{INDEX_VERSION}, seq and log; rebuild it with rebuild-catalog"
+        )
+    if table.schema.remove_metadata() != SCHEMA:
+        raise TickFormatError(f"{path}: columns {table.schema.names}, expected {SCHEMA.names}")
+    inode, lines = body["log"]
+    return table.combine_chunks(), body["seq"], (int(inode), int(lines))
+
+
+def _table(entries: Iterable[IndexEntry]) -> pa.Table:
+    items = sorted(entries, key=lambda e: e.key)
+    stamps = [e.stamp for e in items]
+    return pa.table(
+        {
+            "symbol": [e.symbol for e in items],
+            "date": [e.day for e in items],
+            "sha256": [None if e.sha256 is None else bytes.fromhex(e.sha256) for e in items],
+            "size": [e.size for e in items],
+            "device": [None if s is None else s.device for s in stamps],
+            "inode": [None if s is None else s.inode for s in stamps],
+            "mtime_ns": [None if s is None else s.mtime_ns for s in stamps],
+            "ctime_ns": [None if s is None else s.ctime_ns for s in stamps],
+            "present": [e.present for e in items],
+            "seq": [e.seq for e in items],
+        },
+        schema=SCHEMA,
+    )
+
+
+# --- writing (under the archive's lock) ---------------------------------------------------------
+
+
+def write_base(root: Path, table: pa.Table, seq: int, log: tuple[int, int]) -> None:
+    """Replace the base atomically with ``table`` (sorted, :data:`SCHEMA`), folded up to line
+    ``seq``, the first ``log[1]`` lines of the log of inode ``log[0]`` in it."""
+    body = {"format": INDEX_FORMAT, "version": INDEX_VERSION, "seq": seq, "log": list(log)}
+    table = table.replace_schema_metadata({METADATA_KEY: json.dumps(body, sort_keys=True)})
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd", use_dictionary=["symbol"])
+    fsio.refuse_linked_state(index_path(root))
+    fsio.atomic_write_bytes(index_path(root), sink.getvalue().to_pybytes())
+
+
+def fold(index: HotIndex) -> HotIndex:
+    """Fold the log into a new base, then start an empty log (see the module notes)."""
+    root = index.root
+    write_base(root, index.to_table(), index.seq, (index._log_inode, index.log_lines))
+    fsio.refuse_linked_state(log_path(root))
+    fsio.atomic_write_bytes(log_path(root), b"")
+    folded = HotIndex.read(root)
+    assert folded is not None
+    return folded
+
+
+def append_lines(root: Path, bodies: Iterable[Mapping[str, Any]]) -> None:
+    """Append one line per body to the log and fsync it (a last line a crash cut short is cut
+    off first). Raises LinkedStateFileError when the log is a symbolic link."""
+    data = b"".join((json.dumps(b, sort_keys=True, separators=(",", ":")) + "\n").encode()
+                    for b in bodies)  # fmt: skip
+    if not data:
+        return
+    path = log_path(root)
+    fd = fsio.open_state_file(path, os.O_RDWR | os.O_CREAT)
+    with fsio.naming(path, path), open(fd, "r+b") as handle:  # a full disk names the file
+        size = os.fstat(handle.fileno()).st_size
+        if size:
+            handle.seek(size - 1)
+            if handle.read(1) != b"\n":
+                handle.seek(0)
+                raw = handle.read()
+                handle.truncate(raw.rfind(b"\n") + 1)
+        handle.seek(0, os.SEEK_END)
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def published_line(rel: str, size: int, sha256: str, stamp: FileStamp) -> dict[str, Any]:
+    """The log line of a hot file just renamed into place."""
+    return {"path": rel, "sha256": sha256, "size": size, "stamp": stamp.to_list()}
+
+
+def gone_line(rel: str) -> dict[str, Any]:
+    """The log line of a hot file just removed."""
+    return {"path": rel, "gone": True}
+
+
+def scan_index(
+    root: Path, records: Mapping[str, tuple[int, str]] | None = None
+) -> list[IndexEntry]:
+    """The entries of the hot files on disk under ``root`` (a listing and a stat of each), with
+    their records from ``records`` (``{path: (size, sha256)}``; None: unrecorded), plus the
+    records of files not on disk (not present). For an archive without a base, and rebuilds.
+
+    Raises TickFormatError for a partition folder whose name does not decode.
+    """
+    records = records or {}
+    found: dict[SymbolDayKey, IndexEntry] = {}
+    root = Path(root)
+    prefix = root.as_posix().rstrip("/") + "/"
+    for path in root.glob(HOT_GLOB):
+        rel = path.as_posix()[len(prefix) :] if path.as_posix().startswith(prefix) else None
+        key = None if rel is None else key_of_rel(rel)
+        if key is None:
+            raise TickFormatError(f"{path}: partition folder does not decode")
+        try:
+            stamp = FileStamp.of(path)
+        except FileNotFoundError:
+            continue  # removed while listing
+        size, digest = records.get(rel, (None, None))
+        found[key] = IndexEntry(*key, size, digest, stamp, True, 0)
+    for rel, (size, digest) in records.items():
+        key = key_of_rel(rel)
+        if key is not None and key not in found:
+            found[key] = IndexEntry(*key, size, digest, None, False, 0)
+    return [found[k] for k in sorted(found)]
+
+
+def build_base(root: Path, entries: Iterable[IndexEntry]) -> HotIndex:
+    """Write a new base of ``entries`` and an empty log (numbering goes on from the old base's
+    last line, when there was one); the index as written."""
+    try:
+        old = HotIndex.read(root)
+    except TickFormatError:
+        old = None  # a damaged base is what a rebuild replaces
+    seq = 1 if old is None else old.seq + 1  # past every mark: the next version compares all
+    write_base(root, _table(entries), seq, (0, 0))
+    fsio.refuse_linked_state(log_path(root))
+    fsio.atomic_write_bytes(log_path(root), b"")
+    index = HotIndex.read(root)
+    assert index is not None
+    return index
+
+
+def legacy_records(root: Path) -> dict[str, tuple[int, str]]:
+    """The records of a log without a base (an archive written before the index): the last
+    line of each path. Raises TickFormatError naming a malformed line."""
+    path = log_path(root)
+    raw = fsio.read_state_bytes(path)
+    records: dict[str, tuple[int, str]] = {}
+    if not raw:
+        return records
+    for number, line in enumerate(raw.split(b"\n")[:-1], start=1):
+        entry = _log_entry(line, path, number, 0, lambda key: None)
+        if entry.present and entry.sha256 is not None and entry.size is not None:
+            records[entry.rel] = (entry.size, entry.sha256)
+    return records
+
+
+def ensure_index(root: Path) -> HotIndex:
+    """The archive's index, its base built first when it has none (from a listing of the root
+    and the records of its log: an archive written before the index); under the lock."""
+    index = HotIndex.read(root)
+    if index is not None:
+        return index
+    Path(root).mkdir(parents=True, exist_ok=True)
+    return build_base(root, scan_index(root, legacy_records(root)))
+
+
+def ensure_base(root: Path) -> None:
+    """:func:`ensure_index` at the cost of one ``stat`` when the base exists (what a
+    publication checks before appending its line); under the lock."""
+    if not index_path(root).exists():
+        ensure_index(root)
+
+
+def fold_if_long(index: HotIndex) -> HotIndex:
+    """:func:`fold` once the log holds :data:`FOLD_LINES` lines; under the lock."""
+    return fold(index) if index.log_lines >= FOLD_LINES else index
+
+
+def symbols_near(name: str, symbols: Iterable[str], limit: int = 3) -> list[str]:
+    """The known symbols closest to ``name`` (for an unknown symbol's message)."""
+    pool = list(symbols)
+    near = difflib.get_close_matches(name, pool, n=limit, cutoff=0.5)
+    if len(near) < limit:
+        lowered = name.lower()
+        near += [s for s in pool if lowered in s.lower() and s not in near][: limit - len(near)]
+    return near

@@ -1,0 +1,709 @@
+"""Reading symbol-days straight from their files with pyarrow, at the cost of what is read.
+
+An :class:`ArchiveReader` is built once from an archive's resolved tiers (``Archive.tiers``) and
+keeps what it has read: the catalog (until the catalog file's stamp changes), the hot index
+(brought up to date by the lines appended since: ``hot_index.HotIndex.refreshed``), each
+version's catalog and manifest (immutable), the footers of consolidated files (content-named,
+so immutable too) and the cache of verified files (``trust.VerifiedFiles``). A read then:
+
+1. names the files of the wanted symbol-days from the catalog and the hot index alone (no
+   listing of the root, no record of a file it does not read): a symbol-day's hot file when it
+   is the live copy, else its consolidated file and, from the catalog's row counts, its rows in
+   it (``catalog.file_rows``) and so the row groups that hold them;
+2. verifies those files only (stamp; sha256 when the stamp changed: ``trust.VerifiedFiles``),
+   a file changed behind the archive's back being refused as the ``ticks`` view refuses it;
+3. reads the projected columns of those files and row groups (several files side by side:
+   pyarrow releases the GIL) and concatenates the symbol-days in (symbol, date) order. Each is
+   stored in time order; the rare ties of a timestamp are ordered by price, quantity and side, so
+   the table is row for row the one ``SELECT ... FROM ticks ORDER BY symbol, date, ts, price,
+   quantity, side`` returns, with the same column types.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from skewtape_pipeline.arrow_memory import file_reader
+from skewtape_pipeline.errors import (
+    CatalogMismatchError,
+    ConfigError,
+    DamagedFileError,
+    NotAnArchiveError,
+    UnknownSymbolError,
+)
+from skewtape_pipeline.hashing import FileStamp
+from skewtape_pipeline.storage import TierFile, parquet_source, reading, stamp_of
+from skewtape_pipeline.ticks.archive import hot_index
+from skewtape_pipeline.ticks.archive.catalog import (
+    Catalog,
+    CatalogPartition,
+    FileRecord,
+    SymbolDayKey,
+    catalog_path,
+    file_rows,
+    partitions_of,
+    read_catalog,
+    symbols_of,
+)
+from skewtape_pipeline.ticks.archive.consolidate import read_footer
+from skewtape_pipeline.ticks.archive.integrity import check_catalog_present, repair_hint
+from skewtape_pipeline.ticks.archive.layout import check_archive_root, recorded_schema
+from skewtape_pipeline.ticks.archive.policy import HOT
+from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.trust import (
+    WRITTEN_BY_COMPACTION,
+    VerifiedFiles,
+    unrecorded_hint,
+)
+from skewtape_pipeline.ticks.archive.versions import (
+    AsOf,
+    HotEntry,
+    Version,
+    _version_catalog,
+    hot_blob,
+    read_manifest,
+    resolve_as_of,
+)
+from skewtape_pipeline.ticks.encode.parquet_file import archive_schema
+
+VIEW_COLUMNS = ("symbol", "date", "ts", "price", "quantity", "side", "tier", "year", "month")
+_STORED = ("ts", "price", "quantity", "side")
+_ORDER = [("ts", "ascending"), ("price", "ascending"), ("quantity", "ascending"),
+          ("side", "ascending")]  # fmt: skip
+READ_WORKERS = max(1, min(4, os.cpu_count() or 1))
+"""Files read side by side (pyarrow releases the GIL while it decodes)."""
+_PARALLEL_FROM = 4
+"""Fewer symbol-days than this are read one after the other (threads cost more than they
+save)."""
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """One symbol-day to read: from a hot file (``rows`` None) or from ``rows`` (first row,
+    count) of a consolidated file, with its tier."""
+
+    key: SymbolDayKey
+    tier: str
+    file: TierFile
+    rel: str
+    record: FileRecord
+    whose: str
+    rows: tuple[int, int] | None = None
+
+
+class _Snapshot:
+    """What one state of the archive (now, or as of a version) says about where symbol-days
+    are: the catalog and the live hot files, looked up per symbol."""
+
+    def __init__(
+        self,
+        root: Path,
+        catalog: Catalog,
+        hot: hot_index.HotIndex | dict[SymbolDayKey, HotEntry] | None,
+        *,
+        version: Version | None = None,
+    ):
+        self.root, self.catalog, self.version = root, catalog, version
+        self._hot = hot
+        self._listed: dict[SymbolDayKey, hot_index.IndexEntry] | None = None
+        if hot is None:  # an archive without a hot index: listed once, for this read
+            records = hot_index.legacy_records(root)
+            self._listed = {e.key: e for e in hot_index.scan_index(root, records) if e.present}
+        self._rows: dict[str, dict[SymbolDayKey, tuple[int, int]]] = {}
+        self._parts: dict[str, list[CatalogPartition]] = {}
+        self._files: dict[str, TierFile] = {}
+        self._pieces: dict[tuple[str, date | None, date | None], list[_Piece]] = {}
+        self._symbols: set[str] | None = None
+
+    def symbols(self) -> set[str]:
+        """The symbols with at least one visible symbol-day."""
+        if self._symbols is None:
+            self._symbols = self._all_symbols()
+        return self._symbols
+
+    def _all_symbols(self) -> set[str]:
+        out = {p.symbol for s in symbols_of(self.catalog) for p in self._visible_catalogued(s)}
+        if isinstance(self._hot, hot_index.HotIndex):
+            out |= self._hot.symbols()
+        elif self._hot is not None:
+            out |= {s for s, _ in self._hot}
+        else:
+            out |= {s for s, _ in self._listed or {}}
+        return out
+
+    def _hot_days(self, symbol: str) -> dict[date, Any]:
+        if isinstance(self._hot, hot_index.HotIndex):
+            return {d: self._hot.present((symbol, d)) for d in self._hot.days(symbol)}
+        entries = self._hot if self._hot is not None else self._listed or {}
+        return {d: e for (s, d), e in entries.items() if s == symbol}
+
+    def _partitions_of(self, symbol: str) -> list[CatalogPartition]:
+        found = self._parts.get(symbol)
+        if found is None:
+            found = self._parts[symbol] = partitions_of(self.catalog, symbol)
+        return found
+
+    def _visible_catalogued(self, symbol: str) -> list[CatalogPartition]:
+        withdrawn = self.catalog.withdrawn
+        return [p for p in self._partitions_of(symbol) if p.key not in withdrawn]
+
+    def pieces(
+        self, tiers: ArchiveTiers, symbol: str, start: date | None, end: date | None
+    ) -> list[_Piece]:
+        """The pieces of ``symbol`` from ``start`` to ``end``, by date (kept for this state)."""
+        key = (symbol, start, end)
+        found = self._pieces.get(key)
+        if found is None:
+            found = self._placed(tiers, symbol, start, end)
+            if len(self._pieces) >= 4096:
+                self._pieces.clear()
+            self._pieces[key] = found
+        return found
+
+    def _placed(
+        self, tiers: ArchiveTiers, symbol: str, start: date | None, end: date | None
+    ) -> list[_Piece]:
+        def wanted(day: date) -> bool:
+            return (start is None or day >= start) and (end is None or day <= end)
+
+        hot = {d: e for d, e in self._hot_days(symbol).items() if wanted(d)}
+        catalogued = {p.date: p for p in self._partitions_of(symbol) if wanted(p.date)}
+        out = []
+        for day in sorted(hot.keys() | catalogued.keys()):
+            part = catalogued.get(day)
+            entry = hot.get(day)
+            if entry is not None and not self._superseded(entry, part):
+                out.append(self._hot_piece(symbol, day, entry, part))
+            elif part is not None and part.key not in self.catalog.withdrawn:
+                out.append(self._consolidated_piece(tiers, part))
+        return out
+
+    def _superseded(self, entry: Any, part: CatalogPartition | None) -> bool:
+        if self.version is not None or part is None or part.source is None:
+            return False  # a version's manifest lists its live hot files only
+        return entry.stamp is not None and part.source.same_file(entry.stamp)
+
+    def _hot_piece(self, symbol: str, day: date, entry: Any, part: CatalogPartition | None):
+        if isinstance(entry, HotEntry):  # a version's: kept under its content name
+            blob = hot_blob(self.root, entry)
+            rel = blob.relative_to(self.root).as_posix()
+            record = FileRecord(entry.size, entry.sha256)
+            return _Piece((symbol, day), HOT, blob, rel, record, "its content name")
+        rel = entry.rel
+        path = Path(f"{self.root}/{rel}")
+        if entry.sha256 is None or entry.size is None:
+            source = None if part is None else part.source
+            if source is None or entry.stamp is None or not source.same_file(entry.stamp):
+                raise CatalogMismatchError(
+                    f"{path}: no record of its size and sha256, so it cannot be verified before "
+                    f"it is read; {unrecorded_hint(self.root)}",
+                    paths=[path],
+                )
+            record = FileRecord(source.size, source.sha256)
+        else:
+            record = FileRecord(entry.size, entry.sha256)
+        return _Piece((symbol, day), HOT, path, rel, record, WRITTEN_BY_COMPACTION)
+
+    def _consolidated_piece(self, tiers: ArchiveTiers, part: CatalogPartition) -> _Piece:
+        item = self.catalog.files[part.file]
+        if part.file not in self._rows:
+            self._rows[part.file] = file_rows(self.catalog, part.file)
+        rows = self._rows[part.file][part.key]
+        record = FileRecord(item.bytes, item.sha256)
+        file = self._files.get(part.file)
+        if file is None:
+            file = self._files[part.file] = tiers.resolve(part.file)
+        return _Piece(part.key, part.tier, file, part.file, record, "the catalog", rows)
+
+
+class ArchiveReader:
+    """Reads an archive's symbol-days with pyarrow (see the module notes); one per ``Archive``
+    handle, keeping what it has read."""
+
+    def __init__(self, tiers: ArchiveTiers):
+        self.tiers = tiers
+        self.root = tiers.root
+        self._catalog: tuple[Any, Catalog] | None = None
+        self._index: hot_index.HotIndex | None = None
+        self._versions: dict[int, _Snapshot] = {}
+        self._footers: dict[tuple[str, str], pq.FileMetaData] = {}
+        self._verified: VerifiedFiles | None = None
+        self._ties: dict[tuple[str, SymbolDayKey], bool] = {}
+        self._empty: pa.Schema | None = None
+        self._checked_root = False
+        self._current: tuple[Any, _Snapshot] | None = None
+        self._pool: ThreadPoolExecutor | None = None
+
+    # -- the state
+
+    def snapshot(self, as_of: AsOf | None = None) -> _Snapshot:
+        """Where every symbol-day is now (the catalog and hot index read again only when their
+        files changed), or as of a version (kept once read)."""
+        self._check_root()
+        if as_of is not None:
+            version = resolve_as_of(self.root, as_of)
+            found = self._versions.get(version.version)
+            if found is None:
+                entries = {e.key: e for e in read_manifest(self.root, version)}
+                catalog = _version_catalog(self.root, version)
+                found = _Snapshot(self.root, catalog, entries, version=version)
+                if len(self._versions) >= 16:
+                    self._versions.pop(next(iter(self._versions)))
+                self._versions[version.version] = found
+            return found
+        catalog, index = self._current_catalog(), self._current_index()
+        key = (id(catalog), None if index is None else (id(index), index.stamp))
+        if index is not None and self._current is not None and self._current[0] == key:
+            return self._current[1]
+        snapshot = _Snapshot(self.root, catalog, index)
+        self._current = (key, snapshot)
+        return snapshot
+
+    def _check_root(self) -> None:
+        """NotAnArchiveError unless the root is an archive root (checked once: it stays one)."""
+        if self._checked_root:
+            return
+        try:
+            check_archive_root(self.root)
+        except ConfigError as exc:
+            raise NotAnArchiveError(str(exc)) from None
+        self._checked_root = True
+
+    def _current_catalog(self) -> Catalog:
+        path = catalog_path(self.root)
+        try:
+            stamp: Any = FileStamp.of(path)
+        except FileNotFoundError:
+            stamp = None
+        if self._catalog is not None and self._catalog[0] == stamp:
+            return self._catalog[1]
+        if stamp is None:  # consolidated files without a catalog: refused (checked once)
+            check_catalog_present(self.tiers)
+            catalog = Catalog()
+        else:
+            catalog = read_catalog(self.root)
+        self._catalog = (stamp, catalog)
+        return catalog
+
+    def _current_index(self) -> hot_index.HotIndex | None:
+        if self._index is not None:
+            self._index = self._index.refreshed()
+        if self._index is None:
+            self._index = hot_index.HotIndex.read(self.root)
+        return self._index
+
+    # -- reading
+
+    def read(
+        self,
+        symbols: Iterable[str] | str | None = None,
+        start: object = None,
+        end: object = None,
+        columns: Collection[str] | None = None,
+        as_of: AsOf | None = None,
+    ) -> pa.Table:
+        """The ticks of ``symbols`` (None: all) from ``start`` to ``end`` (inclusive; None:
+        open) with ``columns`` of the view (None: all), as ``Archive.read`` says."""
+        picked = _columns(columns)
+        first, last = check_day(start, "start"), check_day(end, "end")
+        snapshot = self.snapshot(as_of)
+        wanted = self._symbols(snapshot, symbols)
+        pieces = [p for s in wanted for p in snapshot.pieces(self.tiers, s, first, last)]
+        if not pieces and symbols is not None:
+            self._known(snapshot, wanted)
+        return self._read_pieces(pieces, picked)
+
+    def read_batch(
+        self,
+        symbols: Sequence[str],
+        start: object = None,
+        end: object = None,
+        columns: Collection[str] | None = None,
+        as_of: AsOf | None = None,
+    ) -> dict[str, pa.Table]:
+        """``{symbol: its table}`` for each of ``symbols`` (in the order given), read as one
+        batch: one look at the state, one verification pass, the files read side by side."""
+        if isinstance(symbols, str):
+            symbols = [symbols]
+        picked = _columns(columns)
+        first, last = check_day(start, "start"), check_day(end, "end")
+        snapshot = self.snapshot(as_of)
+        self._symbols(snapshot, symbols)
+        plans = {s: snapshot.pieces(self.tiers, s, first, last) for s in symbols}
+        self._known(snapshot, [s for s, pieces in plans.items() if not pieces])
+        every = [p for pieces in plans.values() for p in pieces]
+        tables = self._tables(every, picked)
+        out, at = {}, 0
+        for symbol, pieces in plans.items():
+            chosen = tables[at : at + len(pieces)]
+            at += len(pieces)
+            out[symbol] = self._concat(chosen, picked)
+        return out
+
+    def _symbols(self, snapshot: _Snapshot, symbols: Iterable[str] | str | None) -> list[str]:
+        """The symbols asked for, sorted (all the archive holds for None); UnknownSymbolError
+        naming one it does not hold and the nearest it does."""
+        if symbols is None:
+            return sorted(snapshot.symbols())
+        asked = [symbols] if isinstance(symbols, str) else list(symbols)
+        for symbol in asked:
+            if not isinstance(symbol, str):
+                raise ConfigError(f"symbols: {symbol!r} is not a symbol (a string)")
+        return sorted(set(asked))
+
+    def _known(self, snapshot: _Snapshot, symbols: list[str]) -> None:
+        """UnknownSymbolError naming the first of ``symbols`` (which gave no rows) that the
+        archive does not hold at all, and the nearest symbols it holds."""
+        known = None
+        for symbol in sorted(set(symbols)):
+            if snapshot.pieces(self.tiers, symbol, None, None):
+                continue
+            if known is None:  # as of a version: a symbol held now is known too (no rows then)
+                known = snapshot.symbols()
+                if snapshot.version is not None:
+                    known = known | self.snapshot(None).symbols()
+            if symbol not in known:
+                near = hot_index.symbols_near(symbol, sorted(known))
+                hint = f"; nearest: {', '.join(near)}" if near else ""
+                raise UnknownSymbolError(
+                    f"{self.root}: holds no symbol {symbol!r}{hint}", symbol=symbol, nearest=near
+                )
+
+    def _read_pieces(self, pieces: list[_Piece], picked: list[str]) -> pa.Table:
+        return self._concat(self._tables(pieces, picked), picked)
+
+    def _concat(self, tables: list[pa.Table], picked: list[str]) -> pa.Table:
+        if not tables:
+            return self._empty_table(picked)
+        return pa.concat_tables(tables)
+
+    def _tables(self, pieces: list[_Piece], picked: list[str]) -> list[pa.Table]:
+        """Each piece's table (``picked`` columns), in order, once its file is verified."""
+        if not pieces:
+            return []
+        self._verify(pieces)
+        by_file: dict[str, list[int]] = {}
+        for i, piece in enumerate(pieces):
+            by_file.setdefault(piece.rel, []).append(i)
+        groups = [chunk for indices in by_file.values() for chunk in _chunks(indices)]
+
+        def load(indices: list[int]) -> list[tuple[int, pa.Table]]:
+            return list(zip(indices, self._read_file([pieces[i] for i in indices], picked),
+                            strict=True))  # fmt: skip
+
+        out: list[pa.Table | None] = [None] * len(pieces)
+        if len(groups) > 1 and len(pieces) >= _PARALLEL_FROM and READ_WORKERS > 1:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=READ_WORKERS, thread_name_prefix="skewtape-read"
+                )
+            for found in self._pool.map(load, groups):
+                for i, table in found:
+                    out[i] = table
+        else:
+            for group in groups:
+                for i, table in load(group):
+                    out[i] = table
+        return out  # type: ignore[return-value]
+
+    def _verify(self, pieces: list[_Piece]) -> None:
+        """Every distinct file of ``pieces`` against its record, unless its stamp is unchanged
+        since it last was (``trust.VerifiedFiles``)."""
+        if self._verified is None:
+            self._verified = VerifiedFiles(self.root)
+        verified = self._verified
+        seen = set()
+        try:
+            for piece in pieces:
+                if piece.rel in seen:
+                    continue
+                seen.add(piece.rel)
+                try:
+                    stamp = stamp_of(piece.file)
+                except FileNotFoundError:
+                    raise _missing(self.root, piece) from None
+                verified.check(piece.rel, piece.file, stamp, piece.record, piece.whose)
+        finally:
+            verified.save()
+
+    def _read_file(self, pieces: list[_Piece], picked: list[str]) -> list[pa.Table]:
+        """The tables of ``pieces``, all of one file."""
+        first = pieces[0]
+        stored = [c for c in _STORED if c in picked]
+        if first.rows is None:  # a hot file: one symbol-day
+            return [self._hot_table(first, stored, picked)]
+        return self._consolidated_tables(pieces, stored, picked)
+
+    def _hot_table(self, piece: _Piece, stored: list[str], picked: list[str]) -> pa.Table:
+        tie_key = (piece.record.sha256, piece.key)
+        read = self._stored_to_read([piece], stored)
+        try:
+            source = file_reader(piece.file)  # a small file: read whole, decoded in memory
+            table = pq.read_table(source, columns=read, use_threads=False)
+        except FileNotFoundError:
+            raise _missing(self.root, piece) from None
+        except (OSError, pa.ArrowException) as exc:
+            raise DamagedFileError(
+                f"does not read as a tick file ({exc})", path=piece.file
+            ) from None
+        return self._finish(table, piece, tie_key, picked)
+
+    def _consolidated_tables(
+        self, pieces: list[_Piece], stored: list[str], picked: list[str]
+    ) -> list[pa.Table]:
+        first = pieces[0]
+        footer = self._footer(first)
+        starts, at = [], 0
+        for g in range(footer.num_row_groups):
+            starts.append(at)
+            at += footer.row_group(g).num_rows
+        starts.append(at)
+        groups: set[int] = set()
+        for piece in pieces:
+            assert piece.rows is not None
+            lo, n = piece.rows
+            groups.update(g for g in range(footer.num_row_groups)
+                          if starts[g] < lo + n and starts[g + 1] > lo)  # fmt: skip
+        chosen = sorted(groups)
+        source, filesystem = parquet_source(first.file)
+        try:
+            with reading(first.file):
+                parquet = pq.ParquetFile(source, filesystem=filesystem, metadata=footer)
+                table = parquet.read_row_groups(
+                    chosen, columns=["symbol", "date", *self._stored_to_read(pieces, stored)],
+                    use_threads=False,
+                )  # fmt: skip
+        except (OSError, pa.ArrowException) as exc:
+            raise DamagedFileError(
+                f"does not read as a consolidated tick file ({exc})", path=first.file
+            ) from None
+        offsets, at = {}, 0
+        for g in chosen:
+            offsets[g] = at
+            at += footer.row_group(g).num_rows
+        out = []
+        for piece in pieces:
+            lo, n = piece.rows  # type: ignore[misc]
+            group = next(g for g in chosen if starts[g] <= lo < starts[g + 1])
+            part = table.slice(offsets[group] + lo - starts[group], n)
+            _check_slice(self.root, part, piece)
+            tie_key = (piece.record.sha256, piece.key)
+            out.append(self._finish(part.drop_columns(["symbol", "date"]), piece, tie_key, picked))
+        return out
+
+    def _stored_to_read(self, pieces: list[_Piece], stored: list[str]) -> list[str]:
+        """The stored columns to read for ``pieces``: those asked for, or all four while some
+        piece's timestamp ties are unknown or must be ordered (``ts`` alone for none)."""
+        ties = [self._ties.get((p.record.sha256, p.key)) for p in pieces]
+        if any(t is None for t in ties) or (stored and any(ties)):
+            return list(_STORED)
+        return stored or ["ts"]
+
+    def _footer(self, piece: _Piece) -> pq.FileMetaData:
+        key = (piece.rel, piece.record.sha256)
+        footer = self._footers.get(key)
+        if footer is None:
+            footer = read_footer(piece.file)
+            if len(self._footers) >= 256:
+                self._footers.pop(next(iter(self._footers)))
+            self._footers[key] = footer
+        return footer
+
+    def _finish(
+        self, table: pa.Table, piece: _Piece, tie_key: tuple[str, SymbolDayKey], picked: list[str]
+    ) -> pa.Table:
+        """The piece's rows in the view's order, with the view's columns ``picked``."""
+        ties = self._ties.get(tie_key)
+        if ties is None:
+            ts = table["ts"]
+            n = len(ts)
+            ties = n > 1 and pc.any(pc.equal(ts.slice(1), ts.slice(0, n - 1))).as_py()
+            self._ties[tie_key] = bool(ties)
+        if ties and all(c in table.column_names for c in _STORED):
+            table = table.take(pc.sort_indices(table, sort_keys=_ORDER))
+        n = table.num_rows
+        symbol, day = piece.key
+        columns = []
+        for name in picked:
+            if name in _STORED:
+                column = table[name]
+                columns.append(column.combine_chunks() if column.num_chunks != 1 else column)
+            elif name == "symbol":
+                columns.append(pa.repeat(pa.scalar(symbol, pa.string()), n))
+            elif name == "date":
+                columns.append(pa.repeat(pa.scalar(day, pa.date32()), n))
+            elif name == "tier":
+                columns.append(pa.repeat(pa.scalar(piece.tier, pa.string()), n))
+            else:
+                value = day.year if name == "year" else day.month
+                columns.append(pa.repeat(pa.scalar(value, pa.int32()), n))
+        return pa.table(columns, schema=self._schema_of(table, picked))
+
+    def _schema_of(self, table: pa.Table, picked: list[str]) -> pa.Schema:
+        fields = []
+        for name in picked:
+            if name in _STORED:
+                kind = table.schema.field(name).type
+                fields.append(pa.field(name, _view_type(kind)))
+            else:
+                fields.append(pa.field(name, _FIXED[name]))
+        return pa.schema(fields)
+
+    def _empty_table(self, picked: list[str]) -> pa.Table:
+        """No rows, typed as rows of this archive are (from its recorded schema; as the
+        ``ticks`` view types an archive with no files yet when it records none)."""
+        if self._empty is None:
+            schema = recorded_schema(self.root)
+            if schema is not None:
+                stored = archive_schema(
+                    schema.price_scale, schema.quantity_scale, schema.timestamp_unit
+                )
+                fields = {f.name: pa.field(f.name, _view_type(f.type)) for f in stored}
+                fields.update((name, pa.field(name, kind)) for name, kind in _FIXED.items())
+                self._empty = pa.schema([fields[name] for name in VIEW_COLUMNS])
+            else:
+                from skewtape_pipeline.ticks.archive.query import _empty_select
+
+                con = duckdb.connect()
+                try:
+                    con.execute("SET TimeZone = 'UTC'")
+                    self._empty = con.sql(_empty_select([self.root])).to_arrow_table().schema
+                finally:
+                    con.close()
+        return self._empty.empty_table().select(picked)
+
+
+def _chunks(indices: list[int]) -> list[list[int]]:
+    """The pieces of one file in runs read side by side: a consolidated file's symbol-days
+    split into :data:`READ_WORKERS` runs (each reads its own row groups), a hot file whole."""
+    size = -(-len(indices) // READ_WORKERS)
+    if len(indices) < 2 * READ_WORKERS:
+        return [indices]
+    return [indices[i : i + size] for i in range(0, len(indices), size)]
+
+
+_FIXED = {
+    "symbol": pa.string(),
+    "date": pa.date32(),
+    "tier": pa.string(),
+    "year": pa.int32(),
+    "month": pa.int32(),
+}
+
+
+def _view_type(kind: pa.DataType) -> pa.DataType:
+    """The type the ``ticks`` view (DuckDB) gives a stored column: a timestamp of ms or s is a
+    TIMESTAMPTZ (microseconds) there; dictionary strings are plain strings."""
+    if pa.types.is_dictionary(kind):
+        return kind.value_type
+    if pa.types.is_decimal(kind):
+        return pa.decimal128(kind.precision, kind.scale)
+    if pa.types.is_timestamp(kind) and kind.unit in ("s", "ms"):
+        return pa.timestamp("us", tz=kind.tz)
+    return kind
+
+
+def _check_slice(root: Path, part: pa.Table, piece: _Piece) -> None:
+    """The rows the catalog names hold its symbol-day only (else the catalog and the file
+    disagree: refused, naming the file)."""
+    symbol, day = piece.key
+    symbols = pc.cast(part["symbol"], pa.string())
+    ok = part.num_rows == piece.rows[1] and (  # type: ignore[index]
+        part.num_rows == 0
+        or (
+            pc.all(pc.equal(symbols, symbol)).as_py()
+            and pc.all(pc.equal(part["date"], pa.scalar(day, pa.date32()))).as_py()
+        )
+    )
+    if not ok:
+        raise CatalogMismatchError(
+            f"{piece.file}: the catalog places {symbol} {day.isoformat()} at rows "
+            f"{piece.rows}, which hold other ticks; {repair_hint(root)}",
+            paths=[piece.file],
+        )
+
+
+def _missing(root: Path, piece: _Piece) -> CatalogMismatchError:
+    if piece.rows is None and piece.whose == WRITTEN_BY_COMPACTION:
+        what = "the hot index lists it"
+        fix = (
+            "restore it from a copy, or compact its symbol-day again, or record the hot files as "
+            f"they are with `skewtape-pipeline rebuild-catalog {root}` (its ticks are then gone)"
+        )
+    else:
+        what = "the catalog lists it" if piece.rows is not None else "a version reads it"
+        fix = f"restore it from a copy, or {repair_hint(root)}"
+    return CatalogMismatchError(
+        f"{piece.file}: {what} but it is not on disk; {fix}", paths=[piece.file]
+    )
+
+
+def _columns(columns: Collection[str] | None) -> list[str]:
+    picked = list(VIEW_COLUMNS) if columns is None else list(columns)
+    if isinstance(columns, str) or not picked or any(c not in VIEW_COLUMNS for c in picked):
+        raise ConfigError(f"columns = {columns!r}: expected some of {', '.join(VIEW_COLUMNS)}")
+    return picked
+
+
+def check_day(value: object, name: str) -> date | None:
+    """``value`` as a day: a ``date``, a ``datetime`` or pandas ``Timestamp`` (its UTC day when
+    it has a time zone, else its own), or ISO text (``2026-12-01``, or a time); None stays
+    None. ConfigError naming ``name`` for anything else."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return date.fromisoformat(text)
+        except ValueError:
+            pass
+        try:
+            value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise ConfigError(
+                f"{name} = {value!r}: expected a day (YYYY-MM-DD), a date or a datetime"
+            ) from None
+    to_pydatetime = getattr(value, "to_pydatetime", None)
+    if callable(to_pydatetime) and not isinstance(value, date):
+        value = to_pydatetime()
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(UTC)
+        return value.date()
+    if isinstance(value, date):
+        return value
+    raise ConfigError(f"{name} = {value!r}: expected a day (YYYY-MM-DD), a date or a datetime")
+
+
+VIEW_ORDER = "symbol, date, ts, price, quantity, side"
+"""The order :meth:`ArchiveReader.read` returns rows in, as the view's ``ORDER BY``."""
+
+
+def view_select(
+    columns: list[str], symbols: list[str] | None, start: date | None, end: date | None
+) -> tuple[str, list[Any]]:
+    """The ``SELECT`` over the ``ticks`` view that returns what :meth:`ArchiveReader.read`
+    does (placeholders, never spliced values): the reference a read is compared with."""
+    where, parameters = [], []
+    if symbols is not None:
+        where.append(f"symbol IN ({', '.join('?' for _ in symbols)})" if symbols else "false")
+        parameters += symbols
+    if start is not None:
+        where.append("date >= ?")
+        parameters.append(start)
+    if end is not None:
+        where.append("date <= ?")
+        parameters.append(end)
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    return f"SELECT {', '.join(columns)} FROM ticks{clause} ORDER BY {VIEW_ORDER}", parameters

@@ -1,0 +1,418 @@
+"""Reads and writes that cost what they touch: ``Archive.read`` straight from the files the
+catalog and the hot index name (row for row the ``ticks`` view's answer), a commit that reads
+what it changed, and the read API's refusals."""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from skewtape_pipeline import fsio
+from skewtape_pipeline.errors import (
+    ConfigError,
+    DamagedFileError,
+    NotAnArchiveError,
+    SkewtapeError,
+    UnknownSymbolError,
+)
+from skewtape_pipeline.ticks.archive import hot_index
+from skewtape_pipeline.ticks.archive.catalog import read_hot_records
+from skewtape_pipeline.ticks.archive.compact import commit_compaction, compact_symbol_day
+from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.integrity import verify_archive
+from skewtape_pipeline.ticks.archive.layout import partition_file
+from skewtape_pipeline.ticks.archive.policy import COLD, WARM
+from skewtape_pipeline.ticks.archive.query import open_ticks_view, run_query
+from skewtape_pipeline.ticks.archive.reader import VIEW_COLUMNS, view_select
+from skewtape_pipeline.ticks.archive.versions import commit_version, version_count
+from skewtape_pipeline_tests.ticks.archive.test_integrity import flip_bit_in_data_page, tier_file
+from skewtape_pipeline_tests.ticks.archive_builders import (
+    DAYS,
+    POLICY,
+    STAGE_1,
+    STAGE_2,
+    SYMBOLS,
+    build_archive,
+    day_ticks,
+    expected_rows,
+    racy_rule_off,
+)
+from skewtape_pipeline_tests.ticks.conftest import archive_at
+
+
+def view_read(archive: Archive, symbols=None, start=None, end=None, columns=None, as_of=None):
+    """What ``Archive.read`` must return: the ``ticks`` view (DuckDB), filtered and ordered."""
+    picked = list(columns or VIEW_COLUMNS)
+    wanted = [symbols] if isinstance(symbols, str) else symbols
+    wanted = None if wanted is None else sorted(set(wanted))
+    sql, parameters = view_select(picked, wanted, start, end)
+    con = duckdb.connect()
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        open_ticks_view(con, archive.tiers, as_of=as_of)
+        return con.sql(sql, params=parameters or None).to_arrow_table()
+    finally:
+        con.close()
+
+
+QUERIES = [
+    {},
+    {"symbols": ["ES"]},
+    {"symbols": "CL/F", "start": DAYS[1], "end": DAYS[3]},
+    {"symbols": ["ES", "KX-25MAR"], "start": DAYS[1], "end": DAYS[1], "columns": ["ts", "price"]},
+    {"start": DAYS[4], "columns": ["symbol", "date", "tier", "side", "quantity"]},
+    {"symbols": ["ES"], "columns": ["year", "month", "ts"]},
+]
+
+
+def assert_reads_as_the_view(archive: Archive, as_of=None, queries=QUERIES) -> None:
+    """``Archive.read`` returns what the view does (schema, rows, order) for each query; a
+    symbol the archive does not hold at all is refused where the view returns no rows."""
+    for query in queries:
+        expected = view_read(archive, **query, as_of=as_of)
+        try:
+            got = archive.read(**query, as_of=as_of)
+        except UnknownSymbolError:
+            assert expected.num_rows == 0, query
+            continue
+        assert got.schema == expected.schema, query
+        assert got.equals(expected), (query, as_of)
+
+
+@pytest.fixture
+def hot(tmp_path, no_fsync) -> Path:
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    commit_version(root, "compact")
+    return root
+
+
+# --- Archive.read is the view's answer -----------------------------------------------------------
+
+
+def test_read_when_days_move_through_every_tier_equals_the_view_now_and_as_of_each_version(hot):
+    handle = Archive(hot, policy=POLICY, audit_log=None)  # one handle throughout: revalidates
+    assert_reads_as_the_view(handle)
+    handle.retier(as_of=STAGE_1)  # hot, warm and cold
+    assert {"HOT", WARM, COLD} <= set(handle.read(columns=["tier"])["tier"].to_pylist())
+    assert_reads_as_the_view(handle)
+    key = ("ES", DAYS[1])  # recompacted: its new hot file hides the consolidated copy
+    batch = day_ticks(*key).take(pa.array([0, 2, 4]))
+    compact_symbol_day(handle, batch, symbol=key[0], day=key[1], age_days=(STAGE_1 - key[1]).days)
+    commit_compaction(handle)
+    assert handle.read(["ES"], start=key[1], end=key[1]).num_rows == 3
+    assert_reads_as_the_view(handle)
+    handle.withdraw([("CL/F", DAYS[2])])
+    handle.remove([("KX-25MAR", DAYS[0]), ("KX-25MAR", DAYS[5])])
+    assert_reads_as_the_view(handle)
+    handle.retier(as_of=STAGE_2)  # every day cold, withdrawn days purged
+    handle.prune()
+    assert_reads_as_the_view(handle)
+    fresh = Archive(hot, policy=POLICY, audit_log=None)
+    for number in range(1, version_count(hot) + 1):
+        assert_reads_as_the_view(fresh, as_of=number)
+        assert_reads_as_the_view(handle, as_of=number)
+
+
+def test_read_when_timestamps_tie_orders_them_by_price_quantity_and_side(tmp_path, no_fsync):
+    root = tmp_path / "archive"
+    day = DAYS[0]
+    start = (day - date(1970, 1, 1)).days * 86_400 * 10**9
+    from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
+
+    batch = TickBatch.from_units(
+        [start, start, start, start + 1], [5, 3, 3, 1], [1, 2, 1, 1], [1, 0, 1, 0],
+        TickSchema(price_scale=2),
+    )  # fmt: skip
+    compact_symbol_day(archive_at(root), batch, symbol="T", day=day, age_days=1)
+    handle = Archive(root, audit_log=None)
+    got = handle.read(["T"], columns=["price", "quantity", "side"])
+    assert got.equals(view_read(handle, ["T"], columns=["price", "quantity", "side"]))
+    assert got["quantity"].to_pylist() == [1, 2, 1, 1]  # stored order was 5, 3, 3 at one ts
+
+
+def test_read_batch_when_given_symbols_equals_a_read_of_each(hot):
+    handle = Archive(hot, policy=POLICY, audit_log=None)
+    handle.retier(as_of=STAGE_1)
+    got = handle.read_batch(["KX-25MAR", "ES"], start=DAYS[1], columns=["date", "ts"])
+    assert list(got) == ["KX-25MAR", "ES"]
+    for symbol, table in got.items():
+        assert table.equals(handle.read([symbol], start=DAYS[1], columns=["date", "ts"]))
+
+
+# --- no wrong answer -----------------------------------------------------------------------------
+
+
+def test_read_when_a_hot_file_changed_behind_the_archives_back_refuses_naming_it(hot):
+    handle = Archive(hot, policy=POLICY, audit_log=None)
+    handle.read(["ES"], start=DAYS[0], end=DAYS[0])  # verified and kept by the handle
+    path = partition_file(hot, "ES", DAYS[0])
+    flip_bit_in_data_page(path)
+    with pytest.raises(DamagedFileError, match="sha256") as caught:
+        handle.read(["ES"], start=DAYS[0], end=DAYS[0])
+    assert str(path) in str(caught.value)
+    with pytest.raises(DamagedFileError):
+        Archive(hot, policy=POLICY, audit_log=None).read(["ES"])
+
+
+@pytest.mark.parametrize("tier", [WARM, COLD])
+def test_read_when_a_consolidated_file_changed_behind_the_archives_back_refuses(hot, tier):
+    handle = Archive(hot, policy=POLICY, audit_log=None)
+    handle.retier(as_of=STAGE_1)
+    handle.read()
+    path = tier_file(hot, tier)
+    flip_bit_in_data_page(path)
+    with pytest.raises(DamagedFileError) as caught:
+        handle.read()
+    assert str(path) in str(caught.value)
+
+
+def test_read_when_a_hot_file_the_index_lists_is_gone_names_it_and_the_repair(hot):
+    path = partition_file(hot, "ES", DAYS[0])
+    path.unlink()
+    with pytest.raises(SkewtapeError, match="rebuild-catalog") as caught:
+        Archive(hot, policy=POLICY, audit_log=None).read(["ES"])
+    assert str(path) in str(caught.value)
+    assert any(str(path) in p for p in verify_archive(Archive(hot, policy=POLICY).tiers).problems)
+
+
+# --- cost follows what is read -------------------------------------------------------------------
+
+
+class Touches:
+    """Files opened (Python's ``open`` audit event), folders listed (``os.scandir``,
+    ``os.listdir``) and paths stat'ed (``os.stat``) while on."""
+
+    installed = False
+    current: Touches | None = None
+
+    def __init__(self, monkeypatch):
+        self.opened: list[str] = []
+        self.listed: list[str] = []
+        self.stats: list[str] = []
+        if not Touches.installed:
+            sys.addaudithook(Touches._hook)
+            Touches.installed = True
+        real_stat = os.stat
+
+        def stat(path, *args, **kwargs):
+            if Touches.current is self:
+                self.stats.append(os.fspath(path) if not isinstance(path, int) else "<fd>")
+            return real_stat(path, *args, **kwargs)
+
+        monkeypatch.setattr(os, "stat", stat)
+
+    @staticmethod
+    def _hook(event: str, args: tuple) -> None:
+        me = Touches.current
+        if me is None:
+            return
+        if event == "open" and isinstance(args[0], str | bytes | os.PathLike):
+            me.opened.append(os.fsdecode(args[0]))
+        elif event in ("os.scandir", "os.listdir"):
+            me.listed.append(str(args[0]))
+
+    def __enter__(self) -> Touches:
+        Touches.current = self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        Touches.current = None
+
+    def count(self) -> tuple[int, int, int]:
+        return len(self.opened), len(self.listed), len(self.stats)
+
+
+def test_read_of_one_symbol_day_opens_only_that_file(hot, monkeypatch):
+    racy_rule_off(monkeypatch)
+    handle = Archive(hot, policy=POLICY, audit_log=None)
+    handle.read(["ES"], start=DAYS[0], end=DAYS[0])  # the handle reads the catalog and index
+    target = str(partition_file(hot, "ES", DAYS[0]))
+    with Touches(monkeypatch) as touched:
+        table = handle.read(["ES"], start=DAYS[0], end=DAYS[0], columns=["ts", "price"])
+    assert table.num_rows == len(day_ticks("ES", DAYS[0]))
+    assert touched.opened == [target]  # no other data file, no bookkeeping read again
+    assert touched.listed == []  # no folder listed
+    archive_files = [s for s in touched.stats if "symbol=" in s]
+    assert archive_files == [target]  # stamped once, for the trust check
+    with Touches(monkeypatch) as touched:  # a fresh handle: bookkeeping, then that one file
+        Archive(hot, policy=POLICY, audit_log=None).read(["ES"], start=DAYS[0], end=DAYS[0])
+    assert [p for p in touched.opened if "symbol=" in p] == [target]
+    assert touched.listed == [str(hot)] or touched.listed == []  # the root checked once
+
+
+def grown(folder: Path, n: int, batches: int = 10) -> Path:
+    """An archive of ``n`` thin hot symbol-days, committed in ``batches`` versions."""
+    root = folder / "archive"
+    archive = archive_at(root, POLICY)
+    per = n // batches
+    for b in range(batches):
+        for i in range(per):
+            day = DAYS[0] + timedelta(days=b)
+            compact_symbol_day(
+                archive, day_ticks("ES", day), symbol=f"S{i:04d}", day=day, age_days=1
+            )
+        commit_compaction(archive)
+    return root
+
+
+def test_writing_one_more_symbol_day_touches_as_many_files_for_n_and_10n(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "fsync", lambda fd: None)
+    counts = []
+    for n in (20, 200):
+        root = grown(tmp_path / str(n), n)
+        archive = archive_at(root, POLICY)
+        day = DAYS[0] + timedelta(days=30)
+        with Touches(monkeypatch) as touched:
+            compact_symbol_day(archive, day_ticks("ES", day), symbol="NEW", day=day, age_days=1)
+            commit_compaction(archive)
+        assert not [p for p in touched.listed if Path(p) == root], "the root was listed"
+        counts.append(touched.count())
+    assert counts[0] == counts[1], counts
+    assert version_count(tmp_path / "200" / "archive") == 11
+
+
+def test_query_names_the_indexed_files_without_listing_the_hot_tier(hot, monkeypatch):
+    tiers = Archive(hot, policy=POLICY, audit_log=None).tiers
+    with Touches(monkeypatch) as touched:
+        table = run_query("SELECT count(*) AS n FROM ticks", tiers)
+    assert table["n"].to_pylist() == [len(expected_rows())]
+    assert not [p for p in touched.listed if "symbol=" in p]  # no folder of the hot tier listed
+
+
+# --- the hot index -------------------------------------------------------------------------------
+
+
+def test_archive_without_a_hot_index_reads_by_listing_and_its_first_write_builds_one(hot):
+    records = read_hot_records(hot)
+    hot_index.index_path(hot).unlink()  # as written before the index existed
+    lines = [{"path": rel, "sha256": r.sha256, "size": r.size} for rel, r in records.items()]
+    hot_index.log_path(hot).write_bytes(b"")
+    hot_index.append_lines(hot, lines)
+    handle = Archive(hot, policy=POLICY, audit_log=None)
+    assert_reads_as_the_view(handle)
+    assert verify_archive(handle.tiers).ok
+    day = DAYS[-1]
+    compact_symbol_day(handle, day_ticks("NEW", day), symbol="NEW", day=day, age_days=1)
+    index = hot_index.HotIndex.read(hot)
+    assert index is not None and len(index.entries()) == len(SYMBOLS) * len(DAYS) + 1
+    assert_reads_as_the_view(handle)
+    assert verify_archive(handle.tiers).ok
+
+
+def test_hot_index_when_a_fold_is_cut_short_reads_the_same_and_skips_folded_lines(hot, monkeypatch):
+    index = hot_index.HotIndex.read(hot)
+    before = [(e.key, e.sha256, e.present) for e in index.entries(present_only=False)]
+    real = fsio.atomic_write_bytes
+
+    def crash_on_log(target, data):
+        if Path(target) == hot_index.log_path(hot):
+            raise OSError("crash")
+        real(target, data)
+
+    monkeypatch.setattr(fsio, "atomic_write_bytes", crash_on_log)
+    with pytest.raises(OSError, match="crash"):
+        hot_index.fold(index)
+    monkeypatch.setattr(fsio, "atomic_write_bytes", real)
+    again = hot_index.HotIndex.read(hot)
+    assert [(e.key, e.sha256, e.present) for e in again.entries(present_only=False)] == before
+    assert again.seq == index.seq and again.changes_since(index.mark) == []
+    assert_reads_as_the_view(Archive(hot, policy=POLICY, audit_log=None))
+
+
+def test_hot_index_when_a_line_was_cut_short_the_next_append_cuts_it_off(hot):
+    with open(hot_index.log_path(hot), "ab") as handle:
+        handle.write(b'{"path": "symbol=X/year=2026/mo')  # a crash while appending
+    assert verify_archive(Archive(hot, policy=POLICY).tiers).ok
+    day = DAYS[-1]
+    compact_symbol_day(archive_at(hot, POLICY), day_ticks("N", day), symbol="N", day=day,
+                       age_days=1)  # fmt: skip
+    assert hot_index.log_path(hot).read_bytes().endswith(b"\n")
+    assert Archive(hot, policy=POLICY, audit_log=None).read(["N"]).num_rows == len(
+        day_ticks("N", day)
+    )
+
+
+def test_rebuild_catalog_when_the_hot_index_is_damaged_builds_it_again(hot):
+    hot_index.index_path(hot).write_bytes(b"not parquet")
+    with pytest.raises(SkewtapeError, match="rebuild-catalog"):
+        Archive(hot, policy=POLICY, audit_log=None).read()
+    Archive(hot, policy=POLICY, audit_log=None).rebuild_catalog()
+    assert_reads_as_the_view(Archive(hot, policy=POLICY, audit_log=None))
+    assert verify_archive(Archive(hot, policy=POLICY).tiers).ok
+
+
+# --- the read API's mistakes (issue 30, item 12) -------------------------------------------------
+
+
+def test_read_when_the_folder_is_no_archive_raises_a_typed_error_naming_it(tmp_path):
+    missing = tmp_path / "data" / "archiv"
+    for call in (
+        lambda a: a.symbols(),
+        lambda a: a.read(["ES"]),
+        lambda a: a.days("ES"),
+    ):
+        with pytest.raises(NotAnArchiveError, match=str(missing)):
+            call(Archive(missing))
+    (tmp_path / "stuff").mkdir()
+    (tmp_path / "stuff" / "notes.txt").write_text("hello")
+    with pytest.raises(NotAnArchiveError, match="stuff"):
+        Archive(tmp_path / "stuff").read()
+
+
+def test_read_when_a_symbol_is_unknown_names_it_and_the_nearest_known(hot):
+    handle = Archive(hot, policy=POLICY, audit_log=None)
+    with pytest.raises(UnknownSymbolError, match="'ESS'") as caught:
+        handle.read(["ESS"])
+    assert caught.value.nearest[0] == "ES" and "nearest: ES" in str(caught.value)
+    with pytest.raises(UnknownSymbolError, match="typo"):
+        handle.read_batch(["ES", "typo"])
+    empty = handle.read(["ES"], start=DAYS[-1] + timedelta(days=100))  # known, no ticks then
+    assert empty.num_rows == 0 and empty.column_names == list(VIEW_COLUMNS)
+    assert empty.schema == view_read(handle, ["ES"], start=DAYS[-1] + timedelta(days=100)).schema
+
+
+class Timestamp(datetime):
+    """What a pandas ``Timestamp`` is to the reader: a ``datetime`` subclass."""
+
+
+@pytest.mark.parametrize(
+    "start",
+    [
+        DAYS[1],
+        datetime(2026, 1, 30, 15, 0),
+        datetime(2026, 1, 30, 23, 30, tzinfo=UTC),
+        "2026-01-30",
+        "2026-01-30T10:00:00Z",
+        Timestamp(2026, 1, 30, tzinfo=UTC),
+    ],
+)
+def test_read_when_days_are_dates_datetimes_iso_text_or_timestamps_takes_their_day(hot, start):
+    handle = Archive(hot, policy=POLICY, audit_log=None)
+    expected = handle.read(["ES"], start=DAYS[1], end=DAYS[1])
+    assert handle.read(["ES"], start=start, end=start).equals(expected)
+
+
+@pytest.mark.parametrize("start", [42, "yesterday", 3.5, b"2026-01-30"])
+def test_read_when_a_day_is_none_of_those_refuses_naming_it(hot, start):
+    with pytest.raises(ConfigError, match="start"):
+        Archive(hot, policy=POLICY, audit_log=None).read(["ES"], start=start)
+
+
+def test_every_read_mistake_is_a_skewtape_error(hot, tmp_path):
+    handle = Archive(hot, policy=POLICY, audit_log=None)
+    for call in (
+        lambda: handle.read(["nope"]),
+        lambda: handle.read(columns=["nope"]),
+        lambda: handle.read(start="never"),
+        lambda: handle.read(as_of=999),
+        lambda: handle.read([42]),
+        lambda: Archive(tmp_path / "none").read(),
+    ):
+        with pytest.raises(SkewtapeError):
+            call()
