@@ -235,7 +235,7 @@ def test_cli_retier_when_the_disk_fills_exits_1_naming_the_file_leaving_no_empty
     archive = tmp_path / "archive"
     argv = ["compact-ticks", str(source), "--out", str(archive), "--as-of", "2025-12-05"]
     assert run(capsys, *argv, "--price-scale", "2")[0] == 0
-    monkeypatch.setattr(consolidate, "write_table", _pyarrow_full)
+    monkeypatch.setattr(consolidate.ConsolidatedWriter, "write", _pyarrow_full)
     code, _, err = run(capsys, "retier", str(archive), "--as-of", "2027-01-01")
     assert code == 1
     _assert_one_error_line(err, "No space left", tmp_path / "archive-cold" / "year=2025")

@@ -545,6 +545,7 @@ def _keep_hot(root: Path, hot: HotFile, record: FileRecord | None) -> HotEntry:
             return entry
         shutil.copyfile(hot.path, temp)
     os.replace(temp, blob)
+    temp.unlink(missing_ok=True)  # a rename onto a link of the same file leaves both names
     fsio.fsync_dir(blob.parent)
     return entry
 
