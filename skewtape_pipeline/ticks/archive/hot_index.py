@@ -525,8 +525,31 @@ def _entries(rows: pa.Table) -> list[IndexEntry]:
     return out
 
 
+_PARSED: dict[bytes, IndexEntry | SymbolDayKey] = {}
+"""Log lines parsed in this process, by their bytes (a parse depends on nothing else): a
+commit reads the log since the last fold again, and parses only the lines new since."""
+
+
 def _log_entry(line: bytes, path: Path, number: int, seq: int, previous) -> IndexEntry:
     """The entry one log line sets (``previous(key)``: the entry before it, for a removal)."""
+    parsed = _PARSED.get(line)
+    if parsed is None:
+        parsed = _parse_line(line, path, number)
+        if len(_PARSED) >= 4 * FOLD_LINES:
+            _PARSED.clear()
+        _PARSED[line] = parsed
+    if isinstance(parsed, IndexEntry):
+        return IndexEntry(parsed.symbol, parsed.day, parsed.size, parsed.sha256, parsed.stamp,
+                          True, seq)  # fmt: skip
+    before = previous(parsed)
+    if before is None:
+        return IndexEntry(*parsed, None, None, None, False, seq)
+    return IndexEntry(*parsed, before.size, before.sha256, before.stamp, False, seq)
+
+
+def _parse_line(line: bytes, path: Path, number: int) -> IndexEntry | SymbolDayKey:
+    """What one log line says: the entry of a file published (``seq`` 0), or the symbol-day
+    of a file removed. Raises TickFormatError naming the line when it is malformed."""
     body = fsio.load_json(line, path, line=number, error=TickFormatError)
     where = f"{path}: line {number}"
     if not isinstance(body, dict) or not isinstance(body.get("path"), str):
@@ -538,10 +561,7 @@ def _log_entry(line: bytes, path: Path, number: int, seq: int, previous) -> Inde
             "(symbol=<S>/year=<YYYY>/month=<MM>/date=<YYYY-MM-DD>/part-0.parquet)"
         )
     if set(body) == {"path", "gone"} and body["gone"] is True:
-        before = previous(key)
-        if before is None:
-            return IndexEntry(*key, None, None, None, False, seq)
-        return IndexEntry(*key, before.size, before.sha256, before.stamp, False, seq)
+        return key
     keys = set(body)
     if keys not in ({"path", "sha256", "size"}, {"path", "sha256", "size", "stamp"}):
         raise TickFormatError(f"{where}: expected an object with path, sha256 and size")
@@ -552,7 +572,7 @@ def _log_entry(line: bytes, path: Path, number: int, seq: int, previous) -> Inde
             f"{where}: {body!r}: expected a path inside the archive root, a sha256 (hex) and "
             "a size (an int >= 0)"
         )
-    return IndexEntry(*key, size, digest, stamp, True, seq)
+    return IndexEntry(*key, size, digest, stamp, True, 0)
 
 
 def _is_count(value: object) -> bool:
