@@ -13,7 +13,10 @@ On disk, two files in the archive root, both written under the archive's lock:
   hot tier, and ``seq``: the number of the log line that last set it); its key-value metadata
   ``skewtape_hot_index`` holds JSON: ``format``, ``version``, ``seq`` (the last line folded in)
   and ``log`` (``[inode, lines]``: the log it folded and how many of its lines). Replaced
-  atomically.
+  atomically. Written in row groups of :data:`BASE_GROUP_ROWS`; a reader decodes it only when
+  asked: a lookup of a symbol-day decodes the row groups whose statistics (symbols, days) may
+  hold it, none for a day newer than all of the base's (what a commit of a backfill asks), and
+  whole-archive work (entries, a symbol's days) the whole base.
 - ``_skewtape_hot_files.jsonl``, the *log* (the hot file records of ``ticks.archive.catalog``):
   one JSON object per line, appended and fsynced right after a file is renamed into place
   (``{"path", "sha256", "size", "stamp": [device, inode, size, mtime_ns, ctime_ns]}``) or removed
@@ -65,6 +68,9 @@ METADATA_KEY = "skewtape_hot_index"
 FOLD_LINES = 2048
 """The log is folded into the base once it holds this many lines (so reading it stays cheap,
 and folding, which costs the index's size, happens once per this many publications)."""
+BASE_GROUP_ROWS = 8192
+"""Rows per row group of the base: a lookup of a symbol-day decodes the groups whose statistics
+may hold it (:meth:`HotIndex.get`), not the whole base."""
 HOT_GLOB = f"symbol=*/year=*/month=*/date=*/{PART_FILE_NAME}"
 
 SymbolDayKey = tuple[str, date]
@@ -189,13 +195,13 @@ class HotIndex:
     def __init__(
         self,
         root: Path,
-        base: pa.Table,
+        base: pq.ParquetFile,
         base_stamp: FileStamp | None,
         base_seq: int,
         skip: tuple[int, int],
     ):
         self.root = Path(root)
-        self._base = base
+        self._parquet = base
         self._base_stamp = base_stamp
         self._base_seq = base_seq
         self._seq = base_seq
@@ -203,6 +209,7 @@ class HotIndex:
         self._log: dict[SymbolDayKey, IndexEntry] = {}
         self._history: list[tuple[int, SymbolDayKey, IndexEntry | None]] = []
         self._decoded: dict[int, IndexEntry] = {}
+        self._groups: dict[int, tuple[pa.Table, dict[tuple[str, int], int]]] = {}
         self._log_inode = 0
         self._offset = 0
         self._lines = 0
@@ -225,7 +232,7 @@ class HotIndex:
             return None
         except OSError as exc:
             raise TickFormatError(f"{path}: cannot read the hot index ({exc.strerror})") from None
-        base, seq, skip = _parse_base(path, raw)
+        base, seq, skip = _open_base(path, raw)
         index = cls(root, base, FileStamp.from_stat(st), seq, skip)
         index._read_log()
         return index
@@ -307,6 +314,8 @@ class HotIndex:
         found = self._log.get(key)
         if found is not None:
             return found
+        if "_base" not in self.__dict__:
+            return self._lookup_in_groups(key)
         row = self._row_of(key)
         if row is None:
             return None
@@ -376,10 +385,84 @@ class HotIndex:
         return self._lines
 
     def to_table(self) -> pa.Table:
-        """The index as a base table (the log applied), sorted."""
-        return _table(self.entries(present_only=False))
+        """The index as a base table (the log applied), sorted: the base's rows the log did
+        not change and the log's entries, in Arrow (no object per row of the base)."""
+        base = self._base
+        if not self._log:
+            return base.select(SCHEMA.names).cast(SCHEMA)
+        keys = pa.array([f"{s}\x00{d.isoformat()}" for s, d in self._log])
+        named = pc.binary_join_element_wise(
+            base["symbol"], pc.cast(base["date"], pa.string()), "\x00"
+        )
+        kept = base.filter(pc.invert(pc.is_in(named, keys)))
+        table = pa.concat_tables(
+            [kept.select(SCHEMA.names).cast(SCHEMA), _table(self._log.values())]
+        )
+        return table.sort_by([("symbol", "ascending"), ("date", "ascending")]).combine_chunks()
 
-    # -- the base's columns, built when first needed
+    # -- the base, decoded when first needed
+
+    @cached_property
+    def _base(self) -> pa.Table:
+        """The whole base (whole-archive work, or a symbol's days); a lookup of a few
+        symbol-days decodes only the row groups that may hold them (:meth:`_lookup_in_groups`)."""
+        return _decode(index_path(self.root), self._parquet.read).combine_chunks()
+
+    @cached_property
+    def _bounds(self) -> tuple[list[str], list[tuple[str, int, int]], int] | None:
+        """From the row groups' statistics: the first symbol of each group (sorted, as the
+        base is), its (last symbol, first day, last day) as ordinals, and the last day of all;
+        None when a group has none (every group is then read)."""
+        meta = self._parquet.metadata
+        symbol_col, date_col = SCHEMA.get_field_index("symbol"), SCHEMA.get_field_index("date")
+        firsts: list[str] = []
+        bounds: list[tuple[str, int, int]] = []
+        for i in range(meta.num_row_groups):
+            group = meta.row_group(i)
+            symbols, days = group.column(symbol_col).statistics, group.column(date_col).statistics
+            if symbols is None or days is None or not (symbols.has_min_max and days.has_min_max):
+                return None
+            if not (isinstance(symbols.min, str) and isinstance(days.min, date)):
+                return None
+            firsts.append(symbols.min)
+            bounds.append((symbols.max, days.min.toordinal(), days.max.toordinal()))
+        return firsts, bounds, max((hi for _, _, hi in bounds), default=0)
+
+    def _lookup_in_groups(self, key: SymbolDayKey) -> IndexEntry | None:
+        """The base's entry of ``key``, decoding only the row groups whose statistics (symbols
+        and days) may hold it (a symbol-day newer than all of the base's: none at all)."""
+        symbol, day = key
+        wanted = day.toordinal()
+        found = self._bounds
+        if found is None:
+            candidates: Iterable[int] = range(self._parquet.metadata.num_row_groups)
+        else:
+            firsts, bounds, newest = found
+            if wanted > newest:
+                return None
+            candidates = []
+            i = bisect.bisect_right(firsts, symbol) - 1
+            while i >= 0 and bounds[i][0] >= symbol:  # sorted: the groups holding the symbol
+                if bounds[i][1] <= wanted <= bounds[i][2]:
+                    candidates.append(i)
+                i -= 1
+        for i in candidates:
+            rows, where = self._group(i)
+            row = where.get((symbol, wanted - _EPOCH_ORDINAL))
+            if row is not None:
+                return _entries(rows.slice(row, 1))[0]
+        return None
+
+    def _group(self, i: int) -> tuple[pa.Table, dict[tuple[str, int], int]]:
+        """Row group ``i`` of the base, decoded, and its rows by (symbol, day number)."""
+        group = self._groups.get(i)
+        if group is None:
+            rows = _decode(index_path(self.root), lambda: self._parquet.read_row_group(i))
+            days = pc.cast(rows["date"], pa.int32()).to_pylist()
+            symbols = rows["symbol"].to_pylist()
+            where = {key: n for n, key in enumerate(zip(symbols, days, strict=True))}
+            group = self._groups[i] = (rows, where)
+        return group
 
     @cached_property
     def _runs(self) -> dict[str, tuple[int, int]]:
@@ -410,36 +493,63 @@ class HotIndex:
         return row if row < end and self._days[row] == wanted else None
 
     def _entries_of(self, start: int, stop: int) -> list[IndexEntry]:
-        rows = self._base.slice(start, stop - start)
-        if rows.num_rows == 0:
-            return []
-        columns = {name: rows[name].to_pylist() for name in SCHEMA.names}
-        out = []
-        for i in range(rows.num_rows):
-            digest = columns["sha256"][i]
-            stamp_fields = [columns[n][i] for n in ("device", "inode", "size", "mtime_ns")]
-            ctime = columns["ctime_ns"][i]
-            stamp = (
-                None
-                if any(v is None for v in stamp_fields) or ctime is None
-                else FileStamp(*stamp_fields, ctime)
+        return _entries(self._base.slice(start, stop - start))
+
+
+def _entries(rows: pa.Table) -> list[IndexEntry]:
+    """One entry per row of a base table."""
+    if rows.num_rows == 0:
+        return []
+    columns = {name: rows[name].to_pylist() for name in SCHEMA.names}
+    out = []
+    for i in range(rows.num_rows):
+        digest = columns["sha256"][i]
+        stamp_fields = [columns[n][i] for n in ("device", "inode", "size", "mtime_ns")]
+        ctime = columns["ctime_ns"][i]
+        stamp = (
+            None
+            if any(v is None for v in stamp_fields) or ctime is None
+            else FileStamp(*stamp_fields, ctime)
+        )
+        out.append(
+            IndexEntry(
+                columns["symbol"][i],
+                columns["date"][i],
+                columns["size"][i],
+                None if digest is None else digest.hex(),
+                stamp,
+                columns["present"][i],
+                columns["seq"][i],
             )
-            out.append(
-                IndexEntry(
-                    columns["symbol"][i],
-                    columns["date"][i],
-                    columns["size"][i],
-                    None if digest is None else digest.hex(),
-                    stamp,
-                    columns["present"][i],
-                    columns["seq"][i],
-                )
-            )
-        return out
+        )
+    return out
+
+
+_PARSED: dict[bytes, IndexEntry | SymbolDayKey] = {}
+"""Log lines parsed in this process, by their bytes (a parse depends on nothing else): a
+commit reads the log since the last fold again, and parses only the lines new since."""
 
 
 def _log_entry(line: bytes, path: Path, number: int, seq: int, previous) -> IndexEntry:
     """The entry one log line sets (``previous(key)``: the entry before it, for a removal)."""
+    parsed = _PARSED.get(line)
+    if parsed is None:
+        parsed = _parse_line(line, path, number)
+        if len(_PARSED) >= 4 * FOLD_LINES:
+            _PARSED.clear()
+        _PARSED[line] = parsed
+    if isinstance(parsed, IndexEntry):
+        return IndexEntry(parsed.symbol, parsed.day, parsed.size, parsed.sha256, parsed.stamp,
+                          True, seq)  # fmt: skip
+    before = previous(parsed)
+    if before is None:
+        return IndexEntry(*parsed, None, None, None, False, seq)
+    return IndexEntry(*parsed, before.size, before.sha256, before.stamp, False, seq)
+
+
+def _parse_line(line: bytes, path: Path, number: int) -> IndexEntry | SymbolDayKey:
+    """What one log line says: the entry of a file published (``seq`` 0), or the symbol-day
+    of a file removed. Raises TickFormatError naming the line when it is malformed."""
     body = fsio.load_json(line, path, line=number, error=TickFormatError)
     where = f"{path}: line {number}"
     if not isinstance(body, dict) or not isinstance(body.get("path"), str):
@@ -451,10 +561,7 @@ def _log_entry(line: bytes, path: Path, number: int, seq: int, previous) -> Inde
             "(symbol=<S>/year=<YYYY>/month=<MM>/date=<YYYY-MM-DD>/part-0.parquet)"
         )
     if set(body) == {"path", "gone"} and body["gone"] is True:
-        before = previous(key)
-        if before is None:
-            return IndexEntry(*key, None, None, None, False, seq)
-        return IndexEntry(*key, before.size, before.sha256, before.stamp, False, seq)
+        return key
     keys = set(body)
     if keys not in ({"path", "sha256", "size"}, {"path", "sha256", "size", "stamp"}):
         raise TickFormatError(f"{where}: expected an object with path, sha256 and size")
@@ -465,21 +572,27 @@ def _log_entry(line: bytes, path: Path, number: int, seq: int, previous) -> Inde
             f"{where}: {body!r}: expected a path inside the archive root, a sha256 (hex) and "
             "a size (an int >= 0)"
         )
-    return IndexEntry(*key, size, digest, stamp, True, seq)
+    return IndexEntry(*key, size, digest, stamp, True, 0)
 
 
 def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _parse_base(path: Path, raw: bytes) -> tuple[pa.Table, int, tuple[int, int]]:
+def _decode(path: Path, read) -> pa.Table:
+    """``read()`` of the base at ``path``; raises TickFormatError when it cannot be decoded."""
     try:
-        parquet = pq.ParquetFile(owned_reader(raw))
-        table = parquet.read()
+        return read()
     except (pa.ArrowException, OSError) as exc:
         raise TickFormatError(
             f"{path}: not a readable hot index ({exc}); rebuild it with rebuild-catalog"
         ) from None
+
+
+def _open_base(path: Path, raw: bytes) -> tuple[pq.ParquetFile, int, tuple[int, int]]:
+    """The base's file (its footer read and checked; its rows decoded when asked), the last
+    line folded into it and the log it folded."""
+    parquet = _decode(path, lambda: pq.ParquetFile(owned_reader(raw)))
     meta = (parquet.metadata.metadata or {}).get(METADATA_KEY.encode())
     body = None if meta is None else fsio.load_json(meta, path, error=TickFormatError)
     if (
@@ -493,10 +606,11 @@ def _parse_base(path: Path, raw: bytes) -> tuple[pa.Table, int, tuple[int, int]]
             f"{path}: metadata {METADATA_KEY}: expected format {INDEX_FORMAT!r}, version "
             f"{INDEX_VERSION}, seq and log; rebuild it with rebuild-catalog"
         )
-    if table.schema.remove_metadata() != SCHEMA:
-        raise TickFormatError(f"{path}: columns {table.schema.names}, expected {SCHEMA.names}")
+    schema = _decode(path, lambda: parquet.schema_arrow)
+    if schema.remove_metadata() != SCHEMA:
+        raise TickFormatError(f"{path}: columns {schema.names}, expected {SCHEMA.names}")
     inode, lines = body["log"]
-    return table.combine_chunks(), body["seq"], (int(inode), int(lines))
+    return parquet, body["seq"], (int(inode), int(lines))
 
 
 def _table(entries: Iterable[IndexEntry]) -> pa.Table:
@@ -528,7 +642,9 @@ def write_base(root: Path, table: pa.Table, seq: int, log: tuple[int, int]) -> N
     body = {"format": INDEX_FORMAT, "version": INDEX_VERSION, "seq": seq, "log": list(log)}
     table = table.replace_schema_metadata({METADATA_KEY: json.dumps(body, sort_keys=True)})
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="zstd", use_dictionary=["symbol"])
+    pq.write_table(
+        table, sink, compression="zstd", use_dictionary=["symbol"], row_group_size=BASE_GROUP_ROWS
+    )
     fsio.refuse_linked_state(index_path(root))
     fsio.atomic_write_bytes(index_path(root), sink.getvalue().to_pybytes())
 

@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from skewtape_pipeline import faults, fsio
@@ -445,14 +446,37 @@ def _what_changed(
     if depth <= MAX_DELTA_DEPTH:
         manifest = _manifest_file(root, rows, (previous.manifest, depth))
     else:
-        merged = {e.key: e for e in read_manifest(root, previous)}
-        for key, entry in now.items():
-            if entry is None:
-                merged.pop(key, None)
-            else:
-                merged[key] = entry
-        manifest = _manifest_file(root, [merged[k] for k in sorted(merged)], ("", 0))
+        manifest = _write_manifest_table(root, _merged_manifest(root, previous, rows), ("", 0))
     return manifest, sorted(now), previous.generation
+
+
+def _merged_manifest(root: Path, previous: Version, rows: list[HotEntry]) -> pa.Table:
+    """The whole list of ``previous``'s manifest with the delta ``rows`` applied (what
+    :func:`read_manifest` and a dict would give), in Arrow: the deltas of the chain (small)
+    merged by key, then applied to its whole list at once, so rewriting the whole list costs
+    no object per row."""
+    chain = manifest_chain(root, previous.manifest)
+    whole = _read_manifest_table(root, chain[-1])
+    changes: dict[SymbolDayKey, HotEntry] = {}
+    for digest in reversed(chain[:-1]):
+        changes.update((e.key, e) for e in _manifest_rows(_read_manifest_table(root, digest)))
+    changes.update((e.key, e) for e in rows)
+    if not changes:
+        return whole
+    keys = pa.array([_key_text(s, d) for s, d in changes])
+    dates = pc.cast(whole["date"], pa.string())
+    kept = whole.filter(
+        pc.invert(pc.is_in(pc.binary_join_element_wise(whole["symbol"], dates, "\x00"), keys))
+    )
+    added = [e for e in changes.values() if e.size >= 0]
+    table = pa.concat_tables(
+        [kept.select(_MANIFEST_SCHEMA.names).cast(_MANIFEST_SCHEMA), _manifest_table(added)]
+    )
+    return table.sort_by([("symbol", "ascending"), ("date", "ascending")])
+
+
+def _key_text(symbol: str, day: date) -> str:
+    return f"{symbol}\x00{day.isoformat()}"
 
 
 def _live(catalog: Catalog, entry: IndexEntry | None) -> IndexEntry | None:
@@ -589,13 +613,26 @@ def _write_manifest(
 def _manifest_file(root: Path, rows: list[HotEntry], header: tuple[str, int]) -> str:
     """Write the manifest of ``rows`` (sorted; ``header``: the manifest it is a delta of and
     its depth, ("", 0) for a whole list), content-named if new; its sha256."""
-    table = pa.table(
+    return _write_manifest_table(root, _manifest_table(rows), header)
+
+
+def _manifest_table(rows: list[HotEntry]) -> pa.Table:
+    return pa.table(
         {
             "symbol": [e.symbol for e in rows],
             "date": [e.date for e in rows],
             "sha256": [e.sha256 for e in rows],
             "size": [e.size for e in rows],
         },
+        schema=_MANIFEST_SCHEMA,
+    )
+
+
+def _write_manifest_table(root: Path, table: pa.Table, header: tuple[str, int]) -> str:
+    """Write the manifest ``table`` (sorted, :data:`_MANIFEST_SCHEMA`), content-named if new;
+    its sha256."""
+    table = pa.Table.from_arrays(
+        [table[name].combine_chunks() for name in _MANIFEST_SCHEMA.names],
         schema=_MANIFEST_SCHEMA,
     ).replace_schema_metadata({_BASE_KEY: json.dumps(list(header))})
     sink = io.BytesIO()

@@ -277,6 +277,31 @@ def test_writing_one_more_symbol_day_touches_as_many_files_for_n_and_10n(tmp_pat
     assert version_count(tmp_path / "200" / "archive") == 11
 
 
+def test_committing_a_new_day_decodes_no_row_of_the_hot_index_base(tmp_path, monkeypatch):
+    root = grown(tmp_path, 200)
+    folded = hot_index.fold(hot_index.HotIndex.read(root))  # every symbol-day in the base
+    assert folded.log_lines == 0 and len(folded.entries()) == 200
+    decoded = []
+    real = hot_index._decode
+
+    def counting(path, read):
+        out = real(path, read)
+        if isinstance(out, pa.Table):
+            decoded.append(out.num_rows)
+        return out
+
+    monkeypatch.setattr(hot_index, "_decode", counting)
+    archive = archive_at(root, POLICY)
+    day = DAYS[0] + timedelta(days=30)
+    for symbol in ("S0001", "NEW"):
+        compact_symbol_day(archive, day_ticks("ES", day), symbol=symbol, day=day, age_days=1)
+    commit_compaction(archive)
+    assert sum(decoded) == 0, decoded  # its footer says the base holds no such day
+    assert version_count(root) == 11
+    index = hot_index.HotIndex.read(root)
+    assert index is not None and len(index.entries()) == 202 and sum(decoded) == 200
+
+
 def test_query_names_the_indexed_files_without_listing_the_hot_tier(hot, monkeypatch):
     tiers = Archive(hot, policy=POLICY, audit_log=None).tiers
     with Touches(monkeypatch) as touched:
