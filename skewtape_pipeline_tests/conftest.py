@@ -12,9 +12,11 @@ full snapshot as published) and ``sample_root`` (a private copy of the chain a t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-from collections.abc import Sequence
+import subprocess
+from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from pathlib import Path
 
@@ -287,3 +289,15 @@ def s3_env(seaweedfs, monkeypatch):
     for name, value in seaweedfs.environment().items():
         monkeypatch.setenv(name, value)
     return seaweedfs
+
+
+@contextlib.contextmanager
+def mounted_tmpfs(folder: Path, size: str) -> Iterator[Path]:
+    """``folder`` (made here) with a tmpfs of ``size`` (``"4m"``) mounted on it for the block
+    (as root: a real file system that fills up), unmounted after it."""
+    folder.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], check=True)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.mirror.apply import staging_folders
-from skewtape_pipeline_tests.conftest import copy_snapshot
+from skewtape_pipeline_tests.conftest import copy_snapshot, mounted_tmpfs
 from skewtape_pipeline_tests.mirror.apply_support import assert_same_snapshot, make_case
 from skewtape_pipeline_tests.mirror.test_apply_integrity import published_state
 from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
@@ -28,13 +27,8 @@ FREE_KB = range(0, 96, 8)
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
     """A 4 MiB tmpfs mounted for the test (as root) and unmounted after it."""
-    mount = tmp_path / "fs"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], check=True)
-    try:
+    with mounted_tmpfs(tmp_path / "fs", "4m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=True)
 
 
 def fill(folder: Path, leave_kb: int) -> Path:

@@ -21,6 +21,7 @@ from pyarrow import fs as pafs
 from skewtape_pipeline.errors import FetchDiskError, PublisherError, TransferError
 from skewtape_pipeline.mirror.fetch import fetch_deltas
 from skewtape_pipeline.mirror.sources import TransferSettings, open_source
+from skewtape_pipeline_tests.conftest import mounted_tmpfs
 from skewtape_pipeline_tests.mirror.apply_support import tree_state
 from skewtape_pipeline_tests.mirror.conftest import LARGE_NEXT, LARGE_PARENT
 from skewtape_pipeline_tests.mirror.publisher_servers import (
@@ -418,13 +419,8 @@ def test_fetch_when_a_body_stays_below_the_low_speed_limit_fails_naming_the_file
 @pytest.fixture
 def small_disk(tmp_path: Path):
     """A folder on a 12 MiB tmpfs (mounted for the test, as root), too small for the delta."""
-    mount = tmp_path / "small"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", str(mount)], check=True)
-    try:
+    with mounted_tmpfs(tmp_path / "small", "12m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=True)
 
 
 def test_fetch_when_the_disk_fills_stops_at_once_naming_the_folder_and_changes_nothing(
