@@ -632,7 +632,7 @@ def _check_symbol_days_archived(tiers: Any, keys: Sequence[tuple[str, date]]) ->
     first CatalogMismatchError when the catalog is gone while consolidated files are on disk
     (the catalog is to blame then, not the day)."""
     from skewtape_pipeline.ticks.archive.catalog import read_catalog
-    from skewtape_pipeline.ticks.archive.integrity import check_catalog_present
+    from skewtape_pipeline.ticks.archive.catalog_check import check_catalog_present
     from skewtape_pipeline.ticks.archive.layout import partition_file
 
     check_catalog_present(tiers)

@@ -26,7 +26,11 @@ from typing import Any
 
 from skewtape_pipeline import fsio
 from skewtape_pipeline.audit import AUDIT_LOG_NAME, AuditLog
-from skewtape_pipeline.errors import ConfigError, WriteOnceError, location
+from skewtape_pipeline.errors import (
+    ConfigError,
+    WriteOnceError,
+    location,
+)
 
 BOOKS_MARKER = "_skewtape_books_and_records.json"
 MODE = "books_and_records"
@@ -182,3 +186,18 @@ def audit(archive_root: Path, audit_log: Path | None, records: list[Mapping[str,
     return AuditLog(Path(audit_log)).append(
         [{"actor": AUDIT_ACTOR, **record} for record in records]
     )
+
+
+# The archive's audit events (each writer's records name one).
+
+EVENT_WRITE = "tick-archive-write"
+"""Audit event: a symbol-day the archive did not hold was compacted into a new hot file."""
+EVENT_RECOMPACT = "tick-archive-recompact"
+"""Audit event: a symbol-day the archive held was compacted again (its hot file replaced, or its
+consolidated copy superseded by a new hot file)."""
+EVENT_REMOVE = "tick-archive-remove"
+EVENT_REWRITE = "tick-archive-rewrite"
+EVENT_COMMIT = "tick-archive-commit"
+EVENT_WITHDRAW = "tick-archive-withdraw"
+EVENT_REBUILD = "tick-archive-catalog-rebuilt"
+EVENT_PRUNE = "tick-archive-versions-pruned"

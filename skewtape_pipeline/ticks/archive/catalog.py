@@ -214,7 +214,7 @@ def split_catalog_path(relative: str) -> tuple[str, str]:
 
 def read_catalog(archive_root: Path) -> Catalog:
     """The archive's catalog; an empty one (generation 0) when it has none yet (writers call
-    ``ticks.archive.integrity.checked_catalog``, which refuses when consolidated files exist then).
+    ``catalog_check.checked_catalog``, which refuses when consolidated files exist then).
 
     Every row is validated on reading (column-wise); a partition object is built when it is
     first looked up, so looking up a few symbol-days of a large catalog stays cheap. The

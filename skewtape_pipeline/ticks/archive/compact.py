@@ -50,7 +50,12 @@ from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.errors import ConfigError, TickFormatError, TickValidationError
 from skewtape_pipeline.hashing import FileStamp, sha256_file
 from skewtape_pipeline.storage import TierFile
-from skewtape_pipeline.ticks.archive.books import audit, check_may_write
+from skewtape_pipeline.ticks.archive.books import (
+    EVENT_RECOMPACT,
+    EVENT_WRITE,
+    audit,
+    check_may_write,
+)
 from skewtape_pipeline.ticks.archive.catalog import (
     FileRecord,
     SymbolDayKey,
@@ -59,9 +64,9 @@ from skewtape_pipeline.ticks.archive.catalog import (
     read_catalog,
     read_hot_records,
 )
+from skewtape_pipeline.ticks.archive.catalog_check import checked_catalog
 from skewtape_pipeline.ticks.archive.consolidate import read_consolidated_file
 from skewtape_pipeline.ticks.archive.hot_index import ensure_base
-from skewtape_pipeline.ticks.archive.integrity import checked_catalog
 from skewtape_pipeline.ticks.archive.layout import (
     ARCHIVE_LOCK_WAIT_SECONDS,
     encode_symbol,
@@ -716,7 +721,7 @@ def compact_symbol_day(
         before encoding, and again under the lock that publishes); nothing is written.
     CatalogMismatchError
         The symbol-day's file exists and the catalog is missing, unreadable or does not account
-        for the files on disk (``integrity.checked_catalog``, checked once, under the lock that
+        for the files on disk (``catalog_check.checked_catalog``, checked once, under the lock that
         publishes); nothing is rewritten and the staged file is discarded.
     ArchiveBusyError
         Another writer held the archive's lock for longer than the compaction waits.
@@ -967,7 +972,7 @@ def _published(archive: Archive, item: PlannedSymbolDay, path: Path) -> _Publish
     archive's tiers.
 
     The checks under the lock: books_and_records mode again (the lock was let go while
-    encoding), then, when the file exists, the catalog check (``integrity.checked_catalog``,
+    encoding), then, when the file exists, the catalog check (``catalog_check.checked_catalog``,
     refusing while the catalog does not account for the files on disk). A refusal publishes
     nothing and the staged file is discarded, as it is whatever happens. The write is audited
     once the rename succeeded."""
@@ -1006,10 +1011,6 @@ def _published(archive: Archive, item: PlannedSymbolDay, path: Path) -> _Publish
     return _Published(tier, dict(tiers.record), facts, rewrite)
 
 
-EVENT_WRITE = "tick-archive-write"
-"""Audit event: a symbol-day the archive did not hold was compacted into a new hot file."""
-
-
 def written_record(out: Path, symbol: str, day: date) -> dict:
     """The :data:`EVENT_WRITE` audit record of a new symbol-day's hot file (its report added
     by the writer)."""
@@ -1030,11 +1031,6 @@ def _audited_report(item: PlannedSymbolDay, facts: FileFacts, tier: str) -> dict
         "codec": facts.codec,
         "compression_level": facts.compression_level,
     }
-
-
-EVENT_RECOMPACT = "tick-archive-recompact"
-"""Audit event: a symbol-day the archive held was compacted again (its hot file replaced, or its
-consolidated copy superseded by a new hot file)."""
 
 
 RECOMPACTED = "recompacted: "

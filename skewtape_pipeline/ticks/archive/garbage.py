@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from skewtape_pipeline import faults
 from skewtape_pipeline.storage import TierFile, delete, sha256_of, size_of
 from skewtape_pipeline.ticks.archive import hot_index
-from skewtape_pipeline.ticks.archive.books import audit, check_may_delete
+from skewtape_pipeline.ticks.archive.books import EVENT_REMOVE, audit, check_may_delete
 from skewtape_pipeline.ticks.archive.placement import archive_state
 from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.trust import hot_rel
@@ -26,7 +26,6 @@ from skewtape_pipeline.ticks.archive.versions import kept_catalog_paths
 if TYPE_CHECKING:
     from skewtape_pipeline.ticks.archive.handle import Archive
 
-EVENT_REMOVE = "tick-archive-remove"
 SUPERSEDED = "superseded: its rows live in a consolidated file"
 UNLISTED = "not in the catalog: replaced, or left by an interrupted run"
 

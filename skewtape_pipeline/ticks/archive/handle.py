@@ -51,10 +51,10 @@ path). Carrying the plan out reads only the plan; after the commit the garbage s
 (``garbage.unreachable_files``) lists the same tiers and hands ``garbage.remove_files`` each file
 with its catalog path. ``retier_plan.plan_retier`` (without the lock) and pruning read it the
 same way. Withdrawal, the catalog rebuild and version pruning read it where they need a store, a
-catalog path or the catalog check. The catalog check (``integrity.checked_catalog``) and the
+catalog path or the catalog check. The catalog check (``catalog_check.checked_catalog``) and the
 garbage survey each list the stores once (``ArchiveTiers.listing``: one listing per store, never
 a request per file), compare the files' catalog paths with the catalog's and hand the listing
-down (``integrity.unaccounted_files``), which reads no tiers.
+down (``catalog_check.unaccounted_files``), which reads no tiers.
 The reading verbs (``read``, ``query``, ``open_view``, ``stats``, ``report``, ``verify``) hand
 the same value down (``query``'s view and its checks, ``placement.locate`` and
 ``archive_metrics``, ``integrity.verify_archive``), as does ``lifecycle.relocated_report``;

@@ -73,12 +73,14 @@ from skewtape_pipeline.errors import (
     TickFormatError,
 )
 from skewtape_pipeline.hashing import sha256_bytes
-from skewtape_pipeline.storage import (
-    TierFile,
+from skewtape_pipeline.storage import TierFile
+from skewtape_pipeline.ticks.archive.books import (
+    EVENT_COMMIT,
+    EVENT_REWRITE,
+    audit,
+    is_books_and_records,
 )
-from skewtape_pipeline.ticks.archive.books import audit, is_books_and_records
 from skewtape_pipeline.ticks.archive.catalog import (
-    CATALOG_FILE,
     Catalog,
     CatalogFile,
     CatalogPartition,
@@ -92,6 +94,10 @@ from skewtape_pipeline.ticks.archive.catalog import (
     settle_hot_records,
     write_catalog,
 )
+from skewtape_pipeline.ticks.archive.catalog_check import (
+    checked_catalog,
+    remove_stale_catalog_temps,
+)
 from skewtape_pipeline.ticks.archive.consolidate import (
     META_CATALOG_GENERATION,
     ConsolidatedFile,
@@ -102,7 +108,6 @@ from skewtape_pipeline.ticks.archive.consolidate import (
     write_consolidated_files,
 )
 from skewtape_pipeline.ticks.archive.garbage import Garbage, remove_files, unreachable_files
-from skewtape_pipeline.ticks.archive.integrity import checked_catalog
 from skewtape_pipeline.ticks.archive.layout import (
     ensure_archive_schema,
     recorded_schema,
@@ -133,9 +138,6 @@ from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport, c
 
 if TYPE_CHECKING:
     from skewtape_pipeline.ticks.archive.handle import Archive
-
-EVENT_REWRITE = "tick-archive-rewrite"
-EVENT_COMMIT = "tick-archive-commit"
 
 
 # --- carrying it out ----------------------------------------------------------------------------
@@ -227,7 +229,7 @@ def retier(archive: Archive, *, as_of: date, months: Collection[str] | None = No
     finishes the interrupted one.
 
     Nothing is moved, written or removed unless the catalog accounts for every consolidated
-    file on disk (``integrity.checked_catalog``), and every source is verified before it is
+    file on disk (``catalog_check.checked_catalog``), and every source is verified before it is
     read (a consolidated file's size and sha256 against the catalog, a hot file's against the
     record its compaction made, ``catalog.read_hot_records``; then its footer and pages).
 
@@ -282,7 +284,7 @@ def retier(archive: Archive, *, as_of: date, months: Collection[str] | None = No
 def _checked_tiers(archive: Archive, *, leftovers: bool = False) -> ArchiveTiers:
     """Under the lock, before anything is written or removed: the archive's resolved tiers
     (``archive.tiers``), once the catalog accounts for every consolidated file on disk
-    (``integrity.checked_catalog``). With ``leftovers`` (re-tiering), what interrupted runs
+    (``catalog_check.checked_catalog``). With ``leftovers`` (re-tiering), what interrupted runs
     left is removed first: temporary tier files and catalogs, orphaned staged files.
 
     Where re-tiering and pruning read ``archive.tiers`` (the planner, ``retier_plan``, is the
@@ -324,12 +326,6 @@ def _remove_replaced(
         return catalog, [], retained
     removed = remove_files(archive, [item for item in garbage if item.file not in kept])
     return _forget_gone_sources(archive, catalog), removed, retained
-
-
-def remove_stale_catalog_temps(root: Path) -> None:
-    """Temporary catalog files left by an interrupted commit (never other writers' temps)."""
-    for temp in root.glob(f".{Path(CATALOG_FILE).stem}.*{fsio.TEMP_MARKER}"):
-        temp.unlink(missing_ok=True)
 
 
 def remove_orphaned_staged_files(root: Path) -> None:

@@ -84,8 +84,8 @@ from skewtape_pipeline.errors import CatalogMismatchError, ConfigError
 from skewtape_pipeline.fsio import load_json
 from skewtape_pipeline.storage import LocalTier, ObjectFile, ObjectTier, exists
 from skewtape_pipeline.ticks.archive.catalog import Catalog
+from skewtape_pipeline.ticks.archive.catalog_check import check_catalog_present, repair_hint
 from skewtape_pipeline.ticks.archive.consolidate import read_footer
-from skewtape_pipeline.ticks.archive.integrity import check_catalog_present, repair_hint
 from skewtape_pipeline.ticks.archive.layout import ARCHIVE_MARKER, check_archive_root
 from skewtape_pipeline.ticks.archive.placement import ArchiveState, archive_state
 from skewtape_pipeline.ticks.archive.policy import COLD, HOT, WARM

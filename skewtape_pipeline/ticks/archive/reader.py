@@ -56,8 +56,8 @@ from skewtape_pipeline.ticks.archive.catalog import (
     read_catalog,
     symbols_of,
 )
+from skewtape_pipeline.ticks.archive.catalog_check import check_catalog_present, repair_hint
 from skewtape_pipeline.ticks.archive.consolidate import read_footer
-from skewtape_pipeline.ticks.archive.integrity import check_catalog_present, repair_hint
 from skewtape_pipeline.ticks.archive.layout import check_archive_root, recorded_schema
 from skewtape_pipeline.ticks.archive.policy import HOT
 from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers

@@ -29,16 +29,19 @@ from typing import Any
 
 from skewtape_pipeline.audit import is_repair, parse_record
 from skewtape_pipeline.errors import AuditLogError, ConfigError
+from skewtape_pipeline.ticks.archive.books import (
+    EVENT_RECOMPACT,
+    EVENT_REMOVE,
+    EVENT_REWRITE,
+    EVENT_WITHDRAW,
+    EVENT_WRITE,
+)
 from skewtape_pipeline.ticks.archive.catalog import Catalog
-from skewtape_pipeline.ticks.archive.compact import EVENT_RECOMPACT, EVENT_WRITE
-from skewtape_pipeline.ticks.archive.garbage import EVENT_REMOVE
 from skewtape_pipeline.ticks.archive.layout import partition_file
-from skewtape_pipeline.ticks.archive.lifecycle import EVENT_REWRITE
 from skewtape_pipeline.ticks.archive.placement import archive_state, locate
 from skewtape_pipeline.ticks.archive.policy import HOT
 from skewtape_pipeline.ticks.archive.reports_table import symbol_day_report
 from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.withdraw import EVENT_WITHDRAW
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.storage import TierFile, size_of
-from skewtape_pipeline.ticks.archive.books import audit, check_may_delete
+from skewtape_pipeline.ticks.archive.books import EVENT_PRUNE, audit, check_may_delete
 from skewtape_pipeline.ticks.archive.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.garbage import Garbage, remove_files
 from skewtape_pipeline.ticks.archive.placement import uncatalogued_files
@@ -42,8 +42,6 @@ from skewtape_pipeline.ticks.archive.versions import (
 
 if TYPE_CHECKING:
     from skewtape_pipeline.ticks.archive.handle import Archive
-
-EVENT_PRUNE = "tick-archive-versions-pruned"
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ the ``ticks`` view, whatever tier it is in:
   when a corrected source has no ticks left for a symbol-day.
 
 In ``books_and_records`` mode both refuse (audited): records are never removed. Both read the
-catalog through ``integrity.checked_catalog``: while it is missing, unreadable or does not
+catalog through ``catalog_check.checked_catalog``: while it is missing, unreadable or does not
 account for the consolidated files on disk, they refuse and change nothing.
 """
 
@@ -23,23 +23,23 @@ from typing import TYPE_CHECKING
 
 from skewtape_pipeline import faults
 from skewtape_pipeline.errors import ConfigError
-from skewtape_pipeline.ticks.archive.books import audit, check_may_delete
+from skewtape_pipeline.ticks.archive.books import EVENT_WITHDRAW, audit, check_may_delete
 from skewtape_pipeline.ticks.archive.catalog import (
     Catalog,
     SymbolDayKey,
     write_catalog,
 )
+from skewtape_pipeline.ticks.archive.catalog_check import (
+    checked_catalog,
+    remove_stale_catalog_temps,
+)
 from skewtape_pipeline.ticks.archive.garbage import Garbage, remove_files
 from skewtape_pipeline.ticks.archive.hot_index import HotIndex, ensure_index
-from skewtape_pipeline.ticks.archive.integrity import checked_catalog
 from skewtape_pipeline.ticks.archive.layout import partition_file
-from skewtape_pipeline.ticks.archive.lifecycle import remove_stale_catalog_temps
 from skewtape_pipeline.ticks.archive.versions import record_version
 
 if TYPE_CHECKING:
     from skewtape_pipeline.ticks.archive.handle import Archive
-
-EVENT_WITHDRAW = "tick-archive-withdraw"
 
 
 @dataclass(frozen=True)

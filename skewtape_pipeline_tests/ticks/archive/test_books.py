@@ -8,6 +8,7 @@ from skewtape_pipeline.errors import WriteOnceError
 from skewtape_pipeline.ticks.archive.books import (
     EVENT_ENABLED,
     EVENT_REFUSED,
+    EVENT_REMOVE,
     default_audit_log,
     disable_books_and_records,
     enable_books_and_records,
@@ -15,7 +16,6 @@ from skewtape_pipeline.ticks.archive.books import (
 )
 from skewtape_pipeline.ticks.archive.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
-from skewtape_pipeline.ticks.archive.garbage import EVENT_REMOVE
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.placement import archive_metrics
 from skewtape_pipeline.ticks.archive.policy import COLD

@@ -23,9 +23,8 @@ from skewtape_pipeline.errors import (
 )
 from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.archive import compact
+from skewtape_pipeline.ticks.archive.books import EVENT_RECOMPACT, EVENT_WRITE
 from skewtape_pipeline.ticks.archive.compact import (
-    EVENT_RECOMPACT,
-    EVENT_WRITE,
     UNCHANGED,
     CompactionRun,
     SourceFacts,

@@ -16,6 +16,7 @@ from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import CatalogMismatchError, DamagedFileError, TickFormatError
 from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.archive import integrity
+from skewtape_pipeline.ticks.archive.books import EVENT_REBUILD
 from skewtape_pipeline.ticks.archive.catalog import (
     CATALOG_FILE,
     read_catalog,
@@ -28,7 +29,7 @@ from skewtape_pipeline.ticks.archive.consolidate import (
     META_SYMBOL_DAYS_SHA256,
 )
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.integrity import EVENT_REBUILD, verify_archive
+from skewtape_pipeline.ticks.archive.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.placement import archive_metrics, archive_state, scan_hot_files
 from skewtape_pipeline.ticks.archive.policy import COLD, WARM
 from skewtape_pipeline.ticks.archive.query import run_query

@@ -11,13 +11,13 @@ import pytest
 from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickFormatError
+from skewtape_pipeline.ticks.archive.books import EVENT_COMMIT, EVENT_REMOVE, EVENT_REWRITE
 from skewtape_pipeline.ticks.archive.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.consolidate import read_consolidated_file
-from skewtape_pipeline.ticks.archive.garbage import EVENT_REMOVE
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.layout import ARCHIVE_LOCK_FILE
-from skewtape_pipeline.ticks.archive.lifecycle import EVENT_COMMIT, EVENT_REWRITE, relocated_report
+from skewtape_pipeline.ticks.archive.lifecycle import relocated_report
 from skewtape_pipeline.ticks.archive.placement import archive_metrics, locate, scan_hot_files
 from skewtape_pipeline.ticks.archive.policy import COLD, HOT, WARM
 from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers

@@ -30,9 +30,10 @@ from skewtape_pipeline.ticks.archive.books import (
     enable_books_and_records,
 )
 from skewtape_pipeline.ticks.archive.catalog import catalog_path, read_catalog
+from skewtape_pipeline.ticks.archive.catalog_check import checked_catalog
 from skewtape_pipeline.ticks.archive.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.handle import POLICY_RECORD, Archive
-from skewtape_pipeline.ticks.archive.integrity import checked_catalog, verify_archive
+from skewtape_pipeline.ticks.archive.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.placement import archive_metrics, locate, scan_hot_files
 from skewtape_pipeline.ticks.archive.policy import COLD, HOT, WARM, TierPolicy
 from skewtape_pipeline.ticks.archive.query import run_query, ticks_view_sql

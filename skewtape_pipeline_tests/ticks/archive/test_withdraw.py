@@ -15,13 +15,14 @@ from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, WriteOnceError
 from skewtape_pipeline.ticks.archive.books import (
     EVENT_REFUSED,
+    EVENT_REMOVE,
+    EVENT_WITHDRAW,
     default_audit_log,
     enable_books_and_records,
 )
 from skewtape_pipeline.ticks.archive.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.consolidate import read_consolidated_file
-from skewtape_pipeline.ticks.archive.garbage import EVENT_REMOVE
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.layout import partition_file
 from skewtape_pipeline.ticks.archive.placement import (
@@ -34,9 +35,6 @@ from skewtape_pipeline.ticks.archive.placement import (
 from skewtape_pipeline.ticks.archive.policy import COLD, HOT, WARM
 from skewtape_pipeline.ticks.archive.show import show_symbol_day
 from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.withdraw import (
-    EVENT_WITHDRAW,
-)
 from skewtape_pipeline_tests.ticks.archive_builders import (
     BUSY,
     DAYS,
