@@ -42,12 +42,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_util import markdown_table
 
-from skewtape_pipeline.ticks.archive.compact import (
+from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.ops.compact import (
     commit_compaction,
     compact_symbol_day,
 )
-from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.versions import version_count
+from skewtape_pipeline.ticks.archive.store.versions import version_count
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.validate import day_start_ns
 

@@ -63,14 +63,14 @@ from tick_anchors import (
 )
 from tick_data import BUY, KALSHI_FILE, NS_PER_DAY, SELL, Ticks, decimal_array, load_kalshi
 
-from skewtape_pipeline.ticks.archive.compact import compact_source
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.layout import CATALOG_FILE, read_archive_marker
-from skewtape_pipeline.ticks.archive.placement import archive_metrics
-from skewtape_pipeline.ticks.archive.policy import COLD, HOT, TierPolicy
-from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query, scan_stats
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.versions import SUFFIX as VERSION_FILE_SUFFIX
+from skewtape_pipeline.ticks.archive.ops.compact import compact_source
+from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query, scan_stats
+from skewtape_pipeline.ticks.archive.store.layout import CATALOG_FILE, read_archive_marker
+from skewtape_pipeline.ticks.archive.store.placement import archive_metrics
+from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, TierPolicy
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.versions import SUFFIX as VERSION_FILE_SUFFIX
 from skewtape_pipeline.ticks.encode.sides import KALSHI_TAKER_SIDES
 from skewtape_pipeline.ticks.encode.sources import (
     SourceTicks,

@@ -33,13 +33,13 @@ from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
-from skewtape_pipeline.ticks.archive import versions as versions_module
-from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.policy import TierPolicy
-from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.versions import (
+from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query
+from skewtape_pipeline.ticks.archive.store import versions as versions_module
+from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.versions import (
     commit_version,
     read_version,
     resolve_as_of,

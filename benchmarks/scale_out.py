@@ -76,9 +76,9 @@ from skewtape_pipeline import fsio  # noqa: E402
 from skewtape_pipeline.orchestration.ticks.partitions import VENUES, dimension_key  # noqa: E402
 from skewtape_pipeline.sample.publisher import publish_sample  # noqa: E402
 from skewtape_pipeline.ticks.archive.handle import Archive  # noqa: E402
-from skewtape_pipeline.ticks.archive.policy import TierPolicy  # noqa: E402
-from skewtape_pipeline.ticks.archive.query import run_query  # noqa: E402
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers  # noqa: E402
+from skewtape_pipeline.ticks.archive.ops.query import run_query  # noqa: E402
+from skewtape_pipeline.ticks.archive.store.policy import TierPolicy  # noqa: E402
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers  # noqa: E402
 from skewtape_pipeline.ticks.fills.snapshot_fills import today_utc  # noqa: E402
 from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day  # noqa: E402
 from skewtape_pipeline_tests.scale_out.servers import (  # noqa: E402

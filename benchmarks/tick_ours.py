@@ -31,9 +31,9 @@ import pyarrow.parquet as pq
 from tick_anchors import Part, canonical_csv, file_bytes, tkc1_blob
 from tick_data import NS_PER_DAY, Ticks, symbol_days
 
-from skewtape_pipeline.ticks.archive.compact import SourceFacts, compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.policy import COLD, HOT, TierPolicy
+from skewtape_pipeline.ticks.archive.ops.compact import SourceFacts, compact_symbol_day
+from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, TierPolicy
 from skewtape_pipeline.ticks.encode import parquet_file
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema, widest_schema
 from skewtape_pipeline.ticks.encode.sides import BUY, SELL, UNKNOWN
@@ -203,7 +203,7 @@ class WholeConsolidated:
         self.config = config
 
     def prepare(self, parts: list[Part]) -> None:
-        from skewtape_pipeline.ticks.archive.consolidate import SymbolDayRows
+        from skewtape_pipeline.ticks.archive.store.consolidate import SymbolDayRows
 
         whole = to_batch(parts[0].ticks)
         self.rows = [
@@ -214,7 +214,7 @@ class WholeConsolidated:
         ]
 
     def __call__(self, parts: list[Part], workdir: Path) -> int:
-        from skewtape_pipeline.ticks.archive.consolidate import write_consolidated_file
+        from skewtape_pipeline.ticks.archive.store.consolidate import write_consolidated_file
 
         written = write_consolidated_file(
             self.rows, workdir, settings=POLICY.settings_for(self.tier), metadata={}

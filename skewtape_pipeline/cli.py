@@ -295,7 +295,7 @@ def _parse_day(text: str, *, option: str = "--as-of") -> date:
 def _read_ticks(args: argparse.Namespace, side_map: dict[str, str] | None) -> Any:
     """The input file as a stream of chunks, read by the reader of ``--input-format`` (default:
     detected from the file) in chunks sized for ``--memory-limit``."""
-    from skewtape_pipeline.ticks.archive.compact import block_bytes_for
+    from skewtape_pipeline.ticks.archive.ops.compact import block_bytes_for
     from skewtape_pipeline.ticks.input_formats import InputOptions, open_input
 
     limit = parse_bytes(args.memory_limit)
@@ -336,7 +336,7 @@ def _archive(args: argparse.Namespace, root: Path | str) -> Any:
     (default: the policy the archive records), ``--audit-log`` (default: audit.jsonl beside
     the archive) and ``--wait``."""
     from skewtape_pipeline.ticks.archive.handle import Archive
-    from skewtape_pipeline.ticks.archive.policy import TierPolicy
+    from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 
     audit_log = getattr(args, "audit_log", None)
     options: dict[str, Any] = {"lock_timeout": getattr(args, "wait", 0.0)}
@@ -348,8 +348,8 @@ def _archive(args: argparse.Namespace, root: Path | str) -> Any:
 
 
 def cmd_compact_ticks(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.compact import CompactionRun
-    from skewtape_pipeline.ticks.archive.layout import recorded_schema
+    from skewtape_pipeline.ticks.archive.ops.compact import CompactionRun
+    from skewtape_pipeline.ticks.archive.store.layout import recorded_schema
     from skewtape_pipeline.ticks.encode.model import SchemaRequest
     from skewtape_pipeline.ticks.encode.options import TickEncoding
     from skewtape_pipeline.ticks.input_formats import input_schema_request
@@ -478,7 +478,7 @@ def compaction_summary(
 def _changed_line(reports: Sequence[Any]) -> str:
     """How many symbol-days the compaction changed, and how many the archive already held with
     the same ticks (nothing written for them)."""
-    from skewtape_pipeline.ticks.archive.compact import is_unchanged
+    from skewtape_pipeline.ticks.archive.ops.compact import is_unchanged
 
     held = sum(is_unchanged(report) for report in reports)
     return (
@@ -489,7 +489,7 @@ def _changed_line(reports: Sequence[Any]) -> str:
 
 def _recompacted_lines(reports: Sequence[Any]) -> list[str]:
     """What the symbol-days the archive already held were compacted over (the first few)."""
-    from skewtape_pipeline.ticks.archive.compact import RECOMPACTED
+    from skewtape_pipeline.ticks.archive.ops.compact import RECOMPACTED
 
     again = [(r, n) for r in reports for n in r.notes if n.startswith(RECOMPACTED)]
     if not again:
@@ -502,7 +502,7 @@ def _recompacted_lines(reports: Sequence[Any]) -> list[str]:
 
 
 def _retier_hint(reports: Sequence[Any], retier_command: str | None) -> list[str]:
-    from skewtape_pipeline.ticks.archive.policy import HOT
+    from skewtape_pipeline.ticks.archive.store.policy import HOT
 
     older = Counter(r.tier for r in reports if r.tier != HOT)
     if not older or retier_command is None:
@@ -559,7 +559,7 @@ PROGRESS_REDRAW_SECONDS = 0.2
 
 
 def cmd_retier(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.layout import check_archive_root
+    from skewtape_pipeline.ticks.archive.store.layout import check_archive_root
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
     as_of = _parse_day(args.as_of)
@@ -585,7 +585,7 @@ def describe_retier(archive: str, metrics: dict[str, Any]) -> str:
 
 
 def cmd_remove_days(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.layout import check_archive_root
+    from skewtape_pipeline.ticks.archive.store.layout import check_archive_root
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
     keys = [(symbol, _parse_day(day, option="--day")) for symbol, day in args.day]
@@ -631,9 +631,9 @@ def _check_symbol_days_archived(tiers: Any, keys: Sequence[tuple[str, date]]) ->
     copy in the archive of ``tiers`` (a mistyped symbol or day), before anything is removed;
     first CatalogMismatchError when the catalog is gone while consolidated files are on disk
     (the catalog is to blame then, not the day)."""
-    from skewtape_pipeline.ticks.archive.catalog import read_catalog
-    from skewtape_pipeline.ticks.archive.catalog_check import check_catalog_present
-    from skewtape_pipeline.ticks.archive.layout import partition_file
+    from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
+    from skewtape_pipeline.ticks.archive.store.catalog_check import check_catalog_present
+    from skewtape_pipeline.ticks.archive.store.layout import partition_file
 
     check_catalog_present(tiers)
     archive = tiers.root
@@ -647,7 +647,7 @@ def _check_symbol_days_archived(tiers: Any, keys: Sequence[tuple[str, date]]) ->
 
 
 def cmd_show(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.layout import check_archive_root
+    from skewtape_pipeline.ticks.archive.store.layout import check_archive_root
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
     story = archive.show(args.symbol, _parse_day(args.date, option="DATE"))
@@ -655,7 +655,11 @@ def cmd_show(args: argparse.Namespace) -> None:
 
 
 def cmd_query(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query_json, run_query_text
+    from skewtape_pipeline.ticks.archive.ops.query import (
+        QueryOptions,
+        run_query_json,
+        run_query_text,
+    )
 
     archives = [_archive(args, root).tiers for root in args.archive]  # each its own tiers
     options = QueryOptions(unrestricted=args.unrestricted, as_of=args.as_of)
@@ -669,7 +673,7 @@ def cmd_query(args: argparse.Namespace) -> None:
 
 
 def cmd_versions(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.layout import check_archive_root
+    from skewtape_pipeline.ticks.archive.store.layout import check_archive_root
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
     versions = archive.versions()
@@ -686,7 +690,7 @@ def cmd_versions(args: argparse.Namespace) -> None:
 
 
 def cmd_tag(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.layout import check_archive_root
+    from skewtape_pipeline.ticks.archive.store.layout import check_archive_root
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
     version = archive.tag(args.name, version=args.version)
@@ -695,7 +699,7 @@ def cmd_tag(args: argparse.Namespace) -> None:
 
 
 def cmd_prune_versions(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.layout import check_archive_root
+    from skewtape_pipeline.ticks.archive.store.layout import check_archive_root
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
     result = archive.prune_versions(

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from skewtape_pipeline.cli import main
-from skewtape_pipeline.ticks.archive.catalog import read_catalog
+from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
 from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
 from skewtape_pipeline_tests.ticks.conftest import KALSHI_FILE, LOBSTER_FILE, TARDIS_FILE
 

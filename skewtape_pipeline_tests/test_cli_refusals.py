@@ -11,7 +11,7 @@ import pytest
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.mirror import apply as apply_module
 from skewtape_pipeline.mirror import merge
-from skewtape_pipeline.ticks.archive import consolidate, layout
+from skewtape_pipeline.ticks.archive.store import consolidate, layout
 from skewtape_pipeline.ticks.encode import parquet_file
 from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
 from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv

@@ -37,7 +37,7 @@ from skewtape_pipeline.cli import build_parser
 from skewtape_pipeline.mirror.catchup import catch_up
 from skewtape_pipeline.sample.publisher import publish_sample
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.policy import TierPolicy
+from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.fills.snapshot_fills import new_symbols, split_symbol
 from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day
 

@@ -139,11 +139,11 @@ POLICY_MAY_IMPORT = (
     "skewtape_pipeline.storage",
     "skewtape_pipeline.ticks.encode.writer_settings",
 )
-"""All the tier policy (``ticks/archive/policy.py``) imports of the package: it knows no archive."""
+"""All the tier policy (``ticks/archive/store/policy.py``) imports of the package: it knows no archive."""
 
 
 def test_policy_module_when_scanned_imports_no_archive_module():
-    imported = imports_of(PACKAGE / "ticks" / "archive" / "policy.py")
+    imported = imports_of(PACKAGE / "ticks" / "archive" / "store" / "policy.py")
     ours = {name for name in imported if name.startswith("skewtape_pipeline")}
     assert ours, "the scan found no import of the package: a wall around nothing"
     assert sorted(m for m in ours if not m.startswith(POLICY_MAY_IMPORT)) == []
@@ -170,11 +170,14 @@ def test_orchestration_shared_modules_when_scanned_import_no_domain():
 
 def test_crossings_when_a_module_imports_below_a_wall_names_it_and_not_a_lookalike():
     imports = {
-        "ticks/encode/a.py": {"skewtape_pipeline.ticks.archive.catalog", "skewtape_pipeline.ticks"},
+        "ticks/encode/a.py": {
+            "skewtape_pipeline.ticks.archive.store.catalog",
+            "skewtape_pipeline.ticks",
+        },
         "ticks/encode/b.py": {"skewtape_pipeline.ticks.archived", "skewtape_pipeline.ticks.encode"},
     }
     assert crossings(imports, ("skewtape_pipeline.ticks.archive",)) == {
-        "ticks/encode/a.py": ["skewtape_pipeline.ticks.archive.catalog"]
+        "ticks/encode/a.py": ["skewtape_pipeline.ticks.archive.store.catalog"]
     }
 
 

@@ -23,8 +23,8 @@ from skewtape_pipeline.orchestration.definitions import build_definitions
 from skewtape_pipeline.orchestration.mirror.publisher import PublisherSource, publisher_sensor
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.ticks.archive.handle import POLICY_RECORD, Archive
-from skewtape_pipeline.ticks.archive.layout import ARCHIVE_MARKER
-from skewtape_pipeline.ticks.archive.policy import TierPolicy, TierSettings
+from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_MARKER
+from skewtape_pipeline.ticks.archive.store.policy import TierPolicy, TierSettings
 from skewtape_pipeline_tests.orchestration.conftest import run_month
 from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
 

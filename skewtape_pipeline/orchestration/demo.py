@@ -38,7 +38,7 @@ from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.orchestration.ticks.tier_assets import retier_run_config
 from skewtape_pipeline.orchestration.ticks.venues import register_applied_venues
 from skewtape_pipeline.sample.publisher import publish_sample
-from skewtape_pipeline.ticks.archive.policy import TIERS
+from skewtape_pipeline.ticks.archive.store.policy import TIERS
 from skewtape_pipeline.ticks.fills.snapshot_fills import days_by_activity
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}

@@ -46,7 +46,7 @@ from skewtape_pipeline.errors import (
     TickFormatError,
     TickValidationError,
 )
-from skewtape_pipeline.ticks.archive.policy import TierPolicy, check_age_days
+from skewtape_pipeline.ticks.archive.store.policy import TierPolicy, check_age_days
 from skewtape_pipeline.ticks.encode.decimals import (
     INT64_MAX,
     INT64_MIN,

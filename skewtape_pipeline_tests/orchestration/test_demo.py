@@ -11,9 +11,9 @@ import pytest
 
 from skewtape_pipeline.mirror.verify import verify_snapshot
 from skewtape_pipeline.orchestration.demo import SYMBOL_WIDTH, fit, main, run_demo
-from skewtape_pipeline.ticks.archive.layout import partition_file
-from skewtape_pipeline.ticks.archive.placement import locate
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.layout import partition_file
+from skewtape_pipeline.ticks.archive.store.placement import locate
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.fills.snapshot_fills import today_utc
 
 

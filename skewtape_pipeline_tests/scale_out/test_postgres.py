@@ -18,8 +18,8 @@ from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.archive_asset import TICK_ARCHIVE
 from skewtape_pipeline.orchestration.ticks.partitions import VENUES
 from skewtape_pipeline.orchestration.ticks.venues import register_applied_venues
-from skewtape_pipeline.ticks.archive.query import run_query
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.ops.query import run_query
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.fills.snapshot_fills import new_symbols
 from skewtape_pipeline_tests.orchestration.conftest import register_venues
 from skewtape_pipeline_tests.scale_out.conftest import POSTGRES_INSTANCE_FILE

@@ -18,11 +18,11 @@ import pyarrow as pa
 
 from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.hashing import HashCache
-from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
-from skewtape_pipeline.ticks.archive.policy import TierPolicy, TierSettings
-from skewtape_pipeline.ticks.archive.query import run_query
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.trust import VERIFIED_CACHE
+from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.query import run_query
+from skewtape_pipeline.ticks.archive.store.policy import TierPolicy, TierSettings
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.trust import VERIFIED_CACHE
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.sides import SIDE_NAMES
 from skewtape_pipeline.ticks.encode.validate import day_start_ns

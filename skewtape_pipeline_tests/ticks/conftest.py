@@ -13,10 +13,10 @@ import pyarrow as pa
 import pytest
 
 from skewtape_pipeline.mirror.apply import apply_delta
-from skewtape_pipeline.ticks.archive import versions
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.layout import ARCHIVE_LOCK_WAIT_SECONDS
-from skewtape_pipeline.ticks.archive.policy import TierPolicy
+from skewtape_pipeline.ticks.archive.store import versions
+from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_LOCK_WAIT_SECONDS
+from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.encode.model import SchemaRequest, TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.options import TickEncoding
 from skewtape_pipeline.ticks.encode.validate import day_start_ns

@@ -11,8 +11,8 @@ import pytest
 
 from skewtape_pipeline.arrow_memory import owned_buffer, owned_reader
 from skewtape_pipeline.sample.tables import decimal_array
-from skewtape_pipeline.ticks.archive.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
 from skewtape_pipeline.ticks.encode import sources
 from skewtape_pipeline_tests.ticks.archive_builders import POLICY, STAGE_1, build_archive, view_rows
 from skewtape_pipeline_tests.ticks.conftest import write_text

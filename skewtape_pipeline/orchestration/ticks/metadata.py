@@ -97,7 +97,7 @@ def _moves_table(moves: Sequence[Any]) -> str:
 def versions_metadata(
     kept: int, tags: int, past_bytes: int, latest: int
 ) -> dict[str, dg.MetadataValue]:
-    """The archive's versions (``ticks.archive.versions``): how many are kept and tagged, the latest
+    """The archive's versions (``store.versions``): how many are kept and tagged, the latest
     number, and the bytes only past versions hold (what ``prune-versions`` could free)."""
     return {
         "versions_kept": dg.MetadataValue.int(kept),

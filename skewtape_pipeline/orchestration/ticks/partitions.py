@@ -5,7 +5,7 @@ grow with days x venues, never with symbols: five years of one venue are 1,827 k
 its number of symbols, so about 54 venues fit Dagster's guidance of 100,000 keys per asset over
 five years (:func:`venue_day_key_count`). The symbol-day stays the unit a user reads: each
 venue-day's materialization lists its archived symbol-days, and the archive's reports table
-has a row per symbol-day (``skewtape_pipeline.ticks.archive.reports_table``).
+has a row per symbol-day (``skewtape_pipeline.ticks.archive.store.reports_table``).
 
 Dagster refuses ``|``, ``,``, ``[`` and ``]`` in the keys of a multi-partitioned asset (and
 ``...`` or control characters in any key), and its UI cannot backfill keys with commas. A venue

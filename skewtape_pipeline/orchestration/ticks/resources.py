@@ -8,11 +8,11 @@ import dagster as dg
 from pydantic import Field
 
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
-from skewtape_pipeline.ticks.archive.compact import DEFAULT_MEMORY_LIMIT
-from skewtape_pipeline.ticks.archive.file_compression import MIN_TICKS_JUDGED
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.layout import ARCHIVE_LOCK_WAIT_SECONDS
-from skewtape_pipeline.ticks.archive.policy import TierPolicy
+from skewtape_pipeline.ticks.archive.ops.compact import DEFAULT_MEMORY_LIMIT
+from skewtape_pipeline.ticks.archive.store.file_compression import MIN_TICKS_JUDGED
+from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_LOCK_WAIT_SECONDS
+from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 
 
 class ArchiveSettings(dg.ConfigurableResource):

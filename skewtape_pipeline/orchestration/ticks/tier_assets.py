@@ -7,7 +7,7 @@ backfill over months is one run (one lock, one commit). Each month's materializa
 where its moved symbol-days now live; the run's own numbers are shared by every month of it.
 A month depends on every symbol-day of its days in ``tick_archive``. Its check
 ``compression_target_met`` judges the consolidated files the run wrote against the target (the
-consolidated tiers are where the target means something; see ``ticks.archive.file_compression``).
+consolidated tiers are where the target means something; see ``store.file_compression``).
 
 ``tick_archive_stats`` (not partitioned) measures the whole archive: bytes, files, ticks and
 symbol-days per tier as numbers the UI plots over time, and its versions (kept, tagged, the
@@ -42,8 +42,8 @@ from skewtape_pipeline.orchestration.ticks.metadata import (
 )
 from skewtape_pipeline.orchestration.ticks.partitions import DATE_DIMENSION
 from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
-from skewtape_pipeline.ticks.archive.file_compression import file_compression
-from skewtape_pipeline.ticks.archive.versions import version_count
+from skewtape_pipeline.ticks.archive.store.file_compression import file_compression
+from skewtape_pipeline.ticks.archive.store.versions import version_count
 
 TICK_ARCHIVE_TIERS = dg.AssetKey("tick_archive_tiers")
 TICK_ARCHIVE_STATS = dg.AssetKey("tick_archive_stats")

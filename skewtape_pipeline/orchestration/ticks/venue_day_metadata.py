@@ -16,7 +16,7 @@ import dagster as dg
 import pyarrow as pa
 
 from skewtape_pipeline.orchestration.shared.metadata import bytes_value, ratio_value
-from skewtape_pipeline.ticks.archive.reports_table import ARCHIVED, REMOVED, SKIPPED
+from skewtape_pipeline.ticks.archive.store.reports_table import ARCHIVED, REMOVED, SKIPPED
 
 MAX_SYMBOL_DAYS_LISTED = 500
 """How many archived symbol-days a venue-day's table lists (the reports table has them all)."""

@@ -88,30 +88,36 @@ from skewtape_pipeline.audit import AuditLog
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.locations import refuse_url
 from skewtape_pipeline.storage import TierFile
-from skewtape_pipeline.ticks.archive import compact, integrity, lifecycle, placement, retier_plan
-from skewtape_pipeline.ticks.archive import query as views
-from skewtape_pipeline.ticks.archive import withdraw as withdrawal
-from skewtape_pipeline.ticks.archive.books import default_audit_log, enable_books_and_records
-from skewtape_pipeline.ticks.archive.catalog import SymbolDayKey
-from skewtape_pipeline.ticks.archive.compact import (
+from skewtape_pipeline.ticks.archive.ops import compact, integrity, lifecycle, retier_plan
+from skewtape_pipeline.ticks.archive.ops import query as views
+from skewtape_pipeline.ticks.archive.ops import withdraw as withdrawal
+from skewtape_pipeline.ticks.archive.ops.compact import (
     DEFAULT_RUN,
     NO_SOURCE_FACTS,
     CompactionRun,
     SourceFacts,
 )
-from skewtape_pipeline.ticks.archive.layout import ARCHIVE_ROOT_EXPECTED, archive_lock
-from skewtape_pipeline.ticks.archive.placement import ArchiveState, Location, archive_state, locate
-from skewtape_pipeline.ticks.archive.policy import COLD, WARM, TierPolicy
-from skewtape_pipeline.ticks.archive.reader import ArchiveReader
-from skewtape_pipeline.ticks.archive.reports_table import read_venue_day_reports
-from skewtape_pipeline.ticks.archive.show import SymbolDayStory, show_symbol_day
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.version_pruning import (
+from skewtape_pipeline.ticks.archive.ops.reader import ArchiveReader
+from skewtape_pipeline.ticks.archive.ops.show import SymbolDayStory, show_symbol_day
+from skewtape_pipeline.ticks.archive.ops.version_pruning import (
     PruneResult,
     past_version_bytes,
     prune_versions,
 )
-from skewtape_pipeline.ticks.archive.versions import (
+from skewtape_pipeline.ticks.archive.store import placement
+from skewtape_pipeline.ticks.archive.store.books import default_audit_log, enable_books_and_records
+from skewtape_pipeline.ticks.archive.store.catalog import SymbolDayKey
+from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_ROOT_EXPECTED, archive_lock
+from skewtape_pipeline.ticks.archive.store.placement import (
+    ArchiveState,
+    Location,
+    archive_state,
+    locate,
+)
+from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM, TierPolicy
+from skewtape_pipeline.ticks.archive.store.reports_table import read_venue_day_reports
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.versions import (
     AsOf,
     Version,
     latest_version,
@@ -173,7 +179,7 @@ class Archive:
         self.tiers: ArchiveTiers = ArchiveTiers.of(self.root, policy or recorded)
         """The tier policy resolved for this archive, once, when it is built: its warm and
         cold stores, each tier's writer settings and layout, its catalog paths
-        (:class:`~skewtape_pipeline.ticks.archive.tiers.ArchiveTiers`). Every verb hands this
+        (:class:`~skewtape_pipeline.ticks.archive.store.tiers.ArchiveTiers`). Every verb hands this
         one value down instead of the policy."""
         self._record = self.tiers.record if policy is not None and recorded is None else None
         """The record of a policy given to an archive that records none, written by the first

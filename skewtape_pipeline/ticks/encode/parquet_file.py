@@ -1,5 +1,5 @@
 """One tick batch as one verified Parquet file: the schema, the writer, the verifier and the
-readers, and the facts read from a written file. Knows no archive root (``ticks.archive.layout``
+readers, and the facts read from a written file. Knows no archive root (``store.layout``
 says where files go).
 
 Columns, readable without this package: ``ts`` (Parquet timestamp, UTC, at the archive's
@@ -61,7 +61,7 @@ META_QUANTITY_SCALE = META_PREFIX + "quantity_scale"
 META_COMPRESSION_LEVEL = META_PREFIX + "compression_level"
 META_TIMESTAMP_UNIT = META_PREFIX + "timestamp_unit"
 META_LAYOUT = META_PREFIX + "layout"
-"""Set on a file that holds more than one symbol-day (``ticks.archive.consolidate``)."""
+"""Set on a file that holds more than one symbol-day (``ticks.archive.store.consolidate``)."""
 CONSOLIDATED = "consolidated"
 """The :data:`META_LAYOUT` of a file of many symbol-days (:func:`write_table`)."""
 

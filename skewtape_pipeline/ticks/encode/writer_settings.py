@@ -4,7 +4,7 @@ measured, row group size; and the writer settings of each storage tier by defaul
 Hot favours speed (a low zstd level, encodings chosen on a small sample), cold favours size
 (a high level, encodings chosen on a large sample). Which tier a batch goes to, where the
 tier's files live and how they are laid out are the archive's business
-(``ticks.archive.policy``); the archive's per-tier settings extend these.
+(``ticks.archive.store.policy``); the archive's per-tier settings extend these.
 
 Imports only the standard library and ``skewtape_pipeline.errors``.
 """

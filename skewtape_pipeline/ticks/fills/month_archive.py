@@ -25,7 +25,7 @@ from pathlib import Path
 
 from skewtape_pipeline.errors import ChainError
 from skewtape_pipeline.mirror.months import applied_months
-from skewtape_pipeline.ticks.archive.compact import is_unchanged
+from skewtape_pipeline.ticks.archive.ops.compact import is_unchanged
 from skewtape_pipeline.ticks.fills.snapshot_fills import (
     SymbolDayResult,
     corrected_symbol_days,

@@ -35,13 +35,7 @@ from skewtape_pipeline.errors import ChainError, ConfigError, TickValidationErro
 from skewtape_pipeline.mirror.format import MANIFEST, MONTH_RE, SnapshotManifest
 from skewtape_pipeline.mirror.months import applied_months
 from skewtape_pipeline.mirror.snapshot import read_snapshot
-from skewtape_pipeline.ticks.archive.books import (
-    check_may_delete,
-    check_may_write,
-    is_books_and_records,
-)
-from skewtape_pipeline.ticks.archive.catalog import SymbolDayKey, read_catalog
-from skewtape_pipeline.ticks.archive.compact import (
+from skewtape_pipeline.ticks.archive.ops.compact import (
     DEFAULT_MEMORY_LIMIT,
     PlanOptions,
     StreamPlan,
@@ -53,8 +47,14 @@ from skewtape_pipeline.ticks.archive.compact import (
     spilling_router,
     utc_days,
 )
-from skewtape_pipeline.ticks.archive.layout import partition_file, recorded_schema
-from skewtape_pipeline.ticks.archive.withdraw import Removal, remove_symbol_days
+from skewtape_pipeline.ticks.archive.ops.withdraw import Removal, remove_symbol_days
+from skewtape_pipeline.ticks.archive.store.books import (
+    check_may_delete,
+    check_may_write,
+    is_books_and_records,
+)
+from skewtape_pipeline.ticks.archive.store.catalog import SymbolDayKey, read_catalog
+from skewtape_pipeline.ticks.archive.store.layout import partition_file, recorded_schema
 from skewtape_pipeline.ticks.encode.chunked import RawChunk, ReadState, open_parquet, parquet_chunks
 from skewtape_pipeline.ticks.encode.model import (
     TickSchema,

@@ -7,7 +7,7 @@ symbol-day the publisher corrected away leaves the archive). Each is archived as
 :func:`~skewtape_pipeline.ticks.fills.snapshot_fills.archive_symbol_days` does; the symbols the
 month file lists that did not trade that day are *skipped*: nothing is written for them. The outcome
 of every symbol-day is then published in the archive's reports table
-(:mod:`skewtape_pipeline.ticks.archive.reports_table`).
+(:mod:`skewtape_pipeline.ticks.archive.store.reports_table`).
 
 Naming ``symbols`` limits the work to those symbols of the venue-day (a correction's rerun); the
 reports of the venue-day's other symbols are kept.
@@ -27,10 +27,10 @@ from urllib.parse import quote
 import duckdb
 
 from skewtape_pipeline.errors import ConfigError
-from skewtape_pipeline.ticks.archive.catalog import read_catalog
-from skewtape_pipeline.ticks.archive.compact import DEFAULT_MEMORY_LIMIT
-from skewtape_pipeline.ticks.archive.layout import PART_FILE_NAME, decode_symbol
-from skewtape_pipeline.ticks.archive.reports_table import (
+from skewtape_pipeline.ticks.archive.ops.compact import DEFAULT_MEMORY_LIMIT
+from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
+from skewtape_pipeline.ticks.archive.store.layout import PART_FILE_NAME, decode_symbol
+from skewtape_pipeline.ticks.archive.store.reports_table import (
     ARCHIVED,
     REMOVED,
     SKIPPED,

@@ -31,16 +31,16 @@ from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.orchestration.ticks.venue_day_metadata import venue_day_metadata
 from skewtape_pipeline.orchestration.ticks.venues import register_applied_venues
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.placement import locate
-from skewtape_pipeline.ticks.archive.query import run_query
-from skewtape_pipeline.ticks.archive.reports_table import (
+from skewtape_pipeline.ticks.archive.ops.query import run_query
+from skewtape_pipeline.ticks.archive.store.placement import locate
+from skewtape_pipeline.ticks.archive.store.reports_table import (
     ReportRow,
     read_venue_day_reports,
     reports_dir,
     write_venue_day_reports,
 )
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.versions import version_count
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.versions import version_count
 from skewtape_pipeline_tests.orchestration.conftest import run_month
 
 DAY = "2026-10-05"

@@ -27,8 +27,8 @@ from skewtape_pipeline.orchestration.ticks.sensors import (
     tick_corrections_sensor,
     tick_venues_sensor,
 )
-from skewtape_pipeline.ticks.archive.query import run_query
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.ops.query import run_query
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.fills.snapshot_fills import (
     corrected_symbol_days,
     new_symbols,

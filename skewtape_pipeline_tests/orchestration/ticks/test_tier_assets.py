@@ -18,12 +18,12 @@ from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.orchestration.ticks.schedules import daily_retier_schedule
 from skewtape_pipeline.orchestration.ticks.tier_assets import retier_run_config
 from skewtape_pipeline.progress import size_text
-from skewtape_pipeline.ticks.archive.books import BOOKS_MARKER, EVENT_REFUSED
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.placement import locate
-from skewtape_pipeline.ticks.archive.policy import COLD, HOT, WARM, TierPolicy
-from skewtape_pipeline.ticks.archive.query import run_query
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.ops.query import run_query
+from skewtape_pipeline.ticks.archive.store.books import BOOKS_MARKER, EVENT_REFUSED
+from skewtape_pipeline.ticks.archive.store.placement import locate
+from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, WARM, TierPolicy
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.fills.snapshot_fills import archive_symbol_days, new_symbols
 from skewtape_pipeline_tests.orchestration.conftest import register_venues
 from skewtape_pipeline_tests.ticks.conftest import archive_at

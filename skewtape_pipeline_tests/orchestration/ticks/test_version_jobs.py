@@ -11,9 +11,9 @@ import dagster as dg
 from skewtape_pipeline.definitions import build_definitions
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.tier_assets import retier_run_config
-from skewtape_pipeline.ticks.archive.query import run_query
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.versions import list_versions, version_count
+from skewtape_pipeline.ticks.archive.ops.query import run_query
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.versions import list_versions, version_count
 from skewtape_pipeline_tests.orchestration.ticks.test_tier_assets import (
     DAYS,
     MONTHS,

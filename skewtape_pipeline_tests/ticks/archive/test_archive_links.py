@@ -7,9 +7,9 @@ from datetime import timedelta
 import pytest
 
 from skewtape_pipeline.errors import LinkedStateFileError
-from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.layout import ARCHIVE_LOCK_FILE
+from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_LOCK_FILE
 from skewtape_pipeline_tests.ticks.archive_builders import DAYS, POLICY, build_archive, day_ticks
 from skewtape_pipeline_tests.ticks.conftest import archive_at
 

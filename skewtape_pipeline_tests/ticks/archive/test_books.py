@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from skewtape_pipeline.errors import WriteOnceError
-from skewtape_pipeline.ticks.archive.books import (
+from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.store.books import (
     EVENT_ENABLED,
     EVENT_REFUSED,
     EVENT_REMOVE,
@@ -14,12 +16,10 @@ from skewtape_pipeline.ticks.archive.books import (
     enable_books_and_records,
     is_books_and_records,
 )
-from skewtape_pipeline.ticks.archive.catalog import read_catalog
-from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
-from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.placement import archive_metrics
-from skewtape_pipeline.ticks.archive.policy import COLD
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
+from skewtape_pipeline.ticks.archive.store.placement import archive_metrics
+from skewtape_pipeline.ticks.archive.store.policy import COLD
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,

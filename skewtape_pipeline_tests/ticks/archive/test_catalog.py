@@ -17,7 +17,9 @@ import pytest
 
 from skewtape_pipeline.errors import TickFormatError
 from skewtape_pipeline.hashing import sha256_file
-from skewtape_pipeline.ticks.archive.catalog import (
+from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.ops.integrity import verify_archive
+from skewtape_pipeline.ticks.archive.store.catalog import (
     CATALOG_FILE,
     Catalog,
     CatalogFile,
@@ -27,11 +29,9 @@ from skewtape_pipeline.ticks.archive.catalog import (
     read_catalog,
     write_catalog,
 )
-from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.integrity import verify_archive
-from skewtape_pipeline.ticks.archive.layout import partition_file
-from skewtape_pipeline.ticks.archive.placement import archive_state
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.layout import partition_file
+from skewtape_pipeline.ticks.archive.store.placement import archive_state
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline_tests.ticks.archive_builders import DAYS, POLICY, build_archive
 
 SHA = "ab" * 32

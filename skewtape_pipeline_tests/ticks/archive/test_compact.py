@@ -22,9 +22,9 @@ from skewtape_pipeline.errors import (
     TickValidationError,
 )
 from skewtape_pipeline.hashing import sha256_file
-from skewtape_pipeline.ticks.archive import compact
-from skewtape_pipeline.ticks.archive.books import EVENT_RECOMPACT, EVENT_WRITE
-from skewtape_pipeline.ticks.archive.compact import (
+from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.ops import compact
+from skewtape_pipeline.ticks.archive.ops.compact import (
     UNCHANGED,
     CompactionRun,
     SourceFacts,
@@ -33,17 +33,17 @@ from skewtape_pipeline.ticks.archive.compact import (
     compact_ticks,
     sort_batch,
 )
-from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.layout import (
+from skewtape_pipeline.ticks.archive.store.books import EVENT_RECOMPACT, EVENT_WRITE
+from skewtape_pipeline.ticks.archive.store.layout import (
     ARCHIVE_LOCK_FILE,
     CATALOG_FILE,
     partition_file,
     staging_folder,
 )
-from skewtape_pipeline.ticks.archive.placement import scan_hot_files
-from skewtape_pipeline.ticks.archive.policy import TierPolicy
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.versions import EVENT_VERSION
+from skewtape_pipeline.ticks.archive.store.placement import scan_hot_files
+from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.versions import EVENT_VERSION
 from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch
 from skewtape_pipeline.ticks.encode.report import (
     DEFAULT_TARGET_RATIO,
@@ -699,7 +699,7 @@ def test_retier_when_a_compaction_died_while_staging_removes_its_staged_file(tmp
     import subprocess
     import sys
 
-    from skewtape_pipeline.ticks.archive.layout import staging_folder
+    from skewtape_pipeline.ticks.archive.store.layout import staging_folder
 
     compact_symbol_day(
         archive_at(tmp_path, TierPolicy()), day_batch(5), symbol="S", day=DAY, age_days=0

@@ -8,14 +8,14 @@ from datetime import date
 import pytest
 
 from skewtape_pipeline.errors import ConfigError
-from skewtape_pipeline.ticks.archive.compact import (
+from skewtape_pipeline.ticks.archive.ops.compact import (
     DEFAULT_MEMORY_LIMIT,
     DEFAULT_RUN,
     CompactionRun,
     SourceFacts,
     compaction_lock_wait,
 )
-from skewtape_pipeline.ticks.archive.layout import ARCHIVE_LOCK_WAIT_SECONDS
+from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_LOCK_WAIT_SECONDS
 from skewtape_pipeline.ticks.encode.sources import read_canonical
 from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
 from skewtape_pipeline_tests.ticks.conftest import LOCK_WAITS, archive_at, encoded

@@ -6,8 +6,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from skewtape_pipeline.errors import ConfigError, RoundTripError
-from skewtape_pipeline.ticks.archive import consolidate
-from skewtape_pipeline.ticks.archive.consolidate import (
+from skewtape_pipeline.ticks.archive.store import consolidate
+from skewtape_pipeline.ticks.archive.store.consolidate import (
     SymbolDayRows,
     byte_shares,
     period_folder,
@@ -15,7 +15,7 @@ from skewtape_pipeline.ticks.archive.consolidate import (
     row_group_bounds,
     write_consolidated_file,
 )
-from skewtape_pipeline.ticks.archive.policy import TierSettings, period_of
+from skewtape_pipeline.ticks.archive.store.policy import TierSettings, period_of
 from skewtape_pipeline_tests.ticks.archive_builders import DAYS, SYMBOLS, day_ticks
 
 SETTINGS = TierSettings(compression_level=9, consolidated_row_group_size=8)

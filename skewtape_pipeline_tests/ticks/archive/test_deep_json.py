@@ -8,16 +8,16 @@ import pyarrow.parquet as pq
 import pytest
 
 from skewtape_pipeline.errors import ConfigError, TickFormatError
-from skewtape_pipeline.ticks.archive.books import BOOKS_MARKER, is_books_and_records
-from skewtape_pipeline.ticks.archive.catalog import (
+from skewtape_pipeline.ticks.archive.ops.query import run_query
+from skewtape_pipeline.ticks.archive.store.books import BOOKS_MARKER, is_books_and_records
+from skewtape_pipeline.ticks.archive.store.catalog import (
     CATALOG_METADATA_KEY,
     catalog_path,
     read_catalog,
 )
-from skewtape_pipeline.ticks.archive.layout import ARCHIVE_MARKER, read_archive_marker
-from skewtape_pipeline.ticks.archive.policy import TierPolicy
-from skewtape_pipeline.ticks.archive.query import run_query
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_MARKER, read_archive_marker
+from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 
 DEEP = b"[" * 100_000 + b"]" * 100_000
 """JSON nested far deeper than Python's recursion limit."""

@@ -7,9 +7,12 @@ from pathlib import Path
 import pytest
 
 from skewtape_pipeline.errors import TickFormatError
-from skewtape_pipeline.ticks.archive.consolidate import SymbolDayRows, write_consolidated_file
-from skewtape_pipeline.ticks.archive.file_compression import MIN_TICKS_JUDGED, file_compression
-from skewtape_pipeline.ticks.archive.policy import TierSettings
+from skewtape_pipeline.ticks.archive.store.consolidate import SymbolDayRows, write_consolidated_file
+from skewtape_pipeline.ticks.archive.store.file_compression import (
+    MIN_TICKS_JUDGED,
+    file_compression,
+)
+from skewtape_pipeline.ticks.archive.store.policy import TierSettings
 from skewtape_pipeline.ticks.encode.sources import write_canonical_csv
 from skewtape_pipeline_tests.ticks.archive_builders import DAYS, SYMBOLS, day_ticks
 

@@ -16,9 +16,9 @@ import pytest
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError
 from skewtape_pipeline.ticks.archive.handle import POLICY_RECORD, Archive
-from skewtape_pipeline.ticks.archive.lifecycle import relocated_report
-from skewtape_pipeline.ticks.archive.policy import TierPolicy
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.ops.lifecycle import relocated_report
+from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.encode.model import SchemaRequest
 from skewtape_pipeline.ticks.encode.options import TickEncoding
 from skewtape_pipeline.ticks.encode.sources import read_canonical

@@ -9,7 +9,7 @@ from datetime import date
 from pathlib import Path
 
 from skewtape_pipeline.cli import main
-from skewtape_pipeline.ticks.archive.versions import list_versions
+from skewtape_pipeline.ticks.archive.store.versions import list_versions
 from skewtape_pipeline_tests.ticks.conftest import KALSHI_FILE, write_text
 
 KALSHI_SYMBOL = "KXPAYROLLS-25APR-T0"

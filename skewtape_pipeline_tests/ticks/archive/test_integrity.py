@@ -15,26 +15,34 @@ import pytest
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import CatalogMismatchError, DamagedFileError, TickFormatError
 from skewtape_pipeline.hashing import sha256_file
-from skewtape_pipeline.ticks.archive import integrity
-from skewtape_pipeline.ticks.archive.books import EVENT_REBUILD
-from skewtape_pipeline.ticks.archive.catalog import (
+from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.ops import integrity
+from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.integrity import verify_archive
+from skewtape_pipeline.ticks.archive.ops.query import run_query
+from skewtape_pipeline.ticks.archive.store.books import EVENT_REBUILD
+from skewtape_pipeline.ticks.archive.store.catalog import (
     CATALOG_FILE,
     read_catalog,
     write_catalog,
 )
-from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
-from skewtape_pipeline.ticks.archive.consolidate import (
+from skewtape_pipeline.ticks.archive.store.consolidate import (
     META_CATALOG_GENERATION,
     META_SYMBOL_DAYS_COUNT,
     META_SYMBOL_DAYS_SHA256,
 )
-from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.integrity import verify_archive
-from skewtape_pipeline.ticks.archive.placement import archive_metrics, archive_state, scan_hot_files
-from skewtape_pipeline.ticks.archive.policy import COLD, WARM
-from skewtape_pipeline.ticks.archive.query import run_query
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.versions import EVENT_VERSION, record_version, snapshot_dirs
+from skewtape_pipeline.ticks.archive.store.placement import (
+    archive_metrics,
+    archive_state,
+    scan_hot_files,
+)
+from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.versions import (
+    EVENT_VERSION,
+    record_version,
+    snapshot_dirs,
+)
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
@@ -200,7 +208,7 @@ def test_rebuild_catalog_when_catalog_deleted_restores_view_and_retier(tiered):
 
 
 def test_rebuild_catalog_when_replaced_files_remain_keeps_the_newest_copy(tiered, monkeypatch):
-    from skewtape_pipeline.ticks.archive import lifecycle
+    from skewtape_pipeline.ticks.archive.ops import lifecycle
 
     monkeypatch.setattr(lifecycle, "remove_files", lambda *args: [])
     Archive(tiered, policy=POLICY).retier(

@@ -13,14 +13,14 @@ import pytest
 
 from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import RoundTripError
-from skewtape_pipeline.ticks.archive.layout import (
+from skewtape_pipeline.ticks.archive.store.layout import (
     decode_symbol,
     encode_symbol,
     partition_file,
     prepare_archive_file,
     publish_archive_file,
 )
-from skewtape_pipeline.ticks.archive.policy import TierSettings
+from skewtape_pipeline.ticks.archive.store.policy import TierSettings
 from skewtape_pipeline.ticks.encode import parquet_file
 from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch, read_archive_table

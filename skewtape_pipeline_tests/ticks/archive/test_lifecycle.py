@@ -11,16 +11,16 @@ import pytest
 from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickFormatError
-from skewtape_pipeline.ticks.archive.books import EVENT_COMMIT, EVENT_REMOVE, EVENT_REWRITE
-from skewtape_pipeline.ticks.archive.catalog import read_catalog
-from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
-from skewtape_pipeline.ticks.archive.consolidate import read_consolidated_file
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.layout import ARCHIVE_LOCK_FILE
-from skewtape_pipeline.ticks.archive.lifecycle import relocated_report
-from skewtape_pipeline.ticks.archive.placement import archive_metrics, locate, scan_hot_files
-from skewtape_pipeline.ticks.archive.policy import COLD, HOT, WARM
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.lifecycle import relocated_report
+from skewtape_pipeline.ticks.archive.store.books import EVENT_COMMIT, EVENT_REMOVE, EVENT_REWRITE
+from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
+from skewtape_pipeline.ticks.archive.store.consolidate import read_consolidated_file
+from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_LOCK_FILE
+from skewtape_pipeline.ticks.archive.store.placement import archive_metrics, locate, scan_hot_files
+from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, WARM
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
@@ -192,7 +192,7 @@ def test_retier_when_new_file_does_not_verify_commits_and_removes_nothing(
     tmp_path, no_fsync, monkeypatch
 ):
     from skewtape_pipeline.errors import RoundTripError
-    from skewtape_pipeline.ticks.archive import consolidate
+    from skewtape_pipeline.ticks.archive.store import consolidate
 
     root = build_archive(tmp_path, as_of=STAGE_1)
     before = files_under(tmp_path)

@@ -23,22 +23,23 @@ from skewtape_pipeline.errors import (
     WriteOnceError,
 )
 from skewtape_pipeline.storage import sha256_of
-from skewtape_pipeline.ticks.archive import query, trust
-from skewtape_pipeline.ticks.archive.books import (
+from skewtape_pipeline.ticks.archive.handle import POLICY_RECORD, Archive
+from skewtape_pipeline.ticks.archive.ops import query
+from skewtape_pipeline.ticks.archive.ops.integrity import verify_archive
+from skewtape_pipeline.ticks.archive.ops.query import run_query, ticks_view_sql
+from skewtape_pipeline.ticks.archive.store import trust
+from skewtape_pipeline.ticks.archive.store.books import (
     EVENT_REFUSED,
     default_audit_log,
     enable_books_and_records,
 )
-from skewtape_pipeline.ticks.archive.catalog import catalog_path, read_catalog
-from skewtape_pipeline.ticks.archive.catalog_check import checked_catalog
-from skewtape_pipeline.ticks.archive.consolidate import read_footer
-from skewtape_pipeline.ticks.archive.handle import POLICY_RECORD, Archive
-from skewtape_pipeline.ticks.archive.integrity import verify_archive
-from skewtape_pipeline.ticks.archive.placement import archive_metrics, locate, scan_hot_files
-from skewtape_pipeline.ticks.archive.policy import COLD, HOT, WARM, TierPolicy
-from skewtape_pipeline.ticks.archive.query import run_query, ticks_view_sql
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.versions import snapshot_dirs
+from skewtape_pipeline.ticks.archive.store.catalog import catalog_path, read_catalog
+from skewtape_pipeline.ticks.archive.store.catalog_check import checked_catalog
+from skewtape_pipeline.ticks.archive.store.consolidate import read_footer
+from skewtape_pipeline.ticks.archive.store.placement import archive_metrics, locate, scan_hot_files
+from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, WARM, TierPolicy
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.versions import snapshot_dirs
 from skewtape_pipeline_tests.scale_out.servers import free_port
 from skewtape_pipeline_tests.ticks.archive.test_reads import assert_reads_as_the_view
 from skewtape_pipeline_tests.ticks.archive_builders import (

@@ -10,12 +10,9 @@ import duckdb
 import pytest
 
 from skewtape_pipeline.errors import ConfigError
-from skewtape_pipeline.ticks.archive.books import enable_books_and_records
-from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.placement import archive_state
-from skewtape_pipeline.ticks.archive.policy import COLD
-from skewtape_pipeline.ticks.archive.query import (
+from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.query import (
     VIEW_COLUMNS,
     QueryOptions,
     open_ticks_view,
@@ -25,7 +22,10 @@ from skewtape_pipeline.ticks.archive.query import (
     scan_stats,
     ticks_view_sql,
 )
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.books import enable_books_and_records
+from skewtape_pipeline.ticks.archive.store.placement import archive_state
+from skewtape_pipeline.ticks.archive.store.policy import COLD
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.validate import day_start_ns
 from skewtape_pipeline_tests.ticks.archive_builders import (

@@ -23,9 +23,9 @@ import pyarrow.dataset as ds
 import pytest
 from pyspark.sql import SparkSession
 
-from skewtape_pipeline.ticks.archive.compact import compact_ticks
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.policy import COLD, HOT, WARM, TierPolicy
+from skewtape_pipeline.ticks.archive.ops.compact import compact_ticks
+from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, WARM, TierPolicy
 from skewtape_pipeline.ticks.encode.validate import day_start_ns
 from skewtape_pipeline_tests.ticks.conftest import archive_at
 

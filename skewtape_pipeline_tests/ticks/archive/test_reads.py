@@ -21,16 +21,16 @@ from skewtape_pipeline.errors import (
     SkewtapeError,
     UnknownSymbolError,
 )
-from skewtape_pipeline.ticks.archive import hot_index
-from skewtape_pipeline.ticks.archive.catalog import read_hot_records
-from skewtape_pipeline.ticks.archive.compact import commit_compaction, compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.integrity import verify_archive
-from skewtape_pipeline.ticks.archive.layout import partition_file
-from skewtape_pipeline.ticks.archive.policy import COLD, WARM
-from skewtape_pipeline.ticks.archive.query import open_ticks_view, run_query
-from skewtape_pipeline.ticks.archive.reader import VIEW_COLUMNS, view_select
-from skewtape_pipeline.ticks.archive.versions import commit_version, version_count
+from skewtape_pipeline.ticks.archive.ops.compact import commit_compaction, compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.integrity import verify_archive
+from skewtape_pipeline.ticks.archive.ops.query import open_ticks_view, run_query
+from skewtape_pipeline.ticks.archive.ops.reader import VIEW_COLUMNS, view_select
+from skewtape_pipeline.ticks.archive.store import hot_index
+from skewtape_pipeline.ticks.archive.store.catalog import read_hot_records
+from skewtape_pipeline.ticks.archive.store.layout import partition_file
+from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
+from skewtape_pipeline.ticks.archive.store.versions import commit_version, version_count
 from skewtape_pipeline_tests.ticks.archive.test_integrity import flip_bit_in_data_page, tier_file
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,

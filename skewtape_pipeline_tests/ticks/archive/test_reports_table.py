@@ -10,7 +10,7 @@ import duckdb
 import pytest
 
 from skewtape_pipeline.errors import TickFormatError
-from skewtape_pipeline.ticks.archive.reports_table import (
+from skewtape_pipeline.ticks.archive.store.reports_table import (
     ARCHIVED,
     SKIPPED,
     ReportRow,

@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import skewtape_pipeline
-from skewtape_pipeline.ticks.archive.catalog import read_catalog
-from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.policy import COLD, TierPolicy, TierSettings
+from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
+from skewtape_pipeline.ticks.archive.store.policy import COLD, TierPolicy, TierSettings
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.validate import day_start_ns
 from skewtape_pipeline_tests.ticks.archive.test_reads import assert_reads_as_the_view
@@ -51,7 +51,7 @@ import resource, sys
 from datetime import date
 from pathlib import Path
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.policy import TierPolicy
+from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 Archive(Path(sys.argv[1]), policy=TierPolicy(), audit_log=None).retier(
     as_of=date.fromisoformat(sys.argv[2])
 )

@@ -14,13 +14,13 @@ import pytest
 from skewtape_pipeline.audit import AuditLog
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import AuditLogError, ConfigError
-from skewtape_pipeline.ticks.archive.books import default_audit_log
-from skewtape_pipeline.ticks.archive.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.policy import COLD, HOT, TierPolicy
-from skewtape_pipeline.ticks.archive.query import run_query
-from skewtape_pipeline.ticks.archive.show import show_symbol_day
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.ops.query import run_query
+from skewtape_pipeline.ticks.archive.ops.show import show_symbol_day
+from skewtape_pipeline.ticks.archive.store.books import default_audit_log
+from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
+from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, TierPolicy
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day
 
 DAY = date(2026, 10, 5)

@@ -21,12 +21,12 @@ import pytest
 from skewtape_pipeline.cli import ReadingRate, main, parse_bytes
 from skewtape_pipeline.errors import ConfigError, TickValidationError
 from skewtape_pipeline.progress import ProgressLine
-from skewtape_pipeline.ticks.archive.catalog import hot_records_path, read_hot_records
-from skewtape_pipeline.ticks.archive.compact import CompactionRun, compact_source, compact_ticks
-from skewtape_pipeline.ticks.archive.hot_index import index_path
-from skewtape_pipeline.ticks.archive.layout import staging_folder
-from skewtape_pipeline.ticks.archive.spill import SymbolDayRouter
-from skewtape_pipeline.ticks.archive.versions import VERSIONS_DIR
+from skewtape_pipeline.ticks.archive.ops.compact import CompactionRun, compact_source, compact_ticks
+from skewtape_pipeline.ticks.archive.store.catalog import hot_records_path, read_hot_records
+from skewtape_pipeline.ticks.archive.store.hot_index import index_path
+from skewtape_pipeline.ticks.archive.store.layout import staging_folder
+from skewtape_pipeline.ticks.archive.store.spill import SymbolDayRouter
+from skewtape_pipeline.ticks.archive.store.versions import VERSIONS_DIR
 from skewtape_pipeline.ticks.encode import sources
 from skewtape_pipeline_tests.ticks.conftest import archive_at
 
@@ -389,7 +389,8 @@ KILLED = """
 import os, signal, sys
 from datetime import date
 from pathlib import Path
-from skewtape_pipeline.ticks.archive import compact, spill
+from skewtape_pipeline.ticks.archive.ops import compact
+from skewtape_pipeline.ticks.archive.store import spill
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.encode import parquet_file
 

@@ -9,8 +9,8 @@ import pytest
 
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.storage import LocalTier
-from skewtape_pipeline.ticks.archive.policy import COLD, HOT, WARM, TierPolicy, TierSettings
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, WARM, TierPolicy, TierSettings
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.encode.sides import resolve_side_map
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.policy import (
+from skewtape_pipeline.ticks.archive.store.policy import (
     COLD,
     HOT,
     WARM,
@@ -17,7 +17,7 @@ from skewtape_pipeline.ticks.archive.policy import (
     TierSettings,
     is_colder,
 )
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 
 
 def test_layout_for_when_unset_uses_tier_defaults():

@@ -16,22 +16,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from skewtape_pipeline.errors import ConfigError, PrecisionLossError
-from skewtape_pipeline.ticks.archive.compact import (
+from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.ops.compact import (
     CompactionRun,
     compact_source,
     compact_symbol_day,
     compact_ticks,
 )
-from skewtape_pipeline.ticks.archive.consolidate import (
+from skewtape_pipeline.ticks.archive.ops.query import run_query
+from skewtape_pipeline.ticks.archive.store.consolidate import (
     SymbolDayRows,
     read_consolidated_file,
     write_consolidated_file,
 )
-from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.layout import ARCHIVE_MARKER, ensure_archive_schema
-from skewtape_pipeline.ticks.archive.policy import COLD, TierPolicy, TierSettings
-from skewtape_pipeline.ticks.archive.query import run_query
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_MARKER, ensure_archive_schema
+from skewtape_pipeline.ticks.archive.store.policy import COLD, TierPolicy, TierSettings
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.encode import sources
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch, read_file_facts

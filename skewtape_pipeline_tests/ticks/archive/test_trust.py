@@ -20,18 +20,18 @@ from skewtape_pipeline.errors import (
     LinkedStateFileError,
     TickFormatError,
 )
-from skewtape_pipeline.ticks.archive import trust
-from skewtape_pipeline.ticks.archive.books import enable_books_and_records
-from skewtape_pipeline.ticks.archive.catalog import read_catalog, read_hot_records
-from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.integrity import verify_archive
-from skewtape_pipeline.ticks.archive.layout import partition_file
-from skewtape_pipeline.ticks.archive.placement import archive_state, scan_hot_files
-from skewtape_pipeline.ticks.archive.policy import COLD, WARM
-from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query, run_query_text
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.versions import snapshot_dirs
+from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.integrity import verify_archive
+from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query, run_query_text
+from skewtape_pipeline.ticks.archive.store import trust
+from skewtape_pipeline.ticks.archive.store.books import enable_books_and_records
+from skewtape_pipeline.ticks.archive.store.catalog import read_catalog, read_hot_records
+from skewtape_pipeline.ticks.archive.store.layout import partition_file
+from skewtape_pipeline.ticks.archive.store.placement import archive_state, scan_hot_files
+from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.versions import snapshot_dirs
 from skewtape_pipeline_tests.ticks.archive.test_integrity import flip_bit_in_data_page, tier_file
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from skewtape_pipeline.cli import main
-from skewtape_pipeline.ticks.archive.versions import hot_blobs_dir
+from skewtape_pipeline.ticks.archive.store.versions import hot_blobs_dir
 from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
 
 DAY = "date=2025-12-01"

@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 from skewtape_pipeline import faults
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, VersionError, WriteOnceError
-from skewtape_pipeline.ticks.archive.books import default_audit_log, enable_books_and_records
-from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.policy import TierPolicy
-from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query, ticks_view_sql
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.versions import (
+from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query, ticks_view_sql
+from skewtape_pipeline.ticks.archive.store.books import default_audit_log, enable_books_and_records
+from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.versions import (
     MAX_DELTA_DEPTH,
     commit_version,
     list_tags,

@@ -13,28 +13,28 @@ import pytest
 from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, WriteOnceError
-from skewtape_pipeline.ticks.archive.books import (
+from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.show import show_symbol_day
+from skewtape_pipeline.ticks.archive.store.books import (
     EVENT_REFUSED,
     EVENT_REMOVE,
     EVENT_WITHDRAW,
     default_audit_log,
     enable_books_and_records,
 )
-from skewtape_pipeline.ticks.archive.catalog import read_catalog
-from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
-from skewtape_pipeline.ticks.archive.consolidate import read_consolidated_file
-from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.layout import partition_file
-from skewtape_pipeline.ticks.archive.placement import (
+from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
+from skewtape_pipeline.ticks.archive.store.consolidate import read_consolidated_file
+from skewtape_pipeline.ticks.archive.store.layout import partition_file
+from skewtape_pipeline.ticks.archive.store.placement import (
     archive_metrics,
     archive_state,
     locate,
     locations,
     scan_hot_files,
 )
-from skewtape_pipeline.ticks.archive.policy import COLD, HOT, WARM
-from skewtape_pipeline.ticks.archive.show import show_symbol_day
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, WARM
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline_tests.ticks.archive_builders import (
     BUSY,
     DAYS,

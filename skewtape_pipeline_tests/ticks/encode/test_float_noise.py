@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from skewtape_pipeline.cli import main
-from skewtape_pipeline.ticks.archive.layout import recorded_schema
-from skewtape_pipeline.ticks.archive.reports_table import (
+from skewtape_pipeline.ticks.archive.store.layout import recorded_schema
+from skewtape_pipeline.ticks.archive.store.reports_table import (
     ReportRow,
     read_venue_day_reports,
     reports_file,

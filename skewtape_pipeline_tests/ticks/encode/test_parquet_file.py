@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from skewtape_pipeline.errors import RoundTripError, TickFormatError
-from skewtape_pipeline.ticks.archive.compact import compact_symbol_day
-from skewtape_pipeline.ticks.archive.consolidate import SymbolDayRows, consolidated_table
-from skewtape_pipeline.ticks.archive.policy import TierPolicy, TierSettings
+from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.store.consolidate import SymbolDayRows, consolidated_table
+from skewtape_pipeline.ticks.archive.store.policy import TierPolicy, TierSettings
 from skewtape_pipeline.ticks.encode import parquet_file
 from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.parquet_file import (

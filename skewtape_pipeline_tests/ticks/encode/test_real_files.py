@@ -14,7 +14,7 @@ from decimal import Decimal
 import pytest
 
 from skewtape_pipeline.cli import main
-from skewtape_pipeline.ticks.archive.compact import compact_source
+from skewtape_pipeline.ticks.archive.ops.compact import compact_source
 from skewtape_pipeline.ticks.encode import sources
 from skewtape_pipeline.ticks.encode.report import (
     RAW_SIZE_BASIS_SOURCE_FILE,

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import ArchiveSchemaError, ConfigError, TickValidationError
-from skewtape_pipeline.ticks.archive.compact import compact_source, compact_ticks
-from skewtape_pipeline.ticks.archive.layout import read_archive_marker, recorded_schema
-from skewtape_pipeline.ticks.archive.policy import TierPolicy
+from skewtape_pipeline.ticks.archive.ops.compact import compact_source, compact_ticks
+from skewtape_pipeline.ticks.archive.store.layout import read_archive_marker, recorded_schema
+from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.encode import sources
 from skewtape_pipeline.ticks.encode.decimals import FLOAT_NOISE, quantize
 from skewtape_pipeline.ticks.encode.model import (

@@ -13,7 +13,7 @@ import pytest
 
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import ChainError
-from skewtape_pipeline.ticks.archive.versions import version_count
+from skewtape_pipeline.ticks.archive.store.versions import version_count
 from skewtape_pipeline.ticks.fills.month_archive import month_venue_days
 
 

@@ -16,18 +16,18 @@ import pytest
 from skewtape_pipeline.errors import ChainError, WriteOnceError
 from skewtape_pipeline.mirror.apply import apply_delta
 from skewtape_pipeline.mirror.snapshot import read_snapshot
-from skewtape_pipeline.ticks.archive import spill
-from skewtape_pipeline.ticks.archive.books import (
+from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query
+from skewtape_pipeline.ticks.archive.store import spill
+from skewtape_pipeline.ticks.archive.store.books import (
     EVENT_REFUSED,
     EVENT_WITHDRAW,
     enable_books_and_records,
 )
-from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.layout import partition_file
-from skewtape_pipeline.ticks.archive.policy import TierPolicy
-from skewtape_pipeline.ticks.archive.query import QueryOptions, run_query
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.versions import EVENT_VERSION
+from skewtape_pipeline.ticks.archive.store.layout import partition_file
+from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.versions import EVENT_VERSION
 from skewtape_pipeline.ticks.fills import snapshot_fills
 from skewtape_pipeline.ticks.fills.snapshot_fills import (
     archive_read_back_problems,

@@ -11,8 +11,12 @@ import pytest
 
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.policy import TierPolicy
-from skewtape_pipeline.ticks.archive.reports_table import ARCHIVED, SKIPPED, read_venue_day_reports
+from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
+from skewtape_pipeline.ticks.archive.store.reports_table import (
+    ARCHIVED,
+    SKIPPED,
+    read_venue_day_reports,
+)
 from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day
 
 DAY = date(2026, 10, 5)

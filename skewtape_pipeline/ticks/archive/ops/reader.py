@@ -44,8 +44,8 @@ from skewtape_pipeline.errors import (
 )
 from skewtape_pipeline.hashing import FileStamp
 from skewtape_pipeline.storage import TierFile, parquet_source, reading, stamp_of
-from skewtape_pipeline.ticks.archive import hot_index
-from skewtape_pipeline.ticks.archive.catalog import (
+from skewtape_pipeline.ticks.archive.store import hot_index
+from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     CatalogPartition,
     FileRecord,
@@ -56,17 +56,17 @@ from skewtape_pipeline.ticks.archive.catalog import (
     read_catalog,
     symbols_of,
 )
-from skewtape_pipeline.ticks.archive.catalog_check import check_catalog_present, repair_hint
-from skewtape_pipeline.ticks.archive.consolidate import read_footer
-from skewtape_pipeline.ticks.archive.layout import check_archive_root, recorded_schema
-from skewtape_pipeline.ticks.archive.policy import HOT
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.trust import (
+from skewtape_pipeline.ticks.archive.store.catalog_check import check_catalog_present, repair_hint
+from skewtape_pipeline.ticks.archive.store.consolidate import read_footer
+from skewtape_pipeline.ticks.archive.store.layout import check_archive_root, recorded_schema
+from skewtape_pipeline.ticks.archive.store.policy import HOT
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.trust import (
     WRITTEN_BY_COMPACTION,
     VerifiedFiles,
     unrecorded_hint,
 )
-from skewtape_pipeline.ticks.archive.versions import (
+from skewtape_pipeline.ticks.archive.store.versions import (
     AsOf,
     HotEntry,
     Version,
@@ -573,7 +573,7 @@ class ArchiveReader:
                 fields.update((name, pa.field(name, kind)) for name, kind in _FIXED.items())
                 self._empty = pa.schema([fields[name] for name in VIEW_COLUMNS])
             else:
-                from skewtape_pipeline.ticks.archive.query import _empty_select
+                from skewtape_pipeline.ticks.archive.ops.query import _empty_select
 
                 con = duckdb.connect()
                 try:

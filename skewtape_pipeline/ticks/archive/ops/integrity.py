@@ -1,6 +1,6 @@
 """The archive checked and recovered from its own files.
 
-The catalog (``ticks.archive.catalog``) is an index the files can rebuild: every consolidated file
+The catalog (``store.catalog``) is an index the files can rebuild: every consolidated file
 records its tier, period and catalog generation in its key-value metadata
 (``consolidate.META_*``), with a digest of its symbol-day list; the list itself is the file's
 own ``symbol`` and ``date`` columns. Hot files are named by their ``symbol=``/``date=`` folders.
@@ -11,7 +11,7 @@ The writers' catalog check (``catalog_check.checked_catalog``) reads the same re
   each symbol-day wins, older files holding any of the same symbol-days are superseded; a hot
   file whose ticks equal its symbol-day's catalogued copy is superseded (re-tiering moved it),
   any other hot file is live (a newer recompaction hiding the consolidated copy).
-- :func:`verify_archive` compares every archive file with its record (``ticks.archive.trust``: a
+- :func:`verify_archive` compares every archive file with its record (``store.trust``: a
   consolidated file's size and sha256 in the catalog, a hot file's in the hot file records),
   checks every tier root's archive marker and, with ``full``, reads every page of every archive
   file through pyarrow with page checksum verification (DuckDB does not check page checksums).
@@ -52,9 +52,9 @@ from skewtape_pipeline.storage import (
     sha256_of,
     size_of,
 )
-from skewtape_pipeline.ticks.archive import hot_index
-from skewtape_pipeline.ticks.archive.books import EVENT_REBUILD, audit
-from skewtape_pipeline.ticks.archive.catalog import (
+from skewtape_pipeline.ticks.archive.store import hot_index
+from skewtape_pipeline.ticks.archive.store.books import EVENT_REBUILD, audit
+from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     CatalogFile,
     CatalogPartition,
@@ -65,35 +65,35 @@ from skewtape_pipeline.ticks.archive.catalog import (
     read_hot_records,
     write_catalog,
 )
-from skewtape_pipeline.ticks.archive.catalog_check import (
+from skewtape_pipeline.ticks.archive.store.catalog_check import (
     RecordedFile,
     check_catalog_present,
     hot_keys_of,
     read_recorded,
     unaccounted_files,
 )
-from skewtape_pipeline.ticks.archive.consolidate import (
+from skewtape_pipeline.ticks.archive.store.consolidate import (
     SymbolDayRows,
     byte_shares,
     consolidated_file_name,
     read_consolidated_file,
     read_footer,
 )
-from skewtape_pipeline.ticks.archive.layout import (
+from skewtape_pipeline.ticks.archive.store.layout import (
     ARCHIVE_MARKER,
     parse_archive_marker,
 )
-from skewtape_pipeline.ticks.archive.placement import HotFile, scan_hot_files
-from skewtape_pipeline.ticks.archive.policy import COLD, WARM
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.trust import (
+from skewtape_pipeline.ticks.archive.store.placement import HotFile, scan_hot_files
+from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.trust import (
     WRITTEN_BY_COMPACTION,
     hot_record,
     hot_rel,
     record_problems,
     unrecorded_hint,
 )
-from skewtape_pipeline.ticks.archive.versions import (
+from skewtape_pipeline.ticks.archive.store.versions import (
     SUFFIX,
     list_versions,
     record_version,
@@ -545,7 +545,7 @@ def _verified_version_files(
     hot: dict[tuple[int, int], tuple[Path, str | None]],
     on_disk: set[TierFile],
 ) -> _Checked:
-    """What the kept versions read (``ticks.archive.versions``): every version's snapshots and
+    """What the kept versions read (``ticks.archive.store.versions``): every version's snapshots and
     kept hot files present (``versions.version_state``) and the consolidated files its catalog
     lists among those ``on_disk`` (the stores' listing); every content-named file versions keep
     (``versions.snapshot_dirs``: catalog snapshots, manifests, kept hot files) holding the bytes

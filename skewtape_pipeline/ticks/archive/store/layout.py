@@ -12,7 +12,7 @@ The encoding is reversible (:func:`decode_symbol`) and is what DuckDB, pyarrow a
 in Hive partition values, so ``symbol`` reads back as the original string.
 
 Beside the partitions: ``_skewtape_archive.json`` (the schema, :func:`ensure_archive_schema`),
-``_skewtape_catalog.parquet`` (``ticks.archive.catalog``), ``.skewtape-archive.lock``
+``_skewtape_catalog.parquet`` (``ticks.archive.store.catalog``), ``.skewtape-archive.lock``
 (:func:`archive_lock`) and ``.skewtape-staging/`` (files written and verified before they are
 published). What a file holds and how it is written is ``ticks.encode.parquet_file``.
 """
@@ -36,7 +36,7 @@ from skewtape_pipeline.errors import (
 )
 from skewtape_pipeline.locations import refuse_url
 from skewtape_pipeline.storage import LocalTier, ObjectTier, TierStore
-from skewtape_pipeline.ticks.archive.policy import COLD, WARM
+from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
 from skewtape_pipeline.ticks.encode.model import (
     DEFAULT_TIMESTAMP_UNIT,
     TickBatch,
@@ -83,7 +83,7 @@ ARCHIVE_ROOT_EXPECTED = (
 """What an archive root given as a URL is told it should be (:func:`check_archive_root`)."""
 
 CATALOG_FILE = "_skewtape_catalog.parquet"
-"""The archive's catalog, in the archive root (``ticks.archive.catalog``)."""
+"""The archive's catalog, in the archive root (``ticks.archive.store.catalog``)."""
 MAX_SYMBOL_SEGMENT_BYTES = 200
 
 

@@ -15,7 +15,7 @@ Entry points, each given the :class:`~skewtape_pipeline.ticks.archive.handle.Arc
 Bad input changes nothing on disk: every symbol-day of an input is converted and validated
 before the first file is written. The input is read in chunks (:func:`plan_stream`) and its
 rows routed to symbol-days within a memory budget, the rest spilled to the archive's staging
-folder (:mod:`~skewtape_pipeline.ticks.archive.spill`), so any input compacts in bounded memory.
+folder (``store.spill``), so any input compacts in bounded memory.
 
 The timestamp unit (``ns``, ``us``, ``ms``, ``s``) and the price and quantity scales are the
 archive's one schema: the archive root records them and refuses a batch at another one. By
@@ -50,13 +50,13 @@ from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.errors import ConfigError, TickFormatError, TickValidationError
 from skewtape_pipeline.hashing import FileStamp, sha256_file
 from skewtape_pipeline.storage import TierFile
-from skewtape_pipeline.ticks.archive.books import (
+from skewtape_pipeline.ticks.archive.store.books import (
     EVENT_RECOMPACT,
     EVENT_WRITE,
     audit,
     check_may_write,
 )
-from skewtape_pipeline.ticks.archive.catalog import (
+from skewtape_pipeline.ticks.archive.store.catalog import (
     FileRecord,
     SymbolDayKey,
     append_hot_record,
@@ -64,10 +64,10 @@ from skewtape_pipeline.ticks.archive.catalog import (
     read_catalog,
     read_hot_records,
 )
-from skewtape_pipeline.ticks.archive.catalog_check import checked_catalog
-from skewtape_pipeline.ticks.archive.consolidate import read_consolidated_file
-from skewtape_pipeline.ticks.archive.hot_index import ensure_base
-from skewtape_pipeline.ticks.archive.layout import (
+from skewtape_pipeline.ticks.archive.store.catalog_check import checked_catalog
+from skewtape_pipeline.ticks.archive.store.consolidate import read_consolidated_file
+from skewtape_pipeline.ticks.archive.store.hot_index import ensure_base
+from skewtape_pipeline.ticks.archive.store.layout import (
     ARCHIVE_LOCK_WAIT_SECONDS,
     encode_symbol,
     ensure_archive_schema,
@@ -77,15 +77,15 @@ from skewtape_pipeline.ticks.archive.layout import (
     recorded_schema,
     staging_folder,
 )
-from skewtape_pipeline.ticks.archive.policy import check_age_days
-from skewtape_pipeline.ticks.archive.spill import (
+from skewtape_pipeline.ticks.archive.store.policy import check_age_days
+from skewtape_pipeline.ticks.archive.store.spill import (
     MARKER_COLUMNS,
     Piece,
     SymbolDayRouter,
     new_spill_folder,
     remove_orphaned_staging,
 )
-from skewtape_pipeline.ticks.archive.versions import commit_version
+from skewtape_pipeline.ticks.archive.store.versions import commit_version
 from skewtape_pipeline.ticks.encode.chunked import DEFAULT_BLOCK_BYTES, read_ahead
 from skewtape_pipeline.ticks.encode.model import (
     MAX_UNITS,
@@ -134,7 +134,7 @@ from skewtape_pipeline.ticks.encode.validate import (
 
 if TYPE_CHECKING:
     from skewtape_pipeline.ticks.archive.handle import Archive
-    from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
+    from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 
 _DAY_KEY_SHIFT = 2**20
 """Days since 1970 fit in +-2**19 for any int64 nanosecond timestamp."""
@@ -768,7 +768,7 @@ def _checked_batch(
 
 def compaction_lock_wait(archive: Archive) -> float:
     """Seconds a compaction waits for the archive's lock: the archive's ``lock_timeout``, at
-    least :data:`~skewtape_pipeline.ticks.archive.layout.ARCHIVE_LOCK_WAIT_SECONDS`
+    least :data:`~skewtape_pipeline.ticks.archive.store.layout.ARCHIVE_LOCK_WAIT_SECONDS`
     (a compaction holds the lock only for its checks and renames, so it waits out a
     re-tiering rather than refusing)."""
     return max(archive.lock_timeout, ARCHIVE_LOCK_WAIT_SECONDS)

@@ -28,14 +28,14 @@ symbol_days); a partition's tier is its file's. Any engine reads it, e.g. DuckDB
 
 The catalog is an index, not the only record: every consolidated file carries its tier,
 period, catalog generation and symbol-days in its own key-value metadata, so
-``ticks.archive.integrity.rebuild_catalog`` can rebuild the catalog from the files. Older catalog
+``ops.integrity.rebuild_catalog`` can rebuild the catalog from the files. Older catalog
 versions (2: root-relative ``../`` paths; 1: JSON) are not read: only this project ever wrote
 them (an archive of theirs is re-created from its sources).
 
 Hot file records
 ----------------
 Every hot symbol-day file's size and sha256 are recorded when it is published, in the hot
-index (``ticks.archive.hot_index``): appended (and fsynced) under the archive's lock right
+index (``ticks.archive.store.hot_index``): appended (and fsynced) under the archive's lock right
 after the file is renamed into place, as a line of ``<archive root>/_skewtape_hot_files.jsonl``
 (``{"path", "sha256", "size", "stamp"}``; ``{"path", "gone": true}`` when a file is removed),
 which is folded into ``_skewtape_hot_index.pq`` once it grows long and by re-tiering
@@ -45,7 +45,7 @@ per file would not). A line cut short by a crash (no final newline) is ignored a
 the next append: its file then has no record, or an older one, and rerunning the compaction
 writes both again. An archive written before hot files were recorded has none:
 ``rebuild-catalog`` records its hot files as they are then
-(``ticks.archive.integrity.rebuild_catalog``); until then ``verify-archive``, ``query`` and
+(``ticks.archive.ops.integrity.rebuild_catalog``); until then ``verify-archive``, ``query`` and
 ``retier`` refuse to vouch for them and say so.
 """
 
@@ -69,15 +69,15 @@ from skewtape_pipeline import fsio
 from skewtape_pipeline.arrow_memory import owned_reader
 from skewtape_pipeline.errors import TickFormatError, TickValidationError
 from skewtape_pipeline.hashing import FileStamp, is_sha256_hex
-from skewtape_pipeline.ticks.archive import hot_index
-from skewtape_pipeline.ticks.archive.layout import (
+from skewtape_pipeline.ticks.archive.store import hot_index
+from skewtape_pipeline.ticks.archive.store.layout import (
     CATALOG_FILE,
     MAX_SYMBOL_SEGMENT_BYTES,
     PART_FILE_NAME,
     encode_symbol,
 )
-from skewtape_pipeline.ticks.archive.policy import COLD, WARM
-from skewtape_pipeline.ticks.archive.tiers import inside_path, normalized
+from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
+from skewtape_pipeline.ticks.archive.store.tiers import inside_path, normalized
 
 CATALOG_FORMAT = "skewtape-tick-catalog"
 CATALOG_VERSION = 3
@@ -270,7 +270,7 @@ def parse_catalog(path: Path, raw: bytes) -> Catalog:
 
 def hot_records_path(archive_root: Path) -> Path:
     """``<archive root>/_skewtape_hot_files.jsonl``: the hot index's log (see the module notes
-    and ``ticks.archive.hot_index``)."""
+    and ``ticks.archive.store.hot_index``)."""
     return Path(archive_root) / HOT_RECORDS_FILE
 
 

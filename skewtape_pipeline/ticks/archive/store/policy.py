@@ -10,7 +10,7 @@ Each tier also has a layout and a storage root. HOT holds one file per symbol-da
 archive root (where compaction writes). WARM and COLD hold consolidated files, one per period
 (``month`` or ``year``) of the archive, rows sorted by symbol then time, packed into row groups
 of about ``consolidated_row_group_size`` rows that end on symbol-day boundaries; re-tiering
-(``ticks.archive.lifecycle``) moves symbol-days into them as they age. A layout left unset takes the
+(``ops.lifecycle``) moves symbol-days into them as they age. A layout left unset takes the
 tier's default (:data:`DEFAULT_LAYOUTS`); a root left unset is a folder beside the archive root
 (``<archive>-warm``, ``<archive>-cold``); a relative root is taken from the archive root's parent.
 A warm or cold root may also be an S3 prefix, ``s3://bucket/prefix`` (``skewtape_pipeline.storage``:
@@ -35,7 +35,7 @@ Configuration file (TOML or JSON, every key optional)::
     ...
 
 What the policy says for one archive root (its stores, their listing, catalog paths) is
-``ticks.archive.tiers.ArchiveTiers``. The policy knows no archive: this module imports nothing
+``ticks.archive.store.tiers.ArchiveTiers``. The policy knows no archive: this module imports nothing
 else of ``ticks.archive``, only the standard library, ``skewtape_pipeline``'s ``errors``,
 ``fsio``, ``locations`` and ``storage`` (a tier's store) and the writer settings of
 ``ticks.encode``.

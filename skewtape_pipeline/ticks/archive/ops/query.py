@@ -83,16 +83,16 @@ import pyarrow.dataset as ds
 from skewtape_pipeline.errors import CatalogMismatchError, ConfigError
 from skewtape_pipeline.fsio import load_json
 from skewtape_pipeline.storage import LocalTier, ObjectFile, ObjectTier, exists
-from skewtape_pipeline.ticks.archive.catalog import Catalog
-from skewtape_pipeline.ticks.archive.catalog_check import check_catalog_present, repair_hint
-from skewtape_pipeline.ticks.archive.consolidate import read_footer
-from skewtape_pipeline.ticks.archive.layout import ARCHIVE_MARKER, check_archive_root
-from skewtape_pipeline.ticks.archive.placement import ArchiveState, archive_state
-from skewtape_pipeline.ticks.archive.policy import COLD, HOT, WARM
-from skewtape_pipeline.ticks.archive.reports_table import PLACES_SCHEMA, reports_view_sql
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers, normalized
-from skewtape_pipeline.ticks.archive.trust import verify_before_reading
-from skewtape_pipeline.ticks.archive.versions import (
+from skewtape_pipeline.ticks.archive.store.catalog import Catalog
+from skewtape_pipeline.ticks.archive.store.catalog_check import check_catalog_present, repair_hint
+from skewtape_pipeline.ticks.archive.store.consolidate import read_footer
+from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_MARKER, check_archive_root
+from skewtape_pipeline.ticks.archive.store.placement import ArchiveState, archive_state
+from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, WARM
+from skewtape_pipeline.ticks.archive.store.reports_table import PLACES_SCHEMA, reports_view_sql
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers, normalized
+from skewtape_pipeline.ticks.archive.store.trust import verify_before_reading
+from skewtape_pipeline.ticks.archive.store.versions import (
     AsOf,
     resolve_as_of,
     verify_version,

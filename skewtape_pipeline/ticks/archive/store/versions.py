@@ -28,7 +28,7 @@ All of it lives under ``<archive root>/_skewtape_versions/``. A change that leav
 as the latest version's records no version (versions that share every file cost nothing).
 Consolidated files are content-named already (``part-<sha256[:16]>.parquet``, locally or in an
 S3 tier): a version's catalog names them, and re-tiering keeps every file a kept version's catalog
-lists (:func:`kept_catalog_paths`) until ``prune-versions`` (``ticks.archive.version_pruning``)
+lists (:func:`kept_catalog_paths`) until ``prune-versions`` (``ticks.archive.ops.version_pruning``)
 drops the last version that reads it.
 
 Tags (``tags/<NAME>.json``: ``{"tag", "version", "time"}``) pin a version by name; pruning never
@@ -65,8 +65,8 @@ from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.errors import ConfigError, VersionError
 from skewtape_pipeline.hashing import FileStamp, sha256_bytes, sha256_file
 from skewtape_pipeline.storage import TierFile
-from skewtape_pipeline.ticks.archive.books import audit
-from skewtape_pipeline.ticks.archive.catalog import (
+from skewtape_pipeline.ticks.archive.store.books import audit
+from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     FileRecord,
     SymbolDayKey,
@@ -74,27 +74,27 @@ from skewtape_pipeline.ticks.archive.catalog import (
     parse_catalog,
     read_catalog,
 )
-from skewtape_pipeline.ticks.archive.hot_index import (
+from skewtape_pipeline.ticks.archive.store.hot_index import (
     HotIndex,
     IndexEntry,
     IndexMark,
     ensure_index,
     fold_if_long,
 )
-from skewtape_pipeline.ticks.archive.layout import (
+from skewtape_pipeline.ticks.archive.store.layout import (
     ARCHIVE_LOCK_WAIT_SECONDS,
     archive_lock,
     encode_symbol,
 )
-from skewtape_pipeline.ticks.archive.placement import (
+from skewtape_pipeline.ticks.archive.store.placement import (
     ArchiveState,
     HotFile,
     classified,
     hot_file_of,
     hot_files,
 )
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.trust import VerifiedFiles, verify_consolidated
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.trust import VerifiedFiles, verify_consolidated
 
 VERSIONS_DIR = "_skewtape_versions"
 INDEX_FILE = "index.bin"

@@ -3,7 +3,7 @@
 :func:`prune_versions` removes the versions ``--keep-last N`` or ``--older-than DATE`` leaves out
 (never the latest, never a tagged one), then only the files no kept version and not the current
 state reads: consolidated files the catalogs no longer list, hot files kept under their content
-names, catalog and manifest snapshots (see ``ticks.archive.versions``, whose path functions name
+names, catalog and manifest snapshots (see ``store.versions``, whose path functions name
 them). In ``books_and_records`` mode it refuses (audited): records are never removed. Under the
 archive's lock; the pruning is audited before any record goes, every file removal before it
 happens. A crash at any step leaves every kept version readable; a rerun finishes the removals.
@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.storage import TierFile, size_of
-from skewtape_pipeline.ticks.archive.books import EVENT_PRUNE, audit, check_may_delete
-from skewtape_pipeline.ticks.archive.catalog import read_catalog
-from skewtape_pipeline.ticks.archive.garbage import Garbage, remove_files
-from skewtape_pipeline.ticks.archive.placement import uncatalogued_files
-from skewtape_pipeline.ticks.archive.versions import (
+from skewtape_pipeline.ticks.archive.store.books import EVENT_PRUNE, audit, check_may_delete
+from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
+from skewtape_pipeline.ticks.archive.store.garbage import Garbage, remove_files
+from skewtape_pipeline.ticks.archive.store.placement import uncatalogued_files
+from skewtape_pipeline.ticks.archive.store.versions import (
     SUFFIX,
     Version,
     catalog_snapshot_path,

@@ -25,18 +25,18 @@ from skewtape_pipeline.arrow_memory import owned_buffer, owned_reader
 from skewtape_pipeline.errors import ConfigError, TickFormatError
 from skewtape_pipeline.hashing import sha256_bytes
 from skewtape_pipeline.storage import TierFile, TierStore
-from skewtape_pipeline.ticks.archive.books import is_books_and_records
-from skewtape_pipeline.ticks.archive.catalog import (
+from skewtape_pipeline.ticks.archive.store.books import is_books_and_records
+from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     CatalogPartition,
     SymbolDayKey,
     file_rows,
 )
-from skewtape_pipeline.ticks.archive.consolidate import read_footer, read_symbol_day
-from skewtape_pipeline.ticks.archive.garbage import Garbage
-from skewtape_pipeline.ticks.archive.placement import ArchiveState, HotFile, archive_state
-from skewtape_pipeline.ticks.archive.policy import HOT, TierSettings
-from skewtape_pipeline.ticks.archive.trust import hot_rel
+from skewtape_pipeline.ticks.archive.store.consolidate import read_footer, read_symbol_day
+from skewtape_pipeline.ticks.archive.store.garbage import Garbage
+from skewtape_pipeline.ticks.archive.store.placement import ArchiveState, HotFile, archive_state
+from skewtape_pipeline.ticks.archive.store.policy import HOT, TierSettings
+from skewtape_pipeline.ticks.archive.store.trust import hot_rel
 from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch
 

@@ -14,9 +14,9 @@ when it read it) is *superseded*: still on disk until re-tiering removes it (nev
 publisher corrected away (*withdrawn*) has no place: its consolidated copy is hidden until
 re-tiering rewrites the file without it.
 
-The catalog (``ticks.archive.catalog``) says which consolidated file holds each catalogued
+The catalog (``ticks.archive.store.catalog``) says which consolidated file holds each catalogued
 symbol-day (a local file, or an object when its tier root is an S3 prefix), the hot index
-(``ticks.archive.hot_index``) which hot files the archive holds, each with its record and its
+(``ticks.archive.store.hot_index``) which hot files the archive holds, each with its record and its
 stamp when published; this module reads both, once, into that one placement (no listing of the
 root, unless the archive predates the hot index). Whether a hot file is the superseded one
 compares the stamp the index recorded with the catalog's source stamp.
@@ -31,17 +31,17 @@ from pathlib import Path
 
 from skewtape_pipeline.hashing import FileStamp
 from skewtape_pipeline.storage import TierFile, size_of
-from skewtape_pipeline.ticks.archive import hot_index
-from skewtape_pipeline.ticks.archive.catalog import (
+from skewtape_pipeline.ticks.archive.store import hot_index
+from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     CatalogPartition,
     FileRecord,
     SymbolDayKey,
     read_catalog,
 )
-from skewtape_pipeline.ticks.archive.consolidate import read_footer
-from skewtape_pipeline.ticks.archive.policy import COLD, HOT, TIERS, WARM
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.consolidate import read_footer
+from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, TIERS, WARM
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 
 HOT_GLOB = hot_index.HOT_GLOB
 
@@ -237,7 +237,7 @@ class ArchiveMetrics:
     newer hot file, or withdrawn) that are still inside their files until re-tiering rewrites
     them. ``retained_*`` counts superseded files still on disk: hot files and consolidated
     files whose rows were moved (kept for good in ``books_and_records`` mode, while a kept
-    version reads them (``ticks.archive.versions``), else until the next re-tiering removes
+    version reads them (``ticks.archive.store.versions``), else until the next re-tiering removes
     them) and uncommitted files left by an interrupted run.
     """
 

@@ -17,7 +17,7 @@ and the smallest kept, as for symbol-day files; ``parquet_file.write_table`` wri
 in the row groups this module chooses.
 
 Each file also records what it holds, so the catalog can be rebuilt from the files alone
-(``ticks.archive.integrity.rebuild_catalog``): ``skewtape.tier``, ``skewtape.period``,
+(``ticks.archive.ops.integrity.rebuild_catalog``): ``skewtape.tier``, ``skewtape.period``,
 ``skewtape.catalog_generation`` (the catalog generation that commits it),
 ``skewtape.symbol_days_count`` and ``skewtape.symbol_days_sha256``: a few dozen bytes per
 file, however many symbol-days it holds. Which symbol-days those are is the file's own
@@ -66,7 +66,7 @@ from skewtape_pipeline.storage import (
     reading,
     size_of,
 )
-from skewtape_pipeline.ticks.archive.policy import TierSettings
+from skewtape_pipeline.ticks.archive.store.policy import TierSettings
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.parquet_file import (
     CONSOLIDATED,

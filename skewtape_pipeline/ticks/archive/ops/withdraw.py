@@ -23,20 +23,20 @@ from typing import TYPE_CHECKING
 
 from skewtape_pipeline import faults
 from skewtape_pipeline.errors import ConfigError
-from skewtape_pipeline.ticks.archive.books import EVENT_WITHDRAW, audit, check_may_delete
-from skewtape_pipeline.ticks.archive.catalog import (
+from skewtape_pipeline.ticks.archive.store.books import EVENT_WITHDRAW, audit, check_may_delete
+from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     SymbolDayKey,
     write_catalog,
 )
-from skewtape_pipeline.ticks.archive.catalog_check import (
+from skewtape_pipeline.ticks.archive.store.catalog_check import (
     checked_catalog,
     remove_stale_catalog_temps,
 )
-from skewtape_pipeline.ticks.archive.garbage import Garbage, remove_files
-from skewtape_pipeline.ticks.archive.hot_index import HotIndex, ensure_index
-from skewtape_pipeline.ticks.archive.layout import partition_file
-from skewtape_pipeline.ticks.archive.versions import record_version
+from skewtape_pipeline.ticks.archive.store.garbage import Garbage, remove_files
+from skewtape_pipeline.ticks.archive.store.hot_index import HotIndex, ensure_index
+from skewtape_pipeline.ticks.archive.store.layout import partition_file
+from skewtape_pipeline.ticks.archive.store.versions import record_version
 
 if TYPE_CHECKING:
     from skewtape_pipeline.ticks.archive.handle import Archive

@@ -11,7 +11,7 @@ with where the tier policy wants it at ``as_of``; :func:`retier` carries the pla
    new files and ignores the ones they replace (commit, audited);
 3. only then are the replaced files removed (hot files only if unchanged since they were read;
    each removal audited before it happens), but a consolidated file a kept version of the
-   archive still reads (``ticks.archive.versions``) is retained until ``prune-versions`` drops
+   archive still reads (``ticks.archive.store.versions``) is retained until ``prune-versions`` drops
    the last such version. In ``books_and_records`` mode nothing is removed: the replaced files are
    retained and the result says so; then the version (``versions.record_version``) is recorded.
 
@@ -49,7 +49,7 @@ files that are gone (a file written there later is then a newer copy, whatever i
 
 The core never imports dagster: the orchestration layer calls :func:`retier` on a schedule and
 as a backfill (``months`` limits a run to the symbol-days of some months), and
-:func:`~skewtape_pipeline.ticks.archive.placement.archive_metrics` for the archive-wide metadata.
+``store.placement.archive_metrics`` for the archive-wide metadata.
 """
 
 from __future__ import annotations
@@ -74,13 +74,21 @@ from skewtape_pipeline.errors import (
 )
 from skewtape_pipeline.hashing import sha256_bytes
 from skewtape_pipeline.storage import TierFile
-from skewtape_pipeline.ticks.archive.books import (
+from skewtape_pipeline.ticks.archive.ops.retier_plan import (
+    Move,
+    RetierPlan,
+    Rewrite,
+    Slot,
+    SourceFile,
+    plan_retier,
+)
+from skewtape_pipeline.ticks.archive.store.books import (
     EVENT_COMMIT,
     EVENT_REWRITE,
     audit,
     is_books_and_records,
 )
-from skewtape_pipeline.ticks.archive.catalog import (
+from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     CatalogFile,
     CatalogPartition,
@@ -94,11 +102,11 @@ from skewtape_pipeline.ticks.archive.catalog import (
     settle_hot_records,
     write_catalog,
 )
-from skewtape_pipeline.ticks.archive.catalog_check import (
+from skewtape_pipeline.ticks.archive.store.catalog_check import (
     checked_catalog,
     remove_stale_catalog_temps,
 )
-from skewtape_pipeline.ticks.archive.consolidate import (
+from skewtape_pipeline.ticks.archive.store.consolidate import (
     META_CATALOG_GENERATION,
     ConsolidatedFile,
     PartSource,
@@ -107,31 +115,23 @@ from skewtape_pipeline.ticks.archive.consolidate import (
     read_symbol_day,
     write_consolidated_files,
 )
-from skewtape_pipeline.ticks.archive.garbage import Garbage, remove_files, unreachable_files
-from skewtape_pipeline.ticks.archive.layout import (
+from skewtape_pipeline.ticks.archive.store.garbage import Garbage, remove_files, unreachable_files
+from skewtape_pipeline.ticks.archive.store.layout import (
     ensure_archive_schema,
     recorded_schema,
     staging_folder,
 )
-from skewtape_pipeline.ticks.archive.placement import (
+from skewtape_pipeline.ticks.archive.store.placement import (
     HotFile,
     locate,
 )
-from skewtape_pipeline.ticks.archive.retier_plan import (
-    Move,
-    RetierPlan,
-    Rewrite,
-    Slot,
-    SourceFile,
-    plan_retier,
-)
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.trust import (
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.trust import (
     WRITTEN_BY_COMPACTION,
     record_problems,
     required_hot_record,
 )
-from skewtape_pipeline.ticks.archive.versions import record_version
+from skewtape_pipeline.ticks.archive.store.versions import record_version
 from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch, read_file_facts
 from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport, compression_ratio
@@ -181,7 +181,7 @@ class RetierResult:
     purged: list[SymbolDayKey] = field(default_factory=list)
     """Withdrawn symbol-days this run removed from their consolidated file (and the catalog)."""
     version: int | None = None
-    """The archive version this run committed (``ticks.archive.versions``); None when it changed
+    """The archive version this run committed (``store.versions``); None when it changed
     nothing a version records."""
 
     def metrics(self) -> dict[str, int | float | bool]:

@@ -29,19 +29,19 @@ from typing import Any
 
 from skewtape_pipeline.audit import is_repair, parse_record
 from skewtape_pipeline.errors import AuditLogError, ConfigError
-from skewtape_pipeline.ticks.archive.books import (
+from skewtape_pipeline.ticks.archive.store.books import (
     EVENT_RECOMPACT,
     EVENT_REMOVE,
     EVENT_REWRITE,
     EVENT_WITHDRAW,
     EVENT_WRITE,
 )
-from skewtape_pipeline.ticks.archive.catalog import Catalog
-from skewtape_pipeline.ticks.archive.layout import partition_file
-from skewtape_pipeline.ticks.archive.placement import archive_state, locate
-from skewtape_pipeline.ticks.archive.policy import HOT
-from skewtape_pipeline.ticks.archive.reports_table import symbol_day_report
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.catalog import Catalog
+from skewtape_pipeline.ticks.archive.store.layout import partition_file
+from skewtape_pipeline.ticks.archive.store.placement import archive_state, locate
+from skewtape_pipeline.ticks.archive.store.policy import HOT
+from skewtape_pipeline.ticks.archive.store.reports_table import symbol_day_report
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ On disk, two files in the archive root, both written under the archive's lock:
   asked: a lookup of a symbol-day decodes the row groups whose statistics (symbols, days) may
   hold it, none for a day newer than all of the base's (what a commit of a backfill asks), and
   whole-archive work (entries, a symbol's days) the whole base.
-- ``_skewtape_hot_files.jsonl``, the *log* (the hot file records of ``ticks.archive.catalog``):
+- ``_skewtape_hot_files.jsonl``, the *log* (the hot file records of ``store.catalog``):
   one JSON object per line, appended and fsynced right after a file is renamed into place
   (``{"path", "sha256", "size", "stamp": [device, inode, size, mtime_ns, ctime_ns]}``) or removed
   (``{"path", "gone": true}``); a line of the older form (``path``, ``sha256``, ``size``) records
@@ -56,7 +56,11 @@ from skewtape_pipeline import fsio
 from skewtape_pipeline.arrow_memory import owned_reader
 from skewtape_pipeline.errors import TickFormatError
 from skewtape_pipeline.hashing import FileStamp, is_sha256_hex
-from skewtape_pipeline.ticks.archive.layout import PART_FILE_NAME, decode_symbol, encode_symbol
+from skewtape_pipeline.ticks.archive.store.layout import (
+    PART_FILE_NAME,
+    decode_symbol,
+    encode_symbol,
+)
 
 INDEX_FILE = "_skewtape_hot_index.pq"
 """Not ``.parquet``: a reader globbing the root's ``**/*.parquet`` (the hot tier's plain layout)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from skewtape_pipeline.ticks.archive.consolidate import read_consolidated_file
+from skewtape_pipeline.ticks.archive.store.consolidate import read_consolidated_file
 from skewtape_pipeline.ticks.encode.sources import canonical_csv_size_bytes
 
 MIN_TICKS_JUDGED = 10_000

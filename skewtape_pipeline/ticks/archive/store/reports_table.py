@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from skewtape_pipeline.errors import TickFormatError
 from skewtape_pipeline.fsio import atomic_write_with, is_temp
-from skewtape_pipeline.ticks.archive.layout import encode_symbol
+from skewtape_pipeline.ticks.archive.store.layout import encode_symbol
 
 REPORTS_DIR = "_skewtape_reports"
 REPORTS_VIEW = "tick_reports"

@@ -25,14 +25,14 @@ from skewtape_pipeline.errors import (
     TickFormatError,
 )
 from skewtape_pipeline.storage import TierFile
-from skewtape_pipeline.ticks.archive.catalog import (
+from skewtape_pipeline.ticks.archive.store.catalog import (
     CATALOG_FILE,
     Catalog,
     SymbolDayKey,
     catalog_path,
     read_catalog,
 )
-from skewtape_pipeline.ticks.archive.consolidate import (
+from skewtape_pipeline.ticks.archive.store.consolidate import (
     META_CATALOG_GENERATION,
     META_PERIOD,
     META_SYMBOL_DAYS_COUNT,
@@ -42,8 +42,8 @@ from skewtape_pipeline.ticks.archive.consolidate import (
     read_symbol_days,
     symbol_days_digest,
 )
-from skewtape_pipeline.ticks.archive.placement import scan_hot_files
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.placement import scan_hot_files
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.encode.parquet_file import (
     CONSOLIDATED,
     META_LAYOUT,

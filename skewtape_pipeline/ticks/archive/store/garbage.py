@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from skewtape_pipeline import faults
 from skewtape_pipeline.storage import TierFile, delete, sha256_of, size_of
-from skewtape_pipeline.ticks.archive import hot_index
-from skewtape_pipeline.ticks.archive.books import EVENT_REMOVE, audit, check_may_delete
-from skewtape_pipeline.ticks.archive.placement import archive_state
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.trust import hot_rel
-from skewtape_pipeline.ticks.archive.versions import kept_catalog_paths
+from skewtape_pipeline.ticks.archive.store import hot_index
+from skewtape_pipeline.ticks.archive.store.books import EVENT_REMOVE, audit, check_may_delete
+from skewtape_pipeline.ticks.archive.store.placement import archive_state
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.trust import hot_rel
+from skewtape_pipeline.ticks.archive.store.versions import kept_catalog_paths
 
 if TYPE_CHECKING:
     from skewtape_pipeline.ticks.archive.handle import Archive

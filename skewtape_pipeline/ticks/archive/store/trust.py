@@ -28,9 +28,9 @@ from pathlib import Path
 from skewtape_pipeline.errors import CatalogMismatchError, DamagedFileError
 from skewtape_pipeline.hashing import FileStamp, HashCache
 from skewtape_pipeline.storage import TierFile, sha256_of, size_of, stamp_of
-from skewtape_pipeline.ticks.archive.catalog import Catalog, FileRecord, read_hot_records
-from skewtape_pipeline.ticks.archive.placement import ArchiveState, HotFile
-from skewtape_pipeline.ticks.archive.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.catalog import Catalog, FileRecord, read_hot_records
+from skewtape_pipeline.ticks.archive.store.placement import ArchiveState, HotFile
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 
 VERIFIED_CACHE = ".skewtape-verified.json"
 """The archive root's cache of files verified against their records (a dot file: globs skip it)."""

@@ -3,7 +3,7 @@ settings, the warm and cold stores (folders or S3 prefixes, ``skewtape_pipeline.
 listing, and the catalog paths that name the files in them.
 
 The policy itself (tier names, ages, settings, layouts, roots as configured) is
-``ticks.archive.policy``. Tier roots must lie apart (:func:`check_roots_apart`): each tier lists
+``store.policy``. Tier roots must lie apart (:func:`check_roots_apart`): each tier lists
 every Parquet file under its root as its own.
 """
 
@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from skewtape_pipeline.errors import ConfigError, TickFormatError
 from skewtape_pipeline.storage import TierFile, TierStore, is_object_uri, parquet_files_of
-from skewtape_pipeline.ticks.archive.policy import (
+from skewtape_pipeline.ticks.archive.store.policy import (
     COLD,
     CONSOLIDATED_TIERS,
     TIERS,
