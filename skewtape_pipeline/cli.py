@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -791,16 +792,41 @@ class _Parser(argparse.ArgumentParser):
         super().error(redact_urls(message))
 
 
+def _add_command(
+    commands: argparse._SubParsersAction,
+    name: str,
+    handler: Callable[[argparse.Namespace], None],
+    help_text: str,
+) -> argparse.ArgumentParser:
+    """Add the subcommand ``name`` to ``commands`` (the subparsers): ``help_text`` its summary and
+    description, ``--json`` its first option, and its handler and own parser (for usage errors)
+    set as defaults. The command builders below get it bound to the subparsers, as ``command``."""
+    sub = commands.add_parser(name, help=help_text, description=help_text)
+    sub.add_argument("--json", action="store_true", help="print the result object as JSON")
+    sub.set_defaults(handler=handler, command_parser=sub)
+    return sub
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="skewtape-pipeline", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    command = functools.partial(_add_command, commands)
+    # in the order the help lists the commands
+    _add_mirror_commands(command)
+    _add_publisher_commands(command)
+    _add_mirror_tool_commands(command)
+    _add_compact_ticks_command(command)
+    _add_archive_month_command(command)
+    _add_archive_write_commands(command)
+    _add_query_command(command)
+    _add_archive_repair_commands(command)
+    _add_version_commands(command)
+    _add_show_command(command)
+    return parser
 
-    def command(name: str, handler: Callable[[argparse.Namespace], None], help_text: str):
-        sub = commands.add_parser(name, help=help_text, description=help_text)
-        sub.add_argument("--json", action="store_true", help="print the result object as JSON")
-        sub.set_defaults(handler=handler, command_parser=sub)
-        return sub
 
+def _add_mirror_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``apply-delta``, ``verify`` and ``catch-up``: a mirror's snapshots and deltas."""
     apply = command("apply-delta", cmd_apply_delta, "apply a monthly delta to a snapshot")
     apply.add_argument("snapshot", help="the parent snapshot folder (changed in place by default)")
     apply.add_argument("delta", help="the delta folder")
@@ -820,6 +846,10 @@ def build_parser() -> argparse.ArgumentParser:
     catch.add_argument("--in-place", action="store_true", help="advance the newest month in place")
     _add_audit_options(catch)
 
+
+def _add_publisher_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``fetch`` and ``sync`` (from a publisher) and ``sample`` (a publisher's history and
+    deltas, written)."""
     fetch = command("fetch", cmd_fetch, "fetch the publisher's new deltas (or a first snapshot)")
     _add_source_options(fetch)
     fetch.add_argument(
@@ -848,6 +878,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sample.add_argument("--keep-snapshots", help="also keep every month's full snapshot here")
 
+
+def _add_mirror_tool_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``diff`` (the delta between two snapshots) and ``audit-verify`` (the audit log)."""
     diff = command("diff", cmd_diff, "build the delta between two snapshot folders")
     diff.add_argument("parent", help="the earlier snapshot folder")
     diff.add_argument("next", help="the later snapshot folder")
@@ -861,6 +894,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="refuse a log without its head file (whose last lines could be gone unnoticed)",
     )
 
+
+def _add_compact_ticks_command(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``compact-ticks``: a file of trades into the archive."""
     ticks = command("compact-ticks", cmd_compact_ticks, "compact trades into the Parquet archive")
     ticks.add_argument(
         "input",
@@ -876,6 +912,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ticks.add_argument("--out", required=True, help="archive root")
     ticks.add_argument("--as-of", required=True, help="today's date for tiering (YYYY-MM-DD)")
+    _add_tick_reading_options(ticks)
+    _add_archive_options(ticks, writes=False)  # it waits for the lock as a library call does
+    ticks.add_argument(
+        "--audit-log",
+        help="audit log of rewrites of symbol-days already archived (default: audit.jsonl "
+        "beside the archive)",
+    )
+    ticks.add_argument(
+        "--memory-limit",
+        default="2G",
+        metavar="BYTES",
+        help="memory the compaction may use, e.g. 2G or 512M (default 2G): rows beyond half of "
+        "it spill to the archive's staging folder; one symbol-day is encoded whole",
+    )
+    ticks.add_argument(
+        "--allow-precision-loss",
+        action="store_true",
+        help="round digits beyond the scales that are not float noise (counted in the report "
+        "as precision loss) instead of refusing",
+    )
+
+
+def _add_tick_reading_options(ticks: argparse.ArgumentParser) -> None:
+    """``compact-ticks``'s options of how its input is read: scales, sides, symbol, day and
+    timestamp unit."""
     ticks.add_argument(
         "--price-scale", type=int, help="decimals of price (default: the fewest that are exact)"
     )
@@ -901,76 +962,6 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("ns", "us", "ms", "s"),
         help="unit ts is stored at; a finer timestamp is refused (default: the coarsest exact)",
     )
-    _add_archive_options(ticks, writes=False)  # it waits for the lock as a library call does
-    ticks.add_argument(
-        "--audit-log",
-        help="audit log of rewrites of symbol-days already archived (default: audit.jsonl "
-        "beside the archive)",
-    )
-    ticks.add_argument(
-        "--memory-limit",
-        default="2G",
-        metavar="BYTES",
-        help="memory the compaction may use, e.g. 2G or 512M (default 2G): rows beyond half of "
-        "it spill to the archive's staging folder; one symbol-day is encoded whole",
-    )
-    ticks.add_argument(
-        "--allow-precision-loss",
-        action="store_true",
-        help="round digits beyond the scales that are not float noise (counted in the report "
-        "as precision loss) instead of refusing",
-    )
-    _add_archive_month_command(command)
-    retier = command("retier", cmd_retier, "move symbol-days to the tier their age calls for")
-    retier.add_argument("archive", help="archive root (its hot tier)")
-    retier.add_argument("--as-of", required=True, help="today's date for ages (YYYY-MM-DD)")
-    _add_archive_options(retier, writes=True)
-
-    remove = command(
-        "remove-days",
-        cmd_remove_days,
-        "take symbol-days whose ticks were all corrected away out of the archive",
-    )
-    remove.add_argument("archive", help="archive root (its hot tier)")
-    remove.add_argument(
-        "--day",
-        nargs=2,
-        action="append",
-        required=True,
-        metavar=("SYMBOL", "DATE"),
-        help="a symbol-day to take out (repeatable)",
-    )
-    _add_archive_options(remove, writes=True)
-
-    query = command(
-        "query",
-        cmd_query,
-        "run SQL over the view `ticks` spanning every tier (and `tick_reports`, a row per "
-        "symbol-day a venue-day run looked at)",
-    )
-    query.add_argument("sql", help="e.g. \"SELECT count(*) FROM ticks WHERE symbol = 'X'\"")
-    query.add_argument(
-        "--archive",
-        action="append",
-        required=True,
-        help="archive root (repeatable: each read through the tier policy it records)",
-    )
-    query.add_argument(
-        "--unrestricted",
-        action="store_true",
-        help="run any SQL with DuckDB's full access (by default: one SELECT, reading only the "
-        "archives' own files)",
-    )
-    query.add_argument(
-        "--as-of",
-        metavar="VERSION|TIMESTAMP|TAG",
-        help="read the archive as it was right after that version committed (one --archive)",
-    )
-    _add_archive_options(query, writes=False)
-    _add_archive_repair_commands(command)
-    _add_version_commands(command)
-    _add_show_command(command)
-    return parser
 
 
 def _add_archive_month_command(command: Callable[..., argparse.ArgumentParser]) -> None:
@@ -996,6 +987,59 @@ def _add_archive_month_command(command: Callable[..., argparse.ArgumentParser]) 
         "--memory-limit", default="2G", metavar="BYTES",
         help="memory each venue-day's reads may use, e.g. 2G or 512M (default 2G)",
     )  # fmt: skip
+
+
+def _add_archive_write_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``retier`` and ``remove-days``: an archive's symbol-days moved or taken out."""
+    retier = command("retier", cmd_retier, "move symbol-days to the tier their age calls for")
+    retier.add_argument("archive", help="archive root (its hot tier)")
+    retier.add_argument("--as-of", required=True, help="today's date for ages (YYYY-MM-DD)")
+    _add_archive_options(retier, writes=True)
+
+    remove = command(
+        "remove-days",
+        cmd_remove_days,
+        "take symbol-days whose ticks were all corrected away out of the archive",
+    )
+    remove.add_argument("archive", help="archive root (its hot tier)")
+    remove.add_argument(
+        "--day",
+        nargs=2,
+        action="append",
+        required=True,
+        metavar=("SYMBOL", "DATE"),
+        help="a symbol-day to take out (repeatable)",
+    )
+    _add_archive_options(remove, writes=True)
+
+
+def _add_query_command(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``query``: SQL over one or more archives."""
+    query = command(
+        "query",
+        cmd_query,
+        "run SQL over the view `ticks` spanning every tier (and `tick_reports`, a row per "
+        "symbol-day a venue-day run looked at)",
+    )
+    query.add_argument("sql", help="e.g. \"SELECT count(*) FROM ticks WHERE symbol = 'X'\"")
+    query.add_argument(
+        "--archive",
+        action="append",
+        required=True,
+        help="archive root (repeatable: each read through the tier policy it records)",
+    )
+    query.add_argument(
+        "--unrestricted",
+        action="store_true",
+        help="run any SQL with DuckDB's full access (by default: one SELECT, reading only the "
+        "archives' own files)",
+    )
+    query.add_argument(
+        "--as-of",
+        metavar="VERSION|TIMESTAMP|TAG",
+        help="read the archive as it was right after that version committed (one --archive)",
+    )
+    _add_archive_options(query, writes=False)
 
 
 def _add_version_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
