@@ -87,17 +87,17 @@ def load_ours(root: Path, symbols: int, days: int, ticks: int) -> dict[str, obje
         day = FIRST_DAY + timedelta(days=d)
         for s in range(symbols):
             compact_symbol_day(
-                archive, day_batch(s * 1000 + d, day, ticks), symbol=symbol_name(s), day=day,
+                archive.core, day_batch(s * 1000 + d, day, ticks), symbol=symbol_name(s), day=day,
                 age_days=0,
             )  # fmt: skip
-        commit_compaction(archive)
+        commit_compaction(archive.core)
     before = version_count(root)
     corrected = (symbol_name(0), FIRST_DAY + timedelta(days=min(3, days - 1)))
     compact_symbol_day(
-        archive, day_batch(3, corrected[1], ticks, variant=1), symbol=corrected[0],
+        archive.core, day_batch(3, corrected[1], ticks, variant=1), symbol=corrected[0],
         day=corrected[1], age_days=0,
     )  # fmt: skip
-    commit_compaction(archive)
+    commit_compaction(archive.core)
     return {"before": before, "corrected": corrected}
 
 
@@ -377,10 +377,10 @@ def grow(root: Path, start: int, stop: int, per_day: int, ticks: int) -> None:
         day = FIRST_DAY + timedelta(days=d)
         for s in range(first, min(per_day, first + stop - i)):
             compact_symbol_day(
-                archive, day_batch(i, day, ticks), symbol=symbol_name(s), day=day, age_days=0
+                archive.core, day_batch(i, day, ticks), symbol=symbol_name(s), day=day, age_days=0
             )
             i += 1
-        commit_compaction(archive)
+        commit_compaction(archive.core)
 
 
 def one_read_time(root: Path, repeat: int) -> float:
@@ -400,8 +400,8 @@ def venue_day_time(root: Path, day: date, symbols: int, ticks: int) -> float:
     start = time.perf_counter()
     archive = Archive(root, audit_log=None)
     for s, batch in enumerate(batches):
-        compact_symbol_day(archive, batch, symbol=f"VEN{s:03d}", day=day, age_days=0)
-    commit_compaction(archive)
+        compact_symbol_day(archive.core, batch, symbol=f"VEN{s:03d}", day=day, age_days=0)
+    commit_compaction(archive.core)
     return time.perf_counter() - start
 
 
@@ -462,8 +462,8 @@ def backfill_section(work: Path, args) -> None:
         start = time.perf_counter()
         archive = Archive(root, audit_log=None)  # a fresh handle per run, as Dagster's
         for s, batch in enumerate(batches):
-            compact_symbol_day(archive, batch, symbol=f"V{venue}S{s:03d}", day=day, age_days=0)
-        commit_compaction(archive)
+            compact_symbol_day(archive.core, batch, symbol=f"V{venue}S{s:03d}", day=day, age_days=0)
+        commit_compaction(archive.core)
         times.append(time.perf_counter() - start)
     window = max(1, min(100, total // 10))
     first, last = np.median(times[:window]), np.median(times[-window:])

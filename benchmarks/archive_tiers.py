@@ -333,7 +333,9 @@ def write_hot(ds: Dataset, root: Path) -> float:
     """Every symbol-day into the hot tier with the project's compaction; the seconds it took."""
     last_day = dt.date(1970, 1, 1) + dt.timedelta(days=int(ds.ticks.ts_ns.max() // NS_PER_DAY))
     started = time.perf_counter()
-    compact_source(Archive(root, policy=HOT_ON_ARRIVAL, audit_log=None), ds.source, as_of=last_day)
+    compact_source(
+        Archive(root, policy=HOT_ON_ARRIVAL, audit_log=None).core, ds.source, as_of=last_day
+    )
     return time.perf_counter() - started
 
 

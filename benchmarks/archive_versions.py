@@ -68,7 +68,7 @@ def day_ticks(symbol: int, day: date, revision: int, per_day: int) -> TickBatch:
 
 def compact(root: Path, symbol: int, day: date, revision: int, per_day: int) -> None:
     compact_symbol_day(
-        Archive(root, policy=POLICY, audit_log=None),
+        Archive(root, policy=POLICY, audit_log=None).core,
         day_ticks(symbol, day, revision, per_day),
         symbol=f"MKT-{symbol:03d}",
         day=day,

@@ -128,7 +128,7 @@ class SymbolDays:
         archive = Archive(workdir, policy=POLICY, audit_log=None)
         for i, part in enumerate(parts):
             compact_symbol_day(
-                archive,
+                archive.core,
                 batches[i],
                 symbol=part.symbol,
                 day=self.days[i],

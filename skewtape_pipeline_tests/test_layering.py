@@ -139,7 +139,8 @@ POLICY_MAY_IMPORT = (
     "skewtape_pipeline.storage",
     "skewtape_pipeline.ticks.encode.writer_settings",
 )
-"""All the tier policy (``ticks/archive/store/policy.py``) imports of the package: it knows no archive."""
+"""All the tier policy (``ticks/archive/store/policy.py``) imports of the package: it knows no
+archive."""
 
 
 def test_policy_module_when_scanned_imports_no_archive_module():

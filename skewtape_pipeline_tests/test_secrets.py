@@ -22,9 +22,10 @@ from skewtape_pipeline.mirror.sources import open_source
 from skewtape_pipeline.orchestration.definitions import build_definitions
 from skewtape_pipeline.orchestration.mirror.publisher import PublisherSource, publisher_sensor
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
-from skewtape_pipeline.ticks.archive.handle import POLICY_RECORD, Archive
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_MARKER
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy, TierSettings
+from skewtape_pipeline.ticks.archive.store.tiers import POLICY_RECORD
 from skewtape_pipeline_tests.orchestration.conftest import run_month
 from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
 

@@ -65,7 +65,7 @@ def build_archive(folder: Path, *, as_of: date, days: tuple[date, ...] = DAYS) -
     for symbol in SYMBOLS:
         for day in days:
             compact_symbol_day(
-                archive_at(root, POLICY),
+                archive_at(root, POLICY).core,
                 day_ticks(symbol, day),
                 symbol=symbol,
                 day=day,

@@ -74,9 +74,8 @@ are methods of this same class, with the same constructor: they read ``self.root
 from __future__ import annotations
 
 import copy
-import json
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Collection, Iterable, Sequence
+from contextlib import AbstractContextManager
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -84,10 +83,8 @@ from typing import Any
 import pyarrow as pa
 
 from skewtape_pipeline import fsio
-from skewtape_pipeline.audit import AuditLog
-from skewtape_pipeline.errors import ConfigError
-from skewtape_pipeline.locations import refuse_url
 from skewtape_pipeline.storage import TierFile
+from skewtape_pipeline.ticks.archive.core import BESIDE, ArchiveCore, _Beside
 from skewtape_pipeline.ticks.archive.ops import compact, integrity, lifecycle, retier_plan
 from skewtape_pipeline.ticks.archive.ops import query as views
 from skewtape_pipeline.ticks.archive.ops import withdraw as withdrawal
@@ -105,18 +102,18 @@ from skewtape_pipeline.ticks.archive.ops.version_pruning import (
     prune_versions,
 )
 from skewtape_pipeline.ticks.archive.store import placement
-from skewtape_pipeline.ticks.archive.store.books import default_audit_log, enable_books_and_records
 from skewtape_pipeline.ticks.archive.store.catalog import SymbolDayKey
-from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_ROOT_EXPECTED, archive_lock
 from skewtape_pipeline.ticks.archive.store.placement import (
     ArchiveState,
     Location,
     archive_state,
     locate,
 )
-from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM, TierPolicy
+from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.store.reports_table import read_venue_day_reports
-from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.tiers import (
+    ArchiveTiers,
+)
 from skewtape_pipeline.ticks.archive.store.versions import (
     AsOf,
     Version,
@@ -131,21 +128,6 @@ from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.options import DEFAULT_ENCODING, TickEncoding
 from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport
 from skewtape_pipeline.ticks.encode.sources import SourceTicks, TickStream
-
-POLICY_RECORD = "_skewtape_tier_policy.json"
-"""In the archive root: the tier policy the archive was first given (where its tiers are)."""
-
-
-class _Beside:
-    """The type of :data:`BESIDE` (an object no path or string equals)."""
-
-    def __repr__(self) -> str:
-        return "BESIDE"
-
-
-BESIDE = _Beside()
-"""``audit_log``'s default: ``audit.jsonl`` beside the archive root (a sentinel, so no path
-given, not even one named ``beside``, is taken for it)."""
 
 
 class Archive:
@@ -168,29 +150,40 @@ class Archive:
         lock_timeout: float = 0.0,
         books_and_records: bool = False,
     ):
-        self.root = Path(refuse_url(root, "archive root", ARCHIVE_ROOT_EXPECTED))
-        if self.root.exists() and not self.root.is_dir():
-            raise ConfigError(f"{self.root}: not a folder; expected a tick archive root")
-        if policy is not None and not isinstance(policy, TierPolicy):
-            raise ConfigError(f"policy = {policy!r}: expected a TierPolicy")
-        recorded = recorded_policy(self.root)
-        if policy is not None and recorded is not None:
-            check_same_placement(self.root, policy, recorded)
-        self.tiers: ArchiveTiers = ArchiveTiers.of(self.root, policy or recorded)
-        """The tier policy resolved for this archive, once, when it is built: its warm and
-        cold stores, each tier's writer settings and layout, its catalog paths
-        (:class:`~skewtape_pipeline.ticks.archive.store.tiers.ArchiveTiers`). Every verb hands this
-        one value down instead of the policy."""
-        self._record = self.tiers.record if policy is not None and recorded is None else None
-        """The record of a policy given to an archive that records none, written by the first
-        write that succeeds (:meth:`writing`); None once written, or when there is none to
-        write."""
-        if audit_log is BESIDE:
-            audit_log = default_audit_log(self.root)
-        self.audit_log: Path | None = None if audit_log is None else Path(audit_log)
-        self.lock_timeout = _checked_lock_timeout(lock_timeout)
-        self.books_and_records = bool(books_and_records)
+        self.core = ArchiveCore(
+            root,
+            policy=policy,
+            audit_log=audit_log,
+            lock_timeout=lock_timeout,
+            books_and_records=books_and_records,
+        )
+        """The archive as one object (``core.ArchiveCore``): what every operation is handed."""
         self._reader: ArchiveReader | None = None
+
+    @property
+    def root(self) -> Path:
+        """The archive root (its hot tier)."""
+        return self.core.root
+
+    @property
+    def tiers(self) -> ArchiveTiers:
+        """The tier policy resolved for this archive, once, when it was built."""
+        return self.core.tiers
+
+    @property
+    def audit_log(self) -> Path | None:
+        """Where the writers' audit records go; None: no audit."""
+        return self.core.audit_log
+
+    @property
+    def lock_timeout(self) -> float:
+        """Seconds a writer waits for another to release the archive's lock."""
+        return self.core.lock_timeout
+
+    @property
+    def books_and_records(self) -> bool:
+        """Whether this handle turns write-once mode on before its first write."""
+        return self.core.books_and_records
 
     def __repr__(self) -> str:
         return f"Archive({str(self.root)!r}, audit_log={self.audit_log!r})"
@@ -201,7 +194,7 @@ class Archive:
         """Pin ``version`` (default: the latest) as ``name``; returns the version. Under the
         archive's lock, so a version pruning (which reads the tags under it) never drops a
         version tagged meanwhile."""
-        with self.writing(), self.locked("tagging a version"):
+        with self.core.writing(), self.core.locked("tagging a version"):
             return tag_version(self.root, name, version=version, audit_log=self.audit_log)
 
     def prune_versions(
@@ -209,8 +202,8 @@ class Archive:
     ) -> PruneResult:
         """Drop old versions and the files only they read (``version_pruning.prune_versions``;
         refused in books_and_records mode, which a handle built with it turns on first)."""
-        with self.writing():
-            return prune_versions(self, keep_last=keep_last, older_than=older_than)
+        with self.core.writing():
+            return prune_versions(self.core, keep_last=keep_last, older_than=older_than)
 
     def compact(
         self,
@@ -223,8 +216,10 @@ class Archive:
         """Every symbol-day of ``source`` into the archive, encoded as ``encoding`` says, the
         run going as ``run`` says (``compact.compact_source``)."""
         doing = "compacting ticks into it"
-        with fsio.stop_when_disk_full(self.root, doing), self.writing():
-            return compact.compact_source(self, source, as_of=as_of, encoding=encoding, run=run)
+        with fsio.stop_when_disk_full(self.root, doing), self.core.writing():
+            return compact.compact_source(
+                self.core, source, as_of=as_of, encoding=encoding, run=run
+            )
 
     def compact_symbol_day(
         self,
@@ -238,53 +233,50 @@ class Archive:
     ) -> TickStorageCompactionReport:
         """One sorted symbol-day into the archive (``compact.compact_symbol_day``), committed
         as a version of its own (as ``compact`` commits one per run)."""
-        with self.writing():
+        with self.core.writing():
             report = compact.compact_symbol_day(
-                self, batch, symbol=symbol, day=day, age_days=age_days, source=source,
+                self.core, batch, symbol=symbol, day=day, age_days=age_days, source=source,
                 encoding=encoding,
             )  # fmt: skip
-            compact.commit_compaction(self)
+            compact.commit_compaction(self.core)
             return report
 
     def retier(
         self, *, as_of: date, months: Collection[str] | None = None
     ) -> lifecycle.RetierResult:
         """Move symbol-days to the tier their age calls for (``lifecycle.retier``)."""
-        with self.writing():
-            return lifecycle.retier(self, as_of=as_of, months=months)
+        with self.core.writing():
+            return lifecycle.retier(self.core, as_of=as_of, months=months)
 
     def prune(self) -> list[Any]:
         """Remove superseded files (``lifecycle.prune``); returns them."""
-        with self.writing():
-            return lifecycle.prune(self)
+        with self.core.writing():
+            return lifecycle.prune(self.core)
 
     def withdraw(self, keys: Iterable[SymbolDayKey]) -> list[SymbolDayKey]:
         """Hide catalogued symbol-days at once (``withdraw.withdraw_symbol_days``)."""
-        with self.writing():
-            return withdrawal.withdraw_symbol_days(self, keys)
+        with self.core.writing():
+            return withdrawal.withdraw_symbol_days(self.core, keys)
 
     def remove(self, keys: Iterable[SymbolDayKey]) -> list[withdrawal.Removal]:
         """Take symbol-days out: hot files removed, consolidated copies withdrawn
         (``withdraw.remove_symbol_days``)."""
-        with self.writing():
-            return withdrawal.remove_symbol_days(self, keys)
+        with self.core.writing():
+            return withdrawal.remove_symbol_days(self.core, keys)
 
     def rebuild_catalog(self, *, allow_fewer: bool = False) -> integrity.RebuildResult:
         """The catalog written again from the consolidated files (``integrity.rebuild_catalog``;
         refused when it would account for fewer symbol-days than the catalog it replaces,
         unless ``allow_fewer``)."""
-        with self.writing():
-            return integrity.rebuild_catalog(self, allow_fewer=allow_fewer)
+        with self.core.writing():
+            return integrity.rebuild_catalog(self.core, allow_fewer=allow_fewer)
 
     def resolve(self, rel: str) -> TierFile:
-        """The file the catalog path ``rel`` names: inside the warm or cold root the policy
-        gives (a folder, or an object under an S3 prefix), else inside the archive root
-        (``ArchiveTiers.resolve``; TickFormatError for a path that would leave its root)."""
+        """The file the catalog path ``rel`` names (``ArchiveTiers.resolve``)."""
         return self.tiers.resolve(rel)
 
     def relative(self, path: TierFile) -> str:
-        """The catalog path of ``path``, a file under the archive root or a tier root of the
-        policy (``ArchiveTiers.relative``; TickFormatError for a path outside them)."""
+        """The catalog path of ``path`` (``ArchiveTiers.relative``)."""
         return self.tiers.relative(path)
 
     @property
@@ -293,39 +285,22 @@ class Archive:
         return self.tiers.policy
 
     def locked(self, what: str) -> AbstractContextManager[None]:
-        """The archive's one lock (``layout.archive_lock``), waited for up to
-        ``lock_timeout`` seconds; ``what`` names the holder's work in a refusal
-        (ArchiveBusyError)."""
-        return archive_lock(self.root, timeout=self.lock_timeout, what=what)
+        """The archive's one lock, waited for up to ``lock_timeout`` seconds
+        (``core.ArchiveCore.locked``)."""
+        return self.core.locked(what)
 
     def waiting(self, seconds: float) -> Archive:
-        """This archive with its writers waiting up to ``seconds`` for the lock instead (as a
-        compaction's removals wait as long as its writes, ``compact.compaction_lock_wait``).
+        """This archive with its writers waiting up to ``seconds`` for the lock instead.
         ConfigError for seconds that are negative or not a number."""
         other = copy.copy(self)
-        other.lock_timeout = _checked_lock_timeout(seconds)
+        other.core = self.core.waiting(seconds)
         return other
 
-    @contextmanager
-    def writing(self) -> Iterator[Archive]:
-        """Around every write to the archive (each writing verb, and a writer outside this
-        class, such as the Dagster asset archiving venue-days): first ``books_and_records``
-        mode turned on when the handle was built with it (idempotent; audited), so the write is
-        refused what that mode refuses; then, once the write succeeded, the policy given to an
-        archive that recorded none is recorded (a refused write records nothing). The audit
-        log's head, when a writer killed before writing it left none, is written first
-        (:meth:`~skewtape_pipeline.audit.AuditLog.repair_head`)."""
-        if self.audit_log is not None:
-            AuditLog(self.audit_log).repair_head()
-        if self.books_and_records:
-            self.root.mkdir(parents=True, exist_ok=True)
-            enable_books_and_records(
-                self.root, audit_log=self.audit_log, reason="Archive(books_and_records=True)"
-            )
-        yield self
-        if self._record is not None and self.root.is_dir():
-            record_policy(self.root, self._record)
-            self._record = None
+    def writing(self) -> AbstractContextManager[ArchiveCore]:
+        """Around every write to the archive by a writer outside this class, such as the
+        Dagster asset archiving venue-days (``core.ArchiveCore.writing``: books mode first, the
+        policy recorded after a write that succeeded)."""
+        return self.core.writing()
 
     # --- reading -------------------------------------------------------------------------------
 
@@ -418,7 +393,7 @@ class Archive:
     def past_version_bytes(self) -> int:
         """Bytes on disk that only past versions read (``version_pruning.past_version_bytes``:
         what pruning versions would free)."""
-        return past_version_bytes(self)
+        return past_version_bytes(self.core)
 
     def show(self, symbol: str, day: date) -> SymbolDayStory:
         """Where ``symbol`` on ``day`` is now, its report and its history from this archive's
@@ -454,53 +429,7 @@ class Archive:
         self, *, as_of: date, months: Collection[str] | None = None
     ) -> retier_plan.RetierPlan:
         """What :meth:`retier` would move (``retier_plan.plan_retier``); reads only."""
-        return retier_plan.plan_retier(self, as_of=as_of, months=months)
-
-
-def _checked_lock_timeout(seconds: object) -> float:
-    """``seconds`` as a float; ConfigError naming ``lock_timeout`` unless a number >= 0."""
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-        raise ConfigError(f"lock_timeout = {seconds!r}: expected seconds (a number)")
-    if seconds < 0:
-        raise ConfigError(f"lock_timeout = {seconds!r}: expected seconds >= 0")
-    return float(seconds)
+        return retier_plan.plan_retier(self.core, as_of=as_of, months=months)
 
 
 # --- the recorded policy ---------------------------------------------------------------------
-
-
-def recorded_policy(root: Path) -> TierPolicy | None:
-    """The policy ``<root>/_skewtape_tier_policy.json`` records; None when there is none.
-
-    Raises ConfigError naming the file when it is unreadable or not a policy.
-    """
-    path = Path(root) / POLICY_RECORD
-    if not path.exists():
-        return None
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: unreadable tier policy record ({exc.strerror})") from None
-    return TierPolicy.from_dict(fsio.load_json(raw, path, error=ConfigError), source=str(path))
-
-
-def record_policy(root: Path, record: Mapping[str, Any]) -> None:
-    """Write ``record`` (a policy's ``TierPolicy.to_dict``) as the archive's record
-    (atomically; never replaces a record)."""
-    path = Path(root) / POLICY_RECORD
-    if not path.exists():
-        text = json.dumps(record, indent=2, sort_keys=True) + "\n"
-        fsio.atomic_write_bytes(path, text.encode())
-
-
-def check_same_placement(root: Path, given: TierPolicy, recorded: TierPolicy) -> None:
-    """ConfigError when ``given`` puts the warm or cold tier in another root or layout than
-    the policy the archive records (its files would not be found)."""
-    for tier in (WARM, COLD):
-        places = [(str(p.root_for(tier, root)), p.layout_for(tier)) for p in (given, recorded)]
-        if places[0] != places[1]:
-            raise ConfigError(
-                f"the tier policy given puts {tier} at {places[0][0]} (layout {places[0][1]}) "
-                f"but the archive {root} records {places[1][0]} (layout {places[1][1]}) in "
-                f"{Path(root) / POLICY_RECORD}; omit the policy to use the recorded one"
-            )

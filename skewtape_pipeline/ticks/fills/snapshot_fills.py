@@ -358,7 +358,7 @@ def archive_symbol_days(
                 results.append(SymbolDayResult(*key, sources[key], report))
             else:  # no removal: no snapshot holds its month file; kept
                 results.append(_removal_result(key, sources[key], removals.get(key)))
-    commit_compaction(archive, {key: sources[key].bundle_id for key in planned})
+    commit_compaction(archive.core, {key: sources[key].bundle_id for key in planned})
     return results
 
 
@@ -402,13 +402,13 @@ def _compact_held(
     """Compact symbol-day ``key`` of ``plan`` into ``archive``, then let the plan drop it."""
     item = plan.symbol_day(key)
     plan.router.drop(key)
-    return compact_planned(archive, item, encoding=encoding)
+    return compact_planned(archive.core, item, encoding=encoding)
 
 
 def _removed(archive: Archive, gone: Sequence[SymbolDayKey]) -> dict[SymbolDayKey, Removal]:
     """Take the ``gone`` symbol-days out of ``archive`` (``withdraw.remove_symbol_days``,
     waiting for the lock as a compaction does); their removals by symbol-day."""
-    removed = remove_symbol_days(archive.waiting(compaction_lock_wait(archive)), gone)
+    removed = remove_symbol_days(archive.core.waiting(compaction_lock_wait(archive.core)), gone)
     return {(r.symbol, r.day): r for r in removed}
 
 

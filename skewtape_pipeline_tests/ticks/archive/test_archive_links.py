@@ -29,7 +29,11 @@ def test_compact_symbol_day_when_the_archive_lock_is_a_planted_symlink_refuses_u
     (root / ARCHIVE_LOCK_FILE).symlink_to(precious)
     with pytest.raises(LinkedStateFileError, match=ARCHIVE_LOCK_FILE):
         compact_symbol_day(
-            archive_at(root, POLICY), day_ticks("ES", DAYS[0]), symbol="ES", day=DAYS[0], age_days=0
+            archive_at(root, POLICY).core,
+            day_ticks("ES", DAYS[0]),
+            symbol="ES",
+            day=DAYS[0],
+            age_days=0,
         )
     assert precious.read_text() == "keep me\n"
     assert sorted(p.name for p in root.iterdir()) == [ARCHIVE_LOCK_FILE]

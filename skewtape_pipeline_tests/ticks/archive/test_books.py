@@ -87,7 +87,7 @@ def test_compact_when_books_and_records_and_symbol_day_exists_refuses_overwrite(
     day = DAYS[0]
     with pytest.raises(WriteOnceError, match="overwrite refused"):
         compact_symbol_day(
-            archive_at(root, POLICY),
+            archive_at(root, POLICY).core,
             day_ticks("ES", day).slice(0, 1),
             symbol="ES",
             day=day,
@@ -96,7 +96,7 @@ def test_compact_when_books_and_records_and_symbol_day_exists_refuses_overwrite(
     assert view_rows(root) == expected_rows(DAYS[:1])
     new_day = DAYS[1]  # a symbol-day not in the archive yet is written as usual
     compact_symbol_day(
-        archive_at(root, POLICY),
+        archive_at(root, POLICY).core,
         day_ticks("ES", new_day),
         symbol="ES",
         day=new_day,

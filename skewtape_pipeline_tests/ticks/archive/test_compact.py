@@ -96,7 +96,9 @@ def file_listing(root: Path) -> list[str]:
 def test_compact_ticks_when_csv_has_symbol_days_writes_one_verified_file_each(tmp_path):
     source = write_text(tmp_path / "ticks.csv", csv_text(ROWS))
     out = tmp_path / "archive"
-    reports = compact_ticks(archive_at(out), source, as_of=AS_OF, encoding=encoded(price_scale=4))
+    reports = compact_ticks(
+        archive_at(out).core, source, as_of=AS_OF, encoding=encoded(price_scale=4)
+    )
     assert [(r.symbol, r.date, r.tick_count) for r in reports] == [
         ("CL/F", "2026-11-20", 2), ("ES", "2026-11-20", 3), ("ES", "2026-11-21", 1)
     ]  # fmt: skip
@@ -112,7 +114,7 @@ def test_compact_ticks_when_csv_has_symbol_days_writes_one_verified_file_each(tm
 def test_compact_ticks_when_rows_out_of_order_counts_moved_ticks(tmp_path):
     source = write_text(tmp_path / "ticks.csv", csv_text(ROWS))
     reports = compact_ticks(
-        archive_at(tmp_path / "a"), source, as_of=AS_OF, encoding=encoded(price_scale=4)
+        archive_at(tmp_path / "a").core, source, as_of=AS_OF, encoding=encoded(price_scale=4)
     )
     assert [r.reordered_ticks for r in reports] == [0, 3, 0]
 
@@ -121,7 +123,7 @@ def test_compact_ticks_when_multi_day_csv_measures_each_days_source_lines(tmp_pa
     text = csv_text(ROWS)
     source = write_text(tmp_path / "ticks.csv", text)
     reports = compact_ticks(
-        archive_at(tmp_path / "a"), source, as_of=AS_OF, encoding=encoded(price_scale=4)
+        archive_at(tmp_path / "a").core, source, as_of=AS_OF, encoding=encoded(price_scale=4)
     )
     assert {r.raw_size_basis for r in reports} == {RAW_SIZE_BASIS_SOURCE_ROWS}
     lines = text.encode().splitlines(keepends=True)[1:]
@@ -132,7 +134,7 @@ def test_compact_ticks_when_multi_day_csv_measures_each_days_source_lines(tmp_pa
 def test_compact_ticks_when_file_is_one_symbol_day_measures_whole_file(tmp_path):
     source = write_text(tmp_path / "ticks.csv", csv_text(ROWS[:3]))
     (report,) = compact_ticks(
-        archive_at(tmp_path / "a"), source, as_of=AS_OF, encoding=encoded(price_scale=2)
+        archive_at(tmp_path / "a").core, source, as_of=AS_OF, encoding=encoded(price_scale=2)
     )
     assert report.raw_size_basis == RAW_SIZE_BASIS_SOURCE_FILE
     assert report.raw_size_bytes == source.stat().st_size
@@ -153,7 +155,7 @@ def test_compact_ticks_when_parquet_input_measures_canonical_csv(tmp_path):
         source,
     )
     (report,) = compact_ticks(
-        archive_at(tmp_path / "a"),
+        archive_at(tmp_path / "a").core,
         source,
         as_of=AS_OF,
         encoding=encoded(price_scale=4),
@@ -168,7 +170,7 @@ def test_compact_ticks_when_parquet_input_measures_canonical_csv(tmp_path):
     )  # fmt: skip
     pq.write_table(shifted, two_days)
     first, second = compact_ticks(
-        archive_at(tmp_path / "b"),
+        archive_at(tmp_path / "b").core,
         two_days,
         as_of=AS_OF,
         encoding=encoded(price_scale=4),
@@ -184,7 +186,7 @@ def test_compact_ticks_when_bad_row_in_later_symbol_day_writes_nothing(tmp_path)
     source = write_text(tmp_path / "ticks.csv", csv_text(rows))
     out = tmp_path / "archive"
     with pytest.raises(TickValidationError) as info:
-        compact_ticks(archive_at(out), source, as_of=AS_OF, encoding=encoded(price_scale=4))
+        compact_ticks(archive_at(out).core, source, as_of=AS_OF, encoding=encoded(price_scale=4))
     assert (info.value.row, info.value.field) == (5, "side")
     assert str(source) in str(info.value)
     assert file_listing(out) == []
@@ -201,7 +203,10 @@ def test_compact_ticks_when_value_invalid_names_row_and_writes_nothing(tmp_path,
     source = write_text(tmp_path / "ticks.csv", csv_text(rows))
     with pytest.raises(TickValidationError) as info:
         compact_ticks(
-            archive_at(tmp_path / "archive"), source, as_of=AS_OF, encoding=encoded(price_scale=4)
+            archive_at(tmp_path / "archive").core,
+            source,
+            as_of=AS_OF,
+            encoding=encoded(price_scale=4),
         )
     assert (info.value.row, info.value.field) == (3, field)
     assert file_listing(tmp_path / "archive") == []
@@ -212,12 +217,12 @@ def test_compact_ticks_when_precision_lost_refuses_unless_allowed_then_counts(tm
     source = write_text(tmp_path / "ticks.csv", csv_text(rows))
     with pytest.raises(PrecisionLossError) as info:
         compact_ticks(
-            archive_at(tmp_path / "a"), source, as_of=AS_OF, encoding=encoded(price_scale=4)
+            archive_at(tmp_path / "a").core, source, as_of=AS_OF, encoding=encoded(price_scale=4)
         )
     assert info.value.row == 3
     assert file_listing(tmp_path / "a") == []
     (report,) = compact_ticks(
-        archive_at(tmp_path / "a"),
+        archive_at(tmp_path / "a").core,
         source,
         as_of=AS_OF,
         encoding=encoded(price_scale=4, allow_precision_loss=True),
@@ -227,7 +232,7 @@ def test_compact_ticks_when_precision_lost_refuses_unless_allowed_then_counts(tm
     assert any("1 price(s) rounded" in note for note in report.notes)
     assert read_archive_batch(Path(report.path)).price.to_pylist()[-1] == 45_121_235
     (exact,) = compact_ticks(
-        archive_at(tmp_path / "b"), source, as_of=AS_OF, encoding=encoded(price_scale=6)
+        archive_at(tmp_path / "b").core, source, as_of=AS_OF, encoding=encoded(price_scale=6)
     )
     assert exact.price_precision_loss_ticks == 0
 
@@ -237,13 +242,13 @@ def test_compact_ticks_when_fractional_quantities_use_quantity_scale(tmp_path):
     source = write_text(tmp_path / "ticks.csv", csv_text(rows))
     with pytest.raises(PrecisionLossError, match="quantity"):
         compact_ticks(
-            archive_at(tmp_path / "a"),
+            archive_at(tmp_path / "a").core,
             source,
             as_of=AS_OF,
             encoding=encoded(price_scale=2, quantity_scale=0),
         )
     (report,) = compact_ticks(
-        archive_at(tmp_path / "a"),
+        archive_at(tmp_path / "a").core,
         source,
         as_of=AS_OF,
         encoding=encoded(price_scale=2, quantity_scale=8),
@@ -257,7 +262,7 @@ def test_compact_ticks_when_ticks_dated_after_as_of_refuses(tmp_path):
     source = write_text(tmp_path / "ticks.csv", csv_text(ROWS))
     with pytest.raises(TickValidationError, match="after as_of"):
         compact_ticks(
-            archive_at(tmp_path / "a"),
+            archive_at(tmp_path / "a").core,
             source,
             as_of=date(2026, 11, 20),
             encoding=encoded(price_scale=4),
@@ -270,10 +275,10 @@ def test_compact_ticks_when_no_symbol_anywhere_raises_config_error(tmp_path):
     source = write_text(tmp_path / "ticks.csv", text)
     with pytest.raises(ConfigError, match="symbol"):
         compact_ticks(
-            archive_at(tmp_path / "a"), source, as_of=AS_OF, encoding=encoded(price_scale=2)
+            archive_at(tmp_path / "a").core, source, as_of=AS_OF, encoding=encoded(price_scale=2)
         )
     (report,) = compact_ticks(
-        archive_at(tmp_path / "a"),
+        archive_at(tmp_path / "a").core,
         source,
         as_of=AS_OF,
         encoding=encoded(price_scale=2),
@@ -285,7 +290,7 @@ def test_compact_ticks_when_no_symbol_anywhere_raises_config_error(tmp_path):
 def test_compact_ticks_when_symbol_given_selects_its_rows(tmp_path):
     source = write_text(tmp_path / "ticks.csv", csv_text(ROWS))
     reports = compact_ticks(
-        archive_at(tmp_path / "a"),
+        archive_at(tmp_path / "a").core,
         source,
         as_of=AS_OF,
         encoding=encoded(price_scale=4),
@@ -294,7 +299,7 @@ def test_compact_ticks_when_symbol_given_selects_its_rows(tmp_path):
     assert [(r.symbol, r.tick_count) for r in reports] == [("ES", 3), ("ES", 1)]
     with pytest.raises(TickValidationError, match="no ticks of symbol"):
         compact_ticks(
-            archive_at(tmp_path / "b"),
+            archive_at(tmp_path / "b").core,
             source,
             as_of=AS_OF,
             encoding=encoded(price_scale=4),
@@ -307,10 +312,10 @@ def test_compact_ticks_when_side_vocabulary_given_maps_explicitly(tmp_path):
     source = write_text(tmp_path / "ticks.csv", csv_text(rows))
     with pytest.raises(TickValidationError, match="'B'"):
         compact_ticks(
-            archive_at(tmp_path / "a"), source, as_of=AS_OF, encoding=encoded(price_scale=0)
+            archive_at(tmp_path / "a").core, source, as_of=AS_OF, encoding=encoded(price_scale=0)
         )
     compact_ticks(
-        archive_at(tmp_path / "a"),
+        archive_at(tmp_path / "a").core,
         source,
         as_of=AS_OF,
         encoding=encoded(price_scale=0, side_map={"B": "BUY", "S": "SELL"}),
@@ -323,13 +328,16 @@ def test_compact_ticks_when_day_ages_assigns_tier_from_real_age(tmp_path, age, t
     source = write_text(tmp_path / "ticks.csv", csv_text(ROWS[:3]))
     as_of = date.fromordinal(DAY.toordinal() + age)
     (report,) = compact_ticks(
-        archive_at(tmp_path / "a"), source, as_of=as_of, encoding=encoded(price_scale=2)
+        archive_at(tmp_path / "a").core, source, as_of=as_of, encoding=encoded(price_scale=2)
     )
     assert (report.age_days, report.tier) == (age, tier)
     assert report.tier_policy == TierPolicy().to_dict()
     custom = TierPolicy(hot_max_age_days=0, warm_max_age_days=1)
     (other,) = compact_ticks(
-        archive_at(tmp_path / "b", custom), source, as_of=as_of, encoding=encoded(price_scale=2)
+        archive_at(tmp_path / "b", custom).core,
+        source,
+        as_of=as_of,
+        encoding=encoded(price_scale=2),
     )
     assert other.tier == ("HOT" if age == 0 else "COLD")
     assert other.tier_policy["warm_max_age_days"] == 1
@@ -338,11 +346,11 @@ def test_compact_ticks_when_day_ages_assigns_tier_from_real_age(tmp_path, age, t
 def test_compact_ticks_when_run_twice_is_idempotent(tmp_path):
     source = write_text(tmp_path / "ticks.csv", csv_text(ROWS))
     first = compact_ticks(
-        archive_at(tmp_path / "a"), source, as_of=AS_OF, encoding=encoded(price_scale=4)
+        archive_at(tmp_path / "a").core, source, as_of=AS_OF, encoding=encoded(price_scale=4)
     )
     before = {r.path: Path(r.path).stat().st_ino for r in first}
     second = compact_ticks(
-        archive_at(tmp_path / "a"), source, as_of=AS_OF, encoding=encoded(price_scale=4)
+        archive_at(tmp_path / "a").core, source, as_of=AS_OF, encoding=encoded(price_scale=4)
     )
     assert {r.path: Path(r.path).stat().st_ino for r in second} == before  # not rewritten
     assert [r.to_dict() | {"seconds": 0} for r in first] == [
@@ -354,7 +362,7 @@ def test_compact_ticks_when_run_twice_is_idempotent(tmp_path):
 def test_compact_symbol_day_when_no_size_given_measures_canonical_csv(tmp_path):
     batch = day_batch(500)
     report = compact_symbol_day(
-        archive_at(tmp_path, TierPolicy()), batch, symbol="S", day=DAY, age_days=2
+        archive_at(tmp_path, TierPolicy()).core, batch, symbol="S", day=DAY, age_days=2
     )
     assert report.raw_size_basis == RAW_SIZE_BASIS_CANONICAL_CSV
     assert report.raw_size_bytes == canonical_csv_size_bytes(batch)
@@ -364,7 +372,7 @@ def test_compact_symbol_day_when_no_size_given_measures_canonical_csv(tmp_path):
 
 def test_compact_symbol_day_when_size_supplied_reports_it_with_basis(tmp_path):
     report = compact_symbol_day(
-        archive_at(tmp_path, TierPolicy()),
+        archive_at(tmp_path, TierPolicy()).core,
         day_batch(50),
         symbol="S",
         day=DAY,
@@ -377,11 +385,11 @@ def test_compact_symbol_day_when_size_supplied_reports_it_with_basis(tmp_path):
 def test_compact_symbol_day_when_target_checked_meets_five_fails_one_above(tmp_path):
     batch = day_batch(5_000)
     report = compact_symbol_day(
-        archive_at(tmp_path, TierPolicy()), batch, symbol="S", day=DAY, age_days=2
+        archive_at(tmp_path, TierPolicy()).core, batch, symbol="S", day=DAY, age_days=2
     )
     assert report.compression_ratio > 5.0 and report.meets_compression_target
     stricter = compact_symbol_day(
-        archive_at(tmp_path, TierPolicy()),
+        archive_at(tmp_path, TierPolicy()).core,
         batch,
         symbol="S",
         day=DAY,
@@ -415,7 +423,7 @@ def test_compact_symbol_day_when_argument_invalid_raises_and_writes_nothing(tmp_
         archive = archive_at(tmp_path / "a", arguments.pop("policy"))
         size = [arguments.pop(name, None) for name in ("raw_size_bytes", "raw_size_basis")]
         target = arguments.pop("target_ratio", DEFAULT_TARGET_RATIO)
-        compact_symbol_day(archive, day_batch(10), source=SourceFacts(*size),
+        compact_symbol_day(archive.core, day_batch(10), source=SourceFacts(*size),
                            encoding=encoded(target_ratio=target), **arguments)  # fmt: skip
     assert file_listing(tmp_path / "a") == []
 
@@ -423,7 +431,7 @@ def test_compact_symbol_day_when_argument_invalid_raises_and_writes_nothing(tmp_
 def test_compact_symbol_day_when_age_days_omitted_is_a_type_error(tmp_path):
     with pytest.raises(TypeError, match="age_days"):
         compact_symbol_day(  # type: ignore[call-arg]
-            archive_at(tmp_path, TierPolicy()), day_batch(3), symbol="S", day=DAY
+            archive_at(tmp_path, TierPolicy()).core, day_batch(3), symbol="S", day=DAY
         )
 
 
@@ -431,7 +439,7 @@ def test_compact_symbol_day_when_batch_unsorted_refuses_then_sort_counts(tmp_pat
     batch = make_batch([(DAY_NS + 5, 1, 1, 1), (DAY_NS + 2, 1, 1, 2), (DAY_NS + 2, 2, 1, 0)])
     with pytest.raises(TickValidationError, match="sort") as info:
         compact_symbol_day(
-            archive_at(tmp_path, TierPolicy()), batch, symbol="S", day=DAY, age_days=1
+            archive_at(tmp_path, TierPolicy()).core, batch, symbol="S", day=DAY, age_days=1
         )
     assert info.value.row == 1
     assert file_listing(tmp_path) == []
@@ -440,7 +448,7 @@ def test_compact_symbol_day_when_batch_unsorted_refuses_then_sort_counts(tmp_pat
     assert ordered.price.to_pylist() == [1, 2, 1]
     assert moved == 3
     report = compact_symbol_day(
-        archive_at(tmp_path, TierPolicy()),
+        archive_at(tmp_path, TierPolicy()).core,
         ordered,
         symbol="S",
         day=DAY,
@@ -455,7 +463,7 @@ def test_compact_symbol_day_when_batch_unsorted_refuses_then_sort_counts(tmp_pat
 def test_compact_symbol_day_when_batch_empty_refuses(tmp_path):
     with pytest.raises(TickValidationError, match="empty"):
         compact_symbol_day(
-            archive_at(tmp_path, TierPolicy()), make_batch([]), symbol="S", day=DAY, age_days=1
+            archive_at(tmp_path, TierPolicy()).core, make_batch([]), symbol="S", day=DAY, age_days=1
         )
 
 
@@ -476,7 +484,7 @@ def test_compact_source_when_snapshot_fills_table_wrapped_compacts_per_market_da
         columns={"timestamp_nanos": "ts", "side": "taker_side", "symbol": "market_id"},
     )
     reports = compact_source(
-        archive_at(tmp_path), source, as_of=AS_OF, encoding=encoded(price_scale=4)
+        archive_at(tmp_path).core, source, as_of=AS_OF, encoding=encoded(price_scale=4)
     )
     assert [(r.symbol, r.tick_count, r.reordered_ticks) for r in reports] == [
         ("KX-A", 2, 2), ("KX-B", 1, 0)
@@ -497,7 +505,7 @@ def test_canonical_baseline_when_digit_widths_differ_is_not_per_row_constant(tmp
     wide = make_batch([(DAY_NS + i, -7_123_456_789, 10**10, 0) for i in range(100)])
     archive = archive_at(tmp_path, TierPolicy())
     sizes = [
-        compact_symbol_day(archive, b, symbol=s, day=DAY, age_days=1).raw_size_bytes
+        compact_symbol_day(archive.core, b, symbol=s, day=DAY, age_days=1).raw_size_bytes
         for s, b in (("N", narrow), ("W", wide))
     ]
     assert sizes == [canonical_csv_size_bytes(narrow), canonical_csv_size_bytes(wide)]
@@ -506,14 +514,14 @@ def test_canonical_baseline_when_digit_widths_differ_is_not_per_row_constant(tmp
 
 def test_compact_symbol_day_when_root_holds_other_scales_refuses_and_writes_nothing(tmp_path):
     first = compact_symbol_day(
-        archive_at(tmp_path, TierPolicy()), day_batch(5), symbol="A", day=DAY, age_days=1
+        archive_at(tmp_path, TierPolicy()).core, day_batch(5), symbol="A", day=DAY, age_days=1
     )
     marker = json.loads((tmp_path / "_skewtape_archive.json").read_text())
     assert (marker["price_scale"], marker["quantity_scale"]) == (4, 0)
     before = file_listing(tmp_path)
     with pytest.raises(ConfigError, match="price_scale 4"):
         compact_symbol_day(
-            archive_at(tmp_path, TierPolicy()),
+            archive_at(tmp_path, TierPolicy()).core,
             day_batch(5, price_scale=2),
             symbol="B",
             day=DAY,
@@ -521,7 +529,7 @@ def test_compact_symbol_day_when_root_holds_other_scales_refuses_and_writes_noth
         )
     assert file_listing(tmp_path) == before
     again = compact_symbol_day(
-        archive_at(tmp_path, TierPolicy()), day_batch(7), symbol="B", day=DAY, age_days=1
+        archive_at(tmp_path, TierPolicy()).core, day_batch(7), symbol="B", day=DAY, age_days=1
     )
     assert Path(again.path).parent.parent.parent.parent.name == "symbol=B"
     assert Path(first.path).exists()
@@ -536,7 +544,7 @@ def test_compact_symbol_day_when_another_writer_holds_the_archive_lock_waits_the
     with fsio.exclusive_lock(tmp_path / ARCHIVE_LOCK_FILE, what="re-tiering"):
         with pytest.raises(ArchiveBusyError, match=r"skewtape-archive\.lock is held by re-tiering"):
             compact_symbol_day(
-                archive_at(tmp_path, TierPolicy(), lock_timeout=0.1),
+                archive_at(tmp_path, TierPolicy(), lock_timeout=0.1).core,
                 day_batch(5),
                 symbol="S",
                 day=DAY,
@@ -544,7 +552,7 @@ def test_compact_symbol_day_when_another_writer_holds_the_archive_lock_waits_the
             )
         assert not list(tmp_path.rglob("*.parquet"))  # nothing published while it was held
     report = compact_symbol_day(
-        archive_at(tmp_path, TierPolicy()), day_batch(5), symbol="S", day=DAY, age_days=2
+        archive_at(tmp_path, TierPolicy()).core, day_batch(5), symbol="S", day=DAY, age_days=2
     )
     assert Path(report.path).is_file()
 
@@ -570,7 +578,11 @@ def test_compact_symbol_day_when_encoding_leaves_the_archive_lock_free_for_other
     def compact() -> None:
         try:
             compact_symbol_day(
-                archive_at(tmp_path, TierPolicy()), day_batch(5), symbol="S", day=DAY, age_days=2
+                archive_at(tmp_path, TierPolicy()).core,
+                day_batch(5),
+                symbol="S",
+                day=DAY,
+                age_days=2,
             )
         except BaseException as exc:
             errors.append(exc)
@@ -598,7 +610,11 @@ def _records(log: Path) -> list[dict]:
 def test_compact_symbol_day_when_file_exists_audits_the_rewrite(tmp_path):
     out, log = tmp_path / "archive", tmp_path / "audit.jsonl"
     compact_symbol_day(
-        archive_at(out, TierPolicy(), audit_log=log), day_batch(5), symbol="ES", day=DAY, age_days=0
+        archive_at(out, TierPolicy(), audit_log=log).core,
+        day_batch(5),
+        symbol="ES",
+        day=DAY,
+        age_days=0,
     )
     [written] = _records(log)  # a first write replaces nothing
     assert (written["event"], written["report"]["tick_count"]) == (EVENT_WRITE, 5)
@@ -606,7 +622,11 @@ def test_compact_symbol_day_when_file_exists_audits_the_rewrite(tmp_path):
     old_sha, old_bytes = sha256_file(first), first.stat().st_size
 
     report = compact_symbol_day(
-        archive_at(out, TierPolicy(), audit_log=log), day_batch(7), symbol="ES", day=DAY, age_days=0
+        archive_at(out, TierPolicy(), audit_log=log).core,
+        day_batch(7),
+        symbol="ES",
+        day=DAY,
+        age_days=0,
     )
 
     [_, record] = _records(log)
@@ -628,7 +648,11 @@ def _fail_every_publish(temp: Path, target: Path) -> None:
 def test_compact_symbol_day_when_the_rewrite_fails_audits_nothing_and_keeps_the_file(tmp_path):
     out, log = tmp_path / "archive", tmp_path / "audit.jsonl"
     compact_symbol_day(
-        archive_at(out, TierPolicy(), audit_log=log), day_batch(5), symbol="ES", day=DAY, age_days=0
+        archive_at(out, TierPolicy(), audit_log=log).core,
+        day_batch(5),
+        symbol="ES",
+        day=DAY,
+        age_days=0,
     )
     first = partition_file(out, "ES", DAY)
     old_sha, written = sha256_file(first), _records(log)
@@ -636,7 +660,7 @@ def test_compact_symbol_day_when_the_rewrite_fails_audits_nothing_and_keeps_the_
     try:
         with pytest.raises(_DiskFull):
             compact_symbol_day(
-                archive_at(out, TierPolicy(), audit_log=log),
+                archive_at(out, TierPolicy(), audit_log=log).core,
                 day_batch(7),
                 symbol="ES",
                 day=DAY,
@@ -653,7 +677,7 @@ def test_compact_symbol_day_when_day_is_catalogued_audits_that_it_supersedes_the
     out, log = tmp_path / "archive", tmp_path / "audit.jsonl"
     policy = TierPolicy()
     compact_symbol_day(
-        archive_at(out, policy, audit_log=log), day_batch(5), symbol="ES", day=DAY, age_days=0
+        archive_at(out, policy, audit_log=log).core, day_batch(5), symbol="ES", day=DAY, age_days=0
     )
     Archive(out, policy=policy, audit_log=log).retier(
         as_of=date(2028, 1, 1)
@@ -661,7 +685,7 @@ def test_compact_symbol_day_when_day_is_catalogued_audits_that_it_supersedes_the
     before = len(_records(log))
 
     compact_symbol_day(
-        archive_at(out, policy, audit_log=log), day_batch(6), symbol="ES", day=DAY, age_days=0
+        archive_at(out, policy, audit_log=log).core, day_batch(6), symbol="ES", day=DAY, age_days=0
     )
 
     [record] = _records(log)[before:]
@@ -689,7 +713,7 @@ def test_cli_compact_ticks_when_rerun_audits_every_changed_symbol_day_and_no_unc
     assert main(argv) == 0, capsys.readouterr().err
     days = {(r["symbol"], r["date"]) for r in _records(log) if r["event"] == EVENT_RECOMPACT}
     reports = compact_ticks(
-        archive_at(tmp_path / "other"), source, as_of=AS_OF, encoding=encoded(price_scale=4)
+        archive_at(tmp_path / "other").core, source, as_of=AS_OF, encoding=encoded(price_scale=4)
     )
     assert days == {(r.symbol, r.date) for r in reports} and len(days) > 1
 
@@ -702,7 +726,7 @@ def test_retier_when_a_compaction_died_while_staging_removes_its_staged_file(tmp
     from skewtape_pipeline.ticks.archive.store.layout import staging_folder
 
     compact_symbol_day(
-        archive_at(tmp_path, TierPolicy()), day_batch(5), symbol="S", day=DAY, age_days=0
+        archive_at(tmp_path, TierPolicy()).core, day_batch(5), symbol="S", day=DAY, age_days=0
     )
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
@@ -723,7 +747,7 @@ def test_compact_symbol_day_when_rewriting_checks_the_catalog_once_with_the_file
     tmp_path, monkeypatch
 ):
     out = tmp_path / "archive"
-    compact_symbol_day(archive_at(out, TierPolicy()), day_batch(5), symbol="ES", day=DAY,
+    compact_symbol_day(archive_at(out, TierPolicy()).core, day_batch(5), symbol="ES", day=DAY,
                        age_days=0)  # fmt: skip
     staged_at_survey: list[list[str]] = []
     listing = ArchiveTiers.listing
@@ -733,7 +757,7 @@ def test_compact_symbol_day_when_rewriting_checks_the_catalog_once_with_the_file
         return listing(tiers)
 
     monkeypatch.setattr(ArchiveTiers, "listing", counted)
-    compact_symbol_day(archive_at(out, TierPolicy()), day_batch(7), symbol="ES", day=DAY,
+    compact_symbol_day(archive_at(out, TierPolicy()).core, day_batch(7), symbol="ES", day=DAY,
                        age_days=0)  # fmt: skip
 
     [staged] = staged_at_survey  # one catalog check, with the new file encoded and waiting
@@ -752,8 +776,8 @@ def test_compact_symbol_day_when_catalog_deleted_refuses_discarding_the_staged_f
     [hot, *_] = scan_hot_files(tiered)
     before = contents(tiered.parent)
     with pytest.raises(CatalogMismatchError, match="the catalog is missing") as refused:
-        compact_symbol_day(archive_at(tiered, POLICY), day_ticks(hot.symbol, hot.day).slice(0, 1),
-                           symbol=hot.symbol, day=hot.day, age_days=1)  # fmt: skip
+        core, batch = archive_at(tiered, POLICY).core, day_ticks(hot.symbol, hot.day).slice(0, 1)
+        compact_symbol_day(core, batch, symbol=hot.symbol, day=hot.day, age_days=1)
     assert "nothing was changed" in str(refused.value)
     assert contents(tiered.parent) == before  # no staged file left, nothing published or recorded
 

@@ -63,9 +63,9 @@ def test_source_facts_when_size_given_without_basis_calls_it_supplied():
 
 
 def test_compaction_lock_wait_when_archive_waits_longer_takes_the_longer(tmp_path):
-    assert compaction_lock_wait(archive_at(tmp_path)) == ARCHIVE_LOCK_WAIT_SECONDS
+    assert compaction_lock_wait(archive_at(tmp_path).core) == ARCHIVE_LOCK_WAIT_SECONDS
     longer = ARCHIVE_LOCK_WAIT_SECONDS + 5
-    assert compaction_lock_wait(archive_at(tmp_path, lock_timeout=longer)) == longer
+    assert compaction_lock_wait(archive_at(tmp_path, lock_timeout=longer).core) == longer
 
 
 @LOCK_WAITS

@@ -15,10 +15,10 @@ import pytest
 
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError
-from skewtape_pipeline.ticks.archive.handle import POLICY_RECORD, Archive
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.lifecycle import relocated_report
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
-from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.tiers import POLICY_RECORD, ArchiveTiers
 from skewtape_pipeline.ticks.encode.model import SchemaRequest
 from skewtape_pipeline.ticks.encode.options import TickEncoding
 from skewtape_pipeline.ticks.encode.sources import read_canonical
@@ -257,7 +257,7 @@ def test_archive_reading_verbs_read_the_tiers_it_resolved_and_resolve_no_policy_
     assert archive.stats().tiers["COLD"].ticks == 12
     con = archive.open_view(duckdb.connect())
     assert con.execute(COUNT).fetchall() == [(12,)]
-    assert relocated_report(reports[0], archive).tier == "COLD"
+    assert relocated_report(reports[0], archive.core).tier == "COLD"
     assert resolving == []
 
 

@@ -125,7 +125,7 @@ def test_retier_when_catalog_deleted_refuses_naming_files_and_removes_nothing(ti
     (tiered / CATALOG_FILE).unlink()
     day = DAYS[-1]
     compact_symbol_day(
-        archive_at(tiered, POLICY), day_ticks("NEW", day), symbol="NEW", day=day, age_days=1
+        archive_at(tiered, POLICY).core, day_ticks("NEW", day), symbol="NEW", day=day, age_days=1
     )
     before = files_under(tiered.parent)
     with pytest.raises(CatalogMismatchError) as raised:
@@ -143,7 +143,7 @@ def test_compact_symbol_day_when_catalog_deleted_refuses_to_rewrite_a_hot_file(t
     before = hot.path.read_bytes()
     with pytest.raises(CatalogMismatchError, match="rebuild-catalog"):
         compact_symbol_day(
-            archive_at(tiered, POLICY),
+            archive_at(tiered, POLICY).core,
             day_ticks(hot.symbol, hot.day).slice(0, 1),
             symbol=hot.symbol,
             day=hot.day,
@@ -262,7 +262,7 @@ def test_rebuild_catalog_when_a_hot_file_was_recompacted_keeps_it_live(tiered):
     symbol, day = SYMBOLS[1], DAYS[3]  # warm at STAGE_1
     assert (symbol, day) in read_catalog(tiered).partitions
     newer = day_ticks(symbol, day).slice(0, 1)
-    compact_symbol_day(archive_at(tiered, POLICY), newer, symbol=symbol, day=day, age_days=1)
+    compact_symbol_day(archive_at(tiered, POLICY).core, newer, symbol=symbol, day=day, age_days=1)
     wanted, rows = archive_state(tiered), view_rows(tiered)
     assert (symbol, day) in wanted.overridden
     assert len([r for r in rows if r[:2] == (symbol, day)]) == 1  # the newer copy only

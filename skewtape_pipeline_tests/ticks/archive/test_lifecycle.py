@@ -144,7 +144,7 @@ def test_retier_when_carrying_out_its_plan_reads_no_tiers_and_lists_stores_once_
     root = build_archive(tmp_path, as_of=STAGE_1)
     events: list[str] = []
     archive = Archive(root, policy=POLICY)
-    archive.tiers = _RecordedTiers(ArchiveTiers.of(root, POLICY), events)  # type: ignore[assignment]
+    archive.core.tiers = _RecordedTiers(ArchiveTiers.of(root, POLICY), events)  # type: ignore[assignment]
     with faults.installed(events.append):
         result = archive.retier(as_of=STAGE_1)
 
@@ -217,7 +217,7 @@ def test_view_when_hot_file_rewritten_after_move_shows_newer_copy_once(tmp_path,
     symbol, day = SYMBOLS[0], DAYS[0]
     newer = day_ticks(symbol, day).slice(0, 1)  # a correction: one tick left that day
     compact_symbol_day(
-        archive_at(root, POLICY), newer, symbol=symbol, day=day, age_days=(STAGE_2 - day).days
+        archive_at(root, POLICY).core, newer, symbol=symbol, day=day, age_days=(STAGE_2 - day).days
     )
     wanted = [r for r in expected_rows() if (r[0], r[1]) != (symbol, day)]
     wanted = sorted(wanted + [r for r in expected_rows() if (r[0], r[1]) == (symbol, day)][:1])
@@ -299,13 +299,17 @@ def test_relocated_report_when_moved_names_consolidated_file_and_honest_share(tm
     root = tmp_path / "archive"
     reports = [
         compact_symbol_day(
-            archive_at(root, POLICY), day_ticks(s, d), symbol=s, day=d, age_days=(STAGE_2 - d).days
+            archive_at(root, POLICY).core,
+            day_ticks(s, d),
+            symbol=s,
+            day=d,
+            age_days=(STAGE_2 - d).days,
         )
         for s in SYMBOLS
         for d in DAYS
     ]
     Archive(root, policy=POLICY).retier(as_of=STAGE_2)
-    moved = [relocated_report(r, Archive(root)) for r in reports]
+    moved = [relocated_report(r, Archive(root).core) for r in reports]
     (cold,) = {m.path for m in moved}
     assert {m.tier for m in moved} == {COLD}
     assert sum(m.compacted_size_bytes for m in moved) == os.path.getsize(cold)
@@ -347,7 +351,7 @@ def rearchive(root, symbol: str, day: date, *, correct: bool = False) -> None:
     to their first one when ``correct``."""
     ticks = day_ticks(symbol, day)
     compact_symbol_day(
-        archive_at(root, POLICY),
+        archive_at(root, POLICY).core,
         ticks.slice(0, 1) if correct else ticks,
         symbol=symbol,
         day=day,

@@ -23,7 +23,7 @@ from skewtape_pipeline.errors import (
     WriteOnceError,
 )
 from skewtape_pipeline.storage import sha256_of
-from skewtape_pipeline.ticks.archive.handle import POLICY_RECORD, Archive
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops import query
 from skewtape_pipeline.ticks.archive.ops.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.ops.query import run_query, ticks_view_sql
@@ -38,7 +38,7 @@ from skewtape_pipeline.ticks.archive.store.catalog_check import checked_catalog
 from skewtape_pipeline.ticks.archive.store.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.store.placement import archive_metrics, locate, scan_hot_files
 from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, WARM, TierPolicy
-from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.tiers import POLICY_RECORD, ArchiveTiers
 from skewtape_pipeline.ticks.archive.store.versions import snapshot_dirs
 from skewtape_pipeline_tests.scale_out.servers import free_port
 from skewtape_pipeline_tests.ticks.archive.test_reads import assert_reads_as_the_view

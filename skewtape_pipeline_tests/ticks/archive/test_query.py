@@ -249,7 +249,7 @@ def _ns_archive(folder) -> tuple[object, list[str]]:
         ts, [22051, 22051, 22603], [100, 5, 7], [0, 1, 2], TickSchema(price_scale=2)
     )
     root = folder / "archive"
-    compact_symbol_day(archive_at(root, POLICY), batch, symbol="AMZN", day=NS_DAY, age_days=0)
+    compact_symbol_day(archive_at(root, POLICY).core, batch, symbol="AMZN", day=NS_DAY, age_days=0)
     texts = []
     for offset in NS_OFFSETS:
         seconds, nanos = divmod(offset, 10**9)

@@ -84,7 +84,7 @@ def archive(request, tmp_path_factory) -> tuple[str, dict[str, Path]]:
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = folder / "archive"
     policy = TierPolicy()
-    compact_ticks(archive_at(out, policy), source, as_of=AS_OF)
+    compact_ticks(archive_at(out, policy).core, source, as_of=AS_OF)
     Archive(out, policy=policy, audit_log=None).retier(as_of=AS_OF)
     roots = {tier: policy.root_for(tier, out) for tier in (HOT, WARM, COLD)}
     for tier, root in roots.items():
@@ -195,7 +195,7 @@ def test_spark_when_archive_holds_true_nanoseconds_reads_them_as_bigint_with_nan
     lines += [f"{ts},220.515,100,BUY,AMZN" for ts in stamps]
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = tmp_path / "archive"
-    (report,) = compact_ticks(archive_at(out), source, as_of=AS_OF)
+    (report,) = compact_ticks(archive_at(out).core, source, as_of=AS_OF)
     assert report.timestamp_unit == "ns"
     spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "true")
     try:

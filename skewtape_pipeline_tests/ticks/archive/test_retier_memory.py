@@ -42,7 +42,7 @@ def hot_archive(root: Path, symbol_days: int, n: int, policy: TierPolicy) -> Pat
     archive = Archive(root, policy=policy, audit_log=None)
     for i in range(symbol_days):
         day = FIRST + timedelta(days=i // 10)
-        compact_symbol_day(archive, ticks(i, day, n), symbol=f"S{i % 10}", day=day, age_days=1)
+        compact_symbol_day(archive.core, ticks(i, day, n), symbol=f"S{i % 10}", day=day, age_days=1)
     return root
 
 

@@ -213,7 +213,10 @@ def test_compaction_when_over_its_memory_budget_spills_and_writes_the_same_archi
         out = tmp_path / label
         stream = opener(path, block_bytes=64 * 1024 if label == "bounded" else 64 * MIB)
         reports = compact_source(
-            archive_at(out), stream, as_of=date(2024, 3, 20), run=CompactionRun(memory_limit=limit)
+            archive_at(out).core,
+            stream,
+            as_of=date(2024, 3, 20),
+            run=CompactionRun(memory_limit=limit),
         )
         archives[label] = (archive_bytes(out), report_facts(reports))
         assert staged_files(out) == []
@@ -232,7 +235,9 @@ def test_compaction_when_over_its_memory_budget_spills_and_writes_the_same_archi
 def test_compaction_when_read_in_chunks_measures_each_symbol_days_lines(tmp_path):
     path = canonical_csv(tmp_path, 50_000)
     reports = compact_source(
-        archive_at(tmp_path / "a"), sources.open_canonical(path, block_bytes=64 * 1024), as_of=AS_OF
+        archive_at(tmp_path / "a").core,
+        sources.open_canonical(path, block_bytes=64 * 1024),
+        as_of=AS_OF,
     )
     lines = path.read_bytes().splitlines(keepends=True)[1:]
     assert sum(r.raw_size_bytes for r in reports) == sum(len(line) for line in lines)
@@ -248,7 +253,7 @@ def test_compaction_when_a_later_chunk_is_bad_names_its_file_row_and_writes_noth
     out = tmp_path / "a"
     with pytest.raises(TickValidationError) as info:
         compact_source(
-            archive_at(out),
+            archive_at(out).core,
             sources.open_canonical(path, block_bytes=64 * 1024),
             as_of=AS_OF,
             run=CompactionRun(memory_limit=1 * MIB),
@@ -269,7 +274,7 @@ def test_compaction_when_a_late_chunk_needs_a_larger_scale_refuses_a_value_it_ov
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(TickValidationError) as info:
         compact_source(
-            archive_at(tmp_path / "a"),
+            archive_at(tmp_path / "a").core,
             sources.open_canonical(path, block_bytes=64 * 1024),
             as_of=AS_OF,
         )
@@ -325,7 +330,7 @@ def test_memory_limit_when_given_as_text_is_parsed_and_refused_when_too_small(tm
         parse_bytes("lots")
     with pytest.raises(ConfigError, match="memory_limit"):
         compact_ticks(
-            archive_at(tmp_path / "a"),
+            archive_at(tmp_path / "a").core,
             canonical_csv(tmp_path, 10),
             as_of=AS_OF,
             run=CompactionRun(memory_limit=1000),
@@ -428,7 +433,7 @@ def test_compaction_when_killed_then_rerun_gives_the_exact_archive_and_no_stagin
 ):
     path = write_csv(generated_ticks(300_000), tmp_path / "ticks.csv")
     expected = tmp_path / "expected"
-    compact_ticks(archive_at(expected), path, as_of=AS_OF)
+    compact_ticks(archive_at(expected).core, path, as_of=AS_OF)
     out = tmp_path / "archive"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
@@ -436,7 +441,7 @@ def test_compaction_when_killed_then_rerun_gives_the_exact_archive_and_no_stagin
     )
     assert done.returncode == -signal.SIGKILL
     assert staged_files(out) != []
-    compact_ticks(archive_at(out), path, as_of=AS_OF, run=CompactionRun(memory_limit=4 * MIB))
+    compact_ticks(archive_at(out).core, path, as_of=AS_OF, run=CompactionRun(memory_limit=4 * MIB))
     assert archive_bytes(out) == archive_bytes(expected)
     assert staged_files(out) == []
 
@@ -503,7 +508,7 @@ def test_compaction_when_float_noise_spans_chunks_counts_it_as_the_whole_file_do
     facts = {}
     for label, block, limit in (("chunked", 64 * 1024, 1 * MIB), ("whole", 64 * MIB, UNBOUNDED)):
         reports = compact_source(
-            archive_at(tmp_path / label),
+            archive_at(tmp_path / label).core,
             sources.open_canonical(path, block_bytes=block),
             as_of=AS_OF,
             run=CompactionRun(memory_limit=limit),

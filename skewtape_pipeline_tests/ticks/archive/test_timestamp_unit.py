@@ -109,7 +109,7 @@ def test_compact_symbol_day_when_timestamp_finer_than_unit_refuses_and_writes_no
     )
     with pytest.raises(PrecisionLossError) as info:
         compact_symbol_day(
-            archive_at(tmp_path / "a", TierPolicy()),
+            archive_at(tmp_path / "a", TierPolicy()).core,
             finer,
             symbol="S",
             day=DAY,
@@ -128,7 +128,7 @@ def test_compact_ticks_when_csv_timestamp_finer_than_unit_names_the_file_row(tmp
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(PrecisionLossError) as info:
         compact_ticks(
-            archive_at(tmp_path / "a"),
+            archive_at(tmp_path / "a").core,
             source,
             as_of=DAY,
             encoding=encoded(timestamp_unit="ms", price_scale=2),
@@ -138,7 +138,7 @@ def test_compact_ticks_when_csv_timestamp_finer_than_unit_names_the_file_row(tmp
     assert (info.value.row, info.value.field) == (3, "timestamp_nanos")
     assert not (tmp_path / "a").exists()
     (report,) = compact_ticks(
-        archive_at(tmp_path / "b"),
+        archive_at(tmp_path / "b").core,
         source,
         as_of=DAY,
         encoding=encoded(timestamp_unit="us", price_scale=2),
@@ -156,7 +156,7 @@ def test_compact_symbol_day_when_unit_coarser_round_trips_through_duckdb_and_pya
 ):
     batch = batch_at(unit)
     report = compact_symbol_day(
-        archive_at(tmp_path, TierPolicy()),
+        archive_at(tmp_path, TierPolicy()).core,
         batch,
         symbol="S",
         day=DAY,
@@ -195,7 +195,7 @@ def test_tardis_file_when_compacted_at_ms_reads_back_exactly_with_duckdb(tmp_pat
 
 def compact_ticks_source(source, out: Path, *, timestamp_unit: str):
     return compact_source(
-        archive_at(out),
+        archive_at(out).core,
         source,
         as_of=date(2026, 11, 29),
         encoding=encoded(timestamp_unit=timestamp_unit, price_scale=2, quantity_scale=3),
@@ -207,7 +207,7 @@ def compact_ticks_source(source, out: Path, *, timestamp_unit: str):
 
 def test_compact_symbol_day_when_archive_holds_another_unit_refuses_and_writes_nothing(tmp_path):
     compact_symbol_day(
-        archive_at(tmp_path, TierPolicy()),
+        archive_at(tmp_path, TierPolicy()).core,
         batch_at("ms"),
         symbol="A",
         day=DAY,
@@ -219,7 +219,7 @@ def test_compact_symbol_day_when_archive_holds_another_unit_refuses_and_writes_n
     before = file_listing(tmp_path)
     with pytest.raises(ConfigError, match="timestamp_unit 'ms'"):
         compact_symbol_day(
-            archive_at(tmp_path, TierPolicy()), batch_at("ms"), symbol="B", day=DAY, age_days=1
+            archive_at(tmp_path, TierPolicy()).core, batch_at("ms"), symbol="B", day=DAY, age_days=1
         )
     assert file_listing(tmp_path) == before
     rows = duckdb.sql(
@@ -268,7 +268,7 @@ def test_retier_when_archive_unit_is_ms_keeps_the_unit_in_every_tier(tmp_path):
     for day in days:
         batches[day] = batch_at("ms", 12, start=day_start_ns(day))
         compact_symbol_day(
-            archive_at(root, policy),
+            archive_at(root, policy).core,
             batches[day],
             symbol="KX",
             day=day,
@@ -304,7 +304,7 @@ def test_round_trip_property_when_timestamps_are_whole_units_reads_back_exactly(
     batch = TickBatch.from_units(ts, list(range(n)), [1] * n, sides[:n], TickSchema(price_scale=2))
     root = tmp_path / unit  # one root holds one unit
     report = compact_symbol_day(
-        archive_at(root, TierPolicy()),
+        archive_at(root, TierPolicy()).core,
         batch,
         symbol="P",
         day=DAY,

@@ -184,7 +184,11 @@ def test_retier_when_done_leaves_one_record_per_hot_file_path(hot_only):
     symbol, day = "ES", DAYS[-1]
     for ticks in ("CL/F", "KX-25MAR"):  # each recompaction with other ticks appends a record
         compact_symbol_day(
-            archive_at(hot_only, POLICY), day_ticks(ticks, day), symbol=symbol, day=day, age_days=1
+            archive_at(hot_only, POLICY).core,
+            day_ticks(ticks, day),
+            symbol=symbol,
+            day=day,
+            age_days=1,
         )
     lines = (hot_only / HOT_RECORDS).read_text().splitlines()
     assert len(lines) == len(SYMBOLS) * len(DAYS) + 2
@@ -205,7 +209,11 @@ def test_compact_when_hot_records_file_is_a_link_refuses_before_publishing(hot_o
     before = {p: p.read_bytes() for p in hot_only.rglob("*.parquet")}
     with pytest.raises(LinkedStateFileError):
         compact_symbol_day(
-            archive_at(hot_only, POLICY), day_ticks("CL/F", day), symbol=symbol, day=day, age_days=1
+            archive_at(hot_only, POLICY).core,
+            day_ticks("CL/F", day),
+            symbol=symbol,
+            day=day,
+            age_days=1,
         )
     assert {p: p.read_bytes() for p in hot_only.rglob("*.parquet")} == before and hot.exists()
 
@@ -216,7 +224,9 @@ def test_compact_when_crashing_between_rename_and_record_a_rerun_finishes(hot_on
     newer = day_ticks("CL/F", day)  # other ticks than the file holds
 
     def recompact():
-        compact_symbol_day(archive_at(hot_only, POLICY), newer, symbol=symbol, day=day, age_days=1)
+        compact_symbol_day(
+            archive_at(hot_only, POLICY).core, newer, symbol=symbol, day=day, age_days=1
+        )
 
     with pytest.raises(Crash), faults.installed(crash_at_name("hot-published")):
         recompact()
@@ -271,7 +281,11 @@ def test_query_verification_when_a_compaction_replaced_a_hot_file_meanwhile_acce
     symbol, day = "ES", DAYS[-1]
     verified = trust.VerifiedFiles(hot_only)  # the records as a query read them
     compact_symbol_day(
-        archive_at(hot_only, POLICY), day_ticks("CL/F", day), symbol=symbol, day=day, age_days=1
+        archive_at(hot_only, POLICY).core,
+        day_ticks("CL/F", day),
+        symbol=symbol,
+        day=day,
+        age_days=1,
     )
     [hot] = [h for h in scan_hot_files(hot_only) if h.key == (symbol, day)]
     verified.check_hot(hot, read_catalog(hot_only))  # no DamagedFileError

@@ -85,7 +85,7 @@ def compact(
     ``compact_source`` does after its batch)."""
     symbol, day = key
     compact_symbol_day(
-        archive_at(root, policy, audit_log=default_audit_log(root)),
+        archive_at(root, policy, audit_log=default_audit_log(root)).core,
         ticks(symbol, day, variant),
         symbol=symbol,
         day=day,

@@ -282,7 +282,7 @@ def test_withdraw_when_ticks_are_re_added_later_they_come_back(tmp_path, no_fsyn
     Archive(root).withdraw([COLD_KEY])
     batch = day_ticks(*COLD_KEY) if same_ticks else day_ticks(*COLD_KEY).slice(0, 3)
     compact_symbol_day(
-        archive_at(root, POLICY),
+        archive_at(root, POLICY).core,
         batch,
         symbol=COLD_KEY[0],
         day=COLD_KEY[1],
@@ -354,7 +354,11 @@ def test_view_when_hot_file_recompacted_after_stamp_dropped_shows_newer_copy(tmp
     assert read_catalog(root).partitions[key].source is None
     newer = day_ticks(*key).slice(0, 1)
     compact_symbol_day(
-        archive_at(root, POLICY), newer, symbol=key[0], day=key[1], age_days=(STAGE_2 - key[1]).days
+        archive_at(root, POLICY).core,
+        newer,
+        symbol=key[0],
+        day=key[1],
+        age_days=(STAGE_2 - key[1]).days,
     )
     wanted = sorted(without([key]) + [r for r in expected_rows() if (r[0], r[1]) == key][:1])
     assert view_rows(root) == wanted and tiers_by_day(root)[key] == HOT
@@ -416,7 +420,7 @@ def test_remove_symbol_days_when_retier_tries_to_run_before_the_hot_file_goes_ke
     corrected = day_ticks(*COLD_KEY).slice(0, 3)  # a recompaction: a newer hot copy
     age = (STAGE_1 - COLD_KEY[1]).days
     compact_symbol_day(
-        archive_at(root, POLICY), corrected, symbol=COLD_KEY[0], day=COLD_KEY[1], age_days=age
+        archive_at(root, POLICY).core, corrected, symbol=COLD_KEY[0], day=COLD_KEY[1], age_days=age
     )
     unlink = fsio.atomic_unlink
     interleaved = []

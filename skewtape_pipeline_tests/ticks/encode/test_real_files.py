@@ -94,7 +94,7 @@ def expected_lobster() -> list[tuple]:
 def test_kalshi_file_when_compacted_reads_back_exactly_with_duckdb(tmp_path, no_fsync):
     source = sources.read_kalshi_trades(KALSHI_FILE)
     reports = compact_source(
-        archive_at(tmp_path), source, as_of=AS_OF, encoding=encoded(price_scale=2)
+        archive_at(tmp_path).core, source, as_of=AS_OF, encoding=encoded(price_scale=2)
     )
     assert sum(r.tick_count for r in reports) == 16_281
     assert len({(r.symbol, r.date) for r in reports}) == len(reports)
@@ -108,7 +108,10 @@ def test_kalshi_file_when_compacted_reads_back_exactly_with_duckdb(tmp_path, no_
 def test_tardis_file_when_compacted_reads_back_exactly_with_duckdb(tmp_path):
     source = sources.read_tardis_trades(TARDIS_FILE)
     (report,) = compact_source(
-        archive_at(tmp_path), source, as_of=AS_OF, encoding=encoded(price_scale=2, quantity_scale=3)
+        archive_at(tmp_path).core,
+        source,
+        as_of=AS_OF,
+        encoding=encoded(price_scale=2, quantity_scale=3),
     )
     assert (report.symbol, report.date, report.tick_count) == ("BTCUSDT", "2020-02-22", 9_999)
     assert report.raw_size_basis == RAW_SIZE_BASIS_SOURCE_FILE
@@ -123,7 +126,7 @@ def test_lobster_file_when_compacted_reads_back_exactly_with_duckdb(tmp_path):
         LOBSTER_FILE, symbol="AMZN", session_date=date(2012, 6, 21)
     )
     (report,) = compact_source(
-        archive_at(tmp_path), source, as_of=AS_OF, encoding=encoded(price_scale=4)
+        archive_at(tmp_path).core, source, as_of=AS_OF, encoding=encoded(price_scale=4)
     )
     assert (report.symbol, report.date, report.tick_count) == ("AMZN", "2012-06-21", 11_419)
     assert report.raw_size_basis == RAW_SIZE_BASIS_SOURCE_ROWS
@@ -135,7 +138,7 @@ def test_tardis_file_when_quantity_scale_too_small_refuses_and_writes_nothing(tm
     source = sources.read_tardis_trades(TARDIS_FILE)
     with pytest.raises(Exception, match="more than 2 decimals") as info:
         compact_source(
-            archive_at(tmp_path / "a"),
+            archive_at(tmp_path / "a").core,
             source,
             as_of=AS_OF,
             encoding=encoded(price_scale=2, quantity_scale=2),

@@ -153,7 +153,7 @@ def test_compact_source_when_no_flags_given_stores_the_smallest_exact_schema(
 ):
     source = reader(path)
     out = tmp_path / "archive"
-    reports = compact_source(archive_at(out), source, as_of=AS_OF)
+    reports = compact_source(archive_at(out).core, source, as_of=AS_OF)
     assert recorded_schema(out) == expected
     assert {(r.timestamp_unit, r.price_scale, r.quantity_scale) for r in reports} == {
         (expected.timestamp_unit, expected.price_scale, expected.quantity_scale)
@@ -180,8 +180,8 @@ def test_compact_ticks_when_later_batch_is_coarser_stores_it_at_the_archive_sche
     coarse = write_text(
         tmp_path / "coarse.csv", csv_of([(DAY_NS + 3_000_000_000, "1.5", "3", "SELL")], "Y")
     )
-    compact_ticks(archive_at(out), fine, as_of=AS_OF)
-    (report,) = compact_ticks(archive_at(out), coarse, as_of=AS_OF)
+    compact_ticks(archive_at(out).core, fine, as_of=AS_OF)
+    (report,) = compact_ticks(archive_at(out).core, coarse, as_of=AS_OF)
     assert (report.timestamp_unit, report.price_scale, report.quantity_scale) == ("us", 3, 0)
     rows = duckdb.sql(
         f"SELECT epoch_ns(ts), price FROM read_parquet('{out}/**/*.parquet') ORDER BY 1"
@@ -202,11 +202,11 @@ def test_compact_ticks_when_later_batch_is_finer_refuses_naming_what_it_needs(
 ):
     out = tmp_path / "archive"
     first = write_text(tmp_path / "first.csv", csv_of([(DAY_NS + 1_000, "1.255", "2", "BUY")]))
-    compact_ticks(archive_at(out), first, as_of=AS_OF)
+    compact_ticks(archive_at(out).core, first, as_of=AS_OF)
     before = listing(out)
     finer = write_text(tmp_path / "finer.csv", csv_of([row, (DAY_NS + 90_000, "2", "1", "SELL")]))
     with pytest.raises(ArchiveSchemaError, match=f"need {field} {needed!r}") as caught:
-        compact_ticks(archive_at(out), finer, as_of=AS_OF)
+        compact_ticks(archive_at(out).core, finer, as_of=AS_OF)
     assert (caught.value.field, caught.value.needed) == (field, needed)
     assert listing(out) == before
 
@@ -215,7 +215,7 @@ def test_compact_ticks_when_flags_given_override_detection(tmp_path):
     source = write_text(tmp_path / "t.csv", csv_of([(DAY_NS + 1_000_000, "1.5", "2", "BUY")]))
     out = tmp_path / "archive"
     (report,) = compact_ticks(
-        archive_at(out),
+        archive_at(out).core,
         source,
         as_of=AS_OF,
         encoding=encoded(timestamp_unit="ns", price_scale=4, quantity_scale=1),
@@ -223,7 +223,7 @@ def test_compact_ticks_when_flags_given_override_detection(tmp_path):
     assert (report.timestamp_unit, report.price_scale, report.quantity_scale) == ("ns", 4, 1)
     assert pq.read_schema(report.path).field("ts").type.unit == "ns"
     with pytest.raises(ConfigError, match="price_scale"):
-        compact_ticks(archive_at(out), source, as_of=AS_OF, encoding=encoded(price_scale=2))
+        compact_ticks(archive_at(out).core, source, as_of=AS_OF, encoding=encoded(price_scale=2))
 
 
 def test_schema_request_when_field_fixed_keeps_it_over_the_archive():

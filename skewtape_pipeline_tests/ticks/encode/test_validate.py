@@ -98,7 +98,7 @@ def test_compact_ticks_when_time_is_infinite_to_duckdb_refuses_naming_the_row(tm
     source = csv_of_times(tmp_path / "ticks.csv", sorted([day_neighbour, edge]))
     with pytest.raises(TickValidationError, match="not a finite time") as info:
         compact_ticks(
-            archive_at(tmp_path / "a"),
+            archive_at(tmp_path / "a").core,
             source,
             as_of=date(2262, 4, 12),
             encoding=encoded(price_scale=2),
@@ -114,7 +114,7 @@ def test_compact_ticks_when_time_is_infinite_to_duckdb_refuses_naming_the_row(tm
 def test_compact_ticks_when_time_is_duckdbs_finite_bound_reads_back_exactly(tmp_path, bound):
     source = csv_of_times(tmp_path / "ticks.csv", [bound])
     (report,) = compact_ticks(
-        archive_at(tmp_path / "a"),
+        archive_at(tmp_path / "a").core,
         source,
         as_of=date(2262, 4, 12),
         encoding=encoded(price_scale=2),

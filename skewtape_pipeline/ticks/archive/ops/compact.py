@@ -133,7 +133,7 @@ from skewtape_pipeline.ticks.encode.validate import (
 )
 
 if TYPE_CHECKING:
-    from skewtape_pipeline.ticks.archive.handle import Archive
+    from skewtape_pipeline.ticks.archive.core import ArchiveCore
     from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 
 _DAY_KEY_SHIFT = 2**20
@@ -680,7 +680,7 @@ def _select_symbol(source: SourceTicks, symbol: str | None) -> tuple[SourceTicks
 
 
 def compact_symbol_day(
-    archive: Archive,
+    core: ArchiveCore,
     batch: TickBatch,
     *,
     symbol: str,
@@ -728,7 +728,7 @@ def compact_symbol_day(
     """
     started = time.perf_counter()
     item = _planned(batch, symbol, day, age_days, source, encoding)
-    return _write_symbol_day(archive, item, encoding.target_ratio, started)
+    return _write_symbol_day(core, item, encoding.target_ratio, started)
 
 
 def _planned(
@@ -766,30 +766,30 @@ def _checked_batch(
     return batch
 
 
-def compaction_lock_wait(archive: Archive) -> float:
+def compaction_lock_wait(core: ArchiveCore) -> float:
     """Seconds a compaction waits for the archive's lock: the archive's ``lock_timeout``, at
     least :data:`~skewtape_pipeline.ticks.archive.store.layout.ARCHIVE_LOCK_WAIT_SECONDS`
     (a compaction holds the lock only for its checks and renames, so it waits out a
     re-tiering rather than refusing)."""
-    return max(archive.lock_timeout, ARCHIVE_LOCK_WAIT_SECONDS)
+    return max(core.lock_timeout, ARCHIVE_LOCK_WAIT_SECONDS)
 
 
-def _compaction_locked(archive: Archive) -> AbstractContextManager[None]:
+def _compaction_locked(core: ArchiveCore) -> AbstractContextManager[None]:
     """The archive's lock, taken for a compaction's checks and renames (waiting up to
     :func:`compaction_lock_wait` seconds; ArchiveBusyError after that)."""
-    return archive.waiting(compaction_lock_wait(archive)).locked("compacting")
+    return core.waiting(compaction_lock_wait(core)).locked("compacting")
 
 
 def _write_symbol_day(
-    archive: Archive, item: PlannedSymbolDay, target: float, started: float
+    core: ArchiveCore, item: PlannedSymbolDay, target: float, started: float
 ) -> TickStorageCompactionReport:
     """Write ``item``'s file into ``archive`` and report on it (measured against ``target``,
     timed from ``started``): the refusals that need no tiers before anything is encoded
     (:func:`_check_before_encoding`), then the file encoded at its tier's settings and
     published (:func:`_published`: the one place compaction reads the tier policy)."""
-    path = partition_file(archive.root, item.symbol, item.day)
-    _check_before_encoding(archive, item.batch, path)
-    published = _published(archive, item, path)
+    path = partition_file(core.root, item.symbol, item.day)
+    _check_before_encoding(core, item.batch, path)
+    published = _published(core, item, path)
     fields = _report_fields(item, (published.facts.path, published.facts), target, started)
     report = TickStorageCompactionReport(
         **fields, tier=published.tier, tier_policy=published.tier_policy
@@ -799,19 +799,19 @@ def _write_symbol_day(
     return report.noted(*notes, *([] if rewrite is None else [recompaction_note(rewrite)]))
 
 
-def _check_before_encoding(archive: Archive, batch: TickBatch, path: Path) -> None:
+def _check_before_encoding(core: ArchiveCore, batch: TickBatch, path: Path) -> None:
     """Under the archive's lock, the refusals that need no tiers, before anything is encoded:
     the batch's schema is the archive's (recorded when the archive has none) and the file at
     ``path`` may be written in books_and_records mode (``books.check_may_write``). The catalog
     check reads the tiers and runs once, under the lock that publishes (:func:`_published`)."""
-    with _compaction_locked(archive):
+    with _compaction_locked(core):
         ensure_archive_schema(
-            archive.root,
+            core.root,
             price_scale=batch.price_scale,
             quantity_scale=batch.quantity_scale,
             timestamp_unit=batch.timestamp_unit,
         )
-        check_may_write(archive.root, path)
+        check_may_write(core.root, path)
 
 
 def _report_fields(
@@ -961,7 +961,7 @@ def _consolidated_copy(file: TierFile, key: SymbolDayKey) -> TickBatch:
     return _consolidated_copies(file)[key]
 
 
-def _published(archive: Archive, item: PlannedSymbolDay, path: Path) -> _Published:
+def _published(core: ArchiveCore, item: PlannedSymbolDay, path: Path) -> _Published:
     """Encode, write and verify ``item``'s file for ``path`` in the staging folder, outside the
     archive's lock (``layout.prepare_archive_file``: writers of one archive encode side by
     side), at the writer settings of the tier of the item's age (``TierPolicy.tier_for``,
@@ -976,7 +976,7 @@ def _published(archive: Archive, item: PlannedSymbolDay, path: Path) -> _Publish
     refusing while the catalog does not account for the files on disk). A refusal publishes
     nothing and the staged file is discarded, as it is whatever happens. The write is audited
     once the rename succeeded."""
-    out, tiers = archive.root, archive.tiers
+    out, tiers = core.root, core.tiers
     tier = tiers.policy.tier_for(item.age_days)
     metadata = {
         META_SYMBOL: item.symbol,
@@ -988,7 +988,7 @@ def _published(archive: Archive, item: PlannedSymbolDay, path: Path) -> _Publish
     )
     try:
         record = FileRecord(prepared.temp.stat().st_size, sha256_file(prepared.temp))
-        with _compaction_locked(archive):
+        with _compaction_locked(core):
             check_may_write(out, path)
             if path.exists():
                 checked_catalog(tiers)
@@ -1003,9 +1003,7 @@ def _published(archive: Archive, item: PlannedSymbolDay, path: Path) -> _Publish
             rel = path.relative_to(out).as_posix()
             append_hot_record(out, rel, record, FileStamp.of(path))
             written = rewrite or written_record(out, item.symbol, item.day)
-            audit(
-                out, archive.audit_log, [written | {"report": _audited_report(item, facts, tier)}]
-            )
+            audit(out, core.audit_log, [written | {"report": _audited_report(item, facts, tier)}])
     finally:
         prepared.discard()
     return _Published(tier, dict(tiers.record), facts, rewrite)
@@ -1097,7 +1095,7 @@ def recompaction_record(out: Path, symbol: str, day: date, *, rows: int) -> dict
 
 
 def compact_source(
-    archive: Archive,
+    core: ArchiveCore,
     source: SourceTicks | TickStream,
     *,
     as_of: date,
@@ -1115,25 +1113,25 @@ def compact_source(
     changed anything.
     """
     stream = source if isinstance(source, TickStream) else stream_of(source)
-    options = PlanOptions(as_of, encoding, run.symbol, archive=recorded_schema(archive.root))
-    with spilling_router(archive.root, run.memory_limit) as router:
+    options = PlanOptions(as_of, encoding, run.symbol, archive=recorded_schema(core.root))
+    with spilling_router(core.root, run.memory_limit) as router:
         plan = plan_stream(stream, options, router, on_read=run.on_read)
-        write = partial(compact_planned, archive, encoding=encoding)
+        write = partial(compact_planned, core, encoding=encoding)
         reports = _write_symbol_days(plan, write, run.on_progress)
-    commit_compaction(archive)
+    commit_compaction(core)
     return reports
 
 
-def commit_compaction(archive: Archive, sources: Mapping[SymbolDayKey, str] | None = None) -> None:
+def commit_compaction(core: ArchiveCore, sources: Mapping[SymbolDayKey, str] | None = None) -> None:
     """Record the archive's version after compaction wrote to it (``versions.commit_version``,
     nothing when nothing changed; ``sources``: the bundle each symbol-day came from), waiting
     for the lock as long as the writes did (:func:`compaction_lock_wait`)."""
     commit_version(
-        archive.root,
+        core.root,
         "compact",
         sources=sources,
-        audit_log=archive.audit_log,
-        lock_timeout=compaction_lock_wait(archive),
+        audit_log=core.audit_log,
+        lock_timeout=compaction_lock_wait(core),
     )
 
 
@@ -1180,16 +1178,16 @@ def _write_symbol_days(
 
 
 def compact_planned(
-    archive: Archive, item: PlannedSymbolDay, *, encoding: TickEncoding = DEFAULT_ENCODING
+    core: ArchiveCore, item: PlannedSymbolDay, *, encoding: TickEncoding = DEFAULT_ENCODING
 ) -> TickStorageCompactionReport:
     """:func:`compact_symbol_day` for one symbol-day of a :class:`StreamPlan`."""
     source = SourceFacts(item.raw_size_bytes, item.raw_size_basis, item.reordered_ticks)
-    return compact_symbol_day(archive, item.batch, symbol=item.symbol, day=item.day,
+    return compact_symbol_day(core, item.batch, symbol=item.symbol, day=item.day,
                               age_days=item.age_days, source=source, encoding=encoding)  # fmt: skip
 
 
 def compact_ticks(
-    archive: Archive,
+    core: ArchiveCore,
     input_path: Path | str,
     *,
     as_of: date,
@@ -1226,7 +1224,7 @@ def compact_ticks(
     """
     block_bytes = block_bytes_for(run.memory_limit)
     stream = open_canonical(input_path, side_map=encoding.side_map, block_bytes=block_bytes)
-    return compact_source(archive, stream, as_of=as_of, encoding=encoding, run=run)
+    return compact_source(core, stream, as_of=as_of, encoding=encoding, run=run)
 
 
 def _check_date(value: object, *, name: str) -> date:

@@ -103,7 +103,7 @@ from skewtape_pipeline.ticks.archive.store.versions import (
 from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch
 
 if TYPE_CHECKING:
-    from skewtape_pipeline.ticks.archive.handle import Archive
+    from skewtape_pipeline.ticks.archive.core import ArchiveCore
 
 
 # --- what a consolidated file records about itself ----------------------------------------------
@@ -137,7 +137,7 @@ class RebuildResult:
         return out
 
 
-def rebuild_catalog(archive: Archive, *, allow_fewer: bool = False) -> RebuildResult:
+def rebuild_catalog(core: ArchiveCore, *, allow_fewer: bool = False) -> RebuildResult:
     """Write the catalog of ``archive`` from the consolidated files themselves, found in the
     tier roots of its policy (under the archive's lock).
 
@@ -174,20 +174,20 @@ def rebuild_catalog(archive: Archive, *, allow_fewer: bool = False) -> RebuildRe
         The rebuilt catalog would account for fewer symbol-days than the one it replaces
         (names both counts and the tier roots looked in); nothing is written.
     """
-    root, tiers = archive.root, archive.tiers
-    with archive.locked("rebuilding"):
-        recorded = _recorded_files(archive)
+    root, tiers = core.root, core.tiers
+    with core.locked("rebuilding"):
+        recorded = _recorded_files(core)
         old = _readable_catalog(root)
         records = _readable_records(root)  # a malformed line is refused before anything changes
         chosen, superseded = _newest_copies(recorded)
         hot = {h.key: h for h in scan_hot_files(root)}
-        catalog = _rebuilt(archive, chosen, hot, old, recorded)
+        catalog = _rebuilt(core, chosen, hot, old, recorded)
         if not allow_fewer:
             _refuse_fewer(tiers, old, len(catalog.partitions))
         write_catalog(root, catalog)
         added = _record_unrecorded_hot_files(root, catalog, records, list(hot.values()))
-        _audit_rebuild(archive, catalog, superseded, sorted(added))
-        record_version(root, "rebuild-catalog", audit_log=archive.audit_log)
+        _audit_rebuild(core, catalog, superseded, sorted(added))
+        record_version(root, "rebuild-catalog", audit_log=core.audit_log)
     return RebuildResult(
         root,
         catalog.generation,
@@ -211,16 +211,16 @@ def _readable_records(root: Path) -> dict[str, FileRecord]:
         return {rel: FileRecord(size, digest) for rel, (size, digest) in records.items()}
 
 
-def _recorded_files(archive: Archive) -> list[RecordedFile]:
+def _recorded_files(core: ArchiveCore) -> list[RecordedFile]:
     """What every consolidated file in the archive's tier roots records (:func:`read_recorded`);
     ObjectStoreError naming the URI of a tier root that cannot be used."""
-    archive.tiers.check_reachable()
-    on_disk = archive.tiers.consolidated_files()
+    core.tiers.check_reachable()
+    on_disk = core.tiers.consolidated_files()
     return [read_recorded(path, tier) for tier, path in on_disk]
 
 
 def _rebuilt(
-    archive: Archive,
+    core: ArchiveCore,
     chosen: list[RecordedFile],
     hot: dict[SymbolDayKey, HotFile],
     old: Catalog,
@@ -231,7 +231,7 @@ def _rebuilt(
     generation seen (``old``'s and the ``recorded`` files')."""
     files, partitions = {}, {}
     for item in chosen:
-        entry, parts = _catalogued(archive.tiers, item, hot)
+        entry, parts = _catalogued(core.tiers, item, hot)
         files[entry.path] = entry
         partitions.update((p.key, p) for p in parts)
     withdrawn = frozenset(k for k in old.withdrawn if k in partitions)
@@ -267,22 +267,22 @@ def _record_unrecorded_hot_files(
 
 
 def _audit_rebuild(
-    archive: Archive, catalog: Catalog, superseded: list[RecordedFile], hot_recorded: list[str]
+    core: ArchiveCore, catalog: Catalog, superseded: list[RecordedFile], hot_recorded: list[str]
 ) -> None:
     """Append the rebuild's record: the new catalog, the files left out (``superseded``), the
     hot files recorded."""
     record = {
         "event": EVENT_REBUILD,
-        "archive": str(archive.root.absolute()),
+        "archive": str(core.root.absolute()),
         "generation": catalog.generation,
         "catalog_sha256": sha256_bytes(catalog.to_bytes()),
         "files": sorted(catalog.files),
-        "superseded": [archive.tiers.relative(r.path) for r in superseded],
+        "superseded": [core.tiers.relative(r.path) for r in superseded],
         "hot_files_recorded": hot_recorded,
         "symbol_days": len(catalog.partitions),
         "reason": "catalog rebuilt from the consolidated files",
     }
-    audit(archive.root, archive.audit_log, [record])
+    audit(core.root, core.audit_log, [record])
 
 
 def _refuse_fewer(tiers: ArchiveTiers, old: Catalog, found: int) -> None:

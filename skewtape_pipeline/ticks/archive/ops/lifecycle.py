@@ -137,7 +137,7 @@ from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch, read
 from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport, compression_ratio
 
 if TYPE_CHECKING:
-    from skewtape_pipeline.ticks.archive.handle import Archive
+    from skewtape_pipeline.ticks.archive.core import ArchiveCore
 
 
 # --- carrying it out ----------------------------------------------------------------------------
@@ -219,7 +219,9 @@ class RetierResult:
         }
 
 
-def retier(archive: Archive, *, as_of: date, months: Collection[str] | None = None) -> RetierResult:
+def retier(
+    core: ArchiveCore, *, as_of: date, months: Collection[str] | None = None
+) -> RetierResult:
     """Move every symbol-day of ``archive`` to the tier its age calls for at ``as_of``.
 
     Holds the archive's lock (``<archive root>/.skewtape-archive.lock``) throughout. Every
@@ -250,19 +252,19 @@ def retier(archive: Archive, *, as_of: date, months: Collection[str] | None = No
         A new file did not read back equal; nothing was committed or removed.
     """
     started = time.perf_counter()
-    root = archive.root
-    with archive.locked("re-tiering"):
-        tiers = _checked_tiers(archive, leftovers=True)
-        plan = plan_retier(archive, as_of=as_of, months=months)
+    root = core.root
+    with core.locked("re-tiering"):
+        tiers = _checked_tiers(core, leftovers=True)
+        plan = plan_retier(core, as_of=as_of, months=months)
         books = is_books_and_records(root)
         reader = _SourceReader(root, plan.catalog)  # reads the records: refuses first
-        removed_first = remove_files(archive, plan.withdrawn_hot)
-        written = _write_rewrites(archive, plan, reader)
-        catalog = _commit(archive, plan, written)
+        removed_first = remove_files(core.root, core.audit_log, plan.withdrawn_hot)
+        written = _write_rewrites(core, plan, reader)
+        catalog = _commit(core, plan, written)
         garbage = unreachable_files(tiers, books=books)
-        catalog, removed, retained = _remove_replaced(archive, catalog, garbage, books=books)
+        catalog, removed, retained = _remove_replaced(core, catalog, garbage, books=books)
         settle_hot_records(root)
-        version = record_version(root, "retier", audit_log=archive.audit_log)
+        version = record_version(root, "retier", audit_log=core.audit_log)
     return RetierResult(
         archive_root=root,
         as_of=plan.as_of,
@@ -281,7 +283,7 @@ def retier(archive: Archive, *, as_of: date, months: Collection[str] | None = No
     )
 
 
-def _checked_tiers(archive: Archive, *, leftovers: bool = False) -> ArchiveTiers:
+def _checked_tiers(core: ArchiveCore, *, leftovers: bool = False) -> ArchiveTiers:
     """Under the lock, before anything is written or removed: the archive's resolved tiers
     (``archive.tiers``), once the catalog accounts for every consolidated file on disk
     (``catalog_check.checked_catalog``). With ``leftovers`` (re-tiering), what interrupted runs
@@ -290,27 +292,27 @@ def _checked_tiers(archive: Archive, *, leftovers: bool = False) -> ArchiveTiers
     Where re-tiering and pruning read ``archive.tiers`` (the planner, ``retier_plan``, is the
     other reader: the same value, resolved once per ``Archive``); they hand these tiers to the
     garbage survey after the commit (``garbage.unreachable_files``)."""
-    tiers = archive.tiers
+    tiers = core.tiers
     if leftovers:
         for store in tiers.stores.values():
             store.remove_stale_temps()
-        remove_stale_catalog_temps(archive.root)
-        remove_orphaned_staged_files(archive.root)
+        remove_stale_catalog_temps(core.root)
+        remove_orphaned_staged_files(core.root)
     checked_catalog(tiers)
     return tiers
 
 
-def _write_rewrites(archive: Archive, plan: RetierPlan, reader: _SourceReader) -> list[_Written]:
+def _write_rewrites(core: ArchiveCore, plan: RetierPlan, reader: _SourceReader) -> list[_Written]:
     """Write every file the plan rewrites (:func:`_write_rewrite`), reporting progress."""
     written: list[_Written] = []
     for done, rewrite in enumerate(plan.rewrites, start=1):
-        written += _write_rewrite(archive, plan, rewrite, reader)
+        written += _write_rewrite(core, plan, rewrite, reader)
         progress.report("re-tiering", done, len(plan.rewrites), "periods written")
     return written
 
 
 def _remove_replaced(
-    archive: Archive,
+    core: ArchiveCore,
     catalog: Catalog,
     survey: tuple[list[Garbage], set[TierFile]],
     *,
@@ -324,8 +326,10 @@ def _remove_replaced(
     retained = [item.file for item in garbage if books or item.file in kept]
     if books:
         return catalog, [], retained
-    removed = remove_files(archive, [item for item in garbage if item.file not in kept])
-    return _forget_gone_sources(archive, catalog), removed, retained
+    removed = remove_files(
+        core.root, core.audit_log, [item for item in garbage if item.file not in kept]
+    )
+    return _forget_gone_sources(core, catalog), removed, retained
 
 
 def remove_orphaned_staged_files(root: Path) -> None:
@@ -348,7 +352,7 @@ class _Written:
 
 
 def _write_rewrite(
-    archive: Archive, plan: RetierPlan, rewrite: Rewrite, reader: _SourceReader
+    core: ArchiveCore, plan: RetierPlan, rewrite: Rewrite, reader: _SourceReader
 ) -> list[_Written]:
     """Write the consolidated files of one period from its symbol-days' current copies, read
     one symbol-day at a time as the files are written row group by row group (each file
@@ -366,7 +370,7 @@ def _write_rewrite(
         return PartSource(*slot.key, reader.rows_of(slot), read)
 
     reader.start()
-    files = _write_files(archive, plan.generation, rewrite, [source(slot) for slot in slots])
+    files = _write_files(core, plan.generation, rewrite, [source(slot) for slot in slots])
     by_key, moved, out = {slot.key: slot for slot in slots}, plan.moves_by_key, []
     for written, rel in files:
         partitions = [
@@ -378,7 +382,7 @@ def _write_rewrite(
             for p in partitions
             if p.key in moved
         ]
-        _audit_rewrite(archive, rewrite, written, rel, reader.sources_read())
+        _audit_rewrite(core, rewrite, written, rel, reader.sources_read())
         reader.start()
         faults.checkpoint(f"wrote:{written.path.name}")
         out.append(_Written(rewrite, written, rel, partitions, moves))
@@ -386,13 +390,13 @@ def _write_rewrite(
 
 
 def _write_files(
-    archive: Archive, generation: int, rewrite: Rewrite, parts: list[PartSource]
+    core: ArchiveCore, generation: int, rewrite: Rewrite, parts: list[PartSource]
 ) -> list[tuple[ConsolidatedFile, str]]:
     """``parts`` as the consolidated files of the rewrite's tier and period, written with the
     tier's settings into its store, both carried by ``rewrite`` (the store's archive marker
     must match the archive's scales), listed by the catalog of ``generation + 1``. Returns
     each file and its catalog path (``<TIER>/<path inside the tier's store>``)."""
-    schema = recorded_schema(archive.root)
+    schema = recorded_schema(core.root)
     if schema is not None:
         ensure_archive_schema(
             rewrite.store,
@@ -418,7 +422,7 @@ def _write_files(
 
 
 def _audit_rewrite(
-    archive: Archive,
+    core: ArchiveCore,
     rewrite: Rewrite,
     written: ConsolidatedFile,
     rel: str,
@@ -427,7 +431,7 @@ def _audit_rewrite(
     """Append the rewrite's record (the file ``rel``, what it replaces, its sources)."""
     record = {
         "event": EVENT_REWRITE,
-        "archive": str(archive.root.absolute()),
+        "archive": str(core.root.absolute()),
         "tier": rewrite.tier,
         "period": rewrite.period,
         "file": rel,
@@ -439,7 +443,7 @@ def _audit_rewrite(
         "replaces": list(rewrite.replaces),
         "sources": sources,
     }
-    audit(archive.root, archive.audit_log, [record])
+    audit(core.root, core.audit_log, [record])
 
 
 def _partition_move(
@@ -579,7 +583,7 @@ class _SourceReader:
         return [{"file": rel, "sha256": digest} for rel, digest in sorted(self._read.items())]
 
 
-def _commit(archive: Archive, plan: RetierPlan, written: Sequence[_Written]) -> Catalog:
+def _commit(core: ArchiveCore, plan: RetierPlan, written: Sequence[_Written]) -> Catalog:
     """Replace the catalog with the plan's next one (one atomic rename), then audit the
     commit; returns the catalog now in force (the plan's own when it changes nothing)."""
     if not plan.changes_catalog:
@@ -593,22 +597,22 @@ def _commit(archive: Archive, plan: RetierPlan, written: Sequence[_Written]) -> 
         "files_written": [w.rel for w in written],
         "files_unlisted": sorted(unlisted),
     }
-    _write_catalog_audited(archive, catalog, details)
+    _write_catalog_audited(core, catalog, details)
     faults.checkpoint("committed")
     return catalog
 
 
-def _write_catalog_audited(archive: Archive, catalog: Catalog, details: dict[str, Any]) -> None:
+def _write_catalog_audited(core: ArchiveCore, catalog: Catalog, details: dict[str, Any]) -> None:
     """Replace the catalog atomically, then append its commit (sha256 of its bytes and
     ``details``) to the audit log."""
-    write_catalog(archive.root, catalog)
+    write_catalog(core.root, catalog)
     record = {
         "event": EVENT_COMMIT,
-        "archive": str(archive.root.absolute()),
+        "archive": str(core.root.absolute()),
         "generation": catalog.generation,
         "catalog_sha256": sha256_bytes(catalog.to_bytes()),
     }
-    audit(archive.root, archive.audit_log, [record | details])
+    audit(core.root, core.audit_log, [record | details])
 
 
 def _next_catalog(plan: RetierPlan, written: Sequence[_Written]) -> Catalog:
@@ -656,7 +660,7 @@ def _next_catalog(plan: RetierPlan, written: Sequence[_Written]) -> Catalog:
     )
 
 
-def _forget_gone_sources(archive: Archive, catalog: Catalog) -> Catalog:
+def _forget_gone_sources(core: ArchiveCore, catalog: Catalog) -> Catalog:
     """The committed catalog without the source stamps of hot files that are gone now.
 
     A stamp only serves while its hot file is on disk (telling the superseded copy from a
@@ -665,14 +669,14 @@ def _forget_gone_sources(archive: Archive, catalog: Catalog) -> Catalog:
     generation (no symbol-day changes file: the generation counts the commits that move rows).
     Unchanged (nothing written) when no stamp is stale.
     """
-    root = archive.root
+    root = core.root
     partitions = {key: _without_stale_stamp(root, p) for key, p in catalog.partitions.items()}
     if all(partitions[key] is p for key, p in catalog.partitions.items()):
         return catalog
     settled = replace(catalog, partitions=partitions)
     faults.checkpoint("forgetting-sources")
     reason = "forget the source stamps of removed hot files"
-    _write_catalog_audited(archive, settled, {"reason": reason, "symbol_days_moved": 0})
+    _write_catalog_audited(core, settled, {"reason": reason, "symbol_days_moved": 0})
     return settled
 
 
@@ -686,7 +690,7 @@ def _without_stale_stamp(root: Path, partition: CatalogPartition) -> CatalogPart
     return replace(partition, source=None)
 
 
-def prune(archive: Archive) -> list[TierFile]:
+def prune(core: ArchiveCore) -> list[TierFile]:
     """Remove superseded files (moved hot files, replaced or uncommitted consolidated files)
     that no kept version reads (``versions.kept_catalog_paths``).
 
@@ -703,12 +707,14 @@ def prune(archive: Archive) -> list[TierFile]:
     CatalogMismatchError
         The catalog does not account for the files on disk (nothing is removed).
     """
-    root = archive.root
-    with archive.locked("pruning"):
-        garbage, kept = unreachable_files(_checked_tiers(archive))
-        removed = remove_files(archive, [item for item in garbage if item.file not in kept])
+    root = core.root
+    with core.locked("pruning"):
+        garbage, kept = unreachable_files(_checked_tiers(core))
+        removed = remove_files(
+            core.root, core.audit_log, [item for item in garbage if item.file not in kept]
+        )
         if not is_books_and_records(root):
-            _forget_gone_sources(archive, read_catalog(root))
+            _forget_gone_sources(core, read_catalog(root))
         return removed
 
 
@@ -716,7 +722,7 @@ def prune(archive: Archive) -> list[TierFile]:
 
 
 def relocated_report(
-    report: TickStorageCompactionReport, archive: Archive
+    report: TickStorageCompactionReport, core: ArchiveCore
 ) -> TickStorageCompactionReport:
     """``report`` updated to where its symbol-day's rows live now.
 
@@ -731,10 +737,10 @@ def relocated_report(
     if report.date is None:
         raise ConfigError(f"report of {report.symbol}: has no date; expected a symbol-day report")
     day = date.fromisoformat(report.date)
-    location = locate(archive.tiers, report.symbol, day)
+    location = locate(core.tiers, report.symbol, day)
     if location is None:
         raise ConfigError(
-            f"{report.symbol} {report.date}: the archive at {archive.root} holds no rows for it"
+            f"{report.symbol} {report.date}: the archive at {core.root} holds no rows for it"
         )
     if not location.consolidated:
         return report

@@ -41,7 +41,7 @@ from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch
 
 if TYPE_CHECKING:
-    from skewtape_pipeline.ticks.archive.handle import Archive
+    from skewtape_pipeline.ticks.archive.core import ArchiveCore
 
 WITHDRAWN = "withdrawn: the publisher corrected its ticks away"
 
@@ -155,7 +155,7 @@ class RetierPlan:
 
 
 def plan_retier(
-    archive: Archive, *, as_of: date, months: Collection[str] | None = None
+    core: ArchiveCore, *, as_of: date, months: Collection[str] | None = None
 ) -> RetierPlan:
     """Plan the moves that bring every symbol-day of ``archive`` to the tier its age calls for
     at ``as_of`` under the archive's tier policy.
@@ -171,7 +171,7 @@ def plan_retier(
     TickFormatError
         A damaged catalog or an undecodable partition folder.
     """
-    return _Planner(archive, as_of, months).plan()
+    return _Planner(core, as_of, months).plan()
 
 
 class _Planner:
@@ -186,19 +186,19 @@ class _Planner:
     so carrying it out reads no tiers (after the commit, only the garbage survey does:
     ``garbage.unreachable_files``)."""
 
-    def __init__(self, archive: Archive, as_of: object, months: Collection[str] | None):
+    def __init__(self, core: ArchiveCore, as_of: object, months: Collection[str] | None):
         self.as_of, self.eligible = _check_date(as_of), _month_filter(months)
-        tiers = archive.tiers
-        self.root, self.policy = archive.root, tiers.policy
+        tiers = core.tiers
+        self.root, self.policy = core.root, tiers.policy
         self.writes = {
             tier: (store, tiers.settings[tier], tiers.layouts[tier])
             for tier, store in tiers.stores.items()
         }
-        self.state = archive_state(archive.root)
+        self.state = archive_state(core.root)
         self.catalog = self.state.catalog
         self.files = {rel: tiers.resolve(rel) for rel in self.catalog.files}
         hot_files = [*self.state.hot_live, *self.state.hot_superseded]
-        self.hot_rels = {hot.key: hot_rel(archive.root, hot) for hot in hot_files}
+        self.hot_rels = {hot.key: hot_rel(core.root, hot) for hot in hot_files}
         self.slots: dict[SymbolDayKey, Slot] = {}
         self.moves: list[Move] = []
         self.dropped: list[SymbolDayKey] = []

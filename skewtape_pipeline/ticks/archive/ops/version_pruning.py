@@ -41,7 +41,7 @@ from skewtape_pipeline.ticks.archive.store.versions import (
 )
 
 if TYPE_CHECKING:
-    from skewtape_pipeline.ticks.archive.handle import Archive
+    from skewtape_pipeline.ticks.archive.core import ArchiveCore
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class PruneResult:
 
 
 def prune_versions(
-    archive: Archive, *, keep_last: int | None = None, older_than: date | None = None
+    core: ArchiveCore, *, keep_last: int | None = None, older_than: date | None = None
 ) -> PruneResult:
     """Prune the versions of ``archive`` beyond the ``keep_last`` newest, or committed before
     the day ``older_than`` (UTC), keeping the latest and every tagged one; then remove the
@@ -76,28 +76,26 @@ def prune_versions(
     ArchiveBusyError
         Another writer holds the archive's lock beyond its ``lock_timeout`` seconds.
     """
-    root = archive.root
+    root = core.root
     _check_rule(keep_last, older_than)
-    check_may_delete(root, versions_dir(root), why="pruning versions", audit_log=archive.audit_log)
-    with archive.locked("pruning versions"):
+    check_may_delete(root, versions_dir(root), why="pruning versions", audit_log=core.audit_log)
+    with core.locked("pruning versions"):
         versions = list_versions(root)
         drop = _to_prune(versions, set(list_tags(root).values()), keep_last, older_than)
-        _drop_versions(archive, drop)
+        _drop_versions(core, drop)
         kept = [v for v in versions if v.version not in set(drop)]
-        unread = _unread(archive, kept)
-        garbage = [
-            Garbage(path, archive.relative(path), "read by no kept version") for path in unread
-        ]
-        removed = remove_files(archive, garbage)
+        unread = _unread(core, kept)
+        garbage = [Garbage(path, core.relative(path), "read by no kept version") for path in unread]
+        removed = remove_files(core.root, core.audit_log, garbage)
     return PruneResult(drop, [v.version for v in kept], removed)
 
 
-def _drop_versions(archive: Archive, drop: list[int]) -> None:
+def _drop_versions(core: ArchiveCore, drop: list[int]) -> None:
     """Audit the pruning of the versions ``drop`` (once), then remove their records."""
-    root = archive.root
+    root = core.root
     if drop:
         record = {"event": EVENT_PRUNE, "archive": str(root.absolute()), "versions": drop}
-        audit(root, archive.audit_log, [record])
+        audit(root, core.audit_log, [record])
         faults.checkpoint("audited-version-pruning")
     for number in drop:
         fsio.atomic_unlink(record_path(root, number))
@@ -130,10 +128,10 @@ def _to_prune(
     return [v.version for v in candidates if v.version != latest and v.version not in tagged]
 
 
-def _unread(archive: Archive, kept: list[Version]) -> list[TierFile]:
+def _unread(core: ArchiveCore, kept: list[Version]) -> list[TierFile]:
     """Files under the version store and the tier roots that neither a kept version nor the
     current catalog reads."""
-    root = archive.root
+    root = core.root
     wanted: set[Path] = set()
     for version in kept:
         wanted.update(manifest_path(root, d) for d in manifest_chain(root, version.manifest))
@@ -145,19 +143,19 @@ def _unread(archive: Archive, kept: list[Version]) -> list[TierFile]:
     for folder in snapshot_dirs(root):
         if folder.is_dir():
             out += sorted(p for p in folder.rglob(f"*{SUFFIX}") if p not in wanted)
-    held = kept_files(archive.tiers)
-    unlisted = uncatalogued_files(archive.tiers, read_catalog(root))
+    held = kept_files(core.tiers)
+    unlisted = uncatalogued_files(core.tiers, read_catalog(root))
     out += [f for f in unlisted if f not in held]
     return out
 
 
-def past_version_bytes(archive: Archive) -> int:
+def past_version_bytes(core: ArchiveCore) -> int:
     """The bytes only past versions of ``archive`` hold: consolidated files kept for them that
     the current catalog no longer lists, and hot files kept under their content names that are
     no longer a live hot file (no other link to them)."""
-    root = archive.root
-    current = {archive.tiers.resolve(f.path) for f in read_catalog(root).files.values()}
-    total = sum(size_of(f) for f in kept_files(archive.tiers) - current if _exists(f))
+    root = core.root
+    current = {core.tiers.resolve(f.path) for f in read_catalog(root).files.values()}
+    total = sum(size_of(f) for f in kept_files(core.tiers) - current if _exists(f))
     hot = hot_blobs_dir(root)
     if hot.is_dir():
         for blob in hot.rglob(f"*{SUFFIX}"):

@@ -39,7 +39,7 @@ from skewtape_pipeline.ticks.archive.store.layout import partition_file
 from skewtape_pipeline.ticks.archive.store.versions import record_version
 
 if TYPE_CHECKING:
-    from skewtape_pipeline.ticks.archive.handle import Archive
+    from skewtape_pipeline.ticks.archive.core import ArchiveCore
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class Removal:
     """Its warm or cold copy was withdrawn from the catalog by this call."""
 
 
-def remove_symbol_days(archive: Archive, keys: Iterable[SymbolDayKey]) -> list[Removal]:
+def remove_symbol_days(core: ArchiveCore, keys: Iterable[SymbolDayKey]) -> list[Removal]:
     """Take symbol-days out of ``archive``: withdraw their consolidated copy, remove their hot
     file. Withdrawal comes first, so a crash between leaves the day hidden or gone, never
     half-visible; a rerun finishes. Both happen under the archive's lock
@@ -76,13 +76,13 @@ def remove_symbol_days(archive: Archive, keys: Iterable[SymbolDayKey]) -> list[R
         The catalog does not account for the files on disk (in the tier roots of the
         archive's policy); nothing changed.
     """
-    root = archive.root
+    root = core.root
     wanted = sorted(_check_keys(keys))
-    catalog = checked_catalog(archive.tiers)
+    catalog = checked_catalog(core.tiers)
     for key in wanted:
         hot = partition_file(root, *key)
         if hot.exists() or key in catalog.partitions:
-            check_may_delete(root, hot, why=_why(key), audit_log=archive.audit_log)
+            check_may_delete(root, hot, why=_why(key), audit_log=core.audit_log)
     hot_files = [partition_file(root, *key) for key in wanted]
     listed = HotIndex.read(root)
     if (
@@ -91,21 +91,21 @@ def remove_symbol_days(archive: Archive, keys: Iterable[SymbolDayKey]) -> list[R
         and not (listed is not None and any(listed.present(key) for key in wanted))
     ):
         return [Removal(*key, removed_file=False, withdrawn=False) for key in wanted]
-    with archive.locked("removing"):
-        withdrawn = set(_withdraw_locked(archive, wanted))
+    with core.locked("removing"):
+        withdrawn = set(_withdraw_locked(core, wanted))
         pairs = list(zip(wanted, hot_files, strict=True))
         index = ensure_index(root)
         gone = [
-            Garbage(hot, archive.relative(hot), _why(key))
+            Garbage(hot, core.relative(hot), _why(key))
             for key, hot in pairs
             if hot.exists() or index.present(key) is not None
         ]
-        removed = set(remove_files(archive, gone))
+        removed = set(remove_files(core.root, core.audit_log, gone))
         removals = [
             Removal(*key, removed_file=hot in removed, withdrawn=key in withdrawn)
             for key, hot in pairs
         ]
-        record_version(root, "remove", audit_log=archive.audit_log)
+        record_version(root, "remove", audit_log=core.audit_log)
         return removals
 
 
@@ -113,7 +113,7 @@ def _why(key: SymbolDayKey) -> str:
     return f"{key[0]} {key[1].isoformat()} has no ticks any more"
 
 
-def withdraw_symbol_days(archive: Archive, keys: Iterable[SymbolDayKey]) -> list[SymbolDayKey]:
+def withdraw_symbol_days(core: ArchiveCore, keys: Iterable[SymbolDayKey]) -> list[SymbolDayKey]:
     """Hide catalogued symbol-days of ``archive`` whose ticks the publisher corrected away, at
     once.
 
@@ -139,26 +139,26 @@ def withdraw_symbol_days(archive: Archive, keys: Iterable[SymbolDayKey]) -> list
         tier roots of the archive's policy); nothing written.
     """
     wanted = _check_keys(keys)
-    if not _to_withdraw(checked_catalog(archive.tiers), wanted):
+    if not _to_withdraw(checked_catalog(core.tiers), wanted):
         return []  # nothing to do: no lock taken, nothing written
-    with archive.locked("withdrawing"):
-        withdrawn = _withdraw_locked(archive, wanted)
-        record_version(archive.root, "withdraw", audit_log=archive.audit_log)
+    with core.locked("withdrawing"):
+        withdrawn = _withdraw_locked(core, wanted)
+        record_version(core.root, "withdraw", audit_log=core.audit_log)
         return withdrawn
 
 
-def _withdraw_locked(archive: Archive, wanted: Collection[SymbolDayKey]) -> list[SymbolDayKey]:
+def _withdraw_locked(core: ArchiveCore, wanted: Collection[SymbolDayKey]) -> list[SymbolDayKey]:
     """:func:`withdraw_symbol_days` once the lock is held."""
-    root, audit_log = archive.root, archive.audit_log
+    root, audit_log = core.root, core.audit_log
     remove_stale_catalog_temps(root)
-    catalog = checked_catalog(archive.tiers)
+    catalog = checked_catalog(core.tiers)
     new = _to_withdraw(catalog, wanted)
     if not new:
         return []
     files = sorted({catalog.partitions[key].file for key in new})
     check_may_delete(
         root,
-        archive.tiers.resolve(files[0]),
+        core.tiers.resolve(files[0]),
         why=f"withdrawing {len(new)} symbol-day(s) from its consolidated copy "
         f"(first: {new[0][0]} {new[0][1].isoformat()})",
         audit_log=audit_log,

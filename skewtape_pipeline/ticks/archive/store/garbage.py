@@ -12,7 +12,7 @@ not garbage yet. In ``books_and_records`` mode nothing is removed (``books.check
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from skewtape_pipeline import faults
 from skewtape_pipeline.storage import TierFile, delete, sha256_of, size_of
@@ -22,9 +22,6 @@ from skewtape_pipeline.ticks.archive.store.placement import archive_state
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.store.trust import hot_rel
 from skewtape_pipeline.ticks.archive.store.versions import kept_catalog_paths
-
-if TYPE_CHECKING:
-    from skewtape_pipeline.ticks.archive.handle import Archive
 
 SUPERSEDED = "superseded: its rows live in a consolidated file"
 UNLISTED = "not in the catalog: replaced, or left by an interrupted run"
@@ -63,13 +60,13 @@ def unreachable_files(
     return garbage, kept
 
 
-def remove_files(archive: Archive, garbage: list[Garbage]) -> list[TierFile]:
+def remove_files(root: Path, audit_log: Path | None, garbage: list[Garbage]) -> list[TierFile]:
     """Audit every removal (each file named by its catalog path, with its reason) first (one
     append), then remove the files; WriteOnceError (audited) in ``books_and_records`` mode.
-    Reads no tiers: each item carries its file and catalog path. Returns the files removed."""
+    Reads no tiers: each item carries its file and catalog path. ``root`` is the archive root,
+    ``audit_log`` its audit log (None: no audit). Returns the files removed."""
     if not garbage:
         return []
-    root, audit_log = archive.root, archive.audit_log
     records = []
     for path, rel, reason in garbage:
         check_may_delete(root, path, why=reason, audit_log=audit_log)

@@ -9,6 +9,7 @@ every Parquet file under its root as its own.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import ConfigError, TickFormatError
 from skewtape_pipeline.storage import TierFile, TierStore, is_object_uri, parquet_files_of
 from skewtape_pipeline.ticks.archive.store.policy import (
@@ -174,3 +176,44 @@ def normalized(path: Path) -> Path:
     """``path`` absolute, with ``.`` and ``..`` folded (no link resolved): how catalog paths
     and files on disk are compared."""
     return Path(os.path.normpath(Path(path).absolute()))
+
+
+POLICY_RECORD = "_skewtape_tier_policy.json"
+"""In the archive root: the tier policy the archive was first given (where its tiers are)."""
+
+
+def recorded_policy(root: Path) -> TierPolicy | None:
+    """The policy ``<root>/_skewtape_tier_policy.json`` records; None when there is none.
+
+    Raises ConfigError naming the file when it is unreadable or not a policy.
+    """
+    path = Path(root) / POLICY_RECORD
+    if not path.exists():
+        return None
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: unreadable tier policy record ({exc.strerror})") from None
+    return TierPolicy.from_dict(fsio.load_json(raw, path, error=ConfigError), source=str(path))
+
+
+def record_policy(root: Path, record: Mapping[str, Any]) -> None:
+    """Write ``record`` (a policy's ``TierPolicy.to_dict``) as the archive's record
+    (atomically; never replaces a record)."""
+    path = Path(root) / POLICY_RECORD
+    if not path.exists():
+        text = json.dumps(record, indent=2, sort_keys=True) + "\n"
+        fsio.atomic_write_bytes(path, text.encode())
+
+
+def check_same_placement(root: Path, given: TierPolicy, recorded: TierPolicy) -> None:
+    """ConfigError when ``given`` puts the warm or cold tier in another root or layout than
+    the policy the archive records (its files would not be found)."""
+    for tier in (WARM, COLD):
+        places = [(str(p.root_for(tier, root)), p.layout_for(tier)) for p in (given, recorded)]
+        if places[0] != places[1]:
+            raise ConfigError(
+                f"the tier policy given puts {tier} at {places[0][0]} (layout {places[0][1]}) "
+                f"but the archive {root} records {places[1][0]} (layout {places[1][1]}) in "
+                f"{Path(root) / POLICY_RECORD}; omit the policy to use the recorded one"
+            )

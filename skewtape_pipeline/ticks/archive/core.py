@@ -1,0 +1,140 @@
+"""The archive as one object: its root, its resolved tiers, its audit log, its one lock.
+
+:class:`ArchiveCore` is what every operation (``ops/``) is handed: built once by the front door
+(``handle.Archive``), it holds the archive's address and options, so no operation takes the
+root as a path, resolves a policy again or takes the lock another way. It imports ``store/``
+only.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+
+from skewtape_pipeline.audit import AuditLog
+from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.locations import refuse_url
+from skewtape_pipeline.storage import TierFile
+from skewtape_pipeline.ticks.archive.store.books import (
+    default_audit_log,
+    enable_books_and_records,
+)
+from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_ROOT_EXPECTED, archive_lock
+from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
+from skewtape_pipeline.ticks.archive.store.tiers import (
+    ArchiveTiers,
+    check_same_placement,
+    record_policy,
+    recorded_policy,
+)
+
+
+class _Beside:
+    """The type of :data:`BESIDE` (an object no path or string equals)."""
+
+    def __repr__(self) -> str:
+        return "BESIDE"
+
+
+BESIDE = _Beside()
+"""``audit_log``'s default: ``audit.jsonl`` beside the archive root (a sentinel, so no path
+given, not even one named ``beside``, is taken for it)."""
+
+
+def _checked_lock_timeout(seconds: object) -> float:
+    """``seconds`` as a float; ConfigError naming ``lock_timeout`` unless a number >= 0."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise ConfigError(f"lock_timeout = {seconds!r}: expected seconds (a number)")
+    if seconds < 0:
+        raise ConfigError(f"lock_timeout = {seconds!r}: expected seconds >= 0")
+    return float(seconds)
+
+
+class ArchiveCore:
+    """The tick archive at ``root`` (its hot tier) with its options, validated once (the
+    options are :class:`~skewtape_pipeline.ticks.archive.handle.Archive`'s).
+
+    Raises ConfigError when built for a path that is a file, a policy that is not a TierPolicy
+    or that contradicts the recorded one, tier roots that nest, a negative or non-numeric
+    ``lock_timeout``. The root may not exist yet: a first compaction creates it.
+    """
+
+    def __init__(
+        self,
+        root: Path | str,
+        *,
+        policy: TierPolicy | None = None,
+        audit_log: Path | str | _Beside | None = BESIDE,
+        lock_timeout: float = 0.0,
+        books_and_records: bool = False,
+    ):
+        self.root = Path(refuse_url(root, "archive root", ARCHIVE_ROOT_EXPECTED))
+        if self.root.exists() and not self.root.is_dir():
+            raise ConfigError(f"{self.root}: not a folder; expected a tick archive root")
+        if policy is not None and not isinstance(policy, TierPolicy):
+            raise ConfigError(f"policy = {policy!r}: expected a TierPolicy")
+        recorded = recorded_policy(self.root)
+        if policy is not None and recorded is not None:
+            check_same_placement(self.root, policy, recorded)
+        self.tiers: ArchiveTiers = ArchiveTiers.of(self.root, policy or recorded)
+        """The tier policy resolved for this archive, once: its warm and cold stores, each
+        tier's writer settings and layout, its catalog paths."""
+        self._record = self.tiers.record if policy is not None and recorded is None else None
+        """The record of a policy given to an archive that records none, written by the first
+        write that succeeds (:meth:`writing`); None once written, or when there is none."""
+        if audit_log is BESIDE:
+            audit_log = default_audit_log(self.root)
+        self.audit_log: Path | None = None if audit_log is None else Path(audit_log)
+        self.lock_timeout = _checked_lock_timeout(lock_timeout)
+        self.books_and_records = bool(books_and_records)
+
+    def __repr__(self) -> str:
+        return f"ArchiveCore({str(self.root)!r}, audit_log={self.audit_log!r})"
+
+    @property
+    def policy(self) -> TierPolicy:
+        """The archive's tier policy (the one its tiers resolve)."""
+        return self.tiers.policy
+
+    def resolve(self, rel: str) -> TierFile:
+        """The file the catalog path ``rel`` names (``ArchiveTiers.resolve``; TickFormatError
+        for a path that would leave its root)."""
+        return self.tiers.resolve(rel)
+
+    def relative(self, path: TierFile) -> str:
+        """The catalog path of ``path`` (``ArchiveTiers.relative``; TickFormatError for a path
+        outside the archive's roots)."""
+        return self.tiers.relative(path)
+
+    def locked(self, what: str) -> AbstractContextManager[None]:
+        """The archive's one lock (``layout.archive_lock``), waited for up to
+        ``lock_timeout`` seconds; ``what`` names the holder's work in a refusal
+        (ArchiveBusyError)."""
+        return archive_lock(self.root, timeout=self.lock_timeout, what=what)
+
+    def waiting(self, seconds: float) -> ArchiveCore:
+        """This archive with its writers waiting up to ``seconds`` for the lock instead.
+        ConfigError for seconds that are negative or not a number."""
+        other = copy.copy(self)
+        other.lock_timeout = _checked_lock_timeout(seconds)
+        return other
+
+    @contextmanager
+    def writing(self) -> Iterator[ArchiveCore]:
+        """Around every write: the audit log's head repaired when a killed writer left none;
+        ``books_and_records`` mode turned on first when asked (idempotent; audited), so the
+        write is refused what that mode refuses; once the write succeeded, the policy given to
+        an archive that recorded none is recorded (a refused write records nothing)."""
+        if self.audit_log is not None:
+            AuditLog(self.audit_log).repair_head()
+        if self.books_and_records:
+            self.root.mkdir(parents=True, exist_ok=True)
+            enable_books_and_records(
+                self.root, audit_log=self.audit_log, reason="Archive(books_and_records=True)"
+            )
+        yield self
+        if self._record is not None and self.root.is_dir():
+            record_policy(self.root, self._record)
+            self._record = None
