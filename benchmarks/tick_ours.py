@@ -32,7 +32,8 @@ from tick_anchors import Part, canonical_csv, file_bytes, tkc1_blob
 from tick_data import NS_PER_DAY, Ticks, symbol_days
 
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.ops.compact import SourceFacts, compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.compact_plan import SourceFacts
 from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, TierPolicy
 from skewtape_pipeline.ticks.encode import parquet_file
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema, widest_schema

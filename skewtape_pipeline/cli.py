@@ -296,7 +296,7 @@ def _parse_day(text: str, *, option: str = "--as-of") -> date:
 def _read_ticks(args: argparse.Namespace, side_map: dict[str, str] | None) -> Any:
     """The input file as a stream of chunks, read by the reader of ``--input-format`` (default:
     detected from the file) in chunks sized for ``--memory-limit``."""
-    from skewtape_pipeline.ticks.archive.ops.compact import block_bytes_for
+    from skewtape_pipeline.ticks.archive.ops.compact_plan import block_bytes_for
     from skewtape_pipeline.ticks.input_formats import InputOptions, open_input
 
     limit = parse_bytes(args.memory_limit)
@@ -349,7 +349,7 @@ def _archive(args: argparse.Namespace, root: Path | str) -> Any:
 
 
 def cmd_compact_ticks(args: argparse.Namespace) -> None:
-    from skewtape_pipeline.ticks.archive.ops.compact import CompactionRun
+    from skewtape_pipeline.ticks.archive.ops.compact_plan import CompactionRun
     from skewtape_pipeline.ticks.archive.store.layout import recorded_schema
     from skewtape_pipeline.ticks.encode.model import SchemaRequest
     from skewtape_pipeline.ticks.encode.options import TickEncoding

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.ops.compact import DEFAULT_MEMORY_LIMIT
+from skewtape_pipeline.ticks.archive.ops.compact_plan import DEFAULT_MEMORY_LIMIT
 from skewtape_pipeline.ticks.archive.store.file_compression import MIN_TICKS_JUDGED
 from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_LOCK_WAIT_SECONDS
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy

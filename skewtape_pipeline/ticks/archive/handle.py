@@ -88,7 +88,7 @@ from skewtape_pipeline.ticks.archive.core import BESIDE, ArchiveCore, _Beside
 from skewtape_pipeline.ticks.archive.ops import compact, integrity, lifecycle, retier_plan
 from skewtape_pipeline.ticks.archive.ops import query as views
 from skewtape_pipeline.ticks.archive.ops import withdraw as withdrawal
-from skewtape_pipeline.ticks.archive.ops.compact import (
+from skewtape_pipeline.ticks.archive.ops.compact_plan import (
     DEFAULT_RUN,
     NO_SOURCE_FACTS,
     CompactionRun,

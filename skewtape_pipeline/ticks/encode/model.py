@@ -1139,7 +1139,7 @@ def batch_from_columns(
 
     Does not check order or signs: run
     :func:`~skewtape_pipeline.ticks.encode.validate.validate_batch` (or sort first with
-    :func:`~skewtape_pipeline.ticks.archive.ops.compact.sort_batch`).
+    :func:`~skewtape_pipeline.ticks.archive.ops.compact_plan.sort_batch`).
 
     Raises
     ------

@@ -1,7 +1,7 @@
 """``TickEncoding``: how ticks are encoded into one archive file, fixed once per run.
 
 Kept apart from how a compaction run goes (its memory limit, progress callbacks, symbol
-filter: ``ticks.archive.ops.compact.CompactionRun``), as delta-rs keeps ``WriterProperties`` apart
+filter: ``ops.compact_plan.CompactionRun``), as delta-rs keeps ``WriterProperties`` apart
 from ``CommitProperties``. Knows no archive root.
 """
 

@@ -7,7 +7,7 @@ Rules (each failure a :class:`~skewtape_pipeline.errors.TickValidationError` nam
   23:47:16.854775806 UTC) as such, and the int64 edges as ``infinity``/``-infinity``;
 - timestamps never go backwards; duplicates are valid (one aggressor sweeping several resting
   orders). Sorting is an explicit, counted step upstream
-  (:func:`~skewtape_pipeline.ticks.archive.ops.compact.sort_batch`), never done silently here;
+  (:func:`~skewtape_pipeline.ticks.archive.ops.compact_plan.sort_batch`), never done silently here;
 - quantities are not negative (zero is valid); prices may be negative (WTI, April 2020);
 - scaled prices and quantities fit 18 digits (decimal(18, s));
 - side codes are 0, 1 or 2; no column has nulls.

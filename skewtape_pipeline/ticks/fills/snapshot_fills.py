@@ -36,15 +36,17 @@ from skewtape_pipeline.mirror.format import MANIFEST, MONTH_RE, SnapshotManifest
 from skewtape_pipeline.mirror.months import applied_months
 from skewtape_pipeline.mirror.snapshot import read_snapshot
 from skewtape_pipeline.ticks.archive.ops.compact import (
+    commit_compaction,
+    compact_planned,
+    compaction_lock_wait,
+    spilling_router,
+)
+from skewtape_pipeline.ticks.archive.ops.compact_plan import (
     DEFAULT_MEMORY_LIMIT,
     PlanOptions,
     StreamPlan,
     block_bytes_for,
-    commit_compaction,
-    compact_planned,
-    compaction_lock_wait,
     plan_stream,
-    spilling_router,
     utc_days,
 )
 from skewtape_pipeline.ticks.archive.ops.withdraw import Removal, remove_symbol_days

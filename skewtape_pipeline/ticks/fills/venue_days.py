@@ -27,7 +27,7 @@ from urllib.parse import quote
 import duckdb
 
 from skewtape_pipeline.errors import ConfigError
-from skewtape_pipeline.ticks.archive.ops.compact import DEFAULT_MEMORY_LIMIT
+from skewtape_pipeline.ticks.archive.ops.compact_plan import DEFAULT_MEMORY_LIMIT
 from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.store.layout import PART_FILE_NAME, decode_symbol
 from skewtape_pipeline.ticks.archive.store.reports_table import (

@@ -26,13 +26,11 @@ from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops import compact
 from skewtape_pipeline.ticks.archive.ops.compact import (
     UNCHANGED,
-    CompactionRun,
-    SourceFacts,
     compact_source,
     compact_symbol_day,
     compact_ticks,
-    sort_batch,
 )
+from skewtape_pipeline.ticks.archive.ops.compact_plan import CompactionRun, SourceFacts, sort_batch
 from skewtape_pipeline.ticks.archive.store.books import EVENT_RECOMPACT, EVENT_WRITE
 from skewtape_pipeline.ticks.archive.store.layout import (
     ARCHIVE_LOCK_FILE,

@@ -8,12 +8,12 @@ from datetime import date
 import pytest
 
 from skewtape_pipeline.errors import ConfigError
-from skewtape_pipeline.ticks.archive.ops.compact import (
+from skewtape_pipeline.ticks.archive.ops.compact import compaction_lock_wait
+from skewtape_pipeline.ticks.archive.ops.compact_plan import (
     DEFAULT_MEMORY_LIMIT,
     DEFAULT_RUN,
     CompactionRun,
     SourceFacts,
-    compaction_lock_wait,
 )
 from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_LOCK_WAIT_SECONDS
 from skewtape_pipeline.ticks.encode.sources import read_canonical

@@ -21,7 +21,8 @@ import pytest
 from skewtape_pipeline.cli import ReadingRate, main, parse_bytes
 from skewtape_pipeline.errors import ConfigError, TickValidationError
 from skewtape_pipeline.progress import ProgressLine
-from skewtape_pipeline.ticks.archive.ops.compact import CompactionRun, compact_source, compact_ticks
+from skewtape_pipeline.ticks.archive.ops.compact import compact_source, compact_ticks
+from skewtape_pipeline.ticks.archive.ops.compact_plan import CompactionRun
 from skewtape_pipeline.ticks.archive.store.catalog import hot_records_path, read_hot_records
 from skewtape_pipeline.ticks.archive.store.hot_index import index_path
 from skewtape_pipeline.ticks.archive.store.layout import staging_folder
@@ -394,7 +395,7 @@ KILLED = """
 import os, signal, sys
 from datetime import date
 from pathlib import Path
-from skewtape_pipeline.ticks.archive.ops import compact
+from skewtape_pipeline.ticks.archive.ops import compact, compact_plan
 from skewtape_pipeline.ticks.archive.store import spill
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.encode import parquet_file
@@ -422,8 +423,8 @@ else:
         write(*args, **kwargs)
         kill_at(5)
     parquet_file._write_parquet = dying_write
-compact.compact_ticks(Archive(out, audit_log=None), path, as_of=date(2024, 3, 20),
-                      run=compact.CompactionRun(memory_limit=4 * 2**20))
+compact.compact_ticks(Archive(out, audit_log=None).core, path, as_of=date(2024, 3, 20),
+                      run=compact_plan.CompactionRun(memory_limit=4 * 2**20))
 """
 
 

@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 from skewtape_pipeline.errors import ConfigError, PrecisionLossError
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import (
-    CompactionRun,
     compact_source,
     compact_symbol_day,
     compact_ticks,
 )
+from skewtape_pipeline.ticks.archive.ops.compact_plan import CompactionRun
 from skewtape_pipeline.ticks.archive.ops.query import run_query
 from skewtape_pipeline.ticks.archive.store.consolidate import (
     SymbolDayRows,

@@ -9,7 +9,8 @@ import pyarrow as pa
 import pytest
 
 from skewtape_pipeline.errors import TickValidationError
-from skewtape_pipeline.ticks.archive.ops.compact import CompactionRun, compact_ticks
+from skewtape_pipeline.ticks.archive.ops.compact import compact_ticks
+from skewtape_pipeline.ticks.archive.ops.compact_plan import CompactionRun
 from skewtape_pipeline.ticks.encode.validate import (
     MAX_FINITE_TS_NS,
     MIN_FINITE_TS_NS,
