@@ -150,6 +150,46 @@ def test_policy_module_when_scanned_imports_no_archive_module():
     assert sorted(m for m in ours if not m.startswith(POLICY_MAY_IMPORT)) == []
 
 
+ARCHIVE = "skewtape_pipeline.ticks.archive"
+OPERATIONS_MAY_IMPORT = {"lifecycle": {"retier_plan"}, "compact": {"compact_plan"}}
+"""The operations that carry out another's plan: re-tiering its plan, compaction its plan."""
+
+
+def archive_imports(floor: str | None = None) -> dict[str, set[str]]:
+    """What every module of ``ticks/archive`` (or of its ``floor``) imports of the archive."""
+    found = imports_under("ticks", "archive", *([floor] if floor else []))
+    return {module: {m for m in names if m.startswith(ARCHIVE)} for module, names in found.items()}
+
+
+def test_store_modules_when_scanned_import_nothing_above_the_store():
+    above = (f"{ARCHIVE}.core", f"{ARCHIVE}.handle", f"{ARCHIVE}.ops")
+    assert crossings(archive_imports("store"), above) == {}
+
+
+def test_core_module_when_scanned_imports_only_the_store():
+    imported = imports_of(PACKAGE / "ticks" / "archive" / "core.py")
+    ours = {m for m in imported if m.startswith(ARCHIVE)}
+    assert ours, "the scan found no import of the store: a wall around nothing"
+    assert sorted(m for m in ours if not m.startswith(f"{ARCHIVE}.store")) == []
+
+
+def test_operation_modules_when_scanned_never_import_the_front_door_or_another_operation():
+    offenders = {}
+    for module, imported in archive_imports("ops").items():
+        name = Path(module).stem
+        allowed = {f"{ARCHIVE}.ops.{other}" for other in OPERATIONS_MAY_IMPORT.get(name, ())}
+        wrong = crossings({module: imported}, (f"{ARCHIVE}.handle", f"{ARCHIVE}.ops"))
+        wrong = [m for m in wrong.get(module, []) if not m.startswith(tuple(allowed))]
+        if wrong and name != "__init__":
+            offenders[module] = wrong
+    assert offenders == {}
+
+
+def test_archive_modules_below_the_front_door_when_scanned_never_import_it():
+    below = {m: names for m, names in archive_imports().items() if Path(m).name != "handle.py"}
+    assert crossings(below, (f"{ARCHIVE}.handle",)) == {}
+
+
 def test_mirror_modules_when_scanned_import_no_ticks():
     assert crossings(imports_under("mirror"), ("skewtape_pipeline.ticks",)) == {}
 

@@ -86,7 +86,10 @@ from skewtape_pipeline.storage import LocalTier, ObjectFile, ObjectTier, exists
 from skewtape_pipeline.ticks.archive.store.catalog import Catalog
 from skewtape_pipeline.ticks.archive.store.catalog_check import check_catalog_present, repair_hint
 from skewtape_pipeline.ticks.archive.store.consolidate import read_footer
-from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_MARKER, check_archive_root
+from skewtape_pipeline.ticks.archive.store.layout import (
+    check_archive_root,
+    empty_ticks_select,
+)
 from skewtape_pipeline.ticks.archive.store.placement import ArchiveState, archive_state
 from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, WARM
 from skewtape_pipeline.ticks.archive.store.reports_table import PLACES_SCHEMA, reports_view_sql
@@ -186,7 +189,7 @@ def _view(
                     branch = _consolidated_branch(tier, files, monthly=monthly, hive=hive)
                 branches.append(branch + _hide(hidden))
     if not branches:
-        branches.append(_empty_select([tiers.root for tiers in checked]))
+        branches.append(empty_ticks_select([tiers.root for tiers in checked]))
     sql = f"CREATE OR REPLACE VIEW {name} AS\n" + "\nUNION ALL BY NAME\n".join(branches)
     return _View(sql, datasets, frozenset(uris))
 
@@ -666,25 +669,3 @@ def _hide(keys: Sequence[tuple[str, Any]]) -> str:
         return ""
     rows = ", ".join(f"({_quote(symbol)}, DATE '{day.isoformat()}')" for symbol, day in keys)
     return f" ANTI JOIN (VALUES {rows}) AS hidden(symbol, date) USING (symbol, date)"
-
-
-def _empty_select(roots: list[Path]) -> str:
-    """A typed, empty select for an archive with no files yet (scales and timestamp unit from
-    its marker)."""
-    price_scale, quantity_scale, timestamp_unit = 0, 0, "ns"
-    for root in roots:
-        marker = root / ARCHIVE_MARKER
-        if marker.exists():
-            found = load_json(marker.read_bytes(), marker, error=ConfigError)
-            price_scale, quantity_scale = found["price_scale"], found["quantity_scale"]
-            timestamp_unit = found.get("timestamp_unit", "ns")
-            break
-    quantity = "BIGINT" if quantity_scale == 0 else f"DECIMAL(18, {quantity_scale})"
-    ts_type = "TIMESTAMP_NS" if timestamp_unit == "ns" else "TIMESTAMPTZ"
-    return (
-        "SELECT NULL::VARCHAR AS symbol, NULL::DATE AS date, "
-        f"NULL::{ts_type} AS ts, "
-        f"NULL::DECIMAL(18, {price_scale}) AS price, NULL::{quantity} AS quantity, "
-        "NULL::VARCHAR AS side, NULL::VARCHAR AS tier, NULL::INTEGER AS year, "
-        "NULL::INTEGER AS month WHERE false"
-    )

@@ -573,12 +573,12 @@ class ArchiveReader:
                 fields.update((name, pa.field(name, kind)) for name, kind in _FIXED.items())
                 self._empty = pa.schema([fields[name] for name in VIEW_COLUMNS])
             else:
-                from skewtape_pipeline.ticks.archive.ops.query import _empty_select
+                from skewtape_pipeline.ticks.archive.store.layout import empty_ticks_select
 
                 con = duckdb.connect()
                 try:
                     con.execute("SET TimeZone = 'UTC'")
-                    self._empty = con.sql(_empty_select([self.root])).to_arrow_table().schema
+                    self._empty = con.sql(empty_ticks_select([self.root])).to_arrow_table().schema
                 finally:
                     con.close()
         return self._empty.empty_table().select(picked)

@@ -34,6 +34,7 @@ from skewtape_pipeline.errors import (
     TickValidationError,
     location,
 )
+from skewtape_pipeline.fsio import load_json
 from skewtape_pipeline.locations import refuse_url
 from skewtape_pipeline.storage import LocalTier, ObjectTier, TierStore
 from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
@@ -329,3 +330,25 @@ def publish_archive_file(prepared: PreparedFile) -> FileFacts:
         if other.name != target.name:
             fsio.atomic_unlink(other)
     return replace(prepared.facts, path=target)
+
+
+def empty_ticks_select(roots: list[Path]) -> str:
+    """A typed, empty select for an archive with no files yet (scales and timestamp unit from
+    its marker)."""
+    price_scale, quantity_scale, timestamp_unit = 0, 0, "ns"
+    for root in roots:
+        marker = root / ARCHIVE_MARKER
+        if marker.exists():
+            found = load_json(marker.read_bytes(), marker, error=ConfigError)
+            price_scale, quantity_scale = found["price_scale"], found["quantity_scale"]
+            timestamp_unit = found.get("timestamp_unit", "ns")
+            break
+    quantity = "BIGINT" if quantity_scale == 0 else f"DECIMAL(18, {quantity_scale})"
+    ts_type = "TIMESTAMP_NS" if timestamp_unit == "ns" else "TIMESTAMPTZ"
+    return (
+        "SELECT NULL::VARCHAR AS symbol, NULL::DATE AS date, "
+        f"NULL::{ts_type} AS ts, "
+        f"NULL::DECIMAL(18, {price_scale}) AS price, NULL::{quantity} AS quantity, "
+        "NULL::VARCHAR AS side, NULL::VARCHAR AS tier, NULL::INTEGER AS year, "
+        "NULL::INTEGER AS month WHERE false"
+    )
