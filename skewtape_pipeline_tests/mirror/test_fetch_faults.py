@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from pyarrow import fs as pafs
 
+from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import FetchDiskError, PublisherError, TransferError
 from skewtape_pipeline.mirror.fetch import fetch_deltas
 from skewtape_pipeline.mirror.sources import TransferSettings, open_source
@@ -125,7 +126,10 @@ def test_s3_source_when_an_object_is_replaced_between_ranged_reads_fails_instead
         out.write(b"a" * (24 << 20))
     source = open_source(s3_publisher.uri("changing"), SETTINGS)
     body = source.open_range("big.bin", 0, source.stat("big.bin"))
-    assert bytes(next(body.chunks)) == b"a" * (1 << 20)
+    first = bytearray()
+    while len(first) < 1 << 20:  # the first ranged read, in the chunks its stream came in
+        first += next(body.chunks)
+    assert first == b"a" * (1 << 20)
     with client.open_output_stream(key) as out:  # republished while it is being read
         out.write(b"b" * (24 << 20))
 
@@ -411,6 +415,73 @@ def test_fetch_when_a_body_stays_below_the_low_speed_limit_fails_naming_the_file
     assert "\n" not in message
     assert path.rsplit("/", 1)[1] in message
     assert re.search(r"\d+ bytes/s over \d+ s, below the low-speed limit of 16000 bytes/s", message)
+
+
+def test_cli_fetch_when_a_body_stays_below_the_speed_limit_flags_exits_1_naming_file_and_rate(
+    large_subscriber, large_publisher, large_nginx, capsys
+):
+    path = largest(large_publisher)
+    proxy = FaultProxy(large_nginx.port, http=HttpRules(**slow(path)))
+    try:
+        code = main(["fetch", proxy.url, "--root", str(large_subscriber),
+                     "--speed-limit", "16000", "--speed-time", "1"])  # fmt: skip
+    finally:
+        proxy.close()
+
+    out, err = capsys.readouterr()
+    error = err.splitlines()[-1]  # after any progress line
+    assert code == 1 and out == "" and err.count("error:") == 1
+    assert error.startswith(f"error: {proxy.url}{path}: the transfer broke off (StalledTransfer: ")
+    assert re.search(r"\d+ bytes/s over \d+ s, below the low-speed limit of 16000 bytes/s", error)
+    assert not (large_subscriber / DELTA).exists()
+
+
+def s3_path(server, path: str) -> str:
+    """The request path of a publisher's file (``path``, as :func:`largest` gives it) in the
+    ``publisher/`` prefix of ``server``'s bucket."""
+    return f"/{server.bucket}/publisher{path}"
+
+
+def via_s3_rules(server, subscriber: Path, rules: HttpRules, settings):
+    """Fetch from ``server``'s ``publisher/`` through a proxy with ``rules``: (result, proxy)."""
+    proxy = FaultProxy(server.s3_port, http=rules)
+    try:
+        uri = server.uri("publisher", port=proxy.port)
+        return fetch_deltas(uri, subscriber, settings=settings), proxy
+    finally:
+        proxy.close()
+
+
+def test_fetch_over_s3_when_a_ranged_read_stalls_below_the_low_speed_limit_resumes_and_verifies(
+    large_subscriber, large_publisher, s3_publisher, s3_env
+):
+    path = s3_path(s3_publisher, largest(large_publisher))
+    rules = HttpRules(**slow(path, times=1))  # the first ranged read of the largest file
+
+    result, proxy = via_s3_rules(s3_publisher, large_subscriber, rules, SLOW)
+
+    slowed = next(answer for answer in rules.answers if answer.path == path and answer.length > 1)
+    assert slowed.sent < SLOW_BYTES  # the fetch let go of it, not the proxy
+    assert result.months[0].retries == 1
+    assert published_files(large_subscriber / DELTA) == published_files(large_publisher / DELTA)
+    assert proxy.bytes_down <= 1.5 * delta_size(large_publisher)  # the reads ahead, read again
+
+
+def test_fetch_over_s3_when_a_body_stays_below_the_low_speed_limit_fails_naming_the_file_and_rate(
+    large_subscriber, large_publisher, s3_publisher, s3_env
+):
+    path = largest(large_publisher)
+    rules = HttpRules(**slow(s3_path(s3_publisher, path)))
+    started = time.monotonic()
+
+    with pytest.raises(TransferError) as info:
+        via_s3_rules(s3_publisher, large_subscriber, rules, replace(SLOW, attempts=2))
+
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"{s3_publisher.uri('publisher').split('?')[0]}{path}: ")
+    assert re.search(r"\d+ bytes/s over \d+ s, below the low-speed limit of 16000 bytes/s", message)
+    assert time.monotonic() - started < SLOW_BYTES / SLOW_RATE  # before the proxy's own end
 
 
 # --- a full disk ---------------------------------------------------------------------------------
