@@ -32,7 +32,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from pathlib import Path
@@ -252,6 +252,19 @@ class LowSpeedCheck:
         self.since, self.bytes = time.monotonic(), 0
 
 
+def read_watched(chunks: Iterable[bytes], settings: TransferSettings) -> bytes:
+    """A small file's bytes from ``chunks`` as they come, checked against ``settings``'
+    low-speed limit (StalledTransfer), and at most one byte past :data:`SMALL_FILE_LIMIT`
+    (the rest is not read: :func:`small_file` refuses it)."""
+    speed, data = LowSpeedCheck(settings), bytearray()
+    for chunk in chunks:
+        data += chunk
+        if len(data) > SMALL_FILE_LIMIT:
+            break
+        speed.received(len(chunk))
+    return bytes(data[: SMALL_FILE_LIMIT + 1])
+
+
 def error_reason(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
@@ -317,7 +330,8 @@ class HttpSource:
 
     def read_small(self, rel: str) -> SmallFile | None:
         def read(url: str, response) -> SmallFile:
-            return small_file(url, response.read(SMALL_FILE_LIMIT + 1), _mtime_ns(response))
+            chunks = iter(lambda: response.read1(BLOCK), b"")
+            return small_file(url, read_watched(chunks, self.settings), _mtime_ns(response))
 
         return self._read_answer(rel, {}, (200,), read)
 
@@ -331,8 +345,8 @@ class HttpSource:
 
     def _read_answer(self, rel: str, headers: dict[str, str], allowed: tuple[int, ...], read):
         """``read(url, response)`` of the answer to GET ``rel``, or None when the publisher
-        does not have it; a body broken on the way is asked for again (as a large file's is
-        resumed, within ``attempts``)."""
+        does not have it; a body broken on the way or below the low-speed limit is asked for
+        again (as a large file's is resumed, within ``attempts``)."""
         retry = self.settings.retry()
         while True:
             url, response = self._get(rel, headers)
@@ -341,7 +355,7 @@ class HttpSource:
                     return None
                 self._check_answer(url, rel, response, allowed)
                 return read(url, response)
-            except HTTPError as exc:
+            except (HTTPError, StalledTransfer) as exc:
                 retry = next_attempt(retry, url, exc)
                 with self._count:
                     self.retries += 1

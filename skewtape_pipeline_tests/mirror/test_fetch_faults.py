@@ -367,9 +367,9 @@ SLOW_BYTES = 40_000
 """Where a slow answer ends (20 s at its rate), so that a fetch without the limit ends too."""
 
 
-def slow(path: str, times: int | None = None):
+def slow(path: str, times: int | None = None, rate: float = SLOW_RATE):
     """``rate`` and ``cut_at`` rules: the first ``times`` answers with a body to ``path`` (all
-    when None) come at :data:`SLOW_RATE` bytes/s and end after :data:`SLOW_BYTES`."""
+    when None) come at ``rate`` bytes/s and end after :data:`SLOW_BYTES`."""
     slowed: list[int] = []
 
     def chosen(answer: HttpAnswer) -> bool:
@@ -380,7 +380,7 @@ def slow(path: str, times: int | None = None):
         return answer.count in slowed
 
     return {
-        "rate": lambda answer: SLOW_RATE if chosen(answer) else None,
+        "rate": lambda answer: rate if chosen(answer) else None,
         "cut_at": lambda answer: SLOW_BYTES / answer.length if chosen(answer) else None,
     }
 
@@ -482,6 +482,43 @@ def test_fetch_over_s3_when_a_body_stays_below_the_low_speed_limit_fails_naming_
     assert re.search(r"\d+ bytes/s over \d+ s, below the low-speed limit of 16000 bytes/s", message)
     slowed = [a for a in rules.answers if a.path == s3_path(s3_publisher, path) and a.length > 1]
     assert slowed and all(answer.sent < SLOW_BYTES for answer in slowed)  # let go by the fetch
+
+
+CHECKSUMS = f"/{DELTA}/CHECKSUMS.sha256"
+TRICKLE = 20
+"""Bytes/s of a trickling small file (its few hundred bytes would take tens of seconds)."""
+
+
+def assert_stalled_naming(message: str, path: str) -> None:
+    assert "\n" not in message and message.count(path) == 1
+    assert message.split(": ", 1)[0].endswith(path)  # the file, named once, first
+    assert "the transfer broke off (StalledTransfer: " in message
+    assert re.search(r"\d+ bytes/s over \d+ s, below the low-speed limit of 16000 bytes/s", message)
+
+
+def test_fetch_when_a_checksums_file_trickles_below_the_low_speed_limit_fails_naming_it(
+    large_subscriber, large_nginx
+):
+    rules = HttpRules(**slow(CHECKSUMS, rate=TRICKLE))
+
+    with pytest.raises(TransferError) as info:
+        via_rules(large_nginx, large_subscriber, rules, replace(SLOW, attempts=2))
+
+    assert_stalled_naming(str(info.value), CHECKSUMS)
+    assert rules.counts[CHECKSUMS] == 2  # read once more, then given up
+
+
+def test_fetch_over_s3_when_a_checksums_file_trickles_below_the_low_speed_limit_fails_naming_it(
+    large_subscriber, s3_publisher, s3_env
+):
+    path = s3_path(s3_publisher, CHECKSUMS)
+    rules = HttpRules(**slow(path, rate=TRICKLE))
+
+    with pytest.raises(TransferError) as info:
+        via_s3_rules(s3_publisher, large_subscriber, rules, replace(SLOW, attempts=2))
+
+    assert_stalled_naming(str(info.value), CHECKSUMS)
+    assert rules.counts[path] == 2
 
 
 # --- a full disk ---------------------------------------------------------------------------------
