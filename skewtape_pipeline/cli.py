@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import functools
 import json
+import math
 import os
 import sys
 import threading
@@ -153,7 +154,7 @@ def _fetch(args: argparse.Namespace, *, first_snapshot: bool) -> Any:
         holds_snapshot,
         newest_snapshot_month,
     )
-    from skewtape_pipeline.mirror.sources import TransferSettings, open_source
+    from skewtape_pipeline.mirror.sources import open_source
 
     root = _data_root(args)
     if not root.absolute().parent.is_dir():
@@ -161,7 +162,7 @@ def _fetch(args: argparse.Namespace, *, first_snapshot: bool) -> Any:
             f"--root {root}: its folder {root.absolute().parent} does not exist; the data root "
             "is created only inside an existing folder (a missing folder is refused, never created)"
         )
-    source = open_source(args.source, TransferSettings(connections=args.connections))
+    source = open_source(args.source, _transfer_settings(args))
     shown = TransferProgress(sys.stderr, enabled=not args.json)
     options = {"dry_run": getattr(args, "dry_run", False), "on_progress": shown.update}
     try:
@@ -179,6 +180,29 @@ def _fetch(args: argparse.Namespace, *, first_snapshot: bool) -> Any:
         return fetch_deltas(source, root, **options)
     finally:
         shown.finish()
+
+
+def _transfer_settings(args: argparse.Namespace) -> Any:
+    """The fetch's TransferSettings from ``--connections``, ``--speed-limit`` and
+    ``--speed-time`` (the ones not given keep their defaults); ConfigError naming the flag for
+    a value that is not a finite number of 0 or more."""
+    from skewtape_pipeline.mirror.sources import TransferSettings
+
+    limits = {}
+    for name, unit in (("speed_limit", "bytes/s"), ("speed_time", "seconds")):
+        text = getattr(args, name)
+        if text is None:
+            continue
+        try:
+            limits[name] = float(text)
+        except ValueError:
+            limits[name] = math.nan
+        if not 0 <= limits[name] < math.inf:
+            raise ConfigError(
+                f"--{name.replace('_', '-')} {text!r}: expected a number of {unit}, 0 or more "
+                "(0 turns the low-speed limit off)"
+            )
+    return TransferSettings(connections=args.connections, **limits)
 
 
 def _check_month(month: str) -> str:
@@ -758,6 +782,19 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
         default=4,
         metavar="N",
         help="parallel transfers (default: 4)",
+    )
+    parser.add_argument(
+        "--speed-limit",
+        metavar="BYTES_PER_S",
+        help="the low-speed limit, as curl's: a file whose bytes come slower than this over "
+        "--speed-time is asked for again from where it stopped, within the retries, then the "
+        "fetch fails naming it (default: 1024; 0: no limit)",
+    )
+    parser.add_argument(
+        "--speed-time",
+        metavar="SECONDS",
+        help="the window of --speed-limit, in seconds; a connection silent that long is given "
+        "up too (default: 30; 0: no limit)",
     )
 
 

@@ -16,44 +16,36 @@ connections, timeouts, resets and 5xx answers with exponential backoff; the same
 object also budgets and paces the resumes after a transfer broken mid-body
 (:func:`next_attempt`). ``http://`` is accepted for loopback hosts only (tests, a local
 publisher). Redirects are followed only within the same scheme, host and port. S3 goes through
-obstore (Rust's ``object_store``), configured as the tick archive's S3 tiers are (endpoint and
-region in the URI's query or the environment, credentials from the environment only), with its
-own retries; its ranged reads hand over the client's buffers without a copy in Python, and each
-asks for the version it started from (``If-Match``).
+obstore (Rust's ``object_store``) in :mod:`skewtape_pipeline.mirror.object_source`, configured
+as the tick archive's S3 tiers are (endpoint and region in the URI's query or the environment,
+credentials from the environment only), with its own retries; the low-speed limit
+(:class:`LowSpeedCheck`) watches both.
 
 Nothing here writes to disk.
 """
 
 from __future__ import annotations
 
-import collections
-import contextlib
-import functools
 import http.client
 import ipaddress
-import itertools
+import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import timedelta
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Protocol
-from urllib.parse import parse_qsl, quote, urljoin, urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
-import obstore
 import urllib3
-from obstore import exceptions as obstore_errors
 from urllib3.exceptions import HTTPError, MaxRetryError, ProtocolError, SSLError
 from urllib3.util import Retry, Timeout
 
 from skewtape_pipeline.errors import ConfigError, PublisherError, TLSFailureError, TransferError
 from skewtape_pipeline.hashing import BLOCK
 from skewtape_pipeline.locations import Location, parse_location
-from skewtape_pipeline.storage import S3_SCHEME, check_object_uri
 
 SMALL_FILE_LIMIT = 16 << 20
 """The most a CHECKSUMS.sha256 or manifest may hold (a stream that goes on is cut here)."""
@@ -92,8 +84,9 @@ class TransferSettings:
         if not isinstance(self.attempts, int) or self.attempts < 1:
             raise ConfigError(f"attempts={self.attempts!r}; expected at least 1")
         for name in ("speed_limit", "speed_time"):
-            if not isinstance(getattr(self, name), int | float) or getattr(self, name) < 0:
-                raise ConfigError(f"{name}={getattr(self, name)!r}; expected 0 or more")
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not 0 <= value < math.inf:
+                raise ConfigError(f"{name}={value!r}; expected a finite number, 0 or more")
         if self.time_limit is not None and not self.time_limit > 0:
             raise ConfigError(f"time_limit={self.time_limit!r}; expected seconds above 0")
 
@@ -165,6 +158,9 @@ class Body:
     remote: RemoteFile
     chunks: Iterator[bytes | memoryview]
     close: Callable[[], None] = field(default=lambda: None, repr=False)
+    watched: bool = False
+    """True when ``chunks`` applies the low-speed limit itself (raising
+    :class:`StalledTransfer`): the reader then checks nothing more."""
 
 
 class Source(Protocol):
@@ -200,6 +196,8 @@ def open_source(spec: str | Location, settings: TransferSettings | None = None) 
     if where.scheme in ("http", "https"):
         return HttpSource(where, settings)
     if where.scheme == "s3":
+        from skewtape_pipeline.mirror.object_source import ObjectSource  # obstore: S3 only
+
         return ObjectSource(where, settings)
     if where.is_url:
         raise ConfigError(f"source {where.shown!r}: expected https://, s3:// or a local folder")
@@ -212,10 +210,10 @@ def next_attempt(retry: Retry, url: str, error: BaseException) -> Retry:
     Raises TransferError naming ``url`` and ``error`` once the attempts are used up.
     """
     try:  # a broken body of any client counts as a read error (urllib3 gives "other" errors 0)
-        retry = retry.increment(method="GET", url=url, error=ProtocolError(_reason(error)))
+        retry = retry.increment(method="GET", url=url, error=ProtocolError(error_reason(error)))
     except MaxRetryError:
         raise TransferError(
-            f"the transfer broke off ({_reason(error)}) and the last retry failed too",
+            f"the transfer broke off ({error_reason(error)}) and the last retry failed too",
             url=url,
         ) from None
     retry.sleep()
@@ -229,16 +227,21 @@ class StalledTransfer(OSError):
 class LowSpeedCheck:
     """curl's ``--speed-limit``/``--speed-time``: :meth:`received` raises
     :class:`StalledTransfer` when fewer than ``limit`` bytes/s arrived over a window of
-    ``window`` seconds (a limit of 0 checks nothing)."""
+    ``window`` seconds (a limit or a window of 0 checks nothing). ``received(0)`` checks the
+    window without new bytes (a body that sends nothing)."""
 
     def __init__(self, settings: TransferSettings):
         self.limit, self.window = settings.speed_limit, settings.speed_time
         self.since, self.bytes = time.monotonic(), 0
 
+    @property
+    def on(self) -> bool:
+        return bool(self.limit and self.window)
+
     def received(self, size: int) -> None:
         self.bytes += size
         elapsed = time.monotonic() - self.since
-        if elapsed < self.window or not self.limit:
+        if elapsed < self.window or not self.on:
             return
         rate = self.bytes / elapsed
         if rate < self.limit:
@@ -249,7 +252,20 @@ class LowSpeedCheck:
         self.since, self.bytes = time.monotonic(), 0
 
 
-def _reason(error: BaseException) -> str:
+def read_watched(chunks: Iterable[bytes], settings: TransferSettings) -> bytes:
+    """A small file's bytes from ``chunks`` as they come, checked against ``settings``'
+    low-speed limit (StalledTransfer), and at most one byte past :data:`SMALL_FILE_LIMIT`
+    (the rest is not read: :func:`small_file` refuses it)."""
+    speed, data = LowSpeedCheck(settings), bytearray()
+    for chunk in chunks:
+        data += chunk
+        if len(data) > SMALL_FILE_LIMIT:
+            break
+        speed.received(len(chunk))
+    return bytes(data[: SMALL_FILE_LIMIT + 1])
+
+
+def error_reason(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
@@ -305,7 +321,7 @@ class HttpSource:
             num_pools=4,
             maxsize=settings.connections,
             retries=settings.retry(),
-            timeout=Timeout(connect=settings.connect_timeout, read=_read_timeout(settings)),
+            timeout=Timeout(connect=settings.connect_timeout, read=socket_read_timeout(settings)),
             ca_certs=settings.ca_certs,
         )
 
@@ -314,7 +330,8 @@ class HttpSource:
 
     def read_small(self, rel: str) -> SmallFile | None:
         def read(url: str, response) -> SmallFile:
-            return small_file(url, response.read(SMALL_FILE_LIMIT + 1), _mtime_ns(response))
+            chunks = iter(lambda: response.read1(BLOCK), b"")
+            return small_file(url, read_watched(chunks, self.settings), _mtime_ns(response))
 
         return self._read_answer(rel, {}, (200,), read)
 
@@ -328,8 +345,8 @@ class HttpSource:
 
     def _read_answer(self, rel: str, headers: dict[str, str], allowed: tuple[int, ...], read):
         """``read(url, response)`` of the answer to GET ``rel``, or None when the publisher
-        does not have it; a body broken on the way is asked for again (as a large file's is
-        resumed, within ``attempts``)."""
+        does not have it; a body broken on the way or below the low-speed limit is asked for
+        again (as a large file's is resumed, within ``attempts``)."""
         retry = self.settings.retry()
         while True:
             url, response = self._get(rel, headers)
@@ -338,7 +355,7 @@ class HttpSource:
                     return None
                 self._check_answer(url, rel, response, allowed)
                 return read(url, response)
-            except HTTPError as exc:
+            except (HTTPError, StalledTransfer) as exc:
                 retry = next_attempt(retry, url, exc)
                 with self._count:
                     self.retries += 1
@@ -421,7 +438,7 @@ class HttpSource:
             )
 
 
-def _read_timeout(settings: TransferSettings) -> float:
+def socket_read_timeout(settings: TransferSettings) -> float:
     """Seconds a read may wait for its next byte: ``read_timeout``, at most ``speed_time`` when
     a low-speed limit is set (a silent socket is the slowest body)."""
     if settings.speed_limit and settings.speed_time:
@@ -432,7 +449,9 @@ def _read_timeout(settings: TransferSettings) -> float:
 def _failed(url: str, error: BaseException) -> TransferError:
     if isinstance(error, SSLError):
         return TLSFailureError(f"the TLS handshake failed ({error})", url=url)
-    return TransferError(f"the request failed after the last retry ({_reason(error)})", url=url)
+    return TransferError(
+        f"the request failed after the last retry ({error_reason(error)})", url=url
+    )
 
 
 def _finish(response) -> None:
@@ -517,204 +536,7 @@ def _unencoded(response) -> http.client.HTTPResponse | None:
     return stdlib if coding == "identity" and usable else None
 
 
-# --- S3 ----------------------------------------------------------------------------------------
-
-
-S3_BLOCK = 2 * BLOCK
-"""Bytes of the largest ranged read (one GET) of an object up to 64 MiB."""
-S3_BLOCK_MAX = 16 * BLOCK
-"""Bytes of the largest ranged read of any object."""
-S3_GETS_PER_OBJECT = 32
-"""A larger object's GETs are at most 1/32 of it (so a GET retried costs at most that again),
-between :data:`S3_BLOCK` and :data:`S3_BLOCK_MAX` bytes."""
-S3_DEPTH = 4
-"""Ranged reads of one object in flight at once."""
-OBJECT_ABSENT = (FileNotFoundError, obstore_errors.NotFoundError)
-"""What obstore raises for an object that is not there."""
-OBJECT_BROKEN = (obstore_errors.GenericError, OSError)
-"""What obstore raises for an answer broken on the way (read again), not a refusal."""
-S3_REQUEST_LIMIT = timedelta(hours=1)
-"""The longest one request may take (``read_timeout`` catches a stalled one long before)."""
-S3_LEAST_BACKOFF = 0.001
-"""Seconds of the shortest backoff (object_store's jitter needs a backoff above 0)."""
-
-
-class ObjectSource:
-    """A publisher's root in an S3 bucket, read through obstore (Rust's ``object_store``).
-
-    The endpoint and region come from the URI's query (``endpoint_override``, ``scheme``,
-    ``region``, as for the S3 tiers) or the environment (``AWS_ENDPOINT_URL``, ``AWS_REGION``);
-    credentials only from the environment (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
-    ``AWS_SESSION_TOKEN``, or the instance's role). An object's version is its ETag: every
-    ranged read asks for that ETag (``If-Match``), so an object replaced between two reads
-    fails the read instead of being stitched, and the resume starts it over.
-    """
-
-    def __init__(self, uri: str | Location, settings: TransferSettings):
-        where = parse_location(uri)
-        uri = where.raw
-        try:
-            check_object_uri(uri)
-        except ConfigError as exc:  # "root ...: why": named here as the source, redacted
-            raise ConfigError(f"source {where.shown!r}: {str(exc).partition(': ')[2]}") from None
-        parts = urlsplit(uri)
-        self.prefix = parts.path.strip("/")
-        self.location = f"{S3_SCHEME}{parts.netloc}/{self.prefix}".rstrip("/")
-        self.settings = settings
-        self.store = _object_store(parts.netloc, dict(parse_qsl(parts.query)), settings)
-        self.transient = (obstore_errors.BaseError, OSError)
-        self.retries = 0
-
-    def url(self, rel: str) -> str:
-        return f"{self.location}/{rel}"
-
-    def _key(self, rel: str) -> str:
-        return f"{self.prefix}/{rel}" if self.prefix else rel
-
-    def read_small(self, rel: str) -> SmallFile | None:
-        """The object read whole (a read broken on the way read again within ``attempts``, as
-        a large object's is resumed), or None when there is no such object."""
-        retry = self.settings.retry()
-        while True:
-            with _object_errors(self.url(rel), "reading it"):
-                try:
-                    result = obstore.get(self.store, self._key(rel))
-                    remote = _object_version(result.meta)
-                    refuse_large(self.url(rel), remote.size)
-                    data = bytes(result.bytes())
-                except OBJECT_ABSENT:
-                    return None
-                except OBJECT_BROKEN as exc:  # an answer cut on the way (the client's own
-                    retry = next_attempt(retry, self.url(rel), exc)  # retries ask again only
-                    continue  # for one that did not begin)
-            return small_file(self.url(rel), data, remote.mtime_ns)
-
-    def stat(self, rel: str) -> RemoteFile | None:
-        with _object_errors(self.url(rel), "looking it up"):
-            try:
-                return _object_version(obstore.head(self.store, self._key(rel)))
-            except OBJECT_ABSENT:
-                return None
-
-    def open_range(self, rel: str, start: int, expected: RemoteFile) -> Body:
-        remote = self.stat(rel)
-        if remote is None:
-            raise PublisherError(
-                "is listed in its folder's CHECKSUMS.sha256 but the bucket has no such object",
-                url=self.url(rel),
-            )
-        begins = start if remote == expected and remote.resumable else 0
-        read = functools.partial(_block_at, self.store, self._key(rel), remote.validator)
-        chunks = _read_ahead(read, begins, remote.size, _largest_get(remote.size))
-        return Body(begins, remote, chunks, chunks.close)
-
-
-def _object_store(bucket: str, options: dict[str, str], settings: TransferSettings):
-    """The obstore S3 client of ``bucket``: where the server is from ``options`` (the URI's
-    query) or the environment, credentials from the environment only, ``settings``' timeouts,
-    and the client's own retries (``attempts``, exponential backoff)."""
-    from obstore.store import S3Store
-
-    config = {"region": options["region"]} if "region" in options else {}
-    if "endpoint_override" in options:
-        scheme = options.get("scheme", "https")
-        config["endpoint"] = f"{scheme}://{options['endpoint_override']}"
-    client = {
-        "connect_timeout": timedelta(seconds=settings.connect_timeout),
-        "read_timeout": timedelta(seconds=_read_timeout(settings)),
-        "timeout": S3_REQUEST_LIMIT,
-        "allow_http": options.get("scheme") == "http" or _http_endpoint_in_environment(),
-    }
-    retry = {
-        "max_retries": settings.attempts - 1,
-        "backoff": {
-            "init_backoff": timedelta(seconds=max(settings.backoff, S3_LEAST_BACKOFF)),
-            "max_backoff": timedelta(seconds=max(settings.backoff_max, S3_LEAST_BACKOFF)),
-            "base": 2.0,
-        },
-        "retry_timeout": S3_REQUEST_LIMIT,
-    }
-    try:
-        return S3Store(bucket, config=config, client_options=client, retry_config=retry)
-    except (obstore_errors.BaseError, ValueError) as exc:
-        raise ConfigError(f"source {S3_SCHEME}{bucket}: not a usable S3 source ({exc})") from None
-
-
-def _http_endpoint_in_environment() -> bool:
-    return os.environ.get("AWS_ENDPOINT_URL", "").startswith("http://")
-
-
-def _object_version(meta) -> RemoteFile:
-    """The version an object's metadata describes: its size, ETag ("" when the store sends
-    none: a resume then starts the object over) and modification time."""
-    modified = meta["last_modified"]
-    mtime_ns = int(modified.timestamp()) * 1_000_000_000 + modified.microsecond * 1000
-    return RemoteFile(meta["size"], meta.get("e_tag") or "", mtime_ns)
-
-
-@contextlib.contextmanager
-def _object_errors(url: str, doing: str) -> Iterator[None]:
-    """The client's failures (after its own retries) as TransferError naming ``url``."""
-    try:
-        yield
-    except (obstore_errors.BaseError, OSError) as exc:
-        raise TransferError(f"{doing} failed ({_first_line(exc)})", url=url) from None
-
-
-def _first_line(error: BaseException) -> str:
-    return _reason(error).splitlines()[0]
-
-
-def _largest_get(size: int) -> int:
-    """Bytes of the largest ranged GET of an object of ``size`` bytes: 1/32 of it, at least
-    :data:`S3_BLOCK`, at most :data:`S3_BLOCK_MAX`. Fewer, larger GETs of a large object cost
-    the server and the client less per byte (each is a signed request and a lookup)."""
-    return min(S3_BLOCK_MAX, max(S3_BLOCK, size // S3_GETS_PER_OBJECT))
-
-
-def _read_ahead(read: Callable[[int, int], list], start: int, end: int, largest: int):
-    """The bytes of an object from ``start`` to ``end`` in ranged GETs (``read(offset, size)``:
-    a GET's buffers),
-    :data:`S3_DEPTH` of them in flight at once, yielded in order while the caller writes and
-    hashes. The GETs grow from :data:`BLOCK` to ``largest`` bytes (a broken GET that the client
-    retries costs what it had received, so the first ones are small). One that fails for good
-    raises, and the caller resumes after the blocks it received."""
-    ranges = iter(_growing_ranges(start, end, largest))
-    with ThreadPoolExecutor(max_workers=S3_DEPTH) as pool:
-        pending = collections.deque(
-            pool.submit(read, *span) for span in itertools.islice(ranges, S3_DEPTH)
-        )
-        try:
-            while pending:
-                chunks = pending.popleft().result()
-                span = next(ranges, None)
-                if span is not None:
-                    pending.append(pool.submit(read, *span))
-                yield from chunks
-        finally:
-            for future in pending:
-                future.cancel()
-
-
-def _growing_ranges(start: int, end: int, largest: int) -> Iterator[tuple[int, int]]:
-    """(offset, size) of the GETs covering [start, end): BLOCK, doubling up to ``largest``."""
-    size = BLOCK
-    while start < end:
-        yield start, min(size, end - start)
-        start += size
-        size = min(2 * size, largest)
-
-
-def _block_at(store, key: str, version: str, offset: int, size: int) -> list:
-    """``size`` bytes of object ``key`` at ``offset`` in the client's buffer (not copied in
-    Python; one buffer per GET costs less CPU than the client's stream of smaller ones,
-    measured), only from the version whose ETag is ``version`` (obstore's PreconditionError
-    otherwise)."""
-    options = {"range": (offset, offset + size), "if_match": version or None}
-    chunk = obstore.get(store, key, options=options).bytes()
-    if len(chunk) != size:
-        raise OSError(f"a ranged read at {offset} returned {len(chunk)} of {size} bytes")
-    return [chunk]
+# --- a local folder ---------------------------------------------------------------------------
 
 
 def _read_handle(handle, length: int, block: int) -> Iterator[bytes]:
@@ -729,9 +551,6 @@ def _read_handle(handle, length: int, block: int) -> Iterator[bytes]:
             yield chunk
     finally:
         handle.close()
-
-
-# --- a local folder ---------------------------------------------------------------------------
 
 
 class FolderSource:

@@ -4,13 +4,16 @@ How the bytes move
 ------------------
 - **One stream, one copy.** A file is received in one stream from where its kept bytes end;
   each block the source hands over (over HTTP a reused buffer the socket's bytes are read into,
-  over S3 the client's buffer) is written to the file and hashed from that same buffer while
-  it is still in the CPU's cache: no byte is copied in Python between the socket and the file.
+  over S3 a piece of the client's stream, or its one buffer per GET without a low-speed limit)
+  is written to the file and hashed from that same buffer while it is still in the CPU's cache:
+  no byte is copied in Python between the client and the file.
 - **No fsync here.** The caller fsyncs the month's files together once all arrived, before the
   month folder is renamed into place (a crash before that leaves only the staging folder).
 - **Bounded.** Every broken or stalled body, and every answer that does not continue the file
   (another version, a range not the one asked for), uses one of the settings' ``attempts``;
-  a body slower than the low-speed limit is a broken one. A disk error is never retried.
+  a body slower than the low-speed limit is a broken one (checked here as the bytes are
+  written, or by the body itself: an S3 body counts its ranged reads in flight). A disk error
+  is never retried.
 
 Ranged parallel parts of one file were measured (``benchmarks/fetch.py``, loopback nginx and
 SeaweedFS): they cost more CPU than they saved, the client's CPU (sha256) being the bottleneck,
@@ -143,9 +146,10 @@ class FileTransfer:
 
     def _stream(self, body: Body, at: int, digest) -> int:
         """Write and hash ``body``'s chunks from ``at``; returns where they end. A body slower
-        than the low-speed limit raises StalledTransfer."""
+        than the low-speed limit raises StalledTransfer (checked here unless the body checks it
+        itself, as an S3 body does over its reads in flight)."""
         flushed = at
-        speed = LowSpeedCheck(self.source.settings)
+        speed = None if body.watched else LowSpeedCheck(self.source.settings)
         for chunk in body.chunks:
             if self.hooks.cancel.is_set():
                 raise Cancelled()
@@ -158,7 +162,8 @@ class FileTransfer:
             digest.update(chunk)
             at += size
             self.hooks.add(bytes_fetched=size, bytes_done=size, bytes_hashed=size)
-            speed.received(size)
+            if speed is not None:
+                speed.received(size)
             self.hooks.deadline()
         return at
 

@@ -5,8 +5,10 @@ apply trusting what the fetch verified."""
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import obstore
@@ -26,7 +28,12 @@ from skewtape_pipeline.mirror.fetch import (
 )
 from skewtape_pipeline.mirror.format import MANIFEST
 from skewtape_pipeline.mirror.preflight import check_delta_files, read_delta_head
-from skewtape_pipeline.mirror.sources import TransferSettings, open_source
+from skewtape_pipeline.mirror.sources import (
+    LowSpeedCheck,
+    StalledTransfer,
+    TransferSettings,
+    open_source,
+)
 from skewtape_pipeline.mirror.verify import verify_snapshot
 from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
 from skewtape_pipeline_tests.mirror.apply_support import assert_same_snapshot, tree_state
@@ -230,12 +237,17 @@ def test_open_source_when_plain_http_goes_beyond_loopback_is_refused():
         open_source("http://example.com/skewtape")
 
 
-def test_s3_source_reads_a_large_object_in_gets_of_up_to_a_32nd_of_it(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "settings", [FAST, replace(FAST, speed_limit=0)], ids=["streamed", "whole-without-limit"]
+)
+def test_s3_source_reads_a_large_object_in_gets_of_up_to_a_32nd_of_it(
+    tmp_path, monkeypatch, settings
+):
     size = 200 << 20
     (tmp_path / "pub").mkdir()
     with open(tmp_path / "pub" / "big.bin", "wb") as out:
         out.truncate(size)
-    source = open_source("s3://bucket/pub?endpoint_override=127.0.0.1:9&scheme=http", FAST)
+    source = open_source("s3://bucket/pub?endpoint_override=127.0.0.1:9&scheme=http", settings)
     source.store = LocalStore(tmp_path)  # the same client, over a folder
     reads, get = [], obstore.get
 
@@ -250,6 +262,34 @@ def test_s3_source_reads_a_large_object_in_gets_of_up_to_a_32nd_of_it(tmp_path, 
 
     assert max(reads) == size // 32
     assert len(reads) < 40
+
+
+@pytest.mark.parametrize("limits", [{"speed_limit": 0}, {"speed_time": 0}])
+def test_low_speed_check_when_the_limit_or_its_window_is_0_checks_nothing(limits):
+    check = LowSpeedCheck(replace(FAST, **limits))
+    check.since -= 3600  # an hour without a byte
+
+    check.received(0)
+
+    assert not check.on
+
+
+def test_low_speed_check_when_too_few_bytes_came_over_its_window_raises_naming_the_rate():
+    check = LowSpeedCheck(replace(FAST, speed_limit=1000, speed_time=2))
+    check.received(1500)
+    check.since -= 3  # 1,500 bytes over 3 s
+
+    with pytest.raises(StalledTransfer, match=r"^500 bytes/s over 3 s, below .* of 1000 bytes/s"):
+        check.received(0)
+
+
+@pytest.mark.parametrize("value", [-1, math.nan, math.inf, "30"])
+@pytest.mark.parametrize("name", ["speed_limit", "speed_time"])
+def test_transfer_settings_when_a_speed_setting_is_no_finite_number_of_0_or_more_is_refused(
+    name, value
+):
+    with pytest.raises(ConfigError, match=f"^{name}=.*; expected a finite number, 0 or more"):
+        TransferSettings(**{name: value})
 
 
 def test_remote_delta_when_the_month_is_not_published_is_none(nginx_publisher):

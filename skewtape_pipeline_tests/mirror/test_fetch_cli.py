@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import json
 
+import pytest
+
 from skewtape_pipeline.cli import TransferProgress, main
 from skewtape_pipeline.mirror.fetch import TransferStats
 from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
@@ -77,6 +79,37 @@ def test_cli_fetch_when_the_snapshot_month_is_malformed_exits_2(tmp_path, nginx_
     code, _, err = run(capsys, "fetch", nginx_publisher.url, "--root", str(tmp_path / "r"),
                        "--snapshot", "2026-13")  # fmt: skip
     assert code == 2 and "--snapshot '2026-13'" in err
+
+
+@pytest.mark.parametrize("command", ["fetch", "sync"])
+@pytest.mark.parametrize(
+    "flag, value",
+    [("--speed-limit", "-1"), ("--speed-limit", "fast"), ("--speed-limit", "inf"),
+     ("--speed-time", "nan"), ("--speed-time", "-0.5"), ("--speed-time", "")],
+)  # fmt: skip
+def test_cli_fetch_and_sync_when_a_speed_flag_is_no_number_of_0_or_more_exit_2_changing_nothing(
+    subscriber, nginx_publisher, capsys, command, flag, value
+):
+    before = tree_state(subscriber)
+    code, out, err = run(capsys, command, nginx_publisher.url, "--root", str(subscriber),
+                         flag, value)  # fmt: skip
+
+    assert code == 2 and out == ""
+    assert (
+        err.startswith(f"error: {flag} {value!r}: expected a number of ") and err.count("\n") == 1
+    )
+    assert "0 turns the low-speed limit off" in err
+    assert tree_state(subscriber) == before
+
+
+def test_cli_fetch_when_the_speed_flags_are_0_fetches_without_a_low_speed_limit(
+    subscriber, nginx_publisher, capsys
+):
+    code, out, err = run(capsys, "fetch", nginx_publisher.url, "--root", str(subscriber),
+                         "--speed-limit", "0", "--speed-time", "0", "--json")  # fmt: skip
+
+    assert code == 0, err
+    assert [m["month"] for m in json.loads(out)["months"]] == ["2026-10", "2026-11", "2026-12"]
 
 
 class Terminal(io.StringIO):

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from pyarrow import fs as pafs
 
+from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import FetchDiskError, PublisherError, TransferError
 from skewtape_pipeline.mirror.fetch import fetch_deltas
 from skewtape_pipeline.mirror.sources import TransferSettings, open_source
@@ -125,7 +126,10 @@ def test_s3_source_when_an_object_is_replaced_between_ranged_reads_fails_instead
         out.write(b"a" * (24 << 20))
     source = open_source(s3_publisher.uri("changing"), SETTINGS)
     body = source.open_range("big.bin", 0, source.stat("big.bin"))
-    assert bytes(next(body.chunks)) == b"a" * (1 << 20)
+    first = bytearray()
+    while len(first) < 1 << 20:  # the first ranged read, in the chunks its stream came in
+        first += next(body.chunks)
+    assert first == b"a" * (1 << 20)
     with client.open_output_stream(key) as out:  # republished while it is being read
         out.write(b"b" * (24 << 20))
 
@@ -363,9 +367,9 @@ SLOW_BYTES = 40_000
 """Where a slow answer ends (20 s at its rate), so that a fetch without the limit ends too."""
 
 
-def slow(path: str, times: int | None = None):
+def slow(path: str, times: int | None = None, rate: float = SLOW_RATE):
     """``rate`` and ``cut_at`` rules: the first ``times`` answers with a body to ``path`` (all
-    when None) come at :data:`SLOW_RATE` bytes/s and end after :data:`SLOW_BYTES`."""
+    when None) come at ``rate`` bytes/s and end after :data:`SLOW_BYTES`."""
     slowed: list[int] = []
 
     def chosen(answer: HttpAnswer) -> bool:
@@ -376,7 +380,7 @@ def slow(path: str, times: int | None = None):
         return answer.count in slowed
 
     return {
-        "rate": lambda answer: SLOW_RATE if chosen(answer) else None,
+        "rate": lambda answer: rate if chosen(answer) else None,
         "cut_at": lambda answer: SLOW_BYTES / answer.length if chosen(answer) else None,
     }
 
@@ -411,6 +415,110 @@ def test_fetch_when_a_body_stays_below_the_low_speed_limit_fails_naming_the_file
     assert "\n" not in message
     assert path.rsplit("/", 1)[1] in message
     assert re.search(r"\d+ bytes/s over \d+ s, below the low-speed limit of 16000 bytes/s", message)
+
+
+def test_cli_fetch_when_a_body_stays_below_the_speed_limit_flags_exits_1_naming_file_and_rate(
+    large_subscriber, large_publisher, large_nginx, capsys
+):
+    path = largest(large_publisher)
+    proxy = FaultProxy(large_nginx.port, http=HttpRules(**slow(path)))
+    try:
+        code = main(["fetch", proxy.url, "--root", str(large_subscriber),
+                     "--speed-limit", "16000", "--speed-time", "1"])  # fmt: skip
+    finally:
+        proxy.close()
+
+    out, err = capsys.readouterr()
+    error = err.splitlines()[-1]  # after any progress line
+    assert code == 1 and out == "" and err.count("error:") == 1
+    assert error.startswith(f"error: {proxy.url}{path}: the transfer broke off (StalledTransfer: ")
+    assert re.search(r"\d+ bytes/s over \d+ s, below the low-speed limit of 16000 bytes/s", error)
+    assert not (large_subscriber / DELTA).exists()
+
+
+def s3_path(server, path: str) -> str:
+    """The request path of a publisher's file (``path``, as :func:`largest` gives it) in the
+    ``publisher/`` prefix of ``server``'s bucket."""
+    return f"/{server.bucket}/publisher{path}"
+
+
+def via_s3_rules(server, subscriber: Path, rules: HttpRules, settings):
+    """Fetch from ``server``'s ``publisher/`` through a proxy with ``rules``: (result, proxy)."""
+    proxy = FaultProxy(server.s3_port, http=rules)
+    try:
+        uri = server.uri("publisher", port=proxy.port)
+        return fetch_deltas(uri, subscriber, settings=settings), proxy
+    finally:
+        proxy.close()
+
+
+def test_fetch_over_s3_when_a_ranged_read_stalls_below_the_low_speed_limit_resumes_and_verifies(
+    large_subscriber, large_publisher, s3_publisher, s3_env
+):
+    path = s3_path(s3_publisher, largest(large_publisher))
+    rules = HttpRules(**slow(path, times=1))  # the first ranged read of the largest file
+
+    result, proxy = via_s3_rules(s3_publisher, large_subscriber, rules, SLOW)
+
+    slowed = next(answer for answer in rules.answers if answer.path == path and answer.length > 1)
+    assert slowed.sent < SLOW_BYTES  # the fetch let go of it, not the proxy
+    assert result.months[0].retries == 1
+    assert published_files(large_subscriber / DELTA) == published_files(large_publisher / DELTA)
+    assert proxy.bytes_down <= 1.5 * delta_size(large_publisher)  # the reads ahead, read again
+
+
+def test_fetch_over_s3_when_a_body_stays_below_the_low_speed_limit_fails_naming_the_file_and_rate(
+    large_subscriber, large_publisher, s3_publisher, s3_env
+):
+    path = largest(large_publisher)
+    rules = HttpRules(**slow(s3_path(s3_publisher, path)))
+
+    with pytest.raises(TransferError) as info:
+        via_s3_rules(s3_publisher, large_subscriber, rules, replace(SLOW, attempts=2))
+
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"{s3_publisher.uri('publisher').split('?')[0]}{path}: ")
+    assert re.search(r"\d+ bytes/s over \d+ s, below the low-speed limit of 16000 bytes/s", message)
+    slowed = [a for a in rules.answers if a.path == s3_path(s3_publisher, path) and a.length > 1]
+    assert slowed and all(answer.sent < SLOW_BYTES for answer in slowed)  # let go by the fetch
+
+
+CHECKSUMS = f"/{DELTA}/CHECKSUMS.sha256"
+TRICKLE = 20
+"""Bytes/s of a trickling small file (its few hundred bytes would take tens of seconds)."""
+
+
+def assert_stalled_naming(message: str, path: str) -> None:
+    assert "\n" not in message and message.count(path) == 1
+    assert message.split(": ", 1)[0].endswith(path)  # the file, named once, first
+    assert "the transfer broke off (StalledTransfer: " in message
+    assert re.search(r"\d+ bytes/s over \d+ s, below the low-speed limit of 16000 bytes/s", message)
+
+
+def test_fetch_when_a_checksums_file_trickles_below_the_low_speed_limit_fails_naming_it(
+    large_subscriber, large_nginx
+):
+    rules = HttpRules(**slow(CHECKSUMS, rate=TRICKLE))
+
+    with pytest.raises(TransferError) as info:
+        via_rules(large_nginx, large_subscriber, rules, replace(SLOW, attempts=2))
+
+    assert_stalled_naming(str(info.value), CHECKSUMS)
+    assert rules.counts[CHECKSUMS] == 2  # read once more, then given up
+
+
+def test_fetch_over_s3_when_a_checksums_file_trickles_below_the_low_speed_limit_fails_naming_it(
+    large_subscriber, s3_publisher, s3_env
+):
+    path = s3_path(s3_publisher, CHECKSUMS)
+    rules = HttpRules(**slow(path, rate=TRICKLE))
+
+    with pytest.raises(TransferError) as info:
+        via_s3_rules(s3_publisher, large_subscriber, rules, replace(SLOW, attempts=2))
+
+    assert_stalled_naming(str(info.value), CHECKSUMS)
+    assert rules.counts[path] == 2
 
 
 # --- a full disk ---------------------------------------------------------------------------------
