@@ -4,8 +4,8 @@ with the project's own dependencies: ``python benchmarks/archive_versions.py``).
 One month of sample-shaped ticks (``--symbols`` markets trading every day, a few hundred ticks a
 symbol-day) is compacted into an archive with ``--versions`` versions: the first holds every
 symbol-day, each later one recompacts 1% of the symbol-days with changed ticks (a correction),
-committed by the project's ``versions.commit_version``. The anchor is the same current state
-without its version store (the unversioned archive). Printed side by side:
+committed by the project's ``version_recording.commit_version``. The anchor is the same current
+state without its version store (the unversioned archive). Printed side by side:
 
 - the current query (``SELECT count(*), sum(price) FROM ticks WHERE symbol = ? AND date BETWEEN
   ? AND ?`` through ``query.run_query``: the view built, its files verified, the query run) on
@@ -36,11 +36,12 @@ from pathlib import Path
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query
+from skewtape_pipeline.ticks.archive.store import version_recording as recording_module
 from skewtape_pipeline.ticks.archive.store import versions as versions_module
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.version_recording import commit_version
 from skewtape_pipeline.ticks.archive.store.versions import (
-    commit_version,
     read_version,
     resolve_as_of,
     version_count,
@@ -128,20 +129,20 @@ def extend_versions(root: Path, to: int) -> None:
     latest = read_version(root, version_count(root))
     count = version_count(root)
     for number in range(count + 1, to + 1):
-        record = versions_module._dumps(
+        record = recording_module._dumps(
             versions_module.Version(**{**latest.__dict__, "version": number}).to_dict()
         )
         path = versions_module.record_path(root, number)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(record)
-        versions_module._append_index(root, number - 1, latest.time_ns + number * 1_000_000)
+        recording_module._append_index(root, number - 1, latest.time_ns + number * 1_000_000)
 
 
 def lookup_seconds(root: Path, repeats: int) -> tuple[float, float]:
     """Median seconds of resolving a time and a number (spread over the versions)."""
     count = version_count(root)
     with open(versions_dir(root) / versions_module.INDEX_FILE, "rb") as handle:
-        times = [versions_module._time_of(handle, n) for n in range(1, count + 1)]
+        times = [versions_module.indexed_time(handle, n) for n in range(1, count + 1)]
     probes = [1 + (i * 7919) % count for i in range(200)]
     moments = [datetime.fromtimestamp(times[p - 1] / 1e9, UTC) for p in probes]
 

@@ -14,7 +14,7 @@ import pytest
 
 from skewtape_pipeline.mirror.apply import apply_delta
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.store import versions
+from skewtape_pipeline.ticks.archive.store import version_recording
 from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_LOCK_WAIT_SECONDS
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.encode.model import SchemaRequest, TickBatch, TickSchema
@@ -147,11 +147,11 @@ default archive waits the floor, one waiting longer its own timeout."""
 def version_lock_waits(monkeypatch) -> list[tuple[str, float]]:
     """``(what, timeout)`` of every archive lock taken to record a version, as taken."""
     waits: list[tuple[str, float]] = []
-    real_lock = versions.archive_lock
+    real_lock = version_recording.archive_lock
 
     def recording_lock(root, *, timeout, what):
         waits.append((what, timeout))
         return real_lock(root, timeout=timeout, what=what)
 
-    monkeypatch.setattr(versions, "archive_lock", recording_lock)
+    monkeypatch.setattr(version_recording, "archive_lock", recording_lock)
     return waits

@@ -114,6 +114,7 @@ from skewtape_pipeline.ticks.archive.store.reports_table import read_venue_day_r
 from skewtape_pipeline.ticks.archive.store.tiers import (
     ArchiveTiers,
 )
+from skewtape_pipeline.ticks.archive.store.version_recording import tag_version
 from skewtape_pipeline.ticks.archive.store.versions import (
     AsOf,
     Version,
@@ -121,7 +122,6 @@ from skewtape_pipeline.ticks.archive.store.versions import (
     list_tags,
     list_versions,
     resolve_as_of,
-    tag_version,
     version_state,
 )
 from skewtape_pipeline.ticks.encode.model import TickBatch

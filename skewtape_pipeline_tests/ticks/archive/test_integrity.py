@@ -38,9 +38,9 @@ from skewtape_pipeline.ticks.archive.store.placement import (
 )
 from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.version_recording import record_version
 from skewtape_pipeline.ticks.archive.store.versions import (
     EVENT_VERSION,
-    record_version,
     snapshot_dirs,
 )
 from skewtape_pipeline_tests.ticks.archive_builders import (

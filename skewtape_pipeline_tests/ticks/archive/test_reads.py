@@ -30,7 +30,10 @@ from skewtape_pipeline.ticks.archive.store import hot_index
 from skewtape_pipeline.ticks.archive.store.catalog import read_hot_records
 from skewtape_pipeline.ticks.archive.store.layout import partition_file
 from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
-from skewtape_pipeline.ticks.archive.store.versions import commit_version, version_count
+from skewtape_pipeline.ticks.archive.store.version_recording import commit_version
+from skewtape_pipeline.ticks.archive.store.versions import (
+    version_count,
+)
 from skewtape_pipeline_tests.ticks.archive.test_integrity import flip_bit_in_data_page, tier_file
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,

@@ -22,14 +22,16 @@ from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query, t
 from skewtape_pipeline.ticks.archive.store.books import default_audit_log, enable_books_and_records
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.version_recording import (
+    commit_version,
+    tag_version,
+)
 from skewtape_pipeline.ticks.archive.store.versions import (
     MAX_DELTA_DEPTH,
-    commit_version,
     list_tags,
     list_versions,
     record_path,
     resolve_as_of,
-    tag_version,
     version_at,
     version_count,
     versions_dir,

@@ -95,7 +95,7 @@ from skewtape_pipeline.ticks.archive.store.spill import (
     new_spill_folder,
     remove_orphaned_staging,
 )
-from skewtape_pipeline.ticks.archive.store.versions import commit_version
+from skewtape_pipeline.ticks.archive.store.version_recording import commit_version
 from skewtape_pipeline.ticks.encode.model import (
     TickBatch,
 )
@@ -576,9 +576,10 @@ def compact_source(
 
 
 def commit_compaction(core: ArchiveCore, sources: Mapping[SymbolDayKey, str] | None = None) -> None:
-    """Record the archive's version after compaction wrote to it (``versions.commit_version``,
-    nothing when nothing changed; ``sources``: the bundle each symbol-day came from), waiting
-    for the lock as long as the writes did (:func:`compaction_lock_wait`)."""
+    """Record the archive's version after compaction wrote to it
+    (``version_recording.commit_version``, nothing when nothing changed; ``sources``: the bundle
+    each symbol-day came from), waiting for the lock as long as the writes did
+    (:func:`compaction_lock_wait`)."""
     commit_version(
         core.root,
         "compact",

@@ -93,10 +93,10 @@ from skewtape_pipeline.ticks.archive.store.trust import (
     record_problems,
     unrecorded_hint,
 )
+from skewtape_pipeline.ticks.archive.store.version_recording import record_version
 from skewtape_pipeline.ticks.archive.store.versions import (
     SUFFIX,
     list_versions,
-    record_version,
     snapshot_dirs,
     version_state,
 )

@@ -13,7 +13,8 @@ with where the tier policy wants it at ``as_of``; :func:`retier` carries the pla
    each removal audited before it happens), but a consolidated file a kept version of the
    archive still reads (``ticks.archive.store.versions``) is retained until ``prune-versions`` drops
    the last such version. In ``books_and_records`` mode nothing is removed: the replaced files are
-   retained and the result says so; then the version (``versions.record_version``) is recorded.
+   retained and the result says so; then the version (``version_recording.record_version``) is
+   recorded.
 
 Warm and cold roots may be S3 prefixes (``skewtape_pipeline.storage``): a new file is then verified
 locally, uploaded under its content name only if that key is absent and read back (size, sha256)
@@ -131,7 +132,7 @@ from skewtape_pipeline.ticks.archive.store.trust import (
     record_problems,
     required_hot_record,
 )
-from skewtape_pipeline.ticks.archive.store.versions import record_version
+from skewtape_pipeline.ticks.archive.store.version_recording import record_version
 from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch, read_file_facts
 from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport, compression_ratio

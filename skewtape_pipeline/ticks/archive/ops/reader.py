@@ -70,10 +70,10 @@ from skewtape_pipeline.ticks.archive.store.versions import (
     AsOf,
     HotEntry,
     Version,
-    _version_catalog,
     hot_blob,
     read_manifest,
     resolve_as_of,
+    version_catalog,
 )
 from skewtape_pipeline.ticks.encode.parquet_file import archive_schema
 
@@ -256,7 +256,7 @@ class ArchiveReader:
             found = self._versions.get(version.version)
             if found is None:
                 entries = {e.key: e for e in read_manifest(self.root, version)}
-                catalog = _version_catalog(self.root, version)
+                catalog = version_catalog(self.root, version)
                 found = _Snapshot(self.root, catalog, entries, version=version)
                 if len(self._versions) >= 16:
                     self._versions.pop(next(iter(self._versions)))

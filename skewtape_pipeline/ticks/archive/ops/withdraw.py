@@ -36,7 +36,7 @@ from skewtape_pipeline.ticks.archive.store.catalog_check import (
 from skewtape_pipeline.ticks.archive.store.garbage import Garbage, remove_files
 from skewtape_pipeline.ticks.archive.store.hot_index import HotIndex, ensure_index
 from skewtape_pipeline.ticks.archive.store.layout import partition_file
-from skewtape_pipeline.ticks.archive.store.versions import record_version
+from skewtape_pipeline.ticks.archive.store.version_recording import record_version
 
 if TYPE_CHECKING:
     from skewtape_pipeline.ticks.archive.core import ArchiveCore
