@@ -239,3 +239,68 @@ def test_stdlib_only_encode_modules_when_scanned_import_only_stdlib_and_errors()
         for name in STDLIB_ONLY_ENCODE
     }
     assert {name: imported for name, imported in found.items() if imported} == {}
+
+
+ROOT_PARAMETERS = frozenset({"root", "archive_root"})
+"""Parameter names that hand a function the archive's root as a path."""
+STORE = Path("ticks", "archive", "store")
+TAKE_THE_ROOT = frozenset(
+    {
+        "ticks/archive/core.py:ArchiveCore.__init__",  # the core is built from the root it holds
+        "ticks/archive/handle.py:Archive.__init__",  # the front door, built from the root
+    }
+)
+"""The functions outside ``ticks/archive/store/`` that may take the archive's root: the ones
+it is built into."""
+ROOT_PARAMETERS_LEFT = frozenset(
+    {
+        # converted on branch catalogstore
+        "ticks/archive/ops/compact.py:_hot_records",
+        "ticks/archive/ops/integrity.py:_index_problems",
+        "ticks/archive/ops/integrity.py:_readable_catalog",
+        "ticks/archive/ops/integrity.py:_readable_records",
+        "ticks/archive/ops/integrity.py:_record_unrecorded_hot_files",
+        "ticks/archive/ops/integrity.py:_verified_hot_files",
+    }
+)
+
+
+def root_taking_functions(source: str) -> list[str]:
+    """The (dotted, class-qualified) names of the functions in ``source`` that have a
+    parameter named as in :data:`ROOT_PARAMETERS`."""
+    found = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                args = child.args
+                names = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
+                if names & ROOT_PARAMETERS:
+                    found.append(prefix + child.name)
+                visit(child, f"{prefix}{child.name}.")
+
+    visit(ast.parse(source), "")
+    return found
+
+
+def test_ticks_functions_outside_the_store_when_scanned_take_no_archive_root():
+    offenders = {
+        f"{path.relative_to(PACKAGE).as_posix()}:{name}"
+        for path in sorted((PACKAGE / "ticks").rglob("*.py"))
+        if not path.relative_to(PACKAGE).is_relative_to(STORE)
+        for name in root_taking_functions(path.read_text(encoding="utf-8"))
+    }
+    assert sorted(offenders - TAKE_THE_ROOT - ROOT_PARAMETERS_LEFT) == []
+
+
+def test_root_taking_functions_when_given_methods_and_nested_functions_names_them_all():
+    source = (
+        "class A:\n"
+        "    def __init__(self, root): ...\n"
+        "    def other(self, roots): ...\n"
+        "def f(*, archive_root):\n"
+        "    def g(root, /): ...\n"
+    )
+    assert root_taking_functions(source) == ["A.__init__", "f", "f.g"]

@@ -1,4 +1,5 @@
-"""The archive as one object: its root, its resolved tiers, its audit log, its one lock.
+"""The archive as one object: its root, its resolved tiers, its books (write-once mode and audit
+log), its one lock.
 
 :class:`ArchiveCore` is what every operation (``ops/``) is handed: built once by the front door
 (``handle.Archive``), it holds the archive's address and options, so no operation takes the
@@ -17,10 +18,7 @@ from skewtape_pipeline.audit import AuditLog
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.locations import refuse_url
 from skewtape_pipeline.storage import TierFile
-from skewtape_pipeline.ticks.archive.store.books import (
-    default_audit_log,
-    enable_books_and_records,
-)
+from skewtape_pipeline.ticks.archive.store.books import Books, default_audit_log
 from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_ROOT_EXPECTED, archive_lock
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.store.tiers import (
@@ -87,6 +85,9 @@ class ArchiveCore:
         if audit_log is BESIDE:
             audit_log = default_audit_log(self.root)
         self.audit_log: Path | None = None if audit_log is None else Path(audit_log)
+        self.books = Books(self.root, self.audit_log)
+        """The archive's write-once mode and audit log (``books.Books``): every check and audit
+        record of an operation goes through it."""
         self.lock_timeout = _checked_lock_timeout(lock_timeout)
         self.books_and_records = bool(books_and_records)
 
@@ -131,9 +132,7 @@ class ArchiveCore:
             AuditLog(self.audit_log).repair_head()
         if self.books_and_records:
             self.root.mkdir(parents=True, exist_ok=True)
-            enable_books_and_records(
-                self.root, audit_log=self.audit_log, reason="Archive(books_and_records=True)"
-            )
+            self.books.enable(reason="Archive(books_and_records=True)")
         yield self
         if self._record is not None and self.root.is_dir():
             record_policy(self.root, self._record)

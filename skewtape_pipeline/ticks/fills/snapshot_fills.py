@@ -50,11 +50,6 @@ from skewtape_pipeline.ticks.archive.ops.compact_plan import (
     utc_days,
 )
 from skewtape_pipeline.ticks.archive.ops.withdraw import Removal, remove_symbol_days
-from skewtape_pipeline.ticks.archive.store.books import (
-    check_may_delete,
-    check_may_write,
-    is_books_and_records,
-)
 from skewtape_pipeline.ticks.archive.store.catalog import SymbolDayKey, read_catalog
 from skewtape_pipeline.ticks.archive.store.layout import partition_file, recorded_schema
 from skewtape_pipeline.ticks.encode.chunked import RawChunk, ReadState, open_parquet, parquet_chunks
@@ -437,22 +432,17 @@ def _check_write_once(
     """In ``books_and_records`` mode, refuse (audited) before the first write when a planned
     symbol-day's file exists (it would be overwritten), or a ``gone`` one's file exists or is
     catalogued (it would be removed or withdrawn for lack of ticks); in ``wanted`` order."""
-    out, audit_log = archive.root, archive.audit_log
-    if not is_books_and_records(out):
+    out, books = archive.root, archive.core.books
+    if not books.is_on():
         return
     catalogued = read_catalog(out).partitions
     gone_keys = set(gone)
     for key in wanted:
         target = partition_file(out, *key)
         if key in planned:
-            check_may_write(out, target, audit_log=audit_log)
+            books.check_may_write(target)
         elif key in gone_keys and (target.exists() or key in catalogued):
-            check_may_delete(
-                out,
-                target,
-                why="the snapshot holds no ticks for it any more",
-                audit_log=audit_log,
-            )
+            books.check_may_delete(target, why="the snapshot holds no ticks for it any more")
 
 
 def read_fills_ticks(fills_file: Path, wanted: Iterable[SymbolDayKey]) -> SourceTicks:
@@ -623,23 +613,31 @@ def today_utc() -> date:
 # --- read-back check ---------------------------------------------------------------------------
 
 
-def archive_read_back_problems(results: Sequence[SymbolDayResult], *, out: Path) -> list[str]:
-    """Read the written archive files back with DuckDB (hive partitioning, no code of ours) and
-    compare them, row for row, with the snapshot's fills; one line per symbol-day that differs.
+def archive_read_back_problems(
+    results: Sequence[SymbolDayResult], *, archive: Archive
+) -> list[str]:
+    """Read the files written into ``archive`` back with DuckDB (hive partitioning, no code of
+    ours) and compare them, row for row, with the snapshot's fills; one line per symbol-day
+    that differs.
     """
     return [
         f"{symbol} in {source.path}: {count} row(s) differ between the archive and the fills"
-        for symbol, source, count in read_back_mismatches(results, out=out)
+        for symbol, source, count in read_back_mismatches(results, archive=archive)
     ]
 
 
 def read_back_mismatches(
-    results: Sequence[SymbolDayResult], *, out: Path, memory_limit: int = DEFAULT_MEMORY_LIMIT
+    results: Sequence[SymbolDayResult],
+    *,
+    archive: Archive,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
 ) -> list[tuple[str, FillsSource, int]]:
-    """(symbol, source, rows that differ) of each written symbol-day DuckDB does not read back
-    equal to the snapshot's fills (see :func:`archive_read_back_problems`): DuckDB reads both
-    files itself, within ``memory_limit``. A symbol-day left in its consolidated copy (its
-    ticks unchanged, compared when compaction skipped it) has no hot file to read back."""
+    """(symbol, source, rows that differ) of each symbol-day written into ``archive`` DuckDB
+    does not read back equal to the snapshot's fills (see :func:`archive_read_back_problems`):
+    DuckDB reads both files itself, within ``memory_limit``. A symbol-day left in its
+    consolidated copy (its ticks unchanged, compared when compaction skipped it) has no hot
+    file to read back."""
+    out = archive.root
     written = [
         r for r in results
         if r.report is not None and Path(r.report.path) == partition_file(out, r.symbol, r.day)

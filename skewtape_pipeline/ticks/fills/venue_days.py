@@ -116,19 +116,18 @@ def traded_symbols(fills_file: Path, venue: str, day: date) -> list[str]:
     return [fill_symbol(venue, market_id) for (market_id,) in rows]
 
 
-def archived_symbols(archive_root: Path, venue: str, day: date) -> set[str]:
+def archived_symbols(archive: Archive, venue: str, day: date) -> set[str]:
     """Symbols of ``venue`` the archive holds a hot file or a catalogued copy of on ``day``."""
+    root = archive.root
     prefix = quote(venue + SYMBOL_SEPARATOR, safe="", encoding="utf-8")
     pattern = (
         f"symbol={prefix}*/year={day.year:04d}/month={day.month:02d}/date={day.isoformat()}/"
         f"{PART_FILE_NAME}"
     )
-    hot = {
-        decode_symbol(p.parents[3].name.removeprefix("symbol=")) for p in archive_root.glob(pattern)
-    }
+    hot = {decode_symbol(p.parents[3].name.removeprefix("symbol=")) for p in root.glob(pattern)}
     catalogued = {
         symbol
-        for symbol, catalogued_day in read_catalog(archive_root).partitions
+        for symbol, catalogued_day in read_catalog(root).partitions
         if catalogued_day == day and symbol.startswith(venue + SYMBOL_SEPARATOR)
     }
     return hot | catalogued
@@ -148,13 +147,13 @@ def archive_venue_day(
     for symbol in symbols or ():
         if split_symbol(symbol)[0] != venue:
             raise ConfigError(f"symbol {symbol!r} is not of venue {venue!r} ({day})")
-    _check_venue_known(history, venue, day, options.archive.root)
+    _check_venue_known(history, venue, day, options.archive)
     source = venue_month_source(history, venue, day)
     present = source.sha256 is not None
     fills_file = source.snapshot / source.path
     traded = traded_symbols(fills_file, venue, day) if present else []
     out = options.archive.root
-    before = archived_symbols(out, venue, day) if out.is_dir() else set()
+    before = archived_symbols(options.archive, venue, day) if out.is_dir() else set()
     wanted = sorted(set(traded) | before)
     listed = symbols_in(fills_file) if present else []
     if symbols is not None:
@@ -169,7 +168,9 @@ def archive_venue_day(
         target_ratio=options.target_ratio,
         memory_limit=options.memory_limit,
     )
-    checked = read_back_mismatches(results, out=out, memory_limit=options.memory_limit)
+    checked = read_back_mismatches(
+        results, archive=options.archive, memory_limit=options.memory_limit
+    )
     mismatched = {symbol: count for symbol, _, count in checked}
     skipped = sorted(set(listed) - set(wanted))
     rows = [_row(result, venue, options, mismatched.get(result.symbol, 0)) for result in results]
@@ -179,12 +180,12 @@ def archive_venue_day(
     return VenueDayResult(venue, day, source, results, skipped, rows, partial=symbols is not None)
 
 
-def _check_venue_known(history: Path, venue: str, day: date, archive_root: Path) -> None:
+def _check_venue_known(history: Path, venue: str, day: date, archive: Archive) -> None:
     """ConfigError, before anything is written, for a venue no snapshot of the mirror holds
-    fills of and the archive holds nothing of on ``day`` (a venue mistyped, e.g. in a backfill
+    fills of and ``archive`` holds nothing of on ``day`` (a venue mistyped, e.g. in a backfill
     dialog): archiving it would archive nothing and say nothing."""
     held = mirror_venues(history)
-    if venue in held or (archive_root.is_dir() and archived_symbols(archive_root, venue, day)):
+    if venue in held or (archive.root.is_dir() and archived_symbols(archive, venue, day)):
         return
     raise ConfigError(
         f"venue {venue!r} ({day}): no snapshot in {history} holds fills of it (the mirror's "
@@ -220,7 +221,7 @@ def _row(
         **common,
         read_back_mismatched_rows=mismatched,
         tier=report.tier,
-        path=_relative(options.archive.root, path) if path else None,
+        path=_relative(options.archive, path) if path else None,
         compacted_size_bytes=report.compacted_size_bytes,
         raw_size_bytes=report.raw_size_bytes,
         raw_size_basis=report.raw_size_basis,
@@ -243,8 +244,9 @@ def _skipped_row(
     return ReportRow(symbol, venue, day, SKIPPED, 0, **_source_fields(source, options.batch))
 
 
-def _relative(root: Path, path: Path) -> str:
+def _relative(archive: Archive, path: Path) -> str:
+    """``path`` relative to ``archive``'s root (POSIX), else as it is."""
     try:
-        return path.absolute().relative_to(root.absolute()).as_posix()
+        return path.absolute().relative_to(archive.root.absolute()).as_posix()
     except ValueError:
         return str(path)

@@ -12,9 +12,6 @@ from skewtape_pipeline.ticks.archive.store.books import (
     EVENT_REFUSED,
     EVENT_REMOVE,
     default_audit_log,
-    disable_books_and_records,
-    enable_books_and_records,
-    is_books_and_records,
 )
 from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.store.placement import archive_metrics
@@ -38,8 +35,8 @@ from skewtape_pipeline_tests.ticks.conftest import archive_at
 
 def test_retier_when_books_and_records_writes_copies_and_deletes_nothing(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1)
-    assert enable_books_and_records(
-        root, reason="broker-dealer books", audit_log=default_audit_log(root)
+    assert Archive(root, audit_log=default_audit_log(root)).core.books.enable(
+        reason="broker-dealer books"
     )
     before = [f for f in files_under(tmp_path) if f.endswith(".parquet")]
 
@@ -60,7 +57,7 @@ def test_retier_when_books_and_records_writes_copies_and_deletes_nothing(tmp_pat
 
 def test_prune_when_books_and_records_refuses_and_audits_the_attempt(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1)
-    enable_books_and_records(root, audit_log=default_audit_log(root))
+    Archive(root, audit_log=default_audit_log(root)).core.books.enable()
     Archive(root, policy=POLICY).retier(as_of=STAGE_1)
     before = files_under(tmp_path)
     with pytest.raises(WriteOnceError, match="delete refused") as info:
@@ -76,14 +73,14 @@ def test_prune_when_books_and_records_refuses_and_audits_the_attempt(tmp_path, n
 def test_prune_when_not_books_and_records_removes_retained_copies(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1)
     enable = tmp_path / "other"
-    assert not is_books_and_records(root) and not enable.exists()
+    assert not Archive(root, audit_log=None).core.books.is_on() and not enable.exists()
     Archive(root, policy=POLICY).retier(as_of=STAGE_1)
     assert Archive(root, policy=POLICY).prune() == []  # retier already removed what it replaced
 
 
 def test_compact_when_books_and_records_and_symbol_day_exists_refuses_overwrite(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1, days=DAYS[:1])
-    enable_books_and_records(root, audit_log=default_audit_log(root))
+    Archive(root, audit_log=default_audit_log(root)).core.books.enable()
     day = DAYS[0]
     with pytest.raises(WriteOnceError, match="overwrite refused"):
         compact_symbol_day(
@@ -106,10 +103,11 @@ def test_compact_when_books_and_records_and_symbol_day_exists_refuses_overwrite(
 
 def test_books_and_records_when_enabled_twice_is_idempotent_and_cannot_be_disabled(tmp_path):
     root = tmp_path / "archive"
-    assert enable_books_and_records(root, audit_log=default_audit_log(root)) is True
-    assert enable_books_and_records(root, audit_log=default_audit_log(root)) is False
+    books = Archive(root, audit_log=default_audit_log(root)).core.books
+    assert books.enable() is True
+    assert books.enable() is False
     with pytest.raises(WriteOnceError, match="cannot be turned off"):
-        disable_books_and_records(root, audit_log=default_audit_log(root))
-    assert is_books_and_records(root)
+        books.disable()
+    assert books.is_on()
     kinds = [e["event"] for e in audit_events(root)]
     assert kinds == [EVENT_ENABLED, EVENT_REFUSED]

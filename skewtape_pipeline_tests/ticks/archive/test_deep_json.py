@@ -8,8 +8,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from skewtape_pipeline.errors import ConfigError, TickFormatError
+from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.query import run_query
-from skewtape_pipeline.ticks.archive.store.books import BOOKS_MARKER, is_books_and_records
+from skewtape_pipeline.ticks.archive.store.books import BOOKS_MARKER
 from skewtape_pipeline.ticks.archive.store.catalog import (
     CATALOG_METADATA_KEY,
     catalog_path,
@@ -41,7 +42,7 @@ def test_is_books_and_records_when_marker_nested_too_deep_raises_config_error_na
 ):
     (tmp_path / BOOKS_MARKER).write_bytes(DEEP)
     with pytest.raises(ConfigError, match=f"{BOOKS_MARKER}: .*nested too deep"):
-        is_books_and_records(tmp_path)
+        Archive(tmp_path, audit_log=None).core.books.is_on()
 
 
 def test_read_catalog_when_parquet_header_nested_too_deep_raises_tick_format_error(tmp_path):

@@ -31,7 +31,6 @@ from skewtape_pipeline.ticks.archive.store import trust
 from skewtape_pipeline.ticks.archive.store.books import (
     EVENT_REFUSED,
     default_audit_log,
-    enable_books_and_records,
 )
 from skewtape_pipeline.ticks.archive.store.catalog import catalog_path, read_catalog
 from skewtape_pipeline.ticks.archive.store.catalog_check import checked_catalog
@@ -561,7 +560,7 @@ def test_retier_on_s3_in_books_and_records_mode_retains_replaced_objects(
 ):
     root, policy = tiered_on_s3(tmp_path, s3_env)
     prefix = policy.warm.root.split("/")[3]
-    enable_books_and_records(root, reason="test", audit_log=default_audit_log(root))
+    Archive(root, policy=policy, audit_log=default_audit_log(root)).core.books.enable(reason="test")
     warm_before = [k for k in objects_under(s3_env, f"{prefix}/warm") if k.endswith(".parquet")]
     assert warm_before
 

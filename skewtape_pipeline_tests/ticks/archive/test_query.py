@@ -22,7 +22,6 @@ from skewtape_pipeline.ticks.archive.ops.query import (
     scan_stats,
     ticks_view_sql,
 )
-from skewtape_pipeline.ticks.archive.store.books import enable_books_and_records
 from skewtape_pipeline.ticks.archive.store.placement import archive_state
 from skewtape_pipeline.ticks.archive.store.policy import COLD
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
@@ -295,7 +294,7 @@ def test_run_query_json_when_every_duckdb_type_selected_keeps_values_exact(tmp_p
 
 def test_run_query_when_root_holds_only_bookkeeping_files_gives_the_empty_view(tmp_path):
     root = tmp_path / "archive"
-    enable_books_and_records(root)  # a write-once archive with nothing compacted yet
+    archive_at(root).core.books.enable()  # a write-once archive with nothing compacted yet
     (root / ".skewtape-archive.lock").write_text("")
     answer = run_query("SELECT count(*) AS n FROM ticks", ArchiveTiers.of(root))
     assert answer.column("n").to_pylist() == [0]

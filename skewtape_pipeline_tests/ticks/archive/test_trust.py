@@ -25,7 +25,6 @@ from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.ops.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query, run_query_text
 from skewtape_pipeline.ticks.archive.store import trust
-from skewtape_pipeline.ticks.archive.store.books import enable_books_and_records
 from skewtape_pipeline.ticks.archive.store.catalog import read_catalog, read_hot_records
 from skewtape_pipeline.ticks.archive.store.layout import partition_file
 from skewtape_pipeline.ticks.archive.store.placement import archive_state, scan_hot_files
@@ -125,7 +124,7 @@ def test_retier_when_hot_source_rewritten_refuses_naming_it_and_commits_nothing(
 
 
 def test_verify_archive_when_a_retained_consolidated_file_changed_reports_it(tiered):
-    enable_books_and_records(tiered, reason="test")
+    Archive(tiered, policy=POLICY, audit_log=None).core.books.enable(reason="test")
     warm = tier_file(tiered, WARM)
     result = Archive(tiered, policy=POLICY, audit_log=None).retier(
         as_of=STAGE_2

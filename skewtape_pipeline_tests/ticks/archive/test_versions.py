@@ -19,7 +19,7 @@ from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, VersionError
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query, ticks_view_sql
-from skewtape_pipeline.ticks.archive.store.books import default_audit_log, enable_books_and_records
+from skewtape_pipeline.ticks.archive.store.books import default_audit_log
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.store.version_recording import (
@@ -253,7 +253,7 @@ def test_prune_versions_when_older_than_keeps_the_latest(archive):
 
 
 def test_prune_versions_when_books_and_records_refuses(archive):
-    enable_books_and_records(archive)
+    Archive(archive, policy=POLICY, audit_log=None).core.books.enable()
     with pytest.raises(WriteOnceError):
         Archive(archive, policy=POLICY, audit_log=None).prune_versions(keep_last=1)
     assert version_count(archive) == len(list_versions(archive))

@@ -21,7 +21,6 @@ from skewtape_pipeline.ticks.archive.store.books import (
     EVENT_REMOVE,
     EVENT_WITHDRAW,
     default_audit_log,
-    enable_books_and_records,
 )
 from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.store.consolidate import read_consolidated_file
@@ -264,7 +263,7 @@ def copy_linking_parquet(source: Path, target: Path) -> Path:
 
 def test_withdraw_when_books_and_records_refuses_and_changes_nothing(tmp_path, no_fsync):
     root = retiered(tmp_path)
-    enable_books_and_records(root, audit_log=default_audit_log(root))
+    Archive(root, audit_log=default_audit_log(root)).core.books.enable()
     before = contents(tmp_path, audit=False)
     with pytest.raises(WriteOnceError, match="delete refused") as refused:
         Archive(root).withdraw([COLD_KEY])
@@ -339,7 +338,7 @@ def test_retier_when_moved_hot_files_are_removed_forgets_their_stamps(tmp_path, 
 
 def test_retier_when_books_and_records_keeps_stamps_of_retained_hot_files(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1)
-    enable_books_and_records(root, audit_log=default_audit_log(root))
+    Archive(root, audit_log=default_audit_log(root)).core.books.enable()
     Archive(root, policy=POLICY).retier(as_of=STAGE_1)
     Archive(root, policy=POLICY).retier(as_of=STAGE_2)
     partitions = read_catalog(root).partitions.values()
@@ -403,7 +402,7 @@ def test_remove_symbol_days_when_a_hot_file_goes_audits_its_removal_as_show_tell
 
 def test_remove_symbol_days_when_books_and_records_refuses_and_changes_nothing(tmp_path, no_fsync):
     root = retiered(tmp_path)
-    enable_books_and_records(root, audit_log=default_audit_log(root))
+    Archive(root, audit_log=default_audit_log(root)).core.books.enable()
     before = contents(tmp_path, audit=False)
 
     with pytest.raises(WriteOnceError, match="has no ticks any more"):

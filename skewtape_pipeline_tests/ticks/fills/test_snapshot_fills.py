@@ -22,7 +22,6 @@ from skewtape_pipeline.ticks.archive.store import spill
 from skewtape_pipeline.ticks.archive.store.books import (
     EVENT_REFUSED,
     EVENT_WITHDRAW,
-    enable_books_and_records,
 )
 from skewtape_pipeline.ticks.archive.store.layout import partition_file
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
@@ -116,7 +115,7 @@ def test_archive_symbol_days_when_ticks_exist_writes_reports_that_read_back_equa
         assert result.source.bundle_id == "skewtape-history-2026-11"
         assert result.source.path == "fills/kalshi/2026-10.parquet"
         assert Path(result.report.path) == partition_file(out, result.symbol, result.day)
-    assert archive_read_back_problems(results, out=out) == []
+    assert archive_read_back_problems(results, archive=archive_at(out)) == []
 
 
 @LOCK_WAITS
@@ -140,7 +139,7 @@ def test_archive_read_back_when_a_file_was_altered_names_the_symbol(
     victim = partition_file(out, *wanted[0])
     table = pq.read_table(victim)
     pq.write_table(table.slice(1), victim)
-    problems = archive_read_back_problems(results, out=out)
+    problems = archive_read_back_problems(results, archive=archive_at(out))
     assert len(problems) == 1 and wanted[0][0] in problems[0]
 
 
@@ -209,7 +208,7 @@ def test_archive_symbol_days_when_books_and_records_and_a_file_exists_refuses_be
         wanted[1:2],
         as_of=AS_OF,
     )
-    enable_books_and_records(out, audit_log=log_beside(tmp_path))
+    archive_at(out, audit_log=log_beside(tmp_path)).core.books.enable()
     kept = partition_file(out, *wanted[1]).read_bytes()
     with pytest.raises(WriteOnceError, match="overwrite refused") as refused:
         archive_symbol_days(
@@ -233,7 +232,7 @@ def test_archive_symbol_days_when_books_and_records_and_ticks_corrected_away_kee
     [(symbol, day)] = busiest_symbol_days(fills, 1)
     out = tmp_path / "archive"
     archive_symbol_days(archive_at(out, TierPolicy()), history, [(symbol, day)], as_of=AS_OF)
-    enable_books_and_records(out)
+    archive_at(out).core.books.enable()
     table = pq.read_table(fills)
     fills.chmod(0o644)
     pq.write_table(
@@ -333,7 +332,7 @@ def test_archive_symbol_days_when_sample_venue_leaves_keeps_its_archived_ticks(
         assert result.source.departed
         assert result.source.bundle_id == "skewtape-history-2026-11"
         assert partition_file(out, result.symbol, result.day).exists()
-    assert archive_read_back_problems(results, out=out) == []
+    assert archive_read_back_problems(results, archive=archive_at(out)) == []
     assert not [s for s, _ in corrected_symbol_days(history, "2026-12") if s.startswith("augur")]
 
 
@@ -368,7 +367,7 @@ def test_archive_symbol_days_when_hand_built_venue_leaves_reads_the_last_snapsho
         assert result.source.sha256 is not None
     assert kept.report is not None and not kept.source.departed
     assert kept.source.snapshot == history / "2026-11"
-    assert archive_read_back_problems(results, out=out) == []
+    assert archive_read_back_problems(results, archive=archive_at(out)) == []
     table = run_query(
         "SELECT count(*) AS n FROM ticks WHERE symbol LIKE 'polymarket:%'", ArchiveTiers.of(out)
     )
@@ -420,7 +419,7 @@ def test_archive_symbol_days_when_no_snapshot_holds_the_month_file_keeps_archive
     archive_symbol_days(archive_at(out, policy), history, wanted, as_of=AS_OF)
     kept = partition_file(out, *wanted[0]).read_bytes()
     shutil.rmtree(history / "2026-10")  # the last snapshot holding it is gone (pruned)
-    enable_books_and_records(out)  # and nothing may be refused: nothing is to be removed
+    archive_at(out).core.books.enable()  # and nothing may be refused: nothing is to be removed
 
     [result] = archive_symbol_days(archive_at(out, policy), history, wanted, as_of=AS_OF)
 

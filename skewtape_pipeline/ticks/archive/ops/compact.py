@@ -65,8 +65,6 @@ from skewtape_pipeline.ticks.archive.ops.compact_plan import (
 from skewtape_pipeline.ticks.archive.store.books import (
     EVENT_RECOMPACT,
     EVENT_WRITE,
-    audit,
-    check_may_write,
 )
 from skewtape_pipeline.ticks.archive.store.catalog import (
     FileRecord,
@@ -255,7 +253,7 @@ def _write_symbol_day(
 def _check_before_encoding(core: ArchiveCore, batch: TickBatch, path: Path) -> None:
     """Under the archive's lock, the refusals that need no tiers, before anything is encoded:
     the batch's schema is the archive's (recorded when the archive has none) and the file at
-    ``path`` may be written in books_and_records mode (``books.check_may_write``). The catalog
+    ``path`` may be written in books_and_records mode (``Books.check_may_write``). The catalog
     check reads the tiers and runs once, under the lock that publishes (:func:`_published`)."""
     with _compaction_locked(core):
         ensure_archive_schema(
@@ -264,7 +262,7 @@ def _check_before_encoding(core: ArchiveCore, batch: TickBatch, path: Path) -> N
             quantity_scale=batch.quantity_scale,
             timestamp_unit=batch.timestamp_unit,
         )
-        check_may_write(core.root, path)
+        core.books.check_may_write(path, audited=False)
 
 
 def _report_fields(
@@ -442,7 +440,7 @@ def _published(core: ArchiveCore, item: PlannedSymbolDay, path: Path) -> _Publis
     try:
         record = FileRecord(prepared.temp.stat().st_size, sha256_file(prepared.temp))
         with _compaction_locked(core):
-            check_may_write(out, path)
+            core.books.check_may_write(path, audited=False)
             if path.exists():
                 checked_catalog(tiers)
             held = _held_unchanged(tiers, item, path, record)
@@ -456,7 +454,7 @@ def _published(core: ArchiveCore, item: PlannedSymbolDay, path: Path) -> _Publis
             rel = path.relative_to(out).as_posix()
             append_hot_record(out, rel, record, FileStamp.of(path))
             written = rewrite or written_record(out, item.symbol, item.day)
-            audit(out, core.audit_log, [written | {"report": _audited_report(item, facts, tier)}])
+            core.books.audit([written | {"report": _audited_report(item, facts, tier)}])
     finally:
         prepared.discard()
     return _Published(tier, dict(tiers.record), facts, rewrite)

@@ -53,7 +53,7 @@ from skewtape_pipeline.storage import (
     size_of,
 )
 from skewtape_pipeline.ticks.archive.store import hot_index
-from skewtape_pipeline.ticks.archive.store.books import EVENT_REBUILD, audit
+from skewtape_pipeline.ticks.archive.store.books import EVENT_REBUILD
 from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     CatalogFile,
@@ -282,7 +282,7 @@ def _audit_rebuild(
         "symbol_days": len(catalog.partitions),
         "reason": "catalog rebuilt from the consolidated files",
     }
-    audit(core.root, core.audit_log, [record])
+    core.books.audit([record])
 
 
 def _refuse_fewer(tiers: ArchiveTiers, old: Catalog, found: int) -> None:

@@ -86,8 +86,6 @@ from skewtape_pipeline.ticks.archive.ops.retier_plan import (
 from skewtape_pipeline.ticks.archive.store.books import (
     EVENT_COMMIT,
     EVENT_REWRITE,
-    audit,
-    is_books_and_records,
 )
 from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
@@ -257,9 +255,9 @@ def retier(
     with core.locked("re-tiering"):
         tiers = _checked_tiers(core, leftovers=True)
         plan = plan_retier(core, as_of=as_of, months=months)
-        books = is_books_and_records(root)
-        reader = _SourceReader(root, plan.catalog)  # reads the records: refuses first
-        removed_first = remove_files(core.root, core.audit_log, plan.withdrawn_hot)
+        books = core.books.is_on()
+        reader = _SourceReader(core, plan.catalog)  # reads the records: refuses first
+        removed_first = remove_files(core.books, plan.withdrawn_hot)
         written = _write_rewrites(core, plan, reader)
         catalog = _commit(core, plan, written)
         garbage = unreachable_files(tiers, books=books)
@@ -298,7 +296,7 @@ def _checked_tiers(core: ArchiveCore, *, leftovers: bool = False) -> ArchiveTier
         for store in tiers.stores.values():
             store.remove_stale_temps()
         remove_stale_catalog_temps(core.root)
-        remove_orphaned_staged_files(core.root)
+        remove_orphaned_staged_files(core)
     checked_catalog(tiers)
     return tiers
 
@@ -327,16 +325,14 @@ def _remove_replaced(
     retained = [item.file for item in garbage if books or item.file in kept]
     if books:
         return catalog, [], retained
-    removed = remove_files(
-        core.root, core.audit_log, [item for item in garbage if item.file not in kept]
-    )
+    removed = remove_files(core.books, [item for item in garbage if item.file not in kept])
     return _forget_gone_sources(core, catalog), removed, retained
 
 
-def remove_orphaned_staged_files(root: Path) -> None:
-    """Staged symbol-day files whose compaction died (this host's, of processes that are gone;
-    never a live writer's)."""
-    for temp in fsio.orphaned_temps(staging_folder(root)):
+def remove_orphaned_staged_files(core: ArchiveCore) -> None:
+    """Staged symbol-day files of the archive whose compaction died (this host's, of processes
+    that are gone; never a live writer's)."""
+    for temp in fsio.orphaned_temps(staging_folder(core.root)):
         temp.unlink(missing_ok=True)
 
 
@@ -444,7 +440,7 @@ def _audit_rewrite(
         "replaces": list(rewrite.replaces),
         "sources": sources,
     }
-    audit(core.root, core.audit_log, [record])
+    core.books.audit([record])
 
 
 def _partition_move(
@@ -474,12 +470,12 @@ class _SourceReader:
     """Reads symbol-days from hot files and consolidated files (each whole file read once, and
     verified first: its size and sha256 against its record, then its footer)."""
 
-    def __init__(self, root: Path, catalog: Catalog):
-        self.root, self.catalog = root, catalog
+    def __init__(self, core: ArchiveCore, catalog: Catalog):
+        self.root, self.catalog = core.root, catalog
         self._footers: dict[str, pq.FileMetaData] = {}
         self._rows: dict[str, dict[SymbolDayKey, tuple[int, int]]] = {}
         self._read: dict[str, str] = {}
-        self._records = read_hot_records(root)
+        self._records = read_hot_records(self.root)
 
     def start(self) -> None:
         """Forget the list of sources read (kept per written file, for its audit record)."""
@@ -589,7 +585,7 @@ def _commit(core: ArchiveCore, plan: RetierPlan, written: Sequence[_Written]) ->
     commit; returns the catalog now in force (the plan's own when it changes nothing)."""
     if not plan.changes_catalog:
         return plan.catalog
-    catalog = _next_catalog(plan, written)
+    catalog = _next_catalog(core, plan, written)
     unlisted = {old for w in written for old in w.rewrite.replaces} | set(plan.emptied)
     details = {
         "symbol_days_moved": len(plan.moves),
@@ -613,14 +609,14 @@ def _write_catalog_audited(core: ArchiveCore, catalog: Catalog, details: dict[st
         "generation": catalog.generation,
         "catalog_sha256": sha256_bytes(catalog.to_bytes()),
     }
-    audit(core.root, core.audit_log, [record | details])
+    core.books.audit([record | details])
 
 
-def _next_catalog(plan: RetierPlan, written: Sequence[_Written]) -> Catalog:
+def _next_catalog(core: ArchiveCore, plan: RetierPlan, written: Sequence[_Written]) -> Catalog:
     """The plan's catalog with the written files in place of those they replace, the emptied
     files and dropped symbol-days gone, the refreshed stamps recorded (their catalog paths
     made when planning) and stale stamps dropped; its generation is one up when rows moved."""
-    root, catalog = plan.archive_root, plan.catalog
+    catalog = plan.catalog
     files = dict(catalog.files)
     partitions = dict(catalog.partitions)
     for gone in plan.emptied:
@@ -648,7 +644,7 @@ def _next_catalog(plan: RetierPlan, written: Sequence[_Written]) -> Catalog:
             )
             partitions[refresh.key] = replace(entry, source=stamp)
     partitions = {
-        k: _without_stale_stamp(root, p) for k, p in partitions.items() if p.file in files
+        k: _without_stale_stamp(core, p) for k, p in partitions.items() if p.file in files
     }
     reread = {slot.key for slots in plan.slots.values() for slot in slots if slot.hot is not None}
     withdrawn = frozenset(k for k in catalog.withdrawn if k in partitions and k not in reread)
@@ -670,8 +666,7 @@ def _forget_gone_sources(core: ArchiveCore, catalog: Catalog) -> Catalog:
     generation (no symbol-day changes file: the generation counts the commits that move rows).
     Unchanged (nothing written) when no stamp is stale.
     """
-    root = core.root
-    partitions = {key: _without_stale_stamp(root, p) for key, p in catalog.partitions.items()}
+    partitions = {key: _without_stale_stamp(core, p) for key, p in catalog.partitions.items()}
     if all(partitions[key] is p for key, p in catalog.partitions.items()):
         return catalog
     settled = replace(catalog, partitions=partitions)
@@ -681,12 +676,12 @@ def _forget_gone_sources(core: ArchiveCore, catalog: Catalog) -> Catalog:
     return settled
 
 
-def _without_stale_stamp(root: Path, partition: CatalogPartition) -> CatalogPartition:
-    """``partition`` without its source stamp when the hot file it names is gone (removed after
-    an earlier commit): only a file still there can be the superseded copy; one written there
-    later is a newer copy, even should it reuse the inode, size and mtime."""
+def _without_stale_stamp(core: ArchiveCore, partition: CatalogPartition) -> CatalogPartition:
+    """``partition`` without its source stamp when the hot file it names in the archive is gone
+    (removed after an earlier commit): only a file still there can be the superseded copy; one
+    written there later is a newer copy, even should it reuse the inode, size and mtime."""
     source = partition.source
-    if source is None or resolve_hot(root, source.path).exists():
+    if source is None or resolve_hot(core.root, source.path).exists():
         return partition
     return replace(partition, source=None)
 
@@ -711,10 +706,8 @@ def prune(core: ArchiveCore) -> list[TierFile]:
     root = core.root
     with core.locked("pruning"):
         garbage, kept = unreachable_files(_checked_tiers(core))
-        removed = remove_files(
-            core.root, core.audit_log, [item for item in garbage if item.file not in kept]
-        )
-        if not is_books_and_records(root):
+        removed = remove_files(core.books, [item for item in garbage if item.file not in kept])
+        if not core.books.is_on():
             _forget_gone_sources(core, read_catalog(root))
         return removed
 

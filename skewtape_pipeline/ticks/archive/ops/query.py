@@ -527,12 +527,13 @@ def _connect(archives: Archives, options: QueryOptions) -> duckdb.DuckDBPyConnec
         con.execute(f"SET threads = {options.threads}")
     try:
         open_ticks_view(con, archives, as_of=options.as_of)
-        roots = [tiers.root for tiers in _archives(archives)]
+        checked = _archives(archives)
+        roots = [tiers.root for tiers in checked]
         places = []
         if options.as_of is None:  # as of a version, a report names where its run put the day
-            for index, root in enumerate(roots):
+            for index, tiers in enumerate(checked):
                 places.append(f"_skewtape_places_{index}")
-                con.register(places[-1], current_places(root))
+                con.register(places[-1], current_places(tiers))
         con.execute(reports_view_sql(roots, places=places or None))
         if not options.unrestricted:
             restrict(con, _allowed_folders(archives))
@@ -542,10 +543,11 @@ def _connect(archives: Archives, options: QueryOptions) -> duckdb.DuckDBPyConnec
     return con
 
 
-def current_places(archive_root: Path) -> pa.Table:
-    """Where each symbol-day of the archive is now (:data:`reports_table.PLACES_SCHEMA`): a
-    live hot file's path, or the consolidated file the catalog names; hidden copies left out."""
-    root = Path(archive_root)
+def current_places(tiers: ArchiveTiers) -> pa.Table:
+    """Where each symbol-day of the archive of ``tiers`` is now
+    (:data:`reports_table.PLACES_SCHEMA`): a live hot file's path, or the consolidated file the
+    catalog names; hidden copies left out."""
+    root = tiers.root
     state = archive_state(root)
     rows = [(h.symbol, h.day, HOT, h.path.relative_to(root).as_posix()) for h in state.hot_live]
     rows += [
@@ -637,14 +639,16 @@ def _archives(archives: Archives) -> list[ArchiveTiers]:
                 f"{type(item).__name__}"
             )
         check_archive_root(item.root)
-        _check_no_partition_keys_above(item.root)
+        _check_no_partition_keys_above(item)
     return items
 
 
-def _check_no_partition_keys_above(root: Path) -> None:
-    """Refuse a root below a folder named ``symbol=...`` or ``date=...``: DuckDB reads Hive keys
-    from the whole path, the first of a repeated key winning, so every hot tick would get that
-    folder's value (the hot files hold ``symbol`` and ``date`` only in their folder names)."""
+def _check_no_partition_keys_above(tiers: ArchiveTiers) -> None:
+    """Refuse an archive (of ``tiers``) whose root lies below a folder named ``symbol=...`` or
+    ``date=...``: DuckDB reads Hive keys from the whole path, the first of a repeated key
+    winning, so every hot tick would get that folder's value (the hot files hold ``symbol`` and
+    ``date`` only in their folder names)."""
+    root = tiers.root
     for part in root.absolute().parts:
         key = part.partition("=")[0]
         if "=" in part and key in ("symbol", "date"):

@@ -103,23 +103,24 @@ class _Piece:
 
 
 class _Snapshot:
-    """What one state of the archive (now, or as of a version) says about where symbol-days
-    are: the catalog and the live hot files, looked up per symbol."""
+    """What one state of the archive of ``tiers`` (now, or as of a version) says about where
+    symbol-days are: the catalog and the live hot files, looked up per symbol."""
 
     def __init__(
         self,
-        root: Path,
+        tiers: ArchiveTiers,
         catalog: Catalog,
         hot: hot_index.HotIndex | dict[SymbolDayKey, HotEntry] | None,
         *,
         version: Version | None = None,
     ):
-        self.root, self.catalog, self.version = root, catalog, version
+        self.root, self.catalog, self.version = tiers.root, catalog, version
         self._hot = hot
         self._listed: dict[SymbolDayKey, hot_index.IndexEntry] | None = None
         if hot is None:  # an archive without a hot index: listed once, for this read
-            records = hot_index.legacy_records(root)
-            self._listed = {e.key: e for e in hot_index.scan_index(root, records) if e.present}
+            records = hot_index.legacy_records(self.root)
+            listed = hot_index.scan_index(self.root, records)
+            self._listed = {e.key: e for e in listed if e.present}
         self._rows: dict[str, dict[SymbolDayKey, tuple[int, int]]] = {}
         self._parts: dict[str, list[CatalogPartition]] = {}
         self._files: dict[str, TierFile] = {}
@@ -257,7 +258,7 @@ class ArchiveReader:
             if found is None:
                 entries = {e.key: e for e in read_manifest(self.root, version)}
                 catalog = version_catalog(self.root, version)
-                found = _Snapshot(self.root, catalog, entries, version=version)
+                found = _Snapshot(self.tiers, catalog, entries, version=version)
                 if len(self._versions) >= 16:
                     self._versions.pop(next(iter(self._versions)))
                 self._versions[version.version] = found
@@ -266,7 +267,7 @@ class ArchiveReader:
         key = (id(catalog), None if index is None else (id(index), index.stamp))
         if index is not None and self._current is not None and self._current[0] == key:
             return self._current[1]
-        snapshot = _Snapshot(self.root, catalog, index)
+        snapshot = _Snapshot(self.tiers, catalog, index)
         self._current = (key, snapshot)
         return snapshot
 
@@ -432,7 +433,7 @@ class ArchiveReader:
                 try:
                     stamp = stamp_of(piece.file)
                 except FileNotFoundError:
-                    raise _missing(self.root, piece) from None
+                    raise _missing(self.tiers, piece) from None
                 verified.check(piece.rel, piece.file, stamp, piece.record, piece.whose)
         finally:
             verified.save()
@@ -452,7 +453,7 @@ class ArchiveReader:
             source = file_reader(piece.file)  # a small file: read whole, decoded in memory
             table = pq.read_table(source, columns=read, use_threads=False)
         except FileNotFoundError:
-            raise _missing(self.root, piece) from None
+            raise _missing(self.tiers, piece) from None
         except (OSError, pa.ArrowException) as exc:
             raise DamagedFileError(
                 f"does not read as a tick file ({exc})", path=piece.file
@@ -497,7 +498,7 @@ class ArchiveReader:
             lo, n = piece.rows  # type: ignore[misc]
             group = next(g for g in chosen if starts[g] <= lo < starts[g + 1])
             part = table.slice(offsets[group] + lo - starts[group], n)
-            _check_slice(self.root, part, piece)
+            _check_slice(self.tiers, part, piece)
             tie_key = (piece.record.sha256, piece.key)
             out.append(self._finish(part.drop_columns(["symbol", "date"]), piece, tie_key, picked))
         return out
@@ -614,9 +615,9 @@ def _view_type(kind: pa.DataType) -> pa.DataType:
     return kind
 
 
-def _check_slice(root: Path, part: pa.Table, piece: _Piece) -> None:
+def _check_slice(tiers: ArchiveTiers, part: pa.Table, piece: _Piece) -> None:
     """The rows the catalog names hold its symbol-day only (else the catalog and the file
-    disagree: refused, naming the file)."""
+    disagree: refused, naming the file and the repair of the archive of ``tiers``)."""
     symbol, day = piece.key
     symbols = pc.cast(part["symbol"], pa.string())
     ok = part.num_rows == piece.rows[1] and (  # type: ignore[index]
@@ -629,12 +630,15 @@ def _check_slice(root: Path, part: pa.Table, piece: _Piece) -> None:
     if not ok:
         raise CatalogMismatchError(
             f"{piece.file}: the catalog places {symbol} {day.isoformat()} at rows "
-            f"{piece.rows}, which hold other ticks; {repair_hint(root)}",
+            f"{piece.rows}, which hold other ticks; {repair_hint(tiers.root)}",
             paths=[piece.file],
         )
 
 
-def _missing(root: Path, piece: _Piece) -> CatalogMismatchError:
+def _missing(tiers: ArchiveTiers, piece: _Piece) -> CatalogMismatchError:
+    """The refusal of ``piece``'s file, listed but not on disk, naming the repair of the
+    archive of ``tiers``."""
+    root = tiers.root
     if piece.rows is None and piece.whose == WRITTEN_BY_COMPACTION:
         what = "the hot index lists it"
         fix = (

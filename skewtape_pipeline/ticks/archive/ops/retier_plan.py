@@ -25,7 +25,6 @@ from skewtape_pipeline.arrow_memory import owned_buffer, owned_reader
 from skewtape_pipeline.errors import ConfigError, TickFormatError
 from skewtape_pipeline.hashing import sha256_bytes
 from skewtape_pipeline.storage import TierFile, TierStore
-from skewtape_pipeline.ticks.archive.store.books import is_books_and_records
 from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     CatalogPartition,
@@ -189,7 +188,7 @@ class _Planner:
     def __init__(self, core: ArchiveCore, as_of: object, months: Collection[str] | None):
         self.as_of, self.eligible = _check_date(as_of), _month_filter(months)
         tiers = core.tiers
-        self.root, self.policy = core.root, tiers.policy
+        self.root, self.policy, self.books = core.root, tiers.policy, core.books
         self.writes = {
             tier: (store, tiers.settings[tier], tiers.layouts[tier])
             for tier, store in tiers.stores.items()
@@ -242,7 +241,7 @@ class _Planner:
         """Slot every catalogued symbol-day not slotted from a hot file, dropped or purged:
         where its age calls for (never warmer than its tier: held), or where it is when its
         month is not in this run."""
-        keep_hot = is_books_and_records(self.root)
+        keep_hot = self.books.is_on()
         self.purged, withdrawn_hot = _purgeable(self.state, self.eligible, keep_hot=keep_hot)
         self.withdrawn_hot = [
             Garbage(h.path, self.hot_rels[h.key], WITHDRAWN) for h in withdrawn_hot

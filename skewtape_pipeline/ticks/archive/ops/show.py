@@ -177,9 +177,9 @@ def show_symbol_day(
     location = locate(tiers, symbol, day)
     place = None
     if location is not None:
-        place = _place(root, catalog, symbol, day, location)
-    report = _report(root, symbol, day, place)
-    history = _history(root, audit_log, symbol, day, report)
+        place = _place(tiers, catalog, symbol, day, location)
+    report = _report(tiers, symbol, day, place)
+    history = _history(tiers, audit_log, symbol, day, report)
     if report is None:
         report = _audited_report(history, place)
     withdrawn = (symbol, day) in catalog.withdrawn
@@ -191,9 +191,11 @@ def show_symbol_day(
     return SymbolDayStory(root, symbol, day, place, withdrawn, report, history)
 
 
-def _place(root: Path, catalog: Catalog, symbol: str, day: date, location: Any) -> Place:
+def _place(tiers: ArchiveTiers, catalog: Catalog, symbol: str, day: date, location: Any) -> Place:
+    """Where ``location`` (the symbol-day's, in the archive of ``tiers``) is: a hot file by its
+    path below the archive root, a consolidated file by its catalog entry."""
     if not location.consolidated:
-        rel = Path(location.path).relative_to(root).as_posix()
+        rel = Path(location.path).relative_to(tiers.root).as_posix()
         return Place(HOT, rel, location.rows, location.bytes)
     entry = catalog.partitions[(symbol, day)]
     first = sum(
@@ -202,9 +204,12 @@ def _place(root: Path, catalog: Catalog, symbol: str, day: date, location: Any) 
     return Place(entry.tier, entry.file, entry.rows, entry.byte_share, first)
 
 
-def _report(root: Path, symbol: str, day: date, place: Place | None) -> dict[str, Any] | None:
-    """The reports table's row of the symbol-day, its tier and path where the day is now."""
-    row = symbol_day_report(root, symbol, day)
+def _report(
+    tiers: ArchiveTiers, symbol: str, day: date, place: Place | None
+) -> dict[str, Any] | None:
+    """The reports table's row of the symbol-day (in the archive of ``tiers``), its tier and
+    path where the day is now."""
+    row = symbol_day_report(tiers.root, symbol, day)
     if row is None:
         return None
     row["date"] = row["date"].isoformat()
@@ -231,11 +236,13 @@ def _audited_report(history: list[dict[str, Any]], place: Place | None) -> dict[
 
 
 def _history(
-    root: Path, log: Path | None, symbol: str, day: date, report: dict[str, Any] | None
+    tiers: ArchiveTiers, log: Path | None, symbol: str, day: date, report: dict[str, Any] | None
 ) -> list[dict[str, Any]]:
-    """The audit log's records about the symbol-day, followed through the files it lived in,
-    its first ``written`` carrying the report's batch and status (``log`` None, or a day written
-    before writes were audited: the report's ``written`` alone, without a time)."""
+    """The audit log's records about the symbol-day (of the archive of ``tiers``), followed
+    through the files it lived in, its first ``written`` carrying the report's batch and status
+    (``log`` None, or a day written before writes were audited: the report's ``written`` alone,
+    without a time)."""
+    root = tiers.root
     hot = partition_file(root, symbol, day).relative_to(root).as_posix()
     follower = _Follower(str(root.absolute()), symbol, day.isoformat(), hot)
     history: list[dict[str, Any]] = []

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.storage import TierFile, size_of
-from skewtape_pipeline.ticks.archive.store.books import EVENT_PRUNE, audit, check_may_delete
+from skewtape_pipeline.ticks.archive.store.books import EVENT_PRUNE
 from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.store.garbage import Garbage, remove_files
 from skewtape_pipeline.ticks.archive.store.placement import uncatalogued_files
@@ -78,7 +78,7 @@ def prune_versions(
     """
     root = core.root
     _check_rule(keep_last, older_than)
-    check_may_delete(root, versions_dir(root), why="pruning versions", audit_log=core.audit_log)
+    core.books.check_may_delete(versions_dir(root), why="pruning versions")
     with core.locked("pruning versions"):
         versions = list_versions(root)
         drop = _to_prune(versions, set(list_tags(root).values()), keep_last, older_than)
@@ -86,7 +86,7 @@ def prune_versions(
         kept = [v for v in versions if v.version not in set(drop)]
         unread = _unread(core, kept)
         garbage = [Garbage(path, core.relative(path), "read by no kept version") for path in unread]
-        removed = remove_files(core.root, core.audit_log, garbage)
+        removed = remove_files(core.books, garbage)
     return PruneResult(drop, [v.version for v in kept], removed)
 
 
@@ -95,7 +95,7 @@ def _drop_versions(core: ArchiveCore, drop: list[int]) -> None:
     root = core.root
     if drop:
         record = {"event": EVENT_PRUNE, "archive": str(root.absolute()), "versions": drop}
-        audit(root, core.audit_log, [record])
+        core.books.audit([record])
         faults.checkpoint("audited-version-pruning")
     for number in drop:
         fsio.atomic_unlink(record_path(root, number))

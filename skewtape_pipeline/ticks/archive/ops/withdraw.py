@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from skewtape_pipeline import faults
 from skewtape_pipeline.errors import ConfigError
-from skewtape_pipeline.ticks.archive.store.books import EVENT_WITHDRAW, audit, check_may_delete
+from skewtape_pipeline.ticks.archive.store.books import EVENT_WITHDRAW
 from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     SymbolDayKey,
@@ -82,7 +82,7 @@ def remove_symbol_days(core: ArchiveCore, keys: Iterable[SymbolDayKey]) -> list[
     for key in wanted:
         hot = partition_file(root, *key)
         if hot.exists() or key in catalog.partitions:
-            check_may_delete(root, hot, why=_why(key), audit_log=core.audit_log)
+            core.books.check_may_delete(hot, why=_why(key))
     hot_files = [partition_file(root, *key) for key in wanted]
     listed = HotIndex.read(root)
     if (
@@ -100,7 +100,7 @@ def remove_symbol_days(core: ArchiveCore, keys: Iterable[SymbolDayKey]) -> list[
             for key, hot in pairs
             if hot.exists() or index.present(key) is not None
         ]
-        removed = set(remove_files(core.root, core.audit_log, gone))
+        removed = set(remove_files(core.books, gone))
         removals = [
             Removal(*key, removed_file=hot in removed, withdrawn=key in withdrawn)
             for key, hot in pairs
@@ -149,26 +149,22 @@ def withdraw_symbol_days(core: ArchiveCore, keys: Iterable[SymbolDayKey]) -> lis
 
 def _withdraw_locked(core: ArchiveCore, wanted: Collection[SymbolDayKey]) -> list[SymbolDayKey]:
     """:func:`withdraw_symbol_days` once the lock is held."""
-    root, audit_log = core.root, core.audit_log
+    root = core.root
     remove_stale_catalog_temps(root)
     catalog = checked_catalog(core.tiers)
     new = _to_withdraw(catalog, wanted)
     if not new:
         return []
     files = sorted({catalog.partitions[key].file for key in new})
-    check_may_delete(
-        root,
+    core.books.check_may_delete(
         core.tiers.resolve(files[0]),
         why=f"withdrawing {len(new)} symbol-day(s) from its consolidated copy "
         f"(first: {new[0][0]} {new[0][1].isoformat()})",
-        audit_log=audit_log,
     )
     updated = replace(
         catalog, generation=catalog.generation + 1, withdrawn=catalog.withdrawn | set(new)
     )
-    audit(
-        root,
-        audit_log,
+    core.books.audit(
         [
             {
                 "event": EVENT_WITHDRAW,

@@ -12,7 +12,8 @@ govern its preservation allow no silent modification or deletion. In this mode:
 
 The mode is a property of the archive, not of a call: it is recorded once in
 ``<archive root>/_skewtape_books_and_records.json`` (created without clobbering, never removed),
-so no caller can forget it.
+so no caller can forget it. An archive's :class:`Books` (built once, as ``ArchiveCore.books``)
+knows the marker and the audit log: its methods check the mode and append the audit records.
 """
 
 from __future__ import annotations
@@ -46,119 +47,125 @@ def default_audit_log(archive_root: Path) -> Path:
     return Path(archive_root).absolute().parent / AUDIT_LOG_NAME
 
 
-def is_books_and_records(archive_root: Path) -> bool:
-    """True when the archive at ``archive_root`` is in ``books_and_records`` mode.
+class Books:
+    """The books of the archive at ``root``: its write-once mode (the marker
+    ``<root>/_skewtape_books_and_records.json``) and its audit log (``audit_log``; None: no
+    audit). Built once by ``core.ArchiveCore`` (``core.books``); every check and audit record
+    of an archive goes through it, so no caller names the root or the log again."""
 
-    Raises ConfigError when the marker exists but is not the mode's marker.
-    """
-    marker = Path(archive_root) / BOOKS_MARKER
-    if not marker.exists():
-        return False
-    try:
-        found = fsio.load_json(marker.read_bytes(), marker, error=ConfigError)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{marker}: unreadable write-once marker ({exc})") from None
-    if not isinstance(found, dict) or found.get("mode") != MODE:
-        raise ConfigError(f"{marker}: expected {{'mode': {MODE!r}}}, found {found!r}")
-    return True
+    def __init__(self, root: Path, audit_log: Path | None):
+        self.root = Path(root)
+        self.audit_log = None if audit_log is None else Path(audit_log)
 
+    def __repr__(self) -> str:
+        return f"Books({str(self.root)!r}, audit_log={self.audit_log!r})"
 
-def enable_books_and_records(
-    archive_root: Path, *, audit_log: Path | None = None, reason: str = ""
-) -> bool:
-    """Put the archive at ``archive_root`` in ``books_and_records`` mode, for good.
+    def is_on(self) -> bool:
+        """True when the archive is in ``books_and_records`` mode.
 
-    Idempotent: returns True when this call turned the mode on, False when it already was.
-    The marker is written to a temporary file and hard-linked into place, so two callers
-    cannot clobber each other; the change is appended to the audit log.
-    """
-    root = Path(archive_root)
-    if is_books_and_records(root):
-        return False
-    root.mkdir(parents=True, exist_ok=True)
-    marker = root / BOOKS_MARKER
-    body = {"mode": MODE, "since": datetime.now(UTC).isoformat(timespec="seconds")}
-    temp = fsio.temp_path_for(marker)
-    with open(temp, "w", encoding="utf-8") as handle:
-        json.dump(body, handle, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
-    try:
-        os.link(temp, marker)
-        created = True
-    except FileExistsError:
-        created = False
-    finally:
-        temp.unlink(missing_ok=True)
-    fsio.fsync_dir(root)
-    if created:
-        fsio.make_read_only(marker)
-        audit(
-            root,
-            audit_log,
-            [{"event": EVENT_ENABLED, "archive": str(root.absolute()), "reason": reason}],
+        Raises ConfigError when the marker exists but is not the mode's marker.
+        """
+        marker = self.root / BOOKS_MARKER
+        if not marker.exists():
+            return False
+        try:
+            found = fsio.load_json(marker.read_bytes(), marker, error=ConfigError)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{marker}: unreadable write-once marker ({exc})") from None
+        if not isinstance(found, dict) or found.get("mode") != MODE:
+            raise ConfigError(f"{marker}: expected {{'mode': {MODE!r}}}, found {found!r}")
+        return True
+
+    def enable(self, reason: str = "") -> bool:
+        """Put the archive in ``books_and_records`` mode, for good.
+
+        Idempotent: returns True when this call turned the mode on, False when it already was.
+        The marker is written to a temporary file and hard-linked into place, so two callers
+        cannot clobber each other; the change (with ``reason``) is appended to the audit log.
+        """
+        if self.is_on():
+            return False
+        self.root.mkdir(parents=True, exist_ok=True)
+        marker = self.root / BOOKS_MARKER
+        body = {"mode": MODE, "since": datetime.now(UTC).isoformat(timespec="seconds")}
+        temp = fsio.temp_path_for(marker)
+        with open(temp, "w", encoding="utf-8") as handle:
+            json.dump(body, handle, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(temp, marker)
+            created = True
+        except FileExistsError:
+            created = False
+        finally:
+            temp.unlink(missing_ok=True)
+        fsio.fsync_dir(self.root)
+        if created:
+            fsio.make_read_only(marker)
+            archive = str(self.root.absolute())
+            self.audit([{"event": EVENT_ENABLED, "archive": archive, "reason": reason}])
+        return created
+
+    def disable(self) -> None:
+        """Always refused: the mode cannot be turned off (the refusal is audited).
+
+        Raises
+        ------
+        WriteOnceError
+            Always, naming the marker file.
+        """
+        self._refuse(
+            self.root / BOOKS_MARKER,
+            operation="disable",
+            why="books_and_records mode cannot be turned off once on",
         )
-    return created
 
+    def check_may_delete(self, path: Path | object, *, why: str = "") -> None:
+        """Raise WriteOnceError (audited) if the archive is write-once; else return.
 
-def disable_books_and_records(archive_root: Path, *, audit_log: Path | None = None) -> None:
-    """Always refused: the mode cannot be turned off (the refusal is audited).
+        ``why`` says what the deletion was for; it goes into the refusal.
+        """
+        if self.is_on():
+            self._refuse(
+                path,
+                operation="delete",
+                why="the archive is in books_and_records mode (write-once)"
+                + (f": {why}" if why else ""),
+            )
 
-    Raises
-    ------
-    WriteOnceError
-        Always, naming the marker file.
-    """
-    root = Path(archive_root)
-    refuse(
-        root,
-        root / BOOKS_MARKER,
-        operation="disable",
-        why="books_and_records mode cannot be turned off once on",
-        audit_log=audit_log,
-    )
+    def check_may_write(self, path: Path, *, audited: bool = True) -> None:
+        """Raise WriteOnceError if the archive is write-once and ``path`` exists; the refusal
+        is audited unless ``audited`` is False (compaction's check, whose refusal no audit
+        record has ever named)."""
+        if Path(path).exists() and self.is_on():
+            self._refuse(
+                path,
+                operation="overwrite",
+                why="the archive is in books_and_records mode (write-once) and the file exists",
+                audited=audited,
+            )
 
+    def audit(self, records: list[Mapping[str, Any]]) -> int:
+        """Append ``records`` (actor added) to the audit log (:func:`audit`); returns how many
+        were appended (0 when the archive is not audited)."""
+        return audit(self.root, self.audit_log, records)
 
-def refuse(
-    archive_root: Path,
-    path: Path | object,
-    *,
-    operation: str,
-    why: str,
-    audit_log: Path | None = None,
-) -> None:
-    """Append a refusal record to the audit log, then raise WriteOnceError for ``path``."""
-    audit(
-        archive_root,
-        audit_log,
-        [
-            {
-                "event": EVENT_REFUSED,
-                "archive": str(Path(archive_root).absolute()),
-                "file": str(location_text(path)),
-                "operation": operation,
-                "why": why,
-            }
-        ],
-    )
-    raise WriteOnceError(f"{operation} refused: {why}", path=path, operation=operation)
-
-
-def check_may_delete(
-    archive_root: Path, path: Path | object, *, why: str = "", audit_log: Path | None = None
-) -> None:
-    """Raise WriteOnceError (audited) if the archive is write-once; else return.
-
-    ``why`` says what the deletion was for; it goes into the refusal.
-    """
-    if is_books_and_records(archive_root):
-        refuse(
-            archive_root,
-            path,
-            operation="delete",
-            why=f"the archive is in books_and_records mode (write-once){': ' + why if why else ''}",
-            audit_log=audit_log,
-        )
+    def _refuse(
+        self, path: Path | object, *, operation: str, why: str, audited: bool = True
+    ) -> None:
+        """Append a refusal record to the audit log (unless not ``audited``), then raise
+        WriteOnceError for ``path``."""
+        record = {
+            "event": EVENT_REFUSED,
+            "archive": str(self.root.absolute()),
+            "file": str(location_text(path)),
+            "operation": operation,
+            "why": why,
+        }
+        if audited:
+            self.audit([record])
+        raise WriteOnceError(f"{operation} refused: {why}", path=path, operation=operation)
 
 
 def location_text(path: Path | object) -> str:
@@ -167,20 +174,9 @@ def location_text(path: Path | object) -> str:
     return str(found.absolute() if isinstance(found, Path) else found)
 
 
-def check_may_write(archive_root: Path, path: Path, *, audit_log: Path | None = None) -> None:
-    """Raise WriteOnceError (audited) if the archive is write-once and ``path`` exists."""
-    if Path(path).exists() and is_books_and_records(archive_root):
-        refuse(
-            archive_root,
-            path,
-            operation="overwrite",
-            why="the archive is in books_and_records mode (write-once) and the file exists",
-            audit_log=audit_log,
-        )
-
-
 def audit(archive_root: Path, audit_log: Path | None, records: list[Mapping[str, Any]]) -> int:
-    """Append ``records`` (actor added) to ``audit_log``; None: no audit (returns 0)."""
+    """Append ``records`` (actor added) to ``audit_log``; None: no audit (returns 0). What
+    :meth:`Books.audit` does, for the store's own writers handed the log (``versions``)."""
     if audit_log is None:
         return 0
     return AuditLog(Path(audit_log)).append(

@@ -6,7 +6,7 @@ Re-tiering removes what its commit replaced, pruning what an interrupted run lef
 the hot files of withdrawn symbol-days, version pruning the files only past versions read: all
 through :func:`remove_files`, each file named by its catalog path and the reason it goes. A
 consolidated file a kept version of the archive still reads (``versions.kept_catalog_paths``) is
-not garbage yet. In ``books_and_records`` mode nothing is removed (``books.check_may_delete``).
+not garbage yet. In ``books_and_records`` mode nothing is removed (``Books.check_may_delete``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import NamedTuple
 from skewtape_pipeline import faults
 from skewtape_pipeline.storage import TierFile, delete, sha256_of, size_of
 from skewtape_pipeline.ticks.archive.store import hot_index
-from skewtape_pipeline.ticks.archive.store.books import EVENT_REMOVE, audit, check_may_delete
+from skewtape_pipeline.ticks.archive.store.books import EVENT_REMOVE, Books
 from skewtape_pipeline.ticks.archive.store.placement import archive_state
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.store.trust import hot_rel
@@ -60,16 +60,17 @@ def unreachable_files(
     return garbage, kept
 
 
-def remove_files(root: Path, audit_log: Path | None, garbage: list[Garbage]) -> list[TierFile]:
+def remove_files(books: Books, garbage: list[Garbage]) -> list[TierFile]:
     """Audit every removal (each file named by its catalog path, with its reason) first (one
-    append), then remove the files; WriteOnceError (audited) in ``books_and_records`` mode.
-    Reads no tiers: each item carries its file and catalog path. ``root`` is the archive root,
-    ``audit_log`` its audit log (None: no audit). Returns the files removed."""
+    append, to the audit log of the archive's ``books``), then remove the files;
+    WriteOnceError (audited) in ``books_and_records`` mode. Reads no tiers: each item carries
+    its file and catalog path. Returns the files removed."""
     if not garbage:
         return []
+    root = books.root
     records = []
     for path, rel, reason in garbage:
-        check_may_delete(root, path, why=reason, audit_log=audit_log)
+        books.check_may_delete(path, why=reason)
         if hot_index.key_of_rel(rel) is not None and not Path(path).exists():
             continue  # removed by a run cut short before the hot index said so: said below
         records.append(
@@ -82,7 +83,7 @@ def remove_files(root: Path, audit_log: Path | None, garbage: list[Garbage]) -> 
                 "reason": reason,
             }
         )
-    audit(root, audit_log, records)
+    books.audit(records)
     faults.checkpoint("audited-removals")
     removed = []
     hot_gone = []
