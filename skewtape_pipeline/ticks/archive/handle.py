@@ -348,7 +348,7 @@ class Archive:
         """This handle's reader (``reader.ArchiveReader``), made on first use; it keeps what it
         has read (catalog, hot index, footers, verified files) while their files are unchanged."""
         if self._reader is None:
-            self._reader = ArchiveReader(self.tiers)
+            self._reader = ArchiveReader(self.core)
         return self._reader
 
     def state(self, as_of: AsOf | None = None) -> ArchiveState:
@@ -402,7 +402,7 @@ class Archive:
 
     def verify(self, *, full: bool = False) -> integrity.ArchiveVerification:
         """Every file against its record (``integrity.verify_archive``); reads only."""
-        return integrity.verify_archive(self.tiers, full=full)
+        return integrity.verify_archive(self.core, full=full)
 
     def query(
         self,

@@ -55,7 +55,7 @@ from skewtape_pipeline.ticks.archive.store.books import (
     check_may_write,
     is_books_and_records,
 )
-from skewtape_pipeline.ticks.archive.store.catalog import SymbolDayKey, read_catalog
+from skewtape_pipeline.ticks.archive.store.catalog import SymbolDayKey
 from skewtape_pipeline.ticks.archive.store.layout import partition_file, recorded_schema
 from skewtape_pipeline.ticks.encode.chunked import RawChunk, ReadState, open_parquet, parquet_chunks
 from skewtape_pipeline.ticks.encode.model import (
@@ -440,7 +440,7 @@ def _check_write_once(
     out, audit_log = archive.root, archive.audit_log
     if not is_books_and_records(out):
         return
-    catalogued = read_catalog(out).partitions
+    catalogued = archive.core.catalog.read().partitions
     gone_keys = set(gone)
     for key in wanted:
         target = partition_file(out, *key)

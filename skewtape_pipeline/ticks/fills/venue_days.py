@@ -28,7 +28,6 @@ import duckdb
 
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.ticks.archive.ops.compact_plan import DEFAULT_MEMORY_LIMIT
-from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.store.layout import PART_FILE_NAME, decode_symbol
 from skewtape_pipeline.ticks.archive.store.reports_table import (
     ARCHIVED,
@@ -116,7 +115,7 @@ def traded_symbols(fills_file: Path, venue: str, day: date) -> list[str]:
     return [fill_symbol(venue, market_id) for (market_id,) in rows]
 
 
-def archived_symbols(archive_root: Path, venue: str, day: date) -> set[str]:
+def archived_symbols(archive: Archive, venue: str, day: date) -> set[str]:
     """Symbols of ``venue`` the archive holds a hot file or a catalogued copy of on ``day``."""
     prefix = quote(venue + SYMBOL_SEPARATOR, safe="", encoding="utf-8")
     pattern = (
@@ -124,11 +123,11 @@ def archived_symbols(archive_root: Path, venue: str, day: date) -> set[str]:
         f"{PART_FILE_NAME}"
     )
     hot = {
-        decode_symbol(p.parents[3].name.removeprefix("symbol=")) for p in archive_root.glob(pattern)
+        decode_symbol(p.parents[3].name.removeprefix("symbol=")) for p in archive.root.glob(pattern)
     }
     catalogued = {
         symbol
-        for symbol, catalogued_day in read_catalog(archive_root).partitions
+        for symbol, catalogued_day in archive.core.catalog.read().partitions
         if catalogued_day == day and symbol.startswith(venue + SYMBOL_SEPARATOR)
     }
     return hot | catalogued
@@ -148,13 +147,13 @@ def archive_venue_day(
     for symbol in symbols or ():
         if split_symbol(symbol)[0] != venue:
             raise ConfigError(f"symbol {symbol!r} is not of venue {venue!r} ({day})")
-    _check_venue_known(history, venue, day, options.archive.root)
+    _check_venue_known(history, venue, day, options.archive)
     source = venue_month_source(history, venue, day)
     present = source.sha256 is not None
     fills_file = source.snapshot / source.path
     traded = traded_symbols(fills_file, venue, day) if present else []
     out = options.archive.root
-    before = archived_symbols(out, venue, day) if out.is_dir() else set()
+    before = archived_symbols(options.archive, venue, day) if out.is_dir() else set()
     wanted = sorted(set(traded) | before)
     listed = symbols_in(fills_file) if present else []
     if symbols is not None:
@@ -179,12 +178,12 @@ def archive_venue_day(
     return VenueDayResult(venue, day, source, results, skipped, rows, partial=symbols is not None)
 
 
-def _check_venue_known(history: Path, venue: str, day: date, archive_root: Path) -> None:
+def _check_venue_known(history: Path, venue: str, day: date, archive: Archive) -> None:
     """ConfigError, before anything is written, for a venue no snapshot of the mirror holds
     fills of and the archive holds nothing of on ``day`` (a venue mistyped, e.g. in a backfill
     dialog): archiving it would archive nothing and say nothing."""
     held = mirror_venues(history)
-    if venue in held or (archive_root.is_dir() and archived_symbols(archive_root, venue, day)):
+    if venue in held or (archive.root.is_dir() and archived_symbols(archive, venue, day)):
         return
     raise ConfigError(
         f"venue {venue!r} ({day}): no snapshot in {history} holds fills of it (the mirror's "

@@ -96,11 +96,6 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
     SourceStamp,
     SymbolDayKey,
     file_rows,
-    read_catalog,
-    read_hot_records,
-    resolve_hot,
-    settle_hot_records,
-    write_catalog,
 )
 from skewtape_pipeline.ticks.archive.store.catalog_check import (
     checked_catalog,
@@ -233,7 +228,7 @@ def retier(
     Nothing is moved, written or removed unless the catalog accounts for every consolidated
     file on disk (``catalog_check.checked_catalog``), and every source is verified before it is
     read (a consolidated file's size and sha256 against the catalog, a hot file's against the
-    record its compaction made, ``catalog.read_hot_records``; then its footer and pages).
+    record its compaction made, ``CatalogStore.hot_records``; then its footer and pages).
 
     Raises
     ------
@@ -257,13 +252,13 @@ def retier(
         tiers = _checked_tiers(core, leftovers=True)
         plan = plan_retier(core, as_of=as_of, months=months)
         books = is_books_and_records(root)
-        reader = _SourceReader(root, plan.catalog)  # reads the records: refuses first
+        reader = _SourceReader(core, plan.catalog)  # reads the records: refuses first
         removed_first = remove_files(core.root, core.audit_log, plan.withdrawn_hot)
         written = _write_rewrites(core, plan, reader)
         catalog = _commit(core, plan, written)
         garbage = unreachable_files(tiers, books=books)
         catalog, removed, retained = _remove_replaced(core, catalog, garbage, books=books)
-        settle_hot_records(root)
+        core.catalog.settle_hot_records()
         version = record_version(root, "retier", audit_log=core.audit_log)
     return RetierResult(
         archive_root=root,
@@ -473,12 +468,12 @@ class _SourceReader:
     """Reads symbol-days from hot files and consolidated files (each whole file read once, and
     verified first: its size and sha256 against its record, then its footer)."""
 
-    def __init__(self, root: Path, catalog: Catalog):
-        self.root, self.catalog = root, catalog
+    def __init__(self, core: ArchiveCore, catalog: Catalog):
+        self.root, self.catalog = core.root, catalog
         self._footers: dict[str, pq.FileMetaData] = {}
         self._rows: dict[str, dict[SymbolDayKey, tuple[int, int]]] = {}
         self._read: dict[str, str] = {}
-        self._records = read_hot_records(root)
+        self._records = core.catalog.hot_records()
 
     def start(self) -> None:
         """Forget the list of sources read (kept per written file, for its audit record)."""
@@ -588,7 +583,7 @@ def _commit(core: ArchiveCore, plan: RetierPlan, written: Sequence[_Written]) ->
     commit; returns the catalog now in force (the plan's own when it changes nothing)."""
     if not plan.changes_catalog:
         return plan.catalog
-    catalog = _next_catalog(plan, written)
+    catalog = _next_catalog(core, plan, written)
     unlisted = {old for w in written for old in w.rewrite.replaces} | set(plan.emptied)
     details = {
         "symbol_days_moved": len(plan.moves),
@@ -605,7 +600,7 @@ def _commit(core: ArchiveCore, plan: RetierPlan, written: Sequence[_Written]) ->
 def _write_catalog_audited(core: ArchiveCore, catalog: Catalog, details: dict[str, Any]) -> None:
     """Replace the catalog atomically, then append its commit (sha256 of its bytes and
     ``details``) to the audit log."""
-    write_catalog(core.root, catalog)
+    core.catalog.write(catalog)
     record = {
         "event": EVENT_COMMIT,
         "archive": str(core.root.absolute()),
@@ -615,11 +610,11 @@ def _write_catalog_audited(core: ArchiveCore, catalog: Catalog, details: dict[st
     audit(core.root, core.audit_log, [record | details])
 
 
-def _next_catalog(plan: RetierPlan, written: Sequence[_Written]) -> Catalog:
+def _next_catalog(core: ArchiveCore, plan: RetierPlan, written: Sequence[_Written]) -> Catalog:
     """The plan's catalog with the written files in place of those they replace, the emptied
     files and dropped symbol-days gone, the refreshed stamps recorded (their catalog paths
     made when planning) and stale stamps dropped; its generation is one up when rows moved."""
-    root, catalog = plan.archive_root, plan.catalog
+    catalog = plan.catalog
     files = dict(catalog.files)
     partitions = dict(catalog.partitions)
     for gone in plan.emptied:
@@ -647,7 +642,7 @@ def _next_catalog(plan: RetierPlan, written: Sequence[_Written]) -> Catalog:
             )
             partitions[refresh.key] = replace(entry, source=stamp)
     partitions = {
-        k: _without_stale_stamp(root, p) for k, p in partitions.items() if p.file in files
+        k: _without_stale_stamp(core, p) for k, p in partitions.items() if p.file in files
     }
     reread = {slot.key for slots in plan.slots.values() for slot in slots if slot.hot is not None}
     withdrawn = frozenset(k for k in catalog.withdrawn if k in partitions and k not in reread)
@@ -669,8 +664,7 @@ def _forget_gone_sources(core: ArchiveCore, catalog: Catalog) -> Catalog:
     generation (no symbol-day changes file: the generation counts the commits that move rows).
     Unchanged (nothing written) when no stamp is stale.
     """
-    root = core.root
-    partitions = {key: _without_stale_stamp(root, p) for key, p in catalog.partitions.items()}
+    partitions = {key: _without_stale_stamp(core, p) for key, p in catalog.partitions.items()}
     if all(partitions[key] is p for key, p in catalog.partitions.items()):
         return catalog
     settled = replace(catalog, partitions=partitions)
@@ -680,12 +674,12 @@ def _forget_gone_sources(core: ArchiveCore, catalog: Catalog) -> Catalog:
     return settled
 
 
-def _without_stale_stamp(root: Path, partition: CatalogPartition) -> CatalogPartition:
+def _without_stale_stamp(core: ArchiveCore, partition: CatalogPartition) -> CatalogPartition:
     """``partition`` without its source stamp when the hot file it names is gone (removed after
     an earlier commit): only a file still there can be the superseded copy; one written there
     later is a newer copy, even should it reuse the inode, size and mtime."""
     source = partition.source
-    if source is None or resolve_hot(root, source.path).exists():
+    if source is None or core.catalog.resolve_hot(source.path).exists():
         return partition
     return replace(partition, source=None)
 
@@ -714,7 +708,7 @@ def prune(core: ArchiveCore) -> list[TierFile]:
             core.root, core.audit_log, [item for item in garbage if item.file not in kept]
         )
         if not is_books_and_records(root):
-            _forget_gone_sources(core, read_catalog(root))
+            _forget_gone_sources(core, core.catalog.read())
         return removed
 
 

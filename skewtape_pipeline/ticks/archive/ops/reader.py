@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
@@ -50,10 +50,8 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
     CatalogPartition,
     FileRecord,
     SymbolDayKey,
-    catalog_path,
     file_rows,
     partitions_of,
-    read_catalog,
     symbols_of,
 )
 from skewtape_pipeline.ticks.archive.store.catalog_check import check_catalog_present, repair_hint
@@ -76,6 +74,9 @@ from skewtape_pipeline.ticks.archive.store.versions import (
     resolve_as_of,
 )
 from skewtape_pipeline.ticks.encode.parquet_file import archive_schema
+
+if TYPE_CHECKING:
+    from skewtape_pipeline.ticks.archive.core import ArchiveCore
 
 VIEW_COLUMNS = ("symbol", "date", "ts", "price", "quantity", "side", "tier", "year", "month")
 _STORED = ("ts", "price", "quantity", "side")
@@ -231,9 +232,10 @@ class ArchiveReader:
     """Reads an archive's symbol-days with pyarrow (see the module notes); one per ``Archive``
     handle, keeping what it has read."""
 
-    def __init__(self, tiers: ArchiveTiers):
-        self.tiers = tiers
-        self.root = tiers.root
+    def __init__(self, core: ArchiveCore):
+        self.core = core
+        self.tiers = core.tiers
+        self.root = core.root
         self._catalog: tuple[Any, Catalog] | None = None
         self._index: hot_index.HotIndex | None = None
         self._versions: dict[int, _Snapshot] = {}
@@ -281,7 +283,7 @@ class ArchiveReader:
         self._checked_root = True
 
     def _current_catalog(self) -> Catalog:
-        path = catalog_path(self.root)
+        path = self.core.catalog.path
         try:
             stamp: Any = FileStamp.of(path)
         except FileNotFoundError:
@@ -292,7 +294,7 @@ class ArchiveReader:
             check_catalog_present(self.tiers)
             catalog = Catalog()
         else:
-            catalog = read_catalog(self.root)
+            catalog = self.core.catalog.read()
         self._catalog = (stamp, catalog)
         return catalog
 
