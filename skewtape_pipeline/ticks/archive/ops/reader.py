@@ -1,10 +1,11 @@
 """Reading symbol-days straight from their files with pyarrow, at the cost of what is read.
 
-An :class:`ArchiveReader` is built once from an archive's resolved tiers (``Archive.tiers``) and
-keeps what it has read: the catalog (until the catalog file's stamp changes), the hot index
-(brought up to date by the lines appended since: ``hot_index.HotIndex.refreshed``), each
-version's catalog and manifest (immutable), the footers of consolidated files (content-named,
-so immutable too) and the cache of verified files (``trust.VerifiedFiles``). A read then:
+An :class:`ArchiveReader` is built once from an archive's core (``Archive.core``: its catalog
+and resolved tiers) and keeps what it has read: the catalog (until the catalog file's stamp
+changes), the hot index (brought up to date by the lines appended since:
+``hot_index.HotIndex.refreshed``), each version's catalog and manifest (immutable), the
+footers of consolidated files (content-named, so immutable too) and the cache of verified files
+(``trust.VerifiedFiles``). A read then:
 
 1. names the files of the wanted symbol-days from the catalog and the hot index alone (no
    listing of the root, no record of a file it does not read): a symbol-day's hot file when it
