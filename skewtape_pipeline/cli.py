@@ -614,7 +614,7 @@ def cmd_remove_days(args: argparse.Namespace) -> None:
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
     keys = [(symbol, _parse_day(day, option="--day")) for symbol, day in args.day]
-    _check_symbol_days_archived(archive.tiers, keys)
+    _check_symbol_days_archived(archive, keys)
     removals = archive.remove(keys)
     rows = [
         {
@@ -651,22 +651,21 @@ def cmd_rebuild_catalog(args: argparse.Namespace) -> None:
     )
 
 
-def _check_symbol_days_archived(tiers: Any, keys: Sequence[tuple[str, date]]) -> None:
+def _check_symbol_days_archived(archive: Any, keys: Sequence[tuple[str, date]]) -> None:
     """ConfigError naming the first symbol-day that has neither a hot file nor a catalogued
-    copy in the archive of ``tiers`` (a mistyped symbol or day), before anything is removed;
+    copy in ``archive`` (an ``Archive``; a mistyped symbol or day), before anything is removed;
     first CatalogMismatchError when the catalog is gone while consolidated files are on disk
     (the catalog is to blame then, not the day)."""
-    from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
     from skewtape_pipeline.ticks.archive.store.catalog_check import check_catalog_present
     from skewtape_pipeline.ticks.archive.store.layout import partition_file
 
-    check_catalog_present(tiers)
-    archive = tiers.root
-    catalogued = read_catalog(archive).partitions
+    check_catalog_present(archive.tiers)
+    root = archive.root
+    catalogued = archive.core.catalog.read().partitions
     for symbol, day in keys:
-        if (symbol, day) not in catalogued and not partition_file(archive, symbol, day).exists():
+        if (symbol, day) not in catalogued and not partition_file(root, symbol, day).exists():
             raise ConfigError(
-                f"{symbol} {day.isoformat()}: not in the archive {archive} (no hot file, not "
+                f"{symbol} {day.isoformat()}: not in the archive {root} (no hot file, not "
                 "catalogued); nothing removed"
             )
 

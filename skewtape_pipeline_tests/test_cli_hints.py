@@ -10,7 +10,9 @@ import shutil
 import pytest
 
 from skewtape_pipeline.cli import main
-from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
+from skewtape_pipeline.ticks.archive.store.catalog import (
+    CatalogStore,
+)
 from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
 from skewtape_pipeline_tests.ticks.conftest import KALSHI_FILE, LOBSTER_FILE, TARDIS_FILE
 
@@ -80,7 +82,7 @@ def test_compact_ticks_when_recompacting_says_what_it_replaced(tmp_path, capsys)
     assert code == 0, err
     lines = out.splitlines()
     start = lines.index("recompacted 4 symbol-days the archive already held (audited):")
-    (cold,) = read_catalog(archive).files
+    (cold,) = CatalogStore(archive).read().files
     assert lines[start + 1].startswith("  KX-0 2025-12-01: supersedes its COLD copy in ")
     assert cold in lines[start + 1]
     corrected(source, "0.49", "0.48")
@@ -100,7 +102,7 @@ def test_retier_when_moving_reports_bytes_before_and_after(tmp_path, capsys):
     hot_bytes = sum(p.stat().st_size for p in archive.rglob("part-0.parquet"))
     code, out, err = run(capsys, "retier", str(archive), "--as-of", "2027-01-01")
     assert code == 0, err
-    (cold,) = read_catalog(archive).files.values()
+    (cold,) = CatalogStore(archive).read().files.values()
     assert f"(12 ticks; {hot_bytes} -> {cold.bytes} bytes, " in out
     assert "x smaller); files written 1, removed 4; catalog generation 1" in out
 
@@ -110,11 +112,11 @@ def test_retier_when_nothing_to_move_keeps_the_catalog_generation(tmp_path, caps
     args = ("compact-ticks", str(source), "--out", str(archive), "--price-scale", "2")
     run(capsys, *args, "--as-of", "2025-12-05")
     run(capsys, "retier", str(archive), "--as-of", "2027-01-01")
-    generation = read_catalog(archive).generation
+    generation = CatalogStore(archive).read().generation
     run(capsys, *args, "--as-of", "2025-12-05")  # the same ticks again: nothing to move
     for _ in range(2):
         code, out, err = run(capsys, "retier", str(archive), "--as-of", "2027-01-01")
         assert code == 0, err
         assert "moved 0 symbol-days" in out
-        assert read_catalog(archive).generation == generation
+        assert CatalogStore(archive).read().generation == generation
         assert f"catalog generation {generation}" in out

@@ -252,19 +252,6 @@ TAKE_THE_ROOT = frozenset(
 )
 """The functions outside ``ticks/archive/store/`` that may take the archive's root: the ones
 it is built into."""
-ROOT_PARAMETERS_LEFT = frozenset(
-    {
-        # converted on branch catalogstore
-        "ticks/archive/ops/compact.py:_hot_records",
-        "ticks/archive/ops/integrity.py:_index_problems",
-        "ticks/archive/ops/integrity.py:_readable_catalog",
-        "ticks/archive/ops/integrity.py:_readable_records",
-        "ticks/archive/ops/integrity.py:_record_unrecorded_hot_files",
-        "ticks/archive/ops/integrity.py:_verified_hot_files",
-    }
-)
-
-
 def root_taking_functions(source: str) -> list[str]:
     """The (dotted, class-qualified) names of the functions in ``source`` that have a
     parameter named as in :data:`ROOT_PARAMETERS`."""
@@ -292,7 +279,7 @@ def test_ticks_functions_outside_the_store_when_scanned_take_no_archive_root():
         if not path.relative_to(PACKAGE).is_relative_to(STORE)
         for name in root_taking_functions(path.read_text(encoding="utf-8"))
     }
-    assert sorted(offenders - TAKE_THE_ROOT - ROOT_PARAMETERS_LEFT) == []
+    assert sorted(offenders - TAKE_THE_ROOT) == []
 
 
 def test_root_taking_functions_when_given_methods_and_nested_functions_names_them_all():

@@ -12,7 +12,9 @@ import pytest
 from skewtape_pipeline.arrow_memory import owned_buffer, owned_reader
 from skewtape_pipeline.sample.tables import decimal_array
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
+from skewtape_pipeline.ticks.archive.store.catalog import (
+    CatalogStore,
+)
 from skewtape_pipeline.ticks.encode import sources
 from skewtape_pipeline_tests.ticks.archive_builders import POLICY, STAGE_1, build_archive, view_rows
 from skewtape_pipeline_tests.ticks.conftest import write_text
@@ -54,7 +56,7 @@ def test_retier_when_reading_hot_files_and_the_catalog_hands_arrow_only_its_own_
     expected = view_rows(root)
     result = Archive(root, policy=POLICY, audit_log=None).retier(as_of=STAGE_1)
     assert result.committed and result.moved
-    assert read_catalog(root).generation >= 1
+    assert CatalogStore(root).read().generation >= 1
     assert view_rows(root) == expected
 
 

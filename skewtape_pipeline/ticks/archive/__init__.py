@@ -24,7 +24,8 @@ Modules:
   is ``ticks.encode.parquet_file``.
 - ``books``: the write-once ``books_and_records`` mode and the archive's audit records.
 - ``catalog``: which consolidated file holds each symbol-day (one atomically replaced file), and
-  the hot files' records (size and sha256 when written).
+  the hot files' records (size and sha256 when written); ``CatalogStore`` (``core.catalog``)
+  reads and writes both. ``catalog_format``: the catalog file's columns and the rules of a row.
 - ``consolidate``: warm and cold files holding many symbol-days (sorted, verified,
   content-named).
 - ``placement``: where each symbol-day's rows live now, its location, archive-wide metrics.

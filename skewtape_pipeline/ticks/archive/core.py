@@ -1,5 +1,5 @@
-"""The archive as one object: its root, its resolved tiers, its books (write-once mode and audit
-log), its one lock.
+"""The archive as one object: its root, its resolved tiers, its catalog, its books (write-once
+mode and audit log), its one lock.
 
 :class:`ArchiveCore` is what every operation (``ops/``) is handed: built once by the front door
 (``handle.Archive``), it holds the archive's address and options, so no operation takes the
@@ -19,6 +19,7 @@ from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.locations import refuse_url
 from skewtape_pipeline.storage import TierFile
 from skewtape_pipeline.ticks.archive.store.books import Books, default_audit_log
+from skewtape_pipeline.ticks.archive.store.catalog import CatalogStore
 from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_ROOT_EXPECTED, archive_lock
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.store.tiers import (
@@ -76,6 +77,8 @@ class ArchiveCore:
         recorded = recorded_policy(self.root)
         if policy is not None and recorded is not None:
             check_same_placement(self.root, policy, recorded)
+        self.catalog = CatalogStore(self.root)
+        """The archive's catalog and hot file records (``store.catalog.CatalogStore``)."""
         self.tiers: ArchiveTiers = ArchiveTiers.of(self.root, policy or recorded)
         """The tier policy resolved for this archive, once: its warm and cold stores, each
         tier's writer settings and layout, its catalog paths."""

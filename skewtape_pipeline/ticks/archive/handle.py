@@ -57,11 +57,11 @@ a request per file), compare the files' catalog paths with the catalog's and han
 down (``catalog_check.unaccounted_files``), which reads no tiers.
 The reading verbs (``read``, ``query``, ``open_view``, ``stats``, ``report``, ``verify``) hand
 the same value down (``query``'s view and its checks, ``placement.locate`` and
-``archive_metrics``, ``integrity.verify_archive``), as does ``lifecycle.relocated_report``;
-no function below the handle resolves a policy again. ``read``, ``read_batch``, ``symbols``
-and ``days`` go through the handle's one ``reader.ArchiveReader`` (made from those tiers on
-first use), which keeps what it has read while its files are unchanged, so a second read
-costs only the files it reads.
+``archive_metrics``; ``integrity.verify_archive`` is handed the core, which holds it), as does
+``lifecycle.relocated_report``; no function below the handle resolves a policy again.
+``read``, ``read_batch``, ``symbols`` and ``days`` go through the handle's one
+``reader.ArchiveReader`` (made from the core on first use), which keeps what it has read
+while its files are unchanged, so a second read costs only the files it reads.
 
 Every writing verb (and the orchestration's venue-day writer) runs inside
 :meth:`Archive.writing`: ``books_and_records`` mode turned on first when the handle was built
@@ -348,7 +348,7 @@ class Archive:
         """This handle's reader (``reader.ArchiveReader``), made on first use; it keeps what it
         has read (catalog, hot index, footers, verified files) while their files are unchanged."""
         if self._reader is None:
-            self._reader = ArchiveReader(self.tiers)
+            self._reader = ArchiveReader(self.core)
         return self._reader
 
     def state(self, as_of: AsOf | None = None) -> ArchiveState:
@@ -402,7 +402,7 @@ class Archive:
 
     def verify(self, *, full: bool = False) -> integrity.ArchiveVerification:
         """Every file against its record (``integrity.verify_archive``); reads only."""
-        return integrity.verify_archive(self.tiers, full=full)
+        return integrity.verify_archive(self.core, full=full)
 
     def query(
         self,

@@ -50,7 +50,7 @@ from skewtape_pipeline.ticks.archive.ops.compact_plan import (
     utc_days,
 )
 from skewtape_pipeline.ticks.archive.ops.withdraw import Removal, remove_symbol_days
-from skewtape_pipeline.ticks.archive.store.catalog import SymbolDayKey, read_catalog
+from skewtape_pipeline.ticks.archive.store.catalog import SymbolDayKey
 from skewtape_pipeline.ticks.archive.store.layout import partition_file, recorded_schema
 from skewtape_pipeline.ticks.encode.chunked import RawChunk, ReadState, open_parquet, parquet_chunks
 from skewtape_pipeline.ticks.encode.model import (
@@ -435,7 +435,7 @@ def _check_write_once(
     out, books = archive.root, archive.core.books
     if not books.is_on():
         return
-    catalogued = read_catalog(out).partitions
+    catalogued = archive.core.catalog.read().partitions
     gone_keys = set(gone)
     for key in wanted:
         target = partition_file(out, *key)

@@ -28,7 +28,6 @@ import duckdb
 
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.ticks.archive.ops.compact_plan import DEFAULT_MEMORY_LIMIT
-from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.store.layout import PART_FILE_NAME, decode_symbol
 from skewtape_pipeline.ticks.archive.store.reports_table import (
     ARCHIVED,
@@ -118,16 +117,17 @@ def traded_symbols(fills_file: Path, venue: str, day: date) -> list[str]:
 
 def archived_symbols(archive: Archive, venue: str, day: date) -> set[str]:
     """Symbols of ``venue`` the archive holds a hot file or a catalogued copy of on ``day``."""
-    root = archive.root
     prefix = quote(venue + SYMBOL_SEPARATOR, safe="", encoding="utf-8")
     pattern = (
         f"symbol={prefix}*/year={day.year:04d}/month={day.month:02d}/date={day.isoformat()}/"
         f"{PART_FILE_NAME}"
     )
-    hot = {decode_symbol(p.parents[3].name.removeprefix("symbol=")) for p in root.glob(pattern)}
+    hot = {
+        decode_symbol(p.parents[3].name.removeprefix("symbol=")) for p in archive.root.glob(pattern)
+    }
     catalogued = {
         symbol
-        for symbol, catalogued_day in read_catalog(root).partitions
+        for symbol, catalogued_day in archive.core.catalog.read().partitions
         if catalogued_day == day and symbol.startswith(venue + SYMBOL_SEPARATOR)
     }
     return hot | catalogued

@@ -13,7 +13,9 @@ from skewtape_pipeline.ticks.archive.store.books import (
     EVENT_REMOVE,
     default_audit_log,
 )
-from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
+from skewtape_pipeline.ticks.archive.store.catalog import (
+    CatalogStore,
+)
 from skewtape_pipeline.ticks.archive.store.placement import archive_metrics
 from skewtape_pipeline.ticks.archive.store.policy import COLD
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
@@ -48,7 +50,7 @@ def test_retier_when_books_and_records_writes_copies_and_deletes_nothing(tmp_pat
     assert len(second.files_retained) > len(first.files_retained) > 0
     assert view_rows(root) == expected_rows()  # never twice, although the copies remain
     assert set(tiers_by_day(root).values()) == {COLD}
-    for item in read_catalog(root).files.values():
+    for item in CatalogStore(root).read().files.values():
         assert not ArchiveTiers.of(root).resolve(item.path).stat().st_mode & 0o222
     assert not [e for e in audit_events(root) if e["event"] == EVENT_REMOVE]
     metrics = archive_metrics(ArchiveTiers.of(root, POLICY))

@@ -17,6 +17,7 @@ import pytest
 
 from skewtape_pipeline.errors import TickFormatError
 from skewtape_pipeline.hashing import sha256_file
+from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.store.catalog import (
@@ -24,10 +25,8 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     CatalogFile,
     CatalogPartition,
+    CatalogStore,
     SourceStamp,
-    catalog_path,
-    read_catalog,
-    write_catalog,
 )
 from skewtape_pipeline.ticks.archive.store.layout import partition_file
 from skewtape_pipeline.ticks.archive.store.placement import archive_state
@@ -84,18 +83,18 @@ def write_table(root, table: pa.Table) -> None:
 
 
 def test_read_catalog_when_absent_is_empty_generation_zero(tmp_path):
-    assert read_catalog(tmp_path) == Catalog()
+    assert CatalogStore(tmp_path).read() == Catalog()
 
 
 def test_write_catalog_when_read_back_is_equal(tmp_path):
-    write_catalog(tmp_path, sample_catalog())
-    assert read_catalog(tmp_path) == sample_catalog()
+    CatalogStore(tmp_path).write(sample_catalog())
+    assert CatalogStore(tmp_path).read() == sample_catalog()
     assert [p.name for p in tmp_path.iterdir()] == [CATALOG_FILE]  # no temporary left
 
 
 def test_write_catalog_when_empty_reads_back_empty(tmp_path):
-    write_catalog(tmp_path, Catalog(generation=5))
-    assert read_catalog(tmp_path) == Catalog(generation=5)
+    CatalogStore(tmp_path).write(Catalog(generation=5))
+    assert CatalogStore(tmp_path).read() == Catalog(generation=5)
 
 
 def test_catalog_to_bytes_when_catalogs_equal_gives_equal_bytes():
@@ -119,11 +118,11 @@ def test_catalog_to_bytes_when_rows_differ_in_one_field_gives_other_bytes():
 
 
 def test_read_catalog_when_looked_up_by_key_matches_the_full_listing(tmp_path):
-    write_catalog(tmp_path, sample_catalog())
+    CatalogStore(tmp_path).write(sample_catalog())
     for key, expected in sample_catalog().partitions.items():
-        found = read_catalog(tmp_path).partitions  # fresh: lookups before any full listing
+        found = CatalogStore(tmp_path).read().partitions  # fresh: lookups before any full listing
         assert key in found and found[key] == expected and found.get(key) == expected
-    found = read_catalog(tmp_path).partitions
+    found = CatalogStore(tmp_path).read().partitions
     for key in sample_catalog().partitions:  # several hits on one reading
         assert found[key] == sample_catalog().partitions[key]
     assert len(found) == 4 and dict(found.items()) == dict(sample_catalog().partitions)
@@ -141,24 +140,24 @@ def test_read_catalog_when_looked_up_by_key_matches_the_full_listing(tmp_path):
     ],
 )
 def test_read_catalog_when_key_is_not_catalogued_finds_nothing(tmp_path, key):
-    write_catalog(tmp_path, sample_catalog())
-    partitions = read_catalog(tmp_path).partitions
+    CatalogStore(tmp_path).write(sample_catalog())
+    partitions = CatalogStore(tmp_path).read().partitions
     assert key not in partitions and partitions.get(key) is None
 
 
 def test_write_catalog_when_stamp_is_the_hot_file_leaves_its_path_out(tmp_path):
-    write_catalog(tmp_path, sample_catalog())
-    table = pq.read_table(catalog_path(tmp_path))
+    CatalogStore(tmp_path).write(sample_catalog())
+    table = pq.read_table(CatalogStore(tmp_path).path)
     stored = dict(zip(table["symbol"].to_pylist(), table["source_path"].to_pylist(), strict=False))
     assert stored == {".A/B é": None, "ES": None, "NQ": "x/y"}
-    assert read_catalog(tmp_path).partitions[(".A/B é", date(2026, 3, 1))].source.path == (
+    assert CatalogStore(tmp_path).read().partitions[(".A/B é", date(2026, 3, 1))].source.path == (
         "symbol=%2EA%2FB%20%C3%A9/year=2026/month=03/date=2026-03-01/part-0.parquet"
     )
 
 
 def test_catalog_file_when_queried_with_duckdb_returns_a_row_per_symbol_day(tmp_path):
-    write_catalog(tmp_path, sample_catalog())
-    path = catalog_path(tmp_path)
+    CatalogStore(tmp_path).write(sample_catalog())
+    path = CatalogStore(tmp_path).path
     rows = duckdb.sql(
         f"SELECT symbol, date, file, rows, withdrawn, hex(source_sha256) FROM '{path}'"
     ).fetchall()
@@ -182,8 +181,8 @@ def test_write_catalog_when_committed_by_retier_audit_names_the_file_sha256(tmp_
     records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     moved, settled = [r for r in records if "catalog_sha256" in r]
     assert moved["symbol_days_moved"] == 6 and settled["generation"] == moved["generation"]
-    assert settled["catalog_sha256"] == sha256_file(catalog_path(root))
-    catalog = read_catalog(root)
+    assert settled["catalog_sha256"] == sha256_file(CatalogStore(root).path)
+    catalog = CatalogStore(root).read()
     assert len(catalog.partitions) == 6  # 3 symbols x 2 days
     # the moved hot files are gone, so the catalog no longer carries their stamps
     assert all(p.source is None for p in catalog.partitions.values())
@@ -255,13 +254,13 @@ def repeat_row(table: pa.Table) -> pa.Table:
 def test_read_catalog_when_malformed_names_the_column_and_row(tmp_path, edit, message):
     write_table(tmp_path, edit(sample_table()))
     with pytest.raises(TickFormatError, match=f"{CATALOG_FILE}: .*{message}"):
-        read_catalog(tmp_path)
+        CatalogStore(tmp_path).read()
 
 
 def test_read_catalog_when_not_parquet_names_the_file(tmp_path):
     (tmp_path / CATALOG_FILE).write_bytes(b"PAR1 not really")
     with pytest.raises(TickFormatError, match=f"{CATALOG_FILE}: not a readable Parquet"):
-        read_catalog(tmp_path)
+        CatalogStore(tmp_path).read()
 
 
 def test_read_catalog_when_day_out_of_python_range_names_the_row(tmp_path):
@@ -271,7 +270,7 @@ def test_read_catalog_when_day_out_of_python_range_names_the_row(tmp_path):
     table = table.set_column(1, "date", pc.cast(table["date"], pa.date32()))
     write_table(tmp_path, table)
     with pytest.raises(TickFormatError, match="column date, row 3: 3000000"):
-        read_catalog(tmp_path)
+        CatalogStore(tmp_path).read()
 
 
 def edit_partition(symbol: str, day: date, **changes):
@@ -324,7 +323,7 @@ def test_write_catalog_when_catalog_would_not_read_back_raises_and_writes_nothin
     fields = {**vars(sample_catalog()), "partitions": dict(sample_catalog().partitions)}
     edit(fields)
     with pytest.raises(TickFormatError, match=message):
-        write_catalog(tmp_path, Catalog(**fields))
+        CatalogStore(tmp_path).write(Catalog(**fields))
     assert list(tmp_path.iterdir()) == []
 
 
@@ -352,7 +351,7 @@ def test_archive_state_when_moved_hot_file_remains_marks_it_superseded(tmp_path,
         break
     state = archive_state(root)
     assert state.hot_live == []  # not published through the archive: not part of it
-    problems = verify_archive(ArchiveTiers.of(root, POLICY)).problems
+    problems = verify_archive(ArchiveCore(root, policy=POLICY)).problems
     assert [p for p in problems if "not in the hot index" in p and str(path) in p]
     Archive(root, policy=POLICY).rebuild_catalog()  # adopts it: its ticks are the copy's
     assert archive_state(root).hot_live == []

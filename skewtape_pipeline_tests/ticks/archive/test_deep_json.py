@@ -12,10 +12,9 @@ from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.query import run_query
 from skewtape_pipeline.ticks.archive.store.books import BOOKS_MARKER
 from skewtape_pipeline.ticks.archive.store.catalog import (
-    CATALOG_METADATA_KEY,
-    catalog_path,
-    read_catalog,
+    CatalogStore,
 )
+from skewtape_pipeline.ticks.archive.store.catalog_format import CATALOG_METADATA_KEY
 from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_MARKER, read_archive_marker
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
@@ -47,9 +46,9 @@ def test_is_books_and_records_when_marker_nested_too_deep_raises_config_error_na
 
 def test_read_catalog_when_parquet_header_nested_too_deep_raises_tick_format_error(tmp_path):
     table = pa.table({"symbol": ["S"]}).replace_schema_metadata({CATALOG_METADATA_KEY: DEEP})
-    pq.write_table(table, catalog_path(tmp_path))
+    pq.write_table(table, CatalogStore(tmp_path).path)
     with pytest.raises(TickFormatError, match=r"_skewtape_catalog\.parquet.*nested too deep"):
-        read_catalog(tmp_path)
+        CatalogStore(tmp_path).read()
 
 
 def test_run_query_when_an_empty_archive_marker_is_nested_too_deep_raises_config_error(

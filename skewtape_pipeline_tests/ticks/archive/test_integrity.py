@@ -15,6 +15,7 @@ import pytest
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import CatalogMismatchError, DamagedFileError, TickFormatError
 from skewtape_pipeline.hashing import sha256_file
+from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops import integrity
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
@@ -23,8 +24,7 @@ from skewtape_pipeline.ticks.archive.ops.query import run_query
 from skewtape_pipeline.ticks.archive.store.books import EVENT_REBUILD
 from skewtape_pipeline.ticks.archive.store.catalog import (
     CATALOG_FILE,
-    read_catalog,
-    write_catalog,
+    CatalogStore,
 )
 from skewtape_pipeline.ticks.archive.store.consolidate import (
     META_CATALOG_GENERATION,
@@ -59,13 +59,15 @@ from skewtape_pipeline_tests.ticks.conftest import archive_at
 
 
 def consolidated_paths(root):
-    return sorted(ArchiveTiers.of(root).resolve(f.path) for f in read_catalog(root).files.values())
+    return sorted(
+        ArchiveTiers.of(root).resolve(f.path) for f in CatalogStore(root).read().files.values()
+    )
 
 
 def tier_file(root, tier):
     [path] = [
         ArchiveTiers.of(root).resolve(f.path)
-        for f in read_catalog(root).files.values()
+        for f in CatalogStore(root).read().files.values()
         if f.tier == tier
     ]
     return path
@@ -97,7 +99,7 @@ def damage_footer(path):
 
 
 def test_consolidated_file_when_written_records_its_symbol_days_digest_and_generation(tiered):
-    catalog = read_catalog(tiered)
+    catalog = CatalogStore(tiered).read()
     for item in catalog.files.values():
         path = ArchiveTiers.of(tiered).resolve(item.path)
         key_values = pq.read_metadata(path).metadata
@@ -188,10 +190,10 @@ def test_retier_when_catalog_is_an_older_copy_refuses_the_files_it_does_not_list
 
 
 def test_rebuild_catalog_when_catalog_deleted_restores_view_and_retier(tiered):
-    wanted = read_catalog(tiered)
+    wanted = CatalogStore(tiered).read()
     (tiered / CATALOG_FILE).unlink()
     result = Archive(tiered, policy=POLICY).rebuild_catalog()
-    rebuilt = read_catalog(tiered)
+    rebuilt = CatalogStore(tiered).read()
     assert rebuilt.files == wanted.files
     assert {k: (p.file, p.rows, p.byte_share) for k, p in rebuilt.partitions.items()} == {
         k: (p.file, p.rows, p.byte_share) for k, p in wanted.partitions.items()
@@ -214,11 +216,11 @@ def test_rebuild_catalog_when_replaced_files_remain_keeps_the_newest_copy(tiered
     Archive(tiered, policy=POLICY).retier(
         as_of=STAGE_2
     )  # the replaced files and moved hot files stay
-    wanted = read_catalog(tiered)
+    wanted = CatalogStore(tiered).read()
     superseded = [h.key for h in archive_state(tiered).hot_superseded]
     (tiered / CATALOG_FILE).unlink()
     result = Archive(tiered, policy=POLICY).rebuild_catalog()
-    assert read_catalog(tiered).files == wanted.files
+    assert CatalogStore(tiered).read().files == wanted.files
     assert len(result.superseded) == 2  # the warm and cold files of generation 1
     assert [h.key for h in archive_state(tiered).hot_superseded] == superseded != []
     assert view_rows(tiered) == expected_rows()
@@ -260,7 +262,7 @@ def test_rebuild_catalog_when_rows_of_a_symbol_day_dropped_refuses_naming_the_fi
 
 def test_rebuild_catalog_when_a_hot_file_was_recompacted_keeps_it_live(tiered):
     symbol, day = SYMBOLS[1], DAYS[3]  # warm at STAGE_1
-    assert (symbol, day) in read_catalog(tiered).partitions
+    assert (symbol, day) in CatalogStore(tiered).read().partitions
     newer = day_ticks(symbol, day).slice(0, 1)
     compact_symbol_day(archive_at(tiered, POLICY).core, newer, symbol=symbol, day=day, age_days=1)
     wanted, rows = archive_state(tiered), view_rows(tiered)
@@ -286,11 +288,11 @@ def test_cli_rebuild_catalog_when_catalog_deleted_exits_0_and_query_answers(tier
 
 
 def test_verify_archive_when_intact_finds_no_problem(tiered):
-    result = verify_archive(ArchiveTiers.of(tiered, POLICY), full=True)
+    result = verify_archive(ArchiveCore(tiered, policy=POLICY), full=True)
     kept = [p for folder in snapshot_dirs(tiered) for p in folder.rglob("*.pq")]
     assert result.problems == []
     assert kept  # the versions' catalogs, manifests and hot files are checked too
-    assert result.files_checked == len(read_catalog(tiered).files) + len(
+    assert result.files_checked == len(CatalogStore(tiered).read().files) + len(
         scan_hot_files(tiered)
     ) + len(kept)
 
@@ -300,9 +302,9 @@ def test_verify_archive_when_warm_page_bit_flipped_reports_sha256_and_page_crc(t
     flip_bit_in_data_page(warm)
     with pytest.raises(OSError):  # the oracle: pyarrow's own page checksum verification
         pq.ParquetFile(warm, page_checksum_verification=True).read()
-    quick = verify_archive(ArchiveTiers.of(tiered, POLICY))
+    quick = verify_archive(ArchiveCore(tiered, policy=POLICY))
     assert [p for p in quick.problems if "sha256" in p and warm.name in p]
-    full = verify_archive(ArchiveTiers.of(tiered, POLICY), full=True)
+    full = verify_archive(ArchiveCore(tiered, policy=POLICY), full=True)
     assert [p for p in full.problems if "page" in p and warm.name in p]
 
 
@@ -311,7 +313,7 @@ def test_verify_archive_full_when_hot_page_bit_flipped_reports_the_file(tiered):
     flip_bit_in_data_page(hot.path)
     with pytest.raises(OSError):
         pq.ParquetFile(hot.path, page_checksum_verification=True).read()
-    problems = verify_archive(ArchiveTiers.of(tiered, POLICY), full=True).problems
+    problems = verify_archive(ArchiveCore(tiered, policy=POLICY), full=True).problems
     kept = [p for folder in snapshot_dirs(tiered) for p in folder.rglob("*.pq")]
     [link] = [p for p in kept if p.samefile(hot.path)]  # a version's link: the same bytes
     about_hot = [p for p in problems if str(hot.path) in p]
@@ -341,7 +343,7 @@ def test_verify_archive_when_a_file_kept_for_versions_changed_names_it(versioned
     [blob, *_] = kept_hot_files(versioned)  # the hot copy of a day re-tiering moved
     flip_bit_in_data_page(blob)
 
-    problems = verify_archive(ArchiveTiers.of(versioned, POLICY)).problems
+    problems = verify_archive(ArchiveCore(versioned, policy=POLICY)).problems
 
     assert [p for p in problems if p.startswith(f"{blob}: sha256 is ")] == [
         p for p in problems if "content name" in p
@@ -357,7 +359,7 @@ def test_verify_archive_when_what_a_version_reads_is_gone_names_it_and_the_versi
     warm = tier_file(versioned, WARM)
     warm.unlink()
 
-    problems = verify_archive(ArchiveTiers.of(versioned, POLICY)).problems
+    problems = verify_archive(ArchiveCore(versioned, policy=POLICY)).problems
 
     assert [p for p in problems if str(blob) in p and "reads it but it is missing" in p]
     assert [p for p in problems if p.startswith(f"{warm}: missing (kept version(s) ")]
@@ -372,7 +374,7 @@ def test_verify_archive_reads_a_version_link_to_a_verified_hot_file_once(tiered,
         if any(p.samefile(hot.path) for hot in live)
     ]  # fmt: skip
 
-    assert verify_archive(ArchiveTiers.of(tiered, POLICY)).ok
+    assert verify_archive(ArchiveCore(tiered, policy=POLICY)).ok
     assert linked and not set(linked) & set(hashed)
     assert set(kept_hot_files(tiered)) <= set(hashed)  # the others are read
 
@@ -383,7 +385,7 @@ def test_verify_archive_when_file_missing_or_resized_names_it(tiered):
     warm.chmod(0o644)
     with open(warm, "ab") as handle:
         handle.write(b"x")
-    problems = verify_archive(ArchiveTiers.of(tiered, POLICY)).problems
+    problems = verify_archive(ArchiveCore(tiered, policy=POLICY)).problems
     assert any("missing" in p and cold.name in p for p in problems)
     assert any("size" in p and warm.name in p for p in problems)
 
@@ -435,13 +437,13 @@ def test_retier_when_hot_page_bit_flipped_raises_typed_error_and_commits_nothing
     assert [f for f in files_under(tmp_path) if f.endswith(".parquet")] == [
         f for f in before if f.endswith(".parquet")
     ]
-    assert read_catalog(root).generation == 0
+    assert CatalogStore(root).read().generation == 0
 
 
 def test_verify_archive_when_footer_damaged_reports_the_file(tiered):
     cold = tier_file(tiered, COLD)
     damage_footer(cold)
-    problems = verify_archive(ArchiveTiers.of(tiered, POLICY), full=True).problems
+    problems = verify_archive(ArchiveCore(tiered, policy=POLICY), full=True).problems
     assert any(str(cold) in p and "footer" in p for p in problems)
     assert not any("TProtocol" in p for p in problems)
 
@@ -457,15 +459,15 @@ def test_copied_archive_when_original_deleted_queries_and_retiers_its_own_files(
     for suffix in ("", "-warm", "-cold"):
         shutil.rmtree(base / f"archive{suffix}")
     assert view_rows(copy) == expected_rows()
-    assert verify_archive(ArchiveTiers.of(copy, POLICY), full=True).problems == []
+    assert verify_archive(ArchiveCore(copy, policy=POLICY), full=True).problems == []
     Archive(copy, policy=POLICY).retier(as_of=STAGE_2)
     assert view_rows(copy) == expected_rows()
-    for item in read_catalog(copy).files.values():
+    for item in CatalogStore(copy).read().files.values():
         assert ArchiveTiers.of(copy).resolve(item.path).is_relative_to(base / "copy-cold")
 
 
 def test_read_catalog_when_entry_outside_its_tier_root_refuses(tiered):
-    catalog = read_catalog(tiered)
+    catalog = CatalogStore(tiered).read()
     [item] = [f for f in catalog.files.values() if f.tier == WARM]
     outside = item.path.replace("WARM/", "WARM/../../elsewhere/", 1)
     from dataclasses import replace
@@ -477,4 +479,4 @@ def test_read_catalog_when_entry_outside_its_tier_root_refuses(tiered):
         for k, p in catalog.partitions.items()
     }
     with pytest.raises(TickFormatError, match="outside"):
-        write_catalog(tiered, replace(catalog, files=files, partitions=partitions))
+        CatalogStore(tiered).write(replace(catalog, files=files, partitions=partitions))

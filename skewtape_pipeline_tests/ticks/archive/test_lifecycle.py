@@ -15,7 +15,9 @@ from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.ops.lifecycle import relocated_report
 from skewtape_pipeline.ticks.archive.store.books import EVENT_COMMIT, EVENT_REMOVE, EVENT_REWRITE
-from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
+from skewtape_pipeline.ticks.archive.store.catalog import (
+    CatalogStore,
+)
 from skewtape_pipeline.ticks.archive.store.consolidate import read_consolidated_file
 from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_LOCK_FILE
 from skewtape_pipeline.ticks.archive.store.placement import archive_metrics, locate, scan_hot_files
@@ -77,7 +79,7 @@ def test_retier_when_days_age_through_tiers_view_returns_same_rows_at_each_stage
     assert list(warm_root.rglob("*.parquet"))  # replaced, kept: past versions read it
     Archive(root, policy=POLICY, audit_log=None).prune_versions(keep_last=1)
     assert list(warm_root.rglob("*.parquet")) == []  # the warm file was replaced and removed
-    catalog = read_catalog(root)
+    catalog = CatalogStore(root).read()
     assert {f.tier for f in catalog.files.values()} == {COLD}
 
 
@@ -93,7 +95,9 @@ def test_retier_when_run_again_changes_nothing(tmp_path, no_fsync):
 def test_retier_when_moving_writes_sorted_row_groups_on_symbol_day_boundaries(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_2)
     Archive(root, policy=POLICY).retier(as_of=STAGE_2)
-    (cold,) = [ArchiveTiers.of(root).resolve(f.path) for f in read_catalog(root).files.values()]
+    (cold,) = [
+        ArchiveTiers.of(root).resolve(f.path) for f in CatalogStore(root).read().files.values()
+    ]
     parts = read_consolidated_file(cold)
     assert [(p.symbol, p.day) for p in parts] == sorted((s, d) for s in SYMBOLS for d in DAYS)
     meta = pq.read_metadata(cold)
@@ -207,7 +211,7 @@ def test_retier_when_new_file_does_not_verify_commits_and_removes_nothing(
         Archive(root, policy=POLICY).retier(as_of=STAGE_1)
     data = [f for f in files_under(tmp_path) if f.endswith(".parquet")]
     assert data == [f for f in before if f.endswith(".parquet")]
-    assert read_catalog(root).generation == 0 and not (tmp_path / "audit.jsonl").exists()
+    assert CatalogStore(root).read().generation == 0 and not (tmp_path / "audit.jsonl").exists()
     assert view_rows(root) == expected_rows()
 
 
@@ -246,7 +250,7 @@ def test_retier_when_consolidated_file_changed_on_disk_refuses(tmp_path, no_fsyn
     Archive(root, policy=POLICY).retier(as_of=STAGE_1)
     (warm,) = [
         ArchiveTiers.of(root).resolve(f.path)
-        for f in read_catalog(root).files.values()
+        for f in CatalogStore(root).read().files.values()
         if f.tier == WARM
     ]
     warm.chmod(0o644)
@@ -364,7 +368,7 @@ def test_retier_when_cold_day_rearchived_and_month_retiered_earlier_returns_it_t
 ):
     root = build_archive(tmp_path, as_of=STAGE_2)
     Archive(root, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)
-    (cold_before,) = read_catalog(root).files
+    (cold_before,) = CatalogStore(root).read().files
     day = DAYS[2]  # February 2nd: cold at STAGE_2, warm by its age at STAGE_1
     assert expected_tier(day, STAGE_1) == WARM
     rearchive(root, SYMBOLS[0], day, correct=True)
@@ -377,7 +381,7 @@ def test_retier_when_cold_day_rearchived_and_month_retiered_earlier_returns_it_t
         (SYMBOLS[0], day, HOT, COLD)
     ]
     assert set(tiers_by_day(root).values()) == {COLD}
-    (cold_after,) = read_catalog(root).files
+    (cold_after,) = CatalogStore(root).read().files
     assert cold_after != cold_before and len(result.files_written) == 1
     assert scan_hot_files(root) == []
     corrected = [r for r in expected_rows() if (r[0], r[1]) == (SYMBOLS[0], day)][:1]
@@ -388,13 +392,13 @@ def test_retier_when_cold_day_rearchived_and_month_retiered_earlier_returns_it_t
 def test_retier_when_cold_day_rearchived_unchanged_rewrites_no_file(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_2)
     Archive(root, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)
-    catalog = read_catalog(root)
+    catalog = CatalogStore(root).read()
     for symbol in SYMBOLS:
         rearchive(root, symbol, DAYS[2])
 
     result = Archive(root, policy=POLICY, audit_log=None).retier(as_of=STAGE_1, months=["2026-02"])
 
     assert result.moved == [] and result.files_written == [] and result.files_reused == []
-    assert set(read_catalog(root).files) == set(catalog.files)
+    assert set(CatalogStore(root).read().files) == set(catalog.files)
     assert set(tiers_by_day(root).values()) == {COLD}
     assert view_rows(root) == expected_rows()

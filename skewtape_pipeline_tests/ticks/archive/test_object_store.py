@@ -23,6 +23,7 @@ from skewtape_pipeline.errors import (
     WriteOnceError,
 )
 from skewtape_pipeline.storage import sha256_of
+from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops import query
 from skewtape_pipeline.ticks.archive.ops.integrity import verify_archive
@@ -32,7 +33,9 @@ from skewtape_pipeline.ticks.archive.store.books import (
     EVENT_REFUSED,
     default_audit_log,
 )
-from skewtape_pipeline.ticks.archive.store.catalog import catalog_path, read_catalog
+from skewtape_pipeline.ticks.archive.store.catalog import (
+    CatalogStore,
+)
 from skewtape_pipeline.ticks.archive.store.catalog_check import checked_catalog
 from skewtape_pipeline.ticks.archive.store.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.store.placement import archive_metrics, locate, scan_hot_files
@@ -119,7 +122,7 @@ def test_retier_when_tiers_are_on_s3_moves_days_there_and_view_returns_every_tic
     assert {tiers[key] for key in tiers if key[1] == DAYS[-1]} == {HOT}
     stored = objects_under(s3_env, prefix)
     assert "warm/_skewtape_archive.json" in stored and "cold/_skewtape_archive.json" in stored
-    catalogued = {f.path.lower() for f in read_catalog(root).files.values()}
+    catalogued = {f.path.lower() for f in CatalogStore(root).read().files.values()}
     assert catalogued == {k.lower() for k in stored if k.endswith(".parquet")}
     assert not (tmp_path / "archive-warm").exists() and not (tmp_path / "archive-cold").exists()
 
@@ -286,13 +289,13 @@ def test_catalog_check_on_s3_lists_each_store_once_and_asks_about_no_file_one_by
     tmp_path, no_fsync, s3_env, monkeypatch
 ):
     root, policy = tiered_on_s3(tmp_path, s3_env)
-    catalogued = [f.path for f in read_catalog(root).files.values()]
+    catalogued = [f.path for f in CatalogStore(root).read().files.values()]
     counting = CountingHandler(storage.object_filesystem(policy.warm.root))
     monkeypatch.setattr(storage, "object_filesystem", lambda uri: fs.PyFileSystem(counting))
     tiers = ArchiveTiers.of(root, policy)
     keys = [tiers.resolve(rel).key for rel in catalogued]
 
-    assert checked_catalog(tiers).files == read_catalog(root).files
+    assert checked_catalog(tiers).files == CatalogStore(root).read().files
     assert len(catalogued) == 2 and set(keys).isdisjoint(counting.asked)
     assert sorted(counting.listed) == sorted(
         tiers.stores[tier].base for tier in (WARM, COLD)
@@ -312,7 +315,7 @@ def test_query_over_s3_tiers_when_filtered_opens_and_reads_less_than_unfiltered(
     policy = replace(s3_policy(s3_env, prefix), warm_max_age_days=30)  # warm: Jan and Feb
     root = build_archive(tmp_path, as_of=STAGE_1)
     Archive(root, policy=policy).retier(as_of=STAGE_1)
-    months = {f.period for f in read_catalog(root).files.values()}
+    months = {f.period for f in CatalogStore(root).read().files.values()}
     assert months == {"2026-01", "2026-02"}
 
     counting = CountingHandler(storage.object_filesystem(policy.warm.root))
@@ -364,8 +367,8 @@ def flip_a_byte(server, uri: str) -> None:
 
 def test_verify_archive_on_s3_when_an_object_is_corrupted_names_it(tmp_path, no_fsync, s3_env):
     root, policy = tiered_on_s3(tmp_path, s3_env)
-    clean = verify_archive(ArchiveTiers.of(root, policy), full=True)
-    catalog = read_catalog(root)
+    clean = verify_archive(ArchiveCore(root, policy=policy), full=True)
+    catalog = CatalogStore(root).read()
     kept = [p for folder in snapshot_dirs(root) for p in folder.rglob("*.pq")]
     assert clean.ok, clean.problems
     assert clean.files_checked == len(catalog.files) + len(scan_hot_files(root)) + len(kept)
@@ -375,12 +378,12 @@ def test_verify_archive_on_s3_when_an_object_is_corrupted_names_it(tmp_path, no_
 
     flip_a_byte(s3_env, uri)
 
-    quick = verify_archive(ArchiveTiers.of(root, policy))
+    quick = verify_archive(ArchiveCore(root, policy=policy))
     assert [p for p in quick.problems if p.startswith(uri)] == [
         f"{uri}: sha256 is {sha256_of(ArchiveTiers.of(root, policy).resolve(cold.path))}, "
         f"the catalog recorded {cold.sha256}"
     ]
-    full = verify_archive(ArchiveTiers.of(root, policy), full=True)
+    full = verify_archive(ArchiveCore(root, policy=policy), full=True)
     assert any(p.startswith(f"{uri}: row group") or "footer" in p for p in full.problems)
     assert len(full.problems) == 2
 
@@ -395,11 +398,11 @@ def test_query_over_s3_when_an_object_is_overwritten_after_a_query_refuses_namin
     sql = "SELECT sum(price) AS p, sum(quantity) AS q FROM ticks"
     answer = run_query(sql, ArchiveTiers.of(root, policy))  # verifies every object once
     objects = [f for f in hashed if isinstance(f, storage.ObjectFile)]
-    assert len(objects) == len(read_catalog(root).files)
+    assert len(objects) == len(CatalogStore(root).read().files)
     hashed.clear()
     assert run_query(sql, ArchiveTiers.of(root, policy)) == answer
     assert hashed == []  # trusted by their unchanged stamps
-    [cold] = [f for f in read_catalog(root).files.values() if f.tier == COLD]
+    [cold] = [f for f in CatalogStore(root).read().files.values() if f.tier == COLD]
     uri = str(ArchiveTiers.of(root, policy).resolve(cold.path))
 
     flip_a_byte(s3_env, uri)  # same size, within the same second: the ETag moves
@@ -415,31 +418,31 @@ def test_verify_archive_on_s3_when_a_tier_marker_object_is_deleted_reports_it(
 ):
     root, policy = tiered_on_s3(tmp_path, s3_env)
     marker = policy.store_for(tier, root).file("_skewtape_archive.json")
-    assert storage.exists(marker) and verify_archive(ArchiveTiers.of(root, policy)).ok
+    assert storage.exists(marker) and verify_archive(ArchiveCore(root, policy=policy)).ok
 
     bucket_filesystem(s3_env).delete_file(marker.key)
 
-    problems = verify_archive(ArchiveTiers.of(root, policy)).problems
+    problems = verify_archive(ArchiveCore(root, policy=policy)).problems
     assert len(problems) == 1 and problems[0].startswith(f"{marker.uri}: missing")
 
 
 def test_rebuild_catalog_on_s3_when_the_catalog_is_lost_restores_it(tmp_path, no_fsync, s3_env):
     root, policy = tiered_on_s3(tmp_path, s3_env)
-    before = read_catalog(root)
-    catalog_path(root).unlink()
+    before = CatalogStore(root).read()
+    CatalogStore(root).path.unlink()
     with pytest.raises(CatalogMismatchError, match="s3://tiers/"):
         Archive(root, policy=policy).retier(as_of=STAGE_2)  # the objects are not accounted for
 
     result = Archive(root, policy=policy).rebuild_catalog()
 
-    after = read_catalog(root)
+    after = CatalogStore(root).read()
     assert result.files == len(before.files) and result.symbol_days == len(before.partitions)
     assert after.files == before.files
     assert {k: (p.file, p.rows, p.byte_share) for k, p in after.partitions.items()} == {
         k: (p.file, p.rows, p.byte_share) for k, p in before.partitions.items()
     }
     assert view_rows(root, policy=policy) == expected_rows()
-    assert verify_archive(ArchiveTiers.of(root, policy), full=True).ok
+    assert verify_archive(ArchiveCore(root, policy=policy), full=True).ok
 
 
 @pytest.mark.parametrize("broken", ["unreachable endpoint", "missing bucket", "bad credentials"])
@@ -459,11 +462,11 @@ def test_s3_tier_when_store_cannot_be_used_raises_typed_error_naming_uri_changes
     (root / POLICY_RECORD).unlink()  # an archive recording no policy takes the one given
     local, stored = files_under(tmp_path), objects_under(s3_env, prefix)
     named = warm.partition("?")[0]
-    [warm_file] = [f.path for f in read_catalog(root).files.values() if f.tier == WARM]
+    [warm_file] = [f.path for f in CatalogStore(root).read().files.values() if f.tier == WARM]
 
     for attempt in (
         lambda: Archive(root, policy=broken_policy).retier(as_of=STAGE_2),
-        lambda: verify_archive(ArchiveTiers.of(root, broken_policy)),
+        lambda: verify_archive(ArchiveCore(root, policy=broken_policy)),
         lambda: Archive(root, policy=broken_policy).rebuild_catalog(),
         lambda: view_rows(root, policy=broken_policy),
         # a footer read through the broken store: never "damaged"
@@ -534,7 +537,7 @@ def test_withdraw_on_s3_hides_the_day_at_once_and_retier_rewrites_its_object_wit
     root, policy = tiered_on_s3(tmp_path, s3_env)
     prefix = policy.cold.root.split("/")[3]
     withdrawn = ("ES", DAYS[1])  # cold at STAGE_1
-    [old] = [f.path for f in read_catalog(root).files.values() if f.tier == COLD]
+    [old] = [f.path for f in CatalogStore(root).read().files.values() if f.tier == COLD]
     assert Archive(root, policy=policy).withdraw([withdrawn]) == [withdrawn]
     wanted = [row for row in expected_rows() if (row[0], row[1]) != withdrawn]
     assert view_rows(root, policy=policy) == wanted
@@ -543,8 +546,8 @@ def test_withdraw_on_s3_hides_the_day_at_once_and_retier_rewrites_its_object_wit
     result = Archive(root, policy=policy).retier(as_of=STAGE_1)
 
     assert result.purged == [withdrawn]
-    [new] = [f.path for f in read_catalog(root).files.values() if f.tier == COLD]
-    assert new != old and withdrawn not in read_catalog(root).partitions
+    [new] = [f.path for f in CatalogStore(root).read().files.values() if f.tier == COLD]
+    assert new != old and withdrawn not in CatalogStore(root).read().partitions
     Archive(root, policy=policy).prune_versions(keep_last=1)  # past versions read the old object
     cold_objects = [k for k in objects_under(s3_env, f"{prefix}/cold") if k.endswith(".parquet")]
     assert cold_objects == [new.removeprefix("COLD/")]  # the old object was removed
@@ -592,7 +595,7 @@ def test_archive_read_over_s3_tiers_equals_the_view_and_refuses_an_object_change
     assert set(handle.read(columns=["tier"])["tier"].to_pylist()) == {COLD}
     assert_reads_as_the_view(handle)
     assert_reads_as_the_view(handle, as_of=1)  # before: hot, warm and cold
-    [cold] = [f for f in read_catalog(root).files.values() if f.tier == COLD]
+    [cold] = [f for f in CatalogStore(root).read().files.values() if f.tier == COLD]
     uri = str(handle.tiers.resolve(cold.path))
     flip_a_byte(s3_env, uri)
     with pytest.raises(DamagedFileError, match="the catalog recorded") as raised:

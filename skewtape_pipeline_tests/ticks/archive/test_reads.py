@@ -27,7 +27,9 @@ from skewtape_pipeline.ticks.archive.ops.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.ops.query import open_ticks_view, run_query
 from skewtape_pipeline.ticks.archive.ops.reader import VIEW_COLUMNS, view_select
 from skewtape_pipeline.ticks.archive.store import hot_index
-from skewtape_pipeline.ticks.archive.store.catalog import read_hot_records
+from skewtape_pipeline.ticks.archive.store.catalog import (
+    CatalogStore,
+)
 from skewtape_pipeline.ticks.archive.store.layout import partition_file
 from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
 from skewtape_pipeline.ticks.archive.store.version_recording import commit_version
@@ -183,7 +185,7 @@ def test_read_when_a_hot_file_the_index_lists_is_gone_names_it_and_the_repair(ho
     with pytest.raises(SkewtapeError, match="rebuild-catalog") as caught:
         Archive(hot, policy=POLICY, audit_log=None).read(["ES"])
     assert str(path) in str(caught.value)
-    assert any(str(path) in p for p in verify_archive(Archive(hot, policy=POLICY).tiers).problems)
+    assert any(str(path) in p for p in verify_archive(Archive(hot, policy=POLICY).core).problems)
 
 
 # --- cost follows what is read -------------------------------------------------------------------
@@ -321,20 +323,20 @@ def test_query_names_the_indexed_files_without_listing_the_hot_tier(hot, monkeyp
 
 
 def test_archive_without_a_hot_index_reads_by_listing_and_its_first_write_builds_one(hot):
-    records = read_hot_records(hot)
+    records = CatalogStore(hot).hot_records()
     hot_index.index_path(hot).unlink()  # as written before the index existed
     lines = [{"path": rel, "sha256": r.sha256, "size": r.size} for rel, r in records.items()]
     hot_index.log_path(hot).write_bytes(b"")
     hot_index.append_lines(hot, lines)
     handle = Archive(hot, policy=POLICY, audit_log=None)
     assert_reads_as_the_view(handle)
-    assert verify_archive(handle.tiers).ok
+    assert verify_archive(handle.core).ok
     day = DAYS[-1]
     compact_symbol_day(handle.core, day_ticks("NEW", day), symbol="NEW", day=day, age_days=1)
     index = hot_index.HotIndex.read(hot)
     assert index is not None and len(index.entries()) == len(SYMBOLS) * len(DAYS) + 1
     assert_reads_as_the_view(handle)
-    assert verify_archive(handle.tiers).ok
+    assert verify_archive(handle.core).ok
 
 
 def test_hot_index_when_a_fold_is_cut_short_reads_the_same_and_skips_folded_lines(hot, monkeypatch):
@@ -360,7 +362,7 @@ def test_hot_index_when_a_fold_is_cut_short_reads_the_same_and_skips_folded_line
 def test_hot_index_when_a_line_was_cut_short_the_next_append_cuts_it_off(hot):
     with open(hot_index.log_path(hot), "ab") as handle:
         handle.write(b'{"path": "symbol=X/year=2026/mo')  # a crash while appending
-    assert verify_archive(Archive(hot, policy=POLICY).tiers).ok
+    assert verify_archive(Archive(hot, policy=POLICY).core).ok
     day = DAYS[-1]
     compact_symbol_day(archive_at(hot, POLICY).core, day_ticks("N", day), symbol="N", day=day,
                        age_days=1)  # fmt: skip
@@ -376,7 +378,7 @@ def test_rebuild_catalog_when_the_hot_index_is_damaged_builds_it_again(hot):
         Archive(hot, policy=POLICY, audit_log=None).read()
     Archive(hot, policy=POLICY, audit_log=None).rebuild_catalog()
     assert_reads_as_the_view(Archive(hot, policy=POLICY, audit_log=None))
-    assert verify_archive(Archive(hot, policy=POLICY).tiers).ok
+    assert verify_archive(Archive(hot, policy=POLICY).core).ok
 
 
 # --- the read API's mistakes (issue 30, item 12) -------------------------------------------------

@@ -14,7 +14,9 @@ import pyarrow.compute as pc
 import skewtape_pipeline
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
-from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
+from skewtape_pipeline.ticks.archive.store.catalog import (
+    CatalogStore,
+)
 from skewtape_pipeline.ticks.archive.store.policy import COLD, TierPolicy, TierSettings
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.validate import day_start_ns
@@ -77,7 +79,7 @@ def test_retier_when_the_input_is_ten_times_larger_peaks_at_the_same_memory(tmp_
     small = hot_archive(tmp_path / "small" / "archive", 10, 40_000, TierPolicy())
     large = hot_archive(tmp_path / "large" / "archive", 100, 40_000, TierPolicy())
     small_peak, large_peak = peak_rss_of_retier(small), peak_rss_of_retier(large)
-    assert [f.tier for f in read_catalog(large).files.values()] == [COLD]  # one yearly file
+    assert [f.tier for f in CatalogStore(large).read().files.values()] == [COLD]  # one yearly file
     assert large_peak - small_peak < 48 * MIB, (small_peak // MIB, large_peak // MIB)
     assert_reads_as_the_view(Archive(large, audit_log=None), queries=[{}, {"symbols": ["S3"]}])
 
@@ -94,7 +96,7 @@ def test_retier_when_a_period_exceeds_the_target_size_writes_several_catalogued_
     root = hot_archive(tmp_path / "archive", 30, 10_000, policy)
     archive = Archive(root, policy=policy, audit_log=None)
     result = archive.retier(as_of=AS_OF)
-    catalog = read_catalog(root)
+    catalog = CatalogStore(root).read()
     periods = [(f.tier, f.period) for f in catalog.files.values()]
     assert len(periods) > 2 and set(periods) == {(COLD, "2026")}
     assert len(result.files_written) == len(periods)
@@ -104,4 +106,6 @@ def test_retier_when_a_period_exceeds_the_target_size_writes_several_catalogued_
     assert max(sizes) < 2 * 16 * 1024  # the target, passed by at most a row group
     assert_reads_as_the_view(archive, queries=[{}, {"symbols": ["S3"]}, {"start": FIRST}])
     again = archive.retier(as_of=AS_OF)  # nothing to move: the files stay as they are
-    assert again.files_written == [] and read_catalog(root).files.keys() == catalog.files.keys()
+    assert (
+        again.files_written == [] and CatalogStore(root).read().files.keys() == catalog.files.keys()
+    )

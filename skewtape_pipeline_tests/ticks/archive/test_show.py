@@ -18,7 +18,9 @@ from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.query import run_query
 from skewtape_pipeline.ticks.archive.ops.show import show_symbol_day
 from skewtape_pipeline.ticks.archive.store.books import default_audit_log
-from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
+from skewtape_pipeline.ticks.archive.store.catalog import (
+    CatalogStore,
+)
 from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, TierPolicy
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day
@@ -68,7 +70,7 @@ def test_show_when_retiered_names_cold_file_row_range_and_the_move(archived):
     root, symbol = archived
     Archive(root).retier(as_of=LATER)
     story = shown(root, symbol)
-    (cold,) = read_catalog(root).files.values()
+    (cold,) = CatalogStore(root).read().files.values()
     assert story.place is not None and (story.place.tier, story.place.file) == (COLD, cold.path)
     assert story.place.first_row == 0 and story.place.rows == story.report["tick_count"]
     assert events(story) == ["written", "moved", "hot-file-removed"]
@@ -81,7 +83,7 @@ def test_tick_reports_when_retiered_name_the_consolidated_file_not_the_removed_h
     before = reported_places(root)
     assert {tier for tier, _ in before.values()} == {HOT}
     Archive(root).retier(as_of=LATER)
-    (cold,) = read_catalog(root).files.values()
+    (cold,) = CatalogStore(root).read().files.values()
     assert reported_places(root) == {symbol: (COLD, cold.path) for symbol in before}
 
 
@@ -146,7 +148,7 @@ def test_cli_show_when_text_says_tier_file_rows_and_history(archived, capsys):
     Archive(root).retier(as_of=LATER)
     assert main(["show", str(root), symbol, DAY.isoformat()]) == 0
     out = capsys.readouterr().out.splitlines()
-    (cold,) = read_catalog(root).files.values()
+    (cold,) = CatalogStore(root).read().files.values()
     assert out[0].startswith(f"{symbol} 2026-10-05 in {root}: COLD, {cold.path} rows 0..")
     assert out[1].startswith("report: archived,")
     assert out[2] == "history:" and "moved: from HOT to COLD into COLD/" in out[4]
@@ -163,7 +165,7 @@ def test_cli_show_when_date_or_symbol_wrong_exits_2_with_one_line(archived, caps
 def test_show_when_cold_day_rearchived_unchanged_stays_in_cold_with_nothing_to_move(archived):
     root, symbol = archived
     Archive(root).retier(as_of=LATER)
-    (cold,) = read_catalog(root).files.values()
+    (cold,) = CatalogStore(root).read().files.values()
     before = events(shown(root, symbol))
     archive = Archive(root, policy=TierPolicy(), audit_log=default_audit_log(root))
     options = VenueDayOptions(archive=archive, as_of=date(2026, 12, 3), batch="b2")

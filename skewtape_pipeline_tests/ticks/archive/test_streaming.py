@@ -23,7 +23,9 @@ from skewtape_pipeline.errors import ConfigError, TickValidationError
 from skewtape_pipeline.progress import ProgressLine
 from skewtape_pipeline.ticks.archive.ops.compact import compact_source, compact_ticks
 from skewtape_pipeline.ticks.archive.ops.compact_plan import CompactionRun
-from skewtape_pipeline.ticks.archive.store.catalog import hot_records_path, read_hot_records
+from skewtape_pipeline.ticks.archive.store.catalog import (
+    CatalogStore,
+)
 from skewtape_pipeline.ticks.archive.store.hot_index import index_path
 from skewtape_pipeline.ticks.archive.store.layout import staging_folder
 from skewtape_pipeline.ticks.archive.store.spill import SymbolDayRouter
@@ -168,12 +170,12 @@ def archive_bytes(out: Path) -> dict[str, object]:
         and ".skewtape-staging" not in path.parts
         and VERSIONS_DIR not in path.parts
         and not path.name.endswith(".lock")
-        and path not in (hot_records_path(out), index_path(out))
+        and path not in (CatalogStore(out).hot_records_path, index_path(out))
     }
     if (out / VERSIONS_DIR).exists():
         files["versions"] = version_records_without_times(out)
-    if hot_records_path(out).exists():
-        files["hot file records"] = read_hot_records(out)
+    if CatalogStore(out).hot_records_path.exists():
+        files["hot file records"] = CatalogStore(out).hot_records()
     return files
 
 

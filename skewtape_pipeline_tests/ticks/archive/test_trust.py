@@ -20,12 +20,15 @@ from skewtape_pipeline.errors import (
     LinkedStateFileError,
     TickFormatError,
 )
+from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.ops.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query, run_query_text
 from skewtape_pipeline.ticks.archive.store import trust
-from skewtape_pipeline.ticks.archive.store.catalog import read_catalog, read_hot_records
+from skewtape_pipeline.ticks.archive.store.catalog import (
+    CatalogStore,
+)
 from skewtape_pipeline.ticks.archive.store.layout import partition_file
 from skewtape_pipeline.ticks.archive.store.placement import archive_state, scan_hot_files
 from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
@@ -97,7 +100,7 @@ def test_verify_archive_when_hot_file_rewritten_with_valid_parquet_reports_it(ti
     hot = live_hot(tiered)
     times_1000(hot)
     pq.ParquetFile(hot, page_checksum_verification=True).read()  # valid Parquet, pages intact
-    problems = verify_archive(ArchiveTiers.of(tiered, POLICY), full=full).problems
+    problems = verify_archive(ArchiveCore(tiered, policy=POLICY), full=full).problems
     kept = [p for folder in snapshot_dirs(tiered) for p in folder.rglob("*.pq")]
     [link] = [p for p in kept if p.samefile(hot)]  # the version's link: the same bytes
     assert problems and all(str(hot) in p or str(link) in p for p in problems)
@@ -109,18 +112,18 @@ def test_verify_archive_when_hot_file_rewritten_with_valid_parquet_reports_it(ti
 def test_verify_archive_full_when_page_index_bit_flipped_reports_the_file(hot_only):
     hot = scan_hot_files(hot_only)[0].path
     flip_bit_in_page_index(hot)
-    problems = verify_archive(ArchiveTiers.of(hot_only, POLICY), full=True).problems
+    problems = verify_archive(ArchiveCore(hot_only, policy=POLICY), full=True).problems
     assert [p for p in problems if p.startswith(f"{hot}: sha256 is ")]
 
 
 def test_retier_when_hot_source_rewritten_refuses_naming_it_and_commits_nothing(hot_only):
-    before = read_catalog(hot_only)
+    before = CatalogStore(hot_only).read()
     hot = scan_hot_files(hot_only)[0].path
     times_1000(hot)
     with pytest.raises(DamagedFileError, match=f"{trust.WRITTEN_BY_COMPACTION} recorded") as raised:
         Archive(hot_only, policy=POLICY, audit_log=None).retier(as_of=STAGE_1)
     assert str(hot) in str(raised.value)
-    assert read_catalog(hot_only) == before
+    assert CatalogStore(hot_only).read() == before
 
 
 def test_verify_archive_when_a_retained_consolidated_file_changed_reports_it(tiered):
@@ -129,9 +132,9 @@ def test_verify_archive_when_a_retained_consolidated_file_changed_reports_it(tie
     result = Archive(tiered, policy=POLICY, audit_log=None).retier(
         as_of=STAGE_2
     )  # every day cold; the warm file stays
-    assert warm in result.files_retained and verify_archive(ArchiveTiers.of(tiered, POLICY)).ok
+    assert warm in result.files_retained and verify_archive(ArchiveCore(tiered, policy=POLICY)).ok
     flip_bit_in_data_page(warm)
-    problems = verify_archive(ArchiveTiers.of(tiered, POLICY)).problems
+    problems = verify_archive(ArchiveCore(tiered, policy=POLICY)).problems
     assert len(problems) == 1 and problems[0].startswith(f"{warm}: sha256 is ")
 
 
@@ -139,7 +142,7 @@ def test_hot_records_when_last_line_cut_short_ignore_it(hot_only):
     records = hot_only / HOT_RECORDS
     with open(records, "ab") as handle:
         handle.write(b'{"path": "symbol=X/year=2026/mo')  # a crash while appending
-    assert verify_archive(ArchiveTiers.of(hot_only, POLICY)).ok
+    assert verify_archive(ArchiveCore(hot_only, policy=POLICY)).ok
 
 
 def test_hot_records_when_a_line_is_malformed_every_command_refuses_naming_it(tiered, capsys):
@@ -147,7 +150,7 @@ def test_hot_records_when_a_line_is_malformed_every_command_refuses_naming_it(ti
         handle.write(b'{"path": "../outside.parquet", "sha256": "00", "size": 1}\n')
     catalog = (tiered / "_skewtape_catalog.parquet").read_bytes()
     where = f"{tiered / HOT_RECORDS}: line {len((tiered / HOT_RECORDS).read_bytes().splitlines())}"
-    assert verify_archive(ArchiveTiers.of(tiered, POLICY)).problems[0].startswith(where)
+    assert verify_archive(ArchiveCore(tiered, policy=POLICY)).problems[0].startswith(where)
     assert main(["query", SUM_SQL, "--archive", str(tiered)]) == 2
     assert where in capsys.readouterr().err
     with pytest.raises(TickFormatError, match=where):
@@ -161,14 +164,14 @@ def test_archive_without_hot_records_when_verified_says_how_and_rebuild_records_
     (tiered / HOT_RECORDS).unlink()  # an archive written before hot files were recorded
     (tiered / HOT_INDEX).unlink()  # (and before the hot index)
     live = [h.path for h in archive_state(tiered).hot_live]
-    problems = verify_archive(ArchiveTiers.of(tiered, POLICY)).problems
+    problems = verify_archive(ArchiveCore(tiered, policy=POLICY)).problems
     assert len(problems) == len(live)
     assert all("no record" in p and "rebuild-catalog" in p for p in problems)
     with pytest.raises(CatalogMismatchError, match="rebuild-catalog"):
         run_query(SUM_SQL, ArchiveTiers.of(tiered, POLICY))
     result = Archive(tiered, policy=POLICY, audit_log=None).rebuild_catalog()
     assert result.hot_files_recorded == len(live)
-    assert verify_archive(ArchiveTiers.of(tiered, POLICY), full=True).ok
+    assert verify_archive(ArchiveCore(tiered, policy=POLICY), full=True).ok
     assert sorted(view_rows(tiered, policy=POLICY)) == sorted(expected_rows())
 
 
@@ -176,7 +179,7 @@ def test_rebuild_catalog_when_a_recorded_hot_file_changed_keeps_its_record(tiere
     hot = live_hot(tiered)
     times_1000(hot)
     assert Archive(tiered, policy=POLICY, audit_log=None).rebuild_catalog().hot_files_recorded == 0
-    assert [p for p in verify_archive(ArchiveTiers.of(tiered, POLICY)).problems if str(hot) in p]
+    assert [p for p in verify_archive(ArchiveCore(tiered, policy=POLICY)).problems if str(hot) in p]
 
 
 def test_retier_when_done_leaves_one_record_per_hot_file_path(hot_only):
@@ -195,8 +198,8 @@ def test_retier_when_done_leaves_one_record_per_hot_file_path(hot_only):
         as_of=STAGE_1
     )  # removes the hot files it moved
     assert (hot_only / HOT_RECORDS).read_text() == ""  # folded into the hot index
-    assert len(read_hot_records(hot_only)) == len(SYMBOLS) * len(DAYS)  # one per path
-    assert verify_archive(ArchiveTiers.of(hot_only, POLICY), full=True).ok
+    assert len(CatalogStore(hot_only).hot_records()) == len(SYMBOLS) * len(DAYS)  # one per path
+    assert verify_archive(ArchiveCore(hot_only, policy=POLICY), full=True).ok
 
 
 def test_compact_when_hot_records_file_is_a_link_refuses_before_publishing(hot_only, tmp_path):
@@ -231,9 +234,11 @@ def test_compact_when_crashing_between_rename_and_record_a_rerun_finishes(hot_on
         recompact()
     with pytest.raises(DamagedFileError, match="compact a hot file's symbol-day again"):
         run_query(SUM_SQL, ArchiveTiers.of(hot_only, POLICY))
-    assert [p for p in verify_archive(ArchiveTiers.of(hot_only, POLICY)).problems if str(hot) in p]
+    assert [
+        p for p in verify_archive(ArchiveCore(hot_only, policy=POLICY)).problems if str(hot) in p
+    ]
     recompact()
-    assert verify_archive(ArchiveTiers.of(hot_only, POLICY), full=True).ok
+    assert verify_archive(ArchiveCore(hot_only, policy=POLICY), full=True).ok
     sql = "SELECT count(*) AS n FROM ticks WHERE symbol = 'ES' AND date = ?"
     answer = run_query(sql, ArchiveTiers.of(hot_only), QueryOptions(parameters=[day]))
     assert answer.column("n").to_pylist() == [len(newer)]
@@ -265,7 +270,7 @@ def test_query_when_stamps_unchanged_reads_no_file_twice_to_verify(tiered, monke
     monkeypatch.setattr(trust, "sha256_of", lambda path: hashed.append(path) or measure(path))
     racy_rule_off(monkeypatch)
     answer = run_query(SUM_SQL, ArchiveTiers.of(tiered, POLICY))
-    files = len(archive_state(tiered).hot_live) + len(read_catalog(tiered).files)
+    files = len(archive_state(tiered).hot_live) + len(CatalogStore(tiered).read().files)
     assert len(hashed) == files
     hashed.clear()
     assert run_query(SUM_SQL, ArchiveTiers.of(tiered, POLICY)) == answer
@@ -287,7 +292,7 @@ def test_query_verification_when_a_compaction_replaced_a_hot_file_meanwhile_acce
         age_days=1,
     )
     [hot] = [h for h in scan_hot_files(hot_only) if h.key == (symbol, day)]
-    verified.check_hot(hot, read_catalog(hot_only))  # no DamagedFileError
+    verified.check_hot(hot, CatalogStore(hot_only).read())  # no DamagedFileError
 
 
 # --- 3. query reads the archive's own files, one SELECT -----------------------------------------
@@ -326,7 +331,7 @@ def test_query_when_reading_the_archives_own_files_answers(tiered):
     catalog = tiered / "_skewtape_catalog.parquet"
     sql = f"SELECT count(*) AS n FROM read_parquet('{catalog}')"
     assert run_query(sql, ArchiveTiers.of(tiered, POLICY)).column("n").to_pylist() == [
-        len(read_catalog(tiered).partitions)
+        len(CatalogStore(tiered).read().partitions)
     ]
 
 
@@ -344,7 +349,7 @@ def test_cli_query_when_unrestricted_runs_any_sql(tiered, tmp_path, capsys):
 
 def test_verify_archive_when_a_tier_roots_marker_deleted_reports_it(tiered):
     marker = tiered.parent / "archive-cold" / "_skewtape_archive.json"
-    assert verify_archive(ArchiveTiers.of(tiered, POLICY)).ok
+    assert verify_archive(ArchiveCore(tiered, policy=POLICY)).ok
     marker.unlink()
-    problems = verify_archive(ArchiveTiers.of(tiered, POLICY)).problems
+    problems = verify_archive(ArchiveCore(tiered, policy=POLICY)).problems
     assert len(problems) == 1 and problems[0].startswith(f"{marker}: missing")

@@ -22,7 +22,9 @@ from skewtape_pipeline.ticks.archive.store.books import (
     EVENT_WITHDRAW,
     default_audit_log,
 )
-from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
+from skewtape_pipeline.ticks.archive.store.catalog import (
+    CatalogStore,
+)
 from skewtape_pipeline.ticks.archive.store.consolidate import read_consolidated_file
 from skewtape_pipeline.ticks.archive.store.layout import partition_file
 from skewtape_pipeline.ticks.archive.store.placement import (
@@ -84,7 +86,7 @@ def retiered(folder: Path, as_of: date = STAGE_1) -> Path:
 
 def consolidated_keys(root: Path) -> set[tuple[str, date]]:
     """Symbol-days inside the catalogued consolidated files (read from the files)."""
-    catalog = read_catalog(root)
+    catalog = CatalogStore(root).read()
     return {
         (part.symbol, part.day)
         for item in catalog.files.values()
@@ -95,13 +97,13 @@ def consolidated_keys(root: Path) -> set[tuple[str, date]]:
 def test_withdraw_when_days_are_warm_and_cold_view_lacks_exactly_their_ticks(tmp_path, no_fsync):
     root = retiered(tmp_path)
     assert tiers_by_day(root)[COLD_KEY] == COLD and tiers_by_day(root)[WARM_KEY] == WARM
-    generation = read_catalog(root).generation
+    generation = CatalogStore(root).read().generation
 
     done = Archive(root).withdraw([WARM_KEY, COLD_KEY, HOT_KEY, ("NQ", DAYS[0])])
 
     assert done == sorted([WARM_KEY, COLD_KEY])  # the hot and unknown keys are ignored
     assert view_rows(root) == without([WARM_KEY, COLD_KEY])
-    catalog = read_catalog(root)
+    catalog = CatalogStore(root).read()
     assert catalog.withdrawn == {WARM_KEY, COLD_KEY} and catalog.generation == generation + 1
     assert (
         locate(ArchiveTiers.of(root), *COLD_KEY) is None
@@ -141,13 +143,13 @@ def test_withdraw_when_key_is_not_a_symbol_day_raises_config_error(tmp_path, no_
 def test_retier_when_symbol_days_withdrawn_rewrites_their_files_without_them(tmp_path, no_fsync):
     root = retiered(tmp_path)
     Archive(root).withdraw([COLD_KEY, WARM_KEY])
-    old_files = set(read_catalog(root).files)
+    old_files = set(CatalogStore(root).read().files)
 
     result = Archive(root, policy=POLICY).retier(as_of=STAGE_1)
 
     assert result.committed and result.purged == sorted([COLD_KEY, WARM_KEY])
     assert result.moved == []  # nothing changed tier
-    catalog = read_catalog(root)
+    catalog = CatalogStore(root).read()
     assert catalog.withdrawn == frozenset()
     assert COLD_KEY not in catalog.partitions and WARM_KEY not in catalog.partitions
     assert not old_files & set(catalog.files)  # both files were rewritten
@@ -166,14 +168,18 @@ def test_retier_when_symbol_days_withdrawn_rewrites_their_files_without_them(tmp
 def test_retier_when_every_symbol_day_of_a_file_withdrawn_empties_it(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_2, days=DAYS[:1])
     Archive(root, policy=POLICY).retier(as_of=STAGE_2)
-    (cold,) = [ArchiveTiers.of(root).resolve(f.path) for f in read_catalog(root).files.values()]
+    (cold,) = [
+        ArchiveTiers.of(root).resolve(f.path) for f in CatalogStore(root).read().files.values()
+    ]
     Archive(root).withdraw([(s, DAYS[0]) for s in SYMBOLS])
     assert view_rows(root) == []
 
     result = Archive(root, policy=POLICY).retier(as_of=STAGE_2)
 
     assert result.committed and len(result.purged) == len(SYMBOLS)
-    assert read_catalog(root).files == {} and read_catalog(root).withdrawn == frozenset()
+    assert (
+        CatalogStore(root).read().files == {} and CatalogStore(root).read().withdrawn == frozenset()
+    )
     assert cold.exists() and cold in result.files_retained  # past versions read it
     assert view_rows(root) == []
     assert cold in Archive(root, policy=POLICY).prune_versions(keep_last=1).files_removed
@@ -188,7 +194,9 @@ def test_retier_when_months_exclude_a_withdrawn_day_keeps_it_hidden_and_marked(t
     result = Archive(root, policy=POLICY).retier(as_of=STAGE_2, months=["2026-02"])
 
     assert result.purged == [february]
-    assert read_catalog(root).withdrawn == {january}  # carried into the new file, still hidden
+    assert CatalogStore(root).read().withdrawn == {
+        january
+    }  # carried into the new file, still hidden
     assert view_rows(root) == without([january, february])
     assert Archive(root, policy=POLICY).retier(as_of=STAGE_2).purged == [january]
     assert view_rows(root) == without([january, february])
@@ -223,7 +231,7 @@ def test_retier_when_crashing_while_purging_withdrawn_days_never_shows_them(tmp_
         assert settled_files(work.parent) == settled_files(clean.parent), (
             f"rerun after a crash at {name} did not finish"
         )
-        assert read_catalog(work).withdrawn == frozenset()
+        assert CatalogStore(work).read().withdrawn == frozenset()
         verify_audit_log(work.parent / "audit.jsonl")
 
 
@@ -268,7 +276,7 @@ def test_withdraw_when_books_and_records_refuses_and_changes_nothing(tmp_path, n
     with pytest.raises(WriteOnceError, match="delete refused") as refused:
         Archive(root).withdraw([COLD_KEY])
     assert refused.value.path == ArchiveTiers.of(root).resolve(
-        read_catalog(root).partitions[COLD_KEY].file
+        CatalogStore(root).read().partitions[COLD_KEY].file
     )
     assert contents(tmp_path, audit=False) == before
     assert audit_events(root)[-1]["event"] == EVENT_REFUSED
@@ -298,7 +306,7 @@ def test_withdraw_when_ticks_are_re_added_later_they_come_back(tmp_path, no_fsyn
 
     assert [(m.symbol, m.date, m.from_tier) for m in result.moved] == [(*COLD_KEY, HOT)]
     assert view_rows(root) == wanted and tiers_by_day(root)[COLD_KEY] == COLD
-    assert read_catalog(root).withdrawn == frozenset() and scan_hot_files(root) == []
+    assert CatalogStore(root).read().withdrawn == frozenset() and scan_hot_files(root) == []
 
 
 def test_archive_metrics_when_withdrawn_counts_bytes_on_disk_and_visible_ticks(tmp_path, no_fsync):
@@ -327,12 +335,12 @@ def test_retier_when_moved_hot_files_are_removed_forgets_their_stamps(tmp_path, 
     root = build_archive(tmp_path, as_of=STAGE_1)
     with pytest.raises(Crash), faults.installed(crash_at_name("audited-removals")):
         Archive(root, policy=POLICY).retier(as_of=STAGE_1)  # committed, nothing removed yet
-    stamped = [p for p in read_catalog(root).partitions.values() if p.source is not None]
-    assert stamped and len(stamped) == len(read_catalog(root).partitions)  # hot files exist
+    stamped = [p for p in CatalogStore(root).read().partitions.values() if p.source is not None]
+    assert stamped and len(stamped) == len(CatalogStore(root).read().partitions)  # hot files exist
 
     Archive(root, policy=POLICY).retier(as_of=STAGE_1)  # the rerun removes them, then the stamps
 
-    assert all(p.source is None for p in read_catalog(root).partitions.values())
+    assert all(p.source is None for p in CatalogStore(root).read().partitions.values())
     assert view_rows(root) == expected_rows()
 
 
@@ -341,7 +349,7 @@ def test_retier_when_books_and_records_keeps_stamps_of_retained_hot_files(tmp_pa
     Archive(root, audit_log=default_audit_log(root)).core.books.enable()
     Archive(root, policy=POLICY).retier(as_of=STAGE_1)
     Archive(root, policy=POLICY).retier(as_of=STAGE_2)
-    partitions = read_catalog(root).partitions.values()
+    partitions = CatalogStore(root).read().partitions.values()
     assert all(p.source is not None for p in partitions)
     assert view_rows(root) == expected_rows()  # the retained hot files stay superseded
 
@@ -350,7 +358,7 @@ def test_view_when_hot_file_recompacted_after_stamp_dropped_shows_newer_copy(tmp
     root = retiered(tmp_path)
     Archive(root, policy=POLICY).retier(as_of=STAGE_2)
     key = ("ES", DAYS[0])
-    assert read_catalog(root).partitions[key].source is None
+    assert CatalogStore(root).read().partitions[key].source is None
     newer = day_ticks(*key).slice(0, 1)
     compact_symbol_day(
         archive_at(root, POLICY).core,
@@ -363,7 +371,7 @@ def test_view_when_hot_file_recompacted_after_stamp_dropped_shows_newer_copy(tmp
     assert view_rows(root) == wanted and tiers_by_day(root)[key] == HOT
     Archive(root, policy=POLICY).retier(as_of=STAGE_2)
     assert view_rows(root) == wanted and tiers_by_day(root)[key] == COLD
-    assert read_catalog(root).partitions[key].rows == 1
+    assert CatalogStore(root).read().partitions[key].rows == 1
 
 
 def test_remove_symbol_days_when_hot_and_cold_days_go_neither_is_in_the_view(tmp_path, no_fsync):

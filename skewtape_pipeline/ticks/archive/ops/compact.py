@@ -67,12 +67,9 @@ from skewtape_pipeline.ticks.archive.store.books import (
     EVENT_WRITE,
 )
 from skewtape_pipeline.ticks.archive.store.catalog import (
+    CatalogStore,
     FileRecord,
     SymbolDayKey,
-    append_hot_record,
-    hot_records_path,
-    read_catalog,
-    read_hot_records,
 )
 from skewtape_pipeline.ticks.archive.store.catalog_check import checked_catalog
 from skewtape_pipeline.ticks.archive.store.consolidate import read_consolidated_file
@@ -127,7 +124,6 @@ from skewtape_pipeline.ticks.encode.validate import (
 
 if TYPE_CHECKING:
     from skewtape_pipeline.ticks.archive.core import ArchiveCore
-    from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 
 
 def compact_symbol_day(
@@ -150,7 +146,7 @@ def compact_symbol_day(
     and the target ratio apply: the batch is already at its scales and sides. Atomic and
     idempotent: rewriting a symbol-day replaces its file. The file is published under the
     archive's lock (waiting up to :func:`compaction_lock_wait` seconds for another writer to
-    release it), and its size and sha256 recorded there (``catalog.append_hot_record``: what
+    release it), and its size and sha256 recorded there (``CatalogStore.append_hot_record``: what
     readers verify it by). Each write is audited to the archive's audit log once it succeeded,
     with the report's main numbers (:data:`EVENT_WRITE`; a symbol-day the archive already held:
     :func:`recompaction_record`); the same ticks the archive holds are not written again
@@ -327,18 +323,19 @@ UNCHANGED = "unchanged: "
 
 
 def _held_unchanged(
-    tiers: ArchiveTiers, item: PlannedSymbolDay, path: Path, staged: FileRecord
+    core: ArchiveCore, item: PlannedSymbolDay, path: Path, staged: FileRecord
 ) -> _Published | None:
-    """The copy ``tiers`` already hold of ``item``'s symbol-day when it has ``item``'s very
+    """The copy the archive already holds of ``item``'s symbol-day when it has ``item``'s very
     ticks (ts, price, quantity, side, at the same schema): its hot file at ``path`` (when it is
-    the file its compaction recorded, ``catalog.read_hot_records``), else its
+    the file its compaction recorded, ``CatalogStore.hot_records``), else its
     catalogued consolidated copy (not withdrawn; its facts then name its catalog path and its
     share of the file's bytes). Same bytes as the ``staged`` file or same ticks read back both
     count. None when there is no such copy: the symbol-day is written.
     Called under the archive's lock, so nothing changes the copy meanwhile."""
+    tiers = core.tiers
     if path.exists():
         held = sha256_file(path)
-        recorded = _hot_records(tiers.root).get(path.relative_to(tiers.root).as_posix())
+        recorded = _hot_records(core.catalog).get(path.relative_to(core.root).as_posix())
         if recorded is None or recorded.sha256 != held:
             return None  # not the file its compaction recorded (a crash): written again
         if held != staged.sha256 and not _same_ticks(_hot_copy(path), item):
@@ -346,7 +343,7 @@ def _held_unchanged(
         where = f"{UNCHANGED}the archive holds these ticks already in its hot file; not rewritten"
         tier = tiers.policy.tier_for(item.age_days)
         return _Published(tier, dict(tiers.record), read_file_facts(path), None, where)
-    catalog = read_catalog(tiers.root)
+    catalog = core.catalog.read()
     entry = catalog.partitions.get((item.symbol, item.day))
     if entry is None or entry.key in catalog.withdrawn or entry.rows != len(item.batch):
         return None
@@ -368,18 +365,18 @@ _HOT_RECORDS: dict[Path, tuple[tuple[int, int, int], dict[str, FileRecord]]] = {
 """The hot records last read per archive root, with the stamp of the file they were read from."""
 
 
-def _hot_records(root: Path) -> dict[str, FileRecord]:
-    """``catalog.read_hot_records`` of ``root``, read again only when the records file changed
-    (it is appended to and rewritten under the archive's lock, where this is called): a run
-    asks once per symbol-day."""
+def _hot_records(catalog: CatalogStore) -> dict[str, FileRecord]:
+    """``catalog.hot_records()``, read again only when the records file changed (it is
+    appended to and rewritten under the archive's lock, where this is called): a run asks once
+    per symbol-day."""
     try:
-        info = hot_records_path(root).stat()
+        info = catalog.hot_records_path.stat()
     except FileNotFoundError:
         return {}
     stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
-    cached = _HOT_RECORDS.get(root)
+    cached = _HOT_RECORDS.get(catalog.root)
     if cached is None or cached[0] != stamp:
-        cached = _HOT_RECORDS[root] = (stamp, read_hot_records(root))
+        cached = _HOT_RECORDS[catalog.root] = (stamp, catalog.hot_records())
     return cached[1]
 
 
@@ -417,7 +414,7 @@ def _published(core: ArchiveCore, item: PlannedSymbolDay, path: Path) -> _Publis
     archive's lock (``layout.prepare_archive_file``: writers of one archive encode side by
     side), at the writer settings of the tier of the item's age (``TierPolicy.tier_for``,
     which checks ``age_days``); then publish it under the lock, held only for the checks, the
-    rename, the file's record (size and sha256, ``catalog.append_hot_record``) and the audit
+    rename, the file's record (size and sha256, ``CatalogStore.append_hot_record``) and the audit
     record (:data:`EVENT_WRITE` for a new symbol-day, :data:`EVENT_RECOMPACT` for a rewrite,
     each with the report's main numbers). The one function of compaction that reads the
     archive's tiers.
@@ -443,16 +440,16 @@ def _published(core: ArchiveCore, item: PlannedSymbolDay, path: Path) -> _Publis
             core.books.check_may_write(path, audited=False)
             if path.exists():
                 checked_catalog(tiers)
-            held = _held_unchanged(tiers, item, path, record)
+            held = _held_unchanged(core, item, path, record)
             if held is not None:
                 return held
-            fsio.refuse_linked_state(hot_records_path(out))  # the record must follow the rename
+            fsio.refuse_linked_state(core.catalog.hot_records_path)  # the record follows the rename
             ensure_base(out)  # an archive written before the hot index gets one first
-            rewrite = recompaction_record(out, item.symbol, item.day, rows=prepared.facts.num_rows)
+            rewrite = recompaction_record(core, item.symbol, item.day, rows=prepared.facts.num_rows)
             facts = publish_archive_file(prepared)
             faults.checkpoint("hot-published")  # a crash here: the file without its record
             rel = path.relative_to(out).as_posix()
-            append_hot_record(out, rel, record, FileStamp.of(path))
+            core.catalog.append_hot_record(rel, record, FileStamp.of(path))
             written = rewrite or written_record(out, item.symbol, item.day)
             core.books.audit([written | {"report": _audited_report(item, facts, tier)}])
     finally:
@@ -502,13 +499,14 @@ def recompaction_note(record: dict) -> str:
     return RECOMPACTED + "; ".join(what)
 
 
-def recompaction_record(out: Path, symbol: str, day: date, *, rows: int) -> dict | None:
+def recompaction_record(core: ArchiveCore, symbol: str, day: date, *, rows: int) -> dict | None:
     """The :data:`EVENT_RECOMPACT` audit record of writing ``rows`` ticks of a symbol-day the
     archive already holds, or None for a new day: ``replaces`` names its hot file (path,
     sha256, bytes), ``supersedes`` its catalogued consolidated copies (tier, file, rows; a
     withdrawn one too). Read under the archive's lock before the write (the hot file's sha256
     is that of the file being replaced); append it with ``audit`` once the write succeeded, so
     a failed write leaves no record of a rewrite that did not happen."""
+    out = core.root
     path = partition_file(out, symbol, day)
     replaces = None
     if path.exists():
@@ -517,7 +515,7 @@ def recompaction_record(out: Path, symbol: str, day: date, *, rows: int) -> dict
             "sha256": sha256_file(path),
             "bytes": path.stat().st_size,
         }
-    catalog = read_catalog(out)
+    catalog = core.catalog.read()
     copy = catalog.partitions.get((symbol, day))
     supersedes = (
         []

@@ -61,9 +61,6 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
     FileRecord,
     SourceStamp,
     SymbolDayKey,
-    read_catalog,
-    read_hot_records,
-    write_catalog,
 )
 from skewtape_pipeline.ticks.archive.store.catalog_check import (
     RecordedFile,
@@ -177,15 +174,15 @@ def rebuild_catalog(core: ArchiveCore, *, allow_fewer: bool = False) -> RebuildR
     root, tiers = core.root, core.tiers
     with core.locked("rebuilding"):
         recorded = _recorded_files(core)
-        old = _readable_catalog(root)
-        records = _readable_records(root)  # a malformed line is refused before anything changes
+        old = _readable_catalog(core)
+        records = _readable_records(core)  # a malformed line is refused before anything changes
         chosen, superseded = _newest_copies(recorded)
         hot = {h.key: h for h in scan_hot_files(root)}
         catalog = _rebuilt(core, chosen, hot, old, recorded)
         if not allow_fewer:
             _refuse_fewer(tiers, old, len(catalog.partitions))
-        write_catalog(root, catalog)
-        added = _record_unrecorded_hot_files(root, catalog, records, list(hot.values()))
+        core.catalog.write(catalog)
+        added = _record_unrecorded_hot_files(core, catalog, records, list(hot.values()))
         _audit_rebuild(core, catalog, superseded, sorted(added))
         record_version(root, "rebuild-catalog", audit_log=core.audit_log)
     return RebuildResult(
@@ -199,15 +196,15 @@ def rebuild_catalog(core: ArchiveCore, *, allow_fewer: bool = False) -> RebuildR
     )
 
 
-def _readable_records(root: Path) -> dict[str, FileRecord]:
+def _readable_records(core: ArchiveCore) -> dict[str, FileRecord]:
     """The hot file records, from the hot index, or from its log alone when the index's base
     is damaged (what the rebuild replaces)."""
     try:
-        return read_hot_records(root)
+        return core.catalog.hot_records()
     except TickFormatError as exc:
-        if str(hot_index.index_path(root)) not in str(exc):
+        if str(hot_index.index_path(core.root)) not in str(exc):
             raise
-        records = hot_index.legacy_records(root)
+        records = hot_index.legacy_records(core.root)
         return {rel: FileRecord(size, digest) for rel, (size, digest) in records.items()}
 
 
@@ -240,14 +237,14 @@ def _rebuilt(
 
 
 def _record_unrecorded_hot_files(
-    root: Path, catalog: Catalog, records: dict[str, FileRecord], hot_files: list[HotFile]
+    core: ArchiveCore, catalog: Catalog, records: dict[str, FileRecord], hot_files: list[HotFile]
 ) -> list[str]:
     """Build the hot index again from the hot files on disk (``hot_files``: a listing of the
     root, stamped now), recording the size and sha256 of every one that has no record in
     ``records`` (written before hot files were recorded) as it is now; a recorded file keeps
     its record (a changed one stays reported), and the records of files gone are kept.
     Returns the paths recorded."""
-    added = []
+    root, added = core.root, []
     entries: dict[tuple[str, date], hot_index.IndexEntry] = {}
     for rel, record in records.items():
         key = hot_index.key_of_rel(rel)
@@ -298,9 +295,10 @@ def _refuse_fewer(tiers: ArchiveTiers, old: Catalog, found: int) -> None:
     )
 
 
-def _readable_catalog(root: Path) -> Catalog:
+def _readable_catalog(core: ArchiveCore) -> Catalog:
+    """The archive's catalog; an empty one when it is unreadable (what the rebuild replaces)."""
     try:
-        return read_catalog(root)
+        return core.catalog.read()
     except TickFormatError:
         return Catalog()
 
@@ -419,7 +417,7 @@ class ArchiveVerification:
         )
 
 
-def verify_archive(tiers: ArchiveTiers, *, full: bool = False) -> ArchiveVerification:
+def verify_archive(core: ArchiveCore, *, full: bool = False) -> ArchiveVerification:
     """Check every byte of every archive file against its record; reads only, never raises
     for what it finds.
 
@@ -433,16 +431,16 @@ def verify_archive(tiers: ArchiveTiers, *, full: bool = False) -> ArchiveVerific
     the kept versions read must be there and every content-named file versions keep must hold
     the bytes its name records (:func:`_verified_version_files`). With ``full``, every page of
     every archive file (hot, consolidated, kept for versions) is also read through pyarrow with
-    page checksum verification. ``tiers``: the archive's resolved tiers
-    (``Archive.tiers``: its root, stores and catalog paths), handed down.
+    page checksum verification. ``core``: the archive (its root, catalog and resolved tiers:
+    stores and catalog paths), handed down.
     """
-    root, problems = tiers.root, []
+    root, tiers, problems = core.root, core.tiers, []
     checked = checked_bytes = 0
     tiers.check_reachable()
     try:
         check_catalog_present(tiers)
-        catalog = read_catalog(root)
-        records = read_hot_records(root)
+        catalog = core.catalog.read()
+        records = core.catalog.hot_records()
     except TickFormatError as exc:
         return ArchiveVerification(root, full, 0, 0, [str(exc)])
     listed = set()
@@ -463,8 +461,8 @@ def verify_archive(tiers: ArchiveTiers, *, full: bool = False) -> ArchiveVerific
         f"{path}: {why}"
         for path, why in unaccounted_files(partial(hot_keys_of, root), catalog, on_disk, listed)
     ]
-    hot = _verified_hot_files(root, catalog, records, full)
-    problems += _index_problems(root)
+    hot = _verified_hot_files(core, catalog, records, full)
+    problems += _index_problems(core)
     kept = _verified_version_files(tiers, full, hot.hot, {path for _, path in on_disk})
     problems += hot.problems + kept.problems
     checked, checked_bytes = checked + hot.files, checked_bytes + hot.bytes
@@ -491,12 +489,12 @@ class _Checked:
 
 
 def _verified_hot_files(
-    root: Path, catalog: Catalog, records: dict[str, FileRecord], full: bool
+    core: ArchiveCore, catalog: Catalog, records: dict[str, FileRecord], full: bool
 ) -> _Checked:
     """Every hot file against the record its compaction made (``trust.hot_record``; one
     without a record is reported, with the repair), then its footer and, with ``full``, its
     pages."""
-    checked = _Checked()
+    root, checked = core.root, _Checked()
     hot_files = list(scan_hot_files(root))
     for index, hot in enumerate(hot_files):
         record = hot_record(hot, catalog, records, hot_rel(root, hot))
@@ -512,10 +510,11 @@ def _verified_hot_files(
     return checked
 
 
-def _index_problems(root: Path) -> list[str]:
+def _index_problems(core: ArchiveCore) -> list[str]:
     """The hot index against the hot files on disk: a file it lists that is not there, a file
     there it does not list (published outside the archive, or a publication cut short); none
     for an archive without an index yet (its first write builds one)."""
+    root = core.root
     try:
         index = hot_index.HotIndex.read(root)
     except TickFormatError as exc:

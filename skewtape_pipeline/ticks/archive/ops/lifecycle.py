@@ -95,11 +95,6 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
     SourceStamp,
     SymbolDayKey,
     file_rows,
-    read_catalog,
-    read_hot_records,
-    resolve_hot,
-    settle_hot_records,
-    write_catalog,
 )
 from skewtape_pipeline.ticks.archive.store.catalog_check import (
     checked_catalog,
@@ -232,7 +227,7 @@ def retier(
     Nothing is moved, written or removed unless the catalog accounts for every consolidated
     file on disk (``catalog_check.checked_catalog``), and every source is verified before it is
     read (a consolidated file's size and sha256 against the catalog, a hot file's against the
-    record its compaction made, ``catalog.read_hot_records``; then its footer and pages).
+    record its compaction made, ``CatalogStore.hot_records``; then its footer and pages).
 
     Raises
     ------
@@ -262,7 +257,7 @@ def retier(
         catalog = _commit(core, plan, written)
         garbage = unreachable_files(tiers, books=books)
         catalog, removed, retained = _remove_replaced(core, catalog, garbage, books=books)
-        settle_hot_records(root)
+        core.catalog.settle_hot_records()
         version = record_version(root, "retier", audit_log=core.audit_log)
     return RetierResult(
         archive_root=root,
@@ -475,7 +470,7 @@ class _SourceReader:
         self._footers: dict[str, pq.FileMetaData] = {}
         self._rows: dict[str, dict[SymbolDayKey, tuple[int, int]]] = {}
         self._read: dict[str, str] = {}
-        self._records = read_hot_records(self.root)
+        self._records = core.catalog.hot_records()
 
     def start(self) -> None:
         """Forget the list of sources read (kept per written file, for its audit record)."""
@@ -602,7 +597,7 @@ def _commit(core: ArchiveCore, plan: RetierPlan, written: Sequence[_Written]) ->
 def _write_catalog_audited(core: ArchiveCore, catalog: Catalog, details: dict[str, Any]) -> None:
     """Replace the catalog atomically, then append its commit (sha256 of its bytes and
     ``details``) to the audit log."""
-    write_catalog(core.root, catalog)
+    core.catalog.write(catalog)
     record = {
         "event": EVENT_COMMIT,
         "archive": str(core.root.absolute()),
@@ -677,11 +672,11 @@ def _forget_gone_sources(core: ArchiveCore, catalog: Catalog) -> Catalog:
 
 
 def _without_stale_stamp(core: ArchiveCore, partition: CatalogPartition) -> CatalogPartition:
-    """``partition`` without its source stamp when the hot file it names in the archive is gone
-    (removed after an earlier commit): only a file still there can be the superseded copy; one
-    written there later is a newer copy, even should it reuse the inode, size and mtime."""
+    """``partition`` without its source stamp when the hot file it names is gone (removed after
+    an earlier commit): only a file still there can be the superseded copy; one written there
+    later is a newer copy, even should it reuse the inode, size and mtime."""
     source = partition.source
-    if source is None or resolve_hot(core.root, source.path).exists():
+    if source is None or core.catalog.resolve_hot(source.path).exists():
         return partition
     return replace(partition, source=None)
 
@@ -703,12 +698,11 @@ def prune(core: ArchiveCore) -> list[TierFile]:
     CatalogMismatchError
         The catalog does not account for the files on disk (nothing is removed).
     """
-    root = core.root
     with core.locked("pruning"):
         garbage, kept = unreachable_files(_checked_tiers(core))
         removed = remove_files(core.books, [item for item in garbage if item.file not in kept])
         if not core.books.is_on():
-            _forget_gone_sources(core, read_catalog(root))
+            _forget_gone_sources(core, core.catalog.read())
         return removed
 
 

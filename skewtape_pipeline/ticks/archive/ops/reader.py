@@ -1,10 +1,11 @@
 """Reading symbol-days straight from their files with pyarrow, at the cost of what is read.
 
-An :class:`ArchiveReader` is built once from an archive's resolved tiers (``Archive.tiers``) and
-keeps what it has read: the catalog (until the catalog file's stamp changes), the hot index
-(brought up to date by the lines appended since: ``hot_index.HotIndex.refreshed``), each
-version's catalog and manifest (immutable), the footers of consolidated files (content-named,
-so immutable too) and the cache of verified files (``trust.VerifiedFiles``). A read then:
+An :class:`ArchiveReader` is built once from an archive's core (``Archive.core``: its catalog
+and resolved tiers) and keeps what it has read: the catalog (until the catalog file's stamp
+changes), the hot index (brought up to date by the lines appended since:
+``hot_index.HotIndex.refreshed``), each version's catalog and manifest (immutable), the
+footers of consolidated files (content-named, so immutable too) and the cache of verified files
+(``trust.VerifiedFiles``). A read then:
 
 1. names the files of the wanted symbol-days from the catalog and the hot index alone (no
    listing of the root, no record of a file it does not read): a symbol-day's hot file when it
@@ -27,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
@@ -50,10 +51,8 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
     CatalogPartition,
     FileRecord,
     SymbolDayKey,
-    catalog_path,
     file_rows,
     partitions_of,
-    read_catalog,
     symbols_of,
 )
 from skewtape_pipeline.ticks.archive.store.catalog_check import check_catalog_present, repair_hint
@@ -76,6 +75,9 @@ from skewtape_pipeline.ticks.archive.store.versions import (
     version_catalog,
 )
 from skewtape_pipeline.ticks.encode.parquet_file import archive_schema
+
+if TYPE_CHECKING:
+    from skewtape_pipeline.ticks.archive.core import ArchiveCore
 
 VIEW_COLUMNS = ("symbol", "date", "ts", "price", "quantity", "side", "tier", "year", "month")
 _STORED = ("ts", "price", "quantity", "side")
@@ -232,9 +234,10 @@ class ArchiveReader:
     """Reads an archive's symbol-days with pyarrow (see the module notes); one per ``Archive``
     handle, keeping what it has read."""
 
-    def __init__(self, tiers: ArchiveTiers):
-        self.tiers = tiers
-        self.root = tiers.root
+    def __init__(self, core: ArchiveCore):
+        self.core = core
+        self.tiers = core.tiers
+        self.root = core.root
         self._catalog: tuple[Any, Catalog] | None = None
         self._index: hot_index.HotIndex | None = None
         self._versions: dict[int, _Snapshot] = {}
@@ -282,7 +285,7 @@ class ArchiveReader:
         self._checked_root = True
 
     def _current_catalog(self) -> Catalog:
-        path = catalog_path(self.root)
+        path = self.core.catalog.path
         try:
             stamp: Any = FileStamp.of(path)
         except FileNotFoundError:
@@ -293,7 +296,7 @@ class ArchiveReader:
             check_catalog_present(self.tiers)
             catalog = Catalog()
         else:
-            catalog = read_catalog(self.root)
+            catalog = self.core.catalog.read()
         self._catalog = (stamp, catalog)
         return catalog
 

@@ -20,7 +20,6 @@ from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.storage import TierFile, size_of
 from skewtape_pipeline.ticks.archive.store.books import EVENT_PRUNE
-from skewtape_pipeline.ticks.archive.store.catalog import read_catalog
 from skewtape_pipeline.ticks.archive.store.garbage import Garbage, remove_files
 from skewtape_pipeline.ticks.archive.store.placement import uncatalogued_files
 from skewtape_pipeline.ticks.archive.store.versions import (
@@ -144,7 +143,7 @@ def _unread(core: ArchiveCore, kept: list[Version]) -> list[TierFile]:
         if folder.is_dir():
             out += sorted(p for p in folder.rglob(f"*{SUFFIX}") if p not in wanted)
     held = kept_files(core.tiers)
-    unlisted = uncatalogued_files(core.tiers, read_catalog(root))
+    unlisted = uncatalogued_files(core.tiers, core.catalog.read())
     out += [f for f in unlisted if f not in held]
     return out
 
@@ -154,7 +153,7 @@ def past_version_bytes(core: ArchiveCore) -> int:
     the current catalog no longer lists, and hot files kept under their content names that are
     no longer a live hot file (no other link to them)."""
     root = core.root
-    current = {core.tiers.resolve(f.path) for f in read_catalog(root).files.values()}
+    current = {core.tiers.resolve(f.path) for f in core.catalog.read().files.values()}
     total = sum(size_of(f) for f in kept_files(core.tiers) - current if _exists(f))
     hot = hot_blobs_dir(root)
     if hot.is_dir():

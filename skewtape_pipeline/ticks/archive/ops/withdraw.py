@@ -27,7 +27,6 @@ from skewtape_pipeline.ticks.archive.store.books import EVENT_WITHDRAW
 from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     SymbolDayKey,
-    write_catalog,
 )
 from skewtape_pipeline.ticks.archive.store.catalog_check import (
     checked_catalog,
@@ -177,7 +176,7 @@ def _withdraw_locked(core: ArchiveCore, wanted: Collection[SymbolDayKey]) -> lis
         ],
     )
     faults.checkpoint("audited-withdrawal")
-    write_catalog(root, updated)
+    core.catalog.write(updated)
     return new
 
 

@@ -28,9 +28,8 @@ from skewtape_pipeline.storage import TierFile
 from skewtape_pipeline.ticks.archive.store.catalog import (
     CATALOG_FILE,
     Catalog,
+    CatalogStore,
     SymbolDayKey,
-    catalog_path,
-    read_catalog,
 )
 from skewtape_pipeline.ticks.archive.store.consolidate import (
     META_CATALOG_GENERATION,
@@ -136,9 +135,10 @@ def checked_catalog(tiers: ArchiveTiers) -> Catalog:
         The catalog is missing while consolidated files exist, unreadable, lists files that
         are not on disk, or does not account for files on disk; names them and the repair.
     """
-    root, where = tiers.root, catalog_path(tiers.root)
+    root, store = tiers.root, CatalogStore(tiers.root)
+    where = store.path
     try:
-        catalog, unreadable = read_catalog(root), None
+        catalog, unreadable = store.read(), None
     except TickFormatError as exc:
         catalog, unreadable = Catalog(), exc
     listing = tiers.listing()
@@ -180,7 +180,7 @@ def check_catalog_present(tiers: ArchiveTiers) -> None:
     them); the files of a first re-tiering interrupted before its commit are fine. Reads only.
     """
     tiers.check_reachable()
-    if catalog_path(tiers.root).exists():
+    if CatalogStore(tiers.root).path.exists():
         return
     _refuse_missing(tiers.root, tiers.consolidated_files(), "the archive cannot be read without it")
 
@@ -193,7 +193,7 @@ def _refuse_missing(root: Path, on_disk: list[tuple[str, TierFile]], consequence
     if unaccounted:
         paths = [path for path, _ in unaccounted]
         raise CatalogMismatchError(
-            f"{catalog_path(root)}: the catalog is missing, but {len(paths)} consolidated "
+            f"{CatalogStore(root).path}: the catalog is missing, but {len(paths)} consolidated "
             f"file(s) are on disk ({_names(paths)}); {consequence}; {repair_hint(root)}",
             paths=paths,
         )

@@ -35,9 +35,9 @@ from skewtape_pipeline.ticks.archive.store import hot_index
 from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     CatalogPartition,
+    CatalogStore,
     FileRecord,
     SymbolDayKey,
-    read_catalog,
 )
 from skewtape_pipeline.ticks.archive.store.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, TIERS, WARM
@@ -141,7 +141,7 @@ def archive_state(archive_root: Path) -> ArchiveState:
     folder.
     """
     root = Path(archive_root)
-    return classified(read_catalog(root), hot_files(root))
+    return classified(CatalogStore(root).read(), hot_files(root))
 
 
 def classified(catalog: Catalog, files: list[HotFile]) -> ArchiveState:

@@ -2,7 +2,7 @@
 
 Each file of the archive has a record of its size and sha256, made when it was written: a
 consolidated file's in the catalog (``CatalogFile``), a hot file's in the hot file records
-(``catalog.read_hot_records``); a hot file whose rows re-tiering moved also has its source stamp
+(``CatalogStore.hot_records``); a hot file whose rows re-tiering moved also has its source stamp
 (``SourceStamp``), which serves as its record when the hot file records predate it.
 
 - :func:`hot_record` finds a hot file's record; :func:`record_problems` reads a file whole and
@@ -28,7 +28,7 @@ from pathlib import Path
 from skewtape_pipeline.errors import CatalogMismatchError, DamagedFileError
 from skewtape_pipeline.hashing import FileStamp, HashCache
 from skewtape_pipeline.storage import TierFile, sha256_of, size_of, stamp_of
-from skewtape_pipeline.ticks.archive.store.catalog import Catalog, FileRecord, read_hot_records
+from skewtape_pipeline.ticks.archive.store.catalog import Catalog, CatalogStore, FileRecord
 from skewtape_pipeline.ticks.archive.store.placement import ArchiveState, HotFile
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 
@@ -136,9 +136,9 @@ class VerifiedFiles:
 
     @property
     def records(self) -> dict[str, FileRecord]:
-        """The hot file records, read when first needed (``catalog.read_hot_records``)."""
+        """The hot file records, read when first needed (``CatalogStore.hot_records``)."""
         if self._records is None:
-            self._records = read_hot_records(self.root)
+            self._records = CatalogStore(self.root).hot_records()
         return self._records
 
     @records.setter
@@ -158,7 +158,8 @@ class VerifiedFiles:
         try:
             self.check(rel, hot.path, stamp, record, WRITTEN_BY_COMPACTION)
         except DamagedFileError:
-            self.records = read_hot_records(self.root)  # a compaction may have just replaced it
+            # a compaction may have just replaced it
+            self.records = CatalogStore(self.root).hot_records()
             if self.records.get(rel, record) == record:
                 raise
             stamp = current_stamp(self.root, hot.path)

@@ -28,10 +28,9 @@ from skewtape_pipeline.hashing import FileStamp, sha256_bytes, sha256_file
 from skewtape_pipeline.ticks.archive.store.books import audit
 from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
+    CatalogStore,
     FileRecord,
     SymbolDayKey,
-    catalog_path,
-    read_catalog,
 )
 from skewtape_pipeline.ticks.archive.store.hot_index import (
     HotIndex,
@@ -157,7 +156,7 @@ def _everything(
 ) -> tuple[str, list[SymbolDayKey], int] | None:
     """(manifest, changed, generation) of the state now compared whole with ``previous``'s;
     None when they are the same."""
-    state = classified(read_catalog(root), hot_files(root, index))
+    state = classified(CatalogStore(root).read(), hot_files(root, index))
     entries = [_keep_hot(root, hot, hot.record) for hot in state.hot_live]
     before = [] if previous is None else read_manifest(root, previous)
     if previous is not None and previous.catalog == catalog_digest and before == _by_key(entries):
@@ -395,7 +394,7 @@ def _write_manifest_table(root: Path, table: pa.Table, header: tuple[str, int]) 
 
 
 def _snapshot_catalog(root: Path) -> str | None:
-    raw = fsio.read_state_bytes(catalog_path(root))
+    raw = fsio.read_state_bytes(CatalogStore(root).path)
     if raw is None:
         return None
     digest = sha256_bytes(raw)
