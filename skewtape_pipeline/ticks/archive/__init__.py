@@ -30,7 +30,7 @@ Modules:
 - ``placement``: where each symbol-day's rows live now, its location, archive-wide metrics.
 - ``compact``: symbol-day files into the archive (``compact_ticks``, ``compact_source``,
   ``compact_symbol_day``, ``sort_batch``), each given the ``Archive`` and the run's options
-  (``CompactionRun``, ``SourceFacts``).
+  (``CompactionRun``, ``SymbolDayWrite``, ``SourceFacts``).
 - ``spill``: a compaction's symbol-days gathered from a stream of chunks in bounded memory,
   spilling to the archive's staging folder (``SymbolDayRouter``).
 - ``retier_plan``: where every symbol-day belongs at a date under the policy, and the files

@@ -90,9 +90,8 @@ from skewtape_pipeline.ticks.archive.ops import query as views
 from skewtape_pipeline.ticks.archive.ops import withdraw as withdrawal
 from skewtape_pipeline.ticks.archive.ops.compact_plan import (
     DEFAULT_RUN,
-    NO_SOURCE_FACTS,
     CompactionRun,
-    SourceFacts,
+    SymbolDayWrite,
 )
 from skewtape_pipeline.ticks.archive.ops.reader import ArchiveReader
 from skewtape_pipeline.ticks.archive.ops.show import SymbolDayStory, show_symbol_day
@@ -222,22 +221,13 @@ class Archive:
             )
 
     def compact_symbol_day(
-        self,
-        batch: TickBatch,
-        *,
-        symbol: str,
-        day: date,
-        age_days: int,
-        source: SourceFacts = NO_SOURCE_FACTS,
-        encoding: TickEncoding = DEFAULT_ENCODING,
+        self, batch: TickBatch, write: SymbolDayWrite
     ) -> TickStorageCompactionReport:
-        """One sorted symbol-day into the archive (``compact.compact_symbol_day``), committed
-        as a version of its own (as ``compact`` commits one per run)."""
+        """One sorted symbol-day into the archive, as ``write`` says
+        (``compact.compact_symbol_day``), committed as a version of its own (as ``compact``
+        commits one per run)."""
         with self.core.writing():
-            report = compact.compact_symbol_day(
-                self.core, batch, symbol=symbol, day=day, age_days=age_days, source=source,
-                encoding=encoding,
-            )  # fmt: skip
+            report = compact.compact_symbol_day(self.core, batch, write)
             compact.commit_compaction(self.core)
             return report
 

@@ -16,6 +16,7 @@ import pytest
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError
 from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.lifecycle import relocated_report
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.store.tiers import POLICY_RECORD, ArchiveTiers
@@ -193,7 +194,7 @@ def test_archive_compact_symbol_day_when_it_succeeded_commits_a_version_readable
     day, start = date(2025, 12, 1), 1_764_547_200 * 10**9
     one = archive.read(["KX-0"], start=day, end=day)
     batch = make_batch([(start + i, 70 + i, i + 1, 1) for i in range(3)], price_scale=2)
-    archive.compact_symbol_day(batch, symbol="KX-0", day=day, age_days=4)
+    archive.compact_symbol_day(batch, SymbolDayWrite(symbol="KX-0", day=day, age_days=4))
     after = [v.version for v in archive.versions()]
     assert after == [*before, before[-1] + 1]
     changed = archive.read(["KX-0"], start=day, end=day)

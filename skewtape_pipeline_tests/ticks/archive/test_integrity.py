@@ -18,6 +18,7 @@ from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops import integrity
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.ops.query import run_query
 from skewtape_pipeline.ticks.archive.store.books import EVENT_REBUILD
@@ -125,7 +126,9 @@ def test_retier_when_catalog_deleted_refuses_naming_files_and_removes_nothing(ti
     (tiered / CATALOG_FILE).unlink()
     day = DAYS[-1]
     compact_symbol_day(
-        archive_at(tiered, POLICY).core, day_ticks("NEW", day), symbol="NEW", day=day, age_days=1
+        archive_at(tiered, POLICY).core,
+        day_ticks("NEW", day),
+        SymbolDayWrite(symbol="NEW", day=day, age_days=1),
     )
     before = files_under(tiered.parent)
     with pytest.raises(CatalogMismatchError) as raised:
@@ -145,9 +148,7 @@ def test_compact_symbol_day_when_catalog_deleted_refuses_to_rewrite_a_hot_file(t
         compact_symbol_day(
             archive_at(tiered, POLICY).core,
             day_ticks(hot.symbol, hot.day).slice(0, 1),
-            symbol=hot.symbol,
-            day=hot.day,
-            age_days=1,
+            SymbolDayWrite(symbol=hot.symbol, day=hot.day, age_days=1),
         )
     assert hot.path.read_bytes() == before
 
@@ -262,7 +263,9 @@ def test_rebuild_catalog_when_a_hot_file_was_recompacted_keeps_it_live(tiered):
     symbol, day = SYMBOLS[1], DAYS[3]  # warm at STAGE_1
     assert (symbol, day) in read_catalog(tiered).partitions
     newer = day_ticks(symbol, day).slice(0, 1)
-    compact_symbol_day(archive_at(tiered, POLICY).core, newer, symbol=symbol, day=day, age_days=1)
+    compact_symbol_day(
+        archive_at(tiered, POLICY).core, newer, SymbolDayWrite(symbol=symbol, day=day, age_days=1)
+    )
     wanted, rows = archive_state(tiered), view_rows(tiered)
     assert (symbol, day) in wanted.overridden
     assert len([r for r in rows if r[:2] == (symbol, day)]) == 1  # the newer copy only

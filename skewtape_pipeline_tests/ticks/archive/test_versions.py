@@ -18,6 +18,7 @@ from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, VersionError, WriteOnceError
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query, ticks_view_sql
 from skewtape_pipeline.ticks.archive.store.books import default_audit_log, enable_books_and_records
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
@@ -87,9 +88,7 @@ def compact(
     compact_symbol_day(
         archive_at(root, policy, audit_log=default_audit_log(root)).core,
         ticks(symbol, day, variant),
-        symbol=symbol,
-        day=day,
-        age_days=(as_of - day).days,
+        SymbolDayWrite(symbol=symbol, day=day, age_days=(as_of - day).days),
     )
     return commit_version(root, "compact", audit_log=default_audit_log(root))
 

@@ -15,6 +15,7 @@ from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, WriteOnceError
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.show import show_symbol_day
 from skewtape_pipeline.ticks.archive.store.books import (
     EVENT_REFUSED,
@@ -284,9 +285,7 @@ def test_withdraw_when_ticks_are_re_added_later_they_come_back(tmp_path, no_fsyn
     compact_symbol_day(
         archive_at(root, POLICY).core,
         batch,
-        symbol=COLD_KEY[0],
-        day=COLD_KEY[1],
-        age_days=(STAGE_2 - COLD_KEY[1]).days,
+        SymbolDayWrite(symbol=COLD_KEY[0], day=COLD_KEY[1], age_days=(STAGE_2 - COLD_KEY[1]).days),
     )
     back = [r for r in expected_rows() if (r[0], r[1]) == COLD_KEY][: len(batch)]
     wanted = sorted(without([COLD_KEY]) + back)
@@ -356,9 +355,7 @@ def test_view_when_hot_file_recompacted_after_stamp_dropped_shows_newer_copy(tmp
     compact_symbol_day(
         archive_at(root, POLICY).core,
         newer,
-        symbol=key[0],
-        day=key[1],
-        age_days=(STAGE_2 - key[1]).days,
+        SymbolDayWrite(symbol=key[0], day=key[1], age_days=(STAGE_2 - key[1]).days),
     )
     wanted = sorted(without([key]) + [r for r in expected_rows() if (r[0], r[1]) == key][:1])
     assert view_rows(root) == wanted and tiers_by_day(root)[key] == HOT
@@ -420,7 +417,9 @@ def test_remove_symbol_days_when_retier_tries_to_run_before_the_hot_file_goes_ke
     corrected = day_ticks(*COLD_KEY).slice(0, 3)  # a recompaction: a newer hot copy
     age = (STAGE_1 - COLD_KEY[1]).days
     compact_symbol_day(
-        archive_at(root, POLICY).core, corrected, symbol=COLD_KEY[0], day=COLD_KEY[1], age_days=age
+        archive_at(root, POLICY).core,
+        corrected,
+        SymbolDayWrite(symbol=COLD_KEY[0], day=COLD_KEY[1], age_days=age),
     )
     unlink = fsio.atomic_unlink
     interleaved = []
