@@ -171,7 +171,7 @@ def test_retier_when_catalog_is_an_older_copy_refuses_the_files_it_does_not_list
     old = (tiered / CATALOG_FILE).read_bytes()
     old_files = consolidated_paths(tiered)
     Archive(tiered, policy=POLICY).retier(as_of=STAGE_2)  # replaces those files
-    Archive(tiered, policy=POLICY).prune_versions(keep_last=1)  # and removes them
+    Archive(tiered, policy=POLICY).versions.prune(keep_last=1)  # and removes them
     newest = consolidated_paths(tiered)
     (tiered / CATALOG_FILE).chmod(0o644)
     (tiered / CATALOG_FILE).write_bytes(old)

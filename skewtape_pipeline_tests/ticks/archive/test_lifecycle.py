@@ -76,7 +76,7 @@ def test_retier_when_days_age_through_tiers_view_returns_same_rows_at_each_stage
     assert scan_hot_files(root) == []
     warm_root = POLICY.root_for(WARM, root)
     assert list(warm_root.rglob("*.parquet"))  # replaced, kept: past versions read it
-    Archive(root, policy=POLICY, audit_log=None).prune_versions(keep_last=1)
+    Archive(root, policy=POLICY, audit_log=None).versions.prune(keep_last=1)
     assert list(warm_root.rglob("*.parquet")) == []  # the warm file was replaced and removed
     catalog = read_catalog(root)
     assert {f.tier for f in catalog.files.values()} == {COLD}

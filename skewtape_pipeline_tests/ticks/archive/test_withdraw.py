@@ -159,7 +159,7 @@ def test_retier_when_symbol_days_withdrawn_rewrites_their_files_without_them(tmp
     assert all(
         ArchiveTiers.of(root).resolve(old).exists() for old in old_files
     )  # past versions read them
-    Archive(root, policy=POLICY).prune_versions(keep_last=1)
+    Archive(root, policy=POLICY).versions.prune(keep_last=1)
     assert not any(ArchiveTiers.of(root).resolve(old).exists() for old in old_files)
     again = Archive(root, policy=POLICY).retier(as_of=STAGE_1)
     assert not again.committed and again.purged == [] and again.files_removed == []
@@ -178,7 +178,7 @@ def test_retier_when_every_symbol_day_of_a_file_withdrawn_empties_it(tmp_path, n
     assert read_catalog(root).files == {} and read_catalog(root).withdrawn == frozenset()
     assert cold.exists() and cold in result.files_retained  # past versions read it
     assert view_rows(root) == []
-    assert cold in Archive(root, policy=POLICY).prune_versions(keep_last=1).files_removed
+    assert cold in Archive(root, policy=POLICY).versions.prune(keep_last=1).files_removed
     assert not cold.exists()
 
 
@@ -315,7 +315,7 @@ def test_archive_metrics_when_withdrawn_counts_bytes_on_disk_and_visible_ticks(t
     assert hidden.to_dict()["total_ticks"] == len(without([COLD_KEY]))
 
     Archive(root, policy=POLICY).retier(as_of=STAGE_1)
-    Archive(root, policy=POLICY).prune_versions(keep_last=1)  # past versions read the old cold file
+    Archive(root, policy=POLICY).versions.prune(keep_last=1)  # past versions read the old cold file
     after = archive_metrics(ArchiveTiers.of(root, POLICY))
     on_disk = sum(p.stat().st_size for p in POLICY.root_for(COLD, root).rglob("*.parquet"))
     assert after.tiers[COLD].bytes == on_disk < before.tiers[COLD].bytes
