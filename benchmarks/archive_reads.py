@@ -38,6 +38,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_util import markdown_table
@@ -87,16 +89,18 @@ def load_ours(root: Path, symbols: int, days: int, ticks: int) -> dict[str, obje
         day = FIRST_DAY + timedelta(days=d)
         for s in range(symbols):
             compact_symbol_day(
-                archive.core, day_batch(s * 1000 + d, day, ticks), symbol=symbol_name(s), day=day,
-                age_days=0,
-            )  # fmt: skip
+                archive.core,
+                day_batch(s * 1000 + d, day, ticks),
+                SymbolDayWrite(symbol=symbol_name(s), day=day, age_days=0),
+            )
         commit_compaction(archive.core)
     before = version_count(root)
     corrected = (symbol_name(0), FIRST_DAY + timedelta(days=min(3, days - 1)))
     compact_symbol_day(
-        archive.core, day_batch(3, corrected[1], ticks, variant=1), symbol=corrected[0],
-        day=corrected[1], age_days=0,
-    )  # fmt: skip
+        archive.core,
+        day_batch(3, corrected[1], ticks, variant=1),
+        SymbolDayWrite(symbol=corrected[0], day=corrected[1], age_days=0),
+    )
     commit_compaction(archive.core)
     return {"before": before, "corrected": corrected}
 
@@ -377,7 +381,9 @@ def grow(root: Path, start: int, stop: int, per_day: int, ticks: int) -> None:
         day = FIRST_DAY + timedelta(days=d)
         for s in range(first, min(per_day, first + stop - i)):
             compact_symbol_day(
-                archive.core, day_batch(i, day, ticks), symbol=symbol_name(s), day=day, age_days=0
+                archive.core,
+                day_batch(i, day, ticks),
+                SymbolDayWrite(symbol=symbol_name(s), day=day, age_days=0),
             )
             i += 1
         commit_compaction(archive.core)
@@ -400,7 +406,9 @@ def venue_day_time(root: Path, day: date, symbols: int, ticks: int) -> float:
     start = time.perf_counter()
     archive = Archive(root, audit_log=None)
     for s, batch in enumerate(batches):
-        compact_symbol_day(archive.core, batch, symbol=f"VEN{s:03d}", day=day, age_days=0)
+        compact_symbol_day(
+            archive.core, batch, SymbolDayWrite(symbol=f"VEN{s:03d}", day=day, age_days=0)
+        )
     commit_compaction(archive.core)
     return time.perf_counter() - start
 
@@ -462,7 +470,9 @@ def backfill_section(work: Path, args) -> None:
         start = time.perf_counter()
         archive = Archive(root, audit_log=None)  # a fresh handle per run, as Dagster's
         for s, batch in enumerate(batches):
-            compact_symbol_day(archive.core, batch, symbol=f"V{venue}S{s:03d}", day=day, age_days=0)
+            compact_symbol_day(
+                archive.core, batch, SymbolDayWrite(symbol=f"V{venue}S{s:03d}", day=day, age_days=0)
+            )
         commit_compaction(archive.core)
         times.append(time.perf_counter() - start)
     window = max(1, min(100, total // 10))

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query
 from skewtape_pipeline.ticks.archive.store import version_recording as recording_module
 from skewtape_pipeline.ticks.archive.store import versions as versions_module
@@ -71,9 +72,7 @@ def compact(root: Path, symbol: int, day: date, revision: int, per_day: int) -> 
     compact_symbol_day(
         Archive(root, policy=POLICY, audit_log=None).core,
         day_ticks(symbol, day, revision, per_day),
-        symbol=f"MKT-{symbol:03d}",
-        day=day,
-        age_days=0,
+        SymbolDayWrite(symbol=f"MKT-{symbol:03d}", day=day, age_days=0),
     )
 
 

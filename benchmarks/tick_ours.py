@@ -33,7 +33,7 @@ from tick_data import NS_PER_DAY, Ticks, symbol_days
 
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
-from skewtape_pipeline.ticks.archive.ops.compact_plan import SourceFacts
+from skewtape_pipeline.ticks.archive.ops.compact_plan import SourceFacts, SymbolDayWrite
 from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, TierPolicy
 from skewtape_pipeline.ticks.encode import parquet_file
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema, widest_schema
@@ -131,10 +131,12 @@ class SymbolDays:
             compact_symbol_day(
                 archive.core,
                 batches[i],
-                symbol=part.symbol,
-                day=self.days[i],
-                age_days=AGE_DAYS[self.tier],
-                source=SourceFacts(self.raw_sizes[i], "canonical_csv"),
+                SymbolDayWrite(
+                    symbol=part.symbol,
+                    day=self.days[i],
+                    age_days=AGE_DAYS[self.tier],
+                    source=SourceFacts(self.raw_sizes[i], "canonical_csv"),
+                ),
             )
         return file_bytes(workdir)
 

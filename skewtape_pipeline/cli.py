@@ -700,9 +700,9 @@ def cmd_versions(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.archive.store.layout import check_archive_root
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
-    versions = archive.versions()
+    versions = archive.versions.list()
     tags: dict[int, list[str]] = {}
-    for name, number in archive.tags().items():
+    for name, number in archive.versions.tags().items():
         tags.setdefault(number, []).append(name)
     rows = [v.to_dict() | {"tags": tags.get(v.version, [])} for v in versions]
     lines = [
@@ -717,7 +717,7 @@ def cmd_tag(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.archive.store.layout import check_archive_root
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
-    version = archive.tag(args.name, version=args.version)
+    version = archive.versions.tag(args.name, version=args.version)
     result = {"tag": args.name, "version": version}
     _print_result(args, result, f"{args.archive}: tag {args.name} pins version {version}")
 
@@ -726,7 +726,7 @@ def cmd_prune_versions(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.archive.store.layout import check_archive_root
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
-    result = archive.prune_versions(
+    result = archive.versions.prune(
         keep_last=args.keep_last,
         older_than=_parse_day(args.older_than, option="--older-than") if args.older_than else None,
     )

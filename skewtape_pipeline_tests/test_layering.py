@@ -252,6 +252,8 @@ TAKE_THE_ROOT = frozenset(
 )
 """The functions outside ``ticks/archive/store/`` that may take the archive's root: the ones
 it is built into."""
+
+
 def root_taking_functions(source: str) -> list[str]:
     """The (dotted, class-qualified) names of the functions in ``source`` that have a
     parameter named as in :data:`ROOT_PARAMETERS`."""

@@ -13,8 +13,8 @@ importable without pyarrow.
   built once from the root, the tier policy, the audit log, the lock timeout and the write-once
   mode, with the verbs (compact, compact_symbol_day, plan_retier, retier, prune, withdraw,
   remove, verify, rebuild_catalog, query, open_view, stats, report, read now or as of a
-  version, state, symbols, days, show, versions, tags, tag, prune_versions,
-  past_version_bytes).
+  version, state, symbols, days, show; and the namespace ``versions``: list, latest, tags,
+  tag, prune, past_bytes).
   Below it: where files live (layout, tiers and their roots), the
   catalog and placement, and the modules that do each verb's work
   (compaction, consolidation, re-tiering, withdrawal, integrity, books mode, the query view,

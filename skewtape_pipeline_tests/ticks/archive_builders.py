@@ -19,6 +19,7 @@ import pyarrow as pa
 from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.hashing import HashCache
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.query import run_query
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy, TierSettings
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
@@ -67,9 +68,7 @@ def build_archive(folder: Path, *, as_of: date, days: tuple[date, ...] = DAYS) -
             compact_symbol_day(
                 archive_at(root, POLICY).core,
                 day_ticks(symbol, day),
-                symbol=symbol,
-                day=day,
-                age_days=(as_of - day).days,
+                SymbolDayWrite(symbol=symbol, day=day, age_days=(as_of - day).days),
             )
     return root
 

@@ -188,7 +188,7 @@ def committed_version(context: dg.AssetExecutionContext, archive: Archive) -> in
     recorded after this run (or the first run it re-executes) started; 0 when it was recorded
     before, i.e. the run changed nothing (runs that write the archive share
     :data:`ARCHIVE_POOL`, so no other run commits meanwhile)."""
-    latest = archive.latest_version()
+    latest = archive.versions.latest()
     records = [context.instance.get_run_record_by_id(run_id) for run_id in _run_ids(context)]
     starts = [r.start_time for r in records if r is not None and r.start_time is not None]
     if latest is None or not starts or latest.time.timestamp() < min(starts):

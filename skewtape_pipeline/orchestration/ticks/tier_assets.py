@@ -152,9 +152,9 @@ def tick_archive_tiers(
 def tick_archive_stats(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.MaterializeResult:
     tick_archive = archive.open(skewtape)
     versions = versions_metadata(
-        kept=len(tick_archive.versions()),
-        tags=len(tick_archive.tags()),
-        past_bytes=tick_archive.past_version_bytes(),
+        kept=len(tick_archive.versions.list()),
+        tags=len(tick_archive.versions.tags()),
+        past_bytes=tick_archive.versions.past_bytes(),
         latest=version_count(tick_archive.root),
     )
     return dg.MaterializeResult(metadata=archive_metrics_metadata(tick_archive.stats()) | versions)

@@ -9,8 +9,9 @@ Modules:
   the one the archive records), the audit log (None: no audit), the lock timeout and the
   write-once mode. Its verbs: compact, compact_symbol_day, plan_retier, retier, prune,
   withdraw, remove, rebuild_catalog, verify, query, open_view, stats, report, read (now or as of
-  a version), state, symbols, days, show, versions, tags, tag, prune_versions,
-  past_version_bytes. ``file_compression.file_compression`` measures one file and needs no
+  a version), state, symbols, days, show; the version verbs are the namespace
+  ``archive.versions`` (``versions_api.ArchiveVersions``: list, latest, tags, tag, prune,
+  past_bytes). ``file_compression.file_compression`` measures one file and needs no
   archive. The command line and the Dagster ``archive`` resource each build one.
 - ``policy``: the tier policy as configured: :class:`TierPolicy` (age thresholds, each tier's
   settings, layout and root; which tier and period a symbol-day's age calls for) and
@@ -31,7 +32,7 @@ Modules:
 - ``placement``: where each symbol-day's rows live now, its location, archive-wide metrics.
 - ``compact``: symbol-day files into the archive (``compact_ticks``, ``compact_source``,
   ``compact_symbol_day``, ``sort_batch``), each given the ``Archive`` and the run's options
-  (``CompactionRun``, ``SourceFacts``).
+  (``CompactionRun``, ``SymbolDayWrite``, ``SourceFacts``).
 - ``spill``: a compaction's symbol-days gathered from a stream of chunks in bounded memory,
   spilling to the archive's staging folder (``SymbolDayRouter``).
 - ``retier_plan``: where every symbol-day belongs at a date under the policy, and the files

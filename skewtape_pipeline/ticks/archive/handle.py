@@ -1,74 +1,16 @@
-"""``Archive``: one tick archive, built once, with every verb a user or the orchestration calls.
+"""The front door of the tick archive: :class:`Archive`, one archive built once from its root.
 
-Built from the archive root (its hot tier) and options fixed at creation, validated then (like
-deltalake's ``DeltaTable`` or ArcticDB's ``Library``), never passed again::
+Its options (the tier policy, the audit log, the lock timeout, the write-once mode) are fixed and
+checked when it is built, never passed again (as deltalake's ``DeltaTable`` or ArcticDB's
+``Library``); every verb the command line and the Dagster resource use is a method, each
+documenting its parameters, what it returns and what it raises. The version verbs are the
+namespace ``archive.versions``::
 
-    from skewtape_pipeline.ticks.archive.handle import Archive
-
-    archive = Archive("data/archive")                    # the recorded tier policy, audited
+    archive = Archive("data/archive")  # the tier policy the archive records, audited
     archive.retier(as_of=date(2026, 12, 1))
-    archive.rebuild_catalog()
-    rows = archive.query("SELECT count(*) FROM ticks")
-    table = archive.read(["polymarket|0xabc"], start=date(2026, 11, 2), end=date(2026, 11, 6),
-                         columns=["ts", "price"], as_of="paper-2026")  # a pyarrow Table
-
-Options (keyword-only, safe defaults):
-
-- ``policy``: the tier policy. None: the one the archive records
-  (``<root>/_skewtape_tier_policy.json``, written by the first writer given a policy), else the
-  default :class:`TierPolicy`. A policy that places the warm or cold tier elsewhere than the
-  recorded one is refused (ConfigError naming both), so no command reads or writes tiers the
-  archive does not have.
-- ``audit_log``: where the writers' audit records go; None: no audit (the mirror's meaning).
-  Default: ``audit.jsonl`` beside the archive root (:func:`books.default_audit_log`).
-- ``lock_timeout``: seconds a writer waits for another to release the archive's one lock
-  (``layout.archive_lock``); default 0: refuse at once. Compaction holds the lock only
-  for its checks and renames and waits at least ``layout.ARCHIVE_LOCK_WAIT_SECONDS``
-  (``compact.compaction_lock_wait``).
-- ``books_and_records``: put the archive in write-once mode before the first write (for good;
-  False never turns it off).
-
-The verbs delegate to the modules that do the work (``compact``, ``retier_plan``, ``lifecycle``,
-``withdraw``, ``integrity``, ``query``, ``placement``): re-tiering, pruning, withdrawal,
-removal, the catalog rebuild and version pruning are handed the handle itself and take its lock
-(:meth:`Archive.locked`) from it; the reading verbs are handed its resolved tiers (below),
-``tag`` its root and audit log.
-
-The tier policy is resolved in one place, once: :attr:`Archive.tiers` (a
-``tiers.ArchiveTiers``: the warm and cold stores, each tier's settings, writer settings, layout
-and root, the catalog path map).
-Compaction reads the tier and writer settings in one function (``compact._published``: the tier
-from ``TierPolicy.tier_for``), hands the Parquet writer (``layout.prepare_archive_file``) the
-``WriterSettings`` alone (read in ``parquet_file.write_verified_file`` and ``choose_encodings``),
-then hands the tiers to the catalog check it runs once, under the lock it publishes under.
-Re-tiering (``lifecycle.retier``) reads ``archive.tiers`` once, under the lock
-(``lifecycle._checked_tiers``: the stores' stale temps, the catalog check); its planner
-(``retier_plan``) reads the same value once, when it is built, and carries every location in
-the plan: each source's file and catalog path, each day's tier and period
-(``TierPolicy.placement``), each rewrite's store, tier settings and layout (``consolidate`` hands
-``parquet_file.write_table`` the writer settings alone; the store names the new file's catalog
-path). Carrying the plan out reads only the plan; after the commit the garbage survey
-(``garbage.unreachable_files``) lists the same tiers and hands ``garbage.remove_files`` each file
-with its catalog path. ``retier_plan.plan_retier`` (without the lock) and pruning read it the
-same way. Withdrawal, the catalog rebuild and version pruning read it where they need a store, a
-catalog path or the catalog check. The catalog check (``catalog_check.checked_catalog``) and the
-garbage survey each list the stores once (``ArchiveTiers.listing``: one listing per store, never
-a request per file), compare the files' catalog paths with the catalog's and hand the listing
-down (``catalog_check.unaccounted_files``), which reads no tiers.
-The reading verbs (``read``, ``query``, ``open_view``, ``stats``, ``report``, ``verify``) hand
-the same value down (``query``'s view and its checks, ``placement.locate`` and
-``archive_metrics``; ``integrity.verify_archive`` is handed the core, which holds it), as does
-``lifecycle.relocated_report``; no function below the handle resolves a policy again.
-``read``, ``read_batch``, ``symbols`` and ``days`` go through the handle's one
-``reader.ArchiveReader`` (made from the core on first use), which keeps what it has read
-while its files are unchanged, so a second read costs only the files it reads.
-
-Every writing verb (and the orchestration's venue-day writer) runs inside
-:meth:`Archive.writing`: ``books_and_records`` mode turned on first when the handle was built
-with it, and a policy given to an archive that recorded none recorded once the write succeeded.
-Versioned reads (``read``, ``versions``) and the version verbs (``tag``, ``prune_versions``)
-are methods of this same class, with the same constructor: they read ``self.root`` and
-``self.tiers`` and audit to ``self.audit_log`` as the verbs here do.
+    table = archive.read("polymarket|0xabc", start=date(2026, 11, 2), columns=["ts", "price"])
+    rows = archive.query("SELECT symbol, count(*) FROM ticks GROUP BY symbol")
+    archive.versions.tag("paper-2026")
 """
 
 from __future__ import annotations
@@ -90,17 +32,11 @@ from skewtape_pipeline.ticks.archive.ops import query as views
 from skewtape_pipeline.ticks.archive.ops import withdraw as withdrawal
 from skewtape_pipeline.ticks.archive.ops.compact_plan import (
     DEFAULT_RUN,
-    NO_SOURCE_FACTS,
     CompactionRun,
-    SourceFacts,
+    SymbolDayWrite,
 )
 from skewtape_pipeline.ticks.archive.ops.reader import ArchiveReader
 from skewtape_pipeline.ticks.archive.ops.show import SymbolDayStory, show_symbol_day
-from skewtape_pipeline.ticks.archive.ops.version_pruning import (
-    PruneResult,
-    past_version_bytes,
-    prune_versions,
-)
 from skewtape_pipeline.ticks.archive.store import placement
 from skewtape_pipeline.ticks.archive.store.catalog import SymbolDayKey
 from skewtape_pipeline.ticks.archive.store.placement import (
@@ -114,16 +50,12 @@ from skewtape_pipeline.ticks.archive.store.reports_table import read_venue_day_r
 from skewtape_pipeline.ticks.archive.store.tiers import (
     ArchiveTiers,
 )
-from skewtape_pipeline.ticks.archive.store.version_recording import tag_version
 from skewtape_pipeline.ticks.archive.store.versions import (
     AsOf,
-    Version,
-    latest_version,
-    list_tags,
-    list_versions,
     resolve_as_of,
     version_state,
 )
+from skewtape_pipeline.ticks.archive.versions_api import ArchiveVersions
 from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.options import DEFAULT_ENCODING, TickEncoding
 from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport
@@ -131,14 +63,39 @@ from skewtape_pipeline.ticks.encode.sources import SourceTicks, TickStream
 
 
 class Archive:
-    """The tick archive at ``root`` (its hot tier), with its options fixed when built (see the
-    module docstring).
+    """The tick archive at ``root`` (its hot tier), with its options fixed when built.
 
-    Raises ConfigError when built for a path that is a file, a policy that is not a TierPolicy
-    or that contradicts the recorded one, tier roots that nest (``tiers.check_roots_apart``),
-    a negative or non-numeric ``lock_timeout``. (The root may not exist yet: a first
-    compaction creates it; the verbs that need an archive refuse a folder that holds none, as
-    ``layout.check_archive_root`` says.)
+    Parameters
+    ----------
+    root
+        The archive root (its hot tier); a first compaction creates it.
+    policy
+        The tier policy. None: the one the archive records (``_skewtape_tier_policy.json`` in
+        the root, written by the first writer given a policy), else the default
+        :class:`TierPolicy`. A policy that places the warm or cold tier elsewhere than the
+        recorded one is refused.
+    audit_log
+        Where the writers' audit records go; None: no audit. Default: ``audit.jsonl`` beside
+        the root.
+    lock_timeout
+        Seconds a writer waits for another to release the archive's one lock; 0: refuse at
+        once (a compaction, holding it briefly, waits a few seconds whatever this says).
+    books_and_records
+        Put the archive in write-once mode before its first write (for good; False never
+        turns it off).
+
+    Raises
+    ------
+    ConfigError
+        A root that is a file, a policy that is not a TierPolicy or contradicts the recorded
+        one (naming both), tier roots that nest, a ``lock_timeout`` that is negative or not a
+        number.
+
+    Examples
+    --------
+    >>> archive = Archive("data/archive", lock_timeout=30)
+    >>> archive.symbols()[:2]
+    ['ES', 'NQ']
     """
 
     def __init__(
@@ -167,7 +124,8 @@ class Archive:
 
     @property
     def tiers(self) -> ArchiveTiers:
-        """The tier policy resolved for this archive, once, when it was built."""
+        """The tier policy resolved for this archive, once, when it was built: the warm and
+        cold stores, each tier's settings and layout, the catalog paths."""
         return self.core.tiers
 
     @property
@@ -182,28 +140,25 @@ class Archive:
 
     @property
     def books_and_records(self) -> bool:
-        """Whether this handle turns write-once mode on before its first write."""
+        """Whether this archive turns write-once mode on before its first write."""
         return self.core.books_and_records
+
+    @property
+    def policy(self) -> TierPolicy:
+        """The archive's tier policy (the one its tiers resolve)."""
+        return self.tiers.policy
+
+    @property
+    def versions(self) -> ArchiveVersions:
+        """The version verbs: ``.list()``, ``.latest()``, ``.tags()``, ``.tag(name)``,
+        ``.prune(keep_last=...)``, ``.past_bytes()`` (see :class:`ArchiveVersions`). Reading as
+        of a version is :meth:`read`'s ``as_of``."""
+        return ArchiveVersions(self.core)
 
     def __repr__(self) -> str:
         return f"Archive({str(self.root)!r}, audit_log={self.audit_log!r})"
 
     # --- writing -------------------------------------------------------------------------------
-
-    def tag(self, name: str, version: int | None = None) -> int:
-        """Pin ``version`` (default: the latest) as ``name``; returns the version. Under the
-        archive's lock, so a version pruning (which reads the tags under it) never drops a
-        version tagged meanwhile."""
-        with self.core.writing(), self.core.locked("tagging a version"):
-            return tag_version(self.root, name, version=version, audit_log=self.audit_log)
-
-    def prune_versions(
-        self, *, keep_last: int | None = None, older_than: date | None = None
-    ) -> PruneResult:
-        """Drop old versions and the files only they read (``version_pruning.prune_versions``;
-        refused in books_and_records mode, which a handle built with it turns on first)."""
-        with self.core.writing():
-            return prune_versions(self.core, keep_last=keep_last, older_than=older_than)
 
     def compact(
         self,
@@ -213,8 +168,52 @@ class Archive:
         encoding: TickEncoding = DEFAULT_ENCODING,
         run: CompactionRun = DEFAULT_RUN,
     ) -> list[TickStorageCompactionReport]:
-        """Every symbol-day of ``source`` into the archive, encoded as ``encoding`` says, the
-        run going as ``run`` says (``compact.compact_source``)."""
+        """Compact every symbol-day of ``source`` into the archive (each sorted, validated,
+        written, read back, published under the lock and audited; bad input changes nothing),
+        committing one version when it changed anything.
+
+        Parameters
+        ----------
+        source
+            The ticks: a tick file's reader (``ticks.encode.sources``) or a stream of chunks.
+        as_of
+            The day each symbol-day's age (hence its tier) is counted from.
+        encoding
+            How the ticks are encoded; fields left None are detected (widened to the archive's).
+        run
+            Symbol filter, memory limit (the rest spilled to disk), progress callbacks.
+
+        Returns
+        -------
+        list of TickStorageCompactionReport
+            One per symbol-day written, in the order written.
+
+        Raises
+        ------
+        ArchiveSchemaError
+            The data needs a finer unit or a larger scale than the archive records.
+        ConfigError
+            A vocabulary the data does not follow, no symbol where the input has none.
+        TickValidationError
+            Invalid input, naming the row and column (PrecisionLossError: a value too fine).
+        RoundTripError
+            A written file did not read back equal (that symbol-day is not published).
+        WriteOnceError
+            ``books_and_records`` mode and a symbol-day's file exists.
+        CatalogMismatchError
+            A symbol-day's file exists and the catalog does not account for the files.
+        ArchiveBusyError
+            Another writer held the archive's lock for longer than the compaction waits.
+        DiskFullError
+            The disk filled up while writing; nothing unfinished was published.
+
+        Examples
+        --------
+        >>> from skewtape_pipeline.ticks.encode.sources import read_canonical
+        >>> reports = archive.compact(read_canonical("ticks.csv"), as_of=date(2026, 12, 1))
+        >>> [(r.symbol, r.tier) for r in reports][:1]
+        [('ES', 'hot')]
+        """
         doing = "compacting ticks into it"
         with fsio.stop_when_disk_full(self.root, doing), self.core.writing():
             return compact.compact_source(
@@ -222,84 +221,275 @@ class Archive:
             )
 
     def compact_symbol_day(
-        self,
-        batch: TickBatch,
-        *,
-        symbol: str,
-        day: date,
-        age_days: int,
-        source: SourceFacts = NO_SOURCE_FACTS,
-        encoding: TickEncoding = DEFAULT_ENCODING,
+        self, batch: TickBatch, write: SymbolDayWrite
     ) -> TickStorageCompactionReport:
-        """One sorted symbol-day into the archive (``compact.compact_symbol_day``), committed
-        as a version of its own (as ``compact`` commits one per run)."""
+        """Compact one sorted symbol-day into the archive, committed as a version of its own.
+
+        Parameters
+        ----------
+        batch
+            Its ticks, sorted (``compact_plan.sort_batch`` counts) and on ``write.day`` (UTC).
+        write
+            Symbol, day, age in days (hence the tier), what was measured of the input and the
+            encoding (:class:`SymbolDayWrite`; checked before anything is written).
+
+        Returns
+        -------
+        TickStorageCompactionReport
+            The file's report (its note says so when the archive held these ticks already).
+
+        Raises
+        ------
+        ConfigError
+            A negative ``age_days``, or scales or a unit that differ from the archive's.
+        TickValidationError
+            An empty, unsorted or invalid batch, a tick off the day, a bad symbol.
+        RoundTripError, WriteOnceError, CatalogMismatchError, ArchiveBusyError
+            As :meth:`compact` raises them.
+        """
         with self.core.writing():
-            report = compact.compact_symbol_day(
-                self.core, batch, symbol=symbol, day=day, age_days=age_days, source=source,
-                encoding=encoding,
-            )  # fmt: skip
+            report = compact.compact_symbol_day(self.core, batch, write)
             compact.commit_compaction(self.core)
             return report
 
     def retier(
         self, *, as_of: date, months: Collection[str] | None = None
     ) -> lifecycle.RetierResult:
-        """Move symbol-days to the tier their age calls for (``lifecycle.retier``)."""
+        """Move every symbol-day to the tier its age at ``as_of`` calls for, under the lock,
+        audited, committing a version; idempotent (a rerun finishes an interrupted run). Files
+        a kept version reads are retained until it is pruned.
+
+        Parameters
+        ----------
+        as_of
+            The day ages are counted from.
+        months
+            ``YYYY-MM`` months whose symbol-days may move (a backfill partition); None: all.
+
+        Returns
+        -------
+        lifecycle.RetierResult
+            The moves made, the files written and removed, the version committed.
+
+        Raises
+        ------
+        ConfigError
+            A bad ``as_of`` or month, a symbol-day after ``as_of``, a tier root's other scales.
+        ArchiveBusyError
+            Another writer held the archive's lock beyond ``lock_timeout`` seconds.
+        CatalogMismatchError
+            The catalog does not account for the files, or a hot source has no record.
+        DamagedFileError
+            A source that differs from its record (nothing committed).
+        RoundTripError
+            A new file did not read back equal (nothing committed or removed).
+
+        Examples
+        --------
+        >>> archive.plan_retier(as_of=date(2026, 12, 1))  # what would move; reads only
+        >>> result = archive.retier(as_of=date(2026, 12, 1), months=["2026-10"])
+        """
         with self.core.writing():
             return lifecycle.retier(self.core, as_of=as_of, months=months)
 
     def prune(self) -> list[Any]:
-        """Remove superseded files (``lifecycle.prune``); returns them."""
+        """Remove the superseded files no kept version reads (what :meth:`retier` does after
+        its commit, on its own); every removal audited first.
+
+        Returns
+        -------
+        list of TierFile
+            The files removed.
+
+        Raises
+        ------
+        WriteOnceError
+            ``books_and_records`` mode and something to remove (audited; nothing removed).
+        ArchiveBusyError
+            Another writer held the archive's lock beyond ``lock_timeout`` seconds.
+        CatalogMismatchError
+            The catalog does not account for the files on disk (nothing removed).
+        """
         with self.core.writing():
             return lifecycle.prune(self.core)
 
     def withdraw(self, keys: Iterable[SymbolDayKey]) -> list[SymbolDayKey]:
-        """Hide catalogued symbol-days at once (``withdraw.withdraw_symbol_days``)."""
+        """Hide catalogued symbol-days at once (one atomic catalog write, audited first); the
+        next :meth:`retier` rewrites their files without them. Idempotent.
+
+        Parameters
+        ----------
+        keys
+            ``(symbol, datetime.date)`` pairs; those not catalogued or withdrawn are ignored.
+
+        Returns
+        -------
+        list of (str, date)
+            The keys this call withdrew, sorted.
+
+        Raises
+        ------
+        ConfigError
+            A key that is not a ``(str, date)`` pair; nothing written.
+        WriteOnceError
+            ``books_and_records`` mode and a key to withdraw (audited; nothing written).
+        ArchiveBusyError
+            Another writer held the archive's lock beyond ``lock_timeout`` seconds.
+        CatalogMismatchError
+            The catalog does not account for the files on disk; nothing written.
+        """
         with self.core.writing():
             return withdrawal.withdraw_symbol_days(self.core, keys)
 
     def remove(self, keys: Iterable[SymbolDayKey]) -> list[withdrawal.Removal]:
-        """Take symbol-days out: hot files removed, consolidated copies withdrawn
-        (``withdraw.remove_symbol_days``)."""
+        """Take symbol-days out, under the lock: their consolidated copy withdrawn, then their
+        hot file removed (a crash between leaves a day hidden, never half-visible); audited.
+
+        Parameters
+        ----------
+        keys
+            ``(symbol, datetime.date)`` pairs.
+
+        Returns
+        -------
+        list of withdraw.Removal
+            One per key, sorted: what was withdrawn and removed.
+
+        Raises
+        ------
+        ConfigError
+            A key that is not a ``(str, date)`` pair; nothing changed.
+        WriteOnceError
+            ``books_and_records`` mode and a key with a file or a catalogued copy.
+        ArchiveBusyError
+            Another writer held the archive's lock beyond ``lock_timeout`` seconds.
+        CatalogMismatchError
+            The catalog does not account for the files on disk; nothing changed.
+        """
         with self.core.writing():
             return withdrawal.remove_symbol_days(self.core, keys)
 
     def rebuild_catalog(self, *, allow_fewer: bool = False) -> integrity.RebuildResult:
-        """The catalog written again from the consolidated files (``integrity.rebuild_catalog``;
-        refused when it would account for fewer symbol-days than the catalog it replaces,
-        unless ``allow_fewer``)."""
+        """Write the catalog again from the consolidated files in the policy's tier roots
+        (withdrawals kept from the old catalog while it reads); audited, under the lock.
+
+        Parameters
+        ----------
+        allow_fewer
+            Allow fewer symbol-days than the catalog replaced holds (the rest are lost).
+
+        Returns
+        -------
+        integrity.RebuildResult
+            What the new catalog holds and what the rebuild found.
+
+        Raises
+        ------
+        DamagedFileError
+            A consolidated file whose footer does not decode, or a hot file that does not read.
+        TickFormatError
+            A file that is no consolidated tick file, two holding one symbol-day, a bad record.
+        ArchiveBusyError
+            Another writer held the archive's lock beyond ``lock_timeout`` seconds.
+        CatalogMismatchError
+            Fewer symbol-days without ``allow_fewer`` (nothing written).
+        """
         with self.core.writing():
             return integrity.rebuild_catalog(self.core, allow_fewer=allow_fewer)
 
     def resolve(self, rel: str) -> TierFile:
-        """The file the catalog path ``rel`` names (``ArchiveTiers.resolve``)."""
+        """The file a catalog path names.
+
+        Parameters
+        ----------
+        rel
+            A catalog path (``WARM/...``, ``COLD/...`` or a path in the hot tier).
+
+        Returns
+        -------
+        TierFile
+            The file in its tier's root (a local path or an object).
+
+        Raises
+        ------
+        TickFormatError
+            A path that would leave its tier's root.
+        """
         return self.tiers.resolve(rel)
 
     def relative(self, path: TierFile) -> str:
-        """The catalog path of ``path`` (``ArchiveTiers.relative``)."""
+        """The catalog path of a file of the archive (:meth:`resolve`'s inverse).
+
+        Parameters
+        ----------
+        path
+            A file in one of the archive's tier roots.
+
+        Returns
+        -------
+        str
+            Its catalog path.
+
+        Raises
+        ------
+        TickFormatError
+            A file outside the archive's tier roots.
+        """
         return self.tiers.relative(path)
 
-    @property
-    def policy(self) -> TierPolicy:
-        """The archive's tier policy (the one its tiers resolve: ``tiers.policy``)."""
-        return self.tiers.policy
-
     def locked(self, what: str) -> AbstractContextManager[None]:
-        """The archive's one lock, waited for up to ``lock_timeout`` seconds
-        (``core.ArchiveCore.locked``)."""
+        """The archive's one lock, for a writer outside this class (waited for up to
+        ``lock_timeout`` seconds).
+
+        Parameters
+        ----------
+        what
+            The holder's work, named to a writer it refuses.
+
+        Returns
+        -------
+        context manager
+            Holds the lock while entered.
+
+        Raises
+        ------
+        ArchiveBusyError
+            On entering: another writer held the lock beyond ``lock_timeout`` seconds.
+        """
         return self.core.locked(what)
 
     def waiting(self, seconds: float) -> Archive:
         """This archive with its writers waiting up to ``seconds`` for the lock instead.
-        ConfigError for seconds that are negative or not a number."""
+
+        Parameters
+        ----------
+        seconds
+            The new ``lock_timeout``.
+
+        Returns
+        -------
+        Archive
+            A copy; this one is unchanged.
+
+        Raises
+        ------
+        ConfigError
+            ``seconds`` negative or not a number.
+        """
         other = copy.copy(self)
         other.core = self.core.waiting(seconds)
         return other
 
     def writing(self) -> AbstractContextManager[ArchiveCore]:
-        """Around every write to the archive by a writer outside this class, such as the
-        Dagster asset archiving venue-days (``core.ArchiveCore.writing``: books mode first, the
-        policy recorded after a write that succeeded)."""
+        """Around a write by a writer outside this class (the Dagster asset archiving
+        venue-days), as around every writing verb here: write-once mode turned on first when
+        asked, a policy given to an archive that recorded none recorded once the write succeeded.
+
+        Returns
+        -------
+        context manager
+            Yields the archive's core, to hand to the operations (``ops/``).
+        """
         return self.core.writing()
 
     # --- reading -------------------------------------------------------------------------------
@@ -312,21 +502,46 @@ class Archive:
         columns: Collection[str] | None = None,
         as_of: AsOf | None = None,
     ) -> pa.Table:
-        """The ticks of ``symbols`` (None: all) on the days ``start`` to ``end`` (inclusive;
-        None: open; a ``date``, a ``datetime`` or pandas ``Timestamp`` (its UTC day), or ISO
-        text), as of a version (``as_of``: a number, a time, a tag; None: now), with ``columns``
-        of the view (None: all), as an Arrow table (``.to_pandas()``; polars:
-        ``polars.from_arrow``): row for row what ``SELECT <columns> FROM ticks ... ORDER BY
-        symbol, date, ts, price, quantity, side`` returns, read straight from the files of
-        those symbol-days (``reader.ArchiveReader``: no listing of the archive, only the files
-        read verified). A symbol the archive holds with no ticks in the range gives no rows.
+        """Read the ticks of some symbols over some days, now or as of a version, straight
+        from the files of those symbol-days (each verified; kept while unchanged).
 
-        Raises NotAnArchiveError for a root that holds no archive, UnknownSymbolError naming a
-        symbol the archive does not hold (and the nearest it holds), ConfigError for an unknown
-        column or a day that is none, VersionError for an ``as_of`` that names no kept
-        version, DamagedFileError naming a file read that differs from its record,
-        CatalogMismatchError naming a file the catalog or hot index lists that is missing;
-        every one a SkewtapeError.
+        Parameters
+        ----------
+        symbols
+            A symbol, a list of them, or None: every symbol.
+        start, end
+            The first and last day (inclusive): a ``date``, a ``datetime`` or pandas
+            ``Timestamp`` (its UTC day), or ISO text; None: open.
+        columns
+            Columns of the view ``ticks`` (None: all).
+        as_of
+            A version: a number, a time (the latest version at or before it), a tag; None: now.
+
+        Returns
+        -------
+        pyarrow.Table
+            Row for row what ``SELECT <columns> FROM ticks ... ORDER BY symbol, date, ts,
+            price, quantity, side`` returns; no rows for a held symbol without ticks then.
+
+        Raises
+        ------
+        NotAnArchiveError
+            The root holds no archive.
+        UnknownSymbolError
+            A symbol the archive does not hold (naming the nearest it holds).
+        ConfigError
+            An unknown column, or a day that is none.
+        VersionError
+            An ``as_of`` that names no kept version.
+        DamagedFileError
+            A file read that differs from its record.
+        CatalogMismatchError
+            A file the catalog or the hot index lists is missing.
+
+        Examples
+        --------
+        >>> table = archive.read("ES", start="2026-11-02", end="2026-11-06", columns=["price"])
+        >>> before = archive.read(["ES", "NQ"], as_of="paper-2026").to_pandas()
         """
         return self.reader.read(symbols, start, end, columns, as_of)
 
@@ -338,70 +553,189 @@ class Archive:
         columns: Collection[str] | None = None,
         as_of: AsOf | None = None,
     ) -> dict[str, pa.Table]:
-        """:meth:`read` of each of ``symbols`` in one call (``{symbol: table}``, in the order
-        given), the state looked at once and the files read side by side (as ArcticDB's
-        ``read_batch``)."""
+        """:meth:`read` each of ``symbols`` in one call, the files read side by side (as
+        ArcticDB's ``read_batch``).
+
+        Parameters
+        ----------
+        symbols
+            The symbols, each read on its own.
+        start, end, columns, as_of
+            As :meth:`read` takes them.
+
+        Returns
+        -------
+        dict of str to pyarrow.Table
+            ``{symbol: table}`` in the order given, each table as :meth:`read` returns it.
+
+        Raises
+        ------
+        SkewtapeError
+            As :meth:`read` raises them (NotAnArchiveError, UnknownSymbolError, ...).
+
+        Examples
+        --------
+        >>> tables = archive.read_batch(["ES", "NQ"], start="2026-11-02", end="2026-11-02")
+        >>> {symbol: table.num_rows for symbol, table in tables.items()}
+        {'ES': 1200, 'NQ': 900}
+        """
         return self.reader.read_batch(symbols, start, end, columns, as_of)
 
     @property
     def reader(self) -> ArchiveReader:
-        """This handle's reader (``reader.ArchiveReader``), made on first use; it keeps what it
+        """This archive's reader (``reader.ArchiveReader``), made on first use; it keeps what it
         has read (catalog, hot index, footers, verified files) while their files are unchanged."""
         if self._reader is None:
             self._reader = ArchiveReader(self.core)
         return self._reader
 
     def state(self, as_of: AsOf | None = None) -> ArchiveState:
-        """Where every symbol-day lives (now, or as of a version)."""
+        """Where every symbol-day lives, now or as of a version.
+
+        Parameters
+        ----------
+        as_of
+            The version read, as :meth:`read` takes it; None: now.
+
+        Returns
+        -------
+        ArchiveState
+            The catalog, the live hot files, the catalogued days they hide.
+
+        Raises
+        ------
+        NotAnArchiveError
+            The root holds no archive.
+        VersionError
+            An ``as_of`` that names no kept version, or a kept hot file that is missing.
+        TickFormatError
+            A damaged catalog or hot index.
+        """
         self.reader.snapshot(None if as_of is None else as_of)  # refuses a root without archive
         if as_of is None:
             return archive_state(self.root)
         return version_state(self.root, resolve_as_of(self.root, as_of))
 
     def symbols(self, as_of: AsOf | None = None) -> list[str]:
-        """The symbols with at least one visible symbol-day, sorted (NotAnArchiveError for a
-        root that holds no archive)."""
+        """The symbols with at least one visible symbol-day, sorted.
+
+        Parameters
+        ----------
+        as_of
+            The version read, as :meth:`read` takes it.
+
+        Returns
+        -------
+        list of str
+
+        Raises
+        ------
+        NotAnArchiveError, VersionError
+            As :meth:`read` raises them.
+        """
         return sorted(self.reader.snapshot(as_of).symbols())
 
     def days(self, symbol: str, as_of: AsOf | None = None) -> list[date]:
-        """The days of ``symbol`` the archive holds, sorted."""
+        """The days of ``symbol`` the archive holds, sorted (none for a symbol it lacks).
+
+        Parameters
+        ----------
+        symbol
+            The symbol.
+        as_of
+            The version read, as :meth:`read` takes it.
+
+        Returns
+        -------
+        list of date
+
+        Raises
+        ------
+        NotAnArchiveError, VersionError
+            As :meth:`read` raises them.
+        """
         snapshot = self.reader.snapshot(as_of)
         return [piece.key[1] for piece in snapshot.pieces(self.tiers, symbol, None, None)]
 
     def report(self, symbol: str, day: date) -> Location | None:
-        """Where ``symbol`` on ``day`` lives now (tier, file, rows, bytes); None when the
-        archive does not hold it."""
+        """Where ``symbol`` on ``day`` (UTC) lives now.
+
+        Parameters
+        ----------
+        symbol, day
+            The symbol and the day looked up.
+
+        Returns
+        -------
+        Location or None
+            Its tier, file, rows and bytes; None when the archive does not hold it.
+
+        Raises
+        ------
+        TickFormatError
+            A damaged catalog.
+        """
         return locate(self.tiers, symbol, day)
 
-    def versions(self) -> list[Version]:
-        """The kept versions, oldest first."""
-        return list_versions(self.root)
-
-    def latest_version(self) -> Version | None:
-        """The latest version (never pruned), None before the first."""
-        return latest_version(self.root)
-
     def venue_day_reports(self, venue: str, day: date) -> pa.Table:
-        """The reports table's rows of one venue-day (``reports_table.REPORTS_SCHEMA``; an
-        empty table when no run reported it)."""
+        """The reports table's rows of one venue-day.
+
+        Parameters
+        ----------
+        venue, day
+            The venue and the day a venue-day run archived.
+
+        Returns
+        -------
+        pyarrow.Table
+            Rows of ``reports_table.REPORTS_SCHEMA``; empty when no run reported it.
+
+        Raises
+        ------
+        TickFormatError
+            A reports file that does not read.
+        """
         return read_venue_day_reports(self.root, venue, day)
-
-    def tags(self) -> dict[str, int]:
-        """Every tag and the version it pins (``versions.list_tags``)."""
-        return list_tags(self.root)
-
-    def past_version_bytes(self) -> int:
-        """Bytes on disk that only past versions read (``version_pruning.past_version_bytes``:
-        what pruning versions would free)."""
-        return past_version_bytes(self.core)
 
     def show(self, symbol: str, day: date) -> SymbolDayStory:
         """Where ``symbol`` on ``day`` is now, its report and its history from this archive's
-        audit log (``show.show_symbol_day``); reads only."""
+        audit log; reads only.
+
+        Parameters
+        ----------
+        symbol, day
+            The symbol-day.
+
+        Returns
+        -------
+        SymbolDayStory
+            Its location, its report, its audited history.
+
+        Raises
+        ------
+        ConfigError
+            The archive knows nothing of the symbol-day (a mistyped symbol or date).
+        TickFormatError
+            A damaged catalog or reports file.
+        AuditLogError
+            A line of the audit log that is not a record, naming the line.
+        """
         return show_symbol_day(self.tiers, symbol, day, audit_log=self.audit_log)
 
     def verify(self, *, full: bool = False) -> integrity.ArchiveVerification:
-        """Every file against its record (``integrity.verify_archive``); reads only."""
+        """Check every file against its record (size, sha256, footer), and what the kept
+        versions read; reads only.
+
+        Parameters
+        ----------
+        full
+            Also read every page of every file with page checksums verified.
+
+        Returns
+        -------
+        integrity.ArchiveVerification
+            Every problem found (``ok`` False when any): reported, never raised.
+        """
         return integrity.verify_archive(self.core, full=full)
 
     def query(
@@ -411,25 +745,100 @@ class Archive:
         parameters: Sequence[Any] | None = None,
         unrestricted: bool = False,
     ) -> pa.Table:
-        """``sql`` over the view ``ticks`` spanning every tier (``views.run_query``), through
-        this archive's tiers; ConfigError for options that ``views.QueryOptions`` refuses."""
+        """Run ``sql`` over the view ``ticks`` spanning every tier (and ``tick_reports``) in a
+        fresh in-memory DuckDB, each file verified first when it changed.
+
+        Parameters
+        ----------
+        sql
+            One statement; read-only unless ``unrestricted``.
+        parameters
+            Values for its ``?`` placeholders.
+        unrestricted
+            Lift the read-only checks.
+
+        Returns
+        -------
+        pyarrow.Table
+            The rows (a table without columns when DuckDB gives no relation).
+
+        Raises
+        ------
+        NotAnArchiveError
+            The root holds no archive.
+        ConfigError
+            Bad options, a query that is not one read-only statement or that DuckDB rejects.
+        DamagedFileError
+            A file of the view differs from its record or its footer does not decode.
+
+        Examples
+        --------
+        >>> archive.query("SELECT symbol, count(*) AS n FROM ticks WHERE price > ? GROUP BY 1",
+        ...               parameters=[0.5]).to_pylist()
+        [{'symbol': 'ES', 'n': 1200}]
+        """
         options = views.QueryOptions(parameters=parameters or (), unrestricted=unrestricted)
         return views.run_query(sql, self.tiers, options)
 
     def open_view(self, con: Any, *, name: str = views.VIEW_NAME) -> Any:
-        """The view ``name`` over every tier on the DuckDB connection ``con``
-        (``views.open_ticks_view``); returns ``con``."""
+        """Create (or replace) the view over every tier on a DuckDB connection of yours.
+
+        Parameters
+        ----------
+        con
+            A ``duckdb.DuckDBPyConnection``.
+        name
+            The view's name.
+
+        Returns
+        -------
+        duckdb.DuckDBPyConnection
+            ``con``.
+
+        Raises
+        ------
+        NotAnArchiveError
+            The root holds no archive.
+        DamagedFileError
+            A file of the view differs from its record or its footer does not decode.
+        """
         return views.open_ticks_view(con, self.tiers, name=name)
 
     def stats(self) -> placement.ArchiveMetrics:
-        """Files, bytes, ticks and symbol-days per tier (``placement.archive_metrics``)."""
+        """Files, bytes, ticks and symbol-days per tier; reads only.
+
+        Returns
+        -------
+        placement.ArchiveMetrics
+            Hot numbers from the hot files, warm and cold from the catalog, retained files.
+
+        Raises
+        ------
+        TickFormatError
+            A damaged catalog or hot index.
+        """
         return placement.archive_metrics(self.tiers)
 
     def plan_retier(
         self, *, as_of: date, months: Collection[str] | None = None
     ) -> retier_plan.RetierPlan:
-        """What :meth:`retier` would move (``retier_plan.plan_retier``); reads only."""
+        """What :meth:`retier` would move; reads only.
+
+        Parameters
+        ----------
+        as_of, months
+            As :meth:`retier` takes them.
+
+        Returns
+        -------
+        retier_plan.RetierPlan
+            The moves, the files they rewrite and where each symbol-day goes.
+
+        Raises
+        ------
+        ConfigError
+            A bad ``as_of`` or month, or a symbol-day dated after ``as_of``.
+        TickFormatError
+            A damaged catalog or an undecodable partition folder.
+        """
         return retier_plan.plan_retier(self.core, as_of=as_of, months=months)
-
-
-# --- the recorded policy ---------------------------------------------------------------------

@@ -9,6 +9,7 @@ import pytest
 from skewtape_pipeline.errors import LinkedStateFileError
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_LOCK_FILE
 from skewtape_pipeline_tests.ticks.archive_builders import DAYS, POLICY, build_archive, day_ticks
 from skewtape_pipeline_tests.ticks.conftest import archive_at
@@ -31,9 +32,7 @@ def test_compact_symbol_day_when_the_archive_lock_is_a_planted_symlink_refuses_u
         compact_symbol_day(
             archive_at(root, POLICY).core,
             day_ticks("ES", DAYS[0]),
-            symbol="ES",
-            day=DAYS[0],
-            age_days=0,
+            SymbolDayWrite(symbol="ES", day=DAYS[0], age_days=0),
         )
     assert precious.read_text() == "keep me\n"
     assert sorted(p.name for p in root.iterdir()) == [ARCHIVE_LOCK_FILE]

@@ -7,6 +7,7 @@ import pytest
 from skewtape_pipeline.errors import WriteOnceError
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.store.books import (
     EVENT_ENABLED,
     EVENT_REFUSED,
@@ -88,18 +89,14 @@ def test_compact_when_books_and_records_and_symbol_day_exists_refuses_overwrite(
         compact_symbol_day(
             archive_at(root, POLICY).core,
             day_ticks("ES", day).slice(0, 1),
-            symbol="ES",
-            day=day,
-            age_days=(STAGE_1 - day).days,
+            SymbolDayWrite(symbol="ES", day=day, age_days=(STAGE_1 - day).days),
         )
     assert view_rows(root) == expected_rows(DAYS[:1])
     new_day = DAYS[1]  # a symbol-day not in the archive yet is written as usual
     compact_symbol_day(
         archive_at(root, POLICY).core,
         day_ticks("ES", new_day),
-        symbol="ES",
-        day=new_day,
-        age_days=(STAGE_1 - new_day).days,
+        SymbolDayWrite(symbol="ES", day=new_day, age_days=(STAGE_1 - new_day).days),
     )
 
 

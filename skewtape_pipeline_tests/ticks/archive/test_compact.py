@@ -30,7 +30,12 @@ from skewtape_pipeline.ticks.archive.ops.compact import (
     compact_symbol_day,
     compact_ticks,
 )
-from skewtape_pipeline.ticks.archive.ops.compact_plan import CompactionRun, SourceFacts, sort_batch
+from skewtape_pipeline.ticks.archive.ops.compact_plan import (
+    CompactionRun,
+    SourceFacts,
+    SymbolDayWrite,
+    sort_batch,
+)
 from skewtape_pipeline.ticks.archive.store.books import EVENT_RECOMPACT, EVENT_WRITE
 from skewtape_pipeline.ticks.archive.store.layout import (
     ARCHIVE_LOCK_FILE,
@@ -360,7 +365,9 @@ def test_compact_ticks_when_run_twice_is_idempotent(tmp_path):
 def test_compact_symbol_day_when_no_size_given_measures_canonical_csv(tmp_path):
     batch = day_batch(500)
     report = compact_symbol_day(
-        archive_at(tmp_path, TierPolicy()).core, batch, symbol="S", day=DAY, age_days=2
+        archive_at(tmp_path, TierPolicy()).core,
+        batch,
+        SymbolDayWrite(symbol="S", day=DAY, age_days=2),
     )
     assert report.raw_size_basis == RAW_SIZE_BASIS_CANONICAL_CSV
     assert report.raw_size_bytes == canonical_csv_size_bytes(batch)
@@ -372,10 +379,7 @@ def test_compact_symbol_day_when_size_supplied_reports_it_with_basis(tmp_path):
     report = compact_symbol_day(
         archive_at(tmp_path, TierPolicy()).core,
         day_batch(50),
-        symbol="S",
-        day=DAY,
-        age_days=2,
-        source=SourceFacts(raw_size_bytes=98_765),
+        SymbolDayWrite(symbol="S", day=DAY, age_days=2, source=SourceFacts(raw_size_bytes=98_765)),
     )
     assert (report.raw_size_bytes, report.raw_size_basis) == (98_765, RAW_SIZE_BASIS_SUPPLIED)
 
@@ -383,16 +387,20 @@ def test_compact_symbol_day_when_size_supplied_reports_it_with_basis(tmp_path):
 def test_compact_symbol_day_when_target_checked_meets_five_fails_one_above(tmp_path):
     batch = day_batch(5_000)
     report = compact_symbol_day(
-        archive_at(tmp_path, TierPolicy()).core, batch, symbol="S", day=DAY, age_days=2
+        archive_at(tmp_path, TierPolicy()).core,
+        batch,
+        SymbolDayWrite(symbol="S", day=DAY, age_days=2),
     )
     assert report.compression_ratio > 5.0 and report.meets_compression_target
     stricter = compact_symbol_day(
         archive_at(tmp_path, TierPolicy()).core,
         batch,
-        symbol="S",
-        day=DAY,
-        age_days=2,
-        encoding=encoded(target_ratio=report.compression_ratio + 1),
+        SymbolDayWrite(
+            symbol="S",
+            day=DAY,
+            age_days=2,
+            encoding=encoded(target_ratio=report.compression_ratio + 1),
+        ),
     )
     assert stricter.meets_compression_target is False
     assert stricter.target_compression_ratio == report.compression_ratio + 1
@@ -421,15 +429,22 @@ def test_compact_symbol_day_when_argument_invalid_raises_and_writes_nothing(tmp_
         archive = archive_at(tmp_path / "a", arguments.pop("policy"))
         size = [arguments.pop(name, None) for name in ("raw_size_bytes", "raw_size_basis")]
         target = arguments.pop("target_ratio", DEFAULT_TARGET_RATIO)
-        compact_symbol_day(archive.core, day_batch(10), source=SourceFacts(*size),
-                           encoding=encoded(target_ratio=target), **arguments)  # fmt: skip
+        compact_symbol_day(
+            archive.core,
+            day_batch(10),
+            SymbolDayWrite(
+                source=SourceFacts(*size), encoding=encoded(target_ratio=target), **arguments
+            ),
+        )
     assert file_listing(tmp_path / "a") == []
 
 
 def test_compact_symbol_day_when_age_days_omitted_is_a_type_error(tmp_path):
     with pytest.raises(TypeError, match="age_days"):
-        compact_symbol_day(  # type: ignore[call-arg]
-            archive_at(tmp_path, TierPolicy()).core, day_batch(3), symbol="S", day=DAY
+        compact_symbol_day(
+            archive_at(tmp_path, TierPolicy()).core,
+            day_batch(3),
+            SymbolDayWrite(symbol="S", day=DAY),  # type: ignore[call-arg]
         )
 
 
@@ -437,7 +452,9 @@ def test_compact_symbol_day_when_batch_unsorted_refuses_then_sort_counts(tmp_pat
     batch = make_batch([(DAY_NS + 5, 1, 1, 1), (DAY_NS + 2, 1, 1, 2), (DAY_NS + 2, 2, 1, 0)])
     with pytest.raises(TickValidationError, match="sort") as info:
         compact_symbol_day(
-            archive_at(tmp_path, TierPolicy()).core, batch, symbol="S", day=DAY, age_days=1
+            archive_at(tmp_path, TierPolicy()).core,
+            batch,
+            SymbolDayWrite(symbol="S", day=DAY, age_days=1),
         )
     assert info.value.row == 1
     assert file_listing(tmp_path) == []
@@ -448,10 +465,7 @@ def test_compact_symbol_day_when_batch_unsorted_refuses_then_sort_counts(tmp_pat
     report = compact_symbol_day(
         archive_at(tmp_path, TierPolicy()).core,
         ordered,
-        symbol="S",
-        day=DAY,
-        age_days=1,
-        source=SourceFacts(reordered_ticks=moved),
+        SymbolDayWrite(symbol="S", day=DAY, age_days=1, source=SourceFacts(reordered_ticks=moved)),
     )
     assert report.reordered_ticks == 3
     assert any("3 tick(s) moved" in note for note in report.notes)
@@ -461,7 +475,9 @@ def test_compact_symbol_day_when_batch_unsorted_refuses_then_sort_counts(tmp_pat
 def test_compact_symbol_day_when_batch_empty_refuses(tmp_path):
     with pytest.raises(TickValidationError, match="empty"):
         compact_symbol_day(
-            archive_at(tmp_path, TierPolicy()).core, make_batch([]), symbol="S", day=DAY, age_days=1
+            archive_at(tmp_path, TierPolicy()).core,
+            make_batch([]),
+            SymbolDayWrite(symbol="S", day=DAY, age_days=1),
         )
 
 
@@ -503,7 +519,9 @@ def test_canonical_baseline_when_digit_widths_differ_is_not_per_row_constant(tmp
     wide = make_batch([(DAY_NS + i, -7_123_456_789, 10**10, 0) for i in range(100)])
     archive = archive_at(tmp_path, TierPolicy())
     sizes = [
-        compact_symbol_day(archive.core, b, symbol=s, day=DAY, age_days=1).raw_size_bytes
+        compact_symbol_day(
+            archive.core, b, SymbolDayWrite(symbol=s, day=DAY, age_days=1)
+        ).raw_size_bytes
         for s, b in (("N", narrow), ("W", wide))
     ]
     assert sizes == [canonical_csv_size_bytes(narrow), canonical_csv_size_bytes(wide)]
@@ -512,7 +530,9 @@ def test_canonical_baseline_when_digit_widths_differ_is_not_per_row_constant(tmp
 
 def test_compact_symbol_day_when_root_holds_other_scales_refuses_and_writes_nothing(tmp_path):
     first = compact_symbol_day(
-        archive_at(tmp_path, TierPolicy()).core, day_batch(5), symbol="A", day=DAY, age_days=1
+        archive_at(tmp_path, TierPolicy()).core,
+        day_batch(5),
+        SymbolDayWrite(symbol="A", day=DAY, age_days=1),
     )
     marker = json.loads((tmp_path / "_skewtape_archive.json").read_text())
     assert (marker["price_scale"], marker["quantity_scale"]) == (4, 0)
@@ -521,13 +541,13 @@ def test_compact_symbol_day_when_root_holds_other_scales_refuses_and_writes_noth
         compact_symbol_day(
             archive_at(tmp_path, TierPolicy()).core,
             day_batch(5, price_scale=2),
-            symbol="B",
-            day=DAY,
-            age_days=1,
+            SymbolDayWrite(symbol="B", day=DAY, age_days=1),
         )
     assert file_listing(tmp_path) == before
     again = compact_symbol_day(
-        archive_at(tmp_path, TierPolicy()).core, day_batch(7), symbol="B", day=DAY, age_days=1
+        archive_at(tmp_path, TierPolicy()).core,
+        day_batch(7),
+        SymbolDayWrite(symbol="B", day=DAY, age_days=1),
     )
     assert Path(again.path).parent.parent.parent.parent.name == "symbol=B"
     assert Path(first.path).exists()
@@ -544,13 +564,13 @@ def test_compact_symbol_day_when_another_writer_holds_the_archive_lock_waits_the
             compact_symbol_day(
                 archive_at(tmp_path, TierPolicy(), lock_timeout=0.1).core,
                 day_batch(5),
-                symbol="S",
-                day=DAY,
-                age_days=2,
+                SymbolDayWrite(symbol="S", day=DAY, age_days=2),
             )
         assert not list(tmp_path.rglob("*.parquet"))  # nothing published while it was held
     report = compact_symbol_day(
-        archive_at(tmp_path, TierPolicy()).core, day_batch(5), symbol="S", day=DAY, age_days=2
+        archive_at(tmp_path, TierPolicy()).core,
+        day_batch(5),
+        SymbolDayWrite(symbol="S", day=DAY, age_days=2),
     )
     assert Path(report.path).is_file()
 
@@ -578,9 +598,7 @@ def test_compact_symbol_day_when_encoding_leaves_the_archive_lock_free_for_other
             compact_symbol_day(
                 archive_at(tmp_path, TierPolicy()).core,
                 day_batch(5),
-                symbol="S",
-                day=DAY,
-                age_days=2,
+                SymbolDayWrite(symbol="S", day=DAY, age_days=2),
             )
         except BaseException as exc:
             errors.append(exc)
@@ -610,9 +628,7 @@ def test_compact_symbol_day_when_file_exists_audits_the_rewrite(tmp_path):
     compact_symbol_day(
         archive_at(out, TierPolicy(), audit_log=log).core,
         day_batch(5),
-        symbol="ES",
-        day=DAY,
-        age_days=0,
+        SymbolDayWrite(symbol="ES", day=DAY, age_days=0),
     )
     [written] = _records(log)  # a first write replaces nothing
     assert (written["event"], written["report"]["tick_count"]) == (EVENT_WRITE, 5)
@@ -622,9 +638,7 @@ def test_compact_symbol_day_when_file_exists_audits_the_rewrite(tmp_path):
     report = compact_symbol_day(
         archive_at(out, TierPolicy(), audit_log=log).core,
         day_batch(7),
-        symbol="ES",
-        day=DAY,
-        age_days=0,
+        SymbolDayWrite(symbol="ES", day=DAY, age_days=0),
     )
 
     [_, record] = _records(log)
@@ -648,9 +662,7 @@ def test_compact_symbol_day_when_the_rewrite_fails_audits_nothing_and_keeps_the_
     compact_symbol_day(
         archive_at(out, TierPolicy(), audit_log=log).core,
         day_batch(5),
-        symbol="ES",
-        day=DAY,
-        age_days=0,
+        SymbolDayWrite(symbol="ES", day=DAY, age_days=0),
     )
     first = partition_file(out, "ES", DAY)
     old_sha, written = sha256_file(first), _records(log)
@@ -660,9 +672,7 @@ def test_compact_symbol_day_when_the_rewrite_fails_audits_nothing_and_keeps_the_
             compact_symbol_day(
                 archive_at(out, TierPolicy(), audit_log=log).core,
                 day_batch(7),
-                symbol="ES",
-                day=DAY,
-                age_days=0,
+                SymbolDayWrite(symbol="ES", day=DAY, age_days=0),
             )
     finally:
         fsio.set_publish_hook(previous)
@@ -675,7 +685,9 @@ def test_compact_symbol_day_when_day_is_catalogued_audits_that_it_supersedes_the
     out, log = tmp_path / "archive", tmp_path / "audit.jsonl"
     policy = TierPolicy()
     compact_symbol_day(
-        archive_at(out, policy, audit_log=log).core, day_batch(5), symbol="ES", day=DAY, age_days=0
+        archive_at(out, policy, audit_log=log).core,
+        day_batch(5),
+        SymbolDayWrite(symbol="ES", day=DAY, age_days=0),
     )
     Archive(out, policy=policy, audit_log=log).retier(
         as_of=date(2028, 1, 1)
@@ -683,7 +695,9 @@ def test_compact_symbol_day_when_day_is_catalogued_audits_that_it_supersedes_the
     before = len(_records(log))
 
     compact_symbol_day(
-        archive_at(out, policy, audit_log=log).core, day_batch(6), symbol="ES", day=DAY, age_days=0
+        archive_at(out, policy, audit_log=log).core,
+        day_batch(6),
+        SymbolDayWrite(symbol="ES", day=DAY, age_days=0),
     )
 
     [record] = _records(log)[before:]
@@ -724,7 +738,9 @@ def test_retier_when_a_compaction_died_while_staging_removes_its_staged_file(tmp
     from skewtape_pipeline.ticks.archive.store.layout import staging_folder
 
     compact_symbol_day(
-        archive_at(tmp_path, TierPolicy()).core, day_batch(5), symbol="S", day=DAY, age_days=0
+        archive_at(tmp_path, TierPolicy()).core,
+        day_batch(5),
+        SymbolDayWrite(symbol="S", day=DAY, age_days=0),
     )
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
@@ -745,8 +761,11 @@ def test_compact_symbol_day_when_rewriting_checks_the_catalog_once_with_the_file
     tmp_path, monkeypatch
 ):
     out = tmp_path / "archive"
-    compact_symbol_day(archive_at(out, TierPolicy()).core, day_batch(5), symbol="ES", day=DAY,
-                       age_days=0)  # fmt: skip
+    compact_symbol_day(
+        archive_at(out, TierPolicy()).core,
+        day_batch(5),
+        SymbolDayWrite(symbol="ES", day=DAY, age_days=0),
+    )
     staged_at_survey: list[list[str]] = []
     listing = ArchiveTiers.listing
 
@@ -755,8 +774,11 @@ def test_compact_symbol_day_when_rewriting_checks_the_catalog_once_with_the_file
         return listing(tiers)
 
     monkeypatch.setattr(ArchiveTiers, "listing", counted)
-    compact_symbol_day(archive_at(out, TierPolicy()).core, day_batch(7), symbol="ES", day=DAY,
-                       age_days=0)  # fmt: skip
+    compact_symbol_day(
+        archive_at(out, TierPolicy()).core,
+        day_batch(7),
+        SymbolDayWrite(symbol="ES", day=DAY, age_days=0),
+    )
 
     [staged] = staged_at_survey  # one catalog check, with the new file encoded and waiting
     assert len(staged) == 1
@@ -775,7 +797,7 @@ def test_compact_symbol_day_when_catalog_deleted_refuses_discarding_the_staged_f
     before = contents(tiered.parent)
     with pytest.raises(CatalogMismatchError, match="the catalog is missing") as refused:
         core, batch = archive_at(tiered, POLICY).core, day_ticks(hot.symbol, hot.day).slice(0, 1)
-        compact_symbol_day(core, batch, symbol=hot.symbol, day=hot.day, age_days=1)
+        compact_symbol_day(core, batch, SymbolDayWrite(symbol=hot.symbol, day=hot.day, age_days=1))
     assert "nothing was changed" in str(refused.value)
     assert contents(tiered.parent) == before  # no staged file left, nothing published or recorded
 

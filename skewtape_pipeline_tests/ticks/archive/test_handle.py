@@ -16,6 +16,7 @@ import pytest
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError
 from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.lifecycle import relocated_report
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.store.tiers import POLICY_RECORD, ArchiveTiers
@@ -167,8 +168,8 @@ def test_archive_given_a_policy_records_it_only_once_a_write_succeeded(tmp_path)
         lambda a: a.withdraw([("KX-1", date(2025, 12, 1))]),
         lambda a: a.remove([("KX-0", date(2025, 12, 1))]),
         lambda a: a.rebuild_catalog(allow_fewer=True),
-        lambda a: a.tag("first"),
-        lambda a: a.prune_versions(keep_last=1),
+        lambda a: a.versions.tag("first"),
+        lambda a: a.versions.prune(keep_last=1),
     ],
     ids=["prune", "withdraw", "remove", "rebuild_catalog", "tag", "prune_versions"],
 )
@@ -189,12 +190,12 @@ def test_archive_compact_symbol_day_when_it_succeeded_commits_a_version_readable
     source = read_canonical(write_four_day_csv(tmp_path / "ticks.csv"))
     archive = Archive(tmp_path / "archive")
     archive.compact(source, as_of=date(2025, 12, 5), encoding=PRICE_SCALE_2)
-    before = [v.version for v in archive.versions()]
+    before = [v.version for v in archive.versions.list()]
     day, start = date(2025, 12, 1), 1_764_547_200 * 10**9
     one = archive.read(["KX-0"], start=day, end=day)
     batch = make_batch([(start + i, 70 + i, i + 1, 1) for i in range(3)], price_scale=2)
-    archive.compact_symbol_day(batch, symbol="KX-0", day=day, age_days=4)
-    after = [v.version for v in archive.versions()]
+    archive.compact_symbol_day(batch, SymbolDayWrite(symbol="KX-0", day=day, age_days=4))
+    after = [v.version for v in archive.versions.list()]
     assert after == [*before, before[-1] + 1]
     changed = archive.read(["KX-0"], start=day, end=day)
     assert changed["price"].to_pylist() == [Decimal("0.70"), Decimal("0.71"), Decimal("0.72")]

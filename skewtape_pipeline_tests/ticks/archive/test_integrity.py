@@ -19,6 +19,7 @@ from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops import integrity
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.ops.query import run_query
 from skewtape_pipeline.ticks.archive.store.books import EVENT_REBUILD
@@ -127,7 +128,9 @@ def test_retier_when_catalog_deleted_refuses_naming_files_and_removes_nothing(ti
     (tiered / CATALOG_FILE).unlink()
     day = DAYS[-1]
     compact_symbol_day(
-        archive_at(tiered, POLICY).core, day_ticks("NEW", day), symbol="NEW", day=day, age_days=1
+        archive_at(tiered, POLICY).core,
+        day_ticks("NEW", day),
+        SymbolDayWrite(symbol="NEW", day=day, age_days=1),
     )
     before = files_under(tiered.parent)
     with pytest.raises(CatalogMismatchError) as raised:
@@ -147,9 +150,7 @@ def test_compact_symbol_day_when_catalog_deleted_refuses_to_rewrite_a_hot_file(t
         compact_symbol_day(
             archive_at(tiered, POLICY).core,
             day_ticks(hot.symbol, hot.day).slice(0, 1),
-            symbol=hot.symbol,
-            day=hot.day,
-            age_days=1,
+            SymbolDayWrite(symbol=hot.symbol, day=hot.day, age_days=1),
         )
     assert hot.path.read_bytes() == before
 
@@ -172,7 +173,7 @@ def test_retier_when_catalog_is_an_older_copy_refuses_the_files_it_does_not_list
     old = (tiered / CATALOG_FILE).read_bytes()
     old_files = consolidated_paths(tiered)
     Archive(tiered, policy=POLICY).retier(as_of=STAGE_2)  # replaces those files
-    Archive(tiered, policy=POLICY).prune_versions(keep_last=1)  # and removes them
+    Archive(tiered, policy=POLICY).versions.prune(keep_last=1)  # and removes them
     newest = consolidated_paths(tiered)
     (tiered / CATALOG_FILE).chmod(0o644)
     (tiered / CATALOG_FILE).write_bytes(old)
@@ -264,7 +265,9 @@ def test_rebuild_catalog_when_a_hot_file_was_recompacted_keeps_it_live(tiered):
     symbol, day = SYMBOLS[1], DAYS[3]  # warm at STAGE_1
     assert (symbol, day) in CatalogStore(tiered).read().partitions
     newer = day_ticks(symbol, day).slice(0, 1)
-    compact_symbol_day(archive_at(tiered, POLICY).core, newer, symbol=symbol, day=day, age_days=1)
+    compact_symbol_day(
+        archive_at(tiered, POLICY).core, newer, SymbolDayWrite(symbol=symbol, day=day, age_days=1)
+    )
     wanted, rows = archive_state(tiered), view_rows(tiered)
     assert (symbol, day) in wanted.overridden
     assert len([r for r in rows if r[:2] == (symbol, day)]) == 1  # the newer copy only

@@ -13,6 +13,7 @@ from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickFormatError
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.lifecycle import relocated_report
 from skewtape_pipeline.ticks.archive.store.books import EVENT_COMMIT, EVENT_REMOVE, EVENT_REWRITE
 from skewtape_pipeline.ticks.archive.store.catalog import (
@@ -77,7 +78,7 @@ def test_retier_when_days_age_through_tiers_view_returns_same_rows_at_each_stage
     assert scan_hot_files(root) == []
     warm_root = POLICY.root_for(WARM, root)
     assert list(warm_root.rglob("*.parquet"))  # replaced, kept: past versions read it
-    Archive(root, policy=POLICY, audit_log=None).prune_versions(keep_last=1)
+    Archive(root, policy=POLICY, audit_log=None).versions.prune(keep_last=1)
     assert list(warm_root.rglob("*.parquet")) == []  # the warm file was replaced and removed
     catalog = CatalogStore(root).read()
     assert {f.tier for f in catalog.files.values()} == {COLD}
@@ -221,7 +222,9 @@ def test_view_when_hot_file_rewritten_after_move_shows_newer_copy_once(tmp_path,
     symbol, day = SYMBOLS[0], DAYS[0]
     newer = day_ticks(symbol, day).slice(0, 1)  # a correction: one tick left that day
     compact_symbol_day(
-        archive_at(root, POLICY).core, newer, symbol=symbol, day=day, age_days=(STAGE_2 - day).days
+        archive_at(root, POLICY).core,
+        newer,
+        SymbolDayWrite(symbol=symbol, day=day, age_days=(STAGE_2 - day).days),
     )
     wanted = [r for r in expected_rows() if (r[0], r[1]) != (symbol, day)]
     wanted = sorted(wanted + [r for r in expected_rows() if (r[0], r[1]) == (symbol, day)][:1])
@@ -305,9 +308,7 @@ def test_relocated_report_when_moved_names_consolidated_file_and_honest_share(tm
         compact_symbol_day(
             archive_at(root, POLICY).core,
             day_ticks(s, d),
-            symbol=s,
-            day=d,
-            age_days=(STAGE_2 - d).days,
+            SymbolDayWrite(symbol=s, day=d, age_days=(STAGE_2 - d).days),
         )
         for s in SYMBOLS
         for d in DAYS
@@ -357,9 +358,7 @@ def rearchive(root, symbol: str, day: date, *, correct: bool = False) -> None:
     compact_symbol_day(
         archive_at(root, POLICY).core,
         ticks.slice(0, 1) if correct else ticks,
-        symbol=symbol,
-        day=day,
-        age_days=(STAGE_1 - day).days,
+        SymbolDayWrite(symbol=symbol, day=day, age_days=(STAGE_1 - day).days),
     )
 
 

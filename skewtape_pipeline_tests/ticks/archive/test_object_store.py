@@ -132,7 +132,7 @@ def test_retier_when_tiers_are_on_s3_moves_days_there_and_view_returns_every_tic
     assert second.files_removed  # moved hot files; the warm objects are kept for past versions
     warm = f"{prefix}/warm"
     assert [k for k in objects_under(s3_env, warm) if k.endswith(".parquet")]
-    pruned = Archive(root, policy=policy).prune_versions(keep_last=1)  # then no version reads them
+    pruned = Archive(root, policy=policy).versions.prune(keep_last=1)  # then no version reads them
     assert any(str(f).startswith(f"s3://tiers/{warm}/") for f in pruned.files_removed)
     assert [k for k in objects_under(s3_env, warm) if k.endswith(".parquet")] == []
     assert Archive(root, policy=policy).retier(as_of=STAGE_2).committed is False  # idempotent
@@ -548,7 +548,7 @@ def test_withdraw_on_s3_hides_the_day_at_once_and_retier_rewrites_its_object_wit
     assert result.purged == [withdrawn]
     [new] = [f.path for f in CatalogStore(root).read().files.values() if f.tier == COLD]
     assert new != old and withdrawn not in CatalogStore(root).read().partitions
-    Archive(root, policy=policy).prune_versions(keep_last=1)  # past versions read the old object
+    Archive(root, policy=policy).versions.prune(keep_last=1)  # past versions read the old object
     cold_objects = [k for k in objects_under(s3_env, f"{prefix}/cold") if k.endswith(".parquet")]
     assert cold_objects == [new.removeprefix("COLD/")]  # the old object was removed
     assert view_rows(root, policy=policy) == wanted

@@ -12,6 +12,7 @@ import pytest
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.query import (
     VIEW_COLUMNS,
     QueryOptions,
@@ -248,7 +249,9 @@ def _ns_archive(folder) -> tuple[object, list[str]]:
         ts, [22051, 22051, 22603], [100, 5, 7], [0, 1, 2], TickSchema(price_scale=2)
     )
     root = folder / "archive"
-    compact_symbol_day(archive_at(root, POLICY).core, batch, symbol="AMZN", day=NS_DAY, age_days=0)
+    compact_symbol_day(
+        archive_at(root, POLICY).core, batch, SymbolDayWrite(symbol="AMZN", day=NS_DAY, age_days=0)
+    )
     texts = []
     for offset in NS_OFFSETS:
         seconds, nanos = divmod(offset, 10**9)

@@ -23,6 +23,7 @@ from skewtape_pipeline.errors import (
 )
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import commit_compaction, compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.ops.query import open_ticks_view, run_query
 from skewtape_pipeline.ticks.archive.ops.reader import VIEW_COLUMNS, view_select
@@ -109,7 +110,9 @@ def test_read_when_days_move_through_every_tier_equals_the_view_now_and_as_of_ea
     key = ("ES", DAYS[1])  # recompacted: its new hot file hides the consolidated copy
     batch = day_ticks(*key).take(pa.array([0, 2, 4]))
     compact_symbol_day(
-        handle.core, batch, symbol=key[0], day=key[1], age_days=(STAGE_1 - key[1]).days
+        handle.core,
+        batch,
+        SymbolDayWrite(symbol=key[0], day=key[1], age_days=(STAGE_1 - key[1]).days),
     )
     commit_compaction(handle.core)
     assert handle.read(["ES"], start=key[1], end=key[1]).num_rows == 3
@@ -136,7 +139,9 @@ def test_read_when_timestamps_tie_orders_them_by_price_quantity_and_side(tmp_pat
         [start, start, start, start + 1], [5, 3, 3, 1], [1, 2, 1, 1], [1, 0, 1, 0],
         TickSchema(price_scale=2),
     )  # fmt: skip
-    compact_symbol_day(archive_at(root).core, batch, symbol="T", day=day, age_days=1)
+    compact_symbol_day(
+        archive_at(root).core, batch, SymbolDayWrite(symbol="T", day=day, age_days=1)
+    )
     handle = Archive(root, audit_log=None)
     got = handle.read(["T"], columns=["price", "quantity", "side"])
     assert got.equals(view_read(handle, ["T"], columns=["price", "quantity", "side"]))
@@ -262,7 +267,9 @@ def grown(folder: Path, n: int, batches: int = 10) -> Path:
         for i in range(per):
             day = DAYS[0] + timedelta(days=b)
             compact_symbol_day(
-                archive.core, day_ticks("ES", day), symbol=f"S{i:04d}", day=day, age_days=1
+                archive.core,
+                day_ticks("ES", day),
+                SymbolDayWrite(symbol=f"S{i:04d}", day=day, age_days=1),
             )
         commit_compaction(archive.core)
     return root
@@ -277,7 +284,9 @@ def test_writing_one_more_symbol_day_touches_as_many_files_for_n_and_10n(tmp_pat
         day = DAYS[0] + timedelta(days=30)
         with Touches(monkeypatch) as touched:
             compact_symbol_day(
-                archive.core, day_ticks("ES", day), symbol="NEW", day=day, age_days=1
+                archive.core,
+                day_ticks("ES", day),
+                SymbolDayWrite(symbol="NEW", day=day, age_days=1),
             )
             commit_compaction(archive.core)
         assert not [p for p in touched.listed if Path(p) == root], "the root was listed"
@@ -303,7 +312,9 @@ def test_committing_a_new_day_decodes_no_row_of_the_hot_index_base(tmp_path, mon
     archive = archive_at(root, POLICY)
     day = DAYS[0] + timedelta(days=30)
     for symbol in ("S0001", "NEW"):
-        compact_symbol_day(archive.core, day_ticks("ES", day), symbol=symbol, day=day, age_days=1)
+        compact_symbol_day(
+            archive.core, day_ticks("ES", day), SymbolDayWrite(symbol=symbol, day=day, age_days=1)
+        )
     commit_compaction(archive.core)
     assert sum(decoded) == 0, decoded  # its footer says the base holds no such day
     assert version_count(root) == 11
@@ -332,7 +343,9 @@ def test_archive_without_a_hot_index_reads_by_listing_and_its_first_write_builds
     assert_reads_as_the_view(handle)
     assert verify_archive(handle.core).ok
     day = DAYS[-1]
-    compact_symbol_day(handle.core, day_ticks("NEW", day), symbol="NEW", day=day, age_days=1)
+    compact_symbol_day(
+        handle.core, day_ticks("NEW", day), SymbolDayWrite(symbol="NEW", day=day, age_days=1)
+    )
     index = hot_index.HotIndex.read(hot)
     assert index is not None and len(index.entries()) == len(SYMBOLS) * len(DAYS) + 1
     assert_reads_as_the_view(handle)
@@ -364,8 +377,11 @@ def test_hot_index_when_a_line_was_cut_short_the_next_append_cuts_it_off(hot):
         handle.write(b'{"path": "symbol=X/year=2026/mo')  # a crash while appending
     assert verify_archive(Archive(hot, policy=POLICY).core).ok
     day = DAYS[-1]
-    compact_symbol_day(archive_at(hot, POLICY).core, day_ticks("N", day), symbol="N", day=day,
-                       age_days=1)  # fmt: skip
+    compact_symbol_day(
+        archive_at(hot, POLICY).core,
+        day_ticks("N", day),
+        SymbolDayWrite(symbol="N", day=day, age_days=1),
+    )
     assert hot_index.log_path(hot).read_bytes().endswith(b"\n")
     assert Archive(hot, policy=POLICY, audit_log=None).read(["N"]).num_rows == len(
         day_ticks("N", day)

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 import skewtape_pipeline
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.store.catalog import (
     CatalogStore,
 )
@@ -44,7 +45,9 @@ def hot_archive(root: Path, symbol_days: int, n: int, policy: TierPolicy) -> Pat
     archive = Archive(root, policy=policy, audit_log=None)
     for i in range(symbol_days):
         day = FIRST + timedelta(days=i // 10)
-        compact_symbol_day(archive.core, ticks(i, day, n), symbol=f"S{i % 10}", day=day, age_days=1)
+        compact_symbol_day(
+            archive.core, ticks(i, day, n), SymbolDayWrite(symbol=f"S{i % 10}", day=day, age_days=1)
+        )
     return root
 
 

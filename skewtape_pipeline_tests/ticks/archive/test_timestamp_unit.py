@@ -22,7 +22,7 @@ from skewtape_pipeline.ticks.archive.ops.compact import (
     compact_symbol_day,
     compact_ticks,
 )
-from skewtape_pipeline.ticks.archive.ops.compact_plan import CompactionRun
+from skewtape_pipeline.ticks.archive.ops.compact_plan import CompactionRun, SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.query import run_query
 from skewtape_pipeline.ticks.archive.store.consolidate import (
     SymbolDayRows,
@@ -111,10 +111,7 @@ def test_compact_symbol_day_when_timestamp_finer_than_unit_refuses_and_writes_no
         compact_symbol_day(
             archive_at(tmp_path / "a", TierPolicy()).core,
             finer,
-            symbol="S",
-            day=DAY,
-            age_days=1,
-            encoding=encoded(timestamp_unit="us"),
+            SymbolDayWrite(symbol="S", day=DAY, age_days=1, encoding=encoded(timestamp_unit="us")),
         )
     assert info.value.row == 6
     assert not (tmp_path / "a").exists()
@@ -158,10 +155,7 @@ def test_compact_symbol_day_when_unit_coarser_round_trips_through_duckdb_and_pya
     report = compact_symbol_day(
         archive_at(tmp_path, TierPolicy()).core,
         batch,
-        symbol="S",
-        day=DAY,
-        age_days=1,
-        encoding=encoded(timestamp_unit=unit),
+        SymbolDayWrite(symbol="S", day=DAY, age_days=1, encoding=encoded(timestamp_unit=unit)),
     )
     path = Path(report.path)
     assert report.timestamp_unit == unit == read_file_facts(path).timestamp_unit
@@ -209,17 +203,16 @@ def test_compact_symbol_day_when_archive_holds_another_unit_refuses_and_writes_n
     compact_symbol_day(
         archive_at(tmp_path, TierPolicy()).core,
         batch_at("ms"),
-        symbol="A",
-        day=DAY,
-        age_days=1,
-        encoding=encoded(timestamp_unit="ms"),
+        SymbolDayWrite(symbol="A", day=DAY, age_days=1, encoding=encoded(timestamp_unit="ms")),
     )
     marker = json.loads((tmp_path / ARCHIVE_MARKER).read_text())
     assert marker["timestamp_unit"] == "ms"
     before = file_listing(tmp_path)
     with pytest.raises(ConfigError, match="timestamp_unit 'ms'"):
         compact_symbol_day(
-            archive_at(tmp_path, TierPolicy()).core, batch_at("ms"), symbol="B", day=DAY, age_days=1
+            archive_at(tmp_path, TierPolicy()).core,
+            batch_at("ms"),
+            SymbolDayWrite(symbol="B", day=DAY, age_days=1),
         )
     assert file_listing(tmp_path) == before
     rows = duckdb.sql(
@@ -270,10 +263,12 @@ def test_retier_when_archive_unit_is_ms_keeps_the_unit_in_every_tier(tmp_path):
         compact_symbol_day(
             archive_at(root, policy).core,
             batches[day],
-            symbol="KX",
-            day=day,
-            age_days=(DAY - day).days,
-            encoding=encoded(timestamp_unit="ms"),
+            SymbolDayWrite(
+                symbol="KX",
+                day=day,
+                age_days=(DAY - day).days,
+                encoding=encoded(timestamp_unit="ms"),
+            ),
         )
     Archive(root, policy=policy, audit_log=None).retier(as_of=DAY)
     cold_marker = json.loads((policy.root_for(COLD, root) / ARCHIVE_MARKER).read_text())
@@ -306,10 +301,7 @@ def test_round_trip_property_when_timestamps_are_whole_units_reads_back_exactly(
     report = compact_symbol_day(
         archive_at(root, TierPolicy()).core,
         batch,
-        symbol="P",
-        day=DAY,
-        age_days=0,
-        encoding=encoded(timestamp_unit=unit),
+        SymbolDayWrite(symbol="P", day=DAY, age_days=0, encoding=encoded(timestamp_unit=unit)),
     )
     assert report.timestamp_unit == unit
     assert read_archive_batch(Path(report.path)).equals(batch.with_timestamp_unit(unit))

@@ -23,6 +23,7 @@ from skewtape_pipeline.errors import (
 from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query, run_query_text
 from skewtape_pipeline.ticks.archive.store import trust
@@ -188,9 +189,7 @@ def test_retier_when_done_leaves_one_record_per_hot_file_path(hot_only):
         compact_symbol_day(
             archive_at(hot_only, POLICY).core,
             day_ticks(ticks, day),
-            symbol=symbol,
-            day=day,
-            age_days=1,
+            SymbolDayWrite(symbol=symbol, day=day, age_days=1),
         )
     lines = (hot_only / HOT_RECORDS).read_text().splitlines()
     assert len(lines) == len(SYMBOLS) * len(DAYS) + 2
@@ -213,9 +212,7 @@ def test_compact_when_hot_records_file_is_a_link_refuses_before_publishing(hot_o
         compact_symbol_day(
             archive_at(hot_only, POLICY).core,
             day_ticks("CL/F", day),
-            symbol=symbol,
-            day=day,
-            age_days=1,
+            SymbolDayWrite(symbol=symbol, day=day, age_days=1),
         )
     assert {p: p.read_bytes() for p in hot_only.rglob("*.parquet")} == before and hot.exists()
 
@@ -227,7 +224,9 @@ def test_compact_when_crashing_between_rename_and_record_a_rerun_finishes(hot_on
 
     def recompact():
         compact_symbol_day(
-            archive_at(hot_only, POLICY).core, newer, symbol=symbol, day=day, age_days=1
+            archive_at(hot_only, POLICY).core,
+            newer,
+            SymbolDayWrite(symbol=symbol, day=day, age_days=1),
         )
 
     with pytest.raises(Crash), faults.installed(crash_at_name("hot-published")):
@@ -287,9 +286,7 @@ def test_query_verification_when_a_compaction_replaced_a_hot_file_meanwhile_acce
     compact_symbol_day(
         archive_at(hot_only, POLICY).core,
         day_ticks("CL/F", day),
-        symbol=symbol,
-        day=day,
-        age_days=1,
+        SymbolDayWrite(symbol=symbol, day=day, age_days=1),
     )
     [hot] = [h for h in scan_hot_files(hot_only) if h.key == (symbol, day)]
     verified.check_hot(hot, CatalogStore(hot_only).read())  # no DamagedFileError

@@ -18,6 +18,7 @@ from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, VersionError, WriteOnceError
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query, ticks_view_sql
 from skewtape_pipeline.ticks.archive.store.books import default_audit_log
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
@@ -89,9 +90,7 @@ def compact(
     compact_symbol_day(
         archive_at(root, policy, audit_log=default_audit_log(root)).core,
         ticks(symbol, day, variant),
-        symbol=symbol,
-        day=day,
-        age_days=(as_of - day).days,
+        SymbolDayWrite(symbol=symbol, day=day, age_days=(as_of - day).days),
     )
     return commit_version(root, "compact", audit_log=default_audit_log(root))
 
@@ -188,7 +187,7 @@ def test_tag_when_pinned_survives_pruning_and_reads_its_version(archive):
     assert tag_version(archive, "paper-2026", version=2) == 2
     for variant in (1, 2, 3):
         compact(archive, KEYS[0], variant=variant)
-    Archive(archive, policy=POLICY, audit_log=None).prune_versions(keep_last=1)
+    Archive(archive, policy=POLICY, audit_log=None).versions.prune(keep_last=1)
     kept = [v.version for v in list_versions(archive)]
     assert kept == [2, version_count(archive)]
     assert list_tags(archive) == {"paper-2026": 2}
@@ -223,15 +222,15 @@ def test_prune_versions_when_keep_last_removes_only_files_no_kept_version_reads(
     Archive(archive, policy=POLICY, audit_log=None).retier(as_of=STAGE_1)
     compact(archive, KEYS[0], variant=1)
     Archive(archive, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)
-    assert Archive(archive, policy=POLICY).past_version_bytes() > 0
+    assert Archive(archive, policy=POLICY).versions.past_bytes() > 0
     latest = version_count(archive)
     now = rows(archive)
-    result = Archive(archive, policy=POLICY, audit_log=None).prune_versions(keep_last=1)
+    result = Archive(archive, policy=POLICY, audit_log=None).versions.prune(keep_last=1)
     assert result.kept == [latest]
     assert result.files_removed
     assert rows(archive) == now
     assert rows(archive, as_of=latest) == now
-    assert Archive(archive, policy=POLICY).past_version_bytes() == 0
+    assert Archive(archive, policy=POLICY).versions.past_bytes() == 0
     with pytest.raises(VersionError, match="was pruned"):
         resolve_as_of(archive, 1)
 
@@ -245,7 +244,7 @@ def test_read_as_of_when_a_version_record_is_missing_names_the_file(archive):
 
 
 def test_prune_versions_when_older_than_keeps_the_latest(archive):
-    result = Archive(archive, policy=POLICY, audit_log=None).prune_versions(
+    result = Archive(archive, policy=POLICY, audit_log=None).versions.prune(
         older_than=date(2999, 1, 1)
     )
     assert result.kept == [len(KEYS)]
@@ -255,7 +254,7 @@ def test_prune_versions_when_older_than_keeps_the_latest(archive):
 def test_prune_versions_when_books_and_records_refuses(archive):
     Archive(archive, policy=POLICY, audit_log=None).core.books.enable()
     with pytest.raises(WriteOnceError):
-        Archive(archive, policy=POLICY, audit_log=None).prune_versions(keep_last=1)
+        Archive(archive, policy=POLICY, audit_log=None).versions.prune(keep_last=1)
     assert version_count(archive) == len(list_versions(archive))
 
 
@@ -263,26 +262,26 @@ def test_prune_versions_when_handle_built_write_once_turns_the_mode_on_and_refus
     kept = [v.version for v in list_versions(archive)]
     handle = Archive(archive, policy=POLICY, audit_log=None, books_and_records=True)
     with pytest.raises(WriteOnceError):
-        handle.prune_versions(keep_last=1)
+        handle.versions.prune(keep_last=1)
     assert [v.version for v in list_versions(archive)] == kept
     with pytest.raises(WriteOnceError):  # the mode is the archive's now, for every handle
-        Archive(archive, policy=POLICY, audit_log=None).prune_versions(keep_last=1)
+        Archive(archive, policy=POLICY, audit_log=None).versions.prune(keep_last=1)
 
 
 def test_tag_when_another_writer_holds_the_lock_refuses_and_pins_nothing(archive):
     handle = Archive(archive, policy=POLICY, audit_log=None)
     with handle.locked("pruning versions"), pytest.raises(ArchiveBusyError, match="pruning"):
-        handle.tag("during-prune")
+        handle.versions.tag("during-prune")
     assert list_tags(archive) == {}
-    assert handle.tag("after-prune") == version_count(archive)
-    assert handle.tags() == {"after-prune": version_count(archive)}
+    assert handle.versions.tag("after-prune") == version_count(archive)
+    assert handle.versions.tags() == {"after-prune": version_count(archive)}
 
 
 def test_prune_versions_when_rule_is_missing_or_double_refuses(archive):
     with pytest.raises(ConfigError, match="exactly one"):
-        Archive(archive, policy=POLICY, audit_log=None).prune_versions()
+        Archive(archive, policy=POLICY, audit_log=None).versions.prune()
     with pytest.raises(ConfigError, match="keep_last = 0"):
-        Archive(archive, policy=POLICY, audit_log=None).prune_versions(keep_last=0)
+        Archive(archive, policy=POLICY, audit_log=None).versions.prune(keep_last=0)
 
 
 # --- the Python read API ------------------------------------------------------------------------
@@ -321,7 +320,7 @@ def test_archive_symbols_days_and_versions_describe_the_archive(archive):
     assert handle.symbols() == ["CL/F", "ES"]
     assert handle.days("ES") == list(DAYS[:4])
     assert handle.days("ES", as_of=1) == [DAYS[0]]
-    assert [v.version for v in handle.versions()] == list(range(1, len(KEYS) + 1))
+    assert [v.version for v in handle.versions.list()] == list(range(1, len(KEYS) + 1))
     assert handle.report("ES", DAYS[0]).rows == len(day_ticks("ES", DAYS[0]))
 
 
@@ -396,10 +395,10 @@ def test_prune_versions_when_crashing_keeps_every_kept_version_readable(archive,
     Archive(archive, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)
     before = {v.version: rows(archive, as_of=v.version) for v in list_versions(archive)}
     with faults.installed(crash_at_name(point)), pytest.raises(Crash):
-        Archive(archive, policy=POLICY, audit_log=None).prune_versions(keep_last=2)
+        Archive(archive, policy=POLICY, audit_log=None).versions.prune(keep_last=2)
     for v in list_versions(archive):
         assert rows(archive, as_of=v.version) == before[v.version]
-    Archive(archive, policy=POLICY, audit_log=None).prune_versions(keep_last=2)
+    Archive(archive, policy=POLICY, audit_log=None).versions.prune(keep_last=2)
     kept = [v.version for v in list_versions(archive)]
     assert len(kept) == 2
     for number in kept:
@@ -517,7 +516,7 @@ def test_versions_when_tiers_are_on_s3_read_replaced_objects_until_pruned(
     assert got.to_pylist() and set(got["tier"].to_pylist()) <= {"HOT", "WARM", "COLD"}
 
     stored = [k for k in objects_under(s3_env, prefix) if k.endswith(".parquet")]
-    Archive(root, policy=policy, audit_log=None).prune_versions(keep_last=1)
+    Archive(root, policy=policy, audit_log=None).versions.prune(keep_last=1)
     left = [k for k in objects_under(s3_env, prefix) if k.endswith(".parquet")]
     assert len(left) < len(stored)
     assert view() == view(as_of=version_count(root)) == captured[version_count(root)]
@@ -530,7 +529,7 @@ def test_versions_when_manifests_are_deltas_past_their_depth_every_kept_version_
         captured[version_count(archive)] = rows(archive)
     middle = len(KEYS) + 5
     tag_version(archive, "middle", version=middle)
-    Archive(archive, policy=POLICY, audit_log=None).prune_versions(
+    Archive(archive, policy=POLICY, audit_log=None).versions.prune(
         keep_last=1
     )  # the middle's delta chain stays
     for number in (middle, version_count(archive)):

@@ -15,6 +15,7 @@ from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, WriteOnceError
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.show import show_symbol_day
 from skewtape_pipeline.ticks.archive.store.books import (
     EVENT_REFUSED,
@@ -159,7 +160,7 @@ def test_retier_when_symbol_days_withdrawn_rewrites_their_files_without_them(tmp
     assert all(
         ArchiveTiers.of(root).resolve(old).exists() for old in old_files
     )  # past versions read them
-    Archive(root, policy=POLICY).prune_versions(keep_last=1)
+    Archive(root, policy=POLICY).versions.prune(keep_last=1)
     assert not any(ArchiveTiers.of(root).resolve(old).exists() for old in old_files)
     again = Archive(root, policy=POLICY).retier(as_of=STAGE_1)
     assert not again.committed and again.purged == [] and again.files_removed == []
@@ -182,7 +183,7 @@ def test_retier_when_every_symbol_day_of_a_file_withdrawn_empties_it(tmp_path, n
     )
     assert cold.exists() and cold in result.files_retained  # past versions read it
     assert view_rows(root) == []
-    assert cold in Archive(root, policy=POLICY).prune_versions(keep_last=1).files_removed
+    assert cold in Archive(root, policy=POLICY).versions.prune(keep_last=1).files_removed
     assert not cold.exists()
 
 
@@ -291,9 +292,7 @@ def test_withdraw_when_ticks_are_re_added_later_they_come_back(tmp_path, no_fsyn
     compact_symbol_day(
         archive_at(root, POLICY).core,
         batch,
-        symbol=COLD_KEY[0],
-        day=COLD_KEY[1],
-        age_days=(STAGE_2 - COLD_KEY[1]).days,
+        SymbolDayWrite(symbol=COLD_KEY[0], day=COLD_KEY[1], age_days=(STAGE_2 - COLD_KEY[1]).days),
     )
     back = [r for r in expected_rows() if (r[0], r[1]) == COLD_KEY][: len(batch)]
     wanted = sorted(without([COLD_KEY]) + back)
@@ -323,7 +322,7 @@ def test_archive_metrics_when_withdrawn_counts_bytes_on_disk_and_visible_ticks(t
     assert hidden.to_dict()["total_ticks"] == len(without([COLD_KEY]))
 
     Archive(root, policy=POLICY).retier(as_of=STAGE_1)
-    Archive(root, policy=POLICY).prune_versions(keep_last=1)  # past versions read the old cold file
+    Archive(root, policy=POLICY).versions.prune(keep_last=1)  # past versions read the old cold file
     after = archive_metrics(ArchiveTiers.of(root, POLICY))
     on_disk = sum(p.stat().st_size for p in POLICY.root_for(COLD, root).rglob("*.parquet"))
     assert after.tiers[COLD].bytes == on_disk < before.tiers[COLD].bytes
@@ -363,9 +362,7 @@ def test_view_when_hot_file_recompacted_after_stamp_dropped_shows_newer_copy(tmp
     compact_symbol_day(
         archive_at(root, POLICY).core,
         newer,
-        symbol=key[0],
-        day=key[1],
-        age_days=(STAGE_2 - key[1]).days,
+        SymbolDayWrite(symbol=key[0], day=key[1], age_days=(STAGE_2 - key[1]).days),
     )
     wanted = sorted(without([key]) + [r for r in expected_rows() if (r[0], r[1]) == key][:1])
     assert view_rows(root) == wanted and tiers_by_day(root)[key] == HOT
@@ -427,7 +424,9 @@ def test_remove_symbol_days_when_retier_tries_to_run_before_the_hot_file_goes_ke
     corrected = day_ticks(*COLD_KEY).slice(0, 3)  # a recompaction: a newer hot copy
     age = (STAGE_1 - COLD_KEY[1]).days
     compact_symbol_day(
-        archive_at(root, POLICY).core, corrected, symbol=COLD_KEY[0], day=COLD_KEY[1], age_days=age
+        archive_at(root, POLICY).core,
+        corrected,
+        SymbolDayWrite(symbol=COLD_KEY[0], day=COLD_KEY[1], age_days=age),
     )
     unlink = fsio.atomic_unlink
     interleaved = []

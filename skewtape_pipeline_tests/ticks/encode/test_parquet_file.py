@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from skewtape_pipeline.errors import RoundTripError, TickFormatError
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.store.consolidate import SymbolDayRows, consolidated_table
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy, TierSettings
 from skewtape_pipeline.ticks.encode import parquet_file
@@ -214,7 +215,9 @@ def test_report_when_writer_changes_codec_reports_what_file_says(tmp_path, monke
 
     monkeypatch.setattr(parquet_file, "_write_parquet", snappy_writer)
     report = compact_symbol_day(
-        archive_at(tmp_path, TierPolicy()).core, day_batch(30), symbol="SYM", day=DAY, age_days=0
+        archive_at(tmp_path, TierPolicy()).core,
+        day_batch(30),
+        SymbolDayWrite(symbol="SYM", day=DAY, age_days=0),
     )
     assert report.codec == "SNAPPY"
     footer = pq.ParquetFile(report.path).metadata.row_group(0)
@@ -225,7 +228,9 @@ def test_report_when_writer_changes_codec_reports_what_file_says(tmp_path, monke
 def test_report_when_tier_uses_gzip_reads_codec_and_level_from_file(tmp_path):
     policy = TierPolicy(hot=TierSettings(compression="gzip", compression_level=5))
     report = compact_symbol_day(
-        archive_at(tmp_path, policy).core, day_batch(30), symbol="SYM", day=DAY, age_days=1
+        archive_at(tmp_path, policy).core,
+        day_batch(30),
+        SymbolDayWrite(symbol="SYM", day=DAY, age_days=1),
     )
     meta = pq.ParquetFile(report.path).metadata
     assert report.codec == meta.row_group(0).column(0).compression == "GZIP"
@@ -260,7 +265,9 @@ def test_round_trip_property_when_any_valid_batch_reads_back_exactly(
     batch = make_batch(rows, price_scale=price_scale, quantity_scale=quantity_scale)
     root = tmp_path / f"p{price_scale}-q{quantity_scale}"  # one root holds one schema
     report = compact_symbol_day(
-        archive_at(root, TierPolicy()).core, batch, symbol="P/Q", day=DAY, age_days=0
+        archive_at(root, TierPolicy()).core,
+        batch,
+        SymbolDayWrite(symbol="P/Q", day=DAY, age_days=0),
     )
     assert read_archive_batch(Path(report.path)).equals(batch)
     back = duckdb.sql(

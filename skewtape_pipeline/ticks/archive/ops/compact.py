@@ -9,8 +9,9 @@ Entry points, each given the :class:`~skewtape_pipeline.ticks.archive.handle.Arc
 - :func:`compact_ticks` -- a canonical CSV/Parquet file -> one report per symbol-day;
 - :func:`compact_source` -- the same for any
   :class:`~skewtape_pipeline.ticks.encode.sources.SourceTicks` (the real-file readers);
-- :func:`compact_symbol_day` -- one already-built :class:`TickBatch` of one symbol-day, with the
-  :class:`SourceFacts` measured of its input.
+- :func:`compact_symbol_day` -- one already-built :class:`TickBatch` of one symbol-day, as its
+  :class:`SymbolDayWrite` says (the day, its age, the :class:`SourceFacts` measured of its
+  input, its encoding).
 
 Bad input changes nothing on disk: every symbol-day of an input is converted and validated
 before the first file is written. The input is read in chunks (``compact_plan.plan_stream``) and its
@@ -51,12 +52,12 @@ from skewtape_pipeline.storage import TierFile
 from skewtape_pipeline.ticks.archive.ops.compact_plan import (
     DEFAULT_RUN,
     HELD_SHARE,
-    NO_SOURCE_FACTS,
     CompactionRun,
     PlannedSymbolDay,
     PlanOptions,
     SourceFacts,
     StreamPlan,
+    SymbolDayWrite,
     _check_date,
     block_bytes_for,
     check_memory_limit,
@@ -127,21 +128,15 @@ if TYPE_CHECKING:
 
 
 def compact_symbol_day(
-    core: ArchiveCore,
-    batch: TickBatch,
-    *,
-    symbol: str,
-    day: date,
-    age_days: int,
-    source: SourceFacts = NO_SOURCE_FACTS,
-    encoding: TickEncoding = DEFAULT_ENCODING,
+    core: ArchiveCore, batch: TickBatch, write: SymbolDayWrite
 ) -> TickStorageCompactionReport:
     """Validate one symbol-day, write it to ``archive``, verify it, report on it.
 
     ``batch`` must be sorted (:func:`sort_batch` does it and counts; pass the count in
-    ``source``) and fall on ``day`` (UTC). ``source`` holds what was measured of the input
-    (its raw size and basis; without a size the canonical CSV is serialized and measured). The
-    tier follows from ``age_days`` under the archive's policy. Of ``encoding``, the timestamp
+    ``write.source``) and fall on ``write.day`` (UTC). ``write.source`` holds what was measured
+    of the input (its raw size and basis; without a size the canonical CSV is serialized and
+    measured). The tier follows from ``write.age_days`` under the archive's policy. Of
+    ``write.encoding``, the timestamp
     unit (None: the batch's own; the report records the unit read back from the written file)
     and the target ratio apply: the batch is already at its scales and sides. Atomic and
     idempotent: rewriting a symbol-day replaces its file. The file is published under the
@@ -174,29 +169,24 @@ def compact_symbol_day(
         Another writer held the archive's lock for longer than the compaction waits.
     """
     started = time.perf_counter()
-    item = _planned(batch, symbol, day, age_days, source, encoding)
-    return _write_symbol_day(core, item, encoding.target_ratio, started)
+    item = _planned(batch, write)
+    return _write_symbol_day(core, item, write.encoding.target_ratio, started)
 
 
-def _planned(
-    batch: TickBatch,
-    symbol: str,
-    day: date,
-    age_days: int,
-    source: SourceFacts,
-    encoding: TickEncoding,
-) -> PlannedSymbolDay:
+def _planned(batch: TickBatch, write: SymbolDayWrite) -> PlannedSymbolDay:
     """The symbol-day checked as :func:`compact_symbol_day` says (``age_days`` too, before
     anything is written: ``policy.check_age_days``), its batch at the encoding's timestamp unit,
-    its raw size the one measured in ``source`` or else the canonical CSV's."""
-    check_age_days(age_days)
-    day = _check_date(day, name="day")
-    encode_symbol(symbol)
-    batch = _checked_batch(batch, symbol, day, encoding.schema.timestamp_unit)
+    its raw size the one measured in ``write.source`` or else the canonical CSV's."""
+    check_age_days(write.age_days)
+    day = _check_date(write.day, name="day")
+    encode_symbol(write.symbol)
+    batch = _checked_batch(batch, write.symbol, day, write.encoding.schema.timestamp_unit)
+    source = write.source
     raw_size, basis = source.raw_size_bytes, source.basis
     if raw_size is None:
         raw_size, basis = canonical_csv_size_bytes(batch), RAW_SIZE_BASIS_CANONICAL_CSV
-    return PlannedSymbolDay(symbol, day, batch, source.reordered_ticks, age_days, raw_size, basis)
+    reordered = source.reordered_ticks
+    return PlannedSymbolDay(write.symbol, day, batch, reordered, write.age_days, raw_size, basis)
 
 
 def _checked_batch(
@@ -632,8 +622,8 @@ def compact_planned(
 ) -> TickStorageCompactionReport:
     """:func:`compact_symbol_day` for one symbol-day of a :class:`StreamPlan`."""
     source = SourceFacts(item.raw_size_bytes, item.raw_size_basis, item.reordered_ticks)
-    return compact_symbol_day(core, item.batch, symbol=item.symbol, day=item.day,
-                              age_days=item.age_days, source=source, encoding=encoding)  # fmt: skip
+    write = SymbolDayWrite(item.symbol, item.day, item.age_days, source, encoding)
+    return compact_symbol_day(core, item.batch, write)
 
 
 def compact_ticks(

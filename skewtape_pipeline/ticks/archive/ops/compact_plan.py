@@ -1,10 +1,11 @@
 """A compaction planned: a source read into sorted symbol-days within a memory budget.
 
 The run's options (:class:`CompactionRun`: symbol filter, memory limit, progress callbacks;
-:class:`SourceFacts` measured of an input), the input read in chunks (:func:`plan_stream`) and
-routed to symbol-days, the rest spilled to the archive's staging folder (``store.spill``), and
-each symbol-day sorted explicitly (:func:`sort_batch`, counted). Writes nothing into the
-archive: ``ops.compact`` carries the plan out.
+:class:`SourceFacts` measured of an input; :class:`SymbolDayWrite`, one symbol-day written on
+its own), the input read in chunks (:func:`plan_stream`) and routed to symbol-days, the rest
+spilled to the archive's staging folder (``store.spill``), and each symbol-day sorted
+explicitly (:func:`sort_batch`, counted). Writes nothing into the archive: ``ops.compact``
+carries the plan out.
 """
 
 from __future__ import annotations
@@ -200,6 +201,21 @@ class SourceFacts:
 
 NO_SOURCE_FACTS = SourceFacts()
 """Nothing measured: the raw size is the canonical CSV's, no tick reordered."""
+
+
+@dataclass(frozen=True)
+class SymbolDayWrite:
+    """What one symbol-day written on its own is: its ``symbol``, its ``day`` (UTC), its
+    ``age_days`` (the tier follows from it under the archive's policy), the :class:`SourceFacts`
+    measured of its input (``source``) and how it is encoded (``encoding``). Checked by the
+    compaction that writes it (``ops.compact.compact_symbol_day``), before anything is written.
+    """
+
+    symbol: str
+    day: date
+    age_days: int
+    source: SourceFacts = NO_SOURCE_FACTS
+    encoding: TickEncoding = DEFAULT_ENCODING
 
 
 @dataclass
