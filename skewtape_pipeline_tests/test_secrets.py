@@ -7,6 +7,9 @@ policy is read, before anything is written."""
 
 from __future__ import annotations
 
+import ast
+import gc
+import io
 import json
 import logging
 import os
@@ -220,8 +223,52 @@ def test_dagster_fetch_when_skewtape_source_carries_a_secret_fails_naming_it_red
     assert not any(SECRET in event for event in events)
     out, err = capfd.readouterr()
     assert SECRET not in out + err + caplog.text
-    with pytest.raises(ConfigError) as caught:
-        resources = {"skewtape": SkewtapeHome(root=str(sample_root)), "publisher": publisher}
-        publisher_sensor(dg.build_sensor_context(resources=resources))
-    assert SECRET not in str(caught.value)
+    assert SECRET not in str(sensor_refusal(sample_root, publisher))
     assert found_secret(tmp_path) == []
+
+
+def sensor_refusal(root: Path, publisher: PublisherSource) -> ConfigError:
+    """The publisher sensor's refusal of ``publisher``'s source, evaluated in a sensor context
+    closed before returning: the context builds its resources with an ephemeral Dagster instance
+    (SQLite connections) that only its ``__exit__`` disposes of. Left open, the refusal's
+    traceback keeps it alive until a later garbage collection disposes of it and SQLAlchemy logs
+    ``Cannot operate on a closed database`` with a traceback from whatever code the collector
+    interrupted. When that is an ``ast.parse``/``compile``, formatting the traceback parses again
+    (3.11's caret anchors) and CPython 3.11.7's AST constructor, whose depth counter is shared
+    (gh-106905, fixed in 3.11.8), fails with ``SystemError: AST constructor recursion depth
+    mismatch``."""
+    resources = {"skewtape": SkewtapeHome(root=str(root)), "publisher": publisher}
+    with (
+        dg.build_sensor_context(resources=resources) as context,
+        pytest.raises(ConfigError) as caught,
+    ):
+        publisher_sensor(context)
+    return caught.value
+
+
+def test_sensor_refusals_when_collected_later_inside_a_parse_leave_compile_working(
+    sample_root, monkeypatch
+):
+    monkeypatch.setenv("SKEWTAPE_TEST_SECRET_SOURCE", SPELLINGS[0])
+    publisher = PublisherSource(source_variable="SKEWTAPE_TEST_SECRET_SOURCE")
+    source = "\n".join(f"v{i} = f(a[{i}], b.c, (d + {i}) * e)" for i in range(400))
+    shown = io.StringIO()
+    handler = logging.StreamHandler(shown)  # formats tracebacks, as any deployed handler does
+    logging.getLogger().addHandler(handler)
+    thresholds = gc.get_threshold()
+    try:
+        gc.collect()  # the same generations whatever ran before
+        for _ in range(3):
+            assert SECRET not in str(sensor_refusal(sample_root, publisher))
+        gc.set_threshold(10, 5, 10)  # frequent collections, some inside the AST construction
+        trees = [ast.parse(source) for _ in range(5)]
+        gc.set_threshold(*thresholds)
+        gc.collect()
+    finally:
+        gc.set_threshold(*thresholds)
+        logging.getLogger().removeHandler(handler)
+    assert [len(tree.body) for tree in trees] == [400] * 5
+    assert shown.getvalue() == ""  # nothing was left for the collector to dispose of
+    namespace: dict = {}
+    exec(compile("x = 1", "<t>", "exec"), namespace)
+    assert namespace["x"] == 1

@@ -38,7 +38,8 @@ def subscriber(tmp_path: Path, published_sample: Path) -> Path:
 
 def sense(root: Path, publisher: PublisherSource):
     resources = {"skewtape": SkewtapeHome(root=str(root)), "publisher": publisher}
-    return publisher_sensor(dg.build_sensor_context(resources=resources))
+    with dg.build_sensor_context(resources=resources) as context:  # disposes of its instance
+        return publisher_sensor(context)
 
 
 def test_backfill_when_deltas_is_empty_fetches_and_applies_each_month_in_order(
