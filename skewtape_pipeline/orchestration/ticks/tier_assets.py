@@ -123,7 +123,7 @@ def tick_archive_tiers(
     for month, moves in moves_by_month(result.moved).items():
         context.add_asset_metadata(moves_metadata(moves), partition_key=month)
     measured = [file_compression(path) for path in result.files_written]
-    names = [tick_archive.relative(path) for path in result.files_written]
+    names = [tick_archive.tiers.relative(path) for path in result.files_written]
     checked = compression_check_metadata(
         measured, target=archive.target_ratio, min_ticks=archive.target_min_ticks, names=names
     )

@@ -25,7 +25,6 @@ from typing import Any
 import pyarrow as pa
 
 from skewtape_pipeline import fsio
-from skewtape_pipeline.storage import TierFile
 from skewtape_pipeline.ticks.archive.core import BESIDE, ArchiveCore, _Beside
 from skewtape_pipeline.ticks.archive.ops import compact, integrity, lifecycle, retier_plan
 from skewtape_pipeline.ticks.archive.ops import query as views
@@ -396,67 +395,6 @@ class Archive:
         """
         with self.core.writing():
             return integrity.rebuild_catalog(self.core, allow_fewer=allow_fewer)
-
-    def resolve(self, rel: str) -> TierFile:
-        """The file a catalog path names.
-
-        Parameters
-        ----------
-        rel
-            A catalog path (``WARM/...``, ``COLD/...`` or a path in the hot tier).
-
-        Returns
-        -------
-        TierFile
-            The file in its tier's root (a local path or an object).
-
-        Raises
-        ------
-        TickFormatError
-            A path that would leave its tier's root.
-        """
-        return self.tiers.resolve(rel)
-
-    def relative(self, path: TierFile) -> str:
-        """The catalog path of a file of the archive (:meth:`resolve`'s inverse).
-
-        Parameters
-        ----------
-        path
-            A file in one of the archive's tier roots.
-
-        Returns
-        -------
-        str
-            Its catalog path.
-
-        Raises
-        ------
-        TickFormatError
-            A file outside the archive's tier roots.
-        """
-        return self.tiers.relative(path)
-
-    def locked(self, what: str) -> AbstractContextManager[None]:
-        """The archive's one lock, for a writer outside this class (waited for up to
-        ``lock_timeout`` seconds).
-
-        Parameters
-        ----------
-        what
-            The holder's work, named to a writer it refuses.
-
-        Returns
-        -------
-        context manager
-            Holds the lock while entered.
-
-        Raises
-        ------
-        ArchiveBusyError
-            On entering: another writer held the lock beyond ``lock_timeout`` seconds.
-        """
-        return self.core.locked(what)
 
     def waiting(self, seconds: float) -> Archive:
         """This archive with its writers waiting up to ``seconds`` for the lock instead.

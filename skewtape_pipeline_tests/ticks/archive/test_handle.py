@@ -205,12 +205,12 @@ def test_archive_compact_symbol_day_when_it_succeeded_commits_a_version_readable
 def test_archive_maps_catalog_paths_through_its_policy_tier_roots_both_ways(tmp_path):
     policy = TierPolicy.from_dict({"warm": {"root": "tiers/warm"}}, source="test")
     archive = Archive(tmp_path / "data" / "archive", policy=policy)
-    warm = archive.resolve("WARM/year=2026/part-0123456789abcdef.parquet")
+    warm = archive.tiers.resolve("WARM/year=2026/part-0123456789abcdef.parquet")
     assert warm == tmp_path / "data" / "tiers" / "warm" / "year=2026" / warm.name
-    assert archive.relative(warm) == "WARM/year=2026/part-0123456789abcdef.parquet"
-    hot = archive.resolve("symbol=ES/date=2026-11-20/part.parquet")
+    assert archive.tiers.relative(warm) == "WARM/year=2026/part-0123456789abcdef.parquet"
+    hot = archive.tiers.resolve("symbol=ES/date=2026-11-20/part.parquet")
     assert hot == archive.root / "symbol=ES" / "date=2026-11-20" / "part.parquet"
-    assert archive.relative(hot) == "symbol=ES/date=2026-11-20/part.parquet"
+    assert archive.tiers.relative(hot) == "symbol=ES/date=2026-11-20/part.parquet"
 
 
 def test_archive_resolves_its_tier_policy_into_stores_once_for_every_verb(tmp_path, monkeypatch):
@@ -269,7 +269,7 @@ def test_archive_locked_refuses_a_second_holder_after_its_lock_timeout_naming_th
     archive.root.mkdir()
     contender = Archive(archive.root, lock_timeout=0.1)
     refused = pytest.raises(ArchiveBusyError, match=r"held by re-tiering .*refused pruning")
-    with archive.locked("re-tiering"), refused, contender.locked("pruning"):
+    with archive.core.locked("re-tiering"), refused, contender.core.locked("pruning"):
         pass
-    with contender.locked("pruning"):  # released: taken again
+    with contender.core.locked("pruning"):  # released: taken again
         pass

@@ -270,7 +270,7 @@ def test_prune_versions_when_handle_built_write_once_turns_the_mode_on_and_refus
 
 def test_tag_when_another_writer_holds_the_lock_refuses_and_pins_nothing(archive):
     handle = Archive(archive, policy=POLICY, audit_log=None)
-    with handle.locked("pruning versions"), pytest.raises(ArchiveBusyError, match="pruning"):
+    with handle.core.locked("pruning versions"), pytest.raises(ArchiveBusyError, match="pruning"):
         handle.versions.tag("during-prune")
     assert list_tags(archive) == {}
     assert handle.versions.tag("after-prune") == version_count(archive)

@@ -57,7 +57,7 @@ def remove_symbol_days(core: ArchiveCore, keys: Iterable[SymbolDayKey]) -> list[
     """Take symbol-days out of ``archive``: withdraw their consolidated copy, remove their hot
     file. Withdrawal comes first, so a crash between leaves the day hidden or gone, never
     half-visible; a rerun finishes. Both happen under the archive's lock
-    (:meth:`Archive.locked`), so a re-tiering cannot move a hot file being removed back into a
+    (``ArchiveCore.locked``), so a re-tiering cannot move a hot file being removed back into a
     consolidated file. Idempotent; audited to the archive's audit log (the withdrawal, then
     each hot file's removal as re-tiering audits its removals: ``garbage.remove_files``,
     ``tick-archive-remove``). Returns one :class:`Removal` per key, sorted.

@@ -7,7 +7,7 @@ either the old placement or the new one, never a mixture.
 
 Catalog paths name a file by its tier and its path inside that tier's root:
 ``WARM/year=2026/month=02/part-<sha256[:16]>.parquet`` is resolved against the archive's WARM
-root when read (``Archive.resolve``, ``tiers.ArchiveTiers.resolve``: a local path, or an object
+root when read (``tiers.ArchiveTiers.resolve``: a local path, or an object
 when the root is an S3 prefix),
 and a path that is not a plain relative path inside its root (``..``, absolute) is refused. Hot
 file paths (the source stamps) are relative to the archive root itself. So an archive and its
