@@ -49,7 +49,6 @@ from skewtape_pipeline.ticks.archive.ops.compact import (
     commit_compaction,
     compact_symbol_day,
 )
-from skewtape_pipeline.ticks.archive.store.versions import version_count
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.validate import day_start_ns
 
@@ -94,7 +93,7 @@ def load_ours(root: Path, symbols: int, days: int, ticks: int) -> dict[str, obje
                 SymbolDayWrite(symbol=symbol_name(s), day=day, age_days=0),
             )
         commit_compaction(archive.core)
-    before = version_count(root)
+    before = archive.core.versions.count()
     corrected = (symbol_name(0), FIRST_DAY + timedelta(days=min(3, days - 1)))
     compact_symbol_day(
         archive.core,

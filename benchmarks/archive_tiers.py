@@ -70,7 +70,7 @@ from skewtape_pipeline.ticks.archive.store.layout import CATALOG_FILE, read_arch
 from skewtape_pipeline.ticks.archive.store.placement import archive_metrics
 from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, TierPolicy
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.store.versions import SUFFIX as VERSION_FILE_SUFFIX
+from skewtape_pipeline.ticks.archive.store.version_files import SUFFIX as VERSION_FILE_SUFFIX
 from skewtape_pipeline.ticks.encode.sides import KALSHI_TAKER_SIDES
 from skewtape_pipeline.ticks.encode.sources import (
     SourceTicks,

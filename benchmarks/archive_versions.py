@@ -4,7 +4,7 @@ with the project's own dependencies: ``python benchmarks/archive_versions.py``).
 One month of sample-shaped ticks (``--symbols`` markets trading every day, a few hundred ticks a
 symbol-day) is compacted into an archive with ``--versions`` versions: the first holds every
 symbol-day, each later one recompacts 1% of the symbol-days with changed ticks (a correction),
-committed by the project's ``version_recording.commit_version``. The anchor is the same current
+committed by the project's ``compact.commit_compaction``. The anchor is the same current
 state without its version store (the unversioned archive). Printed side by side:
 
 - the current query (``SELECT count(*), sum(price) FROM ticks WHERE symbol = ? AND date BETWEEN
@@ -15,7 +15,7 @@ state without its version store (the unversioned archive). Printed side by side:
 - the bytes the version store adds over the current state (files only it holds: hot files kept
   under their content names and not linked from the hot tier, snapshots, records, index) as a
   ratio of the current state's bytes;
-- as-of lookup time (``versions.resolve_as_of`` by time, by number) at 100 and at 10,000
+- as-of lookup time (``VersionLog.resolve_as_of`` by time, by number) at 100 and at 10,000
   versions; the 10,000 are the archive's own records and index extended in their format (the
   lookup reads nothing else). Bar: growth under 2x.
 """
@@ -33,21 +33,16 @@ from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.compact import commit_compaction, compact_symbol_day
 from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query
+from skewtape_pipeline.ticks.archive.store import version_files as files_module
 from skewtape_pipeline.ticks.archive.store import version_recording as recording_module
-from skewtape_pipeline.ticks.archive.store import versions as versions_module
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.store.version_recording import commit_version
-from skewtape_pipeline.ticks.archive.store.versions import (
-    read_version,
-    resolve_as_of,
-    version_count,
-    versions_dir,
-)
+from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 
 FIRST_DAY = date(2026, 11, 1)
@@ -68,9 +63,14 @@ def day_ticks(symbol: int, day: date, revision: int, per_day: int) -> TickBatch:
     return TickBatch.from_units(ts, price, quantity, side, TickSchema(price_scale=2))
 
 
+def core_of(root: Path) -> ArchiveCore:
+    """The core of the benchmark's archive at ``root`` (not audited)."""
+    return Archive(root, policy=POLICY, audit_log=None).core
+
+
 def compact(root: Path, symbol: int, day: date, revision: int, per_day: int) -> None:
     compact_symbol_day(
-        Archive(root, policy=POLICY, audit_log=None).core,
+        core_of(root),
         day_ticks(symbol, day, revision, per_day),
         SymbolDayWrite(symbol=f"MKT-{symbol:03d}", day=day, age_days=0),
     )
@@ -81,13 +81,13 @@ def build(root: Path, *, symbols: int, versions: int, per_day: int) -> int:
     keys = [(s, FIRST_DAY + timedelta(days=d)) for s in range(symbols) for d in range(DAYS)]
     for symbol, day in keys:
         compact(root, symbol, day, 0, per_day)
-    commit_version(root, "compact")
+    commit_compaction(core_of(root))
     per_version = max(1, len(keys) // 100)
     for number in range(1, versions):
         for offset in range(per_version):
             symbol, day = keys[(number * per_version + offset) * 7919 % len(keys)]
             compact(root, symbol, day, number, per_day)
-        commit_version(root, "compact")
+        commit_compaction(core_of(root))
     return per_version
 
 
@@ -112,7 +112,7 @@ def interleaved_medians(actions: list[Callable[[], object]], repeats: int) -> li
 def store_only_bytes(root: Path) -> int:
     """Bytes of the version store no current file shares (links to live hot files excluded)."""
     total = 0
-    for path in versions_dir(root).rglob("*"):
+    for path in VersionLog(root).directory.rglob("*"):
         if path.is_file():
             st = path.stat()
             total += st.st_size if st.st_nlink == 1 else 0
@@ -125,13 +125,14 @@ def current_bytes(root: Path) -> int:
 
 def extend_versions(root: Path, to: int) -> None:
     """Append versions in the log's own format (the latest record renumbered, later times)."""
-    latest = read_version(root, version_count(root))
-    count = version_count(root)
+    log = VersionLog(root)
+    count = log.count()
+    latest = log.read(count)
     for number in range(count + 1, to + 1):
         record = recording_module._dumps(
-            versions_module.Version(**{**latest.__dict__, "version": number}).to_dict()
+            files_module.Version(**{**latest.__dict__, "version": number}).to_dict()
         )
-        path = versions_module.record_path(root, number)
+        path = log.record_path(number)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(record)
         recording_module._append_index(root, number - 1, latest.time_ns + number * 1_000_000)
@@ -139,19 +140,20 @@ def extend_versions(root: Path, to: int) -> None:
 
 def lookup_seconds(root: Path, repeats: int) -> tuple[float, float]:
     """Median seconds of resolving a time and a number (spread over the versions)."""
-    count = version_count(root)
-    with open(versions_dir(root) / versions_module.INDEX_FILE, "rb") as handle:
-        times = [versions_module.indexed_time(handle, n) for n in range(1, count + 1)]
+    log = VersionLog(root)
+    count = log.count()
+    with open(log.directory / files_module.INDEX_FILE, "rb") as handle:
+        times = [files_module.indexed_time(handle, n) for n in range(1, count + 1)]
     probes = [1 + (i * 7919) % count for i in range(200)]
     moments = [datetime.fromtimestamp(times[p - 1] / 1e9, UTC) for p in probes]
 
     def by_time() -> None:
         for moment in moments:
-            resolve_as_of(root, moment)
+            log.resolve_as_of(moment)
 
     def by_number() -> None:
         for number in probes:
-            resolve_as_of(root, number)
+            log.resolve_as_of(number)
 
     scale = 1 / len(probes)
     return median_seconds(by_time, repeats) * scale, median_seconds(by_number, repeats) * scale
@@ -165,7 +167,7 @@ def run(workdir: Path, *, symbols: int, versions: int, per_day: int, repeats: in
     built = time.perf_counter() - started
     plain = workdir / "plain" / "archive"
     shutil.copytree(versioned.parent, plain.parent)
-    shutil.rmtree(versions_dir(plain))
+    shutil.rmtree(VersionLog(plain).directory)
     middle = versions // 2
     params = ["MKT-001", FIRST_DAY, FIRST_DAY + timedelta(days=DAYS - 1)]
     assert run_query(QUERY, ArchiveTiers.of(plain), QueryOptions(parameters=params)) == run_query(

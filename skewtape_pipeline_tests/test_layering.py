@@ -293,3 +293,41 @@ def test_root_taking_functions_when_given_methods_and_nested_functions_names_the
         "    def g(root, /): ...\n"
     )
     assert root_taking_functions(source) == ["A.__init__", "f", "f.g"]
+
+
+LOCK_NAME = "archive_lock"
+LOCK_USERS = frozenset({"ticks/archive/store/layout.py", "ticks/archive/core.py"})
+"""The modules that may name the archive's lock function: its definition, and the core whose
+``locked`` is every writer's one way to the lock."""
+
+
+def uses_name(source: str, name: str) -> bool:
+    """True when ``source`` uses ``name``: a name, an attribute (``x.name``), an import of it
+    (``from m import name``) or its definition."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name) and node.id == name:
+            return True
+        if isinstance(node, ast.Attribute) and node.attr == name:
+            return True
+        if isinstance(node, ast.ImportFrom) and any(a.name == name for a in node.names):
+            return True
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+            return True
+    return False
+
+
+def test_archive_lock_when_scanned_is_named_only_by_its_definition_and_the_core():
+    users = {
+        path.relative_to(PACKAGE).as_posix()
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if uses_name(path.read_text(encoding="utf-8"), LOCK_NAME)
+    }
+    assert users == LOCK_USERS
+
+
+def test_uses_name_when_given_a_name_an_attribute_an_import_or_a_definition_finds_each():
+    assert uses_name("from m import archive_lock\n", LOCK_NAME)
+    assert uses_name("layout.archive_lock(root)\n", LOCK_NAME)
+    assert uses_name("f = archive_lock\n", LOCK_NAME)
+    assert uses_name("def archive_lock(root): ...\n", LOCK_NAME)
+    assert not uses_name("'archive_lock' in text  # archive_lock\n", LOCK_NAME)

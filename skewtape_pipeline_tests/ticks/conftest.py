@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 
 from skewtape_pipeline.mirror.apply import apply_delta
+from skewtape_pipeline.ticks.archive import core
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.store import version_recording
 from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_LOCK_WAIT_SECONDS
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.encode.model import SchemaRequest, TickBatch, TickSchema
@@ -145,13 +145,15 @@ default archive waits the floor, one waiting longer its own timeout."""
 
 @pytest.fixture
 def version_lock_waits(monkeypatch) -> list[tuple[str, float]]:
-    """``(what, timeout)`` of every archive lock taken to record a version, as taken."""
+    """``(what, timeout)`` of every archive lock taken to record a version, as taken (the core's
+    lock, ``ArchiveCore.locked``, held for ``"recording a version"``)."""
     waits: list[tuple[str, float]] = []
-    real_lock = version_recording.archive_lock
+    real_lock = core.archive_lock
 
     def recording_lock(root, *, timeout, what):
-        waits.append((what, timeout))
+        if what == "recording a version":
+            waits.append((what, timeout))
         return real_lock(root, timeout=timeout, what=what)
 
-    monkeypatch.setattr(version_recording, "archive_lock", recording_lock)
+    monkeypatch.setattr(core, "archive_lock", recording_lock)
     return waits

@@ -43,7 +43,6 @@ from skewtape_pipeline.orchestration.ticks.metadata import (
 from skewtape_pipeline.orchestration.ticks.partitions import DATE_DIMENSION
 from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.ticks.archive.store.file_compression import file_compression
-from skewtape_pipeline.ticks.archive.store.versions import version_count
 
 TICK_ARCHIVE_TIERS = dg.AssetKey("tick_archive_tiers")
 TICK_ARCHIVE_STATS = dg.AssetKey("tick_archive_stats")
@@ -155,7 +154,7 @@ def tick_archive_stats(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.M
         kept=len(tick_archive.versions.list()),
         tags=len(tick_archive.versions.tags()),
         past_bytes=tick_archive.versions.past_bytes(),
-        latest=version_count(tick_archive.root),
+        latest=tick_archive.core.versions.count(),
     )
     return dg.MaterializeResult(metadata=archive_metrics_metadata(tick_archive.stats()) | versions)
 

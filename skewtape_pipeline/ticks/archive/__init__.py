@@ -52,7 +52,9 @@ Modules:
 - ``trust``: every file against the record made when it was written; what readers verify before
   reading (``verify_before_reading``).
 - ``versions``: every committed change recorded as a numbered version (the version log, as-of
-  reads, tags).
+  reads, tags); ``VersionLog`` (``core.versions``) reads and writes it. ``version_files``: the
+  log's files (where each lives, reading one); ``version_recording``: writing a version or a
+  tag.
 - ``version_pruning``: pruning versions on purpose and the files only past versions read
   (``prune_versions``, ``past_version_bytes``).
 """

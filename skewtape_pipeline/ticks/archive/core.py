@@ -1,5 +1,5 @@
 """The archive as one object: its root, its resolved tiers, its catalog, its books (write-once
-mode and audit log), its one lock.
+mode and audit log), its version log, its one lock.
 
 :class:`ArchiveCore` is what every operation (``ops/``) is handed: built once by the front door
 (``handle.Archive``), it holds the archive's address and options, so no operation takes the
@@ -28,6 +28,7 @@ from skewtape_pipeline.ticks.archive.store.tiers import (
     record_policy,
     recorded_policy,
 )
+from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 
 
 class _Beside:
@@ -91,6 +92,9 @@ class ArchiveCore:
         self.books = Books(self.root, self.audit_log)
         """The archive's write-once mode and audit log (``books.Books``): every check and audit
         record of an operation goes through it."""
+        self.versions = VersionLog(self.root, self.books, self.catalog)
+        """The archive's version log (``versions.VersionLog``): every version recorded, read
+        or tagged goes through it (its writers under :meth:`locked`)."""
         self.lock_timeout = _checked_lock_timeout(lock_timeout)
         self.books_and_records = bool(books_and_records)
 

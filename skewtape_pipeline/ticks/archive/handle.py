@@ -49,11 +49,7 @@ from skewtape_pipeline.ticks.archive.store.reports_table import read_venue_day_r
 from skewtape_pipeline.ticks.archive.store.tiers import (
     ArchiveTiers,
 )
-from skewtape_pipeline.ticks.archive.store.versions import (
-    AsOf,
-    resolve_as_of,
-    version_state,
-)
+from skewtape_pipeline.ticks.archive.store.versions import AsOf
 from skewtape_pipeline.ticks.archive.versions_api import ArchiveVersions
 from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.options import DEFAULT_ENCODING, TickEncoding
@@ -552,7 +548,8 @@ class Archive:
         self.reader.snapshot(None if as_of is None else as_of)  # refuses a root without archive
         if as_of is None:
             return archive_state(self.root)
-        return version_state(self.root, resolve_as_of(self.root, as_of))
+        versions = self.core.versions
+        return versions.state(versions.resolve_as_of(as_of))
 
     def symbols(self, as_of: AsOf | None = None) -> list[str]:
         """The symbols with at least one visible symbol-day, sorted.

@@ -13,13 +13,7 @@ from skewtape_pipeline.ticks.archive.ops.version_pruning import (
     past_version_bytes,
     prune_versions,
 )
-from skewtape_pipeline.ticks.archive.store.version_recording import tag_version
-from skewtape_pipeline.ticks.archive.store.versions import (
-    Version,
-    latest_version,
-    list_tags,
-    list_versions,
-)
+from skewtape_pipeline.ticks.archive.store.version_files import Version
 
 
 class ArchiveVersions:
@@ -56,7 +50,7 @@ class ArchiveVersions:
         VersionError
             A version record that does not parse.
         """
-        return list_versions(self._core.root)
+        return self._core.versions.list()
 
     def latest(self) -> Version | None:
         """The latest version (never pruned).
@@ -71,7 +65,7 @@ class ArchiveVersions:
         VersionError
             Its record is damaged.
         """
-        return latest_version(self._core.root)
+        return self._core.versions.latest()
 
     def tags(self) -> dict[str, int]:
         """Every tag and the version it pins.
@@ -86,7 +80,7 @@ class ArchiveVersions:
         VersionError
             A tag record that does not parse.
         """
-        return list_tags(self._core.root)
+        return self._core.versions.tags()
 
     def tag(self, name: str, version: int | None = None) -> int:
         """Pin ``version`` as ``name``, audited, under the archive's lock (so a version pruning,
@@ -114,9 +108,7 @@ class ArchiveVersions:
             Another writer held the archive's lock beyond its ``lock_timeout`` seconds.
         """
         with self._core.writing(), self._core.locked("tagging a version"):
-            return tag_version(
-                self._core.root, name, version=version, audit_log=self._core.audit_log
-            )
+            return self._core.versions.tag(name, version=version)
 
     def prune(self, *, keep_last: int | None = None, older_than: date | None = None) -> PruneResult:
         """Drop old versions, then the files only they read; the latest and every tagged

@@ -40,7 +40,7 @@ from skewtape_pipeline.ticks.archive.store.reports_table import (
     write_venue_day_reports,
 )
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.store.versions import version_count
+from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 from skewtape_pipeline_tests.orchestration.conftest import run_month
 
 DAY = "2026-10-05"
@@ -135,12 +135,12 @@ def test_tick_archive_when_rerun_unchanged_reports_archive_version_0_not_an_earl
 ):
     first = run_day(two_months, instance, DAY)
     assert first.success
-    committed = version_count(sample_root / "archive")
+    committed = VersionLog(sample_root / "archive").count()
     assert committed > 0 and archive_versions_reported(first) == {committed}
 
     again = run_day(two_months, instance, DAY)  # the same fills: nothing changes
 
-    assert again.success and version_count(sample_root / "archive") == committed
+    assert again.success and VersionLog(sample_root / "archive").count() == committed
     assert archive_versions_reported(again) == {0}
 
 

@@ -13,7 +13,7 @@ from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.tier_assets import retier_run_config
 from skewtape_pipeline.ticks.archive.ops.query import run_query
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.store.versions import list_versions, version_count
+from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 from skewtape_pipeline_tests.orchestration.ticks.test_tier_assets import (
     DAYS,
     MONTHS,
@@ -31,9 +31,9 @@ def test_retier_and_prune_jobs_when_run_name_versions_and_prune_them(
 ):
     archive = archive_days(applied_chain, DAYS)
     rows = run_query(VIEW_ROWS, ArchiveTiers.of(archive))
-    compacted = version_count(archive)
-    assert [v.operation for v in list_versions(archive)] == ["compact"]
-    assert list_versions(archive)[0].sources  # the bundle each symbol-day came from
+    compacted = VersionLog(archive).count()
+    assert [v.operation for v in VersionLog(archive).list()] == ["compact"]
+    assert VersionLog(archive).list()[0].sources  # the bundle each symbol-day came from
     defs = build_definitions(SkewtapeHome(root=str(applied_chain)))
     retier_job = defs.resolve_job_def("retier_ticks")
     tags = {
@@ -46,7 +46,7 @@ def test_retier_and_prune_jobs_when_run_name_versions_and_prune_them(
         )
         assert result.success
         by_month = materializations(result, "tick_archive_tiers")
-        assert {m["archive_version"] for m in by_month.values()} == {version_count(archive)}
+        assert {m["archive_version"] for m in by_month.values()} == {VersionLog(archive).count()}
     stats = materializations(result, "tick_archive_stats")[None]
     assert stats["versions_kept"] == compacted + 2 == stats["archive_version"]
     assert stats["past_version_bytes"] > 0  # the warm files only the second version reads
@@ -54,7 +54,7 @@ def test_retier_and_prune_jobs_when_run_name_versions_and_prune_them(
     prune = defs.resolve_job_def("prune_tick_versions")
     config = {"ops": {"prune_tick_versions_op": {"config": {"keep_last": 1}}}}
     assert prune.execute_in_process(run_config=config, instance=instance).success
-    assert [v.version for v in list_versions(archive)] == [compacted + 2]
+    assert [v.version for v in VersionLog(archive).list()] == [compacted + 2]
     assert run_query(VIEW_ROWS, ArchiveTiers.of(archive)).equals(rows)
     result = retier_job.execute_in_process(
         run_config=retier_run_config(TO_COLD), instance=instance, tags=tags

@@ -46,7 +46,7 @@ from skewtape_pipeline.ticks.archive.store.layout import (
 from skewtape_pipeline.ticks.archive.store.placement import scan_hot_files
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.store.versions import EVENT_VERSION
+from skewtape_pipeline.ticks.archive.store.version_files import EVENT_VERSION
 from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch
 from skewtape_pipeline.ticks.encode.report import (
     DEFAULT_TARGET_RATIO,

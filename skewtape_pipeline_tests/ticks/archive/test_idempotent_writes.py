@@ -9,7 +9,7 @@ from datetime import date
 from pathlib import Path
 
 from skewtape_pipeline.cli import main
-from skewtape_pipeline.ticks.archive.store.versions import list_versions
+from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 from skewtape_pipeline_tests.ticks.conftest import KALSHI_FILE, write_text
 
 KALSHI_SYMBOL = "KXPAYROLLS-25APR-T0"
@@ -46,20 +46,20 @@ def test_compact_ticks_when_rerun_on_the_real_kalshi_file_writes_nothing_and_rec
     first = kalshi(capsys, archive)
     days = len(hot_inodes(archive))
     assert days > 10 and f"{days} symbol-days changed" in first
-    inodes, versions = hot_inodes(archive), len(list_versions(archive))
+    inodes, versions = hot_inodes(archive), len(VersionLog(archive).list())
 
     again = kalshi(capsys, archive)
     assert hot_inodes(archive) == inodes
-    assert len(list_versions(archive)) == versions
+    assert len(VersionLog(archive).list()) == versions
     assert f"0 symbol-days changed; {days} already held" in again
 
     assert f"moved {days} symbol-days" in retier(capsys, archive)
-    versions = len(list_versions(archive))
+    versions = len(VersionLog(archive).list())
     after_retier = kalshi(capsys, archive)
     assert hot_inodes(archive) == {}
     assert f"0 symbol-days changed; {days} already held" in after_retier
     assert "moved 0 symbol-days" in (moved := retier(capsys, archive)) and "removed 0" in moved
-    assert len(list_versions(archive)) == versions
+    assert len(VersionLog(archive).list()) == versions
 
 
 CSV = "timestamp_nanos,price,quantity,side,symbol\n"
@@ -80,7 +80,7 @@ def test_compact_ticks_when_one_day_changes_writes_that_day_alone_and_counts_it(
     archive = tmp_path / "archive"
     compact(capsys, ticks_csv(tmp_path / "a.csv", ["1.25", "1.50", "1.75"]), archive,
             "--as-of", "2026-11-30")  # fmt: skip
-    inodes, versions = hot_inodes(archive), len(list_versions(archive))
+    inodes, versions = hot_inodes(archive), len(VersionLog(archive).list())
 
     out = compact(capsys, ticks_csv(tmp_path / "b.csv", ["1.25", "1.55", "1.75"]), archive,
                   "--as-of", "2026-11-30")  # fmt: skip
@@ -89,7 +89,7 @@ def test_compact_ticks_when_one_day_changes_writes_that_day_alone_and_counts_it(
     assert [name for name in now if now[name] != inodes[name]] == [
         "symbol=S/year=2026/month=11/date=2026-11-02/part-0.parquet"
     ]
-    latest = list_versions(archive)
+    latest = VersionLog(archive).list()
     assert len(latest) == versions + 1
     assert latest[-1].changed == [("S", date(2026, 11, 2))]
 
@@ -99,8 +99,8 @@ def test_compact_ticks_when_the_same_ticks_come_at_a_later_as_of_keeps_the_hot_f
 ):
     archive, source = tmp_path / "archive", ticks_csv(tmp_path / "a.csv", ["1.25", "1.50"])
     compact(capsys, source, archive, "--as-of", "2026-11-03")
-    inodes, versions = hot_inodes(archive), len(list_versions(archive))
+    inodes, versions = hot_inodes(archive), len(VersionLog(archive).list())
     out = compact(capsys, source, archive, "--as-of", "2027-11-03")  # another tier's encoding
     assert "0 symbol-days changed; 2 already held" in out
     assert hot_inodes(archive) == inodes
-    assert len(list_versions(archive)) == versions
+    assert len(VersionLog(archive).list()) == versions

@@ -39,11 +39,8 @@ from skewtape_pipeline.ticks.archive.store.placement import (
 )
 from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.store.version_recording import record_version
-from skewtape_pipeline.ticks.archive.store.versions import (
-    EVENT_VERSION,
-    snapshot_dirs,
-)
+from skewtape_pipeline.ticks.archive.store.version_files import EVENT_VERSION
+from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
@@ -292,7 +289,7 @@ def test_cli_rebuild_catalog_when_catalog_deleted_exits_0_and_query_answers(tier
 
 def test_verify_archive_when_intact_finds_no_problem(tiered):
     result = verify_archive(ArchiveCore(tiered, policy=POLICY), full=True)
-    kept = [p for folder in snapshot_dirs(tiered) for p in folder.rglob("*.pq")]
+    kept = [p for folder in VersionLog(tiered).snapshot_dirs() for p in folder.rglob("*.pq")]
     assert result.problems == []
     assert kept  # the versions' catalogs, manifests and hot files are checked too
     assert result.files_checked == len(CatalogStore(tiered).read().files) + len(
@@ -317,7 +314,7 @@ def test_verify_archive_full_when_hot_page_bit_flipped_reports_the_file(tiered):
     with pytest.raises(OSError):
         pq.ParquetFile(hot.path, page_checksum_verification=True).read()
     problems = verify_archive(ArchiveCore(tiered, policy=POLICY), full=True).problems
-    kept = [p for folder in snapshot_dirs(tiered) for p in folder.rglob("*.pq")]
+    kept = [p for folder in VersionLog(tiered).snapshot_dirs() for p in folder.rglob("*.pq")]
     [link] = [p for p in kept if p.samefile(hot.path)]  # a version's link: the same bytes
     about_hot = [p for p in problems if str(hot.path) in p]
     assert [p for p in about_hot if "sha256" in p] and [p for p in about_hot if "page" in p]
@@ -330,7 +327,7 @@ def test_verify_archive_full_when_hot_page_bit_flipped_reports_the_file(tiered):
 def versioned(hot_only):
     """``hot_only`` with a version of its hot files recorded, then re-tiered (as ``tiered``):
     the moved hot files are gone, the version keeps them."""
-    record_version(hot_only, "compact")
+    VersionLog(hot_only).record("compact")
     Archive(hot_only, policy=POLICY).retier(as_of=STAGE_1)
     return hot_only
 
@@ -373,7 +370,7 @@ def test_verify_archive_reads_a_version_link_to_a_verified_hot_file_once(tiered,
     monkeypatch.setattr(integrity, "sha256_file", lambda p: hashed.append(p) or sha256_file(p))
     live = scan_hot_files(tiered)
     linked = [
-        p for folder in snapshot_dirs(tiered) for p in folder.rglob("*.pq")
+        p for folder in VersionLog(tiered).snapshot_dirs() for p in folder.rglob("*.pq")
         if any(p.samefile(hot.path) for hot in live)
     ]  # fmt: skip
 

@@ -41,7 +41,7 @@ from skewtape_pipeline.ticks.archive.store.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.store.placement import archive_metrics, locate, scan_hot_files
 from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, WARM, TierPolicy
 from skewtape_pipeline.ticks.archive.store.tiers import POLICY_RECORD, ArchiveTiers
-from skewtape_pipeline.ticks.archive.store.versions import snapshot_dirs
+from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 from skewtape_pipeline_tests.scale_out.servers import free_port
 from skewtape_pipeline_tests.ticks.archive.test_reads import assert_reads_as_the_view
 from skewtape_pipeline_tests.ticks.archive_builders import (
@@ -369,7 +369,7 @@ def test_verify_archive_on_s3_when_an_object_is_corrupted_names_it(tmp_path, no_
     root, policy = tiered_on_s3(tmp_path, s3_env)
     clean = verify_archive(ArchiveCore(root, policy=policy), full=True)
     catalog = CatalogStore(root).read()
-    kept = [p for folder in snapshot_dirs(root) for p in folder.rglob("*.pq")]
+    kept = [p for folder in VersionLog(root).snapshot_dirs() for p in folder.rglob("*.pq")]
     assert clean.ok, clean.problems
     assert clean.files_checked == len(catalog.files) + len(scan_hot_files(root)) + len(kept)
     [cold] = [f for f in catalog.files.values() if f.tier == COLD]
@@ -519,7 +519,7 @@ def test_cli_round_trip_when_policy_puts_warm_and_cold_on_s3(tmp_path, s3_env, c
     ]
     code, out, err = cli("verify-archive", str(archive), "--full", *policy)
     assert code == 0, err
-    kept = [p for folder in snapshot_dirs(archive) for p in folder.rglob("*.pq")]
+    kept = [p for folder in VersionLog(archive).snapshot_dirs() for p in folder.rglob("*.pq")]
     assert f"verified {2 + len(kept)} files" in out  # 2 consolidated objects, the versions' files
 
     bad = tmp_path / "bad.toml"

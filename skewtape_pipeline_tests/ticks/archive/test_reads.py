@@ -33,10 +33,7 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
 )
 from skewtape_pipeline.ticks.archive.store.layout import partition_file
 from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
-from skewtape_pipeline.ticks.archive.store.version_recording import commit_version
-from skewtape_pipeline.ticks.archive.store.versions import (
-    version_count,
-)
+from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 from skewtape_pipeline_tests.ticks.archive.test_integrity import flip_bit_in_data_page, tier_file
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
@@ -94,7 +91,7 @@ def assert_reads_as_the_view(archive: Archive, as_of=None, queries=QUERIES) -> N
 @pytest.fixture
 def hot(tmp_path, no_fsync) -> Path:
     root = build_archive(tmp_path, as_of=STAGE_1)
-    commit_version(root, "compact")
+    commit_compaction(archive_at(root).core)
     return root
 
 
@@ -124,7 +121,7 @@ def test_read_when_days_move_through_every_tier_equals_the_view_now_and_as_of_ea
     handle.prune()
     assert_reads_as_the_view(handle)
     fresh = Archive(hot, policy=POLICY, audit_log=None)
-    for number in range(1, version_count(hot) + 1):
+    for number in range(1, VersionLog(hot).count() + 1):
         assert_reads_as_the_view(fresh, as_of=number)
         assert_reads_as_the_view(handle, as_of=number)
 
@@ -292,7 +289,7 @@ def test_writing_one_more_symbol_day_touches_as_many_files_for_n_and_10n(tmp_pat
         assert not [p for p in touched.listed if Path(p) == root], "the root was listed"
         counts.append(touched.count())
     assert counts[0] == counts[1], counts
-    assert version_count(tmp_path / "200" / "archive") == 11
+    assert VersionLog(tmp_path / "200" / "archive").count() == 11
 
 
 def test_committing_a_new_day_decodes_no_row_of_the_hot_index_base(tmp_path, monkeypatch):
@@ -317,7 +314,7 @@ def test_committing_a_new_day_decodes_no_row_of_the_hot_index_base(tmp_path, mon
         )
     commit_compaction(archive.core)
     assert sum(decoded) == 0, decoded  # its footer says the base holds no such day
-    assert version_count(root) == 11
+    assert VersionLog(root).count() == 11
     index = hot_index.HotIndex.read(root)
     assert index is not None and len(index.entries()) == 202 and sum(decoded) == 200
 

@@ -29,7 +29,7 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
 from skewtape_pipeline.ticks.archive.store.hot_index import index_path
 from skewtape_pipeline.ticks.archive.store.layout import staging_folder
 from skewtape_pipeline.ticks.archive.store.spill import SymbolDayRouter
-from skewtape_pipeline.ticks.archive.store.versions import VERSIONS_DIR
+from skewtape_pipeline.ticks.archive.store.version_files import VERSIONS_DIR
 from skewtape_pipeline.ticks.encode import sources
 from skewtape_pipeline_tests.ticks.conftest import archive_at
 

@@ -34,7 +34,7 @@ from skewtape_pipeline.ticks.archive.store.layout import partition_file
 from skewtape_pipeline.ticks.archive.store.placement import archive_state, scan_hot_files
 from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.store.versions import snapshot_dirs
+from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 from skewtape_pipeline_tests.ticks.archive.test_integrity import flip_bit_in_data_page, tier_file
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
@@ -102,7 +102,7 @@ def test_verify_archive_when_hot_file_rewritten_with_valid_parquet_reports_it(ti
     times_1000(hot)
     pq.ParquetFile(hot, page_checksum_verification=True).read()  # valid Parquet, pages intact
     problems = verify_archive(ArchiveCore(tiered, policy=POLICY), full=full).problems
-    kept = [p for folder in snapshot_dirs(tiered) for p in folder.rglob("*.pq")]
+    kept = [p for folder in VersionLog(tiered).snapshot_dirs() for p in folder.rglob("*.pq")]
     [link] = [p for p in kept if p.samefile(hot)]  # the version's link: the same bytes
     assert problems and all(str(hot) in p or str(link) in p for p in problems)
     assert f"{trust.WRITTEN_BY_COMPACTION} recorded" in problems[0] and str(hot) in problems[0]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from skewtape_pipeline.cli import main
-from skewtape_pipeline.ticks.archive.store.versions import hot_blobs_dir
+from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
 
 DAY = "date=2025-12-01"
@@ -53,5 +53,5 @@ def test_recompacting_a_damaged_hot_file_restores_the_copy_its_versions_read(tmp
     code, after, err = run(capsys, "query", COUNT, "--archive", str(archive), "--as-of", "first")
     assert code == 0, err
     assert after == before
-    kept = next(hot_blobs_dir(archive).glob(f"symbol=KX-0/*/*/{DAY}/*.pq"))
+    kept = next(VersionLog(archive).hot_blobs_dir().glob(f"symbol=KX-0/*/*/{DAY}/*.pq"))
     assert kept.stat().st_ino == hot.stat().st_ino  # a link to the rewritten hot file again

@@ -17,26 +17,14 @@ from skewtape_pipeline import faults
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, VersionError, WriteOnceError
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.compact import commit_compaction, compact_symbol_day
 from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query, ticks_view_sql
-from skewtape_pipeline.ticks.archive.store.books import default_audit_log
+from skewtape_pipeline.ticks.archive.store.books import Books, default_audit_log
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.store.version_recording import (
-    commit_version,
-    tag_version,
-)
-from skewtape_pipeline.ticks.archive.store.versions import (
-    MAX_DELTA_DEPTH,
-    list_tags,
-    list_versions,
-    record_path,
-    resolve_as_of,
-    version_at,
-    version_count,
-    versions_dir,
-)
+from skewtape_pipeline.ticks.archive.store.version_files import MAX_DELTA_DEPTH
+from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline_tests.ticks.archive.test_reads import assert_reads_as_the_view
 from skewtape_pipeline_tests.ticks.archive_builders import (
@@ -87,12 +75,13 @@ def compact(
     """One compaction batch of one symbol-day under ``policy``, committed as a version (as
     ``compact_source`` does after its batch)."""
     symbol, day = key
+    core = archive_at(root, policy, audit_log=default_audit_log(root)).core
     compact_symbol_day(
-        archive_at(root, policy, audit_log=default_audit_log(root)).core,
+        core,
         ticks(symbol, day, variant),
         SymbolDayWrite(symbol=symbol, day=day, age_days=(as_of - day).days),
     )
-    return commit_version(root, "compact", audit_log=default_audit_log(root))
+    commit_compaction(core)
 
 
 def rows(root: Path, as_of=None) -> list[tuple]:
@@ -116,16 +105,16 @@ def archive(tmp_path, no_fsync) -> Path:
 
 
 def test_versions_when_each_batch_commits_number_them_with_operation_and_changed_days(archive):
-    versions = list_versions(archive)
+    versions = VersionLog(archive).list()
     assert [v.version for v in versions] == list(range(1, len(KEYS) + 1))
     assert [v.operation for v in versions] == ["compact"] * len(KEYS)
     assert [v.changed for v in versions] == [[key] for key in KEYS]
     assert all(a.time < b.time for a, b in itertools.pairwise(versions))
 
 
-def test_commit_version_when_nothing_changed_records_no_version(archive):
-    assert commit_version(archive, "compact") is None
-    assert version_count(archive) == len(KEYS)
+def test_record_when_nothing_changed_records_no_version(archive):
+    assert VersionLog(archive).record("compact") is None
+    assert VersionLog(archive).count() == len(KEYS)
 
 
 def test_read_as_of_when_a_day_was_recompacted_returns_the_ticks_before(archive):
@@ -143,28 +132,28 @@ def test_read_as_of_when_retier_and_removal_deleted_files_still_reads_them(archi
     Archive(archive, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)
     assert KEYS[1] not in {(r[0], r[1]) for r in rows(archive)}
     assert rows(archive, as_of=len(KEYS)) == before
-    assert [v.operation for v in list_versions(archive)][-3:] == ["retier", "remove", "retier"]
+    assert [v.operation for v in VersionLog(archive).list()][-3:] == ["retier", "remove", "retier"]
 
 
 def test_resolve_as_of_when_given_a_time_finds_the_latest_version_at_or_before_it(archive):
-    versions = list_versions(archive)
+    versions = VersionLog(archive).list()
     third = versions[2]
-    assert resolve_as_of(archive, third.time).version == 3
-    assert resolve_as_of(archive, third.time + timedelta(microseconds=1)).version == 3
+    assert VersionLog(archive).resolve_as_of(third.time).version == 3
+    assert VersionLog(archive).resolve_as_of(third.time + timedelta(microseconds=1)).version == 3
     iso = third.time.isoformat().replace("+00:00", "Z")
-    assert resolve_as_of(archive, iso).version == 3
-    assert version_at(archive, datetime(2000, 1, 1, tzinfo=UTC)) is None
+    assert VersionLog(archive).resolve_as_of(iso).version == 3
+    assert VersionLog(archive).at(datetime(2000, 1, 1, tzinfo=UTC)) is None
     with pytest.raises(VersionError, match="no version at or before"):
-        resolve_as_of(archive, "2000-01-01T00:00:00")
+        VersionLog(archive).resolve_as_of("2000-01-01T00:00:00")
 
 
 def test_resolve_as_of_when_unknown_refuses_naming_what_was_asked(archive):
     with pytest.raises(VersionError, match="version 99: no such version"):
-        resolve_as_of(archive, 99)
+        VersionLog(archive).resolve_as_of(99)
     with pytest.raises(VersionError, match="no tag 'nope'"):
-        resolve_as_of(archive, "nope")
+        VersionLog(archive).resolve_as_of("nope")
     with pytest.raises(VersionError, match="not a version number"):
-        resolve_as_of(archive, "2026-13-45")
+        VersionLog(archive).resolve_as_of("2026-13-45")
 
 
 def test_view_sql_as_of_a_version_works_on_the_users_own_connection(archive):
@@ -184,13 +173,13 @@ def test_view_sql_as_of_a_version_works_on_the_users_own_connection(archive):
 
 def test_tag_when_pinned_survives_pruning_and_reads_its_version(archive):
     before = rows(archive)
-    assert tag_version(archive, "paper-2026", version=2) == 2
+    assert VersionLog(archive).tag("paper-2026", version=2) == 2
     for variant in (1, 2, 3):
         compact(archive, KEYS[0], variant=variant)
     Archive(archive, policy=POLICY, audit_log=None).versions.prune(keep_last=1)
-    kept = [v.version for v in list_versions(archive)]
-    assert kept == [2, version_count(archive)]
-    assert list_tags(archive) == {"paper-2026": 2}
+    kept = [v.version for v in VersionLog(archive).list()]
+    assert kept == [2, VersionLog(archive).count()]
+    assert VersionLog(archive).tags() == {"paper-2026": 2}
     assert rows(archive, as_of="paper-2026") == rows_of_first_two(before)
 
 
@@ -199,16 +188,16 @@ def rows_of_first_two(rows_now: list[tuple]) -> list[tuple]:
 
 
 def test_tag_when_name_pins_another_version_refuses(archive):
-    tag_version(archive, "t1", version=1)
-    assert tag_version(archive, "t1", version=1) == 1
+    VersionLog(archive).tag("t1", version=1)
+    assert VersionLog(archive).tag("t1", version=1) == 1
     with pytest.raises(VersionError, match="pins version 1 already"):
-        tag_version(archive, "t1", version=2)
+        VersionLog(archive).tag("t1", version=2)
     with pytest.raises(ConfigError, match="tag '1x'"):
-        tag_version(archive, "1x")
+        VersionLog(archive).tag("1x")
 
 
 def test_tags_and_versions_when_made_are_audited(archive):
-    tag_version(archive, "audited", audit_log=default_audit_log(archive))
+    VersionLog(archive, Books(archive, default_audit_log(archive))).tag("audited")
     log = archive.parent / "audit.jsonl"
     events = [json.loads(line)["event"] for line in log.read_text().splitlines()]
     assert events.count("tick-archive-version") == len(KEYS)
@@ -223,7 +212,7 @@ def test_prune_versions_when_keep_last_removes_only_files_no_kept_version_reads(
     compact(archive, KEYS[0], variant=1)
     Archive(archive, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)
     assert Archive(archive, policy=POLICY).versions.past_bytes() > 0
-    latest = version_count(archive)
+    latest = VersionLog(archive).count()
     now = rows(archive)
     result = Archive(archive, policy=POLICY, audit_log=None).versions.prune(keep_last=1)
     assert result.kept == [latest]
@@ -232,14 +221,14 @@ def test_prune_versions_when_keep_last_removes_only_files_no_kept_version_reads(
     assert rows(archive, as_of=latest) == now
     assert Archive(archive, policy=POLICY).versions.past_bytes() == 0
     with pytest.raises(VersionError, match="was pruned"):
-        resolve_as_of(archive, 1)
+        VersionLog(archive).resolve_as_of(1)
 
 
 def test_read_as_of_when_a_version_record_is_missing_names_the_file(archive):
-    record = record_path(archive, 2)
+    record = VersionLog(archive).record_path(2)
     record.unlink()  # as a partial copy of the archive would leave it
     with pytest.raises(VersionError, match="was pruned or its record is missing") as error:
-        resolve_as_of(archive, 2)
+        VersionLog(archive).resolve_as_of(2)
     assert str(record) in str(error.value)
 
 
@@ -255,15 +244,15 @@ def test_prune_versions_when_books_and_records_refuses(archive):
     Archive(archive, policy=POLICY, audit_log=None).core.books.enable()
     with pytest.raises(WriteOnceError):
         Archive(archive, policy=POLICY, audit_log=None).versions.prune(keep_last=1)
-    assert version_count(archive) == len(list_versions(archive))
+    assert VersionLog(archive).count() == len(VersionLog(archive).list())
 
 
 def test_prune_versions_when_handle_built_write_once_turns_the_mode_on_and_refuses(archive):
-    kept = [v.version for v in list_versions(archive)]
+    kept = [v.version for v in VersionLog(archive).list()]
     handle = Archive(archive, policy=POLICY, audit_log=None, books_and_records=True)
     with pytest.raises(WriteOnceError):
         handle.versions.prune(keep_last=1)
-    assert [v.version for v in list_versions(archive)] == kept
+    assert [v.version for v in VersionLog(archive).list()] == kept
     with pytest.raises(WriteOnceError):  # the mode is the archive's now, for every handle
         Archive(archive, policy=POLICY, audit_log=None).versions.prune(keep_last=1)
 
@@ -272,9 +261,9 @@ def test_tag_when_another_writer_holds_the_lock_refuses_and_pins_nothing(archive
     handle = Archive(archive, policy=POLICY, audit_log=None)
     with handle.core.locked("pruning versions"), pytest.raises(ArchiveBusyError, match="pruning"):
         handle.versions.tag("during-prune")
-    assert list_tags(archive) == {}
-    assert handle.versions.tag("after-prune") == version_count(archive)
-    assert handle.versions.tags() == {"after-prune": version_count(archive)}
+    assert VersionLog(archive).tags() == {}
+    assert handle.versions.tag("after-prune") == VersionLog(archive).count()
+    assert handle.versions.tags() == {"after-prune": VersionLog(archive).count()}
 
 
 def test_prune_versions_when_rule_is_missing_or_double_refuses(archive):
@@ -291,7 +280,7 @@ def test_archive_read_when_filtered_equals_the_view_now_and_as_of_past_versions(
     Archive(archive, policy=POLICY, audit_log=None).retier(as_of=STAGE_1)
     compact(archive, KEYS[4], variant=2)
     handle = Archive(archive, policy=POLICY)
-    for as_of in (None, 3, version_count(archive) - 1, version_count(archive)):
+    for as_of in (None, 3, VersionLog(archive).count() - 1, VersionLog(archive).count()):
         got = handle.read(["CL/F"], start=DAYS[1], end=DAYS[2], as_of=as_of)
         expected = [
             r for r in rows(archive, as_of=as_of) if r[0] == "CL/F" and DAYS[1] <= r[1] <= DAYS[2]
@@ -350,7 +339,7 @@ def test_every_version_reads_as_the_view_read_right_after_it_committed(
     root = tmp_path_factory.mktemp("versions") / "archive"
     for key in KEYS[::3]:
         compact(root, key)
-    captured = {version_count(root): rows(root)}
+    captured = {VersionLog(root).count(): rows(root)}
     handle = Archive(root, policy=POLICY, audit_log=None)  # kept throughout: revalidates
     for name, key, arg in operations:
         if name == "compact":
@@ -361,7 +350,7 @@ def test_every_version_reads_as_the_view_read_right_after_it_committed(
             Archive(root, policy=POLICY, audit_log=None).remove([key])
         else:
             Archive(root, policy=POLICY, audit_log=None).retier(as_of=(STAGE_1, STAGE_2)[arg])
-        captured.setdefault(version_count(root), rows(root))
+        captured.setdefault(VersionLog(root).count(), rows(root))
         assert_reads_as_the_view(handle, queries=READS)  # the view's rows, in its order
     for number, expected in captured.items():
         assert rows(root, as_of=number) == expected, number
@@ -374,14 +363,14 @@ CHECKPOINTS = ["version-snapshots", "version-record", "version-indexed"]
 
 
 @pytest.mark.parametrize("point", CHECKPOINTS)
-def test_commit_version_when_crashing_at_a_checkpoint_a_rerun_finishes(archive, point):
+def test_recording_a_version_when_crashing_at_a_checkpoint_a_rerun_finishes(archive, point):
     before = {n: rows(archive, as_of=n) for n in range(1, len(KEYS) + 1)}
     with faults.installed(crash_at_name(point)), pytest.raises(Crash):
         compact(archive, KEYS[0], variant=1)
-    recorded = version_count(archive)
+    recorded = VersionLog(archive).count()
     assert recorded == len(KEYS) + (1 if point == "version-indexed" else 0)
     compact(archive, KEYS[0], variant=1)  # the rerun
-    assert version_count(archive) == len(KEYS) + 1
+    assert VersionLog(archive).count() == len(KEYS) + 1
     assert rows(archive, as_of=len(KEYS) + 1) == rows(archive)
     assert {n: rows(archive, as_of=n) for n in before} == before
 
@@ -393,13 +382,13 @@ def test_prune_versions_when_crashing_keeps_every_kept_version_readable(archive,
     Archive(archive, policy=POLICY, audit_log=None).retier(as_of=STAGE_1)
     compact(archive, KEYS[0], variant=1)
     Archive(archive, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)
-    before = {v.version: rows(archive, as_of=v.version) for v in list_versions(archive)}
+    before = {v.version: rows(archive, as_of=v.version) for v in VersionLog(archive).list()}
     with faults.installed(crash_at_name(point)), pytest.raises(Crash):
         Archive(archive, policy=POLICY, audit_log=None).versions.prune(keep_last=2)
-    for v in list_versions(archive):
+    for v in VersionLog(archive).list():
         assert rows(archive, as_of=v.version) == before[v.version]
     Archive(archive, policy=POLICY, audit_log=None).versions.prune(keep_last=2)
-    kept = [v.version for v in list_versions(archive)]
+    kept = [v.version for v in VersionLog(archive).list()]
     assert len(kept) == 2
     for number in kept:
         assert rows(archive, as_of=number) == before[number]
@@ -409,7 +398,7 @@ def test_retier_when_crashing_after_its_commit_a_rerun_records_the_version(archi
     before = rows(archive)
     with faults.installed(crash_at_name("committed")), pytest.raises(Crash):
         Archive(archive, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)
-    assert version_count(archive) == len(KEYS)
+    assert VersionLog(archive).count() == len(KEYS)
     result = Archive(archive, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)
     assert result.version == len(KEYS) + 1
     assert rows(archive, as_of=len(KEYS)) == before
@@ -419,7 +408,7 @@ def test_versions_when_archive_is_copied_read_the_copy(archive, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(archive.parent, copy)
     assert rows(copy / "archive", as_of=2) == rows(archive, as_of=2)
-    assert versions_dir(copy / "archive").is_dir()
+    assert VersionLog(copy / "archive").directory.is_dir()
 
 
 # --- the command line ---------------------------------------------------------------------------
@@ -499,14 +488,14 @@ def test_versions_when_tiers_are_on_s3_read_replaced_objects_until_pruned(
         table = table.set_column(2, "ts", table["ts"].cast(pa.int64()))
         return sorted(zip(*(table[c].to_pylist() for c in table.column_names), strict=True))
 
-    captured = {version_count(root): view()}
+    captured = {VersionLog(root).count(): view()}
     Archive(root, policy=policy, audit_log=None).retier(as_of=STAGE_1)
-    captured[version_count(root)] = view()
+    captured[VersionLog(root).count()] = view()
     compact(root, KEYS[0], variant=2, policy=policy)
     Archive(root, policy=policy, audit_log=None).retier(as_of=STAGE_2)
-    captured[version_count(root)] = view()
+    captured[VersionLog(root).count()] = view()
     Archive(root, policy=policy, audit_log=None).withdraw([KEYS[5]])
-    captured[version_count(root)] = view()
+    captured[VersionLog(root).count()] = view()
     assert len(captured) == 4
     for number, expected in captured.items():
         assert view(as_of=number) == expected, number
@@ -519,24 +508,24 @@ def test_versions_when_tiers_are_on_s3_read_replaced_objects_until_pruned(
     Archive(root, policy=policy, audit_log=None).versions.prune(keep_last=1)
     left = [k for k in objects_under(s3_env, prefix) if k.endswith(".parquet")]
     assert len(left) < len(stored)
-    assert view() == view(as_of=version_count(root)) == captured[version_count(root)]
+    assert view() == view(as_of=VersionLog(root).count()) == captured[VersionLog(root).count()]
 
 
 def test_versions_when_manifests_are_deltas_past_their_depth_every_kept_version_reads(archive):
-    captured = {version_count(archive): rows(archive)}
+    captured = {VersionLog(archive).count(): rows(archive)}
     for variant in range(1, MAX_DELTA_DEPTH + 4):
         compact(archive, KEYS[variant % 2], variant=variant)
-        captured[version_count(archive)] = rows(archive)
+        captured[VersionLog(archive).count()] = rows(archive)
     middle = len(KEYS) + 5
-    tag_version(archive, "middle", version=middle)
+    VersionLog(archive).tag("middle", version=middle)
     Archive(archive, policy=POLICY, audit_log=None).versions.prune(
         keep_last=1
     )  # the middle's delta chain stays
-    for number in (middle, version_count(archive)):
+    for number in (middle, VersionLog(archive).count()):
         assert rows(archive, as_of=number) == captured[number]
-    stored = list((versions_dir(archive) / "manifests").iterdir())
+    stored = list((VersionLog(archive).directory / "manifests").iterdir())
     assert len(stored) <= 2 * (MAX_DELTA_DEPTH + 1)  # the two kept chains, no more
-    assert len(stored) < version_count(archive)
+    assert len(stored) < VersionLog(archive).count()
 
 
 def retier_checkpoints(tmp_path: Path) -> list[str]:
@@ -563,7 +552,7 @@ def test_retier_when_crashing_at_any_checkpoint_every_version_reads_what_it_read
     names = retier_checkpoints(tmp_path)
     assert "committed" in names and "version-indexed" in names
     base = versioned_archive(tmp_path / "base")
-    before = {v.version: rows(base, as_of=v.version) for v in list_versions(base)}
+    before = {v.version: rows(base, as_of=v.version) for v in VersionLog(base).list()}
     for point, name in enumerate(names):
         work = tmp_path / f"crash-{point}"
         shutil.copytree(base.parent, work / "data")
@@ -573,6 +562,6 @@ def test_retier_when_crashing_at_any_checkpoint_every_version_reads_what_it_read
         for number, expected in before.items():
             assert rows(root, as_of=number) == expected, f"after a crash at {name}"
         Archive(root, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)  # the rerun finishes
-        assert rows(root, as_of=version_count(root)) == rows(root), name
+        assert rows(root, as_of=VersionLog(root).count()) == rows(root), name
         for number, expected in before.items():
             assert rows(root, as_of=number) == expected, f"after the rerun, crash at {name}"

@@ -13,7 +13,7 @@ import pytest
 
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import ChainError
-from skewtape_pipeline.ticks.archive.store.versions import version_count
+from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 from skewtape_pipeline.ticks.fills.month_archive import month_venue_days
 
 
@@ -61,10 +61,10 @@ def test_archive_month_when_a_later_month_corrects_fills_archives_the_corrected_
     assert " 0 symbol-days of earlier months" not in out
     assert archive_rows(mirror / "archive", "kalshi", "2026-09") == fills_rows(corrected)
 
-    versions = version_count(mirror / "archive")
+    versions = VersionLog(mirror / "archive").count()
     assert main(argv) == 0  # a rerun: everything is archived as it is
     assert capsys.readouterr().out.endswith("; 0 symbol-days changed\n")
-    assert version_count(mirror / "archive") == versions
+    assert VersionLog(mirror / "archive").count() == versions
 
 
 def test_month_venue_days_when_the_month_is_not_applied_refuses_naming_sync(tmp_path: Path):

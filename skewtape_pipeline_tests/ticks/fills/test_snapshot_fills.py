@@ -26,7 +26,7 @@ from skewtape_pipeline.ticks.archive.store.books import (
 from skewtape_pipeline.ticks.archive.store.layout import partition_file
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.store.versions import EVENT_VERSION
+from skewtape_pipeline.ticks.archive.store.version_files import EVENT_VERSION
 from skewtape_pipeline.ticks.fills import snapshot_fills
 from skewtape_pipeline.ticks.fills.snapshot_fills import (
     archive_read_back_problems,

@@ -91,7 +91,6 @@ from skewtape_pipeline.ticks.archive.store.spill import (
     new_spill_folder,
     remove_orphaned_staging,
 )
-from skewtape_pipeline.ticks.archive.store.version_recording import commit_version
 from skewtape_pipeline.ticks.encode.model import (
     TickBatch,
 )
@@ -562,17 +561,12 @@ def compact_source(
 
 
 def commit_compaction(core: ArchiveCore, sources: Mapping[SymbolDayKey, str] | None = None) -> None:
-    """Record the archive's version after compaction wrote to it
-    (``version_recording.commit_version``, nothing when nothing changed; ``sources``: the bundle
-    each symbol-day came from), waiting for the lock as long as the writes did
-    (:func:`compaction_lock_wait`)."""
-    commit_version(
-        core.root,
-        "compact",
-        sources=sources,
-        audit_log=core.audit_log,
-        lock_timeout=compaction_lock_wait(core),
-    )
+    """Record the archive's version after compaction wrote to it (``VersionLog.record``,
+    nothing when nothing changed; ``sources``: the bundle each symbol-day came from) under the
+    archive's lock, waiting for it as long as the writes did (:func:`compaction_lock_wait`;
+    ArchiveBusyError "recording a version" after that)."""
+    with core.waiting(compaction_lock_wait(core)).locked("recording a version"):
+        core.versions.record("compact", sources=sources)
 
 
 ENCODE_WORKERS = max(1, min(2, os.cpu_count() or 1))

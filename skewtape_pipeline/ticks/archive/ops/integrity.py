@@ -90,13 +90,7 @@ from skewtape_pipeline.ticks.archive.store.trust import (
     record_problems,
     unrecorded_hint,
 )
-from skewtape_pipeline.ticks.archive.store.version_recording import record_version
-from skewtape_pipeline.ticks.archive.store.versions import (
-    SUFFIX,
-    list_versions,
-    snapshot_dirs,
-    version_state,
-)
+from skewtape_pipeline.ticks.archive.store.version_files import SUFFIX
 from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch
 
 if TYPE_CHECKING:
@@ -184,7 +178,7 @@ def rebuild_catalog(core: ArchiveCore, *, allow_fewer: bool = False) -> RebuildR
         core.catalog.write(catalog)
         added = _record_unrecorded_hot_files(core, catalog, records, list(hot.values()))
         _audit_rebuild(core, catalog, superseded, sorted(added))
-        record_version(root, "rebuild-catalog", audit_log=core.audit_log)
+        core.versions.record("rebuild-catalog")
     return RebuildResult(
         root,
         catalog.generation,
@@ -463,7 +457,7 @@ def verify_archive(core: ArchiveCore, *, full: bool = False) -> ArchiveVerificat
     ]
     hot = _verified_hot_files(core, catalog, records, full)
     problems += _index_problems(core)
-    kept = _verified_version_files(tiers, full, hot.hot, {path for _, path in on_disk})
+    kept = _verified_version_files(core, full, hot.hot, {path for _, path in on_disk})
     problems += hot.problems + kept.problems
     checked, checked_bytes = checked + hot.files, checked_bytes + hot.bytes
     if checked:
@@ -539,28 +533,28 @@ def _index_problems(core: ArchiveCore) -> list[str]:
 
 
 def _verified_version_files(
-    tiers: ArchiveTiers,
+    core: ArchiveCore,
     full: bool,
     hot: dict[tuple[int, int], tuple[Path, str | None]],
     on_disk: set[TierFile],
 ) -> _Checked:
-    """What the kept versions read (``ticks.archive.store.versions``): every version's snapshots and
-    kept hot files present (``versions.version_state``) and the consolidated files its catalog
-    lists among those ``on_disk`` (the stores' listing); every content-named file versions keep
-    (``versions.snapshot_dirs``: catalog snapshots, manifests, kept hot files) holding the bytes
-    its name records (its sha256), with a readable footer and, with ``full``, pages. A kept hot
-    file that is a link to a hot file checked already (``hot``: the same inode) is not read
-    again."""
-    checked, root = _Checked(), tiers.root
+    """What the kept versions of the archive (``core.versions``: its ``VersionLog``) read:
+    every version's snapshots and kept hot files present (``VersionLog.state``) and the
+    consolidated files its catalog lists among those ``on_disk`` (the stores' listing); every
+    content-named file versions keep (``VersionLog.snapshot_dirs``: catalog snapshots,
+    manifests, kept hot files) holding the bytes its name records (its sha256), with a readable
+    footer and, with ``full``, pages. A kept hot file that is a link to a hot file checked
+    already (``hot``: the same inode) is not read again."""
+    checked, tiers, log = _Checked(), core.tiers, core.versions
     try:
-        versions = list_versions(root)
+        versions = log.list()
     except VersionError as exc:
         return _Checked([str(exc)])
     readers: dict[TierFile, list[int]] = {}
     kept: dict[Path, _KeptHot] = {}
     for version in versions:
         try:
-            state = version_state(root, version)
+            state = log.state(version)
         except (VersionError, TickFormatError) as exc:
             checked.problems.append(f"version {version.version}: {exc}")
             continue
@@ -573,7 +567,7 @@ def _verified_version_files(
             checked.problems.append(
                 f"{path}: missing (kept version(s) {_numbers(numbers)} read it)"
             )
-    blobs = [p for folder in snapshot_dirs(root) for p in sorted(folder.rglob(f"*{SUFFIX}"))]
+    blobs = [p for folder in log.snapshot_dirs() for p in sorted(folder.rglob(f"*{SUFFIX}"))]
     for index, path in enumerate(blobs):
         stamp = FileStamp.of(path)
         problems = _content_problems(path, stamp, hot, full)
@@ -586,7 +580,7 @@ def _verified_version_files(
 
 @dataclass
 class _KeptHot:
-    """A hot file versions keep (``versions.hot_blob``) and the versions that read it."""
+    """A hot file versions keep (``VersionLog.hot_blob``) and the versions that read it."""
 
     hot: HotFile
     versions: list[int] = field(default_factory=list)

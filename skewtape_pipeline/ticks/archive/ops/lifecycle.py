@@ -13,7 +13,7 @@ with where the tier policy wants it at ``as_of``; :func:`retier` carries the pla
    each removal audited before it happens), but a consolidated file a kept version of the
    archive still reads (``ticks.archive.store.versions``) is retained until ``prune-versions`` drops
    the last such version. In ``books_and_records`` mode nothing is removed: the replaced files are
-   retained and the result says so; then the version (``version_recording.record_version``) is
+   retained and the result says so; then the version (``VersionLog.record``) is
    recorded.
 
 Warm and cold roots may be S3 prefixes (``skewtape_pipeline.storage``): a new file is then verified
@@ -125,7 +125,6 @@ from skewtape_pipeline.ticks.archive.store.trust import (
     record_problems,
     required_hot_record,
 )
-from skewtape_pipeline.ticks.archive.store.version_recording import record_version
 from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch, read_file_facts
 from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport, compression_ratio
@@ -258,7 +257,7 @@ def retier(
         garbage = unreachable_files(tiers, books=books)
         catalog, removed, retained = _remove_replaced(core, catalog, garbage, books=books)
         core.catalog.settle_hot_records()
-        version = record_version(root, "retier", audit_log=core.audit_log)
+        version = core.versions.record("retier")
     return RetierResult(
         archive_root=root,
         as_of=plan.as_of,
@@ -683,7 +682,7 @@ def _without_stale_stamp(core: ArchiveCore, partition: CatalogPartition) -> Cata
 
 def prune(core: ArchiveCore) -> list[TierFile]:
     """Remove superseded files (moved hot files, replaced or uncommitted consolidated files)
-    that no kept version reads (``versions.kept_catalog_paths``).
+    that no kept version reads (``VersionLog.kept_catalog_paths``).
 
     What :func:`retier` does after its commit, on its own (e.g. after an interrupted run).
     Every removal is audited before it happens. Returns the files removed.

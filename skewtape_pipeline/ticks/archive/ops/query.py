@@ -95,12 +95,7 @@ from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, WARM
 from skewtape_pipeline.ticks.archive.store.reports_table import PLACES_SCHEMA, reports_view_sql
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers, normalized
 from skewtape_pipeline.ticks.archive.store.trust import verify_before_reading
-from skewtape_pipeline.ticks.archive.store.versions import (
-    AsOf,
-    resolve_as_of,
-    verify_version,
-    version_state,
-)
+from skewtape_pipeline.ticks.archive.store.versions import AsOf, VersionLog, verify_version
 
 VIEW_NAME = "ticks"
 VIEW_COLUMNS = ("symbol", "date", "ts", "price", "quantity", "side", "tier", "year", "month")
@@ -114,7 +109,7 @@ Narrow = Callable[[ArchiveState], ArchiveState]
 def ticks_view_sql(archives: Archives, *, name: str = VIEW_NAME, as_of: AsOf | None = None) -> str:
     """The ``CREATE OR REPLACE VIEW`` statement of the archive(s) whose resolved tiers are
     ``archives`` (``Archive.tiers``; reads only); with ``as_of`` (a version number, a time or a
-    tag: ``versions.resolve_as_of``; one archive only), the view as it read right after that
+    tag: ``VersionLog.resolve_as_of``; one archive only), the view as it read right after that
     version committed.
 
     Raises
@@ -201,7 +196,8 @@ def _verified_state(tiers: ArchiveTiers, as_of: AsOf | None, narrow: Narrow | No
         check_catalog_present(tiers)
         state = archive_state(root)
     else:
-        state = version_state(root, resolve_as_of(root, as_of))
+        versions = VersionLog(root)  # the archive's version log, read only
+        state = versions.state(versions.resolve_as_of(as_of))
     if narrow is not None:
         state = narrow(state)
     if as_of is None:

@@ -65,15 +65,8 @@ from skewtape_pipeline.ticks.archive.store.trust import (
     VerifiedFiles,
     unrecorded_hint,
 )
-from skewtape_pipeline.ticks.archive.store.versions import (
-    AsOf,
-    HotEntry,
-    Version,
-    hot_blob,
-    read_manifest,
-    resolve_as_of,
-    version_catalog,
-)
+from skewtape_pipeline.ticks.archive.store.version_files import HotEntry, Version
+from skewtape_pipeline.ticks.archive.store.versions import AsOf, VersionLog
 from skewtape_pipeline.ticks.encode.parquet_file import archive_schema
 
 if TYPE_CHECKING:
@@ -110,8 +103,9 @@ class _Piece:
 
 
 class _Snapshot:
-    """What one state of the archive of ``tiers`` (now, or as of a version) says about where
-    symbol-days are: the catalog and the live hot files, looked up per symbol."""
+    """What one state of the archive of ``tiers`` (now, or as of a ``version`` of its ``log``,
+    which keeps that version's hot files) says about where symbol-days are: the catalog and the
+    live hot files, looked up per symbol."""
 
     def __init__(
         self,
@@ -120,8 +114,9 @@ class _Snapshot:
         hot: hot_index.HotIndex | dict[SymbolDayKey, HotEntry] | None,
         *,
         version: Version | None = None,
+        log: VersionLog | None = None,
     ):
-        self.root, self.catalog, self.version = tiers.root, catalog, version
+        self.root, self.catalog, self.version, self.log = tiers.root, catalog, version, log
         self._hot = hot
         self._listed: dict[SymbolDayKey, hot_index.IndexEntry] | None = None
         if hot is None:  # an archive without a hot index: listed once, for this read
@@ -204,7 +199,8 @@ class _Snapshot:
 
     def _hot_piece(self, symbol: str, day: date, entry: Any, part: CatalogPartition | None):
         if isinstance(entry, HotEntry):  # a version's: kept under its content name
-            blob = hot_blob(self.root, entry)
+            assert self.log is not None, "a version's snapshot is built with its log"
+            blob = self.log.hot_blob(entry)
             rel = blob.relative_to(self.root).as_posix()
             record = FileRecord(entry.size, entry.sha256)
             return _Piece((symbol, day), HOT, blob, rel, record, "its content name")
@@ -261,12 +257,13 @@ class ArchiveReader:
         files changed), or as of a version (kept once read)."""
         self._check_root()
         if as_of is not None:
-            version = resolve_as_of(self.root, as_of)
+            log = self.core.versions
+            version = log.resolve_as_of(as_of)
             found = self._versions.get(version.version)
             if found is None:
-                entries = {e.key: e for e in read_manifest(self.root, version)}
-                catalog = version_catalog(self.root, version)
-                found = _Snapshot(self.tiers, catalog, entries, version=version)
+                entries = {e.key: e for e in log.read_manifest(version)}
+                catalog = log.version_catalog(version)
+                found = _Snapshot(self.tiers, catalog, entries, version=version, log=log)
                 if len(self._versions) >= 16:
                     self._versions.pop(next(iter(self._versions)))
                 self._versions[version.version] = found

@@ -3,7 +3,7 @@
 :func:`prune_versions` removes the versions ``--keep-last N`` or ``--older-than DATE`` leaves out
 (never the latest, never a tagged one), then only the files no kept version and not the current
 state reads: consolidated files the catalogs no longer list, hot files kept under their content
-names, catalog and manifest snapshots (see ``store.versions``, whose path functions name
+names, catalog and manifest snapshots (see ``store.versions``, whose ``VersionLog`` names
 them). In ``books_and_records`` mode it refuses (audited): records are never removed. Under the
 archive's lock; the pruning is audited before any record goes, every file removal before it
 happens. A crash at any step leaves every kept version readable; a rerun finishes the removals.
@@ -22,22 +22,7 @@ from skewtape_pipeline.storage import TierFile, size_of
 from skewtape_pipeline.ticks.archive.store.books import EVENT_PRUNE
 from skewtape_pipeline.ticks.archive.store.garbage import Garbage, remove_files
 from skewtape_pipeline.ticks.archive.store.placement import uncatalogued_files
-from skewtape_pipeline.ticks.archive.store.versions import (
-    SUFFIX,
-    Version,
-    catalog_snapshot_path,
-    hot_blob,
-    hot_blobs_dir,
-    kept_files,
-    list_tags,
-    list_versions,
-    manifest_chain,
-    manifest_path,
-    read_manifest,
-    record_path,
-    snapshot_dirs,
-    versions_dir,
-)
+from skewtape_pipeline.ticks.archive.store.version_files import SUFFIX, Version
 
 if TYPE_CHECKING:
     from skewtape_pipeline.ticks.archive.core import ArchiveCore
@@ -75,12 +60,11 @@ def prune_versions(
     ArchiveBusyError
         Another writer holds the archive's lock beyond its ``lock_timeout`` seconds.
     """
-    root = core.root
     _check_rule(keep_last, older_than)
-    core.books.check_may_delete(versions_dir(root), why="pruning versions")
+    core.books.check_may_delete(core.versions.directory, why="pruning versions")
     with core.locked("pruning versions"):
-        versions = list_versions(root)
-        drop = _to_prune(versions, set(list_tags(root).values()), keep_last, older_than)
+        versions = core.versions.list()
+        drop = _to_prune(versions, set(core.versions.tags().values()), keep_last, older_than)
         _drop_versions(core, drop)
         kept = [v for v in versions if v.version not in set(drop)]
         unread = _unread(core, kept)
@@ -91,13 +75,12 @@ def prune_versions(
 
 def _drop_versions(core: ArchiveCore, drop: list[int]) -> None:
     """Audit the pruning of the versions ``drop`` (once), then remove their records."""
-    root = core.root
     if drop:
-        record = {"event": EVENT_PRUNE, "archive": str(root.absolute()), "versions": drop}
+        record = {"event": EVENT_PRUNE, "archive": str(core.root.absolute()), "versions": drop}
         core.books.audit([record])
         faults.checkpoint("audited-version-pruning")
     for number in drop:
-        fsio.atomic_unlink(record_path(root, number))
+        fsio.atomic_unlink(core.versions.record_path(number))
         faults.checkpoint(f"pruned-version:{number}")
 
 
@@ -130,19 +113,19 @@ def _to_prune(
 def _unread(core: ArchiveCore, kept: list[Version]) -> list[TierFile]:
     """Files under the version store and the tier roots that neither a kept version nor the
     current catalog reads."""
-    root = core.root
+    log = core.versions
     wanted: set[Path] = set()
     for version in kept:
-        wanted.update(manifest_path(root, d) for d in manifest_chain(root, version.manifest))
+        wanted.update(log.manifest_path(d) for d in log.manifest_chain(version.manifest))
         if version.catalog is not None:
-            wanted.add(catalog_snapshot_path(root, version.catalog))
+            wanted.add(log.catalog_snapshot_path(version.catalog))
     for manifest in {v.manifest: v for v in kept}.values():
-        wanted.update(hot_blob(root, entry) for entry in read_manifest(root, manifest))
+        wanted.update(log.hot_blob(entry) for entry in log.read_manifest(manifest))
     out: list[TierFile] = []
-    for folder in snapshot_dirs(root):
+    for folder in log.snapshot_dirs():
         if folder.is_dir():
             out += sorted(p for p in folder.rglob(f"*{SUFFIX}") if p not in wanted)
-    held = kept_files(core.tiers)
+    held = _kept_files(core)
     unlisted = uncatalogued_files(core.tiers, core.catalog.read())
     out += [f for f in unlisted if f not in held]
     return out
@@ -152,15 +135,20 @@ def past_version_bytes(core: ArchiveCore) -> int:
     """The bytes only past versions of ``archive`` hold: consolidated files kept for them that
     the current catalog no longer lists, and hot files kept under their content names that are
     no longer a live hot file (no other link to them)."""
-    root = core.root
     current = {core.tiers.resolve(f.path) for f in core.catalog.read().files.values()}
-    total = sum(size_of(f) for f in kept_files(core.tiers) - current if _exists(f))
-    hot = hot_blobs_dir(root)
+    total = sum(size_of(f) for f in _kept_files(core) - current if _exists(f))
+    hot = core.versions.hot_blobs_dir()
     if hot.is_dir():
         for blob in hot.rglob(f"*{SUFFIX}"):
             st = blob.stat()
             total += st.st_size if st.st_nlink == 1 else 0
     return total
+
+
+def _kept_files(core: ArchiveCore) -> set[TierFile]:
+    """The consolidated files some kept version reads (local paths or objects): re-tiering and
+    pruning leave them in place."""
+    return {core.tiers.resolve(path) for path in core.versions.kept_catalog_paths()}
 
 
 def _exists(path: TierFile) -> bool:

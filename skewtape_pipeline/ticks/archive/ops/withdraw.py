@@ -35,7 +35,6 @@ from skewtape_pipeline.ticks.archive.store.catalog_check import (
 from skewtape_pipeline.ticks.archive.store.garbage import Garbage, remove_files
 from skewtape_pipeline.ticks.archive.store.hot_index import HotIndex, ensure_index
 from skewtape_pipeline.ticks.archive.store.layout import partition_file
-from skewtape_pipeline.ticks.archive.store.version_recording import record_version
 
 if TYPE_CHECKING:
     from skewtape_pipeline.ticks.archive.core import ArchiveCore
@@ -104,7 +103,7 @@ def remove_symbol_days(core: ArchiveCore, keys: Iterable[SymbolDayKey]) -> list[
             Removal(*key, removed_file=hot in removed, withdrawn=key in withdrawn)
             for key, hot in pairs
         ]
-        record_version(root, "remove", audit_log=core.audit_log)
+        core.versions.record("remove")
         return removals
 
 
@@ -142,7 +141,7 @@ def withdraw_symbol_days(core: ArchiveCore, keys: Iterable[SymbolDayKey]) -> lis
         return []  # nothing to do: no lock taken, nothing written
     with core.locked("withdrawing"):
         withdrawn = _withdraw_locked(core, wanted)
-        record_version(core.root, "withdraw", audit_log=core.audit_log)
+        core.versions.record("withdraw")
         return withdrawn
 
 

@@ -147,9 +147,13 @@ class Books:
             )
 
     def audit(self, records: list[Mapping[str, Any]]) -> int:
-        """Append ``records`` (actor added) to the audit log (:func:`audit`); returns how many
-        were appended (0 when the archive is not audited)."""
-        return audit(self.root, self.audit_log, records)
+        """Append ``records`` (actor added) to the audit log; returns how many were appended
+        (0 when the archive is not audited: no log)."""
+        if self.audit_log is None:
+            return 0
+        return AuditLog(self.audit_log).append(
+            [{"actor": AUDIT_ACTOR, **record} for record in records]
+        )
 
     def _refuse(
         self, path: Path | object, *, operation: str, why: str, audited: bool = True
@@ -172,16 +176,6 @@ def location_text(path: Path | object) -> str:
     """How audit records name a file: a local file's absolute path, an object's URI."""
     found = location(path)
     return str(found.absolute() if isinstance(found, Path) else found)
-
-
-def audit(archive_root: Path, audit_log: Path | None, records: list[Mapping[str, Any]]) -> int:
-    """Append ``records`` (actor added) to ``audit_log``; None: no audit (returns 0). What
-    :meth:`Books.audit` does, for the store's own writers handed the log (``versions``)."""
-    if audit_log is None:
-        return 0
-    return AuditLog(Path(audit_log)).append(
-        [{"actor": AUDIT_ACTOR, **record} for record in records]
-    )
 
 
 # The archive's audit events (each writer's records name one).

@@ -5,8 +5,9 @@
 Re-tiering removes what its commit replaced, pruning what an interrupted run left, withdrawal
 the hot files of withdrawn symbol-days, version pruning the files only past versions read: all
 through :func:`remove_files`, each file named by its catalog path and the reason it goes. A
-consolidated file a kept version of the archive still reads (``versions.kept_catalog_paths``) is
-not garbage yet. In ``books_and_records`` mode nothing is removed (``Books.check_may_delete``).
+consolidated file a kept version of the archive still reads
+(``versions.VersionLog.kept_catalog_paths``) is not garbage yet. In ``books_and_records`` mode
+nothing is removed (``Books.check_may_delete``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from skewtape_pipeline.ticks.archive.store.books import EVENT_REMOVE, Books
 from skewtape_pipeline.ticks.archive.store.placement import archive_state
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.store.trust import hot_rel
-from skewtape_pipeline.ticks.archive.store.versions import kept_catalog_paths
+from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 
 SUPERSEDED = "superseded: its rows live in a consolidated file"
 UNLISTED = "not in the catalog: replaced, or left by an interrupted run"
@@ -42,14 +43,14 @@ def unreachable_files(
     """(garbage, kept): the files on disk that the committed catalog of the archive ``tiers``
     resolves makes unreachable, each with its catalog path and the reason (superseded hot
     files, then unlisted consolidated files, warm first: the order removals are audited in),
-    and the consolidated files some kept version still reads (``versions.kept_catalog_paths``;
+    and the consolidated files some kept version still reads (``VersionLog.kept_catalog_paths``;
     none looked for in ``books`` mode, where nothing is removed). The one survey after a
     commit (re-tiering's, or a prune's): each tier's store listed once
     (``ArchiveTiers.listing``), its files named by their catalog paths and compared with the
     catalog's paths."""
     root = tiers.root
     state = archive_state(root)
-    wanted = set() if books else set(kept_catalog_paths(root))
+    wanted = set() if books else set(VersionLog(root).kept_catalog_paths())
     garbage = [Garbage(hot.path, hot_rel(root, hot), SUPERSEDED) for hot in state.hot_superseded]
     kept = set()
     for _, file, rel in tiers.listing():  # warm first

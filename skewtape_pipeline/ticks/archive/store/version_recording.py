@@ -1,7 +1,9 @@
-"""Writing a tick archive's version log (its layout: ``versions``): a new version recorded
-after a writer's commit (:func:`record_version`, :func:`commit_version`), the files it keeps
-(the catalog's snapshot, the manifest of the live hot files, each live hot file under its
-content name) and the tags that pin a version (:func:`tag_version`).
+"""Writing a tick archive's version log (its notes: ``versions``; its files:
+``version_files``): a new version recorded after a writer's commit (:func:`record_version`),
+the files it keeps (the catalog's snapshot, the manifest of the live hot files, each live hot
+file under its content name) and the tags that pin a version (:func:`tag_version`). Called by
+the methods of ``versions.VersionLog`` (``VersionLog.record``, ``VersionLog.tag``), under the
+lock their callers hold.
 
 Crash safety (``versions``' notes): the snapshots and links first, then the record, then the
 index entry, then the audit record.
@@ -25,7 +27,7 @@ import pyarrow.parquet as pq
 from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.errors import VersionError
 from skewtape_pipeline.hashing import FileStamp, sha256_bytes, sha256_file
-from skewtape_pipeline.ticks.archive.store.books import audit
+from skewtape_pipeline.ticks.archive.store.books import Books
 from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     CatalogStore,
@@ -38,7 +40,6 @@ from skewtape_pipeline.ticks.archive.store.hot_index import (
     ensure_index,
     fold_if_long,
 )
-from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_LOCK_WAIT_SECONDS, archive_lock
 from skewtape_pipeline.ticks.archive.store.placement import (
     ArchiveState,
     HotFile,
@@ -46,7 +47,7 @@ from skewtape_pipeline.ticks.archive.store.placement import (
     hot_file_of,
     hot_files,
 )
-from skewtape_pipeline.ticks.archive.store.versions import (
+from skewtape_pipeline.ticks.archive.store.version_files import (
     EVENT_TAG,
     EVENT_VERSION,
     INDEX_ENTRY,
@@ -95,12 +96,14 @@ def record_version(
     operation: str,
     *,
     sources: Mapping[SymbolDayKey, str] | None = None,
-    audit_log: Path | None = None,
+    books: Books,
+    catalog: CatalogStore,
 ) -> Version | None:
-    """Record the archive's state now as a new version; call it under the archive's lock,
-    right after a commit. Returns the new version, or None when the state is the latest
-    version's (nothing written). ``sources`` name the source bundle of symbol-days written
-    from the mirror (kept for those the version changed).
+    """Record the archive's state now as a new version (its ``catalog`` snapshotted, audited
+    through its ``books``); call it under the archive's lock, right after a commit. Returns
+    the new version, or None when the state is the latest version's (nothing written).
+    ``sources`` name the source bundle of symbol-days written from the mirror (kept for those
+    the version changed).
 
     What it reads follows what changed: while the catalog is the latest version's, only the
     hot index's lines since that version (``HotIndex.changes_since``) and the catalog entries
@@ -111,13 +114,13 @@ def record_version(
     """
     root = Path(archive_root)
     index = ensure_index(root)
-    catalog_digest = _snapshot_catalog(root)
+    catalog_digest = _snapshot_catalog(root, catalog)
     previous = latest_version(root)
     diff = None
     if previous is not None and previous.catalog == catalog_digest:
         diff = index.changes_since(previous.hot_index)
     if diff is None:
-        recorded = _everything(root, index, previous, catalog_digest)
+        recorded = _everything(root, catalog, index, previous, catalog_digest)
     else:
         assert previous is not None
         recorded = _what_changed(root, index, previous, diff)
@@ -146,17 +149,21 @@ def record_version(
     faults.checkpoint("version-record")
     _append_index(root, count, time_ns)
     faults.checkpoint("version-indexed")
-    audit(root, audit_log, [_audit_record(root, version)])
+    books.audit([_audit_record(root, version)])
     fold_if_long(index)
     return version
 
 
 def _everything(
-    root: Path, index: HotIndex, previous: Version | None, catalog_digest: str | None
+    root: Path,
+    catalog: CatalogStore,
+    index: HotIndex,
+    previous: Version | None,
+    catalog_digest: str | None,
 ) -> tuple[str, list[SymbolDayKey], int] | None:
-    """(manifest, changed, generation) of the state now compared whole with ``previous``'s;
-    None when they are the same."""
-    state = classified(CatalogStore(root).read(), hot_files(root, index))
+    """(manifest, changed, generation) of the state now (``catalog``'s and the hot files')
+    compared whole with ``previous``'s; None when they are the same."""
+    state = classified(catalog.read(), hot_files(root, index))
     entries = [_keep_hot(root, hot, hot.record) for hot in state.hot_live]
     before = [] if previous is None else read_manifest(root, previous)
     if previous is not None and previous.catalog == catalog_digest and before == _by_key(entries):
@@ -239,23 +246,6 @@ def _live(catalog: Catalog, entry: IndexEntry | None) -> IndexEntry | None:
     if source is not None and entry.stamp is not None and source.same_file(entry.stamp):
         return None
     return entry
-
-
-def commit_version(
-    archive_root: Path,
-    operation: str,
-    *,
-    sources: Mapping[SymbolDayKey, str] | None = None,
-    audit_log: Path | None = None,
-    lock_timeout: float = ARCHIVE_LOCK_WAIT_SECONDS,
-) -> Version | None:
-    """:func:`record_version` under the archive's lock, for a writer that let it go (a
-    compaction batch). ``lock_timeout``: the seconds the writer's own locking waited (a
-    compaction passes ``compact.compaction_lock_wait`` of its ``Archive``), so recording its
-    version waits as long as its writes did. Raises ArchiveBusyError after ``lock_timeout``
-    seconds."""
-    with archive_lock(archive_root, timeout=lock_timeout, what="recording a version"):
-        return record_version(archive_root, operation, sources=sources, audit_log=audit_log)
 
 
 def _audit_record(root: Path, version: Version) -> dict[str, Any]:
@@ -393,8 +383,8 @@ def _write_manifest_table(root: Path, table: pa.Table, header: tuple[str, int]) 
     return digest
 
 
-def _snapshot_catalog(root: Path) -> str | None:
-    raw = fsio.read_state_bytes(CatalogStore(root).path)
+def _snapshot_catalog(root: Path, catalog: CatalogStore) -> str | None:
+    raw = fsio.read_state_bytes(catalog.path)
     if raw is None:
         return None
     digest = sha256_bytes(raw)
@@ -438,10 +428,10 @@ def tag_version(
     name: str,
     *,
     version: int | None = None,
-    audit_log: Path | None = None,
+    books: Books,
 ) -> int:
-    """Pin ``version`` (default: the latest) under ``name``; audited. Returns the version.
-    Tagging again with the same version changes nothing.
+    """Pin ``version`` (default: the latest) under ``name``; audited (``books``). Returns the
+    version. Tagging again with the same version changes nothing.
 
     Raises ConfigError for a bad name, VersionError for a version that is not kept or a name
     that pins another version already (tags are never moved).
@@ -460,10 +450,8 @@ def tag_version(
         if pinned == version:
             return version
         raise VersionError(f"{root}: tag {name!r} pins version {pinned} already")
-    audit(
-        root,
-        audit_log,
-        [{"event": EVENT_TAG, "archive": str(root.absolute()), "tag": name, "version": version}],
+    books.audit(
+        [{"event": EVENT_TAG, "archive": str(root.absolute()), "tag": name, "version": version}]
     )
     body = {"tag": name, "version": version, "time": found.to_dict()["time"]}
     fsio.atomic_write_bytes(path, _dumps(body))

@@ -2,7 +2,7 @@
 
 Every writer that commits a change of the archive (a compaction batch, a re-tiering, a
 withdrawal or removal, a catalog rebuild) records a numbered *version* right after its commit,
-under the archive's lock (``version_recording.record_version``). A version is:
+under the archive's lock (``VersionLog.record``). A version is:
 
 - an immutable, content-named snapshot of what the ``ticks`` view read then: the catalog's
   bytes (``catalogs/<sha256>.pq``) and a manifest of the live hot files
@@ -28,8 +28,8 @@ All of it lives under ``<archive root>/_skewtape_versions/``. A change that leav
 as the latest version's records no version (versions that share every file cost nothing).
 Consolidated files are content-named already (``part-<sha256[:16]>.parquet``, locally or in an
 S3 tier): a version's catalog names them, and re-tiering keeps every file a kept version's catalog
-lists (:func:`kept_catalog_paths`) until ``prune-versions`` (``ticks.archive.ops.version_pruning``)
-drops the last version that reads it.
+lists (:meth:`VersionLog.kept_catalog_paths`) until ``prune-versions``
+(``ticks.archive.ops.version_pruning``) drops the last version that reads it.
 
 Tags (``tags/<NAME>.json``: ``{"tag", "version", "time"}``) pin a version by name; pruning never
 removes a tagged version. Versions and tags are audited (``tick-archive-version``,
@@ -41,386 +41,200 @@ version and is overwritten by the next), then the index entry (appended and fsyn
 entry is cut off by the next append), then the audit record. A crash after a writer's commit but
 before its version: the next version (e.g. the rerun of the writer) records the state then.
 
-This module reads the version log (its paths, index, records, manifests, tags, what kept
-versions read); ``version_recording`` writes it (versions, the files they keep, tags).
+An archive's :class:`VersionLog` (built once, as ``ArchiveCore.versions``) reads and writes it:
+its methods know the log's files, so no caller outside the store names the root. The files
+themselves (where each lives, reading one) are ``version_files``'; writing a version or a tag
+is ``version_recording``'s.
 """
 
 from __future__ import annotations
 
-import functools
-import io
-import os
-import re
-import struct
-from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import UTC, date, datetime
+import builtins
+from collections.abc import Iterable, Mapping
+from datetime import date, datetime
 from pathlib import Path
-from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from skewtape_pipeline import fsio
-from skewtape_pipeline.errors import ConfigError, VersionError
-from skewtape_pipeline.hashing import FileStamp
-from skewtape_pipeline.storage import TierFile
+from skewtape_pipeline.errors import VersionError
+from skewtape_pipeline.ticks.archive.store import version_files as files
+from skewtape_pipeline.ticks.archive.store import version_recording as recording
+from skewtape_pipeline.ticks.archive.store.books import Books
 from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
+    CatalogStore,
     FileRecord,
     SymbolDayKey,
-    parse_catalog,
 )
-from skewtape_pipeline.ticks.archive.store.hot_index import (
-    IndexMark,
-)
-from skewtape_pipeline.ticks.archive.store.layout import (
-    encode_symbol,
-)
-from skewtape_pipeline.ticks.archive.store.placement import (
-    ArchiveState,
-    HotFile,
-)
+from skewtape_pipeline.ticks.archive.store.placement import ArchiveState
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.store.trust import VerifiedFiles, verify_consolidated
-
-VERSIONS_DIR = "_skewtape_versions"
-INDEX_FILE = "index.bin"
-SUFFIX = ".pq"
-"""The version store's Parquet files end so, not ``.parquet``: a reader globbing the archive
-root's ``**/*.parquet`` (the hot tier's plain layout) never meets them."""
-EVENT_VERSION = "tick-archive-version"
-EVENT_TAG = "tick-archive-tag"
-INDEX_ENTRY = struct.Struct(">q")
-"""An entry of the index: a version's ``time_ns``, 8 bytes big-endian."""
-_TAG_NAME = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,99}")
-MANIFEST_SCHEMA = pa.schema(
-    [
-        pa.field("symbol", pa.string(), nullable=False),
-        pa.field("date", pa.date32(), nullable=False),
-        pa.field("sha256", pa.string(), nullable=False),
-        pa.field("size", pa.int64(), nullable=False),
-    ]
-)
-_CONTENT_NAME = "its content name"
-MANIFEST_BASE_KEY = "skewtape_manifest_base"
-"""The manifest's key-value metadata naming what it is a delta of: ``[base sha256 or "",
-depth]``."""
-MAX_DELTA_DEPTH = 15
-"""A manifest is a delta of the previous version's at most this many times in a row; then the
-whole list is written again (an as-of read applies at most this many small deltas)."""
+from skewtape_pipeline.ticks.archive.store.version_files import HotEntry, Version
 
 AsOf = int | str | datetime
+_CONTENT_NAME = "its content name"
 
 
-@dataclass(frozen=True)
-class HotEntry:
-    """One live hot file of a version: its symbol-day and content (sha256, size)."""
+class VersionLog:
+    """The version log of the archive at ``root`` (``<root>/_skewtape_versions/``; see the
+    module notes). Built once by ``core.ArchiveCore`` (``core.versions``) with the archive's
+    ``books`` (the audit log its versions and tags are appended to) and ``catalog`` (what a
+    version snapshots); built from a root alone, it audits nothing.
 
-    symbol: str
-    date: date
-    sha256: str
-    size: int
+    Its writers (:meth:`record`, :meth:`tag`) take no lock: callers hold the archive's
+    (``ArchiveCore.locked``) around them."""
 
-    @property
-    def key(self) -> SymbolDayKey:
-        return (self.symbol, self.date)
+    def __init__(self, root: Path, books: Books | None = None, catalog: CatalogStore | None = None):
+        self.root = Path(root)
+        self.books = Books(self.root, None) if books is None else books
+        self.catalog = CatalogStore(self.root) if catalog is None else catalog
+        self.directory = files.versions_dir(self.root)
+        """``<root>/_skewtape_versions``."""
 
+    def __repr__(self) -> str:
+        return f"VersionLog({str(self.root)!r})"
 
-@dataclass(frozen=True)
-class Version:
-    """One version's record (see the module notes)."""
+    # -- writing (under the archive's lock)
 
-    version: int
-    time: datetime
-    time_ns: int
-    operation: str
-    catalog: str | None
-    manifest: str
-    generation: int
-    changed: list[SymbolDayKey]
-    sources: list[tuple[str, date, str]]
-    hot_index: IndexMark | None = None
-    """Where the hot index stood when the version was taken (the next version reads the lines
-    after it: ``hot_index.HotIndex.changes_since``); None for versions recorded before."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The record as JSON-ready values (dates as ISO text)."""
-        return {
-            "hot_index": None if self.hot_index is None else self.hot_index.to_list(),
-            "version": self.version,
-            "time": self.time.isoformat().replace("+00:00", "Z"),
-            "time_ns": self.time_ns,
-            "operation": self.operation,
-            "catalog": self.catalog,
-            "manifest": self.manifest,
-            "generation": self.generation,
-            "changed": [[s, d.isoformat()] for s, d in self.changed],
-            "sources": [[s, d.isoformat(), b] for s, d, b in self.sources],
-        }
-
-
-# --- paths --------------------------------------------------------------------------------------
-
-
-def versions_dir(archive_root: Path) -> Path:
-    """``<archive root>/_skewtape_versions``."""
-    return Path(archive_root) / VERSIONS_DIR
-
-
-def record_path(archive_root: Path, number: int) -> Path:
-    """Where version ``number``'s record is: ``records/<number, 10 digits>.json``."""
-    return versions_dir(archive_root) / "records" / f"{number:010d}.json"
-
-
-def catalog_snapshot_path(archive_root: Path, digest: str) -> Path:
-    """Where the catalog snapshot of sha256 ``digest`` is: ``catalogs/<digest>.pq``."""
-    return versions_dir(archive_root) / "catalogs" / f"{digest}{SUFFIX}"
-
-
-def manifest_path(archive_root: Path, digest: str) -> Path:
-    """Where the manifest of sha256 ``digest`` is: ``manifests/<digest>.pq``."""
-    return versions_dir(archive_root) / "manifests" / f"{digest}{SUFFIX}"
-
-
-def hot_blobs_dir(archive_root: Path) -> Path:
-    """The folder of the hot files versions keep under their content names (``hot/``)."""
-    return versions_dir(archive_root) / "hot"
-
-
-def snapshot_dirs(archive_root: Path) -> list[Path]:
-    """The folders of the content-named files versions read (``manifests/``, ``catalogs/``,
-    ``hot/``), each file in them named ``*`` + :data:`SUFFIX`."""
-    store = versions_dir(archive_root)
-    return [store / "manifests", store / "catalogs", hot_blobs_dir(archive_root)]
-
-
-def hot_blob(archive_root: Path, entry: HotEntry) -> Path:
-    """Where a version keeps a hot file: Hive folders as the hot tier's, named by content."""
-    return _blob(str(hot_blobs_dir(archive_root)), entry)
-
-
-def _blob(base: str, entry: HotEntry) -> Path:
-    """:func:`hot_blob` below the folder ``base`` (one string built, one Path)."""
-    day = entry.date
-    return Path(
-        f"{base}/symbol={_folder_name(entry.symbol)}/year={day.year:04d}"
-        f"/month={day.month:02d}/date={day.isoformat()}/{entry.sha256}{SUFFIX}"
-    )
-
-
-@functools.lru_cache(maxsize=4096)
-def _folder_name(symbol: str) -> str:
-    return encode_symbol(symbol)
-
-
-def tag_path(root: Path, name: str) -> Path:
-    """Where the tag ``name`` is: ``tags/<name>.json``."""
-    return versions_dir(root) / "tags" / f"{name}.json"
-
-
-# --- the index ----------------------------------------------------------------------------------
-
-
-def version_count(archive_root: Path) -> int:
-    """How many versions were ever recorded (pruned ones included): the latest number."""
-    try:
-        return os.stat(versions_dir(archive_root) / INDEX_FILE).st_size // INDEX_ENTRY.size
-    except FileNotFoundError:
-        return 0
-
-
-def indexed_time(handle: io.BufferedReader, number: int) -> int:
-    """Version ``number``'s ``time_ns`` as the open index ``handle`` holds it (one seek)."""
-    handle.seek((number - 1) * INDEX_ENTRY.size)
-    return INDEX_ENTRY.unpack(handle.read(INDEX_ENTRY.size))[0]
-
-
-def version_at(archive_root: Path, when: datetime) -> int | None:
-    """The number of the latest version committed at or before ``when`` (naive: UTC), None
-    when there is none: a binary search over the index (O(log versions) reads of 8 bytes)."""
-    wanted = utc_ns(when)
-    count = version_count(archive_root)
-    if count == 0:
-        return None
-    with open(versions_dir(archive_root) / INDEX_FILE, "rb") as handle:
-        low, high = 0, count  # versions 1..low are at or before wanted
-        while low < high:
-            middle = (low + high + 1) // 2
-            if indexed_time(handle, middle) <= wanted:
-                low = middle
-            else:
-                high = middle - 1
-    return low or None
-
-
-def utc_ns(when: datetime) -> int:
-    """``when`` (naive: UTC) in ns since the epoch, to the microsecond."""
-    moment = when.replace(tzinfo=UTC) if when.tzinfo is None else when
-    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000
-
-
-# --- records ------------------------------------------------------------------------------------
-
-
-def read_version(archive_root: Path, number: int) -> Version:
-    """The record of version ``number`` (one file read).
-
-    Raises VersionError when there is no such version, or when its record is gone (pruned,
-    or missing from a damaged or partial copy: the message names the file).
-    """
-    count = version_count(archive_root)
-    if not 1 <= number <= count:
-        raise VersionError(
-            f"{archive_root}: version {number}: no such version (the archive has {count})"
+    def record(
+        self, operation: str, *, sources: Mapping[SymbolDayKey, str] | None = None
+    ) -> Version | None:
+        """Record the archive's state now as a new version, right after a commit
+        (``version_recording.record_version``); None when the state is the latest version's."""
+        return recording.record_version(
+            self.root, operation, sources=sources, books=self.books, catalog=self.catalog
         )
-    path = record_path(Path(archive_root), number)
-    raw = fsio.read_state_bytes(path)
-    if raw is None:
-        raise VersionError(
-            f"{archive_root}: version {number} was pruned or its record is missing ({path}: "
-            "prune-versions removes it; a copy of the archive may also have left it out)"
-        )
-    return _parse_record(fsio.load_json(raw, path, error=VersionError), path)
 
+    def tag(self, name: str, *, version: int | None = None) -> int:
+        """Pin ``version`` (default: the latest) under ``name``; audited
+        (``version_recording.tag_version``). Returns the version."""
+        return recording.tag_version(self.root, name, version=version, books=self.books)
 
-def _parse_record(body: Any, path: Path) -> Version:
-    try:
-        return Version(
-            version=body["version"],
-            time=datetime.fromisoformat(body["time"].replace("Z", "+00:00")),
-            time_ns=body["time_ns"],
-            operation=body["operation"],
-            catalog=body["catalog"],
-            manifest=body["manifest"],
-            generation=body["generation"],
-            changed=[(s, date.fromisoformat(d)) for s, d in body["changed"]],
-            sources=[(s, date.fromisoformat(d), b) for s, d, b in body["sources"]],
-            hot_index=IndexMark.from_list(body.get("hot_index")),
-        )
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise VersionError(f"{path}: not a version record ({exc!r})") from None
+    # -- versions
 
+    def count(self) -> int:
+        """How many versions were ever recorded (pruned ones included): the latest number."""
+        return files.version_count(self.root)
 
-def list_versions(archive_root: Path) -> list[Version]:
-    """The kept versions, oldest first (reads every kept record)."""
-    root = Path(archive_root)
-    out = []
-    for number in range(1, version_count(root) + 1):
-        raw = fsio.read_state_bytes(record_path(root, number))
-        if raw is not None:
-            out.append(_parse_record(fsio.load_json(raw, root, error=VersionError), root))
-    return out
+    def list(self) -> builtins.list[Version]:
+        """The kept versions, oldest first (reads every kept record)."""
+        return files.list_versions(self.root)
 
+    def latest(self) -> Version | None:
+        """The latest version (never pruned), None before the first."""
+        return files.latest_version(self.root)
 
-def latest_version(archive_root: Path) -> Version | None:
-    """The latest version (never pruned), None before the first."""
-    count = version_count(archive_root)
-    return read_version(archive_root, count) if count else None
+    def read(self, number: int) -> Version:
+        """The record of version ``number``; VersionError when it is not kept
+        (``version_files.read_version``)."""
+        return files.read_version(self.root, number)
 
+    def at(self, when: datetime) -> int | None:
+        """The number of the latest version committed at or before ``when`` (naive: UTC),
+        None when there is none (a binary search over the index)."""
+        return files.version_at(self.root, when)
 
-# --- reading a version --------------------------------------------------------------------------
+    def resolve_as_of(self, as_of: AsOf) -> Version:
+        """The kept version ``as_of`` names: a number (an int, or text of digits), a time (a
+        datetime, or ISO text such as ``2026-11-30T17:00:00Z``: the latest version at or
+        before it), or a tag name. O(1) for a number or a tag, O(log versions) for a time.
 
-
-def read_manifest(archive_root: Path, version: Version) -> list[HotEntry]:
-    """The live hot files of ``version``, by symbol-day (its manifest's chain of deltas, at most
-    :data:`MAX_DELTA_DEPTH` + 1 small files, applied to the whole list it starts from)."""
-    chain = manifest_chain(archive_root, version.manifest)
-    entries: dict[SymbolDayKey, HotEntry] = {}
-    for digest in reversed(chain):
-        for entry in manifest_rows(read_manifest_table(archive_root, digest)):
-            if entry.size < 0:
-                entries.pop(entry.key, None)
-            else:
-                entries[entry.key] = entry
-    return [entries[key] for key in sorted(entries)]
-
-
-def manifest_chain(archive_root: Path, digest: str) -> list[str]:
-    """The manifest ``digest`` and the ones its deltas rest on, newest first."""
-    chain = [digest]
-    while True:
-        base, _ = manifest_header(archive_root, chain[-1])
-        if not base:
-            return chain
-        chain.append(base)
-
-
-def read_manifest_table(archive_root: Path, digest: str) -> pa.Table:
-    """The manifest ``digest`` as read (one file); VersionError when it cannot be read."""
-    path = manifest_path(Path(archive_root), digest)
-    try:
-        return pq.read_table(path)
-    except (OSError, pa.ArrowException) as exc:
-        raise VersionError(f"{path}: a version's manifest: {exc}") from None
-
-
-def manifest_header(archive_root: Path, digest: str) -> tuple[str, int]:
-    """(the manifest this one is a delta of, "" for a whole list; its depth)."""
-    path = manifest_path(Path(archive_root), digest)
-    try:
-        metadata = pq.read_schema(path).metadata or {}
-        base, depth = fsio.load_json(metadata[MANIFEST_BASE_KEY.encode()], path, error=VersionError)
-    except (OSError, pa.ArrowException, KeyError, ValueError, TypeError) as exc:
-        raise VersionError(f"{path}: a version's manifest: {exc!r}") from None
-    return base, depth
-
-
-def manifest_rows(table: pa.Table) -> list[HotEntry]:
-    """The rows of a manifest ``table`` as entries (``size`` -1: a symbol-day gone)."""
-    return [
-        HotEntry(s, d, h, n)
-        for s, d, h, n in zip(
-            *(table[name].to_pylist() for name in MANIFEST_SCHEMA.names), strict=True
-        )
-    ]
-
-
-_CATALOGS: dict[str, Catalog] = {}
-"""Catalog snapshots parsed in this process, by sha256 (content-named: the same bytes in any
-archive), the last few kept."""
-
-
-def version_catalog(root: Path, version: Version) -> Catalog:
-    """The catalog ``version`` read (its snapshot; empty when it had none), the last few
-    parsed kept in this process; VersionError when the snapshot is missing."""
-    if version.catalog is None:
-        return Catalog()
-    cached = _CATALOGS.get(version.catalog)
-    if cached is not None:
-        return cached
-    path = catalog_snapshot_path(root, version.catalog)
-    raw = fsio.read_state_bytes(path)
-    if raw is None:
-        raise VersionError(f"{path}: version {version.version}'s catalog is missing")
-    catalog = parse_catalog(path, raw)
-    if len(_CATALOGS) >= 4:
-        _CATALOGS.pop(next(iter(_CATALOGS)))
-    _CATALOGS[version.catalog] = catalog
-    return catalog
-
-
-def version_state(archive_root: Path, version: Version) -> ArchiveState:
-    """Where every symbol-day lived as of ``version``: its catalog, its hot files (kept under
-    their content names) and the catalogued days those hid.
-
-    Raises VersionError when a kept hot file is missing.
-    """
-    root = Path(archive_root)
-    catalog = version_catalog(root, version)
-    live = []
-    base = f"{versions_dir(root)}/hot"
-    for entry in read_manifest(root, version):
-        blob = _blob(base, entry)
+        Raises VersionError when it names no kept version (pruned, unknown tag, a time before
+        the first version).
+        """
+        if isinstance(as_of, bool):
+            raise VersionError(f"as_of = {as_of!r}: expected a version, a time or a tag")
+        if isinstance(as_of, int):
+            return self.read(as_of)
+        if isinstance(as_of, datetime):
+            return self._at_time(as_of)
+        if not isinstance(as_of, str) or not as_of:
+            raise VersionError(f"as_of = {as_of!r}: expected a version, a time or a tag")
+        if as_of.isdigit():
+            return self.read(int(as_of))
+        if files.is_tag_name(as_of):
+            return self.read(self.read_tag(as_of))
         try:
-            stamp = FileStamp.of(blob)
-        except FileNotFoundError:
+            when = datetime.fromisoformat(as_of.replace("Z", "+00:00"))
+        except ValueError:
             raise VersionError(
-                f"{blob}: version {version.version} reads it but it is missing"
+                f"as_of = {as_of!r}: not a version number, a time (ISO 8601) or a tag name"
             ) from None
-        live.append(HotFile(entry.symbol, entry.date, blob, stamp))
-    overridden = frozenset(h.key for h in live if h.key in catalog.partitions)
-    return ArchiveState(catalog, live, [], overridden)
+        return self._at_time(when)
+
+    def _at_time(self, when: datetime) -> Version:
+        number = self.at(when)
+        if number is None:
+            raise VersionError(f"{self.root}: no version at or before {when.isoformat()}")
+        return self.read(number)
+
+    # -- what a version read
+
+    def state(self, version: Version) -> ArchiveState:
+        """Where every symbol-day lived as of ``version`` (``version_files.version_state``);
+        VersionError when a kept hot file is missing."""
+        return files.version_state(self.root, version)
+
+    def version_catalog(self, version: Version) -> Catalog:
+        """The catalog ``version`` read (empty when it had none); VersionError when its
+        snapshot is missing."""
+        return files.version_catalog(self.root, version)
+
+    def read_manifest(self, version: Version) -> builtins.list[HotEntry]:
+        """The live hot files of ``version``, by symbol-day."""
+        return files.read_manifest(self.root, version)
+
+    def manifest_chain(self, digest: str) -> builtins.list[str]:
+        """The manifest ``digest`` and the ones its deltas rest on, newest first."""
+        return files.manifest_chain(self.root, digest)
+
+    def kept_catalogs(self) -> builtins.list[Catalog]:
+        """The catalogs of the kept versions (each distinct snapshot once)."""
+        seen: dict[str, Catalog] = {}
+        for version in self.list():
+            if version.catalog is not None and version.catalog not in seen:
+                seen[version.catalog] = self.version_catalog(version)
+        return builtins.list(seen.values())
+
+    def kept_catalog_paths(self) -> builtins.list[str]:
+        """The catalog paths of the consolidated files some kept version reads (repeats
+        included), in the order of :meth:`kept_catalogs`."""
+        return [item.path for catalog in self.kept_catalogs() for item in catalog.files.values()]
+
+    # -- tags
+
+    def tags(self) -> dict[str, int]:
+        """``{tag: version}``, by name."""
+        return files.list_tags(self.root)
+
+    def read_tag(self, name: str) -> int:
+        """The version number the tag ``name`` pins; VersionError when there is no such tag."""
+        return files.read_tag(self.root, name)
+
+    # -- where its files are
+
+    def record_path(self, number: int) -> Path:
+        """Where version ``number``'s record is."""
+        return files.record_path(self.root, number)
+
+    def manifest_path(self, digest: str) -> Path:
+        """Where the manifest of sha256 ``digest`` is."""
+        return files.manifest_path(self.root, digest)
+
+    def catalog_snapshot_path(self, digest: str) -> Path:
+        """Where the catalog snapshot of sha256 ``digest`` is."""
+        return files.catalog_snapshot_path(self.root, digest)
+
+    def hot_blobs_dir(self) -> Path:
+        """The folder of the hot files versions keep under their content names."""
+        return files.hot_blobs_dir(self.root)
+
+    def hot_blob(self, entry: HotEntry) -> Path:
+        """Where a version keeps the hot file of ``entry`` (named by its content)."""
+        return files.hot_blob(self.root, entry)
+
+    def snapshot_dirs(self) -> builtins.list[Path]:
+        """The folders of the content-named files versions read (manifests, catalogs, kept
+        hot files), each file in them named ``*`` + ``version_files.SUFFIX``."""
+        return files.snapshot_dirs(self.root)
 
 
 def verify_version(tiers: ArchiveTiers, state: ArchiveState) -> None:
@@ -441,101 +255,7 @@ def verify_version(tiers: ArchiveTiers, state: ArchiveState) -> None:
         verified.save()
 
 
-def resolve_as_of(archive_root: Path, as_of: AsOf) -> Version:
-    """The kept version ``as_of`` names: a number (an int, or text of digits), a time (a
-    datetime, or ISO text such as ``2026-11-30T17:00:00Z``: the latest version at or before
-    it), or a tag name. O(1) for a number or a tag, O(log versions) for a time.
-
-    Raises VersionError when it names no kept version (pruned, unknown tag, a time before the
-    first version).
-    """
-    root = Path(archive_root)
-    if isinstance(as_of, bool):
-        raise VersionError(f"as_of = {as_of!r}: expected a version, a time or a tag")
-    if isinstance(as_of, int):
-        return read_version(root, as_of)
-    if isinstance(as_of, datetime):
-        return _at_time(root, as_of)
-    if not isinstance(as_of, str) or not as_of:
-        raise VersionError(f"as_of = {as_of!r}: expected a version, a time or a tag")
-    if as_of.isdigit():
-        return read_version(root, int(as_of))
-    if _TAG_NAME.fullmatch(as_of):
-        return read_version(root, read_tag(root, as_of))
-    try:
-        when = datetime.fromisoformat(as_of.replace("Z", "+00:00"))
-    except ValueError:
-        raise VersionError(
-            f"as_of = {as_of!r}: not a version number, a time (ISO 8601) or a tag name"
-        ) from None
-    return _at_time(root, when)
-
-
-def _at_time(root: Path, when: datetime) -> Version:
-    number = version_at(root, when)
-    if number is None:
-        raise VersionError(f"{root}: no version at or before {when.isoformat()}")
-    return read_version(root, number)
-
-
-# --- tags ---------------------------------------------------------------------------------------
-
-
-def check_tag_name(name: object) -> str:
-    """``name`` when it is a tag name (a letter, then up to 99 letters, digits, ``.``, ``_``,
-    ``-``); ConfigError otherwise."""
-    if not isinstance(name, str) or not _TAG_NAME.fullmatch(name):
-        raise ConfigError(
-            f"tag {name!r}: expected a letter then letters, digits, '.', '_' or '-' "
-            "(at most 100 characters)"
-        )
-    return name
-
-
-def read_tag(archive_root: Path, name: str) -> int:
-    """The version number the tag ``name`` pins; VersionError when there is no such tag."""
-    path = tag_path(Path(archive_root), check_tag_name(name))
-    raw = fsio.read_state_bytes(path)
-    if raw is None:
-        raise VersionError(f"{archive_root}: no tag {name!r}")
-    body = fsio.load_json(raw, path, error=VersionError)
-    number = body.get("version") if isinstance(body, dict) else None
-    if not isinstance(number, int) or isinstance(number, bool):
-        raise VersionError(f"{path}: field version: {number!r}, expected a version number")
-    return number
-
-
-def list_tags(archive_root: Path) -> dict[str, int]:
-    """``{tag: version}``, by name."""
-    folder = versions_dir(archive_root) / "tags"
-    names = sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
-    return {name: read_tag(archive_root, name) for name in names}
-
-
 # --- what kept versions read --------------------------------------------------------------------
-
-
-def kept_catalogs(archive_root: Path) -> list[Catalog]:
-    """The catalogs of the kept versions (each distinct snapshot once)."""
-    root = Path(archive_root)
-    seen: dict[str, Catalog] = {}
-    for version in list_versions(root):
-        if version.catalog is not None and version.catalog not in seen:
-            seen[version.catalog] = version_catalog(root, version)
-    return list(seen.values())
-
-
-def kept_files(tiers: ArchiveTiers) -> set[TierFile]:
-    """The consolidated files some kept version of the archive ``tiers`` resolves
-    (``Archive.tiers``) reads (local paths or objects): re-tiering and pruning leave them in
-    place."""
-    return {tiers.resolve(path) for path in kept_catalog_paths(tiers.root)}
-
-
-def kept_catalog_paths(archive_root: Path) -> list[str]:
-    """The catalog paths of the consolidated files some kept version of the archive at
-    ``archive_root`` reads (repeats included), in the order of :func:`kept_catalogs`."""
-    return [item.path for catalog in kept_catalogs(archive_root) for item in catalog.files.values()]
 
 
 def symbol_days(

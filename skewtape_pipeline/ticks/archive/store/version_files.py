@@ -1,0 +1,410 @@
+"""The files of a tick archive's version log, under ``<archive root>/_skewtape_versions/``
+(what they hold and why: the notes of ``versions``): where each lives, and reading one (the
+index, a version's record, its manifest's chain of deltas, its catalog snapshot, its state, the
+tags).
+
+The functions here take the archive root: they are the store's own, called by
+``versions.VersionLog`` (the log an ``ArchiveCore`` builds once), by ``version_recording`` (the
+writing half) and by the store's other modules.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import os
+import re
+import struct
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from skewtape_pipeline import fsio
+from skewtape_pipeline.errors import ConfigError, VersionError
+from skewtape_pipeline.hashing import FileStamp
+from skewtape_pipeline.ticks.archive.store.catalog import (
+    Catalog,
+    SymbolDayKey,
+    parse_catalog,
+)
+from skewtape_pipeline.ticks.archive.store.hot_index import IndexMark
+from skewtape_pipeline.ticks.archive.store.layout import encode_symbol
+from skewtape_pipeline.ticks.archive.store.placement import ArchiveState, HotFile
+
+VERSIONS_DIR = "_skewtape_versions"
+INDEX_FILE = "index.bin"
+SUFFIX = ".pq"
+"""The version store's Parquet files end so, not ``.parquet``: a reader globbing the archive
+root's ``**/*.parquet`` (the hot tier's plain layout) never meets them."""
+EVENT_VERSION = "tick-archive-version"
+EVENT_TAG = "tick-archive-tag"
+INDEX_ENTRY = struct.Struct(">q")
+"""An entry of the index: a version's ``time_ns``, 8 bytes big-endian."""
+_TAG_NAME = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,99}")
+MANIFEST_SCHEMA = pa.schema(
+    [
+        pa.field("symbol", pa.string(), nullable=False),
+        pa.field("date", pa.date32(), nullable=False),
+        pa.field("sha256", pa.string(), nullable=False),
+        pa.field("size", pa.int64(), nullable=False),
+    ]
+)
+MANIFEST_BASE_KEY = "skewtape_manifest_base"
+"""The manifest's key-value metadata naming what it is a delta of: ``[base sha256 or "",
+depth]``."""
+MAX_DELTA_DEPTH = 15
+"""A manifest is a delta of the previous version's at most this many times in a row; then the
+whole list is written again (an as-of read applies at most this many small deltas)."""
+
+
+@dataclass(frozen=True)
+class HotEntry:
+    """One live hot file of a version: its symbol-day and content (sha256, size)."""
+
+    symbol: str
+    date: date
+    sha256: str
+    size: int
+
+    @property
+    def key(self) -> SymbolDayKey:
+        return (self.symbol, self.date)
+
+
+@dataclass(frozen=True)
+class Version:
+    """One version's record (see the notes of ``versions``)."""
+
+    version: int
+    time: datetime
+    time_ns: int
+    operation: str
+    catalog: str | None
+    manifest: str
+    generation: int
+    changed: list[SymbolDayKey]
+    sources: list[tuple[str, date, str]]
+    hot_index: IndexMark | None = None
+    """Where the hot index stood when the version was taken (the next version reads the lines
+    after it: ``hot_index.HotIndex.changes_since``); None for versions recorded before."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as JSON-ready values (dates as ISO text)."""
+        return {
+            "hot_index": None if self.hot_index is None else self.hot_index.to_list(),
+            "version": self.version,
+            "time": self.time.isoformat().replace("+00:00", "Z"),
+            "time_ns": self.time_ns,
+            "operation": self.operation,
+            "catalog": self.catalog,
+            "manifest": self.manifest,
+            "generation": self.generation,
+            "changed": [[s, d.isoformat()] for s, d in self.changed],
+            "sources": [[s, d.isoformat(), b] for s, d, b in self.sources],
+        }
+
+
+# --- paths --------------------------------------------------------------------------------------
+
+
+def versions_dir(archive_root: Path) -> Path:
+    """``<archive root>/_skewtape_versions``."""
+    return Path(archive_root) / VERSIONS_DIR
+
+
+def record_path(archive_root: Path, number: int) -> Path:
+    """Where version ``number``'s record is: ``records/<number, 10 digits>.json``."""
+    return versions_dir(archive_root) / "records" / f"{number:010d}.json"
+
+
+def catalog_snapshot_path(archive_root: Path, digest: str) -> Path:
+    """Where the catalog snapshot of sha256 ``digest`` is: ``catalogs/<digest>.pq``."""
+    return versions_dir(archive_root) / "catalogs" / f"{digest}{SUFFIX}"
+
+
+def manifest_path(archive_root: Path, digest: str) -> Path:
+    """Where the manifest of sha256 ``digest`` is: ``manifests/<digest>.pq``."""
+    return versions_dir(archive_root) / "manifests" / f"{digest}{SUFFIX}"
+
+
+def hot_blobs_dir(archive_root: Path) -> Path:
+    """The folder of the hot files versions keep under their content names (``hot/``)."""
+    return versions_dir(archive_root) / "hot"
+
+
+def snapshot_dirs(archive_root: Path) -> list[Path]:
+    """The folders of the content-named files versions read (``manifests/``, ``catalogs/``,
+    ``hot/``), each file in them named ``*`` + :data:`SUFFIX`."""
+    store = versions_dir(archive_root)
+    return [store / "manifests", store / "catalogs", hot_blobs_dir(archive_root)]
+
+
+def hot_blob(archive_root: Path, entry: HotEntry) -> Path:
+    """Where a version keeps a hot file: Hive folders as the hot tier's, named by content."""
+    return _blob(str(hot_blobs_dir(archive_root)), entry)
+
+
+def _blob(base: str, entry: HotEntry) -> Path:
+    """:func:`hot_blob` below the folder ``base`` (one string built, one Path)."""
+    day = entry.date
+    return Path(
+        f"{base}/symbol={_folder_name(entry.symbol)}/year={day.year:04d}"
+        f"/month={day.month:02d}/date={day.isoformat()}/{entry.sha256}{SUFFIX}"
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _folder_name(symbol: str) -> str:
+    return encode_symbol(symbol)
+
+
+def tag_path(root: Path, name: str) -> Path:
+    """Where the tag ``name`` is: ``tags/<name>.json``."""
+    return versions_dir(root) / "tags" / f"{name}.json"
+
+
+# --- the index ----------------------------------------------------------------------------------
+
+
+def version_count(archive_root: Path) -> int:
+    """How many versions were ever recorded (pruned ones included): the latest number."""
+    try:
+        return os.stat(versions_dir(archive_root) / INDEX_FILE).st_size // INDEX_ENTRY.size
+    except FileNotFoundError:
+        return 0
+
+
+def indexed_time(handle: io.BufferedReader, number: int) -> int:
+    """Version ``number``'s ``time_ns`` as the open index ``handle`` holds it (one seek)."""
+    handle.seek((number - 1) * INDEX_ENTRY.size)
+    return INDEX_ENTRY.unpack(handle.read(INDEX_ENTRY.size))[0]
+
+
+def version_at(archive_root: Path, when: datetime) -> int | None:
+    """The number of the latest version committed at or before ``when`` (naive: UTC), None
+    when there is none: a binary search over the index (O(log versions) reads of 8 bytes)."""
+    wanted = utc_ns(when)
+    count = version_count(archive_root)
+    if count == 0:
+        return None
+    with open(versions_dir(archive_root) / INDEX_FILE, "rb") as handle:
+        low, high = 0, count  # versions 1..low are at or before wanted
+        while low < high:
+            middle = (low + high + 1) // 2
+            if indexed_time(handle, middle) <= wanted:
+                low = middle
+            else:
+                high = middle - 1
+    return low or None
+
+
+def utc_ns(when: datetime) -> int:
+    """``when`` (naive: UTC) in ns since the epoch, to the microsecond."""
+    moment = when.replace(tzinfo=UTC) if when.tzinfo is None else when
+    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000
+
+
+# --- records ------------------------------------------------------------------------------------
+
+
+def read_version(archive_root: Path, number: int) -> Version:
+    """The record of version ``number`` (one file read).
+
+    Raises VersionError when there is no such version, or when its record is gone (pruned,
+    or missing from a damaged or partial copy: the message names the file).
+    """
+    count = version_count(archive_root)
+    if not 1 <= number <= count:
+        raise VersionError(
+            f"{archive_root}: version {number}: no such version (the archive has {count})"
+        )
+    path = record_path(Path(archive_root), number)
+    raw = fsio.read_state_bytes(path)
+    if raw is None:
+        raise VersionError(
+            f"{archive_root}: version {number} was pruned or its record is missing ({path}: "
+            "prune-versions removes it; a copy of the archive may also have left it out)"
+        )
+    return _parse_record(fsio.load_json(raw, path, error=VersionError), path)
+
+
+def _parse_record(body: Any, path: Path) -> Version:
+    try:
+        return Version(
+            version=body["version"],
+            time=datetime.fromisoformat(body["time"].replace("Z", "+00:00")),
+            time_ns=body["time_ns"],
+            operation=body["operation"],
+            catalog=body["catalog"],
+            manifest=body["manifest"],
+            generation=body["generation"],
+            changed=[(s, date.fromisoformat(d)) for s, d in body["changed"]],
+            sources=[(s, date.fromisoformat(d), b) for s, d, b in body["sources"]],
+            hot_index=IndexMark.from_list(body.get("hot_index")),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise VersionError(f"{path}: not a version record ({exc!r})") from None
+
+
+def list_versions(archive_root: Path) -> list[Version]:
+    """The kept versions, oldest first (reads every kept record)."""
+    root = Path(archive_root)
+    out = []
+    for number in range(1, version_count(root) + 1):
+        raw = fsio.read_state_bytes(record_path(root, number))
+        if raw is not None:
+            out.append(_parse_record(fsio.load_json(raw, root, error=VersionError), root))
+    return out
+
+
+def latest_version(archive_root: Path) -> Version | None:
+    """The latest version (never pruned), None before the first."""
+    count = version_count(archive_root)
+    return read_version(archive_root, count) if count else None
+
+
+# --- reading a version --------------------------------------------------------------------------
+
+
+def read_manifest(archive_root: Path, version: Version) -> list[HotEntry]:
+    """The live hot files of ``version``, by symbol-day (its manifest's chain of deltas, at most
+    :data:`MAX_DELTA_DEPTH` + 1 small files, applied to the whole list it starts from)."""
+    chain = manifest_chain(archive_root, version.manifest)
+    entries: dict[SymbolDayKey, HotEntry] = {}
+    for digest in reversed(chain):
+        for entry in manifest_rows(read_manifest_table(archive_root, digest)):
+            if entry.size < 0:
+                entries.pop(entry.key, None)
+            else:
+                entries[entry.key] = entry
+    return [entries[key] for key in sorted(entries)]
+
+
+def manifest_chain(archive_root: Path, digest: str) -> list[str]:
+    """The manifest ``digest`` and the ones its deltas rest on, newest first."""
+    chain = [digest]
+    while True:
+        base, _ = manifest_header(archive_root, chain[-1])
+        if not base:
+            return chain
+        chain.append(base)
+
+
+def read_manifest_table(archive_root: Path, digest: str) -> pa.Table:
+    """The manifest ``digest`` as read (one file); VersionError when it cannot be read."""
+    path = manifest_path(Path(archive_root), digest)
+    try:
+        return pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise VersionError(f"{path}: a version's manifest: {exc}") from None
+
+
+def manifest_header(archive_root: Path, digest: str) -> tuple[str, int]:
+    """(the manifest this one is a delta of, "" for a whole list; its depth)."""
+    path = manifest_path(Path(archive_root), digest)
+    try:
+        metadata = pq.read_schema(path).metadata or {}
+        base, depth = fsio.load_json(metadata[MANIFEST_BASE_KEY.encode()], path, error=VersionError)
+    except (OSError, pa.ArrowException, KeyError, ValueError, TypeError) as exc:
+        raise VersionError(f"{path}: a version's manifest: {exc!r}") from None
+    return base, depth
+
+
+def manifest_rows(table: pa.Table) -> list[HotEntry]:
+    """The rows of a manifest ``table`` as entries (``size`` -1: a symbol-day gone)."""
+    return [
+        HotEntry(s, d, h, n)
+        for s, d, h, n in zip(
+            *(table[name].to_pylist() for name in MANIFEST_SCHEMA.names), strict=True
+        )
+    ]
+
+
+_CATALOGS: dict[str, Catalog] = {}
+"""Catalog snapshots parsed in this process, by sha256 (content-named: the same bytes in any
+archive), the last few kept."""
+
+
+def version_catalog(root: Path, version: Version) -> Catalog:
+    """The catalog ``version`` read (its snapshot; empty when it had none), the last few
+    parsed kept in this process; VersionError when the snapshot is missing."""
+    if version.catalog is None:
+        return Catalog()
+    cached = _CATALOGS.get(version.catalog)
+    if cached is not None:
+        return cached
+    path = catalog_snapshot_path(root, version.catalog)
+    raw = fsio.read_state_bytes(path)
+    if raw is None:
+        raise VersionError(f"{path}: version {version.version}'s catalog is missing")
+    catalog = parse_catalog(path, raw)
+    if len(_CATALOGS) >= 4:
+        _CATALOGS.pop(next(iter(_CATALOGS)))
+    _CATALOGS[version.catalog] = catalog
+    return catalog
+
+
+def version_state(archive_root: Path, version: Version) -> ArchiveState:
+    """Where every symbol-day lived as of ``version``: its catalog, its hot files (kept under
+    their content names) and the catalogued days those hid.
+
+    Raises VersionError when a kept hot file is missing.
+    """
+    root = Path(archive_root)
+    catalog = version_catalog(root, version)
+    live = []
+    base = f"{versions_dir(root)}/hot"
+    for entry in read_manifest(root, version):
+        blob = _blob(base, entry)
+        try:
+            stamp = FileStamp.of(blob)
+        except FileNotFoundError:
+            raise VersionError(
+                f"{blob}: version {version.version} reads it but it is missing"
+            ) from None
+        live.append(HotFile(entry.symbol, entry.date, blob, stamp))
+    overridden = frozenset(h.key for h in live if h.key in catalog.partitions)
+    return ArchiveState(catalog, live, [], overridden)
+
+
+# --- tags ---------------------------------------------------------------------------------------
+
+
+def is_tag_name(text: str) -> bool:
+    """True when ``text`` has a tag name's form (:func:`check_tag_name`)."""
+    return _TAG_NAME.fullmatch(text) is not None
+
+
+def check_tag_name(name: object) -> str:
+    """``name`` when it is a tag name (a letter, then up to 99 letters, digits, ``.``, ``_``,
+    ``-``); ConfigError otherwise."""
+    if not isinstance(name, str) or not _TAG_NAME.fullmatch(name):
+        raise ConfigError(
+            f"tag {name!r}: expected a letter then letters, digits, '.', '_' or '-' "
+            "(at most 100 characters)"
+        )
+    return name
+
+
+def read_tag(archive_root: Path, name: str) -> int:
+    """The version number the tag ``name`` pins; VersionError when there is no such tag."""
+    path = tag_path(Path(archive_root), check_tag_name(name))
+    raw = fsio.read_state_bytes(path)
+    if raw is None:
+        raise VersionError(f"{archive_root}: no tag {name!r}")
+    body = fsio.load_json(raw, path, error=VersionError)
+    number = body.get("version") if isinstance(body, dict) else None
+    if not isinstance(number, int) or isinstance(number, bool):
+        raise VersionError(f"{path}: field version: {number!r}, expected a version number")
+    return number
+
+
+def list_tags(archive_root: Path) -> dict[str, int]:
+    """``{tag: version}``, by name."""
+    folder = versions_dir(archive_root) / "tags"
+    names = sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+    return {name: read_tag(archive_root, name) for name in names}
