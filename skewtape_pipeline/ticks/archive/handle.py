@@ -176,7 +176,8 @@ class Archive:
         encoding
             How the ticks are encoded; fields left None are detected (widened to the archive's).
         run
-            Symbol filter, memory limit (the rest spilled to disk), progress callbacks.
+            Symbol filter, memory limit (routed rows beyond half of it spilled to disk: memory
+            stays within it plus the largest symbol-day), progress callbacks.
 
         Returns
         -------
@@ -218,15 +219,17 @@ class Archive:
     def compact_symbol_day(
         self, batch: TickBatch, write: SymbolDayWrite
     ) -> TickStorageCompactionReport:
-        """Compact one sorted symbol-day into the archive, committed as a version of its own.
+        """Compact one sorted symbol-day into the archive (atomic: a rewrite replaces its file;
+        audited), committed as a version of its own (none when nothing changed).
 
         Parameters
         ----------
         batch
             Its ticks, sorted (``compact_plan.sort_batch`` counts) and on ``write.day`` (UTC).
         write
-            Symbol, day, age in days (hence the tier), what was measured of the input and the
-            encoding (:class:`SymbolDayWrite`; checked before anything is written).
+            Symbol, day, age in days (hence the tier), what was measured of the input (no raw
+            size: the canonical CSV's is measured) and the encoding, of which only the timestamp
+            unit (None: the batch's) and the target ratio apply (:class:`SymbolDayWrite`).
 
         Returns
         -------
@@ -236,9 +239,11 @@ class Archive:
         Raises
         ------
         ConfigError
-            A negative ``age_days``, or scales or a unit that differ from the archive's.
+            A missing or negative ``age_days``, scales or a unit other than the archive's; nothing
+            written.
         TickValidationError
-            An empty, unsorted or invalid batch, a tick off the day, a bad symbol.
+            An empty, unsorted or invalid batch, a tick off the day, a bad symbol
+            (PrecisionLossError: a timestamp finer than the encoding's unit); nothing written.
         RoundTripError, WriteOnceError, CatalogMismatchError, ArchiveBusyError
             As :meth:`compact` raises them.
         """
@@ -250,9 +255,10 @@ class Archive:
     def retier(
         self, *, as_of: date, months: Collection[str] | None = None
     ) -> lifecycle.RetierResult:
-        """Move every symbol-day to the tier its age at ``as_of`` calls for, under the lock,
-        audited, committing a version; idempotent (a rerun finishes an interrupted run). Files
-        a kept version reads are retained until it is pruned.
+        """Move every symbol-day to the tier its age at ``as_of`` calls for (each source verified
+        first; withdrawn symbol-days purged), under the lock, audited, committing a version;
+        idempotent (a rerun finishes an interrupted run). Files a kept version reads are retained
+        until it is pruned; in ``books_and_records`` mode, every replaced file (``files_retained``).
 
         Parameters
         ----------
@@ -260,6 +266,7 @@ class Archive:
             The day ages are counted from.
         months
             ``YYYY-MM`` months whose symbol-days may move (a backfill partition); None: all.
+            Others are carried along when a file they share is rewritten.
 
         Returns
         -------
@@ -273,9 +280,10 @@ class Archive:
         ArchiveBusyError
             Another writer held the archive's lock beyond ``lock_timeout`` seconds.
         CatalogMismatchError
-            The catalog does not account for the files, or a hot source has no record.
+            The catalog does not account for the files, or a hot source has no record; nothing
+            committed.
         DamagedFileError
-            A source that differs from its record (nothing committed).
+            A source differing from its record, or whose footer does not decode; nothing committed.
         RoundTripError
             A new file did not read back equal (nothing committed or removed).
 
@@ -288,8 +296,8 @@ class Archive:
             return lifecycle.retier(self.core, as_of=as_of, months=months)
 
     def prune(self) -> list[Any]:
-        """Remove the superseded files no kept version reads (what :meth:`retier` does after
-        its commit, on its own); every removal audited first.
+        """Remove the superseded files (moved hot files, replaced or uncommitted consolidated
+        files) no kept version reads: :meth:`retier`'s last step on its own; each audited first.
 
         Returns
         -------
@@ -309,8 +317,9 @@ class Archive:
             return lifecycle.prune(self.core)
 
     def withdraw(self, keys: Iterable[SymbolDayKey]) -> list[SymbolDayKey]:
-        """Hide catalogued symbol-days at once (one atomic catalog write, audited first); the
-        next :meth:`retier` rewrites their files without them. Idempotent.
+        """Hide catalogued symbol-days' consolidated copies at once (one atomic catalog write,
+        audited first; a hot file written later is the live copy); the next :meth:`retier`
+        rewrites their files without them. Idempotent: nothing written when nothing is new.
 
         Parameters
         ----------
@@ -331,14 +340,15 @@ class Archive:
         ArchiveBusyError
             Another writer held the archive's lock beyond ``lock_timeout`` seconds.
         CatalogMismatchError
-            The catalog does not account for the files on disk; nothing written.
+            The catalog is missing, unreadable or does not account for the files; nothing written.
         """
         with self.core.writing():
             return withdrawal.withdraw_symbol_days(self.core, keys)
 
     def remove(self, keys: Iterable[SymbolDayKey]) -> list[withdrawal.Removal]:
         """Take symbol-days out, under the lock: their consolidated copy withdrawn, then their
-        hot file removed (a crash between leaves a day hidden, never half-visible); audited.
+        hot file removed (a crash between leaves a day hidden, never half-visible; a rerun
+        finishes); audited. Idempotent.
 
         Parameters
         ----------
@@ -355,7 +365,7 @@ class Archive:
         ConfigError
             A key that is not a ``(str, date)`` pair; nothing changed.
         WriteOnceError
-            ``books_and_records`` mode and a key with a file or a catalogued copy.
+            ``books_and_records`` mode and a key the archive holds (audited; nothing changed).
         ArchiveBusyError
             Another writer held the archive's lock beyond ``lock_timeout`` seconds.
         CatalogMismatchError
@@ -366,12 +376,13 @@ class Archive:
 
     def rebuild_catalog(self, *, allow_fewer: bool = False) -> integrity.RebuildResult:
         """Write the catalog again from the consolidated files in the policy's tier roots
-        (withdrawals kept from the old catalog while it reads); audited, under the lock.
+        (withdrawals kept from the old catalog while it reads; after a lost one, rerun
+        :meth:`remove`); hot files without a record are recorded as they are; audited, locked.
 
         Parameters
         ----------
         allow_fewer
-            Allow fewer symbol-days than the catalog replaced holds (the rest are lost).
+            Allow fewer symbol-days than the catalog replaced holds (the rest lost for good).
 
         Returns
         -------
@@ -383,7 +394,8 @@ class Archive:
         DamagedFileError
             A consolidated file whose footer does not decode, or a hot file that does not read.
         TickFormatError
-            A file that is no consolidated tick file, two holding one symbol-day, a bad record.
+            A file that is no consolidated tick file or does not match its digest, two of one
+            generation holding one symbol-day, a malformed hot file record; nothing written.
         ArchiveBusyError
             Another writer held the archive's lock beyond ``lock_timeout`` seconds.
         CatalogMismatchError
@@ -487,8 +499,8 @@ class Archive:
         columns: Collection[str] | None = None,
         as_of: AsOf | None = None,
     ) -> dict[str, pa.Table]:
-        """:meth:`read` each of ``symbols`` in one call, the files read side by side (as
-        ArcticDB's ``read_batch``).
+        """:meth:`read` each of ``symbols`` in one call: one look at the archive, one
+        verification pass, the files read side by side (as ArcticDB's ``read_batch``).
 
         Parameters
         ----------
@@ -634,7 +646,7 @@ class Archive:
 
     def show(self, symbol: str, day: date) -> SymbolDayStory:
         """Where ``symbol`` on ``day`` is now, its report and its history from this archive's
-        audit log; reads only.
+        audit log (without one: only its ``written``); reads only.
 
         Parameters
         ----------
@@ -658,8 +670,9 @@ class Archive:
         return show_symbol_day(self.tiers, symbol, day, audit_log=self.audit_log)
 
     def verify(self, *, full: bool = False) -> integrity.ArchiveVerification:
-        """Check every file against its record (size, sha256, footer), and what the kept
-        versions read; reads only.
+        """Check every file against its record (size, sha256, footer) and that the records
+        account for every file on disk, the tier roots' archive markers, what the kept versions
+        read; reads only.
 
         Parameters
         ----------
@@ -699,12 +712,15 @@ class Archive:
 
         Raises
         ------
-        NotAnArchiveError
-            The root holds no archive.
         ConfigError
-            Bad options, a query that is not one read-only statement or that DuckDB rejects.
+            A root that holds no archive, bad options, a query that is not one read-only
+            statement or that DuckDB rejects.
         DamagedFileError
             A file of the view differs from its record or its footer does not decode.
+        CatalogMismatchError
+            The catalog is missing while consolidated files exist, or lists a file not on disk.
+        ObjectStoreError
+            A tier root in an object store that cannot be used (naming it).
 
         Examples
         --------
@@ -716,7 +732,8 @@ class Archive:
         return views.run_query(sql, self.tiers, options)
 
     def open_view(self, con: Any, *, name: str = views.VIEW_NAME) -> Any:
-        """Create (or replace) the view over every tier on a DuckDB connection of yours.
+        """Create (or replace) the view over every tier on a DuckDB connection of yours; it
+        names files, so open it again after the archive changes.
 
         Parameters
         ----------
@@ -732,10 +749,10 @@ class Archive:
 
         Raises
         ------
-        NotAnArchiveError
-            The root holds no archive.
-        DamagedFileError
-            A file of the view differs from its record or its footer does not decode.
+        ConfigError
+            A root that holds no archive, a ``name`` that is not an identifier.
+        DamagedFileError, CatalogMismatchError, ObjectStoreError
+            As :meth:`query` raises them.
         """
         return views.open_ticks_view(con, self.tiers, name=name)
 

@@ -1,8 +1,9 @@
 """Compaction: split ticks into symbol-days (UTC), sort each explicitly (counted), validate,
 write a verified Parquet file per symbol-day and report on it.
 
-Entry points, each given the :class:`~skewtape_pipeline.ticks.archive.handle.Archive` it writes
-(its root, tier policy, audit log and lock timeout) and options objects fixed for the run:
+Entry points, each given the archive's core
+(:class:`~skewtape_pipeline.ticks.archive.core.ArchiveCore`: its root, tier policy, audit log
+and lock timeout) and options objects fixed for the run:
 :class:`~skewtape_pipeline.ticks.encode.options.TickEncoding` (how ticks are encoded) and
 :class:`CompactionRun` (symbol filter, memory limit, progress callbacks):
 
@@ -11,12 +12,22 @@ Entry points, each given the :class:`~skewtape_pipeline.ticks.archive.handle.Arc
   :class:`~skewtape_pipeline.ticks.encode.sources.SourceTicks` (the real-file readers);
 - :func:`compact_symbol_day` -- one already-built :class:`TickBatch` of one symbol-day, as its
   :class:`SymbolDayWrite` says (the day, its age, the :class:`SourceFacts` measured of its
-  input, its encoding).
+  input, its encoding);
+- :func:`commit_compaction` -- the version the writes made, committed after them (``sources``:
+  the bundle each symbol-day came from), waiting for the lock as the writes do.
+
+The contracts are the front door's (``Archive.compact``, ``Archive.compact_symbol_day``).
 
 Bad input changes nothing on disk: every symbol-day of an input is converted and validated
 before the first file is written. The input is read in chunks (``compact_plan.plan_stream``) and its
-rows routed to symbol-days within a memory budget, the rest spilled to the archive's staging
-folder (``store.spill``), so any input compacts in bounded memory.
+rows routed to symbol-days, those beyond half of ``run.memory_limit`` spilled to the archive's
+staging folder (``store.spill``) and read back one symbol-day at a time, so any input compacts
+within the limit (plus the largest symbol-day being encoded).
+
+Each symbol-day's file is encoded, written and read back in the staging folder outside the
+archive's lock, then published under it, waited for up to :func:`compaction_lock_wait` seconds
+(:func:`_published`: the checks, the record readers verify it by, the audit record); the very
+ticks the archive holds already are not written again (the report's note: :data:`UNCHANGED`).
 
 The timestamp unit (``ns``, ``us``, ``ms``, ``s``) and the price and quantity scales are the
 archive's one schema: the archive root records them and refuses a batch at another one. By
@@ -129,51 +140,14 @@ if TYPE_CHECKING:
 def compact_symbol_day(
     core: ArchiveCore, batch: TickBatch, write: SymbolDayWrite
 ) -> TickStorageCompactionReport:
-    """Validate one symbol-day, write it to ``archive``, verify it, report on it.
-
-    ``batch`` must be sorted (:func:`sort_batch` does it and counts; pass the count in
-    ``write.source``) and fall on ``write.day`` (UTC). ``write.source`` holds what was measured
-    of the input (its raw size and basis; without a size the canonical CSV is serialized and
-    measured). The tier follows from ``write.age_days`` under the archive's policy. Of
-    ``write.encoding``, the timestamp
-    unit (None: the batch's own; the report records the unit read back from the written file)
-    and the target ratio apply: the batch is already at its scales and sides. Atomic and
-    idempotent: rewriting a symbol-day replaces its file. The file is published under the
-    archive's lock (waiting up to :func:`compaction_lock_wait` seconds for another writer to
-    release it), and its size and sha256 recorded there (``CatalogStore.append_hot_record``: what
-    readers verify it by). Each write is audited to the archive's audit log once it succeeded,
-    with the report's main numbers (:data:`EVENT_WRITE`; a symbol-day the archive already held:
-    :func:`recompaction_record`); the same ticks the archive holds are not written again
-    (the report's note starts with :data:`UNCHANGED`).
-
-    Raises
-    ------
-    ConfigError
-        ``age_days`` missing/negative, or scales or a unit that differ from the archive's
-        (:func:`ensure_archive_schema`).
-    PrecisionLossError
-        A timestamp finer than the encoding's timestamp unit (names the row; nothing written).
-    TickValidationError
-        An empty or invalid batch (names the row), a tick outside ``day``, a bad symbol.
-    RoundTripError
-        The written file did not read back equal (nothing is published).
-    WriteOnceError
-        The archive is in ``books_and_records`` mode and the symbol-day's file exists (checked
-        before encoding, and again under the lock that publishes); nothing is written.
-    CatalogMismatchError
-        The symbol-day's file exists and the catalog is missing, unreadable or does not account
-        for the files on disk (``catalog_check.checked_catalog``, checked once, under the lock that
-        publishes); nothing is rewritten and the staged file is discarded.
-    ArchiveBusyError
-        Another writer held the archive's lock for longer than the compaction waits.
-    """
+    """Write one sorted symbol-day, verified (the contract: ``Archive.compact_symbol_day``)."""
     started = time.perf_counter()
     item = _planned(batch, write)
     return _write_symbol_day(core, item, write.encoding.target_ratio, started)
 
 
 def _planned(batch: TickBatch, write: SymbolDayWrite) -> PlannedSymbolDay:
-    """The symbol-day checked as :func:`compact_symbol_day` says (``age_days`` too, before
+    """The symbol-day checked as ``Archive.compact_symbol_day`` says (``age_days`` too, before
     anything is written: ``policy.check_age_days``), its batch at the encoding's timestamp unit,
     its raw size the one measured in ``write.source`` or else the canonical CSV's."""
     check_age_days(write.age_days)
@@ -192,7 +166,7 @@ def _checked_batch(
     batch: TickBatch, symbol: str, day: date, timestamp_unit: str | None
 ) -> TickBatch:
     """``batch`` at ``timestamp_unit`` (None: its own), validated and within ``day``; raises
-    as :func:`compact_symbol_day` says for an empty or invalid batch."""
+    as ``Archive.compact_symbol_day`` says for an empty or invalid batch."""
     if len(batch) == 0:
         raise TickValidationError(f"{symbol} {day.isoformat()}: the batch is empty")
     if timestamp_unit is not None:
@@ -540,16 +514,7 @@ def compact_source(
     encoding: TickEncoding = DEFAULT_ENCODING,
     run: CompactionRun = DEFAULT_RUN,
 ) -> list[TickStorageCompactionReport]:
-    """Compact every symbol-day of ``source`` into ``archive`` (see :func:`compact_ticks`).
-
-    A :class:`~skewtape_pipeline.ticks.encode.sources.TickStream` is read chunk by chunk
-    (:func:`plan_stream`); routed rows beyond half of ``run.memory_limit`` are spilled to the
-    archive's staging folder and read back one symbol-day at a time, so memory stays within
-    the limit (plus the largest symbol-day being encoded) whatever the input's size. The run's
-    callbacks follow the reading and the symbol-days written; each write is audited to the
-    archive's audit log (:func:`compact_symbol_day`); the run commits one version when it
-    changed anything.
-    """
+    """Compact every symbol-day of ``source`` into the archive (``Archive.compact``)."""
     stream = source if isinstance(source, TickStream) else stream_of(source)
     options = PlanOptions(as_of, encoding, run.symbol, archive=recorded_schema(core.root))
     with spilling_router(core.root, run.memory_limit) as router:
@@ -561,10 +526,8 @@ def compact_source(
 
 
 def commit_compaction(core: ArchiveCore, sources: Mapping[SymbolDayKey, str] | None = None) -> None:
-    """Record the archive's version after compaction wrote to it (``VersionLog.record``,
-    nothing when nothing changed; ``sources``: the bundle each symbol-day came from) under the
-    archive's lock, waiting for it as long as the writes did (:func:`compaction_lock_wait`;
-    ArchiveBusyError "recording a version" after that)."""
+    """Commit the version compaction's writes made (none when they changed nothing), under the
+    archive's lock, waiting for it as long as the writes did."""
     with core.waiting(compaction_lock_wait(core)).locked("recording a version"):
         core.versions.record("compact", sources=sources)
 

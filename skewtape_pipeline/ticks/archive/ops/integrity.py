@@ -7,14 +7,21 @@ own ``symbol`` and ``date`` columns. Hot files are named by their ``symbol=``/``
 
 The writers' catalog check (``catalog_check.checked_catalog``) reads the same records.
 
-- :func:`rebuild_catalog` writes the catalog from the files: the newest generation's copy of
+- :func:`rebuild_catalog` writes the catalog from the files, under the archive's lock: each
+  file's symbol-days are checked against its metadata's digest (:func:`read_recorded`), its size
+  and sha256 measured, byte shares computed from its footer; the newest generation's copy of
   each symbol-day wins, older files holding any of the same symbol-days are superseded; a hot
-  file whose ticks equal its symbol-day's catalogued copy is superseded (re-tiering moved it),
-  any other hot file is live (a newer recompaction hiding the consolidated copy).
+  file whose ticks (ts, price, quantity, side) equal its symbol-day's catalogued copy is
+  superseded (re-tiering moved it), any other hot file is live (a newer recompaction hiding the
+  consolidated copy). The generation is one above every generation seen.
 - :func:`verify_archive` compares every archive file with its record (``store.trust``: a
   consolidated file's size and sha256 in the catalog, a hot file's in the hot file records),
-  checks every tier root's archive marker and, with ``full``, reads every page of every archive
-  file through pyarrow with page checksum verification (DuckDB does not check page checksums).
+  hashes a consolidated file the catalog does not list against its content name, checks what
+  the kept versions read (:func:`_verified_version_files`) and every tier root's archive marker
+  and, with ``full``, reads every page of every archive file through pyarrow with page checksum
+  verification (DuckDB does not check page checksums). What it finds is reported, never raised.
+
+The contracts are the front door's (``Archive.rebuild_catalog``, ``Archive.verify``).
 
 Consolidated files may live in S3 tier roots (``skewtape_pipeline.storage``): every function here
 lists and reads them there the same way, after checking that the store answers (else
@@ -129,42 +136,7 @@ class RebuildResult:
 
 
 def rebuild_catalog(core: ArchiveCore, *, allow_fewer: bool = False) -> RebuildResult:
-    """Write the catalog of ``archive`` from the consolidated files themselves, found in the
-    tier roots of its policy (under the archive's lock).
-
-    Each file's symbol-days are read from its ``symbol`` and ``date`` columns and checked
-    against its metadata's digest (:func:`read_recorded`). Files are taken newest generation
-    first; a file is catalogued when none of its symbol-days is held by a newer one (else it
-    is superseded: a replaced copy). Each file's size and sha256 are measured, byte shares
-    computed from its footer. A hot file on disk for a catalogued symbol-day is read and
-    compared with the consolidated copy: equal ticks (ts, price, quantity, side) mark it
-    superseded (re-tiering moved it and left it), any difference leaves it live (a newer
-    recompaction, hiding the consolidated copy). Withdrawals are kept from the old catalog
-    when it is still readable (a withdrawal lives only in the catalog and the audit log; rerun
-    ``remove-days`` after rebuilding a lost catalog). The generation is one above every
-    generation seen. Hot files without a record of their size and sha256 (written before hot
-    files were recorded) are recorded as they are (``hot_files_recorded``). Audited to the
-    archive's audit log (None: not audited).
-
-    A rebuild that would account for fewer symbol-days than the readable catalog it replaces
-    (e.g. run with a policy that does not name the tiers' roots) is refused unless
-    ``allow_fewer`` (the consolidated files of the missing symbol-days are lost for good).
-
-    Raises
-    ------
-    DamagedFileError
-        A consolidated file whose footer does not decode, or a hot file that does not read
-        (restore or move it away first).
-    TickFormatError
-        A file that is not a consolidated tick file, one whose symbol-days do not match its
-        metadata's digest, two files of one generation holding the same symbol-day, or a
-        malformed line in the hot file records (names the line; nothing is written).
-    ArchiveBusyError
-        Another writer holds the archive's lock beyond its ``lock_timeout`` seconds.
-    CatalogMismatchError
-        The rebuilt catalog would account for fewer symbol-days than the one it replaces
-        (names both counts and the tier roots looked in); nothing is written.
-    """
+    """Write the catalog again from the archive's files (``Archive.rebuild_catalog``)."""
     root, tiers = core.root, core.tiers
     with core.locked("rebuilding"):
         recorded = _recorded_files(core)
@@ -412,22 +384,7 @@ class ArchiveVerification:
 
 
 def verify_archive(core: ArchiveCore, *, full: bool = False) -> ArchiveVerification:
-    """Check every byte of every archive file against its record; reads only, never raises
-    for what it finds.
-
-    Every catalogued consolidated file must be on disk with the size and sha256 the catalog
-    recorded and a readable footer; every consolidated file on disk must be accounted for (see
-    :func:`checked_catalog`), and one the catalog does not list (retained in books-and-records
-    mode, or left by an interrupted run) must hash to its content name; every hot file must
-    have the size and sha256 recorded when it was written (``trust.hot_record``; one without a
-    record is reported, with the repair) and a readable footer; the archive marker must be in
-    the archive root and in every tier root holding catalogued files, equal to the root's; what
-    the kept versions read must be there and every content-named file versions keep must hold
-    the bytes its name records (:func:`_verified_version_files`). With ``full``, every page of
-    every archive file (hot, consolidated, kept for versions) is also read through pyarrow with
-    page checksum verification. ``core``: the archive (its root, catalog and resolved tiers:
-    stores and catalog paths), handed down.
-    """
+    """Check every archive file against its record; reports, never raises (``Archive.verify``)."""
     root, tiers, problems = core.root, core.tiers, []
     checked = checked_bytes = 0
     tiers.check_reachable()

@@ -1,10 +1,14 @@
 """Re-tiering: symbol-days move to the tier their age calls for, verified, audited, crash-safe.
 
 ``retier_plan.plan_retier`` compares where every symbol-day lives (``placement.archive_state``)
-with where the tier policy wants it at ``as_of``; :func:`retier` carries the plan out:
+with where the tier policy wants it at ``as_of``; :func:`retier` carries the plan out, holding the
+archive's lock throughout, once the catalog accounts for every consolidated file on disk
+(``catalog_check.checked_catalog``; the contract is ``Archive.retier``'s):
 
 1. every consolidated file whose content changes is rewritten whole, from the symbol-days that
-   belong in it (read from their hot files or from the consolidated files they are in now),
+   belong in it (read from their hot files or from the consolidated files they are in now, each
+   verified first: a consolidated file's size and sha256 against the catalog, a hot file's
+   against its compaction's record, ``CatalogStore.hot_records``; then its footer and pages),
    into a new, content-named file, read back and compared row for row with those symbol-days
    before it appears (``consolidate.write_consolidated_file``); each rewrite is audited;
 2. the catalog is replaced by one atomic rename: from that instant the query view reads the
@@ -14,7 +18,8 @@ with where the tier policy wants it at ``as_of``; :func:`retier` carries the pla
    archive still reads (``ticks.archive.store.versions``) is retained until ``prune-versions`` drops
    the last such version. In ``books_and_records`` mode nothing is removed: the replaced files are
    retained and the result says so; then the version (``VersionLog.record``) is
-   recorded.
+   recorded. :func:`prune` is step 3 on its own (e.g. after an interrupted run): moved hot
+   files, replaced or uncommitted consolidated files that no kept version reads.
 
 Warm and cold roots may be S3 prefixes (``skewtape_pipeline.storage``): a new file is then verified
 locally, uploaded under its content name only if that key is absent and read back (size, sha256)
@@ -215,35 +220,7 @@ class RetierResult:
 def retier(
     core: ArchiveCore, *, as_of: date, months: Collection[str] | None = None
 ) -> RetierResult:
-    """Move every symbol-day of ``archive`` to the tier its age calls for at ``as_of``.
-
-    Holds the archive's lock (``<archive root>/.skewtape-archive.lock``) throughout. Every
-    rewrite, the commit and every removal are appended to the archive's audit log (None: not
-    audited). Withdrawn symbol-days are purged from their files (see the module notes).
-    Idempotent: a second run with the same arguments changes nothing; a run after a crash
-    finishes the interrupted one.
-
-    Nothing is moved, written or removed unless the catalog accounts for every consolidated
-    file on disk (``catalog_check.checked_catalog``), and every source is verified before it is
-    read (a consolidated file's size and sha256 against the catalog, a hot file's against the
-    record its compaction made, ``CatalogStore.hot_records``; then its footer and pages).
-
-    Raises
-    ------
-    ConfigError
-        Bad arguments (see ``retier_plan.plan_retier``), or scales that differ from a tier root's.
-    ArchiveBusyError
-        Another writer held the archive's lock beyond its ``lock_timeout`` seconds.
-    CatalogMismatchError
-        The catalog is missing, unreadable or does not account for the files on disk (names
-        them and the repair); nothing changed. Also a hot source without a record (written
-        before hot files were recorded; names it and the repair); nothing committed.
-    DamagedFileError
-        A source whose size or sha256 differs from its record, or whose footer does not
-        decode (names the file); nothing committed.
-    RoundTripError
-        A new file did not read back equal; nothing was committed or removed.
-    """
+    """Move every symbol-day to the tier its age at ``as_of`` calls for (``Archive.retier``)."""
     started = time.perf_counter()
     root = core.root
     with core.locked("re-tiering"):
@@ -681,22 +658,7 @@ def _without_stale_stamp(core: ArchiveCore, partition: CatalogPartition) -> Cata
 
 
 def prune(core: ArchiveCore) -> list[TierFile]:
-    """Remove superseded files (moved hot files, replaced or uncommitted consolidated files)
-    that no kept version reads (``VersionLog.kept_catalog_paths``).
-
-    What :func:`retier` does after its commit, on its own (e.g. after an interrupted run).
-    Every removal is audited before it happens. Returns the files removed.
-
-    Raises
-    ------
-    WriteOnceError
-        The archive is in ``books_and_records`` mode and there is something to remove (the
-        refusal is audited; nothing is removed).
-    ArchiveBusyError
-        Another writer held the archive's lock beyond its ``lock_timeout`` seconds.
-    CatalogMismatchError
-        The catalog does not account for the files on disk (nothing is removed).
-    """
+    """Remove the superseded files no kept version reads (the contract: ``Archive.prune``)."""
     with core.locked("pruning"):
         garbage, kept = unreachable_files(_checked_tiers(core))
         removed = remove_files(core.books, [item for item in garbage if item.file not in kept])

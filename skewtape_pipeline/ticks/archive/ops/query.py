@@ -104,6 +104,8 @@ HIVE_TYPES = "{'symbol': 'VARCHAR', 'year': 'INTEGER', 'month': 'INTEGER', 'date
 Archives = ArchiveTiers | Sequence[ArchiveTiers]
 """One archive's resolved tiers (``Archive.tiers``), or several archives' (one view over all)."""
 Narrow = Callable[[ArchiveState], ArchiveState]
+"""What :func:`open_ticks_view`'s ``narrow`` is: the state cut down to the symbol-days wanted,
+before any file is named or verified (``versions.symbol_days``)."""
 
 
 def ticks_view_sql(archives: Archives, *, name: str = VIEW_NAME, as_of: AsOf | None = None) -> str:
@@ -292,14 +294,7 @@ def open_ticks_view(
     as_of: AsOf | None = None,
     narrow: Narrow | None = None,
 ) -> duckdb.DuckDBPyConnection:
-    """Create (or replace) the view ``name`` over the archive(s) whose resolved tiers are
-    ``archives`` (``Archive.tiers``) on ``con`` (as of a version with ``as_of``: see
-    :func:`ticks_view_sql`); ``narrow`` may cut the state down to the symbol-days wanted before
-    any file is named or verified (``versions.symbol_days``).
-
-    Returns ``con``. See :func:`ticks_view_sql` for what it raises; DamagedFileError when
-    DuckDB cannot read a file's footer.
-    """
+    """Create (or replace) the view ``name`` on ``con`` (the contract: ``Archive.open_view``)."""
     view = _view(archives, name, as_of, narrow)
     for table, dataset in view.datasets.items():
         con.register(table, dataset)
@@ -351,19 +346,7 @@ class QueryOptions:
 
 
 def run_query(sql: str, archives: Archives, options: QueryOptions | None = None) -> pa.Table:
-    """Run ``sql`` against a fresh in-memory DuckDB with the ``ticks`` view (and ``tick_reports``,
-    the archive's reports table: ``reports_table.reports_view_sql``); return the rows (a table
-    without columns when DuckDB gives no relation).
-
-    ``archives``: the resolved tiers of one archive or several (``Archive.tiers``); ``options``
-    (:class:`QueryOptions`; None: the defaults) give the parameters, threads, read-only or
-    not, and the version to read as of. Read-only unless
-    ``options.unrestricted`` (see :func:`check_read_only` and :func:`restrict`). Every file the
-    view reads is verified against its record first when its stamp changed since it last was
-    (``trust.verify_before_reading``). Raises ConfigError naming the query when it is not one
-    read-only statement or DuckDB rejects it, DamagedFileError naming the file when a file of
-    the view differs from its record or has a footer that does not decode.
-    """
+    """Run ``sql`` over the view ``ticks`` of ``archives`` (the contract: ``Archive.query``)."""
     with _query(sql, archives, options or QueryOptions()) as relation:
         return pa.table({}) if relation is None else relation.to_arrow_table()
 

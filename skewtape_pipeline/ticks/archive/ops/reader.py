@@ -319,8 +319,7 @@ class ArchiveReader:
         columns: Collection[str] | None = None,
         as_of: AsOf | None = None,
     ) -> pa.Table:
-        """The ticks of ``symbols`` (None: all) from ``start`` to ``end`` (inclusive; None:
-        open) with ``columns`` of the view (None: all), as ``Archive.read`` says."""
+        """The ticks of ``symbols`` over the days asked (the contract: ``Archive.read``)."""
         picked = _columns(columns)
         first, last = check_day(start, "start"), check_day(end, "end")
         snapshot = self.snapshot(as_of)
@@ -338,8 +337,7 @@ class ArchiveReader:
         columns: Collection[str] | None = None,
         as_of: AsOf | None = None,
     ) -> dict[str, pa.Table]:
-        """``{symbol: its table}`` for each of ``symbols`` (in the order given), read as one
-        batch: one look at the state, one verification pass, the files read side by side."""
+        """Each of ``symbols`` read as one batch (the contract: ``Archive.read_batch``)."""
         if isinstance(symbols, str):
             symbols = [symbols]
         picked = _columns(columns)

@@ -156,20 +156,7 @@ class RetierPlan:
 def plan_retier(
     core: ArchiveCore, *, as_of: date, months: Collection[str] | None = None
 ) -> RetierPlan:
-    """Plan the moves that bring every symbol-day of ``archive`` to the tier its age calls for
-    at ``as_of`` under the archive's tier policy.
-
-    ``months`` (``YYYY-MM`` strings) limits the moves to symbol-days of those months (a
-    backfill partition); other symbol-days stay where they are but are carried along when a
-    file they share is rewritten. Reads only (``archive.tiers`` read by the planner, once).
-
-    Raises
-    ------
-    ConfigError
-        ``as_of`` not a date, a bad month, or a symbol-day dated after ``as_of``.
-    TickFormatError
-        A damaged catalog or an undecodable partition folder.
-    """
+    """Plan the moves re-tiering at ``as_of`` makes; reads only (``Archive.plan_retier``)."""
     return _Planner(core, as_of, months).plan()
 
 

@@ -18,6 +18,9 @@ about it, in order:
 - ``hot-file-removed``: its hot file removed once superseded (``tick-archive-remove``);
 - ``withdrawn`` and ``purged``: corrected away (``tick-archive-withdraw``), then taken out of
   its consolidated file by re-tiering.
+
+Without an audit log (None, or one not written yet) the history holds only the report's
+``written``. The contract is the front door's (``Archive.show``).
 """
 
 from __future__ import annotations
@@ -154,24 +157,7 @@ def _ratio(value: float | None) -> str:
 def show_symbol_day(
     tiers: ArchiveTiers, symbol: str, day: date, *, audit_log: Path | None = None
 ) -> SymbolDayStory:
-    """Where ``symbol`` on ``day`` is now, its report and its history (see the module notes),
-    in the archive whose resolved tiers are ``tiers`` (``Archive.tiers``).
-
-    ``audit_log``: the log the archive's writers audit to (the ``Archive``'s ``audit_log``, as
-    the ``show`` command passes it); None: the archive is not audited, so the history holds only
-    the report's ``written`` (as does a log not written yet). Reads only.
-
-    Raises
-    ------
-    ConfigError
-        The archive knows nothing of the symbol-day (no file, no catalog entry, no report, no
-        audit record): a mistyped symbol or date.
-    TickFormatError
-        A damaged catalog or reports file.
-    AuditLogError
-        A line of the audit log that is not a record where no crash leaves one (see
-        :func:`_records`), naming the log and the line.
-    """
+    """Where a symbol-day is now, its report and its history (``Archive.show``)."""
     root = tiers.root
     catalog = archive_state(root).catalog
     location = locate(tiers, symbol, day)

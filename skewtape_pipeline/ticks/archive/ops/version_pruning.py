@@ -7,6 +7,11 @@ names, catalog and manifest snapshots (see ``store.versions``, whose ``VersionLo
 them). In ``books_and_records`` mode it refuses (audited): records are never removed. Under the
 archive's lock; the pruning is audited before any record goes, every file removal before it
 happens. A crash at any step leaves every kept version readable; a rerun finishes the removals.
+
+:func:`past_version_bytes` sums what pruning every past version would free: the consolidated
+files kept for them that the current catalog no longer lists, and the hot files kept under their
+content names that no other link makes a live hot file. The contracts are the front door's
+(``ArchiveVersions.prune``, ``ArchiveVersions.past_bytes``).
 """
 
 from __future__ import annotations
@@ -47,19 +52,7 @@ class PruneResult:
 def prune_versions(
     core: ArchiveCore, *, keep_last: int | None = None, older_than: date | None = None
 ) -> PruneResult:
-    """Prune the versions of ``archive`` beyond the ``keep_last`` newest, or committed before
-    the day ``older_than`` (UTC), keeping the latest and every tagged one; then remove the
-    files only pruned versions read (see the module notes). Audited to the archive's log.
-
-    Raises
-    ------
-    ConfigError
-        Neither or both of ``keep_last`` (an int >= 1) and ``older_than`` (a date).
-    WriteOnceError
-        The archive is in ``books_and_records`` mode (audited; nothing removed).
-    ArchiveBusyError
-        Another writer holds the archive's lock beyond its ``lock_timeout`` seconds.
-    """
+    """Drop old versions, then the files only they read (``ArchiveVersions.prune``)."""
     _check_rule(keep_last, older_than)
     core.books.check_may_delete(core.versions.directory, why="pruning versions")
     with core.locked("pruning versions"):
@@ -132,9 +125,7 @@ def _unread(core: ArchiveCore, kept: list[Version]) -> list[TierFile]:
 
 
 def past_version_bytes(core: ArchiveCore) -> int:
-    """The bytes only past versions of ``archive`` hold: consolidated files kept for them that
-    the current catalog no longer lists, and hot files kept under their content names that are
-    no longer a live hot file (no other link to them)."""
+    """The bytes only past versions read (the contract: ``ArchiveVersions.past_bytes``)."""
     current = {core.tiers.resolve(f.path) for f in core.catalog.read().files.values()}
     total = sum(size_of(f) for f in _kept_files(core) - current if _exists(f))
     hot = core.versions.hot_blobs_dir()

@@ -4,10 +4,16 @@ The archive mirrors its source, so a symbol-day whose ticks were all corrected a
 the ``ticks`` view, whatever tier it is in:
 
 - :func:`withdraw_symbol_days` marks a warm or cold copy *withdrawn* in the catalog (one atomic
-  write, audited): the view, ``locate`` and the metrics leave it out at once, and the next
-  ``lifecycle.retier`` rewrites its consolidated file without it;
+  write, generation + 1, audited before the catalog is replaced): the view, ``locate`` and the
+  metrics leave it out at once, and the next ``lifecycle.retier`` rewrites its consolidated file
+  without it;
 - :func:`remove_symbol_days` does that and removes the hot file too: what the archivers call
-  when a corrected source has no ticks left for a symbol-day.
+  when a corrected source has no ticks left for a symbol-day. Both steps happen under one hold
+  of the archive's lock (``ArchiveCore.locked``), so a re-tiering cannot move a hot file being
+  removed back into a consolidated file; each removal is audited as re-tiering audits its own
+  (``garbage.remove_files``, ``tick-archive-remove``).
+
+The contracts are the front door's (``Archive.withdraw``, ``Archive.remove``).
 
 In ``books_and_records`` mode both refuse (audited): records are never removed. Both read the
 catalog through ``catalog_check.checked_catalog``: while it is missing, unreadable or does not
@@ -53,27 +59,7 @@ class Removal:
 
 
 def remove_symbol_days(core: ArchiveCore, keys: Iterable[SymbolDayKey]) -> list[Removal]:
-    """Take symbol-days out of ``archive``: withdraw their consolidated copy, remove their hot
-    file. Withdrawal comes first, so a crash between leaves the day hidden or gone, never
-    half-visible; a rerun finishes. Both happen under the archive's lock
-    (``ArchiveCore.locked``), so a re-tiering cannot move a hot file being removed back into a
-    consolidated file. Idempotent; audited to the archive's audit log (the withdrawal, then
-    each hot file's removal as re-tiering audits its removals: ``garbage.remove_files``,
-    ``tick-archive-remove``). Returns one :class:`Removal` per key, sorted.
-
-    Raises
-    ------
-    ConfigError
-        A key that is not a (str, datetime.date) pair; nothing changed.
-    WriteOnceError
-        ``books_and_records`` mode and a key has a hot file or a catalogued copy (audited;
-        nothing changed).
-    ArchiveBusyError
-        Another writer holds the archive's lock beyond its ``lock_timeout`` seconds.
-    CatalogMismatchError
-        The catalog does not account for the files on disk (in the tier roots of the
-        archive's policy); nothing changed.
-    """
+    """Withdraw symbol-days, then remove their hot files (``Archive.remove``)."""
     root = core.root
     wanted = sorted(_check_keys(keys))
     catalog = checked_catalog(core.tiers)
@@ -112,30 +98,7 @@ def _why(key: SymbolDayKey) -> str:
 
 
 def withdraw_symbol_days(core: ArchiveCore, keys: Iterable[SymbolDayKey]) -> list[SymbolDayKey]:
-    """Hide catalogued symbol-days of ``archive`` whose ticks the publisher corrected away, at
-    once.
-
-    Marks the catalogued ``(symbol, date)`` keys withdrawn in one atomic catalog write
-    (generation + 1) under the archive's lock: from then on the query view, :func:`locate`
-    and the metrics leave out their consolidated copy (a hot file written for one later is its
-    live copy); the next :func:`retier` rewrites their file without them. Keys the catalog
-    does not list, or lists as withdrawn already, are ignored: idempotent (nothing is written
-    when nothing is new). The withdrawal is appended to the audit log before the catalog is
-    replaced (the archive's audit log). Returns the keys withdrawn by this call, sorted.
-
-    Raises
-    ------
-    ConfigError
-        A key that is not a (str, datetime.date) pair; nothing written.
-    WriteOnceError
-        The archive is in ``books_and_records`` mode and a key is to be withdrawn (audited;
-        nothing written).
-    ArchiveBusyError
-        Another writer holds the archive's lock beyond its ``lock_timeout`` seconds.
-    CatalogMismatchError
-        The catalog is missing, unreadable or does not account for the files on disk (in the
-        tier roots of the archive's policy); nothing written.
-    """
+    """Hide catalogued symbol-days at once (the contract: ``Archive.withdraw``)."""
     wanted = _check_keys(keys)
     if not _to_withdraw(checked_catalog(core.tiers), wanted):
         return []  # nothing to do: no lock taken, nothing written
