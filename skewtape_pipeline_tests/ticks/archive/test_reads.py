@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 
 from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import (
+    CatalogMismatchError,
     ConfigError,
     DamagedFileError,
     NotAnArchiveError,
@@ -28,9 +30,7 @@ from skewtape_pipeline.ticks.archive.ops.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.ops.query import open_ticks_view, run_query
 from skewtape_pipeline.ticks.archive.ops.reader import VIEW_COLUMNS, view_select
 from skewtape_pipeline.ticks.archive.store import hot_index
-from skewtape_pipeline.ticks.archive.store.catalog import (
-    CatalogStore,
-)
+from skewtape_pipeline.ticks.archive.store.catalog import CatalogStore, file_rows
 from skewtape_pipeline.ticks.archive.store.layout import partition_file
 from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
 from skewtape_pipeline.ticks.archive.store.versions import VersionLog
@@ -179,6 +179,24 @@ def test_read_when_a_consolidated_file_changed_behind_the_archives_back_refuses(
     with pytest.raises(DamagedFileError) as caught:
         handle.read()
     assert str(path) in str(caught.value)
+
+
+def test_read_when_the_catalog_places_a_day_on_rows_of_another_refuses_naming_the_file(hot):
+    Archive(hot, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)
+    store = CatalogStore(hot)
+    catalog = store.read()
+    file = next(iter(catalog.files))
+    spans = sorted(file_rows(catalog, file).items(), key=lambda item: item[1][0])
+    (first, _), (second, _) = spans[0], spans[1]  # neighbours in the file
+    moved = {
+        first: replace(catalog.partitions[first], rows=catalog.partitions[first].rows + 1),
+        second: replace(catalog.partitions[second], rows=catalog.partitions[second].rows - 1),
+    }  # the first day's rows now end one row into the next day's
+    store.write(replace(catalog, partitions={**catalog.partitions, **moved}))
+    with pytest.raises(CatalogMismatchError) as caught:
+        Archive(hot, policy=POLICY, audit_log=None).read([first[0]], first[1], first[1])
+    assert file.split("/")[-1] in str(caught.value)
+    assert "rebuild-catalog" in str(caught.value)
 
 
 def test_read_when_a_hot_file_the_index_lists_is_gone_names_it_and_the_repair(hot):
