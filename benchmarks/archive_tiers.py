@@ -63,6 +63,7 @@ from tick_anchors import (
 )
 from tick_data import BUY, KALSHI_FILE, NS_PER_DAY, SELL, Ticks, decimal_array, load_kalshi
 
+from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import compact_source
 from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query, scan_stats
@@ -397,7 +398,7 @@ def check_view_rows(root: Path, ticks: Ticks) -> None:
         "SELECT symbol, epoch_us(ts) * 1000 AS ts_ns, CAST(price * 100 AS BIGINT) AS price, "
         "quantity, side = 'SELL' AS sell FROM ticks "
         "ORDER BY symbol, ts_ns, price, quantity, sell",
-        ArchiveTiers.of(root),
+        ArchiveCore(root),
         QueryOptions(threads=1),
     )
     order = np.lexsort((ticks.side, ticks.quantity, ticks.price, ticks.ts_ns, ticks.symbols))
@@ -428,10 +429,10 @@ def measure_reads(
     shares, read, groups, wrong, with_year = [], [], [], 0, []
     worst: tuple[str, dt.date, int] | None = None
     for symbol, day in samples:
-        stats = scan_stats(QUERY_SQL, ArchiveTiers.of(root), parameters=[symbol, day, day])
+        stats = scan_stats(QUERY_SQL, ArchiveCore(root), parameters=[symbol, day, day])
         pruned = scan_stats(
             QUERY_SQL + " AND year = ?",
-            ArchiveTiers.of(root),
+            ArchiveCore(root),
             parameters=[symbol, day, day, day.year],
         )
         if stats.rows != counts[(symbol, day)] or pruned.rows != stats.rows:
@@ -444,7 +445,7 @@ def measure_reads(
             worst = (symbol, day, stats.bytes_read)
     day = samples[0][1]
     empty = scan_stats(
-        QUERY_SQL, ArchiveTiers.of(root), parameters=[ABSENT_SYMBOL, day, day]
+        QUERY_SQL, ArchiveCore(root), parameters=[ABSENT_SYMBOL, day, day]
     ).bytes_read
     floor = min(bytes_read_alone(f) for f in files)
     return Reads(

@@ -41,7 +41,6 @@ from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query
 from skewtape_pipeline.ticks.archive.store import version_files as files_module
 from skewtape_pipeline.ticks.archive.store import version_recording as recording_module
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
-from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 
@@ -170,15 +169,15 @@ def run(workdir: Path, *, symbols: int, versions: int, per_day: int, repeats: in
     shutil.rmtree(VersionLog(plain).directory)
     middle = versions // 2
     params = ["MKT-001", FIRST_DAY, FIRST_DAY + timedelta(days=DAYS - 1)]
-    assert run_query(QUERY, ArchiveTiers.of(plain), QueryOptions(parameters=params)) == run_query(
-        QUERY, ArchiveTiers.of(versioned), QueryOptions(parameters=params)
+    assert run_query(QUERY, ArchiveCore(plain), QueryOptions(parameters=params)) == run_query(
+        QUERY, ArchiveCore(versioned), QueryOptions(parameters=params)
     )
     unversioned, current, as_of = interleaved_medians(
         [
-            lambda: run_query(QUERY, ArchiveTiers.of(plain), QueryOptions(parameters=params)),
-            lambda: run_query(QUERY, ArchiveTiers.of(versioned), QueryOptions(parameters=params)),
+            lambda: run_query(QUERY, ArchiveCore(plain), QueryOptions(parameters=params)),
+            lambda: run_query(QUERY, ArchiveCore(versioned), QueryOptions(parameters=params)),
             lambda: run_query(
-                QUERY, ArchiveTiers.of(versioned), QueryOptions(parameters=params, as_of=middle)
+                QUERY, ArchiveCore(versioned), QueryOptions(parameters=params, as_of=middle)
             ),
         ],
         repeats,

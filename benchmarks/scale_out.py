@@ -75,10 +75,10 @@ from bench_util import fmt_float, markdown_table  # noqa: E402
 from skewtape_pipeline import fsio  # noqa: E402
 from skewtape_pipeline.orchestration.ticks.partitions import VENUES, dimension_key  # noqa: E402
 from skewtape_pipeline.sample.publisher import publish_sample  # noqa: E402
+from skewtape_pipeline.ticks.archive.core import ArchiveCore  # noqa: E402
 from skewtape_pipeline.ticks.archive.handle import Archive  # noqa: E402
 from skewtape_pipeline.ticks.archive.ops.query import run_query  # noqa: E402
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy  # noqa: E402
-from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers  # noqa: E402
 from skewtape_pipeline.ticks.fills.snapshot_fills import today_utc  # noqa: E402
 from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day  # noqa: E402
 from skewtape_pipeline_tests.scale_out.servers import (  # noqa: E402
@@ -196,7 +196,7 @@ def archive_digest(root: Path) -> dict[tuple[str, str], tuple[int, str]]:
         "SELECT symbol, strftime(date, '%Y-%m-%d') AS day, count(*) AS n, "
         "md5(string_agg(concat_ws(',', epoch_ns(ts), price, quantity, side), ';' "
         "ORDER BY ts, price, quantity, side)) AS digest FROM ticks GROUP BY ALL",
-        ArchiveTiers.of(root / "archive"),
+        ArchiveCore(root / "archive"),
     ).to_pylist()
     return {(r["symbol"], r["day"]): (r["n"], r["digest"]) for r in rows}
 

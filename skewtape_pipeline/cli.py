@@ -685,7 +685,7 @@ def cmd_query(args: argparse.Namespace) -> None:
         run_query_text,
     )
 
-    archives = [_archive(args, root).tiers for root in args.archive]  # each its own tiers
+    archives = [_archive(args, root).core for root in args.archive]  # each its own core
     options = QueryOptions(unrestricted=args.unrestricted, as_of=args.as_of)
     if args.json:
         print(run_query_json(args.sql, archives, options))

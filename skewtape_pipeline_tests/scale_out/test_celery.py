@@ -20,8 +20,8 @@ from skewtape_pipeline.orchestration.definitions import build_definitions
 from skewtape_pipeline.orchestration.mirror.jobs import APPLY_POOL
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.partitions import VENUES
+from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.ops.query import run_query
-from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.fills.snapshot_fills import new_symbols
 from skewtape_pipeline_tests.orchestration.conftest import register_venues
 from skewtape_pipeline_tests.scale_out.celery_workers import (
@@ -130,7 +130,7 @@ def archived_counts(root: Path) -> dict[tuple[str, str], int]:
     rows = run_query(
         "SELECT symbol, strftime(date, '%Y-%m-%d') AS day, count(*) AS n FROM ticks "
         f"WHERE date BETWEEN DATE '{DAYS[0]}' AND DATE '{DAYS[-1]}' GROUP BY ALL",
-        ArchiveTiers.of(root / "archive"),
+        ArchiveCore(root / "archive"),
     ).to_pylist()
     return {(row["symbol"], row["day"]): row["n"] for row in rows}
 

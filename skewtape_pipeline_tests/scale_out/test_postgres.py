@@ -18,8 +18,8 @@ from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.archive_asset import TICK_ARCHIVE
 from skewtape_pipeline.orchestration.ticks.partitions import VENUES
 from skewtape_pipeline.orchestration.ticks.venues import register_applied_venues
+from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.ops.query import run_query
-from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.fills.snapshot_fills import new_symbols
 from skewtape_pipeline_tests.orchestration.conftest import register_venues
 from skewtape_pipeline_tests.scale_out.conftest import POSTGRES_INSTANCE_FILE
@@ -97,10 +97,10 @@ def test_tick_backfill_when_on_postgres_records_every_venue_day(
     assert postgres_instance.get_materialized_partitions(TICK_ARCHIVE) == expected
     reports = run_query(
         "SELECT count(*) AS n FROM tick_reports WHERE status = 'archived'",
-        ArchiveTiers.of(applied_chain / "archive"),
+        ArchiveCore(applied_chain / "archive"),
     ).to_pylist()[0]["n"]
     ticks = run_query(
         "SELECT count(DISTINCT (symbol, date)) AS n FROM ticks",
-        ArchiveTiers.of(applied_chain / "archive"),
+        ArchiveCore(applied_chain / "archive"),
     )
     assert reports == ticks.to_pylist()[0]["n"] > 0

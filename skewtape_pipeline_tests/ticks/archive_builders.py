@@ -18,11 +18,11 @@ import pyarrow as pa
 
 from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.hashing import HashCache
+from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.query import run_query
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy, TierSettings
-from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.store.trust import VERIFIED_CACHE
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.sides import SIDE_NAMES
@@ -104,7 +104,7 @@ def write_four_day_csv(path: Path) -> Path:
 def view_rows(root: Path, *, policy: TierPolicy | None = None) -> list[tuple]:
     """Every row of the ``ticks`` view, sorted, as (symbol, date, ts_ns, price, qty, side)."""
     sql = "SELECT symbol, date, ts, price, quantity, side FROM ticks"
-    table = run_query(sql, ArchiveTiers.of(root, policy))
+    table = run_query(sql, ArchiveCore(root, policy=policy))
     ts = table.column("ts").cast(pa.int64()).to_pylist()
     return sorted(
         zip(
@@ -122,7 +122,7 @@ def view_rows(root: Path, *, policy: TierPolicy | None = None) -> list[tuple]:
 def tiers_by_day(root: Path, *, policy: TierPolicy | None = None) -> dict[tuple[str, date], str]:
     """The tier the view reports for each symbol-day."""
     table = run_query(
-        "SELECT DISTINCT symbol, date, tier FROM ticks", ArchiveTiers.of(root, policy)
+        "SELECT DISTINCT symbol, date, tier FROM ticks", ArchiveCore(root, policy=policy)
     )
     return {
         (s, d): t

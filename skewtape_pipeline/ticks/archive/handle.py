@@ -667,7 +667,7 @@ class Archive:
         AuditLogError
             A line of the audit log that is not a record, naming the line.
         """
-        return show_symbol_day(self.tiers, symbol, day, audit_log=self.audit_log)
+        return show_symbol_day(self.core, symbol, day)
 
     def verify(self, *, full: bool = False) -> integrity.ArchiveVerification:
         """Check every file against its record (size, sha256, footer) and that the records
@@ -729,7 +729,7 @@ class Archive:
         [{'symbol': 'ES', 'n': 1200}]
         """
         options = views.QueryOptions(parameters=parameters or (), unrestricted=unrestricted)
-        return views.run_query(sql, self.tiers, options)
+        return views.run_query(sql, self.core, options)
 
     def open_view(self, con: Any, *, name: str = views.VIEW_NAME) -> Any:
         """Create (or replace) the view over every tier on a DuckDB connection of yours; it
@@ -754,7 +754,7 @@ class Archive:
         DamagedFileError, CatalogMismatchError, ObjectStoreError
             As :meth:`query` raises them.
         """
-        return views.open_ticks_view(con, self.tiers, name=name)
+        return views.open_ticks_view(con, self.core, name=name)
 
     def stats(self) -> placement.ArchiveMetrics:
         """Files, bytes, ticks and symbol-days per tier; reads only.

@@ -30,6 +30,7 @@ from skewtape_pipeline.orchestration.ticks.partitions import (
 from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.orchestration.ticks.venue_day_metadata import venue_day_metadata
 from skewtape_pipeline.orchestration.ticks.venues import register_applied_venues
+from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.query import run_query
 from skewtape_pipeline.ticks.archive.store.placement import locate
@@ -163,15 +164,15 @@ def test_tick_archive_when_run_reports_table_answers_one_symbol_day_through_duck
     viewed = run_query(
         "SELECT status, count(*) AS n, sum(tick_count) AS ticks FROM tick_reports "
         "GROUP BY status ORDER BY status",
-        ArchiveTiers.of(archive),
+        ArchiveCore(archive),
     ).to_pylist()
     by_status = {row["status"]: row for row in viewed}
     assert by_status["archived"]["n"] == len(traded)
     assert by_status["archived"]["ticks"] == sum(traded.values())
     assert by_status["skipped"]["ticks"] == 0
-    ticks_total = run_query(
-        "SELECT count(*) AS n FROM ticks", ArchiveTiers.of(archive)
-    ).to_pylist()[0]["n"]
+    ticks_total = run_query("SELECT count(*) AS n FROM ticks", ArchiveCore(archive)).to_pylist()[0][
+        "n"
+    ]
     assert ticks_total == sum(traded.values())
 
 
@@ -206,7 +207,7 @@ def test_tick_archive_when_one_partition_materialized_backfills_only_that_venue_
               if s.startswith(f"{venue}:")}  # fmt: skip
     rows = run_query(
         "SELECT symbol, tick_count FROM tick_reports WHERE status = 'archived'",
-        ArchiveTiers.of(sample_root / "archive"),
+        ArchiveCore(sample_root / "archive"),
     ).to_pylist()
     assert {r["symbol"]: r["tick_count"] for r in rows} == traded
 
@@ -224,7 +225,7 @@ def test_tick_archive_when_a_venue_left_keeps_its_ticks_and_says_so(
     rows = run_query(
         "SELECT symbol, tick_count, venue_departed, source_bundle_id FROM tick_reports "
         "WHERE status = 'archived' ORDER BY symbol",
-        ArchiveTiers.of(sample_root / "archive"),
+        ArchiveCore(sample_root / "archive"),
     ).to_pylist()
     kept = {r["symbol"]: r["tick_count"] for r in rows if r["symbol"].startswith("augur:")}
     assert kept == augur

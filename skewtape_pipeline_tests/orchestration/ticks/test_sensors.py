@@ -27,8 +27,8 @@ from skewtape_pipeline.orchestration.ticks.sensors import (
     tick_corrections_sensor,
     tick_venues_sensor,
 )
+from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.ops.query import run_query
-from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.fills.snapshot_fills import (
     corrected_symbol_days,
     new_symbols,
@@ -239,7 +239,7 @@ def test_corrections_sensor_when_request_runs_rewrites_only_the_named_symbol_day
     assert rerun.success
     named = request.run_config["ops"]["tick_archive"]["config"]["symbols"]
     rows = run_query(
-        "SELECT symbol, batch FROM tick_reports", ArchiveTiers.of(applied_chain / "archive")
+        "SELECT symbol, batch FROM tick_reports", ArchiveCore(applied_chain / "archive")
     )
     rewritten = sorted(r["symbol"] for r in rows.to_pylist() if r["batch"] == rerun.run_id)
     assert rewritten == named

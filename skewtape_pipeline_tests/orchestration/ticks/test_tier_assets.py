@@ -18,6 +18,7 @@ from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.orchestration.ticks.schedules import daily_retier_schedule
 from skewtape_pipeline.orchestration.ticks.tier_assets import retier_run_config
 from skewtape_pipeline.progress import size_text
+from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.query import run_query
 from skewtape_pipeline.ticks.archive.store.books import BOOKS_MARKER, EVENT_REFUSED
@@ -64,9 +65,7 @@ def fills_totals(root: Path, days: tuple[date, ...]) -> tuple[int, int]:
 def view_tiers(archive: Path) -> set[str]:
     return {
         row["tier"]
-        for row in run_query(
-            "SELECT DISTINCT tier FROM ticks", ArchiveTiers.of(archive)
-        ).to_pylist()
+        for row in run_query("SELECT DISTINCT tier FROM ticks", ArchiveCore(archive)).to_pylist()
     }
 
 
@@ -90,8 +89,8 @@ def test_retier_ticks_when_months_age_moves_hot_warm_cold_without_losing_or_doub
 ):
     archive = archive_days(applied_chain, DAYS)
     fills, contracts = fills_totals(applied_chain, DAYS)
-    totals = run_query(VIEW_TOTALS, ArchiveTiers.of(archive)).to_pylist()
-    rows = run_query(VIEW_ROWS, ArchiveTiers.of(archive))
+    totals = run_query(VIEW_TOTALS, ArchiveCore(archive)).to_pylist()
+    rows = run_query(VIEW_ROWS, ArchiveCore(archive))
     assert list(totals[0].values())[:2] == [fills, contracts] and fills > 0
     assert view_tiers(archive) == {HOT}
     job = build_definitions(SkewtapeHome(root=str(applied_chain))).resolve_job_def("retier_ticks")
@@ -107,8 +106,8 @@ def test_retier_ticks_when_months_age_moves_hot_warm_cold_without_losing_or_doub
             assert file["tier"] == WARM and file["bytes"] <= Path(path).stat().st_size
         [stats] = materializations(result, "tick_archive_stats").values()
     assert view_tiers(archive) == {WARM}
-    assert run_query(VIEW_TOTALS, ArchiveTiers.of(archive)).to_pylist() == totals
-    assert run_query(VIEW_ROWS, ArchiveTiers.of(archive)).equals(rows)
+    assert run_query(VIEW_TOTALS, ArchiveCore(archive)).to_pylist() == totals
+    assert run_query(VIEW_ROWS, ArchiveCore(archive)).equals(rows)
     assert (stats["warm_ticks"], stats["hot_ticks"], stats["cold_ticks"]) == (fills, 0, 0)
 
     result = job.execute_in_process(  # one run over every month, as a UI backfill runs them
@@ -125,8 +124,8 @@ def test_retier_ticks_when_months_age_moves_hot_warm_cold_without_losing_or_doub
     moved = sum(metadata["symbol_days_moved"] for metadata in by_month.values())
     assert moved == by_month[MONTHS[0]]["run.symbol_days_moved"] > 0
     assert view_tiers(archive) == {COLD}
-    assert run_query(VIEW_TOTALS, ArchiveTiers.of(archive)).to_pylist() == totals
-    assert run_query(VIEW_ROWS, ArchiveTiers.of(archive)).equals(rows)
+    assert run_query(VIEW_TOTALS, ArchiveCore(archive)).to_pylist() == totals
+    assert run_query(VIEW_ROWS, ArchiveCore(archive)).equals(rows)
     stats = materializations(result, "tick_archive_stats")[None]
     assert (stats["cold_ticks"], stats["warm_ticks"], stats["hot_ticks"]) == (fills, 0, 0)
     assert stats["warm_files"] == 0 and stats["cold_files"] >= 1
@@ -169,7 +168,7 @@ def test_retier_ticks_when_a_warm_day_was_withdrawn_purges_it_and_reports_it(
     assert job.execute_in_process(**run, instance=instance).success
     counts = "SELECT symbol, count(*) AS n FROM ticks GROUP BY symbol ORDER BY symbol"
     before = {
-        row["symbol"]: row["n"] for row in run_query(counts, ArchiveTiers.of(archive)).to_pylist()
+        row["symbol"]: row["n"] for row in run_query(counts, ArchiveCore(archive)).to_pylist()
     }
     symbol = min(before)
     Archive(archive, audit_log=None).remove(
@@ -183,9 +182,7 @@ def test_retier_ticks_when_a_warm_day_was_withdrawn_purges_it_and_reports_it(
     [stats] = materializations(result, "tick_archive_stats").values()
     assert stats["hidden_symbol_days"] == stats["hidden_ticks"] == 0  # purged, not hidden
     assert locate(ArchiveTiers.of(archive), symbol, DAYS[1]) is None
-    after = {
-        row["symbol"]: row["n"] for row in run_query(counts, ArchiveTiers.of(archive)).to_pylist()
-    }
+    after = {row["symbol"]: row["n"] for row in run_query(counts, ArchiveCore(archive)).to_pylist()}
     assert after == {s: n for s, n in before.items() if s != symbol}  # the day held all its ticks
 
 
@@ -222,7 +219,7 @@ def test_books_and_records_when_a_rerun_would_overwrite_a_retained_file_fails_th
     archive_job = defs.resolve_job_def("archive_ticks")
     assert archive_job.execute_in_process(instance=instance, tags=range_tags).success
     assert (skewtape.archive_dir / BOOKS_MARKER).is_file()
-    totals = run_query(VIEW_TOTALS, ArchiveTiers.of(skewtape.archive_dir)).to_pylist()
+    totals = run_query(VIEW_TOTALS, ArchiveCore(skewtape.archive_dir)).to_pylist()
 
     retiered = defs.resolve_job_def("retier_ticks").execute_in_process(
         partition_key="2026-11", run_config=retier_run_config(TO_WARM), instance=instance
@@ -239,7 +236,7 @@ def test_books_and_records_when_a_rerun_would_overwrite_a_retained_file_fails_th
     message = failure_message(refused)
     assert "overwrite refused" in message and "books_and_records" in message
     assert "part-0.parquet" in message
-    assert run_query(VIEW_TOTALS, ArchiveTiers.of(skewtape.archive_dir)).to_pylist() == totals
+    assert run_query(VIEW_TOTALS, ArchiveCore(skewtape.archive_dir)).to_pylist() == totals
     audit = [json.loads(line) for line in skewtape.audit_log.read_text().splitlines()]
     assert audit[-1]["event"] == EVENT_REFUSED
 

@@ -11,8 +11,8 @@ import dagster as dg
 from skewtape_pipeline.definitions import build_definitions
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.tier_assets import retier_run_config
+from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.ops.query import run_query
-from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 from skewtape_pipeline_tests.orchestration.ticks.test_tier_assets import (
     DAYS,
@@ -30,7 +30,7 @@ def test_retier_and_prune_jobs_when_run_name_versions_and_prune_them(
     applied_chain: Path, instance: dg.DagsterInstance
 ):
     archive = archive_days(applied_chain, DAYS)
-    rows = run_query(VIEW_ROWS, ArchiveTiers.of(archive))
+    rows = run_query(VIEW_ROWS, ArchiveCore(archive))
     compacted = VersionLog(archive).count()
     assert [v.operation for v in VersionLog(archive).list()] == ["compact"]
     assert VersionLog(archive).list()[0].sources  # the bundle each symbol-day came from
@@ -55,7 +55,7 @@ def test_retier_and_prune_jobs_when_run_name_versions_and_prune_them(
     config = {"ops": {"prune_tick_versions_op": {"config": {"keep_last": 1}}}}
     assert prune.execute_in_process(run_config=config, instance=instance).success
     assert [v.version for v in VersionLog(archive).list()] == [compacted + 2]
-    assert run_query(VIEW_ROWS, ArchiveTiers.of(archive)).equals(rows)
+    assert run_query(VIEW_ROWS, ArchiveCore(archive)).equals(rows)
     result = retier_job.execute_in_process(
         run_config=retier_run_config(TO_COLD), instance=instance, tags=tags
     )

@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from skewtape_pipeline.errors import ConfigError, TickFormatError
+from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.query import run_query
 from skewtape_pipeline.ticks.archive.store.books import BOOKS_MARKER
@@ -17,7 +18,6 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
 from skewtape_pipeline.ticks.archive.store.catalog_format import CATALOG_METADATA_KEY
 from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_MARKER, read_archive_marker
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
-from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 
 DEEP = b"[" * 100_000 + b"]" * 100_000
 """JSON nested far deeper than Python's recursion limit."""
@@ -56,7 +56,7 @@ def test_run_query_when_an_empty_archive_marker_is_nested_too_deep_raises_config
 ):
     (tmp_path / ARCHIVE_MARKER).write_bytes(DEEP)
     with pytest.raises(ConfigError, match=f"{ARCHIVE_MARKER}: .*nested too deep"):
-        run_query("SELECT count(*) FROM ticks", [ArchiveTiers.of(tmp_path)])
+        run_query("SELECT count(*) FROM ticks", [ArchiveCore(tmp_path)])
 
 
 def test_tier_policy_load_when_toml_nested_too_deep_raises_config_error_naming_it(tmp_path):

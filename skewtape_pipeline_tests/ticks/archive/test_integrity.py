@@ -155,7 +155,7 @@ def test_compact_symbol_day_when_catalog_deleted_refuses_to_rewrite_a_hot_file(t
 def test_query_when_catalog_deleted_refuses_instead_of_answering_without_it(tiered):
     (tiered / CATALOG_FILE).unlink()
     with pytest.raises(CatalogMismatchError, match="rebuild-catalog"):
-        run_query("SELECT count(*) FROM ticks", ArchiveTiers.of(tiered))
+        run_query("SELECT count(*) FROM ticks", ArchiveCore(tiered))
 
 
 def test_remove_days_when_catalog_unreadable_refuses_and_changes_nothing(tiered):
@@ -404,7 +404,7 @@ def test_query_when_footer_damaged_raises_typed_error_naming_the_file(tiered, ti
     path = scan_hot_files(tiered)[0].path if tier == "HOT" else tier_file(tiered, tier)
     damage_footer(path)
     with pytest.raises(DamagedFileError) as raised:
-        run_query("SELECT sum(price) FROM ticks", ArchiveTiers.of(tiered))
+        run_query("SELECT sum(price) FROM ticks", ArchiveCore(tiered))
     assert str(path) in str(raised.value) and "TProtocol" not in str(raised.value)
 
 

@@ -326,7 +326,7 @@ def test_query_over_s3_tiers_when_filtered_opens_and_reads_less_than_unfiltered(
 
     def measured(sql: str) -> tuple[int, int, list]:
         counting.reset()
-        rows = run_query(sql, ArchiveTiers.of(root, policy)).to_pylist()
+        rows = run_query(sql, ArchiveCore(root, policy=policy)).to_pylist()
         return len(set(counting.opened)), counting.bytes_read, rows
 
     every = "SELECT symbol, date, ts, price FROM ticks WHERE tier = 'WARM'"
@@ -343,7 +343,7 @@ def test_query_over_s3_tiers_when_filtered_opens_and_reads_less_than_unfiltered(
     )
     assert rows_symbol
     with pytest.raises(ConfigError, match="use open_ticks_view"):
-        ticks_view_sql(ArchiveTiers.of(root, policy))  # its datasets exist only on a connection
+        ticks_view_sql(ArchiveCore(root, policy=policy))  # its datasets exist only on a connection
 
 
 def tiered_on_s3(tmp_path, server):
@@ -396,11 +396,11 @@ def test_query_over_s3_when_an_object_is_overwritten_after_a_query_refuses_namin
     hashed = []
     monkeypatch.setattr(trust, "sha256_of", lambda file: hashed.append(file) or sha256_of(file))
     sql = "SELECT sum(price) AS p, sum(quantity) AS q FROM ticks"
-    answer = run_query(sql, ArchiveTiers.of(root, policy))  # verifies every object once
+    answer = run_query(sql, ArchiveCore(root, policy=policy))  # verifies every object once
     objects = [f for f in hashed if isinstance(f, storage.ObjectFile)]
     assert len(objects) == len(CatalogStore(root).read().files)
     hashed.clear()
-    assert run_query(sql, ArchiveTiers.of(root, policy)) == answer
+    assert run_query(sql, ArchiveCore(root, policy=policy)) == answer
     assert hashed == []  # trusted by their unchanged stamps
     [cold] = [f for f in CatalogStore(root).read().files.values() if f.tier == COLD]
     uri = str(ArchiveTiers.of(root, policy).resolve(cold.path))
@@ -408,7 +408,7 @@ def test_query_over_s3_when_an_object_is_overwritten_after_a_query_refuses_namin
     flip_a_byte(s3_env, uri)  # same size, within the same second: the ETag moves
 
     with pytest.raises(DamagedFileError, match="the catalog recorded") as raised:
-        run_query(sql, ArchiveTiers.of(root, policy))
+        run_query(sql, ArchiveCore(root, policy=policy))
     assert str(raised.value).startswith(f"{uri}: sha256 is ")
 
 

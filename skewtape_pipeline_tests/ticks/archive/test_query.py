@@ -10,6 +10,7 @@ import duckdb
 import pytest
 
 from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
@@ -25,7 +26,6 @@ from skewtape_pipeline.ticks.archive.ops.query import (
 )
 from skewtape_pipeline.ticks.archive.store.placement import archive_state
 from skewtape_pipeline.ticks.archive.store.policy import COLD
-from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.validate import day_start_ns
 from skewtape_pipeline_tests.ticks.archive_builders import (
@@ -45,7 +45,7 @@ SYMBOL_DATE = "SELECT * FROM ticks WHERE symbol = ? AND date BETWEEN ? AND ?"
 def test_scan_stats_when_hot_tier_filtered_by_symbol_and_date_opens_one_file(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=AS_OF)
     symbol, day = "CL/F", DAYS[2]
-    stats = scan_stats(SYMBOL_DATE, ArchiveTiers.of(root), parameters=[symbol, day, day])
+    stats = scan_stats(SYMBOL_DATE, ArchiveCore(root), parameters=[symbol, day, day])
     assert stats.rows == len(day_ticks(symbol, day))
     assert (stats.files_scanned, stats.files_total) == (1, len(SYMBOLS) * len(DAYS))
 
@@ -54,13 +54,13 @@ def test_scan_stats_when_cold_tier_filtered_by_symbol_and_date_skips_row_groups(
     root = build_archive(tmp_path, as_of=AS_OF)
     Archive(root, policy=POLICY, audit_log=None).retier(as_of=AS_OF)
     symbol, day = "KX-25MAR", DAYS[4]
-    stats = scan_stats(SYMBOL_DATE, ArchiveTiers.of(root), parameters=[symbol, day, day])
+    stats = scan_stats(SYMBOL_DATE, ArchiveCore(root), parameters=[symbol, day, day])
     assert stats.rows == len(day_ticks(symbol, day))
     # a row group holding the end of one symbol and the start of the next can match too
     assert stats.row_groups_scanned <= 2 < stats.row_groups_total // 2
     cold_files = archive_state(root).consolidated_files(COLD)
     assert stats.files_scanned == stats.files_total == len(cold_files) > 0
-    everything = scan_stats("SELECT * FROM ticks", ArchiveTiers.of(root))
+    everything = scan_stats("SELECT * FROM ticks", ArchiveCore(root))
     assert everything.row_groups_scanned == stats.row_groups_total
 
 
@@ -70,7 +70,7 @@ def test_run_query_when_days_in_different_tiers_answers_across_them(tmp_path, no
     table = run_query(
         "SELECT tier, count(*) AS n FROM ticks WHERE symbol = ? AND date BETWEEN ? AND ? "
         "GROUP BY tier ORDER BY tier",
-        ArchiveTiers.of(root),
+        ArchiveCore(root),
         QueryOptions(parameters=["ES", DAYS[0], DAYS[-1]]),
     )
     tiers = dict(zip(table.column("tier").to_pylist(), table.column("n").to_pylist(), strict=True))
@@ -83,7 +83,7 @@ def test_run_query_when_symbol_needs_encoding_returns_exact_values(tmp_path, no_
     Archive(root, policy=POLICY, audit_log=None).retier(as_of=AS_OF)
     table = run_query(
         "SELECT price, quantity, tier FROM ticks WHERE symbol = 'CL/F' ORDER BY ts, price",
-        ArchiveTiers.of(root),
+        ArchiveCore(root),
     )
     wanted = [r for r in expected_rows(DAYS[:1]) if r[0] == "CL/F"]
     assert sorted(table.column("price").to_pylist()) == sorted(r[3] for r in wanted)
@@ -95,7 +95,7 @@ def test_open_ticks_view_when_archive_empty_gives_typed_empty_view(tmp_path):
     root = tmp_path / "archive"
     root.mkdir()
     con = duckdb.connect()
-    open_ticks_view(con, ArchiveTiers.of(root))
+    open_ticks_view(con, ArchiveCore(root))
     assert tuple(c[0] for c in con.execute("DESCRIBE ticks").fetchall()) == VIEW_COLUMNS
     assert con.execute("SELECT count(*) FROM ticks").fetchone() == (0,)
 
@@ -103,11 +103,11 @@ def test_open_ticks_view_when_archive_empty_gives_typed_empty_view(tmp_path):
 def test_run_query_when_sql_or_root_bad_raises_config_error(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=AS_OF, days=DAYS[:1])
     with pytest.raises(ConfigError, match="nope"):
-        run_query("SELECT nope FROM ticks", ArchiveTiers.of(root))
+        run_query("SELECT nope FROM ticks", ArchiveCore(root))
     with pytest.raises(ConfigError, match="not a folder"):
-        run_query("SELECT 1", ArchiveTiers.of(tmp_path / "missing"))
+        run_query("SELECT 1", ArchiveCore(tmp_path / "missing"))
     with pytest.raises(ConfigError, match="identifier"):
-        open_ticks_view(duckdb.connect(), ArchiveTiers.of(root), name="ticks; DROP")
+        open_ticks_view(duckdb.connect(), ArchiveCore(root), name="ticks; DROP")
 
 
 def test_scan_stats_when_many_symbol_days_hidden_still_skips_row_groups(tmp_path, no_fsync):
@@ -115,14 +115,14 @@ def test_scan_stats_when_many_symbol_days_hidden_still_skips_row_groups(tmp_path
     Archive(root, policy=POLICY, audit_log=None).retier(as_of=AS_OF)
     hidden = [(s, d) for s in SYMBOLS for d in DAYS if (s, d) != ("KX-25MAR", DAYS[4])]
     Archive(root, audit_log=None).withdraw(hidden)
-    sql = ticks_view_sql(ArchiveTiers.of(root))
+    sql = ticks_view_sql(ArchiveCore(root))
     assert "ANTI JOIN (VALUES" in sql and "symbol = '" not in sql  # one join, no OR-chain
     symbol, day = "KX-25MAR", DAYS[4]
-    stats = scan_stats(SYMBOL_DATE, ArchiveTiers.of(root), parameters=[symbol, day, day])
+    stats = scan_stats(SYMBOL_DATE, ArchiveCore(root), parameters=[symbol, day, day])
     assert stats.rows == len(day_ticks(symbol, day))
     assert stats.row_groups_scanned <= 2 < stats.row_groups_total // 2
     everything = run_query(
-        "SELECT symbol, date, count(*) AS n FROM ticks GROUP BY ALL", ArchiveTiers.of(root)
+        "SELECT symbol, date, count(*) AS n FROM ticks GROUP BY ALL", ArchiveCore(root)
     )
     assert everything.to_pylist() == [{"symbol": symbol, "date": day, "n": stats.rows}]
 
@@ -138,7 +138,7 @@ def test_scan_stats_when_year_filter_given_skips_cold_files_of_other_years_unope
     symbol, day = "ES", days[1]
 
     stats = scan_stats(
-        SYMBOL_DATE + " AND year = ?", ArchiveTiers.of(root), parameters=[symbol, day, day, 2026]
+        SYMBOL_DATE + " AND year = ?", ArchiveCore(root), parameters=[symbol, day, day, 2026]
     )
 
     assert stats.rows == len(day_ticks(symbol, day))
@@ -152,7 +152,7 @@ def test_run_query_when_days_in_every_tier_year_and_month_match_the_date(tmp_pat
     table = run_query(
         "SELECT tier, count(*) AS n, count(*) FILTER (year = year(date) AND month = month(date))"
         " AS right FROM ticks GROUP BY tier",
-        ArchiveTiers.of(root),
+        ArchiveCore(root),
     )
     rows = table.to_pylist()
     assert {r["tier"] for r in rows} == {"HOT", "WARM", "COLD"}
@@ -169,7 +169,7 @@ def test_run_query_when_data_folder_name_has_a_view_column_key_returns_every_tic
     Archive(root, audit_log=None).withdraw([("ES", DAYS[0])])
     table = run_query(
         "SELECT symbol, date, tier, year, month, count(*) AS n FROM ticks GROUP BY ALL",
-        ArchiveTiers.of(root),
+        ArchiveCore(root),
     )
     rows = table.to_pylist()
     assert {r["tier"] for r in rows} == {"HOT", "WARM", "COLD"}
@@ -186,7 +186,7 @@ def test_run_query_when_archive_is_below_a_symbol_or_date_folder_refuses_naming_
 ):
     root = build_archive(tmp_path / folder / "data", as_of=DAYS[-1], days=DAYS[-1:])
     with pytest.raises(ConfigError, match=f"the folder '{folder}' above the archive"):
-        run_query("SELECT count(*) FROM ticks", ArchiveTiers.of(root))
+        run_query("SELECT count(*) FROM ticks", ArchiveCore(root))
 
 
 # --- every DuckDB type, printed exactly -----------------------------------------------------------
@@ -262,7 +262,7 @@ def _ns_archive(folder) -> tuple[object, list[str]]:
 
 def test_run_query_text_when_timestamps_have_nanoseconds_prints_all_nine_digits(tmp_path):
     root, expected = _ns_archive(tmp_path)
-    result = run_query_text("SELECT ts, price FROM ticks ORDER BY ts", ArchiveTiers.of(root))
+    result = run_query_text("SELECT ts, price FROM ticks ORDER BY ts", ArchiveCore(root))
     assert result.columns == ["ts", "price"]
     assert [row[0] for row in result.rows] == expected
     assert [row[1] for row in result.rows] == ["220.51", "220.51", "226.03"]
@@ -272,7 +272,7 @@ def test_run_query_text_when_every_duckdb_type_selected_prints_each_exactly(tmp_
     root, _ = _ns_archive(tmp_path)
     select = ", ".join(f"{literal} AS c{i}" for i, (_, literal, _) in enumerate(EVERY_TYPE))
     result = run_query_text(
-        f"SELECT {select}, NULL AS none, ts FROM ticks LIMIT 1", ArchiveTiers.of(root)
+        f"SELECT {select}, NULL AS none, ts FROM ticks LIMIT 1", ArchiveCore(root)
     )
     assert result.types[: len(EVERY_TYPE)] == [kind for kind, _, _ in EVERY_TYPE]
     [row] = result.rows
@@ -287,7 +287,7 @@ def test_run_query_json_when_every_duckdb_type_selected_keeps_values_exact(tmp_p
         "[{'a': 1.25::DECIMAL(4, 2)}] AS nested, NULL AS none, 'x' AS x, 'y' AS x "
         "FROM ticks ORDER BY ts"
     )
-    rows = json.loads(run_query_json(sql, ArchiveTiers.of(root)), parse_float=Decimal)
+    rows = json.loads(run_query_json(sql, ArchiveCore(root)), parse_float=Decimal)
     assert [row["ts"] for row in rows] == expected
     assert rows[0]["price"] == Decimal("220.51")
     assert rows[0]["big"] == -170141183460469231731687303715884105727
@@ -299,7 +299,7 @@ def test_run_query_when_root_holds_only_bookkeeping_files_gives_the_empty_view(t
     root = tmp_path / "archive"
     archive_at(root).core.books.enable()  # a write-once archive with nothing compacted yet
     (root / ".skewtape-archive.lock").write_text("")
-    answer = run_query("SELECT count(*) AS n FROM ticks", ArchiveTiers.of(root))
+    answer = run_query("SELECT count(*) AS n FROM ticks", ArchiveCore(root))
     assert answer.column("n").to_pylist() == [0]
 
 
@@ -307,20 +307,20 @@ def test_run_query_when_root_is_not_an_archive_refuses_naming_it(tmp_path):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "notes.txt").write_text("x")
     with pytest.raises(ConfigError, match=r"_skewtape_archive\.json") as info:
-        run_query("SELECT 1", ArchiveTiers.of(tmp_path / "data"))
+        run_query("SELECT 1", ArchiveCore(tmp_path / "data"))
     assert str(tmp_path / "data") in str(info.value)
 
 
 def test_run_query_json_when_statement_has_no_rows_or_parameters_answers_them(tmp_path):
     root, expected = _ns_archive(tmp_path)
     assert (
-        run_query_json("SET threads = 1", ArchiveTiers.of(root), QueryOptions(unrestricted=True))
+        run_query_json("SET threads = 1", ArchiveCore(root), QueryOptions(unrestricted=True))
         == "[]"
     )
     sql = "SELECT ts, 1 AS _skewtape_row FROM ticks WHERE symbol = ? ORDER BY ts"
-    rows = json.loads(run_query_json(sql, ArchiveTiers.of(root), QueryOptions(parameters=["AMZN"])))
+    rows = json.loads(run_query_json(sql, ArchiveCore(root), QueryOptions(parameters=["AMZN"])))
     assert [(r["ts"], r["_skewtape_row"]) for r in rows] == [(ts, 1) for ts in expected]
-    assert run_query_text(sql, ArchiveTiers.of(root), QueryOptions(parameters=["NONE"])).rows == []
+    assert run_query_text(sql, ArchiveCore(root), QueryOptions(parameters=["NONE"])).rows == []
 
 
 @pytest.mark.parametrize(
@@ -339,10 +339,12 @@ def test_query_options_when_a_value_is_wrong_refuses_naming_it_before_any_query(
 
 
 @pytest.mark.parametrize("given", ["path", "list holding a path"])
-def test_run_query_when_given_a_path_not_archive_tiers_refuses_naming_it(tmp_path, given):
+def test_run_query_when_given_a_path_not_an_archive_core_refuses_naming_it(tmp_path, given):
     root = build_archive(tmp_path, as_of=AS_OF, days=DAYS[:1])
-    archives = root if given == "path" else [ArchiveTiers.of(root), str(root)]
-    with pytest.raises(ConfigError, match=r"resolved tiers \(Archive\(root\)\.tiers\)") as refused:
+    archives = root if given == "path" else [ArchiveCore(root), str(root)]
+    with pytest.raises(
+        ConfigError, match=r"an archive's core \(Archive\(root\)\.core\)"
+    ) as refused:
         run_query("SELECT count(*) FROM ticks", archives)
     assert str(root) in str(refused.value)
     with pytest.raises(ConfigError, match="at least one"):
@@ -356,8 +358,8 @@ def test_query_options_when_built_fix_parameters_and_the_same_options_serve_ever
     given.append("changed after")
     assert options.parameters == ("AMZN",)
     sql = "SELECT ts FROM ticks WHERE symbol = ? ORDER BY ts"
-    assert run_query(sql, ArchiveTiers.of(root), options).num_rows == len(expected)
+    assert run_query(sql, ArchiveCore(root), options).num_rows == len(expected)
     assert [
-        r["ts"] for r in json.loads(run_query_json(sql, ArchiveTiers.of(root), options))
+        r["ts"] for r in json.loads(run_query_json(sql, ArchiveCore(root), options))
     ] == expected
-    assert run_query_text(sql, ArchiveTiers.of(root), options).rows == [(ts,) for ts in expected]
+    assert run_query_text(sql, ArchiveCore(root), options).rows == [(ts,) for ts in expected]

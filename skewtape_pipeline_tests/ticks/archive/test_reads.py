@@ -58,7 +58,7 @@ def view_read(archive: Archive, symbols=None, start=None, end=None, columns=None
     con = duckdb.connect()
     try:
         con.execute("SET TimeZone = 'UTC'")
-        open_ticks_view(con, archive.tiers, as_of=as_of)
+        open_ticks_view(con, archive.core, as_of=as_of)
         return con.sql(sql, params=parameters or None).to_arrow_table()
     finally:
         con.close()
@@ -338,9 +338,9 @@ def test_committing_a_new_day_decodes_no_row_of_the_hot_index_base(tmp_path, mon
 
 
 def test_query_names_the_indexed_files_without_listing_the_hot_tier(hot, monkeypatch):
-    tiers = Archive(hot, policy=POLICY, audit_log=None).tiers
+    core = Archive(hot, policy=POLICY, audit_log=None).core
     with Touches(monkeypatch) as touched:
-        table = run_query("SELECT count(*) AS n FROM ticks", tiers)
+        table = run_query("SELECT count(*) AS n FROM ticks", core)
     assert table["n"].to_pylist() == [len(expected_rows())]
     assert not [p for p in touched.listed if "symbol=" in p]  # no folder of the hot tier listed
 

@@ -14,6 +14,7 @@ import pytest
 from skewtape_pipeline.audit import AuditLog
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import AuditLogError, ConfigError
+from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.query import run_query
 from skewtape_pipeline.ticks.archive.ops.show import show_symbol_day
@@ -22,7 +23,6 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
     CatalogStore,
 )
 from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, TierPolicy
-from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day
 
 DAY = date(2026, 10, 5)
@@ -41,7 +41,7 @@ def archived(applied_chain: Path) -> tuple[Path, str]:
 
 def shown(root: Path, symbol: str):
     """``show`` of the symbol-day on :data:`DAY`, reading the log the archive audits to."""
-    return show_symbol_day(ArchiveTiers.of(root), symbol, DAY, audit_log=default_audit_log(root))
+    return show_symbol_day(ArchiveCore(root, audit_log=default_audit_log(root)), symbol, DAY)
 
 
 def events(story) -> list[str]:
@@ -51,7 +51,7 @@ def events(story) -> list[str]:
 def reported_places(root: Path) -> dict[str, tuple[str | None, str | None]]:
     table = run_query(
         "SELECT symbol, tier, path FROM tick_reports WHERE status = 'archived'",
-        ArchiveTiers.of(root),
+        ArchiveCore(root),
     )
     return {row["symbol"]: (row["tier"], row["path"]) for row in table.to_pylist()}
 
@@ -102,7 +102,7 @@ def test_show_when_withdrawn_then_purged_says_so_and_reports_name_no_file(archiv
 def test_show_when_the_archive_is_not_audited_tells_no_history_beyond_the_report(archived):
     root, symbol = archived
     Archive(root).retier(as_of=LATER)
-    story = show_symbol_day(ArchiveTiers.of(root), symbol, DAY, audit_log=None)
+    story = show_symbol_day(ArchiveCore(root, audit_log=None), symbol, DAY)
     assert story.place is not None and story.place.tier == COLD
     assert events(story) == ["written"]
 
@@ -131,7 +131,7 @@ def test_show_when_the_last_line_was_cut_short_by_a_crash_tells_the_history_befo
 def test_show_when_symbol_day_unknown_refuses_naming_it(archived):
     root, _ = archived
     with pytest.raises(ConfigError, match=r"kalshi:NOPE 2026-10-05: not in the archive"):
-        show_symbol_day(ArchiveTiers.of(root), "kalshi:NOPE", DAY)
+        show_symbol_day(ArchiveCore(root, audit_log=None), "kalshi:NOPE", DAY)
 
 
 def test_cli_show_when_json_prints_place_report_and_history(archived, capsys):

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from skewtape_pipeline.errors import ConfigError, PrecisionLossError
+from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import (
     compact_source,
@@ -31,7 +32,6 @@ from skewtape_pipeline.ticks.archive.store.consolidate import (
 )
 from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_MARKER, ensure_archive_schema
 from skewtape_pipeline.ticks.archive.store.policy import COLD, TierPolicy, TierSettings
-from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.encode import sources
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch, read_file_facts
@@ -273,9 +273,7 @@ def test_retier_when_archive_unit_is_ms_keeps_the_unit_in_every_tier(tmp_path):
     Archive(root, policy=policy, audit_log=None).retier(as_of=DAY)
     cold_marker = json.loads((policy.root_for(COLD, root) / ARCHIVE_MARKER).read_text())
     assert cold_marker["timestamp_unit"] == "ms"
-    table = run_query(
-        "SELECT epoch_ns(ts) AS ns, tier FROM ticks ORDER BY ns", ArchiveTiers.of(root)
-    )
+    table = run_query("SELECT epoch_ns(ts) AS ns, tier FROM ticks ORDER BY ns", ArchiveCore(root))
     assert table.column("ns").to_pylist() == sorted(
         ts for b in batches.values() for ts in b.ts_ns.to_pylist()
     )

@@ -33,7 +33,6 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
 from skewtape_pipeline.ticks.archive.store.layout import partition_file
 from skewtape_pipeline.ticks.archive.store.placement import archive_state, scan_hot_files
 from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
-from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 from skewtape_pipeline_tests.ticks.archive.test_integrity import flip_bit_in_data_page, tier_file
 from skewtape_pipeline_tests.ticks.archive_builders import (
@@ -169,7 +168,7 @@ def test_archive_without_hot_records_when_verified_says_how_and_rebuild_records_
     assert len(problems) == len(live)
     assert all("no record" in p and "rebuild-catalog" in p for p in problems)
     with pytest.raises(CatalogMismatchError, match="rebuild-catalog"):
-        run_query(SUM_SQL, ArchiveTiers.of(tiered, POLICY))
+        run_query(SUM_SQL, ArchiveCore(tiered, policy=POLICY))
     result = Archive(tiered, policy=POLICY, audit_log=None).rebuild_catalog()
     assert result.hot_files_recorded == len(live)
     assert verify_archive(ArchiveCore(tiered, policy=POLICY), full=True).ok
@@ -232,14 +231,14 @@ def test_compact_when_crashing_between_rename_and_record_a_rerun_finishes(hot_on
     with pytest.raises(Crash), faults.installed(crash_at_name("hot-published")):
         recompact()
     with pytest.raises(DamagedFileError, match="compact a hot file's symbol-day again"):
-        run_query(SUM_SQL, ArchiveTiers.of(hot_only, POLICY))
+        run_query(SUM_SQL, ArchiveCore(hot_only, policy=POLICY))
     assert [
         p for p in verify_archive(ArchiveCore(hot_only, policy=POLICY)).problems if str(hot) in p
     ]
     recompact()
     assert verify_archive(ArchiveCore(hot_only, policy=POLICY), full=True).ok
     sql = "SELECT count(*) AS n FROM ticks WHERE symbol = 'ES' AND date = ?"
-    answer = run_query(sql, ArchiveTiers.of(hot_only), QueryOptions(parameters=[day]))
+    answer = run_query(sql, ArchiveCore(hot_only), QueryOptions(parameters=[day]))
     assert answer.column("n").to_pylist() == [len(newer)]
 
 
@@ -250,7 +249,7 @@ def test_query_when_hot_file_rewritten_refuses_naming_it(tiered):
     hot = live_hot(tiered)
     times_1000(hot)
     with pytest.raises(DamagedFileError, match=f"{trust.WRITTEN_BY_COMPACTION} recorded") as raised:
-        run_query(SUM_SQL, ArchiveTiers.of(tiered, POLICY))
+        run_query(SUM_SQL, ArchiveCore(tiered, policy=POLICY))
     assert str(hot) in str(raised.value)
 
 
@@ -259,7 +258,7 @@ def test_query_when_a_page_bit_flipped_in_a_consolidated_file_refuses_naming_it(
     path = tier_file(tiered, tier)
     flip_bit_in_data_page(path, column="quantity")
     with pytest.raises(DamagedFileError, match="the catalog recorded") as raised:
-        run_query_text(SUM_SQL, ArchiveTiers.of(tiered, POLICY))
+        run_query_text(SUM_SQL, ArchiveCore(tiered, policy=POLICY))
     assert str(path) in str(raised.value)
 
 
@@ -268,15 +267,15 @@ def test_query_when_stamps_unchanged_reads_no_file_twice_to_verify(tiered, monke
     measure = trust.sha256_of
     monkeypatch.setattr(trust, "sha256_of", lambda path: hashed.append(path) or measure(path))
     racy_rule_off(monkeypatch)
-    answer = run_query(SUM_SQL, ArchiveTiers.of(tiered, POLICY))
+    answer = run_query(SUM_SQL, ArchiveCore(tiered, policy=POLICY))
     files = len(archive_state(tiered).hot_live) + len(CatalogStore(tiered).read().files)
     assert len(hashed) == files
     hashed.clear()
-    assert run_query(SUM_SQL, ArchiveTiers.of(tiered, POLICY)) == answer
+    assert run_query(SUM_SQL, ArchiveCore(tiered, policy=POLICY)) == answer
     assert hashed == []
     cold = tier_file(tiered, COLD)
     os.utime(cold, ns=(cold.stat().st_atime_ns, cold.stat().st_mtime_ns))  # moves the ctime
-    assert run_query(SUM_SQL, ArchiveTiers.of(tiered, POLICY)) == answer
+    assert run_query(SUM_SQL, ArchiveCore(tiered, policy=POLICY)) == answer
     assert hashed == [cold]
 
 
@@ -316,7 +315,7 @@ def test_query_when_sql_would_write_or_read_outside_refuses_and_changes_nothing(
     sql = HOSTILE[name].format(hot=hot, root=tiered, outside=outside)
     before = {p: p.read_bytes() for p in tiered.rglob("*") if p.is_file()}
     with pytest.raises(ConfigError) as raised:
-        run_query_text(sql, ArchiveTiers.of(tiered, POLICY))
+        run_query_text(sql, ArchiveCore(tiered, policy=POLICY))
     assert sql in str(raised.value)
     after = {p: p.read_bytes() for p in tiered.rglob("*") if p.is_file()}
     assert {p: b for p, b in after.items() if p.name != trust.VERIFIED_CACHE} == {
@@ -327,7 +326,7 @@ def test_query_when_sql_would_write_or_read_outside_refuses_and_changes_nothing(
 def test_query_when_reading_the_archives_own_files_answers(tiered):
     catalog = tiered / "_skewtape_catalog.parquet"
     sql = f"SELECT count(*) AS n FROM read_parquet('{catalog}')"
-    assert run_query(sql, ArchiveTiers.of(tiered, POLICY)).column("n").to_pylist() == [
+    assert run_query(sql, ArchiveCore(tiered, policy=POLICY)).column("n").to_pylist() == [
         len(CatalogStore(tiered).read().partitions)
     ]
 

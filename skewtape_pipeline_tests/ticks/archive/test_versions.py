@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 from skewtape_pipeline import faults
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, VersionError, WriteOnceError
+from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import commit_compaction, compact_symbol_day
 from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query, ticks_view_sql
 from skewtape_pipeline.ticks.archive.store.books import Books, default_audit_log
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
-from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.store.version_files import MAX_DELTA_DEPTH
 from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
@@ -87,7 +87,7 @@ def compact(
 def rows(root: Path, as_of=None) -> list[tuple]:
     """Every row of the view (now, or as of a version), sorted."""
     table = run_query(
-        f"SELECT {COLUMNS} FROM ticks", ArchiveTiers.of(root, POLICY), QueryOptions(as_of=as_of)
+        f"SELECT {COLUMNS} FROM ticks", ArchiveCore(root, policy=POLICY), QueryOptions(as_of=as_of)
     )
     table = table.set_column(2, "ts", table["ts"].cast(pa.int64()))
     return sorted(zip(*(table[c].to_pylist() for c in table.column_names), strict=True))
@@ -163,7 +163,7 @@ def test_view_sql_as_of_a_version_works_on_the_users_own_connection(archive):
     compact(archive, KEYS[2], variant=1)
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
-    con.execute(ticks_view_sql(ArchiveTiers.of(archive, POLICY), as_of=len(KEYS)))
+    con.execute(ticks_view_sql(ArchiveCore(archive, policy=POLICY), as_of=len(KEYS)))
     count = con.execute("SELECT count(*) FROM ticks").fetchone()[0]
     assert count == len(before)
 
@@ -291,7 +291,9 @@ def test_archive_read_when_filtered_equals_the_view_now_and_as_of_past_versions(
         )
         assert sorted(handle.read(as_of=as_of).to_pylist(), key=str) == sorted(
             run_query(
-                "SELECT * FROM ticks", ArchiveTiers.of(archive, POLICY), QueryOptions(as_of=as_of)
+                "SELECT * FROM ticks",
+                ArchiveCore(archive, policy=POLICY),
+                QueryOptions(as_of=as_of),
             ).to_pylist(),
             key=str,
         )
@@ -483,7 +485,9 @@ def test_versions_when_tiers_are_on_s3_read_replaced_objects_until_pruned(
 
     def view(as_of=None):
         table = run_query(
-            f"SELECT {COLUMNS} FROM ticks", ArchiveTiers.of(root, policy), QueryOptions(as_of=as_of)
+            f"SELECT {COLUMNS} FROM ticks",
+            ArchiveCore(root, policy=policy),
+            QueryOptions(as_of=as_of),
         )
         table = table.set_column(2, "ts", table["ts"].cast(pa.int64()))
         return sorted(zip(*(table[c].to_pylist() for c in table.column_names), strict=True))

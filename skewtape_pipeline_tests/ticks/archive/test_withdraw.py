@@ -13,6 +13,7 @@ import pytest
 from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, WriteOnceError
+from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
@@ -401,7 +402,7 @@ def test_remove_symbol_days_when_a_hot_file_goes_audits_its_removal_as_show_tell
     ]
     assert record["bytes"] == size
     assert record["reason"] == f"{HOT_KEY[0]} {HOT_KEY[1].isoformat()} has no ticks any more"
-    story = show_symbol_day(ArchiveTiers.of(root), *HOT_KEY, audit_log=default_audit_log(root))
+    story = show_symbol_day(ArchiveCore(root, audit_log=default_audit_log(root)), *HOT_KEY)
     assert [item["event"] for item in story.history] == ["hot-file-removed"]
 
 

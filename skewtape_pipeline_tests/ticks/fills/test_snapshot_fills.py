@@ -16,6 +16,7 @@ import pytest
 from skewtape_pipeline.errors import ChainError, WriteOnceError
 from skewtape_pipeline.mirror.apply import apply_delta
 from skewtape_pipeline.mirror.snapshot import read_snapshot
+from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query
 from skewtape_pipeline.ticks.archive.store import spill
@@ -25,7 +26,6 @@ from skewtape_pipeline.ticks.archive.store.books import (
 )
 from skewtape_pipeline.ticks.archive.store.layout import partition_file
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
-from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.store.version_files import EVENT_VERSION
 from skewtape_pipeline.ticks.fills import snapshot_fills
 from skewtape_pipeline.ticks.fills.snapshot_fills import (
@@ -263,7 +263,7 @@ def test_archive_symbol_days_when_day_corrected_away_after_it_went_cold_leaves_t
     def view(key: tuple[str, date]) -> list[tuple[str, int]]:
         table = run_query(
             "SELECT tier, count(*) AS n FROM ticks WHERE symbol = ? AND date = ? GROUP BY tier",
-            ArchiveTiers.of(out),
+            ArchiveCore(out),
             QueryOptions(parameters=list(key)),
         )
         tiers, counts = table.column("tier").to_pylist(), table.column("n").to_pylist()
@@ -369,7 +369,7 @@ def test_archive_symbol_days_when_hand_built_venue_leaves_reads_the_last_snapsho
     assert kept.source.snapshot == history / "2026-11"
     assert archive_read_back_problems(results, archive=archive_at(out)) == []
     table = run_query(
-        "SELECT count(*) AS n FROM ticks WHERE symbol LIKE 'polymarket:%'", ArchiveTiers.of(out)
+        "SELECT count(*) AS n FROM ticks WHERE symbol LIKE 'polymarket:%'", ArchiveCore(out)
     )
     assert table.column("n").to_pylist() == [pq.read_metadata(fills).num_rows]
 

@@ -35,8 +35,9 @@ An archive whose catalog is missing while consolidated files exist is refused
 (``CatalogMismatchError``, naming the files and the rebuild command), as is a catalogued file
 missing from disk; a file whose Parquet footer does not decode is a ``DamagedFileError``
 naming it. Consolidated files are found under the tier roots of each archive's resolved tiers
-(``Archive.tiers``, a ``tiers.ArchiveTiers``: every function here takes those, one archive's or
-several, and none resolves a tier policy itself).
+(``core.tiers``): every function here takes archives' cores (``Archive(root).core``, a
+``core.ArchiveCore``), one archive's or several, and none resolves a tier policy itself or
+builds a version log of its own (an as-of view reads ``core.versions``).
 
 Every file the view names is verified against the record made when it was written before the
 view is created, unless its stamp is unchanged since it last was (``trust.verify_before_reading``:
@@ -83,6 +84,7 @@ import pyarrow.dataset as ds
 from skewtape_pipeline.errors import CatalogMismatchError, ConfigError
 from skewtape_pipeline.fsio import load_json
 from skewtape_pipeline.storage import LocalTier, ObjectFile, ObjectTier, exists
+from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.store.catalog import Catalog
 from skewtape_pipeline.ticks.archive.store.catalog_check import check_catalog_present, repair_hint
 from skewtape_pipeline.ticks.archive.store.consolidate import read_footer
@@ -95,30 +97,30 @@ from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, WARM
 from skewtape_pipeline.ticks.archive.store.reports_table import PLACES_SCHEMA, reports_view_sql
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers, normalized
 from skewtape_pipeline.ticks.archive.store.trust import verify_before_reading
-from skewtape_pipeline.ticks.archive.store.versions import AsOf, VersionLog, verify_version
+from skewtape_pipeline.ticks.archive.store.versions import AsOf, verify_version
 
 VIEW_NAME = "ticks"
 VIEW_COLUMNS = ("symbol", "date", "ts", "price", "quantity", "side", "tier", "year", "month")
 HIVE_TYPES = "{'symbol': 'VARCHAR', 'year': 'INTEGER', 'month': 'INTEGER', 'date': 'DATE'}"
 
-Archives = ArchiveTiers | Sequence[ArchiveTiers]
-"""One archive's resolved tiers (``Archive.tiers``), or several archives' (one view over all)."""
+Archives = ArchiveCore | Sequence[ArchiveCore]
+"""One archive's core (``Archive(root).core``), or several archives' (one view over all)."""
 Narrow = Callable[[ArchiveState], ArchiveState]
 """What :func:`open_ticks_view`'s ``narrow`` is: the state cut down to the symbol-days wanted,
 before any file is named or verified (``versions.symbol_days``)."""
 
 
 def ticks_view_sql(archives: Archives, *, name: str = VIEW_NAME, as_of: AsOf | None = None) -> str:
-    """The ``CREATE OR REPLACE VIEW`` statement of the archive(s) whose resolved tiers are
-    ``archives`` (``Archive.tiers``; reads only); with ``as_of`` (a version number, a time or a
-    tag: ``VersionLog.resolve_as_of``; one archive only), the view as it read right after that
-    version committed.
+    """The ``CREATE OR REPLACE VIEW`` statement of the archive(s) whose cores are
+    ``archives`` (``Archive(root).core``; reads only); with ``as_of`` (a version number, a time
+    or a tag: ``VersionLog.resolve_as_of``; one archive only), the view as it read right after
+    that version committed.
 
     Raises
     ------
     ConfigError
-        No archive, an item that is not an ``ArchiveTiers`` (a bare path: pass
-        ``Archive(root).tiers``), a root that is not a folder or lies below a folder named
+        No archive, an item that is not an ``ArchiveCore`` (a bare path: pass
+        ``Archive(root).core``), a root that is not a folder or lies below a folder named
         ``symbol=...`` or ``date=...`` (which DuckDB would read as those columns), a view name
         that is not an identifier, or a tier in an object store (its files are scanned
         through Arrow datasets that only :func:`open_ticks_view` can register on a connection).
@@ -162,8 +164,9 @@ def _view(
     checked = _archives(archives)
     if as_of is not None and len(checked) != 1:
         raise ConfigError(f"as_of = {as_of!r}: a version names one archive; pass one archive")
-    for tiers in checked:
-        state = _verified_state(tiers, as_of, narrow)
+    for core in checked:
+        tiers = core.tiers
+        state = _verified_state(core, as_of, narrow)
         hot = [str(h.path.absolute()) for h in state.hot_live]
         if hot:
             folders = "year, month" if _no_keys_above(tiers.root.absolute()) else _YEAR_MONTH
@@ -186,19 +189,19 @@ def _view(
                     branch = _consolidated_branch(tier, files, monthly=monthly, hive=hive)
                 branches.append(branch + _hide(hidden))
     if not branches:
-        branches.append(empty_ticks_select([tiers.root for tiers in checked]))
+        branches.append(empty_ticks_select([core.root for core in checked]))
     sql = f"CREATE OR REPLACE VIEW {name} AS\n" + "\nUNION ALL BY NAME\n".join(branches)
     return _View(sql, datasets, frozenset(uris))
 
 
-def _verified_state(tiers: ArchiveTiers, as_of: AsOf | None, narrow: Narrow | None) -> ArchiveState:
+def _verified_state(core: ArchiveCore, as_of: AsOf | None, narrow: Narrow | None) -> ArchiveState:
     """The state the view reads (now, or as of a version), narrowed, its files verified."""
-    root = tiers.root
+    tiers = core.tiers
     if as_of is None:
         check_catalog_present(tiers)
-        state = archive_state(root)
+        state = archive_state(core.root)
     else:
-        versions = VersionLog(root)  # the archive's version log, read only
+        versions = core.versions  # the archive's version log, read only
         state = versions.state(versions.resolve_as_of(as_of))
     if narrow is not None:
         state = narrow(state)
@@ -313,8 +316,8 @@ class QueryOptions:
     ``parameters`` fill ``?`` placeholders (kept as a tuple); ``threads`` caps DuckDB's
     threads (None: DuckDB's default); ``unrestricted`` lifts the read-only checks
     (:func:`check_read_only`, :func:`restrict`); ``as_of`` reads the view as of a version
-    (:func:`ticks_view_sql`). Where the tiers are is not an option: the archives' resolved
-    tiers are given beside the options.
+    (:func:`ticks_view_sql`). Where the tiers are is not an option: the archives' cores (their
+    resolved tiers) are given beside the options.
 
     Raises
     ------
@@ -355,10 +358,10 @@ def _raise_if_damaged(archives: Archives) -> None:
     """Raise DamagedFileError for the first file of the view whose footer does not decode
     (DuckDB's own message names neither the file nor the damage); return if none. Called
     when DuckDB fails other than on the SQL's syntax: it reads every footer once."""
-    for tiers in _archives(archives):
-        state = archive_state(tiers.root)
+    for core in _archives(archives):
+        state = archive_state(core.root)
         paths = [hot.path for hot in state.hot_live]
-        paths += [tiers.resolve(item.path) for item in state.catalog.files.values()]
+        paths += [core.resolve(item.path) for item in state.catalog.files.values()]
         for path in paths:
             try:
                 read_footer(path)  # raises DamagedFileError naming the file
@@ -507,12 +510,12 @@ def _connect(archives: Archives, options: QueryOptions) -> duckdb.DuckDBPyConnec
     try:
         open_ticks_view(con, archives, as_of=options.as_of)
         checked = _archives(archives)
-        roots = [tiers.root for tiers in checked]
+        roots = [core.root for core in checked]
         places = []
         if options.as_of is None:  # as of a version, a report names where its run put the day
-            for index, tiers in enumerate(checked):
+            for index, core in enumerate(checked):
                 places.append(f"_skewtape_places_{index}")
-                con.register(places[-1], current_places(tiers))
+                con.register(places[-1], current_places(core))
         con.execute(reports_view_sql(roots, places=places or None))
         if not options.unrestricted:
             restrict(con, _allowed_folders(archives))
@@ -522,11 +525,11 @@ def _connect(archives: Archives, options: QueryOptions) -> duckdb.DuckDBPyConnec
     return con
 
 
-def current_places(tiers: ArchiveTiers) -> pa.Table:
-    """Where each symbol-day of the archive of ``tiers`` is now
+def current_places(core: ArchiveCore) -> pa.Table:
+    """Where each symbol-day of the archive of ``core`` is now
     (:data:`reports_table.PLACES_SCHEMA`): a live hot file's path, or the consolidated file the
     catalog names; hidden copies left out."""
-    root = tiers.root
+    root = core.root
     state = archive_state(root)
     rows = [(h.symbol, h.day, HOT, h.path.relative_to(root).as_posix()) for h in state.hot_live]
     rows += [
@@ -595,26 +598,26 @@ def restrict(con: duckdb.DuckDBPyConnection, folders: Sequence[Path]) -> None:
 def _allowed_folders(archives: Archives) -> list[Path]:
     """Each archive root and its local warm and cold roots (normalized absolute paths)."""
     folders = []
-    for tiers in _archives(archives):
-        folders.append(normalized(tiers.root))
+    for core in _archives(archives):
+        folders.append(normalized(core.root))
         for tier in (WARM, COLD):
-            store = tiers.stores[tier]
+            store = core.tiers.stores[tier]
             if isinstance(store, LocalTier):
                 folders.append(store.folder)
     return folders
 
 
-def _archives(archives: Archives) -> list[ArchiveTiers]:
-    """``archives`` as a list, each checked: an ``ArchiveTiers`` whose root is an archive root
+def _archives(archives: Archives) -> list[ArchiveCore]:
+    """``archives`` as a list, each checked: an ``ArchiveCore`` whose root is an archive root
     (``layout.check_archive_root``) below no ``symbol=``/``date=`` folder. ConfigError naming
-    the item otherwise (a bare path included: its tiers are ``Archive(root).tiers``)."""
-    items = [archives] if isinstance(archives, ArchiveTiers | str | Path) else list(archives)
+    the item otherwise (a bare path included: its core is ``Archive(root).core``)."""
+    items = [archives] if isinstance(archives, ArchiveCore | str | Path) else list(archives)
     if not items:
-        raise ConfigError("archives: expected at least one archive's tiers")
+        raise ConfigError("archives: expected at least one archive's core")
     for item in items:
-        if not isinstance(item, ArchiveTiers):
+        if not isinstance(item, ArchiveCore):
             raise ConfigError(
-                f"{item}: expected an archive's resolved tiers (Archive(root).tiers), not a "
+                f"{item}: expected an archive's core (Archive(root).core), not a "
                 f"{type(item).__name__}"
             )
         check_archive_root(item.root)
@@ -622,12 +625,12 @@ def _archives(archives: Archives) -> list[ArchiveTiers]:
     return items
 
 
-def _check_no_partition_keys_above(tiers: ArchiveTiers) -> None:
-    """Refuse an archive (of ``tiers``) whose root lies below a folder named ``symbol=...`` or
+def _check_no_partition_keys_above(core: ArchiveCore) -> None:
+    """Refuse an archive (of ``core``) whose root lies below a folder named ``symbol=...`` or
     ``date=...``: DuckDB reads Hive keys from the whole path, the first of a repeated key
     winning, so every hot tick would get that folder's value (the hot files hold ``symbol`` and
     ``date`` only in their folder names)."""
-    root = tiers.root
+    root = core.root
     for part in root.absolute().parts:
         key = part.partition("=")[0]
         if "=" in part and key in ("symbol", "date"):

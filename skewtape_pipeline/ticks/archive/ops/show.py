@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skewtape_pipeline.audit import is_repair, parse_record
 from skewtape_pipeline.errors import AuditLogError, ConfigError
@@ -45,6 +45,9 @@ from skewtape_pipeline.ticks.archive.store.placement import archive_state, locat
 from skewtape_pipeline.ticks.archive.store.policy import HOT
 from skewtape_pipeline.ticks.archive.store.reports_table import symbol_day_report
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+
+if TYPE_CHECKING:
+    from skewtape_pipeline.ticks.archive.core import ArchiveCore
 
 
 @dataclass(frozen=True)
@@ -154,18 +157,17 @@ def _ratio(value: float | None) -> str:
     return "no ratio" if value is None else f"{value:.2f}x"
 
 
-def show_symbol_day(
-    tiers: ArchiveTiers, symbol: str, day: date, *, audit_log: Path | None = None
-) -> SymbolDayStory:
-    """Where a symbol-day is now, its report and its history (``Archive.show``)."""
-    root = tiers.root
+def show_symbol_day(core: ArchiveCore, symbol: str, day: date) -> SymbolDayStory:
+    """Where a symbol-day is now, its report and its history (``Archive.show``; the history
+    from the core's audit log, ``core.audit_log``)."""
+    root, tiers = core.root, core.tiers
     catalog = archive_state(root).catalog
     location = locate(tiers, symbol, day)
     place = None
     if location is not None:
         place = _place(tiers, catalog, symbol, day, location)
     report = _report(tiers, symbol, day, place)
-    history = _history(tiers, audit_log, symbol, day, report)
+    history = _history(tiers, core.audit_log, symbol, day, report)
     if report is None:
         report = _audited_report(history, place)
     withdrawn = (symbol, day) in catalog.withdrawn
