@@ -360,7 +360,7 @@ class HttpSource:
                 with self._count:
                     self.retries += 1
             finally:
-                _finish(response)
+                finish_response(response)
 
     def open_range(self, rel: str, start: int, expected: RemoteFile) -> Body:
         """The file from ``start`` when the answer resumes ``expected`` exactly (a 206 whose
@@ -380,11 +380,11 @@ class HttpSource:
                         f"{response.headers.get('Content-Range')!r} to a request for all of it",
                         url=url,
                     )
-                _finish(response)
+                finish_response(response)
                 return self.open_range(rel, 0, expected)
             begins = start if response.status == 206 else 0
         except BaseException:
-            _finish(response)
+            finish_response(response)
             raise
         return Body(begins, remote, _read_body(response, remote.size - begins), response.close)
 
@@ -414,7 +414,7 @@ class HttpSource:
                     self.retries += len(response.retries.history)
             if response.status not in REDIRECT_STATUSES:
                 return url, response
-            _finish(response)
+            finish_response(response)
             location = urljoin(url, response.headers.get("Location", ""))
             if _origin(location) != self.origin:
                 raise PublisherError(
@@ -454,7 +454,7 @@ def _failed(url: str, error: BaseException) -> TransferError:
     )
 
 
-def _finish(response) -> None:
+def finish_response(response) -> None:
     """Give the connection back, closing it first when its body was not read to the end."""
     if not response.closed and response.length_remaining:
         response.close()
@@ -510,7 +510,7 @@ def _read_body(response, length: int) -> Iterator[bytes | memoryview]:
     yielded is valid until the next is asked for."""
     try:
         left = length
-        stdlib, buffer = _unencoded(response), memoryview(bytearray(min(BLOCK, length)))
+        stdlib, buffer = unencoded_response(response), memoryview(bytearray(min(BLOCK, length)))
         while left > 0:
             if stdlib is not None:
                 chunk = buffer[: stdlib.fp.readinto1(buffer[: min(BLOCK, left)])]
@@ -523,10 +523,10 @@ def _read_body(response, length: int) -> Iterator[bytes | memoryview]:
         if stdlib is not None:
             stdlib.close()  # the body was read whole: the connection can serve the next request
     finally:
-        _finish(response)
+        finish_response(response)
 
 
-def _unencoded(response) -> http.client.HTTPResponse | None:
+def unencoded_response(response) -> http.client.HTTPResponse | None:
     """The standard library's response under urllib3's when the body comes as it is stored
     (no Content-Encoding to decode) and its buffered reader can read into a buffer; else None
     (urllib3 reads and decodes it)."""
