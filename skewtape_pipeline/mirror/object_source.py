@@ -73,13 +73,13 @@ S3_REQUEST_LIMIT = timedelta(hours=1)
 """The longest one request may take (``read_timeout`` catches a silent one and the low-speed
 limit a slow one long before)."""
 S3_STREAM_CHUNK = 1
-"""obstore's ``min_chunk_size`` of a stream (a small file, or a ranged read under a low-speed
-limit): each read of the socket is handed over as it comes (hundreds of KiB at a time from a
-fast server), so the limit sees every byte that arrived, and a read given up stops at the next
-one. A larger size would keep the reading thread waiting for a trickle to fill it, every byte
-unseen. (Each chunk is a new Python ``bytes``: 6% to 13% more CPU than one buffer per GET
-handed over without a copy, measured over loopback SeaweedFS, whatever the chunk size; without
-a limit, a GET is read whole that way.)"""
+"""obstore's ``min_chunk_size`` of a stream (a small file, or a ranged read under a low-speed limit
+from a store that cannot sign): each read of the socket is handed over as it comes (hundreds of
+KiB at a time from a fast server), so the limit sees every byte that arrived, and a read given
+up stops at the next one. A larger size would keep the reading thread waiting for a trickle to
+fill it, every byte unseen. (Each chunk is a new Python ``bytes``: 6% to 13% more CPU than one
+buffer per GET handed over without a copy, measured over loopback SeaweedFS, whatever the chunk
+size; without a limit, a GET is read whole that way.)"""
 S3_LEAST_BACKOFF = 0.001
 """Seconds of the shortest backoff (object_store's jitter needs a backoff above 0)."""
 S3_SIGNED_FOR = timedelta(hours=1)
@@ -97,7 +97,9 @@ class ObjectSource:
     credentials only from the environment (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
     ``AWS_SESSION_TOKEN``, or the instance's role). An object's version is its ETag: every
     ranged read asks for that ETag (``If-Match``), so an object replaced between two reads
-    fails the read instead of being stitched, and the resume starts it over.
+    fails the read instead of being stitched, and the resume starts it over. Listing, HEAD and
+    small files go through obstore; a large object's GETs through presigned URLs and urllib3
+    (``pool``) when the store signs (see the module notes).
     """
 
     def __init__(self, uri: str | Location, settings: TransferSettings):
@@ -211,14 +213,17 @@ class ObjectSource:
         headers = {"Range": f"bytes={offset}-{offset + size - 1}"}
         if version:
             headers["If-Match"] = version
+        failed = None  # raised outside the handler: urllib3's error (its URL) is not its context
         try:
             response = self.pool.request(
                 "GET", url, headers=headers, preload_content=False, redirect=False
             )
         except MaxRetryError as exc:
-            raise _SignedReadError(offset, "failed after the last retry", exc.reason) from None
+            failed = _SignedReadError(offset, "failed after the last retry", exc.reason)
         except HTTPError as exc:
-            raise _SignedReadError(offset, "failed", exc) from None
+            failed = _SignedReadError(offset, "failed", exc)
+        if failed is not None:
+            raise failed
         if response.retries is not None and response.retries.history:
             with self._count:
                 self.retries += len(response.retries.history)
@@ -226,9 +231,10 @@ class ObjectSource:
             _check_signed_answer(response, offset, size, version)
             return _read_into(response, buffers.take(), offset, size, arrived, stop)
         except HTTPError as exc:
-            raise _SignedReadError(offset, "broke off", exc) from None
+            failed = _SignedReadError(offset, "broke off", exc)
         finally:
             finish_response(response)
+        raise failed
 
 
 def _object_store(bucket: str, options: dict[str, str], settings: TransferSettings):

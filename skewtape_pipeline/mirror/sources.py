@@ -18,8 +18,9 @@ object also budgets and paces the resumes after a transfer broken mid-body
 publisher). Redirects are followed only within the same scheme, host and port. S3 goes through
 obstore (Rust's ``object_store``) in :mod:`skewtape_pipeline.mirror.object_source`, configured
 as the tick archive's S3 tiers are (endpoint and region in the URI's query or the environment,
-credentials from the environment only), with its own retries; the low-speed limit
-(:class:`LowSpeedCheck`) watches both.
+credentials from the environment only), with its own retries; a large object's ranged GETs go
+to presigned URLs read as an HTTP body is (urllib3, a reused buffer) when the store can sign.
+The low-speed limit (:class:`LowSpeedCheck`) watches both.
 
 Nothing here writes to disk.
 """
@@ -171,8 +172,8 @@ class Source(Protocol):
     transient: tuple[type[BaseException], ...]
     """Errors of a body broken mid-transfer that a resumed request may get past."""
     retries: int
-    """Requests the client library retried so far (HTTP: urllib3's count; 0 for the others,
-    whose library keeps its count to itself)."""
+    """Requests the client library retried so far (HTTP, and S3's presigned GETs: urllib3's
+    count; 0 for the others, whose library keeps its count to itself)."""
 
     def url(self, rel: str) -> str: ...
     def read_small(self, rel: str) -> SmallFile | None: ...
