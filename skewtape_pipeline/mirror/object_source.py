@@ -2,10 +2,14 @@
 ``object_store``) for :mod:`skewtape_pipeline.mirror.sources`, whose ``open_source`` gives it.
 
 An object is read in ranged GETs, :data:`S3_DEPTH` in flight, each asking for the version the
-transfer started from (``If-Match``). Under a low-speed limit each GET is streamed and the bytes
-of all of them in flight are counted against the limit while the transfer waits
-(:func:`_read_ahead`), so a server that trickles is let go of as over HTTP; without one, each
-GET is read whole into the client's buffer (no copy in Python).
+transfer started from (``If-Match``), and the bytes of all of them in flight are counted against
+the low-speed limit while the transfer waits (:func:`_read_ahead`), so a server that trickles is
+let go of as over HTTP. When the client can sign, each GET goes to a presigned URL (signed by
+obstore, for :data:`S3_SIGNED_FOR`, again at each resume) through urllib3 as an HTTP source's
+body does: the socket's bytes read into a few buffers reused GET after GET, no allocation per
+read. The signed URL is a secret: it is never shown, and a message names the ``s3://`` object.
+Otherwise (a store that cannot sign) each GET is obstore's stream under a low-speed limit, or
+read whole into the client's buffer without one (no copy in Python).
 
 Nothing here writes to disk.
 """
@@ -15,8 +19,11 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import http.client
 import itertools
+import logging
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -24,7 +31,10 @@ from datetime import timedelta
 from urllib.parse import parse_qsl, urlsplit
 
 import obstore
+import urllib3
 from obstore import exceptions as obstore_errors
+from urllib3.exceptions import HTTPError, MaxRetryError
+from urllib3.util import Timeout
 
 from skewtape_pipeline.errors import ConfigError, FetchError, PublisherError, TransferError
 from skewtape_pipeline.hashing import BLOCK
@@ -36,11 +46,13 @@ from skewtape_pipeline.mirror.sources import (
     SmallFile,
     TransferSettings,
     error_reason,
+    finish_response,
     next_attempt,
     read_watched,
     refuse_large,
     small_file,
     socket_read_timeout,
+    unencoded_response,
 )
 from skewtape_pipeline.storage import S3_SCHEME, check_object_uri
 
@@ -61,15 +73,20 @@ S3_REQUEST_LIMIT = timedelta(hours=1)
 """The longest one request may take (``read_timeout`` catches a silent one and the low-speed
 limit a slow one long before)."""
 S3_STREAM_CHUNK = 1
-"""obstore's ``min_chunk_size`` of a stream (a small file, or a ranged read under a low-speed
-limit): each read of the socket is handed over as it comes (hundreds of KiB at a time from a
-fast server), so the limit sees every byte that arrived, and a read given up stops at the next
-one. A larger size would keep the reading thread waiting for a trickle to fill it, every byte
-unseen. (Each chunk is a new Python ``bytes``: 6% to 13% more CPU than one buffer per GET
-handed over without a copy, measured over loopback SeaweedFS, whatever the chunk size; without
-a limit, a GET is read whole that way.)"""
+"""obstore's ``min_chunk_size`` of a stream (a small file, or a ranged read under a low-speed limit
+from a store that cannot sign): each read of the socket is handed over as it comes (hundreds of
+KiB at a time from a fast server), so the limit sees every byte that arrived, and a read given
+up stops at the next one. A larger size would keep the reading thread waiting for a trickle to
+fill it, every byte unseen. (Each chunk is a new Python ``bytes``: 6% to 13% more CPU than one
+buffer per GET handed over without a copy, measured over loopback SeaweedFS, whatever the chunk
+size; without a limit, a GET is read whole that way.)"""
 S3_LEAST_BACKOFF = 0.001
 """Seconds of the shortest backoff (object_store's jitter needs a backoff above 0)."""
+S3_SIGNED_FOR = timedelta(hours=1)
+"""How long a presigned URL of a body's GETs is valid (a body still reading past it gets 403,
+a broken transfer: the resume signs again)."""
+_SIGNED_QUERY = re.compile(r"\?[^\s'\"]*X-Amz-[^\s'\"]*", re.IGNORECASE)
+"""A presigned URL's query (its signature), wherever a text may carry it."""
 
 
 class ObjectSource:
@@ -80,7 +97,9 @@ class ObjectSource:
     credentials only from the environment (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
     ``AWS_SESSION_TOKEN``, or the instance's role). An object's version is its ETag: every
     ranged read asks for that ETag (``If-Match``), so an object replaced between two reads
-    fails the read instead of being stitched, and the resume starts it over.
+    fails the read instead of being stitched, and the resume starts it over. Listing, HEAD and
+    small files go through obstore; a large object's GETs through presigned URLs and urllib3
+    (``pool``) when the store signs (see the module notes).
     """
 
     def __init__(self, uri: str | Location, settings: TransferSettings):
@@ -95,8 +114,18 @@ class ObjectSource:
         self.location = f"{S3_SCHEME}{parts.netloc}/{self.prefix}".rstrip("/")
         self.settings = settings
         self.store = _object_store(parts.netloc, dict(parse_qsl(parts.query)), settings)
-        self.transient = (obstore_errors.BaseError, OSError)
+        self.transient = (obstore_errors.BaseError, OSError, HTTPError, http.client.HTTPException)
         self.retries = 0
+        self.signs: bool | None = None
+        """Whether the store signs URLs (None: not yet asked; False: GETs go through obstore)."""
+        self._count = threading.Lock()
+        self.pool = urllib3.PoolManager(
+            num_pools=2,
+            maxsize=settings.connections * S3_DEPTH,
+            retries=settings.retry(),
+            timeout=Timeout(connect=settings.connect_timeout, read=socket_read_timeout(settings)),
+            ca_certs=settings.ca_certs,
+        )
 
     def url(self, rel: str) -> str:
         return f"{self.location}/{rel}"
@@ -138,12 +167,74 @@ class ObjectSource:
                 url=self.url(rel),
             )
         begins = start if remote == expected and remote.resumable else 0
-        speed = LowSpeedCheck(self.settings)
-        read = functools.partial(
-            _block_at if speed.on else _whole_block_at, self.store, self._key(rel), remote.validator
-        )
-        chunks = _read_ahead(read, begins, remote.size, _largest_get(remote.size), speed)
+        speed, largest = LowSpeedCheck(self.settings), _largest_get(remote.size)
+        signed = self._signed(self._key(rel))
+        if signed is not None:
+            buffers = _Buffers(min(largest, remote.size))
+            read = functools.partial(self._signed_block_at, signed, remote.validator, buffers)
+            chunks = _read_ahead(read, begins, remote.size, largest, speed, buffers.give)
+        else:
+            read = functools.partial(
+                _block_at if speed.on else _whole_block_at,
+                self.store,
+                self._key(rel),
+                remote.validator,
+            )
+            chunks = _read_ahead(read, begins, remote.size, largest, speed)
         return Body(begins, remote, chunks, chunks.close, watched=True)
+
+    def _signed(self, key: str) -> str | None:
+        """A presigned GET URL of ``key`` (valid for :data:`S3_SIGNED_FOR`; a secret, never
+        shown), or None when the store cannot sign (its GETs then go through obstore)."""
+        if self.signs is False:
+            return None
+        try:
+            url = obstore.sign(self.store, "GET", key, S3_SIGNED_FOR)
+        except (obstore_errors.BaseError, TypeError, ValueError, OSError, RuntimeError):
+            self.signs = False
+            return None
+        self.signs = True
+        return url
+
+    def _signed_block_at(
+        self,
+        url: str,
+        version: str,
+        buffers: _Buffers,
+        offset: int,
+        size: int,
+        arrived: Callable[[int], None],
+        stop: threading.Event,
+    ) -> list:
+        """:func:`_block_at` through the presigned ``url``: ``size`` bytes at ``offset`` read
+        into one of ``buffers`` as they come (each read told to ``arrived``, the GET given up at
+        the next read once ``stop`` is set), only from the version ``version`` (``If-Match``;
+        412 otherwise): the buffer's :data:`BLOCK` slices. Every error names no URL."""
+        headers = {"Range": f"bytes={offset}-{offset + size - 1}"}
+        if version:
+            headers["If-Match"] = version
+        failed = None  # raised outside the handler: urllib3's error (its URL) is not its context
+        try:
+            response = self.pool.request(
+                "GET", url, headers=headers, preload_content=False, redirect=False
+            )
+        except MaxRetryError as exc:
+            failed = _SignedReadError(offset, "failed after the last retry", exc.reason)
+        except HTTPError as exc:
+            failed = _SignedReadError(offset, "failed", exc)
+        if failed is not None:
+            raise failed
+        if response.retries is not None and response.retries.history:
+            with self._count:
+                self.retries += len(response.retries.history)
+        try:
+            _check_signed_answer(response, offset, size, version)
+            return _read_into(response, buffers.take(), offset, size, arrived, stop)
+        except HTTPError as exc:
+            failed = _SignedReadError(offset, "broke off", exc)
+        finally:
+            finish_response(response)
+        raise failed
 
 
 def _object_store(bucket: str, options: dict[str, str], settings: TransferSettings):
@@ -213,7 +304,12 @@ def _largest_get(size: int) -> int:
 
 
 def _read_ahead(
-    read: Callable[..., list], start: int, end: int, largest: int, speed: LowSpeedCheck
+    read: Callable[..., list],
+    start: int,
+    end: int,
+    largest: int,
+    speed: LowSpeedCheck,
+    recycle: Callable[[list], None] | None = None,
 ):
     """The bytes of an object from ``start`` to ``end`` in ranged GETs (``read(offset, size,
     arrived, stop)``: a GET's buffers, each counted by ``arrived`` as it comes; the GET given
@@ -226,7 +322,8 @@ def _read_ahead(
     While waiting for the next GET, the bytes all GETs in flight received go to ``speed`` (the
     low-speed limit over the whole body, as for one HTTP body), which raises StalledTransfer
     when they come too slowly; the GETs still in flight are then given up at their next
-    read of the socket (a silent one at the read timeout)."""
+    read of the socket (a silent one at the read timeout). Once a GET's buffers were all
+    yielded (the caller done with them), they go to ``recycle``, when given."""
     ranges = iter(_growing_ranges(start, end, largest))
     arrived, stop = _Arrivals(), threading.Event()
     with ThreadPoolExecutor(max_workers=S3_DEPTH) as pool:
@@ -242,6 +339,8 @@ def _read_ahead(
                 if span is not None:
                     pending.append(pool.submit(read, *span, arrived.add, stop))
                 yield from chunks
+                if recycle is not None:
+                    recycle(chunks)
         finally:
             stop.set()
             for future in pending:
@@ -323,3 +422,91 @@ def _range(offset: int, size: int, version: str) -> dict:
 def _check_length(offset: int, size: int, received: int) -> None:
     if received != size:
         raise OSError(f"a ranged read at {offset} returned {received} of {size} bytes")
+
+
+class _Buffers:
+    """The buffers of one body's signed GETs, ``size`` bytes each: taken by a GET, given back
+    once the caller is done with its bytes, and taken again (no allocation per GET)."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self._free, self._lock = size, [], threading.Lock()
+
+    def take(self) -> memoryview:
+        with self._lock:
+            buffer = self._free.pop() if self._free else None
+        return memoryview(bytearray(self.size) if buffer is None else buffer)
+
+    def give(self, chunks: list) -> None:
+        if chunks and isinstance(chunks[0], memoryview):
+            with self._lock:
+                self._free.append(chunks[0].obj)
+
+
+class _SignedReadError(OSError):
+    """A signed GET that failed, naming its offset and why, never its URL."""
+
+    def __init__(self, offset: int, what: str, reason: object) -> None:
+        why = error_reason(reason) if isinstance(reason, BaseException) else str(reason)
+        super().__init__(f"the ranged read at {offset} {what} ({without_signature(why)})")
+
+
+def without_signature(text: str) -> str:
+    """``text`` with any presigned URL's query (its signature) replaced by ``?***``."""
+    return _SIGNED_QUERY.sub("?***", text)
+
+
+def _check_signed_answer(response, offset: int, size: int, version: str) -> None:
+    """OSError unless ``response`` is the 206 of exactly the range asked, of ``version``."""
+    if response.status == 412:
+        raise _SignedReadError(offset, "was refused", "PreconditionFailed: the object changed")
+    if response.status != 206:
+        raise _SignedReadError(offset, "was answered", f"HTTP {response.status}")
+    wanted = f"bytes {offset}-{offset + size - 1}/"
+    if not response.headers.get("Content-Range", "").strip().startswith(wanted):
+        raise _SignedReadError(offset, "was answered", "another range than the one asked for")
+    etag = response.headers.get("ETag")
+    if version and etag is not None and etag != version:
+        raise _SignedReadError(offset, "was answered", "PreconditionFailed: another version")
+
+
+def _read_into(
+    response,
+    buffer: memoryview,
+    offset: int,
+    size: int,
+    arrived: Callable[[int], None],
+    stop: threading.Event,
+) -> list:
+    """``size`` bytes of ``response``'s body read into ``buffer`` as the socket gives them
+    (``readinto1`` of the connection's reader, as an HTTP source's body), each read told to
+    ``arrived``; the GET given up once ``stop`` is set: its :data:`BLOCK` slices."""
+    stdlib, view, got = unencoded_response(response), buffer[:size], 0
+    while got < size:
+        if stop.is_set():
+            raise OSError(f"the ranged read at {offset} was given up")
+        if stdlib is not None:
+            read = stdlib.fp.readinto1(view[got:])
+        else:
+            read = response.readinto(view[got:])
+        if not read:
+            raise OSError(f"a ranged read at {offset} returned {got} of {size} bytes")
+        got += read
+        arrived(read)
+    if stdlib is not None:
+        stdlib.close()  # the body was read whole: the connection can serve the next request
+    return [view[at : at + BLOCK] for at in range(0, size, BLOCK)]
+
+
+class _NoSignatureInLogs(logging.Filter):
+    """urllib3's log lines name a request's URL (its debug line, a retry's warning): that of a
+    signed GET is shown without its query."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "x-amz-" in message.lower():
+            record.msg, record.args = without_signature(message), None
+        return True
+
+
+for _logger in ("urllib3.connectionpool", "urllib3.util.retry", "urllib3.response"):
+    logging.getLogger(_logger).addFilter(_NoSignatureInLogs())

@@ -18,8 +18,9 @@ object also budgets and paces the resumes after a transfer broken mid-body
 publisher). Redirects are followed only within the same scheme, host and port. S3 goes through
 obstore (Rust's ``object_store``) in :mod:`skewtape_pipeline.mirror.object_source`, configured
 as the tick archive's S3 tiers are (endpoint and region in the URI's query or the environment,
-credentials from the environment only), with its own retries; the low-speed limit
-(:class:`LowSpeedCheck`) watches both.
+credentials from the environment only), with its own retries; a large object's ranged GETs go
+to presigned URLs read as an HTTP body is (urllib3, a reused buffer) when the store can sign.
+The low-speed limit (:class:`LowSpeedCheck`) watches both.
 
 Nothing here writes to disk.
 """
@@ -171,8 +172,8 @@ class Source(Protocol):
     transient: tuple[type[BaseException], ...]
     """Errors of a body broken mid-transfer that a resumed request may get past."""
     retries: int
-    """Requests the client library retried so far (HTTP: urllib3's count; 0 for the others,
-    whose library keeps its count to itself)."""
+    """Requests the client library retried so far (HTTP, and S3's presigned GETs: urllib3's
+    count; 0 for the others, whose library keeps its count to itself)."""
 
     def url(self, rel: str) -> str: ...
     def read_small(self, rel: str) -> SmallFile | None: ...
@@ -360,7 +361,7 @@ class HttpSource:
                 with self._count:
                     self.retries += 1
             finally:
-                _finish(response)
+                finish_response(response)
 
     def open_range(self, rel: str, start: int, expected: RemoteFile) -> Body:
         """The file from ``start`` when the answer resumes ``expected`` exactly (a 206 whose
@@ -380,11 +381,11 @@ class HttpSource:
                         f"{response.headers.get('Content-Range')!r} to a request for all of it",
                         url=url,
                     )
-                _finish(response)
+                finish_response(response)
                 return self.open_range(rel, 0, expected)
             begins = start if response.status == 206 else 0
         except BaseException:
-            _finish(response)
+            finish_response(response)
             raise
         return Body(begins, remote, _read_body(response, remote.size - begins), response.close)
 
@@ -414,7 +415,7 @@ class HttpSource:
                     self.retries += len(response.retries.history)
             if response.status not in REDIRECT_STATUSES:
                 return url, response
-            _finish(response)
+            finish_response(response)
             location = urljoin(url, response.headers.get("Location", ""))
             if _origin(location) != self.origin:
                 raise PublisherError(
@@ -454,7 +455,7 @@ def _failed(url: str, error: BaseException) -> TransferError:
     )
 
 
-def _finish(response) -> None:
+def finish_response(response) -> None:
     """Give the connection back, closing it first when its body was not read to the end."""
     if not response.closed and response.length_remaining:
         response.close()
@@ -510,7 +511,7 @@ def _read_body(response, length: int) -> Iterator[bytes | memoryview]:
     yielded is valid until the next is asked for."""
     try:
         left = length
-        stdlib, buffer = _unencoded(response), memoryview(bytearray(min(BLOCK, length)))
+        stdlib, buffer = unencoded_response(response), memoryview(bytearray(min(BLOCK, length)))
         while left > 0:
             if stdlib is not None:
                 chunk = buffer[: stdlib.fp.readinto1(buffer[: min(BLOCK, left)])]
@@ -523,10 +524,10 @@ def _read_body(response, length: int) -> Iterator[bytes | memoryview]:
         if stdlib is not None:
             stdlib.close()  # the body was read whole: the connection can serve the next request
     finally:
-        _finish(response)
+        finish_response(response)
 
 
-def _unencoded(response) -> http.client.HTTPResponse | None:
+def unencoded_response(response) -> http.client.HTTPResponse | None:
     """The standard library's response under urllib3's when the body comes as it is stored
     (no Content-Encoding to decode) and its buffered reader can read into a buffer; else None
     (urllib3 reads and decodes it)."""

@@ -3,8 +3,9 @@
 How the bytes move
 ------------------
 - **One stream, one copy.** A file is received in one stream from where its kept bytes end;
-  each block the source hands over (over HTTP a reused buffer the socket's bytes are read into,
-  over S3 a piece of the client's stream, or its one buffer per GET without a low-speed limit)
+  each block the source hands over (over HTTP, and over S3 through presigned URLs, a reused
+  buffer the socket's bytes are read into; over S3 from a store that cannot sign, a piece of
+  obstore's stream, or its one buffer per GET without a low-speed limit)
   is written to the file and hashed from that same buffer while it is still in the CPU's cache:
   no byte is copied in Python between the client and the file.
 - **No fsync here.** The caller fsyncs the month's files together once all arrived, before the

@@ -166,10 +166,10 @@ class Fault:
 
 @dataclass
 class HttpAnswer:
-    """One answer's head as an :class:`HttpRules` hook sees it: the request's method, path and
-    headers, the answer's status line and headers (change ``headers`` in place), and ``count``,
-    how many answers to that path came before this one; ``sent``, the bytes of its body sent
-    so far."""
+    """One answer's head as an :class:`HttpRules` hook sees it: the request's method, path (its
+    query left out) and headers, the answer's status line and headers (change ``headers`` in
+    place), and ``count``, how many answers to that path came before this one; ``sent``, the
+    bytes of its body sent so far."""
 
     method: str
     path: str
@@ -327,7 +327,8 @@ class FaultProxy:
         with contextlib.suppress(OSError):
             while (head := up.head()) is not None:
                 first, headers = _parse_head(head)
-                method, path, _ = first.split(" ", 2)
+                method, target, _ = first.split(" ", 2)
+                path = target.partition("?")[0]  # a presigned request's query is its signature
                 if self.http.request is not None:
                     self.http.request(method, path, headers)
                 with arrived:

@@ -264,6 +264,18 @@ def test_s3_source_reads_a_large_object_in_gets_of_up_to_a_32nd_of_it(
     assert len(reads) < 40
 
 
+def test_s3_signed_read_error_names_the_offset_and_why_never_the_signature():
+    from skewtape_pipeline.mirror.object_source import _SignedReadError
+
+    signed = "http://127.0.0.1:9/bucket/pub/big.bin?X-Amz-Credential=AKIA&X-Amz-Signature=f00d"
+    error = _SignedReadError(4096, "failed", ConnectionError(f"GET {signed} was reset"))
+
+    assert str(error) == (
+        "the ranged read at 4096 failed (ConnectionError: GET "
+        "http://127.0.0.1:9/bucket/pub/big.bin?*** was reset)"
+    )
+
+
 @pytest.mark.parametrize("limits", [{"speed_limit": 0}, {"speed_time": 0}])
 def test_low_speed_check_when_the_limit_or_its_window_is_0_checks_nothing(limits):
     check = LowSpeedCheck(replace(FAST, **limits))

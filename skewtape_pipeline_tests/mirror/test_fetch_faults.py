@@ -5,6 +5,7 @@ delta's size (nothing downloaded twice)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -137,6 +138,39 @@ def test_s3_source_when_an_object_is_replaced_between_ranged_reads_fails_instead
         for chunk in body.chunks:
             assert set(bytes(chunk)) == {ord("a")}
     assert source.stat("big.bin") != body.remote  # the resume starts the new version over
+
+
+def test_s3_source_reads_through_presigned_urls_asking_for_its_version_never_showing_them(
+    s3_publisher, s3_env, caplog
+):
+    client = s3_client(s3_publisher)
+    key = f"{s3_publisher.bucket}/signed/big.bin"
+    with client.open_output_stream(key) as out:
+        out.write(b"a" * (24 << 20))
+    rules = HttpRules()
+    proxy = FaultProxy(s3_publisher.s3_port, http=rules)
+    try:
+        source = open_source(s3_publisher.uri("signed", port=proxy.port), SETTINGS)
+        remote = source.stat("big.bin")
+        with caplog.at_level(logging.DEBUG, logger="urllib3"):
+            body = source.open_range("big.bin", 0, remote)
+            assert bytes(next(body.chunks)) == b"a" * (1 << 20)  # the first GET
+            with client.open_output_stream(key) as out:  # republished: its next GETs refused
+                out.write(b"b" * (24 << 20))
+            with pytest.raises(source.transient) as info:
+                for chunk in body.chunks:
+                    assert set(bytes(chunk)) == {ord("a")}
+    finally:
+        proxy.close()
+
+    gets = [a for a in rules.answers if a.method == "GET" and a.path.endswith("/signed/big.bin")]
+    asked = [{name.lower(): value for name, value in a.request.items()} for a in gets]
+    assert gets[0].status == 206 and 412 in {a.status for a in gets}
+    assert all(h["if-match"] == remote.validator and "authorization" not in h for h in asked)
+    logged = [r.getMessage() for r in caplog.records if "/signed/big.bin" in r.getMessage()]
+    assert any("/signed/big.bin?***" in line for line in logged)  # signed in the query, not shown
+    assert not any("x-amz-" in line.lower() for line in logged)
+    assert "precondition" in str(info.value).lower() and "x-amz-" not in str(info.value).lower()
 
 
 def test_fetch_over_s3_when_a_listed_object_is_missing_is_refused_and_changes_nothing(
