@@ -1,0 +1,20 @@
+"""What lives where under an archive root: no verbs, and nothing above it imported.
+
+- ``policy``: ``TierPolicy``, ``TierSettings``; ``tiers``: ``ArchiveTiers`` (a policy resolved
+  for one archive, its stores, catalog paths) and the recorded policy.
+- ``layout``: paths under a root, the marker pinning the schema, the one lock (``archive_lock``),
+  staging and publishing into place, ``check_archive_root``.
+- ``books``: ``Books`` (write-once mode, the audit log) and the archive's audit events.
+- ``catalog``: ``CatalogStore`` (which consolidated file holds each symbol-day; the hot files'
+  records); ``catalog_format``: the catalog file's columns and row rules; ``catalog_check``: the
+  writers' check of the catalog against the files.
+- ``hot_index``: which hot files the archive holds, kept at publication.
+- ``consolidate``: warm and cold files holding many symbol-days; ``file_compression``: how well
+  one compresses.
+- ``placement``: where each symbol-day lives now, archive-wide metrics; ``garbage``: the files no
+  catalog reaches and their audited removal; ``trust``: every file against its record.
+- ``versions``: ``VersionLog`` (the version log, as-of reads, tags); ``version_files``: its files;
+  ``version_recording``: writing a version or a tag.
+- ``reports_table``: the ``tick_reports`` table; ``spill``: rows beyond a compaction's memory
+  limit, in the staging folder.
+"""
