@@ -389,3 +389,20 @@ def test_cli_help_when_a_command_takes_positional_arguments_explains_each(comman
         main([command, "--help"])
     section = capsys.readouterr().out.split("positional arguments:\n")[1].split("\n\n")[0]
     assert section and all(len(line.split(maxsplit=1)) == 2 for line in section.splitlines())
+
+
+@pytest.mark.parametrize("made", ["missing", "a file", "a folder of other files"])
+def test_cli_verify_archive_when_the_folder_is_no_archive_exits_2_naming_it(tmp_path, capsys, made):
+    root = tmp_path / "archiv"
+    if made == "a file":
+        root.write_text("not an archive")
+    elif made == "a folder of other files":
+        root.mkdir()
+        (root / "notes.txt").write_text("hello")
+    before = _listing(tmp_path)
+    for full in ([], ["--full"]):
+        code, out, err = run(capsys, "verify-archive", str(root), *full)
+        assert code == 2, (made, out, err)
+        assert str(root) in err and "expected a tick archive root" in err
+        assert "verified 0 files" not in out
+    assert _listing(tmp_path) == before

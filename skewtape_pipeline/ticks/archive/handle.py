@@ -119,8 +119,7 @@ class Archive:
 
     @property
     def tiers(self) -> ArchiveTiers:
-        """The tier policy resolved for this archive, once, when it was built: the warm and
-        cold stores, each tier's settings and layout, the catalog paths."""
+        """The tier policy resolved once: stores, each tier's settings and layout, catalog paths."""
         return self.core.tiers
 
     @property
@@ -145,15 +144,12 @@ class Archive:
 
     @property
     def versions(self) -> ArchiveVersions:
-        """The version verbs: ``.list()``, ``.latest()``, ``.tags()``, ``.tag(name)``,
-        ``.prune(keep_last=...)``, ``.past_bytes()`` (see :class:`ArchiveVersions`). Reading as
-        of a version is :meth:`read`'s ``as_of``."""
+        """The version verbs (:class:`ArchiveVersions`: list, latest, tags, tag, prune,
+        past_bytes); reading as of a version is :meth:`read`'s ``as_of``."""
         return ArchiveVersions(self.core)
 
     def __repr__(self) -> str:
         return f"Archive({str(self.root)!r}, audit_log={self.audit_log!r})"
-
-    # --- writing -------------------------------------------------------------------------------
 
     def compact(
         self,
@@ -438,8 +434,6 @@ class Archive:
         """
         return self.core.writing()
 
-    # --- reading -------------------------------------------------------------------------------
-
     def read(
         self,
         symbols: Iterable[str] | str | None = None,
@@ -682,7 +676,12 @@ class Archive:
         Returns
         -------
         integrity.ArchiveVerification
-            Every problem found (``ok`` False when any): reported, never raised.
+            Every problem with a file found (``ok`` False when any): reported, not raised.
+
+        Raises
+        ------
+        NotAnArchiveError
+            A root that holds no archive.
         """
         return integrity.verify_archive(self.core, full=full)
 
@@ -712,9 +711,10 @@ class Archive:
 
         Raises
         ------
+        NotAnArchiveError
+            A root that holds no archive.
         ConfigError
-            A root that holds no archive, bad options, a query that is not one read-only
-            statement or that DuckDB rejects.
+            Bad options, a query that is not one read-only statement or that DuckDB rejects.
         DamagedFileError
             A file of the view differs from its record or its footer does not decode.
         CatalogMismatchError
@@ -749,8 +749,10 @@ class Archive:
 
         Raises
         ------
+        NotAnArchiveError
+            A root that holds no archive.
         ConfigError
-            A root that holds no archive, a ``name`` that is not an identifier.
+            A ``name`` that is not an identifier.
         DamagedFileError, CatalogMismatchError, ObjectStoreError
             As :meth:`query` raises them.
         """

@@ -421,6 +421,9 @@ def test_read_when_the_folder_is_no_archive_raises_a_typed_error_naming_it(tmp_p
         lambda a: a.symbols(),
         lambda a: a.read(["ES"]),
         lambda a: a.days("ES"),
+        lambda a: a.query("SELECT count(*) FROM ticks"),
+        lambda a: a.open_view(duckdb.connect()),
+        lambda a: a.verify(),
     ):
         with pytest.raises(NotAnArchiveError, match=str(missing)):
             call(Archive(missing))

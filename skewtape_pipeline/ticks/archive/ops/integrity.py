@@ -85,6 +85,7 @@ from skewtape_pipeline.ticks.archive.store.consolidate import (
 )
 from skewtape_pipeline.ticks.archive.store.layout import (
     ARCHIVE_MARKER,
+    check_archive_root,
     parse_archive_marker,
 )
 from skewtape_pipeline.ticks.archive.store.placement import HotFile, scan_hot_files
@@ -384,9 +385,10 @@ class ArchiveVerification:
 
 
 def verify_archive(core: ArchiveCore, *, full: bool = False) -> ArchiveVerification:
-    """Check every archive file against its record; reports, never raises (``Archive.verify``)."""
+    """Check every archive file against its record; reports what it finds (``Archive.verify``)."""
     root, tiers, problems = core.root, core.tiers, []
     checked = checked_bytes = 0
+    check_archive_root(root)  # a folder that holds no archive is refused, never "0 files: ok"
     tiers.check_reachable()
     try:
         check_catalog_present(tiers)

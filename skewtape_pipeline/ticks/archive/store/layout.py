@@ -31,6 +31,7 @@ from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import (
     ArchiveBusyError,
     ConfigError,
+    NotAnArchiveError,
     TickValidationError,
     location,
 )
@@ -220,8 +221,8 @@ def recorded_schema(root: Path) -> TickSchema | None:
 
 def check_archive_root(root: Path | str, *, empty_ok: bool = True) -> Path:
     """``root`` as a Path when it is a tick archive root (the hot tier: the folder holding
-    ``_skewtape_archive.json``, the catalog and the ``symbol=`` folders); ConfigError naming it
-    otherwise, touching nothing.
+    ``_skewtape_archive.json``, the catalog and the ``symbol=`` folders); NotAnArchiveError (a
+    ConfigError) naming it otherwise, touching nothing.
 
     Refused: a path that is not a folder, a warm or cold tier folder (consolidated ``year=``
     folders, no catalog: the message names the archive root it likely belongs to), and a
@@ -231,17 +232,17 @@ def check_archive_root(root: Path | str, *, empty_ok: bool = True) -> Path:
     """
     path = Path(refuse_url(root, "archive root", ARCHIVE_ROOT_EXPECTED))
     if not path.is_dir():
-        raise ConfigError(f"{path}: not a folder; expected a tick archive root")
+        raise NotAnArchiveError(f"{path}: not a folder; expected a tick archive root")
     names = {child.name for child in path.iterdir()}
     if ARCHIVE_MARKER not in names:
         if empty_ok and all(n.startswith((".", "_skewtape")) for n in names):
             return path
         what = "holds no tick archive yet" if not names else f"holds no {ARCHIVE_MARKER}"
-        raise ConfigError(f"{path}: {what}; expected a tick archive root")
+        raise NotAnArchiveError(f"{path}: {what}; expected a tick archive root")
     if _looks_like_tier_folder(names):
         base, _, tier = path.name.rpartition("-")
         hint = path.with_name(base) if base and tier.upper() in (WARM, COLD) else None
-        raise ConfigError(
+        raise NotAnArchiveError(
             f"{path}: is a warm or cold tier folder (consolidated files, no catalog), not an "
             f"archive root; pass the archive root (its hot tier)"
             + (f", e.g. {hint}" if hint else "")
