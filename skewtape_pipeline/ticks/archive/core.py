@@ -17,7 +17,6 @@ from pathlib import Path
 from skewtape_pipeline.audit import AuditLog
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.locations import refuse_url
-from skewtape_pipeline.storage import TierFile
 from skewtape_pipeline.ticks.archive.store.books import Books, default_audit_log
 from skewtape_pipeline.ticks.archive.store.catalog import CatalogStore
 from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_ROOT_EXPECTED, archive_lock
@@ -100,21 +99,6 @@ class ArchiveCore:
 
     def __repr__(self) -> str:
         return f"ArchiveCore({str(self.root)!r}, audit_log={self.audit_log!r})"
-
-    @property
-    def policy(self) -> TierPolicy:
-        """The archive's tier policy (the one its tiers resolve)."""
-        return self.tiers.policy
-
-    def resolve(self, rel: str) -> TierFile:
-        """The file the catalog path ``rel`` names (``ArchiveTiers.resolve``; TickFormatError
-        for a path that would leave its root)."""
-        return self.tiers.resolve(rel)
-
-    def relative(self, path: TierFile) -> str:
-        """The catalog path of ``path`` (``ArchiveTiers.relative``; TickFormatError for a path
-        outside the archive's roots)."""
-        return self.tiers.relative(path)
 
     def locked(self, what: str) -> AbstractContextManager[None]:
         """The archive's one lock (``layout.archive_lock``), waited for up to

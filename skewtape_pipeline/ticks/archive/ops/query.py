@@ -361,7 +361,7 @@ def _raise_if_damaged(archives: Archives) -> None:
     for core in _archives(archives):
         state = archive_state(core.root)
         paths = [hot.path for hot in state.hot_live]
-        paths += [core.resolve(item.path) for item in state.catalog.files.values()]
+        paths += [core.tiers.resolve(item.path) for item in state.catalog.files.values()]
         for path in paths:
             try:
                 read_footer(path)  # raises DamagedFileError naming the file

@@ -61,7 +61,9 @@ def prune_versions(
         _drop_versions(core, drop)
         kept = [v for v in versions if v.version not in set(drop)]
         unread = _unread(core, kept)
-        garbage = [Garbage(path, core.relative(path), "read by no kept version") for path in unread]
+        garbage = [
+            Garbage(path, core.tiers.relative(path), "read by no kept version") for path in unread
+        ]
         removed = remove_files(core.books, garbage)
     return PruneResult(drop, [v.version for v in kept], removed)
 

@@ -80,7 +80,7 @@ def remove_symbol_days(core: ArchiveCore, keys: Iterable[SymbolDayKey]) -> list[
         pairs = list(zip(wanted, hot_files, strict=True))
         index = ensure_index(root)
         gone = [
-            Garbage(hot, core.relative(hot), _why(key))
+            Garbage(hot, core.tiers.relative(hot), _why(key))
             for key, hot in pairs
             if hot.exists() or index.present(key) is not None
         ]
