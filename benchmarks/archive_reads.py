@@ -9,9 +9,11 @@ Sections (each printed as a markdown table):
    all days (ts, price, quantity, side); (b) all symbols, one day (+ symbol); (c) one symbol,
    one day, ts + price; (d) (c) as of the version before the correction. Ours is
    ``Archive.read`` (``read_batch`` for (b)) on a handle opened once, ArcticDB ``read`` /
-   ``read_batch`` on a library opened once, the floor ``pyarrow.parquet`` reading exactly the
-   needed files (and row groups) and columns, paths worked out beforehand. Hot, then re-tiered
-   into one cold yearly file. Warm cache, the contenders alternating, best of ``--repeat``.
+   ``read_batch`` on a library opened once (pandas frames, its default; and again asking for
+   Arrow tables with plain strings, the type ours returns), the floor ``pyarrow.parquet``
+   reading exactly the needed files (and row groups) and columns, paths worked out
+   beforehand. Hot, then re-tiered into one cold yearly file. Warm cache, the contenders
+   alternating, best of ``--repeat``.
 2. **Scaling.** A one-symbol-day read with ``--small-files`` and 100 times as many small hot
    files in the archive (the ratio is the bar: at most 1.2x); compacting one venue-day into an
    empty archive and into the larger one (at most 1.1x).
@@ -159,11 +161,18 @@ def ours_queries(root: Path, facts, symbols: int, days: int) -> dict[str, Callab
     }
 
 
-def arctic_queries(store: Path, versions, facts, symbols: int, days: int):
+def arctic_queries(store: Path, versions, facts, symbols: int, days: int, arrow: bool = False):
+    """ArcticDB's reads of the four queries: pandas frames as a user gets them by default, or
+    with ``arrow`` Arrow tables whose strings are plain ``string`` (the type ours returns)."""
     import arcticdb
     import pandas as pd
+    from arcticdb.options import ArrowOutputStringFormat
 
     library = arcticdb.Arctic(f"lmdb://{store}?map_size=32GB").get_library("ticks")
+    out = {}
+    if arrow:
+        out = {"output_format": "pyarrow",
+               "arrow_string_format_default": ArrowOutputStringFormat.SMALL_STRING}  # fmt: skip
     one, day = symbol_name(0), FIRST_DAY + timedelta(days=days // 2)
     sym_c, day_c = facts["corrected"]
 
@@ -173,20 +182,27 @@ def arctic_queries(store: Path, versions, facts, symbols: int, days: int):
 
     names = [symbol_name(s) for s in range(symbols)]
     return {
-        "a": lambda: len(library.read(one, columns=["price", "quantity", "side"]).data),
+        "a": lambda: _rows(library.read(one, columns=["price", "quantity", "side"], **out).data),
         "b": lambda: sum(
-            len(item.data)
+            _rows(item.data)
             for item in library.read_batch(
-                [arcticdb.ReadRequest(n, date_range=span(day)) for n in names]
+                [arcticdb.ReadRequest(n, date_range=span(day)) for n in names], **out
             )
         ),
-        "c": lambda: len(library.read(sym_c, date_range=span(day_c), columns=["price"]).data),
-        "d": lambda: len(
+        "c": lambda: _rows(
+            library.read(sym_c, date_range=span(day_c), columns=["price"], **out).data
+        ),
+        "d": lambda: _rows(
             library.read(
-                sym_c, date_range=span(day_c), columns=["price"], as_of=versions["before"]
+                sym_c, date_range=span(day_c), columns=["price"], as_of=versions["before"], **out
             ).data
         ),
     }
+
+
+def _rows(data) -> int:
+    """Rows of a pandas frame or an Arrow table."""
+    return data.num_rows if isinstance(data, pa.Table) else len(data)
 
 
 def floor_queries(root: Path, facts, symbols: int, days: int):
@@ -265,6 +281,10 @@ def best_of_alternating(
     return out
 
 
+ARCTIC, ARCTIC_ARROW, FLOOR = "ArcticDB", "ArcticDB (Arrow)", "pyarrow floor"
+"""The contenders beside ours: ArcticDB as read by default (pandas), ArcticDB asked for Arrow
+tables with plain strings (what ours returns), the pyarrow floor."""
+
 QUERY_NAMES = {
     "a": "(a) one symbol, all days (ts, price, quantity, side)",
     "b": "(b) all symbols, one day (+ symbol)",
@@ -274,38 +294,26 @@ QUERY_NAMES = {
 
 
 def print_reads(title: str, results) -> list[tuple[str, float, float]]:
+    """Print one table of ``results``; ``[(query, ours/ArcticDB, ours/floor)]``."""
     rows, ratios = [], []
     for query, best in results.items():
         ours, rows_ours = best["ours"]
-        arctic = best.get("ArcticDB", (float("nan"), 0))[0]
-        floor = best.get("pyarrow floor", (float("nan"), 0))[0]
+        arctic, arrow, floor = (
+            best.get(name, (float("nan"), 0))[0] for name in (ARCTIC, ARCTIC_ARROW, FLOOR)
+        )
         ratios.append((query, ours / arctic, ours / floor))
         rows.append(
             (
                 QUERY_NAMES[query],
                 f"{rows_ours:,}",
-                f"{ours * 1000:.1f} ms",
-                f"{arctic * 1000:.1f} ms",
-                f"{floor * 1000:.1f} ms",
-                f"{ours / arctic:.2f}x",
-                f"{ours / floor:.2f}x",
+                *(f"{t * 1000:.1f} ms" for t in (ours, arctic, arrow, floor)),
+                *(f"{ours / t:.2f}x" for t in (arctic, arrow, floor)),
             )
         )
     print(f"\n#### {title}\n")
-    print(
-        markdown_table(
-            [
-                "query",
-                "rows",
-                "ours `Archive.read`",
-                "ArcticDB",
-                "pyarrow floor",
-                "ours/ArcticDB",
-                "ours/floor",
-            ],
-            rows,
-        )
-    )
+    headers = ["query", "rows", "ours `Archive.read`", ARCTIC, ARCTIC_ARROW, FLOOR]
+    headers += ["ours/ArcticDB", "ours/ArcticDB (Arrow)", "ours/floor"]
+    print(markdown_table(headers, rows))
     return ratios
 
 
@@ -324,8 +332,9 @@ def reads_section(work: Path, args) -> None:
     )
     contenders = {
         "ours": ours_queries(root, facts, args.symbols, args.days),
-        "ArcticDB": arctic_queries(store, versions, facts, args.symbols, args.days),
-        "pyarrow floor": floor_queries(root, facts, args.symbols, args.days),
+        ARCTIC: arctic_queries(store, versions, facts, args.symbols, args.days),
+        ARCTIC_ARROW: arctic_queries(store, versions, facts, args.symbols, args.days, arrow=True),
+        FLOOR: floor_queries(root, facts, args.symbols, args.days),
     }
     print_reads("hot (one file per symbol-day)", best_of_alternating(contenders, args.repeat))
     seconds, peak, files, moved = retier_in_child(root, FIRST_DAY + timedelta(days=args.days + 400))
@@ -334,7 +343,7 @@ def reads_section(work: Path, args) -> None:
         f"re-tiering process peaking at {peak / 2**20:,.0f} MiB RSS (bar: under 1 GiB)"
     )
     contenders["ours"] = ours_queries(root, facts, args.symbols, args.days)
-    contenders["pyarrow floor"] = floor_queries(root, facts, args.symbols, args.days)
+    contenders[FLOOR] = floor_queries(root, facts, args.symbols, args.days)
     print_reads("re-tiered to one cold yearly file", best_of_alternating(contenders, args.repeat))
 
 
