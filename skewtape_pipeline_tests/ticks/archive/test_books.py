@@ -81,17 +81,20 @@ def test_prune_when_not_books_and_records_removes_retained_copies(tmp_path, no_f
     assert Archive(root, policy=POLICY).prune() == []  # retier already removed what it replaced
 
 
-def test_compact_when_books_and_records_and_symbol_day_exists_refuses_overwrite(tmp_path, no_fsync):
+def test_compact_when_books_and_records_and_file_exists_refuses_and_audits(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1, days=DAYS[:1])
     Archive(root, audit_log=default_audit_log(root)).core.books.enable()
     day = DAYS[0]
-    with pytest.raises(WriteOnceError, match="overwrite refused"):
+    with pytest.raises(WriteOnceError, match="overwrite refused") as refused:
         compact_symbol_day(
-            archive_at(root, POLICY).core,
+            archive_at(root, POLICY, audit_log=default_audit_log(root)).core,
             day_ticks("ES", day).slice(0, 1),
             SymbolDayWrite(symbol="ES", day=day, age_days=(STAGE_1 - day).days),
         )
     assert view_rows(root) == expected_rows(DAYS[:1])
+    last = audit_events(root)[-1]  # the refusal is on the record, naming the file kept
+    assert last["event"] == EVENT_REFUSED and last["operation"] == "overwrite"
+    assert last["file"] == str(refused.value.path.absolute())
     new_day = DAYS[1]  # a symbol-day not in the archive yet is written as usual
     compact_symbol_day(
         archive_at(root, POLICY).core,

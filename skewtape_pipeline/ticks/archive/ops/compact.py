@@ -221,7 +221,7 @@ def _check_before_encoding(core: ArchiveCore, batch: TickBatch, path: Path) -> N
             quantity_scale=batch.quantity_scale,
             timestamp_unit=batch.timestamp_unit,
         )
-        core.books.check_may_write(path, audited=False)
+        core.books.check_may_write(path)
 
 
 def _report_fields(
@@ -400,7 +400,7 @@ def _published(core: ArchiveCore, item: PlannedSymbolDay, path: Path) -> _Publis
     try:
         record = FileRecord(prepared.temp.stat().st_size, sha256_file(prepared.temp))
         with _compaction_locked(core):
-            core.books.check_may_write(path, audited=False)
+            core.books.check_may_write(path)
             if path.exists():
                 checked_catalog(tiers)
             held = _held_unchanged(core, item, path, record)

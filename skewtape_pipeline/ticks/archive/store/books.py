@@ -134,16 +134,13 @@ class Books:
                 + (f": {why}" if why else ""),
             )
 
-    def check_may_write(self, path: Path, *, audited: bool = True) -> None:
-        """Raise WriteOnceError if the archive is write-once and ``path`` exists; the refusal
-        is audited unless ``audited`` is False (compaction's check, whose refusal no audit
-        record has ever named)."""
+    def check_may_write(self, path: Path) -> None:
+        """Raise WriteOnceError (audited) if the archive is write-once and ``path`` exists."""
         if Path(path).exists() and self.is_on():
             self._refuse(
                 path,
                 operation="overwrite",
                 why="the archive is in books_and_records mode (write-once) and the file exists",
-                audited=audited,
             )
 
     def audit(self, records: list[Mapping[str, Any]]) -> int:
@@ -155,11 +152,8 @@ class Books:
             [{"actor": AUDIT_ACTOR, **record} for record in records]
         )
 
-    def _refuse(
-        self, path: Path | object, *, operation: str, why: str, audited: bool = True
-    ) -> None:
-        """Append a refusal record to the audit log (unless not ``audited``), then raise
-        WriteOnceError for ``path``."""
+    def _refuse(self, path: Path | object, *, operation: str, why: str) -> None:
+        """Append a refusal record to the audit log, then raise WriteOnceError for ``path``."""
         record = {
             "event": EVENT_REFUSED,
             "archive": str(self.root.absolute()),
@@ -167,8 +161,7 @@ class Books:
             "operation": operation,
             "why": why,
         }
-        if audited:
-            self.audit([record])
+        self.audit([record])
         raise WriteOnceError(f"{operation} refused: {why}", path=path, operation=operation)
 
 
