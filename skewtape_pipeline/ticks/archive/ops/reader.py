@@ -4,7 +4,7 @@ An :class:`ArchiveReader` is built once from an archive's core (``Archive.core``
 and resolved tiers) and keeps what it has read: the catalog (until the catalog file's stamp
 changes), the hot index (brought up to date by the lines appended since:
 ``hot_index.HotIndex.refreshed``), each version's catalog and manifest (immutable), the
-footers of consolidated files (content-named, so immutable too) and the cache of verified files
+footers of the files it read (by content, so immutable too) and the cache of verified files
 (``trust.VerifiedFiles``). A read then:
 
 1. names the files of the wanted symbol-days from the catalog and the hot index alone (no
@@ -23,6 +23,7 @@ footers of consolidated files (content-named, so immutable too) and the cache of
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -243,6 +244,7 @@ class ArchiveReader:
         self._index: hot_index.HotIndex | None = None
         self._versions: dict[int, _Snapshot] = {}
         self._footers: dict[tuple[str, str], pq.FileMetaData] = {}
+        self._hot_footers: dict[tuple[str, SymbolDayKey], pq.FileMetaData] = {}
         self._verified: VerifiedFiles | None = None
         self._ties: dict[tuple[str, SymbolDayKey], bool] = {}
         self._empty: pa.Schema | None = None
@@ -456,10 +458,14 @@ class ArchiveReader:
     def _hot_table(self, piece: _Piece, stored: list[str], picked: list[str]) -> pa.Table:
         tie_key = (piece.record.sha256, piece.key)
         read = self._stored_to_read([piece], stored)
+        footer = self._hot_footers.get(tie_key)
         try:
             source = file_reader(piece.file)  # a small file: read whole, decoded in memory
-            # ParquetFile.read, not read_table: no dataset layer (a third of a small read's time)
-            parquet = pq.ParquetFile(source, read_dictionary=_DICTIONARY_READ)
+            # ParquetFile.read, not read_table: no dataset layer (a third of a small read's
+            # time); no pre-buffering of what is in memory already; the footer parsed once
+            parquet = pq.ParquetFile(
+                source, metadata=footer, read_dictionary=_DICTIONARY_READ, pre_buffer=False
+            )
             table = _sides_decoded(parquet.read(columns=read, use_threads=False))
         except FileNotFoundError:
             raise _missing(self.tiers, piece) from None
@@ -467,6 +473,8 @@ class ArchiveReader:
             raise DamagedFileError(
                 f"does not read as a tick file ({exc})", path=piece.file
             ) from None
+        if footer is None:
+            _remember(self._hot_footers, tie_key, parquet.metadata, _HOT_FOOTERS)
         return self._finish(table, piece, tie_key, picked)
 
     def _consolidated_tables(
@@ -530,9 +538,7 @@ class ArchiveReader:
         footer = self._footers.get(key)
         if footer is None:
             footer = read_footer(piece.file)
-            if len(self._footers) >= 256:
-                self._footers.pop(next(iter(self._footers)))
-            self._footers[key] = footer
+            _remember(self._footers, key, footer, _CONSOLIDATED_FOOTERS)
         return footer
 
     def _finish(
@@ -597,6 +603,26 @@ class ArchiveReader:
                 finally:
                     con.close()
         return self._empty.empty_table().select(picked)
+
+
+_HOT_FOOTERS = 4096
+"""Hot files' footers kept (a few kB each), by sha256 and symbol-day: a file is verified
+against its record before it is read, so a footer kept under the record's sha256 is the
+file's."""
+_CONSOLIDATED_FOOTERS = 256
+"""Consolidated files' footers kept, by path and sha256."""
+
+
+_CACHES = threading.Lock()
+
+
+def _remember(cache: dict, key: Any, value: Any, most: int) -> None:
+    """Keep ``value`` under ``key`` in ``cache``, dropping the oldest entry beyond ``most``
+    (under a lock: the reading threads keep footers side by side)."""
+    with _CACHES:
+        if len(cache) >= most:
+            cache.pop(next(iter(cache)))
+        cache[key] = value
 
 
 def _chunks(indices: list[int]) -> list[list[int]]:
