@@ -88,13 +88,12 @@ from skewtape_pipeline.ticks.archive.store.layout import (
     check_archive_root,
     parse_archive_marker,
 )
-from skewtape_pipeline.ticks.archive.store.placement import HotFile, scan_hot_files
+from skewtape_pipeline.ticks.archive.store.placement import HotFile, hot_rel, scan_hot_files
 from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.store.trust import (
     WRITTEN_BY_COMPACTION,
     hot_record,
-    hot_rel,
     record_problems,
     unrecorded_hint,
 )

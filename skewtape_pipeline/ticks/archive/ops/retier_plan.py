@@ -33,9 +33,13 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
 )
 from skewtape_pipeline.ticks.archive.store.consolidate import read_footer, read_symbol_day
 from skewtape_pipeline.ticks.archive.store.garbage import Garbage
-from skewtape_pipeline.ticks.archive.store.placement import ArchiveState, HotFile, archive_state
+from skewtape_pipeline.ticks.archive.store.placement import (
+    ArchiveState,
+    HotFile,
+    archive_state,
+    hot_rel,
+)
 from skewtape_pipeline.ticks.archive.store.policy import HOT, TierSettings
-from skewtape_pipeline.ticks.archive.store.trust import hot_rel
 from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch
 
@@ -168,7 +172,7 @@ class _Planner:
     (``files``), each consolidated tier's store, settings and layout (``writes``: what
     :meth:`_rewrite` hands each rewrite) and the policy (``policy``: each day's tier and period
     from one call, ``TierPolicy.placement``, in :meth:`_wanted`); each hot file's catalog path
-    is the one its record names (``hot_rels``: ``trust.hot_rel``). The plan carries them all,
+    is the one its record names (``hot_rels``: ``placement.hot_rel``). The plan carries them all,
     so carrying it out reads no tiers (after the commit, only the garbage survey does:
     ``garbage.unreachable_files``)."""
 

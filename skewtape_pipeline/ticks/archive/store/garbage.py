@@ -19,9 +19,8 @@ from skewtape_pipeline import faults
 from skewtape_pipeline.storage import TierFile, delete, sha256_of, size_of
 from skewtape_pipeline.ticks.archive.store import hot_index
 from skewtape_pipeline.ticks.archive.store.books import EVENT_REMOVE, Books
-from skewtape_pipeline.ticks.archive.store.placement import archive_state
+from skewtape_pipeline.ticks.archive.store.placement import archive_state, hot_rel
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
-from skewtape_pipeline.ticks.archive.store.trust import hot_rel
 from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 
 SUPERSEDED = "superseded: its rows live in a consolidated file"

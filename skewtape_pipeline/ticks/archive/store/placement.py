@@ -63,6 +63,14 @@ class HotFile:
         return (self.symbol, self.day)
 
 
+def hot_rel(archive_root: Path, hot: HotFile) -> str:
+    """The hot file's path relative to the archive root (POSIX), as its record names it."""
+    path, prefix = hot.path.as_posix(), Path(archive_root).as_posix().rstrip("/") + "/"
+    if path.startswith(prefix):  # as listed under the root (a string cut: no path parsing)
+        return path[len(prefix) :]
+    return hot.path.relative_to(archive_root).as_posix()
+
+
 def scan_hot_files(archive_root: Path) -> list[HotFile]:
     """Every ``symbol=/year=/month=/date=/part-0.parquet`` under the root, by symbol then day (a
     listing of the root: ``verify-archive`` and the index's rebuild compare it with the index).

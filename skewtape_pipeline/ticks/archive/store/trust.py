@@ -29,7 +29,7 @@ from skewtape_pipeline.errors import CatalogMismatchError, DamagedFileError
 from skewtape_pipeline.hashing import FileStamp, HashCache
 from skewtape_pipeline.storage import TierFile, sha256_of, size_of, stamp_of
 from skewtape_pipeline.ticks.archive.store.catalog import Catalog, CatalogStore, FileRecord
-from skewtape_pipeline.ticks.archive.store.placement import ArchiveState, HotFile
+from skewtape_pipeline.ticks.archive.store.placement import ArchiveState, HotFile, hot_rel
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 
 VERIFIED_CACHE = ".skewtape-verified.json"
@@ -45,14 +45,6 @@ def unrecorded_hint(archive_root: Path) -> str:
         f"hot files as they are with `skewtape-pipeline rebuild-catalog {archive_root}`, or "
         "compact the symbol-day again"
     )
-
-
-def hot_rel(archive_root: Path, hot: HotFile) -> str:
-    """The hot file's path relative to the archive root (POSIX), as its record names it."""
-    path, prefix = hot.path.as_posix(), Path(archive_root).as_posix().rstrip("/") + "/"
-    if path.startswith(prefix):  # as listed under the root (a string cut: no path parsing)
-        return path[len(prefix) :]
-    return hot.path.relative_to(archive_root).as_posix()
 
 
 def hot_record(
@@ -78,7 +70,7 @@ def required_hot_record(
     before: str,
     rel: str | None = None,
 ) -> FileRecord:
-    """:func:`hot_record` of ``hot`` (``rel``: its :func:`hot_rel`) in the archive at
+    """:func:`hot_record` of ``hot`` (``rel``: its ``placement.hot_rel``) in the archive at
     ``root``; CatalogMismatchError naming the file and the repair when it has none (it cannot
     be verified before ``before``)."""
     rel = hot_rel(root, hot) if rel is None else rel
