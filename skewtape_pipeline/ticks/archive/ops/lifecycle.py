@@ -26,13 +26,14 @@ locally, uploaded under its content name only if that key is absent and read bac
 before step 2; the catalog stays local, so its rename is still the one commit point, and objects are
 removed in step 3 under the same rules as local files.
 
-The archive's resolved tiers (``Archive.tiers``) are read in two places only: the planner
-(``retier_plan``, when it is built) and :func:`_checked_tiers` (under the lock: re-tiering's and
-pruning's checks, and the tiers handed to the garbage survey). Planning resolves every location
-once and the plan carries it: each source's file and catalog path, each rewrite's store, settings
-and layout, each withdrawn hot copy's removal. Carrying the plan out reads only the plan; after
-the commit the garbage is surveyed in one call (``garbage.unreachable_files``: each tier's store
-listed once), which hands ``garbage.remove_files`` each file with its catalog path.
+The archive's resolved tiers (``Archive.tiers``) are read by the planner (``retier_plan``, when it
+is built) and, under the lock, handed whole to the store: first ``garbage.remove_leftovers`` (what
+interrupted runs left) and ``catalog_check.checked_catalog`` (re-tiering's and pruning's check),
+after the commit the garbage survey. Planning resolves every location once and the plan carries it:
+each source's file and catalog path, each rewrite's store, settings and layout, each withdrawn hot
+copy's removal. Carrying the plan out reads only the plan; after the commit the garbage is surveyed
+in one call (``garbage.unreachable_files``: each tier's store listed once), which hands
+``garbage.remove_files`` each file with its catalog path.
 
 A crash anywhere leaves the catalog either before or after step 2, so the view returns every
 tick exactly once, and rerunning :func:`retier` finishes the move (written files are found again
@@ -71,7 +72,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from skewtape_pipeline import faults, fsio, progress
+from skewtape_pipeline import faults, progress
 from skewtape_pipeline.arrow_memory import owned_buffer, owned_reader
 from skewtape_pipeline.errors import (
     ConfigError,
@@ -101,10 +102,7 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
     SymbolDayKey,
     file_rows,
 )
-from skewtape_pipeline.ticks.archive.store.catalog_check import (
-    checked_catalog,
-    remove_stale_catalog_temps,
-)
+from skewtape_pipeline.ticks.archive.store.catalog_check import checked_catalog
 from skewtape_pipeline.ticks.archive.store.consolidate import (
     META_CATALOG_GENERATION,
     ConsolidatedFile,
@@ -114,17 +112,20 @@ from skewtape_pipeline.ticks.archive.store.consolidate import (
     read_symbol_day,
     write_consolidated_files,
 )
-from skewtape_pipeline.ticks.archive.store.garbage import Garbage, remove_files, unreachable_files
+from skewtape_pipeline.ticks.archive.store.garbage import (
+    Garbage,
+    remove_files,
+    remove_leftovers,
+    unreachable_files,
+)
 from skewtape_pipeline.ticks.archive.store.layout import (
     ensure_archive_schema,
     recorded_schema,
-    staging_folder,
 )
 from skewtape_pipeline.ticks.archive.store.placement import (
     HotFile,
     locate,
 )
-from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.store.trust import (
     WRITTEN_BY_COMPACTION,
     record_problems,
@@ -224,14 +225,15 @@ def retier(
     started = time.perf_counter()
     root = core.root
     with core.locked("re-tiering"):
-        tiers = _checked_tiers(core, leftovers=True)
+        remove_leftovers(core.tiers)
+        checked_catalog(core.tiers)
         plan = plan_retier(core, as_of=as_of, months=months)
         books = core.books.is_on()
         reader = _SourceReader(core, plan.catalog)  # reads the records: refuses first
         removed_first = remove_files(core.books, plan.withdrawn_hot)
         written = _write_rewrites(core, plan, reader)
         catalog = _commit(core, plan, written)
-        garbage = unreachable_files(tiers, books=books)
+        garbage = unreachable_files(core.tiers, books=books)
         catalog, removed, retained = _remove_replaced(core, catalog, garbage, books=books)
         core.catalog.settle_hot_records()
         version = core.versions.record("retier")
@@ -251,25 +253,6 @@ def retier(
         seconds=time.perf_counter() - started,
         version=None if version is None else version.version,
     )
-
-
-def _checked_tiers(core: ArchiveCore, *, leftovers: bool = False) -> ArchiveTiers:
-    """Under the lock, before anything is written or removed: the archive's resolved tiers
-    (``archive.tiers``), once the catalog accounts for every consolidated file on disk
-    (``catalog_check.checked_catalog``). With ``leftovers`` (re-tiering), what interrupted runs
-    left is removed first: temporary tier files and catalogs, orphaned staged files.
-
-    Where re-tiering and pruning read ``archive.tiers`` (the planner, ``retier_plan``, is the
-    other reader: the same value, resolved once per ``Archive``); they hand these tiers to the
-    garbage survey after the commit (``garbage.unreachable_files``)."""
-    tiers = core.tiers
-    if leftovers:
-        for store in tiers.stores.values():
-            store.remove_stale_temps()
-        remove_stale_catalog_temps(core.root)
-        remove_orphaned_staged_files(core)
-    checked_catalog(tiers)
-    return tiers
 
 
 def _write_rewrites(core: ArchiveCore, plan: RetierPlan, reader: _SourceReader) -> list[_Written]:
@@ -298,13 +281,6 @@ def _remove_replaced(
         return catalog, [], retained
     removed = remove_files(core.books, [item for item in garbage if item.file not in kept])
     return _forget_gone_sources(core, catalog), removed, retained
-
-
-def remove_orphaned_staged_files(core: ArchiveCore) -> None:
-    """Staged symbol-day files of the archive whose compaction died (this host's, of processes
-    that are gone; never a live writer's)."""
-    for temp in fsio.orphaned_temps(staging_folder(core.root)):
-        temp.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)
@@ -660,7 +636,8 @@ def _without_stale_stamp(core: ArchiveCore, partition: CatalogPartition) -> Cata
 def prune(core: ArchiveCore) -> list[TierFile]:
     """Remove the superseded files no kept version reads (the contract: ``Archive.prune``)."""
     with core.locked("pruning"):
-        garbage, kept = unreachable_files(_checked_tiers(core))
+        checked_catalog(core.tiers)
+        garbage, kept = unreachable_files(core.tiers)
         removed = remove_files(core.books, [item for item in garbage if item.file not in kept])
         if not core.books.is_on():
             _forget_gone_sources(core, core.catalog.read())

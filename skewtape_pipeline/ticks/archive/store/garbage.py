@@ -1,6 +1,7 @@
 """Files that leave the archive: which files on disk the committed catalog no longer reaches
 (:func:`unreachable_files`), and their removal, each audited before it happens
-(:func:`remove_files`).
+(:func:`remove_files`); what interrupted runs left, never part of the archive
+(:func:`remove_leftovers`).
 
 Re-tiering removes what its commit replaced, pruning what an interrupted run left, withdrawal
 the hot files of withdrawn symbol-days, version pruning the files only past versions read: all
@@ -15,10 +16,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from skewtape_pipeline import faults
+from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.storage import TierFile, delete, sha256_of, size_of
 from skewtape_pipeline.ticks.archive.store import hot_index
 from skewtape_pipeline.ticks.archive.store.books import EVENT_REMOVE, Books
+from skewtape_pipeline.ticks.archive.store.catalog_check import remove_stale_catalog_temps
+from skewtape_pipeline.ticks.archive.store.layout import staging_folder
 from skewtape_pipeline.ticks.archive.store.placement import archive_state, hot_rel
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.store.versions import VersionLog
@@ -97,3 +100,15 @@ def remove_files(books: Books, garbage: list[Garbage]) -> list[TierFile]:
         hot_index.ensure_index(root)
         hot_index.append_lines(root, hot_gone)
     return removed
+
+
+def remove_leftovers(tiers: ArchiveTiers) -> None:
+    """Remove what interrupted runs left in the archive ``tiers`` resolves, none of it ever part
+    of the archive (so nothing is audited): each tier store's temporary files, temporary
+    catalogs, and staged symbol-day files whose compaction died (this host's, of processes that
+    are gone; never a live writer's). Called under the archive's lock."""
+    for store in tiers.stores.values():
+        store.remove_stale_temps()
+    remove_stale_catalog_temps(tiers.root)
+    for temp in fsio.orphaned_temps(staging_folder(tiers.root)):
+        temp.unlink(missing_ok=True)
