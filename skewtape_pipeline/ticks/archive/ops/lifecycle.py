@@ -10,7 +10,7 @@ archive's lock throughout, once the catalog accounts for every consolidated file
    verified first: a consolidated file's size and sha256 against the catalog, a hot file's
    against its compaction's record, ``CatalogStore.hot_records``; then its footer and pages),
    into a new, content-named file, read back and compared row for row with those symbol-days
-   before it appears (``consolidate.write_consolidated_file``); each rewrite is audited;
+   before it appears (``consolidate.write_tier_period``); each rewrite is audited;
 2. the catalog is replaced by one atomic rename: from that instant the query view reads the
    new files and ignores the ones they replace (commit, audited);
 3. only then are the replaced files removed (hot files only if unchanged since they were read;
@@ -104,23 +104,17 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
 )
 from skewtape_pipeline.ticks.archive.store.catalog_check import checked_catalog
 from skewtape_pipeline.ticks.archive.store.consolidate import (
-    META_CATALOG_GENERATION,
     ConsolidatedFile,
     PartSource,
-    period_subfolder,
     read_footer,
     read_symbol_day,
-    write_consolidated_files,
+    write_tier_period,
 )
 from skewtape_pipeline.ticks.archive.store.garbage import (
     Garbage,
     remove_files,
     remove_leftovers,
     unreachable_files,
-)
-from skewtape_pipeline.ticks.archive.store.layout import (
-    ensure_archive_schema,
-    recorded_schema,
 )
 from skewtape_pipeline.ticks.archive.store.placement import (
     HotFile,
@@ -314,7 +308,16 @@ def _write_rewrite(
         return PartSource(*slot.key, reader.rows_of(slot), read)
 
     reader.start()
-    files = _write_files(core, plan.generation, rewrite, [source(slot) for slot in slots])
+    files = write_tier_period(
+        [source(slot) for slot in slots],
+        archive_root=core.root,
+        tier=rewrite.tier,
+        period=rewrite.period,
+        store=rewrite.store,
+        settings=rewrite.settings,
+        layout=rewrite.layout,
+        generation=plan.generation,
+    )
     by_key, moved, out = {slot.key: slot for slot in slots}, plan.moves_by_key, []
     for written, rel in files:
         partitions = [
@@ -331,38 +334,6 @@ def _write_rewrite(
         faults.checkpoint(f"wrote:{written.path.name}")
         out.append(_Written(rewrite, written, rel, partitions, moves))
     return out
-
-
-def _write_files(
-    core: ArchiveCore, generation: int, rewrite: Rewrite, parts: list[PartSource]
-) -> list[tuple[ConsolidatedFile, str]]:
-    """``parts`` as the consolidated files of the rewrite's tier and period, written with the
-    tier's settings into its store, both carried by ``rewrite`` (the store's archive marker
-    must match the archive's scales), listed by the catalog of ``generation + 1``. Returns
-    each file and its catalog path (``<TIER>/<path inside the tier's store>``)."""
-    schema = recorded_schema(core.root)
-    if schema is not None:
-        ensure_archive_schema(
-            rewrite.store,
-            price_scale=schema.price_scale,
-            quantity_scale=schema.quantity_scale,
-            timestamp_unit=schema.timestamp_unit,
-        )
-    files = write_consolidated_files(
-        parts,
-        period_subfolder(rewrite.period),
-        store=rewrite.store,
-        settings=rewrite.settings,
-        metadata={
-            "skewtape.tier": rewrite.tier,
-            "skewtape.period": rewrite.period,
-            "skewtape.layout_granularity": rewrite.layout,
-            META_CATALOG_GENERATION: str(generation + 1),  # the commit that lists it
-        },
-        checkpoint=faults.checkpoint,
-        target_bytes=rewrite.settings.consolidated_target_bytes,
-    )
-    return [(f, f"{rewrite.tier}/{rewrite.store.relative(f.path)}") for f in files]
 
 
 def _audit_rewrite(

@@ -47,7 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from skewtape_pipeline import fsio
+from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.arrow_memory import owned_reader
 from skewtape_pipeline.errors import (
     ConfigError,
@@ -66,6 +66,7 @@ from skewtape_pipeline.storage import (
     reading,
     size_of,
 )
+from skewtape_pipeline.ticks.archive.store.layout import ensure_archive_schema, recorded_schema
 from skewtape_pipeline.ticks.archive.store.policy import TierSettings
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.parquet_file import (
@@ -255,6 +256,49 @@ def write_consolidated_files(
             )
         )
     return out
+
+
+def write_tier_period(
+    parts: Sequence[PartSource],
+    *,
+    archive_root: Path,
+    tier: str,
+    period: str,
+    store: TierStore,
+    settings: TierSettings,
+    layout: str,
+    generation: int,
+) -> list[tuple[ConsolidatedFile, str]]:
+    """``parts`` as the consolidated files of ``tier``'s ``period`` in its ``store``, written
+    with its ``settings`` (a new file once one holds ``consolidated_target_bytes``) by
+    :func:`write_consolidated_files` (raising as it does; ``faults.checkpoint`` before each
+    publish); each records the tier, the period, the ``layout`` and the catalog generation
+    that lists it (``generation + 1``). The store's archive marker is made to match the scales
+    of the archive at ``archive_root`` first (ConfigError when it holds others). Returns each
+    file with its catalog path (``<tier>/<path inside the store>``)."""
+    schema = recorded_schema(archive_root)
+    if schema is not None:
+        ensure_archive_schema(
+            store,
+            price_scale=schema.price_scale,
+            quantity_scale=schema.quantity_scale,
+            timestamp_unit=schema.timestamp_unit,
+        )
+    files = write_consolidated_files(
+        parts,
+        period_subfolder(period),
+        store=store,
+        settings=settings,
+        metadata={
+            META_TIER: tier,
+            META_PERIOD: period,
+            META_PREFIX + "layout_granularity": layout,
+            META_CATALOG_GENERATION: str(generation + 1),  # the commit that lists it
+        },
+        checkpoint=faults.checkpoint,
+        target_bytes=settings.consolidated_target_bytes,
+    )
+    return [(f, f"{tier}/{store.relative(f.path)}") for f in files]
 
 
 def _check_order(parts: Sequence[PartSource]) -> None:
