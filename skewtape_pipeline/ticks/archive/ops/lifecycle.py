@@ -89,10 +89,7 @@ from skewtape_pipeline.ticks.archive.ops.retier_plan import (
     SourceFile,
     plan_retier,
 )
-from skewtape_pipeline.ticks.archive.store.books import (
-    EVENT_COMMIT,
-    EVENT_REWRITE,
-)
+from skewtape_pipeline.ticks.archive.store.books import EVENT_REWRITE
 from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     CatalogFile,
@@ -274,7 +271,7 @@ def _remove_replaced(
     if books:
         return catalog, [], retained
     removed = remove_files(core.books, [item for item in garbage if item.file not in kept])
-    return _forget_gone_sources(core, catalog), removed, retained
+    return core.catalog.forget_gone_sources(catalog, core.books), removed, retained
 
 
 @dataclass(frozen=True)
@@ -512,22 +509,9 @@ def _commit(core: ArchiveCore, plan: RetierPlan, written: Sequence[_Written]) ->
         "files_written": [w.rel for w in written],
         "files_unlisted": sorted(unlisted),
     }
-    _write_catalog_audited(core, catalog, details)
+    core.catalog.commit(catalog, core.books, details)
     faults.checkpoint("committed")
     return catalog
-
-
-def _write_catalog_audited(core: ArchiveCore, catalog: Catalog, details: dict[str, Any]) -> None:
-    """Replace the catalog atomically, then append its commit (sha256 of its bytes and
-    ``details``) to the audit log."""
-    core.catalog.write(catalog)
-    record = {
-        "event": EVENT_COMMIT,
-        "archive": str(core.root.absolute()),
-        "generation": catalog.generation,
-        "catalog_sha256": sha256_bytes(catalog.to_bytes()),
-    }
-    core.books.audit([record | details])
 
 
 def _next_catalog(core: ArchiveCore, plan: RetierPlan, written: Sequence[_Written]) -> Catalog:
@@ -562,7 +546,7 @@ def _next_catalog(core: ArchiveCore, plan: RetierPlan, written: Sequence[_Writte
             )
             partitions[refresh.key] = replace(entry, source=stamp)
     partitions = {
-        k: _without_stale_stamp(core, p) for k, p in partitions.items() if p.file in files
+        k: core.catalog.without_gone_source(p) for k, p in partitions.items() if p.file in files
     }
     reread = {slot.key for slots in plan.slots.values() for slot in slots if slot.hot is not None}
     withdrawn = frozenset(k for k in catalog.withdrawn if k in partitions and k not in reread)
@@ -575,35 +559,6 @@ def _next_catalog(core: ArchiveCore, plan: RetierPlan, written: Sequence[_Writte
     )
 
 
-def _forget_gone_sources(core: ArchiveCore, catalog: Catalog) -> Catalog:
-    """The committed catalog without the source stamps of hot files that are gone now.
-
-    A stamp only serves while its hot file is on disk (telling the superseded copy from a
-    newer one); once removal is done, it is dropped by one more atomic commit (audited), so
-    the catalog stops carrying a path and a sha256 per symbol-day. That commit keeps the
-    generation (no symbol-day changes file: the generation counts the commits that move rows).
-    Unchanged (nothing written) when no stamp is stale.
-    """
-    partitions = {key: _without_stale_stamp(core, p) for key, p in catalog.partitions.items()}
-    if all(partitions[key] is p for key, p in catalog.partitions.items()):
-        return catalog
-    settled = replace(catalog, partitions=partitions)
-    faults.checkpoint("forgetting-sources")
-    reason = "forget the source stamps of removed hot files"
-    _write_catalog_audited(core, settled, {"reason": reason, "symbol_days_moved": 0})
-    return settled
-
-
-def _without_stale_stamp(core: ArchiveCore, partition: CatalogPartition) -> CatalogPartition:
-    """``partition`` without its source stamp when the hot file it names is gone (removed after
-    an earlier commit): only a file still there can be the superseded copy; one written there
-    later is a newer copy, even should it reuse the inode, size and mtime."""
-    source = partition.source
-    if source is None or core.catalog.resolve_hot(source.path).exists():
-        return partition
-    return replace(partition, source=None)
-
-
 def prune(core: ArchiveCore) -> list[TierFile]:
     """Remove the superseded files no kept version reads (the contract: ``Archive.prune``)."""
     with core.locked("pruning"):
@@ -611,7 +566,7 @@ def prune(core: ArchiveCore) -> list[TierFile]:
         garbage, kept = unreachable_files(core.tiers)
         removed = remove_files(core.books, [item for item in garbage if item.file not in kept])
         if not core.books.is_on():
-            _forget_gone_sources(core, core.catalog.read())
+            core.catalog.forget_gone_sources(core.catalog.read(), core.books)
         return removed
 
 

@@ -57,7 +57,7 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime
 from functools import cached_property
 from pathlib import Path
@@ -66,10 +66,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from skewtape_pipeline import fsio
+from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.errors import TickFormatError
-from skewtape_pipeline.hashing import FileStamp, is_sha256_hex
+from skewtape_pipeline.hashing import FileStamp, is_sha256_hex, sha256_bytes
 from skewtape_pipeline.ticks.archive.store import hot_index
+from skewtape_pipeline.ticks.archive.store.books import EVENT_COMMIT, Books
 from skewtape_pipeline.ticks.archive.store.catalog_format import (
     CATALOG_FORMAT,
     CATALOG_METADATA_KEY,
@@ -283,6 +284,47 @@ class CatalogStore:
         (see :meth:`Catalog.to_bytes`).
         """
         fsio.atomic_write_bytes(self.path, catalog.to_bytes())
+
+    def commit(self, catalog: Catalog, books: Books, details: Mapping[str, Any]) -> None:
+        """Replace the catalog with ``catalog`` (:meth:`write`), then append the commit to the
+        audit log of the archive's ``books``: its generation, the sha256 of its bytes and
+        ``details``."""
+        self.write(catalog)
+        record = {
+            "event": EVENT_COMMIT,
+            "archive": str(self.root.absolute()),
+            "generation": catalog.generation,
+            "catalog_sha256": sha256_bytes(catalog.to_bytes()),
+        }
+        books.audit([record | dict(details)])
+
+    def without_gone_source(self, partition: CatalogPartition) -> CatalogPartition:
+        """``partition`` without its source stamp when the hot file it names is gone (removed
+        after an earlier commit): only a file still there can be the superseded copy; one
+        written there later is a newer copy, even should it reuse the inode, size and mtime."""
+        source = partition.source
+        if source is None or self.resolve_hot(source.path).exists():
+            return partition
+        return replace(partition, source=None)
+
+    def forget_gone_sources(self, catalog: Catalog, books: Books) -> Catalog:
+        """The committed ``catalog`` without the source stamps of hot files that are gone now
+        (:meth:`without_gone_source`).
+
+        A stamp only serves while its hot file is on disk (telling the superseded copy from a
+        newer one); once removal is done, it is dropped by one more atomic commit (audited in
+        ``books``), so the catalog stops carrying a path and a sha256 per symbol-day. That
+        commit keeps the generation (no symbol-day changes file: the generation counts the
+        commits that move rows). Unchanged (nothing written) when no stamp is stale.
+        """
+        partitions = {key: self.without_gone_source(p) for key, p in catalog.partitions.items()}
+        if all(partitions[key] is p for key, p in catalog.partitions.items()):
+            return catalog
+        settled = replace(catalog, partitions=partitions)
+        faults.checkpoint("forgetting-sources")
+        reason = "forget the source stamps of removed hot files"
+        self.commit(settled, books, {"reason": reason, "symbol_days_moved": 0})
+        return settled
 
     def hot_records(self) -> dict[str, FileRecord]:
         """``{hot file path relative to the archive root: its latest record}`` (the hot
