@@ -7,8 +7,9 @@ archive's lock throughout, once the catalog accounts for every consolidated file
 
 1. every consolidated file whose content changes is rewritten whole, from the symbol-days that
    belong in it (read from their hot files or from the consolidated files they are in now, each
-   verified first: a consolidated file's size and sha256 against the catalog, a hot file's
-   against its compaction's record, ``CatalogStore.hot_records``; then its footer and pages),
+   verified first, ``trust.VerifiedSources``: a consolidated file's size and sha256 against the
+   catalog, a hot file's against its compaction's record, ``CatalogStore.hot_records``; then
+   its footer and pages),
    into a new, content-named file, read back and compared row for row with those symbol-days
    before it appears (``consolidate.write_tier_period``); each rewrite is audited;
 2. the catalog is replaced by one atomic rename: from that instant the query view reads the
@@ -61,7 +62,6 @@ as a backfill (``months`` limits a run to the symbol-days of some months), and
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -69,24 +69,14 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from skewtape_pipeline import faults, progress
-from skewtape_pipeline.arrow_memory import owned_buffer, owned_reader
-from skewtape_pipeline.errors import (
-    ConfigError,
-    DamagedFileError,
-    TickFormatError,
-)
-from skewtape_pipeline.hashing import sha256_bytes
+from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.storage import TierFile
 from skewtape_pipeline.ticks.archive.ops.retier_plan import (
     Move,
     RetierPlan,
     Rewrite,
     Slot,
-    SourceFile,
     plan_retier,
 )
 from skewtape_pipeline.ticks.archive.store.books import EVENT_REWRITE
@@ -94,17 +84,13 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     CatalogFile,
     CatalogPartition,
-    FileRecord,
     SourceStamp,
     SymbolDayKey,
-    file_rows,
 )
 from skewtape_pipeline.ticks.archive.store.catalog_check import checked_catalog
 from skewtape_pipeline.ticks.archive.store.consolidate import (
     ConsolidatedFile,
     PartSource,
-    read_footer,
-    read_symbol_day,
     write_tier_period,
 )
 from skewtape_pipeline.ticks.archive.store.garbage import (
@@ -113,17 +99,10 @@ from skewtape_pipeline.ticks.archive.store.garbage import (
     remove_leftovers,
     unreachable_files,
 )
-from skewtape_pipeline.ticks.archive.store.placement import (
-    HotFile,
-    locate,
-)
-from skewtape_pipeline.ticks.archive.store.trust import (
-    WRITTEN_BY_COMPACTION,
-    record_problems,
-    required_hot_record,
-)
+from skewtape_pipeline.ticks.archive.store.placement import locate
+from skewtape_pipeline.ticks.archive.store.trust import VerifiedSources
 from skewtape_pipeline.ticks.encode.model import TickBatch
-from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch, read_file_facts
+from skewtape_pipeline.ticks.encode.parquet_file import read_file_facts
 from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport, compression_ratio
 
 if TYPE_CHECKING:
@@ -220,7 +199,7 @@ def retier(
         checked_catalog(core.tiers)
         plan = plan_retier(core, as_of=as_of, months=months)
         books = core.books.is_on()
-        reader = _SourceReader(core, plan.catalog)  # reads the records: refuses first
+        reader = VerifiedSources(core.catalog, plan.catalog)  # reads the records: refuses
         removed_first = remove_files(core.books, plan.withdrawn_hot)
         written = _write_rewrites(core, plan, reader)
         catalog = _commit(core, plan, written)
@@ -246,7 +225,7 @@ def retier(
     )
 
 
-def _write_rewrites(core: ArchiveCore, plan: RetierPlan, reader: _SourceReader) -> list[_Written]:
+def _write_rewrites(core: ArchiveCore, plan: RetierPlan, reader: VerifiedSources) -> list[_Written]:
     """Write every file the plan rewrites (:func:`_write_rewrite`), reporting progress."""
     written: list[_Written] = []
     for done, rewrite in enumerate(plan.rewrites, start=1):
@@ -287,7 +266,7 @@ class _Written:
 
 
 def _write_rewrite(
-    core: ArchiveCore, plan: RetierPlan, rewrite: Rewrite, reader: _SourceReader
+    core: ArchiveCore, plan: RetierPlan, rewrite: Rewrite, reader: VerifiedSources
 ) -> list[_Written]:
     """Write the consolidated files of one period from its symbol-days' current copies, read
     one symbol-day at a time as the files are written row group by row group (each file
@@ -299,10 +278,10 @@ def _write_rewrite(
 
     def source(slot: Slot) -> PartSource:
         def read() -> TickBatch:
-            batch, stamps[slot.key] = reader.read(slot)
+            batch, stamps[slot.key] = _read_slot(reader, slot)
             return batch
 
-        return PartSource(*slot.key, reader.rows_of(slot), read)
+        return PartSource(*slot.key, _rows_of(reader, slot), read)
 
     reader.start()
     files = write_tier_period(
@@ -381,118 +360,22 @@ def _partition_move(
     )
 
 
-class _SourceReader:
-    """Reads symbol-days from hot files and consolidated files (each whole file read once, and
-    verified first: its size and sha256 against its record, then its footer)."""
+def _read_slot(reader: VerifiedSources, slot: Slot) -> tuple[TickBatch, SourceStamp | None]:
+    """The slot's batch, from the file the plan resolved (``slot.source``), and the stamp of
+    the hot file read (a consolidated copy: its entry's stamp)."""
+    if slot.hot is not None:
+        return reader.read_hot(slot.hot, slot.source.rel)
+    assert slot.entry is not None
+    batch = reader.read_consolidated(slot.source.file, slot.source.rel, slot.entry)
+    return batch, slot.entry.source
 
-    def __init__(self, core: ArchiveCore, catalog: Catalog):
-        self.root, self.catalog = core.root, catalog
-        self._footers: dict[str, pq.FileMetaData] = {}
-        self._rows: dict[str, dict[SymbolDayKey, tuple[int, int]]] = {}
-        self._read: dict[str, str] = {}
-        self._records = core.catalog.hot_records()
 
-    def start(self) -> None:
-        """Forget the list of sources read (kept per written file, for its audit record)."""
-        self._read = {}
-
-    def read(self, slot: Slot) -> tuple[TickBatch, SourceStamp | None]:
-        """The slot's batch, from the file the plan resolved (``slot.source``), and the stamp
-        of the hot file read (a consolidated copy: its entry's stamp)."""
-        if slot.hot is not None:
-            return self._read_hot(slot.hot, slot.source.rel)
-        entry = slot.entry
-        assert entry is not None
-        footer = self._verified_consolidated(slot.source)
-        rows = self._rows_in(entry.file)[entry.key]
-        path = slot.source.file
-        try:
-            batch = read_symbol_day(path, footer, entry.key, rows)
-        except OSError as exc:  # a page that fails its checksum
-            raise DamagedFileError(
-                f"a page fails its checksum or decoding ({exc}); restore the file from a copy",
-                path=path,
-            ) from None
-        return batch, entry.source
-
-    def rows_of(self, slot: Slot) -> int:
-        """How many ticks the slot's symbol-day has (its hot file's footer, or the catalog)."""
-        if slot.hot is not None:
-            return read_footer(slot.hot.path).num_rows
-        assert slot.entry is not None
-        return slot.entry.rows
-
-    def _rows_in(self, file: str) -> dict[SymbolDayKey, tuple[int, int]]:
-        if file not in self._rows:
-            self._rows[file] = file_rows(self.catalog, file)
-        return self._rows[file]
-
-    def _read_hot(self, hot: HotFile, rel: str) -> tuple[TickBatch, SourceStamp]:
-        """The batch and the stamp (naming ``rel``, its catalog path) of exactly the bytes
-        parsed (one open file descriptor), once they are known to be the bytes recorded when
-        the file was written."""
-        with open(hot.path, "rb") as handle:
-            st = os.fstat(handle.fileno())
-            data = handle.read()
-        digest = sha256_bytes(data)
-        self._check_record(hot, FileRecord(st.st_size, digest))
-        buffer = owned_buffer(data)
-        read_footer(hot.path, buffer)
-        try:
-            batch = read_archive_batch(owned_reader(buffer))  # type: ignore[arg-type]
-        except (TickFormatError, pa.ArrowException) as exc:
-            raise TickFormatError(
-                f"{hot.path}: does not read as a tick archive file: {exc}"
-            ) from None
-        except OSError as exc:  # the bytes are in memory: a page that fails its checksum
-            raise DamagedFileError(
-                f"a page fails its checksum or decoding ({exc}); restore the file from a copy",
-                path=hot.path,
-            ) from None
-        self._read[rel] = digest
-        # The file as the hot index knows it (its bytes are the recorded ones, checked above):
-        # what ``placement.classified`` compares the stamp with, in a copy of the archive too.
-        stamp = hot.stamp
-        return batch, SourceStamp(rel, digest, st.st_size, stamp.inode, stamp.mtime_ns)
-
-    def _check_record(self, hot: HotFile, found: FileRecord) -> None:
-        """Refuse a hot file whose bytes read differ from its record, or that has none."""
-        before = "it is consolidated (nothing was committed)"
-        record = required_hot_record(self.root, hot, self.catalog, self._records, before)
-        if found != record:
-            raise DamagedFileError(
-                f"{found.size} bytes with sha256 {found.sha256}, {WRITTEN_BY_COMPACTION} recorded "
-                f"{record.size} bytes with sha256 {record.sha256}; the file changed after it was "
-                "written (restore it from a copy, or compact the symbol-day again, before "
-                "re-tiering); nothing was committed",
-                path=hot.path,
-            )
-
-    def _verified_consolidated(self, source: SourceFile) -> pq.FileMetaData:
-        """The footer of the consolidated file ``source``, once its size and sha256 are the
-        catalog's (checked once; DamagedFileError naming the file and the difference,
-        else)."""
-        if source.rel not in self._footers:
-            self._check_consolidated(source)
-            self._footers = {source.rel: read_footer(source.file)}  # files are read in turn
-        return self._footers[source.rel]
-
-    def _check_consolidated(self, source: SourceFile) -> None:
-        path, rel = source.file, source.rel
-        listed, found = self.catalog.files[rel], []
-        record = FileRecord(listed.bytes, listed.sha256)
-        problems = record_problems(path, record, "the catalog", found=found)
-        if problems:
-            difference = problems[0].removeprefix(f"{path}: ")
-            raise DamagedFileError(
-                f"{difference}; the file changed after it was written (restore it from a copy "
-                "before re-tiering)",
-                path=path,
-            )
-        self._read[rel] = found[0]
-
-    def sources_read(self) -> list[dict[str, str]]:
-        return [{"file": rel, "sha256": digest} for rel, digest in sorted(self._read.items())]
+def _rows_of(reader: VerifiedSources, slot: Slot) -> int:
+    """How many ticks the slot's symbol-day has (its hot file's footer, or the catalog)."""
+    if slot.hot is not None:
+        return reader.hot_rows(slot.hot)
+    assert slot.entry is not None
+    return slot.entry.rows
 
 
 def _commit(core: ArchiveCore, plan: RetierPlan, written: Sequence[_Written]) -> Catalog:

@@ -7,6 +7,8 @@ consolidated file's in the catalog (``CatalogFile``), a hot file's in the hot fi
 
 - :func:`hot_record` finds a hot file's record; :func:`record_problems` reads a file whole and
   says how it differs from its record (``verify-archive``, the scrub, reads every file).
+- :class:`VerifiedSources` reads the symbol-days a re-tiering rewrite moves, each file read
+  whole and checked against its record first.
 - :func:`verify_before_reading` (through :class:`VerifiedFiles`) gives readers (``query`` and
   the ``ticks`` view) the mirror's trust model (``hashing.HashCache``, as git's index): a file
   whose stamp (size, inode, mtime, ctime; for an object its size, Last-Modified and ETag:
@@ -22,15 +24,31 @@ consolidated file's in the catalog (``CatalogFile``), a hot file's in the hot fi
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
-from skewtape_pipeline.errors import CatalogMismatchError, DamagedFileError
-from skewtape_pipeline.hashing import FileStamp, HashCache
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from skewtape_pipeline.arrow_memory import owned_buffer, owned_reader
+from skewtape_pipeline.errors import CatalogMismatchError, DamagedFileError, TickFormatError
+from skewtape_pipeline.hashing import FileStamp, HashCache, sha256_bytes
 from skewtape_pipeline.storage import TierFile, sha256_of, size_of, stamp_of
-from skewtape_pipeline.ticks.archive.store.catalog import Catalog, CatalogStore, FileRecord
+from skewtape_pipeline.ticks.archive.store.catalog import (
+    Catalog,
+    CatalogPartition,
+    CatalogStore,
+    FileRecord,
+    SourceStamp,
+    SymbolDayKey,
+    file_rows,
+)
+from skewtape_pipeline.ticks.archive.store.consolidate import read_footer, read_symbol_day
 from skewtape_pipeline.ticks.archive.store.placement import ArchiveState, HotFile, hot_rel
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.encode.model import TickBatch
+from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch
 
 VERIFIED_CACHE = ".skewtape-verified.json"
 """The archive root's cache of files verified against their records (a dot file: globs skip it)."""
@@ -114,6 +132,110 @@ def record_problems(
     if digest != record.sha256:
         return [f"{path}: sha256 is {digest}, {whose} recorded {record.sha256}"]
     return []
+
+
+class VerifiedSources:
+    """Reads the symbol-days a re-tiering rewrite moves from hot files and consolidated files
+    (each whole file read once, and verified first: its size and sha256 against its record, a
+    hot file's in the hot file records, read when this is built, a consolidated file's in
+    ``catalog``; then its footer), and keeps the sources read for the rewrite's audit record.
+
+    Raises DamagedFileError (naming the file and the difference) for a file that differs from
+    its record or whose pages fail their checksums, CatalogMismatchError for a hot file
+    without a record, TickFormatError for a hot file that is no tick archive file."""
+
+    def __init__(self, store: CatalogStore, catalog: Catalog):
+        self.root, self.catalog = store.root, catalog
+        self._footers: dict[str, pq.FileMetaData] = {}
+        self._rows: dict[str, dict[SymbolDayKey, tuple[int, int]]] = {}
+        self._read: dict[str, str] = {}
+        self._records = store.hot_records()
+
+    def start(self) -> None:
+        """Forget the list of sources read (kept per written file, for its audit record)."""
+        self._read = {}
+
+    def sources_read(self) -> list[dict[str, str]]:
+        """The files read since :meth:`start`: each catalog path with its sha256, sorted."""
+        return [{"file": rel, "sha256": digest} for rel, digest in sorted(self._read.items())]
+
+    def hot_rows(self, hot: HotFile) -> int:
+        """How many ticks the hot file holds, by its footer (verified when it is read)."""
+        return read_footer(hot.path).num_rows
+
+    def read_consolidated(self, file: TierFile, rel: str, entry: CatalogPartition) -> TickBatch:
+        """The ticks of ``entry``'s symbol-day, from the consolidated ``file`` (catalog path
+        ``rel``) once its size and sha256 are the catalog's; its rows alone are read."""
+        footer = self._verified_consolidated(file, rel)
+        if entry.file not in self._rows:
+            self._rows[entry.file] = file_rows(self.catalog, entry.file)
+        try:
+            return read_symbol_day(file, footer, entry.key, self._rows[entry.file][entry.key])
+        except OSError as exc:  # a page that fails its checksum
+            raise DamagedFileError(
+                f"a page fails its checksum or decoding ({exc}); restore the file from a copy",
+                path=file,
+            ) from None
+
+    def read_hot(self, hot: HotFile, rel: str) -> tuple[TickBatch, SourceStamp]:
+        """The batch and the stamp (naming ``rel``, its catalog path) of exactly the bytes
+        parsed (one open file descriptor), once they are known to be the bytes recorded when
+        the file was written."""
+        with open(hot.path, "rb") as handle:
+            st = os.fstat(handle.fileno())
+            data = handle.read()
+        digest = sha256_bytes(data)
+        self._check_record(hot, FileRecord(st.st_size, digest))
+        buffer = owned_buffer(data)
+        read_footer(hot.path, buffer)
+        try:
+            batch = read_archive_batch(owned_reader(buffer))  # type: ignore[arg-type]
+        except (TickFormatError, pa.ArrowException) as exc:
+            raise TickFormatError(
+                f"{hot.path}: does not read as a tick archive file: {exc}"
+            ) from None
+        except OSError as exc:  # the bytes are in memory: a page that fails its checksum
+            raise DamagedFileError(
+                f"a page fails its checksum or decoding ({exc}); restore the file from a copy",
+                path=hot.path,
+            ) from None
+        self._read[rel] = digest
+        # The file as the hot index knows it (its bytes are the recorded ones, checked above):
+        # what ``placement.classified`` compares the stamp with, in a copy of the archive too.
+        stamp = hot.stamp
+        return batch, SourceStamp(rel, digest, st.st_size, stamp.inode, stamp.mtime_ns)
+
+    def _check_record(self, hot: HotFile, found: FileRecord) -> None:
+        """Refuse a hot file whose bytes read differ from its record, or that has none."""
+        before = "it is consolidated (nothing was committed)"
+        record = required_hot_record(self.root, hot, self.catalog, self._records, before)
+        if found != record:
+            raise DamagedFileError(
+                f"{found.size} bytes with sha256 {found.sha256}, {WRITTEN_BY_COMPACTION} recorded "
+                f"{record.size} bytes with sha256 {record.sha256}; the file changed after it was "
+                "written (restore it from a copy, or compact the symbol-day again, before "
+                "re-tiering); nothing was committed",
+                path=hot.path,
+            )
+
+    def _verified_consolidated(self, path: TierFile, rel: str) -> pq.FileMetaData:
+        """The footer of the consolidated file ``path`` (catalog path ``rel``), once its size
+        and sha256 are the catalog's (checked once; DamagedFileError naming the file and the
+        difference, else)."""
+        if rel not in self._footers:
+            listed, found = self.catalog.files[rel], []
+            record = FileRecord(listed.bytes, listed.sha256)
+            problems = record_problems(path, record, "the catalog", found=found)
+            if problems:
+                difference = problems[0].removeprefix(f"{path}: ")
+                raise DamagedFileError(
+                    f"{difference}; the file changed after it was written (restore it from a "
+                    "copy before re-tiering)",
+                    path=path,
+                )
+            self._read[rel] = found[0]
+            self._footers = {rel: read_footer(path)}  # files are read in turn
+        return self._footers[rel]
 
 
 class VerifiedFiles:
