@@ -90,7 +90,6 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
 from skewtape_pipeline.ticks.archive.store.catalog_check import checked_catalog
 from skewtape_pipeline.ticks.archive.store.consolidate import (
     ConsolidatedFile,
-    PartSource,
     write_tier_period,
 )
 from skewtape_pipeline.ticks.archive.store.garbage import (
@@ -101,7 +100,6 @@ from skewtape_pipeline.ticks.archive.store.garbage import (
 )
 from skewtape_pipeline.ticks.archive.store.placement import locate
 from skewtape_pipeline.ticks.archive.store.trust import VerifiedSources
-from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.parquet_file import read_file_facts
 from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport, compression_ratio
 
@@ -274,18 +272,11 @@ def _write_rewrite(
     ``consolidated_target_bytes``); audit each. Returns them with their catalog partitions and
     the moves."""
     slots = plan.slots[(rewrite.tier, rewrite.period)]
-    stamps: dict[SymbolDayKey, SourceStamp | None] = {}
-
-    def source(slot: Slot) -> PartSource:
-        def read() -> TickBatch:
-            batch, stamps[slot.key] = _read_slot(reader, slot)
-            return batch
-
-        return PartSource(*slot.key, _rows_of(reader, slot), read)
-
-    reader.start()
+    parts = [
+        reader.part(s.key, s.source.file, s.source.rel, hot=s.hot, entry=s.entry) for s in slots
+    ]
     files = write_tier_period(
-        [source(slot) for slot in slots],
+        parts,
         archive_root=core.root,
         tier=rewrite.tier,
         period=rewrite.period,
@@ -297,7 +288,9 @@ def _write_rewrite(
     by_key, moved, out = {slot.key: slot for slot in slots}, plan.moves_by_key, []
     for written, rel in files:
         partitions = [
-            CatalogPartition(symbol, day, rewrite.tier, rel, rows, share, stamps[(symbol, day)])
+            CatalogPartition(
+                symbol, day, rewrite.tier, rel, rows, share, reader.stamps[(symbol, day)]
+            )
             for (symbol, day, rows), share in zip(written.parts, written.byte_shares, strict=True)
         ]
         moves = [
@@ -305,8 +298,7 @@ def _write_rewrite(
             for p in partitions
             if p.key in moved
         ]
-        _audit_rewrite(core, rewrite, written, rel, reader.sources_read())
-        reader.start()
+        _audit_rewrite(core, rewrite, written, rel, reader.take_sources())
         faults.checkpoint(f"wrote:{written.path.name}")
         out.append(_Written(rewrite, written, rel, partitions, moves))
     return out
@@ -358,24 +350,6 @@ def _partition_move(
         byte_share=partition.byte_share,
         bytes_before=before,
     )
-
-
-def _read_slot(reader: VerifiedSources, slot: Slot) -> tuple[TickBatch, SourceStamp | None]:
-    """The slot's batch, from the file the plan resolved (``slot.source``), and the stamp of
-    the hot file read (a consolidated copy: its entry's stamp)."""
-    if slot.hot is not None:
-        return reader.read_hot(slot.hot, slot.source.rel)
-    assert slot.entry is not None
-    batch = reader.read_consolidated(slot.source.file, slot.source.rel, slot.entry)
-    return batch, slot.entry.source
-
-
-def _rows_of(reader: VerifiedSources, slot: Slot) -> int:
-    """How many ticks the slot's symbol-day has (its hot file's footer, or the catalog)."""
-    if slot.hot is not None:
-        return reader.hot_rows(slot.hot)
-    assert slot.entry is not None
-    return slot.entry.rows
 
 
 def _commit(core: ArchiveCore, plan: RetierPlan, written: Sequence[_Written]) -> Catalog:

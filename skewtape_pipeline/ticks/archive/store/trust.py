@@ -44,7 +44,11 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
     SymbolDayKey,
     file_rows,
 )
-from skewtape_pipeline.ticks.archive.store.consolidate import read_footer, read_symbol_day
+from skewtape_pipeline.ticks.archive.store.consolidate import (
+    PartSource,
+    read_footer,
+    read_symbol_day,
+)
 from skewtape_pipeline.ticks.archive.store.placement import ArchiveState, HotFile, hot_rel
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.encode.model import TickBatch
@@ -146,24 +150,49 @@ class VerifiedSources:
 
     def __init__(self, store: CatalogStore, catalog: Catalog):
         self.root, self.catalog = store.root, catalog
+        self.stamps: dict[SymbolDayKey, SourceStamp | None] = {}
+        """The stamp of each symbol-day's source once read: its hot file's (the bytes read),
+        or its consolidated copy's entry's."""
         self._footers: dict[str, pq.FileMetaData] = {}
         self._rows: dict[str, dict[SymbolDayKey, tuple[int, int]]] = {}
         self._read: dict[str, str] = {}
         self._records = store.hot_records()
 
-    def start(self) -> None:
-        """Forget the list of sources read (kept per written file, for its audit record)."""
-        self._read = {}
+    def part(
+        self,
+        key: SymbolDayKey,
+        file: TierFile,
+        rel: str,
+        *,
+        hot: HotFile | None = None,
+        entry: CatalogPartition | None = None,
+    ) -> PartSource:
+        """The symbol-day ``key`` as a part to write (``consolidate.PartSource``), read from
+        ``file`` (catalog path ``rel``): the hot file ``hot``, or ``entry``'s rows of a
+        consolidated file. Its row count is known now (the hot file's footer, or the entry);
+        its ticks are read, verified, when the writer reaches it (its stamp then kept in
+        :attr:`stamps`)."""
 
-    def sources_read(self) -> list[dict[str, str]]:
-        """The files read since :meth:`start`: each catalog path with its sha256, sorted."""
-        return [{"file": rel, "sha256": digest} for rel, digest in sorted(self._read.items())]
+        def read() -> TickBatch:
+            if hot is not None:
+                batch, self.stamps[key] = self._read_hot(hot, rel)
+                return batch
+            assert entry is not None
+            self.stamps[key] = entry.source
+            return self._read_consolidated(file, rel, entry)
 
-    def hot_rows(self, hot: HotFile) -> int:
-        """How many ticks the hot file holds, by its footer (verified when it is read)."""
-        return read_footer(hot.path).num_rows
+        if hot is not None:
+            return PartSource(*key, read_footer(hot.path).num_rows, read)
+        assert entry is not None
+        return PartSource(*key, entry.rows, read)
 
-    def read_consolidated(self, file: TierFile, rel: str, entry: CatalogPartition) -> TickBatch:
+    def take_sources(self) -> list[dict[str, str]]:
+        """The files read since the last call, each catalog path with its sha256, sorted (for
+        one audit record: forgotten once taken)."""
+        taken, self._read = self._read, {}
+        return [{"file": rel, "sha256": digest} for rel, digest in sorted(taken.items())]
+
+    def _read_consolidated(self, file: TierFile, rel: str, entry: CatalogPartition) -> TickBatch:
         """The ticks of ``entry``'s symbol-day, from the consolidated ``file`` (catalog path
         ``rel``) once its size and sha256 are the catalog's; its rows alone are read."""
         footer = self._verified_consolidated(file, rel)
@@ -177,7 +206,7 @@ class VerifiedSources:
                 path=file,
             ) from None
 
-    def read_hot(self, hot: HotFile, rel: str) -> tuple[TickBatch, SourceStamp]:
+    def _read_hot(self, hot: HotFile, rel: str) -> tuple[TickBatch, SourceStamp]:
         """The batch and the stamp (naming ``rel``, its catalog path) of exactly the bytes
         parsed (one open file descriptor), once they are known to be the bytes recorded when
         the file was written."""
