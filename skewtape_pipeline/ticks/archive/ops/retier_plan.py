@@ -13,35 +13,28 @@ rewrite's store, settings and layout, each withdrawn hot copy's removal. Carryin
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-
-from skewtape_pipeline.arrow_memory import owned_buffer, owned_reader
-from skewtape_pipeline.errors import ConfigError, TickFormatError
-from skewtape_pipeline.hashing import sha256_bytes
+from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.storage import TierFile, TierStore
 from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     CatalogPartition,
     SymbolDayKey,
-    file_rows,
 )
-from skewtape_pipeline.ticks.archive.store.consolidate import read_footer, read_symbol_day
 from skewtape_pipeline.ticks.archive.store.garbage import Garbage
 from skewtape_pipeline.ticks.archive.store.placement import (
     ArchiveState,
+    ConsolidatedCopies,
     HotFile,
     archive_state,
     hot_rel,
 )
 from skewtape_pipeline.ticks.archive.store.policy import HOT, TierSettings
-from skewtape_pipeline.ticks.encode.model import TickBatch
-from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch
 
 if TYPE_CHECKING:
     from skewtape_pipeline.ticks.archive.core import ArchiveCore
@@ -207,13 +200,13 @@ class _Planner:
         """Slot every live hot file: refreshed when it holds its consolidated copy's ticks,
         dropped from the catalog when it stays hot, else moved to the tier its age calls for
         (or held in the colder tier its day already reached)."""
-        copies = _ConsolidatedCopies(self.files, self.catalog)
+        copies = ConsolidatedCopies(self.files, self.catalog)
         for hot in self.state.hot_live:
             source = SourceFile(hot.path, self.hot_rels[hot.key])
             entry = self.catalog.partitions.get(hot.key)
             kept = None if hot.key in self.catalog.withdrawn else entry  # withdrawn: afresh
-            if kept is not None and (same := copies.same_ticks(hot, source.rel, kept)) is not None:
-                self.refreshed.append(same)
+            if kept is not None and (digest := copies.same_ticks(hot, kept)) is not None:
+                self.refreshed.append(Refresh(hot, source.rel, digest))
                 continue
             if not self.eligible(hot.day):
                 _age(hot.day, self.as_of)  # a day after as_of is refused all the same
@@ -356,43 +349,6 @@ class Refresh:
     @property
     def key(self) -> SymbolDayKey:
         return self.hot.key
-
-
-class _ConsolidatedCopies:
-    """Compares live hot files with the consolidated copies of their symbol-days (each
-    consolidated file read at most once, from ``files``: the catalog's files resolved)."""
-
-    def __init__(self, files: Mapping[str, TierFile], catalog: Catalog):
-        self.files, self.catalog = files, catalog
-        self._rows: dict[str, dict[SymbolDayKey, tuple[int, int]]] = {}
-
-    def same_ticks(self, hot: HotFile, rel: str, entry: CatalogPartition) -> Refresh | None:
-        """A :class:`Refresh` when ``hot`` (catalog path ``rel``) holds the bytes that were
-        moved, or other bytes with the very ticks (ts, price, quantity, side) of the
-        consolidated copy (the day compacted again unchanged); None when the ticks differ (a
-        correction: the hot file is newer)."""
-        data = Path(hot.path).read_bytes()
-        digest = sha256_bytes(data)
-        if entry.source is not None and digest == entry.source.sha256:
-            return Refresh(hot, rel, digest)
-        if entry.rows != read_footer(hot.path).num_rows:
-            return None
-        try:
-            batch = read_archive_batch(owned_reader(owned_buffer(data)))  # type: ignore[arg-type]
-        except (OSError, TickFormatError, pa.ArrowException):
-            return None  # unreadable: planned as a newer copy, refused when it is read
-        if batch.first_difference(self._copy(entry)) is not None:
-            return None
-        return Refresh(hot, rel, digest)
-
-    def _copy(self, entry: CatalogPartition) -> TickBatch:
-        """The consolidated copy's ticks, its rows alone read (the catalog places them)."""
-        if entry.file not in self._rows:
-            self._rows[entry.file] = file_rows(self.catalog, entry.file)
-        path = self.files[entry.file]
-        return read_symbol_day(
-            path, read_footer(path), entry.key, self._rows[entry.file][entry.key]
-        )
 
 
 def _check_date(value: object) -> date:

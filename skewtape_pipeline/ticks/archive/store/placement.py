@@ -19,7 +19,9 @@ symbol-day (a local file, or an object when its tier root is an S3 prefix), the 
 (``ticks.archive.store.hot_index``) which hot files the archive holds, each with its record and its
 stamp when published; this module reads both, once, into that one placement (no listing of the
 root, unless the archive predates the hot index). Whether a hot file is the superseded one
-compares the stamp the index recorded with the catalog's source stamp.
+compares the stamp the index recorded with the catalog's source stamp; whether a live one holds
+the very ticks of its consolidated copy (re-tiering then records it as that copy's source) is
+:class:`ConsolidatedCopies`'s question.
 """
 
 from __future__ import annotations
@@ -29,7 +31,11 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from skewtape_pipeline.hashing import FileStamp
+import pyarrow as pa
+
+from skewtape_pipeline.arrow_memory import owned_buffer, owned_reader
+from skewtape_pipeline.errors import TickFormatError
+from skewtape_pipeline.hashing import FileStamp, sha256_bytes
 from skewtape_pipeline.storage import TierFile, size_of
 from skewtape_pipeline.ticks.archive.store import hot_index
 from skewtape_pipeline.ticks.archive.store.catalog import (
@@ -38,10 +44,13 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
     CatalogStore,
     FileRecord,
     SymbolDayKey,
+    file_rows,
 )
-from skewtape_pipeline.ticks.archive.store.consolidate import read_footer
+from skewtape_pipeline.ticks.archive.store.consolidate import read_footer, read_symbol_day
 from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, TIERS, WARM
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.encode.model import TickBatch
+from skewtape_pipeline.ticks.encode.parquet_file import read_archive_batch
 
 HOT_GLOB = hot_index.HOT_GLOB
 
@@ -165,6 +174,43 @@ def classified(catalog: Catalog, files: list[HotFile]) -> ArchiveState:
             live.append(hot)
             overridden.add(hot.key)
     return ArchiveState(catalog, live, superseded, frozenset(overridden))
+
+
+class ConsolidatedCopies:
+    """Compares live hot files with the consolidated copies of their symbol-days (each
+    consolidated file read at most once, from ``files``: the catalog's files resolved)."""
+
+    def __init__(self, files: Mapping[str, TierFile], catalog: Catalog):
+        self.files, self.catalog = files, catalog
+        self._rows: dict[str, dict[SymbolDayKey, tuple[int, int]]] = {}
+
+    def same_ticks(self, hot: HotFile, entry: CatalogPartition) -> str | None:
+        """The sha256 of ``hot`` when it holds the bytes that were moved, or other bytes with
+        the very ticks (ts, price, quantity, side) of ``entry``'s consolidated copy (the day
+        compacted again unchanged): the hot file is then that copy's source. None when the
+        ticks differ (a correction: the hot file is newer), or when it does not read."""
+        data = Path(hot.path).read_bytes()
+        digest = sha256_bytes(data)
+        if entry.source is not None and digest == entry.source.sha256:
+            return digest
+        if entry.rows != read_footer(hot.path).num_rows:
+            return None
+        try:
+            batch = read_archive_batch(owned_reader(owned_buffer(data)))  # type: ignore[arg-type]
+        except (OSError, TickFormatError, pa.ArrowException):
+            return None  # unreadable: planned as a newer copy, refused when it is read
+        if batch.first_difference(self._copy(entry)) is not None:
+            return None
+        return digest
+
+    def _copy(self, entry: CatalogPartition) -> TickBatch:
+        """The consolidated copy's ticks, its rows alone read (the catalog places them)."""
+        if entry.file not in self._rows:
+            self._rows[entry.file] = file_rows(self.catalog, entry.file)
+        path = self.files[entry.file]
+        return read_symbol_day(
+            path, read_footer(path), entry.key, self._rows[entry.file][entry.key]
+        )
 
 
 # --- locations and metrics ----------------------------------------------------------------------
