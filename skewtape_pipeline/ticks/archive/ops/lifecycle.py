@@ -197,7 +197,7 @@ def retier(
         checked_catalog(core.tiers)
         plan = plan_retier(core, as_of=as_of, months=months)
         books = core.books.is_on()
-        reader = VerifiedSources(core.catalog, plan.catalog)  # reads the records: refuses
+        reader = VerifiedSources(core.catalog, plan.catalog)  # reads the records: refuses first
         removed_first = remove_files(core.books, plan.withdrawn_hot)
         written = _write_rewrites(core, plan, reader)
         catalog = _commit(core, plan, written)
