@@ -12,6 +12,7 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from skewtape_pipeline import fsio
@@ -197,6 +198,31 @@ def test_read_when_the_catalog_places_a_day_on_rows_of_another_refuses_naming_th
         Archive(hot, policy=POLICY, audit_log=None).read([first[0]], first[1], first[1])
     assert file.split("/")[-1] in str(caught.value)
     assert "rebuild-catalog" in str(caught.value)
+
+
+def test_read_when_each_day_is_a_row_group_checks_it_by_statistics_and_refuses_a_renamed_day(hot):
+    one_per_group = {tier: replace(getattr(POLICY, tier), consolidated_row_group_size=1)
+                     for tier in ("warm", "cold")}  # fmt: skip
+    policy = replace(POLICY, **one_per_group)
+    handle = Archive(hot, policy=policy, audit_log=None)
+    handle.retier(as_of=STAGE_2)
+    assert_reads_as_the_view(handle)  # every consolidated day read without its key columns
+    store = CatalogStore(hot)
+    catalog = store.read()
+    file = next(iter(catalog.files))
+    (symbol, day), (first_row, rows) = max(file_rows(catalog, file).items(), key=lambda i: i[1])
+    footer = pq.read_metadata(handle.tiers.resolve(file))
+    starts = [
+        sum(footer.row_group(g).num_rows for g in range(i)) for i in range(footer.num_row_groups)
+    ]
+    assert first_row in starts and footer.row_group(starts.index(first_row)).num_rows == rows
+    later = day + timedelta(days=400)  # still the file's last symbol-day in (symbol, date) order
+    renamed = replace(catalog.partitions[(symbol, day)], date=later)
+    partitions = {k: p for k, p in catalog.partitions.items() if k != (symbol, day)}
+    store.write(replace(catalog, partitions={**partitions, (symbol, later): renamed}))
+    with pytest.raises(CatalogMismatchError) as caught:  # its row group says another day
+        Archive(hot, policy=policy, audit_log=None).read([symbol], later, later)
+    assert file.split("/")[-1] in str(caught.value)
 
 
 def test_read_when_a_hot_file_the_index_lists_is_gone_names_it_and_the_repair(hot):

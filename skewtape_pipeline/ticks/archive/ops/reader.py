@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import threading
+from bisect import bisect_left, bisect_right
 from collections.abc import Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -79,7 +80,9 @@ _DICTIONARY_READ = ["side"]
 _CONSOLIDATED_DICTIONARY_READ = ["side", "symbol"]
 """Read as their dictionaries: ``side`` then decoded in one step (:func:`_sides_decoded`; the
 Parquet reader's own decoding to strings value by value costs about twice as much), a
-consolidated file's ``symbol`` only checked (:func:`_check_slice`), never decoded."""
+consolidated file's ``symbol`` only checked (:func:`_check_slice`; not read at all when each
+symbol-day read is a row group its statistics place: :func:`_placed_by_statistics`), never
+decoded."""
 _ORDER = [("ts", "ascending"), ("price", "ascending"), ("quantity", "ascending"),
           ("side", "ascending")]  # fmt: skip
 READ_WORKERS = max(1, min(4, os.cpu_count() or 1))
@@ -487,13 +490,11 @@ class ArchiveReader:
             starts.append(at)
             at += footer.row_group(g).num_rows
         starts.append(at)
-        groups: set[int] = set()
-        for piece in pieces:
-            assert piece.rows is not None
-            lo, n = piece.rows
-            groups.update(g for g in range(footer.num_row_groups)
-                          if starts[g] < lo + n and starts[g + 1] > lo)  # fmt: skip
-        chosen = sorted(groups)
+        chosen = sorted({g for piece in pieces for g in _row_groups_of(starts, piece)})
+        # the symbol and date columns are read only to check a piece its row group's
+        # statistics do not already place (the footer is the verified file's)
+        checked = not all(_placed_by_statistics(footer, starts, piece) for piece in pieces)
+        keys = ["symbol", "date"] if checked else []
         source, filesystem = parquet_source(first.file)
         try:
             with reading(first.file):
@@ -504,7 +505,7 @@ class ArchiveReader:
                     read_dictionary=_CONSOLIDATED_DICTIONARY_READ,
                 )
                 table = _sides_decoded(parquet.read_row_groups(
-                    chosen, columns=["symbol", "date", *self._stored_to_read(pieces, stored)],
+                    chosen, columns=[*keys, *self._stored_to_read(pieces, stored)],
                     use_threads=False,
                 ))  # fmt: skip
         except (OSError, pa.ArrowException) as exc:
@@ -518,11 +519,13 @@ class ArchiveReader:
         out = []
         for piece in pieces:
             lo, n = piece.rows  # type: ignore[misc]
-            group = next(g for g in chosen if starts[g] <= lo < starts[g + 1])
+            group = bisect_right(starts, lo) - 1
             part = table.slice(offsets[group] + lo - starts[group], n)
-            _check_slice(self.tiers, part, piece)
+            if checked:
+                _check_slice(self.tiers, part, piece)
+                part = part.drop_columns(keys)
             tie_key = (piece.record.sha256, piece.key)
-            out.append(self._finish(part.drop_columns(["symbol", "date"]), piece, tie_key, picked))
+            out.append(self._finish(part, piece, tie_key, picked))
         return out
 
     def _stored_to_read(self, pieces: list[_Piece], stored: list[str]) -> list[str]:
@@ -653,6 +656,29 @@ def _view_type(kind: pa.DataType) -> pa.DataType:
     if pa.types.is_timestamp(kind) and kind.unit in ("s", "ms"):
         return pa.timestamp("us", tz=kind.tz)
     return kind
+
+
+def _row_groups_of(starts: list[int], piece: _Piece) -> range:
+    """The row groups (of a file whose row group ``g`` starts at row ``starts[g]``, the last
+    entry its row count) that hold the consolidated ``piece``'s rows."""
+    lo, n = piece.rows  # type: ignore[misc]
+    return range(bisect_right(starts, lo) - 1, bisect_left(starts, lo + n))
+
+
+def _placed_by_statistics(footer: pq.FileMetaData, starts: list[int], piece: _Piece) -> bool:
+    """Whether the consolidated ``piece``'s rows are exactly one row group whose statistics
+    (min and max of ``symbol`` and of ``date``) say it holds the piece's symbol-day only: the
+    check :func:`_check_slice` makes, from the footer alone."""
+    lo, n = piece.rows  # type: ignore[misc]
+    g = bisect_left(starts, lo)
+    if g + 1 >= len(starts) or starts[g] != lo or starts[g + 1] != lo + n:
+        return False
+    group, names = footer.row_group(g), footer.schema.names
+    for column, value in zip(("symbol", "date"), piece.key, strict=True):
+        stats = group.column(names.index(column)).statistics
+        if stats is None or not stats.has_min_max or not stats.min == value == stats.max:
+            return False
+    return True
 
 
 def _check_slice(tiers: ArchiveTiers, part: pa.Table, piece: _Piece) -> None:
