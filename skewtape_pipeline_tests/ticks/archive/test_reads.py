@@ -24,6 +24,7 @@ from skewtape_pipeline.errors import (
     SkewtapeError,
     UnknownSymbolError,
 )
+from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import commit_compaction, compact_symbol_day
 from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
@@ -336,11 +337,9 @@ def test_writing_one_more_symbol_day_touches_as_many_files_for_n_and_10n(tmp_pat
     assert VersionLog(tmp_path / "200" / "archive").count() == 11
 
 
-def test_committing_a_new_day_decodes_no_row_of_the_hot_index_base(tmp_path, monkeypatch):
-    root = grown(tmp_path, 200)
-    folded = hot_index.fold(hot_index.HotIndex.read(root))  # every symbol-day in the base
-    assert folded.log_lines == 0 and len(folded.entries()) == 200
-    decoded = []
+def counting_decodes(monkeypatch) -> list[int]:
+    """The rows of every part of a hot index base decoded from now on, appended as decoded."""
+    decoded: list[int] = []
     real = hot_index._decode
 
     def counting(path, read):
@@ -350,6 +349,14 @@ def test_committing_a_new_day_decodes_no_row_of_the_hot_index_base(tmp_path, mon
         return out
 
     monkeypatch.setattr(hot_index, "_decode", counting)
+    return decoded
+
+
+def test_committing_a_new_day_decodes_no_row_of_the_hot_index_base(tmp_path, monkeypatch):
+    root = grown(tmp_path, 200)
+    folded = hot_index.fold(hot_index.HotIndex.read(root))  # every symbol-day in the base
+    assert folded.log_lines == 0 and len(folded.entries()) == 200
+    decoded = counting_decodes(monkeypatch)
     archive = archive_at(root, POLICY)
     day = DAYS[0] + timedelta(days=30)
     for symbol in ("S0001", "NEW"):
@@ -361,6 +368,30 @@ def test_committing_a_new_day_decodes_no_row_of_the_hot_index_base(tmp_path, mon
     assert VersionLog(root).count() == 11
     index = hot_index.HotIndex.read(root)
     assert index is not None and len(index.entries()) == 202 and sum(decoded) == 200
+
+
+def test_recompacting_changed_days_decodes_as_much_of_the_hot_index_for_1_as_for_3(
+    tmp_path, monkeypatch
+):
+    rows = []
+    for rewritten in (["S0001"], ["S0001", "S0002", "S0003"]):
+        root = grown(tmp_path / str(len(rewritten)), 200)
+        hot_index.fold(hot_index.HotIndex.read(root))  # every symbol-day in the base
+        archive = archive_at(root, POLICY)
+        day, changed = DAYS[0], day_ticks("NQ", DAYS[0])  # other ticks: each one is rewritten
+        with monkeypatch.context() as patched:
+            decoded = counting_decodes(patched)
+            for symbol in rewritten:
+                compact_symbol_day(
+                    archive.core, changed, SymbolDayWrite(symbol=symbol, day=day, age_days=1)
+                )
+            commit_compaction(archive.core)
+        rows.append(sum(decoded))
+        index = hot_index.HotIndex.read(root)
+        assert index is not None
+        for symbol in rewritten:  # each rewrite recorded
+            assert index.get((symbol, day)).sha256 == sha256_file(partition_file(root, symbol, day))
+    assert rows[0] == rows[1], rows  # what a rewrite reads of the index does not add up
 
 
 def test_query_names_the_indexed_files_without_listing_the_hot_tier(hot, monkeypatch):

@@ -79,7 +79,6 @@ from skewtape_pipeline.ticks.archive.store.books import (
     EVENT_WRITE,
 )
 from skewtape_pipeline.ticks.archive.store.catalog import (
-    CatalogStore,
     FileRecord,
     SymbolDayKey,
 )
@@ -290,7 +289,7 @@ def _held_unchanged(
 ) -> _Published | None:
     """The copy the archive already holds of ``item``'s symbol-day when it has ``item``'s very
     ticks (ts, price, quantity, side, at the same schema): its hot file at ``path`` (when it is
-    the file its compaction recorded, ``CatalogStore.hot_records``), else its
+    the file its compaction recorded, ``CatalogStore.hot_record``), else its
     catalogued consolidated copy (not withdrawn; its facts then name its catalog path and its
     share of the file's bytes). Same bytes as the ``staged`` file or same ticks read back both
     count. None when there is no such copy: the symbol-day is written.
@@ -298,7 +297,8 @@ def _held_unchanged(
     tiers = core.tiers
     if path.exists():
         held = sha256_file(path)
-        recorded = _hot_records(core.catalog).get(path.relative_to(core.root).as_posix())
+        rel = path.relative_to(core.root).as_posix()
+        recorded = core.catalog.hot_record((item.symbol, item.day), rel)
         if recorded is None or recorded.sha256 != held:
             return None  # not the file its compaction recorded (a crash): written again
         if held != staged.sha256 and not _same_ticks(_hot_copy(path), item):
@@ -322,25 +322,6 @@ def _held_unchanged(
     facts = replace(read_file_facts(tiers.resolve(entry.file)), path=Path(entry.file),
                     size_bytes=entry.byte_share, num_rows=entry.rows)  # fmt: skip
     return _Published(entry.tier, dict(tiers.record), facts, None, where)
-
-
-_HOT_RECORDS: dict[Path, tuple[tuple[int, int, int], dict[str, FileRecord]]] = {}
-"""The hot records last read per archive root, with the stamp of the file they were read from."""
-
-
-def _hot_records(catalog: CatalogStore) -> dict[str, FileRecord]:
-    """``catalog.hot_records()``, read again only when the records file changed (it is
-    appended to and rewritten under the archive's lock, where this is called): a run asks once
-    per symbol-day."""
-    try:
-        info = catalog.hot_records_path.stat()
-    except FileNotFoundError:
-        return {}
-    stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
-    cached = _HOT_RECORDS.get(catalog.root)
-    if cached is None or cached[0] != stamp:
-        cached = _HOT_RECORDS[catalog.root] = (stamp, catalog.hot_records())
-    return cached[1]
 
 
 def _same_ticks(held: TickBatch | None, item: PlannedSymbolDay) -> bool:

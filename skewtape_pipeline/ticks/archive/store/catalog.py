@@ -221,6 +221,7 @@ class CatalogStore:
 
     def __init__(self, root: Path):
         self.root = Path(root)
+        self._index: hot_index.HotIndex | None = None
 
     def __repr__(self) -> str:
         return f"CatalogStore({str(self.root)!r})"
@@ -337,6 +338,21 @@ class CatalogStore:
         index = hot_index.HotIndex.read(self.root)
         records = hot_index.legacy_records(self.root) if index is None else index.records()
         return {rel: FileRecord(size, digest) for rel, (size, digest) in records.items()}
+
+    def hot_record(self, key: SymbolDayKey, rel: str) -> FileRecord | None:
+        """The latest record of ``key``'s hot file ``rel`` (its path relative to the root), or
+        None when none was written for it. The hot index is kept between calls and brought up
+        to date with what was appended since (``HotIndex.refreshed``), and only the base's row
+        group that may hold ``key`` is decoded: the cost does not grow with the archive. An
+        archive without a hot index: its log's lines (:meth:`hot_records`)."""
+        index = None if self._index is None else self._index.refreshed()
+        self._index = index = index if index is not None else hot_index.HotIndex.read(self.root)
+        if index is None:
+            return self.hot_records().get(rel)
+        entry = index.get(key)
+        if entry is None or entry.rel != rel or entry.sha256 is None or entry.size is None:
+            return None
+        return FileRecord(entry.size, entry.sha256)
 
     def append_hot_record(
         self, rel: str, record: FileRecord, stamp: FileStamp | None = None
