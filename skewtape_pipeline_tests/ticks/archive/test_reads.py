@@ -26,7 +26,11 @@ from skewtape_pipeline.errors import (
 )
 from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.ops.compact import commit_compaction, compact_symbol_day
+from skewtape_pipeline.ticks.archive.ops.compact import (
+    commit_compaction,
+    compact_symbol_day,
+    is_unchanged,
+)
 from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.ops.query import open_ticks_view, run_query
@@ -415,6 +419,10 @@ def test_archive_without_a_hot_index_reads_by_listing_and_its_first_write_builds
     assert_reads_as_the_view(handle)
     assert verify_archive(handle.core).ok
     day = DAYS[-1]
+    for symbol in SYMBOLS:  # held already (its record in the log): nothing rewritten, no index
+        again = SymbolDayWrite(symbol=symbol, day=day, age_days=1)
+        assert is_unchanged(compact_symbol_day(handle.core, day_ticks(symbol, day), again))
+    assert hot_index.HotIndex.read(hot) is None
     compact_symbol_day(
         handle.core, day_ticks("NEW", day), SymbolDayWrite(symbol="NEW", day=day, age_days=1)
     )

@@ -222,6 +222,7 @@ class CatalogStore:
     def __init__(self, root: Path):
         self.root = Path(root)
         self._index: hot_index.HotIndex | None = None
+        self._legacy: tuple[FileStamp, dict[str, FileRecord]] | None = None
 
     def __repr__(self) -> str:
         return f"CatalogStore({str(self.root)!r})"
@@ -344,11 +345,18 @@ class CatalogStore:
         None when none was written for it. The hot index is kept between calls and brought up
         to date with what was appended since (``HotIndex.refreshed``), and only the base's row
         group that may hold ``key`` is decoded: the cost does not grow with the archive. An
-        archive without a hot index: its log's lines (:meth:`hot_records`)."""
+        archive without a hot index: its log's lines (:meth:`hot_records`, read again only when
+        the log changed)."""
         index = None if self._index is None else self._index.refreshed()
         self._index = index = index if index is not None else hot_index.HotIndex.read(self.root)
         if index is None:
-            return self.hot_records().get(rel)
+            try:
+                stamp = FileStamp.of(self.hot_records_path)
+            except FileNotFoundError:
+                return None
+            if self._legacy is None or self._legacy[0] != stamp:
+                self._legacy = (stamp, self.hot_records())
+            return self._legacy[1].get(rel)
         entry = index.get(key)
         if entry is None or entry.rel != rel or entry.sha256 is None or entry.size is None:
             return None
