@@ -409,7 +409,9 @@ def test_query_names_the_indexed_files_without_listing_the_hot_tier(hot, monkeyp
 # --- the hot index -------------------------------------------------------------------------------
 
 
-def test_archive_without_a_hot_index_reads_by_listing_and_its_first_write_builds_one(hot):
+def test_archive_without_a_hot_index_reads_by_listing_and_its_first_write_builds_one(
+    hot, monkeypatch
+):
     records = CatalogStore(hot).hot_records()
     hot_index.index_path(hot).unlink()  # as written before the index existed
     lines = [{"path": rel, "sha256": r.sha256, "size": r.size} for rel, r in records.items()]
@@ -419,9 +421,12 @@ def test_archive_without_a_hot_index_reads_by_listing_and_its_first_write_builds
     assert_reads_as_the_view(handle)
     assert verify_archive(handle.core).ok
     day = DAYS[-1]
-    for symbol in SYMBOLS:  # held already (its record in the log): nothing rewritten, no index
-        again = SymbolDayWrite(symbol=symbol, day=day, age_days=1)
-        assert is_unchanged(compact_symbol_day(handle.core, day_ticks(symbol, day), again))
+    with Touches(monkeypatch) as touched:
+        for symbol in SYMBOLS:  # held already (its record in the log): nothing rewritten
+            again = SymbolDayWrite(symbol=symbol, day=day, age_days=1)
+            assert is_unchanged(compact_symbol_day(handle.core, day_ticks(symbol, day), again))
+    log = str(hot_index.log_path(hot))
+    assert touched.opened.count(log) == 1  # the log's records read once, not once a day
     assert hot_index.HotIndex.read(hot) is None
     compact_symbol_day(
         handle.core, day_ticks("NEW", day), SymbolDayWrite(symbol="NEW", day=day, age_days=1)
