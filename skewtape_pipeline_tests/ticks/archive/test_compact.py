@@ -747,10 +747,13 @@ def test_retier_when_a_compaction_died_while_staging_removes_its_staged_file(tmp
     host = socket.gethostname().replace(".", "_")
     orphan = staging_folder(tmp_path) / f".part-0.parquet.{host}.{dead}.7.0{fsio.TEMP_MARKER}"
     orphan.write_bytes(b"a compaction killed while encoding")
+    spill = staging_folder(tmp_path) / f".spill.{host}.{dead}.7.1{fsio.TEMP_MARKER}"
+    (spill / "S").mkdir(parents=True)  # a compaction killed while spilling a large input
+    (spill / "S" / "chunk-0.arrow").write_bytes(b"spilled ticks")
 
     Archive(tmp_path, policy=TierPolicy()).retier(as_of=DAY)
 
-    assert not orphan.exists()
+    assert not orphan.exists() and not spill.exists()
     assert read_archive_batch(partition_file(tmp_path, "S", DAY)).equals(day_batch(5))
 
 

@@ -16,13 +16,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from skewtape_pipeline import faults, fsio
+from skewtape_pipeline import faults
 from skewtape_pipeline.storage import TierFile, delete, sha256_of, size_of
 from skewtape_pipeline.ticks.archive.store import hot_index
 from skewtape_pipeline.ticks.archive.store.books import EVENT_REMOVE, Books
 from skewtape_pipeline.ticks.archive.store.catalog_check import remove_stale_catalog_temps
 from skewtape_pipeline.ticks.archive.store.layout import staging_folder
 from skewtape_pipeline.ticks.archive.store.placement import archive_state, hot_rel
+from skewtape_pipeline.ticks.archive.store.spill import remove_orphaned_staging
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 
@@ -105,10 +106,10 @@ def remove_files(books: Books, garbage: list[Garbage]) -> list[TierFile]:
 def remove_leftovers(tiers: ArchiveTiers) -> None:
     """Remove what interrupted runs left in the archive ``tiers`` resolves, none of it ever part
     of the archive (so nothing is audited): each tier store's temporary files, temporary
-    catalogs, and staged symbol-day files whose compaction died (this host's, of processes that
-    are gone; never a live writer's). Called under the archive's lock."""
+    catalogs, and the staged symbol-day files and spill folders of compactions that died
+    (``spill.remove_orphaned_staging``: this host's, of processes that are gone; never a live
+    writer's). Called under the archive's lock."""
     for store in tiers.stores.values():
         store.remove_stale_temps()
     remove_stale_catalog_temps(tiers.root)
-    for temp in fsio.orphaned_temps(staging_folder(tiers.root)):
-        temp.unlink(missing_ok=True)
+    remove_orphaned_staging(staging_folder(tiers.root))
