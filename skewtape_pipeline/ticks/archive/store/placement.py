@@ -177,8 +177,8 @@ def classified(catalog: Catalog, files: list[HotFile]) -> ArchiveState:
 
 
 class ConsolidatedCopies:
-    """Compares live hot files with the consolidated copies of their symbol-days (each
-    consolidated file read at most once, from ``files``: the catalog's files resolved)."""
+    """Compares live hot files with the consolidated copies of their symbol-days (in
+    ``files``: the catalog's files resolved; of a copy, its rows alone are read)."""
 
     def __init__(self, files: Mapping[str, TierFile], catalog: Catalog):
         self.files, self.catalog = files, catalog
@@ -188,15 +188,17 @@ class ConsolidatedCopies:
         """The sha256 of ``hot`` when it holds the bytes that were moved, or other bytes with
         the very ticks (ts, price, quantity, side) of ``entry``'s consolidated copy (the day
         compacted again unchanged): the hot file is then that copy's source. None when the
-        ticks differ (a correction: the hot file is newer), or when it does not read."""
+        ticks differ (a correction: the hot file is newer), or when its ticks do not read.
+        Raises DamagedFileError naming the hot file when its footer does not decode."""
         data = Path(hot.path).read_bytes()
         digest = sha256_bytes(data)
         if entry.source is not None and digest == entry.source.sha256:
             return digest
-        if entry.rows != read_footer(hot.path).num_rows:
+        buffer = owned_buffer(data)
+        if entry.rows != read_footer(hot.path, buffer).num_rows:  # the bytes hashed, not a reread
             return None
         try:
-            batch = read_archive_batch(owned_reader(owned_buffer(data)))  # type: ignore[arg-type]
+            batch = read_archive_batch(owned_reader(buffer))  # type: ignore[arg-type]
         except (OSError, TickFormatError, pa.ArrowException):
             return None  # unreadable: planned as a newer copy, refused when it is read
         if batch.first_difference(self._copy(entry)) is not None:

@@ -139,10 +139,12 @@ def record_problems(
 
 
 class VerifiedSources:
-    """Reads the symbol-days a re-tiering rewrite moves from hot files and consolidated files
-    (each whole file read once, and verified first: its size and sha256 against its record, a
-    hot file's in the hot file records, read when this is built, a consolidated file's in
-    ``catalog``; then its footer), and keeps the sources read for the rewrite's audit record.
+    """Reads the symbol-days a re-tiering rewrite moves from hot files and consolidated files,
+    each verified first: a hot file read whole, its size and sha256 checked against the hot file
+    records (read when this is built), then parsed from those bytes; a consolidated file's size
+    and sha256 checked against ``catalog`` when the rewrite reaches it (again if it comes back
+    after another file), then its footer and the rows of each symbol-day read. Keeps the sources
+    read for the rewrite's audit record.
 
     Raises DamagedFileError (naming the file and the difference) for a file that differs from
     its record or whose pages fail their checksums, CatalogMismatchError for a hot file
