@@ -15,6 +15,7 @@ import skewtape_pipeline
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
+from skewtape_pipeline.ticks.archive.store.books import EVENT_REWRITE, default_audit_log
 from skewtape_pipeline.ticks.archive.store.catalog import (
     CatalogStore,
 )
@@ -22,6 +23,7 @@ from skewtape_pipeline.ticks.archive.store.policy import COLD, TierPolicy, TierS
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.validate import day_start_ns
 from skewtape_pipeline_tests.ticks.archive.test_reads import assert_reads_as_the_view
+from skewtape_pipeline_tests.ticks.archive_builders import audit_events
 
 FIRST = date(2026, 3, 2)
 AS_OF = FIRST + timedelta(days=400)
@@ -112,3 +114,17 @@ def test_retier_when_a_period_exceeds_the_target_size_writes_several_catalogued_
     assert (
         again.files_written == [] and CatalogStore(root).read().files.keys() == catalog.files.keys()
     )
+
+
+def test_retier_when_a_period_becomes_several_files_audits_each_with_its_own_sources(
+    tmp_path, no_fsync
+):
+    policy = split_policy(16 * 1024)
+    root = hot_archive(tmp_path / "archive", 30, 10_000, policy)
+    Archive(root, policy=policy, audit_log=default_audit_log(root)).retier(as_of=AS_OF)
+    rewrites = [e for e in audit_events(root) if e["event"] == EVENT_REWRITE]
+    assert len(rewrites) > 2
+    for record in rewrites:  # one hot file per symbol-day: as many sources as symbol-days
+        assert len(record["sources"]) == record["symbol_days"], record["file"]
+    named = [s["file"] for record in rewrites for s in record["sources"]]
+    assert len(named) == len(set(named)) == 30  # each hot file named once, by its own file

@@ -298,7 +298,8 @@ def _write_rewrite(
             for p in partitions
             if p.key in moved
         ]
-        _audit_rewrite(core, rewrite, written, rel, reader.take_sources())
+        sources = reader.sources_of((symbol, day) for symbol, day, _ in written.parts)
+        _audit_rewrite(core, rewrite, written, rel, sources)
         faults.checkpoint(f"wrote:{written.path.name}")
         out.append(_Written(rewrite, written, rel, partitions, moves))
     return out

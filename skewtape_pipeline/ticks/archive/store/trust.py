@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import pyarrow as pa
@@ -157,7 +158,8 @@ class VerifiedSources:
         or its consolidated copy's entry's."""
         self._footers: dict[str, pq.FileMetaData] = {}
         self._rows: dict[str, dict[SymbolDayKey, tuple[int, int]]] = {}
-        self._read: dict[str, str] = {}
+        self._read: dict[str, str] = {}  # catalog path: sha256 of every file read
+        self._source: dict[SymbolDayKey, str] = {}  # symbol-day: the catalog path it came from
         self._records = store.hot_records()
 
     def part(
@@ -176,6 +178,7 @@ class VerifiedSources:
         :attr:`stamps`)."""
 
         def read() -> TickBatch:
+            self._source[key] = rel
             if hot is not None:
                 batch, self.stamps[key] = self._read_hot(hot, rel)
                 return batch
@@ -188,11 +191,11 @@ class VerifiedSources:
         assert entry is not None
         return PartSource(*key, entry.rows, read)
 
-    def take_sources(self) -> list[dict[str, str]]:
-        """The files read since the last call, each catalog path with its sha256, sorted (for
-        one audit record: forgotten once taken)."""
-        taken, self._read = self._read, {}
-        return [{"file": rel, "sha256": digest} for rel, digest in sorted(taken.items())]
+    def sources_of(self, keys: Iterable[SymbolDayKey]) -> list[dict[str, str]]:
+        """The files the symbol-days ``keys`` were read from, each catalog path with its
+        sha256, sorted (for the audit record of the file they were written to)."""
+        read = sorted({self._source[key] for key in keys})
+        return [{"file": rel, "sha256": self._read[rel]} for rel in read]
 
     def _read_consolidated(self, file: TierFile, rel: str, entry: CatalogPartition) -> TickBatch:
         """The ticks of ``entry``'s symbol-day, from the consolidated ``file`` (catalog path
