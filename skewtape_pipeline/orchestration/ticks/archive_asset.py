@@ -9,8 +9,9 @@ did back from the reports table (the run's rows), so no op's output needs a disk
 machine shares besides the data root itself.
 
 The recording op gives each venue-day its materialization metadata (the symbol-days archived,
-with tick counts, the ones skipped because they had no trades, the ones removed; whether the
-venue left the newest snapshot, its ticks kept from the last snapshot that held its month file)
+with tick counts, and how many of them the archive already held unchanged; the ones skipped
+because they had no trades, the ones removed; whether the venue left the newest snapshot, its
+ticks kept from the last snapshot that held its month file)
 and runs one check over the run: DuckDB read every written file back equal to the fills (the
 run's tier policy is recorded there, once). The compression target is checked where it means
 something: on the consolidated files re-tiering writes (``tick_archive_tiers``); a hot
@@ -93,9 +94,11 @@ def _archive_shard_op(shard: int) -> dg.OpDefinition:
                 result = archive_venue_day(
                     skewtape.history_dir, (venue, day), options, symbols=named
                 )
+                unchanged = sum(bool(row.unchanged) for row in result.archived)
                 context.log.info(
                     f"{key}: {len(result.archived)} symbol-day(s) archived "
-                    f"({result.tick_count} ticks), {len(result.skipped)} skipped (no trades), "
+                    f"({result.tick_count} ticks; {unchanged} already held unchanged, not "
+                    f"written), {len(result.skipped)} skipped (no trades), "
                     f"{len(result.removed)} removed"
                 )
 

@@ -1,7 +1,9 @@
 """A venue-day's materialization metadata, from its rows of the archive's reports table.
 
 At a glance: how many of the venue-day's symbol-days hold ticks (``symbol_days_archived``),
-how many had no trades and were skipped (nothing written), how many the publisher corrected
+how many of those the archive already held with the very same ticks, so the run wrote nothing
+for them (``symbol_days_unchanged``: all of them on a rerun over the same fills), how many had no
+trades and were skipped (nothing written), how many the publisher corrected
 away (``symbol_days_removed``), how many prices and quantities carried float noise stored
 rounded to the scale (``float_noise_normalized``), and a table of the archived ones with their
 tick counts, the busiest first. Every symbol-day's full report is a row of the
@@ -46,6 +48,7 @@ def venue_day_metadata(rows: pa.Table, *, scope: Sequence[str] | None) -> dict[s
     counts = {status: sum(r["status"] == status for r in records) for status in (SKIPPED, REMOVED)}
     metadata: dict[str, object] = {
         "symbol_days_archived": dg.MetadataValue.int(len(archived)),
+        "symbol_days_unchanged": dg.MetadataValue.int(sum(bool(r["unchanged"]) for r in archived)),
         "symbol_days_skipped_no_trades": dg.MetadataValue.int(counts[SKIPPED]),
         "symbol_days_removed": dg.MetadataValue.int(counts[REMOVED]),
         "tick_count": dg.MetadataValue.int(sum(r["tick_count"] for r in archived)),

@@ -27,6 +27,7 @@ from urllib.parse import quote
 import duckdb
 
 from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.ticks.archive.ops.compact import is_unchanged
 from skewtape_pipeline.ticks.archive.ops.compact_plan import DEFAULT_MEMORY_LIMIT
 from skewtape_pipeline.ticks.archive.store.layout import PART_FILE_NAME, decode_symbol
 from skewtape_pipeline.ticks.archive.store.reports_table import (
@@ -235,6 +236,7 @@ def _row(
         price_scale=report.price_scale,
         round_trip_verified=report.round_trip_verified,
         float_noise_normalized=report.float_noise_normalized,
+        unchanged=is_unchanged(report),
     )
 
 

@@ -143,6 +143,20 @@ def test_tick_archive_when_rerun_unchanged_reports_archive_version_0_not_an_earl
 
     assert again.success and VersionLog(sample_root / "archive").count() == committed
     assert archive_versions_reported(again) == {0}
+    assert all(unchanged == 0 for _, unchanged in unchanged_reported(first))
+    assert all(unchanged == archived for archived, unchanged in unchanged_reported(again))
+    assert sorted(a for a, _ in unchanged_reported(again)) == sorted(
+        a for a, _ in unchanged_reported(first)
+    ) and any(a for a, _ in unchanged_reported(again))
+
+
+def unchanged_reported(result: dg.ExecuteInProcessResult) -> list[tuple[int, int]]:
+    """``(symbol_days_archived, symbol_days_unchanged)`` of each of the run's venue-days."""
+    events = result.get_asset_materialization_events()
+    return [
+        (m["symbol_days_archived"].value, m["symbol_days_unchanged"].value)
+        for m in (e.materialization.metadata for e in events)
+    ]
 
 
 def test_tick_archive_when_run_reports_table_answers_one_symbol_day_through_duckdb(
@@ -186,6 +200,27 @@ def test_venue_day_metadata_when_fills_carried_float_noise_sums_it(tmp_path: Pat
     write_venue_day_reports(tmp_path, "v", day, rows, replace_all=True)
     metadata = venue_day_metadata(read_venue_day_reports(tmp_path, "v", day), scope=None)
     assert metadata["float_noise_normalized"].value == 7
+
+
+def test_venue_day_metadata_counts_the_symbol_days_held_unchanged(tmp_path: Path):
+    day = date.fromisoformat(DAY)
+    source = ("bundle", "fills/v/2026-10.parquet", None, "run-1")
+    rows = [
+        ReportRow(f"v:{name}", "v", day, status, 5, *source, unchanged=unchanged)
+        for name, status, unchanged in (
+            ("a", "archived", True),
+            ("b", "archived", False),
+            ("c", "archived", None),  # a row written before the column existed
+            ("d", "archived", True),
+            ("e", "skipped", None),
+        )
+    ]
+    write_venue_day_reports(tmp_path, "v", day, rows, replace_all=True)
+    metadata = venue_day_metadata(read_venue_day_reports(tmp_path, "v", day), scope=None)
+    assert (metadata["symbol_days_archived"].value, metadata["symbol_days_unchanged"].value) == (
+        4,
+        2,
+    )
 
 
 def test_tick_archive_when_one_partition_materialized_backfills_only_that_venue_day(

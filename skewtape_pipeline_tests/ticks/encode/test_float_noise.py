@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.ticks.archive.store.layout import recorded_schema
 from skewtape_pipeline.ticks.archive.store.reports_table import (
+    REPORTS_SCHEMA,
     ReportRow,
     read_venue_day_reports,
     reports_file,
@@ -180,3 +181,20 @@ def test_reports_table_when_file_predates_the_noise_column_reads_it_as_null(tmp_
     con.execute(reports_view_sql([tmp_path]))
     rows = con.execute("SELECT venue, float_noise_normalized FROM tick_reports ORDER BY venue")
     assert rows.fetchall() == [("v", 2), ("w", None)]
+
+
+def test_reports_view_when_every_file_predates_the_later_columns_still_has_them(tmp_path):
+    write_venue_day_reports(tmp_path, "w", DAY, [report_row("w:a", "w", 0)], replace_all=True)
+    older = reports_file(tmp_path, "w", DAY)  # as written before either column existed
+    pq.write_table(
+        pq.read_table(older).drop_columns(["float_noise_normalized", "unchanged"]), older
+    )
+
+    assert read_venue_day_reports(tmp_path, "w", DAY)["unchanged"].to_pylist() == [None]
+    con = duckdb.connect()
+    con.execute(reports_view_sql([tmp_path]))
+    rows = con.execute("SELECT symbol, float_noise_normalized, unchanged FROM tick_reports")
+    assert rows.fetchall() == [("w:a", None, None)]
+    assert [d[0] for d in con.execute("SELECT * FROM tick_reports").description] == [
+        f.name for f in REPORTS_SCHEMA
+    ]

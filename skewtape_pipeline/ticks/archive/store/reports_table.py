@@ -64,6 +64,7 @@ REPORTS_SCHEMA = pa.schema(
         pa.field("venue_departed", pa.bool_(), nullable=False),
         pa.field("batch", pa.string(), nullable=False),
         pa.field("float_noise_normalized", pa.int64()),
+        pa.field("unchanged", pa.bool_()),
     ]
 )
 """One row per symbol-day. ``path`` is relative to the archive root; ``batch`` names the run
@@ -72,7 +73,9 @@ rows DuckDB read back differently from the fills (0 when the file is exact); ``v
 says the newest snapshot no longer holds the venue's month file, so the symbol-day was read
 from the last snapshot that held it (a venue that leaves keeps its ticks);
 ``float_noise_normalized`` counts the prices and quantities whose float representation noise
-was rounded away (null in files written before the column existed)."""
+was rounded away; ``unchanged`` says the archive already held an ``archived`` symbol-day with
+the very same ticks, so the run wrote nothing for it (a rerun's days). Both are null in files
+written before the column existed."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,7 @@ class ReportRow:
     price_scale: int | None = None
     round_trip_verified: bool | None = None
     float_noise_normalized: int | None = None
+    unchanged: bool | None = None
 
 
 def reports_dir(archive_root: Path) -> Path:
@@ -182,7 +186,8 @@ def reports_view_sql(
     is now (null when it is no longer in the view: withdrawn), never a file re-tiering removed.
     Without it they are what the run that wrote the row reported."""
     roots = list(roots)
-    branches = []
+    columns = ", ".join(f"CAST(NULL AS {_duckdb_type(f.type)}) AS {f.name}" for f in REPORTS_SCHEMA)
+    branches = [f"SELECT {columns} WHERE false"]  # every column, whatever the files predate
     for index, root in enumerate(roots):
         files = [str(p.absolute()) for p in reports_files(root)]
         if not files:
@@ -197,11 +202,6 @@ def reports_view_sql(
             f"SELECT r.* REPLACE ({now.format('tier')}, {now.format('path')}) FROM {source} r "
             f"LEFT JOIN {places[index]} p ON r.symbol = p.symbol AND r.date = p.date"
         )
-    if not branches:
-        columns = ", ".join(
-            f"CAST(NULL AS {_duckdb_type(f.type)}) AS {f.name}" for f in REPORTS_SCHEMA
-        )
-        return f"CREATE OR REPLACE VIEW {name} AS SELECT {columns} WHERE false"
     return f"CREATE OR REPLACE VIEW {name} AS " + " UNION ALL BY NAME ".join(branches)
 
 
@@ -239,14 +239,17 @@ def _read_file(path: Path) -> pa.Table:
     return table
 
 
-_LATER_COLUMNS = ("float_noise_normalized",)
+_LATER_COLUMNS = ("float_noise_normalized", "unchanged")
 """Columns added to :data:`REPORTS_SCHEMA` after files were written without them (the last ones)."""
 
 
 def _with_later_columns(table: pa.Table) -> pa.Table:
-    """A file written before a later column existed, with that column as nulls."""
-    for name in _LATER_COLUMNS:
-        if name not in table.column_names:
-            field = REPORTS_SCHEMA.field(name)
-            table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+    """A file written before a later column existed, with that column as nulls (the columns in
+    :data:`REPORTS_SCHEMA`'s order)."""
+    missing = [name for name in _LATER_COLUMNS if name not in table.column_names]
+    for name in missing:
+        field = REPORTS_SCHEMA.field(name)
+        table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+    if missing and set(table.column_names) == set(REPORTS_SCHEMA.names):
+        table = table.select(REPORTS_SCHEMA.names)
     return table
