@@ -10,7 +10,7 @@ footers of the files it read (by content, so immutable too) and the cache of ver
 1. names the files of the wanted symbol-days from the catalog and the hot index alone (no
    listing of the root, no record of a file it does not read): a symbol-day's hot file when it
    is the live copy, else its consolidated file and, from the catalog's row counts, its rows in
-   it (``catalog.file_rows``) and so the row groups that hold them;
+   it (``catalog.FileRows``) and so the row groups that hold them;
 2. verifies those files only (stamp; sha256 when the stamp changed: ``trust.VerifiedFiles``),
    a file changed behind the archive's back being refused as the ``ticks`` view refuses it;
 3. reads the projected columns of those files and row groups (several files side by side:
@@ -52,8 +52,8 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     CatalogPartition,
     FileRecord,
+    FileRows,
     SymbolDayKey,
-    file_rows,
     partitions_of,
     symbols_of,
 )
@@ -127,7 +127,7 @@ class _Snapshot:
             records = hot_index.legacy_records(self.root)
             listed = hot_index.scan_index(self.root, records)
             self._listed = {e.key: e for e in listed if e.present}
-        self._rows: dict[str, dict[SymbolDayKey, tuple[int, int]]] = {}
+        self._rows = FileRows(catalog)
         self._parts: dict[str, list[CatalogPartition]] = {}
         self._files: dict[str, TierFile] = {}
         self._pieces: dict[tuple[str, date | None, date | None], list[_Piece]] = {}
@@ -225,9 +225,7 @@ class _Snapshot:
 
     def _consolidated_piece(self, tiers: ArchiveTiers, part: CatalogPartition) -> _Piece:
         item = self.catalog.files[part.file]
-        if part.file not in self._rows:
-            self._rows[part.file] = file_rows(self.catalog, part.file)
-        rows = self._rows[part.file][part.key]
+        rows = self._rows.of(part)
         record = FileRecord(item.bytes, item.sha256)
         file = self._files.get(part.file)
         if file is None:

@@ -656,6 +656,24 @@ def partitions_of(catalog: Catalog, symbol: str) -> list[CatalogPartition]:
     return sorted((p for k, p in parts.items() if k[0] == symbol), key=_order)
 
 
+class FileRows:
+    """Where a catalog's symbol-days are in their consolidated files: ``(first row, rows)`` of
+    a partition (:func:`file_rows`, worked out once per file when first asked)."""
+
+    def __init__(self, catalog: Catalog):
+        self.catalog = catalog
+        self._by_file: dict[str, dict[SymbolDayKey, tuple[int, int]]] = {}
+
+    def of(self, partition: CatalogPartition) -> tuple[int, int]:
+        """``(first row, rows)`` of ``partition``'s symbol-day in its file.
+
+        Raises KeyError for a partition its file does not hold in the catalog."""
+        rows = self._by_file.get(partition.file)
+        if rows is None:
+            rows = self._by_file[partition.file] = file_rows(self.catalog, partition.file)
+        return rows[partition.key]
+
+
 def file_rows(catalog: Catalog, file: str) -> dict[SymbolDayKey, tuple[int, int]]:
     """``{symbol-day: (first row, rows)}`` of the consolidated file ``file``: its symbol-days
     are its rows in (symbol, date) order, as the catalog lists them."""

@@ -43,8 +43,8 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
     CatalogPartition,
     CatalogStore,
     FileRecord,
+    FileRows,
     SymbolDayKey,
-    file_rows,
 )
 from skewtape_pipeline.ticks.archive.store.consolidate import read_footer, read_symbol_day
 from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, TIERS, WARM
@@ -181,8 +181,7 @@ class ConsolidatedCopies:
     ``files``: the catalog's files resolved; of a copy, its rows alone are read)."""
 
     def __init__(self, files: Mapping[str, TierFile], catalog: Catalog):
-        self.files, self.catalog = files, catalog
-        self._rows: dict[str, dict[SymbolDayKey, tuple[int, int]]] = {}
+        self.files, self.catalog, self._rows = files, catalog, FileRows(catalog)
 
     def same_ticks(self, hot: HotFile, entry: CatalogPartition) -> str | None:
         """The sha256 of ``hot`` when it holds the bytes that were moved, or other bytes with
@@ -207,12 +206,8 @@ class ConsolidatedCopies:
 
     def _copy(self, entry: CatalogPartition) -> TickBatch:
         """The consolidated copy's ticks, its rows alone read (the catalog places them)."""
-        if entry.file not in self._rows:
-            self._rows[entry.file] = file_rows(self.catalog, entry.file)
         path = self.files[entry.file]
-        return read_symbol_day(
-            path, read_footer(path), entry.key, self._rows[entry.file][entry.key]
-        )
+        return read_symbol_day(path, read_footer(path), entry.key, self._rows.of(entry))
 
 
 # --- locations and metrics ----------------------------------------------------------------------

@@ -41,9 +41,9 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
     CatalogPartition,
     CatalogStore,
     FileRecord,
+    FileRows,
     SourceStamp,
     SymbolDayKey,
-    file_rows,
 )
 from skewtape_pipeline.ticks.archive.store.consolidate import (
     PartSource,
@@ -157,7 +157,7 @@ class VerifiedSources:
         """The stamp of each symbol-day's source once read: its hot file's (the bytes read),
         or its consolidated copy's entry's."""
         self._footers: dict[str, pq.FileMetaData] = {}
-        self._rows: dict[str, dict[SymbolDayKey, tuple[int, int]]] = {}
+        self._rows = FileRows(catalog)
         self._read: dict[str, str] = {}  # catalog path: sha256 of every file read
         self._source: dict[SymbolDayKey, str] = {}  # symbol-day: the catalog path it came from
         self._records = store.hot_records()
@@ -201,10 +201,8 @@ class VerifiedSources:
         """The ticks of ``entry``'s symbol-day, from the consolidated ``file`` (catalog path
         ``rel``) once its size and sha256 are the catalog's; its rows alone are read."""
         footer = self._verified_consolidated(file, rel)
-        if entry.file not in self._rows:
-            self._rows[entry.file] = file_rows(self.catalog, entry.file)
         try:
-            return read_symbol_day(file, footer, entry.key, self._rows[entry.file][entry.key])
+            return read_symbol_day(file, footer, entry.key, self._rows.of(entry))
         except OSError as exc:  # a page that fails its checksum
             raise DamagedFileError(
                 f"a page fails its checksum or decoding ({exc}); restore the file from a copy",
