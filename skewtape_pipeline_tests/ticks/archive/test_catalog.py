@@ -177,11 +177,20 @@ def test_write_catalog_when_committed_by_retier_audit_names_the_file_sha256(tmp_
     monkeypatch.setattr(os, "fsync", lambda fd: None)
     as_of = DAYS[-1] + timedelta(days=14)
     root = build_archive(tmp_path, as_of=as_of, days=DAYS[:2])
+    encoded, to_bytes = 0, Catalog.to_bytes
+
+    def counted(catalog: Catalog) -> bytes:
+        nonlocal encoded
+        encoded += 1
+        return to_bytes(catalog)
+
+    monkeypatch.setattr(Catalog, "to_bytes", counted)
     Archive(root, policy=POLICY, audit_log=tmp_path / "audit.jsonl").retier(as_of=as_of)
     records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     moved, settled = [r for r in records if "catalog_sha256" in r]
     assert moved["symbol_days_moved"] == 6 and settled["generation"] == moved["generation"]
     assert settled["catalog_sha256"] == sha256_file(CatalogStore(root).path)
+    assert encoded == 2  # each of the two commits builds the catalog's bytes once
     catalog = CatalogStore(root).read()
     assert len(catalog.partitions) == 6  # 3 symbols x 2 days
     # the moved hot files are gone, so the catalog no longer carries their stamps

@@ -50,7 +50,7 @@ from skewtape_pipeline.errors import (
     VersionError,
     location,
 )
-from skewtape_pipeline.hashing import FileStamp, sha256_bytes, sha256_file
+from skewtape_pipeline.hashing import FileStamp, sha256_file
 from skewtape_pipeline.storage import (
     TierFile,
     exists,
@@ -147,9 +147,9 @@ def rebuild_catalog(core: ArchiveCore, *, allow_fewer: bool = False) -> RebuildR
         catalog = _rebuilt(core, chosen, hot, old, recorded)
         if not allow_fewer:
             _refuse_fewer(tiers, old, len(catalog.partitions))
-        core.catalog.write(catalog)
+        digest = core.catalog.write(catalog)
         added = _record_unrecorded_hot_files(core, catalog, records, list(hot.values()))
-        _audit_rebuild(core, catalog, superseded, sorted(added))
+        _audit_rebuild(core, catalog, digest, superseded, sorted(added))
         core.versions.record("rebuild-catalog")
     return RebuildResult(
         root,
@@ -230,15 +230,15 @@ def _record_unrecorded_hot_files(
 
 
 def _audit_rebuild(
-    core: ArchiveCore, catalog: Catalog, superseded: list[RecordedFile], hot_recorded: list[str]
+    core: ArchiveCore,
+    catalog: Catalog,
+    digest: str,
+    superseded: list[RecordedFile],
+    hot_recorded: list[str],
 ) -> None:
-    """Append the rebuild's record: the new catalog, the files left out (``superseded``), the
-    hot files recorded."""
-    record = {
-        "event": EVENT_REBUILD,
-        "archive": str(core.root.absolute()),
-        "generation": catalog.generation,
-        "catalog_sha256": sha256_bytes(catalog.to_bytes()),
+    """Append the rebuild's record: the new catalog (written with sha256 ``digest``), the files
+    left out (``superseded``), the hot files recorded."""
+    record = core.catalog.audit_record(EVENT_REBUILD, catalog, digest) | {
         "files": sorted(catalog.files),
         "superseded": [core.tiers.relative(r.path) for r in superseded],
         "hot_files_recorded": hot_recorded,

@@ -279,26 +279,33 @@ class CatalogStore:
         _PARSED[str(parquet)] = (stamp, catalog)
         return catalog
 
-    def write(self, catalog: Catalog) -> None:
-        """Replace the catalog atomically (temporary file, fsync, rename, fsync the folder).
+    def write(self, catalog: Catalog) -> str:
+        """Replace the catalog atomically (temporary file, fsync, rename, fsync the folder);
+        returns the sha256 of the bytes written (built once).
 
         Raises TickFormatError, writing nothing, for a catalog that would not read back
         (see :meth:`Catalog.to_bytes`).
         """
-        fsio.atomic_write_bytes(self.path, catalog.to_bytes())
+        data = catalog.to_bytes()
+        fsio.atomic_write_bytes(self.path, data)
+        return sha256_bytes(data)
+
+    def audit_record(self, event: str, catalog: Catalog, digest: str) -> dict[str, Any]:
+        """The fields an audit record of a catalog written starts with: ``event``, the archive,
+        the catalog's generation and ``digest``, the sha256 :meth:`write` returned."""
+        return {
+            "event": event,
+            "archive": str(self.root.absolute()),
+            "generation": catalog.generation,
+            "catalog_sha256": digest,
+        }
 
     def commit(self, catalog: Catalog, books: Books, details: Mapping[str, Any]) -> None:
         """Replace the catalog with ``catalog`` (:meth:`write`), then append the commit to the
         audit log of the archive's ``books``: its generation, the sha256 of its bytes and
         ``details``."""
-        self.write(catalog)
-        record = {
-            "event": EVENT_COMMIT,
-            "archive": str(self.root.absolute()),
-            "generation": catalog.generation,
-            "catalog_sha256": sha256_bytes(catalog.to_bytes()),
-        }
-        books.audit([record | dict(details)])
+        digest = self.write(catalog)
+        books.audit([self.audit_record(EVENT_COMMIT, catalog, digest) | dict(details)])
 
     def without_gone_source(self, partition: CatalogPartition) -> CatalogPartition:
         """``partition`` without its source stamp when the hot file it names is gone (removed
