@@ -31,7 +31,8 @@ import functools
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -181,6 +182,29 @@ def stamp_of(file: TierFile) -> FileStamp:
     tag = int(sha256_bytes(bytes(headers.get("ETag", b"")))[:16], 16)
     mtime = _epoch_ns(bytes(headers.get("Last-Modified", b"")).decode("ascii", "replace"))
     return FileStamp(device=0, inode=tag, size=size, mtime_ns=mtime, ctime_ns=mtime)
+
+
+HEAD_REQUESTS = 16
+"""Objects whose stamps :func:`stamps_of` asks for side by side (HEAD requests mostly wait)."""
+
+
+def stamps_of(files: Sequence[TierFile]) -> list[FileStamp | None]:
+    """:func:`stamp_of` of each of ``files``, in order (None for one that is not there), the
+    objects' HEAD requests made side by side, a local file's ``stat`` in turn."""
+    objects = [i for i, file in enumerate(files) if isinstance(file, ObjectFile)]
+    found: dict[int, FileStamp | None] = {}
+    if len(objects) > 1:
+        with ThreadPoolExecutor(min(len(objects), HEAD_REQUESTS)) as heads:
+            asked = heads.map(_stamp_or_none, [files[i] for i in objects])
+            found = dict(zip(objects, asked, strict=True))
+    return [found[i] if i in found else _stamp_or_none(file) for i, file in enumerate(files)]
+
+
+def _stamp_or_none(file: TierFile) -> FileStamp | None:
+    try:
+        return stamp_of(file)
+    except FileNotFoundError:
+        return None
 
 
 def _epoch_ns(iso: str) -> int:

@@ -4,6 +4,7 @@ real S3-compatible server (SeaweedFS on loopback; the ``seaweedfs`` fixture)."""
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from dataclasses import replace
 from datetime import timedelta
@@ -601,3 +602,41 @@ def test_archive_read_over_s3_tiers_equals_the_view_and_refuses_an_object_change
     with pytest.raises(DamagedFileError, match="the catalog recorded") as raised:
         handle.read(["ES"])
     assert uri in str(raised.value)
+
+
+def test_read_and_query_over_s3_tiers_ask_the_objects_stamps_side_by_side(
+    tmp_path, no_fsync, s3_env, monkeypatch
+):
+    root, policy = tiered_on_s3(tmp_path, s3_env)  # ES: cold and warm objects, a hot file
+    handle = Archive(root, policy=policy, audit_log=None)
+    objects = {str(handle.tiers.resolve(f.path)) for f in CatalogStore(root).read().files.values()}
+    assert len(objects) >= 2
+    real_stamp_of = storage.stamp_of
+
+    def first_two_wait_for_each_other(monkeypatch) -> None:
+        """The first two objects asked about wait for each other: asked one at a time, the
+        first would wait in vain (BrokenBarrierError)."""
+        both_asked, waiting = threading.Barrier(2, timeout=20), iter(range(2))
+
+        def stamp_of(file):
+            if str(file) in objects and next(waiting, None) is not None:
+                both_asked.wait()
+            return real_stamp_of(file)
+
+        monkeypatch.setattr(storage, "stamp_of", stamp_of)
+
+    first_two_wait_for_each_other(monkeypatch)
+    got = handle.read(["ES"])
+    first_two_wait_for_each_other(monkeypatch)
+    (count,) = run_query("SELECT count(*) AS n FROM ticks", ArchiveCore(root, policy=policy))[
+        "n"
+    ].to_pylist()
+
+    assert set(got["tier"].to_pylist()) == {HOT, WARM, COLD}
+    assert count == view_rows_count(handle)
+    assert_reads_as_the_view(handle)
+
+
+def view_rows_count(handle: Archive) -> int:
+    """Rows of the whole archive, as ``Archive.read`` returns them."""
+    return handle.read().num_rows

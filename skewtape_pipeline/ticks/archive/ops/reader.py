@@ -46,7 +46,7 @@ from skewtape_pipeline.errors import (
     UnknownSymbolError,
 )
 from skewtape_pipeline.hashing import FileStamp
-from skewtape_pipeline.storage import TierFile, parquet_source, reading, stamp_of
+from skewtape_pipeline.storage import TierFile, parquet_source, reading, stamps_of
 from skewtape_pipeline.ticks.archive.store import hot_index
 from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
@@ -434,19 +434,25 @@ class ArchiveReader:
         if self._verified is None:
             self._verified = VerifiedFiles(self.root)
         verified = self._verified
-        seen = set()
+        files: dict[str, _Piece] = {}
+        for piece in pieces:
+            files.setdefault(piece.rel, piece)
+        stamps = self._stamps(list(files.values()))
         try:
-            for piece in pieces:
-                if piece.rel in seen:
-                    continue
-                seen.add(piece.rel)
-                try:
-                    stamp = stamp_of(piece.file)
-                except FileNotFoundError:
-                    raise _missing(self.tiers, piece) from None
-                verified.check(piece.rel, piece.file, stamp, piece.record, piece.whose)
+            for piece in files.values():
+                verified.check(piece.rel, piece.file, stamps[piece.rel], piece.record, piece.whose)
         finally:
             verified.save()
+
+    def _stamps(self, files: list[_Piece]) -> dict[str, FileStamp]:
+        """The stamp of each piece's file (``storage.stamps_of``: objects asked side by side);
+        CatalogMismatchError naming the first file not there and the repair."""
+        stamps = {}
+        for piece, stamp in zip(files, stamps_of([p.file for p in files]), strict=True):
+            if stamp is None:
+                raise _missing(self.tiers, piece)
+            stamps[piece.rel] = stamp
+        return stamps
 
     def _read_file(self, pieces: list[_Piece], picked: list[str]) -> list[pa.Table]:
         """The tables of ``pieces``, all of one file."""

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from skewtape_pipeline.arrow_memory import owned_buffer, owned_reader
 from skewtape_pipeline.errors import CatalogMismatchError, DamagedFileError, TickFormatError
 from skewtape_pipeline.hashing import FileStamp, HashCache, sha256_bytes
-from skewtape_pipeline.storage import TierFile, sha256_of, size_of, stamp_of
+from skewtape_pipeline.storage import TierFile, sha256_of, size_of, stamps_of
 from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     CatalogPartition,
@@ -374,11 +374,10 @@ def verify_before_reading(tiers: ArchiveTiers, state: ArchiveState) -> None:
 def verify_consolidated(verified: VerifiedFiles, tiers: ArchiveTiers, state: ArchiveState) -> None:
     """Verify the consolidated files ``state``'s catalog lists against it (see
     :func:`verify_before_reading`); a file not on disk is left to the reader's own check."""
-    for item in sorted(state.catalog.files.values(), key=lambda f: f.path):
-        path = tiers.resolve(item.path)
-        try:
-            stamp = stamp_of(path)
-        except FileNotFoundError:
-            continue
-        record = FileRecord(item.bytes, item.sha256)
-        verified.check(item.path, path, stamp, record, "the catalog")
+    items = sorted(state.catalog.files.values(), key=lambda f: f.path)
+    paths = [tiers.resolve(item.path) for item in items]
+    for item, path, stamp in zip(items, paths, stamps_of(paths), strict=True):
+        if stamp is not None:
+            verified.check(
+                item.path, path, stamp, FileRecord(item.bytes, item.sha256), "the catalog"
+            )
