@@ -190,13 +190,20 @@ HEAD_REQUESTS = 16
 
 def stamps_of(files: Sequence[TierFile]) -> list[FileStamp | None]:
     """:func:`stamp_of` of each of ``files``, in order (None for one that is not there), the
-    objects' HEAD requests made side by side, a local file's ``stat`` in turn."""
+    objects' HEAD requests made side by side, a local file's ``stat`` in turn.
+
+    Raises ObjectStoreError naming the URI of an object store that cannot be used, as soon as
+    one request fails (the requests not yet sent are dropped)."""
     objects = [i for i, file in enumerate(files) if isinstance(file, ObjectFile)]
     found: dict[int, FileStamp | None] = {}
     if len(objects) > 1:
         with ThreadPoolExecutor(min(len(objects), HEAD_REQUESTS)) as heads:
-            asked = heads.map(_stamp_or_none, [files[i] for i in objects])
-            found = dict(zip(objects, asked, strict=True))
+            asked = {i: heads.submit(_stamp_or_none, files[i]) for i in objects}
+            try:
+                found = {i: request.result() for i, request in asked.items()}
+            except BaseException:
+                heads.shutdown(wait=False, cancel_futures=True)
+                raise
     return [found[i] if i in found else _stamp_or_none(file) for i, file in enumerate(files)]
 
 

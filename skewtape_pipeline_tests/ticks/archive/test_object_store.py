@@ -470,6 +470,7 @@ def test_s3_tier_when_store_cannot_be_used_raises_typed_error_naming_uri_changes
         lambda: verify_archive(ArchiveCore(root, policy=broken_policy)),
         lambda: Archive(root, policy=broken_policy).rebuild_catalog(),
         lambda: view_rows(root, policy=broken_policy),
+        lambda: Archive(root, policy=broken_policy).read(["ES"], start=DAYS[2]),  # warm days
         # a footer read through the broken store: never "damaged"
         lambda: read_footer(ArchiveTiers.of(root, broken_policy).resolve(warm_file)),
     ):
@@ -640,3 +641,21 @@ def test_read_and_query_over_s3_tiers_ask_the_objects_stamps_side_by_side(
 def view_rows_count(handle: Archive) -> int:
     """Rows of the whole archive, as ``Archive.read`` returns them."""
     return handle.read().num_rows
+
+
+def test_stamps_of_when_objects_and_local_files_mix_gives_each_its_own_in_order(
+    tmp_path, no_fsync, s3_env
+):
+    root, policy = tiered_on_s3(tmp_path, s3_env)
+    tiers = ArchiveTiers.of(root, policy)
+    objects = [tiers.resolve(f.path) for f in CatalogStore(root).read().files.values()]
+    hot = scan_hot_files(root)[0].path
+    gone_object = replace(objects[0], uri=objects[0].uri + ".gone", key=objects[0].key + ".gone")
+    gone_file = tmp_path / "gone.parquet"
+    files = [objects[0], hot, gone_object, gone_file, *objects[1:]]
+
+    found = storage.stamps_of(files)
+
+    expected = [storage.stamp_of(f) for f in (objects[0], hot)] + [None, None]
+    assert found == expected + [storage.stamp_of(f) for f in objects[1:]]
+    assert storage.stamps_of([]) == []

@@ -446,10 +446,14 @@ class ArchiveReader:
 
     def _stamps(self, files: list[_Piece]) -> dict[str, FileStamp]:
         """The stamp of each piece's file (``storage.stamps_of``: objects asked side by side);
-        CatalogMismatchError naming the first file not there and the repair."""
+        once every file was asked about, CatalogMismatchError naming the first not there and
+        the repair, unless its tier's store cannot be used at all (ObjectStoreError naming it:
+        a missing bucket answers every request "not there")."""
         stamps = {}
         for piece, stamp in zip(files, stamps_of([p.file for p in files]), strict=True):
             if stamp is None:
+                if piece.rows is not None:  # a consolidated file
+                    self.tiers.check_reachable()
                 raise _missing(self.tiers, piece)
             stamps[piece.rel] = stamp
         return stamps
