@@ -172,7 +172,9 @@ def test_reports_table_when_file_predates_the_noise_column_reads_it_as_null(tmp_
     write_venue_day_reports(tmp_path, "v", DAY, [report_row("v:a", "v", 2)], replace_all=True)
     write_venue_day_reports(tmp_path, "w", DAY, [report_row("w:a", "w", 0)], replace_all=True)
     older = reports_file(tmp_path, "w", DAY)  # as written before the column existed
-    pq.write_table(pq.read_table(older).drop_columns(["float_noise_normalized"]), older)
+    pq.write_table(
+        pq.read_table(older).drop_columns(["float_noise_normalized", "unchanged"]), older
+    )
 
     assert read_venue_day_reports(tmp_path, "w", DAY)["float_noise_normalized"].to_pylist() == [
         None
@@ -183,18 +185,20 @@ def test_reports_table_when_file_predates_the_noise_column_reads_it_as_null(tmp_
     assert rows.fetchall() == [("v", 2), ("w", None)]
 
 
-def test_reports_view_when_every_file_predates_the_later_columns_still_has_them(tmp_path):
-    write_venue_day_reports(tmp_path, "w", DAY, [report_row("w:a", "w", 0)], replace_all=True)
-    older = reports_file(tmp_path, "w", DAY)  # as written before either column existed
-    pq.write_table(
-        pq.read_table(older).drop_columns(["float_noise_normalized", "unchanged"]), older
-    )
+def test_reports_view_when_every_file_predates_the_unchanged_column_still_has_it(tmp_path):
+    write_venue_day_reports(tmp_path, "w", DAY, [report_row("w:a", "w", 3)], replace_all=True)
+    older = reports_file(tmp_path, "w", DAY)  # written after the noise column, before this one
+    pq.write_table(pq.read_table(older).drop_columns(["unchanged"]), older)
 
-    assert read_venue_day_reports(tmp_path, "w", DAY)["unchanged"].to_pylist() == [None]
+    table = read_venue_day_reports(tmp_path, "w", DAY)
+    assert table.schema.equals(REPORTS_SCHEMA) and table["unchanged"].to_pylist() == [None]
     con = duckdb.connect()
     con.execute(reports_view_sql([tmp_path]))
     rows = con.execute("SELECT symbol, float_noise_normalized, unchanged FROM tick_reports")
-    assert rows.fetchall() == [("w:a", None, None)]
+    assert rows.fetchall() == [("w:a", 3, None)]
+    assert [d[0] for d in con.execute("SELECT * FROM tick_reports").description] == [
+        f.name for f in REPORTS_SCHEMA
+    ]
     assert [d[0] for d in con.execute("SELECT * FROM tick_reports").description] == [
         f.name for f in REPORTS_SCHEMA
     ]

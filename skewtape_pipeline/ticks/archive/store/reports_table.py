@@ -73,9 +73,9 @@ rows DuckDB read back differently from the fills (0 when the file is exact); ``v
 says the newest snapshot no longer holds the venue's month file, so the symbol-day was read
 from the last snapshot that held it (a venue that leaves keeps its ticks);
 ``float_noise_normalized`` counts the prices and quantities whose float representation noise
-was rounded away; ``unchanged`` says the archive already held an ``archived`` symbol-day with
-the very same ticks, so the run wrote nothing for it (a rerun's days). Both are null in files
-written before the column existed."""
+was rounded away; ``unchanged`` says whether the archive already held an ``archived``
+symbol-day with the very same ticks, so the run wrote nothing for it (a rerun's days; null on
+``skipped`` and ``removed`` rows). Both are null in rows written before the column existed."""
 
 
 @dataclass(frozen=True)
