@@ -163,7 +163,7 @@ class TickError(SkewtapeError):
 class ArchiveBusyError(LockHeldError, TickError):
     """Another writer (compacting, re-tiering, pruning, withdrawing, removing, rebuilding the
     catalog, recording a version, pruning versions) holds the archive's one lock
-    (``ticks.archive.store.layout.archive_lock``) for longer than the refused writer waits."""
+    (``ticks.archive.core.archive_lock``) for longer than the refused writer waits."""
 
 
 class TickValidationError(TickError):

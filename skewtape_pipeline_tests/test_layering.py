@@ -296,8 +296,8 @@ def test_root_taking_functions_when_given_methods_and_nested_functions_names_the
 
 
 LOCK_NAME = "archive_lock"
-LOCK_USERS = frozenset({"ticks/archive/store/layout.py", "ticks/archive/core.py"})
-"""The modules that may name the archive's lock function: its definition, and the core whose
+LOCK_USERS = frozenset({"ticks/archive/core.py"})
+"""The module that may name the archive's lock function: the core, which defines it and whose
 ``locked`` is every writer's one way to the lock."""
 
 
@@ -316,7 +316,7 @@ def uses_name(source: str, name: str) -> bool:
     return False
 
 
-def test_archive_lock_when_scanned_is_named_only_by_its_definition_and_the_core():
+def test_archive_lock_when_scanned_is_named_only_by_the_core_that_defines_it():
     users = {
         path.relative_to(PACKAGE).as_posix()
         for path in sorted(PACKAGE.rglob("*.py"))

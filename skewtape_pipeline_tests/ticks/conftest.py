@@ -150,10 +150,10 @@ def version_lock_waits(monkeypatch) -> list[tuple[str, float]]:
     waits: list[tuple[str, float]] = []
     real_lock = core.archive_lock
 
-    def recording_lock(root, *, timeout, what):
+    def recording_lock(lock_file, *, timeout, what):
         if what == "recording a version":
             waits.append((what, timeout))
-        return real_lock(root, timeout=timeout, what=what)
+        return real_lock(lock_file, timeout=timeout, what=what)
 
     monkeypatch.setattr(core, "archive_lock", recording_lock)
     return waits

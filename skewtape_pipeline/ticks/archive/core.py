@@ -14,12 +14,13 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
+from skewtape_pipeline import fsio
 from skewtape_pipeline.audit import AuditLog
-from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.errors import ArchiveBusyError, ConfigError
 from skewtape_pipeline.locations import refuse_url
 from skewtape_pipeline.ticks.archive.store.books import Books, default_audit_log
 from skewtape_pipeline.ticks.archive.store.catalog import CatalogStore
-from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_ROOT_EXPECTED, archive_lock
+from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_LOCK_FILE, ARCHIVE_ROOT_EXPECTED
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.store.tiers import (
     ArchiveTiers,
@@ -49,6 +50,19 @@ def _checked_lock_timeout(seconds: object) -> float:
     if seconds < 0:
         raise ConfigError(f"lock_timeout = {seconds!r}: expected seconds >= 0")
     return float(seconds)
+
+
+def archive_lock(lock_file: Path, *, timeout: float, what: str) -> AbstractContextManager[None]:
+    """The archive's one exclusive lock, ``lock_file`` (``<root>/.skewtape-archive.lock``:
+    ``layout.ARCHIVE_LOCK_FILE``): every writer that publishes, moves or removes archive files,
+    the catalog or versions holds it through :meth:`ArchiveCore.locked` (compacting, re-tiering,
+    pruning, withdrawing, removing, rebuilding the catalog, recording a version, pruning
+    versions), so none of them sees another's half-done work.
+
+    Raises ArchiveBusyError naming the holder (pid, host, ``what`` it is doing) when another
+    writer holds it for more than ``timeout`` seconds.
+    """
+    return fsio.exclusive_lock(lock_file, timeout=timeout, what=what, held_error=ArchiveBusyError)
 
 
 class ArchiveCore:
@@ -101,10 +115,10 @@ class ArchiveCore:
         return f"ArchiveCore({str(self.root)!r}, audit_log={self.audit_log!r})"
 
     def locked(self, what: str) -> AbstractContextManager[None]:
-        """The archive's one lock (``layout.archive_lock``), waited for up to
+        """The archive's one lock (:func:`archive_lock`), waited for up to
         ``lock_timeout`` seconds; ``what`` names the holder's work in a refusal
         (ArchiveBusyError)."""
-        return archive_lock(self.root, timeout=self.lock_timeout, what=what)
+        return archive_lock(self.root / ARCHIVE_LOCK_FILE, timeout=self.lock_timeout, what=what)
 
     def waiting(self, seconds: float) -> ArchiveCore:
         """This archive with its writers waiting up to ``seconds`` for the lock instead.

@@ -2,7 +2,7 @@
 
 - ``policy``: ``TierPolicy``, ``TierSettings``; ``tiers``: ``ArchiveTiers`` (a policy resolved
   for one archive, its stores, catalog paths) and the recorded policy.
-- ``layout``: paths under a root, the marker pinning the schema, the one lock (``archive_lock``),
+- ``layout``: paths under a root, the marker pinning the schema, the lock file's name,
   staging and publishing into place, ``check_archive_root``.
 - ``books``: ``Books`` (write-once mode, the audit log) and the archive's audit events.
 - ``catalog``: ``CatalogStore`` (which consolidated file holds each symbol-day, its audited

@@ -12,16 +12,16 @@ The encoding is reversible (:func:`decode_symbol`) and is what DuckDB, pyarrow a
 in Hive partition values, so ``symbol`` reads back as the original string.
 
 Beside the partitions: ``_skewtape_archive.json`` (the schema, :func:`ensure_archive_schema`),
-``_skewtape_catalog.parquet`` (``ticks.archive.store.catalog``), ``.skewtape-archive.lock``
-(:func:`archive_lock`) and ``.skewtape-staging/`` (files written and verified before they are
-published). What a file holds and how it is written is ``ticks.encode.parquet_file``.
+``_skewtape_catalog.parquet`` (``ticks.archive.store.catalog``), ``.skewtape-archive.lock`` (the
+archive's one lock, taken through the core: ``ticks.archive.core.archive_lock``) and
+``.skewtape-staging/`` (files written and verified before they are published). What a file
+holds and how it is written is ``ticks.encode.parquet_file``.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
@@ -29,7 +29,6 @@ from urllib.parse import quote, unquote
 
 from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import (
-    ArchiveBusyError,
     ConfigError,
     NotAnArchiveError,
     TickValidationError,
@@ -57,25 +56,11 @@ PART_FILE_NAME = "part-0.parquet"
 ARCHIVE_MARKER = "_skewtape_archive.json"
 ARCHIVE_LOCK_FILE = ".skewtape-archive.lock"
 """In the archive root: held by every writer that publishes, moves or removes archive files,
-the catalog or versions (:func:`archive_lock`), so a re-tiering never removes a hot file that a
+the catalog or versions (``core.archive_lock``), so a re-tiering never removes a hot file that a
 compaction has just replaced."""
 ARCHIVE_LOCK_WAIT_SECONDS = 600.0
 """How long a compaction waits at least for another writer to release the lock
 (``compact.compaction_lock_wait``)."""
-
-
-def archive_lock(root: Path, *, timeout: float, what: str) -> AbstractContextManager[None]:
-    """The archive's one exclusive lock, ``<root>/.skewtape-archive.lock``: every writer that
-    publishes, moves or removes archive files, the catalog or versions holds it (compacting,
-    re-tiering, pruning, withdrawing, removing, rebuilding the catalog, recording a version,
-    pruning versions), so none of them sees another's half-done work.
-
-    Raises ArchiveBusyError naming the holder (pid, host, ``what`` it is doing) when another
-    writer holds it for more than ``timeout`` seconds.
-    """
-    return fsio.exclusive_lock(
-        Path(root) / ARCHIVE_LOCK_FILE, timeout=timeout, what=what, held_error=ArchiveBusyError
-    )
 
 
 ARCHIVE_ROOT_EXPECTED = (
