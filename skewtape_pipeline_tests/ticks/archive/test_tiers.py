@@ -63,6 +63,17 @@ def test_load_when_toml_overrides_some_keys_keeps_defaults_for_rest(tmp_path):
     assert policy.tier_for(31) == COLD
 
 
+def test_load_when_a_table_names_a_codec_without_levels_and_no_level_takes_none(tmp_path):
+    path = tmp_path / "tiers.toml"
+    path.write_text('[hot]\ncompression = "lz4"\n[warm]\ncompression = "none"\n')
+    policy = TierPolicy.load(path)
+    assert (policy.hot.compression, policy.hot.compression_level) == ("lz4", None)
+    assert (policy.warm.compression, policy.warm.compression_level) == ("none", None)
+    path.write_text('[hot]\ncompression = "lz4"\ncompression_level = 1\n')
+    with pytest.raises(ConfigError, match=r"\[hot\]: compression_level = 1: lz4 takes no level"):
+        TierPolicy.load(path)
+
+
 def test_load_when_json_round_trips_to_dict(tmp_path):
     policy = TierPolicy(hot_max_age_days=1, warm_max_age_days=10,
                         warm=TierSettings(compression="gzip", compression_level=6))  # fmt: skip

@@ -56,6 +56,7 @@ from skewtape_pipeline.locations import redacted
 from skewtape_pipeline.storage import TierStore, check_tier_root, is_object_uri, tier_store
 from skewtape_pipeline.ticks.encode.writer_settings import (
     COLD_WRITER,
+    COMPRESSION_LEVELS,
     HOT_WRITER,
     WARM_WRITER,
     WriterSettings,
@@ -372,7 +373,12 @@ def _check_keys(data: Any, kind: type, *, source: str) -> None:
 
 
 def _settings_from_dict(data: Any, *, source: str) -> TierSettings:
+    """A tier's settings from its table: the keys it leaves out take the general defaults, but
+    a codec without levels named without a level takes none (not the default level)."""
     _check_keys(data, TierSettings, source=source)
+    codec = data.get("compression")
+    if codec in COMPRESSION_LEVELS and COMPRESSION_LEVELS[codec] is None:
+        data = {"compression_level": None, **data}  # a level given is still refused
     try:
         return TierSettings(**data)
     except ConfigError as exc:
