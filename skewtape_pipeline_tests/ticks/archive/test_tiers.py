@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import date
 
 import pytest
@@ -58,9 +59,30 @@ def test_load_when_toml_overrides_some_keys_keeps_defaults_for_rest(tmp_path):
     )
     policy = TierPolicy.load(path)
     assert (policy.hot_max_age_days, policy.warm_max_age_days) == (2, 30)
-    assert policy.settings_for(COLD) == TierSettings(compression_level=12, encoding_sample_rows=0)
+    assert policy.settings_for(COLD) == replace(
+        TierPolicy().cold, compression_level=12, encoding_sample_rows=0
+    )
     assert policy.settings_for(HOT) == TierPolicy().hot
     assert policy.tier_for(31) == COLD
+
+
+def test_load_when_a_table_leaves_keys_out_they_keep_that_tiers_defaults(tmp_path):
+    path = tmp_path / "tiers.toml"
+    path.write_text('[warm]\nlayout = "year"\n[cold]\nroot = "cold-elsewhere"\n')
+    policy = TierPolicy.load(path)
+    assert policy.cold == replace(TierPolicy().cold, root="cold-elsewhere")
+    assert (policy.cold.compression_level, policy.cold.consolidated_row_group_size) == (19, 8192)
+    assert policy.warm == replace(TierPolicy().warm, layout="year")
+    assert policy.warm.compression_level == 9
+
+
+def test_load_when_a_table_names_another_codec_without_a_level_takes_its_general_level(tmp_path):
+    path = tmp_path / "tiers.toml"
+    path.write_text('[cold]\ncompression = "gzip"\n[warm]\ncompression = "zstd"\n')
+    policy = TierPolicy.load(path)
+    assert (policy.cold.compression, policy.cold.compression_level) == ("gzip", 3)
+    assert policy.cold.consolidated_row_group_size == 8192
+    assert (policy.warm.compression, policy.warm.compression_level) == ("zstd", 9)
 
 
 def test_load_when_a_table_names_a_codec_without_levels_and_no_level_takes_none(tmp_path):

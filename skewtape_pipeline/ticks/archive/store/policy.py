@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import date
 from pathlib import Path, PurePath
 from typing import Any
@@ -109,6 +109,10 @@ class TierSettings(WriterSettings):
     """How one tier writes its Parquet files (the writer settings, see
     :class:`~skewtape_pipeline.ticks.encode.writer_settings.WriterSettings`) and where and how
     they are laid out.
+
+    Built directly, the keys left out take the general defaults (zstd 3, row groups of 2,048);
+    to change one key of a tier and keep its other defaults, as a policy file's table does,
+    use ``dataclasses.replace(TierPolicy().cold, root=...)``.
 
     Parameters
     ----------
@@ -322,10 +326,13 @@ class TierPolicy:
             Naming ``source`` and the key on an unknown key, a wrong type or a bad value.
         """
         _check_keys(data, cls, source=source)
+        defaults = cls()
         kwargs: dict[str, Any] = {}
         for key, value in data.items():
             if key in ("hot", "warm", "cold"):
-                kwargs[key] = _settings_from_dict(value, source=f"{source}: [{key}]")
+                kwargs[key] = _settings_from_dict(
+                    value, getattr(defaults, key), source=f"{source}: [{key}]"
+                )
             else:
                 kwargs[key] = value
         try:
@@ -372,15 +379,18 @@ def _check_keys(data: Any, kind: type, *, source: str) -> None:
         )
 
 
-def _settings_from_dict(data: Any, *, source: str) -> TierSettings:
-    """A tier's settings from its table: the keys it leaves out take the general defaults, but
-    a codec without levels named without a level takes none (not the default level)."""
+def _settings_from_dict(data: Any, default: TierSettings, *, source: str) -> TierSettings:
+    """A tier's settings from its table: the keys it leaves out keep the tier's ``default``
+    (a ``[cold]`` naming only its ``root`` still writes zstd 19), but a codec other than the
+    default's named without a level takes that codec's general default level (none for a codec
+    without levels, 3 otherwise), never a level meant for another codec."""
     _check_keys(data, TierSettings, source=source)
-    codec = data.get("compression")
-    if codec in COMPRESSION_LEVELS and COMPRESSION_LEVELS[codec] is None:
-        data = {"compression_level": None, **data}  # a level given is still refused
+    codec = data.get("compression", default.compression)
+    if "compression_level" not in data and codec != default.compression:
+        general = WriterSettings().compression_level if COMPRESSION_LEVELS.get(codec) else None
+        data = {**data, "compression_level": general}  # a level given is still checked
     try:
-        return TierSettings(**data)
+        return replace(default, **data)
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
 
