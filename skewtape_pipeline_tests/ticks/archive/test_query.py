@@ -94,6 +94,7 @@ def test_run_query_when_symbol_needs_encoding_returns_exact_values(tmp_path, no_
 def test_open_ticks_view_when_archive_empty_gives_typed_empty_view(tmp_path):
     root = tmp_path / "archive"
     root.mkdir()
+    (root / ".skewtape-archive.lock").write_text("")  # a writer came, compacted nothing
     con = duckdb.connect()
     open_ticks_view(con, ArchiveCore(root))
     assert tuple(c[0] for c in con.execute("DESCRIBE ticks").fetchall()) == VIEW_COLUMNS
@@ -301,6 +302,34 @@ def test_run_query_when_root_holds_only_bookkeeping_files_gives_the_empty_view(t
     (root / ".skewtape-archive.lock").write_text("")
     answer = run_query("SELECT count(*) AS n FROM ticks", ArchiveCore(root))
     assert answer.column("n").to_pylist() == [0]
+
+
+@pytest.mark.parametrize("holding", [[], [".hidden"]])
+def test_run_query_when_root_is_an_empty_folder_refuses_naming_it(tmp_path, holding):
+    root = tmp_path / "archive"
+    root.mkdir()
+    for name in holding:
+        (root / name).mkdir()
+    with pytest.raises(ConfigError, match="expected a tick archive root") as info:
+        run_query("SELECT 1", ArchiveCore(root))
+    assert str(root) in str(info.value)
+    assert sorted(p.name for p in root.iterdir()) == holding  # nothing created
+
+
+def test_run_query_when_one_archive_is_given_twice_refuses_naming_both(tmp_path, no_fsync):
+    root = build_archive(tmp_path, as_of=AS_OF, days=DAYS[:1])
+    again = tmp_path / "again" / ".." / root.name
+    (tmp_path / "again").mkdir()
+    with pytest.raises(ConfigError, match="given twice") as info:
+        run_query("SELECT count(*) FROM ticks", [ArchiveCore(root), ArchiveCore(again)])
+    assert str(root) in str(info.value) and str(again) in str(info.value)
+
+
+def test_run_query_when_sql_is_not_utf8_refuses_naming_it(tmp_path, no_fsync):
+    root = build_archive(tmp_path, as_of=AS_OF, days=DAYS[:1])
+    sql = "SELECT '\udcff'"  # what Python makes of a byte the command line cannot decode
+    with pytest.raises(ConfigError, match="not valid UTF-8 text"):
+        run_query(sql, ArchiveCore(root))
 
 
 def test_run_query_when_root_is_not_an_archive_refuses_naming_it(tmp_path):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
+from pathlib import Path
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -321,6 +323,21 @@ def test_query_when_sql_would_write_or_read_outside_refuses_and_changes_nothing(
     assert {p: b for p, b in after.items() if p.name != trust.VERIFIED_CACHE} == {
         p: b for p, b in before.items() if p.name != trust.VERIFIED_CACHE
     }
+
+
+def test_query_when_sql_reads_duckdbs_default_spill_folder_refuses(tiered, tmp_path, monkeypatch):
+    here = tmp_path / "here"
+    (here / ".tmp").mkdir(parents=True)  # DuckDB's default temp_directory, from the cwd
+    (here / ".tmp" / "secret.txt").write_text("top secret")
+    monkeypatch.chdir(here)
+    with pytest.raises(ConfigError, match=r"secret\.txt"):
+        run_query_text("SELECT content FROM read_text('.tmp/secret.txt')", ArchiveCore(tiered))
+    sql = "SELECT unnest(current_setting('allowed_directories')) AS folder"
+    folders = run_query(sql, ArchiveCore(tiered)).column("folder").to_pylist()
+    [spill] = [Path(f) for f in folders if Path(f).name.startswith("skewtape-query-")]
+    assert spill.parent == Path(tempfile.gettempdir()) and not spill.exists()
+    others = [Path(f) for f in folders if Path(f) != spill]
+    assert len(others) == 3 and all(f.is_relative_to(tiered.parent) for f in others)
 
 
 def test_query_when_reading_the_archives_own_files_answers(tiered):

@@ -70,6 +70,8 @@ Plain DuckDB equivalent of one archive's view (what :func:`ticks_view_sql` retur
 from __future__ import annotations
 
 import os
+import tempfile
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -505,6 +507,7 @@ def _connect(archives: Archives, options: QueryOptions) -> duckdb.DuckDBPyConnec
     ``options.unrestricted``."""
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
+    con.execute(f"SET temp_directory = {_quote(_private_spill_folder())}")
     if options.threads is not None:
         con.execute(f"SET threads = {options.threads}")
     try:
@@ -523,6 +526,14 @@ def _connect(archives: Archives, options: QueryOptions) -> duckdb.DuckDBPyConnec
         con.close()
         raise
     return con
+
+
+def _private_spill_folder() -> str:
+    """A folder of this connection's own, not there yet, for what DuckDB spills to disk: DuckDB
+    adds its ``temp_directory`` to the folders a restricted query may read, and its default
+    (``.tmp`` under the current folder) would let a query read whatever a user keeps there.
+    DuckDB creates it when it first spills and removes it when the connection closes."""
+    return os.path.join(tempfile.gettempdir(), f"skewtape-query-{uuid.uuid4().hex}")
 
 
 def current_places(core: ArchiveCore) -> pa.Table:
@@ -558,8 +569,8 @@ def check_read_only(sql: str, *, unrestricted: bool = False) -> None:
         return
     try:
         statements = duckdb.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise ConfigError(f"query {sql!r}: {exc}") from None
+    except (duckdb.Error, TypeError) as exc:  # TypeError: text that is not UTF-8
+        raise ConfigError(f"query {sql!r}: {_not_sql(exc)}") from None
     if len(statements) != 1:
         raise ConfigError(
             f"query {sql!r}: {len(statements)} statements; expected exactly one SELECT "
@@ -571,6 +582,14 @@ def check_read_only(sql: str, *, unrestricted: bool = False) -> None:
             f"query {sql!r}: {_statement_named(statements[0].query, kind.name)}; expected a "
             "SELECT (queries are read-only; --unrestricted runs any SQL)"
         )
+
+
+def _not_sql(exc: Exception) -> str:
+    """Why DuckDB could not split the query: its parser's message, or, for text that is not
+    UTF-8 (bytes the command line could not decode), that."""
+    if isinstance(exc, TypeError):
+        return "not valid UTF-8 text"
+    return str(exc)
 
 
 def _statement_named(text: str, kind: str) -> str:
@@ -586,7 +605,9 @@ def restrict(con: duckdb.DuckDBPyConnection, folders: Sequence[Path]) -> None:
     """Let ``con`` read files inside ``folders`` only, for the rest of its life: DuckDB's
     ``allowed_directories`` with ``enable_external_access = false`` (no other local file, no
     URL, no extension installed or loaded), then ``lock_configuration`` so no statement can
-    undo it. Arrow datasets registered before (object-store tiers) stay readable."""
+    undo it. Arrow datasets registered before (object-store tiers) stay readable. DuckDB adds
+    its ``temp_directory`` to the folders: the connection's must be its own
+    (:func:`_private_spill_folder`)."""
     listed = ", ".join(_quote(str(folder) + os.sep) for folder in folders)
     con.execute(f"SET allowed_directories = [{listed}]")
     con.execute("SET autoinstall_known_extensions = false")
@@ -609,11 +630,13 @@ def _allowed_folders(archives: Archives) -> list[Path]:
 
 def _archives(archives: Archives) -> list[ArchiveCore]:
     """``archives`` as a list, each checked: an ``ArchiveCore`` whose root is an archive root
-    (``layout.check_archive_root``) below no ``symbol=``/``date=`` folder. ConfigError naming
+    (``layout.check_archive_root``: an empty folder is refused) below no
+    ``symbol=``/``date=`` folder, each archive once (by its resolved root). ConfigError naming
     the item otherwise (a bare path included: its core is ``Archive(root).core``)."""
     items = [archives] if isinstance(archives, ArchiveCore | str | Path) else list(archives)
     if not items:
         raise ConfigError("archives: expected at least one archive's core")
+    seen: dict[Path, Path] = {}
     for item in items:
         if not isinstance(item, ArchiveCore):
             raise ConfigError(
@@ -622,6 +645,12 @@ def _archives(archives: Archives) -> list[ArchiveCore]:
             )
         check_archive_root(item.root)
         _check_no_partition_keys_above(item)
+        same = seen.setdefault(item.root.resolve(), item.root)
+        if same is not item.root:
+            raise ConfigError(
+                f"{item.root}: the same archive as {same}, given twice; its ticks would be "
+                "counted twice (give each archive once)"
+            )
     return items
 
 

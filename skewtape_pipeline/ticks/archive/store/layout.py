@@ -211,16 +211,17 @@ def check_archive_root(root: Path | str, *, empty_ok: bool = True) -> Path:
 
     Refused: a path that is not a folder, a warm or cold tier folder (consolidated ``year=``
     folders, no catalog: the message names the archive root it likely belongs to), and a
-    folder holding files of its own but no archive marker. A folder holding no more than the
-    archive's bookkeeping (dot files, ``_skewtape*`` markers: an archive with nothing
-    compacted yet) passes only with ``empty_ok``.
+    folder holding files of its own but no archive marker. A folder holding the archive's
+    bookkeeping and nothing else (``_skewtape*`` markers, ``.skewtape*`` lock and staging: an
+    archive with nothing compacted yet) passes only with ``empty_ok``; an empty folder, or one
+    holding only other dot files, holds no archive and is refused.
     """
     path = Path(refuse_url(root, "archive root", ARCHIVE_ROOT_EXPECTED))
     if not path.is_dir():
         raise NotAnArchiveError(f"{path}: not a folder; expected a tick archive root")
     names = {child.name for child in path.iterdir()}
     if ARCHIVE_MARKER not in names:
-        if empty_ok and all(n.startswith((".", "_skewtape")) for n in names):
+        if empty_ok and _only_bookkeeping(names):
             return path
         what = "holds no tick archive yet" if not names else f"holds no {ARCHIVE_MARKER}"
         raise NotAnArchiveError(f"{path}: {what}; expected a tick archive root")
@@ -233,6 +234,11 @@ def check_archive_root(root: Path | str, *, empty_ok: bool = True) -> Path:
             + (f", e.g. {hint}" if hint else "")
         )
     return path
+
+
+def _only_bookkeeping(names: set[str]) -> bool:
+    """``names`` are some of an archive's own bookkeeping files and nothing else."""
+    return bool(names) and all(n.startswith(("_skewtape", ".skewtape")) for n in names)
 
 
 def _looks_like_tier_folder(names: set[str]) -> bool:
