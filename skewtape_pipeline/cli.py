@@ -13,6 +13,8 @@ import functools
 import json
 import math
 import os
+import re
+import select
 import sys
 import threading
 import time
@@ -205,11 +207,11 @@ def _transfer_settings(args: argparse.Namespace) -> Any:
     return TransferSettings(connections=args.connections, **limits)
 
 
-def _check_month(month: str) -> str:
+def _check_month(month: str, *, option: str = "--snapshot") -> str:
     from skewtape_pipeline.mirror.format import MONTH_RE
 
     if not MONTH_RE.match(month):
-        raise ConfigError(f"--snapshot {month!r}: expected a month YYYY-MM")
+        raise ConfigError(f"{option} {month!r}: expected a month YYYY-MM")
     return month
 
 
@@ -311,10 +313,17 @@ def parse_side_map(text: str | None) -> dict[str, str] | None:
 
 
 def _parse_day(text: str, *, option: str = "--as-of") -> date:
+    """``text`` as a date when it is one written ``YYYY-MM-DD`` (not ``20270101``, which
+    Python's ``date.fromisoformat`` also takes); ConfigError naming ``option`` otherwise."""
     try:
+        if not _DAY_TEXT.fullmatch(text):
+            raise ValueError(text)
         return date.fromisoformat(text)
     except ValueError:
         raise ConfigError(f"{option} is {text!r}; expected a date YYYY-MM-DD") from None
+
+
+_DAY_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 def _read_ticks(args: argparse.Namespace, side_map: dict[str, str] | None) -> Any:
@@ -339,15 +348,17 @@ BYTE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 def parse_bytes(text: str) -> int:
     """``2G``, ``512M``, ``64MiB``, ``1.5G`` or a plain number of bytes, as bytes (binary
-    units). Raises ConfigError naming the value."""
+    units). Raises ConfigError naming the value unless it is a finite number of bytes above 0."""
     raw = text.strip().upper().removesuffix("IB").removesuffix("B")
     unit = raw[-1:] if raw[-1:] in BYTE_UNITS else ""
     number = raw[: len(raw) - len(unit)]
     try:
         value = float(number) * BYTE_UNITS[unit]
+        if not 0 < value < math.inf:  # nan, inf, 1e999G, 0 and negatives
+            raise ValueError(text)
     except ValueError:
         raise ConfigError(
-            f"--memory-limit {text!r}: expected bytes, e.g. 2G, 512M or 1073741824"
+            f"--memory-limit {text!r}: expected bytes, more than 0, e.g. 2G, 512M or 1073741824"
         ) from None
     return int(value)
 
@@ -380,7 +391,7 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.input_formats import input_schema_request
 
     side_map = parse_side_map(args.side_map)
-    archive = _archive(args, args.out)
+    archive = _archive(args, _archive_out(args.out))
     source = _read_ticks(args, side_map)
     line = progress.ProgressLine(
         sys.stderr, "symbol-days", label=args.command, enabled=not args.json
@@ -416,6 +427,19 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
     print("\n".join(compaction_summary(reports, Path(args.out), retier_command=retier)))
 
 
+def _archive_out(out: str) -> Path:
+    """``compact-ticks --out``: an archive root, an empty folder, or a folder not there yet
+    (the first compaction makes it, and the folders above it, an archive).
+    NotAnArchiveError, creating nothing, for any other folder: a warm or cold tier folder, the
+    mirror's ``history/``, a folder of other files."""
+    from skewtape_pipeline.ticks.archive.store.layout import check_archive_root
+
+    path = Path(out)
+    if not path.exists() or (path.is_dir() and not any(path.iterdir())):
+        return path
+    return check_archive_root(path)
+
+
 def cmd_archive_month(args: argparse.Namespace) -> None:
     import uuid
 
@@ -435,7 +459,7 @@ def cmd_archive_month(args: argparse.Namespace) -> None:
     line = progress.ProgressLine(sys.stderr, "venue-days", label=args.command,
                                  enabled=not args.json)  # fmt: skip
     with archive.writing():
-        result = archive_month(root / "history", _check_month(args.month), options,
+        result = archive_month(root / "history", _check_month(args.month, option="MONTH"), options,
                                on_progress=line.update)  # fmt: skip
     line.finish()
     _print_result(args, result, describe_month(result, root / "archive"))
@@ -635,13 +659,21 @@ def cmd_verify_archive(args: argparse.Namespace) -> None:
     archive = _archive(args, args.archive)
     with _progress(args):
         result = archive.verify(full=args.full)
-    if result.problems:
+    if result.problems:  # every finding, one per line (the error line shows the first few)
+        if args.json:
+            _print_result(args, result, "")
+        else:
+            for problem in result.problems:
+                print(error_line(problem), file=sys.stderr)
         raise ArchiveVerificationError(result.archive_root, result.problems)
     _print_result(args, result, result.describe())
 
 
 def cmd_rebuild_catalog(args: argparse.Namespace) -> None:
-    result = _archive(args, args.archive).rebuild_catalog(allow_fewer=args.allow_fewer)
+    from skewtape_pipeline.ticks.archive.store.layout import check_archive_root
+
+    archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
+    result = archive.rebuild_catalog(allow_fewer=args.allow_fewer)
     _print_result(
         args,
         result,
@@ -759,7 +791,7 @@ def _add_audit_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-audit", action="store_true", help="do not write an audit log")
     parser.add_argument(
         "--wait",
-        type=float,
+        type=wait_seconds,
         default=0.0,
         metavar="SECONDS",
         help="wait this long for another apply to release the lock (default: refuse at once)",
@@ -803,6 +835,18 @@ ARCHIVE_WAIT = (
 )
 
 
+def wait_seconds(text: str) -> float:
+    """A ``--wait`` value: seconds, a finite number of 0 or more (``nan`` or ``inf`` would wait
+    for ever); a usage error naming the value otherwise."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds < math.inf:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected seconds, a number of 0 or more")
+    return seconds
+
+
 def _add_archive_options(parser: argparse.ArgumentParser, *, writes: bool) -> None:
     """``--tier-policy`` (the tier roots and settings) of every archive command; for the
     commands that take the archive's lock to change it (``writes``), ``--audit-log`` and
@@ -816,7 +860,9 @@ def _add_archive_options(parser: argparse.ArgumentParser, *, writes: bool) -> No
         parser.add_argument(
             "--audit-log", help="audit log (default: audit.jsonl beside the archive)"
         )
-        parser.add_argument("--wait", type=float, default=0.0, metavar="SECONDS", help=ARCHIVE_WAIT)
+        parser.add_argument(
+            "--wait", type=wait_seconds, default=0.0, metavar="SECONDS", help=ARCHIVE_WAIT
+        )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -949,11 +995,14 @@ def _add_compact_ticks_command(command: Callable[..., argparse.ArgumentParser]) 
     ticks.add_argument("--out", required=True, help="archive root")
     ticks.add_argument("--as-of", required=True, help="today's date for tiering (YYYY-MM-DD)")
     _add_tick_reading_options(ticks)
-    _add_archive_options(ticks, writes=False)  # it waits for the lock as a library call does
+    _add_archive_options(ticks, writes=False)
     ticks.add_argument(
         "--audit-log",
         help="audit log of rewrites of symbol-days already archived (default: audit.jsonl "
         "beside the archive)",
+    )
+    ticks.add_argument(
+        "--wait", type=wait_seconds, default=0.0, metavar="SECONDS", help=ARCHIVE_WAIT
     )
     ticks.add_argument(
         "--memory-limit",
@@ -1147,6 +1196,9 @@ NOT_PATHS = frozenset({"source", "sql", "handler", "command"})
 INTERRUPTED = "interrupted; run again to resume"
 """The one line Ctrl-C prints (exit 130): every command resumes or redoes on its next run."""
 EXIT_INTERRUPTED = 130
+EXIT_READER_GONE = 141
+"""The exit status when what read standard output stopped reading (``| head``): a shell's for
+a command ended by SIGPIPE (128 + 13); no error line, as for any command cut short that way."""
 
 
 def refuse_url_arguments(args: argparse.Namespace) -> None:
@@ -1165,9 +1217,21 @@ def refuse_url_arguments(args: argparse.Namespace) -> None:
                     refuse_url(text, name.replace("_", "-"), "a local path")
 
 
+def refuse_undecodable(argv: Sequence[str]) -> None:
+    """ConfigError naming the first argument that is not UTF-8 text (bytes the command line
+    could not decode: no path, symbol or query of the archive can hold them), before any
+    command runs."""
+    for text in argv:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(f"argument {text!r}: not valid UTF-8 text") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (130 on Ctrl-C, after one line)."""
     try:
+        refuse_undecodable(sys.argv[1:] if argv is None else argv)
         args, unknown = build_parser().parse_known_args(argv)
         if unknown:  # answered with the subcommand's usage, not the top-level one
             args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
@@ -1176,6 +1240,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(INTERRUPTED, file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError as exc:
+        if _reader_gone():
+            return EXIT_READER_GONE
+        print(f"error: {error_line(exc)}", file=sys.stderr)  # a socket's, say: an OS error
+        return 1
     except OSError as exc:  # before SkewtapeError: a StorageError is an OS error
         print(f"error: {error_line(exc)}", file=sys.stderr)
         return 1
@@ -1183,6 +1252,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error_line(exc)}", file=sys.stderr)
         return 2
     return 0
+
+
+def _reader_gone() -> bool:
+    """True when standard output is a pipe whose reader has gone (the pipe reports an error to
+    a poll); standard output then points at the null device, so the exit flush writes nowhere,
+    silently."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):  # no file behind it (a test's capture)
+        return False
+    poll = select.poll()
+    poll.register(fd, select.POLLOUT)
+    if not any(events & select.POLLERR for _, events in poll.poll(0)):
+        return False
+    os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+    return True
 
 
 def error_line(exc: BaseException) -> str:

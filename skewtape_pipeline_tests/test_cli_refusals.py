@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 from pathlib import Path
 
@@ -391,7 +392,9 @@ def test_cli_help_when_a_command_takes_positional_arguments_explains_each(comman
     assert section and all(len(line.split(maxsplit=1)) == 2 for line in section.splitlines())
 
 
-@pytest.mark.parametrize("made", ["missing", "a file", "a folder of other files"])
+@pytest.mark.parametrize(
+    "made", ["missing", "a file", "a folder of other files", "an empty folder", "dot files only"]
+)
 def test_cli_verify_archive_when_the_folder_is_no_archive_exits_2_naming_it(tmp_path, capsys, made):
     root = tmp_path / "archiv"
     if made == "a file":
@@ -399,6 +402,10 @@ def test_cli_verify_archive_when_the_folder_is_no_archive_exits_2_naming_it(tmp_
     elif made == "a folder of other files":
         root.mkdir()
         (root / "notes.txt").write_text("hello")
+    elif made != "missing":
+        root.mkdir()
+        if made == "dot files only":
+            (root / ".hidden").write_text("")
     before = _listing(tmp_path)
     for full in ([], ["--full"]):
         code, out, err = run(capsys, "verify-archive", str(root), *full)
@@ -406,3 +413,139 @@ def test_cli_verify_archive_when_the_folder_is_no_archive_exits_2_naming_it(tmp_
         assert str(root) in err and "expected a tick archive root" in err
         assert "verified 0 files" not in out
     assert _listing(tmp_path) == before
+
+
+def _compacted(tmp_path: Path, capsys) -> Path:
+    """An archive of four days (``compact-ticks``), its warm tier made by re-tiering."""
+    root = tmp_path / "archive"
+    csv = write_four_day_csv(tmp_path / "ticks.csv")
+    assert main(["compact-ticks", str(csv), "--out", str(root), "--as-of", "2025-12-05",
+                 "--price-scale", "2"]) == 0  # fmt: skip
+    assert main(["retier", str(root), "--as-of", "2026-01-20"]) == 0
+    capsys.readouterr()
+    return root
+
+
+@pytest.mark.parametrize("where", ["the archive", "its warm tier", "the data root", "missing"])
+def test_cli_rebuild_catalog_when_not_given_an_archive_root_exits_2_changing_nothing(
+    tmp_path, capsys, where
+):
+    root = _compacted(tmp_path, capsys)
+    given = {
+        "the archive": root / "symbol=KX-0",
+        "its warm tier": tmp_path / "archive-warm",
+        "the data root": tmp_path,
+        "missing": tmp_path / "nosuch",
+    }[where]
+    before = _listing(tmp_path)
+    code, _, err = run(capsys, "rebuild-catalog", str(given))
+    assert code == 2
+    _assert_one_error_line(err, given)
+    assert _listing(tmp_path) == before
+
+
+@pytest.mark.parametrize("where", ["warm tier", "folder of other files", "mirror history"])
+def test_cli_compact_ticks_when_out_is_no_archive_root_exits_2_changing_nothing(
+    tmp_path, capsys, where
+):
+    root = _compacted(tmp_path, capsys)
+    for folder in ("notes", "history/2025-12"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "todo.txt").write_text("x")
+    out = {
+        "warm tier": tmp_path / "archive-warm",
+        "folder of other files": tmp_path / "notes",
+        "mirror history": tmp_path / "history",
+    }[where]
+    before = _listing(tmp_path)
+    csv = write_four_day_csv(root.parent / "ticks.csv")
+    code, _, err = run(capsys, "compact-ticks", str(csv), "--out", str(out),
+                       "--as-of", "2025-12-05", "--price-scale", "2")  # fmt: skip
+    assert code == 2
+    _assert_one_error_line(err, out)
+    assert _listing(tmp_path) == before
+
+
+def test_cli_compact_ticks_when_out_is_an_empty_folder_or_a_new_one_makes_an_archive(
+    tmp_path, capsys
+):
+    csv = write_four_day_csv(tmp_path / "ticks.csv")
+    (tmp_path / "empty").mkdir()
+    for out in (tmp_path / "empty", tmp_path / "new", tmp_path / "data" / "archive"):
+        argv = ["--out", str(out), "--as-of", "2025-12-05", "--price-scale", "2", "--wait", "5"]
+        code, _, err = run(capsys, "compact-ticks", str(csv), *argv)
+        assert code == 0, err
+        assert (out / "_skewtape_archive.json").is_file()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["compact-ticks", "{csv}", "--out", "{tmp}/a", "--as-of", "20251205"],
+        ["compact-ticks", "{csv}", "--out", "{tmp}/a", "--as-of", "2025-12-05",
+         "--memory-limit", "inf"],
+        ["compact-ticks", "{csv}", "--out", "{tmp}/a", "--as-of", "2025-12-05",
+         "--memory-limit", "1e999G"],
+        ["compact-ticks", "{csv}", "--out", "{tmp}/a", "--as-of", "2025-12-05",
+         "--memory-limit", "nanG"],
+        ["compact-ticks", "{csv}", "--out", "{tmp}/a\udcff", "--as-of", "2025-12-05"],
+        ["archive-month", "2026-13", "--root", "{tmp}", "--as-of", "2027-01-01"],
+    ],
+)  # fmt: skip
+def test_cli_when_a_value_is_malformed_exits_2_with_one_line_changing_nothing(
+    tmp_path, capsys, argv
+):
+    csv = write_four_day_csv(tmp_path / "ticks.csv")
+    given = [a.format(csv=csv, tmp=tmp_path) for a in argv]
+    before = _listing(tmp_path)
+    code, _, err = run(capsys, *given)
+    assert code == 2
+    _assert_one_error_line(err)
+    assert "Traceback" not in err
+    assert _listing(tmp_path) == before
+
+
+def test_cli_archive_month_when_the_month_is_malformed_names_its_argument(tmp_path, capsys):
+    code, _, err = run(capsys, "archive-month", "2026-13", "--root", str(tmp_path))
+    assert code == 2 and "MONTH '2026-13'" in err and "--snapshot" not in err
+
+
+WAITING = {
+    "retier": ["retier", "a", "--as-of", "2025-12-05"],
+    "compact-ticks": ["compact-ticks", "t.csv", "--out", "a", "--as-of", "2025-12-05"],
+    "apply-delta": ["apply-delta", "snapshot", "delta"],
+}
+
+
+@pytest.mark.parametrize("seconds", ["nan", "inf", "-1", "soon"])
+@pytest.mark.parametrize("command", sorted(WAITING))
+def test_cli_wait_when_not_a_finite_number_of_seconds_is_a_usage_error(capsys, command, seconds):
+    with pytest.raises(SystemExit) as exited:
+        main([*WAITING[command], f"--wait={seconds}"])
+    assert exited.value.code == 2
+    assert f"--wait: '{seconds}'" in capsys.readouterr().err
+
+
+def test_cli_verify_archive_when_files_are_damaged_lists_every_finding(tmp_path, capsys):
+    root, csv = tmp_path / "archive", tmp_path / "ticks.csv"
+    day_ns, start = 86_400 * 10**9, 1_764_547_200 * 10**9  # 2025-12-01
+    rows = [f"{start + d * day_ns + i},0.5{i},1,BUY,KX" for d in range(8) for i in range(3)]
+    csv.write_text("timestamp_nanos,price,quantity,side,symbol\n" + "\n".join(rows) + "\n")
+    assert main(["compact-ticks", str(csv), "--out", str(root), "--as-of", "2025-12-09",
+                 "--price-scale", "2"]) == 0  # fmt: skip
+    damaged = sorted(root.rglob("part-*.parquet"))
+    assert len(damaged) == 8  # more than the error line shows
+    for path in damaged:
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+    capsys.readouterr()
+    code, out, err = run(capsys, "verify-archive", str(root))
+    assert code == 2 and out == ""
+    *findings, last = err.strip().splitlines()
+    assert last.startswith("error: ") and f"(+{len(findings) - 5} more)" in last
+    for path in damaged:  # the error line names five findings; every one is listed above it
+        assert any(str(path) in line for line in findings), (path, findings)
+    code, out, err = run(capsys, "verify-archive", str(root), "--json")
+    assert code == 2
+    assert sorted(json.loads(out)["problems"]) == sorted(findings)

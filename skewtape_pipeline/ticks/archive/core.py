@@ -10,6 +10,7 @@ only.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -44,11 +45,12 @@ given, not even one named ``beside``, is taken for it)."""
 
 
 def _checked_lock_timeout(seconds: object) -> float:
-    """``seconds`` as a float; ConfigError naming ``lock_timeout`` unless a number >= 0."""
+    """``seconds`` as a float; ConfigError naming ``lock_timeout`` unless a finite number >= 0
+    (``nan`` or ``inf`` would wait for ever)."""
     if isinstance(seconds, bool) or not isinstance(seconds, int | float):
         raise ConfigError(f"lock_timeout = {seconds!r}: expected seconds (a number)")
-    if seconds < 0:
-        raise ConfigError(f"lock_timeout = {seconds!r}: expected seconds >= 0")
+    if not 0 <= seconds < math.inf:
+        raise ConfigError(f"lock_timeout = {seconds!r}: expected seconds >= 0, finite")
     return float(seconds)
 
 

@@ -75,7 +75,7 @@ class WriterSettings:
             )
 
     def _check_codec(self) -> None:
-        if self.compression not in COMPRESSION_LEVELS:
+        if not isinstance(self.compression, str) or self.compression not in COMPRESSION_LEVELS:
             raise ConfigError(
                 f"compression = {self.compression!r}: expected one of "
                 f"{', '.join(COMPRESSION_LEVELS)}"

@@ -142,6 +142,8 @@ def test_archive_when_audit_log_is_a_file_named_beside_audits_to_that_file(tmp_p
     [
         ({"lock_timeout": -1}, "lock_timeout"),
         ({"lock_timeout": "soon"}, "lock_timeout"),
+        ({"lock_timeout": float("nan")}, "lock_timeout"),  # would wait for ever
+        ({"lock_timeout": float("inf")}, "lock_timeout"),
         ({"policy": {"hot_max_age_days": 3}}, "policy"),
     ],
 )

@@ -104,6 +104,21 @@ def test_load_when_json_round_trips_to_dict(tmp_path):
     assert TierPolicy.load(path) == policy
 
 
+@pytest.mark.parametrize("text", ['[hot]\ncompression = ["zstd"]\n', "[cold]\ncompression = 19\n"])
+def test_load_when_the_codec_is_not_a_name_names_it(tmp_path, text):
+    path = tmp_path / "tiers.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"tiers\.toml: \[(hot|cold)\]: compression = "):
+        TierPolicy.load(path)
+
+
+def test_load_when_the_file_is_not_utf8_names_it(tmp_path):
+    path = tmp_path / "tiers.toml"
+    path.write_bytes(b"\xff\xfe = 1\n")
+    with pytest.raises(ConfigError, match=r"tiers\.toml: not UTF-8 text"):
+        TierPolicy.load(path)
+
+
 def test_load_when_unknown_key_names_file_and_key(tmp_path):
     path = tmp_path / "tiers.toml"
     path.write_text("[hot]\nlevel = 3\n")

@@ -354,6 +354,10 @@ class TierPolicy:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read tier policy ({exc.strerror})") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"{path}: not UTF-8 text (byte {exc.start}); expected a TOML or JSON tier policy"
+            ) from None
         try:
             if path.suffix == ".toml":
                 data = tomllib.loads(text)
@@ -386,7 +390,7 @@ def _settings_from_dict(data: Any, default: TierSettings, *, source: str) -> Tie
     without levels, 3 otherwise), never a level meant for another codec."""
     _check_keys(data, TierSettings, source=source)
     codec = data.get("compression", default.compression)
-    if "compression_level" not in data and codec != default.compression:
+    if "compression_level" not in data and isinstance(codec, str) and codec != default.compression:
         general = WriterSettings().compression_level if COMPRESSION_LEVELS.get(codec) else None
         data = {**data, "compression_level": general}  # a level given is still checked
     try:
