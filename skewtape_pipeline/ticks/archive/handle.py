@@ -640,7 +640,9 @@ class Archive:
 
     def show(self, symbol: str, day: date) -> SymbolDayStory:
         """Where ``symbol`` on ``day`` is now, its report and its history from this archive's
-        audit log (without one: only its ``written``); reads only.
+        audit log (without one: only its ``written``); reads only. The history is the same
+        whatever spelling of the root the handle was built with (``..``, a symbolic link), and
+        follows an archive moved or copied with the audit log beside it (``ops.show``).
 
         Parameters
         ----------
