@@ -244,3 +244,19 @@ def test_show_when_another_archive_shares_the_audit_log_leaves_its_records_out(a
     assert events(shown(root, symbol)) == ["written"]
     story = show_symbol_day(ArchiveCore(other, audit_log=log), symbol, DAY)
     assert events(story) == ["written", "moved", "hot-file-removed"]
+
+
+def test_archive_show_and_report_when_given_iso_text_tell_what_the_date_does(archived):
+    root, symbol = archived
+    archive = Archive(root)
+    located = archive.report(symbol, DAY)
+    assert located is not None and archive.report(symbol, DAY.isoformat()) == located
+    assert archive.show(symbol, DAY.isoformat()) == archive.show(symbol, DAY)
+
+
+@pytest.mark.parametrize("bad", ["2026-13-01", "05/10/2026", 20261005, None])
+@pytest.mark.parametrize("verb", ["show", "report"])
+def test_archive_show_and_report_when_day_is_no_day_refuse_naming_it(archived, verb, bad):
+    root, symbol = archived
+    with pytest.raises(ConfigError, match=rf"^day = {re.escape(repr(bad))}: expected a day"):
+        getattr(Archive(root), verb)(symbol, bad)
