@@ -25,6 +25,7 @@ from typing import Any
 import pyarrow as pa
 
 from skewtape_pipeline import fsio
+from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.ticks.archive.core import BESIDE, ArchiveCore, _Beside
 from skewtape_pipeline.ticks.archive.ops import compact, integrity, lifecycle, retier_plan
 from skewtape_pipeline.ticks.archive.ops import query as views
@@ -34,7 +35,7 @@ from skewtape_pipeline.ticks.archive.ops.compact_plan import (
     CompactionRun,
     SymbolDayWrite,
 )
-from skewtape_pipeline.ticks.archive.ops.reader import ArchiveReader
+from skewtape_pipeline.ticks.archive.ops.reader import ArchiveReader, check_day
 from skewtape_pipeline.ticks.archive.ops.show import SymbolDayStory, show_symbol_day
 from skewtape_pipeline.ticks.archive.store import placement
 from skewtape_pipeline.ticks.archive.store.catalog import SymbolDayKey
@@ -598,13 +599,16 @@ class Archive:
         snapshot = self.reader.snapshot(as_of)
         return [piece.key[1] for piece in snapshot.pieces(self.tiers, symbol, None, None)]
 
-    def report(self, symbol: str, day: date) -> Location | None:
+    def report(self, symbol: str, day: date | str) -> Location | None:
         """Where ``symbol`` on ``day`` (UTC) lives now.
 
         Parameters
         ----------
-        symbol, day
-            The symbol and the day looked up.
+        symbol
+            The symbol looked up.
+        day
+            The day: a ``date``, a ``datetime`` or pandas ``Timestamp`` (its UTC day when it
+            has a time zone), or ISO text (``2026-09-30``), as :meth:`read`'s ``start`` takes.
 
         Returns
         -------
@@ -613,10 +617,12 @@ class Archive:
 
         Raises
         ------
+        ConfigError
+            A ``day`` that is none of those, naming it.
         TickFormatError
             A damaged catalog.
         """
-        return locate(self.tiers, symbol, day)
+        return locate(self.tiers, symbol, _the_day(day))
 
     def venue_day_reports(self, venue: str, day: date) -> pa.Table:
         """The reports table's rows of one venue-day.
@@ -638,14 +644,18 @@ class Archive:
         """
         return read_venue_day_reports(self.root, venue, day)
 
-    def show(self, symbol: str, day: date) -> SymbolDayStory:
+    def show(self, symbol: str, day: date | str) -> SymbolDayStory:
         """Where ``symbol`` on ``day`` is now, its report and its history from this archive's
-        audit log (without one: only its ``written``); reads only.
+        audit log (without one: only its ``written``); reads only. The history is the same
+        whatever spelling of the root the handle was built with (``..``, a symbolic link), and
+        follows an archive moved or copied with the audit log beside it (``ops.show``).
 
         Parameters
         ----------
-        symbol, day
-            The symbol-day.
+        symbol
+            The symbol.
+        day
+            The day, as :meth:`report` takes it (a ``date``, a ``datetime``, ISO text).
 
         Returns
         -------
@@ -655,13 +665,14 @@ class Archive:
         Raises
         ------
         ConfigError
-            The archive knows nothing of the symbol-day (a mistyped symbol or date).
+            A ``day`` that is no day, naming it; the archive knows nothing of the symbol-day
+            (a mistyped symbol or date).
         TickFormatError
             A damaged catalog or reports file.
         AuditLogError
             A line of the audit log that is not a record, naming the line.
         """
-        return show_symbol_day(self.core, symbol, day)
+        return show_symbol_day(self.core, symbol, _the_day(day))
 
     def verify(self, *, full: bool = False) -> integrity.ArchiveVerification:
         """Check every file against its record (size, sha256, footer) and that the records
@@ -796,3 +807,12 @@ class Archive:
             A damaged catalog or an undecodable partition folder.
         """
         return retier_plan.plan_retier(self.core, as_of=as_of, months=months)
+
+
+def _the_day(value: object) -> date:
+    """``value`` as the one day :meth:`Archive.report` and :meth:`Archive.show` look up
+    (``reader.check_day``); ConfigError naming ``day`` for anything else, None included."""
+    day = check_day(value, "day")
+    if day is None:
+        raise ConfigError("day = None: expected a day (YYYY-MM-DD), a date or a datetime")
+    return day

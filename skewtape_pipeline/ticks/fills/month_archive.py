@@ -78,16 +78,25 @@ def _changed(result: SymbolDayResult) -> bool:
 
 def month_venue_days(history: Path, month: str, as_of: date) -> list[VenueDay]:
     """The month's venue-days: its days before ``as_of`` times the venues with a fills file of
-    the month, by day then venue. ChainError when no snapshot of ``month`` or later is applied."""
+    the month, by day then venue. ChainError naming the month and the snapshots the mirror
+    holds when it does not hold ``month``: no snapshot of ``month`` or later is applied (run
+    ``sync`` first), or ``month`` is not applied and no snapshot has a fills file of it (a month
+    before the mirror's first)."""
     months = applied_months(history)
     if not months or months[-1] < month:
         raise ChainError(
             f"month {month} has no snapshot in {history} yet (newest: "
             f"{months[-1] if months else 'none'}); run `skewtape-pipeline sync` first"
         )
+    files = month_files(history, month)
+    if month not in months and not files:
+        raise ChainError(
+            f"month {month} is not in the mirror {history}: it holds the snapshots of "
+            f"{months[0]} to {months[-1]}, and none has fills of {month}"
+        )
     year, number = (int(part) for part in month.split("-"))
     days = [date(year, number, d) for d in range(1, calendar.monthrange(year, number)[1] + 1)]
-    venues = sorted(month_files(history, month))
+    venues = sorted(files)
     return [(venue, day) for day in days if day < as_of for venue in venues]
 
 
@@ -108,10 +117,11 @@ def archive_month(
     on_progress: Callable[[int, int], None] | None = None,
 ) -> MonthResult:
     """Archive the month's corrections of earlier months, then each of its venue-days (module
-    notes); ``on_progress(done, total)`` after each venue-day. Raises what
+    notes); ``on_progress(done, total)`` after each venue-day. ChainError, archiving nothing,
+    when the mirror does not hold the month (:func:`month_venue_days`); else raises what
     ``archive_venue_day`` raises (the venue-days before it stay archived, as runs do)."""
-    corrections = corrected_venue_days(history, month)
     venue_days = month_venue_days(history, month, options.as_of)
+    corrections = corrected_venue_days(history, month)
     results: dict[str, list[VenueDayResult]] = {"corrections": [], "venue_days": []}
     work = [("corrections", key, symbols) for key, symbols in corrections.items()]
     work += [("venue_days", key, None) for key in venue_days]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from datetime import date
 from pathlib import Path
 
@@ -202,3 +203,60 @@ def test_show_when_compacted_from_the_command_line_tells_written_its_report_and_
     assert re.match(r"  \d{4}-\d\d-\d\dT\S+  written: 1 ticks, \d+ bytes", history[0])
     assert re.match(r"  \d{4}-\d\d-\d\dT\S+  recompacted: replaced its hot file \(", history[1])
     assert not any(mark in out for mark in ("{", "}", "'"))
+
+
+def test_show_when_the_root_is_spelled_otherwise_tells_the_same_history(archived, tmp_path):
+    root, symbol = archived
+    Archive(root).retier(as_of=LATER)
+    plain = shown(root, symbol).history
+    assert [item["event"] for item in plain] == ["written", "moved", "hot-file-removed"]
+    link = root.parent / "archive-link"
+    link.symlink_to(root, target_is_directory=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "archive").symlink_to(root, target_is_directory=True)
+    for spelling in (root / ".." / root.name, link):
+        assert shown(spelling, symbol).history == plain, spelling
+    core = ArchiveCore(elsewhere / "archive", audit_log=default_audit_log(root))
+    assert show_symbol_day(core, symbol, DAY).history == plain
+
+
+def test_show_when_moved_or_copied_with_its_audit_log_tells_the_history_written_before(
+    archived, tmp_path
+):
+    root, symbol = archived
+    Archive(root).retier(as_of=LATER)
+    plain = shown(root, symbol).history
+    copy = tmp_path / "copied" / "data"
+    shutil.copytree(root.parent, copy, symlinks=True)
+    assert shown(copy / root.name, symbol).history == plain
+    moved = tmp_path / "moved"
+    root.parent.rename(moved)
+    assert shown(moved / root.name, symbol).history == plain
+
+
+def test_show_when_another_archive_shares_the_audit_log_leaves_its_records_out(archived, tmp_path):
+    root, symbol = archived
+    log = default_audit_log(root)
+    other = root.parent / "other-archive"
+    shutil.copytree(root, other, symlinks=True)
+    Archive(other, audit_log=log).retier(as_of=LATER)  # audited to the log beside both
+    assert events(shown(root, symbol)) == ["written"]
+    story = show_symbol_day(ArchiveCore(other, audit_log=log), symbol, DAY)
+    assert events(story) == ["written", "moved", "hot-file-removed"]
+
+
+def test_archive_show_and_report_when_given_iso_text_tell_what_the_date_does(archived):
+    root, symbol = archived
+    archive = Archive(root)
+    located = archive.report(symbol, DAY)
+    assert located is not None and archive.report(symbol, DAY.isoformat()) == located
+    assert archive.show(symbol, DAY.isoformat()) == archive.show(symbol, DAY)
+
+
+@pytest.mark.parametrize("bad", ["2026-13-01", "05/10/2026", 20261005, None])
+@pytest.mark.parametrize("verb", ["show", "report"])
+def test_archive_show_and_report_when_day_is_no_day_refuse_naming_it(archived, verb, bad):
+    root, symbol = archived
+    with pytest.raises(ConfigError, match=rf"^day = {re.escape(repr(bad))}: expected a day"):
+        getattr(Archive(root), verb)(symbol, bad)

@@ -71,3 +71,37 @@ def test_month_venue_days_when_the_month_is_not_applied_refuses_naming_sync(tmp_
     (tmp_path / "history").mkdir()
     with pytest.raises(ChainError, match=r"2027-01.*sync"):
         month_venue_days(tmp_path / "history", "2027-01", date(2027, 1, 2))
+
+
+@pytest.fixture
+def mirror(published_sample: Path, tmp_path: Path) -> Path:
+    """A data root ``sync`` brought to the sample publisher's newest month (2026-09..12)."""
+    publisher, mirror = tmp_path / "publisher", tmp_path / "mirror"
+    shutil.copytree(published_sample, publisher)
+    assert main(["sync", str(publisher), "--root", str(mirror)]) == 0
+    return mirror
+
+
+def test_archive_month_when_before_the_mirror_refuses_naming_month_and_snapshots(
+    mirror: Path, capsys
+):
+    capsys.readouterr()
+    argv = ["archive-month", "2025-01", "--root", str(mirror), "--as-of", "2027-01-01"]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(
+        f"error: month 2025-01 is not in the mirror {mirror / 'history'}: it holds the snapshots "
+        "of 2026-09 to 2026-12, and none has fills of 2025-01"
+    )
+    assert not (mirror / "archive").exists()
+
+
+def test_month_venue_days_when_only_a_later_snapshot_has_the_months_fills_lists_them(
+    mirror: Path,
+):
+    history, as_of = mirror / "history", date(2026, 9, 3)
+    applied = month_venue_days(history, "2026-09", as_of)
+    shutil.rmtree(history / "2026-09")  # 2026-10's snapshot still has the fills of 2026-09
+    venue_days = month_venue_days(history, "2026-09", as_of)
+    assert venue_days and set(venue_days) <= set(applied)
+    assert {day for _, day in venue_days} == {date(2026, 9, 1), date(2026, 9, 2)}

@@ -20,11 +20,16 @@ about it, in order:
   its consolidated file by re-tiering.
 
 Without an audit log (None, or one not written yet) the history holds only the report's
-``written``. The contract is the front door's (``Archive.show``).
+``written``. A record is this archive's when the archive it names is the same folder however it
+is spelled (``..``, a symbolic link); and, when the audit log sits beside the archive (where
+the writers put it by default, so it moves or is copied with it), when it names a folder of the
+archive's name: the archive where it was written before it moved (:class:`_ThisArchive`). The
+contract is the front door's (``Archive.show``).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -38,6 +43,7 @@ from skewtape_pipeline.ticks.archive.store.books import (
     EVENT_REWRITE,
     EVENT_WITHDRAW,
     EVENT_WRITE,
+    default_audit_log,
 )
 from skewtape_pipeline.ticks.archive.store.catalog import Catalog
 from skewtape_pipeline.ticks.archive.store.layout import partition_file
@@ -167,7 +173,7 @@ def show_symbol_day(core: ArchiveCore, symbol: str, day: date) -> SymbolDayStory
     if location is not None:
         place = _place(tiers, catalog, symbol, day, location)
     report = _report(tiers, symbol, day, place)
-    history = _history(tiers, core.audit_log, symbol, day, report)
+    history = _history(core, symbol, day, report)
     if report is None:
         report = _audited_report(history, place)
     withdrawn = (symbol, day) in catalog.withdrawn
@@ -224,15 +230,15 @@ def _audited_report(history: list[dict[str, Any]], place: Place | None) -> dict[
 
 
 def _history(
-    tiers: ArchiveTiers, log: Path | None, symbol: str, day: date, report: dict[str, Any] | None
+    core: ArchiveCore, symbol: str, day: date, report: dict[str, Any] | None
 ) -> list[dict[str, Any]]:
-    """The audit log's records about the symbol-day (of the archive of ``tiers``), followed
-    through the files it lived in, its first ``written`` carrying the report's batch and status
-    (``log`` None, or a day written before writes were audited: the report's ``written`` alone,
-    without a time)."""
-    root = tiers.root
+    """The records of the core's audit log about the symbol-day (of the core's archive, however
+    its root is spelled or wherever it moved: :class:`_ThisArchive`), followed through the files
+    it lived in, its first ``written`` carrying the report's batch and status (no log, or a day
+    written before writes were audited: the report's ``written`` alone, without a time)."""
+    root, log = core.root, core.audit_log
     hot = partition_file(root, symbol, day).relative_to(root).as_posix()
-    follower = _Follower(str(root.absolute()), symbol, day.isoformat(), hot)
+    follower = _Follower(_ThisArchive.of(core), symbol, day.isoformat(), hot)
     history: list[dict[str, Any]] = []
     for record in _records(Path(log)) if log is not None else []:
         item = follower.see(record)
@@ -269,12 +275,58 @@ def _records(log: Path) -> list[dict[str, Any]]:
     return [record for record in records if record is not None]
 
 
+def _name(path: Path) -> str:
+    """The last part of ``path`` once ``.`` and ``..`` are folded away (no file read)."""
+    return Path(os.path.normpath(path)).name
+
+
+@dataclass
+class _ThisArchive:
+    """Which archive paths the audit log's records name are this archive's (the core's root).
+
+    The writers record the archive as they were given it, made absolute (never resolved), so a
+    record is this archive's when the path it names resolves to the same folder as ``root``
+    (another spelling: ``..``, a symbolic link). When the audit log sits beside the archive
+    (``books.default_audit_log`` of the root, or of the folder it resolves to), it is taken to
+    have moved or been copied with the archive, the archives it was written for beside it then
+    (as the default log is): a record naming a folder of the archive's name is this archive's,
+    wherever that folder was (its location before the archive moved, or the original of a
+    copy); a record an archive elsewhere with that name wrote to this log is taken for it too.
+    An archive renamed beside its log is not followed back to its old name (a sibling may hold
+    that name now).
+    """
+
+    folder: Path
+    names: frozenset[str]
+    seen: dict[str, bool] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, core: ArchiveCore) -> _ThisArchive:
+        """The matcher of the core's archive and audit log."""
+        root, log = core.root, core.audit_log
+        folder = root.resolve()
+        beside = {default_audit_log(root).resolve(), default_audit_log(folder).resolve()}
+        names = {_name(root.absolute()), folder.name}
+        mine = log is not None and Path(log).resolve() in beside
+        return cls(folder, frozenset(names if mine else ()))
+
+    def __call__(self, archive: Any) -> bool:
+        """Whether the path ``archive`` (a record's ``archive`` field) is this archive."""
+        if not isinstance(archive, str):
+            return False
+        if archive not in self.seen:
+            path = Path(archive)
+            self.seen[archive] = _name(path) in self.names or path.resolve() == self.folder
+        return self.seen[archive]
+
+
 @dataclass
 class _Follower:
     """Follows one symbol-day through the audit log: the files that hold it now (``places``:
-    its hot file, then the consolidated files re-tiering wrote it into) and its tier."""
+    its hot file, then the consolidated files re-tiering wrote it into) and its tier; records
+    about another archive (``mine`` False for their ``archive``) are passed over."""
 
-    archive: str
+    mine: _ThisArchive
     symbol: str
     date: str
     hot: str
@@ -288,7 +340,7 @@ class _Follower:
 
     def see(self, record: dict[str, Any]) -> dict[str, Any] | None:
         """The history item ``record`` makes, or None when it is not about this symbol-day."""
-        if record.get("archive") != self.archive:
+        if not self.mine(record.get("archive")):
             return None
         event = record.get("event")
         mine = (record.get("symbol"), record.get("date")) == (self.symbol, self.date)
