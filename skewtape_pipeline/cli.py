@@ -659,12 +659,8 @@ def cmd_verify_archive(args: argparse.Namespace) -> None:
     archive = _archive(args, args.archive)
     with _progress(args):
         result = archive.verify(full=args.full)
-    if result.problems:  # every finding, one per line (the error line shows the first few)
-        if args.json:
-            _print_result(args, result, "")
-        else:
-            for problem in result.problems:
-                print(error_line(problem), file=sys.stderr)
+    if result.problems:  # every finding on standard output, one per line; then the error line
+        _print_result(args, result, "\n".join(error_line(p) for p in result.problems))
         raise ArchiveVerificationError(result.archive_root, result.problems)
     _print_result(args, result, result.describe())
 

@@ -72,8 +72,8 @@ class ArchiveCore:
     options are :class:`~skewtape_pipeline.ticks.archive.handle.Archive`'s).
 
     Raises ConfigError when built for a path that is a file, a policy that is not a TierPolicy
-    or that contradicts the recorded one, tier roots that nest, a negative or non-numeric
-    ``lock_timeout``. The root may not exist yet: a first compaction creates it.
+    or that contradicts the recorded one, tier roots that nest, a ``lock_timeout`` that is
+    negative, not finite or not a number. The root may not exist yet: a first compaction creates it.
     """
 
     def __init__(

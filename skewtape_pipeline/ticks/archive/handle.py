@@ -84,8 +84,8 @@ class Archive:
     ------
     ConfigError
         A root that is a file, a policy that is not a TierPolicy or contradicts the recorded
-        one (naming both), tier roots that nest, a ``lock_timeout`` that is negative or not a
-        number.
+        one (naming both), tier roots that nest, a ``lock_timeout`` that is negative, not
+        finite (``nan``, ``inf``) or not a number.
 
     Examples
     --------
