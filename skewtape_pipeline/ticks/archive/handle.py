@@ -624,13 +624,15 @@ class Archive:
         """
         return locate(self.tiers, symbol, _the_day(day))
 
-    def venue_day_reports(self, venue: str, day: date) -> pa.Table:
+    def venue_day_reports(self, venue: str, day: date | str) -> pa.Table:
         """The reports table's rows of one venue-day.
 
         Parameters
         ----------
-        venue, day
-            The venue and the day a venue-day run archived.
+        venue
+            The venue a venue-day run archived.
+        day
+            Its day, as :meth:`report` takes it (a ``date``, a ``datetime``, ISO text).
 
         Returns
         -------
@@ -639,10 +641,12 @@ class Archive:
 
         Raises
         ------
+        ConfigError
+            A ``day`` that is no day, naming it.
         TickFormatError
             A reports file that does not read.
         """
-        return read_venue_day_reports(self.root, venue, day)
+        return read_venue_day_reports(self.root, venue, _the_day(day))
 
     def show(self, symbol: str, day: date | str) -> SymbolDayStory:
         """Where ``symbol`` on ``day`` is now, its report and its history from this archive's

@@ -252,10 +252,13 @@ def test_archive_show_and_report_when_given_iso_text_tell_what_the_date_does(arc
     located = archive.report(symbol, DAY)
     assert located is not None and archive.report(symbol, DAY.isoformat()) == located
     assert archive.show(symbol, DAY.isoformat()) == archive.show(symbol, DAY)
+    venue = symbol.split(":")[0]
+    reports = archive.venue_day_reports(venue, DAY.isoformat())
+    assert reports.equals(archive.venue_day_reports(venue, DAY))
 
 
 @pytest.mark.parametrize("bad", ["2026-13-01", "05/10/2026", 20261005, None])
-@pytest.mark.parametrize("verb", ["show", "report"])
+@pytest.mark.parametrize("verb", ["show", "report", "venue_day_reports"])
 def test_archive_show_and_report_when_day_is_no_day_refuse_naming_it(archived, verb, bad):
     root, symbol = archived
     with pytest.raises(ConfigError, match=rf"^day = {re.escape(repr(bad))}: expected a day"):
