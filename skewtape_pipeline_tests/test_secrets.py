@@ -165,6 +165,34 @@ def test_every_message_when_a_source_carries_a_secret_names_it_redacted():
     assert redact_urls(f"at HTTPS://u:{SECRET}@h/x: gone") == "at https://***@h/x: gone"
 
 
+MISTYPED = (
+    f" https://user:{SECRET}@127.0.0.1:9/pub",  # a space before it
+    f"https:/user:{SECRET}@127.0.0.1:9/pub",  # one slash
+    f"//user:{SECRET}@127.0.0.1:9/pub",  # no scheme
+)
+
+
+@pytest.mark.parametrize("spec", MISTYPED)
+def test_a_mistyped_url_carrying_a_secret_is_refused_without_showing_it(spec, tmp_path, capsys):
+    (tmp_path / "mirror").mkdir()
+    for argv in (["sync", spec, "--root", str(tmp_path / "mirror")],
+                 ["fetch", spec, "--root", str(tmp_path / "mirror")],
+                 ["sync", "pub", "--root", spec]):  # fmt: skip
+        code = main(argv)
+        out, err = capsys.readouterr()
+        assert code == 2 and err.startswith("error: "), (argv, err)
+        assert SECRET not in out + err, (argv, err)
+        assert "***@127.0.0.1" in err, (argv, err)
+    assert str(parse_location(spec)).count(SECRET) == 0
+
+
+def test_redact_urls_when_a_line_is_one_long_word_returns_it_in_one_pass():
+    hostile = "snapshot/" + "y" * 1_000_000  # a checksums line's path, echoed in an error
+    assert redact_urls(hostile) == hostile  # before: every character began a new scan
+    word = "a:" * 500_000
+    assert redact_urls(word) == word
+
+
 @pytest.mark.parametrize("spec", SPELLINGS)
 def test_open_source_when_the_url_carries_a_secret_raises_naming_it_redacted(spec):
     with pytest.raises(ConfigError) as caught:
