@@ -27,10 +27,12 @@ Nothing here writes to disk.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import ipaddress
 import math
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -41,6 +43,7 @@ from typing import Protocol
 from urllib.parse import quote, urljoin, urlsplit
 
 import urllib3
+import urllib3.connection
 from urllib3.exceptions import HTTPError, MaxRetryError, ProtocolError, SSLError
 from urllib3.util import Retry, Timeout
 
@@ -325,6 +328,7 @@ class HttpSource:
             timeout=Timeout(connect=settings.connect_timeout, read=socket_read_timeout(settings)),
             ca_certs=settings.ca_certs,
         )
+        self.pool.pool_classes_by_scheme = _pools_with_head_deadline(socket_read_timeout(settings))
 
     def url(self, rel: str) -> str:
         return f"{self.location}/{quote(rel)}"
@@ -338,8 +342,8 @@ class HttpSource:
 
     def stat(self, rel: str) -> RemoteFile | None:
         def read(url: str, response) -> RemoteFile:
-            if response.status == 206:
-                response.read()  # one byte: the connection stays reusable
+            if response.status == 206:  # the byte asked for: the connection stays reusable
+                response.read(1)  # (a body that goes on is not read: its connection closes)
             return _remote_file(url, response)
 
         return self._read_answer(rel, {"Range": "bytes=0-0"}, (200, 206), read)
@@ -456,10 +460,72 @@ def _failed(url: str, error: BaseException) -> TransferError:
 
 
 def finish_response(response) -> None:
-    """Give the connection back, closing it first when its body was not read to the end."""
-    if not response.closed and response.length_remaining:
+    """Give the connection back, closing it first when its body was not read to the end (its
+    length left, or no length: a body that goes on until the connection closes)."""
+    if not response.closed:
         response.close()
     response.release_conn()
+
+
+def _pools_with_head_deadline(seconds: float) -> dict[str, type]:
+    """urllib3's connection pools for http and https whose connections give up on an answer
+    whose status line and headers have not all arrived ``seconds`` after the request was sent:
+    a read waits at most the read timeout for its next byte, so a publisher sending one
+    header line every few seconds would otherwise hold a fetch for ever (the socket is shut
+    then, and the request fails as a broken connection would, and is retried)."""
+
+    class Connection(_HeadDeadline, urllib3.connection.HTTPConnection):
+        head_deadline = seconds
+
+    class SecureConnection(_HeadDeadline, urllib3.connection.HTTPSConnection):
+        head_deadline = seconds
+
+    class Pool(urllib3.HTTPConnectionPool):
+        ConnectionCls = Connection
+
+    class SecurePool(urllib3.HTTPSConnectionPool):
+        ConnectionCls = SecureConnection
+
+    return {"http": Pool, "https": SecurePool}
+
+
+class _HeadDeadline:
+    """A connection whose :meth:`getresponse` shuts its socket once :attr:`head_deadline`
+    seconds passed without the whole answer head (see :func:`_pools_with_head_deadline`)."""
+
+    head_deadline: float
+
+    def getresponse(self):
+        sock = self.sock  # type: ignore[attr-defined]
+        timer = threading.Timer(self.head_deadline, _shut, (sock,))
+        timer.daemon = True
+        timer.start()
+        try:
+            response = super().getresponse()  # type: ignore[misc]
+        except (OSError, http.client.HTTPException):
+            if not timer.finished.is_set():
+                raise
+            response = None
+        finally:
+            late = timer.finished.is_set()  # set before cancel() only when the timer fired
+            timer.cancel()
+        if late:  # a head cut short by the shut reads as complete: never trusted
+            raise SlowHeadError(
+                f"the answer's status line and headers did not all arrive within "
+                f"{self.head_deadline:g} s"
+            )
+        return response
+
+
+class SlowHeadError(http.client.HTTPException):
+    """An answer's head that did not all arrive in time (:class:`_HeadDeadline`): a broken
+    answer, retried as one."""
+
+
+def _shut(sock) -> None:
+    """End every read on ``sock`` now (a blocked one returns at once)."""
+    with contextlib.suppress(OSError):  # closed already
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 def _remote_file(url: str, response) -> RemoteFile:

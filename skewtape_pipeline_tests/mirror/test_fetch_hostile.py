@@ -4,6 +4,9 @@ no staging folder, no folder created, no lock file left, even when the download 
 from __future__ import annotations
 
 import hashlib
+import http.server
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,7 @@ from skewtape_pipeline.errors import (
     ChecksumMismatchError,
     PublisherError,
     TLSFailureError,
+    TransferError,
     UnsafePathError,
 )
 from skewtape_pipeline.mirror.fetch import fetch_deltas
@@ -81,6 +85,55 @@ def test_fetch_when_the_checksums_file_streams_without_end_is_refused(tampered, 
     with hostile_server(tampered) as server:
         server.answers[f"{DELTA}/CHECKSUMS.sha256"] = endless
         refused(server.url, subscriber, PublisherError, f"longer than {SMALL_FILE_LIMIT} bytes")
+
+
+def trickled_head(handler) -> None:
+    """A status line, then one header line every 0.1 s, the head never ending (for 20 s)."""
+    handler.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n")
+    for _ in range(200):
+        handler.wfile.flush()
+        time.sleep(0.1)
+        handler.wfile.write(b"X-Slow: 1\r\n")
+
+
+def test_fetch_when_an_answers_head_trickles_without_end_fails_naming_the_file(
+    tampered, subscriber
+):
+    settings = replace(SETTINGS, read_timeout=1.0)
+    before = tree_state(subscriber)
+    with hostile_server(tampered) as server:
+        server.answers[f"{DELTA}/CHECKSUMS.sha256"] = trickled_head
+        with pytest.raises(TransferError, match="did not all arrive within 1 s") as info:
+            fetch_deltas(server.url, subscriber, settings=settings)
+    assert f"{DELTA}/CHECKSUMS.sha256" in str(info.value)
+    assert tree_state(subscriber) == before
+
+
+def endless_range(size: int):
+    """A 206 answer to the first byte that goes on sending (without a length) for ever."""
+
+    def send(handler) -> None:
+        if handler.headers.get("Range") != "bytes=0-0":
+            return http.server.SimpleHTTPRequestHandler.do_GET(handler)
+        handler.send_response(206)
+        handler.send_header("Content-Range", f"bytes 0-0/{size}")
+        handler.end_headers()
+        while True:
+            handler.wfile.write(b"0" * 4096)
+            time.sleep(0.01)
+
+    return send
+
+
+def test_fetch_when_the_first_byte_asked_for_comes_without_end_reads_one_byte(tampered, subscriber):
+    rel = largest_file(tampered)
+    size = (tampered / DELTA / rel).stat().st_size
+    with hostile_server(tampered) as server:
+        server.answers[f"{DELTA}/{rel}"] = endless_range(size)
+        result = fetch_deltas(server.url, subscriber, settings=SETTINGS)
+    assert MONTH in [month.month for month in result.months]
+    fetched = subscriber / "deltas" / MONTH / rel
+    assert fetched.read_bytes() == (tampered / DELTA / rel).read_bytes()
 
 
 def test_fetch_when_a_file_does_not_hash_as_listed_is_refused(tampered, subscriber):
