@@ -134,7 +134,9 @@ def read_delta_head(delta: Path) -> DeltaHead:
     raw = manifest_path.read_bytes()
     listed = parse_checksums(checksums_path.read_bytes(), source=checksums_path)
     for rel in listed:
-        safe_relpath(rel, field_name=f"line for {rel!r}", source=checksums_path)
+        field_name = f"line for {rel!r}"
+        safe_relpath(rel, field_name=field_name, source=checksums_path)
+        refuse_unusable_path(delta, rel, source=checksums_path, field_name=field_name)
     actual = sha256_bytes(raw)
     if MANIFEST not in listed:
         raise ChecksumMismatchError(

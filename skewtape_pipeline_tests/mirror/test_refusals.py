@@ -194,6 +194,16 @@ def test_apply_delta_when_checksums_omit_manifest_raises_checksum_mismatch(case)
     assert_refused(case, ChecksumMismatchError, "does not list", MANIFEST)
 
 
+@pytest.mark.parametrize("rel", ["snapshot/" + "y" * 300, "snapshot/" + "/".join(["y" * 200] * 30)])
+def test_apply_delta_when_checksums_list_a_path_no_file_system_holds_refuses_it(case, rel):
+    checksums = case.delta / CHECKSUMS
+    listed = parse_checksums(checksums.read_bytes(), source=checksums)
+    listed[rel] = "0" * 64
+    replace_file(checksums, format_checksums(listed))
+    error = assert_refused(case, UnsafePathError, "refusing the path", "this file system allows")
+    assert error.path == checksums
+
+
 def test_apply_delta_when_manifest_edited_after_sealing_raises_checksum_mismatch(case):
     raw = (case.delta / MANIFEST).read_bytes()
     replace_file(
