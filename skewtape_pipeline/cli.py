@@ -275,7 +275,13 @@ def cmd_diff(args: argparse.Namespace) -> None:
     from skewtape_pipeline.fsio import load_json
     from skewtape_pipeline.mirror.diff import build_delta
 
-    manifest = build_delta(Path(args.parent), Path(args.next), Path(args.out))
+    out = Path(args.out)
+    if not out.absolute().parent.is_dir():
+        raise ConfigError(
+            f"{args.out}: its folder {out.absolute().parent} does not exist; the delta is "
+            "written only inside an existing folder (a missing folder is refused, never created)"
+        )
+    manifest = build_delta(Path(args.parent), Path(args.next), out)
     counts: dict[str, int] = {}
     for entry in manifest.files:
         counts[entry.op] = counts.get(entry.op, 0) + 1
@@ -1213,6 +1219,17 @@ def refuse_url_arguments(args: argparse.Namespace) -> None:
                     refuse_url(text, name.replace("_", "-"), "a local path")
 
 
+def refuse_audit_log_below_missing_folder(args: argparse.Namespace) -> None:
+    """ConfigError naming ``--audit-log`` when the folder it would be written in does not
+    exist: a missing folder is refused, never created (the log itself may be new)."""
+    log = getattr(args, "audit_log", None)
+    if log and not Path(log).absolute().parent.is_dir():
+        raise ConfigError(
+            f"--audit-log {log}: its folder {Path(log).absolute().parent} does not exist (a "
+            "missing folder is refused, never created)"
+        )
+
+
 def refuse_undecodable(argv: Sequence[str]) -> None:
     """ConfigError naming the first argument that is not UTF-8 text (bytes the command line
     could not decode: no path, symbol or query of the archive can hold them), before any
@@ -1232,6 +1249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:  # answered with the subcommand's usage, not the top-level one
             args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
         refuse_url_arguments(args)
+        refuse_audit_log_below_missing_folder(args)
         args.handler(args)
     except KeyboardInterrupt:
         print(INTERRUPTED, file=sys.stderr)

@@ -339,6 +339,19 @@ def test_cli_apply_delta_when_into_is_below_missing_folders_creates_nothing(samp
     assert "never the folders above it" in err
 
 
+@pytest.mark.parametrize("command", ["apply-delta", "catch-up", "retier", "diff"])
+def test_cli_when_the_output_is_below_missing_folders_creates_nothing(sample_root, capsys, command):
+    month, delta = f"history/{SAMPLE_FIRST_MONTH}", f"deltas/{NEXT_MONTH}"
+    argv = {
+        "apply-delta": ["apply-delta", month, delta, "--audit-log", "a/b/audit.jsonl"],
+        "catch-up": ["catch-up", "history", "deltas", "--audit-log", "a/b/audit.jsonl"],
+        "retier": ["retier", "archive", "--as-of", "2026-12-01", "--audit-log", "a/b/x.jsonl"],
+        "diff": ["diff", month, month, "a/b/delta"],
+    }[command]
+    err = _refused(capsys, sample_root, *argv)
+    assert "a/b" in err and "does not exist" in err
+
+
 def test_cli_sample_when_the_roots_folder_is_missing_creates_nothing(tmp_path, capsys):
     missing = tmp_path / "nonexistent" / "dir"
     code, _, err = run(capsys, "sample", str(missing))
