@@ -72,7 +72,13 @@ from skewtape_pipeline.errors import (
     StorageError,
     TransferError,
 )
-from skewtape_pipeline.hashing import BLOCK, HashCache, parse_checksums, sha256_bytes
+from skewtape_pipeline.hashing import (
+    BLOCK,
+    FileStamp,
+    HashCache,
+    parse_checksums,
+    sha256_bytes,
+)
 from skewtape_pipeline.mirror.catchup import chain_tip, month_folders, next_month
 from skewtape_pipeline.mirror.format import (
     CHECKSUMS,
@@ -531,7 +537,9 @@ def _stage_and_place(
     remotes: dict[str, RemoteFile],
     stats: TransferStats,
 ) -> None:
-    """Download into the staging folder beside ``target``, verify, rename it into place."""
+    """Download into the staging folder beside ``target``, verify, make the published files
+    read-only (never rewritten in place: a snapshot's are hard-linked into the next months),
+    rename it into place."""
     stage = target.parent / _staging_name(remote.month)
     with _discarded_on_refusal(stage):
         with _writing(source, remote, stage, "its small files"):
@@ -539,6 +547,8 @@ def _stage_and_place(
             _write_small(stage, remote, stats)
         month = _StagedMonth(stage, source, remote, stats)
         month.fetch_all(remotes)
+        with _writing(source, remote, stage, "its files' permissions"):
+            month.make_read_only()
         with _writing(source, remote, stage, "its hash cache"):
             month.cache.save()
             (stage / LOCAL_STATE_DIR / JOURNAL).unlink(missing_ok=True)
@@ -703,6 +713,8 @@ class _StagedMonth:
         started_ns = time.time_ns()
         with _writing(self.source, self.remote, self.stage, rel):
             path.parent.mkdir(parents=True, exist_ok=True)
+            if path.exists() and not os.access(path, os.W_OK):  # sealed by a fetch killed
+                path.chmod(path.stat().st_mode | 0o200)  # before its rename (hashed again)
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             kept = self._kept(rel, fd, remote, started_from)
@@ -773,6 +785,16 @@ class _StagedMonth:
                 return
             self.versions.update(versions)
             fsio.atomic_write_bytes(self.journal_path, _dump_versions(self.versions))
+
+    def make_read_only(self) -> None:
+        """Clear the write bits of every published file of the month (as apply leaves the
+        months it publishes), each keeping its verified hash: a mode change is no change of
+        its bytes (``HashCache.restamp``)."""
+        for rel in sorted(set(self.remote.small) | set(self.remote.listed)):
+            path = self.stage / rel
+            was = FileStamp.of(path)
+            fsio.make_read_only(path)
+            self.cache.restamp(rel, path, was=was)
 
     def _record(self, rel: str, path: Path, digest: str, started_ns: int, mtime_ns: int | None):
         """Give ``path`` the publisher's modification time and record its verified hash (the
