@@ -31,7 +31,10 @@ append leaves it in place, ends it with a newline if needed, and first writes a 
 was, the repair is itself an audited, chained event, and the chain continues from the last
 committed record. :func:`verify_audit_log` accepts skipped bytes only when a repair record right
 after them describes them exactly, and accepts an unterminated tail at the end of the file (the
-state a crash leaves until the next append).
+state a crash leaves until the next append). A whole line after the last record that is neither
+the start of a record line nor zeros is no crash's: :meth:`AuditLog.append` and
+:meth:`AuditLog.check_appendable` refuse it (an edit, or a file that is no audit log) instead of
+covering it with a repair.
 """
 
 from __future__ import annotations
@@ -189,7 +192,9 @@ class AuditLog:
             recorded = ChainHead.read(head_path)
             if recorded is not None:
                 _check_log_holds_head(fd, size, recorded, self.path, head_path)
-            lines, seq, sha = _chain_lines(fd, _find_last_record(fd, size), bodies)
+            last = _find_last_record(fd, size)
+            _refuse_complete_lines_after(fd, last, self.path)
+            lines, seq, sha = _chain_lines(fd, last, bodies)
             with naming(self.path, self.path):  # a full disk names the log
                 _write_all(fd, lines)
                 os.fsync(fd)
@@ -269,6 +274,7 @@ class AuditLog:
                 raise AuditLogError(f"{self.path}: is not a regular file; expected the audit log")
             if recorded is not None:
                 _check_log_holds_head(fd, found.st_size, recorded, self.path, head_path)
+            _refuse_complete_lines_after(fd, _find_last_record(fd, found.st_size), self.path)
         finally:
             os.close(fd)
 
@@ -340,6 +346,33 @@ def _remove_head_temps(head_path: Path) -> None:
         for entry in os.scandir(head_path.parent):
             if entry.name.startswith(f".{head_path.name}.") and entry.name.endswith(TEMP_MARKER):
                 Path(entry.path).unlink(missing_ok=True)
+
+
+def _refuse_complete_lines_after(fd: int, last: _LastRecord, log: Path) -> None:
+    """AuditLogError, naming the line, when a whole line after the last record is not what a
+    crashed append leaves: the start of a record line (each later append ends a torn line
+    with a newline before its repair, and may be torn in turn) or zeros (blocks a crash left
+    unwritten). Anything else there is an edit, or the file is no audit log: covering it with a
+    repair record would launder it."""
+    tail = os.pread(fd, last.size - last.tail_start, last.tail_start)
+    *whole, _unterminated = tail.split(b"\n")
+    for index, line in enumerate(whole):
+        if (
+            line.startswith(_RECORD_START)
+            or _RECORD_START.startswith(line)
+            or not line.strip(b"\0")
+        ):
+            continue
+        number = _count_newlines(fd, 0, last.tail_start) + index + 1
+        raise AuditLogError(
+            f"{log}: line {number} is not a record, nor the start of one a crash cut short: the "
+            "log was edited, or the file is no audit log; nothing was written "
+            f"(`skewtape-pipeline audit-verify {log}` names the break)"
+        )
+
+
+_RECORD_START = b'{"seq":'
+"""How every record line the appender writes begins (:func:`_chain_lines`)."""
 
 
 def _count_newlines(fd: int, start: int, stop: int) -> int:

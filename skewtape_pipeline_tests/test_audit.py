@@ -167,6 +167,33 @@ def test_audit_log_append_when_crash_tore_a_repair_too_recovers(log_path):
     assert verify_audit_log(log_path, allow_torn_tail=False) == 7
 
 
+def test_audit_log_append_when_a_headless_logs_last_record_was_edited_refuses_it(log_path):
+    lines = log_path.read_bytes().splitlines()
+    _write_lines(log_path, [*lines[:-1], b"garbage"])  # the last record edited away
+    audit_head_path(log_path).unlink()  # (with its head, the head check refuses first)
+    before = log_path.read_bytes()
+    log = AuditLog(log_path)
+    for attempt in (log.check_appendable, lambda: log.append([_record(6)])):
+        with pytest.raises(AuditLogError, match=r"line 5 is not a record, nor the start of one"):
+            attempt()
+    assert log_path.read_bytes() == before
+
+
+def test_audit_log_append_when_the_file_is_no_audit_log_refuses_writing_nothing(tmp_path):
+    path = tmp_path / "README.md"
+    path.write_text("# A delta's readme\n\nSome words.\n")
+    with pytest.raises(AuditLogError, match="the file is no audit log"):
+        AuditLog(path).append([_record(1)])
+    assert path.read_text() == "# A delta's readme\n\nSome words.\n"
+
+
+def test_audit_log_append_when_a_crash_left_zeros_and_a_torn_repair_recovers(log_path):
+    with open(log_path, "ab") as handle:
+        handle.write(b"\0" * 512 + b"\n" + b'{"seq":6,"time":"x","event":"rep')
+    AuditLog(log_path).append([_record(7)])
+    assert verify_audit_log(log_path, allow_torn_tail=False) == 7
+
+
 def test_verify_audit_log_when_repair_does_not_match_skipped_bytes_raises(log_path):
     with open(log_path, "ab") as handle:
         handle.write(b"half a line")
