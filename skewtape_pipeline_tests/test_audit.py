@@ -187,9 +187,10 @@ def test_audit_log_append_when_the_file_is_no_audit_log_refuses_writing_nothing(
     assert path.read_text() == "# A delta's readme\n\nSome words.\n"
 
 
-def test_audit_log_append_when_a_crash_left_zeros_and_a_torn_repair_recovers(log_path):
-    with open(log_path, "ab") as handle:
-        handle.write(b"\0" * 512 + b"\n" + b'{"seq":6,"time":"x","event":"rep')
+@pytest.mark.parametrize("zeros", [b"\0" * 512, b"\0" * 100 + b'me":"x","event":"demo"}'])
+def test_audit_log_append_when_a_crash_left_zeros_and_a_torn_repair_recovers(log_path, zeros):
+    with open(log_path, "ab") as handle:  # zeros end anywhere in a line (blocks, not lines)
+        handle.write(zeros + b"\n" + b'{"seq":6,"time":"x","event":"rep')
     AuditLog(log_path).append([_record(7)])
     assert verify_audit_log(log_path, allow_torn_tail=False) == 7
 

@@ -186,11 +186,29 @@ def test_a_mistyped_url_carrying_a_secret_is_refused_without_showing_it(spec, tm
     assert str(parse_location(spec)).count(SECRET) == 0
 
 
-def test_redact_urls_when_a_line_is_one_long_word_returns_it_in_one_pass():
-    hostile = "snapshot/" + "y" * 1_000_000  # a checksums line's path, echoed in an error
-    assert redact_urls(hostile) == hostile  # before: every character began a new scan
-    word = "a:" * 500_000
-    assert redact_urls(word) == word
+@pytest.mark.parametrize(
+    "word", ["y" * 1_000_000, "a:" * 500_000, "=" * 1_000_000, "(" * 1_000_000, "k=v&" * 250_000,
+             "=a:" * 300_000, "1a" * 500_000 + "://x", ("a" * 50 + "://") * 20_000],
+)  # fmt: skip
+def test_redact_urls_when_a_line_is_one_long_word_returns_it_in_one_pass(word):
+    hostile = "snapshot/" + word  # a checksums line's path, echoed in an error
+    assert SECRET not in redact_urls(hostile + f" https://u:{SECRET}@h/x")
+    assert redact_urls(hostile).startswith("snapshot/")  # before: a scan from every character
+
+
+@pytest.mark.parametrize(
+    "glued",
+    ["...https://h/?token={s}", "1https://h/?token={s}", "-https://h/#{s}", "(s3://K:{s}@b/p)"],
+)
+def test_redact_urls_when_a_url_is_glued_to_other_characters_redacts_it(glued):
+    assert SECRET not in redact_urls(glued.format(s=SECRET))
+
+
+@pytest.mark.parametrize(
+    "text", ["symbol binance:BTC@PERP", "at 12:30:01@host", "C:\\Users\\bob@corp", "kalshi:KX-1"]
+)
+def test_redact_urls_when_text_only_looks_like_a_user_part_leaves_it(text):
+    assert redact_urls(text) == text
 
 
 @pytest.mark.parametrize("spec", SPELLINGS)

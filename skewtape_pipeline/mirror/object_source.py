@@ -48,6 +48,7 @@ from skewtape_pipeline.mirror.sources import (
     error_reason,
     finish_response,
     next_attempt,
+    pools_with_head_deadline,
     read_watched,
     refuse_large,
     small_file,
@@ -126,6 +127,7 @@ class ObjectSource:
             timeout=Timeout(connect=settings.connect_timeout, read=socket_read_timeout(settings)),
             ca_certs=settings.ca_certs,
         )
+        self.pool.pool_classes_by_scheme = pools_with_head_deadline(socket_read_timeout(settings))
 
     def url(self, rel: str) -> str:
         return f"{self.location}/{rel}"

@@ -328,7 +328,7 @@ class HttpSource:
             timeout=Timeout(connect=settings.connect_timeout, read=socket_read_timeout(settings)),
             ca_certs=settings.ca_certs,
         )
-        self.pool.pool_classes_by_scheme = _pools_with_head_deadline(socket_read_timeout(settings))
+        self.pool.pool_classes_by_scheme = pools_with_head_deadline(socket_read_timeout(settings))
 
     def url(self, rel: str) -> str:
         return f"{self.location}/{quote(rel)}"
@@ -462,12 +462,12 @@ def _failed(url: str, error: BaseException) -> TransferError:
 def finish_response(response) -> None:
     """Give the connection back, closing it first when its body was not read to the end (its
     length left, or no length: a body that goes on until the connection closes)."""
-    if not response.closed:
+    if not response.closed and response.length_remaining != 0:
         response.close()
     response.release_conn()
 
 
-def _pools_with_head_deadline(seconds: float) -> dict[str, type]:
+def pools_with_head_deadline(seconds: float) -> dict[str, type]:
     """urllib3's connection pools for http and https whose connections give up on an answer
     whose status line and headers have not all arrived ``seconds`` after the request was sent:
     a read waits at most the read timeout for its next byte, so a publisher sending one
@@ -491,30 +491,50 @@ def _pools_with_head_deadline(seconds: float) -> dict[str, type]:
 
 class _HeadDeadline:
     """A connection whose :meth:`getresponse` shuts its socket once :attr:`head_deadline`
-    seconds passed without the whole answer head (see :func:`_pools_with_head_deadline`)."""
+    seconds passed without the whole answer head (see :func:`pools_with_head_deadline`)."""
 
     head_deadline: float
 
     def getresponse(self):
-        sock = self.sock  # type: ignore[attr-defined]
-        timer = threading.Timer(self.head_deadline, _shut, (sock,))
-        timer.daemon = True
-        timer.start()
+        deadline = _Deadline(self.sock, self.head_deadline)  # type: ignore[attr-defined]
         try:
             response = super().getresponse()  # type: ignore[misc]
         except (OSError, http.client.HTTPException):
-            if not timer.finished.is_set():
+            if not deadline.end():
                 raise
             response = None
-        finally:
-            late = timer.finished.is_set()  # set before cancel() only when the timer fired
-            timer.cancel()
-        if late:  # a head cut short by the shut reads as complete: never trusted
+        if deadline.end():  # a head cut short by the shut reads as complete: never trusted
             raise SlowHeadError(
                 f"the answer's status line and headers did not all arrive within "
                 f"{self.head_deadline:g} s"
             )
         return response
+
+
+class _Deadline:
+    """Shuts ``sock`` ``seconds`` from now unless :meth:`end` came first; the two decide under
+    one lock, so the socket is never shut once ``end`` has returned (it may be carrying the
+    body, or the next request) and ``end`` tells whether it was."""
+
+    def __init__(self, sock, seconds: float):
+        self.sock, self.lock = sock, threading.Lock()
+        self.ended = self.fired = False
+        self.timer = threading.Timer(seconds, self._fire)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def _fire(self) -> None:
+        with self.lock:
+            if not self.ended:
+                self.fired = True
+                _shut(self.sock)
+
+    def end(self) -> bool:
+        """Stop the deadline; True when it had shut the socket."""
+        with self.lock:
+            self.ended = True
+        self.timer.cancel()
+        return self.fired
 
 
 class SlowHeadError(http.client.HTTPException):

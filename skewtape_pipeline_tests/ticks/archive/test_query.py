@@ -304,6 +304,14 @@ def test_run_query_when_root_holds_only_bookkeeping_files_gives_the_empty_view(t
     assert answer.column("n").to_pylist() == [0]
 
 
+def test_run_query_when_root_holds_a_killed_writers_marker_temp_gives_the_empty_view(tmp_path):
+    root = tmp_path / "archive"
+    root.mkdir()
+    (root / "._skewtape_archive.json.4242.skewtape-tmp").write_text("{")  # killed mid-write
+    answer = run_query("SELECT count(*) AS n FROM ticks", ArchiveCore(root))
+    assert answer.column("n").to_pylist() == [0]
+
+
 @pytest.mark.parametrize("holding", [[], [".hidden"]])
 def test_run_query_when_root_is_an_empty_folder_refuses_naming_it(tmp_path, holding):
     root = tmp_path / "archive"
@@ -323,6 +331,10 @@ def test_run_query_when_one_archive_is_given_twice_refuses_naming_both(tmp_path,
     with pytest.raises(ConfigError, match="given twice") as info:
         run_query("SELECT count(*) FROM ticks", [ArchiveCore(root), ArchiveCore(again)])
     assert str(root) in str(info.value) and str(again) in str(info.value)
+    core = ArchiveCore(root)
+    for twice in ([core, core], [core, core.waiting(5)]):  # one object, or a copy of it
+        with pytest.raises(ConfigError, match="given twice"):
+            run_query("SELECT count(*) FROM ticks", twice)
 
 
 def test_run_query_when_sql_is_not_utf8_refuses_naming_it(tmp_path, no_fsync):

@@ -645,12 +645,14 @@ def _archives(archives: Archives) -> list[ArchiveCore]:
             )
         check_archive_root(item.root)
         _check_no_partition_keys_above(item)
-        same = seen.setdefault(item.root.resolve(), item.root)
-        if same is not item.root:
+        folder = item.root.resolve()
+        if folder in seen:
+            same = seen[folder]
             raise ConfigError(
                 f"{item.root}: the same archive as {same}, given twice; its ticks would be "
                 "counted twice (give each archive once)"
             )
+        seen[folder] = item.root
     return items
 
 

@@ -212,9 +212,10 @@ def check_archive_root(root: Path | str, *, empty_ok: bool = True) -> Path:
     Refused: a path that is not a folder, a warm or cold tier folder (consolidated ``year=``
     folders, no catalog: the message names the archive root it likely belongs to), and a
     folder holding files of its own but no archive marker. A folder holding the archive's
-    bookkeeping and nothing else (``_skewtape*`` markers, ``.skewtape*`` lock and staging: an
-    archive with nothing compacted yet) passes only with ``empty_ok``; an empty folder, or one
-    holding only other dot files, holds no archive and is refused.
+    bookkeeping and nothing else (``_skewtape*`` markers, ``.skewtape*`` lock and staging, a
+    marker's temporary file: an archive with nothing compacted yet) passes only with
+    ``empty_ok``; an empty folder, or one holding only other dot files, holds no archive and
+    is refused.
     """
     path = Path(refuse_url(root, "archive root", ARCHIVE_ROOT_EXPECTED))
     if not path.is_dir():
@@ -238,7 +239,12 @@ def check_archive_root(root: Path | str, *, empty_ok: bool = True) -> Path:
 
 def _only_bookkeeping(names: set[str]) -> bool:
     """``names`` are some of an archive's own bookkeeping files and nothing else."""
-    return bool(names) and all(n.startswith(("_skewtape", ".skewtape")) for n in names)
+    return bool(names) and all(n.startswith(_BOOKKEEPING) for n in names)
+
+
+_BOOKKEEPING = ("_skewtape", ".skewtape", "._skewtape")
+"""How an archive's own bookkeeping files are named: markers, lock and staging, and the
+temporary file a writer killed while writing a marker leaves (``fsio.temp_path_for``)."""
 
 
 def _looks_like_tier_folder(names: set[str]) -> bool:
