@@ -11,7 +11,10 @@ from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact_plan import DEFAULT_MEMORY_LIMIT
 from skewtape_pipeline.ticks.archive.store.file_compression import MIN_TICKS_JUDGED
-from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_LOCK_WAIT_SECONDS
+from skewtape_pipeline.ticks.archive.store.layout import (
+    ARCHIVE_LOCK_WAIT_SECONDS,
+    check_archive_root,
+)
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 
 
@@ -69,3 +72,11 @@ class ArchiveSettings(dg.ConfigurableResource):
             lock_timeout=self.lock_timeout,
             books_and_records=self.books_and_records,
         )
+
+    def open_existing(self, skewtape: SkewtapeHome) -> Archive:
+        """:meth:`open` for the ops that work on an archive already written (re-tiering, its
+        statistics and check, pruning versions): NotAnArchiveError naming the data root's
+        archive folder when it holds no archive (a mistyped or missing data root), before
+        anything is created, as the command line refuses it."""
+        check_archive_root(skewtape.archive_dir, empty_ok=False)
+        return self.open(skewtape)

@@ -116,7 +116,7 @@ def tick_archive_tiers(
     skewtape: SkewtapeHome,
     archive: ArchiveSettings,
 ) -> dg.MaterializeResult:
-    tick_archive = archive.open(skewtape)
+    tick_archive = archive.open_existing(skewtape)
     result = tick_archive.retier(as_of=config.as_of_date(), months=context.partition_keys)
     context.add_asset_metadata(retier_run_metadata(result))
     for month, moves in moves_by_month(result.moved).items():
@@ -149,7 +149,7 @@ def tick_archive_tiers(
     "the bytes only past versions hold.",
 )
 def tick_archive_stats(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.MaterializeResult:
-    tick_archive = archive.open(skewtape)
+    tick_archive = archive.open_existing(skewtape)
     versions = versions_metadata(
         kept=len(tick_archive.versions.list()),
         tags=len(tick_archive.versions.tags()),
@@ -167,7 +167,7 @@ def tick_archive_stats(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.M
     "versions read is there and holds the bytes its name records.",
 )
 def tick_archive_verified(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.AssetCheckResult:
-    result = archive.open(skewtape).verify(full=True)
+    result = archive.open_existing(skewtape).verify(full=True)
     return dg.AssetCheckResult(
         passed=result.ok,
         metadata={

@@ -278,3 +278,23 @@ def test_daily_verify_archive_schedule_when_defined_targets_the_verify_job():
     schedule = defs.resolve_schedule_def("daily_verify_tick_archive")
     assert schedule.job_name == "verify_tick_archive"
     assert schedule.cron_schedule == "0 6 * * *"
+
+
+def test_archive_jobs_when_the_data_root_holds_no_archive_fail_naming_it_creating_nothing(
+    tmp_path: Path, instance: dg.DagsterInstance
+):
+    root = tmp_path / "mistyped"
+    definitions = build_definitions(SkewtapeHome(root=str(root)))
+    runs = {
+        "retier_ticks": {"partition_key": MONTHS[0], "run_config": retier_run_config(TO_WARM)},
+        "prune_tick_versions": {
+            "run_config": {"ops": {"prune_tick_versions_op": {"config": {"keep_last": 3}}}}
+        },
+    }
+    for name, options in runs.items():
+        job = definitions.resolve_job_def(name)
+        result = job.execute_in_process(instance=instance, raise_on_error=False, **options)
+        assert not result.success, name
+        message = failure_message(result)
+        assert "NotAnArchiveError" in message and str(root / "archive") in message, message
+    assert not root.exists()  # nothing created: no data root, no audit log, no lock
