@@ -137,6 +137,7 @@ def cmd_catch_up(args: argparse.Namespace) -> None:
             mode="in_place" if args.in_place else "versioned",
             audit_log=_audit_log(args, history),
             lock_timeout=args.wait,
+            link_sources=not args.copy,
         )
     lines = [_describe_apply(result) for result in results] or [f"{history}: already current"]
     _print_result(args, results, "\n".join(lines))
@@ -928,6 +929,9 @@ def _add_mirror_commands(command: Callable[..., argparse.ArgumentParser]) -> Non
     catch.add_argument("history", help="folder of month snapshots (history/YYYY-MM/)")
     catch.add_argument("deltas", help="folder of deltas (deltas/YYYY-MM/)")
     catch.add_argument("--in-place", action="store_true", help="advance the newest month in place")
+    catch.add_argument(
+        "--copy", action="store_true", help="copy delta files, never clone or hard-link"
+    )
     _add_audit_options(catch)
 
 

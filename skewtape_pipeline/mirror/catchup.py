@@ -34,6 +34,7 @@ def catch_up(
     mode: str = "versioned",
     audit_log: Path | None = None,
     lock_timeout: float = 0.0,
+    link_sources: bool = True,
 ) -> list[ApplyResult]:
     """Apply, in month order, every delta later than the newest snapshot in ``history``.
 
@@ -48,8 +49,9 @@ def catch_up(
         previous month for unchanged files). ``in_place``: the newest folder is advanced in place
         and keeps its name; the month it holds is read from its manifest, or, when the manifest
         records none, is the month of the delta whose next snapshot it holds.
-    audit_log, lock_timeout
-        As for :func:`~skewtape_pipeline.mirror.apply.apply_delta`; one lock is held for the
+    audit_log, lock_timeout, link_sources
+        As for :func:`~skewtape_pipeline.mirror.apply.apply_delta` (``link_sources`` False:
+        every delta's files are copied, never cloned or hard-linked); one lock is held for the
         whole catch-up.
 
     Returns
@@ -100,7 +102,8 @@ def catch_up(
         results = []
         for month, head in chain:
             into = None if mode == "in_place" else history / month
-            results.append(apply_locked(current, head.folder, into=into, audit_log=audit_log))
+            results.append(apply_locked(current, head.folder, into=into, audit_log=audit_log,
+                                        link_sources=link_sources))  # fmt: skip
             progress.report(f"applied {month}", len(results), len(chain), "months")
             current = into if into is not None else current
         return results

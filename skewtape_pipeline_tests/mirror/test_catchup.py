@@ -68,6 +68,14 @@ def test_catch_up_when_versioned_adds_one_verified_folder_per_month(chain):
     assert "markets.parquet" in merged_tables(root / "history" / "2027-01")  # carried record
 
 
+@pytest.mark.parametrize("link_sources", [True, False])
+def test_catch_up_when_link_sources_is_false_copies_the_deltas_files(chain, link_sources):
+    root, _published = chain
+    catch_up(root / "history", root / "deltas", link_sources=link_sources)
+    shared = [p for p in (root / "deltas").rglob("*") if p.is_file() and p.stat().st_nlink > 1]
+    assert bool(shared) == link_sources
+
+
 def test_catch_up_when_in_place_advances_the_newest_folder(chain):
     root, published = chain
     results = catch_up(root / "history", root / "deltas", mode="in_place")

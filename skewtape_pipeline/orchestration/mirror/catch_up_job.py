@@ -35,6 +35,7 @@ def apply_pending_months(context: dg.OpExecutionContext, skewtape: SkewtapeHome)
                 skewtape.deltas_dir,
                 audit_log=skewtape.audit_log,
                 lock_timeout=skewtape.lock_timeout,
+                link_sources=skewtape.link_sources,
             )
     except dg.Failure as failure:
         for month in sorted(set(applied_months(skewtape.history_dir)) - before):

@@ -29,7 +29,9 @@ class SkewtapeHome(dg.ConfigurableResource):
     )
     link_sources: bool = Field(
         default=True,
-        description="Hard-link unchanged and delivered files instead of copying them.",
+        description="Share a delta's delivered files with the snapshot (a clone, or a hard "
+        "link in a versioned apply, which leaves them read-only) instead of copying them; "
+        "unchanged files are hard-linked from the month before either way.",
     )
 
     @property

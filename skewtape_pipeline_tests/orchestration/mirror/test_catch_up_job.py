@@ -8,7 +8,9 @@ from pathlib import Path
 import dagster as dg
 
 from skewtape_pipeline.mirror.verify import verify_snapshot
+from skewtape_pipeline.orchestration.definitions import build_definitions
 from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT
+from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline_tests.orchestration.conftest import run_month
 
 
@@ -45,3 +47,14 @@ def test_catch_up_months_when_a_delta_is_refused_fails_with_the_reason_keeping_e
     assert not (sample_root / "history" / deltas[-1].name).exists()
     earlier = {"2026-09", *(d.name for d in deltas[:-1])}
     assert instance.get_materialized_partitions(HISTORY_SNAPSHOT) == earlier
+
+
+def test_catch_up_months_when_link_sources_is_false_copies_every_delta_file(
+    sample_root: Path, instance: dg.DagsterInstance
+):
+    definitions = build_definitions(SkewtapeHome(root=str(sample_root), link_sources=False))
+    assert run_month(definitions, "2026-09", instance).success  # the bootstrap month
+    result = definitions.resolve_job_def("catch_up_months").execute_in_process(instance=instance)
+    assert result.success
+    delivered = [p for p in (sample_root / "deltas").rglob("*") if p.is_file()]
+    assert delivered and [p for p in delivered if p.stat().st_nlink > 1] == []
