@@ -3,14 +3,19 @@ versions and metrics, the compression check."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
-from skewtape_pipeline.orchestration.shared.metadata import MAX_LISTED, ratio_value, seconds_value
+from skewtape_pipeline.orchestration.shared.metadata import (
+    MAX_LISTED,
+    bytes_value,
+    ratio_value,
+    seconds_value,
+)
 from skewtape_pipeline.progress import size_text
 
 MAX_MOVES_LISTED = 200
@@ -48,27 +53,33 @@ def retier_run_metadata(result: Any) -> dict[str, dg.MetadataValue]:
     return metadata | moves_metadata([])
 
 
-def moves_metadata(moves: Sequence[Any]) -> dict[str, dg.MetadataValue]:
-    """Metadata of one month's moved symbol-days: counts, bytes before and after, the files
-    they now live in (``files``: path -> tier, symbol-days, bytes of theirs) and a table of
-    where each went (tier, byte share, file name), the first :data:`MAX_MOVES_LISTED` of them.
+def moves_metadata(
+    moves: Sequence[Any], relative: Callable[[Any], str] = str
+) -> dict[str, dg.MetadataValue]:
+    """Metadata of one month's moved symbol-days: counts; when some moved, their bytes before
+    and after (with their unit) and the ratio, the files they now live in (``files``: the
+    file's name relative to its tier root, by ``relative`` -> tier, symbol-days, bytes of
+    theirs) and a table of where each went (tier, byte share, file name), the first
+    :data:`MAX_MOVES_LISTED` of them.
 
     ``moves`` are the core's ``PartitionMove`` objects of one month.
     """
-    before = sum(m.bytes_before for m in moves)
-    after = sum(m.byte_share for m in moves)
     metadata: dict[str, dg.MetadataValue] = {
         "symbol_days_moved": dg.MetadataValue.int(len(moves)),
         "ticks_moved": dg.MetadataValue.int(sum(m.rows for m in moves)),
-        "bytes_before": dg.MetadataValue.int(before),
-        "bytes_after": dg.MetadataValue.int(after),
-        "bytes_ratio": ratio_value(before / after if after else 0.0),
     }
     if not moves:
         return metadata
+    before = sum(m.bytes_before for m in moves)
+    after = sum(m.byte_share for m in moves)
+    metadata["bytes_before"] = bytes_value(before)
+    metadata["bytes_after"] = bytes_value(after)
+    if after:
+        metadata["bytes_ratio"] = ratio_value(before / after)
     files: dict[str, dict[str, Any]] = {}
     for m in moves:
-        entry = files.setdefault(m.to_path, {"tier": m.to_tier, "symbol_days": 0, "bytes": 0})
+        name = relative(m.to_path)
+        entry = files.setdefault(name, {"tier": m.to_tier, "symbol_days": 0, "bytes": 0})
         entry["symbol_days"] += 1
         entry["bytes"] += m.byte_share
     metadata["files"] = dg.MetadataValue.json(files)

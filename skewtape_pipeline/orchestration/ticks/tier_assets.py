@@ -120,7 +120,9 @@ def tick_archive_tiers(
     result = tick_archive.retier(as_of=config.as_of_date(), months=context.partition_keys)
     context.add_asset_metadata(retier_run_metadata(result))
     for month, moves in moves_by_month(result.moved).items():
-        context.add_asset_metadata(moves_metadata(moves), partition_key=month)
+        context.add_asset_metadata(
+            moves_metadata(moves, tick_archive.tiers.relative), partition_key=month
+        )
     measured = [file_compression(path) for path in result.files_written]
     names = [tick_archive.tiers.relative(path) for path in result.files_written]
     checked = compression_check_metadata(

@@ -102,8 +102,10 @@ def test_retier_ticks_when_months_age_moves_hot_warm_cold_without_losing_or_doub
         assert result.success
         [metadata] = materializations(result, "tick_archive_tiers").values()
         assert metadata["symbol_days_moved"] > 0
-        for path, file in metadata["files"].items():
-            assert file["tier"] == WARM and file["bytes"] <= Path(path).stat().st_size
+        tiers = ArchiveTiers.of(archive)
+        for name, file in metadata["files"].items():  # relative to the tier root
+            assert file["tier"] == WARM and name.startswith(f"{WARM}/")
+            assert file["bytes"] <= tiers.resolve(name).stat().st_size
         [stats] = materializations(result, "tick_archive_stats").values()
     assert view_tiers(archive) == {WARM}
     assert run_query(VIEW_TOTALS, ArchiveCore(archive)).to_pylist() == totals
@@ -149,14 +151,17 @@ def test_tick_archive_tiers_when_symbol_days_move_records_where_each_now_lives(
         location = locate(ArchiveTiers.of(archive), symbol, date.fromisoformat(day))
         assert (source, target) == (HOT, WARM)
         assert (location.tier, location.path.name, location.bytes) == (target, file, int(share))
-        assert str(location.path) in metadata["files"]
+        assert ArchiveTiers.of(archive).relative(location.path) in metadata["files"]
         assert int(rows) > 0
-    assert metadata["bytes_after"] == sum(f["bytes"] for f in metadata["files"].values())
+    after = sum(f["bytes"] for f in metadata["files"].values())  # bytes with their unit
+    shown = f"{after} bytes" if after < 1000 else f"{size_text(after)} ({after:,} bytes)"
+    assert metadata["bytes_after"] == shown and metadata["bytes_before"].endswith(" bytes)")
     rerun = job.execute_in_process(
         partition_key="2026-10", run_config=retier_run_config(TO_WARM), instance=instance
     )
     again = materializations(rerun, "tick_archive_tiers")["2026-10"]
     assert (again["symbol_days_moved"], again["run.files_written"]) == (0, 0)
+    assert "bytes_ratio" not in again and "bytes_before" not in again  # no 0/0, no zeros
 
 
 def test_retier_ticks_when_a_warm_day_was_withdrawn_purges_it_and_reports_it(
