@@ -10,7 +10,7 @@ import os
 import dagster as dg
 from pydantic import Field
 
-from skewtape_pipeline.errors import ChainError
+from skewtape_pipeline.errors import ChainError, ConfigError
 from skewtape_pipeline.mirror.catchup import chain_tip, next_month
 from skewtape_pipeline.mirror.fetch import CHECKSUMS, DELTAS, FetchedMonth, fetch_deltas
 from skewtape_pipeline.mirror.format import MANIFEST
@@ -52,13 +52,21 @@ class PublisherSource(dg.ConfigurableResource):
         return self.source.strip() or os.environ.get(self.source_variable, "").strip()
 
     def open(self) -> Source | None:
-        """The core's source object, or None when no source is configured."""
+        """The core's source object, or None when no source is configured. ConfigError naming
+        this resource and its fields when the transfer refuses their values (the core names
+        its own: ``time_limit`` is ``fetch_time_limit_s`` here)."""
         location = self.location()
         if not location:
             return None
-        settings = TransferSettings(
-            connections=self.connections, time_limit=self.fetch_time_limit_s
-        )
+        try:
+            settings = TransferSettings(
+                connections=self.connections, time_limit=self.fetch_time_limit_s
+            )
+        except ConfigError as exc:
+            raise ConfigError(
+                f"publisher resource (connections={self.connections!r}, "
+                f"fetch_time_limit_s={self.fetch_time_limit_s!r}): {exc}"
+            ) from None
         return open_source(location, settings)
 
 

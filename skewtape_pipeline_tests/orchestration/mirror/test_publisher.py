@@ -10,6 +10,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.mirror.format import MANIFEST
 from skewtape_pipeline.orchestration.definitions import build_definitions
 from skewtape_pipeline.orchestration.mirror.publisher import (
@@ -132,3 +133,12 @@ def test_month_run_when_the_fetch_passes_its_time_limit_fails_naming_the_limit(
     [failure] = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
     assert "ran past its time limit of 1e-06 s" in str(failure.event_specific_data.error)
     assert not (subscriber / "deltas" / "2026-10" / MANIFEST).exists()
+
+
+@pytest.mark.parametrize(("field", "value"), [("fetch_time_limit_s", 0.0), ("connections", 0)])
+def test_publisher_source_when_a_transfer_setting_is_refused_names_the_resources_field(
+    published_sample, field, value
+):
+    publisher = PublisherSource(source=str(published_sample), **{field: value})
+    with pytest.raises(ConfigError, match=rf"^publisher resource \(.*{field}={value!r}"):
+        publisher.open()
