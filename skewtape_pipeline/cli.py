@@ -160,11 +160,7 @@ def _fetch(args: argparse.Namespace, *, first_snapshot: bool) -> Any:
     from skewtape_pipeline.mirror.sources import open_source
 
     root = _data_root(args)
-    if not root.absolute().parent.is_dir():
-        raise ConfigError(
-            f"--root {root}: its folder {root.absolute().parent} does not exist; the data root "
-            "is created only inside an existing folder (a missing folder is refused, never created)"
-        )
+    refuse_missing_folder_above(f"--root {root}", root, "the data root is created")
     source = open_source(args.source, _transfer_settings(args))
     shown = TransferProgress(sys.stderr, enabled=not args.json)
     options = {"dry_run": getattr(args, "dry_run", False), "on_progress": shown.update}
@@ -277,11 +273,7 @@ def cmd_diff(args: argparse.Namespace) -> None:
     from skewtape_pipeline.mirror.diff import build_delta
 
     out = Path(args.out)
-    if not out.absolute().parent.is_dir():
-        raise ConfigError(
-            f"{args.out}: its folder {out.absolute().parent} does not exist; the delta is "
-            "written only inside an existing folder (a missing folder is refused, never created)"
-        )
+    refuse_missing_folder_above(args.out, out, "the delta is written")
     manifest = build_delta(Path(args.parent), Path(args.next), out)
     counts: dict[str, int] = {}
     for entry in manifest.files:
@@ -1225,12 +1217,20 @@ def refuse_url_arguments(args: argparse.Namespace) -> None:
 
 def refuse_audit_log_below_missing_folder(args: argparse.Namespace) -> None:
     """ConfigError naming ``--audit-log`` when the folder it would be written in does not
-    exist: a missing folder is refused, never created (the log itself may be new)."""
+    exist (the log itself may be new)."""
     log = getattr(args, "audit_log", None)
-    if log and not Path(log).absolute().parent.is_dir():
+    if log:
+        refuse_missing_folder_above(f"--audit-log {log}", Path(log), "the audit log is written")
+
+
+def refuse_missing_folder_above(named: str, path: Path, made: str) -> None:
+    """ConfigError naming ``named`` when the folder ``path`` would be made in does not exist:
+    a missing folder is refused, never created; ``made`` says what is made only inside one."""
+    folder = path.absolute().parent
+    if not folder.is_dir():
         raise ConfigError(
-            f"--audit-log {log}: its folder {Path(log).absolute().parent} does not exist (a "
-            "missing folder is refused, never created)"
+            f"{named}: its folder {folder} does not exist; {made} only inside an existing "
+            "folder (a missing folder is refused, never created)"
         )
 
 
