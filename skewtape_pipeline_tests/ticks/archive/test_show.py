@@ -263,3 +263,18 @@ def test_archive_show_and_report_when_day_is_no_day_refuse_naming_it(archived, v
     root, symbol = archived
     with pytest.raises(ConfigError, match=rf"^day = {re.escape(repr(bad))}: expected a day"):
         getattr(Archive(root), verb)(symbol, bad)
+
+
+def test_show_when_reached_through_a_link_elsewhere_audits_and_reads_the_log_beside_it(
+    archived, tmp_path
+):
+    root, symbol = archived
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = elsewhere / "archive"
+    link.symlink_to(root, target_is_directory=True)
+    Archive(link).retier(as_of=LATER)  # the default audit log
+    assert not (elsewhere / "audit.jsonl").exists()
+    expected = ["written", "moved", "hot-file-removed"]
+    assert events(Archive(link).show(symbol, DAY)) == expected
+    assert events(shown(root, symbol)) == expected

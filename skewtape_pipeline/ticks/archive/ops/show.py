@@ -35,7 +35,7 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skewtape_pipeline.audit import is_repair, parse_record
+from skewtape_pipeline.audit import AUDIT_LOG_NAME, is_repair, parse_record
 from skewtape_pipeline.errors import AuditLogError, ConfigError
 from skewtape_pipeline.ticks.archive.store.books import (
     EVENT_RECOMPACT,
@@ -287,7 +287,7 @@ class _ThisArchive:
     The writers record the archive as they were given it, made absolute (never resolved), so a
     record is this archive's when the path it names resolves to the same folder as ``root``
     (another spelling: ``..``, a symbolic link). When the audit log sits beside the archive
-    (``books.default_audit_log`` of the root, or of the folder it resolves to), it is taken to
+    (``books.default_audit_log``, or beside the root as spelled: a link), it is taken to
     have moved or been copied with the archive, the archives it was written for beside it then
     (as the default log is): a record naming a folder of the archive's name is this archive's,
     wherever that folder was (its location before the archive moved, or the original of a
@@ -305,7 +305,8 @@ class _ThisArchive:
         """The matcher of the core's archive and audit log."""
         root, log = core.root, core.audit_log
         folder = root.resolve()
-        beside = {default_audit_log(root).resolve(), default_audit_log(folder).resolve()}
+        # the default log, and the log beside the root as spelled (a link's older default)
+        beside = {default_audit_log(root), (root.absolute().parent / AUDIT_LOG_NAME).resolve()}
         names = {_name(root.absolute()), folder.name}
         mine = log is not None and Path(log).resolve() in beside
         return cls(folder, frozenset(names if mine else ()))

@@ -41,10 +41,12 @@ EVENT_REFUSED = "tick-archive-refused"
 
 
 def default_audit_log(archive_root: Path) -> Path:
-    """``<archive root>/../audit.jsonl``: the audit log beside the archive root (the default
-    of an ``Archive`` and of the command line; the writers themselves audit only to the log
-    they are given)."""
-    return Path(archive_root).absolute().parent / AUDIT_LOG_NAME
+    """``<archive root>/../audit.jsonl``: the audit log beside the archive root, the folder the
+    root resolves to (so an archive reached through a symbolic link audits, and ``show`` reads,
+    the one log beside it, as the mirror's log is beside its resolved data root); the default of
+    an ``Archive`` and of the command line. The writers themselves audit only to the log they
+    are given."""
+    return Path(archive_root).resolve().parent / AUDIT_LOG_NAME
 
 
 class Books:
