@@ -190,6 +190,18 @@ def test_archive_modules_below_the_front_door_when_scanned_never_import_it():
     assert crossings(below, (f"{ARCHIVE}.handle",)) == {}
 
 
+ARCHIVE_MODULE_LINES = 800
+"""Issue 29's cap on a module of ``ticks/archive``: a reader takes one in at a sitting."""
+
+
+def test_archive_modules_when_counted_hold_at_most_800_lines_each():
+    folder = PACKAGE / "ticks" / "archive"
+    modules = sorted(folder.rglob("*.py"))
+    assert len(modules) > 20, "the count found too few modules: a cap over nothing"
+    lines = {str(m.relative_to(folder)): len(m.read_text().splitlines()) for m in modules}
+    assert {name: n for name, n in lines.items() if n > ARCHIVE_MODULE_LINES} == {}
+
+
 def test_mirror_modules_when_scanned_import_no_ticks():
     assert crossings(imports_under("mirror"), ("skewtape_pipeline.ticks",)) == {}
 

@@ -1,10 +1,8 @@
 """The front door of the tick archive: :class:`Archive`, one archive built once from its root.
 
-Its options (the tier policy, the audit log, the lock timeout, the write-once mode) are fixed and
-checked when it is built, never passed again (as deltalake's ``DeltaTable`` or ArcticDB's
-``Library``); every verb the command line and the Dagster resource use is a method, each
-documenting its parameters, what it returns and what it raises. The version verbs are the
-namespace ``archive.versions``::
+Its options (tier policy, audit log, lock timeout, write-once mode) are fixed and checked when it
+is built, never passed again (as deltalake's ``DeltaTable``, ArcticDB's ``Library``); each verb
+documents its parameters, returns and raises. The version verbs are ``archive.versions``::
 
     archive = Archive("data/archive")  # the tier policy the archive records, audited
     archive.retier(as_of=date(2026, 12, 1))
@@ -25,7 +23,6 @@ from typing import Any
 import pyarrow as pa
 
 from skewtape_pipeline import fsio
-from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.ticks.archive.core import BESIDE, ArchiveCore, _Beside
 from skewtape_pipeline.ticks.archive.ops import compact, integrity, lifecycle, retier_plan
 from skewtape_pipeline.ticks.archive.ops import query as views
@@ -39,17 +36,9 @@ from skewtape_pipeline.ticks.archive.ops.reader import ArchiveReader, check_day
 from skewtape_pipeline.ticks.archive.ops.show import SymbolDayStory, show_symbol_day
 from skewtape_pipeline.ticks.archive.store import placement
 from skewtape_pipeline.ticks.archive.store.catalog import SymbolDayKey
-from skewtape_pipeline.ticks.archive.store.placement import (
-    ArchiveState,
-    Location,
-    archive_state,
-    locate,
-)
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.store.reports_table import read_venue_day_reports
-from skewtape_pipeline.ticks.archive.store.tiers import (
-    ArchiveTiers,
-)
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.store.versions import AsOf
 from skewtape_pipeline.ticks.archive.versions_api import ArchiveVersions
 from skewtape_pipeline.ticks.encode.model import TickBatch
@@ -86,12 +75,6 @@ class Archive:
         A root that is a file, a policy that is not a TierPolicy or contradicts the recorded
         one (naming both), tier roots that nest, a ``lock_timeout`` that is negative, not
         finite (``nan``, ``inf``) or not a number.
-
-    Examples
-    --------
-    >>> archive = Archive("data/archive", lock_timeout=30)
-    >>> archive.symbols()[:2]
-    ['ES', 'NQ']
     """
 
     def __init__(
@@ -424,9 +407,9 @@ class Archive:
         return other
 
     def writing(self) -> AbstractContextManager[ArchiveCore]:
-        """Around a write by a writer outside this class (the Dagster asset archiving
-        venue-days), as around every writing verb here: write-once mode turned on first when
-        asked, a policy given to an archive that recorded none recorded once the write succeeded.
+        """Around a write by a writer outside this class (the Dagster asset archiving venue-days),
+        as around every verb here: write-once mode turned on first when asked, a policy given to
+        an archive that recorded none recorded once the write succeeded.
 
         Returns
         -------
@@ -530,7 +513,7 @@ class Archive:
             self._reader = ArchiveReader(self.core)
         return self._reader
 
-    def state(self, as_of: AsOf | None = None) -> ArchiveState:
+    def state(self, as_of: AsOf | None = None) -> placement.ArchiveState:
         """Where every symbol-day lives, now or as of a version.
 
         Parameters
@@ -540,7 +523,7 @@ class Archive:
 
         Returns
         -------
-        ArchiveState
+        placement.ArchiveState
             The catalog, the live hot files, the catalogued days they hide.
 
         Raises
@@ -552,9 +535,9 @@ class Archive:
         TickFormatError
             A damaged catalog or hot index.
         """
-        self.reader.snapshot(None if as_of is None else as_of)  # refuses a root without archive
+        self.reader.snapshot(as_of)  # refuses a root without archive
         if as_of is None:
-            return archive_state(self.root)
+            return placement.archive_state(self.root)
         versions = self.core.versions
         return versions.state(versions.resolve_as_of(as_of))
 
@@ -599,7 +582,7 @@ class Archive:
         snapshot = self.reader.snapshot(as_of)
         return [piece.key[1] for piece in snapshot.pieces(self.tiers, symbol, None, None)]
 
-    def report(self, symbol: str, day: date | str) -> Location | None:
+    def report(self, symbol: str, day: date | str) -> placement.Location | None:
         """Where ``symbol`` on ``day`` (UTC) lives now.
 
         Parameters
@@ -612,7 +595,7 @@ class Archive:
 
         Returns
         -------
-        Location or None
+        placement.Location or None
             Its tier, file, rows and bytes; None when the archive does not hold it.
 
         Raises
@@ -622,7 +605,7 @@ class Archive:
         TickFormatError
             A damaged catalog.
         """
-        return locate(self.tiers, symbol, _the_day(day))
+        return placement.locate(self.tiers, symbol, check_day(day, "day", required=True))
 
     def venue_day_reports(self, venue: str, day: date | str) -> pa.Table:
         """The reports table's rows of one venue-day.
@@ -646,7 +629,7 @@ class Archive:
         TickFormatError
             A reports file that does not read.
         """
-        return read_venue_day_reports(self.root, venue, _the_day(day))
+        return read_venue_day_reports(self.root, venue, check_day(day, "day", required=True))
 
     def show(self, symbol: str, day: date | str) -> SymbolDayStory:
         """Where ``symbol`` on ``day`` is now, its report and its history from this archive's
@@ -676,7 +659,7 @@ class Archive:
         AuditLogError
             A line of the audit log that is not a record, naming the line.
         """
-        return show_symbol_day(self.core, symbol, _the_day(day))
+        return show_symbol_day(self.core, symbol, check_day(day, "day", required=True))
 
     def verify(self, *, full: bool = False) -> integrity.ArchiveVerification:
         """Check every file against its record (size, sha256, footer) and that the records
@@ -811,12 +794,3 @@ class Archive:
             A damaged catalog or an undecodable partition folder.
         """
         return retier_plan.plan_retier(self.core, as_of=as_of, months=months)
-
-
-def _the_day(value: object) -> date:
-    """``value`` as the one day :meth:`Archive.report` and :meth:`Archive.show` look up
-    (``reader.check_day``); ConfigError naming ``day`` for anything else, None included."""
-    day = check_day(value, "day")
-    if day is None:
-        raise ConfigError("day = None: expected a day (YYYY-MM-DD), a date or a datetime")
-    return day

@@ -733,11 +733,11 @@ def _columns(columns: Collection[str] | None) -> list[str]:
     return picked
 
 
-def check_day(value: object, name: str) -> date | None:
+def check_day(value: object, name: str, *, required: bool = False) -> date | None:
     """``value`` as a day: a ``date``, a ``datetime`` or pandas ``Timestamp`` (its UTC day when
     it has a time zone, else its own), or ISO text (``2026-12-01``, or a time); None stays
-    None. ConfigError naming ``name`` for anything else."""
-    if value is None:
+    None unless ``required``. ConfigError naming ``name`` for anything else."""
+    if value is None and not required:
         return None
     if isinstance(value, str):
         text = value.strip()
