@@ -79,7 +79,8 @@ test: lint postgres-binaries reflink-filesystem nginx
 # The UI: Dagster's daemon (run queue, sensors, schedules, backfills) in the background and its
 # webserver in the foreground (what `dagster dev` starts), both over the instance in
 # $(SKEWTAPE_HOME)/dagster_home, created or migrated first (so the two never race to create its
-# databases); Ctrl-C stops both. A port another program holds is refused first, naming a free one.
+# databases); both stop when the recipe's shell ends, however it does (Ctrl-C, a SIGTERM or a
+# hangup). A port another program holds is refused first, naming a free one.
 ui: venv
 	@$(PY) -m skewtape_pipeline.orchestration.ui_port $(UI_PORT)
 	@$(MAKE) --no-print-directory instance
@@ -87,8 +88,10 @@ ui: venv
 	export DAGSTER_HOME="$(abspath $(SKEWTAPE_HOME))/dagster_home"; \
 	$(VENV)/bin/dagster instance migrate >/dev/null || exit 1; \
 	$(VENV)/bin/dagster-daemon run -w workspace.yaml & daemon=$$!; \
-	trap 'kill $$daemon 2>/dev/null; wait $$daemon' EXIT; \
-	$(VENV)/bin/dagster-webserver -w workspace.yaml -h 127.0.0.1 -p $(UI_PORT)
+	$(VENV)/bin/dagster-webserver -w workspace.yaml -h 127.0.0.1 -p $(UI_PORT) & web=$$!; \
+	trap 'kill $$web $$daemon 2>/dev/null; wait $$web $$daemon' EXIT; \
+	trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 129' HUP; \
+	wait $$web
 
 bench:
 	$(MAKE) -C benchmarks bench

@@ -1,11 +1,16 @@
-"""`make ui` refuses a busy port before starting anything, naming a free one to choose."""
+"""`make ui` refuses a busy port before starting anything, naming a free one to choose, and
+stops its daemon and webserver however its shell ends."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -53,3 +58,68 @@ def test_make_ui_when_the_port_is_busy_refuses_before_starting_anything(busy_por
     assert completed.returncode != 0
     assert f"error: port {busy_port} on 127.0.0.1 is in use by another program" in completed.stderr
     assert not home.exists()
+
+
+def group_members(group: int) -> dict[int, str]:
+    """The live processes of process group ``group``: pid to command line."""
+    members = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if fields[0] != "Z" and int(fields[2]) == group:
+                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+                members[int(entry.name)] = command.decode(errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue
+    return members
+
+
+def wait_until(predicate, seconds: float) -> bool:
+    """Whether ``predicate()`` came true within ``seconds`` (polled)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.5)
+    return predicate()
+
+
+def answers(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("how", ["shell-terminated", "ctrl-c"])
+def test_make_ui_when_its_shell_is_terminated_or_interrupted_stops_daemon_and_webserver(
+    tmp_path, how
+):
+    make = shutil.which("make")
+    assert make, "make is needed to run `make ui`"
+    venv = Path(sys.executable).parent.parent
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ui = subprocess.Popen(
+        [make, "-s", "-C", str(REPO), "-o", f"{venv}/.installed", "ui", f"VENV={venv}",
+         f"UI_PORT={port}", f"SKEWTAPE_HOME={tmp_path / 'home'}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert wait_until(lambda: answers(port), 240), "make ui never answered"
+        members = group_members(ui.pid)
+        assert any("dagster-daemon" in c for c in members.values()), members
+        if how == "ctrl-c":  # the terminal signals the whole foreground group
+            os.killpg(ui.pid, signal.SIGINT)
+        else:  # the recipe's shell alone
+            shell = [p for p, c in members.items() if c.startswith("/bin/sh -c")]
+            assert len(shell) == 1, members
+            os.kill(shell[0], signal.SIGTERM)
+        assert wait_until(lambda: not group_members(ui.pid), 120), group_members(ui.pid)
+        assert not answers(port)
+    finally:
+        if group_members(ui.pid):
+            os.killpg(ui.pid, signal.SIGKILL)
+        ui.wait(timeout=30)
