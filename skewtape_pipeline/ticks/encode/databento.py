@@ -37,6 +37,7 @@ from skewtape_pipeline.ticks.encode.sources import (
     source_stream,
     units_as_decimal,
 )
+from skewtape_pipeline.ticks.encode.zstd_framing import ZSTD_MAGIC, FramingError, check_zstd_framing
 
 DBN_PRICE_SCALE = 9
 """DBN prices are integers in units of 10^-9."""
@@ -46,7 +47,6 @@ TRADE_SCHEMAS = ("trades", "tbbo", "mbo")
 """The DBN schemas read: trades (every record a trade), TBBO (trades with the book before
 them) and MBO (order events, of which the trades, ``action == 'T'``, are kept)."""
 TRADE_ACTION = "T"
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 def is_dbn_name(path: Path) -> bool:
@@ -61,7 +61,7 @@ def open_dbn(path: Path | str, *, block_bytes: int = DEFAULT_BLOCK_BYTES) -> Tic
 
     Raises TickValidationError naming the file: not DBN, a schema other than
     :data:`TRADE_SCHEMAS`; reading: a record that does not decode, an undefined price or
-    timestamp (naming its record).
+    timestamp (naming its record), a file cut short (inside a record or a zstd frame).
     """
     import databento_dbn as dbn
 
@@ -128,16 +128,22 @@ def _dbn_schema(path: Path, dbn) -> str | None:
 
 
 def _open(path: Path, stack: ExitStack) -> BinaryIO:
-    """The file's bytes, decompressed when it starts with zstd's magic number."""
+    """The file's bytes, decompressed (every frame) when it starts with zstd's magic number;
+    TickValidationError naming the file when its frames are not whole (cut short)."""
     try:
         handle = stack.enter_context(open(path, "rb"))  # noqa: SIM115 (closed by the stack)
         compressed = handle.read(4) == ZSTD_MAGIC
         handle.seek(0)
+        if compressed:
+            check_zstd_framing(handle)
     except OSError as exc:
         raise TickValidationError(f"{path}: cannot read: {exc}") from None
+    except FramingError as exc:
+        raise TickValidationError(f"{path}: cannot read as zstd: {exc}") from None
     if not compressed:
         return handle
-    return stack.enter_context(zstandard.ZstdDecompressor().stream_reader(handle))
+    decompressor = zstandard.ZstdDecompressor()
+    return stack.enter_context(decompressor.stream_reader(handle, read_across_frames=True))
 
 
 def _transcoded_chunks(path: Path, state: ReadState, block_bytes: int, dbn) -> Iterator[RawChunk]:
@@ -168,6 +174,12 @@ def _transcoded_chunks(path: Path, state: ReadState, block_bytes: int, dbn) -> I
                 table = _csv_table(text, names)
                 yield RawChunk(table, state.rows, None)
                 state.rows += table.num_rows
+            if not block and (left := len(transcoder.buffer())):
+                raise TickValidationError(
+                    f"{path}: the file ends {left} bytes into a DBN record, after its "
+                    f"{state.rows:,} whole records: it is cut short",
+                    row=state.rows,
+                )
             state.bytes_read = min(state.bytes_read + len(block), state.file_bytes)
             if not block:
                 break

@@ -135,6 +135,64 @@ def test_compact_ticks_when_a_dbn_file_holds_no_trades_refuses_naming_its_schema
     assert code == 2 and "ohlcv-1m" in err and "Traceback" not in err
 
 
+def archive_files(archive: Path) -> dict[str, bytes]:
+    """Every file under ``archive`` (relative path to its bytes)."""
+    return {str(f.relative_to(archive)): f.read_bytes() for f in archive.rglob("*") if f.is_file()}
+
+
+SKIPPABLE = (0x184D2A53).to_bytes(4, "little") + (5).to_bytes(4, "little") + b"notes"
+"""A zstd skippable frame (RFC 8878: magic 0x184D2A5?, size, data): no data to decode."""
+
+
+def cut_inside_a_record(data: bytes) -> bytes:
+    return data[:-7]
+
+
+def cut_inside_the_zstd_frame(data: bytes) -> bytes:
+    return zstandard.ZstdCompressor(write_checksum=True).compress(data)[:-9]
+
+
+def stray_bytes_after_the_frame(data: bytes) -> bytes:
+    return zstandard.ZstdCompressor().compress(data) + b"\x00garbage"
+
+
+@pytest.mark.parametrize(
+    "damage", [cut_inside_a_record, cut_inside_the_zstd_frame, stray_bytes_after_the_frame]
+)
+def test_compact_ticks_when_a_dbn_file_is_cut_short_refuses_it_keeping_the_archived_day(
+    tmp_path: Path, capsys, damage
+):
+    """A download cut short read as a shorter file would replace the day archived whole."""
+    whole = dbn_file(tmp_path / "glbx-trades.dbn", dbn.Schema.TRADES, TRADES)
+    archive = tmp_path / "archive"
+    assert compact(capsys, whole, archive)[0] == 0
+    before = archive_files(archive)
+    cut = tmp_path / ("again.dbn.zst" if "zstd" in damage.__name__ else "again.dbn")
+    cut.write_bytes(damage(whole.read_bytes()))
+    code, err = compact(capsys, cut, archive)
+    assert code == 2 and cut.name in err, err
+    assert ("cut short" in err) != (damage is stray_bytes_after_the_frame), err
+    assert "Traceback" not in err
+    assert archive_files(archive) == before
+    assert archived(archive) == EXPECTED
+
+
+def test_compact_ticks_when_a_dbn_zst_file_holds_several_frames_reads_every_one(
+    tmp_path: Path, capsys
+):
+    """As ``zstd`` writes files concatenated (``cat a.zst b.zst``), with a skippable frame
+    between; the first frame ends inside a record."""
+    data = metadata(dbn.Schema.TRADES) + b"".join(bytes(r) for r in TRADES)
+    half = len(data) - 50
+    frames = [zstandard.ZstdCompressor().compress(data[:half]), SKIPPABLE,
+              zstandard.ZstdCompressor(write_checksum=True).compress(data[half:])]  # fmt: skip
+    source = tmp_path / "glbx-trades.dbn.zst"
+    source.write_bytes(b"".join(frames))
+    code, err = compact(capsys, source, tmp_path / "archive")
+    assert code == 0, err
+    assert archived(tmp_path / "archive") == EXPECTED
+
+
 # --- Binance -------------------------------------------------------------------------------------
 
 MS = DAY_NS // 10**6
