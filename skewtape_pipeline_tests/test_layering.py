@@ -151,7 +151,11 @@ def test_policy_module_when_scanned_imports_no_archive_module():
 
 
 ARCHIVE = "skewtape_pipeline.ticks.archive"
-OPERATIONS_MAY_IMPORT = {"lifecycle": {"retier_plan"}, "compact": {"compact_plan"}}
+OPERATIONS_MAY_IMPORT = {
+    "lifecycle": {"retier_plan"},
+    "compact": {"compact_plan"},
+    "reader": {"read_plan"},
+}
 """The operations that carry out another's plan: re-tiering its plan, compaction its plan."""
 
 

@@ -32,7 +32,8 @@ from skewtape_pipeline.ticks.archive.ops.compact_plan import (
     CompactionRun,
     SymbolDayWrite,
 )
-from skewtape_pipeline.ticks.archive.ops.reader import ArchiveReader, check_day
+from skewtape_pipeline.ticks.archive.ops.read_plan import check_day
+from skewtape_pipeline.ticks.archive.ops.reader import ArchiveReader
 from skewtape_pipeline.ticks.archive.ops.show import SymbolDayStory, show_symbol_day
 from skewtape_pipeline.ticks.archive.store import placement
 from skewtape_pipeline.ticks.archive.store.catalog import SymbolDayKey

@@ -34,7 +34,8 @@ from skewtape_pipeline.ticks.archive.ops.compact import (
 from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.ops.query import open_ticks_view, run_query
-from skewtape_pipeline.ticks.archive.ops.reader import VIEW_COLUMNS, view_select
+from skewtape_pipeline.ticks.archive.ops.read_plan import VIEW_COLUMNS
+from skewtape_pipeline.ticks.archive.ops.reader import view_select
 from skewtape_pipeline.ticks.archive.store import hot_index
 from skewtape_pipeline.ticks.archive.store.catalog import CatalogStore, file_rows
 from skewtape_pipeline.ticks.archive.store.layout import partition_file

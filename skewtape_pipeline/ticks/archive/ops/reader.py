@@ -7,10 +7,11 @@ changes), the hot index (brought up to date by the lines appended since:
 footers of the files it read (by content, so immutable too) and the cache of verified files
 (``trust.VerifiedFiles``). A read then:
 
-1. names the files of the wanted symbol-days from the catalog and the hot index alone (no
-   listing of the root, no record of a file it does not read): a symbol-day's hot file when it
-   is the live copy, else its consolidated file and, from the catalog's row counts, its rows in
-   it (``catalog.FileRows``) and so the row groups that hold them;
+1. names the files of the wanted symbol-days from the catalog and the hot index alone
+   (``read_plan``: no listing of the root, no record of a file it does not read): a
+   symbol-day's hot file when it is the live copy, else its consolidated file and, from the
+   catalog's row counts, its rows in it (``catalog.FileRows``) and so the row groups that hold
+   them;
 2. verifies those files only (stamp; sha256 when the stamp changed: ``trust.VerifiedFiles``),
    a file changed behind the archive's back being refused as the ``ticks`` view refuses it;
 3. reads the projected columns of those files and row groups (several files side by side:
@@ -27,9 +28,7 @@ import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from datetime import UTC, date, datetime
-from pathlib import Path
+from datetime import date
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -46,35 +45,33 @@ from skewtape_pipeline.errors import (
     UnknownSymbolError,
 )
 from skewtape_pipeline.hashing import FileStamp
-from skewtape_pipeline.storage import TierFile, parquet_source, reading, stamps_of
+from skewtape_pipeline.storage import parquet_source, reading, stamps_of
+from skewtape_pipeline.ticks.archive.ops.read_plan import (
+    VIEW_COLUMNS,
+    Piece,
+    Snapshot,
+    check_columns,
+    check_day,
+)
 from skewtape_pipeline.ticks.archive.store import hot_index
 from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
-    CatalogPartition,
-    FileRecord,
-    FileRows,
     SymbolDayKey,
-    partitions_of,
-    symbols_of,
 )
 from skewtape_pipeline.ticks.archive.store.catalog_check import check_catalog_present, repair_hint
 from skewtape_pipeline.ticks.archive.store.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.store.layout import check_archive_root, recorded_schema
-from skewtape_pipeline.ticks.archive.store.policy import HOT
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.store.trust import (
     WRITTEN_BY_COMPACTION,
     VerifiedFiles,
-    unrecorded_hint,
 )
-from skewtape_pipeline.ticks.archive.store.version_files import HotEntry, Version
-from skewtape_pipeline.ticks.archive.store.versions import AsOf, VersionLog
+from skewtape_pipeline.ticks.archive.store.versions import AsOf
 from skewtape_pipeline.ticks.encode.parquet_file import archive_schema
 
 if TYPE_CHECKING:
     from skewtape_pipeline.ticks.archive.core import ArchiveCore
 
-VIEW_COLUMNS = ("symbol", "date", "ts", "price", "quantity", "side", "tier", "year", "month")
 _STORED = ("ts", "price", "quantity", "side")
 _DICTIONARY_READ = ["side"]
 _CONSOLIDATED_DICTIONARY_READ = ["side", "symbol"]
@@ -92,147 +89,6 @@ _PARALLEL_FROM = 4
 save)."""
 
 
-@dataclass(frozen=True)
-class _Piece:
-    """One symbol-day to read: from a hot file (``rows`` None) or from ``rows`` (first row,
-    count) of a consolidated file, with its tier."""
-
-    key: SymbolDayKey
-    tier: str
-    file: TierFile
-    rel: str
-    record: FileRecord
-    whose: str
-    rows: tuple[int, int] | None = None
-
-
-class _Snapshot:
-    """What one state of the archive of ``tiers`` (now, or as of a ``version`` of its ``log``,
-    which keeps that version's hot files) says about where symbol-days are: the catalog and the
-    live hot files, looked up per symbol."""
-
-    def __init__(
-        self,
-        tiers: ArchiveTiers,
-        catalog: Catalog,
-        hot: hot_index.HotIndex | dict[SymbolDayKey, HotEntry] | None,
-        *,
-        version: Version | None = None,
-        log: VersionLog | None = None,
-    ):
-        self.root, self.catalog, self.version, self.log = tiers.root, catalog, version, log
-        self._hot = hot
-        self._listed: dict[SymbolDayKey, hot_index.IndexEntry] | None = None
-        if hot is None:  # an archive without a hot index: listed once, for this read
-            records = hot_index.legacy_records(self.root)
-            listed = hot_index.scan_index(self.root, records)
-            self._listed = {e.key: e for e in listed if e.present}
-        self._rows = FileRows(catalog)
-        self._parts: dict[str, list[CatalogPartition]] = {}
-        self._files: dict[str, TierFile] = {}
-        self._pieces: dict[tuple[str, date | None, date | None], list[_Piece]] = {}
-        self._symbols: set[str] | None = None
-
-    def symbols(self) -> set[str]:
-        """The symbols with at least one visible symbol-day."""
-        if self._symbols is None:
-            self._symbols = self._all_symbols()
-        return self._symbols
-
-    def _all_symbols(self) -> set[str]:
-        out = {p.symbol for s in symbols_of(self.catalog) for p in self._visible_catalogued(s)}
-        if isinstance(self._hot, hot_index.HotIndex):
-            out |= self._hot.symbols()
-        elif self._hot is not None:
-            out |= {s for s, _ in self._hot}
-        else:
-            out |= {s for s, _ in self._listed or {}}
-        return out
-
-    def _hot_days(self, symbol: str) -> dict[date, Any]:
-        if isinstance(self._hot, hot_index.HotIndex):
-            return {d: self._hot.present((symbol, d)) for d in self._hot.days(symbol)}
-        entries = self._hot if self._hot is not None else self._listed or {}
-        return {d: e for (s, d), e in entries.items() if s == symbol}
-
-    def _partitions_of(self, symbol: str) -> list[CatalogPartition]:
-        found = self._parts.get(symbol)
-        if found is None:
-            found = self._parts[symbol] = partitions_of(self.catalog, symbol)
-        return found
-
-    def _visible_catalogued(self, symbol: str) -> list[CatalogPartition]:
-        withdrawn = self.catalog.withdrawn
-        return [p for p in self._partitions_of(symbol) if p.key not in withdrawn]
-
-    def pieces(
-        self, tiers: ArchiveTiers, symbol: str, start: date | None, end: date | None
-    ) -> list[_Piece]:
-        """The pieces of ``symbol`` from ``start`` to ``end``, by date (kept for this state)."""
-        key = (symbol, start, end)
-        found = self._pieces.get(key)
-        if found is None:
-            found = self._placed(tiers, symbol, start, end)
-            if len(self._pieces) >= 4096:
-                self._pieces.clear()
-            self._pieces[key] = found
-        return found
-
-    def _placed(
-        self, tiers: ArchiveTiers, symbol: str, start: date | None, end: date | None
-    ) -> list[_Piece]:
-        def wanted(day: date) -> bool:
-            return (start is None or day >= start) and (end is None or day <= end)
-
-        hot = {d: e for d, e in self._hot_days(symbol).items() if wanted(d)}
-        catalogued = {p.date: p for p in self._partitions_of(symbol) if wanted(p.date)}
-        out = []
-        for day in sorted(hot.keys() | catalogued.keys()):
-            part = catalogued.get(day)
-            entry = hot.get(day)
-            if entry is not None and not self._superseded(entry, part):
-                out.append(self._hot_piece(symbol, day, entry, part))
-            elif part is not None and part.key not in self.catalog.withdrawn:
-                out.append(self._consolidated_piece(tiers, part))
-        return out
-
-    def _superseded(self, entry: Any, part: CatalogPartition | None) -> bool:
-        if self.version is not None or part is None or part.source is None:
-            return False  # a version's manifest lists its live hot files only
-        return entry.stamp is not None and part.source.same_file(entry.stamp)
-
-    def _hot_piece(self, symbol: str, day: date, entry: Any, part: CatalogPartition | None):
-        if isinstance(entry, HotEntry):  # a version's: kept under its content name
-            assert self.log is not None, "a version's snapshot is built with its log"
-            blob = self.log.hot_blob(entry)
-            rel = blob.relative_to(self.root).as_posix()
-            record = FileRecord(entry.size, entry.sha256)
-            return _Piece((symbol, day), HOT, blob, rel, record, "its content name")
-        rel = entry.rel
-        path = Path(f"{self.root}/{rel}")
-        if entry.sha256 is None or entry.size is None:
-            source = None if part is None else part.source
-            if source is None or entry.stamp is None or not source.same_file(entry.stamp):
-                raise CatalogMismatchError(
-                    f"{path}: no record of its size and sha256, so it cannot be verified before "
-                    f"it is read; {unrecorded_hint(self.root)}",
-                    paths=[path],
-                )
-            record = FileRecord(source.size, source.sha256)
-        else:
-            record = FileRecord(entry.size, entry.sha256)
-        return _Piece((symbol, day), HOT, path, rel, record, WRITTEN_BY_COMPACTION)
-
-    def _consolidated_piece(self, tiers: ArchiveTiers, part: CatalogPartition) -> _Piece:
-        item = self.catalog.files[part.file]
-        rows = self._rows.of(part)
-        record = FileRecord(item.bytes, item.sha256)
-        file = self._files.get(part.file)
-        if file is None:
-            file = self._files[part.file] = tiers.resolve(part.file)
-        return _Piece(part.key, part.tier, file, part.file, record, "the catalog", rows)
-
-
 class ArchiveReader:
     """Reads an archive's symbol-days with pyarrow (see the module notes); one per ``Archive``
     handle, keeping what it has read."""
@@ -243,19 +99,19 @@ class ArchiveReader:
         self.root = core.root
         self._catalog: tuple[Any, Catalog] | None = None
         self._index: hot_index.HotIndex | None = None
-        self._versions: dict[int, _Snapshot] = {}
+        self._versions: dict[int, Snapshot] = {}
         self._footers: dict[tuple[str, str], pq.FileMetaData] = {}
         self._hot_footers: dict[tuple[str, SymbolDayKey], pq.FileMetaData] = {}
         self._verified: VerifiedFiles | None = None
         self._ties: dict[tuple[str, SymbolDayKey], bool] = {}
         self._empty: pa.Schema | None = None
         self._checked_root = False
-        self._current: tuple[Any, _Snapshot] | None = None
+        self._current: tuple[Any, Snapshot] | None = None
         self._pool: ThreadPoolExecutor | None = None
 
     # -- the state
 
-    def snapshot(self, as_of: AsOf | None = None) -> _Snapshot:
+    def snapshot(self, as_of: AsOf | None = None) -> Snapshot:
         """Where every symbol-day is now (the catalog and hot index read again only when their
         files changed), or as of a version (kept once read)."""
         self._check_root()
@@ -266,7 +122,7 @@ class ArchiveReader:
             if found is None:
                 entries = {e.key: e for e in log.read_manifest(version)}
                 catalog = log.version_catalog(version)
-                found = _Snapshot(self.tiers, catalog, entries, version=version, log=log)
+                found = Snapshot(self.tiers, catalog, entries, version=version, log=log)
                 if len(self._versions) >= 16:
                     self._versions.pop(next(iter(self._versions)))
                 self._versions[version.version] = found
@@ -275,7 +131,7 @@ class ArchiveReader:
         key = (id(catalog), None if index is None else (id(index), index.stamp))
         if index is not None and self._current is not None and self._current[0] == key:
             return self._current[1]
-        snapshot = _Snapshot(self.tiers, catalog, index)
+        snapshot = Snapshot(self.tiers, catalog, index)
         self._current = (key, snapshot)
         return snapshot
 
@@ -323,7 +179,7 @@ class ArchiveReader:
         as_of: AsOf | None = None,
     ) -> pa.Table:
         """The ticks of ``symbols`` over the days asked (the contract: ``Archive.read``)."""
-        picked = _columns(columns)
+        picked = check_columns(columns)
         first, last = check_day(start, "start"), check_day(end, "end")
         snapshot = self.snapshot(as_of)
         wanted = self._symbols(snapshot, symbols)
@@ -343,7 +199,7 @@ class ArchiveReader:
         """Each of ``symbols`` read as one batch (the contract: ``Archive.read_batch``)."""
         if isinstance(symbols, str):
             symbols = [symbols]
-        picked = _columns(columns)
+        picked = check_columns(columns)
         first, last = check_day(start, "start"), check_day(end, "end")
         snapshot = self.snapshot(as_of)
         self._symbols(snapshot, symbols)
@@ -358,7 +214,7 @@ class ArchiveReader:
             out[symbol] = self._concat(chosen, picked)
         return out
 
-    def _symbols(self, snapshot: _Snapshot, symbols: Iterable[str] | str | None) -> list[str]:
+    def _symbols(self, snapshot: Snapshot, symbols: Iterable[str] | str | None) -> list[str]:
         """The symbols asked for, sorted (all the archive holds for None); UnknownSymbolError
         naming one it does not hold and the nearest it does."""
         if symbols is None:
@@ -369,7 +225,7 @@ class ArchiveReader:
                 raise ConfigError(f"symbols: {symbol!r} is not a symbol (a string)")
         return sorted(set(asked))
 
-    def _known(self, snapshot: _Snapshot, symbols: list[str]) -> None:
+    def _known(self, snapshot: Snapshot, symbols: list[str]) -> None:
         """UnknownSymbolError naming the first of ``symbols`` (which gave no rows) that the
         archive does not hold at all, and the nearest symbols it holds."""
         known = None
@@ -387,7 +243,7 @@ class ArchiveReader:
                     f"{self.root}: holds no symbol {symbol!r}{hint}", symbol=symbol, nearest=near
                 )
 
-    def _read_pieces(self, pieces: list[_Piece], picked: list[str]) -> pa.Table:
+    def _read_pieces(self, pieces: list[Piece], picked: list[str]) -> pa.Table:
         return self._concat(self._tables(pieces, picked), picked)
 
     def _concat(self, tables: list[pa.Table], picked: list[str]) -> pa.Table:
@@ -395,7 +251,7 @@ class ArchiveReader:
             return self._empty_table(picked)
         return pa.concat_tables(tables)
 
-    def _tables(self, pieces: list[_Piece], picked: list[str]) -> list[pa.Table]:
+    def _tables(self, pieces: list[Piece], picked: list[str]) -> list[pa.Table]:
         """Each piece's table (``picked`` columns), in order, once its file is verified."""
         if not pieces:
             return []
@@ -428,13 +284,13 @@ class ArchiveReader:
             out[i] = table
         return out  # type: ignore[return-value]
 
-    def _verify(self, pieces: list[_Piece]) -> None:
+    def _verify(self, pieces: list[Piece]) -> None:
         """Every distinct file of ``pieces`` against its record, unless its stamp is unchanged
         since it last was (``trust.VerifiedFiles``)."""
         if self._verified is None:
             self._verified = VerifiedFiles(self.root)
         verified = self._verified
-        files: dict[str, _Piece] = {}
+        files: dict[str, Piece] = {}
         for piece in pieces:
             files.setdefault(piece.rel, piece)
         stamps = self._stamps(list(files.values()))
@@ -444,7 +300,7 @@ class ArchiveReader:
         finally:
             verified.save()
 
-    def _stamps(self, files: list[_Piece]) -> dict[str, FileStamp]:
+    def _stamps(self, files: list[Piece]) -> dict[str, FileStamp]:
         """The stamp of each piece's file (``storage.stamps_of``: objects asked side by side);
         once every file was asked about, CatalogMismatchError naming the first not there and
         the repair, unless its tier's store cannot be used at all (ObjectStoreError naming it:
@@ -458,7 +314,7 @@ class ArchiveReader:
             stamps[piece.rel] = stamp
         return stamps
 
-    def _read_file(self, pieces: list[_Piece], picked: list[str]) -> list[pa.Table]:
+    def _read_file(self, pieces: list[Piece], picked: list[str]) -> list[pa.Table]:
         """The tables of ``pieces``, all of one file."""
         first = pieces[0]
         stored = [c for c in _STORED if c in picked]
@@ -466,7 +322,7 @@ class ArchiveReader:
             return [self._hot_table(first, stored, picked)]
         return self._consolidated_tables(pieces, stored, picked)
 
-    def _hot_table(self, piece: _Piece, stored: list[str], picked: list[str]) -> pa.Table:
+    def _hot_table(self, piece: Piece, stored: list[str], picked: list[str]) -> pa.Table:
         tie_key = (piece.record.sha256, piece.key)
         read = self._stored_to_read([piece], stored)
         footer = self._hot_footers.get(tie_key)
@@ -489,7 +345,7 @@ class ArchiveReader:
         return self._finish(table, piece, tie_key, picked)
 
     def _consolidated_tables(
-        self, pieces: list[_Piece], stored: list[str], picked: list[str]
+        self, pieces: list[Piece], stored: list[str], picked: list[str]
     ) -> list[pa.Table]:
         first = pieces[0]
         footer = self._footer(first)
@@ -536,7 +392,7 @@ class ArchiveReader:
             out.append(self._finish(part, piece, tie_key, picked))
         return out
 
-    def _stored_to_read(self, pieces: list[_Piece], stored: list[str]) -> list[str]:
+    def _stored_to_read(self, pieces: list[Piece], stored: list[str]) -> list[str]:
         """The stored columns to read for ``pieces``: those asked for, or all four while some
         piece's timestamp ties are unknown or must be ordered (``ts`` alone for none)."""
         ties = [self._ties.get((p.record.sha256, p.key)) for p in pieces]
@@ -544,7 +400,7 @@ class ArchiveReader:
             return list(_STORED)
         return stored or ["ts"]
 
-    def _footer(self, piece: _Piece) -> pq.FileMetaData:
+    def _footer(self, piece: Piece) -> pq.FileMetaData:
         key = (piece.rel, piece.record.sha256)
         footer = self._footers.get(key)
         if footer is None:
@@ -553,7 +409,7 @@ class ArchiveReader:
         return footer
 
     def _finish(
-        self, table: pa.Table, piece: _Piece, tie_key: tuple[str, SymbolDayKey], picked: list[str]
+        self, table: pa.Table, piece: Piece, tie_key: tuple[str, SymbolDayKey], picked: list[str]
     ) -> pa.Table:
         """The piece's rows in the view's order, with the view's columns ``picked``."""
         ties = self._ties.get(tie_key)
@@ -666,14 +522,14 @@ def _view_type(kind: pa.DataType) -> pa.DataType:
     return kind
 
 
-def _row_groups_of(starts: list[int], piece: _Piece) -> range:
+def _row_groups_of(starts: list[int], piece: Piece) -> range:
     """The row groups (of a file whose row group ``g`` starts at row ``starts[g]``, the last
     entry its row count) that hold the consolidated ``piece``'s rows."""
     lo, n = piece.rows  # type: ignore[misc]
     return range(bisect_right(starts, lo) - 1, bisect_left(starts, lo + n))
 
 
-def _placed_by_statistics(footer: pq.FileMetaData, starts: list[int], piece: _Piece) -> bool:
+def _placed_by_statistics(footer: pq.FileMetaData, starts: list[int], piece: Piece) -> bool:
     """Whether the consolidated ``piece``'s rows are exactly one row group whose statistics
     (min and max of ``symbol`` and of ``date``) say it holds the piece's symbol-day only: the
     check :func:`_check_slice` makes, from the footer alone."""
@@ -689,7 +545,7 @@ def _placed_by_statistics(footer: pq.FileMetaData, starts: list[int], piece: _Pi
     return True
 
 
-def _check_slice(tiers: ArchiveTiers, part: pa.Table, piece: _Piece) -> None:
+def _check_slice(tiers: ArchiveTiers, part: pa.Table, piece: Piece) -> None:
     """The rows the catalog names hold its symbol-day only (else the catalog and the file
     disagree: refused, naming the file and the repair of the archive of ``tiers``)."""
     symbol, day = piece.key
@@ -708,7 +564,7 @@ def _check_slice(tiers: ArchiveTiers, part: pa.Table, piece: _Piece) -> None:
         )
 
 
-def _missing(tiers: ArchiveTiers, piece: _Piece) -> CatalogMismatchError:
+def _missing(tiers: ArchiveTiers, piece: Piece) -> CatalogMismatchError:
     """The refusal of ``piece``'s file, listed but not on disk, naming the repair of the
     archive of ``tiers``."""
     root = tiers.root
@@ -724,43 +580,6 @@ def _missing(tiers: ArchiveTiers, piece: _Piece) -> CatalogMismatchError:
     return CatalogMismatchError(
         f"{piece.file}: {what} but it is not on disk; {fix}", paths=[piece.file]
     )
-
-
-def _columns(columns: Collection[str] | None) -> list[str]:
-    picked = list(VIEW_COLUMNS) if columns is None else list(columns)
-    if isinstance(columns, str) or not picked or any(c not in VIEW_COLUMNS for c in picked):
-        raise ConfigError(f"columns = {columns!r}: expected some of {', '.join(VIEW_COLUMNS)}")
-    return picked
-
-
-def check_day(value: object, name: str, *, required: bool = False) -> date | None:
-    """``value`` as a day: a ``date``, a ``datetime`` or pandas ``Timestamp`` (its UTC day when
-    it has a time zone, else its own), or ISO text (``2026-12-01``, or a time); None stays
-    None unless ``required``. ConfigError naming ``name`` for anything else."""
-    if value is None and not required:
-        return None
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            return date.fromisoformat(text)
-        except ValueError:
-            pass
-        try:
-            value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            raise ConfigError(
-                f"{name} = {value!r}: expected a day (YYYY-MM-DD), a date or a datetime"
-            ) from None
-    to_pydatetime = getattr(value, "to_pydatetime", None)
-    if callable(to_pydatetime) and not isinstance(value, date):
-        value = to_pydatetime()
-    if isinstance(value, datetime):
-        if value.tzinfo is not None:
-            value = value.astimezone(UTC)
-        return value.date()
-    if isinstance(value, date):
-        return value
-    raise ConfigError(f"{name} = {value!r}: expected a day (YYYY-MM-DD), a date or a datetime")
 
 
 VIEW_ORDER = "symbol, date, ts, price, quantity, side"
