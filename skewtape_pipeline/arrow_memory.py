@@ -36,17 +36,19 @@ def owned_reader(data: pa.Buffer | bytes | bytearray | memoryview) -> pa.BufferR
     return pa.BufferReader(data if isinstance(data, pa.Buffer) else owned_buffer(data))
 
 
-def file_reader(path: str | os.PathLike[str]) -> pa.BufferReader:
-    """A pyarrow reader over the whole file at ``path``, read into memory Arrow allocated
-    (one open, one read: what a reader checks is what it decodes)."""
+def file_reader(path: str | os.PathLike[str]) -> tuple[pa.BufferReader, os.stat_result]:
+    """A pyarrow reader over the whole file at ``path``, read into memory Arrow allocated, and
+    the status of the file read (``fstat`` of the one open: a file renamed over ``path`` while
+    it is read is not the one described, and a reader checks what it decodes)."""
     with open(path, "rb", buffering=0) as handle:
-        size = os.fstat(handle.fileno()).st_size
-        buffer = pa.allocate_buffer(size)
+        status = os.fstat(handle.fileno())
+        buffer = pa.allocate_buffer(status.st_size)
         view = memoryview(buffer).cast("B")
         done = 0
-        while done < size:
+        while done < status.st_size:
             n = handle.readinto(view[done:])
             if not n:
                 break
             done += n
-    return pa.BufferReader(buffer if done == size else buffer.slice(0, done))
+    reader = pa.BufferReader(buffer if done == status.st_size else buffer.slice(0, done))
+    return reader, status

@@ -26,6 +26,7 @@ from skewtape_pipeline.errors import (
 )
 from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.ops import reader
 from skewtape_pipeline.ticks.archive.ops.compact import (
     commit_compaction,
     compact_symbol_day,
@@ -41,6 +42,7 @@ from skewtape_pipeline.ticks.archive.store.catalog import CatalogStore, file_row
 from skewtape_pipeline.ticks.archive.store.layout import partition_file
 from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
 from skewtape_pipeline.ticks.archive.store.versions import VersionLog
+from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline_tests.ticks.archive.test_integrity import flip_bit_in_data_page, tier_file
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
@@ -83,13 +85,15 @@ QUERIES = [
 
 def assert_reads_as_the_view(archive: Archive, as_of=None, queries=QUERIES) -> None:
     """``Archive.read`` returns what the view does (schema, rows, order) for each query; a
-    symbol the archive does not hold at all is refused where the view returns no rows."""
+    query naming a symbol the archive holds no day of (as of the version read, nor now) is
+    refused naming it."""
     for query in queries:
         expected = view_read(archive, **query, as_of=as_of)
         try:
             got = archive.read(**query, as_of=as_of)
-        except UnknownSymbolError:
-            assert expected.num_rows == 0, query
+        except UnknownSymbolError as exc:
+            assert view_read(archive, exc.symbol, as_of=as_of).num_rows == 0, query
+            assert view_read(archive, exc.symbol).num_rows == 0, query
             continue
         assert got.schema == expected.schema, query
         assert got.equals(expected), (query, as_of)
@@ -174,6 +178,40 @@ def test_read_when_a_hot_file_changed_behind_the_archives_back_refuses_naming_it
     assert str(path) in str(caught.value)
     with pytest.raises(DamagedFileError):
         Archive(hot, policy=POLICY, audit_log=None).read(["ES"])
+
+
+def replaced_on_first_call(monkeypatch, name: str, root: Path, day: date) -> TickBatch:
+    """Make the reader's first call of its ``name`` (a function it imports) recompact ES on
+    ``day`` with other ticks first, as a writer in another process would at that moment;
+    return the new ticks."""
+    writer = Archive(root, policy=POLICY, audit_log=None)
+    ticks = day_ticks("KX-25MAR", day)  # other ticks, another count
+    original = getattr(reader, name)
+
+    def racing(*args, **kwargs):
+        monkeypatch.setattr(reader, name, original)
+        write = SymbolDayWrite(symbol="ES", day=day, age_days=(STAGE_1 - day).days)
+        writer.compact_symbol_day(ticks, write)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(reader, name, racing)
+    return ticks
+
+
+@pytest.mark.parametrize(
+    "when", ["file_reader", "stamps_of"], ids=["after-verifying", "before-verifying"]
+)
+def test_read_when_a_writer_replaces_the_hot_file_under_it_returns_the_new_ticks_whole(
+    hot, monkeypatch, when
+):
+    """Never the new file's bytes read with the old one's footer (rows of neither), never
+    the file called damaged: the read looks again and reads the day as it is now."""
+    handle = Archive(hot, policy=POLICY, audit_log=None)
+    before = handle.read(["ES"], start=DAYS[0], end=DAYS[0])  # the handle keeps its footer
+    ticks = replaced_on_first_call(monkeypatch, when, hot, DAYS[0])
+    got = handle.read(["ES"], start=DAYS[0], end=DAYS[0])
+    assert got.equals(view_read(handle, ["ES"], DAYS[0], DAYS[0]))
+    assert got.num_rows == len(ticks.ts_ns) != before.num_rows
 
 
 @pytest.mark.parametrize("tier", [WARM, COLD])
@@ -514,6 +552,33 @@ def test_read_when_a_symbol_is_unknown_names_it_and_the_nearest_known(hot):
     empty = handle.read(["ES"], start=DAYS[-1] + timedelta(days=100))  # known, no ticks then
     assert empty.num_rows == 0 and empty.column_names == list(VIEW_COLUMNS)
     assert empty.schema == view_read(handle, ["ES"], start=DAYS[-1] + timedelta(days=100)).schema
+
+
+def test_read_when_one_of_several_symbols_is_unknown_names_it(hot):
+    """Not a table of the others with the mistyped symbol left out."""
+    handle = Archive(hot, policy=POLICY, audit_log=None)
+    with pytest.raises(UnknownSymbolError, match="'ESS'"):
+        handle.read(["ES", "ESS"])
+    with pytest.raises(UnknownSymbolError, match="'ESS'"):
+        handle.read(["ES", "ESS"], start=DAYS[0], end=DAYS[0])
+
+
+def test_read_batch_when_given_a_generator_reads_every_symbol_it_yields(hot):
+    handle = Archive(hot, policy=POLICY, audit_log=None)
+    listed = handle.read_batch(["ES", "KX-25MAR"])
+    generated = handle.read_batch(s for s in ["ES", "KX-25MAR"])
+    assert list(generated) == ["ES", "KX-25MAR"]
+    assert all(generated[s].equals(listed[s]) for s in listed)
+
+
+@pytest.mark.parametrize("symbols", [None, 5, [b"ES"]])
+def test_read_batch_and_read_when_symbols_are_no_symbols_refuse_naming_them(hot, symbols):
+    handle = Archive(hot, policy=POLICY, audit_log=None)
+    with pytest.raises(ConfigError, match="symbols"):
+        handle.read_batch(symbols)
+    if symbols is not None:
+        with pytest.raises(ConfigError, match="symbols"):
+            handle.read(symbols)
 
 
 class Timestamp(datetime):

@@ -5,7 +5,7 @@ plan out."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -210,3 +210,24 @@ def check_day(value: object, name: str, *, required: bool = False) -> date | Non
     if isinstance(value, date):
         return value
     raise ConfigError(f"{name} = {value!r}: expected a day (YYYY-MM-DD), a date or a datetime")
+
+
+def check_symbols(
+    symbols: Iterable[str] | str | None, *, required: bool = False
+) -> list[str] | None:
+    """``symbols`` (one symbol, or any iterable of them, read once) as a list; None stays
+    None unless ``required``. ConfigError naming what is not a symbol."""
+    if symbols is None and not required:
+        return None
+    if isinstance(symbols, str):
+        return [symbols]
+    try:
+        asked = list(symbols)  # type: ignore[arg-type]
+    except TypeError:
+        raise ConfigError(
+            f"symbols = {symbols!r}: expected a symbol or a list of symbols (strings)"
+        ) from None
+    for symbol in asked:
+        if not isinstance(symbol, str):
+            raise ConfigError(f"symbols: {symbol!r} is not a symbol (a string)")
+    return asked

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from bisect import bisect_left, bisect_right
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -42,6 +43,7 @@ from skewtape_pipeline.errors import (
     ConfigError,
     DamagedFileError,
     NotAnArchiveError,
+    SkewtapeError,
     UnknownSymbolError,
 )
 from skewtape_pipeline.hashing import FileStamp
@@ -52,6 +54,7 @@ from skewtape_pipeline.ticks.archive.ops.read_plan import (
     Snapshot,
     check_columns,
     check_day,
+    check_symbols,
 )
 from skewtape_pipeline.ticks.archive.store import hot_index
 from skewtape_pipeline.ticks.archive.store.catalog import (
@@ -87,6 +90,22 @@ READ_WORKERS = max(1, min(4, os.cpu_count() or 1))
 _PARALLEL_FROM = 4
 """Fewer symbol-days than this are read one after the other (threads cost more than they
 save)."""
+
+
+_SETTLE_WAITS = (0.0, 0.005, 0.02, 0.05, 0.1, 0.25, 0.5)
+"""Seconds waited before each look at the archive by one read while its files change under it
+(about a second in all)."""
+_Read = TypeVar("_Read")
+
+
+class _ChangedUnderRead(Exception):
+    """A file a read planned changed or went under it (a compaction replacing a hot file, whose
+    record follows the rename; a re-tiering removing a file): read again on a fresh look;
+    ``error`` is the refusal if it persists."""
+
+    def __init__(self, error: SkewtapeError):
+        super().__init__(str(error))
+        self.error = error
 
 
 class ArchiveReader:
@@ -181,12 +200,19 @@ class ArchiveReader:
         """The ticks of ``symbols`` over the days asked (the contract: ``Archive.read``)."""
         picked = check_columns(columns)
         first, last = check_day(start, "start"), check_day(end, "end")
-        snapshot = self.snapshot(as_of)
-        wanted = self._symbols(snapshot, symbols)
-        pieces = [p for s in wanted for p in snapshot.pieces(self.tiers, s, first, last)]
-        if not pieces and symbols is not None:
-            self._known(snapshot, wanted)
-        return self._read_pieces(pieces, picked)
+        asked = check_symbols(symbols)
+
+        def read_once() -> pa.Table:
+            snapshot = self.snapshot(as_of)
+            wanted = sorted(snapshot.symbols()) if asked is None else sorted(set(asked))
+            plans = {s: snapshot.pieces(self.tiers, s, first, last) for s in wanted}
+            if asked is not None:
+                self._known(snapshot, [s for s, pieces in plans.items() if not pieces])
+            return self._concat(
+                self._tables([p for pieces in plans.values() for p in pieces], picked), picked
+            )
+
+        return self._settled(read_once, as_of)
 
     def read_batch(
         self,
@@ -197,33 +223,38 @@ class ArchiveReader:
         as_of: AsOf | None = None,
     ) -> dict[str, pa.Table]:
         """Each of ``symbols`` read as one batch (the contract: ``Archive.read_batch``)."""
-        if isinstance(symbols, str):
-            symbols = [symbols]
         picked = check_columns(columns)
         first, last = check_day(start, "start"), check_day(end, "end")
-        snapshot = self.snapshot(as_of)
-        self._symbols(snapshot, symbols)
-        plans = {s: snapshot.pieces(self.tiers, s, first, last) for s in symbols}
-        self._known(snapshot, [s for s, pieces in plans.items() if not pieces])
-        every = [p for pieces in plans.values() for p in pieces]
-        tables = self._tables(every, picked)
-        out, at = {}, 0
-        for symbol, pieces in plans.items():
-            chosen = tables[at : at + len(pieces)]
-            at += len(pieces)
-            out[symbol] = self._concat(chosen, picked)
-        return out
+        asked = check_symbols(symbols, required=True) or []
 
-    def _symbols(self, snapshot: Snapshot, symbols: Iterable[str] | str | None) -> list[str]:
-        """The symbols asked for, sorted (all the archive holds for None); UnknownSymbolError
-        naming one it does not hold and the nearest it does."""
-        if symbols is None:
-            return sorted(snapshot.symbols())
-        asked = [symbols] if isinstance(symbols, str) else list(symbols)
-        for symbol in asked:
-            if not isinstance(symbol, str):
-                raise ConfigError(f"symbols: {symbol!r} is not a symbol (a string)")
-        return sorted(set(asked))
+        def read_once() -> dict[str, pa.Table]:
+            snapshot = self.snapshot(as_of)
+            plans = {s: snapshot.pieces(self.tiers, s, first, last) for s in asked}
+            self._known(snapshot, [s for s, pieces in plans.items() if not pieces])
+            tables = self._tables([p for pieces in plans.values() for p in pieces], picked)
+            out, at = {}, 0
+            for symbol, pieces in plans.items():
+                out[symbol] = self._concat(tables[at : at + len(pieces)], picked)
+                at += len(pieces)
+            return out
+
+        return self._settled(read_once, as_of)
+
+    def _settled(self, read_once: Callable[[], _Read], as_of: AsOf | None) -> _Read:
+        """``read_once()``, done again on a fresh look at the archive while a file it read
+        changed or went under it (:class:`_ChangedUnderRead`), waiting a little longer each
+        time; the file's refusal once it still differs from its record after about a second
+        (a damaged file), or at once as of a version (whose files never change)."""
+        for wait in _SETTLE_WAITS:
+            if wait:
+                time.sleep(wait)
+            try:
+                return read_once()
+            except _ChangedUnderRead as changed:
+                if as_of is not None:
+                    raise changed.error from None
+                last = changed
+        raise last.error from None
 
     def _known(self, snapshot: Snapshot, symbols: list[str]) -> None:
         """UnknownSymbolError naming the first of ``symbols`` (which gave no rows) that the
@@ -243,9 +274,6 @@ class ArchiveReader:
                     f"{self.root}: holds no symbol {symbol!r}{hint}", symbol=symbol, nearest=near
                 )
 
-    def _read_pieces(self, pieces: list[Piece], picked: list[str]) -> pa.Table:
-        return self._concat(self._tables(pieces, picked), picked)
-
     def _concat(self, tables: list[pa.Table], picked: list[str]) -> pa.Table:
         if not tables:
             return self._empty_table(picked)
@@ -255,15 +283,15 @@ class ArchiveReader:
         """Each piece's table (``picked`` columns), in order, once its file is verified."""
         if not pieces:
             return []
-        self._verify(pieces)
+        stamps = self._verify(pieces)
         by_file: dict[str, list[int]] = {}
         for i, piece in enumerate(pieces):
             by_file.setdefault(piece.rel, []).append(i)
         groups = [chunk for indices in by_file.values() for chunk in _chunks(indices)]
 
         def load(indices: list[int]) -> list[tuple[int, pa.Table]]:
-            return list(zip(indices, self._read_file([pieces[i] for i in indices], picked),
-                            strict=True))  # fmt: skip
+            tables = self._read_file([pieces[i] for i in indices], picked, stamps)
+            return list(zip(indices, tables, strict=True))
 
         def load_run(run: list[list[int]]) -> list[tuple[int, pa.Table]]:
             return [found for group in run for found in load(group)]
@@ -284,9 +312,11 @@ class ArchiveReader:
             out[i] = table
         return out  # type: ignore[return-value]
 
-    def _verify(self, pieces: list[Piece]) -> None:
+    def _verify(self, pieces: list[Piece]) -> dict[str, FileStamp]:
         """Every distinct file of ``pieces`` against its record, unless its stamp is unchanged
-        since it last was (``trust.VerifiedFiles``)."""
+        since it last was (``trust.VerifiedFiles``); the stamps verified, by file. A hot file
+        differing from its record is :class:`_ChangedUnderRead` (a compaction may have just
+        replaced it, its record following the rename)."""
         if self._verified is None:
             self._verified = VerifiedFiles(self.root)
         verified = self._verified
@@ -297,37 +327,53 @@ class ArchiveReader:
         try:
             for piece in files.values():
                 verified.check(piece.rel, piece.file, stamps[piece.rel], piece.record, piece.whose)
+        except DamagedFileError as exc:
+            if piece.rows is None:
+                raise _ChangedUnderRead(exc) from None
+            raise
         finally:
             verified.save()
+        return stamps
 
     def _stamps(self, files: list[Piece]) -> dict[str, FileStamp]:
         """The stamp of each piece's file (``storage.stamps_of``: objects asked side by side);
-        once every file was asked about, CatalogMismatchError naming the first not there and
-        the repair, unless its tier's store cannot be used at all (ObjectStoreError naming it:
-        a missing bucket answers every request "not there")."""
+        once every file was asked about, the first not there as :class:`_ChangedUnderRead` (a
+        writer may have just moved it; its refusal: CatalogMismatchError naming the repair),
+        unless its tier's store cannot be used at all (ObjectStoreError naming it: a missing
+        bucket answers every request "not there")."""
         stamps = {}
         for piece, stamp in zip(files, stamps_of([p.file for p in files]), strict=True):
             if stamp is None:
                 if piece.rows is not None:  # a consolidated file
                     self.tiers.check_reachable()
-                raise _missing(self.tiers, piece)
+                raise _ChangedUnderRead(_missing(self.tiers, piece))
             stamps[piece.rel] = stamp
         return stamps
 
-    def _read_file(self, pieces: list[Piece], picked: list[str]) -> list[pa.Table]:
-        """The tables of ``pieces``, all of one file."""
+    def _read_file(
+        self, pieces: list[Piece], picked: list[str], stamps: dict[str, FileStamp]
+    ) -> list[pa.Table]:
+        """The tables of ``pieces``, all of one file (verified at ``stamps``)."""
         first = pieces[0]
         stored = [c for c in _STORED if c in picked]
         if first.rows is None:  # a hot file: one symbol-day
-            return [self._hot_table(first, stored, picked)]
+            return [self._hot_table(first, stored, picked, stamps[first.rel])]
         return self._consolidated_tables(pieces, stored, picked)
 
-    def _hot_table(self, piece: Piece, stored: list[str], picked: list[str]) -> pa.Table:
+    def _hot_table(
+        self, piece: Piece, stored: list[str], picked: list[str], verified: FileStamp
+    ) -> pa.Table:
+        """``piece``'s hot file read whole and decoded in memory, when it is still the file
+        verified (its stamp ``verified``), else :class:`_ChangedUnderRead`."""
         tie_key = (piece.record.sha256, piece.key)
         read = self._stored_to_read([piece], stored)
         footer = self._hot_footers.get(tie_key)
         try:
-            source = file_reader(piece.file)  # a small file: read whole, decoded in memory
+            source, status = file_reader(piece.file)
+            if FileStamp.from_stat(status) != verified:
+                raise _ChangedUnderRead(
+                    DamagedFileError("changed while it was read", path=piece.file)
+                )
             # ParquetFile.read, not read_table: no dataset layer (a third of a small read's
             # time); no pre-buffering of what is in memory already; the footer parsed once
             parquet = pq.ParquetFile(
@@ -335,7 +381,7 @@ class ArchiveReader:
             )
             table = _sides_decoded(parquet.read(columns=read, use_threads=False))
         except FileNotFoundError:
-            raise _missing(self.tiers, piece) from None
+            raise _ChangedUnderRead(_missing(self.tiers, piece)) from None
         except (OSError, pa.ArrowException) as exc:
             raise DamagedFileError(
                 f"does not read as a tick file ({exc})", path=piece.file
