@@ -105,3 +105,25 @@ def test_month_venue_days_when_only_a_later_snapshot_has_the_months_fills_lists_
     venue_days = month_venue_days(history, "2026-09", as_of)
     assert venue_days and set(venue_days) <= set(applied)
     assert {day for _, day in venue_days} == {date(2026, 9, 1), date(2026, 9, 2)}
+
+
+@pytest.mark.parametrize("first", ["archive-month", "compact-ticks"])
+def test_archive_months_when_the_newest_is_archived_first_the_older_still_fit_its_schema(
+    mirror: Path, capsys, first: str
+):
+    """A venue that left the newest snapshot (its fills finer than the rest) still has older
+    months to archive: the schema a new archive takes holds them too (the README's order)."""
+    newest = mirror / "history" / "2026-12"
+    assert not (newest / "fills" / "augur").exists(), "the sample's augur left in 2026-12"
+    if first == "archive-month":
+        argv = ["archive-month", "2026-12", "--root", str(mirror), "--as-of", "2027-01-01"]
+    else:
+        fills = newest / "fills" / "kalshi" / "2026-12.parquet"
+        argv = ["compact-ticks", str(fills), "--out", str(mirror / "archive"),
+                "--as-of", "2027-01-01"]  # fmt: skip
+    assert main(argv) == 0
+    capsys.readouterr()
+    argv = ["archive-month", "2026-11", "--root", str(mirror), "--as-of", "2027-01-01"]
+    assert main(argv) == 0, capsys.readouterr().err
+    augur = mirror / "history" / "2026-11" / "fills" / "augur" / "2026-11.parquet"
+    assert archive_rows(mirror / "archive", "augur", "2026-11") == fills_rows(augur)
