@@ -15,17 +15,18 @@ import io
 import os
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from skewtape_pipeline import fsio
-from skewtape_pipeline.errors import ConfigError, VersionError
-from skewtape_pipeline.hashing import FileStamp
+from skewtape_pipeline.errors import ConfigError, DamagedFileError, TickFormatError, VersionError
+from skewtape_pipeline.hashing import FileStamp, ParsedByStamp, sha256_bytes
 from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     SymbolDayKey,
@@ -324,28 +325,56 @@ def manifest_rows(table: pa.Table) -> list[HotEntry]:
     ]
 
 
-_CATALOGS: dict[str, Catalog] = {}
-"""Catalog snapshots parsed in this process, by sha256 (content-named: the same bytes in any
-archive), the last few kept."""
+_T = TypeVar("_T")
+_CATALOGS: ParsedByStamp[Catalog] = ParsedByStamp(keep=4)
+"""Catalog snapshots parsed in this process, by path, while their file's stamp holds."""
 
 
 def version_catalog(root: Path, version: Version) -> Catalog:
-    """The catalog ``version`` read (its snapshot; empty when it had none), the last few
-    parsed kept in this process; VersionError when the snapshot is missing."""
+    """The catalog ``version`` read (its snapshot; empty when it had none), parsed once its
+    bytes are the ones its name records; the last few parsed are kept in this process while
+    their file's stamp holds (:func:`read_snapshot`).
+
+    Raises VersionError when the snapshot is missing, DamagedFileError naming it when its
+    bytes are not the ones its name records or do not read as a catalog.
+    """
     if version.catalog is None:
         return Catalog()
-    cached = _CATALOGS.get(version.catalog)
-    if cached is not None:
-        return cached
     path = catalog_snapshot_path(root, version.catalog)
-    raw = fsio.read_state_bytes(path)
-    if raw is None:
-        raise VersionError(f"{path}: version {version.version}'s catalog is missing")
-    catalog = parse_catalog(path, raw)
-    if len(_CATALOGS) >= 4:
-        _CATALOGS.pop(next(iter(_CATALOGS)))
-    _CATALOGS[version.catalog] = catalog
-    return catalog
+    missing = f"version {version.version}'s catalog is missing"
+    return read_snapshot(_CATALOGS, path, parse_catalog, missing)
+
+
+def read_snapshot(
+    kept: ParsedByStamp[_T], path: Path, parse: Callable[[Path, bytes], _T], missing: str
+) -> _T:
+    """``parse`` of the bytes of the content-named file ``path``, once their sha256 is the one
+    its name records, or what it gave for the file of the same stamp (``kept``): a file changed
+    since it was parsed is read and checked again.
+
+    Raises VersionError ``missing`` when it is not there, DamagedFileError naming it when its
+    bytes are not the ones its name records or do not parse (``parse`` raising
+    TickFormatError).
+    """
+
+    def checked(raw: bytes) -> _T:
+        found = sha256_bytes(raw)
+        if found != path.stem:
+            raise DamagedFileError(
+                f"{len(raw)} bytes of sha256 {found}, not the bytes its content name records; "
+                "it changed after it was written, so no version reads it (run verify-archive; "
+                "restore it from a copy)",
+                path=path,
+            )
+        try:
+            return parse(path, raw)
+        except TickFormatError as exc:  # the bytes named, yet unreadable: damaged when written
+            raise DamagedFileError(str(exc).removeprefix(f"{path}: "), path=path) from None
+
+    try:
+        return kept.read(path, checked)
+    except FileNotFoundError:
+        raise VersionError(f"{path}: {missing}") from None
 
 
 def version_state(archive_root: Path, version: Version) -> ArchiveState:

@@ -174,8 +174,9 @@ class VersionLog:
         return files.version_state(self.root, version)
 
     def version_catalog(self, version: Version) -> Catalog:
-        """The catalog ``version`` read (empty when it had none); VersionError when its
-        snapshot is missing."""
+        """The catalog ``version`` read (empty when it had none), its snapshot's bytes checked
+        against its name; VersionError when the snapshot is missing, DamagedFileError naming
+        it when it changed (``version_files.version_catalog``)."""
         return files.version_catalog(self.root, version)
 
     def read_manifest(self, version: Version) -> builtins.list[HotEntry]:
