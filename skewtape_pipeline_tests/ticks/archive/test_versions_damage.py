@@ -3,14 +3,28 @@ name no version: refused with a typed error naming the file or the argument, nev
 
 from __future__ import annotations
 
+import io
+import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
+import skewtape_pipeline
 from skewtape_pipeline.errors import DamagedFileError
+from skewtape_pipeline.hashing import sha256_bytes
 from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query
+from skewtape_pipeline.ticks.archive.store.version_files import (
+    MANIFEST_BASE_KEY,
+    MANIFEST_SCHEMA,
+    MAX_DELTA_DEPTH,
+    manifest_path,
+)
 from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 from skewtape_pipeline_tests.ticks.archive.test_versions import KEYS, POLICY, STAGE_2, compact
 from skewtape_pipeline_tests.ticks.conftest import archive_at
@@ -84,3 +98,72 @@ def test_read_as_of_when_a_snapshot_read_before_changes_refuses_it(archive):
     with pytest.raises(DamagedFileError) as error:
         archive_at(archive, POLICY).read(as_of=9)
     assert error.value.path == path
+
+
+# --- manifests ----------------------------------------------------------------------------------
+
+READ_AS_OF = """
+import sys
+from skewtape_pipeline.errors import SkewtapeError
+from skewtape_pipeline.ticks.archive.handle import Archive
+try:
+    Archive(sys.argv[1], audit_log=None).read(as_of=int(sys.argv[2]))
+except SkewtapeError as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+def read_in_a_process(root: Path, as_of: int) -> str:
+    """What reading ``root`` as of ``as_of`` raised, read in a process of its own (stopped after
+    a minute: a read that loops would never end)."""
+    package = Path(skewtape_pipeline.__file__).parents[1]
+    argv = [sys.executable, "-c", READ_AS_OF, str(root), str(as_of)]
+    env = {**os.environ, "PYTHONPATH": str(package)}
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"reading {root} as of version {as_of} did not end (its manifests loop)")
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_read_as_of_when_a_manifest_and_its_base_are_swapped_refuses_instead_of_looping(archive):
+    log = VersionLog(archive)
+    first, second = log.read(1).manifest, log.read(2).manifest
+    assert log.manifest_chain(second) == [second, first]  # the second is a delta of the first
+    swap_bytes(log.manifest_path(first), log.manifest_path(second))  # the first names itself
+    said = read_in_a_process(archive, 1)
+    assert said.startswith(f"DamagedFileError {log.manifest_path(first)}: "), said
+    with pytest.raises(DamagedFileError) as error:
+        archive_at(archive, POLICY).read(as_of=2)
+    assert error.value.path == log.manifest_path(second)
+
+
+def write_manifest(root: Path, base: str, depth: int) -> str:
+    """Write a manifest without rows, a delta of ``base`` at ``depth``, under its content name
+    (as ``version_recording`` writes one); its sha256."""
+    table = MANIFEST_SCHEMA.empty_table().replace_schema_metadata(
+        {MANIFEST_BASE_KEY: json.dumps([base, depth])}
+    )
+    sink = io.BytesIO()
+    pq.write_table(table, sink)
+    digest = sha256_bytes(sink.getvalue())
+    path = manifest_path(root, digest)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(sink.getvalue())
+    return digest
+
+
+def test_manifest_chain_when_longer_than_the_format_writes_refuses_naming_the_file(tmp_path):
+    chain = [write_manifest(tmp_path, "", 0)]
+    for depth in range(1, MAX_DELTA_DEPTH + 1):
+        chain.append(write_manifest(tmp_path, chain[-1], depth))
+    assert VersionLog(tmp_path).manifest_chain(chain[-1]) == chain[::-1]  # the longest written
+    too_long = write_manifest(tmp_path, chain[-1], MAX_DELTA_DEPTH + 1)
+    with pytest.raises(DamagedFileError, match=f"{MAX_DELTA_DEPTH + 1} deep") as error:
+        VersionLog(tmp_path).manifest_chain(too_long)
+    assert error.value.path == manifest_path(tmp_path, too_long)
+    skipping = write_manifest(tmp_path, chain[0], 2)  # a delta 2 deep on a whole list
+    with pytest.raises(DamagedFileError, match="2 deep on one 0 deep") as error:
+        VersionLog(tmp_path).manifest_chain(skipping)
+    assert error.value.path == manifest_path(tmp_path, skipping)

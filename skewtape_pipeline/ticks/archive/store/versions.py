@@ -180,11 +180,13 @@ class VersionLog:
         return files.version_catalog(self.root, version)
 
     def read_manifest(self, version: Version) -> builtins.list[HotEntry]:
-        """The live hot files of ``version``, by symbol-day."""
+        """The live hot files of ``version``, by symbol-day; DamagedFileError naming a manifest
+        of its chain that changed or breaks the chain (``version_files.read_manifest``)."""
         return files.read_manifest(self.root, version)
 
     def manifest_chain(self, digest: str) -> builtins.list[str]:
-        """The manifest ``digest`` and the ones its deltas rest on, newest first."""
+        """The manifest ``digest`` and the ones its deltas rest on, newest first (at most
+        ``MAX_DELTA_DEPTH`` + 1: ``version_files.manifest_chain``)."""
         return files.manifest_chain(self.root, digest)
 
     def kept_catalogs(self) -> builtins.list[Catalog]:
