@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import skewtape_pipeline
-from skewtape_pipeline.errors import DamagedFileError
+from skewtape_pipeline.errors import DamagedFileError, VersionError
 from skewtape_pipeline.hashing import sha256_bytes
 from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query
@@ -167,3 +167,15 @@ def test_manifest_chain_when_longer_than_the_format_writes_refuses_naming_the_fi
     with pytest.raises(DamagedFileError, match="2 deep on one 0 deep") as error:
         VersionLog(tmp_path).manifest_chain(skipping)
     assert error.value.path == manifest_path(tmp_path, skipping)
+
+
+# --- as-of arguments ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["\u00b2", "\u0661", "\uff11", "1\u0660"])
+def test_resolve_as_of_when_text_of_digits_other_than_ascii_refuses_as_no_version(archive, text):
+    with pytest.raises(VersionError, match="not a version number, a time"):
+        VersionLog(archive).resolve_as_of(text)
+    with pytest.raises(VersionError):
+        archive_at(archive, POLICY).read(as_of=text)
+    assert VersionLog(archive).resolve_as_of("1").version == 1
