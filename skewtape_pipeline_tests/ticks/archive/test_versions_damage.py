@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import skewtape_pipeline
-from skewtape_pipeline.errors import DamagedFileError, VersionError
+from skewtape_pipeline.errors import ConfigError, DamagedFileError, VersionError
 from skewtape_pipeline.hashing import sha256_bytes
 from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query
@@ -179,3 +179,11 @@ def test_resolve_as_of_when_text_of_digits_other_than_ascii_refuses_as_no_versio
     with pytest.raises(VersionError):
         archive_at(archive, POLICY).read(as_of=text)
     assert VersionLog(archive).resolve_as_of("1").version == 1
+
+
+@pytest.mark.parametrize("version", ["1", True, 1.0])
+def test_tag_when_version_is_not_an_int_refuses_naming_the_argument(archive, version):
+    with pytest.raises(ConfigError, match=f"version = {version!r}: expected a version number"):
+        archive_at(archive, POLICY).versions.tag("paper", version)
+    assert VersionLog(archive).tags() == {}
+    assert archive_at(archive, POLICY).versions.tag("paper", 1) == 1
