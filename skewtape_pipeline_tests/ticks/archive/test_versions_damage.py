@@ -169,6 +169,31 @@ def test_manifest_chain_when_longer_than_the_format_writes_refuses_naming_the_fi
     assert error.value.path == manifest_path(tmp_path, skipping)
 
 
+# --- one error for any damaged version file -----------------------------------------------------
+
+
+def cut_short(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+@pytest.mark.parametrize("which", ["catalog", "manifest"])
+def test_reading_as_of_when_a_version_file_is_cut_short_refuses_naming_it(archive, which):
+    log = VersionLog(archive)
+    version = log.read(10)
+    path = catalog_of(archive, 10) if which == "catalog" else log.manifest_path(version.manifest)
+    cut_short(path)
+    handle = archive_at(archive, POLICY)
+    for read in (
+        handle.read,
+        handle.symbols,
+        handle.state,
+        lambda as_of: view_rows(archive, as_of),
+    ):
+        with pytest.raises(DamagedFileError) as error:
+            read(as_of=10)
+        assert error.value.path == path
+
+
 # --- as-of arguments ------------------------------------------------------------------------------
 
 
