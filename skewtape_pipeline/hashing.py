@@ -47,11 +47,11 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Generic, TypeVar
 
 from skewtape_pipeline import progress
 from skewtape_pipeline.errors import ChecksumLineError, MalformedJsonError
@@ -237,6 +237,33 @@ class FileStamp:
 
 
 STAMP_FIELDS = 5
+_T = TypeVar("_T")
+
+
+class ParsedByStamp(Generic[_T]):
+    """What files parsed to, by path, each kept with the stamp of the file its bytes were read
+    from (the last ``keep`` files): a file whose stamp holds is not read again; one whose stamp
+    moved (replaced, rewritten, changed behind the reader's back) is read and parsed again."""
+
+    def __init__(self, keep: int):
+        self.keep = keep
+        self._kept: dict[str, tuple[FileStamp, _T]] = {}
+
+    def read(self, path: Path, parse: Callable[[bytes], _T]) -> _T:
+        """``parse`` of the bytes of ``path`` (one open file: the stamp is of the bytes read),
+        or what it gave for the file of the same stamp. Raises what ``open`` and ``parse``
+        raise (FileNotFoundError when ``path`` is not there); nothing is kept then."""
+        with open(path, "rb") as handle:
+            stamp = FileStamp.from_stat(os.fstat(handle.fileno()))
+            kept = self._kept.get(str(path))
+            if kept is not None and kept[0] == stamp:
+                return kept[1]
+            raw = handle.read()
+        value = parse(raw)
+        if len(self._kept) >= self.keep:
+            self._kept.pop(next(iter(self._kept)))
+        self._kept[str(path)] = (stamp, value)
+        return value
 
 
 @dataclass(frozen=True)

@@ -457,9 +457,9 @@ class Archive:
         ConfigError
             An unknown column, or a day that is none.
         VersionError
-            An ``as_of`` that names no kept version.
+            An ``as_of`` naming no kept version, or one whose record is damaged or files missing.
         DamagedFileError
-            A file read that differs from its record.
+            A file read that differs from its record (a version's files: from their names).
         CatalogMismatchError
             A file the catalog or the hot index lists is missing.
 
@@ -532,9 +532,9 @@ class Archive:
         NotAnArchiveError
             The root holds no archive.
         VersionError
-            An ``as_of`` that names no kept version, or a kept hot file that is missing.
+            An ``as_of`` that names no kept version, or a file of that version that is missing.
         TickFormatError
-            A damaged catalog or hot index.
+            A damaged catalog or hot index, or a damaged version file (DamagedFileError).
         """
         self.reader.snapshot(as_of)  # refuses a root without archive
         if as_of is None:
@@ -556,7 +556,7 @@ class Archive:
 
         Raises
         ------
-        NotAnArchiveError, VersionError
+        NotAnArchiveError, VersionError, DamagedFileError
             As :meth:`read` raises them.
         """
         return sorted(self.reader.snapshot(as_of).symbols())
@@ -577,7 +577,7 @@ class Archive:
 
         Raises
         ------
-        NotAnArchiveError, VersionError
+        NotAnArchiveError, VersionError, DamagedFileError
             As :meth:`read` raises them.
         """
         snapshot = self.reader.snapshot(as_of)

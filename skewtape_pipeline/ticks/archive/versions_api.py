@@ -91,7 +91,7 @@ class ArchiveVersions:
         name
             The tag; a tag never moves: tagging the version it pins again changes nothing.
         version
-            The version to pin; None: the latest.
+            The number of the version to pin (an int); None: the latest.
 
         Returns
         -------
@@ -101,7 +101,7 @@ class ArchiveVersions:
         Raises
         ------
         ConfigError
-            A bad tag name.
+            A bad tag name, or a ``version`` that is not an int.
         VersionError
             A version that is not kept, or a name that pins another version already.
         ArchiveBusyError

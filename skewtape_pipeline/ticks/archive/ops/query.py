@@ -132,7 +132,8 @@ def ticks_view_sql(archives: Archives, *, name: str = VIEW_NAME, as_of: AsOf | N
         The catalog is missing while consolidated files exist, or lists a file not on disk, or
         a hot file has no record of its size and sha256 (written before hot files were recorded).
     DamagedFileError
-        A file of the view differs from its record (``trust.verify_before_reading``).
+        A file of the view differs from its record (``trust.verify_before_reading``), or a
+        version's snapshot from its content name.
     ObjectStoreError
         A tier root in an object store cannot be used (names the URI).
     VersionError

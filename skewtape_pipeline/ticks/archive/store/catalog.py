@@ -55,11 +55,10 @@ writes both again. An archive written before hot files were recorded has none:
 from __future__ import annotations
 
 import bisect
-import os
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +67,7 @@ import pyarrow.compute as pc
 
 from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.errors import TickFormatError
-from skewtape_pipeline.hashing import FileStamp, is_sha256_hex, sha256_bytes
+from skewtape_pipeline.hashing import FileStamp, ParsedByStamp, is_sha256_hex, sha256_bytes
 from skewtape_pipeline.ticks.archive.store import hot_index
 from skewtape_pipeline.ticks.archive.store.books import EVENT_COMMIT, Books
 from skewtape_pipeline.ticks.archive.store.catalog_format import (
@@ -263,21 +262,11 @@ class CatalogStore:
         """
         parquet = self.path
         try:
-            with open(parquet, "rb") as handle:
-                stamp = FileStamp.from_stat(os.fstat(handle.fileno()))
-                cached = _PARSED.get(str(parquet))
-                if cached is not None and cached[0] == stamp:
-                    return cached[1]
-                raw = handle.read()
+            return _PARSED.read(parquet, partial(_parse, parquet))
         except FileNotFoundError:
             return Catalog()
         except OSError as exc:
             raise TickFormatError(f"{parquet}: cannot read the catalog ({exc.strerror})") from None
-        catalog = _parse(parquet, raw)
-        if len(_PARSED) >= 8:
-            _PARSED.pop(next(iter(_PARSED)))
-        _PARSED[str(parquet)] = (stamp, catalog)
-        return catalog
 
     def write(self, catalog: Catalog) -> str:
         """Replace the catalog atomically (temporary file, fsync, rename, fsync the folder);
@@ -390,7 +379,7 @@ class CatalogStore:
             hot_index.fold(index)
 
 
-_PARSED: dict[str, tuple[FileStamp, Catalog]] = {}
+_PARSED: ParsedByStamp[Catalog] = ParsedByStamp(keep=8)
 """Catalogs parsed in this process, by path, with the stamp of the file they were read from."""
 
 

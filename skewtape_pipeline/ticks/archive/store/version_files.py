@@ -15,17 +15,19 @@ import io
 import os
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from skewtape_pipeline import fsio
-from skewtape_pipeline.errors import ConfigError, VersionError
-from skewtape_pipeline.hashing import FileStamp
+from skewtape_pipeline.arrow_memory import owned_reader
+from skewtape_pipeline.errors import ConfigError, DamagedFileError, TickFormatError, VersionError
+from skewtape_pipeline.hashing import FileStamp, ParsedByStamp, sha256_bytes
 from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     SymbolDayKey,
@@ -272,7 +274,11 @@ def latest_version(archive_root: Path) -> Version | None:
 
 def read_manifest(archive_root: Path, version: Version) -> list[HotEntry]:
     """The live hot files of ``version``, by symbol-day (its manifest's chain of deltas, at most
-    :data:`MAX_DELTA_DEPTH` + 1 small files, applied to the whole list it starts from)."""
+    :data:`MAX_DELTA_DEPTH` + 1 small files, applied to the whole list it starts from).
+
+    Raises VersionError when a manifest is missing, DamagedFileError naming one that is not the
+    bytes its name records or whose chain is not one the format writes (:func:`manifest_chain`).
+    """
     chain = manifest_chain(archive_root, version.manifest)
     entries: dict[SymbolDayKey, HotEntry] = {}
     for digest in reversed(chain):
@@ -285,32 +291,70 @@ def read_manifest(archive_root: Path, version: Version) -> list[HotEntry]:
 
 
 def manifest_chain(archive_root: Path, digest: str) -> list[str]:
-    """The manifest ``digest`` and the ones its deltas rest on, newest first."""
+    """The manifest ``digest`` and the ones its deltas rest on, newest first, each read checked
+    against its name: at most :data:`MAX_DELTA_DEPTH` + 1, as the format writes them (a delta
+    1 to :data:`MAX_DELTA_DEPTH` deep rests on one a level less deep, a whole list, depth 0,
+    on none).
+
+    Raises DamagedFileError naming a manifest whose header breaks that (a chain that would
+    loop or run longer), and as :func:`read_manifest_table`.
+    """
     chain = [digest]
+    base, depth = manifest_header(archive_root, digest)
     while True:
-        base, _ = manifest_header(archive_root, chain[-1])
+        if not 0 <= depth <= MAX_DELTA_DEPTH or (depth == 0) != (base == ""):
+            raise _off_chain(archive_root, chain[-1], f"a delta of {base or 'none'} {depth} deep")
         if not base:
             return chain
         chain.append(base)
+        base, below = manifest_header(archive_root, base)
+        if below != depth - 1:
+            raise _off_chain(archive_root, chain[-2], f"{depth} deep on one {below} deep")
+        depth = below
+
+
+def _off_chain(archive_root: Path, digest: str, found: str) -> DamagedFileError:
+    return DamagedFileError(
+        f"a version's manifest, {found}: the format writes deltas 1 to {MAX_DELTA_DEPTH} deep, "
+        "each on one a level less deep, down to a whole list (0 deep); restore the version "
+        "files from a copy",
+        path=manifest_path(Path(archive_root), digest),
+    )
 
 
 def read_manifest_table(archive_root: Path, digest: str) -> pa.Table:
-    """The manifest ``digest`` as read (one file); VersionError when it cannot be read."""
+    """The manifest ``digest`` (one file), read once its bytes are the ones its name records;
+    the last few read are kept in this process while their file's stamp holds
+    (:func:`read_snapshot`).
+
+    Raises VersionError when it is missing, DamagedFileError naming it when its bytes are not
+    the ones its name records or do not read as a manifest.
+    """
     path = manifest_path(Path(archive_root), digest)
+    return read_snapshot(_MANIFESTS, path, _parse_manifest, "a version's manifest is missing")
+
+
+def _parse_manifest(path: Path, raw: bytes) -> pa.Table:
     try:
-        return pq.read_table(path)
+        return pq.read_table(owned_reader(raw))
     except (OSError, pa.ArrowException) as exc:
-        raise VersionError(f"{path}: a version's manifest: {exc}") from None
+        raise TickFormatError(f"{path}: not a Parquet manifest ({exc})") from None
 
 
 def manifest_header(archive_root: Path, digest: str) -> tuple[str, int]:
-    """(the manifest this one is a delta of, "" for a whole list; its depth)."""
+    """(the manifest this one is a delta of, "" for a whole list; its depth); raises as
+    :func:`read_manifest_table`."""
+    table = read_manifest_table(archive_root, digest)
     path = manifest_path(Path(archive_root), digest)
     try:
-        metadata = pq.read_schema(path).metadata or {}
+        metadata = table.schema.metadata or {}
         base, depth = fsio.load_json(metadata[MANIFEST_BASE_KEY.encode()], path, error=VersionError)
-    except (OSError, pa.ArrowException, KeyError, ValueError, TypeError) as exc:
-        raise VersionError(f"{path}: a version's manifest: {exc!r}") from None
+        if not isinstance(base, str) or not isinstance(depth, int):
+            raise TypeError(f"[{base!r}, {depth!r}]")
+    except (KeyError, ValueError, TypeError, VersionError) as exc:
+        raise DamagedFileError(
+            f"a version's manifest without its header {MANIFEST_BASE_KEY} ({exc!r})", path=path
+        ) from None
     return base, depth
 
 
@@ -324,28 +368,58 @@ def manifest_rows(table: pa.Table) -> list[HotEntry]:
     ]
 
 
-_CATALOGS: dict[str, Catalog] = {}
-"""Catalog snapshots parsed in this process, by sha256 (content-named: the same bytes in any
-archive), the last few kept."""
+_T = TypeVar("_T")
+_CATALOGS: ParsedByStamp[Catalog] = ParsedByStamp(keep=4)
+"""Catalog snapshots parsed in this process, by path, while their file's stamp holds."""
+_MANIFESTS: ParsedByStamp[pa.Table] = ParsedByStamp(keep=2 * (MAX_DELTA_DEPTH + 1))
+"""Manifests read in this process, likewise (two chains' worth)."""
 
 
 def version_catalog(root: Path, version: Version) -> Catalog:
-    """The catalog ``version`` read (its snapshot; empty when it had none), the last few
-    parsed kept in this process; VersionError when the snapshot is missing."""
+    """The catalog ``version`` read (its snapshot; empty when it had none), parsed once its
+    bytes are the ones its name records; the last few parsed are kept in this process while
+    their file's stamp holds (:func:`read_snapshot`).
+
+    Raises VersionError when the snapshot is missing, DamagedFileError naming it when its
+    bytes are not the ones its name records or do not read as a catalog.
+    """
     if version.catalog is None:
         return Catalog()
-    cached = _CATALOGS.get(version.catalog)
-    if cached is not None:
-        return cached
     path = catalog_snapshot_path(root, version.catalog)
-    raw = fsio.read_state_bytes(path)
-    if raw is None:
-        raise VersionError(f"{path}: version {version.version}'s catalog is missing")
-    catalog = parse_catalog(path, raw)
-    if len(_CATALOGS) >= 4:
-        _CATALOGS.pop(next(iter(_CATALOGS)))
-    _CATALOGS[version.catalog] = catalog
-    return catalog
+    missing = f"version {version.version}'s catalog is missing"
+    return read_snapshot(_CATALOGS, path, parse_catalog, missing)
+
+
+def read_snapshot(
+    kept: ParsedByStamp[_T], path: Path, parse: Callable[[Path, bytes], _T], missing: str
+) -> _T:
+    """``parse`` of the bytes of the content-named file ``path``, once their sha256 is the one
+    its name records, or what it gave for the file of the same stamp (``kept``): a file changed
+    since it was parsed is read and checked again.
+
+    Raises VersionError ``missing`` when it is not there, DamagedFileError naming it when its
+    bytes are not the ones its name records or do not parse (``parse`` raising
+    TickFormatError).
+    """
+
+    def checked(raw: bytes) -> _T:
+        found = sha256_bytes(raw)
+        if found != path.stem:
+            raise DamagedFileError(
+                f"{len(raw)} bytes of sha256 {found}, not the bytes its content name records; "
+                "it changed after it was written, so no version reads it (run verify-archive; "
+                "restore it from a copy)",
+                path=path,
+            )
+        try:
+            return parse(path, raw)
+        except TickFormatError as exc:  # the bytes named, yet unreadable: damaged when written
+            raise DamagedFileError(str(exc).removeprefix(f"{path}: "), path=path) from None
+
+    try:
+        return kept.read(path, checked)
+    except FileNotFoundError:
+        raise VersionError(f"{path}: {missing}") from None
 
 
 def version_state(archive_root: Path, version: Version) -> ArchiveState:

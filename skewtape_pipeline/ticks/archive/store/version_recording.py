@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from skewtape_pipeline import faults, fsio
-from skewtape_pipeline.errors import VersionError
+from skewtape_pipeline.errors import ConfigError, VersionError
 from skewtape_pipeline.hashing import FileStamp, sha256_bytes, sha256_file
 from skewtape_pipeline.ticks.archive.store.books import Books
 from skewtape_pipeline.ticks.archive.store.catalog import (
@@ -433,11 +433,14 @@ def tag_version(
     """Pin ``version`` (default: the latest) under ``name``; audited (``books``). Returns the
     version. Tagging again with the same version changes nothing.
 
-    Raises ConfigError for a bad name, VersionError for a version that is not kept or a name
-    that pins another version already (tags are never moved).
+    Raises ConfigError for a bad name or a ``version`` that is not an int (nor None),
+    VersionError for a version that is not kept or a name that pins another version already
+    (tags are never moved).
     """
     root = Path(archive_root)
     check_tag_name(name)
+    if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
+        raise ConfigError(f"version = {version!r}: expected a version number (an int) or None")
     if version is None:
         latest = latest_version(root)
         if latest is None:

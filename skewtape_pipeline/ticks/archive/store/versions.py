@@ -133,7 +133,7 @@ class VersionLog:
         return files.version_at(self.root, when)
 
     def resolve_as_of(self, as_of: AsOf) -> Version:
-        """The kept version ``as_of`` names: a number (an int, or text of digits), a time (a
+        """The kept version ``as_of`` names: a number (an int, or text of ASCII digits), a time (a
         datetime, or ISO text such as ``2026-11-30T17:00:00Z``: the latest version at or
         before it), or a tag name. O(1) for a number or a tag, O(log versions) for a time.
 
@@ -148,7 +148,7 @@ class VersionLog:
             return self._at_time(as_of)
         if not isinstance(as_of, str) or not as_of:
             raise VersionError(f"as_of = {as_of!r}: expected a version, a time or a tag")
-        if as_of.isdigit():
+        if as_of.isascii() and as_of.isdigit():  # str.isdigit alone takes '²', '١'
             return self.read(int(as_of))
         if files.is_tag_name(as_of):
             return self.read(self.read_tag(as_of))
@@ -174,16 +174,19 @@ class VersionLog:
         return files.version_state(self.root, version)
 
     def version_catalog(self, version: Version) -> Catalog:
-        """The catalog ``version`` read (empty when it had none); VersionError when its
-        snapshot is missing."""
+        """The catalog ``version`` read (empty when it had none), its snapshot's bytes checked
+        against its name; VersionError when the snapshot is missing, DamagedFileError naming
+        it when it changed (``version_files.version_catalog``)."""
         return files.version_catalog(self.root, version)
 
     def read_manifest(self, version: Version) -> builtins.list[HotEntry]:
-        """The live hot files of ``version``, by symbol-day."""
+        """The live hot files of ``version``, by symbol-day; DamagedFileError naming a manifest
+        of its chain that changed or breaks the chain (``version_files.read_manifest``)."""
         return files.read_manifest(self.root, version)
 
     def manifest_chain(self, digest: str) -> builtins.list[str]:
-        """The manifest ``digest`` and the ones its deltas rest on, newest first."""
+        """The manifest ``digest`` and the ones its deltas rest on, newest first (at most
+        ``MAX_DELTA_DEPTH`` + 1: ``version_files.manifest_chain``)."""
         return files.manifest_chain(self.root, digest)
 
     def kept_catalogs(self) -> builtins.list[Catalog]:
