@@ -24,7 +24,7 @@ Scaled values must fit 18 decimal digits, the capacity of the archive's ``decima
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any, NamedTuple
@@ -715,6 +715,30 @@ def first_true(mask: pa.Array | pa.ChunkedArray) -> int | None:
     return None if index < 0 else index
 
 
+def first_row_raising(values: pa.Array, convert: Callable[[pa.Array], object]) -> int | None:
+    """Index of the first value that ``convert`` (a cast, say) refuses with ArrowInvalid, or
+    None when it takes them all. ``convert`` must refuse a slice exactly when it refuses one of
+    its values; the row is found by halving, about twice the work of one conversion."""
+
+    def refuses(part: pa.Array) -> bool:
+        try:
+            convert(part)
+        except pa.ArrowInvalid:
+            return True
+        return False
+
+    if not refuses(values):
+        return None
+    start, length = 0, len(values)
+    while length > 1:
+        half = length // 2
+        if refuses(values.slice(start, half)):
+            length = half
+        else:
+            start, length = start + half, length - half
+    return start
+
+
 def _as_array(values: Any, *, field: str) -> pa.Array:
     if isinstance(values, pa.ChunkedArray):
         return values.combine_chunks()
@@ -824,10 +848,12 @@ def _plain_decimal_units(text: pa.Array, scale: int) -> pa.Array | None:
 
 
 def _integers_to_int64(values: pa.Array, *, field: str) -> pa.Array:
+    """Integers of any width as int64; TickValidationError naming the first that does not fit
+    (a uint64 above INT64_MAX)."""
     try:
         return pc.cast(values, pa.int64())
     except pa.ArrowInvalid:
-        row = first_true(pc.greater(values, 2**63 - 1))
+        row = first_row_raising(values, lambda part: pc.cast(part, pa.int64()))
         raise TickValidationError(
             f"{field} {values[row].as_py()!r} does not fit int64", row=row, field=field
         ) from None

@@ -50,6 +50,7 @@ from skewtape_pipeline.ticks.encode.model import (
     SchemaRequest,
     TickBatch,
     batch_from_columns,
+    first_row_raising,
     first_true,
 )
 from skewtape_pipeline.ticks.encode.sides import (
@@ -509,7 +510,7 @@ def open_kalshi_trades(path: Path | str, *, block_bytes: int = DEFAULT_BLOCK_BYT
                 row=row,
                 field="created_time",
             )
-        ts = pc.cast(pc.cast(created, pa.timestamp("ns", "UTC")), pa.int64())
+        ts = _utc_nanoseconds(created, path)
         yes = int_column(raw, "yes_price", path)
         no = int_column(raw, "no_price", path)
         row = first_true(pc.not_equal(pc.add(yes, no), 100))
@@ -529,6 +530,35 @@ def open_kalshi_trades(path: Path | str, *, block_bytes: int = DEFAULT_BLOCK_BYT
         return pa.table(columns), None
 
     return csv_stream(path, names, transform, KALSHI_TAKER_SIDES, block_bytes=block_bytes)
+
+
+NS_RANGE = "1677-09-21T00:12:43.145224192Z to 2262-04-11T23:47:16.854775807Z"
+"""The times int64 nanoseconds since the epoch hold."""
+
+
+def _utc_nanoseconds(created: pa.Array, path: Path) -> pa.Array:
+    """``created_time`` text already of ISO-8601 UTC form as int64 nanoseconds.
+
+    Raises TickValidationError naming the first row whose time does not exist (second 60,
+    February 30, hour 25) or lies outside :data:`NS_RANGE` (year 1).
+    """
+
+    def to_ns(part: pa.Array) -> pa.Array:
+        return pc.cast(part, pa.timestamp("ns", "UTC"))
+
+    try:
+        return pc.cast(to_ns(created), pa.int64())
+    except pa.ArrowInvalid:
+        row = first_row_raising(created, to_ns)
+    text = created[row].as_py()
+    try:
+        datetime.fromisoformat(text[:19])
+        problem = f"lies outside the times int64 nanoseconds hold ({NS_RANGE})"
+    except ValueError:
+        problem = "is no time of the calendar (second 60, February 30, hour 25?)"
+    raise TickValidationError(
+        f"{path}: created_time {text!r} {problem}", row=row, field="created_time"
+    )
 
 
 def read_tardis_trades(path: Path | str, *, timestamp: str = "exchange") -> SourceTicks:

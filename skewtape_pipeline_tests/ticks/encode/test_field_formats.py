@@ -15,8 +15,7 @@ import duckdb
 import pytest
 import zstandard
 
-from skewtape_pipeline.cli import main
-from skewtape_pipeline_tests.ticks.conftest import DAY, DAY_NS, write_text
+from skewtape_pipeline_tests.ticks.conftest import DAY, DAY_NS, archive_files, compact, write_text
 
 ES, NQ = 7001, 7002
 """Instrument ids: ES is mapped to a symbol in the metadata, NQ is not."""
@@ -62,12 +61,6 @@ def archived(archive: Path) -> list[tuple]:
         "read_parquet($glob, hive_partitioning = true) ORDER BY ALL",
         params={"glob": f"{archive}/symbol=*/**/*.parquet"},
     ).fetchall()
-
-
-def compact(capsys, source: Path, archive: Path, *options: str) -> tuple[int, str]:
-    code = main(["compact-ticks", str(source), "--out", str(archive), "--as-of",
-                 (DAY + timedelta(days=1)).isoformat(), *options])  # fmt: skip
-    return code, capsys.readouterr().err
 
 
 TRADES = [
@@ -133,11 +126,6 @@ def test_compact_ticks_when_a_dbn_file_holds_no_trades_refuses_naming_its_schema
     source = dbn_file(tmp_path / "ohlcv.dbn", dbn.Schema.OHLCV_1M, [])
     code, err = compact(capsys, source, tmp_path / "archive")
     assert code == 2 and "ohlcv-1m" in err and "Traceback" not in err
-
-
-def archive_files(archive: Path) -> dict[str, bytes]:
-    """Every file under ``archive`` (relative path to its bytes)."""
-    return {str(f.relative_to(archive)): f.read_bytes() for f in archive.rglob("*") if f.is_file()}
 
 
 SKIPPABLE = (0x184D2A53).to_bytes(4, "little") + (5).to_bytes(4, "little") + b"notes"

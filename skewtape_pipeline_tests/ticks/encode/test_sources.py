@@ -12,7 +12,13 @@ import pytest
 from skewtape_pipeline.errors import PrecisionLossError, SourceLabelError, TickValidationError
 from skewtape_pipeline.ticks.encode import sources
 from skewtape_pipeline.ticks.encode.sides import BUY, SELL, UNKNOWN
-from skewtape_pipeline_tests.ticks.conftest import day_batch, write_text
+from skewtape_pipeline_tests.ticks.conftest import (
+    DAY_NS,
+    archive_files,
+    compact,
+    day_batch,
+    write_text,
+)
 
 CANONICAL = (
     "timestamp_nanos,price,quantity,side,symbol\n"
@@ -153,6 +159,54 @@ def test_kalshi_reader_when_time_not_utc_iso_names_row(tmp_path):
     with pytest.raises(TickValidationError, match="ISO-8601") as info:
         sources.read_kalshi_trades(path)
     assert info.value.row == 2
+
+
+def refused_once(err: str, path, row: int, field: str) -> None:
+    """``err`` is one error line naming ``path``, ``row`` and ``field``, no traceback."""
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert f"row {row}, field {field}: {path}" in err, err
+
+
+@pytest.mark.parametrize(
+    ("created", "problem"),
+    [("2023-04-07T23:59:60Z", "is no time of the calendar"),
+     ("2023-02-30T10:00:00Z", "is no time of the calendar"),
+     ("2023-04-07T25:00:00Z", "is no time of the calendar"),
+     ("0001-01-01T00:00:00Z", "lies outside the times int64 nanoseconds hold")],
+)  # fmt: skip
+def test_compact_ticks_when_a_kalshi_time_is_well_formed_but_impossible_refuses_its_row(
+    tmp_path, capsys, created, problem
+):
+    archive = tmp_path / "archive"
+    good = write_text(tmp_path / "k.csv", KALSHI)
+    assert compact(capsys, good, archive, "--input-format", "kalshi-trades")[0] == 0
+    before = archive_files(archive)
+    bad = write_text(tmp_path / "bad.csv", KALSHI.replace("2023-04-07T00:00:00Z", created))
+    code, err = compact(capsys, bad, archive, "--input-format", "kalshi-trades")
+    assert code == 2
+    refused_once(err, bad, 2, "created_time")
+    assert f"created_time {created!r} {problem}" in err
+    assert archive_files(archive) == before
+
+
+@pytest.mark.parametrize("column", ["timestamp_nanos", "quantity"])
+def test_compact_ticks_when_a_uint64_parquet_value_exceeds_int64_refuses_its_row(
+    tmp_path, capsys, column
+):
+    table = {"timestamp_nanos": [DAY_NS + 1, DAY_NS + 2], "price": [1.25, 1.5],
+             "quantity": [3, 1], "side": ["BUY", "SELL"], "symbol": ["AAA", "AAA"]}  # fmt: skip
+    path = tmp_path / "ticks.parquet"
+    pq.write_table(pa.table(table), path)
+    archive = tmp_path / "archive"
+    assert compact(capsys, path, archive)[0] == 0
+    before = archive_files(archive)
+    table[column] = pa.array([table[column][0], 2**63 + 5], pa.uint64())
+    pq.write_table(pa.table(table), path)
+    code, err = compact(capsys, path, archive)
+    assert code == 2
+    refused_once(err, path, 1, column)
+    assert f"{column} {2**63 + 5} does not fit int64" in err
+    assert archive_files(archive) == before
 
 
 def test_kalshi_reader_when_taker_side_unknown_refuses(tmp_path):
