@@ -1288,12 +1288,23 @@ def _reader_gone() -> bool:
     return True
 
 
+ERROR_LINE_HEAD, ERROR_LINE_TAIL = 600, 300
+"""Characters an error line keeps of a longer message: its start and its end."""
+
+
 def error_line(exc: BaseException) -> str:
     """The one line an error prints: its message on one line, any URL in it redacted (the
-    messages name sources redacted already; a library's own words might not)."""
+    messages name sources redacted already; a library's own words might not), and a message
+    longer than :data:`ERROR_LINE_HEAD` + :data:`ERROR_LINE_TAIL` characters cut to its start
+    and end (a value quoted whole, a megabytes-long symbol, say, never floods the terminal;
+    messages of this package quote values by ``errors.quoted``)."""
     from skewtape_pipeline.locations import redact_urls
 
-    return redact_urls(one_line(str(exc)))
+    line = redact_urls(one_line(str(exc)))
+    cut = len(line) - ERROR_LINE_HEAD - ERROR_LINE_TAIL
+    if cut <= 0:
+        return line
+    return f"{line[:ERROR_LINE_HEAD]} ... ({cut} characters cut) ... {line[-ERROR_LINE_TAIL:]}"
 
 
 if __name__ == "__main__":

@@ -89,6 +89,12 @@ def archive_files(archive: Path) -> dict[str, bytes]:
     return {str(f.relative_to(archive)): f.read_bytes() for f in archive.rglob("*") if f.is_file()}
 
 
+def refused_once(err: str, path: Path, row: int, field: str) -> None:
+    """``err`` is one error line naming ``path``, ``row`` and ``field``, no traceback."""
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert f"row {row}, field {field}: {path}" in err, err
+
+
 def duckdb_archive(root: Path) -> pa.Table:
     """Everything DuckDB reads from the archive under ``root`` (plain glob + hive partitions)."""
     query = f"SELECT * FROM read_parquet('{root}/**/*.parquet', hive_partitioning=true)"

@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
 from skewtape_pipeline import fsio
-from skewtape_pipeline.errors import SourceLabelError, TickValidationError
+from skewtape_pipeline.errors import SourceLabelError, TickValidationError, quoted
 from skewtape_pipeline.ticks.encode.chunked import (
     DEFAULT_BLOCK_BYTES,
     RawChunk,
@@ -52,6 +52,7 @@ from skewtape_pipeline.ticks.encode.model import (
     batch_from_columns,
     first_row_raising,
     first_true,
+    int64_of_text,
 )
 from skewtape_pipeline.ticks.encode.sides import (
     CANONICAL_SIDES,
@@ -78,7 +79,6 @@ LOBSTER_NAME_RE = re.compile(
 
 _ISO_UTC_PATTERN = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z$"
 _SECONDS_PATTERN = r"^(?P<sec>\d+)(?:\.(?P<frac>\d{1,9}))?$"
-_INTEGER_PATTERN = r"^[+-]?\d+$"
 
 
 @dataclass(frozen=True)
@@ -398,6 +398,14 @@ def format_of_columns(names: Sequence[str]) -> tuple[str, str] | None:
     return None
 
 
+def canonical_columns(path: Path) -> list[str]:
+    """The column names of a canonical ``.csv`` file (its header) or ``.parquet`` file (its
+    schema); TickValidationError naming the file when it cannot be read as one."""
+    if path.suffix.lower() == ".csv":
+        return csv_header(path)
+    return open_parquet(path).schema_arrow.names
+
+
 def _is_number(text: str) -> bool:
     try:
         float(text)
@@ -505,7 +513,7 @@ def open_kalshi_trades(path: Path | str, *, block_bytes: int = DEFAULT_BLOCK_BYT
         row = first_true(pc.invert(pc.match_substring_regex(created, _ISO_UTC_PATTERN)))
         if row is not None:
             raise TickValidationError(
-                f"{path}: created_time {created[row].as_py()!r} is not ISO-8601 UTC "
+                f"{path}: created_time {quoted(created[row].as_py())} is not ISO-8601 UTC "
                 "(YYYY-MM-DDTHH:MM:SS[.fraction]Z)",
                 row=row,
                 field="created_time",
@@ -557,7 +565,7 @@ def _utc_nanoseconds(created: pa.Array, path: Path) -> pa.Array:
     except ValueError:
         problem = "is no time of the calendar (second 60, February 30, hour 25?)"
     raise TickValidationError(
-        f"{path}: created_time {text!r} {problem}", row=row, field="created_time"
+        f"{path}: created_time {quoted(text)} {problem}", row=row, field="created_time"
     )
 
 
@@ -707,7 +715,7 @@ def _lobster_executions(
     if parts.null_count:
         row = first_true(pc.is_null(parts))
         raise TickValidationError(
-            f"{path}: time {seconds[row].as_py()!r} is not decimal seconds with at most 9 "
+            f"{path}: time {quoted(seconds[row].as_py())} is not decimal seconds with at most 9 "
             "fractional digits",
             row=row,
             field="time",
@@ -768,25 +776,22 @@ def _names(names: Iterable[str]) -> str:
 
 def nanoseconds(stamps: pa.Array, factor: int | pa.Array, name: str, path: Path) -> pa.Array:
     """Integer timestamps ``stamps`` (of column ``name``) times ``factor`` nanoseconds per unit
-    (one for all, or one per row); TickValidationError when one overflows int64."""
+    (one for all, or one per row, above 0); TickValidationError naming the first row whose
+    product overflows int64."""
     try:
         return pc.multiply_checked(stamps, factor)
     except pa.ArrowInvalid:
-        raise TickValidationError(
-            f"{path}: a {name} value overflows int64 nanoseconds", field=name
-        ) from None
+        high, low = pc.divide(2**63 - 1, factor), pc.divide(-(2**63), factor)
+        row = first_true(pc.or_(pc.greater(stamps, high), pc.less(stamps, low)))
+    raise TickValidationError(
+        f"{path}: {name} {stamps[row].as_py()} overflows int64 nanoseconds", row=row, field=name
+    )
 
 
 def int_column(table: pa.Table, name: str, path: Path) -> pa.Array:
-    values = pc.utf8_trim_whitespace(table.column(name).combine_chunks())
-    row = first_true(pc.invert(pc.match_substring_regex(values, _INTEGER_PATTERN)))
-    if row is not None:
-        raise TickValidationError(
-            f"{path}: {name} {values[row].as_py()!r} is not an integer", row=row, field=name
-        )
+    """Column ``name`` of integer text as int64 (:func:`~skewtape_pipeline.ticks.encode.model.
+    int64_of_text`); its TickValidationError names ``path`` too."""
     try:
-        return pc.cast(values, pa.int64())
-    except pa.ArrowInvalid:
-        raise TickValidationError(
-            f"{path}: a {name} value does not fit int64", field=name
-        ) from None
+        return int64_of_text(table.column(name).combine_chunks(), field=name)
+    except TickValidationError as exc:
+        raise TickValidationError(f"{path}: {exc.detail}", row=exc.row, field=name) from None

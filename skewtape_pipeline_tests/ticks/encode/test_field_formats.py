@@ -15,7 +15,14 @@ import duckdb
 import pytest
 import zstandard
 
-from skewtape_pipeline_tests.ticks.conftest import DAY, DAY_NS, archive_files, compact, write_text
+from skewtape_pipeline_tests.ticks.conftest import (
+    DAY,
+    DAY_NS,
+    archive_files,
+    compact,
+    refused_once,
+    write_text,
+)
 
 ES, NQ = 7001, 7002
 """Instrument ids: ES is mapped to a symbol in the metadata, NQ is not."""
@@ -118,6 +125,23 @@ def test_compact_ticks_when_a_dbn_trade_has_no_price_refuses_naming_the_record(
     code, err = compact(capsys, source, tmp_path / "archive")
     assert code == 2 and "bad.dbn" in err and "row 1" in err and "price" in err
     assert not (tmp_path / "archive").exists()
+
+
+def test_compact_ticks_when_a_dbn_ts_event_is_undefined_refuses_naming_the_record(
+    tmp_path: Path, capsys
+):
+    archive = tmp_path / "archive"
+    assert compact(capsys, dbn_file(tmp_path / "a.dbn", dbn.Schema.TRADES, TRADES), archive)[0] == 0
+    before = archive_files(archive)
+    undefined = dbn.TradeMsg(publisher_id=1, instrument_id=ES, ts_event=dbn.UNDEF_TIMESTAMP,
+                             price=4_512_250_000_000, size=1, action=dbn.Action.TRADE,
+                             side=dbn.Side.BID, depth=0, ts_recv=DAY_NS + 250)  # fmt: skip
+    source = dbn_file(tmp_path / "bad.dbn", dbn.Schema.TRADES, [*TRADES[:2], undefined])
+    code, err = compact(capsys, source, archive)
+    assert code == 2
+    refused_once(err, source, 2, "ts_event")
+    assert f"ts_event '{dbn.UNDEF_TIMESTAMP}' does not fit int64" in err
+    assert archive_files(archive) == before
 
 
 def test_compact_ticks_when_a_dbn_file_holds_no_trades_refuses_naming_its_schema(
@@ -225,6 +249,18 @@ def test_compact_ticks_when_a_binance_file_is_renamed_asks_for_the_symbol(tmp_pa
     code, err = compact(capsys, source, tmp_path / "archive", "--symbol", "XRPUSDT")
     assert code == 0, err
     assert archived(tmp_path / "archive")[0][0] == "XRPUSDT"
+
+
+def test_compact_ticks_when_a_binance_time_overflows_nanoseconds_refuses_naming_the_row(
+    tmp_path: Path, capsys
+):
+    rows = [f"1,1.5,2,3,{MS},true,true", "2,1.5,2,3,99999999999999,true,true"]
+    source = write_text(tmp_path / "XRPUSDT-trades-2026-11-20.csv", "\n".join(rows) + "\n")
+    code, err = compact(capsys, source, tmp_path / "archive")
+    assert code == 2
+    refused_once(err, source, 1, "time")
+    assert "time 99999999999999 overflows int64 nanoseconds" in err
+    assert not (tmp_path / "archive").exists()
 
 
 def test_compact_ticks_when_a_binance_price_is_not_a_number_refuses_naming_the_row(

@@ -17,6 +17,7 @@ from skewtape_pipeline_tests.ticks.conftest import (
     archive_files,
     compact,
     day_batch,
+    refused_once,
     write_text,
 )
 
@@ -161,12 +162,6 @@ def test_kalshi_reader_when_time_not_utc_iso_names_row(tmp_path):
     assert info.value.row == 2
 
 
-def refused_once(err: str, path, row: int, field: str) -> None:
-    """``err`` is one error line naming ``path``, ``row`` and ``field``, no traceback."""
-    assert err.startswith("error: ") and err.count("\n") == 1, err
-    assert f"row {row}, field {field}: {path}" in err, err
-
-
 @pytest.mark.parametrize(
     ("created", "problem"),
     [("2023-04-07T23:59:60Z", "is no time of the calendar"),
@@ -207,6 +202,74 @@ def test_compact_ticks_when_a_uint64_parquet_value_exceeds_int64_refuses_its_row
     refused_once(err, path, 1, column)
     assert f"{column} {2**63 + 5} does not fit int64" in err
     assert archive_files(archive) == before
+
+
+def test_compact_ticks_when_a_tardis_timestamp_overflows_nanoseconds_refuses_its_row(
+    tmp_path, capsys
+):
+    archive = tmp_path / "archive"
+    assert compact(capsys, write_text(tmp_path / "t.csv", TARDIS), archive,
+                   "--input-format", "tardis-trades")[0] == 0  # fmt: skip
+    before = archive_files(archive)
+    bad = write_text(tmp_path / "bad.csv", TARDIS.replace(",1582329602111000,1582329602418420,",
+                                                          ",9999999999999999,1,"))  # fmt: skip
+    code, err = compact(capsys, bad, archive, "--input-format", "tardis-trades")
+    assert code == 2
+    refused_once(err, bad, 1, "timestamp")
+    assert "timestamp 9999999999999999 overflows int64 nanoseconds" in err
+    assert archive_files(archive) == before
+
+
+def canonical_parquet(path, ts: pa.Array, side: str = "BUY"):
+    table = {"timestamp_nanos": ts, "price": [1.25] * len(ts), "quantity": [3] * len(ts),
+             "side": [side] * len(ts), "symbol": ["AAA"] * len(ts)}  # fmt: skip
+    pq.write_table(pa.table(table), path)
+    return path
+
+
+def test_compact_ticks_when_a_parquet_timestamp_us_is_beyond_nanoseconds_refuses_its_row(
+    tmp_path, capsys
+):
+    us = DAY_NS // 1000
+    path = canonical_parquet(tmp_path / "t.parquet", pa.array([us, us + 1], pa.timestamp("us")))
+    archive = tmp_path / "archive"
+    assert compact(capsys, path, archive)[0] == 0
+    before = archive_files(archive)
+    canonical_parquet(path, pa.array([us, us + 1, 2**62], pa.timestamp("us")))
+    code, err = compact(capsys, path, archive)
+    assert code == 2
+    refused_once(err, path, 2, "timestamp_nanos")
+    assert f"timestamp_nanos {2**62} us since the epoch" in err
+    assert archive_files(archive) == before
+
+
+def test_compact_ticks_when_a_side_is_megabytes_long_quotes_its_start(tmp_path, capsys):
+    side = "B" * 3_000_000
+    path = canonical_parquet(tmp_path / "t.parquet", pa.array([DAY_NS], pa.int64()), side)
+    code, err = compact(capsys, path, tmp_path / "archive")
+    assert code == 2
+    refused_once(err, path, 0, "side")
+    assert f"side {'B' * 40!r}... (3000000 characters) is not in the side vocabulary" in err
+    assert len(err) < 1000 and not (tmp_path / "archive").exists()
+
+
+def test_compact_ticks_when_a_symbol_is_megabytes_long_prints_a_bounded_line(tmp_path, capsys):
+    symbol = "S" * 3_000_000
+    text = f"timestamp_nanos,price,quantity,side,symbol\n{DAY_NS},1.5,3,BUY,{symbol}\n"
+    path = write_text(tmp_path / "t.csv", text)
+    code, err = compact(capsys, path, tmp_path / "archive")
+    assert code == 2 and err.count("\n") == 1
+    assert len(err) < 1000 and "characters cut" in err and "fit a folder name" in err
+
+
+def test_compact_ticks_when_no_symbol_column_nor_option_names_the_option(tmp_path, capsys):
+    path = write_text(
+        tmp_path / "t.csv", f"timestamp_nanos,price,quantity,side\n{DAY_NS},1,1,BUY\n"
+    )
+    code, err = compact(capsys, path, tmp_path / "archive")
+    assert code == 2
+    assert err == f"error: symbol: {path} has no symbol column; pass --symbol\n"
+    assert not (tmp_path / "archive").exists()
 
 
 def test_kalshi_reader_when_taker_side_unknown_refuses(tmp_path):
