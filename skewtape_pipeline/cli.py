@@ -297,7 +297,9 @@ def cmd_audit_verify(args: argparse.Namespace) -> None:
 
 
 def parse_side_map(text: str | None) -> dict[str, str] | None:
-    """``yes=BUY,no=SELL`` -> {"yes": "BUY", "no": "SELL"}; ConfigError on a malformed pair."""
+    """``yes=BUY,no=SELL`` -> {"yes": "BUY", "no": "SELL"}. A raw value given twice to the same
+    side is taken once. ConfigError on a malformed pair, or a raw value given to two sides
+    (naming it and both: no entry silently wins)."""
     if not text:
         return None
     mapping: dict[str, str] = {}
@@ -307,7 +309,11 @@ def parse_side_map(text: str | None) -> dict[str, str] | None:
             raise ConfigError(
                 f"--side-map entry {pair!r}: expected RAW=BUY, RAW=SELL or RAW=UNKNOWN"
             )
-        mapping[raw] = side
+        if mapping.setdefault(raw, side) != side:
+            raise ConfigError(
+                f"--side-map maps {raw!r} to both {mapping[raw]} and {side}; map each raw "
+                "value to one side"
+            )
     return mapping
 
 
