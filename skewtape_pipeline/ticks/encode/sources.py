@@ -27,8 +27,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, time
+from datetime import date, datetime, time, timedelta
 from pathlib import Path
+from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
 import pyarrow as pa
@@ -681,21 +682,22 @@ def open_lobster_messages(
     options (:func:`lobster_label`; SourceLabelError when neither gives one, or they disagree).
 
     Mapping: ``timestamp_nanos`` = midnight of ``session_date`` in ``exchange_timezone`` (as UTC
-    ns) + the decimal seconds parsed as text (fraction padded to 9 digits); ``price`` =
+    ns) + the decimal seconds parsed as text (fraction padded to 9 digits), which must fall
+    within that day (a time at or past its end, 86400 s on most days, is refused naming its
+    row: it would be filed under the next day); ``price`` =
     ``price / 10_000`` exactly; ``quantity`` = ``size``; ``side`` = ``direction`` (-1: an
     executed sell order, so the aggressor bought -> BUY; 1 -> SELL); cross trades (type 6) get
     ``"cross"`` -> UNKNOWN (an auction print has no aggressor).
     """
     path = Path(path)
     symbol, session_date = lobster_label(path, symbol=symbol, session_date=session_date)
-    midnight = datetime.combine(session_date, time(0), ZoneInfo(exchange_timezone))
-    midnight_ns = int(midnight.timestamp()) * 10**9
+    day = SessionDay.of(session_date, exchange_timezone)
 
     def transform(raw: pa.Table) -> tuple[pa.Table, pa.Array]:
         kept = pc.is_in(raw.column("type"), value_set=pa.array(LOBSTER_EXECUTION_TYPES))
         rows = pc.cast(pc.indices_nonzero(kept), pa.int64())
         try:
-            return _lobster_executions(raw.filter(kept), path, symbol, midnight_ns), rows
+            return _lobster_executions(raw.filter(kept), path, symbol, day), rows
         except TickValidationError as exc:
             row = None if exc.row is None else rows[exc.row].as_py()
             raise TickValidationError(exc.detail, row=row, field=exc.field) from None
@@ -706,9 +708,26 @@ def open_lobster_messages(
     )  # fmt: skip
 
 
-def _lobster_executions(
-    executions: pa.Table, path: Path, symbol: str, midnight_ns: int
-) -> pa.Table:
+ONE_DAY = timedelta(days=1)
+
+
+class SessionDay(NamedTuple):
+    """A LOBSTER file's session day: its date, its midnight in the exchange's time zone (as UTC
+    ns) and its length in seconds (86400, or 82800 and 90000 on the days clocks change)."""
+
+    day: date
+    timezone: str
+    midnight_ns: int
+    seconds: int
+
+    @classmethod
+    def of(cls, day: date, timezone: str) -> SessionDay:
+        zone = ZoneInfo(timezone)
+        start, end = (datetime.combine(d, time(0), zone).timestamp() for d in (day, day + ONE_DAY))
+        return cls(day, timezone, int(start) * 10**9, int(end - start))
+
+
+def _lobster_executions(executions: pa.Table, path: Path, symbol: str, day: SessionDay) -> pa.Table:
     """LOBSTER execution rows as canonical columns (errors name the execution's row)."""
     seconds = executions.column("time").combine_chunks()
     parts = pc.extract_regex(pc.utf8_trim_whitespace(seconds), _SECONDS_PATTERN)
@@ -720,9 +739,10 @@ def _lobster_executions(
             row=row,
             field="time",
         )
+    _refuse_after_the_day(pc.struct_field(parts, "sec"), seconds, path, day)
     whole = pc.cast(pc.struct_field(parts, "sec"), pa.int64())
     nanos = pc.cast(pc.utf8_rpad(pc.struct_field(parts, "frac"), 9, "0"), pa.int64())
-    ts = pc.add_checked(pc.add_checked(pc.multiply_checked(whole, 10**9), nanos), midnight_ns)
+    ts = pc.add_checked(pc.add_checked(pc.multiply_checked(whole, 10**9), nanos), day.midnight_ns)
     price = int_column(executions, "price", path)
     size = int_column(executions, "size", path)
     side = pc.if_else(
@@ -737,6 +757,20 @@ def _lobster_executions(
             "symbol": pa.array([symbol] * executions.num_rows, pa.string()),
         }
     )
+
+
+def _refuse_after_the_day(whole: pa.Array, times: pa.Array, path: Path, day: SessionDay) -> None:
+    """TickValidationError naming the first row whose whole seconds ``whole`` (digit text)
+    reach the end of ``day``; ``times`` is the time column, for the message."""
+    late = first_true(pc.greater_equal(pc.cast(whole, pa.float64()), day.seconds))
+    if late is not None:
+        raise TickValidationError(
+            f"{path}: time {quoted(times[late].as_py())} is at or past the end of the session "
+            f"day {day.day} ({day.seconds} s after its midnight in {day.timezone}); the file's "
+            "name or --session-date states its day",
+            row=late,
+            field="time",
+        )
 
 
 # --- helpers ------------------------------------------------------------------------------------

@@ -343,6 +343,33 @@ def test_lobster_reader_when_time_has_ten_decimals_raises(tmp_path):
     assert info.value.row == 3
 
 
+@pytest.mark.parametrize("late", ["86400", "90000.5", "99999999999999999999"])
+def test_compact_ticks_when_a_lobster_time_is_past_the_files_day_refuses_its_row(
+    tmp_path, capsys, late
+):
+    """Such a row was filed under the next day, replacing that day's archived hot file."""
+    archive = tmp_path / "archive"
+    next_day = write_text(tmp_path / "AMZN_2012-06-22_34200000_57600000_message_1.csv", LOBSTER)
+    assert compact(capsys, next_day, archive, "--input-format", "lobster-messages")[0] == 0
+    before = archive_files(archive)
+    path = write_text(tmp_path / "AMZN_2012-06-21_34200000_57600000_message_1.csv",
+                      LOBSTER.replace("34201,6,", f"{late},6,"))  # fmt: skip
+    code, err = compact(capsys, path, archive, "--input-format", "lobster-messages")
+    assert code == 2
+    refused_once(err, path, 3, "time")
+    assert f"time {late!r} is at or past the end of the session day 2012-06-21 (86400 s" in err
+    assert archive_files(archive) == before
+
+
+def test_lobster_reader_when_a_time_is_just_before_the_days_end_keeps_it(tmp_path):
+    path = write_text(tmp_path / "m.csv", LOBSTER.replace("34201,", "86399.999999999,"))
+    source = sources.read_lobster_messages(path, symbol="AMZN", session_date=date(2012, 6, 21))
+    assert (
+        source.table.column("timestamp_nanos")[2].as_py()
+        == 1_340_251_200 * 10**9 + 86_400 * 10**9 - 1
+    )
+
+
 LOBSTER_NAME = "GOOG_2013-01-02_34200000_57600000_message_1.csv"
 """LOBSTER's own file name convention: TICKER_YYYY-MM-DD_start_end_message_LEVEL.csv."""
 
