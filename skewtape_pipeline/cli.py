@@ -297,7 +297,9 @@ def cmd_audit_verify(args: argparse.Namespace) -> None:
 
 
 def parse_side_map(text: str | None) -> dict[str, str] | None:
-    """``yes=BUY,no=SELL`` -> {"yes": "BUY", "no": "SELL"}; ConfigError on a malformed pair."""
+    """``yes=BUY,no=SELL`` -> {"yes": "BUY", "no": "SELL"}. A raw value given twice to the same
+    side is taken once. ConfigError on a malformed pair, or a raw value given to two sides
+    (naming it and both: no entry silently wins)."""
     if not text:
         return None
     mapping: dict[str, str] = {}
@@ -307,7 +309,11 @@ def parse_side_map(text: str | None) -> dict[str, str] | None:
             raise ConfigError(
                 f"--side-map entry {pair!r}: expected RAW=BUY, RAW=SELL or RAW=UNKNOWN"
             )
-        mapping[raw] = side
+        if mapping.setdefault(raw, side) != side:
+            raise ConfigError(
+                f"--side-map maps {raw!r} to both {mapping[raw]} and {side}; map each raw "
+                "value to one side"
+            )
     return mapping
 
 
@@ -1288,12 +1294,23 @@ def _reader_gone() -> bool:
     return True
 
 
+ERROR_LINE_HEAD, ERROR_LINE_TAIL = 600, 300
+"""Characters an error line keeps of a longer message: its start and its end."""
+
+
 def error_line(exc: BaseException) -> str:
     """The one line an error prints: its message on one line, any URL in it redacted (the
-    messages name sources redacted already; a library's own words might not)."""
+    messages name sources redacted already; a library's own words might not), and a message
+    longer than :data:`ERROR_LINE_HEAD` + :data:`ERROR_LINE_TAIL` characters cut to its start
+    and end (a value quoted whole, a megabytes-long symbol, say, never floods the terminal;
+    messages of this package quote values by ``errors.quoted``)."""
     from skewtape_pipeline.locations import redact_urls
 
-    return redact_urls(one_line(str(exc)))
+    line = redact_urls(one_line(str(exc)))
+    cut = len(line) - ERROR_LINE_HEAD - ERROR_LINE_TAIL
+    if cut <= 0:
+        return line
+    return f"{line[:ERROR_LINE_HEAD]} ... ({cut} characters cut) ... {line[-ERROR_LINE_TAIL:]}"
 
 
 if __name__ == "__main__":

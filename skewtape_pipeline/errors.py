@@ -1,7 +1,8 @@
 """The exception tree of skewtape_pipeline.
 
 Every error the package raises on purpose is a :class:`SkewtapeError`. Messages name the file,
-the field or row, the value found and what was expected, so a user can act on one line of stderr.
+the field or row, the value found (:func:`quoted`) and what was expected, so a user can act on one
+line of stderr.
 Raising one of these never leaves a half-written file behind: the code that raises has either not
 touched the disk yet or rolls forward on the next run.
 """
@@ -13,6 +14,19 @@ from pathlib import Path
 
 class SkewtapeError(Exception):
     """Base class of every deliberate error in skewtape_pipeline."""
+
+
+QUOTED_CHARS = 40
+"""Characters of an input's text value an error message quotes at most."""
+
+
+def quoted(value: object) -> str:
+    """``repr(value)`` for an error message; text longer than :data:`QUOTED_CHARS` characters
+    is quoted by its first ones and its length (an input's value can be megabytes long, an
+    error is one line)."""
+    if isinstance(value, str) and len(value) > QUOTED_CHARS:
+        return f"{value[:QUOTED_CHARS]!r}... ({len(value)} characters)"
+    return repr(value)
 
 
 # --- the mirror: deltas and snapshots -------------------------------------------------------

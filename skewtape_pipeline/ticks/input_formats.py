@@ -76,8 +76,9 @@ def detect_input_format(path: Path) -> str:
 def open_input(path: Path, input_format: str | None, options: InputOptions) -> TickStream:
     """``path`` opened by the reader of ``input_format`` (None: :func:`detect_input_format`).
 
-    Raises ConfigError for an unknown format or LOBSTER's session date given to another
-    format; the reader's TickValidationError or SourceLabelError for a file it refuses.
+    Raises ConfigError for an unknown format, LOBSTER's session date given to another format or
+    a canonical file without a symbol column given no symbol; the reader's TickValidationError
+    or SourceLabelError for a file it refuses.
     """
     from skewtape_pipeline.ticks.encode import sources
     from skewtape_pipeline.ticks.encode.binance import open_binance
@@ -110,7 +111,20 @@ def open_input(path: Path, input_format: str | None, options: InputOptions) -> T
         ),
         SKEWTAPE_FILLS: lambda: open_fills(path, memory_limit=options.memory_limit),
     }
-    return readers[input_format]()
+    stream = readers[input_format]()
+    if input_format == CANONICAL and options.symbol is None:
+        _refuse_without_symbol(path)
+    return stream
+
+
+def _refuse_without_symbol(path: Path) -> None:
+    """ConfigError naming ``--symbol`` for a canonical file without a symbol column, given
+    none: its ticks would belong to no symbol (the Python API's own refusal, when compacting,
+    names its ``symbol=`` argument)."""
+    from skewtape_pipeline.ticks.encode.sources import SYMBOL_COLUMN, canonical_columns
+
+    if SYMBOL_COLUMN not in canonical_columns(path):
+        raise ConfigError(f"symbol: {path} has no symbol column; pass --symbol")
 
 
 def input_schema_request(

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 import shutil
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 import pytest
 
+from skewtape_pipeline.cli import main
 from skewtape_pipeline.mirror.apply import apply_delta
 from skewtape_pipeline.ticks.archive import core
 from skewtape_pipeline.ticks.archive.handle import Archive
@@ -73,6 +74,25 @@ def encoded(
 def write_text(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def compact(capsys, source: Path, archive: Path, *options: str) -> tuple[int, str]:
+    """``compact-ticks source --out archive`` as of the day after :data:`DAY`: its exit code
+    and what it wrote to stderr."""
+    code = main(["compact-ticks", str(source), "--out", str(archive), "--as-of",
+                 (DAY + timedelta(days=1)).isoformat(), *options])  # fmt: skip
+    return code, capsys.readouterr().err
+
+
+def archive_files(archive: Path) -> dict[str, bytes]:
+    """Every file under ``archive`` (relative path to its bytes)."""
+    return {str(f.relative_to(archive)): f.read_bytes() for f in archive.rglob("*") if f.is_file()}
+
+
+def refused_once(err: str, path: Path, row: int, field: str) -> None:
+    """``err`` is one error line naming ``path``, ``row`` and ``field``, no traceback."""
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert f"row {row}, field {field}: {path}" in err, err
 
 
 def duckdb_archive(root: Path) -> pa.Table:

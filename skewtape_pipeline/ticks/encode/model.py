@@ -24,7 +24,7 @@ Scaled values must fit 18 decimal digits, the capacity of the archive's ``decima
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any, NamedTuple
@@ -37,6 +37,7 @@ from skewtape_pipeline.errors import (
     ConfigError,
     PrecisionLossError,
     TickValidationError,
+    quoted,
 )
 from skewtape_pipeline.ticks.encode.decimals import (
     FLOAT_NOISE,
@@ -715,6 +716,30 @@ def first_true(mask: pa.Array | pa.ChunkedArray) -> int | None:
     return None if index < 0 else index
 
 
+def first_row_raising(values: pa.Array, convert: Callable[[pa.Array], object]) -> int | None:
+    """Index of the first value that ``convert`` (a cast, say) refuses with ArrowInvalid, or
+    None when it takes them all. ``convert`` must refuse a slice exactly when it refuses one of
+    its values; the row is found by halving, about twice the work of one conversion."""
+
+    def refuses(part: pa.Array) -> bool:
+        try:
+            convert(part)
+        except pa.ArrowInvalid:
+            return True
+        return False
+
+    if not refuses(values):
+        return None
+    start, length = 0, len(values)
+    while length > 1:
+        half = length // 2
+        if refuses(values.slice(start, half)):
+            length = half
+        else:
+            start, length = start + half, length - half
+    return start
+
+
 def _as_array(values: Any, *, field: str) -> pa.Array:
     if isinstance(values, pa.ChunkedArray):
         return values.combine_chunks()
@@ -747,48 +772,62 @@ def timestamps_ns(values: Any, *, field: str = "timestamp_nanos") -> pa.Array:
     Raises
     ------
     TickValidationError
-        A null, a float column (cannot hold nanoseconds exactly), a non-integer string or a
-        value outside int64 (names the row).
+        A null, a float column (cannot hold nanoseconds exactly), a non-integer string, a
+        value outside int64 or a timestamp outside the nanosecond range (names the row).
     """
     values = _decode_dictionary(_as_array(values, field=field))
     _refuse_nulls(values, field=field)
     type_ = values.type
     if pa.types.is_timestamp(type_):
-        try:
-            as_ns = pc.cast(values, pa.timestamp("ns", type_.tz))
-        except pa.ArrowInvalid:
-            raise TickValidationError(
-                f"{field} holds a {type_} value outside the nanosecond range", field=field
-            ) from None
-        return pc.cast(as_ns, pa.int64())
+        return _timestamps_as_ns(values, field=field)
     if pa.types.is_integer(type_):
         return _integers_to_int64(values, field=field)
     if pa.types.is_string(type_) or pa.types.is_large_string(type_):
-        plain = _plain_int64(values)
-        if plain is not None:
-            return plain
-        text = pc.utf8_trim_whitespace(values)
-        bad = first_true(pc.invert(pc.match_substring_regex(text, _INTEGER_PATTERN)))
-        if bad is not None:
-            raise TickValidationError(
-                f"{field} {values[bad].as_py()!r} is not an integer number of nanoseconds",
-                row=bad,
-                field=field,
-            )
-        try:
-            return pc.cast(text, pa.int64())
-        except pa.ArrowInvalid:
-            row = next(i for i, v in enumerate(text.to_pylist()) if abs(int(v)) >= 2**63)
-            raise TickValidationError(
-                f"{field} {values[row].as_py()!r} does not fit int64 nanoseconds",
-                row=row,
-                field=field,
-            ) from None
+        return int64_of_text(values, field=field, noun="an integer number of nanoseconds")
     raise TickValidationError(
         f"{field} column has type {type_}; expected integer nanoseconds or a timestamp "
         "(a float cannot hold nanoseconds exactly)",
         field=field,
     )
+
+
+def _timestamps_as_ns(values: pa.Array, *, field: str) -> pa.Array:
+    """Arrow timestamps as int64 nanoseconds; TickValidationError naming the first row outside
+    the times int64 nanoseconds hold (a ``timestamp[us]`` of year 3000, say)."""
+    unit, tz = values.type.unit, values.type.tz
+
+    def to_ns(part: pa.Array) -> pa.Array:
+        return pc.cast(part, pa.timestamp("ns", tz))
+
+    try:
+        return pc.cast(to_ns(values), pa.int64())
+    except pa.ArrowInvalid:
+        row = first_row_raising(values, to_ns)
+    count = pc.cast(values.slice(row, 1), pa.int64())[0].as_py()
+    raise TickValidationError(
+        f"{field} {count} {unit} since the epoch ({values.type}) lies outside the times int64 "
+        "nanoseconds hold (1677-09-21 to 2262-04-11 UTC)",
+        row=row,
+        field=field,
+    )
+
+
+def int64_of_text(values: pa.Array, *, field: str, noun: str = "an integer") -> pa.Array:
+    """Integer text (blanks around it ignored) as int64.
+
+    Raises TickValidationError naming the first row that is not ``noun`` or does not fit
+    int64 (a DBN ``ts_event`` of UNDEF_TIMESTAMP, 2**64 - 1).
+    """
+    plain = _plain_int64(values)
+    if plain is not None:
+        return plain
+    text = pc.utf8_trim_whitespace(values)
+    bad = first_true(pc.invert(pc.match_substring_regex(text, _INTEGER_PATTERN)))
+    if bad is not None:
+        raise TickValidationError(
+            f"{field} {quoted(values[bad].as_py())} is not {noun}", row=bad, field=field
+        )
+    return _integers_to_int64(text, field=field)
 
 
 def _plain_int64(text: pa.Array) -> pa.Array | None:
@@ -824,12 +863,14 @@ def _plain_decimal_units(text: pa.Array, scale: int) -> pa.Array | None:
 
 
 def _integers_to_int64(values: pa.Array, *, field: str) -> pa.Array:
+    """Integers of any width (or integer text) as int64; TickValidationError naming the first
+    that does not fit (a uint64 above INT64_MAX)."""
     try:
         return pc.cast(values, pa.int64())
     except pa.ArrowInvalid:
-        row = first_true(pc.greater(values, 2**63 - 1))
+        row = first_row_raising(values, lambda part: pc.cast(part, pa.int64()))
         raise TickValidationError(
-            f"{field} {values[row].as_py()!r} does not fit int64", row=row, field=field
+            f"{field} {quoted(values[row].as_py())} does not fit int64", row=row, field=field
         ) from None
 
 
@@ -887,7 +928,7 @@ def exact_units(
     if lossy is not None and not allow_precision_loss:
         row = first_true(lossy)
         raise PrecisionLossError(
-            f"{field} {values[row].as_py()!r} has more than {scale} decimals "
+            f"{field} {quoted(values[row].as_py())} has more than {scale} decimals "
             f"({_count_true(lossy)} such row(s)); raise the {field} scale or allow the loss "
             "explicitly",
             row=row,
@@ -909,7 +950,7 @@ def _check_capacity(units: pa.Array, values: pa.Array, *, scale: int, field: str
 
 def _raise_capacity(value: Any, *, row: int | None, scale: int, field: str) -> None:
     raise TickValidationError(
-        f"{field} {value!r} needs more than {MAX_DIGITS} digits at scale {scale} "
+        f"{field} {quoted(value)} needs more than {MAX_DIGITS} digits at scale {scale} "
         f"(decimal({MAX_DIGITS}, {scale}))",
         row=row,
         field=field,
@@ -962,7 +1003,7 @@ def _units_from_strings(values: pa.Array, *, scale: int, field: str) -> ScaledCo
             problem = "is not finite; expected a finite decimal number"
         else:
             problem = "is not a decimal number"
-        raise TickValidationError(f"{field} {raw!r} {problem}", row=bad, field=field)
+        raise TickValidationError(f"{field} {quoted(raw)} {problem}", row=bad, field=field)
     exact = pa.decimal128(38, scale)
     try:  # a failing cast parses the whole column: a leading sample answers for most files
         pc.cast(text.slice(0, _DETECTION_SAMPLE_ROWS), exact)
@@ -1109,7 +1150,7 @@ def side_codes(
     if positions.null_count:
         row = first_true(pc.is_null(positions))
         raise TickValidationError(
-            f"{field} {values[row].as_py()!r} is not in the side vocabulary "
+            f"{field} {quoted(values[row].as_py())} is not in the side vocabulary "
             f"{sorted(keys)}; map it explicitly (an unmapped side is never defaulted)",
             row=row,
             field=field,

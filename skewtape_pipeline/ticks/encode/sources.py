@@ -27,8 +27,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, time
+from datetime import date, datetime, time, timedelta
 from pathlib import Path
+from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
 import pyarrow as pa
@@ -36,7 +37,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
 from skewtape_pipeline import fsio
-from skewtape_pipeline.errors import SourceLabelError, TickValidationError
+from skewtape_pipeline.errors import SourceLabelError, TickValidationError, quoted
 from skewtape_pipeline.ticks.encode.chunked import (
     DEFAULT_BLOCK_BYTES,
     RawChunk,
@@ -50,7 +51,9 @@ from skewtape_pipeline.ticks.encode.model import (
     SchemaRequest,
     TickBatch,
     batch_from_columns,
+    first_row_raising,
     first_true,
+    int64_of_text,
 )
 from skewtape_pipeline.ticks.encode.sides import (
     CANONICAL_SIDES,
@@ -77,7 +80,6 @@ LOBSTER_NAME_RE = re.compile(
 
 _ISO_UTC_PATTERN = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z$"
 _SECONDS_PATTERN = r"^(?P<sec>\d+)(?:\.(?P<frac>\d{1,9}))?$"
-_INTEGER_PATTERN = r"^[+-]?\d+$"
 
 
 @dataclass(frozen=True)
@@ -397,6 +399,14 @@ def format_of_columns(names: Sequence[str]) -> tuple[str, str] | None:
     return None
 
 
+def canonical_columns(path: Path) -> list[str]:
+    """The column names of a canonical ``.csv`` file (its header) or ``.parquet`` file (its
+    schema); TickValidationError naming the file when it cannot be read as one."""
+    if path.suffix.lower() == ".csv":
+        return csv_header(path)
+    return open_parquet(path).schema_arrow.names
+
+
 def _is_number(text: str) -> bool:
     try:
         float(text)
@@ -504,12 +514,12 @@ def open_kalshi_trades(path: Path | str, *, block_bytes: int = DEFAULT_BLOCK_BYT
         row = first_true(pc.invert(pc.match_substring_regex(created, _ISO_UTC_PATTERN)))
         if row is not None:
             raise TickValidationError(
-                f"{path}: created_time {created[row].as_py()!r} is not ISO-8601 UTC "
+                f"{path}: created_time {quoted(created[row].as_py())} is not ISO-8601 UTC "
                 "(YYYY-MM-DDTHH:MM:SS[.fraction]Z)",
                 row=row,
                 field="created_time",
             )
-        ts = pc.cast(pc.cast(created, pa.timestamp("ns", "UTC")), pa.int64())
+        ts = _utc_nanoseconds(created, path)
         yes = int_column(raw, "yes_price", path)
         no = int_column(raw, "no_price", path)
         row = first_true(pc.not_equal(pc.add(yes, no), 100))
@@ -529,6 +539,35 @@ def open_kalshi_trades(path: Path | str, *, block_bytes: int = DEFAULT_BLOCK_BYT
         return pa.table(columns), None
 
     return csv_stream(path, names, transform, KALSHI_TAKER_SIDES, block_bytes=block_bytes)
+
+
+NS_RANGE = "1677-09-21T00:12:43.145224192Z to 2262-04-11T23:47:16.854775807Z"
+"""The times int64 nanoseconds since the epoch hold."""
+
+
+def _utc_nanoseconds(created: pa.Array, path: Path) -> pa.Array:
+    """``created_time`` text already of ISO-8601 UTC form as int64 nanoseconds.
+
+    Raises TickValidationError naming the first row whose time does not exist (second 60,
+    February 30, hour 25) or lies outside :data:`NS_RANGE` (year 1).
+    """
+
+    def to_ns(part: pa.Array) -> pa.Array:
+        return pc.cast(part, pa.timestamp("ns", "UTC"))
+
+    try:
+        return pc.cast(to_ns(created), pa.int64())
+    except pa.ArrowInvalid:
+        row = first_row_raising(created, to_ns)
+    text = created[row].as_py()
+    try:
+        datetime.fromisoformat(text[:19])
+        problem = f"lies outside the times int64 nanoseconds hold ({NS_RANGE})"
+    except ValueError:
+        problem = "is no time of the calendar (second 60, February 30, hour 25?)"
+    raise TickValidationError(
+        f"{path}: created_time {quoted(text)} {problem}", row=row, field="created_time"
+    )
 
 
 def read_tardis_trades(path: Path | str, *, timestamp: str = "exchange") -> SourceTicks:
@@ -643,21 +682,22 @@ def open_lobster_messages(
     options (:func:`lobster_label`; SourceLabelError when neither gives one, or they disagree).
 
     Mapping: ``timestamp_nanos`` = midnight of ``session_date`` in ``exchange_timezone`` (as UTC
-    ns) + the decimal seconds parsed as text (fraction padded to 9 digits); ``price`` =
+    ns) + the decimal seconds parsed as text (fraction padded to 9 digits), which must fall
+    within that day (a time at or past its end, 86400 s on most days, is refused naming its
+    row: it would be filed under the next day); ``price`` =
     ``price / 10_000`` exactly; ``quantity`` = ``size``; ``side`` = ``direction`` (-1: an
     executed sell order, so the aggressor bought -> BUY; 1 -> SELL); cross trades (type 6) get
     ``"cross"`` -> UNKNOWN (an auction print has no aggressor).
     """
     path = Path(path)
     symbol, session_date = lobster_label(path, symbol=symbol, session_date=session_date)
-    midnight = datetime.combine(session_date, time(0), ZoneInfo(exchange_timezone))
-    midnight_ns = int(midnight.timestamp()) * 10**9
+    day = SessionDay.of(session_date, exchange_timezone)
 
     def transform(raw: pa.Table) -> tuple[pa.Table, pa.Array]:
         kept = pc.is_in(raw.column("type"), value_set=pa.array(LOBSTER_EXECUTION_TYPES))
         rows = pc.cast(pc.indices_nonzero(kept), pa.int64())
         try:
-            return _lobster_executions(raw.filter(kept), path, symbol, midnight_ns), rows
+            return _lobster_executions(raw.filter(kept), path, symbol, day), rows
         except TickValidationError as exc:
             row = None if exc.row is None else rows[exc.row].as_py()
             raise TickValidationError(exc.detail, row=row, field=exc.field) from None
@@ -668,23 +708,41 @@ def open_lobster_messages(
     )  # fmt: skip
 
 
-def _lobster_executions(
-    executions: pa.Table, path: Path, symbol: str, midnight_ns: int
-) -> pa.Table:
+ONE_DAY = timedelta(days=1)
+
+
+class SessionDay(NamedTuple):
+    """A LOBSTER file's session day: its date, its midnight in the exchange's time zone (as UTC
+    ns) and its length in seconds (86400, or 82800 and 90000 on the days clocks change)."""
+
+    day: date
+    timezone: str
+    midnight_ns: int
+    seconds: int
+
+    @classmethod
+    def of(cls, day: date, timezone: str) -> SessionDay:
+        zone = ZoneInfo(timezone)
+        start, end = (datetime.combine(d, time(0), zone).timestamp() for d in (day, day + ONE_DAY))
+        return cls(day, timezone, int(start) * 10**9, int(end - start))
+
+
+def _lobster_executions(executions: pa.Table, path: Path, symbol: str, day: SessionDay) -> pa.Table:
     """LOBSTER execution rows as canonical columns (errors name the execution's row)."""
     seconds = executions.column("time").combine_chunks()
     parts = pc.extract_regex(pc.utf8_trim_whitespace(seconds), _SECONDS_PATTERN)
     if parts.null_count:
         row = first_true(pc.is_null(parts))
         raise TickValidationError(
-            f"{path}: time {seconds[row].as_py()!r} is not decimal seconds with at most 9 "
+            f"{path}: time {quoted(seconds[row].as_py())} is not decimal seconds with at most 9 "
             "fractional digits",
             row=row,
             field="time",
         )
+    _refuse_after_the_day(pc.struct_field(parts, "sec"), seconds, path, day)
     whole = pc.cast(pc.struct_field(parts, "sec"), pa.int64())
     nanos = pc.cast(pc.utf8_rpad(pc.struct_field(parts, "frac"), 9, "0"), pa.int64())
-    ts = pc.add_checked(pc.add_checked(pc.multiply_checked(whole, 10**9), nanos), midnight_ns)
+    ts = pc.add_checked(pc.add_checked(pc.multiply_checked(whole, 10**9), nanos), day.midnight_ns)
     price = int_column(executions, "price", path)
     size = int_column(executions, "size", path)
     side = pc.if_else(
@@ -699,6 +757,20 @@ def _lobster_executions(
             "symbol": pa.array([symbol] * executions.num_rows, pa.string()),
         }
     )
+
+
+def _refuse_after_the_day(whole: pa.Array, times: pa.Array, path: Path, day: SessionDay) -> None:
+    """TickValidationError naming the first row whose whole seconds ``whole`` (digit text)
+    reach the end of ``day``; ``times`` is the time column, for the message."""
+    late = first_true(pc.greater_equal(pc.cast(whole, pa.float64()), day.seconds))
+    if late is not None:
+        raise TickValidationError(
+            f"{path}: time {quoted(times[late].as_py())} is at or past the end of the session "
+            f"day {day.day} ({day.seconds} s after its midnight in {day.timezone}); the file's "
+            "name or --session-date states its day",
+            row=late,
+            field="time",
+        )
 
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -738,25 +810,22 @@ def _names(names: Iterable[str]) -> str:
 
 def nanoseconds(stamps: pa.Array, factor: int | pa.Array, name: str, path: Path) -> pa.Array:
     """Integer timestamps ``stamps`` (of column ``name``) times ``factor`` nanoseconds per unit
-    (one for all, or one per row); TickValidationError when one overflows int64."""
+    (one for all, or one per row, above 0); TickValidationError naming the first row whose
+    product overflows int64."""
     try:
         return pc.multiply_checked(stamps, factor)
     except pa.ArrowInvalid:
-        raise TickValidationError(
-            f"{path}: a {name} value overflows int64 nanoseconds", field=name
-        ) from None
+        high, low = pc.divide(2**63 - 1, factor), pc.divide(-(2**63), factor)
+        row = first_true(pc.or_(pc.greater(stamps, high), pc.less(stamps, low)))
+    raise TickValidationError(
+        f"{path}: {name} {stamps[row].as_py()} overflows int64 nanoseconds", row=row, field=name
+    )
 
 
 def int_column(table: pa.Table, name: str, path: Path) -> pa.Array:
-    values = pc.utf8_trim_whitespace(table.column(name).combine_chunks())
-    row = first_true(pc.invert(pc.match_substring_regex(values, _INTEGER_PATTERN)))
-    if row is not None:
-        raise TickValidationError(
-            f"{path}: {name} {values[row].as_py()!r} is not an integer", row=row, field=name
-        )
+    """Column ``name`` of integer text as int64 (:func:`~skewtape_pipeline.ticks.encode.model.
+    int64_of_text`); its TickValidationError names ``path`` too."""
     try:
-        return pc.cast(values, pa.int64())
-    except pa.ArrowInvalid:
-        raise TickValidationError(
-            f"{path}: a {name} value does not fit int64", field=name
-        ) from None
+        return int64_of_text(table.column(name).combine_chunks(), field=name)
+    except TickValidationError as exc:
+        raise TickValidationError(f"{path}: {exc.detail}", row=exc.row, field=name) from None

@@ -15,8 +15,14 @@ import duckdb
 import pytest
 import zstandard
 
-from skewtape_pipeline.cli import main
-from skewtape_pipeline_tests.ticks.conftest import DAY, DAY_NS, write_text
+from skewtape_pipeline_tests.ticks.conftest import (
+    DAY,
+    DAY_NS,
+    archive_files,
+    compact,
+    refused_once,
+    write_text,
+)
 
 ES, NQ = 7001, 7002
 """Instrument ids: ES is mapped to a symbol in the metadata, NQ is not."""
@@ -62,12 +68,6 @@ def archived(archive: Path) -> list[tuple]:
         "read_parquet($glob, hive_partitioning = true) ORDER BY ALL",
         params={"glob": f"{archive}/symbol=*/**/*.parquet"},
     ).fetchall()
-
-
-def compact(capsys, source: Path, archive: Path, *options: str) -> tuple[int, str]:
-    code = main(["compact-ticks", str(source), "--out", str(archive), "--as-of",
-                 (DAY + timedelta(days=1)).isoformat(), *options])  # fmt: skip
-    return code, capsys.readouterr().err
 
 
 TRADES = [
@@ -127,17 +127,29 @@ def test_compact_ticks_when_a_dbn_trade_has_no_price_refuses_naming_the_record(
     assert not (tmp_path / "archive").exists()
 
 
+def test_compact_ticks_when_a_dbn_ts_event_is_undefined_refuses_naming_the_record(
+    tmp_path: Path, capsys
+):
+    archive = tmp_path / "archive"
+    assert compact(capsys, dbn_file(tmp_path / "a.dbn", dbn.Schema.TRADES, TRADES), archive)[0] == 0
+    before = archive_files(archive)
+    undefined = dbn.TradeMsg(publisher_id=1, instrument_id=ES, ts_event=dbn.UNDEF_TIMESTAMP,
+                             price=4_512_250_000_000, size=1, action=dbn.Action.TRADE,
+                             side=dbn.Side.BID, depth=0, ts_recv=DAY_NS + 250)  # fmt: skip
+    source = dbn_file(tmp_path / "bad.dbn", dbn.Schema.TRADES, [*TRADES[:2], undefined])
+    code, err = compact(capsys, source, archive)
+    assert code == 2
+    refused_once(err, source, 2, "ts_event")
+    assert f"ts_event '{dbn.UNDEF_TIMESTAMP}' does not fit int64" in err
+    assert archive_files(archive) == before
+
+
 def test_compact_ticks_when_a_dbn_file_holds_no_trades_refuses_naming_its_schema(
     tmp_path: Path, capsys
 ):
     source = dbn_file(tmp_path / "ohlcv.dbn", dbn.Schema.OHLCV_1M, [])
     code, err = compact(capsys, source, tmp_path / "archive")
     assert code == 2 and "ohlcv-1m" in err and "Traceback" not in err
-
-
-def archive_files(archive: Path) -> dict[str, bytes]:
-    """Every file under ``archive`` (relative path to its bytes)."""
-    return {str(f.relative_to(archive)): f.read_bytes() for f in archive.rglob("*") if f.is_file()}
 
 
 SKIPPABLE = (0x184D2A53).to_bytes(4, "little") + (5).to_bytes(4, "little") + b"notes"
@@ -237,6 +249,18 @@ def test_compact_ticks_when_a_binance_file_is_renamed_asks_for_the_symbol(tmp_pa
     code, err = compact(capsys, source, tmp_path / "archive", "--symbol", "XRPUSDT")
     assert code == 0, err
     assert archived(tmp_path / "archive")[0][0] == "XRPUSDT"
+
+
+def test_compact_ticks_when_a_binance_time_overflows_nanoseconds_refuses_naming_the_row(
+    tmp_path: Path, capsys
+):
+    rows = [f"1,1.5,2,3,{MS},true,true", "2,1.5,2,3,99999999999999,true,true"]
+    source = write_text(tmp_path / "XRPUSDT-trades-2026-11-20.csv", "\n".join(rows) + "\n")
+    code, err = compact(capsys, source, tmp_path / "archive")
+    assert code == 2
+    refused_once(err, source, 1, "time")
+    assert "time 99999999999999 overflows int64 nanoseconds" in err
+    assert not (tmp_path / "archive").exists()
 
 
 def test_compact_ticks_when_a_binance_price_is_not_a_number_refuses_naming_the_row(

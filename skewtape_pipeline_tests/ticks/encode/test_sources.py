@@ -12,7 +12,14 @@ import pytest
 from skewtape_pipeline.errors import PrecisionLossError, SourceLabelError, TickValidationError
 from skewtape_pipeline.ticks.encode import sources
 from skewtape_pipeline.ticks.encode.sides import BUY, SELL, UNKNOWN
-from skewtape_pipeline_tests.ticks.conftest import day_batch, write_text
+from skewtape_pipeline_tests.ticks.conftest import (
+    DAY_NS,
+    archive_files,
+    compact,
+    day_batch,
+    refused_once,
+    write_text,
+)
 
 CANONICAL = (
     "timestamp_nanos,price,quantity,side,symbol\n"
@@ -155,6 +162,116 @@ def test_kalshi_reader_when_time_not_utc_iso_names_row(tmp_path):
     assert info.value.row == 2
 
 
+@pytest.mark.parametrize(
+    ("created", "problem"),
+    [("2023-04-07T23:59:60Z", "is no time of the calendar"),
+     ("2023-02-30T10:00:00Z", "is no time of the calendar"),
+     ("2023-04-07T25:00:00Z", "is no time of the calendar"),
+     ("0001-01-01T00:00:00Z", "lies outside the times int64 nanoseconds hold")],
+)  # fmt: skip
+def test_compact_ticks_when_a_kalshi_time_is_well_formed_but_impossible_refuses_its_row(
+    tmp_path, capsys, created, problem
+):
+    archive = tmp_path / "archive"
+    good = write_text(tmp_path / "k.csv", KALSHI)
+    assert compact(capsys, good, archive, "--input-format", "kalshi-trades")[0] == 0
+    before = archive_files(archive)
+    bad = write_text(tmp_path / "bad.csv", KALSHI.replace("2023-04-07T00:00:00Z", created))
+    code, err = compact(capsys, bad, archive, "--input-format", "kalshi-trades")
+    assert code == 2
+    refused_once(err, bad, 2, "created_time")
+    assert f"created_time {created!r} {problem}" in err
+    assert archive_files(archive) == before
+
+
+@pytest.mark.parametrize("column", ["timestamp_nanos", "quantity"])
+def test_compact_ticks_when_a_uint64_parquet_value_exceeds_int64_refuses_its_row(
+    tmp_path, capsys, column
+):
+    table = {"timestamp_nanos": [DAY_NS + 1, DAY_NS + 2], "price": [1.25, 1.5],
+             "quantity": [3, 1], "side": ["BUY", "SELL"], "symbol": ["AAA", "AAA"]}  # fmt: skip
+    path = tmp_path / "ticks.parquet"
+    pq.write_table(pa.table(table), path)
+    archive = tmp_path / "archive"
+    assert compact(capsys, path, archive)[0] == 0
+    before = archive_files(archive)
+    table[column] = pa.array([table[column][0], 2**63 + 5], pa.uint64())
+    pq.write_table(pa.table(table), path)
+    code, err = compact(capsys, path, archive)
+    assert code == 2
+    refused_once(err, path, 1, column)
+    assert f"{column} {2**63 + 5} does not fit int64" in err
+    assert archive_files(archive) == before
+
+
+def test_compact_ticks_when_a_tardis_timestamp_overflows_nanoseconds_refuses_its_row(
+    tmp_path, capsys
+):
+    archive = tmp_path / "archive"
+    assert compact(capsys, write_text(tmp_path / "t.csv", TARDIS), archive,
+                   "--input-format", "tardis-trades")[0] == 0  # fmt: skip
+    before = archive_files(archive)
+    bad = write_text(tmp_path / "bad.csv", TARDIS.replace(",1582329602111000,1582329602418420,",
+                                                          ",9999999999999999,1,"))  # fmt: skip
+    code, err = compact(capsys, bad, archive, "--input-format", "tardis-trades")
+    assert code == 2
+    refused_once(err, bad, 1, "timestamp")
+    assert "timestamp 9999999999999999 overflows int64 nanoseconds" in err
+    assert archive_files(archive) == before
+
+
+def canonical_parquet(path, ts: pa.Array, side: str = "BUY"):
+    table = {"timestamp_nanos": ts, "price": [1.25] * len(ts), "quantity": [3] * len(ts),
+             "side": [side] * len(ts), "symbol": ["AAA"] * len(ts)}  # fmt: skip
+    pq.write_table(pa.table(table), path)
+    return path
+
+
+def test_compact_ticks_when_a_parquet_timestamp_us_is_beyond_nanoseconds_refuses_its_row(
+    tmp_path, capsys
+):
+    us = DAY_NS // 1000
+    path = canonical_parquet(tmp_path / "t.parquet", pa.array([us, us + 1], pa.timestamp("us")))
+    archive = tmp_path / "archive"
+    assert compact(capsys, path, archive)[0] == 0
+    before = archive_files(archive)
+    canonical_parquet(path, pa.array([us, us + 1, 2**62], pa.timestamp("us")))
+    code, err = compact(capsys, path, archive)
+    assert code == 2
+    refused_once(err, path, 2, "timestamp_nanos")
+    assert f"timestamp_nanos {2**62} us since the epoch" in err
+    assert archive_files(archive) == before
+
+
+def test_compact_ticks_when_a_side_is_megabytes_long_quotes_its_start(tmp_path, capsys):
+    side = "B" * 3_000_000
+    path = canonical_parquet(tmp_path / "t.parquet", pa.array([DAY_NS], pa.int64()), side)
+    code, err = compact(capsys, path, tmp_path / "archive")
+    assert code == 2
+    refused_once(err, path, 0, "side")
+    assert f"side {'B' * 40!r}... (3000000 characters) is not in the side vocabulary" in err
+    assert len(err) < 1000 and not (tmp_path / "archive").exists()
+
+
+def test_compact_ticks_when_a_symbol_is_megabytes_long_prints_a_bounded_line(tmp_path, capsys):
+    symbol = "S" * 3_000_000
+    text = f"timestamp_nanos,price,quantity,side,symbol\n{DAY_NS},1.5,3,BUY,{symbol}\n"
+    path = write_text(tmp_path / "t.csv", text)
+    code, err = compact(capsys, path, tmp_path / "archive")
+    assert code == 2 and err.count("\n") == 1
+    assert len(err) < 1000 and "characters cut" in err and "fit a folder name" in err
+
+
+def test_compact_ticks_when_no_symbol_column_nor_option_names_the_option(tmp_path, capsys):
+    path = write_text(
+        tmp_path / "t.csv", f"timestamp_nanos,price,quantity,side\n{DAY_NS},1,1,BUY\n"
+    )
+    code, err = compact(capsys, path, tmp_path / "archive")
+    assert code == 2
+    assert err == f"error: symbol: {path} has no symbol column; pass --symbol\n"
+    assert not (tmp_path / "archive").exists()
+
+
 def test_kalshi_reader_when_taker_side_unknown_refuses(tmp_path):
     path = write_text(tmp_path / "k.csv", KALSHI.replace(",no\n", ",maybe\n"))
     with pytest.raises(TickValidationError, match="maybe") as info:
@@ -224,6 +341,33 @@ def test_lobster_reader_when_time_has_ten_decimals_raises(tmp_path):
     with pytest.raises(TickValidationError, match="9 fractional digits") as info:
         sources.read_lobster_messages(path, symbol="AMZN", session_date=date(2012, 6, 21))
     assert info.value.row == 3
+
+
+@pytest.mark.parametrize("late", ["86400", "90000.5", "99999999999999999999"])
+def test_compact_ticks_when_a_lobster_time_is_past_the_files_day_refuses_its_row(
+    tmp_path, capsys, late
+):
+    """Such a row was filed under the next day, replacing that day's archived hot file."""
+    archive = tmp_path / "archive"
+    next_day = write_text(tmp_path / "AMZN_2012-06-22_34200000_57600000_message_1.csv", LOBSTER)
+    assert compact(capsys, next_day, archive, "--input-format", "lobster-messages")[0] == 0
+    before = archive_files(archive)
+    path = write_text(tmp_path / "AMZN_2012-06-21_34200000_57600000_message_1.csv",
+                      LOBSTER.replace("34201,6,", f"{late},6,"))  # fmt: skip
+    code, err = compact(capsys, path, archive, "--input-format", "lobster-messages")
+    assert code == 2
+    refused_once(err, path, 3, "time")
+    assert f"time {late!r} is at or past the end of the session day 2012-06-21 (86400 s" in err
+    assert archive_files(archive) == before
+
+
+def test_lobster_reader_when_a_time_is_just_before_the_days_end_keeps_it(tmp_path):
+    path = write_text(tmp_path / "m.csv", LOBSTER.replace("34201,", "86399.999999999,"))
+    source = sources.read_lobster_messages(path, symbol="AMZN", session_date=date(2012, 6, 21))
+    assert (
+        source.table.column("timestamp_nanos")[2].as_py()
+        == 1_340_251_200 * 10**9 + 86_400 * 10**9 - 1
+    )
 
 
 LOBSTER_NAME = "GOOG_2013-01-02_34200000_57600000_message_1.csv"
