@@ -64,6 +64,12 @@ def test_encode_symbol_when_empty_or_too_long_raises(symbol):
     assert type(info.value).__name__ == "TickValidationError"
 
 
+def test_encode_symbol_when_megabytes_long_quotes_its_start_in_a_short_error():
+    with pytest.raises(Exception, match="symbol") as info:
+        encode_symbol("x" * 5_000_000)
+    assert len(str(info.value)) < 300 and "5000000 characters" in str(info.value)
+
+
 def test_layout_when_awkward_symbols_read_back_by_duckdb_and_pyarrow(tmp_path):
     symbols = ["A/B", "X=Y%Z", ".hidden", "Ünï", "a b"]
     for symbol in symbols:

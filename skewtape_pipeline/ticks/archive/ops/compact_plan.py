@@ -604,7 +604,8 @@ def _select_symbol(source: SourceTicks, symbol: str | None) -> tuple[SourceTicks
     if symbols is None:
         if symbol is None:
             raise ConfigError(
-                f"symbol: {source.path or 'the input'} has no symbol column; pass symbol="
+                f"symbol: {source.path or 'the input'} has no symbol column; pass symbol= "
+                "(--symbol)"
             )
         encode_symbol(symbol)
         return source, pa.repeat(pa.scalar(symbol, pa.string()), source.table.num_rows)

@@ -33,6 +33,7 @@ from skewtape_pipeline.errors import (
     NotAnArchiveError,
     TickValidationError,
     location,
+    quoted,
 )
 from skewtape_pipeline.fsio import load_json
 from skewtape_pipeline.locations import refuse_url
@@ -81,13 +82,15 @@ def encode_symbol(symbol: str) -> str:
     longer than 200 bytes.
     """
     if not isinstance(symbol, str) or not symbol:
-        raise TickValidationError(f"symbol {symbol!r}: expected a non-empty string", field="symbol")
+        raise TickValidationError(
+            f"symbol {quoted(symbol)}: expected a non-empty string", field="symbol"
+        )
     encoded = quote(symbol, safe="", encoding="utf-8")
     if encoded.startswith("."):
         encoded = "%2E" + encoded[1:]
     if len(encoded) > MAX_SYMBOL_SEGMENT_BYTES:
         raise TickValidationError(
-            f"symbol {symbol!r} encodes to {len(encoded)} bytes; at most "
+            f"symbol {quoted(symbol)} encodes to {len(encoded)} bytes; at most "
             f"{MAX_SYMBOL_SEGMENT_BYTES} fit a folder name",
             field="symbol",
         )
