@@ -1140,7 +1140,7 @@ def _add_version_commands(command: Callable[..., argparse.ArgumentParser]) -> No
     tag.add_argument("archive", help="archive root (its hot tier)")
     tag.add_argument("name", help="the tag: a letter, then letters, digits, '.', '_' or '-'")
     tag.add_argument("--version", type=int, help="the version to pin (default: the latest)")
-    tag.add_argument("--audit-log", help="audit log (default: audit.jsonl beside the archive)")
+    _add_archive_options(tag, writes=True)
 
     prune = command(
         "prune-versions",

@@ -55,3 +55,35 @@ def test_recompacting_a_damaged_hot_file_restores_the_copy_its_versions_read(tmp
     assert after == before
     kept = next(VersionLog(archive).hot_blobs_dir().glob(f"symbol=KX-0/*/*/{DAY}/*.pq"))
     assert kept.stat().st_ino == hot.stat().st_ino  # a link to the rewritten hot file again
+
+
+def test_tag_when_another_writer_holds_the_lock_waits_with_wait_as_its_refusal_says(
+    tmp_path, capsys
+):
+    import threading
+
+    from skewtape_pipeline.ticks.archive.handle import Archive
+
+    archive = tmp_path / "archive"
+    ticks = write_four_day_csv(tmp_path / "ticks.csv")
+    argv = ("compact-ticks", str(ticks), "--out", str(archive), "--as-of", "2025-12-05")
+    assert run(capsys, *argv, "--price-scale", "2")[0] == 0
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with Archive(archive).core.locked("holding for a test"):
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(30)
+        code, _, err = run(capsys, "tag", str(archive), "busy")
+        assert code == 2 and "(--wait)" in err
+        threading.Timer(0.5, release.set).start()
+        assert run(capsys, "tag", str(archive), "patient", "--wait", "30")[0] == 0
+    finally:
+        release.set()
+        holder.join()
+    assert VersionLog(archive).read_tag("patient") == VersionLog(archive).latest().version
