@@ -170,7 +170,8 @@ class Archive:
         ArchiveSchemaError
             The data needs a finer unit or a larger scale than the archive records.
         ConfigError
-            A vocabulary the data does not follow, no symbol where the input has none.
+            A ``source`` that is no tick reader (a path), a vocabulary the data does not
+            follow, no symbol where the input has none.
         TickValidationError
             Invalid input, naming the row and column (PrecisionLossError: a value too fine).
         RoundTripError

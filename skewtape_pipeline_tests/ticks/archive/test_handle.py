@@ -275,3 +275,19 @@ def test_archive_locked_refuses_a_second_holder_after_its_lock_timeout_naming_th
         pass
     with contender.core.locked("pruning"):  # released: taken again
         pass
+
+
+def test_compact_when_given_a_path_refuses_naming_the_readers_and_writes_nothing(tmp_path):
+    from skewtape_pipeline.ticks.input_formats import InputOptions, open_input
+
+    csv = write_four_day_csv(tmp_path / "ticks.csv")
+    root = tmp_path / "archive"
+    for path in (str(csv), csv):
+        with pytest.raises(ConfigError, match="read_canonical") as caught:
+            Archive(root).compact(path, as_of=date(2025, 12, 5))
+        assert "not a str" in str(caught.value) or "Path" in str(caught.value)
+    assert not root.exists()
+    options = InputOptions()
+    reports = Archive(root).compact(open_input(csv, None, options), as_of=date(2025, 12, 5))
+    from_reader = Archive(tmp_path / "again").compact(read_canonical(csv), as_of=date(2025, 12, 5))
+    assert [r.symbol for r in reports] == [r.symbol for r in from_reader]

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from skewtape_pipeline import faults, fsio
-from skewtape_pipeline.errors import TickFormatError, TickValidationError
+from skewtape_pipeline.errors import ConfigError, TickFormatError, TickValidationError
 from skewtape_pipeline.hashing import FileStamp, sha256_file
 from skewtape_pipeline.storage import TierFile
 from skewtape_pipeline.ticks.archive.ops.compact_plan import (
@@ -496,6 +496,12 @@ def compact_source(
     run: CompactionRun = DEFAULT_RUN,
 ) -> list[TickStorageCompactionReport]:
     """Compact every symbol-day of ``source`` into the archive (``Archive.compact``)."""
+    if not isinstance(source, (SourceTicks, TickStream)):
+        raise ConfigError(
+            f"source = {source!r}: expected ticks read from a file, such as "
+            "ticks.encode.sources.read_canonical(path) (what compact-ticks reads: "
+            f"ticks.input_formats.open_input), not a {type(source).__name__}"
+        )
     stream = source if isinstance(source, TickStream) else stream_of(source)
     options = PlanOptions(as_of, encoding, run.symbol, archive=recorded_schema(core.root))
     with spilling_router(core.root, run.memory_limit) as router:
