@@ -259,6 +259,11 @@ def cmd_sync(args: argparse.Namespace) -> None:
 def cmd_sample(args: argparse.Namespace) -> None:
     from skewtape_pipeline.sample.publisher import publish_sample
 
+    if args.keep_snapshots:
+        refuse_missing_folder_above(
+            f"--keep-snapshots {args.keep_snapshots}", Path(args.keep_snapshots),
+            "the snapshots are kept",
+        )  # fmt: skip
     result = publish_sample(
         Path(args.root),
         seed=args.seed,

@@ -360,6 +360,14 @@ def test_cli_sample_when_the_roots_folder_is_missing_creates_nothing(tmp_path, c
     assert not missing.parent.exists()
 
 
+def test_cli_sample_when_keep_snapshots_folder_is_missing_creates_nothing(tmp_path, capsys):
+    missing, root = tmp_path / "nonexistent" / "snapshots", tmp_path / "publisher"
+    code, _, err = run(capsys, "sample", str(root), "--keep-snapshots", str(missing))
+    assert code == 2
+    _assert_one_error_line(err, f"--keep-snapshots {missing}: its folder {missing.parent}")
+    assert not missing.parent.exists() and not root.exists()
+
+
 def test_cli_sync_when_the_roots_folder_is_missing_creates_nothing(
     published_sample, tmp_path, capsys
 ):

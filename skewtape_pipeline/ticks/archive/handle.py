@@ -190,7 +190,7 @@ class Archive:
         >>> from skewtape_pipeline.ticks.encode.sources import read_canonical
         >>> reports = archive.compact(read_canonical("ticks.csv"), as_of=date(2026, 12, 1))
         >>> [(r.symbol, r.tier) for r in reports][:1]
-        [('ES', 'hot')]
+        [('ES', 'HOT')]
         """
         doing = "compacting ticks into it"
         with fsio.stop_when_disk_full(self.root, doing), self.core.writing():
