@@ -691,7 +691,10 @@ def open_lobster_messages(
     """
     path = Path(path)
     symbol, session_date = lobster_label(path, symbol=symbol, session_date=session_date)
-    day = SessionDay.of(session_date, exchange_timezone)
+    try:
+        day = SessionDay.of(session_date, exchange_timezone)
+    except ValueError as exc:
+        raise TickValidationError(f"{path}: {exc}", field="session date") from None
 
     def transform(raw: pa.Table) -> tuple[pa.Table, pa.Array]:
         kept = pc.is_in(raw.column("type"), value_set=pa.array(LOBSTER_EXECUTION_TYPES))
@@ -722,8 +725,20 @@ class SessionDay(NamedTuple):
 
     @classmethod
     def of(cls, day: date, timezone: str) -> SessionDay:
+        """The session day of ``day``; ValueError when the day does not fit the nanosecond
+        timestamps an archive stores (1677-09-22 to 2262-04-10)."""
         zone = ZoneInfo(timezone)
-        start, end = (datetime.combine(d, time(0), zone).timestamp() for d in (day, day + ONE_DAY))
+        try:
+            start, end = (
+                datetime.combine(d, time(0), zone).timestamp() for d in (day, day + ONE_DAY)
+            )
+        except OverflowError:
+            start = end = float("inf")
+        if not -(2**63) < end * 10**9 < 2**63 or not -(2**63) < start * 10**9 < 2**63:
+            raise ValueError(
+                f"session date {day.isoformat()} is outside the days nanosecond timestamps "
+                "hold (1677-09-22 to 2262-04-10)"
+            )
         return cls(day, timezone, int(start) * 10**9, int(end - start))
 
 

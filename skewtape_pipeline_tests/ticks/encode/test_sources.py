@@ -259,7 +259,15 @@ def test_compact_ticks_when_a_symbol_is_megabytes_long_prints_a_bounded_line(tmp
     path = write_text(tmp_path / "t.csv", text)
     code, err = compact(capsys, path, tmp_path / "archive")
     assert code == 2 and err.count("\n") == 1
-    assert len(err) < 1000 and "characters cut" in err and "fit a folder name" in err
+    assert len(err) < 1000 and "(3000000 characters)" in err and "fit a folder name" in err
+
+
+def test_error_line_when_a_message_is_megabytes_long_keeps_its_start_and_end():
+    from skewtape_pipeline.cli import error_line
+
+    line = error_line(ValueError("start " + "x" * 2_000_000 + " end"))
+    assert len(line) < 1000 and line.startswith("start x") and line.endswith("x end")
+    assert f"({2_000_010 - 900} characters cut)" in line  # 600 kept from the start, 300 from the end
 
 
 def test_compact_ticks_when_no_symbol_column_nor_option_names_the_option(tmp_path, capsys):
@@ -409,6 +417,17 @@ def test_lobster_reader_when_name_has_an_impossible_date_refuses(tmp_path):
     path = write_text(tmp_path / "GOOG_2013-02-30_34200000_57600000_message_1.csv", LOBSTER)
     with pytest.raises(SourceLabelError, match="2013-02-30"):
         sources.read_lobster_messages(path)
+
+
+@pytest.mark.parametrize("day", ["9999-12-31", "2262-04-11"])
+def test_compact_ticks_when_a_lobster_date_is_past_nanosecond_time_refuses_naming_it(
+    tmp_path, capsys, day
+):
+    path = write_text(tmp_path / f"AMZN_{day}_34200000_57600000_message_1.csv", LOBSTER)
+    code, err = compact(capsys, path, tmp_path / "archive", "--input-format", "lobster-messages")
+    assert code == 2 and "Traceback" not in err
+    assert f"session date {day} is outside the days nanosecond timestamps hold" in err
+    assert not (tmp_path / "archive").exists()
 
 
 BOM = "\ufeff"
