@@ -267,7 +267,7 @@ def test_error_line_when_a_message_is_megabytes_long_keeps_its_start_and_end():
 
     line = error_line(ValueError("start " + "x" * 2_000_000 + " end"))
     assert len(line) < 1000 and line.startswith("start x") and line.endswith("x end")
-    assert f"({2_000_010 - 900} characters cut)" in line  # 600 kept from the start, 300 from the end
+    assert f"({2_000_010 - 900} characters cut)" in line  # 600 kept at the start, 300 at the end
 
 
 def test_compact_ticks_when_no_symbol_column_nor_option_names_the_option(tmp_path, capsys):
