@@ -130,7 +130,7 @@ def tardis_csv(tmp_path: Path, count: int) -> Path:
 
 def lobster_csv(tmp_path: Path, count: int) -> Path:
     index = pa.array(range(count), pa.int64())
-    nanos = pc.add(pc.multiply(index, 20_000_000 * 10**9 // count), 34_200 * 10**9)
+    nanos = pc.add(pc.multiply(index, 20_000 * 10**9 // count), 34_200 * 10**9)  # in the session
     seconds = pc.binary_join_element_wise(
         pc.cast(pc.divide(nanos, 10**9), pa.string()),
         pc.utf8_lpad(pc.cast(_remainder(nanos, 10**9), pa.string()), 9, "0"),
