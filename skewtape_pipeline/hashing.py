@@ -222,6 +222,14 @@ class FileStamp:
     def from_stat(cls, st: os.stat_result) -> FileStamp:
         return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
+    def same_bytes(self, other: FileStamp) -> bool:
+        """Whether ``other`` stamps the very file this one does, unwritten since: device,
+        inode, size and modification time (not the status-change time, which a hard link
+        added or removed elsewhere moves)."""
+        return (self.device, self.inode, self.size, self.mtime_ns) == (
+            other.device, other.inode, other.size, other.mtime_ns,
+        )  # fmt: skip
+
     def to_list(self) -> list[int]:
         """The stamp as a JSON-able list (see :meth:`from_list`)."""
         return [self.device, self.inode, self.size, self.mtime_ns, self.ctime_ns]

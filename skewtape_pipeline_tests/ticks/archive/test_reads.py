@@ -214,6 +214,28 @@ def test_read_when_a_writer_replaces_the_hot_file_under_it_returns_the_new_ticks
     assert got.num_rows == len(ticks.ts_ns) != before.num_rows
 
 
+def test_read_as_of_when_a_writer_links_the_kept_copy_under_it_reads_it(hot, monkeypatch):
+    """A hard link added to a version's kept hot file (a compaction keeping it again) moves its
+    status-change time, not its bytes: not a file changed under the read."""
+    handle = Archive(hot, policy=POLICY, audit_log=None)
+    first = VersionLog(hot).latest().version
+    handle.compact_symbol_day(
+        day_ticks("KX-25MAR", DAYS[0]),
+        SymbolDayWrite(symbol="ES", day=DAYS[0], age_days=(STAGE_1 - DAYS[0]).days),
+    )
+    expected = view_read(handle, ["ES"], DAYS[0], DAYS[0], as_of=first)
+    original = reader.file_reader
+
+    def linking(path):
+        monkeypatch.setattr(reader, "file_reader", original)
+        os.link(path, Path(path).with_name("another-link"))
+        return original(path)
+
+    monkeypatch.setattr(reader, "file_reader", linking)
+    got = handle.read(["ES"], start=DAYS[0], end=DAYS[0], as_of=first)
+    assert got.equals(expected)
+
+
 @pytest.mark.parametrize("tier", [WARM, COLD])
 def test_read_when_a_consolidated_file_changed_behind_the_archives_back_refuses(hot, tier):
     handle = Archive(hot, policy=POLICY, audit_log=None)

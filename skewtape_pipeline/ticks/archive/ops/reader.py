@@ -370,7 +370,7 @@ class ArchiveReader:
         footer = self._hot_footers.get(tie_key)
         try:
             source, status = file_reader(piece.file)
-            if FileStamp.from_stat(status) != verified:
+            if not FileStamp.from_stat(status).same_bytes(verified):
                 raise _ChangedUnderRead(
                     DamagedFileError("changed while it was read", path=piece.file)
                 )
