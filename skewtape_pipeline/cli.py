@@ -690,22 +690,38 @@ def cmd_rebuild_catalog(args: argparse.Namespace) -> None:
 
 
 def _check_symbol_days_archived(archive: Any, keys: Sequence[tuple[str, date]]) -> None:
-    """ConfigError naming the first symbol-day that has neither a hot file nor a catalogued
-    copy in ``archive`` (an ``Archive``; a mistyped symbol or day), before anything is removed;
-    first CatalogMismatchError when the catalog is gone while consolidated files are on disk
-    (the catalog is to blame then, not the day)."""
+    """ConfigError naming the first symbol-day that has neither a hot file, a hot index entry
+    nor a catalogued copy in ``archive`` (an ``Archive``), nor any audited history there (a
+    mistyped symbol or day, not one a run cut short had already removed), before anything is
+    removed; first CatalogMismatchError when the catalog is gone while consolidated files are
+    on disk (the catalog is to blame then, not the day)."""
     from skewtape_pipeline.ticks.archive.store.catalog_check import check_catalog_present
+    from skewtape_pipeline.ticks.archive.store.hot_index import HotIndex
     from skewtape_pipeline.ticks.archive.store.layout import partition_file
 
     check_catalog_present(archive.tiers)
     root = archive.root
     catalogued = archive.core.catalog.read().partitions
+    listed = HotIndex.read(root)
     for symbol, day in keys:
-        if (symbol, day) not in catalogued and not partition_file(root, symbol, day).exists():
-            raise ConfigError(
-                f"{symbol} {day.isoformat()}: not in the archive {root} (no hot file, not "
-                "catalogued); nothing removed"
-            )
+        if (symbol, day) in catalogued or partition_file(root, symbol, day).exists():
+            continue
+        if listed is not None and listed.present((symbol, day)) is not None:
+            continue  # listed, its file gone: a removal cut short
+        if _has_history(archive, symbol, day):
+            continue  # removed already (by a run cut short before its version)
+        raise ConfigError(
+            f"{symbol} {day.isoformat()}: not in the archive {root} (no hot file, not "
+            "catalogued, no history in its audit log); nothing removed"
+        )
+
+
+def _has_history(archive: Any, symbol: str, day: date) -> bool:
+    """Whether the archive's audit log tells anything of ``symbol`` on ``day``."""
+    try:
+        return bool(archive.show(symbol, day).history)
+    except ConfigError:
+        return False
 
 
 def cmd_show(args: argparse.Namespace) -> None:

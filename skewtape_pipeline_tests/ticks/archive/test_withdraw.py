@@ -445,3 +445,26 @@ def test_remove_symbol_days_when_retier_tries_to_run_before_the_hot_file_goes_ke
 
     assert interleaved and view_rows(root) == without([COLD_KEY])
     assert locate(ArchiveTiers.of(root), *COLD_KEY) is None
+
+
+def test_remove_days_when_crashing_anywhere_leaves_every_query_working_and_a_rerun_finishes(
+    tmp_path, no_fsync, capsys
+):
+    """A removal cut short after the hot file went but before the hot index said so left the
+    file listed and gone: every query of the archive refused, and remove-days refused to run
+    again ("not in the archive")."""
+    from skewtape_pipeline.cli import main
+
+    base = retiered(tmp_path / "base")
+    names: list[str] = []
+    with faults.installed(names.append):
+        Archive(copy_data(base.parent, tmp_path / "clean")).remove([HOT_KEY])
+    assert any(name.startswith("removed:") for name in names)
+    for point, name in enumerate(names):
+        work = copy_data(base.parent, tmp_path / f"crash-{point}")
+        with pytest.raises(Crash), faults.installed(crash_at(point)):
+            Archive(work).remove([HOT_KEY])
+        assert view_rows(work) in (expected_rows(), without([HOT_KEY])), name
+        argv = ["remove-days", str(work), "--day", HOT_KEY[0], HOT_KEY[1].isoformat()]
+        assert main(argv) == 0, (name, capsys.readouterr().err)
+        assert view_rows(work) == without([HOT_KEY]), name

@@ -84,7 +84,7 @@ def remove_symbol_days(core: ArchiveCore, keys: Iterable[SymbolDayKey]) -> list[
             for key, hot in pairs
             if hot.exists() or index.present(key) is not None
         ]
-        removed = set(remove_files(core.books, gone))
+        removed = set(remove_files(core.books, gone, unlist_first=True))
         removals = [
             Removal(*key, removed_file=hot in removed, withdrawn=key in withdrawn)
             for key, hot in pairs

@@ -64,9 +64,14 @@ def unreachable_files(
     return garbage, kept
 
 
-def remove_files(books: Books, garbage: list[Garbage]) -> list[TierFile]:
+def remove_files(
+    books: Books, garbage: list[Garbage], *, unlist_first: bool = False
+) -> list[TierFile]:
     """Audit every removal (each file named by its catalog path, with its reason) first (one
-    append, to the audit log of the archive's ``books``), then remove the files;
+    append, to the audit log of the archive's ``books``), then remove the files, the hot
+    index saying the hot files are gone after them, or before them when ``unlist_first`` (a
+    symbol-day removed for good: a crash between leaves its file unlisted, hidden from every
+    reader, never listed and missing, which every query refuses until a rerun);
     WriteOnceError (audited) in ``books_and_records`` mode. Reads no tiers: each item carries
     its file and catalog path. Returns the files removed."""
     if not garbage:
@@ -89,18 +94,25 @@ def remove_files(books: Books, garbage: list[Garbage]) -> list[TierFile]:
         )
     books.audit(records)
     faults.checkpoint("audited-removals")
+    hot_gone = [
+        hot_index.gone_line(r) for _, r, _ in garbage if hot_index.key_of_rel(r) is not None
+    ]
+    if hot_gone and unlist_first:
+        _unlist(root, hot_gone)
     removed = []
-    hot_gone = []
-    for path, rel, _ in garbage:
+    for path, _, _ in garbage:
         if delete(path):
             removed.append(path)
-        if hot_index.key_of_rel(rel) is not None:
-            hot_gone.append(hot_index.gone_line(rel))
         faults.checkpoint(f"removed:{path.name}")
-    if hot_gone:  # the hot index follows the removals (a crash before: verify-archive names them)
-        hot_index.ensure_index(root)
-        hot_index.append_lines(root, hot_gone)
+    if hot_gone and not unlist_first:  # after the removals (a crash before: verify names them)
+        _unlist(root, hot_gone)
     return removed
+
+
+def _unlist(root: Path, gone: list[dict]) -> None:
+    """The hot index of the archive at ``root`` told that these hot files are gone."""
+    hot_index.ensure_index(root)
+    hot_index.append_lines(root, gone)
 
 
 def remove_leftovers(tiers: ArchiveTiers) -> None:
