@@ -236,6 +236,60 @@ def test_read_as_of_when_a_writer_links_the_kept_copy_under_it_reads_it(hot, mon
     assert got.equals(expected)
 
 
+@pytest.mark.parametrize("cached", [False, True], ids=["footer-unread", "footer-kept"])
+def test_read_when_retiering_and_pruning_remove_its_consolidated_file_reads_the_new_one(
+    hot, monkeypatch, cached
+):
+    """The file the read planned is gone (its day rewritten elsewhere): not a raw
+    FileNotFoundError, not a file called damaged; the read looks again."""
+    handle = Archive(hot, policy=POLICY, audit_log=None)
+    handle.retier(as_of=STAGE_1)
+    if cached:
+        handle.read(["ES"])
+    writer = Archive(hot, policy=POLICY, audit_log=None)
+    write = SymbolDayWrite(symbol="ES", day=DAYS[1], age_days=(STAGE_1 - DAYS[1]).days)
+    original = reader.ArchiveReader._consolidated_tables
+
+    def racing(self, *args, **kwargs):
+        monkeypatch.setattr(reader.ArchiveReader, "_consolidated_tables", original)
+        writer.compact_symbol_day(day_ticks("KX-25MAR", DAYS[1]), write)
+        writer.retier(as_of=STAGE_1)
+        writer.versions.prune(keep_last=1)  # the file the read planned is removed
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(reader.ArchiveReader, "_consolidated_tables", racing)
+    got = handle.read(["ES"])
+    assert got.equals(view_read(handle, ["ES"]))
+
+
+def test_read_when_retiering_commits_between_its_looks_at_catalog_and_index_misses_no_day(
+    hot, monkeypatch
+):
+    """Re-tiering commits the catalog, then removes the moved hot files: a read that saw the
+    catalog before and the hot index after saw neither copy of the moved days."""
+    handle = Archive(hot, policy=POLICY, audit_log=None)
+    writer = Archive(hot, policy=POLICY, audit_log=None)
+    looks: list[str] = []
+
+    def between_the_two_looks(name: str) -> None:
+        original = getattr(reader.ArchiveReader, name)
+
+        def look(self):
+            if len(looks) == 1:
+                writer.retier(as_of=STAGE_1)
+            looks.append(name)
+            return original(self)
+
+        monkeypatch.setattr(reader.ArchiveReader, name, look)
+
+    between_the_two_looks("_current_catalog")
+    between_the_two_looks("_current_index")
+    got = handle.read()
+    assert len(looks) >= 2
+    monkeypatch.undo()
+    assert got.equals(view_read(handle))
+
+
 @pytest.mark.parametrize("tier", [WARM, COLD])
 def test_read_when_a_consolidated_file_changed_behind_the_archives_back_refuses(hot, tier):
     handle = Archive(hot, policy=POLICY, audit_log=None)

@@ -47,7 +47,7 @@ from skewtape_pipeline.errors import (
     UnknownSymbolError,
 )
 from skewtape_pipeline.hashing import FileStamp
-from skewtape_pipeline.storage import parquet_source, reading, stamps_of
+from skewtape_pipeline.storage import exists, parquet_source, reading, stamps_of
 from skewtape_pipeline.ticks.archive.ops.read_plan import (
     VIEW_COLUMNS,
     Piece,
@@ -146,7 +146,10 @@ class ArchiveReader:
                     self._versions.pop(next(iter(self._versions)))
                 self._versions[version.version] = found
             return found
-        catalog, index = self._current_catalog(), self._current_index()
+        # the hot index first: re-tiering commits the catalog, then removes the moved hot files,
+        # so an index this old and a catalog as new name each day (the hot file superseded)
+        index = self._current_index()
+        catalog = self._current_catalog()
         key = (id(catalog), None if index is None else (id(index), index.stamp))
         if index is not None and self._current is not None and self._current[0] == key:
             return self._current[1]
@@ -331,6 +334,8 @@ class ArchiveReader:
             if piece.rows is None:
                 raise _ChangedUnderRead(exc) from None
             raise
+        except FileNotFoundError:  # gone between its stamp and its hashing
+            raise _ChangedUnderRead(_missing(self.tiers, piece)) from None
         finally:
             verified.save()
         return stamps
@@ -394,7 +399,10 @@ class ArchiveReader:
         self, pieces: list[Piece], stored: list[str], picked: list[str]
     ) -> list[pa.Table]:
         first = pieces[0]
-        footer = self._footer(first)
+        try:
+            footer = self._footer(first)
+        except FileNotFoundError:
+            raise _ChangedUnderRead(_missing(self.tiers, first)) from None
         starts, at = [], 0
         for g in range(footer.num_row_groups):
             starts.append(at)
@@ -418,7 +426,11 @@ class ArchiveReader:
                     chosen, columns=[*keys, *self._stored_to_read(pieces, stored)],
                     use_threads=False,
                 ))  # fmt: skip
+        except FileNotFoundError:  # re-tiering or pruning removed it under the read
+            raise _ChangedUnderRead(_missing(self.tiers, first)) from None
         except (OSError, pa.ArrowException) as exc:
+            if not exists(first.file):  # pyarrow's own error for a file gone under the read
+                raise _ChangedUnderRead(_missing(self.tiers, first)) from None
             raise DamagedFileError(
                 f"does not read as a consolidated tick file ({exc})", path=first.file
             ) from None
