@@ -132,7 +132,7 @@ def input_schema_request(
 ) -> SchemaRequest:
     """The schema to compact ``path`` at: ``request`` as given, except for a fills month file
     inside a snapshot compacted into an archive that records no schema yet, whose free fields
-    are fixed at the mirror's schema up to it (``snapshot_fills_schema``), as the tick archive asset
+    are fixed at its mirror's schema (``snapshot_fills_schema``), as the tick archive asset
     does, so both write the same schema for the same fills."""
     from skewtape_pipeline.ticks.encode.model import SCHEMA_FIELDS
     from skewtape_pipeline.ticks.fills.snapshot_fills import (

@@ -7,8 +7,8 @@ from the newest snapshot holding the month file, so a correction published by a 
 deleted, the venue in ``omitted_venues``) keeps its archived ticks (read from the last snapshot
 that held them; ``FillsSource.departed``). ``taker_side`` ``yes``/``no`` map to BUY/SELL. The
 archive's schema (timestamp unit, price and quantity scales) is the one it records; an archive
-without one takes the smallest that holds exactly every fill the mirror holds up to the snapshot,
-venues that left included (:func:`snapshot_fills_schema`), so its months fit in any order. A later
+without one takes the smallest that holds exactly every fill the mirror holds, venues that
+left included (:func:`snapshot_fills_schema`), so its months fit in any order. A later
 snapshot with finer fills is refused before anything is written
 (:class:`~skewtape_pipeline.errors.ArchiveSchemaError`).
 
@@ -373,8 +373,8 @@ def _planned_symbol_days(
     """Read, convert and validate every symbol-day with ticks in its month file, one scan per
     month file, each spilling to the archive's staging folder (its router entered on
     ``routers``) beyond ``memory_limit``; writes nothing to the archive. The schema is the
-    archive's recorded one, else the smallest holding every fill the mirror holds up to the
-    first snapshot read (:func:`snapshot_fills_schema`)."""
+    archive's recorded one, else the smallest holding every fill the mirror holds
+    (:func:`snapshot_fills_schema`)."""
     by_file: dict[FillsSource, list[SymbolDayKey]] = defaultdict(list)
     for key, source in sources.items():
         by_file[source].append(key)
@@ -536,15 +536,15 @@ def _day_start_ns(day: date) -> int:
 
 def snapshot_fills_schema(snapshot: Path) -> TickSchema:
     """The smallest schema that holds exactly every fill the archive may read from the mirror
-    up to ``snapshot``: the coarsest timestamp unit and the smallest price and quantity scales
-    over the snapshot's fills month files and those of venues that left it, read from the
-    newest earlier snapshot holding them (as :func:`month_files` reads them; vectorized,
-    three columns read per file, a file hard-linked into several snapshots once). The schema
-    of an archive that has none yet, so that every venue and month fits its one schema, in
-    whatever order the months are archived; a snapshot outside a mirror's ``history/``
-    alone."""
+    ``snapshot`` belongs to: the coarsest timestamp unit and the smallest price and quantity
+    scales over its newest snapshot's fills month files and those of venues that left it,
+    read from the newest snapshot holding them (as :func:`month_files` reads them;
+    vectorized, three columns read per file, a file hard-linked into several snapshots once).
+    The schema of an archive that has none yet, so that every venue and month fits its one
+    schema, in whatever order the months are archived (whichever snapshot the first is read
+    from); a snapshot outside a mirror's ``history/`` alone."""
     history = snapshot.absolute().parent
-    months = [m for m in applied_months(history) if m <= snapshot.name]
+    months = applied_months(history)
     snapshots = [history / m for m in reversed(months)] if snapshot.name in months else [snapshot]
     files: dict[str, Path] = {}
     for held in snapshots:

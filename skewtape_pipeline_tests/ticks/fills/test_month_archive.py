@@ -127,3 +127,26 @@ def test_archive_months_when_the_newest_is_archived_first_the_older_still_fit_it
     assert main(argv) == 0, capsys.readouterr().err
     augur = mirror / "history" / "2026-11" / "fills" / "augur" / "2026-11.parquet"
     assert archive_rows(mirror / "archive", "augur", "2026-11") == fills_rows(augur)
+
+
+def test_snapshot_fills_schema_when_asked_of_an_older_snapshot_holds_the_newest_fills(
+    mirror: Path,
+):
+    """The first fills a run reads may come from an older snapshot (a venue that left): the
+    new archive's schema must still hold the newest snapshot's finer fills."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from skewtape_pipeline.ticks.fills.snapshot_fills import snapshot_fills_schema
+
+    history = mirror / "history"
+    fills = history / "2026-12" / "fills" / "predictit" / "2026-12.parquet"
+    table = pq.read_table(fills)
+    ts = pc.cast(table["ts"], pa.int64()).to_pylist()
+    ts[0] += 1  # one fill a nanosecond off the microsecond
+    column = pa.array(ts, pa.int64()).cast(table.schema.field("ts").type)
+    fills.unlink()  # hard-linked into older snapshots: a new file, theirs unchanged
+    pq.write_table(table.set_column(table.schema.get_field_index("ts"), "ts", column), fills)
+    assert snapshot_fills_schema(history / "2026-12").timestamp_unit == "ns"
+    assert snapshot_fills_schema(history / "2026-10") == snapshot_fills_schema(history / "2026-12")
