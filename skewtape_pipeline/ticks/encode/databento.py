@@ -37,7 +37,11 @@ from skewtape_pipeline.ticks.encode.sources import (
     source_stream,
     units_as_decimal,
 )
-from skewtape_pipeline.ticks.encode.zstd_framing import ZSTD_MAGIC, FramingError, check_zstd_framing
+from skewtape_pipeline.ticks.encode.zstd_framing import (
+    FramingError,
+    check_zstd_framing,
+    is_zstd_start,
+)
 
 DBN_PRICE_SCALE = 9
 """DBN prices are integers in units of 10^-9."""
@@ -128,11 +132,12 @@ def _dbn_schema(path: Path, dbn) -> str | None:
 
 
 def _open(path: Path, stack: ExitStack) -> BinaryIO:
-    """The file's bytes, decompressed (every frame) when it starts with zstd's magic number;
-    TickValidationError naming the file when its frames are not whole (cut short)."""
+    """The file's bytes, decompressed (every frame) when it starts as zstd does (a frame, or a
+    skippable frame, as pzstd writes first); TickValidationError naming the file when its
+    frames are not whole (cut short)."""
     try:
         handle = stack.enter_context(open(path, "rb"))  # noqa: SIM115 (closed by the stack)
-        compressed = handle.read(4) == ZSTD_MAGIC
+        compressed = is_zstd_start(handle.read(4))
         handle.seek(0)
         if compressed:
             check_zstd_framing(handle)

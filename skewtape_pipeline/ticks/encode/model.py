@@ -827,7 +827,8 @@ def int64_of_text(values: pa.Array, *, field: str, noun: str = "an integer") -> 
         raise TickValidationError(
             f"{field} {quoted(values[bad].as_py())} is not {noun}", row=bad, field=field
         )
-    return _integers_to_int64(text, field=field)
+    unsigned = pc.replace_substring_regex(text, r"^\+", "")  # Arrow's cast takes no '+'
+    return _integers_to_int64(unsigned, field=field, shown=values)
 
 
 def _plain_int64(text: pa.Array) -> pa.Array | None:
@@ -862,15 +863,17 @@ def _plain_decimal_units(text: pa.Array, scale: int) -> pa.Array | None:
     return pa.Array.from_buffers(pa.int64(), len(exact), exact.buffers(), 0, exact.offset)
 
 
-def _integers_to_int64(values: pa.Array, *, field: str) -> pa.Array:
+def _integers_to_int64(values: pa.Array, *, field: str, shown: pa.Array | None = None) -> pa.Array:
     """Integers of any width (or integer text) as int64; TickValidationError naming the first
-    that does not fit (a uint64 above INT64_MAX)."""
+    that does not fit (a uint64 above INT64_MAX), quoted from ``shown`` (the input as given)
+    when ``values`` were cleaned up from it."""
     try:
         return pc.cast(values, pa.int64())
     except pa.ArrowInvalid:
         row = first_row_raising(values, lambda part: pc.cast(part, pa.int64()))
+        value = (values if shown is None else shown)[row].as_py()
         raise TickValidationError(
-            f"{field} {quoted(values[row].as_py())} does not fit int64", row=row, field=field
+            f"{field} {quoted(value)} does not fit int64", row=row, field=field
         ) from None
 
 

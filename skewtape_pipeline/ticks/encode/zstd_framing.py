@@ -20,6 +20,13 @@ _RESERVED_BLOCK = 3
 _RLE_BLOCK = 1
 
 
+def is_zstd_start(head: bytes) -> bool:
+    """Whether a file's first four bytes begin a zstd frame or a skippable frame."""
+    return head == ZSTD_MAGIC or (
+        len(head) == 4 and int.from_bytes(head, "little") >> 4 == SKIPPABLE_MAGIC_HIGH
+    )
+
+
 class FramingError(ValueError):
     """The file is not whole zstd frames; the message says where it stops being one."""
 

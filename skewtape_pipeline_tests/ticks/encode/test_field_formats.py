@@ -192,11 +192,11 @@ def test_compact_ticks_when_a_dbn_file_is_cut_short_refuses_it_keeping_the_archi
 def test_compact_ticks_when_a_dbn_zst_file_holds_several_frames_reads_every_one(
     tmp_path: Path, capsys
 ):
-    """As ``zstd`` writes files concatenated (``cat a.zst b.zst``), with a skippable frame
-    between; the first frame ends inside a record."""
+    """As ``zstd`` writes files concatenated (``cat a.zst b.zst``), with skippable frames first
+    (as pzstd writes) and between; the first frame ends inside a record."""
     data = metadata(dbn.Schema.TRADES) + b"".join(bytes(r) for r in TRADES)
     half = len(data) - 50
-    frames = [zstandard.ZstdCompressor().compress(data[:half]), SKIPPABLE,
+    frames = [SKIPPABLE, zstandard.ZstdCompressor().compress(data[:half]), SKIPPABLE,
               zstandard.ZstdCompressor(write_checksum=True).compress(data[half:])]  # fmt: skip
     source = tmp_path / "glbx-trades.dbn.zst"
     source.write_bytes(b"".join(frames))

@@ -455,3 +455,14 @@ def test_canonical_csv_when_column_name_has_invisible_characters_shows_them(tmp_
         sources.read_canonical(path)
     message = str(info.value)
     assert "'pri\\u200bce'" in message and "missing column(s) 'price'" in message
+
+
+def test_integer_text_when_signed_with_a_plus_reads_its_value():
+    from skewtape_pipeline.ticks.encode.model import int64_of_text
+
+    values = pa.array(["+7", " -3 ", "12", "+0"])
+    assert int64_of_text(values, field="size").to_pylist() == [7, -3, 12, 0]
+    with pytest.raises(
+        TickValidationError, match=r"row 1, .*'\+99999999999999999999' does not fit"
+    ):
+        int64_of_text(pa.array(["1", "+99999999999999999999"]), field="size")
