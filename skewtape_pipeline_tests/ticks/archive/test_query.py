@@ -31,6 +31,7 @@ from skewtape_pipeline.ticks.encode.validate import day_start_ns
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
+    STAGE_1,
     SYMBOLS,
     build_archive,
     day_ticks,
@@ -404,3 +405,28 @@ def test_query_options_when_built_fix_parameters_and_the_same_options_serve_ever
         r["ts"] for r in json.loads(run_query_json(sql, ArchiveCore(root), options))
     ] == expected
     assert run_query_text(sql, ArchiveCore(root), options).rows == [(ts,) for ts in expected]
+
+
+@pytest.mark.parametrize("run", [run_query, run_query_text], ids=["arrow", "text"])
+def test_run_query_when_a_writer_removes_a_file_the_view_names_answers_from_a_fresh_view(
+    tmp_path, no_fsync, monkeypatch, run
+):
+    """DuckDB could not open a hot file re-tiering and pruning had just removed ("No files
+    found"): a query looks again, as a read does."""
+    from skewtape_pipeline.ticks.archive.ops import query
+
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    count = "SELECT count(*) AS n, sum(quantity) AS q FROM ticks"
+    expected = run(count, ArchiveCore(root))
+    original = query._connect
+
+    def racing(*args, **kwargs):
+        monkeypatch.setattr(query, "_connect", original)
+        con = original(*args, **kwargs)  # the view names today's hot files
+        writer = Archive(root, policy=POLICY, audit_log=None)
+        writer.retier(as_of=STAGE_1)
+        writer.versions.prune(keep_last=1)  # the moved hot files are removed
+        return con
+
+    monkeypatch.setattr(query, "_connect", racing)
+    assert run(count, ArchiveCore(root)) == expected

@@ -83,7 +83,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from skewtape_pipeline.errors import CatalogMismatchError, ConfigError
+from skewtape_pipeline.errors import CatalogMismatchError, ConfigError, DamagedFileError
 from skewtape_pipeline.fsio import load_json
 from skewtape_pipeline.storage import LocalTier, ObjectFile, ObjectTier, exists
 from skewtape_pipeline.ticks.archive.core import ArchiveCore
@@ -98,7 +98,11 @@ from skewtape_pipeline.ticks.archive.store.placement import ArchiveState, archiv
 from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, WARM
 from skewtape_pipeline.ticks.archive.store.reports_table import PLACES_SCHEMA, reports_view_sql
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers, normalized
-from skewtape_pipeline.ticks.archive.store.trust import verify_before_reading
+from skewtape_pipeline.ticks.archive.store.trust import (
+    ChangedUnderRead,
+    settled,
+    verify_before_reading,
+)
 from skewtape_pipeline.ticks.archive.store.versions import AsOf, verify_version
 
 VIEW_NAME = "ticks"
@@ -353,8 +357,13 @@ class QueryOptions:
 
 def run_query(sql: str, archives: Archives, options: QueryOptions | None = None) -> pa.Table:
     """Run ``sql`` over the view ``ticks`` of ``archives`` (the contract: ``Archive.query``)."""
-    with _query(sql, archives, options or QueryOptions()) as relation:
-        return pa.table({}) if relation is None else relation.to_arrow_table()
+    options = options or QueryOptions()
+
+    def run() -> pa.Table:
+        with _query(sql, archives, options) as relation:
+            return pa.table({}) if relation is None else relation.to_arrow_table()
+
+    return settled(run, again=options.as_of is None)
 
 
 def _raise_if_damaged(archives: Archives) -> None:
@@ -392,12 +401,17 @@ def run_query_text(sql: str, archives: Archives, options: QueryOptions | None = 
     without a result (``unrestricted``, e.g. ``SET``) gives no columns. Raises ConfigError
     naming the query when DuckDB rejects it.
     """
-    with _query(sql, archives, options or QueryOptions()) as relation:
-        if relation is None:
-            return QueryText([], [], [])
-        casts = ", ".join(f"CAST(#{i + 1} AS VARCHAR)" for i in range(len(relation.columns)))
-        rows = relation.project(casts).fetchall() if casts else []
-        return QueryText(list(relation.columns), [str(t) for t in relation.types], rows)
+    options = options or QueryOptions()
+
+    def run() -> QueryText:
+        with _query(sql, archives, options) as relation:
+            if relation is None:
+                return QueryText([], [], [])
+            casts = ", ".join(f"CAST(#{i + 1} AS VARCHAR)" for i in range(len(relation.columns)))
+            rows = relation.project(casts).fetchall() if casts else []
+            return QueryText(list(relation.columns), [str(t) for t in relation.types], rows)
+
+    return settled(run, again=options.as_of is None)
 
 
 def run_query_json(sql: str, archives: Archives, options: QueryOptions | None = None) -> str:
@@ -405,14 +419,19 @@ def run_query_json(sql: str, archives: Archives, options: QueryOptions | None = 
     array of one object per row, each written by DuckDB's ``to_json`` (numbers stay exact,
     HUGEINTs included; timestamps, intervals and blobs are DuckDB's text; a repeated column
     name gets a ``_1`` suffix). Raises ConfigError naming the query when DuckDB rejects it."""
-    with _query(sql, archives, options or QueryOptions()) as relation:
-        if relation is None:
-            return "[]"
-        name = "_skewtape_row"
-        while name in relation.columns:  # the alias must not be a result column's name
-            name += "_"
-        rows = relation.query(name, f"SELECT to_json({name}) FROM {name}").fetchall()
-        return "[" + ",\n".join(row[0] for row in rows) + "]"
+    options = options or QueryOptions()
+
+    def run() -> str:
+        with _query(sql, archives, options) as relation:
+            if relation is None:
+                return "[]"
+            name = "_skewtape_row"
+            while name in relation.columns:  # the alias must not be a result column's name
+                name += "_"
+            rows = relation.query(name, f"SELECT to_json({name}) FROM {name}").fetchall()
+            return "[" + ",\n".join(row[0] for row in rows) + "]"
+
+    return settled(run, again=options.as_of is None)
 
 
 @contextmanager
@@ -422,11 +441,18 @@ def _query(
     """The relation of ``sql`` (checked: :func:`check_read_only`) on a fresh connection with
     the view, closed afterwards; DuckDB's errors (while planning or fetching) become
     ConfigError naming the query, or DamagedFileError naming a file of the view whose footer
-    does not decode."""
+    does not decode. A file of the view that differs from its record or is missing, and one
+    DuckDB cannot open, is ``trust.ChangedUnderRead`` (a writer may have just replaced or
+    removed it: the callers look again, ``trust.settled``)."""
     check_read_only(sql, unrestricted=options.unrestricted)
-    con = _connect(archives, options)
+    try:
+        con = _connect(archives, options)
+    except (DamagedFileError, CatalogMismatchError) as exc:
+        raise ChangedUnderRead(exc) from None
     try:
         yield con.sql(sql, params=list(options.parameters) or None)
+    except duckdb.IOException as exc:  # a file of the view gone or replaced under the query
+        raise ChangedUnderRead(ConfigError(f"query {sql!r}: {exc}")) from None
     except duckdb.Error as exc:
         if not isinstance(exc, duckdb.ParserException):
             _raise_if_damaged(archives)

@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
@@ -43,7 +42,6 @@ from skewtape_pipeline.errors import (
     ConfigError,
     DamagedFileError,
     NotAnArchiveError,
-    SkewtapeError,
     UnknownSymbolError,
 )
 from skewtape_pipeline.hashing import FileStamp
@@ -67,7 +65,9 @@ from skewtape_pipeline.ticks.archive.store.layout import check_archive_root, rec
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.store.trust import (
     WRITTEN_BY_COMPACTION,
+    ChangedUnderRead,
     VerifiedFiles,
+    settled,
 )
 from skewtape_pipeline.ticks.archive.store.versions import AsOf
 from skewtape_pipeline.ticks.encode.parquet_file import archive_schema
@@ -90,22 +90,6 @@ READ_WORKERS = max(1, min(4, os.cpu_count() or 1))
 _PARALLEL_FROM = 4
 """Fewer symbol-days than this are read one after the other (threads cost more than they
 save)."""
-
-
-_SETTLE_WAITS = (0.0, 0.005, 0.02, 0.05, 0.1, 0.25, 0.5)
-"""Seconds waited before each look at the archive by one read while its files change under it
-(about a second in all)."""
-_Read = TypeVar("_Read")
-
-
-class _ChangedUnderRead(Exception):
-    """A file a read planned changed or went under it (a compaction replacing a hot file, whose
-    record follows the rename; a re-tiering removing a file): read again on a fresh look;
-    ``error`` is the refusal if it persists."""
-
-    def __init__(self, error: SkewtapeError):
-        super().__init__(str(error))
-        self.error = error
 
 
 class ArchiveReader:
@@ -215,7 +199,7 @@ class ArchiveReader:
                 self._tables([p for pieces in plans.values() for p in pieces], picked), picked
             )
 
-        return self._settled(read_once, as_of)
+        return settled(read_once, again=as_of is None)
 
     def read_batch(
         self,
@@ -241,23 +225,7 @@ class ArchiveReader:
                 at += len(pieces)
             return out
 
-        return self._settled(read_once, as_of)
-
-    def _settled(self, read_once: Callable[[], _Read], as_of: AsOf | None) -> _Read:
-        """``read_once()``, done again on a fresh look at the archive while a file it read
-        changed or went under it (:class:`_ChangedUnderRead`), waiting a little longer each
-        time; the file's refusal once it still differs from its record after about a second
-        (a damaged file), or at once as of a version (whose files never change)."""
-        for wait in _SETTLE_WAITS:
-            if wait:
-                time.sleep(wait)
-            try:
-                return read_once()
-            except _ChangedUnderRead as changed:
-                if as_of is not None:
-                    raise changed.error from None
-                last = changed
-        raise last.error from None
+        return settled(read_once, again=as_of is None)
 
     def _known(self, snapshot: Snapshot, symbols: list[str]) -> None:
         """UnknownSymbolError naming the first of ``symbols`` (which gave no rows) that the
@@ -318,7 +286,7 @@ class ArchiveReader:
     def _verify(self, pieces: list[Piece]) -> dict[str, FileStamp]:
         """Every distinct file of ``pieces`` against its record, unless its stamp is unchanged
         since it last was (``trust.VerifiedFiles``); the stamps verified, by file. A hot file
-        differing from its record is :class:`_ChangedUnderRead` (a compaction may have just
+        differing from its record is :class:`ChangedUnderRead` (a compaction may have just
         replaced it, its record following the rename)."""
         if self._verified is None:
             self._verified = VerifiedFiles(self.root)
@@ -332,17 +300,17 @@ class ArchiveReader:
                 verified.check(piece.rel, piece.file, stamps[piece.rel], piece.record, piece.whose)
         except DamagedFileError as exc:
             if piece.rows is None:
-                raise _ChangedUnderRead(exc) from None
+                raise ChangedUnderRead(exc) from None
             raise
         except FileNotFoundError:  # gone between its stamp and its hashing
-            raise _ChangedUnderRead(_missing(self.tiers, piece)) from None
+            raise ChangedUnderRead(_missing(self.tiers, piece)) from None
         finally:
             verified.save()
         return stamps
 
     def _stamps(self, files: list[Piece]) -> dict[str, FileStamp]:
         """The stamp of each piece's file (``storage.stamps_of``: objects asked side by side);
-        once every file was asked about, the first not there as :class:`_ChangedUnderRead` (a
+        once every file was asked about, the first not there as :class:`ChangedUnderRead` (a
         writer may have just moved it; its refusal: CatalogMismatchError naming the repair),
         unless its tier's store cannot be used at all (ObjectStoreError naming it: a missing
         bucket answers every request "not there")."""
@@ -351,7 +319,7 @@ class ArchiveReader:
             if stamp is None:
                 if piece.rows is not None:  # a consolidated file
                     self.tiers.check_reachable()
-                raise _ChangedUnderRead(_missing(self.tiers, piece))
+                raise ChangedUnderRead(_missing(self.tiers, piece))
             stamps[piece.rel] = stamp
         return stamps
 
@@ -369,14 +337,14 @@ class ArchiveReader:
         self, piece: Piece, stored: list[str], picked: list[str], verified: FileStamp
     ) -> pa.Table:
         """``piece``'s hot file read whole and decoded in memory, when it is still the file
-        verified (its stamp ``verified``), else :class:`_ChangedUnderRead`."""
+        verified (its stamp ``verified``), else :class:`ChangedUnderRead`."""
         tie_key = (piece.record.sha256, piece.key)
         read = self._stored_to_read([piece], stored)
         footer = self._hot_footers.get(tie_key)
         try:
             source, status = file_reader(piece.file)
             if not FileStamp.from_stat(status).same_bytes(verified):
-                raise _ChangedUnderRead(
+                raise ChangedUnderRead(
                     DamagedFileError("changed while it was read", path=piece.file)
                 )
             # ParquetFile.read, not read_table: no dataset layer (a third of a small read's
@@ -386,7 +354,7 @@ class ArchiveReader:
             )
             table = _sides_decoded(parquet.read(columns=read, use_threads=False))
         except FileNotFoundError:
-            raise _ChangedUnderRead(_missing(self.tiers, piece)) from None
+            raise ChangedUnderRead(_missing(self.tiers, piece)) from None
         except (OSError, pa.ArrowException) as exc:
             raise DamagedFileError(
                 f"does not read as a tick file ({exc})", path=piece.file
@@ -402,7 +370,7 @@ class ArchiveReader:
         try:
             footer = self._footer(first)
         except FileNotFoundError:
-            raise _ChangedUnderRead(_missing(self.tiers, first)) from None
+            raise ChangedUnderRead(_missing(self.tiers, first)) from None
         starts, at = [], 0
         for g in range(footer.num_row_groups):
             starts.append(at)
@@ -427,10 +395,10 @@ class ArchiveReader:
                     use_threads=False,
                 ))  # fmt: skip
         except FileNotFoundError:  # re-tiering or pruning removed it under the read
-            raise _ChangedUnderRead(_missing(self.tiers, first)) from None
+            raise ChangedUnderRead(_missing(self.tiers, first)) from None
         except (OSError, pa.ArrowException) as exc:
             if not exists(first.file):  # pyarrow's own error for a file gone under the read
-                raise _ChangedUnderRead(_missing(self.tiers, first)) from None
+                raise ChangedUnderRead(_missing(self.tiers, first)) from None
             raise DamagedFileError(
                 f"does not read as a consolidated tick file ({exc})", path=first.file
             ) from None

@@ -26,14 +26,20 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from skewtape_pipeline.arrow_memory import owned_buffer, owned_reader
-from skewtape_pipeline.errors import CatalogMismatchError, DamagedFileError, TickFormatError
+from skewtape_pipeline.errors import (
+    CatalogMismatchError,
+    DamagedFileError,
+    SkewtapeError,
+    TickFormatError,
+)
 from skewtape_pipeline.hashing import FileStamp, HashCache, sha256_bytes
 from skewtape_pipeline.storage import TierFile, sha256_of, size_of, stamps_of
 from skewtape_pipeline.ticks.archive.store.catalog import (
@@ -381,3 +387,36 @@ def verify_consolidated(verified: VerifiedFiles, tiers: ArchiveTiers, state: Arc
             verified.check(
                 item.path, path, stamp, FileRecord(item.bytes, item.sha256), "the catalog"
             )
+
+
+SETTLE_WAITS = (0.0, 0.005, 0.02, 0.05, 0.1, 0.25, 0.5)
+"""Seconds waited before each look at the archive by one read while its files change under it
+(about a second in all)."""
+_Read = TypeVar("_Read")
+
+
+class ChangedUnderRead(Exception):
+    """A file a read planned changed or went under it (a compaction replacing a hot file, whose
+    record follows the rename; a re-tiering or a prune removing a file): read again on a fresh
+    look; ``error`` is the refusal if it persists."""
+
+    def __init__(self, error: SkewtapeError):
+        super().__init__(str(error))
+        self.error = error
+
+
+def settled(read_once: Callable[[], _Read], *, again: bool = True) -> _Read:
+    """``read_once()``, done again on a fresh look at the archive while it raises
+    :class:`ChangedUnderRead` (readers take no lock), waiting a little longer each time; the
+    refusal once a file still differs from its record after about a second (a damaged file),
+    or at once unless ``again`` (as of a version, whose files never change)."""
+    for wait in SETTLE_WAITS:
+        if wait:
+            time.sleep(wait)
+        try:
+            return read_once()
+        except ChangedUnderRead as changed:
+            if not again:
+                raise changed.error from None
+            last = changed
+    raise last.error from None
