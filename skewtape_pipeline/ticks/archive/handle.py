@@ -666,7 +666,7 @@ class Archive:
     def verify(self, *, full: bool = False) -> integrity.ArchiveVerification:
         """Check every file against its record (size, sha256, footer) and that the records
         account for every file on disk, the tier roots' archive markers, what the kept versions
-        read; reads only.
+        read; reads only, findings looked at again under the lock (a writer waited for).
 
         Parameters
         ----------

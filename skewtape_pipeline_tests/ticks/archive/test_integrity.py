@@ -480,3 +480,48 @@ def test_read_catalog_when_entry_outside_its_tier_root_refuses(tiered):
     }
     with pytest.raises(TickFormatError, match="outside"):
         CatalogStore(tiered).write(replace(catalog, files=files, partitions=partitions))
+
+
+def test_verify_when_a_compaction_publishes_while_it_looks_reports_only_what_stays(
+    tmp_path, no_fsync
+):
+    """A compaction had renamed a hot file in and not yet recorded it: the first look finds
+    a file unlike its record; verification waits for the writer and looks again."""
+    import threading
+
+    from skewtape_pipeline import faults
+
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    published, looked = threading.Event(), threading.Event()
+
+    def pause_after_the_rename(name: str) -> None:
+        if name == "hot-published":
+            published.set()
+            looked.wait(30)  # the record is appended once verification looked once
+
+    def compact() -> None:
+        with faults.installed(pause_after_the_rename):
+            write = SymbolDayWrite(symbol="ES", day=DAYS[0], age_days=(STAGE_1 - DAYS[0]).days)
+            compact_symbol_day(archive_at(root).core, day_ticks("KX-25MAR", DAYS[0]), write)
+
+    writer = threading.Thread(target=compact)
+    writer.start()
+    try:
+        assert published.wait(30)
+        once = integrity._verify_once
+
+        def first_look(core, *, full):
+            found = once(core, full=full)
+            looked.set()
+            return found
+
+        integrity._verify_once = first_look
+        try:
+            assert not once(ArchiveCore(root), full=False).ok  # what a look mid-publish sees
+            result = verify_archive(ArchiveCore(root))
+        finally:
+            integrity._verify_once = once
+    finally:
+        looked.set()
+        writer.join()
+    assert result.ok, result.problems

@@ -43,6 +43,7 @@ import pyarrow.parquet as pq
 
 from skewtape_pipeline import progress
 from skewtape_pipeline.errors import (
+    ArchiveBusyError,
     CatalogMismatchError,
     ConfigError,
     DamagedFileError,
@@ -383,8 +384,35 @@ class ArchiveVerification:
         )
 
 
+CONFIRM_WAIT_SECONDS = 600.0
+"""How long verification waits for a writer to finish before confirming what it found."""
+
+
 def verify_archive(core: ArchiveCore, *, full: bool = False) -> ArchiveVerification:
-    """Check every archive file against its record; reports what it finds (``Archive.verify``)."""
+    """Check every archive file against its record; reports what it finds (``Archive.verify``).
+
+    Takes no lock. What a first look finds (or a file gone while it looked) is looked at again
+    under the archive's lock, waited for up to :data:`CONFIRM_WAIT_SECONDS` (a writer
+    publishing a file before its record, re-tiering removing files it moved), so only what the
+    archive shows between writers is reported; the first look's findings when the lock cannot
+    be had (a busy or read-only archive)."""
+    try:
+        first: ArchiveVerification | None = _verify_once(core, full=full)
+    except FileNotFoundError:
+        first = None
+    if first is not None and first.ok:
+        return first
+    try:
+        with core.waiting(CONFIRM_WAIT_SECONDS).locked("verifying the archive"):
+            return _verify_once(core, full=full)
+    except (ArchiveBusyError, PermissionError):
+        if first is None:
+            return _verify_once(core, full=full)
+        return first
+
+
+def _verify_once(core: ArchiveCore, *, full: bool) -> ArchiveVerification:
+    """One look at every file against its record (see :func:`verify_archive`)."""
     root, tiers, problems = core.root, core.tiers, []
     checked = checked_bytes = 0
     check_archive_root(root)  # a folder that holds no archive is refused, never "0 files: ok"
