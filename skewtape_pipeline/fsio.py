@@ -120,6 +120,15 @@ def orphaned_temps(folder: Path) -> list[Path]:
     return sorted(found)
 
 
+def remove_dead_writers_temps(folder: Path) -> None:
+    """Remove the temporary files :func:`temp_path_for` named in ``folder`` (not below it)
+    whose process is gone from this host (left by a crash); a live process's are kept."""
+    for path in Path(folder).glob(f".*{TEMP_MARKER}") if Path(folder).is_dir() else ():
+        pid = path.name.removesuffix(TEMP_MARKER).rsplit(".", 1)[-1]
+        if pid.isdigit() and not _process_alive(int(pid)):
+            path.unlink(missing_ok=True)
+
+
 def _process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

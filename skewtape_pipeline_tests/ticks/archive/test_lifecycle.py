@@ -401,3 +401,24 @@ def test_retier_when_cold_day_rearchived_unchanged_rewrites_no_file(tmp_path, no
     assert set(CatalogStore(root).read().files) == set(catalog.files)
     assert set(tiers_by_day(root).values()) == {COLD}
     assert view_rows(root) == expected_rows()
+
+
+def test_retier_when_crashed_writers_left_temporary_files_removes_only_theirs(tmp_path, no_fsync):
+    """A writer killed while writing the hot index or a version file left its temporary file
+    there for good (only the staging folder and catalog temps were cleaned)."""
+    import subprocess
+
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # its pid names no process any more
+    folders = [root, root / "_skewtape_versions" / "records", root / "_skewtape_versions" / "tags"]
+    left, live = [], []
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+        left.append(folder / f"._skewtape_hot_index.pq.{dead.pid}{fsio.TEMP_MARKER}")
+        live.append(folder / f".a-live-writers-file.{os.getpid()}{fsio.TEMP_MARKER}")
+        for path in (left[-1], live[-1]):
+            path.write_bytes(b"half")
+    Archive(root, policy=POLICY).retier(as_of=STAGE_1)
+    assert [p for p in left if p.exists()] == []
+    assert all(p.exists() for p in live)  # a live writer's is never taken

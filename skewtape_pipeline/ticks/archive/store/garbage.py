@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from skewtape_pipeline import faults
+from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.storage import TierFile, delete, sha256_of, size_of
 from skewtape_pipeline.ticks.archive.store import hot_index
 from skewtape_pipeline.ticks.archive.store.books import EVENT_REMOVE, Books
@@ -25,6 +25,7 @@ from skewtape_pipeline.ticks.archive.store.layout import staging_folder
 from skewtape_pipeline.ticks.archive.store.placement import archive_state, hot_rel
 from skewtape_pipeline.ticks.archive.store.spill import remove_orphaned_staging
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.version_files import versions_dir
 from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 
 SUPERSEDED = "superseded: its rows live in a consolidated file"
@@ -115,6 +116,10 @@ def _unlist(root: Path, gone: list[dict]) -> None:
     hot_index.append_lines(root, gone)
 
 
+_VERSION_FOLDERS = ("catalogs", "manifests", "records", "tags")
+"""The version log's folders of small files, written whole under the lock."""
+
+
 def remove_leftovers(tiers: ArchiveTiers) -> None:
     """Remove what interrupted runs left in the archive ``tiers`` resolves, none of it ever part
     of the archive (so nothing is audited): each tier store's temporary files, temporary
@@ -125,3 +130,5 @@ def remove_leftovers(tiers: ArchiveTiers) -> None:
         store.remove_stale_temps()
     remove_stale_catalog_temps(tiers.root)
     remove_orphaned_staging(staging_folder(tiers.root))
+    for folder in (tiers.root, *(versions_dir(tiers.root) / f for f in _VERSION_FOLDERS)):
+        fsio.remove_dead_writers_temps(folder)  # the hot index's, the version log's
