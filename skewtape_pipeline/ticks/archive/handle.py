@@ -266,15 +266,15 @@ class Archive:
             committed.
         DamagedFileError
             A source differing from its record, or whose footer does not decode; nothing committed.
-        RoundTripError
-            A new file did not read back equal (nothing committed or removed).
+        RoundTripError, DiskFullError
+            A new file did not read back equal, the disk filled up (nothing committed, removed).
 
         Examples
         --------
         >>> archive.plan_retier(as_of=date(2026, 12, 1))  # what would move; reads only
         >>> result = archive.retier(as_of=date(2026, 12, 1), months=["2026-10"])
         """
-        with self.core.writing():
+        with fsio.stop_when_disk_full(self.root, "re-tiering it"), self.core.writing():
             return lifecycle.retier(self.core, as_of=as_of, months=months)
 
     def prune(self) -> list[Any]:
