@@ -236,6 +236,51 @@ def test_read_as_of_when_a_writer_links_the_kept_copy_under_it_reads_it(hot, mon
     assert got.equals(expected)
 
 
+def test_read_as_of_when_a_writer_replaces_the_kept_copy_with_the_same_bytes_reads_it(
+    hot, monkeypatch
+):
+    """A day compacted to other ticks and back: the version keeps its copy by linking the new
+    hot file of the same bytes in its place (another inode), under a read of that copy."""
+    handle = Archive(hot, policy=POLICY, audit_log=None)
+    first = VersionLog(hot).latest().version
+    expected = view_read(handle, ["ES"], DAYS[0], DAYS[0], as_of=first)
+    handle.read(["ES"], start=DAYS[0], end=DAYS[0], as_of=first)  # its copy verified, kept
+    writer = Archive(hot, policy=POLICY, audit_log=None)
+    write = SymbolDayWrite(symbol="ES", day=DAYS[0], age_days=(STAGE_1 - DAYS[0]).days)
+    original = reader.file_reader
+
+    def racing(path):
+        monkeypatch.setattr(reader, "file_reader", original)
+        writer.compact_symbol_day(day_ticks("KX-25MAR", DAYS[0]), write)
+        writer.compact_symbol_day(day_ticks("ES", DAYS[0]), write)  # the first ticks again
+        return original(path)
+
+    monkeypatch.setattr(reader, "file_reader", racing)
+    got = handle.read(["ES"], start=DAYS[0], end=DAYS[0], as_of=first)
+    assert got.equals(expected)
+
+
+def test_recording_a_kept_copy_removes_what_a_killed_writer_left_beside_it(hot):
+    import subprocess
+
+    from skewtape_pipeline.ticks.archive.store.version_files import hot_blobs_dir
+
+    handle = Archive(hot, policy=POLICY, audit_log=None)
+    write = SymbolDayWrite(symbol="ES", day=DAYS[0], age_days=(STAGE_1 - DAYS[0]).days)
+    handle.compact_symbol_day(day_ticks("KX-25MAR", DAYS[0]), write)  # a copy kept
+    day = f"symbol=ES/year={DAYS[0].year}/month={DAYS[0].month:02d}/date={DAYS[0].isoformat()}"
+    folder = hot_blobs_dir(hot) / day
+    assert any(folder.glob("*.pq"))
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    left = folder / f".{'0' * 64}.pq.{dead.pid}{fsio.TEMP_MARKER}"
+    live = folder / f".a-live-writers-copy.pq.{os.getpid()}{fsio.TEMP_MARKER}"
+    for path in (left, live):
+        path.write_bytes(b"half")
+    handle.compact_symbol_day(day_ticks("NQ", DAYS[0]), write)  # another copy kept there
+    assert not left.exists() and live.exists()
+
+
 @pytest.mark.parametrize("cached", [False, True], ids=["footer-unread", "footer-kept"])
 def test_read_when_retiering_and_pruning_remove_its_consolidated_file_reads_the_new_one(
     hot, monkeypatch, cached

@@ -363,7 +363,7 @@ def run_query(sql: str, archives: Archives, options: QueryOptions | None = None)
         with _query(sql, archives, options) as relation:
             return pa.table({}) if relation is None else relation.to_arrow_table()
 
-    return settled(run, again=options.as_of is None)
+    return settled(run)
 
 
 def _raise_if_damaged(archives: Archives) -> None:
@@ -411,7 +411,7 @@ def run_query_text(sql: str, archives: Archives, options: QueryOptions | None = 
             rows = relation.project(casts).fetchall() if casts else []
             return QueryText(list(relation.columns), [str(t) for t in relation.types], rows)
 
-    return settled(run, again=options.as_of is None)
+    return settled(run)
 
 
 def run_query_json(sql: str, archives: Archives, options: QueryOptions | None = None) -> str:
@@ -431,7 +431,7 @@ def run_query_json(sql: str, archives: Archives, options: QueryOptions | None = 
             rows = relation.query(name, f"SELECT to_json({name}) FROM {name}").fetchall()
             return "[" + ",\n".join(row[0] for row in rows) + "]"
 
-    return settled(run, again=options.as_of is None)
+    return settled(run)
 
 
 @contextmanager

@@ -199,7 +199,7 @@ class ArchiveReader:
                 self._tables([p for pieces in plans.values() for p in pieces], picked), picked
             )
 
-        return settled(read_once, again=as_of is None)
+        return settled(read_once)
 
     def read_batch(
         self,
@@ -225,7 +225,7 @@ class ArchiveReader:
                 at += len(pieces)
             return out
 
-        return settled(read_once, again=as_of is None)
+        return settled(read_once)
 
     def _known(self, snapshot: Snapshot, symbols: list[str]) -> None:
         """UnknownSymbolError naming the first of ``symbols`` (which gave no rows) that the

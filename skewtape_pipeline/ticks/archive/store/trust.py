@@ -405,18 +405,17 @@ class ChangedUnderRead(Exception):
         self.error = error
 
 
-def settled(read_once: Callable[[], _Read], *, again: bool = True) -> _Read:
+def settled(read_once: Callable[[], _Read]) -> _Read:
     """``read_once()``, done again on a fresh look at the archive while it raises
-    :class:`ChangedUnderRead` (readers take no lock), waiting a little longer each time; the
-    refusal once a file still differs from its record after about a second (a damaged file),
-    or at once unless ``again`` (as of a version, whose files never change)."""
+    :class:`ChangedUnderRead` (readers take no lock: a writer may replace a hot file, or a
+    version's kept copy with a link to the same bytes, or remove a file), waiting a little
+    longer each time; the refusal once a file still differs from its record, or is still
+    missing, after about a second."""
     for wait in SETTLE_WAITS:
         if wait:
             time.sleep(wait)
         try:
             return read_once()
         except ChangedUnderRead as changed:
-            if not again:
-                raise changed.error from None
             last = changed
     raise last.error from None

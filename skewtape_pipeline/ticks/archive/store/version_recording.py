@@ -300,6 +300,7 @@ def _keep_hot(root: Path, hot: HotFile, record: FileRecord | None) -> HotEntry:
     if _is_file(blob, hot.stamp):
         return entry
     blob.parent.mkdir(parents=True, exist_ok=True)
+    fsio.remove_dead_writers_temps(blob.parent)  # a writer killed here before left its own
     temp = fsio.temp_path_for(blob)
     temp.unlink(missing_ok=True)
     try:
