@@ -134,6 +134,8 @@ class ArchiveVersions:
             The archive is in ``books_and_records`` mode (audited; nothing removed).
         ArchiveBusyError
             Another writer held the archive's lock beyond its ``lock_timeout`` seconds.
+        DamagedFileError
+            A kept version's catalog snapshot or manifest differs from its content name.
 
         Examples
         --------
