@@ -525,3 +525,22 @@ def test_verify_when_a_compaction_publishes_while_it_looks_reports_only_what_sta
         looked.set()
         writer.join()
     assert result.ok, result.problems
+
+
+def test_verify_when_the_lock_cannot_be_taken_reports_its_first_look(
+    tmp_path, no_fsync, monkeypatch
+):
+    """An archive on a read-only file system (no lock file can be made): verification still
+    reports what it found, never an OSError."""
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    damaged = next(root.rglob("part-0.parquet"))
+    data = bytearray(damaged.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    damaged.write_bytes(bytes(data))
+
+    def read_only(self, what):
+        raise OSError(30, "Read-only file system", str(self.root / ".skewtape-archive.lock"))
+
+    monkeypatch.setattr(ArchiveCore, "locked", read_only)
+    result = verify_archive(ArchiveCore(root))
+    assert not result.ok and any(str(damaged) in p for p in result.problems)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from functools import partial
@@ -402,13 +403,12 @@ def verify_archive(core: ArchiveCore, *, full: bool = False) -> ArchiveVerificat
         first = None
     if first is not None and first.ok:
         return first
-    try:
-        with core.waiting(CONFIRM_WAIT_SECONDS).locked("verifying the archive"):
-            return _verify_once(core, full=full)
-    except (ArchiveBusyError, PermissionError):
-        if first is None:
-            return _verify_once(core, full=full)
-        return first
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(core.waiting(CONFIRM_WAIT_SECONDS).locked("verifying the archive"))
+        except (ArchiveBusyError, OSError):  # busy for long, or a read-only archive
+            return first if first is not None else _verify_once(core, full=full)
+        return _verify_once(core, full=full)
 
 
 def _verify_once(core: ArchiveCore, *, full: bool) -> ArchiveVerification:
