@@ -22,9 +22,11 @@ _RLE_BLOCK = 1
 
 def is_zstd_start(head: bytes) -> bool:
     """Whether a file's first four bytes begin a zstd frame or a skippable frame."""
-    return head == ZSTD_MAGIC or (
-        len(head) == 4 and int.from_bytes(head, "little") >> 4 == SKIPPABLE_MAGIC_HIGH
-    )
+    return head == ZSTD_MAGIC or _is_skippable(head)
+
+
+def _is_skippable(magic: bytes) -> bool:
+    return len(magic) == 4 and int.from_bytes(magic, "little") >> 4 == SKIPPABLE_MAGIC_HIGH
 
 
 class FramingError(ValueError):
@@ -44,7 +46,7 @@ def check_zstd_framing(handle: BinaryIO) -> int:
             magic = walk.take(4)
             if magic == ZSTD_MAGIC:
                 walk.skip_frame()
-            elif int.from_bytes(magic, "little") >> 4 == SKIPPABLE_MAGIC_HIGH:
+            elif _is_skippable(magic):
                 walk.skip(int.from_bytes(walk.take(4), "little"))
             else:
                 raise FramingError(

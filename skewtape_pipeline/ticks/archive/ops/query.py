@@ -77,7 +77,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -357,13 +357,11 @@ class QueryOptions:
 
 def run_query(sql: str, archives: Archives, options: QueryOptions | None = None) -> pa.Table:
     """Run ``sql`` over the view ``ticks`` of ``archives`` (the contract: ``Archive.query``)."""
-    options = options or QueryOptions()
 
-    def run() -> pa.Table:
-        with _query(sql, archives, options) as relation:
-            return pa.table({}) if relation is None else relation.to_arrow_table()
+    def answer(relation: duckdb.DuckDBPyRelation | None) -> pa.Table:
+        return pa.table({}) if relation is None else relation.to_arrow_table()
 
-    return settled(run)
+    return _answered(sql, archives, options, answer)
 
 
 def _raise_if_damaged(archives: Archives) -> None:
@@ -401,17 +399,15 @@ def run_query_text(sql: str, archives: Archives, options: QueryOptions | None = 
     without a result (``unrestricted``, e.g. ``SET``) gives no columns. Raises ConfigError
     naming the query when DuckDB rejects it.
     """
-    options = options or QueryOptions()
 
-    def run() -> QueryText:
-        with _query(sql, archives, options) as relation:
-            if relation is None:
-                return QueryText([], [], [])
-            casts = ", ".join(f"CAST(#{i + 1} AS VARCHAR)" for i in range(len(relation.columns)))
-            rows = relation.project(casts).fetchall() if casts else []
-            return QueryText(list(relation.columns), [str(t) for t in relation.types], rows)
+    def answer(relation: duckdb.DuckDBPyRelation | None) -> QueryText:
+        if relation is None:
+            return QueryText([], [], [])
+        casts = ", ".join(f"CAST(#{i + 1} AS VARCHAR)" for i in range(len(relation.columns)))
+        rows = relation.project(casts).fetchall() if casts else []
+        return QueryText(list(relation.columns), [str(t) for t in relation.types], rows)
 
-    return settled(run)
+    return _answered(sql, archives, options, answer)
 
 
 def run_query_json(sql: str, archives: Archives, options: QueryOptions | None = None) -> str:
@@ -419,19 +415,36 @@ def run_query_json(sql: str, archives: Archives, options: QueryOptions | None = 
     array of one object per row, each written by DuckDB's ``to_json`` (numbers stay exact,
     HUGEINTs included; timestamps, intervals and blobs are DuckDB's text; a repeated column
     name gets a ``_1`` suffix). Raises ConfigError naming the query when DuckDB rejects it."""
-    options = options or QueryOptions()
 
-    def run() -> str:
-        with _query(sql, archives, options) as relation:
-            if relation is None:
-                return "[]"
-            name = "_skewtape_row"
-            while name in relation.columns:  # the alias must not be a result column's name
-                name += "_"
-            rows = relation.query(name, f"SELECT to_json({name}) FROM {name}").fetchall()
-            return "[" + ",\n".join(row[0] for row in rows) + "]"
+    def answer(relation: duckdb.DuckDBPyRelation | None) -> str:
+        if relation is None:
+            return "[]"
+        name = "_skewtape_row"
+        while name in relation.columns:  # the alias must not be a result column's name
+            name += "_"
+        rows = relation.query(name, f"SELECT to_json({name}) FROM {name}").fetchall()
+        return "[" + ",\n".join(row[0] for row in rows) + "]"
 
-    return settled(run)
+    return _answered(sql, archives, options, answer)
+
+
+_Answer = TypeVar("_Answer")
+
+
+def _answered(
+    sql: str,
+    archives: Archives,
+    options: QueryOptions | None,
+    answer: Callable[[duckdb.DuckDBPyRelation | None], _Answer],
+) -> _Answer:
+    """``answer`` of the relation of ``sql`` (:func:`_query`), asked again on a fresh view while
+    a file of the view changes under it (``trust.settled``)."""
+
+    def once() -> _Answer:
+        with _query(sql, archives, options or QueryOptions()) as relation:
+            return answer(relation)
+
+    return settled(once)
 
 
 @contextmanager

@@ -394,10 +394,8 @@ class ArchiveReader:
                     chosen, columns=[*keys, *self._stored_to_read(pieces, stored)],
                     use_threads=False,
                 ))  # fmt: skip
-        except FileNotFoundError:  # re-tiering or pruning removed it under the read
-            raise ChangedUnderRead(_missing(self.tiers, first)) from None
         except (OSError, pa.ArrowException) as exc:
-            if not exists(first.file):  # pyarrow's own error for a file gone under the read
+            if not exists(first.file):  # re-tiering or pruning removed it under the read
                 raise ChangedUnderRead(_missing(self.tiers, first)) from None
             raise DamagedFileError(
                 f"does not read as a consolidated tick file ({exc})", path=first.file
