@@ -13,6 +13,7 @@ a millisecond per megabyte.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pyarrow as pa
@@ -52,3 +53,25 @@ def file_reader(path: str | os.PathLike[str]) -> tuple[pa.BufferReader, os.stat_
             done += n
     reader = pa.BufferReader(buffer if done == status.st_size else buffer.slice(0, done))
     return reader, status
+
+
+LEAN_POOL = "jemalloc"
+"""The Arrow allocator the project's entry points choose (:func:`use_lean_pool`)."""
+
+
+def use_lean_pool() -> str:
+    """Make jemalloc the Arrow memory pool of this process and return the backend now in use.
+
+    Left as it is when ``ARROW_DEFAULT_MEMORY_POOL`` names a pool (the user's choice stands) or
+    when pyarrow was built without jemalloc. Called by the process entry points (the archive
+    commands, the Dagster definitions), never on import: a program using the library keeps its
+    own choice. Why: mimalloc, pyarrow's default on Linux, keeps freed pages in per-thread
+    heaps. The streaming compaction of 2.5 million ticks under ``--memory-limit 8M`` peaked at
+    about 270 MiB RSS with it, 330 MiB on one CI machine, and at about 190 MiB with jemalloc,
+    which hands idle pages back after a delay; reads measured as fast with either.
+    """
+    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        return pa.default_memory_pool().backend_name
+    with contextlib.suppress(NotImplementedError):  # a pyarrow built without jemalloc
+        pa.set_memory_pool(pa.jemalloc_memory_pool())
+    return pa.default_memory_pool().backend_name

@@ -380,10 +380,13 @@ def _session_date(text: str | None) -> date | None:
 def _archive(args: argparse.Namespace, root: Path | str) -> Any:
     """The one ``Archive`` of an archive command, built from its options: ``--tier-policy``
     (default: the policy the archive records), ``--audit-log`` (default: audit.jsonl beside
-    the archive) and ``--wait``."""
+    the archive) and ``--wait``; Arrow allocates from jemalloc from here on
+    (:func:`~skewtape_pipeline.arrow_memory.use_lean_pool`)."""
+    from skewtape_pipeline.arrow_memory import use_lean_pool
     from skewtape_pipeline.ticks.archive.handle import Archive
     from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 
+    use_lean_pool()  # before the command allocates: see its notes
     audit_log = getattr(args, "audit_log", None)
     options: dict[str, Any] = {"lock_timeout": getattr(args, "wait", 0.0)}
     if audit_log:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from skewtape_pipeline.arrow_memory import use_lean_pool
 from skewtape_pipeline.orchestration.mirror.catch_up_job import catch_up_months
 from skewtape_pipeline.orchestration.mirror.checks import month_checks
 from skewtape_pipeline.orchestration.mirror.jobs import apply_month_job
@@ -48,7 +49,9 @@ def build_definitions(
     ``publisher`` the source followed (default: the one ``SKEWTAPE_SOURCE`` names at run time).
 
     ``executor`` runs the jobs that do not pin one (``archive_ticks``); ``apply_month`` and
-    ``retier_ticks`` always run in process: each is one journaled sequence over one folder."""
+    ``retier_ticks`` always run in process: each is one journaled sequence over one folder.
+    The process loading them allocates Arrow memory from jemalloc (:func:`use_lean_pool`)."""
+    use_lean_pool()
     return dg.Definitions(
         assets=[history_snapshot, tick_archive, tick_archive_tiers, tick_archive_stats],
         asset_checks=[*month_checks, tick_archive_verified],

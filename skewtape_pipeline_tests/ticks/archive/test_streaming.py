@@ -361,8 +361,10 @@ FIXED_OVERHEAD = 320 * MIB
 """The interpreter and the project's imports (about 105 MiB), the streaming CSV reader's
 read-ahead, two chunks being converted and routed, one small symbol-day being encoded and what
 the allocators keep: what a compaction needs besides its budget, the same for any input size
-(measured 180-250 MiB here; the whole-file reader needed about 430 bytes per tick: over 1 GiB
-for the larger input)."""
+(measured 165-220 MiB here, 255-260 MiB with transparent huge pages always on; before the
+command chose jemalloc, mimalloc's per-thread heaps kept 270 MiB here and 330 MiB on one CI
+machine; the whole-file reader needed about 430 bytes per tick: over 1 GiB for the larger
+input)."""
 GROWTH_ALLOWANCE = 96 * MIB
 """Run-to-run spread of the peak (thread timing, allocator caches), far below the ~1 GiB the
 tenfold input would add if memory grew with it."""
