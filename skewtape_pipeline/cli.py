@@ -550,13 +550,22 @@ def _changed_line(reports: Sequence[Any]) -> str:
 
 
 def _recompacted_lines(reports: Sequence[Any]) -> list[str]:
-    """What the symbol-days the archive already held were compacted over (the first few)."""
-    from skewtape_pipeline.ticks.archive.ops.compact import RECOMPACTED
+    """What the symbol-days the archive already held were compacted over (the first few,
+    those now holding fewer ticks first, with a line saying why that happens)."""
+    from skewtape_pipeline.ticks.archive.ops.compact import FEWER_TICKS, RECOMPACTED
 
     again = [(r, n) for r in reports for n in r.notes if n.startswith(RECOMPACTED)]
     if not again:
         return []
+    again.sort(key=lambda pair: FEWER_TICKS not in pair[1])  # stable: input order otherwise
     lines = [f"recompacted {len(again)} symbol-days the archive already held (audited):"]
+    fewer = sum(FEWER_TICKS in note for _, note in again)
+    if fewer:
+        lines.append(
+            f"  {fewer} of them now hold fewer ticks than before: each symbol-day of the input "
+            "replaces all the archive held of it (an input holding part of a day replaces the "
+            "whole day); `versions` lists the versions, `query --as-of` reads the one before"
+        )
     lines += [f"  {r.symbol} {r.date}: {note.removeprefix(RECOMPACTED)}" for r, note in again[:3]]
     if len(again) > 3:
         lines.append(f"  ({len(again) - 3} more; --json prints every report's notes)")

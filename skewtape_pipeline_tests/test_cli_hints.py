@@ -90,6 +90,25 @@ def test_compact_ticks_when_recompacting_says_what_it_replaced(tmp_path, capsys)
     assert "  KX-0 2025-12-01: replaced its hot file (" in out and "sha256 " in out
 
 
+def test_compact_ticks_when_an_input_holds_part_of_an_archived_day_says_it_replaced_it_whole(
+    tmp_path, capsys
+):
+    source, archive = write_four_day_csv(tmp_path / "ticks.csv"), tmp_path / "archive"
+    args = ("compact-ticks", "--out", str(archive), "--price-scale", "2", "--as-of", "2025-12-05")
+    assert run(capsys, *args[:1], str(source), *args[1:])[0] == 0
+    lines = source.read_text().splitlines()
+    next_day = tmp_path / "next.csv"  # 2025-12-04's ticks and one stray tick of 2025-12-03
+    next_day.write_text("\n".join([lines[0], lines[7], *lines[10:]]) + "\n")
+    code, out, err = run(capsys, *args[:1], str(next_day), *args[1:])
+    assert code == 0, err
+    summary = out.splitlines()
+    start = summary.index("recompacted 1 symbol-days the archive already held (audited):")
+    assert summary[start + 1].startswith("  1 of them now hold fewer ticks than before: each ")
+    assert "an input holding part of a day replaces the whole day" in summary[start + 1]
+    assert summary[start + 2].startswith("  KX-0 2025-12-03: replaced its hot file (3 ticks, ")
+    assert summary[start + 2].endswith("; now 1 ticks, 2 fewer than it held")
+
+
 def corrected(source, old: str, new: str) -> None:
     """``source`` with every price ``old`` replaced by ``new``."""
     source.write_text(source.read_text().replace(f",{old},", f",{new},"))

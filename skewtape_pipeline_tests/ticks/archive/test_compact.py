@@ -645,8 +645,29 @@ def test_compact_symbol_day_when_file_exists_audits_the_rewrite(tmp_path):
     assert record["event"] == EVENT_RECOMPACT
     assert (record["symbol"], record["date"], record["rows"]) == ("ES", DAY.isoformat(), 7)
     assert record["replaces"] == {"file": str(first.relative_to(out)), "sha256": old_sha,
-                                  "bytes": old_bytes}  # fmt: skip
+                                  "bytes": old_bytes, "rows": 5}  # fmt: skip
     assert report.tick_count == 7 and verify_audit_log(log) == 2
+    assert recompaction_notes(report) == [
+        f"recompacted: replaced its hot file (5 ticks, {old_bytes} bytes, sha256 {old_sha[:16]})"
+    ]
+
+
+def test_compact_symbol_day_when_the_new_batch_holds_fewer_ticks_says_how_many_fewer(tmp_path):
+    out = tmp_path / "archive"
+    policy = TierPolicy()
+    write = SymbolDayWrite(symbol="ES", day=DAY, age_days=0)
+    compact_symbol_day(archive_at(out, policy).core, day_batch(5), write)
+    hot = compact_symbol_day(archive_at(out, policy).core, day_batch(2), write)
+    Archive(out, policy=policy).retier(as_of=date(2028, 1, 1))  # its cold copy: 2 ticks
+    cold = compact_symbol_day(archive_at(out, policy).core, day_batch(1), write)
+
+    [hot_note], [cold_note] = recompaction_notes(hot), recompaction_notes(cold)
+    assert hot_note.endswith("; now 2 ticks, 3 fewer than it held")
+    assert "COLD copy" in cold_note and cold_note.endswith("; now 1 ticks, 1 fewer than it held")
+
+
+def recompaction_notes(report) -> list[str]:
+    return [note for note in report.notes if note.startswith("recompacted: ")]
 
 
 class _DiskFull(OSError):

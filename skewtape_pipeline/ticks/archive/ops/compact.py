@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.errors import ConfigError, TickFormatError, TickValidationError
@@ -425,31 +426,45 @@ def _audited_report(item: PlannedSymbolDay, facts: FileFacts, tier: str) -> dict
 
 RECOMPACTED = "recompacted: "
 """How a report's note about a recompaction starts (:func:`recompaction_note`)."""
+FEWER_TICKS = "fewer than it held"
+"""What a recompaction's note says when the symbol-day now holds fewer ticks than the copy it
+replaced (a correction, or an input holding only part of the day: each symbol-day of an input
+is taken whole)."""
 
 
 def recompaction_note(record: dict) -> str:
     """The report's note saying what a recompaction (its :data:`EVENT_RECOMPACT` record)
     replaced: the hot file (its bytes and sha256) and/or the consolidated copy it supersedes."""
     what = []
+    held = []
     if record.get("replaces"):
         old = record["replaces"]
-        what.append(f"replaced its hot file ({old['bytes']} bytes, sha256 {old['sha256'][:16]})")
+        rows = "" if old.get("rows") is None else f"{old['rows']} ticks, "
+        what.append(
+            f"replaced its hot file ({rows}{old['bytes']} bytes, sha256 {old['sha256'][:16]})"
+        )
+        held.append(old.get("rows"))
     for copy in record.get("supersedes", []):
         kind = "withdrawn " if copy["withdrawn"] else ""
         what.append(
             f"supersedes its {kind}{copy['tier']} copy in {copy['file']} ({copy['rows']} ticks; "
             "re-tiering puts the new one in its place)"
         )
+        held.append(copy["rows"])
+    most = max((n for n in held if n is not None), default=None)
+    if most is not None and record["rows"] < most:
+        what.append(f"now {record['rows']} ticks, {most - record['rows']} {FEWER_TICKS}")
     return RECOMPACTED + "; ".join(what)
 
 
 def recompaction_record(core: ArchiveCore, symbol: str, day: date, *, rows: int) -> dict | None:
     """The :data:`EVENT_RECOMPACT` audit record of writing ``rows`` ticks of a symbol-day the
     archive already holds, or None for a new day: ``replaces`` names its hot file (path,
-    sha256, bytes), ``supersedes`` its catalogued consolidated copies (tier, file, rows; a
-    withdrawn one too). Read under the archive's lock before the write (the hot file's sha256
-    is that of the file being replaced); append it with ``audit`` once the write succeeded, so
-    a failed write leaves no record of a rewrite that did not happen."""
+    sha256, bytes, rows: None when its footer does not read), ``supersedes`` its catalogued
+    consolidated copies (tier, file, rows; a withdrawn one too). Read under the archive's lock
+    before the write (the hot file's sha256 is that of the file being replaced); append it with
+    ``audit`` once the write succeeded, so a failed write leaves no record of a rewrite that did
+    not happen."""
     out = core.root
     path = partition_file(out, symbol, day)
     replaces = None
@@ -458,6 +473,7 @@ def recompaction_record(core: ArchiveCore, symbol: str, day: date, *, rows: int)
             "file": path.relative_to(out).as_posix(),
             "sha256": sha256_file(path),
             "bytes": path.stat().st_size,
+            "rows": _rows_of(path),
         }
     catalog = core.catalog.read()
     copy = catalog.partitions.get((symbol, day))
@@ -485,6 +501,14 @@ def recompaction_record(core: ArchiveCore, symbol: str, day: date, *, rows: int)
         "replaces": replaces,
         "supersedes": supersedes,
     }
+
+
+def _rows_of(path: Path) -> int | None:
+    """The rows a hot file's footer counts; None when it does not read as Parquet."""
+    try:
+        return pq.read_metadata(path).num_rows
+    except (OSError, pa.ArrowException):
+        return None
 
 
 def compact_source(
