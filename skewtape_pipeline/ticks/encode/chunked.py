@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import errno
+import io
 import os
 import queue
 import threading
@@ -217,7 +218,7 @@ def csv_chunks(
         state.bytes_read = state.file_bytes
     except (OSError, pa.ArrowException) as exc:
         raise unreadable(path, exc) or _csv_error(
-            path, exc, lines, state.rows, block_bytes
+            path, exc, lines, state.rows, block_bytes, len(names), header_lines
         ) from None
     finally:
         lines.close()
@@ -239,9 +240,16 @@ def _open_csv(
 
 
 def _csv_error(
-    path: Path, exc: Exception, lines: LineLengths, rows_read: int, block_bytes: int
+    path: Path,
+    exc: Exception,
+    lines: LineLengths,
+    rows_read: int,
+    block_bytes: int,
+    width: int,
+    header_lines: int,
 ) -> TickValidationError:
-    """A reader's failure as TickValidationError: a line longer than a block names its row."""
+    """A reader's failure as TickValidationError: a line longer than a block names its row, and
+    so does a row of more or fewer fields than the header's ``width``."""
     if "straddl" in str(exc) or "block size" in str(exc):
         row = lines.first_longer_than(block_bytes)
         return TickValidationError(
@@ -249,7 +257,51 @@ def _csv_error(
             "reader takes (a line without its newline?)",
             row=rows_read if row is None else row,
         )
-    return TickValidationError(f"{path}: cannot read as CSV: {exc}")
+    row = None
+    if f"Expected {width} columns" in str(exc):
+        exact = lines.measured and not _quote_before(path, lines.position)
+        start = (rows_read, lines.position) if exact else (0, None)
+        row = _row_of_other_width(path, width, header_lines, *start)
+    return TickValidationError(f"{path}: cannot read as CSV: {exc}", row=row)
+
+
+def _quote_before(path: Path, offset: int) -> bool:
+    """Whether the file's first ``offset`` bytes hold a double quote (a quoted field may hold a
+    newline: its lines and rows then part ways)."""
+    with open(path, "rb") as raw:
+        while offset > 0:
+            block = raw.read(min(offset, DEFAULT_BLOCK_BYTES))
+            if not block:
+                return False
+            if b'"' in block:
+                return True
+            offset -= len(block)
+    return False
+
+
+def _row_of_other_width(
+    path: Path, width: int, header_lines: int, row: int, offset: int | None
+) -> int | None:
+    """The first row, from ``row`` at byte ``offset`` (None: the first after the header), whose
+    fields are not ``width``, read with Python's CSV reader (pyarrow's streaming reader does not
+    say which row it refused); None when none is found."""
+    with open(path, "rb") as raw:
+        if offset is None:
+            for _ in range(header_lines):
+                raw.readline()
+        else:
+            raw.seek(offset)
+        text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
+        try:
+            for record in csv.reader(text):
+                if not record:  # an empty line, which pyarrow skips too
+                    continue
+                if len(record) != width:
+                    return row
+                row += 1
+        except csv.Error:  # a field past Python's limit: no row to name
+            return None
+    return None
 
 
 def open_parquet(path: Path) -> pq.ParquetFile:

@@ -322,6 +322,25 @@ def test_csv_when_a_line_is_longer_than_the_reader_block_via_the_library_is_type
     assert info.value.row == 0
 
 
+@pytest.mark.parametrize(
+    ("bad", "quoted"), [(5, False), (70_000, False), (70_000, True)],
+    ids=["first-block", "later-block", "after-a-quoted-newline"],
+)  # fmt: skip
+def test_csv_when_a_row_has_fewer_fields_names_its_row(tmp_path, bad, quoted):
+    rows = [f"{START_NS + i},1.5,1,BUY" for i in range(100_000)]
+    rows[bad] = rows[bad].rsplit(",", 1)[0]  # its side left out
+    if quoted:
+        rows[3] = f'{START_NS + 3},1.5,1,"BU\nY"'  # a quoted newline: rows and lines part ways
+    path = tmp_path / "ticks.csv"
+    path.write_text("timestamp_nanos,price,quantity,side\n" + "\n".join(rows) + "\n")
+    stream = sources.open_canonical(path, block_bytes=1 * MIB)
+    with pytest.raises(TickValidationError) as info:
+        stream.read_all()
+    assert info.value.row == bad
+    assert str(info.value).startswith(f"row {bad}: {path}: cannot read as CSV: ")
+    assert "Expected 4 columns, got 3" in str(info.value)
+
+
 # --- the memory budget ------------------------------------------------------------------------
 
 
