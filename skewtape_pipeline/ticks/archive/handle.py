@@ -447,7 +447,9 @@ class Archive:
         -------
         pyarrow.Table
             Row for row what ``SELECT <columns> FROM ticks ... ORDER BY symbol, date, ts,
-            price, quantity, side`` returns; no rows for a held symbol without ticks then.
+            price, quantity, side`` returns, with the view's types but ``side``'s: a
+            dictionary (``reader.SIDE_TYPE``; pandas: a Categorical); no rows for a held
+            symbol without ticks then.
 
         Raises
         ------

@@ -18,7 +18,9 @@ footers of the files it read (by content, so immutable too) and the cache of ver
    pyarrow releases the GIL) and concatenates the symbol-days in (symbol, date) order. Each is
    stored in time order; the rare ties of a timestamp are ordered by price, quantity and side, so
    the table is row for row the one ``SELECT ... FROM ticks ORDER BY symbol, date, ts, price,
-   quantity, side`` returns, with the same column types.
+   quantity, side`` returns, with the same column types but one: ``side`` stays the dictionary
+   it is stored as (:data:`SIDE_TYPE`; pandas reads it as a Categorical), which decoding to
+   plain strings made a third of a read's time.
 """
 
 from __future__ import annotations
@@ -76,13 +78,14 @@ if TYPE_CHECKING:
     from skewtape_pipeline.ticks.archive.core import ArchiveCore
 
 _STORED = ("ts", "price", "quantity", "side")
+SIDE_TYPE = pa.dictionary(pa.int32(), pa.string())
+"""The type of ``side`` in what a read returns: its few values once each, then an index per
+tick (as stored; the ``ticks`` view gives plain strings)."""
 _DICTIONARY_READ = ["side"]
 _CONSOLIDATED_DICTIONARY_READ = ["side", "symbol"]
-"""Read as their dictionaries: ``side`` then decoded in one step (:func:`_sides_decoded`; the
-Parquet reader's own decoding to strings value by value costs about twice as much), a
-consolidated file's ``symbol`` only checked (:func:`_check_slice`; not read at all when each
-symbol-day read is a row group its statistics place: :func:`_placed_by_statistics`), never
-decoded."""
+"""Read as their dictionaries: ``side`` returned so (:data:`SIDE_TYPE`), a consolidated
+file's ``symbol`` only checked (:func:`_check_slice`; not read at all when each symbol-day read
+is a row group its statistics place: :func:`_placed_by_statistics`), never decoded."""
 _ORDER = [("ts", "ascending"), ("price", "ascending"), ("quantity", "ascending"),
           ("side", "ascending")]  # fmt: skip
 READ_WORKERS = max(1, min(4, os.cpu_count() or 1))
@@ -352,7 +355,7 @@ class ArchiveReader:
             parquet = pq.ParquetFile(
                 source, metadata=footer, read_dictionary=_DICTIONARY_READ, pre_buffer=False
             )
-            table = _sides_decoded(parquet.read(columns=read, use_threads=False))
+            table = parquet.read(columns=read, use_threads=False)
         except FileNotFoundError:
             raise ChangedUnderRead(_missing(self.tiers, piece)) from None
         except (OSError, pa.ArrowException) as exc:
@@ -390,10 +393,11 @@ class ArchiveReader:
                     metadata=footer,
                     read_dictionary=_CONSOLIDATED_DICTIONARY_READ,
                 )
-                table = _sides_decoded(parquet.read_row_groups(
-                    chosen, columns=[*keys, *self._stored_to_read(pieces, stored)],
+                table = parquet.read_row_groups(
+                    chosen,
+                    columns=[*keys, *self._stored_to_read(pieces, stored)],
                     use_threads=False,
-                ))  # fmt: skip
+                )
         except (OSError, pa.ArrowException) as exc:
             if not exists(first.file):  # re-tiering or pruning removed it under the read
                 raise ChangedUnderRead(_missing(self.tiers, first)) from None
@@ -443,7 +447,7 @@ class ArchiveReader:
             ties = n > 1 and pc.any(pc.equal(ts.slice(1), ts.slice(0, n - 1))).as_py()
             self._ties[tie_key] = bool(ties)
         if ties and all(c in table.column_names for c in _STORED):
-            table = table.take(pc.sort_indices(table, sort_keys=_ORDER))
+            table = table.take(pc.sort_indices(_sides_decoded(table), sort_keys=_ORDER))
         n = table.num_rows
         symbol, day = piece.key
         columns = []
@@ -483,16 +487,18 @@ class ArchiveReader:
                 )
                 fields = {f.name: pa.field(f.name, _view_type(f.type)) for f in stored}
                 fields.update((name, pa.field(name, kind)) for name, kind in _FIXED.items())
-                self._empty = pa.schema([fields[name] for name in VIEW_COLUMNS])
+                schema = pa.schema([fields[name] for name in VIEW_COLUMNS])
             else:
                 from skewtape_pipeline.ticks.archive.store.layout import empty_ticks_select
 
                 con = duckdb.connect()
                 try:
                     con.execute("SET TimeZone = 'UTC'")
-                    self._empty = con.sql(empty_ticks_select([self.root])).to_arrow_table().schema
+                    schema = con.sql(empty_ticks_select([self.root])).to_arrow_table().schema
                 finally:
                     con.close()
+            side = schema.get_field_index("side")
+            self._empty = schema.set(side, pa.field("side", SIDE_TYPE))
         return self._empty.empty_table().select(picked)
 
 
@@ -535,10 +541,10 @@ _FIXED = {
 
 
 def _view_type(kind: pa.DataType) -> pa.DataType:
-    """The type the ``ticks`` view (DuckDB) gives a stored column: a timestamp of ms or s is a
-    TIMESTAMPTZ (microseconds) there; dictionary strings are plain strings."""
+    """The type a read gives a stored column, the ``ticks`` view's (DuckDB): a timestamp of ms
+    or s is a TIMESTAMPTZ (microseconds) there; but ``side``, read as a dictionary, stays one."""
     if pa.types.is_dictionary(kind):
-        return kind.value_type
+        return SIDE_TYPE
     if pa.types.is_decimal(kind):
         return pa.decimal128(kind.precision, kind.scale)
     if pa.types.is_timestamp(kind) and kind.unit in ("s", "ms"):
@@ -630,8 +636,8 @@ def view_select(
 
 
 def _sides_decoded(table: pa.Table) -> pa.Table:
-    """``table`` with its ``side`` column, read as a dictionary, decoded to strings (the view's
-    type); unchanged without one."""
+    """``table`` with its ``side`` column, read as a dictionary, decoded to strings (what a sort
+    takes); unchanged without one."""
     if "side" not in table.column_names:
         return table
     i = table.schema.get_field_index("side")
