@@ -16,6 +16,7 @@ from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.mirror.apply import ApplyResult, apply_locked, lock_file_for
 from skewtape_pipeline.mirror.folder_kinds import check_catch_up_folders, month_folders
 from skewtape_pipeline.mirror.format import MANIFEST, SnapshotManifest
+from skewtape_pipeline.mirror.journal import Journal
 from skewtape_pipeline.mirror.preflight import DeltaHead, read_delta_head
 
 MODES = ("versioned", "in_place")
@@ -60,7 +61,8 @@ def catch_up(
         One per delta applied, in order; empty when the history is current.
 
     Idempotent and resumable: a catch-up interrupted at any point is finished by running it
-    again (the interrupted delta is resumed, then the rest applied).
+    again (the interrupted delta is resumed, then the rest applied; a month committed but cut
+    before its audit records is finished first, and is the first result).
 
     Raises
     ------
@@ -98,8 +100,9 @@ def catch_up(
         ),
     ):
         current = current_snapshot(history)
+        finished = _finish_committed(history, current, deltas, audit_log, link_sources)
         chain = plan_chain(current, deltas)
-        results = []
+        results = [] if finished is None else [finished]
         for month, head in chain:
             into = None if mode == "in_place" else history / month
             results.append(apply_locked(current, head.folder, into=into, audit_log=audit_log,
@@ -107,6 +110,42 @@ def catch_up(
             progress.report(f"applied {month}", len(results), len(chain), "months")
             current = into if into is not None else current
         return results
+
+
+def _finish_committed(
+    history: Path, current: Path, deltas: Path, audit_log: Path | None, link_sources: bool
+) -> ApplyResult | None:
+    """Finish the apply that committed ``current`` (renamed into place, or advanced in place)
+    but was cut before its audit records and clean-up; None when there is none. Its delta is
+    the one of ``deltas`` whose manifest its journal names; ChainError when none is."""
+    journal = Journal.find(current, None)
+    if journal is None or not journal.committed or journal.finished:
+        return None
+    wanted = journal.delta_manifest_sha256
+    delta = next(
+        (deltas / m for m in month_folders(deltas)
+         if read_delta_head(deltas / m).manifest_sha256 == wanted),
+        None,
+    )  # fmt: skip
+    if delta is None:
+        raise ChainError(
+            f"{current} holds a month committed but not finished by the delta whose manifest "
+            f"sha256 is {wanted}, and {deltas} holds no such delta; put it back and run again"
+        )
+    if journal.plan.get("mode") == "in_place":
+        return apply_locked(current, delta, audit_log=audit_log, link_sources=link_sources)
+    parent_sha = journal.plan["parent_manifest_sha256"]
+    manifests = [history / m / MANIFEST for m in month_folders(history)]
+    parent = next(
+        (path.parent for path in manifests if path.is_file() and sha256_file(path) == parent_sha),
+        None,
+    )
+    if parent is None:
+        raise ChainError(
+            f"{current} holds a month committed but not finished, and {history} no longer holds "
+            f"its parent snapshot (manifest sha256 {parent_sha}); finish it with apply-delta"
+        )
+    return apply_locked(parent, delta, into=current, audit_log=audit_log, link_sources=link_sources)
 
 
 def current_snapshot(history: Path) -> Path:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+
 import pytest
 
 from skewtape_pipeline import faults
@@ -146,3 +150,40 @@ def test_catch_up_when_interrupted_in_second_month_rerun_finishes(chain, mode):
     assert [r.next_bundle_id for r in results] == ["skewtape-history-2027-01"]
     newest = root / "history" / ("2027-01" if mode == "versioned" else "2026-11")
     assert_same_snapshot(newest, published["2027-01"])
+
+
+@pytest.mark.parametrize("mode", ["versioned", "in_place"])
+@pytest.mark.parametrize("month", [1, 2], ids=["first-month", "last-month"])
+def test_catch_up_when_cut_after_a_commit_before_its_audit_rerun_audits_that_month(
+    chain, mode, month
+):
+    root, published = chain
+    log, clean_log = root / "audit.jsonl", root / "clean" / "audit.jsonl"
+    clean = root / "clean" / "history"
+    clean.mkdir(parents=True)
+    shutil.copytree(root / "history" / "2026-11", clean / "2026-11")
+    catch_up(clean, root / "deltas", mode=mode, audit_log=clean_log)
+    seen: list[str] = []
+
+    def cut_before_audit(name: str) -> None:
+        seen.append(name)
+        if name == "before-audit" and seen.count(name) == month:
+            raise KeyboardInterrupt  # Ctrl-C, or a kill, between commit and audit
+
+    with faults.installed(cut_before_audit), pytest.raises(KeyboardInterrupt):
+        catch_up(root / "history", root / "deltas", mode=mode, audit_log=log)
+    results = catch_up(root / "history", root / "deltas", mode=mode, audit_log=log)
+
+    assert [r.next_bundle_id for r in results] == [
+        f"skewtape-history-{m}" for m in MONTHS[month - 1 :]
+    ]
+    newest = root / "history" / ("2027-01" if mode == "versioned" else "2026-11")
+    assert_same_snapshot(newest, published["2027-01"])
+    assert audited_changes(log) == audited_changes(clean_log)
+    assert catch_up(root / "history", root / "deltas", mode=mode, audit_log=log) == []
+
+
+def audited_changes(log) -> list[tuple[str, str, str]]:
+    """Each audit record's delta month, path and operation, in order."""
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    return [(Path(r["delta"]).name, r["path"], r["op"]) for r in records]
