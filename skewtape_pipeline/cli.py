@@ -163,7 +163,11 @@ def _fetch(args: argparse.Namespace, *, first_snapshot: bool) -> Any:
     refuse_missing_folder_above(f"--root {root}", root, "the data root is created")
     source = open_source(args.source, _transfer_settings(args))
     shown = TransferProgress(sys.stderr, enabled=not args.json)
-    options = {"dry_run": getattr(args, "dry_run", False), "on_progress": shown.update}
+    options = {
+        "dry_run": getattr(args, "dry_run", False),
+        "on_progress": shown.update,
+        "lock_timeout": args.wait,
+    }
     try:
         month = args.snapshot
         if month is None and first_snapshot and not holds_snapshot(root):
@@ -828,7 +832,8 @@ def _add_audit_options(parser: argparse.ArgumentParser) -> None:
         type=wait_seconds,
         default=0.0,
         metavar="SECONDS",
-        help="wait this long for another apply to release the lock (default: refuse at once)",
+        help="wait this long for another apply (or fetch) to release the lock (default: refuse "
+        "at once)",
     )
 
 
@@ -978,6 +983,13 @@ def _add_publisher_commands(command: Callable[..., argparse.ArgumentParser]) -> 
     )
     fetch.add_argument(
         "--dry-run", action="store_true", help="print what would be fetched and its bytes"
+    )
+    fetch.add_argument(
+        "--wait",
+        type=wait_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait this long for another fetch into the root to finish (default: refuse at once)",
     )
     sync = command("sync", cmd_sync, "fetch from the publisher, then catch-up: a current mirror")
     _add_source_options(sync)

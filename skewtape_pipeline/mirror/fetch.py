@@ -368,13 +368,15 @@ def fetch_deltas(
     dry_run: bool = False,
     until: str | None = None,
     on_progress: Progress | None = None,
+    lock_timeout: float = 0.0,
 ) -> FetchResult:
     """Fetch every published delta after the newest local month into ``root/deltas/``.
 
     Months are fetched in order, each only once its manifest names as parent the snapshot the
     local chain leads to, stopping at the first month the publisher has not published (or after
     the month ``until``, when given). With ``dry_run``, nothing is written: the result lists
-    what would be fetched and its bytes.
+    what would be fetched and its bytes. ``lock_timeout``: seconds to wait for another fetch
+    into ``root`` to finish (a month it placed meanwhile is not fetched again).
 
     Idempotent: a rerun resumes an interrupted month and fetches nothing that is in place.
 
@@ -388,7 +390,7 @@ def fetch_deltas(
     TransferError
         The network failed after the last retry (a rerun resumes).
     LockHeldError
-        Another fetch into ``root`` is running.
+        Another fetch into ``root`` is still running after ``lock_timeout`` seconds.
     """
     source = source if not isinstance(source, str) else open_source(source, settings)
     root = Path(root)
@@ -413,7 +415,7 @@ def fetch_deltas(
                 f"is {remote.parent_manifest_sha256}; the local chain in {root} ends at "
                 f"{parent}. Nothing was fetched."
             )
-        placed = _place_month(source, remote, root, dry_run, on_progress)
+        placed = _place_month(source, remote, root, dry_run, on_progress, lock_timeout)
         placed.retries += source.retries - mark
         result.months.append(placed)
         parent = remote.next_manifest_sha256 or ""
@@ -428,9 +430,10 @@ def fetch_snapshot(
     settings: TransferSettings | None = None,
     dry_run: bool = False,
     on_progress: Progress | None = None,
+    lock_timeout: float = 0.0,
 ) -> FetchResult:
     """Fetch the publisher's whole snapshot of ``month`` into ``root/history/<month>/``: a new
-    subscriber's start.
+    subscriber's start (``lock_timeout`` as for :func:`fetch_deltas`).
 
     Idempotent: run again, it finishes an interrupted download, and once the snapshot is in
     place it does nothing. The snapshot's hash cache is filled with what was verified, so
@@ -458,7 +461,7 @@ def fetch_snapshot(
         )
     mark = source.retries
     remote = remote_snapshot(source, month)
-    placed = _place_month(source, remote, root, dry_run, on_progress)
+    placed = _place_month(source, remote, root, dry_run, on_progress, lock_timeout)
     placed.retries += source.retries - mark
     return FetchResult(source.location, [placed], dry_run=dry_run)
 
@@ -506,9 +509,15 @@ def _staging_name(month: str) -> str:
 
 
 def _place_month(
-    source: Source, remote: RemoteMonth, root: Path, dry_run: bool, on_progress: Progress | None
+    source: Source,
+    remote: RemoteMonth,
+    root: Path,
+    dry_run: bool,
+    on_progress: Progress | None,
+    lock_timeout: float,
 ) -> FetchedMonth:
-    """Fetch ``remote`` into its staging folder, verify it whole, rename it into place."""
+    """Fetch ``remote`` into its staging folder, verify it whole, rename it into place (the
+    root's fetch lock waited for up to ``lock_timeout`` seconds)."""
     target = root / remote.folder
     _refuse_unholdable_names(source, remote, target.parent / _staging_name(remote.month))
     stats = TransferStats(listener=on_progress)
@@ -520,7 +529,7 @@ def _place_month(
         return placed
     stats.add(bytes_total=size)
     # The lock is taken (its file created) only now: a refusal before this changes nothing.
-    with _fetch_lock(root):
+    with _fetch_lock(root, lock_timeout):
         if (target / MANIFEST).is_file():  # another fetch placed it meanwhile
             return replace(placed, already_present=True)
         _stage_and_place(source, remote, target, remotes, stats)
@@ -588,14 +597,14 @@ def _check_size(url: str, found: RemoteFile, recorded: int | None) -> None:
 
 
 @contextlib.contextmanager
-def _fetch_lock(root: Path) -> Iterator[None]:
+def _fetch_lock(root: Path, timeout: float) -> Iterator[None]:
     """Hold the data root's fetch lock; a refusal or an interruption (Ctrl-C) removes its file
     again when this fetch created it, so a refused fetch leaves the root as it found it. The
     lock is an ``flock``: one left by a process that died (killed, the machine stopped) is
     taken over by the next fetch, as the archive's lock is."""
     lock = root / LOCK_NAME
     created = not lock.exists()
-    with fsio.exclusive_lock(lock, what="fetching", held_error=LockHeldError):
+    with fsio.exclusive_lock(lock, timeout=timeout, what="fetching", held_error=LockHeldError):
         try:
             yield
         except (*DISCARDED, KeyboardInterrupt):

@@ -117,3 +117,28 @@ def test_ctrl_c_in_compact_ticks_prints_one_line_exits_130_and_the_rerun_complet
     again = cli(*argv)
     assert again.wait(timeout=300) == 0, again.stderr.read()
     assert cli("verify-archive", str(archive)).wait(timeout=120) == 0
+
+
+@pytest.mark.parametrize("command", ["fetch", "sync"])
+def test_a_second_fetch_refuses_at_once_or_waits_with_wait_and_fetches_nothing_again(
+    command, large_subscriber, large_publisher, large_nginx, capsys
+):
+    staged = large_subscriber / "deltas" / f".fetch-{LARGE_NEXT}"
+    slow = FaultProxy(large_nginx.port, rate=4e6)
+    try:
+        first = cli("fetch", slow.url, "--root", str(large_subscriber))
+        deadline = time.monotonic() + 60
+        while not (staged.is_dir() and staged_bytes(staged) > 0):
+            assert first.poll() is None and time.monotonic() < deadline, first.stderr.read()
+            time.sleep(0.01)
+        argv = [command, large_nginx.url, "--root", str(large_subscriber)]
+        assert main(argv) == 2
+        refused = capsys.readouterr().err
+        assert "is held by fetching" in refused and "--wait" in refused
+        assert main([*argv, "--wait", "120"]) == 0
+        waited = capsys.readouterr().out
+    finally:
+        slow.close()
+    assert first.wait(timeout=120) == 0, first.stderr.read()
+    assert f"{large_subscriber / DELTA}: already in place; nothing to fetch" in waited
+    assert published_files(large_subscriber / DELTA) == published_files(large_publisher / DELTA)
