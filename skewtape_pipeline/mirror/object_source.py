@@ -70,6 +70,9 @@ OBJECT_ABSENT = (FileNotFoundError, obstore_errors.NotFoundError)
 """What obstore raises for an object that is not there."""
 OBJECT_BROKEN = (obstore_errors.GenericError, OSError)
 """What obstore raises for an answer broken on the way (read again), not a refusal."""
+_CLIENT_RETRIED = re.compile(r"\bafter \d+ retries\b")
+"""How obstore's error says its own retries were used up (``Error after 4 retries in ...``):
+an answer that did not begin (a silent server), not one broken on the way."""
 S3_REQUEST_LIMIT = timedelta(hours=1)
 """The longest one request may take (``read_timeout`` catches a silent one and the low-speed
 limit a slow one long before)."""
@@ -149,9 +152,11 @@ class ObjectSource:
                     data = read_watched(result.stream(S3_STREAM_CHUNK), self.settings)
                 except OBJECT_ABSENT:
                     return None
-                except OBJECT_BROKEN as exc:  # an answer cut on the way (the client's own
-                    retry = next_attempt(retry, self.url(rel), exc)  # retries ask again only
-                    continue  # for one that did not begin)
+                except OBJECT_BROKEN as exc:  # an answer cut on the way, asked for again here,
+                    if _CLIENT_RETRIED.search(str(exc)):  # unless the client's own retries
+                        raise  # already asked for it ``attempts`` times
+                    retry = next_attempt(retry, self.url(rel), exc)
+                    continue
             return small_file(self.url(rel), data, remote.mtime_ns)
 
     def stat(self, rel: str) -> RemoteFile | None:
@@ -173,7 +178,9 @@ class ObjectSource:
         signed = self._signed(self._key(rel))
         if signed is not None:
             buffers = _Buffers(min(largest, remote.size))
-            read = functools.partial(self._signed_block_at, signed, remote.validator, buffers)
+            read = functools.partial(
+                self._signed_block_at, (signed, self.url(rel)), remote.validator, buffers
+            )
             chunks = _read_ahead(read, begins, remote.size, largest, speed, buffers.give)
         else:
             read = functools.partial(
@@ -200,7 +207,7 @@ class ObjectSource:
 
     def _signed_block_at(
         self,
-        url: str,
+        urls: tuple[str, str],
         version: str,
         buffers: _Buffers,
         offset: int,
@@ -208,10 +215,14 @@ class ObjectSource:
         arrived: Callable[[int], None],
         stop: threading.Event,
     ) -> list:
-        """:func:`_block_at` through the presigned ``url``: ``size`` bytes at ``offset`` read
-        into one of ``buffers`` as they come (each read told to ``arrived``, the GET given up at
-        the next read once ``stop`` is set), only from the version ``version`` (``If-Match``;
-        412 otherwise): the buffer's :data:`BLOCK` slices. Every error names no URL."""
+        """:func:`_block_at` through the presigned URL (``urls``: it and the object's URL to
+        show): ``size`` bytes at ``offset`` read into one of ``buffers`` as they come (each
+        read told to ``arrived``, the GET given up at the next read once ``stop`` is set), only
+        from the version ``version`` (``If-Match``; 412 otherwise): the buffer's :data:`BLOCK`
+        slices. A GET whose answer did not begin within the retries (``attempts``: the pool's
+        own) is TransferError naming the object, as over HTTP, not retried again per file;
+        no error names the presigned URL."""
+        url, shown = urls
         headers = {"Range": f"bytes={offset}-{offset + size - 1}"}
         if version:
             headers["If-Match"] = version
@@ -221,7 +232,10 @@ class ObjectSource:
                 "GET", url, headers=headers, preload_content=False, redirect=False
             )
         except MaxRetryError as exc:
-            failed = _SignedReadError(offset, "failed after the last retry", exc.reason)
+            reason = without_signature(error_reason(exc.reason or exc))
+            failed = TransferError(
+                f"the ranged read at {offset} failed after the last retry ({reason})", url=shown
+            )
         except HTTPError as exc:
             failed = _SignedReadError(offset, "failed", exc)
         if failed is not None:

@@ -5,6 +5,7 @@ delta's size (nothing downloaded twice)."""
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import re
@@ -171,6 +172,58 @@ def test_s3_source_reads_through_presigned_urls_asking_for_its_version_never_sho
     assert any("/signed/big.bin?***" in line for line in logged)  # signed in the query, not shown
     assert not any("x-amz-" in line.lower() for line in logged)
     assert "precondition" in str(info.value).lower() and "x-amz-" not in str(info.value).lower()
+
+
+def test_fetch_over_s3_when_a_file_gets_no_answer_asks_for_it_attempts_times_in_all(
+    large_subscriber, large_publisher, s3_publisher, s3_env
+):
+    delta = large_publisher / DELTA
+    largest = max((p for p in delta.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    stalled = f"/{DELTA}/{largest.relative_to(delta).as_posix()}"
+
+    def no_answer(answer: HttpAnswer) -> None:  # its answer held past the read timeout
+        ranged = any(name.lower() == "range" for name in answer.request)
+        if answer.method == "GET" and ranged and answer.path.endswith(stalled):
+            time.sleep(3 * SETTINGS.read_timeout)
+
+    rules = HttpRules(answer=no_answer)
+    proxy = FaultProxy(s3_publisher.s3_port, http=rules)
+    try:
+        with pytest.raises(TransferError, match="after the last retry") as info:
+            fetch_deltas(s3_publisher.uri("publisher", port=proxy.port), large_subscriber,
+                         settings=SETTINGS)  # fmt: skip
+    finally:
+        proxy.close()
+
+    asked = collections.Counter(
+        {k.lower(): v for k, v in a.request.items()}["range"]
+        for a in rules.answers
+        if a.method == "GET" and a.path.endswith(stalled)
+    )  # the blocks read ahead side by side, each asked for
+    assert set(asked.values()) == {SETTINGS.attempts}  # not attempts per request and per file
+    assert stalled in str(info.value) and "x-amz-" not in str(info.value).lower()
+
+
+def test_fetch_over_s3_when_a_small_file_gets_no_answer_asks_for_it_attempts_times(
+    large_subscriber, s3_publisher, s3_env
+):
+    stalled = f"/{DELTA}/CHECKSUMS.sha256"
+
+    def no_answer(answer: HttpAnswer) -> None:
+        if answer.method == "GET" and answer.path.endswith(stalled):
+            time.sleep(3 * SETTINGS.read_timeout)
+
+    rules = HttpRules(answer=no_answer)
+    proxy = FaultProxy(s3_publisher.s3_port, http=rules)
+    try:
+        with pytest.raises(TransferError, match=r"CHECKSUMS\.sha256"):
+            fetch_deltas(s3_publisher.uri("publisher", port=proxy.port), large_subscriber,
+                         settings=SETTINGS)  # fmt: skip
+    finally:
+        proxy.close()
+
+    asked = [a for a in rules.answers if a.method == "GET" and a.path.endswith(stalled)]
+    assert len(asked) == SETTINGS.attempts
 
 
 def test_fetch_over_s3_when_a_listed_object_is_missing_is_refused_and_changes_nothing(
