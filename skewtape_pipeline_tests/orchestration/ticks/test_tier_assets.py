@@ -303,3 +303,33 @@ def test_archive_jobs_when_the_data_root_holds_no_archive_fail_naming_it_creatin
         message = failure_message(result)
         assert "NotAnArchiveError" in message and str(root / "archive") in message, message
     assert not root.exists()  # nothing created: no data root, no audit log, no lock
+
+
+def test_retier_ticks_when_the_tiers_are_on_s3_records_where_each_day_now_lives(
+    applied_chain: Path, instance: dg.DagsterInstance, s3_env, tmp_path
+):
+    archive = archive_days(applied_chain, DAYS[1:2])
+    prefix = f"dagster-{tmp_path.name}"
+    policy_file = tmp_path / "tiers.toml"
+    policy_file.write_text(
+        f'[warm]\nroot = "{s3_env.uri(prefix + "/warm")}"\n'
+        f'[cold]\nroot = "{s3_env.uri(prefix + "/cold")}"\n'
+    )
+    settings = ArchiveSettings(tier_policy_file=str(policy_file))
+    defs = build_definitions(SkewtapeHome(root=str(applied_chain)), archive=settings)
+    result = defs.resolve_job_def("retier_ticks").execute_in_process(
+        partition_key="2026-10", run_config=retier_run_config(TO_WARM), instance=instance
+    )
+
+    assert result.success
+    metadata = materializations(result, "tick_archive_tiers")["2026-10"]
+    assert metadata["symbol_days_moved"] > 0
+    assert list(metadata["files"]) and all(name.startswith("WARM/") for name in metadata["files"])
+    policy = TierPolicy.load(policy_file)
+    assert set(locate_all(archive, policy)) == {WARM}
+
+
+def locate_all(archive: Path, policy: TierPolicy) -> list[str]:
+    """The tier of every symbol-day the archive holds now."""
+    table = run_query("SELECT DISTINCT tier FROM ticks", ArchiveCore(archive, policy=policy))
+    return table.column("tier").to_pylist()

@@ -12,8 +12,8 @@ decide its ratio, so a file that small is measured but not judged.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
+from skewtape_pipeline.storage import TierFile, size_of
 from skewtape_pipeline.ticks.archive.store.consolidate import read_consolidated_file
 from skewtape_pipeline.ticks.encode.sources import canonical_csv_size_bytes
 
@@ -26,7 +26,7 @@ Kalshi file, 16,281 ticks, compresses 9x in one cold file; the sample's 781 tick
 class FileCompression:
     """One consolidated file's measured compression."""
 
-    path: Path
+    path: TierFile
     ticks: int
     symbol_days: int
     raw_size_bytes: int
@@ -42,16 +42,17 @@ class FileCompression:
         return self.ticks >= min_ticks
 
 
-def file_compression(path: Path) -> FileCompression:
-    """Read the consolidated file at ``path`` (page checksums verified) and measure it.
+def file_compression(path: TierFile) -> FileCompression:
+    """Read the consolidated file at ``path`` (local or an object; page checksums verified) and
+    measure it.
 
     Raises TickFormatError when it is not a consolidated tick file or is damaged.
     """
     parts = read_consolidated_file(path)
     return FileCompression(
-        path=Path(path),
+        path=path,
         ticks=sum(len(part.batch) for part in parts),
         symbol_days=len(parts),
         raw_size_bytes=sum(canonical_csv_size_bytes(part.batch) for part in parts),
-        size_bytes=Path(path).stat().st_size,
+        size_bytes=size_of(path),
     )

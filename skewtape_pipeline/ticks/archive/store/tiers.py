@@ -19,7 +19,14 @@ from urllib.parse import parse_qsl, urlsplit
 
 from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import ConfigError, TickFormatError
-from skewtape_pipeline.storage import TierFile, TierStore, is_object_uri, parquet_files_of
+from skewtape_pipeline.storage import (
+    S3_SCHEME,
+    ObjectFile,
+    TierFile,
+    TierStore,
+    is_object_uri,
+    parquet_files_of,
+)
 from skewtape_pipeline.ticks.archive.store.policy import (
     COLD,
     CONSOLIDATED_TIERS,
@@ -95,10 +102,13 @@ class ArchiveTiers:
         listed = parquet_files_of(self.stores)
         return [(tier, file, f"{tier}/{inside}") for tier, file, inside in listed]
 
-    def relative(self, path: TierFile) -> str:
-        """The catalog path of ``path``: ``<TIER>/<path inside the tier root>`` for a file
-        under the warm or cold root, else the path relative to the archive root (a hot file),
-        POSIX style. TickFormatError for a path outside the archive root and its tier roots."""
+    def relative(self, path: TierFile | str) -> str:
+        """The catalog path of ``path`` (a file, or its URI or path as text, as a re-tiering's
+        moves name it): ``<TIER>/<path inside the tier root>`` for a file under the warm or
+        cold root, else the path relative to the archive root (a hot file), POSIX style.
+        TickFormatError for a path outside the archive root and its tier roots."""
+        if isinstance(path, str):
+            path = _tier_file_named(path)
         for tier, store in self.stores.items():
             inside = store.relative(path)
             if inside is not None:
@@ -217,3 +227,11 @@ def check_same_placement(root: Path, given: TierPolicy, recorded: TierPolicy) ->
                 f"but the archive {root} records {places[1][0]} (layout {places[1][1]}) in "
                 f"{Path(root) / POLICY_RECORD}; omit the policy to use the recorded one"
             )
+
+
+def _tier_file_named(text: str) -> TierFile:
+    """The file ``text`` names (an ``s3://`` URI or a path), to be placed among the tiers only
+    (an object's client is not needed for that)."""
+    if is_object_uri(text):
+        return ObjectFile(text, text.removeprefix(S3_SCHEME), None)  # type: ignore[arg-type]
+    return Path(text)
