@@ -28,7 +28,7 @@ CELERY_SETTINGS = {
     },
 }
 """The executor's side of ``deploy/celery/celery.yaml`` (the workers' side adds the
-visibility timeout, which only the workers act on)."""
+visibility timeout and the concurrency, which only the workers act on)."""
 
 skewtape_celery_executor = celery_executor.configured(CELERY_SETTINGS, name="skewtape_celery")
 

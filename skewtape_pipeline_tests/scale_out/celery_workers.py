@@ -70,7 +70,8 @@ def start_workers(
     includes: dict[str, str] | None = None,
     visibility_timeout: int = VISIBILITY_TIMEOUT,
 ) -> Workers:
-    """Start one single-threaded worker per name; wait until each answers a ping.
+    """Start one worker per name as the docs do (one thread each: the shipped settings'
+    concurrency, checked in its banner); wait until each answers a ping.
 
     The environment (DAGSTER_HOME, SKEWTAPE_HOME, the broker and PostgreSQL variables) is this
     process's. ``includes`` maps a worker name to a module it imports at start. The default
@@ -83,7 +84,7 @@ def start_workers(
     workers = Workers(broker_url)
     for name in names:
         command = [
-            str(celery), "-A", "dagster_celery.app", "worker", "-P", "threads", "-c", "1",
+            str(celery), "-A", "dagster_celery.app", "worker", "-P", "threads",
             "-Q", "dagster", "-n", workers.hostname(name), "--prefetch-multiplier=1",
             "-l", "INFO", "--without-gossip", "--without-mingle",
         ]  # fmt: skip
@@ -97,6 +98,8 @@ def start_workers(
             )
     try:
         _wait_for_ping(workers, names)
+        for name in names:
+            assert "concurrency: 1 (thread)" in workers.logs[name].read_text(), name
     except BaseException:
         workers.stop()
         raise

@@ -146,9 +146,10 @@ def test_celery_definitions_when_loaded_keep_applies_in_process_in_their_pool():
     assert {op.pool for op in ops} == {APPLY_POOL}
 
 
-def test_celery_settings_when_read_match_the_workers_file_less_the_visibility_timeout():
+def test_celery_settings_when_read_match_the_workers_file_less_what_only_workers_act_on():
     workers_side = yaml.safe_load(CELERY_FILE.read_text())["execution"]["config"]
     transport = workers_side["config_source"].pop("broker_transport_options")
+    assert workers_side["config_source"].pop("worker_concurrency") == 1
     assert workers_side == CELERY_SETTINGS
     assert transport["visibility_timeout"] >= 600
 
