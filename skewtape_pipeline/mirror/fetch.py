@@ -532,10 +532,35 @@ def _place_month(
     with _fetch_lock(root, lock_timeout):
         if (target / MANIFEST).is_file():  # another fetch placed it meanwhile
             return replace(placed, already_present=True)
+        _check_room(source, remote, target, remotes, size)
         _stage_and_place(source, remote, target, remotes, stats)
     counters = stats.counters()
     return FetchedMonth(
         remote.month, remote.kind, target, placed.files, size, seconds=stats.seconds, **counters
+    )
+
+
+def _check_room(
+    source: Source, remote: RemoteMonth, target: Path, remotes: dict[str, RemoteFile], size: int
+) -> None:
+    """FetchDiskError, before anything is written, when the month's ``size`` bytes (what the
+    publisher announces, less what an interrupted fetch already staged) exceed the free space
+    where it is staged: an honest month too large fails at once, and a file announcing an
+    endless length (one no manifest sizes, such as a change file) cannot fill the disk."""
+    folder = target.parent
+    while not folder.exists():
+        folder = folder.parent
+    stage = target.parent / _staging_name(remote.month)
+    staged = sum(p.stat().st_size for p in stage.rglob("*") if p.is_file()) if stage.is_dir() else 0
+    free = shutil.disk_usage(folder).free
+    if size - staged <= free:
+        return
+    rel, largest = max(remotes.items(), key=lambda item: item[1].size, default=("", None))
+    shown = source.url(f"{remote.folder}/{rel}")
+    biggest = f"; the largest, {shown}, {largest.size} bytes" if largest else ""
+    raise FetchDiskError(
+        f"{folder}: the month {remote.month} is {size} bytes ({size - staged} still to fetch"
+        f"{biggest}) and {free} bytes are free; nothing was fetched"
     )
 
 

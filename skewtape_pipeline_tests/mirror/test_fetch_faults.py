@@ -618,7 +618,7 @@ def small_disk(tmp_path: Path):
         yield mount
 
 
-def test_fetch_when_the_disk_fills_stops_at_once_naming_the_folder_and_changes_nothing(
+def test_fetch_when_the_month_is_larger_than_the_free_space_refuses_before_writing(
     small_disk, large_publisher, large_nginx
 ):
     root = small_disk / "mirror"
@@ -629,10 +629,49 @@ def test_fetch_when_the_disk_fills_stops_at_once_naming_the_folder_and_changes_n
     with pytest.raises(FetchDiskError) as info:
         via_rules(large_nginx, root, rules)
 
-    stage = root / "deltas" / f".fetch-{LARGE_NEXT}"
-    assert str(info.value).startswith(f"{stage}: No space left on device while writing snapshot/")
+    assert str(info.value).startswith(f"{root}: the month {LARGE_NEXT} is ")
+    assert str(info.value).endswith(" bytes are free; nothing was fetched")
     assert tree_state(root) == before
-    assert max(rules.counts.values()) <= 2  # each file looked up and asked for once: no retry
+
+
+def test_fetch_when_the_disk_fills_while_writing_stops_at_once_naming_the_folder(
+    tmp_path, large_publisher, large_nginx
+):
+    with mounted_tmpfs(tmp_path / "disk", "40m") as disk:
+        root = disk / "mirror"
+        shutil.copytree(large_publisher / "history" / LARGE_PARENT, root / "history" / LARGE_PARENT)
+        before = tree_state(root)
+
+        def another_writer_fills_the_disk(answer: HttpAnswer) -> None:
+            if answer.length > (1 << 20) and not (disk / "filler").exists():
+                free = shutil.disk_usage(disk).free
+                (disk / "filler").write_bytes(b"\0" * (free - (1 << 20)))
+
+        rules = HttpRules(answer=another_writer_fills_the_disk)
+        with pytest.raises(FetchDiskError) as info:
+            via_rules(large_nginx, root, rules)
+        (disk / "filler").unlink()
+
+        stage = root / "deltas" / f".fetch-{LARGE_NEXT}"
+        assert str(info.value).startswith(f"{stage}: No space left on device while writing ")
+        assert tree_state(root) == before
+        assert max(rules.counts.values()) <= 3  # looked up, its two halves asked for: no retry
+
+
+def test_fetch_when_a_change_file_announces_a_terabyte_refuses_before_writing(
+    subscriber, nginx_publisher
+):
+    def endless(answer: HttpAnswer) -> None:  # no manifest sizes a change file
+        if "/changes/" in answer.path and answer.status == 206:
+            answer.headers["Content-Range"] = "bytes 0-0/1000000000000"
+
+    before = tree_state(subscriber)
+    rules = HttpRules(answer=endless)
+    with pytest.raises(FetchDiskError) as info:
+        via_rules(nginx_publisher, subscriber, rules)
+
+    assert "/changes/" in str(info.value) and "1000000000000 bytes" in str(info.value)
+    assert tree_state(subscriber) == before
 
 
 def test_fetch_over_s3_when_every_first_answer_is_cut_at_half_reads_again_and_verifies(
