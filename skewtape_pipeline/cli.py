@@ -240,9 +240,20 @@ def cmd_fetch(args: argparse.Namespace) -> None:
 
 
 def cmd_sync(args: argparse.Namespace) -> None:
+    """``fetch``, then ``catch-up``. A fetch that fails on a month (the network, a refused
+    answer) still leaves the months before it verified in place: those are applied, then the
+    failure is reported (its exit code)."""
+    from skewtape_pipeline.errors import PublisherError, TransferError
     from skewtape_pipeline.mirror.catchup import catch_up
+    from skewtape_pipeline.mirror.fetch import holds_snapshot
 
-    fetched = _fetch(args, first_snapshot=True)
+    failure: SkewtapeError | None = None
+    try:
+        fetched = _fetch(args, first_snapshot=True)
+    except (TransferError, PublisherError) as exc:
+        if not holds_snapshot(_data_root(args)):
+            raise
+        fetched, failure = None, exc
     history = _data_root(args) / "history"
     (history.parent / "deltas").mkdir(exist_ok=True)  # a root started from a snapshot alone
     applied = catch_up(
@@ -253,11 +264,14 @@ def cmd_sync(args: argparse.Namespace) -> None:
         lock_timeout=args.wait,
     )
     if args.json:
-        print(json.dumps({"fetch": fetched.to_dict(), "catch_up": _as_json(applied)}, indent=2,
-                         default=str))  # fmt: skip
-        return
-    lines = [_describe_fetch(fetched), *(_describe_apply(result) for result in applied)]
-    print("\n".join(lines if applied else [*lines, f"{history}: already current"]))
+        done = None if fetched is None else fetched.to_dict()
+        print(json.dumps({"fetch": done, "catch_up": _as_json(applied)}, indent=2, default=str))
+    else:
+        lines = [] if fetched is None else [_describe_fetch(fetched)]
+        lines += [_describe_apply(result) for result in applied]
+        print("\n".join(lines if applied else [*lines, f"{history}: already current"]))
+    if failure is not None:
+        raise failure
 
 
 def cmd_sample(args: argparse.Namespace) -> None:

@@ -19,6 +19,7 @@ from skewtape_pipeline.errors import (
     TransferError,
     UnsafePathError,
 )
+from skewtape_pipeline.mirror.catchup import next_month
 from skewtape_pipeline.mirror.fetch import fetch_deltas
 from skewtape_pipeline.mirror.sources import SMALL_FILE_LIMIT, TransferSettings
 from skewtape_pipeline_tests.mirror.apply_support import tree_state
@@ -244,3 +245,28 @@ def test_cli_fetch_when_a_listed_file_is_also_a_listed_folder_exits_2_naming_bot
     assert err.count("\n") == 1 and "Traceback" not in err
     assert "'zz' as a file and as the folder of 'zz/inner.bin'" in err
     assert tree_state(subscriber) == before
+
+
+def forbidden(handler) -> None:
+    """403, as an S3 bucket without list permission answers for a key it does not hold."""
+    handler.send_response(403)
+    handler.send_header("Content-Length", "0")
+    handler.end_headers()
+
+
+def test_sync_when_a_later_month_fails_applies_the_months_fetched_then_reports_it(
+    tampered, subscriber, capsys
+):
+    published = sorted(p.name for p in (tampered / "deltas").iterdir())
+    following = next_month(published[-1])
+    with hostile_server(tampered) as server:
+        server.answers[f"deltas/{following}/CHECKSUMS.sha256"] = forbidden
+        code = main(["sync", server.url, "--root", str(subscriber), "--no-audit"])
+    out, err = capsys.readouterr()
+
+    assert code == 1
+    assert err.startswith("error: ") and f"deltas/{following}/CHECKSUMS.sha256" in err
+    assert "HTTP 403" in err and "Traceback" not in err
+    applied = sorted(p.name for p in (subscriber / "history").iterdir() if p.name[0] != ".")
+    assert applied[-len(published) :] == published  # every month fetched, applied
+    assert f"history/{published[-1]}" in out
