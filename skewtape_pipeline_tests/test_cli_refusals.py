@@ -301,6 +301,42 @@ def test_cli_verify_when_given_the_history_folder_names_a_month_in_it(sample_roo
     )
 
 
+@pytest.mark.parametrize("delta_as", ["NEXT", "PARENT"])
+def test_cli_diff_when_given_a_delta_says_it_is_not_a_snapshot_creating_no_out(
+    sample_root, capsys, delta_as
+):
+    month, delta = f"history/{SAMPLE_FIRST_MONTH}", f"deltas/{NEXT_MONTH}"
+    folders = [month, delta] if delta_as == "NEXT" else [delta, month]
+    err = _refused(capsys, sample_root, "diff", *folders, "out")
+    assert err == (
+        f"error: deltas/{NEXT_MONTH} is a delta (its manifest.json names a parent and a next "
+        "snapshot), not a snapshot"
+    )
+
+
+def test_cli_diff_when_given_the_history_folder_names_a_month_in_it(sample_root, capsys):
+    err = _refused(capsys, sample_root, "diff", "history", f"history/{SAMPLE_FIRST_MONTH}", "out")
+    assert err == (
+        "error: history is a history folder of <YYYY-MM>/ snapshots, not a snapshot; name one "
+        f"month's folder in it, e.g. history/{SAMPLE_FIRST_MONTH}"
+    )
+
+
+@pytest.mark.parametrize("holds", [[], ["notes.txt"]])
+def test_cli_verify_when_given_a_folder_that_is_no_snapshot_writes_nothing_into_it(
+    sample_root, capsys, holds
+):
+    (sample_root / "mistyped").mkdir()
+    for name in holds:
+        (sample_root / "mistyped" / name).write_text("not a snapshot")
+    err = _refused(capsys, sample_root, "verify", "mistyped")
+    assert err == (
+        "error: mistyped does not verify: it holds neither manifest.json nor CHECKSUMS.sha256, "
+        "so it is no snapshot; expected a snapshot folder, one month's folder of a history "
+        "folder (history/<YYYY-MM>)"
+    )
+
+
 def test_cli_audit_verify_when_given_a_folder_names_the_log_in_it(sample_root, capsys):
     (sample_root / "audit.jsonl").write_bytes(b"")
     err = _refused(capsys, sample_root, "audit-verify", ".")

@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 from skewtape_pipeline.errors import ChecksumMismatchError, DeltaBuildError
 from skewtape_pipeline.fsio import TEMP_MARKER, fsync_dir
 from skewtape_pipeline.hashing import format_checksums, sha256_bytes, sha256_file
+from skewtape_pipeline.mirror.folder_kinds import check_snapshot_folder
 from skewtape_pipeline.mirror.format import (
     CHECKSUMS,
     MANIFEST,
@@ -83,6 +84,9 @@ def build_delta(
 
     Raises
     ------
+    WrongFolderError
+        ``parent`` or ``next_snapshot`` is a delta, a history folder or a deltas folder, not a
+        snapshot (named; nothing written, ``out`` not created).
     DeltaBuildError
         ``out`` is not empty or lies inside a snapshot; a table to ship whole holds locally
         merged bytes; a table's rows cannot be compared.
@@ -92,6 +96,8 @@ def build_delta(
         A snapshot file changed while it was copied.
     """
     parent, next_snapshot, out = Path(parent), Path(next_snapshot), Path(out)
+    check_snapshot_folder(parent)
+    check_snapshot_folder(next_snapshot)
     _check_out(out, parent, next_snapshot)
     if verify_inputs:
         verify_snapshot(parent, save_cache=False)

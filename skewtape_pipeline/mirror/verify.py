@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -180,13 +181,16 @@ def verify_snapshot(
     Raises
     ------
     VerificationError
-        Listing every problem found (the cache is saved first, so a rerun does not rehash).
+        Listing every problem found (the cache is saved first, so a rerun does not rehash). A
+        missing folder, or one holding neither CHECKSUMS.sha256 nor manifest.json (no snapshot
+        at all), is that one problem: nothing is hashed and no cache is written into it.
     """
     started = time.perf_counter()
     snapshot = Path(snapshot)
     result = VerifyResult(snapshot=snapshot)
     if not snapshot.is_dir():
         raise VerificationError(snapshot, [f"{snapshot} is not a folder"])
+    _refuse_unsealed(snapshot)
     manifest, checksums, problems = _read_seal(snapshot)
     result.bundle_id = manifest.bundle_id if manifest else None
     expected = _expected_files(manifest, checksums)
@@ -222,6 +226,20 @@ def verify_snapshot(
     if problems:
         raise VerificationError(snapshot, problems)
     return result
+
+
+def _refuse_unsealed(snapshot: Path) -> None:
+    """Refuse (:class:`VerificationError`, its one problem) a folder holding neither seal file:
+    no snapshot at all (a mistyped folder), so nothing in it is hashed and no hash cache is
+    written into it. A folder missing one of the two is a damaged snapshot, verified as such."""
+    if not any(os.path.lexists(snapshot / name) for name in (MANIFEST, CHECKSUMS)):
+        raise VerificationError(
+            snapshot,
+            [
+                f"it holds neither {MANIFEST} nor {CHECKSUMS}, so it is no snapshot; expected a "
+                "snapshot folder, one month's folder of a history folder (history/<YYYY-MM>)"
+            ],
+        )
 
 
 def _read_seal(snapshot: Path) -> tuple[SnapshotManifest | None, dict[str, str] | None, list[str]]:

@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from skewtape_pipeline.errors import DeltaBuildError, VerificationError
+from skewtape_pipeline.errors import DeltaBuildError, VerificationError, WrongFolderError
 from skewtape_pipeline.hashing import parse_checksums, sha256_file
 from skewtape_pipeline.mirror.diff import build_delta
 from skewtape_pipeline.mirror.format import CHECKSUMS, MANIFEST, TABLE_KEYS, DeltaManifest
@@ -303,6 +303,28 @@ def test_build_delta_when_an_input_does_not_verify_refuses_before_writing(parent
     with pytest.raises(VerificationError, match=r"README\.md"):
         build_delta(parent, nxt, tmp_path / "delta")
     assert not (tmp_path / "delta").exists()
+
+
+@pytest.mark.parametrize(
+    "wrong", ["delta as next", "delta as parent", "history as parent", "deltas as next"]
+)
+def test_build_delta_when_given_a_folder_of_another_kind_refuses_naming_it(parent, tmp_path, wrong):
+    """A delta, a history folder or a deltas folder for a snapshot is refused naming what it
+    is, before anything is written (a delta built from a delta would turn a month into a copy
+    of that delta folder)."""
+    nxt = _next_from(parent, tmp_path)
+    reseal(nxt, month="2026-12")
+    deltas = tmp_path / "deltas"
+    build_delta(parent, nxt, deltas / "2026-12")
+    given, named = {
+        "delta as next": ((parent, deltas / "2026-12"), "is a delta"),
+        "delta as parent": ((deltas / "2026-12", nxt), "is a delta"),
+        "history as parent": ((tmp_path / "history", nxt), "is a history folder"),
+        "deltas as next": ((parent, deltas), "is a folder of <YYYY-MM>/ deltas"),
+    }[wrong]
+    with pytest.raises(WrongFolderError, match=f"{named}.*, not a snapshot"):
+        build_delta(*given, tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["deltas", "history"]
 
 
 def _merge_locally(snapshot, rel):

@@ -241,6 +241,27 @@ def test_open_source_when_plain_http_goes_beyond_loopback_is_refused():
 
 
 @pytest.mark.parametrize(
+    "query, environment",
+    [
+        ("?endpoint_override=127.0.0.1:9&scheme=http", {"AWS_ENDPOINT_URL": "http://[::1"}),
+        ("?endpoint_override=[::1]:9&scheme=http", {}),
+        ("?endpoint_override=minio.internal&region=eu-west-1", {}),
+        ("", {"AWS_ENDPOINT_URL": "HTTPS://s3.example.com:8443/gateway"}),
+        ("", {"AWS_ENDPOINT": "http://my_host:9000/"}),
+    ],
+)
+def test_open_source_when_the_s3_endpoint_obstore_uses_is_an_http_url_opens_it(
+    monkeypatch, query, environment
+):
+    """Only the endpoint obstore uses is checked: the URI's, else the environment's."""
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert open_source(f"s3://bucket/pub{query}", FAST).url("x") == "s3://bucket/pub/x"
+
+
+@pytest.mark.parametrize(
     "settings", [FAST, replace(FAST, speed_limit=0)], ids=["streamed", "whole-without-limit"]
 )
 def test_s3_source_reads_a_large_object_in_gets_of_up_to_a_32nd_of_it(

@@ -112,6 +112,44 @@ def test_cli_fetch_when_the_speed_flags_are_0_fetches_without_a_low_speed_limit(
     assert [m["month"] for m in json.loads(out)["months"]] == ["2026-10", "2026-11", "2026-12"]
 
 
+BAD_ENDPOINTS = {
+    "unclosed [ipv6": ("?endpoint_override=[::1&scheme=http", {}, "endpoint_override"),
+    "a space in the host": ("?endpoint_override=a%20b", {}, "endpoint_override"),
+    "a port past 65535": ("?endpoint_override=h:99999&scheme=http", {}, "endpoint_override"),
+    "an ftp scheme": ("?endpoint_override=127.0.0.1:9&scheme=ftp", {}, "endpoint_override"),
+    "AWS_ENDPOINT_URL": ("", {"AWS_ENDPOINT_URL": "http://[::1"}, "AWS_ENDPOINT_URL"),
+    "AWS_ENDPOINT_URL empty": ("", {"AWS_ENDPOINT_URL": ""}, "AWS_ENDPOINT_URL"),
+    "AWS_ENDPOINT without scheme": ("", {"AWS_ENDPOINT": "127.0.0.1:9"}, "AWS_ENDPOINT"),
+}
+
+
+@pytest.mark.parametrize("command", ["fetch", "sync"])
+@pytest.mark.parametrize("case", sorted(BAD_ENDPOINTS))
+def test_cli_fetch_and_sync_when_the_s3_endpoint_is_no_http_url_exit_2_creating_nothing(
+    tmp_path, capsys, monkeypatch, command, case
+):
+    """obstore takes any endpoint and panics building the first request (an invalid URI): the
+    endpoint is checked when the source is opened, and never shown."""
+    query, environment, named = BAD_ENDPOINTS[case]
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s",
+                        "AWS_EC2_METADATA_DISABLED": "true", **environment}.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+    root = tmp_path / "root"
+    code, out, err = run(capsys, command, f"s3://bucket/pub{query}", "--root", str(root),
+                         "--snapshot", SAMPLE_FIRST_MONTH)  # fmt: skip
+
+    assert (code, out) == (2, "")
+    assert err.startswith(
+        "error: source 's3://bucket/pub': not a usable S3 source (its endpoint is not a valid "
+        "http(s) URL with a host[:port]; expected "
+    )
+    assert named in err and err.count("\n") == 1
+    assert not [v for v in (*environment.values(), "::1", "99999", "ftp") if v and v in err]
+    assert not root.exists()
+
+
 class Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True

@@ -297,6 +297,30 @@ def test_verify_snapshot_when_manifest_missing_still_checks_files_against_checks
     assert f"{FILL}: is missing" in problems
 
 
+@pytest.mark.parametrize("holds", [[], ["notes.txt"], ["notes.txt", "fills/x.parquet"]])
+def test_verify_snapshot_when_neither_seal_file_is_there_refuses_writing_no_cache(tmp_path, holds):
+    """A folder that is no snapshot at all (a mistyped one) is refused with one problem, and
+    no hash cache is written into it."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for rel in holds:
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text("not a snapshot")
+    before = sorted(folder.rglob("*"))
+    problems = _problems(folder)
+    assert len(problems) == 1 and problems[0].startswith(
+        f"it holds neither {MANIFEST} nor {CHECKSUMS}, so it is no snapshot; expected a snapshot"
+    )
+    assert sorted(folder.rglob("*")) == before
+
+
+def test_verify_snapshot_when_only_checksums_remain_still_verifies_and_caches(tmp_path):
+    snapshot = make_snapshot(tmp_path)
+    (snapshot / MANIFEST).unlink()
+    assert _problems(snapshot) == [f"{MANIFEST}: is missing"]
+    assert hash_cache_path(snapshot).is_file()
+
+
 def test_record_merged_table_when_path_not_a_table_raises_and_writes_nothing(tmp_path):
     snapshot = make_snapshot(tmp_path)
     with pytest.raises(LocalStateError, match=r"README\.md"):
