@@ -109,20 +109,25 @@ def cmd_verify(args: argparse.Namespace) -> None:
         f"{result.snapshot}: {result.bundle_id} verified ({result.files_checked} files, "
         f"{result.files_hashed} hashed{', full scrub' if args.full else ''})"
     )
-    _print_result(args, result, "\n".join([summary, *_rows_compared_lines(result)]))
+    lines = _rows_compared_lines(result, full=args.full)
+    _print_result(args, result, "\n".join([summary, *lines]))
 
 
-def _rows_compared_lines(result: Any) -> list[str]:
+def _rows_compared_lines(result: Any, *, full: bool) -> list[str]:
     """What ``verify`` compared by rows rather than bytes, and why (none: nothing to say)."""
     tables = result.compared_by_rows
     if not tables:
         return []
+    covered = (
+        "this check covers"
+        if full
+        else "`skewtape-pipeline verify --full` is the check that covers"
+    )
     return [
         f"{len(tables)} reference tables compared by their rows, keys and columns, not their "
         f"bytes: {', '.join(tables)}",
         "  an apply merged row changes into them with DuckDB, which writes new Parquet bytes, so "
-        "`sha256sum -c CHECKSUMS.sha256` lists them as FAILED; `skewtape-pipeline verify "
-        "--full` is the check that covers every file",
+        f"`sha256sum -c CHECKSUMS.sha256` lists them as FAILED; {covered} every file",
     ]
 
 

@@ -170,4 +170,9 @@ def test_verify_when_an_apply_merged_tables_names_exactly_those_sha256sum_fails(
     assert failed, "the sample chain merges reference tables, which sha256sum then fails"
     assert f"{len(failed)} reference tables compared by their rows" in out
     assert f"not their bytes: {', '.join(failed)}\n" in out
-    assert "`sha256sum -c CHECKSUMS.sha256` lists them as FAILED" in out
+    assert "`sha256sum -c CHECKSUMS.sha256` lists them as FAILED; this check covers every" in out
+    assert "verify --full` is the check" not in out  # said without --full only
+    assert main(["verify", str(snapshot)]) == 0
+    assert "`skewtape-pipeline verify --full` is the check that covers every file" in (
+        capsys.readouterr().out
+    )

@@ -440,7 +440,8 @@ COMPRESSION_NOTE = (
     "The compression target ({target:g}x over CSV) is judged on consolidated files of {ticks:,} "
     "ticks or more (the\ncompression_target_met check of tick_archive_tiers): below that, a "
     "file's footer and page headers\ndecide its ratio. The real Kalshi trades file (16,281 "
-    "ticks) reaches 9x in one cold file."
+    "ticks, 2023-2025) re-tiered cold makes three\nyearly files of 2,715 to 9,605 ticks at "
+    "6.0x to 6.5x."
 )
 
 

@@ -52,7 +52,7 @@ class InputOptions:
     memory_limit: int = 2 * 2**30
 
 
-def detect_input_format(path: Path) -> str:
+def detect_input_format(path: Path | str) -> str:
     """The format of ``path`` when its name or schema tells it unambiguously: ``databento-dbn``
     for a ``.dbn`` or ``.dbn.zst`` name, ``skewtape-fills`` for a Parquet file holding every
     column of a fills month file, ``binance-trades`` or ``binance-aggtrades`` for a CSV whose
@@ -62,6 +62,7 @@ def detect_input_format(path: Path) -> str:
     from skewtape_pipeline.ticks.encode.databento import is_dbn_name
     from skewtape_pipeline.ticks.fills.snapshot_fills import is_fills_file
 
+    path = Path(path)
     suffix = path.suffix.lower()
     if is_dbn_name(path):
         return DATABENTO_DBN
@@ -73,7 +74,7 @@ def detect_input_format(path: Path) -> str:
     return CANONICAL
 
 
-def open_input(path: Path, input_format: str | None, options: InputOptions) -> TickStream:
+def open_input(path: Path | str, input_format: str | None, options: InputOptions) -> TickStream:
     """``path`` opened by the reader of ``input_format`` (None: :func:`detect_input_format`).
 
     Raises ConfigError for an unknown format, LOBSTER's session date given to another format or
@@ -85,6 +86,7 @@ def open_input(path: Path, input_format: str | None, options: InputOptions) -> T
     from skewtape_pipeline.ticks.encode.databento import open_dbn
     from skewtape_pipeline.ticks.fills.snapshot_fills import open_fills
 
+    path = Path(path)
     input_format = input_format or detect_input_format(path)
     if input_format not in INPUT_FORMATS:
         raise ConfigError(

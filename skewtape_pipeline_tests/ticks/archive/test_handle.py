@@ -288,6 +288,6 @@ def test_compact_when_given_a_path_refuses_naming_the_readers_and_writes_nothing
         assert "not a str" in str(caught.value) or "Path" in str(caught.value)
     assert not root.exists()
     options = InputOptions()
-    reports = Archive(root).compact(open_input(csv, None, options), as_of=date(2025, 12, 5))
+    reports = Archive(root).compact(open_input(str(csv), None, options), as_of=date(2025, 12, 5))
     from_reader = Archive(tmp_path / "again").compact(read_canonical(csv), as_of=date(2025, 12, 5))
     assert [r.symbol for r in reports] == [r.symbol for r in from_reader]

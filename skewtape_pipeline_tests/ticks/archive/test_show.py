@@ -278,3 +278,20 @@ def test_show_when_reached_through_a_link_elsewhere_audits_and_reads_the_log_bes
     expected = ["written", "moved", "hot-file-removed"]
     assert events(Archive(link).show(symbol, DAY)) == expected
     assert events(shown(root, symbol)) == expected
+
+
+def test_show_when_a_later_run_found_the_day_unchanged_keeps_the_writers_batch(archived):
+    root, symbol = archived
+    assert written_batches(shown(root, symbol)) == ["b1"]
+    archive = Archive(root, policy=TierPolicy(), audit_log=default_audit_log(root))
+    options = VenueDayOptions(archive=archive, as_of=date(2026, 10, 7), batch="b2")
+    archive_venue_day(root.parent / "history", ("kalshi", DAY), options, symbols=[symbol])
+
+    story = shown(root, symbol)
+    assert story.report["batch"] == "b2" and story.report["unchanged"]  # b2 wrote nothing
+    assert written_batches(story) == [None]  # not credited to b2; b1 is not in the audit log
+    assert "batch b2" not in "\n".join(story.describe()[2:])
+
+
+def written_batches(story) -> list[str | None]:
+    return [item.get("batch") for item in story.history if item["event"] == "written"]

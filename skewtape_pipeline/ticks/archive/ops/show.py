@@ -234,8 +234,9 @@ def _history(
 ) -> list[dict[str, Any]]:
     """The records of the core's audit log about the symbol-day (of the core's archive, however
     its root is spelled or wherever it moved: :class:`_ThisArchive`), followed through the files
-    it lived in, its first ``written`` carrying the report's batch and status (no log, or a day
-    written before writes were audited: the report's ``written`` alone, without a time)."""
+    it lived in, its last write carrying the report's status and, when that run wrote it, its
+    batch (no log, or a day written before writes were audited: the report's ``written``
+    alone, without a time)."""
     root, log = core.root, core.audit_log
     hot = partition_file(root, symbol, day).relative_to(root).as_posix()
     follower = _Follower(_ThisArchive.of(core), symbol, day.isoformat(), hot)
@@ -247,9 +248,11 @@ def _history(
     if report is None:
         return history
     reported = {"batch": report["batch"], "status": report["status"]}
-    written = [item for item in history if item["event"] == "written"]
-    if written:
-        written[0].update(reported)
+    if report.get("unchanged"):  # that run found the day as held and wrote nothing
+        reported["batch"] = None
+    writes = [item for item in history if item["event"] in ("written", "recompacted")]
+    if writes:
+        writes[-1].update(reported)  # the report is the last run's: the last write, if it wrote
         return history
     return [{"event": "written", **reported}, *history]
 
