@@ -64,9 +64,10 @@ def correction_run_config(symbols: list[str]) -> dict:
     job=archive_ticks_job,
     minimum_interval_seconds=60,
     description="Registers the venues of each newly applied month not registered yet, then "
-    "requests a tick archive run per venue-day the month corrected "
+    "requests a tick archive run per archived venue-day the month corrected "
     "(a replaced fills file of an earlier month; a venue that left corrects nothing), over "
-    "exactly the symbol-days whose ticks changed (named in the run config).",
+    "exactly the symbol-days whose ticks changed (named in the run config); a venue-day not "
+    "archived yet is left to its first run.",
 )
 def tick_corrections_sensor(context: dg.SensorEvaluationContext, skewtape: SkewtapeHome):
     """Compare each newly applied month's fills files with the previous snapshot's.
@@ -84,8 +85,11 @@ def tick_corrections_sensor(context: dg.SensorEvaluationContext, skewtape: Skewt
     known.update(key for keys in by_month.values() for key in keys)
     requests: list[dg.RunRequest] = []
     notes: list[str] = []
+    archived = context.instance.get_materialized_partitions(TICK_ARCHIVE) if months else set()
     for month in months:
-        month_requests, month_notes = _correction_requests(skewtape.history_dir, month, known)
+        month_requests, month_notes = _correction_requests(
+            skewtape.history_dir, month, known, archived
+        )
         requests += month_requests
         notes += month_notes
     cursor = months[-1] if months else cursor
@@ -96,10 +100,13 @@ def tick_corrections_sensor(context: dg.SensorEvaluationContext, skewtape: Skewt
 
 
 def _correction_requests(
-    history: Path, month: str, venues: Collection[str]
+    history: Path, month: str, venues: Collection[str], archived: Collection[str]
 ) -> tuple[list[dg.RunRequest], list[str]]:
-    """The run requests of the venue-days ``month`` corrected, and a note for each of them
-    that is not a partition (its venue key not in ``venues``, or its day not a day partition)."""
+    """The run requests of the venue-days ``month`` corrected that are ``archived``
+    (materialized partitions), and a note for each other one: not a partition (its venue key
+    not in ``venues``, or its day not a day partition), or not archived yet (a run over its
+    corrected symbols alone would record the venue-day as archived with the rest missing; its
+    first run archives every symbol from the corrected fills)."""
     by_venue_day: dict[tuple[str, date], list[str]] = defaultdict(list)
     for symbol, day in corrected_symbol_days(history, month):
         by_venue_day[(split_symbol(symbol)[0], day)].append(symbol)
@@ -111,6 +118,9 @@ def _correction_requests(
             notes.append(f"{venue} {day} (corrected by {month}) is not a partition")
             continue
         key = venue_day_key(venue, day)
+        if str(key) not in archived:
+            notes.append(f"{venue} {day} (corrected by {month}) is not archived yet")
+            continue
         requests.append(
             dg.RunRequest(
                 partition_key=key,

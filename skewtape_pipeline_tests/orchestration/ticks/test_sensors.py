@@ -64,6 +64,7 @@ def test_corrections_sensor_when_a_month_corrects_earlier_fills_requests_exactly
         register_venues(instance, new_symbols(history, month))
     expected = corrected_by_venue_day(history, "2026-11")
     assert expected  # the sample's 2026-11 delta corrects 2026-10 fills
+    mark_archived(instance, expected)
     result = tick(applied_chain, instance)
     requested = {
         r.partition_key: r.run_config["ops"]["tick_archive"]["config"]["symbols"]
@@ -86,6 +87,7 @@ def test_corrections_sensor_when_venues_not_registered_registers_them_before_req
     """The venues sensor has not ticked yet: the corrections sensor registers the month's
     venues in the same tick (Dagster adds them before it launches the runs)."""
     history = applied_chain / "history"
+    mark_archived(instance, corrected_by_venue_day(history, "2026-11"))
     result = tick(applied_chain, instance, cursor="2026-10")
     [add] = result.dynamic_partitions_requests
     assert add.partitions_def_name == VENUES
@@ -94,6 +96,32 @@ def test_corrections_sensor_when_venues_not_registered_registers_them_before_req
     assert {r.partition_key for r in result.run_requests} == set(expected)
     [observation] = result.asset_events
     assert observation.metadata["month"].value == "2026-11"
+
+
+def mark_archived(instance: dg.DagsterInstance, keys) -> None:
+    """Record the venue-days ``keys`` as archived (a materialization of each partition)."""
+    for key in keys:
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization(asset_key=TICK_ARCHIVE, partition=key)
+        )
+
+
+def test_corrections_sensor_when_a_corrected_venue_day_was_never_archived_leaves_it_to_its_run(
+    applied_chain: Path, instance: dg.DagsterInstance
+):
+    history = applied_chain / "history"
+    for month in MONTHS:
+        register_venues(instance, new_symbols(history, month))
+    expected = corrected_by_venue_day(history, "2026-11")
+    archived, never = sorted(expected)[:1], sorted(expected)[1:]
+    mark_archived(instance, archived)
+
+    result = tick(applied_chain, instance)
+
+    assert [r.partition_key for r in result.run_requests] == archived
+    never_archived = tick(applied_chain, dg.DagsterInstance.ephemeral())
+    assert never_archived.run_requests in (None, []) and never
+    assert "is not archived yet" in never_archived.skip_reason.skip_message
 
 
 def venues_tick(root: Path, instance: dg.DagsterInstance, cursor: str | None = None):
@@ -227,9 +255,11 @@ def test_corrections_sensor_when_request_runs_rewrites_only_the_named_symbol_day
         register_venues(instance, new_symbols(history, month))
     defs = build_definitions(SkewtapeHome(root=str(applied_chain)))
     job = defs.resolve_job_def("archive_ticks")
-    request = tick(applied_chain, instance).run_requests[0]
-    full = job.execute_in_process(instance=instance, partition_key=request.partition_key)
+    key = sorted(corrected_by_venue_day(history, "2026-11"))[0]
+    full = job.execute_in_process(instance=instance, partition_key=key)  # archived first
     assert full.success
+    [request] = tick(applied_chain, instance).run_requests  # the one venue-day archived
+    assert request.partition_key == key
     rerun = job.execute_in_process(
         instance=instance,
         partition_key=request.partition_key,
