@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import pyarrow as pa
 from pyarrow import fs as pafs
@@ -73,7 +73,7 @@ def check_object_uri(uri: str) -> str:
     part, or in an option's value) is refused without being echoed at all: credentials come
     from the environment only, so no message, record or log ever holds one.
     """
-    if "@" in uri:
+    if "@" in unquote(uri):  # percent-encoded (%40) too: pyarrow decodes the options' values
         raise ConfigError(
             "root: an s3:// URI holding '@' (credentials in its user part, s3://KEY:SECRET@..., "
             "or in an option) is refused and not shown; give credentials in the environment: "

@@ -185,6 +185,23 @@ def test_policy_when_s3_root_carries_a_credential_or_is_malformed_raises_naming_
     assert str(policy_file) in str(error.value)
 
 
+@pytest.mark.parametrize(
+    "root",
+    [
+        "s3://AKIAEXAMPLE:SUPERSECRET@tiers/warm",
+        "s3://tiers/warm?endpoint_override=AKIAEXAMPLE:SUPERSECRET@127.0.0.1:9&scheme=http",
+        "s3://tiers/warm?endpoint_override=AKIAEXAMPLE:SUPERSECRET%40127.0.0.1:9&scheme=http",
+    ],
+    ids=["user-part", "in-an-option", "percent-encoded"],
+)
+def test_policy_when_s3_root_holds_credentials_refuses_it_without_showing_them(tmp_path, root):
+    policy_file = tmp_path / "tiers.toml"
+    policy_file.write_text(f'[warm]\nroot = "{root}"\n')
+    with pytest.raises(ConfigError, match="holding '@'") as error:
+        TierPolicy.load(policy_file)
+    assert "SUPERSECRET" not in str(error.value) and "AKIAEXAMPLE" not in str(error.value)
+
+
 def test_root_for_when_warm_root_is_s3_keeps_the_uri_and_hot_stays_local(tmp_path):
     uri = "s3://tiers/warm?endpoint_override=127.0.0.1:9&scheme=http&region=us-east-1"
     policy = TierPolicy(warm=TierSettings(root=uri))
