@@ -87,6 +87,7 @@ from skewtape_pipeline.mirror.preflight import (
 from skewtape_pipeline.mirror.snapshot import list_folder, read_checksums
 from skewtape_pipeline.mirror.verify import (
     VerifyResult,
+    check_merge_bases,
     hash_cache_path,
     merged_tables,
     merged_tables_path,
@@ -510,6 +511,7 @@ def _check_snapshot_side(target: ApplyTarget, checked: CheckedDelta) -> list[str
         if missing:
             raise VerificationError(snapshot, missing)
     merged_tables(snapshot)  # a damaged record raises LocalStateError before any write
+    check_merge_bases(snapshot, [e.path for e in checked.manifest.files if e.op == "change"])
     return files
 
 

@@ -45,6 +45,7 @@ from skewtape_pipeline.hashing import (
     HashCache,
     is_sha256_hex,
     sha256_bytes,
+    sha256_file,
     sha256_files,
 )
 from skewtape_pipeline.mirror.format import (
@@ -364,6 +365,25 @@ def _hash_files(
         else:
             cache.forget(rel)
     return found
+
+
+def check_merge_bases(snapshot: Path, rels: list[str]) -> None:
+    """Refuse (:class:`VerificationError`, each problem named) a table of ``snapshot`` that an
+    apply is about to merge changes into (``rels``) whose bytes are neither the published ones
+    (its CHECKSUMS.sha256) nor a merge recorded in merged.json, as :func:`verify_snapshot`
+    refuses it: merged, a locally modified table would be recorded as the apply's own and
+    vouched for from then on. Hashes the parent's cache vouches for are not computed again."""
+    listed = read_checksums(snapshot / CHECKSUMS)
+    merged, problems = _merged_records(snapshot)
+    cache = HashCache(hash_cache_path(snapshot))
+    for rel in rels:
+        path = snapshot / rel
+        if rel not in listed or not path.is_file():
+            continue  # a table the delta adds, or one the parent lacks: checked elsewhere
+        actual = cache.lookup(rel, path) or sha256_file(path)
+        problems += _compare_hash(rel, actual, listed[rel], merged)
+    if problems:
+        raise VerificationError(snapshot, problems)
 
 
 def _merged_records(snapshot: Path) -> tuple[dict[str, str], list[str]]:

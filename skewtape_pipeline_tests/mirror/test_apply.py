@@ -272,3 +272,23 @@ def test_apply_delta_when_done_links_are_restamped_so_the_next_verify_hashes_onl
     # Links and renames moved the ctimes of carried and linked files; the apply re-stamped
     # them, so only the tables it merged a moment ago (racy by the clock) are hashed again.
     assert again.files_hashed <= len(CHANGED)
+
+
+@pytest.mark.parametrize("mode", ["versioned", "in_place"])
+def test_apply_delta_when_a_table_it_merges_into_was_modified_locally_refuses_it(case, mode):
+    """Rewritten locally (here: the same rows in other bytes), a table the delta changes is
+    neither the published bytes nor a merge recorded: the apply refuses it as verify does,
+    before any write, instead of merging into it and recording the result as its own."""
+    mirror = case.parent if mode == "versioned" else in_place_copy(case)
+    table = mirror / "markets.parquet"
+    rows = pq.read_table(table)
+    os.chmod(table, 0o644)
+    pq.write_table(rows, table, compression="gzip")
+    before = tree_state(mirror)
+    into = case.root / "history" / "2026-12" if mode == "versioned" else None
+
+    with pytest.raises(VerificationError, match=r"markets\.parquet: modified locally"):
+        apply_delta(mirror, case.delta, into=into)
+
+    assert tree_state(mirror) == before
+    assert into is None or not into.exists()
