@@ -39,7 +39,7 @@ from skewtape_pipeline.mirror.format import (
     SnapshotManifest,
     safe_relpath,
 )
-from skewtape_pipeline.mirror.tables import Columns, row_misfit, schema_columns
+from skewtape_pipeline.mirror.tables import Columns, local_path, row_misfit, schema_columns
 from skewtape_pipeline.mirror.verify import hash_cache_path
 
 CHANGE_OPS = ("upsert", "delete")
@@ -416,7 +416,7 @@ def check_change_files(
 
 def _check_change_schema(changes: Path, keys: tuple[str, ...]) -> pa.StructType:
     try:
-        schema = pq.read_schema(changes)
+        schema = pq.read_schema(local_path(changes))
     except (pa.ArrowException, OSError) as exc:
         raise ChangeFileError(f"is not a readable Parquet file ({exc})", path=changes) from None
     for name in ("op", "row"):
@@ -465,7 +465,7 @@ def _check_base_table(
             field=f"files[{index}].path",
         )
     try:
-        schema = pq.read_schema(table)
+        schema = pq.read_schema(local_path(table))
     except (pa.ArrowException, OSError) as exc:
         raise ChangeFileError(
             f"changes the table {table}, which is not a readable Parquet file ({exc})",

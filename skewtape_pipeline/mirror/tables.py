@@ -8,6 +8,7 @@ can collect every finding before they raise.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -49,13 +50,20 @@ def schema_columns(schema: pa.Schema) -> Columns:
     return tuple((f.name, str(f.type)) for f in schema)
 
 
+def local_path(path: Path | str) -> str:
+    """``path`` as pyarrow must be given a local file: absolute, so that a relative path whose
+    first name holds a colon (``mirror:prod/...``) is not parsed as a URI of the scheme
+    ``mirror``."""
+    return os.path.abspath(path)
+
+
 def table_columns(path: Path) -> Columns:
     """The Arrow schema of the Parquet file at ``path`` as (name, type) pairs.
 
     Reads the footer only. Raises :class:`SnapshotError` naming the file if it does not open.
     """
     try:
-        return schema_columns(pq.read_schema(path))
+        return schema_columns(pq.read_schema(local_path(path)))
     except (OSError, pa.ArrowException) as exc:
         raise _parquet_error(path, exc) from None
 
@@ -63,7 +71,7 @@ def table_columns(path: Path) -> Columns:
 def parquet_rows(path: Path) -> int:
     """Rows of the Parquet file at ``path``, from its footer; SnapshotError if unreadable."""
     try:
-        return pq.ParquetFile(path).metadata.num_rows
+        return pq.ParquetFile(local_path(path)).metadata.num_rows
     except (OSError, pa.ArrowException) as exc:
         raise _parquet_error(path, exc) from None
 
@@ -71,7 +79,8 @@ def parquet_rows(path: Path) -> int:
 def read_table(path: Path, *, columns: Sequence[str] | None = None) -> pa.Table:
     """Read a Parquet file (optionally only ``columns``); SnapshotError naming it if unreadable."""
     try:
-        return pq.read_table(path, columns=list(columns) if columns is not None else None)
+        columns = list(columns) if columns is not None else None
+        return pq.read_table(local_path(path), columns=columns)
     except (OSError, pa.ArrowException) as exc:
         raise _parquet_error(path, exc) from None
 

@@ -187,3 +187,16 @@ def audited_changes(log) -> list[tuple[str, str, str]]:
     """Each audit record's delta month, path and operation, in order."""
     records = [json.loads(line) for line in log.read_text().splitlines()]
     return [(Path(r["delta"]).name, r["path"], r["op"]) for r in records]
+
+
+def test_catch_up_when_a_relative_folder_name_holds_a_colon_takes_it_as_local(chain, monkeypatch):
+    root, published = chain
+    shutil.copytree(root / "history", root / "mirror:prod" / "history")
+    shutil.copytree(root / "deltas", root / "mirror:prod" / "deltas")
+    monkeypatch.chdir(root)  # "mirror:prod/..." is no URI of a scheme "mirror"
+
+    results = catch_up(Path("mirror:prod/history"), Path("mirror:prod/deltas"))
+
+    assert [r.next_bundle_id for r in results] == [f"skewtape-history-{m}" for m in MONTHS]
+    verify_snapshot(Path("mirror:prod/history") / MONTHS[-1], full=True)
+    assert_same_snapshot(root / "mirror:prod" / "history" / MONTHS[-1], published[MONTHS[-1]])
