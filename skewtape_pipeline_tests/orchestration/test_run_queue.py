@@ -63,3 +63,12 @@ def test_run_queue_when_two_runs_of_a_writer_are_queued_on_a_fresh_instance_star
         daemon = QueuedRunCoordinatorDaemon(interval_seconds=1)
         started = daemon._get_runs_to_dequeue(instance, instance.get_concurrency_config(), None)
     assert len(started) == 1
+
+
+@pytest.mark.parametrize("shipped", ["deploy/postgres/dagster.yaml", "deploy/k8s/dagster.yaml"])
+def test_every_shipped_instance_file_queues_runs_as_the_embedded_default(shipped):
+    import yaml
+
+    repo = Path(__file__).resolve().parents[2]
+    embedded = yaml.safe_load((repo / "dagster.yaml").read_text())
+    assert yaml.safe_load((repo / shipped).read_text())["concurrency"] == embedded["concurrency"]
