@@ -189,11 +189,15 @@ def plan_chain(current: Path, deltas: Path) -> list[tuple[str, DeltaHead]]:
         current, deltas, expected_parent
     )
     chain: list[tuple[str, DeltaHead]] = []
+    held = month
     for delta_month in [m for m in month_folders(deltas) if m > month]:
         wanted = next_month(month)
         if delta_month != wanted:
+            reaches = (
+                f"holds {held}" if month == held else f"holds {held}, its deltas reach {month}"
+            )
             raise ChainError(
-                f"{deltas} has no delta for {wanted}: the snapshot {current} holds {month} and "
+                f"{deltas} has no delta for {wanted}: the snapshot {current} {reaches}, and "
                 f"the next delta found is {deltas / delta_month}; expected every month in between"
             )
         head = read_delta_head(deltas / delta_month)

@@ -200,3 +200,14 @@ def test_catch_up_when_a_relative_folder_name_holds_a_colon_takes_it_as_local(ch
     assert [r.next_bundle_id for r in results] == [f"skewtape-history-{m}" for m in MONTHS]
     verify_snapshot(Path("mirror:prod/history") / MONTHS[-1], full=True)
     assert_same_snapshot(root / "mirror:prod" / "history" / MONTHS[-1], published[MONTHS[-1]])
+
+
+def test_catch_up_when_a_later_month_is_missing_names_where_the_chain_stops(chain):
+    root, _ = chain
+    (root / "deltas" / "2027-01").rename(root / "deltas" / "2027-02")
+    before = history_state(root)
+    with pytest.raises(ChainError) as info:
+        catch_up(root / "history", root / "deltas")
+    assert "no delta for 2027-01: the snapshot " in str(info.value)
+    assert "2026-11 holds 2026-11, its deltas reach 2026-12, and the next" in str(info.value)
+    assert history_state(root) == before
