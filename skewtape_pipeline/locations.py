@@ -81,6 +81,9 @@ def redacted(text: str | Location) -> str:
 _SCHEME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+.-")
 _LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 _URL_END = re.compile(r"[\s'\"<>]")
+_SENTENCE_MARKS = frozenset(";,.)")
+"""Marks that end a URL's run of characters in a message but belong to the sentence around it
+(``redirects to URL; a publisher's ...``): kept as they are, never redacted with its query."""
 _USER_PART = re.compile(r"(?<=/)[^\s/'\"<>@:]+:[^\s/'\"<>@]*@")
 """A ``user:password@`` right after a ``/`` outside any ``scheme://``: a URL mistyped
 (``http:/u:PW@host``, ``//u:PW@host``, or a path made of one: a space before it). Only after a
@@ -104,8 +107,9 @@ def redact_urls(text: str) -> str:
 def _urls_in(text: str) -> Iterator[tuple[int, int]]:
     """(start, end) of each ``scheme://...`` in ``text``: from each ``://`` back over the scheme
     characters before it (never past the previous ``://`` or URL) to the first letter, and on
-    to the next space, quote or angle bracket. Each character is looked at a bounded number of
-    times (a regular expression trying every start in a long run is quadratic)."""
+    to the next space, quote or angle bracket, less the sentence's marks before it. Each
+    character is looked at a bounded number of times (a regular expression trying every start
+    in a long run is quadratic)."""
     floor = 0
     for separator in re.finditer("://", text):
         at = separator.start()
@@ -121,6 +125,8 @@ def _urls_in(text: str) -> Iterator[tuple[int, int]]:
             continue
         found = _URL_END.search(text, floor)
         end = len(text) if found is None else found.start()
+        while end > floor and text[end - 1] in _SENTENCE_MARKS:  # the message's, not the URL's
+            end -= 1
         yield start, end
         floor = end
 

@@ -204,6 +204,12 @@ def test_redact_urls_when_a_url_is_glued_to_other_characters_redacts_it(glued):
     assert SECRET not in redact_urls(glued.format(s=SECRET))
 
 
+@pytest.mark.parametrize("mark", [";", ",", ".", ")"])
+def test_redact_urls_when_a_url_ends_a_clause_keeps_the_sentence_mark(mark):
+    text = f"redirects to https://cdn.example/sig?X-Amz-Signature={SECRET}#frag{mark} a publisher"
+    assert redact_urls(text) == f"redirects to https://cdn.example/sig{mark} a publisher"
+
+
 @pytest.mark.parametrize(
     "text", ["symbol binance:BTC@PERP", "at 12:30:01@host", "C:\\Users\\bob@corp", "kalshi:KX-1"]
 )
