@@ -526,7 +526,8 @@ def compaction_summary(
 ) -> list[str]:
     """``compact-ticks``' default output: a totals line, a line counting the float noise
     rounded away and the precision lost (when any), then a table of the first ``rows``
-    symbol-days (ticks, raw and archived bytes, ratio, tier), then how many were left out,
+    symbol-days (ticks, raw and archived bytes, ratio, the tier whose codec the day's age chose:
+    every day is written hot, and moves only when re-tiered), then how many were left out,
     what recompacted symbol-days replaced, and, when some symbol-days are old enough for a
     colder tier, ``retier_command`` (they stay hot until it runs)."""
     raw = sum(report.raw_size_bytes for report in reports)
@@ -544,7 +545,7 @@ def compaction_summary(
             f"float_noise_normalized: {noise} value(s) stored rounded to the scale (float "
             f"representation noise, not loss); precision_loss_ticks: {loss}"
         )
-    table = [("symbol", "date", "ticks", "raw bytes", "bytes", "ratio", "tier")]
+    table = [("symbol", "date", "ticks", "raw bytes", "bytes", "ratio", "codec of")]
     table += [
         (r.symbol, r.date, str(r.tick_count), str(r.raw_size_bytes),
          str(r.compacted_size_bytes), f"{r.compression_ratio:.2f}x", r.tier)
