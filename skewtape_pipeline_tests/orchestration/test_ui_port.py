@@ -84,6 +84,10 @@ def wait_until(predicate, seconds: float) -> bool:
     return predicate()
 
 
+def daemon_started(group: int) -> bool:
+    return any("dagster-daemon" in command for command in group_members(group).values())
+
+
 def answers(port: int) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2):
@@ -108,9 +112,11 @@ def test_make_ui_when_its_shell_is_terminated_or_interrupted_stops_daemon_and_we
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     try:
-        assert wait_until(lambda: answers(port), 240), "make ui never answered"
+        assert wait_until(lambda: answers(port) and daemon_started(ui.pid), 240), (
+            "make ui never answered with its daemon started",
+            group_members(ui.pid),
+        )  # the webserver may answer before the daemon's process is there (a loaded machine)
         members = group_members(ui.pid)
-        assert any("dagster-daemon" in c for c in members.values()), members
         if how == "ctrl-c":  # the terminal signals the whole foreground group
             os.killpg(ui.pid, signal.SIGINT)
         else:  # the recipe's shell alone
