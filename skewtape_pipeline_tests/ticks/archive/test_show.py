@@ -153,6 +153,7 @@ def test_cli_show_when_text_says_tier_file_rows_and_history(archived, capsys):
     assert out[0].startswith(f"{symbol} 2026-10-05 in {root}: COLD, {cold.path} rows 0..")
     assert out[1].startswith("report: archived,")
     assert out[2] == "history:" and "moved: from HOT to COLD into COLD/" in out[4]
+    assert "x, codec of HOT)" in out[3]  # written hot, with the hot tier's codec
 
 
 def test_cli_show_when_date_or_symbol_wrong_exits_2_with_one_line(archived, capsys):

@@ -121,8 +121,9 @@ def _item_words(item: dict[str, Any]) -> str:
         if key in ("time", "event") or value in (None, [], {}):
             continue
         if key == "report":
+            ratio = _ratio(value["compression_ratio"])
             parts.append(f"{value['tick_count']} ticks, {value['compacted_size_bytes']} bytes "
-                         f"({_ratio(value['compression_ratio'])}, {value['tier']})")  # fmt: skip
+                         f"({ratio}, codec of {value['tier']})")  # fmt: skip
         elif key == "replaced":
             parts.append("replaced " + "; ".join(_copy_words(copy) for copy in _listed(value)))
         elif key == "rows" and not item.get("report"):
