@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from skewtape_pipeline.mirror.arrivals import inspect_delta
+from skewtape_pipeline.mirror.format import MANIFEST
 from skewtape_pipeline.orchestration.mirror.jobs import apply_month_job
 from skewtape_pipeline.orchestration.mirror.publisher import PublisherSource, remote_month_request
 from skewtape_pipeline.orchestration.mirror.sensors import run_key
@@ -33,6 +34,9 @@ def monthly_apply_schedule(
     if not is_month_partition(month):
         return dg.SkipReason(f"{month} is not a month partition")
     arrival = inspect_delta(skewtape.delta_dir(month))
+    held = skewtape.snapshot_dir(month)
+    if not arrival.complete and (held / MANIFEST).is_file():  # the mirror's first month
+        return dg.SkipReason(f"{month} is already held whole in {held}: no delta to apply")
     if not arrival.complete:
         remote = remote_month_request(skewtape, publisher, month)
         if isinstance(remote, dg.RunRequest):

@@ -64,3 +64,16 @@ def test_schedule_when_the_delta_is_only_at_the_publisher_requests_the_month_to_
     request = evaluate(skewtape, datetime(2026, 11, 1, 6, tzinfo=UTC), publisher)
     assert isinstance(request, dg.RunRequest)
     assert request.partition_key == "2026-10" and "published" in request.run_key
+
+
+def test_schedule_when_the_month_is_the_mirrors_first_snapshot_skips_saying_so(
+    sample_root: Path, skewtape: SkewtapeHome
+):
+    first = min(p.name for p in (sample_root / "history").iterdir() if p.name[0] != ".")
+    year, month = int(first[:4]), int(first[5:])
+    when = datetime(year + month // 12, month % 12 + 1, 1, 6, tzinfo=UTC)
+    skipped = evaluate(skewtape, when)
+    assert isinstance(skipped, dg.SkipReason)
+    assert skipped.skip_message == (
+        f"{first} is already held whole in {sample_root / 'history' / first}: no delta to apply"
+    )
