@@ -44,6 +44,16 @@ def test_demo_main_when_rerun_reports_applied_months_unchanged(
     assert "bootstrap" in line_of["2026-09"]
     assert "hidden" not in first
     assert "hidden" not in second  # the same ticks again: no hot copy hides the consolidated one
+    for out in (first, second):  # the ratio-below-1 sentence only over a ratio below 1
+        assert ("(ratio below 1)" in out) == any(ratio < 1 for ratio in listed_ratios(out))
+
+
+def listed_ratios(out: str) -> list[float]:
+    """The ratio column of the demo's table of the busiest symbol-days."""
+    listed = re.search(r"The (\d+) busiest of (\d+) symbol-days", out)
+    assert listed
+    rows = out.split(listed[0])[1].split("\n\n")[0].splitlines()[3:]
+    return [float(row.split()[5]) for row in rows]
 
 
 def test_demo_main_when_run_explains_what_it_shows_and_what_to_do_next(
