@@ -589,6 +589,17 @@ def _stage_and_place(
             fsio.fsync_dir(stage)
         os.rename(stage, target)
         fsio.fsync_dir(target.parent)
+    if remote.kind == "snapshot":
+        _remove_other_snapshot_stagings(target.parent)
+
+
+def _remove_other_snapshot_stagings(history: Path) -> None:
+    """Remove the staging folders of other months' first snapshots in ``history`` (under the
+    fetch lock): an interrupted ``fetch --snapshot`` of another month can never be resumed
+    once the history holds a snapshot (a first snapshot is fetched only into an empty one)."""
+    for stage in history.glob(f"{STAGING_PREFIX}*"):
+        if stage.is_dir() and not stage.is_symlink():
+            shutil.rmtree(stage, ignore_errors=True)
 
 
 def _stat_all(source: Source, remote: RemoteMonth, large: dict[str, str]) -> dict[str, RemoteFile]:

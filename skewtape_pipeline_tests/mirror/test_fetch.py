@@ -168,6 +168,20 @@ def test_fetch_snapshot_gives_a_new_subscriber_a_verified_first_month_and_then_n
     assert again.months[0].already_present and again.months[0].bytes_fetched == 0
 
 
+def test_fetch_snapshot_when_another_months_fetch_was_interrupted_removes_its_staging(
+    tmp_path, publisher, nginx_publisher
+):
+    root = tmp_path / "new"
+    interrupted = root / "history" / f".fetch-{SAMPLE_FIRST_MONTH}"
+    (interrupted / "fills").mkdir(parents=True)  # an interrupted `fetch --snapshot` of another
+    (interrupted / "fills" / "part.parquet").write_bytes(b"half")  # month: never resumable now
+    fetch_snapshot(nginx_publisher.url, root, "2026-12", settings=FAST)
+    assert published_files(root / "history" / "2026-12") == published_files(
+        publisher / "history" / "2026-12"
+    )
+    assert sorted(p.name for p in (root / "history").iterdir()) == ["2026-12"]
+
+
 def test_fetch_snapshot_when_the_root_holds_another_month_is_refused(subscriber, nginx_publisher):
     before = tree_state(subscriber)
     with pytest.raises(ChainError, match="already holds"):
