@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from skewtape_pipeline import faults
@@ -16,6 +17,8 @@ from skewtape_pipeline.mirror.diff import build_delta
 from skewtape_pipeline.mirror.snapshot import read_snapshot
 from skewtape_pipeline.mirror.verify import merged_tables, verify_snapshot
 from skewtape_pipeline_tests.conftest import make_snapshot
+from skewtape_pipeline_tests.mirror import minimal_publisher as minimal
+from skewtape_pipeline_tests.mirror import reference_apply
 from skewtape_pipeline_tests.mirror.apply_support import (
     assert_same_snapshot,
     edit_manifest,
@@ -162,6 +165,7 @@ def test_catch_up_when_cut_after_a_commit_before_its_audit_rerun_audits_that_mon
     clean = root / "clean" / "history"
     clean.mkdir(parents=True)
     shutil.copytree(root / "history" / "2026-11", clean / "2026-11")
+    reference = shutil.copytree(root / "history" / "2026-11", root / "reference" / "2026-11")
     catch_up(clean, root / "deltas", mode=mode, audit_log=clean_log)
     seen: list[str] = []
 
@@ -179,8 +183,33 @@ def test_catch_up_when_cut_after_a_commit_before_its_audit_rerun_audits_that_mon
     ]
     newest = root / "history" / ("2027-01" if mode == "versioned" else "2026-11")
     assert_same_snapshot(newest, published["2027-01"])
+    assert_as_the_reference_applier_leaves_it(newest, reference, root / "deltas")
     assert audited_changes(log) == audited_changes(clean_log)
     assert catch_up(root / "history", root / "deltas", mode=mode, audit_log=log) == []
+
+
+def assert_as_the_reference_applier_leaves_it(ours: Path, parent: Path, deltas: Path) -> None:
+    """``ours`` holds what the seed's reference applier makes of ``parent`` and every delta
+    (its files byte for byte, its tables row for row, in key order)."""
+    for month in MONTHS:
+        reference_apply.apply_delta(parent, deltas / month)
+    assert files_of(ours) == files_of(parent)
+    for rel in files_of(ours):
+        if rel not in minimal.KEYS:
+            assert (ours / rel).read_bytes() == (parent / rel).read_bytes(), rel
+            continue
+        order = [(key, "ascending") for key in minimal.KEYS[rel]]
+        mine = pq.read_table(ours / rel).sort_by(order)
+        assert mine.equals(pq.read_table(parent / rel).select(mine.column_names).sort_by(order))
+
+
+def files_of(folder: Path) -> list[str]:
+    """The snapshot's files (its local state left out), relative, sorted."""
+    return sorted(
+        p.relative_to(folder).as_posix()
+        for p in folder.rglob("*")
+        if p.is_file() and ".skewtape" not in p.relative_to(folder).parts
+    )
 
 
 def audited_changes(log) -> list[tuple[str, str, str]]:
@@ -200,6 +229,9 @@ def test_catch_up_when_a_relative_folder_name_holds_a_colon_takes_it_as_local(ch
     assert [r.next_bundle_id for r in results] == [f"skewtape-history-{m}" for m in MONTHS]
     verify_snapshot(Path("mirror:prod/history") / MONTHS[-1], full=True)
     assert_same_snapshot(root / "mirror:prod" / "history" / MONTHS[-1], published[MONTHS[-1]])
+    reference = shutil.copytree(root / "history" / "2026-11", root / "reference" / "2026-11")
+    ours = root / "mirror:prod" / "history" / MONTHS[-1]
+    assert_as_the_reference_applier_leaves_it(ours, reference, root / "deltas")
 
 
 def test_catch_up_when_a_later_month_is_missing_names_where_the_chain_stops(chain):
