@@ -1,5 +1,5 @@
 """The archive as one object: its root, its resolved tiers, its catalog, its books (write-once
-mode and audit log), its version log, its one lock.
+mode and audit log), its version log, its garbage collector, its one lock.
 
 :class:`ArchiveCore` is what every operation (``ops/``) is handed: built once by the front door
 (``handle.Archive``), it holds the archive's address and options, so no operation takes the
@@ -20,7 +20,9 @@ from skewtape_pipeline.audit import AuditLog
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError
 from skewtape_pipeline.locations import refuse_url
 from skewtape_pipeline.ticks.archive.store.books import Books, default_audit_log
-from skewtape_pipeline.ticks.archive.store.catalog import CatalogStore
+from skewtape_pipeline.ticks.archive.store.catalog import Catalog, CatalogStore
+from skewtape_pipeline.ticks.archive.store.catalog_check import checked_catalog
+from skewtape_pipeline.ticks.archive.store.garbage import GarbageCollector
 from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_LOCK_FILE, ARCHIVE_ROOT_EXPECTED
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.store.tiers import (
@@ -121,6 +123,19 @@ class ArchiveCore:
         ``lock_timeout`` seconds; ``what`` names the holder's work in a refusal
         (ArchiveBusyError)."""
         return archive_lock(self.root / ARCHIVE_LOCK_FILE, timeout=self.lock_timeout, what=what)
+
+    @property
+    def garbage(self) -> GarbageCollector:
+        """The files leaving the archive (``garbage.GarbageCollector`` over :attr:`tiers`):
+        every removal, audited, and what interrupted runs left (its writers under
+        :meth:`locked`)."""
+        return GarbageCollector(self.tiers, self.books, self.catalog, self.versions)
+
+    def checked_catalog(self) -> Catalog:
+        """The committed catalog, once it accounts for every consolidated file on disk: what
+        every writer reads before removing or rewriting anything (``catalog_check.
+        checked_catalog``; raises CatalogMismatchError naming the files and the repair)."""
+        return checked_catalog(self.tiers)
 
     def waiting(self, seconds: float) -> ArchiveCore:
         """This archive with its writers waiting up to ``seconds`` for the lock instead.

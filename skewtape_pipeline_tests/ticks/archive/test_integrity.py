@@ -208,9 +208,9 @@ def test_rebuild_catalog_when_catalog_deleted_restores_view_and_retier(tiered):
 
 
 def test_rebuild_catalog_when_replaced_files_remain_keeps_the_newest_copy(tiered, monkeypatch):
-    from skewtape_pipeline.ticks.archive.ops import lifecycle
+    from skewtape_pipeline.ticks.archive.store.garbage import GarbageCollector
 
-    monkeypatch.setattr(lifecycle, "remove_files", lambda *args: [])
+    monkeypatch.setattr(GarbageCollector, "remove", lambda *args, **kwargs: [])
     Archive(tiered, policy=POLICY).retier(
         as_of=STAGE_2
     )  # the replaced files and moved hot files stay

@@ -83,7 +83,6 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
     FileRecord,
     SymbolDayKey,
 )
-from skewtape_pipeline.ticks.archive.store.catalog_check import checked_catalog
 from skewtape_pipeline.ticks.archive.store.consolidate import read_consolidated_file
 from skewtape_pipeline.ticks.archive.store.hot_index import ensure_base
 from skewtape_pipeline.ticks.archive.store.layout import (
@@ -365,7 +364,7 @@ def _published(core: ArchiveCore, item: PlannedSymbolDay, path: Path) -> _Publis
     archive's tiers.
 
     The checks under the lock: books_and_records mode again (the lock was let go while
-    encoding), then, when the file exists, the catalog check (``catalog_check.checked_catalog``,
+    encoding), then, when the file exists, the catalog check (``ArchiveCore.checked_catalog``,
     refusing while the catalog does not account for the files on disk). A refusal publishes
     nothing and the staged file is discarded, as it is whatever happens. The write is audited
     once the rename succeeded."""
@@ -384,7 +383,7 @@ def _published(core: ArchiveCore, item: PlannedSymbolDay, path: Path) -> _Publis
         with _compaction_locked(core):
             core.books.check_may_write(path)
             if path.exists():
-                checked_catalog(tiers)
+                core.checked_catalog()
             held = _held_unchanged(core, item, path, record)
             if held is not None:
                 return held

@@ -28,13 +28,13 @@ before step 2; the catalog stays local, so its rename is still the one commit po
 removed in step 3 under the same rules as local files.
 
 The archive's resolved tiers (``Archive.tiers``) are read by the planner (``retier_plan``, when it
-is built) and, under the lock, handed whole to the store: first ``garbage.remove_leftovers`` (what
-interrupted runs left) and ``catalog_check.checked_catalog`` (re-tiering's and pruning's check),
-after the commit the garbage survey. Planning resolves every location once and the plan carries it:
-each source's file and catalog path, each rewrite's store, settings and layout, each withdrawn hot
-copy's removal. Carrying the plan out reads only the plan; after the commit the garbage is surveyed
-in one call (``garbage.unreachable_files``: each tier's store listed once), which hands
-``garbage.remove_files`` each file with its catalog path.
+is built) and, under the lock, by the core's objects: first ``GarbageCollector.remove_leftovers``
+(what interrupted runs left) and ``ArchiveCore.checked_catalog`` (re-tiering's and pruning's
+check), after the commit the garbage collection. Planning resolves every location once and the plan
+carries it: each source's file and catalog path, each rewrite's store, settings and layout, each
+withdrawn hot copy's removal. Carrying the plan out reads only the plan; after the commit
+``GarbageCollector.collect`` surveys the garbage in one call (each tier's store listed once) and
+removes each file by its catalog path.
 
 A crash anywhere leaves the catalog either before or after step 2, so the view returns every
 tick exactly once, and rerunning :func:`retier` finishes the move (written files are found again
@@ -87,16 +87,9 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
     SourceStamp,
     SymbolDayKey,
 )
-from skewtape_pipeline.ticks.archive.store.catalog_check import checked_catalog
 from skewtape_pipeline.ticks.archive.store.consolidate import (
     ConsolidatedFile,
     write_tier_period,
-)
-from skewtape_pipeline.ticks.archive.store.garbage import (
-    Garbage,
-    remove_files,
-    remove_leftovers,
-    unreachable_files,
 )
 from skewtape_pipeline.ticks.archive.store.placement import locate
 from skewtape_pipeline.ticks.archive.store.trust import VerifiedSources
@@ -193,16 +186,14 @@ def retier(
     started = time.perf_counter()
     root = core.root
     with core.locked("re-tiering"):
-        remove_leftovers(core.tiers)
-        checked_catalog(core.tiers)
+        core.garbage.remove_leftovers()
+        core.checked_catalog()
         plan = plan_retier(core, as_of=as_of, months=months)
-        books = core.books.is_on()
         reader = VerifiedSources(core.catalog, plan.catalog)  # reads the records: refuses first
-        removed_first = remove_files(core.books, plan.withdrawn_hot)
+        removed_first = core.garbage.remove(plan.withdrawn_hot)
         written = _write_rewrites(core, plan, reader)
         catalog = _commit(core, plan, written)
-        garbage = unreachable_files(core.tiers, books=books)
-        catalog, removed, retained = _remove_replaced(core, catalog, garbage, books=books)
+        removed, retained = core.garbage.collect(retain_all=plan.keeps_files)
         core.catalog.settle_hot_records()
         version = core.versions.record("retier")
     return RetierResult(
@@ -210,7 +201,7 @@ def retier(
         as_of=plan.as_of,
         generation=catalog.generation,
         committed=plan.changes_catalog,
-        books_and_records=books,
+        books_and_records=plan.keeps_files,
         moved=[m for w in written for m in w.moves],
         files_written=[w.file.path for w in written if not w.file.reused],
         files_reused=[w.file.path for w in written if w.file.reused],
@@ -230,25 +221,6 @@ def _write_rewrites(core: ArchiveCore, plan: RetierPlan, reader: VerifiedSources
         written += _write_rewrite(core, plan, rewrite, reader)
         progress.report("re-tiering", done, len(plan.rewrites), "periods written")
     return written
-
-
-def _remove_replaced(
-    core: ArchiveCore,
-    catalog: Catalog,
-    survey: tuple[list[Garbage], set[TierFile]],
-    *,
-    books: bool,
-) -> tuple[Catalog, list[TierFile], list[TierFile]]:
-    """After the commit: remove the files the catalog no longer reaches and no kept version
-    reads (``survey``: ``garbage.unreachable_files`` after the commit), then forget the stamps
-    of the hot files gone (``catalog`` committed again); in ``books`` mode remove nothing.
-    Returns (catalog, removed, retained)."""
-    garbage, kept = survey
-    retained = [item.file for item in garbage if books or item.file in kept]
-    if books:
-        return catalog, [], retained
-    removed = remove_files(core.books, [item for item in garbage if item.file not in kept])
-    return core.catalog.forget_gone_sources(catalog, core.books), removed, retained
 
 
 @dataclass(frozen=True)
@@ -420,12 +392,8 @@ def _next_catalog(core: ArchiveCore, plan: RetierPlan, written: Sequence[_Writte
 def prune(core: ArchiveCore) -> list[TierFile]:
     """Remove the superseded files no kept version reads (the contract: ``Archive.prune``)."""
     with core.locked("pruning"):
-        checked_catalog(core.tiers)
-        garbage, kept = unreachable_files(core.tiers)
-        removed = remove_files(core.books, [item for item in garbage if item.file not in kept])
-        if not core.books.is_on():
-            core.catalog.forget_gone_sources(core.catalog.read(), core.books)
-        return removed
+        core.checked_catalog()
+        return core.garbage.collect().removed
 
 
 # --- reports ------------------------------------------------------------------------------------

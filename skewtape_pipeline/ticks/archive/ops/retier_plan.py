@@ -106,6 +106,8 @@ class RetierPlan:
     calls for; ``refreshed`` are hot files found to hold the bytes or the ticks of the
     consolidated copy (their stamp and sha256 are recorded as its source, the file is
     superseded). Every file it names is resolved already (see :class:`_Planner`).
+    ``keeps_files``: the archive is in ``books_and_records`` mode, so carrying the plan out
+    removes no file (the superseded hot copy of a withdrawn day stays, and so does its day).
     """
 
     archive_root: Path
@@ -119,6 +121,7 @@ class RetierPlan:
     refreshed: list[Refresh]
     purged: list[SymbolDayKey] = field(default_factory=list)
     withdrawn_hot: list[Garbage] = field(default_factory=list)
+    keeps_files: bool = False
     catalog: Catalog = field(repr=False, default_factory=Catalog)
     slots: dict[TargetKey, list[Slot]] = field(repr=False, default_factory=dict)
 
@@ -167,12 +170,12 @@ class _Planner:
     from one call, ``TierPolicy.placement``, in :meth:`_wanted`); each hot file's catalog path
     is the one its record names (``hot_rels``: ``placement.hot_rel``). The plan carries them all,
     so carrying it out reads no tiers (after the commit, only the garbage survey does:
-    ``garbage.unreachable_files``)."""
+    ``GarbageCollector.collect``)."""
 
     def __init__(self, core: ArchiveCore, as_of: object, months: Collection[str] | None):
         self.as_of, self.eligible = _check_date(as_of), _month_filter(months)
         tiers = core.tiers
-        self.root, self.policy, self.books = core.root, tiers.policy, core.books
+        self.root, self.policy, self.keeps_files = core.root, tiers.policy, core.books.is_on()
         self.writes = {
             tier: (store, tiers.settings[tier], tiers.layouts[tier])
             for tier, store in tiers.stores.items()
@@ -225,7 +228,7 @@ class _Planner:
         """Slot every catalogued symbol-day not slotted from a hot file, dropped or purged:
         where its age calls for (never warmer than its tier: held), or where it is when its
         month is not in this run."""
-        keep_hot = self.books.is_on()
+        keep_hot = self.keeps_files
         self.purged, withdrawn_hot = _purgeable(self.state, self.eligible, keep_hot=keep_hot)
         self.withdrawn_hot = [
             Garbage(h.path, self.hot_rels[h.key], WITHDRAWN) for h in withdrawn_hot
@@ -269,6 +272,7 @@ class _Planner:
             refreshed=self.refreshed,
             purged=sorted(self.purged),
             withdrawn_hot=self.withdrawn_hot,
+            keeps_files=self.keeps_files,
             catalog=self.catalog,
             slots=by_target,
         )

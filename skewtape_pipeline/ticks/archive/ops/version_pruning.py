@@ -25,7 +25,7 @@ from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.storage import TierFile, size_of
 from skewtape_pipeline.ticks.archive.store.books import EVENT_PRUNE
-from skewtape_pipeline.ticks.archive.store.garbage import Garbage, remove_files
+from skewtape_pipeline.ticks.archive.store.garbage import Garbage
 from skewtape_pipeline.ticks.archive.store.placement import uncatalogued_files
 from skewtape_pipeline.ticks.archive.store.version_files import SUFFIX, Version
 
@@ -64,7 +64,7 @@ def prune_versions(
         garbage = [
             Garbage(path, core.tiers.relative(path), "read by no kept version") for path in unread
         ]
-        removed = remove_files(core.books, garbage)
+        removed = core.garbage.remove(garbage)
     return PruneResult(drop, [v.version for v in kept], removed)
 
 

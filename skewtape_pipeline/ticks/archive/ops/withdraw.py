@@ -11,12 +11,12 @@ the ``ticks`` view, whatever tier it is in:
   when a corrected source has no ticks left for a symbol-day. Both steps happen under one hold
   of the archive's lock (``ArchiveCore.locked``), so a re-tiering cannot move a hot file being
   removed back into a consolidated file; each removal is audited as re-tiering audits its own
-  (``garbage.remove_files``, ``tick-archive-remove``).
+  (``GarbageCollector.remove``, ``tick-archive-remove``).
 
 The contracts are the front door's (``Archive.withdraw``, ``Archive.remove``).
 
 In ``books_and_records`` mode both refuse (audited): records are never removed. Both read the
-catalog through ``catalog_check.checked_catalog``: while it is missing, unreadable or does not
+catalog through ``ArchiveCore.checked_catalog``: while it is missing, unreadable or does not
 account for the consolidated files on disk, they refuse and change nothing.
 """
 
@@ -34,11 +34,8 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     SymbolDayKey,
 )
-from skewtape_pipeline.ticks.archive.store.catalog_check import (
-    checked_catalog,
-    remove_stale_catalog_temps,
-)
-from skewtape_pipeline.ticks.archive.store.garbage import Garbage, remove_files
+from skewtape_pipeline.ticks.archive.store.catalog_check import remove_stale_catalog_temps
+from skewtape_pipeline.ticks.archive.store.garbage import Garbage
 from skewtape_pipeline.ticks.archive.store.hot_index import HotIndex, ensure_index
 from skewtape_pipeline.ticks.archive.store.layout import partition_file
 
@@ -62,7 +59,7 @@ def remove_symbol_days(core: ArchiveCore, keys: Iterable[SymbolDayKey]) -> list[
     """Withdraw symbol-days, then remove their hot files (``Archive.remove``)."""
     root = core.root
     wanted = sorted(_check_keys(keys))
-    catalog = checked_catalog(core.tiers)
+    catalog = core.checked_catalog()
     for key in wanted:
         hot = partition_file(root, *key)
         if hot.exists() or key in catalog.partitions:
@@ -84,7 +81,7 @@ def remove_symbol_days(core: ArchiveCore, keys: Iterable[SymbolDayKey]) -> list[
             for key, hot in pairs
             if hot.exists() or index.present(key) is not None
         ]
-        removed = set(remove_files(core.books, gone, unlist_first=True))
+        removed = set(core.garbage.remove(gone, unlist_first=True))
         removals = [
             Removal(*key, removed_file=hot in removed, withdrawn=key in withdrawn)
             for key, hot in pairs
@@ -100,7 +97,7 @@ def _why(key: SymbolDayKey) -> str:
 def withdraw_symbol_days(core: ArchiveCore, keys: Iterable[SymbolDayKey]) -> list[SymbolDayKey]:
     """Hide catalogued symbol-days at once (the contract: ``Archive.withdraw``)."""
     wanted = _check_keys(keys)
-    if not _to_withdraw(checked_catalog(core.tiers), wanted):
+    if not _to_withdraw(core.checked_catalog(), wanted):
         return []  # nothing to do: no lock taken, nothing written
     with core.locked("withdrawing"):
         withdrawn = _withdraw_locked(core, wanted)
@@ -112,7 +109,7 @@ def _withdraw_locked(core: ArchiveCore, wanted: Collection[SymbolDayKey]) -> lis
     """:func:`withdraw_symbol_days` once the lock is held."""
     root = core.root
     remove_stale_catalog_temps(root)
-    catalog = checked_catalog(core.tiers)
+    catalog = core.checked_catalog()
     new = _to_withdraw(catalog, wanted)
     if not new:
         return []

@@ -12,9 +12,9 @@
 - ``consolidate``: warm and cold files holding many symbol-days (a tier period's written in one
   call); ``file_compression``: how well one compresses.
 - ``placement``: where each symbol-day lives now, whether a hot file holds its consolidated
-  copy's ticks, archive-wide metrics; ``garbage``: the files no catalog reaches and their audited
-  removal, what interrupted runs left; ``trust``: every file against its record (re-tiering's
-  reads, ``VerifiedSources``).
+  copy's ticks, archive-wide metrics; ``garbage``: ``GarbageCollector`` (the files no catalog
+  reaches and their audited removal, what interrupted runs left); ``trust``: every file against
+  its record (re-tiering's reads, ``VerifiedSources``).
 - ``versions``: ``VersionLog`` (the version log, as-of reads, tags); ``version_files``: its files;
   ``version_recording``: writing a version or a tag.
 - ``reports_table``: the ``tick_reports`` table; ``spill``: rows beyond a compaction's memory
