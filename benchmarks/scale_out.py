@@ -82,6 +82,7 @@ from skewtape_pipeline.ticks.archive.store.policy import TierPolicy  # noqa: E40
 from skewtape_pipeline.ticks.fills.snapshot_fills import today_utc  # noqa: E402
 from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day  # noqa: E402
 from skewtape_pipeline_tests.scale_out.servers import (  # noqa: E402
+    Broker,
     PostgresServer,
     free_port,
     start_broker,
@@ -467,7 +468,7 @@ class Services:
 
 
 def run_dagster(
-    folder: Path, month: Month, postgres: PostgresServer, broker_port: int, workers: int
+    folder: Path, month: Month, postgres: PostgresServer, broker: Broker, workers: int
 ) -> DagsterOutcome:
     """The month as a UI backfill on ``workers`` Celery workers; the outcome and its timeline."""
     root = data_root(folder, month)
@@ -475,21 +476,20 @@ def run_dagster(
     dagster_home.mkdir()
     shutil.copy(INSTANCE_FILE, dagster_home / "dagster.yaml")
     database = postgres.create_database(f"bench_{workers}w_{os.getpid()}")
-    broker = f"redis://127.0.0.1:{broker_port}"
     env = {
         **os.environ,
         **postgres.environment(database),
         "DAGSTER_HOME": str(dagster_home),
         "SKEWTAPE_HOME": str(root),
-        "SKEWTAPE_CELERY_BROKER": f"{broker}/0",
-        "SKEWTAPE_CELERY_BACKEND": f"{broker}/1",
+        "SKEWTAPE_CELERY_BROKER": broker.url(0),
+        "SKEWTAPE_CELERY_BACKEND": broker.url(1),
         "PYTHONPATH": str(REPO),
     }
     os.environ.update(env)  # the workers inherit this process's environment
     (folder / "workers").mkdir()
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
         instance.add_dynamic_partitions(VENUES, [dimension_key(v) for v in month.venues])
-        services = Services(folder, env, [f"w{i + 1}" for i in range(workers)], f"{broker}/0")
+        services = Services(folder, env, [f"w{i + 1}" for i in range(workers)], broker.url(0))
         try:
             services.wait_until_loaded()
             with CpuAccount(database, postgres.postmaster_pid()) as cpu:
@@ -819,9 +819,7 @@ def main(argv: list[str] | None = None) -> None:
         try:
             for workers in (1, 2):
                 print(f"Dagster, {workers} worker(s) ...", flush=True)
-                outcome = run_dagster(
-                    runs / f"dagster-{workers}", month, postgres, broker.port, workers
-                )
+                outcome = run_dagster(runs / f"dagster-{workers}", month, postgres, broker, workers)
                 loads[workers] = load()
                 check_same_ticks(f"Dagster on {workers} worker(s)", outcome.root, reference)
                 outcomes[workers] = outcome

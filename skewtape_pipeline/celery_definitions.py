@@ -5,16 +5,23 @@ archive's job on dagster-celery's ``celery_executor``: each of a run's archiving
 task that any worker listening on the ``dagster`` queue runs, so a backfill's venue-days spread
 over the workers. The executor reads the broker and the result backend from the environment
 (``SKEWTAPE_CELERY_BROKER``, ``SKEWTAPE_CELERY_BACKEND``) when a run starts; the workers take the
-same settings from ``deploy/celery/celery.yaml``. Every process must reach the same Dagster
+same settings from ``deploy/celery/celery.yaml`` (:func:`worker_settings`, read by the workers'
+app, :mod:`skewtape_pipeline.celery_worker`). Every process must reach the same Dagster
 instance (PostgreSQL: ``deploy/postgres/dagster.yaml``) and the same data root
 (``SKEWTAPE_HOME``). ``apply_month`` and ``retier_ticks`` stay in process in their run.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import Any
+
 import dagster as dg
 from dagster_celery import celery_executor
+from dagster_celery.cli import get_validated_config
 
+from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.orchestration.definitions import build_definitions
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 
@@ -29,6 +36,30 @@ CELERY_SETTINGS = {
 }
 """The executor's side of ``deploy/celery/celery.yaml`` (the workers' side adds the
 visibility timeout and the concurrency, which only the workers act on)."""
+
+SETTINGS_VARIABLE = "SKEWTAPE_CELERY_SETTINGS"
+SHIPPED_SETTINGS = Path(__file__).resolve().parents[1] / "deploy" / "celery" / "celery.yaml"
+"""The workers' settings shipped with the repository (a clone's; an installed package has none,
+so ``SKEWTAPE_CELERY_SETTINGS`` must name a copy)."""
+
+
+def worker_settings() -> dict[str, Any]:
+    """The executor config of the settings file (``execution.config``: broker, backend,
+    include, ``config_source``), its ``env`` values resolved from the environment (retries,
+    which only the executor acts on, left out).
+
+    Raises ConfigError naming ``SKEWTAPE_CELERY_SETTINGS`` when its file does not exist;
+    dagster-celery's DagsterInvalidConfigError when the file is not valid executor config or
+    names a variable that is not set."""
+    path = Path(os.environ.get(SETTINGS_VARIABLE) or SHIPPED_SETTINGS)
+    if not path.is_file():
+        raise ConfigError(
+            f"{SETTINGS_VARIABLE} = {str(path)!r}: no such file; expected the workers' "
+            "Celery settings (a copy of deploy/celery/celery.yaml)"
+        )
+    settings = get_validated_config(str(path))
+    return {key: value for key, value in settings.items() if key != "retries"}
+
 
 skewtape_celery_executor = celery_executor.configured(CELERY_SETTINGS, name="skewtape_celery")
 

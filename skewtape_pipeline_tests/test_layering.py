@@ -13,7 +13,7 @@ import skewtape_pipeline
 
 PACKAGE = Path(skewtape_pipeline.__file__).parent
 REFERENCE = "skewtape_pipeline.reference"
-DAGSTER_LAYER = ("orchestration", "definitions.py", "celery_definitions.py")
+DAGSTER_LAYER = ("orchestration", "definitions.py", "celery_definitions.py", "celery_worker.py")
 
 
 def imported_modules(source: str, package: str) -> set[str]:

@@ -1,7 +1,8 @@
-"""Celery workers of the tests: real ``celery worker`` processes of dagster-celery's app on the
-tests' broker, configured from ``deploy/celery/celery.yaml`` through dagster-celery's own
-config loader, running with ``-P threads`` (the prefork pool refuses steps that start
-processes)."""
+"""Celery workers of the tests: real ``celery worker`` processes started as the docs say
+(:data:`WORKER_COMMAND`: the app ``skewtape_pipeline.celery_worker``, ``-P threads``: the prefork
+pool refuses steps that start processes) on the tests' broker, with the settings of
+``deploy/celery/celery.yaml`` (``SKEWTAPE_CELERY_SETTINGS``: a copy with a short visibility
+timeout)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,13 @@ from pathlib import Path
 
 import yaml
 from celery import Celery
-from dagster_celery.cli import get_config_dir
+
+from skewtape_pipeline.celery_definitions import SETTINGS_VARIABLE
 
 REPO = Path(__file__).resolve().parents[2]
 CELERY_FILE = REPO / "deploy" / "celery" / "celery.yaml"
+WORKER_COMMAND = "celery -A skewtape_pipeline.celery_worker worker -P threads"
+"""How docs/deployment.md starts a worker (the tests add a name, a log level and quiet startup)."""
 VISIBILITY_TIMEOUT = 5
 """Seconds before a dead worker's task goes to another worker, in the tests."""
 
@@ -78,15 +82,14 @@ def start_workers(
     ``visibility_timeout`` is the tests' short one; steps longer than it would be redelivered
     to a second worker while the first still runs them (a benchmark passes the shipped hour).
     """
-    config_dir = get_config_dir(str(worker_config_file(folder, visibility_timeout)))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([config_dir, str(REPO)])}
+    settings = worker_config_file(folder, visibility_timeout)
+    env = {**os.environ, "PYTHONPATH": str(REPO), SETTINGS_VARIABLE: str(settings)}
     celery = Path(sys.executable).parent / "celery"
     workers = Workers(broker_url)
     for name in names:
         command = [
-            str(celery), "-A", "dagster_celery.app", "worker", "-P", "threads",
-            "-Q", "dagster", "-n", workers.hostname(name), "--prefetch-multiplier=1",
-            "-l", "INFO", "--without-gossip", "--without-mingle",
+            str(celery), *WORKER_COMMAND.split()[1:],
+            "-n", workers.hostname(name), "-l", "INFO", "--without-gossip", "--without-mingle",
         ]  # fmt: skip
         if includes and name in includes:
             command += ["-I", includes[name]]

