@@ -464,14 +464,15 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
 
 
 def _archive_out(out: str) -> Path:
-    """``compact-ticks --out``: an archive root, an empty folder, or a folder not there yet
-    (the first compaction makes it, and the folders above it, an archive).
+    """``compact-ticks --out``: an archive root, an empty folder (or one holding only the empty
+    staging folder a refused run left), or a folder not there yet (the first compaction makes
+    it, and the folders above it, an archive).
     NotAnArchiveError, creating nothing, for any other folder: a warm or cold tier folder, the
     mirror's ``history/``, a folder of other files."""
-    from skewtape_pipeline.ticks.archive.store.layout import check_archive_root
+    from skewtape_pipeline.ticks.archive.store.layout import check_archive_root, holds_nothing
 
     path = Path(out)
-    if not path.exists() or (path.is_dir() and not any(path.iterdir())):
+    if not path.exists() or (path.is_dir() and holds_nothing(path)):
         return path
     return check_archive_root(path)
 
