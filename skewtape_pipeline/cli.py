@@ -149,8 +149,15 @@ def cmd_catch_up(args: argparse.Namespace) -> None:
 
 
 def _data_root(args: argparse.Namespace) -> Path:
-    """``--root``, else ``$SKEWTAPE_HOME``, else ``./data``."""
-    return Path(args.root or os.environ.get("SKEWTAPE_HOME") or "data")
+    """``--root``, else ``$SKEWTAPE_HOME``, else ``./data``. ConfigError naming SKEWTAPE_HOME,
+    creating nothing, when it is a ``scheme://`` URL (``--root`` is refused as every path is,
+    by :func:`refuse_url_arguments`), never a folder named after the scheme."""
+    from skewtape_pipeline.locations import DATA_ROOT_EXPECTED, HOME_VARIABLE, refuse_url
+
+    home = os.environ.get(HOME_VARIABLE)
+    if args.root or not home:
+        return Path(args.root or "data")
+    return Path(refuse_url(home, HOME_VARIABLE, DATA_ROOT_EXPECTED))
 
 
 def _fetch(args: argparse.Namespace, *, first_snapshot: bool) -> Any:

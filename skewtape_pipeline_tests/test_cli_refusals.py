@@ -598,6 +598,30 @@ def test_cli_archive_month_when_a_tier_on_s3_cannot_be_used_exits_2_leaving_no_a
     _assert_one_error_line(err, archive, "expected a tick archive root")
 
 
+@pytest.mark.parametrize(
+    "home", [f"s3://AKIAEXAMPLE:{SECRET}@bucket/x", "http://host/x"], ids=["s3", "http"]
+)
+@pytest.mark.parametrize(
+    "argv",
+    [["archive-month", "2026-12"], ["fetch", "{tmp}/publisher", "--snapshot", "2026-09"],
+     ["sync", "{tmp}/publisher"]],
+    ids=["archive-month", "fetch", "sync"],
+)  # fmt: skip
+def test_cli_when_skewtape_home_is_a_url_exits_2_naming_the_variable_creating_nothing(
+    tmp_path, capsys, monkeypatch, home, argv
+):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SKEWTAPE_HOME", home)
+    code, out, err = run(capsys, *[a.format(tmp=tmp_path) for a in argv])
+    assert (code, out) == (2, "")
+    scheme = home.partition(":")[0]
+    _assert_one_error_line(
+        err, f"SKEWTAPE_HOME '{scheme}://", "expected a local folder (the data root)"
+    )
+    assert SECRET not in err
+    assert _listing(tmp_path) == []  # no folder named after the scheme
+
+
 def test_cli_archive_month_when_the_month_is_malformed_names_its_argument(tmp_path, capsys):
     code, _, err = run(capsys, "archive-month", "2026-13", "--root", str(tmp_path))
     assert code == 2 and "MONTH '2026-13'" in err and "--snapshot" not in err
