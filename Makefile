@@ -30,8 +30,12 @@ $(VENV)/.docs-installed: $(VENV)/.installed
 docs: $(VENV)/.docs-installed
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
-# The Dagster instance of the data root, which the demo records into and `make ui` opens.
+# The Dagster instance of the data root, which the demo records into and `make ui` opens. A
+# SKEWTAPE_HOME given as a URL is refused first (not shown: it may hold credentials), never taken
+# for a folder named after its scheme.
 instance:
+	@case "$(SKEWTAPE_HOME)" in *://*) echo "error: SKEWTAPE_HOME is a URL (scheme://...); \
+	expected a local folder (the data root)" >&2; exit 2;; esac
 	mkdir -p "$(SKEWTAPE_HOME)/dagster_home"
 	cp dagster.yaml "$(SKEWTAPE_HOME)/dagster_home/dagster.yaml"
 

@@ -149,8 +149,15 @@ def cmd_catch_up(args: argparse.Namespace) -> None:
 
 
 def _data_root(args: argparse.Namespace) -> Path:
-    """``--root``, else ``$SKEWTAPE_HOME``, else ``./data``."""
-    return Path(args.root or os.environ.get("SKEWTAPE_HOME") or "data")
+    """``--root``, else ``$SKEWTAPE_HOME``, else ``./data``. ConfigError naming SKEWTAPE_HOME,
+    creating nothing, when it is a ``scheme://`` URL (``--root`` is refused as every path is,
+    by :func:`refuse_url_arguments`), never a folder named after the scheme."""
+    from skewtape_pipeline.locations import DATA_ROOT_EXPECTED, HOME_VARIABLE, refuse_url
+
+    home = os.environ.get(HOME_VARIABLE)
+    if args.root or not home:
+        return Path(args.root or "data")
+    return Path(refuse_url(home, HOME_VARIABLE, DATA_ROOT_EXPECTED))
 
 
 def _fetch(args: argparse.Namespace, *, first_snapshot: bool) -> Any:
@@ -464,14 +471,15 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
 
 
 def _archive_out(out: str) -> Path:
-    """``compact-ticks --out``: an archive root, an empty folder, or a folder not there yet
-    (the first compaction makes it, and the folders above it, an archive).
+    """``compact-ticks --out``: an archive root, an empty folder (or one holding only the empty
+    staging folder a refused run left), or a folder not there yet (the first compaction makes
+    it, and the folders above it, an archive).
     NotAnArchiveError, creating nothing, for any other folder: a warm or cold tier folder, the
     mirror's ``history/``, a folder of other files."""
-    from skewtape_pipeline.ticks.archive.store.layout import check_archive_root
+    from skewtape_pipeline.ticks.archive.store.layout import check_archive_root, holds_nothing
 
     path = Path(out)
-    if not path.exists() or (path.is_dir() and not any(path.iterdir())):
+    if not path.exists() or (path.is_dir() and holds_nothing(path)):
         return path
     return check_archive_root(path)
 

@@ -370,6 +370,12 @@ class PublisherError(FetchError):
     parent is not the newest local snapshot. The month's staging folder is removed."""
 
 
+class MissingBucketError(FetchError):
+    """An ``s3://`` source's bucket does not exist on its S3 server (a mistyped bucket or
+    endpoint): refused before anything is written (exit 2), never taken for a publisher that
+    has published nothing. ``url`` names the source, redacted."""
+
+
 class TransferError(FetchError, OSError):
     """The network failed after the last retry (a refused or reset connection, a timeout, a 5xx
     answer), or the server answered with an unexpected status. An operating-system error (exit

@@ -131,6 +131,13 @@ def _urls_in(text: str) -> Iterator[tuple[int, int]]:
         floor = end
 
 
+HOME_VARIABLE = "SKEWTAPE_HOME"
+"""The environment variable naming the data root: the command line's default ``--root`` and the
+Dagster ``SkewtapeHome`` resource's ``root``."""
+DATA_ROOT_EXPECTED = "a local folder (the data root)"
+"""What a data root given as a URL is told it should be."""
+
+
 def refuse_url(text: str | Location, what: str, expected: str) -> str:
     """``text`` when it is a local path; otherwise raise ConfigError naming ``what`` and the
     redacted location, and saying what was ``expected``. Nothing is written either way."""

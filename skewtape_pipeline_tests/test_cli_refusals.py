@@ -15,6 +15,7 @@ from skewtape_pipeline.mirror import merge
 from skewtape_pipeline.ticks.archive.store import consolidate, layout
 from skewtape_pipeline.ticks.encode import parquet_file
 from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
+from skewtape_pipeline_tests.scale_out.servers import free_port
 from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
 
 NEXT_MONTH = "2026-10"
@@ -453,8 +454,10 @@ def test_cli_help_when_a_command_takes_positional_arguments_explains_each(comman
 
 
 @pytest.mark.parametrize(
-    "made", ["missing", "a file", "a folder of other files", "an empty folder", "dot files only"]
-)
+    "made",
+    ["missing", "a file", "a folder of other files", "an empty folder", "dot files only",
+     "an empty staging folder only"],
+)  # fmt: skip
 def test_cli_verify_archive_when_the_folder_is_no_archive_exits_2_naming_it(tmp_path, capsys, made):
     root = tmp_path / "archiv"
     if made == "a file":
@@ -466,6 +469,8 @@ def test_cli_verify_archive_when_the_folder_is_no_archive_exits_2_naming_it(tmp_
         root.mkdir()
         if made == "dot files only":
             (root / ".hidden").write_text("")
+        if made == "an empty staging folder only":
+            (root / layout.STAGING_FOLDER).mkdir()
     before = _listing(tmp_path)
     for full in ([], ["--full"]):
         code, out, err = run(capsys, "verify-archive", str(root), *full)
@@ -531,7 +536,13 @@ def test_cli_compact_ticks_when_out_is_an_empty_folder_or_a_new_one_makes_an_arc
 ):
     csv = write_four_day_csv(tmp_path / "ticks.csv")
     (tmp_path / "empty").mkdir()
-    for out in (tmp_path / "empty", tmp_path / "new", tmp_path / "data" / "archive"):
+    (tmp_path / "left" / layout.STAGING_FOLDER).mkdir(parents=True)  # a refused run's
+    for out in (
+        tmp_path / "empty",
+        tmp_path / "left",
+        tmp_path / "new",
+        tmp_path / "data" / "archive",
+    ):
         argv = ["--out", str(out), "--as-of", "2025-12-05", "--price-scale", "2", "--wait", "5"]
         code, _, err = run(capsys, "compact-ticks", str(csv), *argv)
         assert code == 0, err
@@ -563,6 +574,52 @@ def test_cli_when_a_value_is_malformed_exits_2_with_one_line_changing_nothing(
     _assert_one_error_line(err)
     assert "Traceback" not in err
     assert _listing(tmp_path) == before
+
+
+@pytest.mark.parametrize("broken", ["missing bucket", "unreachable endpoint"])
+def test_cli_archive_month_when_a_tier_on_s3_cannot_be_used_exits_2_leaving_no_archive(
+    sample_root, capsys, s3_env, broken
+):
+    if broken == "missing bucket":
+        warm = s3_env.uri("warm", bucket="no-such-bucket")
+    else:
+        warm = s3_env.uri("warm", port=free_port())
+    policy = sample_root.parent / "tiers.toml"
+    policy.write_text(f'[warm]\nroot = "{warm}"\n')
+    before = _listing(sample_root)
+    code, _, err = run(capsys, "archive-month", SAMPLE_FIRST_MONTH, "--root", str(sample_root),
+                       "--as-of", "2027-01-01", "--tier-policy", str(policy))  # fmt: skip
+    assert code == 2
+    _assert_one_error_line(err, warm.partition("?")[0])
+    assert _listing(sample_root) == before  # no archive folder, no staging folder
+    archive = sample_root / "archive"
+    code, _, err = run(capsys, "query", "SELECT count(*) FROM ticks", "--archive", str(archive))
+    assert code == 2
+    _assert_one_error_line(err, archive, "expected a tick archive root")
+
+
+@pytest.mark.parametrize(
+    "home", [f"s3://AKIAEXAMPLE:{SECRET}@bucket/x", "http://host/x"], ids=["s3", "http"]
+)
+@pytest.mark.parametrize(
+    "argv",
+    [["archive-month", "2026-12"], ["fetch", "{tmp}/publisher", "--snapshot", "2026-09"],
+     ["sync", "{tmp}/publisher"]],
+    ids=["archive-month", "fetch", "sync"],
+)  # fmt: skip
+def test_cli_when_skewtape_home_is_a_url_exits_2_naming_the_variable_creating_nothing(
+    tmp_path, capsys, monkeypatch, home, argv
+):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SKEWTAPE_HOME", home)
+    code, out, err = run(capsys, *[a.format(tmp=tmp_path) for a in argv])
+    assert (code, out) == (2, "")
+    scheme = home.partition(":")[0]
+    _assert_one_error_line(
+        err, f"SKEWTAPE_HOME '{scheme}://", "expected a local folder (the data root)"
+    )
+    assert SECRET not in err
+    assert _listing(tmp_path) == []  # no folder named after the scheme
 
 
 def test_cli_archive_month_when_the_month_is_malformed_names_its_argument(tmp_path, capsys):

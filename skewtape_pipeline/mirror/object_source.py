@@ -37,7 +37,13 @@ from obstore import exceptions as obstore_errors
 from urllib3.exceptions import HTTPError, MaxRetryError
 from urllib3.util import Timeout
 
-from skewtape_pipeline.errors import ConfigError, FetchError, PublisherError, TransferError
+from skewtape_pipeline.errors import (
+    ConfigError,
+    FetchError,
+    MissingBucketError,
+    PublisherError,
+    TransferError,
+)
 from skewtape_pipeline.hashing import BLOCK
 from skewtape_pipeline.locations import Location, parse_location
 from skewtape_pipeline.mirror.sources import (
@@ -90,6 +96,9 @@ S3_LEAST_BACKOFF = 0.001
 S3_SIGNED_FOR = timedelta(hours=1)
 """How long a presigned URL of a body's GETs is valid (a body still reading past it gets 403,
 a broken transfer: the resume signs again)."""
+NO_SUCH_BUCKET = "<Code>NoSuchBucket</Code>"
+"""How an S3 server's 404 answer to a GET says that the bucket, not only the key, is missing (the
+error document obstore's error quotes; a HEAD's 404 has no body to say it)."""
 _SIGNED_QUERY = re.compile(r"\?[^\s'\"]*X-Amz-[^\s'\"]*", re.IGNORECASE)
 """A presigned URL's query (its signature), wherever a text may carry it."""
 
@@ -115,6 +124,9 @@ class ObjectSource:
         except ConfigError as exc:  # "root ...: why": named here as the source, redacted
             raise ConfigError(f"source {where.shown!r}: {str(exc).partition(': ')[2]}") from None
         parts = urlsplit(uri)
+        self.bucket = parts.netloc
+        self.bucket_seen = False
+        """Whether an answer showed the bucket exists (an absent object is then only absent)."""
         self.prefix = parts.path.strip("/")
         self.location = f"{S3_SCHEME}{parts.netloc}/{self.prefix}".rstrip("/")
         self.settings = settings
@@ -153,7 +165,8 @@ class ObjectSource:
                     remote = _object_version(result.meta)
                     refuse_large(self.url(rel), remote.size)
                     data = read_watched(result.stream(S3_STREAM_CHUNK), self.settings)
-                except OBJECT_ABSENT:
+                except OBJECT_ABSENT as exc:
+                    self._check_bucket(exc)
                     return None
                 except OBJECT_BROKEN as exc:  # an answer cut on the way, asked for again here,
                     if _CLIENT_RETRIED.search(str(exc)):  # unless the client's own retries
@@ -167,7 +180,30 @@ class ObjectSource:
             try:
                 return _object_version(obstore.head(self.store, self._key(rel)))
             except OBJECT_ABSENT:
+                if not self.bucket_seen:  # a HEAD's 404 does not say which is missing: a GET's does
+                    self._check_bucket_with_get(self._key(rel))
                 return None
+
+    def _check_bucket(self, absent: BaseException) -> None:
+        """MissingBucketError naming the source when the 404 ``absent`` (a GET's) says the bucket
+        does not exist; otherwise the bucket is known to exist from then on."""
+        if NO_SUCH_BUCKET in str(absent):
+            raise MissingBucketError(
+                f"the bucket {self.bucket!r} does not exist on the S3 server; check the source's "
+                "bucket name and endpoint (nothing was fetched)",
+                url=self.location,
+            )
+        self.bucket_seen = True
+
+    def _check_bucket_with_get(self, key: str) -> None:
+        """:meth:`_check_bucket` through a GET of ``key``, which a HEAD found absent (its body is
+        never read: a 404 says all)."""
+        try:
+            obstore.get(self.store, key)
+        except OBJECT_ABSENT as exc:
+            self._check_bucket(exc)
+        else:
+            self.bucket_seen = True  # the key appeared meanwhile: the bucket exists
 
     def open_range(self, rel: str, start: int, expected: RemoteFile) -> Body:
         remote = self.stat(rel)

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.locations import DATA_ROOT_EXPECTED, refuse_url
 from skewtape_pipeline.mirror.arrivals import delta_months
 from skewtape_pipeline.mirror.fetch import fetch_deltas, fetch_snapshot, newest_snapshot_month
 from skewtape_pipeline.mirror.sources import open_source
@@ -492,13 +494,18 @@ def _result_word(outcome: MonthOutcome) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the demo; 0 when every month materialized, 1 otherwise."""
+    """Run the demo; 0 when every month materialized, 1 otherwise, 2 (one line, nothing
+    created) when the root is a ``scheme://`` URL (``make demo``'s SKEWTAPE_HOME)."""
     parser = argparse.ArgumentParser(
         prog="python -m skewtape_pipeline.orchestration.demo", description=__doc__
     )
     parser.add_argument("root", help="data root (the sample is published here if absent)")
     args = parser.parse_args(argv)
-    root = Path(args.root)
+    try:
+        root = Path(refuse_url(args.root, "root", DATA_ROOT_EXPECTED))
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     demo = run_demo(root)
     _, pending = months_to_run(SkewtapeHome(root=str(root)))
     if demo.fetched:

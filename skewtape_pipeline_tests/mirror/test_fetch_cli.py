@@ -150,6 +150,36 @@ def test_cli_fetch_and_sync_when_the_s3_endpoint_is_no_http_url_exit_2_creating_
     assert not root.exists()
 
 
+NO_BUCKET_RUNS = {
+    "sync, a new root": ("sync", []),
+    "sync --snapshot, a new root": ("sync", ["--snapshot", SAMPLE_FIRST_MONTH]),
+    "fetch --snapshot, a new root": ("fetch", ["--snapshot", SAMPLE_FIRST_MONTH]),
+    "fetch, a mirror": ("fetch", None),
+    "sync, a mirror": ("sync", None),
+}
+"""How each command meets the publisher first: asking for the newest snapshot (HEADs), for a
+chosen snapshot (a GET) or for the next delta (a GET); None: on a mirror holding a month."""
+
+
+@pytest.mark.parametrize("case", sorted(NO_BUCKET_RUNS))
+def test_cli_fetch_and_sync_when_the_s3_bucket_does_not_exist_exit_2_naming_it_changing_nothing(
+    tmp_path, subscriber, capsys, s3_env, case
+):
+    command, start = NO_BUCKET_RUNS[case]
+    root = subscriber if start is None else tmp_path / "new"
+    before = tree_state(root) if root.exists() else None
+    source = s3_env.uri("pub", bucket="no-such-bucket")
+    code, out, err = run(capsys, command, source, "--root", str(root), *(start or []))
+
+    assert (code, out) == (2, "")
+    assert err == (
+        "error: s3://no-such-bucket/pub: the bucket 'no-such-bucket' does not exist on the S3 "
+        "server; check the source's bucket name and endpoint (nothing was fetched)\n"
+    )
+    assert s3_env.environment()["AWS_SECRET_ACCESS_KEY"] not in err
+    assert (tree_state(root) if root.exists() else None) == before
+
+
 class Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,8 +13,11 @@ import dagster as dg
 import pytest
 
 from skewtape_pipeline.definitions import defs
+from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.orchestration.mirror.jobs import APPLY_POOL
+from skewtape_pipeline.orchestration.mirror.sensors import delta_arrival_sensor
 from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT
+from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.archive_asset import ARCHIVE_POOL, TICK_ARCHIVE
 from skewtape_pipeline.orchestration.ticks.partitions import VENUES
 from skewtape_pipeline.orchestration.ticks.tier_assets import TICK_ARCHIVE_STATS, TICK_ARCHIVE_TIERS
@@ -131,3 +135,35 @@ def test_definitions_when_loaded_tiers_follow_the_archive_and_each_month_reads_i
         len(keys) == 31 * 2 and "2026-10-31|polymarket" in keys and "2026-11-01|kalshi" not in keys
     )
     assert downstream == ["2026-10"]
+
+
+HOME_SECRET = "Pw7sEcReT4q"
+
+
+@pytest.mark.parametrize(
+    "home", [f"s3://KEY:{HOME_SECRET}@bucket/x", "http://host/x"], ids=["s3", "http"]
+)
+def test_definitions_when_skewtape_home_is_a_url_refuse_it_naming_the_variable_creating_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, home: str
+):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SKEWTAPE_HOME", home)
+    scheme = home.partition(":")[0]
+    said = f"SkewtapeHome.root (SKEWTAPE_HOME) '{scheme}://"
+    resources = {"skewtape": SkewtapeHome(root=dg.EnvVar("SKEWTAPE_HOME"))}
+    with (
+        dg.build_sensor_context(resources=resources) as context,
+        pytest.raises(ConfigError, match=re.escape(said)) as refused,
+    ):
+        delta_arrival_sensor(context)
+    assert "expected a local folder (the data root)" in str(refused.value)
+    assert HOME_SECRET not in str(refused.value)
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = defs.resolve_job_def("catch_up_months").execute_in_process(
+            instance=instance, raise_on_error=False
+        )
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    error = failure.event_specific_data.error.to_string()
+    assert said in error and HOME_SECRET not in error
+    assert list(tmp_path.iterdir()) == []  # no folder named after the scheme

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
 from datetime import date
 from pathlib import Path
 
@@ -136,3 +139,42 @@ def test_run_demo_records_its_runs_and_materializations_in_the_instance_make_ui_
     assert len(archived) >= len(demo.days) and venues
     assert {run.job_name for run in runs} == {"apply_month", "archive_ticks", "retier_ticks"}
     assert all(run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
+
+
+REPO = Path(__file__).resolve().parents[2]
+HOME_SECRET = "Pw7sEcReT4q"
+HOME_URL = f"s3://KEY:{HOME_SECRET}@bucket/x"
+
+
+def test_demo_main_when_the_root_is_a_url_exits_2_in_one_line_creating_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    monkeypatch.chdir(tmp_path)
+    assert main([HOME_URL]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == (
+        "error: root 's3://***@bucket/x': s3:// locations are not supported here; expected a "
+        "local folder (the data root)\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("target", ["instance", "demo"])
+def test_make_when_skewtape_home_is_a_url_refuses_naming_it_creating_nothing(
+    tmp_path: Path, target: str
+):
+    make = shutil.which("make")
+    assert make, "make is needed to run the Makefile's targets"
+    venv = Path(sys.executable).parent.parent
+    completed = subprocess.run(
+        [make, "-s", "-f", str(REPO / "Makefile"), "-o", f"{venv}/.installed", target,
+         f"VENV={venv}", f"SKEWTAPE_HOME={HOME_URL}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert completed.returncode != 0
+    first = completed.stderr.splitlines()[0]
+    assert first == (
+        "error: SKEWTAPE_HOME is a URL (scheme://...); expected a local folder (the data root)"
+    )
+    assert HOME_SECRET not in completed.stdout + completed.stderr
+    assert list(tmp_path.iterdir()) == []  # no folder named after the scheme

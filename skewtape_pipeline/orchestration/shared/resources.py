@@ -9,6 +9,7 @@ from pydantic import Field
 
 from skewtape_pipeline.audit import AUDIT_LOG_NAME
 from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.locations import DATA_ROOT_EXPECTED, HOME_VARIABLE, refuse_url
 
 DAGSTER_HOME_NAME = "dagster_home"
 """The Dagster instance's folder under the data root (the one ``make ui`` and the demo use)."""
@@ -36,10 +37,12 @@ class SkewtapeHome(dg.ConfigurableResource):
 
     @property
     def root_dir(self) -> Path:
-        """The data root as an absolute path; ConfigError when it is empty."""
+        """The data root as an absolute path; ConfigError when it is empty or a ``scheme://``
+        URL (named redacted, with SKEWTAPE_HOME: never a folder named after the scheme)."""
         if not self.root.strip():
             raise ConfigError("SkewtapeHome.root is empty; expected the data root folder")
-        return Path(self.root).expanduser().absolute()
+        named = f"SkewtapeHome.root ({HOME_VARIABLE})"
+        return Path(refuse_url(self.root, named, DATA_ROOT_EXPECTED)).expanduser().absolute()
 
     @property
     def history_dir(self) -> Path:

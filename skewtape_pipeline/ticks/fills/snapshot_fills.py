@@ -340,8 +340,12 @@ def archive_symbol_days(
     ArchiveBusyError
         Another writer (e.g. a re-tiering) held the archive's lock for longer than
         ``compact.compaction_lock_wait``.
+    ObjectStoreError
+        A warm or cold tier in an object store does not answer (endpoint unreachable, bucket
+        missing, credentials refused); names its URI, before anything is written.
     """
     sources = newest_sources(history, wanted)
+    archive.core.tiers.check_reachable()  # before the staging folder is made: nothing written
     encoding = TickEncoding(target_ratio=target_ratio)
     with ExitStack() as routers:
         planned = _planned_symbol_days(archive, sources, as_of, memory_limit, routers)

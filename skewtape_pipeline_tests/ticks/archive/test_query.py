@@ -313,7 +313,7 @@ def test_run_query_when_root_holds_a_killed_writers_marker_temp_gives_the_empty_
     assert answer.column("n").to_pylist() == [0]
 
 
-@pytest.mark.parametrize("holding", [[], [".hidden"]])
+@pytest.mark.parametrize("holding", [[], [".hidden"], [".skewtape-staging"]])
 def test_run_query_when_root_is_an_empty_folder_refuses_naming_it(tmp_path, holding):
     root = tmp_path / "archive"
     root.mkdir()

@@ -217,13 +217,14 @@ def check_archive_root(root: Path | str, *, empty_ok: bool = True) -> Path:
     folder holding files of its own but no archive marker. A folder holding the archive's
     bookkeeping and nothing else (``_skewtape*`` markers, ``.skewtape*`` lock and staging, a
     marker's temporary file: an archive with nothing compacted yet) passes only with
-    ``empty_ok``; an empty folder, or one holding only other dot files, holds no archive and
-    is refused.
+    ``empty_ok``; an empty folder, or one holding only other dot files or an empty staging
+    folder (what a run refused or failed before publishing anything leaves), holds no archive
+    and is refused.
     """
     path = Path(refuse_url(root, "archive root", ARCHIVE_ROOT_EXPECTED))
     if not path.is_dir():
         raise NotAnArchiveError(f"{path}: not a folder; expected a tick archive root")
-    names = {child.name for child in path.iterdir()}
+    names = _names_held(path)
     if ARCHIVE_MARKER not in names:
         if empty_ok and _only_bookkeeping(names):
             return path
@@ -238,6 +239,33 @@ def check_archive_root(root: Path | str, *, empty_ok: bool = True) -> Path:
             + (f", e.g. {hint}" if hint else "")
         )
     return path
+
+
+def holds_nothing(folder: Path) -> bool:
+    """``folder`` (an existing folder) is empty, or holds only an empty staging folder: no
+    archive, only what a run refused or failed before publishing anything leaves. Reads only:
+    the staging folder is never removed here (a writer of another day may be about to use it)."""
+    return not _names_held(folder)
+
+
+def _names_held(folder: Path) -> set[str]:
+    """The names in ``folder``, less an empty staging folder (it holds no part of an archive)."""
+    names = {child.name for child in folder.iterdir()}
+    if STAGING_FOLDER in names and _empty_folder(folder / STAGING_FOLDER):
+        names.discard(STAGING_FOLDER)
+    return names
+
+
+def _empty_folder(folder: Path) -> bool:
+    """``folder`` is a folder (not a link) holding nothing, or was removed meanwhile."""
+    if folder.is_symlink():
+        return False
+    try:
+        return not any(folder.iterdir())
+    except FileNotFoundError:
+        return True
+    except NotADirectoryError:
+        return False
 
 
 def _only_bookkeeping(names: set[str]) -> bool:
