@@ -345,7 +345,7 @@ def archive_symbol_days(
         missing, credentials refused); names its URI, before anything is written.
     """
     sources = newest_sources(history, wanted)
-    archive.core.tiers.check_reachable()  # before the staging folder is made: nothing written
+    archive.tiers.check_reachable()  # before the staging folder is made: nothing written
     encoding = TickEncoding(target_ratio=target_ratio)
     with ExitStack() as routers:
         planned = _planned_symbol_days(archive, sources, as_of, memory_limit, routers)
