@@ -921,7 +921,7 @@ def _add_archive_options(parser: argparse.ArgumentParser, *, writes: bool) -> No
     parser.add_argument(
         "--tier-policy",
         help="tier policy file (TOML or JSON): the tier roots (default: the one the archive "
-        "recorded when first given one)",
+        "records)",
     )
     if writes:
         parser.add_argument(

@@ -406,6 +406,12 @@ class ObjectTier:
         bucket present, credentials accepted)."""
         _check_bucket(self.filesystem, self.bucket, self.root)
 
+    def bucket_exists(self) -> bool:
+        """True when the bucket answers, False when the server says it does not exist;
+        ObjectStoreError naming the URI when the server cannot tell (endpoint unreachable,
+        credentials refused)."""
+        return _bucket_found(self.filesystem, self.bucket, self.root)
+
     @contextlib.contextmanager
     def staging(self, relative: str) -> Iterator[Path]:
         """A private local folder to write a file in before it is uploaded (removed after)."""
@@ -484,6 +490,24 @@ def parquet_files_of(stores: Mapping[str, TierStore]) -> list[tuple[str, TierFil
     return listed
 
 
+def placed_files(store: TierStore) -> list[TierFile]:
+    """Every ``*.parquet`` file of ``store``, sorted; none when its folder or bucket does not
+    exist (nothing can have been placed there). ObjectStoreError naming the URI when an S3
+    store cannot tell (endpoint unreachable, credentials refused)."""
+    if isinstance(store, ObjectTier) and not store.bucket_exists():
+        return []
+    return list(store.parquet_files())
+
+
+def endpoint_options(root: Path | str) -> dict[str, str]:
+    """How the store of the tier root ``root`` is reached: an S3 URI's query options
+    (:data:`URI_OPTIONS`: where its server is, never a secret); none for a folder, or for a URI
+    that leaves them to the environment (``AWS_ENDPOINT_URL``)."""
+    if not is_object_uri(root):
+        return {}
+    return dict(parse_qsl(urlsplit(str(root)).query, keep_blank_values=True))
+
+
 def tier_store(root: Path | str) -> TierStore:
     """The store of a tier root: an :class:`ObjectTier` for an ``s3://`` URI, else a
     :class:`LocalTier`."""
@@ -541,12 +565,17 @@ def _reading_object(file: ObjectFile) -> Iterator[None]:
 def _check_bucket(filesystem: pafs.FileSystem, bucket: str, uri: str) -> None:
     """Raise ObjectStoreError naming ``uri`` unless ``bucket`` answers (endpoint reachable,
     bucket present, credentials accepted)."""
-    with _store_errors(uri, "reaching its bucket"):
-        found = filesystem.get_file_info(bucket).type
-    if found == pafs.FileType.NotFound:
+    if not _bucket_found(filesystem, bucket, uri):
         raise ObjectStoreError(
             f"{uri}: the bucket {bucket!r} does not exist; create it first", uri=uri
         )
+
+
+def _bucket_found(filesystem: pafs.FileSystem, bucket: str, uri: str) -> bool:
+    """Whether ``bucket`` exists; ObjectStoreError naming ``uri`` when the store does not say
+    (endpoint unreachable, credentials refused: never taken for a missing bucket)."""
+    with _store_errors(uri, "reaching its bucket"):
+        return filesystem.get_file_info(bucket).type != pafs.FileType.NotFound
 
 
 @contextlib.contextmanager

@@ -25,12 +25,8 @@ from skewtape_pipeline.ticks.archive.store.catalog_check import checked_catalog
 from skewtape_pipeline.ticks.archive.store.garbage import GarbageCollector
 from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_LOCK_FILE, ARCHIVE_ROOT_EXPECTED
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
-from skewtape_pipeline.ticks.archive.store.tiers import (
-    ArchiveTiers,
-    check_same_placement,
-    record_policy,
-    recorded_policy,
-)
+from skewtape_pipeline.ticks.archive.store.policy_change import pending_record
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers, recorded_policy
 from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 
 
@@ -74,8 +70,10 @@ class ArchiveCore:
     options are :class:`~skewtape_pipeline.ticks.archive.handle.Archive`'s).
 
     Raises ConfigError when built for a path that is a file, a policy that is not a TierPolicy
-    or that contradicts the recorded one, tier roots that nest, a ``lock_timeout`` that is
-    negative, not finite or not a number. The root may not exist yet: a first compaction creates it.
+    or that changes the recorded one where that is not safe (``store.policy_change``: a tier
+    holding files moved, a new endpoint lacking them), tier roots that nest, a ``lock_timeout``
+    that is negative, not finite or not a number. The root may not exist yet: a first compaction
+    creates it.
     """
 
     def __init__(
@@ -93,16 +91,15 @@ class ArchiveCore:
         if policy is not None and not isinstance(policy, TierPolicy):
             raise ConfigError(f"policy = {policy!r}: expected a TierPolicy")
         recorded = recorded_policy(self.root)
-        if policy is not None and recorded is not None:
-            check_same_placement(self.root, policy, recorded)
         self.catalog = CatalogStore(self.root)
         """The archive's catalog and hot file records (``store.catalog.CatalogStore``)."""
         self.tiers: ArchiveTiers = ArchiveTiers.of(self.root, policy or recorded)
         """The tier policy resolved for this archive, once: its warm and cold stores, each
         tier's writer settings and layout, its catalog paths."""
-        self._record = self.tiers.record if policy is not None and recorded is None else None
-        """The record of a policy given to an archive that records none, written by the first
-        write that succeeds (:meth:`writing`); None once written, or when there is none."""
+        self._record = pending_record(self.tiers, policy, recorded)
+        """The policy given, to record by the first write that succeeds (:meth:`writing`): to an
+        archive that records none, or in place of a record it safely changes; None once
+        written, or when there is none."""
         if audit_log is BESIDE:
             audit_log = default_audit_log(self.root)
         self.audit_log: Path | None = None if audit_log is None else Path(audit_log)
@@ -146,10 +143,14 @@ class ArchiveCore:
 
     @contextmanager
     def writing(self) -> Iterator[ArchiveCore]:
-        """Around every write: the audit log's head repaired when a killed writer left none;
-        ``books_and_records`` mode turned on first when asked (idempotent; audited), so the
-        write is refused what that mode refuses; once the write succeeded, the policy given to
-        an archive that recorded none is recorded (a refused write records nothing)."""
+        """Around every write: a policy to record checked first, its S3 tiers answering
+        (ObjectStoreError naming the tier and its root otherwise, before anything is written);
+        the audit log's head repaired when a killed writer left none; ``books_and_records``
+        mode turned on first when asked (idempotent; audited), so the write is refused what
+        that mode refuses; once the write succeeded, the policy given is recorded, first or
+        anew (a record replaced is audited; a refused write records nothing)."""
+        if self._record is not None:
+            self._record.check_usable()
         if self.audit_log is not None:
             AuditLog(self.audit_log).repair_head()
         if self.books_and_records:
@@ -157,5 +158,5 @@ class ArchiveCore:
             self.books.enable(reason="Archive(books_and_records=True)")
         yield self
         if self._record is not None and self.root.is_dir():
-            record_policy(self.root, self._record)
+            self._record.write(self.books)
             self._record = None

@@ -58,8 +58,8 @@ class Archive:
     policy
         The tier policy. None: the one the archive records (``_skewtape_tier_policy.json`` in
         the root, written by the first writer given a policy), else the default
-        :class:`TierPolicy`. A policy that places the warm or cold tier elsewhere than the
-        recorded one is refused.
+        :class:`TierPolicy`. One moving a tier that holds files, or reaching it where they are
+        not, is refused; a safe change is recorded by a write (``store.policy_change``).
     audit_log
         Where the writers' audit records go; None: no audit. Default: ``audit.jsonl`` beside
         the root.
@@ -73,8 +73,8 @@ class Archive:
     Raises
     ------
     ConfigError
-        A root that is a file, a policy that is not a TierPolicy or contradicts the recorded
-        one (naming both), tier roots that nest, a ``lock_timeout`` that is negative, not
+        A root that is a file, a policy that is not a TierPolicy or changes the recorded one
+        unsafely (naming both), tier roots that nest, a ``lock_timeout`` that is negative, not
         finite (``nan``, ``inf``) or not a number.
     """
 
@@ -410,8 +410,8 @@ class Archive:
 
     def writing(self) -> AbstractContextManager[ArchiveCore]:
         """Around a write by a writer outside this class (the Dagster asset archiving venue-days),
-        as around every verb here: write-once mode turned on first when asked, a policy given to
-        an archive that recorded none recorded once the write succeeded.
+        as around every verb here: a policy to record checked first (its S3 tiers must answer),
+        write-once mode turned on first when asked, the policy recorded once the write succeeded.
 
         Returns
         -------

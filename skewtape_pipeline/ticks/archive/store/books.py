@@ -186,3 +186,6 @@ EVENT_COMMIT = "tick-archive-commit"
 EVENT_WITHDRAW = "tick-archive-withdraw"
 EVENT_REBUILD = "tick-archive-catalog-rebuilt"
 EVENT_PRUNE = "tick-archive-versions-pruned"
+EVENT_POLICY = "tick-archive-tier-policy-changed"
+"""Audit event: the archive's tier policy record replaced by a policy given that moves a tier
+holding nothing yet, or reaches a tier through another endpoint (``store.policy_change``)."""

@@ -4,7 +4,8 @@ listing, and the catalog paths that name the files in them.
 
 The policy itself (tier names, ages, settings, layouts, roots as configured) is
 ``store.policy``. Tier roots must lie apart (:func:`check_roots_apart`): each tier lists
-every Parquet file under its root as its own.
+every Parquet file under its root as its own. The archive records its policy
+(:data:`POLICY_RECORD`); when a policy given may change that record: ``store.policy_change``.
 """
 
 from __future__ import annotations
@@ -189,7 +190,8 @@ def normalized(path: Path) -> Path:
 
 
 POLICY_RECORD = "_skewtape_tier_policy.json"
-"""In the archive root: the tier policy the archive was first given (where its tiers are)."""
+"""In the archive root: the tier policy the archive records (where its tiers are): the first one
+a writer was given, or one that changed it since (``store.policy_change``)."""
 
 
 def recorded_policy(root: Path) -> TierPolicy | None:
@@ -207,26 +209,14 @@ def recorded_policy(root: Path) -> TierPolicy | None:
     return TierPolicy.from_dict(fsio.load_json(raw, path, error=ConfigError), source=str(path))
 
 
-def record_policy(root: Path, record: Mapping[str, Any]) -> None:
+def record_policy(root: Path, record: Mapping[str, Any], *, replace: bool = False) -> None:
     """Write ``record`` (a policy's ``TierPolicy.to_dict``) as the archive's record
-    (atomically; never replaces a record)."""
+    (atomically); a record there is replaced only when ``replace`` is True (a change that
+    ``store.policy_change`` found safe)."""
     path = Path(root) / POLICY_RECORD
-    if not path.exists():
+    if replace or not path.exists():
         text = json.dumps(record, indent=2, sort_keys=True) + "\n"
         fsio.atomic_write_bytes(path, text.encode())
-
-
-def check_same_placement(root: Path, given: TierPolicy, recorded: TierPolicy) -> None:
-    """ConfigError when ``given`` puts the warm or cold tier in another root or layout than
-    the policy the archive records (its files would not be found)."""
-    for tier in (WARM, COLD):
-        places = [(str(p.root_for(tier, root)), p.layout_for(tier)) for p in (given, recorded)]
-        if places[0] != places[1]:
-            raise ConfigError(
-                f"the tier policy given puts {tier} at {places[0][0]} (layout {places[0][1]}) "
-                f"but the archive {root} records {places[1][0]} (layout {places[1][1]}) in "
-                f"{Path(root) / POLICY_RECORD}; omit the policy to use the recorded one"
-            )
 
 
 def _tier_file_named(text: str) -> TierFile:
