@@ -249,8 +249,12 @@ def holds_nothing(folder: Path) -> bool:
 
 
 def _names_held(folder: Path) -> set[str]:
-    """The names in ``folder``, less an empty staging folder (it holds no part of an archive)."""
+    """The names in ``folder``, less an empty staging folder when it holds no archive marker
+    (it holds no part of an archive; an archive's own staging folder is never listed, so a
+    read lists nothing but the root)."""
     names = {child.name for child in folder.iterdir()}
+    if ARCHIVE_MARKER in names:
+        return names
     if STAGING_FOLDER in names and _empty_folder(folder / STAGING_FOLDER):
         names.discard(STAGING_FOLDER)
     return names
