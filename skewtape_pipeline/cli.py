@@ -1199,7 +1199,8 @@ def _add_query_command(command: Callable[..., argparse.ArgumentParser]) -> None:
     query.add_argument(
         "--as-of",
         metavar="VERSION|TIMESTAMP|TAG",
-        help="read the archive as it was right after that version committed (one --archive)",
+        help="read the archive's ticks as they were right after that version committed (one "
+        "--archive; tick_reports has no versions: it holds each venue-day's latest run)",
     )
     _add_archive_options(query, writes=False)
 
