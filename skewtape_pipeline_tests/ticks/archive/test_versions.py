@@ -143,8 +143,8 @@ def test_resolve_as_of_when_given_a_time_finds_the_latest_version_at_or_before_i
     iso = third.time.isoformat().replace("+00:00", "Z")
     assert VersionLog(archive).resolve_as_of(iso).version == 3
     assert VersionLog(archive).at(datetime(2000, 1, 1, tzinfo=UTC)) is None
-    with pytest.raises(VersionError, match="no version at or before"):
-        VersionLog(archive).resolve_as_of("2000-01-01T00:00:00")
+    with pytest.raises(VersionError, match=r"no version at or before 2000-01-01T00:00:00\+00:00$"):
+        VersionLog(archive).resolve_as_of("2000-01-01T00:00:00")  # naive: UTC, and said so
 
 
 def test_resolve_as_of_when_unknown_refuses_naming_what_was_asked(archive):
@@ -154,6 +154,14 @@ def test_resolve_as_of_when_unknown_refuses_naming_what_was_asked(archive):
         VersionLog(archive).resolve_as_of("nope")
     with pytest.raises(VersionError, match="not a version number"):
         VersionLog(archive).resolve_as_of("2026-13-45")
+
+
+def test_long_tag_names_and_as_of_values_when_refused_are_quoted_by_their_start(archive):
+    long = "x" * 300
+    with pytest.raises(ConfigError, match=r"^tag 'x{40}'\.\.\. \(301 characters\): expected"):
+        Archive(archive, audit_log=None).versions.tag(long + "!")
+    with pytest.raises(VersionError, match=r"^as_of = '-x{39}'\.\.\. \(301 characters\)"):
+        VersionLog(archive).resolve_as_of("-" + long)
 
 
 def test_view_sql_as_of_a_version_works_on_the_users_own_connection(archive):

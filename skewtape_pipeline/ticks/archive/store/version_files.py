@@ -26,7 +26,13 @@ import pyarrow.parquet as pq
 
 from skewtape_pipeline import fsio
 from skewtape_pipeline.arrow_memory import owned_reader
-from skewtape_pipeline.errors import ConfigError, DamagedFileError, TickFormatError, VersionError
+from skewtape_pipeline.errors import (
+    ConfigError,
+    DamagedFileError,
+    TickFormatError,
+    VersionError,
+    quoted,
+)
 from skewtape_pipeline.hashing import FileStamp, ParsedByStamp, sha256_bytes
 from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
@@ -458,7 +464,7 @@ def check_tag_name(name: object) -> str:
     ``-``); ConfigError otherwise."""
     if not isinstance(name, str) or not _TAG_NAME.fullmatch(name):
         raise ConfigError(
-            f"tag {name!r}: expected a letter then letters, digits, '.', '_' or '-' "
+            f"tag {quoted(name)}: expected a letter then letters, digits, '.', '_' or '-' "
             "(at most 100 characters)"
         )
     return name

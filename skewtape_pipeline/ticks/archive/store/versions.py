@@ -51,10 +51,10 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Iterable, Mapping
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 
-from skewtape_pipeline.errors import VersionError
+from skewtape_pipeline.errors import VersionError, quoted
 from skewtape_pipeline.ticks.archive.store import version_files as files
 from skewtape_pipeline.ticks.archive.store import version_recording as recording
 from skewtape_pipeline.ticks.archive.store.books import Books
@@ -141,13 +141,13 @@ class VersionLog:
         the first version).
         """
         if isinstance(as_of, bool):
-            raise VersionError(f"as_of = {as_of!r}: expected a version, a time or a tag")
+            raise VersionError(f"as_of = {quoted(as_of)}: expected a version, a time or a tag")
         if isinstance(as_of, int):
             return self.read(as_of)
         if isinstance(as_of, datetime):
             return self._at_time(as_of)
         if not isinstance(as_of, str) or not as_of:
-            raise VersionError(f"as_of = {as_of!r}: expected a version, a time or a tag")
+            raise VersionError(f"as_of = {quoted(as_of)}: expected a version, a time or a tag")
         if as_of.isascii() and as_of.isdigit():  # str.isdigit alone takes '²', '١'
             return self.read(int(as_of))
         if files.is_tag_name(as_of):
@@ -156,14 +156,15 @@ class VersionLog:
             when = datetime.fromisoformat(as_of.replace("Z", "+00:00"))
         except ValueError:
             raise VersionError(
-                f"as_of = {as_of!r}: not a version number, a time (ISO 8601) or a tag name"
+                f"as_of = {quoted(as_of)}: not a version number, a time (ISO 8601) or a tag name"
             ) from None
         return self._at_time(when)
 
     def _at_time(self, when: datetime) -> Version:
         number = self.at(when)
         if number is None:
-            raise VersionError(f"{self.root}: no version at or before {when.isoformat()}")
+            utc = when if when.tzinfo else when.replace(tzinfo=UTC)  # naive: UTC, said so
+            raise VersionError(f"{self.root}: no version at or before {utc.isoformat()}")
         return self.read(number)
 
     # -- what a version read
