@@ -139,6 +139,12 @@ TierFile = Path | ObjectFile
 """A consolidated file: a local path, or an object."""
 
 
+def file_text(file: TierFile) -> str:
+    """``file`` as results name it: a local file by its absolute path (however its archive root
+    was spelled), an object by its URI."""
+    return str(file) if isinstance(file, ObjectFile) else str(Path(file).absolute())
+
+
 def parquet_source(file: TierFile) -> tuple[str, pafs.FileSystem | None]:
     """``(source, filesystem)`` for pyarrow's readers (``pq.read_metadata(source,
     filesystem=...)``, ``pq.ParquetFile``): the path and None for a local file."""

@@ -473,6 +473,27 @@ def test_cli_versions_tag_query_as_of_and_prune_versions(tmp_path, capsys, no_fs
     assert refused.value.code == 2
 
 
+def test_results_when_the_archive_is_spelled_relative_name_every_file_absolute(
+    tmp_path, capsys, no_fsync, monkeypatch
+):
+    """A re-tiering's result and prune-versions --json name hot files and consolidated files
+    alike by their absolute paths (a relative root gave relative hot paths beside absolute
+    tier paths)."""
+    write_four_day_csv(tmp_path / "ticks.csv")
+    monkeypatch.chdir(tmp_path)
+    compact_args = ["compact-ticks", "ticks.csv", "--out", "arc", "--price-scale", "2"]
+    assert cli(capsys, *compact_args, "--as-of", "2025-12-05")[0] == 0
+    moved = Archive("arc").retier(as_of=date(2027, 1, 1)).to_dict()
+    assert cli(capsys, "remove-days", "arc", "--day", "KX-0", "2025-12-01")[0] == 0
+    assert cli(capsys, "retier", "arc", "--as-of", "2027-01-01")[0] == 0
+    code, out, err = cli(capsys, "prune-versions", "arc", "--keep-last", "1", "--json")
+    assert code == 0, err
+    pruned = json.loads(out)["files_removed"]
+    assert moved["files_removed"] and pruned
+    named = moved["files_written"] + moved["files_removed"] + pruned
+    assert [p for p in named if not Path(p).is_absolute()] == []
+
+
 # --- S3 tiers -----------------------------------------------------------------------------------
 
 

@@ -56,6 +56,7 @@ from skewtape_pipeline.hashing import FileStamp, sha256_file
 from skewtape_pipeline.storage import (
     TierFile,
     exists,
+    file_text,
     parquet_source,
     read_bytes,
     sha256_of,
@@ -133,7 +134,7 @@ class RebuildResult:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["archive_root"] = str(self.archive_root)
-        out["superseded"] = [str(p) for p in self.superseded]
+        out["superseded"] = [file_text(p) for p in self.superseded]
         return out
 
 

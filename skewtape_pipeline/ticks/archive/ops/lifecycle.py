@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any
 
 from skewtape_pipeline import faults, progress
 from skewtape_pipeline.errors import ConfigError
-from skewtape_pipeline.storage import TierFile
+from skewtape_pipeline.storage import TierFile, file_text
 from skewtape_pipeline.ticks.archive.ops.retier_plan import (
     Move,
     RetierPlan,
@@ -171,10 +171,10 @@ class RetierResult:
             "archive_root": str(self.archive_root),
             "as_of": self.as_of.isoformat(),
             "moved": [{**asdict(m), "date": m.date.isoformat()} for m in self.moved],
-            "files_written": [str(p) for p in self.files_written],
-            "files_reused": [str(p) for p in self.files_reused],
-            "files_removed": [str(p) for p in self.files_removed],
-            "files_retained": [str(p) for p in self.files_retained],
+            "files_written": [file_text(p) for p in self.files_written],
+            "files_reused": [file_text(p) for p in self.files_reused],
+            "files_removed": [file_text(p) for p in self.files_removed],
+            "files_retained": [file_text(p) for p in self.files_retained],
             "purged": [[symbol, day.isoformat()] for symbol, day in self.purged],
         }
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.errors import ConfigError
-from skewtape_pipeline.storage import TierFile, size_of
+from skewtape_pipeline.storage import TierFile, file_text, size_of
 from skewtape_pipeline.ticks.archive.store.books import EVENT_PRUNE
 from skewtape_pipeline.ticks.archive.store.garbage import Garbage
 from skewtape_pipeline.ticks.archive.store.placement import uncatalogued_files
@@ -45,7 +45,7 @@ class PruneResult:
         return {
             "pruned": self.pruned,
             "kept": self.kept,
-            "files_removed": [str(p) for p in self.files_removed],
+            "files_removed": [file_text(p) for p in self.files_removed],
         }
 
 
