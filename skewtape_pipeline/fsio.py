@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from skewtape_pipeline.errors import (
+    ConfigError,
     DiskFullError,
     LinkedStateFileError,
     LockHeldError,
@@ -404,6 +405,31 @@ def prune_empty_folders(folder: Path, *, within: Callable[[Path], bool]) -> None
             return
         fsync_dir(folder.parent)
         folder = folder.parent
+
+
+def folded(path: Path | str) -> Path:
+    """``path`` absolute, ``.`` and ``..`` folded as the file system takes them: the part up to
+    its last ``..`` resolved (a ``..`` after a symbolic link leaves the folder the link leads
+    to, not the link's), the rest as spelled (a link there is kept, never followed). How paths
+    of an archive's files are compared and named. ConfigError naming ``path``, on one line,
+    when the links before a ``..`` loop."""
+    parts = Path(path).absolute().parts
+    if ".." not in parts:
+        return Path(os.path.normpath(Path(*parts)))
+    last = len(parts) - parts[::-1].index("..")
+    head = resolved(Path(*parts[:last]), named=path)
+    return Path(os.path.normpath(head.joinpath(*parts[last:])))
+
+
+def resolved(path: Path | str, *, named: Path | str | None = None) -> Path:
+    """``path`` absolute, every symbolic link in it followed (it need not exist: the part that
+    does is followed). ConfigError naming ``named`` (default: ``path``), on one line, when its
+    links loop or cannot be read."""
+    try:
+        return Path(path).resolve()
+    except (RuntimeError, OSError) as exc:  # RuntimeError: a loop of symbolic links
+        shown = path if named is None else named
+        raise ConfigError(f"{shown}: cannot follow its symbolic links ({exc})") from None
 
 
 def require_folder(folder: Path, what: str) -> Path:

@@ -276,7 +276,7 @@ class LocalTier:
     """A tier root that is a local folder (files published by hard link, never replaced)."""
 
     def __init__(self, folder: Path):
-        self.folder = Path(os.path.normpath(Path(folder).absolute()))
+        self.folder = fsio.folded(folder)
 
     @property
     def root(self) -> str:
@@ -290,7 +290,7 @@ class LocalTier:
         """``file``'s POSIX path inside the root; None when it is not inside."""
         if isinstance(file, ObjectFile):
             return None
-        target = Path(os.path.normpath(Path(file).absolute()))
+        target = fsio.folded(file)
         return (
             target.relative_to(self.folder).as_posix()
             if target.is_relative_to(self.folder)

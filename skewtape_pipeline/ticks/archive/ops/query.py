@@ -174,9 +174,9 @@ def _view(
     for core in checked:
         tiers = core.tiers
         state = _verified_state(core, as_of, narrow)
-        hot = [str(h.path.absolute()) for h in state.hot_live]
+        hot = [str(normalized(h.path)) for h in state.hot_live]  # as allowed: `..` folded
         if hot:
-            folders = "year, month" if _no_keys_above(tiers.root.absolute()) else _YEAR_MONTH
+            folders = "year, month" if _no_keys_above(normalized(tiers.root)) else _YEAR_MONTH
             branches.append(
                 f"SELECT {_COMMON}, '{HOT}' AS tier, {folders} "
                 f"FROM read_parquet({_list(hot)}, hive_partitioning = true, "
@@ -702,7 +702,7 @@ def _check_no_partition_keys_above(core: ArchiveCore) -> None:
     winning, so every hot tick would get that folder's value (the hot files hold ``symbol`` and
     ``date`` only in their folder names)."""
     root = core.root
-    for part in root.absolute().parts:
+    for part in normalized(root).parts:
         key = part.partition("=")[0]
         if "=" in part and key in ("symbol", "date"):
             raise ConfigError(

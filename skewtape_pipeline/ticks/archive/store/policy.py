@@ -13,6 +13,9 @@ of about ``consolidated_row_group_size`` rows that end on symbol-day boundaries;
 (``ops.lifecycle``) moves symbol-days into them as they age. A layout left unset takes the
 tier's default (:data:`DEFAULT_LAYOUTS`); a root left unset is a folder beside the archive root
 (``<archive>-warm``, ``<archive>-cold``); a relative root is taken from the archive root's parent.
+Beside the folder the archive root leads to, that is (:func:`place_of`): an archive reached
+through a symbolic link finds its tiers beside the folder the link leads to, never beside the
+link.
 A warm or cold root may also be an S3 prefix, ``s3://bucket/prefix`` (``skewtape_pipeline.storage``:
 the endpoint in the URI's query or ``AWS_ENDPOINT_URL``, credentials only from the environment).
 
@@ -51,7 +54,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from skewtape_pipeline.errors import ConfigError
-from skewtape_pipeline.fsio import load_json
+from skewtape_pipeline.fsio import load_json, resolved
 from skewtape_pipeline.locations import redacted
 from skewtape_pipeline.storage import TierStore, check_tier_root, is_object_uri, tier_store
 from skewtape_pipeline.ticks.encode.writer_settings import (
@@ -131,7 +134,8 @@ class TierSettings(WriterSettings):
         period; both read alike.
     root
         Folder of the tier's consolidated files (warm and cold only); None: beside the
-        archive root. A relative path is taken from the archive root's parent. An
+        archive root. A relative path is taken from the archive root's parent (both: of the
+        folder the archive root leads to, a symbolic link followed). An
         ``s3://bucket/prefix`` URI puts the tier in an object store (query options
         ``endpoint_override``, ``scheme``, ``region`` only; never credentials).
 
@@ -292,19 +296,22 @@ class TierPolicy:
         """The folder of ``tier``'s files for the archive at ``archive_root`` (or its
         ``s3://`` URI).
 
-        HOT is the archive root itself; WARM and COLD use their ``root`` setting (relative to
-        the archive root's parent; an S3 URI as it is) or, unset, ``<archive root>-warm`` /
-        ``-cold`` beside it. ConfigError naming ``tier`` when it is not a tier name.
+        HOT is the archive root itself, as spelled; WARM and COLD use their ``root`` setting (a
+        relative one from the parent of the folder the archive root leads to, :func:`place_of`;
+        an S3 URI as it is) or, unset, ``<archive root>-warm`` / ``-cold`` beside that folder:
+        the same folders whichever way the root is spelled (a symbolic link to it or to a
+        folder above it, ``..``). ConfigError naming ``tier`` when it is not a tier name, or
+        the root when its links cannot be followed (a loop).
         """
-        archive_root = Path(archive_root)
         if tier == HOT:
-            return archive_root
+            return Path(archive_root)
         configured = self.settings_for(tier).root
-        if configured is None:
-            return archive_root.with_name(f"{archive_root.name}-{tier.lower()}")
-        if is_object_uri(configured):
+        if configured is not None and is_object_uri(configured):
             return configured
-        return archive_root.parent / PurePath(configured)
+        place = place_of(archive_root)
+        if configured is None:
+            return place.with_name(f"{place.name}-{tier.lower()}")
+        return place.parent / PurePath(configured)
 
     def store_for(self, tier: str, archive_root: Path) -> TierStore:
         """The store of ``tier``'s files, at :meth:`root_for`: HOT's is the archive root (a
@@ -397,6 +404,15 @@ def _settings_from_dict(data: Any, default: TierSettings, *, source: str) -> Tie
         return replace(default, **data)
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
+
+
+def place_of(folder: Path | str) -> Path:
+    """The folder ``folder`` leads to: absolute, every symbolic link in it followed and each
+    ``..`` taken where they lead (it need not exist: the part that does is followed). How
+    local roots are compared as places, and what the default and relative tier roots are
+    placed beside. ConfigError naming ``folder``, on one line, when its links loop
+    (``fsio.resolved``)."""
+    return resolved(folder)
 
 
 def period_of(day: date, layout: str) -> str:

@@ -37,7 +37,7 @@ from skewtape_pipeline.storage import endpoint_options, placed_files, tier_store
 from skewtape_pipeline.ticks.archive.store.books import EVENT_POLICY, Books
 from skewtape_pipeline.ticks.archive.store.catalog import Catalog, CatalogStore
 from skewtape_pipeline.ticks.archive.store.catalog_check import hot_keys_of, unaccounted_files
-from skewtape_pipeline.ticks.archive.store.policy import CONSOLIDATED_TIERS, TierPolicy
+from skewtape_pipeline.ticks.archive.store.policy import CONSOLIDATED_TIERS, TierPolicy, place_of
 from skewtape_pipeline.ticks.archive.store.tiers import (
     POLICY_RECORD,
     ArchiveTiers,
@@ -96,16 +96,23 @@ def _endpoint_shown(root: Path | str) -> str:
 
 def tier_changes(root: Path, given: TierPolicy, recorded: TierPolicy) -> list[TierChange]:
     """The warm and cold tiers ``given`` places or reaches otherwise than ``recorded`` does for
-    the archive at ``root``, WARM first. Roots are compared as places (a folder's normalized
-    path; an S3 root's bucket and prefix, its query apart), never as text."""
+    the archive at ``root``, WARM first. Roots are compared as places (:func:`_place`), never
+    as text."""
     changes = []
     for tier in CONSOLIDATED_TIERS:
         new, old = given.root_for(tier, root), recorded.root_for(tier, root)
         layouts = given.layout_for(tier), recorded.layout_for(tier)
-        moved = tier_store(new).root != tier_store(old).root or layouts[0] != layouts[1]
+        moved = _place(new) != _place(old) or layouts[0] != layouts[1]
         if moved or endpoint_options(new) != endpoint_options(old):
             changes.append(TierChange(tier, moved, new, old, *layouts))
     return changes
+
+
+def _place(root: Path | str) -> str:
+    """Where the tier root ``root`` is: the folder it leads to (``policy.place_of``: a symbolic
+    link to the recorded folder is no move), or an S3 root's bucket and prefix, its query
+    apart."""
+    return str(place_of(root)) if isinstance(root, Path) else tier_store(root).root
 
 
 def check_changes(tiers: ArchiveTiers, changes: list[TierChange]) -> None:

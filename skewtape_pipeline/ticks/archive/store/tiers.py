@@ -11,7 +11,6 @@ every Parquet file under its root as its own. The archive records its policy
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -35,6 +34,7 @@ from skewtape_pipeline.ticks.archive.store.policy import (
     WARM,
     TierPolicy,
     TierSettings,
+    place_of,
 )
 from skewtape_pipeline.ticks.encode.writer_settings import WriterSettings
 
@@ -61,8 +61,8 @@ class ArchiveTiers:
     layouts: Mapping[str, str]
     """WARM's and COLD's layout (:meth:`TierPolicy.layout_for`)."""
     roots: Mapping[str, Path | str]
-    """WARM's and COLD's root as configured (:meth:`TierPolicy.root_for`; what messages
-    name)."""
+    """WARM's and COLD's root (:meth:`TierPolicy.root_for`: a default or relative one beside
+    the folder the archive root leads to; what messages name)."""
     record: Mapping[str, Any]
     """The policy as reports and the archive's policy record hold it
     (:meth:`TierPolicy.to_dict`), made once."""
@@ -149,12 +149,12 @@ def check_roots_apart(root: Path, policy: TierPolicy) -> None:
 
 
 def _nested(a: Path | str, b: Path | str) -> bool:
-    """True when the roots ``a`` and ``b`` are the same folder (or S3 prefix on the same
-    endpoint) or one lies inside the other."""
+    """True when the roots ``a`` and ``b`` are the same folder (as places: links followed,
+    ``policy.place_of``), or S3 prefix on the same endpoint, or one lies inside the other."""
     if is_object_uri(a) != is_object_uri(b):
         return False
     if isinstance(a, Path) and isinstance(b, Path):
-        x, y = normalized(a), normalized(b)
+        x, y = place_of(a), place_of(b)
         return x.is_relative_to(y) or y.is_relative_to(x)
     (x, endpoint_a), (y, endpoint_b) = _prefix(str(a)), _prefix(str(b))
     return endpoint_a == endpoint_b and (x.is_relative_to(y) or y.is_relative_to(x))
@@ -184,9 +184,10 @@ def inside_path(rest: str, whole: str) -> PurePosixPath:
 
 
 def normalized(path: Path) -> Path:
-    """``path`` absolute, with ``.`` and ``..`` folded (no link resolved): how catalog paths
-    and files on disk are compared."""
-    return Path(os.path.normpath(Path(path).absolute()))
+    """``path`` absolute, with ``.`` and ``..`` folded as the file system takes them
+    (``fsio.folded``: a link before a ``..`` followed, any other kept): how catalog paths and
+    files on disk are compared."""
+    return fsio.folded(path)
 
 
 POLICY_RECORD = "_skewtape_tier_policy.json"
