@@ -442,7 +442,7 @@ def _verify_once(core: ArchiveCore, *, full: bool) -> ArchiveVerification:
         for path, why in unaccounted_files(partial(hot_keys_of, root), catalog, on_disk, listed)
     ]
     hot = _verified_hot_files(core, catalog, records, full)
-    problems += _index_problems(core)
+    problems += _index_problems(core, catalog)
     kept = _verified_version_files(core, full, hot.hot, {path for _, path in on_disk})
     problems += hot.problems + kept.problems
     checked, checked_bytes = checked + hot.files, checked_bytes + hot.bytes
@@ -490,10 +490,11 @@ def _verified_hot_files(
     return checked
 
 
-def _index_problems(core: ArchiveCore) -> list[str]:
-    """The hot index against the hot files on disk: a file it lists that is not there, a file
-    there it does not list (published outside the archive, or a publication cut short); none
-    for an archive without an index yet (its first write builds one)."""
+def _index_problems(core: ArchiveCore, catalog: Catalog) -> list[str]:
+    """The hot index against the hot files on disk: a file it lists that is not there (lost,
+    or moved by a re-tiering whose clean-up was cut short: :func:`_moved`), a file there it
+    does not list (published outside the archive, or a publication cut short); none for an
+    archive without an index yet (its first write builds one)."""
     root = core.root
     try:
         index = hot_index.HotIndex.read(root)
@@ -505,7 +506,8 @@ def _index_problems(core: ArchiveCore) -> list[str]:
     on_disk = {e.key: e for e in hot_index.scan_index(root) if e.present}
     repair = f"record the hot files as they are with `skewtape-pipeline rebuild-catalog {root}`"
     problems = [
-        f"{root / listed[key].rel}: the hot index lists it but it is not on disk; restore it "
+        _moved(core, listed[key], catalog)
+        or f"{root / listed[key].rel}: the hot index lists it but it is not on disk; restore it "
         f"from a copy, or {repair} (its ticks are then gone)"
         for key in sorted(listed.keys() - on_disk.keys())
     ]
@@ -516,6 +518,27 @@ def _index_problems(core: ArchiveCore) -> list[str]:
         for key in sorted(on_disk.keys() - listed.keys())
     ]
     return problems
+
+
+def _moved(core: ArchiveCore, entry: hot_index.IndexEntry, catalog: Catalog) -> str | None:
+    """The finding for the missing hot file of ``entry`` when the committed ``catalog`` holds
+    its symbol-day in a consolidated file read from that very file (the partition's source
+    stamp: ``SourceStamp.same_file``, or its sha256 for an entry without a stamp): a
+    re-tiering moved it, removed it, and was cut short before the hot index said so; its
+    ticks are all there. None for any other missing file."""
+    root, part = core.root, catalog.partitions.get(entry.key)
+    source = None if part is None else part.source
+    if source is None:
+        return None
+    same = source.same_file(entry.stamp) if entry.stamp is not None else None
+    if not (same or (same is None and entry.sha256 == source.sha256)):
+        return None
+    return (
+        f"{root / entry.rel}: the hot index lists it but it is not on disk: a re-tiering moved "
+        f"its ticks to {part.file} (committed; every read finds them there) and was "
+        "interrupted while removing the moved hot files; run `skewtape-pipeline retier "
+        f"{root} --as-of DATE` again (or `Archive.prune`) to finish that clean-up"
+    )
 
 
 def _verified_version_files(
