@@ -23,7 +23,7 @@ from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.ops.query import run_query
-from skewtape_pipeline.ticks.archive.store.books import EVENT_REBUILD
+from skewtape_pipeline.ticks.archive.store.books import EVENT_REBUILD, default_audit_log
 from skewtape_pipeline.ticks.archive.store.catalog import (
     CATALOG_FILE,
     CatalogStore,
@@ -49,6 +49,7 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     STAGE_2,
     SYMBOLS,
     Crash,
+    audit_events,
     build_archive,
     crash_at_name,
     day_ticks,
@@ -230,6 +231,26 @@ def test_rebuild_catalog_when_replaced_files_remain_keeps_the_newest_copy(tiered
     event = json.loads(record)
     assert event["event"] == EVENT_REBUILD and event["generation"] == result.generation
     assert event["catalog_sha256"] == sha256_file(tiered / CATALOG_FILE)
+
+
+@pytest.mark.parametrize("books", [False, True])
+def test_rebuild_catalog_when_nothing_is_amiss_writes_and_records_nothing(hot_only, books):
+    root = hot_only
+    if books:  # every moved hot file and replaced consolidated file stays on disk
+        Archive(root, audit_log=default_audit_log(root)).core.books.enable(reason="books")
+    Archive(root, policy=POLICY).retier(as_of=STAGE_1)
+    Archive(root, policy=POLICY).retier(as_of=STAGE_2)
+    catalog = root / CATALOG_FILE
+    before, count = catalog.read_bytes(), VersionLog(root).count()
+    audited = len(audit_events(root))
+
+    for _ in range(2):
+        result = Archive(root, policy=POLICY).rebuild_catalog()
+        assert catalog.read_bytes() == before  # not written again: the generation stays
+        assert result.generation == CatalogStore(root).read().generation
+        assert VersionLog(root).count() == count  # no version: nothing changed
+    assert len(audit_events(root)) == audited
+    assert view_rows(root) == expected_rows()
 
 
 def rewrite_metadata(path, **changes):

@@ -13,7 +13,9 @@ The writers' catalog check (``catalog_check.checked_catalog``) reads the same re
   each symbol-day wins, older files holding any of the same symbol-days are superseded; a hot
   file whose ticks (ts, price, quantity, side) equal its symbol-day's catalogued copy is
   superseded (re-tiering moved it), any other hot file is live (a newer recompaction hiding the
-  consolidated copy). The generation is one above every generation seen.
+  consolidated copy). The generation is one above every generation seen; a rebuild that finds
+  what the catalog says (its very bytes but for the generation) writes nothing and records no
+  version.
 - :func:`verify_archive` compares every archive file with its record (``store.trust``: a
   consolidated file's size and sha256 in the catalog, a hot file's in the hot file records),
   hashes a consolidated file the catalog does not list against its content name, checks what
@@ -33,7 +35,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import date
 from functools import partial
 from pathlib import Path
@@ -42,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from skewtape_pipeline import progress
+from skewtape_pipeline import fsio, progress
 from skewtape_pipeline.errors import (
     ArchiveBusyError,
     CatalogMismatchError,
@@ -52,7 +54,7 @@ from skewtape_pipeline.errors import (
     VersionError,
     location,
 )
-from skewtape_pipeline.hashing import FileStamp, sha256_file
+from skewtape_pipeline.hashing import FileStamp, sha256_bytes, sha256_file
 from skewtape_pipeline.storage import (
     TierFile,
     exists,
@@ -149,10 +151,11 @@ def rebuild_catalog(core: ArchiveCore, *, allow_fewer: bool = False) -> RebuildR
         catalog = _rebuilt(core, chosen, hot, old, recorded)
         if not allow_fewer:
             _refuse_fewer(tiers, old, len(catalog.partitions))
-        digest = core.catalog.write(catalog)
+        catalog, digest, written = _written_if_changed(core, catalog, old, recorded)
         added = _record_unrecorded_hot_files(core, catalog, records, list(hot.values()))
-        _audit_rebuild(core, catalog, digest, superseded, sorted(added))
-        core.versions.record("rebuild-catalog")
+        if written or added:
+            _audit_rebuild(core, catalog, digest, superseded, sorted(added))
+        core.versions.record("rebuild-catalog")  # none when nothing changed
     return RebuildResult(
         root,
         catalog.generation,
@@ -162,6 +165,20 @@ def rebuild_catalog(core: ArchiveCore, *, allow_fewer: bool = False) -> RebuildR
         len(catalog.withdrawn),
         len(added),
     )
+
+
+def _written_if_changed(
+    core: ArchiveCore, catalog: Catalog, old: Catalog, recorded: list[RecordedFile]
+) -> tuple[Catalog, str, bool]:
+    """(the catalog in force, the sha256 of its bytes, whether it was written): ``old``, not
+    written again, when the rebuilt ``catalog`` with ``old``'s generation has the very bytes
+    of the catalog on disk and no file on disk (``recorded``) claims a newer generation (the
+    rebuild found what the catalog says: its generation stays); else ``catalog``, written."""
+    if all(r.generation <= old.generation for r in recorded):
+        raw = fsio.read_state_bytes(core.catalog.path)
+        if raw is not None and replace(catalog, generation=old.generation).to_bytes() == raw:
+            return old, sha256_bytes(raw), False
+    return catalog, core.catalog.write(catalog), True
 
 
 def _readable_records(core: ArchiveCore) -> dict[str, FileRecord]:
