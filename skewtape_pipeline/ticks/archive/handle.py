@@ -230,9 +230,7 @@ class Archive:
             As :meth:`compact` raises them.
         """
         with self.core.writing():
-            report = compact.compact_symbol_day(self.core, batch, write)
-            compact.commit_compaction(self.core)
-            return report
+            return compact.compact_committed(self.core, batch, write)
 
     def retier(
         self, *, as_of: date, months: Collection[str] | None = None

@@ -151,6 +151,7 @@ def rebuild_catalog(core: ArchiveCore, *, allow_fewer: bool = False) -> RebuildR
         catalog = _rebuilt(core, chosen, hot, old, recorded)
         if not allow_fewer:
             _refuse_fewer(tiers, old, len(catalog.partitions))
+        _record_unrecorded(core)
         catalog, digest, written = _written_if_changed(core, catalog, old, recorded)
         added = _record_unrecorded_hot_files(core, catalog, records, list(hot.values()))
         if written or added:
@@ -165,6 +166,18 @@ def rebuild_catalog(core: ArchiveCore, *, allow_fewer: bool = False) -> RebuildR
         len(catalog.withdrawn),
         len(added),
     )
+
+
+def _record_unrecorded(core: ArchiveCore) -> None:
+    """Record the changes no version recorded (``VersionLog.record_unrecorded``) before the
+    rebuild writes, while the catalog accounts for the files (``ArchiveCore.checked_catalog``);
+    not when it does not (a state no version should read back: what the rebuild repairs, its
+    own version recording the result)."""
+    try:
+        core.checked_catalog()
+    except CatalogMismatchError:
+        return
+    core.versions.record_unrecorded("rebuild-catalog")
 
 
 def _written_if_changed(
