@@ -1213,7 +1213,12 @@ def _add_version_commands(command: Callable[..., argparse.ArgumentParser]) -> No
     tag = command("tag", cmd_tag, "pin a version of a tick archive by name (never pruned)")
     tag.add_argument("archive", help="archive root (its hot tier)")
     tag.add_argument("name", help="the tag: a letter, then letters, digits, '.', '_' or '-'")
-    tag.add_argument("--version", type=int, help="the version to pin (default: the latest)")
+    tag.add_argument(
+        "--version",
+        type=int,
+        help="the version to pin (default: what a query shows now, changes no version recorded "
+        "recorded first)",
+    )
     _add_archive_options(tag, writes=True)
 
     prune = command(

@@ -24,6 +24,7 @@ from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.query import run_query
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy, TierSettings
 from skewtape_pipeline.ticks.archive.store.trust import VERIFIED_CACHE
+from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 from skewtape_pipeline.ticks.encode.model import TickBatch, TickSchema
 from skewtape_pipeline.ticks.encode.sides import SIDE_NAMES
 from skewtape_pipeline.ticks.encode.validate import day_start_ns
@@ -171,6 +172,19 @@ def settled_files(folder: Path) -> list[str]:
         for f in files_under(folder)
         if not f.startswith(".audit.jsonl.head.") and Path(f).name != VERIFIED_CACHE
     ]
+
+
+def archive_files(folder: Path) -> list[str]:
+    """:func:`settled_files` but the version log's: a run cut short after its commit leaves its
+    changes to the next writer, which records them as a version of their own first (its log
+    then holds a version more than that of a run not cut short: :func:`all_recorded` checks
+    that it ends recording what a read shows)."""
+    return [f for f in settled_files(folder) if "/_skewtape_versions/" not in f]
+
+
+def all_recorded(root: Path) -> bool:
+    """True when the latest version of the archive at ``root`` is what a read shows now."""
+    return VersionLog(root).record("check") is None
 
 
 class Crash(Exception):

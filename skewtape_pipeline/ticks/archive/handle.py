@@ -230,9 +230,7 @@ class Archive:
             As :meth:`compact` raises them.
         """
         with self.core.writing():
-            report = compact.compact_symbol_day(self.core, batch, write)
-            compact.commit_compaction(self.core)
-            return report
+            return compact.compact_committed(self.core, batch, write)
 
     def retier(
         self, *, as_of: date, months: Collection[str] | None = None
@@ -357,9 +355,9 @@ class Archive:
             return withdrawal.remove_symbol_days(self.core, keys)
 
     def rebuild_catalog(self, *, allow_fewer: bool = False) -> integrity.RebuildResult:
-        """Write the catalog again from the consolidated files in the policy's tier roots
-        (withdrawals kept from the old catalog while it reads; after a lost one, rerun
-        :meth:`remove`); hot files without a record are recorded as they are; audited, locked.
+        """Write the catalog again from the consolidated files in the policy's tier roots (not
+        when it says what they say: no version then); withdrawals kept from the old catalog
+        while it reads (after a lost one, rerun :meth:`remove`); unrecorded hot files recorded.
 
         Parameters
         ----------

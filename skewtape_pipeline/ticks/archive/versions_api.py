@@ -91,7 +91,9 @@ class ArchiveVersions:
         name
             The tag; a tag never moves: tagging the version it pins again changes nothing.
         version
-            The number of the version to pin (an int); None: the latest.
+            The number of the version to pin (an int); None: what a read shows now (for a new
+            tag, the latest version once the changes no version recorded are recorded as one,
+            ``unrecorded changes (found by tag)``; a tag that exists is never moved).
 
         Returns
         -------

@@ -39,6 +39,7 @@ from skewtape_pipeline.ticks.archive.ops.compact import (
     commit_compaction,
     compact_planned,
     compaction_lock_wait,
+    record_unrecorded,
     spilling_router,
 )
 from skewtape_pipeline.ticks.archive.ops.compact_plan import (
@@ -351,6 +352,7 @@ def archive_symbol_days(
         planned = _planned_symbol_days(archive, sources, as_of, memory_limit, routers)
         gone = [key for key in wanted if key not in planned and sources[key].sha256 is not None]
         _check_write_once(archive, wanted, planned, gone)
+        record_unrecorded(archive.core)  # the version committed below holds this run's alone
         removals = _removed(archive, gone)
         results = []
         for key in wanted:

@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from skewtape_pipeline import faults
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import CatalogMismatchError, DamagedFileError, TickFormatError
 from skewtape_pipeline.hashing import sha256_file
@@ -22,7 +23,7 @@ from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.ops.query import run_query
-from skewtape_pipeline.ticks.archive.store.books import EVENT_REBUILD
+from skewtape_pipeline.ticks.archive.store.books import EVENT_REBUILD, default_audit_log
 from skewtape_pipeline.ticks.archive.store.catalog import (
     CATALOG_FILE,
     CatalogStore,
@@ -47,7 +48,10 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     STAGE_1,
     STAGE_2,
     SYMBOLS,
+    Crash,
+    audit_events,
     build_archive,
+    crash_at_name,
     day_ticks,
     expected_rows,
     files_under,
@@ -227,6 +231,26 @@ def test_rebuild_catalog_when_replaced_files_remain_keeps_the_newest_copy(tiered
     event = json.loads(record)
     assert event["event"] == EVENT_REBUILD and event["generation"] == result.generation
     assert event["catalog_sha256"] == sha256_file(tiered / CATALOG_FILE)
+
+
+@pytest.mark.parametrize("books", [False, True])
+def test_rebuild_catalog_when_nothing_is_amiss_writes_and_records_nothing(hot_only, books):
+    root = hot_only
+    if books:  # every moved hot file and replaced consolidated file stays on disk
+        Archive(root, audit_log=default_audit_log(root)).core.books.enable(reason="books")
+    Archive(root, policy=POLICY).retier(as_of=STAGE_1)
+    Archive(root, policy=POLICY).retier(as_of=STAGE_2)
+    catalog = root / CATALOG_FILE
+    before, count = catalog.read_bytes(), VersionLog(root).count()
+    audited = len(audit_events(root))
+
+    for _ in range(2):
+        result = Archive(root, policy=POLICY).rebuild_catalog()
+        assert catalog.read_bytes() == before  # not written again: the generation stays
+        assert result.generation == CatalogStore(root).read().generation
+        assert VersionLog(root).count() == count  # no version: nothing changed
+    assert len(audit_events(root)) == audited
+    assert view_rows(root) == expected_rows()
 
 
 def rewrite_metadata(path, **changes):
@@ -544,3 +568,34 @@ def test_verify_when_the_lock_cannot_be_taken_reports_its_first_look(
     monkeypatch.setattr(ArchiveCore, "locked", read_only)
     result = verify_archive(ArchiveCore(root))
     assert not result.ok and any(str(damaged) in p for p in result.problems)
+
+
+# --- 4. an interrupted re-tiering's clean-up ------------------------------------------------------
+
+
+def test_verify_when_retier_crashed_removing_moved_hot_files_says_rerun_retier(hot_only, capsys):
+    with faults.installed(crash_at_name("removed:part-0.parquet")), pytest.raises(Crash):
+        Archive(hot_only, policy=POLICY).retier(as_of=STAGE_1)  # committed, then killed
+    assert view_rows(hot_only) == expected_rows()  # the moved day reads from its new file
+
+    [problem] = verify_archive(ArchiveCore(hot_only, policy=POLICY)).problems
+
+    assert "re-tiering" in problem and "interrupted" in problem
+    assert f"skewtape-pipeline retier {hot_only}" in problem and "prune" in problem
+    assert "gone" not in problem and "rebuild-catalog" not in problem
+    assert main(["verify-archive", str(hot_only)]) == 2  # a finding, as every other
+    assert "interrupted" in capsys.readouterr().err
+    Archive(hot_only, policy=POLICY).retier(as_of=STAGE_1)  # the repair it names
+    assert verify_archive(ArchiveCore(hot_only, policy=POLICY)).ok
+    assert view_rows(hot_only) == expected_rows()
+
+
+def test_verify_when_a_listed_hot_file_is_lost_still_says_its_ticks_are_gone(hot_only):
+    [hot, *_] = scan_hot_files(hot_only)
+    hot.path.unlink()  # not moved anywhere: its ticks are lost
+
+    problems = verify_archive(ArchiveCore(hot_only, policy=POLICY)).problems
+
+    [listed] = [p for p in problems if "the hot index lists it" in p]
+    assert listed.startswith(str(hot.path)) and "its ticks are then gone" in listed
+    assert "interrupted" not in listed

@@ -31,6 +31,8 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     STAGE_2,
     SYMBOLS,
     Crash,
+    all_recorded,
+    archive_files,
     audit_events,
     build_archive,
     copy_data,
@@ -38,7 +40,6 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     day_ticks,
     expected_rows,
     files_under,
-    settled_files,
     tiers_by_day,
     view_rows,
 )
@@ -187,7 +188,8 @@ def test_retier_when_crashing_at_each_step_keeps_every_tick_once_and_rerun_finis
         assert view_rows(work) == expected_rows(), f"after a crash at {names[point]}"
         Archive(work, policy=POLICY).retier(as_of=as_of)
         assert view_rows(work) == expected_rows()
-        assert settled_files(work.parent) == settled_files(clean.parent), (
+        assert all_recorded(work), f"after the rerun of a crash at {names[point]}"
+        assert archive_files(work.parent) == archive_files(clean.parent), (
             f"rerun after a crash at {names[point]} did not finish the move"
         )
         verify_audit_log(work.parent / "audit.jsonl")

@@ -49,13 +49,14 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
     Crash,
+    all_recorded,
+    archive_files,
     build_archive,
     copy_data,
     crash_at,
     expected_rows,
     files_under,
     racy_rule_off,
-    settled_files,
     tiers_by_day,
     view_rows,
     write_four_day_csv,
@@ -177,7 +178,8 @@ def test_retier_on_s3_when_crashing_at_each_step_keeps_every_tick_once_and_rerun
         assert view_rows(work, policy=policy) == expected_rows(), f"after a crash at {names[point]}"
         Archive(work, policy=policy).retier(as_of=as_of)
         assert view_rows(work, policy=policy) == expected_rows()
-        assert settled_files(work.parent) == settled_files(clean.parent), (
+        assert all_recorded(work), f"after the rerun of a crash at {names[point]}"
+        assert archive_files(work.parent) == archive_files(clean.parent), (
             f"rerun after a crash at {names[point]} did not finish the move"
         )
         assert objects_under(s3_env, prefix) == objects_under(s3_env, clean_prefix), (

@@ -18,8 +18,12 @@ from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, VersionError, WriteOnceError
 from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.handle import Archive
-from skewtape_pipeline.ticks.archive.ops.compact import commit_compaction, compact_symbol_day
-from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
+from skewtape_pipeline.ticks.archive.ops.compact import (
+    commit_compaction,
+    compact_symbol_day,
+    compact_ticks,
+)
+from skewtape_pipeline.ticks.archive.ops.compact_plan import CompactionRun, SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query, ticks_view_sql
 from skewtape_pipeline.ticks.archive.store.books import Books, default_audit_log
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
@@ -404,14 +408,91 @@ def test_prune_versions_when_crashing_keeps_every_kept_version_readable(archive,
         assert rows(archive, as_of=number) == before[number]
 
 
-def test_retier_when_crashing_after_its_commit_a_rerun_records_the_version(archive):
+def test_retier_when_crashing_after_its_commit_a_rerun_records_it_as_unrecorded_first(archive):
     before = rows(archive)
     with faults.installed(crash_at_name("committed")), pytest.raises(Crash):
         Archive(archive, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)
     assert VersionLog(archive).count() == len(KEYS)
+    committed = rows(archive)  # what every read shows: the re-tiering's commit
     result = Archive(archive, policy=POLICY, audit_log=None).retier(as_of=STAGE_2)
-    assert result.version == len(KEYS) + 1
+    latest = VersionLog(archive).read(len(KEYS) + 1)
+    assert latest.operation == "unrecorded changes (found by retier)"
+    assert result.version is None or VersionLog(archive).read(result.version).changed == []
+    assert rows(archive, as_of=len(KEYS) + 1) == committed
     assert rows(archive, as_of=len(KEYS)) == before
+
+
+def compact_cut_short(root: Path, source: Path, *, after: int) -> None:
+    """``compact-ticks`` of ``source`` into ``root`` stopped (as Ctrl-C stops it) once
+    ``after`` symbol-days were written: each published whole, no version recorded."""
+
+    def stop(done: int, total: int) -> None:
+        if done == after:
+            raise Crash(f"{done} of {total}")
+
+    core = archive_at(root, POLICY).core
+    with pytest.raises(Crash):
+        compact_ticks(core, source, as_of=STAGE_1, run=CompactionRun(on_progress=stop))
+
+
+def test_compact_when_cut_short_the_next_writer_records_its_days_first_as_unrecorded(
+    archive, tmp_path
+):
+    before = rows(archive)
+    compact_cut_short(archive, write_four_day_csv(tmp_path / "ticks.csv"), after=2)
+    shown = rows(archive)  # what a query shows now: some of the compaction's days
+    assert shown != before and VersionLog(archive).count() == len(KEYS)
+
+    Archive(archive, policy=POLICY, audit_log=None).retier(as_of=STAGE_1)
+
+    unrecorded, retiered = VersionLog(archive).list()[-2:]
+    assert unrecorded.operation == "unrecorded changes (found by retier)"
+    assert {symbol for symbol, _ in unrecorded.changed} == {"KX-0", "KX-1"}
+    assert retiered.operation == "retier"
+    assert rows(archive, as_of=unrecorded.version) == shown
+    assert rows(archive, as_of=unrecorded.version - 1) == before
+
+
+def test_compact_when_rerun_after_being_cut_short_records_only_its_own_days(archive, tmp_path):
+    source = write_four_day_csv(tmp_path / "ticks.csv")
+    compact_cut_short(archive, source, after=2)
+    shown = rows(archive)
+
+    compact_ticks(archive_at(archive, POLICY).core, source, as_of=STAGE_1)
+
+    unrecorded, rerun = VersionLog(archive).list()[-2:]
+    assert unrecorded.operation == "unrecorded changes (found by compact)"
+    assert rerun.operation == "compact" and rerun.changed
+    assert not set(unrecorded.changed) & set(rerun.changed)
+    assert len(unrecorded.changed) + len(rerun.changed) == 4  # the input's symbol-days
+    assert rows(archive, as_of=unrecorded.version) == shown
+    assert rows(archive, as_of=rerun.version) == rows(archive)
+
+
+def test_tag_when_the_archive_holds_unrecorded_changes_pins_what_a_read_shows(archive, tmp_path):
+    handle = archive_at(archive, POLICY)
+    assert handle.versions.tag("before") == len(KEYS)
+    compact_cut_short(archive, write_four_day_csv(tmp_path / "ticks.csv"), after=2)
+
+    assert handle.versions.tag("before") == len(KEYS)  # a tag never moves: nothing recorded
+    assert VersionLog(archive).count() == len(KEYS)
+
+    assert handle.versions.tag("now") == len(KEYS) + 1  # the changes recorded, then pinned
+    assert VersionLog(archive).read(len(KEYS) + 1).operation == "unrecorded changes (found by tag)"
+    assert rows(archive, as_of="now") == rows(archive)
+    assert handle.versions.tag("now") == len(KEYS) + 1  # no change since: the same version
+    assert handle.versions.tag("later") == len(KEYS) + 1
+    with pytest.raises(VersionError, match="'before' pins version 8 already"):
+        handle.versions.tag("before")
+    assert VersionLog(archive).count() == len(KEYS) + 1
+
+
+def test_compact_into_a_new_archive_records_no_empty_version_first(tmp_path, no_fsync):
+    root = tmp_path / "archive"
+    compact_ticks(
+        archive_at(root, POLICY).core, write_four_day_csv(tmp_path / "t.csv"), as_of=STAGE_1
+    )
+    assert [v.operation for v in VersionLog(root).list()] == ["compact"]
 
 
 def test_versions_when_archive_is_copied_read_the_copy(archive, tmp_path):

@@ -212,3 +212,24 @@ def test_tag_when_version_is_not_an_int_refuses_naming_the_argument(archive, ver
         archive_at(archive, POLICY).versions.tag("paper", version)
     assert VersionLog(archive).tags() == {}
     assert archive_at(archive, POLICY).versions.tag("paper", 1) == 1
+
+
+# --- a kept hot file missing ----------------------------------------------------------------------
+
+
+def test_read_as_of_when_a_kept_hot_file_is_missing_names_the_version_as_the_query_does(archive):
+    log = VersionLog(archive)
+    [entry] = [e for e in log.read_manifest(log.read(1)) if e.key == KEYS[0]]
+    blob = log.hot_blob(entry)  # re-tiering removed the hot file: versions 1-8 keep this copy
+    blob.unlink()
+    handle = archive_at(archive, POLICY)
+
+    with pytest.raises(VersionError) as read:
+        handle.read(as_of=1)
+    with pytest.raises(VersionError) as query:
+        view_rows(archive, as_of=1)
+
+    assert str(read.value) == str(query.value)
+    assert str(read.value).startswith(f"{blob}: version 1 reads it but it is missing; restore")
+    assert "rebuild-catalog" not in str(read.value)
+    assert handle.read(as_of=9).num_rows == view_rows(archive, as_of=9)  # a later version reads

@@ -528,11 +528,35 @@ def compact_source(
     stream = source if isinstance(source, TickStream) else stream_of(source)
     options = PlanOptions(as_of, encoding, run.symbol, archive=recorded_schema(core.root))
     with spilling_router(core.root, run.memory_limit) as router:
-        plan = plan_stream(stream, options, router, on_read=run.on_read)
+        plan = plan_stream(stream, options, router, on_read=run.on_read)  # the input checked
+        record_unrecorded(core)
         write = partial(compact_planned, core, encoding=encoding)
         reports = _write_symbol_days(plan, write, run.on_progress)
     commit_compaction(core)
     return reports
+
+
+def compact_committed(
+    core: ArchiveCore, batch: TickBatch, write: SymbolDayWrite
+) -> TickStorageCompactionReport:
+    """:func:`compact_symbol_day`, committed as a version of its own
+    (``Archive.compact_symbol_day``): the symbol-day checked first (nothing written for a
+    refusal), then the changes no version recorded recorded (:func:`record_unrecorded`)."""
+    started = time.perf_counter()
+    item = _planned(batch, write)
+    record_unrecorded(core)
+    report = _write_symbol_day(core, item, write.encoding.target_ratio, started)
+    commit_compaction(core)
+    return report
+
+
+def record_unrecorded(core: ArchiveCore) -> None:
+    """Record the changes no version recorded (``VersionLog.record_unrecorded``: an earlier
+    compaction cut short, a re-tiering killed before its version) before a compaction
+    publishes anything, under the archive's lock (waited for as the writes wait), so the
+    version :func:`commit_compaction` records holds the compaction's own changes."""
+    with core.waiting(compaction_lock_wait(core)).locked("recording unrecorded changes"):
+        core.versions.record_unrecorded("compact")
 
 
 def commit_compaction(core: ArchiveCore, sources: Mapping[SymbolDayKey, str] | None = None) -> None:

@@ -13,7 +13,9 @@ The writers' catalog check (``catalog_check.checked_catalog``) reads the same re
   each symbol-day wins, older files holding any of the same symbol-days are superseded; a hot
   file whose ticks (ts, price, quantity, side) equal its symbol-day's catalogued copy is
   superseded (re-tiering moved it), any other hot file is live (a newer recompaction hiding the
-  consolidated copy). The generation is one above every generation seen.
+  consolidated copy). The generation is one above every generation seen; a rebuild that finds
+  what the catalog says (its very bytes but for the generation) writes nothing and records no
+  version.
 - :func:`verify_archive` compares every archive file with its record (``store.trust``: a
   consolidated file's size and sha256 in the catalog, a hot file's in the hot file records),
   hashes a consolidated file the catalog does not list against its content name, checks what
@@ -33,7 +35,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import date
 from functools import partial
 from pathlib import Path
@@ -42,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from skewtape_pipeline import progress
+from skewtape_pipeline import fsio, progress
 from skewtape_pipeline.errors import (
     ArchiveBusyError,
     CatalogMismatchError,
@@ -52,7 +54,7 @@ from skewtape_pipeline.errors import (
     VersionError,
     location,
 )
-from skewtape_pipeline.hashing import FileStamp, sha256_file
+from skewtape_pipeline.hashing import FileStamp, sha256_bytes, sha256_file
 from skewtape_pipeline.storage import (
     TierFile,
     exists,
@@ -150,10 +152,12 @@ def rebuild_catalog(core: ArchiveCore, *, allow_fewer: bool = False) -> RebuildR
         catalog = _rebuilt(core, chosen, hot, old, recorded)
         if not allow_fewer:
             _refuse_fewer(tiers, old, len(catalog.partitions))
-        digest = core.catalog.write(catalog)
+        _record_unrecorded(core)
+        catalog, digest, written = _written_if_changed(core, catalog, old, recorded)
         added = _record_unrecorded_hot_files(core, catalog, records, list(hot.values()))
-        _audit_rebuild(core, catalog, digest, superseded, sorted(added))
-        core.versions.record("rebuild-catalog")
+        if written or added:
+            _audit_rebuild(core, catalog, digest, superseded, sorted(added))
+        core.versions.record("rebuild-catalog")  # none when nothing changed
     return RebuildResult(
         root,
         catalog.generation,
@@ -163,6 +167,32 @@ def rebuild_catalog(core: ArchiveCore, *, allow_fewer: bool = False) -> RebuildR
         len(catalog.withdrawn),
         len(added),
     )
+
+
+def _record_unrecorded(core: ArchiveCore) -> None:
+    """Record the changes no version recorded (``VersionLog.record_unrecorded``) before the
+    rebuild writes, while the catalog accounts for the files (``ArchiveCore.checked_catalog``);
+    not when it does not (a state no version should read back: what the rebuild repairs, its
+    own version recording the result)."""
+    try:
+        core.checked_catalog()
+    except CatalogMismatchError:
+        return
+    core.versions.record_unrecorded("rebuild-catalog")
+
+
+def _written_if_changed(
+    core: ArchiveCore, catalog: Catalog, old: Catalog, recorded: list[RecordedFile]
+) -> tuple[Catalog, str, bool]:
+    """(the catalog in force, the sha256 of its bytes, whether it was written): ``old``, not
+    written again, when the rebuilt ``catalog`` with ``old``'s generation has the very bytes
+    of the catalog on disk and no file on disk (``recorded``) claims a newer generation (the
+    rebuild found what the catalog says: its generation stays); else ``catalog``, written."""
+    if all(r.generation <= old.generation for r in recorded):
+        raw = fsio.read_state_bytes(core.catalog.path)
+        if raw is not None and replace(catalog, generation=old.generation).to_bytes() == raw:
+            return old, sha256_bytes(raw), False
+    return catalog, core.catalog.write(catalog), True
 
 
 def _readable_records(core: ArchiveCore) -> dict[str, FileRecord]:
@@ -443,7 +473,7 @@ def _verify_once(core: ArchiveCore, *, full: bool) -> ArchiveVerification:
         for path, why in unaccounted_files(partial(hot_keys_of, root), catalog, on_disk, listed)
     ]
     hot = _verified_hot_files(core, catalog, records, full)
-    problems += _index_problems(core)
+    problems += _index_problems(core, catalog)
     kept = _verified_version_files(core, full, hot.hot, {path for _, path in on_disk})
     problems += hot.problems + kept.problems
     checked, checked_bytes = checked + hot.files, checked_bytes + hot.bytes
@@ -491,10 +521,11 @@ def _verified_hot_files(
     return checked
 
 
-def _index_problems(core: ArchiveCore) -> list[str]:
-    """The hot index against the hot files on disk: a file it lists that is not there, a file
-    there it does not list (published outside the archive, or a publication cut short); none
-    for an archive without an index yet (its first write builds one)."""
+def _index_problems(core: ArchiveCore, catalog: Catalog) -> list[str]:
+    """The hot index against the hot files on disk: a file it lists that is not there (lost,
+    or moved by a re-tiering whose clean-up was cut short: :func:`_moved`), a file there it
+    does not list (published outside the archive, or a publication cut short); none for an
+    archive without an index yet (its first write builds one)."""
     root = core.root
     try:
         index = hot_index.HotIndex.read(root)
@@ -506,7 +537,8 @@ def _index_problems(core: ArchiveCore) -> list[str]:
     on_disk = {e.key: e for e in hot_index.scan_index(root) if e.present}
     repair = f"record the hot files as they are with `skewtape-pipeline rebuild-catalog {root}`"
     problems = [
-        f"{root / listed[key].rel}: the hot index lists it but it is not on disk; restore it "
+        _moved(core, listed[key], catalog)
+        or f"{root / listed[key].rel}: the hot index lists it but it is not on disk; restore it "
         f"from a copy, or {repair} (its ticks are then gone)"
         for key in sorted(listed.keys() - on_disk.keys())
     ]
@@ -517,6 +549,27 @@ def _index_problems(core: ArchiveCore) -> list[str]:
         for key in sorted(on_disk.keys() - listed.keys())
     ]
     return problems
+
+
+def _moved(core: ArchiveCore, entry: hot_index.IndexEntry, catalog: Catalog) -> str | None:
+    """The finding for the missing hot file of ``entry`` when the committed ``catalog`` holds
+    its symbol-day in a consolidated file read from that very file (the partition's source
+    stamp: ``SourceStamp.same_file``, or its sha256 for an entry without a stamp): a
+    re-tiering moved it, removed it, and was cut short before the hot index said so; its
+    ticks are all there. None for any other missing file."""
+    root, part = core.root, catalog.partitions.get(entry.key)
+    source = None if part is None else part.source
+    if source is None:
+        return None
+    same = source.same_file(entry.stamp) if entry.stamp is not None else None
+    if not (same or (same is None and entry.sha256 == source.sha256)):
+        return None
+    return (
+        f"{root / entry.rel}: the hot index lists it but it is not on disk: a re-tiering moved "
+        f"its ticks to {part.file} (committed; every read finds them there) and was "
+        "interrupted while removing the moved hot files; run `skewtape-pipeline retier "
+        f"{root} --as-of DATE` again (or `Archive.prune`) to finish that clean-up"
+    )
 
 
 def _verified_version_files(

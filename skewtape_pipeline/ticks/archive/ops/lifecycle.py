@@ -192,6 +192,7 @@ def retier(
         reader = VerifiedSources(core.catalog, plan.catalog)  # reads the records: refuses first
         removed_first = core.garbage.remove(plan.withdrawn_hot)
         written = _write_rewrites(core, plan, reader)
+        core.versions.record_unrecorded("retier")  # before the commit, once the writes verified
         catalog = _commit(core, plan, written)
         removed, retained = core.garbage.collect(retain_all=plan.keeps_files)
         core.catalog.settle_hot_records()

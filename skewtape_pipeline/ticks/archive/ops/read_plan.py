@@ -44,6 +44,8 @@ class Piece:
     record: FileRecord
     whose: str
     rows: tuple[int, int] | None = None
+    version: int | None = None
+    """The version whose kept hot file this is (None: a file of the archive now)."""
 
 
 class Snapshot:
@@ -147,7 +149,8 @@ class Snapshot:
             blob = self.log.hot_blob(entry)
             rel = blob.relative_to(self.root).as_posix()
             record = FileRecord(entry.size, entry.sha256)
-            return Piece((symbol, day), HOT, blob, rel, record, "its content name")
+            number = None if self.version is None else self.version.version
+            return Piece((symbol, day), HOT, blob, rel, record, "its content name", version=number)
         rel = entry.rel
         path = Path(f"{self.root}/{rel}")
         if entry.sha256 is None or entry.size is None:

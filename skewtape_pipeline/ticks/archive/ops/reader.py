@@ -44,6 +44,7 @@ from skewtape_pipeline.errors import (
     ConfigError,
     DamagedFileError,
     NotAnArchiveError,
+    SkewtapeError,
     UnknownSymbolError,
 )
 from skewtape_pipeline.hashing import FileStamp
@@ -66,11 +67,11 @@ from skewtape_pipeline.ticks.archive.store.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.store.layout import check_archive_root, recorded_schema
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.store.trust import (
-    WRITTEN_BY_COMPACTION,
     ChangedUnderRead,
     VerifiedFiles,
     settled,
 )
+from skewtape_pipeline.ticks.archive.store.version_files import missing_kept_hot
 from skewtape_pipeline.ticks.archive.store.versions import AsOf
 from skewtape_pipeline.ticks.encode.parquet_file import archive_schema
 
@@ -594,18 +595,21 @@ def _check_slice(tiers: ArchiveTiers, part: pa.Table, piece: Piece) -> None:
         )
 
 
-def _missing(tiers: ArchiveTiers, piece: Piece) -> CatalogMismatchError:
+def _missing(tiers: ArchiveTiers, piece: Piece) -> SkewtapeError:
     """The refusal of ``piece``'s file, listed but not on disk, naming the repair of the
-    archive of ``tiers``."""
+    archive of ``tiers``: a version's kept hot file is refused as every reader of a version
+    refuses it (``version_files.missing_kept_hot``: VersionError)."""
     root = tiers.root
-    if piece.rows is None and piece.whose == WRITTEN_BY_COMPACTION:
+    if piece.version is not None:
+        return missing_kept_hot(piece.file, piece.version)
+    if piece.rows is None:
         what = "the hot index lists it"
         fix = (
             "restore it from a copy, or compact its symbol-day again, or record the hot files as "
             f"they are with `skewtape-pipeline rebuild-catalog {root}` (its ticks are then gone)"
         )
     else:
-        what = "the catalog lists it" if piece.rows is not None else "a version reads it"
+        what = "the catalog lists it"
         fix = f"restore it from a copy, or {repair_hint(root)}"
     return CatalogMismatchError(
         f"{piece.file}: {what} but it is not on disk; {fix}", paths=[piece.file]

@@ -73,6 +73,7 @@ def remove_symbol_days(core: ArchiveCore, keys: Iterable[SymbolDayKey]) -> list[
     ):
         return [Removal(*key, removed_file=False, withdrawn=False) for key in wanted]
     with core.locked("removing"):
+        core.versions.record_unrecorded("remove")  # its version then holds its own changes
         withdrawn = set(_withdraw_locked(core, wanted))
         pairs = list(zip(wanted, hot_files, strict=True))
         index = ensure_index(root)
@@ -119,6 +120,7 @@ def _withdraw_locked(core: ArchiveCore, wanted: Collection[SymbolDayKey]) -> lis
         why=f"withdrawing {len(new)} symbol-day(s) from its consolidated copy "
         f"(first: {new[0][0]} {new[0][1].isoformat()})",
     )
+    core.versions.record_unrecorded("withdraw")  # none left when removing: recorded first
     updated = replace(
         catalog, generation=catalog.generation + 1, withdrawn=catalog.withdrawn | set(new)
     )

@@ -34,6 +34,7 @@ from skewtape_pipeline.errors import (
     quoted,
 )
 from skewtape_pipeline.hashing import FileStamp, ParsedByStamp, sha256_bytes
+from skewtape_pipeline.storage import TierFile
 from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     SymbolDayKey,
@@ -428,6 +429,17 @@ def read_snapshot(
         raise VersionError(f"{path}: {missing}") from None
 
 
+def missing_kept_hot(blob: TierFile, number: int) -> VersionError:
+    """The refusal of a read as of version ``number`` whose kept hot file ``blob`` is missing
+    (every reader of a version's files raises this one): what reads it, and the repair. The
+    copy is the version's own: rebuilding the catalog does not bring it back."""
+    return VersionError(
+        f"{blob}: version {number} reads it but it is missing; restore it from a copy (its name "
+        "is its sha256; `verify-archive` names every version that reads it), or read a version "
+        "that does not read it"
+    )
+
+
 def version_state(archive_root: Path, version: Version) -> ArchiveState:
     """Where every symbol-day lived as of ``version``: its catalog, its hot files (kept under
     their content names) and the catalogued days those hid.
@@ -443,9 +455,7 @@ def version_state(archive_root: Path, version: Version) -> ArchiveState:
         try:
             stamp = FileStamp.of(blob)
         except FileNotFoundError:
-            raise VersionError(
-                f"{blob}: version {version.version} reads it but it is missing"
-            ) from None
+            raise missing_kept_hot(blob, version.version) from None
         live.append(HotFile(entry.symbol, entry.date, blob, stamp))
     overridden = frozenset(h.key for h in live if h.key in catalog.partitions)
     return ArchiveState(catalog, live, [], overridden)

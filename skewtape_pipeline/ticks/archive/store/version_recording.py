@@ -154,6 +154,34 @@ def record_version(
     return version
 
 
+UNRECORDED = "unrecorded changes"
+"""How a version of changes no writer recorded is labelled (:func:`record_unrecorded`)."""
+
+
+def record_unrecorded(
+    archive_root: Path, found_by: str, *, books: Books, catalog: CatalogStore
+) -> Version | None:
+    """Record the changes since the latest version that no version recorded as a version of
+    their own, labelled ``unrecorded changes (found by <found_by>)``: what a writer cut short
+    after publishing or committing left (a compaction interrupted part-way, a re-tiering
+    killed before its version), or what a compaction running side by side has published so
+    far. Called under the archive's lock by every writer before it changes anything, so the
+    version it records after holds its own changes alone. The comparison is
+    :func:`record_version`'s (while the catalog is the latest version's, the hot index's lines
+    since it alone). None when nothing changed, or when an archive without versions holds
+    nothing yet (a new one: no empty version)."""
+    root = Path(archive_root)
+    if latest_version(root) is None and _holds_nothing(root, catalog):
+        return None
+    operation = f"{UNRECORDED} (found by {found_by})"
+    return record_version(root, operation, books=books, catalog=catalog)
+
+
+def _holds_nothing(root: Path, catalog: CatalogStore) -> bool:
+    """True when the archive has no catalogued symbol-day and no hot file."""
+    return not catalog.read().partitions and not hot_files(root)
+
+
 def _everything(
     root: Path,
     catalog: CatalogStore,
@@ -430,9 +458,11 @@ def tag_version(
     *,
     version: int | None = None,
     books: Books,
+    catalog: CatalogStore,
 ) -> int:
-    """Pin ``version`` (default: the latest) under ``name``; audited (``books``). Returns the
-    version. Tagging again with the same version changes nothing.
+    """Pin ``version`` (default: what a read shows now, :func:`_current_version`) under
+    ``name``; audited (``books``). Returns the version. Tagging again with the same version
+    changes nothing.
 
     Raises ConfigError for a bad name or a ``version`` that is not an int (nor None),
     VersionError for a version that is not kept or a name that pins another version already
@@ -443,10 +473,7 @@ def tag_version(
     if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
         raise ConfigError(f"version = {version!r}: expected a version number (an int) or None")
     if version is None:
-        latest = latest_version(root)
-        if latest is None:
-            raise VersionError(f"{root}: no version to tag yet")
-        version = latest.version
+        version = _current_version(root, name, books, catalog)
     found = read_version(root, version)
     path = tag_path(root, name)
     if path.exists():
@@ -460,3 +487,17 @@ def tag_version(
     body = {"tag": name, "version": version, "time": found.to_dict()["time"]}
     fsio.atomic_write_bytes(path, _dumps(body))
     return version
+
+
+def _current_version(root: Path, name: str, books: Books, catalog: CatalogStore) -> int:
+    """The number of the version a tag ``name`` given no version pins: for a new tag, what a
+    read of the archive shows now (the latest version once the changes no version recorded
+    are recorded: :func:`record_unrecorded`); for a tag that exists (never moved), the latest
+    as it is, nothing recorded (the caller returns it if the tag pins it, else refuses).
+    VersionError when there is no version and nothing to record."""
+    latest = latest_version(root)
+    if not tag_path(root, name).exists():
+        latest = record_unrecorded(root, "tag", books=books, catalog=catalog) or latest
+    if latest is None:
+        raise VersionError(f"{root}: no version to tag yet")
+    return latest.version

@@ -39,7 +39,9 @@ Crash safety: the snapshots and links come first (a crash leaves unreferenced fi
 pruning removes), then the record (atomic rename; a record without its index entry is not a
 version and is overwritten by the next), then the index entry (appended and fsynced; a partial
 entry is cut off by the next append), then the audit record. A crash after a writer's commit but
-before its version: the next version (e.g. the rerun of the writer) records the state then.
+before its version (or a compaction cut short after publishing some symbol-days): the next writer,
+under the lock before it changes anything, records that state as a version of its own, labelled
+``unrecorded changes (found by <writer>)`` (:meth:`VersionLog.record_unrecorded`), then its own.
 
 An archive's :class:`VersionLog` (built once, as ``ArchiveCore.versions``) reads and writes it:
 its methods know the log's files, so no caller outside the store names the root. The files
@@ -103,10 +105,22 @@ class VersionLog:
             self.root, operation, sources=sources, books=self.books, catalog=self.catalog
         )
 
+    def record_unrecorded(self, found_by: str) -> Version | None:
+        """Record the changes no version recorded (a writer cut short after it published or
+        committed) as a version of their own, labelled ``unrecorded changes (found by
+        <found_by>)``: every writer calls it under the lock before it changes anything
+        (``version_recording.record_unrecorded``); None when there are none."""
+        return recording.record_unrecorded(
+            self.root, found_by, books=self.books, catalog=self.catalog
+        )
+
     def tag(self, name: str, *, version: int | None = None) -> int:
-        """Pin ``version`` (default: the latest) under ``name``; audited
+        """Pin ``version`` (default: what a read shows now, the latest version once the changes
+        no version recorded are recorded) under ``name``; audited
         (``version_recording.tag_version``). Returns the version."""
-        return recording.tag_version(self.root, name, version=version, books=self.books)
+        return recording.tag_version(
+            self.root, name, version=version, books=self.books, catalog=self.catalog
+        )
 
     # -- versions
 
