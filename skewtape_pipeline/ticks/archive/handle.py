@@ -439,7 +439,8 @@ class Archive:
         columns
             Columns of the view ``ticks`` (None: all).
         as_of
-            A version: a number, a time (the latest version at or before it), a tag; None: now.
+            A version: a number, a time (the latest version at or before it; a date: its
+            midnight UTC), a tag; None: now.
 
         Returns
         -------

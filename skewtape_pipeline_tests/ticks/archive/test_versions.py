@@ -151,6 +151,15 @@ def test_resolve_as_of_when_given_a_time_finds_the_latest_version_at_or_before_i
         VersionLog(archive).resolve_as_of("2000-01-01T00:00:00")  # naive: UTC, and said so
 
 
+def test_read_as_of_a_date_reads_the_latest_version_by_its_midnight_utc(archive):
+    latest = VersionLog(archive).list()[-1]
+    day_after = latest.time.date() + timedelta(days=1)
+    assert VersionLog(archive).resolve_as_of(day_after).version == latest.version
+    assert rows(archive, as_of=day_after) == rows(archive, as_of=day_after.isoformat())
+    with pytest.raises(VersionError, match=r"no version at or before 2000-01-01T00:00:00\+00:00$"):
+        rows(archive, as_of=date(2000, 1, 1))
+
+
 def test_resolve_as_of_when_unknown_refuses_naming_what_was_asked(archive):
     with pytest.raises(VersionError, match="version 99: no such version"):
         VersionLog(archive).resolve_as_of(99)

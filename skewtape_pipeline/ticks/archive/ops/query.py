@@ -75,7 +75,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -349,7 +349,7 @@ class QueryOptions:
             raise ConfigError(f"threads = {threads!r}: expected an integer >= 1 (or unset)")
         if not isinstance(self.unrestricted, bool):
             raise ConfigError(f"unrestricted = {self.unrestricted!r}: expected true or false")
-        if isinstance(self.as_of, bool) or not isinstance(self.as_of, int | str | datetime | None):
+        if isinstance(self.as_of, bool) or not isinstance(self.as_of, int | str | date | None):
             raise ConfigError(
                 f"as_of = {self.as_of!r}: expected a version number, a time or a tag (or unset)"
             )

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Iterable, Mapping
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, time
 from pathlib import Path
 
 from skewtape_pipeline.errors import VersionError, quoted
@@ -71,7 +71,8 @@ from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.store.trust import VerifiedFiles, verify_consolidated
 from skewtape_pipeline.ticks.archive.store.version_files import HotEntry, Version
 
-AsOf = int | str | datetime
+AsOf = int | str | datetime | date
+"""What names a version: a number, a time (a date: its midnight UTC), or a tag."""
 _CONTENT_NAME = "its content name"
 
 
@@ -148,8 +149,9 @@ class VersionLog:
 
     def resolve_as_of(self, as_of: AsOf) -> Version:
         """The kept version ``as_of`` names: a number (an int, or text of ASCII digits), a time (a
-        datetime, or ISO text such as ``2026-11-30T17:00:00Z``: the latest version at or
-        before it), or a tag name. O(1) for a number or a tag, O(log versions) for a time.
+        datetime, a date: its midnight UTC, or ISO text such as ``2026-11-30T17:00:00Z``: the
+        latest version at or before it), or a tag name. O(1) for a number or a tag,
+        O(log versions) for a time.
 
         Raises VersionError when it names no kept version (pruned, unknown tag, a time before
         the first version).
@@ -160,6 +162,8 @@ class VersionLog:
             return self.read(as_of)
         if isinstance(as_of, datetime):
             return self._at_time(as_of)
+        if isinstance(as_of, date):  # as the text 2026-12-07 is read: its midnight, UTC
+            return self._at_time(datetime.combine(as_of, time(), tzinfo=UTC))
         if not isinstance(as_of, str) or not as_of:
             raise VersionError(f"as_of = {quoted(as_of)}: expected a version, a time or a tag")
         if as_of.isascii() and as_of.isdigit():  # str.isdigit alone takes '²', '١'
