@@ -171,14 +171,14 @@ def rebuild_catalog(core: ArchiveCore, *, allow_fewer: bool = False) -> RebuildR
 
 def _record_unrecorded(core: ArchiveCore) -> None:
     """Record the changes no version recorded (``VersionLog.record_unrecorded``) before the
-    rebuild writes, while the catalog accounts for the files (``ArchiveCore.checked_catalog``);
-    not when it does not (a state no version should read back: what the rebuild repairs, its
-    own version recording the result)."""
+    rebuild writes, while the catalog accounts for the files (``ArchiveCore.checked_catalog``)
+    and the hot index reads; not when either is damaged (a state no version should read back:
+    what the rebuild repairs, its own version recording the result)."""
     try:
         core.checked_catalog()
-    except CatalogMismatchError:
+        core.versions.record_unrecorded("rebuild-catalog")
+    except (CatalogMismatchError, TickFormatError):
         return
-    core.versions.record_unrecorded("rebuild-catalog")
 
 
 def _written_if_changed(
