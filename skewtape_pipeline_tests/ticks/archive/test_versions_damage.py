@@ -19,6 +19,8 @@ from skewtape_pipeline.errors import ConfigError, DamagedFileError, VersionError
 from skewtape_pipeline.hashing import sha256_bytes
 from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query
+from skewtape_pipeline.ticks.archive.store.catalog import CatalogStore
+from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.store.version_files import (
     MANIFEST_BASE_KEY,
     MANIFEST_SCHEMA,
@@ -215,6 +217,28 @@ def test_tag_when_version_is_not_an_int_refuses_naming_the_argument(archive, ver
 
 
 # --- a kept hot file missing ----------------------------------------------------------------------
+
+
+def test_read_as_of_when_a_version_s_consolidated_file_is_missing_names_the_version(archive):
+    """Version 10's cold file, replaced by the next re-tiering (which purges the removed day)
+    and kept for versions 9 and 10, is gone: a read and a query as of 10 name the version and
+    the copy to restore, never rebuild-catalog (which does not bring a version's file back)."""
+    before = set(CatalogStore(archive).read().files)
+    archive_at(archive, POLICY).retier(as_of=STAGE_2)
+    [gone] = sorted(before - set(CatalogStore(archive).read().files))
+    path = ArchiveTiers.of(archive, POLICY).resolve(gone)
+    path.unlink()
+    handle = archive_at(archive, POLICY)
+
+    with pytest.raises(VersionError) as read:
+        handle.read(as_of=10)
+    with pytest.raises(VersionError) as query:
+        view_rows(archive, as_of=10)
+
+    assert str(read.value) == str(query.value)
+    assert str(read.value).startswith(f"{path}: version 10 reads it but it is missing; restore")
+    assert "rebuild-catalog" not in str(read.value)
+    assert handle.read(as_of=11).num_rows == view_rows(archive, as_of=11)  # the latest reads
 
 
 def test_read_as_of_when_a_kept_hot_file_is_missing_names_the_version_as_the_query_does(archive):

@@ -207,15 +207,16 @@ def _verified_state(core: ArchiveCore, as_of: AsOf | None, narrow: Narrow | None
     if as_of is None:
         check_catalog_present(tiers)
         state = archive_state(core.root)
+        number = None
     else:
-        versions = core.versions  # the archive's version log, read only
-        state = versions.state(versions.resolve_as_of(as_of))
+        version = core.versions.resolve_as_of(as_of)  # the archive's version log, read only
+        state, number = core.versions.state(version), version.version
     if narrow is not None:
         state = narrow(state)
-    if as_of is None:
+    if number is None:
         verify_before_reading(tiers, state)
     else:
-        verify_version(tiers, state)
+        verify_version(tiers, state, number)
     return state
 
 

@@ -45,7 +45,8 @@ class Piece:
     whose: str
     rows: tuple[int, int] | None = None
     version: int | None = None
-    """The version whose kept hot file this is (None: a file of the archive now)."""
+    """The version this is read as of, its kept hot file or a consolidated file its catalog
+    lists (None: a file of the archive now)."""
 
 
 class Snapshot:
@@ -173,7 +174,8 @@ class Snapshot:
         file = self._files.get(part.file)
         if file is None:
             file = self._files[part.file] = tiers.resolve(part.file)
-        return Piece(part.key, part.tier, file, part.file, record, "the catalog", rows)
+        number = None if self.version is None else self.version.version
+        return Piece(part.key, part.tier, file, part.file, record, "the catalog", rows, number)
 
 
 def check_columns(columns: Collection[str] | None) -> list[str]:

@@ -71,7 +71,7 @@ from skewtape_pipeline.ticks.archive.store.trust import (
     VerifiedFiles,
     settled,
 )
-from skewtape_pipeline.ticks.archive.store.version_files import missing_kept_hot
+from skewtape_pipeline.ticks.archive.store.version_files import missing_version_file
 from skewtape_pipeline.ticks.archive.store.versions import AsOf
 from skewtape_pipeline.ticks.encode.parquet_file import archive_schema
 
@@ -597,11 +597,11 @@ def _check_slice(tiers: ArchiveTiers, part: pa.Table, piece: Piece) -> None:
 
 def _missing(tiers: ArchiveTiers, piece: Piece) -> SkewtapeError:
     """The refusal of ``piece``'s file, listed but not on disk, naming the repair of the
-    archive of ``tiers``: a version's kept hot file is refused as every reader of a version
-    refuses it (``version_files.missing_kept_hot``: VersionError)."""
+    archive of ``tiers``: a version's file is refused as every reader of a version refuses it
+    (``version_files.missing_version_file``: VersionError)."""
     root = tiers.root
     if piece.version is not None:
-        return missing_kept_hot(piece.file, piece.version)
+        return missing_version_file(piece.file, piece.version)
     if piece.rows is None:
         what = "the hot index lists it"
         fix = (

@@ -377,16 +377,21 @@ def verify_before_reading(tiers: ArchiveTiers, state: ArchiveState) -> None:
         verified.save()
 
 
-def verify_consolidated(verified: VerifiedFiles, tiers: ArchiveTiers, state: ArchiveState) -> None:
+def verify_consolidated(
+    verified: VerifiedFiles, tiers: ArchiveTiers, state: ArchiveState
+) -> list[TierFile]:
     """Verify the consolidated files ``state``'s catalog lists against it (see
-    :func:`verify_before_reading`); a file not on disk is left to the reader's own check."""
+    :func:`verify_before_reading`); returns the files not on disk, left to the caller's own
+    refusal."""
     items = sorted(state.catalog.files.values(), key=lambda f: f.path)
     paths = [tiers.resolve(item.path) for item in items]
+    missing = []
     for item, path, stamp in zip(items, paths, stamps_of(paths), strict=True):
-        if stamp is not None:
-            verified.check(
-                item.path, path, stamp, FileRecord(item.bytes, item.sha256), "the catalog"
-            )
+        if stamp is None:
+            missing.append(path)
+            continue
+        verified.check(item.path, path, stamp, FileRecord(item.bytes, item.sha256), "the catalog")
+    return missing
 
 
 SETTLE_WAITS = (0.0, 0.005, 0.02, 0.05, 0.1, 0.25, 0.5)

@@ -429,13 +429,14 @@ def read_snapshot(
         raise VersionError(f"{path}: {missing}") from None
 
 
-def missing_kept_hot(blob: TierFile, number: int) -> VersionError:
-    """The refusal of a read as of version ``number`` whose kept hot file ``blob`` is missing
-    (every reader of a version's files raises this one): what reads it, and the repair. The
-    copy is the version's own: rebuilding the catalog does not bring it back."""
+def missing_version_file(file: TierFile, number: int) -> VersionError:
+    """The refusal of a read as of version ``number`` whose file ``file`` is missing (a kept
+    hot file, or a consolidated file its catalog lists; every reader of a version's files
+    raises this one): what reads it, and the repair. The copy is the version's own:
+    rebuilding the catalog does not bring it back."""
     return VersionError(
-        f"{blob}: version {number} reads it but it is missing; restore it from a copy (its name "
-        "is its sha256; `verify-archive` names every version that reads it), or read a version "
+        f"{file}: version {number} reads it but it is missing; restore it from a copy (named by "
+        "its content; `verify-archive` names every version that reads it), or read a version "
         "that does not read it"
     )
 
@@ -455,7 +456,7 @@ def version_state(archive_root: Path, version: Version) -> ArchiveState:
         try:
             stamp = FileStamp.of(blob)
         except FileNotFoundError:
-            raise missing_kept_hot(blob, version.version) from None
+            raise missing_version_file(blob, version.version) from None
         live.append(HotFile(entry.symbol, entry.date, blob, stamp))
     overridden = frozenset(h.key for h in live if h.key in catalog.partitions)
     return ArchiveState(catalog, live, [], overridden)

@@ -259,11 +259,12 @@ class VersionLog:
         return files.snapshot_dirs(self.root)
 
 
-def verify_version(tiers: ArchiveTiers, state: ArchiveState) -> None:
-    """Verify the files of a version's ``state`` (hot files by their content names,
-    consolidated files by its catalog, found through the archive's resolved ``tiers``) unless
-    their stamps are unchanged since they last were; DamagedFileError names a file that
-    differs."""
+def verify_version(tiers: ArchiveTiers, state: ArchiveState, number: int) -> None:
+    """Verify the files of the ``state`` of version ``number`` (hot files by their content
+    names, consolidated files by its catalog, found through the archive's resolved ``tiers``)
+    unless their stamps are unchanged since they last were; DamagedFileError names a file that
+    differs, VersionError a consolidated file that is missing
+    (``version_files.missing_version_file``)."""
     root = tiers.root
     verified = VerifiedFiles(root)
     try:
@@ -272,9 +273,11 @@ def verify_version(tiers: ArchiveTiers, state: ArchiveState) -> None:
             record = FileRecord(hot.stamp.size, digest)
             rel = hot.path.relative_to(root).as_posix()
             verified.check(rel, hot.path, hot.stamp, record, _CONTENT_NAME)
-        verify_consolidated(verified, tiers, state)
+        missing = verify_consolidated(verified, tiers, state)
     finally:
         verified.save()
+    if missing:
+        raise files.missing_version_file(missing[0], number)
 
 
 # --- what kept versions read --------------------------------------------------------------------
