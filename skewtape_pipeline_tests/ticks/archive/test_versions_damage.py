@@ -228,17 +228,7 @@ def test_read_as_of_when_a_version_s_consolidated_file_is_missing_names_the_vers
     [gone] = sorted(before - set(CatalogStore(archive).read().files))
     path = ArchiveTiers.of(archive, POLICY).resolve(gone)
     path.unlink()
-    handle = archive_at(archive, POLICY)
-
-    with pytest.raises(VersionError) as read:
-        handle.read(as_of=10)
-    with pytest.raises(VersionError) as query:
-        view_rows(archive, as_of=10)
-
-    assert str(read.value) == str(query.value)
-    assert str(read.value).startswith(f"{path}: version 10 reads it but it is missing; restore")
-    assert "rebuild-catalog" not in str(read.value)
-    assert handle.read(as_of=11).num_rows == view_rows(archive, as_of=11)  # the latest reads
+    assert_refused_naming_the_version(archive, path, missing_in=10, readable=11)
 
 
 def test_read_as_of_when_a_kept_hot_file_is_missing_names_the_version_as_the_query_does(archive):
@@ -246,14 +236,21 @@ def test_read_as_of_when_a_kept_hot_file_is_missing_names_the_version_as_the_que
     [entry] = [e for e in log.read_manifest(log.read(1)) if e.key == KEYS[0]]
     blob = log.hot_blob(entry)  # re-tiering removed the hot file: versions 1-8 keep this copy
     blob.unlink()
+    assert_refused_naming_the_version(archive, blob, missing_in=1, readable=9)
+
+
+def assert_refused_naming_the_version(
+    archive: Path, file: Path, *, missing_in: int, readable: int
+) -> None:
+    """``Archive.read`` and a query as of ``missing_in`` refuse alike, naming ``file``, the
+    version and the copy to restore (never rebuild-catalog); version ``readable`` still reads."""
     handle = archive_at(archive, POLICY)
-
     with pytest.raises(VersionError) as read:
-        handle.read(as_of=1)
+        handle.read(as_of=missing_in)
     with pytest.raises(VersionError) as query:
-        view_rows(archive, as_of=1)
-
+        view_rows(archive, as_of=missing_in)
     assert str(read.value) == str(query.value)
-    assert str(read.value).startswith(f"{blob}: version 1 reads it but it is missing; restore")
+    wanted = f"{file}: version {missing_in} reads it but it is missing; restore"
+    assert str(read.value).startswith(wanted)
     assert "rebuild-catalog" not in str(read.value)
-    assert handle.read(as_of=9).num_rows == view_rows(archive, as_of=9)  # a later version reads
+    assert handle.read(as_of=readable).num_rows == view_rows(archive, as_of=readable)
