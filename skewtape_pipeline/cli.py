@@ -739,9 +739,9 @@ def _check_symbol_days_archived(archive: Any, keys: Sequence[tuple[str, date]]) 
     mistyped symbol or day, not one a run cut short had already removed), before anything is
     removed; first CatalogMismatchError when the catalog is gone while consolidated files are
     on disk (the catalog is to blame then, not the day)."""
-    from skewtape_pipeline.ticks.archive.store.catalog_check import check_catalog_present
     from skewtape_pipeline.ticks.archive.store.hot_index import HotIndex
     from skewtape_pipeline.ticks.archive.store.layout import partition_file
+    from skewtape_pipeline.ticks.archive.store.trust import check_catalog_present
 
     check_catalog_present(archive.tiers)
     root = archive.root

@@ -21,12 +21,12 @@ from skewtape_pipeline.errors import ArchiveBusyError, ConfigError
 from skewtape_pipeline.locations import refuse_url
 from skewtape_pipeline.ticks.archive.store.books import Books, default_audit_log
 from skewtape_pipeline.ticks.archive.store.catalog import Catalog, CatalogStore
-from skewtape_pipeline.ticks.archive.store.catalog_check import checked_catalog
 from skewtape_pipeline.ticks.archive.store.garbage import GarbageCollector
 from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_LOCK_FILE, ARCHIVE_ROOT_EXPECTED
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.store.policy_change import pending_record
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers, recorded_policy
+from skewtape_pipeline.ticks.archive.store.trust import checked_catalog
 from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 
 
@@ -130,8 +130,8 @@ class ArchiveCore:
 
     def checked_catalog(self) -> Catalog:
         """The committed catalog, once it accounts for every consolidated file on disk: what
-        every writer reads before removing or rewriting anything (``catalog_check.
-        checked_catalog``; raises CatalogMismatchError naming the files and the repair)."""
+        every writer reads before removing or rewriting anything (``trust.checked_catalog``;
+        raises CatalogMismatchError naming the files and the repair)."""
         return checked_catalog(self.tiers)
 
     def waiting(self, seconds: float) -> ArchiveCore:

@@ -37,11 +37,11 @@ from skewtape_pipeline.ticks.archive.store.books import (
 from skewtape_pipeline.ticks.archive.store.catalog import (
     CatalogStore,
 )
-from skewtape_pipeline.ticks.archive.store.catalog_check import checked_catalog
 from skewtape_pipeline.ticks.archive.store.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.store.placement import archive_metrics, locate, scan_hot_files
 from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, WARM, TierPolicy
 from skewtape_pipeline.ticks.archive.store.tiers import POLICY_RECORD, ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.trust import checked_catalog
 from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 from skewtape_pipeline_tests.scale_out.servers import free_port
 from skewtape_pipeline_tests.ticks.archive.test_reads import assert_reads_as_the_view

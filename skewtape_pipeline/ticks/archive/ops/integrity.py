@@ -5,7 +5,7 @@ records its tier, period and catalog generation in its key-value metadata
 (``consolidate.META_*``), with a digest of its symbol-day list; the list itself is the file's
 own ``symbol`` and ``date`` columns. Hot files are named by their ``symbol=``/``date=`` folders.
 
-The writers' catalog check (``catalog_check.checked_catalog``) reads the same records.
+The writers' catalog check (``trust.checked_catalog``) reads the same records.
 
 - :func:`rebuild_catalog` writes the catalog from the files, under the archive's lock: each
   file's symbol-days are checked against its metadata's digest (:func:`read_recorded`), its size
@@ -74,13 +74,6 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
     SourceStamp,
     SymbolDayKey,
 )
-from skewtape_pipeline.ticks.archive.store.catalog_check import (
-    RecordedFile,
-    check_catalog_present,
-    hot_keys_of,
-    read_recorded,
-    unaccounted_files,
-)
 from skewtape_pipeline.ticks.archive.store.consolidate import (
     SymbolDayRows,
     byte_shares,
@@ -98,8 +91,13 @@ from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.store.trust import (
     WRITTEN_BY_COMPACTION,
+    RecordedFile,
+    check_catalog_present,
+    hot_keys_of,
     hot_record,
+    read_recorded,
     record_problems,
+    unaccounted_files,
     unrecorded_hint,
 )
 from skewtape_pipeline.ticks.archive.store.version_files import SUFFIX

@@ -3,7 +3,7 @@
 ``retier_plan.plan_retier`` compares where every symbol-day lives (``placement.archive_state``)
 with where the tier policy wants it at ``as_of``; :func:`retier` carries the plan out, holding the
 archive's lock throughout, once the catalog accounts for every consolidated file on disk
-(``catalog_check.checked_catalog``; the contract is ``Archive.retier``'s):
+(``trust.checked_catalog``; the contract is ``Archive.retier``'s):
 
 1. every consolidated file whose content changes is rewritten whole, from the symbol-days that
    belong in it (read from their hot files or from the consolidated files they are in now, each

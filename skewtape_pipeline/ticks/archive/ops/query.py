@@ -88,7 +88,6 @@ from skewtape_pipeline.fsio import load_json
 from skewtape_pipeline.storage import LocalTier, ObjectFile, ObjectTier, exists
 from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.store.catalog import Catalog
-from skewtape_pipeline.ticks.archive.store.catalog_check import check_catalog_present, repair_hint
 from skewtape_pipeline.ticks.archive.store.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.store.layout import (
     check_archive_root,
@@ -100,6 +99,8 @@ from skewtape_pipeline.ticks.archive.store.reports_table import PLACES_SCHEMA, r
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers, normalized
 from skewtape_pipeline.ticks.archive.store.trust import (
     ChangedUnderRead,
+    check_catalog_present,
+    repair_hint,
     settled,
     verify_before_reading,
 )

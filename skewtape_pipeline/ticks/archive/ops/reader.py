@@ -62,13 +62,14 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     SymbolDayKey,
 )
-from skewtape_pipeline.ticks.archive.store.catalog_check import check_catalog_present, repair_hint
 from skewtape_pipeline.ticks.archive.store.consolidate import read_footer
 from skewtape_pipeline.ticks.archive.store.layout import check_archive_root, recorded_schema
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline.ticks.archive.store.trust import (
     ChangedUnderRead,
     VerifiedFiles,
+    check_catalog_present,
+    repair_hint,
     settled,
 )
 from skewtape_pipeline.ticks.archive.store.version_files import missing_version_file

@@ -34,10 +34,10 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
     SymbolDayKey,
 )
-from skewtape_pipeline.ticks.archive.store.catalog_check import remove_stale_catalog_temps
 from skewtape_pipeline.ticks.archive.store.garbage import Garbage
 from skewtape_pipeline.ticks.archive.store.hot_index import HotIndex, ensure_index
 from skewtape_pipeline.ticks.archive.store.layout import partition_file
+from skewtape_pipeline.ticks.archive.store.trust import remove_stale_catalog_temps
 
 if TYPE_CHECKING:
     from skewtape_pipeline.ticks.archive.core import ArchiveCore

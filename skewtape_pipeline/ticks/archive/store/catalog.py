@@ -246,7 +246,7 @@ class CatalogStore:
 
     def read(self) -> Catalog:
         """The archive's catalog; an empty one (generation 0) when it has none yet (writers
-        call ``catalog_check.checked_catalog``, which refuses when consolidated files exist
+        call ``trust.checked_catalog``, which refuses when consolidated files exist
         then).
 
         Every row is validated on reading (column-wise); a partition object is built when it

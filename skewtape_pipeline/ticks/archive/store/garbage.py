@@ -22,11 +22,11 @@ from skewtape_pipeline.storage import TierFile, delete, sha256_of, size_of
 from skewtape_pipeline.ticks.archive.store import hot_index
 from skewtape_pipeline.ticks.archive.store.books import EVENT_REMOVE, Books
 from skewtape_pipeline.ticks.archive.store.catalog import CatalogStore
-from skewtape_pipeline.ticks.archive.store.catalog_check import remove_stale_catalog_temps
 from skewtape_pipeline.ticks.archive.store.layout import staging_folder
 from skewtape_pipeline.ticks.archive.store.placement import archive_state, hot_rel
 from skewtape_pipeline.ticks.archive.store.spill import remove_orphaned_staging
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.trust import remove_stale_catalog_temps
 from skewtape_pipeline.ticks.archive.store.version_files import versions_dir
 from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 

@@ -36,7 +36,6 @@ from skewtape_pipeline.locations import redacted
 from skewtape_pipeline.storage import endpoint_options, placed_files, tier_store
 from skewtape_pipeline.ticks.archive.store.books import EVENT_POLICY, Books
 from skewtape_pipeline.ticks.archive.store.catalog import Catalog, CatalogStore
-from skewtape_pipeline.ticks.archive.store.catalog_check import hot_keys_of, unaccounted_files
 from skewtape_pipeline.ticks.archive.store.policy import CONSOLIDATED_TIERS, TierPolicy, place_of
 from skewtape_pipeline.ticks.archive.store.tiers import (
     POLICY_RECORD,
@@ -44,6 +43,7 @@ from skewtape_pipeline.ticks.archive.store.tiers import (
     record_policy,
     recorded_policy,
 )
+from skewtape_pipeline.ticks.archive.store.trust import hot_keys_of, unaccounted_files
 from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 
 
@@ -157,7 +157,7 @@ def _check_found(
 ) -> None:
     """ConfigError unless the new store of ``change.tier`` holds every file of ``wanted``
     (catalog paths) and, for a moved tier, nothing the archive does not account for (another
-    archive's files, say: ``catalog_check.unaccounted_files``); ObjectStoreError naming the URI
+    archive's files, say: ``trust.unaccounted_files``); ObjectStoreError naming the URI
     when it does not answer."""
     store = tiers.stores[change.tier]
     found = {f"{change.tier}/{store.relative(file)}": file for file in store.parquet_files()}
