@@ -152,11 +152,10 @@ def test_policy_module_when_scanned_imports_no_archive_module():
 
 ARCHIVE = "skewtape_pipeline.ticks.archive"
 OPERATIONS_MAY_IMPORT = {
-    "lifecycle": {"retier_plan"},
     "compact": {"compact_plan"},
     "reader": {"read_plan"},
 }
-"""The operations that carry out another's plan: re-tiering its plan, compaction its plan."""
+"""The operations that carry out another's plan: compaction its plan, the reader its read plan."""
 
 
 def archive_imports(floor: str | None = None) -> dict[str, set[str]]:

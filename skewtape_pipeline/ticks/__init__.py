@@ -19,7 +19,7 @@ importable without pyarrow.
   catalog and placement, and the modules that do each verb's work
   (compaction, consolidation, re-tiering, withdrawal, integrity, books mode, the query view,
   the reports table). Modules: ``handle``, ``policy``, ``tiers``, ``layout``, ``books``,
-  ``catalog``, ``consolidate``, ``placement``, ``compact``, ``retier_plan``, ``lifecycle``,
+  ``catalog``, ``consolidate``, ``placement``, ``compact``, ``retier``,
   ``garbage``, ``withdraw``, ``integrity``, ``query``, ``reports_table``, ``show``, ``spill``,
   ``file_compression``, ``trust``, ``versions`` (the version log, as-of reads, tags),
   ``version_pruning``.

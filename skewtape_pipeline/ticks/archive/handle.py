@@ -24,8 +24,9 @@ import pyarrow as pa
 
 from skewtape_pipeline import fsio
 from skewtape_pipeline.ticks.archive.core import BESIDE, ArchiveCore, _Beside
-from skewtape_pipeline.ticks.archive.ops import compact, integrity, lifecycle, retier_plan
+from skewtape_pipeline.ticks.archive.ops import compact, integrity
 from skewtape_pipeline.ticks.archive.ops import query as views
+from skewtape_pipeline.ticks.archive.ops import retier as retiering
 from skewtape_pipeline.ticks.archive.ops import withdraw as withdrawal
 from skewtape_pipeline.ticks.archive.ops.compact_plan import (
     DEFAULT_RUN,
@@ -234,7 +235,7 @@ class Archive:
 
     def retier(
         self, *, as_of: date, months: Collection[str] | None = None
-    ) -> lifecycle.RetierResult:
+    ) -> retiering.RetierResult:
         """Move every symbol-day to the tier its age at ``as_of`` calls for (each source verified
         first; withdrawn symbol-days purged), under the lock, audited, committing a version;
         idempotent (a rerun finishes an interrupted run). Files a kept version reads are retained
@@ -250,7 +251,7 @@ class Archive:
 
         Returns
         -------
-        lifecycle.RetierResult
+        retiering.RetierResult
             The moves made, the files written and removed, the version committed.
 
         Raises
@@ -273,7 +274,7 @@ class Archive:
         >>> result = archive.retier(as_of=date(2026, 12, 1), months=["2026-10"])
         """
         with fsio.stop_when_disk_full(self.root, "re-tiering it"), self.core.writing():
-            return lifecycle.retier(self.core, as_of=as_of, months=months)
+            return retiering.retier(self.core, as_of=as_of, months=months)
 
     def prune(self) -> list[Any]:
         """Remove the superseded files (moved hot files, replaced or uncommitted consolidated
@@ -294,7 +295,7 @@ class Archive:
             The catalog does not account for the files on disk (nothing removed).
         """
         with self.core.writing():
-            return lifecycle.prune(self.core)
+            return retiering.prune(self.core)
 
     def withdraw(self, keys: Iterable[SymbolDayKey]) -> list[SymbolDayKey]:
         """Hide catalogued symbol-days' consolidated copies at once (one atomic catalog write,
@@ -776,7 +777,7 @@ class Archive:
 
     def plan_retier(
         self, *, as_of: date, months: Collection[str] | None = None
-    ) -> retier_plan.RetierPlan:
+    ) -> retiering.RetierPlan:
         """What :meth:`retier` would move; reads only.
 
         Parameters
@@ -786,7 +787,7 @@ class Archive:
 
         Returns
         -------
-        retier_plan.RetierPlan
+        retiering.RetierPlan
             The moves, the files they rewrite and where each symbol-day goes.
 
         Raises
@@ -796,4 +797,4 @@ class Archive:
         TickFormatError
             A damaged catalog or an undecodable partition folder.
         """
-        return retier_plan.plan_retier(self.core, as_of=as_of, months=months)
+        return retiering.plan_retier(self.core, as_of=as_of, months=months)

@@ -17,7 +17,7 @@ from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
-from skewtape_pipeline.ticks.archive.ops.lifecycle import relocated_report
+from skewtape_pipeline.ticks.archive.ops.show import relocated_report
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.store.tiers import POLICY_RECORD, ArchiveTiers
 from skewtape_pipeline.ticks.encode.model import SchemaRequest

@@ -14,7 +14,7 @@ from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickFormatEr
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
-from skewtape_pipeline.ticks.archive.ops.lifecycle import relocated_report
+from skewtape_pipeline.ticks.archive.ops.show import relocated_report
 from skewtape_pipeline.ticks.archive.store.books import EVENT_COMMIT, EVENT_REMOVE, EVENT_REWRITE
 from skewtape_pipeline.ticks.archive.store.catalog import (
     CatalogStore,

@@ -30,7 +30,7 @@ contract is the front door's (``Archive.show``).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +51,8 @@ from skewtape_pipeline.ticks.archive.store.placement import archive_state, locat
 from skewtape_pipeline.ticks.archive.store.policy import HOT
 from skewtape_pipeline.ticks.archive.store.reports_table import symbol_day_report
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.encode.parquet_file import read_file_facts
+from skewtape_pipeline.ticks.encode.report import TickStorageCompactionReport, compression_ratio
 
 if TYPE_CHECKING:
     from skewtape_pipeline.ticks.archive.core import ArchiveCore
@@ -382,3 +384,47 @@ class _Follower:
         self.places, self.tier = {record["file"]}, record.get("tier", self.tier)
         self.copy_tier = None
         return item
+
+
+def relocated_report(
+    report: TickStorageCompactionReport, core: ArchiveCore
+) -> TickStorageCompactionReport:
+    """``report`` updated to where its symbol-day's rows live now.
+
+    ``path`` and ``tier`` name the file and tier holding the rows; for a consolidated file,
+    ``compacted_size_bytes`` is the symbol-day's byte share (see ``CatalogPartition``) and the
+    ratio is recomputed from it; codec, level and encodings are read from that file's footer.
+    A note says where the rows went. The report is returned unchanged when they are still in
+    the file it names.
+
+    Raises ConfigError when the archive holds no rows for the report's symbol-day.
+    """
+    if report.date is None:
+        raise ConfigError(f"report of {report.symbol}: has no date; expected a symbol-day report")
+    day = date.fromisoformat(report.date)
+    location = locate(core.tiers, report.symbol, day)
+    if location is None:
+        raise ConfigError(
+            f"{report.symbol} {report.date}: the archive at {core.root} holds no rows for it"
+        )
+    if not location.consolidated:
+        return report
+    facts = read_file_facts(location.path)
+    ratio = compression_ratio(report.raw_size_bytes, location.bytes)
+    note = (
+        f"rows moved to the {location.tier} consolidated file {location.path}; "
+        f"compacted_size_bytes is this symbol-day's share of it ({location.bytes} of "
+        f"{facts.size_bytes} bytes: row groups split by rows, footer spread by rows)"
+    )
+    return replace(
+        report,
+        tier=location.tier,
+        path=str(location.path),
+        compacted_size_bytes=location.bytes,
+        compression_ratio=ratio,
+        meets_compression_target=ratio >= report.target_compression_ratio,
+        codec=facts.codec,
+        compression_level=facts.compression_level,
+        encodings=facts.encodings,
+        notes=[*report.notes, note],
+    )

@@ -5,7 +5,7 @@ the ``ticks`` view, whatever tier it is in:
 
 - :func:`withdraw_symbol_days` marks a warm or cold copy *withdrawn* in the catalog (one atomic
   write, generation + 1, audited before the catalog is replaced): the view, ``locate`` and the
-  metrics leave it out at once, and the next ``lifecycle.retier`` rewrites its consolidated file
+  metrics leave it out at once, and the next ``retier.retier`` rewrites its consolidated file
   without it;
 - :func:`remove_symbol_days` does that and removes the hot file too: what the archivers call
   when a corrected source has no ticks left for a symbol-day. Both steps happen under one hold

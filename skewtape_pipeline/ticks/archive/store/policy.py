@@ -10,7 +10,7 @@ Each tier also has a layout and a storage root. HOT holds one file per symbol-da
 archive root (where compaction writes). WARM and COLD hold consolidated files, one per period
 (``month`` or ``year``) of the archive, rows sorted by symbol then time, packed into row groups
 of about ``consolidated_row_group_size`` rows that end on symbol-day boundaries; re-tiering
-(``ops.lifecycle``) moves symbol-days into them as they age. A layout left unset takes the
+(``ops.retier``) moves symbol-days into them as they age. A layout left unset takes the
 tier's default (:data:`DEFAULT_LAYOUTS`); a root left unset is a folder beside the archive root
 (``<archive>-warm``, ``<archive>-cold``); a relative root is taken from the archive root's parent.
 Beside the folder the archive root leads to, that is (:func:`place_of`): an archive reached
