@@ -115,11 +115,25 @@ class ArchiveCore:
     def __repr__(self) -> str:
         return f"ArchiveCore({str(self.root)!r}, audit_log={self.audit_log!r})"
 
-    def locked(self, what: str) -> AbstractContextManager[None]:
+    @contextmanager
+    def locked(self, what: str) -> Iterator[None]:
         """The archive's one lock (:func:`archive_lock`), waited for up to
         ``lock_timeout`` seconds; ``what`` names the holder's work in a refusal
-        (ArchiveBusyError)."""
-        return archive_lock(self.root / ARCHIVE_LOCK_FILE, timeout=self.lock_timeout, what=what)
+        (ArchiveBusyError). Once it is held, a hot file's publication a killed compaction left
+        between its rename and its record is finished first (:meth:`_finish_publication`)."""
+        with archive_lock(self.root / ARCHIVE_LOCK_FILE, timeout=self.lock_timeout, what=what):
+            self._finish_publication()
+            yield
+
+    def _finish_publication(self) -> None:
+        """Append the record and the audit record of a hot file a killed compaction renamed
+        into place (``CatalogStore.finish_publication``), then drop the note of it."""
+        publication = self.catalog.publication()
+        if publication is None:
+            return
+        if self.catalog.finish_publication(publication):
+            self.books.audit([publication.audit])
+        self.catalog.end_publication()
 
     @property
     def garbage(self) -> GarbageCollector:

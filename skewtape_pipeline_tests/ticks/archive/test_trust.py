@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -13,7 +16,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from skewtape_pipeline import faults
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import (
     CatalogMismatchError,
@@ -22,6 +24,7 @@ from skewtape_pipeline.errors import (
     LinkedStateFileError,
     TickFormatError,
 )
+from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
@@ -29,10 +32,9 @@ from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query, run_query_text
 from skewtape_pipeline.ticks.archive.store import trust
-from skewtape_pipeline.ticks.archive.store.catalog import (
-    CatalogStore,
-)
-from skewtape_pipeline.ticks.archive.store.layout import partition_file
+from skewtape_pipeline.ticks.archive.store.books import EVENT_RECOMPACT, EVENT_WRITE
+from skewtape_pipeline.ticks.archive.store.catalog import PUBLICATION_FILE, CatalogStore
+from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_LOCK_FILE, partition_file
 from skewtape_pipeline.ticks.archive.store.placement import archive_state, scan_hot_files
 from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
 from skewtape_pipeline.ticks.archive.store.versions import VersionLog
@@ -43,8 +45,7 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     STAGE_1,
     STAGE_2,
     SYMBOLS,
-    Crash,
-    crash_at_name,
+    audit_events,
     day_ticks,
     expected_rows,
     racy_rule_off,
@@ -218,30 +219,125 @@ def test_compact_when_hot_records_file_is_a_link_refuses_before_publishing(hot_o
     assert {p: p.read_bytes() for p in hot_only.rglob("*.parquet")} == before and hot.exists()
 
 
-def test_compact_when_crashing_between_rename_and_record_a_rerun_finishes(hot_only):
+KILLED_COMPACTION = """
+import os, signal, sys
+from datetime import date
+from pathlib import Path
+from skewtape_pipeline import faults
+from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
+from skewtape_pipeline_tests.ticks.archive_builders import POLICY, day_ticks
+
+root, symbol, day, source, point = sys.argv[1:]
+day = date.fromisoformat(day)
+
+def kill(name):
+    if name == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+with faults.installed(kill):
+    Archive(Path(root), policy=POLICY).compact_symbol_day(
+        day_ticks(source, day), SymbolDayWrite(symbol=symbol, day=day, age_days=1)
+    )
+"""
+"""A compaction of ``source``'s ticks as the symbol-day (``symbol``, ``day``) of the archive
+``root``, audited beside it, killed (SIGKILL) at its checkpoint ``point``."""
+
+
+def compaction_killed_at(point: str, root: Path, symbol: str, day, source: str) -> None:
+    """Run :data:`KILLED_COMPACTION` in a child process; it must die of SIGKILL."""
+    argv = [sys.executable, "-c", KILLED_COMPACTION, str(root), symbol, day.isoformat(), source]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    done = subprocess.run([*argv, point], env=env, capture_output=True, timeout=300)
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode()
+
+
+def ticks_of(root: Path, symbol: str, day) -> int:
+    sql = "SELECT count(*) AS n FROM ticks WHERE symbol = ? AND date = ?"
+    answer = run_query(sql, ArchiveCore(root), QueryOptions(parameters=[symbol, day]))
+    return answer.column("n").to_pylist()[0]
+
+
+def writes_of(root: Path, symbol: str, day) -> list[str]:
+    """The events of the audit records of writes of the symbol-day's hot file."""
+    wrote = (EVENT_WRITE, EVENT_RECOMPACT)
+    return [
+        e["event"]
+        for e in audit_events(root)
+        if e["event"] in wrote and (e["symbol"], e["date"]) == (symbol, day.isoformat())
+    ]
+
+
+def test_compact_when_killed_between_rename_and_record_reads_it_and_the_next_writer_records_it(
+    hot_only,
+):
     symbol, day = "ES", DAYS[-1]
     hot = partition_file(hot_only, symbol, day)
     newer = day_ticks("CL/F", day)  # other ticks than the file holds
+    Archive(hot_only, policy=POLICY).prune()  # an audit log to count in
+    compaction_killed_at("hot-published", hot_only, symbol, day, "CL/F")
+    assert (hot_only / PUBLICATION_FILE).exists()
+    assert ticks_of(hot_only, symbol, day) == len(newer)  # no refusal: the file it published
+    assert Archive(hot_only, policy=POLICY).read(symbol, day, day).num_rows == len(newer)
+    assert writes_of(hot_only, symbol, day) == []
 
-    def recompact():
-        compact_symbol_day(
-            archive_at(hot_only, POLICY).core,
-            newer,
-            SymbolDayWrite(symbol=symbol, day=day, age_days=1),
-        )
-
-    with pytest.raises(Crash), faults.installed(crash_at_name("hot-published")):
-        recompact()
-    with pytest.raises(DamagedFileError, match="compact a hot file's symbol-day again"):
-        run_query(SUM_SQL, ArchiveCore(hot_only, policy=POLICY))
-    assert [
-        p for p in verify_archive(ArchiveCore(hot_only, policy=POLICY)).problems if str(hot) in p
-    ]
-    recompact()
+    Archive(hot_only, policy=POLICY).prune()  # the next holder of the lock finishes it
+    rel = hot.relative_to(hot_only).as_posix()
+    assert CatalogStore(hot_only).hot_records()[rel].sha256 == sha256_file(hot)
+    assert writes_of(hot_only, symbol, day) == [EVENT_RECOMPACT]
+    assert not (hot_only / PUBLICATION_FILE).exists()
     assert verify_archive(ArchiveCore(hot_only, policy=POLICY), full=True).ok
-    sql = "SELECT count(*) AS n FROM ticks WHERE symbol = 'ES' AND date = ?"
-    answer = run_query(sql, ArchiveCore(hot_only), QueryOptions(parameters=[day]))
-    assert answer.column("n").to_pylist() == [len(newer)]
+    Archive(hot_only, policy=POLICY).prune()  # finished once: no second record
+    assert writes_of(hot_only, symbol, day) == [EVENT_RECOMPACT]
+
+
+def test_compact_when_killed_before_its_rename_keeps_the_old_file_and_records_nothing(hot_only):
+    symbol, day = "ES", DAYS[-1]
+    hot = partition_file(hot_only, symbol, day)
+    before, records = hot.read_bytes(), CatalogStore(hot_only).hot_records()
+    Archive(hot_only, policy=POLICY).prune()
+    compaction_killed_at("hot-publishing", hot_only, symbol, day, "CL/F")
+    assert ticks_of(hot_only, symbol, day) == len(day_ticks(symbol, day))
+    Archive(hot_only, policy=POLICY).prune()
+    assert hot.read_bytes() == before and CatalogStore(hot_only).hot_records() == records
+    assert writes_of(hot_only, symbol, day) == []
+    assert not (hot_only / PUBLICATION_FILE).exists()
+    assert verify_archive(ArchiveCore(hot_only, policy=POLICY), full=True).ok
+
+
+def test_compact_when_killed_after_renaming_a_new_day_the_next_writer_publishes_it(hot_only):
+    symbol, day = "NEW", DAYS[-1]
+    Archive(hot_only, policy=POLICY).prune()
+    compaction_killed_at("hot-published", hot_only, symbol, day, "CL/F")
+    assert ticks_of(hot_only, symbol, day) == 0  # not in the hot index yet: no refusal
+    Archive(hot_only, policy=POLICY).prune()
+    assert ticks_of(hot_only, symbol, day) == len(day_ticks("CL/F", day))
+    assert writes_of(hot_only, symbol, day) == [EVENT_WRITE]
+    assert verify_archive(ArchiveCore(hot_only, policy=POLICY), full=True).ok
+
+
+@pytest.mark.parametrize("body", [b"{", b"[]", b'{"path": "../x", "size": 1}'])
+def test_writer_when_the_publication_note_is_malformed_refuses_naming_it(hot_only, body):
+    note = hot_only / PUBLICATION_FILE
+    note.write_bytes(body)
+
+    def files():  # but the lock file, which names its last holder
+        return {p: p.read_bytes() for p in hot_only.rglob("*") if p.is_file() and p != lock}
+
+    lock = hot_only / ARCHIVE_LOCK_FILE
+    before = files()
+    with pytest.raises(TickFormatError, match=str(note)):
+        Archive(hot_only, policy=POLICY).prune()
+    assert files() == before
+
+
+def test_writer_when_the_publication_note_is_a_link_refuses_and_leaves_its_target(hot_only):
+    target = hot_only.parent / "elsewhere.json"
+    target.write_text("{}")
+    (hot_only / PUBLICATION_FILE).symlink_to(target)
+    with pytest.raises(LinkedStateFileError):
+        Archive(hot_only, policy=POLICY).prune()
+    assert target.read_text() == "{}"
 
 
 # --- 2. query verifies a file whose stamp changed ------------------------------------------------

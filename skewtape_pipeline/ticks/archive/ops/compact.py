@@ -81,6 +81,7 @@ from skewtape_pipeline.ticks.archive.store.books import (
 )
 from skewtape_pipeline.ticks.archive.store.catalog import (
     FileRecord,
+    Publication,
     SymbolDayKey,
 )
 from skewtape_pipeline.ticks.archive.store.consolidate import read_consolidated_file
@@ -390,12 +391,16 @@ def _published(core: ArchiveCore, item: PlannedSymbolDay, path: Path) -> _Publis
             fsio.refuse_linked_state(core.catalog.hot_records_path)  # the record follows the rename
             ensure_base(out)  # an archive written before the hot index gets one first
             rewrite = recompaction_record(core, item.symbol, item.day, rows=prepared.facts.num_rows)
-            facts = publish_archive_file(prepared)
-            faults.checkpoint("hot-published")  # a crash here: the file without its record
             rel = path.relative_to(out).as_posix()
-            core.catalog.append_hot_record(rel, record, FileStamp.of(path))
             written = rewrite or written_record(out, item.symbol, item.day)
-            core.books.audit([written | {"report": _audited_report(item, facts, tier)}])
+            audit = written | {"report": _audited_report(item, prepared.facts, tier)}
+            core.catalog.begin_publication(Publication(rel, record, audit))
+            faults.checkpoint("hot-publishing")
+            facts = publish_archive_file(prepared)
+            faults.checkpoint("hot-published")  # a crash here: the next lock holder records it
+            core.catalog.append_hot_record(rel, record, FileStamp.of(path))
+            core.books.audit([audit])
+            core.catalog.end_publication()
     finally:
         prepared.discard()
     return _Published(tier, dict(tiers.record), facts, rewrite)

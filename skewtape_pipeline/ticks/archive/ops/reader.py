@@ -302,7 +302,8 @@ class ArchiveReader:
         stamps = self._stamps(list(files.values()))
         try:
             for piece in files.values():
-                verified.check(piece.rel, piece.file, stamps[piece.rel], piece.record, piece.whose)
+                stamp, record = stamps[piece.rel], piece.record
+                verified.check_published(piece.rel, piece.file, stamp, record, piece.whose)
         except DamagedFileError as exc:
             if piece.rows is None:
                 raise ChangedUnderRead(exc) from None

@@ -42,7 +42,10 @@ after the file is renamed into place, as a line of ``<archive root>/_skewtape_ho
 (``{"path", "sha256", "size", "stamp"}``; ``{"path", "gone": true}`` when a file is removed),
 which is folded into ``_skewtape_hot_index.pq`` once it grows long and by re-tiering
 (:meth:`CatalogStore.settle_hot_records`). The last line of a path wins
-(:meth:`CatalogStore.hot_records`).
+(:meth:`CatalogStore.hot_records`). Before the rename, the compaction notes the record and
+the audit record in :data:`PUBLICATION_FILE` (:meth:`CatalogStore.begin_publication`): one
+killed between the rename and the record leaves the note, which readers accept the file by
+and the next holder of the lock finishes (``ArchiveCore.locked``).
 Appending keeps a compaction's cost independent of the archive's size (rewriting the catalog
 per file would not). A line cut short by a crash (no final newline) is ignored and cut off by
 the next append: its file then has no record, or an older one, and rerunning the compaction
@@ -55,6 +58,8 @@ writes both again. An archive written before hot files were recorded has none:
 from __future__ import annotations
 
 import bisect
+import json
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime
@@ -67,7 +72,13 @@ import pyarrow.compute as pc
 
 from skewtape_pipeline import faults, fsio
 from skewtape_pipeline.errors import TickFormatError
-from skewtape_pipeline.hashing import FileStamp, ParsedByStamp, is_sha256_hex, sha256_bytes
+from skewtape_pipeline.hashing import (
+    FileStamp,
+    ParsedByStamp,
+    is_sha256_hex,
+    sha256_bytes,
+    sha256_file,
+)
 from skewtape_pipeline.ticks.archive.store import hot_index
 from skewtape_pipeline.ticks.archive.store.books import EVENT_COMMIT, Books
 from skewtape_pipeline.ticks.archive.store.catalog_format import (
@@ -93,6 +104,9 @@ from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
 from skewtape_pipeline.ticks.archive.store.tiers import inside_path, normalized
 
 HOT_RECORDS_FILE = "_skewtape_hot_files.jsonl"
+PUBLICATION_FILE = ".skewtape-publishing.json"
+"""A hot file's publication under way (:class:`Publication`), in the archive root: written
+before the file is renamed into place, removed once its record and audit record follow."""
 
 SymbolDayKey = tuple[str, date]
 
@@ -118,6 +132,16 @@ class FileRecord:
 
     size: int
     sha256: str
+
+
+@dataclass(frozen=True)
+class Publication:
+    """A hot file a compaction renames into place under the archive's lock: its path ``rel``
+    from the archive root, the record it is published with, the audit record of the write."""
+
+    rel: str
+    record: FileRecord
+    audit: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -369,6 +393,63 @@ class CatalogStore:
         if stamp is not None:
             body = hot_index.published_line(rel, record.size, record.sha256, stamp)
         hot_index.append_lines(self.root, [body])
+
+    def begin_publication(self, publication: Publication) -> None:
+        """Note ``publication`` before its file is renamed into place, under the archive's
+        lock (:meth:`end_publication` once its record and audit record are appended). Not
+        fsynced: it serves a writer killed between the rename and the record (power loss can
+        still lose it, leaving the file without its record: compact the symbol-day again)."""
+        path = self.root / PUBLICATION_FILE
+        fsio.refuse_linked_state(path)
+        body = {"path": publication.rel, "size": publication.record.size,
+                "sha256": publication.record.sha256, "audit": publication.audit}  # fmt: skip
+        temp = fsio.temp_path_for(path)
+        temp.write_bytes(json.dumps(body, sort_keys=True).encode())
+        os.replace(temp, path)
+
+    def publication(self) -> Publication | None:
+        """The publication a compaction began and did not end (:meth:`begin_publication`),
+        or None. Raises TickFormatError naming the file when it is not one,
+        LinkedStateFileError when it is a symbolic link."""
+        path = self.root / PUBLICATION_FILE
+        raw = fsio.read_state_bytes(path)
+        if raw is None:
+            return None
+        body = fsio.load_json(raw, path, error=TickFormatError)
+        fields = body if isinstance(body, dict) else {}
+        rel, size, digest, audit = (fields.get(k) for k in ("path", "size", "sha256", "audit"))
+        if not (isinstance(rel, str) and is_count(size) and is_sha256_hex(digest)) or not (
+            isinstance(audit, dict)
+        ):
+            raise TickFormatError(
+                f"{path}: not a hot file's publication (expected path, size, sha256, audit); "
+                "remove it, then compact the symbol-day it names again"
+            )
+        self.resolve_hot(rel)  # a path leaving the root: TickFormatError
+        return Publication(rel, FileRecord(size, digest), audit)
+
+    def finish_publication(self, publication: Publication) -> bool:
+        """Finish ``publication``, left by a killed compaction, under the archive's lock: when
+        its file is in place with the size and sha256 it was published with and that record is
+        not appended, append it (the stamp now) and return True (the caller then appends the
+        write's audit record, then calls :meth:`end_publication`); False when the file was
+        never renamed into place or its record is there already."""
+        rel, record = publication.rel, publication.record
+        path, key = self.resolve_hot(rel), hot_index.key_of_rel(rel)
+        try:
+            stamp = FileStamp.of(path)
+        except FileNotFoundError:
+            return False
+        if key is None or stamp.size != record.size or sha256_file(path) != record.sha256:
+            return False
+        if self.hot_record(key, rel) == record:
+            return False
+        self.append_hot_record(rel, record, stamp)
+        return True
+
+    def end_publication(self) -> None:
+        """Remove the note of a publication (:meth:`begin_publication`), if any."""
+        (self.root / PUBLICATION_FILE).unlink(missing_ok=True)
 
     def settle_hot_records(self) -> None:
         """Fold the hot index's log into its base (``hot_index.fold``) when it holds lines;
