@@ -17,6 +17,7 @@ import errno
 import fcntl
 import itertools
 import json
+import math
 import os
 import re
 import shutil
@@ -29,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from skewtape_pipeline import progress
 from skewtape_pipeline.errors import (
     ConfigError,
     DiskFullError,
@@ -633,15 +635,24 @@ def exclusive_lock(
 
 
 def _wait_for_flock(fd: int, lock_file: Path, deadline: float, what: str, held_error) -> None:
-    pause = LOCK_FIRST_PAUSE
+    """Take the lock on ``fd`` by ``deadline`` (monotonic seconds), reporting the wait as
+    progress once a second (``progress.report``: seconds waited of the seconds allowed, and
+    what holds the lock), else raise ``held_error`` naming the holder."""
+    pause, started, reported = LOCK_FIRST_PAUSE, time.monotonic(), 0
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return
         except BlockingIOError:
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = deadline - now
             if left <= 0:
                 raise held_error(_held_message(lock_file, fd, what)) from None
+            if int(now - started) > reported:
+                reported = int(now - started)
+                holder = _describe_holder(os.pread(fd, 4096, 0))
+                stage = f"waiting for {lock_file}, held by {holder}"
+                progress.report(stage, reported, math.ceil(deadline - started), "s")
             time.sleep(min(pause, left))
             pause = min(pause * 2, LOCK_LONGEST_PAUSE)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from skewtape_pipeline import fsio
+from skewtape_pipeline import fsio, progress
 from skewtape_pipeline.errors import (
     ApplyInProgressError,
     ArchiveBusyError,
@@ -36,7 +36,7 @@ with fsio.exclusive_lock(Path(sys.argv[1]), what="re-tiering"):
 """
 
 
-def _hold_in_another_process(lock: Path, flag: Path) -> subprocess.Popen:
+def hold_in_another_process(lock: Path, flag: Path) -> subprocess.Popen:
     process = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock), str(flag)])
     deadline = time.monotonic() + 60
     while not flag.exists():
@@ -63,7 +63,7 @@ def test_exclusive_lock_when_held_by_another_process_names_the_operation_pid_hos
     tmp_path,
 ):
     lock = tmp_path / ".skewtape-archive.lock"
-    process = _hold_in_another_process(lock, tmp_path / "held")
+    process = hold_in_another_process(lock, tmp_path / "held")
     try:
         busy = fsio.exclusive_lock(lock, held_error=ArchiveBusyError, what="compacting")
         with pytest.raises(ArchiveBusyError) as raised, busy:
@@ -77,6 +77,26 @@ def test_exclusive_lock_when_held_by_another_process_names_the_operation_pid_hos
     assert str(lock) in message and "re-tiering" in message
     assert f"process {process.pid}" in message and socket.gethostname() in message
     assert "since 20" in message  # an ISO-8601 time
+
+
+def test_exclusive_lock_when_waiting_reports_each_second_and_the_holder_as_progress(tmp_path):
+    lock = tmp_path / ".skewtape-archive.lock"
+    process = hold_in_another_process(lock, tmp_path / "held")
+    reports: list[tuple[int, int, str, str]] = []
+    try:
+        busy = fsio.exclusive_lock(lock, timeout=3, held_error=ArchiveBusyError, what="pruning")
+        with (
+            progress.reporting(lambda *report: reports.append(report)),
+            pytest.raises(ArchiveBusyError),
+            busy,
+        ):
+            pass
+    finally:
+        process.kill()
+        process.wait()
+    assert [(done, total, unit) for done, total, _, unit in reports] == [(1, 3, "s"), (2, 3, "s")]
+    stage = reports[0][2]
+    assert str(lock) in stage and "re-tiering" in stage and f"process {process.pid}" in stage
 
 
 def test_exclusive_lock_when_its_holder_removes_the_file_locks_the_file_there_now(

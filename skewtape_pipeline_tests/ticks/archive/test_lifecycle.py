@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from datetime import date, timedelta
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -24,6 +27,7 @@ from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_LOCK_FILE
 from skewtape_pipeline.ticks.archive.store.placement import archive_metrics, locate, scan_hot_files
 from skewtape_pipeline.ticks.archive.store.policy import COLD, HOT, WARM
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline_tests.test_fsio import hold_in_another_process
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
@@ -424,3 +428,21 @@ def test_retier_when_crashed_writers_left_temporary_files_removes_only_theirs(tm
     Archive(root, policy=POLICY).retier(as_of=STAGE_1)
     assert [p for p in left if p.exists()] == []
     assert all(p.exists() for p in live)  # a live writer's is never taken
+
+
+def test_retier_when_waiting_for_the_lock_says_so_in_its_log_then_names_the_holder(hot_only):
+    holder = hold_in_another_process(hot_only / ARCHIVE_LOCK_FILE, hot_only.parent / "held")
+    try:
+        command = [str(Path(sys.executable).parent / "skewtape-pipeline"), "retier", str(hot_only)]
+        done = subprocess.run(
+            [*command, "--as-of", "2026-12-01", "--wait", "11"], capture_output=True, timeout=120
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+    log = done.stderr.decode()
+    lines = log.splitlines()
+    assert done.returncode == 2, log
+    assert lines[0].startswith(f"retier: waiting for {hot_only / ARCHIVE_LOCK_FILE}, held by ")
+    assert "re-tiering" in lines[0] and lines[0].endswith("10/11 s (90%)")
+    assert "is held by re-tiering" in lines[-1] and "Traceback" not in log
