@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from skewtape_pipeline import fsio
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import (
     CatalogMismatchError,
@@ -329,6 +330,23 @@ def test_writer_when_the_publication_note_is_malformed_refuses_naming_it(hot_onl
     with pytest.raises(TickFormatError, match=str(note)):
         Archive(hot_only, policy=POLICY).prune()
     assert files() == before
+
+
+def test_compact_when_the_publication_notes_temporary_file_is_a_link_refuses_and_leaves_it(
+    hot_only,
+):
+    target = hot_only.parent / "elsewhere.json"
+    target.write_text("{}")
+    (hot_only / f".{PUBLICATION_FILE}.{os.getpid()}{fsio.TEMP_MARKER}").symlink_to(target)
+    hot = partition_file(hot_only, "ES", DAYS[-1])
+    before = hot.read_bytes()
+    with pytest.raises(LinkedStateFileError):
+        compact_symbol_day(
+            archive_at(hot_only, POLICY).core,
+            day_ticks("CL/F", DAYS[-1]),
+            SymbolDayWrite(symbol="ES", day=DAYS[-1], age_days=1),
+        )
+    assert target.read_text() == "{}" and hot.read_bytes() == before
 
 
 def test_writer_when_the_publication_note_is_a_link_refuses_and_leaves_its_target(hot_only):

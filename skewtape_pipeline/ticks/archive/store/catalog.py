@@ -404,7 +404,8 @@ class CatalogStore:
         body = {"path": publication.rel, "size": publication.record.size,
                 "sha256": publication.record.sha256, "audit": publication.audit}  # fmt: skip
         temp = fsio.temp_path_for(path)
-        temp.write_bytes(json.dumps(body, sort_keys=True).encode())
+        with open(fsio.open_state_file(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as out:
+            out.write(json.dumps(body, sort_keys=True).encode())
         os.replace(temp, path)
 
     def publication(self) -> Publication | None:
