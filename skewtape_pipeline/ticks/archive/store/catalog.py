@@ -104,6 +104,7 @@ from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
 from skewtape_pipeline.ticks.archive.store.tiers import inside_path, normalized
 
 HOT_RECORDS_FILE = "_skewtape_hot_files.jsonl"
+_WRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
 PUBLICATION_FILE = ".skewtape-publishing.json"
 """A hot file's publication under way (:class:`Publication`), in the archive root: written
 before the file is renamed into place, removed once its record and audit record follow."""
@@ -404,9 +405,13 @@ class CatalogStore:
         body = {"path": publication.rel, "size": publication.record.size,
                 "sha256": publication.record.sha256, "audit": publication.audit}  # fmt: skip
         temp = fsio.temp_path_for(path)
-        with open(fsio.open_state_file(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as out:
-            out.write(json.dumps(body, sort_keys=True).encode())
-        os.replace(temp, path)
+        try:
+            with fsio.naming(path, temp), open(fsio.open_state_file(temp, _WRITE), "wb") as out:
+                out.write(json.dumps(body, sort_keys=True).encode())
+            os.replace(temp, path)
+        except BaseException:
+            temp.unlink(missing_ok=True)  # a full disk: nothing left behind
+            raise
 
     def publication(self) -> Publication | None:
         """The publication a compaction began and did not end (:meth:`begin_publication`),
