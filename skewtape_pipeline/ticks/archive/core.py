@@ -129,9 +129,7 @@ class ArchiveCore:
         """Append the record and the audit record of a hot file a killed compaction renamed
         into place (``CatalogStore.finish_publication``), then drop the note of it."""
         publication = self.catalog.publication()
-        if publication is None:
-            return
-        if self.catalog.finish_publication(publication):
+        if publication is not None and self.catalog.finish_publication(publication):
             self.books.audit([publication.audit])
         self.catalog.end_publication()
 

@@ -16,7 +16,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from skewtape_pipeline import fsio
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import (
     CatalogMismatchError,
@@ -277,7 +276,7 @@ def test_compact_when_killed_between_rename_and_record_reads_it_and_the_next_wri
     newer = day_ticks("CL/F", day)  # other ticks than the file holds
     Archive(hot_only, policy=POLICY).prune()  # an audit log to count in
     compaction_killed_at("hot-published", hot_only, symbol, day, "CL/F")
-    assert (hot_only / PUBLICATION_FILE).exists()
+    assert CatalogStore(hot_only).publication() is not None
     assert ticks_of(hot_only, symbol, day) == len(newer)  # no refusal: the file it published
     assert Archive(hot_only, policy=POLICY).read(symbol, day, day).num_rows == len(newer)
     assert writes_of(hot_only, symbol, day) == []
@@ -286,7 +285,7 @@ def test_compact_when_killed_between_rename_and_record_reads_it_and_the_next_wri
     rel = hot.relative_to(hot_only).as_posix()
     assert CatalogStore(hot_only).hot_records()[rel].sha256 == sha256_file(hot)
     assert writes_of(hot_only, symbol, day) == [EVENT_RECOMPACT]
-    assert not (hot_only / PUBLICATION_FILE).exists()
+    assert CatalogStore(hot_only).publication() is None
     assert verify_archive(ArchiveCore(hot_only, policy=POLICY), full=True).ok
     Archive(hot_only, policy=POLICY).prune()  # finished once: no second record
     assert writes_of(hot_only, symbol, day) == [EVENT_RECOMPACT]
@@ -302,7 +301,7 @@ def test_compact_when_killed_before_its_rename_keeps_the_old_file_and_records_no
     Archive(hot_only, policy=POLICY).prune()
     assert hot.read_bytes() == before and CatalogStore(hot_only).hot_records() == records
     assert writes_of(hot_only, symbol, day) == []
-    assert not (hot_only / PUBLICATION_FILE).exists()
+    assert CatalogStore(hot_only).publication() is None
     assert verify_archive(ArchiveCore(hot_only, policy=POLICY), full=True).ok
 
 
@@ -317,8 +316,8 @@ def test_compact_when_killed_after_renaming_a_new_day_the_next_writer_publishes_
     assert verify_archive(ArchiveCore(hot_only, policy=POLICY), full=True).ok
 
 
-@pytest.mark.parametrize("body", [b"{", b"[]", b'{"path": "../x", "size": 1}'])
-def test_writer_when_the_publication_note_is_malformed_refuses_naming_it(hot_only, body):
+@pytest.mark.parametrize("body", [b"[]", b'{"path": "../x", "size": 1}'])
+def test_writer_when_the_publication_note_holds_something_else_refuses_naming_it(hot_only, body):
     note = hot_only / PUBLICATION_FILE
     note.write_bytes(body)
 
@@ -332,29 +331,30 @@ def test_writer_when_the_publication_note_is_malformed_refuses_naming_it(hot_onl
     assert files() == before
 
 
-def test_compact_when_the_publication_notes_temporary_file_is_a_link_refuses_and_leaves_it(
-    hot_only,
-):
+def test_writer_when_the_publication_note_was_cut_short_empties_it_and_goes_on(hot_only):
+    """A note cut short while it was written (a crash, a full disk) is of a file never renamed
+    into place: nothing to finish."""
+    records = CatalogStore(hot_only).hot_records()
+    (hot_only / PUBLICATION_FILE).write_bytes(b'{"path": "symbol=ES/year=20')
+    Archive(hot_only, policy=POLICY).prune()
+    assert (hot_only / PUBLICATION_FILE).read_bytes() == b""
+    assert CatalogStore(hot_only).hot_records() == records
+
+
+def test_writer_when_the_publication_note_is_a_link_refuses_and_leaves_its_target(hot_only):
     target = hot_only.parent / "elsewhere.json"
     target.write_text("{}")
-    (hot_only / f".{PUBLICATION_FILE}.{os.getpid()}{fsio.TEMP_MARKER}").symlink_to(target)
-    hot = partition_file(hot_only, "ES", DAYS[-1])
-    before = hot.read_bytes()
+    note = hot_only / PUBLICATION_FILE
+    note.unlink(missing_ok=True)  # the empty note the compactions left
+    note.symlink_to(target)
+    with pytest.raises(LinkedStateFileError):
+        Archive(hot_only, policy=POLICY).prune()
     with pytest.raises(LinkedStateFileError):
         compact_symbol_day(
             archive_at(hot_only, POLICY).core,
             day_ticks("CL/F", DAYS[-1]),
             SymbolDayWrite(symbol="ES", day=DAYS[-1], age_days=1),
         )
-    assert target.read_text() == "{}" and hot.read_bytes() == before
-
-
-def test_writer_when_the_publication_note_is_a_link_refuses_and_leaves_its_target(hot_only):
-    target = hot_only.parent / "elsewhere.json"
-    target.write_text("{}")
-    (hot_only / PUBLICATION_FILE).symlink_to(target)
-    with pytest.raises(LinkedStateFileError):
-        Archive(hot_only, policy=POLICY).prune()
     assert target.read_text() == "{}"
 
 

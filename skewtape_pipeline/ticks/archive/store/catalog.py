@@ -107,7 +107,7 @@ HOT_RECORDS_FILE = "_skewtape_hot_files.jsonl"
 _WRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
 PUBLICATION_FILE = ".skewtape-publishing.json"
 """A hot file's publication under way (:class:`Publication`), in the archive root: written
-before the file is renamed into place, removed once its record and audit record follow."""
+before the file is renamed into place, emptied once its record and audit record follow."""
 
 SymbolDayKey = tuple[str, date]
 
@@ -396,32 +396,29 @@ class CatalogStore:
         hot_index.append_lines(self.root, [body])
 
     def begin_publication(self, publication: Publication) -> None:
-        """Note ``publication`` before its file is renamed into place, under the archive's
-        lock (:meth:`end_publication` once its record and audit record are appended). Not
-        fsynced: it serves a writer killed between the rename and the record (power loss can
-        still lose it, leaving the file without its record: compact the symbol-day again)."""
-        path = self.root / PUBLICATION_FILE
-        fsio.refuse_linked_state(path)
+        """Note ``publication`` in :data:`PUBLICATION_FILE` before its file is renamed into
+        place, under the archive's lock (:meth:`end_publication` empties the note once the
+        record and audit record are appended). Written in place, not fsynced: a publication
+        changes no folder and waits for no disk. It serves a compaction killed between the
+        rename and the record; after a power loss the file may still lack its record (then
+        compact its symbol-day again). Raises LinkedStateFileError when the note is a link."""
         body = {"path": publication.rel, "size": publication.record.size,
                 "sha256": publication.record.sha256, "audit": publication.audit}  # fmt: skip
-        temp = fsio.temp_path_for(path)
-        try:
-            with fsio.naming(path, temp), open(fsio.open_state_file(temp, _WRITE), "wb") as out:
-                out.write(json.dumps(body, sort_keys=True).encode())
-            os.replace(temp, path)
-        except BaseException:
-            temp.unlink(missing_ok=True)  # a full disk: nothing left behind
-            raise
+        self._write_note(json.dumps(body, sort_keys=True).encode())
 
     def publication(self) -> Publication | None:
-        """The publication a compaction began and did not end (:meth:`begin_publication`),
-        or None. Raises TickFormatError naming the file when it is not one,
-        LinkedStateFileError when it is a symbolic link."""
+        """The publication a compaction began and did not end (:meth:`begin_publication`);
+        None when there is none, or its note was cut short (a crash or a full disk while it
+        was written: its file was never renamed). Raises TickFormatError naming the note when
+        it holds something else, LinkedStateFileError when it is a symbolic link."""
         path = self.root / PUBLICATION_FILE
         raw = fsio.read_state_bytes(path)
-        if raw is None:
+        try:
+            body = fsio.load_json(raw, path, error=TickFormatError) if raw else None
+        except TickFormatError:
             return None
-        body = fsio.load_json(raw, path, error=TickFormatError)
+        if body is None:
+            return None
         fields = body if isinstance(body, dict) else {}
         rel, size, digest, audit = (fields.get(k) for k in ("path", "size", "sha256", "audit"))
         if not (isinstance(rel, str) and is_count(size) and is_sha256_hex(digest)) or not (
@@ -454,8 +451,19 @@ class CatalogStore:
         return True
 
     def end_publication(self) -> None:
-        """Remove the note of a publication (:meth:`begin_publication`), if any."""
-        (self.root / PUBLICATION_FILE).unlink(missing_ok=True)
+        """Empty the note of a publication (:meth:`begin_publication`) when it holds one."""
+        try:
+            if os.stat(self.root / PUBLICATION_FILE, follow_symlinks=False).st_size == 0:
+                return
+        except FileNotFoundError:
+            return
+        self._write_note(b"")
+
+    def _write_note(self, data: bytes) -> None:
+        """Replace the publication note's bytes in place (an OSError names it)."""
+        path = self.root / PUBLICATION_FILE
+        with fsio.naming(path, path), open(fsio.open_state_file(path, _WRITE), "wb") as out:
+            out.write(data)
 
     def settle_hot_records(self) -> None:
         """Fold the hot index's log into its base (``hot_index.fold``) when it holds lines;
