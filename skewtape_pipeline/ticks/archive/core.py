@@ -88,6 +88,11 @@ class ArchiveCore:
         self.root = Path(refuse_url(root, "archive root", ARCHIVE_ROOT_EXPECTED))
         if self.root.exists() and not self.root.is_dir():
             raise ConfigError(f"{self.root}: not a folder; expected a tick archive root")
+        if not fsio.resolved(self.root).name:
+            raise ConfigError(
+                f"{self.root}: the file system's root; expected a folder of the archive's own "
+                "(its warm and cold tiers go beside it), such as /srv/archive"
+            )
         if policy is not None and not isinstance(policy, TierPolicy):
             raise ConfigError(f"policy = {policy!r}: expected a TierPolicy")
         recorded = recorded_policy(self.root)

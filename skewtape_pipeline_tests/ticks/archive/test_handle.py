@@ -154,6 +154,17 @@ def test_archive_when_built_with_a_bad_option_raises_config_error_naming_it(
         Archive(tmp_path / "archive", **options)
 
 
+def test_archive_at_the_file_systems_root_is_refused_in_one_line(tmp_path, capsys):
+    (tmp_path / "top").symlink_to("/")
+    for root in ("/", str(tmp_path / "top"), str(tmp_path / "top" / "..")):
+        with pytest.raises(ConfigError, match="the file system's root; expected a folder"):
+            Archive(root)
+        assert main(["query", "SELECT 1", "--archive", root]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {root}: the file system's root; expected a folder")
+        assert len(err.splitlines()) == 1
+
+
 def test_archive_given_a_policy_records_it_only_once_a_write_succeeded(tmp_path):
     policy = TierPolicy(hot_max_age_days=3, warm_max_age_days=30)
     archive = Archive(tmp_path / "archive", policy=policy)
