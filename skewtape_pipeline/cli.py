@@ -181,18 +181,19 @@ def _fetch(args: argparse.Namespace, *, first_snapshot: bool) -> Any:
         "lock_timeout": args.wait,
     }
     try:
-        month = args.snapshot
-        if month is None and first_snapshot and not holds_snapshot(root):
-            month = newest_snapshot_month(source)
-        if month is not None:
-            result = fetch_snapshot(source, root, _check_month(month), **options)
-            if not first_snapshot:
+        with progress.reporting(shown.line.update):  # a wait for the fetch's lock
+            month = args.snapshot
+            if month is None and first_snapshot and not holds_snapshot(root):
+                month = newest_snapshot_month(source)
+            if month is not None:
+                result = fetch_snapshot(source, root, _check_month(month), **options)
+                if not first_snapshot:
+                    return result
+                deltas = fetch_deltas(source, root, **options)
+                result.months += deltas.months
+                result.next_unpublished = deltas.next_unpublished
                 return result
-            deltas = fetch_deltas(source, root, **options)
-            result.months += deltas.months
-            result.next_unpublished = deltas.next_unpublished
-            return result
-        return fetch_deltas(source, root, **options)
+            return fetch_deltas(source, root, **options)
     finally:
         shown.finish()
 
@@ -268,13 +269,14 @@ def cmd_sync(args: argparse.Namespace) -> None:
         fetched, failure = None, exc
     history = _data_root(args) / "history"
     (history.parent / "deltas").mkdir(exist_ok=True)  # a root started from a snapshot alone
-    applied = catch_up(
-        history,
-        _data_root(args) / "deltas",
-        mode="in_place" if args.in_place else "versioned",
-        audit_log=_audit_log(args, history),
-        lock_timeout=args.wait,
-    )
+    with _progress(args):
+        applied = catch_up(
+            history,
+            _data_root(args) / "deltas",
+            mode="in_place" if args.in_place else "versioned",
+            audit_log=_audit_log(args, history),
+            lock_timeout=args.wait,
+        )
     if args.json:
         done = None if fetched is None else fetched.to_dict()
         print(json.dumps({"fetch": done, "catch_up": _as_json(applied)}, indent=2, default=str))
@@ -457,7 +459,8 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
         on_progress=line.update,
         on_read=reading.update,
     )
-    reports = archive.compact(source, as_of=_parse_day(args.as_of), encoding=encoding, run=run)
+    with progress.reporting(line.update):  # a wait for the archive's lock
+        reports = archive.compact(source, as_of=_parse_day(args.as_of), encoding=encoding, run=run)
     reading.line.finish()
     line.finish()
     if args.json:
@@ -502,7 +505,7 @@ def cmd_archive_month(args: argparse.Namespace) -> None:
     )
     line = progress.ProgressLine(sys.stderr, "venue-days", label=args.command,
                                  enabled=not args.json)  # fmt: skip
-    with archive.writing():
+    with archive.writing(), progress.reporting(line.update):  # a wait for the archive's lock
         result = archive_month(root / "history", _check_month(args.month, option="MONTH"), options,
                                on_progress=line.update)  # fmt: skip
     line.finish()
@@ -693,7 +696,8 @@ def cmd_remove_days(args: argparse.Namespace) -> None:
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
     keys = [(symbol, _parse_day(day, option="--day")) for symbol, day in args.day]
     _check_symbol_days_archived(archive, keys)
-    removals = archive.remove(keys)
+    with _progress(args):
+        removals = archive.remove(keys)
     rows = [
         {
             "symbol": r.symbol,
@@ -723,7 +727,8 @@ def cmd_rebuild_catalog(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.archive.store.layout import check_archive_root
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
-    result = archive.rebuild_catalog(allow_fewer=args.allow_fewer)
+    with _progress(args):
+        result = archive.rebuild_catalog(allow_fewer=args.allow_fewer)
     _print_result(
         args,
         result,
@@ -815,7 +820,8 @@ def cmd_tag(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.archive.store.layout import check_archive_root
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
-    version = archive.versions.tag(args.name, version=args.version)
+    with _progress(args):
+        version = archive.versions.tag(args.name, version=args.version)
     result = {"tag": args.name, "version": version}
     _print_result(args, result, f"{args.archive}: tag {args.name} pins version {version}")
 
@@ -824,10 +830,9 @@ def cmd_prune_versions(args: argparse.Namespace) -> None:
     from skewtape_pipeline.ticks.archive.store.layout import check_archive_root
 
     archive = _archive(args, check_archive_root(args.archive, empty_ok=False))
-    result = archive.versions.prune(
-        keep_last=args.keep_last,
-        older_than=_parse_day(args.older_than, option="--older-than") if args.older_than else None,
-    )
+    older_than = _parse_day(args.older_than, option="--older-than") if args.older_than else None
+    with _progress(args):
+        result = archive.versions.prune(keep_last=args.keep_last, older_than=older_than)
     _print_result(
         args,
         result,

@@ -15,6 +15,8 @@ nothing when disabled (``--json``).
 from __future__ import annotations
 
 import contextlib
+import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
@@ -89,16 +91,25 @@ class ProgressLine:
         self.terminal = enabled and stream.isatty()
         self.last_line = clock()
         self.drawn = 0
+        self._lock = threading.Lock()  # transfer threads and the caller's thread share a line
 
     def update(self, done: int, total: int, stage: str = "", unit: str = "") -> None:
-        """Show that ``done`` of ``total`` are done (of ``stage``, counted in ``unit``)."""
+        """Show that ``done`` of ``total`` are done (of ``stage``, counted in ``unit``); safe to
+        call from several threads."""
         if not self.enabled or total <= 0:
             return
+        with self._lock:
+            self._update(done, total, stage, unit)
+
+    def _update(self, done: int, total: int, stage: str, unit: str) -> None:
         counted = _counted(done, total, unit or self.unit)
         if self.terminal:
             if total >= (BYTES_MIN_TOTAL if unit == "bytes" else self.min_total):
                 filled = BAR_WIDTH * min(done, total) // total
                 bar = "#" * filled + "-" * (BAR_WIDTH - filled)
+                room = _columns() - BAR_WIDTH - len(counted) - 4  # "[", "] ", " "
+                if len(stage) > room:  # the counts stay whole; the stage gives way
+                    stage = stage[: max(room - 3, 0)] + "..." if room > 3 else ""
                 self._draw(f"[{bar}] {stage + ' ' if stage else ''}{counted}")
             return
         now = self.clock()
@@ -109,16 +120,25 @@ class ProgressLine:
                   file=self.stream, flush=True)  # fmt: skip
 
     def _draw(self, text: str) -> None:
+        """Redraw the bar's line in place, cut to the terminal's width (a line that wrapped
+        could not be redrawn)."""
+        text = text[: _columns()]
         self.stream.write("\r" + text.ljust(self.drawn))
         self.stream.flush()
         self.drawn = len(text)
 
     def finish(self) -> None:
         """End the bar's line (nothing when no bar was drawn)."""
-        if self.drawn:
-            self.stream.write("\n")
-            self.stream.flush()
-            self.drawn = 0
+        with self._lock:
+            if self.drawn:
+                self.stream.write("\n")
+                self.stream.flush()
+                self.drawn = 0
+
+
+def _columns() -> int:
+    """The characters a bar may take: the terminal's width less one (at least 20)."""
+    return max(shutil.get_terminal_size().columns - 1, 20)
 
 
 def _counted(done: int, total: int, unit: str) -> str:

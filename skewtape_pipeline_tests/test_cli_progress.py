@@ -4,6 +4,7 @@ terminal (a redirected or CI log shows life), nothing with ``--json``."""
 from __future__ import annotations
 
 import io
+import os
 import re
 from pathlib import Path
 
@@ -43,6 +44,24 @@ def test_progress_line_when_not_a_terminal_prints_one_line_per_interval():
         "verify: hashing 2/4 files (50%)",
         "verify: hashing 2.5 MB of 10.0 MB (25%)",
     ]
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_line_on_a_terminal_cuts_the_bar_to_its_width_and_redraws_it(monkeypatch):
+    monkeypatch.setattr(progress.shutil, "get_terminal_size", lambda: os.terminal_size((60, 24)))
+    stream = Terminal()
+    line = ProgressLine(stream, "s", label="retier")
+    line.update(1, 600, "waiting for /a/long/path/.skewtape-archive.lock, held by re-tiering")
+    line.update(2, 600, "waiting")
+    line.finish()
+    drawn = [d.rstrip("\n") for d in stream.getvalue().split("\r")[1:]]
+    assert drawn[0] == "[------------------------------] waiting for /a/... 1/600 s"  # 59 wide
+    assert drawn[1].rstrip() == "[------------------------------] waiting 2/600 s"
+    assert len(drawn[1]) == len(drawn[0]) and stream.getvalue().endswith("\n")
 
 
 def test_progress_line_when_disabled_prints_nothing():

@@ -42,6 +42,7 @@ is refused with PrecisionLossError naming the row, never truncated.
 
 from __future__ import annotations
 
+import contextvars
 import os
 import time
 from collections import deque
@@ -605,7 +606,8 @@ def _write_symbol_days(
         for key in keys:
             item = plan.symbol_day(key)
             plan.router.drop(key)
-            pending.append(pool.submit(write, item))
+            # each in a copy of this context: a wait for the lock reports to the caller's line
+            pending.append(pool.submit(contextvars.copy_context().run, write, item))
             while len(pending) >= ENCODE_WORKERS:
                 collect()
         while pending:
