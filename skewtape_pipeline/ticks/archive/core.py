@@ -17,7 +17,7 @@ from pathlib import Path
 
 from skewtape_pipeline import fsio
 from skewtape_pipeline.audit import AuditLog
-from skewtape_pipeline.errors import ArchiveBusyError, ConfigError
+from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickFormatError
 from skewtape_pipeline.locations import refuse_url
 from skewtape_pipeline.ticks.archive.store.books import Books, default_audit_log
 from skewtape_pipeline.ticks.archive.store.catalog import Catalog, CatalogStore
@@ -132,10 +132,17 @@ class ArchiveCore:
 
     def _finish_publication(self) -> None:
         """Append the record and the audit record of a hot file a killed compaction renamed
-        into place (``CatalogStore.finish_publication``), then drop the note of it."""
+        into place (``CatalogStore.finish_publication``; the audit record to the compaction's
+        own audit log), then empty the note of it. While the hot index does not read, the
+        note is left for a holder after its repair (``rebuild-catalog`` records the file)."""
         publication = self.catalog.publication()
-        if publication is not None and self.catalog.finish_publication(publication):
-            self.books.audit([publication.audit])
+        if publication is not None:
+            try:
+                published = self.catalog.finish_publication(publication)
+            except TickFormatError:
+                return
+            if published:
+                Books(self.root, publication.audit_log).audit([publication.audit])
         self.catalog.end_publication()
 
     @property

@@ -4,6 +4,7 @@ reading it, and query reading only the archive's own files, one SELECT at a time
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -16,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import (
     CatalogMismatchError,
@@ -33,7 +35,11 @@ from skewtape_pipeline.ticks.archive.ops.integrity import verify_archive
 from skewtape_pipeline.ticks.archive.ops.query import QueryOptions, run_query, run_query_text
 from skewtape_pipeline.ticks.archive.store import trust
 from skewtape_pipeline.ticks.archive.store.books import EVENT_RECOMPACT, EVENT_WRITE
-from skewtape_pipeline.ticks.archive.store.catalog import PUBLICATION_FILE, CatalogStore
+from skewtape_pipeline.ticks.archive.store.catalog import (
+    NOTE_MAX_BYTES,
+    PUBLICATION_FILE,
+    CatalogStore,
+)
 from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_LOCK_FILE, partition_file
 from skewtape_pipeline.ticks.archive.store.placement import archive_state, scan_hot_files
 from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
@@ -228,27 +234,31 @@ from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline_tests.ticks.archive_builders import POLICY, day_ticks
 
-root, symbol, day, source, point = sys.argv[1:]
+root, symbol, day, source, point, log = sys.argv[1:]
 day = date.fromisoformat(day)
+options = {} if log == "beside" else {"audit_log": Path(log)}
 
 def kill(name):
     if name == point:
         os.kill(os.getpid(), signal.SIGKILL)
 
 with faults.installed(kill):
-    Archive(Path(root), policy=POLICY).compact_symbol_day(
+    Archive(Path(root), policy=POLICY, **options).compact_symbol_day(
         day_ticks(source, day), SymbolDayWrite(symbol=symbol, day=day, age_days=1)
     )
 """
 """A compaction of ``source``'s ticks as the symbol-day (``symbol``, ``day``) of the archive
-``root``, audited beside it, killed (SIGKILL) at its checkpoint ``point``."""
+``root``, audited to ``log`` (``beside``: its default), killed (SIGKILL) at its checkpoint
+``point``."""
 
 
-def compaction_killed_at(point: str, root: Path, symbol: str, day, source: str) -> None:
+def compaction_killed_at(
+    point: str, root: Path, symbol: str, day, source: str, log: str = "beside"
+) -> None:
     """Run :data:`KILLED_COMPACTION` in a child process; it must die of SIGKILL."""
     argv = [sys.executable, "-c", KILLED_COMPACTION, str(root), symbol, day.isoformat(), source]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
-    done = subprocess.run([*argv, point], env=env, capture_output=True, timeout=300)
+    done = subprocess.run([*argv, point, log], env=env, capture_output=True, timeout=300)
     assert done.returncode == -signal.SIGKILL, done.stderr.decode()
 
 
@@ -258,12 +268,18 @@ def ticks_of(root: Path, symbol: str, day) -> int:
     return answer.column("n").to_pylist()[0]
 
 
-def writes_of(root: Path, symbol: str, day) -> list[str]:
-    """The events of the audit records of writes of the symbol-day's hot file."""
+def writes_of(root: Path, symbol: str, day, log: Path | None = None) -> list[str]:
+    """The events of the audit records of writes of the symbol-day's hot file, in the audit
+    log beside ``root`` (or ``log``)."""
     wrote = (EVENT_WRITE, EVENT_RECOMPACT)
+    if log is None:
+        events = audit_events(root)
+    else:
+        verify_audit_log(log)
+        events = [json.loads(line) for line in log.read_text().splitlines()]
     return [
         e["event"]
-        for e in audit_events(root)
+        for e in events
         if e["event"] in wrote and (e["symbol"], e["date"]) == (symbol, day.isoformat())
     ]
 
@@ -316,7 +332,84 @@ def test_compact_when_killed_after_renaming_a_new_day_the_next_writer_publishes_
     assert verify_archive(ArchiveCore(hot_only, policy=POLICY), full=True).ok
 
 
-@pytest.mark.parametrize("body", [b"[]", b'{"path": "../x", "size": 1}'])
+def test_compact_when_killed_between_record_and_audit_the_next_writer_audits_it_once(hot_only):
+    symbol, day = "ES", DAYS[-1]
+    Archive(hot_only, policy=POLICY).prune()
+    compaction_killed_at("hot-recorded", hot_only, symbol, day, "CL/F")
+    assert writes_of(hot_only, symbol, day) == []
+    Archive(hot_only, policy=POLICY).prune()
+    Archive(hot_only, policy=POLICY).prune()
+    assert writes_of(hot_only, symbol, day) == [EVENT_RECOMPACT]
+    assert verify_archive(ArchiveCore(hot_only, policy=POLICY), full=True).ok
+
+
+def test_compact_when_killed_after_its_rename_is_audited_to_its_own_audit_log(hot_only):
+    """Finished by verify-archive (which has no --audit-log) and by an archive that audits
+    nothing: the write's record goes to the compaction's log all the same."""
+    symbol, day, log = "ES", DAYS[-1], hot_only.parent / "custom" / "audit.jsonl"
+    compaction_killed_at("hot-published", hot_only, symbol, day, "CL/F", str(log))
+    assert main(["verify-archive", str(hot_only)]) == 0
+    assert writes_of(hot_only, symbol, day, log) == [EVENT_RECOMPACT]
+    assert not (hot_only.parent / "audit.jsonl").exists()
+    compaction_killed_at("hot-published", hot_only, symbol, day, "ES", str(log))
+    archive_at(hot_only, POLICY).prune()  # audit_log=None
+    assert writes_of(hot_only, symbol, day, log) == [EVENT_RECOMPACT, EVENT_RECOMPACT]
+
+
+def test_rebuild_catalog_when_the_hot_index_is_damaged_and_a_publication_left_records_it(
+    hot_only,
+):
+    symbol, day = "ES", DAYS[-1]
+    Archive(hot_only, policy=POLICY).prune()
+    compaction_killed_at("hot-published", hot_only, symbol, day, "CL/F")
+    (hot_only / HOT_INDEX).write_bytes(b"not parquet")
+    Archive(hot_only, policy=POLICY).rebuild_catalog()
+    Archive(hot_only, policy=POLICY).prune()  # the note, left by the rebuild, is finished now
+    assert writes_of(hot_only, symbol, day) == [EVENT_RECOMPACT]
+    assert CatalogStore(hot_only).publication() is None
+    assert ticks_of(hot_only, symbol, day) == len(day_ticks("CL/F", day))
+    assert verify_archive(ArchiveCore(hot_only, policy=POLICY), full=True).ok
+
+
+def test_read_when_a_note_names_a_changed_consolidated_file_refuses_it(tiered):
+    cold = tier_file(tiered, COLD)
+    flip_bit_in_data_page(cold, column="quantity")
+    rel = cold.relative_to(cold.parents[1]).as_posix()  # as a catalog path would look
+    note = {"path": rel, "size": cold.stat().st_size, "sha256": sha256_file(cold),
+            "audit": {}, "audit_log": None}  # fmt: skip
+    (tiered / PUBLICATION_FILE).write_text(json.dumps(note))
+    with pytest.raises(DamagedFileError, match=str(cold)):
+        Archive(tiered, policy=POLICY).read()
+    with pytest.raises(TickFormatError, match=PUBLICATION_FILE):
+        Archive(tiered, policy=POLICY).prune()
+
+
+def test_query_when_a_file_differs_and_the_note_is_not_one_names_the_file(hot_only):
+    hot = partition_file(hot_only, "ES", DAYS[-1])
+    times_1000(hot)
+    (hot_only / PUBLICATION_FILE).write_bytes(b"[]")
+    with pytest.raises(DamagedFileError, match=str(hot)):
+        run_query(SUM_SQL, ArchiveCore(hot_only, policy=POLICY))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[]",
+        b'{"path": "../x", "size": 1}',
+        b" " * (NOTE_MAX_BYTES + 1),
+        json.dumps(
+            {
+                "path": "symbol=ES/year=2025/month=12/date=2025-12-01/part-0.parquet",
+                "size": 1,
+                "sha256": "0" * 64,
+                "audit": {},
+                "audit_log": "/home/someone/.bashrc",
+            }
+        ).encode(),
+    ],
+    ids=["list", "no-fields", "oversized", "audit-log-not-jsonl"],
+)
 def test_writer_when_the_publication_note_holds_something_else_refuses_naming_it(hot_only, body):
     note = hot_only / PUBLICATION_FILE
     note.write_bytes(body)

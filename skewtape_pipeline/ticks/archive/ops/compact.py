@@ -395,11 +395,12 @@ def _published(core: ArchiveCore, item: PlannedSymbolDay, path: Path) -> _Publis
             rel = path.relative_to(out).as_posix()
             written = rewrite or written_record(out, item.symbol, item.day)
             audit = written | {"report": _audited_report(item, prepared.facts, tier)}
-            core.catalog.begin_publication(Publication(rel, record, audit))
+            core.catalog.begin_publication(Publication(rel, record, audit, core.books.audit_log))
             faults.checkpoint("hot-publishing")
             facts = publish_archive_file(prepared)
             faults.checkpoint("hot-published")  # a crash here: the next lock holder records it
             core.catalog.append_hot_record(rel, record, FileStamp.of(path))
+            faults.checkpoint("hot-recorded")  # a crash here: the next lock holder audits it
             core.books.audit([audit])
             core.catalog.end_publication()
     finally:

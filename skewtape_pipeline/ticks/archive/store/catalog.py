@@ -105,6 +105,8 @@ from skewtape_pipeline.ticks.archive.store.tiers import inside_path, normalized
 
 HOT_RECORDS_FILE = "_skewtape_hot_files.jsonl"
 _WRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+NOTE_MAX_BYTES = 1 << 20
+"""The largest publication note read (one is a few hundred bytes)."""
 PUBLICATION_FILE = ".skewtape-publishing.json"
 """A hot file's publication under way (:class:`Publication`), in the archive root: written
 before the file is renamed into place, emptied once its record and audit record follow."""
@@ -138,11 +140,13 @@ class FileRecord:
 @dataclass(frozen=True)
 class Publication:
     """A hot file a compaction renames into place under the archive's lock: its path ``rel``
-    from the archive root, the record it is published with, the audit record of the write."""
+    from the archive root, the record it is published with, the audit record of the write and
+    the audit log it goes to (None: the compaction audits nothing)."""
 
     rel: str
     record: FileRecord
     audit: dict[str, Any]
+    audit_log: Path | None
 
 
 @dataclass(frozen=True)
@@ -402,41 +406,49 @@ class CatalogStore:
         changes no folder and waits for no disk. It serves a compaction killed between the
         rename and the record; after a power loss the file may still lack its record (then
         compact its symbol-day again). Raises LinkedStateFileError when the note is a link."""
+        log = publication.audit_log
         body = {"path": publication.rel, "size": publication.record.size,
-                "sha256": publication.record.sha256, "audit": publication.audit}  # fmt: skip
+                "sha256": publication.record.sha256, "audit": publication.audit,
+                "audit_log": None if log is None else str(log.absolute())}  # fmt: skip
         self._write_note(json.dumps(body, sort_keys=True).encode())
 
     def publication(self) -> Publication | None:
         """The publication a compaction began and did not end (:meth:`begin_publication`);
         None when there is none, or its note was cut short (a crash or a full disk while it
         was written: its file was never renamed). Raises TickFormatError naming the note when
-        it holds something else, LinkedStateFileError when it is a symbolic link."""
+        it holds anything else (a path that is not a hot file's, an audit log that is not an
+        absolute ``.jsonl`` path, more than :data:`NOTE_MAX_BYTES`), LinkedStateFileError
+        when it is a symbolic link."""
         path = self.root / PUBLICATION_FILE
-        raw = fsio.read_state_bytes(path)
         try:
-            body = fsio.load_json(raw, path, error=TickFormatError) if raw else None
-        except TickFormatError:
+            with open(fsio.open_state_file(path, os.O_RDONLY), "rb") as note:
+                raw = note.read(NOTE_MAX_BYTES + 1)
+        except FileNotFoundError:
             return None
-        if body is None:
+        if not raw:
             return None
-        fields = body if isinstance(body, dict) else {}
-        rel, size, digest, audit = (fields.get(k) for k in ("path", "size", "sha256", "audit"))
-        if not (isinstance(rel, str) and is_count(size) and is_sha256_hex(digest)) or not (
-            isinstance(audit, dict)
-        ):
+        publication = None
+        if len(raw) <= NOTE_MAX_BYTES:
+            try:
+                body = fsio.load_json(raw, path, error=TickFormatError)
+            except TickFormatError:
+                return None  # cut short while it was written
+            publication = _publication_of(body)
+        if publication is None:
             raise TickFormatError(
-                f"{path}: not a hot file's publication (expected path, size, sha256, audit); "
+                f"{path}: not a hot file's publication (expected the path of a hot file, its "
+                "size, sha256 and audit record, and an absolute .jsonl audit log or null); "
                 "remove it, then compact the symbol-day it names again"
             )
-        self.resolve_hot(rel)  # a path leaving the root: TickFormatError
-        return Publication(rel, FileRecord(size, digest), audit)
+        return publication
 
     def finish_publication(self, publication: Publication) -> bool:
         """Finish ``publication``, left by a killed compaction, under the archive's lock: when
-        its file is in place with the size and sha256 it was published with and that record is
-        not appended, append it (the stamp now) and return True (the caller then appends the
-        write's audit record, then calls :meth:`end_publication`); False when the file was
-        never renamed into place or its record is there already."""
+        its file is in place with the size and sha256 it was published with, append its record
+        (the stamp now) unless it is there already and return True: the caller then appends
+        the write's audit record (once the note is emptied after it, a kill between the two
+        repeats it: an audit record is never lost, rarely doubled); False when the file was
+        never renamed into place. TickFormatError when the hot index does not read."""
         rel, record = publication.rel, publication.record
         path, key = self.resolve_hot(rel), hot_index.key_of_rel(rel)
         try:
@@ -445,9 +457,8 @@ class CatalogStore:
             return False
         if key is None or stamp.size != record.size or sha256_file(path) != record.sha256:
             return False
-        if self.hot_record(key, rel) == record:
-            return False
-        self.append_hot_record(rel, record, stamp)
+        if self.hot_record(key, rel) != record:
+            self.append_hot_record(rel, record, stamp)
         return True
 
     def end_publication(self) -> None:
@@ -472,6 +483,27 @@ class CatalogStore:
         index = hot_index.ensure_index(self.root)
         if index.log_lines:
             hot_index.fold(index)
+
+
+def _publication_of(body: Any) -> Publication | None:
+    """The publication a note's JSON ``body`` describes, or None when it is not one."""
+    fields = body if isinstance(body, dict) else {}
+    rel, size, digest, audit, log = (
+        fields.get(k) for k in ("path", "size", "sha256", "audit", "audit_log")
+    )
+    if not (isinstance(rel, str) and is_count(size) and is_sha256_hex(digest)):
+        return None
+    if not isinstance(audit, dict) or hot_index.key_of_rel(rel) is None:
+        return None
+    if log is not None and not (isinstance(log, str) and log.endswith(".jsonl")):
+        return None
+    if log is not None and not Path(log).is_absolute():
+        return None
+    try:
+        inside_path(rel, rel)
+    except TickFormatError:
+        return None
+    return Publication(rel, FileRecord(size, digest), audit, None if log is None else Path(log))
 
 
 _PARSED: ParsedByStamp[Catalog] = ParsedByStamp(keep=8)
