@@ -459,10 +459,14 @@ def cmd_compact_ticks(args: argparse.Namespace) -> None:
         on_progress=line.update,
         on_read=reading.update,
     )
-    with progress.reporting(line.update):  # a wait for the archive's lock
-        reports = archive.compact(source, as_of=_parse_day(args.as_of), encoding=encoding, run=run)
-    reading.line.finish()
-    line.finish()
+    try:
+        with progress.reporting(line.update):  # a wait for the archive's lock
+            reports = archive.compact(
+                source, as_of=_parse_day(args.as_of), encoding=encoding, run=run
+            )
+    finally:  # an error after a bar starts on a line of its own
+        reading.line.finish()
+        line.finish()
     if args.json:
         for report in reports:
             print(json.dumps(report.to_dict(), default=str))
@@ -505,10 +509,12 @@ def cmd_archive_month(args: argparse.Namespace) -> None:
     )
     line = progress.ProgressLine(sys.stderr, "venue-days", label=args.command,
                                  enabled=not args.json)  # fmt: skip
-    with archive.writing(), progress.reporting(line.update):  # a wait for the archive's lock
-        result = archive_month(root / "history", _check_month(args.month, option="MONTH"), options,
-                               on_progress=line.update)  # fmt: skip
-    line.finish()
+    try:
+        with archive.writing(), progress.reporting(line.update):  # a wait for the lock too
+            month = _check_month(args.month, option="MONTH")
+            result = archive_month(root / "history", month, options, on_progress=line.update)
+    finally:  # an error after a bar starts on a line of its own
+        line.finish()
     _print_result(args, result, describe_month(result, root / "archive"))
 
 

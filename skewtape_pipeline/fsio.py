@@ -642,6 +642,9 @@ def _wait_for_flock(fd: int, lock_file: Path, deadline: float, what: str, held_e
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if reported:  # the wait shown as over, not left as the last word
+                waited = math.ceil(time.monotonic() - started)
+                progress.report(f"took {lock_file} after {waited} s", waited, waited, "s")
             return
         except BlockingIOError:
             now = time.monotonic()

@@ -15,7 +15,8 @@ nothing when disabled (``--json``).
 from __future__ import annotations
 
 import contextlib
-import shutil
+import io
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -105,10 +106,12 @@ class ProgressLine:
         counted = _counted(done, total, unit or self.unit)
         if self.terminal:
             if total >= (BYTES_MIN_TOTAL if unit == "bytes" else self.min_total):
-                filled = BAR_WIDTH * min(done, total) // total
-                bar = "#" * filled + "-" * (BAR_WIDTH - filled)
-                room = _columns() - BAR_WIDTH - len(counted) - 4  # "[", "] ", " "
-                if len(stage) > room:  # the counts stay whole; the stage gives way
+                columns = self._columns()
+                width = max(min(BAR_WIDTH, columns - len(counted) - 4), 0)  # "[", "] ", " "
+                filled = width * min(done, total) // total
+                bar = "#" * filled + "-" * (width - filled)
+                room = columns - width - len(counted) - 4
+                if len(stage) > room:  # the counts stay whole; the stage, then the bar give way
                     stage = stage[: max(room - 3, 0)] + "..." if room > 3 else ""
                 self._draw(f"[{bar}] {stage + ' ' if stage else ''}{counted}")
             return
@@ -119,10 +122,22 @@ class ProgressLine:
             print(f"{head + ' ' if head else ''}{counted} ({100 * done // total}%)",
                   file=self.stream, flush=True)  # fmt: skip
 
+    def _columns(self) -> int:
+        """The characters a bar may take: the width of the terminal the stream is (``COLUMNS``
+        when set, else 80), less one."""
+        try:
+            width = int(os.environ["COLUMNS"])
+        except (KeyError, ValueError):
+            try:
+                width = os.get_terminal_size(self.stream.fileno()).columns
+            except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
+                width = 80
+        return max(width - 1, 20)
+
     def _draw(self, text: str) -> None:
         """Redraw the bar's line in place, cut to the terminal's width (a line that wrapped
         could not be redrawn)."""
-        text = text[: _columns()]
+        text = text[: self._columns()]
         self.stream.write("\r" + text.ljust(self.drawn))
         self.stream.flush()
         self.drawn = len(text)
@@ -134,11 +149,6 @@ class ProgressLine:
                 self.stream.write("\n")
                 self.stream.flush()
                 self.drawn = 0
-
-
-def _columns() -> int:
-    """The characters a bar may take: the terminal's width less one (at least 20)."""
-    return max(shutil.get_terminal_size().columns - 1, 20)
 
 
 def _counted(done: int, total: int, unit: str) -> str:

@@ -3,9 +3,12 @@ terminal (a redirected or CI log shows life), nothing with ``--json``."""
 
 from __future__ import annotations
 
+import fcntl
 import io
 import os
 import re
+import struct
+import termios
 from pathlib import Path
 
 import pytest
@@ -52,7 +55,7 @@ class Terminal(io.StringIO):
 
 
 def test_progress_line_on_a_terminal_cuts_the_bar_to_its_width_and_redraws_it(monkeypatch):
-    monkeypatch.setattr(progress.shutil, "get_terminal_size", lambda: os.terminal_size((60, 24)))
+    monkeypatch.setenv("COLUMNS", "60")
     stream = Terminal()
     line = ProgressLine(stream, "s", label="retier")
     line.update(1, 600, "waiting for /a/long/path/.skewtape-archive.lock, held by re-tiering")
@@ -62,6 +65,27 @@ def test_progress_line_on_a_terminal_cuts_the_bar_to_its_width_and_redraws_it(mo
     assert drawn[0] == "[------------------------------] waiting for /a/... 1/600 s"  # 59 wide
     assert drawn[1].rstrip() == "[------------------------------] waiting 2/600 s"
     assert len(drawn[1]) == len(drawn[0]) and stream.getvalue().endswith("\n")
+
+
+def test_progress_line_on_a_narrow_terminal_keeps_the_counts_whole(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "30")
+    stream = Terminal()
+    ProgressLine(stream, "bytes").update(150 * 10**6, 200 * 10**6, "reading", "bytes")
+    assert stream.getvalue() == "\r[###--] 150.0 MB of 200.0 MB"  # 29 wide
+
+
+def test_progress_line_takes_the_width_of_the_terminal_it_draws_on(monkeypatch):
+    """Standard output piped (``| tee``) and standard error on a 50-column terminal."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    leader, follower = os.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 50, 0, 0))
+    with open(follower, "w", closefd=True) as stream:
+        line = ProgressLine(stream, "s")
+        line.update(1, 600, "waiting for /a/very/long/path/.skewtape-archive.lock, held by x")
+        line.finish()
+    drawn = os.read(leader, 4096).decode().split("\r")[1].rstrip("\r\n")
+    os.close(leader)
+    assert len(drawn) == 49 and drawn.endswith("... 1/600 s")
 
 
 def test_progress_line_when_disabled_prints_nothing():

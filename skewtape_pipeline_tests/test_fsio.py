@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -99,6 +100,25 @@ def test_exclusive_lock_when_waiting_reports_each_second_and_the_holder_as_progr
     assert {(total, unit) for _, total, _, unit in reports} == {(3, "s")}
     stage = reports[0][2]
     assert str(lock) in stage and "re-tiering" in stage and f"process {process.pid}" in stage
+
+
+def test_exclusive_lock_when_the_wait_ends_reports_the_lock_taken(tmp_path):
+    lock = tmp_path / ".skewtape-archive.lock"
+    process = hold_in_another_process(lock, tmp_path / "held")
+    threading.Timer(1.5, process.kill).start()
+    reports: list[tuple[int, int, str, str]] = []
+    try:
+        with (
+            progress.reporting(lambda *report: reports.append(report)),
+            fsio.exclusive_lock(lock, timeout=60, what="pruning"),
+        ):
+            pass
+    finally:
+        process.kill()
+        process.wait()
+    done, total, stage, unit = reports[-1]
+    assert stage == f"took {lock} after {done} s" and done == total and unit == "s"
+    assert [r[2] for r in reports[:-1]] and all("waiting" in r[2] for r in reports[:-1])
 
 
 def test_exclusive_lock_when_its_holder_removes_the_file_locks_the_file_there_now(

@@ -121,20 +121,23 @@ class ArchiveCore:
         return f"ArchiveCore({str(self.root)!r}, audit_log={self.audit_log!r})"
 
     @contextmanager
-    def locked(self, what: str) -> Iterator[None]:
+    def locked(self, what: str, *, finish: bool = True) -> Iterator[None]:
         """The archive's one lock (:func:`archive_lock`), waited for up to
         ``lock_timeout`` seconds; ``what`` names the holder's work in a refusal
         (ArchiveBusyError). Once it is held, a hot file's publication a killed compaction left
-        between its rename and its record is finished first (:meth:`_finish_publication`)."""
+        between its rename and its audit record is finished first (:meth:`_finish_publication`),
+        unless ``finish`` is False (a holder that writes nothing: ``verify-archive``)."""
         with archive_lock(self.root / ARCHIVE_LOCK_FILE, timeout=self.lock_timeout, what=what):
-            self._finish_publication()
+            if finish:
+                self._finish_publication()
             yield
 
     def _finish_publication(self) -> None:
         """Append the record and the audit record of a hot file a killed compaction renamed
-        into place (``CatalogStore.finish_publication``; the audit record to the compaction's
-        own audit log), then empty the note of it. While the hot index does not read, the
-        note is left for a holder after its repair (``rebuild-catalog`` records the file)."""
+        into place (``CatalogStore.finish_publication``; the audit record to this archive's
+        audit log, none when it has none), then empty the note of it. While the hot index does
+        not read, the note is left for a holder after its repair (``rebuild-catalog`` records
+        the file)."""
         publication = self.catalog.publication()
         if publication is not None:
             try:
@@ -142,7 +145,7 @@ class ArchiveCore:
             except TickFormatError:
                 return
             if published:
-                Books(self.root, publication.audit_log).audit([publication.audit])
+                self.books.audit([publication.audit])
         self.catalog.end_publication()
 
     @property

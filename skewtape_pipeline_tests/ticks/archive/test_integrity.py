@@ -509,8 +509,9 @@ def test_read_catalog_when_entry_outside_its_tier_root_refuses(tiered):
 def test_verify_when_a_compaction_publishes_while_it_looks_reports_only_what_stays(
     tmp_path, no_fsync
 ):
-    """A compaction had renamed a hot file in and not yet recorded it: the first look finds
-    a file unlike its record; verification waits for the writer and looks again."""
+    """A compaction had renamed a new day's hot file in and not yet recorded it: the first
+    look finds a file the hot index does not list; verification waits for the writer and looks
+    again. (A rewritten day's file is vouched for by the compaction's publication note.)"""
     import threading
 
     from skewtape_pipeline import faults
@@ -525,7 +526,7 @@ def test_verify_when_a_compaction_publishes_while_it_looks_reports_only_what_sta
 
     def compact() -> None:
         with faults.installed(pause_after_the_rename):
-            write = SymbolDayWrite(symbol="ES", day=DAYS[0], age_days=(STAGE_1 - DAYS[0]).days)
+            write = SymbolDayWrite(symbol="NEW", day=DAYS[0], age_days=(STAGE_1 - DAYS[0]).days)
             compact_symbol_day(archive_at(root).core, day_ticks("KX-25MAR", DAYS[0]), write)
 
     writer = threading.Thread(target=compact)
@@ -562,7 +563,7 @@ def test_verify_when_the_lock_cannot_be_taken_reports_its_first_look(
     data[len(data) // 2] ^= 0xFF
     damaged.write_bytes(bytes(data))
 
-    def read_only(self, what):
+    def read_only(self, what, **options):
         raise OSError(30, "Read-only file system", str(self.root / ".skewtape-archive.lock"))
 
     monkeypatch.setattr(ArchiveCore, "locked", read_only)

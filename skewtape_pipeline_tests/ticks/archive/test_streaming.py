@@ -18,7 +18,6 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import pytest
 
-from skewtape_pipeline import progress
 from skewtape_pipeline.cli import ReadingRate, main, parse_bytes
 from skewtape_pipeline.errors import ConfigError, TickValidationError
 from skewtape_pipeline.progress import ProgressLine
@@ -512,8 +511,7 @@ def test_reading_rate_when_not_a_terminal_prints_bytes_read_of_the_size_and_tick
 
 
 def test_reading_rate_when_a_terminal_redraws_one_line_and_ends_it(monkeypatch):
-    wide = os.terminal_size((120, 24))  # a narrower one cuts the stage (test_cli_progress)
-    monkeypatch.setattr(progress.shutil, "get_terminal_size", lambda: wide)
+    monkeypatch.setenv("COLUMNS", "120")  # a narrower one cuts the stage (test_cli_progress)
     stream, now = FakeStream(tty=True), [0.0]
     rate = ReadingRate(ProgressLine(stream, "bytes"), clock=lambda: now[0])
     now[0] = 1.0

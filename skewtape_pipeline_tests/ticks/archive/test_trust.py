@@ -343,17 +343,21 @@ def test_compact_when_killed_between_record_and_audit_the_next_writer_audits_it_
     assert verify_archive(ArchiveCore(hot_only, policy=POLICY), full=True).ok
 
 
-def test_compact_when_killed_after_its_rename_is_audited_to_its_own_audit_log(hot_only):
-    """Finished by verify-archive (which has no --audit-log) and by an archive that audits
-    nothing: the write's record goes to the compaction's log all the same."""
+def test_compact_when_killed_after_its_rename_verify_accepts_it_and_writes_nothing(hot_only):
+    """verify-archive (no --audit-log) reads the file as published and leaves the note to the
+    next writer, which audits to its own log; one that audits nothing leaves no record."""
     symbol, day, log = "ES", DAYS[-1], hot_only.parent / "custom" / "audit.jsonl"
     compaction_killed_at("hot-published", hot_only, symbol, day, "CL/F", str(log))
-    assert main(["verify-archive", str(hot_only)]) == 0
-    assert writes_of(hot_only, symbol, day, log) == [EVENT_RECOMPACT]
+    assert main(["verify-archive", str(hot_only), "--full"]) == 0
+    assert CatalogStore(hot_only).publication() is not None
     assert not (hot_only.parent / "audit.jsonl").exists()
+    Archive(hot_only, policy=POLICY, audit_log=log).prune()
+    assert writes_of(hot_only, symbol, day, log) == [EVENT_RECOMPACT]
     compaction_killed_at("hot-published", hot_only, symbol, day, "ES", str(log))
-    archive_at(hot_only, POLICY).prune()  # audit_log=None
-    assert writes_of(hot_only, symbol, day, log) == [EVENT_RECOMPACT, EVENT_RECOMPACT]
+    archive_at(hot_only, POLICY).prune()  # audit_log=None: recorded, not audited
+    assert writes_of(hot_only, symbol, day, log) == [EVENT_RECOMPACT]
+    assert CatalogStore(hot_only).publication() is None
+    assert verify_archive(ArchiveCore(hot_only, policy=POLICY), full=True).ok
 
 
 def test_rebuild_catalog_when_the_hot_index_is_damaged_and_a_publication_left_records_it(
@@ -384,12 +388,20 @@ def test_read_when_a_note_names_a_changed_consolidated_file_refuses_it(tiered):
         Archive(tiered, policy=POLICY).prune()
 
 
-def test_query_when_a_file_differs_and_the_note_is_not_one_names_the_file(hot_only):
-    hot = partition_file(hot_only, "ES", DAYS[-1])
+@pytest.mark.parametrize("note", ["list", "folder", "fifo"])
+def test_query_when_a_file_differs_and_the_note_is_not_one_names_the_file(hot_only, note):
+    hot, path = partition_file(hot_only, "ES", DAYS[-1]), hot_only / PUBLICATION_FILE
     times_1000(hot)
-    (hot_only / PUBLICATION_FILE).write_bytes(b"[]")
+    path.unlink()
+    {
+        "list": lambda: path.write_bytes(b"[]"),
+        "folder": path.mkdir,
+        "fifo": lambda: os.mkfifo(path),
+    }[note]()
     with pytest.raises(DamagedFileError, match=str(hot)):
         run_query(SUM_SQL, ArchiveCore(hot_only, policy=POLICY))
+    with pytest.raises(TickFormatError, match=str(path)):  # not read: a FIFO would block
+        Archive(hot_only, policy=POLICY).prune()
 
 
 @pytest.mark.parametrize(
@@ -398,21 +410,17 @@ def test_query_when_a_file_differs_and_the_note_is_not_one_names_the_file(hot_on
         b"[]",
         b'{"path": "../x", "size": 1}',
         b" " * (NOTE_MAX_BYTES + 1),
-        json.dumps(
-            {
-                "path": "symbol=ES/year=2025/month=12/date=2025-12-01/part-0.parquet",
-                "size": 1,
-                "sha256": "0" * 64,
-                "audit": {},
-                "audit_log": "/home/someone/.bashrc",
-            }
-        ).encode(),
+        "folder",
     ],
-    ids=["list", "no-fields", "oversized", "audit-log-not-jsonl"],
+    ids=["list", "no-fields", "oversized", "folder"],
 )
 def test_writer_when_the_publication_note_holds_something_else_refuses_naming_it(hot_only, body):
     note = hot_only / PUBLICATION_FILE
-    note.write_bytes(body)
+    if body == "folder":
+        note.unlink()
+        note.mkdir()
+    else:
+        note.write_bytes(body)
 
     def files():  # but the lock file, which names its last holder
         return {p: p.read_bytes() for p in hot_only.rglob("*") if p.is_file() and p != lock}

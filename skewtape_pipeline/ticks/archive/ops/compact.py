@@ -395,7 +395,7 @@ def _published(core: ArchiveCore, item: PlannedSymbolDay, path: Path) -> _Publis
             rel = path.relative_to(out).as_posix()
             written = rewrite or written_record(out, item.symbol, item.day)
             audit = written | {"report": _audited_report(item, prepared.facts, tier)}
-            core.catalog.begin_publication(Publication(rel, record, audit, core.books.audit_log))
+            core.catalog.begin_publication(Publication(rel, record, audit))
             faults.checkpoint("hot-publishing")
             facts = publish_archive_file(prepared)
             faults.checkpoint("hot-published")  # a crash here: the next lock holder records it

@@ -50,6 +50,7 @@ from skewtape_pipeline.errors import (
     CatalogMismatchError,
     ConfigError,
     DamagedFileError,
+    SkewtapeError,
     TickFormatError,
     VersionError,
     location,
@@ -71,6 +72,7 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
     CatalogFile,
     CatalogPartition,
     FileRecord,
+    Publication,
     SourceStamp,
     SymbolDayKey,
 )
@@ -434,7 +436,8 @@ def verify_archive(core: ArchiveCore, *, full: bool = False) -> ArchiveVerificat
         return first
     with ExitStack() as stack:
         try:
-            stack.enter_context(core.waiting(CONFIRM_WAIT_SECONDS).locked("verifying the archive"))
+            waiting = core.waiting(CONFIRM_WAIT_SECONDS)
+            stack.enter_context(waiting.locked("verifying the archive", finish=False))
         except (ArchiveBusyError, OSError):  # busy for long, or a read-only archive
             return first if first is not None else _verify_once(core, full=full)
         return _verify_once(core, full=full)
@@ -505,18 +508,35 @@ def _verified_hot_files(
     pages."""
     root, checked = core.root, _Checked()
     hot_files = list(scan_hot_files(root))
+    publishing = _publishing(core)
     for index, hot in enumerate(hot_files):
-        record = hot_record(hot, catalog, records, hot_rel(root, hot))
-        if record is None:
+        rel = hot_rel(root, hot)
+        record = hot_record(hot, catalog, records, rel)
+        published = publishing.record if publishing and publishing.rel == rel else None
+        if record is None and published is None:
             problems = [f"{hot.path}: no record of its size and sha256; {unrecorded_hint(root)}"]
             problems += _check_pages(hot.path, full=full)
         else:
-            problems = _check_recorded(hot.path, record, WRITTEN_BY_COMPACTION, full)
-            digest = None if problems else record.sha256  # known to hold the recorded bytes
+            expected = record or published
+            problems = _check_recorded(hot.path, expected, WRITTEN_BY_COMPACTION, full)
+            if problems and published not in (None, record):  # a killed compaction's file?
+                again = _check_recorded(hot.path, published, WRITTEN_BY_COMPACTION, full)
+                problems, expected = (problems, expected) if again else ([], published)
+            digest = None if problems else expected.sha256  # known to hold these bytes
             checked.hot[(hot.stamp.device, hot.stamp.inode)] = (hot.path, digest)
         checked.add(hot.stamp.size, problems)
         progress.report("hot files", index + 1, len(hot_files))
     return checked
+
+
+def _publishing(core: ArchiveCore) -> Publication | None:
+    """The publication a killed compaction left (``CatalogStore.publication``), which the
+    next writer finishes; None when there is none or its note is not one (a writer refuses
+    that note, naming it)."""
+    try:
+        return core.catalog.publication()
+    except (SkewtapeError, OSError):
+        return None
 
 
 def _index_problems(core: ArchiveCore, catalog: Catalog) -> list[str]:

@@ -7,23 +7,17 @@ either the old placement or the new one, never a mixture.
 
 Catalog paths name a file by its tier and its path inside that tier's root:
 ``WARM/year=2026/month=02/part-<sha256[:16]>.parquet`` is resolved against the archive's WARM
-root when read (``tiers.ArchiveTiers.resolve``: a local path, or an object
-when the root is an S3 prefix),
-and a path that is not a plain relative path inside its root (``..``, absolute) is refused. Hot
+root when read (``tiers.ArchiveTiers.resolve``: a local path, or an object when the root is an
+S3 prefix), and a path that is not a plain relative path inside its root is refused. Hot
 file paths (the source stamps) are relative to the archive root itself. So an archive and its
 tier roots are self-contained: copied or moved together, under any names, the copy reads its own
 files.
 
-Catalog version 3 (the file): one row per catalogued symbol-day, sorted by symbol then date
-(zstd, dictionary-encoded strings), with the columns ``symbol``, ``date``, ``file`` (the catalog
-path of its consolidated file), ``rows``, ``byte_share``, ``withdrawn`` and the source stamp
-``source_sha256`` (32 bytes), ``source_size``, ``source_inode``, ``source_mtime_ns`` and
-``source_path`` (null when it is the symbol-day's own hot file path, as it always is when
-re-tiering wrote it); the source columns are all null for a partition without a source. The
-Parquet key-value metadata ``skewtape_catalog`` holds JSON: ``format``, ``version``,
-``generation`` and ``files`` (the consolidated files: path, tier, period, bytes, rows, sha256,
-symbol_days); a partition's tier is its file's (the columns and the rules of a row:
-``store.catalog_format``). Any engine reads it, e.g. DuckDB::
+Catalog version 3 (the file): one row per catalogued symbol-day, sorted by symbol then date:
+its consolidated file's catalog path, rows, byte share, withdrawn mark and source stamp; its
+key-value metadata ``skewtape_catalog`` holds JSON: the generation and the consolidated files
+(path, tier, period, bytes, rows, sha256, symbol-days). The columns and the rules of a row are
+``store.catalog_format``'s. Any engine reads it, e.g. DuckDB::
 
     SELECT * FROM 'archive/_skewtape_catalog.parquet';
     SELECT value FROM parquet_kv_metadata('archive/_skewtape_catalog.parquet');
@@ -60,6 +54,7 @@ from __future__ import annotations
 import bisect
 import json
 import os
+import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime
@@ -105,8 +100,7 @@ from skewtape_pipeline.ticks.archive.store.tiers import inside_path, normalized
 
 HOT_RECORDS_FILE = "_skewtape_hot_files.jsonl"
 _WRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-NOTE_MAX_BYTES = 1 << 20
-"""The largest publication note read (one is a few hundred bytes)."""
+NOTE_MAX_BYTES = 1 << 20  # the largest publication note read (one is a few hundred bytes)
 PUBLICATION_FILE = ".skewtape-publishing.json"
 """A hot file's publication under way (:class:`Publication`), in the archive root: written
 before the file is renamed into place, emptied once its record and audit record follow."""
@@ -140,13 +134,11 @@ class FileRecord:
 @dataclass(frozen=True)
 class Publication:
     """A hot file a compaction renames into place under the archive's lock: its path ``rel``
-    from the archive root, the record it is published with, the audit record of the write and
-    the audit log it goes to (None: the compaction audits nothing)."""
+    from the archive root, the record it is published with, the audit record of the write."""
 
     rel: str
     record: FileRecord
     audit: dict[str, Any]
-    audit_log: Path | None
 
 
 @dataclass(frozen=True)
@@ -401,34 +393,36 @@ class CatalogStore:
 
     def begin_publication(self, publication: Publication) -> None:
         """Note ``publication`` in :data:`PUBLICATION_FILE` before its file is renamed into
-        place, under the archive's lock (:meth:`end_publication` empties the note once the
-        record and audit record are appended). Written in place, not fsynced: a publication
-        changes no folder and waits for no disk. It serves a compaction killed between the
-        rename and the record; after a power loss the file may still lack its record (then
-        compact its symbol-day again). Raises LinkedStateFileError when the note is a link."""
-        log = publication.audit_log
+        place, under the archive's lock (:meth:`end_publication` once the record and audit
+        record are appended). In place, not fsynced: no folder changes, no wait for the disk
+        (after a power loss the file may lack its record: compact the symbol-day again).
+        LinkedStateFileError when the note is a link."""
         body = {"path": publication.rel, "size": publication.record.size,
-                "sha256": publication.record.sha256, "audit": publication.audit,
-                "audit_log": None if log is None else str(log.absolute())}  # fmt: skip
+                "sha256": publication.record.sha256, "audit": publication.audit}  # fmt: skip
         self._write_note(json.dumps(body, sort_keys=True).encode())
 
     def publication(self) -> Publication | None:
         """The publication a compaction began and did not end (:meth:`begin_publication`);
         None when there is none, or its note was cut short (a crash or a full disk while it
         was written: its file was never renamed). Raises TickFormatError naming the note when
-        it holds anything else (a path that is not a hot file's, an audit log that is not an
-        absolute ``.jsonl`` path, more than :data:`NOTE_MAX_BYTES`), LinkedStateFileError
-        when it is a symbolic link."""
+        it holds anything else (a path that is not a hot file's, more than
+        :data:`NOTE_MAX_BYTES`) or is not a regular file, LinkedStateFileError when it is a
+        symbolic link."""
         path = self.root / PUBLICATION_FILE
         try:
-            with open(fsio.open_state_file(path, os.O_RDONLY), "rb") as note:
-                raw = note.read(NOTE_MAX_BYTES + 1)
+            fd = fsio.open_state_file(path, os.O_RDONLY | os.O_NONBLOCK)
         except FileNotFoundError:
             return None
+        regular, raw = stat.S_ISREG(os.fstat(fd).st_mode), b"?"
+        if not regular:
+            os.close(fd)
+        else:
+            with open(fd, "rb") as note:
+                raw = note.read(NOTE_MAX_BYTES + 1)
         if not raw:
             return None
         publication = None
-        if len(raw) <= NOTE_MAX_BYTES:
+        if regular and len(raw) <= NOTE_MAX_BYTES:
             try:
                 body = fsio.load_json(raw, path, error=TickFormatError)
             except TickFormatError:
@@ -436,19 +430,18 @@ class CatalogStore:
             publication = _publication_of(body)
         if publication is None:
             raise TickFormatError(
-                f"{path}: not a hot file's publication (expected the path of a hot file, its "
-                "size, sha256 and audit record, and an absolute .jsonl audit log or null); "
-                "remove it, then compact the symbol-day it names again"
+                f"{path}: not a hot file's publication (expected a file holding the path of a "
+                "hot file, its size, sha256 and audit record); remove it, then compact the "
+                "symbol-day it names again"
             )
         return publication
 
     def finish_publication(self, publication: Publication) -> bool:
         """Finish ``publication``, left by a killed compaction, under the archive's lock: when
-        its file is in place with the size and sha256 it was published with, append its record
-        (the stamp now) unless it is there already and return True: the caller then appends
-        the write's audit record (once the note is emptied after it, a kill between the two
-        repeats it: an audit record is never lost, rarely doubled); False when the file was
-        never renamed into place. TickFormatError when the hot index does not read."""
+        its file is in place as published, append its record (the stamp now) unless it is
+        there and return True, for the caller to append the audit record then empty the note
+        (a kill between those two repeats the audit record); False when the file was never
+        renamed into place. TickFormatError when the hot index does not read."""
         rel, record = publication.rel, publication.record
         path, key = self.resolve_hot(rel), hot_index.key_of_rel(rel)
         try:
@@ -488,22 +481,12 @@ class CatalogStore:
 def _publication_of(body: Any) -> Publication | None:
     """The publication a note's JSON ``body`` describes, or None when it is not one."""
     fields = body if isinstance(body, dict) else {}
-    rel, size, digest, audit, log = (
-        fields.get(k) for k in ("path", "size", "sha256", "audit", "audit_log")
-    )
+    rel, size, digest, audit = (fields.get(k) for k in ("path", "size", "sha256", "audit"))
     if not (isinstance(rel, str) and is_count(size) and is_sha256_hex(digest)):
         return None
-    if not isinstance(audit, dict) or hot_index.key_of_rel(rel) is None:
+    if not isinstance(audit, dict) or hot_index.key_of_rel(rel) is None:  # inside the root
         return None
-    if log is not None and not (isinstance(log, str) and log.endswith(".jsonl")):
-        return None
-    if log is not None and not Path(log).is_absolute():
-        return None
-    try:
-        inside_path(rel, rel)
-    except TickFormatError:
-        return None
-    return Publication(rel, FileRecord(size, digest), audit, None if log is None else Path(log))
+    return Publication(rel, FileRecord(size, digest), audit)
 
 
 _PARSED: ParsedByStamp[Catalog] = ParsedByStamp(keep=8)
