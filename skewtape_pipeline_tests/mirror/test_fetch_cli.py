@@ -185,7 +185,8 @@ class Terminal(io.StringIO):
         return True
 
 
-def test_transfer_progress_on_a_terminal_draws_a_bar_with_rate_and_time_left():
+def test_transfer_progress_on_a_terminal_draws_a_bar_with_rate_and_time_left(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")  # a narrower terminal cuts the stage
     stream = Terminal()
     shown = TransferProgress(stream)
     stats = TransferStats(
