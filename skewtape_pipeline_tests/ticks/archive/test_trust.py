@@ -432,13 +432,13 @@ def test_writer_when_the_publication_note_holds_something_else_refuses_naming_it
     assert files() == before
 
 
-def test_writer_when_the_publication_note_was_cut_short_empties_it_and_goes_on(hot_only):
+def test_writer_when_the_publication_note_was_cut_short_blanks_it_and_goes_on(hot_only):
     """A note cut short while it was written (a crash, a full disk) is of a file never renamed
     into place: nothing to finish."""
-    records = CatalogStore(hot_only).hot_records()
-    (hot_only / PUBLICATION_FILE).write_bytes(b'{"path": "symbol=ES/year=20')
+    records, cut = CatalogStore(hot_only).hot_records(), b'{"path": "symbol=ES/year=20'
+    (hot_only / PUBLICATION_FILE).write_bytes(cut)
     Archive(hot_only, policy=POLICY).prune()
-    assert (hot_only / PUBLICATION_FILE).read_bytes() == b""
+    assert (hot_only / PUBLICATION_FILE).read_bytes() == b" " * len(cut)
     assert CatalogStore(hot_only).hot_records() == records
 
 
