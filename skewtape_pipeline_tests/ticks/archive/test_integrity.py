@@ -226,8 +226,9 @@ def test_rebuild_catalog_when_replaced_files_remain_keeps_the_newest_copy(tiered
     assert len(result.superseded) == 2  # the warm and cold files of generation 1
     assert [h.key for h in archive_state(tiered).hot_superseded] == superseded != []
     assert view_rows(tiered) == expected_rows()
-    [*_, record, version] = (tiered.parent / "audit.jsonl").read_text().splitlines()
-    assert json.loads(version)["event"] == EVENT_VERSION  # the rebuild is a version
+    [*_, version, record] = (tiered.parent / "audit.jsonl").read_text().splitlines()
+    assert json.loads(version)["event"] == EVENT_VERSION  # the re-tiering's
+    # every symbol-day reads from where it did: the rebuild is audited but no version
     event = json.loads(record)
     assert event["event"] == EVENT_REBUILD and event["generation"] == result.generation
     assert event["catalog_sha256"] == sha256_file(tiered / CATALOG_FILE)

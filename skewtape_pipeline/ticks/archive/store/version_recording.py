@@ -101,7 +101,8 @@ def record_version(
 ) -> Version | None:
     """Record the archive's state now as a new version (its ``catalog`` snapshotted, audited
     through its ``books``); call it under the archive's lock, right after a commit. Returns
-    the new version, or None when the state is the latest version's (nothing written).
+    the new version, or None when every symbol-day reads from where the latest version's did
+    (nothing written).
     ``sources`` name the source bundle of symbol-days written from the mirror (kept for those
     the version changed).
 
@@ -114,7 +115,8 @@ def record_version(
     """
     root = Path(archive_root)
     index = ensure_index(root)
-    catalog_digest = _snapshot_catalog(root, catalog)
+    raw_catalog = fsio.read_state_bytes(catalog.path)
+    catalog_digest = None if raw_catalog is None else sha256_bytes(raw_catalog)
     previous = latest_version(root)
     diff = None
     if previous is not None and previous.catalog == catalog_digest:
@@ -128,6 +130,8 @@ def record_version(
         fold_if_long(index)
         return None
     manifest, changed, generation = recorded
+    if raw_catalog is not None and catalog_digest is not None:
+        _write_new(catalog_snapshot_path(root, catalog_digest), raw_catalog)
     count = version_count(root)
     time_ns = _next_time(root, count)
     version = Version(
@@ -190,14 +194,19 @@ def _everything(
     catalog_digest: str | None,
 ) -> tuple[str, list[SymbolDayKey], int] | None:
     """(manifest, changed, generation) of the state now (``catalog``'s and the hot files')
-    compared whole with ``previous``'s; None when they are the same."""
+    compared whole with ``previous``'s; None when every symbol-day reads from where it did
+    and the catalog lists the same files (one that only forgot source stamps, as a re-tiering
+    rerun after a kill leaves it, or was rebuilt as it was)."""
     state = classified(catalog.read(), hot_files(root, index))
     entries = [_keep_hot(root, hot, hot.record) for hot in state.hot_live]
     before = [] if previous is None else read_manifest(root, previous)
     if previous is not None and previous.catalog == catalog_digest and before == _by_key(entries):
         return None
+    before_catalog = None if previous is None else version_catalog(root, previous)
+    changed = _changed(state, entries, before_catalog, before)
+    if before_catalog is not None and not changed and _same_files(before_catalog, state.catalog):
+        return None
     manifest = _write_manifest(root, entries, previous, before)
-    changed = _changed(root, previous, state, entries, before)
     return manifest, changed, state.catalog.generation
 
 
@@ -412,15 +421,6 @@ def _write_manifest_table(root: Path, table: pa.Table, header: tuple[str, int]) 
     return digest
 
 
-def _snapshot_catalog(root: Path, catalog: CatalogStore) -> str | None:
-    raw = fsio.read_state_bytes(catalog.path)
-    if raw is None:
-        return None
-    digest = sha256_bytes(raw)
-    _write_new(catalog_snapshot_path(root, digest), raw)
-    return digest
-
-
 def _write_new(path: Path, raw: bytes) -> None:
     if not path.exists():
         fsio.atomic_write_bytes(path, raw)
@@ -431,18 +431,23 @@ def _dumps(body: Any) -> bytes:
 
 
 def _changed(
-    root: Path,
-    previous: Version | None,
     state: ArchiveState,
     entries: list[HotEntry],
+    previous_catalog: Catalog | None,
     previous_entries: list[HotEntry],
 ) -> list[SymbolDayKey]:
-    """Symbol-days whose copy differs from ``previous``'s (all visible ones for the first)."""
+    """Symbol-days whose copy differs from the previous version's (its catalog and manifest
+    entries; all visible ones for the first, ``previous_catalog`` None)."""
     now = _placements(state.catalog, entries)
     before: dict[SymbolDayKey, str] = {}
-    if previous is not None:
-        before = _placements(version_catalog(root, previous), previous_entries)
+    if previous_catalog is not None:
+        before = _placements(previous_catalog, previous_entries)
     return sorted(k for k in now.keys() | before.keys() if now.get(k) != before.get(k))
+
+
+def _same_files(before: Catalog, now: Catalog) -> bool:
+    """True when two catalogs list the same consolidated files and withdrawn symbol-days."""
+    return before.files == now.files and before.withdrawn == now.withdrawn
 
 
 def _placements(catalog: Catalog, entries: list[HotEntry]) -> dict[SymbolDayKey, str]:
