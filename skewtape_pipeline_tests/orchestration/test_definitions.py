@@ -159,11 +159,36 @@ def test_definitions_when_skewtape_home_is_a_url_refuse_it_naming_the_variable_c
     assert "expected a local folder (the data root)" in str(refused.value)
     assert HOME_SECRET not in str(refused.value)
     with dg.DagsterInstance.ephemeral() as instance:
-        result = defs.resolve_job_def("catch_up_months").execute_in_process(
-            instance=instance, raise_on_error=False
-        )
-    assert not result.success
-    [failure] = [e for e in result.all_events if e.is_step_failure]
-    error = failure.event_specific_data.error.to_string()
-    assert said in error and HOME_SECRET not in error
+        instance.add_dynamic_partitions(VENUES, ["kalshi"])
+        for job, options in JOB_RUNS.items():
+            result = defs.resolve_job_def(job).execute_in_process(
+                instance=instance, raise_on_error=False, **options
+            )
+            assert not result.success
+            failures = [e for e in result.all_events if e.is_step_failure]
+            assert failures, job
+            for failure in failures:  # the reason first, as a refusal: no stack trace
+                refused = failure.event_specific_data.user_failure_data
+                assert refused is not None, (job, failure.step_key)
+                assert "refused (ConfigError): " + said in refused.description, job
+                error = failure.event_specific_data.error.to_string()
+                assert HOME_SECRET not in error + refused.description
     assert list(tmp_path.iterdir()) == []  # no folder named after the scheme
+
+
+JOB_RUNS = {
+    "apply_month": {"partition_key": "2026-10"},
+    "catch_up_months": {},
+    "archive_ticks": {"partition_key": "2026-10-05|kalshi"},
+    "retier_ticks": {"partition_key": "2026-10"},
+    "verify_tick_archive": {},
+    "prune_tick_versions": {
+        "run_config": {"ops": {"prune_tick_versions_op": {"config": {"keep_last": 1}}}}
+    },
+}
+"""Every job a user runs from the UI, with what one run of it needs."""
+
+
+def test_job_runs_when_listed_cover_every_job():
+    jobs = {job.name for job in defs.resolve_all_job_defs()} - {"__ASSET_JOB"}
+    assert jobs == set(JOB_RUNS)

@@ -18,8 +18,8 @@ from skewtape_pipeline.mirror.catchup import catch_up
 from skewtape_pipeline.mirror.months import applied_months
 from skewtape_pipeline.orchestration.mirror.jobs import APPLY_POOL
 from skewtape_pipeline.orchestration.mirror.metadata import apply_metadata
-from skewtape_pipeline.orchestration.mirror.snapshot_asset import refusal_as_failure
 from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT, QUEUE_TAG
+from skewtape_pipeline.orchestration.shared.refusals import month_refused
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 
 
@@ -27,9 +27,10 @@ from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 def apply_pending_months(context: dg.OpExecutionContext, skewtape: SkewtapeHome) -> None:
     """Apply every pending delta in month order; one `history_snapshot` materialization per
     month applied (a month applied before a later one was refused is recorded too)."""
-    before = set(applied_months(skewtape.history_dir))
+    with month_refused(context, None):
+        before = set(applied_months(skewtape.history_dir))
     try:
-        with refusal_as_failure(context, None):
+        with month_refused(context, None):
             results = catch_up(
                 skewtape.history_dir,
                 skewtape.deltas_dir,

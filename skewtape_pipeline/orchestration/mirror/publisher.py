@@ -19,6 +19,7 @@ from skewtape_pipeline.orchestration.mirror.jobs import APPLY_POOL, apply_month_
 from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT
 from skewtape_pipeline.orchestration.shared.metadata import seconds_value
 from skewtape_pipeline.orchestration.shared.partitions import is_month_partition
+from skewtape_pipeline.orchestration.shared.refusals import month_refused
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 
 SOURCE_VARIABLE = "SKEWTAPE_SOURCE"
@@ -76,12 +77,13 @@ def fetch_delta(context: dg.OpExecutionContext, skewtape: SkewtapeHome, publishe
     whole); a no-op when it is already there, when the month's snapshot is, or when no
     publisher is configured. Records the transfer as an observation of the month."""
     month = context.partition_key
-    source = publisher.open()
-    here = (skewtape.delta_dir(month) / MANIFEST, skewtape.snapshot_dir(month) / MANIFEST)
-    if source is None or any(path.is_file() for path in here):
-        context.log.info(f"{month}: nothing to fetch (no publisher, or the month is here)")
-        return
-    result = fetch_deltas(source, skewtape.root_dir, until=month)
+    with month_refused(context, month):
+        source = publisher.open()
+        here = (skewtape.delta_dir(month) / MANIFEST, skewtape.snapshot_dir(month) / MANIFEST)
+        if source is None or any(path.is_file() for path in here):
+            context.log.info(f"{month}: nothing to fetch (no publisher, or the month is here)")
+            return
+        result = fetch_deltas(source, skewtape.root_dir, until=month)
     for fetched in result.months:
         context.log_event(
             dg.AssetObservation(

@@ -16,13 +16,11 @@ never recorded as materialized. All ops share one concurrency pool (run granular
 dagster.yaml): one apply at a time.
 """
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import dagster as dg
 
-from skewtape_pipeline.errors import SkewtapeError
 from skewtape_pipeline.mirror.apply import (
     ApplyOptions,
     ApplyTarget,
@@ -44,6 +42,7 @@ from skewtape_pipeline.orchestration.mirror.metadata import (
 from skewtape_pipeline.orchestration.mirror.publisher import fetch_delta
 from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT
 from skewtape_pipeline.orchestration.shared.partitions import month_partitions, previous_month
+from skewtape_pipeline.orchestration.shared.refusals import month_refused
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 
 MonthStep = dict[str, Any]
@@ -72,40 +71,13 @@ def _staged(step: MonthStep) -> StagedApply | None:
     return StagedApply.from_dict(step["apply"]) if step["apply"] is not None else None
 
 
-@contextlib.contextmanager
-def refusal_as_failure(context: dg.OpExecutionContext, month: str | None) -> Iterator[None]:
-    """Turn the core's refusal of ``month`` (a :class:`SkewtapeError` that is not an OS error)
-    into a :class:`dagster.Failure` whose description is the reason, so the run shows it first
-    (not a stack trace), with the error's type and text as metadata, and record the same on the
-    month's partition as an observation (the asset's Events list it; ``month`` None: a catch-up
-    over several months, no partition to record it on); a refusal is never retried."""
-    try:
-        yield
-    except SkewtapeError as exc:
-        if isinstance(exc, OSError):
-            raise
-        description = f"{month or 'catch-up'} refused ({type(exc).__name__}): {exc}"
-        metadata = {
-            "month": dg.MetadataValue.text(month or "pending months"),
-            "refused_by": dg.MetadataValue.text(type(exc).__name__),
-            "reason": dg.MetadataValue.text(str(exc)),
-        }
-        if month is not None:
-            context.log_event(
-                dg.AssetObservation(
-                    HISTORY_SNAPSHOT, partition=month, description=description, metadata=metadata
-                )
-            )
-        raise dg.Failure(description=description, metadata=metadata, allow_retries=False) from None
-
-
 @dg.op(pool=APPLY_POOL, ins={"after_previous_month": dg.In(dg.Nothing)})
 def verify_delta(context: dg.OpExecutionContext, skewtape: SkewtapeHome) -> MonthStep:
     """Decide what the month needs; for a delta to apply, hash and check every file of it.
     A refusal (an earlier month not applied, a delta that does not verify, ...) fails the run
     with the reason as its message."""
     month = context.partition_key
-    with refusal_as_failure(context, month):
+    with month_refused(context, month):
         plan = plan_month(skewtape.history_dir, skewtape.deltas_dir, month, previous_month(month))
         staged = check_step(_target(skewtape, month)) if plan.kind == "apply" else None
     if staged is not None:
@@ -125,7 +97,7 @@ def _staging_op(name: str, step: Callable[..., object], description: str) -> dg.
     ) -> MonthStep:
         staged = _staged(progress)
         if staged is not None:
-            with refusal_as_failure(context, progress["month"]):
+            with month_refused(context, progress["month"]):
                 step(_target(skewtape, progress["month"]), staged, _options(skewtape))
         return progress
 
@@ -151,7 +123,7 @@ def publish_snapshot(
     staged = _staged(progress)
     if staged is None or staged.already_applied:
         return progress
-    with refusal_as_failure(context, progress["month"]):
+    with month_refused(context, progress["month"]):
         result = publish_step(_target(skewtape, progress["month"]), staged, _options(skewtape))
     published = StagedApply(
         staged.run_id, already_applied=result.already_applied, committed=not result.already_applied
@@ -174,7 +146,7 @@ def verify_month_snapshot(
     On success, records the apply's (or the bootstrap's) metadata on the materialization.
     """
     month, staged = progress["month"], _staged(applied)
-    with refusal_as_failure(context, month):
+    with month_refused(context, month):
         if staged is None:
             verified = verify_snapshot(skewtape.snapshot_dir(month))
             described = bootstrap_metadata(verified, month)

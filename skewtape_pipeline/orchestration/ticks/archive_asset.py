@@ -32,6 +32,7 @@ from pydantic import Field
 
 from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT, QUEUE_TAG
 from skewtape_pipeline.orchestration.shared.metadata import problems_metadata
+from skewtape_pipeline.orchestration.shared.refusals import refusal_as_failure
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.partitions import venue_day_of, venue_day_partitions
 from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
@@ -77,32 +78,42 @@ def _archive_shard_op(shard: int) -> dg.OpDefinition:
         archive: ArchiveSettings,
     ) -> None:
         """Archive this shard's venue-days of the run, one after the other."""
-        tick_archive = archive.open(skewtape)
-        with tick_archive.writing():  # write-once mode first; the policy recorded after
-            options = VenueDayOptions(
-                archive=tick_archive,
-                as_of=today_utc(),
-                batch=context.run_id,
-                target_ratio=archive.target_ratio,
-                memory_limit=archive.memory_limit,
-            )
-            for key in shard_of(list(context.partition_keys), shard):
-                venue, day = venue_day_of(key)
-                named = _symbols_of(config, venue)
-                if named == []:
-                    continue  # symbols were named, none of this venue
-                result = archive_venue_day(
-                    skewtape.history_dir, (venue, day), options, symbols=named
-                )
-                unchanged = sum(bool(row.unchanged) for row in result.archived)
-                context.log.info(
-                    f"{key}: {len(result.archived)} symbol-day(s) archived "
-                    f"({result.tick_count} ticks; {unchanged} already held unchanged, not "
-                    f"written), {len(result.skipped)} skipped (no trades), "
-                    f"{len(result.removed)} removed"
-                )
+        with refusal_as_failure("tick_archive"):
+            _archive_shard(context, config, skewtape, archive, shard)
 
     return archive_venue_days
+
+
+def _archive_shard(
+    context: dg.OpExecutionContext,
+    config: TickArchiveConfig,
+    skewtape: SkewtapeHome,
+    archive: ArchiveSettings,
+    shard: int,
+) -> None:
+    """Archive shard number ``shard``'s venue-days of the run, one after the other."""
+    tick_archive = archive.open(skewtape)
+    with tick_archive.writing():  # write-once mode first; the policy recorded after
+        options = VenueDayOptions(
+            archive=tick_archive,
+            as_of=today_utc(),
+            batch=context.run_id,
+            target_ratio=archive.target_ratio,
+            memory_limit=archive.memory_limit,
+        )
+        for key in shard_of(list(context.partition_keys), shard):
+            venue, day = venue_day_of(key)
+            named = _symbols_of(config, venue)
+            if named == []:
+                continue  # symbols were named, none of this venue
+            result = archive_venue_day(skewtape.history_dir, (venue, day), options, symbols=named)
+            unchanged = sum(bool(row.unchanged) for row in result.archived)
+            context.log.info(
+                f"{key}: {len(result.archived)} symbol-day(s) archived "
+                f"({result.tick_count} ticks; {unchanged} already held unchanged, not "
+                f"written), {len(result.skipped)} skipped (no trades), "
+                f"{len(result.removed)} removed"
+            )
 
 
 def _symbols_of(config: TickArchiveConfig, venue: str) -> list[str] | None:
@@ -133,12 +144,14 @@ def record_tick_archive(
     asset's output: Dagster records a partition whenever the graph's last op succeeds, so
     raising here is what keeps the run's venue-days from showing as materialized."""
     batches = _batches(context)
-    tick_archive = archive.open(skewtape)
-    version = committed_version(context, tick_archive)
+    with refusal_as_failure("tick_archive"):
+        tick_archive = archive.open(skewtape)
+        version = committed_version(context, tick_archive)
     problems, files = [], 0
     for key in context.partition_keys:
         venue, day = venue_day_of(key)
-        rows = tick_archive.venue_day_reports(venue, day)
+        with refusal_as_failure(key):
+            rows = tick_archive.venue_day_reports(venue, day)
         rows = rows.filter(pc.is_in(rows["batch"], value_set=batches))
         context.add_asset_metadata(
             venue_day_metadata(rows, scope=_symbols_of(config, venue))

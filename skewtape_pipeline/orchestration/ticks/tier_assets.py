@@ -30,6 +30,7 @@ from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.orchestration.shared.keys import QUEUE_TAG
 from skewtape_pipeline.orchestration.shared.metadata import bytes_value, problems_metadata
 from skewtape_pipeline.orchestration.shared.partitions import month_partitions
+from skewtape_pipeline.orchestration.shared.refusals import refusal_as_failure
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.archive_asset import ARCHIVE_POOL, TICK_ARCHIVE
 from skewtape_pipeline.orchestration.ticks.metadata import (
@@ -116,8 +117,9 @@ def tick_archive_tiers(
     skewtape: SkewtapeHome,
     archive: ArchiveSettings,
 ) -> dg.MaterializeResult:
-    tick_archive = archive.open_existing(skewtape)
-    result = tick_archive.retier(as_of=config.as_of_date(), months=context.partition_keys)
+    with refusal_as_failure("tick_archive_tiers"):
+        tick_archive = archive.open_existing(skewtape)
+        result = tick_archive.retier(as_of=config.as_of_date(), months=context.partition_keys)
     context.add_asset_metadata(retier_run_metadata(result))
     for month, moves in moves_by_month(result.moved).items():
         context.add_asset_metadata(
@@ -151,14 +153,16 @@ def tick_archive_tiers(
     "the bytes only past versions hold.",
 )
 def tick_archive_stats(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.MaterializeResult:
-    tick_archive = archive.open_existing(skewtape)
-    versions = versions_metadata(
-        kept=len(tick_archive.versions.list()),
-        tags=len(tick_archive.versions.tags()),
-        past_bytes=tick_archive.versions.past_bytes(),
-        latest=tick_archive.core.versions.count(),
-    )
-    return dg.MaterializeResult(metadata=archive_metrics_metadata(tick_archive.stats()) | versions)
+    with refusal_as_failure("tick_archive_stats"):
+        tick_archive = archive.open_existing(skewtape)
+        versions = versions_metadata(
+            kept=len(tick_archive.versions.list()),
+            tags=len(tick_archive.versions.tags()),
+            past_bytes=tick_archive.versions.past_bytes(),
+            latest=tick_archive.core.versions.count(),
+        )
+        stats = tick_archive.stats()
+    return dg.MaterializeResult(metadata=archive_metrics_metadata(stats) | versions)
 
 
 @dg.asset_check(
@@ -169,7 +173,8 @@ def tick_archive_stats(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.M
     "versions read is there and holds the bytes its name records.",
 )
 def tick_archive_verified(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.AssetCheckResult:
-    result = archive.open_existing(skewtape).verify(full=True)
+    with refusal_as_failure("tick_archive_verified"):
+        result = archive.open_existing(skewtape).verify(full=True)
     return dg.AssetCheckResult(
         passed=result.ok,
         metadata={

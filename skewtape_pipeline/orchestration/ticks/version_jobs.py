@@ -10,6 +10,7 @@ from pydantic import Field
 
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.orchestration.shared.keys import QUEUE_TAG
+from skewtape_pipeline.orchestration.shared.refusals import refusal_as_failure
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.archive_asset import ARCHIVE_POOL
 from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
@@ -43,9 +44,10 @@ def prune_tick_versions_op(
     archive: ArchiveSettings,
 ) -> dg.Output[None]:
     """Prune the versions the config leaves out, then the files no kept version reads."""
-    result = archive.open_existing(skewtape).versions.prune(
-        keep_last=config.keep_last or None, older_than=config.older_than_date()
-    )
+    with refusal_as_failure("prune_tick_versions"):
+        result = archive.open_existing(skewtape).versions.prune(
+            keep_last=config.keep_last or None, older_than=config.older_than_date()
+        )
     context.log.info(
         f"pruned versions {result.pruned}; kept {len(result.kept)}; "
         f"removed {len(result.files_removed)} files"
