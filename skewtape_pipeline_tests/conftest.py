@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator, Sequence
 from decimal import Decimal
@@ -27,6 +28,16 @@ import pytest
 from skewtape_pipeline.mirror.format import LOCAL_STATE_DIR
 from skewtape_pipeline.mirror.snapshot import read_snapshot, seal_snapshot
 from skewtape_pipeline.sample.publisher import publish_sample
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A session started with SIGINT ignored (in the background of a non-interactive shell,
+    under some CI runners) gets Python's own SIGINT handler: Dagster's in-process runs give
+    SIGTERM SIGINT's disposition, and an ignored SIGTERM is inherited by every process a test
+    starts after one, so a server or ``make ui`` the test stops with SIGTERM would never stop."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 VENUES = ("kalshi", "polymarket")
 MARKETS_PER_VENUE = 3
