@@ -271,7 +271,8 @@ def test_dagster_fetch_when_skewtape_source_carries_a_secret_fails_naming_it_red
         assert not result.success
         events = [dg.serialize_value(e) for e in instance.all_logs(result.run_id)]
         failure = next(e for e in result.all_events if e.is_step_failure)
-    assert "source '" in failure.step_failure_data.error.cause.message
+    refused = failure.step_failure_data.user_failure_data.description  # the reason, first
+    assert refused.startswith("2026-10 refused (ConfigError): ") and "source '" in refused
     assert not any(SECRET in event for event in events)
     out, err = capfd.readouterr()
     assert SECRET not in out + err + caplog.text
