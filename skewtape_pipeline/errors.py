@@ -9,6 +9,7 @@ touched the disk yet or rolls forward on the next run.
 
 from __future__ import annotations
 
+from collections.abc import Sized
 from pathlib import Path
 
 
@@ -18,15 +19,27 @@ class SkewtapeError(Exception):
 
 QUOTED_CHARS = 40
 """Characters of an input's text value an error message quotes at most."""
+PATH_CHARS = 4096
+"""Characters of a path an error message quotes at most: no file system holds a longer one."""
 
 
-def quoted(value: object) -> str:
-    """``repr(value)`` for an error message; text longer than :data:`QUOTED_CHARS` characters
-    is quoted by its first ones and its length (an input's value can be megabytes long, an
+def quoted(value: object, limit: int = QUOTED_CHARS) -> str:
+    """``repr(value)`` for an error message; text longer than ``limit`` characters is quoted by
+    its first ones and its length, any other value whose ``repr`` is longer than twice that by
+    the start of its ``repr``, its type and size (an input's value can be megabytes long, an
     error is one line)."""
-    if isinstance(value, str) and len(value) > QUOTED_CHARS:
-        return f"{value[:QUOTED_CHARS]!r}... ({len(value)} characters)"
-    return repr(value)
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}... ({len(value)} characters)"
+    text = repr(value)
+    if isinstance(value, str) or len(text) <= 2 * limit:
+        return text
+    size = f"{len(value)} items" if isinstance(value, Sized) else f"{len(text)} characters"
+    return f"{text[:limit]}... (a {type(value).__name__} of {size})"
+
+
+def quoted_path(value: object) -> str:
+    """:func:`quoted` for a path an input names: whole up to :data:`PATH_CHARS` characters."""
+    return quoted(value, PATH_CHARS)
 
 
 # --- the mirror: deltas and snapshots -------------------------------------------------------

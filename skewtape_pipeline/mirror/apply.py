@@ -63,6 +63,7 @@ from skewtape_pipeline.errors import (
     SnapshotMismatchError,
     UnsafePathError,
     VerificationError,
+    quoted_path,
 )
 from skewtape_pipeline.hashing import FileStamp, HashCache, copy_hashing, sha256_file
 from skewtape_pipeline.mirror import merge
@@ -765,7 +766,8 @@ class _Stage:
         it still holds the bytes the manifest names. Returns its stamp as hashed."""
         if source.is_symlink() or not source.is_file():
             raise UnsafePathError(
-                f"the source {entry.source!r} of {entry.path!r} is no longer a regular file",
+                f"the source {quoted_path(entry.source)} of {quoted_path(entry.path)} is no "
+                "longer a regular file",
                 path=self.delta / MANIFEST,
                 field=entry.path,
             )
@@ -774,8 +776,9 @@ class _Stage:
         self.journal.count("bytes_read", before.size)
         if digest != entry.sha256 or FileStamp.of(source) != before:
             raise ChecksumMismatchError(
-                f"the source {entry.source!r} of {entry.path!r} changed after it was checked: "
-                f"it now hashes to {digest}; the manifest names {entry.sha256}",
+                f"the source {quoted_path(entry.source)} of {quoted_path(entry.path)} changed "
+                "after it was "
+                f"checked: it now hashes to {digest}; the manifest names {entry.sha256}",
                 path=self.delta / MANIFEST,
                 field=entry.path,
             )
@@ -799,8 +802,9 @@ class _Stage:
         if digest != entry.sha256:
             fsio.atomic_unlink(target)
             raise ChecksumMismatchError(
-                f"the source {entry.source!r} of {entry.path!r} changed after it was checked: "
-                f"the bytes copied hash to {digest}; the manifest names {entry.sha256}",
+                f"the source {quoted_path(entry.source)} of {quoted_path(entry.path)} changed "
+                "after it was "
+                f"checked: the bytes copied hash to {digest}; the manifest names {entry.sha256}",
                 path=self.delta / MANIFEST,
                 field=rel,
             )
@@ -852,8 +856,9 @@ class _Stage:
             found = sha256_file(path) if path.is_file() and not path.is_symlink() else None
             if found != digest:
                 raise ChecksumMismatchError(
-                    f"{rel!r} (from the delta's {sources.get(rel)!r}) changed after it was "
-                    f"verified: it now hashes to {found}, not {digest}; nothing was applied "
+                    f"{quoted_path(rel)} (from the delta's {quoted_path(sources.get(rel))}) "
+                    "changed after it "
+                    f"was verified: it now hashes to {found}, not {digest}; nothing was applied "
                     "(rerun once the delta's files are whole)",
                     path=self.delta / MANIFEST,
                     field=rel,
@@ -893,7 +898,8 @@ class _Stage:
         )
         if FileStamp.from_stat(changes.lstat()) != checked:
             raise ChecksumMismatchError(
-                f"the source {entry.source!r} of {rel!r} changed while it was merged",
+                f"the source {quoted_path(entry.source)} of {quoted_path(rel)} changed while it "
+                "was merged",
                 path=self.delta / MANIFEST,
                 field=rel,
             )

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from skewtape_pipeline.errors import ManifestError, UnsafePathError
+from skewtape_pipeline.errors import ManifestError, UnsafePathError, quoted_path
 from skewtape_pipeline.hashing import parse_checksums, sha256_bytes, sha256_file
 from skewtape_pipeline.mirror.format import (
     CHECKSUMS,
@@ -114,7 +114,9 @@ def _first_missing_file(folder: Path, listed: dict[str, str], manifest: DeltaMan
     """The first listed file that is absent or not yet whole, described; "" when all are."""
     unlisted = [e.source for e in manifest.files if e.source and e.source not in listed]
     if unlisted:
-        return f"{folder / CHECKSUMS} does not list {unlisted[0]!r}, which {MANIFEST} names"
+        return (
+            f"{folder / CHECKSUMS} does not list {quoted_path(unlisted[0])}, which {MANIFEST} names"
+        )
     sizes = _next_snapshot_sizes(folder, manifest)
     if isinstance(sizes, str):
         return sizes

@@ -71,6 +71,7 @@ from skewtape_pipeline.errors import (
     PublisherError,
     StorageError,
     TransferError,
+    quoted_path,
 )
 from skewtape_pipeline.hashing import (
     BLOCK,
@@ -251,7 +252,7 @@ def remote_delta(source: Source, month: str) -> RemoteMonth | None:
     for index, entry in enumerate(parsed.files):
         if entry.source is not None and listed.get(entry.source) != entry.sha256:
             raise ChecksumMismatchError(
-                f"files[{index}] ships {entry.source!r} with sha256 {entry.sha256}; "
+                f"files[{index}] ships {quoted_path(entry.source)} with sha256 {entry.sha256}; "
                 f"{source.url(folder + '/' + CHECKSUMS)} lists {listed.get(entry.source)}",
                 field=f"files[{index}].sha256",
             )
@@ -316,8 +317,8 @@ def _refuse_file_and_folder(url: str, listed: dict[str, str]) -> None:
     for rel in sorted(listed):
         if rel in folders:
             raise PublisherError(
-                f"lists {rel!r} as a file and as the folder of {folders[rel]!r}; no file system "
-                "holds both",
+                f"lists {quoted_path(rel)} as a file and as the folder of "
+                f"{quoted_path(folders[rel])}; no file system holds both",
                 url=url,
             )
 
@@ -337,7 +338,7 @@ def _refuse_unholdable_names(source: Source, remote: RemoteMonth, stage: Path) -
         else:
             continue
         raise PublisherError(
-            f"lists {rel!r}, {why}", url=source.url(f"{remote.folder}/{CHECKSUMS}")
+            f"lists {quoted_path(rel)}, {why}", url=source.url(f"{remote.folder}/{CHECKSUMS}")
         )
 
 
@@ -398,8 +399,7 @@ def fetch_deltas(
         raise ChainError(
             f"{root / HISTORY} holds no snapshot to follow the publisher from; start the mirror "
             f"with `skewtape-pipeline sync SOURCE --root {root}` (the newest snapshot, then its "
-            "deltas) or `skewtape-pipeline fetch SOURCE --root "
-            f"{root} --snapshot YYYY-MM`"
+            f"deltas) or `skewtape-pipeline fetch SOURCE --root {root} --snapshot YYYY-MM`"
         )
     month, parent = chain_tip(root / HISTORY, root / DELTAS)
     result = FetchResult(source.location, [], dry_run=dry_run)
@@ -680,7 +680,7 @@ def _writing(source: Source, remote: RemoteMonth, stage: Path, what: str) -> Ite
     except OSError as exc:
         if exc.errno in NAME_ERRNOS and what in remote.listed:
             raise PublisherError(
-                f"lists {what!r}, a name this file system cannot hold ({exc.strerror})",
+                f"lists {quoted_path(what)}, a name this file system cannot hold ({exc.strerror})",
                 url=source.url(f"{remote.folder}/{CHECKSUMS}"),
             ) from None
         raise _disk_error(exc, stage, what) from None

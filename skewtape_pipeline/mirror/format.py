@@ -20,7 +20,13 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from skewtape_pipeline.errors import MalformedJsonError, ManifestError, UnsafePathError
+from skewtape_pipeline.errors import (
+    MalformedJsonError,
+    ManifestError,
+    UnsafePathError,
+    quoted,
+    quoted_path,
+)
 from skewtape_pipeline.fsio import TEMP_MARKER, load_json
 from skewtape_pipeline.hashing import is_sha256_hex
 
@@ -53,7 +59,9 @@ def safe_relpath(rel: object, *, field_name: str, source: Path | None = None) ->
     """
 
     def refuse(why: str) -> UnsafePathError:
-        return UnsafePathError(f"refusing the path {rel!r}: {why}", path=source, field=field_name)
+        return UnsafePathError(
+            f"refusing the path {quoted_path(rel)}: {why}", path=source, field=field_name
+        )
 
     if not isinstance(rel, str) or not rel:
         raise refuse("expected a non-empty relative path")
@@ -78,7 +86,7 @@ def safe_venue(name: object, *, field_name: str, source: Path | None = None) -> 
     """
     if isinstance(name, str) and "/" in name:
         raise UnsafePathError(
-            f"refusing the venue {name!r}: a venue is one path part, without '/'",
+            f"refusing the venue {quoted_path(name)}: a venue is one path part, without '/'",
             path=source,
             field=field_name,
         )
@@ -91,7 +99,7 @@ def _require(raw: dict[str, Any], key: str, kind: type | tuple[type, ...], where
     value = raw[key]
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise ManifestError(
-            f"is {value!r}; expected {_kind_name(kind)}", path=src, field=where + key
+            f"is {quoted(value)}; expected {_kind_name(kind)}", path=src, field=where + key
         )
     return value
 
@@ -107,7 +115,7 @@ def _require_sha(raw: dict[str, Any], key: str, where: str, src: Path) -> str:
     value = _require(raw, key, str, where, src)
     if not is_sha256_hex(value):
         raise ManifestError(
-            f"is {value!r}; expected 64 lowercase hex digits", path=src, field=where + key
+            f"is {quoted(value)}; expected 64 lowercase hex digits", path=src, field=where + key
         )
     return value
 
@@ -122,7 +130,9 @@ def _load_json_object(raw: bytes, source: Path) -> dict[str, Any]:
 def _string_list(raw: dict[str, Any], key: str, where: str, src: Path) -> tuple[str, ...]:
     values = _require(raw, key, list, where, src)
     if not all(isinstance(v, str) and v for v in values):
-        raise ManifestError(f"is {values!r}; expected a list of names", path=src, field=where + key)
+        raise ManifestError(
+            f"is {quoted(values)}; expected a list of names", path=src, field=where + key
+        )
     return tuple(values)
 
 
@@ -192,7 +202,9 @@ class DeltaManifest:
         schema_break = data.get("schema_break", False)
         if not isinstance(schema_break, bool):
             raise ManifestError(
-                f"is {schema_break!r}; expected true or false", path=source, field="schema_break"
+                f"is {quoted(schema_break)}; expected true or false",
+                path=source,
+                field="schema_break",
             )
         entries = _require(data, "files", list, "", source)
         files = tuple(_parse_delta_entry(e, i, source) for i, e in enumerate(entries))
@@ -216,19 +228,21 @@ class DeltaManifest:
 def _parse_delta_entry(raw: object, index: int, source: Path) -> DeltaFileEntry:
     where = f"files[{index}]."
     if not isinstance(raw, dict):
-        raise ManifestError(f"is {raw!r}; expected an object", path=source, field=f"files[{index}]")
+        raise ManifestError(
+            f"is {quoted(raw)}; expected an object", path=source, field=f"files[{index}]"
+        )
     path = safe_relpath(raw.get("path"), field_name=where + "path", source=source)
     op = _require(raw, "op", str, where, source)
     if op not in OPS:
         raise ManifestError(
-            f"is {op!r} for {path!r}; expected one of {', '.join(OPS)}",
+            f"is {quoted(op)} for {quoted_path(path)}; expected one of {', '.join(OPS)}",
             path=source,
             field=where + "op",
         )
     if op == "delete":
         if raw.get("source") is not None:
             raise ManifestError(
-                f"a delete of {path!r} has a source; deletes have none",
+                f"a delete of {quoted_path(path)} has a source; deletes have none",
                 path=source,
                 field=where + "source",
             )
@@ -237,7 +251,7 @@ def _parse_delta_entry(raw: object, index: int, source: Path) -> DeltaFileEntry:
     digest = _require_sha(raw, "sha256", where, source)
     if op == "change" and path not in TABLE_KEYS:
         raise ManifestError(
-            f"a change of {path!r}, which has no known key; "
+            f"a change of {quoted_path(path)}, which has no known key; "
             f"changes apply to {', '.join(sorted(TABLE_KEYS))}",
             path=source,
             field=where + "path",
@@ -250,7 +264,7 @@ def _check_delta_files(files: tuple[DeltaFileEntry, ...], source: Path) -> None:
     for index, entry in enumerate(files):
         if entry.path in seen:
             raise ManifestError(
-                f"{entry.path!r} appears twice (also files[{seen[entry.path]}])",
+                f"{quoted_path(entry.path)} appears twice (also files[{seen[entry.path]}])",
                 path=source,
                 field=f"files[{index}].path",
             )
@@ -258,14 +272,15 @@ def _check_delta_files(files: tuple[DeltaFileEntry, ...], source: Path) -> None:
     tail = [entry.path for entry in files[-2:]]
     if tail != [CHECKSUMS, MANIFEST]:
         raise ManifestError(
-            f"the last two entries are {tail!r}; expected {CHECKSUMS!r} then {MANIFEST!r}",
+            f"the last two entries are {quoted_path(tail)}; expected {CHECKSUMS!r} then "
+            f"{MANIFEST!r}",
             path=source,
             field="files",
         )
     for index, entry in enumerate(files[-2:], start=len(files) - 2):
         if entry.op not in ("add", "replace"):
             raise ManifestError(
-                f"{entry.path!r} has op {entry.op!r}; expected add or replace",
+                f"{quoted_path(entry.path)} has op {quoted(entry.op)}; expected add or replace",
                 path=source,
                 field=f"files[{index}].op",
             )

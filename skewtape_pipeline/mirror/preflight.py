@@ -23,6 +23,8 @@ from skewtape_pipeline.errors import (
     ChecksumMismatchError,
     ManifestError,
     UnsafePathError,
+    quoted,
+    quoted_path,
 )
 from skewtape_pipeline.hashing import (
     FileStamp,
@@ -134,7 +136,7 @@ def read_delta_head(delta: Path) -> DeltaHead:
     raw = manifest_path.read_bytes()
     listed = parse_checksums(checksums_path.read_bytes(), source=checksums_path)
     for rel in listed:
-        field_name = f"line for {rel!r}"
+        field_name = f"line for {quoted_path(rel)}"
         safe_relpath(rel, field_name=field_name, source=checksums_path)
         refuse_unusable_path(delta, rel, source=checksums_path, field_name=field_name)
     actual = sha256_bytes(raw)
@@ -162,7 +164,7 @@ def refuse_symlinks_in(folder: Path) -> None:
             if path.is_symlink():
                 rel = path.relative_to(folder).as_posix()
                 raise UnsafePathError(
-                    f"{rel!r} is a symbolic link; a delta holds regular files only",
+                    f"{quoted_path(rel)} is a symbolic link; a delta holds regular files only",
                     path=folder,
                     field=rel,
                 )
@@ -192,7 +194,8 @@ def check_delta_files(head: DeltaHead) -> CheckedDelta:
         )
         if entry.source not in listed:
             raise ChecksumMismatchError(
-                f"the source {entry.source!r} of {entry.path!r} is not listed in {CHECKSUMS}",
+                f"the source {quoted_path(entry.source)} of {quoted_path(entry.path)} is not "
+                f"listed in {CHECKSUMS}",
                 path=manifest_path,
                 field=where,
             )
@@ -209,14 +212,14 @@ def check_delta_files(head: DeltaHead) -> CheckedDelta:
     for rel, digest in hashes.items():
         if digest != listed[rel]:
             raise ChecksumMismatchError(
-                f"{rel!r} hashes to {digest}; {CHECKSUMS} lists {listed[rel]}",
+                f"{quoted_path(rel)} hashes to {digest}; {CHECKSUMS} lists {listed[rel]}",
                 path=delta / CHECKSUMS,
                 field=rel,
             )
     for index, entry in enumerate(manifest.files):
         if entry.source is not None and hashes[entry.source] != entry.sha256:
             raise ChecksumMismatchError(
-                f"the source {entry.source!r} of {entry.path!r} hashes to "
+                f"the source {quoted_path(entry.source)} of {quoted_path(entry.path)} hashes to "
                 f"{hashes[entry.source]}; the manifest names {entry.sha256}",
                 path=manifest_path,
                 field=f"files[{index}].sha256",
@@ -254,19 +257,21 @@ def _check_entries_against_next(
         listed = next_listed.get(entry.path)
         if entry.op == "delete" and listed is not None:
             raise ManifestError(
-                f"deletes {entry.path!r}, which the next snapshot's {CHECKSUMS} still lists",
+                f"deletes {quoted_path(entry.path)}, which the next snapshot's {CHECKSUMS} still "
+                "lists",
                 path=source,
                 field=where + ".path",
             )
         if entry.op != "delete" and listed is None:
             raise ManifestError(
-                f"{entry.op}s {entry.path!r}, which the next snapshot's {CHECKSUMS} does not list",
+                f"{entry.op}s {quoted_path(entry.path)}, which the next snapshot's {CHECKSUMS} "
+                "does not list",
                 path=source,
                 field=where + ".path",
             )
         if entry.op in ("add", "replace") and listed != entry.sha256:
             raise ManifestError(
-                f"ships {entry.path!r} with sha256 {entry.sha256}; the next snapshot's "
+                f"ships {quoted_path(entry.path)} with sha256 {entry.sha256}; the next snapshot's "
                 f"{CHECKSUMS} lists {listed}",
                 path=source,
                 field=where + ".sha256",
@@ -299,15 +304,15 @@ def _check_next_snapshot_files(head: DeltaHead) -> tuple[SnapshotManifest, dict[
     )
     if next_manifest.bundle_id not in (None, manifest.next.bundle_id):
         raise ManifestError(
-            f"is {next_manifest.bundle_id!r}; the delta's next.bundle_id is "
-            f"{manifest.next.bundle_id!r}",
+            f"is {quoted(next_manifest.bundle_id)}; the delta's next.bundle_id is "
+            f"{quoted(manifest.next.bundle_id)}",
             path=next_manifest_path,
             field="bundle_id",
         )
     next_checksums = delta / checksums_entry.source
     listed = parse_checksums(next_checksums.read_bytes(), source=next_checksums)
     for rel in listed:
-        safe_relpath(rel, field_name=f"line for {rel!r}", source=next_checksums)
+        safe_relpath(rel, field_name=f"line for {quoted_path(rel)}", source=next_checksums)
     if listed.get(MANIFEST) != manifest.next.manifest_sha256:
         raise ManifestError(
             f"lists {MANIFEST} with sha256 {listed.get(MANIFEST)}; expected the delta's "
@@ -333,7 +338,8 @@ def _check_next_manifest_files(
         if entry is None or entry.sha256 != listed:
             found = f"sha256 {entry.sha256}" if entry is not None else "no entry"
             raise ManifestError(
-                f"has {found} for {rel!r}; the next snapshot's {CHECKSUMS} lists {listed}",
+                f"has {found} for {quoted_path(rel)}; the next snapshot's {CHECKSUMS} lists "
+                f"{listed}",
                 path=source,
                 field="files",
             )
@@ -474,14 +480,14 @@ def _check_base_table(
     for key in keys:
         if schema.get_field_index(key) < 0:
             raise ChangeFileError(
-                f"changes the table {table}, which has no key column {key!r}",
+                f"changes the table {table}, which has no key column {quoted(key)}",
                 path=changes,
                 field=f"row.{key}",
             )
         base_kind, change_kind = _kind(schema.field(key).type), _kind(row_type.field(key).type)
         if base_kind != change_kind:
             raise ChangeFileError(
-                f"has the key {key!r} as {row_type.field(key).type}; the table {table} "
+                f"has the key {quoted(key)} as {row_type.field(key).type}; the table {table} "
                 f"has it as {schema.field(key).type}",
                 path=changes,
                 field=f"row.{key}",
@@ -515,13 +521,14 @@ def _check_change_rows(
     ).fetchone()
     if bad_op_row is not None:
         raise ChangeFileError(
-            f"row {bad_op_row} has op {bad_op!r}; expected one of {', '.join(CHANGE_OPS)}",
+            f"row {bad_op_row} has op {quoted(bad_op)}; expected one of {', '.join(CHANGE_OPS)}",
             path=changes,
             field="op",
         )
     if null_key_row is not None:
         raise ChangeFileError(
-            f"row {null_key_row} has a null {null_key!r}; every row needs the keys {list(keys)}",
+            f"row {null_key_row} has a null {quoted(null_key)}; every row needs the keys "
+            f"{list(keys)}",
             path=changes,
             field="row",
         )
@@ -559,13 +566,15 @@ def refuse_unusable_path(root: Path, rel: str, *, source: Path, field_name: str)
     """
 
     def refuse(why: str) -> UnsafePathError:
-        return UnsafePathError(f"refusing the path {rel!r}: {why}", path=source, field=field_name)
+        return UnsafePathError(
+            f"refusing the path {quoted_path(rel)}: {why}", path=source, field=field_name
+        )
 
     try:
         encoded = os.fsencode(rel)
     except UnicodeEncodeError as exc:
         raise refuse(
-            f"{exc.object[exc.start : exc.end]!r} cannot be encoded as a file name here "
+            f"{quoted(exc.object[exc.start : exc.end])} cannot be encoded as a file name here "
             f"({sys.getfilesystemencoding()})"
         ) from None
     existing = next(folder for folder in (root, *root.parents) if folder.is_dir())
@@ -586,7 +595,7 @@ def refuse_symlinked_components(root: Path, rel: str, *, source: Path, field_nam
         current = current / part
         if current.is_symlink():
             raise UnsafePathError(
-                f"{current} is a symbolic link; refusing to write {rel!r} through it",
+                f"{current} is a symbolic link; refusing to write {quoted_path(rel)} through it",
                 path=source,
                 field=field_name,
             )

@@ -14,7 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from skewtape_pipeline.errors import ManifestError, UnsafePathError, VerificationError
+from skewtape_pipeline.errors import (
+    ManifestError,
+    UnsafePathError,
+    VerificationError,
+    quoted,
+    quoted_path,
+)
 from skewtape_pipeline.fsio import atomic_write_bytes, is_temp
 from skewtape_pipeline.hashing import format_checksums, parse_checksums, sha256_bytes, sha256_files
 from skewtape_pipeline.mirror.format import (
@@ -149,13 +155,15 @@ def _check_seal_options(
     if not folder.is_dir():
         raise ManifestError(f"{folder} is not a folder; expected a snapshot folder to seal")
     if not isinstance(bundle_id, str) or not bundle_id:
-        raise ManifestError(f"is {bundle_id!r}; expected a name", path=source, field="bundle_id")
+        raise ManifestError(
+            f"is {quoted(bundle_id)}; expected a name", path=source, field="bundle_id"
+        )
     if not isinstance(month, str) or not MONTH_RE.match(month):
-        raise ManifestError(f"is {month!r}; expected YYYY-MM", path=source, field="month")
+        raise ManifestError(f"is {quoted(month)}; expected YYYY-MM", path=source, field="month")
     for name, values in (("venues", venues), ("omitted_venues", omitted_venues)):
         if isinstance(values, str) or not all(isinstance(v, str) and v for v in values):
             raise ManifestError(
-                f"is {values!r}; expected a list of venue names", path=source, field=name
+                f"is {quoted(values)}; expected a list of venue names", path=source, field=name
             )
     both = sorted(set(venues) & set(omitted_venues))
     if both:
@@ -166,7 +174,7 @@ def _check_seal_options(
         )
     if isinstance(schema_version, bool) or not isinstance(schema_version, int):
         raise ManifestError(
-            f"is {schema_version!r}; expected an integer", path=source, field="schema_version"
+            f"is {quoted(schema_version)}; expected an integer", path=source, field="schema_version"
         )
 
 
@@ -221,7 +229,7 @@ def read_snapshot(folder: Path) -> tuple[SnapshotManifest, dict[str, str], str]:
     raw = _read_seal_file(folder / MANIFEST)
     checksums = read_checksums(folder / CHECKSUMS)
     for rel in checksums:
-        safe_relpath(rel, field_name=f"line for {rel!r}", source=folder / CHECKSUMS)
+        safe_relpath(rel, field_name=f"line for {quoted_path(rel)}", source=folder / CHECKSUMS)
     manifest = SnapshotManifest.parse(raw, source=folder / MANIFEST).with_listed_files(checksums)
     return manifest, checksums, sha256_bytes(raw)
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from skewtape_pipeline.errors import SnapshotError
+from skewtape_pipeline.errors import SnapshotError, quoted, quoted_path
 from skewtape_pipeline.mirror.format import TABLE_KEYS
 
 Columns = tuple[tuple[str, str], ...]
@@ -37,7 +37,8 @@ def table_keys(rel: str) -> tuple[str, ...]:
         return TABLE_KEYS[rel]
     except KeyError:
         raise SnapshotError(
-            f"{rel!r} is not a reference table; expected one of {', '.join(sorted(TABLE_KEYS))}"
+            f"{quoted_path(rel)} is not a reference table; expected one of "
+            f"{', '.join(sorted(TABLE_KEYS))}"
         ) from None
 
 
@@ -104,7 +105,9 @@ def key_problems(table: pa.Table, keys: Sequence[str], *, name: str) -> list[str
     for key in keys:
         nulls = table.column(key).null_count
         if nulls:
-            problems.append(f"{name}: {nulls} row(s) have a null {key!r}; keys are never null")
+            problems.append(
+                f"{name}: {nulls} row(s) have a null {quoted(key)}; keys are never null"
+            )
     if table.num_rows == 0 or (not problems and strictly_increasing(table, keys)):
         return problems  # sorted and unique: what every merge and the publisher write
     counts = table.select(list(keys)).group_by(list(keys)).aggregate([([], "count_all")])
@@ -203,12 +206,15 @@ def row_misfit(table: pa.Schema, row: pa.StructType) -> tuple[str, str] | None:
     fields = {row.field(i).name: row.field(i).type for i in range(row.num_fields)}
     for name, arrow_type in zip(table.names, table.types, strict=True):
         if name not in fields:
-            return name, f"lacks the column {name!r} ({arrow_type}) of the table"
+            return name, f"lacks the column {quoted(name)} ({arrow_type}) of the table"
         if _plain(fields[name]) != _plain(arrow_type):
-            return name, f"has {name!r} as {fields[name]}; the table has it as {arrow_type}"
+            return name, f"has {quoted(name)} as {fields[name]}; the table has it as {arrow_type}"
     for name, arrow_type in fields.items():
         if name not in table.names:
-            return name, f"has the column {name!r} ({arrow_type}), which the table does not have"
+            return (
+                name,
+                f"has the column {quoted(name)} ({arrow_type}), which the table does not have",
+            )
     return None
 
 

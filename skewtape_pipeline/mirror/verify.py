@@ -38,6 +38,8 @@ from skewtape_pipeline.errors import (
     ManifestError,
     UnsafePathError,
     VerificationError,
+    quoted,
+    quoted_path,
 )
 from skewtape_pipeline.fsio import atomic_write_bytes, load_json, read_state_bytes
 from skewtape_pipeline.hashing import (
@@ -125,9 +127,11 @@ def merged_tables(snapshot: Path) -> dict[str, str]:
 
 def _check_merged_entry(path: Path, rel: object, digest: object) -> None:
     if not isinstance(rel, str) or not is_table(rel):
-        raise LocalStateError(f"{path}: {rel!r} is not a reference table; nothing else is merged")
+        raise LocalStateError(
+            f"{path}: {quoted_path(rel)} is not a reference table; nothing else is merged"
+        )
     if not is_sha256_hex(digest):
-        raise LocalStateError(f"{path}: {rel}: {digest!r} is not 64 lowercase hex digits")
+        raise LocalStateError(f"{path}: {rel}: {quoted(digest)} is not 64 lowercase hex digits")
 
 
 def record_merged_table(snapshot: Path, rel: str, sha256: str) -> None:
@@ -259,7 +263,9 @@ def _read_seal(snapshot: Path) -> tuple[SnapshotManifest | None, dict[str, str] 
         problems.append(f"{CHECKSUMS}: {exc}")
     else:
         for rel in [rel for rel in checksums if not _is_safe(rel)]:
-            problems.append(f"{CHECKSUMS}: lists the unsafe path {rel!r}; it is not checked")
+            problems.append(
+                f"{CHECKSUMS}: lists the unsafe path {quoted_path(rel)}; it is not checked"
+            )
             del checksums[rel]
     if raw is not None and checksums is not None:
         listed, actual = checksums.get(MANIFEST), sha256_bytes(raw)

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 from skewtape_pipeline.errors import (
+    PATH_CHARS,
     ChangeFileError,
     ChecksumMismatchError,
     ManifestError,
@@ -351,3 +352,33 @@ def test_apply_delta_when_a_delete_path_lies_below_a_file_finishes_and_so_does_a
     assert apply_delta(mirror, case.delta).files_deleted != []
     assert apply_delta(mirror, case.delta).already_applied
     assert_same_snapshot(mirror, case.expected)
+
+
+HUGE_TEXT = "x" * 1_000_000
+HUGE_LIST = list(range(200_000))
+
+
+@pytest.mark.parametrize(
+    ("fields", "quoted", "longest"),
+    [  # a path is quoted whole up to the longest one a file system holds
+        ({"path": HUGE_TEXT}, "(1000000 characters)", PATH_CHARS + 400),
+        ({"source": "snapshot/" + HUGE_TEXT}, "(1000009 characters)", 2 * PATH_CHARS + 400),
+        ({"op": HUGE_TEXT}, "(1000000 characters)", 400),
+        ({"sha256": HUGE_TEXT}, "(1000000 characters)", 400),
+        ({"sha256": HUGE_LIST}, "(a list of 200000 items)", 400),
+    ],
+    ids=["path", "source", "op", "sha256", "sha256-list"],
+)
+def test_apply_delta_when_a_field_is_megabytes_long_quotes_its_start_in_one_short_line(
+    case, fields, quoted, longest
+):
+    field = set_entry(case, REPLACED, **fields)
+    error = assert_refused(case, SkewtapeError, field, quoted)
+    assert len(str(error)) < longest and "\n" not in str(error)
+
+
+def test_apply_delta_when_an_entry_is_a_huge_list_quotes_its_start_in_one_short_line(case):
+    index = entry_index(case.delta, REPLACED)
+    edit_manifest(case.delta, lambda data: data["files"].__setitem__(index, HUGE_LIST))
+    error = assert_refused(case, ManifestError, f"files[{index}]", "(a list of 200000 items)")
+    assert len(str(error)) < 400
