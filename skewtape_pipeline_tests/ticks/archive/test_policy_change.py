@@ -334,3 +334,24 @@ def test_a_new_endpoint_lacking_a_file_or_another_prefix_is_refused_naming_both(
     ) in str(refused.value)
     assert "placed there" in str(refused.value)
     assert (root / POLICY_RECORD).read_bytes() == record
+
+
+def test_a_writer_opened_before_another_changed_the_policy_refuses_instead_of_writing_under_it(
+    tmp_path, capsys
+):
+    first = policy_file(tmp_path / "first.toml", "tiers/warm", "tiers/cold")
+    second = policy_file(tmp_path / "second.toml", "elsewhere/warm", "elsewhere/cold")
+    archive, data = tmp_path / "data" / "archive", tmp_path / "data"
+    assert compact_ticks(capsys, tmp_path, "--tier-policy", str(first))[0] == 0
+    opened = Archive(archive)  # the first policy, from its record
+    assert compact_ticks(capsys, tmp_path, "--tier-policy", str(second))[0] == 0  # another writer
+    catalog, rows = CatalogStore(archive).path, view_rows(archive)
+
+    with pytest.raises(ConfigError, match="another writer changed the archive's tier policy"):
+        opened.retier(as_of=date(2025, 12, 12))
+
+    assert not (data / "tiers").exists() and not catalog.exists()  # nothing under the old one
+    again = Archive(archive).retier(as_of=date(2025, 12, 12))  # opened again: the new policy
+    assert len(again.moved) == 4 and list((data / "elsewhere").rglob("*.parquet"))
+    assert not (data / "tiers").exists()
+    assert view_rows(archive) == rows
