@@ -62,14 +62,12 @@ class Archive:
         :class:`TierPolicy`. One moving a tier that holds files, or reaching it where they are
         not, is refused; a safe change is recorded by a write (``store.policy_change``).
     audit_log
-        Where the writers' audit records go; None: no audit. Default: ``audit.jsonl`` beside
-        the root.
+        Where the writers' audit records go; None: none. Default: ``audit.jsonl`` beside root.
     lock_timeout
         Seconds a writer waits for another to release the archive's one lock; 0: refuse at
         once (a compaction, holding it briefly, waits a few seconds whatever this says).
     books_and_records
-        Put the archive in write-once mode before its first write (for good; False never
-        turns it off).
+        Put the archive in write-once mode before its first write (for good; False: as is).
 
     Raises
     ------
@@ -238,7 +236,7 @@ class Archive:
     ) -> retiering.RetierResult:
         """Move every symbol-day to the tier its age at ``as_of`` calls for (each source verified
         first; withdrawn symbol-days purged), under the lock, audited, committing a version;
-        idempotent (a rerun finishes an interrupted run). Files a kept version reads are retained
+        idempotent (a rerun finishes an interrupted run). Files a kept version reads are kept
         until it is pruned; in ``books_and_records`` mode, every replaced file (``files_retained``).
 
         Parameters
@@ -252,12 +250,14 @@ class Archive:
         Returns
         -------
         retiering.RetierResult
-            The moves made, the files written and removed, the version committed.
+            The moves made, the files written and removed, the version committed (None when
+            every symbol-day reads from where it did and the catalog lists the same files).
 
         Raises
         ------
         ConfigError
-            A bad ``as_of`` or month, a symbol-day after ``as_of``, a tier root's other scales.
+            A bad ``as_of`` or month, a symbol-day after ``as_of``, a tier root's other scales,
+            a policy record another writer changed since this archive was opened.
         ArchiveBusyError
             Another writer held the archive's lock beyond ``lock_timeout`` seconds.
         CatalogMismatchError
