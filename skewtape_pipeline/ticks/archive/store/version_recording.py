@@ -102,7 +102,7 @@ def record_version(
     """Record the archive's state now as a new version (its ``catalog`` snapshotted, audited
     through its ``books``); call it under the archive's lock, right after a commit. Returns
     the new version, or None when every symbol-day reads from where the latest version's did
-    (nothing written).
+    and the catalog lists the same files (nothing written).
     ``sources`` name the source bundle of symbol-days written from the mirror (kept for those
     the version changed).
 
@@ -130,7 +130,7 @@ def record_version(
         fold_if_long(index)
         return None
     manifest, changed, generation = recorded
-    if raw_catalog is not None and catalog_digest is not None:
+    if raw_catalog is not None and catalog_digest is not None:  # snapshot, then the record
         _write_new(catalog_snapshot_path(root, catalog_digest), raw_catalog)
     count = version_count(root)
     time_ns = _next_time(root, count)
