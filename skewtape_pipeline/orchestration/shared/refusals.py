@@ -21,9 +21,10 @@ def refusal_as_failure(
 ) -> Iterator[None]:
     """Turn the core's refusal met in the block (a :class:`SkewtapeError` that is not an OS
     error: bad configuration, bad input, a check that failed) into a :class:`dagster.Failure`
-    described ``<what> refused (<error type>): <reason>``, so the run shows the reason instead
-    of a stack trace, with ``metadata`` and the error's type and text as metadata; ``observe``
-    sees both first. A refusal is never retried; other errors pass unchanged."""
+    described ``<what> refused (<error type>): <reason>``, so the run shows the reason first
+    (Dagster prints its stack trace under it), with ``metadata`` and the error's type and
+    text as metadata; ``observe`` sees both first. A refusal is never retried; other errors
+    pass unchanged."""
     try:
         yield
     except SkewtapeError as exc:

@@ -50,7 +50,6 @@ from skewtape_pipeline.errors import (
     CatalogMismatchError,
     ConfigError,
     DamagedFileError,
-    SkewtapeError,
     TickFormatError,
     VersionError,
     location,
@@ -72,7 +71,6 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
     CatalogFile,
     CatalogPartition,
     FileRecord,
-    Publication,
     SourceStamp,
     SymbolDayKey,
 )
@@ -97,6 +95,7 @@ from skewtape_pipeline.ticks.archive.store.trust import (
     check_catalog_present,
     hot_keys_of,
     hot_record,
+    noted_publication,
     read_recorded,
     record_problems,
     unaccounted_files,
@@ -508,7 +507,7 @@ def _verified_hot_files(
     pages."""
     root, checked = core.root, _Checked()
     hot_files = list(scan_hot_files(root))
-    publishing = _publishing(core)
+    publishing = noted_publication(core.catalog)
     for index, hot in enumerate(hot_files):
         rel = hot_rel(root, hot)
         record = hot_record(hot, catalog, records, rel)
@@ -527,16 +526,6 @@ def _verified_hot_files(
         checked.add(hot.stamp.size, problems)
         progress.report("hot files", index + 1, len(hot_files))
     return checked
-
-
-def _publishing(core: ArchiveCore) -> Publication | None:
-    """The publication a killed compaction left (``CatalogStore.publication``), which the
-    next writer finishes; None when there is none or its note is not one (a writer refuses
-    that note, naming it)."""
-    try:
-        return core.catalog.publication()
-    except (SkewtapeError, OSError):
-        return None
 
 
 def _index_problems(core: ArchiveCore, catalog: Catalog) -> list[str]:

@@ -63,6 +63,7 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
     CatalogStore,
     FileRecord,
     FileRows,
+    Publication,
     SourceStamp,
     SymbolDayKey,
 )
@@ -307,6 +308,16 @@ class VerifiedSources:
         return self._footers[rel]
 
 
+def noted_publication(catalog: CatalogStore) -> Publication | None:
+    """The publication a killed compaction's note describes (``CatalogStore.publication``),
+    for a reader to accept its file by; None when there is none or the note is not one to go
+    by (unreadable, or not a hot file's publication: writers refuse it, naming it)."""
+    try:
+        return catalog.publication()
+    except (SkewtapeError, OSError):
+        return None
+
+
 class VerifiedFiles:
     """Files of one archive verified against their records, trusted while their stamp holds
     (see the module notes)."""
@@ -365,10 +376,7 @@ class VerifiedFiles:
         except DamagedFileError as differs:
             if whose != WRITTEN_BY_COMPACTION:  # not a hot file of the archive now
                 raise
-            try:
-                publication = CatalogStore(self.root).publication()
-            except (SkewtapeError, OSError):  # a note not to go by: the file's refusal stands
-                raise differs from None
+            publication = noted_publication(CatalogStore(self.root))
             if publication is None or publication.rel != rel or publication.record == record:
                 raise
             try:
