@@ -769,7 +769,7 @@ class _StagedMonth:
             kept = kept if kept < remote.size else 0
             digest, remote = self._download(rel, fd, remote, kept)
             if digest != expected and kept:  # the kept bytes were not the file's
-                self.stats.add(bytes_done=-remote.size)
+                self.stats.add(bytes_done=-remote.size, bytes_resumed=-kept)
                 digest, remote = self._download(rel, fd, remote, 0)
         finally:
             os.close(fd)

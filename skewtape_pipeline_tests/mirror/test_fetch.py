@@ -225,6 +225,17 @@ def test_fetch_asks_for_each_streamed_range_to_be_written_to_disk_as_it_goes(
         assert all(a + n == b for (a, n), (b, _) in itertools.pairwise(asked)), path
 
 
+def cut_after_a_mebibyte(proxy: FaultProxy, subscriber: Path) -> Path:
+    """Fetch 2026-12 through ``proxy`` with one try, the connection cut after 1 MiB: the fetch
+    fails, its staging folder (returned) holds part of the month."""
+    proxy.add(Fault("cut", after=1 << 20))
+    with pytest.raises(OSError, match="last retry"):
+        fetch_deltas(proxy.url, subscriber, settings=ONE_TRY)
+    staged = subscriber / "deltas" / ".fetch-2026-12"
+    assert 0 < sum(p.stat().st_size for p in staged.rglob("*.parquet")) < 1 << 20
+    return staged
+
+
 def test_fetch_when_the_remote_file_changes_between_ranges_starts_it_over(
     large_subscriber, large_publisher, tmp_path
 ):
@@ -234,11 +245,7 @@ def test_fetch_when_the_remote_file_changes_between_ranges_starts_it_over(
     server = start_nginx(served, tmp_path / "nginx")
     proxy = FaultProxy(server.port)
     try:
-        proxy.add(Fault("cut", after=1 << 20))
-        with pytest.raises(OSError, match="last retry"):
-            fetch_deltas(proxy.url, large_subscriber, settings=ONE_TRY)
-        staged = large_subscriber / "deltas" / ".fetch-2026-12"
-        assert 0 < sum(p.stat().st_size for p in staged.rglob("*.parquet")) < 1 << 20
+        cut_after_a_mebibyte(proxy, large_subscriber)
         age_files(delta, seconds=3_600)  # republished: same bytes, a new version (a new ETag)
         result = fetch_deltas(proxy.url, large_subscriber, settings=FAST)
     finally:
@@ -424,3 +431,23 @@ def test_fetch_fsyncs_the_months_files_together_before_renaming_the_month_into_p
     assert {events[i][1] for i in synced} == fetched and len(fetched) > 3
     assert last_verified < min(synced) and max(synced) < placed
     assert all(path.startswith(stage) for path in fetched)
+
+
+def test_fetch_when_the_kept_bytes_are_not_the_files_fetches_it_whole_and_counts_none_resumed(
+    large_subscriber, large_publisher, tmp_path
+):
+    delta = large_publisher / "deltas" / "2026-12"
+    server = start_nginx(large_publisher, tmp_path / "nginx")
+    proxy = FaultProxy(server.port)
+    try:
+        staged = cut_after_a_mebibyte(proxy, large_subscriber)
+        partial = max(staged.rglob("*.parquet"), key=lambda p: p.stat().st_size)
+        with partial.open("r+b") as file:  # same version, same length: other bytes
+            file.write(bytes(b ^ 0xFF for b in file.read(64)))
+        result = fetch_deltas(proxy.url, large_subscriber, settings=FAST)
+    finally:
+        proxy.close()
+        server.stop()
+
+    assert result.months[0].bytes_resumed == 0  # nothing of what was kept is in the file
+    assert published_files(large_subscriber / "deltas" / "2026-12") == published_files(delta)
