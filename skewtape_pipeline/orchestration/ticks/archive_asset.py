@@ -91,7 +91,8 @@ def _archive_shard(
     archive: ArchiveSettings,
     shard: int,
 ) -> None:
-    """Archive shard number ``shard``'s venue-days of the run, one after the other."""
+    """Archive shard number ``shard``'s venue-days of the run, one after the other; a refusal
+    met archiving one fails the op naming that venue-day."""
     tick_archive = archive.open(skewtape)
     with tick_archive.writing():  # write-once mode first; the policy recorded after
         options = VenueDayOptions(
@@ -106,7 +107,10 @@ def _archive_shard(
             named = _symbols_of(config, venue)
             if named == []:
                 continue  # symbols were named, none of this venue
-            result = archive_venue_day(skewtape.history_dir, (venue, day), options, symbols=named)
+            with refusal_as_failure(f"tick_archive {key}"):
+                result = archive_venue_day(
+                    skewtape.history_dir, (venue, day), options, symbols=named
+                )
             unchanged = sum(bool(row.unchanged) for row in result.archived)
             context.log.info(
                 f"{key}: {len(result.archived)} symbol-day(s) archived "
@@ -150,7 +154,7 @@ def record_tick_archive(
     problems, files = [], 0
     for key in context.partition_keys:
         venue, day = venue_day_of(key)
-        with refusal_as_failure(key):
+        with refusal_as_failure(f"tick_archive {key}"):
             rows = tick_archive.venue_day_reports(venue, day)
         rows = rows.filter(pc.is_in(rows["batch"], value_set=batches))
         context.add_asset_metadata(

@@ -282,8 +282,11 @@ def test_tick_archive_when_day_month_not_applied_fails_and_records_nothing(
     assert not result.success
     failures = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
     assert failures
-    message = str(failures[0].event_specific_data.error)
-    assert "materialize history_snapshot 2026-10 first" in message
+    failed = failures[0].event_specific_data
+    assert "materialize history_snapshot 2026-10 first" in str(failed.error)
+    venue_day = re.escape(DAY) + r"\|\w+"
+    refused = rf"tick_archive {venue_day} refused \(ChainError\): month 2026-10 "
+    assert re.match(refused, failed.user_failure_data.description)
     assert instance.get_materialized_partitions(TICK_ARCHIVE) == set()
 
 
