@@ -58,7 +58,7 @@ def parse_location(text: str | Location) -> Location:
     text = str(text)
     found = _SCHEME.match(text)
     if found is None:  # a local path; or a URL mistyped (a space before it, one slash)
-        shown = _USER_PART.sub(REDACTED + "@", text)
+        shown = _without_user_parts(text)
         return Location("", shown, text, shown != text)
     scheme = found.group(1).lower()
     rest = text[found.end() :]
@@ -84,10 +84,28 @@ _URL_END = re.compile(r"[\s'\"<>]")
 _SENTENCE_MARKS = frozenset(";,.)")
 """Marks that end a URL's run of characters in a message but belong to the sentence around it
 (``redirects to URL; a publisher's ...``): kept as they are, never redacted with its query."""
-_USER_PART = re.compile(r"(?<=/)[^\s/'\"<>@:]+:[^\s/'\"<>@]*@")
-"""A ``user:password@`` right after a ``/`` outside any ``scheme://``: a URL mistyped
-(``http:/u:PW@host``, ``//u:PW@host``, or a path made of one: a space before it). Only after a
-``/``, so that a symbol (``binance:BTC@PERP``) or a time (``12:30:01@``) is left as it is."""
+_WORD = re.compile(r"[^\s'\"<>]+")
+"""A word of a message: a run of characters without a space, a quote or an angle bracket."""
+_USER_START = re.compile(r"/[^\s/'\"<>@:]+:")
+"""A ``/``, then a user name and its ``:``: where a mistyped URL's user part starts."""
+
+
+def _without_user_parts(text: str) -> str:
+    """``text`` with each ``user:password@`` right after a ``/`` outside any ``scheme://`` (a
+    URL mistyped: ``http:/u:PW@host``, ``//u:PW@host``, or a path made of one: a space before
+    it) shown as ``***@``: in each word holding an ``@``, from its first ``/`` followed by a
+    user name and ``:`` to its last ``@``, so a password holding a ``/``, a ``:`` or an ``@``
+    is never shown in part. Only after a ``/``, so that a symbol (``binance:BTC@PERP``) or a
+    time (``12:30:01@``) is left as it is. Linear in the text's length: each character is
+    looked at a bounded number of times."""
+
+    def word(found: re.Match[str]) -> str:
+        text = found.group()
+        at = text.rfind("@")
+        start = _USER_START.search(text, 0, at) if at > 0 else None
+        return text if start is None else text[: start.start() + 1] + REDACTED + text[at:]
+
+    return _WORD.sub(word, text)
 
 
 def redact_urls(text: str) -> str:
@@ -101,7 +119,7 @@ def redact_urls(text: str) -> str:
         out += [text[done:start], redacted(text[start:end])]
         done = end
     out.append(text[done:])
-    return _USER_PART.sub(REDACTED + "@", "".join(out))
+    return _without_user_parts("".join(out))
 
 
 def _urls_in(text: str) -> Iterator[tuple[int, int]]:

@@ -169,6 +169,9 @@ MISTYPED = (
     f" https://user:{SECRET}@127.0.0.1:9/pub",  # a space before it
     f"https:/user:{SECRET}@127.0.0.1:9/pub",  # one slash
     f"//user:{SECRET}@127.0.0.1:9/pub",  # no scheme
+    f"https:/user:pa/{SECRET}@127.0.0.1:9/pub",  # a password holding a "/"
+    f"https:/user:{SECRET}/@x@127.0.0.1:9/pub",  # ... a "/" and an "@"
+    f" https://user:pa/{SECRET}@127.0.0.1:9/pub",
 )
 
 
@@ -188,7 +191,9 @@ def test_a_mistyped_url_carrying_a_secret_is_refused_without_showing_it(spec, tm
 
 @pytest.mark.parametrize(
     "word", ["y" * 1_000_000, "a:" * 500_000, "=" * 1_000_000, "(" * 1_000_000, "k=v&" * 250_000,
-             "=a:" * 300_000, "1a" * 500_000 + "://x", ("a" * 50 + "://") * 20_000],
+             "=a:" * 300_000, "1a" * 500_000 + "://x", ("a" * 50 + "://") * 20_000,
+             "/a:" * 300_000 + "@", "/a" * 500_000 + ":@", "/" * 1_000_000 + "a:@",
+             "/a@" * 300_000],
 )  # fmt: skip
 def test_redact_urls_when_a_line_is_one_long_word_returns_it_in_one_pass(word):
     hostile = "snapshot/" + word  # a checksums line's path, echoed in an error
