@@ -666,3 +666,25 @@ def test_cli_verify_archive_when_files_are_damaged_lists_every_finding(tmp_path,
     code, out, err = run(capsys, "verify-archive", str(root), "--json")
     assert code == 2
     assert sorted(json.loads(out)["problems"]) == sorted(findings)
+
+
+@pytest.mark.parametrize(
+    ("column", "value"), [("quantity", str(2**64 + 1)), ("price", str(2**128 + 5) + ".5")]
+)
+def test_cli_compact_ticks_when_a_value_is_wider_than_18_digits_exits_2_and_writes_nothing(
+    tmp_path, capsys, column, value
+):
+    """Arrow's casts wrap such text (2**64 + 1 became 1, 2**128 + 5 became 5): never stored."""
+    row = {"price": "1.5", "quantity": "10"} | {column: value}
+    source = tmp_path / "wide.csv"
+    source.write_text(
+        "timestamp_nanos,price,quantity,side,symbol\n"
+        f"1700000000000000000,1.5,10,BUY,AAA\n"
+        f"1700000000000000001,{row['price']},{row['quantity']},SELL,AAA\n"
+    )
+    archive = tmp_path / "archive"
+    argv = ["compact-ticks", str(source), "--out", str(archive), "--as-of", "2025-12-05"]
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    _assert_one_error_line(err, "row 1", f"field {column}", value[:20], "needs more than 18 digits")
+    assert _listing(archive) == ["<absent>"]

@@ -856,6 +856,8 @@ def _plain_decimal_units(text: pa.Array, scale: int) -> pa.Array | None:
     digits = pc.replace_substring(text, ".", "", max_replacements=1)
     if not pc.all(pc.ascii_is_decimal(digits)).as_py():
         return None
+    if not _digits_fit(digits, MAX_DIGITS):  # the decimal64 cast would wrap them
+        return None
     try:
         exact = pc.cast(text, pa.decimal64(MAX_DIGITS, scale))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -1007,6 +1009,8 @@ def _units_from_strings(values: pa.Array, *, scale: int, field: str) -> ScaledCo
         else:
             problem = "is not a decimal number"
         raise TickValidationError(f"{field} {quoted(raw)} {problem}", row=bad, field=field)
+    if not _digits_fit(pc.replace_substring_regex(text, r"[+\-.]|[eE].*$", ""), _ARROW_DIGITS):
+        return _units_python(text, scale=scale, field=field)
     exact = pa.decimal128(38, scale)
     try:  # a failing cast parses the whole column: a leading sample answers for most files
         pc.cast(text.slice(0, _DETECTION_SAMPLE_ROWS), exact)
@@ -1025,6 +1029,20 @@ def _units_from_strings(values: pa.Array, *, scale: int, field: str) -> ScaledCo
             scaled = _units_from_decimals(wide, scale=scale, field=field, original=text)
             return scaled if scaled.noise is not None else _text_noise(text, scaled, scale)
     return _units_python(text, scale=scale, field=field)
+
+
+_ARROW_DIGITS = 38
+"""Digits of a decimal text's mantissa that Arrow's casts to decimal128 hold: its parser wraps a
+wider one modulo 2**128 without an error (``2**128 + 5`` casts to 5), as its casts to decimal64
+wrap one wider than :data:`MAX_DIGITS` modulo 2**64; such text takes the exact path."""
+
+
+def _digits_fit(digits: pa.Array, limit: int) -> bool:
+    """Whether each of ``digits`` (ASCII decimal digits only) has at most ``limit`` digits past
+    its leading zeros (their byte lengths answer for most columns)."""
+    if (pc.max(pc.binary_length(digits)).as_py() or 0) <= limit:
+        return True
+    return (pc.max(pc.binary_length(pc.utf8_ltrim(digits, characters="0"))).as_py() or 0) <= limit
 
 
 def _units_from_noisy_text(text: pa.Array, scale: int) -> ScaledColumn | None:

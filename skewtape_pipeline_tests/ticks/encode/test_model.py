@@ -139,6 +139,32 @@ def test_exact_units_when_value_needs_more_than_18_digits_raises():
         units(["12345678901234567890"], 0)
 
 
+@pytest.mark.parametrize(
+    ("text", "scale"),
+    [
+        (str(2**64 + 1), 0),  # decimal64's cast wraps it to 1
+        (str(2**64), 0),
+        ("-" + str(2**64 + 7), 0),
+        ("99999999999999999999999", 0),
+        (str(2**64 + 1) + ".25", 2),
+        (str(2**128 + 5), 0),  # decimal128's cast wraps it to 5
+        (str(2**128 + 5)[:-2] + "." + str(2**128 + 5)[-2:] + "e2", 2),
+        ("0000" + str(2**128 + 5), 0),
+    ],
+)
+def test_exact_units_when_text_is_wider_than_arrows_casts_raises_naming_the_row(text, scale):
+    with pytest.raises(TickValidationError, match="needs more than 18 digits") as info:
+        units(["1.5", "7", text, "2"], scale)
+    assert info.value.row == 2 and text[:20] in str(info.value)
+
+
+@pytest.mark.parametrize("text", [str(2**64 + 1), str(2**64 + 1) + ".5", "99999999999999999999999"])
+def test_exact_units_when_plain_digits_are_wider_than_18_raises_naming_the_row(text):
+    with pytest.raises(TickValidationError, match="needs more than 18 digits") as info:
+        units(["7", "8", text], 0 if "." not in text else 1)
+    assert info.value.row == 2
+
+
 def test_exact_units_when_null_raises_naming_row():
     with pytest.raises(TickValidationError, match="missing") as info:
         units(pa.array(["1", None]), 2)
