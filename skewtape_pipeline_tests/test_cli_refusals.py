@@ -688,3 +688,23 @@ def test_cli_compact_ticks_when_a_value_is_wider_than_18_digits_exits_2_and_writ
     assert code == 2
     _assert_one_error_line(err, "row 1", f"field {column}", value[:20], "needs more than 18 digits")
     assert _listing(archive) == ["<absent>"]
+
+
+@pytest.mark.parametrize("log", ["the input file", "a folder"])
+def test_cli_compact_ticks_when_the_audit_log_is_none_exits_2_before_publishing_a_day(
+    tmp_path, capsys, log
+):
+    source = tmp_path / "two.csv"
+    source.write_text(
+        "timestamp_nanos,price,quantity,side,symbol\n"
+        "1700000000000000000,1.5,10,BUY,AAA\n1700100000000000000,1.5,10,BUY,BBB\n"
+    )
+    audit = source if log == "the input file" else tmp_path / "logs"
+    if log == "a folder":
+        audit.mkdir()
+    archive = tmp_path / "archive"
+    argv = ["compact-ticks", str(source), "--out", str(archive), "--as-of", "2025-12-05"]
+    code, _, err = run(capsys, *argv, "--audit-log", str(audit))
+    assert code == 2
+    _assert_one_error_line(err, audit)
+    assert _listing(archive) == ["<absent>"]

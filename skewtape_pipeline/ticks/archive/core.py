@@ -200,14 +200,16 @@ class ArchiveCore:
     def writing(self) -> Iterator[ArchiveCore]:
         """Around every write: a policy to record checked first, its S3 tiers answering
         (ObjectStoreError naming the tier and its root otherwise, before anything is written);
-        the audit log's head repaired when a killed writer left none; ``books_and_records``
-        mode turned on first when asked (idempotent; audited), so the write is refused what
-        that mode refuses; once the write succeeded, the policy given is recorded, first or
-        anew (a record replaced is audited; a refused write records nothing)."""
+        the audit log checked to take records (``AuditLog.check_appendable``: its head repaired
+        when a killed writer left none; AuditLogError for a folder, an edited log or a file
+        that is none), so no write is refused at its first record; ``books_and_records`` mode
+        turned on first when asked (idempotent; audited), so the write is refused what that
+        mode refuses; once the write succeeded, the policy given is recorded, first or anew (a
+        record replaced is audited; a refused write records nothing)."""
         if self._record is not None:
             self._record.check_usable()
         if self.audit_log is not None:
-            AuditLog(self.audit_log).repair_head()
+            AuditLog(self.audit_log).check_appendable()
         if self.books_and_records:
             self.root.mkdir(parents=True, exist_ok=True)
             self.books.enable(reason="Archive(books_and_records=True)")
