@@ -86,24 +86,26 @@ _SENTENCE_MARKS = frozenset(";,.)")
 (``redirects to URL; a publisher's ...``): kept as they are, never redacted with its query."""
 _WORD = re.compile(r"[^\s'\"<>]+")
 """A word of a message: a run of characters without a space, a quote or an angle bracket."""
-_USER_START = re.compile(r"/[^\s/'\"<>@:]+:")
-"""A ``/``, then a user name and its ``:``: where a mistyped URL's user part starts."""
+_USER_START = re.compile(r"(?:^[A-Za-z][A-Za-z0-9+.\-]*:|/)(?=[^\s/'\"<>@:]+:)")
+"""A word's scheme and its ``:``, or a ``/``, before a user name and its ``:``: where a
+mistyped URL's user part starts (the match ends there)."""
 
 
 def _without_user_parts(text: str) -> str:
-    """``text`` with each ``user:password@`` right after a ``/`` outside any ``scheme://`` (a
-    URL mistyped: ``http:/u:PW@host``, ``//u:PW@host``, or a path made of one: a space before
-    it) shown as ``***@``: in each word holding an ``@``, from its first ``/`` followed by a
-    user name and ``:`` to its last ``@``, so a password holding a ``/``, a ``:`` or an ``@``
-    is never shown in part. Only after a ``/``, so that a symbol (``binance:BTC@PERP``) or a
-    time (``12:30:01@``) is left as it is. Linear in the text's length: each character is
-    looked at a bounded number of times."""
+    """``text`` with each ``user:password@`` outside any ``scheme://`` that follows a ``/``
+    or a word's scheme (a URL mistyped: ``http:/u:PW@host``, ``//u:PW@host``,
+    ``https:u:PW@host``, or a path made of one: a space before it) shown as ``***@``: in each
+    word holding an ``@``, from the first such user name to its last ``@``, so a password
+    holding a ``/``, a ``:`` or an ``@`` is never shown in part. A user name needs its ``:``
+    and a ``/`` or a scheme before it, so that a symbol (``binance:BTC@PERP``) or a time
+    (``12:30:01@``) is left as it is. Linear in the text's length: each character is looked
+    at a bounded number of times."""
 
     def word(found: re.Match[str]) -> str:
         text = found.group()
         at = text.rfind("@")
         start = _USER_START.search(text, 0, at) if at > 0 else None
-        return text if start is None else text[: start.start() + 1] + REDACTED + text[at:]
+        return text if start is None else text[: start.end()] + REDACTED + text[at:]
 
     return _WORD.sub(word, text)
 

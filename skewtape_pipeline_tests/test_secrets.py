@@ -172,6 +172,8 @@ MISTYPED = (
     f"https:/user:pa/{SECRET}@127.0.0.1:9/pub",  # a password holding a "/"
     f"https:/user:{SECRET}/@x@127.0.0.1:9/pub",  # ... a "/" and an "@"
     f" https://user:pa/{SECRET}@127.0.0.1:9/pub",
+    f"https:user:{SECRET}@127.0.0.1:9/pub",  # no slash
+    f"HTTPS:user:pa/{SECRET}@127.0.0.1:9/pub",
 )
 
 
@@ -216,8 +218,10 @@ def test_redact_urls_when_a_url_ends_a_clause_keeps_the_sentence_mark(mark):
 
 
 @pytest.mark.parametrize(
-    "text", ["symbol binance:BTC@PERP", "at 12:30:01@host", "C:\\Users\\bob@corp", "kalshi:KX-1"]
-)
+    "text",
+    ["symbol binance:BTC@PERP", "at 12:30:01@host", "C:\\Users\\bob@corp", "kalshi:KX-1",
+     "binance:BTC@PERP/x", "at 1:2@h"],
+)  # fmt: skip
 def test_redact_urls_when_text_only_looks_like_a_user_part_leaves_it(text):
     assert redact_urls(text) == text
 
