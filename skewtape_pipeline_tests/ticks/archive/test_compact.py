@@ -751,6 +751,23 @@ def test_cli_compact_ticks_when_rerun_audits_every_changed_symbol_day_and_no_unc
     assert days == {(r.symbol, r.date) for r in reports} and len(days) > 1
 
 
+def test_cli_compact_ticks_when_ticks_of_one_timestamp_come_in_another_order_changes_nothing(
+    tmp_path, capsys
+):
+    source = write_text(tmp_path / "t.csv", csv_text(ROWS))  # two ES ticks at DAY_NS + 100
+    log = tmp_path / "audit.jsonl"
+    archive = tmp_path / "archive"
+    argv = ["compact-ticks", str(source), "--out", str(archive), "--as-of", AS_OF.isoformat(),
+            "--price-scale", "4", "--audit-log", str(log)]  # fmt: skip
+    assert main(argv) == 0
+    before = (_records(log), Archive(archive).read())
+    write_text(source, csv_text([ROWS[0], ROWS[2], ROWS[1], *ROWS[3:]]))  # the tie swapped
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert "0 symbol-days changed" in capsys.readouterr().out
+    assert (_records(log), Archive(archive).read()) == before  # no write, no version
+
+
 def test_retier_when_a_compaction_died_while_staging_removes_its_staged_file(tmp_path):
     import socket
     import subprocess

@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from skewtape_pipeline import faults, fsio
@@ -327,7 +328,19 @@ def _held_unchanged(
 
 
 def _same_ticks(held: TickBatch | None, item: PlannedSymbolDay) -> bool:
-    return held is not None and held.first_difference(item.batch) is None
+    """Whether ``held`` has ``item``'s ticks, in any order of ticks with equal timestamps (a
+    read returns those in (price, quantity, side) order, whatever order they were stored in)."""
+    if held is None or len(held) != len(item.batch):
+        return False
+    return held.first_difference(item.batch) is None or _in_read_order(held).equals(
+        _in_read_order(item.batch)
+    )
+
+
+def _in_read_order(batch: TickBatch) -> TickBatch:
+    """``batch`` sorted by (ts, price, quantity, side): the order a read returns."""
+    table = pa.table([batch.ts_ns, batch.price, batch.quantity, batch.side], names=list("tpqs"))
+    return batch.take(pc.sort_indices(table, sort_keys=[(name, "ascending") for name in "tpqs"]))
 
 
 def _hot_copy(path: Path) -> TickBatch | None:
