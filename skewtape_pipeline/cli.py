@@ -26,7 +26,7 @@ from typing import Any
 
 from skewtape_pipeline import progress
 from skewtape_pipeline.audit import AUDIT_LOG_NAME
-from skewtape_pipeline.errors import ConfigError, SkewtapeError
+from skewtape_pipeline.errors import ConfigError, SkewtapeError, quoted
 from skewtape_pipeline.ticks.input_formats import INPUT_FORMATS
 
 
@@ -925,6 +925,18 @@ def wait_seconds(text: str) -> float:
     return seconds
 
 
+def count_of_one_or_more(text: str) -> int:
+    """A count option's value (``--keep-last``): an integer of 1 or more; a usage error naming
+    the value otherwise."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{quoted(text)}: expected an integer of 1 or more")
+    return count
+
+
 def _add_archive_options(parser: argparse.ArgumentParser, *, writes: bool) -> None:
     """``--tier-policy`` (the tier roots and settings) of every archive command; for the
     commands that take the archive's lock to change it (``writes``), ``--audit-log`` and
@@ -1227,8 +1239,8 @@ def _add_version_commands(command: Callable[..., argparse.ArgumentParser]) -> No
     tag.add_argument(
         "--version",
         type=int,
-        help="the version to pin (default: what a query shows now, changes no version recorded "
-        "recorded first)",
+        help="the version to pin (default: what a query shows now; changes no version holds "
+        "yet are recorded as one first)",
     )
     _add_archive_options(tag, writes=True)
 
@@ -1239,7 +1251,9 @@ def _add_version_commands(command: Callable[..., argparse.ArgumentParser]) -> No
     )
     prune.add_argument("archive", help="archive root (its hot tier)")
     rule = prune.add_mutually_exclusive_group(required=True)
-    rule.add_argument("--keep-last", type=int, metavar="N", help="keep the N newest versions")
+    rule.add_argument(
+        "--keep-last", type=count_of_one_or_more, metavar="N", help="keep the N newest versions"
+    )
     rule.add_argument("--older-than", metavar="DATE", help="prune versions before this day")
     _add_archive_options(prune, writes=True)
 

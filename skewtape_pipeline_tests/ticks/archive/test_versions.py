@@ -294,6 +294,18 @@ def test_prune_versions_when_rule_is_missing_or_double_refuses(archive):
         Archive(archive, policy=POLICY, audit_log=None).versions.prune(keep_last=0)
 
 
+@pytest.mark.parametrize("count", ["0", "-2", "two"])
+def test_cli_prune_versions_when_keep_last_is_no_count_exits_2_naming_the_option(
+    archive, capsys, count
+):
+    before = VersionLog(archive).count()
+    with pytest.raises(SystemExit) as stopped:
+        main(["prune-versions", str(archive), "--keep-last", count])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and f"--keep-last: '{count}': expected an integer" in err
+    assert VersionLog(archive).count() == before
+
+
 # --- the Python read API ------------------------------------------------------------------------
 
 
