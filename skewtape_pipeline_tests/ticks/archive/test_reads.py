@@ -629,6 +629,27 @@ def test_hot_index_when_a_fold_is_cut_short_reads_the_same_and_skips_folded_line
     assert_reads_as_the_view(Archive(hot, policy=POLICY, audit_log=None))
 
 
+def test_hot_index_when_a_copy_gives_its_log_the_folded_logs_inode_reads_every_line(hot, tmp_path):
+    """A copy of the archive may give its log the inode number of the log the base folded (a
+    number freed when the fold replaced it): its lines are new ones, none folded."""
+    log = hot_index.log_path(hot)
+    kept = tmp_path / "folded-log"
+    os.link(log, kept)  # the folded log's inode kept for the "copy"
+    hot_index.fold(hot_index.HotIndex.read(hot))
+    day = DAYS[-1]
+    compact_symbol_day(
+        archive_at(hot, POLICY).core, day_ticks("N", day), SymbolDayWrite("N", day, age_days=1)
+    )
+    with open(kept, "r+b") as copy:  # the copy's log: the new lines, in that inode
+        copy.truncate(0)
+        copy.write(log.read_bytes())
+    os.replace(kept, log)
+    assert hot_index.HotIndex.read(hot).present(("N", day)) is not None
+    handle = Archive(hot, policy=POLICY, audit_log=None)
+    assert handle.read(["N"]).num_rows == len(day_ticks("N", day))
+    assert_reads_as_the_view(handle)
+
+
 def test_hot_index_when_a_line_was_cut_short_the_next_append_cuts_it_off(hot):
     with open(hot_index.log_path(hot), "ab") as handle:
         handle.write(b'{"path": "symbol=X/year=2026/mo')  # a crash while appending

@@ -25,6 +25,7 @@ footers of the files it read (by content, so immutable too) and the cache of ver
 
 from __future__ import annotations
 
+import difflib
 import os
 import threading
 from bisect import bisect_left, bisect_right
@@ -244,7 +245,7 @@ class ArchiveReader:
                 if snapshot.version is not None:
                     known = known | self.snapshot(None).symbols()
             if symbol not in known:
-                near = hot_index.symbols_near(symbol, sorted(known))
+                near = symbols_near(symbol, sorted(known))
                 hint = f"; nearest: {', '.join(near)}" if near else ""
                 raise UnknownSymbolError(
                     f"{self.root}: holds no symbol {symbol!r}{hint}", symbol=symbol, nearest=near
@@ -651,3 +652,13 @@ def _sides_decoded(table: pa.Table) -> pa.Table:
     if not pa.types.is_dictionary(field.type):
         return table
     return table.set_column(i, field.with_type(pa.string()), table.column(i).cast(pa.string()))
+
+
+def symbols_near(name: str, symbols: Iterable[str], limit: int = 3) -> list[str]:
+    """The known symbols closest to ``name`` (for an unknown symbol's message)."""
+    pool = list(symbols)
+    near = difflib.get_close_matches(name, pool, n=limit, cutoff=0.5)
+    if len(near) < limit:
+        lowered = name.lower()
+        near += [s for s in pool if lowered in s.lower() and s not in near][: limit - len(near)]
+    return near

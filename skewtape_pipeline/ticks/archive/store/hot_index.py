@@ -12,7 +12,8 @@ On disk, two files in the archive root, both written under the archive's lock:
   publication ``device``, ``inode``, ``mtime_ns``, ``ctime_ns``, ``present``: the file is in the
   hot tier, and ``seq``: the number of the log line that last set it); its key-value metadata
   ``skewtape_hot_index`` holds JSON: ``format``, ``version``, ``seq`` (the last line folded in)
-  and ``log`` (``[inode, lines]``: the log it folded and how many of its lines). Replaced
+  and ``log`` (``[inode, lines, sha256]``: the log it folded, how many of its lines, and the
+  sha256 of those lines' bytes; a base written before the sha256 was recorded holds two). Replaced
   atomically. Written in row groups of :data:`BASE_GROUP_ROWS`; a reader decodes it only when
   asked: a lookup of a symbol-day decodes the row groups whose statistics (symbols, days) may
   hold it, none for a day newer than all of the base's (what a commit of a backfill asks), and
@@ -23,7 +24,9 @@ On disk, two files in the archive root, both written under the archive's lock:
   (``{"path", "gone": true}``); a line of the older form (``path``, ``sha256``, ``size``) records
   a file without its stamp. The last line of a path wins over the base. When the log grows past
   :data:`FOLD_LINES` lines it is folded into a new base and replaced by an empty log (the base
-  first: a crash between leaves lines the base names as folded, which are skipped).
+  first: a crash between leaves lines the base names as folded, which are skipped, only while
+  the log is that file with those lines: a log of another file that got its inode number, as a
+  copy of the archive may, is read whole).
 
 Every line has a number (``seq``), counted on from the base's: a version records the number it
 was taken at, so the next one reads only the lines after it (:meth:`HotIndex.changes_since`).
@@ -38,7 +41,7 @@ them. A line cut short by a crash (no final newline) is ignored and cut off by t
 from __future__ import annotations
 
 import bisect
-import difflib
+import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping
@@ -46,7 +49,7 @@ from dataclasses import dataclass
 from datetime import date
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -133,13 +136,8 @@ class IndexMark:
 
     @classmethod
     def from_list(cls, value: object) -> IndexMark | None:
-        if (
-            isinstance(value, list)
-            and len(value) == 3
-            and all(isinstance(n, int) and not isinstance(n, bool) for n in value)
-        ):
-            return cls(*value)
-        return None
+        ints = isinstance(value, list) and all(type(n) is int for n in value)
+        return cls(*value) if ints and len(value) == 3 else None
 
 
 def index_path(root: Path) -> Path:
@@ -202,7 +200,7 @@ class HotIndex:
         base: pq.ParquetFile,
         base_stamp: FileStamp | None,
         base_seq: int,
-        skip: tuple[int, int],
+        skip: FoldedLog,
     ):
         self.root = Path(root)
         self._parquet = base
@@ -278,10 +276,10 @@ class HotIndex:
             handle.seek(self._offset)
             raw = handle.read()
         end = raw.rfind(b"\n") + 1
-        skip_inode, skip_lines = self._skip
+        skip_lines = self._skip.lines_in(raw, st.st_ino) if self._offset == 0 else 0
         for line in raw[:end].split(b"\n")[:-1]:
             self._lines += 1
-            if st.st_ino == skip_inode and self._lines <= skip_lines:
+            if self._lines <= skip_lines:
                 continue
             self._seq += 1
             entry = _log_entry(line, path, self._lines, self._seq, self._lookup)
@@ -501,32 +499,19 @@ class HotIndex:
 
 
 def _entries(rows: pa.Table) -> list[IndexEntry]:
-    """One entry per row of a base table."""
-    if rows.num_rows == 0:
-        return []
-    columns = {name: rows[name].to_pylist() for name in SCHEMA.names}
-    out = []
-    for i in range(rows.num_rows):
-        digest = columns["sha256"][i]
-        stamp_fields = [columns[n][i] for n in ("device", "inode", "size", "mtime_ns")]
-        ctime = columns["ctime_ns"][i]
-        stamp = (
-            None
-            if any(v is None for v in stamp_fields) or ctime is None
-            else FileStamp(*stamp_fields, ctime)
-        )
-        out.append(
-            IndexEntry(
-                columns["symbol"][i],
-                columns["date"][i],
-                columns["size"][i],
-                None if digest is None else digest.hex(),
-                stamp,
-                columns["present"][i],
-                columns["seq"][i],
-            )
-        )
-    return out
+    """One entry per row of a base table (its stamp None when a part of it is null)."""
+    column = {name: rows[name].to_pylist() for name in SCHEMA.names}
+    parts = ("device", "inode", "size", "mtime_ns", "ctime_ns")
+    stamps = [
+        None if None in s else FileStamp(*s) for s in zip(*map(column.get, parts), strict=True)
+    ]
+    return list(map(_entry, column["symbol"], column["date"], column["size"], column["sha256"],
+                    stamps, column["present"], column["seq"]))  # fmt: skip
+
+
+def _entry(symbol, day, size, digest, stamp, present, seq) -> IndexEntry:
+    return IndexEntry(symbol, day, size, None if digest is None else digest.hex(), stamp,
+                      present, seq)  # fmt: skip
 
 
 _PARSED: dict[bytes, IndexEntry | SymbolDayKey] = {}
@@ -593,7 +578,26 @@ def _decode(path: Path, read) -> pa.Table:
         ) from None
 
 
-def _open_base(path: Path, raw: bytes) -> tuple[pq.ParquetFile, int, tuple[int, int]]:
+class FoldedLog(NamedTuple):
+    """The log a base folded: its inode, how many lines, their bytes' sha256 ("": an old base)."""
+
+    inode: int
+    lines: int
+    sha256: str = ""
+
+    def lines_in(self, raw: bytes, inode: int) -> int:
+        """How many first lines of the log ``raw`` (read whole, of ``inode``) were folded."""
+        end = 0
+        for _ in range(self.lines if inode == self.inode else 0):
+            end = raw.find(b"\n", end) + 1 or len(raw) + 1
+        same = not self.sha256 or hashlib.sha256(raw[:end]).hexdigest() == self.sha256
+        return self.lines if inode == self.inode and end <= len(raw) and same else 0
+
+
+NOTHING_FOLDED = FoldedLog(0, 0)
+
+
+def _open_base(path: Path, raw: bytes) -> tuple[pq.ParquetFile, int, FoldedLog]:
     """The base's file (its footer read and checked; its rows decoded when asked), the last
     line folded into it and the log it folded."""
     parquet = _decode(path, lambda: pq.ParquetFile(owned_reader(raw)))
@@ -604,7 +608,7 @@ def _open_base(path: Path, raw: bytes) -> tuple[pq.ParquetFile, int, tuple[int, 
         or body.get("format") != INDEX_FORMAT
         or body.get("version") != INDEX_VERSION
         or not _is_count(body.get("seq"))
-        or not (isinstance(body.get("log"), list) and len(body["log"]) == 2)
+        or not _is_folded_log(body.get("log"))
     ):
         raise TickFormatError(
             f"{path}: metadata {METADATA_KEY}: expected format {INDEX_FORMAT!r}, version "
@@ -613,8 +617,13 @@ def _open_base(path: Path, raw: bytes) -> tuple[pq.ParquetFile, int, tuple[int, 
     schema = _decode(path, lambda: parquet.schema_arrow)
     if schema.remove_metadata() != SCHEMA:
         raise TickFormatError(f"{path}: columns {schema.names}, expected {SCHEMA.names}")
-    inode, lines = body["log"]
-    return parquet, body["seq"], (int(inode), int(lines))
+    return parquet, body["seq"], FoldedLog(*body["log"])
+
+
+def _is_folded_log(log: object) -> bool:
+    """Whether ``log`` is a base's ``log``: ``[inode, lines]`` or ``[inode, lines, sha256]``."""
+    ok = isinstance(log, list) and len(log) in (2, 3) and all(map(_is_count, log[:2]))
+    return ok and (len(log) == 2 or is_sha256_hex(log[2]))
 
 
 def _table(entries: Iterable[IndexEntry]) -> pa.Table:
@@ -640,10 +649,11 @@ def _table(entries: Iterable[IndexEntry]) -> pa.Table:
 # --- writing (under the archive's lock) ---------------------------------------------------------
 
 
-def write_base(root: Path, table: pa.Table, seq: int, log: tuple[int, int]) -> None:
+def write_base(root: Path, table: pa.Table, seq: int, log: FoldedLog) -> None:
     """Replace the base atomically with ``table`` (sorted, :data:`SCHEMA`), folded up to line
-    ``seq``, the first ``log[1]`` lines of the log of inode ``log[0]`` in it."""
-    body = {"format": INDEX_FORMAT, "version": INDEX_VERSION, "seq": seq, "log": list(log)}
+    ``seq``, the first ``log.lines`` lines of the log ``log`` names in it."""
+    folded = list(log) if log.sha256 else list(log[:2])
+    body = {"format": INDEX_FORMAT, "version": INDEX_VERSION, "seq": seq, "log": folded}
     table = table.replace_schema_metadata({METADATA_KEY: json.dumps(body, sort_keys=True)})
     sink = pa.BufferOutputStream()
     pq.write_table(
@@ -656,12 +666,21 @@ def write_base(root: Path, table: pa.Table, seq: int, log: tuple[int, int]) -> N
 def fold(index: HotIndex) -> HotIndex:
     """Fold the log into a new base, then start an empty log (see the module notes)."""
     root = index.root
-    write_base(root, index.to_table(), index.seq, (index._log_inode, index.log_lines))
+    write_base(root, index.to_table(), index.seq, _folded_now(index))
     fsio.refuse_linked_state(log_path(root))
     fsio.atomic_write_bytes(log_path(root), b"")
     folded = HotIndex.read(root)
     assert folded is not None
     return folded
+
+
+def _folded_now(index: HotIndex) -> FoldedLog:
+    """The log ``index`` read (its inode, lines and their sha256), as a fold records it."""
+    if not index.log_lines:
+        return FoldedLog(index._log_inode, 0)
+    with open(fsio.open_state_file(log_path(index.root), os.O_RDONLY), "rb") as handle:
+        folded = handle.read(index._offset)
+    return FoldedLog(index._log_inode, index.log_lines, hashlib.sha256(folded).hexdigest())
 
 
 def append_lines(root: Path, bodies: Iterable[Mapping[str, Any]]) -> None:
@@ -736,7 +755,7 @@ def build_base(root: Path, entries: Iterable[IndexEntry]) -> HotIndex:
     except TickFormatError:
         old = None  # a damaged base is what a rebuild replaces
     seq = 1 if old is None else old.seq + 1  # past every mark: the next version compares all
-    write_base(root, _table(entries), seq, (0, 0))
+    write_base(root, _table(entries), seq, NOTHING_FOLDED)
     fsio.refuse_linked_state(log_path(root))
     fsio.atomic_write_bytes(log_path(root), b"")
     index = HotIndex.read(root)
@@ -779,13 +798,3 @@ def ensure_base(root: Path) -> None:
 def fold_if_long(index: HotIndex) -> HotIndex:
     """:func:`fold` once the log holds :data:`FOLD_LINES` lines; under the lock."""
     return fold(index) if index.log_lines >= FOLD_LINES else index
-
-
-def symbols_near(name: str, symbols: Iterable[str], limit: int = 3) -> list[str]:
-    """The known symbols closest to ``name`` (for an unknown symbol's message)."""
-    pool = list(symbols)
-    near = difflib.get_close_matches(name, pool, n=limit, cutoff=0.5)
-    if len(near) < limit:
-        lowered = name.lower()
-        near += [s for s in pool if lowered in s.lower() and s not in near][: limit - len(near)]
-    return near
