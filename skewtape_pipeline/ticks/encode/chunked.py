@@ -7,7 +7,8 @@ whole). Each CSV chunk comes with the measured byte length of each of its rows' 
 :class:`LineLengths` beside the CSV reader (the raw size of a symbol-day is the bytes of its
 rows' lines). Failures are :class:`~skewtape_pipeline.errors.TickValidationError` naming the
 file (and the row, for a line longer than a block or a Parquet text value that is not UTF-8),
-never a reader's traceback.
+never a reader's traceback; a reader's own words, which may quote the file's bytes, are kept
+printable and short (:func:`~skewtape_pipeline.errors.reason`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from skewtape_pipeline.errors import TickValidationError, quoted
+from skewtape_pipeline.errors import TickValidationError, quoted, reason
 
 DEFAULT_BLOCK_BYTES = 16 * 2**20
 """Bytes of CSV per chunk (pyarrow's streaming reader's block): also the longest line a tick
@@ -75,7 +76,7 @@ def csv_header(path: Path) -> list[str]:
         text = first.decode("utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise unreadable(path, exc) or TickValidationError(
-            f"{path}: cannot read the CSV header: {exc}"
+            f"{path}: cannot read the CSV header: {reason(exc)}"
         ) from None
     if len(first) > HEADER_LIMIT_BYTES:
         raise TickValidationError(
@@ -87,7 +88,7 @@ def csv_header(path: Path) -> list[str]:
     try:
         return next(csv.reader([text]))
     except csv.Error as exc:
-        raise TickValidationError(f"{path}: cannot read the CSV header: {exc}") from None
+        raise TickValidationError(f"{path}: cannot read the CSV header: {reason(exc)}") from None
 
 
 class LineLengths:
@@ -263,7 +264,7 @@ def _csv_error(
         exact = lines.measured and not _quote_before(path, lines.position)
         start = (rows_read, lines.position) if exact else (0, None)
         row = _row_of_other_width(path, width, header_lines, *start)
-    return TickValidationError(f"{path}: cannot read as CSV: {exc}", row=row)
+    return TickValidationError(f"{path}: cannot read as CSV: {reason(exc)}", row=row)
 
 
 def _quote_before(path: Path, offset: int) -> bool:
@@ -311,7 +312,7 @@ def open_parquet(path: Path) -> pq.ParquetFile:
         return pq.ParquetFile(path)
     except (OSError, pa.ArrowException) as exc:
         raise unreadable(path, exc) or TickValidationError(
-            f"{path}: cannot read as Parquet: {exc}"
+            f"{path}: cannot read as Parquet: {reason(exc)}"
         ) from None
 
 
@@ -340,7 +341,7 @@ def parquet_chunks(
             yield chunk
     except (OSError, pa.ArrowException) as exc:
         raise unreadable(path, exc) or TickValidationError(
-            f"{path}: cannot read as Parquet: {exc}"
+            f"{path}: cannot read as Parquet: {reason(exc)}"
         ) from None
 
 

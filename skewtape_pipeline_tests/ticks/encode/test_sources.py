@@ -524,3 +524,25 @@ def test_canonical_parquet_when_a_dictionary_side_is_not_utf8_names_its_first_ro
         sources.read_canonical(path)
     assert (info.value.row, info.value.field) == (1, "side")
     assert "side b'\\xffSELL' is not UTF-8 text" in str(info.value)
+
+
+def control_free(message: str) -> bool:
+    return not [c for c in message if ord(c) < 32 or 127 <= ord(c) < 160]
+
+
+def test_lobster_reader_when_given_a_parquet_file_quotes_its_bytes_escaped(tmp_path):
+    path = text_parquet(tmp_path / "t.parquet", "symbol", [b"\x1b[2J"] * 3, pa.string())
+    with pytest.raises(TickValidationError) as info:
+        sources.read_lobster_messages(path, symbol="AMZN", session_date=date(2012, 6, 21))
+    message = str(info.value)
+    assert f"{path}: cannot read as CSV" in message and "PAR1\\x15" in message
+    assert control_free(message)
+
+
+def test_reason_when_a_library_message_is_megabytes_long_keeps_its_start_escaped():
+    from skewtape_pipeline.errors import REASON_CHARS, reason
+
+    text = reason(ValueError("got: " + "\x1b[2J" * 1_000_000))
+    assert text.startswith("got: \\x1b[2J") and control_free(text)
+    assert text.endswith(f"... ({5 + 4_000_000} characters)")
+    assert len(text) < 5 * REASON_CHARS
