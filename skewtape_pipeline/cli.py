@@ -26,7 +26,7 @@ from typing import Any
 
 from skewtape_pipeline import progress
 from skewtape_pipeline.audit import AUDIT_LOG_NAME
-from skewtape_pipeline.errors import ConfigError, SkewtapeError, quoted
+from skewtape_pipeline.errors import ConfigError, SkewtapeError, printable, quoted
 from skewtape_pipeline.ticks.input_formats import INPUT_FORMATS
 
 
@@ -1407,10 +1407,12 @@ def error_line(exc: BaseException) -> str:
     messages name sources redacted already; a library's own words might not), and a message
     longer than :data:`ERROR_LINE_HEAD` + :data:`ERROR_LINE_TAIL` characters cut to its start
     and end (a value quoted whole, a megabytes-long symbol, say, never floods the terminal;
-    messages of this package quote values by ``errors.quoted``)."""
+    messages of this package quote values by ``errors.quoted``). Control characters, which a
+    library's words may quote from the input, are printed as their escapes (``\\x1b``:
+    ``errors.printable``), never obeyed by the terminal."""
     from skewtape_pipeline.locations import redact_urls
 
-    line = redact_urls(one_line(str(exc)))
+    line = redact_urls(one_line(printable(str(exc))))
     cut = len(line) - ERROR_LINE_HEAD - ERROR_LINE_TAIL
     if cut <= 0:
         return line

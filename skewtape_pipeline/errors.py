@@ -9,6 +9,7 @@ touched the disk yet or rolls forward on the next run.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sized
 from pathlib import Path
 
@@ -40,6 +41,27 @@ def quoted(value: object, limit: int = QUOTED_CHARS) -> str:
 def quoted_path(value: object) -> str:
     """:func:`quoted` for a path an input names: whole up to :data:`PATH_CHARS` characters."""
     return quoted(value, PATH_CHARS)
+
+
+REASON_CHARS = 300
+"""Characters of a library's error message an error message keeps at most (the library may
+quote the input: a CSV line, the bytes of a file that is not CSV)."""
+_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with each control character but the newline written as its escape (``\\x1b``):
+    a terminal shown the raw character would obey it (clear the screen, retitle the window)."""
+    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
+def reason(exc: BaseException) -> str:
+    """A library's error message as part of one of ours: :func:`printable`, and a message
+    longer than :data:`REASON_CHARS` characters kept by its start and its length."""
+    text = str(exc)
+    if len(text) <= REASON_CHARS:
+        return printable(text)
+    return f"{printable(text[:REASON_CHARS])}... ({len(text)} characters)"
 
 
 # --- the mirror: deltas and snapshots -------------------------------------------------------

@@ -708,3 +708,41 @@ def test_cli_compact_ticks_when_the_audit_log_is_none_exits_2_before_publishing_
     assert code == 2
     _assert_one_error_line(err, audit)
     assert _listing(archive) == ["<absent>"]
+
+
+def _control_free(text: str) -> bool:
+    """Whether ``text`` holds no control character (C0, DEL, C1) a terminal would obey."""
+    return not [c for c in text if ord(c) < 32 or 127 <= ord(c) < 160]
+
+
+def test_cli_compact_ticks_when_a_csv_line_holds_terminal_controls_prints_them_escaped(
+    tmp_path, capsys
+):
+    source = tmp_path / "esc.csv"
+    source.write_bytes(
+        b"timestamp_nanos,price,quantity,side,symbol\n"
+        b"1700000000000000000,1.5,10,BUY,\x1b]0;pwned\x07\x1b[2J,extra\n"
+    )
+    code, out, err = run(capsys, "compact-ticks", str(source), "--out", str(tmp_path / "a"),
+                         "--as-of", "2025-07-01")  # fmt: skip
+    assert (code, out) == (2, "")
+    _assert_one_error_line(err, source, "BUY,\\x1b]0;pwned\\x07\\x1b[2J,extra")
+    assert _control_free(err.rstrip("\n"))
+    assert _listing(tmp_path) == ["esc.csv"]
+
+
+def test_cli_compact_ticks_when_lobster_messages_is_given_parquet_prints_no_raw_bytes(
+    tmp_path, capsys
+):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "AMZN_2012-06-21_34200000_57600000_message_1.parquet"
+    pq.write_table(pa.table({"time": ["\x1b[2J\x07"] * 3, "type": [4, 4, 4]}), source)
+    code, out, err = run(capsys, "compact-ticks", str(source), "--out", str(tmp_path / "a"),
+                         "--as-of", "2025-07-01", "--input-format", "lobster-messages",
+                         "--symbol", "AMZN", "--session-date", "2012-06-21")  # fmt: skip
+    assert (code, out) == (2, "")
+    _assert_one_error_line(err, source, "cannot read as CSV", "PAR1\\x15")
+    assert _control_free(err.rstrip("\n"))
+    assert _listing(tmp_path) == [source.name]

@@ -6,7 +6,9 @@ streaming reader (``block_bytes``), a Parquet chunk ``batch_rows`` rows (a row g
 whole). Each CSV chunk comes with the measured byte length of each of its rows' lines, read by
 :class:`LineLengths` beside the CSV reader (the raw size of a symbol-day is the bytes of its
 rows' lines). Failures are :class:`~skewtape_pipeline.errors.TickValidationError` naming the
-file (and the row, for a line longer than a block), never a reader's traceback.
+file (and the row, for a line longer than a block or a Parquet text value that is not UTF-8),
+never a reader's traceback; a reader's own words, which may quote the file's bytes, are kept
+printable and short (:func:`~skewtape_pipeline.errors.reason`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from skewtape_pipeline.errors import TickValidationError
+from skewtape_pipeline.errors import TickValidationError, quoted, reason
 
 DEFAULT_BLOCK_BYTES = 16 * 2**20
 """Bytes of CSV per chunk (pyarrow's streaming reader's block): also the longest line a tick
@@ -74,7 +76,7 @@ def csv_header(path: Path) -> list[str]:
         text = first.decode("utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise unreadable(path, exc) or TickValidationError(
-            f"{path}: cannot read the CSV header: {exc}"
+            f"{path}: cannot read the CSV header: {reason(exc)}"
         ) from None
     if len(first) > HEADER_LIMIT_BYTES:
         raise TickValidationError(
@@ -86,7 +88,7 @@ def csv_header(path: Path) -> list[str]:
     try:
         return next(csv.reader([text]))
     except csv.Error as exc:
-        raise TickValidationError(f"{path}: cannot read the CSV header: {exc}") from None
+        raise TickValidationError(f"{path}: cannot read the CSV header: {reason(exc)}") from None
 
 
 class LineLengths:
@@ -262,7 +264,7 @@ def _csv_error(
         exact = lines.measured and not _quote_before(path, lines.position)
         start = (rows_read, lines.position) if exact else (0, None)
         row = _row_of_other_width(path, width, header_lines, *start)
-    return TickValidationError(f"{path}: cannot read as CSV: {exc}", row=row)
+    return TickValidationError(f"{path}: cannot read as CSV: {reason(exc)}", row=row)
 
 
 def _quote_before(path: Path, offset: int) -> bool:
@@ -310,7 +312,7 @@ def open_parquet(path: Path) -> pq.ParquetFile:
         return pq.ParquetFile(path)
     except (OSError, pa.ArrowException) as exc:
         raise unreadable(path, exc) or TickValidationError(
-            f"{path}: cannot read as Parquet: {exc}"
+            f"{path}: cannot read as Parquet: {reason(exc)}"
         ) from None
 
 
@@ -323,19 +325,81 @@ def parquet_chunks(
     columns: list[str] | None = None,
 ) -> Iterator[RawChunk]:
     """The rows of ``file`` (``columns``, default all) in chunks of at most ``batch_rows``;
-    ``state`` follows the read (bytes read pro rata of the rows: Parquet has no line per row)."""
+    ``state`` follows the read (bytes read pro rata of the rows: Parquet has no line per row).
+
+    Raises TickValidationError naming the file: not readable as Parquet, or a value of a text
+    or bytes column that is not UTF-8 (naming its row and column: :func:`check_utf8`).
+    """
     total = max(file.metadata.num_rows, 1)
     state.lines_measured = False
     try:
         for batch in file.iter_batches(batch_size=batch_rows, columns=columns):
             chunk = RawChunk(pa.Table.from_batches([batch]), state.rows, None)
+            check_utf8(chunk.table, path, state.rows)
             state.rows += batch.num_rows
             state.bytes_read = state.file_bytes * state.rows // total
             yield chunk
     except (OSError, pa.ArrowException) as exc:
         raise unreadable(path, exc) or TickValidationError(
-            f"{path}: cannot read as Parquet: {exc}"
+            f"{path}: cannot read as Parquet: {reason(exc)}"
         ) from None
+
+
+_TEXT_TYPES = {
+    pa.string(): pa.string(),
+    pa.large_string(): pa.large_string(),
+    pa.string_view(): pa.string_view(),
+    pa.binary(): pa.string(),
+    pa.large_binary(): pa.large_string(),
+    pa.binary_view(): pa.string_view(),
+}
+"""The text type each text or bytes type is viewed as to check its values are UTF-8."""
+
+
+def check_utf8(table: pa.Table, path: Path, first_row: int) -> None:
+    """Refuse (TickValidationError naming the file, the row counted from ``first_row`` and the
+    column, quoting the bytes) the first value of a text or bytes column of ``table`` that is
+    not UTF-8 text: every later step reads these columns as text. Other columns pass."""
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        row = first_row
+        for array in column.chunks:
+            bad = first_not_utf8(array)
+            if bad is not None:
+                value = quoted(_plain(array).slice(bad, 1).cast(pa.large_binary())[0].as_py())
+                raise TickValidationError(
+                    f"{path}: {name} {value} is not UTF-8 text", row=row + bad, field=name
+                )
+            row += len(array)
+
+
+def first_not_utf8(array: pa.Array) -> int | None:
+    """The index of the first value of a text or bytes ``array`` (or one dictionary-encoded)
+    that is not valid UTF-8; None when each is, or for an array of another type."""
+    if pa.types.is_dictionary(array.type):
+        if first_not_utf8(array.dictionary) is None:
+            return None
+        array = _plain(array)
+    if array.type not in _TEXT_TYPES or _is_utf8(array):
+        return None
+    low, high = 0, len(array)  # the first value that is not UTF-8 is in [low, high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if _is_utf8(array.slice(low, middle - low)) else (low, middle)
+    return low
+
+
+def _plain(array: pa.Array) -> pa.Array:
+    return array.dictionary_decode() if pa.types.is_dictionary(array.type) else array
+
+
+def _is_utf8(array: pa.Array) -> bool:
+    """Whether each value of a text or bytes array is UTF-8 (a text array's full validation
+    checks it)."""
+    try:
+        array.view(_TEXT_TYPES[array.type]).validate(full=True)
+    except pa.ArrowInvalid:
+        return False
+    return True
 
 
 REFUSED_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EISDIR})

@@ -466,3 +466,83 @@ def test_integer_text_when_signed_with_a_plus_reads_its_value():
         TickValidationError, match=r"row 1, .*'\+99999999999999999999' does not fit"
     ):
         int64_of_text(pa.array(["1", "+99999999999999999999"]), field="size")
+
+
+def text_parquet(path, column: str, values: list[bytes], as_type: pa.DataType):
+    """A canonical Parquet file of ``len(values)`` ticks whose ``column`` holds ``values``
+    as ``as_type`` (bytes, or text holding whatever bytes were given)."""
+    count = len(values)
+    table = {"timestamp_nanos": pa.array(range(DAY_NS, DAY_NS + count), pa.int64()),
+             "price": ["1.25"] * count, "quantity": [3] * count, "side": ["BUY"] * count,
+             "symbol": ["AAA"] * count}  # fmt: skip
+    raw = pa.array(values, pa.binary())
+    table[column] = raw if as_type == pa.binary() else raw.view(as_type)
+    pq.write_table(pa.table(table), path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("column", "as_type", "good"),
+    [
+        ("symbol", pa.binary(), b"AAA"),
+        ("symbol", pa.string(), b"AAA"),
+        ("side", pa.string(), b"BUY"),
+        ("price", pa.string(), b"1.25"),
+    ],
+)
+def test_compact_ticks_when_parquet_text_is_not_utf8_refuses_its_row(
+    tmp_path, capsys, column, as_type, good
+):
+    path = text_parquet(tmp_path / "t.parquet", column, [good, good], as_type)
+    archive = tmp_path / "archive"
+    assert compact(capsys, path, archive)[0] == 0
+    before = archive_files(archive)
+    text_parquet(path, column, [good, good, b"\xff\xfe"], as_type)
+    code, err = compact(capsys, path, archive)
+    assert code == 2
+    refused_once(err, path, 2, column)
+    assert f"{column} b'\\xff\\xfe' is not UTF-8 text" in err
+    assert archive_files(archive) == before
+
+
+def test_canonical_parquet_when_text_is_not_utf8_in_a_later_chunk_names_its_file_row(tmp_path):
+    symbols = [b"AAA"] * 1000
+    symbols[777] = b"A\xc3("
+    path = text_parquet(tmp_path / "t.parquet", "symbol", symbols, pa.string())
+    with pytest.raises(TickValidationError) as info:
+        sources.open_canonical_parquet(path, block_bytes=64 * sources.PARQUET_ROW_BYTES).read_all()
+    assert (info.value.row, info.value.field) == (777, "symbol")
+
+
+def test_canonical_parquet_when_a_dictionary_side_is_not_utf8_names_its_first_row(tmp_path):
+    path = text_parquet(tmp_path / "t.parquet", "symbol", [b"AAA"] * 3, pa.string())
+    table = pq.read_table(path)
+    words = pa.array([b"BUY", b"\xffSELL"], pa.binary()).view(pa.string())
+    side = pa.DictionaryArray.from_arrays(pa.array([0, 1, 1], pa.int32()), words)
+    pq.write_table(table.set_column(3, "side", side), path)
+    with pytest.raises(TickValidationError) as info:
+        sources.read_canonical(path)
+    assert (info.value.row, info.value.field) == (1, "side")
+    assert "side b'\\xffSELL' is not UTF-8 text" in str(info.value)
+
+
+def control_free(message: str) -> bool:
+    return not [c for c in message if ord(c) < 32 or 127 <= ord(c) < 160]
+
+
+def test_lobster_reader_when_given_a_parquet_file_quotes_its_bytes_escaped(tmp_path):
+    path = text_parquet(tmp_path / "t.parquet", "symbol", [b"\x1b[2J"] * 3, pa.string())
+    with pytest.raises(TickValidationError) as info:
+        sources.read_lobster_messages(path, symbol="AMZN", session_date=date(2012, 6, 21))
+    message = str(info.value)
+    assert f"{path}: cannot read as CSV" in message and "PAR1\\x15" in message
+    assert control_free(message)
+
+
+def test_reason_when_a_library_message_is_megabytes_long_keeps_its_start_escaped():
+    from skewtape_pipeline.errors import REASON_CHARS, reason
+
+    text = reason(ValueError("got: " + "\x1b[2J" * 1_000_000))
+    assert text.startswith("got: \\x1b[2J") and control_free(text)
+    assert text.endswith(f"... ({5 + 4_000_000} characters)")
+    assert len(text) < 5 * REASON_CHARS

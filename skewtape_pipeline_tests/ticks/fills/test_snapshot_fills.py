@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from skewtape_pipeline.errors import ChainError, WriteOnceError
+from skewtape_pipeline.errors import ChainError, TickValidationError, WriteOnceError
 from skewtape_pipeline.mirror.apply import apply_delta
 from skewtape_pipeline.mirror.snapshot import read_snapshot
 from skewtape_pipeline.ticks.archive.core import ArchiveCore
@@ -457,3 +457,17 @@ def test_archive_symbol_days_when_over_the_memory_limit_spills_and_writes_the_sa
             == partition_file(unbounded, *key).read_bytes()
         )
     assert not list((bounded / ".skewtape-staging").rglob("*"))
+
+
+def test_open_fills_when_a_market_id_is_not_utf8_names_its_row_and_column(tmp_path):
+    ids = pa.array([b"M1", b"M\xff"], pa.binary()).view(pa.string())
+    ts = pa.array([1751328000 * 10**9] * 2, pa.timestamp("ns", tz="UTC"))
+    columns = {"venue": ["kalshi"] * 2, "market_id": ids, "trade_id": ["a", "b"], "ts": ts,
+               "price": [0.5, 0.25], "quantity": [1, 2], "taker_side": ["yes", "no"]}  # fmt: skip
+    table = pa.table(columns)
+    path = tmp_path / "2025-07.parquet"
+    pq.write_table(table, path)
+    with pytest.raises(TickValidationError) as info:
+        snapshot_fills.open_fills(path).read_all()
+    assert (info.value.row, info.value.field) == (1, "market_id")
+    assert f"{path}: market_id b'M\\xff' is not UTF-8 text" in str(info.value)
