@@ -372,11 +372,11 @@ class Archive:
 
         Raises
         ------
-        DamagedFileError
-            A consolidated file whose footer does not decode, or a hot file that does not read.
         TickFormatError
             A file that is no consolidated tick file or does not match its digest, two of one
-            generation holding one symbol-day, a malformed hot file record; nothing written.
+            generation holding one symbol-day, a malformed hot file record; DamagedFileError: a
+            consolidated file not holding the bytes its content name records or whose footer
+            does not decode, a hot file that does not read. Nothing written.
         ArchiveBusyError
             Another writer held the archive's lock beyond ``lock_timeout`` seconds.
         CatalogMismatchError
