@@ -72,9 +72,9 @@ class Archive:
     Raises
     ------
     ConfigError
-        A root that is a file, a policy that is not a TierPolicy or changes the recorded one
-        unsafely (naming both), tier roots that nest, a ``lock_timeout`` that is negative, not
-        finite (``nan``, ``inf``) or not a number.
+        A root that is a file or, new, in another archive or its tiers (NotAnArchiveError), a policy
+        that is not a TierPolicy or changes the recorded one unsafely (naming both), tier roots that
+        nest, a ``lock_timeout`` negative, not finite (``nan``, ``inf``) or not a number.
     """
 
     def __init__(
