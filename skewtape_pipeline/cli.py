@@ -482,7 +482,9 @@ def _archive_out(out: str) -> Path:
     staging folder a refused run left), or a folder not there yet (the first compaction makes
     it, and the folders above it, an archive).
     NotAnArchiveError, creating nothing, for any other folder: a warm or cold tier folder, the
-    mirror's ``history/``, a folder of other files."""
+    mirror's ``history/``, a folder of other files; and (when the ``Archive`` is built:
+    ``tiers.check_apart_from_other_archives``) for an empty or new one inside another archive's
+    root or tier root."""
     from skewtape_pipeline.ticks.archive.store.layout import check_archive_root, holds_nothing
 
     path = Path(out)

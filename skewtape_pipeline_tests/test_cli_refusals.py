@@ -531,6 +531,57 @@ def test_cli_compact_ticks_when_out_is_no_archive_root_exits_2_changing_nothing(
     assert _listing(tmp_path) == before
 
 
+@pytest.mark.parametrize(
+    ("where", "inside"),
+    [
+        ("a new folder in its warm tier", "the WARM tier root"),
+        ("an empty folder in its warm tier", "the WARM tier root"),
+        ("its cold tier root, not made yet", "the COLD tier root"),
+        ("a new folder in the archive root", "an archive root"),
+    ],
+)
+def test_cli_compact_ticks_when_out_lies_inside_another_archive_exits_2_changing_nothing(
+    tmp_path, capsys, where, inside
+):
+    root = _compacted(tmp_path, capsys)
+    (tmp_path / "archive-warm" / "empty").mkdir()
+    out = {
+        "a new folder in its warm tier": tmp_path / "archive-warm" / "x",
+        "an empty folder in its warm tier": tmp_path / "archive-warm" / "empty",
+        "its cold tier root, not made yet": tmp_path / "archive-cold" / "y" / "z",
+        "a new folder in the archive root": root / "x",
+    }[where]
+    before = _listing(tmp_path)
+    csv = write_four_day_csv(tmp_path / "ticks.csv")
+    code, _, err = run(capsys, "compact-ticks", str(csv), "--out", str(out),
+                       "--as-of", "2025-12-05", "--price-scale", "2")  # fmt: skip
+    assert code == 2
+    _assert_one_error_line(err, out, inside)
+    assert _listing(tmp_path) == before
+    for argv in (["query", "SELECT count(*) FROM ticks", "--archive", str(root)],
+                 ["retier", str(root), "--as-of", "2026-01-20"],
+                 ["rebuild-catalog", str(root)]):  # fmt: skip
+        assert run(capsys, *argv)[0] == 0, argv
+
+
+def test_cli_compact_ticks_when_out_lies_inside_a_policys_warm_root_holding_files_exits_2(
+    tmp_path, capsys
+):
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[warm]\nroot = "store/warm"\n')
+    root, csv = tmp_path / "archive", write_four_day_csv(tmp_path / "ticks.csv")
+    assert main(["compact-ticks", str(csv), "--out", str(root), "--as-of", "2025-12-05",
+                 "--price-scale", "2", "--tier-policy", str(policy)]) == 0  # fmt: skip
+    assert main(["retier", str(root), "--as-of", "2026-01-20"]) == 0
+    out = tmp_path / "store" / "warm" / "x"
+    before = _listing(tmp_path)
+    code, _, err = run(capsys, "compact-ticks", str(csv), "--out", str(out),
+                       "--as-of", "2025-12-05", "--price-scale", "2")  # fmt: skip
+    assert code == 2
+    _assert_one_error_line(err, out, tmp_path / "store" / "warm")
+    assert _listing(tmp_path) == before
+
+
 def test_cli_compact_ticks_when_out_is_an_empty_folder_or_a_new_one_makes_an_archive(
     tmp_path, capsys
 ):

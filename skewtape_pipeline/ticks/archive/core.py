@@ -23,10 +23,19 @@ from skewtape_pipeline.locations import refuse_url
 from skewtape_pipeline.ticks.archive.store.books import Books, default_audit_log
 from skewtape_pipeline.ticks.archive.store.catalog import Catalog, CatalogStore
 from skewtape_pipeline.ticks.archive.store.garbage import GarbageCollector
-from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_LOCK_FILE, ARCHIVE_ROOT_EXPECTED
+from skewtape_pipeline.ticks.archive.store.layout import (
+    ARCHIVE_LOCK_FILE,
+    ARCHIVE_MARKER,
+    ARCHIVE_ROOT_EXPECTED,
+)
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.store.policy_change import pending_record
-from skewtape_pipeline.ticks.archive.store.tiers import POLICY_RECORD, ArchiveTiers, recorded_policy
+from skewtape_pipeline.ticks.archive.store.tiers import (
+    POLICY_RECORD,
+    ArchiveTiers,
+    check_apart_from_other_archives,
+    recorded_policy,
+)
 from skewtape_pipeline.ticks.archive.store.trust import checked_catalog
 from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 
@@ -82,7 +91,8 @@ class ArchiveCore:
     or that changes the recorded one where that is not safe (``store.policy_change``: a tier
     holding files moved, a new endpoint lacking them), tier roots that nest, a ``lock_timeout``
     that is negative, not finite or not a number. The root may not exist yet: a first compaction
-    creates it.
+    creates it; a root holding no archive yet that is, or lies inside, another archive's root or
+    tier root is refused (NotAnArchiveError: ``tiers.check_apart_from_other_archives``).
     """
 
     def __init__(
@@ -102,6 +112,8 @@ class ArchiveCore:
                 f"{self.root}: the file system's root; expected a folder of the archive's own "
                 "(its warm and cold tiers go beside it), such as /srv/archive"
             )
+        if not (self.root / ARCHIVE_MARKER).exists():  # a new archive
+            check_apart_from_other_archives(self.root)
         if policy is not None and not isinstance(policy, TierPolicy):
             raise ConfigError(f"policy = {policy!r}: expected a TierPolicy")
         self._policy_stamp = _stamp_or_none(self.root / POLICY_RECORD)

@@ -72,9 +72,9 @@ class Archive:
     Raises
     ------
     ConfigError
-        A root that is a file, a policy that is not a TierPolicy or changes the recorded one
-        unsafely (naming both), tier roots that nest, a ``lock_timeout`` that is negative, not
-        finite (``nan``, ``inf``) or not a number.
+        A root that is a file or, new, in another archive or its tiers (NotAnArchiveError), a policy
+        that is not a TierPolicy or changes the recorded one unsafely (naming both), tier roots that
+        nest, a ``lock_timeout`` negative, not finite (``nan``, ``inf``) or not a number.
     """
 
     def __init__(
@@ -372,11 +372,11 @@ class Archive:
 
         Raises
         ------
-        DamagedFileError
-            A consolidated file whose footer does not decode, or a hot file that does not read.
         TickFormatError
             A file that is no consolidated tick file or does not match its digest, two of one
-            generation holding one symbol-day, a malformed hot file record; nothing written.
+            generation holding one symbol-day, a malformed hot file record; DamagedFileError: a
+            consolidated file not holding the bytes its content name records or whose footer
+            does not decode, a hot file that does not read. Nothing written.
         ArchiveBusyError
             Another writer held the archive's lock beyond ``lock_timeout`` seconds.
         CatalogMismatchError

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from dataclasses import replace
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -33,6 +34,7 @@ from skewtape_pipeline.ticks.archive.store.consolidate import (
     META_SYMBOL_DAYS_COUNT,
     META_SYMBOL_DAYS_SHA256,
 )
+from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_LOCK_FILE
 from skewtape_pipeline.ticks.archive.store.placement import (
     archive_metrics,
     archive_state,
@@ -307,6 +309,55 @@ def test_cli_rebuild_catalog_when_catalog_deleted_exits_0_and_query_answers(tier
     assert main(["rebuild-catalog", str(tiered)]) == 0
     assert main(["query", "SELECT count(*) AS n FROM ticks", "--archive", str(tiered)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == str(len(expected_rows()))
+
+
+def file_bytes(folder):
+    """Every file below ``folder`` with its bytes, but the lock's (its holder's note)."""
+    files = (p for p in sorted(folder.rglob("*")) if p.is_file())
+    return {p: p.read_bytes() for p in files if p.name != ARCHIVE_LOCK_FILE}
+
+
+@pytest.mark.parametrize("catalog", ["kept", "deleted"])
+def test_cli_rebuild_catalog_when_a_consolidated_file_is_damaged_exits_2_changing_nothing(
+    tiered, capsys, catalog
+):
+    warm = tier_file(tiered, WARM)
+    flip_bit_in_data_page(warm)  # its symbol-days still match its digest: only its bytes differ
+    if catalog == "deleted":
+        (tiered / CATALOG_FILE).unlink()
+    before = file_bytes(tiered.parent)
+    assert main(["rebuild-catalog", str(tiered)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {warm}: sha256 is ")
+    assert "content name" in err and "Restore it from a copy" in err
+    assert file_bytes(tiered.parent) == before
+    assert main(["verify-archive", str(tiered)]) == 2  # still reported
+
+
+def test_rebuild_catalog_when_a_file_not_content_named_fails_a_page_checksum_refuses(tiered):
+    warm = tier_file(tiered, WARM)
+    flip_bit_in_data_page(warm)
+    renamed = warm.rename(warm.with_name("part-restored.parquet"))  # no name vouches for it
+    (tiered / CATALOG_FILE).unlink()
+    before = file_bytes(tiered.parent)
+    with pytest.raises(DamagedFileError, match="page fails its checksum") as refused:
+        Archive(tiered, policy=POLICY).rebuild_catalog()
+    assert refused.value.path == renamed
+    assert file_bytes(tiered.parent) == before
+
+
+def test_verify_archive_when_the_catalog_records_a_damaged_files_sha256_reports_its_name(
+    tiered,
+):
+    warm = tier_file(tiered, WARM)
+    flip_bit_in_data_page(warm)
+    store = CatalogStore(tiered)
+    catalog = store.read()  # what a rebuild that trusted the damaged bytes recorded
+    [rel] = [rel for rel, f in catalog.files.items() if f.tier == WARM]
+    damaged = replace(catalog.files[rel], sha256=sha256_file(warm))
+    store.write(replace(catalog, files={**catalog.files, rel: damaged}))
+    problems = verify_archive(ArchiveCore(tiered, policy=POLICY)).problems
+    assert [p for p in problems if p.startswith(f"{warm}: ") and "content name" in p]
 
 
 # --- 2. checksums: verify-archive, damaged footers ----------------------------------------------

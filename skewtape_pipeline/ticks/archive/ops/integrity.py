@@ -9,16 +9,18 @@ The writers' catalog check (``trust.checked_catalog``) reads the same records.
 
 - :func:`rebuild_catalog` writes the catalog from the files, under the archive's lock: each
   file's symbol-days are checked against its metadata's digest (:func:`read_recorded`), its size
-  and sha256 measured, byte shares computed from its footer; the newest generation's copy of
-  each symbol-day wins, older files holding any of the same symbol-days are superseded; a hot
-  file whose ticks (ts, price, quantity, side) equal its symbol-day's catalogued copy is
-  superseded (re-tiering moved it), any other hot file is live (a newer recompaction hiding the
-  consolidated copy). The generation is one above every generation seen; a rebuild that finds
-  what the catalog says (its very bytes but for the generation) writes nothing and records no
-  version.
+  and sha256 measured and checked against its content name (:func:`_vouched_digests`: a damaged
+  file is refused, never recorded), byte shares computed from its footer; the newest
+  generation's copy of each symbol-day wins, older files holding any of the same symbol-days
+  are superseded; a hot file whose ticks (ts, price, quantity, side) equal its symbol-day's
+  catalogued copy is superseded (re-tiering moved it), any other hot file is live (a newer
+  recompaction hiding the consolidated copy). The generation is one above every generation
+  seen; a rebuild that finds what the catalog says (its very bytes but for the generation)
+  writes nothing and records no version.
 - :func:`verify_archive` compares every archive file with its record (``store.trust``: a
   consolidated file's size and sha256 in the catalog, a hot file's in the hot file records),
-  hashes a consolidated file the catalog does not list against its content name, checks what
+  hashes a consolidated file the catalog does not list against its content name (and checks a
+  listed one's recorded sha256 against its name: :func:`_record_misnamed`), checks what
   the kept versions read (:func:`_verified_version_files`) and every tier root's archive marker
   and, with ``full``, reads every page of every archive file through pyarrow with page checksum
   verification (DuckDB does not check page checksums). What it finds is reported, never raised.
@@ -108,12 +110,6 @@ if TYPE_CHECKING:
     from skewtape_pipeline.ticks.archive.core import ArchiveCore
 
 
-# --- what a consolidated file records about itself ----------------------------------------------
-
-
-# --- the writers' check -------------------------------------------------------------------------
-
-
 # --- rebuild ------------------------------------------------------------------------------------
 
 
@@ -145,10 +141,11 @@ def rebuild_catalog(core: ArchiveCore, *, allow_fewer: bool = False) -> RebuildR
     with core.locked("rebuilding"):
         recorded = _recorded_files(core)
         old = _readable_catalog(core)
+        digests = _vouched_digests(tiers, recorded, old)  # damaged bytes are never recorded
         records = _readable_records(core)  # a malformed line is refused before anything changes
         chosen, superseded = _newest_copies(recorded)
         hot = {h.key: h for h in scan_hot_files(root)}
-        catalog = _rebuilt(core, chosen, hot, old, recorded)
+        catalog = _rebuilt(core, chosen, hot, old, recorded, digests)
         if not allow_fewer:
             _refuse_fewer(tiers, old, len(catalog.partitions))
         _record_unrecorded(core)
@@ -220,13 +217,15 @@ def _rebuilt(
     hot: dict[SymbolDayKey, HotFile],
     old: Catalog,
     recorded: list[RecordedFile],
+    digests: dict[TierFile, str],
 ) -> Catalog:
-    """The catalog of the ``chosen`` files (their partitions' hot copies compared), keeping the
-    ``old`` catalog's withdrawals of symbol-days still held; its generation one above every
-    generation seen (``old``'s and the ``recorded`` files')."""
+    """The catalog of the ``chosen`` files (their partitions' hot copies compared; each file's
+    sha256 from ``digests``), keeping the ``old`` catalog's withdrawals of symbol-days still
+    held; its generation one above every generation seen (``old``'s and the ``recorded``
+    files')."""
     files, partitions = {}, {}
     for item in chosen:
-        entry, parts = _catalogued(core.tiers, item, hot)
+        entry, parts = _catalogued(core.tiers, item, hot, digests[item.path])
         files[entry.path] = entry
         partitions.update((p.key, p) for p in parts)
     withdrawn = frozenset(k for k in old.withdrawn if k in partitions)
@@ -280,6 +279,41 @@ def _audit_rebuild(
     core.books.audit([record])
 
 
+def _vouched_digests(
+    tiers: ArchiveTiers, recorded: list[RecordedFile], old: Catalog
+) -> dict[TierFile, str]:
+    """The sha256 of every consolidated file on disk (``recorded``), each vouched for by its
+    content name (``part-<the first 16 hex digits of its sha256>.parquet``) or, for a file not
+    so named, by the ``old`` catalog's record of it, else by every page read with its checksum.
+    DamagedFileError naming the first that differs, and the repair: a rebuild never records a
+    damaged file's bytes as the file's own (``verify-archive`` would then pass)."""
+    digests = {}
+    for item in recorded:
+        digest = sha256_of(item.path)
+        why = _damage(tiers, item.path, digest, old)
+        if why is not None:
+            raise DamagedFileError(
+                f"{why}: the file changed after it was written; nothing rebuilt. Restore it "
+                "from a copy and run the rebuild again (or move it out of its tier and rebuild "
+                "with --allow-fewer: its symbol-days are then lost)",
+                path=item.path,
+            )
+        digests[item.path] = digest
+    return digests
+
+
+def _damage(tiers: ArchiveTiers, path: TierFile, digest: str, old: Catalog) -> str | None:
+    """How the consolidated file ``path`` of sha256 ``digest`` differs from what vouches for
+    it (see :func:`_vouched_digests`); None when it does not."""
+    if _CONTENT_NAME.fullmatch(path.name):
+        return _unlike_name(path, digest)
+    record = old.files.get(tiers.relative(path))
+    if record is not None and record.sha256 != digest:
+        return f"sha256 is {digest}, the catalog recorded {record.sha256}"
+    pages = [] if record is not None else _check_pages(path, full=True)
+    return pages[0].removeprefix(f"{path}: ") if pages else None
+
+
 def _refuse_fewer(tiers: ArchiveTiers, old: Catalog, found: int) -> None:
     """CatalogMismatchError when the files found account for fewer symbol-days than the
     catalog ``old`` does."""
@@ -323,7 +357,7 @@ def _newest_copies(
 
 
 def _catalogued(
-    tiers: ArchiveTiers, item: RecordedFile, hot: dict[SymbolDayKey, HotFile]
+    tiers: ArchiveTiers, item: RecordedFile, hot: dict[SymbolDayKey, HotFile], digest: str
 ) -> tuple[CatalogFile, list[CatalogPartition]]:
     rel = tiers.relative(item.path)
     entry = CatalogFile(
@@ -332,7 +366,7 @@ def _catalogued(
         period=item.period,
         bytes=size_of(item.path),
         rows=item.rows,
-        sha256=sha256_of(item.path),
+        sha256=digest,
         symbol_days=len(item.symbol_days),
     )
     shares = byte_shares(item.path, [d.rows for d in item.symbol_days])
@@ -460,6 +494,7 @@ def _verify_once(core: ArchiveCore, *, full: bool) -> ArchiveVerification:
         path = tiers.resolve(item.path)
         listed.add(path)
         problems += _check_recorded(path, FileRecord(item.bytes, item.sha256), "the catalog", full)
+        problems += _record_misnamed(path, item.sha256)
         if exists(path):
             checked, checked_bytes = checked + 1, checked_bytes + size_of(path)
         progress.report("consolidated files", index + 1, len(catalogued))
@@ -683,13 +718,31 @@ _CONTENT_NAME = re.compile(r"part-[0-9a-f]{16}\.parquet")
 def _check_content_named(path: TierFile, full: bool) -> list[str]:
     """A consolidated file the catalog does not list (retained, or left by an interrupted run)
     against the record its name is: the first 16 hex digits of its sha256."""
-    digest = sha256_of(path)
-    if consolidated_file_name(digest) != path.name:
-        return [
-            f"{path}: sha256 is {digest}, its content name records {path.name[5:21]}... "
-            "(a retained or uncommitted copy changed after it was written)"
-        ]
+    why = _unlike_name(path, sha256_of(path))
+    if why is not None:
+        return [f"{path}: {why} (a retained or uncommitted copy changed after it was written)"]
     return _check_pages(path, full=full)
+
+
+def _record_misnamed(path: TierFile, sha256: str) -> list[str]:
+    """A catalogued file whose catalog record is not the sha256 its content name records: the
+    record of a damaged file (a rebuild before rebuilds checked names recorded it)."""
+    why = _unlike_name(path, sha256) if _CONTENT_NAME.fullmatch(path.name) else None
+    if why is None:
+        return []
+    return [
+        f"{path}: the catalog records a sha256 its content name does not ({why}): it vouches "
+        "for bytes the file was not written with; restore the file from a copy, then run "
+        "rebuild-catalog"
+    ]
+
+
+def _unlike_name(path: TierFile, sha256: str) -> str | None:
+    """How ``sha256`` differs from the one the content name of ``path`` records (its first 16
+    hex digits); None when the name records it."""
+    if consolidated_file_name(sha256) == path.name:
+        return None
+    return f"sha256 is {sha256}, its content name records {path.name[5:21]}..."
 
 
 def _marker_problems(tiers: ArchiveTiers, catalog: Catalog) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from skewtape_pipeline import fsio
-from skewtape_pipeline.errors import ConfigError, TickFormatError
+from skewtape_pipeline.errors import ConfigError, NotAnArchiveError, TickFormatError
 from skewtape_pipeline.storage import (
     S3_SCHEME,
     ObjectFile,
@@ -27,6 +27,7 @@ from skewtape_pipeline.storage import (
     is_object_uri,
     parquet_files_of,
 )
+from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_MARKER
 from skewtape_pipeline.ticks.archive.store.policy import (
     COLD,
     CONSOLIDATED_TIERS,
@@ -146,6 +147,50 @@ def check_roots_apart(root: Path, policy: TierPolicy) -> None:
                     "own (set [warm] root and [cold] root apart from the archive root and from "
                     "each other)"
                 )
+
+
+def check_apart_from_other_archives(root: Path) -> None:
+    """Raise NotAnArchiveError, naming ``root`` and what it lies in, when ``root`` (a new
+    archive root: one holding no archive marker yet) is, or lies inside, another archive's root
+    or one of its warm or cold roots: that archive would take the new one's files for its own
+    (consolidated files it never committed) and refuse its commands. A few stats per folder
+    from the folder ``root`` leads to up (no listing): a folder holding an archive marker (an
+    archive root, or a tier root holding files), or one named ``<X>-warm`` or ``<X>-cold`` where
+    the archive ``<X>`` beside it keeps that tier (its recorded policy, else the default)."""
+    place = place_of(root)
+    for folder in (place, *place.parents):
+        inside = _tier_of_archive_beside(folder) or _holder_of_marker(folder)
+        if inside is not None:
+            raise NotAnArchiveError(
+                f"{root}: is, or lies inside, {inside}; an archive there would break that one "
+                "(which would take its files for its own): choose a folder outside every "
+                "archive and its tiers"
+            )
+
+
+def _tier_of_archive_beside(folder: Path) -> str | None:
+    """``the WARM tier root <folder> of the archive <X>`` when ``folder`` is named
+    ``<X>-warm`` (``-cold``) and the archive ``<X>`` beside it keeps that tier there."""
+    base, _, suffix = folder.name.rpartition("-")
+    tier = suffix.upper()
+    owner = folder.with_name(base) if base else None
+    if tier not in CONSOLIDATED_TIERS or owner is None or not (owner / ARCHIVE_MARKER).exists():
+        return None
+    try:
+        policy = recorded_policy(owner)
+    except ConfigError:  # an unreadable record: its tiers may well be the default ones
+        policy = None
+    kept = TierPolicy.or_default(policy).root_for(tier, owner)
+    if isinstance(kept, Path) and place_of(kept) == folder:
+        return f"the {tier} tier root {folder} of the archive {owner}"
+    return None
+
+
+def _holder_of_marker(folder: Path) -> str | None:
+    """``<folder>, an archive root or ...`` when ``folder`` holds an archive marker."""
+    if not (folder / ARCHIVE_MARKER).exists():
+        return None
+    return f"{folder}, an archive root or a tier root holding files (it holds {ARCHIVE_MARKER})"
 
 
 def _nested(a: Path | str, b: Path | str) -> bool:
