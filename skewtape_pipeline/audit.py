@@ -149,6 +149,8 @@ class _LastRecord:
     sha256: str
     tail_start: int
     size: int
+    fields: dict[str, Any] | None = None
+    """Its fields but those the log adds (:data:`RESERVED`); None when the log holds none."""
 
 
 class AuditLog:
@@ -163,8 +165,11 @@ class AuditLog:
     def __init__(self, path: Path):
         self.path = Path(path)
 
-    def append(self, records: Iterable[Mapping[str, Any]]) -> int:
+    def append(self, records: Iterable[Mapping[str, Any]], *, once: bool = False) -> int:
         """Append one chained line per record; return how many of the caller's records were written.
+        With ``once``, a single record that is the log's last record already (its fields but
+        those the log adds) is not appended again (0): what a writer killed between appending
+        it and noting that it did leaves, for the writer finishing its work.
 
         Holds an exclusive ``flock`` on the log while it reads the last record and writes, so
         appends from several processes interleave as whole, correctly chained batches. Writes the
@@ -194,6 +199,8 @@ class AuditLog:
                 _check_log_holds_head(fd, size, recorded, self.path, head_path)
             last = _find_last_record(fd, size)
             _refuse_complete_lines_after(fd, last, self.path)
+            if once and len(bodies) == 1 and last.fields == json.loads(f"{{{bodies[0]}}}"):
+                return 0
             lines, seq, sha = _chain_lines(fd, last, bodies)
             with naming(self.path, self.path):  # a full disk names the log
                 _write_all(fd, lines)
@@ -480,7 +487,8 @@ def _find_last_record(fd: int, size: int) -> _LastRecord:
             line = data[begin:end]
             record = parse_record(line)
             if record is not None:
-                return _LastRecord(record["seq"], sha256_bytes(line), start + end + 1, size)
+                fields = {k: v for k, v in record.items() if k not in RESERVED}
+                return _LastRecord(record["seq"], sha256_bytes(line), start + end + 1, size, fields)
             end = begin - 1 if begin > 0 else -1
         if start == 0:
             return _LastRecord(0, GENESIS, 0, size)

@@ -175,7 +175,8 @@ class ArchiveCore:
     def _finish_publication(self) -> None:
         """Append the record and the audit record of a hot file a killed compaction renamed
         into place (``CatalogStore.finish_publication``; the audit record to this archive's
-        audit log, none when it has none), then empty the note of it. While the hot index does
+        audit log, none when it has none, nor when the log ends with it: the compaction was
+        killed after auditing it), then empty the note of it. While the hot index does
         not read, the note is left for a holder after its repair (``rebuild-catalog`` records
         the file)."""
         publication = self.catalog.publication()
@@ -185,7 +186,7 @@ class ArchiveCore:
             except TickFormatError:
                 return
             if published:
-                self.books.audit([publication.audit])
+                self.books.audit([publication.audit], once=True)
         self.catalog.end_publication()
 
     @property

@@ -343,6 +343,20 @@ def test_compact_when_killed_between_record_and_audit_the_next_writer_audits_it_
     assert verify_archive(ArchiveCore(hot_only, policy=POLICY), full=True).ok
 
 
+def test_compact_when_killed_between_audit_and_note_the_next_writer_audits_nothing_more(
+    hot_only,
+):
+    symbol, day = "ES", DAYS[-1]
+    Archive(hot_only, policy=POLICY).prune()
+    compaction_killed_at("hot-audited", hot_only, symbol, day, "CL/F")
+    assert writes_of(hot_only, symbol, day) == [EVENT_RECOMPACT]
+    assert CatalogStore(hot_only).publication() is not None  # its note not blanked yet
+    Archive(hot_only, policy=POLICY).prune()
+    assert CatalogStore(hot_only).publication() is None
+    assert writes_of(hot_only, symbol, day) == [EVENT_RECOMPACT]  # once, as it happened
+    assert verify_archive(ArchiveCore(hot_only, policy=POLICY), full=True).ok
+
+
 def test_compact_when_killed_after_its_rename_verify_accepts_it_and_writes_nothing(hot_only):
     """verify-archive (no --audit-log) reads the file as published and leaves the note to the
     next writer, which audits to its own log; one that audits nothing leaves no record."""

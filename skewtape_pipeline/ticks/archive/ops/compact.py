@@ -415,6 +415,7 @@ def _published(core: ArchiveCore, item: PlannedSymbolDay, path: Path) -> _Publis
             core.catalog.append_hot_record(rel, record, FileStamp.of(path))
             faults.checkpoint("hot-recorded")  # a crash here: the next lock holder audits it
             core.books.audit([audit])
+            faults.checkpoint("hot-audited")  # a crash here: the next lock holder audits nothing
             core.catalog.end_publication()
     finally:
         prepared.discard()

@@ -145,13 +145,14 @@ class Books:
                 why="the archive is in books_and_records mode (write-once) and the file exists",
             )
 
-    def audit(self, records: list[Mapping[str, Any]]) -> int:
+    def audit(self, records: list[Mapping[str, Any]], *, once: bool = False) -> int:
         """Append ``records`` (actor added) to the audit log; returns how many were appended
-        (0 when the archive is not audited: no log)."""
+        (0 when the archive is not audited: no log). With ``once``, one record the log ends
+        with already is not appended again (``AuditLog.append``)."""
         if self.audit_log is None:
             return 0
         return AuditLog(self.audit_log).append(
-            [{"actor": AUDIT_ACTOR, **record} for record in records]
+            [{"actor": AUDIT_ACTOR, **record} for record in records], once=once
         )
 
     def _refuse(self, path: Path | object, *, operation: str, why: str) -> None:

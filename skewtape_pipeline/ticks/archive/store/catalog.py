@@ -435,8 +435,8 @@ class CatalogStore:
     def finish_publication(self, publication: Publication) -> bool:
         """Finish ``publication``, left by a killed compaction, under the archive's lock: when
         its file is in place as published, append its record (the stamp now) unless it is
-        there and return True, for the caller to append the audit record then empty the note
-        (a kill between those two repeats the audit record); False when the file was never
+        there and return True, for the caller to append the audit record (unless the log ends
+        with it: a kill after the audit) then empty the note; False when the file was never
         renamed into place. TickFormatError when the hot index does not read."""
         rel, record = publication.rel, publication.record
         path, key = self.resolve_hot(rel), hot_index.key_of_rel(rel)
