@@ -616,9 +616,12 @@ def _recompacted_lines(reports: Sequence[Any]) -> list[str]:
 
 
 def _retier_hint(reports: Sequence[Any], retier_command: str | None) -> list[str]:
+    """The line saying how many symbol-days in hot files are old enough for a colder tier (none
+    for those held unchanged in their consolidated copies)."""
+    from skewtape_pipeline.ticks.archive.ops.compact import held_in_its_tier
     from skewtape_pipeline.ticks.archive.store.policy import HOT
 
-    older = Counter(r.tier for r in reports if r.tier != HOT)
+    older = Counter(r.tier for r in reports if r.tier != HOT and not held_in_its_tier(r))
     if not older or retier_command is None:
         return []
     counts = ", ".join(f"{n} {tier}" for tier, n in sorted(older.items()))

@@ -73,6 +73,20 @@ def test_compact_ticks_when_days_are_old_enough_hints_at_retier_with_its_argumen
     assert code == 0 and "stay hot until re-tiering" not in out
 
 
+def test_compact_ticks_when_the_old_days_were_re_tiered_already_gives_no_retier_hint(
+    tmp_path, capsys
+):
+    source, archive = write_four_day_csv(tmp_path / "ticks.csv"), tmp_path / "archive"
+    args = ("compact-ticks", str(source), "--out", str(archive), "--as-of", "2026-01-01",
+            "--price-scale", "2")  # fmt: skip
+    assert run(capsys, *args)[0] == 0
+    assert run(capsys, "retier", str(archive), "--as-of", "2026-01-01")[0] == 0
+    code, out, err = run(capsys, *args)  # the same ticks: all four held in their warm copy
+    assert code == 0, err
+    assert "0 symbol-days changed; 4 already held" in out
+    assert "stay hot until re-tiering" not in out
+
+
 def test_compact_ticks_when_recompacting_says_what_it_replaced(tmp_path, capsys):
     source, archive = write_four_day_csv(tmp_path / "ticks.csv"), tmp_path / "archive"
     args = ("compact-ticks", str(source), "--out", str(archive), "--price-scale", "2")

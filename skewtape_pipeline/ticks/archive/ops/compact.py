@@ -285,6 +285,8 @@ class _Published:
 
 UNCHANGED = "unchanged: "
 """How a report's note about a symbol-day the archive already held as it is starts."""
+LEFT_IN_COPY = "; left there, no hot file written"
+"""How that note ends when the copy held is a consolidated one (warm or cold)."""
 
 
 def _held_unchanged(
@@ -320,7 +322,7 @@ def _held_unchanged(
         return None
     where = (
         f"{UNCHANGED}the archive holds these ticks already in its {entry.tier} copy "
-        f"{entry.file}; left there, no hot file written"
+        f"{entry.file}{LEFT_IN_COPY}"
     )
     facts = replace(read_file_facts(tiers.resolve(entry.file)), path=Path(entry.file),
                     size_bytes=entry.byte_share, num_rows=entry.rows)  # fmt: skip
@@ -349,6 +351,12 @@ def _hot_copy(path: Path) -> TickBatch | None:
         return read_archive_batch(path)
     except (OSError, TickFormatError, pa.ArrowException):
         return None
+
+
+def held_in_its_tier(report: TickStorageCompactionReport) -> bool:
+    """True when compaction found the report's symbol-day held unchanged in a consolidated copy
+    (warm or cold), where it stays: no hot file, nothing for a re-tiering to move."""
+    return any(n.startswith(UNCHANGED) and n.endswith(LEFT_IN_COPY) for n in report.notes)
 
 
 def is_unchanged(report: TickStorageCompactionReport) -> bool:
