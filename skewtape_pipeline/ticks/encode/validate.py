@@ -20,6 +20,7 @@ them.
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
+from decimal import Decimal
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -54,9 +55,9 @@ def validate_values(batch: TickBatch) -> None:
     low, high = _min_max(batch.quantity)
     if low < 0:
         row = first_true(pc.less(batch.quantity, 0))
+        value = Decimal(batch.quantity[row].as_py()).scaleb(-batch.quantity_scale)
         raise TickValidationError(
-            f"quantity {batch.quantity[row].as_py()} (scale {batch.quantity_scale}) is negative; "
-            "expected >= 0",
+            f"quantity {value} is negative; expected >= 0",
             row=row,
             field="quantity",
         )

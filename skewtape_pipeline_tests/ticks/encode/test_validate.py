@@ -44,6 +44,11 @@ def test_validate_when_quantity_negative_names_row():
     assert (info.value.row, info.value.field) == (1, "quantity")
 
 
+def test_validate_when_quantity_negative_quotes_it_as_the_input_wrote_it():
+    with pytest.raises(TickValidationError, match=r"quantity -0\.1 is negative"):
+        validate_batch(make_batch([(1, 1, -1, 1)], quantity_scale=1))  # -0.1, not "-1 (scale 1)"
+
+
 def test_validate_when_side_code_out_of_range_names_row():
     with pytest.raises(TickValidationError) as info:
         validate_batch(make_batch([(1, 1, 1, 3)]))
