@@ -297,6 +297,23 @@ def test_run_query_json_when_every_duckdb_type_selected_keeps_values_exact(tmp_p
     assert (rows[0]["x"], rows[0]["x_1"]) == ("x", "y")  # a repeated name is kept, renamed
 
 
+def test_run_query_json_when_a_float_is_not_finite_writes_strict_json(tmp_path):
+    root, _ = _ns_archive(tmp_path)
+    sql = (
+        "SELECT 'inf'::DOUBLE AS up, '-inf'::FLOAT AS down, 'nan'::DOUBLE AS nan, "
+        "['inf'::DOUBLE, 2.5] AS listed, 'NaN and \"Infinity\"' AS text, price "
+        "FROM ticks ORDER BY ts LIMIT 1"
+    )
+
+    def refuse(constant: str):
+        raise ValueError(f"{constant} is no JSON")
+
+    [row] = json.loads(run_query_json(sql, ArchiveCore(root)), parse_constant=refuse)
+    assert (row["up"], row["down"], row["nan"]) == ("Infinity", "-Infinity", "NaN")
+    assert row["listed"] == ["Infinity", 2.5] and row["text"] == 'NaN and "Infinity"'
+    assert row["price"] == 220.51
+
+
 def test_run_query_when_root_holds_only_bookkeeping_files_gives_the_empty_view(tmp_path):
     root = tmp_path / "archive"
     archive_at(root).core.books.enable()  # a write-once archive with nothing compacted yet

@@ -70,6 +70,7 @@ Plain DuckDB equivalent of one archive's view (what :func:`ticks_view_sql` retur
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -416,7 +417,9 @@ def run_query_json(sql: str, archives: Archives, options: QueryOptions | None = 
     """Run ``sql`` like :func:`run_query` (read-only unless ``unrestricted``); return a JSON
     array of one object per row, each written by DuckDB's ``to_json`` (numbers stay exact,
     HUGEINTs included; timestamps, intervals and blobs are DuckDB's text; a repeated column
-    name gets a ``_1`` suffix). Raises ConfigError naming the query when DuckDB rejects it."""
+    name gets a ``_1`` suffix; a float that is not finite is the string ``"Infinity"``,
+    ``"-Infinity"`` or ``"NaN"``, which JSON has no number for). Raises ConfigError naming the
+    query when DuckDB rejects it."""
 
     def answer(relation: duckdb.DuckDBPyRelation | None) -> str:
         if relation is None:
@@ -425,9 +428,21 @@ def run_query_json(sql: str, archives: Archives, options: QueryOptions | None = 
         while name in relation.columns:  # the alias must not be a result column's name
             name += "_"
         rows = relation.query(name, f"SELECT to_json({name}) FROM {name}").fetchall()
-        return "[" + ",\n".join(row[0] for row in rows) + "]"
+        return "[" + ",\n".join(_strict_json(row[0]) for row in rows) + "]"
 
     return _answered(sql, archives, options, answer)
+
+
+_NON_FINITE = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
+"""A JSON string (passed over), or a non-finite number DuckDB's ``to_json`` writes bare."""
+
+
+def _strict_json(text: str) -> str:
+    """``text`` (one row's JSON) with each bare ``Infinity``, ``-Infinity`` or ``NaN`` (no JSON
+    number) written as a string; the text as it is when it has none (one search, linear)."""
+    if "Infinity" not in text and "NaN" not in text:
+        return text
+    return _NON_FINITE.sub(lambda m: f'"{m.group(1)}"' if m.group(1) else m.group(), text)
 
 
 _Answer = TypeVar("_Answer")
