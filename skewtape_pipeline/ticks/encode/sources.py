@@ -501,9 +501,9 @@ def open_kalshi_trades(path: Path | str, *, block_bytes: int = DEFAULT_BLOCK_BYT
     taker_side``, as the public trades API returns them), in chunks.
 
     Mapping: ``timestamp_nanos`` = ``created_time`` (ISO-8601 UTC, fraction padded to 9 digits);
-    ``price`` = ``yes_price / 100`` exactly (USD per YES contract; ``no_price`` must equal
-    ``100 - yes_price``); ``quantity`` = ``count``; ``side`` = ``taker_side`` (yes -> BUY,
-    no -> SELL in YES terms); ``symbol`` = ``ticker``.
+    ``price`` = ``yes_price / 100`` exactly (USD per YES contract: 1 to 99 cents; ``no_price``
+    must equal ``100 - yes_price``); ``quantity`` = ``count``; ``side`` = ``taker_side``
+    (yes -> BUY, no -> SELL in YES terms); ``symbol`` = ``ticker``.
     """
     path = Path(path)
     names = csv_header(path)
@@ -522,6 +522,12 @@ def open_kalshi_trades(path: Path | str, *, block_bytes: int = DEFAULT_BLOCK_BYT
         ts = _utc_nanoseconds(created, path)
         yes = int_column(raw, "yes_price", path)
         no = int_column(raw, "no_price", path)
+        row = first_true(pc.or_(pc.less(yes, 1), pc.greater(yes, 99)))
+        if row is not None:
+            raise TickValidationError(
+                f"{path}: yes_price {yes[row].as_py()} is no price of a Kalshi contract "
+                "(1 to 99 cents)", row=row, field="yes_price",
+            )  # fmt: skip
         row = first_true(pc.not_equal(pc.add(yes, no), 100))
         if row is not None:
             raise TickValidationError(

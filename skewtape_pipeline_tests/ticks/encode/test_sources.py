@@ -155,6 +155,14 @@ def test_kalshi_reader_when_prices_do_not_sum_to_100_names_row(tmp_path):
     assert (info.value.row, info.value.field) == (1, "no_price")
 
 
+@pytest.mark.parametrize(("yes", "no"), [("150", "-50"), ("0", "100"), ("100", "0")])
+def test_kalshi_reader_when_a_price_is_no_contracts_names_row(tmp_path, yes, no):
+    path = write_text(tmp_path / "k.csv", KALSHI.replace(",40,60,", f",{yes},{no},"))
+    with pytest.raises(TickValidationError, match="1 to 99 cents") as info:
+        sources.read_kalshi_trades(path)
+    assert (info.value.row, info.value.field) == (1, "yes_price")
+
+
 def test_kalshi_reader_when_time_not_utc_iso_names_row(tmp_path):
     path = write_text(tmp_path / "k.csv", KALSHI.replace("00:00:00Z", "00:00:00+01:00"))
     with pytest.raises(TickValidationError, match="ISO-8601") as info:
