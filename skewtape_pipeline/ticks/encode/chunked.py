@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import csv
 import errno
+import functools
 import io
 import os
 import queue
+import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -259,11 +261,15 @@ def _csv_error(
             "reader takes (a line without its newline?)",
             row=rows_read if row is None else row,
         )
-    row = None
+    row, refused = None, None
     if f"Expected {width} columns" in str(exc):
+        refused = functools.partial(_width_other_than, width)
+    elif "invalid UTF8" in str(exc):
+        refused = _not_utf8
+    if refused is not None:
         exact = lines.measured and not _quote_before(path, lines.position)
         start = (rows_read, lines.position) if exact else (0, None)
-        row = _row_of_other_width(path, width, header_lines, *start)
+        row = _first_row(path, refused, header_lines, *start)
     return TickValidationError(f"{path}: cannot read as CSV: {reason(exc)}", row=row)
 
 
@@ -281,24 +287,41 @@ def _quote_before(path: Path, offset: int) -> bool:
     return False
 
 
-def _row_of_other_width(
-    path: Path, width: int, header_lines: int, row: int, offset: int | None
+def _width_other_than(width: int, record: list[str]) -> bool:
+    return len(record) != width
+
+
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
+"""What bytes that are not UTF-8 are read as (``surrogateescape``)."""
+
+
+def _not_utf8(record: list[str]) -> bool:
+    return any(_NOT_UTF8.search(field) for field in record)
+
+
+def _first_row(
+    path: Path,
+    refused: Callable[[list[str]], bool],
+    header_lines: int,
+    row: int,
+    offset: int | None,
 ) -> int | None:
     """The first row, from ``row`` at byte ``offset`` (None: the first after the header), whose
-    fields are not ``width``, read with Python's CSV reader (pyarrow's streaming reader does not
-    say which row it refused); None when none is found."""
+    fields are ``refused`` (bytes that are not UTF-8 read as surrogates ``\\udc80``-``\\udcff``),
+    read with Python's CSV reader (pyarrow's streaming reader does not say which row it
+    refused); None when none is found."""
     with open(path, "rb") as raw:
         if offset is None:
             for _ in range(header_lines):
                 raw.readline()
         else:
             raw.seek(offset)
-        text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
+        text = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline="")
         try:
             for record in csv.reader(text):
                 if not record:  # an empty line, which pyarrow skips too
                     continue
-                if len(record) != width:
+                if refused(record):
                     return row
                 row += 1
         except csv.Error:  # a field past Python's limit: no row to name

@@ -554,3 +554,15 @@ def test_reason_when_a_library_message_is_megabytes_long_keeps_its_start_escaped
     assert text.startswith("got: \\x1b[2J") and control_free(text)
     assert text.endswith(f"... ({5 + 4_000_000} characters)")
     assert len(text) < 5 * REASON_CHARS
+
+
+def test_compact_ticks_when_a_csv_line_is_not_utf8_names_its_row(tmp_path, capsys):
+    path = tmp_path / "t.csv"
+    path.write_bytes(
+        b"timestamp_nanos,price,quantity,side,symbol\n"
+        + b"".join(f"{DAY_NS + i},1.5,10,BUY,AAA\n".encode() for i in range(5))
+        + b"%d,1.5,10,BUY,A\xff\xfeA\n" % (DAY_NS + 5)
+    )
+    code, err = compact(capsys, path, tmp_path / "archive")
+    assert code == 2 and err.startswith(f"error: row 5: {path}: cannot read as CSV: ")
+    assert "invalid UTF8" in err and not (tmp_path / "archive").exists()
