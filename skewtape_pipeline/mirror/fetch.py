@@ -638,15 +638,14 @@ def _fetch_lock(root: Path, timeout: float) -> Iterator[None]:
     again when this fetch created it, so a refused fetch leaves the root as it found it. The
     lock is an ``flock``: one left by a process that died (killed, the machine stopped) is
     taken over by the next fetch, as the archive's lock is."""
-    lock = root / LOCK_NAME
-    created = not lock.exists()
-    with fsio.exclusive_lock(lock, timeout=timeout, what="fetching", held_error=LockHeldError):
-        try:
-            yield
-        except (*DISCARDED, KeyboardInterrupt):
-            if created:
-                fsio.remove_lock_file(lock)
-            raise
+    with fsio.lock_removed_on(
+        root / LOCK_NAME,
+        (*DISCARDED, KeyboardInterrupt),
+        timeout=timeout,
+        what="fetching",
+        held_error=LockHeldError,
+    ):
+        yield
 
 
 @contextlib.contextmanager

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 
 import pytest
 
@@ -221,3 +222,33 @@ def test_cli_fetch_when_the_scheme_is_upper_case_fetches_as_from_the_lower_case_
     result = json.loads(out)
     assert result["source"] == nginx_publisher.url.rstrip("/")
     assert [m["month"] for m in result["months"]] == ["2026-10", "2026-11", "2026-12"]
+
+
+def _listing(folder) -> list[str]:
+    """Every path below ``folder``, hidden ones (lock files, staging folders) included."""
+    return sorted(str(path.relative_to(folder)) for path in folder.rglob("*"))
+
+
+def test_cli_sync_when_a_carried_file_was_modified_locally_names_it_and_changes_nothing(
+    subscriber, nginx_publisher, capsys
+):
+    """A file the next month carries from its parent, modified locally (size and mtime
+    restored): one error line naming the parent month's file as modified locally (not a
+    staging folder gone when it is read), exit 2, no month applied, no lock file left."""
+    code, _, err = run(capsys, "fetch", nginx_publisher.url, "--root", str(subscriber))
+    assert code == 0, err
+    license_file = subscriber / "history" / SAMPLE_FIRST_MONTH / "LICENSE.txt"
+    was = license_file.stat()
+    license_file.chmod(0o644)
+    license_file.write_bytes(license_file.read_bytes().replace(b"a", b"b", 1))
+    os.utime(license_file, ns=(was.st_atime_ns, was.st_mtime_ns))
+    before = _listing(subscriber)
+
+    code, out, err = run(capsys, "sync", nginx_publisher.url, "--root", str(subscriber))
+
+    assert code == 2 and "already current" not in out
+    assert err.count("\n") == 1 and err.startswith(
+        f"error: {license_file.parent} does not verify: LICENSE.txt: modified locally"
+    ), err
+    assert ".partial" not in err
+    assert _listing(subscriber) == before
