@@ -159,6 +159,19 @@ def _finish_committed(
     return apply_locked(parent, delta, into=current, audit_log=audit_log, link_sources=link_sources)
 
 
+def has_pending(history: Path, deltas: Path) -> bool:
+    """True when :func:`catch_up` of ``history`` from ``deltas`` has something to do: a month
+    committed but not finished, or a delta after the newest snapshot. Read-only; False when
+    ``deltas`` is no folder. Raises ChainError as :func:`plan_chain` does."""
+    if not deltas.is_dir():
+        return False
+    current = current_snapshot(history)
+    journal = Journal.find(current, None)
+    if journal is not None and journal.committed and not journal.finished:
+        return True
+    return bool(plan_chain(current, deltas))
+
+
 def current_snapshot(history: Path) -> Path:
     """The newest ``<YYYY-MM>/`` folder of ``history`` with a manifest; ChainError if none."""
     months = [m for m in month_folders(history) if (history / m / MANIFEST).is_file()]
