@@ -160,15 +160,18 @@ def _data_root(args: argparse.Namespace) -> Path:
     return Path(refuse_url(home, HOME_VARIABLE, DATA_ROOT_EXPECTED))
 
 
-def _fetch(args: argparse.Namespace, *, first_snapshot: bool) -> Any:
+def _fetch(
+    args: argparse.Namespace,
+    *,
+    first_snapshot: bool,
+    kept: tuple[type[SkewtapeError], ...] = (),
+) -> tuple[Any, SkewtapeError | None]:
     """Run ``fetch`` (or ``sync``'s fetch): the first snapshot when asked for (or, for
-    ``first_snapshot``, when the root holds none: the publisher's newest), then the deltas."""
-    from skewtape_pipeline.mirror.fetch import (
-        fetch_deltas,
-        fetch_snapshot,
-        holds_snapshot,
-        newest_snapshot_month,
-    )
+    ``first_snapshot``, when the root holds none: the publisher's newest), then the deltas.
+
+    Returns what was fetched and None; or, when a month fails with one of ``kept``, what was
+    fetched before it and that failure. Any other failure is raised."""
+    from skewtape_pipeline.mirror.fetch import FetchResult, holds_snapshot, newest_snapshot_month
     from skewtape_pipeline.mirror.sources import open_source
 
     root = _data_root(args)
@@ -180,22 +183,38 @@ def _fetch(args: argparse.Namespace, *, first_snapshot: bool) -> Any:
         "on_progress": shown.update,
         "lock_timeout": args.wait,
     }
+    fetched = FetchResult(source.location, [], dry_run=options["dry_run"])
     try:
         with progress.reporting(shown.line.update):  # a wait for the fetch's lock
             month = args.snapshot
             if month is None and first_snapshot and not holds_snapshot(root):
                 month = newest_snapshot_month(source)
-            if month is not None:
-                result = fetch_snapshot(source, root, _check_month(month), **options)
-                if not first_snapshot:
-                    return result
-                deltas = fetch_deltas(source, root, **options)
-                result.months += deltas.months
-                result.next_unpublished = deltas.next_unpublished
-                return result
-            return fetch_deltas(source, root, **options)
+            _fetch_months(source, root, month, first_snapshot, fetched, options)
+    except kept as exc:
+        return fetched, exc
     finally:
         shown.finish()
+    return fetched, None
+
+
+def _fetch_months(
+    source: Any,
+    root: Path,
+    month: str | None,
+    first_snapshot: bool,
+    fetched: Any,
+    options: dict[str, Any],
+) -> None:
+    """Fetch ``month``'s snapshot when one is named, then (unless only the snapshot was asked
+    for) the deltas, adding each month to ``fetched`` once it is in place."""
+    from skewtape_pipeline.mirror.fetch import fetch_deltas, fetch_snapshot
+
+    if month is not None:
+        fetched.months += fetch_snapshot(source, root, _check_month(month), **options).months
+        if not first_snapshot:
+            return
+    deltas = fetch_deltas(source, root, on_month=fetched.months.append, **options)
+    fetched.next_unpublished = deltas.next_unpublished
 
 
 def _transfer_settings(args: argparse.Namespace) -> Any:
@@ -248,44 +267,57 @@ def _describe_fetch(result: Any) -> str:
 
 
 def cmd_fetch(args: argparse.Namespace) -> None:
-    result = _fetch(args, first_snapshot=False)
+    result, _ = _fetch(args, first_snapshot=False)
     _print_result(args, result, _describe_fetch(result))
 
 
 def cmd_sync(args: argparse.Namespace) -> None:
-    """``fetch``, then ``catch-up``. A fetch that fails on a month (the network, a refused
-    answer) still leaves the months before it verified in place: those are applied, then the
-    failure is reported (its exit code)."""
-    from skewtape_pipeline.errors import PublisherError, TransferError
-    from skewtape_pipeline.mirror.catchup import catch_up
-    from skewtape_pipeline.mirror.fetch import holds_snapshot
+    """``fetch``, then ``catch-up`` of the months pending. A fetch that fails on a month (the
+    network, a refused answer) still leaves the months before it verified in place: those are
+    applied and reported (text and JSON), then the failure is (its exit code). With no month
+    pending no catch-up runs, so a refused fetch creates nothing (no ``deltas/``, no lock)."""
+    from skewtape_pipeline.errors import TransferError
+    from skewtape_pipeline.mirror.catchup import catch_up, has_pending
+    from skewtape_pipeline.mirror.fetch import REFUSALS, holds_snapshot
 
-    failure: SkewtapeError | None = None
-    try:
-        fetched = _fetch(args, first_snapshot=True)
-    except (TransferError, PublisherError) as exc:
-        if not holds_snapshot(_data_root(args)):
-            raise
-        fetched, failure = None, exc
-    history = _data_root(args) / "history"
-    (history.parent / "deltas").mkdir(exist_ok=True)  # a root started from a snapshot alone
-    with _progress(args):
-        applied = catch_up(
-            history,
-            _data_root(args) / "deltas",
-            mode="in_place" if args.in_place else "versioned",
-            audit_log=_audit_log(args, history),
-            lock_timeout=args.wait,
-        )
-    if args.json:
-        done = None if fetched is None else fetched.to_dict()
-        print(json.dumps({"fetch": done, "catch_up": _as_json(applied)}, indent=2, default=str))
-    else:
-        lines = [] if fetched is None else [_describe_fetch(fetched)]
-        lines += [_describe_apply(result) for result in applied]
-        print("\n".join(lines if applied else [*lines, f"{history}: already current"]))
+    root = _data_root(args)
+    fetched, failure = _fetch(args, first_snapshot=True, kept=(TransferError, *REFUSALS))
+    if failure is not None and not holds_snapshot(root):
+        raise failure
+    history, applied = root / "history", []
+    if has_pending(history, root / "deltas"):
+        with _progress(args):
+            applied = catch_up(
+                history,
+                root / "deltas",
+                mode="in_place" if args.in_place else "versioned",
+                audit_log=_audit_log(args, history),
+                lock_timeout=args.wait,
+            )
+    _print_sync(args, history, fetched, applied, failure)
     if failure is not None:
         raise failure
+
+
+def _print_sync(
+    args: argparse.Namespace,
+    history: Path,
+    fetched: Any,
+    applied: list[Any],
+    failure: SkewtapeError | None,
+) -> None:
+    """What ``sync`` fetched and applied (before ``failure``, when the fetch failed on a month:
+    then never "already current", and nothing when nothing was done)."""
+    if args.json:
+        print(json.dumps({"fetch": fetched.to_dict(), "catch_up": _as_json(applied)},
+                         indent=2, default=str))  # fmt: skip
+        return
+    lines = [_describe_fetch(fetched)] if fetched.months or failure is None else []
+    lines += [_describe_apply(result) for result in applied]
+    if not applied and failure is None:
+        lines.append(f"{history}: already current")
+    if lines:
+        print("\n".join(lines))
 
 
 def cmd_sample(args: argparse.Namespace) -> None:

@@ -634,6 +634,23 @@ def exclusive_lock(
         os.close(fd)
 
 
+@contextlib.contextmanager
+def lock_removed_on(
+    lock_file: Path, errors: tuple[type[BaseException], ...], **lock: Any
+) -> Iterator[None]:
+    """:func:`exclusive_lock` on ``lock_file`` (``lock``: its keywords), whose file is removed
+    again, while held, when this call created it and the block raises one of ``errors``: a
+    refused operation leaves the folder as it found it."""
+    created = not os.path.lexists(lock_file)
+    with exclusive_lock(lock_file, **lock):
+        try:
+            yield
+        except errors:
+            if created:
+                remove_lock_file(lock_file)
+            raise
+
+
 def _wait_for_flock(fd: int, lock_file: Path, deadline: float, what: str, held_error) -> None:
     """Take the lock on ``fd`` by ``deadline`` (monotonic seconds), reporting the wait as
     progress once a second (``progress.report``: seconds waited of the seconds allowed, and

@@ -87,8 +87,9 @@ from skewtape_pipeline.mirror.preflight import (
 )
 from skewtape_pipeline.mirror.snapshot import list_folder, read_checksums
 from skewtape_pipeline.mirror.verify import (
+    ParentHash,
     VerifyResult,
-    check_merge_bases,
+    check_parent_files,
     hash_cache_path,
     merged_tables,
     merged_tables_path,
@@ -253,8 +254,10 @@ def apply_delta(
     ApplyInProgressError
         Another apply holds the lock of this history folder beyond ``lock_timeout``.
     VerificationError
-        The staged next snapshot does not verify (a parent file modified locally, a table whose
-        rows are not the manifest's, ...): nothing published, the staging folder removed.
+        A parent file the next snapshot carries or merges into was modified locally (named in
+        the parent, before anything is staged), or the staged next snapshot does not verify (a
+        table whose rows are not the manifest's, ...): nothing published, the staging folder
+        removed.
     """
     snapshot = fsio.require_folder(snapshot, "a snapshot folder")
     delta = fsio.require_folder(delta, "a delta folder")
@@ -345,7 +348,7 @@ def check_step(target: ApplyTarget) -> StagedApply:
         return StagedApply(None, already_applied=True)
     con = merge.connect()
     try:
-        checked, parent_files = _preflight(head, target, con)
+        checked, parent = _preflight(head, target, con)
     finally:
         con.close()
     faults.checkpoint("preflight")
@@ -356,7 +359,7 @@ def check_step(target: ApplyTarget) -> StagedApply:
         path=journal_path(work),
         delta_manifest_sha256=head.manifest_sha256,
         run_id=run_id,
-        plan=_plan(checked, target, parent_files),
+        plan=_plan(checked, target, parent),
     )
     journal.add_seconds("verify_delta", time.perf_counter() - started)
     try:
@@ -387,16 +390,25 @@ def _check_into(target: ApplyTarget) -> None:
         )
 
 
+@dataclass(frozen=True)
+class _ParentSide:
+    """What the check found on the parent's side: the files the staging folder carries, and
+    the hashes it computed of the parent's files (for the apply to vouch for them in staging)."""
+
+    files: list[str]
+    hashes: dict[str, ParentHash]
+
+
 def _preflight(
     head: DeltaHead, target: ApplyTarget, con: duckdb.DuckDBPyConnection
-) -> tuple[CheckedDelta, list[str]]:
+) -> tuple[CheckedDelta, _ParentSide]:
     """Every check before a write: delta files, change files, the snapshot side."""
     checked = check_delta_files(head)
     check_change_files(checked, con, base_root=target.snapshot)
     return checked, _check_snapshot_side(target, checked)
 
 
-def _plan(checked: CheckedDelta, target: ApplyTarget, parent_files: list[str]) -> dict[str, Any]:
+def _plan(checked: CheckedDelta, target: ApplyTarget, parent: _ParentSide) -> dict[str, Any]:
     """What the later steps need from the check, as JSON (no absolute paths)."""
     manifest = checked.manifest
     sources = {entry.source for entry in manifest.files if entry.source is not None}
@@ -417,7 +429,11 @@ def _plan(checked: CheckedDelta, target: ApplyTarget, parent_files: list[str]) -
             rel: [list(column) for column in columns]
             for rel, columns in checked.table_columns.items()
         },
-        "parent_files": parent_files,
+        "parent_files": parent.files,
+        "parent_hashes": {
+            rel: [digest, *stamp.to_list(), hashed_at]
+            for rel, (digest, stamp, hashed_at) in parent.hashes.items()
+        },
     }
 
 
@@ -474,9 +490,10 @@ def _next_already_in_place(target: ApplyTarget, head: DeltaHead) -> bool:
     return False
 
 
-def _check_snapshot_side(target: ApplyTarget, checked: CheckedDelta) -> list[str]:
-    """Refuse links on paths written, and paths no file operation here could use; return the
-    parent's files the staging folder carries.
+def _check_snapshot_side(target: ApplyTarget, checked: CheckedDelta) -> _ParentSide:
+    """Refuse links on paths written, paths no file operation here could use, and parent files
+    modified locally (a file carried or a table merged into: named in the parent, before
+    anything is staged); return the parent's files the staging folder carries.
 
     In place every file of the folder is carried (so the staged verification sees any file
     the next snapshot does not list); versioned, the files the parent's CHECKSUMS.sha256 lists.
@@ -512,8 +529,11 @@ def _check_snapshot_side(target: ApplyTarget, checked: CheckedDelta) -> list[str
         if missing:
             raise VerificationError(snapshot, missing)
     merged_tables(snapshot)  # a damaged record raises LocalStateError before any write
-    check_merge_bases(snapshot, [e.path for e in checked.manifest.files if e.op == "change"])
-    return files
+    named = {entry.path for entry in checked.manifest.files}
+    changed = [entry.path for entry in checked.manifest.files if entry.op == "change"]
+    carried = [rel for rel in files if rel not in named]
+    hashes = check_parent_files(snapshot, changed + carried)
+    return _ParentSide(files, {rel: hashes[rel] for rel in carried if rel in hashes})
 
 
 def _refuse_non_file(path: Path, source: Path, field_name: str) -> None:
@@ -664,7 +684,7 @@ class _Stage:
         for rel in carried:
             source, target = self.snapshot / rel, self.work / rel
             faults.checkpoint(f"populate:{rel}")
-            vouched = parent_cache.lookup_dated(rel, source)
+            vouched = parent_cache.lookup_dated(rel, source) or self._checked_hash(rel, source)
             if not (target.is_file() and os.path.samefile(source, target)):
                 copied = self._link_private(source, target)
                 if copied is not None:
@@ -681,6 +701,14 @@ class _Stage:
         faults.checkpoint("populated")
         self.journal.populated = True
         self.journal.save()
+
+    def _checked_hash(self, rel: str, source: Path) -> tuple[str, int] | None:
+        """The sha256 the check computed of the parent's ``rel`` and when, while ``source``
+        keeps the stamp it had then (None otherwise: the staged verification hashes it)."""
+        found = self.plan.get("parent_hashes", {}).get(rel)
+        if found is None or FileStamp.from_list(found[1:-1]) != FileStamp.of(source):
+            return None
+        return found[0], found[-1]
 
     def _link_private(self, source: Path, target: Path) -> str | None:
         """Hard-link ``source`` at ``target`` in the private staging folder, directly (its

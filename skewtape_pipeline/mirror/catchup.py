@@ -11,7 +11,13 @@ from pathlib import Path
 
 from skewtape_pipeline import fsio, progress
 from skewtape_pipeline.audit import AuditLog
-from skewtape_pipeline.errors import ApplyInProgressError, ChainError, ConfigError, ManifestError
+from skewtape_pipeline.errors import (
+    ApplyInProgressError,
+    ChainError,
+    ConfigError,
+    ManifestError,
+    SkewtapeError,
+)
 from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.mirror.apply import ApplyResult, apply_locked, lock_file_for
 from skewtape_pipeline.mirror.folder_kinds import check_catch_up_folders, month_folders
@@ -62,7 +68,8 @@ def catch_up(
 
     Idempotent and resumable: a catch-up interrupted at any point is finished by running it
     again (the interrupted delta is resumed, then the rest applied; a month committed but cut
-    before its audit records is finished first, and is the first result).
+    before its audit records is finished first, and is the first result). A refusal or Ctrl-C
+    removes the history folder's lock file again when this catch-up created it.
 
     Raises
     ------
@@ -95,8 +102,12 @@ def catch_up(
     lock = lock_file_for(history / "any-month")
     with (
         fsio.stop_when_disk_full(history, f"catching up from {deltas}"),
-        fsio.exclusive_lock(
-            lock, timeout=lock_timeout, what="catching up", held_error=ApplyInProgressError
+        fsio.lock_removed_on(
+            lock,
+            (SkewtapeError, KeyboardInterrupt),
+            timeout=lock_timeout,
+            what="catching up",
+            held_error=ApplyInProgressError,
         ),
     ):
         current = current_snapshot(history)
@@ -146,6 +157,19 @@ def _finish_committed(
             f"its parent snapshot (manifest sha256 {parent_sha}); finish it with apply-delta"
         )
     return apply_locked(parent, delta, into=current, audit_log=audit_log, link_sources=link_sources)
+
+
+def has_pending(history: Path, deltas: Path) -> bool:
+    """True when :func:`catch_up` of ``history`` from ``deltas`` has something to do: a month
+    committed but not finished, or a delta after the newest snapshot. Read-only; False when
+    ``deltas`` is no folder. Raises ChainError as :func:`plan_chain` does."""
+    if not deltas.is_dir():
+        return False
+    current = current_snapshot(history)
+    journal = Journal.find(current, None)
+    if journal is not None and journal.committed and not journal.finished:
+        return True
+    return bool(plan_chain(current, deltas))
 
 
 def current_snapshot(history: Path) -> Path:

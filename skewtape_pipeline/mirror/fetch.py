@@ -370,6 +370,7 @@ def fetch_deltas(
     until: str | None = None,
     on_progress: Progress | None = None,
     lock_timeout: float = 0.0,
+    on_month: Callable[[FetchedMonth], None] | None = None,
 ) -> FetchResult:
     """Fetch every published delta after the newest local month into ``root/deltas/``.
 
@@ -377,7 +378,9 @@ def fetch_deltas(
     local chain leads to, stopping at the first month the publisher has not published (or after
     the month ``until``, when given). With ``dry_run``, nothing is written: the result lists
     what would be fetched and its bytes. ``lock_timeout``: seconds to wait for another fetch
-    into ``root`` to finish (a month it placed meanwhile is not fetched again).
+    into ``root`` to finish (a month it placed meanwhile is not fetched again). ``on_month`` is
+    called with each month once it is in place, so a caller knows what was fetched before a
+    later month failed.
 
     Idempotent: a rerun resumes an interrupted month and fetches nothing that is in place.
 
@@ -418,6 +421,8 @@ def fetch_deltas(
         placed = _place_month(source, remote, root, dry_run, on_progress, lock_timeout)
         placed.retries += source.retries - mark
         result.months.append(placed)
+        if on_month is not None:
+            on_month(placed)
         parent = remote.next_manifest_sha256 or ""
     return result
 
@@ -638,15 +643,14 @@ def _fetch_lock(root: Path, timeout: float) -> Iterator[None]:
     again when this fetch created it, so a refused fetch leaves the root as it found it. The
     lock is an ``flock``: one left by a process that died (killed, the machine stopped) is
     taken over by the next fetch, as the archive's lock is."""
-    lock = root / LOCK_NAME
-    created = not lock.exists()
-    with fsio.exclusive_lock(lock, timeout=timeout, what="fetching", held_error=LockHeldError):
-        try:
-            yield
-        except (*DISCARDED, KeyboardInterrupt):
-            if created:
-                fsio.remove_lock_file(lock)
-            raise
+    with fsio.lock_removed_on(
+        root / LOCK_NAME,
+        (*DISCARDED, KeyboardInterrupt),
+        timeout=timeout,
+        what="fetching",
+        held_error=LockHeldError,
+    ):
+        yield
 
 
 @contextlib.contextmanager

@@ -47,7 +47,6 @@ from skewtape_pipeline.hashing import (
     HashCache,
     is_sha256_hex,
     sha256_bytes,
-    sha256_file,
     sha256_files,
 )
 from skewtape_pipeline.mirror.format import (
@@ -373,23 +372,60 @@ def _hash_files(
     return found
 
 
-def check_merge_bases(snapshot: Path, rels: list[str]) -> None:
-    """Refuse (:class:`VerificationError`, each problem named) a table of ``snapshot`` that an
-    apply is about to merge changes into (``rels``) whose bytes are neither the published ones
-    (its CHECKSUMS.sha256) nor a merge recorded in merged.json, as :func:`verify_snapshot`
-    refuses it: merged, a locally modified table would be recorded as the apply's own and
-    vouched for from then on. Hashes the parent's cache vouches for are not computed again."""
+ParentHash = tuple[str, FileStamp, int]
+"""A parent file's sha256, its stamp before it was read, and ``time.time_ns()`` then."""
+
+
+def check_parent_files(snapshot: Path, rels: list[str]) -> dict[str, ParentHash]:
+    """Refuse (:class:`VerificationError` naming ``snapshot`` and each file) a file of
+    ``snapshot`` that an apply is about to carry into the next snapshot or merge changes into
+    (``rels``) whose bytes are neither the published ones (its CHECKSUMS.sha256) nor, for a
+    table, a merge recorded in merged.json: a file modified locally is named where the user
+    can look at it, before anything is staged (merged, a modified table would also be recorded
+    as the apply's own and vouched for from then on). A path the parent does not list or hold
+    is left to the other checks.
+
+    Hashes the parent's cache vouches for are not computed again. Returns the hashes computed
+    now ({path: (sha256, stamp before reading, when)}) of the files whose stamp held while
+    they were read, so the apply vouches for them in staging instead of hashing them again.
+    """
     listed = read_checksums(snapshot / CHECKSUMS)
     merged, problems = _merged_records(snapshot)
     cache = HashCache(hash_cache_path(snapshot))
+    found: dict[str, str] = {}
+    to_hash: dict[str, FileStamp] = {}
     for rel in rels:
         path = snapshot / rel
         if rel not in listed or not path.is_file():
-            continue  # a table the delta adds, or one the parent lacks: checked elsewhere
-        actual = cache.lookup(rel, path) or sha256_file(path)
-        problems += _compare_hash(rel, actual, listed[rel], merged)
+            continue  # a file the delta adds, or one the parent lacks: checked elsewhere
+        cached = cache.lookup(rel, path)
+        if cached is not None:
+            found[rel] = cached
+        else:
+            to_hash[rel] = FileStamp.of(path)
+    hashed_at = time.time_ns()
+    hashed = sha256_files(snapshot / rel for rel in to_hash)
+    computed = {}
+    for rel, before in to_hash.items():
+        found[rel] = hashed[snapshot / rel]
+        if FileStamp.of(snapshot / rel) == before:
+            computed[rel] = (found[rel], before, hashed_at)
+    for rel in sorted(found):
+        problems += _compare_parent_hash(rel, found[rel], listed[rel], merged)
     if problems:
         raise VerificationError(snapshot, problems)
+    return computed
+
+
+def _compare_parent_hash(
+    rel: str, actual: str, expected: str, merged: Mapping[str, str]
+) -> list[str]:
+    """:func:`_compare_hash` for a file of the parent of an apply: one that is not the
+    published file was modified locally (a table's message says so already)."""
+    problems = _compare_hash(rel, actual, expected, merged)
+    if problems and not is_table(rel):
+        return [f"{rel}: modified locally: sha256 {actual}, expected the published {expected}"]
+    return problems
 
 
 def _merged_records(snapshot: Path) -> tuple[dict[str, str], list[str]]:

@@ -20,6 +20,7 @@ from skewtape_pipeline.errors import (
     SnapshotMismatchError,
     VerificationError,
 )
+from skewtape_pipeline.mirror import verify as verify_module
 from skewtape_pipeline.mirror.apply import LOCK_FILE, apply_delta, staging_folders
 from skewtape_pipeline.mirror.merge import connect, merge_table
 from skewtape_pipeline.mirror.snapshot import read_snapshot
@@ -272,6 +273,63 @@ def test_apply_delta_when_done_links_are_restamped_so_the_next_verify_hashes_onl
     # Links and renames moved the ctimes of carried and linked files; the apply re-stamped
     # them, so only the tables it merged a moment ago (racy by the clock) are hashed again.
     assert again.files_hashed <= len(CHANGED)
+
+
+def _modify_keeping_size_and_mtime(path: Path) -> None:
+    """Rewrite ``path``'s first byte, its size and mtime restored (``touch -r``): only the
+    ctime tells."""
+    was = path.stat()
+    path.chmod(0o644)
+    data = path.read_bytes()
+    path.write_bytes(bytes([data[0] ^ 1]) + data[1:])
+    os.utime(path, ns=(was.st_atime_ns, was.st_mtime_ns))
+
+
+@pytest.mark.parametrize("mode", ["versioned", "in_place"])
+def test_apply_delta_when_a_file_it_carries_was_modified_locally_names_it_in_the_parent(case, mode):
+    """A parent file the next month takes as it is, modified locally: refused naming that
+    file in the parent and saying it was modified locally (as a table's is), never naming a
+    staging folder gone by the time the message is read; nothing staged or written."""
+    mirror = case.parent if mode == "versioned" else in_place_copy(case)
+    verify_snapshot(mirror)  # its hashes cached: the change is seen through the ctime alone
+    _modify_keeping_size_and_mtime(mirror / CARRIED)
+    before = tree_state(mirror)
+    into = case.root / "history" / "2026-12" if mode == "versioned" else None
+
+    with pytest.raises(VerificationError) as refused:
+        apply_delta(mirror, case.delta, into=into)
+
+    assert str(refused.value).startswith(
+        f"{mirror} does not verify: {CARRIED}: modified locally: sha256 "
+    )
+    assert tree_state(mirror) == before
+    assert into is None or not into.exists()
+    assert staging_folders(into or mirror) == []
+
+
+def test_apply_delta_when_it_hashed_a_carried_file_to_check_it_does_not_hash_it_again(
+    case, monkeypatch
+):
+    """Without a hash cache the check hashes each carried file of the parent once, and the
+    verification of the staged month trusts those hashes (their stamps held)."""
+    hour_ago = time.time_ns() - 3_600 * 10**9  # nothing racy
+    for path in case.parent.rglob("*"):
+        if path.is_file():
+            os.utime(path, ns=(hour_ago, hour_ago))
+    hashed: list[str] = []
+    real = verify_module.sha256_files
+
+    def counting(paths, **kwargs):
+        paths = list(paths)
+        hashed.extend(path.as_posix().rsplit(".partial/", 1)[-1] for path in paths)
+        return real(paths, **kwargs)
+
+    (case.parent / ".skewtape" / "hashes.json").unlink(missing_ok=True)
+    monkeypatch.setattr(verify_module, "sha256_files", counting)
+    apply_delta(case.parent, case.delta, into=case.root / "history" / "2026-12")
+
+    assert hashed.count(f"{case.parent.as_posix()}/{CARRIED}") == 1
+    assert CARRIED not in hashed  # its staged link was not hashed again
 
 
 @pytest.mark.parametrize("mode", ["versioned", "in_place"])

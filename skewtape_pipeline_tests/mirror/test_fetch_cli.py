@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import shutil
 
 import pytest
 
@@ -12,6 +14,7 @@ from skewtape_pipeline.cli import TransferProgress, main
 from skewtape_pipeline.mirror.fetch import TransferStats
 from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
 from skewtape_pipeline_tests.mirror.apply_support import assert_same_snapshot, tree_state
+from skewtape_pipeline_tests.mirror.publisher_servers import start_nginx
 from skewtape_pipeline_tests.scale_out.servers import free_port
 
 
@@ -221,3 +224,90 @@ def test_cli_fetch_when_the_scheme_is_upper_case_fetches_as_from_the_lower_case_
     result = json.loads(out)
     assert result["source"] == nginx_publisher.url.rstrip("/")
     assert [m["month"] for m in result["months"]] == ["2026-10", "2026-11", "2026-12"]
+
+
+def _listing(folder) -> list[str]:
+    """Every path below ``folder``, hidden ones (lock files, staging folders) included."""
+    return sorted(str(path.relative_to(folder)) for path in folder.rglob("*"))
+
+
+def test_cli_sync_when_a_carried_file_was_modified_locally_names_it_and_changes_nothing(
+    subscriber, nginx_publisher, capsys
+):
+    """A file the next month carries from its parent, modified locally (size and mtime
+    restored): one error line naming the parent month's file as modified locally (not a
+    staging folder gone when it is read), exit 2, no month applied, no lock file left."""
+    code, _, err = run(capsys, "fetch", nginx_publisher.url, "--root", str(subscriber))
+    assert code == 0, err
+    license_file = subscriber / "history" / SAMPLE_FIRST_MONTH / "LICENSE.txt"
+    was = license_file.stat()
+    license_file.chmod(0o644)
+    license_file.write_bytes(license_file.read_bytes().replace(b"a", b"b", 1))
+    os.utime(license_file, ns=(was.st_atime_ns, was.st_mtime_ns))
+    before = _listing(subscriber)
+
+    code, out, err = run(capsys, "sync", nginx_publisher.url, "--root", str(subscriber))
+
+    assert code == 2 and "already current" not in out
+    assert err.count("\n") == 1 and err.startswith(
+        f"error: {license_file.parent} does not verify: LICENSE.txt: modified locally"
+    ), err
+    assert ".partial" not in err
+    assert _listing(subscriber) == before
+
+
+@pytest.fixture
+def served_tampered(tampered, tmp_path):
+    """nginx serving :func:`tampered` (a private copy of the publisher a test may change)."""
+    server = start_nginx(tampered, tmp_path / "nginx")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _lengthen(tampered, month: str) -> None:
+    """Make a file of ``month``'s delta longer than its manifest records (refused at fetch)."""
+    path = tampered / "deltas" / month / "snapshot" / "fills" / "kalshi" / f"{month}.parquet"
+    path.chmod(0o644)
+    with path.open("ab") as handle:
+        handle.write(b"garbage\n")
+
+
+def test_cli_sync_when_the_first_delta_is_refused_exits_2_changing_nothing(
+    subscriber, tampered, served_tampered, capsys
+):
+    """The fetch of the first pending month refused, nothing pending: exit 2 with the one
+    error line, nothing printed as "already current", no deltas/ folder or lock file made."""
+    _lengthen(tampered, "2026-10")
+    before = _listing(subscriber)
+
+    code, out, err = run(capsys, "sync", served_tampered.url, "--root", str(subscriber))
+
+    assert code == 2 and out == "", out
+    assert err.count("\n") == 1 and "deltas/2026-10" in err and "longer" in err, err
+    assert _listing(subscriber) == before
+
+
+def test_cli_sync_when_a_later_delta_is_refused_reports_the_months_fetched_and_applied(
+    subscriber, tampered, served_tampered, capsys
+):
+    """2026-11 refused: 2026-10 was fetched and applied before it, and both the text and the
+    JSON say so (its fetch line, its apply), then the refusal's one error line (exit 2)."""
+    _lengthen(tampered, "2026-11")
+    again = subscriber.parent / "again"
+    shutil.copytree(subscriber, again)
+
+    code, out, err = run(capsys, "sync", served_tampered.url, "--root", str(subscriber))
+
+    assert code == 2 and err.count("\n") == 1 and "deltas/2026-11" in err, err
+    assert f"{subscriber / 'deltas' / '2026-10'}: " in out and "files verified" in out
+    assert f"{subscriber / 'history' / '2026-10'}: " in out and "already current" not in out
+    assert (subscriber / "history" / "2026-10").is_dir()
+    code, out, err = run(capsys, "sync", served_tampered.url, "--root", str(again), "--json")
+    assert code == 2
+    result = json.loads(out)
+    assert [month["month"] for month in result["fetch"]["months"]] == ["2026-10"]
+    assert [applied["next_bundle_id"] for applied in result["catch_up"]] == [
+        "skewtape-history-2026-10"
+    ]
