@@ -254,16 +254,16 @@ def cmd_fetch(args: argparse.Namespace) -> None:
 
 def cmd_sync(args: argparse.Namespace) -> None:
     """``fetch``, then ``catch-up``. A fetch that fails on a month (the network, a refused
-    answer) still leaves the months before it verified in place: those are applied, then the
-    failure is reported (its exit code)."""
-    from skewtape_pipeline.errors import PublisherError, TransferError
+    answer: a publisher's error or a refused delta) still leaves the months before it verified
+    in place: those are applied, then the failure is reported (its exit code)."""
+    from skewtape_pipeline.errors import DeltaRefusedError, PublisherError, TransferError
     from skewtape_pipeline.mirror.catchup import catch_up
     from skewtape_pipeline.mirror.fetch import holds_snapshot
 
     failure: SkewtapeError | None = None
     try:
         fetched = _fetch(args, first_snapshot=True)
-    except (TransferError, PublisherError) as exc:
+    except (TransferError, PublisherError, DeltaRefusedError) as exc:
         if not holds_snapshot(_data_root(args)):
             raise
         fetched, failure = None, exc
