@@ -199,8 +199,8 @@ class AuditLog:
                 _check_log_holds_head(fd, size, recorded, self.path, head_path)
             last = _find_last_record(fd, size)
             _refuse_complete_lines_after(fd, last, self.path)
-            if once and len(bodies) == 1 and last.fields == json.loads(f"{{{bodies[0]}}}"):
-                return 0
+            if once and len(bodies) == 1 and last.fields == _fields_of(bodies[0]):
+                return 0  # the log ends with it already
             lines, seq, sha = _chain_lines(fd, last, bodies)
             with naming(self.path, self.path):  # a full disk names the log
                 _write_all(fd, lines)
@@ -408,6 +408,11 @@ def _encode_bodies(records: Iterable[Mapping[str, Any]]) -> list[str]:
             raise AuditLogError(f"record {index} is not JSON-able: {exc}") from None
         bodies.append(text[1:-1])
     return bodies
+
+
+def _fields_of(body: str) -> dict[str, Any]:
+    """The fields of a record's body as :func:`_encode_bodies` wrote it."""
+    return load_json(f"{{{body}}}".encode(), "audit record")
 
 
 def _dumps(value: dict[str, Any]) -> str:

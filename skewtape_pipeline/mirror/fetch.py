@@ -13,7 +13,9 @@ What a fetch promises
   for a delta, against its manifest's entries); the folder is renamed into place only once every
   file verified and the month's files were fsynced together (once, not file by file). A delta's
   ``CHECKSUMS.sha256`` and manifest are read first, and the delta is refused before any of it
-  is written when its parent is not the snapshot the local chain ends at (by manifest sha256).
+  is written when its parent is not the snapshot the local chain ends at (by manifest sha256),
+  or when its next snapshot's CHECKSUMS.sha256 and manifest disagree as the apply refuses them;
+  a snapshot, when its CHECKSUMS.sha256 and manifest disagree as ``verify`` refuses them.
 - **Resumable and idempotent.** A fetch stopped at any point keeps its staging folder; run again,
   it resumes each partial file with a ranged request from where the file ends, provided the
   remote file is still the version it started (a strong ETag, or its Last-Modified; size and
@@ -71,6 +73,7 @@ from skewtape_pipeline.errors import (
     PublisherError,
     StorageError,
     TransferError,
+    VerificationError,
     quoted_path,
 )
 from skewtape_pipeline.hashing import (
@@ -89,6 +92,7 @@ from skewtape_pipeline.mirror.format import (
     SnapshotManifest,
     safe_relpath,
 )
+from skewtape_pipeline.mirror.preflight import check_next_snapshot
 from skewtape_pipeline.mirror.sources import (
     RemoteFile,
     SmallFile,
@@ -97,7 +101,7 @@ from skewtape_pipeline.mirror.sources import (
     open_source,
 )
 from skewtape_pipeline.mirror.transfer import Cancelled, FileTransfer, Hooks
-from skewtape_pipeline.mirror.verify import hash_cache_path
+from skewtape_pipeline.mirror.verify import hash_cache_path, seal_disagreements
 
 HISTORY, DELTAS = "history", "deltas"
 STAGING_PREFIX = ".fetch-"
@@ -235,11 +239,14 @@ class RemoteMonth:
 
 
 def remote_delta(source: Source, month: str) -> RemoteMonth | None:
-    """The publisher's delta of ``month`` (its CHECKSUMS.sha256, manifest and next snapshot's
-    manifest read and cross-checked), or None when it has not published it. Writes nothing.
+    """The publisher's delta of ``month`` (its CHECKSUMS.sha256, its manifest, and the next
+    snapshot's CHECKSUMS.sha256 and manifest read and cross-checked, the next snapshot's as the
+    apply checks them: :func:`~skewtape_pipeline.mirror.preflight.check_next_snapshot`), or
+    None when it has not published it. Writes nothing.
 
     Raises ChecksumMismatchError (a CHECKSUMS.sha256 that does not list the manifest, a file
-    that does not hash as listed), UnsafePathError, ManifestError, PublisherError.
+    that does not hash as listed), ManifestError (the next snapshot's CHECKSUMS.sha256 and
+    manifest disagree, or disagree with the delta's entries), UnsafePathError, PublisherError.
     """
     folder = f"{DELTAS}/{month}"
     sums = source.read_small(f"{folder}/{CHECKSUMS}")
@@ -256,10 +263,11 @@ def remote_delta(source: Source, month: str) -> RemoteMonth | None:
                 f"{source.url(folder + '/' + CHECKSUMS)} lists {listed.get(entry.source)}",
                 field=f"files[{index}].sha256",
             )
-    next_rel = parsed.files[-1].source or MANIFEST
-    next_manifest = _read_listed(source, folder, next_rel, listed)
+    small = {CHECKSUMS: sums, MANIFEST: manifest}
+    for rel in (entry.source for entry in parsed.files[-2:] if entry.source):  # the next seal
+        small[rel] = _read_listed(source, folder, rel, listed)
+    recorded, _ = check_next_snapshot(parsed, Path(folder), lambda rel: small[rel].data)
     shipped = {e.path: e.source for e in parsed.files if e.op in ("add", "replace")}
-    recorded = SnapshotManifest.parse(next_manifest.data, source=Path(folder) / next_rel)
     sizes = {
         shipped[path]: entry.bytes
         for path, entry in recorded.by_path().items()
@@ -269,7 +277,7 @@ def remote_delta(source: Source, month: str) -> RemoteMonth | None:
         month,
         "delta",
         listed,
-        {CHECKSUMS: sums, MANIFEST: manifest, next_rel: next_manifest},
+        small,
         sizes,
         next_manifest_sha256=parsed.next.manifest_sha256,
         parent_manifest_sha256=parsed.parent.manifest_sha256,
@@ -277,9 +285,13 @@ def remote_delta(source: Source, month: str) -> RemoteMonth | None:
 
 
 def remote_snapshot(source: Source, month: str) -> RemoteMonth:
-    """The publisher's whole snapshot of ``month`` (CHECKSUMS.sha256 and manifest read).
+    """The publisher's whole snapshot of ``month`` (CHECKSUMS.sha256 and manifest read, and
+    compared as ``verify`` compares them). Writes nothing.
 
-    Raises PublisherError when the publisher has no such snapshot; as :func:`remote_delta`.
+    Raises PublisherError when the publisher has no such snapshot; VerificationError (its
+    problems as ``verify`` words them, each naming a file) when the manifest lists files that
+    CHECKSUMS.sha256 does not list, or lists with another sha256, or the reverse; otherwise as
+    :func:`remote_delta`.
     """
     folder = f"{HISTORY}/{month}"
     sums = source.read_small(f"{folder}/{CHECKSUMS}")
@@ -290,7 +302,11 @@ def remote_snapshot(source: Source, month: str) -> RemoteMonth:
         )
     listed = _listed(source, folder, sums.data)
     manifest = _read_listed(source, folder, MANIFEST, listed)
-    recorded = SnapshotManifest.parse(manifest.data, source=Path(folder) / MANIFEST).by_path()
+    parsed = SnapshotManifest.parse(manifest.data, source=Path(folder) / MANIFEST)
+    problems = seal_disagreements(parsed, listed)
+    if problems:
+        raise VerificationError(folder, problems)
+    recorded = parsed.by_path()
     sizes = {path: e.bytes for path, e in recorded.items() if e.bytes is not None}
     return RemoteMonth(month, "snapshot", listed, {CHECKSUMS: sums, MANIFEST: manifest}, sizes)
 
@@ -729,8 +745,9 @@ class _StagedMonth:
         self.cancel = threading.Event()
         limit = source.settings.time_limit
         self.deadline = None if limit is None else time.monotonic() + limit
-        for rel, small in remote.small.items():
-            self.cache.record(rel, stage / rel, sha256_bytes(small.data), hashed_at_ns=started_ns)
+        for rel, small in remote.small.items():  # verified as read: hashed again only when
+            digest = remote.listed.get(rel) or sha256_bytes(small.data)  # nothing lists it
+            self.cache.record(rel, stage / rel, digest, hashed_at_ns=started_ns)
 
     def fetch_all(self, remotes: dict[str, RemoteFile]) -> None:
         """Fetch every file (largest first, ``connections`` at a time), then fsync them all

@@ -11,6 +11,7 @@ import os
 import stat
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -224,8 +225,9 @@ def check_delta_files(head: DeltaHead) -> CheckedDelta:
                 path=manifest_path,
                 field=f"files[{index}].sha256",
             )
-    next_manifest, next_listed = _check_next_snapshot_files(head)
-    _check_entries_against_next(manifest, next_listed, manifest_path)
+    next_manifest, next_listed = check_next_snapshot(
+        manifest, delta, lambda rel: (delta / rel).read_bytes()
+    )
     return CheckedDelta(
         head=head,
         hashes=hashes,
@@ -278,15 +280,32 @@ def _check_entries_against_next(
             )
 
 
-def _check_next_snapshot_files(head: DeltaHead) -> tuple[SnapshotManifest, dict[str, str]]:
-    """The next snapshot's manifest (what we understand of it) and CHECKSUMS.sha256 as shipped.
+def check_next_snapshot(
+    manifest: DeltaManifest, delta: Path, read: Callable[[str], bytes]
+) -> tuple[SnapshotManifest, dict[str, str]]:
+    """The next snapshot's manifest (what we understand of it) and CHECKSUMS.sha256 as the
+    delta ships them (``read``: the bytes of a delta-relative path; nothing is hashed), checked
+    against each other and against the delta's entries. ``delta`` names the files in errors.
 
-    Refuses a next manifest whose sha256 is not ``next.manifest_sha256`` or whose bundle id,
-    when it records one, is not ``next.bundle_id``; a next CHECKSUMS.sha256 that is malformed,
-    lists an unsafe path, or does not list that manifest with that sha256; and a next manifest
-    whose ``files``, when it lists them, disagree with that CHECKSUMS.sha256.
+    Refuses (a :class:`ManifestError`, or :class:`UnsafePathError` for a path leaving the
+    folder; each naming the file and the field or path concerned) a next manifest
+    whose sha256 is not ``next.manifest_sha256`` or whose bundle id, when it records one, is
+    not ``next.bundle_id``; a next CHECKSUMS.sha256 that is malformed, lists an unsafe path,
+    or does not list that manifest with that sha256; a next manifest whose ``files``, when it
+    lists them, disagree with that CHECKSUMS.sha256; and an entry that disagrees with it
+    (:func:`_check_entries_against_next`). The apply runs it before anything is written, and
+    the fetch before it places a delta.
     """
-    manifest, delta = head.manifest, head.folder
+    next_manifest, next_listed = _check_next_snapshot_files(manifest, delta, read)
+    _check_entries_against_next(manifest, next_listed, delta / MANIFEST)
+    return next_manifest, next_listed
+
+
+def _check_next_snapshot_files(
+    manifest: DeltaManifest, delta: Path, read: Callable[[str], bytes]
+) -> tuple[SnapshotManifest, dict[str, str]]:
+    """The next snapshot's manifest and CHECKSUMS.sha256, checked as :func:`check_next_snapshot`
+    says (all but the entries)."""
     manifest_path = delta / MANIFEST
     checksums_entry, manifest_entry = manifest.files[-2], manifest.files[-1]
     last = len(manifest.files) - 1
@@ -299,9 +318,7 @@ def _check_next_snapshot_files(head: DeltaHead) -> tuple[SnapshotManifest, dict[
         )
     assert manifest_entry.source is not None and checksums_entry.source is not None
     next_manifest_path = delta / manifest_entry.source
-    next_manifest = SnapshotManifest.parse(
-        next_manifest_path.read_bytes(), source=next_manifest_path
-    )
+    next_manifest = SnapshotManifest.parse(read(manifest_entry.source), source=next_manifest_path)
     if next_manifest.bundle_id not in (None, manifest.next.bundle_id):
         raise ManifestError(
             f"is {quoted(next_manifest.bundle_id)}; the delta's next.bundle_id is "
@@ -310,7 +327,7 @@ def _check_next_snapshot_files(head: DeltaHead) -> tuple[SnapshotManifest, dict[
             field="bundle_id",
         )
     next_checksums = delta / checksums_entry.source
-    listed = parse_checksums(next_checksums.read_bytes(), source=next_checksums)
+    listed = parse_checksums(read(checksums_entry.source), source=next_checksums)
     for rel in listed:
         safe_relpath(rel, field_name=f"line for {quoted_path(rel)}", source=next_checksums)
     if listed.get(MANIFEST) != manifest.next.manifest_sha256:

@@ -198,7 +198,7 @@ def verify_snapshot(
     manifest, checksums, problems = _read_seal(snapshot)
     result.bundle_id = manifest.bundle_id if manifest else None
     expected = _expected_files(manifest, checksums)
-    problems += _compare_seal(manifest, checksums)
+    problems += seal_disagreements(manifest, checksums)
     listed_in = MANIFEST if manifest is not None and manifest.files is not None else CHECKSUMS
     present, listing_problems = _present_files(snapshot, expected, listed_in=listed_in)
     problems += listing_problems
@@ -296,7 +296,14 @@ def _expected_files(
     return {}
 
 
-def _compare_seal(manifest: SnapshotManifest | None, checksums: dict[str, str] | None) -> list[str]:
+def seal_disagreements(
+    manifest: SnapshotManifest | None, checksums: Mapping[str, str] | None
+) -> list[str]:
+    """Where a snapshot's manifest and its CHECKSUMS.sha256 (``checksums``: {path: sha256})
+    disagree, one problem per file, naming it, as :func:`verify_snapshot` reports them: a path
+    only one of them lists, or the two giving it different sha256. Empty when they agree, or
+    when either is missing or the manifest lists no files (the format does not require them).
+    Compares what the two files say; reads and hashes nothing."""
     if manifest is None or manifest.files is None or checksums is None:
         return []
     listed = {rel: sha for rel, sha in checksums.items() if rel != MANIFEST}

@@ -3,15 +3,20 @@ mirror made current by one command, dry runs, JSON, progress, exit codes and one
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
+import re
 import shutil
+from pathlib import Path
 
 import pytest
 
 from skewtape_pipeline.cli import TransferProgress, main
-from skewtape_pipeline.mirror.fetch import TransferStats
+from skewtape_pipeline.errors import ManifestError, VerificationError
+from skewtape_pipeline.mirror.fetch import TransferStats, fetch_deltas, fetch_snapshot
+from skewtape_pipeline.mirror.format import CHECKSUMS, MANIFEST
 from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
 from skewtape_pipeline_tests.mirror.apply_support import assert_same_snapshot, tree_state
 from skewtape_pipeline_tests.mirror.publisher_servers import start_nginx
@@ -311,3 +316,98 @@ def test_cli_sync_when_a_later_delta_is_refused_reports_the_months_fetched_and_a
     assert [applied["next_bundle_id"] for applied in result["catch_up"]] == [
         "skewtape-history-2026-10"
     ]
+
+
+# --- a month whose manifest.json and CHECKSUMS.sha256 disagree: refused before it is placed ---
+
+
+def reseal(folder: Path, changed: str, data: bytes) -> None:
+    """Write ``folder/changed`` and give it its right line in ``folder``'s CHECKSUMS.sha256."""
+    (folder / changed).write_bytes(data)
+    checksums = folder / "CHECKSUMS.sha256"
+    lines = [line for line in checksums.read_text().splitlines() if line[66:] != changed]
+    lines.append(f"{hashlib.sha256(data).hexdigest()}  {changed}")
+    checksums.write_text("".join(f"{line}\n" for line in lines))
+
+
+def list_stray_file(snapshot: Path) -> None:
+    reseal(snapshot, "stray.txt", b"stray\n")
+
+
+def unlist_readme(snapshot: Path) -> None:
+    checksums = snapshot / "CHECKSUMS.sha256"
+    lines = checksums.read_text().splitlines()
+    checksums.write_text("".join(f"{x}\n" for x in lines if x[66:] != "README.md"))
+
+
+def misdate_readme(snapshot: Path) -> None:
+    """The manifest gives README.md another sha256 than CHECKSUMS.sha256 (and its bytes) do."""
+    manifest = json.loads((snapshot / "manifest.json").read_bytes())
+    entry = next(e for e in manifest["files"] if e["path"] == "README.md")
+    entry["sha256"] = "0" * 64
+    reseal(snapshot, "manifest.json", json.dumps(manifest, indent=2).encode())
+
+
+IN_ONE_ONLY = "{}: is in {} but not in {}"
+SEAL_DISAGREEMENTS = {  # what `verify` says of the month once placed
+    "a stray file": (list_stray_file, IN_ONE_ONLY.format("stray.txt", CHECKSUMS, MANIFEST)),
+    "a file left out": (unlist_readme, IN_ONE_ONLY.format("README.md", MANIFEST, CHECKSUMS)),
+    "another sha256": (misdate_readme, f"README.md: {MANIFEST} says sha256 {'0' * 64} but "),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SEAL_DISAGREEMENTS))
+def test_cli_fetch_snapshot_when_its_manifest_and_checksums_disagree_exits_2_placing_nothing(
+    tmp_path, tampered, capsys, case
+):
+    tamper, problem = SEAL_DISAGREEMENTS[case]
+    tamper(tampered / "history" / SAMPLE_FIRST_MONTH)
+    root = tmp_path / "new"
+    server = start_nginx(tampered, tmp_path / "nginx")
+    try:
+        with pytest.raises(VerificationError, match=re.escape(problem)):
+            fetch_snapshot(server.url, root, SAMPLE_FIRST_MONTH)
+        for command in ("fetch", "sync"):
+            code, out, err = run(capsys, command, server.url, "--root", str(root),
+                                 "--snapshot", SAMPLE_FIRST_MONTH)  # fmt: skip
+            assert code == 2 and out == "", (command, err)
+            assert err.startswith(f"error: history/{SAMPLE_FIRST_MONTH} does not verify: {problem}")
+            assert err.count("\n") == 1
+    finally:
+        server.stop()
+    assert not root.exists()  # no month, no staging folder, no lock file
+
+
+def list_stray_file_in_next_snapshot(delta: Path) -> None:
+    """The next snapshot's CHECKSUMS.sha256, as the delta ships it, lists a file its manifest
+    does not; the delta's manifest and CHECKSUMS.sha256 vouch for it all the same."""
+    shipped = delta / "snapshot" / "CHECKSUMS.sha256"
+    data = shipped.read_bytes() + f"{'1' * 64}  stray.txt\n".encode()
+    reseal(delta, "snapshot/CHECKSUMS.sha256", data)
+    manifest = json.loads((delta / "manifest.json").read_bytes())
+    manifest["files"][-2]["sha256"] = hashlib.sha256(data).hexdigest()
+    reseal(delta, "manifest.json", json.dumps(manifest, indent=2).encode())
+
+
+def test_cli_sync_when_a_deltas_next_checksums_disagree_with_its_manifest_refuses_at_the_fetch(
+    tmp_path, tampered, subscriber, capsys
+):
+    list_stray_file_in_next_snapshot(tampered / "deltas" / "2026-11")
+    problem = (
+        "deltas/2026-11/snapshot/manifest.json, field files: has no entry for 'stray.txt'; "
+        f"the next snapshot's CHECKSUMS.sha256 lists {'1' * 64}"
+    )
+    server = start_nginx(tampered, tmp_path / "nginx")
+    try:
+        with pytest.raises(ManifestError, match=re.escape(problem)):
+            fetch_deltas(server.url, subscriber)  # 2026-10 placed, then 2026-11 refused
+        assert sorted(p.name for p in (subscriber / "deltas").iterdir()) == ["2026-10"]
+        code, out, err = run(capsys, "sync", server.url, "--root", str(subscriber))
+    finally:
+        server.stop()
+
+    assert code == 2 and err == f"error: {problem}\n"
+    assert "history/2026-10: skewtape-history-2026-09 -> skewtape-history-2026-10" in out
+    assert sorted(p.name for p in (subscriber / "deltas").iterdir()) == ["2026-10"]
+    history = [p.name for p in (subscriber / "history").iterdir() if p.is_dir()]
+    assert sorted(history) == ["2026-09", "2026-10"]  # nor a staging folder of 2026-11

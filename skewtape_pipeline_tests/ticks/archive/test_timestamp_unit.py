@@ -174,10 +174,10 @@ def test_compact_symbol_day_when_unit_coarser_round_trips_through_duckdb_and_pya
 def test_tardis_file_when_compacted_at_ms_reads_back_exactly_with_duckdb(tmp_path):
     source = sources.read_tardis_trades(TARDIS_FILE)
     at_ns = source.to_batch(price_scale=2, quantity_scale=3)
-    (report,) = compact_ticks_source(source, tmp_path, timestamp_unit="ms")
+    (report,) = compact_ticks_source(source, tmp_path / "ms", timestamp_unit="ms")
     assert report.timestamp_unit == "ms"
     rows = duckdb.sql(
-        f"SELECT epoch_ns(ts) FROM read_parquet('{tmp_path}/**/*.parquet', "
+        f"SELECT epoch_ns(ts) FROM read_parquet('{tmp_path}/ms/**/*.parquet', "
         "hive_partitioning=true) ORDER BY ALL"
     ).fetchall()
     assert [r[0] for r in rows] == sorted(at_ns.ts_ns.to_pylist())
