@@ -598,7 +598,7 @@ def compaction_summary(
         )
     table = [("symbol", "date", "ticks", "raw bytes", "bytes", "ratio", "codec of")]
     table += [
-        (r.symbol, r.date, str(r.tick_count), str(r.raw_size_bytes),
+        (printable(r.symbol), r.date, str(r.tick_count), str(r.raw_size_bytes),
          str(r.compacted_size_bytes), f"{r.compression_ratio:.2f}x", r.tier)
         for r in reports[:rows]
     ]  # fmt: skip
@@ -641,7 +641,8 @@ def _recompacted_lines(reports: Sequence[Any]) -> list[str]:
             "replaces all the archive held of it (an input holding part of a day replaces the "
             "whole day); `versions` lists the versions, `query --as-of` reads the one before"
         )
-    lines += [f"  {r.symbol} {r.date}: {note.removeprefix(RECOMPACTED)}" for r, note in again[:3]]
+    lines += [f"  {printable(r.symbol)} {r.date}: {note.removeprefix(RECOMPACTED)}"
+              for r, note in again[:3]]  # fmt: skip
     if len(again) > 3:
         lines.append(f"  ({len(again) - 3} more; --json prints every report's notes)")
     return lines
@@ -889,8 +890,9 @@ _TSV_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r
 
 def _tsv_field(value: str | None) -> str:
     """One field of ``query``'s tab-separated output (PostgreSQL's text format): backslash,
-    tab, newline and carriage return escaped, NULL as ``\\N``."""
-    return "\\N" if value is None else value.translate(_TSV_ESCAPES)
+    tab, newline and carriage return escaped, any other control character as ``\\xNN`` (a
+    terminal never obeys a value), NULL as ``\\N``."""
+    return "\\N" if value is None else printable(value.translate(_TSV_ESCAPES))
 
 
 # --- parser ---------------------------------------------------------------------------------

@@ -290,6 +290,21 @@ def test_cli_query_when_timestamps_have_nanoseconds_prints_them_exactly(tmp_path
     assert rows[0]["text"] == "a\tb\\c"
 
 
+def test_cli_when_a_symbol_holds_terminal_controls_prints_them_escaped(tmp_path, capsys):
+    source = tmp_path / "ctl.csv"
+    source.write_text("timestamp_nanos,price,quantity,side,symbol\n"
+                      "1700000000000000000,1.5,10,BUY,A\x1b[2J\x07B\n")  # fmt: skip
+    archive = tmp_path / "archive"
+    code, out, err = run(capsys, "compact-ticks", str(source), "--out", str(archive),
+                         "--as-of", "2023-11-20")  # fmt: skip
+    assert code == 0, err
+    assert "A\\x1b[2J\\x07B  2023-11-14" in out and "\x1b" not in out
+    sql = "SELECT symbol, 'tab\there' AS t FROM ticks"
+    code, out, err = run(capsys, "query", sql, "--archive", str(archive))
+    assert code == 0, err
+    assert out.splitlines()[1].split("\t") == ["A\\x1b[2J\\x07B", "tab\\there"]
+
+
 def _cold_archive(folder: Path, capsys) -> Path:
     """An archive of two KX days at 2025-12-01/02, re-tiered so both are cold."""
     day_ns, start = 86_400 * 10**9, 1_764_547_200 * 10**9  # 2025-12-01
