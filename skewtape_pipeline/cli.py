@@ -267,8 +267,16 @@ def _describe_fetch(result: Any) -> str:
 
 
 def cmd_fetch(args: argparse.Namespace) -> None:
-    result, _ = _fetch(args, first_snapshot=False)
-    _print_result(args, result, _describe_fetch(result))
+    """``fetch``: the months placed, then, when a later month failed (the network, a refused
+    answer), that failure (its exit code); the months before it stay in place, verified."""
+    from skewtape_pipeline.errors import TransferError
+    from skewtape_pipeline.mirror.fetch import REFUSALS
+
+    result, failure = _fetch(args, first_snapshot=False, kept=(TransferError, *REFUSALS))
+    if failure is None or result.months:
+        _print_result(args, result, _describe_fetch(result))
+    if failure is not None:
+        raise failure
 
 
 def cmd_sync(args: argparse.Namespace) -> None:

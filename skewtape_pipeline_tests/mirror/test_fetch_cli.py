@@ -318,6 +318,17 @@ def test_cli_sync_when_a_later_delta_is_refused_reports_the_months_fetched_and_a
     ]
 
 
+def test_cli_fetch_when_a_later_delta_is_refused_reports_the_months_it_placed(
+    subscriber, tampered, served_tampered, capsys
+):
+    _lengthen(tampered, "2026-11")
+    code, out, err = run(capsys, "fetch", served_tampered.url, "--root", str(subscriber))
+    assert code == 2 and err.count("\n") == 1 and "deltas/2026-11" in err, err
+    assert f"{subscriber / 'deltas' / '2026-10'}: " in out and "files verified" in out
+    assert (subscriber / "deltas" / "2026-10").is_dir()
+    assert not (subscriber / "deltas" / "2026-11").exists()
+
+
 # --- a month whose manifest.json and CHECKSUMS.sha256 disagree: refused before it is placed ---
 
 
