@@ -317,8 +317,11 @@ def staging_folders(final: Path) -> list[Path]:
 
 @contextlib.contextmanager
 def _lock(target: ApplyTarget, options: ApplyOptions, what: str) -> Iterator[None]:
-    with fsio.exclusive_lock(
+    """The history folder's apply lock, its file removed again when this apply created it and
+    is refused or interrupted (``fsio.lock_removed_on``), as the catch-up's."""
+    with fsio.lock_removed_on(
         lock_file_for(target.final),
+        (SkewtapeError, KeyboardInterrupt),
         timeout=options.lock_timeout,
         what=what,
         held_error=ApplyInProgressError,
