@@ -169,8 +169,8 @@ def _fetch(
     """Run ``fetch`` (or ``sync``'s fetch): the first snapshot when asked for (or, for
     ``first_snapshot``, when the root holds none: the publisher's newest), then the deltas.
 
-    Returns what was fetched and None; or, when a month fails with one of ``kept``, what was
-    fetched before it and that failure. Any other failure is raised."""
+    Returns what was fetched and None; or, when a delta fails with one of ``kept``, what was
+    fetched before it and that failure. Any other failure, and the snapshot's, is raised."""
     from skewtape_pipeline.mirror.fetch import FetchResult, holds_snapshot, newest_snapshot_month
     from skewtape_pipeline.mirror.sources import open_source
 
@@ -189,12 +189,10 @@ def _fetch(
             month = args.snapshot
             if month is None and first_snapshot and not holds_snapshot(root):
                 month = newest_snapshot_month(source)
-            _fetch_months(source, root, month, first_snapshot, fetched, options)
-    except kept as exc:
-        return fetched, exc
+            failure = _fetch_months(source, root, month, first_snapshot, fetched, options, kept)
     finally:
         shown.finish()
-    return fetched, None
+    return fetched, failure
 
 
 def _fetch_months(
@@ -204,17 +202,24 @@ def _fetch_months(
     first_snapshot: bool,
     fetched: Any,
     options: dict[str, Any],
-) -> None:
-    """Fetch ``month``'s snapshot when one is named, then (unless only the snapshot was asked
-    for) the deltas, adding each month to ``fetched`` once it is in place."""
+    kept: tuple[type[SkewtapeError], ...],
+) -> SkewtapeError | None:
+    """Fetch ``month``'s snapshot when one is named (its failure raised: a month that cannot be
+    the first is refused whole), then (unless only the snapshot was asked for) the deltas,
+    adding each month to ``fetched`` once it is in place; a delta's failure of one of ``kept``
+    is returned, the months before it in ``fetched``."""
     from skewtape_pipeline.mirror.fetch import fetch_deltas, fetch_snapshot
 
     if month is not None:
         fetched.months += fetch_snapshot(source, root, _check_month(month), **options).months
         if not first_snapshot:
-            return
-    deltas = fetch_deltas(source, root, on_month=fetched.months.append, **options)
+            return None
+    try:
+        deltas = fetch_deltas(source, root, on_month=fetched.months.append, **options)
+    except kept as exc:
+        return exc
     fetched.next_unpublished = deltas.next_unpublished
+    return None
 
 
 def _transfer_settings(args: argparse.Namespace) -> Any:

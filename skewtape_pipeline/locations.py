@@ -86,9 +86,10 @@ _SENTENCE_MARKS = frozenset(";,.)")
 (``redirects to URL; a publisher's ...``): kept as they are, never redacted with its query."""
 _WORD = re.compile(r"[^\s'\"<>]+")
 """A word of a message: a run of characters without a space, a quote or an angle bracket."""
-_USER_START = re.compile(r"(?:^[A-Za-z][A-Za-z0-9+.\-]*:|/)(?=[^\s/'\"<>@:]+:)")
-"""A word's scheme and its ``:``, or a ``/``, before a user name and its ``:``: where a
-mistyped URL's user part starts (the match ends there)."""
+_USER_START = re.compile(r"(?:(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*:|/)(?=[^\s/'\"<>@:]+:)")
+"""A scheme and its ``:`` (starting a word, or after a ``(``, ``=``, ``,`` ...), or a ``/``,
+before a user name and its ``:``: where a mistyped URL's user part starts (the match ends
+there)."""
 
 
 def _without_user_parts(text: str) -> str:

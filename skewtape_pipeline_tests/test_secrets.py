@@ -174,6 +174,9 @@ MISTYPED = (
     f" https://user:pa/{SECRET}@127.0.0.1:9/pub",
     f"https:user:{SECRET}@127.0.0.1:9/pub",  # no slash
     f"HTTPS:user:pa/{SECRET}@127.0.0.1:9/pub",
+    f"(https:user:{SECRET}@127.0.0.1:9/pub)",  # glued to the words around it
+    f"source=https:user:{SECRET}@127.0.0.1:9/pub",
+    f"x,https:user:{SECRET}@127.0.0.1:9/pub",
 )
 
 

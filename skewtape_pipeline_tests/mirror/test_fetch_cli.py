@@ -329,6 +329,17 @@ def test_cli_fetch_when_a_later_delta_is_refused_reports_the_months_it_placed(
     assert not (subscriber / "deltas" / "2026-11").exists()
 
 
+def test_cli_sync_when_snapshot_names_another_month_than_the_roots_exits_2_applying_nothing(
+    subscriber, publisher, capsys
+):
+    assert run(capsys, "fetch", str(publisher), "--root", str(subscriber))[0] == 0  # pending
+    before = sorted(p.name for p in (subscriber / "history").iterdir())
+    code, out, err = run(capsys, "sync", str(publisher), "--root", str(subscriber),
+                         "--snapshot", "2026-10")  # fmt: skip
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert sorted(p.name for p in (subscriber / "history").iterdir()) == before
+
+
 # --- a month whose manifest.json and CHECKSUMS.sha256 disagree: refused before it is placed ---
 
 
