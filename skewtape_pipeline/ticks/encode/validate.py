@@ -57,7 +57,7 @@ def validate_values(batch: TickBatch) -> None:
         row = first_true(pc.less(batch.quantity, 0))
         value = Decimal(batch.quantity[row].as_py()).scaleb(-batch.quantity_scale)
         raise TickValidationError(
-            f"quantity {value} is negative; expected >= 0",
+            f"quantity {value:f} is negative; expected >= 0",
             row=row,
             field="quantity",
         )

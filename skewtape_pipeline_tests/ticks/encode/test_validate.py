@@ -47,6 +47,8 @@ def test_validate_when_quantity_negative_names_row():
 def test_validate_when_quantity_negative_quotes_it_as_the_input_wrote_it():
     with pytest.raises(TickValidationError, match=r"quantity -0\.1 is negative"):
         validate_batch(make_batch([(1, 1, -1, 1)], quantity_scale=1))  # -0.1, not "-1 (scale 1)"
+    with pytest.raises(TickValidationError, match=r"quantity -0\.00000001 is negative"):
+        validate_batch(make_batch([(1, 1, -1, 1)], quantity_scale=8))  # not -1E-8
 
 
 def test_validate_when_side_code_out_of_range_names_row():

@@ -334,9 +334,10 @@ def _same_ticks(held: TickBatch | None, item: PlannedSymbolDay) -> bool:
     read returns those in (price, quantity, side) order, whatever order they were stored in)."""
     if held is None or len(held) != len(item.batch):
         return False
-    return held.first_difference(item.batch) is None or _in_read_order(held).equals(
-        _in_read_order(item.batch)
-    )
+    if held.first_difference(item.batch) is None:
+        return True
+    same_times = held.ts_ns.equals(item.batch.ts_ns)  # else changed, whatever the ties' order
+    return same_times and _in_read_order(held).equals(_in_read_order(item.batch))
 
 
 def _in_read_order(batch: TickBatch) -> TickBatch:

@@ -141,9 +141,9 @@ def rebuild_catalog(core: ArchiveCore, *, allow_fewer: bool = False) -> RebuildR
     with core.locked("rebuilding"):
         recorded = _recorded_files(core)
         old = _readable_catalog(core)
-        digests = _vouched_digests(tiers, recorded, old)  # damaged bytes are never recorded
         records = _readable_records(core)  # a malformed line is refused before anything changes
         chosen, superseded = _newest_copies(recorded)
+        digests = _vouched_digests(tiers, chosen, old)  # damaged bytes are never recorded
         hot = {h.key: h for h in scan_hot_files(root)}
         catalog = _rebuilt(core, chosen, hot, old, recorded, digests)
         if not allow_fewer:
@@ -282,9 +282,9 @@ def _audit_rebuild(
 def _vouched_digests(
     tiers: ArchiveTiers, recorded: list[RecordedFile], old: Catalog
 ) -> dict[TierFile, str]:
-    """The sha256 of every consolidated file on disk (``recorded``), each vouched for by its
-    content name (``part-<the first 16 hex digits of its sha256>.parquet``) or, for a file not
-    so named, by the ``old`` catalog's record of it, else by every page read with its checksum.
+    """The sha256 of each consolidated file the catalog will list (``recorded``), vouched for
+    by its content name (``part-<the first 16 hex digits of its sha256>.parquet``) or, not so
+    named, by the ``old`` catalog's record of it, else by every page read with its checksum.
     DamagedFileError naming the first that differs, and the repair: a rebuild never records a
     damaged file's bytes as the file's own (``verify-archive`` would then pass)."""
     digests = {}
