@@ -288,7 +288,9 @@ def cmd_sync(args: argparse.Namespace) -> None:
     """``fetch``, then ``catch-up`` of the months pending. A fetch that fails on a month (the
     network, a refused answer) still leaves the months before it verified in place: those are
     applied and reported (text and JSON), then the failure is (its exit code). With no month
-    pending no catch-up runs, so a refused fetch creates nothing (no ``deltas/``, no lock)."""
+    pending no catch-up runs, so a refused fetch creates nothing (no ``deltas/``, no lock); the
+    audit log is still checked to take records (AuditLogError now, not at the next month)."""
+    from skewtape_pipeline.audit import AuditLog
     from skewtape_pipeline.errors import TransferError
     from skewtape_pipeline.mirror.catchup import catch_up, has_pending
     from skewtape_pipeline.mirror.fetch import REFUSALS, holds_snapshot
@@ -298,15 +300,18 @@ def cmd_sync(args: argparse.Namespace) -> None:
     if failure is not None and not holds_snapshot(root):
         raise failure
     history, applied = root / "history", []
+    audit_log = _audit_log(args, history)
     if has_pending(history, root / "deltas"):
         with _progress(args):
             applied = catch_up(
                 history,
                 root / "deltas",
                 mode="in_place" if args.in_place else "versioned",
-                audit_log=_audit_log(args, history),
+                audit_log=audit_log,
                 lock_timeout=args.wait,
             )
+    elif audit_log is not None and failure is None:  # refused now, not at the next month
+        AuditLog(audit_log).check_appendable()
     _print_sync(args, history, fetched, applied, failure)
     if failure is not None:
         raise failure

@@ -340,6 +340,17 @@ def test_cli_sync_when_snapshot_names_another_month_than_the_roots_exits_2_apply
     assert sorted(p.name for p in (subscriber / "history").iterdir()) == before
 
 
+def test_cli_sync_when_current_and_the_audit_log_takes_no_records_exits_2_naming_it(
+    subscriber, publisher, capsys
+):
+    assert run(capsys, "sync", str(publisher), "--root", str(subscriber))[0] == 0
+    logs = subscriber / "logs"
+    logs.mkdir()
+    code, out, err = run(capsys, "sync", str(publisher), "--root", str(subscriber),
+                         "--audit-log", str(logs))  # fmt: skip
+    assert code == 2 and out == "" and err.count("\n") == 1 and str(logs) in err, err
+
+
 # --- a month whose manifest.json and CHECKSUMS.sha256 disagree: refused before it is placed ---
 
 
