@@ -160,17 +160,13 @@ def _data_root(args: argparse.Namespace) -> Path:
     return Path(refuse_url(home, HOME_VARIABLE, DATA_ROOT_EXPECTED))
 
 
-def _fetch(
-    args: argparse.Namespace,
-    *,
-    first_snapshot: bool,
-    kept: tuple[type[SkewtapeError], ...] = (),
-) -> tuple[Any, SkewtapeError | None]:
+def _fetch(args: argparse.Namespace, *, first_snapshot: bool) -> tuple[Any, SkewtapeError | None]:
     """Run ``fetch`` (or ``sync``'s fetch): the first snapshot when asked for (or, for
     ``first_snapshot``, when the root holds none: the publisher's newest), then the deltas.
 
-    Returns what was fetched and None; or, when a delta fails with one of ``kept``, what was
-    fetched before it and that failure. Any other failure, and the snapshot's, is raised."""
+    Returns what was fetched and None; or, when a delta fails (the network, a refused answer:
+    ``fetch.REFUSALS``), what was fetched before it and that failure. Any other failure, and
+    the snapshot's, is raised."""
     from skewtape_pipeline.mirror.fetch import FetchResult, holds_snapshot, newest_snapshot_month
     from skewtape_pipeline.mirror.sources import open_source
 
@@ -189,7 +185,7 @@ def _fetch(
             month = args.snapshot
             if month is None and first_snapshot and not holds_snapshot(root):
                 month = newest_snapshot_month(source)
-            failure = _fetch_months(source, root, month, first_snapshot, fetched, options, kept)
+            failure = _fetch_months(source, root, month, first_snapshot, fetched, options)
     finally:
         shown.finish()
     return fetched, failure
@@ -202,13 +198,13 @@ def _fetch_months(
     first_snapshot: bool,
     fetched: Any,
     options: dict[str, Any],
-    kept: tuple[type[SkewtapeError], ...],
 ) -> SkewtapeError | None:
     """Fetch ``month``'s snapshot when one is named (its failure raised: a month that cannot be
     the first is refused whole), then (unless only the snapshot was asked for) the deltas,
-    adding each month to ``fetched`` once it is in place; a delta's failure of one of ``kept``
-    is returned, the months before it in ``fetched``."""
-    from skewtape_pipeline.mirror.fetch import fetch_deltas, fetch_snapshot
+    adding each month to ``fetched`` once it is in place; a delta's failure (the network, a
+    refused answer) is returned, the months before it in ``fetched``."""
+    from skewtape_pipeline.errors import TransferError
+    from skewtape_pipeline.mirror.fetch import REFUSALS, fetch_deltas, fetch_snapshot
 
     if month is not None:
         fetched.months += fetch_snapshot(source, root, _check_month(month), **options).months
@@ -216,7 +212,7 @@ def _fetch_months(
             return None
     try:
         deltas = fetch_deltas(source, root, on_month=fetched.months.append, **options)
-    except kept as exc:
+    except (TransferError, *REFUSALS) as exc:
         return exc
     fetched.next_unpublished = deltas.next_unpublished
     return None
@@ -274,10 +270,7 @@ def _describe_fetch(result: Any) -> str:
 def cmd_fetch(args: argparse.Namespace) -> None:
     """``fetch``: the months placed, then, when a later month failed (the network, a refused
     answer), that failure (its exit code); the months before it stay in place, verified."""
-    from skewtape_pipeline.errors import TransferError
-    from skewtape_pipeline.mirror.fetch import REFUSALS
-
-    result, failure = _fetch(args, first_snapshot=False, kept=(TransferError, *REFUSALS))
+    result, failure = _fetch(args, first_snapshot=False)
     if failure is None or result.months:
         _print_result(args, result, _describe_fetch(result))
     if failure is not None:
@@ -291,12 +284,11 @@ def cmd_sync(args: argparse.Namespace) -> None:
     pending no catch-up runs, so a refused fetch creates nothing (no ``deltas/``, no lock); the
     audit log is still checked to take records (AuditLogError now, not at the next month)."""
     from skewtape_pipeline.audit import AuditLog
-    from skewtape_pipeline.errors import TransferError
     from skewtape_pipeline.mirror.catchup import catch_up, has_pending
-    from skewtape_pipeline.mirror.fetch import REFUSALS, holds_snapshot
+    from skewtape_pipeline.mirror.fetch import holds_snapshot
 
     root = _data_root(args)
-    fetched, failure = _fetch(args, first_snapshot=True, kept=(TransferError, *REFUSALS))
+    fetched, failure = _fetch(args, first_snapshot=True)
     if failure is not None and not holds_snapshot(root):
         raise failure
     history, applied = root / "history", []

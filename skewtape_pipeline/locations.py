@@ -80,13 +80,17 @@ def redacted(text: str | Location) -> str:
 
 _SCHEME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+.-")
 _LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
-_URL_END = re.compile(r"[\s'\"<>]")
+_STOPS = r"\s'\"<>"
+"""What ends a word of a message, and a URL in it: a space, a quote, an angle bracket."""
+_URL_END = re.compile(f"[{_STOPS}]")
 _SENTENCE_MARKS = frozenset(";,.)")
 """Marks that end a URL's run of characters in a message but belong to the sentence around it
 (``redirects to URL; a publisher's ...``): kept as they are, never redacted with its query."""
-_WORD = re.compile(r"[^\s'\"<>]+")
-"""A word of a message: a run of characters without a space, a quote or an angle bracket."""
-_USER_START = re.compile(r"(?:(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*:|/)(?=[^\s/'\"<>@:]+:)")
+_WORD = re.compile(f"[^{_STOPS}]+")
+"""A word of a message: a run of characters without a stop."""
+_USER_START = re.compile(
+    rf"(?:(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*:|/)(?=[^{_STOPS}/@:]+:)"
+)
 """A scheme and its ``:`` (starting a word, or after a ``(``, ``=``, ``,`` ...), or a ``/``,
 before a user name and its ``:``: where a mistyped URL's user part starts (the match ends
 there)."""
