@@ -181,7 +181,10 @@ def _fetch(args: argparse.Namespace, *, first_snapshot: bool) -> tuple[Any, Skew
     }
     fetched = FetchResult(source.location, [], dry_run=options["dry_run"])
     try:
-        with progress.reporting(shown.line.update):  # a wait for the fetch's lock
+        with (
+            progress.reporting(shown.line.update),
+            progress.noticing(shown.notice),
+        ):  # a lock wait; retries
             month = args.snapshot
             if month is None and first_snapshot and not holds_snapshot(root):
                 month = newest_snapshot_month(source)
@@ -710,6 +713,12 @@ class TransferProgress:
             rate = stats.bytes_fetched / seconds if seconds > 0 else 0.0
             left = f"{(total - done) / rate:.0f} s left" if rate > 0 else "-- s left"
             self.line.update(done, total, f"{rate / 1e6:.1f} MB/s, {left},", "bytes")
+
+    def notice(self, text: str) -> None:
+        """A line of news (a retry, and why) under the bar, any URL in it redacted."""
+        from skewtape_pipeline.locations import redact_urls
+
+        self.line.notice(redact_urls(one_line(printable(text))))
 
     def finish(self) -> None:
         self.line.finish()

@@ -7,21 +7,27 @@ signatures stay as they are, and without a reporter a report costs one lookup. R
 from the thread that called the core function (workers' results are reported as they are
 collected).
 
+Notices are the news a waiting user should read at once, one line each (a transfer tried
+again after a stall, and why: :func:`notice`); a caller installs their reader with
+:func:`noticing`, and work spread over a pool's threads carries it there
+(:func:`carrying_notices`).
+
 :class:`ProgressLine` is the command line's reporter: a bar redrawn in place on a terminal,
 a line every :data:`LINE_INTERVAL` seconds otherwise (a redirected or CI log shows life), and
-nothing when disabled (``--json``).
+nothing when disabled (``--json``); it shows notices on lines of their own.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 Reporter = Callable[[int, int, str, str], None]
 """``reporter(done, total, stage, unit)``."""
@@ -45,6 +51,49 @@ def reporting(reporter: Reporter) -> Iterator[None]:
         yield
     finally:
         _REPORTER.reset(token)
+
+
+Notice = Callable[[str], None]
+"""``notice(text)``: one line a user waiting on long work should read now (a transfer tried
+again, and why), from whichever thread the work is on."""
+
+_NOTICE: ContextVar[Notice | None] = ContextVar("skewtape_notice", default=None)
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def notice(text: str) -> None:
+    """Tell the installed notice reader (if any) ``text``, one line."""
+    reader = _NOTICE.get()
+    if reader is not None:
+        reader(text)
+
+
+@contextlib.contextmanager
+def noticing(reader: Notice) -> Iterator[None]:
+    """Send the core's notices to ``reader`` while the block runs (and to the worker threads of
+    the functions it wraps with :func:`carrying_notices`)."""
+    token = _NOTICE.set(reader)
+    try:
+        yield
+    finally:
+        _NOTICE.reset(token)
+
+
+def carrying_notices(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``fn``, its notices sent where this thread's go whichever thread runs it (a pool's
+    worker, whose context is its own)."""
+    reader = _NOTICE.get()
+    if reader is None:
+        return fn
+
+    @functools.wraps(fn)
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with noticing(reader):
+            return fn(*args, **kwargs)
+
+    return run
 
 
 def size_text(nbytes: int) -> str:
@@ -141,6 +190,18 @@ class ProgressLine:
         self.stream.write("\r" + text.ljust(self.drawn))
         self.stream.flush()
         self.drawn = len(text)
+
+    def notice(self, text: str) -> None:
+        """Show ``text`` on a line of its own, after the label (on a terminal over the bar,
+        which the next update draws again below it); nothing when not enabled. Safe to call
+        from several threads."""
+        if not self.enabled:
+            return
+        line = f"{self.label}: {text}" if self.label else text
+        with self._lock:
+            self.stream.write("\r" + line.ljust(self.drawn) + "\n" if self.drawn else line + "\n")
+            self.stream.flush()
+            self.drawn = 0
 
     def finish(self) -> None:
         """End the bar's line (nothing when no bar was drawn)."""

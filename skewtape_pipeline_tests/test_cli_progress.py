@@ -9,6 +9,7 @@ import os
 import re
 import struct
 import termios
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,53 @@ def test_progress_line_takes_the_width_of_the_terminal_it_draws_on(monkeypatch):
     drawn = os.read(leader, 4096).decode().split("\r")[1].rstrip("\r\n")
     os.close(leader)
     assert len(drawn) == 49 and drawn.endswith("... 1/600 s")
+
+
+def test_progress_line_on_a_terminal_shows_a_notice_on_its_own_line_and_draws_the_bar_below(
+    monkeypatch,
+):
+    monkeypatch.setenv("COLUMNS", "60")
+    stream = Terminal()
+    line = ProgressLine(stream, "s", label="fetch")
+    line.update(1, 600, "waiting")
+    line.notice("x.parquet: StalledTransfer; trying again (attempt 2 of 5)")
+    line.update(2, 600, "waiting")
+    line.finish()
+    first, notice, second = stream.getvalue().split("\r")[1:]
+    assert first.startswith("[") and first.endswith("1/600 s")
+    assert notice == "fetch: x.parquet: StalledTransfer; trying again (attempt 2 of 5)\n"
+    assert second.startswith("[") and second.endswith("2/600 s\n")
+
+
+def test_progress_line_on_a_terminal_covers_a_longer_bar_with_a_short_notice():
+    stream = Terminal()
+    line = ProgressLine(stream, "s")
+    line.update(1, 600, "waiting")
+    line.notice("x")
+    assert (
+        stream.getvalue().split("\r")[2] == "x".ljust(len(stream.getvalue().split("\r")[1])) + "\n"
+    )
+
+
+def test_progress_line_when_not_a_terminal_prints_a_notice_at_once_and_none_when_disabled():
+    stream, clock = io.StringIO(), Clock()
+    ProgressLine(stream, "files", label="fetch", clock=clock).notice("trying again")
+    ProgressLine(stream, "files", label="fetch", enabled=False, clock=clock).notice("hidden")
+    assert stream.getvalue() == "fetch: trying again\n"
+
+
+def test_notices_reach_the_reader_from_the_worker_threads_of_a_wrapped_function():
+    heard: list[str] = []
+
+    def work(n: int) -> int:
+        progress.notice(f"retry {n}")
+        return n
+
+    with ThreadPoolExecutor(max_workers=2) as pool, progress.noticing(heard.append):
+        assert list(pool.map(progress.carrying_notices(work), [1, 2])) == [1, 2]
+        list(pool.map(work, [3]))  # not carried: the worker's context has no reader
+    progress.notice("after the block")
+    assert sorted(heard) == ["retry 1", "retry 2"]
 
 
 def test_progress_line_when_disabled_prints_nothing():

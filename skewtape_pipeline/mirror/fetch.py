@@ -61,7 +61,7 @@ from dataclasses import KW_ONLY, asdict, dataclass, field, fields, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from skewtape_pipeline import fsio
+from skewtape_pipeline import fsio, progress
 from skewtape_pipeline.errors import (
     ChainError,
     ChecksumMismatchError,
@@ -641,7 +641,7 @@ def _stat_all(source: Source, remote: RemoteMonth, large: dict[str, str]) -> dic
 
     names = sorted(large)
     with ThreadPoolExecutor(max_workers=settings.connections) as pool:
-        return dict(zip(names, pool.map(one, names), strict=True))
+        return dict(zip(names, pool.map(progress.carrying_notices(one), names), strict=True))
 
 
 def _check_size(url: str, found: RemoteFile, recorded: int | None) -> None:
@@ -756,10 +756,9 @@ class _StagedMonth:
         with _writing(self.source, self.remote, self.stage, "its journal"):
             self._remember_versions({rel: remote.validator for rel, remote in remotes.items()})
         order = sorted(remotes, key=lambda rel: remotes[rel].size, reverse=True)
+        fetch_file = progress.carrying_notices(self.fetch_file)
         with ThreadPoolExecutor(max_workers=self.source.settings.connections) as pool:
-            futures = [
-                pool.submit(self.fetch_file, rel, remotes[rel], started[rel]) for rel in order
-            ]
+            futures = [pool.submit(fetch_file, rel, remotes[rel], started[rel]) for rel in order]
             try:
                 wait(futures, return_when=FIRST_EXCEPTION)
             finally:

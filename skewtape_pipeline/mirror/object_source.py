@@ -37,6 +37,7 @@ from obstore import exceptions as obstore_errors
 from urllib3.exceptions import HTTPError, MaxRetryError
 from urllib3.util import Timeout
 
+from skewtape_pipeline import progress
 from skewtape_pipeline.errors import (
     ConfigError,
     FetchError,
@@ -440,6 +441,7 @@ def _read_ahead(
     yielded (the caller done with them), they go to ``recycle``, when given."""
     ranges = iter(_growing_ranges(start, end, largest))
     arrived, stop = _Arrivals(), threading.Event()
+    read = progress.carrying_notices(read)
     with ThreadPoolExecutor(max_workers=S3_DEPTH) as pool:
         pending = collections.deque(
             pool.submit(read, *span, arrived.add, stop)

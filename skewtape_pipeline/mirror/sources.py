@@ -47,6 +47,7 @@ import urllib3.connection
 from urllib3.exceptions import HTTPError, MaxRetryError, ProtocolError, SSLError
 from urllib3.util import Retry, Timeout
 
+from skewtape_pipeline import progress
 from skewtape_pipeline.errors import ConfigError, PublisherError, TLSFailureError, TransferError
 from skewtape_pipeline.hashing import BLOCK
 from skewtape_pipeline.locations import Location, parse_location
@@ -95,9 +96,10 @@ class TransferSettings:
             raise ConfigError(f"time_limit={self.time_limit!r}; expected seconds above 0")
 
     def retry(self) -> Retry:
-        """The urllib3 retry policy of these settings (also the budget of resumed bodies)."""
+        """The urllib3 retry policy of these settings (also the budget of resumed bodies):
+        each retry told as a notice (:class:`NoticedRetry`)."""
         retries = self.attempts - 1
-        return Retry(
+        return NoticedRetry(
             total=retries,
             connect=retries,
             read=retries,
@@ -111,6 +113,42 @@ class TransferSettings:
             raise_on_status=True,
             respect_retry_after_header=True,
         )
+
+
+class NoticedRetry(Retry):
+    """urllib3's :class:`~urllib3.util.Retry` that tells each retry as a notice
+    (``progress.notice``: the URL without its query, why, the attempt to come), so a user
+    waiting on a stalled or failing publisher reads what is happening instead of a quiet bar."""
+
+    def increment(self, method=None, url=None, response=None, error=None, _pool=None, **kw):
+        retry = super().increment(method, url, response, error, _pool, **kw)
+        attempt = len(retry.history) + 1
+        progress.notice(
+            f"{_retried_url(url, _pool)}: {_retry_reason(response, error)}; "
+            f"trying again (attempt {attempt} of {attempt + (retry.total or 0)})"
+        )
+        return retry
+
+
+def _retried_url(url: str | None, pool) -> str:
+    """The URL a retry is of, without its query (a signed GET's signature): ``url`` whole, or
+    the request target ``url`` on ``pool``'s host."""
+    url = (url or "").split("?", 1)[0]
+    if "://" in url or pool is None:
+        return url
+    port = "" if pool.port in (None, 80, 443) else f":{pool.port}"
+    return f"{pool.scheme}://{pool.host}{port}{url}"
+
+
+def _retry_reason(response, error: BaseException | None) -> str:
+    """Why a request is tried again: the broken connection's own error (unwrapped from
+    urllib3's ``ProtocolError``), or the status answered."""
+    if error is None:
+        return f"answered {getattr(response, 'status', '?')}"
+    if isinstance(error, ProtocolError) and error.args:
+        inner = error.args[-1]
+        return error_reason(inner) if isinstance(inner, BaseException) else str(inner)
+    return error_reason(error)
 
 
 @dataclass(frozen=True)

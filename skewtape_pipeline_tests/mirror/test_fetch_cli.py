@@ -72,10 +72,16 @@ def test_cli_fetch_when_the_publisher_is_unreachable_exits_1_with_one_line(subsc
     url = f"http://127.0.0.1:{free_port()}"
     code, out, err = run(capsys, "fetch", url, "--root", str(subscriber), "--connections", "1")
 
-    assert code == 1 and out == ""
-    assert (
-        err.startswith(f"error: {url}/deltas/2026-10/CHECKSUMS.sha256: ") and err.count("\n") == 1
+    *retries, error = err.splitlines()
+    assert code == 1 and out == "" and err.endswith("\n")
+    assert error.startswith(f"error: {url}/deltas/2026-10/CHECKSUMS.sha256: ")
+    assert [line.rsplit("; ", 1)[1] for line in retries] == [
+        f"trying again (attempt {n} of 5)" for n in (2, 3, 4, 5)
+    ]  # each retry told first, naming the file and why
+    assert all(
+        line.startswith(f"fetch: {url}/deltas/2026-10/CHECKSUMS.sha256: ") for line in retries
     )
+    assert all("Connection refused" in line for line in retries)
 
 
 def test_cli_fetch_when_the_source_is_plain_http_elsewhere_exits_2(subscriber, capsys):

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from pyarrow import fs as pafs
 
+from skewtape_pipeline import progress
 from skewtape_pipeline.cli import main
 from skewtape_pipeline.errors import FetchDiskError, PublisherError, TransferError
 from skewtape_pipeline.mirror.fetch import fetch_deltas
@@ -188,8 +189,10 @@ def test_fetch_over_s3_when_a_file_gets_no_answer_asks_for_it_attempts_times_in_
 
     rules = HttpRules(answer=no_answer)
     proxy = FaultProxy(s3_publisher.s3_port, http=rules)
+    notices: list[str] = []
     try:
-        with pytest.raises(TransferError, match="after the last retry") as info:
+        with pytest.raises(TransferError, match="after the last retry") as info, \
+                progress.noticing(notices.append):  # fmt: skip
             fetch_deltas(s3_publisher.uri("publisher", port=proxy.port), large_subscriber,
                          settings=SETTINGS)  # fmt: skip
     finally:
@@ -202,6 +205,10 @@ def test_fetch_over_s3_when_a_file_gets_no_answer_asks_for_it_attempts_times_in_
     )  # the blocks read ahead side by side, each asked for
     assert set(asked.values()) == {SETTINGS.attempts}  # not attempts per request and per file
     assert stalled in str(info.value) and "x-amz-" not in str(info.value).lower()
+    told = [n for n in notices if stalled in n]  # each signed GET's retries, from its thread
+    assert told and all("x-amz-" not in n.lower() and "?" not in n for n in told)  # no signature
+    assert all(re.search(r"\.parquet: (SlowHeadError|ReadTimeoutError): ", n) for n in told)
+    assert {n.rsplit("(", 1)[1] for n in told} == {f"attempt {a} of 5)" for a in (2, 3, 4, 5)}
 
 
 def test_fetch_over_s3_when_a_small_file_gets_no_answer_asks_for_it_attempts_times(
@@ -521,6 +528,13 @@ def test_cli_fetch_when_a_body_stays_below_the_speed_limit_flags_exits_1_naming_
     assert error.startswith(f"error: {proxy.url}{path}: the transfer broke off (StalledTransfer: ")
     assert re.search(r"\d+ bytes/s over \d+ s, below the low-speed limit of 16000 bytes/s", error)
     assert not (large_subscriber / DELTA).exists()
+    retries = [line for line in err.splitlines() if "trying again" in line]
+    assert [line.rsplit("(", 1)[1] for line in retries] == [
+        f"attempt {n} of 5)" for n in (2, 3, 4, 5)
+    ]
+    for line in retries:  # each told as it happens: the file, why, then the attempt to come
+        assert line.startswith(f"fetch: {proxy.url}{path}: StalledTransfer: ")
+        assert "below the low-speed limit of 16000 bytes/s; trying again" in line
 
 
 def s3_path(server, path: str) -> str:
