@@ -6,11 +6,15 @@ when to call it and turns its result into metadata.
 """
 
 import os
+import threading
+from collections.abc import Callable
 
 import dagster as dg
 from pydantic import Field
 
+from skewtape_pipeline import progress
 from skewtape_pipeline.errors import ChainError, ConfigError
+from skewtape_pipeline.locations import redact_urls
 from skewtape_pipeline.mirror.catchup import chain_tip, next_month
 from skewtape_pipeline.mirror.fetch import CHECKSUMS, DELTAS, FetchedMonth, fetch_deltas
 from skewtape_pipeline.mirror.format import MANIFEST
@@ -75,9 +79,10 @@ class PublisherSource(dg.ConfigurableResource):
 def fetch_delta(context: dg.OpExecutionContext, skewtape: SkewtapeHome, publisher: PublisherSource):
     """Fetch the month's delta from the publisher into `deltas/<month>/` (verified, then placed
     whole); a no-op when it is already there, when the month's snapshot is, or when no
-    publisher is configured. Records the transfer as an observation of the month."""
+    publisher is configured. Each retry is a warning in the run's log as it happens; the
+    transfer is recorded as an observation of the month."""
     month = context.partition_key
-    with month_refused(context, month):
+    with month_refused(context, month), progress.noticing(_warning_of(context)):
         source = publisher.open()
         here = (skewtape.delta_dir(month) / MANIFEST, skewtape.snapshot_dir(month) / MANIFEST)
         if source is None or any(path.is_file() for path in here):
@@ -92,6 +97,18 @@ def fetch_delta(context: dg.OpExecutionContext, skewtape: SkewtapeHome, publishe
                 metadata=fetch_metadata(fetched),
             )
         )
+
+
+def _warning_of(context: dg.OpExecutionContext) -> Callable[[str], None]:
+    """The core's notices (a transfer tried again, and why) as warnings in the run's log, one
+    at a time from the transfer threads, any URL in them redacted."""
+    lock = threading.Lock()
+
+    def warn(text: str) -> None:
+        with lock:
+            context.log.warning(redact_urls(text))
+
+    return warn
 
 
 def fetch_metadata(fetched: FetchedMonth) -> dict[str, dg.MetadataValue]:

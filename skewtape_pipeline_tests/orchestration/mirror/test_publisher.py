@@ -4,6 +4,7 @@ import. The publisher is the published sample (a folder laid out as a publisher 
 
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
 from skewtape_pipeline_tests.mirror.apply_support import assert_same_snapshot
+from skewtape_pipeline_tests.mirror.publisher_servers import Fault, FaultProxy, start_nginx
 from skewtape_pipeline_tests.orchestration.conftest import run_month
 
 NO_SOURCE = PublisherSource(source_variable="SKEWTAPE_TEST_UNSET_SOURCE")
@@ -113,6 +115,31 @@ def test_demo_when_the_root_is_new_fetches_every_month_from_its_local_publisher(
     assert len(lines) == 4 and (root / PUBLISHER_DIR / "history" / "2026-09").is_dir()
     assert sorted(p.name for p in (root / "deltas").iterdir()) == ["2026-10", "2026-11", "2026-12"]
     assert (root / "history" / "2026-09" / MANIFEST).is_file()
+
+
+def test_month_run_when_the_publisher_answers_503_once_warns_of_the_retry_in_the_runs_log(
+    tmp_path, subscriber, published_sample
+):
+    nginx = start_nginx(published_sample, tmp_path / "nginx")
+    proxy = FaultProxy(nginx.port)
+    proxy.add(Fault("503"))  # the first request: the month's CHECKSUMS.sha256
+    try:
+        defs = build_definitions(
+            SkewtapeHome(root=str(subscriber)), publisher=PublisherSource(source=proxy.url)
+        )
+        with dg.DagsterInstance.ephemeral() as instance:
+            assert run_month(defs, "2026-09", instance).success
+            result = run_month(defs, "2026-10", instance)
+            logs = instance.all_logs(result.run_id)
+    finally:
+        proxy.close()
+        nginx.stop()
+
+    assert result.success and (subscriber / "deltas" / "2026-10" / MANIFEST).is_file()
+    warnings = [e.user_message for e in logs if e.level == logging.WARNING]
+    assert warnings == [
+        f"{proxy.url}/deltas/2026-10/CHECKSUMS.sha256: answered 503; trying again (attempt 2 of 5)"
+    ]
 
 
 def test_publisher_source_gives_every_fetch_a_time_limit_by_default(published_sample):
