@@ -167,7 +167,8 @@ def _fetch(args: argparse.Namespace, *, first_snapshot: bool) -> tuple[Any, Skew
     Returns what was fetched and None; or, when a delta fails (the network, a refused answer:
     ``fetch.REFUSALS``), what was fetched before it and that failure. Any other failure, and
     the snapshot's, is raised."""
-    from skewtape_pipeline.mirror.fetch import FetchResult, holds_snapshot, newest_snapshot_month
+    from skewtape_pipeline.mirror.fetch import FetchResult, holds_snapshot
+    from skewtape_pipeline.mirror.remote import newest_snapshot_month
     from skewtape_pipeline.mirror.sources import open_source
 
     root = _data_root(args)

@@ -30,7 +30,8 @@ import dagster as dg
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.locations import DATA_ROOT_EXPECTED, refuse_url
 from skewtape_pipeline.mirror.arrivals import delta_months
-from skewtape_pipeline.mirror.fetch import fetch_deltas, fetch_snapshot, newest_snapshot_month
+from skewtape_pipeline.mirror.fetch import fetch_deltas, fetch_snapshot
+from skewtape_pipeline.mirror.remote import newest_snapshot_month
 from skewtape_pipeline.mirror.sources import open_source
 from skewtape_pipeline.orchestration.definitions import build_definitions
 from skewtape_pipeline.orchestration.shared.partitions import month_partitions

@@ -20,14 +20,10 @@ from skewtape_pipeline.errors import ChainError, ConfigError
 from skewtape_pipeline.hashing import HashCache
 from skewtape_pipeline.mirror import transfer as transfer_module
 from skewtape_pipeline.mirror.catchup import catch_up
-from skewtape_pipeline.mirror.fetch import (
-    fetch_deltas,
-    fetch_snapshot,
-    newest_snapshot_month,
-    remote_delta,
-)
+from skewtape_pipeline.mirror.fetch import fetch_deltas, fetch_snapshot
 from skewtape_pipeline.mirror.format import MANIFEST
 from skewtape_pipeline.mirror.preflight import check_delta_files, read_delta_head
+from skewtape_pipeline.mirror.remote import newest_snapshot_month, remote_delta
 from skewtape_pipeline.mirror.sources import (
     LowSpeedCheck,
     StalledTransfer,

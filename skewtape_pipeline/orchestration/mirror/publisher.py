@@ -16,8 +16,9 @@ from skewtape_pipeline import progress
 from skewtape_pipeline.errors import ChainError, ConfigError
 from skewtape_pipeline.locations import redact_urls
 from skewtape_pipeline.mirror.catchup import chain_tip, next_month
-from skewtape_pipeline.mirror.fetch import CHECKSUMS, DELTAS, FetchedMonth, fetch_deltas
-from skewtape_pipeline.mirror.format import MANIFEST
+from skewtape_pipeline.mirror.fetch import FetchedMonth, fetch_deltas
+from skewtape_pipeline.mirror.format import CHECKSUMS, MANIFEST
+from skewtape_pipeline.mirror.remote import DELTAS
 from skewtape_pipeline.mirror.sources import Source, TransferSettings, open_source
 from skewtape_pipeline.orchestration.mirror.jobs import APPLY_POOL, apply_month_job
 from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT
