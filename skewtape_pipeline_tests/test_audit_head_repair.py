@@ -12,7 +12,7 @@ import pytest
 
 from skewtape_pipeline import faults
 from skewtape_pipeline.audit import AuditLog, audit_head_path, check_audit_log
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.fsio import TEMP_MARKER
 from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
 from skewtape_pipeline_tests.ticks.archive_builders import Crash, write_four_day_csv

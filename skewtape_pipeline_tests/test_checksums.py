@@ -154,7 +154,7 @@ def test_parse_checksums_when_name_holds_a_form_feed_keeps_it_in_the_name():
 def test_verify_when_an_apply_merged_tables_names_exactly_those_sha256sum_fails(
     published_sample: Path, tmp_path: Path, capsys
 ):
-    from skewtape_pipeline.cli import main
+    from skewtape_pipeline.cli.app import main
 
     root = tmp_path / "mirror"
     assert main(["sync", str(published_sample), "--root", str(root), "--json"]) == 0

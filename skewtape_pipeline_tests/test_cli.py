@@ -12,7 +12,8 @@ import duckdb
 import pytest
 
 from skewtape_pipeline.audit import verify_audit_log
-from skewtape_pipeline.cli import main, parse_side_map
+from skewtape_pipeline.cli.app import main
+from skewtape_pipeline.cli.tick_commands import parse_side_map
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.sample.publisher import publish_sample
 from skewtape_pipeline_tests.mirror.apply_support import assert_same_snapshot, tree_state

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.ticks.archive.store.catalog import (
     CatalogStore,
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.ticks.archive.store.layout import CATALOG_FILE
 from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
 

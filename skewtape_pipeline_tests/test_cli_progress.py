@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from skewtape_pipeline import progress
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.progress import ProgressLine
 from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
 from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv

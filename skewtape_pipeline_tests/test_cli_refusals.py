@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.mirror import apply as apply_module
 from skewtape_pipeline.mirror import merge
 from skewtape_pipeline.ticks.archive.store import consolidate, layout

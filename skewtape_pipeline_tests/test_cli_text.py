@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from skewtape_pipeline.cli import build_parser, main
+from skewtape_pipeline.cli.app import main
+from skewtape_pipeline.cli.parser import build_parser
 from skewtape_pipeline_tests.markup import markup_problems
 
 

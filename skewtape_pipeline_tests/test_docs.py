@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from skewtape_pipeline.cli import build_parser
+from skewtape_pipeline.cli.parser import build_parser
 from skewtape_pipeline.mirror.catchup import catch_up
 from skewtape_pipeline.sample.publisher import publish_sample
 from skewtape_pipeline.ticks.archive.handle import Archive

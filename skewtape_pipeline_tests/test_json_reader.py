@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import skewtape_pipeline
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.errors import ConfigError, MalformedJsonError
 from skewtape_pipeline.fsio import JSON_MAX_DEPTH, json_depth, load_json, read_json_file
 from skewtape_pipeline.mirror.folder_kinds import check_apply_folders, folder_kind

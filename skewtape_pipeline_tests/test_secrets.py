@@ -18,7 +18,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.locations import parse_location, redact_urls
 from skewtape_pipeline.mirror.sources import open_source

@@ -1,7 +1,7 @@
 """MkDocs hook: the command-line reference, rendered from the parser itself.
 
 ``docs/reference/cli.md`` holds the marker ``<!-- cli-reference -->``; at build time it is
-replaced by one section per command of ``skewtape_pipeline.cli.build_parser()`` (its summary,
+replaced by one section per command of ``skewtape_pipeline.cli.parser.build_parser()`` (its summary,
 its usage line and every argument with its help and default), so the reference cannot drift from
 the parser. ``skewtape_pipeline_tests/test_docs.py`` renders it too and checks it whole.
 """
@@ -57,6 +57,6 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     """Replace the marker of the command-line page with the rendered reference."""
     if MARKER not in markdown:
         return markdown
-    from skewtape_pipeline.cli import build_parser
+    from skewtape_pipeline.cli.parser import build_parser
 
     return markdown.replace(MARKER, render(build_parser()))

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from skewtape_pipeline.cli import TransferProgress, main
+from skewtape_pipeline.cli.app import main
+from skewtape_pipeline.cli.mirror_commands import TransferProgress
 from skewtape_pipeline.errors import ManifestError, VerificationError
 from skewtape_pipeline.mirror.fetch import TransferStats, fetch_deltas, fetch_snapshot
 from skewtape_pipeline.mirror.format import CHECKSUMS, MANIFEST

@@ -21,7 +21,7 @@ import pytest
 from pyarrow import fs as pafs
 
 from skewtape_pipeline import progress
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.errors import FetchDiskError, PublisherError, TransferError
 from skewtape_pipeline.mirror.fetch import fetch_deltas
 from skewtape_pipeline.mirror.sources import TransferSettings, open_source

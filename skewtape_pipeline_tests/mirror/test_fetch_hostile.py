@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.errors import (
     ChecksumMismatchError,
     PublisherError,

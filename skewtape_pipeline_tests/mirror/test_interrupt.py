@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from skewtape_pipeline.cli import INTERRUPTED, main
+from skewtape_pipeline.cli.app import INTERRUPTED, main
 from skewtape_pipeline.mirror.fetch import LOCK_NAME
 from skewtape_pipeline_tests.mirror.conftest import LARGE_NEXT
 from skewtape_pipeline_tests.mirror.publisher_servers import FaultProxy

@@ -12,7 +12,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.mirror.apply import apply_delta
 from skewtape_pipeline.ticks.archive import core
 from skewtape_pipeline.ticks.archive.handle import Archive

@@ -76,7 +76,7 @@ def test_csv_line_lengths_and_decimal_arrays_when_built_hand_arrow_only_its_own_
 
 POOL_AFTER = """
 import sys
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 main(sys.argv[1:])
 import pyarrow as pa
 print(pa.default_memory_pool().backend_name)

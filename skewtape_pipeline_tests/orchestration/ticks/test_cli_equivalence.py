@@ -12,7 +12,7 @@ import dagster as dg
 import duckdb
 import pytest
 
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.orchestration.definitions import build_definitions
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.venues import register_applied_venues

@@ -13,7 +13,7 @@ import pytest
 
 from skewtape_pipeline import fsio
 from skewtape_pipeline.audit import verify_audit_log
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.errors import (
     ArchiveBusyError,
     CatalogMismatchError,

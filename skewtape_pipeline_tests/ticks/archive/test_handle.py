@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import date
 from pathlib import Path
 
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 from skewtape_pipeline_tests.ticks.conftest import KALSHI_FILE, write_text
 

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from skewtape_pipeline import faults
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.errors import CatalogMismatchError, DamagedFileError, TickFormatError
 from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.ticks.archive.core import ArchiveCore

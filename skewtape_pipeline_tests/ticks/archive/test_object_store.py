@@ -15,7 +15,7 @@ from pyarrow import fs
 
 from skewtape_pipeline import faults, storage
 from skewtape_pipeline.audit import verify_audit_log
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.errors import (
     CatalogMismatchError,
     ConfigError,

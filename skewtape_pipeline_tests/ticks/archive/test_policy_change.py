@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from skewtape_pipeline import storage
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.errors import ConfigError, ObjectStoreError
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.store.catalog import CatalogStore

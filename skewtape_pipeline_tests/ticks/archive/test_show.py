@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from skewtape_pipeline.audit import AuditLog
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.errors import AuditLogError, ConfigError
 from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.handle import Archive
@@ -186,7 +186,7 @@ def test_show_when_cold_day_rearchived_unchanged_stays_in_cold_with_nothing_to_m
 def test_show_when_compacted_from_the_command_line_tells_written_its_report_and_words(
     tmp_path, capsys
 ):
-    from skewtape_pipeline.cli import main
+    from skewtape_pipeline.cli.app import main
 
     archive, source = tmp_path / "archive", tmp_path / "ticks.csv"
     day_ns = 1_793_491_200 * 10**9  # 2026-11-01

@@ -18,7 +18,8 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import pytest
 
-from skewtape_pipeline.cli import ReadingRate, main, parse_bytes
+from skewtape_pipeline.cli.app import main
+from skewtape_pipeline.cli.tick_commands import ReadingRate, parse_bytes
 from skewtape_pipeline.errors import ConfigError, TickValidationError
 from skewtape_pipeline.progress import ProgressLine
 from skewtape_pipeline.ticks.archive.ops.compact import compact_source, compact_ticks

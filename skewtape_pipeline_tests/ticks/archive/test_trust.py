@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from skewtape_pipeline.audit import verify_audit_log
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.errors import (
     CatalogMismatchError,
     ConfigError,

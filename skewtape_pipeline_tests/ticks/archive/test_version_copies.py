@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 from skewtape_pipeline_tests.ticks.archive_builders import write_four_day_csv
 

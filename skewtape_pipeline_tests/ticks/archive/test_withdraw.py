@@ -456,7 +456,7 @@ def test_remove_days_when_crashing_anywhere_leaves_every_query_working_and_a_rer
     """A removal cut short after the hot file went but before the hot index said so left the
     file listed and gone: every query of the archive refused, and remove-days refused to run
     again ("not in the archive")."""
-    from skewtape_pipeline.cli import main
+    from skewtape_pipeline.cli.app import main
 
     base = retiered(tmp_path / "base")
     names: list[str] = []

@@ -11,7 +11,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.ticks.archive.store.layout import recorded_schema
 from skewtape_pipeline.ticks.archive.store.reports_table import (
     REPORTS_SCHEMA,

@@ -13,7 +13,7 @@ from decimal import Decimal
 
 import pytest
 
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.ticks.archive.ops.compact import compact_source
 from skewtape_pipeline.ticks.encode import sources
 from skewtape_pipeline.ticks.encode.report import (

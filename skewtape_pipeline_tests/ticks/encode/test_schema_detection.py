@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.errors import ArchiveSchemaError, ConfigError, TickValidationError
 from skewtape_pipeline.ticks.archive.ops.compact import compact_source, compact_ticks
 from skewtape_pipeline.ticks.archive.store.layout import read_archive_marker, recorded_schema

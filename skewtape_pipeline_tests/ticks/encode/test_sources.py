@@ -271,7 +271,7 @@ def test_compact_ticks_when_a_symbol_is_megabytes_long_prints_a_bounded_line(tmp
 
 
 def test_error_line_when_a_message_is_megabytes_long_keeps_its_start_and_end():
-    from skewtape_pipeline.cli import error_line
+    from skewtape_pipeline.cli.output import error_line
 
     line = error_line(ValueError("start " + "x" * 2_000_000 + " end"))
     assert len(line) < 1000 and line.startswith("start x") and line.endswith("x end")

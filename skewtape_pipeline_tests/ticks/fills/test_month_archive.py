@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from skewtape_pipeline.cli import main
+from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.errors import ChainError
 from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 from skewtape_pipeline.ticks.fills.month_archive import month_venue_days
