@@ -29,7 +29,7 @@ import zstandard
 from skewtape_pipeline.arrow_memory import owned_reader
 from skewtape_pipeline.errors import TickValidationError
 from skewtape_pipeline.ticks.encode.chunked import DEFAULT_BLOCK_BYTES, RawChunk, ReadState
-from skewtape_pipeline.ticks.encode.model import first_true
+from skewtape_pipeline.ticks.encode.exact_columns import first_true
 from skewtape_pipeline.ticks.encode.sides import BAN_SIDES
 from skewtape_pipeline.ticks.encode.sources import (
     TickStream,

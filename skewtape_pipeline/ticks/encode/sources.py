@@ -47,14 +47,12 @@ from skewtape_pipeline.ticks.encode.chunked import (
     open_parquet,
     parquet_chunks,
 )
-from skewtape_pipeline.ticks.encode.model import (
-    SchemaRequest,
-    TickBatch,
-    batch_from_columns,
+from skewtape_pipeline.ticks.encode.exact_columns import (
     first_row_raising,
     first_true,
     int64_of_text,
 )
+from skewtape_pipeline.ticks.encode.model import SchemaRequest, TickBatch, batch_from_columns
 from skewtape_pipeline.ticks.encode.sides import (
     CANONICAL_SIDES,
     EXCHANGE_TAKER_SIDES,

@@ -26,7 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from skewtape_pipeline.errors import TickValidationError
-from skewtape_pipeline.ticks.encode.model import MAX_UNITS, TickBatch, first_true
+from skewtape_pipeline.ticks.encode.exact_columns import MAX_UNITS, first_true
+from skewtape_pipeline.ticks.encode.model import TickBatch
 from skewtape_pipeline.ticks.encode.sides import SIDE_NAMES
 
 NANOS_PER_DAY = 86_400 * 10**9

@@ -54,13 +54,12 @@ from skewtape_pipeline.ticks.archive.ops.withdraw import Removal, remove_symbol_
 from skewtape_pipeline.ticks.archive.store.catalog import SymbolDayKey
 from skewtape_pipeline.ticks.archive.store.layout import partition_file, recorded_schema
 from skewtape_pipeline.ticks.encode.chunked import RawChunk, ReadState, open_parquet, parquet_chunks
-from skewtape_pipeline.ticks.encode.model import (
-    TickSchema,
+from skewtape_pipeline.ticks.encode.exact_columns import (
     coarsest_timestamp_unit,
     smallest_exact_scale,
     timestamps_ns,
-    widest_schema,
 )
+from skewtape_pipeline.ticks.encode.model import TickSchema, widest_schema
 from skewtape_pipeline.ticks.encode.options import TickEncoding
 from skewtape_pipeline.ticks.encode.report import DEFAULT_TARGET_RATIO, TickStorageCompactionReport
 from skewtape_pipeline.ticks.encode.sources import (

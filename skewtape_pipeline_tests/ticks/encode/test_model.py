@@ -11,14 +11,12 @@ from hypothesis import strategies as st
 
 from skewtape_pipeline.errors import ConfigError, PrecisionLossError, TickValidationError
 from skewtape_pipeline.ticks.encode.decimals import EXACT, FLOAT_NOISE, LOSS, quantize
+from skewtape_pipeline.ticks.encode.exact_columns import exact_units, side_codes, timestamps_ns
 from skewtape_pipeline.ticks.encode.model import (
     SchemaRequest,
     TickBatch,
     TickSchema,
     batch_from_columns,
-    exact_units,
-    side_codes,
-    timestamps_ns,
 )
 from skewtape_pipeline.ticks.encode.sides import (
     BAN_SIDES,

@@ -22,13 +22,11 @@ from skewtape_pipeline.ticks.archive.store.layout import read_archive_marker, re
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.encode import sources
 from skewtape_pipeline.ticks.encode.decimals import FLOAT_NOISE, quantize
-from skewtape_pipeline.ticks.encode.model import (
-    SchemaRequest,
-    TickBatch,
-    TickSchema,
+from skewtape_pipeline.ticks.encode.exact_columns import (
     coarsest_timestamp_unit,
     smallest_exact_scale,
 )
+from skewtape_pipeline.ticks.encode.model import SchemaRequest, TickBatch, TickSchema
 from skewtape_pipeline.ticks.fills.snapshot_fills import archive_symbol_days, snapshot_fills_schema
 from skewtape_pipeline_tests.ticks.conftest import (
     DAY_NS,

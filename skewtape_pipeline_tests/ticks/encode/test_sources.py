@@ -466,7 +466,7 @@ def test_canonical_csv_when_column_name_has_invisible_characters_shows_them(tmp_
 
 
 def test_integer_text_when_signed_with_a_plus_reads_its_value():
-    from skewtape_pipeline.ticks.encode.model import int64_of_text
+    from skewtape_pipeline.ticks.encode.exact_columns import int64_of_text
 
     values = pa.array(["+7", " -3 ", "12", "+0"])
     assert int64_of_text(values, field="size").to_pylist() == [7, -3, 12, 0]

@@ -30,14 +30,12 @@ from skewtape_pipeline.ticks.archive.store.spill import (
     SymbolDayRouter,
 )
 from skewtape_pipeline.ticks.encode.chunked import DEFAULT_BLOCK_BYTES, read_ahead
+from skewtape_pipeline.ticks.encode.exact_columns import MAX_UNITS, first_true, rescaled_units
 from skewtape_pipeline.ticks.encode.model import (
-    MAX_UNITS,
     SCHEMA_FIELDS,
     SchemaRequest,
     TickBatch,
     TickSchema,
-    first_true,
-    rescaled_units,
     widest_schema,
 )
 from skewtape_pipeline.ticks.encode.options import DEFAULT_ENCODING, TickEncoding
