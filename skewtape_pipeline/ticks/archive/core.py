@@ -1,5 +1,5 @@
 """The archive as one object: its root, its resolved tiers, its catalog, its books (write-once
-mode and audit log), its version log, its garbage collector, its one lock.
+mode and audit log), its version log, its garbage collector (each built once), its one lock.
 
 :class:`ArchiveCore` is what every operation (``ops/``) is handed: built once by the front door
 (``handle.Archive``), it holds the archive's address and options, so no operation takes the
@@ -137,6 +137,10 @@ class ArchiveCore:
         self.versions = VersionLog(self.root, self.books, self.catalog)
         """The archive's version log (``versions.VersionLog``): every version recorded, read
         or tagged goes through it (its writers under :meth:`locked`)."""
+        self.garbage = GarbageCollector(self.tiers, self.books, self.catalog, self.versions)
+        """The files leaving the archive (``garbage.GarbageCollector`` over :attr:`tiers`):
+        every removal, audited, and what interrupted runs left (its writers under
+        :meth:`locked`)."""
         self.lock_timeout = _checked_lock_timeout(lock_timeout)
         self.books_and_records = bool(books_and_records)
 
@@ -188,13 +192,6 @@ class ArchiveCore:
             if published:
                 self.books.audit([publication.audit], once=True)
         self.catalog.end_publication()
-
-    @property
-    def garbage(self) -> GarbageCollector:
-        """The files leaving the archive (``garbage.GarbageCollector`` over :attr:`tiers`):
-        every removal, audited, and what interrupted runs left (its writers under
-        :meth:`locked`)."""
-        return GarbageCollector(self.tiers, self.books, self.catalog, self.versions)
 
     def checked_catalog(self) -> Catalog:
         """The committed catalog, once it accounts for every consolidated file on disk: what

@@ -155,7 +155,8 @@ def test_retier_when_carrying_out_its_plan_reads_no_tiers_and_lists_stores_once_
     root = build_archive(tmp_path, as_of=STAGE_1)
     events: list[str] = []
     archive = Archive(root, policy=POLICY)
-    archive.core.tiers = _RecordedTiers(ArchiveTiers.of(root, POLICY), events)  # type: ignore[assignment]
+    recorded = _RecordedTiers(ArchiveTiers.of(root, POLICY), events)
+    archive.core.tiers = archive.core.garbage.tiers = recorded  # type: ignore[assignment]
     with faults.installed(events.append):
         result = archive.retier(as_of=STAGE_1)
 
