@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from skewtape_pipeline.cli.app import main
-from skewtape_pipeline.mirror.apply import staging_folders
+from skewtape_pipeline.mirror.staging import staging_folders
 from skewtape_pipeline_tests.conftest import copy_snapshot, mounted_tmpfs
 from skewtape_pipeline_tests.mirror.apply_support import assert_same_snapshot, make_case
 from skewtape_pipeline_tests.mirror.test_apply_integrity import published_state

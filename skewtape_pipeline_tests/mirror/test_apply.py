@@ -21,9 +21,10 @@ from skewtape_pipeline.errors import (
     VerificationError,
 )
 from skewtape_pipeline.mirror import verify as verify_module
-from skewtape_pipeline.mirror.apply import LOCK_FILE, apply_delta, staging_folders
+from skewtape_pipeline.mirror.apply import LOCK_FILE, apply_delta
 from skewtape_pipeline.mirror.merge import connect, merge_table
 from skewtape_pipeline.mirror.snapshot import read_snapshot
+from skewtape_pipeline.mirror.staging import staging_folders
 from skewtape_pipeline.mirror.verify import merged_tables, verify_snapshot
 from skewtape_pipeline_tests.conftest import copy_snapshot
 from skewtape_pipeline_tests.mirror.apply_support import (

@@ -26,9 +26,10 @@ from skewtape_pipeline.errors import (
     SkewtapeError,
     VerificationError,
 )
-from skewtape_pipeline.mirror.apply import apply_delta, staging_folders
+from skewtape_pipeline.mirror.apply import apply_delta
 from skewtape_pipeline.mirror.diff import build_delta
 from skewtape_pipeline.mirror.format import LOCAL_STATE_DIR, MANIFEST
+from skewtape_pipeline.mirror.staging import staging_folders
 from skewtape_pipeline.mirror.verify import verify_snapshot
 from skewtape_pipeline_tests.conftest import (
     copy_snapshot,

@@ -28,9 +28,10 @@ from hypothesis import strategies as st
 
 from skewtape_pipeline import faults
 from skewtape_pipeline.errors import ManifestError, VerificationError
-from skewtape_pipeline.mirror.apply import apply_delta, staging_folders
+from skewtape_pipeline.mirror.apply import apply_delta
 from skewtape_pipeline.mirror.arrivals import inspect_delta
 from skewtape_pipeline.mirror.catchup import catch_up
+from skewtape_pipeline.mirror.staging import staging_folders
 from skewtape_pipeline.mirror.verify import verify_snapshot
 from skewtape_pipeline_tests.mirror import minimal_publisher as minimal
 from skewtape_pipeline_tests.mirror import reference_apply

@@ -22,7 +22,8 @@ import pytest
 
 from skewtape_pipeline import faults
 from skewtape_pipeline.audit import verify_audit_log
-from skewtape_pipeline.mirror.apply import apply_delta, staging_folders
+from skewtape_pipeline.mirror.apply import apply_delta
+from skewtape_pipeline.mirror.staging import staging_folders
 from skewtape_pipeline.mirror.verify import verify_snapshot
 from skewtape_pipeline_tests.conftest import copy_snapshot
 from skewtape_pipeline_tests.mirror.apply_support import (

@@ -9,9 +9,10 @@ from skewtape_pipeline import faults
 from skewtape_pipeline.audit import AuditLog, audit_head_path
 from skewtape_pipeline.errors import AuditLogError, LinkedStateFileError, LocalStateError
 from skewtape_pipeline.hashing import HashCache
-from skewtape_pipeline.mirror.apply import apply_delta, staging_folders
+from skewtape_pipeline.mirror.apply import apply_delta
 from skewtape_pipeline.mirror.catchup import catch_up
 from skewtape_pipeline.mirror.journal import Journal, journal_path
+from skewtape_pipeline.mirror.staging import staging_folders
 from skewtape_pipeline.mirror.verify import hash_cache_path, merged_tables, verify_snapshot
 from skewtape_pipeline.mirror.verify import merged_tables_path as merged_path
 from skewtape_pipeline_tests.conftest import copy_snapshot

@@ -19,8 +19,9 @@ from skewtape_pipeline.errors import (
     UnsafePathError,
 )
 from skewtape_pipeline.hashing import format_checksums, parse_checksums
-from skewtape_pipeline.mirror.apply import apply_delta, staging_folders
+from skewtape_pipeline.mirror.apply import apply_delta
 from skewtape_pipeline.mirror.format import CHECKSUMS, MANIFEST
+from skewtape_pipeline.mirror.staging import staging_folders
 from skewtape_pipeline_tests.conftest import copy_snapshot, make_snapshot
 from skewtape_pipeline_tests.mirror.apply_support import (
     ADDED,
