@@ -65,7 +65,8 @@ class Archive:
         Where the writers' audit records go; None: none. Default: ``audit.jsonl`` beside root.
     lock_timeout
         Seconds a writer waits for another to release the archive's one lock; 0: refuse at
-        once (a compaction, holding it briefly, waits a few seconds whatever this says).
+        once (a compaction, holding it only briefly, waits at least 600 seconds whatever this
+        says: ``layout.ARCHIVE_LOCK_WAIT_SECONDS``).
     books_and_records
         Put the archive in write-once mode before its first write (for good; False: as is).
 
