@@ -710,7 +710,9 @@ class Archive:
         Returns
         -------
         pyarrow.Table
-            The rows (a table without columns when DuckDB gives no relation).
+            The rows (a table without columns when DuckDB gives no relation; DuckDB 2 gives
+            a status relation for most statements without results, e.g. ``SET``: one column
+            ``Success``, no rows).
 
         Raises
         ------
