@@ -55,7 +55,11 @@ class Archive:
     Parameters
     ----------
     root
-        The archive root (its hot tier); a first compaction creates it.
+        The archive root (its hot tier); a first compaction creates it. The other writers do
+        not refuse a root that holds no archive (the command line and the Dagster resource do,
+        first: ``layout.check_archive_root``): :meth:`retier` and :meth:`rebuild_catalog`
+        there create it and record an empty archive as version 1, audited; :meth:`prune` and
+        ``versions.prune``/``versions.tag`` create the folder for the lock file.
     policy
         The tier policy. None: the one the archive records (``_skewtape_tier_policy.json`` in
         the root, written by the first writer given a policy), else the default
