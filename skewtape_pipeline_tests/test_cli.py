@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import itertools
 import json
@@ -120,6 +121,24 @@ def test_cli_verify_when_file_changed_exits_2_naming_it(published, root, capsys)
     readme.write_text("edited locally\n")
     code, _, err = run(capsys, "verify", str(snapshot))
     assert code == 2 and "README.md" in err
+
+
+def test_cli_verify_when_manifest_has_no_bundle_id_prints_no_none(published, root, capsys):
+    """A snapshot manifest's ``bundle_id`` is not required (docs/mirror/format.md): without
+    one, the summary names the folder alone, never "None"."""
+    snapshot = root / "history" / published[2][0]
+    manifest = json.loads((snapshot / "manifest.json").read_text())
+    del manifest["bundle_id"]
+    raw = (json.dumps(manifest, indent=2) + "\n").encode()
+    checksums = (snapshot / "CHECKSUMS.sha256").read_text().splitlines()
+    line = f"{hashlib.sha256(raw).hexdigest()}  manifest.json"
+    sealed = [line if row.endswith("  manifest.json") else row for row in checksums]
+    for name, data in (("manifest.json", raw), ("CHECKSUMS.sha256", "\n".join(sealed) + "\n")):
+        (snapshot / name).chmod(0o644)
+        (snapshot / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+    code, out, err = run(capsys, "verify", str(snapshot))
+    assert code == 0, err
+    assert out.startswith(f"{snapshot}: verified (") and "None" not in out
 
 
 def test_cli_diff_when_applied_reproduces_next_snapshot(published, tmp_path, capsys):

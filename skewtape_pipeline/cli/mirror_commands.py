@@ -63,8 +63,9 @@ def cmd_verify(args: argparse.Namespace) -> None:
     check_snapshot_folder(Path(args.snapshot))
     with showing_progress(args):
         result = verify_snapshot(Path(args.snapshot), full=args.full)
+    named = f" {result.bundle_id}" if result.bundle_id else ""  # optional in a manifest
     summary = (
-        f"{result.snapshot}: {result.bundle_id} verified ({result.files_checked} files, "
+        f"{result.snapshot}:{named} verified ({result.files_checked} files, "
         f"{result.files_hashed} hashed{', full scrub' if args.full else ''})"
     )
     lines = _rows_compared_lines(result, full=args.full)

@@ -325,6 +325,9 @@ def fetch_snapshot(
     ------
     ChainError
         ``root/history`` already holds another month (nothing fetched).
+    VerificationError
+        The snapshot's manifest and CHECKSUMS.sha256 disagree (a file in only one of them, or
+        with two sha256), worded as ``verify`` words it; checked before anything is written.
     PublisherError, ChecksumMismatchError, UnsafePathError, TransferError, LockHeldError
         As for :func:`fetch_deltas`.
     """

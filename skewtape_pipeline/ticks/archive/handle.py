@@ -55,7 +55,11 @@ class Archive:
     Parameters
     ----------
     root
-        The archive root (its hot tier); a first compaction creates it.
+        The archive root (its hot tier); a first compaction creates it. The other writers do
+        not refuse a root that holds no archive (the command line and the Dagster resource do,
+        first: ``layout.check_archive_root``): :meth:`retier` and :meth:`rebuild_catalog`
+        there create it and record an empty archive as version 1, audited; :meth:`prune` and
+        ``versions.prune``/``versions.tag`` create the folder for the lock file.
     policy
         The tier policy. None: the one the archive records (``_skewtape_tier_policy.json`` in
         the root, written by the first writer given a policy), else the default
@@ -65,7 +69,8 @@ class Archive:
         Where the writers' audit records go; None: none. Default: ``audit.jsonl`` beside root.
     lock_timeout
         Seconds a writer waits for another to release the archive's one lock; 0: refuse at
-        once (a compaction, holding it briefly, waits a few seconds whatever this says).
+        once (a compaction, holding it only briefly, waits at least 600 seconds whatever this
+        says: ``layout.ARCHIVE_LOCK_WAIT_SECONDS``).
     books_and_records
         Put the archive in write-once mode before its first write (for good; False: as is).
 
@@ -709,7 +714,9 @@ class Archive:
         Returns
         -------
         pyarrow.Table
-            The rows (a table without columns when DuckDB gives no relation).
+            The rows (a table without columns when DuckDB gives no relation; DuckDB 2 gives
+            a status relation for most statements without results, e.g. ``SET``: one column
+            ``Success``, no rows).
 
         Raises
         ------

@@ -196,6 +196,18 @@ def test_reading_as_of_when_a_version_file_is_cut_short_refuses_naming_it(archiv
         assert error.value.path == path
 
 
+@pytest.mark.parametrize("damage", [b"{", b'{"version": 3}'])
+def test_versions_list_when_a_record_does_not_parse_refuses_naming_the_record(archive, damage):
+    """Every reader of the version records names the damaged record, not the archive root:
+    ``versions.list()`` (the ``versions`` command) as ``versions.latest()`` does."""
+    record = archive / "_skewtape_versions" / "records" / "0000000003.json"
+    assert record.is_file()
+    record.write_bytes(damage)
+    with pytest.raises(VersionError) as error:
+        archive_at(archive, POLICY).versions.list()
+    assert str(record) in str(error.value)
+
+
 # --- as-of arguments ------------------------------------------------------------------------------
 
 

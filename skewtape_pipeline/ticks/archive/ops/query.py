@@ -399,8 +399,10 @@ def run_query_text(sql: str, archives: Archives, options: QueryOptions | None = 
     value as DuckDB's own text.
 
     Columns are cast by position, so repeated or odd column names are fine. A statement
-    without a result (``unrestricted``, e.g. ``SET``) gives no columns. Raises ConfigError
-    naming the query when DuckDB rejects it.
+    without a result set (``unrestricted``) gives what DuckDB answers for it: no columns when
+    it gives no relation, else its status (DuckDB 2 answers ``SET`` with one column
+    ``Success`` and no rows, ``CREATE TABLE ... AS`` with ``Count``). Raises ConfigError naming
+    the query when DuckDB rejects it.
     """
 
     def answer(relation: duckdb.DuckDBPyRelation | None) -> QueryText:

@@ -260,13 +260,15 @@ def _parse_record(body: Any, path: Path) -> Version:
 
 
 def list_versions(archive_root: Path) -> list[Version]:
-    """The kept versions, oldest first (reads every kept record)."""
+    """The kept versions, oldest first (reads every kept record). VersionError naming the
+    record that does not parse."""
     root = Path(archive_root)
     out = []
     for number in range(1, version_count(root) + 1):
-        raw = fsio.read_state_bytes(record_path(root, number))
+        path = record_path(root, number)
+        raw = fsio.read_state_bytes(path)
         if raw is not None:
-            out.append(_parse_record(fsio.load_json(raw, root, error=VersionError), root))
+            out.append(_parse_record(fsio.load_json(raw, path, error=VersionError), path))
     return out
 
 
