@@ -27,6 +27,7 @@ from skewtape_pipeline.ticks.archive.store.layout import (
     ARCHIVE_LOCK_FILE,
     ARCHIVE_MARKER,
     ARCHIVE_ROOT_EXPECTED,
+    check_archive_root,
 )
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.store.policy_change import pending_record
@@ -207,8 +208,11 @@ class ArchiveCore:
         return other
 
     @contextmanager
-    def writing(self) -> Iterator[ArchiveCore]:
-        """Around every write: a policy to record checked first, its S3 tiers answering
+    def writing(self, *, creates: bool = False) -> Iterator[ArchiveCore]:
+        """Around every write: unless it ``creates`` the archive (a compaction), a root that
+        holds no archive refused first (NotAnArchiveError: ``layout.check_archive_root``; one
+        that holds only the archive's bookkeeping passes), so a mistyped root is never made
+        into an empty archive; a policy to record checked first, its S3 tiers answering
         (ObjectStoreError naming the tier and its root otherwise, before anything is written);
         the audit log checked to take records (``AuditLog.check_appendable``: its head repaired
         when a killed writer left none; AuditLogError for a folder, an edited log or a file
@@ -216,6 +220,8 @@ class ArchiveCore:
         turned on first when asked (idempotent; audited), so the write is refused what that
         mode refuses; once the write succeeded, the policy given is recorded, first or anew (a
         record replaced is audited; a refused write records nothing)."""
+        if not creates:
+            check_archive_root(self.root)
         if self._record is not None:
             self._record.check_usable()
         if self.audit_log is not None:

@@ -55,11 +55,8 @@ class Archive:
     Parameters
     ----------
     root
-        The archive root (its hot tier); a first compaction creates it. The other writers do
-        not refuse a root that holds no archive (the command line and the Dagster resource do,
-        first: ``layout.check_archive_root``): :meth:`retier` and :meth:`rebuild_catalog`
-        there create it and record an empty archive as version 1, audited; :meth:`prune` and
-        ``versions.prune``/``versions.tag`` create the folder for the lock file.
+        The archive root (its hot tier); a first compaction creates it, every other writer
+        refuses a root that holds no archive (NotAnArchiveError), creating nothing.
     policy
         The tier policy. None: the one the archive records (``_skewtape_tier_policy.json`` in
         the root, written by the first writer given a policy), else the default
@@ -69,8 +66,7 @@ class Archive:
         Where the writers' audit records go; None: none. Default: ``audit.jsonl`` beside root.
     lock_timeout
         Seconds a writer waits for another to release the archive's one lock; 0: refuse at
-        once (a compaction, holding it only briefly, waits at least 600 seconds whatever this
-        says: ``layout.ARCHIVE_LOCK_WAIT_SECONDS``).
+        once (a compaction waits at least ``layout.ARCHIVE_LOCK_WAIT_SECONDS``, 600 s).
     books_and_records
         Put the archive in write-once mode before its first write (for good; False: as is).
 
@@ -133,8 +129,7 @@ class Archive:
 
     @property
     def versions(self) -> ArchiveVersions:
-        """The version verbs (:class:`ArchiveVersions`: list, latest, tags, tag, prune,
-        past_bytes); reading as of a version is :meth:`read`'s ``as_of``."""
+        """The version verbs (:class:`ArchiveVersions`); reading as of one: ``read(as_of=)``."""
         return ArchiveVersions(self.core)
 
     def __repr__(self) -> str:
@@ -197,7 +192,7 @@ class Archive:
         [('ES', 'HOT')]
         """
         doing = "compacting ticks into it"
-        with fsio.stop_when_disk_full(self.root, doing), self.core.writing():
+        with fsio.stop_when_disk_full(self.root, doing), self.core.writing(creates=True):
             return compact.compact_source(
                 self.core, source, as_of=as_of, encoding=encoding, run=run
             )
@@ -233,7 +228,7 @@ class Archive:
         RoundTripError, WriteOnceError, CatalogMismatchError, ArchiveBusyError
             As :meth:`compact` raises them.
         """
-        with self.core.writing():
+        with self.core.writing(creates=True):
             return compact.compact_committed(self.core, batch, write)
 
     def retier(
@@ -401,7 +396,7 @@ class Archive:
         Returns
         -------
         Archive
-            A copy; this one is unchanged.
+            A copy (this one unchanged).
 
         Raises
         ------
@@ -413,16 +408,15 @@ class Archive:
         return other
 
     def writing(self) -> AbstractContextManager[ArchiveCore]:
-        """Around a write by a writer outside this class (the Dagster asset archiving venue-days),
-        as around every verb here: a policy to record checked first (its S3 tiers must answer),
-        write-once mode turned on first when asked, the policy recorded once the write succeeded.
+        """Around a compaction outside this class (the Dagster asset's venue-days), as around
+        the verbs here (``ArchiveCore.writing``): the policy checked, then recorded once it wrote.
 
         Returns
         -------
         context manager
             Yields the archive's core, to hand to the operations (``ops/``).
         """
-        return self.core.writing()
+        return self.core.writing(creates=True)
 
     def read(
         self,
@@ -714,9 +708,8 @@ class Archive:
         Returns
         -------
         pyarrow.Table
-            The rows (a table without columns when DuckDB gives no relation; DuckDB 2 gives
-            a status relation for most statements without results, e.g. ``SET``: one column
-            ``Success``, no rows).
+            The rows; for a statement without results, DuckDB's status (``SET``: a column
+            ``Success``, no rows), or no columns when DuckDB gives no relation.
 
         Raises
         ------

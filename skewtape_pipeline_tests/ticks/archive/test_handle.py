@@ -14,7 +14,7 @@ import duckdb
 import pytest
 
 from skewtape_pipeline.cli.app import main
-from skewtape_pipeline.errors import ArchiveBusyError, ConfigError
+from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, NotAnArchiveError
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.ops.show import relocated_report
@@ -195,6 +195,40 @@ def test_archive_given_a_policy_records_it_after_any_writing_verb_succeeded(tmp_
     policy = TierPolicy(hot_max_age_days=3, warm_max_age_days=30)
     verb(Archive(tmp_path / "archive", policy=policy))
     assert Archive(tmp_path / "archive").policy == policy
+
+
+WRITERS = {
+    "retier": lambda a: a.retier(as_of=date(2025, 12, 5)),
+    "prune": lambda a: a.prune(),
+    "withdraw": lambda a: a.withdraw([("KX-1", date(2025, 12, 1))]),
+    "remove": lambda a: a.remove([("KX-0", date(2025, 12, 1))]),
+    "rebuild_catalog": lambda a: a.rebuild_catalog(allow_fewer=True),
+    "tag": lambda a: a.versions.tag("first"),
+    "prune_versions": lambda a: a.versions.prune(keep_last=1),
+}
+
+
+@pytest.mark.parametrize("verb", sorted(WRITERS))
+@pytest.mark.parametrize("root", ["missing", "foreign"])
+def test_archive_writer_other_than_a_compaction_refuses_a_root_without_archive_creating_nothing(
+    tmp_path, verb, root
+):
+    folder = tmp_path / "archiv"  # a mistyped root
+    if root == "foreign":
+        folder.mkdir()
+        (folder / "notes.txt").write_text("not an archive\n")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+
+    with pytest.raises(NotAnArchiveError, match=f"^{folder}: "):
+        WRITERS[verb](Archive(folder, policy=TierPolicy(hot_max_age_days=3)))
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_archive_writers_over_an_archive_with_nothing_compacted_yet_succeed(tmp_path):
+    root = tmp_path / "archive"
+    root.mkdir()
+    (root / POLICY_RECORD).write_text(json.dumps(TierPolicy(hot_max_age_days=3).to_dict()))
+    assert Archive(root).retier(as_of=date(2025, 12, 5)).moved == []  # bookkeeping alone
 
 
 def test_archive_compact_symbol_day_when_it_succeeded_commits_a_version_readable_as_of_it(
