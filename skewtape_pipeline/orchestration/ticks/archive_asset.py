@@ -21,6 +21,8 @@ archive.
 
 Run config ``symbols`` (a list of ``<venue>:<market>``) limits a run to those symbol-days of its
 venue-days: the corrections sensor reruns exactly the symbol-days a correction touched that way.
+Such a run is refused over a venue-day never archived, or of a venue none of the symbols is of:
+Dagster would record it as materialized, archived whole.
 """
 
 import warnings
@@ -30,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field
 
+from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT, QUEUE_TAG
 from skewtape_pipeline.orchestration.shared.metadata import problems_metadata
 from skewtape_pipeline.orchestration.shared.refusals import refusal_as_failure
@@ -55,7 +58,9 @@ class TickArchiveConfig(dg.Config):
     symbols: list[str] = Field(
         default_factory=list,
         description="Only these symbols (`<venue>:<market>`) of each venue-day, e.g. the "
-        "symbol-days a correction touched; every symbol-day when empty.",
+        "symbol-days a correction touched; every symbol-day when empty. Each venue-day of the "
+        "run must have been archived before and be of a named symbol's venue (else the run "
+        "is refused: it would record the venue-day as archived).",
     )
 
 
@@ -93,6 +98,8 @@ def _archive_shard(
 ) -> None:
     """Archive shard number ``shard``'s venue-days of the run, one after the other; a refusal
     met archiving one fails the op naming that venue-day."""
+    keys = shard_of(list(context.partition_keys), shard)
+    _check_named_run(context, config, keys)
     tick_archive = archive.open(skewtape)
     with tick_archive.writing():  # write-once mode first; the policy recorded after
         options = VenueDayOptions(
@@ -102,11 +109,9 @@ def _archive_shard(
             target_ratio=archive.target_ratio,
             memory_limit=archive.memory_limit,
         )
-        for key in shard_of(list(context.partition_keys), shard):
+        for key in keys:
             venue, day = venue_day_of(key)
             named = _symbols_of(config, venue)
-            if named == []:
-                continue  # symbols were named, none of this venue
             with refusal_as_failure(f"tick_archive {key}"):
                 result = archive_venue_day(
                     skewtape.history_dir, (venue, day), options, symbols=named
@@ -118,6 +123,35 @@ def _archive_shard(
                 f"written), {len(result.skipped)} skipped (no trades), "
                 f"{len(result.removed)} removed"
             )
+
+
+def _check_named_run(
+    context: dg.OpExecutionContext, config: TickArchiveConfig, keys: list[str]
+) -> None:
+    """ConfigError naming the venue-day, before anything is written, when ``config`` names
+    symbols and a venue-day of ``keys`` was never materialized or its venue has none of them.
+
+    Dagster records every venue-day of a successful run as materialized: the first would show
+    as archived with only the named symbol-days in the archive (and the corrections sensor and
+    backfills would take it as done), the second as archived with nothing looked at."""
+    if not config.symbols:
+        return
+    archived = context.instance.get_materialized_partitions(TICK_ARCHIVE)
+    for key in keys:
+        venue, _ = venue_day_of(key)
+        with refusal_as_failure(f"tick_archive {key}"):
+            if not _symbols_of(config, venue):
+                raise ConfigError(
+                    f"none of the named symbols ({', '.join(config.symbols)}) is of venue "
+                    f"{venue!r}; name its symbols, or launch the run over the named symbols' "
+                    "venue-days only"
+                )
+            if str(key) not in archived:
+                raise ConfigError(
+                    "symbols are named, but this venue-day was never archived: run it "
+                    "without symbols first (a run over some of its symbols would record it "
+                    "as archived with the others missing); nothing archived"
+                )
 
 
 def _symbols_of(config: TickArchiveConfig, venue: str) -> list[str] | None:

@@ -346,3 +346,72 @@ def test_tick_archive_when_a_symbol_day_reads_back_unequal_fails_and_records_no_
     assert check.metadata["problems"].value > 0
     assert result.get_asset_materialization_events() == []
     assert instance.get_materialized_partitions(TICK_ARCHIVE) == set()
+
+
+def run_named(defs: dg.Definitions, instance: dg.DagsterInstance, key: str, symbols: list[str]):
+    """A run of venue-day ``key`` over ``symbols`` only, as the UI's launchpad launches it."""
+    job = defs.resolve_job_def("archive_ticks")
+    config = {"ops": {"tick_archive": {"config": {"symbols": symbols}}}}
+    return job.execute_in_process(
+        instance=instance, partition_key=key, run_config=config, raise_on_error=False
+    )
+
+
+def refusal(result: dg.ExecuteInProcessResult) -> str:
+    """The description of the run's first step failure (the line the UI shows first)."""
+    failures = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    return failures[0].event_specific_data.user_failure_data.description
+
+
+def traded_symbol(sample_root: Path, venue: str) -> str:
+    """A symbol of ``venue`` with trades on DAY (DuckDB on the fills)."""
+    return sorted(s for s in fills_counts(sample_root / "history", DAY) if s.startswith(venue))[0]
+
+
+def test_tick_archive_when_symbols_named_over_a_venue_day_never_archived_refuses_writing_nothing(
+    two_months: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    """Else the venue-day would show as materialized (archived) with one symbol-day of it."""
+    key = f"{DAY}|kalshi"
+    result = run_named(two_months, instance, key, [traded_symbol(sample_root, "kalshi:")])
+
+    assert not result.success
+    assert refusal(result).startswith(
+        f"tick_archive {key} refused (ConfigError): symbols are named, but this venue-day was "
+        "never archived"
+    )
+    assert instance.get_materialized_partitions(TICK_ARCHIVE) == set()
+    assert not list((sample_root / "archive").rglob("*.parquet"))
+
+
+def test_tick_archive_when_no_named_symbol_is_of_the_venue_days_venue_refuses_it(
+    two_months: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    """Else the venue-day's latest materialization would say 0 archived, nothing looked at."""
+    key = f"{DAY}|polymarket"
+    assert run_named(two_months, instance, key, []).success  # archived whole first
+    [before] = instance.fetch_materializations(TICK_ARCHIVE, limit=10).records
+
+    result = run_named(two_months, instance, key, [traded_symbol(sample_root, "kalshi:")])
+
+    assert not result.success
+    assert refusal(result).startswith(
+        f"tick_archive {key} refused (ConfigError): none of the named symbols (kalshi:"
+    )
+    [latest] = instance.fetch_materializations(TICK_ARCHIVE, limit=10).records
+    assert latest.storage_id == before.storage_id  # the whole run's metadata still shows
+
+
+def test_tick_archive_when_symbols_named_over_an_archived_venue_day_runs_over_them(
+    two_months: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    key = f"{DAY}|kalshi"
+    assert run_named(two_months, instance, key, []).success
+    symbol = traded_symbol(sample_root, "kalshi:")
+
+    result = run_named(two_months, instance, key, [symbol])
+
+    assert result.success
+    [event] = result.get_asset_materialization_events()
+    records = event.materialization.metadata["symbol_days"].value.records
+    assert [r.data["symbol"] for r in records] == [symbol]
