@@ -22,7 +22,8 @@ archive.
 Run config ``symbols`` (a list of ``<venue>:<market>``) limits a run to those symbol-days of its
 venue-days: the corrections sensor reruns exactly the symbol-days a correction touched that way.
 Such a run is refused over a venue-day never archived, or of a venue none of the symbols is of:
-Dagster would record it as materialized, archived whole.
+Dagster would record it as materialized, archived whole; a symbol the venue-day's fills and the
+archive do not know is refused as mistyped, except in the sensor's runs (:data:`CORRECTED_BY_TAG`).
 """
 
 import warnings
@@ -50,6 +51,11 @@ ARCHIVE_POOL = "skewtape_archive"
 ROUND_TRIP = "round_trip_read_back"
 SHARDS = 4
 """Archiving ops per run: a run's venue-days are dealt out to them in turn."""
+CORRECTED_BY_TAG = "skewtape/corrected_by"
+"""The tag of a run the corrections sensor requested: the month whose fills corrected the
+venue-day. Its named symbols come from the fills' row diff, so one the venue-day's fills and the
+archive no longer know (all its rows corrected away) is left out; a user's such symbol is
+refused as mistyped."""
 
 
 class TickArchiveConfig(dg.Config):
@@ -60,7 +66,8 @@ class TickArchiveConfig(dg.Config):
         description="Only these symbols (`<venue>:<market>`) of each venue-day, e.g. the "
         "symbol-days a correction touched; every symbol-day when empty. Each venue-day of the "
         "run must have been archived before and be of a named symbol's venue (else the run "
-        "is refused: it would record the venue-day as archived).",
+        "is refused: it would record the venue-day as archived); a symbol neither its fills "
+        "nor the archive know is refused as mistyped.",
     )
 
 
@@ -114,7 +121,11 @@ def _archive_shard(
             named = _symbols_of(config, venue)
             with refusal_as_failure(f"tick_archive {key}"):
                 result = archive_venue_day(
-                    skewtape.history_dir, (venue, day), options, symbols=named
+                    skewtape.history_dir,
+                    (venue, day),
+                    options,
+                    symbols=named,
+                    refuse_unknown=CORRECTED_BY_TAG not in context.run.tags,
                 )
             unchanged = sum(bool(row.unchanged) for row in result.archived)
             context.log.info(

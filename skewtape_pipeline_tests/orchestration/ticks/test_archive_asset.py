@@ -15,6 +15,7 @@ from dagster._core.storage.partition_status_cache import get_and_update_asset_st
 
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.archive_asset import (
+    CORRECTED_BY_TAG,
     ROUND_TRIP,
     SHARDS,
     TICK_ARCHIVE,
@@ -415,3 +416,40 @@ def test_tick_archive_when_symbols_named_over_an_archived_venue_day_runs_over_th
     [event] = result.get_asset_materialization_events()
     records = event.materialization.metadata["symbol_days"].value.records
     assert [r.data["symbol"] for r in records] == [symbol]
+
+
+def test_tick_archive_when_a_named_symbol_is_mistyped_refuses_it_keeping_the_venue_day(
+    two_months: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    """Else the run succeeds and the venue-day's latest metadata says 0 archived."""
+    key = f"{DAY}|kalshi"
+    assert run_named(two_months, instance, key, []).success
+    [before] = instance.fetch_materializations(TICK_ARCHIVE, limit=10).records
+
+    result = run_named(two_months, instance, key, ["kalshi:KXSENATE-TYPO"])
+
+    assert not result.success
+    assert refusal(result) == (
+        f"tick_archive {key} refused (ConfigError): symbol(s) kalshi:KXSENATE-TYPO ({DAY}): not "
+        "in fills/kalshi/2026-10.parquet of skewtape-history-2026-10 and not archived on that "
+        "day; nothing archived"
+    )
+    [latest] = instance.fetch_materializations(TICK_ARCHIVE, limit=10).records
+    assert latest.storage_id == before.storage_id
+
+
+def test_tick_archive_when_the_corrections_sensor_names_a_symbol_gone_from_the_fills_runs(
+    two_months: dg.Definitions, instance: dg.DagsterInstance
+):
+    """All of a symbol's rows corrected away, never archived that day: nothing to do."""
+    key = f"{DAY}|kalshi"
+    assert run_named(two_months, instance, key, []).success
+    job = two_months.resolve_job_def("archive_ticks")
+    config = {"ops": {"tick_archive": {"config": {"symbols": ["kalshi:GONE"]}}}}
+    result = job.execute_in_process(
+        instance=instance,
+        partition_key=key,
+        run_config=config,
+        tags={CORRECTED_BY_TAG: "2026-11"},
+    )
+    assert result.success
