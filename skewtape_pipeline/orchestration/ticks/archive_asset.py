@@ -27,6 +27,7 @@ archive do not know is refused as mistyped, except in the sensor's runs (:data:`
 """
 
 import warnings
+from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
@@ -42,6 +43,7 @@ from skewtape_pipeline.orchestration.ticks.partitions import venue_day_of, venue
 from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.orchestration.ticks.venue_day_metadata import venue_day_metadata
 from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.store.layout import partition_file
 from skewtape_pipeline.ticks.fills.snapshot_fills import split_symbol, today_utc
 from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day
 
@@ -196,7 +198,8 @@ def record_tick_archive(
     with refusal_as_failure("tick_archive"):
         tick_archive = archive.open(skewtape)
         version = committed_version(context, tick_archive)
-    problems, files = [], 0
+    problems: list[str] = []
+    read_back = left = 0
     for key in context.partition_keys:
         venue, day = venue_day_of(key)
         with refusal_as_failure(f"tick_archive {key}"):
@@ -207,16 +210,14 @@ def record_tick_archive(
             | {"archive_version": dg.MetadataValue.int(version)},
             partition_key=key,
         )
-        for row in rows.to_pylist():
-            if row["status"] != "archived":
-                continue
-            files += 1
-            if row["read_back_mismatched_rows"]:
-                problems.append(
-                    f"{row['symbol']} {row['date']}: {row['read_back_mismatched_rows']} row(s) "
-                    f"differ between the archive and {row['source_fills_path']}"
-                )
-    count = {"files": dg.MetadataValue.int(files)}
+        archived = [row for row in rows.to_pylist() if row["status"] == "archived"]
+        in_hot = [row for row in archived if _in_own_file(row)]
+        read_back, left = read_back + len(in_hot), left + len(archived) - len(in_hot)
+        problems += [_mismatch(row) for row in in_hot if row["read_back_mismatched_rows"]]
+    count = {
+        "files": dg.MetadataValue.int(read_back),
+        "symbol_days_left_consolidated": dg.MetadataValue.int(left),
+    }
     yield dg.AssetCheckResult(
         check_name=ROUND_TRIP,
         asset_key=TICK_ARCHIVE,
@@ -234,6 +235,22 @@ def record_tick_archive(
             metadata=problems_metadata(problems),
         )
     yield dg.Output(None, "result")
+
+
+def _in_own_file(row: dict) -> bool:
+    """True when an archived report row's symbol-day is in its own (hot) file, the one the
+    shard read back; False for one left unchanged in its consolidated file, which compaction
+    compared with the fills instead (it has no file of its own to read back)."""
+    own = partition_file(Path(), row["symbol"], row["date"]).as_posix()
+    return row["path"] == own
+
+
+def _mismatch(row: dict) -> str:
+    """The problem a report row whose read-back found rows differing states."""
+    return (
+        f"{row['symbol']} {row['date']}: {row['read_back_mismatched_rows']} row(s) differ "
+        f"between the archive and {row['source_fills_path']}"
+    )
 
 
 def _batches(context: dg.AssetExecutionContext):
@@ -283,7 +300,10 @@ with warnings.catch_warnings():
                 ROUND_TRIP,
                 asset=TICK_ARCHIVE,
                 description="DuckDB reads each written file back equal to the snapshot's fills "
-                "(the run's tier policy is recorded here, once per run).",
+                "(`files`: the symbol-day files read back; "
+                "`symbol_days_left_consolidated`: those the archive already held unchanged in a "
+                "warm or cold file, compared with the fills by compaction, not read back). The "
+                "run's tier policy is recorded here, once per run.",
             ),
         ],
         description="`archive/symbol=<S>/year=/month=/date=/part-0.parquet` for each symbol-day "

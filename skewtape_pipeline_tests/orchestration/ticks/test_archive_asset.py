@@ -453,3 +453,21 @@ def test_tick_archive_when_the_corrections_sensor_names_a_symbol_gone_from_the_f
         tags={CORRECTED_BY_TAG: "2026-11"},
     )
     assert result.success
+
+
+def test_round_trip_check_when_rerun_over_days_already_cold_counts_no_file_read_back(
+    two_months: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    """A symbol-day held unchanged in a consolidated file has no file of its own that DuckDB
+    reads back: the check says so instead of counting it among the files read back."""
+    assert run_day(two_months, instance, DAY).success
+    Archive(sample_root / "archive").retier(as_of=date(2027, 6, 1))  # every day cold
+    traded = fills_counts(sample_root / "history", DAY)
+
+    again = run_day(two_months, instance, DAY)
+
+    assert again.success
+    [check] = again.get_asset_check_evaluations()
+    assert check.passed
+    assert check.metadata["files"].value == 0
+    assert check.metadata["symbol_days_left_consolidated"].value == len(traded)
