@@ -26,7 +26,10 @@ Dagster would record it as materialized, archived whole; a symbol the venue-day'
 archive do not know is refused as mistyped, except in the sensor's runs (:data:`CORRECTED_BY_TAG`).
 """
 
+import time
 import warnings
+from collections.abc import Collection
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -44,6 +47,7 @@ from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.orchestration.ticks.venue_day_metadata import venue_day_metadata
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.store.layout import partition_file
+from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 from skewtape_pipeline.ticks.fills.snapshot_fills import split_symbol, today_utc
 from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day
 
@@ -197,14 +201,14 @@ def record_tick_archive(
     batches = _batches(context)
     with refusal_as_failure("tick_archive"):
         tick_archive = archive.open(skewtape)
-        version = committed_version(context, tick_archive)
+    rows_of = {key: _run_rows(tick_archive, key, batches) for key in context.partition_keys}
+    recorded = {batch for rows in rows_of.values() for batch in rows["batch"].to_pylist()}
+    with refusal_as_failure("tick_archive"):
+        version = committed_version(context, tick_archive, recorded)
     problems: list[str] = []
     read_back = left = 0
-    for key in context.partition_keys:
-        venue, day = venue_day_of(key)
-        with refusal_as_failure(f"tick_archive {key}"):
-            rows = tick_archive.venue_day_reports(venue, day)
-        rows = rows.filter(pc.is_in(rows["batch"], value_set=batches))
+    for key, rows in rows_of.items():
+        venue, _ = venue_day_of(key)
         context.add_asset_metadata(
             venue_day_metadata(rows, scope=_symbols_of(config, venue))
             | {"archive_version": dg.MetadataValue.int(version)},
@@ -237,6 +241,14 @@ def record_tick_archive(
     yield dg.Output(None, "result")
 
 
+def _run_rows(archive: Archive, key: str, batches: pa.Array) -> pa.Table:
+    """The report rows of venue-day ``key`` that ``batches`` (run ids) wrote."""
+    venue, day = venue_day_of(key)
+    with refusal_as_failure(f"tick_archive {key}"):
+        rows = archive.venue_day_reports(venue, day)
+    return rows.filter(pc.is_in(rows["batch"], value_set=batches))
+
+
 def _in_own_file(row: dict) -> bool:
     """True when an archived report row's symbol-day is in its own (hot) file, the one the
     shard read back; False for one left unchanged in its consolidated file, which compaction
@@ -265,17 +277,30 @@ def _run_ids(context: dg.AssetExecutionContext) -> list[str]:
     return sorted({run.run_id, run.parent_run_id, run.root_run_id} - {None})
 
 
-def committed_version(context: dg.AssetExecutionContext, archive: Archive) -> int:
-    """The archive version this run's shards committed last: the archive's latest, when it was
-    recorded after this run (or the first run it re-executes) started; 0 when it was recorded
-    before, i.e. the run changed nothing (runs that write the archive share
-    :data:`ARCHIVE_POOL`, so no other run commits meanwhile)."""
-    latest = archive.versions.latest()
-    records = [context.instance.get_run_record_by_id(run_id) for run_id in _run_ids(context)]
-    starts = [r.start_time for r in records if r is not None and r.start_time is not None]
-    if latest is None or not starts or latest.time.timestamp() < min(starts):
+def committed_version(
+    context: dg.AssetExecutionContext, archive: Archive, batches: Collection[str]
+) -> int:
+    """The archive version the runs whose report rows this run records committed last
+    (``batches``: its own id, and that of a run it re-executes from failure whose shards' rows
+    are kept): the latest version committed while one of them ran; 0 when none was, i.e. they
+    changed nothing. Runs that write the archive share :data:`ARCHIVE_POOL`, so a version
+    committed while one of them ran is theirs; one committed between a run and its
+    re-execution (e.g. a re-tiering's) is not."""
+    log = archive.core.versions
+    records = [context.instance.get_run_record_by_id(batch) for batch in sorted(batches)]
+    return max((_committed_while(log, r) for r in records if r is not None), default=0)
+
+
+def _committed_while(log: VersionLog, record: dg.RunRecord) -> int:
+    """The latest version committed while ``record``'s run ran (until now when it has not
+    ended), 0 when none was or it never started."""
+    if record.start_time is None:
         return 0
-    return latest.version
+    end = record.end_time if record.end_time is not None else time.time()
+    last = log.at(datetime.fromtimestamp(end, UTC))
+    if last is None or last == log.at(datetime.fromtimestamp(record.start_time, UTC)):
+        return 0
+    return last
 
 
 with warnings.catch_warnings():

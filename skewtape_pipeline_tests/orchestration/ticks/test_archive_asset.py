@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from datetime import date
 from pathlib import Path
+from types import SimpleNamespace
 
 import dagster as dg
 import duckdb
@@ -19,6 +20,7 @@ from skewtape_pipeline.orchestration.ticks.archive_asset import (
     ROUND_TRIP,
     SHARDS,
     TICK_ARCHIVE,
+    committed_version,
     shard_of,
     tick_archive,
 )
@@ -471,3 +473,25 @@ def test_round_trip_check_when_rerun_over_days_already_cold_counts_no_file_read_
     assert check.passed
     assert check.metadata["files"].value == 0
     assert check.metadata["symbol_days_left_consolidated"].value == len(traded)
+
+
+def test_committed_version_when_a_reexecution_changed_nothing_is_0_not_a_later_retierings(
+    two_months: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    """ "Re-execute all" of a run after a re-tiering committed a version: the re-execution's
+    rows are its own and changed nothing, so it committed none (it used to report the
+    re-tiering's version, counting from the start of the run it re-executes)."""
+    first = run_day(two_months, instance, DAY)
+    archive = Archive(sample_root / "archive")
+    compacted = archive.versions.latest().version
+    retiered = archive.retier(as_of=date(2027, 6, 1)).version
+    assert retiered > compacted
+    again = run_day(two_months, instance, DAY)  # the same fills: commits nothing
+    assert again.success and archive.versions.latest().version == retiered
+    run = SimpleNamespace(run_id=again.run_id, parent_run_id=first.run_id,
+                          root_run_id=first.run_id)  # fmt: skip
+    context = SimpleNamespace(run=run, instance=instance)
+
+    assert committed_version(context, archive, {again.run_id}) == 0
+    # re-executed from failure, the first run's shards' rows kept: what that run committed
+    assert committed_version(context, archive, {first.run_id, again.run_id}) == compacted
