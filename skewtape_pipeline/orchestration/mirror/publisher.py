@@ -26,6 +26,7 @@ from skewtape_pipeline.orchestration.shared.metadata import seconds_value
 from skewtape_pipeline.orchestration.shared.partitions import is_month_partition
 from skewtape_pipeline.orchestration.shared.refusals import month_refused
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
+from skewtape_pipeline.orchestration.shared.sensor_skips import skipped
 
 SOURCE_VARIABLE = "SKEWTAPE_SOURCE"
 FETCH_TIME_LIMIT_S = 6 * 3600.0
@@ -149,10 +150,16 @@ def remote_month_request(
     "local chain's newest is published, and requests that month's run, whose first op "
     "fetches it.",
 )
-def publisher_sensor(skewtape: SkewtapeHome, publisher: PublisherSource):
-    """Request the next month's run once the publisher has its delta."""
+def publisher_sensor(
+    context: dg.SensorEvaluationContext, skewtape: SkewtapeHome, publisher: PublisherSource
+):
+    """Request the next month's run once the publisher has its delta; a tick that requests
+    nothing logs why (the UI lists it as "0 runs requested", its logs say why)."""
     try:
         month, _ = chain_tip(skewtape.history_dir, skewtape.deltas_dir)
     except ChainError as exc:
-        return dg.SkipReason(str(exc))
-    return remote_month_request(skewtape, publisher, next_month(month))
+        return skipped(context, str(exc), context.cursor)
+    request = remote_month_request(skewtape, publisher, next_month(month))
+    if isinstance(request, dg.SkipReason):
+        return skipped(context, request.skip_message or "", context.cursor)
+    return request

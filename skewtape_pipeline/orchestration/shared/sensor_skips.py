@@ -6,11 +6,12 @@ import dagster as dg
 
 
 def skipped(
-    context: dg.SensorEvaluationContext, reason: str, cursor: str, **result: Any
+    context: dg.SensorEvaluationContext, reason: str, cursor: str | None, **result: Any
 ) -> dg.SensorResult:
     """The tick's result when it requests no run: ``reason`` is its skip reason and, logged
     through the tick's logger, a line of the tick's logs (what the UI's tick dialog shows,
     where the skip reason alone would leave "No logs to display"). ``result`` are further
-    ``SensorResult`` arguments (e.g. dynamic partitions to add)."""
+    ``SensorResult`` arguments (e.g. dynamic partitions to add). ``cursor`` None: a sensor
+    that keeps none."""
     context.log.info(f"skipped: {reason}")
     return dg.SensorResult(skip_reason=dg.SkipReason(reason), cursor=cursor, **result)

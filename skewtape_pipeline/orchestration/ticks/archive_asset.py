@@ -21,15 +21,23 @@ archive.
 
 Run config ``symbols`` (a list of ``<venue>:<market>``) limits a run to those symbol-days of its
 venue-days: the corrections sensor reruns exactly the symbol-days a correction touched that way.
+Such a run is refused over a venue-day never archived, or of a venue none of the symbols is of:
+Dagster would record it as materialized, archived whole; a symbol the venue-day's fills and the
+archive do not know is refused as mistyped, except in the sensor's runs (:data:`CORRECTED_BY_TAG`).
 """
 
+import time
 import warnings
+from collections.abc import Collection
+from datetime import UTC, datetime
+from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field
 
+from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT, QUEUE_TAG
 from skewtape_pipeline.orchestration.shared.metadata import problems_metadata
 from skewtape_pipeline.orchestration.shared.refusals import refusal_as_failure
@@ -38,6 +46,8 @@ from skewtape_pipeline.orchestration.ticks.partitions import venue_day_of, venue
 from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.orchestration.ticks.venue_day_metadata import venue_day_metadata
 from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.store.layout import partition_file
+from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 from skewtape_pipeline.ticks.fills.snapshot_fills import split_symbol, today_utc
 from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day
 
@@ -47,6 +57,11 @@ ARCHIVE_POOL = "skewtape_archive"
 ROUND_TRIP = "round_trip_read_back"
 SHARDS = 4
 """Archiving ops per run: a run's venue-days are dealt out to them in turn."""
+CORRECTED_BY_TAG = "skewtape/corrected_by"
+"""The tag of a run the corrections sensor requested: the month whose fills corrected the
+venue-day. Its named symbols come from the fills' row diff, so one the venue-day's fills and the
+archive no longer know (all its rows corrected away) is left out; a user's such symbol is
+refused as mistyped."""
 
 
 class TickArchiveConfig(dg.Config):
@@ -55,7 +70,10 @@ class TickArchiveConfig(dg.Config):
     symbols: list[str] = Field(
         default_factory=list,
         description="Only these symbols (`<venue>:<market>`) of each venue-day, e.g. the "
-        "symbol-days a correction touched; every symbol-day when empty.",
+        "symbol-days a correction touched; every symbol-day when empty. Each venue-day of the "
+        "run must have been archived before and be of a named symbol's venue (else the run "
+        "is refused: it would record the venue-day as archived); a symbol neither its fills "
+        "nor the archive know is refused as mistyped.",
     )
 
 
@@ -93,6 +111,8 @@ def _archive_shard(
 ) -> None:
     """Archive shard number ``shard``'s venue-days of the run, one after the other; a refusal
     met archiving one fails the op naming that venue-day."""
+    keys = shard_of(list(context.partition_keys), shard)
+    _check_named_run(context, config, keys)
     tick_archive = archive.open(skewtape)
     with tick_archive.writing():  # write-once mode first; the policy recorded after
         options = VenueDayOptions(
@@ -102,14 +122,16 @@ def _archive_shard(
             target_ratio=archive.target_ratio,
             memory_limit=archive.memory_limit,
         )
-        for key in shard_of(list(context.partition_keys), shard):
+        for key in keys:
             venue, day = venue_day_of(key)
             named = _symbols_of(config, venue)
-            if named == []:
-                continue  # symbols were named, none of this venue
             with refusal_as_failure(f"tick_archive {key}"):
                 result = archive_venue_day(
-                    skewtape.history_dir, (venue, day), options, symbols=named
+                    skewtape.history_dir,
+                    (venue, day),
+                    options,
+                    symbols=named,
+                    refuse_unknown=CORRECTED_BY_TAG not in context.run.tags,
                 )
             unchanged = sum(bool(row.unchanged) for row in result.archived)
             context.log.info(
@@ -118,6 +140,35 @@ def _archive_shard(
                 f"written), {len(result.skipped)} skipped (no trades), "
                 f"{len(result.removed)} removed"
             )
+
+
+def _check_named_run(
+    context: dg.OpExecutionContext, config: TickArchiveConfig, keys: list[str]
+) -> None:
+    """ConfigError naming the venue-day, before anything is written, when ``config`` names
+    symbols and a venue-day of ``keys`` was never materialized or its venue has none of them.
+
+    Dagster records every venue-day of a successful run as materialized: the first would show
+    as archived with only the named symbol-days in the archive (and the corrections sensor and
+    backfills would take it as done), the second as archived with nothing looked at."""
+    if not config.symbols:
+        return
+    archived = context.instance.get_materialized_partitions(TICK_ARCHIVE)
+    for key in keys:
+        venue, _ = venue_day_of(key)
+        with refusal_as_failure(f"tick_archive {key}"):
+            if not _symbols_of(config, venue):
+                raise ConfigError(
+                    f"none of the named symbols ({', '.join(config.symbols)}) is of venue "
+                    f"{venue!r}; name its symbols, or launch the run over the named symbols' "
+                    "venue-days only"
+                )
+            if str(key) not in archived:
+                raise ConfigError(
+                    "symbols are named, but this venue-day was never archived: run it "
+                    "without symbols first (a run over some of its symbols would record it "
+                    "as archived with the others missing); nothing archived"
+                )
 
 
 def _symbols_of(config: TickArchiveConfig, venue: str) -> list[str] | None:
@@ -150,28 +201,27 @@ def record_tick_archive(
     batches = _batches(context)
     with refusal_as_failure("tick_archive"):
         tick_archive = archive.open(skewtape)
-        version = committed_version(context, tick_archive)
-    problems, files = [], 0
-    for key in context.partition_keys:
-        venue, day = venue_day_of(key)
-        with refusal_as_failure(f"tick_archive {key}"):
-            rows = tick_archive.venue_day_reports(venue, day)
-        rows = rows.filter(pc.is_in(rows["batch"], value_set=batches))
+    rows_of = {key: _run_rows(tick_archive, key, batches) for key in context.partition_keys}
+    recorded = {batch for rows in rows_of.values() for batch in rows["batch"].to_pylist()}
+    with refusal_as_failure("tick_archive"):
+        version = committed_version(context, tick_archive, recorded)
+    problems: list[str] = []
+    read_back = left = 0
+    for key, rows in rows_of.items():
+        venue, _ = venue_day_of(key)
         context.add_asset_metadata(
             venue_day_metadata(rows, scope=_symbols_of(config, venue))
             | {"archive_version": dg.MetadataValue.int(version)},
             partition_key=key,
         )
-        for row in rows.to_pylist():
-            if row["status"] != "archived":
-                continue
-            files += 1
-            if row["read_back_mismatched_rows"]:
-                problems.append(
-                    f"{row['symbol']} {row['date']}: {row['read_back_mismatched_rows']} row(s) "
-                    f"differ between the archive and {row['source_fills_path']}"
-                )
-    count = {"files": dg.MetadataValue.int(files)}
+        archived = [row for row in rows.to_pylist() if row["status"] == "archived"]
+        in_hot = [row for row in archived if _in_own_file(row)]
+        read_back, left = read_back + len(in_hot), left + len(archived) - len(in_hot)
+        problems += [_mismatch(row) for row in in_hot if row["read_back_mismatched_rows"]]
+    count = {
+        "files": dg.MetadataValue.int(read_back),
+        "symbol_days_left_consolidated": dg.MetadataValue.int(left),
+    }
     yield dg.AssetCheckResult(
         check_name=ROUND_TRIP,
         asset_key=TICK_ARCHIVE,
@@ -191,6 +241,30 @@ def record_tick_archive(
     yield dg.Output(None, "result")
 
 
+def _run_rows(archive: Archive, key: str, batches: pa.Array) -> pa.Table:
+    """The report rows of venue-day ``key`` that ``batches`` (run ids) wrote."""
+    venue, day = venue_day_of(key)
+    with refusal_as_failure(f"tick_archive {key}"):
+        rows = archive.venue_day_reports(venue, day)
+    return rows.filter(pc.is_in(rows["batch"], value_set=batches))
+
+
+def _in_own_file(row: dict) -> bool:
+    """True when an archived report row's symbol-day is in its own (hot) file, the one the
+    shard read back; False for one left unchanged in its consolidated file, which compaction
+    compared with the fills instead (it has no file of its own to read back)."""
+    own = partition_file(Path(), row["symbol"], row["date"]).as_posix()
+    return row["path"] == own
+
+
+def _mismatch(row: dict) -> str:
+    """The problem a report row whose read-back found rows differing states."""
+    return (
+        f"{row['symbol']} {row['date']}: {row['read_back_mismatched_rows']} row(s) differ "
+        f"between the archive and {row['source_fills_path']}"
+    )
+
+
 def _batches(context: dg.AssetExecutionContext):
     """The run ids whose report rows belong to this run: its own, and those of the runs it
     re-executes (a re-execution from failure skips the shards that succeeded before)."""
@@ -203,17 +277,30 @@ def _run_ids(context: dg.AssetExecutionContext) -> list[str]:
     return sorted({run.run_id, run.parent_run_id, run.root_run_id} - {None})
 
 
-def committed_version(context: dg.AssetExecutionContext, archive: Archive) -> int:
-    """The archive version this run's shards committed last: the archive's latest, when it was
-    recorded after this run (or the first run it re-executes) started; 0 when it was recorded
-    before, i.e. the run changed nothing (runs that write the archive share
-    :data:`ARCHIVE_POOL`, so no other run commits meanwhile)."""
-    latest = archive.versions.latest()
-    records = [context.instance.get_run_record_by_id(run_id) for run_id in _run_ids(context)]
-    starts = [r.start_time for r in records if r is not None and r.start_time is not None]
-    if latest is None or not starts or latest.time.timestamp() < min(starts):
+def committed_version(
+    context: dg.AssetExecutionContext, archive: Archive, batches: Collection[str]
+) -> int:
+    """The archive version the runs whose report rows this run records committed last
+    (``batches``: its own id, and that of a run it re-executes from failure whose shards' rows
+    are kept): the latest version committed while one of them ran; 0 when none was, i.e. they
+    changed nothing. Runs that write the archive share :data:`ARCHIVE_POOL`, so a version
+    committed while one of them ran is theirs; one committed between a run and its
+    re-execution (e.g. a re-tiering's) is not."""
+    log = archive.core.versions
+    records = [context.instance.get_run_record_by_id(batch) for batch in sorted(batches)]
+    return max((_committed_while(log, r) for r in records if r is not None), default=0)
+
+
+def _committed_while(log: VersionLog, record: dg.RunRecord) -> int:
+    """The latest version committed while ``record``'s run ran (until now when it has not
+    ended), 0 when none was or it never started."""
+    if record.start_time is None:
         return 0
-    return latest.version
+    end = record.end_time if record.end_time is not None else time.time()
+    last = log.at(datetime.fromtimestamp(end, UTC))
+    if last is None or last == log.at(datetime.fromtimestamp(record.start_time, UTC)):
+        return 0
+    return last
 
 
 with warnings.catch_warnings():
@@ -238,7 +325,10 @@ with warnings.catch_warnings():
                 ROUND_TRIP,
                 asset=TICK_ARCHIVE,
                 description="DuckDB reads each written file back equal to the snapshot's fills "
-                "(the run's tier policy is recorded here, once per run).",
+                "(`files`: the symbol-day files read back; "
+                "`symbol_days_left_consolidated`: those the archive already held unchanged in a "
+                "warm or cold file, compared with the fills by compaction, not read back). The "
+                "run's tier policy is recorded here, once per run.",
             ),
         ],
         description="`archive/symbol=<S>/year=/month=/date=/part-0.parquet` for each symbol-day "

@@ -14,7 +14,11 @@ import dagster as dg
 from skewtape_pipeline.mirror.months import applied_months
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.shared.sensor_skips import skipped
-from skewtape_pipeline.orchestration.ticks.archive_asset import TICK_ARCHIVE, archive_ticks_job
+from skewtape_pipeline.orchestration.ticks.archive_asset import (
+    CORRECTED_BY_TAG,
+    TICK_ARCHIVE,
+    archive_ticks_job,
+)
 from skewtape_pipeline.orchestration.ticks.partitions import (
     VENUES,
     day_partitions,
@@ -27,7 +31,6 @@ from skewtape_pipeline.ticks.fills.snapshot_fills import (
     split_symbol,
 )
 
-CORRECTED_BY_TAG = "skewtape/corrected_by"
 SYMBOL_DAYS_TAG = "skewtape/symbol_days"
 
 

@@ -140,10 +140,14 @@ def archive_venue_day(
     options: VenueDayOptions,
     *,
     symbols: Sequence[str] | None = None,
+    refuse_unknown: bool = False,
 ) -> VenueDayResult:
     """Archive one venue-day (all its symbol-days, or only ``symbols``) and publish its rows
     in the reports table. Raises what ``archive_symbol_days`` raises (nothing of the venue-day
-    written when its ticks are refused); ConfigError for a symbol of another venue."""
+    written when its ticks are refused); ConfigError for a symbol of another venue, and with
+    ``refuse_unknown``, before anything is written, for a named symbol that neither the venue's
+    month of fills lists nor the archive holds on the day (a mistyped symbol: without it, such
+    a symbol is left out silently, as a correction's symbol whose rows all went may be)."""
     venue, day = venue_day
     for symbol in symbols or ():
         if split_symbol(symbol)[0] != venue:
@@ -161,6 +165,8 @@ def archive_venue_day(
         chosen = set(symbols)
         wanted = [s for s in wanted if s in chosen]
         listed = [s for s in listed if s in chosen]
+        if refuse_unknown:
+            _refuse_unknown(sorted(chosen - set(wanted) - set(listed)), venue_day, source)
     results = archive_symbol_days(
         options.archive,
         history,
@@ -179,6 +185,16 @@ def archive_venue_day(
     if rows or symbols is None:
         write_venue_day_reports(out, venue, day, rows, replace_all=symbols is None)
     return VenueDayResult(venue, day, source, results, skipped, rows, partial=symbols is not None)
+
+
+def _refuse_unknown(unknown: list[str], venue_day: VenueDay, source: FillsSource) -> None:
+    """ConfigError naming the ``unknown`` symbols of ``venue_day`` and where they were looked
+    for; nothing when there are none."""
+    if unknown:
+        raise ConfigError(
+            f"symbol(s) {', '.join(unknown)} ({venue_day[1]}): not in {source.path} of "
+            f"{source.bundle_id} and not archived on that day; nothing archived"
+        )
 
 
 def _check_venue_known(history: Path, venue: str, day: date, archive: Archive) -> None:

@@ -92,14 +92,28 @@ def test_publisher_sensor_when_the_next_month_is_not_published_skips(
     publisher = tmp_path / "publisher"
     shutil.copytree(published_sample / "history", publisher / "history")  # no delta yet
     skipped = sense(subscriber, PublisherSource(source=str(publisher)))
-    assert isinstance(skipped, dg.SkipReason)
-    assert "has not published the delta for 2026-10" in skipped.skip_message
+    assert not skipped.run_requests
+    assert "has not published the delta for 2026-10" in skipped.skip_reason.skip_message
 
 
-def test_publisher_sensor_when_no_publisher_is_configured_skips_naming_the_variable(subscriber):
+def test_publisher_sensor_when_no_publisher_is_configured_skips_naming_the_variable(
+    subscriber, capfd: pytest.CaptureFixture[str]
+):
+    """The reason is a line of the tick's logs too: the UI lists the tick as "0 runs
+    requested", and its View logs would otherwise say "No logs to display"."""
     skipped = sense(subscriber, NO_SOURCE)
-    assert isinstance(skipped, dg.SkipReason)
-    assert "SKEWTAPE_TEST_UNSET_SOURCE" in skipped.skip_message
+    reason = skipped.skip_reason.skip_message
+    assert "SKEWTAPE_TEST_UNSET_SOURCE" in reason
+    assert f"skipped: {reason}" in capfd.readouterr().err
+
+
+def test_publisher_sensor_when_the_history_holds_no_snapshot_logs_why_it_skips(
+    tmp_path, capfd: pytest.CaptureFixture[str]
+):
+    skipped = sense(tmp_path / "empty", NO_SOURCE)
+    reason = skipped.skip_reason.skip_message
+    assert "holds no snapshot folder" in reason
+    assert f"skipped: {reason}" in capfd.readouterr().err
 
 
 def test_publisher_sensor_is_stopped_by_default():

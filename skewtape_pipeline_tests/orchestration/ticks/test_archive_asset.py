@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from datetime import date
 from pathlib import Path
+from types import SimpleNamespace
 
 import dagster as dg
 import duckdb
@@ -15,9 +16,11 @@ from dagster._core.storage.partition_status_cache import get_and_update_asset_st
 
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.ticks.archive_asset import (
+    CORRECTED_BY_TAG,
     ROUND_TRIP,
     SHARDS,
     TICK_ARCHIVE,
+    committed_version,
     shard_of,
     tick_archive,
 )
@@ -346,3 +349,149 @@ def test_tick_archive_when_a_symbol_day_reads_back_unequal_fails_and_records_no_
     assert check.metadata["problems"].value > 0
     assert result.get_asset_materialization_events() == []
     assert instance.get_materialized_partitions(TICK_ARCHIVE) == set()
+
+
+def run_named(defs: dg.Definitions, instance: dg.DagsterInstance, key: str, symbols: list[str]):
+    """A run of venue-day ``key`` over ``symbols`` only, as the UI's launchpad launches it."""
+    job = defs.resolve_job_def("archive_ticks")
+    config = {"ops": {"tick_archive": {"config": {"symbols": symbols}}}}
+    return job.execute_in_process(
+        instance=instance, partition_key=key, run_config=config, raise_on_error=False
+    )
+
+
+def refusal(result: dg.ExecuteInProcessResult) -> str:
+    """The description of the run's first step failure (the line the UI shows first)."""
+    failures = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    return failures[0].event_specific_data.user_failure_data.description
+
+
+def traded_symbol(sample_root: Path, venue: str) -> str:
+    """A symbol of ``venue`` with trades on DAY (DuckDB on the fills)."""
+    return sorted(s for s in fills_counts(sample_root / "history", DAY) if s.startswith(venue))[0]
+
+
+def test_tick_archive_when_symbols_named_over_a_venue_day_never_archived_refuses_writing_nothing(
+    two_months: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    """Else the venue-day would show as materialized (archived) with one symbol-day of it."""
+    key = f"{DAY}|kalshi"
+    result = run_named(two_months, instance, key, [traded_symbol(sample_root, "kalshi:")])
+
+    assert not result.success
+    assert refusal(result).startswith(
+        f"tick_archive {key} refused (ConfigError): symbols are named, but this venue-day was "
+        "never archived"
+    )
+    assert instance.get_materialized_partitions(TICK_ARCHIVE) == set()
+    assert not list((sample_root / "archive").rglob("*.parquet"))
+
+
+def test_tick_archive_when_no_named_symbol_is_of_the_venue_days_venue_refuses_it(
+    two_months: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    """Else the venue-day's latest materialization would say 0 archived, nothing looked at."""
+    key = f"{DAY}|polymarket"
+    assert run_named(two_months, instance, key, []).success  # archived whole first
+    [before] = instance.fetch_materializations(TICK_ARCHIVE, limit=10).records
+
+    result = run_named(two_months, instance, key, [traded_symbol(sample_root, "kalshi:")])
+
+    assert not result.success
+    assert refusal(result).startswith(
+        f"tick_archive {key} refused (ConfigError): none of the named symbols (kalshi:"
+    )
+    [latest] = instance.fetch_materializations(TICK_ARCHIVE, limit=10).records
+    assert latest.storage_id == before.storage_id  # the whole run's metadata still shows
+
+
+def test_tick_archive_when_symbols_named_over_an_archived_venue_day_runs_over_them(
+    two_months: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    key = f"{DAY}|kalshi"
+    assert run_named(two_months, instance, key, []).success
+    symbol = traded_symbol(sample_root, "kalshi:")
+
+    result = run_named(two_months, instance, key, [symbol])
+
+    assert result.success
+    [event] = result.get_asset_materialization_events()
+    records = event.materialization.metadata["symbol_days"].value.records
+    assert [r.data["symbol"] for r in records] == [symbol]
+
+
+def test_tick_archive_when_a_named_symbol_is_mistyped_refuses_it_keeping_the_venue_day(
+    two_months: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    """Else the run succeeds and the venue-day's latest metadata says 0 archived."""
+    key = f"{DAY}|kalshi"
+    assert run_named(two_months, instance, key, []).success
+    [before] = instance.fetch_materializations(TICK_ARCHIVE, limit=10).records
+
+    result = run_named(two_months, instance, key, ["kalshi:KXSENATE-TYPO"])
+
+    assert not result.success
+    assert refusal(result) == (
+        f"tick_archive {key} refused (ConfigError): symbol(s) kalshi:KXSENATE-TYPO ({DAY}): not "
+        "in fills/kalshi/2026-10.parquet of skewtape-history-2026-10 and not archived on that "
+        "day; nothing archived"
+    )
+    [latest] = instance.fetch_materializations(TICK_ARCHIVE, limit=10).records
+    assert latest.storage_id == before.storage_id
+
+
+def test_tick_archive_when_the_corrections_sensor_names_a_symbol_gone_from_the_fills_runs(
+    two_months: dg.Definitions, instance: dg.DagsterInstance
+):
+    """All of a symbol's rows corrected away, never archived that day: nothing to do."""
+    key = f"{DAY}|kalshi"
+    assert run_named(two_months, instance, key, []).success
+    job = two_months.resolve_job_def("archive_ticks")
+    config = {"ops": {"tick_archive": {"config": {"symbols": ["kalshi:GONE"]}}}}
+    result = job.execute_in_process(
+        instance=instance,
+        partition_key=key,
+        run_config=config,
+        tags={CORRECTED_BY_TAG: "2026-11"},
+    )
+    assert result.success
+
+
+def test_round_trip_check_when_rerun_over_days_already_cold_counts_no_file_read_back(
+    two_months: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    """A symbol-day held unchanged in a consolidated file has no file of its own that DuckDB
+    reads back: the check says so instead of counting it among the files read back."""
+    assert run_day(two_months, instance, DAY).success
+    Archive(sample_root / "archive").retier(as_of=date(2027, 6, 1))  # every day cold
+    traded = fills_counts(sample_root / "history", DAY)
+
+    again = run_day(two_months, instance, DAY)
+
+    assert again.success
+    [check] = again.get_asset_check_evaluations()
+    assert check.passed
+    assert check.metadata["files"].value == 0
+    assert check.metadata["symbol_days_left_consolidated"].value == len(traded)
+
+
+def test_committed_version_when_a_reexecution_changed_nothing_is_0_not_a_later_retierings(
+    two_months: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    """ "Re-execute all" of a run after a re-tiering committed a version: the re-execution's
+    rows are its own and changed nothing, so it committed none (it used to report the
+    re-tiering's version, counting from the start of the run it re-executes)."""
+    first = run_day(two_months, instance, DAY)
+    archive = Archive(sample_root / "archive")
+    compacted = archive.versions.latest().version
+    retiered = archive.retier(as_of=date(2027, 6, 1)).version
+    assert retiered > compacted
+    again = run_day(two_months, instance, DAY)  # the same fills: commits nothing
+    assert again.success and archive.versions.latest().version == retiered
+    run = SimpleNamespace(run_id=again.run_id, parent_run_id=first.run_id,
+                          root_run_id=first.run_id)  # fmt: skip
+    context = SimpleNamespace(run=run, instance=instance)
+
+    assert committed_version(context, archive, {again.run_id}) == 0
+    # re-executed from failure, the first run's shards' rows kept: what that run committed
+    assert committed_version(context, archive, {first.run_id, again.run_id}) == compacted

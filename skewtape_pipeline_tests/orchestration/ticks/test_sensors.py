@@ -15,14 +15,13 @@ import pyarrow.parquet as pq
 from skewtape_pipeline.mirror.apply import apply_delta
 from skewtape_pipeline.orchestration.definitions import build_definitions
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
-from skewtape_pipeline.orchestration.ticks.archive_asset import TICK_ARCHIVE
+from skewtape_pipeline.orchestration.ticks.archive_asset import CORRECTED_BY_TAG, TICK_ARCHIVE
 from skewtape_pipeline.orchestration.ticks.partitions import (
     VENUES,
     dimension_key,
     venue_day_key,
 )
 from skewtape_pipeline.orchestration.ticks.sensors import (
-    CORRECTED_BY_TAG,
     SYMBOL_DAYS_TAG,
     tick_corrections_sensor,
     tick_venues_sensor,

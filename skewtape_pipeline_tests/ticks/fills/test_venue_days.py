@@ -77,3 +77,25 @@ def test_archive_venue_day_when_the_mirror_holds_no_such_venue_refuses_naming_th
     with pytest.raises(ConfigError, match=r"venue 'kalshii' .*venues: .*kalshi"):
         archive_venue_day(applied_chain / "history", ("kalshii", DAY), options(applied_chain))
     assert not (applied_chain / "archive").exists()
+
+
+def test_archive_venue_day_when_refusing_unknown_and_a_symbol_is_mistyped_writes_nothing(
+    applied_chain: Path,
+):
+    history = applied_chain / "history"
+    first = archive_venue_day(history, ("kalshi", DAY), options(applied_chain))
+    named = [sorted(r.symbol for r in first.archived)[0], "kalshi:NO-SUCH-MARKET"]
+    before = read_venue_day_reports(applied_chain / "archive", "kalshi", DAY).to_pylist()
+    with pytest.raises(ConfigError, match=r"kalshi:NO-SUCH-MARKET \(2026-10-05\): not in fills/"):
+        archive_venue_day(history, ("kalshi", DAY), options(applied_chain, "b2"), symbols=named,
+                          refuse_unknown=True)  # fmt: skip
+    assert read_venue_day_reports(applied_chain / "archive", "kalshi", DAY).to_pylist() == before
+
+
+def test_archive_venue_day_when_an_unknown_symbol_is_named_by_default_leaves_it_out(
+    applied_chain: Path,
+):
+    """As a correction's symbol whose rows all went: nothing to archive or remove."""
+    again = archive_venue_day(applied_chain / "history", ("kalshi", DAY), options(applied_chain),
+                              symbols=["kalshi:NO-SUCH-MARKET"])  # fmt: skip
+    assert again.rows == []
