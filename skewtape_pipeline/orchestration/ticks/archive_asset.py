@@ -47,7 +47,6 @@ from skewtape_pipeline.orchestration.ticks.resources import ArchiveSettings
 from skewtape_pipeline.orchestration.ticks.venue_day_metadata import venue_day_metadata
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.store.layout import partition_file
-from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 from skewtape_pipeline.ticks.fills.snapshot_fills import split_symbol, today_utc
 from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day
 
@@ -286,19 +285,18 @@ def committed_version(
     changed nothing. Runs that write the archive share :data:`ARCHIVE_POOL`, so a version
     committed while one of them ran is theirs; one committed between a run and its
     re-execution (e.g. a re-tiering's) is not."""
-    log = archive.core.versions
     records = [context.instance.get_run_record_by_id(batch) for batch in sorted(batches)]
-    return max((_committed_while(log, r) for r in records if r is not None), default=0)
+    return max((_committed_while(archive, r) for r in records if r is not None), default=0)
 
 
-def _committed_while(log: VersionLog, record: dg.RunRecord) -> int:
+def _committed_while(archive: Archive, record: dg.RunRecord) -> int:
     """The latest version committed while ``record``'s run ran (until now when it has not
     ended), 0 when none was or it never started."""
     if record.start_time is None:
         return 0
     end = record.end_time if record.end_time is not None else time.time()
-    last = log.at(datetime.fromtimestamp(end, UTC))
-    if last is None or last == log.at(datetime.fromtimestamp(record.start_time, UTC)):
+    last = archive.versions.at(datetime.fromtimestamp(end, UTC))
+    if last is None or last == archive.versions.at(datetime.fromtimestamp(record.start_time, UTC)):
         return 0
     return last
 

@@ -5,7 +5,7 @@ tag, prune, past bytes), part of the front door. Reading as of a version stays o
 from __future__ import annotations
 
 import builtins
-from datetime import date
+from datetime import date, datetime
 
 from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.ops.version_pruning import (
@@ -66,6 +66,21 @@ class ArchiveVersions:
             Its record is damaged.
         """
         return self._core.versions.latest()
+
+    def at(self, when: datetime) -> int | None:
+        """The number of the latest version committed at or before ``when``.
+
+        Parameters
+        ----------
+        when
+            A time (naive: UTC).
+
+        Returns
+        -------
+        int or None
+            Its number; None when none was committed by then.
+        """
+        return self._core.versions.at(when)
 
     def tags(self) -> dict[str, int]:
         """Every tag and the version it pins.
