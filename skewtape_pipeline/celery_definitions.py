@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import yaml
 from dagster_celery import celery_executor
 from dagster_celery.cli import get_validated_config
 
@@ -48,9 +49,10 @@ def worker_settings() -> dict[str, Any]:
     include, ``config_source``), its ``env`` values resolved from the environment (retries,
     which only the executor acts on, left out).
 
-    Raises ConfigError naming ``SKEWTAPE_CELERY_SETTINGS`` when its file does not exist;
-    dagster-celery's DagsterInvalidConfigError when the file is not valid executor config or
-    names a variable that is not set."""
+    Raises ConfigError naming ``SKEWTAPE_CELERY_SETTINGS`` when its file does not exist, and
+    naming the file and the variables when it names variables that are not set (the broker's,
+    the backend's); dagster-celery's DagsterInvalidConfigError when the file is not valid
+    executor config."""
     path = Path(os.environ.get(SETTINGS_VARIABLE) or SHIPPED_SETTINGS)
     if not path.is_file():
         raise ConfigError(
@@ -58,7 +60,25 @@ def worker_settings() -> dict[str, Any]:
             "Celery settings (a copy of deploy/celery/celery.yaml)"
         )
     settings = get_validated_config(str(path))
+    if settings is None:  # dagster-celery's answer when an ``env:`` value is not set
+        unset = ", ".join(_unset_variables(yaml.safe_load(path.read_text()))) or "a variable"
+        raise ConfigError(
+            f"{path}: names {unset}, not set in this environment; expected every variable "
+            "the workers' settings name (the broker's and the result backend's URLs) set"
+        )
     return {key: value for key, value in settings.items() if key != "retries"}
+
+
+def _unset_variables(value: Any) -> list[str]:
+    """The names of the ``{env: NAME}`` values anywhere in ``value`` that the environment does
+    not set, in the order they appear."""
+    if isinstance(value, dict):
+        if set(value) == {"env"} and isinstance(value["env"], str):
+            return [] if value["env"] in os.environ else [value["env"]]
+        return [name for item in value.values() for name in _unset_variables(item)]
+    if isinstance(value, list):
+        return [name for item in value for name in _unset_variables(item)]
+    return []
 
 
 skewtape_celery_executor = celery_executor.configured(CELERY_SETTINGS, name="skewtape_celery")

@@ -18,8 +18,20 @@ from dagster_celery.make_app import make_app
 from dagster_celery.tasks import create_execute_job_task, create_resume_job_task, create_task
 
 from skewtape_pipeline.celery_definitions import worker_settings
+from skewtape_pipeline.errors import ConfigError
 
-app = make_app(CeleryExecutor.for_cli(**worker_settings()).app_args())
+
+def _settings() -> dict:
+    """:func:`worker_settings`; a ConfigError (a settings file missing, a variable not set) ends
+    the worker's start with its one line, exit 1, instead of Celery's "Unable to load celery
+    application" and a traceback."""
+    try:
+        return worker_settings()
+    except ConfigError as exc:
+        raise SystemExit(f"error: {exc}") from None
+
+
+app = make_app(CeleryExecutor.for_cli(**_settings()).app_args())
 
 execute_plan = create_task(app)
 execute_job = create_execute_job_task(app)

@@ -300,14 +300,14 @@ def _object_store(bucket: str, options: dict[str, str], settings: TransferSettin
     from obstore.store import S3Store
 
     config = {"region": options["region"]} if "region" in options else {}
+    scheme = options.get("scheme", "https").lower()  # case-insensitive, as the URI's own
     if "endpoint_override" in options:
-        scheme = options.get("scheme", "https")
         config["endpoint"] = f"{scheme}://{options['endpoint_override']}"
     client = {
         "connect_timeout": timedelta(seconds=settings.connect_timeout),
         "read_timeout": timedelta(seconds=socket_read_timeout(settings)),
         "timeout": S3_REQUEST_LIMIT,
-        "allow_http": options.get("scheme") == "http" or _http_endpoint_in_environment(),
+        "allow_http": scheme == "http" or _http_endpoint_in_environment(),
     }
     retry = {
         "max_retries": settings.attempts - 1,
@@ -327,8 +327,9 @@ def _object_store(bucket: str, options: dict[str, str], settings: TransferSettin
 ENDPOINT_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT")
 """The environment variables obstore takes the endpoint from when the URI's query names none."""
 _URL_CHARS = re.compile(r"[!-~]*")
-_AUTHORITY = re.compile(r"(?:[A-Za-z0-9._~-]+|\[(?P<ipv6>[0-9A-Fa-f:.]+)\])(?::(?P<port>\d*))?")
-"""A host name, an IPv4 address or an [IPv6] one, then any port (its range checked apart)."""
+_AUTHORITY = re.compile(r"(?:[A-Za-z0-9._~-]+|\[(?P<ipv6>[0-9A-Fa-f:.]+)\])(?::(?P<port>\d+))?")
+"""A host name, an IPv4 address or an [IPv6] one, then any port (its range checked apart); a
+colon with no port after it is none (``https://http://host``: a scheme in ``endpoint_override``)."""
 _URL_PATH = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@%/-]*")
 
 
@@ -384,7 +385,7 @@ def _is_ipv6(text: str) -> bool:
 
 
 def _http_endpoint_in_environment() -> bool:
-    return os.environ.get("AWS_ENDPOINT_URL", "").startswith("http://")
+    return os.environ.get("AWS_ENDPOINT_URL", "").lower().startswith("http://")
 
 
 def _object_version(meta) -> RemoteFile:

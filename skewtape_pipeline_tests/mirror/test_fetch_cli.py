@@ -132,6 +132,11 @@ BAD_ENDPOINTS = {
     "a space in the host": ("?endpoint_override=a%20b", {}, "endpoint_override"),
     "a port past 65535": ("?endpoint_override=h:99999&scheme=http", {}, "endpoint_override"),
     "an ftp scheme": ("?endpoint_override=127.0.0.1:9&scheme=ftp", {}, "endpoint_override"),
+    "a scheme in endpoint_override": (
+        "?endpoint_override=http://127.0.0.1:9&scheme=http",
+        {},
+        "endpoint_override",
+    ),
     "AWS_ENDPOINT_URL": ("", {"AWS_ENDPOINT_URL": "http://[::1"}, "AWS_ENDPOINT_URL"),
     "AWS_ENDPOINT_URL empty": ("", {"AWS_ENDPOINT_URL": ""}, "AWS_ENDPOINT_URL"),
     "AWS_ENDPOINT without scheme": ("", {"AWS_ENDPOINT": "127.0.0.1:9"}, "AWS_ENDPOINT"),

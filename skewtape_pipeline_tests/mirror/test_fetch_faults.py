@@ -105,6 +105,22 @@ def test_fetch_from_s3_places_the_verified_month(
     assert published_files(large_subscriber / DELTA) == published_files(large_publisher / DELTA)
 
 
+@pytest.mark.parametrize("where", ["the query's scheme", "AWS_ENDPOINT_URL"])
+def test_fetch_from_s3_when_the_endpoint_scheme_is_upper_case_places_the_verified_month(
+    large_subscriber, large_publisher, s3_publisher, s3_env, monkeypatch, where
+):
+    """Schemes are case-insensitive: ``scheme=HTTP`` or ``AWS_ENDPOINT_URL=HTTP://...`` is the
+    plain-HTTP endpoint (not a client refusing HTTP at its first request)."""
+    if where == "AWS_ENDPOINT_URL":
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"HTTP://{s3_publisher.endpoint}")
+        source = f"s3://{s3_publisher.bucket}/publisher?region={S3_REGION}"
+    else:
+        source = s3_publisher.uri("publisher").replace("scheme=http", "scheme=HTTP")
+    fetch_deltas(source, large_subscriber, settings=SETTINGS)
+
+    assert published_files(large_subscriber / DELTA) == published_files(large_publisher / DELTA)
+
+
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_fetch_over_s3_when_a_connection_fails_resumes_to_the_verified_month(
     large_subscriber, large_publisher, s3_publisher, s3_env, fault

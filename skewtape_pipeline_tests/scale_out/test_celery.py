@@ -4,6 +4,9 @@ the middle of a step loses no tick, its task goes to the other worker, and a rer
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -42,6 +45,7 @@ pytestmark = pytest.mark.slow  # starts servers
 
 DAYS = ("2026-11-04", "2026-11-05")
 RUN_TIMEOUT = 300.0
+BROKER_VARIABLES = ("SKEWTAPE_CELERY_BROKER", "SKEWTAPE_CELERY_BACKEND")
 
 
 @pytest.fixture
@@ -214,6 +218,37 @@ def test_celery_worker_settings_when_the_file_is_missing_name_the_variable(
     monkeypatch.setenv(SETTINGS_VARIABLE, str(tmp_path / "nowhere.yaml"))
     with pytest.raises(ConfigError, match=f"^{SETTINGS_VARIABLE} = .*nowhere.yaml.*no such file"):
         worker_settings()
+
+
+@pytest.mark.parametrize("unset", [("SKEWTAPE_CELERY_BROKER",), BROKER_VARIABLES])
+def test_celery_worker_settings_when_a_variable_is_unset_name_it(
+    unset: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.delenv(SETTINGS_VARIABLE, raising=False)
+    for name in BROKER_VARIABLES:
+        monkeypatch.setenv(name, "redis://127.0.0.1:1/0")
+    for name in unset:
+        monkeypatch.delenv(name)
+    with pytest.raises(ConfigError, match=r"celery\.yaml: names ") as refused:
+        worker_settings()
+    assert f"names {', '.join(unset)}, not set" in str(refused.value)
+
+
+def test_celery_worker_start_when_the_broker_is_unset_says_so_in_one_line(tmp_path: Path):
+    env = {k: v for k, v in os.environ.items() if k not in BROKER_VARIABLES}
+    env = {**env, "PYTHONPATH": str(REPO)}
+    env.pop(SETTINGS_VARIABLE, None)
+    celery = Path(sys.executable).parent / "celery"
+    done = subprocess.run(
+        [str(celery), *WORKER_COMMAND.split()[1:]],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.splitlines() == [
+        f"error: {CELERY_FILE}: names SKEWTAPE_CELERY_BROKER, SKEWTAPE_CELERY_BACKEND, not set "
+        "in this environment; expected every variable the workers' settings name (the broker's "
+        "and the result backend's URLs) set"
+    ]
 
 
 def test_celery_worker_settings_when_read_resolve_the_broker_from_the_environment(

@@ -153,6 +153,9 @@ class ArchiveVersions:
             Another writer held the archive's lock beyond its ``lock_timeout`` seconds.
         DamagedFileError
             A kept version's catalog snapshot or manifest differs from its content name.
+        ObjectStoreError
+            An S3 tier root cannot be listed (endpoint down, bucket missing, credentials
+            refused): raised before any version is pruned.
 
         Examples
         --------

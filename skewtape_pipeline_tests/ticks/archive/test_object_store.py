@@ -484,6 +484,20 @@ def test_s3_tier_when_store_cannot_be_used_raises_typed_error_naming_uri_changes
     assert objects_under(s3_env, prefix) == stored
 
 
+def test_prune_versions_when_the_recorded_s3_tier_refuses_keeps_every_version(
+    tmp_path, no_fsync, s3_env, monkeypatch
+):
+    root, _ = tiered_on_s3(tmp_path, s3_env)  # the archive records its S3 policy
+    versions = [v.version for v in Archive(root).versions.list()]
+    assert len(versions) > 1  # one to prune
+    local = files_under(tmp_path)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    with pytest.raises(ObjectStoreError):
+        Archive(root).versions.prune(keep_last=1)
+    assert files_under(tmp_path) == local
+    assert [v.version for v in Archive(root).versions.list()] == versions
+
+
 def test_seaweedfs_listens_only_on_the_free_ports_it_was_given(s3_env):
     assert s3_env.listening_ports() == set(s3_env.ports.values())
     fixed = {9333, 9340, 8888, 7333, 8181, 9101, 23646, 19333, 19340, 18888, 18333, 33646}

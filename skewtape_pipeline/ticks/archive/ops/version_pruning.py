@@ -6,7 +6,9 @@ state reads: consolidated files the catalogs no longer list, hot files kept unde
 names, catalog and manifest snapshots (see ``store.versions``, whose ``VersionLog`` names
 them). In ``books_and_records`` mode it refuses (audited): records are never removed. Under the
 archive's lock; the pruning is audited before any record goes, every file removal before it
-happens. A crash at any step leaves every kept version readable; a rerun finishes the removals.
+happens. The tier roots are listed before any record goes, so an object store that cannot be
+reached (an ``ObjectStoreError`` naming it) stops the pruning with every version kept. A crash at
+any step leaves every kept version readable; a rerun finishes the removals.
 
 :func:`past_version_bytes` sums what pruning every past version would free: the consolidated
 files kept for them that the current catalog no longer lists, and the hot files kept under their
@@ -58,9 +60,10 @@ def prune_versions(
     with core.locked("pruning versions"):
         versions = core.versions.list()
         drop = _to_prune(versions, set(core.versions.tags().values()), keep_last, older_than)
+        unlisted = uncatalogued_files(core.tiers, core.catalog.read())  # before any record goes
         _drop_versions(core, drop)
         kept = [v for v in versions if v.version not in set(drop)]
-        unread = _unread(core, kept)
+        unread = _unread(core, kept, unlisted)
         garbage = [
             Garbage(path, core.tiers.relative(path), "read by no kept version") for path in unread
         ]
@@ -105,9 +108,9 @@ def _to_prune(
     return [v.version for v in candidates if v.version != latest and v.version not in tagged]
 
 
-def _unread(core: ArchiveCore, kept: list[Version]) -> list[TierFile]:
-    """Files under the version store and the tier roots that neither a kept version nor the
-    current catalog reads."""
+def _unread(core: ArchiveCore, kept: list[Version], unlisted: list[TierFile]) -> list[TierFile]:
+    """Files under the version store, and of ``unlisted`` (the tier roots' files the current
+    catalog does not list), that no kept version reads."""
     log = core.versions
     wanted: set[Path] = set()
     for version in kept:
@@ -121,7 +124,6 @@ def _unread(core: ArchiveCore, kept: list[Version]) -> list[TierFile]:
         if folder.is_dir():
             out += sorted(p for p in folder.rglob(f"*{SUFFIX}") if p not in wanted)
     held = _kept_files(core)
-    unlisted = uncatalogued_files(core.tiers, core.catalog.read())
     out += [f for f in unlisted if f not in held]
     return out
 
