@@ -55,9 +55,8 @@ def apply_pending_months(context: dg.OpExecutionContext, skewtape: SkewtapeHome)
                 HISTORY_SNAPSHOT, partition=result.snapshot.name, metadata=apply_metadata(result)
             )
         )
-    context.log.info(
-        f"{len(results)} month(s) applied: {', '.join(r.snapshot.name for r in results)}"
-    )
+    applied = ", ".join(r.snapshot.name for r in results)
+    context.log.info(f"{len(results)} month(s) applied: {applied}" if results else "none pending")
 
 
 @dg.job(

@@ -22,7 +22,7 @@ from skewtape_pipeline.mirror.remote import DELTAS
 from skewtape_pipeline.mirror.sources import Source, TransferSettings, open_source
 from skewtape_pipeline.orchestration.mirror.jobs import APPLY_POOL, apply_month_job
 from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT
-from skewtape_pipeline.orchestration.shared.metadata import seconds_value
+from skewtape_pipeline.orchestration.shared.metadata import bytes_value, seconds_value
 from skewtape_pipeline.orchestration.shared.partitions import is_month_partition
 from skewtape_pipeline.orchestration.shared.refusals import month_refused
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
@@ -116,8 +116,8 @@ def _warning_of(context: dg.OpExecutionContext) -> Callable[[str], None]:
 def fetch_metadata(fetched: FetchedMonth) -> dict[str, dg.MetadataValue]:
     """What a fetched month's transfer cost: bytes fetched and resumed, retries, seconds, rate."""
     return {
-        "fetch_bytes": dg.MetadataValue.int(fetched.bytes_fetched),
-        "fetch_bytes_resumed": dg.MetadataValue.int(fetched.bytes_resumed),
+        "fetch_bytes": bytes_value(fetched.bytes_fetched),
+        "fetch_bytes_resumed": bytes_value(fetched.bytes_resumed),
         "fetch_retries": dg.MetadataValue.int(fetched.retries),
         "fetch_seconds": seconds_value(fetched.seconds),
         "fetch_mean_rate_mb_per_s": dg.MetadataValue.float(round(fetched.mean_rate / 1e6, 2)),

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import dagster as dg
@@ -27,6 +28,8 @@ def test_catch_up_months_when_deltas_are_pending_applies_them_in_one_run_and_rec
         assert verify_snapshot(sample_root / "history" / month).ok
     again = job.execute_in_process(instance=instance, raise_on_error=False)
     assert again.success and again.get_asset_materialization_events() == []  # current: nothing
+    said = [e.user_message for e in instance.all_logs(again.run_id) if e.level == logging.INFO]
+    assert "none pending" in said and not [m for m in said if "month(s) applied" in m]
 
 
 def test_catch_up_months_when_a_delta_is_refused_fails_with_the_reason_keeping_earlier_months(

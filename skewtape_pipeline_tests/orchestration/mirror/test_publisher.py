@@ -5,6 +5,7 @@ import. The publisher is the published sample (a folder laid out as a publisher 
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 from pathlib import Path
 
@@ -62,7 +63,10 @@ def test_backfill_when_deltas_is_empty_fetches_and_applies_each_month_in_order(
     by_month = {r.partition_key: r.asset_observation.metadata for r in observed}
     assert sorted(by_month) == ["2026-10", "2026-11", "2026-12"]
     for metadata in by_month.values():
-        assert metadata["fetch_bytes"].value > 0
+        assert re.fullmatch(
+            r"[0-9.]+ [KMG]B \([0-9,]+ bytes\)|[0-9]+ bytes", metadata["fetch_bytes"].value
+        )
+        assert metadata["fetch_bytes"].value != "0 bytes"
         assert {"fetch_bytes_resumed", "fetch_retries", "fetch_seconds"} <= metadata.keys()
         assert "fetch_mean_rate_mb_per_s" in metadata
 
