@@ -299,6 +299,7 @@ def _object_store(bucket: str, options: dict[str, str], settings: TransferSettin
     and the client's own retries (``attempts``, exponential backoff)."""
     from obstore.store import S3Store
 
+    _check_credentials_possible(bucket)
     config = {"region": options["region"]} if "region" in options else {}
     scheme = options.get("scheme", "https").lower()  # case-insensitive, as the URI's own
     if "endpoint_override" in options:
@@ -322,6 +323,33 @@ def _object_store(bucket: str, options: dict[str, str], settings: TransferSettin
         return S3Store(bucket, config=config, client_options=client, retry_config=retry)
     except (obstore_errors.BaseError, ValueError) as exc:
         raise ConfigError(f"source {S3_SCHEME}{bucket}: not a usable S3 source ({exc})") from None
+
+
+CREDENTIAL_SOURCES = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+)
+"""The environment variables of a credential source other than the instance's role."""
+
+
+def _check_credentials_possible(bucket: str) -> None:
+    """ConfigError, before any request, when ``AWS_EC2_METADATA_DISABLED`` rules out the
+    instance's role and no other source of credentials is set (nor ``AWS_SKIP_SIGNATURE``, a
+    public bucket): the S3 client would ask the instance-metadata address anyway (it ignores
+    that variable) and fail with that address's answer instead of saying what is missing."""
+    if os.environ.get("AWS_EC2_METADATA_DISABLED", "").strip().lower() != "true":
+        return
+    if any(os.environ.get(name) for name in CREDENTIAL_SOURCES):
+        return
+    if os.environ.get("AWS_SKIP_SIGNATURE", "").strip().lower() in ("true", "1"):
+        return
+    raise ConfigError(
+        f"source {S3_SCHEME}{bucket}: no S3 credentials: AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY are not set, and AWS_EC2_METADATA_DISABLED=true rules out the "
+        "instance's role; set the keys (or AWS_SKIP_SIGNATURE=true for a public bucket)"
+    )
 
 
 ENDPOINT_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT")

@@ -170,6 +170,30 @@ def test_cli_fetch_and_sync_when_the_s3_endpoint_is_no_http_url_exit_2_creating_
     assert not root.exists()
 
 
+@pytest.mark.parametrize("command", ["fetch", "sync"])
+def test_cli_fetch_when_metadata_is_disabled_and_no_s3_keys_are_set_exits_2_naming_them(
+    tmp_path, capsys, monkeypatch, command
+):
+    """The S3 client ignores AWS_EC2_METADATA_DISABLED and would ask the instance-metadata
+    address (off this machine) for a role: refused before any request, naming what is missing."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                 "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                 "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_SKIP_SIGNATURE"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    root = tmp_path / "root"
+    code, out, err = run(capsys, command, "s3://bucket/pub?endpoint_override=127.0.0.1:9&scheme=http",
+                         "--root", str(root), "--snapshot", SAMPLE_FIRST_MONTH)  # fmt: skip
+
+    assert (code, out) == (2, "")
+    assert err == (
+        "error: source s3://bucket: no S3 credentials: AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY are not set, and AWS_EC2_METADATA_DISABLED=true rules out the "
+        "instance's role; set the keys (or AWS_SKIP_SIGNATURE=true for a public bucket)\n"
+    )
+    assert not root.exists()
+
+
 NO_BUCKET_RUNS = {
     "sync, a new root": ("sync", []),
     "sync --snapshot, a new root": ("sync", ["--snapshot", SAMPLE_FIRST_MONTH]),
