@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from skewtape_pipeline.cli.app import main
-from skewtape_pipeline.mirror import apply as apply_module
-from skewtape_pipeline.mirror import merge
+from skewtape_pipeline.mirror import merge, staging
 from skewtape_pipeline.ticks.archive.store import consolidate, layout
 from skewtape_pipeline.ticks.encode import parquet_file
 from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
@@ -138,7 +137,7 @@ def test_cli_apply_delta_when_copying_hits_a_full_disk_exits_1_naming_the_file(
     sample_root, capsys, monkeypatch
 ):
     snapshot = sample_root / "history" / SAMPLE_FIRST_MONTH
-    monkeypatch.setattr(apply_module, "copy_hashing", _full)  # the copy that hashes as it writes
+    monkeypatch.setattr(staging, "copy_hashing", _full)  # the copy that hashes as it writes
     delta = str(sample_root / "deltas" / NEXT_MONTH)
     code, _, err = run(capsys, "apply-delta", str(snapshot), delta, "--copy", "--no-audit")
     assert code == 1
