@@ -587,6 +587,18 @@ for a fraction of a millisecond (a compaction's rename) hand it on at once, long
 a waiter at most 20 tries a second."""
 
 
+def checked_lock_timeout(seconds: object) -> float:
+    """``seconds`` as a float; ConfigError naming ``lock_timeout`` unless a finite number >= 0
+    (``nan`` or ``inf`` would wait for ever): every entry point taking a ``lock_timeout``
+    (the archive's, the mirror's apply, catch-up and fetch) checks it before anything is
+    written or requested."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise ConfigError(f"lock_timeout = {seconds!r}: expected seconds (a number)")
+    if not 0 <= seconds < math.inf:
+        raise ConfigError(f"lock_timeout = {seconds!r}: expected seconds >= 0, finite")
+    return float(seconds)
+
+
 @contextlib.contextmanager
 def exclusive_lock(
     lock_file: Path,

@@ -241,6 +241,8 @@ def apply_delta(
 
     Raises
     ------
+    ConfigError
+        ``lock_timeout`` is negative, not finite or not a number; nothing is written.
     MissingPathError
         ``snapshot`` or ``delta`` is not an existing folder, or the folder ``into`` would be
         created in does not exist; nothing is created.
@@ -266,6 +268,7 @@ def apply_delta(
         table whose rows are not the manifest's, ...): nothing published, the staging folder
         removed.
     """
+    lock_timeout = fsio.checked_lock_timeout(lock_timeout)
     snapshot = fsio.require_folder(snapshot, "a snapshot folder")
     delta = fsio.require_folder(delta, "a delta folder")
     check_apply_folders(snapshot, delta)

@@ -76,7 +76,8 @@ def catch_up(
     DeltaRefusedError
         A pending delta's manifest or CHECKSUMS.sha256 is unreadable or inconsistent.
     ConfigError
-        ``mode`` is not ``versioned`` or ``in_place``.
+        ``mode`` is not ``versioned`` or ``in_place``, or ``lock_timeout`` is negative, not
+        finite or not a number; nothing is written.
     MissingPathError
         ``history`` or ``deltas`` is not an existing folder; nothing is created.
     WrongFolderError
@@ -93,6 +94,7 @@ def catch_up(
     """
     if mode not in MODES:
         raise ConfigError(f"mode={mode!r}; expected one of {', '.join(MODES)}")
+    lock_timeout = fsio.checked_lock_timeout(lock_timeout)
     history = fsio.require_folder(history, "a history folder of <YYYY-MM>/ snapshots")
     check_catch_up_folders(history, deltas)
     current_snapshot(history)  # refused before the lock file is created

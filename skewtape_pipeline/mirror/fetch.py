@@ -272,7 +272,10 @@ def fetch_deltas(
         The network failed after the last retry (a rerun resumes).
     LockHeldError
         Another fetch into ``root`` is still running after ``lock_timeout`` seconds.
+    ConfigError
+        ``lock_timeout`` is negative, not finite or not a number (nothing requested or written).
     """
+    lock_timeout = fsio.checked_lock_timeout(lock_timeout)
     source = source if not isinstance(source, str) else open_source(source, settings)
     root = Path(root)
     if not holds_snapshot(root):
@@ -330,7 +333,10 @@ def fetch_snapshot(
         with two sha256), worded as ``verify`` words it; checked before anything is written.
     PublisherError, ChecksumMismatchError, UnsafePathError, TransferError, LockHeldError
         As for :func:`fetch_deltas`.
+    ConfigError
+        ``lock_timeout`` is negative, not finite or not a number (nothing requested or written).
     """
+    lock_timeout = fsio.checked_lock_timeout(lock_timeout)
     source = source if not isinstance(source, str) else open_source(source, settings)
     root = Path(root)
     history = root / HISTORY

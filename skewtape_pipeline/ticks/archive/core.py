@@ -10,7 +10,6 @@ only.
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -59,16 +58,6 @@ def _stamp_or_none(path: Path) -> FileStamp | None:
         return FileStamp.of(path)
     except FileNotFoundError:
         return None
-
-
-def _checked_lock_timeout(seconds: object) -> float:
-    """``seconds`` as a float; ConfigError naming ``lock_timeout`` unless a finite number >= 0
-    (``nan`` or ``inf`` would wait for ever)."""
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-        raise ConfigError(f"lock_timeout = {seconds!r}: expected seconds (a number)")
-    if not 0 <= seconds < math.inf:
-        raise ConfigError(f"lock_timeout = {seconds!r}: expected seconds >= 0, finite")
-    return float(seconds)
 
 
 def archive_lock(lock_file: Path, *, timeout: float, what: str) -> AbstractContextManager[None]:
@@ -142,7 +131,7 @@ class ArchiveCore:
         """The files leaving the archive (``garbage.GarbageCollector`` over :attr:`tiers`):
         every removal, audited, and what interrupted runs left (its writers under
         :meth:`locked`)."""
-        self.lock_timeout = _checked_lock_timeout(lock_timeout)
+        self.lock_timeout = fsio.checked_lock_timeout(lock_timeout)
         self.books_and_records = bool(books_and_records)
 
     def __repr__(self) -> str:
@@ -204,7 +193,7 @@ class ArchiveCore:
         """This archive with its writers waiting up to ``seconds`` for the lock instead.
         ConfigError for seconds that are negative or not a number."""
         other = copy.copy(self)
-        other.lock_timeout = _checked_lock_timeout(seconds)
+        other.lock_timeout = fsio.checked_lock_timeout(seconds)
         return other
 
     @contextmanager
