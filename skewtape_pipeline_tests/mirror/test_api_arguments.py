@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.errors import ConfigError, WrongFolderError
 from skewtape_pipeline.mirror.apply import apply_delta
 from skewtape_pipeline.mirror.catchup import catch_up
 from skewtape_pipeline.mirror.fetch import fetch_deltas, fetch_snapshot
+from skewtape_pipeline.mirror.verify import verify_snapshot
 from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
 from skewtape_pipeline_tests.mirror.apply_support import tree_state
 
@@ -85,3 +86,19 @@ def test_fetch_with_a_bad_lock_timeout_is_refused_naming_it_before_any_request(
         "lock_timeout",
         lambda: fetch_deltas(str(publisher), subscriber, lock_timeout=lock_timeout),
     )
+
+
+@pytest.mark.parametrize(
+    ("folder", "named"),
+    [("deltas/2026-10", "is a delta"), ("deltas", "is a folder of"), ("history", "is a history")],
+)
+def test_verify_snapshot_of_a_delta_or_a_folder_of_months_is_refused_writing_no_cache(
+    sample_root, folder, named
+):
+    refused_changing_nothing(
+        sample_root,
+        WrongFolderError,
+        named,
+        lambda: verify_snapshot(sample_root / folder),
+    )
+    assert not (sample_root / folder / ".skewtape").exists()
