@@ -434,6 +434,29 @@ def resolved(path: Path | str, *, named: Path | str | None = None) -> Path:
         raise ConfigError(f"{shown}: cannot follow its symbolic links ({exc})") from None
 
 
+def checked_path(value: object, name: str, expected: str) -> Path:
+    """``value`` as a Path; ConfigError naming the argument ``name`` unless it is a ``str`` or
+    an ``os.PathLike`` (None or a number would otherwise fail deep inside, or become a
+    folder named ``None``). ``expected`` says what the path should name."""
+    if not isinstance(value, str | os.PathLike) or value == "":
+        raise ConfigError(f"{name} = {value!r}: expected {expected} (a path)")
+    return Path(value)
+
+
+def refuse_missing_parent(path: Path, name: str, made: str) -> None:
+    """ConfigError naming the argument ``name`` when ``path`` is a file, or when the folder it
+    would be created in does not exist (a missing folder is refused, never created; ``made``
+    says what is created only inside one), as the command line refuses its options."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{name} = {str(path)!r}: is a file; expected a folder")
+    folder = path.absolute().parent
+    if not folder.is_dir():
+        raise ConfigError(
+            f"{name} = {str(path)!r}: its folder {folder} does not exist; {made} only inside an "
+            "existing folder (a missing folder is refused, never created)"
+        )
+
+
 def require_folder(folder: Path, what: str) -> Path:
     """``folder`` if it is an existing folder; else :class:`MissingPathError` naming it.
 

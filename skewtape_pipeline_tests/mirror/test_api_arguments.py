@@ -102,3 +102,61 @@ def test_verify_snapshot_of_a_delta_or_a_folder_of_months_is_refused_writing_no_
         lambda: verify_snapshot(sample_root / folder),
     )
     assert not (sample_root / folder / ".skewtape").exists()
+
+
+@pytest.mark.parametrize("month", ["2026-13", "2026-9", "../../y", "", None, 202609])
+def test_fetch_snapshot_of_a_malformed_month_is_refused_naming_it_before_any_request(
+    publisher, tmp_path, month
+):
+    new_root = tmp_path / "new"
+    refused_changing_nothing(
+        tmp_path, ConfigError, "month", lambda: fetch_snapshot(str(publisher), new_root, month)
+    )
+    assert not new_root.exists()
+
+
+@pytest.mark.parametrize("until", ["2026-13", "2026-1", 202611])
+def test_fetch_deltas_until_a_malformed_month_is_refused_naming_it(subscriber, publisher, until):
+    refused_changing_nothing(
+        subscriber,
+        ConfigError,
+        "until",
+        lambda: fetch_deltas(str(publisher), subscriber, until=until, dry_run=True),
+    )
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_fetch_into_a_root_whose_folder_is_missing_is_refused_creating_nothing(
+    publisher, tmp_path, dry_run
+):
+    root = tmp_path / "missing" / "root"
+    refused_changing_nothing(
+        tmp_path,
+        ConfigError,
+        "root = .*does not exist",
+        lambda: fetch_snapshot(str(publisher), root, SAMPLE_FIRST_MONTH, dry_run=dry_run),
+    )
+    assert not root.parent.exists()
+
+
+@pytest.mark.parametrize(
+    ("root", "match"), [(None, "root = None"), (5, "root = 5"), ("FILE", "is a file")]
+)
+def test_fetch_into_a_root_that_is_no_folder_is_refused_naming_it(
+    subscriber, publisher, tmp_path, root, match
+):
+    root = subscriber / "history" / SAMPLE_FIRST_MONTH / "manifest.json" if root == "FILE" else root
+    for fetch in (
+        lambda: fetch_snapshot(str(publisher), root, SAMPLE_FIRST_MONTH),
+        lambda: fetch_deltas(str(publisher), root),
+    ):
+        refused_changing_nothing(tmp_path, ConfigError, match, fetch)
+
+
+def test_fetch_from_a_source_that_is_none_is_refused_naming_it(tmp_path):
+    refused_changing_nothing(
+        tmp_path,
+        ConfigError,
+        "source = None",
+        lambda: fetch_snapshot(None, tmp_path / "new", SAMPLE_FIRST_MONTH),
+    )
