@@ -457,12 +457,14 @@ def refuse_missing_parent(path: Path, name: str, made: str) -> None:
         )
 
 
-def require_folder(folder: Path, what: str) -> Path:
-    """``folder`` if it is an existing folder; else :class:`MissingPathError` naming it.
+def require_folder(folder: Path, what: str, *, name: str = "folder") -> Path:
+    """``folder`` if it is an existing folder; else :class:`MissingPathError` naming it
+    (ConfigError naming the argument ``name`` for a value that is no path: :func:`checked_path`).
 
     Commands check the folders they were given with this before they take a lock or create
     anything, so that a refusal writes nothing. ``what`` says what the folder should be.
     """
+    checked_path(folder, name, what)
     if not Path(folder).is_dir():
         found = "is not a folder" if Path(folder).exists() else "does not exist"
         raise MissingPathError(f"{folder}: {found}; expected {what}")

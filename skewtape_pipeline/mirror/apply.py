@@ -242,7 +242,8 @@ def apply_delta(
     Raises
     ------
     ConfigError
-        ``lock_timeout`` is negative, not finite or not a number; nothing is written.
+        ``lock_timeout`` is negative, not finite or not a number, or a path argument is no
+        path (None, a number), named; nothing is written.
     MissingPathError
         ``snapshot`` or ``delta`` is not an existing folder, or the folder ``into`` would be
         created in does not exist; nothing is created.
@@ -269,8 +270,12 @@ def apply_delta(
         removed.
     """
     lock_timeout = fsio.checked_lock_timeout(lock_timeout)
-    snapshot = fsio.require_folder(snapshot, "a snapshot folder")
-    delta = fsio.require_folder(delta, "a delta folder")
+    snapshot = fsio.require_folder(snapshot, "a snapshot folder", name="snapshot")
+    delta = fsio.require_folder(delta, "a delta folder", name="delta")
+    if into is not None:
+        into = fsio.checked_path(into, "into", "the folder of the next snapshot")
+    if audit_log is not None:
+        audit_log = fsio.checked_path(audit_log, "audit_log", "the audit log's file")
     check_apply_folders(snapshot, delta)
     _check_audit_log(audit_log)
     target = ApplyTarget.of(snapshot, delta, into)

@@ -76,8 +76,9 @@ def catch_up(
     DeltaRefusedError
         A pending delta's manifest or CHECKSUMS.sha256 is unreadable or inconsistent.
     ConfigError
-        ``mode`` is not ``versioned`` or ``in_place``, or ``lock_timeout`` is negative, not
-        finite or not a number; nothing is written.
+        ``mode`` is not ``versioned`` or ``in_place``, ``lock_timeout`` is negative, not
+        finite or not a number, or a path argument is no path (None, a number), named;
+        nothing is written.
     MissingPathError
         ``history`` or ``deltas`` is not an existing folder; nothing is created.
     WrongFolderError
@@ -95,7 +96,12 @@ def catch_up(
     if mode not in MODES:
         raise ConfigError(f"mode={mode!r}; expected one of {', '.join(MODES)}")
     lock_timeout = fsio.checked_lock_timeout(lock_timeout)
-    history = fsio.require_folder(history, "a history folder of <YYYY-MM>/ snapshots")
+    history = fsio.require_folder(
+        history, "a history folder of <YYYY-MM>/ snapshots", name="history"
+    )
+    deltas = fsio.checked_path(deltas, "deltas", "a folder of <YYYY-MM>/ deltas")
+    if audit_log is not None:
+        audit_log = fsio.checked_path(audit_log, "audit_log", "the audit log's file")
     check_catch_up_folders(history, deltas)
     current_snapshot(history)  # refused before the lock file is created
     deltas = fsio.require_folder(deltas, "a folder of <YYYY-MM>/ deltas")

@@ -41,7 +41,7 @@ from skewtape_pipeline.errors import (
     quoted,
     quoted_path,
 )
-from skewtape_pipeline.fsio import atomic_write_bytes, load_json, read_state_bytes
+from skewtape_pipeline.fsio import atomic_write_bytes, checked_path, load_json, read_state_bytes
 from skewtape_pipeline.hashing import (
     FileStamp,
     HashCache,
@@ -192,9 +192,11 @@ def verify_snapshot(
     WrongFolderError
         ``snapshot`` is a delta, a history folder or a deltas folder (as the command line
         refuses it), named with what it is: nothing is hashed and no cache is written into it.
+    ConfigError
+        ``snapshot`` is no path (None, a number).
     """
     started = time.perf_counter()
-    snapshot = Path(snapshot)
+    snapshot = checked_path(snapshot, "snapshot", "a snapshot folder")
     result = VerifyResult(snapshot=snapshot)
     if not snapshot.is_dir():
         raise VerificationError(snapshot, [f"{snapshot} is not a folder"])

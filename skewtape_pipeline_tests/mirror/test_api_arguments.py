@@ -160,3 +160,41 @@ def test_fetch_from_a_source_that_is_none_is_refused_naming_it(tmp_path):
         "source = None",
         lambda: fetch_snapshot(None, tmp_path / "new", SAMPLE_FIRST_MONTH),
     )
+
+
+@pytest.mark.parametrize(
+    ("argument", "value"),  # None for into or audit_log: in place, or no audit
+    [("snapshot", None), ("snapshot", 5), ("delta", None), ("into", 5), ("audit_log", 5)],
+)
+def test_apply_delta_with_a_path_argument_that_is_no_path_is_refused_naming_it(
+    sample_root, argument, value
+):
+    arguments = {
+        "snapshot": sample_root / "history" / SAMPLE_FIRST_MONTH,
+        "delta": sample_root / "deltas" / "2026-10",
+        "into": sample_root / "history" / "2026-10",
+        "audit_log": sample_root / "audit.jsonl",
+        argument: value,
+    }
+    refused_changing_nothing(
+        sample_root, ConfigError, f"{argument} = {value!r}", lambda: apply_delta(**arguments)
+    )
+
+
+@pytest.mark.parametrize("argument", ["history", "deltas", "audit_log"])
+def test_catch_up_with_a_path_argument_that_is_no_path_is_refused_naming_it(sample_root, argument):
+    arguments = {
+        "history": sample_root / "history",
+        "deltas": sample_root / "deltas",
+        "audit_log": sample_root / "audit.jsonl",
+        argument: 5,
+    }
+    refused_changing_nothing(
+        sample_root, ConfigError, f"{argument} = 5", lambda: catch_up(**arguments)
+    )
+
+
+@pytest.mark.parametrize("snapshot", [None, 5])
+def test_verify_snapshot_of_no_path_is_refused_naming_it(snapshot):
+    with pytest.raises(ConfigError, match=f"snapshot = {snapshot!r}"):
+        verify_snapshot(snapshot)

@@ -77,7 +77,8 @@ class ArchiveCore:
     """The tick archive at ``root`` (its hot tier) with its options, validated once (the
     options are :class:`~skewtape_pipeline.ticks.archive.handle.Archive`'s).
 
-    Raises ConfigError when built for a path that is a file, a policy that is not a TierPolicy
+    Raises ConfigError when built for a path that is a file or no path (None, a number: for
+    ``root`` or ``audit_log``), a policy that is not a TierPolicy
     or that changes the recorded one where that is not safe (``store.policy_change``: a tier
     holding files moved, a new endpoint lacking them), tier roots that nest, a ``lock_timeout``
     that is negative, not finite or not a number. The root may not exist yet: a first compaction
@@ -94,6 +95,7 @@ class ArchiveCore:
         lock_timeout: float = 0.0,
         books_and_records: bool = False,
     ):
+        fsio.checked_path(root, "root", "a tick archive root")  # None: no folder named None
         self.root = Path(refuse_url(root, "archive root", ARCHIVE_ROOT_EXPECTED))
         if self.root.exists() and not self.root.is_dir():
             raise ConfigError(f"{self.root}: not a folder; expected a tick archive root")
@@ -120,7 +122,9 @@ class ArchiveCore:
         written, or when there is none."""
         if audit_log is BESIDE:
             audit_log = default_audit_log(self.root)
-        self.audit_log: Path | None = None if audit_log is None else Path(audit_log)
+        self.audit_log: Path | None = (
+            None if audit_log is None else fsio.checked_path(audit_log, "audit_log", "a file")
+        )
         self.books = Books(self.root, self.audit_log)
         """The archive's write-once mode and audit log (``books.Books``): every check and audit
         record of an operation goes through it."""

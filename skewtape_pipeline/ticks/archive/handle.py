@@ -73,9 +73,9 @@ class Archive:
     Raises
     ------
     ConfigError
-        A root that is a file or, new, in another archive or its tiers (NotAnArchiveError), a policy
-        that is not a TierPolicy or changes the recorded one unsafely (naming both), tier roots that
-        nest, a ``lock_timeout`` negative, not finite (``nan``, ``inf``) or not a number.
+        A root that is a file or, new, in another archive or its tiers (NotAnArchiveError), a root
+        or audit_log that is no path (None), a policy not a TierPolicy or changing the recorded one
+        unsafely (naming both), nested tier roots, a ``lock_timeout`` < 0, nan, inf or no number.
     """
 
     def __init__(

@@ -145,6 +145,7 @@ def test_archive_when_audit_log_is_a_file_named_beside_audits_to_that_file(tmp_p
         ({"lock_timeout": float("nan")}, "lock_timeout"),  # would wait for ever
         ({"lock_timeout": float("inf")}, "lock_timeout"),
         ({"policy": {"hot_max_age_days": 3}}, "policy"),
+        ({"audit_log": 5}, "audit_log = 5"),
     ],
 )
 def test_archive_when_built_with_a_bad_option_raises_config_error_naming_it(
@@ -152,6 +153,18 @@ def test_archive_when_built_with_a_bad_option_raises_config_error_naming_it(
 ):
     with pytest.raises(ConfigError, match=named):
         Archive(tmp_path / "archive", **options)
+
+
+@pytest.mark.parametrize("root", [None, 5, ""])
+def test_archive_built_for_a_root_that_is_no_path_is_refused_making_no_folder(
+    tmp_path, monkeypatch, root
+):
+    """None or a number was taken as a folder named ``None`` or ``5`` in the working folder,
+    created by the first compaction."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=f"root = {root!r}: expected a tick archive root"):
+        Archive(root)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_archive_at_the_file_systems_root_is_refused_in_one_line(tmp_path, capsys):
