@@ -444,11 +444,9 @@ def checked_path(value: object, name: str, expected: str) -> Path:
 
 
 def refuse_missing_parent(path: Path, name: str, made: str) -> None:
-    """ConfigError naming the argument ``name`` when ``path`` is a file, or when the folder it
-    would be created in does not exist (a missing folder is refused, never created; ``made``
-    says what is created only inside one), as the command line refuses its options."""
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"{name} = {str(path)!r}: is a file; expected a folder")
+    """ConfigError naming the argument ``name`` when the folder ``path`` would be created in
+    does not exist (a missing folder is refused, never created; ``made`` says what is created
+    only inside one), as the command line refuses its options."""
     folder = path.absolute().parent
     if not folder.is_dir():
         raise ConfigError(

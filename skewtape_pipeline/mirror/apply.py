@@ -242,8 +242,9 @@ def apply_delta(
     Raises
     ------
     ConfigError
-        ``lock_timeout`` is negative, not finite or not a number, or a path argument is no
-        path (None, a number), named; nothing is written.
+        ``lock_timeout`` is negative, not finite or not a number, a path argument is no
+        path (None, a number), or ``audit_log``'s folder does not exist (as the command line's
+        ``--audit-log``), named; nothing is written or created.
     MissingPathError
         ``snapshot`` or ``delta`` is not an existing folder, or the folder ``into`` would be
         created in does not exist; nothing is created.
@@ -276,6 +277,7 @@ def apply_delta(
         into = fsio.checked_path(into, "into", "the folder of the next snapshot")
     if audit_log is not None:
         audit_log = fsio.checked_path(audit_log, "audit_log", "the audit log's file")
+        fsio.refuse_missing_parent(audit_log, "audit_log", "the audit log is written")
     check_apply_folders(snapshot, delta)
     _check_audit_log(audit_log)
     target = ApplyTarget.of(snapshot, delta, into)

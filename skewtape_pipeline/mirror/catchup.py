@@ -77,8 +77,8 @@ def catch_up(
         A pending delta's manifest or CHECKSUMS.sha256 is unreadable or inconsistent.
     ConfigError
         ``mode`` is not ``versioned`` or ``in_place``, ``lock_timeout`` is negative, not
-        finite or not a number, or a path argument is no path (None, a number), named;
-        nothing is written.
+        finite or not a number, a path argument is no path (None, a number), or
+        ``audit_log``'s folder does not exist, named; nothing is written or created.
     MissingPathError
         ``history`` or ``deltas`` is not an existing folder; nothing is created.
     WrongFolderError
@@ -102,6 +102,7 @@ def catch_up(
     deltas = fsio.checked_path(deltas, "deltas", "a folder of <YYYY-MM>/ deltas")
     if audit_log is not None:
         audit_log = fsio.checked_path(audit_log, "audit_log", "the audit log's file")
+        fsio.refuse_missing_parent(audit_log, "audit_log", "the audit log is written")
     check_catch_up_folders(history, deltas)
     current_snapshot(history)  # refused before the lock file is created
     deltas = fsio.require_folder(deltas, "a folder of <YYYY-MM>/ deltas")

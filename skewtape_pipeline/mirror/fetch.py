@@ -376,6 +376,8 @@ def _checked_arguments(
     one that exists, as the command line's ``--root``."""
     lock_timeout = fsio.checked_lock_timeout(lock_timeout)
     root = fsio.checked_path(root, "root", "the data root folder")
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"root = {str(root)!r}: is a file; expected the data root folder")
     fsio.refuse_missing_parent(root, "root", "the data root is created")
     if isinstance(source, str):
         return open_source(source, settings), root, lock_timeout

@@ -198,3 +198,21 @@ def test_catch_up_with_a_path_argument_that_is_no_path_is_refused_naming_it(samp
 def test_verify_snapshot_of_no_path_is_refused_naming_it(snapshot):
     with pytest.raises(ConfigError, match=f"snapshot = {snapshot!r}"):
         verify_snapshot(snapshot)
+
+
+def test_an_audit_log_in_a_missing_folder_is_refused_creating_nothing(sample_root, tmp_path):
+    """The command line refuses ``--audit-log`` there; apply_delta and catch_up created the
+    folder and wrote the log into it."""
+    audit_log = tmp_path / "missing" / "audit.jsonl"
+    history = sample_root / "history"
+    for call in (
+        lambda: apply_delta(
+            history / SAMPLE_FIRST_MONTH,
+            sample_root / "deltas" / "2026-10",
+            into=history / "2026-10",
+            audit_log=audit_log,
+        ),
+        lambda: catch_up(history, sample_root / "deltas", audit_log=audit_log),
+    ):
+        refused_changing_nothing(tmp_path, ConfigError, "audit_log = .*does not exist", call)
+    assert not audit_log.parent.exists()

@@ -120,11 +120,13 @@ class ArchiveCore:
         """The policy given, to record by the first write that succeeds (:meth:`writing`): to an
         archive that records none, or in place of a record it safely changes; None once
         written, or when there is none."""
+        self._audit_given = audit_log is not BESIDE
+        """An ``audit_log`` given: a writer refuses it in a folder that does not exist."""
         if audit_log is BESIDE:
             audit_log = default_audit_log(self.root)
-        self.audit_log: Path | None = (
-            None if audit_log is None else fsio.checked_path(audit_log, "audit_log", "a file")
-        )
+        elif audit_log is not None:
+            audit_log = fsio.checked_path(audit_log, "audit_log", "a file")
+        self.audit_log: Path | None = None if audit_log is None else Path(audit_log)
         self.books = Books(self.root, self.audit_log)
         """The archive's write-once mode and audit log (``books.Books``): every check and audit
         record of an operation goes through it."""
@@ -207,7 +209,8 @@ class ArchiveCore:
         that holds only the archive's bookkeeping passes), so a mistyped root is never made
         into an empty archive; a policy to record checked first, its S3 tiers answering
         (ObjectStoreError naming the tier and its root otherwise, before anything is written);
-        the audit log checked to take records (``AuditLog.check_appendable``: its head repaired
+        the audit log checked to take records (one given in a folder that does not exist:
+        ConfigError, as ``--audit-log``; ``AuditLog.check_appendable``: its head repaired
         when a killed writer left none; AuditLogError for a folder, an edited log or a file
         that is none), so no write is refused at its first record; ``books_and_records`` mode
         turned on first when asked (idempotent; audited), so the write is refused what that
@@ -218,6 +221,8 @@ class ArchiveCore:
         if self._record is not None:
             self._record.check_usable()
         if self.audit_log is not None:
+            if self._audit_given:  # as --audit-log: its folder is never created
+                fsio.refuse_missing_parent(self.audit_log, "audit_log", "the audit log is written")
             AuditLog(self.audit_log).check_appendable()
         if self.books_and_records:
             self.root.mkdir(parents=True, exist_ok=True)

@@ -63,7 +63,7 @@ class Archive:
         :class:`TierPolicy`. One moving a tier that holds files, or reaching it where they are
         not, is refused; a safe change is recorded by a write (``store.policy_change``).
     audit_log
-        Where the writers' audit records go; None: none. Default: ``audit.jsonl`` beside root.
+        Its audit log (writers refuse it in a missing folder); None: none; default: beside root.
     lock_timeout
         Seconds a writer waits for another to release the archive's one lock; 0: refuse at
         once (a compaction waits at least ``layout.ARCHIVE_LOCK_WAIT_SECONDS``, 600 s).

@@ -155,6 +155,17 @@ def test_archive_when_built_with_a_bad_option_raises_config_error_naming_it(
         Archive(tmp_path / "archive", **options)
 
 
+def test_archive_writer_with_an_audit_log_in_a_missing_folder_is_refused_creating_nothing(
+    tmp_path,
+):
+    """The command line refuses ``--audit-log`` there; a compaction created the folder."""
+    source = read_canonical(write_four_day_csv(tmp_path / "ticks.csv"))
+    archive = Archive(tmp_path / "archive", audit_log=tmp_path / "missing" / "audit.jsonl")
+    with pytest.raises(ConfigError, match=r"audit_log = .*: its folder .* does not exist"):
+        archive.compact(source, as_of=date(2025, 12, 5), encoding=PRICE_SCALE_2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ticks.csv"]
+
+
 @pytest.mark.parametrize("root", [None, 5, ""])
 def test_archive_built_for_a_root_that_is_no_path_is_refused_making_no_folder(
     tmp_path, monkeypatch, root
