@@ -78,10 +78,11 @@ class ArchiveCore:
     options are :class:`~skewtape_pipeline.ticks.archive.handle.Archive`'s).
 
     Raises ConfigError when built for a path that is a file or no path (None, a number: for
-    ``root`` or ``audit_log``), a policy that is not a TierPolicy
-    or that changes the recorded one where that is not safe (``store.policy_change``: a tier
-    holding files moved, a new endpoint lacking them), tier roots that nest, a ``lock_timeout``
-    that is negative, not finite or not a number. The root may not exist yet: a first compaction
+    ``root`` or ``audit_log``), a ``books_and_records`` that is not a bool, a policy that is
+    not a TierPolicy or that changes the recorded one where that is not safe
+    (``store.policy_change``: a tier holding files moved, a new endpoint lacking them), tier
+    roots that nest, a ``lock_timeout`` that is negative, not finite or not a number. The root
+    may not exist yet: a first compaction
     creates it; a root holding no archive yet that is, or lies inside, another archive's root or
     tier root is refused (NotAnArchiveError: ``tiers.check_apart_from_other_archives``).
     """
@@ -138,7 +139,9 @@ class ArchiveCore:
         every removal, audited, and what interrupted runs left (its writers under
         :meth:`locked`)."""
         self.lock_timeout = fsio.checked_lock_timeout(lock_timeout)
-        self.books_and_records = bool(books_and_records)
+        if not isinstance(books_and_records, bool):  # "no" would turn write-once on for good
+            raise ConfigError(f"books_and_records = {books_and_records!r}: expected True or False")
+        self.books_and_records = books_and_records
 
     def __repr__(self) -> str:
         return f"ArchiveCore({str(self.root)!r}, audit_log={self.audit_log!r})"

@@ -68,7 +68,7 @@ class Archive:
         Seconds a writer waits for another to release the archive's one lock; 0: refuse at
         once (a compaction waits at least ``layout.ARCHIVE_LOCK_WAIT_SECONDS``, 600 s).
     books_and_records
-        Put the archive in write-once mode before its first write (for good; False: as is).
+        True: write-once mode before the first write, for good; False: as is (else ConfigError).
 
     Raises
     ------
@@ -315,7 +315,7 @@ class Archive:
         Raises
         ------
         ConfigError
-            A key that is not a ``(str, date)`` pair; nothing written.
+            ``keys`` not iterable, or a key not a ``(str, date)`` pair; nothing written.
         WriteOnceError
             ``books_and_records`` mode and a key to withdraw (audited; nothing written).
         ArchiveBusyError
@@ -344,7 +344,7 @@ class Archive:
         Raises
         ------
         ConfigError
-            A key that is not a ``(str, date)`` pair; nothing changed.
+            ``keys`` not iterable, or a key not a ``(str, date)`` pair; nothing changed.
         WriteOnceError
             ``books_and_records`` mode and a key the archive holds (audited; nothing changed).
         ArchiveBusyError
@@ -363,7 +363,7 @@ class Archive:
         Parameters
         ----------
         allow_fewer
-            Allow fewer symbol-days than the catalog replaced holds (the rest lost for good).
+            A bool (else ConfigError): allow fewer symbol-days than the old catalog (lost for good).
 
         Returns
         -------
@@ -740,7 +740,7 @@ class Archive:
         Parameters
         ----------
         con
-            A ``duckdb.DuckDBPyConnection``.
+            A ``duckdb.DuckDBPyConnection`` (anything else: ConfigError, nothing read).
         name
             The view's name.
 
