@@ -434,12 +434,35 @@ def resolved(path: Path | str, *, named: Path | str | None = None) -> Path:
         raise ConfigError(f"{shown}: cannot follow its symbolic links ({exc})") from None
 
 
-def require_folder(folder: Path, what: str) -> Path:
-    """``folder`` if it is an existing folder; else :class:`MissingPathError` naming it.
+def checked_path(value: object, name: str, expected: str) -> Path:
+    """``value`` as a Path; ConfigError naming the argument ``name`` unless it is a ``str`` or
+    an ``os.PathLike`` (None or a number would otherwise fail deep inside, or become a
+    folder named ``None``). ``expected`` says what the path should name."""
+    if not isinstance(value, str | os.PathLike) or value == "":
+        raise ConfigError(f"{name} = {value!r}: expected {expected} (a path)")
+    return Path(value)
+
+
+def refuse_missing_parent(path: Path, name: str, made: str) -> None:
+    """ConfigError naming the argument ``name`` when the folder ``path`` would be created in
+    does not exist (a missing folder is refused, never created; ``made`` says what is created
+    only inside one), as the command line refuses its options."""
+    folder = path.absolute().parent
+    if not folder.is_dir():
+        raise ConfigError(
+            f"{name} = {str(path)!r}: its folder {folder} does not exist; {made} only inside an "
+            "existing folder (a missing folder is refused, never created)"
+        )
+
+
+def require_folder(folder: Path, what: str, *, name: str = "folder") -> Path:
+    """``folder`` if it is an existing folder; else :class:`MissingPathError` naming it
+    (ConfigError naming the argument ``name`` for a value that is no path: :func:`checked_path`).
 
     Commands check the folders they were given with this before they take a lock or create
     anything, so that a refusal writes nothing. ``what`` says what the folder should be.
     """
+    checked_path(folder, name, what)
     if not Path(folder).is_dir():
         found = "is not a folder" if Path(folder).exists() else "does not exist"
         raise MissingPathError(f"{folder}: {found}; expected {what}")
@@ -585,6 +608,18 @@ LOCK_LONGEST_PAUSE = 0.05
 """A waiter retries the lock after 1 ms, doubling the pause up to 50 ms: writers that hold it
 for a fraction of a millisecond (a compaction's rename) hand it on at once, long holders cost
 a waiter at most 20 tries a second."""
+
+
+def checked_lock_timeout(seconds: object) -> float:
+    """``seconds`` as a float; ConfigError naming ``lock_timeout`` unless a finite number >= 0
+    (``nan`` or ``inf`` would wait for ever): every entry point taking a ``lock_timeout``
+    (the archive's, the mirror's apply, catch-up and fetch) checks it before anything is
+    written or requested."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise ConfigError(f"lock_timeout = {seconds!r}: expected seconds (a number)")
+    if not 0 <= seconds < math.inf:
+        raise ConfigError(f"lock_timeout = {seconds!r}: expected seconds >= 0, finite")
+    return float(seconds)
 
 
 @contextlib.contextmanager

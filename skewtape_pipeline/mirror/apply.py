@@ -241,6 +241,10 @@ def apply_delta(
 
     Raises
     ------
+    ConfigError
+        ``lock_timeout`` is negative, not finite or not a number, a path argument is no
+        path (None, a number), or ``audit_log``'s folder does not exist (as the command line's
+        ``--audit-log``), named; nothing is written or created.
     MissingPathError
         ``snapshot`` or ``delta`` is not an existing folder, or the folder ``into`` would be
         created in does not exist; nothing is created.
@@ -266,8 +270,14 @@ def apply_delta(
         table whose rows are not the manifest's, ...): nothing published, the staging folder
         removed.
     """
-    snapshot = fsio.require_folder(snapshot, "a snapshot folder")
-    delta = fsio.require_folder(delta, "a delta folder")
+    lock_timeout = fsio.checked_lock_timeout(lock_timeout)
+    snapshot = fsio.require_folder(snapshot, "a snapshot folder", name="snapshot")
+    delta = fsio.require_folder(delta, "a delta folder", name="delta")
+    if into is not None:
+        into = fsio.checked_path(into, "into", "the folder of the next snapshot")
+    if audit_log is not None:
+        audit_log = fsio.checked_path(audit_log, "audit_log", "the audit log's file")
+        fsio.refuse_missing_parent(audit_log, "audit_log", "the audit log is written")
     check_apply_folders(snapshot, delta)
     _check_audit_log(audit_log)
     target = ApplyTarget.of(snapshot, delta, into)

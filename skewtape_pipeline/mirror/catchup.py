@@ -76,7 +76,9 @@ def catch_up(
     DeltaRefusedError
         A pending delta's manifest or CHECKSUMS.sha256 is unreadable or inconsistent.
     ConfigError
-        ``mode`` is not ``versioned`` or ``in_place``.
+        ``mode`` is not ``versioned`` or ``in_place``, ``lock_timeout`` is negative, not
+        finite or not a number, a path argument is no path (None, a number), or
+        ``audit_log``'s folder does not exist, named; nothing is written or created.
     MissingPathError
         ``history`` or ``deltas`` is not an existing folder; nothing is created.
     WrongFolderError
@@ -93,7 +95,14 @@ def catch_up(
     """
     if mode not in MODES:
         raise ConfigError(f"mode={mode!r}; expected one of {', '.join(MODES)}")
-    history = fsio.require_folder(history, "a history folder of <YYYY-MM>/ snapshots")
+    lock_timeout = fsio.checked_lock_timeout(lock_timeout)
+    history = fsio.require_folder(
+        history, "a history folder of <YYYY-MM>/ snapshots", name="history"
+    )
+    deltas = fsio.checked_path(deltas, "deltas", "a folder of <YYYY-MM>/ deltas")
+    if audit_log is not None:
+        audit_log = fsio.checked_path(audit_log, "audit_log", "the audit log's file")
+        fsio.refuse_missing_parent(audit_log, "audit_log", "the audit log is written")
     check_catch_up_folders(history, deltas)
     current_snapshot(history)  # refused before the lock file is created
     deltas = fsio.require_folder(deltas, "a folder of <YYYY-MM>/ deltas")

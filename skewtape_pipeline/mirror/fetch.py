@@ -65,6 +65,7 @@ from skewtape_pipeline import fsio, progress
 from skewtape_pipeline.errors import (
     ChainError,
     ChecksumMismatchError,
+    ConfigError,
     DeltaRefusedError,
     FetchDiskError,
     FetchError,
@@ -86,6 +87,7 @@ from skewtape_pipeline.mirror.format import (
     CHECKSUMS,
     LOCAL_STATE_DIR,
     MANIFEST,
+    MONTH_RE,
 )
 from skewtape_pipeline.mirror.remote import (
     DELTAS,
@@ -272,9 +274,14 @@ def fetch_deltas(
         The network failed after the last retry (a rerun resumes).
     LockHeldError
         Another fetch into ``root`` is still running after ``lock_timeout`` seconds.
+    ConfigError
+        ``lock_timeout`` is negative, not finite or not a number, ``until`` is not a month
+        ``YYYY-MM``, ``root`` is no path, a file or in a folder that does not exist, or
+        ``source`` is neither a location nor a Source (nothing requested or written).
     """
-    source = source if not isinstance(source, str) else open_source(source, settings)
-    root = Path(root)
+    if until is not None:
+        _checked_month(until, "until")
+    source, root, lock_timeout = _checked_arguments(source, settings, root, lock_timeout)
     if not holds_snapshot(root):
         raise ChainError(
             f"{root / HISTORY} holds no snapshot to follow the publisher from; start the mirror "
@@ -330,9 +337,12 @@ def fetch_snapshot(
         with two sha256), worded as ``verify`` words it; checked before anything is written.
     PublisherError, ChecksumMismatchError, UnsafePathError, TransferError, LockHeldError
         As for :func:`fetch_deltas`.
+    ConfigError
+        ``month`` is not a month ``YYYY-MM`` (``2026-13``, None), or an argument is refused
+        as :func:`fetch_deltas` refuses it (nothing requested or written).
     """
-    source = source if not isinstance(source, str) else open_source(source, settings)
-    root = Path(root)
+    _checked_month(month, "month")
+    source, root, lock_timeout = _checked_arguments(source, settings, root, lock_timeout)
     history = root / HISTORY
     target = history / month
     if (target / MANIFEST).is_file():  # placed only once verified whole
@@ -349,6 +359,34 @@ def fetch_snapshot(
     placed = _place_month(source, remote, root, dry_run, on_progress, lock_timeout)
     placed.retries += source.retries - mark
     return FetchResult(source.location, [placed], dry_run=dry_run)
+
+
+def _checked_month(month: object, name: str) -> str:
+    """``month`` when it is a ``YYYY-MM`` month; else ConfigError naming the argument."""
+    if not isinstance(month, str) or not MONTH_RE.match(month):
+        raise ConfigError(f"{name} = {month!r}: expected a month YYYY-MM")
+    return month
+
+
+def _checked_arguments(
+    source: object, settings: TransferSettings | None, root: object, lock_timeout: object
+) -> tuple[Source, Path, float]:
+    """The fetch's arguments checked before any request or write (ConfigError naming the one
+    refused), the source opened: ``root`` a path to a folder that exists or is created inside
+    one that exists, as the command line's ``--root``."""
+    lock_timeout = fsio.checked_lock_timeout(lock_timeout)
+    root = fsio.checked_path(root, "root", "the data root folder")
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"root = {str(root)!r}: is a file; expected the data root folder")
+    fsio.refuse_missing_parent(root, "root", "the data root is created")
+    if isinstance(source, str):
+        return open_source(source, settings), root, lock_timeout
+    if not all(hasattr(source, name) for name in ("location", "read_small", "retries")):
+        raise ConfigError(
+            f"source = {source!r}: expected a publisher's URL, S3 URI or folder (a str), or a "
+            "Source (mirror.sources.open_source)"
+        )
+    return source, root, lock_timeout  # type: ignore[return-value]
 
 
 def holds_snapshot(root: Path) -> bool:

@@ -41,7 +41,7 @@ from skewtape_pipeline.errors import (
     quoted,
     quoted_path,
 )
-from skewtape_pipeline.fsio import atomic_write_bytes, load_json, read_state_bytes
+from skewtape_pipeline.fsio import atomic_write_bytes, checked_path, load_json, read_state_bytes
 from skewtape_pipeline.hashing import (
     FileStamp,
     HashCache,
@@ -49,6 +49,7 @@ from skewtape_pipeline.hashing import (
     sha256_bytes,
     sha256_files,
 )
+from skewtape_pipeline.mirror.folder_kinds import check_snapshot_folder
 from skewtape_pipeline.mirror.format import (
     CHECKSUMS,
     LOCAL_STATE_DIR,
@@ -188,12 +189,18 @@ def verify_snapshot(
         Listing every problem found (the cache is saved first, so a rerun does not rehash). A
         missing folder, or one holding neither CHECKSUMS.sha256 nor manifest.json (no snapshot
         at all), is that one problem: nothing is hashed and no cache is written into it.
+    WrongFolderError
+        ``snapshot`` is a delta, a history folder or a deltas folder (as the command line
+        refuses it), named with what it is: nothing is hashed and no cache is written into it.
+    ConfigError
+        ``snapshot`` is no path (None, a number).
     """
     started = time.perf_counter()
-    snapshot = Path(snapshot)
+    snapshot = checked_path(snapshot, "snapshot", "a snapshot folder")
     result = VerifyResult(snapshot=snapshot)
     if not snapshot.is_dir():
         raise VerificationError(snapshot, [f"{snapshot} is not a folder"])
+    check_snapshot_folder(snapshot)
     _refuse_unsealed(snapshot)
     manifest, checksums, problems = _read_seal(snapshot)
     result.bundle_id = manifest.bundle_id if manifest else None

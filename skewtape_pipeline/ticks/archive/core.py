@@ -10,7 +10,6 @@ only.
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -61,16 +60,6 @@ def _stamp_or_none(path: Path) -> FileStamp | None:
         return None
 
 
-def _checked_lock_timeout(seconds: object) -> float:
-    """``seconds`` as a float; ConfigError naming ``lock_timeout`` unless a finite number >= 0
-    (``nan`` or ``inf`` would wait for ever)."""
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-        raise ConfigError(f"lock_timeout = {seconds!r}: expected seconds (a number)")
-    if not 0 <= seconds < math.inf:
-        raise ConfigError(f"lock_timeout = {seconds!r}: expected seconds >= 0, finite")
-    return float(seconds)
-
-
 def archive_lock(lock_file: Path, *, timeout: float, what: str) -> AbstractContextManager[None]:
     """The archive's one exclusive lock, ``lock_file`` (``<root>/.skewtape-archive.lock``:
     ``layout.ARCHIVE_LOCK_FILE``): every writer that publishes, moves or removes archive files,
@@ -88,10 +77,12 @@ class ArchiveCore:
     """The tick archive at ``root`` (its hot tier) with its options, validated once (the
     options are :class:`~skewtape_pipeline.ticks.archive.handle.Archive`'s).
 
-    Raises ConfigError when built for a path that is a file, a policy that is not a TierPolicy
-    or that changes the recorded one where that is not safe (``store.policy_change``: a tier
-    holding files moved, a new endpoint lacking them), tier roots that nest, a ``lock_timeout``
-    that is negative, not finite or not a number. The root may not exist yet: a first compaction
+    Raises ConfigError when built for a path that is a file or no path (None, a number: for
+    ``root`` or ``audit_log``), a ``books_and_records`` that is not a bool, a policy that is
+    not a TierPolicy or that changes the recorded one where that is not safe
+    (``store.policy_change``: a tier holding files moved, a new endpoint lacking them), tier
+    roots that nest, a ``lock_timeout`` that is negative, not finite or not a number. The root
+    may not exist yet: a first compaction
     creates it; a root holding no archive yet that is, or lies inside, another archive's root or
     tier root is refused (NotAnArchiveError: ``tiers.check_apart_from_other_archives``).
     """
@@ -105,6 +96,7 @@ class ArchiveCore:
         lock_timeout: float = 0.0,
         books_and_records: bool = False,
     ):
+        fsio.checked_path(root, "root", "a tick archive root")  # None: no folder named None
         self.root = Path(refuse_url(root, "archive root", ARCHIVE_ROOT_EXPECTED))
         if self.root.exists() and not self.root.is_dir():
             raise ConfigError(f"{self.root}: not a folder; expected a tick archive root")
@@ -129,8 +121,12 @@ class ArchiveCore:
         """The policy given, to record by the first write that succeeds (:meth:`writing`): to an
         archive that records none, or in place of a record it safely changes; None once
         written, or when there is none."""
+        self._audit_given = audit_log is not BESIDE
+        """An ``audit_log`` given: a writer refuses it in a folder that does not exist."""
         if audit_log is BESIDE:
             audit_log = default_audit_log(self.root)
+        elif audit_log is not None:
+            audit_log = fsio.checked_path(audit_log, "audit_log", "a file")
         self.audit_log: Path | None = None if audit_log is None else Path(audit_log)
         self.books = Books(self.root, self.audit_log)
         """The archive's write-once mode and audit log (``books.Books``): every check and audit
@@ -142,8 +138,10 @@ class ArchiveCore:
         """The files leaving the archive (``garbage.GarbageCollector`` over :attr:`tiers`):
         every removal, audited, and what interrupted runs left (its writers under
         :meth:`locked`)."""
-        self.lock_timeout = _checked_lock_timeout(lock_timeout)
-        self.books_and_records = bool(books_and_records)
+        self.lock_timeout = fsio.checked_lock_timeout(lock_timeout)
+        if not isinstance(books_and_records, bool):  # "no" would turn write-once on for good
+            raise ConfigError(f"books_and_records = {books_and_records!r}: expected True or False")
+        self.books_and_records = books_and_records
 
     def __repr__(self) -> str:
         return f"ArchiveCore({str(self.root)!r}, audit_log={self.audit_log!r})"
@@ -204,7 +202,7 @@ class ArchiveCore:
         """This archive with its writers waiting up to ``seconds`` for the lock instead.
         ConfigError for seconds that are negative or not a number."""
         other = copy.copy(self)
-        other.lock_timeout = _checked_lock_timeout(seconds)
+        other.lock_timeout = fsio.checked_lock_timeout(seconds)
         return other
 
     @contextmanager
@@ -214,7 +212,8 @@ class ArchiveCore:
         that holds only the archive's bookkeeping passes), so a mistyped root is never made
         into an empty archive; a policy to record checked first, its S3 tiers answering
         (ObjectStoreError naming the tier and its root otherwise, before anything is written);
-        the audit log checked to take records (``AuditLog.check_appendable``: its head repaired
+        the audit log checked to take records (one given in a folder that does not exist:
+        ConfigError, as ``--audit-log``; ``AuditLog.check_appendable``: its head repaired
         when a killed writer left none; AuditLogError for a folder, an edited log or a file
         that is none), so no write is refused at its first record; ``books_and_records`` mode
         turned on first when asked (idempotent; audited), so the write is refused what that
@@ -225,6 +224,8 @@ class ArchiveCore:
         if self._record is not None:
             self._record.check_usable()
         if self.audit_log is not None:
+            if self._audit_given:  # as --audit-log: its folder is never created
+                fsio.refuse_missing_parent(self.audit_log, "audit_log", "the audit log is written")
             AuditLog(self.audit_log).check_appendable()
         if self.books_and_records:
             self.root.mkdir(parents=True, exist_ok=True)

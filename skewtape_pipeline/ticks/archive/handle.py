@@ -63,19 +63,19 @@ class Archive:
         :class:`TierPolicy`. One moving a tier that holds files, or reaching it where they are
         not, is refused; a safe change is recorded by a write (``store.policy_change``).
     audit_log
-        Where the writers' audit records go; None: none. Default: ``audit.jsonl`` beside root.
+        Its audit log (writers refuse it in a missing folder); None: none; default: beside root.
     lock_timeout
         Seconds a writer waits for another to release the archive's one lock; 0: refuse at
         once (a compaction waits at least ``layout.ARCHIVE_LOCK_WAIT_SECONDS``, 600 s).
     books_and_records
-        Put the archive in write-once mode before its first write (for good; False: as is).
+        True: write-once mode before the first write, for good; False: as is (else ConfigError).
 
     Raises
     ------
     ConfigError
-        A root that is a file or, new, in another archive or its tiers (NotAnArchiveError), a policy
-        that is not a TierPolicy or changes the recorded one unsafely (naming both), tier roots that
-        nest, a ``lock_timeout`` negative, not finite (``nan``, ``inf``) or not a number.
+        A root that is a file or, new, in another archive or its tiers (NotAnArchiveError), a root
+        or audit_log that is no path (None), a policy not a TierPolicy or changing the recorded one
+        unsafely (naming both), nested tier roots, a ``lock_timeout`` < 0, nan, inf or no number.
     """
 
     def __init__(
@@ -315,7 +315,7 @@ class Archive:
         Raises
         ------
         ConfigError
-            A key that is not a ``(str, date)`` pair; nothing written.
+            ``keys`` not iterable, or a key not a ``(str, date)`` pair; nothing written.
         WriteOnceError
             ``books_and_records`` mode and a key to withdraw (audited; nothing written).
         ArchiveBusyError
@@ -344,7 +344,7 @@ class Archive:
         Raises
         ------
         ConfigError
-            A key that is not a ``(str, date)`` pair; nothing changed.
+            ``keys`` not iterable, or a key not a ``(str, date)`` pair; nothing changed.
         WriteOnceError
             ``books_and_records`` mode and a key the archive holds (audited; nothing changed).
         ArchiveBusyError
@@ -363,7 +363,7 @@ class Archive:
         Parameters
         ----------
         allow_fewer
-            Allow fewer symbol-days than the catalog replaced holds (the rest lost for good).
+            A bool (else ConfigError): allow fewer symbol-days than the old catalog (lost for good).
 
         Returns
         -------
@@ -740,7 +740,7 @@ class Archive:
         Parameters
         ----------
         con
-            A ``duckdb.DuckDBPyConnection``.
+            A ``duckdb.DuckDBPyConnection`` (anything else: ConfigError, nothing read).
         name
             The view's name.
 

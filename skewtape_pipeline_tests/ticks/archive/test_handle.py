@@ -145,6 +145,8 @@ def test_archive_when_audit_log_is_a_file_named_beside_audits_to_that_file(tmp_p
         ({"lock_timeout": float("nan")}, "lock_timeout"),  # would wait for ever
         ({"lock_timeout": float("inf")}, "lock_timeout"),
         ({"policy": {"hot_max_age_days": 3}}, "policy"),
+        ({"audit_log": 5}, "audit_log = 5"),
+        ({"books_and_records": "no"}, "books_and_records = 'no'"),  # was write-once for good
     ],
 )
 def test_archive_when_built_with_a_bad_option_raises_config_error_naming_it(
@@ -152,6 +154,54 @@ def test_archive_when_built_with_a_bad_option_raises_config_error_naming_it(
 ):
     with pytest.raises(ConfigError, match=named):
         Archive(tmp_path / "archive", **options)
+
+
+def test_archive_writer_with_an_audit_log_in_a_missing_folder_is_refused_creating_nothing(
+    tmp_path,
+):
+    """The command line refuses ``--audit-log`` there; a compaction created the folder."""
+    source = read_canonical(write_four_day_csv(tmp_path / "ticks.csv"))
+    archive = Archive(tmp_path / "archive", audit_log=tmp_path / "missing" / "audit.jsonl")
+    with pytest.raises(ConfigError, match=r"audit_log = .*: its folder .* does not exist"):
+        archive.compact(source, as_of=date(2025, 12, 5), encoding=PRICE_SCALE_2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ticks.csv"]
+
+
+def test_archive_verbs_given_arguments_of_the_wrong_type_refuse_naming_them_writing_nothing(
+    tmp_path,
+):
+    """``withdraw(None)`` and ``remove(5)`` were bare TypeErrors, ``open_view(None)`` an
+    AttributeError after the files were verified (and their cache written), and
+    ``rebuild_catalog(allow_fewer="no")`` allowed losing symbol-days."""
+    archive = Archive(tmp_path / "archive")
+    source = read_canonical(write_four_day_csv(tmp_path / "ticks.csv"))
+    archive.compact(source, as_of=date(2025, 12, 5), encoding=PRICE_SCALE_2)
+    before = sorted((p, p.stat().st_mtime_ns) for p in tmp_path.rglob("*"))
+    for call, named in [
+        (lambda: archive.withdraw(None), "keys = None"),
+        (lambda: archive.remove(5), "keys = 5"),
+        (lambda: archive.open_view(None), "con = None"),
+        (lambda: archive.rebuild_catalog(allow_fewer="no"), "allow_fewer = 'no'"),
+    ]:
+        with pytest.raises(ConfigError, match=named):
+            call()
+    assert [
+        item
+        for item in sorted((p, p.stat().st_mtime_ns) for p in tmp_path.rglob("*"))
+        if not item[0].name.endswith(".lock")
+    ] == [item for item in before if not item[0].name.endswith(".lock")]
+
+
+@pytest.mark.parametrize("root", [None, 5, ""])
+def test_archive_built_for_a_root_that_is_no_path_is_refused_making_no_folder(
+    tmp_path, monkeypatch, root
+):
+    """None or a number was taken as a folder named ``None`` or ``5`` in the working folder,
+    created by the first compaction."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=f"root = {root!r}: expected a tick archive root"):
+        Archive(root)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_archive_at_the_file_systems_root_is_refused_in_one_line(tmp_path, capsys):

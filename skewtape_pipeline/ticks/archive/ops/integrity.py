@@ -137,6 +137,8 @@ class RebuildResult:
 
 def rebuild_catalog(core: ArchiveCore, *, allow_fewer: bool = False) -> RebuildResult:
     """Write the catalog again from the archive's files (``Archive.rebuild_catalog``)."""
+    if not isinstance(allow_fewer, bool):  # "no" would allow losing symbol-days
+        raise ConfigError(f"allow_fewer = {allow_fewer!r}: expected True or False")
     root, tiers = core.root, core.tiers
     with core.locked("rebuilding"):
         recorded = _recorded_files(core)

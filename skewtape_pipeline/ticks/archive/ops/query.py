@@ -308,6 +308,8 @@ def open_ticks_view(
     narrow: Narrow | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """Create (or replace) the view ``name`` on ``con`` (the contract: ``Archive.open_view``)."""
+    if not isinstance(con, duckdb.DuckDBPyConnection):  # checked before any file is verified
+        raise ConfigError(f"con = {con!r}: expected a duckdb.DuckDBPyConnection")
     view = _view(archives, name, as_of, narrow)
     for table, dataset in view.datasets.items():
         con.register(table, dataset)

@@ -146,6 +146,8 @@ def _to_withdraw(catalog: Catalog, keys: Collection[SymbolDayKey]) -> list[Symbo
 
 
 def _check_keys(keys: Iterable[SymbolDayKey]) -> set[SymbolDayKey]:
+    if not isinstance(keys, Iterable):  # None, a number: not a bare TypeError
+        raise ConfigError(f"keys = {keys!r}: expected (symbol, datetime.date) pairs")
     out = set()
     for key in keys:
         ok = isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], str)
