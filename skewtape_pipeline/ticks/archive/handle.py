@@ -457,7 +457,7 @@ class Archive:
         UnknownSymbolError
             A symbol the archive does not hold (naming the nearest it holds).
         ConfigError
-            An unknown column, or a day that is none.
+            An unknown column, a day that is none, or ``start`` after ``end``.
         VersionError
             An ``as_of`` naming no kept version, or one whose record is damaged or files missing.
         DamagedFileError

@@ -765,6 +765,16 @@ def test_read_when_a_day_is_none_of_those_refuses_naming_it(hot, start):
         Archive(hot, policy=POLICY, audit_log=None).read(["ES"], start=start)
 
 
+def test_read_when_start_is_after_end_refuses_naming_both_instead_of_no_rows(hot):
+    handle = Archive(hot, policy=POLICY, audit_log=None)
+    swapped = f"start {DAYS[1]} is after end {DAYS[0]}: no day lies between them"
+    with pytest.raises(ConfigError, match=swapped):
+        handle.read(["ES"], start=DAYS[1], end=DAYS[0])
+    with pytest.raises(ConfigError, match=swapped):
+        handle.read_batch(["ES"], start=str(DAYS[1]), end=DAYS[0])
+    assert handle.read(["ES"], start=DAYS[0], end=DAYS[1]).num_rows > 0
+
+
 def test_every_read_mistake_is_a_skewtape_error(hot, tmp_path):
     handle = Archive(hot, policy=POLICY, audit_log=None)
     for call in (

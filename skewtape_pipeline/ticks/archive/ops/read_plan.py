@@ -187,6 +187,15 @@ def check_columns(columns: Collection[str] | None) -> list[str]:
     return picked
 
 
+def check_days(start: object, end: object) -> tuple[date | None, date | None]:
+    """``start`` and ``end`` as days (:func:`check_day`); ConfigError naming both when
+    ``start`` is after ``end`` (no day lies between: an empty answer would hide the swap)."""
+    first, last = check_day(start, "start"), check_day(end, "end")
+    if first is not None and last is not None and first > last:
+        raise ConfigError(f"start {first} is after end {last}: no day lies between them")
+    return first, last
+
+
 def check_day(value: object, name: str, *, required: bool = False) -> date | None:
     """``value`` as a day: a ``date``, a ``datetime`` or pandas ``Timestamp`` (its UTC day when
     it has a time zone, else its own), or ISO text (``2026-12-01``, or a time); None stays

@@ -55,7 +55,7 @@ from skewtape_pipeline.ticks.archive.ops.read_plan import (
     Piece,
     Snapshot,
     check_columns,
-    check_day,
+    check_days,
     check_symbols,
 )
 from skewtape_pipeline.ticks.archive.store import hot_index
@@ -192,7 +192,7 @@ class ArchiveReader:
     ) -> pa.Table:
         """The ticks of ``symbols`` over the days asked (the contract: ``Archive.read``)."""
         picked = check_columns(columns)
-        first, last = check_day(start, "start"), check_day(end, "end")
+        first, last = check_days(start, end)
         asked = check_symbols(symbols)
 
         def read_once() -> pa.Table:
@@ -217,7 +217,7 @@ class ArchiveReader:
     ) -> dict[str, pa.Table]:
         """Each of ``symbols`` read as one batch (the contract: ``Archive.read_batch``)."""
         picked = check_columns(columns)
-        first, last = check_day(start, "start"), check_day(end, "end")
+        first, last = check_days(start, end)
         asked = check_symbols(symbols, required=True) or []
 
         def read_once() -> dict[str, pa.Table]:
