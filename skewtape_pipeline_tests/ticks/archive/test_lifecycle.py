@@ -279,6 +279,23 @@ def test_retier_when_lock_held_raises_archive_busy_naming_the_holder(tmp_path, n
         Archive(root, policy=POLICY).retier(as_of=STAGE_1)
 
 
+@pytest.mark.parametrize(
+    "arguments",
+    [{"as_of": None}, {"as_of": STAGE_1, "months": ["2026-13"]}],
+    ids=["as_of", "months"],
+)
+def test_retier_when_its_arguments_are_refused_leaves_the_lock_file_as_it_was(
+    tmp_path, no_fsync, arguments
+):
+    root = build_archive(tmp_path, as_of=STAGE_1)
+    lock = root / ARCHIVE_LOCK_FILE
+    before = (lock.read_bytes(), lock.stat().st_mtime_ns)
+
+    with pytest.raises(ConfigError):
+        Archive(root, policy=POLICY).retier(**arguments)
+    assert (lock.read_bytes(), lock.stat().st_mtime_ns) == before
+
+
 def test_plan_retier_when_as_of_before_ticks_raises(tmp_path, no_fsync):
     root = build_archive(tmp_path, as_of=STAGE_1, days=DAYS[:1])
     with pytest.raises(ConfigError, match="after it"):

@@ -536,6 +536,8 @@ def retier(
     """Move every symbol-day to the tier its age at ``as_of`` calls for (``Archive.retier``)."""
     started = time.perf_counter()
     root = core.root
+    _check_date(as_of)  # both refused before the lock is taken: its holder note untouched
+    _month_filter(months)
     with core.locked("re-tiering"):
         core.garbage.remove_leftovers()
         core.checked_catalog()
