@@ -277,11 +277,12 @@ def apply_delta(
         into = fsio.checked_path(into, "into", "the folder of the next snapshot")
     if audit_log is not None:
         audit_log = fsio.checked_path(audit_log, "audit_log", "the audit log's file")
-        fsio.refuse_missing_parent(audit_log, "audit_log", "the audit log is written")
     check_apply_folders(snapshot, delta)
-    _check_audit_log(audit_log)
     target = ApplyTarget.of(snapshot, delta, into)
-    _check_into(target)  # before the lock file is created beside it
+    _check_into(target)  # before the lock file is created beside it (and the audit log's
+    if audit_log is not None:  # folder, which the command line's default puts beside it)
+        fsio.refuse_missing_parent(audit_log, "audit_log", "the audit log is written")
+    _check_audit_log(audit_log)
     options = ApplyOptions(audit_log, lock_timeout, link_sources)
     doing = f"applying {target.delta}"
     with fsio.stop_when_disk_full(target.final, doing), _lock(target, options, doing):

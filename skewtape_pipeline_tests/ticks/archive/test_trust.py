@@ -361,6 +361,7 @@ def test_compact_when_killed_after_its_rename_verify_accepts_it_and_writes_nothi
     """verify-archive (no --audit-log) reads the file as published and leaves the note to the
     next writer, which audits to its own log; one that audits nothing leaves no record."""
     symbol, day, log = "ES", DAYS[-1], hot_only.parent / "custom" / "audit.jsonl"
+    log.parent.mkdir()  # an audit log given is written only in a folder that exists
     compaction_killed_at("hot-published", hot_only, symbol, day, "CL/F", str(log))
     assert main(["verify-archive", str(hot_only), "--full"]) == 0
     assert CatalogStore(hot_only).publication() is not None
