@@ -17,6 +17,7 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def detect_input_format(path: Path | str) -> str:
     from skewtape_pipeline.ticks.encode.databento import is_dbn_name
     from skewtape_pipeline.ticks.fills.snapshot_fills import is_fills_file
 
-    path = Path(path)
+    path = fsio.checked_path(path, "path", "a tick file")
     suffix = path.suffix.lower()
     if is_dbn_name(path):
         return DATABENTO_DBN
@@ -86,7 +87,7 @@ def open_input(path: Path | str, input_format: str | None, options: InputOptions
     from skewtape_pipeline.ticks.encode.databento import open_dbn
     from skewtape_pipeline.ticks.fills.snapshot_fills import open_fills
 
-    path = Path(path)
+    path = fsio.checked_path(path, "path", "a tick file")
     input_format = input_format or detect_input_format(path)
     if input_format not in INPUT_FORMATS:
         raise ConfigError(

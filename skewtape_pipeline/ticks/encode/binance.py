@@ -25,6 +25,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import SourceLabelError, TickValidationError
 from skewtape_pipeline.ticks.encode.chunked import DEFAULT_BLOCK_BYTES, csv_header
 from skewtape_pipeline.ticks.encode.sides import BINANCE_BUYER_MAKER
@@ -86,7 +87,7 @@ def open_binance(
     TickValidationError naming the file when its first line is not of ``input_format``
     (reading: the row and column of a bad value).
     """
-    path = Path(path)
+    path = fsio.checked_path(path, "path", "a tick file")
     first = csv_header(path)
     if binance_format_of(first) != input_format:
         raise TickValidationError(

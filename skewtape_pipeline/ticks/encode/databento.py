@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import zstandard
 
+from skewtape_pipeline import fsio
 from skewtape_pipeline.arrow_memory import owned_reader
 from skewtape_pipeline.errors import TickValidationError
 from skewtape_pipeline.ticks.encode.chunked import DEFAULT_BLOCK_BYTES, RawChunk, ReadState
@@ -69,7 +70,7 @@ def open_dbn(path: Path | str, *, block_bytes: int = DEFAULT_BLOCK_BYTES) -> Tic
     """
     import databento_dbn as dbn
 
-    path = Path(path)
+    path = fsio.checked_path(path, "path", "a tick file")
     schema = _dbn_schema(path, dbn)
     if schema not in TRADE_SCHEMAS:
         raise TickValidationError(

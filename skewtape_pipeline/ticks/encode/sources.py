@@ -19,7 +19,8 @@ Readers (each mapping documented in the real files' SOURCES.md):
 - :func:`open_lobster_messages`: a LOBSTER message file, executions only (types 4, 5, 6)
 
 Errors are :class:`~skewtape_pipeline.errors.TickValidationError` naming the file, the 0-based
-data row (header excluded) and the column.
+data row (header excluded) and the column; a ``path`` that is no path (None, a number, empty
+text) is a ConfigError naming it, before anything is opened.
 """
 
 from __future__ import annotations
@@ -332,7 +333,7 @@ def open_canonical(
 ) -> TickStream:
     """A canonical ``.csv`` or ``.parquet`` tick file as a :class:`TickStream` of chunks of
     about ``block_bytes`` (see :func:`open_canonical_csv`, :func:`open_canonical_parquet`)."""
-    path = Path(path)
+    path = fsio.checked_path(path, "path", "a tick file")
     suffix = path.suffix.lower()
     if suffix == ".csv":
         return open_canonical_csv(path, side_map=side_map, block_bytes=block_bytes)
@@ -359,7 +360,7 @@ def open_canonical_csv(
         reading the chunks: the file cannot be read as CSV or has a line longer than
         ``block_bytes`` (naming its row).
     """
-    path = Path(path)
+    path = fsio.checked_path(path, "path", "a tick file")
     names = csv_header(path)
     try:
         _check_columns(
@@ -425,7 +426,7 @@ def open_canonical_parquet(
 ) -> TickStream:
     """A Parquet file with the canonical columns (ints, decimals, floats or text), read in
     chunks of ``block_bytes // PARQUET_ROW_BYTES`` rows (a row group is decoded whole)."""
-    path = Path(path)
+    path = fsio.checked_path(path, "path", "a tick file")
     file = open_parquet(path)
     names = file.schema_arrow.names
     _check_columns(path, names, required=CANONICAL_COLUMNS, optional=(SYMBOL_COLUMN,), strict=True)
@@ -483,7 +484,9 @@ def canonical_csv_size_bytes(batch: TickBatch) -> int:
 
 def write_canonical_csv(batch: TickBatch, path: Path | str) -> None:
     """Write :func:`canonical_csv_bytes` to ``path`` atomically."""
-    fsio.atomic_write_bytes(Path(path), canonical_csv_bytes(batch))
+    fsio.atomic_write_bytes(
+        fsio.checked_path(path, "path", "a CSV file"), canonical_csv_bytes(batch)
+    )
 
 
 # --- real files ---------------------------------------------------------------------------------
@@ -503,7 +506,7 @@ def open_kalshi_trades(path: Path | str, *, block_bytes: int = DEFAULT_BLOCK_BYT
     must equal ``100 - yes_price``); ``quantity`` = ``count``; ``side`` = ``taker_side``
     (yes -> BUY, no -> SELL in YES terms); ``symbol`` = ``ticker``.
     """
-    path = Path(path)
+    path = fsio.checked_path(path, "path", "a tick file")
     names = csv_header(path)
     _check_columns(path, names, required=KALSHI_COLUMNS)
 
@@ -590,7 +593,7 @@ def open_tardis_trades(
     ``quantity`` = ``amount`` as exact decimal text; ``side`` = ``side`` (buy/sell/unknown);
     ``symbol`` = ``symbol``.
     """
-    path = Path(path)
+    path = fsio.checked_path(path, "path", "a tick file")
     if timestamp not in ("exchange", "local"):
         raise TickValidationError(f"timestamp = {timestamp!r}: expected 'exchange' or 'local'")
     names = csv_header(path)
@@ -622,7 +625,7 @@ def lobster_label(
         Neither the name nor the options give one of them, the name's date is not a date, or an
         option contradicts the name (naming the file and both values).
     """
-    path = Path(path)
+    path = fsio.checked_path(path, "path", "a tick file")
     named = LOBSTER_NAME_RE.match(path.name)
     from_name: dict[str, object] = {}
     if named:
@@ -693,7 +696,7 @@ def open_lobster_messages(
     executed sell order, so the aggressor bought -> BUY; 1 -> SELL); cross trades (type 6) get
     ``"cross"`` -> UNKNOWN (an auction print has no aggressor).
     """
-    path = Path(path)
+    path = fsio.checked_path(path, "path", "a tick file")
     symbol, session_date = lobster_label(path, symbol=symbol, session_date=session_date)
     try:
         day = SessionDay.of(session_date, exchange_timezone)

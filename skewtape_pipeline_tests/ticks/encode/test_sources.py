@@ -9,14 +9,21 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from skewtape_pipeline.errors import PrecisionLossError, SourceLabelError, TickValidationError
+from skewtape_pipeline.errors import (
+    ConfigError,
+    PrecisionLossError,
+    SourceLabelError,
+    TickValidationError,
+)
 from skewtape_pipeline.ticks.encode import sources
 from skewtape_pipeline.ticks.encode.sides import BUY, SELL, UNKNOWN
+from skewtape_pipeline.ticks.input_formats import InputOptions, detect_input_format, open_input
 from skewtape_pipeline_tests.ticks.conftest import (
     DAY_NS,
     archive_files,
     compact,
     day_batch,
+    make_batch,
     refused_once,
     write_text,
 )
@@ -566,3 +573,22 @@ def test_compact_ticks_when_a_csv_line_is_not_utf8_names_its_row(tmp_path, capsy
     code, err = compact(capsys, path, tmp_path / "archive")
     assert code == 2 and err.startswith(f"error: row 5: {path}: cannot read as CSV: ")
     assert "invalid UTF8" in err and not (tmp_path / "archive").exists()
+
+
+@pytest.mark.parametrize("path", [None, 5, ""])
+@pytest.mark.parametrize(
+    "read",
+    [
+        sources.read_canonical,
+        sources.read_kalshi_trades,
+        sources.read_tardis_trades,
+        sources.read_lobster_messages,
+        detect_input_format,
+        lambda path: open_input(path, "canonical", InputOptions()),
+        lambda path: sources.write_canonical_csv(make_batch([(DAY_NS, 100, 1, 1)]), path),
+    ],
+    ids=["canonical", "kalshi", "tardis", "lobster", "detect", "open_input", "write_csv"],
+)
+def test_tick_file_readers_when_the_path_is_no_path_refuse_naming_it(read, path):
+    with pytest.raises(ConfigError, match=rf"^path = {path!r}: expected a (tick|CSV) file"):
+        read(path)
