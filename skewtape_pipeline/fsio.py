@@ -443,15 +443,16 @@ def checked_path(value: object, name: str, expected: str) -> Path:
     return Path(value)
 
 
-def refuse_missing_parent(path: Path, name: str, made: str) -> None:
-    """ConfigError naming the argument ``name`` when the folder ``path`` would be created in
-    does not exist (a missing folder is refused, never created; ``made`` says what is created
-    only inside one), as the command line refuses its options."""
-    folder = path.absolute().parent
+def refuse_missing_folder_above(named: str, path: Path, made: str) -> None:
+    """ConfigError naming ``named`` (an argument or option and its value, as the caller shows
+    it) when the folder ``path`` would be made in does not exist: a missing folder is refused,
+    never created; ``made`` says what is made only inside one. The command line's options and
+    the Python entry points' arguments alike."""
+    folder = Path(path).absolute().parent
     if not folder.is_dir():
         raise ConfigError(
-            f"{name} = {str(path)!r}: its folder {folder} does not exist; {made} only inside an "
-            "existing folder (a missing folder is refused, never created)"
+            f"{named}: its folder {folder} does not exist; {made} only inside an existing "
+            "folder (a missing folder is refused, never created)"
         )
 
 

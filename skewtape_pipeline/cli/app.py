@@ -14,9 +14,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from skewtape_pipeline.cli.output import error_line, refuse_missing_folder_above
+from skewtape_pipeline.cli.output import error_line
 from skewtape_pipeline.cli.parser import build_parser
 from skewtape_pipeline.errors import ConfigError, SkewtapeError
+from skewtape_pipeline.fsio import refuse_missing_folder_above
 
 NOT_PATHS = frozenset({"source", "sql", "handler", "command"})
 """The arguments that are no local path (or plain word): the publisher, which

@@ -17,14 +17,14 @@ from skewtape_pipeline import progress
 from skewtape_pipeline.cli.output import (
     as_json,
     audit_log_of,
-    check_month,
     data_root,
-    one_line,
     print_result,
-    refuse_missing_folder_above,
+    printed_line,
     showing_progress,
 )
-from skewtape_pipeline.errors import ConfigError, SkewtapeError, printable
+from skewtape_pipeline.errors import ConfigError, SkewtapeError
+from skewtape_pipeline.fsio import refuse_missing_folder_above
+from skewtape_pipeline.mirror.format import checked_month
 
 
 def cmd_apply_delta(args: argparse.Namespace) -> None:
@@ -158,7 +158,8 @@ def _fetch_months(
     from skewtape_pipeline.mirror.fetch import REFUSALS, fetch_deltas, fetch_snapshot
 
     if month is not None:
-        fetched.months += fetch_snapshot(source, root, check_month(month), **options).months
+        month = checked_month(month, f"--snapshot {month!r}")
+        fetched.months += fetch_snapshot(source, root, month, **options).months
         if not first_snapshot:
             return None
     try:
@@ -338,10 +339,8 @@ class TransferProgress:
             self.line.update(done, total, f"{rate / 1e6:.1f} MB/s, {left},", "bytes")
 
     def notice(self, text: str) -> None:
-        """A line of news (a retry, and why) under the bar, any URL in it redacted."""
-        from skewtape_pipeline.locations import redact_urls
-
-        self.line.notice(redact_urls(one_line(printable(text))))
+        """A line of news (a retry, and why) under the bar, printable (:func:`printed_line`)."""
+        self.line.notice(printed_line(text))
 
     def finish(self) -> None:
         self.line.finish()

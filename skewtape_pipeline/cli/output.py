@@ -15,7 +15,7 @@ from typing import Any
 
 from skewtape_pipeline import progress
 from skewtape_pipeline.audit import AUDIT_LOG_NAME
-from skewtape_pipeline.errors import ConfigError, printable
+from skewtape_pipeline.errors import printable
 
 
 def default_audit_log(history: Path) -> Path:
@@ -66,14 +66,6 @@ def data_root(args: argparse.Namespace) -> Path:
     return Path(refuse_url(home, HOME_VARIABLE, DATA_ROOT_EXPECTED))
 
 
-def check_month(month: str, *, option: str = "--snapshot") -> str:
-    from skewtape_pipeline.mirror.format import MONTH_RE
-
-    if not MONTH_RE.match(month):
-        raise ConfigError(f"{option} {month!r}: expected a month YYYY-MM")
-    return month
-
-
 def one_line(message: str) -> str:
     """``message`` on one line: its lines joined with ``; `` (DuckDB's errors span several, with
     a line of carets under the offending text, which is dropped)."""
@@ -81,15 +73,12 @@ def one_line(message: str) -> str:
     return "; ".join(line for line in lines if line and set(line) != {"^"})
 
 
-def refuse_missing_folder_above(named: str, path: Path, made: str) -> None:
-    """ConfigError naming ``named`` when the folder ``path`` would be made in does not exist:
-    a missing folder is refused, never created; ``made`` says what is made only inside one."""
-    folder = path.absolute().parent
-    if not folder.is_dir():
-        raise ConfigError(
-            f"{named}: its folder {folder} does not exist; {made} only inside an existing "
-            "folder (a missing folder is refused, never created)"
-        )
+def printed_line(text: str) -> str:
+    """``text`` as one line a terminal may print: on one line (:func:`one_line`), control
+    characters escaped (``errors.printable``), any URL in it redacted."""
+    from skewtape_pipeline.locations import redact_urls
+
+    return redact_urls(one_line(printable(text)))
 
 
 ERROR_LINE_HEAD, ERROR_LINE_TAIL = 600, 300
@@ -104,9 +93,8 @@ def error_line(exc: BaseException) -> str:
     messages of this package quote values by ``errors.quoted``). Control characters, which a
     library's words may quote from the input, are printed as their escapes (``\\x1b``:
     ``errors.printable``), never obeyed by the terminal."""
-    from skewtape_pipeline.locations import redact_urls
 
-    line = redact_urls(one_line(printable(str(exc))))
+    line = printed_line(str(exc))
     cut = len(line) - ERROR_LINE_HEAD - ERROR_LINE_TAIL
     if cut <= 0:
         return line

@@ -19,13 +19,13 @@ from typing import Any
 
 from skewtape_pipeline import progress
 from skewtape_pipeline.cli.output import (
-    check_month,
     data_root,
     error_line,
     print_result,
     showing_progress,
 )
 from skewtape_pipeline.errors import ConfigError, printable
+from skewtape_pipeline.mirror.format import checked_month
 
 
 def parse_side_map(text: str | None) -> dict[str, str] | None:
@@ -208,7 +208,7 @@ def cmd_archive_month(args: argparse.Namespace) -> None:
                                  enabled=not args.json)  # fmt: skip
     try:
         with archive.writing(), progress.reporting(line.update):  # a wait for the lock too
-            month = check_month(args.month, option="MONTH")
+            month = checked_month(args.month, f"MONTH {args.month!r}")
             result = archive_month(root / "history", month, options, on_progress=line.update)
     finally:  # an error after a bar starts on a line of its own
         line.finish()

@@ -281,7 +281,9 @@ def apply_delta(
     target = ApplyTarget.of(snapshot, delta, into)
     _check_into(target)  # before the lock file is created beside it (and the audit log's
     if audit_log is not None:  # folder, which the command line's default puts beside it)
-        fsio.refuse_missing_parent(audit_log, "audit_log", "the audit log is written")
+        fsio.refuse_missing_folder_above(
+            f"audit_log = {str(audit_log)!r}", audit_log, "the audit log is written"
+        )
     _check_audit_log(audit_log)
     options = ApplyOptions(audit_log, lock_timeout, link_sources)
     doing = f"applying {target.delta}"

@@ -102,7 +102,9 @@ def catch_up(
     deltas = fsio.checked_path(deltas, "deltas", "a folder of <YYYY-MM>/ deltas")
     if audit_log is not None:
         audit_log = fsio.checked_path(audit_log, "audit_log", "the audit log's file")
-        fsio.refuse_missing_parent(audit_log, "audit_log", "the audit log is written")
+        fsio.refuse_missing_folder_above(
+            f"audit_log = {str(audit_log)!r}", audit_log, "the audit log is written"
+        )
     check_catch_up_folders(history, deltas)
     current_snapshot(history)  # refused before the lock file is created
     deltas = fsio.require_folder(deltas, "a folder of <YYYY-MM>/ deltas")

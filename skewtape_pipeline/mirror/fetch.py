@@ -87,7 +87,7 @@ from skewtape_pipeline.mirror.format import (
     CHECKSUMS,
     LOCAL_STATE_DIR,
     MANIFEST,
-    MONTH_RE,
+    checked_month,
 )
 from skewtape_pipeline.mirror.remote import (
     DELTAS,
@@ -280,7 +280,7 @@ def fetch_deltas(
         ``source`` is neither a location nor a Source (nothing requested or written).
     """
     if until is not None:
-        _checked_month(until, "until")
+        checked_month(until, f"until = {until!r}")
     source, root, lock_timeout = _checked_arguments(source, settings, root, lock_timeout)
     if not holds_snapshot(root):
         raise ChainError(
@@ -341,7 +341,7 @@ def fetch_snapshot(
         ``month`` is not a month ``YYYY-MM`` (``2026-13``, None), or an argument is refused
         as :func:`fetch_deltas` refuses it (nothing requested or written).
     """
-    _checked_month(month, "month")
+    checked_month(month, f"month = {month!r}")
     source, root, lock_timeout = _checked_arguments(source, settings, root, lock_timeout)
     history = root / HISTORY
     target = history / month
@@ -361,13 +361,6 @@ def fetch_snapshot(
     return FetchResult(source.location, [placed], dry_run=dry_run)
 
 
-def _checked_month(month: object, name: str) -> str:
-    """``month`` when it is a ``YYYY-MM`` month; else ConfigError naming the argument."""
-    if not isinstance(month, str) or not MONTH_RE.match(month):
-        raise ConfigError(f"{name} = {month!r}: expected a month YYYY-MM")
-    return month
-
-
 def _checked_arguments(
     source: object, settings: TransferSettings | None, root: object, lock_timeout: object
 ) -> tuple[Source, Path, float]:
@@ -378,7 +371,7 @@ def _checked_arguments(
     root = fsio.checked_path(root, "root", "the data root folder")
     if root.exists() and not root.is_dir():
         raise ConfigError(f"root = {str(root)!r}: is a file; expected the data root folder")
-    fsio.refuse_missing_parent(root, "root", "the data root is created")
+    fsio.refuse_missing_folder_above(f"root = {str(root)!r}", root, "the data root is created")
     if isinstance(source, str):
         return open_source(source, settings), root, lock_timeout
     if not all(hasattr(source, name) for name in ("location", "read_small", "retries")):

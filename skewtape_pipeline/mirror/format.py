@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from skewtape_pipeline.errors import (
+    ConfigError,
     MalformedJsonError,
     ManifestError,
     UnsafePathError,
@@ -47,6 +48,16 @@ Op = Literal["add", "replace", "delete", "change"]
 OPS: tuple[str, ...] = ("add", "replace", "delete", "change")
 
 MONTH_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
+
+
+def checked_month(value: object, named: str) -> str:
+    """``value`` when it is a month ``YYYY-MM``; else ConfigError ``<named>: expected a month
+    YYYY-MM`` (``named``: the argument or option and the value given, as the caller shows it)."""
+    if not isinstance(value, str) or not MONTH_RE.match(value):
+        raise ConfigError(f"{named}: expected a month YYYY-MM")
+    return value
+
+
 _DRIVE_RE = re.compile(r"^[A-Za-z]:")
 
 

@@ -225,7 +225,8 @@ class ArchiveCore:
             self._record.check_usable()
         if self.audit_log is not None:
             if self._audit_given:  # as --audit-log: its folder is never created
-                fsio.refuse_missing_parent(self.audit_log, "audit_log", "the audit log is written")
+                named = f"audit_log = {str(self.audit_log)!r}"
+                fsio.refuse_missing_folder_above(named, self.audit_log, "the audit log is written")
             AuditLog(self.audit_log).check_appendable()
         if self.books_and_records:
             self.root.mkdir(parents=True, exist_ok=True)
