@@ -340,6 +340,14 @@ class ConfigError(SkewtapeError):
     """
 
 
+def checked_flag(value: object, name: str) -> bool:
+    """``value`` when it is True or False; else ConfigError naming ``name`` (a truthy "no"
+    or 0.5 from a settings file would otherwise switch the behaviour on)."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} = {value!r}: expected True or False")
+    return value
+
+
 class NotAnArchiveError(ConfigError):
     """A folder given as a tick archive root is none (missing, a file, a tier folder, or a
     folder holding other files); the message names it."""

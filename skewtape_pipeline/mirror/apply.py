@@ -62,6 +62,7 @@ from skewtape_pipeline.errors import (
     SnapshotMismatchError,
     UnsafePathError,
     VerificationError,
+    checked_flag,
 )
 from skewtape_pipeline.hashing import FileStamp, HashCache, sha256_file
 from skewtape_pipeline.mirror import merge
@@ -271,6 +272,7 @@ def apply_delta(
         removed.
     """
     lock_timeout = fsio.checked_lock_timeout(lock_timeout)
+    checked_flag(link_sources, "link_sources")
     snapshot = fsio.require_folder(snapshot, "a snapshot folder", name="snapshot")
     delta = fsio.require_folder(delta, "a delta folder", name="delta")
     if into is not None:

@@ -17,6 +17,7 @@ from skewtape_pipeline.errors import (
     ConfigError,
     ManifestError,
     SkewtapeError,
+    checked_flag,
 )
 from skewtape_pipeline.hashing import sha256_file
 from skewtape_pipeline.mirror.apply import ApplyResult, apply_locked, lock_file_for
@@ -96,6 +97,7 @@ def catch_up(
     if mode not in MODES:
         raise ConfigError(f"mode={mode!r}; expected one of {', '.join(MODES)}")
     lock_timeout = fsio.checked_lock_timeout(lock_timeout)
+    checked_flag(link_sources, "link_sources")
     history = fsio.require_folder(
         history, "a history folder of <YYYY-MM>/ snapshots", name="history"
     )

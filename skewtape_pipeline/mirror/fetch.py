@@ -74,6 +74,7 @@ from skewtape_pipeline.errors import (
     PublisherError,
     StorageError,
     TransferError,
+    checked_flag,
     quoted_path,
 )
 from skewtape_pipeline.hashing import (
@@ -281,7 +282,7 @@ def fetch_deltas(
     """
     if until is not None:
         checked_month(until, f"until = {until!r}")
-    source, root, lock_timeout = _checked_arguments(source, settings, root, lock_timeout)
+    source, root, lock_timeout = _checked_arguments(source, settings, root, lock_timeout, dry_run)
     if not holds_snapshot(root):
         raise ChainError(
             f"{root / HISTORY} holds no snapshot to follow the publisher from; start the mirror "
@@ -342,7 +343,7 @@ def fetch_snapshot(
         as :func:`fetch_deltas` refuses it (nothing requested or written).
     """
     checked_month(month, f"month = {month!r}")
-    source, root, lock_timeout = _checked_arguments(source, settings, root, lock_timeout)
+    source, root, lock_timeout = _checked_arguments(source, settings, root, lock_timeout, dry_run)
     history = root / HISTORY
     target = history / month
     if (target / MANIFEST).is_file():  # placed only once verified whole
@@ -362,12 +363,17 @@ def fetch_snapshot(
 
 
 def _checked_arguments(
-    source: object, settings: TransferSettings | None, root: object, lock_timeout: object
+    source: object,
+    settings: TransferSettings | None,
+    root: object,
+    lock_timeout: object,
+    dry_run: object,
 ) -> tuple[Source, Path, float]:
     """The fetch's arguments checked before any request or write (ConfigError naming the one
     refused), the source opened: ``root`` a path to a folder that exists or is created inside
     one that exists, as the command line's ``--root``."""
     lock_timeout = fsio.checked_lock_timeout(lock_timeout)
+    checked_flag(dry_run, "dry_run")
     root = fsio.checked_path(root, "root", "the data root folder")
     if root.exists() and not root.is_dir():
         raise ConfigError(f"root = {str(root)!r}: is a file; expected the data root folder")

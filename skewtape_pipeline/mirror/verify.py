@@ -38,6 +38,7 @@ from skewtape_pipeline.errors import (
     ManifestError,
     UnsafePathError,
     VerificationError,
+    checked_flag,
     quoted,
     quoted_path,
 )
@@ -197,6 +198,8 @@ def verify_snapshot(
     """
     started = time.perf_counter()
     snapshot = checked_path(snapshot, "snapshot", "a snapshot folder")
+    checked_flag(full, "full")
+    checked_flag(save_cache, "save_cache")
     result = VerifyResult(snapshot=snapshot)
     if not snapshot.is_dir():
         raise VerificationError(snapshot, [f"{snapshot} is not a folder"])

@@ -216,3 +216,61 @@ def test_an_audit_log_in_a_missing_folder_is_refused_creating_nothing(sample_roo
     ):
         refused_changing_nothing(tmp_path, ConfigError, "audit_log = .*does not exist", call)
     assert not audit_log.parent.exists()
+
+
+BAD_FLAGS = ["no", "false", 0, 1, None]
+"""Not True or False: each would silently switch a behaviour on or off (a truthy "no")."""
+
+
+@pytest.mark.parametrize("flag", BAD_FLAGS)
+def test_apply_and_catch_up_with_link_sources_not_a_bool_are_refused_naming_it(sample_root, flag):
+    history = sample_root / "history"
+    refused_changing_nothing(
+        sample_root,
+        ConfigError,
+        "link_sources = ",
+        lambda: apply_delta(
+            history / SAMPLE_FIRST_MONTH,
+            sample_root / "deltas" / "2026-10",
+            into=history / "2026-10",
+            link_sources=flag,
+        ),
+    )
+    refused_changing_nothing(
+        sample_root,
+        ConfigError,
+        "link_sources = ",
+        lambda: catch_up(history, sample_root / "deltas", link_sources=flag),
+    )
+
+
+@pytest.mark.parametrize("flag", BAD_FLAGS)
+@pytest.mark.parametrize("name", ["full", "save_cache"])
+def test_verify_snapshot_with_a_flag_not_a_bool_is_refused_naming_it(sample_root, name, flag):
+    snapshot = sample_root / "history" / SAMPLE_FIRST_MONTH
+    refused_changing_nothing(
+        sample_root,
+        ConfigError,
+        f"{name} = ",
+        lambda: verify_snapshot(snapshot, **{name: flag}),
+    )
+
+
+@pytest.mark.parametrize("flag", BAD_FLAGS)
+def test_fetch_with_dry_run_not_a_bool_is_refused_naming_it_before_any_request(
+    subscriber, publisher, tmp_path, flag
+):
+    new_root = tmp_path / "new"
+    refused_changing_nothing(
+        tmp_path,
+        ConfigError,
+        "dry_run = ",
+        lambda: fetch_snapshot(str(publisher), new_root, SAMPLE_FIRST_MONTH, dry_run=flag),
+    )
+    assert not new_root.exists()
+    refused_changing_nothing(
+        tmp_path,
+        ConfigError,
+        "dry_run = ",
+        lambda: fetch_deltas(str(publisher), subscriber, dry_run=flag),
+    )

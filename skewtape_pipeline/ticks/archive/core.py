@@ -16,7 +16,7 @@ from pathlib import Path
 
 from skewtape_pipeline import fsio
 from skewtape_pipeline.audit import AuditLog
-from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickFormatError
+from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickFormatError, checked_flag
 from skewtape_pipeline.hashing import FileStamp
 from skewtape_pipeline.locations import refuse_url
 from skewtape_pipeline.ticks.archive.store.books import Books, default_audit_log
@@ -139,9 +139,7 @@ class ArchiveCore:
         every removal, audited, and what interrupted runs left (its writers under
         :meth:`locked`)."""
         self.lock_timeout = fsio.checked_lock_timeout(lock_timeout)
-        if not isinstance(books_and_records, bool):  # "no" would turn write-once on for good
-            raise ConfigError(f"books_and_records = {books_and_records!r}: expected True or False")
-        self.books_and_records = books_and_records
+        self.books_and_records = checked_flag(books_and_records, "books_and_records")
 
     def __repr__(self) -> str:
         return f"ArchiveCore({str(self.root)!r}, audit_log={self.audit_log!r})"

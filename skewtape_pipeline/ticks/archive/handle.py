@@ -579,11 +579,10 @@ class Archive:
 
         Raises
         ------
-        NotAnArchiveError, VersionError, DamagedFileError
-            As :meth:`read` raises them.
+        ConfigError, NotAnArchiveError, VersionError, DamagedFileError
+            ``symbol`` is not a string (ConfigError); else as :meth:`read` raises them.
         """
-        snapshot = self.reader.snapshot(as_of)
-        return [piece.key[1] for piece in snapshot.pieces(self.tiers, symbol, None, None)]
+        return self.reader.days(symbol, as_of)
 
     def report(self, symbol: str, day: date | str) -> placement.Location | None:
         """Where ``symbol`` on ``day`` (UTC) lives now.

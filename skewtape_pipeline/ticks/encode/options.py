@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.errors import ConfigError, checked_flag
 from skewtape_pipeline.ticks.encode.model import SchemaRequest
 from skewtape_pipeline.ticks.encode.report import DEFAULT_TARGET_RATIO, check_target_ratio
 from skewtape_pipeline.ticks.encode.sides import resolve_side_map
@@ -38,10 +38,7 @@ class TickEncoding:
             raise ConfigError(f"schema = {self.schema!r}: expected a SchemaRequest")
         if self.side_map is not None:
             resolve_side_map(self.side_map)
-        if not isinstance(self.allow_precision_loss, bool):
-            raise ConfigError(
-                f"allow_precision_loss = {self.allow_precision_loss!r}: expected True or False"
-            )
+        checked_flag(self.allow_precision_loss, "allow_precision_loss")
         check_target_ratio(self.target_ratio)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.errors import ConfigError, checked_flag
 
 COMPRESSION_LEVELS: Mapping[str, tuple[int, int] | None] = {
     "zstd": (1, 22),
@@ -69,10 +69,7 @@ class WriterSettings:
             )
         if not is_int(self.row_group_size) or self.row_group_size < 1:
             raise ConfigError(f"row_group_size = {self.row_group_size!r}: expected an integer >= 1")
-        if not isinstance(self.byte_stream_split, bool):
-            raise ConfigError(
-                f"byte_stream_split = {self.byte_stream_split!r}: expected true/false"
-            )
+        checked_flag(self.byte_stream_split, "byte_stream_split")
 
     def _check_codec(self) -> None:
         if not isinstance(self.compression, str) or self.compression not in COMPRESSION_LEVELS:

@@ -172,7 +172,8 @@ def test_archive_verbs_given_arguments_of_the_wrong_type_refuse_naming_them_writ
 ):
     """``withdraw(None)`` and ``remove(5)`` were bare TypeErrors, ``open_view(None)`` an
     AttributeError after the files were verified (and their cache written), and
-    ``rebuild_catalog(allow_fewer="no")`` allowed losing symbol-days."""
+    ``rebuild_catalog(allow_fewer="no")`` allowed losing symbol-days, ``verify(full="no")``
+    scrubbed every page, ``days(None)`` answered no days."""
     archive = Archive(tmp_path / "archive")
     source = read_canonical(write_four_day_csv(tmp_path / "ticks.csv"))
     archive.compact(source, as_of=date(2025, 12, 5), encoding=PRICE_SCALE_2)
@@ -182,6 +183,9 @@ def test_archive_verbs_given_arguments_of_the_wrong_type_refuse_naming_them_writ
         (lambda: archive.remove(5), "keys = 5"),
         (lambda: archive.open_view(None), "con = None"),
         (lambda: archive.rebuild_catalog(allow_fewer="no"), "allow_fewer = 'no'"),
+        (lambda: archive.verify(full="no"), "full = 'no'"),
+        (lambda: archive.days(None), "symbol = None"),
+        (lambda: archive.days(["KX-0"]), r"symbol = \['KX-0'\]"),
     ]:
         with pytest.raises(ConfigError, match=named):
             call()

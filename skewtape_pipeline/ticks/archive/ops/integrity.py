@@ -54,6 +54,7 @@ from skewtape_pipeline.errors import (
     DamagedFileError,
     TickFormatError,
     VersionError,
+    checked_flag,
     location,
 )
 from skewtape_pipeline.hashing import FileStamp, sha256_bytes, sha256_file
@@ -137,8 +138,7 @@ class RebuildResult:
 
 def rebuild_catalog(core: ArchiveCore, *, allow_fewer: bool = False) -> RebuildResult:
     """Write the catalog again from the archive's files (``Archive.rebuild_catalog``)."""
-    if not isinstance(allow_fewer, bool):  # "no" would allow losing symbol-days
-        raise ConfigError(f"allow_fewer = {allow_fewer!r}: expected True or False")
+    checked_flag(allow_fewer, "allow_fewer")  # "no" would allow losing symbol-days
     root, tiers = core.root, core.tiers
     with core.locked("rebuilding"):
         recorded = _recorded_files(core)
@@ -463,6 +463,7 @@ def verify_archive(core: ArchiveCore, *, full: bool = False) -> ArchiveVerificat
     publishing a file before its record, re-tiering removing files it moved), so only what the
     archive shows between writers is reported; the first look's findings when the lock cannot
     be had (a busy or read-only archive)."""
+    checked_flag(full, "full")
     try:
         first: ArchiveVerification | None = _verify_once(core, full=full)
     except FileNotFoundError:

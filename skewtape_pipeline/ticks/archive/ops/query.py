@@ -84,7 +84,12 @@ import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from skewtape_pipeline.errors import CatalogMismatchError, ConfigError, DamagedFileError
+from skewtape_pipeline.errors import (
+    CatalogMismatchError,
+    ConfigError,
+    DamagedFileError,
+    checked_flag,
+)
 from skewtape_pipeline.fsio import load_json
 from skewtape_pipeline.storage import LocalTier, ObjectFile, ObjectTier, exists
 from skewtape_pipeline.ticks.archive.core import ArchiveCore
@@ -352,8 +357,7 @@ class QueryOptions:
         threads = self.threads
         if threads is not None and (type(threads) is not int or threads < 1):
             raise ConfigError(f"threads = {threads!r}: expected an integer >= 1 (or unset)")
-        if not isinstance(self.unrestricted, bool):
-            raise ConfigError(f"unrestricted = {self.unrestricted!r}: expected true or false")
+        checked_flag(self.unrestricted, "unrestricted")
         if isinstance(self.as_of, bool) or not isinstance(self.as_of, int | str | date | None):
             raise ConfigError(
                 f"as_of = {self.as_of!r}: expected a version number, a time or a tag (or unset)"

@@ -207,6 +207,13 @@ class ArchiveReader:
 
         return settled(read_once)
 
+    def days(self, symbol: object, as_of: AsOf | None = None) -> list[date]:
+        """The days ``symbol`` is held on, sorted (the contract: ``Archive.days``)."""
+        if not isinstance(symbol, str):
+            raise ConfigError(f"symbol = {symbol!r}: expected a symbol (a string)")
+        snapshot = self.snapshot(as_of)
+        return [piece.key[1] for piece in snapshot.pieces(self.tiers, symbol, None, None)]
+
     def read_batch(
         self,
         symbols: Sequence[str],
