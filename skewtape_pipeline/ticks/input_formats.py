@@ -75,12 +75,15 @@ def detect_input_format(path: Path | str) -> str:
     return CANONICAL
 
 
-def open_input(path: Path | str, input_format: str | None, options: InputOptions) -> TickStream:
-    """``path`` opened by the reader of ``input_format`` (None: :func:`detect_input_format`).
+def open_input(
+    path: Path | str, input_format: str | None = None, options: InputOptions | None = None
+) -> TickStream:
+    """``path`` opened by the reader of ``input_format`` (None: :func:`detect_input_format`),
+    with ``options`` (None: the defaults, ``InputOptions()``).
 
-    Raises ConfigError for an unknown format, LOBSTER's session date given to another format or
-    a canonical file without a symbol column given no symbol; the reader's TickValidationError
-    or SourceLabelError for a file it refuses.
+    Raises ConfigError for an unknown format, options that are no InputOptions, LOBSTER's
+    session date given to another format or a canonical file without a symbol column given no
+    symbol; the reader's TickValidationError or SourceLabelError for a file it refuses.
     """
     from skewtape_pipeline.ticks.encode import sources
     from skewtape_pipeline.ticks.encode.binance import open_binance
@@ -88,6 +91,9 @@ def open_input(path: Path | str, input_format: str | None, options: InputOptions
     from skewtape_pipeline.ticks.fills.snapshot_fills import open_fills
 
     path = fsio.checked_path(path, "path", "a tick file")
+    options = InputOptions() if options is None else options
+    if not isinstance(options, InputOptions):
+        raise ConfigError(f"options = {options!r}: expected InputOptions (or None)")
     input_format = input_format or detect_input_format(path)
     if input_format not in INPUT_FORMATS:
         raise ConfigError(

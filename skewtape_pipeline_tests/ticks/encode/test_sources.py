@@ -592,3 +592,11 @@ def test_compact_ticks_when_a_csv_line_is_not_utf8_names_its_row(tmp_path, capsy
 def test_tick_file_readers_when_the_path_is_no_path_refuse_naming_it(read, path):
     with pytest.raises(ConfigError, match=rf"^path = {path!r}: expected a (tick|CSV) file"):
         read(path)
+
+
+def test_open_input_without_options_opens_with_the_defaults_and_refuses_other_options(tmp_path):
+    """``open_input(path, fmt, None)`` was an AttributeError on ``None.session_date``."""
+    path = write_text(tmp_path / "t.csv", CANONICAL)
+    assert open_input(path).read_all().symbols.to_pylist() == ["BRK.A", "CL", "CL"]
+    with pytest.raises(ConfigError, match=r"^options = \{'symbol': 'X'\}: expected InputOptions"):
+        open_input(path, None, {"symbol": "X"})
