@@ -275,5 +275,11 @@ def test_corrections_sensor_when_request_runs_rewrites_only_the_named_symbol_day
     assert len(rows) > len(named)  # the venue-day's other symbol-days kept their rows
     [event] = rerun.get_asset_materialization_events()
     metadata = event.materialization.metadata
-    assert metadata["scope"].value == f"{len(named)} named symbol(s)"
-    assert {r.data["symbol"] for r in metadata["symbol_days"].value.records} <= set(named)
+    assert metadata["scope"].value.startswith(f"correction of {len(named)} named symbol(s)")
+    assert metadata["symbols_rerun"].value == sorted(rewritten)
+    archived = run_query(  # the venue-day's archived symbol-days, as they now stand
+        "SELECT symbol FROM tick_reports WHERE status = 'archived' ORDER BY symbol",
+        ArchiveCore(applied_chain / "archive"),
+    )["symbol"].to_pylist()
+    shown = sorted(r.data["symbol"] for r in metadata["symbol_days"].value.records)
+    assert shown == archived and metadata["symbol_days_archived"].value == len(archived)
