@@ -6,7 +6,9 @@ take about half an hour, mostly waiting). This job applies every delta already i
 later than the newest month in ``history/`` in one run, through the core's catch-up (one lock
 for all of them, each month verified before it is published, as ``skewtape-pipeline
 catch-up`` does), and records a materialization of ``history_snapshot`` for each month it
-applied, with the apply's metadata. It fetches nothing: ``sync``, ``fetch`` or the delta
+applied, with the apply's metadata, followed by the month's check results (the month checks'
+own code, :func:`~skewtape_pipeline.orchestration.mirror.checks.month_check_evaluations`), as a
+month applied alone gets them. It fetches nothing: ``sync``, ``fetch`` or the delta
 sensors bring the deltas. A refusal fails the run with its reason (the core checks every pending
 delta's manifest before the first is applied); a month applied before a later one was refused
 stays applied and is recorded.
@@ -16,6 +18,7 @@ import dagster as dg
 
 from skewtape_pipeline.mirror.catchup import catch_up
 from skewtape_pipeline.mirror.months import applied_months
+from skewtape_pipeline.orchestration.mirror.checks import month_check_evaluations
 from skewtape_pipeline.orchestration.mirror.jobs import APPLY_POOL
 from skewtape_pipeline.orchestration.mirror.metadata import apply_metadata
 from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT, QUEUE_TAG
@@ -26,7 +29,8 @@ from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 @dg.op(pool=APPLY_POOL, out=dg.Out(dg.Nothing))
 def apply_pending_months(context: dg.OpExecutionContext, skewtape: SkewtapeHome) -> None:
     """Apply every pending delta in month order; one `history_snapshot` materialization per
-    month applied (a month applied before a later one was refused is recorded too)."""
+    month applied, followed by the month checks' results (a month applied before a later one
+    was refused is recorded too, with them)."""
     with month_refused(context, None):
         before = set(applied_months(skewtape.history_dir))
     try:
@@ -48,13 +52,20 @@ def apply_pending_months(context: dg.OpExecutionContext, skewtape: SkewtapeHome)
                     metadata={"note": dg.MetadataValue.text(note)},
                 )
             )
+            for evaluation in month_check_evaluations(
+                context.instance, skewtape.snapshot_dir(month), month
+            ):
+                context.log_event(evaluation)
         raise
     for result in results:
+        month = result.snapshot.name
         context.log_event(
             dg.AssetMaterialization(
-                HISTORY_SNAPSHOT, partition=result.snapshot.name, metadata=apply_metadata(result)
+                HISTORY_SNAPSHOT, partition=month, metadata=apply_metadata(result)
             )
         )
+        for evaluation in month_check_evaluations(context.instance, result.snapshot, month):
+            context.log_event(evaluation)
     applied = ", ".join(r.snapshot.name for r in results)
     context.log.info(f"{len(results)} month(s) applied: {applied}" if results else "none pending")
 
@@ -62,7 +73,8 @@ def apply_pending_months(context: dg.OpExecutionContext, skewtape: SkewtapeHome)
 @dg.job(
     description="Apply every delta already in `deltas/` after the newest month of `history/`, "
     "oldest first, in one run (a backfill of `history_snapshot` runs one month per daemon "
-    "cycle); records a `history_snapshot` materialization per month applied.",
+    "cycle); records a `history_snapshot` materialization per month applied, with its "
+    "checks' results.",
     tags={QUEUE_TAG: APPLY_POOL},
     executor_def=dg.in_process_executor,
 )

@@ -3,13 +3,23 @@
 They are blocking, so nothing downstream of a month runs in the same run when one fails. A
 month whose verification fails is never recorded as materialized in the first place: the graph's
 last op raises (a failing check alone does not stop the materialization being recorded).
+
+A month the ``catch_up_months`` job applies (several in one op, no asset in its run) gets the
+same checks' results, judged by the same code: :func:`month_check_evaluations`, which its op
+logs right after each month's materialization.
 """
 
+import functools
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
+
+# not exported by dagster 1.13, though AssetCheckEvaluation (public) takes it
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+    AssetCheckEvaluationTargetMaterializationData as TargetMaterialization,
+)
 
 from skewtape_pipeline.errors import SkewtapeError, VerificationError
 from skewtape_pipeline.mirror.format import TABLE_KEYS, SnapshotManifest
@@ -38,12 +48,28 @@ REFUSED_MONTH_NOTE = (
 """Said by every month check's description: what a refused month shows there, and where its
 reason is."""
 
+Judgement = tuple[list[str], dict[str, dg.MetadataValue]]
+"""What a check found in a month's folder: its problems, and metadata beside them."""
 
-def _month_check(description: str, name: str | None = None):
+Judge = Callable[[Path], Judgement]
+"""A month check's logic: the month's folder -> its :data:`Judgement`."""
+
+MONTH_JUDGES: dict[str, Judge] = {}
+"""Each month check's logic by check name (what :func:`month_check_evaluations` runs)."""
+
+
+def _month_check(description: str):
     """A blocking check per month partition (a preview feature of Dagster 1.13, used knowingly),
-    its description followed by :data:`REFUSED_MONTH_NOTE`."""
+    named after the decorated ``judge(snapshot)``, which it runs on the partition's month; its
+    description followed by :data:`REFUSED_MONTH_NOTE`."""
 
-    def decorate(check_fn):
+    def decorate(judge: Judge):
+        MONTH_JUDGES[judge.__name__] = judge
+
+        def check(context: dg.AssetCheckExecutionContext, skewtape: SkewtapeHome):
+            problems, metadata = judge(skewtape.snapshot_dir(context.partition_key))
+            return _result(problems, **metadata)
+
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", dg.PreviewWarning)
             return dg.asset_check(
@@ -51,49 +77,38 @@ def _month_check(description: str, name: str | None = None):
                 partitions_def=month_partitions,
                 blocking=True,
                 description=description + REFUSED_MONTH_NOTE,
-                name=name,
-            )(check_fn)
+                name=judge.__name__,
+            )(check)
 
     return decorate
 
 
-Judgement = tuple[list[str], dict[str, dg.MetadataValue]]
-"""What a check over a month's manifest found: its problems, and metadata beside them."""
+def _against_manifest(judge: Callable[[Path, SnapshotManifest], Judgement]) -> Judge:
+    """A month check's logic that judges the month's folder against its manifest: a manifest
+    that cannot be read is the check's one problem (``judge`` is not called)."""
 
+    @functools.wraps(judge)
+    def judged(snapshot: Path) -> Judgement:
+        try:
+            manifest, _, _ = read_snapshot(snapshot)
+        except SkewtapeError as exc:
+            return [str(exc)], {}
+        return judge(snapshot, manifest)
 
-def _manifest_check(description: str):
-    """A month check that judges the month's folder against its manifest: the decorated
-    ``judge(snapshot, manifest)`` returns a :data:`Judgement`; a manifest that cannot be read is
-    the check's one problem (``judge`` is not called). The check takes ``judge``'s name."""
-
-    def decorate(judge: Callable[[Path, SnapshotManifest], Judgement]):
-        def check(context: dg.AssetCheckExecutionContext, skewtape: SkewtapeHome):
-            snapshot = skewtape.snapshot_dir(context.partition_key)
-            try:
-                manifest, _, _ = read_snapshot(snapshot)
-            except SkewtapeError as exc:
-                return _result([str(exc)])
-            problems, metadata = judge(snapshot, manifest)
-            return _result(problems, **metadata)
-
-        return _month_check(description, name=judge.__name__)(check)
-
-    return decorate
+    return judged
 
 
 @_month_check("Every file matches CHECKSUMS.sha256 and the manifest (cached hashes trusted).")
-def checksums_verified(context: dg.AssetCheckExecutionContext, skewtape: SkewtapeHome):
-    snapshot = skewtape.snapshot_dir(context.partition_key)
+def checksums_verified(snapshot: Path) -> Judgement:
     try:
         verified = verify_snapshot(snapshot)
     except VerificationError as exc:
-        return _result(exc.problems)
-    return _result([], **verify_metadata(verified))
+        return exc.problems, {}
+    return [], verify_metadata(verified)
 
 
 @_month_check("Each reference table's key is unique and never null.")
-def keys_unique(context: dg.AssetCheckExecutionContext, skewtape: SkewtapeHome):
-    snapshot = skewtape.snapshot_dir(context.partition_key)
+def keys_unique(snapshot: Path) -> Judgement:
     problems: list[str] = []
     for rel, keys in TABLE_KEYS.items():
         if not (snapshot / rel).exists():
@@ -102,10 +117,11 @@ def keys_unique(context: dg.AssetCheckExecutionContext, skewtape: SkewtapeHome):
             problems += key_problems(read_table(snapshot / rel, columns=keys), keys, name=rel)
         except SkewtapeError as exc:
             problems.append(str(exc))
-    return _result(problems)
+    return problems, {}
 
 
-@_manifest_check("Every Parquet file has the row count its manifest entry records.")
+@_month_check("Every Parquet file has the row count its manifest entry records.")
+@_against_manifest
 def row_counts_match(snapshot: Path, manifest: SnapshotManifest) -> Judgement:
     problems: list[str] = []
     counted = 0
@@ -123,7 +139,8 @@ def row_counts_match(snapshot: Path, manifest: SnapshotManifest) -> Judgement:
     return problems, {"rows": dg.MetadataValue.int(counted)}
 
 
-@_manifest_check("The folder holds no file the manifest does not list (no leftovers, no links).")
+@_month_check("The folder holds no file the manifest does not list (no leftovers, no links).")
+@_against_manifest
 def no_unlisted_files(snapshot: Path, manifest: SnapshotManifest) -> Judgement:
     listing = list_folder(snapshot)
     listed = set(manifest.by_path()) | set(SEAL_FILES)
@@ -137,3 +154,35 @@ def no_unlisted_files(snapshot: Path, manifest: SnapshotManifest) -> Judgement:
 
 
 month_checks = [checksums_verified, keys_unique, row_counts_match, no_unlisted_files]
+
+
+def month_check_evaluations(
+    instance: dg.DagsterInstance, snapshot: Path, month: str
+) -> list[dg.AssetCheckEvaluation]:
+    """The results of every month check on ``month`` (its folder ``snapshot``), as a run of the
+    checks records them: on the month's partition, blocking, targeting the month's latest
+    materialization in ``instance`` (log them after it: the UI counts a partition's check result
+    only when it targets the partition's latest materialization, else the partition shows the
+    check as missing). For a job that applies months without the asset (``catch_up_months``),
+    so each month it applies shows its checks as a month applied alone does."""
+    [latest] = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=HISTORY_SNAPSHOT, asset_partitions=[month]), limit=1
+    ).records
+    target = TargetMaterialization(
+        storage_id=latest.storage_id, run_id=latest.run_id, timestamp=latest.timestamp
+    )
+    evaluations = []
+    for name, judge in MONTH_JUDGES.items():
+        problems, metadata = judge(snapshot)
+        evaluations.append(
+            dg.AssetCheckEvaluation(
+                asset_key=HISTORY_SNAPSHOT,
+                check_name=name,
+                passed=not problems,
+                metadata={**problems_metadata(problems), **metadata},
+                target_materialization_data=target,
+                blocking=True,
+                partition=month,
+            )
+        )
+    return evaluations

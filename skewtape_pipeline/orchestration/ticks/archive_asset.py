@@ -11,7 +11,8 @@ machine shares besides the data root itself.
 The recording op gives each venue-day its materialization metadata (the symbol-days archived,
 with tick counts, and how many of them the archive already held unchanged; the ones skipped
 because they had no trades, the ones removed; whether the venue left the newest snapshot, its
-ticks kept from the last snapshot that held its month file)
+ticks kept from the last snapshot that held its month file; a run over named symbols, a
+correction, records the whole venue-day's as it now stands, saying which symbols it reran)
 and runs one check over the run: DuckDB read every written file back equal to the fills (the
 run's tier policy is recorded there, once). The compression target is checked where it means
 something: on the consolidated files re-tiering writes (``tick_archive_tiers``); a hot
@@ -191,8 +192,9 @@ def record_tick_archive(
     archive: ArchiveSettings,
 ):
     """Read the run's rows of the reports table back: each venue-day's metadata (with
-    archive_version, the archive version the run committed, 0 when it committed none), the
-    checks.
+    archive_version, the archive version the run committed, 0 when it committed none; a run
+    naming symbols records the whole venue-day's counts as they now stand, saying which it
+    reran: `venue_day_metadata`), the checks.
 
     A symbol-day read back unequal to its fills fails the check and then the op, before the
     asset's output: Dagster records a partition whenever the graph's last op succeeds, so
@@ -200,7 +202,8 @@ def record_tick_archive(
     batches = _batches(context)
     with refusal_as_failure("tick_archive"):
         tick_archive = archive.open(skewtape)
-    rows_of = {key: _run_rows(tick_archive, key, batches) for key in context.partition_keys}
+    day_rows = {key: _day_rows(tick_archive, key) for key in context.partition_keys}
+    rows_of = {key: _of_batches(rows, batches) for key, rows in day_rows.items()}
     recorded = {batch for rows in rows_of.values() for batch in rows["batch"].to_pylist()}
     with refusal_as_failure("tick_archive"):
         version = committed_version(context, tick_archive, recorded)
@@ -208,8 +211,10 @@ def record_tick_archive(
     read_back = left = 0
     for key, rows in rows_of.items():
         venue, _ = venue_day_of(key)
+        scope = _symbols_of(config, venue)
+        whole = rows if scope is None else day_rows[key]  # a correction: the day as it stands
         context.add_asset_metadata(
-            venue_day_metadata(rows, scope=_symbols_of(config, venue))
+            venue_day_metadata(whole, scope=scope, run_rows=rows)
             | {"archive_version": dg.MetadataValue.int(version)},
             partition_key=key,
         )
@@ -240,11 +245,15 @@ def record_tick_archive(
     yield dg.Output(None, "result")
 
 
-def _run_rows(archive: Archive, key: str, batches: pa.Array) -> pa.Table:
-    """The report rows of venue-day ``key`` that ``batches`` (run ids) wrote."""
+def _day_rows(archive: Archive, key: str) -> pa.Table:
+    """The report rows of venue-day ``key`` as they now stand (every run's)."""
     venue, day = venue_day_of(key)
     with refusal_as_failure(f"tick_archive {key}"):
-        rows = archive.venue_day_reports(venue, day)
+        return archive.venue_day_reports(venue, day)
+
+
+def _of_batches(rows: pa.Table, batches: pa.Array) -> pa.Table:
+    """The report rows of ``rows`` that ``batches`` (run ids) wrote."""
     return rows.filter(pc.is_in(rows["batch"], value_set=batches))
 
 

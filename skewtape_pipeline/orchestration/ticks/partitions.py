@@ -32,7 +32,8 @@ MAX_KEYS_PER_ASSET = 100_000
 """Dagster's documented guidance for the partition keys of one asset."""
 
 venue_partitions = dg.DynamicPartitionsDefinition(name=VENUES)
-"""Venues with fills in an applied month; applying a month registers its venues."""
+"""Venues with fills in an applied month; applying a month registers its venues (the venues
+sensor removes a key added by hand that no snapshot holds fills of and nothing archived)."""
 
 day_partitions = dg.DailyPartitionsDefinition(start_date=f"{FIRST_MONTH}-01")
 """Complete UTC days from the first month on."""

@@ -25,7 +25,12 @@ from skewtape_pipeline.orchestration.ticks.partitions import (
     dimension_key,
     venue_day_key,
 )
-from skewtape_pipeline.orchestration.ticks.venues import new_venues, registration
+from skewtape_pipeline.orchestration.ticks.venues import (
+    new_venues,
+    registration,
+    removal,
+    stray_venues,
+)
 from skewtape_pipeline.ticks.fills.snapshot_fills import (
     corrected_symbol_days,
     split_symbol,
@@ -40,22 +45,35 @@ SYMBOL_DAYS_TAG = "skewtape/symbol_days"
     description="Registers the venues of each newly applied month's fills (the files it added "
     "or replaced) as partitions of `tick_archive` (its `venues` dimension), however the month "
     "was applied, and records on `tick_archive` an observation per month (`venues_registered`, "
-    "`venues`). Requests no run; runs from the start.",
+    "`venues`); removes a venue partition added by hand (the launch dialog's 'Add partition') "
+    "that no snapshot holds fills of and nothing archived, naming it and the mirror's venues in "
+    "its tick log. Requests no run; runs from the start.",
 )
 def tick_venues_sensor(context: dg.SensorEvaluationContext, skewtape: SkewtapeHome):
     """Register the venues of the months applied after the cursor (the last month looked at)
-    that the instance does not know yet."""
+    that the instance does not know yet; remove the stray venue keys (``stray_venues``)."""
     cursor = context.cursor or ""
-    months = [m for m in applied_months(skewtape.history_dir) if m > cursor]
-    if not months:
-        return skipped(context, "no newly applied month", cursor)
+    history = skewtape.history_dir
     known = context.instance.get_dynamic_partitions(VENUES)
-    by_month = new_venues(skewtape.history_dir, months, known)
+    stray, held = stray_venues(
+        history, known, lambda: context.instance.get_materialized_partitions(TICK_ARCHIVE)
+    )
+    removing, said = removal(stray, held)
+    months = [m for m in applied_months(history) if m > cursor]
+    by_month = new_venues(history, months, set(known) - set(stray))
     if not by_month:
-        return skipped(context, f"{', '.join(months)}: no venue new to `tick_archive`", months[-1])
+        why = f"{', '.join(months)}: no venue new to `tick_archive`" if months else ""
+        reason = "; ".join(filter(None, [said, why or "no newly applied month"]))
+        return skipped(
+            context, reason, months[-1] if months else cursor, dynamic_partitions_requests=removing
+        )
     for month, keys in by_month.items():
         context.log.info(f"{month}: registering venue(s) {', '.join(keys)}")
-    return dg.SensorResult(cursor=months[-1], **registration(by_month))
+    if said:
+        context.log.warning(said)
+    registering = registration(by_month)
+    requests = registering.pop("dynamic_partitions_requests") + removing
+    return dg.SensorResult(cursor=months[-1], dynamic_partitions_requests=requests, **registering)
 
 
 def correction_run_config(symbols: list[str]) -> dict:

@@ -18,6 +18,8 @@ never race a compaction (the core also holds a lock of its own).
 the core's ``verify_archive(full=True)``: every file against the catalog (presence, size,
 sha256) and every page's checksum through pyarrow (DuckDB does not check them). It runs after
 each re-tiering and daily on its own (``verify_tick_archive``, scheduled in ``schedules``).
+Its findings name files relative to their tier root (``ArchiveTiers.relative_text``), never by
+the machine's absolute paths.
 """
 
 import warnings
@@ -48,6 +50,8 @@ from skewtape_pipeline.ticks.archive.store.file_compression import file_compress
 TICK_ARCHIVE_TIERS = dg.AssetKey("tick_archive_tiers")
 TICK_ARCHIVE_STATS = dg.AssetKey("tick_archive_stats")
 TARGET_MET = "compression_target_met"
+ARCHIVE_ROOT_NAME = "$SKEWTAPE_HOME/archive"
+"""The archive root as the check's findings name it (the data root's ``archive/``)."""
 
 
 class RetierConfig(dg.Config):
@@ -170,15 +174,19 @@ def tick_archive_stats(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.M
     pool=ARCHIVE_POOL,  # never reads while a compaction or re-tiering moves files
     description="Every archive file matches the catalog (presence, size, sha256) and every "
     "Parquet page its checksum (read through pyarrow; DuckDB does not check them); what the kept "
-    "versions read is there and holds the bytes its name records.",
+    "versions read is there and holds the bytes its name records. Its findings name files as "
+    "the other metadata does: `<TIER>/<path inside the tier root>` for a warm or cold file, a "
+    "hot file by its path in the archive root (`$SKEWTAPE_HOME/archive`).",
 )
 def tick_archive_verified(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.AssetCheckResult:
     with refusal_as_failure("tick_archive_verified"):
-        result = archive.open_existing(skewtape).verify(full=True)
+        tick_archive = archive.open_existing(skewtape)
+        result = tick_archive.verify(full=True)
+    problems = [tick_archive.tiers.relative_text(p, ARCHIVE_ROOT_NAME) for p in result.problems]
     return dg.AssetCheckResult(
         passed=result.ok,
         metadata={
-            **problems_metadata(result.problems),
+            **problems_metadata(problems),
             "files_checked": dg.MetadataValue.int(result.files_checked),
             "bytes_checked": bytes_value(result.bytes_checked),
         },

@@ -3,7 +3,15 @@ archive's ``venues`` dimension, so their venue-days are partitions of ``tick_arc
 
 The tick side registers them, reading the months in ``history/`` (however they were applied:
 from the UI, the schedule, a sensor or a backfill): the venues sensor on every tick, and the
-corrections sensor before it requests venue-days. A sensor hands Dagster's daemon the keys to
+corrections sensor before it requests venue-days.
+
+A key can also be added by hand, where no code of ours runs: the launch dialog's "Add
+partition" (Dagster's ``addDynamicPartition`` mutation, straight into the instance), or
+``instance.add_dynamic_partitions``. A mistyped venue would then stay a partition for good (its
+runs are refused: the mirror holds no fills of it). The venues sensor removes, on its next tick,
+every key whose venue no applied snapshot holds fills of and no venue-day of which was ever
+archived (:func:`stray_venues`), saying so in its tick log, naming the venue and the mirror's
+venues. A sensor hands Dagster's daemon the keys to
 add and, per month that brought any, an observation of ``tick_archive`` (``venues_registered``,
 ``venues``, ``month``) that the asset's *Events* list; :func:`register_applied_venues` does the
 same in process, where no daemon runs (the demo, the tests).
@@ -11,7 +19,7 @@ same in process, where no daemon runs (the demo, the tests).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +28,14 @@ import dagster as dg
 from skewtape_pipeline.mirror.months import applied_months
 from skewtape_pipeline.orchestration.ticks.archive_asset import TICK_ARCHIVE
 from skewtape_pipeline.orchestration.ticks.partitions import (
+    VENUE_DIMENSION,
     VENUES,
+    dimension_key,
+    venue_day_partitions,
     venue_keys,
     venue_partitions,
 )
-from skewtape_pipeline.ticks.fills.snapshot_fills import new_symbols
+from skewtape_pipeline.ticks.fills.snapshot_fills import mirror_venues, new_symbols
 
 
 def new_venues(
@@ -77,3 +88,32 @@ def register_applied_venues(instance: dg.DagsterInstance, history: Path) -> dict
     for event in parts["asset_events"]:
         instance.report_runless_asset_event(event)
     return by_month
+
+
+def stray_venues(
+    history: Path, registered: Iterable[str], archived: Callable[[], Collection[str]]
+) -> tuple[list[str], list[str]]:
+    """``(stray keys, the mirror's venues)``: the keys of ``registered`` whose venue no applied
+    snapshot of ``history`` holds fills of (``mirror_venues``) and of which no venue-day is
+    ``archived`` (materialized ``tick_archive`` keys, asked for only when some venue is not the
+    mirror's): a venue typed by hand, which nothing could archive."""
+    held = mirror_venues(history)
+    unknown = set(registered) - {dimension_key(venue) for venue in held}
+    if unknown:
+        keys = (venue_day_partitions.get_partition_key_from_str(key) for key in archived())
+        unknown -= {key.keys_by_dimension[VENUE_DIMENSION] for key in keys}
+    return sorted(unknown), held
+
+
+def removal(
+    stray: list[str], held: list[str]
+) -> tuple[list[dg.DeleteDynamicPartitionsRequest], str]:
+    """The request removing the ``stray`` venue keys (none: no request), and what it says."""
+    if not stray:
+        return [], ""
+    said = (
+        f"removed venue partition(s) {', '.join(stray)}: no snapshot of the mirror holds fills "
+        "of it and no venue-day of it was archived (added by hand, e.g. the launch dialog's "
+        f"'Add partition'; the mirror's venues: {', '.join(held) or 'none'})"
+    )
+    return [venue_partitions.build_delete_request(stray)], said

@@ -14,6 +14,9 @@ from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline_tests.orchestration.conftest import run_month
 
+SUCCEEDED = "SUCCEEDED"
+"""The status a passed check's execution record holds."""
+
 
 def test_catch_up_months_when_deltas_are_pending_applies_them_in_one_run_and_records_each(
     definitions: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
@@ -32,10 +35,41 @@ def test_catch_up_months_when_deltas_are_pending_applies_them_in_one_run_and_rec
     assert "none pending" in said and not [m for m in said if "month(s) applied" in m]
 
 
+def check_results(instance: dg.DagsterInstance, month: str, names: set[str]) -> dict[str, str]:
+    """{check name: status} of the latest result of each of history_snapshot's checks
+    ``names`` on ``month`` that targets the month's latest materialization, as the UI's check
+    partitions show it (a result targeting no materialization shows there as missing)."""
+    keys = [dg.AssetCheckKey(HISTORY_SNAPSHOT, name) for name in sorted(names)]
+    infos = instance.event_log_storage.get_asset_check_partition_info(keys, partition_keys=[month])
+    return {i.check_key.name: i.latest_execution_status.value for i in infos if i.is_current}
+
+
+def test_catch_up_months_when_months_are_applied_records_each_months_check_results(
+    definitions: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    """Each month the catch-up applies shows the results of the checks a month applied alone
+    (``apply_month``) gets, on its own partition."""
+    alone = run_month(definitions, "2026-09", instance)
+    assert alone.success
+    checks = {e.check_name for e in alone.get_asset_check_evaluations()}
+    assert checks and check_results(instance, "2026-09", checks) == dict.fromkeys(checks, SUCCEEDED)
+    pending = sorted(p.name for p in (sample_root / "deltas").iterdir())
+
+    result = definitions.resolve_job_def("catch_up_months").execute_in_process(instance=instance)
+
+    assert result.success and len(pending) > 1
+    for month in pending:
+        assert check_results(instance, month, checks) == dict.fromkeys(checks, SUCCEEDED), month
+    evaluated = {(e.check_name, e.partition) for e in result.get_asset_check_evaluations()}
+    assert evaluated == {(name, month) for name in checks for month in pending}
+
+
 def test_catch_up_months_when_a_delta_is_refused_fails_with_the_reason_keeping_earlier_months(
     definitions: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
 ):
-    assert run_month(definitions, "2026-09", instance).success
+    alone = run_month(definitions, "2026-09", instance)
+    assert alone.success
+    checks = {e.check_name for e in alone.get_asset_check_evaluations()}
     deltas = sorted((sample_root / "deltas").iterdir())
     damaged = next(f for f in sorted(deltas[-1].rglob("*.parquet")))
     damaged.write_bytes(damaged.read_bytes() + b"damaged after publication")
@@ -50,6 +84,8 @@ def test_catch_up_months_when_a_delta_is_refused_fails_with_the_reason_keeping_e
     assert not (sample_root / "history" / deltas[-1].name).exists()
     earlier = {"2026-09", *(d.name for d in deltas[:-1])}
     assert instance.get_materialized_partitions(HISTORY_SNAPSHOT) == earlier
+    for month in earlier:  # applied before the refusal: checked as any applied month
+        assert check_results(instance, month, checks) == dict.fromkeys(checks, SUCCEEDED), month
 
 
 def test_catch_up_months_when_link_sources_is_false_copies_every_delta_file(

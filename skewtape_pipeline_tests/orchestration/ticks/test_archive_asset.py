@@ -405,19 +405,32 @@ def test_tick_archive_when_no_named_symbol_is_of_the_venue_days_venue_refuses_it
     assert latest.storage_id == before.storage_id  # the whole run's metadata still shows
 
 
-def test_tick_archive_when_symbols_named_over_an_archived_venue_day_runs_over_them(
+def test_tick_archive_when_symbols_named_over_an_archived_venue_day_shows_the_whole_day(
     two_months: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
 ):
+    """The run's materialization is the venue-day's latest: it keeps the whole day's counts
+    and table (not only the named symbol's, which made the day look like one symbol) and says
+    it was a correction of the named symbol."""
     key = f"{DAY}|kalshi"
-    assert run_named(two_months, instance, key, []).success
+    full = run_named(two_months, instance, key, [])
+    assert full.success
     symbol = traded_symbol(sample_root, "kalshi:")
 
     result = run_named(two_months, instance, key, [symbol])
 
     assert result.success
-    [event] = result.get_asset_materialization_events()
-    records = event.materialization.metadata["symbol_days"].value.records
-    assert [r.data["symbol"] for r in records] == [symbol]
+    [before] = [e.materialization.metadata for e in full.get_asset_materialization_events()]
+    [after] = [e.materialization.metadata for e in result.get_asset_materialization_events()]
+    for name in ("symbol_days_archived", "symbol_days_skipped_no_trades", "tick_count"):
+        assert after[name].value == before[name].value, name
+    table = [r.data["symbol"] for r in after["symbol_days"].value.records]
+    assert table == [r.data["symbol"] for r in before["symbol_days"].value.records]
+    assert len(table) > 1 and symbol in table
+    assert after["scope"].value.startswith("correction of 1 named symbol(s)")
+    assert after["symbols_rerun"].value == [symbol]
+    assert after["symbol_days_rerun"].value == 1
+    rows = read_venue_day_reports(sample_root / "archive", "kalshi", date.fromisoformat(DAY))
+    assert [r["symbol"] for r in rows.to_pylist() if r["batch"] == result.run_id] == [symbol]
 
 
 def test_tick_archive_when_a_named_symbol_is_mistyped_refuses_it_keeping_the_venue_day(

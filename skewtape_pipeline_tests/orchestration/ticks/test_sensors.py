@@ -166,6 +166,40 @@ def test_venues_sensor_when_venues_known_or_no_new_month_skips_saying_why(
     assert idle.skip_reason.skip_message == "no newly applied month"
 
 
+def test_venues_sensor_when_a_venue_was_added_by_hand_removes_it_naming_the_mirrors_venues(
+    applied_chain: Path, instance: dg.DagsterInstance
+):
+    """A venue typed into the launch dialog's "Add partition" (Dagster's addDynamicPartition
+    mutation calls ``instance.add_dynamic_partitions``, no code of ours runs) is removed on the
+    sensor's next tick, which names it and the mirror's venues; a venue no snapshot holds any
+    more but with an archived venue-day is kept (its ticks are in the archive)."""
+    history = applied_chain / "history"
+    for month in MONTHS:
+        register_venues(instance, new_symbols(history, month))
+    registered = set(instance.get_dynamic_partitions(VENUES))
+    typo, departed = f"{sorted(registered)[0]}x", "departed"
+    instance.add_dynamic_partitions(VENUES, [typo, departed])
+    instance.report_runless_asset_event(
+        dg.AssetMaterialization(TICK_ARCHIVE, partition=f"2026-10-05|{departed}")
+    )
+
+    result = venues_tick(applied_chain, instance, cursor="2026-11")
+
+    [delete] = result.dynamic_partitions_requests
+    assert isinstance(delete, dg.DeleteDynamicPartitionsRequest)
+    assert (delete.partitions_def_name, list(delete.partition_keys)) == (VENUES, [typo])
+    said = result.skip_reason.skip_message
+    assert f"removed venue partition(s) {typo}: no snapshot of the mirror holds fills" in said
+    assert f"the mirror's venues: {', '.join(sorted(registered))})" in said
+    for request in result.dynamic_partitions_requests:  # as Dagster's daemon does
+        for key in request.partition_keys:
+            instance.delete_dynamic_partition(request.partitions_def_name, key)
+    assert set(instance.get_dynamic_partitions(VENUES)) == registered | {departed}
+    again = venues_tick(applied_chain, instance, cursor="2026-11")
+    assert not again.dynamic_partitions_requests
+    assert again.skip_reason.skip_message == "no newly applied month"
+
+
 def publish_two_months(out: Path) -> tuple[Path, Path, Path]:
     """Publish with the minimal publisher a 2026-11 snapshot (kalshi, polymarket) and the delta
     to 2026-12 (kalshi's 2026-10 fills replaced and 2026-12 added, a new venue's 2026-12 added,
@@ -275,5 +309,11 @@ def test_corrections_sensor_when_request_runs_rewrites_only_the_named_symbol_day
     assert len(rows) > len(named)  # the venue-day's other symbol-days kept their rows
     [event] = rerun.get_asset_materialization_events()
     metadata = event.materialization.metadata
-    assert metadata["scope"].value == f"{len(named)} named symbol(s)"
-    assert {r.data["symbol"] for r in metadata["symbol_days"].value.records} <= set(named)
+    assert metadata["scope"].value.startswith(f"correction of {len(named)} named symbol(s)")
+    assert metadata["symbols_rerun"].value == sorted(rewritten)
+    archived = run_query(  # the venue-day's archived symbol-days, as they now stand
+        "SELECT symbol FROM tick_reports WHERE status = 'archived' ORDER BY symbol",
+        ArchiveCore(applied_chain / "archive"),
+    )["symbol"].to_pylist()
+    shown = sorted(r.data["symbol"] for r in metadata["symbol_days"].value.records)
+    assert shown == archived and metadata["symbol_days_archived"].value == len(archived)

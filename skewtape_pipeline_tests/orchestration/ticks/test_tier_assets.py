@@ -250,9 +250,11 @@ def check_evaluations(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCh
     return {e.check_name: e for e in result.get_asset_check_evaluations()}
 
 
-def test_tick_archive_verified_when_a_warm_page_is_damaged_fails_naming_the_file(
+def test_tick_archive_verified_when_a_warm_page_is_damaged_fails_naming_the_file_in_its_tier(
     applied_chain: Path, instance: dg.DagsterInstance
 ):
+    """The finding names the file as the moves do (``WARM/<path inside the warm root>``), never
+    by its absolute path (the archive moves between machines; the path names home folders)."""
     archive = archive_days(applied_chain, DAYS[2:])
     defs = build_definitions(SkewtapeHome(root=str(applied_chain)))
     retiered = defs.resolve_job_def("retier_ticks").execute_in_process(
@@ -275,7 +277,10 @@ def test_tick_archive_verified_when_a_warm_page_is_damaged_fails_naming_the_file
     evaluation = check_evaluations(result)["tick_archive_verified"]
     assert not evaluation.passed
     assert evaluation.metadata["problems"].value >= 1
-    assert str(warm) in evaluation.metadata["details"].value
+    details = evaluation.metadata["details"].value
+    warm_root = archive.with_name("archive-warm")
+    assert f"WARM/{warm.relative_to(warm_root).as_posix()}" in details, details
+    assert str(applied_chain) not in details and str(warm_root) not in details, details
 
 
 def test_daily_verify_archive_schedule_when_defined_targets_the_verify_job():

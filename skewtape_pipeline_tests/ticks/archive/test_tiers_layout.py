@@ -112,3 +112,23 @@ def test_archive_when_tier_roots_nest_refuses_naming_both(tmp_path, warm, cold, 
 def test_archive_when_tier_roots_apart_builds(tmp_path, warm, cold):
     policy = TierPolicy(warm=TierSettings(root=warm), cold=TierSettings(root=cold))
     assert Archive(tmp_path / "archive", policy=policy).policy == policy
+
+
+def test_relative_text_when_a_finding_names_files_names_them_by_tier_not_by_place(tmp_path):
+    archive = tmp_path / "home" / "alice" / "data" / "archive"
+    tiers = ArchiveTiers.of(archive)
+    warm, cold = tiers.roots[WARM], tiers.roots[COLD]
+    text = (
+        f"{warm}/2026/10/a.parquet: row group 0: a page fails; "
+        f"{archive}/symbol=k%3AX/date=2026-10-01/part-0.parquet: missing; "
+        f"{cold}: missing; run `skewtape-pipeline rebuild-catalog {archive}`"
+    )
+    shown = tiers.relative_text(text, root_name="$SKEWTAPE_HOME/archive")
+    assert shown == (
+        "WARM/2026/10/a.parquet: row group 0: a page fails; "
+        "symbol=k%3AX/date=2026-10-01/part-0.parquet: missing; "
+        "the COLD root: missing; run `skewtape-pipeline rebuild-catalog $SKEWTAPE_HOME/archive`"
+    )
+    assert str(tmp_path) not in shown
+    beside = f"{archive.with_name('archive-old')}/x.parquet"  # not under any root: kept
+    assert tiers.relative_text(beside) == beside

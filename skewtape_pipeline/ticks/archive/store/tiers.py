@@ -11,6 +11,7 @@ every Parquet file under its root as its own. The archive records its policy
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -122,6 +123,23 @@ class ArchiveTiers:
         raise TickFormatError(
             f"{path}: outside the archive root {self.root} and its warm and cold roots"
         )
+
+    def relative_text(self, text: str, root_name: str = "the archive root") -> str:
+        """``text`` (a finding of ``verify_archive``, a message) with every file it names under
+        the warm or cold root or the archive root named as :meth:`relative` names it
+        (``<TIER>/<path inside the tier root>``, a hot file relative to the archive root), a
+        warm or cold root itself as ``the <TIER> root`` and the archive root itself as
+        ``root_name``: what may be shown where the roots' place must not be (it names the
+        machine's folders and moves with the archive). A longer root is replaced before a
+        root it begins with (``archive-warm`` before ``archive``); other text is kept."""
+        roots = {_shown(where): tier for tier, where in self.roots.items()}
+        roots.setdefault(str(self.root), "")
+        for shown in sorted(roots, key=len, reverse=True):
+            tier = roots[shown]
+            inside, itself = (f"{tier}/", f"the {tier} root") if tier else ("", root_name)
+            pattern = re.escape(shown.rstrip("/")) + r"(/|(?![^\s:;,`'\")]))"
+            text = re.sub(pattern, lambda m, a=inside, b=itself: a if m[1] else b, text)
+        return text
 
     def resolve(self, relative: str) -> TierFile:
         """The file a catalog path names: ``WARM/...`` and ``COLD/...`` inside that tier's
