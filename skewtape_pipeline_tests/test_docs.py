@@ -208,6 +208,20 @@ def test_docs_tier_query_when_everything_is_cold_counts_every_tick(workdir: Path
     assert set(rows) == {"COLD"} and int(rows["COLD"]) > 0
 
 
+def test_docs_verify_output_when_verify_runs_on_the_sample_is_printed_as_shown(workdir: Path):
+    """verify.md's example of ``verify`` on a merged month: its lines as ``verify`` prints them
+    (the count of files hashed aside, which depends on the hash cache)."""
+    [shown] = [
+        t for lang, t in blocks(DOCS / "mirror" / "verify.md", session=False) if " verified (" in t
+    ]
+    done = run([*CLI, "verify", "data/history/2026-12"], workdir)
+    check_ran(done)
+    hashed = re.compile(r"\d+ hashed")
+    printed = [hashed.sub("N hashed", line) for line in done.stdout.splitlines()]
+    assert printed == [hashed.sub("N hashed", f"data/{line}") if i == 0 else line
+                       for i, line in enumerate(shown.splitlines())]  # fmt: skip
+
+
 # --- first sessions ------------------------------------------------------------------------------
 
 
@@ -340,7 +354,7 @@ def options_of(sub) -> set[str]:
 def test_docs_command_lines_when_checked_use_the_parsers_commands_and_options(page: Path):
     commands_by_name = cli_reference().subcommands(build_parser())
     for line in shown_command_lines(page):
-        words = line.split("#")[0].split()
+        words = line.split("#")[0].replace("`", " ").split()  # a command quoted in output too
         at = words.index("skewtape-pipeline")
         name = words[at + 1]
         if PLACEHOLDER.fullmatch(name):

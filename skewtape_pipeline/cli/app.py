@@ -8,10 +8,13 @@ changed on disk), 1 on an operating-system error (a full disk, ...; one line nam
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import select
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from skewtape_pipeline.cli.output import error_line
@@ -67,6 +70,43 @@ def refuse_undecodable(argv: Sequence[str]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (130 on Ctrl-C, after one line)."""
+    with _noting_ctrl_c() as ctrl_c:
+        try:
+            return _run(argv)
+        except Exception:
+            if not ctrl_c:
+                raise
+            # Ctrl-C inside DuckDB: it stops the statement and raises its own error (a
+            # RuntimeError, "Query interrupted") in place of the KeyboardInterrupt
+            print(INTERRUPTED, file=sys.stderr)
+            return EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def _noting_ctrl_c() -> Iterator[list[int]]:
+    """A list that holds the signal once Ctrl-C (SIGINT) arrived while the block ran; Python's
+    handler still raises KeyboardInterrupt. Left alone where SIGINT is not Python's (ignored,
+    as in a non-interactive shell's background) or off the main thread."""
+    seen: list[int] = []
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield seen
+        return
+
+    def note(signum: int, frame: object) -> None:
+        seen.append(signum)
+        signal.default_int_handler(signum, frame)
+
+    signal.signal(signal.SIGINT, note)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _run(argv: Sequence[str] | None) -> int:
     try:
         refuse_undecodable(sys.argv[1:] if argv is None else argv)
         args, unknown = build_parser().parse_known_args(argv)

@@ -1,6 +1,6 @@
-"""Ctrl-C in ``fetch``, ``sync`` and ``compact-ticks``: one line ("interrupted; run again to
-resume"), exit 130, no traceback; the rerun finishes the work. A fetch lock left by a process
-of this host that died is taken over by the next fetch."""
+"""Ctrl-C in ``fetch``, ``sync``, ``compact-ticks`` and ``query``: one line ("interrupted;
+run again to resume"), exit 130, no traceback; the rerun finishes the work. A fetch lock left by
+a process of this host that died is taken over by the next fetch."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -117,6 +118,25 @@ def test_ctrl_c_in_compact_ticks_prints_one_line_exits_130_and_the_rerun_complet
     again = cli(*argv)
     assert again.wait(timeout=300) == 0, again.stderr.read()
     assert cli("verify-archive", str(archive)).wait(timeout=120) == 0
+
+
+def test_ctrl_c_in_a_query_prints_one_line_and_exits_130(tmp_path, capsys):
+    """Ctrl-C while DuckDB runs the statement: DuckDB stops it and raises its own error in
+    place of the KeyboardInterrupt; the command still ends with the one line and 130."""
+    archive = tmp_path / "archive"
+    ticks = write_ticks_csv(tmp_path / "ticks.csv", 100)
+    assert main(["compact-ticks", str(ticks), "--out", str(archive), "--as-of", "2025-12-05"]) == 0
+    capsys.readouterr()
+    slow = "SELECT count(*) FROM range(20000000) t(i) WHERE md5(i::VARCHAR) LIKE '%abc%'"
+    ctrl_c = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))  # the query is running
+    ctrl_c.start()
+    try:
+        code = main(["query", slow, "--archive", str(archive)])
+    finally:
+        ctrl_c.cancel()
+
+    assert code == 130
+    assert capsys.readouterr().err == INTERRUPTED + "\n"
 
 
 @pytest.mark.parametrize("command", ["fetch", "sync"])
