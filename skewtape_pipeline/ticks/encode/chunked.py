@@ -6,7 +6,8 @@ streaming reader (``block_bytes``), a Parquet chunk ``batch_rows`` rows (a row g
 whole). Each CSV chunk comes with the measured byte length of each of its rows' lines, read by
 :class:`LineLengths` beside the CSV reader (the raw size of a symbol-day is the bytes of its
 rows' lines). Failures are :class:`~skewtape_pipeline.errors.TickValidationError` naming the
-file (and the row, for a line longer than a block or a Parquet text value that is not UTF-8),
+file (and the row, for a line longer than a block, a last line without its newline, or a
+Parquet text value that is not UTF-8),
 never a reader's traceback; a reader's own words, which may quote the file's bytes, are kept
 printable and short (:func:`~skewtape_pipeline.errors.reason`).
 """
@@ -197,8 +198,10 @@ def csv_chunks(
     """The file's rows as text columns ``names``, one chunk per block of the streaming reader,
     each with its rows' line lengths; ``state`` follows the read.
 
-    Raises TickValidationError naming the file: not readable as CSV, or a line longer than
-    ``block_bytes`` (naming its row).
+    Raises TickValidationError naming the file: not readable as CSV, a line longer than
+    ``block_bytes`` (naming its row), or a last line without its newline (naming its row; once
+    every row before it was handed out): a file cut short mid-line, whose last value may be cut
+    short too, is never read as whole.
     """
     lines = LineLengths(path, skip_lines=header_lines, block_bytes=block_bytes)
     state.bytes_read = lines.position
@@ -219,6 +222,13 @@ def csv_chunks(
             yield chunk
         if state.lines_measured and not lines.exhausted():
             state.lines_measured = False  # quoted newlines: more lines than rows
+        if state.rows and not _ends_with_newline(path):
+            raise TickValidationError(
+                f"{path}: its last line does not end with a newline: the file looks cut short "
+                "(a copy or download that did not finish), and its last value may be too; "
+                "if the file is whole, end it with a newline",
+                row=state.rows - 1,
+            )
         state.bytes_read = state.file_bytes
     except (OSError, pa.ArrowException) as exc:
         raise unreadable(path, exc) or _csv_error(
@@ -271,6 +281,15 @@ def _csv_error(
         start = (rows_read, lines.position) if exact else (0, None)
         row = _first_row(path, refused, header_lines, *start)
     return TickValidationError(f"{path}: cannot read as CSV: {reason(exc)}", row=row)
+
+
+def _ends_with_newline(path: Path) -> bool:
+    """Whether the file's last byte ends a line (``\\n``, or a lone ``\\r``): a file whose last
+    line lacks it was most likely cut short mid-line, a value of that line with it (a quantity
+    ``1.997`` read as ``1.99``)."""
+    with open(path, "rb") as raw:
+        raw.seek(-1, os.SEEK_END)
+        return raw.read(1) in (b"\n", b"\r")
 
 
 def _quote_before(path: Path, offset: int) -> bool:
