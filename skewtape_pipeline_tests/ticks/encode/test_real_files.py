@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import re
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
@@ -233,3 +234,24 @@ def test_cli_compact_ticks_when_real_file_cut_short_mid_value_refuses_naming_its
     before = tree_hashes(out)
     assert main(["compact-ticks", str(cut), *argv]) == 2
     assert "row 1999" in capsys.readouterr().err and tree_hashes(out) == before
+
+
+@pytest.mark.parametrize(
+    ("input_format", "path", "flags", "column"),
+    [
+        ("kalshi-trades", KALSHI_FILE, [], "created_time"),
+        ("tardis-trades", TARDIS_FILE, [], "timestamp"),
+        ("lobster-messages", LOBSTER_FILE, ["--symbol", "AMZN", "--session-date", "2012-06-21"],
+         "time"),
+    ],
+)  # fmt: skip
+def test_cli_compact_ticks_when_as_of_before_a_real_files_ticks_names_the_files_own_column(
+    tmp_path, capsys, input_format, path, flags, column
+):
+    out = tmp_path / "archive"
+    argv = ["compact-ticks", str(path), "--input-format", input_format, "--out", str(out),
+            "--as-of", "2012-01-01", *flags]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert re.match(rf"error: row \d+, field {column}: {re.escape(str(path))}: ticks of ", err)
+    assert "after as_of 2012-01-01" in err and not out.exists()
