@@ -7,6 +7,7 @@ with the standard library only (csv, Decimal, datetime).
 from __future__ import annotations
 
 import csv
+import gzip
 import hashlib
 import json
 import re
@@ -255,3 +256,25 @@ def test_cli_compact_ticks_when_as_of_before_a_real_files_ticks_names_the_files_
     err = capsys.readouterr().err
     assert re.match(rf"error: row \d+, field {column}: {re.escape(str(path))}: ticks of ", err)
     assert "after as_of 2012-01-01" in err and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("input_format", "path", "name", "flags"),
+    [
+        ("tardis-trades", TARDIS_FILE, "trades.csv.gz", []),
+        ("lobster-messages", LOBSTER_FILE, LOBSTER_NAME, []),  # no header: read as rows
+        ("canonical", KALSHI_FILE, "trades.csv", ["--symbol", "X"]),
+    ],
+)  # fmt: skip
+def test_cli_compact_ticks_when_real_file_is_gzipped_says_so_and_writes_nothing(
+    tmp_path, capsys, input_format, path, name, flags
+):
+    packed = tmp_path / name
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    out = tmp_path / "archive"
+    argv = ["compact-ticks", str(packed), "--input-format", input_format, "--out", str(out),
+            "--as-of", AS_OF.isoformat(), *flags]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {packed}: a gzip-compressed file; decompress it first and give the CSV\n"
+    assert not out.exists()
