@@ -112,8 +112,9 @@ def open_binance(
         }
         return pa.table(columns), None
 
+    fields = {"timestamp_nanos": time, "quantity": quantity, "side": "is_buyer_maker"}
     return csv_stream(path, names, transform, BINANCE_BUYER_MAKER, header_lines=header,
-                      block_bytes=block_bytes)  # fmt: skip
+                      block_bytes=block_bytes, fields=fields)  # fmt: skip
 
 
 def _symbol(path: Path, given: str | None) -> str:

@@ -6,7 +6,8 @@ streaming reader (``block_bytes``), a Parquet chunk ``batch_rows`` rows (a row g
 whole). Each CSV chunk comes with the measured byte length of each of its rows' lines, read by
 :class:`LineLengths` beside the CSV reader (the raw size of a symbol-day is the bytes of its
 rows' lines). Failures are :class:`~skewtape_pipeline.errors.TickValidationError` naming the
-file (and the row, for a line longer than a block or a Parquet text value that is not UTF-8),
+file (and the row, for a line longer than a block, a last line without its newline, or a
+Parquet text value that is not UTF-8),
 never a reader's traceback; a reader's own words, which may quote the file's bytes, are kept
 printable and short (:func:`~skewtape_pipeline.errors.reason`).
 """
@@ -65,16 +66,23 @@ class RawChunk:
     row_bytes: pa.Array | None
 
 
+_COMPRESSED = {b"\x1f\x8b": "gzip", b"\x28\xb5\x2f\xfd": "zstd", b"BZh": "bzip2",
+               b"\xfd7zXZ\x00": "xz", b"PK\x03\x04": "zip"}  # fmt: skip
+"""The magic bytes a compressed file starts with, and its compression."""
+
+
 def csv_header(path: Path) -> list[str]:
     """The column names of a CSV file's first line (a UTF-8 byte-order mark before it is
     skipped, as the CSV reader skips it).
 
-    Raises TickValidationError naming the file: unreadable, empty, or a header line longer
-    than :data:`HEADER_LIMIT_BYTES` (e.g. a file without newlines).
+    Raises TickValidationError naming the file: unreadable, compressed (gzip, zstd, bzip2, xz,
+    zip: named, to decompress first), empty, or a header line longer than
+    :data:`HEADER_LIMIT_BYTES` (e.g. a file without newlines).
     """
     try:
         with open(path, "rb") as handle:
             first = handle.readline(HEADER_LIMIT_BYTES + 1)
+        refuse_compressed(path, first)
         text = first.decode("utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise unreadable(path, exc) or TickValidationError(
@@ -91,6 +99,17 @@ def csv_header(path: Path) -> list[str]:
         return next(csv.reader([text]))
     except csv.Error as exc:
         raise TickValidationError(f"{path}: cannot read the CSV header: {reason(exc)}") from None
+
+
+def refuse_compressed(path: Path, start: bytes) -> None:
+    """TickValidationError naming the file and its compression when the file's first bytes
+    ``start`` are a compressed file's (:data:`_COMPRESSED`): read as CSV, it would be refused
+    as bytes that are not UTF-8 or rows of the wrong width, not said to be compressed."""
+    packed = next((name for magic, name in _COMPRESSED.items() if start.startswith(magic)), "")
+    if packed:
+        raise TickValidationError(
+            f"{path}: a {packed}-compressed file; decompress it first and give the CSV"
+        )
 
 
 class LineLengths:
@@ -197,9 +216,14 @@ def csv_chunks(
     """The file's rows as text columns ``names``, one chunk per block of the streaming reader,
     each with its rows' line lengths; ``state`` follows the read.
 
-    Raises TickValidationError naming the file: not readable as CSV, or a line longer than
-    ``block_bytes`` (naming its row).
+    Raises TickValidationError naming the file: compressed (:func:`refuse_compressed`), not
+    readable as CSV, a line longer than ``block_bytes`` (naming its row), or a last line without
+    its newline (naming its row; once every row before it was handed out): a file cut short
+    mid-line, whose last value may be cut short too, is never read as whole.
     """
+    if not header_lines:  # a header's reader refused it already (csv_header)
+        with open(path, "rb") as raw:
+            refuse_compressed(path, raw.read(8))
     lines = LineLengths(path, skip_lines=header_lines, block_bytes=block_bytes)
     state.bytes_read = lines.position
     try:
@@ -219,6 +243,13 @@ def csv_chunks(
             yield chunk
         if state.lines_measured and not lines.exhausted():
             state.lines_measured = False  # quoted newlines: more lines than rows
+        if state.rows and not _ends_with_newline(path):
+            raise TickValidationError(
+                f"{path}: its last line does not end with a newline: the file looks cut short "
+                "(a copy or download that did not finish), and its last value may be too; "
+                "if the file is whole, end it with a newline",
+                row=state.rows - 1,
+            )
         state.bytes_read = state.file_bytes
     except (OSError, pa.ArrowException) as exc:
         raise unreadable(path, exc) or _csv_error(
@@ -271,6 +302,15 @@ def _csv_error(
         start = (rows_read, lines.position) if exact else (0, None)
         row = _first_row(path, refused, header_lines, *start)
     return TickValidationError(f"{path}: cannot read as CSV: {reason(exc)}", row=row)
+
+
+def _ends_with_newline(path: Path) -> bool:
+    """Whether the file's last byte ends a line (``\\n``, or a lone ``\\r``): a file whose last
+    line lacks it was most likely cut short mid-line, a value of that line with it (a quantity
+    ``1.997`` read as ``1.99``)."""
+    with open(path, "rb") as raw:
+        raw.seek(-1, os.SEEK_END)
+        return raw.read(1) in (b"\n", b"\r")
 
 
 def _quote_before(path: Path, offset: int) -> bool:

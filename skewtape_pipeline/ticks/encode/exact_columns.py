@@ -157,7 +157,7 @@ def smallest_exact_scale(values: Any, *, field: str) -> int:
     :func:`~skewtape_pipeline.ticks.encode.decimals.is_float_noise`: ``150.15000000000003`` and
     ``150.2`` give 2). Vectorized; a value that is not a number is left for the conversion to
     name. More than 18 decimals gives 18 (the conversion then refuses the loss)."""
-    values = _decode_dictionary(_as_array(values, field=field))
+    values = _narrow_floats_as_text(_decode_dictionary(_as_array(values, field=field)))
     type_ = values.type
     if values.null_count or len(values) == 0:
         return 0
@@ -373,6 +373,15 @@ def _decode_dictionary(values: pa.Array) -> pa.Array:
     return values.dictionary_decode() if pa.types.is_dictionary(values.type) else values
 
 
+def _narrow_floats_as_text(values: pa.Array) -> pa.Array:
+    """A float32 or float16 column as the text of each value's shortest repr in its own type
+    (``1.1``, which Arrow's cast writes), which is what the value says; widened to a double it
+    would read ``1.100000023841858``, beyond float noise. Other columns as they are."""
+    if pa.types.is_floating(values.type) and values.type != pa.float64():
+        return pc.cast(values, pa.string())
+    return values
+
+
 # --- timestamps ---------------------------------------------------------------------------------
 
 
@@ -522,7 +531,7 @@ def exact_units(
         ``allow_precision_loss`` is False.
     """
     check_scale(scale, name=f"{field} scale")
-    values = _decode_dictionary(_as_array(values, field=field))
+    values = _narrow_floats_as_text(_decode_dictionary(_as_array(values, field=field)))
     _refuse_nulls(values, field=field)
     type_ = values.type
     if pa.types.is_integer(type_):

@@ -102,6 +102,9 @@ class SourceTicks:
     first_row
         0-based data row in the file of table row 0 when ``row_numbers`` is None (a chunk of a
         :class:`TickStream`).
+    fields
+        The file's own name of each canonical column it names otherwise (a Kalshi file's
+        ``created_time`` for ``timestamp_nanos``): errors name the file's column.
     """
 
     table: pa.Table
@@ -112,6 +115,7 @@ class SourceTicks:
     row_numbers: pa.Array | None = None
     row_bytes: pa.Array | None = None
     first_row: int = 0
+    fields: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def symbols(self) -> pa.Array | None:
@@ -172,9 +176,10 @@ class SourceTicks:
             raise self.located(exc) from None
 
     def located(self, exc: TickValidationError) -> TickValidationError:
-        """The same error, naming this source's file and file row."""
+        """The same error, naming this source's file, file row and column."""
         where = f"{self.path}: " if self.path else ""
-        return type(exc)(f"{where}{exc.detail}", row=self.file_row(exc.row), field=exc.field)
+        named = self.fields.get(exc.field, exc.field) if exc.field else exc.field
+        return type(exc)(f"{where}{exc.detail}", row=self.file_row(exc.row), field=named)
 
 
 def source_from_table(
@@ -221,6 +226,8 @@ class TickStream:
     file_bytes: int | None
     read: Callable[[ReadState], Iterator[SourceTicks]]
     state: ReadState = field(default_factory=ReadState)
+    fields: Mapping[str, str] = field(default_factory=dict)
+    """The file's own column names (:attr:`SourceTicks.fields`)."""
 
     def chunks(self) -> Iterator[SourceTicks]:
         """The file's ticks chunk by chunk, from the start (``state`` starts over)."""
@@ -241,6 +248,7 @@ class TickStream:
             file_rows=self.state.rows,
             row_numbers=_concat([_file_rows(p) for p in parts]) if numbered else None,
             row_bytes=_concat([p.row_bytes for p in parts]) if measured and not empty else None,
+            fields=self.fields,
         )
 
 
@@ -263,7 +271,7 @@ def stream_of(source: SourceTicks) -> TickStream:
         state.bytes_read = state.file_bytes
         yield source
 
-    return TickStream(source.path, source.side_map, source.file_bytes, read)
+    return TickStream(source.path, source.side_map, source.file_bytes, read, fields=source.fields)
 
 
 Transform = Callable[[pa.Table], tuple[pa.Table, pa.Array | None]]
@@ -273,9 +281,11 @@ chunk rows it kept (None: every row). Its errors name the chunk's row."""
 
 def source_stream(
     path: Path, chunks: Callable[[ReadState], Iterator[RawChunk]], transform: Transform,
-    side_map: Mapping[str, str],
+    side_map: Mapping[str, str], fields: Mapping[str, str] | None = None,
 ) -> TickStream:  # fmt: skip
-    """A :class:`TickStream` mapping each raw chunk of ``chunks`` through ``transform``."""
+    """A :class:`TickStream` mapping each raw chunk of ``chunks`` through ``transform``; its
+    errors name a canonical column by the file's name for it in ``fields``
+    (:attr:`SourceTicks.fields`)."""
 
     def read(state: ReadState) -> Iterator[SourceTicks]:
         for raw in chunks(state):
@@ -284,9 +294,11 @@ def source_stream(
             except TickValidationError as exc:
                 row = None if exc.row is None else raw.first_row + exc.row
                 raise type(exc)(exc.detail, row=row, field=exc.field) from None
-            yield _chunk_source(raw, table, kept, path=path, side_map=side_map)
+            chunk = _chunk_source(raw, table, kept, path=path, side_map=side_map)
+            yield replace(chunk, fields=named)
 
-    return TickStream(path, side_map, path.stat().st_size, read)
+    named = dict(fields or {})
+    return TickStream(path, side_map, path.stat().st_size, read, fields=named)
 
 
 def _chunk_source(
@@ -308,13 +320,14 @@ def _chunk_source(
 def csv_stream(
     path: Path, names: list[str], transform: Transform, side_map: Mapping[str, str], *,
     header_lines: int = 1, block_bytes: int = DEFAULT_BLOCK_BYTES,
+    fields: Mapping[str, str] | None = None,
 ) -> TickStream:  # fmt: skip
     def chunks(state: ReadState) -> Iterator[RawChunk]:
         return csv_chunks(
             path, names=names, header_lines=header_lines, state=state, block_bytes=block_bytes
         )
 
-    return source_stream(path, chunks, transform, side_map)
+    return source_stream(path, chunks, transform, side_map, fields)
 
 
 # --- canonical form -----------------------------------------------------------------------------
@@ -545,7 +558,10 @@ def open_kalshi_trades(path: Path | str, *, block_bytes: int = DEFAULT_BLOCK_BYT
         }
         return pa.table(columns), None
 
-    return csv_stream(path, names, transform, KALSHI_TAKER_SIDES, block_bytes=block_bytes)
+    fields = {"timestamp_nanos": "created_time", "price": "yes_price", "quantity": "count",
+              "side": "taker_side", "symbol": "ticker"}  # fmt: skip
+    return csv_stream(path, names, transform, KALSHI_TAKER_SIDES, block_bytes=block_bytes,
+                      fields=fields)  # fmt: skip
 
 
 NS_RANGE = "1677-09-21T00:12:43.145224192Z to 2262-04-11T23:47:16.854775807Z"
@@ -610,7 +626,9 @@ def open_tardis_trades(
         }
         return pa.table(columns), None
 
-    return csv_stream(path, names, transform, EXCHANGE_TAKER_SIDES, block_bytes=block_bytes)
+    fields = {"timestamp_nanos": column, "quantity": "amount"}
+    return csv_stream(path, names, transform, EXCHANGE_TAKER_SIDES, block_bytes=block_bytes,
+                      fields=fields)  # fmt: skip
 
 
 def lobster_label(
@@ -714,7 +732,8 @@ def open_lobster_messages(
 
     return csv_stream(
         path, list(LOBSTER_COLUMNS), transform, LOBSTER_DIRECTIONS, header_lines=0,
-        block_bytes=block_bytes,
+        block_bytes=block_bytes, fields={"timestamp_nanos": "time", "quantity": "size",
+                                         "side": "direction"},
     )  # fmt: skip
 
 

@@ -272,6 +272,23 @@ def test_read_catalog_when_not_parquet_names_the_file(tmp_path):
         CatalogStore(tmp_path).read()
 
 
+def test_read_catalog_when_a_bit_of_it_flipped_refuses_never_reads_another_catalog(tmp_path):
+    CatalogStore(tmp_path).write(sample_catalog())
+    path = tmp_path / CATALOG_FILE
+    raw = path.read_bytes()
+    changed = []
+    for offset in range(4, len(raw) - 8):  # pages and footer (its length and magic: unreadable)
+        path.write_bytes(raw[:offset] + bytes([raw[offset] ^ 0x01]) + raw[offset + 1 :])
+        try:
+            read = CatalogStore(tmp_path).read()
+        except TickFormatError as exc:
+            assert str(exc).startswith(f"{path}: ")
+            continue
+        if read != sample_catalog():
+            changed.append(offset)
+    assert changed == []
+
+
 def test_read_catalog_when_day_out_of_python_range_names_the_row(tmp_path):
     days = pc.cast(sample_table()["date"], pa.int32()).to_pylist()
     days[3] = 3_000_000  # about year 10183

@@ -22,6 +22,7 @@ from skewtape_pipeline.errors import (
     DamagedFileError,
     NotAnArchiveError,
     SkewtapeError,
+    TickFormatError,
     UnknownSymbolError,
 )
 from skewtape_pipeline.hashing import sha256_file
@@ -664,6 +665,27 @@ def test_hot_index_when_a_line_was_cut_short_the_next_append_cuts_it_off(hot):
     assert Archive(hot, policy=POLICY, audit_log=None).read(["N"]).num_rows == len(
         day_ticks("N", day)
     )
+
+
+def test_hot_index_when_a_bit_of_its_base_pages_flipped_refuses_never_reads_other_entries(
+    tmp_path,
+):
+    root = grown(tmp_path, 200)
+    expected = hot_index.fold(hot_index.HotIndex.read(root)).entries(present_only=False)
+    path = hot_index.index_path(root)
+    raw = path.read_bytes()
+    pages_end = len(raw) - 8 - int.from_bytes(raw[-8:-4], "little")  # the footer after them
+    changed = []
+    for offset in range(4, pages_end, 7):
+        path.write_bytes(raw[:offset] + bytes([raw[offset] ^ 0x01]) + raw[offset + 1 :])
+        try:
+            entries = hot_index.HotIndex.read(root).entries(present_only=False)
+        except TickFormatError as exc:
+            assert str(exc).startswith(f"{path}: not a readable hot index")
+            continue
+        if entries != expected:
+            changed.append(offset)
+    assert changed == []
 
 
 def test_rebuild_catalog_when_the_hot_index_is_damaged_builds_it_again(hot):

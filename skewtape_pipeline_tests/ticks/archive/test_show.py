@@ -206,6 +206,26 @@ def test_show_when_compacted_from_the_command_line_tells_written_its_report_and_
     assert not any(mark in out for mark in ("{", "}", "'"))
 
 
+@pytest.mark.parametrize("symbol", ["A\x1b[31mB", "A\nB"])
+def test_cli_show_when_symbol_holds_control_characters_prints_their_escapes(
+    tmp_path, capsys, symbol
+):
+    archive, source = tmp_path / "archive", tmp_path / "ticks.csv"
+    quoted_symbol = '"' + symbol + '"'
+    source.write_text(
+        f"timestamp_nanos,price,quantity,side,symbol\n{1_793_491_200 * 10**9},1.25,3,BUY,"
+        f"{quoted_symbol}\n"
+    )
+    argv = ["compact-ticks", str(source), "--out", str(archive), "--as-of", "2026-11-02"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(["show", str(archive), symbol, "2026-11-01"]) == 0
+    out = capsys.readouterr().out
+    shown = symbol.replace("\x1b", "\\x1b").replace("\n", "\\x0a")
+    assert out.startswith(f"{shown} 2026-11-01 in {archive}: HOT, ")
+    assert "\x1b" not in out and len(out.splitlines()) == 4
+
+
 def test_show_when_the_root_is_spelled_otherwise_tells_the_same_history(archived, tmp_path):
     root, symbol = archived
     Archive(root).retier(as_of=LATER)

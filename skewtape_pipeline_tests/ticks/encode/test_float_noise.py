@@ -202,3 +202,25 @@ def test_reports_view_when_every_file_predates_the_unchanged_column_still_has_it
     assert [d[0] for d in con.execute("SELECT * FROM tick_reports").description] == [
         f.name for f in REPORTS_SCHEMA
     ]
+
+
+def test_cli_when_parquet_prices_are_float32_archives_what_each_value_says(tmp_path, capsys):
+    path = tmp_path / "ticks.parquet"
+    prices = pa.array([1.1, 9682.07, 0.3], pa.float64()).cast(pa.float32(), safe=False)
+    pq.write_table(
+        pa.table(
+            {
+                "timestamp_nanos": pa.array([1767312000000000000 + i for i in range(3)]),
+                "price": prices,
+                "quantity": pa.array([2.5, 1, 3], pa.float32()),
+                "side": pa.array(["BUY", "SELL", "UNKNOWN"]),
+                "symbol": pa.array(["F32"] * 3),
+            }
+        ),
+        path,
+    )
+    out = tmp_path / "archive"
+    assert main(["compact-ticks", str(path), "--out", str(out), "--as-of", AS_OF]) == 0
+    assert archived(out) == [("1.10", "2.5", "BUY"), ("9682.07", "1.0", "SELL"),
+                             ("0.30", "3.0", "UNKNOWN")]  # fmt: skip
+    assert (recorded_schema(out).price_scale, recorded_schema(out).quantity_scale) == (2, 1)

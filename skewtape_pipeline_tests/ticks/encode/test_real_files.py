@@ -7,7 +7,10 @@ with the standard library only (csv, Decimal, datetime).
 from __future__ import annotations
 
 import csv
+import gzip
+import hashlib
 import json
+import re
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
@@ -208,3 +211,70 @@ def test_cli_compact_ticks_when_session_date_given_for_another_format_refuses(tm
             "--session-date", "2020-02-22"]  # fmt: skip
     assert main(argv) == 2
     assert "--session-date" in capsys.readouterr().err and not (tmp_path / "a").exists()
+
+
+def tree_hashes(root) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}  # fmt: skip
+
+
+def test_cli_compact_ticks_when_real_file_cut_short_mid_value_refuses_naming_its_last_row(
+    tmp_path, capsys
+):
+    lines = TARDIS_FILE.read_bytes().splitlines(keepends=True)
+    whole, cut = tmp_path / "whole.csv", tmp_path / "cut.csv"
+    whole.write_bytes(b"".join(lines[:2001]))
+    cut.write_bytes(b"".join(lines[:2001])[:-2])  # the last amount '1.997' cut to '1.99'
+    out = tmp_path / "archive"
+    argv = ["--input-format", "tardis-trades", "--out", str(out), "--as-of", AS_OF.isoformat()]
+    assert main(["compact-ticks", str(cut), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: row 1999: ") and str(cut) in err and "newline" in err
+    assert len(err.splitlines()) == 1 and not out.exists()
+    assert main(["compact-ticks", str(whole), *argv]) == 0, capsys.readouterr().err
+    before = tree_hashes(out)
+    assert main(["compact-ticks", str(cut), *argv]) == 2
+    assert "row 1999" in capsys.readouterr().err and tree_hashes(out) == before
+
+
+@pytest.mark.parametrize(
+    ("input_format", "path", "flags", "column"),
+    [
+        ("kalshi-trades", KALSHI_FILE, [], "created_time"),
+        ("tardis-trades", TARDIS_FILE, [], "timestamp"),
+        ("lobster-messages", LOBSTER_FILE, ["--symbol", "AMZN", "--session-date", "2012-06-21"],
+         "time"),
+    ],
+)  # fmt: skip
+def test_cli_compact_ticks_when_as_of_before_a_real_files_ticks_names_the_files_own_column(
+    tmp_path, capsys, input_format, path, flags, column
+):
+    out = tmp_path / "archive"
+    argv = ["compact-ticks", str(path), "--input-format", input_format, "--out", str(out),
+            "--as-of", "2012-01-01", *flags]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert re.match(rf"error: row \d+, field {column}: {re.escape(str(path))}: ticks of ", err)
+    assert "after as_of 2012-01-01" in err and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("input_format", "path", "name", "flags"),
+    [
+        ("tardis-trades", TARDIS_FILE, "trades.csv.gz", []),
+        ("lobster-messages", LOBSTER_FILE, LOBSTER_NAME, []),  # no header: read as rows
+        ("canonical", KALSHI_FILE, "trades.csv", ["--symbol", "X"]),
+    ],
+)  # fmt: skip
+def test_cli_compact_ticks_when_real_file_is_gzipped_says_so_and_writes_nothing(
+    tmp_path, capsys, input_format, path, name, flags
+):
+    packed = tmp_path / name
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    out = tmp_path / "archive"
+    argv = ["compact-ticks", str(packed), "--input-format", input_format, "--out", str(out),
+            "--as-of", AS_OF.isoformat(), *flags]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {packed}: a gzip-compressed file; decompress it first and give the CSV\n"
+    assert not out.exists()

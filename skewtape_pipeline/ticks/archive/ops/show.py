@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skewtape_pipeline.audit import AUDIT_LOG_NAME, is_repair, parse_record
-from skewtape_pipeline.errors import AuditLogError, ConfigError
+from skewtape_pipeline.errors import AuditLogError, ConfigError, printable
 from skewtape_pipeline.ticks.archive.store.books import (
     EVENT_RECOMPACT,
     EVENT_REMOVE,
@@ -96,8 +96,11 @@ class SymbolDayStory:
         }
 
     def describe(self) -> list[str]:
-        """Lines for a terminal: the place, the report's main numbers, the history."""
-        head = f"{self.symbol} {self.date.isoformat()} in {self.archive_root}"
+        """Lines for a terminal: the place, the report's main numbers, the history; a control
+        character of the symbol (a newline too) is written as its escape (``\\x1b``), never
+        obeyed by the terminal."""
+        symbol = printable(self.symbol).replace("\n", "\\x0a")
+        head = f"{symbol} {self.date.isoformat()} in {self.archive_root}"
         lines = [head + ": " + _describe_place(self.place, self.withdrawn)]
         if self.report is None:
             lines.append("report: none (neither the reports table nor the audit log has one)")

@@ -9,6 +9,7 @@ passed; this module knows nothing of them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Collection, Mapping
 from datetime import date
@@ -30,6 +31,10 @@ from skewtape_pipeline.ticks.archive.store.layout import (
 CATALOG_FORMAT = "skewtape-tick-catalog"
 CATALOG_VERSION = 3
 CATALOG_METADATA_KEY = "skewtape_catalog"
+HEADER_SHA256_KEY = "skewtape_catalog_sha256"
+"""The sha256 of the header's JSON, beside it in the key-value metadata (which page checksums do
+not cover): a header changed since it was written (a flipped digit of a file's sha256, which would
+blame that sound file) is refused. A catalog written before holds none, and is read as before."""
 
 CATALOG_SCHEMA = pa.schema(
     [
@@ -62,7 +67,11 @@ _WRITER_OPTIONS: dict[str, Any] = {
     },
     "write_statistics": False,
     "store_schema": False,
+    "write_page_checksum": True,
 }
+"""Page checksums: a flipped bit in the catalog's pages is refused when read (zstd alone may
+decode it into other dates, rows or sha256s: a withdrawn day back in the view, a sound data
+file blamed), never taken as the catalog."""
 
 
 def catalog_bytes(columns: Mapping[str, list[Any]], header: Mapping[str, Any], where: str) -> bytes:
@@ -74,7 +83,9 @@ def catalog_bytes(columns: Mapping[str, list[Any]], header: Mapping[str, Any], w
         table = pa.table(dict(columns), schema=CATALOG_SCHEMA)
         with pq.ParquetWriter(sink, CATALOG_SCHEMA, **_WRITER_OPTIONS) as writer:
             writer.write_table(table)
-            writer.add_key_value_metadata({CATALOG_METADATA_KEY: _dumps(header)})
+            text = _dumps(header)
+            digest = hashlib.sha256(text.encode()).hexdigest()
+            writer.add_key_value_metadata({CATALOG_METADATA_KEY: text, HEADER_SHA256_KEY: digest})
     except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
         raise TickFormatError(f"{where}: {exc}") from None
     return sink.getvalue().to_pybytes()
@@ -82,13 +93,24 @@ def catalog_bytes(columns: Mapping[str, list[Any]], header: Mapping[str, Any], w
 
 def read_parquet(path: Path, raw: bytes) -> tuple[Mapping[bytes, bytes], pa.Table]:
     """The key-value metadata and the table of the catalog file's bytes ``raw`` (``path``
-    names it in errors); TickFormatError when they are not readable Parquet."""
+    names it in errors); TickFormatError when they are not readable Parquet, or when the
+    header is not the one its sha256 (:data:`HEADER_SHA256_KEY`) records."""
     try:
-        parquet = pq.ParquetFile(owned_reader(raw))
+        parquet = pq.ParquetFile(owned_reader(raw), page_checksum_verification=True)
         table = parquet.read()
     except (pa.ArrowException, OSError) as exc:
-        raise TickFormatError(f"{path}: not a readable Parquet catalog ({exc})") from None
-    return parquet.metadata.metadata or {}, table
+        raise TickFormatError(
+            f"{path}: not a readable Parquet catalog ({exc}); rebuild it with rebuild-catalog"
+        ) from None
+    metadata = parquet.metadata.metadata or {}
+    recorded = metadata.get(HEADER_SHA256_KEY.encode())
+    header = metadata.get(CATALOG_METADATA_KEY.encode(), b"")
+    if recorded is not None and hashlib.sha256(header).hexdigest().encode() != recorded:
+        raise TickFormatError(
+            f"{path}: metadata {CATALOG_METADATA_KEY}: not the bytes its sha256 "
+            f"({HEADER_SHA256_KEY}) records, a damaged catalog; rebuild it with rebuild-catalog"
+        )
+    return metadata, table
 
 
 def _dumps(body: Any) -> str:

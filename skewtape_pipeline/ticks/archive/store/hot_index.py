@@ -600,7 +600,8 @@ NOTHING_FOLDED = FoldedLog(0, 0)
 def _open_base(path: Path, raw: bytes) -> tuple[pq.ParquetFile, int, FoldedLog]:
     """The base's file (its footer read and checked; its rows decoded when asked), the last
     line folded into it and the log it folded."""
-    parquet = _decode(path, lambda: pq.ParquetFile(owned_reader(raw)))
+    checked = {"page_checksum_verification": True}  # a flipped bit refused, never read
+    parquet = _decode(path, lambda: pq.ParquetFile(owned_reader(raw), **checked))
     meta = (parquet.metadata.metadata or {}).get(METADATA_KEY.encode())
     body = None if meta is None else fsio.load_json(meta, path, error=TickFormatError)
     if (
@@ -656,9 +657,8 @@ def write_base(root: Path, table: pa.Table, seq: int, log: FoldedLog) -> None:
     body = {"format": INDEX_FORMAT, "version": INDEX_VERSION, "seq": seq, "log": folded}
     table = table.replace_schema_metadata({METADATA_KEY: json.dumps(body, sort_keys=True)})
     sink = pa.BufferOutputStream()
-    pq.write_table(
-        table, sink, compression="zstd", use_dictionary=["symbol"], row_group_size=BASE_GROUP_ROWS
-    )
+    options = {"compression": "zstd", "use_dictionary": ["symbol"], "write_page_checksum": True}
+    pq.write_table(table, sink, row_group_size=BASE_GROUP_ROWS, **options)
     fsio.refuse_linked_state(index_path(root))
     fsio.atomic_write_bytes(index_path(root), sink.getvalue().to_pybytes())
 
