@@ -9,6 +9,10 @@ from hot to warm and cold), read as a person reads code:
 - only the package's own functions are followed; properties, dunder methods but ``__init__``
   and the mapping protocol (``items``, ``values``, ``keys``, ``get``) are read as data, not
   entered; ``faults.checkpoint`` and ``progress`` hooks are skipped (``--all`` follows them);
+- a package function reached through another library's Python code (the body of a
+  ``with core.locked(...)``'s context manager, through ``contextlib``) is followed from the
+  package line that led there; the work the compaction hands to threads (its executors, its
+  read-ahead) runs in the calling thread, at the line handing it over, as a reader reads it;
 - ``store/`` is the floor: a store method is entered (its file counts) but not descended into,
   its contract read from its signature and docstring (``--full`` descends everywhere).
 
@@ -25,11 +29,13 @@ import inspect
 import sys
 import tempfile
 from collections import Counter
+from concurrent.futures import Future
 from datetime import date, timedelta
 from pathlib import Path
 from types import FrameType
 
 from skewtape_pipeline.ticks.archive.handle import Archive
+from skewtape_pipeline.ticks.archive.ops import compact, compact_plan
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy, TierSettings
 from skewtape_pipeline.ticks.encode.model import SchemaRequest
 from skewtape_pipeline.ticks.encode.options import TickEncoding
@@ -56,7 +62,9 @@ class ReaderWalk:
         self.verb, self.full, self.hooks = verb, full, hooks
         self.sites: set[tuple] = set()
         self.files: list[str] = []  # as the reader goes, consecutive repeats folded
-        self.stack: list[tuple[str, bool, bool]] = []  # (file, followed, its callees not)
+        self.stack: list[tuple[str, bool, bool] | None] = []
+        """(file, followed, its callees not) per package frame; None: another library's frame,
+        seen through (its callees judged by the package frame below it)."""
         self._properties: dict = {}
 
     def __call__(self, frame: FrameType, event: str, _arg: object) -> None:
@@ -71,8 +79,13 @@ class ReaderWalk:
             if path.startswith(PACKAGE) and frame.f_code.co_name == self.verb:
                 self._enter(path, floor=False)
             return
-        _, followed, closed = self.stack[-1]
+        if not path.startswith(PACKAGE):
+            self.stack.append(None)
+            return
+        _, followed, closed = next(entry for entry in reversed(self.stack) if entry)
         caller = frame.f_back
+        while not caller.f_code.co_filename.startswith(PACKAGE):  # the package line it came from
+            caller = caller.f_back
         site = (caller.f_code, caller.f_lineno, frame.f_code)
         if followed and not closed and self._read(frame) and site not in self.sites:
             self.sites.add(site)
@@ -85,9 +98,9 @@ class ReaderWalk:
         self.stack.append((path, True, floor))
 
     def _return(self) -> None:
-        _, followed, _ = self.stack.pop()
-        if followed:
-            back = next((p for p, was_followed, _ in reversed(self.stack) if was_followed), None)
+        popped = self.stack.pop()
+        if popped and popped[1]:
+            back = next((e[0] for e in reversed(self.stack) if e and e[1]), None)
             if back is not None:
                 self._step(back)
 
@@ -97,10 +110,8 @@ class ReaderWalk:
             self.files.append(name)
 
     def _read(self, frame: FrameType) -> bool:
-        """Whether a reader opens this callee: the package's own, not data access, not a hook."""
+        """Whether a reader opens this callee of the package: not data access, not a hook."""
         path, name = frame.f_code.co_filename, frame.f_code.co_name
-        if not path.startswith(PACKAGE):
-            return False
         if not self.hooks and path[len(PACKAGE) :] in HOOK_FILES:
             return False
         if name in MAPPING_PROTOCOL or (name.startswith("__") and name != "__init__"):
@@ -125,6 +136,34 @@ class ReaderWalk:
             if before is not None:
                 seen.add(before)
         return back
+
+
+class InlineExecutor:
+    """A ``ThreadPoolExecutor`` running each task at its ``submit``, in the calling thread."""
+
+    def __init__(self, *_args: object, **_kwargs: object):
+        pass
+
+    def __enter__(self) -> InlineExecutor:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        return None
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # as a worker's error: raised by result()
+            future.set_exception(exc)
+        return future
+
+
+def in_one_thread() -> None:
+    """The compaction's threads run in the calling one (``sys.setprofile`` traces one thread):
+    its executors' tasks at their ``submit``, its read-ahead in step with the reading."""
+    compact.ThreadPoolExecutor = compact_plan.ThreadPoolExecutor = InlineExecutor
+    compact_plan.read_ahead = lambda items, *, depth: items
 
 
 def write_ticks(path: Path, symbols: tuple[str, ...], days: list[date]) -> Path:
@@ -158,6 +197,7 @@ def main() -> None:
         folder = Path(scratch)
         archive = build(folder, as_of=DAYS[-1] + timedelta(days=1))
         walk = ReaderWalk(args.verb, full=args.full, hooks=args.all)
+        in_one_thread()
         sys.setprofile(walk)
         try:
             if args.verb == "retier":

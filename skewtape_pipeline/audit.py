@@ -50,7 +50,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from skewtape_pipeline.errors import AuditLogError, MalformedJsonError
+from skewtape_pipeline.errors import AuditLogError, MalformedJsonError, checked_flag
 from skewtape_pipeline.fsio import (
     TEMP_MARKER,
     atomic_write_bytes,
@@ -607,9 +607,12 @@ def verify_audit_log(path: Path, *, allow_torn_tail: bool = True) -> int:
 
     Raises
     ------
+    ConfigError
+        ``allow_torn_tail`` is not True or False (a truthy "no" would allow a torn tail).
     AuditLogError
         As :func:`check_audit_log`.
     """
+    checked_flag(allow_torn_tail, "allow_torn_tail")
     return check_audit_log(path, allow_torn_tail=allow_torn_tail).records
 
 

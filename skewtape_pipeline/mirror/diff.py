@@ -30,7 +30,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from skewtape_pipeline.errors import ChecksumMismatchError, DeltaBuildError
+from skewtape_pipeline.errors import ChecksumMismatchError, DeltaBuildError, checked_flag
 from skewtape_pipeline.fsio import TEMP_MARKER, fsync_dir
 from skewtape_pipeline.hashing import format_checksums, sha256_bytes, sha256_file
 from skewtape_pipeline.mirror.folder_kinds import check_snapshot_folder
@@ -72,7 +72,8 @@ def build_delta(
     out
         The delta folder; it must not exist or be empty, and must lie outside both snapshots.
     verify_inputs
-        Verify both snapshots first (without saving their hash caches).
+        Verify both snapshots first (without saving their hash caches); True or False (else
+        ConfigError, nothing written).
 
     Returns
     -------
@@ -95,6 +96,7 @@ def build_delta(
     ChecksumMismatchError
         A snapshot file changed while it was copied.
     """
+    checked_flag(verify_inputs, "verify_inputs")  # a falsy 0 or "" would skip verifying
     parent, next_snapshot, out = Path(parent), Path(next_snapshot), Path(out)
     check_snapshot_folder(parent)
     check_snapshot_folder(next_snapshot)

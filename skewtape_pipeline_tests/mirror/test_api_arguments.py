@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from skewtape_pipeline.audit import verify_audit_log
 from skewtape_pipeline.errors import ConfigError, WrongFolderError
 from skewtape_pipeline.mirror.apply import apply_delta
 from skewtape_pipeline.mirror.catchup import catch_up
+from skewtape_pipeline.mirror.diff import build_delta
 from skewtape_pipeline.mirror.fetch import fetch_deltas, fetch_snapshot
 from skewtape_pipeline.mirror.verify import verify_snapshot
 from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
@@ -274,3 +276,24 @@ def test_fetch_with_dry_run_not_a_bool_is_refused_naming_it_before_any_request(
         "dry_run = ",
         lambda: fetch_deltas(str(publisher), subscriber, dry_run=flag),
     )
+
+
+@pytest.mark.parametrize("flag", BAD_FLAGS)
+def test_build_delta_with_verify_inputs_not_a_bool_is_refused_naming_it(sample_root, flag):
+    history, out = sample_root / "history", sample_root / "built-delta"
+    refused_changing_nothing(
+        sample_root,
+        ConfigError,
+        "verify_inputs = ",
+        lambda: build_delta(
+            history / SAMPLE_FIRST_MONTH, history / "2026-10", out, verify_inputs=flag
+        ),
+    )
+
+
+@pytest.mark.parametrize("flag", BAD_FLAGS)
+def test_verify_audit_log_with_allow_torn_tail_not_a_bool_is_refused_naming_it(tmp_path, flag):
+    log = tmp_path / "audit.jsonl"
+    log.write_text("")
+    with pytest.raises(ConfigError, match="allow_torn_tail = "):
+        verify_audit_log(log, allow_torn_tail=flag)

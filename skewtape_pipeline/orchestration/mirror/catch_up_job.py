@@ -14,6 +14,8 @@ delta's manifest before the first is applied); a month applied before a later on
 stays applied and is recorded.
 """
 
+from pathlib import Path
+
 import dagster as dg
 
 from skewtape_pipeline.mirror.catchup import catch_up
@@ -45,29 +47,21 @@ def apply_pending_months(context: dg.OpExecutionContext, skewtape: SkewtapeHome)
     except dg.Failure as failure:
         for month in sorted(set(applied_months(skewtape.history_dir)) - before):
             note = f"applied by this run before it failed: {failure.description}"
-            context.log_event(
-                dg.AssetMaterialization(
-                    HISTORY_SNAPSHOT,
-                    partition=month,
-                    metadata={"note": dg.MetadataValue.text(note)},
-                )
-            )
-            for evaluation in month_check_evaluations(
-                context.instance, skewtape.snapshot_dir(month), month
-            ):
-                context.log_event(evaluation)
+            _record(context, skewtape.snapshot_dir(month), {"note": dg.MetadataValue.text(note)})
         raise
     for result in results:
-        month = result.snapshot.name
-        context.log_event(
-            dg.AssetMaterialization(
-                HISTORY_SNAPSHOT, partition=month, metadata=apply_metadata(result)
-            )
-        )
-        for evaluation in month_check_evaluations(context.instance, result.snapshot, month):
-            context.log_event(evaluation)
+        _record(context, result.snapshot, apply_metadata(result))
     applied = ", ".join(r.snapshot.name for r in results)
     context.log.info(f"{len(results)} month(s) applied: {applied}" if results else "none pending")
+
+
+def _record(context: dg.OpExecutionContext, snapshot: Path, metadata: dict) -> None:
+    """Log the materialization of the month ``snapshot`` holds, then its checks' results
+    (after it: they target the month's latest materialization)."""
+    month = snapshot.name
+    context.log_event(dg.AssetMaterialization(HISTORY_SNAPSHOT, partition=month, metadata=metadata))
+    for evaluation in month_check_evaluations(context.instance, snapshot, month):
+        context.log_event(evaluation)
 
 
 @dg.job(

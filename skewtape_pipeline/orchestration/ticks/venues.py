@@ -11,10 +11,12 @@ partition" (Dagster's ``addDynamicPartition`` mutation, straight into the instan
 runs are refused: the mirror holds no fills of it). The venues sensor removes, on its next tick,
 every key whose venue no applied snapshot holds fills of and no venue-day of which was ever
 archived (:func:`stray_venues`), saying so in its tick log, naming the venue and the mirror's
-venues. A sensor hands Dagster's daemon the keys to
-add and, per month that brought any, an observation of ``tick_archive`` (``venues_registered``,
-``venues``, ``month``) that the asset's *Events* list; :func:`register_applied_venues` does the
-same in process, where no daemon runs (the demo, the tests).
+venues; none while the mirror holds no snapshot at all (unreadable, not mounted).
+
+A sensor hands Dagster's daemon the keys to add and, per month that brought any, an
+observation of ``tick_archive`` (``venues_registered``, ``venues``, ``month``) that the asset's
+*Events* list; :func:`register_applied_venues` does the same in process, where no daemon runs
+(the demo, the tests).
 """
 
 from __future__ import annotations
@@ -96,8 +98,12 @@ def stray_venues(
     """``(stray keys, the mirror's venues)``: the keys of ``registered`` whose venue no applied
     snapshot of ``history`` holds fills of (``mirror_venues``) and of which no venue-day is
     ``archived`` (materialized ``tick_archive`` keys, asked for only when some venue is not the
-    mirror's): a venue typed by hand, which nothing could archive."""
+    mirror's): a venue typed by hand, which nothing could archive. None while the mirror holds
+    no applied snapshot (``history`` missing, unmounted, another data root): every key would
+    look stray, and the venues sensor's cursor is past the months that registered them."""
     held = mirror_venues(history)
+    if not held:
+        return [], held
     unknown = set(registered) - {dimension_key(venue) for venue in held}
     if unknown:
         keys = (venue_day_partitions.get_partition_key_from_str(key) for key in archived())

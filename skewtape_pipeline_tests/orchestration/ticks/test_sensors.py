@@ -200,6 +200,25 @@ def test_venues_sensor_when_a_venue_was_added_by_hand_removes_it_naming_the_mirr
     assert again.skip_reason.skip_message == "no newly applied month"
 
 
+def test_venues_sensor_when_the_mirror_holds_no_snapshot_removes_no_venue(
+    applied_chain: Path, instance: dg.DagsterInstance
+):
+    """A data root whose history/ is gone for a while (a drive not mounted, the daemon given
+    another SKEWTAPE_HOME) makes every venue look stray; the sensor's cursor is past the months
+    that registered them, so a removed venue would not come back: nothing is removed."""
+    history = applied_chain / "history"
+    for month in MONTHS:
+        register_venues(instance, new_symbols(history, month))
+    registered = set(instance.get_dynamic_partitions(VENUES))
+    history.rename(applied_chain / "history-unmounted")
+
+    result = venues_tick(applied_chain, instance, cursor="2026-11")
+
+    assert not result.dynamic_partitions_requests
+    assert result.skip_reason.skip_message == "no newly applied month"
+    assert set(instance.get_dynamic_partitions(VENUES)) == registered
+
+
 def publish_two_months(out: Path) -> tuple[Path, Path, Path]:
     """Publish with the minimal publisher a 2026-11 snapshot (kalshi, polymarket) and the delta
     to 2026-12 (kalshi's 2026-10 fills replaced and 2026-12 added, a new venue's 2026-12 added,

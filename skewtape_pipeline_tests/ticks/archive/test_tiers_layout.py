@@ -132,3 +132,29 @@ def test_relative_text_when_a_finding_names_files_names_them_by_tier_not_by_plac
     assert str(tmp_path) not in shown
     beside = f"{archive.with_name('archive-old')}/x.parquet"  # not under any root: kept
     assert tiers.relative_text(beside) == beside
+
+
+def test_relative_text_when_a_root_is_inside_a_longer_path_or_spelled_relative_keeps_it_whole(
+    tmp_path, monkeypatch
+):
+    """A root is found where messages name files (absolute, ``storage.file_text``) and only
+    whole: a path that merely holds the root's text (``/mnt/<root>/...``) is not cut, a root
+    spelled relative never matches a word of the text, and a root ending a sentence is named."""
+    archive = tmp_path / "my data (1)+" / "archive"
+    archive.mkdir(parents=True)
+    monkeypatch.chdir(archive.parent)
+    tiers = ArchiveTiers.of("archive")
+    mounted = f"/mnt{archive}/x.parquet: missing"
+    assert tiers.relative_text(mounted) == mounted
+    assert tiers.relative_text("the archive root holds 2 files") == "the archive root holds 2 files"
+    assert tiers.relative_text(f"{archive}/x.parquet: missing") == "x.parquet: missing"
+    ending = tiers.relative_text(f"nothing rebuilt under {archive}.", root_name="$H")
+    assert ending == "nothing rebuilt under $H."
+
+
+def test_relative_text_when_the_cold_root_is_an_s3_uri_names_its_objects_by_tier(tmp_path):
+    cold = "s3://bucket/cold?endpoint_override=localhost:9000&scheme=http"
+    tiers = ArchiveTiers.of(tmp_path / "archive", TierPolicy(cold=TierSettings(root=cold)))
+    text = "s3://bucket/cold/2026/a.parquet: missing; s3://bucket/cold2/b.parquet; s3://bucket/cold"
+    shown = "COLD/2026/a.parquet: missing; s3://bucket/cold2/b.parquet; the COLD root"
+    assert tiers.relative_text(text) == shown

@@ -130,16 +130,22 @@ class ArchiveTiers:
         (``<TIER>/<path inside the tier root>``, a hot file relative to the archive root), a
         warm or cold root itself as ``the <TIER> root`` and the archive root itself as
         ``root_name``: what may be shown where the roots' place must not be (it names the
-        machine's folders and moves with the archive). A longer root is replaced before a
-        root it begins with (``archive-warm`` before ``archive``); other text is kept."""
-        roots = {_shown(where): tier for tier, where in self.roots.items()}
-        roots.setdefault(str(self.root), "")
-        for shown in sorted(roots, key=len, reverse=True):
-            tier = roots[shown]
-            inside, itself = (f"{tier}/", f"the {tier} root") if tier else ("", root_name)
-            pattern = re.escape(shown.rstrip("/")) + r"(/|(?![^\s:;,`'\")]))"
-            text = re.sub(pattern, lambda m, a=inside, b=itself: a if m[1] else b, text)
-        return text
+        machine's folders and moves with the archive). A root is found as messages name files
+        (``storage.file_text``: absolute, an S3 URI without its query), whole: not inside a
+        longer path (``/mnt/<root>``, ``<root>.bak``), the longest root first; other text is
+        kept."""
+        named = {_shown(where).rstrip("/"): tier for tier, where in self.roots.items()}
+        named.setdefault(str(self.root.absolute()).rstrip("/"), "")
+        roots = "|".join(re.escape(root) for root in sorted(named, key=len, reverse=True) if root)
+        found = re.compile(rf"(?<![\w/.~-])({roots})(/|(?=$|[\s:;,`'\")]|\.(?:\s|$)))")
+
+        def name(match: re.Match[str]) -> str:
+            tier = named[match[1]]
+            if match[2]:
+                return f"{tier}/" if tier else ""
+            return f"the {tier} root" if tier else root_name
+
+        return found.sub(name, text)
 
     def resolve(self, relative: str) -> TierFile:
         """The file a catalog path names: ``WARM/...`` and ``COLD/...`` inside that tier's
