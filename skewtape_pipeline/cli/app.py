@@ -73,11 +73,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     with _noting_ctrl_c() as ctrl_c:
         try:
             return _run(argv)
-        except Exception:
+        except RuntimeError:
             if not ctrl_c:
                 raise
             # Ctrl-C inside DuckDB: it stops the statement and raises its own error (a
-            # RuntimeError, "Query interrupted") in place of the KeyboardInterrupt
+            # RuntimeError, "Query interrupted") in place of the KeyboardInterrupt; any other
+            # error after a Ctrl-C is still shown as the error it is
             print(INTERRUPTED, file=sys.stderr)
             return EXIT_INTERRUPTED
 

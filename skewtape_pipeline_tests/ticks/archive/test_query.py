@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
@@ -447,3 +450,19 @@ def test_run_query_when_a_writer_removes_a_file_the_view_names_answers_from_a_fr
 
     monkeypatch.setattr(query, "_connect", racing)
     assert run(count, ArchiveCore(root)) == expected
+
+
+def test_query_when_ctrl_c_comes_during_a_long_statement_raises_keyboard_interrupt(tmp_path):
+    """Ctrl-C stops the statement (``con.interrupt()``) and is raised as the KeyboardInterrupt
+    it is; before, DuckDB noticed it only when its long statement ended (minutes later) and
+    raised its own RuntimeError("Query interrupted") instead."""
+    archive = Archive(build_archive(tmp_path, as_of=STAGE_1), policy=POLICY)
+    slow = "SELECT count(*) FROM range(2000000000) t(i) WHERE md5(i::VARCHAR) LIKE '%abc%'"
+    ctrl_c = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    ctrl_c.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            archive.query(slow)
+    finally:
+        ctrl_c.cancel()
+    assert archive.query("SELECT count(*) AS n FROM ticks").column("n").to_pylist()[0] > 0

@@ -72,8 +72,10 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
@@ -466,18 +468,36 @@ def _answered(
     a file of the view changes under it (``trust.settled``)."""
 
     def once() -> _Answer:
-        with _query(sql, archives, options or QueryOptions()) as relation:
-            return answer(relation)
+        with _query(sql, archives, options or QueryOptions()) as (con, relation):
+            return _interruptible(con, lambda: answer(relation))
 
     return settled(once)
+
+
+def _interruptible(con: duckdb.DuckDBPyConnection, work: Callable[[], _Answer]) -> _Answer:
+    """``work()`` (fetching from ``con``) on a thread of its own while the main thread waits,
+    so that Ctrl-C stops the statement at once (``con.interrupt()``) and is raised here as a
+    KeyboardInterrupt: Python runs its handler only between its own steps, and DuckDB looks
+    for it only now and then (a long statement ran to its end, minutes). Off the main thread,
+    which Ctrl-C never reaches, ``work()`` runs in place."""
+    if threading.current_thread() is not threading.main_thread():
+        return work()
+    with ThreadPoolExecutor(1, thread_name_prefix="skewtape-query") as fetching:
+        answer = fetching.submit(work)
+        try:
+            return answer.result()
+        except KeyboardInterrupt:
+            con.interrupt()
+            wait([answer])  # DuckDB's "Query interrupted", or the answer it had finished
+            raise
 
 
 @contextmanager
 def _query(
     sql: str, archives: Archives, options: QueryOptions
-) -> Iterator[duckdb.DuckDBPyRelation | None]:
-    """The relation of ``sql`` (checked: :func:`check_read_only`) on a fresh connection with
-    the view, closed afterwards; DuckDB's errors (while planning or fetching) become
+) -> Iterator[tuple[duckdb.DuckDBPyConnection, duckdb.DuckDBPyRelation | None]]:
+    """The connection and the relation of ``sql`` (checked: :func:`check_read_only`) on a fresh
+    connection with the view, closed afterwards; DuckDB's errors (while planning or fetching) become
     ConfigError naming the query, or DamagedFileError naming a file of the view whose footer
     does not decode. A file of the view that differs from its record or is missing, and one
     DuckDB cannot open, is ``trust.ChangedUnderRead`` (a writer may have just replaced or
@@ -488,7 +508,7 @@ def _query(
     except (DamagedFileError, CatalogMismatchError) as exc:
         raise ChangedUnderRead(exc) from None
     try:
-        yield con.sql(sql, params=list(options.parameters) or None)
+        yield con, con.sql(sql, params=list(options.parameters) or None)
     except duckdb.IOException as exc:  # a file of the view gone or replaced under the query
         raise ChangedUnderRead(ConfigError(f"query {sql!r}: {exc}")) from None
     except duckdb.Error as exc:
