@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 from skewtape_pipeline import fsio
-from skewtape_pipeline.audit import AuditLog
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickFormatError, checked_flag
 from skewtape_pipeline.hashing import FileStamp
 from skewtape_pipeline.locations import refuse_url
@@ -204,32 +203,28 @@ class ArchiveCore:
         return other
 
     @contextmanager
-    def writing(self, *, creates: bool = False) -> Iterator[ArchiveCore]:
-        """Around every write: unless it ``creates`` the archive (a compaction), a root that
-        holds no archive refused first (NotAnArchiveError: ``layout.check_archive_root``; one
-        that holds only the archive's bookkeeping passes), so a mistyped root is never made
-        into an empty archive; a policy to record checked first, its S3 tiers answering
-        (ObjectStoreError naming the tier and its root otherwise, before anything is written);
-        the audit log checked to take records (one given in a folder that does not exist:
-        ConfigError, as ``--audit-log``; ``AuditLog.check_appendable``: its head repaired
-        when a killed writer left none; AuditLogError for a folder, an edited log or a file
-        that is none), so no write is refused at its first record; ``books_and_records`` mode
-        turned on first when asked (idempotent; audited), so the write is refused what that
-        mode refuses; once the write succeeded, the policy given is recorded, first or anew (a
-        record replaced is audited; a refused write records nothing)."""
-        if not creates:
-            check_archive_root(self.root)
-        if self._record is not None:
-            self._record.check_usable()
-        if self.audit_log is not None:
-            if self._audit_given:  # as --audit-log: its folder is never created
-                named = f"audit_log = {str(self.audit_log)!r}"
-                fsio.refuse_missing_folder_above(named, self.audit_log, "the audit log is written")
-            AuditLog(self.audit_log).check_appendable()
-        if self.books_and_records:
-            self.root.mkdir(parents=True, exist_ok=True)
-            self.books.enable(reason="Archive(books_and_records=True)")
-        yield self
-        if self._record is not None and self.root.is_dir():
-            self._record.write(self.books)
-            self._record = None
+    def writing(self, *, creates: bool = False, doing: str = "") -> Iterator[ArchiveCore]:
+        """Around every write (a full disk under it stopped at once, ``fsio.stop_when_disk_full``,
+        when ``doing`` names the write, as a compaction and a re-tiering do): unless it ``creates``
+        the archive (a compaction), a root that holds no archive refused first (NotAnArchiveError:
+        ``layout.check_archive_root``; one that holds only the archive's bookkeeping passes), so a
+        mistyped root is never made into an empty archive; a policy to record checked first, its S3
+        tiers answering (ObjectStoreError naming the tier and its root otherwise, before anything is
+        written); the audit log checked to take records (``Books.check_appendable``), so no write is
+        refused at its first record; ``books_and_records`` mode turned on first when asked
+        (idempotent; audited), so the write is refused what that mode refuses; once the write
+        succeeded, the policy given is recorded, first or anew (a record replaced is audited; a
+        refused write records nothing)."""
+        with fsio.stop_when_disk_full(self.root, doing) if doing else nullcontext():
+            if not creates:
+                check_archive_root(self.root)
+            if self._record is not None:
+                self._record.check_usable()
+            self.books.check_appendable(given=self._audit_given)
+            if self.books_and_records:
+                self.root.mkdir(parents=True, exist_ok=True)
+                self.books.enable(reason="Archive(books_and_records=True)")
+            yield self
+            if self._record is not None and self.root.is_dir():
+                self._record.write(self.books)
+                self._record = None

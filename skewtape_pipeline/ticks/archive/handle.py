@@ -22,7 +22,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from skewtape_pipeline import fsio
 from skewtape_pipeline.ticks.archive.core import BESIDE, ArchiveCore, _Beside
 from skewtape_pipeline.ticks.archive.ops import compact, integrity
 from skewtape_pipeline.ticks.archive.ops import query as views
@@ -191,8 +190,7 @@ class Archive:
         >>> [(r.symbol, r.tier) for r in reports][:1]
         [('ES', 'HOT')]
         """
-        doing = "compacting ticks into it"
-        with fsio.stop_when_disk_full(self.root, doing), self.core.writing(creates=True):
+        with self.core.writing(creates=True, doing="compacting ticks into it"):
             return compact.compact_source(
                 self.core, source, as_of=as_of, encoding=encoding, run=run
             )
@@ -273,7 +271,7 @@ class Archive:
         >>> archive.plan_retier(as_of=date(2026, 12, 1))  # what would move; reads only
         >>> result = archive.retier(as_of=date(2026, 12, 1), months=["2026-10"])
         """
-        with fsio.stop_when_disk_full(self.root, "re-tiering it"), self.core.writing():
+        with self.core.writing(doing="re-tiering it"):
             return retiering.retier(self.core, as_of=as_of, months=months)
 
     def prune(self) -> list[Any]:

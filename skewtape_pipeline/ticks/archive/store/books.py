@@ -145,6 +145,18 @@ class Books:
                 why="the archive is in books_and_records mode (write-once) and the file exists",
             )
 
+    def check_appendable(self, *, given: bool) -> None:
+        """Before a write: the audit log checked to take records (``AuditLog.check_appendable``:
+        its head repaired when a killed writer left none; AuditLogError for a folder, an edited
+        log or a file that is none); one ``given`` by the caller (as ``--audit-log``) in a folder
+        that does not exist refused (ConfigError), never created. Nothing without a log."""
+        if self.audit_log is None:
+            return
+        if given:
+            named = f"audit_log = {str(self.audit_log)!r}"
+            fsio.refuse_missing_folder_above(named, self.audit_log, "the audit log is written")
+        AuditLog(self.audit_log).check_appendable()
+
     def audit(self, records: list[Mapping[str, Any]], *, once: bool = False) -> int:
         """Append ``records`` (actor added) to the audit log; returns how many were appended
         (0 when the archive is not audited: no log). With ``once``, one record the log ends
