@@ -21,6 +21,8 @@ from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
 from skewtape_pipeline_tests.mirror.apply_support import tree_state
 
 BAD_LOCK_TIMEOUTS = [-1, -0.5, math.nan, math.inf, "5", None, True]
+BAD_FLAGS = ["no", "false", 0, 1, None]
+"""Not True or False: each would silently switch a behaviour on or off (a truthy "no")."""
 
 
 def refused_changing_nothing(root: Path, error: type[Exception], match: str, call) -> None:
@@ -68,25 +70,27 @@ def test_catch_up_with_a_bad_lock_timeout_is_refused_naming_it_before_writing(
     )
 
 
-@pytest.mark.parametrize("lock_timeout", [-1, math.nan, "1"])
-def test_fetch_with_a_bad_lock_timeout_is_refused_naming_it_before_any_request(
-    subscriber, publisher, tmp_path, lock_timeout
+@pytest.mark.parametrize(
+    ("argument", "value"),
+    [("lock_timeout", value) for value in (-1, math.nan, "1")]
+    + [("dry_run", flag) for flag in BAD_FLAGS],
+)
+def test_fetch_with_a_bad_argument_is_refused_naming_it_before_any_request(
+    subscriber, publisher, tmp_path, argument, value
 ):
     new_root = tmp_path / "new"
     refused_changing_nothing(
         tmp_path,
         ConfigError,
-        "lock_timeout",
-        lambda: fetch_snapshot(
-            str(publisher), new_root, SAMPLE_FIRST_MONTH, lock_timeout=lock_timeout
-        ),
+        f"{argument} = ",
+        lambda: fetch_snapshot(str(publisher), new_root, SAMPLE_FIRST_MONTH, **{argument: value}),
     )
     assert not new_root.exists()
     refused_changing_nothing(
         tmp_path,
         ConfigError,
-        "lock_timeout",
-        lambda: fetch_deltas(str(publisher), subscriber, lock_timeout=lock_timeout),
+        f"{argument} = ",
+        lambda: fetch_deltas(str(publisher), subscriber, **{argument: value}),
     )
 
 
@@ -220,10 +224,6 @@ def test_an_audit_log_in_a_missing_folder_is_refused_creating_nothing(sample_roo
     assert not audit_log.parent.exists()
 
 
-BAD_FLAGS = ["no", "false", 0, 1, None]
-"""Not True or False: each would silently switch a behaviour on or off (a truthy "no")."""
-
-
 @pytest.mark.parametrize("flag", BAD_FLAGS)
 def test_apply_and_catch_up_with_link_sources_not_a_bool_are_refused_naming_it(sample_root, flag):
     history = sample_root / "history"
@@ -255,26 +255,6 @@ def test_verify_snapshot_with_a_flag_not_a_bool_is_refused_naming_it(sample_root
         ConfigError,
         f"{name} = ",
         lambda: verify_snapshot(snapshot, **{name: flag}),
-    )
-
-
-@pytest.mark.parametrize("flag", BAD_FLAGS)
-def test_fetch_with_dry_run_not_a_bool_is_refused_naming_it_before_any_request(
-    subscriber, publisher, tmp_path, flag
-):
-    new_root = tmp_path / "new"
-    refused_changing_nothing(
-        tmp_path,
-        ConfigError,
-        "dry_run = ",
-        lambda: fetch_snapshot(str(publisher), new_root, SAMPLE_FIRST_MONTH, dry_run=flag),
-    )
-    assert not new_root.exists()
-    refused_changing_nothing(
-        tmp_path,
-        ConfigError,
-        "dry_run = ",
-        lambda: fetch_deltas(str(publisher), subscriber, dry_run=flag),
     )
 
 
