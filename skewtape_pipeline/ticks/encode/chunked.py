@@ -33,6 +33,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from skewtape_pipeline.errors import TickValidationError, quoted, reason
+from skewtape_pipeline.ticks.encode.zstd_framing import ZSTD_MAGIC
 
 DEFAULT_BLOCK_BYTES = 16 * 2**20
 """Bytes of CSV per chunk (pyarrow's streaming reader's block): also the longest line a tick
@@ -66,7 +67,7 @@ class RawChunk:
     row_bytes: pa.Array | None
 
 
-_COMPRESSED = {b"\x1f\x8b": "gzip", b"\x28\xb5\x2f\xfd": "zstd", b"BZh": "bzip2",
+_COMPRESSED = {b"\x1f\x8b": "gzip", ZSTD_MAGIC: "zstd", b"BZh": "bzip2",
                b"\xfd7zXZ\x00": "xz", b"PK\x03\x04": "zip"}  # fmt: skip
 """The magic bytes a compressed file starts with, and its compression."""
 
