@@ -6,15 +6,20 @@ with the standard library only (csv, Decimal, datetime).
 
 from __future__ import annotations
 
+import bz2
 import csv
 import gzip
 import hashlib
+import io
 import json
+import lzma
 import re
+import zipfile
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
 import pytest
+import zstandard
 
 from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.ticks.archive.ops.compact import compact_source
@@ -277,4 +282,35 @@ def test_cli_compact_ticks_when_real_file_is_gzipped_says_so_and_writes_nothing(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err == f"error: {packed}: a gzip-compressed file; decompress it first and give the CSV\n"
+    assert not out.exists()
+
+
+def _zipped(data: bytes) -> bytes:
+    sink = io.BytesIO()
+    with zipfile.ZipFile(sink, "w") as archive:
+        archive.writestr("trades.csv", data)
+    return sink.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("compression", "pack"),
+    [
+        ("zstd", lambda data: zstandard.ZstdCompressor().compress(data)),
+        ("bzip2", bz2.compress),
+        ("xz", lzma.compress),
+        ("zip", _zipped),
+    ],
+)
+def test_cli_compact_ticks_when_real_file_is_compressed_otherwise_names_the_compression(
+    tmp_path, capsys, compression, pack
+):
+    packed = tmp_path / "trades.csv"
+    packed.write_bytes(pack(TARDIS_FILE.read_bytes()))
+    out = tmp_path / "archive"
+    argv = ["compact-ticks", str(packed), "--input-format", "tardis-trades", "--out", str(out),
+            "--as-of", AS_OF.isoformat()]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    expected = f"a {compression}-compressed file; decompress it first and give the CSV"
+    assert err == f"error: {packed}: {expected}\n"
     assert not out.exists()
