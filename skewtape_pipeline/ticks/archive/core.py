@@ -16,7 +16,6 @@ from pathlib import Path
 
 from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import ArchiveBusyError, ConfigError, TickFormatError, checked_flag
-from skewtape_pipeline.hashing import FileStamp
 from skewtape_pipeline.locations import refuse_url
 from skewtape_pipeline.ticks.archive.store.books import Books, default_audit_log
 from skewtape_pipeline.ticks.archive.store.catalog import Catalog, CatalogStore
@@ -30,10 +29,9 @@ from skewtape_pipeline.ticks.archive.store.layout import (
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.store.policy_change import pending_record
 from skewtape_pipeline.ticks.archive.store.tiers import (
-    POLICY_RECORD,
     ArchiveTiers,
+    PolicyRecordWatch,
     check_apart_from_other_archives,
-    recorded_policy,
 )
 from skewtape_pipeline.ticks.archive.store.trust import checked_catalog
 from skewtape_pipeline.ticks.archive.store.versions import VersionLog
@@ -49,14 +47,6 @@ class _Beside:
 BESIDE = _Beside()
 """``audit_log``'s default: ``audit.jsonl`` beside the archive root (a sentinel, so no path
 given, not even one named ``beside``, is taken for it)."""
-
-
-def _stamp_or_none(path: Path) -> FileStamp | None:
-    """The stamp of the file at ``path``; None when there is none."""
-    try:
-        return FileStamp.of(path)
-    except FileNotFoundError:
-        return None
 
 
 def archive_lock(lock_file: Path, *, timeout: float, what: str) -> AbstractContextManager[None]:
@@ -108,9 +98,9 @@ class ArchiveCore:
             check_apart_from_other_archives(self.root)
         if policy is not None and not isinstance(policy, TierPolicy):
             raise ConfigError(f"policy = {policy!r}: expected a TierPolicy")
-        self._policy_stamp = _stamp_or_none(self.root / POLICY_RECORD)
-        recorded = recorded_policy(self.root)
-        self._recorded = None if recorded is None else recorded.to_dict()
+        self._policy_watch = PolicyRecordWatch(self.root)
+        """The policy record as opened: checked unchanged under the lock (:meth:`locked`)."""
+        recorded = self._policy_watch.recorded
         self.catalog = CatalogStore(self.root)
         """The archive's catalog and hot file records (``store.catalog.CatalogStore``)."""
         self.tiers: ArchiveTiers = ArchiveTiers.of(self.root, policy or recorded)
@@ -147,30 +137,16 @@ class ArchiveCore:
     def locked(self, what: str, *, finish: bool = True) -> Iterator[None]:
         """The archive's one lock (:func:`archive_lock`), waited for up to
         ``lock_timeout`` seconds; ``what`` names the holder's work in a refusal
-        (ArchiveBusyError). Once it is held, a hot file's publication a killed compaction left
-        between its rename and its audit record is finished first (:meth:`_finish_publication`),
-        unless ``finish`` is False (a holder that writes nothing: ``verify-archive``)."""
+        (ArchiveBusyError). Once it is held, a policy record another writer replaced since this
+        archive was opened is refused (ConfigError: ``PolicyRecordWatch.check_unchanged``), and a
+        hot file's publication a killed compaction left between its rename and its audit record is
+        finished (:meth:`_finish_publication`), unless ``finish`` is False (a holder that writes
+        nothing: ``verify-archive``)."""
         with archive_lock(self.root / ARCHIVE_LOCK_FILE, timeout=self.lock_timeout, what=what):
-            self._check_policy_record()
+            self._policy_watch.check_unchanged(self.tiers.record)
             if finish:
                 self._finish_publication()
             yield
-
-    def _check_policy_record(self) -> None:
-        """ConfigError when another process replaced the archive's policy record since this
-        archive was opened with a policy neither record gave (its tiers would be stale: files
-        written where the archive no longer looks); one stat while the record is unchanged."""
-        stamp = _stamp_or_none(self.root / POLICY_RECORD)
-        if stamp == self._policy_stamp:
-            return
-        now = recorded_policy(self.root)
-        if now is not None and now.to_dict() not in (self._recorded, self.tiers.record):
-            raise ConfigError(
-                f"{self.root / POLICY_RECORD}: another writer changed the archive's tier policy "
-                "since this one opened the archive; refused before writing under the old one: "
-                "run it again"
-            )
-        self._policy_stamp = stamp
 
     def _finish_publication(self) -> None:
         """Append the record and the audit record of a hot file a killed compaction renamed

@@ -20,6 +20,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import ConfigError, NotAnArchiveError, TickFormatError
+from skewtape_pipeline.hashing import FileStamp
 from skewtape_pipeline.storage import (
     S3_SCHEME,
     ObjectFile,
@@ -277,6 +278,42 @@ def recorded_policy(root: Path) -> TierPolicy | None:
     except OSError as exc:
         raise ConfigError(f"{path}: unreadable tier policy record ({exc.strerror})") from None
     return TierPolicy.from_dict(fsio.load_json(raw, path, error=ConfigError), source=str(path))
+
+
+class PolicyRecordWatch:
+    """The archive's policy record as an archive opened it (:meth:`open`): :attr:`recorded`,
+    and :meth:`check_unchanged`, what a writer calls once it holds the lock, so it never writes
+    under tiers another writer's policy record moved since."""
+
+    def __init__(self, root: Path):
+        self.path = Path(root) / POLICY_RECORD
+        self._stamp = _stamp_or_none(self.path)  # before the read: a change between is seen
+        self.recorded = recorded_policy(root)
+        """The policy the record held when opened (``recorded_policy``; None: none)."""
+        self._opened = None if self.recorded is None else self.recorded.to_dict()
+
+    def check_unchanged(self, resolved: Mapping[str, Any]) -> None:
+        """ConfigError when another process replaced the record since it was opened with a
+        policy neither the record opened nor ``resolved`` (the tiers in use: their
+        ``ArchiveTiers.record``) gives; one stat while the record is unchanged."""
+        stamp = _stamp_or_none(self.path)
+        if stamp == self._stamp:
+            return
+        now = recorded_policy(self.path.parent)
+        if now is not None and now.to_dict() not in (self._opened, resolved):
+            raise ConfigError(
+                f"{self.path}: another writer changed the archive's tier policy since this one "
+                "opened the archive; refused before writing under the old one: run it again"
+            )
+        self._stamp = stamp
+
+
+def _stamp_or_none(path: Path) -> FileStamp | None:
+    """The stamp of the file at ``path``; None when there is none."""
+    try:
+        return FileStamp.of(path)
+    except FileNotFoundError:
+        return None
 
 
 def record_policy(root: Path, record: Mapping[str, Any], *, replace: bool = False) -> None:
