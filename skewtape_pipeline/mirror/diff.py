@@ -30,6 +30,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from skewtape_pipeline.duckdb_interrupt import interruptible
 from skewtape_pipeline.errors import ChecksumMismatchError, DeltaBuildError, checked_flag
 from skewtape_pipeline.fsio import TEMP_MARKER, fsync_dir
 from skewtape_pipeline.hashing import format_checksums, sha256_bytes, sha256_file
@@ -293,7 +294,8 @@ def _with_row_index(table: pa.Table) -> pa.Table:
 
 
 def _indices(con: duckdb.DuckDBPyConnection, query: str) -> pa.Array:
-    return con.sql(query).to_arrow_table().column(0).combine_chunks().cast(pa.int64())
+    table = interruptible(con, lambda: con.sql(query).to_arrow_table())
+    return table.column(0).combine_chunks().cast(pa.int64())
 
 
 def _quote(name: str) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 
 from skewtape_pipeline import faults, fsio
+from skewtape_pipeline.duckdb_interrupt import interruptible
 from skewtape_pipeline.errors import StorageError
 
 DUCKDB_THREADS = 2
@@ -73,12 +74,14 @@ def merge_table(
     Idempotent in rows (applying the same changes twice gives the same rows). The result is
     written to a temporary file beside ``out`` and renamed over it; a failure or crash leaves
     ``out`` as it was (plus, after a crash, a temporary file that the next run removes).
-    DuckDB's I/O errors (a full disk) are raised as :class:`StorageError` naming ``table``.
+    DuckDB's I/O errors (a full disk) are raised as :class:`StorageError` naming ``table``;
+    Ctrl-C stops the statement at once (``duckdb_interrupt.interruptible``).
     """
 
     def write(temp: Path) -> None:
         try:
-            con.execute(merge_query(table, changes, temp, keys, columns=columns))
+            query = merge_query(table, changes, temp, keys, columns=columns)
+            interruptible(con, lambda: con.execute(query))
         except duckdb.IOException as exc:  # a full disk, an I/O error: an OS error, one line
             first_line = str(exc).strip().splitlines()[0]
             raise StorageError(

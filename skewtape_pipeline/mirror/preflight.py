@@ -19,6 +19,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from skewtape_pipeline.duckdb_interrupt import interruptible
 from skewtape_pipeline.errors import (
     ChangeFileError,
     ChecksumMismatchError,
@@ -516,12 +517,18 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _one_row(con: duckdb.DuckDBPyConnection, sql: str, parameters: dict) -> tuple | None:
+    """The first row of ``sql`` on ``con``, a statement Ctrl-C stops at once."""
+    return interruptible(con, lambda: con.execute(sql, parameters).fetchone())
+
+
 def _check_change_rows(
     con: duckdb.DuckDBPyConnection, changes: Path, keys: tuple[str, ...]
 ) -> ChangeStats:
     key_nulls = " OR ".join(f"row.{_quote(key)} IS NULL" for key in keys)
     which_null = " ".join(f"WHEN row.{_quote(key)} IS NULL THEN '{key}'" for key in keys)
-    upserts, deletes, bad_op_row, bad_op, null_key_row, null_key = con.execute(
+    upserts, deletes, bad_op_row, bad_op, null_key_row, null_key = _one_row(
+        con,
         f"""
         SELECT
           count(*) FILTER (WHERE op = 'upsert'),
@@ -535,7 +542,7 @@ def _check_change_rows(
         FROM read_parquet($changes, file_row_number = true)
         """,
         {"changes": str(changes)},
-    ).fetchone()
+    )
     if bad_op_row is not None:
         raise ChangeFileError(
             f"row {bad_op_row} has op {quoted(bad_op)}; expected one of {', '.join(CHANGE_OPS)}",
@@ -550,14 +557,15 @@ def _check_change_rows(
             field="row",
         )
     key_list = ", ".join(f"row.{_quote(key)}::VARCHAR" for key in keys)
-    duplicate = con.execute(
+    duplicate = _one_row(
+        con,
         f"""
         SELECT [{key_list}], list(file_row_number ORDER BY file_row_number)
         FROM read_parquet($changes, file_row_number = true)
         GROUP BY ALL HAVING count(*) > 1 LIMIT 1
         """,
         {"changes": str(changes)},
-    ).fetchone()
+    )
     if duplicate is not None:
         raise ChangeFileError(
             f"the key {dict(zip(keys, duplicate[0], strict=True))} appears in rows "

@@ -1,5 +1,6 @@
-"""Ctrl-C in ``fetch``, ``sync``, ``compact-ticks`` and ``query``: one line ("interrupted;
-run again to resume"), exit 130, no traceback; the rerun finishes the work. A fetch lock left by
+"""Ctrl-C in ``fetch``, ``sync``, ``compact-ticks`` and ``query``: one line ("interrupted; run
+again to resume"), exit 130, no traceback; the rerun finishes the work. In an apply's merges, it
+stops DuckDB's statement at once. A fetch lock left by
 a process of this host that died is taken over by the next fetch."""
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ import threading
 import time
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from skewtape_pipeline.cli.app import INTERRUPTED, main
+from skewtape_pipeline.mirror import merge
 from skewtape_pipeline.mirror.fetch import LOCK_NAME
 from skewtape_pipeline_tests.mirror.conftest import LARGE_NEXT
 from skewtape_pipeline_tests.mirror.publisher_servers import FaultProxy
@@ -59,6 +63,35 @@ def assert_one_line(err: str) -> None:
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert err.rstrip("\n").splitlines()[-1] == INTERRUPTED
     assert err.count(INTERRUPTED) == 1
+
+
+def test_ctrl_c_in_a_table_merge_stops_duckdb_at_once_and_leaves_the_table(tmp_path, monkeypatch):
+    """Ctrl-C while a merge's statement runs: DuckDB stops it there (what it did rolled back),
+    the table stays as it was and Ctrl-C is raised as itself (before: DuckDB's RuntimeError, or,
+    for a statement that does not look, after it ran to its end). The statement put in the
+    merge's place runs tens of seconds here and leaves its rows behind if it runs to its end."""
+    table, changes = tmp_path / "markets.parquet", tmp_path / "changes.parquet"
+    pq.write_table(pa.table({"market_id": ["a", "b"]}), table)
+    pq.write_table(pa.table({"op": ["delete"], "row": [{"market_id": "a"}]}), changes)
+    before = table.read_bytes()
+    con = merge.connect()
+    con.execute("CREATE TABLE finished (i BIGINT)")
+    slow = (
+        "INSERT INTO finished SELECT i FROM range(200000000) t(i) "
+        "WHERE md5(i::VARCHAR) LIKE '%abc%'"
+    )
+    monkeypatch.setattr(merge, "merge_query", lambda *_args, **_kwargs: slow)
+    ctrl_c = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    ctrl_c.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            merge.merge_table(con, table, changes, ("market_id",), checkpoint_name="markets")
+    finally:
+        ctrl_c.cancel()
+
+    assert con.execute("SELECT count(*) FROM finished").fetchone() == (0,)
+    assert table.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["changes.parquet", "markets.parquet"]
 
 
 @pytest.mark.parametrize("command", ["fetch", "sync"])

@@ -72,10 +72,8 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
@@ -86,6 +84,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
 
+from skewtape_pipeline.duckdb_interrupt import interruptible
 from skewtape_pipeline.errors import (
     CatalogMismatchError,
     ConfigError,
@@ -469,27 +468,9 @@ def _answered(
 
     def once() -> _Answer:
         with _query(sql, archives, options or QueryOptions()) as (con, relation):
-            return _interruptible(con, lambda: answer(relation))
+            return interruptible(con, lambda: answer(relation))
 
     return settled(once)
-
-
-def _interruptible(con: duckdb.DuckDBPyConnection, work: Callable[[], _Answer]) -> _Answer:
-    """``work()`` (fetching from ``con``) on a thread of its own while the main thread waits,
-    so that Ctrl-C stops the statement at once (``con.interrupt()``) and is raised here as a
-    KeyboardInterrupt: Python runs its handler only between its own steps, and DuckDB looks
-    for it only now and then (a long statement ran to its end, minutes). Off the main thread,
-    which Ctrl-C never reaches, ``work()`` runs in place."""
-    if threading.current_thread() is not threading.main_thread():
-        return work()
-    with ThreadPoolExecutor(1, thread_name_prefix="skewtape-query") as fetching:
-        answer = fetching.submit(work)
-        try:
-            return answer.result()
-        except KeyboardInterrupt:
-            con.interrupt()
-            wait([answer])  # DuckDB's "Query interrupted", or the answer it had finished
-            raise
 
 
 @contextmanager
