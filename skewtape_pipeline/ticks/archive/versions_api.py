@@ -5,8 +5,9 @@ tag, prune, past bytes), part of the front door. Reading as of a version stays o
 from __future__ import annotations
 
 import builtins
-from datetime import date, datetime
+from datetime import UTC, date, datetime, time
 
+from skewtape_pipeline.errors import ConfigError, quoted
 from skewtape_pipeline.ticks.archive.core import ArchiveCore
 from skewtape_pipeline.ticks.archive.ops.version_pruning import (
     PruneResult,
@@ -67,19 +68,29 @@ class ArchiveVersions:
         """
         return self._core.versions.latest()
 
-    def at(self, when: datetime) -> int | None:
+    def at(self, when: datetime | date) -> int | None:
         """The number of the latest version committed at or before ``when``.
 
         Parameters
         ----------
         when
-            A time (naive: UTC).
+            A time (naive: UTC), or a date: its midnight, UTC (as ``Archive.read``'s
+            ``as_of`` takes one).
 
         Returns
         -------
         int or None
             Its number; None when none was committed by then.
+
+        Raises
+        ------
+        ConfigError
+            ``when`` is neither a datetime nor a date.
         """
+        if not isinstance(when, date):
+            raise ConfigError(f"when = {quoted(when)}: expected a datetime or a date")
+        if not isinstance(when, datetime):
+            when = datetime.combine(when, time(), tzinfo=UTC)
         return self._core.versions.at(when)
 
     def tags(self) -> dict[str, int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import fields
-from datetime import date
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -173,7 +173,8 @@ def test_archive_verbs_given_arguments_of_the_wrong_type_refuse_naming_them_writ
     """``withdraw(None)`` and ``remove(5)`` were bare TypeErrors, ``open_view(None)`` an
     AttributeError after the files were verified (and their cache written), and
     ``rebuild_catalog(allow_fewer="no")`` allowed losing symbol-days, ``verify(full="no")``
-    scrubbed every page, ``days(None)`` answered no days."""
+    scrubbed every page, ``days(None)`` answered no days, ``versions.at("2026-01-01")`` was an
+    AttributeError."""
     archive = Archive(tmp_path / "archive")
     source = read_canonical(write_four_day_csv(tmp_path / "ticks.csv"))
     archive.compact(source, as_of=date(2025, 12, 5), encoding=PRICE_SCALE_2)
@@ -186,6 +187,8 @@ def test_archive_verbs_given_arguments_of_the_wrong_type_refuse_naming_them_writ
         (lambda: archive.verify(full="no"), "full = 'no'"),
         (lambda: archive.days(None), "symbol = None"),
         (lambda: archive.days(["KX-0"]), r"symbol = \['KX-0'\]"),
+        (lambda: archive.versions.at("2026-01-01"), "when = '2026-01-01'"),
+        (lambda: archive.versions.at(None), "when = None"),
     ]:
         with pytest.raises(ConfigError, match=named):
             call()
@@ -194,6 +197,18 @@ def test_archive_verbs_given_arguments_of_the_wrong_type_refuse_naming_them_writ
         for item in sorted((p, p.stat().st_mtime_ns) for p in tmp_path.rglob("*"))
         if not item[0].name.endswith(".lock")
     ] == [item for item in before if not item[0].name.endswith(".lock")]
+
+
+def test_archive_versions_at_a_date_answers_as_at_its_midnight_utc(tmp_path):
+    archive = Archive(tmp_path / "archive")
+    source = read_canonical(write_four_day_csv(tmp_path / "ticks.csv"))
+    archive.compact(source, as_of=date(2025, 12, 5), encoding=PRICE_SCALE_2)
+    committed = archive.versions.latest().time.date()
+    after, before = committed + timedelta(days=1), committed - timedelta(days=1)
+
+    assert archive.versions.at(after) == archive.versions.latest().version
+    assert archive.versions.at(after) == archive.versions.at(datetime.combine(after, time(), UTC))
+    assert archive.versions.at(before) is None
 
 
 @pytest.mark.parametrize("root", [None, 5, ""])
