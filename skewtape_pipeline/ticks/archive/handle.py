@@ -218,8 +218,8 @@ class Archive:
         Raises
         ------
         ConfigError
-            A missing or negative ``age_days``, scales or a unit other than the archive's; nothing
-            written.
+            A batch or write of another type, a missing or negative ``age_days``, scales or a
+            unit other than the archive's; nothing written.
         TickValidationError
             An empty, unsorted or invalid batch, a tick off the day, a bad symbol
             (PrecisionLossError: a timestamp finer than the encoding's unit); nothing written.

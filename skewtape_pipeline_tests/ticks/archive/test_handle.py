@@ -174,11 +174,14 @@ def test_archive_verbs_given_arguments_of_the_wrong_type_refuse_naming_them_writ
     AttributeError after the files were verified (and their cache written), and
     ``rebuild_catalog(allow_fewer="no")`` allowed losing symbol-days, ``verify(full="no")``
     scrubbed every page, ``days(None)`` answered no days, ``versions.at("2026-01-01")`` was an
-    AttributeError."""
+    AttributeError, ``retier(months=5)`` a TypeError, ``compact_symbol_day`` given no
+    SymbolDayWrite an AttributeError."""
     archive = Archive(tmp_path / "archive")
     source = read_canonical(write_four_day_csv(tmp_path / "ticks.csv"))
     archive.compact(source, as_of=date(2025, 12, 5), encoding=PRICE_SCALE_2)
     before = sorted((p, p.stat().st_mtime_ns) for p in tmp_path.rglob("*"))
+    batch = make_batch([(1_764_547_200 * 10**9, 70, 1, 1)], price_scale=2)
+    write = SymbolDayWrite(symbol="KX-0", day=date(2025, 12, 1), age_days=4)
     for call, named in [
         (lambda: archive.withdraw(None), "keys = None"),
         (lambda: archive.remove(5), "keys = 5"),
@@ -189,6 +192,10 @@ def test_archive_verbs_given_arguments_of_the_wrong_type_refuse_naming_them_writ
         (lambda: archive.days(["KX-0"]), r"symbol = \['KX-0'\]"),
         (lambda: archive.versions.at("2026-01-01"), "when = '2026-01-01'"),
         (lambda: archive.versions.at(None), "when = None"),
+        (lambda: archive.retier(as_of=date(2025, 12, 5), months=5), "months = 5"),
+        (lambda: archive.plan_retier(as_of=date(2025, 12, 5), months=5), "months = 5"),
+        (lambda: archive.compact_symbol_day(batch, None), "write = None"),
+        (lambda: archive.compact_symbol_day(None, write), "batch = None"),
     ]:
         with pytest.raises(ConfigError, match=named):
             call()

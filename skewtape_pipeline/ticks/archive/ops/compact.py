@@ -60,7 +60,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from skewtape_pipeline import faults, fsio
-from skewtape_pipeline.errors import ConfigError, TickFormatError, TickValidationError
+from skewtape_pipeline.errors import ConfigError, TickFormatError, TickValidationError, quoted
 from skewtape_pipeline.hashing import FileStamp, sha256_file
 from skewtape_pipeline.storage import TierFile
 from skewtape_pipeline.ticks.archive.ops.compact_plan import (
@@ -152,6 +152,10 @@ def _planned(batch: TickBatch, write: SymbolDayWrite) -> PlannedSymbolDay:
     """The symbol-day checked as ``Archive.compact_symbol_day`` says (``age_days`` too, before
     anything is written: ``policy.check_age_days``), its batch at the encoding's timestamp unit,
     its raw size the one measured in ``write.source`` or else the canonical CSV's."""
+    if not isinstance(write, SymbolDayWrite):
+        raise ConfigError(f"write = {quoted(write)}: expected a SymbolDayWrite")
+    if not isinstance(batch, TickBatch):
+        raise ConfigError(f"batch = {quoted(batch)}: expected a TickBatch")
     check_age_days(write.age_days)
     day = _check_date(write.day, name="day")
     encode_symbol(write.symbol)
