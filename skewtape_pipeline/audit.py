@@ -54,6 +54,7 @@ from skewtape_pipeline.errors import AuditLogError, MalformedJsonError, checked_
 from skewtape_pipeline.fsio import (
     TEMP_MARKER,
     atomic_write_bytes,
+    checked_path,
     fsync_dir,
     load_json,
     naming,
@@ -608,10 +609,12 @@ def verify_audit_log(path: Path, *, allow_torn_tail: bool = True) -> int:
     Raises
     ------
     ConfigError
-        ``allow_torn_tail`` is not True or False (a truthy "no" would allow a torn tail).
+        ``path`` is no path (None, a number); ``allow_torn_tail`` is not True or False (a truthy
+        "no" would allow a torn tail).
     AuditLogError
         As :func:`check_audit_log`.
     """
+    path = checked_path(path, "path", "an audit log file")
     checked_flag(allow_torn_tail, "allow_torn_tail")
     return check_audit_log(path, allow_torn_tail=allow_torn_tail).records
 

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from skewtape_pipeline.duckdb_interrupt import interruptible
 from skewtape_pipeline.errors import ChecksumMismatchError, DeltaBuildError, checked_flag
-from skewtape_pipeline.fsio import TEMP_MARKER, fsync_dir
+from skewtape_pipeline.fsio import TEMP_MARKER, checked_path, fsync_dir
 from skewtape_pipeline.hashing import format_checksums, sha256_bytes, sha256_file
 from skewtape_pipeline.mirror.folder_kinds import check_snapshot_folder
 from skewtape_pipeline.mirror.format import (
@@ -86,6 +86,9 @@ def build_delta(
 
     Raises
     ------
+    ConfigError
+        ``parent``, ``next_snapshot`` or ``out`` is no path (None, a number); ``verify_inputs``
+        not True or False.
     WrongFolderError
         ``parent`` or ``next_snapshot`` is a delta, a history folder or a deltas folder, not a
         snapshot (named; nothing written, ``out`` not created).
@@ -98,7 +101,9 @@ def build_delta(
         A snapshot file changed while it was copied.
     """
     checked_flag(verify_inputs, "verify_inputs")  # a falsy 0 or "" would skip verifying
-    parent, next_snapshot, out = Path(parent), Path(next_snapshot), Path(out)
+    parent = checked_path(parent, "parent", "the parent snapshot's folder")
+    next_snapshot = checked_path(next_snapshot, "next_snapshot", "the next snapshot's folder")
+    out = checked_path(out, "out", "the delta's folder")
     check_snapshot_folder(parent)
     check_snapshot_folder(next_snapshot)
     _check_out(out, parent, next_snapshot)

@@ -278,7 +278,8 @@ def fetch_deltas(
     ConfigError
         ``lock_timeout`` is negative, not finite or not a number, ``until`` is not a month
         ``YYYY-MM``, ``root`` is no path, a file or in a folder that does not exist, or
-        ``source`` is neither a location nor a Source (nothing requested or written).
+        ``source`` is neither a location nor a Source, ``settings`` no TransferSettings
+        (nothing requested or written).
     """
     if until is not None:
         checked_month(until, f"until = {until!r}")
@@ -374,6 +375,8 @@ def _checked_arguments(
     one that exists, as the command line's ``--root``."""
     lock_timeout = fsio.checked_lock_timeout(lock_timeout)
     checked_flag(dry_run, "dry_run")
+    if settings is not None and not isinstance(settings, TransferSettings):
+        raise ConfigError(f"settings = {settings!r}: expected a TransferSettings or None")
     root = fsio.checked_path(root, "root", "the data root folder")
     if root.exists() and not root.is_dir():
         raise ConfigError(f"root = {str(root)!r}: is a file; expected the data root folder")

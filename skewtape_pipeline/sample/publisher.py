@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from skewtape_pipeline.errors import ConfigError, SampleRootError
-from skewtape_pipeline.fsio import TEMP_MARKER, atomic_write_bytes, fsync_dir
+from skewtape_pipeline.fsio import TEMP_MARKER, atomic_write_bytes, checked_path, fsync_dir
 from skewtape_pipeline.mirror.diff import build_delta
 from skewtape_pipeline.mirror.snapshot import seal_snapshot
 from skewtape_pipeline.sample.fills import Fills, candles_from, correct_fills, generate_fills
@@ -126,7 +126,7 @@ def publish_sample(
     Raises
     ------
     ConfigError
-        An option is invalid (nothing is written).
+        ``root`` is no path (None, a number) or an option is invalid (nothing is written).
     SampleRootError
         The folder that would hold ``root`` does not exist,
         ``root/history`` or ``root/deltas`` already holds something, or ``snapshots_dir``
@@ -134,7 +134,7 @@ def publish_sample(
     """
     plan = ChainPlan.build(first_month=first_month, months=months)
     _check_options(seed, fills_per_venue_month)
-    root = Path(root)
+    root = checked_path(root, "root", "the folder to publish into")
     _refuse_existing(root, plan, snapshots_dir)
     topics = max(MIN_TOPICS, fills_per_venue_month // TRADES_PER_TOPIC)
     universe = Universe.build(plan, seed=seed, topics_per_month=topics)

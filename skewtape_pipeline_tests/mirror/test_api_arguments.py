@@ -1,5 +1,6 @@
 """Bad arguments to the mirror's Python entry points (``apply_delta``, ``catch_up``,
-``fetch_deltas``, ``fetch_snapshot``, ``verify_snapshot``) are refused as the command line
+``fetch_deltas``, ``fetch_snapshot``, ``verify_snapshot``, ``build_delta``,
+``verify_audit_log``, ``publish_sample``) are refused as the command line
 refuses them: a typed error naming the argument, raised before anything is written or
 requested, the data root left as it was."""
 
@@ -17,6 +18,7 @@ from skewtape_pipeline.mirror.catchup import catch_up
 from skewtape_pipeline.mirror.diff import build_delta
 from skewtape_pipeline.mirror.fetch import fetch_deltas, fetch_snapshot
 from skewtape_pipeline.mirror.verify import verify_snapshot
+from skewtape_pipeline.sample.publisher import publish_sample
 from skewtape_pipeline_tests.conftest import SAMPLE_FIRST_MONTH
 from skewtape_pipeline_tests.mirror.apply_support import tree_state
 
@@ -73,7 +75,8 @@ def test_catch_up_with_a_bad_lock_timeout_is_refused_naming_it_before_writing(
 @pytest.mark.parametrize(
     ("argument", "value"),
     [("lock_timeout", value) for value in (-1, math.nan, "1")]
-    + [("dry_run", flag) for flag in BAD_FLAGS],
+    + [("dry_run", flag) for flag in BAD_FLAGS]
+    + [("settings", value) for value in ("fast", 5)],
 )
 def test_fetch_with_a_bad_argument_is_refused_naming_it_before_any_request(
     subscriber, publisher, tmp_path, argument, value
@@ -277,3 +280,31 @@ def test_verify_audit_log_with_allow_torn_tail_not_a_bool_is_refused_naming_it(t
     log.write_text("")
     with pytest.raises(ConfigError, match="allow_torn_tail = "):
         verify_audit_log(log, allow_torn_tail=flag)
+
+
+@pytest.mark.parametrize("argument", ["parent", "next_snapshot", "out"])
+@pytest.mark.parametrize("value", [None, 5])
+def test_build_delta_with_a_path_argument_that_is_no_path_is_refused_naming_it(
+    sample_root, argument, value
+):
+    """Each was a bare TypeError from ``Path``."""
+    history = sample_root / "history"
+    given = {
+        "parent": history / SAMPLE_FIRST_MONTH,
+        "next_snapshot": history / "2026-10",
+        "out": sample_root / "built-delta",
+        argument: value,
+    }
+    refused_changing_nothing(
+        sample_root, ConfigError, f"{argument} = {value}: expected", lambda: build_delta(**given)
+    )
+
+
+@pytest.mark.parametrize("value", [None, 5])
+def test_verify_audit_log_and_publish_sample_given_no_path_refuse_naming_it(tmp_path, value):
+    """Each was a bare TypeError from ``Path``."""
+    with pytest.raises(ConfigError, match=f"path = {value}: expected"):
+        verify_audit_log(value)
+    refused_changing_nothing(
+        tmp_path, ConfigError, f"root = {value}: expected", lambda: publish_sample(value)
+    )

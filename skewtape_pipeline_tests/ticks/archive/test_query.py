@@ -413,6 +413,26 @@ def test_run_query_when_given_a_path_not_an_archive_core_refuses_naming_it(tmp_p
         run_query("SELECT count(*) FROM ticks", [])
 
 
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        (lambda core: run_query("SELECT 1", 5), "archives = 5"),
+        (lambda core: run_query_text("SELECT 1", None), "archives = None"),
+        (lambda core: run_query("SELECT 1", core, "threads=1"), "options = 'threads=1'"),
+        (lambda core: run_query_json("SELECT 1", core, 4), "options = 4"),
+        (lambda core: ticks_view_sql(core, name=5), "name = 5"),
+        (lambda core: open_ticks_view(duckdb.connect(), core, narrow="AMZN"), "narrow = 'AMZN'"),
+    ],
+)
+def test_query_entry_points_given_an_argument_of_another_type_refuse_naming_it(
+    tmp_path, call, named
+):
+    """Each was a bare TypeError or AttributeError."""
+    core = ArchiveCore(build_archive(tmp_path, as_of=AS_OF, days=DAYS[:1]))
+    with pytest.raises(ConfigError, match=named):
+        call(core)
+
+
 def test_query_options_when_built_fix_parameters_and_the_same_options_serve_every_form(tmp_path):
     root, expected = _ns_archive(tmp_path)
     given = ["AMZN"]

@@ -73,7 +73,7 @@ import os
 import re
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
@@ -173,7 +173,7 @@ class _View:
 def _view(
     archives: Archives, name: str, as_of: AsOf | None = None, narrow: Narrow | None = None
 ) -> _View:
-    if not name.isidentifier():
+    if not isinstance(name, str) or not name.isidentifier():
         raise ConfigError(f"name = {name!r}: expected an SQL identifier")
     branches, datasets, uris = [], {}, set()
     checked = _archives(archives)
@@ -316,6 +316,8 @@ def open_ticks_view(
     """Create (or replace) the view ``name`` on ``con`` (the contract: ``Archive.open_view``)."""
     if not isinstance(con, duckdb.DuckDBPyConnection):  # checked before any file is verified
         raise ConfigError(f"con = {con!r}: expected a duckdb.DuckDBPyConnection")
+    if narrow is not None and not callable(narrow):
+        raise ConfigError(f"narrow = {narrow!r}: expected a function of the state, or None")
     view = _view(archives, name, as_of, narrow)
     for table, dataset in view.datasets.items():
         con.register(table, dataset)
@@ -467,7 +469,7 @@ def _answered(
     a file of the view changes under it (``trust.settled``)."""
 
     def once() -> _Answer:
-        with _query(sql, archives, options or QueryOptions()) as (con, relation):
+        with _query(sql, archives, _options(options)) as (con, relation):
             return interruptible(con, lambda: answer(relation))
 
     return settled(once)
@@ -694,12 +696,26 @@ def _allowed_folders(archives: Archives) -> list[Path]:
     return folders
 
 
+def _options(options: QueryOptions | None) -> QueryOptions:
+    """``options`` (None: the defaults); ConfigError for anything but a QueryOptions."""
+    if options is None:
+        return QueryOptions()
+    if not isinstance(options, QueryOptions):
+        raise ConfigError(f"options = {options!r}: expected a QueryOptions or None")
+    return options
+
+
 def _archives(archives: Archives) -> list[ArchiveCore]:
     """``archives`` as a list, each checked: an ``ArchiveCore`` whose root is an archive root
     (``layout.check_archive_root``: an empty folder is refused) below no
     ``symbol=``/``date=`` folder, each archive once (by its resolved root). ConfigError naming
     the item otherwise (a bare path included: its core is ``Archive(root).core``)."""
-    items = [archives] if isinstance(archives, ArchiveCore | str | Path) else list(archives)
+    if isinstance(archives, ArchiveCore | str | Path):
+        items = [archives]
+    elif isinstance(archives, Iterable):
+        items = list(archives)
+    else:
+        raise ConfigError(f"archives = {archives!r}: expected an archive's core or a list of them")
     if not items:
         raise ConfigError("archives: expected at least one archive's core")
     seen: dict[Path, Path] = {}
