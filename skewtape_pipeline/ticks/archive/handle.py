@@ -168,8 +168,8 @@ class Archive:
         ArchiveSchemaError
             The data needs a finer unit or a larger scale than the archive records.
         ConfigError
-            A ``source`` that is no tick reader (a path), a vocabulary the data does not
-            follow, no symbol where the input has none.
+            A ``source`` that is no tick reader (a path), a ``run`` or ``encoding`` of another
+            type, a vocabulary the data does not follow, no symbol where the input has none.
         TickValidationError
             Invalid input, naming the row and column (PrecisionLossError: a value too fine).
         RoundTripError

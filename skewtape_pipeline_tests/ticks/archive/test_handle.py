@@ -175,13 +175,17 @@ def test_archive_verbs_given_arguments_of_the_wrong_type_refuse_naming_them_writ
     ``rebuild_catalog(allow_fewer="no")`` allowed losing symbol-days, ``verify(full="no")``
     scrubbed every page, ``days(None)`` answered no days, ``versions.at("2026-01-01")`` was an
     AttributeError, ``retier(months=5)`` a TypeError, ``compact_symbol_day`` given no
-    SymbolDayWrite an AttributeError."""
+    SymbolDayWrite and ``compact(run=None)`` AttributeErrors."""
     archive = Archive(tmp_path / "archive")
     source = read_canonical(write_four_day_csv(tmp_path / "ticks.csv"))
     archive.compact(source, as_of=date(2025, 12, 5), encoding=PRICE_SCALE_2)
     before = sorted((p, p.stat().st_mtime_ns) for p in tmp_path.rglob("*"))
     batch = make_batch([(1_764_547_200 * 10**9, 70, 1, 1)], price_scale=2)
     write = SymbolDayWrite(symbol="KX-0", day=date(2025, 12, 1), age_days=4)
+
+    def again():
+        return read_canonical(tmp_path / "ticks.csv")
+
     for call, named in [
         (lambda: archive.withdraw(None), "keys = None"),
         (lambda: archive.remove(5), "keys = 5"),
@@ -196,6 +200,7 @@ def test_archive_verbs_given_arguments_of_the_wrong_type_refuse_naming_them_writ
         (lambda: archive.plan_retier(as_of=date(2025, 12, 5), months=5), "months = 5"),
         (lambda: archive.compact_symbol_day(batch, None), "write = None"),
         (lambda: archive.compact_symbol_day(None, write), "batch = None"),
+        (lambda: archive.compact(again(), as_of=date(2025, 12, 5), run=None), "run = None"),
     ]:
         with pytest.raises(ConfigError, match=named):
             call()

@@ -559,6 +559,8 @@ def compact_source(
             "ticks.encode.sources.read_canonical(path) (what compact-ticks reads: "
             f"ticks.input_formats.open_input), not a {type(source).__name__}"
         )
+    if not isinstance(run, CompactionRun):
+        raise ConfigError(f"run = {quoted(run)}: expected a CompactionRun")
     stream = source if isinstance(source, TickStream) else stream_of(source)
     options = PlanOptions(as_of, encoding, run.symbol, archive=recorded_schema(core.root))
     with spilling_router(core.root, run.memory_limit) as router:
