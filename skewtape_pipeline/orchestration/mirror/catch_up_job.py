@@ -50,7 +50,7 @@ def apply_pending_months(context: dg.OpExecutionContext, skewtape: SkewtapeHome)
             _record(context, skewtape.snapshot_dir(month), {"note": dg.MetadataValue.text(note)})
         raise
     for result in results:
-        _record(context, result.snapshot, apply_metadata(result))
+        _record(context, result.snapshot, apply_metadata(result, shown=skewtape.shown))
     applied = ", ".join(r.snapshot.name for r in results)
     context.log.info(f"{len(results)} month(s) applied: {applied}" if results else "none pending")
 

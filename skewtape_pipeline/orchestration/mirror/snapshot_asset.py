@@ -82,8 +82,8 @@ def verify_delta(context: dg.OpExecutionContext, skewtape: SkewtapeHome) -> Mont
         staged = check_step(_target(skewtape, month)) if plan.kind == "apply" else None
     if staged is not None:
         state = "already applied" if staged.already_applied else f"staged as {staged.run_id}"
-        context.log.info(f"{plan.delta}: {state}")
-    context.log.info(f"{month}: {plan.kind} ({plan.snapshot})")
+        context.log.info(skewtape.shown(f"{plan.delta}: {state}"))
+    context.log.info(skewtape.shown(f"{month}: {plan.kind} ({plan.snapshot})"))
     return {"month": month, "kind": plan.kind, "apply": staged.to_dict() if staged else None}
 
 
@@ -149,10 +149,10 @@ def verify_month_snapshot(
     with month_refused(context, month):
         if staged is None:
             verified = verify_snapshot(skewtape.snapshot_dir(month))
-            described = bootstrap_metadata(verified, month)
+            described = bootstrap_metadata(verified, month, shown=skewtape.shown)
         else:
             result, verified = applied_step(_target(skewtape, month), staged)
-            described = apply_metadata(result)
+            described = apply_metadata(result, shown=skewtape.shown)
     context.add_output_metadata({**described, **verify_metadata(verified)})
 
 

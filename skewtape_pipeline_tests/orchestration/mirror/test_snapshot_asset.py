@@ -61,14 +61,18 @@ def test_history_snapshot_when_first_months_materialized_in_order_reaches_each_s
 def test_history_snapshot_when_applied_records_apply_metadata(
     definitions: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
 ):
-    assert run_month(definitions, "2026-09", instance).success
+    bootstrap = metadata_values(materialization(run_month(definitions, "2026-09", instance)))
+    assert bootstrap["snapshot"] == "$SKEWTAPE_HOME/history/2026-09"
+    assert bootstrap["summary"].startswith("`$SKEWTAPE_HOME/history/2026-09` holds")
     result = run_month(definitions, "2026-10", instance)
     metadata = metadata_values(materialization(result))
     manifest = delta_manifest(sample_root, "2026-10")
     assert metadata["parent_bundle_id"] == manifest["parent"]["bundle_id"]
     assert metadata["next_bundle_id"] == manifest["next"]["bundle_id"]
     assert metadata["already_applied"] is False
-    assert metadata["snapshot"] == str(sample_root / "history" / "2026-10")
+    assert metadata["snapshot"] == "$SKEWTAPE_HOME/history/2026-10"  # not the machine's folders
+    assert "`$SKEWTAPE_HOME/history/2026-10`:" in metadata["summary"]
+    assert str(sample_root) not in str(metadata)
     ops = [entry["op"] for entry in manifest["files"]]
     assert metadata["files_deleted"] == ops.count("delete")
     assert metadata["files_added"] + metadata["files_replaced"] > 0
