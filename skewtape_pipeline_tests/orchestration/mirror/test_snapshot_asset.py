@@ -11,11 +11,13 @@ import pytest
 
 from skewtape_pipeline import fsio
 from skewtape_pipeline.mirror import apply
-from skewtape_pipeline.mirror.format import MANIFEST, DeltaManifest
+from skewtape_pipeline.mirror.format import MANIFEST, TABLE_KEYS, DeltaManifest
 from skewtape_pipeline.mirror.snapshot import read_snapshot
 from skewtape_pipeline.mirror.verify import verify_snapshot
 from skewtape_pipeline.orchestration.mirror import snapshot_asset
+from skewtape_pipeline.orchestration.mirror.checks import keys_unique, month_check_evaluations
 from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT
+from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline_tests.orchestration.conftest import run_month
 
 
@@ -218,3 +220,27 @@ def test_history_snapshot_checks_when_a_month_is_refused_say_where_the_reason_is
     for spec in specs:
         assert "`<month> refused (<error>): <reason>`" in spec.description
         assert "observation on the month's partition" in spec.description
+
+
+def test_history_snapshot_checks_when_a_month_is_damaged_name_its_files_from_the_data_root(
+    definitions: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    """The checks' problems name paths under the data root as ``$SKEWTAPE_HOME/...``, never
+    by the machine's folders, run as the asset's checks or after a catch-up's month alike."""
+    assert run_month(definitions, "2026-09", instance).success
+    table = sample_root / "history" / "2026-09" / next(iter(TABLE_KEYS))
+    table.write_bytes(b"not a Parquet file")
+    shown = f"$SKEWTAPE_HOME/history/2026-09/{table.name}"
+    skewtape = SkewtapeHome(root=str(sample_root))
+
+    context = dg.build_op_context(partition_key="2026-09", resources={"skewtape": skewtape})
+    checked = keys_unique(context)  # as a run of the asset check runs it
+    assert not checked.passed
+    assert shown in checked.metadata["details"].value
+
+    logged = month_check_evaluations(instance, skewtape, "2026-09")  # as catch_up_months does
+    failed = [e for e in logged if not e.passed]
+    assert {e.check_name for e in failed} >= {"checksums_verified", "keys_unique"}
+    assert shown in "".join(e.metadata["details"].value for e in failed)
+    for result in [checked, *failed]:
+        assert str(sample_root) not in result.metadata["details"].value
