@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import dagster as dg
+import pytest
+
+from skewtape_pipeline.errors import ConfigError, StorageError
 from skewtape_pipeline.locations import home_relative
+from skewtape_pipeline.orchestration.shared.refusals import refusal_as_failure
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 
 
@@ -43,3 +48,38 @@ def test_skewtape_home_shown_when_the_root_is_invalid_keeps_the_text():
     text = "SkewtapeHome.root (SKEWTAPE_HOME) 's3://***@bucket/x': not supported"
     assert SkewtapeHome(root="s3://key:secret@bucket/x").shown(text) == text
     assert SkewtapeHome(root=" ").shown(text) == text
+
+
+def test_refusal_as_failure_when_an_error_names_paths_fails_naming_them_from_the_data_root(
+    tmp_path: Path,
+):
+    """The failure the UI shows names paths under the data root from it and keeps one outside
+    it whole (nothing lost); the reason in the metadata says the same."""
+    root, elsewhere = tmp_path / "data", tmp_path / "elsewhere"
+    skewtape = SkewtapeHome(root=str(root))
+    with pytest.raises(dg.Failure) as raised, refusal_as_failure("op", skewtape):
+        raise ConfigError(f"{root}/history/2026-10: holds {elsewhere}/x, expected {root}")
+    said = f"$SKEWTAPE_HOME/history/2026-10: holds {elsewhere}/x, expected $SKEWTAPE_HOME"
+    assert raised.value.description == f"op refused (ConfigError): {said}"
+    assert raised.value.metadata["reason"].value == said
+    assert raised.value.metadata["refused_by"].value == "ConfigError"
+    assert not raised.value.allow_retries and raised.value.__cause__ is None
+
+
+def test_refusal_as_failure_when_an_os_error_of_ours_fails_naming_paths_from_the_data_root(
+    tmp_path: Path,
+):
+    """A full disk or the network (an OS error of ours) fails the op as retryable as the error
+    itself, its text naming paths from the data root too."""
+    skewtape = SkewtapeHome(root=str(tmp_path / "data"))
+    with pytest.raises(dg.Failure) as raised, refusal_as_failure("op", skewtape):
+        raise StorageError(f"{tmp_path}/data/archive/x.parquet: No space left on device")
+    said = "$SKEWTAPE_HOME/archive/x.parquet: No space left on device"
+    assert raised.value.description == f"op failed (StorageError): {said}"
+    assert raised.value.metadata["failed_by"].value == "StorageError"
+    assert raised.value.allow_retries
+
+
+def test_refusal_as_failure_when_another_error_is_raised_lets_it_pass(tmp_path: Path):
+    with pytest.raises(KeyError), refusal_as_failure("op", SkewtapeHome(root=str(tmp_path))):
+        raise KeyError(str(tmp_path))

@@ -31,10 +31,10 @@ def apply_pending_months(context: dg.OpExecutionContext, skewtape: SkewtapeHome)
     """Apply every pending delta in month order; one `history_snapshot` materialization per
     month applied, followed by the month checks' results (a month applied before a later one
     was refused is recorded too, with them)."""
-    with month_refused(context, None):
+    with month_refused(context, skewtape, None):
         before = set(applied_months(skewtape.history_dir))
     try:
-        with month_refused(context, None):
+        with month_refused(context, skewtape, None):
             results = catch_up(
                 skewtape.history_dir,
                 skewtape.deltas_dir,

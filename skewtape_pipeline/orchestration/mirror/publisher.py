@@ -84,7 +84,7 @@ def fetch_delta(context: dg.OpExecutionContext, skewtape: SkewtapeHome, publishe
     publisher is configured. Each retry is a warning in the run's log as it happens; the
     transfer is recorded as an observation of the month."""
     month = context.partition_key
-    with month_refused(context, month), progress.noticing(_warning_of(context)):
+    with month_refused(context, skewtape, month), progress.noticing(_warning_of(context)):
         source = publisher.open()
         here = (skewtape.delta_dir(month) / MANIFEST, skewtape.snapshot_dir(month) / MANIFEST)
         if source is None or any(path.is_file() for path in here):

@@ -117,7 +117,10 @@ def test_history_snapshot_when_verification_fails_leaves_month_unmaterialized(
     assert not result.success
     [failure] = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
     assert failure.step_key.endswith("verify_month_snapshot")
-    assert str(victim.relative_to(snapshot)) in str(failure.event_specific_data.error)
+    error = str(failure.event_specific_data.error)
+    assert str(victim.relative_to(snapshot)) in error
+    assert "$SKEWTAPE_HOME/history/2026-09 does not verify: " in error  # never the machine's
+    assert str(sample_root) not in error  # folders
     assert instance.get_materialized_partitions(HISTORY_SNAPSHOT) == set()
 
 
@@ -144,6 +147,8 @@ def test_history_snapshot_when_a_month_is_refused_the_failure_says_why_first(
     assert "materialize 2026-10 first" in data.user_failure_data.description
     assert data.user_failure_data.metadata["refused_by"].value == "ChainError"
     assert data.error.cause is None  # the reason first, not behind a chained traceback
+    assert "$SKEWTAPE_HOME/deltas/2026-11" in data.user_failure_data.description
+    assert str(sample_root) not in data.error.to_string()  # never the machine's folders
     [logged] = instance.all_logs(result.run_id, of_type=dg.DagsterEventType.ASSET_OBSERVATION)
     observed = logged.dagster_event.asset_observation_data.asset_observation
     assert (observed.asset_key, observed.partition) == (HISTORY_SNAPSHOT, "2026-11")
