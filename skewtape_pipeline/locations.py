@@ -17,7 +17,7 @@ This module imports only the standard library and ``skewtape_pipeline.errors``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from skewtape_pipeline.errors import ConfigError
@@ -173,3 +173,37 @@ def refuse_url(text: str | Location, what: str, expected: str) -> str:
             f"expected {expected}"
         )
     return where.raw
+
+
+def named_roots(text: str, roots: Mapping[str, tuple[str, str]]) -> str:
+    """``text`` with every path it names under one of ``roots`` named from that root instead:
+    ``roots`` maps a root as messages name it (absolute, an S3 URI without its query) to
+    ``(inside, itself)``: a path inside the root is shown as ``inside`` followed by the path
+    inside it (``inside`` ends with ``/``, or is "" for the path alone), the root itself as
+    ``itself``. What may be shown where the roots' place must not be (a UI: it names the
+    machine's folders). A root is matched whole: not inside a longer path (``/mnt/<root>``,
+    ``<root>.bak``, ``<root>b/x``), the longest root first; a root given with a trailing
+    ``/`` is the same root, an empty one (``/``) names nothing; other text is kept."""
+    named = {root.rstrip("/"): shown for root, shown in roots.items() if root.rstrip("/")}
+    if not named:
+        return text
+    alternatives = "|".join(re.escape(root) for root in sorted(named, key=len, reverse=True))
+    found = re.compile(rf"(?<![\w/.~-])({alternatives})(/|(?=$|[\s:;,`'\")]|\.(?:\s|$)))")
+
+    def name(match: re.Match[str]) -> str:
+        inside, itself = named[match[1]]
+        return inside if match[2] else itself
+
+    return found.sub(name, text)
+
+
+HOME_SHOWN = f"${HOME_VARIABLE}"
+"""How the data root is named where its place must not be shown (``$SKEWTAPE_HOME``)."""
+
+
+def home_relative(text: str, *roots: str) -> str:
+    """``text`` with every path under the data root (each of ``roots``: the data root as
+    given, e.g. also with its links resolved) named ``$SKEWTAPE_HOME/<path inside it>``, the
+    root itself ``$SKEWTAPE_HOME`` (:func:`named_roots`: whole roots only); a path outside it
+    is kept as it is, so nothing is lost."""
+    return named_roots(text, dict.fromkeys(roots, (f"{HOME_SHOWN}/", HOME_SHOWN)))

@@ -514,7 +514,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               "`skewtape-pipeline sync` does before it applies):")  # fmt: skip
         print("\n".join(f"  {line}" for line in demo.fetched) + "\n")
     home = SkewtapeHome(root=str(root)).dagster_home
-    print(f"Materialized history_snapshot in process from {root.resolve()}, recording the runs "
+    print(f"Materialized history_snapshot in process from {root.resolve()} ($SKEWTAPE_HOME "
+          "below, as the UI names it), recording the runs "
           f"in the Dagster instance {home} (the one `make ui` opens):")  # fmt: skip
     print(format_summary(demo.months, pending))
     if demo.days:

@@ -14,8 +14,6 @@ delta's manifest before the first is applied); a month applied before a later on
 stays applied and is recorded.
 """
 
-from pathlib import Path
-
 import dagster as dg
 
 from skewtape_pipeline.mirror.catchup import catch_up
@@ -33,10 +31,10 @@ def apply_pending_months(context: dg.OpExecutionContext, skewtape: SkewtapeHome)
     """Apply every pending delta in month order; one `history_snapshot` materialization per
     month applied, followed by the month checks' results (a month applied before a later one
     was refused is recorded too, with them)."""
-    with month_refused(context, None):
+    with month_refused(context, skewtape, None):
         before = set(applied_months(skewtape.history_dir))
     try:
-        with month_refused(context, None):
+        with month_refused(context, skewtape, None):
             results = catch_up(
                 skewtape.history_dir,
                 skewtape.deltas_dir,
@@ -47,20 +45,23 @@ def apply_pending_months(context: dg.OpExecutionContext, skewtape: SkewtapeHome)
     except dg.Failure as failure:
         for month in sorted(set(applied_months(skewtape.history_dir)) - before):
             note = f"applied by this run before it failed: {failure.description}"
-            _record(context, skewtape.snapshot_dir(month), {"note": dg.MetadataValue.text(note)})
+            _record(context, skewtape, month, {"note": dg.MetadataValue.text(note)})
         raise
     for result in results:
-        _record(context, result.snapshot, apply_metadata(result))
+        _record(
+            context, skewtape, result.snapshot.name, apply_metadata(result, shown=skewtape.shown)
+        )
     applied = ", ".join(r.snapshot.name for r in results)
     context.log.info(f"{len(results)} month(s) applied: {applied}" if results else "none pending")
 
 
-def _record(context: dg.OpExecutionContext, snapshot: Path, metadata: dict) -> None:
-    """Log the materialization of the month ``snapshot`` holds, then its checks' results
-    (after it: they target the month's latest materialization)."""
-    month = snapshot.name
+def _record(
+    context: dg.OpExecutionContext, skewtape: SkewtapeHome, month: str, metadata: dict
+) -> None:
+    """Log the materialization of ``month``, then its checks' results (after it: they target
+    the month's latest materialization)."""
     context.log_event(dg.AssetMaterialization(HISTORY_SNAPSHOT, partition=month, metadata=metadata))
-    for evaluation in month_check_evaluations(context.instance, snapshot, month):
+    for evaluation in month_check_evaluations(context.instance, skewtape, month):
         context.log_event(evaluation)
 
 

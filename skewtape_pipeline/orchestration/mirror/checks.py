@@ -7,6 +7,9 @@ last op raises (a failing check alone does not stop the materialization being re
 A month the ``catch_up_months`` job applies (several in one op, no asset in its run) gets the
 same checks' results, judged by the same code: :func:`month_check_evaluations`, which its op
 logs right after each month's materialization.
+
+Their problems name paths under the data root as ``$SKEWTAPE_HOME/...`` (``SkewtapeHome.shown``),
+never by the machine's folders.
 """
 
 import functools
@@ -32,13 +35,6 @@ from skewtape_pipeline.orchestration.shared.metadata import problems_metadata
 from skewtape_pipeline.orchestration.shared.partitions import month_partitions
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 
-
-def _result(problems: list[str], **metadata: dg.MetadataValue) -> dg.AssetCheckResult:
-    return dg.AssetCheckResult(
-        passed=not problems, metadata={**problems_metadata(problems), **metadata}
-    )
-
-
 REFUSED_MONTH_NOTE = (
     " A month the run refused (its delta does not verify, an earlier month is missing, ...) "
     "leaves this check 'Execution failed' without a partition: Dagster records no result for a "
@@ -48,7 +44,8 @@ REFUSED_MONTH_NOTE = (
 """Said by every month check's description: what a refused month shows there, and where its
 reason is."""
 
-Judgement = tuple[list[str], dict[str, dg.MetadataValue]]
+MetadataDict = dict[str, dg.MetadataValue]
+Judgement = tuple[list[str], MetadataDict]
 """What a check found in a month's folder: its problems, and metadata beside them."""
 
 Judge = Callable[[Path], Judgement]
@@ -56,6 +53,14 @@ Judge = Callable[[Path], Judgement]
 
 MONTH_JUDGES: dict[str, Judge] = {}
 """Each month check's logic by check name (what :func:`month_check_evaluations` runs)."""
+
+
+def _judged(judge: Judge, skewtape: SkewtapeHome, month: str) -> tuple[bool, MetadataDict]:
+    """Whether ``judge`` passes ``month``'s folder, and the check's metadata: its problems as
+    the UI may show them (``SkewtapeHome.shown``), then the judge's other metadata."""
+    problems, metadata = judge(skewtape.snapshot_dir(month))
+    shown = [skewtape.shown(problem) for problem in problems]
+    return not problems, {**problems_metadata(shown), **metadata}
 
 
 def _month_check(description: str):
@@ -67,8 +72,8 @@ def _month_check(description: str):
         MONTH_JUDGES[judge.__name__] = judge
 
         def check(context: dg.AssetCheckExecutionContext, skewtape: SkewtapeHome):
-            problems, metadata = judge(skewtape.snapshot_dir(context.partition_key))
-            return _result(problems, **metadata)
+            passed, metadata = _judged(judge, skewtape, context.partition_key)
+            return dg.AssetCheckResult(passed=passed, metadata=metadata)
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", dg.PreviewWarning)
@@ -157,9 +162,9 @@ month_checks = [checksums_verified, keys_unique, row_counts_match, no_unlisted_f
 
 
 def month_check_evaluations(
-    instance: dg.DagsterInstance, snapshot: Path, month: str
+    instance: dg.DagsterInstance, skewtape: SkewtapeHome, month: str
 ) -> list[dg.AssetCheckEvaluation]:
-    """The results of every month check on ``month`` (its folder ``snapshot``), as a run of the
+    """The results of every month check on ``month`` (its folder in ``skewtape``), as a run of the
     checks records them: on the month's partition, blocking, targeting the month's latest
     materialization in ``instance`` (log them after it: the UI counts a partition's check result
     only when it targets the partition's latest materialization, else the partition shows the
@@ -173,13 +178,13 @@ def month_check_evaluations(
     )
     evaluations = []
     for name, judge in MONTH_JUDGES.items():
-        problems, metadata = judge(snapshot)
+        passed, metadata = _judged(judge, skewtape, month)
         evaluations.append(
             dg.AssetCheckEvaluation(
                 asset_key=HISTORY_SNAPSHOT,
                 check_name=name,
-                passed=not problems,
-                metadata={**problems_metadata(problems), **metadata},
+                passed=passed,
+                metadata=metadata,
                 target_materialization_data=target,
                 blocking=True,
                 partition=month,

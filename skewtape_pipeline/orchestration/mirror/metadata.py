@@ -1,9 +1,10 @@
 """The applier's result objects as Dagster metadata: an apply's (with a markdown summary), a
-verification's, a bootstrap month's."""
+verification's, a bootstrap month's. Paths are named as ``shown`` (``SkewtapeHome.shown``)
+names them: under the data root as ``$SKEWTAPE_HOME/...``, never by the machine's folders."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import dagster as dg
@@ -56,10 +57,16 @@ def table_changes(result: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def apply_metadata(result: Any) -> dict[str, dg.MetadataValue]:
+Shown = Callable[[str], str]
+"""A text as the UI may show it (``SkewtapeHome.shown``: paths under the data root named
+``$SKEWTAPE_HOME/...``)."""
+
+
+def apply_metadata(result: Any, *, shown: Shown) -> dict[str, dg.MetadataValue]:
     """Metadata of an apply: a markdown summary first, then bundle ids, file and row counts,
     bytes, seconds (rounded; per phase as ``seconds.<phase>`` so the UI can plot them over
-    months), the reference tables it changed (a table) and the snapshot's path.
+    months), the reference tables it changed (a table) and the snapshot's path (as ``shown``
+    names it, e.g. ``$SKEWTAPE_HOME/history/2026-10``, in the summary too).
 
     A month already applied gets only its summary, bundle ids, mode and path: no rows of
     zeros for work that was not done.
@@ -67,12 +74,12 @@ def apply_metadata(result: Any) -> dict[str, dg.MetadataValue]:
     ``result`` is the core's ``ApplyResult``.
     """
     metadata: dict[str, dg.MetadataValue] = {
-        "summary": dg.MetadataValue.md(apply_summary(result)),
+        "summary": dg.MetadataValue.md(apply_summary(result, shown=shown)),
         "parent_bundle_id": dg.MetadataValue.text(result.parent_bundle_id),
         "next_bundle_id": dg.MetadataValue.text(result.next_bundle_id),
         "mode": dg.MetadataValue.text(result.mode),
         "already_applied": dg.MetadataValue.bool(result.already_applied),
-        "snapshot": dg.MetadataValue.path(str(result.snapshot)),
+        "snapshot": dg.MetadataValue.path(shown(str(result.snapshot))),
     }
     if result.already_applied:
         return metadata
@@ -105,14 +112,16 @@ def apply_metadata(result: Any) -> dict[str, dg.MetadataValue]:
     return metadata
 
 
-def apply_summary(result: Any) -> str:
-    """A short markdown summary of an apply: what changed, how each table changed (merged by
-    key, or whole), bytes and how long each phase took."""
+def apply_summary(result: Any, *, shown: Shown) -> str:
+    """A short markdown summary of an apply: what changed (in the snapshot named as ``shown``
+    names it), how each table changed (merged by key, or whole), bytes and how long each
+    phase took."""
+    snapshot = shown(str(result.snapshot))
     if result.already_applied:
-        return f"`{result.snapshot}` already holds **{result.next_bundle_id}**; nothing was done."
+        return f"`{snapshot}` already holds **{result.next_bundle_id}**; nothing was done."
     head = (
         f"**{result.parent_bundle_id}** -> **{result.next_bundle_id}** ({result.mode}) "
-        f"in `{result.snapshot}`: {len(result.files_added)} file(s) added, "
+        f"in `{snapshot}`: {len(result.files_added)} file(s) added, "
         f"{len(result.files_replaced)} replaced, {len(result.files_deleted)} deleted; "
         f"{size_text(result.bytes_read)} read, {size_text(result.bytes_written)} written, "
         f"{result.files_linked} file(s) hard-linked and {result.files_cloned} cloned instead "
@@ -155,15 +164,17 @@ def verify_metadata(result: Any) -> dict[str, dg.MetadataValue]:
     return metadata
 
 
-def bootstrap_metadata(verified: Any, month: str) -> dict[str, dg.MetadataValue]:
-    """Metadata of a month whose full snapshot was published (nothing applied, only verified)."""
+def bootstrap_metadata(verified: Any, month: str, *, shown: Shown) -> dict[str, dg.MetadataValue]:
+    """Metadata of a month whose full snapshot was published (nothing applied, only verified);
+    the snapshot named as ``shown`` names it."""
+    snapshot = shown(str(verified.snapshot))
     return {
         "summary": dg.MetadataValue.md(
-            f"`{verified.snapshot}` holds the full snapshot **{verified.bundle_id}** of {month} "
+            f"`{snapshot}` holds the full snapshot **{verified.bundle_id}** of {month} "
             f"(published whole, not applied from a delta); {verified.files_checked} files verified."
         ),
         "next_bundle_id": dg.MetadataValue.text(verified.bundle_id or ""),
         "mode": dg.MetadataValue.text("bootstrap"),
         "already_applied": dg.MetadataValue.bool(True),
-        "snapshot": dg.MetadataValue.path(str(verified.snapshot)),
+        "snapshot": dg.MetadataValue.path(snapshot),
     }

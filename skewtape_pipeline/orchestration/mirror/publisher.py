@@ -84,7 +84,7 @@ def fetch_delta(context: dg.OpExecutionContext, skewtape: SkewtapeHome, publishe
     publisher is configured. Each retry is a warning in the run's log as it happens; the
     transfer is recorded as an observation of the month."""
     month = context.partition_key
-    with month_refused(context, month), progress.noticing(_warning_of(context)):
+    with month_refused(context, skewtape, month), progress.noticing(_warning_of(context)):
         source = publisher.open()
         here = (skewtape.delta_dir(month) / MANIFEST, skewtape.snapshot_dir(month) / MANIFEST)
         if source is None or any(path.is_file() for path in here):
@@ -96,7 +96,7 @@ def fetch_delta(context: dg.OpExecutionContext, skewtape: SkewtapeHome, publishe
             dg.AssetObservation(
                 asset_key=HISTORY_SNAPSHOT,
                 partition=fetched.month,
-                metadata=fetch_metadata(fetched),
+                metadata=fetch_metadata(fetched, shown=skewtape.shown),
             )
         )
 
@@ -113,15 +113,19 @@ def _warning_of(context: dg.OpExecutionContext) -> Callable[[str], None]:
     return warn
 
 
-def fetch_metadata(fetched: FetchedMonth) -> dict[str, dg.MetadataValue]:
-    """What a fetched month's transfer cost: bytes fetched and resumed, retries, seconds, rate."""
+def fetch_metadata(
+    fetched: FetchedMonth, *, shown: Callable[[str], str]
+) -> dict[str, dg.MetadataValue]:
+    """What a fetched month's transfer cost: bytes fetched and resumed, retries, seconds, rate,
+    and the folder it was placed in, named as ``shown`` names it (``SkewtapeHome.shown``:
+    ``$SKEWTAPE_HOME/deltas/<month>``)."""
     return {
         "fetch_bytes": bytes_value(fetched.bytes_fetched),
         "fetch_bytes_resumed": bytes_value(fetched.bytes_resumed),
         "fetch_retries": dg.MetadataValue.int(fetched.retries),
         "fetch_seconds": seconds_value(fetched.seconds),
         "fetch_mean_rate_mb_per_s": dg.MetadataValue.float(round(fetched.mean_rate / 1e6, 2)),
-        "fetch_folder": dg.MetadataValue.path(str(fetched.folder)),
+        "fetch_folder": dg.MetadataValue.path(shown(str(fetched.folder))),
     }
 
 

@@ -77,13 +77,13 @@ def verify_delta(context: dg.OpExecutionContext, skewtape: SkewtapeHome) -> Mont
     A refusal (an earlier month not applied, a delta that does not verify, ...) fails the run
     with the reason as its message."""
     month = context.partition_key
-    with month_refused(context, month):
+    with month_refused(context, skewtape, month):
         plan = plan_month(skewtape.history_dir, skewtape.deltas_dir, month, previous_month(month))
         staged = check_step(_target(skewtape, month)) if plan.kind == "apply" else None
     if staged is not None:
         state = "already applied" if staged.already_applied else f"staged as {staged.run_id}"
-        context.log.info(f"{plan.delta}: {state}")
-    context.log.info(f"{month}: {plan.kind} ({plan.snapshot})")
+        context.log.info(skewtape.shown(f"{plan.delta}: {state}"))
+    context.log.info(skewtape.shown(f"{month}: {plan.kind} ({plan.snapshot})"))
     return {"month": month, "kind": plan.kind, "apply": staged.to_dict() if staged else None}
 
 
@@ -97,7 +97,7 @@ def _staging_op(name: str, step: Callable[..., object], description: str) -> dg.
     ) -> MonthStep:
         staged = _staged(progress)
         if staged is not None:
-            with month_refused(context, progress["month"]):
+            with month_refused(context, skewtape, progress["month"]):
                 step(_target(skewtape, progress["month"]), staged, _options(skewtape))
         return progress
 
@@ -123,7 +123,7 @@ def publish_snapshot(
     staged = _staged(progress)
     if staged is None or staged.already_applied:
         return progress
-    with month_refused(context, progress["month"]):
+    with month_refused(context, skewtape, progress["month"]):
         result = publish_step(_target(skewtape, progress["month"]), staged, _options(skewtape))
     published = StagedApply(
         staged.run_id, already_applied=result.already_applied, committed=not result.already_applied
@@ -146,13 +146,13 @@ def verify_month_snapshot(
     On success, records the apply's (or the bootstrap's) metadata on the materialization.
     """
     month, staged = progress["month"], _staged(applied)
-    with month_refused(context, month):
+    with month_refused(context, skewtape, month):
         if staged is None:
             verified = verify_snapshot(skewtape.snapshot_dir(month))
-            described = bootstrap_metadata(verified, month)
+            described = bootstrap_metadata(verified, month, shown=skewtape.shown)
         else:
             result, verified = applied_step(_target(skewtape, month), staged)
-            described = apply_metadata(result)
+            described = apply_metadata(result, shown=skewtape.shown)
     context.add_output_metadata({**described, **verify_metadata(verified)})
 
 

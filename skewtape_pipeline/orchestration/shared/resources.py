@@ -9,7 +9,12 @@ from pydantic import Field
 
 from skewtape_pipeline.audit import AUDIT_LOG_NAME
 from skewtape_pipeline.errors import ConfigError
-from skewtape_pipeline.locations import DATA_ROOT_EXPECTED, HOME_VARIABLE, refuse_url
+from skewtape_pipeline.locations import (
+    DATA_ROOT_EXPECTED,
+    HOME_VARIABLE,
+    home_relative,
+    refuse_url,
+)
 
 DAGSTER_HOME_NAME = "dagster_home"
 """The Dagster instance's folder under the data root (the one ``make ui`` and the demo use)."""
@@ -43,6 +48,17 @@ class SkewtapeHome(dg.ConfigurableResource):
             raise ConfigError("SkewtapeHome.root is empty; expected the data root folder")
         named = f"SkewtapeHome.root ({HOME_VARIABLE})"
         return Path(refuse_url(self.root, named, DATA_ROOT_EXPECTED)).expanduser().absolute()
+
+    def shown(self, text: str) -> str:
+        """``text`` as the UI may show it: every path under the data root named
+        ``$SKEWTAPE_HOME/<path inside it>`` (the root as given, and with its links resolved),
+        never by the machine's folders; a path outside it kept as it is (``home_relative``).
+        ``text`` unchanged when the root itself is invalid (:attr:`root_dir` refuses it)."""
+        try:
+            root = self.root_dir
+        except ConfigError:
+            return text
+        return home_relative(text, str(root), str(root.resolve()))
 
     @property
     def history_dir(self) -> Path:

@@ -96,7 +96,7 @@ def _archive_shard_op(shard: int) -> dg.OpDefinition:
         archive: ArchiveSettings,
     ) -> None:
         """Archive this shard's venue-days of the run, one after the other."""
-        with refusal_as_failure("tick_archive"):
+        with refusal_as_failure("tick_archive", skewtape):
             _archive_shard(context, config, skewtape, archive, shard)
 
     return archive_venue_days
@@ -112,7 +112,7 @@ def _archive_shard(
     """Archive shard number ``shard``'s venue-days of the run, one after the other; a refusal
     met archiving one fails the op naming that venue-day."""
     keys = shard_of(list(context.partition_keys), shard)
-    _check_named_run(context, config, keys)
+    _check_named_run(context, config, skewtape, keys)
     tick_archive = archive.open(skewtape)
     with tick_archive.writing():  # write-once mode first; the policy recorded after
         options = VenueDayOptions(
@@ -125,7 +125,7 @@ def _archive_shard(
         for key in keys:
             venue, day = venue_day_of(key)
             named = _symbols_of(config, venue)
-            with refusal_as_failure(f"tick_archive {key}"):
+            with refusal_as_failure(f"tick_archive {key}", skewtape):
                 result = archive_venue_day(
                     skewtape.history_dir,
                     (venue, day),
@@ -143,7 +143,10 @@ def _archive_shard(
 
 
 def _check_named_run(
-    context: dg.OpExecutionContext, config: TickArchiveConfig, keys: list[str]
+    context: dg.OpExecutionContext,
+    config: TickArchiveConfig,
+    skewtape: SkewtapeHome,
+    keys: list[str],
 ) -> None:
     """ConfigError naming the venue-day, before anything is written, when ``config`` names
     symbols and a venue-day of ``keys`` was never materialized or its venue has none of them.
@@ -156,7 +159,7 @@ def _check_named_run(
     archived = context.instance.get_materialized_partitions(TICK_ARCHIVE)
     for key in keys:
         venue, _ = venue_day_of(key)
-        with refusal_as_failure(f"tick_archive {key}"):
+        with refusal_as_failure(f"tick_archive {key}", skewtape):
             if not _symbols_of(config, venue):
                 raise ConfigError(
                     f"none of the named symbols ({', '.join(config.symbols)}) is of venue "
@@ -200,12 +203,12 @@ def record_tick_archive(
     asset's output: Dagster records a partition whenever the graph's last op succeeds, so
     raising here is what keeps the run's venue-days from showing as materialized."""
     batches = _batches(context)
-    with refusal_as_failure("tick_archive"):
+    with refusal_as_failure("tick_archive", skewtape):
         tick_archive = archive.open(skewtape)
-    day_rows = {key: _day_rows(tick_archive, key) for key in context.partition_keys}
+    day_rows = {key: _day_rows(tick_archive, skewtape, key) for key in context.partition_keys}
     rows_of = {key: _of_batches(rows, batches) for key, rows in day_rows.items()}
     recorded = {batch for rows in rows_of.values() for batch in rows["batch"].to_pylist()}
-    with refusal_as_failure("tick_archive"):
+    with refusal_as_failure("tick_archive", skewtape):
         version = committed_version(context, tick_archive, recorded)
     problems: list[str] = []
     read_back = left = 0
@@ -245,10 +248,10 @@ def record_tick_archive(
     yield dg.Output(None, "result")
 
 
-def _day_rows(archive: Archive, key: str) -> pa.Table:
+def _day_rows(archive: Archive, skewtape: SkewtapeHome, key: str) -> pa.Table:
     """The report rows of venue-day ``key`` as they now stand (every run's)."""
     venue, day = venue_day_of(key)
-    with refusal_as_failure(f"tick_archive {key}"):
+    with refusal_as_failure(f"tick_archive {key}", skewtape):
         return archive.venue_day_reports(venue, day)
 
 

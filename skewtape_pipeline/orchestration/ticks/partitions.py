@@ -101,6 +101,16 @@ def venue_day_of(key: str | dg.MultiPartitionKey) -> tuple[str, date]:
     return venue, date.fromisoformat(dims[DATE_DIMENSION])
 
 
+def venue_key_of(key: str) -> str | None:
+    """The venue dimension's key of the tick archive partition key ``key``
+    (``<date>|<venue>``); None for a key that is not two dimension keys (one recorded by hand,
+    or under another partitioning), which Dagster would refuse to parse."""
+    parts = key.split("|")
+    if len(parts) != 2:
+        return None
+    return venue_day_partitions.get_partition_key_from_str(key).keys_by_dimension[VENUE_DIMENSION]
+
+
 def venue_keys(symbols: Iterable[str]) -> list[str]:
     """The venue keys (sorted, each once) of ``symbols`` (``<venue>:<market>``)."""
     return sorted({dimension_key(split_symbol(symbol)[0]) for symbol in symbols})

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from skewtape_pipeline.errors import quoted
 from skewtape_pipeline.mirror.months import applied_months
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline.orchestration.shared.sensor_skips import skipped
@@ -47,20 +48,38 @@ SYMBOL_DAYS_TAG = "skewtape/symbol_days"
     "was applied, and records on `tick_archive` an observation per month (`venues_registered`, "
     "`venues`); removes a venue partition added by hand (the launch dialog's 'Add partition') "
     "that no snapshot holds fills of and nothing archived, naming it and the mirror's venues in "
-    "its tick log. Requests no run; runs from the start.",
+    "its tick log (a warning); none while a snapshot's `fills/` cannot be read, which the tick "
+    "warns of. Requests no run; runs from the start.",
 )
 def tick_venues_sensor(context: dg.SensorEvaluationContext, skewtape: SkewtapeHome):
     """Register the venues of the months applied after the cursor (the last month looked at)
-    that the instance does not know yet; remove the stray venue keys (``stray_venues``)."""
+    that the instance does not know yet; remove the stray venue keys (``stray_venues``). Each
+    ``fills/`` folder that cannot be read, the materialized keys that are not venue-days (once
+    per tick) and a removal are warnings of the tick's log, paths named from the data root."""
     cursor = context.cursor or ""
     history = skewtape.history_dir
     known = context.instance.get_dynamic_partitions(VENUES)
-    stray, held = stray_venues(
+    strays = stray_venues(
         history, known, lambda: context.instance.get_materialized_partitions(TICK_ARCHIVE)
     )
-    removing, said = removal(stray, held)
+    for folder, why in strays.unreadable:
+        context.log.warning(
+            skewtape.shown(
+                f"{folder}: cannot be read ({why}); no venue partition is removed while a "
+                "snapshot's fills cannot be read (the mirror's venues would be seen in part)"
+            )
+        )
+    if strays.unparsed:
+        context.log.warning(
+            f"{len(strays.unparsed)} materialized tick_archive partition key(s) not of the form "
+            f"<date>|<venue>, ignored: {', '.join(quoted(k) for k in strays.unparsed[:5])}"
+            + (" ..." if len(strays.unparsed) > 5 else "")
+        )
+    removing, said = removal(strays.keys, strays.held)
+    if said:
+        context.log.warning(said)
     months = [m for m in applied_months(history) if m > cursor]
-    by_month = new_venues(history, months, set(known) - set(stray))
+    by_month = new_venues(history, months, set(known) - set(strays.keys))
     if not by_month:
         why = f"{', '.join(months)}: no venue new to `tick_archive`" if months else ""
         reason = "; ".join(filter(None, [said, why or "no newly applied month"]))
@@ -69,8 +88,6 @@ def tick_venues_sensor(context: dg.SensorEvaluationContext, skewtape: SkewtapeHo
         )
     for month, keys in by_month.items():
         context.log.info(f"{month}: registering venue(s) {', '.join(keys)}")
-    if said:
-        context.log.warning(said)
     registering = registration(by_month)
     requests = registering.pop("dynamic_partitions_requests") + removing
     return dg.SensorResult(cursor=months[-1], dynamic_partitions_requests=requests, **registering)

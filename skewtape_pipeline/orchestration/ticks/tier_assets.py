@@ -121,7 +121,7 @@ def tick_archive_tiers(
     skewtape: SkewtapeHome,
     archive: ArchiveSettings,
 ) -> dg.MaterializeResult:
-    with refusal_as_failure("tick_archive_tiers"):
+    with refusal_as_failure("tick_archive_tiers", skewtape):
         tick_archive = archive.open_existing(skewtape)
         result = tick_archive.retier(as_of=config.as_of_date(), months=context.partition_keys)
     context.add_asset_metadata(retier_run_metadata(result))
@@ -157,7 +157,7 @@ def tick_archive_tiers(
     "the bytes only past versions hold.",
 )
 def tick_archive_stats(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.MaterializeResult:
-    with refusal_as_failure("tick_archive_stats"):
+    with refusal_as_failure("tick_archive_stats", skewtape):
         tick_archive = archive.open_existing(skewtape)
         versions = versions_metadata(
             kept=len(tick_archive.versions.list()),
@@ -179,7 +179,7 @@ def tick_archive_stats(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.M
     "hot file by its path in the archive root (`$SKEWTAPE_HOME/archive`).",
 )
 def tick_archive_verified(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.AssetCheckResult:
-    with refusal_as_failure("tick_archive_verified"):
+    with refusal_as_failure("tick_archive_verified", skewtape):
         tick_archive = archive.open_existing(skewtape)
         result = tick_archive.verify(full=True)
     problems = [tick_archive.tiers.relative_text(p, ARCHIVE_ROOT_NAME) for p in result.problems]

@@ -10,8 +10,11 @@ partition" (Dagster's ``addDynamicPartition`` mutation, straight into the instan
 ``instance.add_dynamic_partitions``. A mistyped venue would then stay a partition for good (its
 runs are refused: the mirror holds no fills of it). The venues sensor removes, on its next tick,
 every key whose venue no applied snapshot holds fills of and no venue-day of which was ever
-archived (:func:`stray_venues`), saying so in its tick log, naming the venue and the mirror's
-venues; none while the mirror holds no snapshot at all (unreadable, not mounted).
+archived (:func:`stray_venues`), saying so in its tick log (a warning), naming the venue and the
+mirror's venues; none while the mirror holds no snapshot at all (unreadable, not mounted), nor
+while a snapshot's ``fills/`` folder cannot be read (the mirror's venues would be seen in part:
+each such folder is a warning of the tick, with the reason). A materialized partition key that
+is not ``<date>|<venue>`` protects no venue: the tick names it in one warning and goes on.
 
 A sensor hands Dagster's daemon the keys to add and, per month that brought any, an
 observation of ``tick_archive`` (``venues_registered``, ``venues``, ``month``) that the asset's
@@ -23,21 +26,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import dagster as dg
 
 from skewtape_pipeline.mirror.months import applied_months
 from skewtape_pipeline.orchestration.ticks.archive_asset import TICK_ARCHIVE
 from skewtape_pipeline.orchestration.ticks.partitions import (
-    VENUE_DIMENSION,
     VENUES,
     dimension_key,
-    venue_day_partitions,
+    venue_key_of,
     venue_keys,
     venue_partitions,
 )
-from skewtape_pipeline.ticks.fills.snapshot_fills import mirror_venues, new_symbols
+from skewtape_pipeline.ticks.fills.snapshot_fills import new_symbols, read_mirror_venues
 
 
 def new_venues(
@@ -92,23 +94,42 @@ def register_applied_venues(instance: dg.DagsterInstance, history: Path) -> dict
     return by_month
 
 
+class Strays(NamedTuple):
+    """What :func:`stray_venues` found."""
+
+    keys: list[str]
+    """The stray venue keys, sorted (to remove)."""
+    held: list[str]
+    """The mirror's venues (those with a fills folder in an applied snapshot)."""
+    unreadable: list[tuple[Path, str]]
+    """``(fills folder, reason)`` of each snapshot's ``fills/`` that could not be read."""
+    unparsed: list[str]
+    """The materialized ``tick_archive`` keys looked at that are not ``<date>|<venue>``."""
+
+
 def stray_venues(
     history: Path, registered: Iterable[str], archived: Callable[[], Collection[str]]
-) -> tuple[list[str], list[str]]:
-    """``(stray keys, the mirror's venues)``: the keys of ``registered`` whose venue no applied
-    snapshot of ``history`` holds fills of (``mirror_venues``) and of which no venue-day is
-    ``archived`` (materialized ``tick_archive`` keys, asked for only when some venue is not the
-    mirror's): a venue typed by hand, which nothing could archive. None while the mirror holds
-    no applied snapshot (``history`` missing, unmounted, another data root): every key would
-    look stray, and the venues sensor's cursor is past the months that registered them."""
-    held = mirror_venues(history)
-    if not held:
-        return [], held
+) -> Strays:
+    """The keys of ``registered`` whose venue no applied snapshot of ``history`` holds fills of
+    (``read_mirror_venues``) and of which no venue-day is ``archived`` (materialized
+    ``tick_archive`` keys, asked for only when some venue is not the mirror's; a key that is not
+    ``<date>|<venue>`` names no venue and is returned in ``unparsed``): a venue typed by hand,
+    which nothing could archive. None while the mirror holds no applied snapshot (``history``
+    missing, unmounted, another data root), nor while a snapshot's ``fills/`` cannot be read
+    (``unreadable``): every key, or some, would look stray, and the venues sensor's cursor is
+    past the months that registered them."""
+    held, unreadable = read_mirror_venues(history)
+    if not held or unreadable:
+        return Strays([], held, unreadable, [])
     unknown = set(registered) - {dimension_key(venue) for venue in held}
+    unparsed: list[str] = []
     if unknown:
-        keys = (venue_day_partitions.get_partition_key_from_str(key) for key in archived())
-        unknown -= {key.keys_by_dimension[VENUE_DIMENSION] for key in keys}
-    return sorted(unknown), held
+        for key in archived():
+            venue = venue_key_of(key)
+            if venue is None:
+                unparsed.append(key)
+            unknown.discard(venue)
+    return Strays(sorted(unknown), held, unreadable, sorted(unparsed))
 
 
 def removal(

@@ -44,7 +44,7 @@ def prune_tick_versions_op(
     archive: ArchiveSettings,
 ) -> dg.Output[None]:
     """Prune the versions the config leaves out, then the files no kept version reads."""
-    with refusal_as_failure("prune_tick_versions"):
+    with refusal_as_failure("prune_tick_versions", skewtape):
         result = archive.open_existing(skewtape).versions.prune(
             keep_last=config.keep_last or None, older_than=config.older_than_date()
         )

@@ -18,6 +18,7 @@ Everything but :func:`archive_symbol_days` (which writes the archive through the
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
@@ -31,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from skewtape_pipeline.errors import ChainError, ConfigError, TickValidationError
+from skewtape_pipeline.errors import ChainError, ConfigError, TickValidationError, reason
 from skewtape_pipeline.mirror.format import MANIFEST, MONTH_RE, SnapshotManifest
 from skewtape_pipeline.mirror.months import applied_months
 from skewtape_pipeline.mirror.snapshot import read_snapshot
@@ -589,9 +590,28 @@ def _batch_schema(batch: pa.RecordBatch) -> TickSchema:
 
 
 def mirror_venues(history: Path) -> list[str]:
-    """Venues with a fills folder in any applied snapshot of ``history``, sorted."""
-    folders = (history / month / "fills" for month in applied_months(history))
-    return sorted({path.name for fills in folders for path in fills.glob("*") if path.is_dir()})
+    """Venues with a fills folder in any applied snapshot of ``history``, sorted (a ``fills/``
+    folder that cannot be read adds none: :func:`read_mirror_venues` says which)."""
+    return read_mirror_venues(history)[0]
+
+
+def read_mirror_venues(history: Path) -> tuple[list[str], list[tuple[Path, str]]]:
+    """``(venues, unreadable)``: the venues with a fills folder in any applied snapshot of
+    ``history``, sorted, and ``(fills folder, reason)`` of each snapshot's ``fills/`` that
+    exists but cannot be listed (a permission refused, a file of that name, an I/O error):
+    while one is there, ``venues`` may miss some. A snapshot without ``fills/`` holds none."""
+    venues: set[str] = set()
+    unreadable: list[tuple[Path, str]] = []
+    for month in applied_months(history):
+        fills = history / month / "fills"
+        try:
+            with os.scandir(fills) as entries:
+                venues.update(entry.name for entry in entries if entry.is_dir())
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            unreadable.append((fills, exc.strerror or reason(exc)))
+    return sorted(venues), unreadable
 
 
 def month_files(history: Path, month: str) -> dict[str, Path]:

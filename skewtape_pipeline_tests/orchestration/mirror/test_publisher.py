@@ -62,7 +62,8 @@ def test_backfill_when_deltas_is_empty_fetches_and_applies_each_month_in_order(
     assert_same_snapshot(subscriber / "history" / "2026-12", published_full_snapshots / "2026-12")
     by_month = {r.partition_key: r.asset_observation.metadata for r in observed}
     assert sorted(by_month) == ["2026-10", "2026-11", "2026-12"]
-    for metadata in by_month.values():
+    for month, metadata in by_month.items():
+        assert metadata["fetch_folder"].value == f"$SKEWTAPE_HOME/deltas/{month}"
         assert re.fullmatch(
             r"[0-9.]+ [KMG]B \([0-9,]+ bytes\)|[0-9]+ bytes", metadata["fetch_bytes"].value
         )

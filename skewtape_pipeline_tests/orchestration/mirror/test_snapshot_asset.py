@@ -11,11 +11,13 @@ import pytest
 
 from skewtape_pipeline import fsio
 from skewtape_pipeline.mirror import apply
-from skewtape_pipeline.mirror.format import MANIFEST, DeltaManifest
+from skewtape_pipeline.mirror.format import MANIFEST, TABLE_KEYS, DeltaManifest
 from skewtape_pipeline.mirror.snapshot import read_snapshot
 from skewtape_pipeline.mirror.verify import verify_snapshot
 from skewtape_pipeline.orchestration.mirror import snapshot_asset
+from skewtape_pipeline.orchestration.mirror.checks import keys_unique, month_check_evaluations
 from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT
+from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline_tests.orchestration.conftest import run_month
 
 
@@ -61,14 +63,18 @@ def test_history_snapshot_when_first_months_materialized_in_order_reaches_each_s
 def test_history_snapshot_when_applied_records_apply_metadata(
     definitions: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
 ):
-    assert run_month(definitions, "2026-09", instance).success
+    bootstrap = metadata_values(materialization(run_month(definitions, "2026-09", instance)))
+    assert bootstrap["snapshot"] == "$SKEWTAPE_HOME/history/2026-09"
+    assert bootstrap["summary"].startswith("`$SKEWTAPE_HOME/history/2026-09` holds")
     result = run_month(definitions, "2026-10", instance)
     metadata = metadata_values(materialization(result))
     manifest = delta_manifest(sample_root, "2026-10")
     assert metadata["parent_bundle_id"] == manifest["parent"]["bundle_id"]
     assert metadata["next_bundle_id"] == manifest["next"]["bundle_id"]
     assert metadata["already_applied"] is False
-    assert metadata["snapshot"] == str(sample_root / "history" / "2026-10")
+    assert metadata["snapshot"] == "$SKEWTAPE_HOME/history/2026-10"  # not the machine's folders
+    assert "`$SKEWTAPE_HOME/history/2026-10`:" in metadata["summary"]
+    assert str(sample_root) not in str(metadata)
     ops = [entry["op"] for entry in manifest["files"]]
     assert metadata["files_deleted"] == ops.count("delete")
     assert metadata["files_added"] + metadata["files_replaced"] > 0
@@ -111,7 +117,10 @@ def test_history_snapshot_when_verification_fails_leaves_month_unmaterialized(
     assert not result.success
     [failure] = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
     assert failure.step_key.endswith("verify_month_snapshot")
-    assert str(victim.relative_to(snapshot)) in str(failure.event_specific_data.error)
+    error = str(failure.event_specific_data.error)
+    assert str(victim.relative_to(snapshot)) in error
+    assert "$SKEWTAPE_HOME/history/2026-09 does not verify: " in error  # never the machine's
+    assert str(sample_root) not in error  # folders
     assert instance.get_materialized_partitions(HISTORY_SNAPSHOT) == set()
 
 
@@ -138,6 +147,8 @@ def test_history_snapshot_when_a_month_is_refused_the_failure_says_why_first(
     assert "materialize 2026-10 first" in data.user_failure_data.description
     assert data.user_failure_data.metadata["refused_by"].value == "ChainError"
     assert data.error.cause is None  # the reason first, not behind a chained traceback
+    assert "$SKEWTAPE_HOME/deltas/2026-11" in data.user_failure_data.description
+    assert str(sample_root) not in data.error.to_string()  # never the machine's folders
     [logged] = instance.all_logs(result.run_id, of_type=dg.DagsterEventType.ASSET_OBSERVATION)
     observed = logged.dagster_event.asset_observation_data.asset_observation
     assert (observed.asset_key, observed.partition) == (HISTORY_SNAPSHOT, "2026-11")
@@ -214,3 +225,27 @@ def test_history_snapshot_checks_when_a_month_is_refused_say_where_the_reason_is
     for spec in specs:
         assert "`<month> refused (<error>): <reason>`" in spec.description
         assert "observation on the month's partition" in spec.description
+
+
+def test_history_snapshot_checks_when_a_month_is_damaged_name_its_files_from_the_data_root(
+    definitions: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance
+):
+    """The checks' problems name paths under the data root as ``$SKEWTAPE_HOME/...``, never
+    by the machine's folders, run as the asset's checks or after a catch-up's month alike."""
+    assert run_month(definitions, "2026-09", instance).success
+    table = sample_root / "history" / "2026-09" / next(iter(TABLE_KEYS))
+    table.write_bytes(b"not a Parquet file")
+    shown = f"$SKEWTAPE_HOME/history/2026-09/{table.name}"
+    skewtape = SkewtapeHome(root=str(sample_root))
+
+    context = dg.build_op_context(partition_key="2026-09", resources={"skewtape": skewtape})
+    checked = keys_unique(context)  # as a run of the asset check runs it
+    assert not checked.passed
+    assert shown in checked.metadata["details"].value
+
+    logged = month_check_evaluations(instance, skewtape, "2026-09")  # as catch_up_months does
+    failed = [e for e in logged if not e.passed]
+    assert {e.check_name for e in failed} >= {"checksums_verified", "keys_unique"}
+    assert shown in "".join(e.metadata["details"].value for e in failed)
+    for result in [checked, *failed]:
+        assert str(sample_root) not in result.metadata["details"].value

@@ -290,6 +290,7 @@ def test_tick_archive_when_day_month_not_applied_fails_and_records_nothing(
     venue_day = re.escape(DAY) + r"\|\w+"
     refused = rf"tick_archive {venue_day} refused \(ChainError\): month 2026-10 "
     assert re.match(refused, failed.user_failure_data.description)
+    assert str(sample_root) not in str(failed.error)  # paths from $SKEWTAPE_HOME, not the machine
     assert instance.get_materialized_partitions(TICK_ARCHIVE) == set()
 
 

@@ -5,7 +5,10 @@ it touched, over exactly the symbol-days whose ticks changed."""
 
 from __future__ import annotations
 
+import logging
+import os
 import shutil
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -336,3 +339,110 @@ def test_corrections_sensor_when_request_runs_rewrites_only_the_named_symbol_day
     )["symbol"].to_pylist()
     shown = sorted(r.data["symbol"] for r in metadata["symbol_days"].value.records)
     assert shown == archived and metadata["symbol_days_archived"].value == len(archived)
+
+
+NOBODY = 65534
+
+
+class Logged(logging.Handler):
+    """The records a tick's logger (``context.log``) emits."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def warnings(self) -> list[str]:
+        return [r.getMessage() for r in self.records if r.levelno == logging.WARNING]
+
+
+def logged_venues_tick(root: Path, instance: dg.DagsterInstance, cursor: str):
+    """One tick of the venues sensor and what its log said."""
+    logged = Logged()
+    context = dg.build_sensor_context(
+        cursor=cursor, instance=instance, resources={"skewtape": SkewtapeHome(root=str(root))}
+    )
+    context.log.addHandler(logged)
+    return tick_venues_sensor(context), logged
+
+
+def test_venues_sensor_when_a_snapshots_fills_cannot_be_read_warns_naming_it_and_removes_nothing(
+    applied_chain: Path, instance: dg.DagsterInstance
+):
+    """A ``fills/`` folder the daemon's user cannot list (a permission refused) would hide its
+    venues: the tick warns, naming the folder from the data root and why, and removes no venue
+    (one seen only there would look stray)."""
+    history = applied_chain / "history"
+    for month in MONTHS:
+        register_venues(instance, new_symbols(history, month))
+    registered = set(instance.get_dynamic_partitions(VENUES))
+    shared = Path(tempfile.mkdtemp())  # the test's own folder is root's alone
+    try:
+        shared.chmod(0o777)
+        root = shared / "data"
+        shutil.copytree(applied_chain, root, symlinks=True)
+        hidden = sorted((root / "history" / MONTHS[-1] / "fills").iterdir())[0]
+        shutil.rmtree(hidden)  # its venue is only in the months that cannot be read
+        for month in MONTHS[:-1]:
+            (root / "history" / month / "fills").chmod(0)
+        os.seteuid(NOBODY)
+        try:
+            result, logged = logged_venues_tick(root, instance, MONTHS[-1])
+        finally:
+            os.seteuid(0)
+    finally:
+        for month in MONTHS[:-1]:
+            (shared / "data" / "history" / month / "fills").chmod(0o755)
+        shutil.rmtree(shared)
+
+    assert not result.dynamic_partitions_requests
+    assert set(instance.get_dynamic_partitions(VENUES)) == registered
+    warned = logged.warnings()
+    for month in MONTHS[:-1]:
+        said = f"$SKEWTAPE_HOME/history/{month}/fills: cannot be read (Permission denied); "
+        assert [w for w in warned if w.startswith(said)], warned
+    assert not [w for w in warned if str(shared) in w or "removed venue" in w], warned
+
+
+def test_venues_sensor_when_an_archived_key_is_not_a_venue_day_warns_once_and_goes_on(
+    applied_chain: Path, instance: dg.DagsterInstance
+):
+    """A materialized tick_archive key Dagster cannot parse as ``<date>|<venue>`` (recorded
+    by hand, or under another partitioning) used to fail every tick; it protects no venue: the
+    tick names it in one warning and removes the stray venue as usual."""
+    history = applied_chain / "history"
+    for month in MONTHS:
+        register_venues(instance, new_symbols(history, month))
+    typo = f"{sorted(instance.get_dynamic_partitions(VENUES))[0]}x"
+    instance.add_dynamic_partitions(VENUES, [typo])
+    for key in ("garbage", "a|b|c"):
+        instance.report_runless_asset_event(dg.AssetMaterialization(TICK_ARCHIVE, partition=key))
+
+    result, logged = logged_venues_tick(applied_chain, instance, MONTHS[-1])
+
+    [delete] = result.dynamic_partitions_requests
+    assert list(delete.partition_keys) == [typo]
+    unparsed = [w for w in logged.warnings() if "not of the form <date>|<venue>" in w]
+    assert unparsed == [
+        "2 materialized tick_archive partition key(s) not of the form <date>|<venue>, ignored: "
+        "'a|b|c', 'garbage'"
+    ]
+
+
+def test_venues_sensor_when_it_removes_a_venue_warns_whether_or_not_it_registers_others(
+    applied_chain: Path, instance: dg.DagsterInstance
+):
+    """The removal is a warning of the tick on both of its paths: a tick that registers new
+    venues, and one that skips (nothing new)."""
+    instance.add_dynamic_partitions(VENUES, ["zzz-typo"])
+    registering, first = logged_venues_tick(applied_chain, instance, "")
+    register_as_the_daemon(instance, registering)
+    instance.delete_dynamic_partition(VENUES, "zzz-typo")  # as the daemon does
+    instance.add_dynamic_partitions(VENUES, ["zzz-typo2"])
+    skipping, second = logged_venues_tick(applied_chain, instance, MONTHS[-1])
+
+    assert registering.asset_events and skipping.skip_reason  # one tick of each path
+    for logged, typo in ((first, "zzz-typo"), (second, "zzz-typo2")):
+        assert [w for w in logged.warnings() if w.startswith(f"removed venue partition(s) {typo}:")]

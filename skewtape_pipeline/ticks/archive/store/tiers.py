@@ -11,7 +11,6 @@ every Parquet file under its root as its own. The archive records its policy
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -21,6 +20,7 @@ from urllib.parse import parse_qsl, urlsplit
 from skewtape_pipeline import fsio
 from skewtape_pipeline.errors import ConfigError, NotAnArchiveError, TickFormatError
 from skewtape_pipeline.hashing import FileStamp
+from skewtape_pipeline.locations import named_roots
 from skewtape_pipeline.storage import (
     S3_SCHEME,
     ObjectFile,
@@ -135,18 +135,12 @@ class ArchiveTiers:
         (``storage.file_text``: absolute, an S3 URI without its query), whole: not inside a
         longer path (``/mnt/<root>``, ``<root>.bak``), the longest root first; other text is
         kept."""
-        named = {_shown(where).rstrip("/"): tier for tier, where in self.roots.items()}
-        named.setdefault(str(self.root.absolute()).rstrip("/"), "")
-        roots = "|".join(re.escape(root) for root in sorted(named, key=len, reverse=True) if root)
-        found = re.compile(rf"(?<![\w/.~-])({roots})(/|(?=$|[\s:;,`'\")]|\.(?:\s|$)))")
-
-        def name(match: re.Match[str]) -> str:
-            tier = named[match[1]]
-            if match[2]:
-                return f"{tier}/" if tier else ""
-            return f"the {tier} root" if tier else root_name
-
-        return found.sub(name, text)
+        named = {
+            _shown(where).rstrip("/"): (f"{tier}/", f"the {tier} root")
+            for tier, where in self.roots.items()
+        }
+        named.setdefault(str(self.root.absolute()).rstrip("/"), ("", root_name))
+        return named_roots(text, named)
 
     def resolve(self, relative: str) -> TierFile:
         """The file a catalog path names: ``WARM/...`` and ``COLD/...`` inside that tier's
