@@ -162,8 +162,8 @@ def publisher_sensor(
     try:
         month, _ = chain_tip(skewtape.history_dir, skewtape.deltas_dir)
     except ChainError as exc:
-        return skipped(context, str(exc), context.cursor)
+        return skipped(context, skewtape, str(exc), context.cursor)
     request = remote_month_request(skewtape, publisher, next_month(month))
     if isinstance(request, dg.SkipReason):
-        return skipped(context, request.skip_message or "", context.cursor)
+        return skipped(context, skewtape, request.skip_message or "", context.cursor)
     return request

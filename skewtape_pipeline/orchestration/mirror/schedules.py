@@ -36,13 +36,17 @@ def monthly_apply_schedule(
     arrival = inspect_delta(skewtape.delta_dir(month))
     held = skewtape.snapshot_dir(month)
     if not arrival.complete and (held / MANIFEST).is_file():  # the mirror's first month
-        return dg.SkipReason(f"{month} is already held whole in {held}: no delta to apply")
+        return dg.SkipReason(
+            skewtape.shown(f"{month} is already held whole in {held}: no delta to apply")
+        )
     if not arrival.complete:
         remote = remote_month_request(skewtape, publisher, month)
         if isinstance(remote, dg.RunRequest):
             return remote
         return dg.SkipReason(
-            f"the delta for {month} has not arrived: {arrival.reason}; {remote.skip_message}"
+            skewtape.shown(
+                f"the delta for {month} has not arrived: {arrival.reason}; {remote.skip_message}"
+            )
         )
     assert arrival.manifest_sha256 is not None
     return dg.RunRequest(partition_key=month, run_key=run_key(month, arrival.manifest_sha256))

@@ -57,4 +57,4 @@ def delta_arrival_sensor(context: dg.SensorEvaluationContext, skewtape: Skewtape
     if requests:
         return dg.SensorResult(run_requests=requests, cursor=cursor)
     reason = "; ".join(notes) or f"no new delta in {skewtape.deltas_dir}"
-    return skipped(context, reason, cursor)
+    return skipped(context, skewtape, reason, cursor)

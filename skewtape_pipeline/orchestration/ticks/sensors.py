@@ -84,7 +84,11 @@ def tick_venues_sensor(context: dg.SensorEvaluationContext, skewtape: SkewtapeHo
         why = f"{', '.join(months)}: no venue new to `tick_archive`" if months else ""
         reason = "; ".join(filter(None, [said, why or "no newly applied month"]))
         return skipped(
-            context, reason, months[-1] if months else cursor, dynamic_partitions_requests=removing
+            context,
+            skewtape,
+            reason,
+            months[-1] if months else cursor,
+            dynamic_partitions_requests=removing,
         )
     for month, keys in by_month.items():
         context.log.info(f"{month}: registering venue(s) {', '.join(keys)}")
@@ -134,7 +138,7 @@ def tick_corrections_sensor(context: dg.SensorEvaluationContext, skewtape: Skewt
     if requests:
         return dg.SensorResult(run_requests=requests, cursor=cursor, **registration(by_month))
     reason = "; ".join(notes[:20]) or "no newly applied month corrects archived ticks"
-    return skipped(context, reason, cursor, **registration(by_month))
+    return skipped(context, skewtape, reason, cursor, **registration(by_month))
 
 
 def _correction_requests(

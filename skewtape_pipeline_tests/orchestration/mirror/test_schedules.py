@@ -75,5 +75,5 @@ def test_schedule_when_the_month_is_the_mirrors_first_snapshot_skips_saying_so(
     skipped = evaluate(skewtape, when)
     assert isinstance(skipped, dg.SkipReason)
     assert skipped.skip_message == (
-        f"{first} is already held whole in {sample_root / 'history' / first}: no delta to apply"
+        f"{first} is already held whole in $SKEWTAPE_HOME/history/{first}: no delta to apply"
     )

@@ -76,7 +76,7 @@ def test_sensor_when_cursor_is_past_every_delta_skips_as_already_seen(
 ):
     result = tick(skewtape, cursor="2026-11")
     assert result.run_requests == []
-    assert "no new delta" in result.skip_reason.skip_message
+    assert result.skip_reason.skip_message == "no new delta in $SKEWTAPE_HOME/deltas"
     assert result.cursor == "2026-11"
 
 
