@@ -49,6 +49,9 @@ class ArchiveVersions:
         ------
         VersionError
             A version record that does not parse.
+        DamagedFileError
+            A version record that changed after it was written (not the bytes its sha256
+            records), named.
         """
         return self._core.versions.list()
 
@@ -63,7 +66,9 @@ class ArchiveVersions:
         Raises
         ------
         VersionError
-            Its record is damaged.
+            Its record does not parse.
+        DamagedFileError
+            Its record changed after it was written, named.
         """
         return self._core.versions.latest()
 
@@ -79,6 +84,12 @@ class ArchiveVersions:
         -------
         int or None
             Its number; None when none was committed by then.
+
+        Raises
+        ------
+        DamagedFileError
+            An entry of the versions' index it reads is not the one its sum records (naming
+            ``index.bin``).
         """
         return self._core.versions.at(when)
 
@@ -94,6 +105,8 @@ class ArchiveVersions:
         ------
         VersionError
             A tag record that does not parse.
+        DamagedFileError
+            A tag record that changed after it was written, named.
         """
         return self._core.versions.tags()
 
@@ -152,7 +165,9 @@ class ArchiveVersions:
         ArchiveBusyError
             Another writer held the archive's lock beyond its ``lock_timeout`` seconds.
         DamagedFileError
-            A kept version's catalog snapshot or manifest differs from its content name.
+            A kept version's catalog snapshot or manifest differs from its content name, or a
+            version record or tag from the sha256 it carries (those read before any version is
+            pruned).
         ObjectStoreError
             An S3 tier root cannot be listed (endpoint down, bucket missing, credentials
             refused): raised before any version is pruned.

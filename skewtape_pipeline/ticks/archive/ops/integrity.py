@@ -623,18 +623,18 @@ def _verified_version_files(
     hot: dict[tuple[int, int], tuple[Path, str | None]],
     on_disk: set[TierFile],
 ) -> _Checked:
-    """What the kept versions of the archive (``core.versions``: its ``VersionLog``) read:
-    every version's snapshots and kept hot files present (``VersionLog.state``) and the
-    consolidated files its catalog lists among those ``on_disk`` (the stores' listing); every
-    content-named file versions keep (``VersionLog.snapshot_dirs``: catalog snapshots,
-    manifests, kept hot files) holding the bytes its name records (its sha256), with a readable
-    footer and, with ``full``, pages. A kept hot file that is a link to a hot file checked
-    already (``hot``: the same inode) is not read again."""
-    checked, tiers, log = _Checked(), core.tiers, core.versions
+    """What the kept versions of the archive (``core.versions``: its ``VersionLog``) read: its
+    records, index and tags (``VersionLog.problems``), every version's snapshots and kept hot
+    files present (``VersionLog.state``) and the consolidated files its catalog lists among
+    those ``on_disk`` (the stores' listing); every content-named file versions keep
+    (``VersionLog.snapshot_dirs``: catalog snapshots, manifests, kept hot files) holding the
+    bytes its name records (its sha256), with a readable footer and, with ``full``, pages. A
+    kept hot file that is a link to a hot file checked already (``hot``) is not read again."""
+    checked, tiers, log = _Checked(core.versions.problems()), core.tiers, core.versions
     try:
         versions = log.list()
-    except VersionError as exc:
-        return _Checked([str(exc)])
+    except (VersionError, TickFormatError) as exc:  # a damaged record, named
+        return _Checked([*checked.problems, str(exc)])
     readers: dict[TierFile, list[int]] = {}
     kept: dict[Path, _KeptHot] = {}
     for version in versions:
