@@ -264,7 +264,8 @@ class TickFormatError(TickError):
 class DamagedFileError(TickFormatError):
     """An archive file is damaged: its Parquet footer does not decode, a page fails its
     checksum, or its size or sha256 differs from the catalog's record (for a file a version
-    keeps, from the sha256 its content name records). ``path`` names it."""
+    keeps, from the sha256 its content name records; for a version record, a tag or an entry
+    of the versions' index, from the sha256 it carries). ``path`` names it."""
 
     def __init__(self, message: str, *, path: Path | str | object):
         self.path = location(path)
@@ -381,9 +382,9 @@ class ArchiveSchemaError(ConfigError):
 class VersionError(ConfigError):
     """A version, time or tag that names no kept version of a tick archive (unknown, pruned,
     before the first version), a tag that pins another version already, or a damaged or
-    missing version record, or a missing snapshot (a snapshot whose bytes are not the ones
-    its content name records is a :class:`DamagedFileError`); the message names the archive
-    and what was asked for, or the file."""
+    missing version record, or a missing snapshot (a snapshot, record, tag or index entry
+    whose bytes are not the ones its sha256 records is a :class:`DamagedFileError`); the
+    message names the archive and what was asked for, or the file."""
 
 
 # --- the sample publisher ----------------------------------------------------------------------

@@ -395,10 +395,11 @@ def cmd_verify_archive(args: argparse.Namespace) -> None:
     archive = _archive(args, args.archive)
     with showing_progress(args):
         result = archive.verify(full=args.full)
+    findings = [*result.problems, *result.leftovers]  # leftovers: named, yet no failure
     if result.problems:  # every finding on standard output, one per line; then the error line
-        print_result(args, result, "\n".join(error_line(p) for p in result.problems))
+        print_result(args, result, "\n".join(error_line(p) for p in findings))
         raise ArchiveVerificationError(result.archive_root, result.problems)
-    print_result(args, result, result.describe())
+    print_result(args, result, "\n".join([*map(error_line, findings), result.describe()]))
 
 
 def cmd_rebuild_catalog(args: argparse.Namespace) -> None:

@@ -674,7 +674,9 @@ class Archive:
         Returns
         -------
         integrity.ArchiveVerification
-            Every problem with a file found (``ok`` False when any): reported, not raised.
+            Every problem with a file found (``ok`` False when any), a stray Parquet file in
+            the hot tier among them; and the leftovers ``prune`` removes (``leftovers``, which
+            leave ``ok`` True): reported, not raised.
 
         Raises
         ------

@@ -50,6 +50,9 @@ class ArchiveVersions:
         ------
         VersionError
             A version record that does not parse.
+        DamagedFileError
+            A version record that changed after it was written (not the bytes its sha256
+            records), named.
         """
         return self._core.versions.list()
 
@@ -64,7 +67,9 @@ class ArchiveVersions:
         Raises
         ------
         VersionError
-            Its record is damaged.
+            Its record does not parse.
+        DamagedFileError
+            Its record changed after it was written, named.
         """
         return self._core.versions.latest()
 
@@ -86,6 +91,9 @@ class ArchiveVersions:
         ------
         ConfigError
             ``when`` is neither a datetime nor a date.
+        DamagedFileError
+            An entry of the versions' index it reads is not the one its sum records (naming
+            ``index.bin``).
         """
         if not isinstance(when, date):
             raise ConfigError(f"when = {quoted(when)}: expected a datetime or a date")
@@ -105,6 +113,8 @@ class ArchiveVersions:
         ------
         VersionError
             A tag record that does not parse.
+        DamagedFileError
+            A tag record that changed after it was written, named.
         """
         return self._core.versions.tags()
 
@@ -163,7 +173,9 @@ class ArchiveVersions:
         ArchiveBusyError
             Another writer held the archive's lock beyond its ``lock_timeout`` seconds.
         DamagedFileError
-            A kept version's catalog snapshot or manifest differs from its content name.
+            A kept version's catalog snapshot or manifest differs from its content name, or a
+            version record or tag from the sha256 it carries (those read before any version is
+            pruned).
         ObjectStoreError
             An S3 tier root cannot be listed (endpoint down, bucket missing, credentials
             refused): raised before any version is pruned.

@@ -21,9 +21,11 @@ The writers' catalog check (``trust.checked_catalog``) reads the same records.
   consolidated file's size and sha256 in the catalog, a hot file's in the hot file records),
   hashes a consolidated file the catalog does not list against its content name (and checks a
   listed one's recorded sha256 against its name: :func:`_record_misnamed`), checks what
-  the kept versions read (:func:`_verified_version_files`) and every tier root's archive marker
-  and, with ``full``, reads every page of every archive file through pyarrow with page checksum
-  verification (DuckDB does not check page checksums). What it finds is reported, never raised.
+  the kept versions read (:func:`_verified_version_files`), every tier root's archive marker,
+  the files no record accounts for (``store.archive_checks``: a stray Parquet file in the hot
+  tier is a problem, a leftover ``prune`` removes is named apart) and, with ``full``, reads
+  every page of every archive file through pyarrow with page checksum verification (DuckDB does
+  not check page checksums). What it finds is reported, never raised.
 
 The contracts are the front door's (``Archive.rebuild_catalog``, ``Archive.verify``).
 
@@ -50,7 +52,6 @@ from skewtape_pipeline import fsio, progress
 from skewtape_pipeline.errors import (
     ArchiveBusyError,
     CatalogMismatchError,
-    ConfigError,
     DamagedFileError,
     TickFormatError,
     VersionError,
@@ -63,11 +64,15 @@ from skewtape_pipeline.storage import (
     exists,
     file_text,
     parquet_source,
-    read_bytes,
     sha256_of,
     size_of,
 )
 from skewtape_pipeline.ticks.archive.store import hot_index
+from skewtape_pipeline.ticks.archive.store.archive_checks import (
+    hot_strays,
+    leftover_findings,
+    marker_problems,
+)
 from skewtape_pipeline.ticks.archive.store.books import EVENT_REBUILD
 from skewtape_pipeline.ticks.archive.store.catalog import (
     Catalog,
@@ -84,11 +89,7 @@ from skewtape_pipeline.ticks.archive.store.consolidate import (
     read_consolidated_file,
     read_footer,
 )
-from skewtape_pipeline.ticks.archive.store.layout import (
-    ARCHIVE_MARKER,
-    check_archive_root,
-    parse_archive_marker,
-)
+from skewtape_pipeline.ticks.archive.store.layout import check_archive_root
 from skewtape_pipeline.ticks.archive.store.placement import HotFile, hot_rel, scan_hot_files
 from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
@@ -435,6 +436,9 @@ class ArchiveVerification:
     files_checked: int
     bytes_checked: int
     problems: list[str]
+    leftovers: list[str] = field(default_factory=list)
+    """Files no read sees that ``prune`` removes (``archive_checks.leftover_findings``), one
+    line each naming the file: reported, yet not problems (``ok`` stays True)."""
 
     @property
     def ok(self) -> bool:
@@ -445,9 +449,10 @@ class ArchiveVerification:
 
     def describe(self) -> str:
         mode = "every page's checksum read" if self.full else "sizes and sha256"
+        left = f"; {len(self.leftovers)} leftover file(s) `prune` removes" if self.leftovers else ""
         return (
             f"{self.archive_root}: verified {self.files_checked} files, {self.bytes_checked} "
-            f"bytes ({mode})"
+            f"bytes ({mode}){left}"
         )
 
 
@@ -468,7 +473,7 @@ def verify_archive(core: ArchiveCore, *, full: bool = False) -> ArchiveVerificat
         first: ArchiveVerification | None = _verify_once(core, full=full)
     except FileNotFoundError:
         first = None
-    if first is not None and first.ok:
+    if first is not None and first.ok and not first.leftovers:  # leftovers: not a run's files?
         return first
     with ExitStack() as stack:
         try:
@@ -506,19 +511,19 @@ def _verify_once(core: ArchiveCore, *, full: bool) -> ArchiveVerification:
         if path not in listed and _CONTENT_NAME.fullmatch(path.name):
             problems += _check_content_named(path, full)
             checked, checked_bytes = checked + 1, checked_bytes + size_of(path)
-    problems += [
-        f"{path}: {why}"
-        for path, why in unaccounted_files(partial(hot_keys_of, root), catalog, on_disk, listed)
-    ]
+    unaccounted = unaccounted_files(partial(hot_keys_of, root), catalog, on_disk, listed)
+    problems += [f"{path}: {why}" for path, why in unaccounted]
     hot = _verified_hot_files(core, catalog, records, full)
-    problems += _index_problems(core, catalog)
+    problems += _index_problems(core, catalog) + hot_strays(root)
     kept = _verified_version_files(core, full, hot.hot, {path for _, path in on_disk})
     problems += hot.problems + kept.problems
     checked, checked_bytes = checked + hot.files, checked_bytes + hot.bytes
     if checked:
-        problems += _marker_problems(tiers, catalog)
+        problems += marker_problems(tiers, catalog)
     checked, checked_bytes = checked + kept.files, checked_bytes + kept.bytes
-    return ArchiveVerification(root, full, checked, checked_bytes, problems)
+    left = [] if kept.read is None else [path for _, path in on_disk]  # none if versions unread
+    left = leftover_findings(left, listed, {path for path, _ in unaccounted}, kept.read or ())
+    return ArchiveVerification(root, full, checked, checked_bytes, problems, left)
 
 
 @dataclass
@@ -531,6 +536,7 @@ class _Checked:
     files: int = 0
     bytes: int = 0
     hot: dict[tuple[int, int], tuple[Path, str | None]] = field(default_factory=dict)
+    read: set[TierFile] | None = None  # the consolidated files kept versions read, once known
 
     def add(self, size: int, problems: list[str]) -> None:
         self.problems += problems
@@ -623,18 +629,18 @@ def _verified_version_files(
     hot: dict[tuple[int, int], tuple[Path, str | None]],
     on_disk: set[TierFile],
 ) -> _Checked:
-    """What the kept versions of the archive (``core.versions``: its ``VersionLog``) read:
-    every version's snapshots and kept hot files present (``VersionLog.state``) and the
-    consolidated files its catalog lists among those ``on_disk`` (the stores' listing); every
-    content-named file versions keep (``VersionLog.snapshot_dirs``: catalog snapshots,
-    manifests, kept hot files) holding the bytes its name records (its sha256), with a readable
-    footer and, with ``full``, pages. A kept hot file that is a link to a hot file checked
-    already (``hot``: the same inode) is not read again."""
-    checked, tiers, log = _Checked(), core.tiers, core.versions
+    """What the kept versions of the archive (``core.versions``: its ``VersionLog``) read: its
+    records, index and tags (``VersionLog.problems``), every version's snapshots and kept hot
+    files present (``VersionLog.state``) and the consolidated files its catalog lists among
+    those ``on_disk`` (the stores' listing); every content-named file versions keep
+    (``VersionLog.snapshot_dirs``: catalog snapshots, manifests, kept hot files) holding the
+    bytes its name records (its sha256), with a readable footer and, with ``full``, pages. A
+    kept hot file that is a link to a hot file checked already (``hot``) is not read again."""
+    checked, tiers, log = _Checked(core.versions.problems()), core.tiers, core.versions
     try:
         versions = log.list()
-    except VersionError as exc:
-        return _Checked([str(exc)])
+    except (VersionError, TickFormatError) as exc:  # a damaged record, named
+        return _Checked([*checked.problems, str(exc)])
     readers: dict[TierFile, list[int]] = {}
     kept: dict[Path, _KeptHot] = {}
     for version in versions:
@@ -647,6 +653,7 @@ def _verified_version_files(
             readers.setdefault(tiers.resolve(rel), []).append(version.version)
         for kept_hot in state.hot_live:
             kept.setdefault(kept_hot.path, _KeptHot(kept_hot)).versions.append(version.version)
+    checked.read = set(readers)
     for path, numbers in readers.items():
         if path not in on_disk:
             checked.problems.append(
@@ -746,35 +753,6 @@ def _unlike_name(path: TierFile, sha256: str) -> str | None:
     if consolidated_file_name(sha256) == path.name:
         return None
     return f"sha256 is {sha256}, its content name records {path.name[5:21]}..."
-
-
-def _marker_problems(tiers: ArchiveTiers, catalog: Catalog) -> list[str]:
-    """The archive marker (``_skewtape_archive.json``: scales and timestamp unit) missing from
-    the archive root or from a tier root holding catalogued files, or different there."""
-    own = tiers.root / ARCHIVE_MARKER
-    if not own.exists():
-        return [f"{own}: missing; the archive's scales and timestamp unit are unknown"]
-    wanted = parse_archive_marker(own, own.read_bytes())
-    problems = []
-    for tier in (WARM, COLD):
-        held = sum(1 for f in catalog.files.values() if f.tier == tier)
-        if not held:
-            continue
-        marker = tiers.stores[tier].file(ARCHIVE_MARKER)
-        try:
-            found = parse_archive_marker(marker, read_bytes(marker))
-        except FileNotFoundError:
-            problems.append(
-                f"{marker}: missing, though the {tier} root holds {held} catalogued file(s); "
-                f"readers of that root cannot check its scales; copy {own} there"
-            )
-            continue
-        except ConfigError as exc:
-            problems.append(str(exc))
-            continue
-        if found != wanted:
-            problems.append(f"{marker}: records {found}, the archive root's marker {wanted}")
-    return problems
 
 
 def _check_pages(path: TierFile, *, full: bool) -> list[str]:

@@ -3,6 +3,13 @@
 index, a version's record, its manifest's chain of deltas, its catalog snapshot, its state, the
 tags).
 
+Every file read to answer a version is checked before it is believed: the content-named ones
+(manifests, catalog snapshots, kept hot files) against the sha256 their names record; a record
+and a tag against the sha256 it carries (:data:`SEAL_KEY`, :func:`sealed_json`); an index entry
+against its sum in ``index.sums`` (:func:`entry_sum`). A changed byte is a DamagedFileError
+naming the file and the repair. Files written before these sums (a record or tag without
+:data:`SEAL_KEY`, index entries past the end of ``index.sums``) are read as before.
+
 The functions here take the archive root: they are the store's own, called by
 ``versions.VersionLog`` (the log an ``ArchiveCore`` builds once), by ``version_recording`` (the
 writing half) and by the store's other modules.
@@ -11,11 +18,14 @@ writing half) and by the store's other modules.
 from __future__ import annotations
 
 import functools
+import hashlib
 import io
+import json
 import os
 import re
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -53,6 +63,21 @@ EVENT_VERSION = "tick-archive-version"
 EVENT_TAG = "tick-archive-tag"
 INDEX_ENTRY = struct.Struct(">q")
 """An entry of the index: a version's ``time_ns``, 8 bytes big-endian."""
+SUMS_FILE = "index.sums"
+"""Beside the index, one 8-byte sum per entry, in number order (:func:`entry_sum`); written
+before the entry it checks. An archive written before holds none, or fewer than its entries: the
+entries past its end are read unchecked, as before, until the next version is recorded (which
+sums every entry it finds unsummed)."""
+SEAL_KEY = "sha256"
+"""The field of a version record and a tag holding the sha256 of the rest of it
+(:func:`sealed_json`)."""
+RECORD_FIELDS = frozenset(
+    {"version", "time", "time_ns", "operation", "catalog", "manifest", "generation", "changed"}
+    | {"sources", "hot_index"}
+)
+"""The fields of a version record written before records carried :data:`SEAL_KEY`."""
+TAG_FIELDS = frozenset({"tag", "version", "time"})
+"""The fields of a tag written before tags carried :data:`SEAL_KEY`."""
 _TAG_NAME = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,99}")
 MANIFEST_SCHEMA = pa.schema(
     [
@@ -187,24 +212,82 @@ def version_count(archive_root: Path) -> int:
         return 0
 
 
-def indexed_time(handle: io.BufferedReader, number: int) -> int:
-    """Version ``number``'s ``time_ns`` as the open index ``handle`` holds it (one seek)."""
-    handle.seek((number - 1) * INDEX_ENTRY.size)
-    return INDEX_ENTRY.unpack(handle.read(INDEX_ENTRY.size))[0]
+def entry_sum(number: int, time_ns: int) -> bytes:
+    """The sum of version ``number``'s index entry ``time_ns`` in :data:`SUMS_FILE`: the first
+    8 bytes of the sha256 of the two, 8 bytes big-endian each (an entry moved to another
+    number fails its sum too)."""
+    return hashlib.sha256(INDEX_ENTRY.pack(number) + INDEX_ENTRY.pack(time_ns)).digest()[:8]
+
+
+@contextmanager
+def indexed_times(archive_root: Path) -> Iterator[Callable[[int], int]]:
+    """Within the block, a function giving version ``number``'s ``time_ns`` as the index holds
+    it (one seek, and one in :data:`SUMS_FILE` to check it).
+
+    The function raises DamagedFileError naming the index when the entry is not the one its
+    sum records (one of the two files changed after it was written); an entry past the sums'
+    end (written before them) is read unchecked.
+    """
+    store = versions_dir(archive_root)
+    with ExitStack() as stack:
+        handle = stack.enter_context(open(store / INDEX_FILE, "rb"))
+        try:
+            sums: io.BufferedReader | None = stack.enter_context(open(store / SUMS_FILE, "rb"))
+        except FileNotFoundError:
+            sums = None
+        summed = 0 if sums is None else os.fstat(sums.fileno()).st_size // len(entry_sum(0, 0))
+
+        def time_of(number: int) -> int:
+            handle.seek((number - 1) * INDEX_ENTRY.size)
+            time_ns = INDEX_ENTRY.unpack(handle.read(INDEX_ENTRY.size))[0]
+            if sums is not None and number <= summed:
+                sums.seek((number - 1) * 8)
+                if sums.read(8) != entry_sum(number, time_ns):
+                    raise _damaged_index(archive_root, number)
+            return time_ns
+
+        yield time_of
+
+
+def _damaged_index(archive_root: Path, number: int) -> DamagedFileError:
+    return DamagedFileError(
+        f"entry {number} (version {number}'s time) is not the one its sum in {SUMS_FILE} "
+        "records: one of the two changed after it was written, so a version looked up by time "
+        "could be another. Read by version number or tag meanwhile (they do not read the "
+        f"index's entries); restore {INDEX_FILE} and {SUMS_FILE} of {VERSIONS_DIR}/ from a copy",
+        path=versions_dir(archive_root) / INDEX_FILE,
+    )
+
+
+def index_problems(archive_root: Path) -> list[str]:
+    """One finding for each entry of the index that is not the one its sum records
+    (:func:`indexed_times`); none for an archive without versions."""
+    found = []
+    count = version_count(archive_root)
+    if count:
+        with indexed_times(archive_root) as time_of:
+            for number in range(1, count + 1):
+                try:
+                    time_of(number)
+                except DamagedFileError as exc:
+                    found.append(str(exc))
+    return found
 
 
 def version_at(archive_root: Path, when: datetime) -> int | None:
     """The number of the latest version committed at or before ``when`` (naive: UTC), None
-    when there is none: a binary search over the index (O(log versions) reads of 8 bytes)."""
+    when there is none: a binary search over the index (O(log versions) reads of 8 bytes, each
+    checked against its sum: :func:`indexed_times`; a search reads only entries checked, so it
+    finds the version an intact index gives)."""
     wanted = utc_ns(when)
     count = version_count(archive_root)
     if count == 0:
         return None
-    with open(versions_dir(archive_root) / INDEX_FILE, "rb") as handle:
+    with indexed_times(archive_root) as time_of:
         low, high = 0, count  # versions 1..low are at or before wanted
         while low < high:
             middle = (low + high + 1) // 2
-            if indexed_time(handle, middle) <= wanted:
+            if time_of(middle) <= wanted:
                 low = middle
             else:
                 high = middle - 1
@@ -221,10 +304,11 @@ def utc_ns(when: datetime) -> int:
 
 
 def read_version(archive_root: Path, number: int) -> Version:
-    """The record of version ``number`` (one file read).
+    """The record of version ``number`` (one file read), checked (:func:`read_record`).
 
     Raises VersionError when there is no such version, or when its record is gone (pruned,
-    or missing from a damaged or partial copy: the message names the file).
+    or missing from a damaged or partial copy: the message names the file); as
+    :func:`read_record` when it is damaged.
     """
     count = version_count(archive_root)
     if not 1 <= number <= count:
@@ -238,12 +322,25 @@ def read_version(archive_root: Path, number: int) -> Version:
             f"{archive_root}: version {number} was pruned or its record is missing ({path}: "
             "prune-versions removes it; a copy of the archive may also have left it out)"
         )
-    return _parse_record(fsio.load_json(raw, path, error=VersionError), path)
+    return read_record(raw, path, number)
 
 
-def _parse_record(body: Any, path: Path) -> Version:
+_RECORD_REPAIR = (
+    "restore it from a copy of the archive (the other versions still read; verify-archive "
+    "checks every record)"
+)
+
+
+def read_record(raw: bytes, path: Path, number: int) -> Version:
+    """Version ``number``'s record from the bytes ``raw`` of its file ``path``, once they are
+    the ones written (:func:`unsealed_json`) and name that version.
+
+    Raises VersionError when they do not parse as a record, DamagedFileError naming the file
+    when they are not the bytes its sha256 records, or name another version.
+    """
+    body = unsealed_json(raw, path, RECORD_FIELDS, _RECORD_REPAIR)
     try:
-        return Version(
+        version = Version(
             version=body["version"],
             time=datetime.fromisoformat(body["time"].replace("Z", "+00:00")),
             time_ns=body["time_ns"],
@@ -256,24 +353,72 @@ def _parse_record(body: Any, path: Path) -> Version:
             hot_index=IndexMark.from_list(body.get("hot_index")),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise VersionError(f"{path}: not a version record ({exc!r})") from None
+        raise VersionError(f"{path}: not a version record ({exc!r}); {_RECORD_REPAIR}") from None
+    if version.version != number:
+        raise DamagedFileError(
+            f"the record of version {version.version}, in version {number}'s place; "
+            f"{_RECORD_REPAIR}",
+            path=path,
+        )
+    return version
 
 
 def list_versions(archive_root: Path) -> list[Version]:
-    """The kept versions, oldest first (reads every kept record). VersionError naming the
-    record that does not parse."""
+    """The kept versions, oldest first (reads every kept record); raises as :func:`read_record`
+    for a damaged one."""
     root = Path(archive_root)
     out = []
     for number in range(1, version_count(root) + 1):
         path = record_path(root, number)
         raw = fsio.read_state_bytes(path)
         if raw is not None:
-            out.append(_parse_record(fsio.load_json(raw, path, error=VersionError), path))
+            out.append(read_record(raw, path, number))
     return out
 
 
+# --- records and tags carry their sha256 --------------------------------------------------------
+
+
+def sealed_json(body: Mapping[str, Any]) -> bytes:
+    """The bytes a version record or a tag ``body`` (JSON-ready, without :data:`SEAL_KEY`) is
+    written as: its JSON (keys sorted, one per line) with :data:`SEAL_KEY`, the sha256 of the
+    JSON of ``body`` alone, among its keys. :func:`unsealed_json` reads it back."""
+    return _json_bytes({**body, SEAL_KEY: sha256_bytes(_json_bytes(body))})
+
+
+def _json_bytes(body: Mapping[str, Any]) -> bytes:
+    return (json.dumps(body, sort_keys=True, indent=1) + "\n").encode()
+
+
+def unsealed_json(raw: bytes, path: Path, old_fields: frozenset[str], repair: str) -> Any:
+    """The JSON value of the record or tag bytes ``raw`` (of the file ``path``), without its
+    :data:`SEAL_KEY`, once ``raw`` are the very bytes :func:`sealed_json` writes for it (any
+    byte changed since, in its fields, its sha256 or its layout, is refused). A JSON object
+    without :data:`SEAL_KEY` (written before) is taken as it is when its fields are among
+    ``old_fields``.
+
+    Raises VersionError (ending with ``repair``, what to do) when ``raw`` is not JSON,
+    DamagedFileError naming ``path`` (and ``repair``) when it is not the bytes written.
+    """
+    body = fsio.load_json(raw, path, error=lambda message: VersionError(f"{message}; {repair}"))
+    if not isinstance(body, dict):
+        return body
+    if SEAL_KEY not in body:
+        unknown = sorted(set(body) - old_fields)
+        if not unknown:
+            return body
+        found = f"field {unknown[0]!r}, which no record without its {SEAL_KEY} holds"
+    else:
+        recorded = body.pop(SEAL_KEY)
+        if sealed_json(body) == raw:
+            return body
+        found = f"not the bytes its {SEAL_KEY} ({recorded!r}) records"
+    raise DamagedFileError(f"{found}: it changed after it was written; {repair}", path=path)
+
+
 def latest_version(archive_root: Path) -> Version | None:
-    """The latest version (never pruned), None before the first."""
+    """The latest version (never pruned), None before the first; raises as
+    :func:`read_version`."""
     count = version_count(archive_root)
     return read_version(archive_root, count) if count else None
 
@@ -484,20 +629,37 @@ def check_tag_name(name: object) -> str:
 
 
 def read_tag(archive_root: Path, name: str) -> int:
-    """The version number the tag ``name`` pins; VersionError when there is no such tag."""
+    """The version number the tag ``name`` pins, its file checked (:func:`unsealed_json`).
+
+    Raises VersionError when there is no such tag or its file does not parse as one,
+    DamagedFileError naming the file when it is not the bytes its sha256 records or is
+    another tag's.
+    """
     path = tag_path(Path(archive_root), check_tag_name(name))
     raw = fsio.read_state_bytes(path)
     if raw is None:
         raise VersionError(f"{archive_root}: no tag {name!r}")
-    body = fsio.load_json(raw, path, error=VersionError)
+    repair = (
+        "restore it from a copy of the archive, or delete it and tag the version again "
+        "(`skewtape-pipeline tag ARCHIVE NAME --version N`)"
+    )
+    body = unsealed_json(raw, path, TAG_FIELDS, repair)
     number = body.get("version") if isinstance(body, dict) else None
     if not isinstance(number, int) or isinstance(number, bool):
         raise VersionError(f"{path}: field version: {number!r}, expected a version number")
+    if body.get("tag", name) != name:
+        raise DamagedFileError(
+            f"the tag {body['tag']!r}, in the place of {name!r}; {repair}", path=path
+        )
     return number
 
 
 def list_tags(archive_root: Path) -> dict[str, int]:
-    """``{tag: version}``, by name."""
+    """``{tag: version}``, by name; raises as :func:`read_tag` for a damaged tag."""
+    return {name: read_tag(archive_root, name) for name in tag_names(archive_root)}
+
+
+def tag_names(archive_root: Path) -> list[str]:
+    """The names of the tags, sorted (their files' names)."""
     folder = versions_dir(archive_root) / "tags"
-    names = sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
-    return {name: read_tag(archive_root, name) for name in names}
+    return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []

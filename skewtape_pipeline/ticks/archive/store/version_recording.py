@@ -15,7 +15,8 @@ import io
 import json
 import os
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -55,12 +56,14 @@ from skewtape_pipeline.ticks.archive.store.version_files import (
     MANIFEST_BASE_KEY,
     MANIFEST_SCHEMA,
     MAX_DELTA_DEPTH,
+    SUMS_FILE,
     HotEntry,
     Version,
     catalog_snapshot_path,
     check_tag_name,
+    entry_sum,
     hot_blob,
-    indexed_time,
+    indexed_times,
     latest_version,
     manifest_chain,
     manifest_header,
@@ -71,6 +74,7 @@ from skewtape_pipeline.ticks.archive.store.version_files import (
     read_tag,
     read_version,
     record_path,
+    sealed_json,
     tag_path,
     utc_ns,
     version_catalog,
@@ -80,15 +84,46 @@ from skewtape_pipeline.ticks.archive.store.version_files import (
 
 
 def _append_index(root: Path, count: int, time_ns: int) -> None:
-    """Append the entry of version ``count + 1`` (a partial entry left by a crash is cut off)."""
-    index = versions_dir(root) / INDEX_FILE
-    fd = fsio.open_state_file(index, os.O_RDWR | os.O_CREAT)
-    with fsio.naming(index, index), open(fd, "r+b") as handle:  # a full disk names the index
+    """Append the entry of version ``count + 1``, its sum first (``version_files.entry_sum``):
+    a partial entry or sum left by a crash is cut off; entries found without a sum (written
+    before sums were) are summed as they are."""
+    store = versions_dir(root)
+    index, sums = store / INDEX_FILE, store / SUMS_FILE
+    with _opened(sums) as handle:
+        summed = min(os.fstat(handle.fileno()).st_size // SUM_SIZE, count)
+        with open(index, "rb") if summed < count else nullcontext() as old:
+            unsummed = [] if old is None else _entries(old, summed, count)
+        handle.truncate(summed * SUM_SIZE)
+        handle.seek(summed * SUM_SIZE)
+        for number, old_ns in enumerate(unsummed, start=summed + 1):
+            handle.write(entry_sum(number, old_ns))
+        handle.write(entry_sum(count + 1, time_ns))
+        handle.flush()
+        os.fsync(handle.fileno())
+    with _opened(index) as handle:
         handle.truncate(count * INDEX_ENTRY.size)
         handle.seek(count * INDEX_ENTRY.size)
         handle.write(INDEX_ENTRY.pack(time_ns))
         handle.flush()
         os.fsync(handle.fileno())
+
+
+SUM_SIZE = len(entry_sum(0, 0))
+
+
+@contextmanager
+def _opened(path: Path) -> Iterator[io.BufferedRandom]:
+    """``path`` opened to read and write, made if missing; a full disk names it."""
+    fd = fsio.open_state_file(path, os.O_RDWR | os.O_CREAT)
+    with fsio.naming(path, path), open(fd, "r+b") as handle:
+        yield handle
+
+
+def _entries(index: io.BufferedReader, start: int, stop: int) -> list[int]:
+    """The ``time_ns`` of the index entries of versions ``start + 1`` to ``stop``."""
+    index.seek(start * INDEX_ENTRY.size)
+    raw = index.read((stop - start) * INDEX_ENTRY.size)
+    return [value for (value,) in INDEX_ENTRY.iter_unpack(raw)]
 
 
 def record_version(
@@ -149,7 +184,7 @@ def record_version(
         hot_index=index.mark,
     )
     faults.checkpoint("version-snapshots")
-    fsio.atomic_write_bytes(record_path(root, version.version), _dumps(version.to_dict()))
+    fsio.atomic_write_bytes(record_path(root, version.version), sealed_json(version.to_dict()))
     faults.checkpoint("version-record")
     _append_index(root, count, time_ns)
     faults.checkpoint("version-indexed")
@@ -304,8 +339,8 @@ def _next_time(root: Path, count: int) -> int:
     now = datetime.now(UTC)
     time_ns = utc_ns(now)
     if count:
-        with open(versions_dir(root) / INDEX_FILE, "rb") as handle:
-            time_ns = max(time_ns, indexed_time(handle, count) + 1000)
+        with indexed_times(root) as time_of:
+            time_ns = max(time_ns, time_of(count) + 1000)
     return time_ns
 
 
@@ -426,10 +461,6 @@ def _write_new(path: Path, raw: bytes) -> None:
         fsio.atomic_write_bytes(path, raw)
 
 
-def _dumps(body: Any) -> bytes:
-    return (json.dumps(body, sort_keys=True, indent=1) + "\n").encode()
-
-
 def _changed(
     state: ArchiveState,
     entries: list[HotEntry],
@@ -490,7 +521,7 @@ def tag_version(
         [{"event": EVENT_TAG, "archive": str(root.absolute()), "tag": name, "version": version}]
     )
     body = {"tag": name, "version": version, "time": found.to_dict()["time"]}
-    fsio.atomic_write_bytes(path, _dumps(body))
+    fsio.atomic_write_bytes(path, sealed_json(body))
     return version
 
 

@@ -18,11 +18,19 @@ under the archive's lock (``VersionLog.record``). A version is:
 - a record ``records/<number>.json``: ``version``, ``time`` (UTC, ISO), ``time_ns``,
   ``operation``, ``catalog`` and ``manifest`` (the sha256 of the two snapshots), ``generation``,
   ``changed`` (the symbol-days whose copy differs from the previous version's: another hot
-  file's content, another consolidated file, hidden or gone) and ``sources`` (for symbol-days
-  written from the mirror: ``[symbol, date, source bundle id]``);
+  file's content, another consolidated file, hidden or gone), ``sources`` (for symbol-days
+  written from the mirror: ``[symbol, date, source bundle id]``) and ``sha256`` (of the JSON of
+  the rest: ``version_files.sealed_json``);
 - an entry of ``index.bin``: 8 bytes (big-endian ``time_ns``) per version, in number order, so
   looking a version up by number is one seek (O(1)) and by time a binary search over the index
   (O(log versions), times strictly increasing); the number of versions is the index's size / 8.
+  Each entry has its sum in ``index.sums`` (8 bytes, written first: ``version_files.entry_sum``),
+  checked whenever the entry is read.
+
+Every file read to answer a version is checked before it is believed (a changed byte is a
+DamagedFileError naming the file and the repair): the content-named ones against their names,
+records and tags against their ``sha256``, index entries against their sums. Files written before
+records, tags and the index carried sums are read as before.
 
 All of it lives under ``<archive root>/_skewtape_versions/``. A change that leaves every snapshot
 as the latest version's records no version (versions that share every file cost nothing).
@@ -31,17 +39,18 @@ S3 tier): a version's catalog names them, and re-tiering keeps every file a kept
 lists (:meth:`VersionLog.kept_catalog_paths`) until ``prune-versions``
 (``ticks.archive.ops.version_pruning``) drops the last version that reads it.
 
-Tags (``tags/<NAME>.json``: ``{"tag", "version", "time"}``) pin a version by name; pruning never
-removes a tagged version. Versions and tags are audited (``tick-archive-version``,
-``tick-archive-tag``).
+Tags (``tags/<NAME>.json``: ``{"tag", "version", "time", "sha256"}``) pin a version by name;
+pruning never removes a tagged version. Versions and tags are audited
+(``tick-archive-version``, ``tick-archive-tag``).
 
 Crash safety: the snapshots and links come first (a crash leaves unreferenced files, which
 pruning removes), then the record (atomic rename; a record without its index entry is not a
-version and is overwritten by the next), then the index entry (appended and fsynced; a partial
-entry is cut off by the next append), then the audit record. A crash after a writer's commit but
-before its version (or a compaction cut short after publishing some symbol-days): the next writer,
-under the lock before it changes anything, records that state as a version of its own, labelled
-``unrecorded changes (found by <writer>)`` (:meth:`VersionLog.record_unrecorded`), then its own.
+version and is overwritten by the next), then the index entry (its sum first, each appended and
+fsynced; a partial entry or sum is cut off by the next append), then the audit record. A crash
+after a writer's commit but before its version (or a compaction cut short after publishing some
+symbol-days): the next writer, under the lock before it changes anything, records that state as
+a version of its own, labelled ``unrecorded changes (found by <writer>)``
+(:meth:`VersionLog.record_unrecorded`), then its own.
 
 An archive's :class:`VersionLog` (built once, as ``ArchiveCore.versions``) reads and writes it:
 its methods know the log's files, so no caller outside the store names the root. The files
@@ -56,7 +65,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 
-from skewtape_pipeline.errors import VersionError, quoted
+from skewtape_pipeline.errors import ConfigError, DamagedFileError, VersionError, quoted
 from skewtape_pipeline.ticks.archive.store import version_files as files
 from skewtape_pipeline.ticks.archive.store import version_recording as recording
 from skewtape_pipeline.ticks.archive.store.books import Books
@@ -130,21 +139,23 @@ class VersionLog:
         return files.version_count(self.root)
 
     def list(self) -> builtins.list[Version]:
-        """The kept versions, oldest first (reads every kept record)."""
+        """The kept versions, oldest first (reads every kept record); VersionError or
+        DamagedFileError naming a damaged one (``version_files.read_record``)."""
         return files.list_versions(self.root)
 
     def latest(self) -> Version | None:
-        """The latest version (never pruned), None before the first."""
+        """The latest version (never pruned), None before the first; raises as :meth:`read`."""
         return files.latest_version(self.root)
 
     def read(self, number: int) -> Version:
-        """The record of version ``number``; VersionError when it is not kept
-        (``version_files.read_version``)."""
+        """The record of version ``number``; VersionError when it is not kept, DamagedFileError
+        naming it when it is not the bytes its sha256 records (``version_files.read_version``)."""
         return files.read_version(self.root, number)
 
     def at(self, when: datetime) -> int | None:
         """The number of the latest version committed at or before ``when`` (naive: UTC),
-        None when there is none (a binary search over the index)."""
+        None when there is none (a binary search over the index); DamagedFileError naming the
+        index when an entry it reads fails its sum (``version_files.version_at``)."""
         return files.version_at(self.root, when)
 
     def resolve_as_of(self, as_of: AsOf) -> Version:
@@ -224,11 +235,24 @@ class VersionLog:
     # -- tags
 
     def tags(self) -> dict[str, int]:
-        """``{tag: version}``, by name."""
+        """``{tag: version}``, by name; raises as :meth:`read_tag`."""
         return files.list_tags(self.root)
 
+    def problems(self) -> builtins.list[str]:
+        """What is damaged in the log's index and tags, one finding per file or entry naming it:
+        every index entry against its sum (``version_files.index_problems``), every tag read
+        (the records: :meth:`list`, the snapshots: :meth:`state`)."""
+        found = files.index_problems(self.root)
+        for name in files.tag_names(self.root):
+            try:
+                files.read_tag(self.root, name)
+            except (ConfigError, DamagedFileError) as exc:  # a VersionError is a ConfigError
+                found.append(str(exc))
+        return found
+
     def read_tag(self, name: str) -> int:
-        """The version number the tag ``name`` pins; VersionError when there is no such tag."""
+        """The version number the tag ``name`` pins; VersionError when there is no such tag,
+        DamagedFileError naming its file when it changed (``version_files.read_tag``)."""
         return files.read_tag(self.root, name)
 
     # -- where its files are
