@@ -43,6 +43,18 @@ def test_verify_when_a_tier_root_holds_a_file_the_catalog_does_not_list_names_it
     assert handle.verify().leftovers == []
 
 
+def test_verify_in_books_and_records_mode_names_a_leftover_as_retained_not_pruned(archive):
+    """``prune`` removes nothing in that mode (WriteOnceError): the finding must not say it does."""
+    listed = catalogued_file(archive)
+    shutil.copyfile(listed, listed.with_name("copy.parquet"))
+    handle = archive_at(archive, POLICY, books_and_records=True)
+    with handle.writing():  # write-once mode on, for good
+        pass
+    found = handle.verify()
+    assert found.ok and len(found.leftovers) == 1
+    assert found.leftovers[0].endswith("; retained: books_and_records mode removes nothing")
+
+
 def test_verify_when_a_replaced_file_is_kept_for_versions_names_no_leftover(archive):
     before = set(CatalogStore(archive).read().files)
     archive_at(archive, POLICY).retier(as_of=STAGE_2)  # replaces the file version 10 reads
@@ -76,7 +88,7 @@ def test_cli_verify_archive_when_a_leftover_is_there_prints_it_and_exits_0(archi
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(f"{leftover}: a leftover")
     assert out[1].startswith(f"{archive}: verified ") and out[1].endswith(
-        "; 1 leftover file(s) `prune` removes"
+        "; 1 leftover file(s), named above"
     )
 
 

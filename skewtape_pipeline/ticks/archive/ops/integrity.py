@@ -449,7 +449,7 @@ class ArchiveVerification:
 
     def describe(self) -> str:
         mode = "every page's checksum read" if self.full else "sizes and sha256"
-        left = f"; {len(self.leftovers)} leftover file(s) `prune` removes" if self.leftovers else ""
+        left = f"; {len(self.leftovers)} leftover file(s), named above" if self.leftovers else ""
         return (
             f"{self.archive_root}: verified {self.files_checked} files, {self.bytes_checked} "
             f"bytes ({mode}){left}"
@@ -522,7 +522,9 @@ def _verify_once(core: ArchiveCore, *, full: bool) -> ArchiveVerification:
         problems += marker_problems(tiers, catalog)
     checked, checked_bytes = checked + kept.files, checked_bytes + kept.bytes
     left = [] if kept.read is None else [path for _, path in on_disk]  # none if versions unread
-    left = leftover_findings(left, listed, {path for path, _ in unaccounted}, kept.read or ())
+    left = leftover_findings(
+        left, listed, {p for p, _ in unaccounted}, kept.read or (), retained=core.books.is_on()
+    )
     return ArchiveVerification(root, full, checked, checked_bytes, problems, left)
 
 

@@ -76,14 +76,18 @@ def leftover_findings(
     listed: Collection[TierFile],
     unaccounted: Collection[TierFile],
     read_by_versions: Collection[TierFile],
+    *,
+    retained: bool = False,
 ) -> list[str]:
     """One finding per leftover (see the module notes) among the warm and cold roots' Parquet
     files ``on_disk``: neither ``listed`` by the catalog, nor ``unaccounted`` (a problem
     reported apart), nor read by a kept version (``read_by_versions``); in ``on_disk``'s
-    order, each naming the file."""
+    order, each naming the file, and that ``prune`` removes it, or, ``retained`` (the archive
+    in ``books_and_records`` mode), that it stays."""
+    fate = "retained: books_and_records mode removes nothing" if retained else "`prune` removes it"
     return [
         f"{path}: a leftover, not in the catalog and read by no kept version (a replaced copy, or "
-        "one an interrupted run wrote): no read sees it; `prune` removes it"
+        f"one an interrupted run wrote): no read sees it; {fate}"
         for path in on_disk
         if path not in listed and path not in unaccounted and path not in read_by_versions
     ]
