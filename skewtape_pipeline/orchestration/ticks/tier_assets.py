@@ -30,7 +30,11 @@ from pydantic import Field
 
 from skewtape_pipeline.errors import ConfigError
 from skewtape_pipeline.orchestration.shared.keys import QUEUE_TAG
-from skewtape_pipeline.orchestration.shared.metadata import bytes_value, problems_metadata
+from skewtape_pipeline.orchestration.shared.metadata import (
+    bytes_value,
+    listed,
+    problems_metadata,
+)
 from skewtape_pipeline.orchestration.shared.partitions import month_partitions
 from skewtape_pipeline.orchestration.shared.refusals import refusal_as_failure
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
@@ -176,21 +180,29 @@ def tick_archive_stats(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.M
     "Parquet page its checksum (read through pyarrow; DuckDB does not check them); what the kept "
     "versions read is there and holds the bytes its name records. Its findings name files as "
     "the other metadata does: `<TIER>/<path inside the tier root>` for a warm or cold file, a "
-    "hot file by its path in the archive root (`$SKEWTAPE_HOME/archive`).",
+    "hot file by its path in the archive root (`$SKEWTAPE_HOME/archive`). Leftovers (files no "
+    "read sees, which `prune` removes) are counted and listed apart (`leftovers`, "
+    "`leftover_files`) without failing it.",
 )
 def tick_archive_verified(skewtape: SkewtapeHome, archive: ArchiveSettings) -> dg.AssetCheckResult:
     with refusal_as_failure("tick_archive_verified", skewtape):
         tick_archive = archive.open_existing(skewtape)
         result = tick_archive.verify(full=True)
-    problems = [tick_archive.tiers.relative_text(p, ARCHIVE_ROOT_NAME) for p in result.problems]
-    return dg.AssetCheckResult(
-        passed=result.ok,
-        metadata={
-            **problems_metadata(problems),
-            "files_checked": dg.MetadataValue.int(result.files_checked),
-            "bytes_checked": bytes_value(result.bytes_checked),
-        },
+    problems, leftovers = (
+        [tick_archive.tiers.relative_text(p, ARCHIVE_ROOT_NAME) for p in found]
+        for found in (result.problems, result.leftovers)
     )
+    metadata = {
+        **problems_metadata(problems),
+        "files_checked": dg.MetadataValue.int(result.files_checked),
+        "bytes_checked": bytes_value(result.bytes_checked),
+        "leftovers": dg.MetadataValue.int(len(leftovers)),
+    }
+    if leftovers:  # not problems: files no read sees, which prune removes
+        metadata["leftover_files"] = dg.MetadataValue.md(
+            "\n".join(f"- {line}" for line in listed(leftovers))
+        )
+    return dg.AssetCheckResult(passed=result.ok, metadata=metadata)
 
 
 verify_archive_job = dg.define_asset_job(

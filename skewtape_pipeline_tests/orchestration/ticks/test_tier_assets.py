@@ -5,6 +5,7 @@ the daily schedule requests the months due, and books_and_records refusals fail 
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -263,7 +264,16 @@ def test_tick_archive_verified_when_a_warm_page_is_damaged_fails_naming_the_file
     passed = check_evaluations(retiered)["tick_archive_verified"]
     assert passed.passed  # runs after re-tiering
     assert passed.metadata["problems"].value == 0 and "details" not in passed.metadata
+    assert passed.metadata["leftovers"].value == 0 and "leftover_files" not in passed.metadata
     [warm] = [p for p in archive.with_name("archive-warm").rglob("*.parquet")]
+    shutil.copyfile(warm, warm.with_name("copy.parquet"))  # a leftover: listed, not a problem
+    verify_job = defs.resolve_job_def("verify_tick_archive")
+    with_leftover = check_evaluations(verify_job.execute_in_process(instance=instance))
+    left = with_leftover["tick_archive_verified"]
+    assert left.passed and left.metadata["leftovers"].value == 1
+    copy = f"WARM/{warm.with_name('copy.parquet').relative_to(archive.with_name('archive-warm'))}"
+    assert left.metadata["leftover_files"].value.startswith(f"- {copy}: a leftover")
+    warm.with_name("copy.parquet").unlink()
     meta = pq.read_metadata(warm)
     chunk = meta.row_group(0).column(meta.schema.names.index("price"))
     offset = (chunk.dictionary_page_offset or chunk.data_page_offset) + chunk.total_compressed_size
@@ -272,7 +282,6 @@ def test_tick_archive_verified_when_a_warm_page_is_damaged_fails_naming_the_file
     data[offset - 1] ^= 0x01  # one bit of the last page's data
     warm.write_bytes(bytes(data))
 
-    verify_job = defs.resolve_job_def("verify_tick_archive")
     result = verify_job.execute_in_process(instance=instance, raise_on_error=False)
     evaluation = check_evaluations(result)["tick_archive_verified"]
     assert not evaluation.passed
