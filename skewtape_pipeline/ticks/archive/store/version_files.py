@@ -299,8 +299,8 @@ def _sealed(path: Path) -> bool:
     """True when the record ``path`` is a JSON object carrying :data:`SEAL_KEY`."""
     raw = fsio.read_state_bytes(path)
     try:
-        body = None if raw is None else json.loads(raw)
-    except ValueError:
+        body = None if raw is None else fsio.load_json(raw, path, error=VersionError)
+    except VersionError:  # unreadable: named by the records' own check
         return False
     return isinstance(body, dict) and SEAL_KEY in body
 
