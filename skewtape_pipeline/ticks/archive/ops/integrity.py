@@ -641,8 +641,8 @@ def _verified_version_files(
     checked, tiers, log = _Checked(core.versions.problems()), core.tiers, core.versions
     try:
         versions = log.list()
-    except (VersionError, TickFormatError) as exc:  # a damaged record, named
-        return _Checked([*checked.problems, str(exc)])
+    except (VersionError, TickFormatError) as exc:  # a damaged record or a cut index, named
+        return _Checked([*checked.problems, *{str(exc)} - set(checked.problems)])
     readers: dict[TierFile, list[int]] = {}
     kept: dict[Path, _KeptHot] = {}
     for version in versions:

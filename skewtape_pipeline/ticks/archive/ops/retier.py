@@ -539,6 +539,7 @@ def retier(
     _check_date(as_of)  # both refused before the lock is taken: its holder note untouched
     _month_filter(months)
     with core.locked("re-tiering"):
+        core.versions.check_writable()  # its version recorded last: refused before any write
         core.garbage.remove_leftovers()
         core.checked_catalog()
         plan = plan_retier(core, as_of=as_of, months=months)

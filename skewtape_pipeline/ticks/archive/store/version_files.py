@@ -8,7 +8,9 @@ Every file read to answer a version is checked before it is believed: the conten
 and a tag against the sha256 it carries (:data:`SEAL_KEY`, :func:`sealed_json`); an index entry
 against its sum in ``index.sums`` (:func:`entry_sum`). A changed byte is a DamagedFileError
 naming the file and the repair. Files written before these sums (a record or tag without
-:data:`SEAL_KEY`, index entries past the end of ``index.sums``) are read as before.
+:data:`SEAL_KEY`, index entries past the end of ``index.sums``) are read as before. An index
+that lost its end, or sums deleted or cut, is refused too (:func:`checked_count`,
+:func:`sums_cut`): the number of versions is the index's length.
 
 The functions here take the archive root: they are the store's own, called by
 ``versions.VersionLog`` (the log an ``ArchiveCore`` builds once), by ``version_recording`` (the
@@ -68,6 +70,8 @@ SUMS_FILE = "index.sums"
 before the entry it checks. An archive written before holds none, or fewer than its entries: the
 entries past its end are read unchecked, as before, until the next version is recorded (which
 sums every entry it finds unsummed)."""
+SUM_SIZE = 8
+"""The size of a sum in :data:`SUMS_FILE` (:func:`entry_sum`)."""
 SEAL_KEY = "sha256"
 """The field of a version record and a tag holding the sha256 of the rest of it
 (:func:`sealed_json`)."""
@@ -205,9 +209,115 @@ def tag_path(root: Path, name: str) -> Path:
 
 
 def version_count(archive_root: Path) -> int:
-    """How many versions were ever recorded (pruned ones included): the latest number."""
+    """How many versions were ever recorded (pruned ones included): the latest number, as the
+    index's length gives it, unchecked (readers and writers take :func:`checked_count`)."""
     try:
         return os.stat(versions_dir(archive_root) / INDEX_FILE).st_size // INDEX_ENTRY.size
+    except FileNotFoundError:
+        return 0
+
+
+def checked_count(archive_root: Path, *, whole: bool = False) -> int:
+    """:func:`version_count`, once nothing shows the index lost its end (:func:`index_cut`;
+    ``whole``: every record's and tag's number too, what a writer checks). A finding is
+    checked against the index read again: a writer appending meanwhile (a sum, then a record
+    of the next number, are written only after the entry before them) moves the count on."""
+    count = version_count(archive_root)
+    while (cut := index_cut(archive_root, count, whole=whole)) is not None:
+        count, before = version_count(archive_root), count
+        if count == before:
+            raise cut
+    return count
+
+
+def index_cut(archive_root: Path, count: int, *, whole: bool = False) -> DamagedFileError | None:
+    """The refusal naming the index when the log holds a version past its ``count`` entries
+    (it lost its end: a partial copy, an older index restored), else None. Two ``stat``:
+    :data:`SUMS_FILE` holding more than one sum past the end, or exactly one (a crash between
+    version ``count + 1``'s sum and its entry leaves it) without that version's record (written
+    before the sum); the record of version ``count + 2`` (a crash before the entry leaves the
+    record of ``count + 1`` alone, which the next version overwrites). ``whole`` (writers,
+    ``verify-archive``): every record's name and every tag's version (a tag pins an indexed
+    version) too. Pruned records (old numbers) are no finding."""
+    root = Path(archive_root)
+    sums = _sums_held(root)
+    if sums > count + 1:
+        return _cut(root, count, f"{SUMS_FILE} holds {sums} sums")
+    if sums == count + 1 and not record_path(root, count + 1).exists():
+        return _cut(root, count, f"{SUMS_FILE} holds version {count + 1}'s sum, not its record")
+    later = _record_numbers(versions_dir(root)) if whole else [count + 2]
+    for number in later:
+        if number > count + 1 and record_path(root, number).exists():
+            return _cut(root, count, f"records/ holds version {number}'s record")
+    for name in tag_names(root) if whole else []:
+        try:
+            pinned = read_tag(root, name)
+        except (ConfigError, DamagedFileError):  # named by the tags' own check
+            continue
+        if pinned > count:
+            return _cut(root, count, f"the tag {name!r} pins version {pinned}")
+    return None
+
+
+def _record_numbers(root: Path) -> list[int]:
+    """The numbers of the records in ``records/`` (their files' names), highest first."""
+    try:
+        found = (re.fullmatch(r"([0-9]{1,18})\.json", n) for n in os.listdir(root / "records"))
+    except FileNotFoundError:
+        return []
+    return sorted((int(m[1]) for m in found if m is not None), reverse=True)
+
+
+def _cut(root: Path, count: int, found: str) -> DamagedFileError:
+    return DamagedFileError(
+        f"holds {count} entr{'y' if count == 1 else 'ies'}, but {found}: the index lost its "
+        "end (a partial copy, an older index restored), so the log looks shorter than it is: "
+        "a look-up would answer another version, and the next version recorded would "
+        f"overwrite a later one's record; refused. Restore the folder {VERSIONS_DIR}/ from a "
+        "copy of the archive (`verify-archive` checks it)",
+        path=versions_dir(root) / INDEX_FILE,
+    )
+
+
+def sums_cut(archive_root: Path, count: int, summed: int) -> DamagedFileError | None:
+    """The refusal naming :data:`SUMS_FILE` when it holds ``summed`` sums, fewer than the
+    index's ``count`` entries, though the latest record carries :data:`SEAL_KEY` (the version
+    that wrote it summed every entry; no writer removes a sum): it was deleted or cut. None
+    otherwise (written before the sums). Reads the latest record only when sums are short."""
+    if summed >= count or not _sealed(record_path(Path(archive_root), count)):
+        return None
+    return DamagedFileError(
+        f"holds {summed} sum(s) for the {count} entries of {INDEX_FILE}, though version "
+        f"{count}'s record was written with them (it carries its {SEAL_KEY}): it was deleted "
+        "or lost its end, so the entries past it would be read unchecked; refused. Restore "
+        f"the folder {VERSIONS_DIR}/ from a copy of the archive (`verify-archive` checks it)",
+        path=versions_dir(archive_root) / SUMS_FILE,
+    )
+
+
+def _sealed(path: Path) -> bool:
+    """True when the record ``path`` is a JSON object carrying :data:`SEAL_KEY`."""
+    raw = fsio.read_state_bytes(path)
+    try:
+        body = None if raw is None else fsio.load_json(raw, path, error=VersionError)
+    except VersionError:  # unreadable: named by the records' own check
+        return False
+    return isinstance(body, dict) and SEAL_KEY in body
+
+
+def writable_count(archive_root: Path) -> int:
+    """:func:`checked_count` (``whole``), and sums cut refused (:func:`sums_cut`): what a
+    writer of a version checks (it would sum the unsummed entries as it finds them)."""
+    count = checked_count(archive_root, whole=True)
+    cut = sums_cut(archive_root, count, _sums_held(archive_root))
+    if cut is not None:
+        raise cut
+    return count
+
+
+def _sums_held(root: Path) -> int:
+    try:
+        return os.stat(versions_dir(root) / SUMS_FILE).st_size // SUM_SIZE
     except FileNotFoundError:
         return 0
 
@@ -226,7 +336,8 @@ def indexed_times(archive_root: Path) -> Iterator[Callable[[int], int]]:
 
     The function raises DamagedFileError naming the index when the entry is not the one its
     sum records (one of the two files changed after it was written); an entry past the sums'
-    end (written before them) is read unchecked.
+    end (written before them) is read unchecked. Entering the block raises DamagedFileError
+    naming :data:`SUMS_FILE` when it was deleted or cut short (:func:`sums_cut`).
     """
     store = versions_dir(archive_root)
     with ExitStack() as stack:
@@ -235,7 +346,11 @@ def indexed_times(archive_root: Path) -> Iterator[Callable[[int], int]]:
             sums: io.BufferedReader | None = stack.enter_context(open(store / SUMS_FILE, "rb"))
         except FileNotFoundError:
             sums = None
-        summed = 0 if sums is None else os.fstat(sums.fileno()).st_size // len(entry_sum(0, 0))
+        count = os.fstat(handle.fileno()).st_size // INDEX_ENTRY.size  # before the sums
+        summed = 0 if sums is None else os.fstat(sums.fileno()).st_size // SUM_SIZE
+        cut = sums_cut(archive_root, count, summed)
+        if cut is not None:
+            raise cut
 
         def time_of(number: int) -> int:
             handle.seek((number - 1) * INDEX_ENTRY.size)
@@ -260,17 +375,23 @@ def _damaged_index(archive_root: Path, number: int) -> DamagedFileError:
 
 
 def index_problems(archive_root: Path) -> list[str]:
-    """One finding for each entry of the index that is not the one its sum records
+    """One finding when the index lost its end (:func:`index_cut`, ``whole``) or its sums
+    were cut (:func:`sums_cut`), one for each entry that is not the one its sum records
     (:func:`indexed_times`); none for an archive without versions."""
-    found = []
-    count = version_count(archive_root)
+    try:
+        count, found = checked_count(archive_root, whole=True), []
+    except DamagedFileError as exc:
+        count, found = version_count(archive_root), [str(exc)]
     if count:
-        with indexed_times(archive_root) as time_of:
-            for number in range(1, count + 1):
-                try:
-                    time_of(number)
-                except DamagedFileError as exc:
-                    found.append(str(exc))
+        try:
+            with indexed_times(archive_root) as time_of:
+                for number in range(1, count + 1):
+                    try:
+                        time_of(number)
+                    except DamagedFileError as exc:
+                        found.append(str(exc))
+        except DamagedFileError as exc:  # the sums cut
+            found.append(str(exc))
     return found
 
 
@@ -280,7 +401,7 @@ def version_at(archive_root: Path, when: datetime) -> int | None:
     checked against its sum: :func:`indexed_times`; a search reads only entries checked, so it
     finds the version an intact index gives)."""
     wanted = utc_ns(when)
-    count = version_count(archive_root)
+    count = checked_count(archive_root)
     if count == 0:
         return None
     with indexed_times(archive_root) as time_of:
@@ -308,9 +429,14 @@ def read_version(archive_root: Path, number: int) -> Version:
 
     Raises VersionError when there is no such version, or when its record is gone (pruned,
     or missing from a damaged or partial copy: the message names the file); as
-    :func:`read_record` when it is damaged.
+    :func:`read_record` when it is damaged; DamagedFileError naming the index when it lost
+    its end (:func:`checked_count`, and a record asked for found past that end).
     """
-    count = version_count(archive_root)
+    count = checked_count(archive_root)
+    if number > count + 1 and record_path(Path(archive_root), number).exists():
+        count = checked_count(archive_root)  # as :func:`checked_count`: read again
+        if number > count + 1:
+            raise _cut(Path(archive_root), count, f"records/ holds version {number}'s record")
     if not 1 <= number <= count:
         raise VersionError(
             f"{archive_root}: version {number}: no such version (the archive has {count})"
@@ -365,10 +491,11 @@ def read_record(raw: bytes, path: Path, number: int) -> Version:
 
 def list_versions(archive_root: Path) -> list[Version]:
     """The kept versions, oldest first (reads every kept record); raises as :func:`read_record`
-    for a damaged one."""
+    for a damaged one, DamagedFileError naming the index when it lost its end
+    (:func:`checked_count`, ``whole``: the names of the records are read anyway)."""
     root = Path(archive_root)
     out = []
-    for number in range(1, version_count(root) + 1):
+    for number in range(1, checked_count(root, whole=True) + 1):
         path = record_path(root, number)
         raw = fsio.read_state_bytes(path)
         if raw is not None:
@@ -419,7 +546,7 @@ def unsealed_json(raw: bytes, path: Path, old_fields: frozenset[str], repair: st
 def latest_version(archive_root: Path) -> Version | None:
     """The latest version (never pruned), None before the first; raises as
     :func:`read_version`."""
-    count = version_count(archive_root)
+    count = checked_count(archive_root)
     return read_version(archive_root, count) if count else None
 
 

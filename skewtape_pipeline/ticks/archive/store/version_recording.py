@@ -56,11 +56,13 @@ from skewtape_pipeline.ticks.archive.store.version_files import (
     MANIFEST_BASE_KEY,
     MANIFEST_SCHEMA,
     MAX_DELTA_DEPTH,
+    SUM_SIZE,
     SUMS_FILE,
     HotEntry,
     Version,
     catalog_snapshot_path,
     check_tag_name,
+    checked_count,
     entry_sum,
     hot_blob,
     indexed_times,
@@ -78,8 +80,8 @@ from skewtape_pipeline.ticks.archive.store.version_files import (
     tag_path,
     utc_ns,
     version_catalog,
-    version_count,
     versions_dir,
+    writable_count,
 )
 
 
@@ -106,9 +108,6 @@ def _append_index(root: Path, count: int, time_ns: int) -> None:
         handle.write(INDEX_ENTRY.pack(time_ns))
         handle.flush()
         os.fsync(handle.fileno())
-
-
-SUM_SIZE = len(entry_sum(0, 0))
 
 
 @contextmanager
@@ -146,9 +145,12 @@ def record_version(
     of their symbol-days; otherwise (a re-tiering, a withdrawal, a rebuild, the first version,
     a version recorded before the hot index) every live hot file against the latest version's.
 
-    Raises TickFormatError for a damaged catalog, VersionError for a damaged version log.
+    Raises TickFormatError for a damaged catalog, VersionError for a damaged version log,
+    DamagedFileError naming the index (or its sums) when it lost its end, before anything is
+    written (``version_files.writable_count``).
     """
     root = Path(archive_root)
+    count = writable_count(root)
     index = ensure_index(root)
     raw_catalog = fsio.read_state_bytes(catalog.path)
     catalog_digest = None if raw_catalog is None else sha256_bytes(raw_catalog)
@@ -167,7 +169,6 @@ def record_version(
     manifest, changed, generation = recorded
     if raw_catalog is not None and catalog_digest is not None:  # snapshot, then the record
         _write_new(catalog_snapshot_path(root, catalog_digest), raw_catalog)
-    count = version_count(root)
     time_ns = _next_time(root, count)
     version = Version(
         version=count + 1,
@@ -210,7 +211,7 @@ def record_unrecorded(
     since it alone). None when nothing changed, or when an archive without versions holds
     nothing yet (a new one: no empty version)."""
     root = Path(archive_root)
-    if latest_version(root) is None and _holds_nothing(root, catalog):
+    if writable_count(root) == 0 and _holds_nothing(root, catalog):
         return None
     operation = f"{UNRECORDED} (found by {found_by})"
     return record_version(root, operation, books=books, catalog=catalog)
@@ -506,6 +507,7 @@ def tag_version(
     """
     root = Path(archive_root)
     check_tag_name(name)
+    checked_count(root, whole=True)  # a tag pins an indexed version
     if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
         raise ConfigError(f"version = {version!r}: expected a version number (an int) or None")
     if version is None:

@@ -115,6 +115,13 @@ class VersionLog:
             self.root, operation, sources=sources, books=self.books, catalog=self.catalog
         )
 
+    def check_writable(self) -> None:
+        """Refuse (DamagedFileError naming the index or its sums) a log whose index lost its
+        end or whose sums were cut, as recording a version would
+        (``version_files.writable_count``): what a writer that writes before it records
+        checks first."""
+        files.writable_count(self.root)
+
     def record_unrecorded(self, found_by: str) -> Version | None:
         """Record the changes no version recorded (a writer cut short after it published or
         committed) as a version of their own, labelled ``unrecorded changes (found by
@@ -135,8 +142,9 @@ class VersionLog:
     # -- versions
 
     def count(self) -> int:
-        """How many versions were ever recorded (pruned ones included): the latest number."""
-        return files.version_count(self.root)
+        """How many versions were ever recorded (pruned ones included): the latest number;
+        DamagedFileError naming the index when it lost its end (``version_files.checked_count``)."""
+        return files.checked_count(self.root)
 
     def list(self) -> builtins.list[Version]:
         """The kept versions, oldest first (reads every kept record); VersionError or
@@ -180,7 +188,7 @@ class VersionLog:
         if as_of.isascii() and as_of.isdigit():  # str.isdigit alone takes '²', '١'
             return self.read(int(as_of))
         if files.is_tag_name(as_of):
-            return self.read(self.read_tag(as_of))
+            return self.read(self._tagged(as_of))
         try:
             when = datetime.fromisoformat(as_of.replace("Z", "+00:00"))
         except ValueError:
@@ -249,6 +257,15 @@ class VersionLog:
             except (ConfigError, DamagedFileError) as exc:  # a VersionError is a ConfigError
                 found.append(str(exc))
         return found
+
+    def _tagged(self, name: str) -> int:
+        """:meth:`read_tag`, refused naming the index when it pins a version past its end."""
+        number = self.read_tag(name)
+        if number > files.checked_count(self.root):  # a tag pins an indexed version
+            raise files.index_cut(self.root, self.count(), whole=True) or VersionError(
+                f"{self.root}: tag {name!r} pins version {number}, past the index's end"
+            )
+        return number
 
     def read_tag(self, name: str) -> int:
         """The version number the tag ``name`` pins; VersionError when there is no such tag,
