@@ -13,26 +13,42 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
 import duckdb
 
 T = TypeVar("T")
 
+AGAIN_SECONDS = 0.05
+"""How often the connection is interrupted again until the work has stopped."""
+
 
 def interruptible(con: duckdb.DuckDBPyConnection, work: Callable[[], T]) -> T:
     """``work()`` (statements on ``con``) run on a thread of its own while the main thread waits;
-    its answer or its error. A KeyboardInterrupt while it runs interrupts ``con``, waits for the
-    work to stop (DuckDB's own interrupt error, or the answer it had finished, is dropped) and is
-    raised. Off the main thread, which Ctrl-C never reaches, ``work()`` runs in place."""
+    its answer or its error. Whatever stops the main thread while it runs (Ctrl-C's
+    KeyboardInterrupt, the DagsterExecutionInterruptedError Dagster raises in an op when its run
+    is terminated) interrupts ``con`` until the work has stopped (DuckDB's own interrupt error,
+    or the answer it had finished, is dropped) and is raised. The interrupt is given again until
+    then, as DuckDB forgets one given before a statement begins (the work binding it, or between
+    two statements). Off the main thread, which Ctrl-C never reaches, ``work()`` runs in place."""
     if threading.current_thread() is not threading.main_thread():
         return work()
     with ThreadPoolExecutor(1, thread_name_prefix="skewtape-duckdb") as running:
         answer = running.submit(work)
         try:
             return answer.result()
-        except KeyboardInterrupt:
-            con.interrupt()
-            wait([answer])
+        except BaseException:  # the work's own error: done already, nothing to stop
+            _stop(con, answer)
             raise
+
+
+def _stop(con: duckdb.DuckDBPyConnection, answer: Future) -> None:
+    """Interrupt ``con`` until ``answer`` is done; a second Ctrl-C meanwhile does not end the
+    wait (the connection is never left to a statement still running)."""
+    while not answer.done():
+        try:
+            con.interrupt()
+            wait([answer], timeout=AGAIN_SECONDS)
+        except BaseException:  # a further Ctrl-C: the work is stopped first
+            continue

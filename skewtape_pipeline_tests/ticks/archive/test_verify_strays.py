@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 from skewtape_pipeline.cli.app import main
+from skewtape_pipeline.ticks.archive.ops import integrity
 from skewtape_pipeline.ticks.archive.store.catalog import CatalogStore
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
 from skewtape_pipeline_tests.ticks.archive.test_versions import KEYS, POLICY, STAGE_2
@@ -103,3 +104,40 @@ def test_cli_verify_archive_when_a_stray_and_a_leftover_are_there_exits_2_naming
     assert captured.out.splitlines()[0].startswith(f"{archive / 'notes.parquet'}: a stray")
     assert "copy.parquet: a leftover" in captured.out
     assert "notes.parquet" in captured.err and "copy.parquet" not in captured.err
+
+
+def test_verify_when_a_leftover_is_there_checks_each_file_once(archive, monkeypatch):
+    """A leftover is confirmed under the lock (not a file a running writer has yet to list)
+    without checking every file of the archive again: in books_and_records mode leftovers stay
+    for good, so every verification, --full's reading of every page too, ran twice."""
+    listed = catalogued_file(archive)
+    shutil.copyfile(listed, listed.with_name("copy.parquet"))
+    checked: list[object] = []
+    check = integrity._check_recorded
+
+    def counted(path, *args, **kwargs):
+        checked.append(path)
+        return check(path, *args, **kwargs)
+
+    monkeypatch.setattr(integrity, "_check_recorded", counted)
+    found = archive_at(archive, POLICY).verify()
+    assert found.ok and len(found.leftovers) == 1
+    assert checked and len(checked) == len(set(checked))
+
+
+def test_verify_when_a_leftover_was_removed_meanwhile_names_it_no_more(archive, monkeypatch):
+    """What the first look took for a leftover is looked at again under the lock: one removed
+    meanwhile (a ``prune`` that held the lock) is named no more."""
+    listed = catalogued_file(archive)
+    copy = listed.with_name("copy.parquet")
+    shutil.copyfile(listed, copy)
+    first = integrity._verify_once
+
+    def then_pruned(core, **kwargs):
+        found = first(core, **kwargs)
+        copy.unlink(missing_ok=True)
+        return found
+
+    monkeypatch.setattr(integrity, "_verify_once", then_pruned)
+    found = archive_at(archive, POLICY).verify()
+    assert found.ok and found.leftovers == []

@@ -69,6 +69,7 @@ from skewtape_pipeline.storage import (
 )
 from skewtape_pipeline.ticks.archive.store import hot_index
 from skewtape_pipeline.ticks.archive.store.archive_checks import (
+    current_leftovers,
     hot_strays,
     leftover_findings,
     marker_problems,
@@ -467,7 +468,9 @@ def verify_archive(core: ArchiveCore, *, full: bool = False) -> ArchiveVerificat
     under the archive's lock, waited for up to :data:`CONFIRM_WAIT_SECONDS` (a writer
     publishing a file before its record, re-tiering removing files it moved), so only what the
     archive shows between writers is reported; the first look's findings when the lock cannot
-    be had (a busy or read-only archive)."""
+    be had (a busy or read-only archive). A first look that found only leftovers has them
+    confirmed under the lock (``archive_checks.current_leftovers``) without checking every
+    file again."""
     checked_flag(full, "full")
     try:
         first: ArchiveVerification | None = _verify_once(core, full=full)
@@ -481,6 +484,13 @@ def verify_archive(core: ArchiveCore, *, full: bool = False) -> ArchiveVerificat
             stack.enter_context(waiting.locked("verifying the archive", finish=False))
         except (ArchiveBusyError, OSError):  # busy for long, or a read-only archive
             return first if first is not None else _verify_once(core, full=full)
+        if first is not None and first.ok:  # its leftovers confirmed: no file checked again
+            try:
+                catalog, retained = core.catalog.read(), core.books.is_on()
+                now = current_leftovers(core.tiers, catalog, core.versions, retained=retained)
+                return replace(first, leftovers=now)
+            except (TickFormatError, VersionError, OSError):  # changed meanwhile: look again
+                pass
         return _verify_once(core, full=full)
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Iterable
+from functools import partial
 from pathlib import Path, PurePosixPath
 
 from skewtape_pipeline.errors import ConfigError
@@ -36,6 +37,8 @@ from skewtape_pipeline.ticks.archive.store.hot_index import HOT_GLOB
 from skewtape_pipeline.ticks.archive.store.layout import ARCHIVE_MARKER, parse_archive_marker
 from skewtape_pipeline.ticks.archive.store.policy import COLD, WARM
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.archive.store.trust import hot_keys_of, unaccounted_files
+from skewtape_pipeline.ticks.archive.store.versions import VersionLog
 
 OWN_PREFIX = "_skewtape"
 """The archive's own files and folders in its root begin so (catalog, hot index, versions,
@@ -91,6 +94,20 @@ def leftover_findings(
         for path in on_disk
         if path not in listed and path not in unaccounted and path not in read_by_versions
     ]
+
+
+def current_leftovers(
+    tiers: ArchiveTiers, catalog: Catalog, versions: VersionLog, *, retained: bool
+) -> list[str]:
+    """:func:`leftover_findings` as the archive shows them now: from ``catalog``, the stores'
+    listing and what the kept ``versions`` read, no file checked (a first look's leftovers
+    confirmed under the lock without checking every file of the archive again)."""
+    listed = {tiers.resolve(f.path) for f in catalog.files.values()}
+    on_disk = tiers.consolidated_files()
+    unaccounted = unaccounted_files(partial(hot_keys_of, tiers.root), catalog, on_disk, listed)
+    read = {tiers.resolve(rel) for v in versions.list() for rel in versions.state(v).catalog.files}
+    found = [path for _, path in on_disk]
+    return leftover_findings(found, listed, {p for p, _ in unaccounted}, read, retained=retained)
 
 
 def hot_strays(archive_root: Path) -> list[str]:
