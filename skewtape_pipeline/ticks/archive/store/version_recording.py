@@ -146,11 +146,12 @@ def record_version(
     a version recorded before the hot index) every live hot file against the latest version's.
 
     Raises TickFormatError for a damaged catalog, VersionError for a damaged version log,
-    DamagedFileError naming the index (or its sums) when it lost its end, before anything is
-    written (``version_files.writable_count``).
+    DamagedFileError naming the index (or its sums) when it lost its end, before any record,
+    sum or index entry is written (``version_files.writable_count``, once it is known there is
+    a version to record: the check lists the records).
     """
     root = Path(archive_root)
-    count = writable_count(root)
+    count = checked_count(root)  # two stat; the whole check before the first write below
     index = ensure_index(root)
     raw_catalog = fsio.read_state_bytes(catalog.path)
     catalog_digest = None if raw_catalog is None else sha256_bytes(raw_catalog)
@@ -166,6 +167,7 @@ def record_version(
     if recorded is None:
         fold_if_long(index)
         return None
+    writable_count(root)  # once per version recorded: it lists the records
     manifest, changed, generation = recorded
     if raw_catalog is not None and catalog_digest is not None:  # snapshot, then the record
         _write_new(catalog_snapshot_path(root, catalog_digest), raw_catalog)
