@@ -37,10 +37,25 @@ def interruptible(con: duckdb.DuckDBPyConnection, work: Callable[[], T]) -> T:
     with ThreadPoolExecutor(1, thread_name_prefix="skewtape-duckdb") as running:
         answer = running.submit(work)
         try:
-            return answer.result()
+            return _answer(answer)
         except BaseException:  # the work's own error: done already, nothing to stop
             _stop(con, answer)
             raise
+
+
+WAKE_SECONDS = 0.1
+"""How often the main thread wakes while it waits for the work (see :func:`_answer`)."""
+
+
+def _answer(answer: Future[T]) -> T:
+    """``answer``'s result, waited for in steps of :data:`WAKE_SECONDS`: the kernel may hand a
+    Ctrl-C meant for the process to another of its threads (DuckDB's), which does not wake a
+    main thread blocked on a lock; waking now and then runs Python's handler within a step."""
+    while True:
+        try:
+            return answer.result(timeout=WAKE_SECONDS)
+        except TimeoutError:
+            continue
 
 
 def _stop(con: duckdb.DuckDBPyConnection, answer: Future) -> None:

@@ -133,3 +133,30 @@ def test_off_the_main_thread_the_work_runs_in_place():
     runner.start()
     runner.join()
     assert seen == ["op"]
+
+
+def test_ctrl_c_handed_to_the_works_thread_still_stops_the_statement():
+    """The kernel may hand a Ctrl-C meant for the process to any of its threads. One handed to
+    the work's thread did not wake a main thread blocked waiting for the answer, so the
+    statement ran to its end (seen as a flaky failure under a busy test run)."""
+    con = connected()
+    started = threading.Event()
+
+    def work() -> None:
+        started.set()
+        con.execute(SLOW)
+
+    def send() -> None:
+        started.wait()
+        while not waiting_for_the_work():
+            time.sleep(0.01)
+        worker = next(t for t in threading.enumerate() if t.name.startswith("skewtape-duckdb"))
+        signal.pthread_kill(worker.ident, signal.SIGINT)
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    with pytest.raises(KeyboardInterrupt):
+        interruptible(con, work)
+    sender.join()
+
+    assert con.execute("SELECT count(*) FROM finished").fetchone() == (0,)
