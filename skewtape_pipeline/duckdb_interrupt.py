@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 from typing import TypeVar
 
 import duckdb
@@ -34,13 +34,25 @@ def interruptible(con: duckdb.DuckDBPyConnection, work: Callable[[], T]) -> T:
     two statements). Off the main thread, which Ctrl-C never reaches, ``work()`` runs in place."""
     if threading.current_thread() is not threading.main_thread():
         return work()
-    with ThreadPoolExecutor(1, thread_name_prefix="skewtape-duckdb") as running:
-        answer = running.submit(work)
-        try:
-            return _answer(answer)
-        except BaseException:  # the work's own error: done already, nothing to stop
-            _stop(con, answer)
-            raise
+    answer: Future[T] = Future()
+    try:  # from before the work is handed over: an interrupt at any point stops it
+        threading.Thread(target=_run, args=(work, answer), name="skewtape-duckdb").start()
+        return _answer(answer)
+    except BaseException:  # the work's own error: done already, nothing to stop
+        _stop(con, answer)
+        raise
+
+
+def _run(work: Callable[[], T], answer: Future[T]) -> None:
+    """``work()`` into ``answer``, unless ``answer`` was cancelled before the work began."""
+    if not answer.set_running_or_notify_cancel():
+        return
+    try:
+        result = work()
+    except BaseException as exc:  # the caller's to raise, whatever it is
+        answer.set_exception(exc)
+    else:
+        answer.set_result(result)
 
 
 WAKE_SECONDS = 0.1
@@ -59,8 +71,10 @@ def _answer(answer: Future[T]) -> T:
 
 
 def _stop(con: duckdb.DuckDBPyConnection, answer: Future) -> None:
-    """Interrupt ``con`` until ``answer`` is done; a second Ctrl-C meanwhile does not end the
-    wait (the connection is never left to a statement still running)."""
+    """Interrupt ``con`` until ``answer`` is done (cancelled when its work has not begun: it never
+    will); a second Ctrl-C meanwhile does not end the wait (the connection is never left to a
+    statement still running)."""
+    answer.cancel()
     while not answer.done():
         try:
             con.interrupt()

@@ -160,3 +160,30 @@ def test_ctrl_c_handed_to_the_works_thread_still_stops_the_statement():
     sender.join()
 
     assert con.execute("SELECT count(*) FROM finished").fetchone() == (0,)
+
+
+def test_ctrl_c_as_the_work_is_handed_over_still_stops_the_statement(monkeypatch):
+    """Ctrl-C in the instant the work's thread has started but the main thread does not wait
+    for its answer yet: it used to leave the statement running to its end (the handing over
+    was outside the interrupt's handling)."""
+    con = connected()
+    started = threading.Event()
+
+    def work() -> None:
+        started.set()
+        con.execute(SLOW)
+
+    start = threading.Thread.start
+
+    def start_then_ctrl_c(thread: threading.Thread) -> None:
+        start(thread)
+        if thread.name.startswith("skewtape-duckdb"):
+            started.wait()
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "start", start_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        interruptible(con, work)
+    monkeypatch.undo()
+
+    assert con.execute("SELECT count(*) FROM finished").fetchone() == (0,)
