@@ -406,6 +406,11 @@ def test_cli_compact_ticks_when_default_prints_a_short_summary_not_the_reports(t
     assert f"{raw} -> {packed} bytes" in lines[0]
     shown = [r for r in reports if any(line.startswith(f"{r['symbol']} ") for line in lines)]
     assert len(shown) == 10
+    header = next(line for line in lines if line.startswith("symbol "))
+    assert header.split()[-2:] == ["written", "with"]
+    first = next(line for line in lines if line.startswith(f"{shown[0]['symbol']} "))
+    codec = f"{shown[0]['codec']}-{shown[0]['compression_level']}"  # the file's own footer
+    assert first.endswith(f"  {codec} ({shown[0]['tier'].lower()})")
 
 
 def test_cli_compact_ticks_when_stderr_is_a_terminal_draws_progress_there(

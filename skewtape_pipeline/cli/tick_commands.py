@@ -240,8 +240,9 @@ def compaction_summary(
 ) -> list[str]:
     """``compact-ticks``' default output: a totals line, a line counting the float noise
     rounded away and the precision lost (when any), then a table of the first ``rows``
-    symbol-days (ticks, raw and archived bytes, ratio, the tier whose codec the day's age chose:
-    every day is written hot, and moves only when re-tiered), then how many were left out,
+    symbol-days (ticks, raw and archived bytes, ratio, the codec written with and the tier whose
+    settings the day's age chose: every day is written hot, and moves only when re-tiered),
+    then how many were left out,
     what recompacted symbol-days replaced, and, when some symbol-days are old enough for a
     colder tier, ``retier_command`` (they stay hot until it runs)."""
     raw = sum(report.raw_size_bytes for report in reports)
@@ -259,10 +260,10 @@ def compaction_summary(
             f"float_noise_normalized: {noise} value(s) stored rounded to the scale (float "
             f"representation noise, not loss); precision_loss_ticks: {loss}"
         )
-    table = [("symbol", "date", "ticks", "raw bytes", "bytes", "ratio", "codec of")]
+    table = [("symbol", "date", "ticks", "raw bytes", "bytes", "ratio", "written with")]
     table += [
         (printable(r.symbol), r.date, str(r.tick_count), str(r.raw_size_bytes),
-         str(r.compacted_size_bytes), f"{r.compression_ratio:.2f}x", r.tier)
+         str(r.compacted_size_bytes), f"{r.compression_ratio:.2f}x", _written_with(r))
         for r in reports[:rows]
     ]  # fmt: skip
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
@@ -273,6 +274,13 @@ def compaction_summary(
             f"({len(reports) - rows} more symbol-days not shown; --json prints every report)"
         )
     return lines + _recompacted_lines(reports) + _retier_hint(reports, retier_command)
+
+
+def _written_with(report: Any) -> str:
+    """The codec and level the symbol-day's file was written with, as its footer records them,
+    and the tier they are the settings of: ``zstd-9 (warm)``."""
+    level = "" if report.compression_level is None else f"-{report.compression_level}"
+    return f"{report.codec}{level} ({report.tier.lower()})"
 
 
 def _changed_line(reports: Sequence[Any]) -> str:
