@@ -177,6 +177,20 @@ class MissingPathError(SkewtapeError):
     """A folder or file a command was given does not exist; nothing was created."""
 
 
+class UnreadableFolderError(SkewtapeError, OSError):
+    """A folder of the mirror exists but cannot be read (listed or looked into): a permission
+    refused, a file where the folder should be, a link loop, an I/O error. The message names the
+    folder, the operating system's reason (:func:`os_reason`) and what could not be decided
+    without it, never taking the folder for an empty or missing one; nothing was written. An
+    OS error: the CLI exits 1, a Dagster run fails with it (retryable)."""
+
+
+def os_reason(exc: OSError) -> str:
+    """The operating system's words for ``exc`` (``Permission denied``), or its message when it
+    has none."""
+    return exc.strerror or reason(exc)
+
+
 class StorageError(SkewtapeError, OSError):
     """The operating system failed a write (a full disk, an I/O error) in a library that does
     not raise an :class:`OSError` itself (DuckDB); names the file. An OS error: the CLI exits 1."""

@@ -50,9 +50,16 @@ def temp_path_for(target: Path) -> Path:
     return target.with_name(f".{target.name}.{os.getpid()}{TEMP_MARKER}")
 
 
+def is_hidden(name: str) -> bool:
+    """True for a dot name (``.skewtape/``, a staging ``.<month>.<run>.partial`` folder, a
+    temporary file, a file manager's ``.DS_Store``, a copy tool's ``.tmp`` leftovers): local
+    state or another tool's, never a month, a venue or a symbol folder of the data."""
+    return name.startswith(".")
+
+
 def is_temp(path: Path) -> bool:
     """True when ``path`` names a temporary file of this module."""
-    return path.name.startswith(".") and path.name.endswith(TEMP_MARKER)
+    return is_hidden(path.name) and path.name.endswith(TEMP_MARKER)
 
 
 def fsync_dir(folder: Path) -> None:

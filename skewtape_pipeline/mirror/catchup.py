@@ -24,6 +24,7 @@ from skewtape_pipeline.mirror.apply import ApplyResult, apply_locked, lock_file_
 from skewtape_pipeline.mirror.folder_kinds import check_catch_up_folders, month_folders
 from skewtape_pipeline.mirror.format import MANIFEST, SnapshotManifest
 from skewtape_pipeline.mirror.journal import Journal
+from skewtape_pipeline.mirror.months import applied_months
 from skewtape_pipeline.mirror.preflight import DeltaHead, read_delta_head
 
 MODES = ("versioned", "in_place")
@@ -93,6 +94,10 @@ def catch_up(
         ``history`` holds no snapshot, a month is missing between the current one and a later
         delta, a delta's parent is not the snapshot before it, or a delta's next snapshot is not
         of its folder's month. Raised before anything is written.
+    UnreadableFolderError
+        ``history`` or one of its month folders cannot be read (a permission refused, a link
+        loop): named with the reason before anything is written, never taken for a month not
+        applied (whose delta would be applied again). An OS error.
     """
     if mode not in MODES:
         raise ConfigError(f"mode={mode!r}; expected one of {', '.join(MODES)}")
@@ -159,11 +164,8 @@ def _finish_committed(
     if journal.plan.get("mode") == "in_place":
         return apply_locked(current, delta, audit_log=audit_log, link_sources=link_sources)
     parent_sha = journal.plan["parent_manifest_sha256"]
-    manifests = [history / m / MANIFEST for m in month_folders(history)]
-    parent = next(
-        (path.parent for path in manifests if path.is_file() and sha256_file(path) == parent_sha),
-        None,
-    )
+    manifests = [history / m / MANIFEST for m in applied_months(history)]
+    parent = next((path.parent for path in manifests if sha256_file(path) == parent_sha), None)
     if parent is None:
         raise ChainError(
             f"{current} holds a month committed but not finished, and {history} no longer holds "
@@ -186,8 +188,10 @@ def has_pending(history: Path, deltas: Path) -> bool:
 
 
 def current_snapshot(history: Path) -> Path:
-    """The newest ``<YYYY-MM>/`` folder of ``history`` with a manifest; ChainError if none."""
-    months = [m for m in month_folders(history) if (history / m / MANIFEST).is_file()]
+    """The newest ``<YYYY-MM>/`` folder of ``history`` with a manifest; ChainError if none,
+    UnreadableFolderError naming a month folder that cannot be read (``applied_months``: never
+    taken for a month not applied, whose delta would then be applied again)."""
+    months = applied_months(history)
     if not months:
         raise ChainError(
             f"{history} holds no snapshot folder <YYYY-MM>/ with a {MANIFEST}; "

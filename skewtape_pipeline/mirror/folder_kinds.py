@@ -42,16 +42,30 @@ def month_folders(folder: Path) -> list[str]:
 def folder_kind(folder: Path) -> str:
     """:data:`SNAPSHOT` or :data:`DELTA` for a folder with a ``manifest.json``; :data:`HISTORY`
     or :data:`DELTAS` for a folder whose first month folder is one of those; else
-    :data:`OTHER` (a missing, empty or unrelated folder, left to the caller's own checks)."""
+    :data:`OTHER` (a missing, empty or unrelated folder, left to the caller's own checks, as
+    is a folder that cannot be read: ``applied_months`` names a month folder of them)."""
     folder = Path(folder)
     manifest = folder / MANIFEST
-    if manifest.is_file() and not manifest.is_symlink():
+    if _is_manifest_file(manifest):
         return _manifest_kind(manifest)
-    for month in month_folders(folder):
+    try:
+        months = month_folders(folder)
+    except OSError:
+        return OTHER
+    for month in months:
         kind = folder_kind(folder / month)
         if kind in (SNAPSHOT, DELTA):
             return HISTORY if kind == SNAPSHOT else DELTAS
     return OTHER
+
+
+def _is_manifest_file(path: Path) -> bool:
+    """True for a manifest that is a file, not a link; False when there is none or whether
+    there is one cannot be told (a folder that cannot be read), left to the caller's checks."""
+    try:
+        return path.is_file() and not path.is_symlink()
+    except OSError:
+        return False
 
 
 def _manifest_kind(path: Path) -> str:

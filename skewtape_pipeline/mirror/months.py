@@ -14,11 +14,13 @@ month to materialize first.
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from skewtape_pipeline.errors import ChainError
+from skewtape_pipeline.errors import ChainError, UnreadableFolderError, os_reason
 from skewtape_pipeline.mirror.arrivals import holds_snapshot
 from skewtape_pipeline.mirror.format import MANIFEST, MONTH_RE
 from skewtape_pipeline.mirror.preflight import read_delta_head
@@ -41,12 +43,43 @@ class MonthPlan:
 
 
 def applied_months(history: Path) -> list[str]:
-    """Months of ``history/`` that hold a snapshot (a manifest.json), oldest first."""
-    if not history.is_dir():
+    """Months of ``history/`` that hold a snapshot (a manifest.json), oldest first; [] when
+    ``history`` does not exist or is no folder (a data root not set up or not mounted). A
+    ``<YYYY-MM>`` entry without a manifest (an empty folder, a file) is no snapshot.
+
+    Raises
+    ------
+    UnreadableFolderError
+        ``history``, or one of its ``<YYYY-MM>`` folders, exists but cannot be read (a
+        permission refused, a link loop, an I/O error): the error names the folder and the
+        reason. Such a month is never taken for one not applied, which a catch-up would apply
+        again, a sensor pass over and ``archive-month`` read from an older snapshot.
+    """
+    try:
+        with os.scandir(history) as entries:
+            names = [entry.name for entry in entries if MONTH_RE.match(entry.name)]
+    except (FileNotFoundError, NotADirectoryError):
         return []
-    return sorted(
-        p.name for p in history.iterdir() if MONTH_RE.match(p.name) and (p / MANIFEST).is_file()
-    )
+    except OSError as exc:
+        raise UnreadableFolderError(
+            f"{history}: cannot be read ({os_reason(exc)}); expected the history folder of "
+            "<YYYY-MM>/ snapshots (which months are applied cannot be told without it)"
+        ) from None
+    return sorted(name for name in names if _holds_manifest(history / name))
+
+
+def _holds_manifest(month: Path) -> bool:
+    """True when the month folder holds a manifest.json file; False when it holds none or is
+    no folder; UnreadableFolderError naming it when that cannot be told."""
+    try:
+        return stat.S_ISREG((month / MANIFEST).stat().st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        raise UnreadableFolderError(
+            f"{month}: cannot be read ({os_reason(exc)}); expected a month's snapshot folder "
+            f"(whether it holds an applied snapshot, a {MANIFEST}, cannot be told without it)"
+        ) from None
 
 
 def plan_month(history: Path, deltas: Path, month: str, previous: str) -> MonthPlan:

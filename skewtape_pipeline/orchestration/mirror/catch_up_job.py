@@ -16,6 +16,7 @@ stays applied and is recorded.
 
 import dagster as dg
 
+from skewtape_pipeline.errors import UnreadableFolderError
 from skewtape_pipeline.mirror.catchup import catch_up
 from skewtape_pipeline.mirror.months import applied_months
 from skewtape_pipeline.orchestration.mirror.checks import month_check_evaluations
@@ -43,7 +44,7 @@ def apply_pending_months(context: dg.OpExecutionContext, skewtape: SkewtapeHome)
                 link_sources=skewtape.link_sources,
             )
     except dg.Failure as failure:
-        for month in sorted(set(applied_months(skewtape.history_dir)) - before):
+        for month in _applied_since(context, skewtape, before):
             note = f"applied by this run before it failed: {failure.description}"
             _record(context, skewtape, month, {"note": dg.MetadataValue.text(note)})
         raise
@@ -53,6 +54,18 @@ def apply_pending_months(context: dg.OpExecutionContext, skewtape: SkewtapeHome)
         )
     applied = ", ".join(r.snapshot.name for r in results)
     context.log.info(f"{len(results)} month(s) applied: {applied}" if results else "none pending")
+
+
+def _applied_since(
+    context: dg.OpExecutionContext, skewtape: SkewtapeHome, before: set[str]
+) -> list[str]:
+    """The months applied now that were not ``before``; none, said in a warning, when
+    ``history/`` cannot be read any more (the run fails with its own reason all the same)."""
+    try:
+        return sorted(set(applied_months(skewtape.history_dir)) - before)
+    except UnreadableFolderError as exc:
+        context.log.warning(skewtape.shown(f"the months this run applied are not recorded: {exc}"))
+        return []
 
 
 def _record(

@@ -49,7 +49,8 @@ SYMBOL_DAYS_TAG = "skewtape/symbol_days"
     "`venues`); removes a venue partition added by hand (the launch dialog's 'Add partition') "
     "that no snapshot holds fills of and nothing archived, naming it and the mirror's venues in "
     "its tick log (a warning); none while a snapshot's `fills/` cannot be read, which the tick "
-    "warns of. Requests no run; runs from the start.",
+    "warns of. A month folder of `history/` that cannot be read fails the tick, naming it. "
+    "Requests no run; runs from the start.",
 )
 def tick_venues_sensor(context: dg.SensorEvaluationContext, skewtape: SkewtapeHome):
     """Register the venues of the months applied after the cursor (the last month looked at)
@@ -109,7 +110,8 @@ def correction_run_config(symbols: list[str]) -> dict:
     "requests a tick archive run per archived venue-day the month corrected "
     "(a replaced fills file of an earlier month; a venue that left corrects nothing), over "
     "exactly the symbol-days whose ticks changed (named in the run config); a venue-day not "
-    "archived yet is left to its first run.",
+    "archived yet is left to its first run. A month folder of `history/` that cannot be read "
+    "fails the tick, naming it.",
 )
 def tick_corrections_sensor(context: dg.SensorEvaluationContext, skewtape: SkewtapeHome):
     """Compare each newly applied month's fills files with the previous snapshot's.
@@ -118,7 +120,9 @@ def tick_corrections_sensor(context: dg.SensorEvaluationContext, skewtape: Skewt
     registered first (as the venues sensor does), so no venue-day is missed while that sensor
     has not ticked. The touched symbol-days of one venue-day are one run request (run key
     ``<month>:<partition key>``, the symbols in the run config, the count in a tag); a
-    venue-day whose day is not a partition yet is only named in the skip reason.
+    venue-day whose day is not a partition yet is only named in the skip reason. A month folder
+    of ``history/`` that cannot be read fails the tick, naming it (``applied_months``), and the
+    cursor stays: a month passed over would never have its corrections requested.
     """
     cursor = context.cursor or ""
     months = [m for m in applied_months(skewtape.history_dir) if m > cursor]

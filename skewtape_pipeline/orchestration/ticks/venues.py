@@ -11,10 +11,13 @@ partition" (Dagster's ``addDynamicPartition`` mutation, straight into the instan
 runs are refused: the mirror holds no fills of it). The venues sensor removes, on its next tick,
 every key whose venue no applied snapshot holds fills of and no venue-day of which was ever
 archived (:func:`stray_venues`), saying so in its tick log (a warning), naming the venue and the
-mirror's venues; none while the mirror holds no snapshot at all (unreadable, not mounted), nor
+mirror's venues; none while the mirror holds no snapshot at all (missing, not mounted), nor
 while a snapshot's ``fills/`` folder cannot be read (the mirror's venues would be seen in part:
-each such folder is a warning of the tick, with the reason). A materialized partition key that
-is not ``<date>|<venue>`` protects no venue: the tick names it in one warning and goes on.
+each such folder is a warning of the tick, with the reason). A month folder of ``history/`` that
+cannot be read fails the tick instead, naming it (``applied_months``): which months are applied
+cannot be told, so nothing is registered or removed and the cursor stays. A materialized
+partition key that is not ``<date>|<venue>`` protects no venue: the tick names it in one warning
+and goes on.
 
 A sensor hands Dagster's daemon the keys to add and, per month that brought any, an
 observation of ``tick_archive`` (``venues_registered``, ``venues``, ``month``) that the asset's
@@ -117,7 +120,8 @@ def stray_venues(
     which nothing could archive. None while the mirror holds no applied snapshot (``history``
     missing, unmounted, another data root), nor while a snapshot's ``fills/`` cannot be read
     (``unreadable``): every key, or some, would look stray, and the venues sensor's cursor is
-    past the months that registered them."""
+    past the months that registered them. UnreadableFolderError as ``applied_months`` raises
+    it (a month folder that cannot be read)."""
     held, unreadable = read_mirror_venues(history)
     if not held or unreadable:
         return Strays([], held, unreadable, [])

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -32,7 +32,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from skewtape_pipeline.errors import ChainError, ConfigError, TickValidationError, reason
+from skewtape_pipeline.errors import (
+    ChainError,
+    ConfigError,
+    TickValidationError,
+    UnreadableFolderError,
+    os_reason,
+)
+from skewtape_pipeline.fsio import is_hidden
 from skewtape_pipeline.mirror.format import MANIFEST, MONTH_RE, SnapshotManifest
 from skewtape_pipeline.mirror.months import applied_months
 from skewtape_pipeline.mirror.snapshot import read_snapshot
@@ -589,41 +596,77 @@ def _batch_schema(batch: pa.RecordBatch) -> TickSchema:
     )
 
 
-def mirror_venues(history: Path) -> list[str]:
-    """Venues with a fills folder in any applied snapshot of ``history``, sorted (a ``fills/``
-    folder that cannot be read adds none: :func:`read_mirror_venues` says which)."""
-    return read_mirror_venues(history)[0]
-
-
 def read_mirror_venues(history: Path) -> tuple[list[str], list[tuple[Path, str]]]:
     """``(venues, unreadable)``: the venues with a fills folder in any applied snapshot of
     ``history``, sorted, and ``(fills folder, reason)`` of each snapshot's ``fills/`` that
     exists but cannot be listed (a permission refused, a file of that name, an I/O error):
-    while one is there, ``venues`` may miss some. A snapshot without ``fills/`` holds none."""
+    while one is there, ``venues`` may miss some. A snapshot without ``fills/`` holds none; a
+    dot name in it (``.DS_Store``, a copy tool's ``.tmp`` folder: ``fsio.is_hidden``) is no
+    venue. UnreadableFolderError as :func:`applied_months` raises it."""
     venues: set[str] = set()
     unreadable: list[tuple[Path, str]] = []
     for month in applied_months(history):
         fills = history / month / "fills"
         try:
-            with os.scandir(fills) as entries:
-                venues.update(entry.name for entry in entries if entry.is_dir())
-        except FileNotFoundError:
-            continue
+            venues.update(_venue_folders(fills))
         except OSError as exc:
-            unreadable.append((fills, exc.strerror or reason(exc)))
+            unreadable.append((fills, os_reason(exc)))
     return sorted(venues), unreadable
+
+
+def _venue_folders(fills: Path) -> list[str]:
+    """The venues of a snapshot's ``fills/`` folder: its sub-folders but dot names
+    (``fsio.is_hidden``), sorted; [] when there is no ``fills/``. OSError when it exists but
+    cannot be listed."""
+    try:
+        with os.scandir(fills) as entries:
+            return sorted(e.name for e in entries if not is_hidden(e.name) and e.is_dir())
+    except FileNotFoundError:
+        return []
 
 
 def month_files(history: Path, month: str) -> dict[str, Path]:
     """``{venue: fills file}`` of ``month``: each venue's month file in the newest snapshot
-    holding it (a venue that left the newest snapshot still counts)."""
+    holding it (a venue that left the newest snapshot still counts; a dot folder is no venue).
+    UnreadableFolderError naming a snapshot's ``fills/`` or venue folder that cannot be read
+    (the venue's file would otherwise be taken from an older snapshot, or the venue left out),
+    or as :func:`applied_months` raises it."""
     files: dict[str, Path] = {}
     for snapshot_month in reversed(applied_months(history)):
         if snapshot_month < month:
             break
-        for path in (history / snapshot_month).glob(f"fills/*/{month}.parquet"):
-            files.setdefault(path.parent.name, path)
+        fills = history / snapshot_month / "fills"
+        with _unreadable(fills, f"which venues have {month} fills there"):
+            venues = _venue_folders(fills)
+        for venue in venues:
+            path = fills / venue / f"{month}.parquet"
+            with _unreadable(path.parent, f"whether it holds {path.name}"):
+                held = _exists(path)
+            if held:
+                files.setdefault(venue, path)
     return files
+
+
+@contextmanager
+def _unreadable(folder: Path, untold: str) -> Iterator[None]:
+    """An OSError in the block as one UnreadableFolderError naming ``folder``, its reason and
+    what cannot be told without it (``untold``)."""
+    try:
+        yield
+    except OSError as exc:
+        raise UnreadableFolderError(
+            f"{folder}: cannot be read ({os_reason(exc)}); {untold} cannot be told without it"
+        ) from None
+
+
+def _exists(path: Path) -> bool:
+    """True when ``path`` exists, False when it does not; the OSError when that cannot be told
+    (the ``pathlib`` checks hide some, depending on the Python version)."""
+    try:
+        path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    return True
 
 
 def days_by_activity(history: Path, month: str) -> list[date]:

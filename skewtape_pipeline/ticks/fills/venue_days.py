@@ -26,7 +26,7 @@ from urllib.parse import quote
 
 import duckdb
 
-from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.errors import ConfigError, UnreadableFolderError
 from skewtape_pipeline.ticks.archive.ops.compact import is_unchanged
 from skewtape_pipeline.ticks.archive.ops.compact_plan import DEFAULT_MEMORY_LIMIT
 from skewtape_pipeline.ticks.archive.store.layout import PART_FILE_NAME, decode_symbol
@@ -45,9 +45,9 @@ from skewtape_pipeline.ticks.fills.snapshot_fills import (
     SymbolDayResult,
     archive_symbol_days,
     fill_symbol,
-    mirror_venues,
     newest_sources,
     read_back_mismatches,
+    read_mirror_venues,
     split_symbol,
     symbols_in,
 )
@@ -200,10 +200,19 @@ def _refuse_unknown(unknown: list[str], venue_day: VenueDay, source: FillsSource
 def _check_venue_known(history: Path, venue: str, day: date, archive: Archive) -> None:
     """ConfigError, before anything is written, for a venue no snapshot of the mirror holds
     fills of and ``archive`` holds nothing of on ``day`` (a venue mistyped, e.g. in a backfill
-    dialog): archiving it would archive nothing and say nothing."""
-    held = mirror_venues(history)
+    dialog): archiving it would archive nothing and say nothing. UnreadableFolderError instead,
+    naming the folders and why, when a snapshot's ``fills/`` that cannot be read may hold it."""
+    held, unreadable = read_mirror_venues(history)
     if venue in held or (archive.root.is_dir() and archived_symbols(archive, venue, day)):
         return
+    if unreadable:
+        (folder, why), others = unreadable[0], [str(f) for f, _ in unreadable[1:]]
+        also = f", nor can {', '.join(others[:3])}{' ...' if others[3:] else ''}" if others else ""
+        raise UnreadableFolderError(
+            f"{folder}: cannot be read ({why}){also}; whether the mirror holds fills of venue "
+            f"{venue!r} ({day}) cannot be told without it (the venues of the snapshots that "
+            f"can be read: {', '.join(held) or 'none'}); nothing archived"
+        )
     raise ConfigError(
         f"venue {venue!r} ({day}): no snapshot in {history} holds fills of it (the mirror's "
         f"venues: {', '.join(held) or 'none'}); nothing archived"

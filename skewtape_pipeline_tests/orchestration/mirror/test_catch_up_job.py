@@ -8,8 +8,10 @@ from pathlib import Path
 
 import dagster as dg
 
+from skewtape_pipeline.errors import ChainError
 from skewtape_pipeline.mirror.verify import verify_snapshot
 from skewtape_pipeline.orchestration.definitions import build_definitions
+from skewtape_pipeline.orchestration.mirror import catch_up_job
 from skewtape_pipeline.orchestration.shared.keys import HISTORY_SNAPSHOT
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 from skewtape_pipeline_tests.orchestration.conftest import run_month
@@ -97,3 +99,33 @@ def test_catch_up_months_when_link_sources_is_false_copies_every_delta_file(
     assert result.success
     delivered = [p for p in (sample_root / "deltas").rglob("*") if p.is_file()]
     assert delivered and [p for p in delivered if p.stat().st_nlink > 1] == []
+
+
+def test_catch_up_months_when_history_cannot_be_read_after_a_failure_keeps_the_failure(
+    definitions: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance, monkeypatch
+):
+    """The months a failed catch-up applied are looked for once it failed; a month folder that
+    cannot be read by then is a warning, and the run fails with the catch-up's own reason."""
+    assert run_month(definitions, "2026-09", instance).success
+    loop = sample_root / "history" / "2026-10"
+
+    def refused(history: Path, deltas: Path, **_: object) -> list:
+        loop.symlink_to(loop.name)  # a link loop: no user can read it
+        raise ChainError("the catch-up's own reason")
+
+    monkeypatch.setattr(catch_up_job, "catch_up", refused)
+    result = definitions.resolve_job_def("catch_up_months").execute_in_process(
+        instance=instance, raise_on_error=False
+    )
+
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    description = failure.event_specific_data.user_failure_data.description
+    assert description == "catch-up refused (ChainError): the catch-up's own reason"
+    warned = [
+        e.user_message for e in instance.all_logs(result.run_id) if e.level == logging.WARNING
+    ]
+    assert [w for w in warned if w.startswith(
+        "the months this run applied are not recorded: $SKEWTAPE_HOME/history/2026-10: cannot be "
+        "read (Too many levels of symbolic links)"
+    )], warned  # fmt: skip

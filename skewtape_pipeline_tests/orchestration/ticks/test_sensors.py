@@ -14,7 +14,9 @@ from pathlib import Path
 
 import dagster as dg
 import pyarrow.parquet as pq
+import pytest
 
+from skewtape_pipeline.errors import UnreadableFolderError
 from skewtape_pipeline.mirror.apply import apply_delta
 from skewtape_pipeline.orchestration.definitions import build_definitions
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
@@ -446,3 +448,45 @@ def test_venues_sensor_when_it_removes_a_venue_warns_whether_or_not_it_registers
     assert registering.asset_events and skipping.skip_reason  # one tick of each path
     for logged, typo in ((first, "zzz-typo"), (second, "zzz-typo2")):
         assert [w for w in logged.warnings() if w.startswith(f"removed venue partition(s) {typo}:")]
+
+
+def test_sensors_when_a_month_folder_cannot_be_read_fail_the_tick_naming_it_keeping_the_cursor(
+    applied_chain: Path, instance: dg.DagsterInstance
+):
+    """A month folder that cannot be read (here a link loop, which root cannot read either) was
+    taken for a month not applied: the months after it were read against the wrong parent and
+    the cursor moved past it for good. Both sensors fail the tick, naming the folder; nothing
+    is registered or requested."""
+    history = applied_chain / "history"
+    register_venues(instance, new_symbols(history, MONTHS[0]))
+    registered = set(instance.get_dynamic_partitions(VENUES))
+    (history / MONTHS[1]).rename(history / f".{MONTHS[1]}.moved")
+    (history / MONTHS[1]).symlink_to(MONTHS[1])
+    said = rf"^{history / MONTHS[1]}: cannot be read \(Too many levels of symbolic links\)"
+
+    with pytest.raises(UnreadableFolderError, match=said):
+        logged_venues_tick(applied_chain, instance, MONTHS[0])
+    with pytest.raises(UnreadableFolderError, match=said):
+        tick(applied_chain, instance, MONTHS[0])
+
+    assert set(instance.get_dynamic_partitions(VENUES)) == registered
+
+
+def test_venues_sensor_when_fills_hold_a_dot_folder_removes_its_key_added_by_hand(
+    applied_chain: Path, instance: dg.DagsterInstance
+):
+    """A dot folder in ``fills/`` (a copy tool's ``.tmp``) is no venue of the mirror: a key of
+    that name added by hand is removed as any typo, and the mirror's venues named leave it out."""
+    history = applied_chain / "history"
+    for month in MONTHS:
+        register_venues(instance, new_symbols(history, month))
+    venues = sorted(p.name for p in (history / MONTHS[-1] / "fills").iterdir())
+    (history / MONTHS[-1] / "fills" / ".tmp").mkdir()
+    instance.add_dynamic_partitions(VENUES, [".tmp"])
+
+    result, logged = logged_venues_tick(applied_chain, instance, MONTHS[-1])
+
+    [delete] = result.dynamic_partitions_requests
+    assert list(delete.partition_keys) == [".tmp"]
+    [removed] = [w for w in logged.warnings() if w.startswith("removed venue partition(s) .tmp:")]
+    assert removed.endswith(f"the mirror's venues: {', '.join(venues)})")

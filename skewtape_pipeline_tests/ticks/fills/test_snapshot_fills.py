@@ -13,7 +13,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from skewtape_pipeline.errors import ChainError, TickValidationError, WriteOnceError
+from skewtape_pipeline.errors import (
+    ChainError,
+    TickValidationError,
+    UnreadableFolderError,
+    WriteOnceError,
+)
 from skewtape_pipeline.mirror.apply import apply_delta
 from skewtape_pipeline.mirror.snapshot import read_snapshot
 from skewtape_pipeline.ticks.archive.core import ArchiveCore
@@ -34,10 +39,13 @@ from skewtape_pipeline.ticks.fills.snapshot_fills import (
     changed_symbol_days,
     corrected_symbol_days,
     days_by_activity,
+    month_files,
     new_symbols,
+    read_mirror_venues,
     symbols_in,
 )
 from skewtape_pipeline_tests.conftest import copy_snapshot, make_snapshot, reseal
+from skewtape_pipeline_tests.test_unreadable_input import as_nobody, shared_folder
 from skewtape_pipeline_tests.ticks.conftest import LOCK_WAITS, archive_at
 
 AS_OF = date(2026, 11, 29)
@@ -471,3 +479,66 @@ def test_open_fills_when_a_market_id_is_not_utf8_names_its_row_and_column(tmp_pa
         snapshot_fills.open_fills(path).read_all()
     assert (info.value.row, info.value.field) == (1, "market_id")
     assert f"{path}: market_id b'M\\xff' is not UTF-8 text" in str(info.value)
+
+
+# --- the venues of the mirror's fills folders ---------------------------------------------------
+
+
+def test_read_mirror_venues_when_fills_hold_dot_entries_counts_none_of_them(applied_chain: Path):
+    """A file manager's, a copy tool's or an interrupted copy's dot folders in ``fills/`` are
+    no venues, for the venues sensor (which keeps a venue key the mirror holds) nor for
+    archive-month (whose venue-days are the venues with a month file)."""
+    history = applied_chain / "history"
+    fills = history / "2026-11" / "fills"
+    venues = sorted(p.name for p in fills.iterdir())
+    files = month_files(history, "2026-11")
+    assert venues and sorted(files) == venues
+    for hidden in (".DS_Store", ".tmp", f".{venues[0]}.partial"):
+        (fills / hidden).mkdir()
+    shutil.copyfile(files[venues[0]], fills / f".{venues[0]}.partial" / "2026-11.parquet")
+    (fills / ".hidden-file").write_text("")
+
+    assert read_mirror_venues(history) == (venues, [])
+    assert month_files(history, "2026-11") == files
+
+
+def test_read_mirror_venues_when_a_fills_folder_is_a_file_says_so_apart(applied_chain: Path):
+    history = applied_chain / "history"
+    venues, _ = read_mirror_venues(history)
+    fills = history / "2026-09" / "fills"
+    shutil.rmtree(fills)
+    fills.write_text("not a folder")
+    assert read_mirror_venues(history) == (venues, [(fills, "Not a directory")])
+
+
+def test_month_files_when_the_newest_fills_folder_is_a_file_names_it_not_an_older_file(
+    applied_chain: Path,
+):
+    """The month file a venue-day is read from is the newest snapshot's: a ``fills/`` that
+    cannot be read is named, never passed over for an older snapshot's file (a correction the
+    newest snapshot published would go unarchived)."""
+    history = applied_chain / "history"
+    fills = history / "2026-11" / "fills"
+    assert month_files(history, "2026-10")["kalshi"] == fills / "kalshi" / "2026-10.parquet"
+    shutil.rmtree(fills)
+    fills.write_text("not a folder")
+    with pytest.raises(UnreadableFolderError) as raised:
+        month_files(history, "2026-10")
+    assert str(raised.value).startswith(
+        f"{fills}: cannot be read (Not a directory); which venues have 2026-10 fills there "
+    )
+
+
+def test_month_files_when_a_venue_folder_cannot_be_read_names_it(applied_chain: Path):
+    with shared_folder() as folder:
+        root = folder / "data"
+        shutil.copytree(applied_chain, root, symlinks=True)
+        history = root / "history"
+        locked = history / "2026-11" / "fills" / "kalshi"
+        locked.chmod(0)
+        with as_nobody(), pytest.raises(UnreadableFolderError) as raised:
+            month_files(history, "2026-10")
+        locked.chmod(0o755)
+    assert str(raised.value).startswith(
+        f"{locked}: cannot be read (Permission denied); whether it holds 2026-10.parquet "
+    )

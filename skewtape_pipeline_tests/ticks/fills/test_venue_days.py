@@ -3,13 +3,14 @@ listed ones without trades skipped, each with a reports row; named symbols limit
 
 from __future__ import annotations
 
+import shutil
 from datetime import date
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from skewtape_pipeline.errors import ConfigError
+from skewtape_pipeline.errors import ConfigError, UnreadableFolderError
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
 from skewtape_pipeline.ticks.archive.store.reports_table import (
@@ -18,6 +19,7 @@ from skewtape_pipeline.ticks.archive.store.reports_table import (
     read_venue_day_reports,
 )
 from skewtape_pipeline.ticks.fills.venue_days import VenueDayOptions, archive_venue_day
+from skewtape_pipeline_tests.test_unreadable_input import as_nobody, shared_folder
 
 DAY = date(2026, 10, 5)
 
@@ -77,6 +79,49 @@ def test_archive_venue_day_when_the_mirror_holds_no_such_venue_refuses_naming_th
     with pytest.raises(ConfigError, match=r"venue 'kalshii' .*venues: .*kalshi"):
         archive_venue_day(applied_chain / "history", ("kalshii", DAY), options(applied_chain))
     assert not (applied_chain / "archive").exists()
+
+
+MONTHS = ("2026-09", "2026-10", "2026-11")
+
+
+def test_archive_venue_day_when_no_fills_folder_can_be_listed_names_them_not_an_unknown_venue(
+    applied_chain: Path,
+):
+    """A ``fills/`` that cannot be listed may hold the venue: the error names the folders and
+    the reason, never a venue no snapshot holds (what a typo gets)."""
+    history = applied_chain / "history"
+    folders = [history / month / "fills" for month in MONTHS]
+    for fills in folders:
+        shutil.rmtree(fills)
+        fills.write_text("not a folder")
+    with pytest.raises(UnreadableFolderError) as raised:
+        archive_venue_day(history, ("kalshi", DAY), options(applied_chain))
+    said = str(raised.value)
+    assert said.startswith(
+        f"{folders[0]}: cannot be read (Not a directory), nor can {folders[1]}, {folders[2]}; "
+        f"whether the mirror holds fills of venue 'kalshi' (2026-10-05) cannot be told"
+    )
+    assert "(the venues of the snapshots that can be read: none); nothing archived" in said
+    assert not (applied_chain / "archive").exists()
+
+
+def test_archive_venue_day_when_the_user_may_not_list_a_fills_folder_names_it_and_why(
+    applied_chain: Path,
+):
+    with shared_folder() as folder:
+        root = folder / "data"
+        shutil.copytree(applied_chain, root, symlinks=True)
+        history = root / "history"
+        locked = history / MONTHS[-1] / "fills"
+        shutil.rmtree(history / MONTHS[0] / "fills")  # a snapshot without fills holds none
+        shutil.rmtree(history / MONTHS[1] / "fills")
+        locked.chmod(0)
+        venue_day_options = options(root)
+        with as_nobody(), pytest.raises(UnreadableFolderError) as raised:
+            archive_venue_day(history, ("kalshi", DAY), venue_day_options)
+        locked.chmod(0o755)
+        assert not (root / "archive").exists()
+    assert str(raised.value).startswith(f"{locked}: cannot be read (Permission denied); whether")
 
 
 def test_archive_venue_day_when_refusing_unknown_and_a_symbol_is_mistyped_writes_nothing(
