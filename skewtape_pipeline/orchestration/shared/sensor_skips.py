@@ -1,9 +1,12 @@
 """A sensor tick that requests nothing says why where the UI shows it."""
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import dagster as dg
 
+from skewtape_pipeline.errors import UnreadableFolderError
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 
 
@@ -23,3 +26,26 @@ def skipped(
     reason = skewtape.shown(reason)
     context.log.info(f"skipped: {reason}")
     return dg.SensorResult(skip_reason=dg.SkipReason(reason), cursor=cursor, **result)
+
+
+Sensor = Callable[[dg.SensorEvaluationContext, SkewtapeHome], Any]
+
+
+def unreadable_skipped(evaluate: Sensor) -> Sensor:
+    """``evaluate`` (a sensor over the mirror's months) whose tick, when a folder of the mirror
+    cannot be read (``UnreadableFolderError``, e.g. a month folder of ``history/``), registers and
+    requests nothing and keeps its cursor, saying why in a warning and its skip reason (the
+    folder named from the data root, no stack trace in the UI); a later tick goes on once the
+    folder reads. Which months are applied cannot be told meanwhile: a month passed over would
+    never be looked at again."""
+
+    @functools.wraps(evaluate)
+    def tick(context: dg.SensorEvaluationContext, skewtape: SkewtapeHome) -> Any:
+        try:
+            return evaluate(context, skewtape)
+        except UnreadableFolderError as exc:
+            reason = f"{exc}; nothing registered or requested, the cursor kept until it reads"
+            context.log.warning(skewtape.shown(reason))
+            return skipped(context, skewtape, reason, context.cursor)
+
+    return tick

@@ -14,7 +14,7 @@ import dagster as dg
 from skewtape_pipeline.errors import quoted
 from skewtape_pipeline.mirror.months import applied_months
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
-from skewtape_pipeline.orchestration.shared.sensor_skips import skipped
+from skewtape_pipeline.orchestration.shared.sensor_skips import skipped, unreadable_skipped
 from skewtape_pipeline.orchestration.ticks.archive_asset import (
     CORRECTED_BY_TAG,
     TICK_ARCHIVE,
@@ -49,9 +49,10 @@ SYMBOL_DAYS_TAG = "skewtape/symbol_days"
     "`venues`); removes a venue partition added by hand (the launch dialog's 'Add partition') "
     "that no snapshot holds fills of and nothing archived, naming it and the mirror's venues in "
     "its tick log (a warning); none while a snapshot's `fills/` cannot be read, which the tick "
-    "warns of. A month folder of `history/` that cannot be read fails the tick, naming it. "
-    "Requests no run; runs from the start.",
+    "warns of. While a month folder of `history/` cannot be read, the tick skips, naming it "
+    "(a warning), and keeps its cursor. Requests no run; runs from the start.",
 )
+@unreadable_skipped
 def tick_venues_sensor(context: dg.SensorEvaluationContext, skewtape: SkewtapeHome):
     """Register the venues of the months applied after the cursor (the last month looked at)
     that the instance does not know yet; remove the stray venue keys (``stray_venues``). Each
@@ -110,9 +111,10 @@ def correction_run_config(symbols: list[str]) -> dict:
     "requests a tick archive run per archived venue-day the month corrected "
     "(a replaced fills file of an earlier month; a venue that left corrects nothing), over "
     "exactly the symbol-days whose ticks changed (named in the run config); a venue-day not "
-    "archived yet is left to its first run. A month folder of `history/` that cannot be read "
-    "fails the tick, naming it.",
+    "archived yet is left to its first run. While a month folder of `history/` cannot be read, "
+    "the tick skips, naming it (a warning), and keeps its cursor.",
 )
+@unreadable_skipped
 def tick_corrections_sensor(context: dg.SensorEvaluationContext, skewtape: SkewtapeHome):
     """Compare each newly applied month's fills files with the previous snapshot's.
 
@@ -121,8 +123,8 @@ def tick_corrections_sensor(context: dg.SensorEvaluationContext, skewtape: Skewt
     has not ticked. The touched symbol-days of one venue-day are one run request (run key
     ``<month>:<partition key>``, the symbols in the run config, the count in a tag); a
     venue-day whose day is not a partition yet is only named in the skip reason. A month folder
-    of ``history/`` that cannot be read fails the tick, naming it (``applied_months``), and the
-    cursor stays: a month passed over would never have its corrections requested.
+    of ``history/`` that cannot be read skips the tick, naming it (``unreadable_skipped``), and
+    the cursor stays: a month passed over would never have its corrections requested.
     """
     cursor = context.cursor or ""
     months = [m for m in applied_months(skewtape.history_dir) if m > cursor]

@@ -14,10 +14,10 @@ archived (:func:`stray_venues`), saying so in its tick log (a warning), naming t
 mirror's venues; none while the mirror holds no snapshot at all (missing, not mounted), nor
 while a snapshot's ``fills/`` folder cannot be read (the mirror's venues would be seen in part:
 each such folder is a warning of the tick, with the reason). A month folder of ``history/`` that
-cannot be read fails the tick instead, naming it (``applied_months``): which months are applied
-cannot be told, so nothing is registered or removed and the cursor stays. A materialized
-partition key that is not ``<date>|<venue>`` protects no venue: the tick names it in one warning
-and goes on.
+cannot be read skips the tick instead, naming it in a warning (``unreadable_skipped``): which
+months are applied cannot be told, so nothing is registered or removed and the cursor stays. A
+materialized partition key that is not ``<date>|<venue>`` protects no venue: the tick names it
+in one warning and goes on.
 
 A sensor hands Dagster's daemon the keys to add and, per month that brought any, an
 observation of ``tick_archive`` (``venues_registered``, ``venues``, ``month``) that the asset's
