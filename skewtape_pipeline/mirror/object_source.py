@@ -20,7 +20,6 @@ import collections
 import contextlib
 import functools
 import http.client
-import ipaddress
 import itertools
 import logging
 import os
@@ -63,7 +62,13 @@ from skewtape_pipeline.mirror.sources import (
     socket_read_timeout,
     unencoded_response,
 )
-from skewtape_pipeline.storage import S3_SCHEME, check_object_uri
+from skewtape_pipeline.storage import (
+    NOT_HTTP_ENDPOINT,
+    S3_SCHEME,
+    check_object_uri,
+    endpoint_problem,
+    is_http_url,
+)
 
 S3_BLOCK = 2 * BLOCK
 """Bytes of the largest ranged read (one GET) of an object up to 64 MiB."""
@@ -358,62 +363,28 @@ def _check_credentials_possible(bucket: str) -> None:
 
 ENDPOINT_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT")
 """The environment variables obstore takes the endpoint from when the URI's query names none."""
-_URL_CHARS = re.compile(r"[!-~]*")
-_AUTHORITY = re.compile(r"(?:[A-Za-z0-9._~-]+|\[(?P<ipv6>[0-9A-Fa-f:.]+)\])(?::(?P<port>\d+))?")
-"""A host name, an IPv4 address or an [IPv6] one, then any port (its range checked apart); a
-colon with no port after it is none (``https://http://host``: a scheme in ``endpoint_override``)."""
-_URL_PATH = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@%/-]*")
 
 
 def _check_endpoint(options: dict[str, str], shown: str) -> None:
     """Refuse (ConfigError naming the source ``shown``, not the endpoint) an endpoint that is no
-    ``http(s)://host[:port][/path]`` URL: the URI's ``endpoint_override`` (with its ``scheme``),
-    else each of :data:`ENDPOINT_ENV` set in the environment, which obstore reads then. obstore
-    takes any text and panics when it builds the first request (an invalid URI); checked when
-    the source is opened, before anything is written."""
+    ``http(s)://host[:port][/path]`` URL: the URI's ``endpoint_override`` (with its ``scheme``:
+    ``storage.endpoint_problem``, the tier roots' rule), else each of :data:`ENDPOINT_ENV` set in
+    the environment, which obstore reads then. obstore takes any text and panics when it builds
+    the first request (an invalid URI); checked when the source is opened, before anything is
+    written."""
     if "endpoint_override" in options:
-        endpoint = f"{options.get('scheme', 'https')}://{options['endpoint_override']}"
-        given = [(endpoint, "endpoint_override=host[:port] and scheme=http or https")]
+        problem = endpoint_problem(options)
     else:
-        given = [
-            (os.environ[name], f"{name}=http(s)://host[:port] in the environment")
-            for name in ENDPOINT_ENV
-            if name in os.environ
-        ]
-    for endpoint, expected in given:
-        if not _is_http_url(endpoint):
-            raise ConfigError(
-                f"source {shown!r}: not a usable S3 source (its endpoint is not a valid http(s) "
-                f"URL with a host[:port]; expected {expected})"
-            )
-
-
-def _is_http_url(text: str) -> bool:
-    """True when ``text`` is ``http(s)://host[:port][/path]``: a host name, an IPv4 address or
-    an IPv6 one in brackets, a port of 0 to 65535; printable ASCII without spaces, and no user
-    part, query or fragment."""
-    if not _URL_CHARS.fullmatch(text) or "?" in text or "#" in text:
-        return False
-    try:
-        parts = urlsplit(text)
-    except ValueError:  # an unclosed or invalid [IPv6] host
-        return False
-    found = _AUTHORITY.fullmatch(parts.netloc)
-    return (
-        parts.scheme in ("http", "https")
-        and found is not None
-        and (found["ipv6"] is None or _is_ipv6(found["ipv6"]))
-        and int(found["port"] or 0) <= 65535
-        and bool(_URL_PATH.fullmatch(parts.path))
-    )
-
-
-def _is_ipv6(text: str) -> bool:
-    try:
-        ipaddress.IPv6Address(text)
-    except ValueError:
-        return False
-    return True
+        problem = next(
+            (
+                f"{NOT_HTTP_ENDPOINT}; expected {name}=http(s)://host[:port] in the environment"
+                for name in ENDPOINT_ENV
+                if name in os.environ and not is_http_url(os.environ[name])
+            ),
+            None,
+        )
+    if problem is not None:
+        raise ConfigError(f"source {shown!r}: not a usable S3 source ({problem})")
 
 
 def _http_endpoint_in_environment() -> bool:
