@@ -446,7 +446,8 @@ def test_cli_fetch_snapshot_when_its_manifest_and_checksums_disagree_exits_2_pla
             code, out, err = run(capsys, command, server.url, "--root", str(root),
                                  "--snapshot", SAMPLE_FIRST_MONTH)  # fmt: skip
             assert code == 2 and out == "", (command, err)
-            assert err.startswith(f"error: history/{SAMPLE_FIRST_MONTH} does not verify: {problem}")
+            folder = f"{server.url}/history/{SAMPLE_FIRST_MONTH}"  # the publisher's, by its URL
+            assert err.startswith(f"error: {folder} does not verify: {problem}")
             assert err.count("\n") == 1
     finally:
         server.stop()
@@ -481,7 +482,7 @@ def test_cli_sync_when_a_deltas_next_checksums_disagree_with_its_manifest_refuse
     finally:
         server.stop()
 
-    assert code == 2 and err == f"error: {problem}\n"
+    assert code == 2 and err == f"error: {server.url}/{problem}\n"  # the publisher's file
     assert "history/2026-10: skewtape-history-2026-09 -> skewtape-history-2026-10" in out
     assert sorted(p.name for p in (subscriber / "deltas").iterdir()) == ["2026-10"]
     history = [p.name for p in (subscriber / "history").iterdir() if p.is_dir()]
