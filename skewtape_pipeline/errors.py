@@ -75,13 +75,14 @@ class DeltaRefusedError(SkewtapeError):
     message
         What is wrong and what was expected.
     path
-        The delta file (or folder) the problem is in, when there is one.
+        The delta file (or folder) the problem is in, when there is one: a local path, or a
+        publisher's URL (kept as text: :func:`location`).
     field
         The manifest field or entry concerned, e.g. ``files[3].path``.
     """
 
     def __init__(self, message: str, *, path: Path | str | None = None, field: str | None = None):
-        self.path = Path(path) if path is not None else None
+        self.path = location(path) if path is not None else None
         self.field = field
         where = ", ".join(
             part
@@ -124,10 +125,11 @@ class VerificationError(SkewtapeError):
     """A snapshot does not match its CHECKSUMS.sha256 and manifest.
 
     ``problems`` lists every finding (one line each); the message shows the first few.
+    ``snapshot`` is a local folder, or a publisher's URL (kept as text: :func:`location`).
     """
 
     def __init__(self, snapshot: Path | str, problems: list[str]):
-        self.snapshot = Path(snapshot)
+        self.snapshot = location(snapshot)
         self.problems = list(problems)
         shown = "; ".join(self.problems[:5])
         more = f" (+{len(self.problems) - 5} more)" if len(self.problems) > 5 else ""
@@ -307,9 +309,10 @@ class ObjectStoreError(TickError):
 
 def location(path: Path | str | object) -> Path | str:
     """A file's location as errors keep it: a Path for a local file, the URI text for an
-    object (``s3://bucket/key``, which a Path would fold to ``s3:/``)."""
+    object or a publisher's file (``s3://bucket/key``, ``https://host/...``, which a Path
+    would fold to ``s3:/``, ``https:/``); anything else by its text."""
     text = str(path)
-    return text if "://" in text else Path(path)  # type: ignore[arg-type]
+    return text if "://" in text else Path(text)
 
 
 class ArchiveVerificationError(TickError):

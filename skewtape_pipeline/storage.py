@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import ipaddress
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -99,13 +101,18 @@ def check_object_uri(uri: str) -> str:
 
 def check_tier_root(root: str) -> str:
     """A warm or cold tier's ``root`` setting as the archive keeps it: a folder path as it is,
-    an S3 URI (any case of ``s3://``) checked by :func:`check_object_uri` and written with
-    ``s3://`` in lower case. Any other ``scheme://`` root (``https://...``, ``ftp://...``) is
-    refused with ConfigError naming it redacted (no user part, query or fragment): a URL is
-    never taken for a relative folder, and no credential reaches a recorded policy."""
+    an S3 URI (any case of ``s3://``) checked by :func:`check_object_uri` and
+    :func:`endpoint_problem` and written with ``s3://`` in lower case. Any other ``scheme://``
+    root (``https://...``, ``ftp://...``) is refused with ConfigError naming it redacted (no user
+    part, query or fragment): a URL is never taken for a relative folder, and no credential
+    reaches a recorded policy."""
     where = parse_location(root)
     if where.scheme == "s3":
-        return check_object_uri(where.raw)
+        uri = check_object_uri(where.raw)
+        problem = endpoint_problem(dict(parse_qsl(urlsplit(uri).query)))
+        if problem is not None:
+            raise ConfigError(f"root = {where.shown!r}: {problem}")
+        return uri
     if where.is_url:
         raise ConfigError(
             f"root = {where.shown!r}: {where.scheme}:// tier roots are not supported; expected "
@@ -113,6 +120,66 @@ def check_tier_root(root: str) -> str:
             f"{', '.join(CREDENTIAL_ENV[:2])})"
         )
     return root
+
+
+NOT_HTTP_ENDPOINT = "its endpoint is not a valid http(s) URL with a host[:port]"
+"""Why an endpoint given for an S3 URI (a tier root, a mirror's source) is refused."""
+ENDPOINT_GIVEN = "endpoint_override=host[:port] and scheme=http or https"
+"""How an S3 URI's query names its endpoint."""
+
+
+def endpoint_problem(options: Mapping[str, str]) -> str | None:
+    """Why the endpoint an S3 URI's query names (``endpoint_override``, with ``scheme``) is no
+    ``http(s)://host[:port][/path]`` URL, in words that never show it (``endpoint_override``
+    holding a scheme, ``http://host:9000``, said as such: the scheme goes in ``scheme=``); None
+    when it names none or a usable one. The one rule of the tier roots (pyarrow would take such
+    an endpoint, and fail or connect elsewhere later) and of the mirror's S3 sources (obstore
+    would panic at its first request)."""
+    override = options.get("endpoint_override")
+    if override is None:
+        return None
+    if "://" in override:
+        return (
+            f"its endpoint_override holds a scheme (give it as scheme=); expected {ENDPOINT_GIVEN}"
+        )
+    if not is_http_url(f"{options.get('scheme', 'https')}://{override}"):
+        return f"{NOT_HTTP_ENDPOINT}; expected {ENDPOINT_GIVEN}"
+    return None
+
+
+_URL_CHARS = re.compile(r"[!-~]*")
+_AUTHORITY = re.compile(r"(?:[A-Za-z0-9._~-]+|\[(?P<ipv6>[0-9A-Fa-f:.]+)\])(?::(?P<port>\d+))?")
+"""A host name, an IPv4 address or an [IPv6] one, then any port (its range checked apart); a
+colon with no port after it is none (``https://http:host``: a scheme in ``endpoint_override``)."""
+_URL_PATH = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@%/-]*")
+
+
+def is_http_url(text: str) -> bool:
+    """True when ``text`` is ``http(s)://host[:port][/path]``: a host name, an IPv4 address or
+    an IPv6 one in brackets, a port of 0 to 65535; printable ASCII without spaces, and no user
+    part, query or fragment."""
+    if not _URL_CHARS.fullmatch(text) or "?" in text or "#" in text:
+        return False
+    try:
+        parts = urlsplit(text)
+    except ValueError:  # an unclosed or invalid [IPv6] host
+        return False
+    found = _AUTHORITY.fullmatch(parts.netloc)
+    return (
+        parts.scheme in ("http", "https")
+        and found is not None
+        and (found["ipv6"] is None or _is_ipv6(found["ipv6"]))
+        and int(found["port"] or 0) <= 65535
+        and bool(_URL_PATH.fullmatch(parts.path))
+    )
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
 
 
 # --- files --------------------------------------------------------------------------------------

@@ -20,7 +20,6 @@ import collections
 import contextlib
 import functools
 import http.client
-import ipaddress
 import itertools
 import logging
 import os
@@ -63,7 +62,13 @@ from skewtape_pipeline.mirror.sources import (
     socket_read_timeout,
     unencoded_response,
 )
-from skewtape_pipeline.storage import S3_SCHEME, check_object_uri
+from skewtape_pipeline.storage import (
+    NOT_HTTP_ENDPOINT,
+    S3_SCHEME,
+    check_object_uri,
+    endpoint_problem,
+    is_http_url,
+)
 
 S3_BLOCK = 2 * BLOCK
 """Bytes of the largest ranged read (one GET) of an object up to 64 MiB."""
@@ -252,7 +257,7 @@ class ObjectSource:
         buffers: _Buffers,
         offset: int,
         size: int,
-        arrived: Callable[[int], None],
+        arrived: _Arrivals,
         stop: threading.Event,
     ) -> list:
         """:func:`_block_at` through the presigned URL (``urls``: it and the object's URL to
@@ -260,16 +265,18 @@ class ObjectSource:
         read told to ``arrived``, the GET given up at the next read once ``stop`` is set), only
         from the version ``version`` (``If-Match``; 412 otherwise): the buffer's :data:`BLOCK`
         slices. A GET whose answer did not begin within the retries (``attempts``: the pool's
-        own) is TransferError naming the object, as over HTTP, not retried again per file;
-        no error names the presigned URL."""
+        own, each told to ``arrived`` until the answer begins) is TransferError naming the
+        object and why (a reset connection, a timeout), as over HTTP, not retried again per
+        file; no error names the presigned URL."""
         url, shown = urls
         headers = {"Range": f"bytes={offset}-{offset + size - 1}"}
         if version:
             headers["If-Match"] = version
+        retries = self.settings.retry().telling(functools.partial(arrived.retrying, offset))
         failed = None  # raised outside the handler: urllib3's error (its URL) is not its context
         try:
             response = self.pool.request(
-                "GET", url, headers=headers, preload_content=False, redirect=False
+                "GET", url, headers=headers, preload_content=False, redirect=False, retries=retries
             )
         except MaxRetryError as exc:
             reason = without_signature(error_reason(exc.reason or exc))
@@ -278,6 +285,8 @@ class ObjectSource:
             )
         except HTTPError as exc:
             failed = _SignedReadError(offset, "failed", exc)
+        finally:
+            arrived.answered(offset)
         if failed is not None:
             raise failed
         if response.retries is not None and response.retries.history:
@@ -285,7 +294,7 @@ class ObjectSource:
                 self.retries += len(response.retries.history)
         try:
             _check_signed_answer(response, offset, size, version)
-            return _read_into(response, buffers.take(), offset, size, arrived, stop)
+            return _read_into(response, buffers.take(), offset, size, arrived.add, stop)
         except HTTPError as exc:
             failed = _SignedReadError(offset, "broke off", exc)
         finally:
@@ -354,62 +363,28 @@ def _check_credentials_possible(bucket: str) -> None:
 
 ENDPOINT_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT")
 """The environment variables obstore takes the endpoint from when the URI's query names none."""
-_URL_CHARS = re.compile(r"[!-~]*")
-_AUTHORITY = re.compile(r"(?:[A-Za-z0-9._~-]+|\[(?P<ipv6>[0-9A-Fa-f:.]+)\])(?::(?P<port>\d+))?")
-"""A host name, an IPv4 address or an [IPv6] one, then any port (its range checked apart); a
-colon with no port after it is none (``https://http://host``: a scheme in ``endpoint_override``)."""
-_URL_PATH = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@%/-]*")
 
 
 def _check_endpoint(options: dict[str, str], shown: str) -> None:
     """Refuse (ConfigError naming the source ``shown``, not the endpoint) an endpoint that is no
-    ``http(s)://host[:port][/path]`` URL: the URI's ``endpoint_override`` (with its ``scheme``),
-    else each of :data:`ENDPOINT_ENV` set in the environment, which obstore reads then. obstore
-    takes any text and panics when it builds the first request (an invalid URI); checked when
-    the source is opened, before anything is written."""
+    ``http(s)://host[:port][/path]`` URL: the URI's ``endpoint_override`` (with its ``scheme``:
+    ``storage.endpoint_problem``, the tier roots' rule), else each of :data:`ENDPOINT_ENV` set in
+    the environment, which obstore reads then. obstore takes any text and panics when it builds
+    the first request (an invalid URI); checked when the source is opened, before anything is
+    written."""
     if "endpoint_override" in options:
-        endpoint = f"{options.get('scheme', 'https')}://{options['endpoint_override']}"
-        given = [(endpoint, "endpoint_override=host[:port] and scheme=http or https")]
+        problem = endpoint_problem(options)
     else:
-        given = [
-            (os.environ[name], f"{name}=http(s)://host[:port] in the environment")
-            for name in ENDPOINT_ENV
-            if name in os.environ
-        ]
-    for endpoint, expected in given:
-        if not _is_http_url(endpoint):
-            raise ConfigError(
-                f"source {shown!r}: not a usable S3 source (its endpoint is not a valid http(s) "
-                f"URL with a host[:port]; expected {expected})"
-            )
-
-
-def _is_http_url(text: str) -> bool:
-    """True when ``text`` is ``http(s)://host[:port][/path]``: a host name, an IPv4 address or
-    an IPv6 one in brackets, a port of 0 to 65535; printable ASCII without spaces, and no user
-    part, query or fragment."""
-    if not _URL_CHARS.fullmatch(text) or "?" in text or "#" in text:
-        return False
-    try:
-        parts = urlsplit(text)
-    except ValueError:  # an unclosed or invalid [IPv6] host
-        return False
-    found = _AUTHORITY.fullmatch(parts.netloc)
-    return (
-        parts.scheme in ("http", "https")
-        and found is not None
-        and (found["ipv6"] is None or _is_ipv6(found["ipv6"]))
-        and int(found["port"] or 0) <= 65535
-        and bool(_URL_PATH.fullmatch(parts.path))
-    )
-
-
-def _is_ipv6(text: str) -> bool:
-    try:
-        ipaddress.IPv6Address(text)
-    except ValueError:
-        return False
-    return True
+        problem = next(
+            (
+                f"{NOT_HTTP_ENDPOINT}; expected {name}=http(s)://host[:port] in the environment"
+                for name in ENDPOINT_ENV
+                if name in os.environ and not is_http_url(os.environ[name])
+            ),
+            None,
+        )
+    if problem is not None:
+        raise ConfigError(f"source {shown!r}: not a usable S3 source ({problem})")
 
 
 def _http_endpoint_in_environment() -> bool:
@@ -456,25 +431,27 @@ def _read_ahead(
     recycle: Callable[[list], None] | None = None,
 ):
     """The bytes of an object from ``start`` to ``end`` in ranged GETs (``read(offset, size,
-    arrived, stop)``: a GET's buffers, each counted by ``arrived`` as it comes; the GET given
-    up once ``stop`` is set), :data:`S3_DEPTH` of them in flight at once, yielded in order while
-    the caller writes and hashes. The GETs grow from :data:`BLOCK` to ``largest`` bytes (a
-    broken GET that the client retries costs what it had received, so the first ones are
-    small). One that fails for good raises, and the caller resumes after the blocks it
-    received.
+    arrived, stop)``: a GET's buffers, each counted by ``arrived`` (:class:`_Arrivals`) as it
+    comes; the GET given up once ``stop`` is set), :data:`S3_DEPTH` of them in flight at once,
+    yielded in order while the caller writes and hashes. The GETs grow from :data:`BLOCK` to
+    ``largest`` bytes (a broken GET that the client retries costs what it had received, so the
+    first ones are small). One that fails for good raises, and the caller resumes after the
+    blocks it received.
 
     While waiting for the next GET, the bytes all GETs in flight received go to ``speed`` (the
     low-speed limit over the whole body, as for one HTTP body), which raises StalledTransfer
     when they come too slowly; the GETs still in flight are then given up at their next
-    read of the socket (a silent one at the read timeout). Once a GET's buffers were all
-    yielded (the caller done with them), they go to ``recycle``, when given."""
+    read of the socket (a silent one at the read timeout). While a GET is in its client's
+    retries (a connection reset or refused, a timeout, a 5xx answer: the wait between two
+    attempts is no slow body), the limit waits: those retries end, within ``attempts``, in an
+    answer or in an error saying why. Once a GET's buffers were all yielded (the caller done
+    with them), they go to ``recycle``, when given."""
     ranges = iter(_growing_ranges(start, end, largest))
     arrived, stop = _Arrivals(), threading.Event()
     read = progress.carrying_notices(read)
     with ThreadPoolExecutor(max_workers=S3_DEPTH) as pool:
         pending = collections.deque(
-            pool.submit(read, *span, arrived.add, stop)
-            for span in itertools.islice(ranges, S3_DEPTH)
+            pool.submit(read, *span, arrived, stop) for span in itertools.islice(ranges, S3_DEPTH)
         )
         try:
             while pending:
@@ -482,7 +459,7 @@ def _read_ahead(
                 pending.popleft()
                 span = next(ranges, None)
                 if span is not None:
-                    pending.append(pool.submit(read, *span, arrived.add, stop))
+                    pending.append(pool.submit(read, *span, arrived, stop))
                 yield from chunks
                 if recycle is not None:
                     recycle(chunks)
@@ -493,28 +470,50 @@ def _read_ahead(
 
 
 class _Arrivals:
-    """Bytes that the GETs of one body received (counted from their threads) and that the
-    low-speed limit has not yet been told of."""
+    """What the GETs of one body did (told from their threads) that the low-speed limit has
+    not yet been told of: the bytes they received, and whether one was in its client's retries
+    (from a retry, :meth:`retrying`, until its answer begins, :meth:`answered`)."""
 
     def __init__(self) -> None:
         self._lock, self._bytes = threading.Lock(), 0
+        self._retrying: set[int] = set()
+        self._retried = False
 
     def add(self, size: int) -> None:
         with self._lock:
             self._bytes += size
 
-    def take(self) -> int:
+    def retrying(self, offset: int) -> None:
+        """The GET at ``offset`` is asked for again by its client."""
         with self._lock:
-            size, self._bytes = self._bytes, 0
-        return size
+            self._retrying.add(offset)
+            self._retried = True
+
+    def answered(self, offset: int) -> None:
+        """The GET at ``offset`` has its answer (or failed for good): no longer retrying."""
+        with self._lock:
+            self._retrying.discard(offset)
+
+    def take(self) -> tuple[int, bool]:
+        """The bytes received since the last take, and whether a GET was in its client's
+        retries meanwhile."""
+        with self._lock:
+            taken = self._bytes, self._retried or bool(self._retrying)
+            self._bytes, self._retried = 0, False
+        return taken
 
 
 def _watched_result(future: Future, arrived: _Arrivals, speed: LowSpeedCheck) -> list:
     """``future``'s result; while it is not there, ``speed`` is told of the bytes ``arrived``
-    every quarter of its window (at most 1 s apart), and raises when they are too few."""
+    every quarter of its window (at most 1 s apart), and raises when they are too few; its
+    window begins again instead while a GET was in its client's retries (bounded by
+    ``attempts``, they end in an error that says why: a reset is no slow body)."""
     poll = min(1.0, max(speed.window / 4, 0.05)) if speed.on else None
     while not wait([future], timeout=poll).done:
-        speed.received(arrived.take())
+        size, retried = arrived.take()
+        if retried:
+            speed.restart()
+        speed.received(size)
     return future.result()
 
 
@@ -533,7 +532,7 @@ def _block_at(
     version: str,
     offset: int,
     size: int,
-    arrived: Callable[[int], None],
+    arrived: _Arrivals,
     stop: threading.Event,
 ) -> list:
     """``size`` bytes of object ``key`` at ``offset``: the buffers of the GET's stream as they
@@ -547,7 +546,7 @@ def _block_at(
             raise OSError(f"the ranged read at {offset} was given up")
         chunks.append(chunk)
         received += len(chunk)
-        arrived(len(chunk))
+        arrived.add(len(chunk))
     _check_length(offset, size, received)
     return chunks
 

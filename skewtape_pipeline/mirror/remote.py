@@ -1,8 +1,9 @@
 """What the publisher holds, read before anything is written: a month's CHECKSUMS.sha256, its
 manifest (and a delta's next seal), each small file checked against its listed sha256 and the
 two seals against each other, and the version and size of every file still to fetch; the newest
-month it has a whole snapshot of. Each refusal names the publisher's file (a URL) and, for a
-parsed file, the publisher-relative path and field.
+month it has a whole snapshot of. Each refusal names the publisher's file by its URL (the
+source's, redacted: :class:`PublisherFile`, its publisher-relative path at the end) and, for a
+parsed file, the field.
 
 This module does not import dagster.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Literal
 
 from skewtape_pipeline import progress
@@ -23,6 +24,7 @@ from skewtape_pipeline.errors import (
     quoted_path,
 )
 from skewtape_pipeline.hashing import parse_checksums, sha256_bytes
+from skewtape_pipeline.locations import redacted
 from skewtape_pipeline.mirror.format import (
     CHECKSUMS,
     MANIFEST,
@@ -36,6 +38,25 @@ from skewtape_pipeline.mirror.verify import seal_disagreements
 
 HISTORY, DELTAS = "history", "deltas"
 Kind = Literal["delta", "snapshot"]
+
+
+@dataclass(frozen=True)
+class PublisherFile:
+    """A file or folder at the publisher as a refusal names it: ``source``'s URL of the
+    publisher-relative path ``rel`` (``https://host/pub/deltas/2026-11/manifest.json``,
+    ``s3://bucket/prefix/...``, a local source's absolute path), redacted (no credentials, no
+    query), so a user following several publishers reads which one served it. Joined as a
+    path is (``folder / MANIFEST``), which is all the format's checks do with the file they
+    name."""
+
+    source: Source
+    rel: str
+
+    def __truediv__(self, name: str) -> PublisherFile:
+        return PublisherFile(self.source, f"{self.rel}/{name}")
+
+    def __str__(self) -> str:
+        return redacted(self.source.url(self.rel))
 
 
 @dataclass(frozen=True)
@@ -75,7 +96,8 @@ def remote_delta(source: Source, month: str) -> RemoteMonth | None:
     listed = _listed(source, folder, sums.data)
     manifest = _read_listed(source, folder, MANIFEST, listed)
     manifest_raw = manifest.data
-    parsed = DeltaManifest.parse(manifest_raw, source=Path(folder) / MANIFEST)
+    at = PublisherFile(source, folder)
+    parsed = DeltaManifest.parse(manifest_raw, source=at / MANIFEST)
     for index, entry in enumerate(parsed.files):
         if entry.source is not None and listed.get(entry.source) != entry.sha256:
             raise ChecksumMismatchError(
@@ -86,7 +108,7 @@ def remote_delta(source: Source, month: str) -> RemoteMonth | None:
     small = {CHECKSUMS: sums, MANIFEST: manifest}
     for rel in (entry.source for entry in parsed.files[-2:] if entry.source):  # the next seal
         small[rel] = _read_listed(source, folder, rel, listed)
-    recorded, _ = check_next_snapshot(parsed, Path(folder), lambda rel: small[rel].data)
+    recorded, _ = check_next_snapshot(parsed, at, lambda rel: small[rel].data)
     shipped = {e.path: e.source for e in parsed.files if e.op in ("add", "replace")}
     sizes = {
         shipped[path]: entry.bytes
@@ -122,10 +144,11 @@ def remote_snapshot(source: Source, month: str) -> RemoteMonth:
         )
     listed = _listed(source, folder, sums.data)
     manifest = _read_listed(source, folder, MANIFEST, listed)
-    parsed = SnapshotManifest.parse(manifest.data, source=Path(folder) / MANIFEST)
+    at = PublisherFile(source, folder)
+    parsed = SnapshotManifest.parse(manifest.data, source=at / MANIFEST)
     problems = seal_disagreements(parsed, listed)
     if problems:
-        raise VerificationError(folder, problems)
+        raise VerificationError(str(at), problems)
     recorded = parsed.by_path()
     sizes = {path: e.bytes for path, e in recorded.items() if e.bytes is not None}
     return RemoteMonth(month, "snapshot", listed, {CHECKSUMS: sums, MANIFEST: manifest}, sizes)
@@ -134,7 +157,7 @@ def remote_snapshot(source: Source, month: str) -> RemoteMonth:
 def _listed(source: Source, folder: str, raw: bytes) -> dict[str, str]:
     """{path: sha256} of a month's CHECKSUMS.sha256, every path safe, the manifest listed."""
     url = source.url(f"{folder}/{CHECKSUMS}")
-    listed = parse_checksums(raw, source=Path(folder) / CHECKSUMS)
+    listed = parse_checksums(raw, source=PublisherFile(source, folder) / CHECKSUMS)
     for rel in listed:
         safe_relpath(rel, field_name=f"a line of {url}")
     _refuse_file_and_folder(url, listed)

@@ -118,7 +118,21 @@ class TransferSettings:
 class NoticedRetry(Retry):
     """urllib3's :class:`~urllib3.util.Retry` that tells each retry as a notice
     (``progress.notice``: the URL without its query, why, the attempt to come), so a user
-    waiting on a stalled or failing publisher reads what is happening instead of a quiet bar."""
+    waiting on a stalled or failing publisher reads what is happening instead of a quiet bar;
+    and, when given one (:meth:`telling`), calls :attr:`told` too, from the retrying thread."""
+
+    told: Callable[[], None] | None = None
+
+    def telling(self, told: Callable[[], None]) -> NoticedRetry:
+        """This policy, calling ``told()`` at each retry too (as the policies it leads to do)."""
+        retry = self.new()
+        retry.told = told
+        return retry
+
+    def new(self, **kw) -> NoticedRetry:
+        retry = super().new(**kw)
+        retry.told = self.told
+        return retry
 
     def increment(self, method=None, url=None, response=None, error=None, _pool=None, **kw):
         retry = super().increment(method, url, response, error, _pool, **kw)
@@ -127,6 +141,8 @@ class NoticedRetry(Retry):
             f"{_retried_url(url, _pool)}: {_retry_reason(response, error)}; "
             f"trying again (attempt {attempt} of {attempt + (retry.total or 0)})"
         )
+        if retry.told is not None:
+            retry.told()
         return retry
 
 
@@ -141,13 +157,10 @@ def _retried_url(url: str | None, pool) -> str:
 
 
 def _retry_reason(response, error: BaseException | None) -> str:
-    """Why a request is tried again: the broken connection's own error (unwrapped from
-    urllib3's ``ProtocolError``), or the status answered."""
+    """Why a request is tried again: the broken connection's own error (:func:`error_reason`),
+    or the status answered."""
     if error is None:
         return f"answered {getattr(response, 'status', '?')}"
-    if isinstance(error, ProtocolError) and error.args:
-        inner = error.args[-1]
-        return error_reason(inner) if isinstance(inner, BaseException) else str(inner)
     return error_reason(error)
 
 
@@ -274,6 +287,10 @@ class LowSpeedCheck:
 
     def __init__(self, settings: TransferSettings):
         self.limit, self.window = settings.speed_limit, settings.speed_time
+        self.restart()
+
+    def restart(self) -> None:
+        """Begin a new window now, no byte in it yet."""
         self.since, self.bytes = time.monotonic(), 0
 
     @property
@@ -291,7 +308,7 @@ class LowSpeedCheck:
                 f"{rate:.0f} bytes/s over {elapsed:.0f} s, below the low-speed limit of "
                 f"{self.limit:.0f} bytes/s"
             )
-        self.since, self.bytes = time.monotonic(), 0
+        self.restart()
 
 
 def read_watched(chunks: Iterable[bytes], settings: TransferSettings) -> bytes:
@@ -308,6 +325,12 @@ def read_watched(chunks: Iterable[bytes], settings: TransferSettings) -> bytes:
 
 
 def error_reason(error: BaseException) -> str:
+    """``Type: message`` of ``error`` (its type alone without a message); urllib3's
+    ``ProtocolError``, which only wraps what broke a connection, as what it wraps
+    (``ConnectionResetError: [Errno 104] Connection reset by peer``)."""
+    if isinstance(error, ProtocolError) and error.args:
+        inner = error.args[-1]
+        return error_reason(inner) if isinstance(inner, BaseException) else str(inner)
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 

@@ -6,7 +6,7 @@
 - :class:`FaultProxy`: a TCP proxy in front of any server that, connection by connection, cuts
   the stream after N bytes, stalls, or answers 503 itself, and counts the bytes it forwarded;
   with :class:`HttpRules` it reads the HTTP it forwards and edits it answer by answer (headers
-  changed, a body cut at a share or sent slowly);
+  changed, a body cut at a share or sent slowly, a connection reset: a TCP RST);
 - :class:`HostileServer`: the standard library's file server with chosen paths answered by hand
   (an HTML page, a redirect, an endless stream...): a publisher that misbehaves on purpose;
 - :func:`publisher_tree`: the layout a publisher serves (``history/<YYYY-MM>/`` beside
@@ -23,6 +23,7 @@ import os
 import shutil
 import socket
 import ssl
+import struct
 import subprocess
 import threading
 import time
@@ -193,11 +194,15 @@ class HttpRules:
     ``request`` may change a request's headers ({name: value}; method and path passed too),
     ``answer`` an answer's headers (:class:`HttpAnswer`); ``cut_at`` gives the share of an answer's
     body after which its connection is cut (None: whole); ``rate`` the bytes/s an answer's body
-    is sent at (None: as fast as it comes). ``answers`` keeps every answer forwarded."""
+    is sent at (None: as fast as it comes); ``reset_at`` the share of an answer's body after
+    which its connection is reset with a TCP RST, the client's read failing with ECONNRESET
+    (0: reset instead of the answer, its head unsent; None: not reset). ``answers`` keeps every
+    answer forwarded."""
 
     request: Callable[[str, str, dict[str, str]], None] | None = None
     answer: Callable[[HttpAnswer], None] | None = None
     cut_at: Callable[[HttpAnswer], float | None] | None = None
+    reset_at: Callable[[HttpAnswer], float | None] | None = None
     rate: Callable[[HttpAnswer], float | None] | None = None
     counts: collections.Counter = field(default_factory=collections.Counter)
     answers: list[HttpAnswer] = field(default_factory=list)
@@ -356,7 +361,12 @@ class FaultProxy:
         if rules.answer is not None:
             rules.answer(answer)
         share = rules.cut_at(answer) if rules.cut_at is not None else None
+        reset = rules.reset_at(answer) if rules.reset_at is not None else None
+        share = share if reset is None else reset
         rate = rules.rate(answer) if rules.rate is not None else None
+        if reset == 0:
+            _reset(client)
+            return False
         client.sendall(_build_head(first, answer.headers))
         left = length if share is None else min(length, int(length * share))
         while left > 0:
@@ -369,6 +379,8 @@ class FaultProxy:
             left -= len(data)
             if rate and self._closing.wait(len(data) / rate):
                 return False
+        if reset is not None:
+            _reset(client)
         return share is None
 
 
@@ -412,6 +424,17 @@ def _parse_head(head: bytes) -> tuple[str, dict[str, str]]:
 def _build_head(first: str, headers: dict[str, str]) -> bytes:
     lines = [first, *(f"{name}: {value}" for name, value in headers.items()), "", ""]
     return "\r\n".join(lines).encode("latin-1")
+
+
+def _reset(sock: socket.socket) -> None:
+    """Close ``sock`` with a TCP RST instead of a FIN (``SO_LINGER`` on, 0 s), as a server or a
+    middlebox dropping a connection does: the peer's next read fails with ECONNRESET. Its
+    reading side is shut first (which sends nothing), so that the thread reading requests from
+    it lets go of it and this close is the last (the RST goes out then)."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.shutdown(socket.SHUT_RD)
+        sock.close()
 
 
 def _pump(source: socket.socket, target: socket.socket) -> None:

@@ -127,20 +127,26 @@ def test_cli_fetch_when_the_speed_flags_are_0_fetches_without_a_low_speed_limit(
     assert [m["month"] for m in json.loads(out)["months"]] == ["2026-10", "2026-11", "2026-12"]
 
 
+NOT_HTTP = "its endpoint is not a valid http(s) URL with a host[:port]"
 BAD_ENDPOINTS = {
-    "unclosed [ipv6": ("?endpoint_override=[::1&scheme=http", {}, "endpoint_override"),
-    "a space in the host": ("?endpoint_override=a%20b", {}, "endpoint_override"),
-    "a port past 65535": ("?endpoint_override=h:99999&scheme=http", {}, "endpoint_override"),
-    "an ftp scheme": ("?endpoint_override=127.0.0.1:9&scheme=ftp", {}, "endpoint_override"),
+    "unclosed [ipv6": ("?endpoint_override=[::1&scheme=http", {}, "endpoint_override", NOT_HTTP),
+    "a space in the host": ("?endpoint_override=a%20b", {}, "endpoint_override", NOT_HTTP),
+    "a port past 65535": (
+        "?endpoint_override=h:99999&scheme=http", {}, "endpoint_override", NOT_HTTP
+    ),
+    "an ftp scheme": ("?endpoint_override=127.0.0.1:9&scheme=ftp", {}, "endpoint_override",
+                      NOT_HTTP),
     "a scheme in endpoint_override": (
         "?endpoint_override=http://127.0.0.1:9&scheme=http",
         {},
-        "endpoint_override",
+        "scheme=",
+        "its endpoint_override holds a scheme (give it as scheme=)",
     ),
-    "AWS_ENDPOINT_URL": ("", {"AWS_ENDPOINT_URL": "http://[::1"}, "AWS_ENDPOINT_URL"),
-    "AWS_ENDPOINT_URL empty": ("", {"AWS_ENDPOINT_URL": ""}, "AWS_ENDPOINT_URL"),
-    "AWS_ENDPOINT without scheme": ("", {"AWS_ENDPOINT": "127.0.0.1:9"}, "AWS_ENDPOINT"),
-}
+    "AWS_ENDPOINT_URL": ("", {"AWS_ENDPOINT_URL": "http://[::1"}, "AWS_ENDPOINT_URL", NOT_HTTP),
+    "AWS_ENDPOINT_URL empty": ("", {"AWS_ENDPOINT_URL": ""}, "AWS_ENDPOINT_URL", NOT_HTTP),
+    "AWS_ENDPOINT without scheme": ("", {"AWS_ENDPOINT": "127.0.0.1:9"}, "AWS_ENDPOINT",
+                                    NOT_HTTP),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("command", ["fetch", "sync"])
@@ -150,7 +156,7 @@ def test_cli_fetch_and_sync_when_the_s3_endpoint_is_no_http_url_exit_2_creating_
 ):
     """obstore takes any endpoint and panics building the first request (an invalid URI): the
     endpoint is checked when the source is opened, and never shown."""
-    query, environment, named = BAD_ENDPOINTS[case]
+    query, environment, named, why = BAD_ENDPOINTS[case]
     for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT"):
         monkeypatch.delenv(name, raising=False)
     for name, value in {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s",
@@ -162,11 +168,11 @@ def test_cli_fetch_and_sync_when_the_s3_endpoint_is_no_http_url_exit_2_creating_
 
     assert (code, out) == (2, "")
     assert err.startswith(
-        "error: source 's3://bucket/pub': not a usable S3 source (its endpoint is not a valid "
-        "http(s) URL with a host[:port]; expected "
+        f"error: source 's3://bucket/pub': not a usable S3 source ({why}; expected "
     )
     assert named in err and err.count("\n") == 1
-    assert not [v for v in (*environment.values(), "::1", "99999", "ftp") if v and v in err]
+    shown = (*environment.values(), "::1", "99999", "ftp", "127.0.0.1", "http://")
+    assert not [v for v in shown if v and v in err]
     assert not root.exists()
 
 
@@ -440,7 +446,8 @@ def test_cli_fetch_snapshot_when_its_manifest_and_checksums_disagree_exits_2_pla
             code, out, err = run(capsys, command, server.url, "--root", str(root),
                                  "--snapshot", SAMPLE_FIRST_MONTH)  # fmt: skip
             assert code == 2 and out == "", (command, err)
-            assert err.startswith(f"error: history/{SAMPLE_FIRST_MONTH} does not verify: {problem}")
+            folder = f"{server.url}/history/{SAMPLE_FIRST_MONTH}"  # the publisher's, by its URL
+            assert err.startswith(f"error: {folder} does not verify: {problem}")
             assert err.count("\n") == 1
     finally:
         server.stop()
@@ -475,7 +482,7 @@ def test_cli_sync_when_a_deltas_next_checksums_disagree_with_its_manifest_refuse
     finally:
         server.stop()
 
-    assert code == 2 and err == f"error: {problem}\n"
+    assert code == 2 and err == f"error: {server.url}/{problem}\n"  # the publisher's file
     assert "history/2026-10: skewtape-history-2026-09 -> skewtape-history-2026-10" in out
     assert sorted(p.name for p in (subscriber / "deltas").iterdir()) == ["2026-10"]
     history = [p.name for p in (subscriber / "history").iterdir() if p.is_dir()]

@@ -638,6 +638,53 @@ def test_fetch_over_s3_when_a_checksums_file_trickles_below_the_low_speed_limit_
     assert rules.counts[path] == 2
 
 
+RESET = "ConnectionResetError: [Errno 104] Connection reset by peer"
+
+
+def test_cli_fetch_over_s3_when_the_server_resets_a_files_connections_exits_1_naming_the_reset(
+    large_subscriber, large_publisher, s3_publisher, s3_env, capsys
+):
+    """The server resets the largest file's first presigned GET mid-body, then every connection
+    asking for it again (RST, ECONNRESET): each GET is asked for again, each retry told, and
+    the fetch fails on one line naming the object (no query: its signature) and the reset.
+    The client's waits between its retries are no body below the low-speed limit: they were
+    reported as one (``StalledTransfer: 0 bytes/s``)."""
+    path = s3_path(s3_publisher, largest(large_publisher))
+    gets: list[HttpAnswer] = []
+
+    def reset_at(answer: HttpAnswer) -> float | None:  # its GETs: the first mid-body, then all
+        if answer.method != "GET" or answer.path != path:
+            return None
+        gets.append(answer)
+        return 0.5 if len(gets) == 1 else 0
+
+    rules = HttpRules(reset_at=reset_at)
+    proxy = FaultProxy(s3_publisher.s3_port, http=rules)
+    try:
+        code = main(["fetch", s3_publisher.uri("publisher", port=proxy.port),
+                     "--root", str(large_subscriber), "--speed-limit", "16000",
+                     "--speed-time", "1"])  # fmt: skip
+    finally:
+        proxy.close()
+
+    out, err = capsys.readouterr()
+    error = err.splitlines()[-1]
+    shown = f"{s3_publisher.uri('publisher').split('?')[0]}{largest(large_publisher)}"
+    assert code == 1 and out == "" and err.count("error:") == 1 and "Traceback" not in err
+    assert re.fullmatch(
+        rf"error: {re.escape(shown)}: the ranged read at \d+ failed after the last retry "
+        rf"\({re.escape(RESET)}\)",
+        error,
+    )
+    assert "low-speed" not in err and "Stalled" not in err
+    assert "?" not in err and "x-amz-" not in err.lower() and "endpoint_override" not in err
+    retries = [line for line in err.splitlines() if "trying again" in line]
+    assert retries and all(f": {RESET}; trying again (attempt " in line for line in retries)
+    assert any(line.endswith("(attempt 5 of 5)") for line in retries)  # the GETs' own retries
+    assert len(gets) > 5
+    assert not (large_subscriber / DELTA).exists()
+
+
 # --- a full disk ---------------------------------------------------------------------------------
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import http.server
+import json
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -14,19 +15,22 @@ import pytest
 from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.errors import (
     ChecksumMismatchError,
+    ManifestError,
     PublisherError,
     TLSFailureError,
     TransferError,
     UnsafePathError,
+    VerificationError,
 )
 from skewtape_pipeline.mirror.catchup import next_month
-from skewtape_pipeline.mirror.fetch import fetch_deltas
+from skewtape_pipeline.mirror.fetch import fetch_deltas, fetch_snapshot
 from skewtape_pipeline.mirror.sources import SMALL_FILE_LIMIT, TransferSettings
 from skewtape_pipeline_tests.mirror.apply_support import tree_state
 from skewtape_pipeline_tests.mirror.publisher_servers import (
     hostile_server,
     self_signed_certificate,
 )
+from skewtape_pipeline_tests.mirror.test_fetch_faults import s3_client
 
 MONTH = "2026-10"
 DELTA = f"deltas/{MONTH}"
@@ -270,3 +274,94 @@ def test_sync_when_a_later_month_fails_applies_the_months_fetched_then_reports_i
     applied = sorted(p.name for p in (subscriber / "history").iterdir() if p.name[0] != ".")
     assert applied[-len(published) :] == published  # every month fetched, applied
     assert f"history/{published[-1]}" in out
+
+
+# --- which publisher a refusal is of --------------------------------------------------------------
+
+
+def relist(publisher: Path, rel: str, data: bytes) -> None:
+    """Write the delta's ``rel`` as ``data`` and list it in CHECKSUMS.sha256 with its sha256."""
+    (publisher / DELTA / rel).write_bytes(data)
+    lines = [line for line in checksums_lines(publisher) if line.split("  ", 1)[1] != rel]
+    write_checksums(publisher, [*lines, f"{hashlib.sha256(data).hexdigest()}  {rel}"])
+
+
+def next_seal_changed(publisher: Path) -> None:
+    manifest = json.loads((publisher / DELTA / "manifest.json").read_bytes())
+    manifest["next"]["manifest_sha256"] = "0" * 64
+    relist(publisher, "manifest.json", json.dumps(manifest).encode())
+
+
+SPOILED = {
+    "a manifest that is not JSON": (
+        lambda publisher: relist(publisher, "manifest.json", b"{not json"),
+        "manifest.json: is not valid JSON",
+    ),
+    "a CHECKSUMS.sha256 line that is none": (
+        lambda publisher: write_checksums(publisher, [*checksums_lines(publisher), "garbage"]),
+        "CHECKSUMS.sha256: line ",
+    ),
+    "a next seal that is not the manifest's": (
+        next_seal_changed,
+        "manifest.json, field files[",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SPOILED))
+def test_cli_fetch_when_a_publishers_file_is_refused_names_the_publisher_with_the_path(
+    tampered, subscriber, capsys, case
+):
+    """A user following several publishers reads which one served the file: the refusal names
+    it by the source's URL, not by its path at the publisher alone (``deltas/2026-10/...``)."""
+    spoil, refusal = SPOILED[case]
+    spoil(tampered)
+    before = tree_state(subscriber)
+    with hostile_server(tampered) as server:
+        code = main(["fetch", server.url, "--root", str(subscriber)])
+    err = capsys.readouterr().err
+
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"error: {server.url}/{DELTA}/{refusal}")
+    assert err.count(f"{DELTA}/") == err.count(f"{server.url}/{DELTA}/")  # never without it
+    assert tree_state(subscriber) == before
+
+
+def test_fetch_snapshot_when_its_seals_disagree_names_the_publishers_folder(tampered, tmp_path):
+    history = tampered / "history" / MONTH
+    lines = (history / "CHECKSUMS.sha256").read_text().splitlines()
+    dropped = next(line for line in lines if line.endswith(".parquet"))
+    (history / "CHECKSUMS.sha256").write_text("".join(f"{x}\n" for x in lines if x != dropped))
+    root = tmp_path / "new"
+    with hostile_server(tampered) as server, pytest.raises(VerificationError) as info:
+        fetch_snapshot(server.url, root, MONTH, settings=SETTINGS)
+
+    rel = dropped.split("  ", 1)[1]
+    assert str(info.value) == (
+        f"{server.url}/history/{MONTH} does not verify: {rel}: is in manifest.json but not in "
+        "CHECKSUMS.sha256"
+    )
+    assert not root.exists()
+
+
+def test_fetch_from_s3_when_a_publishers_file_is_refused_names_the_bucket_and_prefix_not_the_query(
+    tampered, subscriber, s3_env
+):
+    relist(tampered, "manifest.json", b"{not json")
+    client = s3_client(s3_env)
+    for path in (tampered / DELTA).rglob("*"):
+        if path.is_file():
+            key = f"{s3_env.bucket}/spoiled/{path.relative_to(tampered).as_posix()}"
+            with client.open_output_stream(key) as out:
+                out.write(path.read_bytes())
+    source = s3_env.uri("spoiled")
+    before = tree_state(subscriber)
+
+    with pytest.raises(ManifestError) as info:
+        fetch_deltas(source, subscriber, settings=SETTINGS)
+
+    assert str(info.value).startswith(
+        f"s3://{s3_env.bucket}/spoiled/{DELTA}/manifest.json: is not valid JSON"
+    )
+    assert source.split("?")[1] not in str(info.value) and "?" not in str(info.value)
+    assert tree_state(subscriber) == before

@@ -202,6 +202,39 @@ def test_policy_when_s3_root_holds_credentials_refuses_it_without_showing_them(t
     assert "SUPERSECRET" not in str(error.value) and "AKIAEXAMPLE" not in str(error.value)
 
 
+@pytest.mark.parametrize("tier", ["warm", "cold"])
+@pytest.mark.parametrize(
+    ("endpoint", "why"),
+    [
+        ("http://minio.internal:9000", "its endpoint_override holds a scheme (give it as scheme=)"),
+        ("HTTPS://minio.internal", "its endpoint_override holds a scheme (give it as scheme=)"),
+        (
+            "http%3A%2F%2Fminio.internal",
+            "its endpoint_override holds a scheme (give it as scheme=)",
+        ),
+        ("minio.internal:99999", "its endpoint is not a valid http(s) URL with a host[:port]"),
+    ],
+)
+def test_policy_when_an_s3_roots_endpoint_is_no_host_and_port_refuses_it_naming_tier_and_option(
+    tmp_path, tier, endpoint, why
+):
+    """pyarrow takes ``endpoint_override=http://host:9000`` and fails later, or connects
+    elsewhere: refused as the mirror's S3 sources refuse it, when the policy is read, naming
+    the tier and the options to use (never the endpoint)."""
+    policy_file = tmp_path / "tiers.toml"
+    uri = f"s3://tiers/{tier}?endpoint_override={endpoint}&scheme=http"
+    policy_file.write_text(f'[{tier}]\nroot = "{uri}"\n')
+
+    with pytest.raises(ConfigError) as error:
+        TierPolicy.load(policy_file)
+
+    assert str(error.value) == (
+        f"{policy_file}: [{tier}]: root = 's3://tiers/{tier}': {why}; expected "
+        "endpoint_override=host[:port] and scheme=http or https"
+    )
+    assert list(tmp_path.iterdir()) == [policy_file]
+
+
 def test_root_for_when_warm_root_is_s3_keeps_the_uri_and_hot_stays_local(tmp_path):
     uri = "s3://tiers/warm?endpoint_override=127.0.0.1:9&scheme=http&region=us-east-1"
     policy = TierPolicy(warm=TierSettings(root=uri))
