@@ -62,12 +62,15 @@ WAKE_SECONDS = 0.1
 def _answer(answer: Future[T]) -> T:
     """``answer``'s result, waited for in steps of :data:`WAKE_SECONDS`: the kernel may hand a
     Ctrl-C meant for the process to another of its threads (DuckDB's), which does not wake a
-    main thread blocked on a lock; waking now and then runs Python's handler within a step."""
+    main thread blocked on a lock; waking now and then runs Python's handler within a step. A
+    TimeoutError of the work's own (a socket's, say) is raised as it is, never taken for the
+    wait's."""
     while True:
         try:
             return answer.result(timeout=WAKE_SECONDS)
         except TimeoutError:
-            continue
+            if answer.done():  # the work's own TimeoutError, or its answer just in
+                return answer.result()
 
 
 def _stop(con: duckdb.DuckDBPyConnection, answer: Future) -> None:

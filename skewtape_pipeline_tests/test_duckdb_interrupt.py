@@ -187,3 +187,25 @@ def test_ctrl_c_as_the_work_is_handed_over_still_stops_the_statement(monkeypatch
     monkeypatch.undo()
 
     assert con.execute("SELECT count(*) FROM finished").fetchone() == (0,)
+
+
+def test_the_works_own_timeout_error_is_raised_not_waited_on_for_ever():
+    """A TimeoutError the work raises (a socket's read timing out) is the very error the wait
+    for its answer in steps meets when a step passes: it was taken for one, so the main thread
+    waited for good on work that had ended. An alarm ends the wait if it hangs."""
+    con = connected()
+
+    def work() -> None:
+        raise TimeoutError("the read timed out")
+
+    def hung(signum: int, frame: object) -> None:
+        raise AssertionError("interruptible still waits for work that raised TimeoutError")
+
+    before = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(5)
+    try:
+        with pytest.raises(TimeoutError, match="the read timed out"):
+            interruptible(con, work)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)

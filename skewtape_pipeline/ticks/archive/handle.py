@@ -374,7 +374,8 @@ class Archive:
             A file that is no consolidated tick file or does not match its digest, two of one
             generation holding one symbol-day, a malformed hot file record; DamagedFileError: a
             consolidated file not holding the bytes its content name records or whose footer
-            does not decode, a hot file that does not read. Nothing written.
+            does not decode, a hot file that does not read, the versions' index cut short (or
+            its sums) or the latest version's record changed. Nothing written.
         ArchiveBusyError
             Another writer held the archive's lock beyond ``lock_timeout`` seconds.
         CatalogMismatchError

@@ -16,6 +16,7 @@ from skewtape_pipeline.errors import DamagedFileError, VersionError
 from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
 from skewtape_pipeline.ticks.archive.store import version_files as files
 from skewtape_pipeline.ticks.archive.store.books import default_audit_log
+from skewtape_pipeline.ticks.archive.store.layout import CATALOG_FILE
 from skewtape_pipeline.ticks.archive.store.version_files import (
     INDEX_FILE,
     SUMS_FILE,
@@ -129,6 +130,18 @@ def test_a_writer_when_the_index_lost_its_end_refuses_changing_nothing(archive, 
     for write in writers(archive):
         refused(write, index(archive))
         assert files_of(archive.parent) == before
+
+
+@pytest.mark.parametrize("catalog", ["intact", "deleted"])
+def test_rebuild_catalog_when_the_index_lost_its_end_refuses_changing_nothing(archive, catalog):
+    """A rebuild records a version too: refused before it writes the catalog (the catalog
+    deleted, what a rebuild is run for, it wrote a new one, then refused only its version)."""
+    if catalog == "deleted":
+        (archive / CATALOG_FILE).unlink()
+    cut(index(archive), 7)
+    before = files_of(archive.parent)
+    refused(archive_at(archive, POLICY).rebuild_catalog, index(archive))
+    assert files_of(archive.parent) == before
 
 
 def test_index_cut_past_pruned_versions_is_found_by_writers_verify_and_the_tags(archive):

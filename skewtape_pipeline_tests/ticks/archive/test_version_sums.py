@@ -13,6 +13,7 @@ import pytest
 
 from skewtape_pipeline.cli.app import main
 from skewtape_pipeline.errors import DamagedFileError, VersionError
+from skewtape_pipeline.ticks.archive.store.layout import CATALOG_FILE
 from skewtape_pipeline.ticks.archive.store.version_files import (
     INDEX_FILE,
     record_path,
@@ -20,6 +21,7 @@ from skewtape_pipeline.ticks.archive.store.version_files import (
     versions_dir,
 )
 from skewtape_pipeline.ticks.archive.store.versions import VersionLog
+from skewtape_pipeline_tests.ticks.archive.test_version_cut import files_of
 from skewtape_pipeline_tests.ticks.archive.test_versions import KEYS, POLICY, compact
 from skewtape_pipeline_tests.ticks.archive.test_versions_damage import archive, view_rows
 from skewtape_pipeline_tests.ticks.conftest import archive_at
@@ -119,6 +121,19 @@ def test_prune_versions_when_a_record_is_damaged_refuses_pruning_nothing(archive
         archive_at(archive, POLICY).versions.prune(keep_last=1)
     assert error.value.path == path
     assert all(record_path(archive, n).is_file() for n in range(1, 11))
+
+
+def test_rebuild_catalog_when_the_latest_record_is_damaged_refuses_writing_nothing(archive):
+    """The rebuild, run for the catalog deleted, records its version after the latest one: a
+    changed latest record is refused before the catalog is written, not after."""
+    path = record_path(archive, 10)
+    flip(path, digit_of(path, "generation"))
+    (archive / CATALOG_FILE).unlink()
+    before = files_of(archive.parent)
+    with pytest.raises(DamagedFileError, match="changed after it was written") as error:
+        archive_at(archive, POLICY).rebuild_catalog()
+    assert error.value.path == path
+    assert files_of(archive.parent) == before
 
 
 # --- tags ---------------------------------------------------------------------------------------

@@ -143,6 +143,13 @@ def rebuild_catalog(core: ArchiveCore, *, allow_fewer: bool = False) -> RebuildR
     checked_flag(allow_fewer, "allow_fewer")  # "no" would allow losing symbol-days
     root, tiers = core.root, core.tiers
     with core.locked("rebuilding"):
+        # the version log the rebuild records its version in, checked before anything is
+        # written: an index that lost its end or sums cut (``VersionLog.check_writable``), the
+        # latest record changed (DamagedFileError naming it); else the catalog was written and
+        # only its version refused (the catch of :func:`_record_unrecorded` takes those for the
+        # damage the rebuild repairs)
+        core.versions.check_writable()
+        core.versions.latest()
         recorded = _recorded_files(core)
         old = _readable_catalog(core)
         records = _readable_records(core)  # a malformed line is refused before anything changes
