@@ -67,7 +67,9 @@ def test_compact_ticks_when_days_are_old_enough_hints_at_retier_with_its_argumen
         f"re-tiering: skewtape-pipeline retier {archive} --as-of 2026-01-01"
     )
     header = next(line for line in out.splitlines() if line.startswith("symbol "))
-    assert header.split()[-2:] == ["codec", "of"]  # WARM's codec, not where the day lives
+    assert header.split()[-2:] == ["written", "with"]  # WARM's codec, not where the day lives
+    first = next(line for line in out.splitlines() if line.startswith("KX-"))
+    assert first.endswith("(warm)")
     code, out, _ = run(capsys, "compact-ticks", str(source), "--out", str(archive),
                        "--as-of", "2025-12-05", "--price-scale", "2")  # fmt: skip
     assert code == 0 and "stay hot until re-tiering" not in out
