@@ -190,10 +190,7 @@ class Archive:
         >>> [(r.symbol, r.tier) for r in reports][:1]
         [('ES', 'HOT')]
         """
-        with self.core.writing(creates=True, doing="compacting ticks into it"):
-            return compact.compact_source(
-                self.core, source, as_of=as_of, encoding=encoding, run=run
-            )
+        return compact.compact_source(self.core, source, as_of=as_of, encoding=encoding, run=run)
 
     def compact_symbol_day(
         self, batch: TickBatch, write: SymbolDayWrite
@@ -226,8 +223,7 @@ class Archive:
         RoundTripError, WriteOnceError, CatalogMismatchError, ArchiveBusyError
             As :meth:`compact` raises them.
         """
-        with self.core.writing(creates=True):
-            return compact.compact_committed(self.core, batch, write)
+        return compact.compact_committed(self.core, batch, write)
 
     def retier(
         self, *, as_of: date, months: Collection[str] | None = None
@@ -271,8 +267,7 @@ class Archive:
         >>> archive.plan_retier(as_of=date(2026, 12, 1))  # what would move; reads only
         >>> result = archive.retier(as_of=date(2026, 12, 1), months=["2026-10"])
         """
-        with self.core.writing(doing="re-tiering it"):
-            return retiering.retier(self.core, as_of=as_of, months=months)
+        return retiering.retier(self.core, as_of=as_of, months=months)
 
     def prune(self) -> list[Any]:
         """Remove the superseded files (moved hot files, replaced or uncommitted consolidated
@@ -292,8 +287,7 @@ class Archive:
         CatalogMismatchError
             The catalog does not account for the files on disk (nothing removed).
         """
-        with self.core.writing():
-            return retiering.prune(self.core)
+        return retiering.prune(self.core)
 
     def withdraw(self, keys: Iterable[SymbolDayKey]) -> list[SymbolDayKey]:
         """Hide catalogued symbol-days' consolidated copies at once (one atomic catalog write,
@@ -321,8 +315,7 @@ class Archive:
         CatalogMismatchError
             The catalog is missing, unreadable or does not account for the files; nothing written.
         """
-        with self.core.writing():
-            return withdrawal.withdraw_symbol_days(self.core, keys)
+        return withdrawal.withdraw_symbol_days(self.core, keys)
 
     def remove(self, keys: Iterable[SymbolDayKey]) -> list[withdrawal.Removal]:
         """Take symbol-days out, under the lock: their consolidated copy withdrawn, then their
@@ -350,8 +343,7 @@ class Archive:
         CatalogMismatchError
             The catalog does not account for the files on disk; nothing changed.
         """
-        with self.core.writing():
-            return withdrawal.remove_symbol_days(self.core, keys)
+        return withdrawal.remove_symbol_days(self.core, keys)
 
     def rebuild_catalog(self, *, allow_fewer: bool = False) -> integrity.RebuildResult:
         """Write the catalog again from the consolidated files in the policy's tier roots (not
@@ -381,8 +373,7 @@ class Archive:
         CatalogMismatchError
             Fewer symbol-days without ``allow_fewer`` (nothing written).
         """
-        with self.core.writing():
-            return integrity.rebuild_catalog(self.core, allow_fewer=allow_fewer)
+        return integrity.rebuild_catalog(self.core, allow_fewer=allow_fewer)
 
     def waiting(self, seconds: float) -> Archive:
         """This archive with its writers waiting up to ``seconds`` for the lock instead.

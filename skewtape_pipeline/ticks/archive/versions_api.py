@@ -15,6 +15,7 @@ from skewtape_pipeline.ticks.archive.ops.version_pruning import (
     prune_versions,
 )
 from skewtape_pipeline.ticks.archive.store.version_files import Version
+from skewtape_pipeline.ticks.archive.store.version_recording import check_tag_arguments
 
 
 class ArchiveVersions:
@@ -145,6 +146,7 @@ class ArchiveVersions:
         ArchiveBusyError
             Another writer held the archive's lock beyond its ``lock_timeout`` seconds.
         """
+        check_tag_arguments(name, version)  # before writing: nothing turned on for a refusal
         with self._core.writing(), self._core.locked("tagging a version"):
             return self._core.versions.tag(name, version=version)
 
@@ -185,8 +187,7 @@ class ArchiveVersions:
         >>> archive.versions.prune(older_than=date(2026, 1, 1)).pruned
         [1, 2, 3]
         """
-        with self._core.writing():
-            return prune_versions(self._core, keep_last=keep_last, older_than=older_than)
+        return prune_versions(self._core, keep_last=keep_last, older_than=older_than)
 
     def past_bytes(self) -> int:
         """Bytes on disk that only past versions read: what pruning every past version would free.

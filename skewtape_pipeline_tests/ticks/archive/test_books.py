@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from skewtape_pipeline.errors import WriteOnceError
+from skewtape_pipeline.errors import ConfigError, WriteOnceError
 from skewtape_pipeline.ticks.archive.handle import Archive
 from skewtape_pipeline.ticks.archive.ops.compact import compact_symbol_day
 from skewtape_pipeline.ticks.archive.ops.compact_plan import SymbolDayWrite
@@ -20,6 +20,7 @@ from skewtape_pipeline.ticks.archive.store.catalog import (
 from skewtape_pipeline.ticks.archive.store.placement import archive_metrics
 from skewtape_pipeline.ticks.archive.store.policy import COLD
 from skewtape_pipeline.ticks.archive.store.tiers import ArchiveTiers
+from skewtape_pipeline.ticks.encode.sources import read_canonical
 from skewtape_pipeline_tests.ticks.archive_builders import (
     DAYS,
     POLICY,
@@ -32,6 +33,7 @@ from skewtape_pipeline_tests.ticks.archive_builders import (
     files_under,
     tiers_by_day,
     view_rows,
+    write_four_day_csv,
 )
 from skewtape_pipeline_tests.ticks.conftest import archive_at
 
@@ -113,3 +115,48 @@ def test_books_and_records_when_enabled_twice_is_idempotent_and_cannot_be_disabl
     assert books.is_on()
     kinds = [e["event"] for e in audit_events(root)]
     assert kinds == [EVENT_ENABLED, EVENT_REFUSED]
+
+
+def test_books_and_records_asked_is_turned_on_by_the_first_write_and_refuses_its_overwrite(
+    tmp_path, no_fsync
+):
+    """An archive opened with ``books_and_records=True`` is put in the mode by its first write,
+    before that write changes anything: the overwrite it would make is refused."""
+    root = build_archive(tmp_path, as_of=STAGE_1, days=DAYS[:1])
+    day = DAYS[0]
+    handle = archive_at(root, POLICY, audit_log=default_audit_log(root), books_and_records=True)
+    with pytest.raises(WriteOnceError, match="overwrite refused"):
+        handle.compact_symbol_day(
+            day_ticks("ES", day).slice(0, 1),
+            SymbolDayWrite(symbol="ES", day=day, age_days=(STAGE_1 - day).days),
+        )
+    events = [e["event"] for e in audit_events(root)]
+    assert handle.core.books.is_on() and events[-1] == EVENT_REFUSED
+    assert events.count(EVENT_ENABLED) == 1
+    assert view_rows(root) == expected_rows(DAYS[:1])
+
+
+def test_books_and_records_asked_when_an_argument_is_refused_turns_nothing_on(tmp_path):
+    """A write refused for its arguments changes nothing: it used to turn the write-once mode
+    on for good (audited) first, and to create a new archive's root to hold it."""
+    new_root = tmp_path / "new"
+    with pytest.raises(ConfigError, match="run = 5"):
+        Archive(new_root, books_and_records=True).compact(
+            read_canonical(write_four_day_csv(tmp_path / "t.csv")), as_of=STAGE_1, run=5
+        )
+    assert not new_root.exists() and not default_audit_log(new_root).exists()
+    root = build_archive(tmp_path, as_of=STAGE_1, days=DAYS[:1])
+    handle = archive_at(root, POLICY, audit_log=default_audit_log(root), books_and_records=True)
+    refusals = {
+        "months = 5": lambda: handle.retier(as_of=STAGE_2, months=5),
+        "write = None": lambda: handle.compact_symbol_day(day_ticks("ES", DAYS[0]), None),
+        "keys": lambda: handle.withdraw(5),
+        "keys ": lambda: handle.remove(5),
+        "allow_fewer": lambda: handle.rebuild_catalog(allow_fewer="no"),
+        "keep_last": lambda: handle.versions.prune(keep_last="1"),
+        "tag": lambda: handle.versions.tag("no/such"),
+    }
+    for said, refused in refusals.items():
+        with pytest.raises(ConfigError, match=said.strip()):
+            refused()
+    assert not handle.core.books.is_on() and not default_audit_log(root).exists()

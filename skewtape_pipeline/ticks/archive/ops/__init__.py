@@ -1,5 +1,7 @@
 """The archive's operations, one module each, each handed the ``ArchiveCore``; none imports the
-front door or another operation, but its own plan.
+front door or another operation, but its own plan. Each writing operation checks its arguments
+first, then writes within ``ArchiveCore.writing`` (so a refused argument turns nothing on, not
+even the ``books_and_records`` mode the archive was opened with).
 
 - ``compact_plan``: a compaction planned (``CompactionRun``, ``SymbolDayWrite``, ``SourceFacts``;
   the source read into sorted symbol-days in bounded memory); ``compact``: the plan carried out

@@ -563,12 +563,13 @@ def compact_source(
         raise ConfigError(f"run = {quoted(run)}: expected a CompactionRun")
     stream = source if isinstance(source, TickStream) else stream_of(source)
     options = PlanOptions(as_of, encoding, run.symbol, archive=recorded_schema(core.root))
-    with spilling_router(core.root, run.memory_limit) as router:
-        plan = plan_stream(stream, options, router, on_read=run.on_read)  # the input checked
-        record_unrecorded(core)
-        write = partial(compact_planned, core, encoding=encoding)
-        reports = _write_symbol_days(plan, write, run.on_progress)
-    commit_compaction(core)
+    with core.writing(creates=True, doing="compacting ticks into it"):
+        with spilling_router(core.root, run.memory_limit) as router:
+            plan = plan_stream(stream, options, router, on_read=run.on_read)  # the input checked
+            record_unrecorded(core)
+            write = partial(compact_planned, core, encoding=encoding)
+            reports = _write_symbol_days(plan, write, run.on_progress)
+        commit_compaction(core)
     return reports
 
 
@@ -580,9 +581,10 @@ def compact_committed(
     refusal), then the changes no version recorded recorded (:func:`record_unrecorded`)."""
     started = time.perf_counter()
     item = _planned(batch, write)
-    record_unrecorded(core)
-    report = _write_symbol_day(core, item, write.encoding.target_ratio, started)
-    commit_compaction(core)
+    with core.writing(creates=True):
+        record_unrecorded(core)
+        report = _write_symbol_day(core, item, write.encoding.target_ratio, started)
+        commit_compaction(core)
     return report
 
 

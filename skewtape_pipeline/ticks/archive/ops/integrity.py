@@ -142,7 +142,7 @@ def rebuild_catalog(core: ArchiveCore, *, allow_fewer: bool = False) -> RebuildR
     """Write the catalog again from the archive's files (``Archive.rebuild_catalog``)."""
     checked_flag(allow_fewer, "allow_fewer")  # "no" would allow losing symbol-days
     root, tiers = core.root, core.tiers
-    with core.locked("rebuilding"):
+    with core.writing(), core.locked("rebuilding"):
         # the version log the rebuild records its version in, checked before anything is
         # written: an index that lost its end or sums cut (``VersionLog.check_writable``), the
         # latest record changed (DamagedFileError naming it); else the catalog was written and

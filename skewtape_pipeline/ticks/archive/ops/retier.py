@@ -538,7 +538,7 @@ def retier(
     root = core.root
     _check_date(as_of)  # both refused before the lock is taken: its holder note untouched
     _month_filter(months)
-    with core.locked("re-tiering"):
+    with core.writing(doing="re-tiering it"), core.locked("re-tiering"):
         core.versions.check_writable()  # its version recorded last: refused before any write
         core.garbage.remove_leftovers()
         core.checked_catalog()
@@ -746,6 +746,6 @@ def _next_catalog(core: ArchiveCore, plan: RetierPlan, written: Sequence[_Writte
 
 def prune(core: ArchiveCore) -> list[TierFile]:
     """Remove the superseded files no kept version reads (the contract: ``Archive.prune``)."""
-    with core.locked("pruning"):
+    with core.writing(), core.locked("pruning"):
         core.checked_catalog()
         return core.garbage.collect().removed

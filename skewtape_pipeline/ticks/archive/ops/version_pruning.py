@@ -56,18 +56,20 @@ def prune_versions(
 ) -> PruneResult:
     """Drop old versions, then the files only they read (``ArchiveVersions.prune``)."""
     _check_rule(keep_last, older_than)
-    core.books.check_may_delete(core.versions.directory, why="pruning versions")
-    with core.locked("pruning versions"):
-        versions = core.versions.list()
-        drop = _to_prune(versions, set(core.versions.tags().values()), keep_last, older_than)
-        unlisted = uncatalogued_files(core.tiers, core.catalog.read())  # before any record goes
-        _drop_versions(core, drop)
-        kept = [v for v in versions if v.version not in set(drop)]
-        unread = _unread(core, kept, unlisted)
-        garbage = [
-            Garbage(path, core.tiers.relative(path), "read by no kept version") for path in unread
-        ]
-        removed = core.garbage.remove(garbage)
+    with core.writing():
+        core.books.check_may_delete(core.versions.directory, why="pruning versions")
+        with core.locked("pruning versions"):
+            versions = core.versions.list()
+            drop = _to_prune(versions, set(core.versions.tags().values()), keep_last, older_than)
+            unlisted = uncatalogued_files(core.tiers, core.catalog.read())  # before any record goes
+            _drop_versions(core, drop)
+            kept = [v for v in versions if v.version not in set(drop)]
+            unread = _unread(core, kept, unlisted)
+            garbage = [
+                Garbage(path, core.tiers.relative(path), "read by no kept version")
+                for path in unread
+            ]
+            removed = core.garbage.remove(garbage)
     return PruneResult(drop, [v.version for v in kept], removed)
 
 

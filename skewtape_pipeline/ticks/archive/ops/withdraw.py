@@ -57,8 +57,14 @@ class Removal:
 
 def remove_symbol_days(core: ArchiveCore, keys: Iterable[SymbolDayKey]) -> list[Removal]:
     """Withdraw symbol-days, then remove their hot files (``Archive.remove``)."""
-    root = core.root
     wanted = sorted(_check_keys(keys))
+    with core.writing():
+        return _remove_checked(core, wanted)
+
+
+def _remove_checked(core: ArchiveCore, wanted: list[SymbolDayKey]) -> list[Removal]:
+    """:func:`remove_symbol_days` of the ``wanted`` keys, checked, within ``core.writing``."""
+    root = core.root
     catalog = core.checked_catalog()
     for key in wanted:
         hot = partition_file(root, *key)
@@ -98,12 +104,13 @@ def _why(key: SymbolDayKey) -> str:
 def withdraw_symbol_days(core: ArchiveCore, keys: Iterable[SymbolDayKey]) -> list[SymbolDayKey]:
     """Hide catalogued symbol-days at once (the contract: ``Archive.withdraw``)."""
     wanted = _check_keys(keys)
-    if not _to_withdraw(core.checked_catalog(), wanted):
-        return []  # nothing to do: no lock taken, nothing written
-    with core.locked("withdrawing"):
-        withdrawn = _withdraw_locked(core, wanted)
-        core.versions.record("withdraw")
-        return withdrawn
+    with core.writing():
+        if not _to_withdraw(core.checked_catalog(), wanted):
+            return []  # nothing to do: no lock taken, nothing written
+        with core.locked("withdrawing"):
+            withdrawn = _withdraw_locked(core, wanted)
+            core.versions.record("withdraw")
+            return withdrawn
 
 
 def _withdraw_locked(core: ArchiveCore, wanted: Collection[SymbolDayKey]) -> list[SymbolDayKey]:

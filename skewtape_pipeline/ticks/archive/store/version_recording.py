@@ -491,6 +491,14 @@ def _placements(catalog: Catalog, entries: list[HotEntry]) -> dict[SymbolDayKey,
     return out
 
 
+def check_tag_arguments(name: object, version: object) -> None:
+    """ConfigError for a bad tag name or a ``version`` that is not an int (nor None): what
+    :func:`tag_version` refuses before it reads or writes anything."""
+    check_tag_name(name)
+    if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
+        raise ConfigError(f"version = {version!r}: expected a version number (an int) or None")
+
+
 def tag_version(
     archive_root: Path,
     name: str,
@@ -508,10 +516,8 @@ def tag_version(
     (tags are never moved).
     """
     root = Path(archive_root)
-    check_tag_name(name)
+    check_tag_arguments(name, version)
     checked_count(root, whole=True)  # a tag pins an indexed version
-    if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
-        raise ConfigError(f"version = {version!r}: expected a version number (an int) or None")
     if version is None:
         version = _current_version(root, name, books, catalog)
     found = read_version(root, version)
