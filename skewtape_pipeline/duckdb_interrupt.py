@@ -5,8 +5,9 @@ only now and then: a long statement run on the main thread ran to its end (a 2e9
 seven minutes) before Ctrl-C was seen. :func:`interruptible` runs the work on a thread of its
 own while the main thread waits, so Ctrl-C reaches the main thread at once, calls
 ``con.interrupt()`` (DuckDB stops the statement, rolling back what it wrote), and is raised.
-Used by every long DuckDB statement a command runs: a query's fetch, an apply's checks of a
-change file and its merges, a delta build's row comparison.
+Used by a query's fetch, an apply's checks of a change file and its merges, and a delta build's
+row comparison. The fills reads and read-back comparison of ``archive-month`` still run on the
+main thread: Ctrl-C stops them when DuckDB next looks (the command line says "interrupted").
 """
 
 from __future__ import annotations

@@ -365,6 +365,15 @@ def test_run_query_when_sql_is_not_utf8_refuses_naming_it(tmp_path, no_fsync):
         run_query(sql, ArchiveCore(root))
 
 
+@pytest.mark.parametrize("sql", [None, 5, b"SELECT 1"])
+def test_run_query_when_sql_is_no_text_refuses_saying_so(tmp_path, no_fsync, sql):
+    """A query that is no str was refused as 'not valid UTF-8 text', the wrong reason."""
+    root = build_archive(tmp_path, as_of=AS_OF, days=DAYS[:1])
+    for unrestricted in (False, True):
+        with pytest.raises(ConfigError, match=r"^query = .*: expected SQL text \(a str\)$"):
+            run_query(sql, ArchiveCore(root), QueryOptions(unrestricted=unrestricted))
+
+
 def test_run_query_when_root_is_not_an_archive_refuses_naming_it(tmp_path):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "notes.txt").write_text("x")

@@ -445,8 +445,9 @@ class ArchiveVerification:
     bytes_checked: int
     problems: list[str]
     leftovers: list[str] = field(default_factory=list)
-    """Files no read sees that ``prune`` removes (``archive_checks.leftover_findings``), one
-    line each naming the file: reported, yet not problems (``ok`` stays True)."""
+    """Files no read sees, which ``prune`` removes (kept in ``books_and_records`` mode:
+    ``archive_checks.leftover_findings``), one line each naming the file: reported, yet not
+    problems (``ok`` stays True)."""
 
     @property
     def ok(self) -> bool:

@@ -90,6 +90,7 @@ from skewtape_pipeline.errors import (
     ConfigError,
     DamagedFileError,
     checked_flag,
+    quoted,
 )
 from skewtape_pipeline.fsio import load_json
 from skewtape_pipeline.storage import LocalTier, ObjectFile, ObjectTier, exists
@@ -631,8 +632,10 @@ def check_read_only(sql: str, *, unrestricted: bool = False) -> None:
     ``ATTACH``, ``EXPORT``, ``INSTALL``/``LOAD``, ``SET``, ``CREATE``, ``INSERT`` ...;
     anything passes with ``unrestricted``.
 
-    Raises ConfigError naming the query and what was found.
+    Raises ConfigError naming the query and what was found (a query that is not a str: so).
     """
+    if not isinstance(sql, str):
+        raise ConfigError(f"query = {quoted(sql)}: expected SQL text (a str)")
     if unrestricted:
         return
     try:
