@@ -58,7 +58,7 @@ from skewtape_pipeline.ticks.archive.ops.compact_plan import (
     plan_stream,
     utc_days,
 )
-from skewtape_pipeline.ticks.archive.ops.withdraw import Removal, remove_symbol_days
+from skewtape_pipeline.ticks.archive.ops.withdraw import Removal, remove_while_writing
 from skewtape_pipeline.ticks.archive.store.catalog import SymbolDayKey
 from skewtape_pipeline.ticks.archive.store.layout import partition_file, recorded_schema
 from skewtape_pipeline.ticks.encode.chunked import RawChunk, ReadState, open_parquet, parquet_chunks
@@ -416,9 +416,10 @@ def _compact_held(
 
 
 def _removed(archive: Archive, gone: Sequence[SymbolDayKey]) -> dict[SymbolDayKey, Removal]:
-    """Take the ``gone`` symbol-days out of ``archive`` (``withdraw.remove_symbol_days``,
-    waiting for the lock as a compaction does); their removals by symbol-day."""
-    removed = remove_symbol_days(archive.core.waiting(compaction_lock_wait(archive.core)), gone)
+    """Take the ``gone`` symbol-days out of ``archive`` (``withdraw.remove_while_writing``: the
+    policy given is recorded by the caller's ``writing`` once the whole run succeeded), waiting
+    for the lock as a compaction does; their removals by symbol-day."""
+    removed = remove_while_writing(archive.core.waiting(compaction_lock_wait(archive.core)), gone)
     return {(r.symbol, r.day): r for r in removed}
 
 

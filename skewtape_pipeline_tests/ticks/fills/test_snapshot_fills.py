@@ -31,6 +31,7 @@ from skewtape_pipeline.ticks.archive.store.books import (
 )
 from skewtape_pipeline.ticks.archive.store.layout import partition_file
 from skewtape_pipeline.ticks.archive.store.policy import TierPolicy
+from skewtape_pipeline.ticks.archive.store.tiers import POLICY_RECORD
 from skewtape_pipeline.ticks.archive.store.version_files import EVENT_VERSION
 from skewtape_pipeline.ticks.fills import snapshot_fills
 from skewtape_pipeline.ticks.fills.snapshot_fills import (
@@ -542,3 +543,28 @@ def test_month_files_when_a_venue_folder_cannot_be_read_names_it(applied_chain: 
     assert str(raised.value).startswith(
         f"{locked}: cannot be read (Permission denied); whether it holds 2026-10.parquet "
     )
+
+
+def test_archive_symbol_days_when_a_write_fails_records_no_policy_given(
+    applied_chain: Path, tmp_path: Path, monkeypatch
+):
+    """Under ``Archive.writing`` (as ``archive-month`` and the asset run it), the policy given is
+    recorded once the whole run succeeded: the removal step, run before the symbol-days are
+    written, used to record it by itself (its own ``writing``, on a copy of the core), so a run
+    that failed afterwards left the policy recorded."""
+    history = applied_chain / "history"
+    wanted = busiest_symbol_days(history / "2026-10" / "fills/kalshi/2026-10.parquet", 1)
+    out = tmp_path / "archive"
+    archive = archive_at(out, TierPolicy(hot_max_age_days=3))
+
+    def failed(*args, **kwargs):
+        raise OSError("the disk went away")
+
+    monkeypatch.setattr(snapshot_fills, "compact_planned", failed)
+    with pytest.raises(OSError, match="the disk went away"), archive.writing():
+        archive_symbol_days(archive, history, wanted, as_of=AS_OF)
+    assert not (out / POLICY_RECORD).exists()
+    monkeypatch.undo()
+    with archive.writing():
+        archive_symbol_days(archive, history, wanted, as_of=AS_OF)
+    assert Archive(out).policy == TierPolicy(hot_max_age_days=3)

@@ -8,7 +8,8 @@ the ``ticks`` view, whatever tier it is in:
   metrics leave it out at once, and the next ``retier.retier`` rewrites its consolidated file
   without it;
 - :func:`remove_symbol_days` does that and removes the hot file too: what the archivers call
-  when a corrected source has no ticks left for a symbol-day. Both steps happen under one hold
+  (:func:`remove_while_writing`, within their caller's ``ArchiveCore.writing``) when a
+  corrected source has no ticks left for a symbol-day. Both steps happen under one hold
   of the archive's lock (``ArchiveCore.locked``), so a re-tiering cannot move a hot file being
   removed back into a consolidated file; each removal is audited as re-tiering audits its own
   (``GarbageCollector.remove``, ``tick-archive-remove``).
@@ -60,6 +61,14 @@ def remove_symbol_days(core: ArchiveCore, keys: Iterable[SymbolDayKey]) -> list[
     wanted = sorted(_check_keys(keys))
     with core.writing():
         return _remove_checked(core, wanted)
+
+
+def remove_while_writing(core: ArchiveCore, keys: Iterable[SymbolDayKey]) -> list[Removal]:
+    """:func:`remove_symbol_days` for a caller already within ``ArchiveCore.writing``
+    (``snapshot_fills.archive_symbol_days``, as ``archive-month`` and the asset run it): no
+    ``writing`` of its own, whose exit would record the policy given before the caller's own
+    writes (and though they then failed)."""
+    return _remove_checked(core, sorted(_check_keys(keys)))
 
 
 def _remove_checked(core: ArchiveCore, wanted: list[SymbolDayKey]) -> list[Removal]:
