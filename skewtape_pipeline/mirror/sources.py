@@ -97,7 +97,8 @@ class TransferSettings:
 
     def retry(self) -> Retry:
         """The urllib3 retry policy of these settings (also the budget of resumed bodies):
-        each retry told as a notice (:class:`NoticedRetry`)."""
+        each retry told as a notice (:class:`NoticedRetry`); a server's ``Retry-After`` is
+        honoured up to ``backoff_max`` seconds (urllib3 would wait up to six hours on it)."""
         retries = self.attempts - 1
         return NoticedRetry(
             total=retries,
@@ -112,6 +113,7 @@ class TransferSettings:
             backoff_max=self.backoff_max,
             raise_on_status=True,
             respect_retry_after_header=True,
+            retry_after_max=self.backoff_max,
         )
 
 

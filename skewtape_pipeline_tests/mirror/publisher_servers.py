@@ -158,11 +158,13 @@ def wait_for_port(port: int, process: subprocess.Popen, log: Path, timeout: floa
 @dataclass(frozen=True)
 class Fault:
     """What the proxy does to one connection: ``cut`` it after ``after`` bytes from the server,
-    ``stall`` it there (``seconds``, then close), or answer ``503`` without forwarding."""
+    ``stall`` it there (``seconds``, then close), or answer ``503`` without forwarding (with a
+    ``Retry-After: <retry_after>`` header when given)."""
 
     kind: str
     after: int = 0
     seconds: float = 30.0
+    retry_after: str | None = None
 
 
 @dataclass
@@ -259,6 +261,8 @@ class FaultProxy:
             if fault is not None and fault.kind == "503":
                 _read_request_head(client)
                 body = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                if fault.retry_after is not None:
+                    body += f"Retry-After: {fault.retry_after}\r\n".encode()
                 client.sendall(body + b"Connection: close\r\n\r\n")
                 return
             try:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from pyarrow import fs as pafs
+from urllib3.util.retry import Retry
 
 from skewtape_pipeline import progress
 from skewtape_pipeline.cli.app import main
@@ -70,6 +71,33 @@ def test_fetch_over_nginx_when_a_connection_fails_resumes_to_the_verified_month(
         proxy.close()
 
     assert result.months[0].retries >= 1
+    assert_fetched(large_subscriber, large_publisher, proxy)
+
+
+def test_fetch_when_the_server_asks_to_retry_after_an_hour_waits_at_most_backoff_max(
+    large_subscriber, large_publisher, large_nginx, monkeypatch
+):
+    """A 503 with ``Retry-After: 3600`` held the request an hour (urllib3 honours up to six
+    hours): a slow or lying publisher could hang the fetch. The wait is capped at
+    ``backoff_max``; the fetch then goes on to the verified month."""
+    asked: list[float | None] = []
+    given = Retry.get_retry_after
+
+    def noted(retry: Retry, response) -> float | None:
+        seconds = given(retry, response)
+        asked.append(seconds)
+        return None if seconds is None else min(seconds, 1.5)  # the test never waits an hour
+
+    monkeypatch.setattr(Retry, "get_retry_after", noted)
+    settings = replace(SETTINGS, backoff_max=1.0)
+    proxy = FaultProxy(large_nginx.port)
+    proxy.add(Fault("503", retry_after="3600"))
+    try:
+        result = fetch_deltas(proxy.url, large_subscriber, settings=settings)
+    finally:
+        proxy.close()
+
+    assert result.months[0].retries >= 1 and max(filter(None, asked)) == 1.0
     assert_fetched(large_subscriber, large_publisher, proxy)
 
 
