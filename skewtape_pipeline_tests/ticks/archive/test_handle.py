@@ -174,7 +174,8 @@ def test_archive_verbs_given_arguments_of_the_wrong_type_refuse_naming_them_writ
     AttributeError after the files were verified (and their cache written), and
     ``rebuild_catalog(allow_fewer="no")`` allowed losing symbol-days, ``verify(full="no")``
     scrubbed every page, ``days(None)`` answered no days, ``versions.at("2026-01-01")`` was an
-    AttributeError, ``retier(months=5)`` a TypeError, ``compact_symbol_day`` given no
+    AttributeError, ``retier(months=5)`` a TypeError (and months in a generator moved nothing),
+    ``compact_symbol_day`` given no
     SymbolDayWrite and ``compact(run=None)`` AttributeErrors."""
     archive = Archive(tmp_path / "archive")
     source = read_canonical(write_four_day_csv(tmp_path / "ticks.csv"))
@@ -198,6 +199,10 @@ def test_archive_verbs_given_arguments_of_the_wrong_type_refuse_naming_them_writ
         (lambda: archive.versions.at(None), "when = None"),
         (lambda: archive.retier(as_of=date(2025, 12, 5), months=5), "months = 5"),
         (lambda: archive.plan_retier(as_of=date(2025, 12, 5), months=5), "months = 5"),
+        (  # read twice (checked, then planned): a generator retiered nothing
+            lambda: archive.retier(as_of=date(2026, 3, 1), months=(m for m in ["2025-12"])),
+            "months = <generator",
+        ),
         (lambda: archive.compact_symbol_day(batch, None), "write = None"),
         (lambda: archive.compact_symbol_day(None, write), "batch = None"),
         (lambda: archive.compact(again(), as_of=date(2025, 12, 5), run=None), "run = None"),

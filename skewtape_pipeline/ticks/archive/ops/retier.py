@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime
 from pathlib import Path
@@ -438,7 +438,7 @@ def _age(day: date, as_of: date) -> int:
 def _month_filter(months: Collection[str] | None) -> Callable[[date], bool]:
     if months is None:
         return lambda day: True
-    if isinstance(months, str) or not isinstance(months, Iterable):
+    if isinstance(months, str) or not isinstance(months, Collection):  # read twice: no generator
         raise ConfigError(f"months = {months!r}: expected a collection of YYYY-MM strings")
     wanted = set()
     for month in months:
