@@ -278,7 +278,7 @@ def compaction_summary(
 
 def _written_with(report: Any) -> str:
     """The codec and level the symbol-day's file was written with, as its footer records them,
-    and the tier they are the settings of: ``zstd-9 (warm)``."""
+    and the tier they are the settings of: ``ZSTD-9 (warm)``."""
     level = "" if report.compression_level is None else f"-{report.compression_level}"
     return f"{report.codec}{level} ({report.tier.lower()})"
 

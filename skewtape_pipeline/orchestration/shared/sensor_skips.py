@@ -15,16 +15,18 @@ def skipped(
     skewtape: SkewtapeHome,
     reason: str,
     cursor: str | None,
+    *,
+    warning: bool = False,
     **result: Any,
 ) -> dg.SensorResult:
     """The tick's result when it requests no run: ``reason`` (its paths under the data root
     named ``$SKEWTAPE_HOME/...``: ``SkewtapeHome.shown``) is its skip reason and, logged
     through the tick's logger, a line of the tick's logs (what the UI's tick dialog shows,
-    where the skip reason alone would leave "No logs to display"). ``result`` are further
-    ``SensorResult`` arguments (e.g. dynamic partitions to add). ``cursor`` None: a sensor
-    that keeps none."""
+    where the skip reason alone would leave "No logs to display"), a warning when
+    ``warning``. ``result`` are further ``SensorResult`` arguments (e.g. dynamic partitions to
+    add). ``cursor`` None: a sensor that keeps none."""
     reason = skewtape.shown(reason)
-    context.log.info(f"skipped: {reason}")
+    (context.log.warning if warning else context.log.info)(f"skipped: {reason}")
     return dg.SensorResult(skip_reason=dg.SkipReason(reason), cursor=cursor, **result)
 
 
@@ -45,7 +47,6 @@ def unreadable_skipped(evaluate: Sensor) -> Sensor:
             return evaluate(context, skewtape)
         except UnreadableFolderError as exc:
             reason = f"{exc}; nothing registered or requested, the cursor kept until it reads"
-            context.log.warning(skewtape.shown(reason))
-            return skipped(context, skewtape, reason, context.cursor)
+            return skipped(context, skewtape, reason, context.cursor, warning=True)
 
     return tick
