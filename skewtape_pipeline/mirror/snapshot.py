@@ -16,8 +16,10 @@ from pathlib import Path
 
 from skewtape_pipeline.errors import (
     ManifestError,
+    UnreadableSealFileError,
     UnsafePathError,
     VerificationError,
+    os_reason,
     quoted,
     quoted_path,
 )
@@ -220,8 +222,9 @@ def read_snapshot(folder: Path) -> tuple[SnapshotManifest, dict[str, str], str]:
     Raises
     ------
     ManifestError
-        Either file is missing or unreadable, or CHECKSUMS.sha256 is malformed (the error names
-        the file and line). Consistency between the two is :func:`verify_snapshot`'s job.
+        Either file is missing, or CHECKSUMS.sha256 is malformed (the error names the file and
+        line); UnreadableSealFileError (a ManifestError and an OS error) when either exists but
+        cannot be read. Consistency between the two is :func:`verify_snapshot`'s job.
     UnsafePathError
         CHECKSUMS.sha256 lists a path that is not a safe relative path.
     """
@@ -244,5 +247,5 @@ def _read_seal_file(path: Path) -> bytes:
         return path.read_bytes()
     except FileNotFoundError:
         raise ManifestError("is missing; expected a sealed snapshot", path=path) from None
-    except OSError as exc:
-        raise ManifestError(f"cannot be read ({exc.strerror})", path=path) from None
+    except OSError as exc:  # a permission refused, a folder of that name: an OS error
+        raise UnreadableSealFileError(f"cannot be read ({os_reason(exc)})", path=path) from None
