@@ -21,10 +21,15 @@ from skewtape_pipeline.errors import (
     VerificationError,
     os_reason,
     quoted,
-    quoted_path,
 )
 from skewtape_pipeline.fsio import atomic_write_bytes, is_temp
-from skewtape_pipeline.hashing import format_checksums, parse_checksums, sha256_bytes, sha256_files
+from skewtape_pipeline.hashing import (
+    checksum_entries,
+    format_checksums,
+    parse_checksums,
+    sha256_bytes,
+    sha256_files,
+)
 from skewtape_pipeline.mirror.format import (
     CHECKSUMS,
     LOCAL_STATE_DIR,
@@ -32,6 +37,7 @@ from skewtape_pipeline.mirror.format import (
     MONTH_RE,
     SnapshotFileEntry,
     SnapshotManifest,
+    safe_listed_paths,
     safe_relpath,
 )
 from skewtape_pipeline.mirror.tables import check_table, is_table, parquet_rows, table_columns
@@ -230,9 +236,9 @@ def read_snapshot(folder: Path) -> tuple[SnapshotManifest, dict[str, str], str]:
     """
     folder = Path(folder)
     raw = _read_seal_file(folder / MANIFEST)
-    checksums = read_checksums(folder / CHECKSUMS)
-    for rel in checksums:
-        safe_relpath(rel, field_name=f"line for {quoted_path(rel)}", source=folder / CHECKSUMS)
+    entries = checksum_entries(_read_seal_file(folder / CHECKSUMS), source=folder / CHECKSUMS)
+    safe_listed_paths(entries, source=folder / CHECKSUMS)
+    checksums = {rel: digest for rel, (digest, _) in entries.items()}
     manifest = SnapshotManifest.parse(raw, source=folder / MANIFEST).with_listed_files(checksums)
     return manifest, checksums, sha256_bytes(raw)
 
