@@ -179,12 +179,33 @@ class MissingPathError(SkewtapeError):
     """A folder or file a command was given does not exist; nothing was created."""
 
 
-class UnreadableFolderError(SkewtapeError, OSError):
+class UnreadableInputError(SkewtapeError, OSError):
+    """A folder or file of the mirror exists but cannot be read: :class:`UnreadableFolderError`
+    or :class:`UnreadableFileError`. The message names it, the reason and what could not be
+    decided without it; nothing was written. An OS error: the CLI exits 1, a Dagster run fails
+    with it (retryable), a sensor over the mirror's months skips its tick keeping its cursor."""
+
+
+class UnreadableFolderError(UnreadableInputError):
     """A folder of the mirror exists but cannot be read (listed or looked into): a permission
     refused, a file where the folder should be, a link loop, an I/O error. The message names the
     folder, the operating system's reason (:func:`os_reason`) and what could not be decided
     without it, never taking the folder for an empty or missing one; nothing was written. An
     OS error: the CLI exits 1, a Dagster run fails with it (retryable)."""
+
+
+class UnreadableFileError(UnreadableInputError):
+    """A file of an applied snapshot (its manifest, its CHECKSUMS.sha256, a fills file) cannot
+    be read: a permission refused, a folder or a dangling or looping link where the file should
+    be, an I/O error, a fills file DuckDB cannot open as Parquet. The message names the file,
+    the reason (the operating system's, or DuckDB's) and what could not be decided without it;
+    nothing was written. An OS error: the CLI exits 1."""
+
+
+class UnreadableSealFileError(ManifestError, UnreadableFileError):
+    """A snapshot's manifest.json or CHECKSUMS.sha256 exists but cannot be read (a permission
+    refused, a folder of that name, an I/O error): a :class:`ManifestError`, as any manifest a
+    snapshot cannot be taken from, and an :class:`UnreadableFileError` (an OS error, exit 1)."""
 
 
 def os_reason(exc: OSError) -> str:

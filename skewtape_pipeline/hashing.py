@@ -138,7 +138,13 @@ def parse_checksums(data: bytes, *, source: Path) -> dict[str, str]:
     :class:`ChecksumLineError` naming ``source`` and the line, as does a path listed twice or
     a line that is not UTF-8.
     """
-    listed: dict[str, str] = {}
+    return {rel: digest for rel, (digest, _) in checksum_entries(data, source=source).items()}
+
+
+def checksum_entries(data: bytes, *, source: Path) -> dict[str, tuple[str, int]]:
+    """{path: (lowercase hex, 1-based line number)} of CHECKSUMS.sha256 text, read and refused
+    as :func:`parse_checksums` reads it: what names the line of a path refused later."""
+    listed: dict[str, tuple[str, int]] = {}
     for number, raw in enumerate(data.split(b"\n"), start=1):
         raw = raw[:-1] if raw.endswith(b"\r") else raw
         if not raw or raw.startswith(b"#"):
@@ -152,7 +158,7 @@ def parse_checksums(data: bytes, *, source: Path) -> dict[str, str]:
         rel, digest = _checksum_line(line, number, source)
         if rel in listed:
             raise ChecksumLineError(f"lists {rel!r} a second time", path=source, line=number)
-        listed[rel] = digest
+        listed[rel] = (digest, number)
     return listed
 
 

@@ -69,23 +69,40 @@ def safe_relpath(rel: object, *, field_name: str, source: Path | None = None) ->
     Raises :class:`UnsafePathError` naming ``field_name``.
     """
 
-    def refuse(why: str) -> UnsafePathError:
-        return UnsafePathError(
+    why = path_refusal(rel)
+    if why is not None:
+        raise UnsafePathError(
             f"refusing the path {quoted_path(rel)}: {why}", path=source, field=field_name
         )
+    return rel
 
+
+def path_refusal(rel: object) -> str | None:
+    """Why :func:`safe_relpath` refuses ``rel``, or None when it is safe."""
     if not isinstance(rel, str) or not rel:
-        raise refuse("expected a non-empty relative path")
+        return "expected a non-empty relative path"
     if "\\" in rel or "\x00" in rel:
-        raise refuse("backslashes and NUL are not allowed")
+        return "backslashes and NUL are not allowed"
     if rel.startswith("/") or _DRIVE_RE.match(rel):
-        raise refuse("absolute paths and drive letters are not allowed")
+        return "absolute paths and drive letters are not allowed"
     parts = rel.split("/")
     if any(part in ("", ".", "..") for part in parts):
-        raise refuse("empty, '.' and '..' parts are not allowed")
+        return "empty, '.' and '..' parts are not allowed"
     if parts[0] == LOCAL_STATE_DIR or any(part.endswith(TEMP_MARKER) for part in parts):
-        raise refuse(f"{LOCAL_STATE_DIR}/ and temporary names are reserved for local state")
-    return rel
+        return f"{LOCAL_STATE_DIR}/ and temporary names are reserved for local state"
+    return None
+
+
+def safe_listed_paths(entries: dict[str, tuple[str, int]], *, source: Path | object) -> None:
+    """Refuse (UnsafePathError naming the CHECKSUMS.sha256 ``source``, the line and the path)
+    the first path of ``entries`` (``hashing.checksum_entries``) that :func:`safe_relpath`
+    refuses: ``<source>: line 3: refusing the path '../x': <why>``."""
+    for rel, (_, number) in entries.items():
+        why = path_refusal(rel)
+        if why is not None:
+            raise UnsafePathError(
+                f"line {number}: refusing the path {quoted_path(rel)}: {why}", path=source
+            )
 
 
 def safe_venue(name: object, *, field_name: str, source: Path | None = None) -> str:

@@ -265,14 +265,17 @@ class ObjectSource:
         read told to ``arrived``, the GET given up at the next read once ``stop`` is set), only
         from the version ``version`` (``If-Match``; 412 otherwise): the buffer's :data:`BLOCK`
         slices. A GET whose answer did not begin within the retries (``attempts``: the pool's
-        own, each told to ``arrived`` until the answer begins) is TransferError naming the
-        object and why (a reset connection, a timeout), as over HTTP, not retried again per
-        file; no error names the presigned URL."""
+        own, each told to ``arrived`` until the answer begins, and a notice naming the object's
+        ``s3://`` URL) is TransferError naming the object and why (a reset connection, a
+        timeout), as over HTTP, not retried again per file; no error or notice names the
+        presigned URL."""
         url, shown = urls
         headers = {"Range": f"bytes={offset}-{offset + size - 1}"}
         if version:
             headers["If-Match"] = version
-        retries = self.settings.retry().telling(functools.partial(arrived.retrying, offset))
+        retries = self.settings.retry().telling(
+            functools.partial(arrived.retrying, offset), shown=shown
+        )
         failed = None  # raised outside the handler: urllib3's error (its URL) is not its context
         try:
             response = self.pool.request(

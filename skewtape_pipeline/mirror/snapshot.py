@@ -16,13 +16,20 @@ from pathlib import Path
 
 from skewtape_pipeline.errors import (
     ManifestError,
+    UnreadableSealFileError,
     UnsafePathError,
     VerificationError,
+    os_reason,
     quoted,
-    quoted_path,
 )
 from skewtape_pipeline.fsio import atomic_write_bytes, is_temp
-from skewtape_pipeline.hashing import format_checksums, parse_checksums, sha256_bytes, sha256_files
+from skewtape_pipeline.hashing import (
+    checksum_entries,
+    format_checksums,
+    parse_checksums,
+    sha256_bytes,
+    sha256_files,
+)
 from skewtape_pipeline.mirror.format import (
     CHECKSUMS,
     LOCAL_STATE_DIR,
@@ -30,6 +37,7 @@ from skewtape_pipeline.mirror.format import (
     MONTH_RE,
     SnapshotFileEntry,
     SnapshotManifest,
+    safe_listed_paths,
     safe_relpath,
 )
 from skewtape_pipeline.mirror.tables import check_table, is_table, parquet_rows, table_columns
@@ -220,16 +228,17 @@ def read_snapshot(folder: Path) -> tuple[SnapshotManifest, dict[str, str], str]:
     Raises
     ------
     ManifestError
-        Either file is missing or unreadable, or CHECKSUMS.sha256 is malformed (the error names
-        the file and line). Consistency between the two is :func:`verify_snapshot`'s job.
+        Either file is missing, or CHECKSUMS.sha256 is malformed (the error names the file and
+        line); UnreadableSealFileError (a ManifestError and an OS error) when either exists but
+        cannot be read. Consistency between the two is :func:`verify_snapshot`'s job.
     UnsafePathError
         CHECKSUMS.sha256 lists a path that is not a safe relative path.
     """
     folder = Path(folder)
     raw = _read_seal_file(folder / MANIFEST)
-    checksums = read_checksums(folder / CHECKSUMS)
-    for rel in checksums:
-        safe_relpath(rel, field_name=f"line for {quoted_path(rel)}", source=folder / CHECKSUMS)
+    entries = checksum_entries(_read_seal_file(folder / CHECKSUMS), source=folder / CHECKSUMS)
+    safe_listed_paths(entries, source=folder / CHECKSUMS)
+    checksums = {rel: digest for rel, (digest, _) in entries.items()}
     manifest = SnapshotManifest.parse(raw, source=folder / MANIFEST).with_listed_files(checksums)
     return manifest, checksums, sha256_bytes(raw)
 
@@ -244,5 +253,5 @@ def _read_seal_file(path: Path) -> bytes:
         return path.read_bytes()
     except FileNotFoundError:
         raise ManifestError("is missing; expected a sealed snapshot", path=path) from None
-    except OSError as exc:
-        raise ManifestError(f"cannot be read ({exc.strerror})", path=path) from None
+    except OSError as exc:  # a permission refused, a folder of that name: an OS error
+        raise UnreadableSealFileError(f"cannot be read ({os_reason(exc)})", path=path) from None

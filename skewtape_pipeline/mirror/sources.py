@@ -119,28 +119,33 @@ class TransferSettings:
 
 class NoticedRetry(Retry):
     """urllib3's :class:`~urllib3.util.Retry` that tells each retry as a notice
-    (``progress.notice``: the URL without its query, why, the attempt to come), so a user
-    waiting on a stalled or failing publisher reads what is happening instead of a quiet bar;
-    and, when given one (:meth:`telling`), calls :attr:`told` too, from the retrying thread."""
+    (``progress.notice``: the URL without its query, or the one it was given to name, why, the
+    attempt to come), so a user waiting on a stalled or failing publisher reads what is
+    happening instead of a quiet bar; and, when given one (:meth:`telling`), calls :attr:`told`
+    too, from the retrying thread."""
 
     told: Callable[[], None] | None = None
+    shown: str | None = None
+    """What the notices name (None: the request's URL without its query)."""
 
-    def telling(self, told: Callable[[], None]) -> NoticedRetry:
-        """This policy, calling ``told()`` at each retry too (as the policies it leads to do)."""
+    def telling(self, told: Callable[[], None], *, shown: str | None = None) -> NoticedRetry:
+        """This policy, calling ``told()`` at each retry too and naming ``shown`` (the
+        ``s3://`` object a presigned GET reads, never the endpoint's URL) in its notices, as the
+        policies it leads to do."""
         retry = self.new()
-        retry.told = told
+        retry.told, retry.shown = told, shown
         return retry
 
     def new(self, **kw) -> NoticedRetry:
         retry = super().new(**kw)
-        retry.told = self.told
+        retry.told, retry.shown = self.told, self.shown
         return retry
 
     def increment(self, method=None, url=None, response=None, error=None, _pool=None, **kw):
         retry = super().increment(method, url, response, error, _pool, **kw)
         attempt = len(retry.history) + 1
         progress.notice(
-            f"{_retried_url(url, _pool)}: {_retry_reason(response, error)}; "
+            f"{self.shown or _retried_url(url, _pool)}: {_retry_reason(response, error)}; "
             f"trying again (attempt {attempt} of {attempt + (retry.total or 0)})"
         )
         if retry.told is not None:

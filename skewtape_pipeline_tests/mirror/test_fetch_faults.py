@@ -251,6 +251,8 @@ def test_fetch_over_s3_when_a_file_gets_no_answer_asks_for_it_attempts_times_in_
     assert stalled in str(info.value) and "x-amz-" not in str(info.value).lower()
     told = [n for n in notices if stalled in n]  # each signed GET's retries, from its thread
     assert told and all("x-amz-" not in n.lower() and "?" not in n for n in told)  # no signature
+    named = f"{s3_publisher.uri('publisher').split('?')[0]}{stalled}: "  # not the endpoint's URL
+    assert all(n.startswith(named) for n in told), told
     assert all(re.search(r"\.parquet: (SlowHeadError|ReadTimeoutError): ", n) for n in told)
     assert {n.rsplit("(", 1)[1] for n in told} == {f"attempt {a} of 5)" for a in (2, 3, 4, 5)}
 
@@ -673,7 +675,8 @@ def test_cli_fetch_over_s3_when_the_server_resets_a_files_connections_exits_1_na
     large_subscriber, large_publisher, s3_publisher, s3_env, capsys
 ):
     """The server resets the largest file's first presigned GET mid-body, then every connection
-    asking for it again (RST, ECONNRESET): each GET is asked for again, each retry told, and
+    asking for it again (RST, ECONNRESET): each GET is asked for again, each retry told (naming
+    the s3:// object, not the endpoint's URL the presigned GET goes to), and
     the fetch fails on one line naming the object (no query: its signature) and the reset.
     The client's waits between its retries are no body below the low-speed limit: they were
     reported as one (``StalledTransfer: 0 bytes/s``)."""
@@ -707,7 +710,8 @@ def test_cli_fetch_over_s3_when_the_server_resets_a_files_connections_exits_1_na
     assert "low-speed" not in err and "Stalled" not in err
     assert "?" not in err and "x-amz-" not in err.lower() and "endpoint_override" not in err
     retries = [line for line in err.splitlines() if "trying again" in line]
-    assert retries and all(f": {RESET}; trying again (attempt " in line for line in retries)
+    assert retries and all(f"{shown}: {RESET}; trying again (attempt " in line for line in retries)
+    assert not [line for line in retries if "http://" in line], retries  # the s3:// object named
     assert any(line.endswith("(attempt 5 of 5)") for line in retries)  # the GETs' own retries
     assert len(gets) > 5
     assert not (large_subscriber / DELTA).exists()

@@ -66,9 +66,17 @@ def refused(server_url: str, subscriber: Path, error: type[Exception], match: st
 def test_fetch_when_checksums_list_a_path_leaving_the_folder_is_refused(
     tampered, subscriber, listed
 ):
-    write_checksums(tampered, [*checksums_lines(tampered), f"{'0' * 64}  {listed}"])
+    """The refusal names the publisher's CHECKSUMS.sha256 by its URL, the line and the path
+    (it read "field a line of http://...")."""
+    lines = [*checksums_lines(tampered), f"{'0' * 64}  {listed}"]
+    write_checksums(tampered, lines)
     with hostile_server(tampered) as server:
-        refused(server.url, subscriber, UnsafePathError, "refusing the path")
+        error = refused(server.url, subscriber, UnsafePathError, "refusing the path")
+        url = f"{server.url}/{DELTA}/CHECKSUMS.sha256"
+    assert str(error).startswith(f"{url}: line {len(lines)}: refusing the path {listed!r}: "), str(
+        error
+    )
+    assert "field" not in str(error)
 
 
 def test_fetch_when_a_file_is_longer_than_its_recorded_size_is_refused(tampered, subscriber):

@@ -146,6 +146,20 @@ def test_read_snapshot_when_checksums_malformed_raises_naming_the_line(tmp_path)
         read_snapshot(folder)
 
 
+def test_read_snapshot_when_checksums_list_an_unsafe_path_names_the_file_line_and_path(
+    tmp_path,
+):
+    folder = make_snapshot(tmp_path)
+    lines = (folder / CHECKSUMS).read_text().splitlines()
+    (folder / CHECKSUMS).write_text("\n".join([*lines, f"{'0' * 64}  ../outside.md"]) + "\n")
+    with pytest.raises(UnsafePathError) as raised:
+        read_snapshot(folder)
+    assert str(raised.value) == (
+        f"{folder / CHECKSUMS}: line {len(lines) + 1}: refusing the path '../outside.md': "
+        "empty, '.' and '..' parts are not allowed"
+    )
+
+
 @pytest.mark.parametrize(
     "raw",
     [b"{", b"[1, 2]", b'{"schema": 3, "tables": {"markets": "x"}}', b"[" * 100_000],

@@ -6,7 +6,7 @@ from typing import Any
 
 import dagster as dg
 
-from skewtape_pipeline.errors import UnreadableFolderError
+from skewtape_pipeline.errors import UnreadableInputError
 from skewtape_pipeline.orchestration.shared.resources import SkewtapeHome
 
 
@@ -34,18 +34,19 @@ Sensor = Callable[[dg.SensorEvaluationContext, SkewtapeHome], Any]
 
 
 def unreadable_skipped(evaluate: Sensor) -> Sensor:
-    """``evaluate`` (a sensor over the mirror's months) whose tick, when a folder of the mirror
-    cannot be read (``UnreadableFolderError``, e.g. a month folder of ``history/``), registers and
-    requests nothing and keeps its cursor, saying why in a warning and its skip reason (the
-    folder named from the data root, no stack trace in the UI); a later tick goes on once the
-    folder reads. Which months are applied cannot be told meanwhile: a month passed over would
-    never be looked at again."""
+    """``evaluate`` (a sensor over the mirror's months) whose tick, when a folder or file of
+    the mirror cannot be read (``UnreadableInputError``: a month folder of ``history/``, an
+    applied snapshot's manifest or one of its fills files), registers and requests nothing and
+    keeps its cursor, saying why in a warning and its skip reason (the folder or file named
+    from the data root, no stack trace in the UI); a later tick goes on once it reads. What a
+    month brings cannot be told meanwhile: a month passed over would never be looked at
+    again."""
 
     @functools.wraps(evaluate)
     def tick(context: dg.SensorEvaluationContext, skewtape: SkewtapeHome) -> Any:
         try:
             return evaluate(context, skewtape)
-        except UnreadableFolderError as exc:
+        except UnreadableInputError as exc:
             reason = f"{exc}; nothing registered or requested, the cursor kept until it reads"
             return skipped(context, skewtape, reason, context.cursor, warning=True)
 

@@ -49,8 +49,9 @@ SYMBOL_DAYS_TAG = "skewtape/symbol_days"
     "`venues`); removes a venue partition added by hand (the launch dialog's 'Add partition') "
     "that no snapshot holds fills of and nothing archived, naming it and the mirror's venues in "
     "its tick log (a warning); none while a snapshot's `fills/` cannot be read, which the tick "
-    "warns of. While a month folder of `history/` cannot be read, the tick skips, naming it "
-    "(a warning), and keeps its cursor. Requests no run; runs from the start.",
+    "warns of. While a month folder of `history/`, or a new month's manifest or fills file, "
+    "cannot be read, the tick skips, naming it (a warning), and keeps its cursor. Requests no "
+    "run; runs from the start.",
 )
 @unreadable_skipped
 def tick_venues_sensor(context: dg.SensorEvaluationContext, skewtape: SkewtapeHome):
@@ -111,8 +112,9 @@ def correction_run_config(symbols: list[str]) -> dict:
     "requests a tick archive run per archived venue-day the month corrected "
     "(a replaced fills file of an earlier month; a venue that left corrects nothing), over "
     "exactly the symbol-days whose ticks changed (named in the run config); a venue-day not "
-    "archived yet is left to its first run. While a month folder of `history/` cannot be read, "
-    "the tick skips, naming it (a warning), and keeps its cursor.",
+    "archived yet is left to its first run. While a month folder of `history/`, or a new "
+    "month's manifest or fills file, cannot be read, the tick skips, naming it (a warning), "
+    "and keeps its cursor.",
 )
 @unreadable_skipped
 def tick_corrections_sensor(context: dg.SensorEvaluationContext, skewtape: SkewtapeHome):
@@ -123,8 +125,9 @@ def tick_corrections_sensor(context: dg.SensorEvaluationContext, skewtape: Skewt
     has not ticked. The touched symbol-days of one venue-day are one run request (run key
     ``<month>:<partition key>``, the symbols in the run config, the count in a tag); a
     venue-day whose day is not a partition yet is only named in the skip reason. A month folder
-    of ``history/`` that cannot be read skips the tick, naming it (``unreadable_skipped``), and
-    the cursor stays: a month passed over would never have its corrections requested.
+    of ``history/``, or a manifest or fills file of a month looked at, that cannot be read skips
+    the tick, naming it (``unreadable_skipped``), and the cursor stays: a month passed over
+    would never have its corrections requested.
     """
     cursor = context.cursor or ""
     months = [m for m in applied_months(skewtape.history_dir) if m > cursor]

@@ -15,7 +15,10 @@ mirror's venues; none while the mirror holds no snapshot at all (missing, not mo
 while a snapshot's ``fills/`` folder cannot be read (the mirror's venues would be seen in part:
 each such folder is a warning of the tick, with the reason). A month folder of ``history/`` that
 cannot be read skips the tick instead, naming it in a warning (``unreadable_skipped``): which
-months are applied cannot be told, so nothing is registered or removed and the cursor stays. A
+months are applied cannot be told, so nothing is registered or removed and the cursor stays; so
+does a manifest or fills file of a newly applied month that cannot be read (a permission
+refused, a folder or a dangling link in its place, a file DuckDB cannot open), named with the
+reason: the venues that month brings cannot be told. A
 materialized partition key that is not ``<date>|<venue>`` protects no venue: the tick names it
 in one warning and goes on.
 
@@ -50,7 +53,8 @@ def new_venues(
 ) -> dict[str, list[str]]:
     """``{month: venue keys}``: the venues of the fills files each of ``months`` (oldest first)
     added or replaced that ``known`` does not hold, each under the first month bringing it;
-    months that bring none are left out."""
+    months that bring none are left out. UnreadableFileError or UnreadableFolderError as
+    ``new_symbols`` raises them (the sensors skip their tick on either)."""
     seen = set(known)
     found: dict[str, list[str]] = {}
     for month in months:

@@ -36,8 +36,10 @@ from skewtape_pipeline.errors import (
     ChainError,
     ConfigError,
     TickValidationError,
+    UnreadableFileError,
     UnreadableFolderError,
     os_reason,
+    reason,
 )
 from skewtape_pipeline.fsio import is_hidden
 from skewtape_pipeline.mirror.format import MANIFEST, MONTH_RE, SnapshotManifest
@@ -182,12 +184,50 @@ def _newest_holding(
 
 
 def symbols_in(fills_file: Path) -> list[str]:
-    """Distinct symbols of a fills month file, sorted."""
-    rows = duckdb.sql(
-        "SELECT DISTINCT venue, market_id FROM read_parquet($file) ORDER BY ALL",
-        params={"file": str(fills_file)},
-    ).fetchall()
+    """Distinct symbols of a fills month file, sorted. UnreadableFileError naming the file when
+    it cannot be read (:func:`reading_fills`)."""
+    with reading_fills(fills_file, "the symbols it holds"):
+        rows = duckdb.sql(
+            "SELECT DISTINCT venue, market_id FROM read_parquet($file) ORDER BY ALL",
+            params={"file": str(fills_file)},
+        ).fetchall()
     return [fill_symbol(venue, market_id) for venue, market_id in rows]
+
+
+@contextmanager
+def reading_fills(fills_file: Path, untold: str) -> Iterator[None]:
+    """A block reading the mirror's ``fills_file`` with DuckDB, which fails as one
+    UnreadableFileError naming the file, the reason and what cannot be told without it
+    (``untold``) when the file cannot be opened (a permission refused, a folder or a dangling or
+    looping link in its place: the operating system's reason, opened here first, as DuckDB's
+    own words would be "No files found that match the pattern") or DuckDB cannot read it as
+    Parquet (its reason)."""
+    check_opens(fills_file, untold)
+    try:
+        yield
+    except (duckdb.IOException, duckdb.InvalidInputException) as exc:
+        raise not_parquet(fills_file, exc, untold) from None
+
+
+def check_opens(fills_file: Path, untold: str) -> None:
+    """UnreadableFileError naming ``fills_file``, the operating system's reason and ``untold``
+    when the file cannot be opened for reading; nothing when it can."""
+    try:
+        with open(fills_file, "rb"):
+            pass
+    except OSError as exc:
+        raise UnreadableFileError(
+            f"{fills_file}: cannot be read ({os_reason(exc)}); {untold} cannot be told without it"
+        ) from None
+
+
+def not_parquet(fills_file: Path, exc: Exception, untold: str) -> UnreadableFileError:
+    """The error for a fills file that opens but cannot be read as Parquet (``exc``: the
+    library's words)."""
+    return UnreadableFileError(
+        f"{fills_file}: cannot be read as Parquet ({reason(exc)}); {untold} cannot be told "
+        "without it"
+    )
 
 
 @dataclass(frozen=True)
@@ -212,6 +252,7 @@ def changed_symbol_days(old_file: Path | None, new_file: Path | None) -> list[Sy
 
     Rows are compared as a multiset per symbol-day (count and a sum of row hashes), so a
     reordering alone is no change. A missing side (None) counts as a file without rows.
+    UnreadableFileError naming a file that cannot be read (:func:`reading_fills`).
     """
     con = duckdb.connect()
     con.register("old", _fingerprints(con, old_file))
@@ -248,7 +289,8 @@ def _fingerprints(con: duckdb.DuckDBPyConnection, path: Path | None) -> pa.Table
                 "h": pa.array([], pa.decimal128(38, 0)),
             }
         )
-    return con.sql(query, params=[str(path)]).to_arrow_table()
+    with reading_fills(path, "which of its symbol-days changed"):
+        return con.sql(query, params=[str(path)]).to_arrow_table()
 
 
 def corrected_symbol_days(history: Path, month: str) -> list[SymbolDayKey]:
@@ -257,7 +299,9 @@ def corrected_symbol_days(history: Path, month: str) -> list[SymbolDayKey]:
     Compares each fills file of an earlier month that ``history/<month>/`` replaced with its
     version in the previous month's snapshot. A month file the snapshot no longer holds (its
     venue left) corrects nothing: its symbol-days keep being read from the newest snapshot
-    that holds it (:func:`newest_sources`). [] for the first snapshot.
+    that holds it (:func:`newest_sources`). [] for the first snapshot. UnreadableFileError
+    naming a manifest or fills file of either snapshot that cannot be read, as
+    :func:`new_symbols` raises it.
     """
     months = applied_months(history)
     if month not in months or months.index(month) == 0:
@@ -277,7 +321,10 @@ def corrected_symbol_days(history: Path, month: str) -> list[SymbolDayKey]:
 
 def new_symbols(history: Path, month: str) -> list[str]:
     """Symbols of every fills file the snapshot of ``month`` added or replaced (all for the
-    first snapshot): the symbols to register when the month is applied."""
+    first snapshot): the symbols to register when the month is applied. UnreadableFileError
+    naming the snapshot's (or its parent's) manifest or CHECKSUMS.sha256, or one of those fills
+    files, when it cannot be read (what the sensors skip a tick on, keeping their cursor);
+    UnreadableFolderError as :func:`applied_months` raises it."""
     months = applied_months(history)
     snapshot_dir = history / month
     snapshot, _, _ = read_snapshot(snapshot_dir)
@@ -568,19 +615,29 @@ def snapshot_fills_schema(snapshot: Path) -> TickSchema:
                 files.setdefault(entry.path, held / entry.path)
     same: dict[tuple[int, int], Path] = {}
     for path in files.values():
+        check_opens(path, SCHEMA_UNTOLD)
         status = path.stat()
         same.setdefault((status.st_dev, status.st_ino), path)
     return widest_schema([fills_file_schema(path) for path in same.values()])
 
 
+SCHEMA_UNTOLD = "the schema a new archive of the mirror takes"
+
+
 def fills_file_schema(fills_file: Path) -> TickSchema:
     """The coarsest timestamp unit and smallest scales holding one fills file exactly.
 
-    Raises TickValidationError naming the file when it has no ``ts``/``price``/``quantity``
-    column or one of another kind.
+    Raises UnreadableFileError naming the file when it cannot be opened or read as Parquet;
+    TickValidationError naming it when it has no ``ts``/``price``/``quantity`` column or one of
+    another kind.
     """
+    check_opens(fills_file, SCHEMA_UNTOLD)
     try:
-        batches = pq.ParquetFile(fills_file).iter_batches(columns=["ts", "price", "quantity"])
+        parquet = pq.ParquetFile(fills_file)
+    except (OSError, pa.ArrowException) as exc:
+        raise not_parquet(fills_file, exc, SCHEMA_UNTOLD) from None
+    try:
+        batches = parquet.iter_batches(columns=["ts", "price", "quantity"])
         return widest_schema([_batch_schema(batch) for batch in batches])
     except (OSError, pa.ArrowException) as exc:
         raise TickValidationError(f"{fills_file}: cannot read ts, price, quantity: {exc}") from None

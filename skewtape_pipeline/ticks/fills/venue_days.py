@@ -48,6 +48,7 @@ from skewtape_pipeline.ticks.fills.snapshot_fills import (
     newest_sources,
     read_back_mismatches,
     read_mirror_venues,
+    reading_fills,
     split_symbol,
     symbols_in,
 )
@@ -106,13 +107,15 @@ def venue_month_source(history: Path, venue: str, month_day: date) -> FillsSourc
 
 
 def traded_symbols(fills_file: Path, venue: str, day: date) -> list[str]:
-    """Symbols of ``venue`` with a trade on ``day`` in a fills month file, sorted."""
+    """Symbols of ``venue`` with a trade on ``day`` in a fills month file, sorted.
+    UnreadableFileError naming the file when it cannot be read (``reading_fills``)."""
     start = (day.toordinal() - date(1970, 1, 1).toordinal()) * NS_PER_DAY
-    rows = duckdb.sql(
-        "SELECT DISTINCT market_id FROM read_parquet($file) WHERE venue = $venue "
-        f"AND epoch_ns(ts) >= {start} AND epoch_ns(ts) < {start + NS_PER_DAY} ORDER BY ALL",
-        params={"file": str(fills_file), "venue": venue},
-    ).fetchall()
+    with reading_fills(fills_file, f"which symbols of {venue} traded on {day}"):
+        rows = duckdb.sql(
+            "SELECT DISTINCT market_id FROM read_parquet($file) WHERE venue = $venue "
+            f"AND epoch_ns(ts) >= {start} AND epoch_ns(ts) < {start + NS_PER_DAY} ORDER BY ALL",
+            params={"file": str(fills_file), "venue": venue},
+        ).fetchall()
     return [fill_symbol(venue, market_id) for (market_id,) in rows]
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import dagster as dg
 import pyarrow.parquet as pq
+import pytest
 
 from skewtape_pipeline.mirror.apply import apply_delta
 from skewtape_pipeline.orchestration.definitions import build_definitions
@@ -39,6 +40,7 @@ from skewtape_pipeline.ticks.fills.snapshot_fills import (
 from skewtape_pipeline_tests.mirror import minimal_publisher as minimal
 from skewtape_pipeline_tests.mirror.test_conformance import month_file
 from skewtape_pipeline_tests.orchestration.conftest import register_venues
+from skewtape_pipeline_tests.test_unreadable_input import as_nobody, shared_folder
 
 MONTHS = ("2026-09", "2026-10", "2026-11")
 
@@ -477,6 +479,94 @@ def test_sensors_when_a_month_folder_cannot_be_read_skip_naming_it_keeping_the_c
     (history / MONTHS[1]).unlink()
     moved.rename(history / MONTHS[1])
     assert logged_venues_tick(applied_chain, instance, MONTHS[0])[0].cursor == MONTHS[-1]
+
+
+CORRECTED = f"{MONTHS[-1]}/fills/kalshi/{MONTHS[0]}.parquet"
+"""A fills file the newest month replaced (a correction): both sensors read it."""
+
+
+def break_file(path: Path, how: str) -> Path:
+    """Put what root cannot read either in the place of ``path``; returns where it was moved."""
+    moved = path.with_name(f".{path.name}.moved")
+    path.rename(moved)
+    if how == "a folder":
+        path.mkdir()
+    elif how == "a link loop":
+        path.symlink_to(path.name)
+    else:
+        path.symlink_to("nowhere.parquet")
+    return moved
+
+
+def both_ticks(root: Path, instance: dg.DagsterInstance, cursor: str):
+    """One tick of each sensor, and what the venues sensor's log said."""
+    venues, logged = logged_venues_tick(root, instance, cursor)
+    return venues, tick(root, instance, cursor), logged
+
+
+@pytest.mark.parametrize(
+    ("how", "why"),
+    [
+        ("a folder", "Is a directory"),
+        ("a link loop", "Too many levels of symbolic links"),
+        ("a dangling link", "No such file or directory"),
+    ],
+)
+def test_sensors_when_a_new_months_fills_file_cannot_be_read_skip_naming_it_keeping_the_cursor(
+    applied_chain: Path, instance: dg.DagsterInstance, how: str, why: str
+):
+    """A fills file of a newly applied month that cannot be read (here what root cannot read
+    either) failed both ticks with DuckDB's error ("No files found that match the pattern"), a
+    stack trace in the UI. Both skip instead, naming the file from the data root and the
+    operating system's reason, keep their cursor and register or request nothing; once the
+    file reads, the next tick goes on."""
+    history = applied_chain / "history"
+    for month in MONTHS[:-1]:
+        register_venues(instance, new_symbols(history, month))
+    registered = set(instance.get_dynamic_partitions(VENUES))
+    mark_archived(instance, corrected_by_venue_day(history, MONTHS[-1]))
+    moved = break_file(history / CORRECTED, how)
+    said = f"$SKEWTAPE_HOME/history/{CORRECTED}: cannot be read ({why}); "
+
+    venues, corrections, logged = both_ticks(applied_chain, instance, MONTHS[-2])
+
+    for result in (venues, corrections):
+        assert result.skip_reason.skip_message.startswith(said), result.skip_reason
+        assert result.skip_reason.skip_message.endswith("the cursor kept until it reads")
+        assert str(applied_chain) not in result.skip_reason.skip_message
+        assert result.cursor == MONTHS[-2] and not result.run_requests
+        assert not result.dynamic_partitions_requests and not result.asset_events
+    assert [w for w in logged.warnings() if w.startswith(said)], logged.warnings()
+    assert set(instance.get_dynamic_partitions(VENUES)) == registered
+    if how == "a folder":
+        (history / CORRECTED).rmdir()
+    else:
+        (history / CORRECTED).unlink()
+    moved.rename(history / CORRECTED)
+    venues, corrections, _ = both_ticks(applied_chain, instance, MONTHS[-2])
+    assert venues.cursor == corrections.cursor == MONTHS[-1]
+    assert corrections.run_requests
+
+
+@pytest.mark.parametrize("locked", ["manifest.json", CORRECTED.split("/", 1)[1]])
+def test_sensors_when_the_daemons_user_cannot_read_a_new_months_file_skip_naming_it(
+    applied_chain: Path, instance: dg.DagsterInstance, locked: str
+):
+    """A newly applied month's manifest or fills file the daemon's user may not read (a
+    permission refused): both ticks skip naming it and why, the cursor kept."""
+    with shared_folder() as shared:
+        root = shared / "data"
+        shutil.copytree(applied_chain, root, symlinks=True)
+        (root / "history" / MONTHS[-1] / locked).chmod(0)
+        with as_nobody():
+            venues, corrections, logged = both_ticks(root, instance, MONTHS[-2])
+
+    said = f"$SKEWTAPE_HOME/history/{MONTHS[-1]}/{locked}: cannot be read (Permission denied)"
+    for result in (venues, corrections):
+        assert result.skip_reason.skip_message.startswith(said), result.skip_reason
+        assert result.cursor == MONTHS[-2] and not result.run_requests
+        assert not result.dynamic_partitions_requests and not result.asset_events
+    assert [w for w in logged.warnings() if w.startswith(said)], logged.warnings()
 
 
 def test_venues_sensor_when_fills_hold_a_dot_folder_removes_its_key_added_by_hand(

@@ -96,6 +96,64 @@ def test_archive_month_when_before_the_mirror_refuses_naming_month_and_snapshots
     assert not (mirror / "archive").exists()
 
 
+NEWEST = "2026-12/fills/kalshi/2026-11.parquet"
+"""The newest snapshot's fills file, which archive-month 2026-11 reads kalshi's ticks from."""
+
+
+@pytest.mark.parametrize(
+    ("broken", "put", "archived", "said"),
+    [
+        (
+            "2026-11/fills/kalshi/2026-09.parquet",  # the correction 2026-11 published
+            "a folder",
+            False,
+            "cannot be read (Is a directory); which of its symbol-days changed cannot be told "
+            "without it",
+        ),
+        (
+            NEWEST,
+            "a folder",
+            True,
+            "cannot be read (Is a directory); which symbols of kalshi traded on 2026-11-01 "
+            "cannot be told without it",
+        ),
+        (NEWEST, "not Parquet", True, "cannot be read as Parquet ("),
+        (  # a new archive: every fills file is read first for the schema it takes
+            NEWEST,
+            "a folder",
+            False,
+            "cannot be read (Is a directory); the schema a new archive of the mirror takes "
+            "cannot be told without it",
+        ),
+        (NEWEST, "not Parquet", False, "cannot be read as Parquet ("),
+    ],
+)
+def test_archive_month_when_a_fills_file_cannot_be_read_exits_1_naming_it(
+    mirror: Path, capsys, broken: str, put: str, archived: bool, said: str
+):
+    """A fills file of the mirror that cannot be read (a folder in its place, which root cannot
+    read either; bytes DuckDB cannot open) ended archive-month with DuckDB's traceback, or was
+    refused (2) as a file without ts, price, quantity: it is one line naming the file and why,
+    an OS error (exit 1)."""
+    if archived:  # the archive has its schema: the month's reads come first
+        argv = ["archive-month", "2026-10", "--root", str(mirror), "--as-of", "2026-10-02"]
+        assert main(argv) == 0
+    path = mirror / "history" / broken
+    path.unlink()
+    if put == "a folder":
+        path.mkdir()
+    else:
+        path.write_bytes(b"PAR1" + b"\0" * 64)
+    capsys.readouterr()
+    argv = ["archive-month", "2026-11", "--root", str(mirror), "--as-of", "2026-11-03"]
+    assert main(argv) == 1
+    out, err = capsys.readouterr()
+    assert err.startswith(f"error: {path}: {said}"), err
+    assert err.count("\n") == 1 and "Traceback" not in err and out == ""
+    if not archived:  # the corrections and the schema come before anything is written
+        assert not (mirror / "archive").exists()
+
+
 def test_month_venue_days_when_only_a_later_snapshot_has_the_months_fills_lists_them(
     mirror: Path,
 ):

@@ -15,7 +15,9 @@ import pytest
 
 from skewtape_pipeline.errors import (
     ChainError,
+    ManifestError,
     TickValidationError,
+    UnreadableFileError,
     UnreadableFolderError,
     WriteOnceError,
 )
@@ -528,6 +530,39 @@ def test_month_files_when_the_newest_fills_folder_is_a_file_names_it_not_an_olde
     assert str(raised.value).startswith(
         f"{fills}: cannot be read (Not a directory); which venues have 2026-10 fills there "
     )
+
+
+def test_new_symbols_and_corrections_when_a_fills_file_is_no_parquet_name_it(
+    applied_chain: Path,
+):
+    """A fills file of the month DuckDB cannot open is an UnreadableFileError (what the sensors
+    skip a tick on) naming the file and DuckDB's reason, not DuckDB's own error."""
+    history = applied_chain / "history"
+    corrected = history / "2026-11" / "fills" / "kalshi" / "2026-09.parquet"
+    corrected.unlink()
+    corrected.write_bytes(b"not a parquet file at all")
+    with pytest.raises(UnreadableFileError) as raised:
+        new_symbols(history, "2026-11")
+    assert str(raised.value).startswith(f"{corrected}: cannot be read as Parquet (")
+    assert str(raised.value).endswith("; the symbols it holds cannot be told without it")
+    with pytest.raises(UnreadableFileError, match="which of its symbol-days changed"):
+        corrected_symbol_days(history, "2026-11")
+
+
+def test_new_symbols_when_the_manifest_cannot_be_read_names_it_as_an_os_error(
+    applied_chain: Path,
+):
+    """An applied snapshot's manifest the user may not read is an UnreadableFileError (an OS
+    error, still a ManifestError) naming it, so the sensors skip their tick on it."""
+    with shared_folder() as folder:
+        root = folder / "data"
+        shutil.copytree(applied_chain, root, symlinks=True)
+        manifest = root / "history" / "2026-11" / "manifest.json"
+        manifest.chmod(0)
+        with as_nobody(), pytest.raises(UnreadableFileError) as raised:
+            new_symbols(root / "history", "2026-11")
+    assert isinstance(raised.value, ManifestError) and isinstance(raised.value, OSError)
+    assert str(raised.value) == f"{manifest}: cannot be read (Permission denied)"
 
 
 def test_month_files_when_a_venue_folder_cannot_be_read_names_it(applied_chain: Path):
