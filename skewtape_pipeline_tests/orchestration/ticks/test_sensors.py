@@ -536,7 +536,7 @@ def test_sensors_when_a_new_months_fills_file_cannot_be_read_skip_naming_it_keep
         assert str(applied_chain) not in result.skip_reason.skip_message
         assert result.cursor == MONTHS[-2] and not result.run_requests
         assert not result.dynamic_partitions_requests and not result.asset_events
-    assert [w for w in logged.warnings() if w.startswith(said)], logged.warnings()
+    assert [w for w in logged.warnings() if w.startswith(f"skipped: {said}")], logged.warnings()
     assert set(instance.get_dynamic_partitions(VENUES)) == registered
     if how == "a folder":
         (history / CORRECTED).rmdir()
@@ -566,7 +566,7 @@ def test_sensors_when_the_daemons_user_cannot_read_a_new_months_file_skip_naming
         assert result.skip_reason.skip_message.startswith(said), result.skip_reason
         assert result.cursor == MONTHS[-2] and not result.run_requests
         assert not result.dynamic_partitions_requests and not result.asset_events
-    assert [w for w in logged.warnings() if w.startswith(said)], logged.warnings()
+    assert [w for w in logged.warnings() if w.startswith(f"skipped: {said}")], logged.warnings()
 
 
 def test_venues_sensor_when_fills_hold_a_dot_folder_removes_its_key_added_by_hand(
