@@ -718,10 +718,12 @@ def _unreadable(folder: Path, untold: str) -> Iterator[None]:
 
 
 def _exists(path: Path) -> bool:
-    """True when ``path`` exists, False when it does not; the OSError when that cannot be told
-    (the ``pathlib`` checks hide some, depending on the Python version)."""
+    """True when there is an entry named ``path`` (a dangling or looping link too: it is read
+    as the venue's file, and refused naming it, never taken for a venue without one), False
+    when there is none; the OSError when that cannot be told (the ``pathlib`` checks hide
+    some, depending on the Python version)."""
     try:
-        path.stat()
+        path.lstat()
     except (FileNotFoundError, NotADirectoryError):
         return False
     return True

@@ -126,15 +126,23 @@ NEWEST = "2026-12/fills/kalshi/2026-11.parquet"
             "cannot be told without it",
         ),
         (NEWEST, "not Parquet", False, "cannot be read as Parquet ("),
+        (  # a dangling link was taken for no file: the venue was left out, silently
+            NEWEST,
+            "a dangling link",
+            True,
+            "cannot be read (No such file or directory); which symbols of kalshi traded",
+        ),
+        (NEWEST, "a looping link", True, "cannot be read (Too many levels of symbolic links)"),
     ],
 )
 def test_archive_month_when_a_fills_file_cannot_be_read_exits_1_naming_it(
     mirror: Path, capsys, broken: str, put: str, archived: bool, said: str
 ):
-    """A fills file of the mirror that cannot be read (a folder in its place, which root cannot
-    read either; bytes DuckDB cannot open) ended archive-month with DuckDB's traceback, or was
-    refused (2) as a file without ts, price, quantity: it is one line naming the file and why,
-    an OS error (exit 1)."""
+    """A fills file of the mirror that cannot be read (a folder or a dangling or looping link in
+    its place, which root cannot read either; bytes DuckDB cannot open) ended archive-month
+    with DuckDB's traceback, was refused (2) as a file without ts, price, quantity, or (a
+    dangling link) left its venue out silently: it is one line naming the file and why, an OS
+    error (exit 1)."""
     if archived:  # the archive has its schema: the month's reads come first
         argv = ["archive-month", "2026-10", "--root", str(mirror), "--as-of", "2026-10-02"]
         assert main(argv) == 0
@@ -142,6 +150,10 @@ def test_archive_month_when_a_fills_file_cannot_be_read_exits_1_naming_it(
     path.unlink()
     if put == "a folder":
         path.mkdir()
+    elif put == "a dangling link":
+        path.symlink_to(path.with_name("gone.parquet"))
+    elif put == "a looping link":
+        path.symlink_to(path.name)
     else:
         path.write_bytes(b"PAR1" + b"\0" * 64)
     capsys.readouterr()
