@@ -20,7 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from skewtape_pipeline.errors import ChainError, UnreadableFolderError, os_reason
+from skewtape_pipeline.errors import (
+    ChainError,
+    UnreadableFileError,
+    UnreadableFolderError,
+    os_reason,
+)
 from skewtape_pipeline.mirror.arrivals import holds_snapshot
 from skewtape_pipeline.mirror.format import MANIFEST, MONTH_RE
 from skewtape_pipeline.mirror.preflight import read_delta_head
@@ -54,6 +59,8 @@ def applied_months(history: Path) -> list[str]:
         permission refused, a link loop, an I/O error): the error names the folder and the
         reason. Such a month is never taken for one not applied, which a catch-up would apply
         again, a sensor pass over and ``archive-month`` read from an older snapshot.
+    UnreadableFileError
+        A month's manifest.json is a link to nothing: named, for the same reason.
     """
     try:
         with os.scandir(history) as entries:
@@ -70,11 +77,18 @@ def applied_months(history: Path) -> list[str]:
 
 def _holds_manifest(month: Path) -> bool:
     """True when the month folder holds a manifest.json file; False when it holds none or is
-    no folder; UnreadableFolderError naming it when that cannot be told."""
+    no folder; UnreadableFolderError naming it when that cannot be told, UnreadableFileError
+    naming its manifest when that is a link to nothing (never taken for a month not applied)."""
+    manifest = month / MANIFEST
     try:
-        return stat.S_ISREG((month / MANIFEST).stat().st_mode)
-    except (FileNotFoundError, NotADirectoryError):
-        return False
+        return stat.S_ISREG(manifest.stat().st_mode)
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        if not manifest.is_symlink():
+            return False
+        raise UnreadableFileError(
+            f"{manifest}: cannot be read ({os_reason(exc)}: a link to nothing); whether "
+            f"{month.name} holds an applied snapshot cannot be told without it"
+        ) from None
     except OSError as exc:
         raise UnreadableFolderError(
             f"{month}: cannot be read ({os_reason(exc)}); expected a month's snapshot folder "

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from skewtape_pipeline.cli.app import main
-from skewtape_pipeline.errors import ChainError, UnreadableFolderError
+from skewtape_pipeline.errors import ChainError, UnreadableFileError, UnreadableFolderError
 from skewtape_pipeline.mirror.catchup import catch_up
 from skewtape_pipeline.mirror.format import MANIFEST
 from skewtape_pipeline.mirror.months import applied_months, plan_month
@@ -99,6 +99,19 @@ def test_applied_months_when_a_month_folder_is_a_link_loop_raises_naming_it(tmp_
     (history / "2026-09" / MANIFEST).write_text("{}")
     (history / "2026-10").symlink_to("2026-10")
     with pytest.raises(UnreadableFolderError, match="Too many levels of symbolic links"):
+        applied_months(history)
+
+
+def test_applied_months_when_a_manifest_is_a_link_to_nothing_raises_naming_it(tmp_path: Path):
+    """A dangling link in place of a month's manifest was taken for no manifest: the month
+    for one not applied (a catch-up would apply its delta again over it)."""
+    history = tmp_path / "history"
+    for month in ("2026-09", "2026-10"):
+        (history / month).mkdir(parents=True)
+    (history / "2026-09" / MANIFEST).write_text("{}")
+    (history / "2026-10" / MANIFEST).symlink_to("gone.json")
+    said = rf"^{history / '2026-10' / MANIFEST}: cannot be read \(No such file or directory"
+    with pytest.raises(UnreadableFileError, match=said):
         applied_months(history)
 
 
