@@ -29,7 +29,7 @@ from skewtape_pipeline.errors import (
     quoted_path,
 )
 from skewtape_pipeline.fsio import TEMP_MARKER, load_json
-from skewtape_pipeline.hashing import is_sha256_hex
+from skewtape_pipeline.hashing import checksum_entries, is_sha256_hex
 
 MANIFEST = "manifest.json"
 CHECKSUMS = "CHECKSUMS.sha256"
@@ -93,16 +93,19 @@ def path_refusal(rel: object) -> str | None:
     return None
 
 
-def safe_listed_paths(entries: dict[str, tuple[str, int]], *, source: Path | object) -> None:
-    """Refuse (UnsafePathError naming the CHECKSUMS.sha256 ``source``, the line and the path)
-    the first path of ``entries`` (``hashing.checksum_entries``) that :func:`safe_relpath`
-    refuses: ``<source>: line 3: refusing the path '../x': <why>``."""
+def safe_checksums(data: bytes, *, source: Path | object) -> dict[str, str]:
+    """{path: sha256} of CHECKSUMS.sha256 text (``hashing.checksum_entries``: ChecksumLineError
+    for a bad line), every path one :func:`safe_relpath` takes; UnsafePathError naming the file
+    ``source``, the line and the first path it refuses: ``<source>: line 3: refusing the path
+    '../x': <why>``."""
+    entries = checksum_entries(data, source=source)
     for rel, (_, number) in entries.items():
         why = path_refusal(rel)
         if why is not None:
             raise UnsafePathError(
                 f"line {number}: refusing the path {quoted_path(rel)}: {why}", path=source
             )
+    return {rel: digest for rel, (digest, _) in entries.items()}
 
 
 def safe_venue(name: object, *, field_name: str, source: Path | None = None) -> str:

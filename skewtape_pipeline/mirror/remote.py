@@ -23,14 +23,14 @@ from skewtape_pipeline.errors import (
     VerificationError,
     quoted_path,
 )
-from skewtape_pipeline.hashing import checksum_entries, sha256_bytes
+from skewtape_pipeline.hashing import sha256_bytes
 from skewtape_pipeline.locations import redacted
 from skewtape_pipeline.mirror.format import (
     CHECKSUMS,
     MANIFEST,
     DeltaManifest,
     SnapshotManifest,
-    safe_listed_paths,
+    safe_checksums,
 )
 from skewtape_pipeline.mirror.preflight import check_next_snapshot
 from skewtape_pipeline.mirror.sources import RemoteFile, SmallFile, Source
@@ -158,9 +158,7 @@ def _listed(source: Source, folder: str, raw: bytes) -> dict[str, str]:
     """{path: sha256} of a month's CHECKSUMS.sha256, every path safe, the manifest listed."""
     url = source.url(f"{folder}/{CHECKSUMS}")
     at = PublisherFile(source, folder) / CHECKSUMS
-    entries = checksum_entries(raw, source=at)
-    safe_listed_paths(entries, source=at)  # "<url>: line 3: refusing the path '../x': <why>"
-    listed = {rel: digest for rel, (digest, _) in entries.items()}
+    listed = safe_checksums(raw, source=at)  # "<url>: line 3: refusing the path '../x': ..."
     _refuse_file_and_folder(url, listed)
     if MANIFEST not in listed:
         raise ChecksumMismatchError(

@@ -24,7 +24,6 @@ from skewtape_pipeline.errors import (
 )
 from skewtape_pipeline.fsio import atomic_write_bytes, is_temp
 from skewtape_pipeline.hashing import (
-    checksum_entries,
     format_checksums,
     parse_checksums,
     sha256_bytes,
@@ -37,7 +36,7 @@ from skewtape_pipeline.mirror.format import (
     MONTH_RE,
     SnapshotFileEntry,
     SnapshotManifest,
-    safe_listed_paths,
+    safe_checksums,
     safe_relpath,
 )
 from skewtape_pipeline.mirror.tables import check_table, is_table, parquet_rows, table_columns
@@ -236,9 +235,7 @@ def read_snapshot(folder: Path) -> tuple[SnapshotManifest, dict[str, str], str]:
     """
     folder = Path(folder)
     raw = _read_seal_file(folder / MANIFEST)
-    entries = checksum_entries(_read_seal_file(folder / CHECKSUMS), source=folder / CHECKSUMS)
-    safe_listed_paths(entries, source=folder / CHECKSUMS)
-    checksums = {rel: digest for rel, (digest, _) in entries.items()}
+    checksums = safe_checksums(_read_seal_file(folder / CHECKSUMS), source=folder / CHECKSUMS)
     manifest = SnapshotManifest.parse(raw, source=folder / MANIFEST).with_listed_files(checksums)
     return manifest, checksums, sha256_bytes(raw)
 
