@@ -94,10 +94,11 @@ def catch_up(
         ``history`` holds no snapshot, a month is missing between the current one and a later
         delta, a delta's parent is not the snapshot before it, or a delta's next snapshot is not
         of its folder's month. Raised before anything is written.
-    UnreadableFolderError
+    UnreadableFolderError, UnreadableFileError
         ``history`` or one of its month folders cannot be read (a permission refused, a link
-        loop): named with the reason before anything is written, never taken for a month not
-        applied (whose delta would be applied again). An OS error.
+        loop), or a month's manifest is a link to nothing (``applied_months``): named with the
+        reason before anything is written, never taken for a month not applied (whose delta
+        would be applied again). An OS error.
     """
     if mode not in MODES:
         raise ConfigError(f"mode={mode!r}; expected one of {', '.join(MODES)}")
@@ -189,8 +190,8 @@ def has_pending(history: Path, deltas: Path) -> bool:
 
 def current_snapshot(history: Path) -> Path:
     """The newest ``<YYYY-MM>/`` folder of ``history`` with a manifest; ChainError if none,
-    UnreadableFolderError naming a month folder that cannot be read (``applied_months``: never
-    taken for a month not applied, whose delta would then be applied again)."""
+    UnreadableFolderError or UnreadableFileError as ``applied_months`` raises them (never a
+    month taken for one not applied, whose delta would then be applied again)."""
     months = applied_months(history)
     if not months:
         raise ChainError(

@@ -16,7 +16,7 @@ stays applied and is recorded.
 
 import dagster as dg
 
-from skewtape_pipeline.errors import UnreadableFolderError
+from skewtape_pipeline.errors import UnreadableInputError
 from skewtape_pipeline.mirror.catchup import catch_up
 from skewtape_pipeline.mirror.months import applied_months
 from skewtape_pipeline.orchestration.mirror.checks import month_check_evaluations
@@ -63,7 +63,7 @@ def _applied_since(
     ``history/`` cannot be read any more (the run fails with its own reason all the same)."""
     try:
         return sorted(set(applied_months(skewtape.history_dir)) - before)
-    except UnreadableFolderError as exc:
+    except UnreadableInputError as exc:
         context.log.warning(skewtape.shown(f"the months this run applied are not recorded: {exc}"))
         return []
 

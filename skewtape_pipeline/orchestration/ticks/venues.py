@@ -18,9 +18,8 @@ cannot be read skips the tick instead, naming it in a warning (``unreadable_skip
 months are applied cannot be told, so nothing is registered or removed and the cursor stays; so
 does a manifest or fills file of a newly applied month that cannot be read (a permission
 refused, a folder or a dangling link in its place, a file DuckDB cannot open), named with the
-reason: the venues that month brings cannot be told. A
-materialized partition key that is not ``<date>|<venue>`` protects no venue: the tick names it
-in one warning and goes on.
+reason: the venues that month brings cannot be told. A materialized partition key that is not
+``<date>|<venue>`` protects no venue: the tick names it in one warning and goes on.
 
 A sensor hands Dagster's daemon the keys to add and, per month that brought any, an
 observation of ``tick_archive`` (``venues_registered``, ``venues``, ``month``) that the asset's
@@ -124,8 +123,8 @@ def stray_venues(
     which nothing could archive. None while the mirror holds no applied snapshot (``history``
     missing, unmounted, another data root), nor while a snapshot's ``fills/`` cannot be read
     (``unreadable``): every key, or some, would look stray, and the venues sensor's cursor is
-    past the months that registered them. UnreadableFolderError as ``applied_months`` raises
-    it (a month folder that cannot be read)."""
+    past the months that registered them. UnreadableFolderError or UnreadableFileError as
+    ``applied_months`` raises them."""
     held, unreadable = read_mirror_venues(history)
     if not held or unreadable:
         return Strays([], held, unreadable, [])

@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from skewtape_pipeline.errors import ChainError
 from skewtape_pipeline.mirror.verify import verify_snapshot
@@ -101,16 +102,33 @@ def test_catch_up_months_when_link_sources_is_false_copies_every_delta_file(
     assert delivered and [p for p in delivered if p.stat().st_nlink > 1] == []
 
 
+@pytest.mark.parametrize(
+    ("broken", "said"),
+    [
+        ("a month folder", "2026-10: cannot be read (Too many levels of symbolic links)"),
+        ("a manifest", "2026-10/manifest.json: cannot be read (No such file or directory"),
+    ],
+)
 def test_catch_up_months_when_history_cannot_be_read_after_a_failure_keeps_the_failure(
-    definitions: dg.Definitions, sample_root: Path, instance: dg.DagsterInstance, monkeypatch
+    definitions: dg.Definitions,
+    sample_root: Path,
+    instance: dg.DagsterInstance,
+    monkeypatch,
+    broken: str,
+    said: str,
 ):
     """The months a failed catch-up applied are looked for once it failed; a month folder that
-    cannot be read by then is a warning, and the run fails with the catch-up's own reason."""
+    cannot be read by then (a link loop), or a manifest that is a link to nothing, is a
+    warning, and the run fails with the catch-up's own reason."""
     assert run_month(definitions, "2026-09", instance).success
-    loop = sample_root / "history" / "2026-10"
+    month = sample_root / "history" / "2026-10"
 
     def refused(history: Path, deltas: Path, **_: object) -> list:
-        loop.symlink_to(loop.name)  # a link loop: no user can read it
+        if broken == "a month folder":
+            month.symlink_to(month.name)  # a link loop: no user can read it
+        else:
+            month.mkdir()
+            (month / "manifest.json").symlink_to("gone.json")
         raise ChainError("the catch-up's own reason")
 
     monkeypatch.setattr(catch_up_job, "catch_up", refused)
@@ -125,7 +143,5 @@ def test_catch_up_months_when_history_cannot_be_read_after_a_failure_keeps_the_f
     warned = [
         e.user_message for e in instance.all_logs(result.run_id) if e.level == logging.WARNING
     ]
-    assert [w for w in warned if w.startswith(
-        "the months this run applied are not recorded: $SKEWTAPE_HOME/history/2026-10: cannot be "
-        "read (Too many levels of symbolic links)"
-    )], warned  # fmt: skip
+    prefix = f"the months this run applied are not recorded: $SKEWTAPE_HOME/history/{said}"
+    assert [w for w in warned if w.startswith(prefix)], warned
